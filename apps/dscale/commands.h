@@ -1,0 +1,11 @@
+#pragma once
+// Each subcommand of `dscale` registers itself on the CLI11 app. The callback it installs
+// stores the process exit code in *exit_code (0 success, 1 runtime error, 2 usage error);
+// errors are printed to stderr as "dscale <command>: <message>".
+
+#include <CLI/CLI.hpp>
+
+namespace dscale::cli {
+
+
+}  // namespace dscale::cli

@@ -1,0 +1,99 @@
+#pragma once
+// Safetensors checkpoints: a memory-mapped reader with full validation, sharded checkpoints
+// through `model.safetensors.index.json`, and a writer.
+//
+// File layout: u64 little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "BF16", "shape": [r, c], "data_offsets": [begin, end]}, ...,
+//  "__metadata__": {"k": "v"}}, then the data region; offsets are relative to its start.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace dscale {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offset inside the data region
+  uint64_t end = 0;    // one past the last byte; end - begin = product(shape) * DTypeSize(dtype)
+  const std::byte* data = nullptr;  // points into the mapping; valid while the file is open
+
+  int64_t NumElements() const;
+};
+
+// One .safetensors file, mapped read-only. Move-only; the mapping lives as long as the object.
+class SafetensorsFile {
+ public:
+  // Validates everything before returning: header length within the file, JSON well formed,
+  // every entry has a known dtype, non-negative shape, shape x dtype size == byte range,
+  // ranges inside the data region and not overlapping. Errors name `path` and the problem.
+  static Result<SafetensorsFile> Open(const std::string& path);
+
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+  ~SafetensorsFile();
+
+  const std::string& path() const { return path_; }
+  // nullptr when absent.
+  const TensorInfo* Find(const std::string& name) const;
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  SafetensorsFile() = default;
+
+  std::string path_;
+  void* mapping_ = nullptr;
+  size_t mapping_size_ = 0;
+  std::vector<TensorInfo> tensors_;  // sorted by name
+  std::map<std::string, std::string> metadata_;
+};
+
+// A checkpoint directory: `model.safetensors`, or the shards listed by
+// `model.safetensors.index.json` ({"weight_map": {"tensor": "shard file"}}).
+class Checkpoint {
+ public:
+  static Result<Checkpoint> Open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  // nullptr when absent.
+  const TensorInfo* Find(const std::string& name) const;
+  std::vector<std::string> TensorNames() const;
+
+  // Reads a tensor as f32, checking its shape. Errors name the tensor, the file and the
+  // expected vs actual shape.
+  Result<std::vector<float>> ReadF32(const std::string& name,
+                                     const std::vector<int64_t>& expected_shape) const;
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorInfo*> index_;
+};
+
+// A tensor to write: f32 values stored as `dtype`.
+struct TensorToWrite {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<float> values;  // product(shape) values, row-major
+};
+
+// Writes one .safetensors file (tensors sorted by name, data 8-byte aligned).
+Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                        const std::map<std::string, std::string>& metadata = {});
+
+// Writes `tensors` split over shards of at most `max_shard_bytes` each, named
+// model-0000i-of-0000n.safetensors, plus model.safetensors.index.json.
+Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorToWrite>& tensors,
+                               uint64_t max_shard_bytes);
+
+}  // namespace dscale

@@ -1,0 +1,12 @@
+#pragma once
+// Elementwise activations.
+
+#include <cstdint>
+
+namespace dscale::cpu {
+
+// SwiGLU over a fused gate/up projection: out[r, i] = silu(gate_up[r, i]) · gate_up[r, inter + i]
+// with gate_up [rows, 2·inter] and out [rows, inter]; silu(x) = x / (1 + e^−x).
+void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter);
+
+}  // namespace dscale::cpu

@@ -1,0 +1,57 @@
+#pragma once
+// Attention over a paged KV cache for a packed ragged batch.
+//
+// Rows of all requests are packed back to back. Request i owns rows
+// [q_start, q_start + q_len); its row j sits at absolute position ctx_len + j. The keys and
+// values of positions 0 .. ctx_len + q_len − 1 (this batch's rows included: the caller stores
+// them before calling) live in the paged cache at slot
+//   page_table[p / page_size] · page_size + p % page_size.
+// Causal: row j sees positions 0 .. ctx_len + j (the target). Non-causal: row j sees all
+// ctx_len + q_len positions (the DFlash drafter's block).
+//
+// The kernel walks each (request, head) in query tiles of kTileRows rows; a tile loads each key
+// and value row once and reuses it for every live row of the tile. The tile height is a
+// compile-time parameter chosen at run time (16 for verification and drafting, 128 for
+// prefill): the path-aware tile router's hook.
+
+#include <cstdint>
+
+namespace dscale::cpu {
+
+struct AttentionSpan {
+  int32_t q_start = 0;
+  int32_t q_len = 0;
+  int32_t ctx_len = 0;
+  const int32_t* page_table = nullptr;  // ⌈(ctx_len + q_len) / page_size⌉ page ids
+};
+
+struct PagedKvLayer {
+  const float* k = nullptr;  // [num_slots, kv_heads, head_dim]
+  const float* v = nullptr;  // [num_slots, kv_heads, head_dim]
+  int32_t page_size = 0;
+};
+
+struct AttentionParams {
+  const float* q = nullptr;  // row r, head h at q + r·q_row_stride + h·head_dim
+  int64_t q_row_stride = 0;
+  float* out = nullptr;  // [rows, heads·head_dim], dense
+  int32_t heads = 0;
+  int32_t kv_heads = 0;  // heads % kv_heads == 0; query head h reads kv head h / (heads/kv_heads)
+  int32_t head_dim = 0;
+  float scale = 0;  // usually 1/sqrt(head_dim)
+  bool causal = true;
+  const AttentionSpan* spans = nullptr;
+  int32_t num_spans = 0;
+  PagedKvLayer kv;
+};
+
+// Query-row tile heights that are compiled.
+inline constexpr int kAttentionTileHeights[] = {16, 64, 128};
+
+template <int kTileRows>
+void PagedAttentionTiled(const AttentionParams& params);
+
+// Dispatches to the compiled tile height `tile_rows` (one of kAttentionTileHeights; CHECKed).
+void PagedAttention(const AttentionParams& params, int tile_rows);
+
+}  // namespace dscale::cpu

@@ -1,0 +1,13 @@
+#pragma once
+// Dense matrix products through OpenBLAS.
+
+#include <cstdint>
+
+namespace dscale::cpu {
+
+// y[rows, out] = x[rows, in] · w[out, in]ᵀ, or y += that when `accumulate`.
+// w uses PyTorch's Linear layout ([out, in], row-major). All f32, row-major, dense.
+void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
+            bool accumulate = false);
+
+}  // namespace dscale::cpu

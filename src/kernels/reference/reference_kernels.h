@@ -1,0 +1,27 @@
+#pragma once
+// Plain, obviously-correct versions of every CPU kernel: the specification the optimised CPU
+// kernels (and, later, the CUDA kernels) are tested against. Accumulate in double; no tiling,
+// no BLAS. Same contracts as the kernels in kernels/cpu.
+
+#include <cstdint>
+
+#include "kernels/cpu/attention.h"
+
+namespace dscale::ref {
+
+void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
+            bool accumulate = false);
+void RmsNorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps);
+void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim,
+                 int64_t row_stride, float eps);
+void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
+               int64_t row_stride, double theta);
+void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter);
+void EmbeddingGather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
+                     int64_t rows, float* out);
+void SoftmaxRows(float* x, int64_t rows, int64_t n);
+void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out);
+// Row by row: scores over the visible keys, full softmax, weighted sum of values.
+void PagedAttention(const cpu::AttentionParams& params);
+
+}  // namespace dscale::ref

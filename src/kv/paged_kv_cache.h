@@ -1,0 +1,93 @@
+#pragma once
+// Paged KV cache: fixed-size pages handed out by a free-list allocator, a page table per
+// sequence, and per-layer K/V storage addressed by slot = page · page_size + offset.
+//
+// Capacity (pages reserved) and content (rows written) are separate: the engine reserves room
+// for a verification block, the model writes K/V rows at their slots, and after acceptance the
+// engine truncates the sequence back to its committed length, which drops the rows of rejected
+// drafts and returns pages that are no longer needed. Running out of pages is a
+// kResourceExhausted Status the scheduler acts on (the request waits); nothing is changed then.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/cpu/attention.h"
+
+namespace dscale {
+
+struct KvCacheShape {
+  int32_t num_layers = 0;
+  int32_t kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t page_size = 16;  // positions per page
+  int32_t num_pages = 0;
+};
+
+// Free-list of page ids 0 .. num_pages − 1. Not thread-safe (owned by the engine thread).
+class PageAllocator {
+ public:
+  explicit PageAllocator(int32_t num_pages);
+  // −1 when no page is free.
+  int32_t Allocate();
+  void Free(int32_t page);
+  int32_t free_pages() const { return static_cast<int32_t>(free_.size()); }
+  int32_t total_pages() const { return total_; }
+
+ private:
+  int32_t total_;
+  std::vector<int32_t> free_;       // stack; lowest ids handed out first
+  std::vector<uint8_t> allocated_;  // CHECKs double frees
+};
+
+class PagedKvCache {
+ public:
+  explicit PagedKvCache(const KvCacheShape& shape);
+
+  const KvCacheShape& shape() const { return shape_; }
+
+  // A new sequence with no positions. Ids are reused after RemoveSequence.
+  int32_t AddSequence();
+  // Frees every page of `seq`; the id becomes invalid.
+  void RemoveSequence(int32_t seq);
+
+  // Makes room for positions 0 .. length − 1. kResourceExhausted (and no change) when the free
+  // pages do not suffice.
+  Status Reserve(int32_t seq, int32_t length);
+  // Forgets positions >= length and frees pages that held only those. No-op if already shorter.
+  void Truncate(int32_t seq, int32_t length);
+
+  // Positions currently reserved.
+  int32_t Length(int32_t seq) const;
+  const std::vector<int32_t>& PageTable(int32_t seq) const;
+  // Slot of position `pos` (< Length(seq)).
+  int64_t Slot(int32_t seq, int32_t pos) const;
+  // Pages needed to grow `seq` to `length` positions.
+  int32_t PagesNeeded(int32_t seq, int32_t length) const;
+
+  // Writes one position's K and V rows ([kv_heads · head_dim] each) at `slot` of `layer`.
+  void Store(int32_t layer, int64_t slot, const float* k, const float* v);
+  cpu::PagedKvLayer Layer(int32_t layer) const;
+
+  int32_t free_pages() const { return allocator_.free_pages(); }
+  int32_t num_sequences() const;
+
+ private:
+  struct Sequence {
+    bool live = false;
+    int32_t length = 0;
+    std::vector<int32_t> pages;
+  };
+  const Sequence& Live(int32_t seq) const;
+  Sequence& Live(int32_t seq);
+
+  KvCacheShape shape_;
+  int64_t row_floats_;  // kv_heads · head_dim
+  PageAllocator allocator_;
+  std::vector<std::vector<float>> k_;  // per layer: [num_pages · page_size, kv_heads, head_dim]
+  std::vector<std::vector<float>> v_;
+  std::vector<Sequence> sequences_;
+  std::vector<int32_t> free_ids_;
+};
+
+}  // namespace dscale
