@@ -26,11 +26,15 @@ struct Qwen3Config {
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+
+  bool operator==(const Qwen3Config&) const = default;
 };
 
 // Parses and validates. Missing required fields, wrong types, non-positive sizes, heads not a
-// multiple of kv heads, odd head_dim, token ids outside the vocabulary: errors naming `path`
-// (or "config.json" for text) and the field.
+// multiple of kv heads, odd head_dim, token ids outside the vocabulary: InvalidArgument naming
+// `path` (or "config.json" when `path` is empty) and the field. Text that is not a JSON object:
+// DataLoss. Optional fields given as null count as absent; fields the engine does not use are
+// ignored.
 Result<Qwen3Config> ParseQwen3Config(const std::string& json_text, const std::string& path);
 Result<Qwen3Config> LoadQwen3Config(const std::string& path);
 

@@ -29,12 +29,18 @@ struct TensorInfo {
   int64_t NumElements() const;
 };
 
+// "[4096, 1024]"; "[]" for a scalar. For error messages.
+std::string ShapeToString(const std::vector<int64_t>& shape);
+
 // One .safetensors file, mapped read-only. Move-only; the mapping lives as long as the object.
 class SafetensorsFile {
  public:
   // Validates everything before returning: header length within the file, JSON well formed,
   // every entry has a known dtype, non-negative shape, shape x dtype size == byte range,
-  // ranges inside the data region and not overlapping. Errors name `path` and the problem.
+  // ranges inside the data region and not overlapping, no duplicate names, `__metadata__` an
+  // object of strings. Errors name `path` and the problem: NotFound when the file is missing,
+  // IoError when the OS refuses, DataLoss when the contents are corrupt. Gaps between ranges
+  // are accepted. Like any mapping, the file must not be truncated while it is open.
   static Result<SafetensorsFile> Open(const std::string& path);
 
   SafetensorsFile(SafetensorsFile&&) noexcept;
@@ -49,6 +55,8 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
+  Status MapFile();
+  Status ParseMapped();
 
   std::string path_;
   void* mapping_ = nullptr;
@@ -61,6 +69,9 @@ class SafetensorsFile {
 // `model.safetensors.index.json` ({"weight_map": {"tensor": "shard file"}}).
 class Checkpoint {
  public:
+  // With an index, every distinct shard is opened once and every tensor it lists must be in its
+  // shard; tensors a shard holds but the index does not list are not visible. Without an index,
+  // `model.safetensors`; with neither, NotFound naming `dir`.
   static Result<Checkpoint> Open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
@@ -69,14 +80,23 @@ class Checkpoint {
   std::vector<std::string> TensorNames() const;
 
   // Reads a tensor as f32, checking its shape. Errors name the tensor, the file and the
-  // expected vs actual shape.
+  // expected vs actual shape: NotFound for a missing tensor, InvalidArgument for a shape that
+  // differs from `expected_shape`.
   Result<std::vector<float>> ReadF32(const std::string& name,
                                      const std::vector<int64_t>& expected_shape) const;
 
  private:
+  struct Entry {
+    const TensorInfo* info = nullptr;
+    const SafetensorsFile* file = nullptr;
+  };
+
+  Status LoadIndex(const std::string& index_path);
+  const SafetensorsFile* AddFile(SafetensorsFile file);
+
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, const TensorInfo*> index_;
+  std::map<std::string, Entry> index_;
 };
 
 // A tensor to write: f32 values stored as `dtype`.
@@ -87,12 +107,19 @@ struct TensorToWrite {
   std::vector<float> values;  // product(shape) values, row-major
 };
 
-// Writes one .safetensors file (tensors sorted by name, data 8-byte aligned).
+// Writes one .safetensors file through a temporary file renamed into place. The header lists the
+// tensors sorted by name and is padded with spaces so that the data region starts 8-byte aligned.
+// As the reference implementation requires, the data ranges are contiguous; they are ordered by
+// element size (largest first), then name, so every tensor is aligned to its element size.
+// InvalidArgument for empty, duplicate or reserved names, negative dims, a value count that does
+// not match the shape, or names/metadata that are not valid UTF-8.
 Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
 
-// Writes `tensors` split over shards of at most `max_shard_bytes` each, named
-// model-0000i-of-0000n.safetensors, plus model.safetensors.index.json.
+// Writes `tensors` split over shards of at most `max_shard_bytes` of tensor data each (a larger
+// tensor gets a shard of its own), filled greedily in name order and named
+// model-0000i-of-0000n.safetensors, plus model.safetensors.index.json with
+// {"metadata": {"total_size": bytes}, "weight_map": {...}}. Creates `dir` when needed.
 Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorToWrite>& tensors,
                                uint64_t max_shard_bytes);
 

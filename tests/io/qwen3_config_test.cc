@@ -1,0 +1,276 @@
+#include "io/qwen3_config.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/io_test_util.h"
+
+namespace dscale {
+namespace {
+
+using testing_io::ReadBytes;
+
+const std::string kConfigDir = std::string(DSCALE_TEST_DATA_DIR) + "/configs/qwen3-8b";
+const std::string kConfigPath = kConfigDir + "/config.json";
+
+nlohmann::json Qwen3_8bJson() { return nlohmann::json::parse(ReadBytes(kConfigPath)); }
+
+// Parses `json` as if it were read from "some/dir/config.json".
+Result<Qwen3Config> Parse(const nlohmann::json& json) {
+  return ParseQwen3Config(json.dump(), "some/dir/config.json");
+}
+
+void ExpectError(const nlohmann::json& json, const std::string& field,
+                 const std::string& expected) {
+  const Result<Qwen3Config> config = Parse(json);
+  ASSERT_FALSE(config.ok()) << field << " " << expected;
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  const std::string& message = config.status().message();
+  const std::string prefix = "some/dir/config.json: field \"" + field + "\": ";
+  EXPECT_EQ(message.rfind(prefix, 0), 0u) << message;
+  EXPECT_NE(message.find(expected), std::string::npos)
+      << "\"" << message << "\" lacks \"" << expected << "\"";
+}
+
+TEST(Qwen3ConfigTest, LoadsQwen3_8b) {
+  const Result<Qwen3Config> config = LoadQwen3Config(kConfigPath);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->vocab_size, 151936);
+  EXPECT_EQ(config->hidden_size, 4096);
+  EXPECT_EQ(config->intermediate_size, 12288);
+  EXPECT_EQ(config->num_hidden_layers, 36);
+  EXPECT_EQ(config->num_attention_heads, 32);
+  EXPECT_EQ(config->num_key_value_heads, 8);
+  EXPECT_EQ(config->head_dim, 128);
+  EXPECT_EQ(config->rms_norm_eps, 1e-6);
+  EXPECT_EQ(config->rope_theta, 1e6);
+  EXPECT_FALSE(config->tie_word_embeddings);
+  EXPECT_EQ(config->max_position_embeddings, 40960);
+  EXPECT_EQ(config->bos_token_ids, std::vector<int64_t>{151643});
+  EXPECT_EQ(config->eos_token_ids, std::vector<int64_t>{151645});
+  EXPECT_EQ(config->q_dim(), 4096);
+  EXPECT_EQ(config->kv_dim(), 1024);
+}
+
+// generation_config.json stops on two ids; the same list is accepted in config.json.
+TEST(Qwen3ConfigTest, EosFromGenerationConfigList) {
+  const nlohmann::json generation =
+      nlohmann::json::parse(ReadBytes(kConfigDir + "/generation_config.json"));
+  nlohmann::json json = Qwen3_8bJson();
+  json["eos_token_id"] = generation["eos_token_id"];
+  const Result<Qwen3Config> config = Parse(json);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+}
+
+TEST(Qwen3ConfigTest, TokenIdsAsIntListOrNull) {
+  nlohmann::json json = Qwen3_8bJson();
+  json["eos_token_id"] = 7;
+  json["bos_token_id"] = nullptr;
+  Result<Qwen3Config> config = Parse(json);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->eos_token_ids, std::vector<int64_t>{7});
+  EXPECT_TRUE(config->bos_token_ids.empty());
+
+  json["eos_token_id"] = {1, 2, 3};
+  json.erase("bos_token_id");
+  config = Parse(json);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->eos_token_ids, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_TRUE(config->bos_token_ids.empty());
+
+  json["eos_token_id"] = nlohmann::json::array();
+  config = Parse(json);
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(config->eos_token_ids.empty());
+}
+
+TEST(Qwen3ConfigTest, OptionalFieldsDefault) {
+  nlohmann::json json = Qwen3_8bJson();
+  json.erase("head_dim");
+  json.erase("tie_word_embeddings");
+  Result<Qwen3Config> config = Parse(json);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->head_dim, 4096 / 32);
+  EXPECT_FALSE(config->tie_word_embeddings);
+
+  json["tie_word_embeddings"] = true;
+  json["head_dim"] = 64;  // Qwen3 decouples head_dim from hidden_size / heads
+  config = Parse(json);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_TRUE(config->tie_word_embeddings);
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_EQ(config->q_dim(), 2048);
+}
+
+TEST(Qwen3ConfigTest, MissingRequiredFields) {
+  for (const char* field : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "num_key_value_heads", "rms_norm_eps",
+                            "rope_theta", "max_position_embeddings"}) {
+    nlohmann::json json = Qwen3_8bJson();
+    json.erase(field);
+    ExpectError(json, field, "missing");
+    json[field] = nullptr;
+    ExpectError(json, field, "missing");
+  }
+}
+
+TEST(Qwen3ConfigTest, WrongTypes) {
+  for (const char* field :
+       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"}) {
+    for (const nlohmann::json& bad :
+         {nlohmann::json("8"), nlohmann::json(8.5), nlohmann::json(8.0), nlohmann::json(true),
+          nlohmann::json::array({8}), nlohmann::json::object()}) {
+      nlohmann::json json = Qwen3_8bJson();
+      json[field] = bad;
+      ExpectError(json, field, "expected a positive integer, got ");
+    }
+  }
+  nlohmann::json json = Qwen3_8bJson();
+  json["num_key_value_heads"] = "8";
+  ExpectError(json, "num_key_value_heads", "expected a positive integer, got \"8\"");
+
+  for (const char* field : {"rms_norm_eps", "rope_theta"}) {
+    for (const nlohmann::json& bad :
+         {nlohmann::json("1e-6"), nlohmann::json(false), nlohmann::json::array()}) {
+      json = Qwen3_8bJson();
+      json[field] = bad;
+      ExpectError(json, field, "expected a positive number, got ");
+    }
+  }
+  json = Qwen3_8bJson();
+  json["tie_word_embeddings"] = "false";
+  ExpectError(json, "tie_word_embeddings", "expected true or false, got \"false\"");
+  json = Qwen3_8bJson();
+  json["eos_token_id"] = "151645";
+  ExpectError(json, "eos_token_id", "expected a token id, a list of token ids or null");
+  json["eos_token_id"] = {151645, "x"};
+  ExpectError(json, "eos_token_id", "holding \"x\"");
+  json = Qwen3_8bJson();
+  json["bos_token_id"] = 3.5;
+  ExpectError(json, "bos_token_id", "got 3.5");
+}
+
+TEST(Qwen3ConfigTest, OutOfRangeValues) {
+  for (const char* field :
+       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"}) {
+    for (const int64_t bad : {int64_t{0}, int64_t{-4}}) {
+      nlohmann::json json = Qwen3_8bJson();
+      json[field] = bad;
+      ExpectError(json, field, "expected a positive integer, got " + std::to_string(bad));
+    }
+    nlohmann::json json = Qwen3_8bJson();
+    json[field] = int64_t{1} << 40;
+    ExpectError(json, field, "too large");
+  }
+  for (const char* field : {"rms_norm_eps", "rope_theta"}) {
+    for (const double bad : {0.0, -1e-6}) {
+      nlohmann::json json = Qwen3_8bJson();
+      json[field] = bad;
+      ExpectError(json, field, "expected a positive number");
+    }
+  }
+}
+
+TEST(Qwen3ConfigTest, InconsistentValues) {
+  nlohmann::json json = Qwen3_8bJson();
+  json["num_key_value_heads"] = 5;
+  ExpectError(json, "num_key_value_heads", "5 does not divide num_attention_heads 32");
+  json = Qwen3_8bJson();
+  json["num_key_value_heads"] = 64;
+  ExpectError(json, "num_key_value_heads", "64 does not divide num_attention_heads 32");
+
+  json = Qwen3_8bJson();
+  json["head_dim"] = 127;
+  ExpectError(json, "head_dim", "127 is odd");
+  json.erase("head_dim");
+  json["hidden_size"] = 4100;
+  ExpectError(json, "head_dim", "hidden_size 4100 is not divisible by num_attention_heads 32");
+  json["hidden_size"] = 32 * 3;
+  ExpectError(json, "head_dim", "3 is odd");
+
+  json = Qwen3_8bJson();
+  json["eos_token_id"] = 151936;
+  ExpectError(json, "eos_token_id", "token id 151936 is outside the vocabulary [0, 151936)");
+  json["eos_token_id"] = {151645, -1};
+  ExpectError(json, "eos_token_id", "token id -1 is outside");
+  json = Qwen3_8bJson();
+  json["bos_token_id"] = 200000;
+  ExpectError(json, "bos_token_id", "token id 200000 is outside");
+}
+
+TEST(Qwen3ConfigTest, NotAConfig) {
+  for (const std::string text : {"", "{", "[1, 2]", "\"config\"", "null"}) {
+    const Result<Qwen3Config> config = ParseQwen3Config(text, "x/config.json");
+    ASSERT_FALSE(config.ok()) << text;
+    EXPECT_EQ(config.status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(config.status().message().rfind("x/config.json: ", 0), 0u)
+        << config.status().message();
+  }
+  // Without a path, messages say "config.json".
+  const Result<Qwen3Config> unnamed = ParseQwen3Config("{}", "");
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_EQ(unnamed.status().message(),
+            "config.json: field \"vocab_size\": missing (expected a positive integer)");
+
+  const Result<Qwen3Config> missing = LoadQwen3Config(kConfigDir + "/absent.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(kConfigDir + "/absent.json"), std::string::npos);
+}
+
+TEST(Qwen3ConfigTest, ToJsonRoundTrips) {
+  const Result<Qwen3Config> original = LoadQwen3Config(kConfigPath);
+  ASSERT_TRUE(original.ok());
+  const std::string text = Qwen3ConfigToJson(*original);
+  const Result<Qwen3Config> reparsed = ParseQwen3Config(text, "");
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status().message();
+  EXPECT_EQ(*reparsed, *original);
+
+  const nlohmann::json json = nlohmann::json::parse(text);
+  EXPECT_EQ(json["architectures"], nlohmann::json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(json["model_type"], "qwen3");
+  EXPECT_EQ(json["hidden_act"], "silu");
+  EXPECT_EQ(json["attention_bias"], false);
+  EXPECT_EQ(json["torch_dtype"], "bfloat16");
+  EXPECT_EQ(json["rope_theta"], 1000000);
+  EXPECT_TRUE(json["rope_theta"].is_number_integer());
+  EXPECT_EQ(json["eos_token_id"], 151645);
+  // Every field of the real config the parser reads carries the same value.
+  const nlohmann::json real = Qwen3_8bJson();
+  for (const char* field :
+       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta",
+        "tie_word_embeddings", "max_position_embeddings", "bos_token_id", "eos_token_id"}) {
+    EXPECT_EQ(json[field], real[field]) << field;
+  }
+}
+
+TEST(Qwen3ConfigTest, ToJsonRoundTripsUnusualValues) {
+  Qwen3Config config;
+  config.vocab_size = 1000;
+  config.hidden_size = 96;
+  config.intermediate_size = 250;
+  config.num_hidden_layers = 3;
+  config.num_attention_heads = 6;
+  config.num_key_value_heads = 2;
+  config.head_dim = 18;
+  config.rms_norm_eps = 1.2345678901234567e-7;
+  config.rope_theta = 10000.5;
+  config.tie_word_embeddings = true;
+  config.max_position_embeddings = 77;
+  config.bos_token_ids = {};
+  config.eos_token_ids = {999, 0, 5};
+  const Result<Qwen3Config> reparsed = ParseQwen3Config(Qwen3ConfigToJson(config), "");
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status().message();
+  EXPECT_EQ(*reparsed, config);
+  const nlohmann::json json = nlohmann::json::parse(Qwen3ConfigToJson(config));
+  EXPECT_TRUE(json["bos_token_id"].is_null());
+  EXPECT_EQ(json["eos_token_id"], nlohmann::json::array({999, 0, 5}));
+}
+
+}  // namespace
+}  // namespace dscale
