@@ -47,7 +47,8 @@ int UniqueFd::Reset() {
 }
 
 Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK keeps a FIFO named by mistake from blocking here; fstat then refuses it.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return OsError(path, "cannot open", errno);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return OsError(path, "cannot stat", errno);

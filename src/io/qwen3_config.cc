@@ -84,8 +84,9 @@ class FieldReader {
     } else {
       for (const nlohmann::json& item : *value) {
         const std::optional<int64_t> id = JsonInt64(item);
-        if (!id)
+        if (!id) {
           return Error(field, expected + DescribeJson(*value) + " holding " + DescribeJson(item));
+        }
         out->push_back(*id);
       }
     }

@@ -74,8 +74,9 @@ Status ParseHeaderJson(std::string_view text, nlohmann::json* header) {
 Status ParseDType(const nlohmann::json& entry, DType* dtype) {
   const auto it = entry.find("dtype");
   if (it == entry.end()) return DataLoss("missing \"dtype\"");
-  if (!it->is_string())
+  if (!it->is_string()) {
     return DataLoss("\"dtype\" is " + DescribeJson(*it) + ", expected a string");
+  }
   const std::string& name = it->get_ref<const std::string&>();
   const std::optional<DType> parsed = DTypeFromName(name);
   if (!parsed) {
@@ -251,7 +252,8 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
 }
 
 Status SafetensorsFile::MapFile() {
-  UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK keeps a FIFO named by mistake from blocking here; fstat then refuses it.
+  UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return OsError(path_, "cannot open", errno);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return OsError(path_, "cannot stat", errno);

@@ -43,7 +43,12 @@ class ScopedTempDir {
   std::string path_;
 };
 
+// Replaces the file at `path`. Removing it first, rather than truncating it, matters for speed:
+// ext4 flushes a file rewritten after truncation to disk on close, and the corruption tests
+// rewrite the same path thousands of times.
 inline void WriteBytes(const std::string& path, std::string_view bytes) {
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << path;

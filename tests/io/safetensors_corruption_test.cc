@@ -85,7 +85,7 @@ TEST(SafetensorsCorruptionTest, EveryHeaderByteOverwritten) {
   const std::string valid = ValidFileBytes(dir);
   const std::string path = dir.File("flipped.safetensors");
   const size_t header_end = 8 + HeaderSize(valid);
-  const std::string replacements("\x00\xff\"{}[],:09-. e\\", 17);
+  const std::string replacements = std::string(1, '\0') + "\xff\"{}[],:09-. e\\";
   int opened = 0;
   for (size_t position = 0; position < header_end; ++position) {
     SCOPED_TRACE("byte " + std::to_string(position));
@@ -250,6 +250,26 @@ TEST(SafetensorsCorruptionTest, EachValidationRuleHasAClearMessage) {
     EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << bad.label << ": " << message;
     EXPECT_NE(message.find(bad.expected), std::string::npos)
         << bad.label << ": \"" << message << "\" lacks \"" << bad.expected << "\"";
+  }
+}
+
+// Nesting far deeper than any header must fail cleanly, not exhaust the stack.
+TEST(SafetensorsCorruptionTest, DeeplyNestedHeaderFailsCleanly) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("deep.safetensors");
+  constexpr size_t kDepth = 100000;
+  const std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {deep, "header is an array of 1 element"},
+      {R"({"x": {"dtype": "F32", "shape": )" + deep + R"(, "data_offsets": [0, 4]}})",
+       "\"shape\" element 0 is an array"},
+      {R"({"x": )" + std::string(kDepth, '{'), "not valid JSON"},
+  };
+  for (const auto& [header, expected] : cases) {
+    WriteBytes(path, SafetensorsBytes(header, 4));
+    Result<SafetensorsFile> file = SafetensorsFile::Open(path);
+    ASSERT_FALSE(file.ok());
+    EXPECT_NE(file.status().message().find(expected), std::string::npos) << file.status().message();
   }
 }
 

@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -267,6 +268,11 @@ TEST(SafetensorsTest, OpenReportsMissingFilesAndDirectories) {
   ASSERT_FALSE(directory.ok());
   EXPECT_EQ(directory.status().code(), StatusCode::kIoError);
   EXPECT_NE(directory.status().message().find("not a regular file"), std::string::npos);
+  const std::string fifo = dir.File("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result<SafetensorsFile> pipe = SafetensorsFile::Open(fifo);  // must not block
+  ASSERT_FALSE(pipe.ok());
+  EXPECT_EQ(pipe.status().code(), StatusCode::kIoError);
 }
 
 // ---------------------------------------------------------------------------------------------
