@@ -1,0 +1,112 @@
+// Paged attention throughput by tile height, for the two shapes the tile router chooses between:
+// verification (many short spans over a long context) and prefill (one long span, no context).
+// Items are query rows (all heads of a row count as one item).
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+
+namespace dscale {
+namespace {
+
+constexpr int32_t kHeads = 16;
+constexpr int32_t kKvHeads = 8;
+constexpr int32_t kHeadDim = 128;
+constexpr int32_t kPageSize = 16;
+
+// `num_spans` spans of `q_len` rows each after `ctx_len` cached positions, pages interleaved
+// across spans the way a shared pool hands them out.
+class AttentionFixture {
+ public:
+  AttentionFixture(int32_t num_spans, int32_t q_len, int32_t ctx_len) {
+    const int32_t pages_per_span = (ctx_len + q_len + kPageSize - 1) / kPageSize;
+    const int32_t pages = num_spans * pages_per_span;
+    std::vector<int32_t> pool(pages);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::mt19937 rng(7);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    page_tables_.resize(num_spans);
+    for (int32_t s = 0; s < num_spans; ++s) {
+      page_tables_[s].assign(pool.begin() + s * pages_per_span,
+                             pool.begin() + (s + 1) * pages_per_span);
+      spans_.push_back({s * q_len, q_len, ctx_len, page_tables_[s].data()});
+    }
+    rows_ = num_spans * q_len;
+    std::normal_distribution<float> dist;
+    const int64_t q_stride = static_cast<int64_t>(kHeads + 2 * kKvHeads) * kHeadDim;
+    q_.resize(rows_ * q_stride);
+    k_.resize(static_cast<int64_t>(pages) * kPageSize * kKvHeads * kHeadDim);
+    v_.resize(k_.size());
+    out_.resize(static_cast<int64_t>(rows_) * kHeads * kHeadDim);
+    for (auto* buffer : {&q_, &k_, &v_}) {
+      for (float& x : *buffer) x = dist(rng);
+    }
+    params_ = {q_.data(),
+               q_stride,
+               out_.data(),
+               kHeads,
+               kKvHeads,
+               kHeadDim,
+               1.0f / std::sqrt(static_cast<float>(kHeadDim)),
+               true,
+               spans_.data(),
+               num_spans,
+               {k_.data(), v_.data(), kPageSize}};
+  }
+
+  const cpu::AttentionParams& params() const { return params_; }
+  int64_t rows() const { return rows_; }
+
+ private:
+  std::vector<std::vector<int32_t>> page_tables_;
+  std::vector<cpu::AttentionSpan> spans_;
+  std::vector<float> q_, k_, v_, out_;
+  int64_t rows_ = 0;
+  cpu::AttentionParams params_;
+};
+
+void Run(benchmark::State& state, const AttentionFixture& fixture) {
+  const int tile = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    cpu::PagedAttention(fixture.params(), tile);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * fixture.rows());
+}
+
+// 32 spans × 16 draft rows verified against 512 cached positions each.
+void BM_AttentionVerify(benchmark::State& state) {
+  static const AttentionFixture fixture(32, 16, 512);
+  Run(state, fixture);
+}
+
+// One 512-row prompt, causal, no prior context.
+void BM_AttentionPrefill(benchmark::State& state) {
+  static const AttentionFixture fixture(1, 512, 0);
+  Run(state, fixture);
+}
+
+BENCHMARK(BM_AttentionVerify)
+    ->ArgName("tile")
+    ->Arg(16)
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgName("tile")
+    ->Arg(16)
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace dscale
+
+BENCHMARK_MAIN();

@@ -1,0 +1,360 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/simd.h"
+
+// How a work item is laid out. An item is one query tile of one span for one kv head: the tile's
+// rows for every query head that reads that kv head (the GQA group), so each key and value row
+// is fetched once for the whole group. Its query rows are "slots", stacked head after head and
+// handled in blocks of kRowBlock:
+//   slot t = g·padded + r      g: head within the group, r: row within the tile, padded: the
+//                              tile's live rows rounded up to whole blocks
+//   qt      [blocks, head_dim, kRowBlock]   scaled queries, transposed (slots in vector lanes)
+//   scores  [blocks, kKeyChunk, kRowBlock]  one chunk's scores, then its probabilities
+//   acc     [slots, head_dim]               unnormalised Σ p·v per slot
+// Scoring broadcasts one key element against a vector of slots, so it needs no horizontal
+// sums, and the online-softmax bookkeeping (running max, sum, rescale factor) runs across
+// slots in vector lanes; the value pass runs along head_dim. Blocks are contiguous so the
+// scoring loop walks memory sequentially whatever the tile height.
+
+namespace dscale::cpu {
+namespace {
+
+using simd::Floats;
+using simd::kLanes;
+
+// Positions per chunk of the online softmax: the chunk's key and value rows (2 · 32 · head_dim
+// floats, 32 KiB at head_dim 128) are copied once and stay in L1/L2 for every slot.
+constexpr int kKeyChunk = 32;
+// Slots scored together: 16 are two AVX vectors, and with kKeysPerStep keys per step that is
+// eight independent accumulator chains, enough to keep the FMA units busy.
+constexpr int kRowBlock = 16;
+constexpr int kRowVectors = kRowBlock / kLanes;
+constexpr int kKeysPerStep = 4;
+static_assert(kKeyChunk % kKeysPerStep == 0 && kRowBlock % kLanes == 0);
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Span-local query rows [row_begin, row_end) of one span for one kv head's group of query
+// heads. row_end − row_begin ≤ kTileRows; only a span's last tile may be shorter.
+struct WorkItem {
+  int32_t span = 0;
+  int32_t kv_head = 0;
+  int32_t row_begin = 0;
+  int32_t row_end = 0;
+
+  int32_t live() const { return row_end - row_begin; }
+  int32_t padded() const { return (live() + kRowBlock - 1) / kRowBlock * kRowBlock; }
+};
+
+// Per-thread buffers (layouts above), allocated once per call and reused across work items.
+struct TileScratch {
+  TileScratch(int32_t capacity, int32_t head_dim)
+      : qt(static_cast<size_t>(head_dim) * capacity),
+        scores(static_cast<size_t>(kKeyChunk) * capacity),
+        acc(static_cast<size_t>(capacity) * head_dim),
+        keys(static_cast<size_t>(kKeyChunk) * head_dim),
+        values(static_cast<size_t>(kKeyChunk) * head_dim),
+        row_max(capacity),
+        row_sum(capacity),
+        rescale(capacity) {}
+  std::vector<float> qt;
+  std::vector<float> scores;
+  std::vector<float> acc;
+  std::vector<float> keys;     // [kKeyChunk, head_dim], the chunk's key rows, contiguous
+  std::vector<float> values;   // [kKeyChunk, head_dim], the chunk's value rows, contiguous
+  std::vector<float> row_max;  // running maximum score per slot
+  std::vector<float> row_sum;  // running Σ e^(score − row_max) per slot
+  std::vector<float> rescale;  // e^(old max − new max) for the current chunk, per slot
+};
+
+// One chunk of positions for one kv head: where its key and value rows live in the cache
+// (page-table lookups done once per chunk). `padded` rounds `size` up to whole scoring steps.
+struct KeyChunk {
+  int32_t begin = 0;  // first position
+  int32_t size = 0;   // positions in the chunk, ≤ kKeyChunk
+  int32_t padded = 0;
+  const float* k[kKeyChunk] = {};
+  const float* v[kKeyChunk] = {};
+};
+
+void ValidateParams(const AttentionParams& p) {
+  DSCALE_CHECK(p.heads > 0 && p.kv_heads > 0 && p.heads % p.kv_heads == 0);
+  DSCALE_CHECK(p.head_dim > 0);
+  DSCALE_CHECK(p.kv.page_size > 0);
+  DSCALE_CHECK(p.q_row_stride >= static_cast<int64_t>(p.heads) * p.head_dim);
+  DSCALE_CHECK(p.num_spans >= 0 && (p.num_spans == 0 || p.spans != nullptr));
+}
+
+std::vector<WorkItem> MakeWorkItems(const AttentionParams& p, int32_t tile_rows) {
+  std::vector<WorkItem> items;
+  for (int32_t s = 0; s < p.num_spans; ++s) {
+    const AttentionSpan& span = p.spans[s];
+    DSCALE_CHECK(span.q_len >= 0 && span.ctx_len >= 0 && span.q_start >= 0);
+    DSCALE_CHECK(span.q_len == 0 || span.page_table != nullptr);
+    for (int32_t begin = 0; begin < span.q_len; begin += tile_rows) {
+      const int32_t end = std::min(span.q_len, begin + tile_rows);
+      for (int32_t kv = 0; kv < p.kv_heads; ++kv) items.push_back({s, kv, begin, end});
+    }
+  }
+  return items;
+}
+
+// Exclusive end of the positions that span-local row `row` sees. Also applied to the padding
+// rows past the tile's live rows: they see at least as much as the last live row, which keeps
+// their (discarded) softmax state finite.
+int32_t VisibleEnd(const AttentionParams& p, const AttentionSpan& span, int32_t row) {
+  return p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
+}
+
+float* QtBlock(TileScratch& s, int32_t t0, int32_t hd) {
+  return s.qt.data() + static_cast<int64_t>(t0) * hd;
+}
+float* ScoresBlock(TileScratch& s, int32_t t0) { return s.scores.data() + t0 * kKeyChunk; }
+
+// Fills qt with the scaled, transposed queries of every slot (zero for padding rows) and resets
+// the running softmax state and the accumulators.
+void LoadTile(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
+              TileScratch& s) {
+  const int32_t hd = p.head_dim;
+  const int32_t group = p.heads / p.kv_heads;
+  for (int32_t g = 0; g < group; ++g) {
+    const int32_t head = item.kv_head * group + g;
+    for (int32_t r = 0; r < item.padded(); ++r) {
+      const int32_t t = g * item.padded() + r;
+      float* dst = QtBlock(s, t - t % kRowBlock, hd) + t % kRowBlock;
+      if (r < item.live()) {
+        const float* src = p.q + (span.q_start + item.row_begin + r) * p.q_row_stride +
+                           static_cast<int64_t>(head) * hd;
+        for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = src[d] * p.scale;
+      } else {
+        for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = 0.0f;
+      }
+    }
+  }
+  const int32_t slots = group * item.padded();
+  std::fill_n(s.row_max.begin(), slots, kNegInf);
+  std::fill_n(s.row_sum.begin(), slots, 0.0f);
+  std::fill_n(s.acc.begin(), static_cast<size_t>(slots) * hd, 0.0f);
+}
+
+void GatherKeyChunk(const AttentionParams& p, const AttentionSpan& span, int32_t kv_head,
+                    int32_t begin, int32_t end, KeyChunk& chunk) {
+  const int64_t page_size = p.kv.page_size;
+  chunk.begin = begin;
+  chunk.size = end - begin;
+  chunk.padded = (chunk.size + kKeysPerStep - 1) / kKeysPerStep * kKeysPerStep;
+  for (int32_t c = 0; c < chunk.size; ++c) {
+    const int64_t pos = begin + c;
+    const int64_t slot =
+        static_cast<int64_t>(span.page_table[pos / page_size]) * page_size + pos % page_size;
+    const int64_t offset = (slot * p.kv_heads + kv_head) * p.head_dim;
+    chunk.k[c] = p.kv.k + offset;
+    chunk.v[c] = p.kv.v + offset;
+  }
+}
+
+// Copies the chunk's rows into the contiguous scratch.keys / scratch.values; key rows from
+// chunk.size up to chunk.padded are zero (their scores are masked out). In the cache,
+// consecutive positions of one kv head sit kv_heads·head_dim floats apart — a multiple of 4 KiB
+// at Qwen3 sizes — so, read in place, all rows of a chunk map to the same few L1 sets and the
+// chunk evicts itself before the next slot comes back to it.
+void CopyChunk(const KeyChunk& chunk, int32_t hd, TileScratch& s) {
+  for (int32_t c = 0; c < chunk.size; ++c) {
+    std::copy_n(chunk.k[c], hd, s.keys.data() + static_cast<int64_t>(c) * hd);
+    std::copy_n(chunk.v[c], hd, s.values.data() + static_cast<int64_t>(c) * hd);
+  }
+  std::fill(s.keys.data() + static_cast<int64_t>(chunk.size) * hd,
+            s.keys.data() + static_cast<int64_t>(chunk.padded) * hd, 0.0f);
+}
+
+// scores[c, i] = q_i · k_c for the kRowBlock slots of one block (qt: [hd, kRowBlock]) and the
+// first `keys` rows of kc ([keys, hd], `keys` a multiple of kKeysPerStep).
+void ScoreRowBlock(const float* qt, const float* kc, int32_t keys, int32_t hd, float* scores) {
+  for (int32_t c0 = 0; c0 < keys; c0 += kKeysPerStep) {
+    Floats acc[kKeysPerStep][kRowVectors] = {};
+    for (int32_t d = 0; d < hd; ++d) {
+      Floats q[kRowVectors];
+#pragma GCC unroll 8
+      for (int v = 0; v < kRowVectors; ++v) q[v] = simd::Load(qt + d * kRowBlock + v * kLanes);
+#pragma GCC unroll 8
+      for (int k = 0; k < kKeysPerStep; ++k) {
+        const Floats kd = simd::Splat(kc[static_cast<int64_t>(c0 + k) * hd + d]);
+#pragma GCC unroll 8
+        for (int v = 0; v < kRowVectors; ++v) acc[k][v] += kd * q[v];
+      }
+    }
+    for (int k = 0; k < kKeysPerStep; ++k) {
+      for (int v = 0; v < kRowVectors; ++v) {
+        simd::Store(scores + (c0 + k) * kRowBlock + v * kLanes, acc[k][v]);
+      }
+    }
+  }
+}
+
+// Online-softmax bookkeeping for the kLanes slots t0 .. t0 + kLanes − 1 (tile rows r0 ..
+// r0 + kLanes − 1 of one head; `scores` points at their lanes of the block) over one chunk:
+//   m' = max(m, max_c s_c),  rescale = e^(m − m'),  l' = l·rescale + Σ_c e^(s_c − m'),
+// turning the chunk's scores into e^(s_c − m') in place. Scores a row may not see become −inf
+// first, hence probability 0. After the first chunk every slot has a finite maximum (each row
+// sees position 0), so m − m' is never −inf − (−inf).
+void SoftmaxStep(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
+                 const KeyChunk& chunk, int32_t t0, int32_t r0, float* scores, TileScratch& s) {
+  constexpr int64_t stride = kRowBlock;
+  simd::Ints visible;  // positions of this chunk that each lane's row may see
+  for (int i = 0; i < kLanes; ++i) {
+    visible[i] = VisibleEnd(p, span, item.row_begin + r0 + i) - chunk.begin;
+  }
+  const Floats old_max = simd::Load(s.row_max.data() + t0);
+  Floats new_max = old_max;
+  for (int32_t c = 0; c < chunk.padded; ++c) {
+    const Floats masked = c < visible ? simd::Load(scores + c * stride) : simd::Splat(kNegInf);
+    simd::Store(scores + c * stride, masked);
+    new_max = simd::Max(new_max, masked);
+  }
+  Floats sum{};
+  for (int32_t c = 0; c < chunk.padded; ++c) {
+    const Floats prob = simd::ExpNonPositive(simd::Load(scores + c * stride) - new_max);
+    simd::Store(scores + c * stride, prob);
+    sum += prob;
+  }
+  const Floats rescale = simd::ExpNonPositive(old_max - new_max);
+  simd::Store(s.rescale.data() + t0, rescale);
+  simd::Store(s.row_max.data() + t0, new_max);
+  simd::Store(s.row_sum.data() + t0, simd::Load(s.row_sum.data() + t0) * rescale + sum);
+}
+
+// acc[d0, d0 + kVectors·kLanes) = acc·rescale + Σ_{c < valid} prob[c·stride] · v_c over that
+// column block of the value rows vc ([keys, hd]); the block's partial sums stay in registers
+// across all the chunk's keys.
+template <int kVectors>
+void AccumulateBlock(const float* vc, int32_t hd, const float* prob, int64_t stride, int32_t valid,
+                     float rescale, int32_t d0, float* acc) {
+  Floats block[kVectors];
+#pragma GCC unroll 8
+  for (int i = 0; i < kVectors; ++i) block[i] = simd::Load(acc + d0 + i * kLanes) * rescale;
+  for (int32_t c = 0; c < valid; ++c) {
+    const Floats pc = simd::Splat(prob[c * stride]);
+    const float* v = vc + static_cast<int64_t>(c) * hd + d0;
+#pragma GCC unroll 8
+    for (int i = 0; i < kVectors; ++i) block[i] += pc * simd::Load(v + i * kLanes);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kVectors; ++i) simd::Store(acc + d0 + i * kLanes, block[i]);
+}
+
+// One slot's value pass: wide column blocks first, then narrower ones, then scalar leftovers
+// for a head_dim that is not a multiple of the vector width.
+void AccumulateSlot(const float* vc, int32_t hd, const float* prob, int64_t stride, int32_t valid,
+                    float rescale, float* acc) {
+  int32_t d0 = 0;
+  for (; d0 + 8 * kLanes <= hd; d0 += 8 * kLanes) {
+    AccumulateBlock<8>(vc, hd, prob, stride, valid, rescale, d0, acc);
+  }
+  for (; d0 + 2 * kLanes <= hd; d0 += 2 * kLanes) {
+    AccumulateBlock<2>(vc, hd, prob, stride, valid, rescale, d0, acc);
+  }
+  for (; d0 + kLanes <= hd; d0 += kLanes) {
+    AccumulateBlock<1>(vc, hd, prob, stride, valid, rescale, d0, acc);
+  }
+  for (int32_t d = d0; d < hd; ++d) {
+    float sum = acc[d] * rescale;
+    for (int32_t c = 0; c < valid; ++c) sum += prob[c * stride] * vc[c * hd + d];
+    acc[d] = sum;
+  }
+}
+
+// Folds one chunk (already in scratch) into every slot, a row block at a time: scores, softmax
+// bookkeeping, then the value pass for the block's live rows.
+void ProcessChunk(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
+                  const KeyChunk& chunk, TileScratch& s) {
+  const int32_t hd = p.head_dim;
+  const int32_t slots = p.heads / p.kv_heads * item.padded();
+  for (int32_t t0 = 0; t0 < slots; t0 += kRowBlock) {
+    const int32_t r0 = t0 % item.padded();  // blocks never straddle two heads
+    float* scores = ScoresBlock(s, t0);
+    ScoreRowBlock(QtBlock(s, t0, hd), s.keys.data(), chunk.padded, hd, scores);
+    for (int32_t i = 0; i < kRowBlock; i += kLanes) {
+      SoftmaxStep(p, span, item, chunk, t0 + i, r0 + i, scores + i, s);
+    }
+    for (int32_t i = 0; i < std::min(kRowBlock, item.live() - r0); ++i) {
+      const int32_t visible = VisibleEnd(p, span, item.row_begin + r0 + i) - chunk.begin;
+      AccumulateSlot(s.values.data(), hd, scores + i, kRowBlock, std::clamp(visible, 0, chunk.size),
+                     s.rescale[t0 + i], s.acc.data() + static_cast<int64_t>(t0 + i) * hd);
+    }
+  }
+}
+
+// out = acc / l for every live slot.
+void StoreTile(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
+               const TileScratch& s) {
+  const int32_t hd = p.head_dim;
+  const int32_t group = p.heads / p.kv_heads;
+  const int64_t out_stride = static_cast<int64_t>(p.heads) * hd;
+  for (int32_t g = 0; g < group; ++g) {
+    const int32_t head = item.kv_head * group + g;
+    for (int32_t r = 0; r < item.live(); ++r) {
+      const int32_t t = g * item.padded() + r;
+      float* dst = p.out + (span.q_start + item.row_begin + r) * out_stride +
+                   static_cast<int64_t>(head) * hd;
+      const float* acc = s.acc.data() + static_cast<int64_t>(t) * hd;
+      const float inv = 1.0f / s.row_sum[t];
+#pragma omp simd
+      for (int32_t d = 0; d < hd; ++d) dst[d] = acc[d] * inv;
+    }
+  }
+}
+
+void RunTile(const AttentionParams& p, const WorkItem& item, TileScratch& s) {
+  const AttentionSpan& span = p.spans[item.span];
+  LoadTile(p, span, item, s);
+  // Every row of a span sees at least its own position, so each live row gets ≥ 1 key.
+  const int32_t key_end = VisibleEnd(p, span, item.row_end - 1);
+  KeyChunk chunk;
+  for (int32_t begin = 0; begin < key_end; begin += kKeyChunk) {
+    GatherKeyChunk(p, span, item.kv_head, begin, std::min(key_end, begin + kKeyChunk), chunk);
+    CopyChunk(chunk, p.head_dim, s);
+    ProcessChunk(p, span, item, chunk, s);
+  }
+  StoreTile(p, span, item, s);
+}
+
+}  // namespace
+
+template <int kTileRows>
+void PagedAttentionTiled(const AttentionParams& params) {
+  static_assert(kTileRows % kRowBlock == 0, "tiles are whole row blocks");
+  ValidateParams(params);
+  const std::vector<WorkItem> items = MakeWorkItems(params, kTileRows);
+  const auto num_items = static_cast<int64_t>(items.size());
+  const int32_t capacity = params.heads / params.kv_heads * kTileRows;
+#pragma omp parallel if (num_items > 1)
+  {
+    TileScratch scratch(capacity, params.head_dim);
+#pragma omp for schedule(dynamic)
+    for (int64_t i = 0; i < num_items; ++i) RunTile(params, items[i], scratch);
+  }
+}
+
+template void PagedAttentionTiled<16>(const AttentionParams& params);
+template void PagedAttentionTiled<64>(const AttentionParams& params);
+template void PagedAttentionTiled<128>(const AttentionParams& params);
+
+void PagedAttention(const AttentionParams& params, int tile_rows) {
+  switch (tile_rows) {
+    case 16:
+      return PagedAttentionTiled<16>(params);
+    case 64:
+      return PagedAttentionTiled<64>(params);
+    case 128:
+      return PagedAttentionTiled<128>(params);
+    default:
+      DSCALE_CHECK_MSG(false, "attention tile height is not one of kAttentionTileHeights");
+  }
+}
+
+}  // namespace dscale::cpu

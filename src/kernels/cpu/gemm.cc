@@ -1,0 +1,38 @@
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+
+namespace dscale::cpu {
+namespace {
+
+// OpenBLAS takes 32-bit dimensions (blasint) in the build we link against.
+bool FitsBlasInt(int64_t n) {
+  return n >= 0 && n <= static_cast<int64_t>(std::numeric_limits<blasint>::max());
+}
+
+}  // namespace
+
+void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
+            bool accumulate) {
+  DSCALE_CHECK(FitsBlasInt(rows) && FitsBlasInt(in) && FitsBlasInt(out));
+  if (rows == 0 || out == 0) return;
+  if (in == 0) {
+    // An empty inner dimension contributes nothing; BLAS rejects a zero leading dimension.
+    if (!accumulate) std::memset(y, 0, static_cast<size_t>(rows * out) * sizeof(float));
+    return;
+  }
+  // Row-major y[rows, out] = x[rows, in] · w[out, in]ᵀ: x untransposed, w transposed, both with
+  // leading dimension `in`; y has leading dimension `out`.
+  const auto m = static_cast<blasint>(rows);
+  const auto n = static_cast<blasint>(out);
+  const auto k = static_cast<blasint>(in);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k,
+              accumulate ? 1.0f : 0.0f, y, n);
+}
+
+}  // namespace dscale::cpu

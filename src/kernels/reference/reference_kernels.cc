@@ -1,0 +1,161 @@
+#include "kernels/reference/reference_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+
+namespace dscale::ref {
+
+void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
+            bool accumulate) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = accumulate ? static_cast<double>(y[r * out + o]) : 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        sum += static_cast<double>(x[r * in + i]) * static_cast<double>(w[o * in + i]);
+      }
+      y[r * out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
+namespace {
+
+// x[i] · weight[i] / sqrt(mean(x²) + eps) over n values, in double; y may alias x.
+void NormalizeVector(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<float>(static_cast<double>(x[i]) * inv_rms * weight[i]);
+  }
+}
+
+}  // namespace
+
+void RmsNorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) {
+  for (int64_t r = 0; r < rows; ++r) NormalizeVector(x + r * dim, weight, y + r * dim, dim, eps);
+}
+
+void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim,
+                 int64_t row_stride, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* xh = x + r * row_stride + h * head_dim;
+      NormalizeVector(xh, weight, xh, head_dim, eps);
+    }
+  }
+}
+
+void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
+               int64_t row_stride, double theta) {
+  DSCALE_CHECK(head_dim % 2 == 0);
+  const int64_t half = head_dim / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + r * row_stride + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = positions[r] * std::pow(theta, -2.0 * i / head_dim);
+        const double a = v[i];
+        const double b = v[i + half];
+        v[i] = static_cast<float>(a * std::cos(angle) - b * std::sin(angle));
+        v[i + half] = static_cast<float>(b * std::cos(angle) + a * std::sin(angle));
+      }
+    }
+  }
+}
+
+void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < inter; ++i) {
+      const double g = gate_up[r * 2 * inter + i];
+      const double u = gate_up[r * 2 * inter + inter + i];
+      out[r * inter + i] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+    }
+  }
+}
+
+void EmbeddingGather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
+                     int64_t rows, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    DSCALE_CHECK(ids[r] >= 0 && ids[r] < vocab);
+    for (int64_t i = 0; i < dim; ++i) out[r * dim + i] = table[ids[r] * dim + i];
+  }
+}
+
+void SoftmaxRows(float* x, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * n;
+    double max = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, static_cast<double>(row[i]));
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(row[i] - max);
+    for (int64_t i = 0; i < n; ++i) row[i] = static_cast<float>(std::exp(row[i] - max) / sum);
+  }
+}
+
+void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      if (x[r * n + i] > x[r * n + best]) best = i;
+    }
+    out[r] = static_cast<int32_t>(best);
+  }
+}
+
+namespace {
+
+// Row `row` of the span, head `head`: softmax over the visible keys, then the weighted sum.
+void AttendRow(const cpu::AttentionParams& p, const cpu::AttentionSpan& span, int32_t row,
+               int32_t head) {
+  const int64_t hd = p.head_dim;
+  const int32_t kv_head = head / (p.heads / p.kv_heads);
+  const int32_t visible = p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
+  const float* q = p.q + (span.q_start + row) * p.q_row_stride + head * hd;
+  auto slot_offset = [&](int64_t pos) {
+    const int64_t slot =
+        static_cast<int64_t>(span.page_table[pos / p.kv.page_size]) * p.kv.page_size +
+        pos % p.kv.page_size;
+    return (slot * p.kv_heads + kv_head) * hd;
+  };
+  std::vector<double> scores(static_cast<size_t>(visible));
+  double max = -std::numeric_limits<double>::infinity();
+  for (int32_t pos = 0; pos < visible; ++pos) {
+    const float* k = p.kv.k + slot_offset(pos);
+    double dot = 0.0;
+    for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * k[d];
+    scores[pos] = dot * p.scale;
+    max = std::max(max, scores[pos]);
+  }
+  double sum = 0.0;
+  for (double& s : scores) {
+    s = std::exp(s - max);
+    sum += s;
+  }
+  std::vector<double> acc(static_cast<size_t>(hd), 0.0);
+  for (int32_t pos = 0; pos < visible; ++pos) {
+    const float* v = p.kv.v + slot_offset(pos);
+    for (int64_t d = 0; d < hd; ++d) acc[d] += scores[pos] / sum * v[d];
+  }
+  float* out = p.out + static_cast<int64_t>(span.q_start + row) * p.heads * hd + head * hd;
+  for (int64_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d]);
+}
+
+}  // namespace
+
+void PagedAttention(const cpu::AttentionParams& params) {
+  DSCALE_CHECK(params.heads > 0 && params.kv_heads > 0 && params.heads % params.kv_heads == 0);
+  DSCALE_CHECK(params.kv.page_size > 0);
+  for (int32_t s = 0; s < params.num_spans; ++s) {
+    const cpu::AttentionSpan& span = params.spans[s];
+    for (int32_t row = 0; row < span.q_len; ++row) {
+      for (int32_t h = 0; h < params.heads; ++h) AttendRow(params, span, row, h);
+    }
+  }
+}
+
+}  // namespace dscale::ref

@@ -1,0 +1,216 @@
+// Paged attention: the tiled online-softmax kernel against the row-by-row reference, over packed
+// ragged batches with shuffled, non-contiguous pages, causal and non-causal, every tile height.
+
+#include "kernels/cpu/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace dscale {
+namespace {
+
+using testing::MaxAbsDiff;
+using testing::RandomNormal;
+
+// With q, k, v ~ N(0, 1) and scale 1/sqrt(head_dim) every output is a convex combination of
+// value entries of order 1; float scores, exponentials and sums stay within a few 1e-7 of the
+// double reference, so 1e-5 leaves room without hiding a wrong mask or a wrong page.
+constexpr double kAttentionAbsTol = 1e-5;
+// Tile heights only change which rows share a pass over the keys, never the arithmetic of a
+// row, so the heights must agree far more closely than with the reference.
+constexpr double kTileAgreementAbsTol = 1e-6;
+// The known-answer check of the reference: a double-precision mean of a few float values.
+constexpr double kKnownAnswerAbsTol = 1e-6;
+
+struct SpanShape {
+  int32_t ctx_len;
+  int32_t q_len;
+};
+
+// A packed batch over a paged cache: spans' rows back to back, each span's pages drawn from a
+// shuffled pool (so consecutive logical pages are rarely consecutive physical pages), unused
+// spare pages in the pool, q rows inside wider fused-QKV rows.
+class PagedBatch {
+ public:
+  PagedBatch(const std::vector<SpanShape>& shapes, int32_t heads, int32_t kv_heads,
+             int32_t head_dim, int32_t page_size, bool causal, uint32_t seed)
+      : rng_(seed) {
+    int32_t rows = 0, pages = 0;
+    for (const SpanShape& s : shapes) {
+      rows += s.q_len;
+      pages += (s.ctx_len + s.q_len + page_size - 1) / page_size;
+    }
+    const int32_t pool_pages = pages + 3;
+    std::vector<int32_t> pool(pool_pages);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    page_tables_.resize(shapes.size());
+    spans_.resize(shapes.size());
+    int32_t next_row = 0, next_page = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const int32_t span_pages = (shapes[i].ctx_len + shapes[i].q_len + page_size - 1) / page_size;
+      page_tables_[i].assign(pool.begin() + next_page, pool.begin() + next_page + span_pages);
+      next_page += span_pages;
+      spans_[i] = {next_row, shapes[i].q_len, shapes[i].ctx_len,
+                   page_tables_[i].empty() ? nullptr : page_tables_[i].data()};
+      next_row += shapes[i].q_len;
+    }
+    const int64_t q_stride = static_cast<int64_t>(heads + 2 * kv_heads) * head_dim;
+    const int64_t kv_values = static_cast<int64_t>(pool_pages) * page_size * kv_heads * head_dim;
+    q_ = RandomNormal(rng_, rows * q_stride);
+    k_ = RandomNormal(rng_, kv_values);
+    v_ = RandomNormal(rng_, kv_values);
+    rows_ = rows;
+    params_.q = q_.data();
+    params_.q_row_stride = q_stride;
+    params_.heads = heads;
+    params_.kv_heads = kv_heads;
+    params_.head_dim = head_dim;
+    params_.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    params_.causal = causal;
+    params_.spans = spans_.data();
+    params_.num_spans = static_cast<int32_t>(spans_.size());
+    params_.kv = {k_.data(), v_.data(), page_size};
+  }
+
+  // Output of `attend(params)`, pre-filled with NaN so a row the kernel never writes shows up.
+  template <typename Attend>
+  std::vector<float> Run(Attend attend) {
+    std::vector<float> out(static_cast<size_t>(rows_) * params_.heads * params_.head_dim,
+                           std::numeric_limits<float>::quiet_NaN());
+    cpu::AttentionParams p = params_;
+    p.out = out.data();
+    attend(p);
+    return out;
+  }
+
+  std::vector<float>& values() { return v_; }
+  std::vector<float>& keys() { return k_; }
+  const std::vector<cpu::AttentionSpan>& spans() const { return spans_; }
+
+ private:
+  std::mt19937 rng_;
+  std::vector<std::vector<int32_t>> page_tables_;
+  std::vector<cpu::AttentionSpan> spans_;
+  std::vector<float> q_, k_, v_;
+  int32_t rows_ = 0;
+  cpu::AttentionParams params_;
+};
+
+// Checks every compiled tile height against the reference and against each other.
+void ExpectAllTilesMatchReference(PagedBatch& batch) {
+  const auto expected = batch.Run([](const cpu::AttentionParams& p) { ref::PagedAttention(p); });
+  std::vector<float> first;
+  for (const int tile : cpu::kAttentionTileHeights) {
+    SCOPED_TRACE(::testing::Message() << "tile=" << tile);
+    const auto got =
+        batch.Run([tile](const cpu::AttentionParams& p) { cpu::PagedAttention(p, tile); });
+    EXPECT_LE(MaxAbsDiff(got, expected), kAttentionAbsTol);
+    if (first.empty()) {
+      first = got;
+    } else {
+      EXPECT_LE(MaxAbsDiff(got, first), kTileAgreementAbsTol);
+    }
+  }
+}
+
+// A packed batch mixing decode (q_len 1), verification-sized (3, 16, 19) and prefill-sized (133)
+// spans, with and without prior context, plus an empty span in the middle.
+const std::vector<SpanShape> kMixedBatch = {{0, 19}, {37, 1},  {0, 1},   {100, 3},
+                                            {16, 0}, {64, 16}, {21, 133}};
+
+// (head_dim, heads per kv head, causal, page_size)
+using AttentionCase = std::tuple<int32_t, int32_t, bool, int32_t>;
+
+std::string CaseName(const ::testing::TestParamInfo<AttentionCase>& info) {
+  const auto [head_dim, group, causal, page_size] = info.param;
+  return "hd" + std::to_string(head_dim) + "_group" + std::to_string(group) +
+         (causal ? "_causal" : "_block") + "_page" + std::to_string(page_size);
+}
+
+class PagedAttentionParityTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(PagedAttentionParityTest, AllTileHeightsMatchReference) {
+  const auto [head_dim, group, causal, page_size] = GetParam();
+  const int32_t kv_heads = 2;
+  PagedBatch batch(kMixedBatch, kv_heads * group, kv_heads, head_dim, page_size, causal,
+                   static_cast<uint32_t>(1000 + head_dim * 7 + group * 3 + page_size));
+  ExpectAllTilesMatchReference(batch);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, PagedAttentionParityTest,
+                         ::testing::Combine(::testing::Values(32, 64, 128),
+                                            ::testing::Values(1, 2, 4), ::testing::Bool(),
+                                            ::testing::Values(16, 5)),
+                         CaseName);
+
+TEST(PagedAttentionTest, LongContextsSpanManyKeyChunks) {
+  for (const bool causal : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "causal=" << causal);
+    PagedBatch batch({{700, 16}, {0, 1}, {333, 3}, {129, 19}}, 4, 2, 128, 16, causal, 2024);
+    ExpectAllTilesMatchReference(batch);
+  }
+}
+
+// head_dims that are not a multiple of the vector width take the narrower value blocks and the
+// scalar leftovers.
+TEST(PagedAttentionTest, UnusualHeadDimsMatchReference) {
+  for (const int32_t head_dim : {4, 20, 36, 72}) {
+    for (const bool causal : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim=" << head_dim << " causal=" << causal);
+      PagedBatch batch({{5, 19}, {40, 3}, {0, 1}}, 6, 2, head_dim, 5, causal, 31 + head_dim);
+      ExpectAllTilesMatchReference(batch);
+    }
+  }
+}
+
+// The reference is the specification, so check it against a case with a known answer: when
+// every key is identical all scores tie and each row averages the values it can see.
+TEST(PagedAttentionTest, ReferenceAveragesVisibleValuesWhenKeysTie) {
+  const int32_t head_dim = 32, page_size = 5;
+  for (const bool causal : {true, false}) {
+    PagedBatch batch({{6, 4}, {0, 3}}, 2, 1, head_dim, page_size, causal, 77);
+    std::fill(batch.keys().begin(), batch.keys().end(), 0.25f);
+    const auto out = batch.Run([](const cpu::AttentionParams& p) { ref::PagedAttention(p); });
+    for (const cpu::AttentionSpan& span : batch.spans()) {
+      for (int32_t j = 0; j < span.q_len; ++j) {
+        const int32_t visible = causal ? span.ctx_len + j + 1 : span.ctx_len + span.q_len;
+        for (int32_t h = 0; h < 2; ++h) {
+          for (int32_t d = 0; d < head_dim; ++d) {
+            double mean = 0.0;
+            for (int32_t pos = 0; pos < visible; ++pos) {
+              const int64_t slot =
+                  int64_t{span.page_table[pos / page_size]} * page_size + pos % page_size;
+              mean += batch.values()[slot * head_dim + d];
+            }
+            mean /= visible;
+            ASSERT_NEAR(out[(span.q_start + j) * 2 * head_dim + h * head_dim + d], mean,
+                        kKnownAnswerAbsTol);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionDeathTest, RejectsUncompiledTileHeights) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  PagedBatch batch({{0, 1}}, 1, 1, 32, 16, true, 5);
+  EXPECT_DEATH(batch.Run([](const cpu::AttentionParams& p) { cpu::PagedAttention(p, 32); }),
+               "CHECK failed");
+}
+
+}  // namespace
+}  // namespace dscale

@@ -1,0 +1,280 @@
+// Parity of the optimised dense CPU kernels (gemm, norms, RoPE, SwiGLU, embedding, softmax,
+// argmax) against the double-precision reference kernels, at odd sizes.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/softmax.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace dscale {
+namespace {
+
+using testing::kTestHeadDims;
+using testing::kTestRows;
+using testing::MaxAbsDiff;
+using testing::MaxExcessOverRelative;
+using testing::RandomNormal;
+
+// Linear: the classical worst-case bound for a float dot product of n terms,
+// |ŷ − y| ≤ n·ε·Σ|x_i·w_i|, with ε the float machine epsilon. Blocked BLAS summation stays well
+// inside it; anything outside is a wrong product, not rounding.
+constexpr double kFloatEps = std::numeric_limits<float>::epsilon();
+// Norms, RoPE and SwiGLU do O(1) float operations per output after an accurate reduction, so
+// they must agree with the reference to 1e-5 relative (plus a tiny floor for values near 0).
+constexpr double kElementwiseRelTol = 1e-5;
+constexpr double kElementwiseAbsTol = 1e-6;
+// Softmax outputs are probabilities in [0, 1]; compare them absolutely.
+constexpr double kSoftmaxAbsTol = 1e-6;
+constexpr float kRmsEps = 1e-6f;
+
+constexpr int64_t kHiddenSizes[] = {1, 17, 67, 255};
+
+TEST(LinearTest, MatchesReferenceAtOddSizes) {
+  std::mt19937 rng(101);
+  for (const int64_t rows : kTestRows) {
+    for (const int64_t in : kHiddenSizes) {
+      for (const int64_t out : kHiddenSizes) {
+        for (const bool accumulate : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " out=" << out
+                                            << " accumulate=" << accumulate);
+          const auto x = RandomNormal(rng, rows * in);
+          const auto w = RandomNormal(rng, out * in);
+          const auto y0 = RandomNormal(rng, rows * out);
+          std::vector<float> y = y0, expected = y0;
+          cpu::Linear(x.data(), w.data(), y.data(), rows, in, out, accumulate);
+          ref::Linear(x.data(), w.data(), expected.data(), rows, in, out, accumulate);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t o = 0; o < out; ++o) {
+              double mass = accumulate ? std::fabs(y0[r * out + o]) : 0.0;
+              for (int64_t i = 0; i < in; ++i) mass += std::fabs(x[r * in + i] * w[o * in + i]);
+              const double bound = static_cast<double>(in + 1) * kFloatEps * mass;
+              ASSERT_LE(std::fabs(y[r * out + o] - expected[r * out + o]), bound)
+                  << "r=" << r << " o=" << o;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearTest, ZeroRowsIsANoOp) {
+  const std::vector<float> w(6, 1.0f);
+  float y = 42.0f;
+  cpu::Linear(nullptr, w.data(), &y, 0, 3, 2);
+  EXPECT_EQ(y, 42.0f);
+}
+
+TEST(RmsNormTest, MatchesReferenceAtOddSizes) {
+  std::mt19937 rng(102);
+  for (const int64_t rows : kTestRows) {
+    for (const int64_t dim : {int64_t{1}, int64_t{17}, int64_t{67}, int64_t{255}, int64_t{4099}}) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " dim=" << dim);
+      const auto x = RandomNormal(rng, rows * dim, 0.5f, 3.0f);
+      const auto weight = RandomNormal(rng, dim, 1.0f, 0.2f);
+      std::vector<float> y(x.size()), expected(x.size());
+      cpu::RmsNorm(x.data(), weight.data(), y.data(), rows, dim, kRmsEps);
+      ref::RmsNorm(x.data(), weight.data(), expected.data(), rows, dim, kRmsEps);
+      EXPECT_LE(MaxExcessOverRelative(y, expected, kElementwiseRelTol), kElementwiseAbsTol);
+      // In place (y aliases x) gives the same result.
+      std::vector<float> in_place = x;
+      cpu::RmsNorm(in_place.data(), weight.data(), in_place.data(), rows, dim, kRmsEps);
+      EXPECT_EQ(MaxAbsDiff(in_place, y), 0.0);
+    }
+  }
+}
+
+TEST(HeadRmsNormTest, MatchesReferenceInsideWiderRows) {
+  std::mt19937 rng(103);
+  for (const int64_t rows : kTestRows) {
+    for (const int64_t head_dim : kTestHeadDims) {
+      for (const int64_t heads : {int64_t{1}, int64_t{4}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "rows=" << rows << " head_dim=" << head_dim << " heads=" << heads);
+        // The heads sit at an offset inside a fused row with room for other projections; the
+        // bytes around them must come back untouched.
+        const int64_t offset = 3 * head_dim;
+        const int64_t row_stride = offset + heads * head_dim + 11;
+        const auto buffer = RandomNormal(rng, rows * row_stride, 0.0f, 2.0f);
+        const auto weight = RandomNormal(rng, head_dim, 1.0f, 0.2f);
+        std::vector<float> got = buffer, expected = buffer;
+        cpu::HeadRmsNorm(got.data() + offset, weight.data(), rows, heads, head_dim, row_stride,
+                         kRmsEps);
+        ref::HeadRmsNorm(expected.data() + offset, weight.data(), rows, heads, head_dim, row_stride,
+                         kRmsEps);
+        EXPECT_LE(MaxExcessOverRelative(got, expected, kElementwiseRelTol), kElementwiseAbsTol);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = 0; i < row_stride; ++i) {
+            if (i >= offset && i < offset + heads * head_dim) continue;
+            ASSERT_EQ(got[r * row_stride + i], buffer[r * row_stride + i]) << r << "," << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RopeTest, MatchesReferenceAtLargePositionsAndWideRows) {
+  std::mt19937 rng(104);
+  std::uniform_int_distribution<int32_t> position_dist(0, 40960);
+  for (const double theta : {10000.0, 1000000.0}) {
+    for (const int64_t rows : kTestRows) {
+      for (const int64_t head_dim : kTestHeadDims) {
+        SCOPED_TRACE(::testing::Message()
+                     << "theta=" << theta << " rows=" << rows << " head_dim=" << head_dim);
+        const int64_t heads = 3;
+        const int64_t row_stride = heads * head_dim + 7;
+        std::vector<int32_t> positions(rows);
+        for (auto& p : positions) p = position_dist(rng);
+        positions[0] = 40000;
+        if (rows > 1) positions[1] = 0;
+        if (rows > 2) positions[2] = 131071;
+        const auto buffer = RandomNormal(rng, rows * row_stride);
+        std::vector<float> got = buffer, expected = buffer;
+        cpu::ApplyRope(got.data(), positions.data(), rows, heads, head_dim, row_stride, theta);
+        ref::ApplyRope(expected.data(), positions.data(), rows, heads, head_dim, row_stride, theta);
+        EXPECT_LE(MaxAbsDiff(got, expected), kElementwiseAbsTol);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = heads * head_dim; i < row_stride; ++i) {
+            ASSERT_EQ(got[r * row_stride + i], buffer[r * row_stride + i]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RopeTest, PositionZeroIsIdentityAndRotationKeepsPairNorms) {
+  std::mt19937 rng(105);
+  const int64_t head_dim = 64, half = head_dim / 2;
+  const auto x = RandomNormal(rng, 2 * head_dim);
+  const std::vector<int32_t> positions = {0, 40000};
+  std::vector<float> y = x;
+  cpu::ApplyRope(y.data(), positions.data(), 2, 1, head_dim, head_dim, 1000000.0);
+  for (int64_t i = 0; i < head_dim; ++i) EXPECT_EQ(y[i], x[i]);
+  for (int64_t i = 0; i < half; ++i) {
+    const float* a = x.data() + head_dim;
+    const float* b = y.data() + head_dim;
+    EXPECT_NEAR(std::hypot(b[i], b[i + half]), std::hypot(a[i], a[i + half]), kElementwiseAbsTol);
+  }
+}
+
+TEST(SwiGluTest, MatchesReferenceIncludingSaturatedGates) {
+  std::mt19937 rng(106);
+  for (const int64_t rows : kTestRows) {
+    for (const int64_t inter : kHiddenSizes) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " inter=" << inter);
+      auto gate_up = RandomNormal(rng, rows * 2 * inter, 0.0f, 4.0f);
+      gate_up[0] = -120.0f;  // e^120 overflows float: silu must still come out as ≈ 0
+      if (inter > 1) gate_up[1] = 95.0f;
+      std::vector<float> got(rows * inter), expected(rows * inter);
+      cpu::SwiGlu(gate_up.data(), got.data(), rows, inter);
+      ref::SwiGlu(gate_up.data(), expected.data(), rows, inter);
+      EXPECT_LE(MaxExcessOverRelative(got, expected, kElementwiseRelTol), kElementwiseAbsTol);
+    }
+  }
+}
+
+TEST(EmbeddingTest, GathersRowsExactly) {
+  std::mt19937 rng(107);
+  const int64_t vocab = 50, dim = 67;
+  const auto table = RandomNormal(rng, vocab * dim);
+  const std::vector<int32_t> ids = {0, 49, 7, 7, 23};
+  std::vector<float> got(ids.size() * dim), expected(ids.size() * dim);
+  cpu::EmbeddingGather(table.data(), vocab, dim, ids.data(), ids.size(), got.data());
+  ref::EmbeddingGather(table.data(), vocab, dim, ids.data(), ids.size(), expected.data());
+  EXPECT_EQ(MaxAbsDiff(got, expected), 0.0);
+  EXPECT_EQ(got[1 * dim + 5], table[49 * dim + 5]);
+}
+
+TEST(EmbeddingDeathTest, RejectsIdsOutsideTheTable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<float> table(4 * 3, 1.0f);
+  std::vector<float> out(3);
+  const int32_t too_big = 4, negative = -1;
+  EXPECT_DEATH(cpu::EmbeddingGather(table.data(), 4, 3, &too_big, 1, out.data()), "CHECK failed");
+  EXPECT_DEATH(cpu::EmbeddingGather(table.data(), 4, 3, &negative, 1, out.data()), "CHECK failed");
+}
+
+TEST(SoftmaxTest, MatchesReferenceWithLargeMagnitudeLogits) {
+  std::mt19937 rng(108);
+  for (const int64_t rows : kTestRows) {
+    for (const int64_t n : {int64_t{1}, int64_t{17}, int64_t{255}, int64_t{4099}}) {
+      for (const float magnitude : {1.0f, 30.0f, 1000.0f}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "rows=" << rows << " n=" << n << " magnitude=" << magnitude);
+        // Offset far from 0 as well: a naive e^x would overflow (or underflow to 0/0).
+        auto x = RandomNormal(rng, rows * n, 5000.0f, magnitude);
+        if (n > 1) x[1] = -std::numeric_limits<float>::infinity();  // a masked logit
+        std::vector<float> got = x, expected = x;
+        cpu::SoftmaxRows(got.data(), rows, n);
+        ref::SoftmaxRows(expected.data(), rows, n);
+        EXPECT_LE(MaxAbsDiff(got, expected), kSoftmaxAbsTol);
+        if (n > 1) {
+          EXPECT_EQ(got[1], 0.0f);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; ++i) sum += got[r * n + i];
+          ASSERT_NEAR(sum, 1.0, kElementwiseRelTol) << "row " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(SoftmaxTest, VocabularySizedRowsMatchReference) {
+  std::mt19937 rng(110);
+  const int64_t rows = 3, n = 151936;
+  const auto x = RandomNormal(rng, rows * n, 0.0f, 4.0f);
+  std::vector<float> got = x, expected = x;
+  cpu::SoftmaxRows(got.data(), rows, n);
+  ref::SoftmaxRows(expected.data(), rows, n);
+  // Relative to each probability: a wrong normalisation shows up even where p is tiny.
+  EXPECT_LE(MaxExcessOverRelative(got, expected, kElementwiseRelTol), 0.0);
+}
+
+TEST(ArgmaxTest, MatchesReferenceOnRandomRows) {
+  std::mt19937 rng(109);
+  for (const int64_t rows : kTestRows) {
+    for (const int64_t n : {int64_t{1}, int64_t{17}, int64_t{255}, int64_t{151937}}) {
+      if (rows * n > 4'000'000) continue;
+      const auto x = RandomNormal(rng, rows * n, 0.0f, 10.0f);
+      std::vector<int32_t> got(rows), expected(rows);
+      cpu::ArgmaxRows(x.data(), rows, n, got.data());
+      ref::ArgmaxRows(x.data(), rows, n, expected.data());
+      EXPECT_EQ(got, expected) << "rows=" << rows << " n=" << n;
+    }
+  }
+}
+
+TEST(ArgmaxTest, TiesGoToTheLowestIndex) {
+  const int64_t n = 37;
+  std::vector<float> x(4 * n, -1.0f);
+  // Row 0: maximum at 5, 9 and the last index. Row 1: all equal. Row 2: tie at 0 and 36.
+  // Row 3: −inf everywhere but two equal finite values at 12 and 30.
+  x[0 * n + 5] = x[0 * n + 9] = x[0 * n + n - 1] = 3.5f;
+  x[2 * n + 0] = x[2 * n + n - 1] = 2.0f;
+  for (int64_t i = 0; i < n; ++i) x[3 * n + i] = -std::numeric_limits<float>::infinity();
+  x[3 * n + 12] = x[3 * n + 30] = -7.0f;
+  std::vector<int32_t> got(4), expected(4);
+  cpu::ArgmaxRows(x.data(), 4, n, got.data());
+  ref::ArgmaxRows(x.data(), 4, n, expected.data());
+  EXPECT_EQ(got, (std::vector<int32_t>{5, 0, 0, 12}));
+  EXPECT_EQ(got, expected);
+}
+
+}  // namespace
+}  // namespace dscale

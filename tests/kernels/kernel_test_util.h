@@ -1,0 +1,48 @@
+#pragma once
+// Shared helpers for the kernel parity tests: seeded random inputs and error measures.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace dscale::testing {
+
+// n values drawn from N(mean, stddev²) with the caller's generator (seeded per test, so every
+// run sees the same inputs).
+inline std::vector<float> RandomNormal(std::mt19937& rng, size_t n, float mean = 0.0f,
+                                       float stddev = 1.0f) {
+  std::normal_distribution<float> dist(mean, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Largest |a[i] − b[i]|; NaN anywhere makes the result NaN, which fails every ≤ comparison.
+inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0.0 : NAN;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    worst = std::isnan(d) ? d : std::max(worst, d);
+  }
+  return worst;
+}
+
+// Largest |a[i] − b[i]| − rel·|b[i]|: ≤ abs_tol exactly when every element meets
+// |a − b| ≤ rel·|b| + abs_tol (b is the reference).
+inline double MaxExcessOverRelative(const std::vector<float>& a, const std::vector<float>& b,
+                                    double rel) {
+  double worst = a.size() == b.size() ? -INFINITY : NAN;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]) - rel * std::fabs(b[i]);
+    worst = std::isnan(d) ? d : std::max(worst, d);
+  }
+  return worst;
+}
+
+// Sizes the parity tests sweep: odd, prime-ish, and one past typical vector widths.
+inline constexpr int64_t kTestRows[] = {1, 3, 7, 19, 133};
+inline constexpr int64_t kTestHeadDims[] = {32, 64, 128};
+
+}  // namespace dscale::testing
