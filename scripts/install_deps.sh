@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libopenblas-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
+  libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

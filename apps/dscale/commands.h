@@ -7,5 +7,9 @@
 
 namespace dscale::cli {
 
+void RegisterMakeTinyCommand(CLI::App& app, int* exit_code);
+void RegisterLogitsCommand(CLI::App& app, int* exit_code);
+void RegisterGenerateCommand(CLI::App& app, int* exit_code);
+void RegisterDraftCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli

@@ -8,6 +8,10 @@ int main(int argc, char** argv) {
   CLI::App app{"dscale: block-diffusion speculative decoding with adaptive verification"};
   app.require_subcommand(1);
   int exit_code = 0;
+  dscale::cli::RegisterMakeTinyCommand(app, &exit_code);
+  dscale::cli::RegisterLogitsCommand(app, &exit_code);
+  dscale::cli::RegisterGenerateCommand(app, &exit_code);
+  dscale::cli::RegisterDraftCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -40,6 +40,29 @@ class PageAllocator {
   std::vector<uint8_t> allocated_;  // CHECKs double frees
 };
 
+// Per-layer K and V rows addressed by slot: [num_slots, kv_heads, head_dim] f32 per layer.
+// The target's rows live in PagedKvCache's store; the DFlash drafter keeps its own store of the
+// same slot count, so a token's draft K/V sit at the same slot as its target K/V and the page
+// tables serve both.
+class KvStore {
+ public:
+  KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t num_slots,
+          int32_t page_size);
+
+  // Writes one position's K and V rows ([kv_heads · head_dim] each) at `slot` of `layer`.
+  void Store(int32_t layer, int64_t slot, const float* k, const float* v);
+  cpu::PagedKvLayer Layer(int32_t layer) const;
+  int32_t num_layers() const { return static_cast<int32_t>(k_.size()); }
+  int64_t num_slots() const { return num_slots_; }
+
+ private:
+  int64_t row_floats_;  // kv_heads · head_dim
+  int64_t num_slots_;
+  int32_t page_size_;
+  std::vector<std::vector<float>> k_;
+  std::vector<std::vector<float>> v_;
+};
+
 class PagedKvCache {
  public:
   explicit PagedKvCache(const KvCacheShape& shape);
@@ -65,9 +88,13 @@ class PagedKvCache {
   // Pages needed to grow `seq` to `length` positions.
   int32_t PagesNeeded(int32_t seq, int32_t length) const;
 
-  // Writes one position's K and V rows ([kv_heads · head_dim] each) at `slot` of `layer`.
-  void Store(int32_t layer, int64_t slot, const float* k, const float* v);
-  cpu::PagedKvLayer Layer(int32_t layer) const;
+  // The target's K/V rows.
+  void Store(int32_t layer, int64_t slot, const float* k, const float* v) {
+    store_.Store(layer, slot, k, v);
+  }
+  cpu::PagedKvLayer Layer(int32_t layer) const { return store_.Layer(layer); }
+  int64_t num_slots() const { return store_.num_slots(); }
+  KvStore& store() { return store_; }
 
   int32_t free_pages() const { return allocator_.free_pages(); }
   int32_t num_sequences() const;
@@ -82,10 +109,8 @@ class PagedKvCache {
   Sequence& Live(int32_t seq);
 
   KvCacheShape shape_;
-  int64_t row_floats_;  // kv_heads · head_dim
   PageAllocator allocator_;
-  std::vector<std::vector<float>> k_;  // per layer: [num_pages · page_size, kv_heads, head_dim]
-  std::vector<std::vector<float>> v_;
+  KvStore store_;
   std::vector<Sequence> sequences_;
   std::vector<int32_t> free_ids_;
 };

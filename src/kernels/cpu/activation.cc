@@ -34,7 +34,7 @@ void SwiGluRow(const float* gate, const float* up, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
 }
 
-constexpr int64_t kParallelMinValues = 1 << 15;
+constexpr int64_t kParallelMinValues = 1 << 20;
 
 }  // namespace
 

@@ -323,6 +323,18 @@ void RunTile(const AttentionParams& p, const WorkItem& item, TileScratch& s) {
   StoreTile(p, span, item, s);
 }
 
+// Multiply-adds of QKᵀ and PV over the whole batch: below kParallelMinWork a thread team costs
+// more than it saves (tiny models, single-token decode steps).
+int64_t AttentionWork(const AttentionParams& p) {
+  int64_t work = 0;
+  for (int32_t i = 0; i < p.num_spans; ++i) {
+    const AttentionSpan& span = p.spans[i];
+    work += int64_t{span.q_len} * (span.ctx_len + span.q_len);
+  }
+  return 2 * work * p.heads * p.head_dim;
+}
+constexpr int64_t kParallelMinWork = int64_t{1} << 20;
+
 }  // namespace
 
 template <int kTileRows>
@@ -332,7 +344,8 @@ void PagedAttentionTiled(const AttentionParams& params) {
   const std::vector<WorkItem> items = MakeWorkItems(params, kTileRows);
   const auto num_items = static_cast<int64_t>(items.size());
   const int32_t capacity = params.heads / params.kv_heads * kTileRows;
-#pragma omp parallel if (num_items > 1)
+  const bool parallel = num_items > 1 && AttentionWork(params) >= kParallelMinWork;
+#pragma omp parallel if (parallel)
   {
     TileScratch scratch(capacity, params.head_dim);
 #pragma omp for schedule(dynamic)

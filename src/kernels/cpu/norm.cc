@@ -27,7 +27,7 @@ float InverseRms(const float* x, int64_t n, float eps) {
 }
 
 // Rows are independent; below this many values per call the fork/join costs more than it saves.
-constexpr int64_t kParallelMinValues = 1 << 15;
+constexpr int64_t kParallelMinValues = 1 << 20;
 
 }  // namespace
 

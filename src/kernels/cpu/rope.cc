@@ -26,7 +26,7 @@ void RotateRow(float* row, const float* cos_row, const float* sin_row, int64_t h
   }
 }
 
-constexpr int64_t kParallelMinValues = 1 << 15;
+constexpr int64_t kParallelMinValues = 1 << 20;
 
 }  // namespace
 

@@ -50,7 +50,7 @@ void SoftmaxRow(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-constexpr int64_t kParallelMinValues = 1 << 15;
+constexpr int64_t kParallelMinValues = 1 << 20;
 
 }  // namespace
 

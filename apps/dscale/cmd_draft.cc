@@ -1,0 +1,78 @@
+// dscale draft: prefill the ids, take the target's greedy next token as the anchor, run one
+// drafting step, print the candidates and their draft logits.
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "kernels/cpu/softmax.h"
+#include "model/dflash_drafter.h"
+
+namespace dscale::cli {
+namespace {
+
+struct DraftArgs {
+  std::string target;
+  std::string drafter;
+  std::string ids;
+};
+
+int RunDraft(const DraftArgs& args) {
+  Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
+  if (!ids.ok()) return ReportError("draft", ids.status());
+  Result<Qwen3Model> target = Qwen3Model::Load(args.target);
+  if (!target.ok()) return ReportError("draft", target.status());
+  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target);
+  if (!drafter.ok()) return ReportError("draft", drafter.status());
+
+  const auto n = static_cast<int32_t>(ids->size());
+  const int32_t block = drafter->block_size();
+  constexpr int32_t kPageSize = 16;
+  PagedKvCache cache(target->KvShape(kPageSize, (n + block + kPageSize - 1) / kPageSize));
+  drafter->Bind(cache);
+  const int32_t seq = cache.AddSequence();
+  if (Status s = cache.Reserve(seq, n + block); !s.ok()) return ReportError("draft", s);
+  PackedBatch batch;
+  batch.AddRequest(seq, 0, *ids, cache, /*all_logits=*/false);
+  ForwardOutput out;
+  const ForwardOptions options{.tile_rows = 128, .capture_layers = drafter->feature_layers()};
+  if (Status s = target->Forward(batch, options, cache, &out); !s.ok()) {
+    return ReportError("draft", s.WithContext("--ids"));
+  }
+  drafter->AppendContext(
+      {.features = out.features, .positions = batch.positions, .slots = batch.kv_slots});
+  int32_t bonus = 0;
+  cpu::ArgmaxRows(out.logits.data(), 1, target->config().vocab_size, &bonus);
+
+  DraftOutput draft;
+  const DraftRequest request{.seq = seq, .ctx_len = n, .anchor = bonus, .committed = *ids};
+  if (Status s = drafter->Draft(std::span(&request, 1), cache, 16, &draft); !s.ok()) {
+    return ReportError("draft", s);
+  }
+  const int64_t vocab = target->config().vocab_size;
+  nlohmann::json logits = nlohmann::json::array();
+  for (int32_t j = 0; j < draft.width; ++j) {
+    logits.push_back(std::vector<float>(draft.logits.begin() + j * vocab,
+                                        draft.logits.begin() + (j + 1) * vocab));
+  }
+  std::cout << nlohmann::json{{"bonus", bonus}, {"draft", draft.tokens}, {"draft_logits", logits}}
+                   .dump()
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void RegisterDraftCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<DraftArgs>();
+  CLI::App* cmd = app.add_subcommand("draft", "Prefill, then one DFlash drafting step");
+  cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
+  cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory")->required();
+  cmd->add_option("--ids", args->ids, "Comma-separated token ids")->required();
+  cmd->callback([args, exit_code] { *exit_code = RunDraft(*args); });
+}
+
+}  // namespace dscale::cli

@@ -1,0 +1,58 @@
+// dscale logits: one prefill of the given ids, every position's full logits row as JSON.
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "model/qwen3_model.h"
+
+namespace dscale::cli {
+namespace {
+
+struct LogitsArgs {
+  std::string model;
+  std::string ids;
+};
+
+int RunLogits(const LogitsArgs& args) {
+  Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
+  if (!ids.ok()) return ReportError("logits", ids.status());
+  Result<Qwen3Model> model = Qwen3Model::Load(args.model);
+  if (!model.ok()) return ReportError("logits", model.status());
+
+  const auto n = static_cast<int32_t>(ids->size());
+  constexpr int32_t kPageSize = 16;
+  PagedKvCache cache(model->KvShape(kPageSize, (n + kPageSize - 1) / kPageSize));
+  const int32_t seq = cache.AddSequence();
+  if (Status s = cache.Reserve(seq, n); !s.ok()) return ReportError("logits", s);
+  PackedBatch batch;
+  batch.AddRequest(seq, 0, *ids, cache, /*all_logits=*/true);
+  ForwardOutput out;
+  if (Status s = model->Forward(batch, {.tile_rows = 128}, cache, &out); !s.ok()) {
+    return ReportError("logits", s.WithContext("--ids"));
+  }
+
+  const int64_t vocab = model->config().vocab_size;
+  nlohmann::json rows = nlohmann::json::array();
+  for (int32_t r = 0; r < n; ++r) {
+    rows.push_back(std::vector<float>(out.logits.begin() + r * vocab,
+                                      out.logits.begin() + (r + 1) * vocab));
+  }
+  std::cout << nlohmann::json{{"logits", rows}}.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void RegisterLogitsCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<LogitsArgs>();
+  CLI::App* cmd = app.add_subcommand("logits", "Print full-vocabulary logits of one prefill");
+  cmd->add_option("--model", args->model, "Checkpoint directory")->required();
+  cmd->add_option("--ids", args->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
+  cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
+}
+
+}  // namespace dscale::cli

@@ -1,0 +1,108 @@
+// dscale make-tiny: writes a random Qwen3 checkpoint in the real Hugging Face layout.
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "io/dflash_config.h"
+#include "model/random_checkpoint.h"
+
+namespace dscale::cli {
+namespace {
+
+struct MakeTinyArgs {
+  std::string out;
+  uint64_t seed = 0;
+  std::string dtype = "BF16";
+  Qwen3Config config{.vocab_size = 512,
+                     .hidden_size = 128,
+                     .intermediate_size = 256,
+                     .num_hidden_layers = 4,
+                     .num_attention_heads = 4,
+                     .num_key_value_heads = 2,
+                     .head_dim = 32,
+                     .rms_norm_eps = 1e-6,
+                     .rope_theta = 1e6,
+                     .tie_word_embeddings = false,
+                     .max_position_embeddings = 4096,
+                     .bos_token_ids = {},
+                     .eos_token_ids = {}};
+  int64_t eos = -1;
+  std::string drafter_out;
+  int64_t draft_layers = 1;
+  int32_t block_size = 16;
+};
+
+// A DFlash drafter matching `target`: the same attention geometry, `layers` draft layers, target
+// layer ids by the documented rule, mask id vocab − 2 (EOS is vocab − 1 by default).
+DFlashConfig TinyDrafterConfig(const Qwen3Config& target, int64_t layers, int32_t block) {
+  DFlashConfig c;
+  c.draft = target;
+  c.draft.num_hidden_layers = layers;
+  c.block_size = block;
+  c.mask_token_id = target.vocab_size - 2;
+  c.num_target_layers = target.num_hidden_layers;
+  c.target_layer_ids = DeriveTargetLayerIds(target.num_hidden_layers, layers);
+  return c;
+}
+
+int RunMakeTiny(const MakeTinyArgs& args) {
+  const std::optional<DType> dtype = DTypeFromName(args.dtype);
+  if (!dtype) {
+    return ReportError("make-tiny", InvalidArgument("--dtype: expected F32, BF16 or F16, got " +
+                                                    args.dtype));
+  }
+  Qwen3Config config = args.config;
+  config.eos_token_ids = {args.eos >= 0 ? args.eos : config.vocab_size - 1};
+  // Round-trip through the validating parser so bad sizes get the same messages as config.json.
+  Result<Qwen3Config> checked = ParseQwen3Config(Qwen3ConfigToJson(config), "--sizes");
+  if (!checked.ok()) return ReportError("make-tiny", checked.status());
+  Status status = WriteRandomQwen3Checkpoint(args.out, *checked, args.seed, *dtype);
+  if (!status.ok()) return ReportError("make-tiny", status);
+  std::printf("wrote %s (config.json, model.safetensors)\n", args.out.c_str());
+  if (args.drafter_out.empty()) return 0;
+  const DFlashConfig draft = TinyDrafterConfig(*checked, args.draft_layers, args.block_size);
+  // Validate exactly as loading will.
+  Result<DFlashConfig> draft_checked =
+      ParseDFlashConfig(DFlashConfigToJson(draft), "--drafter-out", *checked);
+  if (!draft_checked.ok()) return ReportError("make-tiny", draft_checked.status());
+  status = WriteRandomDFlashCheckpoint(args.drafter_out, *draft_checked, checked->hidden_size,
+                                       args.seed + 1, *dtype);
+  if (!status.ok()) return ReportError("make-tiny", status);
+  std::printf("wrote %s (DFlash drafter)\n", args.drafter_out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<MakeTinyArgs>();
+  CLI::App* cmd = app.add_subcommand("make-tiny", "Write a random Qwen3 checkpoint (HF layout)");
+  cmd->add_option("--out", args->out, "Output directory")->required();
+  cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Storage dtype: F32, BF16, F16")->capture_default_str();
+  Qwen3Config& c = args->config;
+  cmd->add_option("--vocab", c.vocab_size, "Vocabulary size")->capture_default_str();
+  cmd->add_option("--hidden", c.hidden_size, "Hidden size")->capture_default_str();
+  cmd->add_option("--intermediate", c.intermediate_size, "MLP size")->capture_default_str();
+  cmd->add_option("--layers", c.num_hidden_layers, "Decoder layers")->capture_default_str();
+  cmd->add_option("--heads", c.num_attention_heads, "Query heads")->capture_default_str();
+  cmd->add_option("--kv-heads", c.num_key_value_heads, "KV heads")->capture_default_str();
+  cmd->add_option("--head-dim", c.head_dim, "Head dimension")->capture_default_str();
+  cmd->add_option("--max-positions", c.max_position_embeddings, "Context length")
+      ->capture_default_str();
+  cmd->add_option("--eos", args->eos, "EOS token id (default: vocab - 1)");
+  cmd->add_flag("--tie", c.tie_word_embeddings, "Tie lm_head to the embedding");
+  cmd->add_option("--drafter-out", args->drafter_out, "Also write a matching DFlash drafter here");
+  cmd->add_option("--draft-layers", args->draft_layers, "Drafter layers")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--block-size", args->block_size, "Drafter block size W")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunMakeTiny(*args); });
+}
+
+}  // namespace dscale::cli

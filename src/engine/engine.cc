@@ -1,0 +1,405 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/softmax.h"
+
+namespace dscale {
+namespace {
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
+  if (p.max_tokens < 1) return InvalidArgument("max_tokens: must be at least 1");
+  const SamplingParams& s = p.sampling;
+  if (!(s.temperature >= 0.0f) || !std::isfinite(s.temperature)) {
+    return InvalidArgument("temperature: must be a finite number >= 0");
+  }
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return InvalidArgument("top_p: must be in (0, 1]");
+  if (s.top_k < 0) return InvalidArgument("top_k: must be >= 0");
+  if (!p.stop_strings.empty() && !can_decode_text) {
+    return InvalidArgument("stop: stop strings need a tokenizer");
+  }
+  for (const std::string& stop : p.stop_strings) {
+    if (stop.empty()) return InvalidArgument("stop: stop strings must not be empty");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+struct Engine::RequestState {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // prompt, then output; the last output token is the anchor
+  int32_t prompt_len = 0;
+  int32_t prefilled = 0;  // prompt positions in the KV cache
+  int32_t committed = 0;  // positions in the KV cache once decoding (tokens.size() − 1)
+  GenerationParams params;
+  RequestRng rng{0};
+  int32_t seq = -1;
+  bool cancelled = false;
+  FinishReason finish = FinishReason::kNone;
+  RequestResult result;
+
+  bool prefill_done() const { return prefilled == prompt_len; }
+  int32_t anchor() const { return tokens.back(); }
+};
+
+Result<std::unique_ptr<Engine>> Engine::Create(Qwen3Model& target, Drafter* drafter,
+                                               EngineConfig config) {
+  if (config.policy.UsesDrafter() && drafter == nullptr) {
+    return InvalidArgument("--spec " + config.policy.Name() + " needs a drafter (--drafter)");
+  }
+  if (config.max_running < 1) return InvalidArgument("max_running: must be at least 1");
+  if (config.page_size < 1) return InvalidArgument("page_size: must be at least 1");
+  if (config.prefill_chunk < 1 || config.prefill_budget < 1) {
+    return InvalidArgument("prefill_chunk and prefill_budget: must be at least 1");
+  }
+  if (!config.policy.UsesDrafter()) drafter = nullptr;
+  const int32_t block = drafter ? drafter->block_size() : 1;
+  if (config.policy.mode == SpecMode::kFixed && config.policy.fixed_rows > block) {
+    return InvalidArgument("--spec " + config.policy.Name() + ": the drafter's block has only " +
+                           std::to_string(block) + " rows");
+  }
+  return std::unique_ptr<Engine>(new Engine(target, drafter, std::move(config), block));
+}
+
+Engine::Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block)
+    : target_(target),
+      drafter_(drafter),
+      config_(std::move(config)),
+      block_(block),
+      cache_(target.KvShape(config_.page_size,
+                            static_cast<int32_t>((config_.kv_tokens + config_.page_size - 1) /
+                                                 config_.page_size))) {
+  if (drafter_ != nullptr) {
+    drafter_->Bind(cache_);
+    forward_options_.capture_layers = drafter_->feature_layers();
+  }
+}
+
+Engine::~Engine() = default;
+
+int32_t Engine::PagesFor(const RequestState& r) const {
+  const int64_t positions = int64_t{r.prompt_len} + r.params.max_tokens + block_;
+  return static_cast<int32_t>((positions + config_.page_size - 1) / config_.page_size);
+}
+
+Result<RequestId> Engine::Submit(std::vector<int32_t> prompt, GenerationParams params) {
+  if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
+  const int64_t vocab = target_.config().vocab_size;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      return InvalidArgument("prompt: token id " + std::to_string(prompt[i]) + " at position " +
+                             std::to_string(i) + " is outside the vocabulary [0, " +
+                             std::to_string(vocab) + ")");
+    }
+  }
+  DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.decode_text)));
+  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  if (total > target_.config().max_position_embeddings) {
+    return InvalidArgument("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+                           std::to_string(params.max_tokens) + ") exceeds the context length " +
+                           std::to_string(target_.config().max_position_embeddings));
+  }
+  auto r = std::make_unique<RequestState>();
+  r->id = next_id_++;
+  r->prompt_len = static_cast<int32_t>(prompt.size());
+  r->tokens = std::move(prompt);
+  r->rng = RequestRng(params.sampling.seed);
+  r->params = std::move(params);
+  r->result.id = r->id;
+  r->result.prompt_tokens = r->prompt_len;
+  r->result.submitted = Clock::now();
+  if (PagesFor(*r) > cache_.shape().num_pages) {
+    return InvalidArgument("prompt + max_tokens needs " + std::to_string(PagesFor(*r)) +
+                           " KV pages but the cache has " +
+                           std::to_string(cache_.shape().num_pages));
+  }
+  const RequestId id = r->id;
+  queue_.push_back(std::move(r));
+  return id;
+}
+
+void Engine::Cancel(RequestId id) {
+  for (auto& r : queue_) {
+    if (r->id == id) r->cancelled = true;
+  }
+  for (auto& r : running_) {
+    if (r->id == id) r->cancelled = true;
+  }
+}
+
+void Engine::Admit() {
+  while (!queue_.empty()) {
+    RequestState& head = *queue_.front();
+    if (head.cancelled) {
+      head.finish = FinishReason::kCancelled;
+      head.result.finish_reason = FinishReason::kCancelled;
+      head.result.finished = Clock::now();
+      finished_.push_back(std::move(head.result));
+      queue_.pop_front();
+      continue;
+    }
+    if (running() >= config_.max_running || PagesFor(head) > cache_.free_pages()) return;
+    head.seq = cache_.AddSequence();
+    const Status reserved = cache_.Reserve(head.seq, cache_.shape().page_size * PagesFor(head));
+    DSCALE_CHECK_MSG(reserved.ok(), "free pages were counted before reserving");
+    running_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+Result<bool> Engine::Step() {
+  RetireFinished();
+  Admit();
+  if (running_.empty()) return false;
+  DSCALE_RETURN_IF_ERROR(RunPrefill());
+  DSCALE_RETURN_IF_ERROR(RunDecode());
+  RetireFinished();
+  return true;
+}
+
+Status Engine::RunToCompletion() {
+  while (true) {
+    DSCALE_ASSIGN_OR_RETURN(bool worked, Step());
+    if (!worked && queue_.empty()) return Status::Ok();
+  }
+}
+
+std::vector<RequestResult> Engine::TakeFinished() {
+  std::vector<RequestResult> done = std::move(finished_);
+  finished_.clear();
+  return done;
+}
+
+int Engine::TileFor(int32_t max_query_rows) const {
+  return config_.tile_routing && max_query_rows <= 16 ? 16 : 128;
+}
+
+Status Engine::RunPrefill() {
+  const auto start = Clock::now();
+  batch_.Clear();
+  std::vector<RequestState*> completing;  // prompts that finish in this step, in batch order
+  int32_t budget = config_.prefill_budget;
+  for (auto& owned : running_) {
+    RequestState& r = *owned;
+    if (r.prefill_done() || r.cancelled || budget == 0) continue;
+    const int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
+    batch_.AddRequest(r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n), cache_,
+                      /*all_logits=*/false);
+    budget -= n;
+    r.prefilled += n;
+    if (r.prefill_done()) completing.push_back(&r);
+  }
+  if (batch_.rows() == 0) return Status::Ok();
+  forward_options_.tile_rows = 128;  // prefill keeps the wide tile
+  DSCALE_RETURN_IF_ERROR(target_.Forward(batch_, forward_options_, cache_, &out_));
+  stats_.prefill_rows += batch_.rows();
+  if (drafter_ != nullptr) AppendDraftContext(0, batch_.rows());
+
+  // The first output token comes from the last prompt row's logits.
+  const int64_t vocab = target_.config().vocab_size;
+  for (size_t i = 0, logit_row = 0; i < batch_.requests.size(); ++i, ++logit_row) {
+    const BatchRequest& req = batch_.requests[i];
+    auto it = std::find_if(completing.begin(), completing.end(),
+                           [&](RequestState* r) { return r->seq == req.seq; });
+    if (it == completing.end()) continue;
+    RequestState& r = **it;
+    r.committed = r.prompt_len;
+    const int32_t token =
+        SampleFirstToken(r, std::span(out_.logits).subspan(logit_row * vocab, vocab));
+    r.result.first_token = Clock::now();
+    AppendOutput(r, std::span(&token, 1));
+  }
+  stats_.prefill_s += SecondsSince(start);
+  return Status::Ok();
+}
+
+int32_t Engine::SampleFirstToken(RequestState& r, std::span<const float> logits) {
+  if (r.params.sampling.greedy()) {
+    int32_t token = 0;
+    cpu::ArgmaxRows(logits.data(), 1, static_cast<int64_t>(logits.size()), &token);
+    return token;
+  }
+  TargetDistribution(logits, r.params.sampling, &probs_);
+  return SampleIndex(probs_, r.rng.Uniform());
+}
+
+Status Engine::RunDecode() {
+  std::vector<RequestState*> batch;
+  for (auto& r : running_) {
+    // Decoding: the prompt is in the KV cache and the last output token is the anchor.
+    if (r->prefill_done() && r->finish == FinishReason::kNone && !r->cancelled) {
+      DSCALE_CHECK(r->committed == static_cast<int32_t>(r->tokens.size()) - 1);
+      batch.push_back(r.get());
+    }
+  }
+  if (batch.empty()) return Status::Ok();
+
+  auto t = Clock::now();
+  if (drafter_ != nullptr) DSCALE_RETURN_IF_ERROR(Draft(batch, &drafts_));
+  stats_.draft_s += SecondsSince(t);
+
+  t = Clock::now();
+  DecideRows(batch, drafts_, &rows_);
+  stats_.decision_s += SecondsSince(t);
+
+  t = Clock::now();
+  batch_.Clear();
+  std::vector<int32_t> block;
+  int32_t max_rows = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    RequestState& r = *batch[i];
+    block.assign(1, r.anchor());
+    for (int32_t j = 1; j < rows_[i]; ++j) block.push_back(drafts_.tokens[i * drafts_.width + j - 1]);
+    batch_.AddRequest(r.seq, r.committed, block, cache_, /*all_logits=*/true);
+    max_rows = std::max(max_rows, rows_[i]);
+  }
+  forward_options_.tile_rows = TileFor(max_rows);
+  DSCALE_RETURN_IF_ERROR(target_.Forward(batch_, forward_options_, cache_, &out_));
+  stats_.verify_s += SecondsSince(t);
+
+  t = Clock::now();
+  const int64_t vocab = target_.config().vocab_size;
+  std::vector<VerifyResult> results(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchRequest& req = batch_.requests[i];
+    const std::span<const float> logits =
+        std::span(out_.logits).subspan(int64_t{req.q_start} * vocab, int64_t{req.q_len} * vocab);
+    const std::span<const int32_t> drafts =
+        std::span(batch_.tokens).subspan(req.q_start + 1, req.q_len - 1);
+    results[i] = Accept(*batch[i], logits, drafts);
+  }
+  stats_.acceptance_s += SecondsSince(t);
+
+  t = Clock::now();
+  std::vector<int32_t> accepted_tokens;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    RequestState& r = *batch[i];
+    const BatchRequest& req = batch_.requests[i];
+    const VerifyResult& v = results[i];
+    stats_.verified_rows += req.q_len;
+    stats_.committed_tokens += v.accepted + 1;
+    ++stats_.accepted_histogram[std::min<size_t>(v.accepted, stats_.accepted_histogram.size() - 1)];
+    r.result.accepted.push_back(v.accepted);
+    ++r.result.steps;
+    // The anchor and the accepted drafts now have valid KV rows; they join the draft context.
+    r.committed += v.accepted + 1;
+    if (drafter_ != nullptr) AppendDraftContext(req.q_start, v.accepted + 1);
+    accepted_tokens.assign(batch_.tokens.begin() + req.q_start + 1,
+                           batch_.tokens.begin() + req.q_start + 1 + v.accepted);
+    accepted_tokens.push_back(v.next_token);
+    AppendOutput(r, accepted_tokens);
+  }
+  ++stats_.decode_steps;
+  stats_.decode_request_steps += static_cast<int64_t>(batch.size());
+  stats_.commit_s += SecondsSince(t);
+  return Status::Ok();
+}
+
+Status Engine::Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts) {
+  std::vector<DraftRequest> requests;
+  requests.reserve(batch.size());
+  for (RequestState* r : batch) {
+    requests.push_back({.seq = r->seq,
+                        .ctx_len = r->committed,
+                        .anchor = r->anchor(),
+                        .committed = std::span(r->tokens).first(r->committed)});
+  }
+  return drafter_->Draft(requests, cache_, TileFor(block_), drafts);
+}
+
+void Engine::DecideRows(const std::vector<RequestState*>& batch, const DraftOutput& drafts,
+                        std::vector<int32_t>* rows) {
+  if (config_.policy.mode == SpecMode::kDScale) {
+    DSCALE_CHECK_MSG(static_cast<bool>(row_decider_), "the dscale policy needs a row decider");
+    row_decider_(drafts, static_cast<int32_t>(batch.size()), block_, rows);
+    DSCALE_CHECK(rows->size() == batch.size());
+    return;
+  }
+  rows->assign(batch.size(), config_.policy.UniformRows(block_));
+}
+
+VerifyResult Engine::Accept(RequestState& r, std::span<const float> logits,
+                            std::span<const int32_t> drafts) {
+  const int64_t vocab = target_.config().vocab_size;
+  if (r.params.sampling.greedy()) return VerifyGreedy(logits, vocab, drafts);
+  return VerifySampled(logits, vocab, drafts, r.params.sampling, r.rng, &probs_);
+}
+
+void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
+  std::vector<int32_t>& output = r.result.output_ids;
+  const size_t before = output.size();
+  for (int32_t token : tokens) {
+    output.push_back(token);
+    r.tokens.push_back(token);
+    const auto& stops = r.params.stop_ids;
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+      r.finish = FinishReason::kStop;
+      break;
+    }
+    if (static_cast<int32_t>(output.size()) >= r.params.max_tokens) {
+      r.finish = FinishReason::kLength;
+      break;
+    }
+  }
+  if (!r.params.stop_strings.empty()) {
+    // Shortest output whose text contains a stop string ends the request.
+    const std::string text = config_.decode_text(output);
+    for (const std::string& stop : r.params.stop_strings) {
+      if (text.find(stop) == std::string::npos) continue;
+      while (output.size() > before + 1) {
+        const std::string shorter = config_.decode_text(std::span(output).first(output.size() - 1));
+        if (shorter.find(stop) == std::string::npos) break;
+        output.pop_back();
+        r.tokens.pop_back();
+      }
+      r.finish = FinishReason::kStop;
+    }
+  }
+  stats_.output_tokens += static_cast<int64_t>(output.size() - before);
+  if (r.params.on_tokens) {
+    r.params.on_tokens({.id = r.id,
+                        .new_tokens = std::span(output).subspan(before),
+                        .finished = r.finish});
+  }
+}
+
+void Engine::AppendDraftContext(int32_t first, int32_t count) {
+  const int64_t width = static_cast<int64_t>(forward_options_.capture_layers.size()) *
+                        target_.config().hidden_size;
+  drafter_->AppendContext(
+      {.features = std::span(out_.features).subspan(first * width, count * width),
+       .positions = std::span(batch_.positions).subspan(first, count),
+       .slots = std::span(batch_.kv_slots).subspan(first, count)});
+}
+
+void Engine::RetireFinished() {
+  for (auto& owned : running_) {
+    RequestState& r = *owned;
+    if (r.cancelled && r.finish == FinishReason::kNone) r.finish = FinishReason::kCancelled;
+    if (r.finish == FinishReason::kNone) continue;
+    cache_.RemoveSequence(r.seq);
+    r.result.finish_reason = r.finish;
+    r.result.finished = Clock::now();
+    if (r.result.first_token == Clock::time_point{}) r.result.first_token = r.result.finished;
+    finished_.push_back(std::move(r.result));
+  }
+  std::erase_if(running_, [](const auto& r) { return r->finish != FinishReason::kNone; });
+}
+
+}  // namespace dscale

@@ -1,0 +1,126 @@
+#pragma once
+// The engine: request states, FIFO admission under max_running and KV capacity, chunked
+// prefill, continuous batching, and one decode step pipeline shared by every length policy:
+//
+//   draft (DFlash block per request) → decide rows k_i (length policy) → verify the packed rows
+//   on the target (tile-routed) → prefix verifier (accepted a_i, next token) → commit (output,
+//   stop rules, draft context append) → retire finished requests
+//
+// KV admission: a request is admitted only when pages for prompt + max_tokens + W positions are
+// free, and keeps them until it finishes, so a running request never runs out of KV; the queue
+// waits instead. Single-threaded: one thread owns the engine (the server posts to it).
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/request.h"
+#include "engine/step_stats.h"
+#include "kv/paged_kv_cache.h"
+#include "model/drafter.h"
+#include "model/qwen3_model.h"
+#include "spec/length_policy.h"
+#include "spec/prefix_verifier.h"
+
+namespace dscale {
+
+// Decides k_i (rows verified, anchor included, 1..W) for each request of a decode step from
+// the drafts; used by the dscale policy (the DVL allocator plugs in here).
+using RowDecider = std::function<void(const DraftOutput& drafts, int32_t live, int32_t block,
+                                      std::vector<int32_t>* rows)>;
+
+struct EngineConfig {
+  LengthPolicy policy;
+  int32_t max_running = 16;      // c: running requests at most
+  int32_t page_size = 16;        // KV positions per page
+  int64_t kv_tokens = 1 << 16;   // KV capacity in positions (rounded up to pages)
+  int32_t prefill_chunk = 512;   // prompt rows per request per step
+  int32_t prefill_budget = 2048;  // prompt rows per step over all requests
+  bool tile_routing = true;      // 16-row tile for verification/drafting; off: 128 everywhere
+  // Text of output ids, for stop strings; unset: stop strings are rejected at submit.
+  std::function<std::string(std::span<const int32_t>)> decode_text;
+};
+
+class Engine {
+ public:
+  // `drafter` may be null only for the none policy. `target` and `drafter` must outlive the
+  // engine.
+  static Result<std::unique_ptr<Engine>> Create(Qwen3Model& target, Drafter* drafter,
+                                                EngineConfig config);
+  ~Engine();
+
+  // Queues a request. Errors: empty prompt, ids outside the vocabulary, max_tokens < 1, prompt +
+  // max_tokens past the context or the whole KV capacity, bad sampling parameters.
+  Result<RequestId> Submit(std::vector<int32_t> prompt, GenerationParams params);
+  // Marks a queued or running request cancelled; its KV is freed at the next step.
+  void Cancel(RequestId id);
+
+  // Runs one step (admission, prefill chunks, one decode step). False when there was nothing
+  // to do.
+  Result<bool> Step();
+  // Steps until every submitted request has finished.
+  Status RunToCompletion();
+  // Finished requests since the last call, in finishing order.
+  std::vector<RequestResult> TakeFinished();
+
+  // Sets the decider for the dscale policy (k_i per request); see RowDecider.
+  void SetRowDecider(RowDecider decider) { row_decider_ = std::move(decider); }
+
+  int32_t queued() const { return static_cast<int32_t>(queue_.size()); }
+  int32_t running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t free_kv_pages() const { return cache_.free_pages(); }
+  int32_t total_kv_pages() const { return cache_.shape().num_pages; }
+  const StepStats& stats() const { return stats_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct RequestState;
+
+  Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block);
+
+  int32_t PagesFor(const RequestState& r) const;
+  void Admit();
+  Status RunPrefill();
+  Status RunDecode();
+  void RetireFinished();
+
+  Status Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts);
+  void DecideRows(const std::vector<RequestState*>& batch, const DraftOutput& drafts,
+                  std::vector<int32_t>* rows);
+  VerifyResult Accept(RequestState& r, std::span<const float> logits,
+                      std::span<const int32_t> drafts);
+  int32_t SampleFirstToken(RequestState& r, std::span<const float> logits);
+  // Appends tokens to r's output, applying stop ids, max_tokens and stop strings; streams them.
+  void AppendOutput(RequestState& r, std::span<const int32_t> tokens);
+  // Sends rows [first, first + count) of the last forward (batch_, out_) to the draft context.
+  void AppendDraftContext(int32_t first, int32_t count);
+  int TileFor(int32_t max_query_rows) const;
+
+  Qwen3Model& target_;
+  Drafter* drafter_;
+  EngineConfig config_;
+  int32_t block_;  // W
+  PagedKvCache cache_;
+  RowDecider row_decider_;
+  RequestId next_id_ = 1;
+  std::deque<std::unique_ptr<RequestState>> queue_;
+  std::vector<std::unique_ptr<RequestState>> running_;
+  std::vector<RequestResult> finished_;
+  StepStats stats_;
+  // Step scratch, reused.
+  PackedBatch batch_;
+  ForwardOutput out_;
+  ForwardOptions forward_options_;
+  DraftOutput drafts_;
+  std::vector<int32_t> rows_;
+  std::vector<double> probs_;
+  std::vector<int32_t> context_positions_;
+  std::vector<int64_t> context_slots_;
+};
+
+}  // namespace dscale

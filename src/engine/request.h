@@ -1,0 +1,48 @@
+#pragma once
+// What a caller submits and what it gets back.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "spec/sampling.h"
+
+namespace dscale {
+
+using RequestId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled"
+
+// New output tokens of one request, delivered after each step that produced some. Called on the
+// engine's thread; must not call back into the engine.
+struct TokenEvent {
+  RequestId id = 0;
+  std::span<const int32_t> new_tokens;
+  FinishReason finished = FinishReason::kNone;  // kNone while the request continues
+};
+using TokenCallback = std::function<void(const TokenEvent&)>;
+
+struct GenerationParams {
+  int32_t max_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int64_t> stop_ids;  // generation ends after one of these (it is kept in the output)
+  std::vector<std::string> stop_strings;  // ends before the first occurrence (needs a text decoder)
+  TokenCallback on_tokens;  // optional streaming
+};
+
+struct RequestResult {
+  RequestId id = 0;
+  std::vector<int32_t> output_ids;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t prompt_tokens = 0;
+  int32_t steps = 0;              // verification steps after the prompt
+  std::vector<int32_t> accepted;  // drafts accepted at each step
+  Clock::time_point submitted, first_token, finished;
+};
+
+}  // namespace dscale

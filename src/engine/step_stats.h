@@ -1,0 +1,36 @@
+#pragma once
+// Counters and the step-time breakdown the engine keeps (benchmarks and /metrics read them).
+
+#include <array>
+#include <cstdint>
+
+namespace dscale {
+
+struct StepStats {
+  int64_t decode_steps = 0;
+  int64_t decode_request_steps = 0;  // Σ over steps of requests verified (N)
+  int64_t verified_rows = 0;         // Σ k_i
+  int64_t committed_tokens = 0;      // Σ (a_i + 1) over verify steps
+  int64_t prefill_rows = 0;
+  int64_t output_tokens = 0;
+  std::array<int64_t, 65> accepted_histogram{};  // request-steps by drafts accepted (0..64)
+
+  // Seconds spent in each stage of the step pipeline.
+  double prefill_s = 0;
+  double draft_s = 0;
+  double decision_s = 0;
+  double verify_s = 0;
+  double acceptance_s = 0;
+  double commit_s = 0;
+
+  // τ: mean tokens committed per request per verify step (accepted drafts + the new token).
+  double tau() const {
+    return decode_request_steps ? double(committed_tokens) / double(decode_request_steps) : 0.0;
+  }
+  double rows_per_step() const {
+    return decode_steps ? double(verified_rows) / double(decode_steps) : 0.0;
+  }
+  double decode_step_s() const { return draft_s + decision_s + verify_s + acceptance_s + commit_s; }
+};
+
+}  // namespace dscale

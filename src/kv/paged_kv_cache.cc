@@ -1,0 +1,133 @@
+#include "kv/paged_kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace dscale {
+
+PageAllocator::PageAllocator(int32_t num_pages) : total_(num_pages), allocated_(num_pages, 0) {
+  DSCALE_CHECK(num_pages >= 0);
+  free_.reserve(num_pages);
+  for (int32_t page = num_pages - 1; page >= 0; --page) free_.push_back(page);
+}
+
+int32_t PageAllocator::Allocate() {
+  if (free_.empty()) return -1;
+  const int32_t page = free_.back();
+  free_.pop_back();
+  allocated_[page] = 1;
+  return page;
+}
+
+void PageAllocator::Free(int32_t page) {
+  DSCALE_CHECK(page >= 0 && page < total_);
+  DSCALE_CHECK_MSG(allocated_[page], "page freed twice");
+  allocated_[page] = 0;
+  free_.push_back(page);
+}
+
+KvStore::KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t num_slots,
+                 int32_t page_size)
+    : row_floats_(static_cast<int64_t>(kv_heads) * head_dim),
+      num_slots_(num_slots),
+      page_size_(page_size) {
+  DSCALE_CHECK(num_layers > 0 && kv_heads > 0 && head_dim > 0 && num_slots > 0 && page_size > 0);
+  k_.assign(num_layers, std::vector<float>(num_slots * row_floats_, 0.0f));
+  v_.assign(num_layers, std::vector<float>(num_slots * row_floats_, 0.0f));
+}
+
+void KvStore::Store(int32_t layer, int64_t slot, const float* k, const float* v) {
+  DSCALE_CHECK(layer >= 0 && layer < num_layers());
+  DSCALE_CHECK(slot >= 0 && slot < num_slots_);
+  std::memcpy(k_[layer].data() + slot * row_floats_, k, row_floats_ * sizeof(float));
+  std::memcpy(v_[layer].data() + slot * row_floats_, v, row_floats_ * sizeof(float));
+}
+
+cpu::PagedKvLayer KvStore::Layer(int32_t layer) const {
+  DSCALE_CHECK(layer >= 0 && layer < num_layers());
+  return {.k = k_[layer].data(), .v = v_[layer].data(), .page_size = page_size_};
+}
+
+PagedKvCache::PagedKvCache(const KvCacheShape& shape)
+    : shape_(shape),
+      allocator_(shape.num_pages),
+      store_(shape.num_layers, shape.kv_heads, shape.head_dim,
+             static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size) {}
+
+int32_t PagedKvCache::AddSequence() {
+  int32_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<int32_t>(sequences_.size());
+    sequences_.emplace_back();
+  }
+  sequences_[id] = Sequence{.live = true, .length = 0, .pages = {}};
+  return id;
+}
+
+void PagedKvCache::RemoveSequence(int32_t seq) {
+  Sequence& s = Live(seq);
+  for (int32_t page : s.pages) allocator_.Free(page);
+  s = Sequence{};
+  free_ids_.push_back(seq);
+}
+
+int32_t PagedKvCache::PagesNeeded(int32_t seq, int32_t length) const {
+  const int32_t pages = (length + shape_.page_size - 1) / shape_.page_size;
+  return std::max(0, pages - static_cast<int32_t>(Live(seq).pages.size()));
+}
+
+Status PagedKvCache::Reserve(int32_t seq, int32_t length) {
+  DSCALE_CHECK(length >= 0);
+  const int32_t needed = PagesNeeded(seq, length);
+  if (needed > allocator_.free_pages()) {
+    return ResourceExhausted("KV cache: " + std::to_string(needed) + " pages needed, " +
+                             std::to_string(allocator_.free_pages()) + " free");
+  }
+  Sequence& s = Live(seq);
+  for (int32_t i = 0; i < needed; ++i) s.pages.push_back(allocator_.Allocate());
+  s.length = std::max(s.length, length);
+  return Status::Ok();
+}
+
+void PagedKvCache::Truncate(int32_t seq, int32_t length) {
+  DSCALE_CHECK(length >= 0);
+  Sequence& s = Live(seq);
+  if (length >= s.length) return;
+  s.length = length;
+  const size_t keep = (length + shape_.page_size - 1) / shape_.page_size;
+  while (s.pages.size() > keep) {
+    allocator_.Free(s.pages.back());
+    s.pages.pop_back();
+  }
+}
+
+int32_t PagedKvCache::Length(int32_t seq) const { return Live(seq).length; }
+
+const std::vector<int32_t>& PagedKvCache::PageTable(int32_t seq) const { return Live(seq).pages; }
+
+int64_t PagedKvCache::Slot(int32_t seq, int32_t pos) const {
+  const Sequence& s = Live(seq);
+  DSCALE_CHECK(pos >= 0 && pos < s.length);
+  return static_cast<int64_t>(s.pages[pos / shape_.page_size]) * shape_.page_size +
+         pos % shape_.page_size;
+}
+
+int32_t PagedKvCache::num_sequences() const {
+  return static_cast<int32_t>(sequences_.size() - free_ids_.size());
+}
+
+const PagedKvCache::Sequence& PagedKvCache::Live(int32_t seq) const {
+  DSCALE_CHECK(seq >= 0 && seq < static_cast<int32_t>(sequences_.size()));
+  DSCALE_CHECK_MSG(sequences_[seq].live, "unknown KV sequence");
+  return sequences_[seq];
+}
+
+PagedKvCache::Sequence& PagedKvCache::Live(int32_t seq) {
+  return const_cast<Sequence&>(std::as_const(*this).Live(seq));
+}
+
+}  // namespace dscale

@@ -1,0 +1,79 @@
+#include "model/decoder_layer.h"
+
+#include <cmath>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
+
+namespace dscale {
+namespace {
+
+void AttentionHalf(const Qwen3LayerWeights& w, const LayerDims& d, const LayerBatch& batch,
+                   int32_t layer, KvStore& store, LayerScratch& s, float* x) {
+  const int32_t rows = batch.rows;
+  const int64_t q_dim = d.q_dim(), kv_dim = d.kv_dim();
+  const int64_t qkv_cols = q_dim + 2 * kv_dim;
+  float* normed = GrowBuffer(s.normed, rows * d.hidden);
+  float* qkv = GrowBuffer(s.qkv, rows * qkv_cols);
+  cpu::RmsNorm(x, w.input_norm.data(), normed, rows, d.hidden, d.eps);
+  cpu::Linear(normed, w.qkv.data(), qkv, rows, d.hidden, qkv_cols);
+  // qkv row: [q heads | k heads | v heads]; q and k get per-head RMSNorm, then RoPE.
+  float* q = qkv;
+  float* k = qkv + q_dim;
+  cpu::HeadRmsNorm(q, w.q_norm.data(), rows, d.heads, d.head_dim, qkv_cols, d.eps);
+  cpu::HeadRmsNorm(k, w.k_norm.data(), rows, d.kv_heads, d.head_dim, qkv_cols, d.eps);
+  cpu::ApplyRope(q, batch.positions, rows, d.heads, d.head_dim, qkv_cols, d.rope_theta);
+  cpu::ApplyRope(k, batch.positions, rows, d.kv_heads, d.head_dim, qkv_cols, d.rope_theta);
+  for (int32_t r = 0; r < rows; ++r) {
+    store.Store(layer, batch.kv_slots[r], k + r * qkv_cols, k + kv_dim + r * qkv_cols);
+  }
+
+  float* attn = GrowBuffer(s.attn, rows * q_dim);
+  const cpu::AttentionParams params{
+      .q = q,
+      .q_row_stride = qkv_cols,
+      .out = attn,
+      .heads = d.heads,
+      .kv_heads = d.kv_heads,
+      .head_dim = d.head_dim,
+      .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim))),
+      .causal = batch.causal,
+      .spans = batch.spans.data(),
+      .num_spans = static_cast<int32_t>(batch.spans.size()),
+      .kv = store.Layer(layer)};
+  cpu::PagedAttention(params, batch.tile_rows);
+  cpu::Linear(attn, w.o_proj.data(), x, rows, q_dim, d.hidden, /*accumulate=*/true);
+}
+
+void MlpHalf(const Qwen3LayerWeights& w, const LayerDims& d, int32_t rows, LayerScratch& s,
+             float* x) {
+  float* normed = GrowBuffer(s.normed, rows * d.hidden);
+  float* gate_up = GrowBuffer(s.gate_up, rows * 2 * d.intermediate);
+  float* act = GrowBuffer(s.act, rows * d.intermediate);
+  cpu::RmsNorm(x, w.post_norm.data(), normed, rows, d.hidden, d.eps);
+  cpu::Linear(normed, w.gate_up.data(), gate_up, rows, d.hidden, 2 * d.intermediate);
+  cpu::SwiGlu(gate_up, act, rows, d.intermediate);
+  cpu::Linear(act, w.down.data(), x, rows, d.intermediate, d.hidden, /*accumulate=*/true);
+}
+
+}  // namespace
+
+LayerDims LayerDims::From(const Qwen3Config& c) {
+  return {.hidden = c.hidden_size,
+          .intermediate = c.intermediate_size,
+          .heads = static_cast<int32_t>(c.num_attention_heads),
+          .kv_heads = static_cast<int32_t>(c.num_key_value_heads),
+          .head_dim = static_cast<int32_t>(c.head_dim),
+          .eps = static_cast<float>(c.rms_norm_eps),
+          .rope_theta = c.rope_theta};
+}
+
+void RunDecoderLayer(const Qwen3LayerWeights& w, const LayerDims& dims, const LayerBatch& batch,
+                     int32_t layer, KvStore& store, LayerScratch& scratch, float* x) {
+  AttentionHalf(w, dims, batch, layer, store, scratch, x);
+  MlpHalf(w, dims, batch.rows, scratch, x);
+}
+
+}  // namespace dscale

@@ -1,0 +1,179 @@
+#include "model/dflash_drafter.h"
+
+#include <cstring>
+
+#include "io/safetensors.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/softmax.h"
+
+namespace dscale {
+namespace {
+
+constexpr const char* kFcName = "fc.weight";
+constexpr const char* kHiddenNormName = "hidden_norm.weight";
+constexpr const char* kFinalNormName = "norm.weight";
+
+// Drafter checkpoints name tensors without a prefix; some exports add "model.".
+std::string DetectPrefix(const Checkpoint& checkpoint) {
+  if (checkpoint.Find(kFcName) == nullptr &&
+      checkpoint.Find(std::string(kQwen3Prefix) + kFcName) != nullptr) {
+    return kQwen3Prefix;
+  }
+  return "";
+}
+
+}  // namespace
+
+TensorShapes DFlashTensorShapes(const DFlashConfig& c, int64_t target_hidden) {
+  const int64_t h = c.draft.hidden_size;
+  const auto features = static_cast<int64_t>(c.target_layer_ids.size()) * target_hidden;
+  TensorShapes shapes;
+  shapes.emplace_back(kFcName, std::vector<int64_t>{h, features});
+  shapes.emplace_back(kHiddenNormName, std::vector<int64_t>{h});
+  for (int64_t layer = 0; layer < c.draft.num_hidden_layers; ++layer) {
+    for (auto& entry : DecoderLayerShapes(c.draft, "", layer)) shapes.push_back(std::move(entry));
+  }
+  shapes.emplace_back(kFinalNormName, std::vector<int64_t>{h});
+  return shapes;
+}
+
+Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hidden,
+                                        const TensorReader& read) {
+  const int64_t h = c.draft.hidden_size;
+  const auto features = static_cast<int64_t>(c.target_layer_ids.size()) * target_hidden;
+  DFlashWeights w;
+  // The fc shape check is the documented validation: input width = #layer ids × target hidden.
+  DSCALE_ASSIGN_OR_RETURN(w.fc, read(kFcName, {h, features}));
+  DSCALE_ASSIGN_OR_RETURN(w.hidden_norm, read(kHiddenNormName, {h}));
+  for (int64_t layer = 0; layer < c.draft.num_hidden_layers; ++layer) {
+    DSCALE_ASSIGN_OR_RETURN(Qwen3LayerWeights lw, LoadDecoderLayer(c.draft, "", layer, read));
+    w.layers.push_back(std::move(lw));
+  }
+  DSCALE_ASSIGN_OR_RETURN(w.final_norm, read(kFinalNormName, {h}));
+  return w;
+}
+
+Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Model& target) {
+  DSCALE_ASSIGN_OR_RETURN(DFlashConfig config,
+                          LoadDFlashConfig(dir + "/config.json", target.config()));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  const std::string prefix = DetectPrefix(checkpoint);
+  TensorReader read = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    return checkpoint.ReadF32(prefix + name, shape);
+  };
+  DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights,
+                          LoadDFlashWeights(config, target.config().hidden_size, read));
+  return DFlashDrafter(std::move(config), std::move(weights), target);
+}
+
+DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      target_(&target),
+      dims_(LayerDims::From(config_.draft)) {
+  DSCALE_CHECK(config_.draft.hidden_size == target.config().hidden_size);
+  DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.draft.num_hidden_layers);
+}
+
+int64_t DFlashDrafter::feature_width() const {
+  return static_cast<int64_t>(config_.target_layer_ids.size()) * target_->config().hidden_size;
+}
+
+void DFlashDrafter::Bind(const PagedKvCache& cache) {
+  store_.emplace(static_cast<int32_t>(config_.draft.num_hidden_layers), dims_.kv_heads,
+                 dims_.head_dim, cache.num_slots(), cache.shape().page_size);
+}
+
+void DFlashDrafter::AppendContext(const ContextRows& context) {
+  DSCALE_CHECK_MSG(store_.has_value(), "Bind the drafter to a KV cache first");
+  KvStore& store = *store_;
+  const std::span<const float> features = context.features;
+  const std::span<const int32_t> positions = context.positions;
+  const std::span<const int64_t> slots = context.slots;
+  const auto rows = static_cast<int64_t>(positions.size());
+  DSCALE_CHECK(slots.size() == positions.size());
+  DSCALE_CHECK(static_cast<int64_t>(features.size()) == rows * feature_width());
+  if (rows == 0) return;
+  const int64_t h = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim();
+  // c = hidden_norm(fc(features)), computed once and shared by every layer.
+  float* c = GrowBuffer(x_, rows * h);
+  cpu::Linear(features.data(), weights_.fc.data(), c, rows, feature_width(), h);
+  cpu::RmsNorm(c, weights_.hidden_norm.data(), c, rows, h, dims_.eps);
+  float* kv = GrowBuffer(kv_, rows * 2 * kv_dim);
+  for (int32_t layer = 0; layer < store.num_layers(); ++layer) {
+    const Qwen3LayerWeights& w = weights_.layers[layer];
+    // The k and v rows of the stacked [q; k; v] matrix, applied without the input norm.
+    cpu::Linear(c, w.qkv.data() + q_dim * h, kv, rows, h, 2 * kv_dim);
+    cpu::HeadRmsNorm(kv, w.k_norm.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,
+                     dims_.eps);
+    cpu::ApplyRope(kv, positions.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,
+                   dims_.rope_theta);
+    for (int64_t r = 0; r < rows; ++r) {
+      store.Store(layer, slots[r], kv + r * 2 * kv_dim, kv + r * 2 * kv_dim + kv_dim);
+    }
+  }
+}
+
+Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache,
+                            int tile_rows, DraftOutput* out) {
+  DSCALE_CHECK_MSG(store_.has_value(), "Bind the drafter to a KV cache first");
+  DSCALE_CHECK(store_->num_slots() == cache.num_slots());
+  KvStore& store = *store_;
+  const int32_t block = config_.block_size;
+  const int64_t vocab = target_->config().vocab_size;
+  const int64_t h = dims_.hidden;
+  tokens_.clear();
+  positions_.clear();
+  slots_.clear();
+  spans_.clear();
+  for (const DraftRequest& r : requests) {
+    if (r.anchor < 0 || r.anchor >= vocab) {
+      return InvalidArgument("draft anchor token " + std::to_string(r.anchor) +
+                             " is outside the vocabulary");
+    }
+    DSCALE_CHECK_MSG(cache.Length(r.seq) >= r.ctx_len + block, "draft block not reserved");
+    spans_.push_back({.q_start = static_cast<int32_t>(tokens_.size()),
+                      .q_len = block,
+                      .ctx_len = r.ctx_len,
+                      .page_table = cache.PageTable(r.seq).data()});
+    for (int32_t j = 0; j < block; ++j) {
+      tokens_.push_back(j == 0 ? r.anchor : static_cast<int32_t>(config_.mask_token_id));
+      positions_.push_back(r.ctx_len + j);
+      slots_.push_back(cache.Slot(r.seq, r.ctx_len + j));
+    }
+  }
+  const auto rows = static_cast<int32_t>(tokens_.size());
+  float* x = GrowBuffer(x_, rows * h);
+  cpu::EmbeddingGather(target_->weights().embed.data(), vocab, h, tokens_.data(), rows, x);
+  const LayerBatch batch{.rows = rows,
+                         .positions = positions_.data(),
+                         .kv_slots = slots_.data(),
+                         .spans = spans_,
+                         .causal = false,
+                         .tile_rows = tile_rows};
+  for (int32_t layer = 0; layer < store.num_layers(); ++layer) {
+    RunDecoderLayer(weights_.layers[layer], dims_, batch, layer, store, scratch_, x);
+  }
+
+  // Rows 1 .. block−1 of each request: final norm, the target's LM head, argmax.
+  const int32_t width = block - 1;
+  const auto n = static_cast<int64_t>(requests.size()) * width;
+  out->width = width;
+  out->hidden.resize(n * h);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::memcpy(out->hidden.data() + i * width * h, x + (i * block + 1) * h,
+                width * h * sizeof(float));
+  }
+  cpu::RmsNorm(out->hidden.data(), weights_.final_norm.data(), out->hidden.data(), n, h,
+               dims_.eps);
+  out->logits.resize(n * vocab);
+  cpu::Linear(out->hidden.data(), target_->weights().LmHead(), out->logits.data(), n, h, vocab);
+  out->tokens.resize(n);
+  cpu::ArgmaxRows(out->logits.data(), n, vocab, out->tokens.data());
+  return Status::Ok();
+}
+
+}  // namespace dscale

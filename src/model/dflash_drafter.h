@@ -1,0 +1,83 @@
+#pragma once
+// The DFlash block-diffusion drafter on the CPU backend.
+//
+// Context: for every committed token, the target's residual streams after target_layer_ids
+// (concatenated, [K·H_target]) go through fc → hidden_norm, and each draft layer's own k/v
+// projections (+ k_norm, RoPE at the token's absolute position) into a persistent draft KV
+// store, at the same slot the target uses for that token.
+// Draft step: the block [anchor, MASK × (block−1)] at positions s .. s+block−1 (s = committed
+// length) is embedded with the target's embedding, runs through the draft layers with
+// non-causal attention over the request's context plus the whole block, the drafter's final
+// norm, and the target's LM head on rows 1 .. block−1: block−1 greedy candidates.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "io/dflash_config.h"
+#include "kv/paged_kv_cache.h"
+#include "model/decoder_layer.h"
+#include "model/drafter.h"
+#include "model/qwen3_model.h"
+
+namespace dscale {
+
+struct DFlashWeights {
+  std::vector<float> fc;           // [hidden, K · target_hidden]
+  std::vector<float> hidden_norm;  // [hidden]
+  std::vector<Qwen3LayerWeights> layers;
+  std::vector<float> final_norm;  // [hidden] ("norm.weight")
+};
+
+// (name, shape) of every tensor a drafter checkpoint holds, without a prefix.
+TensorShapes DFlashTensorShapes(const DFlashConfig& config, int64_t target_hidden);
+Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& config, int64_t target_hidden,
+                                        const TensorReader& read);
+
+class DFlashDrafter : public Drafter {
+ public:
+  // Loads `dir`/config.json and its safetensors (names with or without a "model." prefix) and
+  // validates them against `target`, which must outlive the drafter (its embedding and LM head
+  // are shared).
+  static Result<DFlashDrafter> Load(const std::string& dir, const Qwen3Model& target);
+  DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target);
+
+  const DFlashConfig& config() const { return config_; }
+  const DFlashWeights& weights() const { return weights_; }
+  int32_t block_size() const override { return config_.block_size; }
+  const std::vector<int32_t>& feature_layers() const override { return config_.target_layer_ids; }
+  // Width of the feature rows AppendContext takes: K · target hidden.
+  int64_t feature_width() const;
+
+  // Creates the draft KV store, slot-compatible with `cache`.
+  void Bind(const PagedKvCache& cache) override;
+
+  // Projects committed rows' target features into the draft KV store at their slots, roped at
+  // their positions.
+  void AppendContext(const ContextRows& rows) override;
+
+  // One drafting step. The block's transient K/V are written at the slots of positions
+  // ctx_len .. ctx_len + block − 1 (the verification that follows overwrites them). Anchors must
+  // be in the target vocabulary. Candidates are the greedy argmax of the draft logits.
+  Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
+               DraftOutput* out) override;
+
+ private:
+  DFlashConfig config_;
+  DFlashWeights weights_;
+  const Qwen3Model* target_;
+  LayerDims dims_;
+  std::optional<KvStore> store_;  // set by Bind
+  // Scratch, reused across calls.
+  std::vector<float> x_;
+  std::vector<float> kv_;
+  std::vector<int32_t> tokens_, positions_;
+  std::vector<int64_t> slots_;
+  std::vector<cpu::AttentionSpan> spans_;
+  LayerScratch scratch_;
+};
+
+}  // namespace dscale

@@ -1,0 +1,51 @@
+#pragma once
+// The seam where a drafter plugs into the engine. The DFlash drafter implements it; tests plug
+// in drafters with known behaviour (e.g. replaying a continuation with planted errors).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/paged_kv_cache.h"
+
+namespace dscale {
+
+// One request of a drafting step.
+struct DraftRequest {
+  int32_t seq = -1;                    // KV sequence (shared with the target)
+  int32_t ctx_len = 0;                 // committed positions; the block starts here
+  int32_t anchor = 0;                  // the token at position ctx_len (the last bonus token)
+  std::span<const int32_t> committed;  // the ctx_len committed tokens (prompt, then output)
+};
+
+struct DraftOutput {
+  int32_t width = 0;            // candidates per request: block_size − 1
+  std::vector<int32_t> tokens;  // [requests, width] candidates
+  std::vector<float> logits;    // [requests · width, vocab] draft logits
+  std::vector<float> hidden;    // [requests · width, hidden] draft hidden vectors
+};
+
+// Committed rows whose target features enter the draft context.
+struct ContextRows {
+  std::span<const float> features;  // [rows, K · target hidden], target_layer_ids order
+  std::span<const int32_t> positions;
+  std::span<const int64_t> slots;
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // W: the anchor plus the candidates of one block.
+  virtual int32_t block_size() const = 0;
+  // Target layers whose residual streams the drafter consumes (possibly none).
+  virtual const std::vector<int32_t>& feature_layers() const = 0;
+  // Prepares draft-side storage for `cache`'s slots; called once before use.
+  virtual void Bind(const PagedKvCache& cache) = 0;
+  virtual void AppendContext(const ContextRows& rows) = 0;
+  // Every request's sequence has block_size positions reserved past ctx_len.
+  virtual Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache,
+                       int tile_rows, DraftOutput* out) = 0;
+};
+
+}  // namespace dscale

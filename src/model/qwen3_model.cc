@@ -1,0 +1,121 @@
+#include "model/qwen3_model.h"
+
+#include <cstring>
+#include <string>
+
+#include "io/safetensors.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/norm.h"
+
+namespace dscale {
+
+Result<Qwen3Model> Qwen3Model::Load(const std::string& dir) {
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Config config, LoadQwen3Config(dir + "/config.json"));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  TensorReader read = [&checkpoint](const std::string& name, const std::vector<int64_t>& shape) {
+    return checkpoint.ReadF32(name, shape);
+  };
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Weights weights, LoadQwen3Weights(config, read));
+  return Qwen3Model(std::move(config), std::move(weights));
+}
+
+Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights)
+    : config_(std::move(config)), weights_(std::move(weights)), dims_(LayerDims::From(config_)) {
+  DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.num_hidden_layers);
+}
+
+KvCacheShape Qwen3Model::KvShape(int32_t page_size, int32_t num_pages) const {
+  return {.num_layers = static_cast<int32_t>(config_.num_hidden_layers),
+          .kv_heads = static_cast<int32_t>(config_.num_key_value_heads),
+          .head_dim = static_cast<int32_t>(config_.head_dim),
+          .page_size = page_size,
+          .num_pages = num_pages};
+}
+
+Status Qwen3Model::Validate(const PackedBatch& batch, const ForwardOptions& options,
+                            const PagedKvCache& cache) const {
+  const size_t rows = batch.tokens.size();
+  DSCALE_CHECK(batch.positions.size() == rows && batch.kv_slots.size() == rows);
+  int32_t next_row = 0;
+  for (const BatchRequest& r : batch.requests) {
+    DSCALE_CHECK_MSG(r.q_start == next_row && r.q_len > 0, "requests must tile the rows");
+    DSCALE_CHECK_MSG(cache.Length(r.seq) >= r.ctx_len + r.q_len, "KV positions not reserved");
+    next_row += r.q_len;
+  }
+  DSCALE_CHECK_MSG(next_row == static_cast<int32_t>(rows), "requests must tile the rows");
+  for (int32_t row : batch.logit_rows) DSCALE_CHECK(row >= 0 && row < next_row);
+  for (size_t i = 0; i < rows; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= config_.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(batch.tokens[i]) + " at row " +
+                             std::to_string(i) + " is outside the vocabulary [0, " +
+                             std::to_string(config_.vocab_size) + ")");
+    }
+  }
+  for (int32_t layer : options.capture_layers) {
+    if (layer < 0 || layer >= config_.num_hidden_layers) {
+      return InvalidArgument("capture layer " + std::to_string(layer) + " is outside [0, " +
+                             std::to_string(config_.num_hidden_layers) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Qwen3Model::Forward(const PackedBatch& batch, const ForwardOptions& options,
+                           PagedKvCache& cache, ForwardOutput* out) {
+  DSCALE_RETURN_IF_ERROR(Validate(batch, options, cache));
+  const int32_t rows = batch.rows();
+  const int64_t hidden = config_.hidden_size;
+  const auto num_capture = static_cast<int32_t>(options.capture_layers.size());
+  out->features.assign(static_cast<size_t>(rows) * num_capture * hidden, 0.0f);
+
+  float* x = GrowBuffer(x_, rows * hidden);
+  cpu::EmbeddingGather(weights_.embed.data(), config_.vocab_size, hidden, batch.tokens.data(),
+                       rows, x);
+  spans_.clear();
+  for (const BatchRequest& req : batch.requests) {
+    spans_.push_back({.q_start = req.q_start,
+                      .q_len = req.q_len,
+                      .ctx_len = req.ctx_len,
+                      .page_table = cache.PageTable(req.seq).data()});
+  }
+  const LayerBatch layer_batch{.rows = rows,
+                               .positions = batch.positions.data(),
+                               .kv_slots = batch.kv_slots.data(),
+                               .spans = spans_,
+                               .causal = true,
+                               .tile_rows = options.tile_rows};
+  for (int32_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
+    RunDecoderLayer(weights_.layers[layer], dims_, layer_batch, layer, cache.store(), scratch_, x);
+    for (int32_t slot = 0; slot < num_capture; ++slot) {
+      if (options.capture_layers[slot] == layer) CaptureFeatures(slot, num_capture, rows, out);
+    }
+  }
+  ComputeLogits(batch, out);
+  return Status::Ok();
+}
+
+void Qwen3Model::CaptureFeatures(int32_t slot, int32_t num_slots, int32_t rows,
+                                 ForwardOutput* out) const {
+  const int64_t hidden = config_.hidden_size;
+  for (int32_t r = 0; r < rows; ++r) {
+    std::memcpy(out->features.data() + (static_cast<int64_t>(r) * num_slots + slot) * hidden,
+                x_.data() + r * hidden, hidden * sizeof(float));
+  }
+}
+
+void Qwen3Model::ComputeLogits(const PackedBatch& batch, ForwardOutput* out) {
+  const int64_t hidden = config_.hidden_size;
+  const auto n = static_cast<int64_t>(batch.logit_rows.size());
+  float* selected = GrowBuffer(scratch_.normed, n * hidden);
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(selected + i * hidden, x_.data() + batch.logit_rows[i] * hidden,
+                hidden * sizeof(float));
+  }
+  cpu::RmsNorm(selected, weights_.final_norm.data(), selected, n, hidden,
+               static_cast<float>(config_.rms_norm_eps));
+  out->logits.resize(n * config_.vocab_size);
+  cpu::Linear(selected, weights_.LmHead(), out->logits.data(), n, hidden, config_.vocab_size);
+}
+
+}  // namespace dscale

@@ -1,0 +1,108 @@
+#include "model/random_checkpoint.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "model/dflash_drafter.h"
+
+namespace dscale {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Norm gains near 1; projections N(0, 1/in) so each layer keeps unit scale; the embedding
+// N(0, 1); the LM head a little wider so the top logits stand apart.
+std::vector<float> RandomValues(const std::string& name, const std::vector<int64_t>& shape,
+                                std::mt19937_64& rng) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  std::vector<float> values(count);
+  if (shape.size() == 1) {
+    std::uniform_real_distribution<float> gain(0.8f, 1.2f);
+    for (float& v : values) v = gain(rng);
+    return values;
+  }
+  double stddev = 1.0 / std::sqrt(static_cast<double>(shape[1]));
+  if (name == kQwen3EmbedName) stddev = 1.0;
+  if (name == kQwen3LmHeadName) stddev *= 3.0;
+  std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+void RoundTo(DType dtype, std::vector<float>& values) {
+  if (dtype == DType::kF32) return;
+  std::vector<uint16_t> bits(values.size());
+  ConvertFromF32(dtype, values.data(), values.size(), bits.data());
+  ConvertToF32(dtype, bits.data(), values.size(), values.data());
+}
+
+std::vector<TensorToWrite> RandomTensors(const TensorShapes& shapes, uint64_t seed, DType dtype) {
+  std::mt19937_64 rng(seed);
+  std::vector<TensorToWrite> tensors;
+  for (const auto& [name, shape] : shapes) {
+    TensorToWrite t{.name = name, .dtype = dtype, .shape = shape, .values = {}};
+    t.values = RandomValues(name, shape, rng);
+    if (EndsWith(name, "q_norm.weight") || EndsWith(name, "k_norm.weight")) {
+      for (float& v : t.values) v = 1.0f + (v - 1.0f) * 0.5f;
+    }
+    RoundTo(dtype, t.values);
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
+                       const std::vector<TensorToWrite>& tensors) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return IoError(dir + ": cannot create directory: " + error.message());
+  {
+    std::ofstream file(dir + "/config.json");
+    file << config_json << "\n";
+    if (!file) return IoError(dir + "/config.json: write failed");
+  }
+  return WriteSafetensors(dir + "/model.safetensors", tensors);
+}
+
+}  // namespace
+
+std::vector<TensorToWrite> RandomQwen3Tensors(const Qwen3Config& config, uint64_t seed,
+                                              DType dtype) {
+  return RandomTensors(Qwen3TensorShapes(config), seed, dtype);
+}
+
+std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64_t target_hidden,
+                                               uint64_t seed, DType dtype) {
+  return RandomTensors(DFlashTensorShapes(config, target_hidden), seed, dtype);
+}
+
+Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
+                                   int64_t target_hidden, uint64_t seed, DType dtype) {
+  return WriteCheckpoint(dir, DFlashConfigToJson(config),
+                         RandomDFlashTensors(config, target_hidden, seed, dtype));
+}
+
+Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType dtype) {
+  std::map<std::string, std::vector<float>> by_name;
+  for (TensorToWrite& t : RandomQwen3Tensors(config, seed, dtype)) {
+    by_name[t.name] = std::move(t.values);
+  }
+  TensorReader read = [&by_name](const std::string& name,
+                                 const std::vector<int64_t>&) -> Result<std::vector<float>> {
+    return by_name.at(name);
+  };
+  return LoadQwen3Weights(config, read).value();
+}
+
+Status WriteRandomQwen3Checkpoint(const std::string& dir, const Qwen3Config& config,
+                                  uint64_t seed, DType dtype) {
+  return WriteCheckpoint(dir, Qwen3ConfigToJson(config), RandomQwen3Tensors(config, seed, dtype));
+}
+
+}  // namespace dscale

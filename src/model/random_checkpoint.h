@@ -1,0 +1,37 @@
+#pragma once
+// Random Qwen3 checkpoints in the real Hugging Face layout, for tests, benchmarks and
+// `dscale make-tiny`. Weights are scaled so activations stay O(1) through depth and logits
+// are spread enough that greedy decoding rarely meets near-ties.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "io/dflash_config.h"
+#include "io/qwen3_config.h"
+#include "io/safetensors.h"
+#include "model/qwen3_weights.h"
+
+namespace dscale {
+
+// Every tensor of Qwen3TensorShapes(config), seeded; values are already rounded to `dtype`, so
+// loading the written file gives exactly these values back.
+std::vector<TensorToWrite> RandomQwen3Tensors(const Qwen3Config& config, uint64_t seed,
+                                              DType dtype);
+
+// The same weights without a file round trip.
+Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType dtype);
+
+// Writes `dir`/config.json and `dir`/model.safetensors (creating `dir`).
+Status WriteRandomQwen3Checkpoint(const std::string& dir, const Qwen3Config& config,
+                                  uint64_t seed, DType dtype);
+
+// A DFlash drafter for a target of hidden size `target_hidden`, in the real layout (no prefix).
+std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64_t target_hidden,
+                                               uint64_t seed, DType dtype);
+Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
+                                   int64_t target_hidden, uint64_t seed, DType dtype);
+
+}  // namespace dscale

@@ -1,0 +1,30 @@
+#pragma once
+// Length policies: how many rows of each request's draft block are verified. Every mode runs
+// the same step pipeline; only this decision differs.
+//   none     1 row (the anchor): plain decoding, no drafter
+//   dflash   W rows (the whole block): the native DFlash baseline
+//   fixed:K  K rows (2..W): uniform truncation
+//   dscale   k_i from the DVL allocator, Σ k_i = budget · W · N
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace dscale {
+
+enum class SpecMode { kNone, kDFlash, kFixed, kDScale };
+
+struct LengthPolicy {
+  SpecMode mode = SpecMode::kNone;
+  int32_t fixed_rows = 0;  // K for fixed:K
+
+  // "none", "dflash", "fixed:K" (2 <= K <= 16), "dscale".
+  static Result<LengthPolicy> Parse(const std::string& text);
+  std::string Name() const;
+  bool UsesDrafter() const { return mode != SpecMode::kNone; }
+  // Rows per request for the uniform modes (none, dflash, fixed); `block` is W.
+  int32_t UniformRows(int32_t block) const;
+};
+
+}  // namespace dscale

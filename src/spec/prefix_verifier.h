@@ -1,0 +1,33 @@
+#pragma once
+// The prefix verifier: given the target's logits for a request's verified rows
+// [anchor, d_1 .. d_{k−1}] (row j predicts the token after row j's input), decide how many
+// drafts are accepted and the next token. Lossless in both modes:
+// - greedy: accept d_{j+1} while it equals row j's argmax; the next token is the argmax of the
+//   first mismatching row (or of row k−1 when every draft passes);
+// - sampling: accept the one-hot draft x = d_{j+1} with probability P_j(x); on the first
+//   rejection sample from P_j with x removed and renormalised; if all k−1 pass, sample from
+//   P_{k−1}. The output is distributed exactly as plain sampling from P.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "spec/sampling.h"
+
+namespace dscale {
+
+struct VerifyResult {
+  int32_t accepted = 0;    // drafts accepted, 0 .. k−1
+  int32_t next_token = 0;  // the target's token after the accepted prefix (the new anchor)
+};
+
+// logits: [k, vocab] row-major; drafts: the k−1 candidates after the anchor.
+VerifyResult VerifyGreedy(std::span<const float> logits, int64_t vocab,
+                          std::span<const int32_t> drafts);
+
+// `probs` is scratch reused across calls.
+VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
+                           std::span<const int32_t> drafts, const SamplingParams& params,
+                           RequestRng& rng, std::vector<double>* probs);
+
+}  // namespace dscale

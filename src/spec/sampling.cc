@@ -1,0 +1,73 @@
+#include "spec/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/check.h"
+
+namespace dscale {
+namespace {
+
+// Token ids sorted by descending probability; ties keep the lower id first.
+std::vector<int32_t> RankByProbability(const std::vector<double>& probs) {
+  std::vector<int32_t> order(probs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
+  return order;
+}
+
+void Renormalise(std::vector<double>* probs) {
+  const double total = std::accumulate(probs->begin(), probs->end(), 0.0);
+  DSCALE_CHECK(total > 0);
+  for (double& p : *probs) p /= total;
+}
+
+}  // namespace
+
+void TargetDistribution(std::span<const float> logits, const SamplingParams& params,
+                        std::vector<double>* probs) {
+  DSCALE_CHECK(!params.greedy());
+  const double inv_t = 1.0 / params.temperature;
+  const double max_logit = *std::max_element(logits.begin(), logits.end());
+  probs->resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    (*probs)[i] = std::exp((static_cast<double>(logits[i]) - max_logit) * inv_t);
+  }
+  Renormalise(probs);
+  const bool use_top_k = params.top_k > 0 && params.top_k < static_cast<int32_t>(logits.size());
+  if (!use_top_k && params.top_p >= 1.0f) return;
+
+  const std::vector<int32_t> order = RankByProbability(*probs);
+  size_t keep = use_top_k ? static_cast<size_t>(params.top_k) : order.size();
+  if (params.top_p < 1.0f) {
+    // Smallest prefix (within the top-k set, renormalised) whose mass reaches top_p.
+    double kept_mass = 0;
+    for (size_t r = 0; r < keep; ++r) kept_mass += (*probs)[order[r]];
+    double mass = 0;
+    for (size_t r = 0; r < keep; ++r) {
+      mass += (*probs)[order[r]] / kept_mass;
+      if (mass >= params.top_p) {
+        keep = r + 1;
+        break;
+      }
+    }
+  }
+  for (size_t r = keep; r < order.size(); ++r) (*probs)[order[r]] = 0.0;
+  Renormalise(probs);
+}
+
+int32_t SampleIndex(std::span<const double> probs, double u) {
+  double cumulative = 0;
+  int32_t last_nonzero = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0) continue;
+    cumulative += probs[i];
+    last_nonzero = static_cast<int32_t>(i);
+    if (u < cumulative) return last_nonzero;
+  }
+  return last_nonzero;  // u beyond the rounded total
+}
+
+}  // namespace dscale

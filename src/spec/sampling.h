@@ -1,0 +1,41 @@
+#pragma once
+// The target distribution P a request samples from: softmax(logits / T) restricted to the top-k
+// tokens and then to the top-p nucleus, renormalised. Temperature 0 means greedy (argmax).
+// The prefix verifier accepts drafts against exactly this P, so speculative sampling draws from
+// the same distribution as plain sampling.
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace dscale {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy
+  int32_t top_k = 0;         // 0: no top-k filter
+  float top_p = 1.0f;        // 1: no nucleus filter
+  uint64_t seed = 0;         // per-request RNG seed
+
+  bool greedy() const { return temperature <= 0.0f; }
+};
+
+// A request's random stream: uniform doubles in [0, 1) from a seeded 64-bit Mersenne Twister.
+class RequestRng {
+ public:
+  explicit RequestRng(uint64_t seed) : engine_(seed) {}
+  double Uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// probs[vocab] = P for one row of logits (temperature > 0). Tokens outside the top-k / top-p
+// set get probability 0. Ties at the top-k / top-p boundary keep the lower token ids.
+void TargetDistribution(std::span<const float> logits, const SamplingParams& params,
+                        std::vector<double>* probs);
+
+// Inverse-CDF draw from `probs` (which sum to 1 within rounding) with uniform u in [0, 1).
+int32_t SampleIndex(std::span<const double> probs, double u);
+
+}  // namespace dscale

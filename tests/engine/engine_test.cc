@@ -1,0 +1,217 @@
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_test_util.h"
+#include "model/greedy_decode.h"
+#include "model/random_checkpoint.h"
+#include "planted_drafter.h"
+
+namespace dscale {
+namespace {
+
+using testing::EngineRun;
+using testing::EngineTestTargetConfig;
+using testing::RunPrompts;
+
+std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> length(3, 40);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 3));
+  std::vector<std::vector<int32_t>> prompts(count);
+  for (auto& p : prompts) {
+    p.resize(length(rng));
+    for (int32_t& t : p) t = token(rng);
+  }
+  return prompts;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest()
+      : target_(EngineTestTargetConfig(),
+                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)) {}
+
+  // Plain greedy outputs, stopping at EOS unless `ignore_eos`.
+  std::vector<std::vector<int32_t>> Reference(const std::vector<std::vector<int32_t>>& prompts,
+                                              int32_t max_tokens, bool ignore_eos = false) {
+    std::vector<std::vector<int32_t>> outputs;
+    for (const auto& p : prompts) {
+      GreedyOptions options{.max_new_tokens = max_tokens};
+      if (!ignore_eos) options.stop_ids = target_.config().eos_token_ids;
+      outputs.push_back(GreedyDecode(target_, p, options).value());
+    }
+    return outputs;
+  }
+
+  GenerationParams Greedy(int32_t max_tokens) {
+    return {.max_tokens = max_tokens, .stop_ids = target_.config().eos_token_ids};
+  }
+
+  Qwen3Model target_;
+};
+
+// Greedy output is identical across none, dflash and fixed:4..16 at c = 1 and c = 16. Where a
+// request's output differs from plain greedy decoding, the test requires the target's top two
+// logits at that token to be within 1e-4 (a float-noise tie, where either choice is greedy) and
+// allows at most one such prompt per run.
+// Drafts come from the planted-error drafter (so every accepted length occurs), and for dflash
+// also from a random DFlash drafter (the real drafting path, which accepts almost nothing).
+TEST_F(EngineTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
+  const auto prompts = RandomPrompts(50, target_.config().vocab_size, 1);
+  const auto expected = Reference(prompts, 20);
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
+  testing::PlantedDrafter planted(target_, 16, /*salt=*/21);
+  std::vector<std::pair<std::string, Drafter*>> modes = {
+      {"none", nullptr}, {"dflash", dflash.get()}, {"dflash", &planted}};
+  for (int k = 4; k <= 16; ++k) modes.emplace_back("fixed:" + std::to_string(k), &planted);
+  for (const auto& [mode, drafter] : modes) {
+    for (int32_t c : {1, 16}) {
+      EngineConfig config{.policy = LengthPolicy::Parse(mode).value(), .max_running = c};
+      const EngineRun run = RunPrompts(target_, drafter, config, prompts, Greedy(20));
+      int ties = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties);
+      }
+      EXPECT_LE(ties, 1) << mode << " c=" << c;
+      EXPECT_EQ(run.free_pages_after, run.total_pages) << mode;
+    }
+  }
+}
+
+// The planted-error drafter proposes the true greedy continuation with one wrong token per step;
+// the accepted count must equal the drafts before that error (capped by the rows verified).
+TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
+  const auto prompts = RandomPrompts(24, target_.config().vocab_size, 2);
+  const int32_t max_tokens = 40;
+  // The continuation past EOS too: the last step may verify drafts beyond the stop token.
+  const auto expected = Reference(prompts, max_tokens + 16, /*ignore_eos=*/true);
+  for (const std::string mode : {"dflash", "fixed:4", "fixed:9"}) {
+    testing::PlantedDrafter drafter(target_, 16, /*salt=*/7);
+    const LengthPolicy policy = LengthPolicy::Parse(mode).value();
+    EngineConfig config{.policy = policy, .max_running = 16};
+    const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(max_tokens));
+    int long_accepts = 0, short_accepts = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<int32_t>& truth = expected[i];
+      const size_t out_len = run.outputs[i].size();
+      ASSERT_TRUE(std::equal(run.outputs[i].begin(), run.outputs[i].end(), truth.begin()))
+          << mode << " prompt " << i;
+      // Replay the steps: the context is the prompt plus the committed output and the anchor.
+      std::vector<int32_t> context = prompts[i];
+      context.push_back(truth[0]);
+      size_t produced = 1;
+      for (int32_t accepted : run.results[i].accepted) {
+        const int32_t error = drafter.ErrorPosition(context);
+        EXPECT_EQ(accepted, std::min(error - 1, policy.UniformRows(16) - 1)) << mode;
+        (accepted >= 8 ? long_accepts : short_accepts)++;
+        context.insert(context.end(), truth.begin() + produced,
+                       truth.begin() + produced + accepted + 1);
+        produced += accepted + 1;
+      }
+      EXPECT_GE(produced, out_len);
+    }
+    if (policy.mode == SpecMode::kDFlash) {
+      EXPECT_GT(long_accepts, 0);
+    }
+    EXPECT_GT(short_accepts, 0);
+  }
+}
+
+TEST_F(EngineTest, RequestsJoiningAndLeavingDoNotDisturbEachOther) {
+  const auto prompts = RandomPrompts(12, target_.config().vocab_size, 3);
+  const auto expected = Reference(prompts, 48, /*ignore_eos=*/true);
+  testing::PlantedDrafter drafter(target_, 16, 3);
+  EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(), .max_running = 4};
+  auto engine = Engine::Create(target_, &drafter, config).value();
+  std::vector<RequestId> ids;
+  const GenerationParams params{.max_tokens = 48};  // no stop ids: every request runs 48
+  for (int i = 0; i < 6; ++i) ids.push_back(engine->Submit(prompts[i], params).value());
+  ASSERT_TRUE(engine->Step().ok());
+  ASSERT_TRUE(engine->Step().ok());
+  engine->Cancel(ids[1]);  // running (at most 1 + 2·16 of its 48 tokens are out)
+  engine->Cancel(ids[5]);  // still queued
+  for (int i = 6; i < 12; ++i) ids.push_back(engine->Submit(prompts[i], params).value());
+  ASSERT_TRUE(engine->RunToCompletion().ok());
+  int finished = 0;
+  for (const RequestResult& r : engine->TakeFinished()) {
+    const size_t i = std::find(ids.begin(), ids.end(), r.id) - ids.begin();
+    ++finished;
+    if (i == 1 || i == 5) {
+      EXPECT_EQ(r.finish_reason, FinishReason::kCancelled);
+      EXPECT_TRUE(std::equal(r.output_ids.begin(), r.output_ids.end(), expected[i].begin()));
+      if (i == 5) {
+        EXPECT_TRUE(r.output_ids.empty());
+      }
+      continue;
+    }
+    EXPECT_EQ(r.output_ids, expected[i]) << "request " << i;
+  }
+  EXPECT_EQ(finished, 12);
+  EXPECT_EQ(engine->free_kv_pages(), engine->total_kv_pages());
+}
+
+TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
+  const auto prompts = RandomPrompts(8, target_.config().vocab_size, 4);
+  const auto expected = Reference(prompts, 16);
+  testing::PlantedDrafter drafter(target_, 16, 5);
+  // Room for about two requests at a time although eight may run.
+  EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(),
+                      .max_running = 8,
+                      .kv_tokens = 2 * (40 + 16 + 16)};
+  const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(16));
+  EXPECT_EQ(run.outputs, expected);
+  EXPECT_EQ(run.free_pages_after, run.total_pages);
+
+  auto engine = Engine::Create(target_, &drafter, config).value();
+  const Result<RequestId> too_big = engine->Submit(std::vector<int32_t>(200, 1), Greedy(16));
+  EXPECT_NE(too_big.status().message().find("KV pages"), std::string::npos);
+}
+
+TEST_F(EngineTest, SubmitRejectsBadRequestsWithClearErrors) {
+  auto engine = Engine::Create(target_, nullptr, {}).value();
+  EXPECT_NE(engine->Submit({}, Greedy(4)).status().message().find("prompt"), std::string::npos);
+  EXPECT_NE(engine->Submit({1, 131}, Greedy(4)).status().message().find("token id 131"),
+            std::string::npos);
+  EXPECT_NE(engine->Submit({1}, Greedy(0)).status().message().find("max_tokens"),
+            std::string::npos);
+  GenerationParams p = Greedy(4);
+  p.sampling.top_p = 0;
+  EXPECT_NE(engine->Submit({1}, p).status().message().find("top_p"), std::string::npos);
+  p = Greedy(4);
+  p.stop_strings = {"x"};
+  EXPECT_NE(engine->Submit({1}, p).status().message().find("tokenizer"), std::string::npos);
+  EXPECT_NE(engine->Submit({1}, Greedy(5000)).status().message().find("context length"),
+            std::string::npos);
+  EXPECT_FALSE(Engine::Create(target_, nullptr, {.policy = LengthPolicy::Parse("dflash").value()})
+                   .ok());
+}
+
+TEST_F(EngineTest, StreamsTokensAndStopsOnStopIds) {
+  const auto prompts = RandomPrompts(1, target_.config().vocab_size, 6);
+  const std::vector<int32_t> free_run = Reference(prompts, 12)[0];
+  ASSERT_GE(free_run.size(), 6u);
+  testing::PlantedDrafter drafter(target_, 16, 11);
+  auto engine =
+      Engine::Create(target_, &drafter, {.policy = LengthPolicy::Parse("dflash").value()}).value();
+  std::vector<int32_t> streamed;
+  FinishReason last = FinishReason::kNone;
+  GenerationParams params{.max_tokens = 12, .stop_ids = {free_run[5]}};
+  params.on_tokens = [&](const TokenEvent& e) {
+    streamed.insert(streamed.end(), e.new_tokens.begin(), e.new_tokens.end());
+    last = e.finished;
+  };
+  ASSERT_TRUE(engine->Submit(prompts[0], params).ok());
+  ASSERT_TRUE(engine->RunToCompletion().ok());
+  const std::vector<RequestResult> done = engine->TakeFinished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto stop = std::find(free_run.begin(), free_run.end(), free_run[5]);
+  EXPECT_EQ(done[0].output_ids, std::vector<int32_t>(free_run.begin(), stop + 1));
+  EXPECT_EQ(streamed, done[0].output_ids);
+  EXPECT_EQ(last, FinishReason::kStop);
+}
+
+}  // namespace
+}  // namespace dscale

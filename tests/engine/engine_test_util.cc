@@ -1,0 +1,88 @@
+#include "engine_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "model/random_checkpoint.h"
+
+namespace dscale::testing {
+
+Qwen3Config EngineTestTargetConfig(int64_t vocab) {
+  return {.vocab_size = vocab,
+          .hidden_size = 64,
+          .intermediate_size = 96,
+          .num_hidden_layers = 3,
+          .num_attention_heads = 4,
+          .num_key_value_heads = 2,
+          .head_dim = 16,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 10000.0,
+          .tie_word_embeddings = false,
+          .max_position_embeddings = 2048,
+          .bos_token_ids = {},
+          .eos_token_ids = {vocab - 1}};
+}
+
+EngineRun RunPrompts(Qwen3Model& target, Drafter* drafter, const EngineConfig& config,
+                     const std::vector<std::vector<int32_t>>& prompts,
+                     const GenerationParams& params) {
+  EngineRun run;
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(target, drafter, config);
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  if (!engine.ok()) return run;
+  std::map<RequestId, size_t> order;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Result<RequestId> id = (*engine)->Submit(prompts[i], params);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    if (id.ok()) order[*id] = i;
+  }
+  const Status status = (*engine)->RunToCompletion();
+  EXPECT_TRUE(status.ok()) << status.message();
+  run.outputs.resize(prompts.size());
+  run.results.resize(prompts.size());
+  for (RequestResult& r : (*engine)->TakeFinished()) {
+    const size_t i = order.at(r.id);
+    run.outputs[i] = r.output_ids;
+    run.results[i] = std::move(r);
+  }
+  run.stats = (*engine)->stats();
+  run.free_pages_after = (*engine)->free_kv_pages();
+  run.total_pages = (*engine)->total_kv_pages();
+  return run;
+}
+
+bool IsNearTie(Qwen3Model& target, const std::vector<int32_t>& context, float tolerance) {
+  const auto n = static_cast<int32_t>(context.size());
+  PagedKvCache cache(target.KvShape(16, (n + 15) / 16));
+  const int32_t seq = cache.AddSequence();
+  EXPECT_TRUE(cache.Reserve(seq, n).ok());
+  PackedBatch batch;
+  batch.AddRequest(seq, 0, context, cache, /*all_logits=*/false);
+  ForwardOutput out;
+  EXPECT_TRUE(target.Forward(batch, {}, cache, &out).ok());
+  std::vector<float> row = out.logits;
+  std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
+  return row[0] - row[1] <= tolerance;
+}
+
+bool SameGreedyOutput(Qwen3Model& target, const std::vector<int32_t>& prompt,
+                      const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                      int* ties) {
+  const size_t n = std::min(got.size(), want.size());
+  const auto diff = std::mismatch(got.begin(), got.begin() + n, want.begin());
+  if (diff.first == got.begin() + n) {
+    EXPECT_EQ(got.size(), want.size());
+    return got.size() == want.size();
+  }
+  std::vector<int32_t> context = prompt;
+  context.insert(context.end(), want.begin(), diff.second);
+  EXPECT_TRUE(IsNearTie(target, context, 1e-4f))
+      << "outputs differ at token " << (diff.second - want.begin())
+      << " where the target's top two logits are not tied";
+  ++*ties;
+  return false;
+}
+
+}  // namespace dscale::testing

@@ -1,0 +1,42 @@
+#pragma once
+// Helpers for engine tests: tiny random target + DFlash drafter pairs, running prompts through
+// an engine, and the near-tie check that greedy comparisons state explicitly.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/dflash_drafter.h"
+#include "model/model_test_util.h"
+#include "model/qwen3_model.h"
+
+namespace dscale::testing {
+
+Qwen3Config EngineTestTargetConfig(int64_t vocab = 131);
+
+struct EngineRun {
+  std::vector<std::vector<int32_t>> outputs;  // in prompt order
+  std::vector<RequestResult> results;         // in prompt order
+  StepStats stats;
+  int32_t free_pages_after = 0;
+  int32_t total_pages = 0;
+};
+
+// Submits every prompt at once and runs to completion (fatal test failure on errors).
+EngineRun RunPrompts(Qwen3Model& target, Drafter* drafter, const EngineConfig& config,
+                     const std::vector<std::vector<int32_t>>& prompts,
+                     const GenerationParams& params);
+
+// Whether the target's top-two logits after `context` are within `tolerance`: a greedy choice
+// that float noise may flip.
+bool IsNearTie(Qwen3Model& target, const std::vector<int32_t>& context, float tolerance);
+
+// Compares `got` with the plain greedy `want` of `prompt`. Equal: true. At the first
+// difference, returns false after checking (EXPECT) that it is a near-tie within 1e-4 — the only
+// divergence float noise may cause; `*ties` counts those.
+bool SameGreedyOutput(Qwen3Model& target, const std::vector<int32_t>& prompt,
+                      const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                      int* ties);
+
+}  // namespace dscale::testing

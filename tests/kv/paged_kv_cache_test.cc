@@ -1,0 +1,124 @@
+#include "kv/paged_kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+namespace dscale {
+namespace {
+
+KvCacheShape SmallShape(int32_t num_pages, int32_t page_size = 4) {
+  return {.num_layers = 2, .kv_heads = 2, .head_dim = 3, .page_size = page_size,
+          .num_pages = num_pages};
+}
+
+TEST(PageAllocatorTest, HandsOutEveryPageOnceThenRunsOut) {
+  PageAllocator allocator(3);
+  std::set<int32_t> pages;
+  for (int i = 0; i < 3; ++i) pages.insert(allocator.Allocate());
+  EXPECT_EQ(pages, (std::set<int32_t>{0, 1, 2}));
+  EXPECT_EQ(allocator.Allocate(), -1);
+  allocator.Free(1);
+  EXPECT_EQ(allocator.free_pages(), 1);
+  EXPECT_EQ(allocator.Allocate(), 1);
+}
+
+TEST(PageAllocatorDeathTest, DoubleFreeIsABug) {
+  PageAllocator allocator(2);
+  const int32_t page = allocator.Allocate();
+  allocator.Free(page);
+  EXPECT_DEATH(allocator.Free(page), "page freed twice");
+}
+
+TEST(PagedKvCacheTest, ReserveGrowsByWholePages) {
+  PagedKvCache cache(SmallShape(8));
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 5).ok());
+  EXPECT_EQ(cache.Length(seq), 5);
+  EXPECT_EQ(cache.PageTable(seq).size(), 2u);
+  EXPECT_EQ(cache.free_pages(), 6);
+  ASSERT_TRUE(cache.Reserve(seq, 8).ok());  // fits in the reserved pages
+  EXPECT_EQ(cache.free_pages(), 6);
+  ASSERT_TRUE(cache.Reserve(seq, 3).ok());  // never shrinks
+  EXPECT_EQ(cache.Length(seq), 8);
+}
+
+TEST(PagedKvCacheTest, SlotsFollowThePageTable) {
+  PagedKvCache cache(SmallShape(8));
+  const int32_t a = cache.AddSequence();
+  const int32_t b = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(a, 4).ok());
+  ASSERT_TRUE(cache.Reserve(b, 4).ok());
+  ASSERT_TRUE(cache.Reserve(a, 9).ok());  // a's pages interleave with b's
+  std::set<int64_t> slots;
+  for (int32_t pos = 0; pos < 9; ++pos) {
+    const int64_t slot = cache.Slot(a, pos);
+    EXPECT_EQ(slot, cache.PageTable(a)[pos / 4] * 4 + pos % 4);
+    slots.insert(slot);
+  }
+  for (int32_t pos = 0; pos < 4; ++pos) slots.insert(cache.Slot(b, pos));
+  EXPECT_EQ(slots.size(), 13u) << "two positions share a slot";
+}
+
+TEST(PagedKvCacheTest, TruncateDropsRejectedRowsAndFreesPages) {
+  PagedKvCache cache(SmallShape(8));
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 4 + 16).ok());  // 4 committed + a 16-row verify block
+  EXPECT_EQ(cache.free_pages(), 3);
+  cache.Truncate(seq, 7);  // 3 drafts accepted
+  EXPECT_EQ(cache.Length(seq), 7);
+  EXPECT_EQ(cache.PageTable(seq).size(), 2u);
+  EXPECT_EQ(cache.free_pages(), 6);
+  cache.Truncate(seq, 9);  // longer than the sequence: nothing happens
+  EXPECT_EQ(cache.Length(seq), 7);
+}
+
+TEST(PagedKvCacheTest, RunningOutIsAStatusAndChangesNothing) {
+  PagedKvCache cache(SmallShape(3));
+  const int32_t a = cache.AddSequence();
+  const int32_t b = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(a, 8).ok());
+  const Status s = cache.Reserve(b, 8);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("2 pages needed, 1 free"), std::string::npos) << s.message();
+  EXPECT_EQ(cache.Length(b), 0);
+  EXPECT_EQ(cache.free_pages(), 1);
+  cache.RemoveSequence(a);
+  EXPECT_TRUE(cache.Reserve(b, 8).ok());
+}
+
+TEST(PagedKvCacheTest, StoreWritesTheRowAtItsSlot) {
+  PagedKvCache cache(SmallShape(4));
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 6).ok());
+  const std::vector<float> k = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> v = {-1, -2, -3, -4, -5, -6};
+  const int64_t slot = cache.Slot(seq, 5);
+  cache.Store(1, slot, k.data(), v.data());
+  const cpu::PagedKvLayer layer = cache.Layer(1);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(layer.k[slot * 6 + i], k[i]);
+    EXPECT_EQ(layer.v[slot * 6 + i], v[i]);
+  }
+  EXPECT_EQ(cache.Layer(0).k[slot * 6], 0.0f) << "other layers untouched";
+}
+
+TEST(PagedKvCacheTest, SequenceIdsAreReusedAndAllPagesReturn) {
+  PagedKvCache cache(SmallShape(6));
+  std::vector<int32_t> seqs;
+  for (int i = 0; i < 3; ++i) {
+    seqs.push_back(cache.AddSequence());
+    ASSERT_TRUE(cache.Reserve(seqs.back(), 2 * 4).ok());
+  }
+  EXPECT_EQ(cache.free_pages(), 0);
+  cache.RemoveSequence(seqs[1]);
+  EXPECT_EQ(cache.AddSequence(), seqs[1]);
+  EXPECT_EQ(cache.num_sequences(), 3);
+  for (int32_t s : seqs) cache.RemoveSequence(s);
+  EXPECT_EQ(cache.free_pages(), 6);
+  EXPECT_EQ(cache.num_sequences(), 0);
+}
+
+}  // namespace
+}  // namespace dscale

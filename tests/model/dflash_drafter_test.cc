@@ -1,0 +1,144 @@
+#include "model/dflash_drafter.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <unistd.h>
+
+#include "model/random_checkpoint.h"
+#include "model_test_util.h"
+
+namespace dscale {
+namespace {
+
+using testing::OddTinyConfig;
+using testing::RandomTokens;
+
+constexpr int32_t kBlock = 16;
+
+class DFlashDrafterTest : public ::testing::Test {
+ protected:
+  DFlashDrafterTest()
+      : target_(OddTinyConfig(), RandomQwen3Weights(OddTinyConfig(), 3, DType::kF32)),
+        drafter_(testing::RandomDrafter(target_, 4)) {}
+
+  ForwardOptions Capture(int tile) const {
+    return {.tile_rows = tile, .capture_layers = drafter_->feature_layers()};
+  }
+
+  // Prefills tokens[from, to) of `seq` and appends their features to the draft context.
+  void PrefillRange(PagedKvCache& cache, int32_t seq, const std::vector<int32_t>& tokens,
+                    int32_t from, int32_t to) {
+    PackedBatch batch;
+    batch.AddRequest(seq, from, std::span(tokens).subspan(from, to - from), cache, false);
+    ForwardOutput out;
+    ASSERT_TRUE(target_.Forward(batch, Capture(128), cache, &out).ok());
+    drafter_->AppendContext(
+        {.features = out.features, .positions = batch.positions, .slots = batch.kv_slots});
+  }
+
+  DraftOutput DraftAt(PagedKvCache& cache, int32_t seq, int32_t ctx, int32_t anchor) {
+    DraftOutput out;
+    const DraftRequest request{.seq = seq, .ctx_len = ctx, .anchor = anchor};
+    EXPECT_TRUE(drafter_->Draft(std::span(&request, 1), cache, 16, &out).ok());
+    return out;
+  }
+
+  Qwen3Model target_;
+  std::unique_ptr<DFlashDrafter> drafter_;
+};
+
+TEST_F(DFlashDrafterTest, DraftShapes) {
+  const std::vector<int32_t> tokens = RandomTokens(10, 129, 1);
+  PagedKvCache cache(target_.KvShape(5, 16));
+  drafter_->Bind(cache);
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
+  PrefillRange(cache, seq, tokens, 0, 10);
+  const DraftOutput out = DraftAt(cache, seq, 10, 7);
+  EXPECT_EQ(out.width, kBlock - 1);
+  ASSERT_EQ(out.tokens.size(), 15u);
+  EXPECT_EQ(out.logits.size(), 15u * 131);
+  EXPECT_EQ(out.hidden.size(), 15u * 72);
+  for (int32_t j = 0; j < 15; ++j) {
+    const auto row = out.logits.begin() + j * 131;
+    EXPECT_EQ(std::max_element(row, row + 131) - row, out.tokens[j]) << "candidates are greedy";
+  }
+}
+
+// The draft context built by one prefill equals the one built through many verify-and-commit
+// steps (each verifying a 16-row block with rejected rows, and drafting in between, which writes
+// transient block K/V past the committed length).
+TEST_F(DFlashDrafterTest, DraftCacheIsTheSameThroughPrefillOrCommits) {
+  const int32_t length = 37;
+  const std::vector<int32_t> context = RandomTokens(length, 129, 2);
+  const int32_t anchor = 11;
+
+  PagedKvCache one(target_.KvShape(5, 32));
+  drafter_->Bind(one);
+  const int32_t seq_one = one.AddSequence();
+  ASSERT_TRUE(one.Reserve(seq_one, length + kBlock).ok());
+  PrefillRange(one, seq_one, context, 0, length);
+  const DraftOutput expected = DraftAt(one, seq_one, length, anchor);
+
+  PagedKvCache many(target_.KvShape(5, 32));
+  drafter_->Bind(many);
+  const int32_t seq = many.AddSequence();
+  ASSERT_TRUE(many.Reserve(seq, 7).ok());
+  PrefillRange(many, seq, context, 0, 7);
+  std::mt19937 rng(5);
+  for (int32_t pos = 7; pos < length;) {
+    ASSERT_TRUE(many.Reserve(seq, pos + kBlock).ok());
+    DraftAt(many, seq, pos, context[pos]);  // transient block K/V at pos .. pos + 15
+    const int32_t commit = std::min<int32_t>(1 + rng() % 5, length - pos);
+    std::vector<int32_t> block(context.begin() + pos, context.begin() + pos + commit);
+    while (block.size() < kBlock) block.push_back(static_cast<int32_t>(rng() % 129));
+    PackedBatch batch;
+    batch.AddRequest(seq, pos, block, many, true);
+    ForwardOutput out;
+    ASSERT_TRUE(target_.Forward(batch, Capture(16), many, &out).ok());
+    const int64_t width = drafter_->feature_width();
+    drafter_->AppendContext({.features = std::span(out.features).first(commit * width),
+                             .positions = std::span(batch.positions).first(commit),
+                             .slots = std::span(batch.kv_slots).first(commit)});
+    pos += commit;
+  }
+  ASSERT_TRUE(many.Reserve(seq, length + kBlock).ok());
+  const DraftOutput got = DraftAt(many, seq, length, anchor);
+  EXPECT_EQ(got.tokens, expected.tokens);
+  float worst = 0;
+  for (size_t i = 0; i < got.logits.size(); ++i) {
+    worst = std::max(worst, std::abs(got.logits[i] - expected.logits[i]));
+  }
+  EXPECT_LE(worst, 1e-4f);
+}
+
+TEST_F(DFlashDrafterTest, LoadsWhatMakeTinyWritesAndValidatesAgainstTheTarget) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dscale_drafter_test_" + std::to_string(::getpid())))
+                              .string();
+  const DFlashConfig config = testing::TestDrafterConfig(target_.config());
+  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, config, 72, 4, DType::kBF16).ok());
+  Result<DFlashDrafter> loaded = DFlashDrafter::Load(dir, target_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->feature_width(), 2 * 72);
+
+  // A drafter whose fc expects three target layers but the config lists two.
+  DFlashConfig wider = config;
+  wider.target_layer_ids = {0, 1, 2};
+  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, wider, 72, 4, DType::kBF16).ok());
+  std::string text = DFlashConfigToJson(config);
+  {
+    std::ofstream(dir + "/config.json") << text;
+  }
+  const Result<DFlashDrafter> bad = DFlashDrafter::Load(dir, target_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("fc.weight"), std::string::npos) << bad.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dscale
