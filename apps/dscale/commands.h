@@ -7,5 +7,7 @@
 
 namespace dscale::cli {
 
+// dscale tokenize: encode text (or a chat turn) to ids, or decode ids to text, as JSON.
+void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli

@@ -8,10 +8,12 @@ int main(int argc, char** argv) {
   CLI::App app{"dscale: block-diffusion speculative decoding with adaptive verification"};
   app.require_subcommand(1);
   int exit_code = 0;
+  dscale::cli::RegisterTokenizeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); any parse failure is a usage error.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }
