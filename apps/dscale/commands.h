@@ -11,5 +11,7 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code);
 void RegisterLogitsCommand(CLI::App& app, int* exit_code);
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
 void RegisterDraftCommand(CLI::App& app, int* exit_code);
+// dscale tokenize: encode text (or a chat turn) to ids, or decode ids to text, as JSON.
+void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli

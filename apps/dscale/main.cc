@@ -12,10 +12,12 @@ int main(int argc, char** argv) {
   dscale::cli::RegisterLogitsCommand(app, &exit_code);
   dscale::cli::RegisterGenerateCommand(app, &exit_code);
   dscale::cli::RegisterDraftCommand(app, &exit_code);
+  dscale::cli::RegisterTokenizeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); any parse failure is a usage error.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

@@ -1,0 +1,42 @@
+#pragma once
+// Qwen3's chat format, written out in code: the output is exactly what Qwen3's Jinja chat
+// template (chat_template.jinja in the checkpoint) renders for the same messages, without
+// tools. The parts of the template that matter here:
+//   - a leading system message becomes "<|im_start|>system\n{content}<|im_end|>\n";
+//   - user messages (and system messages after the first) become
+//     "<|im_start|>{role}\n{content}<|im_end|>\n";
+//   - an assistant message's "<think>...</think>" part is split off. For assistant turns
+//     after the last user query it is kept, re-wrapped as "<think>\n{reasoning}\n</think>\n\n";
+//     earlier turns drop it. The message is "<|im_start|>assistant\n...<|im_end|>\n";
+//   - tool messages are grouped into one user turn of "<tool_response>" blocks;
+//   - the generation prompt is "<|im_start|>assistant\n", followed by
+//     "<think>\n\n</think>\n\n" when thinking is disabled (the template's
+//     enable_thinking=False), which tells the model to answer without reasoning.
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+
+namespace dscale {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" or "tool"
+  std::string content;
+  // The template's reasoning_content: when set on an assistant message it is used instead
+  // of a "<think>" part inside content.
+  std::optional<std::string> reasoning_content = std::nullopt;
+};
+
+struct ChatTemplateOptions {
+  bool add_generation_prompt = true;
+  bool enable_thinking = false;
+};
+
+// InvalidArgument for an empty list (the template fails on one too) and, naming the
+// message, for a role that is not one of the four above.
+Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages,
+                                           const ChatTemplateOptions& options = {});
+
+}  // namespace dscale

@@ -1,0 +1,316 @@
+// Loading both file layouts, their agreement, and the errors for missing or corrupt files.
+
+#include "io/tokenizer/bpe_vocab.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/tokenizer/bpe.h"
+#include "io/tokenizer/byte_level.h"
+#include "io/tokenizer/pretokenizer.h"
+#include "tokenizer_test_util.h"
+
+namespace dscale {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::EncodeOrDie;
+
+// A fresh folder under the system temp dir, removed with its contents at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "dscale_tokenizer_XXXXXX").string();
+    DSCALE_CHECK(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  void Write(const std::string& name, const std::string& content) const {
+    std::ofstream(path_ / name, std::ios::binary) << content;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string Spell(std::string_view bytes) {
+  std::string out;
+  byte_level::AppendEncoded(bytes, &out);
+  return out;
+}
+
+// A tiny byte-level vocab: ids 0..255 are the bytes, then a few merges.
+json SmallVocab() {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[Spell(std::string(1, static_cast<char>(b)))] = b;
+  vocab["he"] = 256;
+  vocab["ll"] = 257;
+  vocab["hell"] = 258;
+  vocab["hello"] = 259;
+  vocab[Spell(" w")] = 260;
+  return vocab;
+}
+const std::vector<std::pair<std::string, std::string>> kSmallMerges = {
+    {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {Spell(" "), "w"}};
+const std::vector<int32_t> kHelloWorldIds = {259, 260, 'o', 'r', 'l', 'd'};
+
+std::string MergesTxt() {
+  std::string out = "#version: 0.2\n";
+  for (const auto& [l, r] : kSmallMerges) out += l + " " + r + "\n";
+  return out;
+}
+
+json PreTokenizerJson() {
+  return {{"type", "Sequence"},
+          {"pretokenizers",
+           {{{"type", "Split"},
+             {"pattern", {{"Regex", std::string(kQwen2SplitPattern)}}},
+             {"behavior", "Isolated"},
+             {"invert", false}},
+            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+}
+
+json TokenizerJson(const json& vocab,
+                   const std::vector<std::pair<std::string, std::string>>& merges,
+                   bool merges_as_pairs, const std::vector<AddedToken>& added) {
+  json merge_list = json::array();
+  for (const auto& [l, r] : merges) {
+    merge_list.push_back(merges_as_pairs ? json::array({l, r}) : json(l + " " + r));
+  }
+  json added_list = json::array();
+  for (const AddedToken& t : added) {
+    added_list.push_back({{"id", t.id},
+                          {"content", t.content},
+                          {"special", t.special},
+                          {"lstrip", false},
+                          {"rstrip", false},
+                          {"single_word", false},
+                          {"normalized", false}});
+  }
+  return {{"version", "1.0"},
+          {"added_tokens", added_list},
+          {"normalizer", {{"type", "NFC"}}},
+          {"pre_tokenizer", PreTokenizerJson()},
+          {"decoder", {{"type", "ByteLevel"}}},
+          {"model",
+           {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"ignore_merges", false}}}};
+}
+
+Result<std::vector<int32_t>> EncodeWith(const fs::path& dir, std::string_view text) {
+  DSCALE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::Load(dir));
+  return tokenizer.Encode(text);
+}
+
+TEST(BpeVocabTest, BothLayoutsOfASmallVocabAgree) {
+  TempDir files, json_pairs, json_strings;
+  files.Write("vocab.json", SmallVocab().dump());
+  files.Write("merges.txt", MergesTxt());
+  json_pairs.Write("tokenizer.json", TokenizerJson(SmallVocab(), kSmallMerges, true, {}).dump());
+  json_strings.Write("tokenizer.json", TokenizerJson(SmallVocab(), kSmallMerges, false, {}).dump());
+  for (const TempDir* dir : {&files, &json_pairs, &json_strings}) {
+    Result<std::vector<int32_t>> ids = EncodeWith(dir->path(), "hello world");
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(*ids, kHelloWorldIds) << dir->path();
+  }
+}
+
+TEST(BpeVocabTest, IgnoreMergesEmitsWholeVocabEntries) {
+  json vocab = SmallVocab();
+  vocab["world"] = 261;  // no merges lead there
+  json doc = TokenizerJson(vocab, kSmallMerges, true, {});
+  TempDir plain, ignoring;
+  plain.Write("tokenizer.json", doc.dump());
+  doc["model"]["ignore_merges"] = true;
+  ignoring.Write("tokenizer.json", doc.dump());
+  EXPECT_EQ(*EncodeWith(plain.path(), "world"), (std::vector<int32_t>{'w', 'o', 'r', 'l', 'd'}));
+  EXPECT_EQ(*EncodeWith(ignoring.path(), "world"), std::vector<int32_t>{261});
+}
+
+// The Qwen3 files rewritten as one tokenizer.json must tokenize identically.
+TEST(BpeVocabTest, Qwen3AsTokenizerJsonGivesTheSameIds) {
+  Result<BpeVocab> vocab = LoadBpeVocab(testing::kQwen3TokenizerDir);
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  EXPECT_EQ(vocab->vocab.size(), 151643u);
+  EXPECT_EQ(vocab->merges.size(), 151387u);
+  EXPECT_EQ(vocab->added_tokens.size(), 26u);
+  json vocab_json = json::object();
+  for (const auto& [token, id] : vocab->vocab) vocab_json[token] = id;
+  TempDir dir;
+  dir.Write("tokenizer.json",
+            TokenizerJson(vocab_json, vocab->merges, false, vocab->added_tokens).dump());
+  Result<Tokenizer> from_json = Tokenizer::Load(dir.path());
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  Result<Tokenizer> from_files = Tokenizer::FromVocab(*vocab);
+  ASSERT_TRUE(from_files.ok());
+  const Tokenizer& reference = *from_files;
+  const std::string texts[] = {"Hello world",
+                               "<|im_start|>user\nWhat's 12*34?<|im_end|>\n<think>\n\n</think>",
+                               "def add(a, b):\r\n\treturn a + b  # \u4e2d\u6587 \U0001F600",
+                               "cafe\u0301 \u00e9t\u00e9 \u3000 x\u00a0y \U0001FAE0 1,234.56"};
+  for (const std::string& text : texts) {
+    EXPECT_EQ(EncodeOrDie(*from_json, text), EncodeOrDie(reference, text)) << text;
+  }
+  for (int32_t id = 151643; id < 151669; ++id) {
+    EXPECT_EQ(from_json->IsSpecial(id), reference.IsSpecial(id)) << id;
+  }
+}
+
+// Compares the two merge algorithms on every pre-tokenized piece of some real text, and on
+// long synthetic pieces.
+TEST(BpeVocabTest, ScanAndHeapMergesAgree) {
+  Result<BpeVocab> vocab = LoadBpeVocab(testing::kQwen3TokenizerDir);
+  ASSERT_TRUE(vocab.ok());
+  Result<std::unique_ptr<BpeModel>> bpe = BpeModel::Create(*vocab);
+  ASSERT_TRUE(bpe.ok());
+  Result<PreTokenizer> pre = PreTokenizer::CreateQwen2();
+  ASSERT_TRUE(pre.ok());
+  std::ifstream in(fs::path(DSCALE_DATA_DIR) / "humaneval" / "HumanEval.jsonl");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string_view> pieces;
+  ASSERT_TRUE(pre->Split(text, &pieces).ok());
+  size_t compared = 0;
+  for (std::string_view piece : pieces) {
+    if (piece.size() > BpeModel::kScanMaxBytes) continue;
+    std::vector<int32_t> scan, heap, cached;
+    (*bpe)->EncodePieceUncached(piece, BpeModel::Algorithm::kScan, &scan);
+    (*bpe)->EncodePieceUncached(piece, BpeModel::Algorithm::kHeap, &heap);
+    (*bpe)->EncodePiece(piece, &cached);
+    ASSERT_EQ(scan, heap) << piece;
+    ASSERT_EQ(cached, heap) << piece;
+    ++compared;
+  }
+  EXPECT_GT(compared, 10000u);
+  // Long pieces: the heap result must still be a tiling of the input.
+  const std::string long_word = std::string(1000, 'a') + "bracadabra";
+  std::vector<int32_t> ids;
+  (*bpe)->EncodePieceUncached(long_word, BpeModel::Algorithm::kHeap, &ids);
+  std::vector<const std::string*> spelled_by_id(vocab->vocab.size());
+  for (const auto& [token, id] : vocab->vocab) spelled_by_id[id] = &token;
+  std::string joined;
+  for (int32_t id : ids) ASSERT_TRUE(byte_level::AppendDecoded(*spelled_by_id[id], &joined));
+  EXPECT_EQ(joined, long_word);
+  EXPECT_LT(ids.size(), long_word.size() / 2);
+}
+
+// ---- errors: each names the file (and field or line) and has the right code ----
+
+void ExpectLoadError(const fs::path& dir, StatusCode code, const std::string& fragment) {
+  Result<Tokenizer> tokenizer = Tokenizer::Load(dir);
+  ASSERT_FALSE(tokenizer.ok()) << "expected an error containing: " << fragment;
+  EXPECT_EQ(tokenizer.status().code(), code) << tokenizer.status().ToString();
+  EXPECT_NE(tokenizer.status().message().find(fragment), std::string::npos)
+      << tokenizer.status().message();
+}
+
+TEST(BpeVocabTest, MissingFiles) {
+  TempDir dir;
+  ExpectLoadError(dir.path() / "nope", StatusCode::kNotFound, "no such directory");
+  ExpectLoadError(dir.path(), StatusCode::kNotFound, "neither tokenizer.json nor vocab.json");
+  dir.Write("vocab.json", SmallVocab().dump());
+  ExpectLoadError(dir.path(), StatusCode::kNotFound, "merges.txt: no such file");
+}
+
+TEST(BpeVocabTest, CorruptVocabJson) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"{\"a\": 1", "vocab.json: not valid JSON"},
+      {"[1, 2]", "vocab.json: expected an object of token -> id"},
+      {"{\"a\": \"x\"}", "vocab.json: token \"a\": expected a token id"},
+      {"{\"a\": -1}", "vocab.json: token \"a\": expected a token id"},
+      {"{\"a\": 1.5}", "vocab.json: token \"a\": expected a token id"},
+      {"{\"a\": {\"b\": 1}}", "vocab.json: expected an object of token -> id"},
+  };
+  for (const auto& [content, fragment] : cases) {
+    TempDir dir;
+    dir.Write("vocab.json", content);
+    dir.Write("merges.txt", "");
+    ExpectLoadError(dir.path(), StatusCode::kDataLoss, fragment);
+  }
+}
+
+TEST(BpeVocabTest, InconsistentVocabOrMerges) {
+  TempDir bad_line, unknown, missing_byte, alien, duplicate;
+  for (const TempDir* d : {&bad_line, &unknown}) d->Write("vocab.json", SmallVocab().dump());
+  bad_line.Write("merges.txt", "#version: 0.2\nh e\nl l l\n");
+  ExpectLoadError(bad_line.path(), StatusCode::kDataLoss, "merges.txt line 3: expected two tokens");
+  unknown.Write("merges.txt", "h e\nx y\n");
+  ExpectLoadError(unknown.path(), StatusCode::kDataLoss, "\"xy\" is not in the vocab");
+
+  json vocab = SmallVocab();
+  vocab.erase(Spell("\n"));
+  missing_byte.Write("vocab.json", vocab.dump());
+  missing_byte.Write("merges.txt", "");
+  ExpectLoadError(missing_byte.path(), StatusCode::kDataLoss, "no token for byte 10");
+
+  vocab = SmallVocab();
+  vocab["\u4e2d"] = 300;
+  alien.Write("vocab.json", vocab.dump());
+  alien.Write("merges.txt", "");
+  ExpectLoadError(alien.path(), StatusCode::kDataLoss, "outside the byte-level alphabet");
+
+  vocab = SmallVocab();
+  vocab["he"] = 5;
+  duplicate.Write("vocab.json", vocab.dump());
+  duplicate.Write("merges.txt", "");
+  ExpectLoadError(duplicate.path(), StatusCode::kDataLoss, "id 5 is given to more than one token");
+}
+
+TEST(BpeVocabTest, AddedTokenFiles) {
+  TempDir conflict, flags;
+  for (const TempDir* d : {&conflict, &flags}) {
+    d->Write("vocab.json", SmallVocab().dump());
+    d->Write("merges.txt", MergesTxt());
+  }
+  conflict.Write("added_tokens.json", R"({"<a>": 300})");
+  conflict.Write("tokenizer_config.json",
+                 R"({"added_tokens_decoder": {"300": {"content": "<b>", "special": true}}})");
+  ExpectLoadError(conflict.path(), StatusCode::kDataLoss, "which tokenizer_config.json gives to");
+  flags.Write("tokenizer_config.json",
+              R"({"added_tokens_decoder": {"300": {"content": "<b>", "lstrip": true}}})");
+  ExpectLoadError(flags.path(), StatusCode::kInvalidArgument, "lstrip: true is not supported");
+}
+
+TEST(BpeVocabTest, UnsupportedOrCorruptTokenizerJson) {
+  const json good = TokenizerJson(SmallVocab(), kSmallMerges, true, {});
+  struct Case {
+    const char* json_pointer;
+    json value;
+    StatusCode code;
+    std::string fragment;
+  };
+  const Case cases[] = {
+      {"/model/type", "WordPiece", StatusCode::kInvalidArgument, "model.type: only BPE"},
+      {"/model/merges/0", 5, StatusCode::kDataLoss, "model.merges[0]: expected"},
+      {"/model/vocab", json::array(), StatusCode::kDataLoss, "model.vocab: expected an object"},
+      {"/normalizer", {{"type", "NFKC"}}, StatusCode::kInvalidArgument, "normalizer: only an NFC"},
+      {"/pre_tokenizer/pretokenizers/0/pattern/Regex", "\\w+", StatusCode::kInvalidArgument,
+       "only Qwen2's split pattern"},
+      {"/pre_tokenizer",
+       {{"type", "Whitespace"}},
+       StatusCode::kInvalidArgument,
+       "type \"Whitespace\" is not supported"},
+      {"/model", nullptr, StatusCode::kDataLoss, "model: expected an object"},
+  };
+  for (const Case& c : cases) {
+    json doc = good;
+    doc[json::json_pointer(c.json_pointer)] = c.value;
+    TempDir dir;
+    dir.Write("tokenizer.json", doc.dump());
+    ExpectLoadError(dir.path(), c.code, c.fragment);
+  }
+  TempDir not_json;
+  not_json.Write("tokenizer.json", "{\"model\": ");
+  ExpectLoadError(not_json.path(), StatusCode::kDataLoss, "tokenizer.json: not valid JSON");
+}
+
+}  // namespace
+}  // namespace dscale
