@@ -7,5 +7,10 @@
 
 namespace dscale::cli {
 
+// DVL inspection: the serving budget allocator on JSON probabilities (cmd_dvl_allocate.cc).
+void RegisterDvlAllocateCommand(CLI::App& app, int* exit_code);
+// Predictor training and evaluation on trace files (cmd_predictor.cc).
+void RegisterTrainPredictorCommand(CLI::App& app, int* exit_code);
+void RegisterEvalPredictorCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli
