@@ -13,5 +13,10 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code);
 void RegisterDraftCommand(CLI::App& app, int* exit_code);
 // dscale tokenize: encode text (or a chat turn) to ids, or decode ids to text, as JSON.
 void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
+// DVL inspection: the serving budget allocator on JSON probabilities (cmd_dvl_allocate.cc).
+void RegisterDvlAllocateCommand(CLI::App& app, int* exit_code);
+// Predictor training and evaluation on trace files (cmd_predictor.cc).
+void RegisterTrainPredictorCommand(CLI::App& app, int* exit_code);
+void RegisterEvalPredictorCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli

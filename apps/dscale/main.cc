@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   dscale::cli::RegisterGenerateCommand(app, &exit_code);
   dscale::cli::RegisterDraftCommand(app, &exit_code);
   dscale::cli::RegisterTokenizeCommand(app, &exit_code);
+  dscale::cli::RegisterDvlAllocateCommand(app, &exit_code);
+  dscale::cli::RegisterTrainPredictorCommand(app, &exit_code);
+  dscale::cli::RegisterEvalPredictorCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,130 @@
+// dscale dvl-allocate: runs the serving budget allocator (paper Algorithm 1) on acceptance
+// probabilities given as JSON, for inspection and tests.
+//
+//   input   {"probs": [[p_1, ..., p_15], ...one row per request], "budget": M}
+//           p_j in [0, 1] is the predicted probability that draft position j is accepted
+//           (σ already applied); "budget" is optional (default round(verify_budget · 16 · N))
+//           and must lie in [N, 16 · N].
+//   output  {"seed": [...], "k": [...], "offsets": [...], "budget": M, "updates": |Δ₀|}
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/status.h"
+#include "dvl/budget_allocator.h"
+
+namespace dscale::cli {
+namespace {
+
+struct DvlAllocateOptions {
+  std::string scores_path;
+  double verify_budget = dvl::kDefaultVerifyBudget;
+};
+
+struct AllocateRequest {
+  std::vector<float> probs;  // [n, 15]
+  int64_t n = 0;
+  int64_t budget = -1;  // −1: from the fraction
+};
+
+Result<std::string> ReadText(const std::string& path) {
+  std::ostringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+    return text.str();
+  }
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot open");
+  text << in.rdbuf();
+  return text.str();
+}
+
+Status ParseProbRow(const nlohmann::json& row, size_t i, std::vector<float>* probs) {
+  if (!row.is_array() || row.size() != dvl::kDraftPositions) {
+    return InvalidArgument("probs[" + std::to_string(i) + "] must be an array of " +
+                           std::to_string(dvl::kDraftPositions) + " numbers");
+  }
+  for (size_t j = 0; j < row.size(); ++j) {
+    const double p = row[j].is_number() ? row[j].get<double>() : -1.0;
+    if (!(p >= 0.0 && p <= 1.0)) {
+      return InvalidArgument("probs[" + std::to_string(i) + "][" + std::to_string(j) +
+                             "] must be a probability in [0, 1], got " + row[j].dump());
+    }
+    probs->push_back(static_cast<float>(p));
+  }
+  return Status::Ok();
+}
+
+Result<AllocateRequest> ParseRequest(const std::string& text) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgument("not valid JSON");
+  if (!doc.is_object() || !doc.contains("probs") || !doc["probs"].is_array()) {
+    return InvalidArgument("expected an object with a \"probs\" array");
+  }
+  AllocateRequest req;
+  const nlohmann::json& rows = doc["probs"];
+  if (rows.empty()) return InvalidArgument("\"probs\" must hold at least one request");
+  req.n = static_cast<int64_t>(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    DSCALE_RETURN_IF_ERROR(ParseProbRow(rows[i], i, &req.probs));
+  }
+  if (doc.contains("budget")) {
+    if (!doc["budget"].is_number_integer()) {
+      return InvalidArgument("\"budget\" must be an integer, got " + doc["budget"].dump());
+    }
+    req.budget = doc["budget"].get<int64_t>();
+    DSCALE_RETURN_IF_ERROR(dvl::CheckBudget(req.n, dvl::kBlockWidth, req.budget));
+  }
+  return req;
+}
+
+Result<nlohmann::ordered_json> RunAllocate(const DvlAllocateOptions& opts) {
+  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadText(opts.scores_path));
+  Result<AllocateRequest> parsed = ParseRequest(text);
+  if (!parsed.ok()) return parsed.status().WithContext(opts.scores_path);
+  AllocateRequest req = std::move(parsed).value();
+  if (req.budget < 0) {
+    DSCALE_ASSIGN_OR_RETURN(req.budget,
+                            dvl::BudgetFromFraction(req.n, dvl::kBlockWidth, opts.verify_budget));
+  }
+  DSCALE_ASSIGN_OR_RETURN(const dvl::Allocation a,
+                          dvl::AllocateFromProbs(req.probs.data(), req.n, req.budget));
+  return nlohmann::ordered_json{{"seed", a.seed},
+                                {"k", a.k},
+                                {"offsets", a.offsets},
+                                {"budget", a.budget},
+                                {"updates", a.updates}};
+}
+
+}  // namespace
+
+void RegisterDvlAllocateCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<DvlAllocateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "dvl-allocate", "Run the DVL budget allocator on acceptance probabilities (JSON)");
+  cmd->add_option("--scores", opts->scores_path,
+                  "JSON file {\"probs\": [[15 probabilities] per request], \"budget\": M} "
+                  "(\"-\" reads stdin)")
+      ->required();
+  cmd->add_option("--verify-budget", opts->verify_budget,
+                  "budget fraction of W*N used when the file gives no budget")
+      ->capture_default_str();
+  cmd->callback([opts, exit_code] {
+    Result<nlohmann::ordered_json> out = RunAllocate(*opts);
+    if (!out.ok()) {
+      std::cerr << "dscale dvl-allocate: " << out.status().message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    std::cout << out->dump() << "\n";
+    *exit_code = 0;
+  });
+}
+
+}  // namespace dscale::cli

@@ -1,0 +1,101 @@
+// DVL decision costs on the CPU: feature extraction at Qwen3-8B drafter sizes, predictor
+// forward, budget allocation and flat-pack for one step of N requests.
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "dvl/budget_allocator.h"
+#include "dvl/features.h"
+#include "dvl/flat_pack.h"
+#include "dvl/predictor.h"
+
+namespace dscale::dvl {
+namespace {
+
+std::vector<float> Normal(size_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Acceptance-like probabilities: a random decay per request.
+std::vector<float> Probabilities(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> unit(0.5f, 1.0f);
+  std::vector<float> p(static_cast<size_t>(n) * kDraftPositions);
+  for (int64_t i = 0; i < n; ++i) {
+    const float decay = unit(rng);
+    float value = 1.0f;
+    for (int j = 0; j < kDraftPositions; ++j) p[i * kDraftPositions + j] = value *= decay;
+  }
+  return p;
+}
+
+void BM_ExtractFeatures(benchmark::State& state) {
+  const int64_t vocab = state.range(0);
+  const int64_t hidden = state.range(1);
+  const Projections proj = MakeProjections(hidden, vocab, 1);
+  const std::vector<float> logits = Normal(kDraftPositions * vocab, 3.0f, 2);
+  const std::vector<float> hidden_states = Normal(kDraftPositions * hidden, 1.0f, 3);
+  std::vector<float> out(kFeatureCount);
+  for (auto _ : state) {
+    ExtractFeatures(logits.data(), hidden_states.data(), 32, proj, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel("per request");
+}
+BENCHMARK(BM_ExtractFeatures)
+    ->Args({151936, 4096})
+    ->Args({151936, 2560})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_PredictorForward(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  PredictorWeights w = PredictorWeights::Zeros();
+  w.w1 = Normal(w.w1.size(), 0.05f, 4);
+  const Predictor predictor(MakeProjections(16, 16, 1), std::move(w));
+  const std::vector<float> features = Normal(static_cast<size_t>(n) * kFeatureCount, 1.0f, 5);
+  std::vector<float> logits(static_cast<size_t>(n) * kDraftPositions);
+  for (auto _ : state) {
+    predictor.Forward(features.data(), n, logits.data());
+    benchmark::DoNotOptimize(logits.data());
+  }
+}
+BENCHMARK(BM_PredictorForward)->Arg(8)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+
+void BM_Allocate(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> probs = Probabilities(n, 6);
+  std::vector<float> q(static_cast<size_t>(n) * kBlockWidth);
+  std::vector<int32_t> seed(n), k(n), offsets(n + 1);
+  int64_t updates = 0;
+  for (auto _ : state) {
+    PrefixScoresFromProbs(probs.data(), n, kBlockWidth, q.data());
+    updates = AllocateInto(q.data(), n, kBlockWidth, 8 * n, seed.data(), k.data(), offsets.data());
+    benchmark::DoNotOptimize(offsets.data());
+  }
+  state.counters["updates"] = static_cast<double>(updates);
+}
+BENCHMARK(BM_Allocate)->Arg(8)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+
+void BM_Pack(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Allocation a = AllocateFromProbs(Probabilities(n, 7).data(), n, 8 * n).value();
+  std::vector<int32_t> fields(static_cast<size_t>(n) * kBlockWidth, 1);
+  WorkspacePool pool{BucketConfig{}};
+  PackWorkspace* ws = pool.ForLiveCount(n).value();
+  const PackInput in{.n = n, .tokens = fields, .positions = fields, .kv_slots = fields, .k = a.k};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Pack(in, ws).ok());
+  }
+}
+BENCHMARK(BM_Pack)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace dscale::dvl
+
+BENCHMARK_MAIN();

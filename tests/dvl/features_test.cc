@@ -1,0 +1,170 @@
+#include "dvl/features.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "dvl/deterministic_random.h"
+
+namespace dscale::dvl {
+namespace {
+
+std::vector<float> RandomVector(size_t size, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(size);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// The 18 confidence values by full sort and direct formulas, in double.
+std::vector<double> NaiveConfidence(const float* row, int64_t vocab) {
+  std::vector<double> sorted(row, row + vocab);
+  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+  double z = 0.0;
+  for (int64_t v = 0; v < vocab; ++v) z += std::exp(row[v] - sorted[0]);
+  double entropy = 0.0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double log_p = row[v] - sorted[0] - std::log(z);
+    entropy -= std::exp(log_p) * log_p;
+  }
+  std::vector<double> out = {sorted[0]};
+  for (int r = 1; r < kTopRanks; ++r) out.push_back(sorted[0] - sorted[r]);
+  out.push_back(-std::log(z));
+  out.push_back(entropy);
+  return out;
+}
+
+TEST(FeaturesTest, BlockOffsets) {
+  EXPECT_EQ(kConfidenceOffset, 0);
+  EXPECT_EQ(kHiddenProjOffset, 270);
+  EXPECT_EQ(kLogitProjOffset, 1230);
+  EXPECT_EQ(kBatchContextOffset, 1710);
+  EXPECT_EQ(kFeatureCount, 1735);
+}
+
+TEST(FeaturesTest, MatchesNaiveComputationSlotBySlot) {
+  constexpr int64_t kVocab = 300;
+  constexpr int64_t kHidden = 24;
+  std::mt19937 rng(1);
+  const Projections proj = MakeProjections(kHidden, kVocab, 99);
+  std::vector<float> logits = RandomVector(kDraftPositions * kVocab, rng, 3.0f);
+  logits[5] = logits[6] = logits[7] = 40.0f;  // tied top logits in position 1
+  const std::vector<float> hidden = RandomVector(kDraftPositions * kHidden, rng, 1.0f);
+  std::vector<float> f(kFeatureCount, -123.0f);
+  ExtractFeatures(logits.data(), hidden.data(), 7, proj, f.data());
+
+  for (int j = 0; j < kDraftPositions; ++j) {
+    SCOPED_TRACE("position " + std::to_string(j + 1));
+    const float* row = logits.data() + j * kVocab;
+    const std::vector<double> conf = NaiveConfidence(row, kVocab);
+    for (int c = 0; c < kConfidencePerPosition; ++c) {
+      EXPECT_NEAR(f[j * kConfidencePerPosition + c], conf[c], 1e-4 * (1 + std::abs(conf[c])))
+          << "confidence slot " << c;
+    }
+    double mean = 0.0;
+    for (int64_t v = 0; v < kVocab; ++v) mean += row[v];
+    mean /= kVocab;
+    for (int c = 0; c < kLogitProjDim; ++c) {
+      double want = 0.0;
+      for (int64_t v = 0; v < kVocab; ++v)
+        want += (row[v] - mean) * proj.logit[v * kLogitProjDim + c];
+      EXPECT_NEAR(f[kLogitProjOffset + j * kLogitProjDim + c], want, 1e-3);
+    }
+    for (int c = 0; c < kHiddenProjDim; ++c) {
+      double want = 0.0;
+      for (int64_t h = 0; h < kHidden; ++h) {
+        want += hidden[j * kHidden + h] * proj.hidden[h * kHiddenProjDim + c];
+      }
+      EXPECT_NEAR(f[kHiddenProjOffset + j * kHiddenProjDim + c], want, 1e-4);
+    }
+  }
+  // Tied top logits: the gaps to ranks 2 and 3 are exactly zero.
+  EXPECT_EQ(f[1], 0.0f);
+  EXPECT_EQ(f[2], 0.0f);
+  EXPECT_GT(f[3], 0.0f);
+}
+
+TEST(FeaturesTest, BatchContextLayout) {
+  const Projections proj = MakeProjections(8, 20, 1);
+  const std::vector<float> logits(kDraftPositions * 20, 0.5f);
+  const std::vector<float> hidden(kDraftPositions * 8, 0.25f);
+  std::vector<float> f(kFeatureCount, -1.0f);
+  ExtractFeatures(logits.data(), hidden.data(), 13, proj, f.data());
+  for (int c = 0; c < kBatchContextDim; ++c) {
+    const float want = c == 0 ? 13.0f : (c == 3 ? 1.0f : 0.0f);
+    EXPECT_EQ(f[kBatchContextOffset + c], want) << "context entry " << c;
+  }
+  // Uniform logits: no gaps, log-probability −log V, entropy log V, centred logits all zero.
+  EXPECT_FLOAT_EQ(f[0], 0.5f);
+  EXPECT_EQ(f[1], 0.0f);
+  EXPECT_NEAR(f[16], -std::log(20.0), 1e-6);
+  EXPECT_NEAR(f[17], std::log(20.0), 1e-6);
+  for (int c = 0; c < kDraftPositions * kLogitProjDim; ++c) {
+    EXPECT_EQ(f[kLogitProjOffset + c], 0.0f);
+  }
+}
+
+TEST(FeaturesTest, BatchMatchesPerRequest) {
+  constexpr int64_t kVocab = 64;
+  constexpr int64_t kHidden = 16;
+  std::mt19937 rng(2);
+  const Projections proj = MakeProjections(kHidden, kVocab, 5);
+  const std::vector<float> logits = RandomVector(3 * kDraftPositions * kVocab, rng, 2.0f);
+  const std::vector<float> hidden = RandomVector(3 * kDraftPositions * kHidden, rng, 1.0f);
+  std::vector<float> batch(3 * kFeatureCount);
+  ExtractFeaturesBatch(logits.data(), hidden.data(), 3, 3, proj, batch.data());
+  std::vector<float> one(kFeatureCount);
+  ExtractFeatures(logits.data() + 2 * kDraftPositions * kVocab,
+                  hidden.data() + 2 * kDraftPositions * kHidden, 3, proj, one.data());
+  EXPECT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + 2 * kFeatureCount));
+}
+
+TEST(FeaturesTest, PartialSelectionAtFullVocabulary) {
+  constexpr int64_t kVocab = 151936;
+  std::mt19937 rng(4);
+  const std::vector<float> row = RandomVector(kVocab, rng, 4.0f);
+  float f[kConfidencePerPosition];
+  ConfidenceFeatures(row.data(), kVocab, f);
+  const std::vector<double> want = NaiveConfidence(row.data(), kVocab);
+  for (int c = 0; c < kConfidencePerPosition; ++c) {
+    EXPECT_NEAR(f[c], want[c], 1e-4 * (1 + std::abs(want[c]))) << "slot " << c;
+  }
+}
+
+TEST(FeaturesTest, ProjectionsAreDeterministicAndScaled) {
+  const Projections a = MakeProjections(256, 1000, 42);
+  const Projections b = MakeProjections(256, 1000, 42);
+  const Projections c = MakeProjections(256, 1000, 43);
+  EXPECT_EQ(a.hidden, b.hidden);
+  EXPECT_EQ(a.logit, b.logit);
+  EXPECT_NE(a.hidden, c.hidden);
+  EXPECT_NE(std::vector<float>(a.hidden.begin(), a.hidden.begin() + 64),
+            std::vector<float>(a.logit.begin(), a.logit.begin() + 64));
+  ASSERT_EQ(a.hidden.size(), 256u * kHiddenProjDim);
+  ASSERT_EQ(a.logit.size(), 1000u * kLogitProjDim);
+  // N(0, 1/in): the sample variance times `in` is close to 1.
+  double sum_sq = 0.0;
+  for (float v : a.hidden) sum_sq += v * v;
+  EXPECT_NEAR(sum_sq / a.hidden.size() * 256, 1.0, 0.05);
+  sum_sq = 0.0;
+  for (float v : a.logit) sum_sq += v * v;
+  EXPECT_NEAR(sum_sq / a.logit.size() * 1000, 1.0, 0.05);
+}
+
+TEST(FeaturesTest, GeneratorIsPinned) {
+  // Changing the generator would silently change every collected trace; these values pin it.
+  DeterministicRandom rng(0);
+  EXPECT_EQ(rng.NextU64(), 0xE220A8397B1DCDAFULL);
+  EXPECT_EQ(rng.NextU64(), 0x6E789E6AA1B965F4ULL);
+  EXPECT_EQ(SplitMix64Mix(1234567), SplitMix64Mix(1234567));
+  const Projections p = MakeProjections(4, 16, 7);
+  const float pinned[4] = {-0.238064557f, -0.326390952f, -0.434023619f, -0.333333343f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(p.hidden[i], pinned[i], 1e-6f) << i;
+}
+
+}  // namespace
+}  // namespace dscale::dvl
