@@ -74,17 +74,30 @@ Result<std::unique_ptr<Engine>> Engine::Create(Qwen3Model& target, Drafter* draf
     return InvalidArgument("--spec " + config.policy.Name() + ": the drafter's block has only " +
                            std::to_string(block) + " rows");
   }
-  return std::unique_ptr<Engine>(new Engine(target, drafter, std::move(config), block));
+  DSCALE_ASSIGN_OR_RETURN(
+      VerifyPlanner planner,
+      VerifyPlanner::Create(config.policy, block, config.predictor, config.verify_budget));
+  // Every live count up to max_running needs a bucket.
+  dvl::BucketConfig buckets;
+  if (config.max_running > buckets.buckets.back()) {
+    return InvalidArgument("max_running " + std::to_string(config.max_running) +
+                           " exceeds the largest request bucket (" +
+                           std::to_string(buckets.buckets.back()) + ")");
+  }
+  return std::unique_ptr<Engine>(
+      new Engine(target, drafter, std::move(config), block, std::move(planner)));
 }
 
-Engine::Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block)
+Engine::Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block,
+               VerifyPlanner planner)
     : target_(target),
       drafter_(drafter),
       config_(std::move(config)),
       block_(block),
       cache_(target.KvShape(config_.page_size,
                             static_cast<int32_t>((config_.kv_tokens + config_.page_size - 1) /
-                                                 config_.page_size))) {
+                                                 config_.page_size))),
+      planner_(std::move(planner)) {
   if (drafter_ != nullptr) {
     drafter_->Bind(cache_);
     forward_options_.capture_layers = drafter_->feature_layers();
@@ -255,19 +268,20 @@ Status Engine::RunDecode() {
   stats_.draft_s += SecondsSince(t);
 
   t = Clock::now();
-  DecideRows(batch, drafts_, &rows_);
+  StageBlocks(batch);
+  DSCALE_ASSIGN_OR_RETURN(const dvl::PackWorkspace* packed, planner_.Plan(blocks_, drafts_));
   stats_.decision_s += SecondsSince(t);
 
+  // Verification runs the packed rows: request i owns rows offset_i .. offset_i + k_i − 1.
   t = Clock::now();
   batch_.Clear();
-  std::vector<int32_t> block;
   int32_t max_rows = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
-    RequestState& r = *batch[i];
-    block.assign(1, r.anchor());
-    for (int32_t j = 1; j < rows_[i]; ++j) block.push_back(drafts_.tokens[i * drafts_.width + j - 1]);
-    batch_.AddRequest(r.seq, r.committed, block, cache_, /*all_logits=*/true);
-    max_rows = std::max(max_rows, rows_[i]);
+    const int32_t k = packed->k()[i];
+    batch_.AddRequest(batch[i]->seq, batch[i]->committed,
+                      packed->tokens().subspan(packed->offsets()[i], k), cache_,
+                      /*all_logits=*/true);
+    max_rows = std::max(max_rows, k);
   }
   forward_options_.tile_rows = TileFor(max_rows);
   DSCALE_RETURN_IF_ERROR(target_.Forward(batch_, forward_options_, cache_, &out_));
@@ -307,6 +321,8 @@ Status Engine::RunDecode() {
   }
   ++stats_.decode_steps;
   stats_.decode_request_steps += static_cast<int64_t>(batch.size());
+  stats_.last_step_requests = static_cast<int32_t>(batch.size());
+  stats_.last_step_rows = batch_.rows();
   stats_.commit_s += SecondsSince(t);
   return Status::Ok();
 }
@@ -323,15 +339,26 @@ Status Engine::Draft(const std::vector<RequestState*>& batch, DraftOutput* draft
   return drafter_->Draft(requests, cache_, TileFor(block_), drafts);
 }
 
-void Engine::DecideRows(const std::vector<RequestState*>& batch, const DraftOutput& drafts,
-                        std::vector<int32_t>* rows) {
-  if (config_.policy.mode == SpecMode::kDScale) {
-    DSCALE_CHECK_MSG(static_cast<bool>(row_decider_), "the dscale policy needs a row decider");
-    row_decider_(drafts, static_cast<int32_t>(batch.size()), block_, rows);
-    DSCALE_CHECK(rows->size() == batch.size());
-    return;
+void Engine::StageBlocks(const std::vector<RequestState*>& batch) {
+  const int32_t width = planner_.width();
+  const auto n = static_cast<int64_t>(batch.size());
+  blocks_.n = n;
+  blocks_.tokens.assign(n * width, 0);
+  blocks_.positions.resize(n * width);
+  blocks_.kv_slots.resize(n * width);
+  for (int64_t i = 0; i < n; ++i) {
+    const RequestState& r = *batch[i];
+    for (int32_t j = 0; j < width; ++j) {
+      int32_t token = r.anchor();
+      if (j > 0) token = drafter_ != nullptr ? drafts_.tokens[i * drafts_.width + j - 1] : 0;
+      blocks_.tokens[i * width + j] = token;
+      blocks_.positions[i * width + j] = r.committed + j;
+      // Positions past the reservation (only the anchor-only policy's unused column) get the
+      // anchor's slot; the packer never reads them.
+      const int32_t pos = std::min(r.committed + j, cache_.Length(r.seq) - 1);
+      blocks_.kv_slots[i * width + j] = static_cast<int32_t>(cache_.Slot(r.seq, pos));
+    }
   }
-  rows->assign(batch.size(), config_.policy.UniformRows(block_));
 }
 
 VerifyResult Engine::Accept(RequestState& r, std::span<const float> logits,

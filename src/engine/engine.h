@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "engine/request.h"
 #include "engine/step_stats.h"
+#include "engine/verify_planner.h"
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
 #include "model/qwen3_model.h"
@@ -28,11 +29,6 @@
 #include "spec/prefix_verifier.h"
 
 namespace dscale {
-
-// Decides k_i (rows verified, anchor included, 1..W) for each request of a decode step from
-// the drafts; used by the dscale policy (the DVL allocator plugs in here).
-using RowDecider = std::function<void(const DraftOutput& drafts, int32_t live, int32_t block,
-                                      std::vector<int32_t>* rows)>;
 
 struct EngineConfig {
   LengthPolicy policy;
@@ -42,6 +38,8 @@ struct EngineConfig {
   int32_t prefill_chunk = 512;   // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;      // 16-row tile for verification/drafting; off: 128 everywhere
+  const dvl::Predictor* predictor = nullptr;  // the DVL acceptance predictor (dscale policy)
+  double verify_budget = 0.5;  // dscale: verified rows per step = verify_budget · W · N
   // Text of output ids, for stop strings; unset: stop strings are rejected at submit.
   std::function<std::string(std::span<const int32_t>)> decode_text;
 };
@@ -68,9 +66,6 @@ class Engine {
   // Finished requests since the last call, in finishing order.
   std::vector<RequestResult> TakeFinished();
 
-  // Sets the decider for the dscale policy (k_i per request); see RowDecider.
-  void SetRowDecider(RowDecider decider) { row_decider_ = std::move(decider); }
-
   int32_t queued() const { return static_cast<int32_t>(queue_.size()); }
   int32_t running() const { return static_cast<int32_t>(running_.size()); }
   int32_t free_kv_pages() const { return cache_.free_pages(); }
@@ -81,7 +76,8 @@ class Engine {
  private:
   struct RequestState;
 
-  Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block);
+  Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block,
+         VerifyPlanner planner);
 
   int32_t PagesFor(const RequestState& r) const;
   void Admit();
@@ -90,8 +86,8 @@ class Engine {
   void RetireFinished();
 
   Status Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts);
-  void DecideRows(const std::vector<RequestState*>& batch, const DraftOutput& drafts,
-                  std::vector<int32_t>* rows);
+  // Fills blocks_ with each request's [anchor, candidates…] and their positions and slots.
+  void StageBlocks(const std::vector<RequestState*>& batch);
   VerifyResult Accept(RequestState& r, std::span<const float> logits,
                       std::span<const int32_t> drafts);
   int32_t SampleFirstToken(RequestState& r, std::span<const float> logits);
@@ -106,7 +102,7 @@ class Engine {
   EngineConfig config_;
   int32_t block_;  // W
   PagedKvCache cache_;
-  RowDecider row_decider_;
+  VerifyPlanner planner_;
   RequestId next_id_ = 1;
   std::deque<std::unique_ptr<RequestState>> queue_;
   std::vector<std::unique_ptr<RequestState>> running_;
@@ -117,7 +113,7 @@ class Engine {
   ForwardOutput out_;
   ForwardOptions forward_options_;
   DraftOutput drafts_;
-  std::vector<int32_t> rows_;
+  DraftBlocks blocks_;
   std::vector<double> probs_;
   std::vector<int32_t> context_positions_;
   std::vector<int64_t> context_slots_;

@@ -13,6 +13,8 @@ struct StepStats {
   int64_t committed_tokens = 0;      // Σ (a_i + 1) over verify steps
   int64_t prefill_rows = 0;
   int64_t output_tokens = 0;
+  int32_t last_step_requests = 0;  // N of the latest decode step
+  int32_t last_step_rows = 0;      // Σ k_i of the latest decode step
   std::array<int64_t, 65> accepted_histogram{};  // request-steps by drafts accepted (0..64)
 
   // Seconds spent in each stage of the step pipeline.

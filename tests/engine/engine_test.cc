@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
@@ -211,6 +212,88 @@ TEST_F(EngineTest, StreamsTokensAndStopsOnStopIds) {
   EXPECT_EQ(done[0].output_ids, std::vector<int32_t>(free_run.begin(), stop + 1));
   EXPECT_EQ(streamed, done[0].output_ids);
   EXPECT_EQ(last, FinishReason::kStop);
+}
+
+}  // namespace
+}  // namespace dscale
+
+namespace dscale {
+namespace {
+
+class DScaleEngineTest : public ::testing::Test {
+ protected:
+  DScaleEngineTest()
+      : target_(EngineTestTargetConfig(),
+                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
+        predictor_(testing::RandomPredictor(64, 131, 3)) {}
+
+  Qwen3Model target_;
+  dvl::Predictor predictor_;
+};
+
+// dscale verifies k_i rows per request chosen by the DVL allocator; greedy output must equal
+// plain decoding. Divergences are allowed only at float-noise ties (see SameGreedyOutput).
+TEST_F(DScaleEngineTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency) {
+  const auto prompts = RandomPrompts(64, target_.config().vocab_size, 7);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    expected.push_back(GreedyDecode(target_, p, {.max_new_tokens = 24}).value());
+  }
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
+  testing::PlantedDrafter planted(target_, 16, /*salt=*/5);
+  for (Drafter* drafter : std::vector<Drafter*>{&planted, dflash.get()}) {
+    for (int32_t c : {8, 16, 32}) {
+      EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
+                          .max_running = c,
+                          .predictor = &predictor_};
+      const EngineRun run = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 24});
+      int ties = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties);
+      }
+      EXPECT_LE(ties, 1) << "c=" << c;
+      EXPECT_EQ(run.free_pages_after, run.total_pages);
+    }
+  }
+}
+
+// Every decode step verifies exactly W·N/2 rows, and the lengths differ between requests.
+TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
+  const auto prompts = RandomPrompts(24, target_.config().vocab_size, 8);
+  testing::PlantedDrafter planted(target_, 16, /*salt=*/6);
+  EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
+                      .max_running = 16,
+                      .predictor = &predictor_};
+  auto engine = Engine::Create(target_, &planted, config).value();
+  for (const auto& p : prompts) ASSERT_TRUE(engine->Submit(p, {.max_tokens = 30}).ok());
+  int64_t steps_seen = 0;
+  std::set<int32_t> accepted_lengths;
+  while (true) {
+    const int64_t before = engine->stats().decode_steps;
+    Result<bool> worked = engine->Step();
+    ASSERT_TRUE(worked.ok());
+    if (!*worked) break;
+    if (engine->stats().decode_steps == before) continue;
+    ++steps_seen;
+    EXPECT_EQ(engine->stats().last_step_rows, 8 * engine->stats().last_step_requests);
+  }
+  EXPECT_GT(steps_seen, 5);
+  for (const RequestResult& r : engine->TakeFinished()) {
+    accepted_lengths.insert(r.accepted.begin(), r.accepted.end());
+  }
+  EXPECT_GT(accepted_lengths.size(), 4u) << "allocations and accepts should vary";
+}
+
+TEST_F(DScaleEngineTest, NeedsAPredictorAndSixteenRowBlocks) {
+  testing::PlantedDrafter planted(target_, 16, 1);
+  const auto no_predictor =
+      Engine::Create(target_, &planted, {.policy = LengthPolicy::Parse("dscale").value()});
+  EXPECT_NE(no_predictor.status().message().find("--predictor"), std::string::npos);
+  testing::PlantedDrafter short_block(target_, 8, 1);
+  const auto short_blocks = Engine::Create(
+      target_, &short_block,
+      {.policy = LengthPolicy::Parse("dscale").value(), .predictor = &predictor_});
+  EXPECT_NE(short_blocks.status().message().find("block size 16"), std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
+
+#include "dvl/features.h"
 
 #include "model/random_checkpoint.h"
 
@@ -23,6 +26,16 @@ Qwen3Config EngineTestTargetConfig(int64_t vocab) {
           .max_position_embeddings = 2048,
           .bos_token_ids = {},
           .eos_token_ids = {vocab - 1}};
+}
+
+dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  dvl::PredictorWeights w = dvl::PredictorWeights::Zeros();
+  for (float& v : w.w1) v = 0.05f * normal(rng);
+  for (float& v : w.w2) v = 0.5f * normal(rng);
+  for (float& v : w.b2) v = 1.0f + normal(rng);
+  return dvl::Predictor(dvl::MakeProjections(hidden, vocab, seed), std::move(w));
 }
 
 EngineRun RunPrompts(Qwen3Model& target, Drafter* drafter, const EngineConfig& config,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "dvl/predictor.h"
 #include "engine/engine.h"
 #include "model/dflash_drafter.h"
 #include "model/model_test_util.h"
@@ -14,6 +15,10 @@
 namespace dscale::testing {
 
 Qwen3Config EngineTestTargetConfig(int64_t vocab = 131);
+
+// A DVL predictor with random weights (so lengths vary by request) for a drafter of this
+// hidden size and vocabulary.
+dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed);
 
 struct EngineRun {
   std::vector<std::vector<int32_t>> outputs;  // in prompt order

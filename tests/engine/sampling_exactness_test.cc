@@ -1,9 +1,13 @@
-// Speculative sampling is exact end to end: at temperature 1 on a 6-token vocabulary, the joint
-// distribution of the first three generated tokens over 20,000 seeded requests matches the
-// target's exact distribution (chi-square, p > 0.001). Tokens 2 and 3 come out of verification
-// steps driven by the planted-error drafter, so accepts, rejections and bonus samples all occur.
+// Speculative sampling is exact end to end: at temperature 1 on a small vocabulary, the joint
+// distribution of the first generated tokens over 20,000 seeded requests matches the target's
+// exact distribution (chi-square, p > 0.001). Every token after the first comes out of
+// verification steps driven by the planted-error drafter, so accepts, rejections and bonus
+// samples all occur. Three tokens over 6 ids (216 cells) for the uniform policies; dscale's
+// features need at least 16 ids, so two tokens over 16 ids (256 cells) there.
 
 #include <gtest/gtest.h>
+
+#include <optional>
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
@@ -14,60 +18,73 @@
 namespace dscale {
 namespace {
 
-constexpr int64_t kVocab = 6;
 constexpr int kSamples = 20000;
 
-// P(t1, t2, t3 | prompt) for every triple, index t1·36 + t2·6 + t3.
+// Exact probability of every sequence of `length` tokens after `prompt`, indexed in base
+// `vocab` (first token most significant): products of the target's conditionals, read off one
+// prefill of prompt + sequence.
 std::vector<double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& prompt,
-                               const SamplingParams& params) {
-  std::vector<double> joint(kVocab * kVocab * kVocab);
+                               const SamplingParams& params, int length) {
+  const int64_t vocab = target.config().vocab_size;
   const auto n = static_cast<int32_t>(prompt.size());
-  std::vector<double> p1, p2, p3;
-  for (int32_t t1 = 0; t1 < kVocab; ++t1) {
-    for (int32_t t2 = 0; t2 < kVocab; ++t2) {
-      std::vector<int32_t> tokens = prompt;
-      tokens.push_back(t1);
-      tokens.push_back(t2);
-      PagedKvCache cache(target.KvShape(16, 2));
-      const int32_t seq = cache.AddSequence();
-      EXPECT_TRUE(cache.Reserve(seq, n + 2).ok());
-      PackedBatch batch;
-      batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
-      ForwardOutput out;
-      EXPECT_TRUE(target.Forward(batch, {}, cache, &out).ok());
-      const std::span<const float> logits(out.logits);
-      TargetDistribution(logits.subspan((n - 1) * kVocab, kVocab), params, &p1);
-      TargetDistribution(logits.subspan(n * kVocab, kVocab), params, &p2);
-      TargetDistribution(logits.subspan((n + 1) * kVocab, kVocab), params, &p3);
-      for (int32_t t3 = 0; t3 < kVocab; ++t3) {
-        joint[(t1 * kVocab + t2) * kVocab + t3] = p1[t1] * p2[t2] * p3[t3];
-      }
+  int64_t cells = 1;
+  for (int i = 0; i < length; ++i) cells *= vocab;
+  std::vector<double> joint(cells);
+  std::vector<double> probs;
+  for (int64_t cell = 0; cell < cells; ++cell) {
+    std::vector<int32_t> sequence(length);
+    for (int i = length - 1, rest = static_cast<int>(cell); i >= 0; --i, rest /= vocab) {
+      sequence[i] = static_cast<int32_t>(rest % vocab);
     }
+    std::vector<int32_t> tokens = prompt;
+    tokens.insert(tokens.end(), sequence.begin(), sequence.end());
+    PagedKvCache cache(target.KvShape(16, 2));
+    const int32_t seq = cache.AddSequence();
+    EXPECT_TRUE(cache.Reserve(seq, n + length).ok());
+    PackedBatch batch;
+    batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+    ForwardOutput out;
+    EXPECT_TRUE(target.Forward(batch, {}, cache, &out).ok());
+    double p = 1.0;
+    for (int i = 0; i < length; ++i) {
+      TargetDistribution(std::span(out.logits).subspan((n - 1 + i) * vocab, vocab), params, &probs);
+      p *= probs[sequence[i]];
+    }
+    joint[cell] = p;
   }
   return joint;
 }
 
-void ExpectExactSampling(const std::string& mode, const SamplingParams& base) {
-  const Qwen3Config config = testing::EngineTestTargetConfig(kVocab);
+void ExpectExactSampling(const std::string& mode, const SamplingParams& base, int64_t vocab = 6,
+                         int length = 3) {
+  const Qwen3Config config = testing::EngineTestTargetConfig(vocab);
   Qwen3Model target(config, RandomQwen3Weights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
   testing::PlantedDrafter drafter(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
   EngineConfig engine_config{.policy = LengthPolicy::Parse(mode).value(), .max_running = 64};
+  std::optional<dvl::Predictor> predictor;
+  if (engine_config.policy.mode == SpecMode::kDScale) {
+    predictor = testing::RandomPredictor(config.hidden_size, vocab, 4);
+    engine_config.predictor = &*predictor;
+  }
   auto engine = Engine::Create(target, &drafter, engine_config).value();
   for (int i = 0; i < kSamples; ++i) {
-    GenerationParams params{.max_tokens = 3, .sampling = base};
+    GenerationParams params{.max_tokens = length, .sampling = base};
     params.sampling.seed = 1000003ull * i + 7;
     ASSERT_TRUE(engine->Submit(prompt, params).ok());
   }
   ASSERT_TRUE(engine->RunToCompletion().ok());
-  std::vector<int64_t> counts(kVocab * kVocab * kVocab, 0);
+  const std::vector<double> exact = ExactJoint(target, prompt, base, length);
+  std::vector<int64_t> counts(exact.size(), 0);
   int64_t accepted_drafts = 0;
   for (const RequestResult& r : engine->TakeFinished()) {
-    ASSERT_EQ(r.output_ids.size(), 3u);
-    ++counts[(r.output_ids[0] * kVocab + r.output_ids[1]) * kVocab + r.output_ids[2]];
+    ASSERT_EQ(r.output_ids.size(), static_cast<size_t>(length));
+    int64_t cell = 0;
+    for (int32_t t : r.output_ids) cell = cell * vocab + t;
+    ++counts[cell];
     for (int32_t a : r.accepted) accepted_drafts += a;
   }
-  const testing::ChiSquareResult chi = testing::ChiSquareTest(counts, ExactJoint(target, prompt, base));
+  const testing::ChiSquareResult chi = testing::ChiSquareTest(counts, exact);
   EXPECT_GT(chi.p_value, 0.001) << mode << ": chi2 " << chi.statistic << " dof " << chi.dof;
   EXPECT_GT(accepted_drafts, kSamples / 10) << "the accept path must be exercised";
 }
@@ -78,6 +95,10 @@ TEST(SamplingExactnessTest, DFlashAtTemperatureOne) {
 
 TEST(SamplingExactnessTest, Fixed4AtTemperatureOne) {
   ExpectExactSampling("fixed:4", {.temperature = 1.0f});
+}
+
+TEST(SamplingExactnessTest, DScaleAtTemperatureOne) {
+  ExpectExactSampling("dscale", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {
