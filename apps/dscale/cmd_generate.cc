@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "dvl/predictor.h"
 #include "engine/engine.h"
 #include "io/tokenizer/display_text.h"
 #include "model/dflash_drafter.h"
@@ -33,6 +34,8 @@ struct GenerateArgs {
   int32_t top_k = 0;
   uint64_t seed = 0;
   int32_t concurrency = 1;
+  std::string predictor;
+  double verify_budget = 0.5;
   bool tile_routing = true;
   bool json = false;
 };
@@ -96,6 +99,18 @@ Result<std::optional<DFlashDrafter>> LoadDrafter(const GenerateArgs& args,
   return std::optional<DFlashDrafter>(std::move(drafter));
 }
 
+Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
+                                                    const LengthPolicy& policy,
+                                                    const Qwen3Model& target,
+                                                    const std::optional<DFlashDrafter>& drafter) {
+  if (policy.mode != SpecMode::kDScale) return std::optional<dvl::Predictor>();
+  if (args.predictor.empty()) return InvalidArgument("--spec dscale needs --predictor");
+  const dvl::DrafterDims dims{.hidden_size = drafter->config().draft.hidden_size,
+                              .vocab_size = target.config().vocab_size};
+  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor, dvl::Predictor::Load(args.predictor, dims));
+  return std::optional<dvl::Predictor>(std::move(predictor));
+}
+
 void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* tokenizer,
                const std::vector<std::string>& stops, const StepStats& stats, double seconds,
                const std::string& mode) {
@@ -129,9 +144,13 @@ int RunGenerate(const GenerateArgs& args) {
   Result<std::optional<DFlashDrafter>> drafter = LoadDrafter(args, *policy, *target);
   if (!drafter.ok()) return fail(drafter.status());
 
+  Result<std::optional<dvl::Predictor>> predictor = LoadPredictor(args, *policy, *target, *drafter);
+  if (!predictor.ok()) return fail(predictor.status());
   EngineConfig config{.policy = *policy,
                       .max_running = args.concurrency,
-                      .tile_routing = args.tile_routing};
+                      .tile_routing = args.tile_routing,
+                      .predictor = predictor->has_value() ? &**predictor : nullptr,
+                      .verify_budget = args.verify_budget};
   if (tok != nullptr) {
     config.decode_text = [tok](std::span<const int32_t> ids) { return DisplayText(*tok, ids); };
   }
@@ -195,6 +214,11 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--predictor", args->predictor, "DVL predictor file (for --spec dscale)");
+  cmd->add_option("--verify-budget", args->verify_budget,
+                  "dscale: verified rows per step as a fraction of W·N")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")

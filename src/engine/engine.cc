@@ -299,6 +299,7 @@ Status Engine::RunDecode() {
     results[i] = Accept(*batch[i], logits, drafts);
   }
   stats_.acceptance_s += SecondsSince(t);
+  if (config_.on_step) Observe(batch, results);
 
   t = Clock::now();
   std::vector<int32_t> accepted_tokens;
@@ -337,6 +338,22 @@ Status Engine::Draft(const std::vector<RequestState*>& batch, DraftOutput* draft
                         .committed = std::span(r->tokens).first(r->committed)});
   }
   return drafter_->Draft(requests, cache_, TileFor(block_), drafts);
+}
+
+void Engine::Observe(const std::vector<RequestState*>& batch,
+                     const std::vector<VerifyResult>& results) {
+  std::vector<RequestId> ids;
+  std::vector<int32_t> rows, accepted;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ids.push_back(batch[i]->id);
+    rows.push_back(batch_.requests[i].q_len);
+    accepted.push_back(results[i].accepted);
+  }
+  config_.on_step({.step = stats_.decode_steps,
+                   .ids = ids,
+                   .drafts = drafter_ != nullptr ? &drafts_ : nullptr,
+                   .rows = rows,
+                   .accepted = accepted});
 }
 
 void Engine::StageBlocks(const std::vector<RequestState*>& batch) {

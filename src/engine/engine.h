@@ -30,6 +30,15 @@
 
 namespace dscale {
 
+// What a decode step decided and verified, for observers (e.g. trace collection).
+struct StepRecord {
+  int64_t step = 0;                   // decode step index
+  std::span<const RequestId> ids;     // the N requests, in draft order
+  const DraftOutput* drafts = nullptr;  // their drafts (null for the anchor-only policy)
+  std::span<const int32_t> rows;      // k_i verified
+  std::span<const int32_t> accepted;  // a_i accepted
+};
+
 struct EngineConfig {
   LengthPolicy policy;
   int32_t max_running = 16;      // c: running requests at most
@@ -40,6 +49,8 @@ struct EngineConfig {
   bool tile_routing = true;      // 16-row tile for verification/drafting; off: 128 everywhere
   const dvl::Predictor* predictor = nullptr;  // the DVL acceptance predictor (dscale policy)
   double verify_budget = 0.5;  // dscale: verified rows per step = verify_budget · W · N
+  // Called after every decode step's acceptance, on the engine thread.
+  std::function<void(const StepRecord&)> on_step;
   // Text of output ids, for stop strings; unset: stop strings are rejected at submit.
   std::function<std::string(std::span<const int32_t>)> decode_text;
 };
@@ -86,6 +97,7 @@ class Engine {
   void RetireFinished();
 
   Status Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts);
+  void Observe(const std::vector<RequestState*>& batch, const std::vector<VerifyResult>& results);
   // Fills blocks_ with each request's [anchor, candidates…] and their positions and slots.
   void StageBlocks(const std::vector<RequestState*>& batch);
   VerifyResult Accept(RequestState& r, std::span<const float> logits,

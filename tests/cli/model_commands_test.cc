@@ -125,3 +125,43 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
 
 }  // namespace
 }  // namespace dscale
+
+namespace dscale {
+namespace {
+
+// The predictor pipeline end to end: collect traces with full-width DFlash, train a predictor
+// on them, then serve --spec dscale with it; greedy output equals plain decoding.
+TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
+  const std::string prompts = *dir_ + "/prompts.jsonl";
+  {
+    std::ofstream file(prompts);
+    for (int i = 0; i < 12; ++i) {
+      file << "{\"ids\": [" << (i * 7) % 90 << ", " << (i * 13) % 90 << ", " << (i * 29) % 90
+           << ", 4, 5]}\n";
+    }
+  }
+  const std::string traces = *dir_ + "/traces.bin";
+  const std::string predictor = *dir_ + "/predictor.bin";
+  testing::CommandResult r = RunDscale("collect --target " + Target() + " --drafter " + Drafter() +
+                                       " --prompts " + prompts + " --out " + traces +
+                                       " --max-tokens 16 --concurrency 8");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("from 12 prompts"), std::string::npos) << r.out;
+  r = RunDscale("train-predictor --traces " + traces + " --out " + predictor + " --epochs 3");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+
+  const std::string common = " --target " + Target() + " --drafter " + Drafter() +
+                             " --prompts " + prompts + " --max-tokens 16 --concurrency 8 --json";
+  const nlohmann::json plain = Json("generate --spec none" + common);
+  const nlohmann::json dscale = Json("generate --spec dscale --predictor " + predictor + common);
+  ASSERT_EQ(plain["requests"].size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(dscale["requests"][i]["output_ids"], plain["requests"][i]["output_ids"]) << i;
+  }
+
+  r = RunDscale("generate --spec dscale" + common);
+  EXPECT_NE(r.out.find("--predictor"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace dscale

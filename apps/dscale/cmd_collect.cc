@@ -1,0 +1,148 @@
+// dscale collect: full-width DFlash runs over prompt files, logging for every live request of
+// every verification step the DVL features and how many drafts full-width verification
+// accepted — the predictor's training data (format: docs/TRACE_FORMAT.md).
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "dvl/features.h"
+#include "engine/engine.h"
+#include "model/dflash_drafter.h"
+#include "prompt_input.h"
+#include "train/trace_file.h"
+
+namespace dscale::cli {
+namespace {
+
+struct CollectArgs {
+  std::string target;
+  std::string drafter;
+  std::string tokenizer;
+  std::vector<std::string> prompt_files;
+  std::string out;
+  int32_t concurrency = 16;
+  int32_t max_tokens = 256;
+  uint64_t projection_seed = 1;
+};
+
+// Writes one record per request of each observed step.
+class TraceCollector {
+ public:
+  TraceCollector(train::TraceWriter writer, dvl::Projections projections)
+      : writer_(std::move(writer)), projections_(std::move(projections)) {}
+
+  void SetPromptId(RequestId id, uint32_t prompt) { prompt_of_[id] = prompt; }
+
+  void Record(const StepRecord& step) {
+    if (!status_.ok() || step.drafts == nullptr) return;
+    const auto n = static_cast<int64_t>(step.ids.size());
+    features_.resize(n * dvl::kFeatureCount);
+    dvl::ExtractFeaturesBatch(step.drafts->logits.data(), step.drafts->hidden.data(), n, n,
+                              projections_, features_.data());
+    for (int64_t i = 0; i < n && status_.ok(); ++i) {
+      const train::TraceMeta meta{.prompt_id = prompt_of_.at(step.ids[i]),
+                                  .live_count = static_cast<uint32_t>(n),
+                                  .step = static_cast<uint32_t>(step.step),
+                                  .accepted = static_cast<uint32_t>(step.accepted[i])};
+      status_ = writer_.Append(meta, features_.data() + i * dvl::kFeatureCount);
+      accepted_sum_ += step.accepted[i];
+    }
+  }
+
+  Status Finish() {
+    DSCALE_RETURN_IF_ERROR(status_);
+    return writer_.Close();
+  }
+  int64_t records() const { return writer_.records(); }
+  double mean_accepted() const { return records() ? double(accepted_sum_) / records() : 0.0; }
+
+ private:
+  train::TraceWriter writer_;
+  dvl::Projections projections_;
+  std::map<RequestId, uint32_t> prompt_of_;
+  std::vector<float> features_;
+  Status status_;
+  int64_t accepted_sum_ = 0;
+};
+
+Result<std::vector<std::vector<int32_t>>> LoadAllPrompts(const CollectArgs& args,
+                                                         const Tokenizer* tokenizer) {
+  std::vector<std::vector<int32_t>> all;
+  for (const std::string& file : args.prompt_files) {
+    DSCALE_ASSIGN_OR_RETURN(auto prompts, LoadPrompts({.prompts_file = file}, tokenizer));
+    all.insert(all.end(), prompts.begin(), prompts.end());
+  }
+  return all;
+}
+
+int RunCollect(const CollectArgs& args) {
+  auto fail = [](const Status& s) { return ReportError("collect", s); };
+  Result<Qwen3Model> target = Qwen3Model::Load(args.target);
+  if (!target.ok()) return fail(target.status());
+  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target);
+  if (!drafter.ok()) return fail(drafter.status());
+  Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
+  if (!tokenizer.ok()) return fail(tokenizer.status());
+  Result<std::vector<std::vector<int32_t>>> prompts =
+      LoadAllPrompts(args, tokenizer->has_value() ? &**tokenizer : nullptr);
+  if (!prompts.ok()) return fail(prompts.status());
+
+  const int64_t hidden = drafter->config().draft.hidden_size;
+  const int64_t vocab = target->config().vocab_size;
+  const train::TraceHeader header{.drafter_hidden = static_cast<uint32_t>(hidden),
+                                  .drafter_vocab = static_cast<uint32_t>(vocab),
+                                  .projection_seed = args.projection_seed};
+  Result<train::TraceWriter> writer = train::TraceWriter::Create(args.out, header);
+  if (!writer.ok()) return fail(writer.status());
+  TraceCollector collector(std::move(writer).value(),
+                           dvl::MakeProjections(hidden, vocab, args.projection_seed));
+
+  EngineConfig config{.policy = LengthPolicy{.mode = SpecMode::kDFlash},
+                      .max_running = args.concurrency};
+  config.on_step = [&collector](const StepRecord& step) { collector.Record(step); };
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(*target, &*drafter, std::move(config));
+  if (!engine.ok()) return fail(engine.status());
+  const GenerationParams params{.max_tokens = args.max_tokens,
+                                .stop_ids = target->config().eos_token_ids};
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    Result<RequestId> id = (*engine)->Submit((*prompts)[i], params);
+    if (!id.ok()) return fail(id.status().WithContext("prompt " + std::to_string(i + 1)));
+    collector.SetPromptId(*id, static_cast<uint32_t>(i));
+  }
+  if (Status s = (*engine)->RunToCompletion(); !s.ok()) return fail(s);
+  if (Status s = collector.Finish(); !s.ok()) return fail(s);
+  std::printf("wrote %s: %lld records from %zu prompts, mean accepted %.2f of 15\n",
+              args.out.c_str(), static_cast<long long>(collector.records()), prompts->size(),
+              collector.mean_accepted());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterCollectCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<CollectArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("collect", "Log DVL features and full-width acceptance (traces)");
+  cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
+  cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory")->required();
+  cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer folder (default: the target's)");
+  cmd->add_option("--prompts", args->prompt_files, "JSONL prompt files (see generate --prompts)")
+      ->required();
+  cmd->add_option("--out", args->out, "Trace file to write")->required();
+  cmd->add_option("--concurrency", args->concurrency, "Running requests at most")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--projection-seed", args->projection_seed, "Seed of the fixed projections")
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunCollect(*args); });
+}
+
+}  // namespace dscale::cli
