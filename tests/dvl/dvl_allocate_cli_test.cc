@@ -12,6 +12,7 @@
 #include <string>
 
 #include "dvl/scoped_temp_dir.h"
+#include "run_command.h"
 
 namespace {
 
@@ -24,19 +25,9 @@ CommandResult RunDvlAllocate(const std::string& json_text) {
   const dscale::test_util::ScopedTempDir dir;
   const std::string path = dir.File("scores.json");
   std::ofstream(path) << json_text;
-  const std::string command =
-      std::string(DSCALE_BINARY) + " dvl-allocate --scores '" + path + "' 2>&1";
-  CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t got = 0;
-  while ((got = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.output.append(buffer.data(), got);
-  }
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  const dscale::testing::CommandResult r =
+      dscale::testing::RunDscale("dvl-allocate --scores '" + path + "'");
+  return {.exit_code = r.exit_code, .output = r.out};
 }
 
 // The paper's worked example: seeds [5, 10, 7, 9], budget 32, R1 grows.

@@ -11,30 +11,18 @@
 
 #include "dvl/predictor.h"
 #include "dvl/scoped_temp_dir.h"
+#include "run_command.h"
 #include "synthetic_traces.h"
 #include "train/trace_file.h"
 
 namespace dscale::train {
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout only
-};
+using dscale::testing::CommandResult;
 
+// `dscale <args>` with stdout only.
 CommandResult RunDscale(const std::string& args) {
-  const std::string command = std::string(DSCALE_BINARY) + " " + args + " 2>/dev/null";
-  CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t got = 0;
-  while ((got = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.out.append(buffer.data(), got);
-  }
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return dscale::testing::RunDscale(args, /*merge_stderr=*/false);
 }
 
 TEST(PredictorCliTest, TrainThenEvaluate) {
