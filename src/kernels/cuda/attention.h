@@ -14,9 +14,9 @@
 // query row. The tile height is the path-aware tile router's hook, as on the CPU: 16 for
 // verification and drafting, 128 for prefill.
 //
-// Shared memory grows with kTileRows · head_dim: about 154 KiB at 128 × 128, which fits Ampere
-// (sm_80, 163 KiB per block) and Hopper (227 KiB). A tile that does not fit the device is a
-// CHECK failure naming the size.
+// Shared memory grows with kTileRows · head_dim: about 154 KiB at 128 × 128, which fits the
+// A100 (sm_80, 163 KiB per block) and Hopper (227 KiB). A tile that does not fit the device is
+// a CHECK failure naming the sizes.
 
 #include <cuda_runtime_api.h>
 
