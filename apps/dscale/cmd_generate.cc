@@ -5,13 +5,17 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/engine.h"
+#include "io/tokenizer/display_text.h"
 #include "model/dflash_drafter.h"
+#include "prompt_input.h"
 
 namespace dscale::cli {
 namespace {
@@ -19,8 +23,10 @@ namespace {
 struct GenerateArgs {
   std::string target;
   std::string drafter;
+  std::string tokenizer;
   std::string spec = "dflash";
-  std::string ids;
+  PromptFlags prompts;
+  std::vector<std::string> stop;
   int32_t max_tokens = 64;
   float temperature = 0.0f;
   float top_p = 1.0f;
@@ -48,11 +54,28 @@ nlohmann::json StatsJson(const StepStats& s, double seconds, const std::string& 
             {"commit", s.commit_s}}}};
 }
 
-void PrintText(const std::vector<RequestResult>& results, const StepStats& stats, double seconds,
+// The output as text (when a tokenizer is known), cut before the first stop string.
+std::optional<std::string> OutputText(const RequestResult& r, const Tokenizer* tokenizer,
+                                      const std::vector<std::string>& stops) {
+  if (tokenizer == nullptr) return std::nullopt;
+  std::string text = DisplayText(*tokenizer, r.output_ids, {.skip_special = true});
+  for (const std::string& stop : stops) {
+    const size_t at = text.find(stop);
+    if (at != std::string::npos) text.resize(at);
+  }
+  return text;
+}
+
+void PrintText(const std::vector<RequestResult>& results, const Tokenizer* tokenizer,
+               const std::vector<std::string>& stops, const StepStats& stats, double seconds,
                const std::string& mode) {
   for (const RequestResult& r : results) {
     std::printf("request %llu (%s):", static_cast<unsigned long long>(r.id),
                 FinishReasonName(r.finish_reason));
+    if (const std::optional<std::string> text = OutputText(r, tokenizer, stops)) {
+      std::printf("\n%s\n", text->c_str());
+      continue;
+    }
     for (int32_t t : r.output_ids) std::printf(" %d", t);
     std::printf("\n");
   }
@@ -62,57 +85,87 @@ void PrintText(const std::vector<RequestResult>& results, const StepStats& stats
               stats.rows_per_step());
 }
 
-int RunGenerate(const GenerateArgs& args) {
-  Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
-  if (!policy.ok()) return ReportError("generate", policy.status());
-  Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
-  if (!ids.ok()) return ReportError("generate", ids.status());
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target);
-  if (!target.ok()) return ReportError("generate", target.status());
-  std::optional<DFlashDrafter> drafter;
-  if (policy->UsesDrafter()) {
-    if (args.drafter.empty()) {
-      return ReportError("generate", InvalidArgument("--spec " + args.spec + " needs --drafter"));
-    }
-    Result<DFlashDrafter> loaded = DFlashDrafter::Load(args.drafter, *target);
-    if (!loaded.ok()) return ReportError("generate", loaded.status());
-    drafter.emplace(std::move(loaded).value());
+Result<std::optional<DFlashDrafter>> LoadDrafter(const GenerateArgs& args,
+                                                 const LengthPolicy& policy,
+                                                 const Qwen3Model& target) {
+  if (!policy.UsesDrafter()) return std::optional<DFlashDrafter>();
+  if (args.drafter.empty()) {
+    return InvalidArgument("--spec " + args.spec + " needs --drafter");
   }
-  Result<std::unique_ptr<Engine>> engine = Engine::Create(
-      *target, drafter ? &*drafter : nullptr,
-      {.policy = *policy, .max_running = args.concurrency, .tile_routing = args.tile_routing});
-  if (!engine.ok()) return ReportError("generate", engine.status());
+  DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(args.drafter, target));
+  return std::optional<DFlashDrafter>(std::move(drafter));
+}
 
-  const GenerationParams params{.max_tokens = args.max_tokens,
-                                .sampling = {.temperature = args.temperature,
-                                             .top_k = args.top_k,
-                                             .top_p = args.top_p,
-                                             .seed = args.seed},
-                                .stop_ids = target->config().eos_token_ids};
-  if (Result<RequestId> id = (*engine)->Submit(*ids, params); !id.ok()) {
-    return ReportError("generate", id.status());
-  }
-  const auto start = std::chrono::steady_clock::now();
-  if (Status s = (*engine)->RunToCompletion(); !s.ok()) return ReportError("generate", s);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<RequestResult> results = (*engine)->TakeFinished();
-  const StepStats& stats = (*engine)->stats();
-  if (!args.json) {
-    PrintText(results, stats, seconds, policy->Name());
-    return 0;
-  }
+void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* tokenizer,
+               const std::vector<std::string>& stops, const StepStats& stats, double seconds,
+               const std::string& mode) {
   nlohmann::json requests = nlohmann::json::array();
   for (const RequestResult& r : results) {
-    requests.push_back({{"output_ids", r.output_ids},
-                        {"finish_reason", FinishReasonName(r.finish_reason)},
-                        {"steps", r.steps},
-                        {"accepted", r.accepted}});
+    nlohmann::json request = {{"output_ids", r.output_ids},
+                              {"finish_reason", FinishReasonName(r.finish_reason)},
+                              {"steps", r.steps},
+                              {"accepted", r.accepted}};
+    if (const std::optional<std::string> text = OutputText(r, tokenizer, stops)) {
+      request["text"] = *text;
+    }
+    requests.push_back(std::move(request));
   }
-  std::cout << nlohmann::json{{"requests", requests},
-                              {"stats", StatsJson(stats, seconds, policy->Name())}}
+  std::cout << nlohmann::json{{"requests", requests}, {"stats", StatsJson(stats, seconds, mode)}}
                    .dump()
             << "\n";
+}
+
+int RunGenerate(const GenerateArgs& args) {
+  auto fail = [](const Status& s) { return ReportError("generate", s); };
+  Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
+  if (!policy.ok()) return fail(policy.status());
+  Result<Qwen3Model> target = Qwen3Model::Load(args.target);
+  if (!target.ok()) return fail(target.status());
+  Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
+  if (!tokenizer.ok()) return fail(tokenizer.status());
+  const Tokenizer* tok = tokenizer->has_value() ? &**tokenizer : nullptr;
+  Result<std::vector<std::vector<int32_t>>> prompts = LoadPrompts(args.prompts, tok);
+  if (!prompts.ok()) return fail(prompts.status());
+  Result<std::optional<DFlashDrafter>> drafter = LoadDrafter(args, *policy, *target);
+  if (!drafter.ok()) return fail(drafter.status());
+
+  EngineConfig config{.policy = *policy,
+                      .max_running = args.concurrency,
+                      .tile_routing = args.tile_routing};
+  if (tok != nullptr) {
+    config.decode_text = [tok](std::span<const int32_t> ids) { return DisplayText(*tok, ids); };
+  }
+  Result<std::unique_ptr<Engine>> engine =
+      Engine::Create(*target, drafter->has_value() ? &**drafter : nullptr, std::move(config));
+  if (!engine.ok()) return fail(engine.status());
+
+  GenerationParams params{.max_tokens = args.max_tokens,
+                          .sampling = {.temperature = args.temperature,
+                                       .top_k = args.top_k,
+                                       .top_p = args.top_p,
+                                       .seed = args.seed},
+                          .stop_ids = target->config().eos_token_ids,
+                          .stop_strings = args.stop};
+  std::map<RequestId, size_t> order;
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    params.sampling.seed = args.seed + i;
+    Result<RequestId> id = (*engine)->Submit((*prompts)[i], params);
+    if (!id.ok()) return fail(id.status().WithContext("prompt " + std::to_string(i + 1)));
+    order[*id] = i;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (Status s = (*engine)->RunToCompletion(); !s.ok()) return fail(s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<RequestResult> results = (*engine)->TakeFinished();
+  std::sort(results.begin(), results.end(), [&](const RequestResult& a, const RequestResult& b) {
+    return order.at(a.id) < order.at(b.id);
+  });
+  if (args.json) {
+    PrintJson(results, tok, args.stop, (*engine)->stats(), seconds, policy->Name());
+  } else {
+    PrintText(results, tok, args.stop, (*engine)->stats(), seconds, policy->Name());
+  }
   return 0;
 }
 
@@ -125,7 +178,14 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
   cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale")
       ->capture_default_str();
-  cmd->add_option("--ids", args->ids, "Prompt as comma-separated token ids")->required();
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "Tokenizer folder (default: the target folder, when it has tokenizer files)");
+  cmd->add_option("--ids", args->prompts.ids, "Prompt as comma-separated token ids");
+  cmd->add_option("--prompt", args->prompts.prompt, "Prompt text (one user chat turn)");
+  cmd->add_option("--prompts", args->prompts.prompts_file,
+                  "JSONL file: {\"prompt\": ...}, {\"messages\": [...]} or {\"ids\": [...]} per line");
+  cmd->add_flag("--raw", args->prompts.raw, "Encode text prompts as is, without the chat template");
+  cmd->add_option("--stop", args->stop, "Stop string (repeatable)");
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -1,35 +1,21 @@
 // `dscale tokenize` end to end: JSON on stdout, exit codes 0 / 1 (runtime) / 2 (usage).
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "run_command.h"
 
 namespace dscale {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout, then stderr
-};
+using RunResult = testing::CommandResult;
 
-// Runs `dscale tokenize --tokenizer <qwen3 test files> <args>` through the shell.
+// Runs `dscale tokenize --tokenizer <qwen3 test files> <args>`.
 RunResult RunTokenize(const std::string& args) {
-  const std::string command = std::string(DSCALE_BINARY) + " tokenize --tokenizer " +
-                              DSCALE_TEST_DATA_DIR + "/tokenizer/qwen3 " + args + " 2>&1";
-  RunResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return testing::RunDscale("tokenize --tokenizer " + std::string(DSCALE_TEST_DATA_DIR) +
+                            "/tokenizer/qwen3 " + args);
 }
 
 nlohmann::json ParseLine(const std::string& out) {

@@ -1,0 +1,117 @@
+#include "prompt_input.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "io/tokenizer/chat_template.h"
+
+namespace dscale::cli {
+namespace {
+
+Result<std::vector<int32_t>> EncodeText(const std::string& text, bool raw,
+                                        const Tokenizer& tokenizer) {
+  if (raw) return tokenizer.Encode(text);
+  const ChatMessage message{.role = "user", .content = text};
+  DSCALE_ASSIGN_OR_RETURN(std::string formatted, ApplyQwen3ChatTemplate(std::span(&message, 1)));
+  return tokenizer.Encode(formatted);
+}
+
+Result<std::vector<int32_t>> EncodeMessages(const nlohmann::json& messages,
+                                            const Tokenizer& tokenizer) {
+  std::vector<ChatMessage> chat;
+  for (const nlohmann::json& m : messages) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+        !m.contains("content") || !m["content"].is_string()) {
+      return InvalidArgument("\"messages\": expected objects with string role and content");
+    }
+    chat.push_back({.role = m["role"].get<std::string>(),
+                    .content = m["content"].get<std::string>()});
+  }
+  DSCALE_ASSIGN_OR_RETURN(std::string formatted, ApplyQwen3ChatTemplate(chat));
+  return tokenizer.Encode(formatted);
+}
+
+Result<std::vector<int32_t>> ParseLine(const std::string& line, bool raw,
+                                       const Tokenizer* tokenizer) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return InvalidArgument("expected a JSON object");
+  if (j.contains("ids")) {
+    if (!j["ids"].is_array()) return InvalidArgument("\"ids\": expected a list of token ids");
+    std::vector<int32_t> ids;
+    for (const nlohmann::json& id : j["ids"]) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return InvalidArgument("\"ids\": expected non-negative integers");
+      }
+      ids.push_back(id.get<int32_t>());
+    }
+    return ids;
+  }
+  if (tokenizer == nullptr) {
+    return InvalidArgument("text prompts need a tokenizer (--tokenizer, or tokenizer files in "
+                           "the target folder)");
+  }
+  if (j.contains("messages") && j["messages"].is_array()) {
+    return EncodeMessages(j["messages"], *tokenizer);
+  }
+  if (j.contains("prompt") && j["prompt"].is_string()) {
+    return EncodeText(j["prompt"].get<std::string>(), raw, *tokenizer);
+  }
+  return InvalidArgument("expected \"prompt\" (string), \"messages\" (list) or \"ids\" (list)");
+}
+
+Result<std::vector<std::vector<int32_t>>> LoadPromptFile(const std::string& path, bool raw,
+                                                         const Tokenizer* tokenizer) {
+  std::ifstream file(path);
+  if (!file) return NotFound("--prompts: cannot open " + path);
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  for (int line_number = 1; std::getline(file, line); ++line_number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Result<std::vector<int32_t>> ids = ParseLine(line, raw, tokenizer);
+    if (!ids.ok()) {
+      return ids.status().WithContext(path + ":" + std::to_string(line_number));
+    }
+    prompts.push_back(std::move(ids).value());
+  }
+  if (prompts.empty()) return InvalidArgument("--prompts: " + path + " holds no prompts");
+  return prompts;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<int32_t>>> LoadPrompts(const PromptFlags& flags,
+                                                      const Tokenizer* tokenizer) {
+  const int sources = !flags.ids.empty() + !flags.prompt.empty() + !flags.prompts_file.empty();
+  if (sources != 1) return InvalidArgument("give exactly one of --ids, --prompt, --prompts");
+  if (!flags.ids.empty()) {
+    DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIdList(flags.ids, "--ids"));
+    return std::vector<std::vector<int32_t>>{std::move(ids)};
+  }
+  if (!flags.prompts_file.empty()) return LoadPromptFile(flags.prompts_file, flags.raw, tokenizer);
+  if (tokenizer == nullptr) {
+    return InvalidArgument("--prompt needs a tokenizer (--tokenizer, or tokenizer files in the "
+                           "target folder)");
+  }
+  DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                          EncodeText(flags.prompt, flags.raw, *tokenizer));
+  return std::vector<std::vector<int32_t>>{std::move(ids)};
+}
+
+Result<std::optional<Tokenizer>> LoadOptionalTokenizer(const std::string& dir,
+                                                       const std::string& target_dir) {
+  std::string folder = dir;
+  if (folder.empty()) {
+    const std::filesystem::path target(target_dir);
+    if (!std::filesystem::exists(target / "vocab.json") &&
+        !std::filesystem::exists(target / "tokenizer.json")) {
+      return std::optional<Tokenizer>();
+    }
+    folder = target_dir;
+  }
+  DSCALE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::Load(folder));
+  return std::optional<Tokenizer>(std::move(tokenizer));
+}
+
+}  // namespace dscale::cli

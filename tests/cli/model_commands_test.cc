@@ -1,0 +1,127 @@
+// make-tiny, logits, draft and generate end to end through the built binary.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_command.h"
+
+namespace dscale {
+namespace {
+
+using testing::RunDscale;
+
+class ModelCommandsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() /
+                            ("dscale_cli_" + std::to_string(::getpid())))
+                               .string());
+    const testing::CommandResult r =
+        RunDscale("make-tiny --out " + Target() + " --drafter-out " + Drafter() +
+                  " --seed 4 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 "
+                  "--kv-heads 2 --head-dim 16 --draft-layers 2");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string Target() { return *dir_ + "/target"; }
+  static std::string Drafter() { return *dir_ + "/drafter"; }
+
+  static nlohmann::json Json(const std::string& args) {
+    const testing::CommandResult r = RunDscale(args, /*merge_stderr=*/false);
+    EXPECT_EQ(r.exit_code, 0) << args;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  }
+
+  static std::string* dir_;
+};
+std::string* ModelCommandsTest::dir_ = nullptr;
+
+int Argmax(const nlohmann::json& row) {
+  const std::vector<float> v = row.get<std::vector<float>>();
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+TEST_F(ModelCommandsTest, MakeTinyWritesTheHuggingFaceLayout) {
+  for (const char* file : {"/config.json", "/model.safetensors"}) {
+    EXPECT_TRUE(std::filesystem::exists(Target() + file)) << file;
+    EXPECT_TRUE(std::filesystem::exists(Drafter() + file)) << file;
+  }
+  std::ifstream config(Drafter() + "/config.json");
+  const nlohmann::json j = nlohmann::json::parse(config, nullptr, false);
+  EXPECT_EQ(j["block_size"], 16);
+  EXPECT_EQ(j["dflash_config"]["mask_token_id"], 95);
+  // One id per draft layer, by the documented rule for 3 target layers: 1 + i·(0 − 1) → [1, 0].
+  EXPECT_EQ(j["dflash_config"]["target_layer_ids"], nlohmann::json::parse("[1, 0]"));
+}
+
+TEST_F(ModelCommandsTest, LogitsHasOneFullRowPerPositionAndAgreesWithGenerate) {
+  const nlohmann::json logits = Json("logits --model " + Target() + " --ids 5,17,3,42");
+  ASSERT_EQ(logits["logits"].size(), 4u);
+  for (const auto& row : logits["logits"]) EXPECT_EQ(row.size(), 97u);
+  const nlohmann::json gen =
+      Json("generate --target " + Target() + " --spec none --ids 5,17,3,42 --max-tokens 3 --json");
+  EXPECT_EQ(gen["requests"][0]["output_ids"][0], Argmax(logits["logits"][3]));
+}
+
+TEST_F(ModelCommandsTest, DraftPrintsGreedyCandidatesAndTheirLogits) {
+  const nlohmann::json draft =
+      Json("draft --target " + Target() + " --drafter " + Drafter() + " --ids 5,17,3");
+  const nlohmann::json logits = Json("logits --model " + Target() + " --ids 5,17,3");
+  EXPECT_EQ(draft["bonus"], Argmax(logits["logits"][2]));
+  ASSERT_EQ(draft["draft"].size(), 15u);
+  ASSERT_EQ(draft["draft_logits"].size(), 15u);
+  for (size_t j = 0; j < 15; ++j) {
+    EXPECT_EQ(draft["draft_logits"][j].size(), 97u);
+    EXPECT_EQ(draft["draft"][j], Argmax(draft["draft_logits"][j]));
+  }
+}
+
+TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
+  const std::string common = " --target " + Target() + " --drafter " + Drafter() +
+                             " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+  const nlohmann::json plain = Json("generate" + common + "none");
+  for (const char* mode : {"dflash", "fixed:5"}) {
+    const nlohmann::json spec = Json("generate" + common + mode);
+    EXPECT_EQ(spec["requests"][0]["output_ids"], plain["requests"][0]["output_ids"]) << mode;
+    EXPECT_EQ(spec["stats"]["mode"], mode);
+  }
+}
+
+TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
+  testing::CommandResult r = RunDscale("logits --model " + Target() + " --ids 1,x");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--ids"), std::string::npos) << r.out;
+  r = RunDscale("logits --model " + Target() + " --ids 1,97");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("token id 97"), std::string::npos) << r.out;
+  r = RunDscale("generate --target " + Target() + " --spec bogus --ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--spec"), std::string::npos) << r.out;
+  r = RunDscale("generate --target " + Target() + " --spec dflash --ids 1");
+  EXPECT_NE(r.out.find("needs --drafter"), std::string::npos) << r.out;
+  r = RunDscale("logits --model /nonexistent/dir --ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
+
+  // A checkpoint cut short names the file.
+  const std::string broken = *dir_ + "/broken";
+  std::filesystem::create_directories(broken);
+  std::filesystem::copy_file(Target() + "/config.json", broken + "/config.json");
+  std::filesystem::copy_file(Target() + "/model.safetensors", broken + "/model.safetensors");
+  std::filesystem::resize_file(broken + "/model.safetensors", 5000);
+  r = RunDscale("logits --model " + broken + " --ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace dscale
