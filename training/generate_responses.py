@@ -1,17 +1,20 @@
 """Stage 3a: the target answers the training prompts greedily (thinking disabled).
 
-Weights are rounded to BF16 first, as they are stored in the exported checkpoint, so the
-responses are the ones the served target produces. Writes work/responses.jsonl with
+By default the exported target (models/tiny-target, `python3 export.py target`) answers
+through `dscale generate --spec none` (several times faster than PyTorch here); with
+--engine torch the PyTorch model answers with its weights rounded to BF16, as exported, so
+both give the served target's responses. Writes work/responses.jsonl with
 {"ids": prompt+response ids, "prompt_len": n} per line.
 """
 import argparse
 import json
 import os
 import random
+import subprocess
 
 import torch
 
-from common import WORK, chat_prompt, train_pairs
+from common import ROOT, WORK, chat_prompt, train_pairs
 from qwen3_torch import Qwen3
 from tokenizer_bpe import Tokenizer
 
@@ -60,26 +63,50 @@ def generate(model, prompts, max_new, stop_ids, pad):
     return outs
 
 
+def answer_with_dscale(args, prompts, stop):
+    path = args.out + ".prompts.jsonl"
+    with open(path, "w") as f:
+        for p in prompts:
+            f.write(json.dumps({"ids": p}) + "\n")
+    cmd = [os.path.join(ROOT, "build", "dscale"), "generate", "--target", args.exported,
+           "--spec", "none", "--prompts", path, "--max-tokens", str(args.max_new),
+           "--concurrency", str(args.batch), "--json"]
+    out = json.loads(subprocess.check_output(cmd))
+    with open(args.out, "w") as f:
+        for p, r in zip(prompts, out["requests"]):
+            o = list(r["output_ids"])
+            if r["finish_reason"] == "stop" and (not o or o[-1] not in stop):
+                o.append(min(stop))
+            f.write(json.dumps({"ids": p + o, "prompt_len": len(p)}) + "\n")
+    print(f"{len(prompts)} answers, {out['stats']['output_tokens']} tokens, "
+          f"{out['stats']['seconds']:.0f}s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--num", type=int, default=3000, help="training prompts to answer")
     ap.add_argument("--max-new", type=int, default=320)
-    ap.add_argument("--batch", type=int, default=48)
+    ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--target", default=os.path.join(WORK, "target", "ckpt.pt"))
     ap.add_argument("--seed", type=int, default=4321)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--shard", default="0/1", help="i/n: answer every n-th prompt from i")
     ap.add_argument("--out", default=os.path.join(WORK, "responses.jsonl"))
+    ap.add_argument("--engine", choices=["dscale", "torch"], default="dscale")
+    ap.add_argument("--exported", default=os.path.join(ROOT, "models", "tiny-target"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     tok = Tokenizer(os.path.join(WORK, "tokenizer"))
-    model = load_target(args.target)
     pairs = train_pairs()
     random.Random(args.seed).shuffle(pairs)
     si, sn = map(int, args.shard.split("/"))
     prompts = [tok.encode(chat_prompt(q)) for q, _ in pairs[:args.num]][si::sn]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     stop = {tok.added["<|im_end|>"], tok.added["<|endoftext|>"]}
+    if args.engine == "dscale":
+        answer_with_dscale(args, prompts, stop)
+        return
+    model = load_target(args.target)
     with open(args.out, "w") as f:
         for s in range(0, len(order), args.batch):
             chunk = [prompts[i] for i in order[s:s + args.batch]]
