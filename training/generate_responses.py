@@ -64,22 +64,29 @@ def generate(model, prompts, max_new, stop_ids, pad):
 
 
 def answer_with_dscale(args, prompts, stop):
-    path = args.out + ".prompts.jsonl"
-    with open(path, "w") as f:
-        for p in prompts:
-            f.write(json.dumps({"ids": p}) + "\n")
-    cmd = [os.path.join(ROOT, "build", "dscale"), "generate", "--target", args.exported,
-           "--spec", "none", "--prompts", path, "--max-tokens", str(args.max_new),
-           "--concurrency", str(args.batch), "--json"]
-    out = json.loads(subprocess.check_output(cmd))
+    """Answers in chunks of --chunk prompts, appending to --out as each chunk finishes."""
+    done = 0
     with open(args.out, "w") as f:
-        for p, r in zip(prompts, out["requests"]):
-            o = list(r["output_ids"])
-            if r["finish_reason"] == "stop" and (not o or o[-1] not in stop):
-                o.append(min(stop))
-            f.write(json.dumps({"ids": p + o, "prompt_len": len(p)}) + "\n")
-    print(f"{len(prompts)} answers, {out['stats']['output_tokens']} tokens, "
-          f"{out['stats']['seconds']:.0f}s", flush=True)
+        for s in range(0, len(prompts), args.chunk):
+            chunk = prompts[s:s + args.chunk]
+            path = args.out + ".prompts.jsonl"
+            with open(path, "w") as pf:
+                for p in chunk:
+                    pf.write(json.dumps({"ids": p}) + "\n")
+            cmd = [os.path.join(ROOT, "build", "dscale"), "generate", "--target", args.exported,
+                   "--spec", "none", "--prompts", path, "--max-tokens", str(args.max_new),
+                   "--concurrency", str(args.batch), "--json"]
+            out = json.loads(subprocess.check_output(cmd))
+            # Results come back in submission order (request ids 1..n).
+            for p, r in zip(chunk, out["requests"]):
+                o = list(r["output_ids"])
+                if r["finish_reason"] == "stop" and (not o or o[-1] not in stop):
+                    o.append(min(stop))
+                f.write(json.dumps({"ids": p + o, "prompt_len": len(p)}) + "\n")
+            f.flush()
+            done += len(chunk)
+            print(f"{done}/{len(prompts)} answers, {out['stats']['output_tokens']} tokens in the "
+                  f"last chunk, {out['stats']['seconds']:.0f}s", flush=True)
 
 
 def main():
@@ -92,6 +99,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--shard", default="0/1", help="i/n: answer every n-th prompt from i")
     ap.add_argument("--out", default=os.path.join(WORK, "responses.jsonl"))
+    ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--engine", choices=["dscale", "torch"], default="dscale")
     ap.add_argument("--exported", default=os.path.join(ROOT, "models", "tiny-target"))
     args = ap.parse_args()

@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--block", type=int, default=16)
     ap.add_argument("--gamma", type=float, default=7.0)
     ap.add_argument("--seqs-per-batch", type=int, default=8)
-    ap.add_argument("--anchors", type=int, default=48)
+    ap.add_argument("--anchors", type=int, default=32)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--target", default=os.path.join(WORK, "target", "ckpt.pt"))
@@ -65,9 +65,13 @@ def main():
     cfg = drafter_config(target.cfg, args, mask_id)
     drafter = DFlashDrafter(cfg, args.target_layers)
     print(f"drafter params {sum(p.numel() for p in drafter.parameters())/1e6:.2f}M", flush=True)
-    with open(args.responses) as f:
-        data = [json.loads(l) for l in f]
-    data = [d for d in data if len(d["ids"]) - d["prompt_len"] >= 2]
+    def read_responses():
+        # Re-read at every pass, so training can start while responses are still written.
+        with open(args.responses) as f:
+            rows = [json.loads(l) for l in f if l.endswith("\n")]
+        return [d for d in rows if len(d["ids"]) - d["prompt_len"] >= 2]
+
+    data = read_responses()
     print(f"{len(data)} sequences", flush=True)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     warmup = max(1, args.steps // 25)
@@ -81,6 +85,7 @@ def main():
     order = []
     for step in range(1, args.steps + 1):
         if len(order) < args.seqs_per_batch:
+            data = read_responses()
             order = list(range(len(data)))
             rng.shuffle(order)
         batch = [data[order.pop()] for _ in range(args.seqs_per_batch)]
