@@ -1,0 +1,75 @@
+"""Exports trained checkpoints in the Hugging Face layouts dscale loads.
+
+  python3 export.py target  -> models/tiny-target (config, BF16 safetensors, tokenizer files)
+  python3 export.py drafter -> models/tiny-dflash (config, BF16 safetensors)
+"""
+import argparse
+import json
+import os
+import shutil
+
+import torch
+
+from common import ROOT, WORK
+from safetensors_io import save
+
+TEMPLATE = os.path.join(ROOT, "tests", "data", "tokenizer", "qwen3", "chat_template.jinja")
+
+
+def bf16(sd):
+    return {k: v.detach().to(torch.bfloat16) for k, v in sd.items()}
+
+
+def export_target(ckpt, out):
+    ck = torch.load(ckpt)
+    cfg = dict(ck["config"])
+    eos = cfg["eos_token_id"]
+    cfg["eos_token_id"] = [eos, cfg["bos_token_id"]]  # <|im_end|>, <|endoftext|>
+    os.makedirs(out, exist_ok=True)
+    tensors = {}
+    for k, v in bf16(ck["model"]).items():
+        tensors[k if k.startswith("lm_head") else "model." + k] = v
+    save(os.path.join(out, "model.safetensors"), tensors, {"format": "pt"})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"],
+                   "pad_token_id": cfg["bos_token_id"], "do_sample": False}, f, indent=2)
+    tok = os.path.join(WORK, "tokenizer")
+    for name in ("vocab.json", "merges.txt", "added_tokens.json"):
+        shutil.copy(os.path.join(tok, name), os.path.join(out, name))
+    with open(os.path.join(tok, "tokenizer_config.json")) as f:
+        tcfg = json.load(f)
+    with open(TEMPLATE) as f:
+        tcfg["chat_template"] = f.read()
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump(tcfg, f, ensure_ascii=False, indent=2)
+    print(f"target -> {out}")
+
+
+def export_drafter(ckpt, out):
+    ck = torch.load(ckpt)
+    cfg = ck["config"]
+    os.makedirs(out, exist_ok=True)
+    save(os.path.join(out, "model.safetensors"), bf16(ck["model"]), {"format": "pt"})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    print(f"drafter -> {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("which", choices=["target", "drafter"])
+    ap.add_argument("--ckpt")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    if a.which == "target":
+        export_target(a.ckpt or os.path.join(WORK, "target", "ckpt.pt"),
+                      a.out or os.path.join(ROOT, "models", "tiny-target"))
+    else:
+        export_drafter(a.ckpt or os.path.join(WORK, "drafter", "ckpt.pt"),
+                       a.out or os.path.join(ROOT, "models", "tiny-dflash"))
+
+
+if __name__ == "__main__":
+    main()
