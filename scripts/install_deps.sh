@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev gnuplot-nox
 )
 
 missing=()

@@ -19,5 +19,7 @@ void RegisterDvlAllocateCommand(CLI::App& app, int* exit_code);
 // Predictor training and evaluation on trace files (cmd_predictor.cc).
 void RegisterTrainPredictorCommand(CLI::App& app, int* exit_code);
 void RegisterEvalPredictorCommand(CLI::App& app, int* exit_code);
+// The serving benchmark (cmd_bench.cc).
+void RegisterBenchCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli

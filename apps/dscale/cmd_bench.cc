@@ -1,0 +1,304 @@
+// dscale bench: the serving benchmark. Closed-loop clients over fixed request manifests, for
+// every (mode, dataset, concurrency) cell, on an in-process engine or a running server (--url);
+// a table on the terminal, and JSON, CSV and PNG plots with --out.
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/datasets.h"
+#include "bench/http_client.h"
+#include "bench/in_process.h"
+#include "bench/plots.h"
+#include "bench/sweep.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "model/dflash_drafter.h"
+#include "prompt_input.h"
+#include "spec/length_policy.h"
+
+namespace dscale::cli {
+namespace {
+
+using bench::BenchMode;
+
+struct BenchArgs {
+  std::string target, drafter, predictor, tokenizer;
+  std::string url, server_model = "dscale";
+  std::string data_dir = "data";
+  std::string datasets = "gsm8k,math500,humaneval,mbpp";
+  std::string concurrency = "8,16,32";
+  std::string modes = "none,dflash,fixed:8,dscale";
+  std::string widths;
+  bool ablation = false;
+  std::string baseline;
+  std::string tile_routing = "auto";
+  int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  double verify_budget = 0.5;
+  bool profile = false, no_progress = false;
+  std::string out;
+  bool modes_given = false;
+};
+
+Result<std::vector<BenchMode>> SelectModes(const BenchArgs& a) {
+  if (a.ablation && !a.widths.empty()) return InvalidArgument("--ablation and --widths clash");
+  if (a.ablation) return bench::AblationModes(/*graphs_available=*/false);
+  if (!a.widths.empty()) return bench::WidthModes(a.widths);
+  if (!a.url.empty()) {
+    // The server's own configuration decides the policy; the mode only labels the rows.
+    if (!a.modes_given) return std::vector<BenchMode>{{.label = "server", .policy = "none"}};
+    const std::vector<std::string> labels = bench::SplitList(a.modes);
+    if (labels.size() != 1) return InvalidArgument("--url: give one --modes label per server");
+    return std::vector<BenchMode>{{.label = labels[0], .policy = "none"}};
+  }
+  const std::map<std::string, bench::TileRouting> tiles = {{"auto", bench::TileRouting::kAuto},
+                                                           {"on", bench::TileRouting::kOn},
+                                                           {"off", bench::TileRouting::kOff}};
+  return bench::ParseModes(a.modes, tiles.at(a.tile_routing));
+}
+
+std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
+  for (const BenchMode& m : modes) {
+    if (m.runnable && m.label == "dflash") return m.label;
+  }
+  return modes.front().label;
+}
+
+// The loaded in-process models; drafter and predictor only when a mode needs them.
+struct Models {
+  std::optional<Qwen3Model> target;
+  std::optional<DFlashDrafter> drafter;
+  std::optional<dvl::Predictor> predictor;
+  std::optional<Tokenizer> tokenizer;
+};
+
+Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a,
+                                           const std::vector<BenchMode>& modes) {
+  bool need_drafter = false, need_predictor = false;
+  for (const BenchMode& m : modes) {
+    need_drafter |= m.runnable && m.policy != "none";
+    need_predictor |= m.runnable && m.policy == "dscale";
+  }
+  if (a.target.empty()) return InvalidArgument("--target is required without --url");
+  if (need_drafter && a.drafter.empty()) return InvalidArgument("the modes need --drafter");
+  if (need_predictor && a.predictor.empty()) return InvalidArgument("dscale needs --predictor");
+  auto m = std::make_unique<Models>();
+  DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target));
+  DSCALE_ASSIGN_OR_RETURN(std::optional<Tokenizer> tok,
+                          LoadOptionalTokenizer(a.tokenizer, a.target));
+  if (!tok) return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
+  m->tokenizer = std::move(tok);
+  if (need_drafter) {
+    DSCALE_ASSIGN_OR_RETURN(m->drafter, DFlashDrafter::Load(a.drafter, *m->target));
+  }
+  if (need_predictor) {
+    const dvl::DrafterDims dims{.hidden_size = m->drafter->config().draft.hidden_size,
+                                .vocab_size = m->target->config().vocab_size};
+    DSCALE_ASSIGN_OR_RETURN(m->predictor, dvl::Predictor::Load(a.predictor, dims));
+  }
+  return m;
+}
+
+struct Workload {
+  std::vector<bench::Dataset> datasets;  // in --datasets order
+  std::vector<bench::Manifest> manifests;
+};
+
+Result<Workload> LoadWorkload(const BenchArgs& a) {
+  Workload w;
+  for (const std::string& name : bench::SplitList(a.datasets)) {
+    DSCALE_ASSIGN_OR_RETURN(bench::Dataset d, bench::LoadDataset(a.data_dir, name, a.distinct));
+    w.manifests.push_back(
+        bench::BuildManifest(static_cast<int32_t>(d.prompts.size()), a.warmup, a.requests, a.seed));
+    w.datasets.push_back(std::move(d));
+  }
+  if (w.datasets.empty()) return InvalidArgument("--datasets: empty list");
+  return w;
+}
+
+size_t IndexOf(const Workload& w, const std::string& dataset) {
+  for (size_t i = 0; i < w.datasets.size(); ++i) {
+    if (w.datasets[i].name == dataset) return i;
+  }
+  return 0;
+}
+
+Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w, Models& m) {
+  auto cells = std::make_shared<std::vector<bench::CellRequests>>();
+  for (size_t i = 0; i < w.datasets.size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(auto ids,
+                            bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts));
+    cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
+  }
+  const bench::InProcessModels models{.target = &*m.target,
+                                      .drafter = m.drafter ? &*m.drafter : nullptr,
+                                      .predictor = m.predictor ? &*m.predictor : nullptr,
+                                      .verify_budget = a.verify_budget};
+  const GenerationParams params{.max_tokens = a.max_tokens,
+                                .sampling = {.temperature = a.temperature},
+                                .stop_ids = m.target->config().eos_token_ids};
+  return bench::CellRunner([=, &w](const BenchMode& mode, const std::string& dataset, int32_t c,
+                                   const std::function<void()>& on_done) {
+    return bench::RunInProcessCell(models, mode, (*cells)[IndexOf(w, dataset)], c, params, on_done);
+  });
+}
+
+bench::CellRunner ServerRunner(const BenchArgs& a, const Workload& w) {
+  const bench::ServerTarget target{.url = a.url, .model = a.server_model};
+  auto split = std::make_shared<
+      std::vector<std::pair<std::vector<bench::ChatRequest>, std::vector<bench::ChatRequest>>>>();
+  for (size_t i = 0; i < w.datasets.size(); ++i) {
+    auto& [warm, measured] = split->emplace_back();
+    uint64_t seed = a.seed;
+    auto add = [&](std::vector<bench::ChatRequest>& list, int32_t p) {
+      list.push_back({.prompt = w.datasets[i].prompts[static_cast<size_t>(p)],
+                      .max_tokens = a.max_tokens,
+                      .temperature = a.temperature,
+                      .seed = seed++});
+    };
+    for (int32_t p : w.manifests[i].warmup) add(warm, p);
+    for (int32_t p : w.manifests[i].measured) add(measured, p);
+  }
+  return [=, &w](const BenchMode&, const std::string& dataset, int32_t c,
+                 const std::function<void()>& on_done) -> Result<bench::RunMetrics> {
+    const auto& [warm, measured] = (*split)[IndexOf(w, dataset)];
+    DSCALE_RETURN_IF_ERROR(bench::RunServerClosedLoop(target, warm, c, on_done).status());
+    DSCALE_ASSIGN_OR_RETURN(bench::LoopOutcome outcome,
+                            bench::RunServerClosedLoop(target, measured, c, on_done));
+    return bench::MetricsFrom(outcome.samples, outcome.window_s);
+  };
+}
+
+nlohmann::json ConfigJson(const BenchArgs& a) {
+  return {{"target", a.target},
+          {"drafter", a.drafter},
+          {"predictor", a.predictor},
+          {"url", a.url},
+          {"datasets", a.datasets},
+          {"warmup", a.warmup},
+          {"requests", a.requests},
+          {"distinct", a.distinct},
+          {"max_tokens", a.max_tokens},
+          {"repeats", a.repeats},
+          {"temperature", a.temperature},
+          {"seed", a.seed},
+          {"verify_budget", a.verify_budget},
+          {"tile_routing", a.tile_routing}};
+}
+
+Status WriteOutputs(const bench::Report& report, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError(dir + ": " + ec.message());
+  DSCALE_RETURN_IF_ERROR(
+      bench::WriteTextFile(dir + "/results.json", bench::RenderJson(report).dump(2) + "\n"));
+  DSCALE_RETURN_IF_ERROR(bench::WriteTextFile(dir + "/results.csv", bench::RenderCsv(report)));
+  DSCALE_RETURN_IF_ERROR(bench::WriteTextFile(dir + "/table.txt", bench::RenderTable(report)));
+  DSCALE_ASSIGN_OR_RETURN(bench::PlotResult plots, bench::WritePlots(report, dir));
+  if (!plots.drawn) {
+    std::fprintf(stderr, "note: gnuplot is not installed; skipped the PNG plots (script: %s)\n",
+                 plots.script.c_str());
+  }
+  return Status::Ok();
+}
+
+Status RunBench(const BenchArgs& a) {
+  DSCALE_ASSIGN_OR_RETURN(std::vector<BenchMode> modes, SelectModes(a));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> concurrency,
+                          bench::ParsePositiveList(a.concurrency, "--concurrency"));
+  DSCALE_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(a));
+  std::unique_ptr<Models> models;
+  bench::CellRunner runner;
+  if (a.url.empty()) {
+    DSCALE_ASSIGN_OR_RETURN(models, LoadModels(a, modes));
+    DSCALE_ASSIGN_OR_RETURN(runner, InProcessRunner(a, workload, *models));
+  } else {
+    runner = ServerRunner(a, workload);
+  }
+  bench::SweepPlan plan{.modes = modes,
+                        .concurrency = concurrency,
+                        .repeats = a.repeats,
+                        .requests_per_cell = a.warmup + a.requests};
+  for (const bench::Dataset& d : workload.datasets) plan.datasets.push_back(d.name);
+  bench::Progress progress(bench::SweepRequests(plan), stderr, !a.no_progress);
+  const std::string baseline = a.baseline.empty() ? DefaultBaseline(modes) : a.baseline;
+  DSCALE_ASSIGN_OR_RETURN(bench::Report report, bench::RunSweep(plan, baseline, runner, &progress));
+  progress.Finish();
+  report.profile = a.profile;
+  report.config = ConfigJson(a);
+  std::fputs(bench::RenderTable(report).c_str(), stdout);
+  if (!a.out.empty()) DSCALE_RETURN_IF_ERROR(WriteOutputs(report, a.out));
+  return Status::Ok();
+}
+
+void AddOptions(CLI::App* cmd, BenchArgs* a) {
+  cmd->add_option("--target", a->target, "Target checkpoint directory (in-process runs)");
+  cmd->add_option("--drafter", a->drafter, "DFlash drafter checkpoint directory");
+  cmd->add_option("--predictor", a->predictor, "DVL predictor file (the dscale mode)");
+  cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer folder (default: the target's)");
+  cmd->add_option("--url", a->url, "Benchmark a running server instead (http://host:port)");
+  cmd->add_option("--server-model", a->server_model, "\"model\" field sent to the server")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "Dataset folder")->capture_default_str();
+  cmd->add_option("--datasets", a->datasets, "gsm8k, math500, humaneval, mbpp (list)")
+      ->capture_default_str();
+  cmd->add_option("--concurrency", a->concurrency, "Closed-loop workers c (list)")
+      ->capture_default_str();
+  cmd->add_option("--modes", a->modes, "none, dflash, fixed:K, dscale (list)")
+      ->capture_default_str();
+  cmd->add_flag("--ablation", a->ablation,
+                "Preset: DFlash control, +tile routing, +DVL, +fixed-address workspaces/graphs");
+  cmd->add_option("--widths", a->widths, "Preset: uniform truncation fixed:K for each K (list)");
+  cmd->add_option("--baseline", a->baseline, "Mode the ratios divide by (default dflash or first)");
+  cmd->add_option("--tile-routing", a->tile_routing, "auto (off for dflash only), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+}
+
+void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
+  cmd->add_option("--warmup", a->warmup, "Warm-up requests per cell")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--requests", a->requests, "Measured requests per cell")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--distinct", a->distinct, "Distinct prompts per dataset at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", a->max_tokens, "Output cap")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "Repetitions per cell (median and spread reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "0: greedy")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Manifest order and sampling seeds")->capture_default_str();
+  cmd->add_option("--verify-budget", a->verify_budget, "dscale: rows per step / (W·N)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_flag("--profile", a->profile, "Add the step-time breakdown table");
+  cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
+  cmd->add_option("--out", a->out, "Folder for results.json, results.csv, table.txt, plots");
+}
+
+}  // namespace
+
+void RegisterBenchCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Closed-loop serving benchmark over modes");
+  AddOptions(cmd, args.get());
+  AddProtocolOptions(cmd, args.get());
+  cmd->callback([args, cmd, exit_code] {
+    args->modes_given = cmd->count("--modes") > 0;
+    const Status s = RunBench(*args);
+    *exit_code = s.ok() ? 0 : ReportError("bench", s);
+  });
+}
+
+}  // namespace dscale::cli

@@ -1,0 +1,43 @@
+#pragma once
+// The in-process closed loop. The engine is single-threaded, so c client workers are simulated
+// by keeping exactly c requests in flight: when a request finishes (seen after a Step), its
+// worker submits the next request of the manifest at once, until the manifest is exhausted;
+// then the outstanding requests drain. Latency = finished − submitted, time to first token =
+// first token − submitted (the engine stamps both).
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "bench/report.h"
+#include "core/status.h"
+#include "engine/engine.h"
+#include "engine/step_stats.h"
+
+namespace dscale::bench {
+
+struct LoopRequest {
+  std::vector<int32_t> prompt;  // token ids, chat template applied
+  uint64_t seed = 0;            // sampling seed (matched across modes)
+};
+
+struct LoopOutcome {
+  std::vector<RequestSample> samples;  // in finishing order
+  double window_s = 0;                 // first submission to last finish
+};
+
+// Runs `requests` through `engine` with `concurrency` workers. `params` gives max_tokens,
+// sampling and stop ids; each request's seed replaces params.sampling.seed. `on_done` (may be
+// empty) is called once per finished request.
+Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> requests,
+                                  int32_t concurrency, const GenerationParams& params,
+                                  const std::function<void()>& on_done);
+
+// after − before, field by field (counters and stage seconds).
+StepStats StatsDelta(const StepStats& after, const StepStats& before);
+
+// A measured window's metrics with the engine's counters over the same window.
+RunMetrics InProcessMetrics(const LoopOutcome& outcome, const StepStats& window_stats);
+
+}  // namespace dscale::bench

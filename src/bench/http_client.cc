@@ -1,0 +1,154 @@
+#include "bench/http_client.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace dscale::bench {
+namespace {
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Reads the whole reply of one streamed request.
+Result<RequestSample> StreamOne(httplib::Client& client, const ServerTarget& target,
+                                const ChatRequest& request) {
+  SseParser parser;
+  StreamTally tally;
+  std::vector<std::string> events;
+  const Clock::time_point submitted = Clock::now();
+  Clock::time_point first = submitted;
+  bool seen_content = false;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = target.path;
+  req.body = ChatRequestBody(target, request);
+  req.set_header("Content-Type", "application/json");
+  req.set_header("Accept", "text/event-stream");
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    events.clear();
+    parser.Feed(std::string_view(data, size), &events);
+    for (const std::string& event : events) {
+      if (TallyChunk(event, &tally) && !seen_content) {
+        seen_content = true;
+        first = Clock::now();
+      }
+    }
+    return true;
+  };
+  const httplib::Result res = client.send(req);
+  const Clock::time_point finished = Clock::now();
+  if (!res) return IoError(target.url + ": " + httplib::to_string(res.error()));
+  if (res->status != 200) {
+    return IoError(target.url + target.path + ": HTTP " + std::to_string(res->status));
+  }
+  if (!tally.error.empty()) return IoError(target.url + ": server error: " + tally.error);
+  if (!tally.done) return DataLoss(target.url + ": stream ended without [DONE]");
+  if (!seen_content) first = finished;
+  return RequestSample{.latency_s = Seconds(submitted, finished),
+                       .ttft_s = Seconds(submitted, first),
+                       .output_tokens = tally.OutputTokens()};
+}
+
+}  // namespace
+
+void SseParser::Feed(std::string_view bytes, std::vector<std::string>* events) {
+  pending_.append(bytes);
+  size_t start = 0;
+  for (size_t end; (end = pending_.find('\n', start)) != std::string::npos; start = end + 1) {
+    std::string_view line(pending_.data() + start, end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    Line(line, events);
+  }
+  pending_.erase(0, start);
+}
+
+void SseParser::Line(std::string_view line, std::vector<std::string>* events) {
+  if (line.empty()) {  // end of event
+    if (has_data_) events->push_back(std::move(data_));
+    data_.clear();
+    has_data_ = false;
+    return;
+  }
+  if (!line.starts_with("data:")) return;  // comments and other fields
+  line.remove_prefix(5);
+  if (line.starts_with(' ')) line.remove_prefix(1);
+  if (has_data_) data_ += '\n';
+  data_.append(line);
+  has_data_ = true;
+}
+
+bool TallyChunk(std::string_view payload, StreamTally* tally) {
+  if (payload == "[DONE]") {
+    tally->done = true;
+    return false;
+  }
+  const nlohmann::json chunk = nlohmann::json::parse(payload, nullptr, false);
+  if (!chunk.is_object()) return false;
+  if (auto error = chunk.find("error"); error != chunk.end()) {
+    tally->error = error->is_object() ? error->value("message", "error") : error->dump();
+    return false;
+  }
+  if (auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) {
+    tally->usage_tokens = usage->value("completion_tokens", tally->usage_tokens);
+  }
+  auto choices = chunk.find("choices");
+  if (choices == chunk.end() || !choices->is_array() || choices->empty()) return false;
+  const nlohmann::json& delta = (*choices)[0].value("delta", nlohmann::json::object());
+  auto content = delta.find("content");
+  if (content == delta.end() || !content->is_string() ||
+      content->get_ref<const std::string&>().empty()) {
+    return false;
+  }
+  ++tally->content_chunks;
+  return true;
+}
+
+std::string ChatRequestBody(const ServerTarget& target, const ChatRequest& request) {
+  return nlohmann::json{{"model", target.model},
+                        {"messages", {{{"role", "user"}, {"content", request.prompt}}}},
+                        {"max_tokens", request.max_tokens},
+                        {"temperature", request.temperature},
+                        {"seed", request.seed},
+                        {"stream", true},
+                        {"stream_options", {{"include_usage", true}}}}
+      .dump();
+}
+
+Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,
+                                        std::span<const ChatRequest> requests, int32_t concurrency,
+                                        const std::function<void()>& on_done) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;  // guards outcome, error and on_done
+  LoopOutcome outcome;
+  Status error;
+  auto worker = [&] {
+    httplib::Client client(target.url);
+    client.set_read_timeout(3600, 0);
+    for (size_t i; !failed && (i = next.fetch_add(1)) < requests.size();) {
+      Result<RequestSample> sample = StreamOne(client, target, requests[i]);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!sample.ok()) {
+        if (!failed.exchange(true)) error = sample.status();
+        return;
+      }
+      outcome.samples.push_back(*sample);
+      if (on_done) on_done();
+    }
+  };
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int32_t w = 0; w < concurrency; ++w) threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  outcome.window_s = Seconds(start, Clock::now());
+  if (failed) return error;
+  return outcome;
+}
+
+}  // namespace dscale::bench

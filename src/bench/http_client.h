@@ -1,0 +1,70 @@
+#pragma once
+// The closed loop against a running server speaking OpenAI's chat-completions protocol
+// (POST /v1/chat/completions with "stream": true; the reply is server-sent events whose data
+// lines are JSON chunks, ending with "data: [DONE]"). c client threads each send their next
+// request when the previous reply has ended. Time to first token is the arrival of the first
+// chunk with content; output tokens come from the final chunk's usage.completion_tokens
+// (requested with stream_options.include_usage), else from the number of content chunks.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/closed_loop.h"
+#include "core/status.h"
+
+namespace dscale::bench {
+
+// Splits a server-sent event stream into the data payloads of its events. Bytes may arrive in
+// any pieces; lines end in "\n" or "\r\n"; an event ends at an empty line; several "data:"
+// lines of one event are joined with "\n"; comments (":") and other fields are ignored.
+class SseParser {
+ public:
+  // Appends the payloads of the events completed by `bytes` to `events`.
+  void Feed(std::string_view bytes, std::vector<std::string>* events);
+
+ private:
+  void Line(std::string_view line, std::vector<std::string>* events);
+
+  std::string pending_;  // an unfinished line
+  std::string data_;     // the current event's data
+  bool has_data_ = false;
+};
+
+// What one streamed chat completion produced, from its chunks.
+struct StreamTally {
+  int64_t content_chunks = 0;
+  int64_t usage_tokens = -1;  // usage.completion_tokens when the server sent it
+  bool done = false;          // "[DONE]" seen
+  std::string error;          // an "error" object's message
+  int64_t OutputTokens() const { return usage_tokens >= 0 ? usage_tokens : content_chunks; }
+};
+// Folds one data payload into `tally`; true when it carried content (a generated piece).
+bool TallyChunk(std::string_view payload, StreamTally* tally);
+
+struct ServerTarget {
+  std::string url;  // "http://host:port"
+  std::string model = "dscale";
+  std::string path = "/v1/chat/completions";
+};
+
+struct ChatRequest {
+  std::string prompt;  // one user turn
+  int32_t max_tokens = 2048;
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+};
+
+// The request body for one chat request.
+std::string ChatRequestBody(const ServerTarget& target, const ChatRequest& request);
+
+// Runs `requests` against the server with `concurrency` client threads. The first failure
+// (connection, HTTP status, error chunk, stream without [DONE]) stops the run and is returned.
+Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,
+                                        std::span<const ChatRequest> requests, int32_t concurrency,
+                                        const std::function<void()>& on_done);
+
+}  // namespace dscale::bench

@@ -1,0 +1,75 @@
+#include "bench/in_process.h"
+
+#include <algorithm>
+
+#include "io/tokenizer/chat_template.h"
+#include "spec/length_policy.h"
+
+namespace dscale::bench {
+namespace {
+
+// KV positions beyond prompt + max_tokens each request may hold (the draft block and page
+// rounding), generously.
+constexpr int64_t kKvSlackPerRequest = 128;
+
+}  // namespace
+
+Result<std::vector<std::vector<int32_t>>> EncodeChatPrompts(const Tokenizer& tokenizer,
+                                                            std::span<const std::string> texts) {
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& text : texts) {
+    const ChatMessage message{.role = "user", .content = text};
+    DSCALE_ASSIGN_OR_RETURN(
+        std::string formatted,
+        ApplyQwen3ChatTemplate(std::span(&message, 1), {.enable_thinking = false}));
+    DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(formatted));
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+CellRequests ManifestRequests(const Manifest& manifest,
+                              std::span<const std::vector<int32_t>> prompts, uint64_t seed) {
+  CellRequests out;
+  uint64_t index = 0;
+  auto add = [&](std::vector<LoopRequest>& list, int32_t prompt) {
+    const std::vector<int32_t>& ids = prompts[static_cast<size_t>(prompt)];
+    out.longest_prompt = std::max(out.longest_prompt, static_cast<int32_t>(ids.size()));
+    list.push_back({.prompt = ids, .seed = seed + index++});
+  };
+  for (int32_t p : manifest.warmup) add(out.warmup, p);
+  for (int32_t p : manifest.measured) add(out.measured, p);
+  return out;
+}
+
+Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMode& mode,
+                                    const CellRequests& requests, int32_t concurrency,
+                                    const GenerationParams& params,
+                                    const std::function<void()>& on_done) {
+  DSCALE_ASSIGN_OR_RETURN(LengthPolicy policy, LengthPolicy::Parse(mode.policy));
+  if (policy.UsesDrafter() && models.drafter == nullptr) {
+    return InvalidArgument("mode " + mode.label + " needs --drafter");
+  }
+  if (policy.mode == SpecMode::kDScale && models.predictor == nullptr) {
+    return InvalidArgument("mode " + mode.label + " needs --predictor");
+  }
+  const int64_t per_request = requests.longest_prompt + params.max_tokens + kKvSlackPerRequest;
+  EngineConfig config{.policy = policy,
+                      .max_running = concurrency,
+                      .kv_tokens = std::max<int64_t>(per_request * concurrency, 1 << 12),
+                      .tile_routing = mode.tile_routing,
+                      .predictor = models.predictor,
+                      .verify_budget = models.verify_budget};
+  DSCALE_ASSIGN_OR_RETURN(
+      std::unique_ptr<Engine> engine,
+      Engine::Create(*models.target, policy.UsesDrafter() ? models.drafter : nullptr,
+                     std::move(config)));
+  DSCALE_RETURN_IF_ERROR(
+      RunClosedLoop(*engine, requests.warmup, concurrency, params, on_done).status());
+  const StepStats before = engine->stats();
+  DSCALE_ASSIGN_OR_RETURN(LoopOutcome measured,
+                          RunClosedLoop(*engine, requests.measured, concurrency, params, on_done));
+  return InProcessMetrics(measured, StatsDelta(engine->stats(), before));
+}
+
+}  // namespace dscale::bench

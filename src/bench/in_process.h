@@ -1,0 +1,52 @@
+#pragma once
+// Benchmark cells on an in-process engine: prompts encoded once with the Qwen3 chat template
+// (thinking disabled), manifests turned into request lists with matched seeds, and one engine
+// per cell whose max running requests is the cell's concurrency.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench/closed_loop.h"
+#include "bench/manifest.h"
+#include "bench/modes.h"
+#include "core/status.h"
+#include "dvl/predictor.h"
+#include "engine/engine.h"
+#include "io/tokenizer/tokenizer.h"
+#include "model/drafter.h"
+#include "model/qwen3_model.h"
+
+namespace dscale::bench {
+
+// Each text as one user turn through the chat template (thinking disabled), encoded.
+Result<std::vector<std::vector<int32_t>>> EncodeChatPrompts(const Tokenizer& tokenizer,
+                                                            std::span<const std::string> texts);
+
+// A dataset's warm-up and measured requests. Request i of the manifest (warm-up first) gets
+// sampling seed `seed + i`, so every mode samples with the same seeds.
+struct CellRequests {
+  std::vector<LoopRequest> warmup;
+  std::vector<LoopRequest> measured;
+  int32_t longest_prompt = 0;
+};
+CellRequests ManifestRequests(const Manifest& manifest,
+                              std::span<const std::vector<int32_t>> prompts, uint64_t seed);
+
+struct InProcessModels {
+  Qwen3Model* target = nullptr;
+  Drafter* drafter = nullptr;                 // null: only the none mode can run
+  const dvl::Predictor* predictor = nullptr;  // null: the dscale mode cannot run
+  double verify_budget = 0.5;
+};
+
+// Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.
+// `params` gives max_tokens, temperature and stop ids.
+Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMode& mode,
+                                    const CellRequests& requests, int32_t concurrency,
+                                    const GenerationParams& params,
+                                    const std::function<void()>& on_done);
+
+}  // namespace dscale::bench

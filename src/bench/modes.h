@@ -1,0 +1,38 @@
+#pragma once
+// What a benchmark "mode" is: a length policy plus the runtime options the paper's experiments
+// toggle. Lists come from --modes, or from the presets --ablation and --widths.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dscale::bench {
+
+enum class TileRouting { kAuto, kOn, kOff };
+
+struct BenchMode {
+  std::string label;   // how tables name it
+  std::string policy;  // LengthPolicy text: none, dflash, fixed:K, dscale
+  bool tile_routing = true;
+  bool runnable = true;  // false: listed with a note, not measured
+  std::string note;
+};
+
+// "none,dflash,fixed:8,dscale". Tile routing kAuto: off for dflash (the baseline as DFlash ships,
+// one 128-row tile), on for the others.
+Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting tiles);
+// The cumulative ablation: DFlash control → +tile routing → +DVL → +fixed-address workspaces and
+// graphs. The last rung has no CPU counterpart (no graph capture on the CPU backend), so it is
+// listed as not measured unless `graphs_available`.
+std::vector<BenchMode> AblationModes(bool graphs_available);
+// "4,6,8" → fixed:4, fixed:6, fixed:8 (uniform truncation, tile routing on).
+Result<std::vector<BenchMode>> WidthModes(const std::string& widths);
+
+// "8,16,32" → {8, 16, 32}; each at least 1.
+Result<std::vector<int32_t>> ParsePositiveList(const std::string& text, const std::string& flag);
+// "a,b" → {"a", "b"}, empty items dropped.
+std::vector<std::string> SplitList(const std::string& text);
+
+}  // namespace dscale::bench

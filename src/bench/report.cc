@@ -1,0 +1,71 @@
+#include "bench/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dscale::bench {
+
+RunMetrics MetricsFrom(std::span<const RequestSample> samples, double window_s) {
+  RunMetrics m{.requests = static_cast<int64_t>(samples.size()), .window_s = window_s};
+  std::vector<double> latency, ttft;
+  for (const RequestSample& s : samples) {
+    m.output_tokens += s.output_tokens;
+    latency.push_back(s.latency_s);
+    ttft.push_back(s.ttft_s);
+  }
+  m.throughput = window_s > 0 ? double(m.output_tokens) / window_s : 0.0;
+  m.latency_s = Summarize(latency);
+  m.ttft_s = Summarize(ttft);
+  return m;
+}
+
+std::optional<CellSummary> Summarize(const Cell& cell) {
+  if (cell.runs.empty()) return std::nullopt;
+  std::vector<double> throughputs;
+  for (const RunMetrics& r : cell.runs) throughputs.push_back(r.throughput);
+  CellSummary s{.throughput = Median(throughputs), .spread = RelativeSpread(throughputs)};
+  double best = std::numeric_limits<double>::infinity();
+  for (const RunMetrics& r : cell.runs) {
+    const double distance = std::abs(r.throughput - s.throughput);
+    if (distance < best) {
+      best = distance;
+      s.representative = &r;
+    }
+  }
+  return s;
+}
+
+const Cell* Report::Find(const std::string& mode, const std::string& dataset, int32_t c) const {
+  for (const Cell& cell : cells) {
+    if (cell.mode == mode && cell.dataset == dataset && cell.concurrency == c) return &cell;
+  }
+  return nullptr;
+}
+
+std::vector<RatioRow> ThroughputRatios(const Report& report) {
+  std::vector<RatioRow> rows;
+  for (const ModeInfo& mode : report.modes) {
+    RatioRow row{.mode = mode.label};
+    std::vector<double> present;
+    for (const std::string& dataset : report.datasets) {
+      for (int32_t c : report.concurrency) {
+        const Cell* cell = report.Find(mode.label, dataset, c);
+        const Cell* base = report.Find(report.baseline, dataset, c);
+        const auto a = cell ? Summarize(*cell) : std::nullopt;
+        const auto b = base ? Summarize(*base) : std::nullopt;
+        double ratio = std::numeric_limits<double>::quiet_NaN();
+        if (a && b && b->throughput > 0) {
+          ratio = a->throughput / b->throughput;
+          present.push_back(ratio);
+        }
+        row.ratios.push_back(ratio);
+      }
+    }
+    row.geomean = GeoMean(present);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace dscale::bench

@@ -1,0 +1,91 @@
+#pragma once
+// Benchmark results: per-run metrics, cells (mode × dataset × concurrency, over repeats),
+// ratios against a baseline mode with their geometric means (the paper's aggregation), and the
+// renderings: a terminal table, CSV and JSON.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench/stats.h"
+
+namespace dscale::bench {
+
+// One finished request of the measured window.
+struct RequestSample {
+  double latency_s = 0;  // finished − submitted
+  double ttft_s = 0;     // first token − submitted
+  int64_t output_tokens = 0;
+};
+
+// Time spent in each stage of the engine's step pipeline over a measured window.
+struct StageTimes {
+  int64_t decode_steps = 0;
+  double prefill_s = 0, draft_s = 0, decision_s = 0, verify_s = 0, acceptance_s = 0, commit_s = 0;
+};
+
+struct RunMetrics {
+  int64_t requests = 0;
+  int64_t output_tokens = 0;
+  double window_s = 0;    // first measured submission to last measured finish
+  double throughput = 0;  // output tokens / window_s
+  Distribution latency_s;
+  Distribution ttft_s;
+  std::optional<double> tau;            // unknown for server runs
+  std::optional<double> rows_per_step;  // verified rows per decode step
+  std::optional<StageTimes> stages;     // in-process runs only
+};
+
+RunMetrics MetricsFrom(std::span<const RequestSample> samples, double window_s);
+
+struct Cell {
+  std::string mode;
+  std::string dataset;
+  int32_t concurrency = 0;
+  std::vector<RunMetrics> runs;  // one per repeat; empty when the mode was not run
+};
+
+// A cell over its repeats: the median throughput and its spread; the other metrics come from
+// the run whose throughput is nearest the median.
+struct CellSummary {
+  double throughput = 0;
+  double spread = 0;  // (max − min) / median of the repeats' throughputs
+  const RunMetrics* representative = nullptr;
+};
+std::optional<CellSummary> Summarize(const Cell& cell);
+
+struct ModeInfo {
+  std::string label;
+  std::string note;  // shown under the table (e.g. why a rung is not measured)
+  bool measured = true;
+};
+
+struct Report {
+  std::vector<ModeInfo> modes;
+  std::vector<std::string> datasets;
+  std::vector<int32_t> concurrency;
+  std::string baseline;                              // mode label the ratios divide by
+  bool profile = false;                              // render the step-time breakdown
+  nlohmann::json config = nlohmann::json::object();  // the run's settings, echoed in JSON
+  std::vector<Cell> cells;
+
+  const Cell* Find(const std::string& mode, const std::string& dataset, int32_t c) const;
+};
+
+// Throughput of `mode` / throughput of the baseline, per (dataset, c) cell that both measured,
+// and their geometric mean.
+struct RatioRow {
+  std::string mode;
+  std::vector<double> ratios;  // in (dataset, c) order; NaN where a side is missing
+  double geomean = 0;          // over the cells with a ratio; NaN when none
+};
+std::vector<RatioRow> ThroughputRatios(const Report& report);
+
+std::string RenderTable(const Report& report);
+std::string RenderCsv(const Report& report);
+nlohmann::json RenderJson(const Report& report);
+
+}  // namespace dscale::bench

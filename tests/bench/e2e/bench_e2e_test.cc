@@ -1,0 +1,189 @@
+// The harness end to end: the closed loop against an in-test server that streams OpenAI-style
+// chat-completion chunks, and `dscale bench` on tiny random models in process.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "bench/http_client.h"
+#include "run_command.h"
+
+namespace dscale::bench {
+namespace {
+
+// Streams `max_tokens` one-token chunks (5 ms apart), a usage chunk and [DONE]; records the
+// most requests it ever had in flight at once.
+class MockServer {
+ public:
+  MockServer() {
+    server_.Post("/v1/chat/completions",
+                 [this](const httplib::Request& req, httplib::Response& res) { Reply(req, res); });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~MockServer() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int peak() const { return peak_; }
+  int served() const { return served_; }
+
+ private:
+  void Reply(const httplib::Request& req, httplib::Response& res) {
+    const nlohmann::json body = nlohmann::json::parse(req.body);
+    if (!body.value("stream", false) || body["messages"].empty()) {
+      res.status = 400;
+      return;
+    }
+    const int now = ++in_flight_;
+    for (int seen = peak_; now > seen && !peak_.compare_exchange_weak(seen, now);) {
+    }
+    const int tokens = body.value("max_tokens", 4);
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, tokens](size_t, httplib::DataSink& sink) {
+          for (int i = 0; i < tokens; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            const std::string chunk = R"(data: {"choices":[{"index":0,"delta":{"content":"t"}}]})"
+                                      "\n\n";
+            sink.write(chunk.data(), chunk.size());
+          }
+          const std::string tail =
+              "data: {\"choices\":[],\"usage\":{\"completion_tokens\":" + std::to_string(tokens) +
+              "}}\n\ndata: [DONE]\n\n";
+          sink.write(tail.data(), tail.size());
+          --in_flight_;
+          ++served_;
+          sink.done();
+          return true;
+        });
+  }
+
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int> in_flight_{0}, peak_{0}, served_{0};
+};
+
+TEST(ServerClosedLoop, KeepsCRequestsInFlightAndCountsTokens) {
+  MockServer server;
+  std::vector<ChatRequest> requests(9, ChatRequest{.prompt = "hi", .max_tokens = 6});
+  int done = 0;
+  Result<LoopOutcome> outcome =
+      RunServerClosedLoop({.url = server.url()}, requests, 3, [&] { ++done; });
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_EQ(done, 9);
+  EXPECT_EQ(server.served(), 9);
+  EXPECT_EQ(server.peak(), 3);
+  ASSERT_EQ(outcome->samples.size(), 9u);
+  for (const RequestSample& s : outcome->samples) {
+    EXPECT_EQ(s.output_tokens, 6);
+    EXPECT_GT(s.ttft_s, 0.0);
+    EXPECT_GE(s.latency_s, s.ttft_s);
+    EXPECT_GE(s.latency_s, 0.025);
+  }
+  EXPECT_GT(outcome->window_s, 0.0);
+}
+
+TEST(ServerClosedLoop, ReportsAnUnreachableServer) {
+  std::vector<ChatRequest> requests(2);
+  Result<LoopOutcome> outcome = RunServerClosedLoop({.url = "http://127.0.0.1:1"}, requests, 2, {});
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_NE(outcome.status().message().find("127.0.0.1:1"), std::string::npos);
+}
+
+TEST(BenchCommand, AgainstAServer) {
+  MockServer server;
+  const std::filesystem::path out = std::filesystem::path(::testing::TempDir()) / "bench_url";
+  const auto r = testing::RunDscale(
+      "bench --url " + server.url() + " --data-dir " DSCALE_DATA_DIR +
+      " --datasets gsm8k --concurrency 1,2 --warmup 1 --requests 4 --max-tokens 3 --no-progress"
+      " --out " +
+      out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("server"), std::string::npos) << r.out;
+  EXPECT_EQ(server.served(), 2 * 5);
+  std::ifstream json(out / "results.json");
+  const nlohmann::json j = nlohmann::json::parse(json);
+  ASSERT_EQ(j["cells"].size(), 2u);
+  EXPECT_EQ(j["cells"][1]["runs"][0]["output_tokens"], 12);
+  EXPECT_TRUE(j["cells"][0]["runs"][0]["tau"].is_null());
+}
+
+class InProcessBench : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::path(::testing::TempDir()) / "bench_tiny";
+    const auto r = testing::RunDscale(
+        "make-tiny --out " + (dir_ / "target").string() + " --drafter-out " +
+        (dir_ / "drafter").string() +
+        " --vocab 151936 --hidden 32 --intermediate 48 --layers 1 --heads 2 --kv-heads 1"
+        " --head-dim 16 --tie --block-size 8");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  static std::string Models() {
+    return " --target " + (dir_ / "target").string() + " --drafter " + (dir_ / "drafter").string() +
+           " --tokenizer " DSCALE_TEST_DATA_DIR "/tokenizer/qwen3 --data-dir " DSCALE_DATA_DIR
+           " --no-progress";
+  }
+  static inline std::filesystem::path dir_;
+};
+
+TEST_F(InProcessBench, SweepsModesAndWritesEveryOutput) {
+  const std::filesystem::path out = dir_ / "out";
+  const auto r = testing::RunDscale(
+      "bench" + Models() +
+      " --datasets gsm8k,humaneval --concurrency 1,3 --modes none,dflash,fixed:4 --warmup 1"
+      " --requests 4 --max-tokens 6 --profile --out " +
+      out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* name : {"results.json", "results.csv", "table.txt", "plots.gp",
+                           "plot_data_gsm8k.dat", "plot_data_humaneval.dat"}) {
+    EXPECT_TRUE(std::filesystem::exists(out / name)) << name;
+  }
+  EXPECT_NE(r.out.find("step time per decode step"), std::string::npos);
+  std::ifstream json(out / "results.json");
+  const nlohmann::json j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["baseline"], "dflash");
+  ASSERT_EQ(j["cells"].size(), 12u);
+  for (const nlohmann::json& cell : j["cells"]) {
+    const nlohmann::json& run = cell["runs"][0];
+    EXPECT_EQ(run["requests"], 4);
+    EXPECT_GT(run["output_tokens"].get<int>(), 0);
+    EXPECT_GE(run["tau"].get<double>(), 1.0);
+    EXPECT_GT(run["stages"]["decode_steps"].get<int>(), 0);
+  }
+  EXPECT_DOUBLE_EQ(j["geomean_ratio_vs_baseline"]["dflash"].get<double>(), 1.0);
+}
+
+TEST_F(InProcessBench, AblationNeedsAPredictorForTheDvlRung) {
+  const auto r = testing::RunDscale("bench" + Models() +
+                                    " --ablation --datasets gsm8k --concurrency 2 --warmup 0"
+                                    " --requests 2 --max-tokens 4");
+  // +dvl needs a predictor: the error names the flag and the cell.
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--predictor"), std::string::npos) << r.out;
+}
+
+TEST_F(InProcessBench, WidthSweepAndBadFlags) {
+  const auto r = testing::RunDscale("bench" + Models() +
+                                    " --widths 2,8 --datasets mbpp --concurrency 2 --warmup 0"
+                                    " --requests 2 --max-tokens 4");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("fixed:8: "), std::string::npos) << r.out;
+  EXPECT_EQ(testing::RunDscale("bench" + Models() + " --concurrency 0,2").exit_code, 1);
+  EXPECT_EQ(testing::RunDscale("bench" + Models() + " --datasets nope").exit_code, 1);
+}
+
+}  // namespace
+}  // namespace dscale::bench
