@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
 build/dscale generate --target models/tiny-target --drafter models/tiny-dflash --spec dflash \
-  --prompt "A baker makes 12 loaves of bread every hour. He works 6 hours a day. How many loaves does he make in 5 days?" \
+  --prompt "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?" \
   --max-tokens 128 "$@"

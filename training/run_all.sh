@@ -9,7 +9,7 @@ mkdir -p work/logs
 $PY train_tokenizer.py --vocab 4096                      | tee work/logs/train_tokenizer.log
 $PY train_target.py --steps 300 --seed 1234              | tee work/logs/train_target.log
 $PY export.py target
-OMP_NUM_THREADS=1 $PY generate_responses.py --num 1280 --max-new 256 --chunk 128 --seed 4321 | tee work/logs/generate_responses.log
+OMP_NUM_THREADS=1 $PY generate_responses.py --num 512 --max-new 256 --chunk 128 --seed 4321 | tee work/logs/generate_responses.log
 $PY train_drafter.py --steps 160 --seed 99               | tee work/logs/train_drafter.log
 $PY export.py drafter
 if [ -x ../build/dscale ]; then
