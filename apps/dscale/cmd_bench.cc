@@ -48,6 +48,9 @@ struct BenchArgs {
 
 Result<std::vector<BenchMode>> SelectModes(const BenchArgs& a) {
   if (a.ablation && !a.widths.empty()) return InvalidArgument("--ablation and --widths clash");
+  if (!a.url.empty() && (a.ablation || !a.widths.empty())) {
+    return InvalidArgument("--ablation and --widths switch engine settings: run them in process");
+  }
   if (a.ablation) return bench::AblationModes(/*graphs_available=*/false);
   if (!a.widths.empty()) return bench::WidthModes(a.widths);
   if (!a.url.empty()) {
