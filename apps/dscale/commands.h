@@ -18,5 +18,7 @@ void RegisterDvlAllocateCommand(CLI::App& app, int* exit_code);
 // Predictor training and evaluation on trace files (cmd_predictor.cc).
 void RegisterTrainPredictorCommand(CLI::App& app, int* exit_code);
 void RegisterEvalPredictorCommand(CLI::App& app, int* exit_code);
+// dscale serve: the OpenAI-compatible HTTP server (cmd_serve.cc).
+void RegisterServeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli
