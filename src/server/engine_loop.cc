@@ -157,7 +157,6 @@ void EngineLoop::OnFinished(const RequestResult& result) {
     const bool stopped = result.finish_reason == FinishReason::kStop || a.text.stopped();
     outcome = stopped ? Outcome::kStop : Outcome::kLength;
   }
-  a.channel->Finish(outcome, usage);
   {
     std::lock_guard lock(metrics_mu_);
     ++metrics_.finished[static_cast<int>(outcome)];
@@ -172,9 +171,13 @@ void EngineLoop::OnFinished(const RequestResult& result) {
   }
   DSCALE_LOG(kDebug) << "request " << a.ticket << " ended (" << OutcomeName(outcome) << "), "
                      << usage.completion_tokens << " tokens";
+  // Counted and its slot free before the client hears of the end, so that a client that sends
+  // its next request (or reads /metrics) right away finds both.
+  const std::shared_ptr<RequestChannel> channel = std::move(a.channel);
   by_ticket_.erase(a.ticket);
   active_.erase(it);
   slots_.Release();
+  channel->Finish(outcome, usage);
 }
 
 void EngineLoop::FailAll(const Status& status) {

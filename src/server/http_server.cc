@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <random>
@@ -15,6 +16,7 @@ using json = nlohmann::json;
 
 constexpr const char* kJson = "application/json";
 constexpr const char* kRetryAfterSeconds = "1";
+constexpr int kListenBacklog = 1024;
 
 ConnectionAddress AddressOf(const httplib::Request& req) {
   return {.local_addr = req.local_addr,
@@ -60,6 +62,16 @@ ApiError TransportError(int status) {
 
 }  // namespace
 
+// cpp-httplib 0.11 listens with a backlog of 5, so a burst of new connections (64 clients
+// starting together) overflows the accept queue and some connections fail. listen() again on
+// the bound socket raises the backlog.
+class HttpServer::Listener : public httplib::Server {
+ public:
+  void RaiseBacklog(int backlog) {
+    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, backlog);
+  }
+};
+
 // One streaming response, owned by its content provider.
 struct HttpServer::Stream {
   std::shared_ptr<RequestChannel> channel;
@@ -67,8 +79,9 @@ struct HttpServer::Stream {
   ResponseMeta meta;
   bool include_usage = false;
   ConnectionWatch watch;
-  bool opened = false;    // the chat role chunk went out
-  bool finished = false;  // [DONE] went out
+  bool opened = false;                          // the chat role chunk went out
+  bool finished = false;                        // [DONE] went out
+  Clock::time_point last_check = Clock::now();  // of the client's connection
 };
 
 HttpServer::HttpServer(EngineLoop& loop, const Tokenizer& tokenizer, ModelInfo model,
@@ -82,7 +95,7 @@ HttpServer::HttpServer(EngineLoop& loop, const Tokenizer& tokenizer, ModelInfo m
                    std::chrono::system_clock::now().time_since_epoch())
                    .count()),
       salt_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(std::make_unique<Listener>()) {
   Route();
 }
 
@@ -93,6 +106,7 @@ Status HttpServer::Bind() {
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_tcp_nodelay(true);
+  http_->set_keep_alive_max_count(10000);  // clients and proxies reuse their connections
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
   } else {
@@ -101,6 +115,7 @@ Status HttpServer::Bind() {
   if (port_ < 0) {
     return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
   }
+  http_->RaiseBacklog(kListenBacklog);
   return Status::Ok();
 }
 
@@ -192,18 +207,15 @@ void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& r
                                std::shared_ptr<RequestChannel> channel, uint64_t ticket,
                                const ResponseMeta& meta) {
   ConnectionWatch watch(AddressOf(req));
-  std::string text;
   RequestChannel::Update update;
-  while (true) {
-    if (channel->Wait(options_.poll_interval, &update)) {
-      text += update.text;
-      if (update.done) break;
-    } else if (watch.PeerClosed()) {
+  while (!channel->Wait(options_.poll_interval, &update, /*until_done=*/true)) {
+    if (watch.PeerClosed()) {
       loop_.Cancel(ticket);
       // Nobody reads this; 499 (nginx's "client closed request") keeps the metrics honest.
       return Reply(res, {.status = 499, .message = "the client closed the connection"});
     }
   }
+  const std::string& text = update.text;
   if (update.outcome == Outcome::kError) return Reply(res, *update.error);
   if (update.outcome == Outcome::kCancelled) {
     return Reply(res, Unavailable("cancelled", "the request was cancelled"));
@@ -254,8 +266,11 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
       if (s.include_usage) out += SseEvent(UsageChunkJson(s.meta, u.usage));
     }
     if (u.done) out += kSseDone;
-  } else if (out.empty() && s.watch.PeerClosed()) {
-    return false;  // the client has gone: cpp-httplib ends the response, the releaser cancels
+  }
+  // Writes fail only some time after the client has gone; look at the connection as well.
+  if (!u.done && Clock::now() - s.last_check >= options_.poll_interval) {
+    s.last_check = Clock::now();
+    if (s.watch.PeerClosed()) return false;  // cpp-httplib ends the response; the releaser cancels
   }
   if (!out.empty() && !sink.write(out.data(), out.size())) return false;
   if (u.done) {

@@ -68,6 +68,7 @@ class HttpServer {
 
  private:
   struct Stream;
+  class Listener;
 
   void Route();
   void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
@@ -92,7 +93,7 @@ class HttpServer {
   const HttpOptions options_;
   const int64_t started_;  // Unix seconds
   const uint64_t salt_;    // makes response ids and default seeds differ between runs
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Listener> http_;
   int port_ = -1;
   std::atomic<bool> draining_{false};
   std::atomic<int32_t> open_responses_{0};

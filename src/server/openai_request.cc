@@ -262,6 +262,13 @@ Error ParseStreamOptions(const json& v, const std::string& name, ApiRequest* r) 
   return std::nullopt;
 }
 
+Error ParseIgnoreEos(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return BadField(name, "expected a boolean" + Got(v));
+  r->ignore_eos = v.get<bool>();
+  return std::nullopt;
+}
+
 Error ParseString(const json& v, const std::string& name, ApiRequest*) {
   if (v.is_null() || v.is_string()) return std::nullopt;
   return BadField(name, "expected a string" + Got(v));
@@ -353,6 +360,7 @@ constexpr FieldRule kFields[] = {
     {"n", kBoth, ParseN},
     {"stream", kBoth, ParseStream},
     {"stream_options", kBoth, ParseStreamOptions},
+    {"ignore_eos", kBoth, ParseIgnoreEos},
     {"user", kBoth, ParseString},
     {"metadata", kBoth, ParseObject},
     {"store", kBoth, ParseBool},

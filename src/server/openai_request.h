@@ -8,7 +8,8 @@
 //             0 = off), seed, stop (string or up to 4 strings), n (1 only), stream,
 //             stream_options {include_usage}, user, metadata, store,
 //             presence_penalty / frequency_penalty (0 only), logit_bias (empty only),
-//             logprobs (off only)
+//             logprobs (off only), ignore_eos (vLLM's extension: generate max_tokens tokens
+//             even past end-of-sequence tokens, as benchmarks need)
 //   completions  prompt (required: a string, token ids, or a one-element array of either),
 //             echo (false only), best_of (1 only), suffix (empty only)
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
@@ -51,6 +52,7 @@ struct ApiRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).

@@ -169,9 +169,12 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
                 .top_k = request.top_k,
                 .top_p = request.top_p,
                 .seed = request.seed.value_or(seed)};
-  p.stop_ids = model.stop_ids;
-  if (chat)
-    p.stop_ids.insert(p.stop_ids.end(), model.chat_stop_ids.begin(), model.chat_stop_ids.end());
+  if (!request.ignore_eos) {
+    p.stop_ids = model.stop_ids;
+    if (chat) {
+      p.stop_ids.insert(p.stop_ids.end(), model.chat_stop_ids.begin(), model.chat_stop_ids.end());
+    }
+  }
   p.stop_strings = request.stop;
   return std::nullopt;
 }

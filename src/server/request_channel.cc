@@ -33,9 +33,10 @@ void RequestChannel::Fail(ApiError error) {
   cv_.notify_one();
 }
 
-bool RequestChannel::Wait(std::chrono::milliseconds timeout, Update* out) {
+bool RequestChannel::Wait(std::chrono::milliseconds timeout, Update* out, bool until_done) {
   std::unique_lock lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return HasNews(); })) return false;
+  const auto ready = [&] { return until_done ? done_ && !done_reported_ : HasNews(); };
+  if (!cv_.wait_for(lock, timeout, ready)) return false;
   out->text = std::move(text_);
   text_.clear();
   out->done = done_;

@@ -32,9 +32,10 @@ class RequestChannel {
   void Finish(Outcome outcome, Usage usage);
   void Fail(ApiError error);
 
-  // HTTP thread: waits up to `timeout` for new text or the end, and moves it into *out.
-  // False when nothing arrived in time (then *out is untouched).
-  bool Wait(std::chrono::milliseconds timeout, Update* out);
+  // HTTP thread: waits up to `timeout` for new text or the end (only the end when
+  // `until_done`: a non-streaming reply need not wake for every token), and moves what there is
+  // into *out. False when nothing arrived in time (then *out is untouched).
+  bool Wait(std::chrono::milliseconds timeout, Update* out, bool until_done = false);
 
  private:
   bool HasNews() const { return !text_.empty() || (done_ && !done_reported_); }

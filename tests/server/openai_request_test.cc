@@ -34,7 +34,7 @@ TEST(OpenAiRequestTest, CompletionWithEveryField) {
           "top_k": 40, "seed": 12, "stop": ["a", "b"], "n": 1, "stream": true,
           "stream_options": {"include_usage": true}, "user": "u", "presence_penalty": 0,
           "frequency_penalty": 0.0, "logit_bias": {}, "logprobs": null, "echo": false,
-          "best_of": 1, "suffix": null, "metadata": null})");
+          "best_of": 1, "suffix": null, "metadata": null, "ignore_eos": true})");
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt_text, "Hello");
   EXPECT_FALSE(r.prompt_is_ids);
@@ -46,6 +46,7 @@ TEST(OpenAiRequestTest, CompletionWithEveryField) {
   EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
 }
 
 TEST(OpenAiRequestTest, Defaults) {
@@ -167,6 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kCompletions, "{" + kOk + R"(, "stop": ["a", 1]})", 400, "stop[1]"},
         BadCase{kCompletions, "{" + kOk + R"(, "stop": ["a", "b", "c", "d", "e"]})", 400, "stop"},
         BadCase{kCompletions, "{" + kOk + R"(, "stream": "yes"})", 400, "stream"},
+        BadCase{kCompletions, "{" + kOk + R"(, "ignore_eos": 1})", 400, "ignore_eos"},
         BadCase{kCompletions, "{" + kOk + R"(, "stream_options": {"include_usage": true}})", 400,
                 "stream_options"},
         BadCase{kCompletions, "{" + kOk + R"(, "stream": true, "stream_options": 1})", 400,

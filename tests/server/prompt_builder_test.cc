@@ -97,6 +97,14 @@ TEST(PromptBuilderTest, ChatUsesTheChatFormatAndEndOfTurnStops) {
   EXPECT_EQ(p.params.stop_ids, (std::vector<int64_t>{509, 509, 507}));
 }
 
+TEST(PromptBuilderTest, IgnoreEosDropsTheStopIds) {
+  PreparedRequest p;
+  ASSERT_FALSE(Prepare(
+      R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "ignore_eos": true})",
+      &p, Endpoint::kChatCompletions));
+  EXPECT_TRUE(p.params.stop_ids.empty());
+}
+
 TEST(PromptBuilderTest, UserContentCannotInjectControlTokens) {
   const Tokenizer& tok = ServerTokenizer();
   const int32_t im_end = tok.AddedTokenId("<|im_end|>").value();

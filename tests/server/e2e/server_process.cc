@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -61,7 +62,14 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
   server->log_path_ = ::testing::TempDir() + "dscale_serve_" + std::to_string(getpid()) + "_" +
                       std::to_string(serial++) + ".log";
   std::vector<std::string> args = DefaultArgs();
-  args.insert(args.end(), extra.begin(), extra.end());
+  for (size_t i = 0; i + 1 < extra.size(); i += 2) {
+    const auto flag = std::find(args.begin(), args.end(), extra[i]);
+    if (flag != args.end()) {
+      *(flag + 1) = extra[i + 1];
+    } else {
+      args.insert(args.end(), {extra[i], extra[i + 1]});
+    }
+  }
   int out[2];
   EXPECT_EQ(pipe(out), 0);
   const pid_t pid = fork();
@@ -108,6 +116,10 @@ bool ServerProcess::Running() {
 
 int ServerProcess::Terminate(std::chrono::seconds timeout) {
   if (Running()) kill(pid_, SIGTERM);
+  return WaitExit(timeout);
+}
+
+int ServerProcess::WaitExit(std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (Running() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -167,6 +179,21 @@ int StatusOf(const std::string& raw_response) {
   std::smatch m;
   if (!std::regex_search(raw_response, m, status_line)) return 0;
   return std::stoi(m[1]);
+}
+
+double MetricValue(const std::string& metrics, const std::string& sample) {
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() > sample.size() && line.starts_with(sample) && line[sample.size()] == ' ') {
+      return std::stod(line.substr(sample.size() + 1));
+    }
+  }
+  return -1;
+}
+
+std::string PostBytes(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 }  // namespace dscale::e2e

@@ -17,7 +17,8 @@ std::string E2eDir();
 
 class ServerProcess {
  public:
-  // Starts the server with the default flags plus `extra` (later flags win); fails the test
+  // Starts the server with the default flags, `extra` ("--flag", "value" pairs) replacing or
+  // adding to them; fails the test
   // (fatally) when it does not come up within 60 s.
   static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& extra = {});
   ~ServerProcess();  // kills the server if it is still running
@@ -28,6 +29,8 @@ class ServerProcess {
   bool Running();
   // SIGTERM, then waits up to `timeout`: the exit status, or -1 when it did not exit in time.
   int Terminate(std::chrono::seconds timeout = std::chrono::seconds(60));
+  // Waits up to `timeout` for the process to exit by itself: the exit status, or -1.
+  int WaitExit(std::chrono::seconds timeout = std::chrono::seconds(60));
   // The server's stderr so far.
   std::string Log() const;
 
@@ -51,5 +54,12 @@ int Connect(int port);
 
 // "HTTP/1.1 400 Bad Request\r\n..." → 400; 0 when there is no status line.
 int StatusOf(const std::string& raw_response);
+
+// The value of one sample ("dscale_kv_pages_free", "name{label=\"x\"}") in Prometheus text,
+// or -1 when it is missing.
+double MetricValue(const std::string& metrics, const std::string& sample);
+
+// A raw HTTP/1.1 POST of a JSON body.
+std::string PostBytes(const std::string& path, const std::string& body);
 
 }  // namespace dscale::e2e
