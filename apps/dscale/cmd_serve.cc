@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -116,9 +117,11 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
 }
 
 // Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server.
-void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::EngineLoop& loop) {
+// `ended` set before the signal: the server stopped by itself and the signal only wakes us.
+void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::EngineLoop& loop,
+                   const std::atomic<bool>& ended) {
   int signal = 0;
-  if (sigwait(&signals, &signal) != 0) return;
+  if (sigwait(&signals, &signal) != 0 || ended) return;
   std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s)\n", signal,
                loop.in_flight());
   http.BeginDrain();
@@ -160,14 +163,18 @@ int RunServe(const ServeArgs& args) {
        .max_body_bytes = static_cast<size_t>(args.max_body_bytes)});
   if (Status s = http.Bind(); !s.ok()) return ReportError("serve", s);
   loop.Start();
-  std::thread signal_thread([&] { WaitForSignal(signals, http, loop); });
+  std::atomic<bool> ended{false};
+  std::thread signal_thread([&] { WaitForSignal(signals, http, loop, ended); });
   std::printf("dscale serve: listening on http://%s:%d (model \"%s\", --spec %s)\n",
               args.host.c_str(), http.port(), ModelName(args).c_str(),
               models.policy.Name().c_str());
   std::fflush(stdout);
   http.Serve();
   loop.Stop();
-  if (!http.draining()) kill(getpid(), SIGTERM);  // Serve ended on its own: free the signal thread
+  if (!http.draining()) {
+    ended = true;
+    kill(getpid(), SIGTERM);  // Serve ended on its own: wake the signal thread
+  }
   signal_thread.join();
   std::fprintf(stderr, "dscale serve: stopped\n");
   return 0;

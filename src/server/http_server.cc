@@ -170,23 +170,39 @@ void HttpServer::Reply(httplib::Response& res, const ApiError& error) {
 
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req,
                                 httplib::Response& res) {
-  if (draining_) return Reply(res, Unavailable("shutting_down", "the server is shutting down"));
-  if (auto e = CheckContentType(req.get_header_value("Content-Type"))) return Reply(res, *e);
-  ApiRequest api;
-  if (auto e = ParseApiRequest(endpoint, req.body, &api)) return Reply(res, *e);
-  const uint64_t serial = NextSerial();
-  PreparedRequest prepared;
-  if (auto e = PrepareRequest(api, tokenizer_, model_, serial ^ salt_, &prepared)) {
-    return Reply(res, *e);
+  // Counted before the draining check: the signal thread sets draining and then waits for this
+  // count to reach zero, so a request either sees draining or is waited for.
+  ++open_responses_;
+  if (!Generate(endpoint, req, res)) --open_responses_;
+}
+
+std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::Request& req,
+                                             uint64_t serial, ApiRequest* api,
+                                             PreparedRequest* prepared) {
+  if (draining_) return Unavailable("shutting_down", "the server is shutting down");
+  if (auto e = CheckContentType(req.get_header_value("Content-Type"))) return e;
+  if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
+  if (auto e = PrepareRequest(*api, tokenizer_, model_, serial ^ salt_, prepared)) return e;
+  if (Status s = check_(prepared->prompt, prepared->params); !s.ok()) {
+    return BadRequest(s.message());
   }
-  if (Status s = check_(prepared.prompt, prepared.params); !s.ok()) {
-    return Reply(res, BadRequest(s.message()));
+  return std::nullopt;
+}
+
+bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  ApiRequest api;
+  PreparedRequest prepared;
+  const uint64_t serial = NextSerial();
+  if (auto error = Validate(endpoint, req, serial, &api, &prepared)) {
+    Reply(res, *error);
+    return false;
   }
   auto channel = std::make_shared<RequestChannel>();
   Result<uint64_t> ticket = loop_.Submit(std::move(prepared), channel);
   if (!ticket.ok()) {
-    return Reply(res, Unavailable("overloaded", "the server is at capacity (" +
-                                                    ticket.status().message() + "); retry later"));
+    Reply(res, Unavailable("overloaded", "the server is at capacity (" + ticket.status().message() +
+                                             "); retry later"));
+    return false;
   }
   const ResponseMeta meta{.endpoint = endpoint,
                           .id = ResponseId(endpoint, serial, salt_),
@@ -194,13 +210,12 @@ void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req,
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count(),
                           .model = model_.name};
-  ++open_responses_;
-  if (api.stream) {
-    ReplyStreaming(req, res, std::move(channel), *ticket, meta, api.include_usage);
-  } else {
+  if (!api.stream) {
     ReplyBlocking(req, res, std::move(channel), *ticket, meta);
-    --open_responses_;
+    return false;
   }
+  ReplyStreaming(req, res, std::move(channel), *ticket, meta, api.include_usage);
+  return true;  // the stream's releaser ends the count
 }
 
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,

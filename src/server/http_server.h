@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -72,6 +73,11 @@ class HttpServer {
 
   void Route();
   void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // True when a streaming response took over the open-response count.
+  bool Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // Everything that can refuse a request before it reaches the engine thread.
+  std::optional<ApiError> Validate(Endpoint endpoint, const httplib::Request& req, uint64_t serial,
+                                   ApiRequest* api, PreparedRequest* prepared);
   void Reply(httplib::Response& res, const ApiError& error);
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                      std::shared_ptr<RequestChannel> channel, uint64_t ticket,
