@@ -7,7 +7,14 @@ packages=(
   libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev gnuplot-nox
+  # The server's end-to-end tests: two servers behind nginx.
+  nginx
 )
+# The server's end-to-end tests drive it with the OpenAI Node SDK. A Node.js installed some
+# other way (with its own npm) is kept.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

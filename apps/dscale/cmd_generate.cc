@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "io/tokenizer/display_text.h"
 #include "model/dflash_drafter.h"
+#include "predictor_loading.h"
 #include "prompt_input.h"
 
 namespace dscale::cli {
@@ -104,10 +105,8 @@ Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
                                                     const Qwen3Model& target,
                                                     const std::optional<DFlashDrafter>& drafter) {
   if (policy.mode != SpecMode::kDScale) return std::optional<dvl::Predictor>();
-  if (args.predictor.empty()) return InvalidArgument("--spec dscale needs --predictor");
-  const dvl::DrafterDims dims{.hidden_size = drafter->config().draft.hidden_size,
-                              .vocab_size = target.config().vocab_size};
-  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor, dvl::Predictor::Load(args.predictor, dims));
+  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
+                          LoadDvlPredictor(args.predictor, *drafter, target.config().vocab_size));
   return std::optional<dvl::Predictor>(std::move(predictor));
 }
 

@@ -21,5 +21,7 @@ void RegisterTrainPredictorCommand(CLI::App& app, int* exit_code);
 void RegisterEvalPredictorCommand(CLI::App& app, int* exit_code);
 // The serving benchmark (cmd_bench.cc).
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
+// dscale serve: the OpenAI-compatible HTTP server (cmd_serve.cc).
+void RegisterServeCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli

@@ -107,11 +107,16 @@ Engine::Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_
 Engine::~Engine() = default;
 
 int32_t Engine::PagesFor(const RequestState& r) const {
-  const int64_t positions = int64_t{r.prompt_len} + r.params.max_tokens + block_;
+  return PagesFor(r.prompt_len, r.params.max_tokens);
+}
+
+int32_t Engine::PagesFor(int64_t prompt_len, int32_t max_tokens) const {
+  const int64_t positions = prompt_len + max_tokens + block_;
   return static_cast<int32_t>((positions + config_.page_size - 1) / config_.page_size);
 }
 
-Result<RequestId> Engine::Submit(std::vector<int32_t> prompt, GenerationParams params) {
+Status Engine::CheckRequest(std::span<const int32_t> prompt,
+                            const GenerationParams& params) const {
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   const int64_t vocab = target_.config().vocab_size;
   for (size_t i = 0; i < prompt.size(); ++i) {
@@ -128,6 +133,17 @@ Result<RequestId> Engine::Submit(std::vector<int32_t> prompt, GenerationParams p
                            std::to_string(params.max_tokens) + ") exceeds the context length " +
                            std::to_string(target_.config().max_position_embeddings));
   }
+  const int32_t pages = PagesFor(static_cast<int64_t>(prompt.size()), params.max_tokens);
+  if (pages > cache_.shape().num_pages) {
+    return InvalidArgument("prompt + max_tokens needs " + std::to_string(pages) +
+                           " KV pages but the cache has " +
+                           std::to_string(cache_.shape().num_pages));
+  }
+  return Status::Ok();
+}
+
+Result<RequestId> Engine::Submit(std::vector<int32_t> prompt, GenerationParams params) {
+  DSCALE_RETURN_IF_ERROR(CheckRequest(prompt, params));
   auto r = std::make_unique<RequestState>();
   r->id = next_id_++;
   r->prompt_len = static_cast<int32_t>(prompt.size());
@@ -137,11 +153,6 @@ Result<RequestId> Engine::Submit(std::vector<int32_t> prompt, GenerationParams p
   r->result.id = r->id;
   r->result.prompt_tokens = r->prompt_len;
   r->result.submitted = Clock::now();
-  if (PagesFor(*r) > cache_.shape().num_pages) {
-    return InvalidArgument("prompt + max_tokens needs " + std::to_string(PagesFor(*r)) +
-                           " KV pages but the cache has " +
-                           std::to_string(cache_.shape().num_pages));
-  }
   const RequestId id = r->id;
   queue_.push_back(std::move(r));
   return id;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,9 @@ class Engine {
   // Queues a request. Errors: empty prompt, ids outside the vocabulary, max_tokens < 1, prompt +
   // max_tokens past the context or the whole KV capacity, bad sampling parameters.
   Result<RequestId> Submit(std::vector<int32_t> prompt, GenerationParams params);
+  // The checks Submit makes, without queueing. Reads only what is fixed at creation, so other
+  // threads may call it while the owning thread steps (the server validates on HTTP threads).
+  Status CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const;
   // Marks a queued or running request cancelled; its KV is freed at the next step.
   void Cancel(RequestId id);
 
@@ -79,6 +83,7 @@ class Engine {
 
   int32_t queued() const { return static_cast<int32_t>(queue_.size()); }
   int32_t running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t block_size() const { return block_; }  // W (1 without a drafter)
   int32_t free_kv_pages() const { return cache_.free_pages(); }
   int32_t total_kv_pages() const { return cache_.shape().num_pages; }
   const StepStats& stats() const { return stats_; }
@@ -91,6 +96,7 @@ class Engine {
          VerifyPlanner planner);
 
   int32_t PagesFor(const RequestState& r) const;
+  int32_t PagesFor(int64_t prompt_len, int32_t max_tokens) const;
   void Admit();
   Status RunPrefill();
   Status RunDecode();

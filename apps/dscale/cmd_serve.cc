@@ -1,0 +1,225 @@
+// dscale serve: the OpenAI-compatible HTTP server (src/server) over one engine.
+//
+// Threads: the HTTP workers (parse, tokenize, relay output), one engine thread (owns the model,
+// KV cache and scheduler), and one signal thread. SIGTERM or SIGINT drains: new requests get
+// 503, in-flight requests finish, then the process exits 0. A second signal exits at once.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "predictor_loading.h"
+#include "engine/engine.h"
+#include "io/tokenizer/tokenizer.h"
+#include "model/dflash_drafter.h"
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+#include "server/output_text.h"
+
+namespace dscale::cli {
+namespace {
+
+struct ServeArgs {
+  std::string target;
+  std::string drafter;
+  std::string predictor;
+  std::string tokenizer;
+  std::string spec = "dflash";
+  std::string served_model_name;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int32_t max_running = 16;
+  int32_t max_queue = 256;
+  int32_t http_threads = 0;
+  int64_t kv_tokens = 1 << 16;
+  int32_t default_max_tokens = 256;
+  int64_t max_body_bytes = 8 << 20;
+  bool tile_routing = true;
+};
+
+// The loaded models; members refer to each other, so it is never moved.
+struct Models {
+  std::optional<Qwen3Model> target;
+  std::optional<DFlashDrafter> drafter;
+  std::optional<Tokenizer> tokenizer;
+  std::optional<dvl::Predictor> predictor;  // the dscale policy's
+  LengthPolicy policy;
+};
+
+Status LoadModels(const ServeArgs& args, Models* m) {
+  DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target));
+  m->target.emplace(std::move(target));
+  if (m->policy.UsesDrafter()) {
+    if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
+    DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(args.drafter, *m->target));
+    m->drafter.emplace(std::move(drafter));
+  }
+  const std::string tokenizer_dir = args.tokenizer.empty() ? args.target : args.tokenizer;
+  Result<Tokenizer> tokenizer = Tokenizer::Load(tokenizer_dir);
+  if (!tokenizer.ok()) {
+    return tokenizer.status().WithContext("tokenizer (" + tokenizer_dir +
+                                          "; --tokenizer DIR names another folder)");
+  }
+  m->tokenizer.emplace(std::move(tokenizer).value());
+  return Status::Ok();
+}
+
+std::string ModelName(const ServeArgs& args) {
+  if (!args.served_model_name.empty()) return args.served_model_name;
+  std::filesystem::path dir(args.target);
+  if (!dir.has_filename()) dir = dir.parent_path();  // "models/qwen3/" → "qwen3"
+  return dir.filename().string();
+}
+
+server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
+  const Qwen3Config& config = m.target->config();
+  server::ModelInfo info{.name = ModelName(args),
+                         .vocab_size = config.vocab_size,
+                         .context_length = config.max_position_embeddings,
+                         .default_max_tokens = args.default_max_tokens,
+                         .stop_ids = config.eos_token_ids};
+  if (auto eos = m.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
+  for (const char* end_of_turn : {"<|im_end|>", "<|endoftext|>"}) {
+    if (auto id = m.tokenizer->AddedTokenId(end_of_turn)) info.chat_stop_ids.push_back(*id);
+  }
+  return info;
+}
+
+Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
+  if (m.policy.mode == SpecMode::kDScale && m.drafter) {
+    DSCALE_ASSIGN_OR_RETURN(
+        dvl::Predictor predictor,
+        LoadDvlPredictor(args.predictor, *m.drafter, m.target->config().vocab_size));
+    m.predictor.emplace(std::move(predictor));
+  }
+  const Tokenizer& tokenizer = *m.tokenizer;
+  EngineConfig config{.policy = m.policy,
+                      .max_running = args.max_running,
+                      .kv_tokens = args.kv_tokens,
+                      .tile_routing = args.tile_routing,
+                      .predictor = m.predictor ? &*m.predictor : nullptr,
+                      .decode_text = [&tokenizer](std::span<const int32_t> ids) {
+                        return server::OutputTextOf(tokenizer, ids);
+                      }};
+  return Engine::Create(*m.target, m.drafter ? &*m.drafter : nullptr, std::move(config));
+}
+
+// Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server.
+// `ended` set before the signal: the server stopped by itself and the signal only wakes us.
+void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::EngineLoop& loop,
+                   const std::atomic<bool>& ended) {
+  int signal = 0;
+  if (sigwait(&signals, &signal) != 0 || ended) return;
+  std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s)\n", signal,
+               loop.in_flight());
+  http.BeginDrain();
+  const timespec tick{.tv_sec = 0, .tv_nsec = 20'000'000};
+  while (loop.in_flight() > 0 || http.open_responses() > 0) {
+    if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+      std::fprintf(stderr, "dscale serve: second signal: exiting without draining\n");
+      std::_Exit(1);
+    }
+  }
+  http.Stop();
+}
+
+int RunServe(const ServeArgs& args) {
+  // Before any thread exists (model loading may start OpenMP's), so that every thread inherits
+  // the mask and only the signal thread receives these.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+
+  Models models;
+  if (Status s = LoadModels(args, &models); !s.ok()) return ReportError("serve", s);
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(args, models);
+  if (!engine.ok()) return ReportError("serve", engine.status());
+  const int32_t slots = args.max_running + args.max_queue;
+  server::EngineLoop loop(**engine, *models.tokenizer, slots);
+  const Engine& checker = **engine;  // CheckRequest reads only what is fixed at creation
+  server::HttpServer http(
+      loop, *models.tokenizer, MakeModelInfo(args, models),
+      [&checker](std::span<const int32_t> prompt, const GenerationParams& params) {
+        return checker.CheckRequest(prompt, params);
+      },
+      {.host = args.host,
+       .port = args.port,
+       .threads = args.http_threads > 0 ? args.http_threads : slots + 16,
+       .max_body_bytes = static_cast<size_t>(args.max_body_bytes)});
+  if (Status s = http.Bind(); !s.ok()) return ReportError("serve", s);
+  loop.Start();
+  std::atomic<bool> ended{false};
+  std::thread signal_thread([&] { WaitForSignal(signals, http, loop, ended); });
+  std::printf("dscale serve: listening on http://%s:%d (model \"%s\", --spec %s)\n",
+              args.host.c_str(), http.port(), ModelName(args).c_str(),
+              models.policy.Name().c_str());
+  std::fflush(stdout);
+  http.Serve();
+  loop.Stop();
+  if (!http.draining()) {
+    ended = true;
+    kill(getpid(), SIGTERM);  // Serve ended on its own: wake the signal thread
+  }
+  signal_thread.join();
+  std::fprintf(stderr, "dscale serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
+  cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
+  cmd->add_option("--predictor", args->predictor, "DVL predictor file (--spec dscale)");
+  cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer directory (default: --target)");
+  cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale")
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", args->served_model_name,
+                  "Model name clients send (default: the target folder's name)");
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--max-running", args->max_running, "Running requests at most (c)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-queue", args->max_queue, "Waiting requests at most; beyond: 503")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--http-threads", args->http_threads,
+                  "HTTP worker threads (0: max-running + max-queue + 16)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--kv-tokens", args->kv_tokens, "KV cache capacity in positions")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--default-max-tokens", args->default_max_tokens,
+                  "max_tokens of requests that give none")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body; beyond: 413")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--tile-routing", args->tile_routing,
+                  "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
+}
+
+}  // namespace dscale::cli

@@ -1,0 +1,32 @@
+#include "server/api_error.h"
+
+namespace dscale::server {
+
+nlohmann::json ApiError::ToJson() const {
+  nlohmann::json error = {
+      {"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) error["param"] = param;
+  if (!code.empty()) error["code"] = code;
+  return {{"error", std::move(error)}};
+}
+
+std::string ApiError::Body() const {
+  // Messages may quote request text; replace rather than throw on anything ill-formed.
+  return ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ApiError BadField(const std::string& param, const std::string& what) {
+  return {.status = 400, .message = param + ": " + what, .param = param};
+}
+
+ApiError BadRequest(const std::string& message) { return {.status = 400, .message = message}; }
+
+ApiError Unavailable(const std::string& code, const std::string& message) {
+  return {.status = 503, .message = message, .type = "server_error", .code = code};
+}
+
+ApiError InternalError(const std::string& message) {
+  return {.status = 500, .message = message, .type = "server_error", .code = "internal_error"};
+}
+
+}  // namespace dscale::server

@@ -1,0 +1,213 @@
+#include "server/engine_loop.h"
+
+#include "core/log.h"
+
+namespace dscale::server {
+namespace {
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+bool SlotGate::TryAcquire() {
+  int32_t used = used_.load();
+  while (used < slots_) {
+    if (used_.compare_exchange_weak(used, used + 1)) return true;
+  }
+  return false;
+}
+
+void SlotGate::Release() {
+  const int32_t before = used_.fetch_sub(1);
+  DSCALE_CHECK_MSG(before > 0, "a slot was released twice");
+}
+
+struct EngineLoop::Active {
+  uint64_t ticket = 0;
+  std::shared_ptr<RequestChannel> channel;
+  OutputText text;
+  Clock::time_point arrived;
+  Clock::time_point first_token;
+  bool failed = false;  // the channel already has an error
+};
+
+EngineLoop::EngineLoop(Engine& engine, const Tokenizer& tokenizer, int32_t request_slots)
+    : engine_(engine), tokenizer_(tokenizer), slots_(request_slots) {
+  metrics_.request_slots = request_slots;
+  Publish();
+}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+void EngineLoop::Start() {
+  DSCALE_CHECK(!thread_.joinable());
+  thread_ = std::thread([this] { Run(); });
+}
+
+void EngineLoop::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<uint64_t> EngineLoop::Submit(PreparedRequest request,
+                                    std::shared_ptr<RequestChannel> channel) {
+  if (!slots_.TryAcquire()) {
+    return ResourceExhausted("all " + std::to_string(slots_.slots()) + " request slots are in use");
+  }
+  uint64_t ticket = 0;
+  {
+    std::lock_guard lock(mu_);
+    ticket = next_ticket_++;
+    incoming_.push_back({.ticket = ticket,
+                         .request = std::move(request),
+                         .channel = std::move(channel),
+                         .arrived = Clock::now()});
+  }
+  cv_.notify_one();
+  return ticket;
+}
+
+void EngineLoop::Cancel(uint64_t ticket) {
+  {
+    std::lock_guard lock(mu_);
+    cancels_.push_back(ticket);
+  }
+  cv_.notify_one();
+}
+
+void EngineLoop::Run() {
+  std::vector<Task> tasks;
+  std::vector<uint64_t> cancels;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      const bool busy = engine_.running() > 0 || engine_.queued() > 0;
+      if (!busy) {
+        cv_.wait(lock, [&] { return stop_ || !incoming_.empty() || !cancels_.empty(); });
+        if (stop_ && incoming_.empty()) break;
+      }
+      tasks.swap(incoming_);
+      cancels.swap(cancels_);
+    }
+    for (Task& task : tasks) StartTask(std::move(task));
+    for (const uint64_t ticket : cancels) CancelTicket(ticket);
+    tasks.clear();
+    cancels.clear();
+    StepOnce();
+    Publish();
+  }
+}
+
+void EngineLoop::StartTask(Task task) {
+  auto active = std::make_unique<Active>(
+      Active{.ticket = task.ticket,
+             .channel = task.channel,
+             .text = OutputText(tokenizer_, task.request.params.stop_strings),
+             .arrived = task.arrived});
+  GenerationParams params = std::move(task.request.params);
+  params.on_tokens = [this](const TokenEvent& event) { OnTokens(event); };
+  Result<RequestId> id = engine_.Submit(std::move(task.request.prompt), std::move(params));
+  if (!id.ok()) {
+    // The HTTP thread checked the request against the same rules; reaching here is a bug in
+    // that check, but the client still gets a clear answer.
+    task.channel->Fail(BadRequest(id.status().message()));
+    slots_.Release();
+    return;
+  }
+  by_ticket_[task.ticket] = *id;
+  active_[*id] = std::move(active);
+}
+
+void EngineLoop::CancelTicket(uint64_t ticket) {
+  const auto it = by_ticket_.find(ticket);
+  if (it != by_ticket_.end()) engine_.Cancel(it->second);
+}
+
+void EngineLoop::StepOnce() {
+  const Result<bool> worked = engine_.Step();
+  if (!worked.ok()) FailAll(worked.status());
+  for (const RequestResult& result : engine_.TakeFinished()) OnFinished(result);
+}
+
+void EngineLoop::OnTokens(const TokenEvent& event) {
+  const auto it = active_.find(event.id);
+  if (it == active_.end()) return;
+  Active& a = *it->second;
+  if (a.first_token == Clock::time_point{}) a.first_token = Clock::now();
+  a.channel->Append(a.text.Push(event.new_tokens));
+}
+
+void EngineLoop::OnFinished(const RequestResult& result) {
+  const auto it = active_.find(result.id);
+  if (it == active_.end()) return;
+  Active& a = *it->second;
+  const Usage usage{.prompt_tokens = result.prompt_tokens,
+                    .completion_tokens = static_cast<int64_t>(result.output_ids.size())};
+  Outcome outcome = Outcome::kCancelled;
+  if (a.failed) {
+    outcome = Outcome::kError;
+  } else if (result.finish_reason != FinishReason::kCancelled) {
+    a.channel->Append(a.text.Finish());
+    const bool stopped = result.finish_reason == FinishReason::kStop || a.text.stopped();
+    outcome = stopped ? Outcome::kStop : Outcome::kLength;
+  }
+  {
+    std::lock_guard lock(metrics_mu_);
+    ++metrics_.finished[static_cast<int>(outcome)];
+    metrics_.prompt_tokens += usage.prompt_tokens;
+    metrics_.generation_tokens += usage.completion_tokens;
+    if (outcome == Outcome::kStop || outcome == Outcome::kLength) {
+      const Clock::time_point first =
+          a.first_token == Clock::time_point{} ? result.finished : a.first_token;
+      metrics_.time_to_first_token.Observe(Seconds(a.arrived, first));
+      metrics_.request_duration.Observe(Seconds(a.arrived, result.finished));
+    }
+  }
+  DSCALE_LOG(kDebug) << "request " << a.ticket << " ended (" << OutcomeName(outcome) << "), "
+                     << usage.completion_tokens << " tokens";
+  // Counted and its slot free before the client hears of the end, so that a client that sends
+  // its next request (or reads /metrics) right away finds both.
+  const std::shared_ptr<RequestChannel> channel = std::move(a.channel);
+  by_ticket_.erase(a.ticket);
+  active_.erase(it);
+  slots_.Release();
+  channel->Finish(outcome, usage);
+}
+
+void EngineLoop::FailAll(const Status& status) {
+  DSCALE_LOG(kError) << "engine step failed: " << status.ToString();
+  for (auto& [id, active] : active_) {
+    if (active->failed) continue;
+    active->failed = true;
+    active->channel->Fail(InternalError("the engine failed: " + status.message()));
+    engine_.Cancel(id);
+  }
+}
+
+void EngineLoop::Publish() {
+  int32_t incoming = 0;
+  {
+    std::lock_guard lock(mu_);
+    incoming = static_cast<int32_t>(incoming_.size());
+  }
+  std::lock_guard lock(metrics_mu_);
+  metrics_.stats = engine_.stats();
+  metrics_.block_size = engine_.block_size();
+  metrics_.waiting = incoming + engine_.queued();
+  metrics_.running = engine_.running();
+  metrics_.free_kv_pages = engine_.free_kv_pages();
+  metrics_.total_kv_pages = engine_.total_kv_pages();
+}
+
+EngineMetrics EngineLoop::Metrics() const {
+  std::lock_guard lock(metrics_mu_);
+  return metrics_;
+}
+
+}  // namespace dscale::server

@@ -1,0 +1,111 @@
+#pragma once
+// The one thread that owns the engine (model, KV cache, scheduler). HTTP threads never touch
+// the engine: they post requests and cancellations here and read each request's output from
+// its RequestChannel.
+//
+//   HTTP thread:  Submit(prepared, channel) ──► incoming ──┐
+//                 Cancel(ticket)            ──► cancels  ──┤ (mutex + condvar)
+//   engine thread: take both ─► Engine::Submit / Cancel ─► Engine::Step ─► token events
+//                  ─► OutputText ─► channel.Append; finished ─► channel.Finish, slot freed
+//
+// Bounded: at most `request_slots` requests are in the server (waiting or running); Submit
+// refuses more (the HTTP layer answers 503 with Retry-After).
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "io/tokenizer/tokenizer.h"
+#include "server/metrics.h"
+#include "server/output_text.h"
+#include "server/prompt_builder.h"
+#include "server/request_channel.h"
+
+namespace dscale::server {
+
+// A counting bound shared by threads: TryAcquire succeeds while fewer than `slots` are held.
+class SlotGate {
+ public:
+  explicit SlotGate(int32_t slots) : slots_(slots) {}
+  bool TryAcquire();
+  void Release();
+  int32_t used() const { return used_.load(); }
+  int32_t slots() const { return slots_; }
+
+ private:
+  const int32_t slots_;
+  std::atomic<int32_t> used_{0};
+};
+
+class EngineLoop {
+ public:
+  // `engine` and `tokenizer` must outlive the loop.
+  EngineLoop(Engine& engine, const Tokenizer& tokenizer, int32_t request_slots);
+  ~EngineLoop();
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  void Start();
+  // Lets every submitted request finish, then joins the thread.
+  void Stop();
+
+  // HTTP threads. Returns the request's ticket, or ResourceExhausted when every slot is held.
+  // The channel receives the output; the request's slot is freed when it ends.
+  Result<uint64_t> Submit(PreparedRequest request, std::shared_ptr<RequestChannel> channel);
+  // Cancels a request (its KV is freed at the next step); unknown or finished tickets are
+  // ignored.
+  void Cancel(uint64_t ticket);
+
+  // Requests submitted and not yet ended.
+  int32_t in_flight() const { return slots_.used(); }
+  // The engine side of the metrics, as of the last step.
+  EngineMetrics Metrics() const;
+
+ private:
+  struct Task {
+    uint64_t ticket = 0;
+    PreparedRequest request;
+    std::shared_ptr<RequestChannel> channel;
+    Clock::time_point arrived;
+  };
+  struct Active;
+
+  void Run();
+  void StartTask(Task task);
+  void CancelTicket(uint64_t ticket);
+  void StepOnce();
+  void OnTokens(const TokenEvent& event);
+  void OnFinished(const RequestResult& result);
+  void FailAll(const Status& status);
+  void Publish();
+
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  SlotGate slots_;
+  std::thread thread_;
+
+  // Shared with HTTP threads; guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Task> incoming_;
+  std::vector<uint64_t> cancels_;
+  bool stop_ = false;
+  uint64_t next_ticket_ = 1;
+
+  // Engine thread only.
+  std::unordered_map<RequestId, std::unique_ptr<Active>> active_;
+  std::unordered_map<uint64_t, RequestId> by_ticket_;
+
+  // Written by the engine thread, read by /metrics; guarded by metrics_mu_.
+  mutable std::mutex metrics_mu_;
+  EngineMetrics metrics_;
+};
+
+}  // namespace dscale::server

@@ -1,0 +1,344 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <random>
+
+#include "core/log.h"
+#include "server/connection_watch.h"
+
+namespace dscale::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kJson = "application/json";
+constexpr const char* kRetryAfterSeconds = "1";
+constexpr int kListenBacklog = 1024;
+
+ConnectionAddress AddressOf(const httplib::Request& req) {
+  return {.local_addr = req.local_addr,
+          .local_port = req.local_port,
+          .remote_addr = req.remote_addr,
+          .remote_port = req.remote_port};
+}
+
+const char* FinishReasonText(Outcome outcome) {
+  return outcome == Outcome::kStop ? "stop" : "length";
+}
+
+// The route label for metrics: the known paths, everything else "other".
+std::string RouteLabel(const std::string& path) {
+  static const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
+                                        "/health", "/metrics"};
+  for (const char* route : kRoutes) {
+    if (path == route) return route;
+  }
+  if (path.starts_with("/v1/models/")) return "/v1/models/{id}";
+  return "other";
+}
+
+// A JSON error body for statuses cpp-httplib sets itself (no route, bad HTTP, body too big).
+ApiError TransportError(int status) {
+  switch (status) {
+    case 404:
+      return {.status = 404, .message = "no such route", .code = "not_found"};
+    case 405:
+      return {.status = 405, .message = "method not allowed for this route"};
+    case 413:
+      return {.status = 413, .message = "the request body is too large"};
+    case 414:
+      return {.status = 414, .message = "the request URI is too long"};
+    case 416:
+      return {.status = 416, .message = "range not satisfiable"};
+    default:
+      break;
+  }
+  if (status >= 500) return InternalError("the server could not handle the request");
+  return {.status = status, .message = "the request could not be read as HTTP"};
+}
+
+}  // namespace
+
+// cpp-httplib 0.11 listens with a backlog of 5, so a burst of new connections (64 clients
+// starting together) overflows the accept queue and some connections fail. listen() again on
+// the bound socket raises the backlog.
+class HttpServer::Listener : public httplib::Server {
+ public:
+  void RaiseBacklog(int backlog) {
+    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, backlog);
+  }
+};
+
+// One streaming response, owned by its content provider.
+struct HttpServer::Stream {
+  std::shared_ptr<RequestChannel> channel;
+  uint64_t ticket = 0;
+  ResponseMeta meta;
+  bool include_usage = false;
+  ConnectionWatch watch;
+  bool opened = false;                          // the chat role chunk went out
+  bool finished = false;                        // [DONE] went out
+  Clock::time_point last_check = Clock::now();  // of the client's connection
+};
+
+HttpServer::HttpServer(EngineLoop& loop, const Tokenizer& tokenizer, ModelInfo model,
+                       RequestCheck check, HttpOptions options)
+    : loop_(loop),
+      tokenizer_(tokenizer),
+      model_(std::move(model)),
+      check_(std::move(check)),
+      options_(std::move(options)),
+      started_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count()),
+      salt_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
+      http_(std::make_unique<Listener>()) {
+  Route();
+}
+
+HttpServer::~HttpServer() = default;
+
+Status HttpServer::Bind() {
+  const int32_t threads = options_.threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_tcp_nodelay(true);
+  http_->set_keep_alive_max_count(10000);  // clients and proxies reuse their connections
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+  } else {
+    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ < 0) {
+    return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+  }
+  http_->RaiseBacklog(kListenBacklog);
+  return Status::Ok();
+}
+
+void HttpServer::Serve() { http_->listen_after_bind(); }
+
+void HttpServer::Stop() { http_->stop(); }
+
+void HttpServer::Route() {
+  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGenerate(Endpoint::kCompletions, req, res);
+  });
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGenerate(Endpoint::kChatCompletions, req, res);
+  });
+  http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleModels(req, res);
+  });
+  http_->Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleModels(req, res);
+  });
+  http_->Get("/health",
+             [this](const httplib::Request&, httplib::Response& res) { HandleHealth(res); });
+  http_->Get("/metrics",
+             [this](const httplib::Request&, httplib::Response& res) { HandleMetrics(res); });
+  http_->set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        // Responses our handlers wrote already carry a body; only cpp-httplib's own need one.
+        if (!res.body.empty() || res.is_chunked_content_provider_) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        res.set_content(TransportError(res.status).Body(), kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        res.status = 500;
+        res.set_content(InternalError("the server could not handle the request").Body(), kJson);
+      });
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    CountResponse(req, res);
+  });
+}
+
+void HttpServer::Reply(httplib::Response& res, const ApiError& error) {
+  res.status = error.status;
+  if (error.status == 503) {
+    res.set_header("Retry-After", kRetryAfterSeconds);
+    if (draining_) res.set_header("Connection", "close");
+  }
+  res.set_content(error.Body(), kJson);
+}
+
+void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req,
+                                httplib::Response& res) {
+  // Counted before the draining check: the signal thread sets draining and then waits for this
+  // count to reach zero, so a request either sees draining or is waited for.
+  ++open_responses_;
+  if (!Generate(endpoint, req, res)) --open_responses_;
+}
+
+std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::Request& req,
+                                             uint64_t serial, ApiRequest* api,
+                                             PreparedRequest* prepared) {
+  if (draining_) return Unavailable("shutting_down", "the server is shutting down");
+  if (auto e = CheckContentType(req.get_header_value("Content-Type"))) return e;
+  if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
+  if (auto e = PrepareRequest(*api, tokenizer_, model_, serial ^ salt_, prepared)) return e;
+  if (Status s = check_(prepared->prompt, prepared->params); !s.ok()) {
+    return BadRequest(s.message());
+  }
+  return std::nullopt;
+}
+
+bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  ApiRequest api;
+  PreparedRequest prepared;
+  const uint64_t serial = NextSerial();
+  if (auto error = Validate(endpoint, req, serial, &api, &prepared)) {
+    Reply(res, *error);
+    return false;
+  }
+  auto channel = std::make_shared<RequestChannel>();
+  Result<uint64_t> ticket = loop_.Submit(std::move(prepared), channel);
+  if (!ticket.ok()) {
+    Reply(res, Unavailable("overloaded", "the server is at capacity (" + ticket.status().message() +
+                                             "); retry later"));
+    return false;
+  }
+  const ResponseMeta meta{.endpoint = endpoint,
+                          .id = ResponseId(endpoint, serial, salt_),
+                          .created = std::chrono::duration_cast<std::chrono::seconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count(),
+                          .model = model_.name};
+  if (!api.stream) {
+    ReplyBlocking(req, res, std::move(channel), *ticket, meta);
+    return false;
+  }
+  ReplyStreaming(req, res, std::move(channel), *ticket, meta, api.include_usage);
+  return true;  // the stream's releaser ends the count
+}
+
+void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
+                               std::shared_ptr<RequestChannel> channel, uint64_t ticket,
+                               const ResponseMeta& meta) {
+  ConnectionWatch watch(AddressOf(req));
+  RequestChannel::Update update;
+  while (!channel->Wait(options_.poll_interval, &update, /*until_done=*/true)) {
+    if (watch.PeerClosed()) {
+      loop_.Cancel(ticket);
+      // Nobody reads this; 499 (nginx's "client closed request") keeps the metrics honest.
+      return Reply(res, {.status = 499, .message = "the client closed the connection"});
+    }
+  }
+  const std::string& text = update.text;
+  if (update.outcome == Outcome::kError) return Reply(res, *update.error);
+  if (update.outcome == Outcome::kCancelled) {
+    return Reply(res, Unavailable("cancelled", "the request was cancelled"));
+  }
+  res.set_content(Dump(CompletionJson(meta, text, FinishReasonText(update.outcome), update.usage)),
+                  kJson);
+}
+
+void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& res,
+                                std::shared_ptr<RequestChannel> channel, uint64_t ticket,
+                                const ResponseMeta& meta, bool include_usage) {
+  auto stream = std::make_shared<Stream>(Stream{.channel = std::move(channel),
+                                                .ticket = ticket,
+                                                .meta = meta,
+                                                .include_usage = include_usage,
+                                                .watch = ConnectionWatch(AddressOf(req))});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // proxies must pass events on as they come
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, stream](size_t, httplib::DataSink& sink) { return StreamStep(*stream, sink); },
+      [this, stream](bool) {
+        // Runs once the response is over, written or not: a stream that did not reach [DONE]
+        // lost its client.
+        if (!stream->finished) loop_.Cancel(stream->ticket);
+        --open_responses_;
+      });
+}
+
+bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
+  std::string out;
+  if (!s.opened) {
+    s.opened = true;
+    if (s.meta.endpoint == Endpoint::kChatCompletions) {
+      out = SseEvent(ChunkJson(s.meta, {.role = true, .with_usage_null = s.include_usage}));
+    }
+  }
+  RequestChannel::Update u;
+  if (s.channel->Wait(out.empty() ? options_.poll_interval : std::chrono::milliseconds(0), &u)) {
+    if (!u.text.empty()) {
+      out += SseEvent(ChunkJson(s.meta, {.text = u.text, .with_usage_null = s.include_usage}));
+    }
+    if (u.done && u.outcome == Outcome::kError) {
+      out += SseEvent(u.error->ToJson());
+    } else if (u.done) {
+      out += SseEvent(ChunkJson(s.meta, {.finish_reason = FinishReasonText(u.outcome),
+                                         .with_usage_null = s.include_usage}));
+      if (s.include_usage) out += SseEvent(UsageChunkJson(s.meta, u.usage));
+    }
+    if (u.done) out += kSseDone;
+  }
+  // Writes fail only some time after the client has gone; look at the connection as well.
+  if (!u.done && Clock::now() - s.last_check >= options_.poll_interval) {
+    s.last_check = Clock::now();
+    if (s.watch.PeerClosed()) return false;  // cpp-httplib ends the response; the releaser cancels
+  }
+  if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+  if (u.done) {
+    s.finished = true;
+    sink.done();
+  }
+  return true;
+}
+
+void HttpServer::HandleHealth(httplib::Response& res) {
+  const EngineMetrics m = loop_.Metrics();
+  const json body = {{"status", draining_ ? "draining" : "ok"},
+                     {"model", model_.name},
+                     {"running", m.running},
+                     {"waiting", m.waiting},
+                     {"kv_pages_free", m.free_kv_pages},
+                     {"kv_pages_total", m.total_kv_pages}};
+  res.status = draining_ ? 503 : 200;
+  res.set_content(Dump(body), kJson);
+}
+
+void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& res) {
+  const json card = {{"id", model_.name},
+                     {"object", "model"},
+                     {"created", started_},
+                     {"owned_by", "dscale"},
+                     {"max_model_len", model_.context_length}};
+  if (req.matches.size() < 2) {
+    res.set_content(Dump({{"object", "list"}, {"data", json::array({card})}}), kJson);
+    return;
+  }
+  if (req.matches[1] != model_.name) {
+    return Reply(res,
+                 {.status = 404,
+                  .message = "The model \"" + std::string(req.matches[1]) + "\" does not exist",
+                  .param = "model",
+                  .code = "model_not_found"});
+  }
+  res.set_content(Dump(card), kJson);
+}
+
+void HttpServer::HandleMetrics(httplib::Response& res) {
+  MetricsSnapshot snapshot{.engine = loop_.Metrics(), .draining = draining_};
+  {
+    std::lock_guard lock(counts_mu_);
+    snapshot.http_responses = counts_;
+  }
+  res.set_content(RenderPrometheus(snapshot), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void HttpServer::CountResponse(const httplib::Request& req, const httplib::Response& res) {
+  std::lock_guard lock(counts_mu_);
+  ++counts_[{RouteLabel(req.path), res.status}];
+}
+
+}  // namespace dscale::server

@@ -1,0 +1,112 @@
+#pragma once
+// The OpenAI-compatible HTTP front end (cpp-httplib). Routes:
+//   POST /v1/completions, /v1/chat/completions   generation, streamed (SSE) or not
+//   GET  /v1/models, /v1/models/{id}             the served model
+//   GET  /health                                 200 while serving, 503 while draining
+//   GET  /metrics                                Prometheus text format
+// HTTP threads parse, validate and tokenize, then post the request to the EngineLoop and relay
+// its channel to the client; they never touch the engine. Every error is an OpenAI-style JSON
+// body (api_error.h), including cpp-httplib's own (unknown route, oversized or truncated body).
+//
+// Shutdown: BeginDrain() makes new generation requests answer 503 (with Retry-After and
+// Connection: close) and /health 503; once nothing is in flight, Stop() closes the listener.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+#include "server/engine_loop.h"
+#include "server/prompt_builder.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+class DataSink;
+}  // namespace httplib
+
+namespace dscale::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                   // 0: any free port (see port())
+  int32_t threads = 64;              // HTTP worker threads
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+  // How often a request that is waiting for output checks whether its client has gone.
+  std::chrono::milliseconds poll_interval{100};
+};
+
+// The engine's admission checks (Engine::CheckRequest), callable from any thread.
+using RequestCheck = std::function<Status(std::span<const int32_t>, const GenerationParams&)>;
+
+class HttpServer {
+ public:
+  HttpServer(EngineLoop& loop, const Tokenizer& tokenizer, ModelInfo model, RequestCheck check,
+             HttpOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; IoError naming host and port when that fails.
+  Status Bind();
+  int port() const { return port_; }
+  // Serves until Stop(); returns once every connection has closed.
+  void Serve();
+  // New generation requests get 503 from now on.
+  void BeginDrain() { draining_ = true; }
+  bool draining() const { return draining_; }
+  // Generation responses accepted and not yet fully written.
+  int32_t open_responses() const { return open_responses_.load(); }
+  void Stop();
+
+ private:
+  struct Stream;
+  class Listener;
+
+  void Route();
+  void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // True when a streaming response took over the open-response count.
+  bool Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // Everything that can refuse a request before it reaches the engine thread.
+  std::optional<ApiError> Validate(Endpoint endpoint, const httplib::Request& req, uint64_t serial,
+                                   ApiRequest* api, PreparedRequest* prepared);
+  void Reply(httplib::Response& res, const ApiError& error);
+  void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
+                     std::shared_ptr<RequestChannel> channel, uint64_t ticket,
+                     const ResponseMeta& meta);
+  void ReplyStreaming(const httplib::Request& req, httplib::Response& res,
+                      std::shared_ptr<RequestChannel> channel, uint64_t ticket,
+                      const ResponseMeta& meta, bool include_usage);
+  bool StreamStep(Stream& stream, httplib::DataSink& sink);
+  void HandleHealth(httplib::Response& res);
+  void HandleModels(const httplib::Request& req, httplib::Response& res);
+  void HandleMetrics(httplib::Response& res);
+  void CountResponse(const httplib::Request& req, const httplib::Response& res);
+  uint64_t NextSerial() { return serial_.fetch_add(1); }
+
+  EngineLoop& loop_;
+  const Tokenizer& tokenizer_;
+  const ModelInfo model_;
+  const RequestCheck check_;
+  const HttpOptions options_;
+  const int64_t started_;  // Unix seconds
+  const uint64_t salt_;    // makes response ids and default seeds differ between runs
+  std::unique_ptr<Listener> http_;
+  int port_ = -1;
+  std::atomic<bool> draining_{false};
+  std::atomic<int32_t> open_responses_{0};
+  std::atomic<uint64_t> serial_{1};
+
+  std::mutex counts_mu_;
+  std::map<std::pair<std::string, int>, int64_t> counts_;  // (route, status) → responses
+};
+
+}  // namespace dscale::server

@@ -1,0 +1,476 @@
+#include "server/openai_request.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "io/json_util.h"
+#include "io/tokenizer/utf8.h"
+
+namespace dscale::server {
+namespace {
+
+using json = nlohmann::json;
+using Error = std::optional<ApiError>;
+
+std::string Got(const json& value) { return ", got " + DescribeJson(value); }
+
+// A finite JSON number (integer or float; not a bool) as a double.
+std::optional<double> JsonNumber(const json& value) {
+  if (!value.is_number()) return std::nullopt;
+  const double x = value.get<double>();
+  if (!std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
+Error ParseModel(const json& v, const std::string& name, ApiRequest* r) {
+  if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
+    return BadField(name, "expected a non-empty string" + Got(v));
+  }
+  r->model = v.get<std::string>();
+  return std::nullopt;
+}
+
+Error ParseTokenIds(const json& v, const std::string& name, ApiRequest* r) {
+  r->prompt_ids.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::optional<int64_t> id = JsonInt64(v[i]);
+    if (!id) {
+      return BadField(name + "[" + std::to_string(i) + "]",
+                      "expected a token id (an integer)" + Got(v[i]));
+    }
+    r->prompt_ids.push_back(*id);
+  }
+  r->prompt_is_ids = true;
+  return std::nullopt;
+}
+
+Error ParsePrompt(const json& v, const std::string& name, ApiRequest* r) {
+  const std::string expected = "expected a string or an array of token ids";
+  if (v.is_string()) {
+    r->prompt_text = v.get<std::string>();
+    r->prompt_is_ids = false;
+    return std::nullopt;
+  }
+  if (!v.is_array()) return BadField(name, expected + Got(v));
+  if (v.empty()) return BadField(name, "must not be empty");
+  if (v[0].is_string() || v[0].is_array()) {
+    // A batch of prompts: only a batch of one is served.
+    if (v.size() > 1) {
+      return BadField(name, "batches of prompts are not supported; send one prompt per request");
+    }
+    const json& only = v[0];
+    if (only.is_string()) return ParsePrompt(only, name, r);
+    if (only.empty()) return BadField(name + "[0]", "must not be empty");
+    return ParseTokenIds(only, name + "[0]", r);
+  }
+  return ParseTokenIds(v, name, r);
+}
+
+// One content value: a string, or an array of {"type": "text", "text": ...} parts.
+Error ParseContent(const json& v, const std::string& name, bool may_be_null, std::string* out) {
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+    return std::nullopt;
+  }
+  if (v.is_null() && may_be_null) return std::nullopt;
+  if (!v.is_array()) return BadField(name, "expected a string or an array of text parts" + Got(v));
+  for (size_t j = 0; j < v.size(); ++j) {
+    const std::string part = name + "[" + std::to_string(j) + "]";
+    const json& p = v[j];
+    if (!p.is_object()) return BadField(part, "expected an object" + Got(p));
+    const auto type = p.find("type");
+    if (type == p.end() || !type->is_string()) {
+      return BadField(part + ".type", "expected \"text\"");
+    }
+    if (*type != "text") {
+      return BadField(part + ".type", "only \"text\" parts are supported" + Got(*type));
+    }
+    const auto text = p.find("text");
+    if (text == p.end() || !text->is_string()) {
+      return BadField(part + ".text", "expected a string");
+    }
+    for (const auto& [key, value] : p.items()) {
+      if (key != "type" && key != "text") return BadField(part + "." + key, "unrecognized field");
+    }
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+bool IsNullOrEmptyArray(const json& v) { return v.is_null() || (v.is_array() && v.empty()); }
+
+// The fields of one message other than role and content.
+Error CheckMessageField(const std::string& key, const json& value, const std::string& where,
+                        ChatMessage* m) {
+  const std::string name = where + "." + key;
+  if (key == "name" || key == "tool_call_id") {
+    if (!value.is_string()) return BadField(name, "expected a string" + Got(value));
+    return std::nullopt;
+  }
+  if (key == "reasoning_content") {
+    if (value.is_null()) return std::nullopt;
+    if (!value.is_string()) return BadField(name, "expected a string" + Got(value));
+    m->reasoning_content = value.get<std::string>();
+    return std::nullopt;
+  }
+  if (key == "refusal") {
+    if (!value.is_null() && !value.is_string()) return BadField(name, "expected a string");
+    return std::nullopt;
+  }
+  if (key == "tool_calls") {
+    if (IsNullOrEmptyArray(value)) return std::nullopt;
+    return BadField(name, "tool calls are not supported");
+  }
+  return BadField(name, "unrecognized field");
+}
+
+Error ParseMessage(const json& v, const std::string& where, ChatMessage* m) {
+  if (!v.is_object()) return BadField(where, "expected an object" + Got(v));
+  const auto role = v.find("role");
+  if (role == v.end()) return BadField(where + ".role", "is required");
+  static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+  bool known = false;
+  for (const char* r : kRoles) known = known || (role->is_string() && *role == r);
+  if (!known) {
+    return BadField(where + ".role",
+                    "expected system, developer, user, assistant or tool" + Got(*role));
+  }
+  m->role = *role == "developer" ? "system" : role->get<std::string>();
+  const auto content = v.find("content");
+  if (content == v.end() && m->role != "assistant") {
+    return BadField(where + ".content", "is required");
+  }
+  if (content != v.end()) {
+    if (Error e = ParseContent(*content, where + ".content", m->role == "assistant", &m->content)) {
+      return e;
+    }
+  }
+  for (const auto& [key, value] : v.items()) {
+    if (key == "role" || key == "content") continue;
+    if (Error e = CheckMessageField(key, value, where, m)) return e;
+  }
+  return std::nullopt;
+}
+
+Error ParseMessages(const json& v, const std::string& name, ApiRequest* r) {
+  if (!v.is_array()) return BadField(name, "expected an array of messages" + Got(v));
+  if (v.empty()) return BadField(name, "expected at least one message");
+  r->messages.assign(v.size(), {});
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (Error e = ParseMessage(v[i], name + "[" + std::to_string(i) + "]", &r->messages[i])) {
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+Error ParseMaxTokens(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<int64_t> x = JsonInt64(v);
+  if (!x && v.is_number_unsigned()) return BadField(name, "must be at most 2147483647" + Got(v));
+  if (!x) return BadField(name, "expected an integer" + Got(v));
+  if (*x < 1) return BadField(name, "must be at least 1" + Got(v));
+  if (*x > std::numeric_limits<int32_t>::max()) {
+    return BadField(name, "must be at most 2147483647" + Got(v));
+  }
+  r->max_tokens = *x;
+  return std::nullopt;
+}
+
+Error ParseTemperature(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<double> x = JsonNumber(v);
+  if (!x || *x < 0.0 || *x > 2.0) return BadField(name, "expected a number in [0, 2]" + Got(v));
+  r->temperature = static_cast<float>(*x);
+  return std::nullopt;
+}
+
+Error ParseTopP(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<double> x = JsonNumber(v);
+  if (!x || !(*x > 0.0) || *x > 1.0) return BadField(name, "expected a number in (0, 1]" + Got(v));
+  r->top_p = static_cast<float>(*x);
+  return std::nullopt;
+}
+
+Error ParseTopK(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<int64_t> x = JsonInt64(v);
+  if (!x || *x < -1 || *x > std::numeric_limits<int32_t>::max()) {
+    return BadField(name, "expected an integer >= -1 (-1 or 0: off)" + Got(v));
+  }
+  r->top_k = *x < 0 ? 0 : static_cast<int32_t>(*x);
+  return std::nullopt;
+}
+
+Error ParseSeed(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (v.is_number_unsigned()) {
+    r->seed = v.get<uint64_t>();
+  } else if (v.is_number_integer()) {
+    r->seed = static_cast<uint64_t>(v.get<int64_t>());
+  } else {
+    return BadField(name, "expected an integer" + Got(v));
+  }
+  return std::nullopt;
+}
+
+Error ParseStop(const json& v, const std::string& name, ApiRequest* r) {
+  r->stop.clear();
+  if (v.is_null()) return std::nullopt;
+  if (v.is_string()) {
+    if (v.get_ref<const std::string&>().empty()) return BadField(name, "must not be empty");
+    r->stop.push_back(v.get<std::string>());
+    return std::nullopt;
+  }
+  if (!v.is_array()) return BadField(name, "expected a string or an array of strings" + Got(v));
+  if (v.size() > kMaxStopStrings) return BadField(name, "at most 4 stop strings are supported");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item = name + "[" + std::to_string(i) + "]";
+    if (!v[i].is_string()) return BadField(item, "expected a string" + Got(v[i]));
+    if (v[i].get_ref<const std::string&>().empty()) return BadField(item, "must not be empty");
+    r->stop.push_back(v[i].get<std::string>());
+  }
+  return std::nullopt;
+}
+
+Error ParseN(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || JsonInt64(v) == 1) return std::nullopt;
+  return BadField(name, "only n = 1 is supported" + Got(v));
+}
+
+Error ParseStream(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return BadField(name, "expected a boolean" + Got(v));
+  r->stream = v.get<bool>();
+  return std::nullopt;
+}
+
+Error ParseStreamOptions(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_object()) return BadField(name, "expected an object" + Got(v));
+  for (const auto& [key, value] : v.items()) {
+    if (key != "include_usage") return BadField(name + "." + key, "unrecognized field");
+    if (!value.is_boolean()) {
+      return BadField(name + ".include_usage", "expected a boolean" + Got(value));
+    }
+    r->include_usage = value.get<bool>();
+  }
+  return std::nullopt;
+}
+
+Error ParseIgnoreEos(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return BadField(name, "expected a boolean" + Got(v));
+  r->ignore_eos = v.get<bool>();
+  return std::nullopt;
+}
+
+Error ParseString(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v.is_string()) return std::nullopt;
+  return BadField(name, "expected a string" + Got(v));
+}
+
+Error ParseObject(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v.is_object()) return std::nullopt;
+  return BadField(name, "expected an object" + Got(v));
+}
+
+Error ParseBool(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v.is_boolean()) return std::nullopt;
+  return BadField(name, "expected a boolean" + Got(v));
+}
+
+Error Unsupported(const json& v, const std::string& name, const std::string& what) {
+  return BadField(name, "is not supported (only " + what + ")" + Got(v));
+}
+
+Error ParsePenalty(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || JsonNumber(v) == 0.0) return std::nullopt;
+  return Unsupported(v, name, "0");
+}
+
+Error ParseLogitBias(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || (v.is_object() && v.empty())) return std::nullopt;
+  return Unsupported(v, name, "an empty object");
+}
+
+Error ParseLogprobs(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v == false) return std::nullopt;
+  return Unsupported(v, name, "null or false");
+}
+
+Error ParseZero(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || JsonInt64(v) == 0) return std::nullopt;
+  return Unsupported(v, name, "0");
+}
+
+Error ParseEcho(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v == false) return std::nullopt;
+  return Unsupported(v, name, "false");
+}
+
+Error ParseBestOf(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || JsonInt64(v) == 1) return std::nullopt;
+  return Unsupported(v, name, "1");
+}
+
+Error ParseSuffix(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v == "") return std::nullopt;
+  return Unsupported(v, name, "an empty suffix");
+}
+
+Error ParseTools(const json& v, const std::string& name, ApiRequest*) {
+  if (IsNullOrEmptyArray(v)) return std::nullopt;
+  return Unsupported(v, name, "an empty list");
+}
+
+Error ParseToolChoice(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v == "none") return std::nullopt;
+  return Unsupported(v, name, "\"none\"");
+}
+
+Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest*) {
+  if (v.is_null() || v == json{{"type", "text"}}) return std::nullopt;
+  return Unsupported(v, name, "{\"type\": \"text\"}");
+}
+
+enum EndpointMask : unsigned { kCompletionsOnly = 1, kChatOnly = 2, kBoth = 3 };
+
+struct FieldRule {
+  const char* name;
+  unsigned endpoints;
+  Error (*parse)(const json& value, const std::string& name, ApiRequest* request);
+};
+
+constexpr FieldRule kFields[] = {
+    {"model", kBoth, ParseModel},
+    {"prompt", kCompletionsOnly, ParsePrompt},
+    {"messages", kChatOnly, ParseMessages},
+    {"max_tokens", kBoth, ParseMaxTokens},
+    {"max_completion_tokens", kChatOnly, ParseMaxTokens},
+    {"temperature", kBoth, ParseTemperature},
+    {"top_p", kBoth, ParseTopP},
+    {"top_k", kBoth, ParseTopK},
+    {"seed", kBoth, ParseSeed},
+    {"stop", kBoth, ParseStop},
+    {"n", kBoth, ParseN},
+    {"stream", kBoth, ParseStream},
+    {"stream_options", kBoth, ParseStreamOptions},
+    {"ignore_eos", kBoth, ParseIgnoreEos},
+    {"user", kBoth, ParseString},
+    {"metadata", kBoth, ParseObject},
+    {"store", kBoth, ParseBool},
+    {"presence_penalty", kBoth, ParsePenalty},
+    {"frequency_penalty", kBoth, ParsePenalty},
+    {"logit_bias", kBoth, ParseLogitBias},
+    {"logprobs", kBoth, ParseLogprobs},
+    {"echo", kCompletionsOnly, ParseEcho},
+    {"best_of", kCompletionsOnly, ParseBestOf},
+    {"suffix", kCompletionsOnly, ParseSuffix},
+    {"top_logprobs", kChatOnly, ParseZero},
+    {"tools", kChatOnly, ParseTools},
+    {"tool_choice", kChatOnly, ParseToolChoice},
+    {"parallel_tool_calls", kChatOnly, ParseBool},
+    {"response_format", kChatOnly, ParseResponseFormat},
+};
+
+const FieldRule* FindRule(const std::string& key, Endpoint endpoint) {
+  const unsigned mask = endpoint == Endpoint::kCompletions ? kCompletionsOnly : kChatOnly;
+  for (const FieldRule& rule : kFields) {
+    if (key == rule.name && (rule.endpoints & mask) != 0) return &rule;
+  }
+  return nullptr;
+}
+
+Error CheckRequired(const json& body, Endpoint endpoint, const ApiRequest& r) {
+  if (!body.contains("model")) return BadField("model", "is required");
+  const char* input = endpoint == Endpoint::kCompletions ? "prompt" : "messages";
+  if (!body.contains(input)) return BadField(input, "is required");
+  if (body.contains("stream_options") && !body["stream_options"].is_null() && !r.stream) {
+    return BadField("stream_options", "is only allowed when stream is true");
+  }
+  return std::nullopt;
+}
+
+// Decoding: "application/json; charset=utf-8" → "application/json".
+std::string MediaType(std::string_view content_type) {
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.remove_suffix(1);
+  while (!media.empty() && (media.front() == ' ' || media.front() == '\t')) media.remove_prefix(1);
+  std::string lower(media);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower;
+}
+
+// A field name for messages: at most 64 bytes, cut on a character boundary.
+std::string ShortKey(const std::string& key) {
+  size_t end = std::min<size_t>(key.size(), 64);
+  while (end < key.size() && end > 0 && (static_cast<unsigned char>(key[end]) & 0xc0) == 0x80) {
+    --end;
+  }
+  return end < key.size() ? key.substr(0, end) + "..." : key;
+}
+
+}  // namespace
+
+std::optional<ApiError> CheckContentType(std::string_view content_type) {
+  if (MediaType(content_type) == "application/json") return std::nullopt;
+  return ApiError{.status = 415,
+                  .message = "Content-Type must be application/json, got \"" +
+                             std::string(content_type.substr(0, 64)) + "\""};
+}
+
+int JsonDepth(std::string_view body, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body, ApiRequest* out) {
+  *out = ApiRequest{.endpoint = endpoint};
+  if (body.empty()) return BadRequest("the request body is empty; expected a JSON object");
+  if (const size_t bad = utf8::FindInvalid(body); bad != utf8::kAllValid) {
+    return BadRequest("the request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  }
+  if (JsonDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return BadRequest("the request body nests arrays and objects deeper than " +
+                      std::to_string(kMaxJsonDepth) + " levels");
+  }
+  const std::optional<json> parsed = ParseJson(body);
+  if (!parsed) return BadRequest("the request body is not valid JSON");
+  if (!parsed->is_object()) {
+    return BadRequest("the request body must be a JSON object" + Got(*parsed));
+  }
+  for (const auto& [key, value] : parsed->items()) {
+    const FieldRule* rule = FindRule(key, endpoint);
+    if (rule == nullptr) return BadField(ShortKey(key), "unrecognized request argument");
+    if (Error e = rule->parse(value, key, out)) return e;
+  }
+  return CheckRequired(*parsed, endpoint, *out);
+}
+
+}  // namespace dscale::server

@@ -1,0 +1,68 @@
+#pragma once
+// The bodies of POST /v1/completions and /v1/chat/completions: parsing and validation as pure
+// functions over the raw bytes (no sockets, no model), so every kind of bad input is
+// unit-testable. Nothing here throws; each problem becomes an ApiError naming the field.
+//
+// Accepted fields (anything else is a 400 naming it):
+//   both      model (required), max_tokens, temperature [0, 2], top_p (0, 1], top_k (-1 or
+//             0 = off), seed, stop (string or up to 4 strings), n (1 only), stream,
+//             stream_options {include_usage}, user, metadata, store,
+//             presence_penalty / frequency_penalty (0 only), logit_bias (empty only),
+//             logprobs (off only), ignore_eos (vLLM's extension: generate max_tokens tokens
+//             even past end-of-sequence tokens, as benchmarks need)
+//   completions  prompt (required: a string, token ids, or a one-element array of either),
+//             echo (false only), best_of (1 only), suffix (empty only)
+//   chat      messages (required), max_completion_tokens (alias of max_tokens),
+//             top_logprobs (0 only), tools (empty only), tool_choice ("none" only),
+//             parallel_tool_calls, response_format ({"type": "text"} only)
+// Fields a client sends as null mean "the default".
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/tokenizer/chat_template.h"
+#include "server/api_error.h"
+
+namespace dscale::server {
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+// Deeper bodies are refused before parsing.
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr size_t kMaxStopStrings = 4;
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;
+  // /v1/completions: the prompt as text, or as token ids (prompt_is_ids).
+  std::string prompt_text;
+  std::vector<int64_t> prompt_ids;
+  bool prompt_is_ids = false;
+  // /v1/chat/completions: the conversation ("developer" already mapped to "system").
+  std::vector<ChatMessage> messages;
+
+  std::optional<int64_t> max_tokens;  // unset: the server's default, within the context
+  float temperature = 1.0f;           // OpenAI's default; 0 is greedy
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // 0: off
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;
+};
+
+// 415 unless the Content-Type is application/json (parameters such as charset allowed).
+std::optional<ApiError> CheckContentType(std::string_view content_type);
+
+// Deepest nesting of arrays and objects in `body`, scanning no further than past `limit`
+// (strings and escapes are skipped, so brackets inside strings do not count).
+int JsonDepth(std::string_view body, int limit);
+
+// Parses and validates a request body for `endpoint` into *out.
+std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body, ApiRequest* out);
+
+}  // namespace dscale::server

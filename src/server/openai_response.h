@@ -1,0 +1,66 @@
+#pragma once
+// Response bodies in the OpenAI shape, and Server-Sent Events framing for streams.
+//
+// Non-streaming: one "text_completion" or "chat.completion" object with usage.
+// Streaming: "data: <chunk>\n\n" events. Chat streams open with a delta carrying the role;
+// each later chunk carries new text; the last content chunk carries finish_reason; with
+// stream_options.include_usage every chunk has "usage": null and a final chunk with empty
+// choices carries the usage; the stream ends with "data: [DONE]\n\n".
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/openai_request.h"
+
+namespace dscale::server {
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// What every object of one response shares.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+// "cmpl-" / "chatcmpl-" followed by 24 hex digits of `serial` mixed with `salt`.
+std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt);
+
+nlohmann::json UsageJson(const Usage& usage);
+
+// The whole response of a non-streaming request.
+nlohmann::json CompletionJson(const ResponseMeta& meta, const std::string& text,
+                              const std::string& finish_reason, const Usage& usage);
+
+// One streaming chunk: `text` new text (chat: the delta's content), `finish_reason` set on
+// the last one, `role` set on a chat stream's first chunk. `with_usage_null` adds
+// "usage": null (stream_options.include_usage).
+struct ChunkFields {
+  std::string text;
+  std::optional<std::string> finish_reason;
+  bool role = false;
+  bool with_usage_null = false;
+};
+nlohmann::json ChunkJson(const ResponseMeta& meta, const ChunkFields& fields);
+
+// The final usage chunk of a stream with include_usage: empty choices and the usage.
+nlohmann::json UsageChunkJson(const ResponseMeta& meta, const Usage& usage);
+
+// Serialises without throwing (ill-formed UTF-8, which never should occur, is replaced).
+std::string Dump(const nlohmann::json& value);
+
+// "data: <json>\n\n"
+std::string SseEvent(const nlohmann::json& value);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+// An SSE comment line: clients ignore it; the server sends one while a request waits, which
+// also reveals a client that has gone.
+inline constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
+
+}  // namespace dscale::server

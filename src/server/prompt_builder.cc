@@ -1,0 +1,182 @@
+#include "server/prompt_builder.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "io/tokenizer/chat_template.h"
+
+namespace dscale::server {
+namespace {
+
+bool IsVerbatim(const ChatMessage& m) { return m.role != "assistant"; }
+
+// Whether `text` spells an added token: encoding with and without matching them differs.
+Result<bool> SpellsAddedToken(const Tokenizer& tokenizer, const std::string& text) {
+  DSCALE_ASSIGN_OR_RETURN(auto with, tokenizer.Encode(text));
+  DSCALE_ASSIGN_OR_RETURN(auto without, tokenizer.Encode(text, {.parse_added_tokens = false}));
+  return with != without;
+}
+
+// A marker found in no message: "\x01content:" with as many extra '\x01' as needed.
+std::string UniqueMarker(const std::vector<ChatMessage>& messages) {
+  std::string marker =
+      "\x01"
+      "content:";
+  auto used = [&](const std::string& m) {
+    return std::any_of(messages.begin(), messages.end(), [&](const ChatMessage& msg) {
+      return msg.content.find(m) != std::string::npos;
+    });
+  };
+  while (used(marker)) marker.insert(0, "\x01");
+  return marker;
+}
+
+// Renders with each verbatim message's content replaced by marker + index + marker, then
+// encodes the template's text with added tokens and the contents as plain text.
+std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& messages,
+                                            const Tokenizer& tokenizer, std::vector<int32_t>* ids) {
+  const std::string marker = UniqueMarker(messages);
+  std::vector<ChatMessage> masked = messages;
+  for (size_t i = 0; i < masked.size(); ++i) {
+    if (IsVerbatim(masked[i])) masked[i].content = marker + std::to_string(i) + marker;
+  }
+  Result<std::string> text = ApplyQwen3ChatTemplate(masked);
+  if (!text.ok()) return BadField("messages", text.status().message());
+  ids->clear();
+  size_t pos = 0;
+  auto append = [&](std::string_view piece, bool added) -> std::optional<ApiError> {
+    Result<std::vector<int32_t>> part = tokenizer.Encode(piece, {.parse_added_tokens = added});
+    if (!part.ok()) return BadField("messages", part.status().message());
+    ids->insert(ids->end(), part->begin(), part->end());
+    return std::nullopt;
+  };
+  while (true) {
+    const size_t open = text->find(marker, pos);
+    if (open == std::string::npos) return append(std::string_view(*text).substr(pos), true);
+    if (auto e = append(std::string_view(*text).substr(pos, open - pos), true)) return e;
+    const size_t index_start = open + marker.size();
+    const size_t close = text->find(marker, index_start);
+    size_t index = 0;
+    std::from_chars(text->data() + index_start, text->data() + close, index);
+    if (auto e = append(messages[index].content, false)) return e;
+    pos = close + marker.size();
+  }
+}
+
+std::optional<ApiError> CompletionPrompt(const ApiRequest& request, const Tokenizer& tokenizer,
+                                         const ModelInfo& model, std::vector<int32_t>* ids) {
+  if (request.prompt_is_ids) {
+    ids->clear();
+    for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
+      const int64_t id = request.prompt_ids[i];
+      if (id < 0 || id >= model.vocab_size) {
+        return BadField("prompt[" + std::to_string(i) + "]",
+                        "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                            std::to_string(model.vocab_size) + ")");
+      }
+      ids->push_back(static_cast<int32_t>(id));
+    }
+    return std::nullopt;
+  }
+  Result<std::vector<int32_t>> encoded = tokenizer.Encode(request.prompt_text);
+  if (!encoded.ok()) return BadField("prompt", encoded.status().message());
+  *ids = std::move(encoded).value();
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckPromptIds(const std::vector<int32_t>& ids, const ModelInfo& model,
+                                       const std::string& param) {
+  if (ids.empty()) return BadField(param, "must not be empty");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= model.vocab_size) {
+      return BadField(param, "the tokenizer produced id " + std::to_string(ids[i]) +
+                                 ", outside the model's vocabulary of " +
+                                 std::to_string(model.vocab_size));
+    }
+  }
+  return std::nullopt;
+}
+
+ApiError ContextExceeded(const std::string& param, const std::string& message) {
+  ApiError e = BadField(param, message);
+  e.code = "context_length_exceeded";
+  return e;
+}
+
+// max_tokens within the context: the request's, or the default capped by what is left.
+std::optional<ApiError> ResolveMaxTokens(const ApiRequest& request, const ModelInfo& model,
+                                         int64_t prompt_len, const std::string& input,
+                                         int32_t* max_tokens) {
+  const std::string limit = "the context length is " + std::to_string(model.context_length) +
+                            " tokens and the prompt has " + std::to_string(prompt_len);
+  if (prompt_len >= model.context_length) {
+    return ContextExceeded(input, limit + ", which leaves no room to generate");
+  }
+  const int64_t room = model.context_length - prompt_len;
+  if (!request.max_tokens) {
+    *max_tokens = static_cast<int32_t>(std::min<int64_t>(model.default_max_tokens, room));
+    return std::nullopt;
+  }
+  if (*request.max_tokens > room) {
+    return ContextExceeded("max_tokens", "must be at most " + std::to_string(room) + ": " + limit);
+  }
+  *max_tokens = static_cast<int32_t>(*request.max_tokens);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
+                                   const Tokenizer& tokenizer, std::vector<int32_t>* ids) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!IsVerbatim(messages[i])) continue;
+    Result<bool> spells = SpellsAddedToken(tokenizer, messages[i].content);
+    if (!spells.ok()) {
+      return BadField("messages[" + std::to_string(i) + "].content", spells.status().message());
+    }
+    if (*spells) return EncodeChatSegmented(messages, tokenizer, ids);
+  }
+  Result<std::string> text = ApplyQwen3ChatTemplate(messages);
+  if (!text.ok()) return BadField("messages", text.status().message());
+  Result<std::vector<int32_t>> encoded = tokenizer.Encode(*text);
+  if (!encoded.ok()) return BadField("messages", encoded.status().message());
+  *ids = std::move(encoded).value();
+  return std::nullopt;
+}
+
+std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenizer& tokenizer,
+                                       const ModelInfo& model, uint64_t seed,
+                                       PreparedRequest* out) {
+  if (request.model != model.name) {
+    return ApiError{.status = 404,
+                    .message = "The model \"" + request.model +
+                               "\" does not exist; this server serves \"" + model.name + "\"",
+                    .param = "model",
+                    .code = "model_not_found"};
+  }
+  const bool chat = request.endpoint == Endpoint::kChatCompletions;
+  const std::string input = chat ? "messages" : "prompt";
+  std::optional<ApiError> error = chat ? EncodeChat(request.messages, tokenizer, &out->prompt)
+                                       : CompletionPrompt(request, tokenizer, model, &out->prompt);
+  if (!error) error = CheckPromptIds(out->prompt, model, input);
+  if (error) return error;
+
+  GenerationParams& p = out->params;
+  error = ResolveMaxTokens(request, model, static_cast<int64_t>(out->prompt.size()), input,
+                           &p.max_tokens);
+  if (error) return error;
+  p.sampling = {.temperature = request.temperature,
+                .top_k = request.top_k,
+                .top_p = request.top_p,
+                .seed = request.seed.value_or(seed)};
+  if (!request.ignore_eos) {
+    p.stop_ids = model.stop_ids;
+    if (chat) {
+      p.stop_ids.insert(p.stop_ids.end(), model.chat_stop_ids.begin(), model.chat_stop_ids.end());
+    }
+  }
+  p.stop_strings = request.stop;
+  return std::nullopt;
+}
+
+}  // namespace dscale::server

@@ -1,0 +1,48 @@
+#pragma once
+// From a validated ApiRequest to what the engine takes: prompt token ids and generation
+// parameters. Needs the tokenizer and the model's limits, not the engine, so it runs on the
+// HTTP thread and bad requests never reach the engine thread.
+//
+// Chat prompts are Qwen3's chat format with thinking disabled. The rendered text is encoded
+// as the reference does (added tokens matched everywhere), except when the content of a
+// system, user or tool message itself spells an added token such as "<|im_end|>": then that
+// content is encoded as plain text, so a user cannot inject control tokens.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "io/tokenizer/tokenizer.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace dscale::server {
+
+// What the server knows about the model it serves.
+struct ModelInfo {
+  std::string name;                    // the "model" clients must send
+  int64_t vocab_size = 0;              // token ids in prompts must be below this
+  int64_t context_length = 0;          // prompt + max_tokens at most
+  int32_t default_max_tokens = 256;    // when a request gives none (then capped by the context)
+  std::vector<int64_t> stop_ids;       // end every request (EOS)
+  std::vector<int64_t> chat_stop_ids;  // end chat requests too (end of turn)
+};
+
+struct PreparedRequest {
+  std::vector<int32_t> prompt;
+  GenerationParams params;  // on_tokens is left for the engine loop
+};
+
+// 404 for another model's name; 400 for a prompt that does not tokenize, is empty, holds ids
+// outside the vocabulary, or with max_tokens does not fit the context. `seed` is used when
+// the request has none.
+std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenizer& tokenizer,
+                                       const ModelInfo& model, uint64_t seed, PreparedRequest* out);
+
+// The chat prompt's token ids (see the header comment). Errors name the message.
+std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
+                                   const Tokenizer& tokenizer, std::vector<int32_t>* ids);
+
+}  // namespace dscale::server

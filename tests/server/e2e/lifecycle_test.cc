@@ -1,0 +1,183 @@
+// The server's life around requests: a client that disconnects (streaming or not) has its
+// request cancelled and its KV freed; a full queue answers 503 with Retry-After; SIGTERM lets
+// in-flight requests finish, refuses new ones, then exits 0.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "server_process.h"
+
+namespace dscale::e2e {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// A request that runs for thousands of steps: EOS is ignored.
+std::string LongRequest(bool stream, int max_tokens = 3000) {
+  return json{{"model", "tiny"},          {"prompt", "Tell me everything."},
+              {"max_tokens", max_tokens}, {"temperature", 0},
+              {"ignore_eos", true},       {"stream", stream}}
+      .dump();
+}
+
+// Sends a request on a raw socket and reads until `marker` has arrived `count` times (0: does
+// not wait). Returns the socket.
+int StartRequest(int port, const std::string& body, const std::string& marker, int count,
+                 std::string* received = nullptr) {
+  const int fd = Connect(port);
+  EXPECT_GE(fd, 0);
+  const std::string bytes = PostBytes("/v1/completions", body);
+  EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  auto seen = [&] {
+    int n = 0;
+    for (size_t at = got.find(marker); at != std::string::npos; at = got.find(marker, at + 1)) ++n;
+    return n;
+  };
+  while (count > 0 && seen() < count && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  if (count > 0) {
+    EXPECT_GE(seen(), count) << got;
+  }
+  if (received) *received = got;
+  return fd;
+}
+
+std::string Metrics(httplib::Client& client) {
+  const httplib::Result res = client.Get("/metrics");
+  return res ? res->body : std::string();
+}
+
+// Waits until nothing runs or waits and every KV page is free; false after 15 s.
+bool WaitIdle(httplib::Client& client) {
+  for (int i = 0; i < 300; ++i) {
+    const httplib::Result health = client.Get("/health");
+    if (health && health->status == 200) {
+      const json h = json::parse(health->body);
+      if (h["running"] == 0 && h["waiting"] == 0 && h["kv_pages_free"] == h["kv_pages_total"]) {
+        return true;
+      }
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+void ExpectCancelledAndFreed(httplib::Client& client) {
+  ASSERT_TRUE(WaitIdle(client));
+  std::string metrics;
+  for (int i = 0; i < 100; ++i) {
+    metrics = Metrics(client);
+    if (MetricValue(metrics, "dscale_requests_finished_total{reason=\"cancelled\"}") == 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(MetricValue(metrics, "dscale_requests_finished_total{reason=\"cancelled\"}"), 1);
+  EXPECT_EQ(MetricValue(metrics, "dscale_requests_finished_total{reason=\"length\"}"), 0);
+  EXPECT_LT(MetricValue(metrics, "dscale_generation_tokens_total"), 3000);
+  EXPECT_EQ(MetricValue(metrics, "dscale_kv_pages_free"),
+            MetricValue(metrics, "dscale_kv_pages_total"));
+}
+
+TEST(LifecycleTest, StreamingClientThatLeavesIsCancelled) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  const int fd = StartRequest(server->port(), LongRequest(true), "data: ", 3);
+  close(fd);  // mid-stream
+  ExpectCancelledAndFreed(client);
+  EXPECT_EQ(server->Terminate(), 0);
+}
+
+TEST(LifecycleTest, WaitingClientThatLeavesIsCancelled) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  const int fd = StartRequest(server->port(), LongRequest(false), "", 0);
+  for (int i = 0; i < 100; ++i) {  // until it runs
+    const httplib::Result health = client.Get("/health");
+    if (health && json::parse(health->body)["running"] == 1) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  close(fd);
+  ExpectCancelledAndFreed(client);
+  EXPECT_EQ(server->Terminate(), 0);
+}
+
+TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {
+  auto server = ServerProcess::Start({"--max-running", "1", "--max-queue", "1"});
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  const int running = StartRequest(server->port(), LongRequest(true), "data: ", 1);
+  const int waiting = StartRequest(server->port(), LongRequest(true), "", 0);
+  for (int i = 0; i < 200; ++i) {
+    const json h = json::parse(client.Get("/health")->body);
+    if (h["running"] == 1 && h["waiting"] == 1) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  const httplib::Result busy =
+      client.Post("/v1/completions", R"({"model": "tiny", "prompt": "x"})", "application/json");
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 503);
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(busy->body)["error"]["code"], "overloaded");
+  close(running);
+  close(waiting);
+  ASSERT_TRUE(WaitIdle(client));
+  const httplib::Result ok =
+      client.Post("/v1/completions", R"({"model": "tiny", "prompt": "x", "max_tokens": 3})",
+                  "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(server->Terminate(), 0);
+}
+
+TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExits) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  std::string stream;
+  const int fd = StartRequest(server->port(), LongRequest(true, 1500), "data: ", 2, &stream);
+  ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(100ms);
+
+  // New requests are refused while the old one finishes.
+  httplib::Client client("127.0.0.1", server->port());
+  const httplib::Result refused =
+      client.Post("/v1/completions", R"({"model": "tiny", "prompt": "x"})", "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(json::parse(refused->body)["error"]["code"], "shutting_down");
+  EXPECT_EQ(client.Get("/health")->status, 503);
+
+  // The stream runs to its end.
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (stream.find("data: [DONE]") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    char buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    stream.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_NE(stream.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(stream.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(server->WaitExit(), 0) << server->Log();
+  EXPECT_NE(server->Log().find("draining 1 request(s)"), std::string::npos) << server->Log();
+}
+
+}  // namespace
+}  // namespace dscale::e2e

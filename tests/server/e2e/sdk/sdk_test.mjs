@@ -1,0 +1,151 @@
+// Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
+// models, chat and text completions, streamed and not, usage, stream_options.include_usage,
+// stop strings and error handling. Greedy decoding makes streamed and non-streamed text equal.
+//
+// Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
+
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const baseURL = process.env.DSCALE_URL;
+if (!baseURL) throw new Error('set DSCALE_URL, e.g. http://127.0.0.1:8000/v1');
+const rounds = Number(process.argv[2] ?? 1);
+const client = new OpenAI({baseURL, apiKey: 'not-needed', maxRetries: 0, timeout: 120_000});
+
+function checkUsage(usage) {
+  assert.ok(usage.prompt_tokens > 0, 'prompt_tokens');
+  assert.ok(usage.completion_tokens > 0, 'completion_tokens');
+  assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
+}
+
+async function collectChat(stream) {
+  let text = '', finish = null, usage = null, role = null, chunks = 0;
+  for await (const chunk of stream) {
+    ++chunks;
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices) {
+      role ??= choice.delta.role ?? null;
+      text += choice.delta.content ?? '';
+      finish ??= choice.finish_reason;
+    }
+  }
+  return {text, finish, usage, role, chunks};
+}
+
+async function collectText(stream) {
+  let text = '', finish = null, usage = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'text_completion');
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices) {
+      text += choice.text;
+      finish ??= choice.finish_reason;
+    }
+  }
+  return {text, finish, usage};
+}
+
+async function chat(model, content) {
+  const request = {model, messages: [{role: 'system', content: 'Be brief.'}, {role: 'user', content}],
+                   max_tokens: 12, temperature: 0};
+  const whole = await client.chat.completions.create(request);
+  assert.equal(whole.object, 'chat.completion');
+  assert.equal(whole.model, model);
+  assert.match(whole.id, /^chatcmpl-/);
+  assert.equal(whole.choices.length, 1);
+  const message = whole.choices[0].message;
+  assert.equal(message.role, 'assistant');
+  assert.equal(typeof message.content, 'string');
+  assert.ok(['stop', 'length'].includes(whole.choices[0].finish_reason));
+  checkUsage(whole.usage);
+
+  const streamed = await collectChat(await client.chat.completions.create(
+      {...request, stream: true, stream_options: {include_usage: true}}));
+  assert.equal(streamed.role, 'assistant');
+  assert.equal(streamed.text, message.content, 'streamed text equals the non-streamed text');
+  assert.equal(streamed.finish, whole.choices[0].finish_reason);
+  assert.deepEqual(streamed.usage, whole.usage, 'include_usage reports the same usage');
+
+  const plain = await collectChat(await client.chat.completions.create({...request, stream: true}));
+  assert.equal(plain.text, message.content);
+  assert.equal(plain.usage, null, 'no usage chunk without include_usage');
+  return message.content;
+}
+
+async function completions(model, prompt) {
+  const request = {model, prompt, max_tokens: 16, temperature: 0};
+  const whole = await client.completions.create(request);
+  assert.equal(whole.object, 'text_completion');
+  assert.match(whole.id, /^cmpl-/);
+  assert.equal(typeof whole.choices[0].text, 'string');
+  assert.ok(['stop', 'length'].includes(whole.choices[0].finish_reason));
+  checkUsage(whole.usage);
+
+  const streamed = await collectText(await client.completions.create(
+      {...request, stream: true, stream_options: {include_usage: true}}));
+  assert.equal(streamed.text, whole.choices[0].text);
+  assert.equal(streamed.finish, whole.choices[0].finish_reason);
+  assert.deepEqual(streamed.usage, whole.usage);
+  return whole.choices[0].text;
+}
+
+// A stop string cuts the text before it, streamed or not.
+async function stopStrings(model, prompt, text) {
+  const at = [...text.matchAll(/[A-Za-z]{2}/g)].find((m) => m.index > 0);
+  if (!at) {
+    console.log(`(no letters to stop on in ${JSON.stringify(text)}; stop strings not checked)`);
+    return;
+  }
+  const stop = at[0];
+  const want = text.slice(0, text.indexOf(stop));
+  const request = {model, prompt, max_tokens: 16, temperature: 0, stop: [stop]};
+  const whole = await client.completions.create(request);
+  assert.equal(whole.choices[0].text, want);
+  assert.equal(whole.choices[0].finish_reason, 'stop');
+  const streamed = await collectText(await client.completions.create({...request, stream: true}));
+  assert.equal(streamed.text, want);
+  assert.equal(streamed.finish, 'stop');
+}
+
+async function errors(model) {
+  await assert.rejects(client.completions.create({model, prompt: 'x', n: 2}), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError);
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'n');
+    assert.equal(e.type, 'invalid_request_error');
+    return true;
+  });
+  await assert.rejects(client.chat.completions.create(
+      {model: 'no-such-model', messages: [{role: 'user', content: 'x'}]}), (e) => {
+    assert.ok(e instanceof OpenAI.NotFoundError);
+    assert.equal(e.code, 'model_not_found');
+    return true;
+  });
+  await assert.rejects(client.completions.create({model, prompt: 'x', max_tokens: 0}), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'max_tokens');
+    return true;
+  });
+}
+
+async function main() {
+  const models = await client.models.list();
+  assert.equal(models.data.length, 1);
+  const model = models.data[0].id;
+  assert.equal((await client.models.retrieve(model)).id, model);
+  for (let round = 0; round < rounds; ++round) {
+    const answer = await chat(model, `Hello, how are you? (${round})`);
+    const prompt = `The server answers requests ${round}`;
+    const text = await completions(model, prompt);
+    await stopStrings(model, prompt, text);
+    if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
+  }
+  await errors(model);
+  console.log(`OpenAI SDK test passed against ${baseURL} (${rounds} round(s), model ${model})`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,211 @@
+// The engine thread and its bounded queue: outputs match the engine run directly, the slot
+// bound holds under concurrency, cancellation frees the KV.
+
+#include "server/engine_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "model/model_test_util.h"
+#include "model/random_checkpoint.h"
+#include "server_test_util.h"
+
+namespace dscale::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+Qwen3Config TinyConfig() {
+  return {.vocab_size = 512,
+          .hidden_size = 32,
+          .intermediate_size = 48,
+          .num_hidden_layers = 2,
+          .num_attention_heads = 2,
+          .num_key_value_heads = 1,
+          .head_dim = 16,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 10000.0,
+          .tie_word_embeddings = false,
+          .max_position_embeddings = 2048,
+          .bos_token_ids = {},
+          .eos_token_ids = {}};
+}
+
+// Reads a channel to the end: the text and the final update.
+RequestChannel::Update Drain(RequestChannel& channel) {
+  RequestChannel::Update all, u;
+  while (!all.done) {
+    if (!channel.Wait(5s, &u)) {
+      ADD_FAILURE() << "no output within 5 s";
+      return all;
+    }
+    all.text += u.text;
+    all.done = u.done;
+    all.outcome = u.outcome;
+    all.usage = u.usage;
+  }
+  return all;
+}
+
+class EngineLoopTest : public ::testing::Test {
+ protected:
+  EngineLoopTest() : target_(TinyConfig(), RandomQwen3Weights(TinyConfig(), 3, DType::kF32)) {
+    drafter_ = dscale::testing::RandomDrafter(target_, 4);
+  }
+
+  std::unique_ptr<Engine> MakeEngine() {
+    const Tokenizer& tok = testing::ServerTokenizer();
+    EngineConfig config{
+        .policy = LengthPolicy::Parse("dflash").value(),
+        .max_running = 4,
+        .kv_tokens = 4096,
+        .decode_text = [&tok](std::span<const int32_t> ids) { return OutputTextOf(tok, ids); }};
+    return Engine::Create(target_, drafter_.get(), config).value();
+  }
+
+  PreparedRequest Request(std::vector<int32_t> prompt, int32_t max_tokens) {
+    return {.prompt = std::move(prompt), .params = {.max_tokens = max_tokens}};
+  }
+
+  Qwen3Model target_;
+  std::unique_ptr<DFlashDrafter> drafter_;
+};
+
+TEST(SlotGateTest, BoundHoldsUnderConcurrency) {
+  SlotGate gate(3);
+  EXPECT_TRUE(gate.TryAcquire());
+  EXPECT_TRUE(gate.TryAcquire());
+  EXPECT_TRUE(gate.TryAcquire());
+  EXPECT_FALSE(gate.TryAcquire());
+  gate.Release();
+  EXPECT_TRUE(gate.TryAcquire());
+  for (int i = 0; i < 3; ++i) gate.Release();
+  EXPECT_EQ(gate.used(), 0);
+
+  std::atomic<int32_t> held{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        if (!gate.TryAcquire()) continue;
+        const int32_t now = ++held;
+        int32_t seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        --held;
+        gate.Release();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(most.load(), 3);
+  EXPECT_EQ(gate.used(), 0);
+}
+
+TEST_F(EngineLoopTest, TextMatchesTheEngineRunAlone) {
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {40, 41}, {7}, {300, 5, 9, 11}};
+  std::vector<std::string> want;
+  for (const auto& prompt : prompts) {
+    std::unique_ptr<Engine> engine = MakeEngine();
+    ASSERT_TRUE(engine->Submit(prompt, {.max_tokens = 12}).ok());
+    ASSERT_TRUE(engine->RunToCompletion().ok());
+    want.push_back(OutputTextOf(testing::ServerTokenizer(), engine->TakeFinished()[0].output_ids));
+  }
+  std::unique_ptr<Engine> engine = MakeEngine();
+  EngineLoop loop(*engine, testing::ServerTokenizer(), 16);
+  loop.Start();
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (const auto& prompt : prompts) {
+    channels.push_back(std::make_shared<RequestChannel>());
+    ASSERT_TRUE(loop.Submit(Request(prompt, 12), channels.back()).ok());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const RequestChannel::Update u = Drain(*channels[i]);
+    EXPECT_EQ(u.text, want[i]) << "prompt " << i;
+    EXPECT_EQ(u.outcome, Outcome::kLength);
+    EXPECT_EQ(u.usage.prompt_tokens, static_cast<int64_t>(prompts[i].size()));
+    EXPECT_EQ(u.usage.completion_tokens, 12);
+  }
+  loop.Stop();
+  const EngineMetrics m = loop.Metrics();
+  EXPECT_EQ(m.finished[static_cast<int>(Outcome::kLength)], 4);
+  EXPECT_EQ(m.generation_tokens, 48);
+  EXPECT_EQ(m.free_kv_pages, m.total_kv_pages);
+  EXPECT_EQ(m.block_size, 16);
+  EXPECT_GT(m.stats.decode_steps, 0);
+}
+
+TEST_F(EngineLoopTest, RefusesBeyondItsSlots) {
+  std::unique_ptr<Engine> engine = MakeEngine();
+  EngineLoop loop(*engine, testing::ServerTokenizer(), 2);
+  auto a = std::make_shared<RequestChannel>(), b = std::make_shared<RequestChannel>(),
+       c = std::make_shared<RequestChannel>();
+  ASSERT_TRUE(loop.Submit(Request({1}, 4), a).ok());
+  ASSERT_TRUE(loop.Submit(Request({2}, 4), b).ok());
+  const Result<uint64_t> refused = loop.Submit(Request({3}, 4), c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(loop.in_flight(), 2);
+  loop.Start();
+  Drain(*a);
+  Drain(*b);
+  // Slots are freed as requests end.
+  for (int i = 0; i < 100 && loop.in_flight() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(loop.in_flight(), 0);
+  EXPECT_TRUE(loop.Submit(Request({3}, 4), c).ok());
+  EXPECT_TRUE(Drain(*c).done);
+}
+
+TEST_F(EngineLoopTest, CancelFreesTheKv) {
+  std::unique_ptr<Engine> engine = MakeEngine();
+  EngineLoop loop(*engine, testing::ServerTokenizer(), 4);
+  loop.Start();
+  auto channel = std::make_shared<RequestChannel>();
+  const Result<uint64_t> ticket = loop.Submit(Request({1, 2}, 1500), channel);
+  ASSERT_TRUE(ticket.ok());
+  RequestChannel::Update u;
+  ASSERT_TRUE(channel->Wait(5s, &u));  // it is running
+  loop.Cancel(*ticket);
+  loop.Cancel(*ticket + 100);  // unknown tickets are ignored
+  const RequestChannel::Update last = Drain(*channel);
+  EXPECT_EQ(last.outcome, Outcome::kCancelled);
+  EXPECT_LT(last.usage.completion_tokens, 1500);
+  loop.Stop();
+  const EngineMetrics m = loop.Metrics();
+  EXPECT_EQ(m.free_kv_pages, m.total_kv_pages);
+  EXPECT_EQ(m.finished[static_cast<int>(Outcome::kCancelled)], 1);
+  EXPECT_EQ(loop.in_flight(), 0);
+}
+
+TEST_F(EngineLoopTest, StopStringsEndTheRequest) {
+  // Find what the model says, then stop on a piece of it.
+  std::unique_ptr<Engine> probe = MakeEngine();
+  ASSERT_TRUE(probe->Submit({5, 6}, {.max_tokens = 20}).ok());
+  ASSERT_TRUE(probe->RunToCompletion().ok());
+  const std::string full =
+      OutputTextOf(testing::ServerTokenizer(), probe->TakeFinished()[0].output_ids);
+  // Two ASCII bytes from the middle of the text (whole characters) make the stop string.
+  size_t at = 2;
+  while (at + 1 < full.size() && (static_cast<unsigned char>(full[at]) >= 0x80 ||
+                                  static_cast<unsigned char>(full[at + 1]) >= 0x80)) {
+    ++at;
+  }
+  ASSERT_LT(at + 1, full.size()) << "no ASCII pair in " << full;
+  const std::string stop = full.substr(at, 2);
+  const std::string want = full.substr(0, full.find(stop));
+
+  std::unique_ptr<Engine> engine = MakeEngine();
+  EngineLoop loop(*engine, testing::ServerTokenizer(), 4);
+  loop.Start();
+  auto channel = std::make_shared<RequestChannel>();
+  PreparedRequest request = Request({5, 6}, 20);
+  request.params.stop_strings = {stop};
+  ASSERT_TRUE(loop.Submit(std::move(request), channel).ok());
+  const RequestChannel::Update u = Drain(*channel);
+  EXPECT_EQ(u.text, want);
+  EXPECT_EQ(u.outcome, Outcome::kStop);
+}
+
+}  // namespace
+}  // namespace dscale::server

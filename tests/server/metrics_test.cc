@@ -1,0 +1,92 @@
+// Prometheus text rendering: families, labels, cumulative histograms.
+
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace dscale::server {
+namespace {
+
+bool Has(const std::string& text, const std::string& line) {
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (l == line) return true;
+  }
+  return false;
+}
+
+TEST(MetricsTest, Histogram) {
+  Histogram h({1, 2});
+  for (double x : {0.5, 1.0, 1.5, 7.0}) h.Observe(x);
+  EXPECT_EQ(h.counts(), (std::vector<int64_t>{2, 1, 1}));  // le 1 is inclusive
+  EXPECT_EQ(h.count(), 4);
+  EXPECT_DOUBLE_EQ(h.sum(), 10.0);
+}
+
+TEST(MetricsTest, RendersEveryFamily) {
+  MetricsSnapshot m;
+  m.engine.block_size = 4;
+  m.engine.stats.decode_steps = 10;
+  m.engine.stats.decode_request_steps = 20;
+  m.engine.stats.verified_rows = 80;
+  m.engine.stats.committed_tokens = 50;
+  m.engine.stats.accepted_histogram[0] = 5;
+  m.engine.stats.accepted_histogram[2] = 10;
+  m.engine.stats.accepted_histogram[3] = 4;
+  m.engine.stats.accepted_histogram[9] = 1;  // beyond the block: counted in +Inf
+  m.engine.stats.verify_s = 1.5;
+  m.engine.waiting = 3;
+  m.engine.running = 2;
+  m.engine.free_kv_pages = 90;
+  m.engine.total_kv_pages = 100;
+  m.engine.finished[static_cast<int>(Outcome::kLength)] = 7;
+  m.engine.time_to_first_token.Observe(0.02);
+  m.http_responses[{"/v1/completions", 200}] = 12;
+  m.http_responses[{"/v1/completions", 400}] = 3;
+  const std::string text = RenderPrometheus(m);
+
+  EXPECT_TRUE(Has(text, "# TYPE dscale_http_requests_total counter"));
+  EXPECT_TRUE(Has(text, "dscale_http_requests_total{path=\"/v1/completions\",code=\"200\"} 12"));
+  EXPECT_TRUE(Has(text, "dscale_http_requests_total{path=\"/v1/completions\",code=\"400\"} 3"));
+  EXPECT_TRUE(Has(text, "dscale_requests_finished_total{reason=\"length\"} 7"));
+  EXPECT_TRUE(Has(text, "dscale_requests_waiting 3"));
+  EXPECT_TRUE(Has(text, "dscale_requests_running 2"));
+  EXPECT_TRUE(Has(text, "dscale_kv_pages_free 90"));
+  EXPECT_TRUE(Has(text, "dscale_verified_rows_per_step 8"));
+  EXPECT_TRUE(Has(text, "dscale_tau 2.5"));
+  EXPECT_TRUE(Has(text, "# TYPE dscale_accepted_length histogram"));
+  EXPECT_TRUE(Has(text, "dscale_accepted_length_bucket{le=\"0\"} 5"));
+  EXPECT_TRUE(Has(text, "dscale_accepted_length_bucket{le=\"1\"} 5"));
+  EXPECT_TRUE(Has(text, "dscale_accepted_length_bucket{le=\"2\"} 15"));
+  EXPECT_TRUE(Has(text, "dscale_accepted_length_bucket{le=\"3\"} 19"));
+  EXPECT_TRUE(Has(text, "dscale_accepted_length_bucket{le=\"+Inf\"} 20"));
+  EXPECT_TRUE(Has(text, "dscale_accepted_length_sum 41"));
+  EXPECT_TRUE(Has(text, "dscale_accepted_length_count 20"));
+  EXPECT_TRUE(Has(text, "dscale_step_seconds_total{stage=\"verify\"} 1.5"));
+  EXPECT_TRUE(Has(text, "dscale_time_to_first_token_seconds_bucket{le=\"0.025\"} 1"));
+  EXPECT_TRUE(Has(text, "dscale_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1"));
+  EXPECT_TRUE(Has(text, "dscale_time_to_first_token_seconds_count 1"));
+  EXPECT_TRUE(Has(text, "dscale_draining 0"));
+
+  // Every non-comment line is "name{labels} value" and every family has HELP and TYPE.
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    ASSERT_FALSE(line.empty());
+    if (line[0] == '#') continue;
+    EXPECT_TRUE(line.starts_with("dscale_")) << line;
+    EXPECT_NE(line.rfind(' '), std::string::npos) << line;
+  }
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  MetricsSnapshot m;
+  m.http_responses[{"a\"b\\c\nd", 404}] = 1;
+  EXPECT_TRUE(Has(RenderPrometheus(m),
+                  "dscale_http_requests_total{path=\"a\\\"b\\\\c\\nd\",code=\"404\"} 1"));
+}
+
+}  // namespace
+}  // namespace dscale::server

@@ -1,0 +1,256 @@
+// Request parsing and validation: every class of bad input maps to a status code and an
+// OpenAI-style error naming the field.
+
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dscale::server {
+namespace {
+
+constexpr Endpoint kCompletions = Endpoint::kCompletions;
+constexpr Endpoint kChat = Endpoint::kChatCompletions;
+
+ApiRequest ParseOk(Endpoint endpoint, const std::string& body) {
+  ApiRequest request;
+  const std::optional<ApiError> error = ParseApiRequest(endpoint, body, &request);
+  EXPECT_FALSE(error.has_value()) << body << " → " << (error ? error->message : "");
+  return request;
+}
+
+ApiError ParseFails(Endpoint endpoint, const std::string& body) {
+  ApiRequest request;
+  const std::optional<ApiError> error = ParseApiRequest(endpoint, body, &request);
+  EXPECT_TRUE(error.has_value()) << body;
+  return error.value_or(ApiError{});
+}
+
+TEST(OpenAiRequestTest, CompletionWithEveryField) {
+  const ApiRequest r = ParseOk(
+      kCompletions,
+      R"({"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+          "top_k": 40, "seed": 12, "stop": ["a", "b"], "n": 1, "stream": true,
+          "stream_options": {"include_usage": true}, "user": "u", "presence_penalty": 0,
+          "frequency_penalty": 0.0, "logit_bias": {}, "logprobs": null, "echo": false,
+          "best_of": 1, "suffix": null, "metadata": null, "ignore_eos": true})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt_text, "Hello");
+  EXPECT_FALSE(r.prompt_is_ids);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_EQ(r.seed, 12u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
+}
+
+TEST(OpenAiRequestTest, Defaults) {
+  const ApiRequest r = ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
+  EXPECT_EQ(r.top_k, 0);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_FALSE(r.stream);
+  // Nulls mean "the default".
+  const ApiRequest n = ParseOk(
+      kCompletions, R"({"model": "m", "prompt": "x", "max_tokens": null, "temperature": null,
+                        "top_p": null, "seed": null, "stop": null, "stream": null, "n": null})");
+  EXPECT_FALSE(n.max_tokens.has_value());
+  EXPECT_TRUE(n.stop.empty());
+}
+
+TEST(OpenAiRequestTest, PromptForms) {
+  EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": ["one"]})").prompt_text, "one");
+  const ApiRequest ids = ParseOk(kCompletions, R"({"model": "m", "prompt": [1, 2, 3]})");
+  EXPECT_TRUE(ids.prompt_is_ids);
+  EXPECT_EQ(ids.prompt_ids, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": [[4, 5]]})").prompt_ids,
+            (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": ["a", "b"]})").param, "prompt");
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": []})").param, "prompt");
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": [1, "x"]})").param, "prompt[1]");
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": [1.5]})").param, "prompt[0]");
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": 5})").param, "prompt");
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": {"a": 1}})").param, "prompt");
+}
+
+TEST(OpenAiRequestTest, ChatMessages) {
+  const ApiRequest r = ParseOk(kChat, R"({"model": "m", "messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi "},
+                                     {"type": "text", "text": "there"}], "name": "ann"},
+        {"role": "assistant", "content": null},
+        {"role": "user", "content": "Again"}], "max_completion_tokens": 9})");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hi there");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 9);
+}
+
+struct BadCase {
+  Endpoint endpoint;
+  std::string body;
+  int status;
+  std::string param;  // "" for null
+};
+
+class BadRequestTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadRequestTest, NamesTheField) {
+  const BadCase& c = GetParam();
+  const ApiError e = ParseFails(c.endpoint, c.body);
+  EXPECT_EQ(e.status, c.status) << c.body << " → " << e.message;
+  EXPECT_EQ(e.param, c.param) << c.body << " → " << e.message;
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_FALSE(e.message.empty());
+  if (!c.param.empty()) {
+    EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+  }
+  // The JSON shape clients parse.
+  const nlohmann::json j = e.ToJson();
+  ASSERT_TRUE(j.contains("error"));
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(c.param.empty() ? j["error"]["param"].is_null() : j["error"]["param"] == c.param);
+  EXPECT_TRUE(j["error"].contains("code"));
+}
+
+const std::string kOk = R"("model": "m", "prompt": "x")";
+const std::string kChatOk = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Inputs, BadRequestTest,
+    ::testing::Values(
+        // Not a JSON object.
+        BadCase{kCompletions, "", 400, ""}, BadCase{kCompletions, "{", 400, ""},
+        BadCase{kCompletions, R"({"model": "m", "prompt": "x")", 400, ""},
+        BadCase{kCompletions, "[1, 2]", 400, ""}, BadCase{kCompletions, "null", 400, ""},
+        BadCase{kCompletions, "\"text\"", 400, ""},
+        BadCase{kCompletions, "{\"model\": \"m\", \"prompt\": \"\xff\xfe\"}", 400, ""},
+        BadCase{kCompletions, "{\"model\": \"m\", \"prompt\": \"\\ud800\"}", 400, ""},
+        BadCase{kCompletions, std::string(100, '[') + std::string(100, ']'), 400, ""},
+        // Required fields.
+        BadCase{kCompletions, R"({"prompt": "x"})", 400, "model"},
+        BadCase{kCompletions, R"({"model": "m"})", 400, "prompt"},
+        BadCase{kChat, R"({"model": "m"})", 400, "messages"},
+        BadCase{kCompletions, R"({"model": "", "prompt": "x"})", 400, "model"},
+        BadCase{kCompletions, R"({"model": 7, "prompt": "x"})", 400, "model"},
+        // Wrong types and ranges.
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": "5"})", 400, "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": 5.5})", 400, "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": 0})", 400, "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": -3})", 400, "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": 1e300})", 400, "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": 99999999999999999999999})", 400,
+                "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": 18446744073709551615})", 400,
+                "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": 4294967296})", 400, "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "max_tokens": true})", 400, "max_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "temperature": -0.1})", 400, "temperature"},
+        BadCase{kCompletions, "{" + kOk + R"(, "temperature": 2.5})", 400, "temperature"},
+        BadCase{kCompletions, "{" + kOk + R"(, "temperature": "hot"})", 400, "temperature"},
+        BadCase{kCompletions, "{" + kOk + R"(, "top_p": 0})", 400, "top_p"},
+        BadCase{kCompletions, "{" + kOk + R"(, "top_p": 1.01})", 400, "top_p"},
+        BadCase{kCompletions, "{" + kOk + R"(, "top_k": -2})", 400, "top_k"},
+        BadCase{kCompletions, "{" + kOk + R"(, "top_k": 2.5})", 400, "top_k"},
+        BadCase{kCompletions, "{" + kOk + R"(, "seed": 1.5})", 400, "seed"},
+        BadCase{kCompletions, "{" + kOk + R"(, "seed": "1"})", 400, "seed"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stop": 3})", 400, "stop"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stop": ""})", 400, "stop"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stop": ["a", 1]})", 400, "stop[1]"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stop": ["a", "b", "c", "d", "e"]})", 400, "stop"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stream": "yes"})", 400, "stream"},
+        BadCase{kCompletions, "{" + kOk + R"(, "ignore_eos": 1})", 400, "ignore_eos"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stream_options": {"include_usage": true}})", 400,
+                "stream_options"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stream": true, "stream_options": 1})", 400,
+                "stream_options"},
+        BadCase{kCompletions,
+                "{" + kOk + R"(, "stream": true, "stream_options": {"include_usage": 1}})", 400,
+                "stream_options.include_usage"},
+        // Unsupported features.
+        BadCase{kCompletions, "{" + kOk + R"(, "n": 2})", 400, "n"},
+        BadCase{kCompletions, "{" + kOk + R"(, "n": "1"})", 400, "n"},
+        BadCase{kCompletions, "{" + kOk + R"(, "best_of": 3})", 400, "best_of"},
+        BadCase{kCompletions, "{" + kOk + R"(, "echo": true})", 400, "echo"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logprobs": 5})", 400, "logprobs"},
+        BadCase{kCompletions, "{" + kOk + R"(, "suffix": "end"})", 400, "suffix"},
+        BadCase{kCompletions, "{" + kOk + R"(, "presence_penalty": 0.5})", 400, "presence_penalty"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": 1}})", 400, "logit_bias"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object"}})", 400,
+                "response_format"},
+        BadCase{kChat, "{" + kChatOk + R"(, "logprobs": true})", 400, "logprobs"},
+        // Unknown fields, and fields of the other endpoint.
+        BadCase{kCompletions, "{" + kOk + R"(, "foo": {"bar": [1, 2]}})", 400, "foo"},
+        BadCase{kCompletions, "{" + kOk + R"(, "messages": []})", 400, "messages"},
+        BadCase{kChat, "{" + kChatOk + R"(, "prompt": "x"})", 400, "prompt"},
+        // Messages.
+        BadCase{kChat, R"({"model": "m", "messages": []})", 400, "messages"},
+        BadCase{kChat, R"({"model": "m", "messages": "hi"})", 400, "messages"},
+        BadCase{kChat, R"({"model": "m", "messages": [5]})", 400, "messages[0]"},
+        BadCase{kChat, R"({"model": "m", "messages": [{"content": "x"}]})", 400,
+                "messages[0].role"},
+        BadCase{kChat, R"({"model": "m", "messages": [{"role": "king", "content": "x"}]})", 400,
+                "messages[0].role"},
+        BadCase{kChat, R"({"model": "m", "messages": [{"role": "user"}]})", 400,
+                "messages[0].content"},
+        BadCase{kChat, R"({"model": "m", "messages": [{"role": "user", "content": null}]})", 400,
+                "messages[0].content"},
+        BadCase{kChat, R"({"model": "m", "messages": [{"role": "user", "content": 5}]})", 400,
+                "messages[0].content"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": "x"}}]}]})",
+                400, "messages[0].content[0].type"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+                400, "messages[0].content[0].text"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "user", "content": "x", "mood": 1}]})", 400,
+                "messages[0].mood"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "assistant", "content": "x",
+                    "tool_calls": [{"id": "1"}]}]})",
+                400, "messages[0].tool_calls"}));
+
+TEST(OpenAiRequestTest, ContentType) {
+  EXPECT_FALSE(CheckContentType("application/json"));
+  EXPECT_FALSE(CheckContentType("Application/JSON; charset=utf-8"));
+  for (const char* bad : {"", "text/plain", "application/x-www-form-urlencoded",
+                          "multipart/form-data; boundary=x", "application/jsonl"}) {
+    const std::optional<ApiError> e = CheckContentType(bad);
+    ASSERT_TRUE(e.has_value()) << bad;
+    EXPECT_EQ(e->status, 415);
+  }
+}
+
+TEST(OpenAiRequestTest, JsonDepthSkipsStrings) {
+  EXPECT_EQ(JsonDepth(R"({"a": [1, {"b": 2}]})", 64), 3);
+  EXPECT_EQ(JsonDepth(R"({"a": "[[[[{{{{\"[["})", 64), 1);
+  EXPECT_EQ(JsonDepth(std::string(1000, '['), 64), 65);  // stops early
+  const std::string nested = std::string(64, '[') + std::string(64, ']');
+  ApiRequest r;
+  EXPECT_EQ(ParseApiRequest(kCompletions,
+                            "{\"model\": \"m\", \"prompt\": \"x\", \"foo\": " + nested + "}", &r)
+                ->param,
+            "");  // too deep (65 levels with the outer object) before any field is read
+}
+
+TEST(OpenAiRequestTest, LongUnknownFieldNameIsCut) {
+  const std::string key(500, 'k');
+  const ApiError e = ParseFails(kCompletions, "{" + kOk + ", \"" + key + "\": 1}");
+  EXPECT_EQ(e.param, std::string(64, 'k') + "...");
+  EXPECT_LT(e.message.size(), 200u);
+}
+
+}  // namespace
+}  // namespace dscale::server

@@ -1,0 +1,93 @@
+// Streaming output text: stop strings cut the text (OpenAI semantics), nothing sent is ever
+// taken back, characters split across tokens are never broken.
+
+#include "server/output_text.h"
+
+#include <gtest/gtest.h>
+
+#include "io/tokenizer/utf8.h"
+#include "server_test_util.h"
+
+namespace dscale::server {
+namespace {
+
+using testing::ServerTokenizer;
+
+std::vector<int32_t> Ids(const std::string& text) {
+  return ServerTokenizer().Encode(text, {.parse_added_tokens = false}).value();
+}
+
+// Feeds `text`'s tokens one at a time; returns every piece sent, then the final one.
+std::vector<std::string> Stream(const std::string& text, std::vector<std::string> stops,
+                                bool* stopped = nullptr) {
+  OutputText out(ServerTokenizer(), std::move(stops));
+  std::vector<std::string> pieces;
+  for (const int32_t id : Ids(text)) pieces.push_back(out.Push(std::span(&id, 1)));
+  pieces.push_back(out.Finish());
+  if (stopped) *stopped = out.stopped();
+  return pieces;
+}
+
+std::string Join(const std::vector<std::string>& pieces) {
+  std::string all;
+  for (const std::string& p : pieces) all += p;
+  return all;
+}
+
+TEST(OutputTextTest, WithoutStopsIsTheDecodedText) {
+  const std::string text = "Hello, how are you today? 42";
+  EXPECT_EQ(Join(Stream(text, {})), text);
+}
+
+TEST(OutputTextTest, StopStringEndsTheTextBeforeIt) {
+  bool stopped = false;
+  EXPECT_EQ(Join(Stream("The server answers requests", {"answers"}, &stopped)), "The server ");
+  EXPECT_TRUE(stopped);
+  // The earliest of several stops wins.
+  EXPECT_EQ(Join(Stream("one two three", {"three", "two"}, &stopped)), "one ");
+  EXPECT_EQ(Join(Stream("abc", {"zz"}, &stopped)), "abc");
+  EXPECT_FALSE(stopped);
+}
+
+TEST(OutputTextTest, PossibleStartOfAStopIsHeldBack) {
+  // "sun" could begin "sunny" until "day" arrives.
+  OutputText out(ServerTokenizer(), {"sunny"});
+  std::string sent;
+  for (const int32_t id : Ids("It is sun")) sent += out.Push(std::span(&id, 1));
+  EXPECT_EQ(sent, "It is ");
+  for (const int32_t id : Ids("day")) sent += out.Push(std::span(&id, 1));
+  sent += out.Finish();
+  EXPECT_EQ(sent, "It is sunday");
+}
+
+TEST(OutputTextTest, MultiByteCharactersAreNeverSplit) {
+  const std::string text = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80!";  // é € 😀
+  for (const std::string& piece : Stream(text, {})) {
+    ASSERT_EQ(utf8::FindInvalid(piece), utf8::kAllValid);
+  }
+  EXPECT_EQ(Join(Stream(text, {})), text);
+  // A stop string that is a multi-byte character.
+  EXPECT_EQ(Join(Stream(text, {"\xe2\x82\xac"})), "caf\xc3\xa9 ");
+}
+
+TEST(OutputTextTest, SpecialTokensAndUnknownIdsGiveNoText) {
+  const Tokenizer& tok = ServerTokenizer();
+  OutputText out(tok, {});
+  std::vector<int32_t> ids = Ids("ok");
+  ids.push_back(tok.AddedTokenId("<|im_end|>").value());
+  ids.push_back(100000);  // not a token
+  EXPECT_EQ(out.Push(ids) + out.Finish(), "ok");
+  EXPECT_EQ(OutputTextOf(tok, ids), "ok");
+}
+
+TEST(OutputTextTest, HeldBackForStops) {
+  const std::vector<std::string> stops = {"abc", "xy"};
+  EXPECT_EQ(HeldBackForStops("zzab", stops), 2u);
+  EXPECT_EQ(HeldBackForStops("zzx", stops), 1u);
+  EXPECT_EQ(HeldBackForStops("zza", stops), 1u);
+  EXPECT_EQ(HeldBackForStops("zz", stops), 0u);
+  EXPECT_EQ(HeldBackForStops("", stops), 0u);
+}
+
+}  // namespace
+}  // namespace dscale::server

@@ -1,0 +1,32 @@
+#pragma once
+// Shared by the server's unit tests: the small tokenizer the server tests use (ids below 512,
+// see tests/data/server_tokenizer) and a model description that matches it.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "io/tokenizer/tokenizer.h"
+#include "server/prompt_builder.h"
+
+namespace dscale::server::testing {
+
+inline const Tokenizer& ServerTokenizer() {
+  static const Tokenizer* tokenizer = [] {
+    Result<Tokenizer> t = Tokenizer::Load(std::string(DSCALE_TEST_DATA_DIR) + "/server_tokenizer");
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return new Tokenizer(std::move(t).value());
+  }();
+  return *tokenizer;
+}
+
+inline ModelInfo TinyModelInfo() {
+  return {.name = "tiny",
+          .vocab_size = 512,
+          .context_length = 64,
+          .default_max_tokens = 16,
+          .stop_ids = {509},
+          .chat_stop_ids = {509, 507}};
+}
+
+}  // namespace dscale::server::testing
