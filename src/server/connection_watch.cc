@@ -4,9 +4,9 @@
 #include <dirent.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -70,11 +70,11 @@ bool ConnectionWatch::PeerClosed() {
     searched_ = true;
   }
   if (fd_ < 0) return false;
-  char byte = 0;
-  const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return true;  // orderly shutdown
-  if (n > 0) return false;  // a pipelined request is waiting: still connected
-  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  // POLLRDHUP: the peer closed (or shut down its side of) the connection, even when it sent
+  // bytes first that nobody has read. Bytes alone (a pipelined request) are not a disconnect.
+  pollfd p{.fd = fd_, .events = POLLIN | POLLRDHUP, .revents = 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace dscale::server

@@ -4,9 +4,10 @@
 //
 // cpp-httplib 0.11 (Debian 12) does not expose a request's socket, and writing to a closed
 // socket fails only on the second write after the peer has gone. The watch finds the socket
-// by the connection's addresses (a live connection's address pair is unique), then peeks at
-// it: end of stream or a reset means the client is gone. The socket stays open while the
-// handler or its content provider runs, so the descriptor cannot be reused under the watch.
+// by the connection's addresses (a live connection's address pair is unique), then polls it:
+// the peer's end of stream (POLLRDHUP) or a reset means the client is gone. The socket stays open
+// while the handler or its content provider runs, so the descriptor cannot be reused under the
+// watch.
 
 #include <string>
 

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <random>
 
-#include "core/log.h"
 #include "server/connection_watch.h"
 
 namespace dscale::server {
@@ -17,6 +16,9 @@ using json = nlohmann::json;
 constexpr const char* kJson = "application/json";
 constexpr const char* kRetryAfterSeconds = "1";
 constexpr int kListenBacklog = 1024;
+// A stream silent this long (a long queue wait or prefill) gets an SSE comment, so that proxies
+// do not time it out.
+constexpr auto kKeepAliveInterval = std::chrono::seconds(15);
 
 ConnectionAddress AddressOf(const httplib::Request& req) {
   return {.local_addr = req.local_addr,
@@ -60,6 +62,25 @@ ApiError TransportError(int status) {
   return {.status = status, .message = "the request could not be read as HTTP"};
 }
 
+// The SSE events of one channel update: new text, then at the end the finishing chunk (or the
+// error), the usage chunk when asked for, and [DONE].
+std::string StreamEvents(const ResponseMeta& meta, bool include_usage,
+                         const RequestChannel::Update& u) {
+  std::string out;
+  if (!u.text.empty()) {
+    out += SseEvent(ChunkJson(meta, {.text = u.text, .with_usage_null = include_usage}));
+  }
+  if (!u.done) return out;
+  if (u.outcome == Outcome::kError) {
+    out += SseEvent(u.error->ToJson());
+  } else {
+    out += SseEvent(ChunkJson(
+        meta, {.finish_reason = FinishReasonText(u.outcome), .with_usage_null = include_usage}));
+    if (include_usage) out += SseEvent(UsageChunkJson(meta, u.usage));
+  }
+  return out + std::string(kSseDone);
+}
+
 }  // namespace
 
 // cpp-httplib 0.11 listens with a backlog of 5, so a burst of new connections (64 clients
@@ -82,6 +103,7 @@ struct HttpServer::Stream {
   bool opened = false;                          // the chat role chunk went out
   bool finished = false;                        // [DONE] went out
   Clock::time_point last_check = Clock::now();  // of the client's connection
+  Clock::time_point last_write = Clock::now();
 };
 
 HttpServer::HttpServer(EngineLoop& loop, const Tokenizer& tokenizer, ModelInfo model,
@@ -270,24 +292,18 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   }
   RequestChannel::Update u;
   if (s.channel->Wait(out.empty() ? options_.poll_interval : std::chrono::milliseconds(0), &u)) {
-    if (!u.text.empty()) {
-      out += SseEvent(ChunkJson(s.meta, {.text = u.text, .with_usage_null = s.include_usage}));
-    }
-    if (u.done && u.outcome == Outcome::kError) {
-      out += SseEvent(u.error->ToJson());
-    } else if (u.done) {
-      out += SseEvent(ChunkJson(s.meta, {.finish_reason = FinishReasonText(u.outcome),
-                                         .with_usage_null = s.include_usage}));
-      if (s.include_usage) out += SseEvent(UsageChunkJson(s.meta, u.usage));
-    }
-    if (u.done) out += kSseDone;
+    out += StreamEvents(s.meta, s.include_usage, u);
   }
   // Writes fail only some time after the client has gone; look at the connection as well.
   if (!u.done && Clock::now() - s.last_check >= options_.poll_interval) {
     s.last_check = Clock::now();
     if (s.watch.PeerClosed()) return false;  // cpp-httplib ends the response; the releaser cancels
   }
-  if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+  if (out.empty() && Clock::now() - s.last_write >= kKeepAliveInterval) out = kSseKeepAlive;
+  if (!out.empty()) {
+    if (!sink.write(out.data(), out.size())) return false;
+    s.last_write = Clock::now();
+  }
   if (u.done) {
     s.finished = true;
     sink.done();

@@ -59,8 +59,8 @@ std::string Dump(const nlohmann::json& value);
 // "data: <json>\n\n"
 std::string SseEvent(const nlohmann::json& value);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
-// An SSE comment line: clients ignore it; the server sends one while a request waits, which
-// also reveals a client that has gone.
+// An SSE comment: clients ignore it. A stream that has been silent for a while (a long queue
+// wait or prefill) sends one so that proxies do not time it out.
 inline constexpr std::string_view kSseKeepAlive = ": keep-alive\n\n";
 
 }  // namespace dscale::server

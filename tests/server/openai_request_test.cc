@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <ostream>
 #include <string>
 
 namespace dscale::server {
@@ -100,6 +102,18 @@ struct BadCase {
   int status;
   std::string param;  // "" for null
 };
+
+// Short, readable test names: "<index>_<param>".
+void PrintTo(const BadCase& c, std::ostream* os) { *os << (c.param.empty() ? "body" : c.param); }
+
+std::string CaseName(const ::testing::TestParamInfo<BadCase>& info) {
+  std::string name = std::to_string(info.index) + "_" +
+                     (info.param.param.empty() ? std::string("body") : info.param.param);
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
 
 class BadRequestTest : public ::testing::TestWithParam<BadCase> {};
 
@@ -220,7 +234,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kChat,
                 R"({"model": "m", "messages": [{"role": "assistant", "content": "x",
                     "tool_calls": [{"id": "1"}]}]})",
-                400, "messages[0].tool_calls"}));
+                400, "messages[0].tool_calls"}),
+    CaseName);
 
 TEST(OpenAiRequestTest, ContentType) {
   EXPECT_FALSE(CheckContentType("application/json"));

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -38,7 +37,7 @@ std::vector<std::string> DefaultArgs() {
 int ReadPort(int fd, std::chrono::seconds timeout) {
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const std::regex listening("listening on http://[^:]+:([0-9]+)");
+  const std::string listening = "listening on http://";
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd p{.fd = fd, .events = POLLIN};
     if (poll(&p, 1, 200) <= 0) continue;
@@ -46,8 +45,12 @@ int ReadPort(int fd, std::chrono::seconds timeout) {
     const ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) return -1;  // the server exited
     out.append(buf, static_cast<size_t>(n));
-    std::smatch m;
-    if (std::regex_search(out, m, listening)) return std::stoi(m[1]);
+    // "listening on http://127.0.0.1:PORT (...)"
+    const size_t at = out.find(listening);
+    const size_t colon = at == std::string::npos ? at : out.find(':', at + listening.size());
+    if (colon != std::string::npos && out.find(' ', colon) != std::string::npos) {
+      return std::atoi(out.c_str() + colon + 1);
+    }
   }
   return -1;
 }
@@ -175,10 +178,9 @@ std::string RawExchange(int port, const std::string& bytes, bool half_close,
 }
 
 int StatusOf(const std::string& raw_response) {
-  static const std::regex status_line("^HTTP/1\\.[01] ([0-9]{3})");
-  std::smatch m;
-  if (!std::regex_search(raw_response, m, status_line)) return 0;
-  return std::stoi(m[1]);
+  // "HTTP/1.1 400 ..."
+  if (raw_response.size() < 12 || !raw_response.starts_with("HTTP/1.")) return 0;
+  return std::atoi(raw_response.substr(9, 3).c_str());
 }
 
 double MetricValue(const std::string& metrics, const std::string& sample) {
