@@ -53,6 +53,26 @@ BENCHMARK(BM_ExtractFeatures)
     ->Args({151936, 2560})
     ->Unit(benchmark::kMillisecond);
 
+// One step's batch: the whole decision input of n requests at once.
+void BM_ExtractFeaturesBatch(benchmark::State& state) {
+  const int64_t vocab = state.range(0);
+  const int64_t hidden = state.range(1);
+  const int64_t n = state.range(2);
+  const Projections proj = MakeProjections(hidden, vocab, 1);
+  const std::vector<float> logits = Normal(n * kDraftPositions * vocab, 3.0f, 2);
+  const std::vector<float> hidden_states = Normal(n * kDraftPositions * hidden, 1.0f, 3);
+  std::vector<float> out(n * kFeatureCount);
+  for (auto _ : state) {
+    ExtractFeaturesBatch(logits.data(), hidden_states.data(), n, n, proj, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel("per step");
+}
+BENCHMARK(BM_ExtractFeaturesBatch)
+    ->Args({4160, 256, 16})  // the bundled tiny pair at c = 16
+    ->Args({151936, 4096, 8})
+    ->Unit(benchmark::kMillisecond);
+
 void BM_PredictorForward(benchmark::State& state) {
   const int64_t n = state.range(0);
   PredictorWeights w = PredictorWeights::Zeros();

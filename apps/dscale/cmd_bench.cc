@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/compare.h"
 #include "bench/datasets.h"
 #include "bench/http_client.h"
 #include "bench/in_process.h"
@@ -43,6 +44,7 @@ struct BenchArgs {
   double verify_budget = 0.5;
   bool profile = false, no_progress = false;
   std::string out;
+  std::string compare;  // an earlier run's results.json
   bool modes_given = false;
 };
 
@@ -195,12 +197,18 @@ nlohmann::json ConfigJson(const BenchArgs& a) {
           {"tile_routing", a.tile_routing}};
 }
 
-Status WriteOutputs(const bench::Report& report, const std::string& dir) {
+Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agreement>& agreement,
+                    const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError(dir + ": " + ec.message());
-  DSCALE_RETURN_IF_ERROR(
-      bench::WriteTextFile(dir + "/results.json", bench::RenderJson(report).dump(2) + "\n"));
+  nlohmann::json results = bench::RenderJson(report);
+  if (agreement) {
+    results["agreement"] = bench::AgreementJson(*agreement);
+    DSCALE_RETURN_IF_ERROR(
+        bench::WriteTextFile(dir + "/agreement.txt", bench::RenderAgreement(*agreement)));
+  }
+  DSCALE_RETURN_IF_ERROR(bench::WriteTextFile(dir + "/results.json", results.dump(2) + "\n"));
   DSCALE_RETURN_IF_ERROR(bench::WriteTextFile(dir + "/results.csv", bench::RenderCsv(report)));
   DSCALE_RETURN_IF_ERROR(bench::WriteTextFile(dir + "/table.txt", bench::RenderTable(report)));
   DSCALE_ASSIGN_OR_RETURN(bench::PlotResult plots, bench::WritePlots(report, dir));
@@ -216,6 +224,13 @@ Status RunBench(const BenchArgs& a) {
   DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> concurrency,
                           bench::ParsePositiveList(a.concurrency, "--concurrency"));
   DSCALE_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(a));
+  // Read before the sweep, so a bad path fails now rather than after a long run.
+  std::optional<bench::PriorRun> prior;
+  if (!a.compare.empty()) {
+    Result<bench::PriorRun> loaded = bench::LoadPriorRun(a.compare);
+    if (!loaded.ok()) return loaded.status().WithContext("--compare");
+    prior = std::move(*loaded);
+  }
   std::unique_ptr<Models> models;
   bench::CellRunner runner;
   if (a.url.empty()) {
@@ -236,7 +251,12 @@ Status RunBench(const BenchArgs& a) {
   report.profile = a.profile;
   report.config = ConfigJson(a);
   std::fputs(bench::RenderTable(report).c_str(), stdout);
-  if (!a.out.empty()) DSCALE_RETURN_IF_ERROR(WriteOutputs(report, a.out));
+  std::optional<bench::Agreement> agreement;
+  if (prior) {
+    agreement = bench::CompareRuns(report, *prior);
+    std::fputs(bench::RenderAgreement(*agreement).c_str(), stdout);
+  }
+  if (!a.out.empty()) DSCALE_RETURN_IF_ERROR(WriteOutputs(report, agreement, a.out));
   return Status::Ok();
 }
 
@@ -288,6 +308,9 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_flag("--profile", a->profile, "Add the step-time breakdown table");
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->add_option("--out", a->out, "Folder for results.json, results.csv, table.txt, plots");
+  cmd->add_option("--compare", a->compare,
+                  "An earlier run's results.json: report per cell whether the runs agree within "
+                  "the reported spread");
 }
 
 }  // namespace

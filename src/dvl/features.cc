@@ -3,17 +3,19 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "core/check.h"
 #include "dvl/deterministic_random.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/softmax.h"
 
 namespace dscale::dvl {
 namespace {
 
-// Rows of the projection matrix handled per block: the block of P (≤ 64 KiB) stays in cache
-// while all 15 positions use it, and per-block float sums are flushed into doubles so that
-// long vocabularies do not lose precision.
-constexpr int64_t kProjectionBlockRows = 512;
+// Feature rows (request, position) whose confidence values are computed on several threads,
+// once the batch holds at least this many logits.
+constexpr int64_t kParallelMinLogits = int64_t{1} << 16;
 
 void FillNormal(std::vector<float>& m, int64_t rows, int64_t cols, uint64_t stream_seed) {
   DeterministicRandom rng(stream_seed);
@@ -40,32 +42,6 @@ std::array<float, kTopRanks> TopRanks(const float* x, int64_t n) {
   return top;
 }
 
-// out[j, :cols] = Σ_r (x[j, r] − centre[j]) · p[r, :cols] for `positions` rows x of length
-// `rows`; p is [rows, Cols] row-major. Blocked over r so that each block of p is reused by
-// every position while it is in cache.
-template <int Cols>
-void ProjectRows(const float* x, int64_t rows, const double* centre, const float* p, float* out,
-                 int64_t out_stride) {
-  std::array<std::array<double, Cols>, kDraftPositions> total{};
-  for (int64_t r0 = 0; r0 < rows; r0 += kProjectionBlockRows) {
-    const int64_t r1 = std::min(rows, r0 + kProjectionBlockRows);
-    for (int j = 0; j < kDraftPositions; ++j) {
-      const float* row = x + j * rows;
-      const float c = static_cast<float>(centre[j]);
-      std::array<float, Cols> acc{};
-      for (int64_t r = r0; r < r1; ++r) {
-        const float value = row[r] - c;
-        const float* pr = p + r * Cols;
-        for (int k = 0; k < Cols; ++k) acc[k] += value * pr[k];
-      }
-      for (int k = 0; k < Cols; ++k) total[j][k] += acc[k];
-    }
-  }
-  for (int j = 0; j < kDraftPositions; ++j) {
-    for (int k = 0; k < Cols; ++k) out[j * out_stride + k] = static_cast<float>(total[j][k]);
-  }
-}
-
 // Mean of x[0, n): eight independent float lanes (so the loop vectorises without reassociating
 // one long dependency chain), combined in double.
 double Mean(const float* x, int64_t n) {
@@ -79,6 +55,15 @@ double Mean(const float* x, int64_t n) {
   for (; v < n; ++v) sum += x[v];
   for (float lane : lanes) sum += lane;
   return sum / static_cast<double>(n);
+}
+
+// Column sums of the [V, 32] logit projection, in double.
+std::array<double, kLogitProjDim> ColumnSums(const std::vector<float>& p, int64_t rows) {
+  std::array<double, kLogitProjDim> sum{};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int k = 0; k < kLogitProjDim; ++k) sum[k] += p[r * kLogitProjDim + k];
+  }
+  return sum;
 }
 
 void BatchContext(int64_t live_count, float* out25) {
@@ -106,14 +91,9 @@ void ConfidenceFeatures(const float* logits, int64_t vocab, float* out18) {
   const float max_logit = top[0];
   // Softmax statistics relative to the maximum: z = Σ e^(x−max), s = Σ e^(x−max)·(x−max);
   // log p_top = −log z and entropy = log z − s / z.
-  double z = 0.0;
-  double s = 0.0;
-  for (int64_t v = 0; v < vocab; ++v) {
-    const float shifted = logits[v] - max_logit;
-    const float e = std::exp(shifted);
-    z += e;
-    s += static_cast<double>(e) * shifted;
-  }
+  const cpu::ExpMoments moments = cpu::ShiftedExpMoments(logits, vocab, max_logit);
+  const double z = moments.sum;
+  const double s = moments.weighted;
   const double log_z = std::log(z);
   out18[0] = max_logit;
   for (int r = 1; r < kTopRanks; ++r) out18[r] = max_logit - top[r];
@@ -123,34 +103,56 @@ void ConfidenceFeatures(const float* logits, int64_t vocab, float* out18) {
 
 void ExtractFeatures(const float* logits, const float* hidden, int64_t live_count,
                      const Projections& proj, float* out) {
-  const int64_t vocab = proj.vocab_size;
-  const int64_t hidden_size = proj.hidden_size;
-  DSCALE_CHECK(vocab >= kTopRanks && hidden_size > 0);
-  DSCALE_CHECK(static_cast<int64_t>(proj.logit.size()) == vocab * kLogitProjDim);
-  DSCALE_CHECK(static_cast<int64_t>(proj.hidden.size()) == hidden_size * kHiddenProjDim);
-
-  std::array<double, kDraftPositions> logit_mean{};
-  for (int j = 0; j < kDraftPositions; ++j) {
-    const float* row = logits + j * vocab;
-    ConfidenceFeatures(row, vocab, out + kConfidenceOffset + j * kConfidencePerPosition);
-    logit_mean[j] = Mean(row, vocab);
-  }
-  const std::array<double, kDraftPositions> no_centre{};
-  ProjectRows<kHiddenProjDim>(hidden, hidden_size, no_centre.data(), proj.hidden.data(),
-                              out + kHiddenProjOffset, kHiddenProjDim);
-  ProjectRows<kLogitProjDim>(logits, vocab, logit_mean.data(), proj.logit.data(),
-                             out + kLogitProjOffset, kLogitProjDim);
-  BatchContext(live_count, out + kBatchContextOffset);
+  ExtractFeaturesBatch(logits, hidden, 1, live_count, proj, out);
 }
 
 void ExtractFeaturesBatch(const float* logits, const float* hidden, int64_t n, int64_t live_count,
                           const Projections& proj, float* out) {
-  const int64_t logit_stride = kDraftPositions * proj.vocab_size;
-  const int64_t hidden_stride = kDraftPositions * proj.hidden_size;
-  for (int64_t i = 0; i < n; ++i) {
-    ExtractFeatures(logits + i * logit_stride, hidden + i * hidden_stride, live_count, proj,
-                    out + i * kFeatureCount);
+  const int64_t vocab = proj.vocab_size;
+  const int64_t hidden_size = proj.hidden_size;
+  DSCALE_CHECK(vocab >= kTopRanks && hidden_size > 0 && n >= 0);
+  DSCALE_CHECK(static_cast<int64_t>(proj.logit.size()) == vocab * kLogitProjDim);
+  DSCALE_CHECK(static_cast<int64_t>(proj.hidden.size()) == hidden_size * kHiddenProjDim);
+  const int64_t rows = n * kDraftPositions;  // one per (request, draft position)
+  if (rows == 0) return;
+
+  // Reused across calls on this thread, so a serving loop allocates only while batches grow.
+  thread_local std::vector<double> logit_mean;
+  thread_local std::vector<float> hidden_proj;
+  thread_local std::vector<float> logit_proj;
+  logit_mean.resize(rows);
+  hidden_proj.resize(rows * kHiddenProjDim);
+  logit_proj.resize(rows * kLogitProjDim);
+  // The OpenMP workers have thread_locals of their own: they write through this pointer.
+  double* const mean_out = logit_mean.data();
+
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinLogits)
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* x = logits + row * vocab;
+    float* request_out = out + (row / kDraftPositions) * kFeatureCount;
+    const int64_t j = row % kDraftPositions;
+    ConfidenceFeatures(x, vocab, request_out + kConfidenceOffset + j * kConfidencePerPosition);
+    mean_out[row] = Mean(x, vocab);
   }
+
+  // Both projections as one product over all rows of the batch. The logits are centred
+  // afterwards: (x − m·1)·P = x·P − m·(1ᵀP), with the column sums 1ᵀP in double.
+  cpu::MatMul(hidden, proj.hidden.data(), hidden_proj.data(), rows, hidden_size, kHiddenProjDim);
+  cpu::MatMul(logits, proj.logit.data(), logit_proj.data(), rows, vocab, kLogitProjDim);
+  const std::array<double, kLogitProjDim> column_sum = ColumnSums(proj.logit, vocab);
+
+  for (int64_t row = 0; row < rows; ++row) {
+    float* request_out = out + (row / kDraftPositions) * kFeatureCount;
+    const int64_t j = row % kDraftPositions;
+    std::copy_n(hidden_proj.data() + row * kHiddenProjDim, kHiddenProjDim,
+                request_out + kHiddenProjOffset + j * kHiddenProjDim);
+    float* centred = request_out + kLogitProjOffset + j * kLogitProjDim;
+    for (int k = 0; k < kLogitProjDim; ++k) {
+      centred[k] = static_cast<float>(logit_proj[row * kLogitProjDim + k] -
+                                      logit_mean[row] * column_sum[k]);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) BatchContext(live_count, out + i * kFeatureCount + kBatchContextOffset);
 }
 
 }  // namespace dscale::dvl

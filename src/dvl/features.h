@@ -45,11 +45,15 @@ void ConfidenceFeatures(const float* logits, int64_t vocab, float* out18);
 //   hidden: [15, H] f32 row-major, the drafter's final hidden vectors of those positions
 //   live_count: N, the number of live requests in this step
 //   out: [1735]
-// Work is O(15 · (V · 32 + H · 64)); the top-16 ranks come from a partial selection.
+// Work is O(15 · (V · 32 + H · 64)); the top-16 ranks come from a partial selection and the
+// projections from one matrix product per batch (OpenBLAS).
 void ExtractFeatures(const float* logits, const float* hidden, int64_t live_count,
                      const Projections& proj, float* out);
 
-// Features of n requests: logits [n, 15, V], hidden [n, 15, H], out [n, 1735].
+// Features of n requests: logits [n, 15, V], hidden [n, 15, H], out [n, 1735]. Confidence
+// rows run on the OpenMP threads for large batches; the projections are one product over all
+// n · 15 rows. The scratch is per calling thread, so concurrent calls with distinct `out` are
+// safe.
 void ExtractFeaturesBatch(const float* logits, const float* hidden, int64_t n, int64_t live_count,
                           const Projections& proj, float* out);
 

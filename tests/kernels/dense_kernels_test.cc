@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -75,6 +76,31 @@ TEST(LinearTest, ZeroRowsIsANoOp) {
   float y = 42.0f;
   cpu::Linear(nullptr, w.data(), &y, 0, 3, 2);
   EXPECT_EQ(y, 42.0f);
+}
+
+TEST(MatMulTest, MatchesReferenceAtOddSizes) {
+  std::mt19937 rng(111);
+  for (const int64_t rows : kTestRows) {
+    for (const int64_t in : {int64_t{1}, int64_t{67}, int64_t{4161}}) {
+      for (const int64_t out : {int64_t{1}, int64_t{17}, int64_t{32}, int64_t{64}}) {
+        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " out=" << out);
+        const auto x = RandomNormal(rng, rows * in);
+        const auto w = RandomNormal(rng, in * out);  // input-major [in, out]
+        std::vector<float> y(rows * out, NAN), expected(rows * out);
+        cpu::MatMul(x.data(), w.data(), y.data(), rows, in, out);
+        ref::MatMul(x.data(), w.data(), expected.data(), rows, in, out);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t o = 0; o < out; ++o) {
+            double mass = 0.0;
+            for (int64_t i = 0; i < in; ++i) mass += std::fabs(x[r * in + i] * w[i * out + o]);
+            ASSERT_LE(std::fabs(y[r * out + o] - expected[r * out + o]),
+                      static_cast<double>(in) * kFloatEps * mass)
+                << "r=" << r << " o=" << o;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(RmsNormTest, MatchesReferenceAtOddSizes) {
@@ -244,6 +270,31 @@ TEST(SoftmaxTest, VocabularySizedRowsMatchReference) {
   ref::SoftmaxRows(expected.data(), rows, n);
   // Relative to each probability: a wrong normalisation shows up even where p is tiny.
   EXPECT_LE(MaxExcessOverRelative(got, expected, kElementwiseRelTol), 0.0);
+}
+
+// ShiftedExpMoments: each term e^(x − shift) is within a few float ulps (the vector exp) and the
+// float lanes add at most 32 terms before folding into double, so both sums agree with the
+// double reference to 1e-6 relative to the sum of their terms' magnitudes.
+TEST(ShiftedExpMomentsTest, MatchesReferenceAtOddSizesAndShifts) {
+  std::mt19937 rng(112);
+  for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{17}, int64_t{4099}, int64_t{151936}}) {
+    for (const float stddev : {0.5f, 4.0f, 40.0f}) {
+      const auto x = RandomNormal(rng, n, -3.0f, stddev);
+      const float max = *std::max_element(x.begin(), x.end());
+      for (const float extra : {0.0f, 2.5f}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " stddev=" << stddev << " extra=" << extra);
+        const cpu::ExpMoments got = cpu::ShiftedExpMoments(x.data(), n, max + extra);
+        const cpu::ExpMoments want = ref::ShiftedExpMoments(x.data(), n, max + extra);
+        double weighted_mass = 0.0;
+        for (const float v : x) {
+          const double shifted = static_cast<double>(v) - (max + extra);
+          weighted_mass += std::exp(shifted) * std::fabs(shifted);
+        }
+        EXPECT_NEAR(got.sum, want.sum, 1e-6 * want.sum);
+        EXPECT_NEAR(got.weighted, want.weighted, 1e-6 * weighted_mass + 1e-30);
+      }
+    }
+  }
 }
 
 TEST(ArgmaxTest, MatchesReferenceOnRandomRows) {

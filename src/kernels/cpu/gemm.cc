@@ -35,4 +35,17 @@ void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, 
               accumulate ? 1.0f : 0.0f, y, n);
 }
 
+void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out) {
+  DSCALE_CHECK(FitsBlasInt(rows) && FitsBlasInt(in) && FitsBlasInt(out));
+  if (rows == 0 || out == 0) return;
+  if (in == 0) {
+    std::memset(y, 0, static_cast<size_t>(rows * out) * sizeof(float));
+    return;
+  }
+  const auto m = static_cast<blasint>(rows);
+  const auto n = static_cast<blasint>(out);
+  const auto k = static_cast<blasint>(in);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
+}
+
 }  // namespace dscale::cpu

@@ -50,9 +50,40 @@ void SoftmaxRow(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+// One block of ShiftedExpMoments: float lanes, at most kSumBlock / kLanes terms each.
+ExpMoments ExpMomentsBlock(const float* x, int64_t begin, int64_t end, float shift) {
+  simd::Floats sum{};
+  simd::Floats weighted{};
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    const simd::Floats shifted = simd::Load(x + i) - shift;
+    const simd::Floats e = simd::ExpNonPositive(shifted);
+    sum += e;
+    weighted += e * shifted;
+  }
+  ExpMoments m{simd::HorizontalSum(sum), simd::HorizontalSum(weighted)};
+  for (; i < end; ++i) {
+    const float shifted = x[i] - shift;
+    const float e = std::exp(shifted);
+    m.sum += e;
+    m.weighted += static_cast<double>(e) * shifted;
+  }
+  return m;
+}
+
 constexpr int64_t kParallelMinValues = 1 << 20;
 
 }  // namespace
+
+ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift) {
+  ExpMoments total;
+  for (int64_t b = 0; b < n; b += kSumBlock) {
+    const ExpMoments block = ExpMomentsBlock(x, b, std::min(n, b + kSumBlock), shift);
+    total.sum += block.sum;
+    total.weighted += block.weighted;
+  }
+  return total;
+}
 
 void SoftmaxRows(float* x, int64_t rows, int64_t n) {
   if (n == 0) return;

@@ -107,6 +107,29 @@ void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out) {
   }
 }
 
+void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        sum += static_cast<double>(x[r * in + i]) * static_cast<double>(w[i * out + o]);
+      }
+      y[r * out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
+cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift) {
+  cpu::ExpMoments m;
+  for (int64_t i = 0; i < n; ++i) {
+    const double shifted = static_cast<double>(x[i]) - shift;
+    const double e = std::exp(shifted);
+    m.sum += e;
+    m.weighted += e * shifted;
+  }
+  return m;
+}
+
 namespace {
 
 // Row `row` of the span, head `head`: softmax over the visible keys, then the weighted sum.

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/softmax.h"
 
 namespace dscale::ref {
 
@@ -21,6 +22,8 @@ void EmbeddingGather(const float* table, int64_t vocab, int64_t dim, const int32
                      int64_t rows, float* out);
 void SoftmaxRows(float* x, int64_t rows, int64_t n);
 void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out);
+void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out);
+cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift);
 // Row by row: scores over the visible keys, full softmax, weighted sum of values.
 void PagedAttention(const cpu::AttentionParams& params);
 

@@ -1,0 +1,157 @@
+#include "bench/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "io/file_util.h"
+#include "io/json_util.h"
+
+namespace dscale::bench {
+namespace {
+
+Result<PriorCell> ParsePriorCell(const nlohmann::json& j, size_t index) {
+  const std::string where = "cells[" + std::to_string(index) + "]";
+  if (!j.is_object()) return InvalidArgument(where + " is not an object");
+  PriorCell cell;
+  for (const char* key : {"mode", "dataset"}) {
+    if (!j.contains(key) || !j[key].is_string()) {
+      return InvalidArgument(where + "." + key + " must be a string");
+    }
+  }
+  if (!j.contains("concurrency") || !j["concurrency"].is_number_integer()) {
+    return InvalidArgument(where + ".concurrency must be an integer");
+  }
+  cell.mode = j["mode"].get<std::string>();
+  cell.dataset = j["dataset"].get<std::string>();
+  cell.concurrency = j["concurrency"].get<int32_t>();
+  for (const auto& [key, field] : {std::pair{"throughput_tok_s", &cell.throughput},
+                                   std::pair{"throughput_spread", &cell.spread}}) {
+    if (!j.contains(key) || !j[key].is_number()) {
+      return InvalidArgument(where + "." + key + " must be a number");
+    }
+    *field = j[key].get<double>();
+  }
+  return cell;
+}
+
+std::vector<std::string> DifferingSettings(const nlohmann::json& now, const nlohmann::json& before) {
+  std::vector<std::string> keys;
+  if (!now.is_object() || !before.is_object()) return keys;
+  for (const auto& [key, value] : now.items()) {
+    if (!before.contains(key) || before[key] != value) keys.push_back(key);
+  }
+  for (const auto& [key, value] : before.items()) {
+    if (!now.contains(key)) keys.push_back(key);
+  }
+  return keys;
+}
+
+}  // namespace
+
+Result<std::vector<PriorCell>> ParsePriorCells(const nlohmann::json& results) {
+  if (!results.is_object() || !results.contains("cells") || !results["cells"].is_array()) {
+    return InvalidArgument("expected a results.json object with a \"cells\" array");
+  }
+  std::vector<PriorCell> cells;
+  const nlohmann::json& array = results["cells"];
+  for (size_t i = 0; i < array.size(); ++i) {
+    // Cells of modes that were not measured carry nulls; they have nothing to compare.
+    if (array[i].is_object() && array[i].contains("throughput_tok_s") &&
+        array[i]["throughput_tok_s"].is_null()) {
+      continue;
+    }
+    DSCALE_ASSIGN_OR_RETURN(PriorCell cell, ParsePriorCell(array[i], i));
+    cells.push_back(std::move(cell));
+  }
+  return cells;
+}
+
+Result<PriorRun> LoadPriorRun(const std::string& path) {
+  Result<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  const std::optional<nlohmann::json> results = ParseJson(*text);
+  if (!results) return InvalidArgument(path + ": not valid JSON");
+  Result<std::vector<PriorCell>> cells = ParsePriorCells(*results);
+  if (!cells.ok()) return cells.status().WithContext(path);
+  PriorRun run{.cells = std::move(*cells)};
+  if (results->contains("config") && (*results)["config"].is_object()) {
+    run.config = (*results)["config"];
+  }
+  return run;
+}
+
+int64_t Agreement::agreeing() const {
+  return std::count_if(cells.begin(), cells.end(), [](const CellAgreement& c) { return c.agree; });
+}
+
+Agreement CompareRuns(const Report& now, const PriorRun& prior_run) {
+  Agreement result{.settings_differ = DifferingSettings(now.config, prior_run.config)};
+  const std::vector<PriorCell>& before = prior_run.cells;
+  for (const Cell& cell : now.cells) {
+    const std::optional<CellSummary> s = Summarize(cell);
+    if (!s) continue;
+    const auto prior = std::find_if(before.begin(), before.end(), [&](const PriorCell& p) {
+      return p.mode == cell.mode && p.dataset == cell.dataset && p.concurrency == cell.concurrency;
+    });
+    if (prior == before.end()) continue;
+    CellAgreement a{.mode = cell.mode,
+                    .dataset = cell.dataset,
+                    .concurrency = cell.concurrency,
+                    .before = prior->throughput,
+                    .now = s->throughput,
+                    .spread_before = prior->spread,
+                    .spread_now = s->spread};
+    a.difference = prior->throughput > 0 ? std::abs(a.now - a.before) / a.before : NAN;
+    a.agree = a.difference <= std::max(a.spread_before, a.spread_now);
+    result.cells.push_back(std::move(a));
+  }
+  return result;
+}
+
+std::string RenderAgreement(const Agreement& agreement) {
+  std::string out = "\nagreement with the earlier run (|now - before| / before <= max spread):\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-10s %-4s %-12s %10s %10s %8s %8s %8s  %s\n", "dataset", "c",
+                "mode", "before", "now", "diff", "spread", "spread0", "agree");
+  out += line;
+  for (const CellAgreement& c : agreement.cells) {
+    std::snprintf(line, sizeof(line), "%-10s %-4d %-12s %10.1f %10.1f %7.1f%% %7.1f%% %7.1f%%  %s\n",
+                  c.dataset.c_str(), c.concurrency, c.mode.c_str(), c.before, c.now,
+                  100 * c.difference, 100 * c.spread_now, 100 * c.spread_before,
+                  c.agree ? "yes" : "NO");
+    out += line;
+  }
+  out += std::to_string(agreement.agreeing()) + " of " + std::to_string(agreement.cells.size()) +
+         " cells agree";
+  out += agreement.cells.empty() ? " (no cell was measured in both runs)\n" : "\n";
+  for (const std::string& key : agreement.settings_differ) {
+    out += "note: the runs' settings differ in '" + key + "'\n";
+  }
+  if (!agreement.cells.empty() &&
+      std::all_of(agreement.cells.begin(), agreement.cells.end(),
+                  [](const CellAgreement& c) { return c.spread_now == 0 && c.spread_before == 0; })) {
+    out += "note: with one repeat per cell the spread is 0; use --repeats 3 to measure it\n";
+  }
+  return out;
+}
+
+nlohmann::json AgreementJson(const Agreement& agreement) {
+  nlohmann::json cells = nlohmann::json::array();
+  for (const CellAgreement& c : agreement.cells) {
+    cells.push_back({{"mode", c.mode},
+                     {"dataset", c.dataset},
+                     {"concurrency", c.concurrency},
+                     {"before_tok_s", c.before},
+                     {"now_tok_s", c.now},
+                     {"spread_before", c.spread_before},
+                     {"spread_now", c.spread_now},
+                     {"difference", c.difference},
+                     {"agree", c.agree}});
+  }
+  return {{"cells", cells},
+          {"agreeing", agreement.agreeing()},
+          {"settings_differ", agreement.settings_differ}};
+}
+
+}  // namespace dscale::bench
