@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
