@@ -28,8 +28,8 @@ using dvl::kTopRanks;
 // block merges kRowThreads · 16 candidates.
 constexpr int kRowThreads = 256;
 constexpr int kCandidates = kRowThreads * kTopRanks;
-// Rows of a projection matrix per float partial sum: the CPU's block size (features.cc), so
-// both sides round at the same places.
+// Rows of a projection matrix per float partial sum: every float accumulation has at most 512
+// terms whatever the vocabulary, and the chunks give the grid its second dimension.
 constexpr int64_t kChunkRows = 512;
 // gridDim.y, which carries the chunk index, is limited to 65535.
 constexpr int64_t kMaxChunks = 65535;
@@ -152,9 +152,9 @@ __global__ void __launch_bounds__(kRowThreads)
   __syncthreads();  // publishes ranks[]
   const double mean = BlockSum(sum, sum_scratch) / static_cast<double>(vocab);
 
-  // Pass 2: softmax statistics relative to the maximum, as the CPU forms them: z = Σ e^(x−max)
-  // and s = Σ e^(x−max)·(x−max) in double over float exponentials; log p_top = −log z and
-  // entropy = log z − s / z.
+  // Pass 2: softmax statistics relative to the maximum, the CPU's formulas: z = Σ e^(x−max)
+  // and s = Σ e^(x−max)·(x−max), here summed in double over float exponentials; log p_top =
+  // −log z and entropy = log z − s / z.
   const float max_logit = ranks[0];
   double z = 0.0;
   double s = 0.0;
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kProjectionThreads<kCols>)
 }
 
 // Grid: one block per request, one thread per (position, column) output. Adds the request's
-// chunk partials in double in chunk order (the CPU's order) and rounds once to float into
+// chunk partials in double in chunk order and rounds once to float into
 // features[request][offset + position · kCols + column].
 template <int kCols>
 __global__ void __launch_bounds__(kProjectionThreads<kCols>)
