@@ -20,11 +20,11 @@
 // Every request has --context committed positions, whose K/V are random values (attention cost
 // depends on the count, not the values). DScale's lengths: each request draws an accepted count
 // y — from the records of a trace file (--traces, docs/TRACE_FORMAT.md) or, without one, from
-// the fixed synthetic distribution P(y ≥ j) = 0.85^j, j ≤ 15 (mean ≈ 5.2 accepted drafts, the
-// range DFlash reaches on reasoning prompts) — and the budget allocator (dvl::Allocate) fits
-// lengths to M on prefix scores that are 1 through the accepted drafts and halve after them
-// (so seeds are y + 1, what a perfect predictor would verify). 32 such steps per N are staged
-// in turn, with random tokens.
+// the fixed synthetic distribution P(y ≥ j) = 0.85^j, j ≤ 15 (mean ≈ 5.2 accepted drafts;
+// a stand-in for a recorded distribution, not a measurement) — and the budget allocator
+// (dvl::Allocate) fits lengths to M on prefix scores that are 1 through the accepted drafts and
+// halve after them (so seeds are y + 1, what a perfect predictor would verify). 32 such steps
+// per N are staged in turn, with random tokens.
 //
 // Prints a table (or JSON with --json): per N and mode the rows, tile, graph and eager
 // milliseconds and the workspace bytes reserved; per N the reduction 1 − dscale/dflash in %

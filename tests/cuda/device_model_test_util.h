@@ -92,9 +92,14 @@ inline TopTwo TopOf(const float* row, int64_t n) {
   return {static_cast<int32_t>(best), double{row[best]} - second};
 }
 
-// A margin no device/CPU difference allowed above can overturn.
-inline double SafeMargin(const std::vector<float>& cpu_logits) {
-  return 2.0 * kMaxErrorOfRms * Rms(cpu_logits);
+// The largest |got − want| over row r of two [rows, n] arrays.
+inline double RowError(const std::vector<float>& got, const std::vector<float>& want, int64_t r,
+                       int64_t n) {
+  double worst = 0.0;
+  for (int64_t i = r * n; i < (r + 1) * n; ++i) {
+    worst = std::max(worst, std::fabs(double{got[i]} - want[i]));
+  }
+  return worst;
 }
 
 inline std::vector<int32_t> RandomTokens(std::mt19937& rng, size_t n, int64_t vocab) {

@@ -48,8 +48,7 @@ class CudaQwen3ForwardTest : public CudaTest {
   }
 
   // Runs `batch` on both models with the residual streams after the layers in `capture` taken
-  // out, and compares logits, those streams, every layer's K/V at the batch's slots and the
-  // greedy tokens.
+  // out, and compares logits, those streams and every layer's K/V at the batch's slots.
   void CompareForward(TwinModels& m, const PackedBatch& batch, int tile_rows,
                       const std::vector<int32_t>& capture) {
     ForwardOutput cpu_out;
@@ -69,32 +68,14 @@ class CudaQwen3ForwardTest : public CudaTest {
 
     // Qwen3Model computes logits only for logit_rows; every batch here asks for all rows.
     ASSERT_EQ(batch.logit_rows.size(), static_cast<size_t>(batch.rows()));
-    const std::vector<float> got_logits = CopyFloats(logits.data(), logits.size(), stream_);
-    ExpectWithinBf16Tolerance(got_logits, cpu_out.logits, "logits");
+    ExpectWithinBf16Tolerance(CopyFloats(logits.data(), logits.size(), stream_), cpu_out.logits,
+                              "logits");
     ExpectWithinBf16Tolerance(CopyFloats(features.data(), features.size(), stream_),
                               cpu_out.features, "captured residual streams");
     for (int32_t layer = 0; layer < m.cpu.config().num_hidden_layers; ++layer) {
       SCOPED_TRACE(::testing::Message() << "layer " << layer);
       ExpectSameKv(m, layer, batch.kv_slots);
     }
-    ExpectSameGreedyTokensWhereClear(got_logits, cpu_out.logits, vocab);
-  }
-
-  // Where the CPU's best token leads by more than any allowed difference, the device must pick
-  // it too. Rows whose top two logits are closer are left out: either token is acceptable
-  // there. Random weights spread the logits, so nearly every row is checked.
-  void ExpectSameGreedyTokensWhereClear(const std::vector<float>& got,
-                                        const std::vector<float>& want, int64_t vocab) {
-    const double safe = testing::SafeMargin(want);
-    const auto rows = static_cast<int64_t>(want.size()) / vocab;
-    int64_t checked = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const testing::TopTwo cpu = testing::TopOf(want.data() + r * vocab, vocab);
-      if (cpu.margin <= safe) continue;
-      ++checked;
-      EXPECT_EQ(testing::TopOf(got.data() + r * vocab, vocab).index, cpu.index) << "row " << r;
-    }
-    EXPECT_GT(checked, rows / 2) << "too few rows with a clear greedy token to check";
   }
 
   // A prefill of three prompts of odd lengths spanning several pages, then one

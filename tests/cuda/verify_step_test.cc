@@ -207,25 +207,31 @@ void ExpectResultsFollowVerifyGreedy(const PackedStep& step, const std::vector<f
 }
 
 // Drafts that follow the CPU's greedy path are accepted up to the planned count (or the
-// allocated length) wherever every row involved has a clear greedy token.
-void ExpectPlannedAcceptance(const PackedStep& step, const std::vector<float>& cpu_logits,
-                             int64_t vocab, const cuda::VerifyResults& got) {
-  const double safe = testing::SafeMargin(cpu_logits);
-  int32_t checked = 0;
+// allocated length). Float noise is allowed for explicitly: a row whose CPU top-two logits are
+// closer than twice the row's largest device/CPU difference is a near-tie, where the device may
+// pick either token. Rows before the first near-tie have the CPU's greedy token on the device
+// too, so acceptance reaches at least that row; without a near-tie it is exactly the plan.
+void ExpectPlannedAcceptance(const PackedStep& step, const std::vector<float>& device_logits,
+                             const std::vector<float>& cpu_logits, int64_t vocab,
+                             const cuda::VerifyResults& got) {
   for (int32_t i = 0; i < step.live_count; ++i) {
-    const int32_t k = step.inputs.k[i];
-    const int32_t want = std::min(step.planned[i], k - 1);
-    // CPU logits rows are the live rows in packed order, so request i's start at offsets[i].
-    bool clear = true;
-    for (int32_t j = 0; j <= want; ++j) {
+    SCOPED_TRACE(::testing::Message() << "request " << i);
+    const int32_t want = std::min(step.planned[i], step.inputs.k[i] - 1);
+    int32_t first_near_tie = -1;
+    for (int32_t j = 0; j <= want && first_near_tie < 0; ++j) {
+      // The CPU's rows are the live rows in packed order: request i's start at offsets[i].
       const int64_t row = step.inputs.offsets[i] + j;
-      clear = clear && testing::TopOf(cpu_logits.data() + row * vocab, vocab).margin > safe;
+      const double noise = testing::RowError(device_logits, cpu_logits, row, vocab);
+      if (testing::TopOf(cpu_logits.data() + row * vocab, vocab).margin <= 2.0 * noise) {
+        first_near_tie = j;
+      }
     }
-    if (!clear) continue;
-    ++checked;
-    EXPECT_EQ(got.accepted[i], want) << "request " << i;
+    if (first_near_tie < 0) {
+      EXPECT_EQ(got.accepted[i], want);
+    } else {
+      EXPECT_GE(got.accepted[i], first_near_tie) << "near-tie at row " << first_near_tie;
+    }
   }
-  EXPECT_GT(checked, 0) << "no request had clear greedy tokens to check";
 }
 
 TEST_F(CudaVerifyStepTest, PackedStepMatchesCpuForwardAndVerifyGreedy) {
@@ -244,7 +250,7 @@ TEST_F(CudaVerifyStepTest, PackedStepMatchesCpuForwardAndVerifyGreedy) {
   const std::vector<float> cpu_logits = CpuLogitsOfLiveRows(step);
   testing::ExpectWithinBf16Tolerance(device_logits, cpu_logits, "live-row logits");
   ExpectResultsFollowVerifyGreedy(step, device_logits, vocab(), got);
-  ExpectPlannedAcceptance(step, cpu_logits, vocab(), got);
+  ExpectPlannedAcceptance(step, device_logits, cpu_logits, vocab(), got);
   // The tail rows' placeholder slot is request 0's anchor slot: had their K/V been stored, it
   // would hold token 0 at position 0 instead of the anchor's.
   ExpectKvRowMatchesCpu(step.inputs.kv_slots[0]);
@@ -263,7 +269,7 @@ TEST_F(CudaVerifyStepTest, FullWidthStepWithWideTileMatchesCpu) {
   const std::vector<float> cpu_logits = CpuLogitsOfLiveRows(step);
   testing::ExpectWithinBf16Tolerance(device_logits, cpu_logits, "logits");
   ExpectResultsFollowVerifyGreedy(step, device_logits, vocab(), got);
-  ExpectPlannedAcceptance(step, cpu_logits, vocab(), got);
+  ExpectPlannedAcceptance(step, device_logits, cpu_logits, vocab(), got);
 }
 
 // Everything a step produces that the next step or the state commit can see.
