@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/bf16.h"
+
 namespace dscale::cuda {
 
 // out[r, :] = table[ids[r], :] with table [vocab, dim], out [rows, dim]. Every id must lie in
@@ -14,5 +16,10 @@ namespace dscale::cuda {
 // poisons the CUDA context and aborts at the next checked call.
 void EmbeddingGather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
                      int64_t rows, float* out, cudaStream_t stream);
+
+// The same gather from a BF16 table (the device target's resident embedding), widened to f32:
+// out[r, :] = f32(table[ids[r], :]), exact. Same id contract.
+void EmbeddingGatherBf16(const Bf16* table, int64_t vocab, int64_t dim, const int32_t* ids,
+                         int64_t rows, float* out, cudaStream_t stream);
 
 }  // namespace dscale::cuda

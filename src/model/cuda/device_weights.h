@@ -1,0 +1,54 @@
+#pragma once
+// Qwen3 target weights resident on the device: every matrix in BF16 (the checkpoints' own
+// type), norm gains in f32. Same layout as Qwen3Weights (model/qwen3_weights.h): q/k/v stacked
+// into one [q_dim + 2·kv_dim, hidden] matrix, gate/up into one [2·intermediate, hidden].
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "io/qwen3_config.h"
+#include "kernels/cuda/bf16.h"
+#include "kernels/cuda/cuda_check.h"
+#include "model/qwen3_weights.h"
+
+namespace dscale::cuda {
+
+struct DeviceLayerWeights {
+  DeviceBuffer<float> input_norm;  // [hidden]
+  DeviceBuffer<Bf16> qkv;          // [q_dim + 2·kv_dim, hidden]
+  DeviceBuffer<float> q_norm;      // [head_dim]
+  DeviceBuffer<float> k_norm;      // [head_dim]
+  DeviceBuffer<Bf16> o_proj;       // [hidden, q_dim]
+  DeviceBuffer<float> post_norm;   // [hidden]
+  DeviceBuffer<Bf16> gate_up;      // [2·intermediate, hidden]
+  DeviceBuffer<Bf16> down;         // [hidden, intermediate]
+};
+
+struct DeviceQwen3Weights {
+  DeviceBuffer<Bf16> embed;  // [vocab, hidden]
+  std::vector<DeviceLayerWeights> layers;
+  DeviceBuffer<float> final_norm;  // [hidden]
+  DeviceBuffer<Bf16> lm_head;      // [vocab, hidden]; empty when tied to the embedding
+
+  const Bf16* LmHead() const { return lm_head.size() == 0 ? embed.data() : lm_head.data(); }
+  // Device bytes held.
+  int64_t bytes() const;
+};
+
+// Copies host weights to the device, each matrix value rounded to BF16 (exact for weights that
+// came from a BF16 checkpoint). Synchronous.
+DeviceQwen3Weights UploadQwen3Weights(const Qwen3Config& config, const Qwen3Weights& weights);
+
+// Random weights made on the device (no host copy of the matrices): matrices uniform with the
+// variance random_checkpoint.h uses (1/in per projection, 1 for the embedding, 9/hidden for an
+// untied LM head), so activations stay O(1) through depth; norm gains 1. For benchmarks, where
+// only shapes matter. Queued on `stream`.
+DeviceQwen3Weights RandomDeviceQwen3Weights(const Qwen3Config& config, uint64_t seed,
+                                            cudaStream_t stream);
+
+// Bytes RandomDeviceQwen3Weights / UploadQwen3Weights allocate for `config`.
+int64_t DeviceQwen3WeightBytes(const Qwen3Config& config);
+
+}  // namespace dscale::cuda

@@ -1,0 +1,136 @@
+#include "model/cuda/verify_step.h"
+
+#include <span>
+
+#include "core/check.h"
+#include "kernels/cuda/greedy_accept.h"
+#include "kernels/cuda/output_builder.h"
+#include "kernels/cuda/softmax.h"
+#include "kernels/cuda/verify_spans.h"
+
+namespace dscale::cuda {
+namespace {
+
+size_t Count(int64_t n) { return static_cast<size_t>(n); }
+
+int64_t ResultInts(const VerifyShape& s) { return int64_t{s.bucket} * (3 + s.width); }
+
+template <typename T>
+void CopyIn(DeviceBuffer<T>& to, const std::vector<T>& from, cudaStream_t stream) {
+  DSCALE_CHECK_MSG(from.size() == to.size(), "verification input has the wrong size");
+  if (from.empty()) return;
+  DSCALE_CUDA_CHECK(
+      cudaMemcpyAsync(to.data(), from.data(), to.bytes(), cudaMemcpyHostToDevice, stream));
+}
+
+std::vector<int32_t> Slice(const int32_t* base, int64_t begin, int64_t count) {
+  return std::vector<int32_t>(base + begin, base + begin + count);
+}
+
+}  // namespace
+
+void VerifyWorkspace::PinnedFree::operator()(int32_t* p) const {
+  // Freeing can only fail once the device is lost; there is nothing left to do then.
+  if (p != nullptr) static_cast<void>(cudaFreeHost(p));
+}
+
+VerifyWorkspace::VerifyWorkspace(const VerifyShape& shape, const DeviceQwen3Model& model)
+    : shape_(shape),
+      vocab_(model.config().vocab_size),
+      tokens_(Count(shape.capacity)),
+      positions_(Count(shape.capacity)),
+      kv_slots_(Count(shape.capacity)),
+      k_(Count(shape.bucket)),
+      offsets_(Count(shape.bucket) + 1),
+      ctx_len_(Count(shape.bucket)),
+      page_tables_(Count(int64_t{shape.bucket} * shape.pages_per_request)),
+      spans_(Count(shape.bucket)),
+      scratch_(model.dims(), shape.capacity),
+      logits_(Count(shape.capacity * model.config().vocab_size)),
+      argmax_(Count(shape.capacity)),
+      results_(Count(ResultInts(shape))) {
+  DSCALE_CHECK(shape.bucket >= 1 && shape.capacity >= shape.bucket);
+  DSCALE_CHECK(shape.capacity <= int64_t{shape.bucket} * shape.width);
+  DSCALE_CHECK(shape.width >= 1 && shape.pages_per_request >= 1);
+  int32_t* pinned = nullptr;
+  DSCALE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned),
+                                   Count(ResultInts(shape)) * sizeof(int32_t)));
+  host_results_.reset(pinned);
+}
+
+int64_t VerifyWorkspace::bytes() const {
+  const size_t inputs = tokens_.bytes() + positions_.bytes() + kv_slots_.bytes() + k_.bytes() +
+                        offsets_.bytes() + ctx_len_.bytes() + page_tables_.bytes();
+  const size_t rest = spans_.bytes() + logits_.bytes() + argmax_.bytes() + results_.bytes();
+  return static_cast<int64_t>(inputs + rest) + scratch_.bytes();
+}
+
+PackedRows VerifyWorkspace::packed() {
+  return {.tokens = tokens_.data(),
+          .positions = positions_.data(),
+          .kv_slots = kv_slots_.data(),
+          .k = k_.data(),
+          .offsets = offsets_.data()};
+}
+
+void VerifyWorkspace::Stage(const VerifyInputs& in, cudaStream_t stream) {
+  CopyIn(tokens_, in.tokens, stream);
+  CopyIn(positions_, in.positions, stream);
+  CopyIn(kv_slots_, in.kv_slots, stream);
+  CopyIn(k_, in.k, stream);
+  CopyIn(offsets_, in.offsets, stream);
+  CopyIn(ctx_len_, in.ctx_len, stream);
+  CopyIn(page_tables_, in.page_tables, stream);
+}
+
+void VerifyWorkspace::PoisonOutputs(cudaStream_t stream) {
+  DSCALE_CUDA_CHECK(cudaMemsetAsync(logits_.data(), 0xff, logits_.bytes(), stream));
+  DSCALE_CUDA_CHECK(cudaMemsetAsync(argmax_.data(), 0xff, argmax_.bytes(), stream));
+  DSCALE_CUDA_CHECK(cudaMemsetAsync(results_.data(), 0xff, results_.bytes(), stream));
+}
+
+void VerifyWorkspace::QueueResultCopy(cudaStream_t stream) {
+  DSCALE_CUDA_CHECK(cudaMemcpyAsync(host_results_.get(), results_.data(), results_.bytes(),
+                                    cudaMemcpyDeviceToHost, stream));
+}
+
+VerifyResults VerifyWorkspace::TakeResults() const {
+  const int32_t* r = host_results_.get();
+  const int64_t n = shape_.bucket;
+  return {.accepted = Slice(r, 0, n),
+          .next_token = Slice(r, n, n),
+          .committed = Slice(r, 2 * n, n),
+          .tokens = Slice(r, 3 * n, n * shape_.width)};
+}
+
+VerifyResults VerifyWorkspace::ReadResults(cudaStream_t stream) {
+  QueueResultCopy(stream);
+  DSCALE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return TakeResults();
+}
+
+void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspace& ws,
+                       cudaStream_t stream) {
+  const VerifyShape& s = ws.shape_;
+  const auto rows = static_cast<int32_t>(s.capacity);
+  BuildVerifySpans(ws.k_.data(), ws.offsets_.data(), ws.ctx_len_.data(), ws.page_tables_.data(),
+                   s.pages_per_request, s.bucket, ws.spans_.data(), stream);
+  const DeviceBatchView batch{.rows = rows,
+                              .tokens = ws.tokens_.data(),
+                              .positions = ws.positions_.data(),
+                              .kv_slots = ws.kv_slots_.data(),
+                              .live_rows = ws.offsets_.data() + s.bucket,  // M_live
+                              .spans = ws.spans_.data(),
+                              .num_spans = s.bucket,
+                              .max_q_len = s.width,
+                              .tile_rows = s.tile_rows};
+  model.Forward(batch, std::span<const int32_t>(), kv, ws.scratch_,
+                {.logits = ws.logits_.data(), .features = nullptr}, stream);
+  ArgmaxRows(ws.logits_.data(), rows, ws.vocab_, ws.argmax_.data(), stream);
+  VerifyGreedyPacked(ws.argmax_.data(), ws.tokens_.data(), ws.k_.data(), ws.offsets_.data(),
+                     s.bucket, ws.accepted(), ws.next_token(), stream);
+  BuildVerifyOutputs(ws.tokens_.data(), ws.k_.data(), ws.offsets_.data(), ws.accepted(),
+                     ws.next_token(), s.bucket, s.width, ws.committed(), ws.out_tokens(), stream);
+}
+
+}  // namespace dscale::cuda

@@ -1,0 +1,122 @@
+#pragma once
+// One bucket's verification step on the device (paper Algorithm 2, the verify graph):
+//
+//   spans from (k, offsets) → target forward over the packed rows → argmax per row →
+//   greedy acceptance → output builder
+//
+// on a VerifyWorkspace whose every buffer keeps its address for the workspace's lifetime (the
+// paper's fixed-address workspace, Eq. graphinvariant). Launch sizes are the bucket's
+// (N_bs spans, M_bs rows); what changes from step to step — the packed rows, lengths and
+// offsets (so the live count and M_live), context lengths and page tables — is copied into the
+// workspace before each step, or written there by the DVL decision (EnqueueDvlDecision with
+// packed() as its output). So EnqueueVerifyStep can be captured once per bucket
+// (kernels/cuda/graph.h) and replayed; nothing inside it allocates or waits for the host, and
+// only ReadResults, the state commit, copies anything back.
+//
+// Rows at or past M_live = offsets[N_bs] (tail placeholders) are computed but never stored in
+// the KV cache and never accepted; sentinel requests (k = 0) commit nothing.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dvl/dvl_shapes.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dvl_pack.h"
+#include "model/cuda/device_forward.h"
+#include "model/cuda/device_kv_cache.h"
+
+namespace dscale::cuda {
+
+// Launch sizes of one bucket's verification.
+struct VerifyShape {
+  int32_t bucket = 0;    // N_bs: requests (attention spans) the step is launched for
+  int64_t capacity = 0;  // M_bs: packed rows the target runs (DFlash W·N_bs, DScale W·N_bs/2)
+  int32_t width = dvl::kBlockWidth;  // W ≥ every k_i: attention's max_q_len, output row width
+  int32_t pages_per_request = 0;     // columns of the page-table array
+  int tile_rows = 16;                // attention tile height: 16 routed, 128 DFlash's default
+};
+
+// One step's inputs, on the host.
+struct VerifyInputs {
+  std::vector<int32_t> tokens;       // [capacity] packed rows, tail placeholders included
+  std::vector<int32_t> positions;    // [capacity]
+  std::vector<int32_t> kv_slots;     // [capacity]
+  std::vector<int32_t> k;            // [bucket] lengths; 0 for sentinels
+  std::vector<int32_t> offsets;      // [bucket + 1]; offsets[bucket] = M_live
+  std::vector<int32_t> ctx_len;      // [bucket] committed positions before each block
+  std::vector<int32_t> page_tables;  // [bucket, pages_per_request]
+};
+
+// What the state commit reads back.
+struct VerifyResults {
+  std::vector<int32_t> accepted;    // [bucket] drafts accepted (0 for sentinels)
+  std::vector<int32_t> next_token;  // [bucket] the token after them (−1 for sentinels)
+  std::vector<int32_t> committed;   // [bucket] accepted + 1 (0 for sentinels)
+  std::vector<int32_t> tokens;      // [bucket, width] committed tokens, then −1
+};
+
+class VerifyWorkspace {
+ public:
+  // Allocates every buffer for `shape` and `model`'s sizes (forward scratch included).
+  VerifyWorkspace(const VerifyShape& shape, const DeviceQwen3Model& model);
+
+  const VerifyShape& shape() const { return shape_; }
+  int64_t vocab() const { return vocab_; }
+  // Device bytes reserved by this workspace (pinned host bytes not included).
+  int64_t bytes() const;
+
+  // The packed-row buffers, for EnqueueDvlDecision to write into.
+  PackedRows packed();
+  // Queues copies of `in` into the fixed addresses (sizes CHECKed against the shape).
+  void Stage(const VerifyInputs& in, cudaStream_t stream);
+
+  // Fills the logits, argmaxes and results with 0xff bytes (queued on `stream`), so a check
+  // after the next step cannot pass on values an earlier step left behind.
+  void PoisonOutputs(cudaStream_t stream);
+
+  // Queues the copy of the results into pinned host memory (one copy; graph-capturable).
+  void QueueResultCopy(cudaStream_t stream);
+  // Unpacks the results of the last completed QueueResultCopy (the caller synchronised).
+  VerifyResults TakeResults() const;
+  // QueueResultCopy, wait for the stream, TakeResults.
+  VerifyResults ReadResults(cudaStream_t stream);
+
+  // Device views for EnqueueVerifyStep and for tests.
+  const float* logits() const { return logits_.data(); }    // [capacity, vocab]
+  const int32_t* argmax() const { return argmax_.data(); }  // [capacity]
+
+ private:
+  friend void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspace& ws,
+                                cudaStream_t stream);
+  struct PinnedFree {
+    void operator()(int32_t* p) const;
+  };
+  int32_t* accepted() { return results_.data(); }
+  int32_t* next_token() { return results_.data() + shape_.bucket; }
+  int32_t* committed() { return results_.data() + 2 * int64_t{shape_.bucket}; }
+  int32_t* out_tokens() { return results_.data() + 3 * int64_t{shape_.bucket}; }
+
+  VerifyShape shape_;
+  int64_t vocab_;
+  // Inputs.
+  DeviceBuffer<int32_t> tokens_, positions_, kv_slots_, k_, offsets_, ctx_len_, page_tables_;
+  // Intermediates.
+  DeviceBuffer<AttentionSpan> spans_;
+  DeviceForwardScratch scratch_;
+  DeviceBuffer<float> logits_;
+  DeviceBuffer<int32_t> argmax_;
+  // Results, one block: accepted [N_bs], next_token [N_bs], committed [N_bs], tokens [N_bs, W].
+  DeviceBuffer<int32_t> results_;
+  std::unique_ptr<int32_t, PinnedFree> host_results_;
+};
+
+// Queues one verification step of `ws`'s bucket on `stream` (see the top of this file): K/V
+// of the live packed rows are stored into `kv`, and the results wait in `ws` for ReadResults.
+void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspace& ws,
+                       cudaStream_t stream);
+
+}  // namespace dscale::cuda
