@@ -13,18 +13,21 @@ bool FitsInt(int64_t n) { return n >= 0 && n <= std::numeric_limits<int>::max();
 
 }  // namespace
 
+bool FinishDegenerateProduct(float* y, int64_t rows, int64_t in, int64_t out, bool accumulate,
+                             cudaStream_t stream) {
+  DSCALE_CHECK(FitsInt(rows) && FitsInt(in) && FitsInt(out));
+  if (rows == 0 || out == 0) return true;
+  if (in != 0) return false;
+  if (!accumulate) {
+    DSCALE_CUDA_CHECK(
+        cudaMemsetAsync(y, 0, static_cast<size_t>(rows * out) * sizeof(float), stream));
+  }
+  return true;
+}
+
 void Linear(cublasHandle_t blas, const float* x, const float* w, float* y, int64_t rows, int64_t in,
             int64_t out, bool accumulate, cudaStream_t stream) {
-  DSCALE_CHECK(FitsInt(rows) && FitsInt(in) && FitsInt(out));
-  if (rows == 0 || out == 0) return;
-  if (in == 0) {
-    // An empty inner dimension contributes nothing.
-    if (!accumulate) {
-      DSCALE_CUDA_CHECK(
-          cudaMemsetAsync(y, 0, static_cast<size_t>(rows * out) * sizeof(float), stream));
-    }
-    return;
-  }
+  if (FinishDegenerateProduct(y, rows, in, out, accumulate, stream)) return;
   DSCALE_CUBLAS_CHECK(cublasSetStream(blas, stream));
   DSCALE_CUBLAS_CHECK(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST));
   // cuBLAS is column-major, and a row-major matrix is its transpose read column-major: x is

@@ -1,17 +1,11 @@
 #include "kernels/cuda/gemm_bf16.h"
 
-#include <limits>
 #include <utility>
 
 #include "core/check.h"
+#include "kernels/cuda/gemm.h"
 
 namespace dscale::cuda {
-namespace {
-
-// cublasGemmEx takes 32-bit dimensions.
-bool FitsInt(int64_t n) { return n >= 0 && n <= std::numeric_limits<int>::max(); }
-
-}  // namespace
 
 GemmContext::GemmContext() : workspace_(kWorkspaceBytes) {
   DSCALE_CUBLAS_CHECK(cublasCreate(&handle_));
@@ -46,16 +40,7 @@ cublasHandle_t GemmContext::BindTo(cudaStream_t stream) const {
 
 void LinearBf16(const GemmContext& gemm, const Bf16* x, const Bf16* w, float* y, int64_t rows,
                 int64_t in, int64_t out, bool accumulate, cudaStream_t stream) {
-  DSCALE_CHECK(FitsInt(rows) && FitsInt(in) && FitsInt(out));
-  if (rows == 0 || out == 0) return;
-  if (in == 0) {
-    // An empty inner dimension contributes nothing.
-    if (!accumulate) {
-      DSCALE_CUDA_CHECK(
-          cudaMemsetAsync(y, 0, static_cast<size_t>(rows * out) * sizeof(float), stream));
-    }
-    return;
-  }
+  if (FinishDegenerateProduct(y, rows, in, out, accumulate, stream)) return;
   const cublasHandle_t blas = gemm.BindTo(stream);
   // The transpose identity of gemm.cc's f32 Linear: the row-major y = x·wᵀ is the column-major
   // yᵀ = w·xᵀ, with op(A) = the transpose of the stored wᵀ [in, out], op(B) = the stored xᵀ
