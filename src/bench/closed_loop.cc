@@ -1,7 +1,9 @@
 #include "bench/closed_loop.h"
 
+#include <array>
 #include <chrono>
 #include <string>
+#include <unordered_map>
 
 namespace dscale::bench {
 namespace {
@@ -12,10 +14,33 @@ double Seconds(Clock::time_point from, Clock::time_point to) {
 
 }  // namespace
 
+uint64_t HashTokens(std::span<const int32_t> ids, uint64_t seed) {
+  uint64_t h = seed;
+  for (const int32_t id : ids) {
+    auto bits = static_cast<uint32_t>(id);
+    for (int byte = 0; byte < 4; ++byte, bits >>= 8) {
+      h ^= bits & 0xffu;
+      h *= 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
+uint64_t OutputsDigest(std::span<const uint64_t> request_hashes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const uint64_t r : request_hashes) {
+    const std::array<int32_t, 2> halves = {static_cast<int32_t>(r), static_cast<int32_t>(r >> 32)};
+    h = HashTokens(halves, h);
+  }
+  return h;
+}
+
 Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> requests,
                                   int32_t concurrency, const GenerationParams& params,
                                   const std::function<void()>& on_done) {
   LoopOutcome outcome;
+  outcome.output_hashes.assign(requests.size(), 0);
+  std::unordered_map<RequestId, size_t> manifest_index;
   size_t next = 0;
   int32_t in_flight = 0;
   auto submit = [&]() -> Status {
@@ -23,6 +48,7 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
     p.sampling.seed = requests[next].seed;
     Result<RequestId> id = engine.Submit(requests[next].prompt, std::move(p));
     if (!id.ok()) return id.status().WithContext("request " + std::to_string(next + 1));
+    manifest_index[*id] = next;
     ++next;
     ++in_flight;
     return Status::Ok();
@@ -36,6 +62,7 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
       outcome.samples.push_back({.latency_s = Seconds(r.submitted, r.finished),
                                  .ttft_s = Seconds(r.submitted, r.first_token),
                                  .output_tokens = static_cast<int64_t>(r.output_ids.size())});
+      outcome.output_hashes[manifest_index.at(r.id)] = HashTokens(r.output_ids);
       --in_flight;
       if (on_done) on_done();
       if (next < requests.size()) DSCALE_RETURN_IF_ERROR(submit());
@@ -67,6 +94,7 @@ StepStats StatsDelta(const StepStats& after, const StepStats& before) {
 
 RunMetrics InProcessMetrics(const LoopOutcome& outcome, const StepStats& s) {
   RunMetrics m = MetricsFrom(outcome.samples, outcome.window_s);
+  m.outputs_digest = OutputsDigest(outcome.output_hashes);
   m.tau = s.tau();
   m.rows_per_step = s.rows_per_step();
   m.stages = StageTimes{.decode_steps = s.decode_steps,

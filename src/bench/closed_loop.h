@@ -25,7 +25,15 @@ struct LoopRequest {
 struct LoopOutcome {
   std::vector<RequestSample> samples;  // in finishing order
   double window_s = 0;                 // first submission to last finish
+  // FNV-1a 64 of each request's output ids, in manifest order: two runs that generated the
+  // same tokens for every request have equal vectors.
+  std::vector<uint64_t> output_hashes;
 };
+
+// FNV-1a 64 over the ids' little-endian bytes, chained from `seed`.
+uint64_t HashTokens(std::span<const int32_t> ids, uint64_t seed = 0xcbf29ce484222325ull);
+// One value for a whole run: the per-request hashes chained in order.
+uint64_t OutputsDigest(std::span<const uint64_t> request_hashes);
 
 // Runs `requests` through `engine` with `concurrency` workers. `params` gives max_tokens,
 // sampling and stop ids; each request's seed replaces params.sampling.seed. `on_done` (may be

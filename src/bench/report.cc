@@ -68,4 +68,25 @@ std::vector<RatioRow> ThroughputRatios(const Report& report) {
   return rows;
 }
 
+std::optional<std::vector<std::string>> OutputMismatches(const Report& report) {
+  bool any_digest = false;
+  std::vector<std::string> mismatches;
+  for (const Cell& cell : report.cells) {
+    const Cell* base = report.Find(report.baseline, cell.dataset, cell.concurrency);
+    if (base == nullptr || base->runs.empty() || !base->runs.front().outputs_digest) continue;
+    const uint64_t want = *base->runs.front().outputs_digest;
+    for (const RunMetrics& run : cell.runs) {
+      if (!run.outputs_digest) continue;
+      any_digest = true;
+      if (*run.outputs_digest != want) {
+        mismatches.push_back(cell.mode + " " + cell.dataset + " c=" +
+                             std::to_string(cell.concurrency));
+        break;
+      }
+    }
+  }
+  if (!any_digest) return std::nullopt;
+  return mismatches;
+}
+
 }  // namespace dscale::bench

@@ -37,6 +37,7 @@ struct RunMetrics {
   std::optional<double> tau;            // unknown for server runs
   std::optional<double> rows_per_step;  // verified rows per decode step
   std::optional<StageTimes> stages;     // in-process runs only
+  std::optional<uint64_t> outputs_digest;  // in-process: every measured request's output ids
 };
 
 RunMetrics MetricsFrom(std::span<const RequestSample> samples, double window_s);
@@ -83,6 +84,11 @@ struct RatioRow {
   double geomean = 0;          // over the cells with a ratio; NaN when none
 };
 std::vector<RatioRow> ThroughputRatios(const Report& report);
+
+// Cells whose runs' outputs differ from the baseline mode's in the same (dataset, c) — or
+// between their own repeats — as "mode dataset c=N"; nullopt when no run has a digest.
+// Greedy decoding is lossless, so at temperature 0 every mode should match the baseline.
+std::optional<std::vector<std::string>> OutputMismatches(const Report& report);
 
 std::string RenderTable(const Report& report);
 std::string RenderCsv(const Report& report);

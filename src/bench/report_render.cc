@@ -124,6 +124,11 @@ nlohmann::json RunJson(const RunMetrics& r) {
       {"tau", r.tau ? nlohmann::json(*r.tau) : nlohmann::json()},
       {"rows_per_step", r.rows_per_step ? nlohmann::json(*r.rows_per_step) : nlohmann::json()}};
   if (r.stages) j["stages"] = StagesJson(*r.stages);
+  if (r.outputs_digest) {
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(*r.outputs_digest));
+    j["outputs_digest"] = hex;
+  }
   return j;
 }
 
@@ -138,6 +143,21 @@ std::string RenderTable(const Report& report) {
   }
   for (const ModeInfo& mode : report.modes) {
     if (!mode.note.empty()) out += "note: " + mode.label + ": " + mode.note + "\n";
+  }
+  if (const auto mismatches = OutputMismatches(report)) {
+    if (mismatches->empty()) {
+      out += "outputs: every run generated the same tokens as " + report.baseline +
+             " for every request\n";
+    } else {
+      out += "outputs: differ from " + report.baseline + "'s in";
+      for (const std::string& m : *mismatches) out += " [" + m + "]";
+      const nlohmann::json& t = report.config.is_object() && report.config.contains("temperature")
+                                    ? report.config["temperature"]
+                                    : nlohmann::json();
+      const bool sampling = t.is_number() && t.get<double>() > 0;
+      out += sampling ? " (sampling: expected, the modes draw differently)\n"
+                      : " (greedy: only float near-ties may differ)\n";
+    }
   }
   if (report.profile) out += ProfileTable(report);
   return out;
@@ -199,8 +219,13 @@ nlohmann::json RenderJson(const Report& report) {
   }
   nlohmann::json geomeans = nlohmann::json::object();
   for (const RatioRow& row : ThroughputRatios(report)) geomeans[row.mode] = row.geomean;
+  nlohmann::json output_check;  // null when no run has output digests
+  if (const auto mismatches = OutputMismatches(report)) {
+    output_check = {{"identical_to_baseline", mismatches->empty()}, {"differing_cells", *mismatches}};
+  }
   return {{"config", report.config},
           {"baseline", report.baseline},
+          {"outputs_vs_baseline", output_check},
           {"datasets", report.datasets},
           {"concurrency", report.concurrency},
           {"modes", modes},

@@ -164,6 +164,35 @@ TEST_F(InProcessBench, SweepsModesAndWritesEveryOutput) {
     EXPECT_GT(run["stages"]["decode_steps"].get<int>(), 0);
   }
   EXPECT_DOUBLE_EQ(j["geomean_ratio_vs_baseline"]["dflash"].get<double>(), 1.0);
+  // Greedy speculation is lossless and the in-process loop is deterministic, so every mode
+  // generates the baseline's tokens for every request (a float near-tie between batch shapes
+  // would show here as a stable failure naming the cell).
+  EXPECT_EQ(j["outputs_vs_baseline"]["identical_to_baseline"], true) << j["outputs_vs_baseline"];
+  EXPECT_NE(r.out.find("outputs: every run generated the same tokens as dflash"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(InProcessBench, ComparesWithAnEarlierRun) {
+  const std::filesystem::path first = dir_ / "first", second = dir_ / "second";
+  const std::string cell =
+      " --datasets gsm8k --concurrency 2 --modes none,dflash --warmup 0 --requests 3"
+      " --max-tokens 4 --repeats 2 --out ";
+  ASSERT_EQ(testing::RunDscale("bench" + Models() + cell + first.string()).exit_code, 0);
+  const auto r = testing::RunDscale("bench" + Models() + cell + second.string() + " --compare " +
+                                    (first / "results.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("agreement with the earlier run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" of 2 cells agree"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(second / "agreement.txt"));
+  std::ifstream json(second / "results.json");
+  EXPECT_EQ(nlohmann::json::parse(json)["agreement"]["cells"].size(), 2u);
+
+  const auto missing = testing::RunDscale("bench" + Models() + cell + second.string() +
+                                          " --compare " + (dir_ / "nope.json").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.out.find("--compare"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("nope.json"), std::string::npos) << missing.out;
 }
 
 TEST_F(InProcessBench, AblationNeedsAPredictorForTheDvlRung) {

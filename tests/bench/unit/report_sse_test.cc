@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/closed_loop.h"
 #include "bench/http_client.h"
 #include "bench/plots.h"
 #include "bench/report.h"
@@ -37,6 +38,34 @@ Report TwoModeReport() {
                      .concurrency = 8,
                      .runs = {FakeRun(70), FakeRun(80), FakeRun(90)}});
   return r;
+}
+
+TEST(Report, OutputDigestsAreComparedWithTheBaseline) {
+  Report r = TwoModeReport();
+  EXPECT_FALSE(OutputMismatches(r).has_value());  // no digests: nothing to say
+  EXPECT_EQ(RenderTable(r).find("outputs:"), std::string::npos);
+  for (Cell& cell : r.cells) {
+    for (RunMetrics& run : cell.runs) run.outputs_digest = cell.dataset == "gsm8k" ? 1 : 2;
+  }
+  ASSERT_TRUE(OutputMismatches(r).has_value());
+  EXPECT_TRUE(OutputMismatches(r)->empty());
+  EXPECT_NE(RenderTable(r).find("outputs: every run generated the same tokens as base"),
+            std::string::npos);
+  r.cells[3].runs[1].outputs_digest = 7;  // one repeat of fast/humaneval differs
+  EXPECT_EQ(*OutputMismatches(r), std::vector<std::string>{"fast humaneval c=8"});
+  EXPECT_NE(RenderTable(r).find("differ from base's in [fast humaneval c=8]"), std::string::npos);
+  EXPECT_EQ(RenderJson(r)["outputs_vs_baseline"]["identical_to_baseline"], false);
+  EXPECT_EQ(RenderJson(r)["cells"][3]["runs"][1]["outputs_digest"], "0000000000000007");
+}
+
+TEST(Report, TokenHashesSeparateOrderAndContent) {
+  const std::vector<int32_t> a = {1, 2, 3}, b = {3, 2, 1}, c = {1, 2};
+  EXPECT_NE(HashTokens(a), HashTokens(b));
+  EXPECT_NE(HashTokens(a), HashTokens(c));
+  EXPECT_EQ(HashTokens(a), HashTokens(std::vector<int32_t>{1, 2, 3}));
+  const std::vector<uint64_t> ab = {HashTokens(a), HashTokens(b)};
+  const std::vector<uint64_t> ba = {HashTokens(b), HashTokens(a)};
+  EXPECT_NE(OutputsDigest(ab), OutputsDigest(ba));
 }
 
 TEST(Report, MetricsFromSamples) {
