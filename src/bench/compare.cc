@@ -35,7 +35,8 @@ Result<PriorCell> ParsePriorCell(const nlohmann::json& j, size_t index) {
   return cell;
 }
 
-std::vector<std::string> DifferingSettings(const nlohmann::json& now, const nlohmann::json& before) {
+std::vector<std::string> DifferingSettings(const nlohmann::json& now,
+                                           const nlohmann::json& before) {
   std::vector<std::string> keys;
   if (!now.is_object() || !before.is_object()) return keys;
   for (const auto& [key, value] : now.items()) {
@@ -116,10 +117,10 @@ std::string RenderAgreement(const Agreement& agreement) {
                 "mode", "before", "now", "diff", "spread", "spread0", "agree");
   out += line;
   for (const CellAgreement& c : agreement.cells) {
-    std::snprintf(line, sizeof(line), "%-10s %-4d %-12s %10.1f %10.1f %7.1f%% %7.1f%% %7.1f%%  %s\n",
-                  c.dataset.c_str(), c.concurrency, c.mode.c_str(), c.before, c.now,
-                  100 * c.difference, 100 * c.spread_now, 100 * c.spread_before,
-                  c.agree ? "yes" : "NO");
+    std::snprintf(line, sizeof(line),
+                  "%-10s %-4d %-12s %10.1f %10.1f %7.1f%% %7.1f%% %7.1f%%  %s\n", c.dataset.c_str(),
+                  c.concurrency, c.mode.c_str(), c.before, c.now, 100 * c.difference,
+                  100 * c.spread_now, 100 * c.spread_before, c.agree ? "yes" : "NO");
     out += line;
   }
   out += std::to_string(agreement.agreeing()) + " of " + std::to_string(agreement.cells.size()) +
@@ -129,8 +130,9 @@ std::string RenderAgreement(const Agreement& agreement) {
     out += "note: the runs' settings differ in '" + key + "'\n";
   }
   if (!agreement.cells.empty() &&
-      std::all_of(agreement.cells.begin(), agreement.cells.end(),
-                  [](const CellAgreement& c) { return c.spread_now == 0 && c.spread_before == 0; })) {
+      std::all_of(agreement.cells.begin(), agreement.cells.end(), [](const CellAgreement& c) {
+        return c.spread_now == 0 && c.spread_before == 0;
+      })) {
     out += "note: with one repeat per cell the spread is 0; use --repeats 3 to measure it\n";
   }
   return out;

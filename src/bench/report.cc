@@ -79,8 +79,8 @@ std::optional<std::vector<std::string>> OutputMismatches(const Report& report) {
       if (!run.outputs_digest) continue;
       any_digest = true;
       if (*run.outputs_digest != want) {
-        mismatches.push_back(cell.mode + " " + cell.dataset + " c=" +
-                             std::to_string(cell.concurrency));
+        mismatches.push_back(cell.mode + " " + cell.dataset +
+                             " c=" + std::to_string(cell.concurrency));
         break;
       }
     }

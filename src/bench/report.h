@@ -34,9 +34,9 @@ struct RunMetrics {
   double throughput = 0;  // output tokens / window_s
   Distribution latency_s;
   Distribution ttft_s;
-  std::optional<double> tau;            // unknown for server runs
-  std::optional<double> rows_per_step;  // verified rows per decode step
-  std::optional<StageTimes> stages;     // in-process runs only
+  std::optional<double> tau;               // unknown for server runs
+  std::optional<double> rows_per_step;     // verified rows per decode step
+  std::optional<StageTimes> stages;        // in-process runs only
   std::optional<uint64_t> outputs_digest;  // in-process: every measured request's output ids
 };
 

@@ -221,7 +221,8 @@ nlohmann::json RenderJson(const Report& report) {
   for (const RatioRow& row : ThroughputRatios(report)) geomeans[row.mode] = row.geomean;
   nlohmann::json output_check;  // null when no run has output digests
   if (const auto mismatches = OutputMismatches(report)) {
-    output_check = {{"identical_to_baseline", mismatches->empty()}, {"differing_cells", *mismatches}};
+    output_check = {{"identical_to_baseline", mismatches->empty()},
+                    {"differing_cells", *mismatches}};
   }
   return {{"config", report.config},
           {"baseline", report.baseline},

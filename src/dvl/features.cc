@@ -72,6 +72,20 @@ void BatchContext(int64_t live_count, float* out25) {
   out25[kContextInitialState] = 1.0f;
 }
 
+// The confidence block of every (request, position) row of logits [rows, V] into out
+// [rows / 15, 1735], and each row's mean into mean[rows]. Rows run on the OpenMP threads for
+// large batches (each writes only its own slots).
+void ConfidenceRows(const float* logits, int64_t rows, int64_t vocab, double* mean, float* out) {
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinLogits)
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* x = logits + row * vocab;
+    float* request_out = out + (row / kDraftPositions) * kFeatureCount;
+    const int64_t j = row % kDraftPositions;
+    ConfidenceFeatures(x, vocab, request_out + kConfidenceOffset + j * kConfidencePerPosition);
+    mean[row] = Mean(x, vocab);
+  }
+}
+
 }  // namespace
 
 Projections MakeProjections(int64_t hidden_size, int64_t vocab_size, uint64_t seed) {
@@ -123,24 +137,13 @@ void ExtractFeaturesBatch(const float* logits, const float* hidden, int64_t n, i
   logit_mean.resize(rows);
   hidden_proj.resize(rows * kHiddenProjDim);
   logit_proj.resize(rows * kLogitProjDim);
-  // The OpenMP workers have thread_locals of their own: they write through this pointer.
-  double* const mean_out = logit_mean.data();
 
-#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinLogits)
-  for (int64_t row = 0; row < rows; ++row) {
-    const float* x = logits + row * vocab;
-    float* request_out = out + (row / kDraftPositions) * kFeatureCount;
-    const int64_t j = row % kDraftPositions;
-    ConfidenceFeatures(x, vocab, request_out + kConfidenceOffset + j * kConfidencePerPosition);
-    mean_out[row] = Mean(x, vocab);
-  }
-
+  ConfidenceRows(logits, rows, vocab, logit_mean.data(), out);
   // Both projections as one product over all rows of the batch. The logits are centred
   // afterwards: (x − m·1)·P = x·P − m·(1ᵀP), with the column sums 1ᵀP in double.
   cpu::MatMul(hidden, proj.hidden.data(), hidden_proj.data(), rows, hidden_size, kHiddenProjDim);
   cpu::MatMul(logits, proj.logit.data(), logit_proj.data(), rows, vocab, kLogitProjDim);
   const std::array<double, kLogitProjDim> column_sum = ColumnSums(proj.logit, vocab);
-
   for (int64_t row = 0; row < rows; ++row) {
     float* request_out = out + (row / kDraftPositions) * kFeatureCount;
     const int64_t j = row % kDraftPositions;
@@ -148,11 +151,13 @@ void ExtractFeaturesBatch(const float* logits, const float* hidden, int64_t n, i
                 request_out + kHiddenProjOffset + j * kHiddenProjDim);
     float* centred = request_out + kLogitProjOffset + j * kLogitProjDim;
     for (int k = 0; k < kLogitProjDim; ++k) {
-      centred[k] = static_cast<float>(logit_proj[row * kLogitProjDim + k] -
-                                      logit_mean[row] * column_sum[k]);
+      centred[k] =
+          static_cast<float>(logit_proj[row * kLogitProjDim + k] - logit_mean[row] * column_sum[k]);
     }
   }
-  for (int64_t i = 0; i < n; ++i) BatchContext(live_count, out + i * kFeatureCount + kBatchContextOffset);
+  for (int64_t i = 0; i < n; ++i) {
+    BatchContext(live_count, out + i * kFeatureCount + kBatchContextOffset);
+  }
 }
 
 }  // namespace dscale::dvl

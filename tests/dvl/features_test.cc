@@ -108,7 +108,8 @@ TEST(FeaturesTest, BatchContextLayout) {
   // V·ε·Σ_r |x_r·P_rc| (the worst-case bound of a float dot product).
   for (int c = 0; c < kDraftPositions * kLogitProjDim; ++c) {
     double mass = 0.0;
-    for (int64_t r = 0; r < 20; ++r) mass += std::abs(0.5 * proj.logit[r * kLogitProjDim + c % kLogitProjDim]);
+    for (int64_t r = 0; r < 20; ++r)
+      mass += std::abs(0.5 * proj.logit[r * kLogitProjDim + c % kLogitProjDim]);
     EXPECT_NEAR(f[kLogitProjOffset + c], 0.0, 20 * 1.2e-7 * mass) << "column " << c;
   }
 }

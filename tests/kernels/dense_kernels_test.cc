@@ -282,7 +282,8 @@ TEST(ShiftedExpMomentsTest, MatchesReferenceAtOddSizesAndShifts) {
       const auto x = RandomNormal(rng, n, -3.0f, stddev);
       const float max = *std::max_element(x.begin(), x.end());
       for (const float extra : {0.0f, 2.5f}) {
-        SCOPED_TRACE(::testing::Message() << "n=" << n << " stddev=" << stddev << " extra=" << extra);
+        SCOPED_TRACE(::testing::Message()
+                     << "n=" << n << " stddev=" << stddev << " extra=" << extra);
         const cpu::ExpMoments got = cpu::ShiftedExpMoments(x.data(), n, max + extra);
         const cpu::ExpMoments want = ref::ShiftedExpMoments(x.data(), n, max + extra);
         double weighted_mass = 0.0;

@@ -168,8 +168,7 @@ TEST_F(InProcessBench, SweepsModesAndWritesEveryOutput) {
   // generates the baseline's tokens for every request (a float near-tie between batch shapes
   // would show here as a stable failure naming the cell).
   EXPECT_EQ(j["outputs_vs_baseline"]["identical_to_baseline"], true) << j["outputs_vs_baseline"];
-  EXPECT_NE(r.out.find("outputs: every run generated the same tokens as dflash"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("outputs: every run generated the same tokens as dflash"), std::string::npos)
       << r.out;
 }
 

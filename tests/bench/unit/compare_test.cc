@@ -12,13 +12,16 @@ namespace dscale::bench {
 namespace {
 
 RunMetrics Run(double throughput) {
-  const std::vector<RequestSample> samples = {{.latency_s = 1, .ttft_s = 0.1, .output_tokens = 100}};
+  const std::vector<RequestSample> samples = {
+      {.latency_s = 1, .ttft_s = 0.1, .output_tokens = 100}};
   return MetricsFrom(samples, 100.0 / throughput);
 }
 
 // One mode, one dataset, c = 8 and 16, with the given repeats' throughputs per cell.
 Report ReportWith(std::vector<double> c8, std::vector<double> c16) {
-  Report r{.modes = {{.label = "dscale"}}, .datasets = {"gsm8k"}, .concurrency = {8, 16},
+  Report r{.modes = {{.label = "dscale"}},
+           .datasets = {"gsm8k"},
+           .concurrency = {8, 16},
            .baseline = "dscale"};
   r.config = {{"requests", 64}, {"max_tokens", 128}};
   Cell a{.mode = "dscale", .dataset = "gsm8k", .concurrency = 8};
@@ -98,11 +101,11 @@ TEST(Compare, MalformedResultsNameTheField) {
   EXPECT_NE(error({{"cells", {1}}}).find("cells[0] is not an object"), std::string::npos);
   EXPECT_NE(error({{"cells", {{{"mode", "a"}, {"dataset", 3}}}}}).find("cells[0].dataset"),
             std::string::npos);
-  EXPECT_NE(error({{"cells",
-                    {{{"mode", "a"}, {"dataset", "b"}, {"concurrency", 8},
-                      {"throughput_tok_s", 1.0}}}}})
-                .find("cells[0].throughput_spread"),
-            std::string::npos);
+  EXPECT_NE(
+      error({{"cells",
+              {{{"mode", "a"}, {"dataset", "b"}, {"concurrency", 8}, {"throughput_tok_s", 1.0}}}}})
+          .find("cells[0].throughput_spread"),
+      std::string::npos);
 }
 
 TEST(Compare, LoadPriorRunNamesTheFile) {
