@@ -113,14 +113,14 @@ Agreement CompareRuns(const Report& now, const PriorRun& prior_run) {
 std::string RenderAgreement(const Agreement& agreement) {
   std::string out = "\nagreement with the earlier run (|now - before| / before <= max spread):\n";
   char line[160];
-  std::snprintf(line, sizeof(line), "%-10s %-4s %-12s %10s %10s %8s %8s %8s  %s\n", "dataset", "c",
-                "mode", "before", "now", "diff", "spread", "spread0", "agree");
+  std::snprintf(line, sizeof(line), "%-10s %-4s %-12s %10s %10s %8s %8s %14s  %s\n", "dataset", "c",
+                "mode", "before", "now", "diff", "spread", "spread_before", "agree");
   out += line;
   for (const CellAgreement& c : agreement.cells) {
-    std::snprintf(line, sizeof(line),
-                  "%-10s %-4d %-12s %10.1f %10.1f %7.1f%% %7.1f%% %7.1f%%  %s\n", c.dataset.c_str(),
-                  c.concurrency, c.mode.c_str(), c.before, c.now, 100 * c.difference,
-                  100 * c.spread_now, 100 * c.spread_before, c.agree ? "yes" : "NO");
+    std::snprintf(
+        line, sizeof(line), "%-10s %-4d %-12s %10.1f %10.1f %7.1f%% %7.1f%% %13.1f%%  %s\n",
+        c.dataset.c_str(), c.concurrency, c.mode.c_str(), c.before, c.now, 100 * c.difference,
+        100 * c.spread_now, 100 * c.spread_before, c.agree ? "yes" : "NO");
     out += line;
   }
   out += std::to_string(agreement.agreeing()) + " of " + std::to_string(agreement.cells.size()) +
