@@ -57,15 +57,6 @@ double Mean(const float* x, int64_t n) {
   return sum / static_cast<double>(n);
 }
 
-// Column sums of the [V, 32] logit projection, in double.
-std::array<double, kLogitProjDim> ColumnSums(const std::vector<float>& p, int64_t rows) {
-  std::array<double, kLogitProjDim> sum{};
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int k = 0; k < kLogitProjDim; ++k) sum[k] += p[r * kLogitProjDim + k];
-  }
-  return sum;
-}
-
 void BatchContext(int64_t live_count, float* out25) {
   std::fill(out25, out25 + kBatchContextDim, 0.0f);
   out25[kContextLiveCount] = static_cast<float>(live_count);
@@ -96,7 +87,16 @@ Projections MakeProjections(int64_t hidden_size, int64_t vocab_size, uint64_t se
   p.seed = seed;
   FillNormal(p.hidden, hidden_size, kHiddenProjDim, SplitMix64Mix(seed));
   FillNormal(p.logit, vocab_size, kLogitProjDim, SplitMix64Mix(seed ^ 1));
+  SetLogitColumnSums(p);
   return p;
+}
+
+void SetLogitColumnSums(Projections& p) {
+  p.logit_column_sum.assign(kLogitProjDim, 0.0);
+  const int64_t rows = static_cast<int64_t>(p.logit.size()) / kLogitProjDim;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int k = 0; k < kLogitProjDim; ++k) p.logit_column_sum[k] += p.logit[r * kLogitProjDim + k];
+  }
 }
 
 void ConfidenceFeatures(const float* logits, int64_t vocab, float* out18) {
@@ -127,6 +127,8 @@ void ExtractFeaturesBatch(const float* logits, const float* hidden, int64_t n, i
   DSCALE_CHECK(vocab >= kTopRanks && hidden_size > 0 && n >= 0);
   DSCALE_CHECK(static_cast<int64_t>(proj.logit.size()) == vocab * kLogitProjDim);
   DSCALE_CHECK(static_cast<int64_t>(proj.hidden.size()) == hidden_size * kHiddenProjDim);
+  DSCALE_CHECK_MSG(proj.logit_column_sum.size() == kLogitProjDim,
+                   "Projections without column sums: call SetLogitColumnSums after setting logit");
   const int64_t rows = n * kDraftPositions;  // one per (request, draft position)
   if (rows == 0) return;
 
@@ -143,7 +145,7 @@ void ExtractFeaturesBatch(const float* logits, const float* hidden, int64_t n, i
   // afterwards: (x − m·1)·P = x·P − m·(1ᵀP), with the column sums 1ᵀP in double.
   cpu::MatMul(hidden, proj.hidden.data(), hidden_proj.data(), rows, hidden_size, kHiddenProjDim);
   cpu::MatMul(logits, proj.logit.data(), logit_proj.data(), rows, vocab, kLogitProjDim);
-  const std::array<double, kLogitProjDim> column_sum = ColumnSums(proj.logit, vocab);
+  const std::vector<double>& column_sum = proj.logit_column_sum;
   for (int64_t row = 0; row < rows; ++row) {
     float* request_out = out + (row / kDraftPositions) * kFeatureCount;
     const int64_t j = row % kDraftPositions;

@@ -26,7 +26,13 @@ struct Projections {
   uint64_t seed = 0;
   std::vector<float> hidden;  // [H, 64] row-major: proj = h · hidden
   std::vector<float> logit;   // [V, 32] row-major: proj = (x − mean x) · logit
+  // 1ᵀ·logit in double [32], derived once from `logit` (by whoever sets it, through
+  // SetLogitColumnSums) so the centring of every decode step's features costs no pass over V.
+  std::vector<double> logit_column_sum;
 };
+
+// Fills p.logit_column_sum from p.logit; call after setting or changing p.logit.
+void SetLogitColumnSums(Projections& p);
 
 // Builds the projections for (hidden_size, vocab_size) from `seed`. Entries are independent
 // N(0, 1/in) with in = H for the hidden matrix and in = V for the logit matrix, drawn in

@@ -154,6 +154,7 @@ Result<Predictor> ParsePredictor(std::span<const char> bytes, DrafterDims expect
   PredictorWeights w = PredictorWeights::Zeros();
   for (std::vector<float>* array : PayloadArrays(p, w)) in.Floats(array->data(), array->size());
   DSCALE_RETURN_IF_ERROR(CheckValues(p, w));
+  SetLogitColumnSums(p);
   return Predictor(std::move(p), std::move(w));
 }
 

@@ -29,21 +29,16 @@ namespace dscale {
 namespace {
 
 using testing::CudaTest;
+using testing::kElementwiseAbsTol;
+using testing::kElementwiseRelTol;
+using testing::kFloatEps;
+using testing::kRmsEps;
+using testing::kSoftmaxAbsTol;
 using testing::kTestHeadDims;
 using testing::kTestRows;
 using testing::MaxAbsDiff;
 using testing::MaxExcessOverRelative;
 using testing::RandomNormal;
-
-// Linear: each side is within (in + 1)·ε·Σ|x_i·w_i| of the exact product (the classical bound
-// for a float dot product), so they are within twice that of each other. TF32 math or a wrong
-// transpose lands far outside.
-constexpr double kFloatEps = std::numeric_limits<float>::epsilon();
-// Norms, RoPE and SwiGLU do O(1) float operations per output after an accurate reduction.
-constexpr double kElementwiseRelTol = 1e-5;
-constexpr double kElementwiseAbsTol = 1e-6;
-constexpr double kSoftmaxAbsTol = 1e-6;
-constexpr float kRmsEps = 1e-6f;
 
 constexpr int64_t kHiddenSizes[] = {1, 17, 67, 255};
 constexpr int64_t kRowLengths[] = {1, 17, 255, 1024, 4099};
@@ -72,6 +67,8 @@ void ExpectLinearClose(const std::vector<float>& gpu, const std::vector<float>& 
     for (int64_t o = 0; o < out; ++o) {
       double mass = accumulate ? std::fabs(y0[r * out + o]) : 0.0;
       for (int64_t i = 0; i < in; ++i) mass += std::fabs(x[r * in + i] * w[o * in + i]);
+      // Each side is within (in + 1)·ε·Σ|x_i·w_i| of the exact product, so the two are within
+      // twice that of each other.
       const double bound = 2.0 * static_cast<double>(in + 1) * kFloatEps * mass;
       ASSERT_LE(std::fabs(gpu[r * out + o] - cpu[r * out + o]), bound) << "r=" << r << " o=" << o;
     }

@@ -24,10 +24,10 @@ namespace dscale {
 namespace {
 
 using testing::CudaTest;
+using testing::kFloatEps;
 using testing::kTestRows;
 using testing::RandomNormal;
 
-constexpr double kFloatEps = std::numeric_limits<float>::epsilon();
 // BF16 keeps 8 significant bits: rounding to nearest moves a value by at most 2⁻⁸ of itself.
 constexpr double kBf16UnitRoundoff = 1.0 / 256.0;
 constexpr int64_t kInnerSizes[] = {1, 17, 67, 255, 1024};

@@ -159,6 +159,13 @@ TEST(FeaturesTest, ProjectionsAreDeterministicAndScaled) {
   sum_sq = 0.0;
   for (float v : a.logit) sum_sq += v * v;
   EXPECT_NEAR(sum_sq / a.logit.size() * 1000, 1.0, 0.05);
+  // The derived column sums the feature centring uses.
+  ASSERT_EQ(a.logit_column_sum.size(), static_cast<size_t>(kLogitProjDim));
+  for (int k = 0; k < kLogitProjDim; ++k) {
+    double sum = 0.0;
+    for (int64_t r = 0; r < 1000; ++r) sum += a.logit[r * kLogitProjDim + k];
+    EXPECT_DOUBLE_EQ(a.logit_column_sum[k], sum) << "column " << k;
+  }
 }
 
 TEST(FeaturesTest, GeneratorIsPinned) {

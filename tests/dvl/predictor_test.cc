@@ -68,6 +68,7 @@ TEST_F(PredictorTest, SaveLoadRoundTrip) {
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->projections().hidden, p.projections().hidden);
   EXPECT_EQ(q->projections().logit, p.projections().logit);
+  EXPECT_EQ(q->projections().logit_column_sum, p.projections().logit_column_sum);
   EXPECT_EQ(q->projections().seed, 3u);
   EXPECT_EQ(q->weights().w1, p.weights().w1);
   EXPECT_EQ(q->weights().b2, p.weights().b2);

@@ -22,23 +22,16 @@
 namespace dscale {
 namespace {
 
+using testing::kElementwiseAbsTol;
+using testing::kElementwiseRelTol;
+using testing::kFloatEps;
+using testing::kRmsEps;
+using testing::kSoftmaxAbsTol;
 using testing::kTestHeadDims;
 using testing::kTestRows;
 using testing::MaxAbsDiff;
 using testing::MaxExcessOverRelative;
 using testing::RandomNormal;
-
-// Linear: the classical worst-case bound for a float dot product of n terms,
-// |ŷ − y| ≤ n·ε·Σ|x_i·w_i|, with ε the float machine epsilon. Blocked BLAS summation stays well
-// inside it; anything outside is a wrong product, not rounding.
-constexpr double kFloatEps = std::numeric_limits<float>::epsilon();
-// Norms, RoPE and SwiGLU do O(1) float operations per output after an accurate reduction, so
-// they must agree with the reference to 1e-5 relative (plus a tiny floor for values near 0).
-constexpr double kElementwiseRelTol = 1e-5;
-constexpr double kElementwiseAbsTol = 1e-6;
-// Softmax outputs are probabilities in [0, 1]; compare them absolutely.
-constexpr double kSoftmaxAbsTol = 1e-6;
-constexpr float kRmsEps = 1e-6f;
 
 constexpr int64_t kHiddenSizes[] = {1, 17, 67, 255};
 

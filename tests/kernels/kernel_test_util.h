@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -40,6 +41,19 @@ inline double MaxExcessOverRelative(const std::vector<float>& a, const std::vect
   }
   return worst;
 }
+
+// Tolerances shared by the CPU-vs-reference and CUDA-vs-CPU dense kernel tests.
+// Linear: a float dot product of n terms is within n·ε·Σ|x_i·w_i| of the exact value (the
+// classical worst-case bound), ε the float machine epsilon; anything outside is a wrong
+// product (or a wrong transpose, or TF32 math), not rounding.
+inline constexpr double kFloatEps = std::numeric_limits<float>::epsilon();
+// Norms, RoPE and SwiGLU do O(1) float operations per output after an accurate reduction, so
+// they agree to 1e-5 relative (plus a tiny floor for values near 0).
+inline constexpr double kElementwiseRelTol = 1e-5;
+inline constexpr double kElementwiseAbsTol = 1e-6;
+// Softmax outputs are probabilities in [0, 1]; compared absolutely.
+inline constexpr double kSoftmaxAbsTol = 1e-6;
+inline constexpr float kRmsEps = 1e-6f;
 
 // Sizes the parity tests sweep: odd, prime-ish, and one past typical vector widths.
 inline constexpr int64_t kTestRows[] = {1, 3, 7, 19, 133};
