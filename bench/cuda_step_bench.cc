@@ -51,6 +51,7 @@
 #include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_available.h"
 #include "kernels/cuda/gemm_bf16.h"
 #include "kernels/cuda/graph.h"
 #include "kernels/cuda/random_fill.h"
@@ -335,17 +336,6 @@ class Bench {
 
 // ---- device checks ---------------------------------------------------------------------------
 
-// Empty when a device is usable; else why not.
-std::string DeviceProblem() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    return std::string("cudaGetDeviceCount failed with ") + cudaGetErrorName(err) + " (" +
-           cudaGetErrorString(err) + ")";
-  }
-  return count == 0 ? "cudaGetDeviceCount found no device" : "";
-}
-
 // A generous estimate of the device bytes the run needs: weights, KV cache, the largest
 // workspace (DFlash's at the largest N: logits dominate) and cuBLAS's workspace, plus 1 GiB for
 // the context and kernels' own needs.
@@ -447,7 +437,7 @@ void PrintJson(const Options& o, const std::string& source, const std::vector<Mo
 // ---- main ------------------------------------------------------------------------------------
 
 int Main(const Options& o) {
-  const std::string problem = DeviceProblem();
+  const std::string& problem = cuda::CudaUnavailableReason();
   if (!problem.empty()) {
     std::fprintf(stderr, "cuda_step_bench: no usable CUDA device: %s\n", problem.c_str());
     return 1;

@@ -21,6 +21,7 @@
 #include "model/dflash_drafter.h"
 #include "prompt_input.h"
 #include "spec/length_policy.h"
+#include "target_device.h"
 
 namespace dscale::cli {
 namespace {
@@ -38,6 +39,7 @@ struct BenchArgs {
   bool ablation = false;
   std::string baseline;
   std::string tile_routing = "auto";
+  std::string device = kDefaultDevice;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
   uint64_t seed = 0;
@@ -78,6 +80,7 @@ std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
 // The loaded in-process models; drafter and predictor only when a mode needs them.
 struct Models {
   std::optional<Qwen3Model> target;
+  std::optional<PlacedTarget> placed;  // where the target's forwards run (--device)
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
   std::optional<Tokenizer> tokenizer;
@@ -95,6 +98,7 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a,
   if (need_predictor && a.predictor.empty()) return InvalidArgument("dscale needs --predictor");
   auto m = std::make_unique<Models>();
   DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target));
+  DSCALE_ASSIGN_OR_RETURN(m->placed, PlacedTarget::Place(a.device, *m->target));
   DSCALE_ASSIGN_OR_RETURN(std::optional<Tokenizer> tok,
                           LoadOptionalTokenizer(a.tokenizer, a.target));
   if (!tok) return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
@@ -141,7 +145,7 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
                             bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts));
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
-  const bench::InProcessModels models{.target = &*m.target,
+  const bench::InProcessModels models{.target = &m.placed->target(),
                                       .drafter = m.drafter ? &*m.drafter : nullptr,
                                       .predictor = m.predictor ? &*m.predictor : nullptr,
                                       .verify_budget = a.verify_budget};
@@ -194,7 +198,8 @@ nlohmann::json ConfigJson(const BenchArgs& a) {
           {"temperature", a.temperature},
           {"seed", a.seed},
           {"verify_budget", a.verify_budget},
-          {"tile_routing", a.tile_routing}};
+          {"tile_routing", a.tile_routing},
+          {"device", a.url.empty() ? a.device : "server"}};
 }
 
 Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agreement>& agreement,
@@ -282,6 +287,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--tile-routing", a->tile_routing, "auto (off for dflash only), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  AddDeviceOption(cmd, &a->device);
 }
 
 void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {

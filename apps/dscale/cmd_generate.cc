@@ -1,12 +1,12 @@
 // dscale generate: runs prompts through the engine with a length policy and prints outputs.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -18,6 +18,7 @@
 #include "model/dflash_drafter.h"
 #include "predictor_loading.h"
 #include "prompt_input.h"
+#include "target_device.h"
 
 namespace dscale::cli {
 namespace {
@@ -38,6 +39,7 @@ struct GenerateArgs {
   std::string predictor;
   double verify_budget = 0.5;
   bool tile_routing = true;
+  std::string device = kDefaultDevice;
   bool json = false;
 };
 
@@ -124,9 +126,9 @@ void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* token
     }
     requests.push_back(std::move(request));
   }
-  std::cout << nlohmann::json{{"requests", requests}, {"stats", StatsJson(stats, seconds, mode)}}
-                   .dump()
-            << "\n";
+  std::cout
+      << nlohmann::json{{"requests", requests}, {"stats", StatsJson(stats, seconds, mode)}}.dump()
+      << "\n";
 }
 
 int RunGenerate(const GenerateArgs& args) {
@@ -142,6 +144,8 @@ int RunGenerate(const GenerateArgs& args) {
   if (!prompts.ok()) return fail(prompts.status());
   Result<std::optional<DFlashDrafter>> drafter = LoadDrafter(args, *policy, *target);
   if (!drafter.ok()) return fail(drafter.status());
+  Result<PlacedTarget> placed = PlacedTarget::Place(args.device, *target);
+  if (!placed.ok()) return fail(placed.status());
 
   Result<std::optional<dvl::Predictor>> predictor = LoadPredictor(args, *policy, *target, *drafter);
   if (!predictor.ok()) return fail(predictor.status());
@@ -153,8 +157,8 @@ int RunGenerate(const GenerateArgs& args) {
   if (tok != nullptr) {
     config.decode_text = [tok](std::span<const int32_t> ids) { return DisplayText(*tok, ids); };
   }
-  Result<std::unique_ptr<Engine>> engine =
-      Engine::Create(*target, drafter->has_value() ? &**drafter : nullptr, std::move(config));
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(
+      placed->target(), drafter->has_value() ? &**drafter : nullptr, std::move(config));
   if (!engine.ok()) return fail(engine.status());
 
   GenerationParams params{.max_tokens = args.max_tokens,
@@ -200,8 +204,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "Tokenizer folder (default: the target folder, when it has tokenizer files)");
   cmd->add_option("--ids", args->prompts.ids, "Prompt as comma-separated token ids");
   cmd->add_option("--prompt", args->prompts.prompt, "Prompt text (one user chat turn)");
-  cmd->add_option("--prompts", args->prompts.prompts_file,
-                  "JSONL file: {\"prompt\": ...}, {\"messages\": [...]} or {\"ids\": [...]} per line");
+  cmd->add_option(
+      "--prompts", args->prompts.prompts_file,
+      "JSONL file: {\"prompt\": ...}, {\"messages\": [...]} or {\"ids\": [...]} per line");
   cmd->add_flag("--raw", args->prompts.raw, "Encode text prompts as is, without the chat template");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable)");
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate at most")
@@ -223,6 +228,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
+  AddDeviceOption(cmd, &args->device);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }
 

@@ -18,13 +18,14 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "predictor_loading.h"
 #include "engine/engine.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/dflash_drafter.h"
+#include "predictor_loading.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/output_text.h"
+#include "target_device.h"
 
 namespace dscale::cli {
 namespace {
@@ -45,11 +46,13 @@ struct ServeArgs {
   int32_t default_max_tokens = 256;
   int64_t max_body_bytes = 8 << 20;
   bool tile_routing = true;
+  std::string device = kDefaultDevice;
 };
 
 // The loaded models; members refer to each other, so it is never moved.
 struct Models {
   std::optional<Qwen3Model> target;
+  std::optional<PlacedTarget> placed;  // where the target's forwards run (--device)
   std::optional<DFlashDrafter> drafter;
   std::optional<Tokenizer> tokenizer;
   std::optional<dvl::Predictor> predictor;  // the dscale policy's
@@ -60,6 +63,8 @@ Status LoadModels(const ServeArgs& args, Models* m) {
   DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
   DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target));
   m->target.emplace(std::move(target));
+  DSCALE_ASSIGN_OR_RETURN(PlacedTarget placed, PlacedTarget::Place(args.device, *m->target));
+  m->placed.emplace(std::move(placed));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
     DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(args.drafter, *m->target));
@@ -112,7 +117,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
                       .decode_text = [&tokenizer](std::span<const int32_t> ids) {
                         return server::OutputTextOf(tokenizer, ids);
                       }};
-  return Engine::Create(*m.target, m.drafter ? &*m.drafter : nullptr, std::move(config));
+  return Engine::Create(m.placed->target(), m.drafter ? &*m.drafter : nullptr, std::move(config));
 }
 
 // Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server.
@@ -219,6 +224,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
+  AddDeviceOption(cmd, &args->device);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

@@ -17,7 +17,7 @@
 #include "engine/engine.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/drafter.h"
-#include "model/qwen3_model.h"
+#include "model/target_model.h"
 
 namespace dscale::bench {
 
@@ -36,7 +36,7 @@ CellRequests ManifestRequests(const Manifest& manifest,
                               std::span<const std::vector<int32_t>> prompts, uint64_t seed);
 
 struct InProcessModels {
-  Qwen3Model* target = nullptr;
+  TargetModel* target = nullptr;
   Drafter* drafter = nullptr;                 // null: only the none mode can run
   const dvl::Predictor* predictor = nullptr;  // null: the dscale mode cannot run
   double verify_budget = 0.5;

@@ -58,7 +58,7 @@ struct Engine::RequestState {
   int32_t anchor() const { return tokens.back(); }
 };
 
-Result<std::unique_ptr<Engine>> Engine::Create(Qwen3Model& target, Drafter* drafter,
+Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* drafter,
                                                EngineConfig config) {
   if (config.policy.UsesDrafter() && drafter == nullptr) {
     return InvalidArgument("--spec " + config.policy.Name() + " needs a drafter (--drafter)");
@@ -88,7 +88,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(Qwen3Model& target, Drafter* draf
       new Engine(target, drafter, std::move(config), block, std::move(planner)));
 }
 
-Engine::Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block,
+Engine::Engine(TargetModel& target, Drafter* drafter, EngineConfig config, int32_t block,
                VerifyPlanner planner)
     : target_(target),
       drafter_(drafter),

@@ -25,7 +25,7 @@
 #include "engine/verify_planner.h"
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
-#include "model/qwen3_model.h"
+#include "model/target_model.h"
 #include "spec/length_policy.h"
 #include "spec/prefix_verifier.h"
 
@@ -33,21 +33,21 @@ namespace dscale {
 
 // What a decode step decided and verified, for observers (e.g. trace collection).
 struct StepRecord {
-  int64_t step = 0;                   // decode step index
-  std::span<const RequestId> ids;     // the N requests, in draft order
+  int64_t step = 0;                     // decode step index
+  std::span<const RequestId> ids;       // the N requests, in draft order
   const DraftOutput* drafts = nullptr;  // their drafts (null for the anchor-only policy)
-  std::span<const int32_t> rows;      // k_i verified
-  std::span<const int32_t> accepted;  // a_i accepted
+  std::span<const int32_t> rows;        // k_i verified
+  std::span<const int32_t> accepted;    // a_i accepted
 };
 
 struct EngineConfig {
   LengthPolicy policy;
-  int32_t max_running = 16;      // c: running requests at most
-  int32_t page_size = 16;        // KV positions per page
-  int64_t kv_tokens = 1 << 16;   // KV capacity in positions (rounded up to pages)
-  int32_t prefill_chunk = 512;   // prompt rows per request per step
+  int32_t max_running = 16;       // c: running requests at most
+  int32_t page_size = 16;         // KV positions per page
+  int64_t kv_tokens = 1 << 16;    // KV capacity in positions (rounded up to pages)
+  int32_t prefill_chunk = 512;    // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
-  bool tile_routing = true;      // 16-row tile for verification/drafting; off: 128 everywhere
+  bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
   const dvl::Predictor* predictor = nullptr;  // the DVL acceptance predictor (dscale policy)
   double verify_budget = 0.5;  // dscale: verified rows per step = verify_budget · W · N
   // Called after every decode step's acceptance, on the engine thread.
@@ -60,7 +60,7 @@ class Engine {
  public:
   // `drafter` may be null only for the none policy. `target` and `drafter` must outlive the
   // engine.
-  static Result<std::unique_ptr<Engine>> Create(Qwen3Model& target, Drafter* drafter,
+  static Result<std::unique_ptr<Engine>> Create(TargetModel& target, Drafter* drafter,
                                                 EngineConfig config);
   ~Engine();
 
@@ -92,7 +92,7 @@ class Engine {
  private:
   struct RequestState;
 
-  Engine(Qwen3Model& target, Drafter* drafter, EngineConfig config, int32_t block,
+  Engine(TargetModel& target, Drafter* drafter, EngineConfig config, int32_t block,
          VerifyPlanner planner);
 
   int32_t PagesFor(const RequestState& r) const;
@@ -115,7 +115,7 @@ class Engine {
   void AppendDraftContext(int32_t first, int32_t count);
   int TileFor(int32_t max_query_rows) const;
 
-  Qwen3Model& target_;
+  TargetModel& target_;
   Drafter* drafter_;
   EngineConfig config_;
   int32_t block_;  // W

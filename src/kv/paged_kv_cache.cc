@@ -1,10 +1,19 @@
 #include "kv/paged_kv_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
 namespace dscale {
+namespace {
+
+uint64_t NextCacheId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 PageAllocator::PageAllocator(int32_t num_pages) : total_(num_pages), allocated_(num_pages, 0) {
   DSCALE_CHECK(num_pages >= 0);
@@ -32,7 +41,7 @@ KvStore::KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t
     : row_floats_(static_cast<int64_t>(kv_heads) * head_dim),
       num_slots_(num_slots),
       page_size_(page_size) {
-  DSCALE_CHECK(num_layers > 0 && kv_heads > 0 && head_dim > 0 && num_slots > 0 && page_size > 0);
+  DSCALE_CHECK(num_layers >= 0 && kv_heads > 0 && head_dim > 0 && num_slots > 0 && page_size > 0);
   k_.assign(num_layers, std::vector<float>(num_slots * row_floats_, 0.0f));
   v_.assign(num_layers, std::vector<float>(num_slots * row_floats_, 0.0f));
 }
@@ -53,7 +62,8 @@ PagedKvCache::PagedKvCache(const KvCacheShape& shape)
     : shape_(shape),
       allocator_(shape.num_pages),
       store_(shape.num_layers, shape.kv_heads, shape.head_dim,
-             static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size) {}
+             static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size),
+      id_(NextCacheId()) {}
 
 int32_t PagedKvCache::AddSequence() {
   int32_t id;

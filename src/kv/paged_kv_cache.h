@@ -40,7 +40,8 @@ class PageAllocator {
   std::vector<uint8_t> allocated_;  // CHECKs double frees
 };
 
-// Per-layer K and V rows addressed by slot: [num_slots, kv_heads, head_dim] f32 per layer.
+// Per-layer K and V rows addressed by slot: [num_slots, kv_heads, head_dim] f32 per layer. Zero
+// layers is allowed: a cache whose rows live elsewhere (on the device) keeps pages only.
 // The target's rows live in PagedKvCache's store; the DFlash drafter keeps its own store of the
 // same slot count, so a token's draft K/V sit at the same slot as its target K/V and the page
 // tables serve both.
@@ -98,6 +99,9 @@ class PagedKvCache {
 
   int32_t free_pages() const { return allocator_.free_pages(); }
   int32_t num_sequences() const;
+  // Distinct for every cache constructed in this process: lets a model that keeps K/V rows of
+  // its own (DeviceTarget) tell which cache's page tables a batch refers to.
+  uint64_t id() const { return id_; }
 
  private:
   struct Sequence {
@@ -113,6 +117,7 @@ class PagedKvCache {
   KvStore store_;
   std::vector<Sequence> sequences_;
   std::vector<int32_t> free_ids_;
+  uint64_t id_;
 };
 
 }  // namespace dscale

@@ -8,7 +8,7 @@
 
 namespace dscale {
 
-Result<std::vector<int32_t>> GreedyDecode(Qwen3Model& model, const std::vector<int32_t>& prompt,
+Result<std::vector<int32_t>> GreedyDecode(TargetModel& model, const std::vector<int32_t>& prompt,
                                           const GreedyOptions& options) {
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   if (options.max_new_tokens < 0) return InvalidArgument("max_new_tokens: must be >= 0");

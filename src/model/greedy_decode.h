@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/qwen3_model.h"
+#include "model/target_model.h"
 
 namespace dscale {
 
@@ -20,7 +20,7 @@ struct GreedyOptions {
 
 // The generated ids (prompt excluded). Errors: empty prompt, out-of-vocabulary ids, prompt plus
 // output longer than max_position_embeddings.
-Result<std::vector<int32_t>> GreedyDecode(Qwen3Model& model, const std::vector<int32_t>& prompt,
+Result<std::vector<int32_t>> GreedyDecode(TargetModel& model, const std::vector<int32_t>& prompt,
                                           const GreedyOptions& options);
 
 }  // namespace dscale

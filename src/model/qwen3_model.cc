@@ -33,45 +33,17 @@ KvCacheShape Qwen3Model::KvShape(int32_t page_size, int32_t num_pages) const {
           .num_pages = num_pages};
 }
 
-Status Qwen3Model::Validate(const PackedBatch& batch, const ForwardOptions& options,
-                            const PagedKvCache& cache) const {
-  const size_t rows = batch.tokens.size();
-  DSCALE_CHECK(batch.positions.size() == rows && batch.kv_slots.size() == rows);
-  int32_t next_row = 0;
-  for (const BatchRequest& r : batch.requests) {
-    DSCALE_CHECK_MSG(r.q_start == next_row && r.q_len > 0, "requests must tile the rows");
-    DSCALE_CHECK_MSG(cache.Length(r.seq) >= r.ctx_len + r.q_len, "KV positions not reserved");
-    next_row += r.q_len;
-  }
-  DSCALE_CHECK_MSG(next_row == static_cast<int32_t>(rows), "requests must tile the rows");
-  for (int32_t row : batch.logit_rows) DSCALE_CHECK(row >= 0 && row < next_row);
-  for (size_t i = 0; i < rows; ++i) {
-    if (batch.tokens[i] < 0 || batch.tokens[i] >= config_.vocab_size) {
-      return InvalidArgument("token id " + std::to_string(batch.tokens[i]) + " at row " +
-                             std::to_string(i) + " is outside the vocabulary [0, " +
-                             std::to_string(config_.vocab_size) + ")");
-    }
-  }
-  for (int32_t layer : options.capture_layers) {
-    if (layer < 0 || layer >= config_.num_hidden_layers) {
-      return InvalidArgument("capture layer " + std::to_string(layer) + " is outside [0, " +
-                             std::to_string(config_.num_hidden_layers) + ")");
-    }
-  }
-  return Status::Ok();
-}
-
 Status Qwen3Model::Forward(const PackedBatch& batch, const ForwardOptions& options,
                            PagedKvCache& cache, ForwardOutput* out) {
-  DSCALE_RETURN_IF_ERROR(Validate(batch, options, cache));
+  DSCALE_RETURN_IF_ERROR(ValidateForward(config_, batch, options, cache));
   const int32_t rows = batch.rows();
   const int64_t hidden = config_.hidden_size;
   const auto num_capture = static_cast<int32_t>(options.capture_layers.size());
   out->features.assign(static_cast<size_t>(rows) * num_capture * hidden, 0.0f);
 
   float* x = GrowBuffer(x_, rows * hidden);
-  cpu::EmbeddingGather(weights_.embed.data(), config_.vocab_size, hidden, batch.tokens.data(),
-                       rows, x);
+  cpu::EmbeddingGather(weights_.embed.data(), config_.vocab_size, hidden, batch.tokens.data(), rows,
+                       x);
   spans_.clear();
   for (const BatchRequest& req : batch.requests) {
     spans_.push_back({.q_start = req.q_start,

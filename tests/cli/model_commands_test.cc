@@ -19,9 +19,9 @@ using testing::RunDscale;
 class ModelCommandsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string((std::filesystem::temp_directory_path() /
-                            ("dscale_cli_" + std::to_string(::getpid())))
-                               .string());
+    dir_ = new std::string(
+        (std::filesystem::temp_directory_path() / ("dscale_cli_" + std::to_string(::getpid())))
+            .string());
     const testing::CommandResult r =
         RunDscale("make-tiny --out " + Target() + " --drafter-out " + Drafter() +
                   " --seed 4 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 "
@@ -96,6 +96,30 @@ TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
   }
 }
 
+// --device cuda runs the target on the GPU where the CUDA backend is built and a device exists;
+// anywhere else it must fail with a message saying which of the two is missing.
+TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
+  const std::string args = "generate --target " + Target() + " --drafter " + Drafter() +
+                           " --ids 9,8,7,6,5 --max-tokens 12 --json --spec dflash --device ";
+  const testing::CommandResult r = RunDscale(args + "cuda", /*merge_stderr=*/false);
+  if (r.exit_code == 0) {
+    const nlohmann::json out = nlohmann::json::parse(r.out);
+    EXPECT_EQ(out["requests"][0]["output_ids"].size(), 12u) << r.out;
+  } else {
+    const testing::CommandResult why = RunDscale(args + "cuda");
+    EXPECT_EQ(why.exit_code, 1) << why.out;
+    const bool no_device =
+        why.out.find("--device cuda: no usable CUDA device") != std::string::npos;
+    const bool no_backend =
+        why.out.find("--device cuda: this dscale was built without the CUDA backend") !=
+        std::string::npos;
+    EXPECT_TRUE(no_device || no_backend) << why.out;
+  }
+  const testing::CommandResult bad = RunDscale(args + "gpu");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("--device"), std::string::npos) << bad.out;
+}
+
 TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   testing::CommandResult r = RunDscale("logits --model " + Target() + " --ids 1,x");
   EXPECT_EQ(r.exit_code, 1);
@@ -142,16 +166,16 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
   }
   const std::string traces = *dir_ + "/traces.bin";
   const std::string predictor = *dir_ + "/predictor.bin";
-  testing::CommandResult r = RunDscale("collect --target " + Target() + " --drafter " + Drafter() +
-                                       " --prompts " + prompts + " --out " + traces +
-                                       " --max-tokens 16 --concurrency 8");
+  testing::CommandResult r =
+      RunDscale("collect --target " + Target() + " --drafter " + Drafter() + " --prompts " +
+                prompts + " --out " + traces + " --max-tokens 16 --concurrency 8");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("from 12 prompts"), std::string::npos) << r.out;
   r = RunDscale("train-predictor --traces " + traces + " --out " + predictor + " --epochs 3");
   ASSERT_EQ(r.exit_code, 0) << r.out;
 
-  const std::string common = " --target " + Target() + " --drafter " + Drafter() +
-                             " --prompts " + prompts + " --max-tokens 16 --concurrency 8 --json";
+  const std::string common = " --target " + Target() + " --drafter " + Drafter() + " --prompts " +
+                             prompts + " --max-tokens 16 --concurrency 8 --json";
   const nlohmann::json plain = Json("generate --spec none" + common);
   const nlohmann::json dscale = Json("generate --spec dscale --predictor " + predictor + common);
   ASSERT_EQ(plain["requests"].size(), 12u);

@@ -9,29 +9,15 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_available.h"
 
 namespace dscale::testing {
-
-// Empty when a CUDA device can be used; otherwise why not (no driver, no device, ...).
-inline std::string CudaUnavailableReason() {
-  static const std::string reason = [] {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) {
-      static_cast<void>(cudaGetLastError());
-      return std::string("cudaGetDeviceCount failed with ") + cudaGetErrorName(err) + " (" +
-             cudaGetErrorString(err) + ")";
-    }
-    return count == 0 ? std::string("cudaGetDeviceCount found no device") : std::string();
-  }();
-  return reason;
-}
 
 // Base fixture: skips the test without a device, else gives it a stream of its own.
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string reason = CudaUnavailableReason();
+    const std::string& reason = cuda::CudaUnavailableReason();
     if (!reason.empty()) GTEST_SKIP() << "no CUDA device: " << reason;
     DSCALE_CUDA_CHECK(cudaStreamCreate(&stream_));
   }

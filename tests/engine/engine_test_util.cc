@@ -7,7 +7,6 @@
 #include <random>
 
 #include "dvl/features.h"
-
 #include "model/random_checkpoint.h"
 
 namespace dscale::testing {
@@ -38,7 +37,7 @@ dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed) {
   return dvl::Predictor(dvl::MakeProjections(hidden, vocab, seed), std::move(w));
 }
 
-EngineRun RunPrompts(Qwen3Model& target, Drafter* drafter, const EngineConfig& config,
+EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
                      const GenerationParams& params) {
   EngineRun run;
@@ -66,7 +65,7 @@ EngineRun RunPrompts(Qwen3Model& target, Drafter* drafter, const EngineConfig& c
   return run;
 }
 
-bool IsNearTie(Qwen3Model& target, const std::vector<int32_t>& context, float tolerance) {
+bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance) {
   const auto n = static_cast<int32_t>(context.size());
   PagedKvCache cache(target.KvShape(16, (n + 15) / 16));
   const int32_t seq = cache.AddSequence();
@@ -80,9 +79,9 @@ bool IsNearTie(Qwen3Model& target, const std::vector<int32_t>& context, float to
   return row[0] - row[1] <= tolerance;
 }
 
-bool SameGreedyOutput(Qwen3Model& target, const std::vector<int32_t>& prompt,
-                      const std::vector<int32_t>& got, const std::vector<int32_t>& want,
-                      int* ties) {
+bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
+                      const std::vector<int32_t>& got, const std::vector<int32_t>& want, int* ties,
+                      float tie_tolerance) {
   const size_t n = std::min(got.size(), want.size());
   const auto diff = std::mismatch(got.begin(), got.begin() + n, want.begin());
   if (diff.first == got.begin() + n) {
@@ -91,7 +90,7 @@ bool SameGreedyOutput(Qwen3Model& target, const std::vector<int32_t>& prompt,
   }
   std::vector<int32_t> context = prompt;
   context.insert(context.end(), want.begin(), diff.second);
-  EXPECT_TRUE(IsNearTie(target, context, 1e-4f))
+  EXPECT_TRUE(IsNearTie(target, context, tie_tolerance))
       << "outputs differ at token " << (diff.second - want.begin())
       << " where the target's top two logits are not tied";
   ++*ties;

@@ -29,19 +29,19 @@ struct EngineRun {
 };
 
 // Submits every prompt at once and runs to completion (fatal test failure on errors).
-EngineRun RunPrompts(Qwen3Model& target, Drafter* drafter, const EngineConfig& config,
+EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
                      const GenerationParams& params);
 
 // Whether the target's top-two logits after `context` are within `tolerance`: a greedy choice
 // that float noise may flip.
-bool IsNearTie(Qwen3Model& target, const std::vector<int32_t>& context, float tolerance);
+bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance);
 
 // Compares `got` with the plain greedy `want` of `prompt`. Equal: true. At the first
-// difference, returns false after checking (EXPECT) that it is a near-tie within 1e-4 — the only
-// divergence float noise may cause; `*ties` counts those.
-bool SameGreedyOutput(Qwen3Model& target, const std::vector<int32_t>& prompt,
-                      const std::vector<int32_t>& got, const std::vector<int32_t>& want,
-                      int* ties);
+// difference, returns false after checking (EXPECT) that it is a near-tie within `tie_tolerance`
+// (f32 on the CPU: 1e-4) — the only divergence float noise may cause; `*ties` counts those.
+bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
+                      const std::vector<int32_t>& got, const std::vector<int32_t>& want, int* ties,
+                      float tie_tolerance = 1e-4f);
 
 }  // namespace dscale::testing

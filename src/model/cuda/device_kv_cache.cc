@@ -23,6 +23,11 @@ int64_t DeviceKvCache::bytes() const {
   return total;
 }
 
+int64_t DeviceKvCache::BytesFor(const KvCacheShape& shape) {
+  return int64_t{2} * shape.num_layers * shape.num_pages * shape.page_size * shape.kv_heads *
+         shape.head_dim * static_cast<int64_t>(sizeof(float));
+}
+
 PagedKvLayer DeviceKvCache::Layer(int32_t layer) const {
   const auto index = static_cast<size_t>(layer);
   return {.k = k_.at(index).data(), .v = v_.at(index).data(), .page_size = shape_.page_size};

@@ -22,6 +22,8 @@ class DeviceKvCache {
   int64_t num_slots() const { return int64_t{shape_.num_pages} * shape_.page_size; }
   int64_t row_floats() const { return int64_t{shape_.kv_heads} * shape_.head_dim; }
   int64_t bytes() const;
+  // Bytes a cache of `shape` allocates.
+  static int64_t BytesFor(const KvCacheShape& shape);
 
   float* k(int32_t layer) { return k_.at(static_cast<size_t>(layer)).data(); }
   float* v(int32_t layer) { return v_.at(static_cast<size_t>(layer)).data(); }

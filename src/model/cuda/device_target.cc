@@ -1,0 +1,129 @@
+#include "model/cuda/device_target.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "core/check.h"
+#include "kernels/cuda/device_available.h"
+#include "model/cuda/device_batch.h"
+
+namespace dscale::cuda {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string GiB(double bytes) { return std::to_string(bytes / kGiB).substr(0, 6) + " GiB"; }
+
+// kResourceExhausted when `bytes` more would not fit in the device's free memory.
+Status CheckFits(int64_t bytes, const std::string& what) {
+  size_t free_bytes = 0, total_bytes = 0;
+  DSCALE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (static_cast<double>(bytes) > static_cast<double>(free_bytes)) {
+    return ResourceExhausted(what + " needs " + GiB(static_cast<double>(bytes)) +
+                             " of device memory; " + GiB(static_cast<double>(free_bytes)) + " of " +
+                             GiB(static_cast<double>(total_bytes)) + " are free");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const Qwen3Model& host) {
+  const std::string& unavailable = CudaUnavailableReason();
+  if (!unavailable.empty()) {
+    return InvalidArgument("--device cuda: no usable CUDA device: " + unavailable);
+  }
+  DSCALE_RETURN_IF_ERROR(
+      CheckFits(DeviceQwen3WeightBytes(host.config()), "the target's BF16 weights"));
+  return std::make_unique<DeviceTarget>(host.config(),
+                                        UploadQwen3Weights(host.config(), host.weights()));
+}
+
+DeviceTarget::DeviceTarget(Qwen3Config config, DeviceQwen3Weights weights)
+    : model_(std::move(config), std::move(weights)) {
+  DSCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+DeviceTarget::~DeviceTarget() {
+  if (stream_ != nullptr) static_cast<void>(cudaStreamDestroy(stream_));
+}
+
+KvCacheShape DeviceTarget::KvShape(int32_t page_size, int32_t num_pages) const {
+  KvCacheShape shape = model_.KvShape(page_size, num_pages);
+  shape.num_layers = 0;
+  return shape;
+}
+
+Status DeviceTarget::Bind(const PagedKvCache& cache) {
+  if (kv_ && bound_cache_ == cache.id()) return Status::Ok();
+  DSCALE_CHECK_MSG(!dropped_caches_.contains(cache.id()),
+                   "DeviceTarget: this KV cache's device rows were given up for another cache");
+  if (kv_) dropped_caches_.insert(bound_cache_);
+  kv_.reset();  // free the old rows before sizing the new ones
+  const KvCacheShape shape = model_.KvShape(cache.shape().page_size, cache.shape().num_pages);
+  DSCALE_RETURN_IF_ERROR(CheckFits(
+      DeviceKvCache::BytesFor(shape),
+      "the KV cache (" + std::to_string(cache.num_slots()) + " positions) on the device"));
+  kv_.emplace(shape);
+  bound_cache_ = cache.id();
+  return Status::Ok();
+}
+
+void DeviceTarget::Reserve(int32_t rows, int64_t feature_width) {
+  if (!scratch_ || scratch_->max_rows() < rows) {
+    // Grow geometrically so a run of slowly growing batches allocates a few times only.
+    const int64_t capacity = std::max<int64_t>(rows, scratch_ ? 2 * scratch_->max_rows() : 0);
+    scratch_ = std::make_unique<DeviceForwardScratch>(model_.dims(), capacity);
+    logits_ = DeviceBuffer<float>(static_cast<size_t>(capacity * config().vocab_size));
+    features_ = DeviceBuffer<float>();  // resized below for the new capacity
+  }
+  const auto want = static_cast<size_t>(scratch_->max_rows() * feature_width);
+  if (features_.size() < want) features_ = DeviceBuffer<float>(want);
+}
+
+Status DeviceTarget::Forward(const PackedBatch& batch, const ForwardOptions& options,
+                             PagedKvCache& cache, ForwardOutput* out) {
+  DSCALE_RETURN_IF_ERROR(ValidateForward(config(), batch, options, cache));
+  const int32_t rows = batch.rows();
+  const auto num_capture = static_cast<int64_t>(options.capture_layers.size());
+  const int64_t hidden = config().hidden_size;
+  out->features.assign(static_cast<size_t>(rows * num_capture * hidden), 0.0f);
+  out->logits.clear();
+  if (rows == 0) return Status::Ok();
+  DSCALE_RETURN_IF_ERROR(Bind(cache));
+  Reserve(rows, num_capture * hidden);
+
+  // The copies into `staged` are synchronous, so the batch is on the device before the forward
+  // is queued; `staged` lives until the results are back.
+  const DeviceBatch staged(batch, cache, options.tile_rows);
+  model_.Forward(
+      staged.view(), options.capture_layers, *kv_, *scratch_,
+      {.logits = logits_.data(), .features = num_capture > 0 ? features_.data() : nullptr},
+      stream_);
+  CopyLogitRows(batch, out);
+  if (num_capture > 0) {
+    DSCALE_CUDA_CHECK(cudaMemcpyAsync(out->features.data(), features_.data(),
+                                      out->features.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream_));
+  }
+  DSCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return Status::Ok();
+}
+
+void DeviceTarget::CopyLogitRows(const PackedBatch& batch, ForwardOutput* out) {
+  const int64_t vocab = config().vocab_size;
+  const std::vector<int32_t>& rows = batch.logit_rows;
+  out->logits.resize(rows.size() * static_cast<size_t>(vocab));
+  size_t i = 0;
+  while (i < rows.size()) {
+    size_t run = 1;  // rows[i .. i + run) are consecutive packed rows
+    while (i + run < rows.size() && rows[i + run] == rows[i] + static_cast<int32_t>(run)) ++run;
+    DSCALE_CUDA_CHECK(
+        cudaMemcpyAsync(out->logits.data() + i * vocab, logits_.data() + int64_t{rows[i]} * vocab,
+                        run * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    i += run;
+  }
+}
+
+}  // namespace dscale::cuda
