@@ -135,16 +135,21 @@ class CudaVerifyStepTest : public CudaTest {
     return step;
   }
 
-  cuda::VerifyShape Shape(int64_t capacity, int tile_rows) const {
+  cuda::VerifyShape Shape(int64_t capacity, int tile_rows,
+                          std::vector<int32_t> capture_layers = {}) const {
     return {.bucket = kBucket,
             .capacity = capacity,
             .width = kWidth,
             .pages_per_request = kPagesPerRequest,
-            .tile_rows = tile_rows};
+            .tile_rows = tile_rows,
+            .capture_layers = std::move(capture_layers)};
   }
 
   // The CPU forward over the step's live rows, request by request as the engine batches them.
   std::vector<float> CpuLogitsOfLiveRows(const PackedStep& step) {
+    return CpuForwardOfLiveRows(step, {}).logits;
+  }
+  ForwardOutput CpuForwardOfLiveRows(const PackedStep& step, std::vector<int32_t> capture) {
     PackedBatch batch;
     const cuda::VerifyInputs& in = step.inputs;
     for (int32_t i = 0; i < step.live_count; ++i) {
@@ -153,8 +158,9 @@ class CudaVerifyStepTest : public CudaTest {
                        /*all_logits=*/true);
     }
     ForwardOutput out;
-    EXPECT_TRUE(models_->cpu.Forward(batch, {.tile_rows = 16}, models_->cpu_cache, &out).ok());
-    return out.logits;
+    const ForwardOptions options{.tile_rows = 16, .capture_layers = std::move(capture)};
+    EXPECT_TRUE(models_->cpu.Forward(batch, options, models_->cpu_cache, &out).ok());
+    return out;
   }
 
   // The K rows of every layer at `slot`, device and CPU.
@@ -254,6 +260,27 @@ TEST_F(CudaVerifyStepTest, PackedStepMatchesCpuForwardAndVerifyGreedy) {
   // The tail rows' placeholder slot is request 0's anchor slot: had their K/V been stored, it
   // would hold token 0 at position 0 instead of the anchor's.
   ExpectKvRowMatchesCpu(step.inputs.kv_slots[0]);
+}
+
+// The residual streams the drafter's context append needs (layers {0, last}, in that order) are
+// captured for every live packed row as the CPU forward captures them.
+TEST_F(CudaVerifyStepTest, CapturesTheDrafterFeaturesOfEveryLiveRow) {
+  const int64_t capacity = dvl::BucketCapacity(dvl::BucketConfig{}, kBucket);
+  const int32_t last = static_cast<int32_t>(models_->cpu.config().num_hidden_layers) - 1;
+  const std::vector<int32_t> capture = {0, last};
+  cuda::VerifyWorkspace ws(Shape(capacity, 16, capture), models_->device);
+  std::mt19937 rng(505);
+  const PackedStep step = MakeStep(rng, 3, capacity, /*full_width=*/false);
+  ws.PoisonOutputs(stream_);
+  ws.Stage(step.inputs, stream_);
+  cuda::EnqueueVerifyStep(models_->device, models_->device_cache, ws, stream_);
+  static_cast<void>(ws.ReadResults(stream_));
+  const int64_t width = static_cast<int64_t>(capture.size()) * models_->cpu.config().hidden_size;
+  const int32_t live_rows = step.inputs.offsets[kBucket];
+  const std::vector<float> device_features =
+      CopyFloats(ws.features(), static_cast<size_t>(live_rows * width), stream_);
+  const ForwardOutput cpu = CpuForwardOfLiveRows(step, capture);
+  testing::ExpectWithinBf16Tolerance(device_features, cpu.features, "captured features");
 }
 
 TEST_F(CudaVerifyStepTest, FullWidthStepWithWideTileMatchesCpu) {

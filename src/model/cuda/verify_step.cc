@@ -47,11 +47,17 @@ VerifyWorkspace::VerifyWorkspace(const VerifyShape& shape, const DeviceQwen3Mode
       spans_(Count(shape.bucket)),
       scratch_(model.dims(), shape.capacity),
       logits_(Count(shape.capacity * model.config().vocab_size)),
+      features_(Count(shape.capacity * static_cast<int64_t>(shape.capture_layers.size()) *
+                      model.config().hidden_size)),
       argmax_(Count(shape.capacity)),
       results_(Count(ResultInts(shape))) {
   DSCALE_CHECK(shape.bucket >= 1 && shape.capacity >= shape.bucket);
   DSCALE_CHECK(shape.capacity <= int64_t{shape.bucket} * shape.width);
   DSCALE_CHECK(shape.width >= 1 && shape.pages_per_request >= 1);
+  for (const int32_t layer : shape.capture_layers) {
+    DSCALE_CHECK_MSG(layer >= 0 && layer < model.config().num_hidden_layers,
+                     "capture layer outside the target");
+  }
   int32_t* pinned = nullptr;
   DSCALE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned),
                                    Count(ResultInts(shape)) * sizeof(int32_t)));
@@ -61,7 +67,8 @@ VerifyWorkspace::VerifyWorkspace(const VerifyShape& shape, const DeviceQwen3Mode
 int64_t VerifyWorkspace::bytes() const {
   const size_t inputs = tokens_.bytes() + positions_.bytes() + kv_slots_.bytes() + k_.bytes() +
                         offsets_.bytes() + ctx_len_.bytes() + page_tables_.bytes();
-  const size_t rest = spans_.bytes() + logits_.bytes() + argmax_.bytes() + results_.bytes();
+  const size_t rest =
+      spans_.bytes() + logits_.bytes() + features_.bytes() + argmax_.bytes() + results_.bytes();
   return static_cast<int64_t>(inputs + rest) + scratch_.bytes();
 }
 
@@ -85,6 +92,9 @@ void VerifyWorkspace::Stage(const VerifyInputs& in, cudaStream_t stream) {
 
 void VerifyWorkspace::PoisonOutputs(cudaStream_t stream) {
   DSCALE_CUDA_CHECK(cudaMemsetAsync(logits_.data(), 0xff, logits_.bytes(), stream));
+  if (features_.size() > 0) {
+    DSCALE_CUDA_CHECK(cudaMemsetAsync(features_.data(), 0xff, features_.bytes(), stream));
+  }
   DSCALE_CUDA_CHECK(cudaMemsetAsync(argmax_.data(), 0xff, argmax_.bytes(), stream));
   DSCALE_CUDA_CHECK(cudaMemsetAsync(results_.data(), 0xff, results_.bytes(), stream));
 }
@@ -124,8 +134,10 @@ void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspa
                               .num_spans = s.bucket,
                               .max_q_len = s.width,
                               .tile_rows = s.tile_rows};
-  model.Forward(batch, std::span<const int32_t>(), kv, ws.scratch_,
-                {.logits = ws.logits_.data(), .features = nullptr}, stream);
+  model.Forward(batch, s.capture_layers, kv, ws.scratch_,
+                {.logits = ws.logits_.data(),
+                 .features = ws.features_.size() > 0 ? ws.features_.data() : nullptr},
+                stream);
   ArgmaxRows(ws.logits_.data(), rows, ws.vocab_, ws.argmax_.data(), stream);
   VerifyGreedyPacked(ws.argmax_.data(), ws.tokens_.data(), ws.k_.data(), ws.offsets_.data(),
                      s.bucket, ws.accepted(), ws.next_token(), stream);

@@ -38,6 +38,9 @@ struct VerifyShape {
   int32_t width = dvl::kBlockWidth;  // W ≥ every k_i: attention's max_q_len, output row width
   int32_t pages_per_request = 0;     // columns of the page-table array
   int tile_rows = 16;                // attention tile height: 16 routed, 128 DFlash's default
+  // Target layers whose residual streams are kept for the draft context (the drafter's
+  // feature_layers, model/drafter.h), in this order; empty: none.
+  std::vector<int32_t> capture_layers;
 };
 
 // One step's inputs, on the host.
@@ -74,8 +77,8 @@ class VerifyWorkspace {
   // Queues copies of `in` into the fixed addresses (sizes CHECKed against the shape).
   void Stage(const VerifyInputs& in, cudaStream_t stream);
 
-  // Fills the logits, argmaxes and results with 0xff bytes (queued on `stream`), so a check
-  // after the next step cannot pass on values an earlier step left behind.
+  // Fills the logits, features, argmaxes and results with 0xff bytes (queued on `stream`), so a
+  // check after the next step cannot pass on values an earlier step left behind.
   void PoisonOutputs(cudaStream_t stream);
 
   // Queues the copy of the results into pinned host memory (one copy; graph-capturable).
@@ -88,6 +91,9 @@ class VerifyWorkspace {
   // Device views for EnqueueVerifyStep and for tests.
   const float* logits() const { return logits_.data(); }    // [capacity, vocab]
   const int32_t* argmax() const { return argmax_.data(); }  // [capacity]
+  // [capacity, capture_layers.size() · hidden]: every packed row's captured residual streams,
+  // for the draft-context append of the rows the state commit keeps (null without capture).
+  const float* features() const { return features_.size() > 0 ? features_.data() : nullptr; }
 
  private:
   friend void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspace& ws,
@@ -108,6 +114,7 @@ class VerifyWorkspace {
   DeviceBuffer<AttentionSpan> spans_;
   DeviceForwardScratch scratch_;
   DeviceBuffer<float> logits_;
+  DeviceBuffer<float> features_;
   DeviceBuffer<int32_t> argmax_;
   // Results, one block: accepted [N_bs], next_token [N_bs], committed [N_bs], tokens [N_bs, W].
   DeviceBuffer<int32_t> results_;
