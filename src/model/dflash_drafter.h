@@ -54,6 +54,8 @@ class DFlashDrafter : public Drafter {
 
   // Creates the draft KV store, slot-compatible with `cache`.
   void Bind(const PagedKvCache& cache) override;
+  // The draft KV store (null before Bind), for inspection.
+  const KvStore* context_store() const { return store_.has_value() ? &*store_ : nullptr; }
 
   // Projects committed rows' target features into the draft KV store at their slots, roped at
   // their positions.

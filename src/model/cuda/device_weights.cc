@@ -26,27 +26,6 @@ LayerSizes SizesOf(const Qwen3Config& c) {
 
 size_t Count(int64_t n) { return static_cast<size_t>(n); }
 
-DeviceBuffer<Bf16> UploadBf16(const std::vector<float>& values) {
-  std::vector<Bf16> bits(values.size());
-  for (size_t i = 0; i < values.size(); ++i) bits[i].bits = F32ToBf16(values[i]);
-  return DeviceBuffer<Bf16>(bits.data(), bits.size());
-}
-
-DeviceBuffer<float> UploadF32(const std::vector<float>& values) {
-  return DeviceBuffer<float>(values.data(), values.size());
-}
-
-DeviceLayerWeights UploadLayer(const Qwen3LayerWeights& w) {
-  return {.input_norm = UploadF32(w.input_norm),
-          .qkv = UploadBf16(w.qkv),
-          .q_norm = UploadF32(w.q_norm),
-          .k_norm = UploadF32(w.k_norm),
-          .o_proj = UploadBf16(w.o_proj),
-          .post_norm = UploadF32(w.post_norm),
-          .gate_up = UploadBf16(w.gate_up),
-          .down = UploadBf16(w.down)};
-}
-
 // Uniform on [−a, a] has variance a²/3: a = √3 · stddev.
 DeviceBuffer<Bf16> RandomMatrix(int64_t rows, int64_t in, double stddev, uint64_t seed,
                                 cudaStream_t stream) {
@@ -81,6 +60,27 @@ DeviceLayerWeights RandomLayer(const Qwen3Config& c, uint64_t seed, cudaStream_t
 
 }  // namespace
 
+DeviceBuffer<Bf16> UploadAsBf16(const std::vector<float>& values) {
+  std::vector<Bf16> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i].bits = F32ToBf16(values[i]);
+  return DeviceBuffer<Bf16>(bits.data(), bits.size());
+}
+
+DeviceBuffer<float> UploadF32(const std::vector<float>& values) {
+  return DeviceBuffer<float>(values.data(), values.size());
+}
+
+DeviceLayerWeights UploadLayerWeights(const Qwen3LayerWeights& w) {
+  return {.input_norm = UploadF32(w.input_norm),
+          .qkv = UploadAsBf16(w.qkv),
+          .q_norm = UploadF32(w.q_norm),
+          .k_norm = UploadF32(w.k_norm),
+          .o_proj = UploadAsBf16(w.o_proj),
+          .post_norm = UploadF32(w.post_norm),
+          .gate_up = UploadAsBf16(w.gate_up),
+          .down = UploadAsBf16(w.down)};
+}
+
 int64_t DeviceQwen3Weights::bytes() const {
   int64_t total = static_cast<int64_t>(embed.bytes() + final_norm.bytes() + lm_head.bytes());
   for (const DeviceLayerWeights& l : layers) {
@@ -94,10 +94,11 @@ int64_t DeviceQwen3Weights::bytes() const {
 DeviceQwen3Weights UploadQwen3Weights(const Qwen3Config& config, const Qwen3Weights& weights) {
   DSCALE_CHECK(static_cast<int64_t>(weights.layers.size()) == config.num_hidden_layers);
   DeviceQwen3Weights d;
-  d.embed = UploadBf16(weights.embed);
-  for (const Qwen3LayerWeights& layer : weights.layers) d.layers.push_back(UploadLayer(layer));
+  d.embed = UploadAsBf16(weights.embed);
+  for (const Qwen3LayerWeights& layer : weights.layers)
+    d.layers.push_back(UploadLayerWeights(layer));
   d.final_norm = UploadF32(weights.final_norm);
-  if (!weights.lm_head.empty()) d.lm_head = UploadBf16(weights.lm_head);
+  if (!weights.lm_head.empty()) d.lm_head = UploadAsBf16(weights.lm_head);
   return d;
 }
 

@@ -37,6 +37,13 @@ struct DeviceQwen3Weights {
   int64_t bytes() const;
 };
 
+// Host values copied to the device (synchronous): matrices rounded to BF16 (exact for weights
+// that came from a BF16 checkpoint), gains as they are. The drafter's upload
+// (device_drafter.h) uses the same three.
+DeviceBuffer<Bf16> UploadAsBf16(const std::vector<float>& values);
+DeviceBuffer<float> UploadF32(const std::vector<float>& values);
+DeviceLayerWeights UploadLayerWeights(const Qwen3LayerWeights& weights);
+
 // Copies host weights to the device, each matrix value rounded to BF16 (exact for weights that
 // came from a BF16 checkpoint). Synchronous.
 DeviceQwen3Weights UploadQwen3Weights(const Qwen3Config& config, const Qwen3Weights& weights);

@@ -1,0 +1,145 @@
+#include "model/cuda/device_drafter_host.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "core/check.h"
+#include "model/cuda/device_batch.h"
+#include "model/packed_batch.h"
+
+namespace dscale::cuda {
+namespace {
+
+size_t Count(int64_t n) { return static_cast<size_t>(n); }
+
+// Queues a copy of host[0, count) into device[0, count) (pageable memory: the call returns once
+// the source has been staged, so the source may go away afterwards).
+template <typename T>
+void CopyToDevice(const T* host, int64_t count, T* device, cudaStream_t stream) {
+  if (count == 0) return;
+  DSCALE_CUDA_CHECK(
+      cudaMemcpyAsync(device, host, Count(count) * sizeof(T), cudaMemcpyHostToDevice, stream));
+}
+
+template <typename T>
+void CopyToHost(const T* device, int64_t count, T* host, cudaStream_t stream) {
+  if (count == 0) return;
+  DSCALE_CUDA_CHECK(
+      cudaMemcpyAsync(host, device, Count(count) * sizeof(T), cudaMemcpyDeviceToHost, stream));
+}
+
+std::vector<int32_t> NarrowSlots(std::span<const int64_t> slots) {
+  std::vector<int32_t> narrow(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    DSCALE_CHECK(slots[i] >= 0 && slots[i] <= std::numeric_limits<int32_t>::max());
+    narrow[i] = static_cast<int32_t>(slots[i]);
+  }
+  return narrow;
+}
+
+}  // namespace
+
+DeviceDrafterHost::DeviceDrafterHost(DeviceDFlashDrafter& drafter, int32_t max_requests,
+                                     int32_t max_context_rows, cudaStream_t stream)
+    : drafter_(&drafter),
+      stream_(stream),
+      scratch_(drafter, max_requests, max_context_rows),
+      features_(Count(int64_t{max_context_rows} * drafter.feature_width())),
+      positions_(Count(max_context_rows)),
+      slots_(Count(max_context_rows)),
+      tokens_(Count(int64_t{max_requests} * (drafter.block_size() - 1))),
+      logits_(Count(int64_t{max_requests} * (drafter.block_size() - 1) * drafter.vocab())),
+      hidden_(Count(int64_t{max_requests} * (drafter.block_size() - 1) * drafter.dims().hidden)) {}
+
+void DeviceDrafterHost::Bind(const PagedKvCache& cache) {
+  const KvCacheShape& draft = drafter_->kv().shape();
+  DSCALE_CHECK_MSG(
+      cache.shape().page_size == draft.page_size && cache.num_slots() == drafter_->kv().num_slots(),
+      "the device drafter's KV cache was made for another cache geometry");
+  bound_ = true;
+}
+
+void DeviceDrafterHost::AppendContext(const ContextRows& rows) {
+  DSCALE_CHECK_MSG(bound_, "Bind the drafter to a KV cache first");
+  const auto total = static_cast<int64_t>(rows.positions.size());
+  DSCALE_CHECK(rows.slots.size() == rows.positions.size());
+  DSCALE_CHECK(static_cast<int64_t>(rows.features.size()) == total * drafter_->feature_width());
+  for (int64_t begin = 0; begin < total; begin += scratch_.max_context_rows()) {
+    const auto count =
+        static_cast<int32_t>(std::min<int64_t>(scratch_.max_context_rows(), total - begin));
+    AppendChunk(rows, begin, count);
+  }
+  DSCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void DeviceDrafterHost::AppendChunk(const ContextRows& rows, int64_t begin, int32_t count) {
+  const int64_t width = drafter_->feature_width();
+  const std::vector<int32_t> slots = NarrowSlots(rows.slots.subspan(Count(begin), Count(count)));
+  CopyToDevice(rows.features.data() + begin * width, int64_t{count} * width, features_.data(),
+               stream_);
+  CopyToDevice(rows.positions.data() + begin, count, positions_.data(), stream_);
+  CopyToDevice(slots.data(), count, slots_.data(), stream_);
+  drafter_->EnqueueAppendContext({.rows = count,
+                                  .features = features_.data(),
+                                  .positions = positions_.data(),
+                                  .kv_slots = slots_.data(),
+                                  .live_rows = nullptr},
+                                 scratch_, stream_);
+}
+
+Status DeviceDrafterHost::Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache,
+                                int tile_rows, DraftOutput* out) {
+  DSCALE_CHECK_MSG(bound_, "Bind the drafter to a KV cache first");
+  DSCALE_CHECK(cache.num_slots() == drafter_->kv().num_slots());
+  const int32_t block = drafter_->block_size();
+  for (const DraftRequest& r : requests) {
+    if (r.anchor < 0 || r.anchor >= drafter_->vocab()) {
+      return InvalidArgument("draft anchor token " + std::to_string(r.anchor) +
+                             " is outside the vocabulary");
+    }
+    DSCALE_CHECK_MSG(cache.Length(r.seq) >= r.ctx_len + block, "draft block not reserved");
+  }
+  const int32_t width = block - 1;
+  const auto candidates = static_cast<int64_t>(requests.size()) * width;
+  out->width = width;
+  out->tokens.resize(Count(candidates));
+  out->logits.resize(Count(candidates * drafter_->vocab()));
+  out->hidden.resize(Count(candidates * drafter_->dims().hidden));
+  const size_t chunk = Count(scratch_.max_requests());
+  for (size_t begin = 0; begin < requests.size(); begin += chunk) {
+    const size_t count = std::min(chunk, requests.size() - begin);
+    DraftChunk(requests.subspan(begin, count), cache, tile_rows,
+               static_cast<int64_t>(begin) * width, out);
+  }
+  return Status::Ok();
+}
+
+void DeviceDrafterHost::DraftChunk(std::span<const DraftRequest> requests,
+                                   const PagedKvCache& cache, int tile_rows, int64_t first_row,
+                                   DraftOutput* out) {
+  const int32_t block = drafter_->block_size();
+  // Request i's block at rows i·W .. i·W + W − 1, the layout EnqueueDraft expects.
+  PackedBatch blocks;
+  std::vector<int32_t> tokens(Count(block), static_cast<int32_t>(drafter_->config().mask_token_id));
+  for (const DraftRequest& r : requests) {
+    tokens[0] = r.anchor;
+    blocks.AddRequest(r.seq, r.ctx_len, tokens, cache, /*all_logits=*/false);
+  }
+  const DeviceBatch device_blocks(blocks, cache, tile_rows);
+  DeviceBatchView view = device_blocks.view();
+  view.causal = false;
+  drafter_->EnqueueDraft(
+      view, scratch_,
+      {.tokens = tokens_.data(), .logits = logits_.data(), .hidden = hidden_.data()}, stream_);
+  const int64_t rows = static_cast<int64_t>(requests.size()) * (block - 1);
+  const int64_t vocab = drafter_->vocab();
+  const int64_t hidden = drafter_->dims().hidden;
+  CopyToHost(tokens_.data(), rows, out->tokens.data() + first_row, stream_);
+  CopyToHost(logits_.data(), rows * vocab, out->logits.data() + first_row * vocab, stream_);
+  CopyToHost(hidden_.data(), rows * hidden, out->hidden.data() + first_row * hidden, stream_);
+  // The device copies of the blocks are freed when this returns: wait for the work first.
+  DSCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace dscale::cuda
