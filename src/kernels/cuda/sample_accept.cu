@@ -1,11 +1,13 @@
 // Sampled acceptance in three kernels and one sort (see sample_accept.h for the contract):
 //   1. RowStatsKernel, one block per packed row: max logit, argmax, the softmax sum in double,
-//      and for rows with a top-k / top-p filter the (rank key, token id) pairs of the row;
-//   2. cub::DeviceSegmentedRadixSort orders each filtered row's pairs (descending key, stable,
-//      so equal keys keep the lower id first); unfiltered rows are empty segments, so
-//      temperature-only rows pay for no sort;
+//      and for rows with a top-k / top-p filter each token's order key: the logit's
+//      order-preserving bits above the complemented token id, so keys are distinct and a
+//      descending sort gives the CPU's rank order (larger logit first, ties to the lower id)
+//      without relying on the sort's stability;
+//   2. cub::DeviceSegmentedRadixSort orders each filtered row's keys (descending); unfiltered
+//      rows are empty segments, so temperature-only rows pay for no sort;
 //   3. NucleusKernel, one block per filtered row: the kept set (top-k, then the top-p cut over
-//      the rank-ordered masses) as its last member in rank order, and the kept mass;
+//      the rank-ordered masses) as the order key of its last member, and the kept mass;
 //   4. DecideKernel, one block per request: the acceptance tests (thread 0, O(1) per draft from
 //      the row statistics), then the inverse-CDF draw over the chosen row in token order.
 //
@@ -41,10 +43,9 @@ struct RowStats {
   double softmax_sum = 0;  // Σ_v exp((l_v − max)/T): the CPU's first normaliser (Z)
   double kept_mass = 1;    // Σ over the kept tokens of their exp/Z: the second (1 unfiltered)
   float max_logit = 0;
-  int32_t argmax = 0;          // lowest id of the maximum (greedy requests)
-  uint32_t last_kept_key = 0;  // the last kept token in rank order (filtered rows)
-  int32_t last_kept_id = 0;
-  int32_t filtered = 0;  // 0: every token is kept
+  int32_t argmax = 0;      // lowest id of the maximum (greedy requests)
+  uint64_t last_kept = 0;  // order key of the last kept token (filtered rows)
+  int32_t filtered = 0;    // 0: every token is kept
 };
 
 // The caller's workspace, carved into fixed sub-buffers.
@@ -52,8 +53,7 @@ struct Workspace {
   RowStats* stats = nullptr;         // [rows]
   int32_t* segment_begin = nullptr;  // [rows] sort segment of each row: [begin, end) of the
   int32_t* segment_end = nullptr;    // [rows] pair arrays, empty for unfiltered / idle rows
-  uint32_t* keys[2] = {};            // [rows · vocab] rank keys, double-buffered by the sort
-  int32_t* ids[2] = {};              // [rows · vocab] token ids travelling with them
+  uint64_t* keys[2] = {};            // [rows · vocab] order keys, double-buffered by the sort
   void* sort_temp = nullptr;
   size_t sort_temp_bytes = 0;
   size_t total_bytes = 0;
@@ -63,14 +63,29 @@ size_t AlignUp(size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
-// CUB's scratch for sorting `items` pairs in `segments` segments (a size query; queues nothing).
-size_t SortTempBytes(int64_t items, int64_t segments) {
+// Bits of a token id in an order key: enough for vocab − 1.
+int IdBits(int64_t vocab) {
+  int bits = 1;
+  while ((int64_t{1} << bits) < vocab) ++bits;
+  return bits;
+}
+
+// Sorts (or, with temp == nullptr, sizes the scratch for sorting) the segments' order keys,
+// descending, on the bits they use; `keys` ends on the buffer holding the result.
+cudaError_t SortOrderKeys(void* temp, size_t& temp_bytes, cub::DoubleBuffer<uint64_t>& keys,
+                          int64_t items, int64_t segments, const int32_t* begin, const int32_t* end,
+                          int id_bits, cudaStream_t stream) {
+  return cub::DeviceSegmentedRadixSort::SortKeysDescending(
+      temp, temp_bytes, keys, static_cast<int>(items), static_cast<int>(segments), begin, end, 0,
+      32 + id_bits, stream);
+}
+
+// CUB's scratch for sorting `items` keys in `segments` segments (a size query; queues nothing).
+size_t SortTempBytes(int64_t items, int64_t segments, int id_bits) {
   size_t bytes = 0;
-  cub::DoubleBuffer<uint32_t> keys(nullptr, nullptr);
-  cub::DoubleBuffer<int32_t> ids(nullptr, nullptr);
-  DSCALE_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-      nullptr, bytes, keys, ids, static_cast<int>(items), static_cast<int>(segments),
-      static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(nullptr)));
+  cub::DoubleBuffer<uint64_t> keys(nullptr, nullptr);
+  DSCALE_CUDA_CHECK(
+      SortOrderKeys(nullptr, bytes, keys, items, segments, nullptr, nullptr, id_bits, nullptr));
   return bytes;
 }
 
@@ -88,11 +103,8 @@ Workspace Carve(void* base, int64_t rows, int64_t vocab) {
   w.stats = static_cast<RowStats*>(take(row_count * sizeof(RowStats)));
   w.segment_begin = static_cast<int32_t*>(take(row_count * sizeof(int32_t)));
   w.segment_end = static_cast<int32_t*>(take(row_count * sizeof(int32_t)));
-  for (int b = 0; b < 2; ++b) {
-    w.keys[b] = static_cast<uint32_t*>(take(items * sizeof(uint32_t)));
-    w.ids[b] = static_cast<int32_t*>(take(items * sizeof(int32_t)));
-  }
-  w.sort_temp_bytes = SortTempBytes(rows * vocab, rows);
+  for (uint64_t*& keys : w.keys) keys = static_cast<uint64_t*>(take(items * sizeof(uint64_t)));
+  w.sort_temp_bytes = SortTempBytes(rows * vocab, rows, IdBits(vocab));
   w.sort_temp = take(w.sort_temp_bytes);
   w.total_bytes = at;
   return w;
@@ -141,17 +153,24 @@ __device__ int32_t RequestOfRow(const int32_t* offsets, int32_t bucket, int32_t 
 
 // ---- Probabilities, exactly the CPU's expressions ----
 
-// Order-preserving map of a logit to an unsigned key (larger logit, larger key); −0 and +0
-// share one, as they share one probability.
-__device__ inline uint32_t RankKey(float logit) {
+// A token's place in the rank order as one integer: the logit's bits mapped so that a larger
+// logit gives a larger value (−0 and +0 share one, as they share one probability), above
+// id_mask − token, so that among equal logits the lower id ranks first. Distinct per token.
+__device__ inline uint64_t OrderKey(float logit, int32_t token, int id_bits) {
   const uint32_t bits = logit == 0.0f ? 0u : __float_as_uint(logit);
-  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+  const uint32_t monotone = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+  const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
+  return (uint64_t{monotone} << id_bits) | (id_mask - static_cast<uint64_t>(token));
 }
 
-__device__ inline bool Kept(const RowStats& s, float logit, int32_t token) {
-  if (!s.filtered) return true;
-  const uint32_t key = RankKey(logit);
-  return key > s.last_kept_key || (key == s.last_kept_key && token <= s.last_kept_id);
+__device__ inline int32_t TokenOf(uint64_t order_key, int id_bits) {
+  const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
+  return static_cast<int32_t>(id_mask - (order_key & id_mask));
+}
+
+// Kept tokens are those ranked no later than the last kept one.
+__device__ inline bool Kept(const RowStats& s, float logit, int32_t token, int id_bits) {
+  return !s.filtered || OrderKey(logit, token, id_bits) >= s.last_kept;
 }
 
 // exp((l − max)/T) / Z: the CPU's probabilities after its first Renormalise.
@@ -163,9 +182,9 @@ __device__ inline double Softmax(const RowStats& s, double inv_t, float logit) {
 // P(token) as TargetDistribution leaves it: 0 outside the kept set, else divided by the kept
 // mass (a division by 1, exact, for unfiltered rows, which the CPU does not renormalise again).
 __device__ inline double Probability(const RowStats& s, double inv_t, const float* row,
-                                     int32_t token) {
+                                     int32_t token, int id_bits) {
   const float logit = row[token];
-  if (!Kept(s, logit, token)) return 0.0;
+  if (!Kept(s, logit, token, id_bits)) return 0.0;
   return Softmax(s, inv_t, logit) / s.kept_mass;
 }
 
@@ -320,7 +339,8 @@ __device__ MaxWithIndex BlockArgmax(const float* row, int32_t vocab, BlockScratc
 // Grid: one block per packed row of the launch's capacity. Rows past offsets[bucket] only
 // clear their sort segment.
 __global__ void __launch_bounds__(kThreads)
-    RowStatsKernel(SampleAcceptInputs in, int32_t bucket, int32_t vocab, Workspace ws) {
+    RowStatsKernel(SampleAcceptInputs in, int32_t bucket, int32_t vocab, int id_bits,
+                   Workspace ws) {
   __shared__ BlockScratch scratch;
   const auto row = static_cast<int32_t>(blockIdx.x);
   const int64_t begin = static_cast<int64_t>(row) * vocab;
@@ -346,8 +366,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (filtered) {
     for (int32_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-      ws.keys[0][begin + v] = RankKey(logits[v]);
-      ws.ids[0][begin + v] = v;
+      ws.keys[0][begin + v] = OrderKey(logits[v], v, id_bits);
     }
   }
   if (threadIdx.x == 0) {
@@ -366,9 +385,8 @@ __global__ void __launch_bounds__(kThreads)
 // reaches top_p — the CPU's loop, as a chunked scan — and record the last kept pair and the
 // kept mass.
 __global__ void __launch_bounds__(kThreads)
-    NucleusKernel(SampleAcceptInputs in, int32_t bucket, int32_t vocab, Workspace ws,
-                  const uint32_t* __restrict__ sorted_keys,
-                  const int32_t* __restrict__ sorted_ids) {
+    NucleusKernel(SampleAcceptInputs in, int32_t bucket, int32_t vocab, int id_bits, Workspace ws,
+                  const uint64_t* __restrict__ sorted_keys) {
   __shared__ BlockScratch scratch;
   const auto row = static_cast<int32_t>(blockIdx.x);
   if (row >= in.offsets[bucket]) return;
@@ -377,8 +395,10 @@ __global__ void __launch_bounds__(kThreads)
   const RequestParams p = LoadParams(in, RequestOfRow(in.offsets, bucket, row), vocab);
   const int64_t begin = static_cast<int64_t>(row) * vocab;
   const float* logits = in.logits + begin;
-  const int32_t* ranked = sorted_ids + begin;
-  const auto ranked_softmax = [&](int32_t r) { return Softmax(stats, p.inv_t, logits[ranked[r]]); };
+  const uint64_t* ranked = sorted_keys + begin;
+  const auto ranked_softmax = [&](int32_t r) {
+    return Softmax(stats, p.inv_t, logits[TokenOf(ranked[r], id_bits)]);
+  };
 
   int32_t keep = p.use_top_k ? p.top_k : vocab;
   if (p.use_top_p) {
@@ -393,8 +413,7 @@ __global__ void __launch_bounds__(kThreads)
   const double kept_mass = BlockSumOf(keep, ranked_softmax, scratch);
   if (threadIdx.x == 0) {
     stats.kept_mass = kept_mass;
-    stats.last_kept_key = sorted_keys[begin + keep - 1];
-    stats.last_kept_id = ranked[keep - 1];
+    stats.last_kept = ranked[keep - 1];
     ws.stats[row] = stats;
   }
 }
@@ -444,7 +463,7 @@ __device__ Decision DecideGreedy(const SampleAcceptInputs& in, const Workspace& 
 
 __device__ Decision DecideSampled(const SampleAcceptInputs& in, const Workspace& ws,
                                   const RequestParams& p, int32_t request, int32_t first,
-                                  int32_t rows, int32_t vocab) {
+                                  int32_t rows, int32_t vocab, int id_bits) {
   const double* uniforms = in.uniforms + static_cast<int64_t>(request) * kUniformsPerRequest;
   Decision d = NoDecision();
   d.draw = true;
@@ -453,8 +472,9 @@ __device__ Decision DecideSampled(const SampleAcceptInputs& in, const Workspace&
     const int32_t draft = in.tokens[row + 1];
     const bool in_vocab = draft >= 0 && draft < vocab;
     const double accept_probability =
-        in_vocab ? Probability(ws.stats[row], p.inv_t, in.logits + int64_t{row} * vocab, draft)
-                 : 0.0;
+        in_vocab
+            ? Probability(ws.stats[row], p.inv_t, in.logits + int64_t{row} * vocab, draft, id_bits)
+            : 0.0;
     if (uniforms[d.used++] < accept_probability) continue;
     d.accepted = j;
     d.row = row;
@@ -472,7 +492,8 @@ __device__ Decision DecideSampled(const SampleAcceptInputs& in, const Workspace&
 
 // Grid: one block per request.
 __global__ void __launch_bounds__(kThreads)
-    DecideKernel(SampleAcceptInputs in, int32_t vocab, Workspace ws, SampleAcceptOutputs out) {
+    DecideKernel(SampleAcceptInputs in, int32_t vocab, int id_bits, Workspace ws,
+                 SampleAcceptOutputs out) {
   __shared__ BlockScratch scratch;
   __shared__ Decision decision;
   const auto request = static_cast<int32_t>(blockIdx.x);
@@ -490,7 +511,7 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t first = in.offsets[request];
   if (threadIdx.x == 0) {
     decision = p.greedy ? DecideGreedy(in, ws, first, rows)
-                        : DecideSampled(in, ws, p, request, first, rows, vocab);
+                        : DecideSampled(in, ws, p, request, first, rows, vocab, id_bits);
   }
   __syncthreads();
   const Decision d = decision;
@@ -502,7 +523,7 @@ __global__ void __launch_bounds__(kThreads)
     const float* logits = in.logits + static_cast<int64_t>(d.row) * vocab;
     const auto probability = [&](int32_t v) {
       if (v == d.excluded) return 0.0;
-      const double q = Probability(stats, p.inv_t, logits, v);
+      const double q = Probability(stats, p.inv_t, logits, v, id_bits);
       return d.rejected ? q / d.rest : q;
     };
     int32_t last_positive = -1;
@@ -545,25 +566,20 @@ void VerifySampledPacked(const SampleAcceptInputs& in, int32_t bucket, int64_t r
   DSCALE_CHECK_MSG(reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlignment == 0,
                    "workspace must be 256-byte aligned");
   const auto v = static_cast<int32_t>(vocab);
-  const uint32_t* sorted_keys = ws.keys[0];
-  const int32_t* sorted_ids = ws.ids[0];
+  const int id_bits = IdBits(vocab);
   if (rows > 0) {
     const auto row_blocks = static_cast<unsigned>(rows);
-    RowStatsKernel<<<row_blocks, kThreads, 0, stream>>>(in, bucket, v, ws);
+    RowStatsKernel<<<row_blocks, kThreads, 0, stream>>>(in, bucket, v, id_bits, ws);
     DSCALE_CUDA_CHECK_LAUNCH();
-    cub::DoubleBuffer<uint32_t> keys(ws.keys[0], ws.keys[1]);
-    cub::DoubleBuffer<int32_t> ids(ws.ids[0], ws.ids[1]);
+    cub::DoubleBuffer<uint64_t> keys(ws.keys[0], ws.keys[1]);
     size_t temp_bytes = ws.sort_temp_bytes;
-    DSCALE_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-        ws.sort_temp, temp_bytes, keys, ids, static_cast<int>(rows * vocab), static_cast<int>(rows),
-        static_cast<const int32_t*>(ws.segment_begin), static_cast<const int32_t*>(ws.segment_end),
-        0, 32, stream));
-    sorted_keys = keys.Current();  // the buffer the last pass wrote: fixed for fixed shapes
-    sorted_ids = ids.Current();
-    NucleusKernel<<<row_blocks, kThreads, 0, stream>>>(in, bucket, v, ws, sorted_keys, sorted_ids);
+    DSCALE_CUDA_CHECK(SortOrderKeys(ws.sort_temp, temp_bytes, keys, rows * vocab, rows,
+                                    ws.segment_begin, ws.segment_end, id_bits, stream));
+    // keys.Current() is the buffer the last pass wrote: the same for every call of one shape.
+    NucleusKernel<<<row_blocks, kThreads, 0, stream>>>(in, bucket, v, id_bits, ws, keys.Current());
     DSCALE_CUDA_CHECK_LAUNCH();
   }
-  DecideKernel<<<static_cast<unsigned>(bucket), kThreads, 0, stream>>>(in, v, ws, out);
+  DecideKernel<<<static_cast<unsigned>(bucket), kThreads, 0, stream>>>(in, v, id_bits, ws, out);
   DSCALE_CUDA_CHECK_LAUNCH();
 }
 

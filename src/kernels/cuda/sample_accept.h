@@ -59,7 +59,8 @@ struct SampleAcceptOutputs {
 };
 
 // Bytes of scratch VerifySampledPacked needs for `rows` packed rows of `vocab` logits; most of
-// it is the rank order of the filtered rows (16 bytes per logit: keys and ids, double-buffered).
+// it is the rank order of the filtered rows (16 bytes per logit: 64-bit order keys, double-
+// buffered by the sort). Queries the current device (the sort's tuning depends on it).
 size_t SampleAcceptWorkspaceBytes(int64_t rows, int64_t vocab);
 
 // Verifies every request of the bucket. `workspace` is device memory of at least
