@@ -31,21 +31,21 @@ VerifyResult VerifyGreedy(std::span<const float> logits, int64_t vocab,
 
 VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
                            std::span<const int32_t> drafts, const SamplingParams& params,
-                           RequestRng& rng, std::vector<double>* probs) {
+                           const UniformSource& next_uniform, std::vector<double>* probs) {
   DSCALE_CHECK(logits.size() == (drafts.size() + 1) * vocab);
   for (size_t j = 0; j < drafts.size(); ++j) {
     TargetDistribution(Row(logits, vocab, j), params, probs);
     const int32_t x = drafts[j];
-    if (rng.Uniform() < (*probs)[x]) continue;  // accepted with probability P_j(x)
+    if (next_uniform() < (*probs)[x]) continue;  // accepted with probability P_j(x)
     // Rejected (so P_j(x) < 1): the residual distribution is P_j without x, renormalised.
     const double rest = 1.0 - (*probs)[x];
     (*probs)[x] = 0.0;
     for (double& p : *probs) p /= rest;
-    return {.accepted = static_cast<int32_t>(j), .next_token = SampleIndex(*probs, rng.Uniform())};
+    return {.accepted = static_cast<int32_t>(j), .next_token = SampleIndex(*probs, next_uniform())};
   }
   TargetDistribution(Row(logits, vocab, drafts.size()), params, probs);
   return {.accepted = static_cast<int32_t>(drafts.size()),
-          .next_token = SampleIndex(*probs, rng.Uniform())};
+          .next_token = SampleIndex(*probs, next_uniform())};
 }
 
 }  // namespace dscale

@@ -7,8 +7,12 @@
 // - sampling: accept the one-hot draft x = d_{j+1} with probability P_j(x); on the first
 //   rejection sample from P_j with x removed and renormalised; if all k−1 pass, sample from
 //   P_{k−1}. The output is distributed exactly as plain sampling from P.
+//
+// Sampled verification consumes one uniform per acceptance test and one for the final draw:
+// k uniforms when every draft passes, j + 2 when d_{j+1} is the first rejected — so at most k.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -25,9 +29,21 @@ struct VerifyResult {
 VerifyResult VerifyGreedy(std::span<const float> logits, int64_t vocab,
                           std::span<const int32_t> drafts);
 
+// Where sampled verification takes its uniforms in [0, 1), one call each, in consumption
+// order: a request's RequestRng, its UniformLookahead, or uniforms drawn earlier and replayed.
+using UniformSource = std::function<double()>;
+
 // `probs` is scratch reused across calls.
 VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
                            std::span<const int32_t> drafts, const SamplingParams& params,
-                           RequestRng& rng, std::vector<double>* probs);
+                           const UniformSource& next_uniform, std::vector<double>* probs);
+
+// The same, drawing from the request's own stream.
+inline VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
+                                  std::span<const int32_t> drafts, const SamplingParams& params,
+                                  RequestRng& rng, std::vector<double>* probs) {
+  return VerifySampled(
+      logits, vocab, drafts, params, [&rng] { return rng.Uniform(); }, probs);
+}
 
 }  // namespace dscale
