@@ -18,10 +18,10 @@
 #include "bench/sweep.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "device_placement.h"
 #include "model/dflash_drafter.h"
 #include "prompt_input.h"
 #include "spec/length_policy.h"
-#include "target_device.h"
 
 namespace dscale::cli {
 namespace {
@@ -80,10 +80,10 @@ std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
 // The loaded in-process models; drafter and predictor only when a mode needs them.
 struct Models {
   std::optional<Qwen3Model> target;
-  std::optional<PlacedTarget> placed;  // where the target's forwards run (--device)
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
   std::optional<Tokenizer> tokenizer;
+  std::optional<PlacedModels> placed;  // where target and drafter run (--device)
 };
 
 Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a,
@@ -98,7 +98,6 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a,
   if (need_predictor && a.predictor.empty()) return InvalidArgument("dscale needs --predictor");
   auto m = std::make_unique<Models>();
   DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target));
-  DSCALE_ASSIGN_OR_RETURN(m->placed, PlacedTarget::Place(a.device, *m->target));
   DSCALE_ASSIGN_OR_RETURN(std::optional<Tokenizer> tok,
                           LoadOptionalTokenizer(a.tokenizer, a.target));
   if (!tok) return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
@@ -111,6 +110,8 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a,
                                 .vocab_size = m->target->config().vocab_size};
     DSCALE_ASSIGN_OR_RETURN(m->predictor, dvl::Predictor::Load(a.predictor, dims));
   }
+  DSCALE_ASSIGN_OR_RETURN(
+      m->placed, PlacedModels::Place(a.device, *m->target, m->drafter ? &*m->drafter : nullptr));
   return m;
 }
 
@@ -146,7 +147,7 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
   const bench::InProcessModels models{.target = &m.placed->target(),
-                                      .drafter = m.drafter ? &*m.drafter : nullptr,
+                                      .drafter = m.placed->drafter(),
                                       .predictor = m.predictor ? &*m.predictor : nullptr,
                                       .verify_budget = a.verify_budget};
   const GenerationParams params{.max_tokens = a.max_tokens,

@@ -12,13 +12,13 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "device_placement.h"
 #include "dvl/predictor.h"
 #include "engine/engine.h"
 #include "io/tokenizer/display_text.h"
 #include "model/dflash_drafter.h"
 #include "predictor_loading.h"
 #include "prompt_input.h"
-#include "target_device.h"
 
 namespace dscale::cli {
 namespace {
@@ -144,7 +144,8 @@ int RunGenerate(const GenerateArgs& args) {
   if (!prompts.ok()) return fail(prompts.status());
   Result<std::optional<DFlashDrafter>> drafter = LoadDrafter(args, *policy, *target);
   if (!drafter.ok()) return fail(drafter.status());
-  Result<PlacedTarget> placed = PlacedTarget::Place(args.device, *target);
+  Result<PlacedModels> placed =
+      PlacedModels::Place(args.device, *target, drafter->has_value() ? &**drafter : nullptr);
   if (!placed.ok()) return fail(placed.status());
 
   Result<std::optional<dvl::Predictor>> predictor = LoadPredictor(args, *policy, *target, *drafter);
@@ -157,8 +158,8 @@ int RunGenerate(const GenerateArgs& args) {
   if (tok != nullptr) {
     config.decode_text = [tok](std::span<const int32_t> ids) { return DisplayText(*tok, ids); };
   }
-  Result<std::unique_ptr<Engine>> engine = Engine::Create(
-      placed->target(), drafter->has_value() ? &**drafter : nullptr, std::move(config));
+  Result<std::unique_ptr<Engine>> engine =
+      Engine::Create(placed->target(), placed->drafter(), std::move(config));
   if (!engine.ok()) return fail(engine.status());
 
   GenerationParams params{.max_tokens = args.max_tokens,

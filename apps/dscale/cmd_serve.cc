@@ -18,6 +18,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "device_placement.h"
 #include "engine/engine.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/dflash_drafter.h"
@@ -25,7 +26,6 @@
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/output_text.h"
-#include "target_device.h"
 
 namespace dscale::cli {
 namespace {
@@ -52,24 +52,26 @@ struct ServeArgs {
 // The loaded models; members refer to each other, so it is never moved.
 struct Models {
   std::optional<Qwen3Model> target;
-  std::optional<PlacedTarget> placed;  // where the target's forwards run (--device)
   std::optional<DFlashDrafter> drafter;
   std::optional<Tokenizer> tokenizer;
   std::optional<dvl::Predictor> predictor;  // the dscale policy's
   LengthPolicy policy;
+  std::optional<PlacedModels> placed;  // where target and drafter run (--device)
 };
 
 Status LoadModels(const ServeArgs& args, Models* m) {
   DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
   DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target));
   m->target.emplace(std::move(target));
-  DSCALE_ASSIGN_OR_RETURN(PlacedTarget placed, PlacedTarget::Place(args.device, *m->target));
-  m->placed.emplace(std::move(placed));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
     DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(args.drafter, *m->target));
     m->drafter.emplace(std::move(drafter));
   }
+  DSCALE_ASSIGN_OR_RETURN(
+      PlacedModels placed,
+      PlacedModels::Place(args.device, *m->target, m->drafter ? &*m->drafter : nullptr));
+  m->placed.emplace(std::move(placed));
   const std::string tokenizer_dir = args.tokenizer.empty() ? args.target : args.tokenizer;
   Result<Tokenizer> tokenizer = Tokenizer::Load(tokenizer_dir);
   if (!tokenizer.ok()) {
@@ -117,7 +119,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
                       .decode_text = [&tokenizer](std::span<const int32_t> ids) {
                         return server::OutputTextOf(tokenizer, ids);
                       }};
-  return Engine::Create(m.placed->target(), m.drafter ? &*m.drafter : nullptr, std::move(config));
+  return Engine::Create(m.placed->target(), m.placed->drafter(), std::move(config));
 }
 
 // Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server.

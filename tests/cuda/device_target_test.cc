@@ -26,7 +26,10 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/planted_drafter.h"
+#include "model/cuda/device_drafter.h"
+#include "model/cuda/device_drafter_host.h"
 #include "model/greedy_decode.h"
+#include "model/model_test_util.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale {
@@ -153,6 +156,41 @@ TEST_F(DeviceTargetTest, EngineOutputIsPlainGreedyOutputOnTheDevice) {
         EXPECT_GT(run.stats.tau(), 1.5) << mode << ": drafts were accepted";
       }
     }
+  }
+}
+
+// Target and drafter both on the device, as `--device cuda` runs them: the device DFlash drafter
+// (random weights, so few drafts pass) through its host adapter, in dflash and dscale at c = 5
+// (the adapter's chunking: 2 requests per draft call, 24 context rows per append), twice with
+// two engines (each binds a fresh draft cache). Output equals plain greedy decoding on the
+// device up to stated ties.
+TEST_F(DeviceTargetTest, EngineWithTheDeviceDrafterIsLossless) {
+  const std::vector<std::vector<int32_t>> prompts = Prompts(10, 12);
+  const auto& eos = host_->config().eos_token_ids;
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    expected.push_back(GreedyDecode(*device_, p, {.max_new_tokens = 20, .stop_ids = eos}).value());
+  }
+  const std::unique_ptr<DFlashDrafter> host_drafter = testing::RandomDrafter(*host_, 9);
+  cuda::DeviceDFlashDrafter drafter(
+      host_drafter->config(),
+      cuda::UploadDFlashWeights(host_drafter->config(), host_drafter->weights()), device_->model(),
+      device_->KvShape(16, 1));
+  cuda::DeviceDrafterHost adapter(drafter, /*max_requests=*/2, /*max_context_rows=*/24, stream_);
+  const dvl::Predictor predictor =
+      testing::RandomPredictor(host_->config().hidden_size, host_->config().vocab_size, /*seed=*/6);
+  for (const std::string mode : {"dflash", "dscale", "dflash"}) {
+    const EngineConfig config{
+        .policy = LengthPolicy::Parse(mode).value(), .max_running = 5, .predictor = &predictor};
+    const EngineRun run = testing::RunPrompts(*device_, &adapter, config, prompts,
+                                              {.max_tokens = 20, .stop_ids = eos});
+    int ties = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      testing::SameGreedyOutput(*device_, prompts[i], run.outputs[i], expected[i], &ties,
+                                kDeviceTieTolerance);
+    }
+    EXPECT_LE(ties, 1) << mode;
+    EXPECT_EQ(run.free_pages_after, run.total_pages) << mode;
   }
 }
 

@@ -2,7 +2,20 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+
+#include "kernels/cuda/cuda_check.h"
+
 namespace dscale::cuda {
+namespace {
+
+std::string GiB(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+}  // namespace
 
 const std::string& CudaUnavailableReason() {
   static const std::string reason = [] {
@@ -16,6 +29,15 @@ const std::string& CudaUnavailableReason() {
     return count == 0 ? std::string("cudaGetDeviceCount found no device") : std::string();
   }();
   return reason;
+}
+
+Status CheckDeviceMemoryFits(int64_t bytes, const std::string& what) {
+  size_t free_bytes = 0, total_bytes = 0;
+  DSCALE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (static_cast<double>(bytes) <= static_cast<double>(free_bytes)) return Status::Ok();
+  return ResourceExhausted(what + " needs " + GiB(static_cast<double>(bytes)) +
+                           " of device memory; " + GiB(static_cast<double>(free_bytes)) + " of " +
+                           GiB(static_cast<double>(total_bytes)) + " are free");
 }
 
 }  // namespace dscale::cuda

@@ -79,6 +79,11 @@ DeviceDFlashDrafter::DeviceDFlashDrafter(DFlashConfig config, DeviceDFlashWeight
   DSCALE_CHECK(config_.mask_token_id >= 0 && config_.mask_token_id < target.config().vocab_size);
 }
 
+void DeviceDFlashDrafter::ResetKv(const KvCacheShape& target_kv) {
+  kv_ = DeviceKvCache();  // free the old rows before allocating the new ones
+  kv_ = DeviceKvCache(DraftKvShape(config_, target_kv));
+}
+
 int64_t DeviceDFlashDrafter::feature_width() const { return FeatureWidth(config_); }
 
 void DeviceDFlashDrafter::EnqueueAppendContext(const DeviceContextRows& context,

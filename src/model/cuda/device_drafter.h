@@ -92,6 +92,10 @@ class DeviceDFlashDrafter {
   int64_t vocab() const { return target_->config().vocab_size; }
   // Width of the feature rows: K · target hidden.
   int64_t feature_width() const;
+  // Re-allocates the draft K/V for a target cache of `target_kv`'s pages (page size, page
+  // count), empty: what binding to a new engine's cache means (the CPU drafter's Bind makes a
+  // fresh store likewise). Not while work on the old rows is queued.
+  void ResetKv(const KvCacheShape& target_kv);
   // The draft layers' K/V, by slot.
   DeviceKvCache& kv() { return kv_; }
   const DeviceKvCache& kv() const { return kv_; }

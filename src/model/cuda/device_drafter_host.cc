@@ -53,10 +53,8 @@ DeviceDrafterHost::DeviceDrafterHost(DeviceDFlashDrafter& drafter, int32_t max_r
       hidden_(Count(int64_t{max_requests} * (drafter.block_size() - 1) * drafter.dims().hidden)) {}
 
 void DeviceDrafterHost::Bind(const PagedKvCache& cache) {
-  const KvCacheShape& draft = drafter_->kv().shape();
-  DSCALE_CHECK_MSG(
-      cache.shape().page_size == draft.page_size && cache.num_slots() == drafter_->kv().num_slots(),
-      "the device drafter's KV cache was made for another cache geometry");
+  DSCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));  // nothing may still use the old rows
+  drafter_->ResetKv(cache.shape());
   bound_ = true;
 }
 

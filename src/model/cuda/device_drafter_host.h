@@ -34,8 +34,8 @@ class DeviceDrafterHost : public Drafter {
     return drafter_->config().target_layer_ids;
   }
 
-  // The device drafter's KV cache was sized from the target's cache geometry when it was made;
-  // binding CHECKs that `cache` has that geometry (same page size and slot count).
+  // Gives the device drafter an empty KV cache with `cache`'s pages (DeviceDFlashDrafter::ResetKv),
+  // as the CPU drafter's Bind makes a fresh store: each engine binds its own cache once.
   void Bind(const PagedKvCache& cache) override;
 
   // Copies the rows to the device and appends them to the draft context.

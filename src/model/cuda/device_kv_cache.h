@@ -17,6 +17,7 @@ class DeviceKvCache {
  public:
   // Allocates every layer's rows (contents unspecified until written).
   explicit DeviceKvCache(const KvCacheShape& shape);
+  DeviceKvCache() = default;  // no rows (a placeholder before re-allocation)
 
   const KvCacheShape& shape() const { return shape_; }
   int64_t num_slots() const { return int64_t{shape_.num_pages} * shape_.page_size; }

@@ -9,25 +9,6 @@
 #include "model/cuda/device_batch.h"
 
 namespace dscale::cuda {
-namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string GiB(double bytes) { return std::to_string(bytes / kGiB).substr(0, 6) + " GiB"; }
-
-// kResourceExhausted when `bytes` more would not fit in the device's free memory.
-Status CheckFits(int64_t bytes, const std::string& what) {
-  size_t free_bytes = 0, total_bytes = 0;
-  DSCALE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (static_cast<double>(bytes) > static_cast<double>(free_bytes)) {
-    return ResourceExhausted(what + " needs " + GiB(static_cast<double>(bytes)) +
-                             " of device memory; " + GiB(static_cast<double>(free_bytes)) + " of " +
-                             GiB(static_cast<double>(total_bytes)) + " are free");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const Qwen3Model& host) {
   const std::string& unavailable = CudaUnavailableReason();
@@ -35,7 +16,7 @@ Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const Qwen3Model& hos
     return InvalidArgument("--device cuda: no usable CUDA device: " + unavailable);
   }
   DSCALE_RETURN_IF_ERROR(
-      CheckFits(DeviceQwen3WeightBytes(host.config()), "the target's BF16 weights"));
+      CheckDeviceMemoryFits(DeviceQwen3WeightBytes(host.config()), "the target's BF16 weights"));
   return std::make_unique<DeviceTarget>(host.config(),
                                         UploadQwen3Weights(host.config(), host.weights()));
 }
@@ -62,7 +43,7 @@ Status DeviceTarget::Bind(const PagedKvCache& cache) {
   if (kv_) dropped_caches_.insert(bound_cache_);
   kv_.reset();  // free the old rows before sizing the new ones
   const KvCacheShape shape = model_.KvShape(cache.shape().page_size, cache.shape().num_pages);
-  DSCALE_RETURN_IF_ERROR(CheckFits(
+  DSCALE_RETURN_IF_ERROR(CheckDeviceMemoryFits(
       DeviceKvCache::BytesFor(shape),
       "the KV cache (" + std::to_string(cache.num_slots()) + " positions) on the device"));
   kv_.emplace(shape);
