@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -118,6 +119,49 @@ TEST_F(CudaQwen3ForwardTest, MatchesCpuForwardWithTiedEmbedding) {
   TwinModels m(testing::TinyDeviceConfig(/*tie=*/true), 42, 32);
   std::mt19937 rng(402);
   RunPrefillThenVerify(m, rng);
+}
+
+// With out.logit_rows the LM head runs on the named rows only, in their order: the CPU's logits
+// for those rows within the BF16 bounds, and the full forward's rows up to GEMM accumulation
+// order (the same BF16 inputs; cuBLAS may pick another kernel for another row count), bounded
+// by 1e-4 of the logits' RMS.
+TEST_F(CudaQwen3ForwardTest, SelectedLogitRowsAreTheFullForwardsRows) {
+  TwinModels m(testing::TinyDeviceConfig(/*tie=*/false), 43, 16);
+  std::mt19937 rng(403);
+  const int64_t vocab = m.cpu.config().vocab_size;
+  PackedBatch batch;
+  for (const int32_t len : {29, 7, 18}) {
+    const int32_t seq = m.cpu_cache.AddSequence();
+    ASSERT_TRUE(m.cpu_cache.Reserve(seq, len).ok());
+    batch.AddRequest(seq, 0, RandomTokens(rng, static_cast<size_t>(len), vocab), m.cpu_cache,
+                     /*all_logits=*/false);
+  }
+  std::reverse(batch.logit_rows.begin(), batch.logit_rows.end());  // any order is kept
+  ForwardOutput cpu_out;
+  ASSERT_TRUE(m.cpu.Forward(batch, {.tile_rows = 128}, m.cpu_cache, &cpu_out).ok());
+
+  const cuda::DeviceBatch device_batch(batch, m.cpu_cache, 128);
+  cuda::DeviceForwardScratch scratch(m.device.dims(), batch.rows());
+  const auto n = static_cast<int32_t>(batch.logit_rows.size());
+  cuda::DeviceBuffer<float> all(static_cast<size_t>(batch.rows() * vocab));
+  cuda::DeviceBuffer<float> selected(static_cast<size_t>(n * vocab));
+  const cuda::DeviceBuffer<int32_t> rows = ToDevice(batch.logit_rows);
+  m.device.Forward(device_batch.view(), {}, m.device_cache, scratch, {.logits = all.data()},
+                   stream_);
+  m.device.Forward(device_batch.view(), {}, m.device_cache, scratch,
+                   {.logits = selected.data(), .logit_rows = rows.data(), .num_logit_rows = n},
+                   stream_);
+  const std::vector<float> got = CopyFloats(selected.data(), selected.size(), stream_);
+  ExpectWithinBf16Tolerance(got, cpu_out.logits, "selected logits against the CPU");
+  const std::vector<float> full = CopyFloats(all.data(), all.size(), stream_);
+  std::vector<float> want;
+  for (const int32_t r : batch.logit_rows) {
+    want.insert(want.end(), full.begin() + r * vocab, full.begin() + (r + 1) * vocab);
+  }
+  const double bound = 1e-4 * testing::Rms(want);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], bound) << "selected row " << i / vocab;
+  }
 }
 
 }  // namespace

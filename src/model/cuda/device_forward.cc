@@ -65,10 +65,24 @@ void DeviceQwen3Model::Forward(const DeviceBatchView& batch,
       }
     }
   }
-  RmsNorm(scratch.x.data(), weights_.final_norm.data(), scratch.normed.data(), rows, dims_.hidden,
+  if (out.logit_rows == nullptr) {
+    RmsNorm(scratch.x.data(), weights_.final_norm.data(), scratch.normed.data(), rows, dims_.hidden,
+            dims_.eps, stream);
+    ProjectBf16(gemm_, scratch.normed.data(), dims_.hidden, weights_.LmHead(), out.logits,
+                config_.vocab_size, rows, false, scratch.gemm_in, stream);
+    return;
+  }
+  // The selected rows of the residual stream (a gather of rows of x, which is what an embedding
+  // gather is), then the final norm into x, dead after the last layer, and the LM head from it.
+  const int32_t n = out.num_logit_rows;
+  DSCALE_CHECK(n >= 0 && n <= rows);
+  if (n == 0) return;
+  EmbeddingGather(scratch.x.data(), rows, dims_.hidden, out.logit_rows, n, scratch.normed.data(),
+                  stream);
+  RmsNorm(scratch.normed.data(), weights_.final_norm.data(), scratch.x.data(), n, dims_.hidden,
           dims_.eps, stream);
-  ProjectBf16(gemm_, scratch.normed.data(), dims_.hidden, weights_.LmHead(), out.logits,
-              config_.vocab_size, rows, false, scratch.gemm_in, stream);
+  ProjectBf16(gemm_, scratch.x.data(), dims_.hidden, weights_.LmHead(), out.logits,
+              config_.vocab_size, n, false, scratch.gemm_in, stream);
 }
 
 }  // namespace dscale::cuda

@@ -33,9 +33,14 @@
 namespace dscale::cuda {
 
 struct DeviceForwardOutputs {
-  float* logits = nullptr;    // [rows, vocab]
+  float* logits = nullptr;    // [rows, vocab], or [num_logit_rows, vocab] with logit_rows
   float* features = nullptr;  // [rows, capture_layers.size() · hidden]; may be null without
                               // capture layers
+  // Device array or null. When set, logits are computed only for these rows, in this order
+  // (PackedBatch::logit_rows: prefill wants one row per request, not a vocabulary-wide row for
+  // every prompt token); each must lie in [0, rows). Null: every row.
+  const int32_t* logit_rows = nullptr;
+  int32_t num_logit_rows = 0;
 };
 
 class DeviceQwen3Model {
@@ -51,10 +56,10 @@ class DeviceQwen3Model {
   KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const;
 
   // Queues the forward of `batch` on `stream`: stores every live row's K/V into `kv` at its
-  // slot, then writes out.logits for every row and, for each layer in capture_layers (0-based,
-  // in list order), the residual stream after it into out.features. batch.rows ≤
-  // scratch.max_rows(); batch.causal (the target attends causally). Bad layers or sizes are
-  // CHECK failures (the host validated the batch). Not thread-safe (one cuBLAS handle).
+  // slot, then writes out.logits for every row (or those out.logit_rows names) and, for each layer
+  // in capture_layers (0-based, in list order), the residual stream after it into out.features.
+  // batch.rows ≤ scratch.max_rows(); batch.causal (the target attends causally). Bad layers or
+  // sizes are CHECK failures (the host validated the batch). Not thread-safe (one cuBLAS handle).
   void Forward(const DeviceBatchView& batch, std::span<const int32_t> capture_layers,
                DeviceKvCache& kv, DeviceForwardScratch& scratch, const DeviceForwardOutputs& out,
                cudaStream_t stream);

@@ -9,6 +9,16 @@
 #include "model/cuda/device_batch.h"
 
 namespace dscale::cuda {
+namespace {
+
+// Queues the copy of the first host.size() values of `device` into `host`.
+void CopyBack(const float* device, std::vector<float>& host, cudaStream_t stream) {
+  if (host.empty()) return;
+  DSCALE_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, host.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const Qwen3Model& host) {
   const std::string& unavailable = CudaUnavailableReason();
@@ -75,36 +85,28 @@ Status DeviceTarget::Forward(const PackedBatch& batch, const ForwardOptions& opt
   DSCALE_RETURN_IF_ERROR(Bind(cache));
   Reserve(rows, num_capture * hidden);
 
-  // The copies into `staged` are synchronous, so the batch is on the device before the forward
-  // is queued; `staged` lives until the results are back.
+  // The copies into `staged` and `logit_rows` are synchronous, so the batch is on the device
+  // before the forward is queued; both live until the results are back.
   const DeviceBatch staged(batch, cache, options.tile_rows);
-  model_.Forward(
-      staged.view(), options.capture_layers, *kv_, *scratch_,
-      {.logits = logits_.data(), .features = num_capture > 0 ? features_.data() : nullptr},
-      stream_);
-  CopyLogitRows(batch, out);
-  if (num_capture > 0) {
-    DSCALE_CUDA_CHECK(cudaMemcpyAsync(out->features.data(), features_.data(),
-                                      out->features.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                      stream_));
+  const auto num_logit_rows = static_cast<int32_t>(batch.logit_rows.size());
+  // Never empty: a null selection would mean every row.
+  DeviceBuffer<int32_t> logit_rows(std::max<size_t>(1, batch.logit_rows.size()));
+  if (num_logit_rows > 0) {
+    DSCALE_CUDA_CHECK(cudaMemcpy(logit_rows.data(), batch.logit_rows.data(),
+                                 batch.logit_rows.size() * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice));
   }
+  model_.Forward(staged.view(), options.capture_layers, *kv_, *scratch_,
+                 {.logits = logits_.data(),
+                  .features = num_capture > 0 ? features_.data() : nullptr,
+                  .logit_rows = logit_rows.data(),
+                  .num_logit_rows = num_logit_rows},
+                 stream_);
+  out->logits.resize(static_cast<size_t>(num_logit_rows * config().vocab_size));
+  CopyBack(logits_.data(), out->logits, stream_);
+  CopyBack(features_.data(), out->features, stream_);
   DSCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return Status::Ok();
-}
-
-void DeviceTarget::CopyLogitRows(const PackedBatch& batch, ForwardOutput* out) {
-  const int64_t vocab = config().vocab_size;
-  const std::vector<int32_t>& rows = batch.logit_rows;
-  out->logits.resize(rows.size() * static_cast<size_t>(vocab));
-  size_t i = 0;
-  while (i < rows.size()) {
-    size_t run = 1;  // rows[i .. i + run) are consecutive packed rows
-    while (i + run < rows.size() && rows[i + run] == rows[i] + static_cast<int32_t>(run)) ++run;
-    DSCALE_CUDA_CHECK(
-        cudaMemcpyAsync(out->logits.data() + i * vocab, logits_.data() + int64_t{rows[i]} * vocab,
-                        run * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    i += run;
-  }
 }
 
 }  // namespace dscale::cuda

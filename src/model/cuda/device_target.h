@@ -6,10 +6,11 @@
 //
 // Weights are BF16 on the device (DeviceQwen3Weights) and the K/V rows live in a DeviceKvCache;
 // the host PagedKvCache the engine makes from KvShape has zero layers and supplies pages and page
-// tables only. Each Forward copies the batch to the device, queues DeviceQwen3Model::Forward, and
-// copies back the logits of the rows asked for and the captured features; it returns once they
-// are on the host. Numerics are the device forward's (BF16 GEMM inputs, f32 accumulation), so
-// logits differ from the CPU model's by BF16 rounding, not by an algorithmic difference.
+// tables only. Each Forward copies the batch to the device, queues DeviceQwen3Model::Forward with
+// the LM head on the rows asked for only, and copies back their logits and the captured
+// features; it returns once they are on the host. Numerics are the device forward's (BF16 GEMM
+// inputs, f32 accumulation), so logits differ from the CPU model's by BF16 rounding, not by an
+// algorithmic difference.
 //
 // The device rows belong to one host cache at a time: a forward on another cache re-allocates
 // them for it, and the previous cache may not be used again with this target (a CHECK failure:
@@ -60,9 +61,6 @@ class DeviceTarget final : public TargetModel {
   // Grows the scratch and output buffers to hold `rows` rows of logits and of
   // `feature_width` captured floats.
   void Reserve(int32_t rows, int64_t feature_width);
-  // Copies the logits of batch.logit_rows (in that order) into out->logits, one copy per run
-  // of consecutive rows.
-  void CopyLogitRows(const PackedBatch& batch, ForwardOutput* out);
 
   DeviceQwen3Model model_;
   cudaStream_t stream_ = nullptr;
