@@ -59,13 +59,8 @@ struct PlacedModels::OnDevice {
   }
 };
 
-Result<PlacedModels> PlacedModels::Place(const std::string& device, Qwen3Model& host_target,
-                                         DFlashDrafter* host_drafter) {
-  PlacedModels placed;
-  placed.host_target_ = &host_target;
-  placed.host_drafter_ = host_drafter;
-  if (device == "cpu") return placed;
-  if (device != "cuda") return InvalidArgument("--device: expected cpu or cuda, got " + device);
+Result<std::unique_ptr<PlacedModels::OnDevice>> PlacedModels::Upload(Qwen3Model& host_target,
+                                                                     DFlashDrafter* host_drafter) {
   auto on = std::make_unique<OnDevice>();
   DSCALE_ASSIGN_OR_RETURN(on->target, cuda::DeviceTarget::Upload(host_target));
   if (host_drafter != nullptr) {
@@ -79,13 +74,20 @@ Result<PlacedModels> PlacedModels::Place(const std::string& device, Qwen3Model& 
                         on->target->model(), placeholder);
     on->drafter_host.emplace(*on->drafter, kDraftRequestsPerCall, kContextRowsPerCall, on->stream);
   }
-  placed.device_ = std::move(on);
-  return placed;
+  return on;
 }
 
 #else
 
 struct PlacedModels::OnDevice {};
+
+Result<std::unique_ptr<PlacedModels::OnDevice>> PlacedModels::Upload(Qwen3Model&, DFlashDrafter*) {
+  return InvalidArgument(
+      "--device cuda: this dscale was built without the CUDA backend (no nvcc was found when "
+      "it was configured; see README, CUDA backend)");
+}
+
+#endif
 
 Result<PlacedModels> PlacedModels::Place(const std::string& device, Qwen3Model& host_target,
                                          DFlashDrafter* host_drafter) {
@@ -94,12 +96,9 @@ Result<PlacedModels> PlacedModels::Place(const std::string& device, Qwen3Model& 
   placed.host_drafter_ = host_drafter;
   if (device == "cpu") return placed;
   if (device != "cuda") return InvalidArgument("--device: expected cpu or cuda, got " + device);
-  return InvalidArgument(
-      "--device cuda: this dscale was built without the CUDA backend (no nvcc was found when "
-      "it was configured; see README, CUDA backend)");
+  DSCALE_ASSIGN_OR_RETURN(placed.device_, Upload(host_target, host_drafter));
+  return placed;
 }
-
-#endif
 
 PlacedModels::PlacedModels(PlacedModels&&) noexcept = default;
 PlacedModels& PlacedModels::operator=(PlacedModels&&) noexcept = default;

@@ -43,6 +43,9 @@ class PlacedModels {
  private:
   struct OnDevice;  // the CUDA objects (device_placement.cc)
   PlacedModels() = default;
+  // The device copies of the models (an error naming the reason where there can be none).
+  static Result<std::unique_ptr<OnDevice>> Upload(Qwen3Model& host_target,
+                                                  DFlashDrafter* host_drafter);
 
   Qwen3Model* host_target_ = nullptr;
   DFlashDrafter* host_drafter_ = nullptr;

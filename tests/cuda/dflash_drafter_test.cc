@@ -30,6 +30,7 @@
 #include "kernels/cuda/graph.h"
 #include "model/cuda/device_drafter.h"
 #include "model/cuda/device_drafter_host.h"
+#include "model/model_test_util.h"
 #include "model/packed_batch.h"
 #include "model/random_checkpoint.h"
 
@@ -47,18 +48,6 @@ using testing::TwinModels;
 constexpr int32_t kNumPages = 64;
 // Context rows a test commits after its first draft (they overwrite that draft's block K/V).
 constexpr int32_t kCommitRows = 7;
-
-// Two draft layers reading target layers {0, last}, block 16, mask id vocab − 2.
-DFlashConfig DrafterConfig(const Qwen3Config& target) {
-  DFlashConfig c;
-  c.draft = target;
-  c.draft.num_hidden_layers = 2;
-  c.block_size = 16;
-  c.mask_token_id = target.vocab_size - 2;
-  c.num_target_layers = target.num_hidden_layers;
-  c.target_layer_ids = {0, static_cast<int32_t>(target.num_hidden_layers - 1)};
-  return c;
-}
 
 // Random drafter weights already rounded to BF16, so the device upload is exact.
 DFlashWeights RandomBf16DrafterWeights(const DFlashConfig& config, int64_t target_hidden,
@@ -79,7 +68,7 @@ DFlashWeights RandomBf16DrafterWeights(const DFlashConfig& config, int64_t targe
 struct TwinDrafters {
   TwinDrafters(uint64_t seed, int32_t max_requests, int32_t max_context_rows, cudaStream_t stream)
       : models(testing::TinyDeviceConfig(), seed, kNumPages),
-        config(DrafterConfig(models.cpu.config())),
+        config(testing::TestDrafterConfig(models.cpu.config())),
         cpu(config, RandomBf16DrafterWeights(config, models.cpu.config().hidden_size, seed + 1),
             models.cpu),
         device(config, cuda::UploadDFlashWeights(config, cpu.weights()), models.device,

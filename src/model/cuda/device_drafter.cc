@@ -41,11 +41,7 @@ void GatherCandidateRows(const float* x, int32_t blocks, int32_t block_size, int
 
 int64_t DeviceDFlashWeights::bytes() const {
   auto total = static_cast<int64_t>(fc.bytes() + hidden_norm.bytes() + final_norm.bytes());
-  for (const DeviceLayerWeights& l : layers) {
-    total += static_cast<int64_t>(l.input_norm.bytes() + l.qkv.bytes() + l.q_norm.bytes() +
-                                  l.k_norm.bytes() + l.o_proj.bytes() + l.post_norm.bytes() +
-                                  l.gate_up.bytes() + l.down.bytes());
-  }
+  for (const DeviceLayerWeights& l : layers) total += l.bytes();
   return total;
 }
 

@@ -81,13 +81,14 @@ DeviceLayerWeights UploadLayerWeights(const Qwen3LayerWeights& w) {
           .down = UploadAsBf16(w.down)};
 }
 
+int64_t DeviceLayerWeights::bytes() const {
+  return static_cast<int64_t>(input_norm.bytes() + qkv.bytes() + q_norm.bytes() + k_norm.bytes() +
+                              o_proj.bytes() + post_norm.bytes() + gate_up.bytes() + down.bytes());
+}
+
 int64_t DeviceQwen3Weights::bytes() const {
   int64_t total = static_cast<int64_t>(embed.bytes() + final_norm.bytes() + lm_head.bytes());
-  for (const DeviceLayerWeights& l : layers) {
-    total += static_cast<int64_t>(l.input_norm.bytes() + l.qkv.bytes() + l.q_norm.bytes() +
-                                  l.k_norm.bytes() + l.o_proj.bytes() + l.post_norm.bytes() +
-                                  l.gate_up.bytes() + l.down.bytes());
-  }
+  for (const DeviceLayerWeights& l : layers) total += l.bytes();
   return total;
 }
 

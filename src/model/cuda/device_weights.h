@@ -24,6 +24,9 @@ struct DeviceLayerWeights {
   DeviceBuffer<float> post_norm;   // [hidden]
   DeviceBuffer<Bf16> gate_up;      // [2·intermediate, hidden]
   DeviceBuffer<Bf16> down;         // [hidden, intermediate]
+
+  // Device bytes held.
+  int64_t bytes() const;
 };
 
 struct DeviceQwen3Weights {
