@@ -94,7 +94,8 @@ class DeviceDFlashDrafter {
   int64_t feature_width() const;
   // Re-allocates the draft K/V for a target cache of `target_kv`'s pages (page size, page
   // count), empty: what binding to a new engine's cache means (the CPU drafter's Bind makes a
-  // fresh store likewise). Not while work on the old rows is queued.
+  // fresh store likewise). Not while work on the old rows is queued; graphs captured before
+  // hold the old rows' addresses and must be captured again.
   void ResetKv(const KvCacheShape& target_kv);
   // The draft layers' K/V, by slot.
   DeviceKvCache& kv() { return kv_; }
