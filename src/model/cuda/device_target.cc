@@ -67,6 +67,7 @@ void DeviceTarget::Reserve(int32_t rows, int64_t feature_width) {
     const int64_t capacity = std::max<int64_t>(rows, scratch_ ? 2 * scratch_->max_rows() : 0);
     scratch_ = std::make_unique<DeviceForwardScratch>(model_.dims(), capacity);
     logits_ = DeviceBuffer<float>(static_cast<size_t>(capacity * config().vocab_size));
+    logit_rows_ = DeviceBuffer<int32_t>(static_cast<size_t>(capacity));
     features_ = DeviceBuffer<float>();  // resized below for the new capacity
   }
   const auto want = static_cast<size_t>(scratch_->max_rows() * feature_width);
@@ -85,21 +86,21 @@ Status DeviceTarget::Forward(const PackedBatch& batch, const ForwardOptions& opt
   DSCALE_RETURN_IF_ERROR(Bind(cache));
   Reserve(rows, num_capture * hidden);
 
-  // The copies into `staged` and `logit_rows` are synchronous, so the batch is on the device
-  // before the forward is queued; both live until the results are back.
+  // The copies into `staged` are synchronous, so the batch is on the device before the forward
+  // is queued; `staged` lives until the results are back. logit_rows_ is never empty here
+  // (Reserve), so a batch asking for no logits does not read as "every row".
   const DeviceBatch staged(batch, cache, options.tile_rows);
   const auto num_logit_rows = static_cast<int32_t>(batch.logit_rows.size());
-  // Never empty: a null selection would mean every row.
-  DeviceBuffer<int32_t> logit_rows(std::max<size_t>(1, batch.logit_rows.size()));
+  DSCALE_CHECK(num_logit_rows <= rows);
   if (num_logit_rows > 0) {
-    DSCALE_CUDA_CHECK(cudaMemcpy(logit_rows.data(), batch.logit_rows.data(),
-                                 batch.logit_rows.size() * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice));
+    DSCALE_CUDA_CHECK(cudaMemcpyAsync(logit_rows_.data(), batch.logit_rows.data(),
+                                      batch.logit_rows.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, stream_));
   }
   model_.Forward(staged.view(), options.capture_layers, *kv_, *scratch_,
                  {.logits = logits_.data(),
                   .features = num_capture > 0 ? features_.data() : nullptr,
-                  .logit_rows = logit_rows.data(),
+                  .logit_rows = logit_rows_.data(),
                   .num_logit_rows = num_logit_rows},
                  stream_);
   out->logits.resize(static_cast<size_t>(num_logit_rows * config().vocab_size));

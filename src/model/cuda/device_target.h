@@ -68,8 +68,9 @@ class DeviceTarget final : public TargetModel {
   uint64_t bound_cache_ = 0;                     // id of the cache kv_ belongs to
   std::unordered_set<uint64_t> dropped_caches_;  // caches whose rows were given up
   std::unique_ptr<DeviceForwardScratch> scratch_;
-  DeviceBuffer<float> logits_;    // [capacity, vocab]
-  DeviceBuffer<float> features_;  // [capacity, captured layers · hidden]
+  DeviceBuffer<float> logits_;        // [capacity, vocab]
+  DeviceBuffer<int32_t> logit_rows_;  // [capacity] the rows the LM head runs on
+  DeviceBuffer<float> features_;      // [capacity, captured layers · hidden]
 };
 
 }  // namespace dscale::cuda
