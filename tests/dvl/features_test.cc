@@ -6,9 +6,11 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "dvl/deterministic_random.h"
+#include "float_bounds.h"
 
 namespace dscale::dvl {
 namespace {
@@ -65,21 +67,36 @@ TEST(FeaturesTest, MatchesNaiveComputationSlotBySlot) {
       EXPECT_NEAR(f[j * kConfidencePerPosition + c], conf[c], 1e-4 * (1 + std::abs(conf[c])))
           << "confidence slot " << c;
     }
-    double mean = 0.0;
-    for (int64_t v = 0; v < kVocab; ++v) mean += row[v];
-    mean /= kVocab;
-    for (int c = 0; c < kLogitProjDim; ++c) {
-      double want = 0.0;
-      for (int64_t v = 0; v < kVocab; ++v)
-        want += (row[v] - mean) * proj.logit[v * kLogitProjDim + c];
-      EXPECT_NEAR(f[kLogitProjOffset + j * kLogitProjDim + c], want, 1e-3);
+    double mean = 0.0, abs_sum = 0.0;
+    for (int64_t v = 0; v < kVocab; ++v) {
+      mean += row[v];
+      abs_sum += std::abs(row[v]);
     }
-    for (int c = 0; c < kHiddenProjDim; ++c) {
-      double want = 0.0;
-      for (int64_t h = 0; h < kHidden; ++h) {
-        want += hidden[j * kHidden + h] * proj.hidden[h * kHiddenProjDim + c];
+    mean /= kVocab;
+    // The centred projection is fl(x·P) − m·(1ᵀP), rounded to float: the float product is
+    // within γ_V·Σ|x_v·P_vc| of exact, the float-lane mean within γ_V·Σ|x_v|/V (times the
+    // column sum), and the final rounding adds u·|result|.
+    for (int c = 0; c < kLogitProjDim; ++c) {
+      double want = 0.0, mass = 0.0;
+      for (int64_t v = 0; v < kVocab; ++v) {
+        want += (row[v] - mean) * proj.logit[v * kLogitProjDim + c];
+        mass += std::abs(row[v] * double{proj.logit[v * kLogitProjDim + c]});
       }
-      EXPECT_NEAR(f[kHiddenProjOffset + j * kHiddenProjDim + c], want, 1e-4);
+      const double bound = testing::FloatGamma(kVocab) *
+                               (mass + abs_sum / kVocab * std::abs(proj.logit_column_sum[c])) +
+                           testing::kFloatUnitRoundoff * std::abs(want);
+      EXPECT_NEAR(f[kLogitProjOffset + j * kLogitProjDim + c], want, bound);
+    }
+    // The hidden projection is one float dot product: within γ_H·Σ|h_k·P_kc| of exact.
+    for (int c = 0; c < kHiddenProjDim; ++c) {
+      double want = 0.0, mass = 0.0;
+      for (int64_t h = 0; h < kHidden; ++h) {
+        const double term = hidden[j * kHidden + h] * double{proj.hidden[h * kHiddenProjDim + c]};
+        want += term;
+        mass += std::abs(term);
+      }
+      EXPECT_NEAR(f[kHiddenProjOffset + j * kHiddenProjDim + c], want,
+                  testing::FloatGamma(kHidden) * mass);
     }
   }
   // Tied top logits: the gaps to ranks 2 and 3 are exactly zero.
@@ -114,19 +131,62 @@ TEST(FeaturesTest, BatchContextLayout) {
   }
 }
 
+// A request's features are the same whether it is extracted alone or in a batch. The
+// confidence and batch-context blocks come from the same per-row code in the same order, so
+// they are bit-identical. The two projection blocks are BLAS products over 15 rows or 45 rows,
+// whose blockings (and so summation orders) differ by row count and CPU: each feature is a dot
+// product of K terms, so the two agree to DotProductOrderBound(K, Σ|x_k·P_kc|), plus one float
+// rounding of each side for the logit block's centring, which is done in double.
 TEST(FeaturesTest, BatchMatchesPerRequest) {
   constexpr int64_t kVocab = 64;
   constexpr int64_t kHidden = 16;
+  constexpr int64_t kRequests = 3;
   std::mt19937 rng(2);
   const Projections proj = MakeProjections(kHidden, kVocab, 5);
-  const std::vector<float> logits = RandomVector(3 * kDraftPositions * kVocab, rng, 2.0f);
-  const std::vector<float> hidden = RandomVector(3 * kDraftPositions * kHidden, rng, 1.0f);
-  std::vector<float> batch(3 * kFeatureCount);
-  ExtractFeaturesBatch(logits.data(), hidden.data(), 3, 3, proj, batch.data());
-  std::vector<float> one(kFeatureCount);
-  ExtractFeatures(logits.data() + 2 * kDraftPositions * kVocab,
-                  hidden.data() + 2 * kDraftPositions * kHidden, 3, proj, one.data());
-  EXPECT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + 2 * kFeatureCount));
+  const std::vector<float> logits = RandomVector(kRequests * kDraftPositions * kVocab, rng, 2.0f);
+  const std::vector<float> hidden = RandomVector(kRequests * kDraftPositions * kHidden, rng, 1.0f);
+  std::vector<float> batch(kRequests * kFeatureCount);
+  ExtractFeaturesBatch(logits.data(), hidden.data(), kRequests, 3, proj, batch.data());
+  for (int64_t i = 0; i < kRequests; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    const float* request_logits = logits.data() + i * kDraftPositions * kVocab;
+    const float* request_hidden = hidden.data() + i * kDraftPositions * kHidden;
+    std::vector<float> one(kFeatureCount);
+    ExtractFeatures(request_logits, request_hidden, 3, proj, one.data());
+    const float* in_batch = batch.data() + i * kFeatureCount;
+    for (int64_t f = 0; f < kHiddenProjOffset; ++f) {
+      ASSERT_EQ(one[f], in_batch[f]) << "confidence feature " << f;
+    }
+    for (int64_t f = kBatchContextOffset; f < kFeatureCount; ++f) {
+      ASSERT_EQ(one[f], in_batch[f]) << "batch-context feature " << f;
+    }
+    for (int j = 0; j < kDraftPositions; ++j) {
+      for (int c = 0; c < kHiddenProjDim; ++c) {
+        double mass = 0.0;
+        for (int64_t h = 0; h < kHidden; ++h) {
+          mass += std::abs(double{request_hidden[j * kHidden + h]} *
+                           proj.hidden[h * kHiddenProjDim + c]);
+        }
+        const int64_t f = kHiddenProjOffset + j * kHiddenProjDim + c;
+        ASSERT_LE(std::abs(double{one[f]} - in_batch[f]),
+                  testing::DotProductOrderBound(kHidden, mass))
+            << "hidden projection, position " << j << " column " << c;
+      }
+      for (int c = 0; c < kLogitProjDim; ++c) {
+        double mass = 0.0;
+        for (int64_t v = 0; v < kVocab; ++v) {
+          mass += std::abs(double{request_logits[j * kVocab + v]} *
+                           proj.logit[v * kLogitProjDim + c]);
+        }
+        const int64_t f = kLogitProjOffset + j * kLogitProjDim + c;
+        const double rounding =
+            testing::kFloatUnitRoundoff * (std::abs(double{one[f]}) + std::abs(in_batch[f]));
+        ASSERT_LE(std::abs(double{one[f]} - in_batch[f]),
+                  testing::DotProductOrderBound(kVocab, mass) + rounding)
+            << "logit projection, position " << j << " column " << c;
+      }
+    }
+  }
 }
 
 TEST(FeaturesTest, PartialSelectionAtFullVocabulary) {
@@ -173,7 +233,8 @@ TEST(FeaturesTest, GeneratorIsPinned) {
   DeterministicRandom rng(0);
   EXPECT_EQ(rng.NextU64(), 0xE220A8397B1DCDAFULL);
   EXPECT_EQ(rng.NextU64(), 0x6E789E6AA1B965F4ULL);
-  EXPECT_EQ(SplitMix64Mix(1234567), SplitMix64Mix(1234567));
+  // The first output of reference SplitMix64 seeded with 1234567 (the stateless mix of it).
+  EXPECT_EQ(SplitMix64Mix(1234567), 0x599ED017FB08FC85ULL);
   const Projections p = MakeProjections(4, 16, 7);
   const float pinned[4] = {-0.238064557f, -0.326390952f, -0.434023619f, -0.333333343f};
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(p.hidden[i], pinned[i], 1e-6f) << i;
