@@ -9,6 +9,10 @@ packages=(
   libcpp-httplib-dev gnuplot-nox
   # The server's end-to-end tests: two servers behind nginx.
   nginx
+  # The PyTorch parity check (tests/parity), run with /usr/bin/python3.
+  python3-torch python3-numpy
+  # The bundled tokenizer's Python encoder (training/tokenizer_bpe.py), for tests/figures.
+  python3-regex
 )
 # The server's end-to-end tests drive it with the OpenAI Node SDK. A Node.js installed some
 # other way (with its own npm) is kept.

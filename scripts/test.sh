@@ -1,7 +1,22 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds and runs the whole test suite (all CTest labels).
+# Installs dependencies, builds and runs the whole test suite (all CTest labels; extra
+# arguments go to ctest), then prints how many tests ran, passed and were skipped, with each
+# skip's reason. Fails when a test fails or skips for a reason that does not hold here: CTest
+# counts a skip as a pass, so only the CUDA tests on a machine without an NVIDIA GPU may skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh -DDSCALE_WERROR=ON
-ctest --test-dir build --output-on-failure --parallel "$(nproc)" "$@"
+build_dir=${DSCALE_BUILD_DIR:-build}
+report="$PWD/$build_dir/ctest-report.xml"
+rm -f "$report"
+ctest_rc=0
+ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)" --output-junit "$report" \
+  "$@" || ctest_rc=$?
+expected_skips=()
+if ! scripts/gpu_present.sh; then
+  expected_skips+=(--expect-skip '^no CUDA device:')
+fi
+report_rc=0
+python3 scripts/test_report.py "$report" "${expected_skips[@]}" || report_rc=$?
+[ "$ctest_rc" -eq 0 ] && [ "$report_rc" -eq 0 ]

@@ -195,8 +195,10 @@ class CudaDFlashDrafterTest : public CudaTest {
   // equal the CPU's — except in rows whose CPU top-two margin is at most twice the row's
   // largest logit difference: only there can that difference swap the two, so those near-ties
   // are printed (both tokens, margin, error) and not held to equality. With errors of ~1% of
-  // the logits' RMS, about one row in ten is such a near-tie; more than half would mean the
-  // logits are too noisy for the check to hold anything.
+  // the logits' RMS (≈ 2) the excusing margin is ≈ 0.04, while the top-two gap of these rows
+  // averages ≈ 0.6: about one row in fifteen is a near-tie. More than a quarter would mean the
+  // logits are too noisy for the check to hold anything (for the rows compared here, a binomial
+  // count at that rate passes a quarter with probability far below 1e-6).
   void ExpectSameCandidates(const DraftOutput& device, const DraftOutput& cpu, int64_t vocab) {
     ASSERT_EQ(device.tokens.size(), cpu.tokens.size());
     const auto rows = static_cast<int64_t>(cpu.tokens.size());
@@ -218,7 +220,7 @@ class CudaDFlashDrafterTest : public CudaTest {
           << "candidate row " << r << ": margin " << want.margin << ", logit error " << error;
     }
     RecordProperty("near_ties", static_cast<int>(near_ties));
-    EXPECT_LE(near_ties * 2, rows) << near_ties << " near-ties among " << rows << " rows";
+    EXPECT_LE(near_ties * 4, rows) << near_ties << " near-ties among " << rows << " rows";
   }
 
   // Drafts `requests` on both drafters and compares the outputs and the K/V they wrote.

@@ -13,6 +13,7 @@
 
 #include "dvl/binary_io.h"
 #include "dvl/scoped_temp_dir.h"
+#include "float_bounds.h"
 
 namespace dscale::dvl {
 namespace {
@@ -84,20 +85,31 @@ TEST_F(PredictorTest, ForwardMatchesNaiveMlp) {
   for (float& x : features) x = normal(rng);
   std::vector<float> logits(3 * kDraftPositions);
   p.Forward(features.data(), 3, logits.data());
+  // Float products against a double reference: hidden unit h is within
+  // γ_(D+1)·(|b1_h| + Σ_d|x_d·w1_dh|) of exact (plus u·|x_d| from standardising each feature in
+  // float, folded in as one more γ term), ReLU does not widen an error, and output o is within
+  // γ_(H+1)·(|b2_o| + Σ_h|hidden_h·w2_ho|) + Σ_h error_h·|w2_ho|.
   for (int i = 0; i < 3; ++i) {
-    std::vector<double> hidden(kPredictorHidden);
+    std::vector<double> hidden(kPredictorHidden), hidden_error(kPredictorHidden);
     for (int h = 0; h < kPredictorHidden; ++h) {
-      double sum = w.b1[h];
+      double sum = w.b1[h], mass = std::abs(w.b1[h]);
       for (int d = 0; d < kFeatureCount; ++d) {
         const double x = (features[i * kFeatureCount + d] - w.feature_mean[d]) / w.feature_std[d];
         sum += x * w.w1[d * kPredictorHidden + h];
+        mass += std::abs(x * w.w1[d * kPredictorHidden + h]);
       }
       hidden[h] = std::max(sum, 0.0);
+      hidden_error[h] = testing::FloatGamma(kFeatureCount + 3) * mass;
     }
     for (int o = 0; o < kDraftPositions; ++o) {
-      double sum = w.b2[o];
-      for (int h = 0; h < kPredictorHidden; ++h) sum += hidden[h] * w.w2[h * kDraftPositions + o];
-      EXPECT_NEAR(logits[i * kDraftPositions + o], sum, 1e-4) << "request " << i << " out " << o;
+      double sum = w.b2[o], mass = std::abs(w.b2[o]), carried = 0.0;
+      for (int h = 0; h < kPredictorHidden; ++h) {
+        sum += hidden[h] * w.w2[h * kDraftPositions + o];
+        mass += std::abs(hidden[h] * w.w2[h * kDraftPositions + o]);
+        carried += hidden_error[h] * std::abs(w.w2[h * kDraftPositions + o]);
+      }
+      const double bound = testing::FloatGamma(kPredictorHidden + 1) * mass + carried;
+      EXPECT_NEAR(logits[i * kDraftPositions + o], sum, bound) << "request " << i << " out " << o;
     }
   }
 }

@@ -52,12 +52,14 @@ class EngineTest : public ::testing::Test {
   }
 
   Qwen3Model target_;
+  const float tie_ = testing::EngineTestTieTolerance(target_);
 };
 
 // Greedy output is identical across none, dflash and fixed:4..16 at c = 1 and c = 16. Where a
 // request's output differs from plain greedy decoding, the test requires the target's top two
-// logits at that token to be within 1e-4 (a float-noise tie, where either choice is greedy) and
-// allows at most one such prompt per run.
+// logits at that token to be within the tie tolerance of the order bound (a float-noise tie,
+// where either choice is greedy) and allows at most one such prompt per run. Every other test
+// here compares with plain decoding the same way.
 // Drafts come from the planted-error drafter (so every accepted length occurs), and for dflash
 // also from a random DFlash drafter (the real drafting path, which accepts almost nothing).
 TEST_F(EngineTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
@@ -74,7 +76,7 @@ TEST_F(EngineTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, Greedy(20));
       int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties);
+        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie_);
       }
       EXPECT_LE(ties, 1) << mode << " c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages) << mode;
@@ -94,12 +96,17 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
     const LengthPolicy policy = LengthPolicy::Parse(mode).value();
     EngineConfig config{.policy = policy, .max_running = 16};
     const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(max_tokens));
-    int long_accepts = 0, short_accepts = 0;
+    int long_accepts = 0, short_accepts = 0, ties = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       const std::vector<int32_t>& truth = expected[i];
       const size_t out_len = run.outputs[i].size();
-      ASSERT_TRUE(std::equal(run.outputs[i].begin(), run.outputs[i].end(), truth.begin()))
-          << mode << " prompt " << i;
+      ASSERT_LE(out_len, truth.size());
+      // Past a float-noise tie the drafts no longer follow `truth`: nothing to replay.
+      if (!testing::SameGreedyOutput(target_, prompts[i], run.outputs[i],
+                                     std::vector<int32_t>(truth.begin(), truth.begin() + out_len),
+                                     &ties, tie_)) {
+        continue;
+      }
       // Replay the steps: the context is the prompt plus the committed output and the anchor.
       std::vector<int32_t> context = prompts[i];
       context.push_back(truth[0]);
@@ -114,6 +121,7 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
       }
       EXPECT_GE(produced, out_len);
     }
+    EXPECT_LE(ties, 1) << mode;
     if (policy.mode == SpecMode::kDFlash) {
       EXPECT_GT(long_accepts, 0);
     }
@@ -136,20 +144,24 @@ TEST_F(EngineTest, RequestsJoiningAndLeavingDoNotDisturbEachOther) {
   engine->Cancel(ids[5]);  // still queued
   for (int i = 6; i < 12; ++i) ids.push_back(engine->Submit(prompts[i], params).value());
   ASSERT_TRUE(engine->RunToCompletion().ok());
-  int finished = 0;
+  int finished = 0, ties = 0;
   for (const RequestResult& r : engine->TakeFinished()) {
     const size_t i = std::find(ids.begin(), ids.end(), r.id) - ids.begin();
     ++finished;
     if (i == 1 || i == 5) {
       EXPECT_EQ(r.finish_reason, FinishReason::kCancelled);
-      EXPECT_TRUE(std::equal(r.output_ids.begin(), r.output_ids.end(), expected[i].begin()));
+      ASSERT_LE(r.output_ids.size(), expected[i].size());
+      const std::vector<int32_t> prefix(expected[i].begin(),
+                                        expected[i].begin() + r.output_ids.size());
+      testing::SameGreedyOutput(target_, prompts[i], r.output_ids, prefix, &ties, tie_);
       if (i == 5) {
         EXPECT_TRUE(r.output_ids.empty());
       }
       continue;
     }
-    EXPECT_EQ(r.output_ids, expected[i]) << "request " << i;
+    testing::SameGreedyOutput(target_, prompts[i], r.output_ids, expected[i], &ties, tie_);
   }
+  EXPECT_LE(ties, 1);
   EXPECT_EQ(finished, 12);
   EXPECT_EQ(engine->free_kv_pages(), engine->total_kv_pages());
 }
@@ -163,7 +175,11 @@ TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
                       .max_running = 8,
                       .kv_tokens = 2 * (40 + 16 + 16)};
   const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(16));
-  EXPECT_EQ(run.outputs, expected);
+  int ties = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie_);
+  }
+  EXPECT_LE(ties, 1);
   EXPECT_EQ(run.free_pages_after, run.total_pages);
 
   auto engine = Engine::Create(target_, &drafter, config).value();
@@ -209,7 +225,9 @@ TEST_F(EngineTest, StreamsTokensAndStopsOnStopIds) {
   const std::vector<RequestResult> done = engine->TakeFinished();
   ASSERT_EQ(done.size(), 1u);
   const auto stop = std::find(free_run.begin(), free_run.end(), free_run[5]);
-  EXPECT_EQ(done[0].output_ids, std::vector<int32_t>(free_run.begin(), stop + 1));
+  int ties = 0;
+  testing::SameGreedyOutput(target_, prompts[0], done[0].output_ids,
+                            std::vector<int32_t>(free_run.begin(), stop + 1), &ties, tie_);
   EXPECT_EQ(streamed, done[0].output_ids);
   EXPECT_EQ(last, FinishReason::kStop);
 }
@@ -229,6 +247,7 @@ class DScaleEngineTest : public ::testing::Test {
 
   Qwen3Model target_;
   dvl::Predictor predictor_;
+  const float tie_ = testing::EngineTestTieTolerance(target_);
 };
 
 // dscale verifies k_i rows per request chosen by the DVL allocator; greedy output must equal
@@ -249,7 +268,7 @@ TEST_F(DScaleEngineTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency) {
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 24});
       int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties);
+        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie_);
       }
       EXPECT_LE(ties, 1) << "c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "dvl/features.h"
+#include "model/logit_bounds.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale::testing {
@@ -63,6 +64,10 @@ EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& 
   run.free_pages_after = (*engine)->free_kv_pages();
   run.total_pages = (*engine)->total_kv_pages();
   return run;
+}
+
+float EngineTestTieTolerance(const Qwen3Model& target) {
+  return GreedyTieTolerance(TargetLogitBounds(target, kEngineTestMaxContext));
 }
 
 bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance) {

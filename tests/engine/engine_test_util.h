@@ -39,9 +39,16 @@ bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float t
 
 // Compares `got` with the plain greedy `want` of `prompt`. Equal: true. At the first
 // difference, returns false after checking (EXPECT) that it is a near-tie within `tie_tolerance`
-// (f32 on the CPU: 1e-4) — the only divergence float noise may cause; `*ties` counts those.
+// — the only divergence float noise may cause; `*ties` counts those. On the CPU the tolerance
+// is GreedyTieTolerance(TargetLogitBounds(...)) (model/logit_bounds.h): two evaluation orders
+// can swap the top two logits only within it.
 bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
                       const std::vector<int32_t>& got, const std::vector<int32_t>& want, int* ties,
-                      float tie_tolerance = 1e-4f);
+                      float tie_tolerance);
+
+// The CPU tie tolerance for EngineTestTargetConfig() targets whose requests stay within
+// kEngineTestMaxContext positions.
+inline constexpr int64_t kEngineTestMaxContext = 128;
+float EngineTestTieTolerance(const Qwen3Model& target);
 
 }  // namespace dscale::testing

@@ -2,13 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 
 #include <unistd.h>
 
 #include "model/random_checkpoint.h"
+#include "logit_bounds.h"
 #include "model_test_util.h"
 
 namespace dscale {
@@ -108,12 +112,29 @@ TEST_F(DFlashDrafterTest, DraftCacheIsTheSameThroughPrefillOrCommits) {
   }
   ASSERT_TRUE(many.Reserve(seq, length + kBlock).ok());
   const DraftOutput got = DraftAt(many, seq, length, anchor);
-  EXPECT_EQ(got.tokens, expected.tokens);
-  float worst = 0;
+  // The two histories compute the target's features and the draft K/V in batches of other
+  // shapes, so the logits agree to twice the drafter's order bound (logit_bounds.h), and each
+  // candidate is the same unless its top two logits are within the tie tolerance.
+  const std::vector<double> bounds = testing::DraftLogitBounds(*drafter_, target_, length);
+  const float tie = testing::GreedyTieTolerance(bounds);
+  const size_t vocab = bounds.size();
+  ASSERT_EQ(got.logits.size(), expected.logits.size());
   for (size_t i = 0; i < got.logits.size(); ++i) {
-    worst = std::max(worst, std::abs(got.logits[i] - expected.logits[i]));
+    ASSERT_LE(std::abs(double{got.logits[i]} - expected.logits[i]), 2.0 * bounds[i % vocab])
+        << "candidate row " << i / vocab << " token " << i % vocab;
   }
-  EXPECT_LE(worst, 1e-4f);
+  ASSERT_EQ(got.tokens.size(), expected.tokens.size());
+  for (size_t j = 0; j < expected.tokens.size(); ++j) {
+    std::vector<float> row(expected.logits.begin() + j * vocab,
+                           expected.logits.begin() + (j + 1) * vocab);
+    std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
+    if (row[0] - row[1] > tie) {
+      EXPECT_EQ(got.tokens[j], expected.tokens[j]) << "candidate row " << j;
+    } else {
+      std::printf("candidate row %zu is a float-noise tie (gap %g <= %g): not compared\n", j,
+                  row[0] - row[1], tie);
+    }
+  }
 }
 
 TEST_F(DFlashDrafterTest, LoadsWhatMakeTinyWritesAndValidatesAgainstTheTarget) {

@@ -182,10 +182,15 @@ TEST_F(InProcessBench, ComparesWithAnEarlierRun) {
                                     (first / "results.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("agreement with the earlier run"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" of 2 cells agree"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::exists(second / "agreement.txt"));
   std::ifstream json(second / "results.json");
-  EXPECT_EQ(nlohmann::json::parse(json)["agreement"]["cells"].size(), 2u);
+  const nlohmann::json cells = nlohmann::json::parse(json)["agreement"]["cells"];
+  ASSERT_EQ(cells.size(), 2u);
+  // Whether each cell agrees depends on timing noise; the summary line must count the JSON's.
+  int agreeing = 0;
+  for (const nlohmann::json& c : cells) agreeing += c["agree"].get<bool>() ? 1 : 0;
+  EXPECT_NE(r.out.find("\n" + std::to_string(agreeing) + " of 2 cells agree"), std::string::npos)
+      << r.out;
 
   const auto missing = testing::RunDscale("bench" + Models() + cell + second.string() +
                                           " --compare " + (dir_ / "nope.json").string());

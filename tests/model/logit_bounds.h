@@ -1,0 +1,89 @@
+#pragma once
+// How far a Qwen3 target's or a DFlash drafter's logits can move with the float32 evaluation
+// order (GEMM blocking by row count, SIMD width, tile height, chunking): the first-order bound of
+// float_bounds.h applied to the model's chain of reductions. Tests that compare logits from two
+// computation orders, or that excuse a greedy divergence as a tie, use these instead of a
+// measured constant, so they mean the same on every CPU.
+//
+// The bound: along the path from the embedding to a logit, R float reductions run in sequence
+// (kReductionsPerLayer per decoder layer, then the LM head; the drafter adds its fc projection
+// and its own layers), none longer than K terms. To first order each adds at most γ_K relative
+// error to the terms it feeds on, and RMSNorm, RoPE, SiLU and softmax (accumulated in double)
+// carry relative error through unchanged, so the final normed hidden state h is within R·γ_K
+// relative error and logit v = h·W_v within R·γ_K·Σ_i|h_i·W_vi| of exact. Since h is the RMS
+// normalised state times the gain g, ‖h‖₂ ≤ √H·max|g|, and Σ_i|h_i·W_vi| ≤ ‖h‖₂·‖W_v‖₂.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "float_bounds.h"
+#include "model/dflash_drafter.h"
+#include "model/qwen3_model.h"
+
+namespace dscale::testing {
+
+// Sequential reductions per decoder layer: q/k/v projection, attention scores, probabilities·V,
+// output projection, gate/up projection, down projection.
+inline constexpr int kReductionsPerLayer = 6;
+
+// B_v for every vocabulary row v of `lm_head` [vocab, hidden]: any float32 evaluation of logit v
+// is within B_v of the exact value.
+inline std::vector<double> LogitErrorBounds(int reductions, int64_t longest,
+                                            const std::vector<float>& final_norm,
+                                            const float* lm_head, int64_t vocab) {
+  const auto hidden = static_cast<int64_t>(final_norm.size());
+  double gain = 0.0;
+  for (const float g : final_norm) gain = std::max(gain, std::fabs(double{g}));
+  const double scale = reductions * FloatGamma(longest) * std::sqrt(double(hidden)) * gain;
+  std::vector<double> bounds(static_cast<size_t>(vocab));
+  for (int64_t v = 0; v < vocab; ++v) {
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < hidden; ++i) sum_sq += double{lm_head[v * hidden + i]} * lm_head[v * hidden + i];
+    bounds[static_cast<size_t>(v)] = scale * std::sqrt(sum_sq);
+  }
+  return bounds;
+}
+
+// The longest reduction of a Qwen3 forward whose sequences reach `context` positions.
+inline int64_t LongestReduction(const Qwen3Config& c, int64_t context) {
+  return std::max({c.hidden_size, c.intermediate_size, c.q_dim(), context});
+}
+
+// The target's logits after `context` positions.
+inline std::vector<double> TargetLogitBounds(const Qwen3Model& target, int64_t context) {
+  const Qwen3Config& c = target.config();
+  return LogitErrorBounds(kReductionsPerLayer * c.num_hidden_layers + 1,
+                          LongestReduction(c, context), target.weights().final_norm,
+                          target.weights().LmHead(), c.vocab_size);
+}
+
+// A DFlash drafter's logits (through the target's LM head) over a draft context of `context`
+// positions: the target's layers that produce the features, the fc projection over all of them,
+// the draft layers, the LM head.
+inline std::vector<double> DraftLogitBounds(const DFlashDrafter& drafter, const Qwen3Model& target,
+                                            int64_t context) {
+  const Qwen3Config& t = target.config();
+  const DFlashConfig& d = drafter.config();
+  const int reductions = kReductionsPerLayer * (t.num_hidden_layers + d.draft.num_hidden_layers) + 2;
+  const int64_t fc_terms = static_cast<int64_t>(d.target_layer_ids.size()) * t.hidden_size;
+  const int64_t longest = std::max({LongestReduction(t, context),
+                                    LongestReduction(d.draft, context + d.block_size), fc_terms});
+  return LogitErrorBounds(reductions, longest, drafter.weights().final_norm,
+                          target.weights().LmHead(), t.vocab_size);
+}
+
+// Two evaluations, each within B of exact, can order two logits differently only when their gap
+// is at most 2·(B_a + B_b): a greedy choice whose top-two gap is within this is a float-noise tie.
+inline float GreedyTieTolerance(const std::vector<double>& bounds) {
+  return static_cast<float>(4.0 * *std::max_element(bounds.begin(), bounds.end()));
+}
+
+// The same decision on a CUDA device, which rounds every GEMM input to BF16: a last-bit
+// difference in f32 accumulation can round an activation to the neighbouring BF16 value and move
+// a logit by about 2⁻⁸ of that activation's contribution, up to ~1e-2 on the tiny test models
+// (logit RMS ≈ 2). Top-two gaps within this are device ties.
+inline constexpr float kBf16DeviceTieTolerance = 1e-2f;
+
+}  // namespace dscale::testing

@@ -1,0 +1,150 @@
+"""Random Qwen3 targets and DFlash drafters with odd sizes, in Hugging Face layouts.
+
+Written with this folder's safetensors writer (not dscale make-tiny): tensors named and
+ordered as transformers' Qwen3ForCausalLM state dict (model.embed_tokens, model.layers.i.*,
+model.norm, lm_head), and named as z-lab's DFlashDraftModel checkpoints are (fc, hidden_norm,
+layers.i.*, norm).
+
+  /usr/bin/python3 make_random_pair.py OUT_DIR    # writes every variant under OUT_DIR
+"""
+import json
+import os
+import sys
+
+import torch
+
+import hf_safetensors as st
+
+# Sizes the C++ accepts (head_dim even, heads divisible by kv heads) but nothing rounds:
+# odd hidden and intermediate sizes, q_dim (66) != hidden (75), 3 query heads sharing 1 kv
+# head. rms_norm_eps and rope_theta differ from Qwen3's defaults so that reading them matters.
+TARGET = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+    "vocab_size": 333, "hidden_size": 75, "intermediate_size": 101, "num_hidden_layers": 4,
+    "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 22,
+    "hidden_act": "silu", "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0, "rope_scaling": None, "attention_bias": False, "attention_dropout": 0.0,
+    "tie_word_embeddings": False, "use_cache": True, "use_sliding_window": False,
+    "sliding_window": None, "bos_token_id": 1, "eos_token_id": [2, 3], "torch_dtype": "bfloat16",
+}
+
+# Drafter A: 2 layers with their own head layout (4 heads over 2 kv heads of dim 14), an odd
+# block of 7, and target_layer_ids out of order (features concatenate in list order).
+DRAFTER_A = {
+    "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
+    "vocab_size": 333, "hidden_size": 75, "intermediate_size": 53, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 14, "hidden_act": "silu",
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "block_size": 7, "num_target_layers": 4,
+    "dflash_config": {"mask_token_id": 330, "target_layer_ids": [2, 0]},
+}
+
+# Drafter B: 1 layer, 5 heads without grouping, block 5, no target_layer_ids (z-lab's rule
+# gives the middle layer, 2), mask id at the last vocabulary row; its tensors carry a "model."
+# prefix, as some exports write them.
+DRAFTER_B = {
+    "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
+    "vocab_size": 333, "hidden_size": 75, "intermediate_size": 37, "num_hidden_layers": 1,
+    "num_attention_heads": 5, "num_key_value_heads": 5, "head_dim": 8, "hidden_act": "silu",
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 5000.0,
+    "tie_word_embeddings": False, "torch_dtype": "float16",
+    "block_size": 5, "num_target_layers": 4, "dflash_config": {"mask_token_id": 332},
+}
+
+# name: (target dtype, target shards, tied, drafter config, drafter dtype, drafter shards, prefix)
+VARIANTS = {
+    "bf16_sharded": ("BF16", 2, False, DRAFTER_A, "BF16", 1, ""),
+    "f16_tied": ("F16", 1, True, DRAFTER_B, "F16", 2, "model."),
+    "f32_sharded_tied": ("F32", 2, True, DRAFTER_A, "F32", 1, ""),
+}
+
+
+def _layer_tensors(gen, cfg, prefix, in_features):
+    """One decoder layer in transformers' module order. Scales keep activations O(1):
+    projections N(0, 1/fan_in), norm weights 1 + N(0, 0.2²) (so a missing norm shows)."""
+    h, i, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
+    q_dim, kv_dim = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+
+    def mat(rows, cols):
+        return torch.randn(rows, cols, generator=gen, dtype=torch.float64) / cols ** 0.5
+
+    def norm(n):
+        return 1.0 + 0.2 * torch.randn(n, generator=gen, dtype=torch.float64)
+
+    return [
+        (prefix + "self_attn.q_proj.weight", mat(q_dim, in_features)),
+        (prefix + "self_attn.k_proj.weight", mat(kv_dim, in_features)),
+        (prefix + "self_attn.v_proj.weight", mat(kv_dim, in_features)),
+        (prefix + "self_attn.o_proj.weight", mat(h, q_dim)),
+        (prefix + "self_attn.q_norm.weight", norm(hd)),
+        (prefix + "self_attn.k_norm.weight", norm(hd)),
+        (prefix + "mlp.gate_proj.weight", mat(i, h)),
+        (prefix + "mlp.up_proj.weight", mat(i, h)),
+        (prefix + "mlp.down_proj.weight", mat(h, i)),
+        (prefix + "input_layernorm.weight", norm(h)),
+        (prefix + "post_attention_layernorm.weight", norm(h)),
+    ]
+
+
+def target_tensors(cfg, seed, tied):
+    gen = torch.Generator().manual_seed(seed)
+    h, v = cfg["hidden_size"], cfg["vocab_size"]
+    # Rows N(0, 4/h): with a tied head, logits of a few units like the untied one.
+    out = [("model.embed_tokens.weight", 2.0 * torch.randn(v, h, generator=gen, dtype=torch.float64) / h ** 0.5)]
+    for layer in range(cfg["num_hidden_layers"]):
+        out += _layer_tensors(gen, cfg, f"model.layers.{layer}.", h)
+    out.append(("model.norm.weight", 1.0 + 0.2 * torch.randn(h, generator=gen, dtype=torch.float64)))
+    # Logits of a few units: N(0, 4/h) rows against a final-normed hidden state of norm ~sqrt(h).
+    lm_head = 2.0 * torch.randn(v, h, generator=gen, dtype=torch.float64) / h ** 0.5
+    if not tied:
+        out.append(("lm_head.weight", lm_head))
+    return out
+
+
+def drafter_tensors(cfg, target_cfg, seed, prefix):
+    gen = torch.Generator().manual_seed(seed)
+    h = cfg["hidden_size"]
+    n_feat = len(cfg["dflash_config"].get("target_layer_ids", [0]))
+    fc_in = n_feat * target_cfg["hidden_size"]
+    out = [(prefix + "fc.weight", torch.randn(h, fc_in, generator=gen, dtype=torch.float64) / fc_in ** 0.5),
+           (prefix + "hidden_norm.weight", 1.0 + 0.2 * torch.randn(h, generator=gen, dtype=torch.float64))]
+    for layer in range(cfg["num_hidden_layers"]):
+        out += _layer_tensors(gen, cfg, f"{prefix}layers.{layer}.", h)
+    out.append((prefix + "norm.weight", 1.0 + 0.2 * torch.randn(h, generator=gen, dtype=torch.float64)))
+    return out
+
+
+def write_config(folder, cfg):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+def write_pair(out_dir, name, seed=7):
+    """Writes one variant as OUT/NAME/target and OUT/NAME/drafter.
+
+    Returns (target dir, drafter dir, {name: float64 values as written} for each)."""
+    t_dtype, t_shards, tied, d_cfg, d_dtype, d_shards, prefix = VARIANTS[name]
+    t_cfg = dict(TARGET, tie_word_embeddings=tied,
+                 torch_dtype={"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[t_dtype])
+    t_dir, d_dir = os.path.join(out_dir, name, "target"), os.path.join(out_dir, name, "drafter")
+    # The same draws for every variant (one seed), rounded to the variant's dtype.
+    t = [(n, st.round_to(x, t_dtype), t_dtype) for n, x in target_tensors(t_cfg, seed, tied)]
+    d = [(n, st.round_to(x, d_dtype), d_dtype) for n, x in drafter_tensors(d_cfg, t_cfg, seed + 1, prefix)]
+    write_config(t_dir, t_cfg)
+    st.write_checkpoint(t_dir, t, shards=t_shards)
+    write_config(d_dir, d_cfg)
+    st.write_checkpoint(d_dir, d, shards=d_shards)
+    return t_dir, d_dir, {n: x for n, x, _ in t}, {n: x for n, x, _ in d}
+
+
+def main():
+    out = sys.argv[1]
+    for name in VARIANTS:
+        t_dir, d_dir, _, _ = write_pair(out, name)
+        print(f"{name}: {t_dir} {d_dir}")
+
+
+if __name__ == "__main__":
+    main()

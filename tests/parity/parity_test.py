@@ -1,0 +1,280 @@
+#!/usr/bin/python3
+"""dscale against an independent float64 PyTorch reference (Debian's python3-torch).
+
+  /usr/bin/python3 tests/parity/parity_test.py --dscale build/dscale [-v] [--keep DIR]
+
+For the bundled pair (models/tiny-target + models/tiny-dflash) and random pairs with odd sizes
+written here in Python (make_random_pair.py: BF16 sharded over two files, F16 with tied
+embeddings and a sharded, "model."-prefixed drafter, F32 sharded and tied), it checks
+  * `dscale logits`: every position's full logits row;
+  * `dscale draft`: the bonus token, every draft logits row and the draft tokens;
+  * the loader, by the above (dscale reads checkpoints this folder's writer produced, the
+    reference reads them with this folder's reader), and by broken checkpoints that dscale must
+    refuse with exit status 1 and a message naming the tensor.
+
+Tolerances (hf_reference.py, "The float32 error budget"): logit v of row t may differ from the
+float64 reference by eps · |h_t| · |W_v|, where h_t is the reference's final-normed hidden
+row, W_v the LM-head row, and eps = 8 · 2^-24 · sqrt(Σ a²·(K+2)) over the chain of float32
+reductions leading to the logit (a probabilistic rounding-error bound, a = the attention-score
+gain measured on the reference, 1 elsewhere). Tokens are compared exactly only where the
+reference's top-1 logit leads every other by more than the two logits' tolerances together;
+elsewhere dscale's token must be one of those within that margin of the top.
+
+Exits 77 (skipped) when /usr/bin/python3 has no torch.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+try:
+    import torch
+except ImportError:
+    print("SKIPPED: python3-torch not installed (scripts/install_deps.sh installs it)")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+import hf_reference as ref  # noqa: E402
+import hf_safetensors as st  # noqa: E402
+import make_random_pair as mk  # noqa: E402
+
+ARGS = None  # set in main()
+
+# Prompts: 20 and 19 ids, past one 16-position KV page; vocabulary edges (0, last row),
+# special tokens and repeats.
+BUNDLED_IDS = [4097, 349, 264, 198, 39, 299, 340, 2303, 309, 610, 1636, 12, 4098, 0, 4159,
+               77, 77, 4096, 1, 2]
+RANDOM_IDS = [1, 0, 332, 17, 99, 250, 3, 3, 3, 45, 200, 121, 7, 8, 9, 10, 11, 12, 300]
+
+
+def run_dscale(*args):
+    p = subprocess.run([ARGS.dscale, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def dscale_json(testcase, *args):
+    code, out, err = run_dscale(*args)
+    testcase.assertEqual(code, 0, f"dscale {' '.join(args)} failed:\n{err}")
+    return json.loads(out)
+
+
+def load_config(folder):
+    with open(os.path.join(folder, "config.json")) as f:
+        return json.load(f)
+
+
+def report(label, diff, tol):
+    ratio = (diff / tol).max().item()
+    print(f"  {label}: max |dscale - reference| {diff.max().item():.3e}, tolerance "
+          f"{tol.min().item():.2e}..{tol.max().item():.2e}, max diff/tolerance {ratio:.4f}")
+    return ratio
+
+
+class ParityMixin:
+    """Logits and draft parity for one target/drafter pair (target_dir, drafter_dir)."""
+
+    def check_pair(self, target_dir, drafter_dir, ids):
+        t_cfg, d_cfg = load_config(target_dir), load_config(drafter_dir)
+        t_tensors, _ = st.read_checkpoint(target_dir)
+        d_tensors, _ = st.read_checkpoint(drafter_dir)
+        target = ref.Qwen3Reference(t_cfg, t_tensors)
+        drafter = ref.DFlashReference(d_cfg, d_tensors, target)
+        ids_arg = ",".join(map(str, ids))
+        n, vocab = len(ids), t_cfg["vocab_size"]
+
+        # Target logits, every position.
+        logits, hidden, streams, gains = target.forward(ids)
+        got = dscale_json(self, "logits", "--model", target_dir, "--ids", ids_arg)["logits"]
+        got = torch.tensor(got, dtype=torch.float64)
+        self.assertEqual(tuple(got.shape), (n, vocab))
+        tol = ref.logit_tolerance(ref.logits_budget(t_cfg, n, gains), hidden, target.lm_head)
+        diff = (got - logits).abs()
+        report("target logits", diff, tol)
+        bad = (diff > tol).nonzero()
+        self.assertEqual(len(bad), 0, self.describe(bad, got, logits, tol))
+
+        # One drafting step after the prefill.
+        out = dscale_json(self, "draft", "--target", target_dir, "--drafter", drafter_dir,
+                          "--ids", ids_arg)
+        bonus = out["bonus"]
+        self.check_token(logits[-1], tol[-1], bonus, "bonus")
+        d_logits, d_hidden, d_gains = drafter.draft(streams, n, bonus)
+        got = torch.tensor(out["draft_logits"], dtype=torch.float64)
+        self.assertEqual(tuple(got.shape), (drafter.block_size - 1, vocab))
+        eps = ref.draft_budget(t_cfg, d_cfg, n, gains, d_gains, drafter.target_layer_ids,
+                               drafter.block_size)
+        d_tol = ref.logit_tolerance(eps, d_hidden, target.lm_head)
+        diff = (got - d_logits).abs()
+        report("draft logits", diff, d_tol)
+        bad = (diff > d_tol).nonzero()
+        self.assertEqual(len(bad), 0, self.describe(bad, got, d_logits, d_tol))
+        self.assertEqual(len(out["draft"]), drafter.block_size - 1)
+        exact = sum(self.check_token(d_logits[j], d_tol[j], tok, f"draft token {j + 1}")
+                    for j, tok in enumerate(out["draft"]))
+        print(f"  bonus {bonus}; draft tokens {out['draft']} ({exact} of {len(out['draft'])} "
+              "beyond the tie margin, all equal to the reference)")
+
+    def check_token(self, row, tol, token, what):
+        """dscale's argmax `token` against the reference logits `row`. Returns whether the
+        reference's top-1 was clear of every other logit (and so had to match exactly)."""
+        top = int(row.argmax())
+        # Tokens whose logit could exceed the top one's once both move by their tolerances.
+        rivals = (row[top] - row <= tol[top] + tol).nonzero().flatten().tolist()
+        if rivals == [top]:
+            self.assertEqual(token, top, f"{what}: dscale chose {token}, reference {top} "
+                             f"(margin {float(row[top] - row[token]):.3e})")
+            return True
+        self.assertIn(token, rivals, f"{what}: dscale chose {token}; reference top {top}, "
+                      f"tokens within the tolerance of it: {rivals}")
+        return False
+
+    @staticmethod
+    def describe(bad, got, want, tol):
+        lines = [f"{len(bad)} logits beyond tolerance; first ones (row, token, dscale, reference, tol):"]
+        for r, v in bad[:10].tolist():
+            lines.append(f"  {r} {v} {got[r, v].item():.6g} {want[r, v].item():.6g} {tol[r, v].item():.2e}")
+        return "\n".join(lines)
+
+
+class BundledPairTest(ParityMixin, unittest.TestCase):
+    def test_bundled_pair(self):
+        print(f"\nbundled pair ({ARGS.models})")
+        self.check_pair(os.path.join(ARGS.models, "tiny-target"),
+                        os.path.join(ARGS.models, "tiny-dflash"), BUNDLED_IDS)
+
+
+class RandomPairTest(ParityMixin, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="dscale_parity_")
+        cls.root = ARGS.keep or cls.tmp.name
+        cls.pairs = {name: mk.write_pair(cls.root, name) for name in mk.VARIANTS}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_reader_reads_back_what_was_written(self):
+        for name, (t_dir, d_dir, t_values, d_values) in self.pairs.items():
+            for folder, values in ((t_dir, t_values), (d_dir, d_values)):
+                read, _ = st.read_checkpoint(folder)
+                self.assertEqual(sorted(read), sorted(values), folder)
+                for k, v in values.items():
+                    self.assertTrue(torch.equal(read[k], v), f"{folder}: {k}")
+                index = os.path.join(folder, st.INDEX_NAME)
+                if os.path.exists(index):  # the sharded ones really use two shards
+                    with open(index) as f:
+                        self.assertEqual(len(set(json.load(f)["weight_map"].values())), 2, folder)
+
+    def test_bf16_sharded(self):
+        self.check_variant("bf16_sharded")
+
+    def test_f16_tied(self):
+        self.check_variant("f16_tied")
+
+    def test_f32_sharded_tied(self):
+        self.check_variant("f32_sharded_tied")
+
+    def check_variant(self, name):
+        t_dir, d_dir, _, _ = self.pairs[name]
+        print(f"\nrandom pair {name}")
+        self.check_pair(t_dir, d_dir, RANDOM_IDS)
+
+
+class BrokenCheckpointTest(unittest.TestCase):
+    """Checkpoints dscale must refuse: exit status 1 and the offending tensor named."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="dscale_parity_bad_")
+        cls.cfg = dict(mk.TARGET)
+        cls.tensors = [(n, st.round_to(x, "BF16"), "BF16")
+                       for n, x in mk.target_tensors(cls.cfg, 3, tied=False)]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def write_target(self, name, tensors, shards=1, header_override=None):
+        folder = os.path.join(self.tmp.name, name)
+        mk.write_config(folder, self.cfg)
+        st.write_checkpoint(folder, tensors, shards=shards, header_override=header_override)
+        return folder
+
+    def expect_refused(self, folder, *needles, drafter=None):
+        if drafter is None:
+            code, out, err = run_dscale("logits", "--model", folder, "--ids", "1,2,3")
+        else:
+            code, out, err = run_dscale("draft", "--target", folder, "--drafter", drafter,
+                                        "--ids", "1,2,3")
+        self.assertEqual(code, 1, f"exit {code}; stderr: {err}")
+        self.assertEqual(out, "")
+        for needle in needles:
+            self.assertIn(needle, err)
+
+    def test_shape_mismatch(self):
+        name = "model.layers.1.self_attn.k_proj.weight"
+        tensors = [(n, t[:-2] if n == name else t, d) for n, t, d in self.tensors]
+        self.expect_refused(self.write_target("shape", tensors), f'"{name}"', "expected shape [22, 75]",
+                            "got [20, 75]")
+
+    def test_missing_tensor(self):
+        tensors = [e for e in self.tensors if e[0] != "lm_head.weight"]
+        self.expect_refused(self.write_target("missing", tensors, shards=2), '"lm_head.weight"',
+                            "not found")
+
+    def test_offsets_disagree_with_shape(self):
+        name = "model.layers.0.mlp.up_proj.weight"
+        folder = self.write_target("offsets", self.tensors, header_override={name: {"shape": [101, 74]}})
+        self.expect_refused(folder, f'"{name}"', "data_offsets")
+
+    def test_drafter_fc_width(self):
+        # fc must take len(target_layer_ids) x target hidden inputs: here one feature too few.
+        target = self.write_target("fc_target", self.tensors)
+        drafter = os.path.join(self.tmp.name, "fc_drafter")
+        mk.write_config(drafter, mk.DRAFTER_A)
+        tensors = [(n, st.round_to(t[:, :-1] if n == "fc.weight" else t, "BF16"), "BF16")
+                   for n, t in mk.drafter_tensors(mk.DRAFTER_A, self.cfg, 4, "")]
+        st.write_checkpoint(drafter, tensors)
+        self.expect_refused(target, '"fc.weight"', "expected shape [75, 150]", "got [75, 149]",
+                            drafter=drafter)
+
+    def test_index_names_the_wrong_shard(self):
+        folder = self.write_target("index", self.tensors, shards=2)
+        path = os.path.join(folder, st.INDEX_NAME)
+        with open(path) as f:
+            index = json.load(f)
+        name = "model.embed_tokens.weight"
+        shards = sorted(set(index["weight_map"].values()))
+        index["weight_map"][name] = shards[1] if index["weight_map"][name] == shards[0] else shards[0]
+        with open(path, "w") as f:
+            json.dump(index, f)
+        self.expect_refused(folder, f'"{name}"', "does not contain it")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dscale", required=True, help="the dscale binary")
+    ap.add_argument("--models", default=os.path.join(HERE, "..", "..", "models"),
+                    help="folder holding tiny-target and tiny-dflash")
+    ap.add_argument("--keep", help="write the random checkpoints here and keep them")
+    ARGS, rest = ap.parse_known_args()
+    ARGS.dscale = os.path.abspath(ARGS.dscale)
+    ARGS.models = os.path.abspath(ARGS.models)
+    torch.set_num_threads(1)
+    start = time.time()
+    result = unittest.main(argv=[sys.argv[0]] + rest, exit=False).result
+    print(f"parity: {time.time() - start:.1f} s")
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
