@@ -1,7 +1,11 @@
 #include "cli_util.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+
+#include "engine/engine.h"
+#include "engine/kv_budget.h"
 
 namespace dscale::cli {
 
@@ -27,6 +31,16 @@ Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::str
 int ReportError(const std::string& command, const Status& status) {
   std::fprintf(stderr, "dscale %s: %s\n", command.c_str(), status.message().c_str());
   return 1;
+}
+
+int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
+                           int32_t concurrency, int32_t max_tokens, int32_t block) {
+  if (flag > 0) return flag;
+  size_t longest = 0;
+  for (const std::vector<int32_t>& p : prompts) longest = std::max(longest, p.size());
+  const int64_t at_once = std::clamp<int64_t>(static_cast<int64_t>(prompts.size()), 1, concurrency);
+  return KvTokensForDemand(at_once, static_cast<int64_t>(longest), max_tokens, block,
+                           EngineConfig{}.page_size);
 }
 
 }  // namespace dscale::cli

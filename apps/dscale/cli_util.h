@@ -15,4 +15,10 @@ Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::str
 // Prints "dscale <command>: <message>" to stderr and returns exit code 1.
 int ReportError(const std::string& command, const Status& status);
 
+// The KV capacity a batch command runs with: `flag` (--kv-tokens) when positive, else what
+// `concurrency` of `prompts` at once need with `max_tokens` outputs and drafting blocks of
+// `block` positions (engine/kv_budget.h), so memory follows the requests.
+int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
+                           int32_t concurrency, int32_t max_tokens, int32_t block);
+
 }  // namespace dscale::cli

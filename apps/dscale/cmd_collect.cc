@@ -27,6 +27,7 @@ struct CollectArgs {
   std::string out;
   int32_t concurrency = 16;
   int32_t max_tokens = 256;
+  int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   uint64_t projection_seed = 1;
 };
 
@@ -103,7 +104,9 @@ int RunCollect(const CollectArgs& args) {
                            dvl::MakeProjections(hidden, vocab, args.projection_seed));
 
   EngineConfig config{.policy = LengthPolicy{.mode = SpecMode::kDFlash},
-                      .max_running = args.concurrency};
+                      .max_running = args.concurrency,
+                      .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
+                                                      args.max_tokens, drafter->block_size())};
   config.on_step = [&collector](const StepRecord& step) { collector.Record(step); };
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*target, &*drafter, std::move(config));
   if (!engine.ok()) return fail(engine.status());
@@ -140,6 +143,9 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--kv-tokens", args->kv_tokens,
+                  "KV cache capacity in positions (default: what the prompts need at once)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--projection-seed", args->projection_seed, "Seed of the fixed projections")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunCollect(*args); });

@@ -36,6 +36,7 @@ struct GenerateArgs {
   int32_t top_k = 0;
   uint64_t seed = 0;
   int32_t concurrency = 1;
+  int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   std::string predictor;
   double verify_budget = 0.5;
   bool tile_routing = true;
@@ -150,8 +151,11 @@ int RunGenerate(const GenerateArgs& args) {
 
   Result<std::optional<dvl::Predictor>> predictor = LoadPredictor(args, *policy, *target, *drafter);
   if (!predictor.ok()) return fail(predictor.status());
+  const int32_t block = drafter->has_value() ? (*drafter)->block_size() : 1;
   EngineConfig config{.policy = *policy,
                       .max_running = args.concurrency,
+                      .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
+                                                      args.max_tokens, block),
                       .tile_routing = args.tile_routing,
                       .predictor = predictor->has_value() ? &**predictor : nullptr,
                       .verify_budget = args.verify_budget};
@@ -220,6 +224,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--kv-tokens", args->kv_tokens,
+                  "KV cache capacity in positions (default: what the prompts need at once)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--predictor", args->predictor, "DVL predictor file (for --spec dscale)");
   cmd->add_option("--verify-budget", args->verify_budget,
                   "dscale: verified rows per step as a fraction of W·N")

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "commands.h"
 #include "device_placement.h"
 #include "engine/engine.h"
+#include "engine/kv_budget.h"
 #include "io/tokenizer/tokenizer.h"
 #include "model/dflash_drafter.h"
 #include "predictor_loading.h"
@@ -42,7 +44,7 @@ struct ServeArgs {
   int32_t max_running = 16;
   int32_t max_queue = 256;
   int32_t http_threads = 0;
-  int64_t kv_tokens = 1 << 16;
+  int64_t kv_tokens = 0;  // 0: ServeKvTokens
   int32_t default_max_tokens = 256;
   int64_t max_body_bytes = 8 << 20;
   bool tile_routing = true;
@@ -103,6 +105,20 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
   return info;
 }
 
+// --kv-tokens, or by default room for every running request at the full context length,
+// capped at 90% of the memory available with the models loaded (rows take memory only once
+// written, but every slot may be).
+Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
+  if (args.kv_tokens > 0) return args.kv_tokens;
+  TargetModel& target = m.placed->target();
+  const Drafter* drafter = m.placed->drafter();
+  const int64_t per_position = KvBytesPerPosition(target.KvShape(EngineConfig{}.page_size, 1)) +
+                               (drafter != nullptr ? drafter->KvBytesPerPosition() : 0);
+  DSCALE_ASSIGN_OR_RETURN(const int64_t fit, KvTokensThatFit(per_position, 0.9));
+  const int64_t full = int64_t{args.max_running} * target.config().max_position_embeddings;
+  return std::min(full, fit);
+}
+
 Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   if (m.policy.mode == SpecMode::kDScale && m.drafter) {
     DSCALE_ASSIGN_OR_RETURN(
@@ -111,9 +127,11 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
     m.predictor.emplace(std::move(predictor));
   }
   const Tokenizer& tokenizer = *m.tokenizer;
+  DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, m));
+  std::printf("dscale serve: KV cache of %lld positions\n", static_cast<long long>(kv_tokens));
   EngineConfig config{.policy = m.policy,
                       .max_running = args.max_running,
-                      .kv_tokens = args.kv_tokens,
+                      .kv_tokens = kv_tokens,
                       .tile_routing = args.tile_routing,
                       .predictor = m.predictor ? &*m.predictor : nullptr,
                       .decode_text = [&tokenizer](std::span<const int32_t> ids) {
@@ -213,9 +231,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "HTTP worker threads (0: max-running + max-queue + 16)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--kv-tokens", args->kv_tokens, "KV cache capacity in positions")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option("--kv-tokens", args->kv_tokens,
+                  "KV cache capacity in positions (default: --max-running full contexts, within "
+                  "90% of the available memory)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
       ->check(CLI::PositiveNumber)

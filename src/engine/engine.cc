@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "engine/kv_budget.h"
 #include "kernels/cpu/softmax.h"
 
 namespace dscale {
@@ -74,6 +76,17 @@ Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* dra
     return InvalidArgument("--spec " + config.policy.Name() + ": the drafter's block has only " +
                            std::to_string(block) + " rows");
   }
+  const int64_t max_kv_tokens = int64_t{std::numeric_limits<int32_t>::max()} * config.page_size;
+  if (config.kv_tokens < 1 || config.kv_tokens > max_kv_tokens) {
+    return InvalidArgument("kv_tokens: expected 1 to " + std::to_string(max_kv_tokens) +
+                           " positions, got " + std::to_string(config.kv_tokens));
+  }
+  // The whole cache may be written: it must fit in memory with the models loaded.
+  const int64_t kv_positions =
+      (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
+  const int64_t kv_bytes = KvBytesPerPosition(target.KvShape(config.page_size, 1)) +
+                           (drafter ? drafter->KvBytesPerPosition() : 0);
+  DSCALE_RETURN_IF_ERROR(CheckKvFitsInMemory(kv_positions, kv_bytes));
   DSCALE_ASSIGN_OR_RETURN(
       VerifyPlanner planner,
       VerifyPlanner::Create(config.policy, block, config.predictor, config.verify_budget));

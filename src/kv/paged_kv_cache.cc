@@ -42,8 +42,10 @@ KvStore::KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t
       num_slots_(num_slots),
       page_size_(page_size) {
   DSCALE_CHECK(num_layers >= 0 && kv_heads > 0 && head_dim > 0 && num_slots > 0 && page_size > 0);
-  k_.assign(num_layers, std::vector<float>(num_slots * row_floats_, 0.0f));
-  v_.assign(num_layers, std::vector<float>(num_slots * row_floats_, 0.0f));
+  for (int32_t layer = 0; layer < num_layers; ++layer) {
+    k_.emplace_back(num_slots * row_floats_);
+    v_.emplace_back(num_slots * row_floats_);
+  }
 }
 
 void KvStore::Store(int32_t layer, int64_t slot, const float* k, const float* v) {

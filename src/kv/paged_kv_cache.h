@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "kernels/cpu/attention.h"
+#include "kv/zero_mapped_floats.h"
 
 namespace dscale {
 
@@ -41,7 +42,8 @@ class PageAllocator {
 };
 
 // Per-layer K and V rows addressed by slot: [num_slots, kv_heads, head_dim] f32 per layer. Zero
-// layers is allowed: a cache whose rows live elsewhere (on the device) keeps pages only.
+// layers is allowed: a cache whose rows live elsewhere (on the device) keeps pages only. Rows
+// read as zeros until written and take resident memory only once written (ZeroMappedFloats).
 // The target's rows live in PagedKvCache's store; the DFlash drafter keeps its own store of the
 // same slot count, so a token's draft K/V sit at the same slot as its target K/V and the page
 // tables serve both.
@@ -60,8 +62,8 @@ class KvStore {
   int64_t row_floats_;  // kv_heads · head_dim
   int64_t num_slots_;
   int32_t page_size_;
-  std::vector<std::vector<float>> k_;
-  std::vector<std::vector<float>> v_;
+  std::vector<ZeroMappedFloats> k_;
+  std::vector<ZeroMappedFloats> v_;
 };
 
 class PagedKvCache {

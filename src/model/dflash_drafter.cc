@@ -87,6 +87,11 @@ void DFlashDrafter::Bind(const PagedKvCache& cache) {
                  dims_.head_dim, cache.num_slots(), cache.shape().page_size);
 }
 
+int64_t DFlashDrafter::KvBytesPerPosition() const {
+  return int64_t{2} * config_.draft.num_hidden_layers * dims_.kv_heads * dims_.head_dim *
+         static_cast<int64_t>(sizeof(float));
+}
+
 void DFlashDrafter::AppendContext(const ContextRows& context) {
   DSCALE_CHECK_MSG(store_.has_value(), "Bind the drafter to a KV cache first");
   KvStore& store = *store_;

@@ -42,6 +42,8 @@ class Drafter {
   virtual const std::vector<int32_t>& feature_layers() const = 0;
   // Prepares draft-side storage for `cache`'s slots; called once before use.
   virtual void Bind(const PagedKvCache& cache) = 0;
+  // Host bytes that storage takes per slot once written (0 when it lives elsewhere).
+  virtual int64_t KvBytesPerPosition() const { return 0; }
   virtual void AppendContext(const ContextRows& rows) = 0;
   // Every request's sequence has block_size positions reserved past ctx_len.
   virtual Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache,

@@ -58,8 +58,7 @@ class ModelCommandsTest : public ::testing::Test {
 
   // `got` equals `want` (both continuations of `prompt`), or they part at a token where the
   // target's top two logits are within `tie`: a float-noise tie, where either choice is greedy.
-  static void ExpectSameUpToTie(const std::vector<int32_t>& prompt,
-                                const std::vector<int32_t>& got,
+  static void ExpectSameUpToTie(const std::vector<int32_t>& prompt, const std::vector<int32_t>& got,
                                 const std::vector<int32_t>& want, float tie) {
     const size_t n = std::min(got.size(), want.size());
     const size_t at = std::mismatch(got.begin(), got.begin() + n, want.begin()).first - got.begin();
@@ -71,8 +70,8 @@ class ModelCommandsTest : public ::testing::Test {
     context.insert(context.end(), want.begin(), want.begin() + at);
     std::vector<float> row = LastLogits(context);
     std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
-    EXPECT_LE(row[0] - row[1], tie) << "outputs part at token " << at
-                                    << " where the target's top two logits are not tied";
+    EXPECT_LE(row[0] - row[1], tie)
+        << "outputs part at token " << at << " where the target's top two logits are not tied";
   }
 
   // Contexts in these tests stay within this many positions.
@@ -191,6 +190,10 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   EXPECT_NE(r.out.find("--spec"), std::string::npos) << r.out;
   r = RunDscale("generate --target " + Target() + " --spec dflash --ids 1");
   EXPECT_NE(r.out.find("needs --drafter"), std::string::npos) << r.out;
+  // A KV cache larger than the machine's memory is refused at start-up, with the sizes.
+  r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --kv-tokens 17179869184");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("KV cache of 17179869184 positions"), std::string::npos) << r.out;
   r = RunDscale("logits --model /nonexistent/dir --ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;

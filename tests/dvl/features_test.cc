@@ -175,8 +175,8 @@ TEST(FeaturesTest, BatchMatchesPerRequest) {
       for (int c = 0; c < kLogitProjDim; ++c) {
         double mass = 0.0;
         for (int64_t v = 0; v < kVocab; ++v) {
-          mass += std::abs(double{request_logits[j * kVocab + v]} *
-                           proj.logit[v * kLogitProjDim + c]);
+          mass +=
+              std::abs(double{request_logits[j * kVocab + v]} * proj.logit[v * kLogitProjDim + c]);
         }
         const int64_t f = kLogitProjOffset + j * kLogitProjDim + c;
         const double rounding =

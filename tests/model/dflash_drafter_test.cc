@@ -1,18 +1,17 @@
 #include "model/dflash_drafter.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <random>
 
-#include <unistd.h>
-
-#include "model/random_checkpoint.h"
 #include "logit_bounds.h"
+#include "model/random_checkpoint.h"
 #include "model_test_util.h"
 
 namespace dscale {

@@ -40,7 +40,8 @@ inline std::vector<double> LogitErrorBounds(int reductions, int64_t longest,
   std::vector<double> bounds(static_cast<size_t>(vocab));
   for (int64_t v = 0; v < vocab; ++v) {
     double sum_sq = 0.0;
-    for (int64_t i = 0; i < hidden; ++i) sum_sq += double{lm_head[v * hidden + i]} * lm_head[v * hidden + i];
+    for (int64_t i = 0; i < hidden; ++i)
+      sum_sq += double{lm_head[v * hidden + i]} * lm_head[v * hidden + i];
     bounds[static_cast<size_t>(v)] = scale * std::sqrt(sum_sq);
   }
   return bounds;
@@ -66,10 +67,11 @@ inline std::vector<double> DraftLogitBounds(const DFlashDrafter& drafter, const 
                                             int64_t context) {
   const Qwen3Config& t = target.config();
   const DFlashConfig& d = drafter.config();
-  const int reductions = kReductionsPerLayer * (t.num_hidden_layers + d.draft.num_hidden_layers) + 2;
+  const int reductions =
+      kReductionsPerLayer * (t.num_hidden_layers + d.draft.num_hidden_layers) + 2;
   const int64_t fc_terms = static_cast<int64_t>(d.target_layer_ids.size()) * t.hidden_size;
-  const int64_t longest = std::max({LongestReduction(t, context),
-                                    LongestReduction(d.draft, context + d.block_size), fc_terms});
+  const int64_t longest = std::max(
+      {LongestReduction(t, context), LongestReduction(d.draft, context + d.block_size), fc_terms});
   return LogitErrorBounds(reductions, longest, drafter.weights().final_norm,
                           target.weights().LmHead(), t.vocab_size);
 }

@@ -1,6 +1,7 @@
 #include "model/qwen3_model.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,11 +10,9 @@
 #include <map>
 #include <span>
 
-#include <unistd.h>
-
+#include "logit_bounds.h"
 #include "model/greedy_decode.h"
 #include "model/random_checkpoint.h"
-#include "logit_bounds.h"
 #include "model_test_util.h"
 #include "reference_forward.h"
 
@@ -79,9 +78,9 @@ TEST(Qwen3ModelTest, ForwardMatchesReferenceForwardAndCapturesFeatures) {
   const std::vector<int32_t> capture = {2, 0};  // list order, not layer order
   ASSERT_TRUE(model.Forward(batch, {.tile_rows = 16, .capture_layers = capture}, cache, &out).ok());
 
-  EXPECT_LE(WorstLogitDiffOverBound(out.logits, expected.logits,
-                                    testing::TargetLogitBounds(model, 37)),
-            1.0);
+  EXPECT_LE(
+      WorstLogitDiffOverBound(out.logits, expected.logits, testing::TargetLogitBounds(model, 37)),
+      1.0);
   // Captured residuals after layer l: the same first-order bound with 6·(l + 1) reductions.
   // A residual component sums random-signed terms, whose magnitudes we take as √H·‖row‖∞.
   const int64_t h = config.hidden_size;
@@ -171,9 +170,9 @@ TEST_P(ChunkedPrefillTest, InterleavedChunksAndDecodeStepsMatchOnePrefill) {
   for (const ScheduledRequest& r : requests) {
     const std::vector<float> expected = OnePrefillLogits(model, r.tokens);
     const auto context = static_cast<int64_t>(r.tokens.size());
-    EXPECT_LE(WorstLogitDiffOverBound(r.logits, expected,
-                                      testing::TargetLogitBounds(model, context)),
-              1.0)
+    EXPECT_LE(
+        WorstLogitDiffOverBound(r.logits, expected, testing::TargetLogitBounds(model, context)),
+        1.0)
         << "request of length " << r.tokens.size();
   }
 }
@@ -204,9 +203,9 @@ TEST(Qwen3ModelTest, RequestLogitsDoNotDependOnTheRestOfTheBatch) {
   // Attention and every elementwise kernel compute a row the same way whatever else is batched;
   // only the GEMM may block a different row count differently (OpenBLAS picks its kernels by
   // shape and CPU), which moves logits by float rounding only: within the order bound.
-  EXPECT_LE(WorstLogitDiffOverBound(it->logits, alone[0].logits,
-                                    testing::TargetLogitBounds(model, 28)),
-            1.0);
+  EXPECT_LE(
+      WorstLogitDiffOverBound(it->logits, alone[0].logits, testing::TargetLogitBounds(model, 28)),
+      1.0);
 }
 
 TEST(Qwen3ModelTest, LoadsTheCheckpointMakeTinyWrites) {
@@ -275,8 +274,8 @@ TEST(GreedyDecodeTest, ChunkedPrefillGivesTheSameTokensAndFollowsTheArgmax) {
     const auto argmax = std::max_element(top.begin(), top.end()) - top.begin();
     std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
     if (top[0] - top[1] <= tie) {
-      ADD_FAILURE() << "token " << i << " is a float-noise tie (gap " << top[0] - top[1]
-                    << " ≤ " << tie << "); choose another seed";
+      ADD_FAILURE() << "token " << i << " is a float-noise tie (gap " << top[0] - top[1] << " ≤ "
+                    << tie << "); choose another seed";
       break;
     }
     EXPECT_EQ(argmax, (*whole)[i]) << "token " << i;

@@ -1,0 +1,64 @@
+#include "engine/kv_budget.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace dscale {
+namespace {
+
+std::string GiB(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
+}  // namespace
+
+int64_t KvBytesPerPosition(const KvCacheShape& shape) {
+  return int64_t{2} * shape.num_layers * shape.kv_heads * shape.head_dim *
+         static_cast<int64_t>(sizeof(float));
+}
+
+int64_t KvTokensForDemand(int64_t requests, int64_t longest_prompt, int64_t max_tokens,
+                          int32_t block, int32_t page_size) {
+  const int64_t positions = longest_prompt + max_tokens + block;
+  const int64_t pages = (positions + page_size - 1) / page_size;
+  return requests * pages * page_size;
+}
+
+Result<int64_t> AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key, unit;
+    int64_t kib = 0;
+    if (fields >> key >> kib >> unit && key == "MemAvailable:" && unit == "kB") {
+      return kib * 1024;
+    }
+  }
+  return IoError("/proc/meminfo: no \"MemAvailable: N kB\" line");
+}
+
+Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction) {
+  DSCALE_ASSIGN_OR_RETURN(const int64_t available, AvailableMemoryBytes());
+  if (bytes_per_position <= 0) return int64_t{1} << 40;
+  return static_cast<int64_t>(static_cast<double>(available) * fraction) / bytes_per_position;
+}
+
+Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position) {
+  const int64_t needed = positions * bytes_per_position;
+  if (needed == 0) return Status::Ok();
+  DSCALE_ASSIGN_OR_RETURN(const int64_t available, AvailableMemoryBytes());
+  if (needed <= available) return Status::Ok();
+  return ResourceExhausted(
+      "KV cache of " + std::to_string(positions) + " positions × " +
+      std::to_string(bytes_per_position) + " bytes (K and V of every layer) = " + GiB(needed) +
+      ", but only " + GiB(available) +
+      " of memory is available with the models loaded; lower --kv-tokens or the "
+      "number of requests running at once");
+}
+
+}  // namespace dscale
