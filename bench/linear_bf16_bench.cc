@@ -1,0 +1,212 @@
+// Row cost of one Qwen3 decoder layer's projections with BF16 weights (LinearBf16), against the
+// machine's own limits measured in the same run: the memory read bandwidth (all threads summing
+// a buffer far larger than the caches) and the sgemm rate (OpenBLAS, f32, a large square
+// product). For 1 … 512 rows it prints the step time, the weight bytes read per second as a
+// fraction of the bandwidth, the arithmetic rate as a fraction of the sgemm rate, and the time
+// over the roofline max(weight bytes ÷ bandwidth, FLOPs ÷ sgemm rate); the same for f32 weights
+// through OpenBLAS (what the model did before), and the few-row kernel variants at one row.
+//
+//   build/linear_bf16_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b] [--max-rows 512]
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
+
+namespace dscale {
+namespace {
+
+struct LayerShape {
+  const char* name;
+  int64_t hidden, intermediate, q_dim, kv_dim;
+};
+
+constexpr LayerShape kShapes[] = {
+    {"qwen3-0.6b", 1024, 3072, 2048, 1024},
+    {"qwen3-1.7b", 2048, 6144, 2048, 1024},
+    {"qwen3-4b", 2560, 9728, 4096, 1024},
+    {"qwen3-8b", 4096, 12288, 4096, 1024},
+};
+
+struct Matrix {
+  int64_t out, in;
+  std::vector<uint16_t> bf16;
+  std::vector<float> f32;
+};
+
+// The layer's four projections, [out, in]: stacked q/k/v, o, stacked gate/up, down.
+std::vector<Matrix> LayerMatrices(const LayerShape& s) {
+  const int64_t dims[4][2] = {{s.q_dim + 2 * s.kv_dim, s.hidden},
+                              {s.hidden, s.q_dim},
+                              {2 * s.intermediate, s.hidden},
+                              {s.hidden, s.intermediate}};
+  std::vector<Matrix> m;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (const auto& d : dims) {
+    Matrix mat{.out = d[0], .in = d[1]};
+    mat.bf16.resize(d[0] * d[1]);
+    mat.f32.resize(d[0] * d[1]);
+    for (size_t i = 0; i < mat.bf16.size(); ++i) {
+      mat.bf16[i] = F32ToBf16(normal(rng));
+      mat.f32[i] = Bf16ToF32(mat.bf16[i]);
+    }
+    m.push_back(std::move(mat));
+  }
+  return m;
+}
+
+// Median seconds per call over 5 trials of enough calls to fill ~0.2 s each.
+double SecondsPerCall(const std::function<void()>& call) {
+  using Clock = std::chrono::steady_clock;
+  call();
+  auto start = Clock::now();
+  int calls = 0;
+  while (std::chrono::duration<double>(Clock::now() - start).count() < 0.2) {
+    call();
+    ++calls;
+  }
+  std::vector<double> trials;
+  for (int t = 0; t < 5; ++t) {
+    start = Clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    trials.push_back(std::chrono::duration<double>(Clock::now() - start).count() / calls);
+  }
+  std::sort(trials.begin(), trials.end());
+  return trials[2];
+}
+
+// Bytes per second all threads read when summing a 1 GiB buffer: 64-bit integer words into
+// eight independent sums per thread (associative, so the loop is limited by loads, not adds).
+double ReadBandwidth() {
+  const size_t words = (size_t{1} << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buffer(words, 1);
+  volatile uint64_t sink = 0;
+  const double s = SecondsPerCall([&] {
+    uint64_t total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (size_t block = 0; block < words / 8; ++block) {
+      const uint64_t* p = buffer.data() + block * 8;
+      total += (p[0] + p[1]) + (p[2] + p[3]) + (p[4] + p[5]) + (p[6] + p[7]);
+    }
+    sink = total;
+  });
+  (void)sink;
+  return static_cast<double>(words * sizeof(uint64_t)) / s;
+}
+
+// FLOP/s of OpenBLAS sgemm on 1024 × 2048 × 2048.
+double SgemmRate() {
+  const int m = 1024, k = 2048, n = 2048;
+  std::vector<float> a(size_t{m} * k, 0.5f), b(size_t{k} * n, 0.25f), c(size_t{m} * n);
+  const double s = SecondsPerCall([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k,
+                0.0f, c.data(), n);
+  });
+  return 2.0 * m * n * k / s;
+}
+
+struct Args {
+  const LayerShape* shape = &kShapes[1];
+  int64_t max_rows = 512;
+};
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--max-rows") {
+      a.max_rows = std::atoll(value.c_str());
+    } else if (flag == "--shape") {
+      a.shape = nullptr;
+      for (const LayerShape& s : kShapes) {
+        if (value == s.name) a.shape = &s;
+      }
+      if (a.shape == nullptr) {
+        std::fprintf(stderr, "linear_bf16_bench: unknown --shape %s\n", value.c_str());
+        std::exit(2);
+      }
+    } else {
+      std::fprintf(stderr, "linear_bf16_bench: unknown flag %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+void Run(const Args& args) {
+  const LayerShape& shape = *args.shape;
+  const std::vector<Matrix> layer = LayerMatrices(shape);
+  int64_t params = 0, widest_in = 0, widest_out = 0;
+  for (const Matrix& m : layer) {
+    params += m.out * m.in;
+    widest_in = std::max(widest_in, m.in);
+    widest_out = std::max(widest_out, m.out);
+  }
+  const double bandwidth = ReadBandwidth();
+  const double sgemm = SgemmRate();
+  std::printf("%s layer projections: %.1f M weights (%.0f MB BF16); %d threads\n", shape.name,
+              params / 1e6, params * 2 / 1e6, omp_get_max_threads());
+  std::printf("machine: read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s\n\n", bandwidth / 1e9,
+              sgemm / 1e9);
+
+  std::vector<float> x(args.max_rows * widest_in), y(args.max_rows * widest_out);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  for (float& v : x) v = normal(rng);
+
+  std::printf("%5s  %10s %8s %8s %9s   %10s %8s %9s\n", "rows", "bf16 ms", "bw frac", "sgemm fr",
+              "/roofline", "f32 ms", "bw frac", "/roofline");
+  for (int64_t rows = 1; rows <= args.max_rows; rows *= 2) {
+    const double flops = 2.0 * rows * params;
+    const auto roofline = [&](double bytes) { return std::max(bytes / bandwidth, flops / sgemm); };
+    const double t_bf16 = SecondsPerCall([&] {
+      for (const Matrix& m : layer)
+        cpu::LinearBf16(x.data(), m.bf16.data(), y.data(), rows, m.in, m.out);
+    });
+    const double t_f32 = SecondsPerCall([&] {
+      for (const Matrix& m : layer)
+        cpu::Linear(x.data(), m.f32.data(), y.data(), rows, m.in, m.out);
+    });
+    const double bf16_bytes = 2.0 * params, f32_bytes = 4.0 * params;
+    std::printf("%5lld  %10.3f %8.2f %8.2f %9.2f   %10.3f %8.2f %9.2f\n",
+                static_cast<long long>(rows), t_bf16 * 1e3, bf16_bytes / t_bf16 / bandwidth,
+                flops / t_bf16 / sgemm, t_bf16 / roofline(bf16_bytes), t_f32 * 1e3,
+                f32_bytes / t_f32 / bandwidth, t_f32 / roofline(f32_bytes));
+  }
+
+  std::printf("\nfew-row kernel variants at 1 and 16 rows (fraction of bandwidth):\n");
+  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+    for (const int64_t rows : {int64_t{1}, int64_t{16}}) {
+      if (rows > args.max_rows) continue;
+      const double t = SecondsPerCall([&] {
+        for (const Matrix& m : layer) {
+          cpu::LinearBf16FewRows(isa, x.data(), m.bf16.data(), y.data(), rows, m.in, m.out, false);
+        }
+      });
+      std::printf("  %-8s rows %2lld: %8.3f ms, %.2f of bandwidth\n",
+                  std::string(cpu::Bf16IsaName(isa)).c_str(), static_cast<long long>(rows), t * 1e3,
+                  2.0 * params / t / bandwidth);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dscale
+
+int main(int argc, char** argv) {
+  dscale::Run(dscale::ParseArgs(argc, argv));
+  return 0;
+}

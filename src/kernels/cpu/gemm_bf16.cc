@@ -1,0 +1,283 @@
+#include "kernels/cpu/gemm_bf16.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+
+namespace dscale::cpu {
+namespace {
+
+// Weight rows (outputs) that share one pass over the inputs: their BF16 values are widened once
+// per x row tile and stay in registers.
+constexpr int64_t kOutGroup = 4;
+// Below this many weights a call runs on one thread: a fork/join would cost more than the work.
+constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+// Bytes of one f32 weight panel of the many-row path: small enough to stay in cache while
+// sgemm streams the activations through it.
+constexpr int64_t kPanelBytes = int64_t{8} << 20;
+
+inline float Bf16Bits(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof(f));
+  return f;
+}
+
+inline void Put(float* y, float value, bool accumulate) { *y = accumulate ? *y + value : value; }
+
+// Outputs [o_begin, o_end) for every row, in plain C++ (the compiler vectorises what it can).
+void FewRowsPortable(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                     int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+  for (int64_t o = o_begin; o < o_end; ++o) {
+    const uint16_t* wo = w + o * in;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * in;
+      float sum = 0.0f;
+      for (int64_t k = 0; k < in; ++k) sum += Bf16Bits(wo[k]) * xr[k];
+      Put(y + r * out + o, sum, accumulate);
+    }
+  }
+}
+
+// ---- AVX2 + FMA: 8 lanes. Tiles of 4 outputs × 1-2 rows for short batches; from 6 rows on,
+// 2 outputs × 6 rows, which widens each weight vector once per 6 FMAs (12 accumulators, 2
+// widened weights and one input vector: 15 of the 16 registers).
+
+inline __m256 LoadBf16x8(const uint16_t* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+inline float Sum8(__m256 v) {
+  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
+}
+
+// kRows rows of x (row r at x + r·in) against kOuts weight rows from `wo`; y[r·out + g] gets
+// output g of row r.
+template <int kRows, int kOuts>
+void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float* y, int64_t out,
+              bool accumulate) {
+  __m256 acc[kRows][kOuts];
+  for (int r = 0; r < kRows; ++r) {
+    for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm256_setzero_ps();
+  }
+  const int64_t vec_end = in / 8 * 8;
+  for (int64_t k = 0; k < vec_end; k += 8) {
+    __m256 wv[kOuts];
+    for (int g = 0; g < kOuts; ++g) wv[g] = LoadBf16x8(wo + g * in + k);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x + r * in + k);
+      for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm256_fmadd_ps(wv[g], xv, acc[r][g]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int g = 0; g < kOuts; ++g) {
+      float sum = Sum8(acc[r][g]);
+      for (int64_t k = vec_end; k < in; ++k) sum += Bf16Bits(wo[g * in + k]) * x[r * in + k];
+      Put(y + r * out + g, sum, accumulate);
+    }
+  }
+}
+
+void FewRowsAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
+                 bool accumulate, int64_t o_begin, int64_t o_end) {
+  int64_t o = o_begin;
+  for (; o + kOutGroup <= o_end; o += kOutGroup) {
+    const uint16_t* wo = w + o * in;
+    int64_t r = 0;
+    for (; r + 6 <= rows; r += 6) {
+      TileAvx2<6, 2>(x + r * in, wo, in, y + r * out + o, out, accumulate);
+      TileAvx2<6, 2>(x + r * in, wo + 2 * in, in, y + r * out + o + 2, out, accumulate);
+    }
+    for (; r + 2 <= rows; r += 2) {
+      TileAvx2<2, kOutGroup>(x + r * in, wo, in, y + r * out + o, out, accumulate);
+    }
+    for (; r < rows; ++r)
+      TileAvx2<1, kOutGroup>(x + r * in, wo, in, y + r * out + o, out, accumulate);
+  }
+  FewRowsPortable(x, w, y, rows, in, out, accumulate, o, o_end);
+}
+
+// ---- AVX-512: 16 lanes; tiles of 4 outputs × 4 rows (16 accumulators of the 32 registers).
+
+#define DSCALE_AVX512 __attribute__((target("avx512f,avx512bw")))
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
+// value its own -Wuninitialized then reports; nothing here reads an undefined lane.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+DSCALE_AVX512 inline __m512 LoadBf16x16(const uint16_t* p) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+template <int kRows>
+DSCALE_AVX512 void TileAvx512(const float* x, const uint16_t* wo, int64_t in,
+                              float sums[kRows][kOutGroup]) {
+  __m512 acc[kRows][kOutGroup];
+  for (int r = 0; r < kRows; ++r) {
+    for (int g = 0; g < kOutGroup; ++g) acc[r][g] = _mm512_setzero_ps();
+  }
+  const int64_t vec_end = in / 16 * 16;
+  for (int64_t k = 0; k < vec_end; k += 16) {
+    __m512 wv[kOutGroup];
+    for (int g = 0; g < kOutGroup; ++g) wv[g] = LoadBf16x16(wo + g * in + k);
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 xv = _mm512_loadu_ps(x + r * in + k);
+      for (int g = 0; g < kOutGroup; ++g) acc[r][g] = _mm512_fmadd_ps(wv[g], xv, acc[r][g]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int g = 0; g < kOutGroup; ++g) {
+      float sum = _mm512_reduce_add_ps(acc[r][g]);
+      for (int64_t k = vec_end; k < in; ++k) sum += Bf16Bits(wo[g * in + k]) * x[r * in + k];
+      sums[r][g] = sum;
+    }
+  }
+}
+
+template <int kRows>
+DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int64_t in, int64_t out,
+                              bool accumulate, int64_t r, int64_t o) {
+  float sums[kRows][kOutGroup];
+  TileAvx512<kRows>(x + r * in, wo, in, sums);
+  for (int i = 0; i < kRows; ++i) {
+    for (int g = 0; g < kOutGroup; ++g) Put(y + (r + i) * out + o + g, sums[i][g], accumulate);
+  }
+}
+
+DSCALE_AVX512 void FewRowsAvx512(const float* x, const uint16_t* w, float* y, int64_t rows,
+                                 int64_t in, int64_t out, bool accumulate, int64_t o_begin,
+                                 int64_t o_end) {
+  int64_t o = o_begin;
+  for (; o + kOutGroup <= o_end; o += kOutGroup) {
+    const uint16_t* wo = w + o * in;
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) RowsAvx512<4>(x, wo, y, in, out, accumulate, r, o);
+    for (; r + 2 <= rows; r += 2) RowsAvx512<2>(x, wo, y, in, out, accumulate, r, o);
+    for (; r < rows; ++r) RowsAvx512<1>(x, wo, y, in, out, accumulate, r, o);
+  }
+  FewRowsPortable(x, w, y, rows, in, out, accumulate, o, o_end);
+}
+
+#pragma GCC diagnostic pop
+#undef DSCALE_AVX512
+
+using FewRowsFn = void (*)(const float*, const uint16_t*, float*, int64_t, int64_t, int64_t, bool,
+                           int64_t, int64_t);
+
+FewRowsFn FewRowsFor(Bf16Isa isa) {
+  switch (isa) {
+    case Bf16Isa::kAvx512:
+      return FewRowsAvx512;
+    case Bf16Isa::kAvx2:
+      return FewRowsAvx2;
+    case Bf16Isa::kPortable:
+      break;
+  }
+  return FewRowsPortable;
+}
+
+Bf16Isa BestIsa() {
+  static const Bf16Isa best = SupportedBf16Isas().back();
+  return best;
+}
+
+// The threads split the output columns in whole groups.
+void RunFewRows(FewRowsFn fn, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                int64_t out, bool accumulate) {
+  const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
+#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
+  for (int64_t g = 0; g < groups; ++g) {
+    fn(x, w, y, rows, in, out, accumulate, g * kOutGroup, std::min(out, (g + 1) * kOutGroup));
+  }
+}
+
+// dst[0, count) = the BF16 values at src, widened to f32 (8 at a time on the threads).
+void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
+  const int64_t blocks = count / 8;
+#pragma omp parallel for schedule(static) if (count >= kParallelMinWeights)
+  for (int64_t b = 0; b < blocks; ++b) _mm256_storeu_ps(dst + b * 8, LoadBf16x8(src + b * 8));
+  for (int64_t i = blocks * 8; i < count; ++i) dst[i] = Bf16Bits(src[i]);
+}
+
+void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                   int64_t out, bool accumulate) {
+  DSCALE_CHECK(rows <= std::numeric_limits<blasint>::max() &&
+               in <= std::numeric_limits<blasint>::max() &&
+               out <= std::numeric_limits<blasint>::max());
+  // Whole groups of 16 outputs per panel, at least 64 however wide the input (narrower panels
+  // leave sgemm too little to block).
+  const int64_t panel_outputs =
+      std::max<int64_t>(64, kPanelBytes / (in * static_cast<int64_t>(sizeof(float))) / 16 * 16);
+  thread_local std::vector<float> panel;
+  panel.resize(static_cast<size_t>(std::min(out, panel_outputs) * in));
+  for (int64_t o0 = 0; o0 < out; o0 += panel_outputs) {
+    const int64_t n = std::min(panel_outputs, out - o0);
+    WidenBf16(w + o0 * in, n * in, panel.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(n), static_cast<blasint>(in), 1.0f, x,
+                static_cast<blasint>(in), panel.data(), static_cast<blasint>(in),
+                accumulate ? 1.0f : 0.0f, y + o0, static_cast<blasint>(out));
+  }
+}
+
+}  // namespace
+
+std::string_view Bf16IsaName(Bf16Isa isa) {
+  switch (isa) {
+    case Bf16Isa::kAvx512:
+      return "avx512";
+    case Bf16Isa::kAvx2:
+      return "avx2";
+    case Bf16Isa::kPortable:
+      break;
+  }
+  return "portable";
+}
+
+std::vector<Bf16Isa> SupportedBf16Isas() {
+  std::vector<Bf16Isa> isas = {Bf16Isa::kPortable};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    isas.push_back(Bf16Isa::kAvx2);
+  }
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+    isas.push_back(Bf16Isa::kAvx512);
+  }
+  return isas;
+}
+
+void LinearBf16FewRows(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
+                       int64_t in, int64_t out, bool accumulate) {
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
+  const std::vector<Bf16Isa> supported = SupportedBf16Isas();
+  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
+                   "this CPU cannot run the requested BF16 kernel variant");
+  RunFewRows(FewRowsFor(isa), x, w, y, rows, in, out, accumulate);
+}
+
+void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
+                bool accumulate) {
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
+  if (rows == 0 || out == 0) return;
+  if (in == 0) {
+    if (!accumulate) std::memset(y, 0, static_cast<size_t>(rows * out) * sizeof(float));
+    return;
+  }
+  if (rows <= kLinearBf16FewRows) {
+    RunFewRows(FewRowsFor(BestIsa()), x, w, y, rows, in, out, accumulate);
+  } else {
+    WidenAndSgemm(x, w, y, rows, in, out, accumulate);
+  }
+}
+
+}  // namespace dscale::cpu
