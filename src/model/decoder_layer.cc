@@ -18,7 +18,7 @@ void AttentionHalf(const Qwen3LayerWeights& w, const LayerDims& d, const LayerBa
   float* normed = GrowBuffer(s.normed, rows * d.hidden);
   float* qkv = GrowBuffer(s.qkv, rows * qkv_cols);
   cpu::RmsNorm(x, w.input_norm.data(), normed, rows, d.hidden, d.eps);
-  cpu::Linear(normed, w.qkv.data(), qkv, rows, d.hidden, qkv_cols);
+  Project(normed, w.qkv, qkv, rows);
   // qkv row: [q heads | k heads | v heads]; q and k get per-head RMSNorm, then RoPE.
   float* q = qkv;
   float* k = qkv + q_dim;
@@ -44,7 +44,7 @@ void AttentionHalf(const Qwen3LayerWeights& w, const LayerDims& d, const LayerBa
       .num_spans = static_cast<int32_t>(batch.spans.size()),
       .kv = store.Layer(layer)};
   cpu::PagedAttention(params, batch.tile_rows);
-  cpu::Linear(attn, w.o_proj.data(), x, rows, q_dim, d.hidden, /*accumulate=*/true);
+  Project(attn, w.o_proj, x, rows, /*accumulate=*/true);
 }
 
 void MlpHalf(const Qwen3LayerWeights& w, const LayerDims& d, int32_t rows, LayerScratch& s,
@@ -53,9 +53,9 @@ void MlpHalf(const Qwen3LayerWeights& w, const LayerDims& d, int32_t rows, Layer
   float* gate_up = GrowBuffer(s.gate_up, rows * 2 * d.intermediate);
   float* act = GrowBuffer(s.act, rows * d.intermediate);
   cpu::RmsNorm(x, w.post_norm.data(), normed, rows, d.hidden, d.eps);
-  cpu::Linear(normed, w.gate_up.data(), gate_up, rows, d.hidden, 2 * d.intermediate);
+  Project(normed, w.gate_up, gate_up, rows);
   cpu::SwiGlu(gate_up, act, rows, d.intermediate);
-  cpu::Linear(act, w.down.data(), x, rows, d.intermediate, d.hidden, /*accumulate=*/true);
+  Project(act, w.down, x, rows, /*accumulate=*/true);
 }
 
 }  // namespace

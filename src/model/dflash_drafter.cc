@@ -47,12 +47,14 @@ Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hi
   DFlashWeights w;
   // The fc shape check is the documented validation: input width = #layer ids × target hidden.
   DSCALE_ASSIGN_OR_RETURN(w.fc, read(kFcName, {h, features}));
-  DSCALE_ASSIGN_OR_RETURN(w.hidden_norm, read(kHiddenNormName, {h}));
+  DSCALE_ASSIGN_OR_RETURN(WeightMatrix hidden_norm, read(kHiddenNormName, {h}));
+  w.hidden_norm = hidden_norm.ToF32();
   for (int64_t layer = 0; layer < c.draft.num_hidden_layers; ++layer) {
     DSCALE_ASSIGN_OR_RETURN(Qwen3LayerWeights lw, LoadDecoderLayer(c.draft, "", layer, read));
     w.layers.push_back(std::move(lw));
   }
-  DSCALE_ASSIGN_OR_RETURN(w.final_norm, read(kFinalNormName, {h}));
+  DSCALE_ASSIGN_OR_RETURN(WeightMatrix final_norm, read(kFinalNormName, {h}));
+  w.final_norm = final_norm.ToF32();
   return w;
 }
 
@@ -61,9 +63,8 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Mod
                           LoadDFlashConfig(dir + "/config.json", target.config()));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
   const std::string prefix = DetectPrefix(checkpoint);
-  TensorReader read = [&](const std::string& name, const std::vector<int64_t>& shape) {
-    return checkpoint.ReadF32(prefix + name, shape);
-  };
+  const TensorReader read =
+      CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(checkpoint)), prefix);
   DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights,
                           LoadDFlashWeights(config, target.config().hidden_size, read));
   return DFlashDrafter(std::move(config), std::move(weights), target);
@@ -105,13 +106,13 @@ void DFlashDrafter::AppendContext(const ContextRows& context) {
   const int64_t h = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim();
   // c = hidden_norm(fc(features)), computed once and shared by every layer.
   float* c = GrowBuffer(x_, rows * h);
-  cpu::Linear(features.data(), weights_.fc.data(), c, rows, feature_width(), h);
+  Project(features.data(), weights_.fc, c, rows);
   cpu::RmsNorm(c, weights_.hidden_norm.data(), c, rows, h, dims_.eps);
   float* kv = GrowBuffer(kv_, rows * 2 * kv_dim);
   for (int32_t layer = 0; layer < store.num_layers(); ++layer) {
     const Qwen3LayerWeights& w = weights_.layers[layer];
     // The k and v rows of the stacked [q; k; v] matrix, applied without the input norm.
-    cpu::Linear(c, w.qkv.data() + q_dim * h, kv, rows, h, 2 * kv_dim);
+    Project(c, w.qkv.RowRange(q_dim, 2 * kv_dim), kv, rows);
     cpu::HeadRmsNorm(kv, w.k_norm.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,
                      dims_.eps);
     cpu::ApplyRope(kv, positions.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,
@@ -152,7 +153,7 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   }
   const auto rows = static_cast<int32_t>(tokens_.size());
   float* x = GrowBuffer(x_, rows * h);
-  cpu::EmbeddingGather(target_->weights().embed.data(), vocab, h, tokens_.data(), rows, x);
+  GatherRows(target_->weights().embed, tokens_.data(), rows, x);
   const LayerBatch batch{.rows = rows,
                          .positions = positions_.data(),
                          .kv_slots = slots_.data(),
@@ -175,7 +176,7 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   cpu::RmsNorm(out->hidden.data(), weights_.final_norm.data(), out->hidden.data(), n, h,
                dims_.eps);
   out->logits.resize(n * vocab);
-  cpu::Linear(out->hidden.data(), target_->weights().LmHead(), out->logits.data(), n, h, vocab);
+  Project(out->hidden.data(), target_->weights().LmHead(), out->logits.data(), n);
   out->tokens.resize(n);
   cpu::ArgmaxRows(out->logits.data(), n, vocab, out->tokens.data());
   return Status::Ok();

@@ -26,7 +26,7 @@
 namespace dscale {
 
 struct DFlashWeights {
-  std::vector<float> fc;           // [hidden, K · target_hidden]
+  WeightMatrix fc;                 // [hidden, K · target_hidden]
   std::vector<float> hidden_norm;  // [hidden]
   std::vector<Qwen3LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden] ("norm.weight")

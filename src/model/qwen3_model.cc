@@ -1,11 +1,10 @@
 #include "model/qwen3_model.h"
 
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "io/safetensors.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
 
 namespace dscale {
@@ -13,9 +12,8 @@ namespace dscale {
 Result<Qwen3Model> Qwen3Model::Load(const std::string& dir) {
   DSCALE_ASSIGN_OR_RETURN(Qwen3Config config, LoadQwen3Config(dir + "/config.json"));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-  TensorReader read = [&checkpoint](const std::string& name, const std::vector<int64_t>& shape) {
-    return checkpoint.ReadF32(name, shape);
-  };
+  const TensorReader read =
+      CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(checkpoint)));
   DSCALE_ASSIGN_OR_RETURN(Qwen3Weights weights, LoadQwen3Weights(config, read));
   return Qwen3Model(std::move(config), std::move(weights));
 }
@@ -42,8 +40,7 @@ Status Qwen3Model::Forward(const PackedBatch& batch, const ForwardOptions& optio
   out->features.assign(static_cast<size_t>(rows) * num_capture * hidden, 0.0f);
 
   float* x = GrowBuffer(x_, rows * hidden);
-  cpu::EmbeddingGather(weights_.embed.data(), config_.vocab_size, hidden, batch.tokens.data(), rows,
-                       x);
+  GatherRows(weights_.embed, batch.tokens.data(), rows, x);
   spans_.clear();
   for (const BatchRequest& req : batch.requests) {
     spans_.push_back({.q_start = req.q_start,
@@ -87,7 +84,7 @@ void Qwen3Model::ComputeLogits(const PackedBatch& batch, ForwardOutput* out) {
   cpu::RmsNorm(selected, weights_.final_norm.data(), selected, n, hidden,
                static_cast<float>(config_.rms_norm_eps));
   out->logits.resize(n * config_.vocab_size);
-  cpu::Linear(selected, weights_.LmHead(), out->logits.data(), n, hidden, config_.vocab_size);
+  Project(selected, weights_.LmHead(), out->logits.data(), n);
 }
 
 }  // namespace dscale

@@ -1,6 +1,6 @@
 #include "model/qwen3_weights.h"
 
-#include <iterator>
+#include <utility>
 
 namespace dscale {
 namespace {
@@ -27,15 +27,20 @@ void AddLayerShapes(const Qwen3Config& c, const std::string& prefix, int64_t lay
   add("mlp.down_proj", {h, inter});
 }
 
-// Reads the named tensors (in order) and concatenates their rows.
-Result<std::vector<float>> ReadStacked(const TensorReader& read, const ShapeList& parts) {
-  std::vector<float> stacked;
+// Reads the named tensors (in order) and stacks their rows.
+Result<WeightMatrix> ReadStacked(const TensorReader& read, const ShapeList& parts) {
+  std::vector<WeightMatrix> matrices;
   for (const auto& [name, shape] : parts) {
-    DSCALE_ASSIGN_OR_RETURN(std::vector<float> part, read(name, shape));
-    stacked.insert(stacked.end(), std::make_move_iterator(part.begin()),
-                   std::make_move_iterator(part.end()));
+    DSCALE_ASSIGN_OR_RETURN(WeightMatrix part, read(name, shape));
+    matrices.push_back(std::move(part));
   }
-  return stacked;
+  return WeightMatrix::Stack(matrices);
+}
+
+// Reads one tensor (a norm's gains) as f32 values.
+Result<std::vector<float>> ReadValues(const TensorReader& read, const ShapeList::value_type& part) {
+  DSCALE_ASSIGN_OR_RETURN(WeightMatrix m, read(part.first, part.second));
+  return m.ToF32();
 }
 
 }  // namespace
@@ -45,15 +50,43 @@ Result<Qwen3LayerWeights> LoadDecoderLayer(const Qwen3Config& c, const std::stri
   const ShapeList shapes = DecoderLayerShapes(c, prefix, layer);
   auto part = [&](size_t index) { return ShapeList{shapes[index]}; };
   Qwen3LayerWeights w;
-  DSCALE_ASSIGN_OR_RETURN(w.input_norm, ReadStacked(read, part(0)));
+  DSCALE_ASSIGN_OR_RETURN(w.input_norm, ReadValues(read, shapes[0]));
   DSCALE_ASSIGN_OR_RETURN(w.qkv, ReadStacked(read, {shapes[1], shapes[2], shapes[3]}));
   DSCALE_ASSIGN_OR_RETURN(w.o_proj, ReadStacked(read, part(4)));
-  DSCALE_ASSIGN_OR_RETURN(w.q_norm, ReadStacked(read, part(5)));
-  DSCALE_ASSIGN_OR_RETURN(w.k_norm, ReadStacked(read, part(6)));
-  DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadStacked(read, part(7)));
+  DSCALE_ASSIGN_OR_RETURN(w.q_norm, ReadValues(read, shapes[5]));
+  DSCALE_ASSIGN_OR_RETURN(w.k_norm, ReadValues(read, shapes[6]));
+  DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadValues(read, shapes[7]));
   DSCALE_ASSIGN_OR_RETURN(w.gate_up, ReadStacked(read, {shapes[8], shapes[9]}));
   DSCALE_ASSIGN_OR_RETURN(w.down, ReadStacked(read, part(10)));
   return w;
+}
+
+TensorReader FromF32Reader(F32TensorReader read) {
+  return [read = std::move(read)](const std::string& name,
+                                  const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
+    DSCALE_ASSIGN_OR_RETURN(std::vector<float> values, read(name, shape));
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const int64_t cols = rows == 0 ? 0 : static_cast<int64_t>(values.size()) / rows;
+    return WeightMatrix::FromF32(std::move(values), rows, cols);
+  };
+}
+
+TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint,
+                                    std::string prefix) {
+  return [checkpoint = std::move(checkpoint), prefix = std::move(prefix)](
+             const std::string& name, const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
+    const std::string full = prefix + name;
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const TensorInfo* info = checkpoint->Find(full);
+    if (info != nullptr && info->dtype == DType::kBF16 && info->shape == shape && rows > 0) {
+      return WeightMatrix::View(DType::kBF16, info->data, rows, info->NumElements() / rows,
+                                checkpoint);
+    }
+    // Anything else — F32, F16, or a missing or misshapen tensor, which ReadF32 reports.
+    DSCALE_ASSIGN_OR_RETURN(std::vector<float> values, checkpoint->ReadF32(full, shape));
+    const int64_t cols = rows == 0 ? 0 : static_cast<int64_t>(values.size()) / rows;
+    return WeightMatrix::FromF32(std::move(values), rows, cols);
+  };
 }
 
 std::string LayerTensorName(const std::string& prefix, int64_t layer, const std::string& suffix) {
@@ -86,7 +119,7 @@ Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& c, const TensorReader& 
     DSCALE_ASSIGN_OR_RETURN(Qwen3LayerWeights lw, LoadDecoderLayer(c, kQwen3Prefix, layer, read));
     w.layers.push_back(std::move(lw));
   }
-  DSCALE_ASSIGN_OR_RETURN(w.final_norm, read(kQwen3FinalNormName, {c.hidden_size}));
+  DSCALE_ASSIGN_OR_RETURN(w.final_norm, ReadValues(read, {kQwen3FinalNormName, {c.hidden_size}}));
   if (!c.tie_word_embeddings) {
     DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kQwen3LmHeadName, {c.vocab_size, c.hidden_size}));
   }

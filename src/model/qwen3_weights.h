@@ -1,36 +1,40 @@
 #pragma once
-// Qwen3 target weights in f32 (BF16/F16 checkpoints are converted at load), laid out for the
-// forward pass: q/k/v projections stacked into one matrix, gate/up stacked into another, so a
-// layer runs three projection GEMMs plus the output and down projections.
+// Qwen3 target weights laid out for the forward pass. Matrices are WeightMatrix: BF16 checkpoints
+// are used in place from their memory mapping; F32 ones (and F16, widened at load) are held as
+// f32. q/k/v projections are stacked into one matrix and gate/up into another, without copying,
+// so a layer runs three projections plus the output and down projections. Norm gains are f32.
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "io/qwen3_config.h"
+#include "io/safetensors.h"
+#include "model/weight_matrix.h"
 
 namespace dscale {
 
 struct Qwen3LayerWeights {
   std::vector<float> input_norm;  // [hidden]
-  std::vector<float> qkv;         // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows
+  WeightMatrix qkv;               // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows
   std::vector<float> q_norm;      // [head_dim]
   std::vector<float> k_norm;      // [head_dim]
-  std::vector<float> o_proj;      // [hidden, q_dim]
+  WeightMatrix o_proj;            // [hidden, q_dim]
   std::vector<float> post_norm;   // [hidden]
-  std::vector<float> gate_up;     // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
-  std::vector<float> down;        // [hidden, intermediate]
+  WeightMatrix gate_up;           // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
+  WeightMatrix down;              // [hidden, intermediate]
 };
 
 struct Qwen3Weights {
-  std::vector<float> embed;  // [vocab, hidden]
+  WeightMatrix embed;  // [vocab, hidden]
   std::vector<Qwen3LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
-  std::vector<float> lm_head;     // [vocab, hidden]; empty when tied to the embedding
+  WeightMatrix lm_head;           // [vocab, hidden]; empty when tied to the embedding
 
-  const float* LmHead() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
+  const WeightMatrix& LmHead() const { return lm_head.empty() ? embed : lm_head; }
 };
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
@@ -50,9 +54,18 @@ TensorShapes Qwen3TensorShapes(const Qwen3Config& config);
 TensorShapes DecoderLayerShapes(const Qwen3Config& config, const std::string& prefix,
                                 int64_t layer);
 
-// Reads one tensor as f32, checking its shape (Checkpoint::ReadF32 has this signature).
-using TensorReader = std::function<Result<std::vector<float>>(const std::string& name,
-                                                              const std::vector<int64_t>& shape)>;
+// Reads one tensor, checking its shape, as a matrix of shape[0] rows (a vector is one column).
+using TensorReader =
+    std::function<Result<WeightMatrix>(const std::string& name, const std::vector<int64_t>& shape)>;
+// A TensorReader over f32 values by name (in-memory weights, tests).
+using F32TensorReader = std::function<Result<std::vector<float>>(
+    const std::string& name, const std::vector<int64_t>& shape)>;
+TensorReader FromF32Reader(F32TensorReader read);
+
+// Reads `prefix` + name from `checkpoint`, which the matrices keep alive: BF16 tensors in place
+// in its mapping; F32 and F16 ones as owned f32 (checked and converted by Checkpoint::ReadF32).
+TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint,
+                                    std::string prefix = "");
 
 // Reads every tensor of Qwen3TensorShapes(config) through `read` and lays them out.
 Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& config, const TensorReader& read);

@@ -56,10 +56,10 @@ DFlashWeights RandomBf16DrafterWeights(const DFlashConfig& config, int64_t targe
   for (TensorToWrite& t : RandomDFlashTensors(config, target_hidden, seed, DType::kBF16)) {
     by_name[t.name] = std::move(t.values);
   }
-  const TensorReader read = [&](const std::string& name,
-                                const std::vector<int64_t>&) -> Result<std::vector<float>> {
-    return by_name.at(name);
-  };
+  const TensorReader read = FromF32Reader(
+      [&](const std::string& name, const std::vector<int64_t>&) -> Result<std::vector<float>> {
+        return by_name.at(name);
+      });
   return LoadDFlashWeights(config, target_hidden, read).value();
 }
 

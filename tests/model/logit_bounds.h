@@ -29,19 +29,20 @@ namespace dscale::testing {
 inline constexpr int kReductionsPerLayer = 6;
 
 // B_v for every vocabulary row v of `lm_head` [vocab, hidden]: any float32 evaluation of logit v
-// is within B_v of the exact value.
+// is within B_v of the exact value (BF16 weights are widened exactly, so the same holds).
 inline std::vector<double> LogitErrorBounds(int reductions, int64_t longest,
                                             const std::vector<float>& final_norm,
-                                            const float* lm_head, int64_t vocab) {
+                                            const WeightMatrix& lm_head) {
   const auto hidden = static_cast<int64_t>(final_norm.size());
   double gain = 0.0;
   for (const float g : final_norm) gain = std::max(gain, std::fabs(double{g}));
   const double scale = reductions * FloatGamma(longest) * std::sqrt(double(hidden)) * gain;
-  std::vector<double> bounds(static_cast<size_t>(vocab));
-  for (int64_t v = 0; v < vocab; ++v) {
+  std::vector<double> bounds(static_cast<size_t>(lm_head.rows()));
+  std::vector<float> row(static_cast<size_t>(hidden));
+  for (int64_t v = 0; v < lm_head.rows(); ++v) {
+    lm_head.RowToF32(v, row.data());
     double sum_sq = 0.0;
-    for (int64_t i = 0; i < hidden; ++i)
-      sum_sq += double{lm_head[v * hidden + i]} * lm_head[v * hidden + i];
+    for (const float w : row) sum_sq += double{w} * w;
     bounds[static_cast<size_t>(v)] = scale * std::sqrt(sum_sq);
   }
   return bounds;
@@ -57,7 +58,7 @@ inline std::vector<double> TargetLogitBounds(const Qwen3Model& target, int64_t c
   const Qwen3Config& c = target.config();
   return LogitErrorBounds(kReductionsPerLayer * c.num_hidden_layers + 1,
                           LongestReduction(c, context), target.weights().final_norm,
-                          target.weights().LmHead(), c.vocab_size);
+                          target.weights().LmHead());
 }
 
 // A DFlash drafter's logits (through the target's LM head) over a draft context of `context`
@@ -73,7 +74,7 @@ inline std::vector<double> DraftLogitBounds(const DFlashDrafter& drafter, const 
   const int64_t longest = std::max(
       {LongestReduction(t, context), LongestReduction(d.draft, context + d.block_size), fc_terms});
   return LogitErrorBounds(reductions, longest, drafter.weights().final_norm,
-                          target.weights().LmHead(), t.vocab_size);
+                          target.weights().LmHead());
 }
 
 // Two evaluations, each within B of exact, can order two logits differently only when their gap

@@ -60,10 +60,10 @@ inline std::unique_ptr<DFlashDrafter> RandomDrafter(const Qwen3Model& target, ui
        RandomDFlashTensors(config, target.config().hidden_size, seed, DType::kF32)) {
     by_name[t.name] = std::move(t.values);
   }
-  TensorReader read = [&](const std::string& name,
-                          const std::vector<int64_t>&) -> Result<std::vector<float>> {
-    return by_name.at(name);
-  };
+  TensorReader read = FromF32Reader(
+      [&](const std::string& name, const std::vector<int64_t>&) -> Result<std::vector<float>> {
+        return by_name.at(name);
+      });
   return std::make_unique<DFlashDrafter>(
       config, LoadDFlashWeights(config, target.config().hidden_size, read).value(), target);
 }

@@ -17,14 +17,18 @@ ReferenceOutput ReferenceForward(const Qwen3Config& c, const Qwen3Weights& w,
 
   ReferenceOutput out;
   std::vector<float> x(n * h), normed(n * h);
-  ref::EmbeddingGather(w.embed.data(), c.vocab_size, h, tokens.data(), n, x.data());
+  // The reference reads every matrix as plain f32 (BF16 weights widen exactly).
+  const std::vector<float> embed = w.embed.ToF32();
+  ref::EmbeddingGather(embed.data(), c.vocab_size, h, tokens.data(), n, x.data());
   for (const Qwen3LayerWeights& lw : w.layers) {
+    const std::vector<float> qkv = lw.qkv.ToF32(), o_proj = lw.o_proj.ToF32();
+    const std::vector<float> gate_up_w = lw.gate_up.ToF32(), down = lw.down.ToF32();
     // Separate q, k, v projections from the stacked matrix's row blocks.
     std::vector<float> q(n * q_dim), k(n * kv_dim), v(n * kv_dim);
     ref::RmsNorm(x.data(), lw.input_norm.data(), normed.data(), n, h, eps);
-    ref::Linear(normed.data(), lw.qkv.data(), q.data(), n, h, q_dim);
-    ref::Linear(normed.data(), lw.qkv.data() + q_dim * h, k.data(), n, h, kv_dim);
-    ref::Linear(normed.data(), lw.qkv.data() + (q_dim + kv_dim) * h, v.data(), n, h, kv_dim);
+    ref::Linear(normed.data(), qkv.data(), q.data(), n, h, q_dim);
+    ref::Linear(normed.data(), qkv.data() + q_dim * h, k.data(), n, h, kv_dim);
+    ref::Linear(normed.data(), qkv.data() + (q_dim + kv_dim) * h, v.data(), n, h, kv_dim);
     ref::HeadRmsNorm(q.data(), lw.q_norm.data(), n, c.num_attention_heads, d, q_dim, eps);
     ref::HeadRmsNorm(k.data(), lw.k_norm.data(), n, c.num_key_value_heads, d, kv_dim, eps);
     ref::ApplyRope(q.data(), positions.data(), n, c.num_attention_heads, d, q_dim, c.rope_theta);
@@ -53,18 +57,18 @@ ReferenceOutput ReferenceForward(const Qwen3Config& c, const Qwen3Weights& w,
         }
       }
     }
-    ref::Linear(attn.data(), lw.o_proj.data(), x.data(), n, q_dim, h, /*accumulate=*/true);
+    ref::Linear(attn.data(), o_proj.data(), x.data(), n, q_dim, h, /*accumulate=*/true);
 
     std::vector<float> gate_up(n * 2 * inter), act(n * inter);
     ref::RmsNorm(x.data(), lw.post_norm.data(), normed.data(), n, h, eps);
-    ref::Linear(normed.data(), lw.gate_up.data(), gate_up.data(), n, h, 2 * inter);
+    ref::Linear(normed.data(), gate_up_w.data(), gate_up.data(), n, h, 2 * inter);
     ref::SwiGlu(gate_up.data(), act.data(), n, inter);
-    ref::Linear(act.data(), lw.down.data(), x.data(), n, inter, h, /*accumulate=*/true);
+    ref::Linear(act.data(), down.data(), x.data(), n, inter, h, /*accumulate=*/true);
     out.residuals.push_back(x);
   }
   ref::RmsNorm(x.data(), w.final_norm.data(), normed.data(), n, h, eps);
   out.logits.resize(n * c.vocab_size);
-  ref::Linear(normed.data(), w.LmHead(), out.logits.data(), n, h, c.vocab_size);
+  ref::Linear(normed.data(), w.LmHead().ToF32().data(), out.logits.data(), n, h, c.vocab_size);
   return out;
 }
 

@@ -18,21 +18,23 @@ bool FitsBlasInt(int64_t n) {
 }  // namespace
 
 void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
-            bool accumulate) {
-  DSCALE_CHECK(FitsBlasInt(rows) && FitsBlasInt(in) && FitsBlasInt(out));
+            bool accumulate, int64_t ldy) {
+  if (ldy == 0) ldy = out;
+  DSCALE_CHECK(FitsBlasInt(rows) && FitsBlasInt(in) && FitsBlasInt(ldy) && ldy >= out);
   if (rows == 0 || out == 0) return;
   if (in == 0) {
     // An empty inner dimension contributes nothing; BLAS rejects a zero leading dimension.
-    if (!accumulate) std::memset(y, 0, static_cast<size_t>(rows * out) * sizeof(float));
+    if (accumulate) return;
+    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
   // Row-major y[rows, out] = x[rows, in] · w[out, in]ᵀ: x untransposed, w transposed, both with
-  // leading dimension `in`; y has leading dimension `out`.
+  // leading dimension `in`; y has leading dimension `ldy`.
   const auto m = static_cast<blasint>(rows);
   const auto n = static_cast<blasint>(out);
   const auto k = static_cast<blasint>(in);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k,
-              accumulate ? 1.0f : 0.0f, y, n);
+              accumulate ? 1.0f : 0.0f, y, static_cast<blasint>(ldy));
 }
 
 void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out) {

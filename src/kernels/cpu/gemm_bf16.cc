@@ -20,6 +20,10 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Bytes of one f32 weight panel of the many-row path: small enough to stay in cache while
 // sgemm streams the activations through it.
 constexpr int64_t kPanelBytes = int64_t{8} << 20;
+// How far ahead of its loads the few-row kernels prefetch each weight row: memory-mapped
+// checkpoint pages are 4 KiB, so the hardware prefetchers stop at every page boundary and
+// the weight streams need the help to stay at memory bandwidth.
+constexpr int64_t kPrefetchBytes = 1024;
 
 inline float Bf16Bits(uint16_t bits) {
   const uint32_t wide = static_cast<uint32_t>(bits) << 16;
@@ -71,7 +75,10 @@ void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float* y, int64_t 
   const int64_t vec_end = in / 8 * 8;
   for (int64_t k = 0; k < vec_end; k += 8) {
     __m256 wv[kOuts];
-    for (int g = 0; g < kOuts; ++g) wv[g] = LoadBf16x8(wo + g * in + k);
+    for (int g = 0; g < kOuts; ++g) {
+      _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);
+      wv[g] = LoadBf16x8(wo + g * in + k);
+    }
     for (int r = 0; r < kRows; ++r) {
       const __m256 xv = _mm256_loadu_ps(x + r * in + k);
       for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm256_fmadd_ps(wv[g], xv, acc[r][g]);
@@ -129,7 +136,10 @@ DSCALE_AVX512 void TileAvx512(const float* x, const uint16_t* wo, int64_t in,
   const int64_t vec_end = in / 16 * 16;
   for (int64_t k = 0; k < vec_end; k += 16) {
     __m512 wv[kOutGroup];
-    for (int g = 0; g < kOutGroup; ++g) wv[g] = LoadBf16x16(wo + g * in + k);
+    for (int g = 0; g < kOutGroup; ++g) {
+      _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);
+      wv[g] = LoadBf16x16(wo + g * in + k);
+    }
     for (int r = 0; r < kRows; ++r) {
       const __m512 xv = _mm512_loadu_ps(x + r * in + k);
       for (int g = 0; g < kOutGroup; ++g) acc[r][g] = _mm512_fmadd_ps(wv[g], xv, acc[r][g]);
@@ -191,13 +201,14 @@ Bf16Isa BestIsa() {
   return best;
 }
 
-// The threads split the output columns in whole groups.
+// The threads split the output columns in whole groups. (The variants take y's row stride where
+// they name it `out`.)
 void RunFewRows(FewRowsFn fn, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                int64_t out, bool accumulate) {
+                int64_t out, bool accumulate, int64_t ldy) {
   const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
   for (int64_t g = 0; g < groups; ++g) {
-    fn(x, w, y, rows, in, out, accumulate, g * kOutGroup, std::min(out, (g + 1) * kOutGroup));
+    fn(x, w, y, rows, in, ldy, accumulate, g * kOutGroup, std::min(out, (g + 1) * kOutGroup));
   }
 }
 
@@ -210,10 +221,10 @@ void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
 }
 
 void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                   int64_t out, bool accumulate) {
+                   int64_t out, bool accumulate, int64_t ldy) {
   DSCALE_CHECK(rows <= std::numeric_limits<blasint>::max() &&
                in <= std::numeric_limits<blasint>::max() &&
-               out <= std::numeric_limits<blasint>::max());
+               ldy <= std::numeric_limits<blasint>::max());
   // Whole groups of 16 outputs per panel, at least 64 however wide the input (narrower panels
   // leave sgemm too little to block).
   const int64_t panel_outputs =
@@ -226,7 +237,7 @@ void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, in
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
                 static_cast<blasint>(n), static_cast<blasint>(in), 1.0f, x,
                 static_cast<blasint>(in), panel.data(), static_cast<blasint>(in),
-                accumulate ? 1.0f : 0.0f, y + o0, static_cast<blasint>(out));
+                accumulate ? 1.0f : 0.0f, y + o0, static_cast<blasint>(ldy));
   }
 }
 
@@ -262,21 +273,23 @@ void LinearBf16FewRows(Bf16Isa isa, const float* x, const uint16_t* w, float* y,
   const std::vector<Bf16Isa> supported = SupportedBf16Isas();
   DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
                    "this CPU cannot run the requested BF16 kernel variant");
-  RunFewRows(FewRowsFor(isa), x, w, y, rows, in, out, accumulate);
+  RunFewRows(FewRowsFor(isa), x, w, y, rows, in, out, accumulate, out);
 }
 
 void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
-                bool accumulate) {
-  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
+                bool accumulate, int64_t ldy) {
+  if (ldy == 0) ldy = out;
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
   if (rows == 0 || out == 0) return;
   if (in == 0) {
-    if (!accumulate) std::memset(y, 0, static_cast<size_t>(rows * out) * sizeof(float));
+    if (accumulate) return;
+    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
   if (rows <= kLinearBf16FewRows) {
-    RunFewRows(FewRowsFor(BestIsa()), x, w, y, rows, in, out, accumulate);
+    RunFewRows(FewRowsFor(BestIsa()), x, w, y, rows, in, out, accumulate, ldy);
   } else {
-    WidenAndSgemm(x, w, y, rows, in, out, accumulate);
+    WidenAndSgemm(x, w, y, rows, in, out, accumulate, ldy);
   }
 }
 

@@ -20,9 +20,10 @@ namespace dscale::cpu {
 inline constexpr int64_t kLinearBf16FewRows = 16;
 
 // y[rows, out] = x[rows, in] · w[out, in]ᵀ (or y += that when `accumulate`); w holds BF16 bits in
-// PyTorch's Linear layout, row-major and dense, any alignment.
+// PyTorch's Linear layout, row-major and dense, any alignment. Rows of y are `ldy` floats apart
+// (0: out), so a call can fill a column block of a wider y.
 void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
-                bool accumulate = false);
+                bool accumulate = false, int64_t ldy = 0);
 
 // The few-row kernel's instruction-set variants.
 enum class Bf16Isa { kPortable, kAvx2, kAvx512 };

@@ -66,6 +66,13 @@ DeviceBuffer<Bf16> UploadAsBf16(const std::vector<float>& values) {
   return DeviceBuffer<Bf16>(bits.data(), bits.size());
 }
 
+DeviceBuffer<Bf16> UploadAsBf16(const WeightMatrix& matrix) {
+  const std::vector<uint16_t> host = matrix.ToBf16();
+  std::vector<Bf16> bits(host.size());
+  for (size_t i = 0; i < host.size(); ++i) bits[i].bits = host[i];
+  return DeviceBuffer<Bf16>(bits.data(), bits.size());
+}
+
 DeviceBuffer<float> UploadF32(const std::vector<float>& values) {
   return DeviceBuffer<float>(values.data(), values.size());
 }

@@ -44,6 +44,8 @@ struct DeviceQwen3Weights {
 // that came from a BF16 checkpoint), gains as they are. The drafter's upload
 // (device_drafter.h) uses the same three.
 DeviceBuffer<Bf16> UploadAsBf16(const std::vector<float>& values);
+// A host weight matrix's elements as BF16 (BF16 blocks copied bit for bit).
+DeviceBuffer<Bf16> UploadAsBf16(const WeightMatrix& matrix);
 DeviceBuffer<float> UploadF32(const std::vector<float>& values);
 DeviceLayerWeights UploadLayerWeights(const Qwen3LayerWeights& weights);
 

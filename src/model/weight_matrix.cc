@@ -1,0 +1,132 @@
+#include "model/weight_matrix.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
+
+namespace dscale {
+namespace {
+
+template <typename T>
+WeightMatrix Owned(std::vector<T> values, DType dtype, int64_t rows, int64_t cols) {
+  DSCALE_CHECK(rows >= 0 && cols >= 0 && static_cast<int64_t>(values.size()) == rows * cols);
+  auto owner = std::make_shared<std::vector<T>>(std::move(values));
+  return WeightMatrix::View(dtype, owner->data(), rows, cols, owner);
+}
+
+}  // namespace
+
+WeightMatrix WeightMatrix::FromF32(std::vector<float> values, int64_t rows, int64_t cols) {
+  return Owned(std::move(values), DType::kF32, rows, cols);
+}
+
+WeightMatrix WeightMatrix::FromBf16(std::vector<uint16_t> bits, int64_t rows, int64_t cols) {
+  return Owned(std::move(bits), DType::kBF16, rows, cols);
+}
+
+WeightMatrix WeightMatrix::View(DType dtype, const void* data, int64_t rows, int64_t cols,
+                                std::shared_ptr<const void> owner) {
+  DSCALE_CHECK_MSG(dtype == DType::kF32 || dtype == DType::kBF16,
+                   "weight matrices are f32 or BF16");
+  WeightMatrix m;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  if (rows > 0) m.blocks_.push_back({.dtype = dtype, .data = data, .rows = rows});
+  m.owners_.push_back(std::move(owner));
+  return m;
+}
+
+WeightMatrix WeightMatrix::Stack(const std::vector<WeightMatrix>& parts) {
+  WeightMatrix m;
+  if (!parts.empty()) m.cols_ = parts.front().cols_;
+  for (const WeightMatrix& part : parts) {
+    DSCALE_CHECK(part.cols_ == m.cols_);
+    m.rows_ += part.rows_;
+    m.blocks_.insert(m.blocks_.end(), part.blocks_.begin(), part.blocks_.end());
+    m.owners_.insert(m.owners_.end(), part.owners_.begin(), part.owners_.end());
+  }
+  return m;
+}
+
+int64_t WeightMatrix::bytes() const {
+  int64_t total = 0;
+  for (const Block& b : blocks_) total += b.rows * cols_ * static_cast<int64_t>(DTypeSize(b.dtype));
+  return total;
+}
+
+WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
+  DSCALE_CHECK(begin >= 0 && count >= 0 && begin + count <= rows_);
+  WeightMatrix m;
+  m.cols_ = cols_;
+  m.owners_ = owners_;
+  int64_t first = 0;  // first row of the current block
+  for (const Block& b : blocks_) {
+    const int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + b.rows);
+    if (lo < hi) {
+      const auto offset = static_cast<size_t>((lo - first) * cols_) * DTypeSize(b.dtype);
+      m.blocks_.push_back({.dtype = b.dtype,
+                           .data = static_cast<const std::byte*>(b.data) + offset,
+                           .rows = hi - lo});
+      m.rows_ += hi - lo;
+    }
+    first += b.rows;
+  }
+  return m;
+}
+
+void WeightMatrix::RowToF32(int64_t row, float* dst) const {
+  DSCALE_CHECK(row >= 0 && row < rows_);
+  for (const Block& b : blocks_) {
+    if (row < b.rows) {
+      const size_t offset = static_cast<size_t>(row * cols_) * DTypeSize(b.dtype);
+      ConvertToF32(b.dtype, static_cast<const std::byte*>(b.data) + offset,
+                   static_cast<size_t>(cols_), dst);
+      return;
+    }
+    row -= b.rows;
+  }
+}
+
+std::vector<float> WeightMatrix::ToF32() const {
+  std::vector<float> out(size());
+  for (int64_t r = 0; r < rows_; ++r) RowToF32(r, out.data() + r * cols_);
+  return out;
+}
+
+std::vector<uint16_t> WeightMatrix::ToBf16() const {
+  std::vector<uint16_t> out(size());
+  size_t at = 0;
+  for (const Block& b : blocks_) {
+    const auto count = static_cast<size_t>(b.rows * cols_);
+    if (b.dtype == DType::kBF16) {
+      std::memcpy(out.data() + at, b.data, count * sizeof(uint16_t));
+    } else {
+      ConvertFromF32(DType::kBF16, static_cast<const float*>(b.data), count, out.data() + at);
+    }
+    at += count;
+  }
+  return out;
+}
+
+void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool accumulate) {
+  int64_t column = 0;
+  for (const WeightMatrix::Block& b : w.blocks()) {
+    if (b.dtype == DType::kBF16) {
+      cpu::LinearBf16(x, static_cast<const uint16_t*>(b.data), y + column, rows, w.cols(), b.rows,
+                      accumulate, w.rows());
+    } else {
+      cpu::Linear(x, static_cast<const float*>(b.data), y + column, rows, w.cols(), b.rows,
+                  accumulate, w.rows());
+    }
+    column += b.rows;
+  }
+}
+
+void GatherRows(const WeightMatrix& table, const int32_t* tokens, int64_t n, float* x) {
+  for (int64_t i = 0; i < n; ++i) table.RowToF32(tokens[i], x + i * table.cols());
+}
+
+}  // namespace dscale

@@ -1,0 +1,69 @@
+#pragma once
+// A weight matrix [rows, cols] in PyTorch's Linear layout (rows are outputs) as the CPU forward
+// reads it: f32, or BF16 bits used where they lie — in the checkpoint's memory mapping, never
+// widened into an f32 copy. A matrix may be stacked from row blocks that live in different places
+// (q/k/v projections, gate/up), so stacking costs no copy either.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace dscale {
+
+class WeightMatrix {
+ public:
+  // Consecutive rows stored in one place.
+  struct Block {
+    DType dtype = DType::kF32;  // kF32 or kBF16
+    const void* data = nullptr;
+    int64_t rows = 0;
+  };
+
+  WeightMatrix() = default;
+  // Owned values: `values` holds rows · cols elements.
+  static WeightMatrix FromF32(std::vector<float> values, int64_t rows, int64_t cols);
+  static WeightMatrix FromBf16(std::vector<uint16_t> bits, int64_t rows, int64_t cols);
+  // Borrowed: `data` (f32 or BF16) stays valid as long as `owner` lives.
+  static WeightMatrix View(DType dtype, const void* data, int64_t rows, int64_t cols,
+                           std::shared_ptr<const void> owner);
+  // The rows of `parts` one after another; every part has the same number of columns.
+  static WeightMatrix Stack(const std::vector<WeightMatrix>& parts);
+
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  // Elements: rows · cols.
+  size_t size() const { return static_cast<size_t>(rows_ * cols_); }
+  bool empty() const { return rows_ == 0; }
+  const std::vector<Block>& blocks() const { return blocks_; }
+  // Bytes the elements take where they are stored.
+  int64_t bytes() const;
+
+  // Rows [begin, begin + count), sharing this matrix's storage.
+  WeightMatrix RowRange(int64_t begin, int64_t count) const;
+  // Row `row` widened to f32 into dst[0, cols).
+  void RowToF32(int64_t row, float* dst) const;
+  // Every element widened to f32 (references, uploads, tests).
+  std::vector<float> ToF32() const;
+  // Every element as BF16 bits (f32 rounded to nearest even).
+  std::vector<uint16_t> ToBf16() const;
+
+ private:
+  std::vector<Block> blocks_;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  std::vector<std::shared_ptr<const void>> owners_;
+};
+
+// y[rows, w.rows()] = x[rows, w.cols()] · wᵀ, or y += that when `accumulate`: f32 blocks through
+// OpenBLAS, BF16 blocks through LinearBf16, each into its column block of y.
+void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows,
+             bool accumulate = false);
+
+// x[i, :] = row tokens[i] of `table`, widened to f32, for i < n (embedding lookup; the ids are
+// valid rows).
+void GatherRows(const WeightMatrix& table, const int32_t* tokens, int64_t n, float* x);
+
+}  // namespace dscale
