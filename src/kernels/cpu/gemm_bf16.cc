@@ -52,12 +52,16 @@ void FewRowsPortable(const float* x, const uint16_t* w, float* y, int64_t rows, 
 // 2 outputs × 6 rows, which widens each weight vector once per 6 FMAs (12 accumulators, 2
 // widened weights and one input vector: 15 of the 16 registers).
 
-inline __m256 LoadBf16x8(const uint16_t* p) {
+// Compiled for AVX2 + FMA whatever the build's baseline (sanitizer and debug builds target plain
+// x86-64); called only where the CPU has them.
+#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
+
+DSCALE_AVX2 inline __m256 LoadBf16x8(const uint16_t* p) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 
-inline float Sum8(__m256 v) {
+DSCALE_AVX2 inline float Sum8(__m256 v) {
   const __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
@@ -66,8 +70,8 @@ inline float Sum8(__m256 v) {
 // kRows rows of x (row r at x + r·in) against kOuts weight rows from `wo`; y[r·out + g] gets
 // output g of row r.
 template <int kRows, int kOuts>
-void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float* y, int64_t out,
-              bool accumulate) {
+DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float* y, int64_t out,
+                          bool accumulate) {
   __m256 acc[kRows][kOuts];
   for (int r = 0; r < kRows; ++r) {
     for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm256_setzero_ps();
@@ -93,8 +97,8 @@ void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float* y, int64_t 
   }
 }
 
-void FewRowsAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
-                 bool accumulate, int64_t o_begin, int64_t o_end) {
+DSCALE_AVX2 void FewRowsAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                             int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const uint16_t* wo = w + o * in;
@@ -213,11 +217,17 @@ void RunFewRows(FewRowsFn fn, const float* x, const uint16_t* w, float* y, int64
 }
 
 // dst[0, count) = the BF16 values at src, widened to f32 (8 at a time on the threads).
-void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
+DSCALE_AVX2 void WidenBf16Avx2(const uint16_t* src, int64_t count, float* dst) {
   const int64_t blocks = count / 8;
 #pragma omp parallel for schedule(static) if (count >= kParallelMinWeights)
   for (int64_t b = 0; b < blocks; ++b) _mm256_storeu_ps(dst + b * 8, LoadBf16x8(src + b * 8));
   for (int64_t i = blocks * 8; i < count; ++i) dst[i] = Bf16Bits(src[i]);
+}
+
+void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
+  if (BestIsa() != Bf16Isa::kPortable) return WidenBf16Avx2(src, count, dst);
+#pragma omp parallel for schedule(static) if (count >= kParallelMinWeights)
+  for (int64_t i = 0; i < count; ++i) dst[i] = Bf16Bits(src[i]);
 }
 
 void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
@@ -240,6 +250,8 @@ void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, in
                 accumulate ? 1.0f : 0.0f, y + o0, static_cast<blasint>(ldy));
   }
 }
+
+#undef DSCALE_AVX2
 
 }  // namespace
 
