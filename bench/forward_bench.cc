@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_timing.h"
 #include "kernels/cpu/gemm.h"
 #include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
@@ -42,24 +43,8 @@ Qwen3Config BenchConfig() {
           .eos_token_ids = {0}};
 }
 
-// Median seconds per call over 5 trials of enough calls to fill ~0.3 s each.
 double SecondsPerCall(const std::function<void()>& call) {
-  using Clock = std::chrono::steady_clock;
-  call();  // warm-up
-  auto start = Clock::now();
-  int calls = 0;
-  while (std::chrono::duration<double>(Clock::now() - start).count() < 0.3) {
-    call();
-    ++calls;
-  }
-  std::vector<double> trials;
-  for (int t = 0; t < 5; ++t) {
-    start = Clock::now();
-    for (int i = 0; i < calls; ++i) call();
-    trials.push_back(std::chrono::duration<double>(Clock::now() - start).count() / calls);
-  }
-  std::sort(trials.begin(), trials.end());
-  return trials[2];
+  return bench::MedianSecondsPerCall(call, 0.3);
 }
 
 // FLOPs of one verification forward (multiply-adds count 2).

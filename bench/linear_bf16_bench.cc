@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -68,24 +69,8 @@ std::vector<Matrix> LayerMatrices(const LayerShape& s) {
   return m;
 }
 
-// Median seconds per call over 5 trials of enough calls to fill ~0.2 s each.
 double SecondsPerCall(const std::function<void()>& call) {
-  using Clock = std::chrono::steady_clock;
-  call();
-  auto start = Clock::now();
-  int calls = 0;
-  while (std::chrono::duration<double>(Clock::now() - start).count() < 0.2) {
-    call();
-    ++calls;
-  }
-  std::vector<double> trials;
-  for (int t = 0; t < 5; ++t) {
-    start = Clock::now();
-    for (int i = 0; i < calls; ++i) call();
-    trials.push_back(std::chrono::duration<double>(Clock::now() - start).count() / calls);
-  }
-  std::sort(trials.begin(), trials.end());
-  return trials[2];
+  return bench::MedianSecondsPerCall(call, 0.2);
 }
 
 // Bytes per second all threads read when summing a 1 GiB buffer: 64-bit integer words into
