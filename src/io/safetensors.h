@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -115,6 +116,15 @@ struct TensorToWrite {
 // not match the shape, or names/metadata that are not valid UTF-8.
 Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
+
+// Writes one .safetensors file of tensors made one at a time: `make_values(i)` returns the
+// product(shape) f32 values of tensors[i] (whose `values` are ignored), called in index order,
+// and the data follow the header in that order, so only one tensor is in memory at a time (a
+// Qwen3-8B-sized checkpoint can be written on a machine with less memory than its f32 size).
+// Every tensor must have the same dtype (so each range stays aligned); errors as
+// WriteSafetensors, plus InvalidArgument when `make_values` returns the wrong count.
+Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                                 const std::function<std::vector<float>(size_t)>& make_values);
 
 // Writes `tensors` split over shards of at most `max_shard_bytes` of tensor data each (a larger
 // tensor gets a shard of its own), filled greedily in name order and named

@@ -67,7 +67,7 @@ std::optional<uint64_t> ElementCount(const std::vector<int64_t>& shape) {
   return count;
 }
 
-Status ValidateTensor(const TensorToWrite& tensor) {
+Status ValidateTensor(const TensorToWrite& tensor, bool check_values = true) {
   const std::string where = "tensor \"" + tensor.name + "\": ";
   if (tensor.name.empty()) return InvalidArgument("a tensor has an empty name");
   if (tensor.name == kMetadataKey) return InvalidArgument(where + "the name is reserved");
@@ -77,6 +77,7 @@ Status ValidateTensor(const TensorToWrite& tensor) {
     return InvalidArgument(where + "shape " + ShapeToString(tensor.shape) +
                            " has a negative dim or too many elements");
   }
+  if (!check_values) return Status::Ok();
   if (tensor.values.size() != *count) {
     return InvalidArgument(where + "shape " + ShapeToString(tensor.shape) + " needs " +
                            std::to_string(*count) + " values, got " +
@@ -86,10 +87,10 @@ Status ValidateTensor(const TensorToWrite& tensor) {
 }
 
 Status ValidateAll(const std::vector<const TensorToWrite*>& tensors,
-                   const std::map<std::string, std::string>& metadata) {
+                   const std::map<std::string, std::string>& metadata, bool check_values = true) {
   std::set<std::string_view> names;
   for (const TensorToWrite* tensor : tensors) {
-    DSCALE_RETURN_IF_ERROR(ValidateTensor(*tensor));
+    DSCALE_RETURN_IF_ERROR(ValidateTensor(*tensor, check_values));
     if (!names.insert(tensor->name).second) {
       return InvalidArgument("duplicate tensor name \"" + tensor->name + "\"");
     }
@@ -102,28 +103,25 @@ Status ValidateAll(const std::vector<const TensorToWrite*>& tensors,
   return Status::Ok();
 }
 
+// Bytes of a validated tensor's data, from its shape.
 uint64_t ByteSize(const TensorToWrite& tensor) {
-  return tensor.values.size() * DTypeSize(tensor.dtype);
+  return *ElementCount(tensor.shape) * DTypeSize(tensor.dtype);
 }
 
-Status WriteTensorData(AtomicFileWriter& writer, const TensorToWrite& tensor) {
-  std::vector<std::byte> buffer(kConvertChunk * DTypeSize(tensor.dtype));
-  for (size_t start = 0; start < tensor.values.size(); start += kConvertChunk) {
-    const size_t count = std::min(kConvertChunk, tensor.values.size() - start);
-    ConvertFromF32(tensor.dtype, tensor.values.data() + start, count, buffer.data());
-    DSCALE_RETURN_IF_ERROR(writer.Write(buffer.data(), count * DTypeSize(tensor.dtype)));
+Status WriteValues(AtomicFileWriter& writer, DType dtype, const std::vector<float>& values) {
+  std::vector<std::byte> buffer(kConvertChunk * DTypeSize(dtype));
+  for (size_t start = 0; start < values.size(); start += kConvertChunk) {
+    const size_t count = std::min(kConvertChunk, values.size() - start);
+    ConvertFromF32(dtype, values.data() + start, count, buffer.data());
+    DSCALE_RETURN_IF_ERROR(writer.Write(buffer.data(), count * DTypeSize(dtype)));
   }
   return Status::Ok();
 }
 
-// Writes already validated tensors. Data ranges are contiguous, ordered by element size
-// (largest first) then name, so each tensor is aligned to its element size.
-Status WriteValidated(const std::string& path, std::vector<const TensorToWrite*> tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  std::sort(tensors.begin(), tensors.end(), [](const TensorToWrite* a, const TensorToWrite* b) {
-    const size_t size_a = DTypeSize(a->dtype), size_b = DTypeSize(b->dtype);
-    return size_a != size_b ? size_a > size_b : a->name < b->name;
-  });
+// The length-prefixed header of `tensors` with data ranges in the given order, padded so that
+// the data region starts 8-byte aligned.
+Status WriteHeader(AtomicFileWriter& writer, const std::vector<const TensorToWrite*>& tensors,
+                   const std::map<std::string, std::string>& metadata) {
   // nlohmann objects keep keys sorted, so the header lists tensors by name.
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
@@ -137,13 +135,23 @@ Status WriteValidated(const std::string& path, std::vector<const TensorToWrite*>
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   std::string text = header.dump();
   text.append((kHeaderAlignment - text.size() % kHeaderAlignment) % kHeaderAlignment, ' ');
-
-  DSCALE_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
   const uint64_t header_size = text.size();
   DSCALE_RETURN_IF_ERROR(writer.Write(&header_size, sizeof header_size));
-  DSCALE_RETURN_IF_ERROR(writer.Write(text.data(), text.size()));
+  return writer.Write(text.data(), text.size());
+}
+
+// Writes already validated tensors. Data ranges are contiguous, ordered by element size
+// (largest first) then name, so each tensor is aligned to its element size.
+Status WriteValidated(const std::string& path, std::vector<const TensorToWrite*> tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::sort(tensors.begin(), tensors.end(), [](const TensorToWrite* a, const TensorToWrite* b) {
+    const size_t size_a = DTypeSize(a->dtype), size_b = DTypeSize(b->dtype);
+    return size_a != size_b ? size_a > size_b : a->name < b->name;
+  });
+  DSCALE_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  DSCALE_RETURN_IF_ERROR(WriteHeader(writer, tensors, metadata));
   for (const TensorToWrite* tensor : tensors) {
-    DSCALE_RETURN_IF_ERROR(WriteTensorData(writer, *tensor));
+    DSCALE_RETURN_IF_ERROR(WriteValues(writer, tensor->dtype, tensor->values));
   }
   return writer.Commit();
 }
@@ -194,6 +202,29 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   const std::vector<const TensorToWrite*> pointers = Pointers(tensors);
   DSCALE_RETURN_IF_ERROR(ValidateAll(pointers, metadata).WithContext(path));
   return WriteValidated(path, pointers, metadata);
+}
+
+Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                                 const std::function<std::vector<float>(size_t)>& make_values) {
+  const std::vector<const TensorToWrite*> pointers = Pointers(tensors);
+  DSCALE_RETURN_IF_ERROR(ValidateAll(pointers, {}, /*check_values=*/false).WithContext(path));
+  for (const TensorToWrite& tensor : tensors) {
+    if (tensor.dtype != tensors.front().dtype) {
+      return InvalidArgument(path + ": streamed tensors must share one dtype");
+    }
+  }
+  DSCALE_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  DSCALE_RETURN_IF_ERROR(WriteHeader(writer, pointers, {}));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::vector<float> values = make_values(i);
+    if (values.size() != *ElementCount(tensors[i].shape)) {
+      return InvalidArgument(path + ": tensor \"" + tensors[i].name + "\": made " +
+                             std::to_string(values.size()) + " values for shape " +
+                             ShapeToString(tensors[i].shape));
+    }
+    DSCALE_RETURN_IF_ERROR(WriteValues(writer, tensors[i].dtype, values));
+  }
+  return writer.Commit();
 }
 
 Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorToWrite>& tensors,

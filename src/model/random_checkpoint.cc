@@ -42,23 +42,40 @@ void RoundTo(DType dtype, std::vector<float>& values) {
   ConvertToF32(dtype, bits.data(), values.size(), values.data());
 }
 
+// The values of a checkpoint's tensors, made one after another from one generator in the order
+// of its shape list (so tensor i depends on the ones before it).
+class RandomTensorStream {
+ public:
+  RandomTensorStream(uint64_t seed, DType dtype) : rng_(seed), dtype_(dtype) {}
+
+  std::vector<float> Next(const std::string& name, const std::vector<int64_t>& shape) {
+    std::vector<float> values = RandomValues(name, shape, rng_);
+    if (EndsWith(name, "q_norm.weight") || EndsWith(name, "k_norm.weight")) {
+      for (float& v : values) v = 1.0f + (v - 1.0f) * 0.5f;
+    }
+    RoundTo(dtype_, values);
+    return values;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  DType dtype_;
+};
+
 std::vector<TensorToWrite> RandomTensors(const TensorShapes& shapes, uint64_t seed, DType dtype) {
-  std::mt19937_64 rng(seed);
+  RandomTensorStream stream(seed, dtype);
   std::vector<TensorToWrite> tensors;
   for (const auto& [name, shape] : shapes) {
-    TensorToWrite t{.name = name, .dtype = dtype, .shape = shape, .values = {}};
-    t.values = RandomValues(name, shape, rng);
-    if (EndsWith(name, "q_norm.weight") || EndsWith(name, "k_norm.weight")) {
-      for (float& v : t.values) v = 1.0f + (v - 1.0f) * 0.5f;
-    }
-    RoundTo(dtype, t.values);
-    tensors.push_back(std::move(t));
+    tensors.push_back(
+        {.name = name, .dtype = dtype, .shape = shape, .values = stream.Next(name, shape)});
   }
   return tensors;
 }
 
+// config.json and model.safetensors with the random tensors of `shapes`, made and written one
+// at a time (an 8B-shaped checkpoint is written in the memory of its largest tensor).
 Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
-                       const std::vector<TensorToWrite>& tensors) {
+                       const TensorShapes& shapes, uint64_t seed, DType dtype) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return IoError(dir + ": cannot create directory: " + error.message());
@@ -67,7 +84,14 @@ Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
     file << config_json << "\n";
     if (!file) return IoError(dir + "/config.json: write failed");
   }
-  return WriteSafetensors(dir + "/model.safetensors", tensors);
+  std::vector<TensorToWrite> tensors;
+  for (const auto& [name, shape] : shapes) {
+    tensors.push_back({.name = name, .dtype = dtype, .shape = shape, .values = {}});
+  }
+  RandomTensorStream stream(seed, dtype);
+  return WriteSafetensorsStreaming(dir + "/model.safetensors", tensors, [&](size_t i) {
+    return stream.Next(tensors[i].name, tensors[i].shape);
+  });
 }
 
 }  // namespace
@@ -84,8 +108,8 @@ std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64
 
 Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
                                    int64_t target_hidden, uint64_t seed, DType dtype) {
-  return WriteCheckpoint(dir, DFlashConfigToJson(config),
-                         RandomDFlashTensors(config, target_hidden, seed, dtype));
+  return WriteCheckpoint(dir, DFlashConfigToJson(config), DFlashTensorShapes(config, target_hidden),
+                         seed, dtype);
 }
 
 Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType dtype) {
@@ -112,7 +136,7 @@ Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType 
 
 Status WriteRandomQwen3Checkpoint(const std::string& dir, const Qwen3Config& config,
                                   uint64_t seed, DType dtype) {
-  return WriteCheckpoint(dir, Qwen3ConfigToJson(config), RandomQwen3Tensors(config, seed, dtype));
+  return WriteCheckpoint(dir, Qwen3ConfigToJson(config), Qwen3TensorShapes(config), seed, dtype);
 }
 
 }  // namespace dscale

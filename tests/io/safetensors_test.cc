@@ -185,6 +185,43 @@ TEST(SafetensorsTest, MetadataRoundTrips) {
   EXPECT_EQ(file->path(), path);
 }
 
+// Streamed tensors are made one at a time, in order, and read back like any other file.
+TEST(SafetensorsTest, StreamingWriterMakesTensorsInOrder) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("streamed.safetensors");
+  const std::vector<TensorToWrite> tensors = {{"z_first", DType::kBF16, {2, 3}, {}},
+                                              {"a_second", DType::kBF16, {5}, {}}};
+  std::vector<size_t> made;
+  const Status s = WriteSafetensorsStreaming(path, tensors, [&](size_t i) {
+    made.push_back(i);
+    return std::vector<float>(static_cast<size_t>(i == 0 ? 6 : 5), 1.5f + static_cast<float>(i));
+  });
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(made, (std::vector<size_t>{0, 1}));
+  Result<Checkpoint> checkpoint = Checkpoint::Open(dir.path());
+  ASSERT_FALSE(checkpoint.ok());  // the file is not named model.safetensors
+  Result<SafetensorsFile> file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const TensorInfo* first = file->Find("z_first");
+  const TensorInfo* second = file->Find("a_second");
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(first->begin, 0u);  // data in the order made, not by name
+  EXPECT_EQ(second->begin, 12u);
+  std::vector<float> values(5);
+  ConvertToF32(DType::kBF16, second->data, 5, values.data());
+  EXPECT_EQ(values, std::vector<float>(5, 2.5f));
+
+  const Status wrong =
+      WriteSafetensorsStreaming(path, tensors, [](size_t) { return std::vector<float>(4, 0.0f); });
+  EXPECT_NE(wrong.message().find("made 4 values for shape [2, 3]"), std::string::npos)
+      << wrong.message();
+  const Status mixed =
+      WriteSafetensorsStreaming(path, {{"a", DType::kBF16, {1}, {}}, {"b", DType::kF32, {1}, {}}},
+                                [](size_t) { return std::vector<float>(1, 0.0f); });
+  EXPECT_NE(mixed.message().find("one dtype"), std::string::npos) << mixed.message();
+}
+
 TEST(SafetensorsTest, EmptyFileListRoundTrips) {
   ScopedTempDir dir;
   const std::string path = dir.File("none.safetensors");
