@@ -116,7 +116,8 @@ DSCALE_AVX2 void FewRowsAvx2(const float* x, const uint16_t* w, float* y, int64_
   FewRowsPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
 
-// ---- AVX-512: 16 lanes; tiles of 4 outputs × 4 rows (16 accumulators of the 32 registers).
+// ---- AVX-512: 16 lanes; tiles of 4 outputs × up to 6 rows (24 accumulators of the 32
+// registers).
 
 #define DSCALE_AVX512 __attribute__((target("avx512f,avx512bw")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
@@ -175,6 +176,7 @@ DSCALE_AVX512 void FewRowsAvx512(const float* x, const uint16_t* w, float* y, in
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const uint16_t* wo = w + o * in;
     int64_t r = 0;
+    for (; r + 6 <= rows; r += 6) RowsAvx512<6>(x, wo, y, in, out, accumulate, r, o);
     for (; r + 4 <= rows; r += 4) RowsAvx512<4>(x, wo, y, in, out, accumulate, r, o);
     for (; r + 2 <= rows; r += 2) RowsAvx512<2>(x, wo, y, in, out, accumulate, r, o);
     for (; r < rows; ++r) RowsAvx512<1>(x, wo, y, in, out, accumulate, r, o);
