@@ -1,5 +1,9 @@
 #include "cli_util.h"
 
+#include <cblas.h>
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -31,6 +35,17 @@ Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::str
 int ReportError(const std::string& command, const Status& status) {
   std::fprintf(stderr, "dscale %s: %s\n", command.c_str(), status.message().c_str());
   return 1;
+}
+
+void AddThreadsOption(CLI::App* cmd) {
+  cmd->add_option_function<int>(
+         "--threads",
+         [](int threads) {
+           omp_set_num_threads(threads);
+           openblas_set_num_threads(threads);
+         },
+         "Threads for the CPU kernels (default: OMP_NUM_THREADS, else one per core)")
+      ->check(CLI::PositiveNumber);
 }
 
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,

@@ -7,6 +7,10 @@
 
 #include "core/status.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace dscale::cli {
 
 // "1,2,3" -> {1, 2, 3}. Errors name `flag` and the offending item.
@@ -18,6 +22,11 @@ int ReportError(const std::string& command, const Status& status);
 // The KV capacity a batch command runs with: `flag` (--kv-tokens) when positive, else what
 // `concurrency` of `prompts` at once need with `max_tokens` outputs and drafting blocks of
 // `block` positions (engine/kv_budget.h), so memory follows the requests.
+// --threads N: the threads every CPU kernel uses — one OpenMP pool, which the OpenMP build of
+// OpenBLAS shares (default: OMP_NUM_THREADS, else one per core). Applied while parsing, before
+// any model loads.
+void AddThreadsOption(CLI::App* cmd);
+
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
                            int32_t concurrency, int32_t max_tokens, int32_t block);
 

@@ -289,6 +289,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   AddDeviceOption(cmd, &a->device);
+  AddThreadsOption(cmd);
 }
 
 void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {

@@ -143,6 +143,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")
       ->check(CLI::NonNegativeNumber);

@@ -237,6 +237,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
   AddDeviceOption(cmd, &args->device);
+  AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }
 

@@ -246,6 +246,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
   AddDeviceOption(cmd, &args->device);
+  AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

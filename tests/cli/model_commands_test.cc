@@ -150,6 +150,19 @@ TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
   }
 }
 
+// --threads sets the kernels' thread count; other counts split the work differently, so the
+// tokens agree up to a stated tie.
+TEST_F(ModelCommandsTest, ThreadsOptionSetsTheKernelThreads) {
+  const std::string args = "generate --target " + Target() + " --drafter " + Drafter() +
+                           " --ids 9,8,7,6,5 --max-tokens 12 --json --spec dflash";
+  const nlohmann::json one = Json(args + " --threads 1");
+  const nlohmann::json two = Json(args + " --threads 2");
+  ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(one), OutputIds(two), tie_);
+  const testing::CommandResult bad = RunDscale(args + " --threads 0");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("--threads"), std::string::npos) << bad.out;
+}
+
 // --device cuda runs the target on the GPU where the CUDA backend is built and a device exists,
 // and gives the CPU's tokens up to a device tie (testing::kBf16DeviceTieTolerance); anywhere
 // else it must fail with a message saying which of the two is missing.
