@@ -1,5 +1,6 @@
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -106,6 +107,48 @@ uint16_t F32ToF16(float value) {
   const uint32_t rebased = abs_bits - (static_cast<uint32_t>(127 - 15) << 23);
   const uint32_t rounding = 0xfffu + ((rebased >> 13) & 1u);
   return sign | static_cast<uint16_t>((rebased + rounding) >> 13);
+}
+
+int64_t FirstNonFinite(DType dtype, const void* src, size_t count) {
+  // A value is NaN or infinite exactly when its exponent bits are all ones.
+  // Blocks are scanned branch-free on the threads; a block that fails is searched for its first
+  // bad element, and the lowest such index wins.
+  const auto first_with = [&](auto load, auto exponent) -> int64_t {
+    constexpr int64_t kBlock = 4096;
+    const auto n = static_cast<int64_t>(count);
+    int64_t first = n;
+#pragma omp parallel for schedule(static) reduction(min : first) if (n >= (int64_t{1} << 20))
+    for (int64_t begin = 0; begin < n; begin += kBlock) {
+      const int64_t end = std::min(n, begin + kBlock);
+      bool bad = false;
+      for (int64_t i = begin; i < end; ++i) bad |= (load(i) & exponent) == exponent;
+      if (!bad) continue;
+      for (int64_t i = begin; i < end; ++i) {
+        if ((load(i) & exponent) == exponent) {
+          first = std::min(first, i);
+          break;
+        }
+      }
+    }
+    return first == n ? -1 : first;
+  };
+  switch (dtype) {
+    case DType::kF32:
+      return first_with(
+          [src](int64_t i) {
+            uint32_t bits;
+            std::memcpy(&bits, static_cast<const std::byte*>(src) + i * 4, 4);
+            return bits;
+          },
+          uint32_t{0x7F800000});
+    case DType::kBF16:
+      return first_with([src](int64_t i) { return LoadU16(src, static_cast<size_t>(i)); },
+                        uint16_t{0x7F80});
+    case DType::kF16:
+      return first_with([src](int64_t i) { return LoadU16(src, static_cast<size_t>(i)); },
+                        uint16_t{0x7C00});
+  }
+  return -1;
 }
 
 void ConvertToF32(DType dtype, const void* src, size_t count, float* dst) {

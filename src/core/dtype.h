@@ -23,6 +23,10 @@ float F16ToF32(uint16_t bits);
 // Round to nearest even; overflow becomes infinity; NaN stays NaN.
 uint16_t F32ToF16(float value);
 
+// Index of the first NaN or infinity among `count` elements stored as `dtype` at `src` (any
+// alignment), or −1 when every value is finite. A scan of the exponent bits at memory speed.
+int64_t FirstNonFinite(DType dtype, const void* src, size_t count);
+
 // Converts `count` elements stored as `dtype` at `src` (any alignment) into f32.
 void ConvertToF32(DType dtype, const void* src, size_t count, float* dst);
 // Converts `count` f32 values into `dtype` at `dst` (any alignment).

@@ -406,19 +406,31 @@ std::vector<std::string> Checkpoint::TensorNames() const {
   return names;
 }
 
-Result<std::vector<float>> Checkpoint::ReadF32(const std::string& name,
-                                               const std::vector<int64_t>& expected_shape) const {
+Result<const TensorInfo*> Checkpoint::Tensor(const std::string& name,
+                                             const std::vector<int64_t>& expected_shape) const {
   const auto it = index_.find(name);
   if (it == index_.end()) return NotFound(dir_ + ": tensor " + Quoted(name) + " not found");
   const TensorInfo& tensor = *it->second.info;
+  const std::string where = "tensor " + Quoted(name) + " in " + it->second.file->path();
   if (tensor.shape != expected_shape) {
-    return InvalidArgument("tensor " + Quoted(name) + " in " + it->second.file->path() +
-                           ": expected shape " + ShapeToString(expected_shape) + ", got " +
+    return InvalidArgument(where + ": expected shape " + ShapeToString(expected_shape) + ", got " +
                            ShapeToString(tensor.shape) + " (" +
                            std::string(DTypeName(tensor.dtype)) + ")");
   }
-  std::vector<float> values(static_cast<size_t>(tensor.NumElements()));
-  if (!values.empty()) ConvertToF32(tensor.dtype, tensor.data, values.size(), values.data());
+  const int64_t bad =
+      FirstNonFinite(tensor.dtype, tensor.data, static_cast<size_t>(tensor.NumElements()));
+  if (bad >= 0) {
+    return DataLoss(where + ": element " + std::to_string(bad) +
+                    " is NaN or infinite; weights must be finite");
+  }
+  return &tensor;
+}
+
+Result<std::vector<float>> Checkpoint::ReadF32(const std::string& name,
+                                               const std::vector<int64_t>& expected_shape) const {
+  DSCALE_ASSIGN_OR_RETURN(const TensorInfo* tensor, Tensor(name, expected_shape));
+  std::vector<float> values(static_cast<size_t>(tensor->NumElements()));
+  if (!values.empty()) ConvertToF32(tensor->dtype, tensor->data, values.size(), values.data());
   return values;
 }
 

@@ -80,9 +80,13 @@ class Checkpoint {
   const TensorInfo* Find(const std::string& name) const;
   std::vector<std::string> TensorNames() const;
 
-  // Reads a tensor as f32, checking its shape. Errors name the tensor, the file and the
-  // expected vs actual shape: NotFound for a missing tensor, InvalidArgument for a shape that
-  // differs from `expected_shape`.
+  // A tensor with `expected_shape` whose values are all finite. Errors name the tensor and the
+  // file: NotFound for a missing tensor, InvalidArgument (with both shapes) for another shape,
+  // DataLoss for a NaN or infinity (the first one's element index). The finiteness scan reads
+  // the whole tensor once, at memory speed.
+  Result<const TensorInfo*> Tensor(const std::string& name,
+                                   const std::vector<int64_t>& expected_shape) const;
+  // Tensor(), converted to f32.
   Result<std::vector<float>> ReadF32(const std::string& name,
                                      const std::vector<int64_t>& expected_shape) const;
 

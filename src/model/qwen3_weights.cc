@@ -77,13 +77,14 @@ TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint
              const std::string& name, const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
     const std::string full = prefix + name;
     const int64_t rows = shape.empty() ? 1 : shape[0];
-    const TensorInfo* info = checkpoint->Find(full);
-    if (info != nullptr && info->dtype == DType::kBF16 && info->shape == shape && rows > 0) {
+    DSCALE_ASSIGN_OR_RETURN(const TensorInfo* info, checkpoint->Tensor(full, shape));
+    if (info->dtype == DType::kBF16 && rows > 0) {
       return WeightMatrix::View(DType::kBF16, info->data, rows, info->NumElements() / rows,
                                 checkpoint);
     }
-    // Anything else — F32, F16, or a missing or misshapen tensor, which ReadF32 reports.
-    DSCALE_ASSIGN_OR_RETURN(std::vector<float> values, checkpoint->ReadF32(full, shape));
+    // F32 (the file may not align it for float loads) and F16 (no F16 kernel): owned f32.
+    std::vector<float> values(static_cast<size_t>(info->NumElements()));
+    if (!values.empty()) ConvertToF32(info->dtype, info->data, values.size(), values.data());
     const int64_t cols = rows == 0 ? 0 : static_cast<int64_t>(values.size()) / rows;
     return WeightMatrix::FromF32(std::move(values), rows, cols);
   };

@@ -63,7 +63,8 @@ using F32TensorReader = std::function<Result<std::vector<float>>(
 TensorReader FromF32Reader(F32TensorReader read);
 
 // Reads `prefix` + name from `checkpoint`, which the matrices keep alive: BF16 tensors in place
-// in its mapping; F32 and F16 ones as owned f32 (checked and converted by Checkpoint::ReadF32).
+// in its mapping; F32 and F16 ones as owned f32. Every tensor is checked by Checkpoint::Tensor
+// (present, shaped as expected, finite).
 TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint,
                                     std::string prefix = "");
 

@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "model/logit_bounds.h"
 #include "model/qwen3_model.h"
 #include "run_command.h"
@@ -220,6 +222,45 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   r = RunDscale("logits --model " + broken + " --ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+}
+
+// A NaN in any weight is refused at load, naming the tensor.
+TEST_F(ModelCommandsTest, NonFiniteWeightsAreRefusedAtLoad) {
+  const std::string poisoned = *dir_ + "/poisoned";
+  const std::string path = poisoned + "/model.safetensors";
+  std::filesystem::create_directories(poisoned);
+  std::filesystem::copy_file(Target() + "/config.json", poisoned + "/config.json");
+  std::filesystem::copy_file(Target() + "/model.safetensors", path);
+  const std::string tensor = "model.layers.1.mlp.up_proj.weight";
+  uint64_t position = 0;
+  DType dtype = DType::kF32;
+  {
+    Result<SafetensorsFile> file = SafetensorsFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    const TensorInfo* info = file->Find(tensor);
+    ASSERT_NE(info, nullptr);
+    dtype = info->dtype;
+    uint64_t header_bytes = 0;
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(&header_bytes), sizeof header_bytes);
+    // Element 3 of the tensor: data region after the length and the header.
+    position = sizeof header_bytes + header_bytes + info->begin + 3 * DTypeSize(dtype);
+  }
+  std::vector<unsigned char> nan(DTypeSize(dtype));
+  const float quiet_nan = std::numeric_limits<float>::quiet_NaN();
+  ConvertFromF32(dtype, &quiet_nan, 1, nan.data());
+  {
+    std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+    out.seekp(static_cast<std::streamoff>(position));
+    out.write(reinterpret_cast<const char*>(nan.data()), static_cast<std::streamsize>(nan.size()));
+  }
+  for (const std::string& command : {"logits --model " + poisoned + " --ids 1",
+                                     "generate --target " + poisoned + " --spec none --ids 1"}) {
+    const testing::CommandResult r = RunDscale(command);
+    EXPECT_EQ(r.exit_code, 1) << command;
+    EXPECT_NE(r.out.find("\"" + tensor + "\""), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("element 3 is NaN or infinite"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace dscale {
@@ -68,6 +69,28 @@ TEST(DTypeTest, ConvertBuffers) {
     for (size_t i = 0; i < values.size(); ++i) {
       EXPECT_NEAR(back[i], values[i], std::abs(values[i]) * 4e-3f) << DTypeName(d);
     }
+  }
+}
+
+TEST(DTypeTest, FirstNonFiniteFindsNanAndInfinityInEveryType) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(std::string(DTypeName(d)));
+    std::vector<float> values(9000, 0.5f);
+    values[17] = -65504.0f;  // the largest f16, finite in every type
+    std::vector<unsigned char> bytes(values.size() * DTypeSize(d));
+    ConvertFromF32(d, values.data(), values.size(), bytes.data());
+    EXPECT_EQ(FirstNonFinite(d, bytes.data(), values.size()), -1);
+    EXPECT_EQ(FirstNonFinite(d, bytes.data(), 0), -1);
+    for (const float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+          -std::numeric_limits<float>::infinity()}) {
+      values[5000] = bad;  // in the second block of the scan
+      values[8999] = bad;
+      ConvertFromF32(d, values.data(), values.size(), bytes.data());
+      EXPECT_EQ(FirstNonFinite(d, bytes.data(), values.size()), 5000) << bad;
+      EXPECT_EQ(FirstNonFinite(d, bytes.data(), 5000), -1) << bad;
+    }
+    values[5000] = values[8999] = 0.5f;
   }
 }
 

@@ -408,6 +408,26 @@ TEST(CheckpointTest, ShardingGivesAnOversizedTensorItsOwnShard) {
   EXPECT_NE(status.message().find("duplicate"), std::string::npos);
 }
 
+TEST(CheckpointTest, NonFiniteWeightsAreRejectedNamingTheTensor) {
+  ScopedTempDir dir;
+  TensorToWrite bad = MakeTensor("model.layers.0.mlp.down_proj.weight", DType::kBF16, {2, 3}, 1);
+  bad.values[4] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"),
+                               {bad, MakeTensor("fine", DType::kF32, {2}, 1)})
+                  .ok());
+  Result<Checkpoint> checkpoint = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().message();
+  EXPECT_TRUE(checkpoint->ReadF32("fine", {2}).ok());
+  const Result<std::vector<float>> values = checkpoint->ReadF32(bad.name, {2, 3});
+  ASSERT_FALSE(values.ok());
+  EXPECT_EQ(values.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(values.status().message().find("\"model.layers.0.mlp.down_proj.weight\""),
+            std::string::npos)
+      << values.status().message();
+  EXPECT_NE(values.status().message().find("element 4 is NaN or infinite"), std::string::npos)
+      << values.status().message();
+}
+
 TEST(CheckpointTest, IndexTakesPrecedenceOverSingleFile) {
   ScopedTempDir dir;
   ASSERT_TRUE(
