@@ -111,10 +111,8 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
 Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
   if (args.kv_tokens > 0) return args.kv_tokens;
   TargetModel& target = m.placed->target();
-  const Drafter* drafter = m.placed->drafter();
-  const int64_t per_position = KvBytesPerPosition(target.KvShape(EngineConfig{}.page_size, 1)) +
-                               (drafter != nullptr ? drafter->KvBytesPerPosition() : 0);
-  DSCALE_ASSIGN_OR_RETURN(const int64_t fit, KvTokensThatFit(per_position, 0.9));
+  DSCALE_ASSIGN_OR_RETURN(const int64_t fit,
+                          KvTokensThatFit(KvBytesPerPosition(target, m.placed->drafter()), 0.9));
   const int64_t full = int64_t{args.max_running} * target.config().max_position_embeddings;
   return std::min(full, fit);
 }

@@ -84,9 +84,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* dra
   // The whole cache may be written: it must fit in memory with the models loaded.
   const int64_t kv_positions =
       (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
-  const int64_t kv_bytes = KvBytesPerPosition(target.KvShape(config.page_size, 1)) +
-                           (drafter ? drafter->KvBytesPerPosition() : 0);
-  DSCALE_RETURN_IF_ERROR(CheckKvFitsInMemory(kv_positions, kv_bytes));
+  DSCALE_RETURN_IF_ERROR(CheckKvFitsInMemory(kv_positions, KvBytesPerPosition(target, drafter)));
   DSCALE_ASSIGN_OR_RETURN(
       VerifyPlanner planner,
       VerifyPlanner::Create(config.policy, block, config.predictor, config.verify_budget));

@@ -21,6 +21,11 @@ int64_t KvBytesPerPosition(const KvCacheShape& shape) {
          static_cast<int64_t>(sizeof(float));
 }
 
+int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter) {
+  return KvBytesPerPosition(target.KvShape(/*page_size=*/1, /*num_pages=*/1)) +
+         (drafter != nullptr ? drafter->KvBytesPerPosition() : 0);
+}
+
 int64_t KvTokensForDemand(int64_t requests, int64_t longest_prompt, int64_t max_tokens,
                           int32_t block, int32_t page_size) {
   const int64_t positions = longest_prompt + max_tokens + block;

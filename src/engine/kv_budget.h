@@ -9,11 +9,16 @@
 
 #include "core/status.h"
 #include "kv/paged_kv_cache.h"
+#include "model/drafter.h"
+#include "model/target_model.h"
 
 namespace dscale {
 
 // Host bytes one KV position takes in a cache of this shape (K and V rows of every layer, f32).
 int64_t KvBytesPerPosition(const KvCacheShape& shape);
+// Host bytes one position takes across an engine's caches: the target's rows and, when there is
+// a drafter, its draft-side rows at the same slot.
+int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter);
 
 // Positions for `requests` requests running at once, each of at most `longest_prompt` prompt
 // and `max_tokens` output positions, plus the verification block written past the committed

@@ -77,6 +77,9 @@ DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Q
       dims_(LayerDims::From(config_.draft)) {
   DSCALE_CHECK(config_.draft.hidden_size == target.config().hidden_size);
   DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.draft.num_hidden_layers);
+  for (const Qwen3LayerWeights& w : weights_.layers) {
+    context_kv_.push_back(w.qkv.RowRange(dims_.q_dim(), 2 * dims_.kv_dim()));
+  }
 }
 
 int64_t DFlashDrafter::feature_width() const {
@@ -103,7 +106,7 @@ void DFlashDrafter::AppendContext(const ContextRows& context) {
   DSCALE_CHECK(slots.size() == positions.size());
   DSCALE_CHECK(static_cast<int64_t>(features.size()) == rows * feature_width());
   if (rows == 0) return;
-  const int64_t h = dims_.hidden, q_dim = dims_.q_dim(), kv_dim = dims_.kv_dim();
+  const int64_t h = dims_.hidden, kv_dim = dims_.kv_dim();
   // c = hidden_norm(fc(features)), computed once and shared by every layer.
   float* c = GrowBuffer(x_, rows * h);
   Project(features.data(), weights_.fc, c, rows);
@@ -112,7 +115,7 @@ void DFlashDrafter::AppendContext(const ContextRows& context) {
   for (int32_t layer = 0; layer < store.num_layers(); ++layer) {
     const Qwen3LayerWeights& w = weights_.layers[layer];
     // The k and v rows of the stacked [q; k; v] matrix, applied without the input norm.
-    Project(c, w.qkv.RowRange(q_dim, 2 * kv_dim), kv, rows);
+    Project(c, context_kv_[layer], kv, rows);
     cpu::HeadRmsNorm(kv, w.k_norm.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,
                      dims_.eps);
     cpu::ApplyRope(kv, positions.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,

@@ -73,6 +73,9 @@ class DFlashDrafter : public Drafter {
   DFlashWeights weights_;
   const Qwen3Model* target_;
   LayerDims dims_;
+  // Per draft layer, the k and v rows of its stacked [q; k; v] matrix (views, no copy): what
+  // AppendContext projects the context through.
+  std::vector<WeightMatrix> context_kv_;
   std::optional<KvStore> store_;  // set by Bind
   // Scratch, reused across calls.
   std::vector<float> x_;

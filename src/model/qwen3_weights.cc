@@ -65,9 +65,7 @@ TensorReader FromF32Reader(F32TensorReader read) {
   return [read = std::move(read)](const std::string& name,
                                   const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
     DSCALE_ASSIGN_OR_RETURN(std::vector<float> values, read(name, shape));
-    const int64_t rows = shape.empty() ? 1 : shape[0];
-    const int64_t cols = rows == 0 ? 0 : static_cast<int64_t>(values.size()) / rows;
-    return WeightMatrix::FromF32(std::move(values), rows, cols);
+    return WeightMatrix::FromF32(std::move(values), shape);
   };
 }
 
@@ -75,9 +73,8 @@ TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint
                                     std::string prefix) {
   return [checkpoint = std::move(checkpoint), prefix = std::move(prefix)](
              const std::string& name, const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
-    const std::string full = prefix + name;
+    DSCALE_ASSIGN_OR_RETURN(const TensorInfo* info, checkpoint->Tensor(prefix + name, shape));
     const int64_t rows = shape.empty() ? 1 : shape[0];
-    DSCALE_ASSIGN_OR_RETURN(const TensorInfo* info, checkpoint->Tensor(full, shape));
     if (info->dtype == DType::kBF16 && rows > 0) {
       return WeightMatrix::View(DType::kBF16, info->data, rows, info->NumElements() / rows,
                                 checkpoint);
@@ -85,8 +82,7 @@ TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint
     // F32 (the file may not align it for float loads) and F16 (no F16 kernel): owned f32.
     std::vector<float> values(static_cast<size_t>(info->NumElements()));
     if (!values.empty()) ConvertToF32(info->dtype, info->data, values.size(), values.data());
-    const int64_t cols = rows == 0 ? 0 : static_cast<int64_t>(values.size()) / rows;
-    return WeightMatrix::FromF32(std::move(values), rows, cols);
+    return WeightMatrix::FromF32(std::move(values), shape);
   };
 }
 

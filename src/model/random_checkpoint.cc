@@ -122,14 +122,12 @@ Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType 
   TensorReader read = [&by_name, dtype](const std::string& name,
                                         const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
     std::vector<float>& values = by_name.at(name);
-    const int64_t rows = shape.empty() ? 1 : shape[0];
-    const int64_t cols = rows == 0 ? 0 : static_cast<int64_t>(values.size()) / rows;
     if (dtype == DType::kBF16 && shape.size() == 2) {
       std::vector<uint16_t> bits(values.size());
       ConvertFromF32(DType::kBF16, values.data(), values.size(), bits.data());
-      return WeightMatrix::FromBf16(std::move(bits), rows, cols);
+      return WeightMatrix::FromBf16(std::move(bits), shape[0], shape[1]);
     }
-    return WeightMatrix::FromF32(std::move(values), rows, cols);
+    return WeightMatrix::FromF32(std::move(values), shape);
   };
   return LoadQwen3Weights(config, read).value();
 }

@@ -23,6 +23,12 @@ WeightMatrix WeightMatrix::FromF32(std::vector<float> values, int64_t rows, int6
   return Owned(std::move(values), DType::kF32, rows, cols);
 }
 
+WeightMatrix WeightMatrix::FromF32(std::vector<float> values, const std::vector<int64_t>& shape) {
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  const int64_t cols = rows == 0 ? 0 : static_cast<int64_t>(values.size()) / rows;
+  return FromF32(std::move(values), rows, cols);
+}
+
 WeightMatrix WeightMatrix::FromBf16(std::vector<uint16_t> bits, int64_t rows, int64_t cols) {
   return Owned(std::move(bits), DType::kBF16, rows, cols);
 }

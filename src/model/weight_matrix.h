@@ -26,6 +26,9 @@ class WeightMatrix {
   // Owned values: `values` holds rows · cols elements.
   static WeightMatrix FromF32(std::vector<float> values, int64_t rows, int64_t cols);
   static WeightMatrix FromBf16(std::vector<uint16_t> bits, int64_t rows, int64_t cols);
+  // A checkpoint tensor of `shape`: shape[0] rows of the remaining dims (a vector, or a scalar,
+  // is one column).
+  static WeightMatrix FromF32(std::vector<float> values, const std::vector<int64_t>& shape);
   // Borrowed: `data` (f32 or BF16) stays valid as long as `owner` lives.
   static WeightMatrix View(DType dtype, const void* data, int64_t rows, int64_t cols,
                            std::shared_ptr<const void> owner);

@@ -270,14 +270,17 @@ std::string_view Bf16IsaName(Bf16Isa isa) {
 }
 
 std::vector<Bf16Isa> SupportedBf16Isas() {
-  std::vector<Bf16Isa> isas = {Bf16Isa::kPortable};
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    isas.push_back(Bf16Isa::kAvx2);
-  }
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-    isas.push_back(Bf16Isa::kAvx512);
-  }
+  static const std::vector<Bf16Isa> isas = [] {
+    std::vector<Bf16Isa> found = {Bf16Isa::kPortable};
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      found.push_back(Bf16Isa::kAvx2);
+    }
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+      found.push_back(Bf16Isa::kAvx512);
+    }
+    return found;
+  }();
   return isas;
 }
 
