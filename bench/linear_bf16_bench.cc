@@ -3,8 +3,9 @@
 // a buffer far larger than the caches) and the sgemm rate (OpenBLAS, f32, a large square
 // product). For 1 … 512 rows it prints the step time, the weight bytes read per second as a
 // fraction of the bandwidth, the arithmetic rate as a fraction of the sgemm rate, and the time
-// over the roofline max(weight bytes ÷ bandwidth, FLOPs ÷ sgemm rate); the same for f32 weights
-// through OpenBLAS (what the model did before), and the few-row kernel variants at one row.
+// over the roofline max(weight bytes ÷ bandwidth, FLOPs ÷ sgemm rate); then the time of each
+// register-tile variant, of widen-and-sgemm and of f32 weights through OpenBLAS (what the model
+// did before) at the same row count, and every variant's bandwidth fraction at one row.
 //
 //   build/linear_bf16_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b] [--max-rows 512]
 
@@ -152,39 +153,55 @@ void Run(const Args& args) {
   std::normal_distribution<float> normal;
   for (float& v : x) v = normal(rng);
 
-  std::printf("%5s  %10s %8s %8s %9s   %10s %8s %9s\n", "rows", "bf16 ms", "bw frac", "sgemm fr",
-              "/roofline", "f32 ms", "bw frac", "/roofline");
+  // The non-portable tile variants side by side at every row count; the portable one only at
+  // one row (it exists for CPUs without AVX2 and takes seconds at hundreds of rows).
+  std::vector<cpu::Bf16Isa> tiled;
+  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+    if (isa != cpu::Bf16Isa::kPortable) tiled.push_back(isa);
+  }
+  std::printf("%5s  %10s %8s %8s %9s", "rows", "bf16 ms", "bw frac", "sgemm fr", "/roofline");
+  for (const cpu::Bf16Isa isa : tiled) {
+    std::printf(" %9s", (std::string(cpu::Bf16IsaName(isa)) + " ms").c_str());
+  }
+  std::printf(" %11s %10s %9s\n", "widen+sg ms", "f32 ms", "/roofline");
+  const auto run_layer = [&](auto linear) {
+    return SecondsPerCall([&] {
+      for (const Matrix& m : layer) linear(m);
+    });
+  };
   for (int64_t rows = 1; rows <= args.max_rows; rows *= 2) {
     const double flops = 2.0 * rows * params;
     const auto roofline = [&](double bytes) { return std::max(bytes / bandwidth, flops / sgemm); };
-    const double t_bf16 = SecondsPerCall([&] {
-      for (const Matrix& m : layer)
-        cpu::LinearBf16(x.data(), m.bf16.data(), y.data(), rows, m.in, m.out);
-    });
-    const double t_f32 = SecondsPerCall([&] {
-      for (const Matrix& m : layer)
-        cpu::Linear(x.data(), m.f32.data(), y.data(), rows, m.in, m.out);
+    const double t_bf16 = run_layer([&](const Matrix& m) {
+      cpu::LinearBf16(x.data(), m.bf16.data(), y.data(), rows, m.in, m.out);
     });
     const double bf16_bytes = 2.0 * params, f32_bytes = 4.0 * params;
-    std::printf("%5lld  %10.3f %8.2f %8.2f %9.2f   %10.3f %8.2f %9.2f\n",
-                static_cast<long long>(rows), t_bf16 * 1e3, bf16_bytes / t_bf16 / bandwidth,
-                flops / t_bf16 / sgemm, t_bf16 / roofline(bf16_bytes), t_f32 * 1e3,
-                f32_bytes / t_f32 / bandwidth, t_f32 / roofline(f32_bytes));
+    std::printf("%5lld  %10.3f %8.2f %8.2f %9.2f", static_cast<long long>(rows), t_bf16 * 1e3,
+                bf16_bytes / t_bf16 / bandwidth, flops / t_bf16 / sgemm,
+                t_bf16 / roofline(bf16_bytes));
+    for (const cpu::Bf16Isa isa : tiled) {
+      const double t = run_layer([&](const Matrix& m) {
+        cpu::LinearBf16Tiled(isa, x.data(), m.bf16.data(), y.data(), rows, m.in, m.out, false);
+      });
+      std::printf(" %9.3f", t * 1e3);
+    }
+    const double t_widen = run_layer([&](const Matrix& m) {
+      cpu::LinearBf16WidenSgemm(x.data(), m.bf16.data(), y.data(), rows, m.in, m.out, false);
+    });
+    const double t_f32 = run_layer([&](const Matrix& m) {
+      cpu::Linear(x.data(), m.f32.data(), y.data(), rows, m.in, m.out);
+    });
+    std::printf(" %11.3f %10.3f %9.2f\n", t_widen * 1e3, t_f32 * 1e3,
+                t_f32 / roofline(f32_bytes));
   }
 
-  std::printf("\nfew-row kernel variants at 1 and 16 rows (fraction of bandwidth):\n");
+  std::printf("\none row by tile variant (fraction of bandwidth):\n");
   for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
-    for (const int64_t rows : {int64_t{1}, int64_t{16}}) {
-      if (rows > args.max_rows) continue;
-      const double t = SecondsPerCall([&] {
-        for (const Matrix& m : layer) {
-          cpu::LinearBf16FewRows(isa, x.data(), m.bf16.data(), y.data(), rows, m.in, m.out, false);
-        }
-      });
-      std::printf("  %-8s rows %2lld: %8.3f ms, %.2f of bandwidth\n",
-                  std::string(cpu::Bf16IsaName(isa)).c_str(), static_cast<long long>(rows), t * 1e3,
-                  2.0 * params / t / bandwidth);
-    }
+    const double t = run_layer([&](const Matrix& m) {
+      cpu::LinearBf16Tiled(isa, x.data(), m.bf16.data(), y.data(), 1, m.in, m.out, false);
+    });
+    std::printf("  %-8s %8.3f ms, %.2f of bandwidth\n",
+                std::string(cpu::Bf16IsaName(isa)).c_str(), t * 1e3, 2.0 * params / t / bandwidth);
   }
 }
 

@@ -56,7 +56,7 @@ void ExpectWithinBound(const Case& c, const std::vector<float>& got, int64_t row
   }
 }
 
-constexpr int64_t kRows[] = {1, 2, 3, 5, 7, 19, 32, 33, 64, 133};
+constexpr int64_t kRows[] = {1, 2, 3, 5, 7, 19, 24, 25, 33, 64, 128, 129, 133};
 constexpr int64_t kIns[] = {1, 7, 16, 17, 67, 255, 1031};
 constexpr int64_t kOuts[] = {1, 3, 4, 5, 9, 130};
 
@@ -72,8 +72,8 @@ TEST(LinearBf16Test, EveryVariantMatchesTheReferenceAtOddSizes) {
                          << " out=" << out << " accumulate=" << accumulate);
             const Case c = MakeCase(rng, rows, in, out);
             std::vector<float> y = c.y0;
-            cpu::LinearBf16FewRows(isa, c.x.data(), c.w.data() + 1, y.data(), rows, in, out,
-                                   accumulate);
+            cpu::LinearBf16Tiled(isa, c.x.data(), c.w.data() + 1, y.data(), rows, in, out,
+                                 accumulate);
             ExpectWithinBound(c, y, rows, in, out, accumulate);
           }
         }
@@ -84,7 +84,7 @@ TEST(LinearBf16Test, EveryVariantMatchesTheReferenceAtOddSizes) {
 
 TEST(LinearBf16Test, DispatchedKernelMatchesTheReferenceOnBothPaths) {
   std::mt19937 rng(8);
-  for (const int64_t rows : kRows) {  // both sides of kLinearBf16FewRows
+  for (const int64_t rows : kRows) {  // both sides of every variant's LinearBf16TiledRowLimit
     for (const int64_t in : {int64_t{17}, int64_t{255}}) {
       for (const int64_t out : {int64_t{5}, int64_t{130}, int64_t{300}}) {
         for (const bool accumulate : {false, true}) {

@@ -20,10 +20,26 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Bytes of one f32 weight panel of the many-row path: small enough to stay in cache while
 // sgemm streams the activations through it.
 constexpr int64_t kPanelBytes = int64_t{8} << 20;
-// How far ahead of its loads the few-row kernels prefetch each weight row: memory-mapped
+// How far ahead of its loads the tiles prefetch each weight row: memory-mapped
 // checkpoint pages are 4 KiB, so the hardware prefetchers stop at every page boundary and
 // the weight streams need the help to stay at memory bandwidth.
 constexpr int64_t kPrefetchBytes = 1024;
+
+// The register tiles' loops over their fixed rows and outputs must be unrolled completely, or
+// GCC at -O2 keeps the accumulator arrays in memory and every FMA becomes a load and a store.
+#define DSCALE_UNROLL _Pragma("GCC unroll 16")
+
+// BF16 weights per 64-byte cache line: the tiles issue one prefetch per weight row and line.
+constexpr int64_t kLineWeights = 32;
+
+// Prefetches the line kPrefetchBytes ahead of weight k in each of the kOuts rows from `wo`.
+template <int kOuts>
+inline void PrefetchLines(const uint16_t* wo, int64_t in, int64_t k) {
+  DSCALE_UNROLL
+  for (int g = 0; g < kOuts; ++g) {
+    _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);
+  }
+}
 
 inline float Bf16Bits(uint16_t bits) {
   const uint32_t wide = static_cast<uint32_t>(bits) << 16;
@@ -35,7 +51,7 @@ inline float Bf16Bits(uint16_t bits) {
 inline void Put(float* y, float value, bool accumulate) { *y = accumulate ? *y + value : value; }
 
 // Outputs [o_begin, o_end) for every row, in plain C++ (the compiler vectorises what it can).
-void FewRowsPortable(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+void TiledPortable(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
                      int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   for (int64_t o = o_begin; o < o_end; ++o) {
     const uint16_t* wo = w + o * in;
@@ -73,22 +89,33 @@ template <int kRows, int kOuts>
 DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float* y, int64_t out,
                           bool accumulate) {
   __m256 acc[kRows][kOuts];
+  DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
+    DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm256_setzero_ps();
   }
-  const int64_t vec_end = in / 8 * 8;
-  for (int64_t k = 0; k < vec_end; k += 8) {
+  const auto step = [&](int64_t k) DSCALE_AVX2 {
     __m256 wv[kOuts];
-    for (int g = 0; g < kOuts; ++g) {
-      _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);
-      wv[g] = LoadBf16x8(wo + g * in + k);
-    }
+    DSCALE_UNROLL
+    for (int g = 0; g < kOuts; ++g) wv[g] = LoadBf16x8(wo + g * in + k);
+    DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m256 xv = _mm256_loadu_ps(x + r * in + k);
+      DSCALE_UNROLL
       for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm256_fmadd_ps(wv[g], xv, acc[r][g]);
     }
+  };
+  int64_t k = 0;
+  for (; k + kLineWeights <= in; k += kLineWeights) {
+    PrefetchLines<kOuts>(wo, in, k);
+    DSCALE_UNROLL
+    for (int64_t j = 0; j < kLineWeights; j += 8) step(k + j);
   }
+  for (; k + 8 <= in; k += 8) step(k);
+  const int64_t vec_end = k;
+  DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
+    DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) {
       float sum = Sum8(acc[r][g]);
       for (int64_t k = vec_end; k < in; ++k) sum += Bf16Bits(wo[g * in + k]) * x[r * in + k];
@@ -97,7 +124,7 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
   }
 }
 
-DSCALE_AVX2 void FewRowsAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+DSCALE_AVX2 void TiledAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
                              int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
@@ -113,7 +140,7 @@ DSCALE_AVX2 void FewRowsAvx2(const float* x, const uint16_t* w, float* y, int64_
     for (; r < rows; ++r)
       TileAvx2<1, kOutGroup>(x + r * in, wo, in, y + r * out + o, out, accumulate);
   }
-  FewRowsPortable(x, w, y, rows, in, out, accumulate, o, o_end);
+  TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
 
 // ---- AVX-512: 16 lanes; tiles of 4 outputs × up to 6 rows (24 accumulators of the 32
@@ -135,22 +162,33 @@ template <int kRows>
 DSCALE_AVX512 void TileAvx512(const float* x, const uint16_t* wo, int64_t in,
                               float sums[kRows][kOutGroup]) {
   __m512 acc[kRows][kOutGroup];
+  DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
+    DSCALE_UNROLL
     for (int g = 0; g < kOutGroup; ++g) acc[r][g] = _mm512_setzero_ps();
   }
-  const int64_t vec_end = in / 16 * 16;
-  for (int64_t k = 0; k < vec_end; k += 16) {
+  const auto step = [&](int64_t k) DSCALE_AVX512 {
     __m512 wv[kOutGroup];
-    for (int g = 0; g < kOutGroup; ++g) {
-      _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);
-      wv[g] = LoadBf16x16(wo + g * in + k);
-    }
+    DSCALE_UNROLL
+    for (int g = 0; g < kOutGroup; ++g) wv[g] = LoadBf16x16(wo + g * in + k);
+    DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m512 xv = _mm512_loadu_ps(x + r * in + k);
+      DSCALE_UNROLL
       for (int g = 0; g < kOutGroup; ++g) acc[r][g] = _mm512_fmadd_ps(wv[g], xv, acc[r][g]);
     }
+  };
+  int64_t k = 0;
+  for (; k + kLineWeights <= in; k += kLineWeights) {
+    PrefetchLines<kOutGroup>(wo, in, k);
+    DSCALE_UNROLL
+    for (int64_t j = 0; j < kLineWeights; j += 16) step(k + j);
   }
+  for (; k + 16 <= in; k += 16) step(k);
+  const int64_t vec_end = k;
+  DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
+    DSCALE_UNROLL
     for (int g = 0; g < kOutGroup; ++g) {
       float sum = _mm512_reduce_add_ps(acc[r][g]);
       for (int64_t k = vec_end; k < in; ++k) sum += Bf16Bits(wo[g * in + k]) * x[r * in + k];
@@ -165,11 +203,12 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int6
   float sums[kRows][kOutGroup];
   TileAvx512<kRows>(x + r * in, wo, in, sums);
   for (int i = 0; i < kRows; ++i) {
+    DSCALE_UNROLL
     for (int g = 0; g < kOutGroup; ++g) Put(y + (r + i) * out + o + g, sums[i][g], accumulate);
   }
 }
 
-DSCALE_AVX512 void FewRowsAvx512(const float* x, const uint16_t* w, float* y, int64_t rows,
+DSCALE_AVX512 void TiledAvx512(const float* x, const uint16_t* w, float* y, int64_t rows,
                                  int64_t in, int64_t out, bool accumulate, int64_t o_begin,
                                  int64_t o_end) {
   int64_t o = o_begin;
@@ -181,25 +220,25 @@ DSCALE_AVX512 void FewRowsAvx512(const float* x, const uint16_t* w, float* y, in
     for (; r + 2 <= rows; r += 2) RowsAvx512<2>(x, wo, y, in, out, accumulate, r, o);
     for (; r < rows; ++r) RowsAvx512<1>(x, wo, y, in, out, accumulate, r, o);
   }
-  FewRowsPortable(x, w, y, rows, in, out, accumulate, o, o_end);
+  TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
 
 #pragma GCC diagnostic pop
 #undef DSCALE_AVX512
 
-using FewRowsFn = void (*)(const float*, const uint16_t*, float*, int64_t, int64_t, int64_t, bool,
+using TiledFn = void (*)(const float*, const uint16_t*, float*, int64_t, int64_t, int64_t, bool,
                            int64_t, int64_t);
 
-FewRowsFn FewRowsFor(Bf16Isa isa) {
+TiledFn TiledFor(Bf16Isa isa) {
   switch (isa) {
     case Bf16Isa::kAvx512:
-      return FewRowsAvx512;
+      return TiledAvx512;
     case Bf16Isa::kAvx2:
-      return FewRowsAvx2;
+      return TiledAvx2;
     case Bf16Isa::kPortable:
       break;
   }
-  return FewRowsPortable;
+  return TiledPortable;
 }
 
 Bf16Isa BestIsa() {
@@ -209,7 +248,7 @@ Bf16Isa BestIsa() {
 
 // The threads split the output columns in whole groups. (The variants take y's row stride where
 // they name it `out`.)
-void RunFewRows(FewRowsFn fn, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+void RunTiled(TiledFn fn, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
                 int64_t out, bool accumulate, int64_t ldy) {
   const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
@@ -269,6 +308,21 @@ std::string_view Bf16IsaName(Bf16Isa isa) {
   return "portable";
 }
 
+int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
+  // Where the tiles stop beating f32 panels + OpenBLAS on the 2-vCPU EPYC of docs/BENCHMARKS.md
+  // (Qwen3-1.7B and 8B layers, OpenBLAS's AVX2 and AVX-512 kernels): AVX-512 tiles up to
+  // 128 rows, AVX2's 8-lane tiles up to 24. The portable loop loses even at one row.
+  switch (isa) {
+    case Bf16Isa::kAvx512:
+      return 128;
+    case Bf16Isa::kAvx2:
+      return 24;
+    case Bf16Isa::kPortable:
+      break;
+  }
+  return 0;
+}
+
 std::vector<Bf16Isa> SupportedBf16Isas() {
   static const std::vector<Bf16Isa> isas = [] {
     std::vector<Bf16Isa> found = {Bf16Isa::kPortable};
@@ -284,13 +338,19 @@ std::vector<Bf16Isa> SupportedBf16Isas() {
   return isas;
 }
 
-void LinearBf16FewRows(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
-                       int64_t in, int64_t out, bool accumulate) {
+void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
+                     int64_t in, int64_t out, bool accumulate) {
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
   const std::vector<Bf16Isa> supported = SupportedBf16Isas();
   DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
                    "this CPU cannot run the requested BF16 kernel variant");
-  RunFewRows(FewRowsFor(isa), x, w, y, rows, in, out, accumulate, out);
+  RunTiled(TiledFor(isa), x, w, y, rows, in, out, accumulate, out);
+}
+
+void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                          int64_t out, bool accumulate) {
+  DSCALE_CHECK(rows > 0 && in > 0 && out > 0);
+  WidenAndSgemm(x, w, y, rows, in, out, accumulate, out);
 }
 
 void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
@@ -303,8 +363,8 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
     for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
-  if (rows <= kLinearBf16FewRows) {
-    RunFewRows(FewRowsFor(BestIsa()), x, w, y, rows, in, out, accumulate, ldy);
+  if (rows <= LinearBf16TiledRowLimit(BestIsa())) {
+    RunTiled(TiledFor(BestIsa()), x, w, y, rows, in, out, accumulate, ldy);
   } else {
     WidenAndSgemm(x, w, y, rows, in, out, accumulate, ldy);
   }

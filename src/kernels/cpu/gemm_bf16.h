@@ -2,13 +2,14 @@
 // y = x · wᵀ with BF16 weights as stored in a checkpoint and f32 activations, accumulating in
 // f32: the projection of a decode or verify step without an f32 copy of the weights.
 //
-// Few rows (decoding, verification): every weight is read from memory once per call and applied
-// to all rows while it is in registers or L1, and the threads split the output columns, so the
-// call costs what reading the weights costs until the arithmetic dominates. Many rows (prefill):
-// panels of weights are widened to f32 in cache and multiplied by OpenBLAS's sgemm.
+// Up to LinearBf16TiledRowLimit rows (decoding, verification, short prefills): register tiles of
+// 4 outputs × up to 6 rows widen each weight once per tile and apply it to all the tile's rows,
+// and the threads split the output columns, so a call costs what reading the weights costs until
+// the arithmetic dominates, and then runs near the FMA rate. More rows (prefill): panels of
+// weights are widened to f32 in cache and multiplied by OpenBLAS's sgemm.
 //
-// The few-row kernel is compiled for AVX-512, for AVX2 + FMA and portably, and picked at run time
-// from what the CPU supports (LinearBf16Variant names them for tests and benchmarks).
+// The tiles are compiled for AVX-512, for AVX2 + FMA and portably, and picked at run time from
+// what the CPU supports (Bf16Isa names them for tests and benchmarks).
 
 #include <cstdint>
 #include <string_view>
@@ -16,24 +17,28 @@
 
 namespace dscale::cpu {
 
-// Rows up to this many take the few-row kernel; more take widen-and-sgemm.
-inline constexpr int64_t kLinearBf16FewRows = 16;
-
 // y[rows, out] = x[rows, in] · w[out, in]ᵀ (or y += that when `accumulate`); w holds BF16 bits in
 // PyTorch's Linear layout, row-major and dense, any alignment. Rows of y are `ldy` floats apart
 // (0: out), so a call can fill a column block of a wider y.
 void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
                 bool accumulate = false, int64_t ldy = 0);
 
-// The few-row kernel's instruction-set variants.
+// The register-tile kernel's instruction-set variants.
 enum class Bf16Isa { kPortable, kAvx2, kAvx512 };
 std::string_view Bf16IsaName(Bf16Isa isa);
 // The variants this CPU can run, portable first; the last is the one LinearBf16 uses.
 std::vector<Bf16Isa> SupportedBf16Isas();
+// LinearBf16 runs calls of up to this many rows through the tiles of `isa`, more through
+// widen-and-sgemm.
+int64_t LinearBf16TiledRowLimit(Bf16Isa isa);
 
-// The few-row kernel of one variant, for any row count (parity tests and benchmarks). The
+// The register tiles of one variant, for any row count (parity tests and benchmarks). The
 // variant must be in SupportedBf16Isas().
-void LinearBf16FewRows(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
-                       int64_t in, int64_t out, bool accumulate);
+void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
+                     int64_t in, int64_t out, bool accumulate);
+
+// The many-row path alone: f32 weight panels in cache and OpenBLAS sgemm (benchmarks).
+void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                          int64_t out, bool accumulate);
 
 }  // namespace dscale::cpu
