@@ -13,8 +13,12 @@ namespace dscale::cpu {
 namespace {
 
 // Weight rows (outputs) that share one pass over the inputs: their BF16 values are widened once
-// per x row tile and stay in registers.
+// per x row tile and stay in registers. AVX-512 tiles take 4 outputs (× up to 6 rows: 24 of the
+// 32 registers accumulate); AVX2 tiles 3 (× up to 4 rows: 12 accumulators, 3 weights and one
+// input of the 16 registers, which runs near the FMA rate where 2 outputs × 6 rows, loading
+// each input vector for every 2 FMAs, ran at half of it).
 constexpr int64_t kOutGroup = 4;
+constexpr int64_t kAvx2OutGroup = 3;
 // Below this many weights a call runs on one thread: a fork/join would cost more than the work.
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Bytes of one f32 weight panel of the many-row path: small enough to stay in cache while
@@ -64,9 +68,7 @@ void TiledPortable(const float* x, const uint16_t* w, float* y, int64_t rows, in
   }
 }
 
-// ---- AVX2 + FMA: 8 lanes. Tiles of 4 outputs × 1-2 rows for short batches; from 6 rows on,
-// 2 outputs × 6 rows, which widens each weight vector once per 6 FMAs (12 accumulators, 2
-// widened weights and one input vector: 15 of the 16 registers).
+// ---- AVX2 + FMA: 8 lanes, tiles of 3 outputs × up to 4 rows.
 
 // Compiled for AVX2 + FMA whatever the build's baseline (sanitizer and debug builds target plain
 // x86-64); called only where the CPU has them.
@@ -124,21 +126,35 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
   }
 }
 
+// `rows` rows from row r against the 3 outputs from o, in one tile of that height (1 … 4).
+DSCALE_AVX2 void TileRowsAvx2(const float* x, const uint16_t* wo, float* y, int64_t in,
+                              int64_t out, bool accumulate, int64_t r, int64_t o, int64_t rows) {
+  const float* xr = x + r * in;
+  float* yr = y + r * out + o;
+  switch (rows) {
+    case 4:
+      return TileAvx2<4, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+    case 3:
+      return TileAvx2<3, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+    case 2:
+      return TileAvx2<2, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+    default:
+      return TileAvx2<1, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+  }
+}
+
+// The rows go in the fewest tiles of at most 4, of heights differing by at most one.
 DSCALE_AVX2 void TiledAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                             int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+                           int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+  const int64_t tiles = (rows + 3) / 4;
   int64_t o = o_begin;
-  for (; o + kOutGroup <= o_end; o += kOutGroup) {
+  for (; o + kAvx2OutGroup <= o_end; o += kAvx2OutGroup) {
     const uint16_t* wo = w + o * in;
-    int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) {
-      TileAvx2<6, 2>(x + r * in, wo, in, y + r * out + o, out, accumulate);
-      TileAvx2<6, 2>(x + r * in, wo + 2 * in, in, y + r * out + o + 2, out, accumulate);
+    for (int64_t t = 0, r = 0; t < tiles; ++t) {
+      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
+      TileRowsAvx2(x, wo, y, in, out, accumulate, r, o, height);
+      r += height;
     }
-    for (; r + 2 <= rows; r += 2) {
-      TileAvx2<2, kOutGroup>(x + r * in, wo, in, y + r * out + o, out, accumulate);
-    }
-    for (; r < rows; ++r)
-      TileAvx2<1, kOutGroup>(x + r * in, wo, in, y + r * out + o, out, accumulate);
   }
   TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
@@ -268,14 +284,18 @@ Bf16Isa BestIsa() {
   return best;
 }
 
-// The threads split the output columns in whole groups. (The variants take y's row stride where
-// they name it `out`.)
-void RunTiled(TiledFn fn, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                int64_t out, bool accumulate, int64_t ldy) {
-  const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
+// Outputs per tile of each variant: the threads split the output columns in whole groups.
+int64_t OutGroupFor(Bf16Isa isa) { return isa == Bf16Isa::kAvx2 ? kAvx2OutGroup : kOutGroup; }
+
+// (The variants take y's row stride where they name it `out`.)
+void RunTiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+              int64_t out, bool accumulate, int64_t ldy) {
+  const TiledFn fn = TiledFor(isa);
+  const int64_t group = OutGroupFor(isa);
+  const int64_t groups = (out + group - 1) / group;
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
   for (int64_t g = 0; g < groups; ++g) {
-    fn(x, w, y, rows, in, ldy, accumulate, g * kOutGroup, std::min(out, (g + 1) * kOutGroup));
+    fn(x, w, y, rows, in, ldy, accumulate, g * group, std::min(out, (g + 1) * group));
   }
 }
 
@@ -332,13 +352,13 @@ std::string_view Bf16IsaName(Bf16Isa isa) {
 
 int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
   // Where the tiles stop beating f32 panels + OpenBLAS on the 2-vCPU EPYC of docs/BENCHMARKS.md
-  // (Qwen3-1.7B and 8B layers, OpenBLAS's AVX2 and AVX-512 kernels): AVX-512 tiles up to
-  // 128 rows, AVX2's 8-lane tiles up to 24. The portable loop loses even at one row.
+  // (Qwen3-1.7B layers, linear_bf16_bench, OpenBLAS's AVX2 and AVX-512 kernels): AVX-512 tiles
+  // up to 128 rows, AVX2's 8-lane tiles up to 64. The portable loop loses even at one row.
   switch (isa) {
     case Bf16Isa::kAvx512:
       return 128;
     case Bf16Isa::kAvx2:
-      return 24;
+      return 64;
     case Bf16Isa::kPortable:
       break;
   }
@@ -366,7 +386,7 @@ void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, i
   const std::vector<Bf16Isa> supported = SupportedBf16Isas();
   DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
                    "this CPU cannot run the requested BF16 kernel variant");
-  RunTiled(TiledFor(isa), x, w, y, rows, in, out, accumulate, out);
+  RunTiled(isa, x, w, y, rows, in, out, accumulate, out);
 }
 
 void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
@@ -386,7 +406,7 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
     return;
   }
   if (rows <= LinearBf16TiledRowLimit(BestIsa())) {
-    RunTiled(TiledFor(BestIsa()), x, w, y, rows, in, out, accumulate, ldy);
+    RunTiled(BestIsa(), x, w, y, rows, in, out, accumulate, ldy);
   } else {
     WidenAndSgemm(x, w, y, rows, in, out, accumulate, ldy);
   }

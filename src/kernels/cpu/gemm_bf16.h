@@ -3,7 +3,7 @@
 // f32: the projection of a decode or verify step without an f32 copy of the weights.
 //
 // Up to LinearBf16TiledRowLimit rows (decoding, verification, short prefills): register tiles of
-// 4 outputs × up to 6 rows widen each weight once per tile and apply it to all the tile's rows,
+// a few outputs × a few rows widen each weight once per tile and apply it to all the tile's rows,
 // and the threads split the output columns, so a call costs what reading the weights costs until
 // the arithmetic dominates, and then runs near the FMA rate. More rows (prefill): panels of
 // weights are widened to f32 in cache and multiplied by OpenBLAS's sgemm.
