@@ -118,6 +118,38 @@ TEST(LifecycleTest, WaitingClientThatLeavesIsCancelled) {
   EXPECT_EQ(server->Terminate(), 0);
 }
 
+// Closes `fd` with a reset (RST) instead of an orderly end of stream (FIN).
+void Reset(int fd) {
+  const linger reset{.l_onoff = 1, .l_linger = 0};
+  EXPECT_EQ(setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+  close(fd);
+}
+
+TEST(LifecycleTest, StreamingClientThatResetsIsCancelled) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  Reset(StartRequest(server->port(), LongRequest(true), "data: ", 1));
+  ExpectCancelledAndFreed(client);
+  EXPECT_EQ(server->Terminate(), 0);
+}
+
+// The reset comes as soon as the request runs: before the server's first look at the socket.
+TEST(LifecycleTest, WaitingClientThatResetsAtOnceIsCancelled) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  const int fd = StartRequest(server->port(), LongRequest(false), "", 0);
+  for (int i = 0; i < 500; ++i) {  // until it runs
+    const httplib::Result health = client.Get("/health");
+    if (health && json::parse(health->body)["running"] == 1) break;
+    std::this_thread::sleep_for(2ms);
+  }
+  Reset(fd);
+  ExpectCancelledAndFreed(client);
+  EXPECT_EQ(server->Terminate(), 0);
+}
+
 TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {
   auto server = ServerProcess::Start({"--max-running", "1", "--max-queue", "1"});
   ASSERT_GT(server->port(), 0);
