@@ -2,7 +2,8 @@
 //
 // Threads: the HTTP workers (parse, tokenize, relay output), one engine thread (owns the model,
 // KV cache and scheduler), and one signal thread. SIGTERM or SIGINT drains: new requests get
-// 503, in-flight requests finish, then the process exits 0. A second signal exits at once.
+// 503, in-flight requests finish, then the process exits 0; a second signal, or a drain longer
+// than --drain-timeout, exits at once with status 1.
 
 #include <signal.h>
 #include <unistd.h>
@@ -47,6 +48,8 @@ struct ServeArgs {
   int64_t kv_tokens = 0;  // 0: ServeKvTokens
   int32_t default_max_tokens = 256;
   int64_t max_body_bytes = 8 << 20;
+  int32_t drain_timeout_s = 30;
+  bool reuse_port = false;
   bool tile_routing = true;
   std::string device = kDefaultDevice;
 };
@@ -138,23 +141,39 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   return Engine::Create(m.placed->target(), m.placed->drafter(), std::move(config));
 }
 
-// Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server.
-// `ended` set before the signal: the server stopped by itself and the signal only wakes us.
+// Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server, until
+// the main thread has finished serving (`ended`). A second signal, or a drain that outlasts
+// `drain_timeout`, exits at once with status 1: a slow client can hold a worker thread, and
+// with it the server's stop, for as long as it likes. `ended` set before any signal: the server
+// stopped by itself and the signal only wakes us.
 void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::EngineLoop& loop,
-                   const std::atomic<bool>& ended) {
+                   const std::atomic<bool>& ended, std::chrono::seconds drain_timeout) {
   int signal = 0;
   if (sigwait(&signals, &signal) != 0 || ended) return;
-  std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s)\n", signal,
-               loop.in_flight());
+  std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s) (at most %lld s)\n",
+               signal, loop.in_flight(), static_cast<long long>(drain_timeout.count()));
   http.BeginDrain();
+  const auto deadline = std::chrono::steady_clock::now() + drain_timeout;
   const timespec tick{.tv_sec = 0, .tv_nsec = 20'000'000};
-  while (loop.in_flight() > 0 || http.open_responses() > 0) {
+  bool stopping = false;
+  while (!ended) {
+    if (!stopping && loop.in_flight() == 0 && http.open_responses() == 0) {
+      http.Stop();  // returns at once; serving ends once the worker threads are done
+      stopping = true;
+    }
     if (sigtimedwait(&signals, nullptr, &tick) > 0) {
       std::fprintf(stderr, "dscale serve: second signal: exiting without draining\n");
       std::_Exit(1);
     }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr,
+                   "dscale serve: --drain-timeout of %lld s passed with %d request(s) and %d "
+                   "response(s) unfinished: exiting\n",
+                   static_cast<long long>(drain_timeout.count()), loop.in_flight(),
+                   http.open_responses());
+      std::_Exit(1);
+    }
   }
-  http.Stop();
 }
 
 int RunServe(const ServeArgs& args) {
@@ -182,21 +201,23 @@ int RunServe(const ServeArgs& args) {
       {.host = args.host,
        .port = args.port,
        .threads = args.http_threads > 0 ? args.http_threads : slots + 16,
-       .max_body_bytes = static_cast<size_t>(args.max_body_bytes)});
+       .max_body_bytes = static_cast<size_t>(args.max_body_bytes),
+       .reuse_port = args.reuse_port});
   if (Status s = http.Bind(); !s.ok()) return ReportError("serve", s);
   loop.Start();
   std::atomic<bool> ended{false};
-  std::thread signal_thread([&] { WaitForSignal(signals, http, loop, ended); });
+  std::thread signal_thread([&] {
+    WaitForSignal(signals, http, loop, ended, std::chrono::seconds(args.drain_timeout_s));
+  });
   std::printf("dscale serve: listening on http://%s:%d (model \"%s\", --spec %s)\n",
               args.host.c_str(), http.port(), ModelName(args).c_str(),
               models.policy.Name().c_str());
   std::fflush(stdout);
   http.Serve();
   loop.Stop();
-  if (!http.draining()) {
-    ended = true;
-    kill(getpid(), SIGTERM);  // Serve ended on its own: wake the signal thread
-  }
+  const bool woken_by_signal = http.draining();
+  ended = true;
+  if (!woken_by_signal) kill(getpid(), SIGTERM);  // Serve ended on its own: wake the signal thread
   signal_thread.join();
   std::fprintf(stderr, "dscale serve: stopped\n");
   return 0;
@@ -237,6 +258,14 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "max_tokens of requests that give none")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--drain-timeout", args->drain_timeout_s,
+                  "Seconds SIGTERM / SIGINT waits for in-flight requests before exiting anyway "
+                  "(status 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
+  cmd->add_flag("--reuse-port", args->reuse_port,
+                "Share --port with other servers that ask for it too (SO_REUSEPORT); otherwise "
+                "a port in use is an error");
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body; beyond: 413")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

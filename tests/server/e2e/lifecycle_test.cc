@@ -1,6 +1,7 @@
-// The server's life around requests: a client that disconnects (streaming or not) has its
-// request cancelled and its KV freed; a full queue answers 503 with Retry-After; SIGTERM lets
-// in-flight requests finish, refuses new ones, then exits 0.
+// The server's life around requests: a client that disconnects (streaming or not, FIN or RST)
+// has its request cancelled and its KV freed; a full queue answers 503 with Retry-After; SIGTERM
+// lets in-flight requests finish, refuses new ones, then exits 0 — or 1 once --drain-timeout
+// has passed or at a second signal, however slow a client is; a port in use is refused.
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -209,6 +211,73 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExits) {
   EXPECT_NE(stream.find("data: [DONE]"), std::string::npos);
   EXPECT_EQ(server->WaitExit(), 0) << server->Log();
   EXPECT_NE(server->Log().find("draining 1 request(s)"), std::string::npos) << server->Log();
+}
+
+// A client that sends its request headers one byte at a time, never finishing them, for up to
+// `seconds`: it holds an HTTP worker thread, and so the server's stop.
+class SlowClient {
+ public:
+  SlowClient(int port, int seconds) : fd_(Connect(port)) {
+    EXPECT_GE(fd_, 0);
+    thread_ = std::thread([this, seconds] {
+      const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+      EXPECT_EQ(send(fd_, head.data(), head.size(), MSG_NOSIGNAL),
+                static_cast<ssize_t>(head.size()));
+      for (int i = 0; i < seconds * 5 && !stop_; ++i) {
+        if (send(fd_, "a", 1, MSG_NOSIGNAL) != 1) break;
+        std::this_thread::sleep_for(200ms);
+      }
+    });
+  }
+  ~SlowClient() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+
+ private:
+  int fd_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(LifecycleTest, DrainEndsAtItsDeadlineWhateverASlowClientDoes) {
+  auto server = ServerProcess::Start({"--drain-timeout", "2"});
+  ASSERT_GT(server->port(), 0);
+  SlowClient slow(server->port(), 30);
+  std::this_thread::sleep_for(300ms);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
+  EXPECT_EQ(server->WaitExit(20s), 1) << server->Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_NE(server->Log().find("--drain-timeout of 2 s passed"), std::string::npos)
+      << server->Log();
+}
+
+TEST(LifecycleTest, SecondSignalExitsAtOnce) {
+  auto server = ServerProcess::Start();  // the default drain deadline: 30 s
+  ASSERT_GT(server->port(), 0);
+  SlowClient slow(server->port(), 30);
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(500ms);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(server->pid(), SIGINT), 0);
+  EXPECT_EQ(server->WaitExit(20s), 1) << server->Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_NE(server->Log().find("second signal"), std::string::npos) << server->Log();
+}
+
+TEST(LifecycleTest, APortInUseIsRefused) {
+  auto first = ServerProcess::Start();
+  ASSERT_GT(first->port(), 0);
+  auto second = ServerProcess::Spawn({"--port", std::to_string(first->port())}, 30s);
+  EXPECT_EQ(second->port(), -1);
+  EXPECT_EQ(second->WaitExit(30s), 1) << second->Log();
+  EXPECT_NE(second->Log().find("cannot listen on 127.0.0.1:" + std::to_string(first->port())),
+            std::string::npos)
+      << second->Log();
+  EXPECT_EQ(first->Terminate(), 0);
 }
 
 }  // namespace
