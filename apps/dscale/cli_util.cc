@@ -45,7 +45,18 @@ void AddThreadsOption(CLI::App* cmd) {
            openblas_set_num_threads(threads);
          },
          "Threads for the CPU kernels (default: OMP_NUM_THREADS, else one per core)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
+}
+
+CLI::Validator AtLeast(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        int64_t value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "expected a whole number, got " + text;
+        if (value < min) return "must be at least " + std::to_string(min) + ", got " + text;
+        return {};
+      },
+      "INT>=" + std::to_string(min));
 }
 
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,

@@ -294,19 +294,19 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
 
 void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--warmup", a->warmup, "Warm-up requests per cell")
-      ->check(CLI::NonNegativeNumber)
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_option("--requests", a->requests, "Measured requests per cell")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--distinct", a->distinct, "Distinct prompts per dataset at most")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--max-tokens", a->max_tokens, "Output cap")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Repetitions per cell (median and spread reported)")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Manifest order and sampling seeds")->capture_default_str();

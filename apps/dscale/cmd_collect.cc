@@ -141,12 +141,12 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->add_option("--projection-seed", args->projection_seed, "Seed of the fixed projections")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunCollect(*args); });

@@ -33,6 +33,10 @@
 namespace dscale::cli {
 namespace {
 
+inline constexpr int32_t kMaxRunning = 1024;
+inline constexpr int32_t kMaxQueue = 16384;
+inline constexpr int32_t kMaxHttpThreads = kMaxRunning + kMaxQueue + 16;
+
 struct ServeArgs {
   std::string target;
   std::string drafter;
@@ -141,6 +145,21 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   return Engine::Create(m.placed->target(), m.placed->drafter(), std::move(config));
 }
 
+// A server whose KV cache (or context length) cannot hold a one-token prompt with
+// --default-max-tokens would refuse every request: an error at start-up instead.
+Status CheckServesOneRequest(const Engine& engine, const ServeArgs& args) {
+  GenerationParams smallest;
+  smallest.max_tokens = args.default_max_tokens;
+  const std::vector<int32_t> one_token = {0};
+  if (Status s = engine.CheckRequest(one_token, smallest); !s.ok()) {
+    return InvalidArgument("the server could not run even a one-token prompt with "
+                           "--default-max-tokens " +
+                           std::to_string(args.default_max_tokens) + ": " + s.message() +
+                           " (raise --kv-tokens or lower --default-max-tokens)");
+  }
+  return Status::Ok();
+}
+
 // Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server, until
 // the main thread has finished serving (`ended`). A second signal, or a drain that outlasts
 // `drain_timeout`, exits at once with status 1: a slow client can hold a worker thread, and
@@ -190,6 +209,7 @@ int RunServe(const ServeArgs& args) {
   if (Status s = LoadModels(args, &models); !s.ok()) return ReportError("serve", s);
   Result<std::unique_ptr<Engine>> engine = MakeEngine(args, models);
   if (!engine.ok()) return ReportError("serve", engine.status());
+  if (Status s = CheckServesOneRequest(**engine, args); !s.ok()) return ReportError("serve", s);
   const int32_t slots = args.max_running + args.max_queue;
   server::EngineLoop loop(**engine, *models.tokenizer, slots);
   const Engine& checker = **engine;  // CheckRequest reads only what is fixed at creation
@@ -240,23 +260,25 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--port", args->port, "Port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  // Every running or waiting request holds an HTTP worker thread: the bounds keep the threads
+  // (and the engine's batch) at what one process can create.
   cmd->add_option("--max-running", args->max_running, "Running requests at most (c)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, kMaxRunning))
       ->capture_default_str();
   cmd->add_option("--max-queue", args->max_queue, "Waiting requests at most; beyond: 503")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, kMaxQueue))
       ->capture_default_str();
   cmd->add_option("--http-threads", args->http_threads,
                   "HTTP worker threads (0: max-running + max-queue + 16)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, kMaxHttpThreads))
       ->capture_default_str();
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: --max-running full contexts, within "
                   "90% of the available memory)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds SIGTERM / SIGINT waits for in-flight requests before exiting anyway "
@@ -267,7 +289,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "Share --port with other servers that ask for it too (SO_REUSEPORT); otherwise "
                 "a port in use is an error");
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body; beyond: 413")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")

@@ -224,6 +224,14 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
 }
 
+// Counts are range-checked with plain messages (not CLI11's 300-digit bound).
+TEST_F(ModelCommandsTest, CountFlagsSayTheirBoundPlainly) {
+  const testing::CommandResult r =
+      RunDscale("generate --target " + Target() + " --spec none --ids 1 --concurrency 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--concurrency: must be at least 1, got 0"), std::string::npos) << r.out;
+}
+
 // A NaN in any weight is refused at load, naming the tensor.
 TEST_F(ModelCommandsTest, NonFiniteWeightsAreRefusedAtLoad) {
   const std::string poisoned = *dir_ + "/poisoned";

@@ -268,6 +268,24 @@ TEST(LifecycleTest, SecondSignalExitsAtOnce) {
   EXPECT_NE(server->Log().find("second signal"), std::string::npos) << server->Log();
 }
 
+// Capacity flags out of range, or a cache that could not run even one request, stop the server
+// before it listens, with a message naming the flag.
+TEST(LifecycleTest, CapacityItCannotServeIsRefusedBeforeListening) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--max-running", "0"}, "--max-running: Value 0 not in range 1 to 1024"},
+      {{"--http-threads", "1000000"}, "--http-threads: Value 1000000 not in range"},
+      {{"--max-queue", "2147483647"}, "--max-queue: Value 2147483647 not in range"},
+      {{"--kv-tokens", "16"}, "could not run even a one-token prompt"},
+      {{"--default-max-tokens", "100000"}, "exceeds the context length"},
+  };
+  for (const auto& [flags, message] : cases) {
+    auto server = ServerProcess::Spawn(flags, 30s);
+    EXPECT_EQ(server->port(), -1) << flags[0];
+    EXPECT_NE(server->WaitExit(30s), 0) << flags[0];
+    EXPECT_NE(server->Log().find(message), std::string::npos) << server->Log();
+  }
+}
+
 TEST(LifecycleTest, APortInUseIsRefused) {
   auto first = ServerProcess::Start();
   ASSERT_GT(first->port(), 0);
