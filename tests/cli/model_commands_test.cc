@@ -209,6 +209,9 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --kv-tokens 17179869184");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("KV cache of 17179869184 positions"), std::string::npos) << r.out;
+  r = RunDscale("generate --target " + Target() + " --spec none --prompts /dev/zero");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--prompts: /dev/zero: not a regular file"), std::string::npos) << r.out;
   r = RunDscale("logits --model /nonexistent/dir --ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
