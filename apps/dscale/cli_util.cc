@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <map>
 
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
@@ -46,6 +47,13 @@ void AddThreadsOption(CLI::App* cmd) {
          },
          "Threads for the CPU kernels (default: OMP_NUM_THREADS, else one per core)")
       ->check(CLI::PositiveNumber);
+}
+
+void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype) {
+  const std::map<std::string, KvDtype> names = {{"bf16", KvDtype::kBf16}, {"f32", KvDtype::kF32}};
+  cmd->add_option("--kv-dtype", *dtype,
+                  "KV cache element type: bf16 (default; half the memory) or f32")
+      ->transform(CLI::CheckedTransformer(names));
 }
 
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
