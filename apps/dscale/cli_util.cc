@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <map>
 
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
@@ -57,6 +58,13 @@ CLI::Validator AtLeast(int64_t min) {
         return {};
       },
       "INT>=" + std::to_string(min));
+}
+
+void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype) {
+  const std::map<std::string, KvDtype> names = {{"bf16", KvDtype::kBf16}, {"f32", KvDtype::kF32}};
+  cmd->add_option("--kv-dtype", *dtype,
+                  "KV cache element type: bf16 (default; half the memory) or f32")
+      ->transform(CLI::CheckedTransformer(names));
 }
 
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/kv_dtype.h"
 
 namespace CLI {
 class App;
@@ -24,6 +25,10 @@ int ReportError(const std::string& command, const Status& status);
 // OpenBLAS shares (default: OMP_NUM_THREADS, else one per core). Applied while parsing, before
 // any model loads.
 void AddThreadsOption(CLI::App* cmd);
+
+// --kv-dtype bf16|f32: how the host KV caches (the target's and the drafter's) store K and V
+// into `dtype`; bf16 (the default) takes half of f32's memory and attention bandwidth.
+void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype);
 
 // A whole number of at least `min`, refused with "must be at least MIN, got TEXT" (CLI11's own
 // PositiveNumber names its upper bound, the largest double, in 300 digits).

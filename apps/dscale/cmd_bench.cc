@@ -40,6 +40,7 @@ struct BenchArgs {
   std::string baseline;
   std::string tile_routing = "auto";
   std::string device = kDefaultDevice;
+  KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
   uint64_t seed = 0;
@@ -149,7 +150,8 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
   const bench::InProcessModels models{.target = &m.placed->target(),
                                       .drafter = m.placed->drafter(),
                                       .predictor = m.predictor ? &*m.predictor : nullptr,
-                                      .verify_budget = a.verify_budget};
+                                      .verify_budget = a.verify_budget,
+                                      .kv_dtype = a.kv_dtype};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};
@@ -200,7 +202,8 @@ nlohmann::json ConfigJson(const BenchArgs& a) {
           {"seed", a.seed},
           {"verify_budget", a.verify_budget},
           {"tile_routing", a.tile_routing},
-          {"device", a.url.empty() ? a.device : "server"}};
+          {"device", a.url.empty() ? a.device : "server"},
+          {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"}};
 }
 
 Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agreement>& agreement,
@@ -290,6 +293,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
       ->capture_default_str();
   AddDeviceOption(cmd, &a->device);
   AddThreadsOption(cmd);
+  AddKvDtypeOption(cmd, &a->kv_dtype);
 }
 
 void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {

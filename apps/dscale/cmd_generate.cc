@@ -37,6 +37,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   int32_t concurrency = 1;
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
+  KvDtype kv_dtype = KvDtype::kBf16;
   std::string predictor;
   double verify_budget = 0.5;
   bool tile_routing = true;
@@ -156,6 +157,7 @@ int RunGenerate(const GenerateArgs& args) {
                       .max_running = args.concurrency,
                       .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
                                                       args.max_tokens, block),
+                      .kv_dtype = args.kv_dtype,
                       .tile_routing = args.tile_routing,
                       .predictor = predictor->has_value() ? &**predictor : nullptr,
                       .verify_budget = args.verify_budget};
@@ -227,6 +229,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")
       ->check(AtLeast(0));
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->add_option("--predictor", args->predictor, "DVL predictor file (for --spec dscale)");
   cmd->add_option("--verify-budget", args->verify_budget,
                   "dscale: verified rows per step as a fraction of W·N")

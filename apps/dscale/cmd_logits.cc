@@ -15,6 +15,7 @@ namespace {
 struct LogitsArgs {
   std::string model;
   std::string ids;
+  KvDtype kv_dtype = KvDtype::kBf16;
 };
 
 int RunLogits(const LogitsArgs& args) {
@@ -25,7 +26,8 @@ int RunLogits(const LogitsArgs& args) {
 
   const auto n = static_cast<int32_t>(ids->size());
   constexpr int32_t kPageSize = 16;
-  PagedKvCache cache(model->KvShape(kPageSize, (n + kPageSize - 1) / kPageSize));
+  PagedKvCache cache(
+      model->KvShape(kPageSize, (n + kPageSize - 1) / kPageSize).WithDtype(args.kv_dtype));
   const int32_t seq = cache.AddSequence();
   if (Status s = cache.Reserve(seq, n); !s.ok()) return ReportError("logits", s);
   PackedBatch batch;
@@ -52,6 +54,7 @@ void RegisterLogitsCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("logits", "Print full-vocabulary logits of one prefill");
   cmd->add_option("--model", args->model, "Checkpoint directory")->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
 }
 

@@ -50,6 +50,7 @@ struct ServeArgs {
   int32_t max_queue = 256;
   int32_t http_threads = 0;
   int64_t kv_tokens = 0;  // 0: ServeKvTokens
+  KvDtype kv_dtype = KvDtype::kBf16;
   int32_t default_max_tokens = 256;
   int64_t max_body_bytes = 8 << 20;
   int32_t drain_timeout_s = 30;
@@ -118,8 +119,9 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
 Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
   if (args.kv_tokens > 0) return args.kv_tokens;
   TargetModel& target = m.placed->target();
-  DSCALE_ASSIGN_OR_RETURN(const int64_t fit,
-                          KvTokensThatFit(KvBytesPerPosition(target, m.placed->drafter()), 0.9));
+  DSCALE_ASSIGN_OR_RETURN(
+      const int64_t fit,
+      KvTokensThatFit(KvBytesPerPosition(target, m.placed->drafter(), args.kv_dtype), 0.9));
   const int64_t full = int64_t{args.max_running} * target.config().max_position_embeddings;
   return std::min(full, fit);
 }
@@ -133,10 +135,12 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   }
   const Tokenizer& tokenizer = *m.tokenizer;
   DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, m));
-  std::printf("dscale serve: KV cache of %lld positions\n", static_cast<long long>(kv_tokens));
+  std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
+              std::string(KvDtypeName(args.kv_dtype)).c_str());
   EngineConfig config{.policy = m.policy,
                       .max_running = args.max_running,
                       .kv_tokens = kv_tokens,
+                      .kv_dtype = args.kv_dtype,
                       .tile_routing = args.tile_routing,
                       .predictor = m.predictor ? &*m.predictor : nullptr,
                       .decode_text = [&tokenizer](std::span<const int32_t> ids) {
@@ -276,6 +280,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "KV cache capacity in positions (default: --max-running full contexts, within "
                   "90% of the available memory)")
       ->check(AtLeast(0));
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
       ->check(AtLeast(1))

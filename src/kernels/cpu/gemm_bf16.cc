@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/check.h"
 
@@ -279,11 +280,6 @@ TiledFn TiledFor(Bf16Isa isa) {
   return TiledPortable;
 }
 
-Bf16Isa BestIsa() {
-  static const Bf16Isa best = SupportedBf16Isas().back();
-  return best;
-}
-
 // Outputs per tile of each variant: the threads split the output columns in whole groups.
 int64_t OutGroupFor(Bf16Isa isa) { return isa == Bf16Isa::kAvx2 ? kAvx2OutGroup : kOutGroup; }
 
@@ -299,18 +295,15 @@ void RunTiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t 
   }
 }
 
-// dst[0, count) = the BF16 values at src, widened to f32 (8 at a time on the threads).
-DSCALE_AVX2 void WidenBf16Avx2(const uint16_t* src, int64_t count, float* dst) {
-  const int64_t blocks = count / 8;
-#pragma omp parallel for schedule(static) if (count >= kParallelMinWeights)
-  for (int64_t b = 0; b < blocks; ++b) _mm256_storeu_ps(dst + b * 8, LoadBf16x8(src + b * 8));
-  for (int64_t i = blocks * 8; i < count; ++i) dst[i] = Bf16Bits(src[i]);
-}
-
+// dst[0, count) = the BF16 values at src, widened to f32 (on the threads, in blocks).
 void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
-  if (BestIsa() != Bf16Isa::kPortable) return WidenBf16Avx2(src, count, dst);
+  constexpr int64_t kBlock = 4096;
+  const WidenBf16Fn widen = WidenBf16For(BestBf16Isa());
+  const int64_t blocks = (count + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (count >= kParallelMinWeights)
-  for (int64_t i = 0; i < count; ++i) dst[i] = Bf16Bits(src[i]);
+  for (int64_t b = 0; b < blocks; ++b) {
+    widen(src + b * kBlock, std::min(kBlock, count - b * kBlock), dst + b * kBlock);
+  }
 }
 
 void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
@@ -338,18 +331,6 @@ void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, in
 
 }  // namespace
 
-std::string_view Bf16IsaName(Bf16Isa isa) {
-  switch (isa) {
-    case Bf16Isa::kAvx512:
-      return "avx512";
-    case Bf16Isa::kAvx2:
-      return "avx2";
-    case Bf16Isa::kPortable:
-      break;
-  }
-  return "portable";
-}
-
 int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
   // Where the tiles stop beating f32 panels + OpenBLAS on the 2-vCPU EPYC of docs/BENCHMARKS.md
   // (Qwen3-1.7B layers, linear_bf16_bench, OpenBLAS's AVX2 and AVX-512 kernels): AVX-512 tiles
@@ -365,27 +346,10 @@ int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
   return 0;
 }
 
-std::vector<Bf16Isa> SupportedBf16Isas() {
-  static const std::vector<Bf16Isa> isas = [] {
-    std::vector<Bf16Isa> found = {Bf16Isa::kPortable};
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      found.push_back(Bf16Isa::kAvx2);
-    }
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-      found.push_back(Bf16Isa::kAvx512);
-    }
-    return found;
-  }();
-  return isas;
-}
-
 void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
                      int64_t in, int64_t out, bool accumulate) {
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
-  const std::vector<Bf16Isa> supported = SupportedBf16Isas();
-  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
-                   "this CPU cannot run the requested BF16 kernel variant");
+  CheckBf16IsaSupported(isa);
   RunTiled(isa, x, w, y, rows, in, out, accumulate, out);
 }
 
@@ -405,8 +369,8 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
     for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
-  if (rows <= LinearBf16TiledRowLimit(BestIsa())) {
-    RunTiled(BestIsa(), x, w, y, rows, in, out, accumulate, ldy);
+  if (rows <= LinearBf16TiledRowLimit(BestBf16Isa())) {
+    RunTiled(BestBf16Isa(), x, w, y, rows, in, out, accumulate, ldy);
   } else {
     WidenAndSgemm(x, w, y, rows, in, out, accumulate, ldy);
   }
