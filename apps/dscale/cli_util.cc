@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <map>
 
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
@@ -61,10 +60,11 @@ CLI::Validator AtLeast(int64_t min) {
 }
 
 void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype) {
-  const std::map<std::string, KvDtype> names = {{"bf16", KvDtype::kBf16}, {"f32", KvDtype::kF32}};
-  cmd->add_option("--kv-dtype", *dtype,
-                  "KV cache element type: bf16 (default; half the memory) or f32")
-      ->transform(CLI::CheckedTransformer(names));
+  cmd->add_option_function<std::string>(
+         "--kv-dtype", [dtype](const std::string& name) { *dtype = *KvDtypeFromName(name); },
+         "How the KV cache stores K and V: bf16 (half the memory of f32) or f32")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->default_str(std::string(KvDtypeName(*dtype)));
 }
 
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
