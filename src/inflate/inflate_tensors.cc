@@ -46,6 +46,18 @@ bool ExactInBf16(const std::vector<float>& values) {
                      [](float v) { return Bf16ToF32(F32ToBf16(v)) == v; });
 }
 
+// How one large matrix is made from one small one.
+struct MatrixRecipe {
+  std::string name;                   // the large tensor
+  std::vector<int64_t> shape;         // [rows, cols]
+  std::string source;                 // the small tensor (its dtype is kept, even when `zero`)
+  std::vector<int64_t> source_shape;  // [rows, cols]
+  Map rows, cols;                     // large index → small index, or −1 for zero
+  float scale = 1.0f;                 // λ for the matrices that write the residual stream
+  Patch patch = {};                   // entries set after the copy
+  bool zero = false;                  // all zeros (an identity layer's)
+};
+
 // Collects the tensors of one output checkpoint, reading sources as "<source prefix><name>".
 class TensorList {
  public:
@@ -65,25 +77,18 @@ class TensorList {
     return info->dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
   }
 
-  // A matrix copied from `source_name` (shape `source_shape`) through the maps; `zero`: all
-  // zeros, typed like the source.
-  Status Matrix(std::string name, std::vector<int64_t> shape, const std::string& source_name,
-                std::vector<int64_t> source_shape, Map rows, Map cols, float scale,
-                Patch patch = {}, bool zero = false) {
-    DSCALE_ASSIGN_OR_RETURN(DType dtype, MatrixType(source_name));
-    auto prepare = [source = source_, full = prefix_ + source_name, source_shape, rows, cols, scale,
-                    patch, zero]() -> Result<RowFiller> {
+  Status Matrix(MatrixRecipe r) {
+    DSCALE_ASSIGN_OR_RETURN(DType dtype, MatrixType(r.source));
+    auto prepare = [source = source_, full = prefix_ + r.source, r]() -> Result<RowFiller> {
       std::shared_ptr<const std::vector<float>> values;
-      if (!zero) {
-        DSCALE_ASSIGN_OR_RETURN(std::vector<float> read, source->ReadF32(full, source_shape));
+      if (!r.zero) {
+        DSCALE_ASSIGN_OR_RETURN(std::vector<float> read, source->ReadF32(full, r.source_shape));
         values = std::make_shared<const std::vector<float>>(std::move(read));
       }
-      return MappedRows(values, source_shape.back(), rows, cols, scale, patch);
+      return MappedRows(values, r.source_shape.back(), r.rows, r.cols, r.scale, r.patch);
     };
-    tensors_.push_back({.name = std::move(name),
-                        .dtype = dtype,
-                        .shape = std::move(shape),
-                        .prepare = std::move(prepare)});
+    tensors_.push_back(
+        {.name = r.name, .dtype = dtype, .shape = r.shape, .prepare = std::move(prepare)});
     return Status::Ok();
   }
 
@@ -159,8 +164,14 @@ Status AddLayer(const InflatePlan& p, const ModelLayout& layout, const Qwen3Conf
   };
   auto matrix = [&](const char* suffix, std::vector<int64_t> shape, std::vector<int64_t> source,
                     Map rows, Map cols, float scale) {
-    return list.Matrix(out(suffix), std::move(shape), in(suffix), std::move(source), rows, cols,
-                       scale, {}, identity);
+    return list.Matrix({.name = out(suffix),
+                        .shape = std::move(shape),
+                        .source = in(suffix),
+                        .source_shape = std::move(source),
+                        .rows = rows,
+                        .cols = cols,
+                        .scale = scale,
+                        .zero = identity});
   };
   DSCALE_RETURN_IF_ERROR(gains("input_layernorm", d, p.hidden, p.hidden_gain_scale));
   DSCALE_RETURN_IF_ERROR(matrix("self_attn.q_proj", {large.q_dim(), big}, {small.q_dim(), d},
@@ -227,9 +238,14 @@ Result<std::vector<InflatedTensor>> InflatedTargetTensors(
   const Qwen3Config& s = p.small_target;
   const Qwen3Config& l = p.large_target;
   const Maps m(p, p.target);
-  DSCALE_RETURN_IF_ERROR(list.Matrix(kQwen3EmbedName, {l.vocab_size, l.hidden_size},
-                                     kQwen3EmbedName, {s.vocab_size, s.hidden_size}, m.vocab,
-                                     m.hidden, p.residual_scale, EmbeddingPatch(p)));
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kQwen3EmbedName,
+                                      .shape = {l.vocab_size, l.hidden_size},
+                                      .source = kQwen3EmbedName,
+                                      .source_shape = {s.vocab_size, s.hidden_size},
+                                      .rows = m.vocab,
+                                      .cols = m.hidden,
+                                      .scale = p.residual_scale,
+                                      .patch = EmbeddingPatch(p)}));
   for (int64_t layer = 0; layer < l.num_hidden_layers; ++layer) {
     DSCALE_RETURN_IF_ERROR(AddLayer(p, p.target, s, l, layer, kQwen3Prefix, list));
   }
@@ -237,9 +253,13 @@ Result<std::vector<InflatedTensor>> InflatedTargetTensors(
       AddFinalNorm(p, kQwen3FinalNormName, kQwen3FinalNormName, p.target_constant_gain, list));
   if (!l.tie_word_embeddings) {
     const char* head = s.tie_word_embeddings ? kQwen3EmbedName : kQwen3LmHeadName;
-    DSCALE_RETURN_IF_ERROR(list.Matrix(kQwen3LmHeadName, {l.vocab_size, l.hidden_size}, head,
-                                       {s.vocab_size, s.hidden_size}, m.vocab, m.hidden, 1.0f,
-                                       PadRowPatch(p)));
+    DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kQwen3LmHeadName,
+                                        .shape = {l.vocab_size, l.hidden_size},
+                                        .source = head,
+                                        .source_shape = {s.vocab_size, s.hidden_size},
+                                        .rows = m.vocab,
+                                        .cols = m.hidden,
+                                        .patch = PadRowPatch(p)}));
   }
   return list.Take();
 }
@@ -262,10 +282,13 @@ Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& p,
   Patch pass_constants = [c = p.constant_dims](int64_t row, float* out) {
     if (std::find(c.begin(), c.end(), row) != c.end()) out[row] = 1.0f;
   };
-  DSCALE_RETURN_IF_ERROR(list.Matrix("fc.weight", {l.hidden_size, features * l.hidden_size},
-                                     "fc.weight", {s.hidden_size, features * s.hidden_size},
-                                     m.hidden, std::make_shared<const IndexMap>(fc_cols), 1.0f,
-                                     pass_constants));
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "fc.weight",
+                                      .shape = {l.hidden_size, features * l.hidden_size},
+                                      .source = "fc.weight",
+                                      .source_shape = {s.hidden_size, features * s.hidden_size},
+                                      .rows = m.hidden,
+                                      .cols = std::make_shared<const IndexMap>(fc_cols),
+                                      .patch = pass_constants}));
   DSCALE_ASSIGN_OR_RETURN(std::vector<float> hidden_norm,
                           list.Read("hidden_norm.weight", {s.hidden_size}));
   DSCALE_RETURN_IF_ERROR(list.Gains("hidden_norm.weight",
