@@ -82,7 +82,9 @@ TEST_F(InflateCommandTest, WritesACheckpointEveryCommandLoads) {
   const nlohmann::json large = Json("logits --model " + Path("wide") + " --ids " + ids);
   const Qwen3Model small_model = Qwen3Model::Load(Path("small")).value();
   const Qwen3Model large_model = Qwen3Model::Load(Path("wide")).value();
-  const std::vector<double> bounds = testing::TargetPairBounds(small_model, large_model, 64);
+  // `dscale logits` caches K/V as BF16 by default.
+  const std::vector<double> bounds =
+      testing::TargetPairBounds(small_model, large_model, 64, KvDtype::kBf16);
   ASSERT_EQ(large["logits"].size(), small["logits"].size());
   for (size_t row = 0; row < small["logits"].size(); ++row) {
     const std::vector<float> s = small["logits"][row].get<std::vector<float>>();

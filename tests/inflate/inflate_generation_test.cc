@@ -92,10 +92,11 @@ void ExpectSameGeneration(const Pair& small, const Run& a, const Pair& large, co
                           const std::vector<std::vector<int32_t>>& prompts, bool exact_rows,
                           const std::string& what) {
   const int64_t context = 256;
-  const float tie =
-      testing::GreedyTieTolerance(testing::TargetPairBounds(*small.target, *large.target, context));
+  const KvDtype kv = KvDtype::kBf16;  // the engine's default K/V cache
+  const float tie = testing::GreedyTieTolerance(
+      testing::TargetPairBounds(*small.target, *large.target, context, kv));
   const float draft_tie = testing::GreedyTieTolerance(testing::DraftPairBounds(
-      *small.drafter, *small.target, *large.drafter, *large.target, context));
+      *small.drafter, *small.target, *large.drafter, *large.target, context, kv));
   int excused = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     int ties = 0;

@@ -59,8 +59,9 @@ void ExpectSameRows(const std::vector<float>& small, const std::vector<float>& l
 }
 
 // Inflates `source` to `shape` and compares target logits on two prompts (one past a KV page)
-// and a draft after each.
-void CheckInflation(const PairDirs& source, const InflateShape& shape, const std::string& what) {
+// and a draft after each, with K/V cached as each of `caches`.
+void CheckInflation(const PairDirs& source, const InflateShape& shape, const std::string& what,
+                    std::initializer_list<KvDtype> caches = {KvDtype::kF32}) {
   ScopedTempDir out_dir;
   const PairDirs out{out_dir.File("target"), out_dir.File("drafter")};
   Result<InflateResult> result = testing::InflatePair(source, out, shape);
@@ -72,18 +73,23 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
   const int64_t large_vocab = large.target->config().vocab_size;
   EXPECT_EQ(large.target->config().hidden_size, shape.hidden_size) << what;
   EXPECT_EQ(large.target->config().num_hidden_layers, shape.num_hidden_layers) << what;
-  for (const int32_t length : {21, 37}) {
-    const std::vector<int32_t> tokens = RandomTokens(length, vocab - 2, 7 + length);
-    const std::string where = what + ", " + std::to_string(length) + " tokens";
-    ExpectSameRows(testing::RunPrefill(*small.target, tokens).logits,
-                   testing::RunPrefill(*large.target, tokens).logits, vocab, large_vocab,
-                   testing::TargetPairBounds(*small.target, *large.target, length), where);
-    const DraftOutput small_draft = testing::RunDraft(*small.target, *small.drafter, tokens, 5);
-    const DraftOutput large_draft = testing::RunDraft(*large.target, *large.drafter, tokens, 5);
-    ExpectSameRows(small_draft.logits, large_draft.logits, vocab, large_vocab,
-                   testing::DraftPairBounds(*small.drafter, *small.target, *large.drafter,
-                                            *large.target, length),
-                   where + ", draft");
+  for (const KvDtype kv : caches) {
+    for (const int32_t length : {21, 37}) {
+      const std::vector<int32_t> tokens = RandomTokens(length, vocab - 2, 7 + length);
+      const std::string where = what + ", " + std::to_string(length) + " tokens, " +
+                                std::string(KvDtypeName(kv)) + " K/V";
+      ExpectSameRows(testing::RunPrefill(*small.target, tokens, kv).logits,
+                     testing::RunPrefill(*large.target, tokens, kv).logits, vocab, large_vocab,
+                     testing::TargetPairBounds(*small.target, *large.target, length, kv), where);
+      const DraftOutput small_draft =
+          testing::RunDraft(*small.target, *small.drafter, tokens, 5, kv);
+      const DraftOutput large_draft =
+          testing::RunDraft(*large.target, *large.drafter, tokens, 5, kv);
+      ExpectSameRows(small_draft.logits, large_draft.logits, vocab, large_vocab,
+                     testing::DraftPairBounds(*small.drafter, *small.target, *large.drafter,
+                                              *large.target, length, kv),
+                     where + ", draft");
+    }
   }
 }
 
@@ -153,7 +159,7 @@ TEST_F(InflateRandomPairTest, SameWidth) {
 }
 
 // The bundled trained pair (hidden 256, 6 layers, 4/2 heads × 64, vocab 4160, untied) at a small
-// shape with every kind of change.
+// shape with every kind of change, with f32 and BF16 KV caches.
 TEST(InflateBundledPairTest, LogitsAndDraftsMatch) {
   const PairDirs bundled{std::string(DSCALE_MODELS_DIR) + "/tiny-target",
                          std::string(DSCALE_MODELS_DIR) + "/tiny-dflash"};
@@ -166,7 +172,7 @@ TEST(InflateBundledPairTest, LogitsAndDraftsMatch) {
                      .vocab_size = 4224,
                      .tie_word_embeddings = false,
                      .draft_layers = 2};
-  CheckInflation(bundled, shape, "bundled");
+  CheckInflation(bundled, shape, "bundled", {KvDtype::kF32, KvDtype::kBf16});
 }
 
 }  // namespace

@@ -45,17 +45,17 @@ inline Result<InflateResult> InflatePair(const PairDirs& source, const PairDirs&
                   .out_drafter = out.drafter});
 }
 
-// Logits [n, vocab] of every position of one prefill of `tokens`, and the captured residual
-// streams of `capture` ([n, layers, hidden]).
+// Logits [n, vocab] of every position of one prefill of `tokens` with K/V cached as `kv`, and
+// the captured residual streams of `capture` ([n, layers, hidden]).
 struct Prefill {
   std::vector<float> logits;
   std::vector<float> features;
 };
 
-inline Prefill RunPrefill(Qwen3Model& model, const std::vector<int32_t>& tokens,
+inline Prefill RunPrefill(Qwen3Model& model, const std::vector<int32_t>& tokens, KvDtype kv,
                           const std::vector<int32_t>& capture = {}) {
   const auto n = static_cast<int32_t>(tokens.size());
-  PagedKvCache cache(model.KvShape(16, (n + 15) / 16));
+  PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(kv));
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n).ok());
   PackedBatch batch;
@@ -66,12 +66,12 @@ inline Prefill RunPrefill(Qwen3Model& model, const std::vector<int32_t>& tokens,
   return {std::move(out.logits), std::move(out.features)};
 }
 
-// The drafter's step after a prefill of `context`, anchored at `anchor`.
+// The drafter's step after a prefill of `context`, anchored at `anchor`; both caches store `kv`.
 inline DraftOutput RunDraft(Qwen3Model& target, DFlashDrafter& drafter,
-                            const std::vector<int32_t>& context, int32_t anchor) {
+                            const std::vector<int32_t>& context, int32_t anchor, KvDtype kv) {
   const auto n = static_cast<int32_t>(context.size());
   const int32_t block = drafter.block_size();
-  PagedKvCache cache(target.KvShape(16, (n + block + 15) / 16));
+  PagedKvCache cache(target.KvShape(16, (n + block + 15) / 16).WithDtype(kv));
   drafter.Bind(cache);
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n + block).ok());

@@ -22,15 +22,19 @@ namespace dscale::testing {
 // Norms along a logit's path, each counted as one more reduction (see the header comment).
 inline int NormRoundings(int64_t layers) { return static_cast<int>(4 * layers + 3); }
 
-// |small − large| for the first `vocab` logits of a target row after `context` positions.
+// |small − large| for the first `vocab` logits of a target row after `context` positions, both
+// models caching K/V as `kv`. (The large model caches the small one's K and V values, so a BF16
+// cache rounds the same values; each model's bound covers its own rounding of them.)
 inline std::vector<double> TargetPairBounds(const Qwen3Model& small, const Qwen3Model& large,
-                                            int64_t context) {
-  const std::vector<double> a = TargetLogitBounds(small, context);
+                                            int64_t context, KvDtype kv) {
+  const std::vector<double> a = TargetLogitBounds(small, context, kv);
   const Qwen3Config& c = large.config();
-  const std::vector<double> b = LogitErrorBounds(
-      kReductionsPerLayer * static_cast<int>(c.num_hidden_layers) + 1 +
-          NormRoundings(c.num_hidden_layers),
-      LongestReduction(c, context), large.weights().final_norm, large.weights().LmHead());
+  const int64_t layers = c.num_hidden_layers;
+  const double relative = (kReductionsPerLayer * layers + 1 + NormRoundings(layers)) *
+                              FloatGamma(LongestReduction(c, context)) +
+                          2.0 * layers * KvUnitRoundoff(kv);
+  const std::vector<double> b =
+      LogitErrorBounds(relative, large.weights().final_norm, large.weights().LmHead());
   std::vector<double> sum(a.size());
   for (size_t v = 0; v < a.size(); ++v) sum[v] = a[v] + b[v];
   return sum;
@@ -39,17 +43,19 @@ inline std::vector<double> TargetPairBounds(const Qwen3Model& small, const Qwen3
 // The same for a draft row (the drafter's own layers and fc on top of the target's).
 inline std::vector<double> DraftPairBounds(const DFlashDrafter& small_drafter,
                                            const Qwen3Model& small, const DFlashDrafter& drafter,
-                                           const Qwen3Model& large, int64_t context) {
-  const std::vector<double> a = DraftLogitBounds(small_drafter, small, context);
+                                           const Qwen3Model& large, int64_t context, KvDtype kv) {
+  const std::vector<double> a = DraftLogitBounds(small_drafter, small, context, kv);
   const Qwen3Config& t = large.config();
   const DFlashConfig& d = drafter.config();
   const int64_t layers = t.num_hidden_layers + d.draft.num_hidden_layers;
   const int64_t longest =
       std::max({LongestReduction(t, context), LongestReduction(d.draft, context + d.block_size),
                 static_cast<int64_t>(d.target_layer_ids.size()) * t.hidden_size});
+  const double relative =
+      (kReductionsPerLayer * layers + 2 + NormRoundings(layers)) * FloatGamma(longest) +
+      2.0 * layers * KvUnitRoundoff(kv);
   const std::vector<double> b =
-      LogitErrorBounds(kReductionsPerLayer * static_cast<int>(layers) + 2 + NormRoundings(layers),
-                       longest, drafter.weights().final_norm, large.weights().LmHead());
+      LogitErrorBounds(relative, drafter.weights().final_norm, large.weights().LmHead());
   std::vector<double> sum(a.size());
   for (size_t v = 0; v < a.size(); ++v) sum[v] = a[v] + b[v];
   return sum;
