@@ -72,6 +72,12 @@ double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, doubl
   return best_rate / plain_rate;
 }
 
+bool AutoBudget::TakeDetach() {
+  const bool detach = detach_;
+  detach_ = false;
+  return detach;
+}
+
 int64_t AutoBudget::ExploreRows(int64_t best, int64_t n) {
   const int64_t full = int64_t{options_.width} * n;
   switch (explore_turn_++ % 4) {
@@ -133,6 +139,7 @@ void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
 void AutoBudget::UpdateMode() {
   if (mode_ == AutoMode::kSpeculate && gain_ < 1 - options_.margin) {
     mode_ = AutoMode::kPlain;
+    detach_ = true;
     admissions_ = 0;
     probe_period_ = options_.probe_period;
   } else if (mode_ == AutoMode::kPlain && gain_ > 1 + options_.margin) {

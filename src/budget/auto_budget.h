@@ -14,7 +14,8 @@
 // the gain g = best speculative rate / plain rate, computed at each drafted step as if all N
 // running requests were drafted with the same per-request expectations, and smoothed. Two modes:
 //   speculate  every new request gets a draft context and every step drafts; switches to plain
-//              when the smoothed g < 1 − margin
+//              when the smoothed g < 1 − margin, and then the running requests drop their draft
+//              contexts too (TakeDetach), so plain steps start at once
 //   plain      new requests get no draft context (steps cost exactly what --spec none costs),
 //              except probes: every probe_period-th admission (the period doubling per probe,
 //              up to max_probe_period); fed requests are drafted every probe_draft_every-th
@@ -94,6 +95,9 @@ class AutoBudget {
   // After the step: its timings, and the tokens the drafted requests committed.
   void Record(const StepSample& sample, int64_t drafted_committed);
 
+  // True once after each switch to plain: the caller stops feeding the running requests.
+  bool TakeDetach();
+
   AutoMode mode() const { return mode_; }
   const StepCostModel& model() const { return model_; }
   AutoBudgetSnapshot Snapshot() const;
@@ -114,6 +118,7 @@ class AutoBudget {
   int64_t drafted_steps_ = 0, plain_steps_ = 0, explore_turn_ = 0;
   int32_t admissions_ = 0, probe_period_;
   int64_t plain_clock_ = 0;
+  bool detach_ = false;
   // Set by ChooseRows, consumed by Record.
   bool pending_ = false;
   int32_t pending_n_ = 0;

@@ -39,7 +39,7 @@ struct CostCurveOptions {
   int64_t max_x = 4096;        // the largest x the curve is asked about
   double prior_knee = 64;      // cold shape: flat up to this x, then proportional
   double prior_seconds = 1e-3;  // cold value at x = 1 before any sample
-  int64_t max_age = 4096;       // samples (Add calls) after which a sample is dropped
+  int64_t max_age = 1024;       // samples (Add calls) after which a sample is dropped
 };
 
 class CostCurve {

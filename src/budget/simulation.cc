@@ -127,6 +127,9 @@ class Loop {
                      .feed_s = feed_s,
                      .verify_s = verify_s},
                     drafted_committed);
+      if (auto_->TakeDetach()) {
+        for (SimRequest& r : requests_) r.fed = false;
+      }
     }
     for (SimRequest& r : requests_) {
       if (r.produced >= o_.tokens_per_request) r = Admit();

@@ -389,6 +389,9 @@ Status Engine::RunDecode() {
   sample.rows = batch_.rows();
   sample.verify_s = SecondsSince(rest) - sample.feed_s;
   planner_.Record(sample, drafted_committed);
+  if (planner_.DropDraftContexts()) {
+    for (auto& r : running_) r->draft_context = false;
+  }
   stats_.auto_budget = planner_.AutoSnapshot();
   return Status::Ok();
 }

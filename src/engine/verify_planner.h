@@ -74,6 +74,8 @@ class VerifyPlanner {
 
   // After the step (auto learns its step-cost model here; the other policies ignore it).
   void Record(const budget::StepSample& sample, int64_t drafted_committed);
+  // True once after auto turned to plain decoding: running requests stop being fed.
+  bool DropDraftContexts() { return auto_ && auto_->TakeDetach(); }
   // auto's state, for /metrics and reports; nullopt for the other policies.
   std::optional<budget::AutoBudgetSnapshot> AutoSnapshot() const;
 

@@ -26,6 +26,10 @@ void Feed(CostCurve& curve, const Truth& truth, int64_t lo, int64_t hi, int coun
   }
 }
 
+// The recovery tests spread thousands of timings over hundreds of row counts: every one stays
+// fresh (the engine visits a few bins densely instead, and ages samples out after 1024).
+constexpr CostCurveOptions kKeepAll{.max_age = 1 << 20};
+
 // Worst relative error over x in [lo, hi], skipping x for which `skip` holds.
 double WorstError(const CostCurve& curve, const Truth& truth, int64_t lo, int64_t hi,
                   const std::function<bool(int64_t)>& skip = nullptr) {
@@ -39,7 +43,7 @@ double WorstError(const CostCurve& curve, const Truth& truth, int64_t lo, int64_
 
 TEST(CostCurveTest, RecoversALinearCurveFromNoisyTimings) {
   const Truth linear = [](double x) { return 2e-3 + 1e-4 * x; };
-  CostCurve curve;
+  CostCurve curve(kKeepAll);
   Feed(curve, linear, 1, 512, 6000, 1);
   EXPECT_LT(WorstError(curve, linear, 1, 512), 0.06);
   const RooflineFit& fit = curve.fit();
@@ -50,7 +54,7 @@ TEST(CostCurveTest, RecoversALinearCurveFromNoisyTimings) {
 TEST(CostCurveTest, RecoversARooflineAndItsKnee) {
   // Memory-bound (flat, 10 ms) until 160 rows, then compute-bound (62.5 µs per row).
   const Truth roofline = [](double x) { return std::max(10e-3 + 1e-6 * x, 62.5e-6 * x); };
-  CostCurve curve;
+  CostCurve curve(kKeepAll);
   Feed(curve, roofline, 1, 1023, 8000, 2);
   EXPECT_LT(WorstError(curve, roofline, 1, 1023), 0.06);
   const RooflineFit& fit = curve.fit();
@@ -62,7 +66,7 @@ TEST(CostCurveTest, RecoversARooflineAndItsKnee) {
 TEST(CostCurveTest, RecoversAStepCurveAwayFromItsSteps) {
   // Tile quantisation: 1 ms + 1.5 ms per started tile of 64 rows.
   const Truth stepped = [](double x) { return 1e-3 + 1.5e-3 * std::ceil(x / 64); };
-  CostCurve curve;
+  CostCurve curve(kKeepAll);
   Feed(curve, stepped, 1, 512, 8000, 3);
   // Bins are one row wide up to 128 and 2-3% wide beyond, so only the bins holding a step
   // (and interpolation into them) can miss.
@@ -78,11 +82,11 @@ TEST(CostCurveTest, RecoversAStepCurveAwayFromItsSteps) {
 
 TEST(CostCurveTest, ExtrapolatesWithTheRooflineFit) {
   const Truth roofline = [](double x) { return std::max(10e-3, 62.5e-6 * x); };
-  CostCurve curve;
+  CostCurve curve(kKeepAll);
   Feed(curve, roofline, 1, 400, 4000, 4);
   EXPECT_NEAR(curve.Predict(1000), roofline(1000), 0.1 * roofline(1000));
   const Truth linear = [](double x) { return 1e-3 + 2e-4 * x; };
-  CostCurve left;
+  CostCurve left(kKeepAll);
   Feed(left, linear, 32, 128, 2000, 5);
   EXPECT_NEAR(left.Predict(256), linear(256), 0.1 * linear(256));
   EXPECT_NEAR(left.Predict(8), linear(8), 0.1 * linear(8));
@@ -97,6 +101,19 @@ TEST(CostCurveTest, FollowsTheLatestTimingsInBoundedMemory) {
   EXPECT_NEAR(curve.Predict(32), 2e-3, 1e-9);
   EXPECT_EQ(curve.samples(), 100000 + CostCurve::kRing * 64);
   EXPECT_EQ(curve.observed_bins(), 64);
+}
+
+// A region no longer visited stops pinning the curve after max_age samples: the machine got
+// twice as fast, only rows 1..16 are timed again, and beyond them the fit takes over.
+TEST(CostCurveTest, ForgetsRegionsNotVisitedForMaxAgeSamples) {
+  CostCurve curve({.max_age = 1024});
+  for (int i = 0; i < 2000; ++i) curve.Add(1 + i % 128, 2e-3 * (1 + (i % 128)));
+  EXPECT_NEAR(curve.Predict(100), 0.2, 1e-9);
+  for (int i = 0; i < 600; ++i) curve.Add(1 + i % 16, 1e-3 * (1 + (i % 16)));
+  EXPECT_GT(curve.Predict(100), 0.15) << "still within max_age: the old timings hold";
+  for (int i = 0; i < 600; ++i) curve.Add(1 + i % 16, 1e-3 * (1 + (i % 16)));
+  EXPECT_EQ(curve.observed_bins(), 16);
+  EXPECT_NEAR(curve.Predict(100), 0.1, 0.01) << "extrapolated from the fresh bins";
 }
 
 TEST(CostCurveTest, ColdCurveUsesThePriorShape) {
