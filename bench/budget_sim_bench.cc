@@ -62,9 +62,10 @@ int Run(const Args& a) {
     if (automatic.steps[i].drafted > 0) rows.push_back(automatic.steps[i].drafted_rows);
   }
   std::sort(rows.begin(), rows.end());
-  std::printf("pair %s (knee %lld rows), N = %d, W·N/2 = %d, %lld steps\n", a.pair.c_str(),
-              static_cast<long long>(knee), a.concurrency, options.width * a.concurrency / 2,
-              static_cast<long long>(a.steps));
+  const std::string shape =
+      a.pair == "gpu" ? "gpu (knee " + std::to_string(knee) + " rows)" : std::string("cpu");
+  std::printf("pair %s, N = %d, W·N/2 = %d, %lld steps\n", shape.c_str(), a.concurrency,
+              options.width * a.concurrency / 2, static_cast<long long>(a.steps));
   std::printf("  auto          %9.1f tok/s  mode %s, median rows per drafted step (2nd half) %s\n",
               automatic.tokens_per_second, AutoModeName(controller.mode()),
               rows.empty() ? "-" : std::to_string(rows[rows.size() / 2]).c_str());
