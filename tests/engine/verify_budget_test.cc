@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/sps_profile.h"
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
 #include "model/random_checkpoint.h"
@@ -186,6 +187,29 @@ TEST_F(VerifyBudgetEngineTest, AutoSettlesOnPlainDecodingOnPlantedCpuStepTimes) 
   EXPECT_EQ(a.mode, budget::AutoMode::kPlain);
   EXPECT_GT(anchor_only, 0.8 * double(steps));
   EXPECT_LT(a.drafted_steps, 40);
+}
+
+TEST(SpsProfileTest, ProbesEverySizeUpTo32ThenAboutAnEighthApart) {
+  EXPECT_EQ(SpsProbeSizes(5), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  const std::vector<int64_t> sizes = SpsProbeSizes(256);
+  EXPECT_EQ(sizes[31], 32);
+  EXPECT_EQ(sizes[32], 36);
+  EXPECT_EQ(sizes.back(), 256);
+  for (size_t i = 32; i < sizes.size(); ++i) {
+    EXPECT_LE(sizes[i] - sizes[i - 1], sizes[i - 1] / 8 + 1);
+  }
+}
+
+TEST(SpsProfileTest, ProfilesTheVerifyForwardIntoAValidTable) {
+  const Qwen3Config config = EngineTestTargetConfig();
+  Qwen3Model target(config, RandomQwen3Weights(config, 5, DType::kF32));
+  const Result<budget::SpsTable> table = ProfileStepsPerSecond(
+      target, {.max_tokens = 40, .block = 16, .context = 24, .repeats = 2, .capture_layers = {1}});
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  EXPECT_TRUE(table->Validate().ok());
+  EXPECT_EQ(table->tokens, SpsProbeSizes(40));
+  EXPECT_EQ(table->context, 24);
+  EXPECT_FALSE(ProfileStepsPerSecond(target, {.max_tokens = 0}).ok());
 }
 
 TEST_F(VerifyBudgetEngineTest, DSparkNeedsATableAndThePredictor) {
