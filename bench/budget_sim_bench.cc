@@ -38,12 +38,19 @@ bool Parse(int argc, char** argv, Args* a) {
     }
     if (value == nullptr) return false;
     ++i;
-    if (flag == "--pair") a->pair = value;
-    else if (flag == "--knee") a->knee = std::atoll(value);
-    else if (flag == "--concurrency") a->concurrency = std::atoi(value);
-    else if (flag == "--steps") a->steps = std::atoll(value);
-    else if (flag == "--seed") a->seed = std::strtoull(value, nullptr, 10);
-    else return false;
+    if (flag == "--pair") {
+      a->pair = value;
+    } else if (flag == "--knee") {
+      a->knee = std::atoll(value);
+    } else if (flag == "--concurrency") {
+      a->concurrency = std::atoi(value);
+    } else if (flag == "--steps") {
+      a->steps = std::atoll(value);
+    } else if (flag == "--seed") {
+      a->seed = std::strtoull(value, nullptr, 10);
+    } else {
+      return false;
+    }
   }
   return (a->pair == "gpu" || a->pair == "cpu") && a->concurrency >= 1 && a->steps >= 1;
 }
@@ -56,7 +63,8 @@ int Run(const Args& a) {
   const SimulationResult automatic = Simulate(pair, {}, options, &controller);
   const SimulationResult paper =
       Simulate(pair, {.kind = SimulatedPolicy::kFraction, .fraction = 0.5}, options, nullptr);
-  const SimulationResult plain = Simulate(pair, {.kind = SimulatedPolicy::kPlain}, options, nullptr);
+  const SimulationResult plain =
+      Simulate(pair, {.kind = SimulatedPolicy::kPlain}, options, nullptr);
   std::vector<int64_t> rows;
   for (size_t i = automatic.steps.size() / 2; i < automatic.steps.size(); ++i) {
     if (automatic.steps[i].drafted > 0) rows.push_back(automatic.steps[i].drafted_rows);

@@ -29,8 +29,8 @@ void AddBudgetOptions(CLI::App* cmd, BudgetFlags* flags) {
 }
 
 Result<std::optional<budget::SpsTable>> SpsTableFor(const BudgetFlags& flags, bool needed,
-                                                     TargetModel& target, const Drafter* drafter,
-                                                     int64_t max_rows) {
+                                                    TargetModel& target, const Drafter* drafter,
+                                                    int64_t max_rows) {
   if (!needed) return std::optional<budget::SpsTable>();
   if (!flags.sps_table.empty()) {
     Result<budget::SpsTable> loaded = budget::LoadSpsTable(flags.sps_table);
@@ -44,8 +44,9 @@ Result<std::optional<budget::SpsTable>> SpsTableFor(const BudgetFlags& flags, bo
   }
   const auto start = std::chrono::steady_clock::now();
   DSCALE_ASSIGN_OR_RETURN(budget::SpsTable table, ProfileStepsPerSecond(target, options));
-  std::fprintf(stderr, "dspark: profiled steps per second at %zu verify sizes up to %lld rows "
-                       "in %.1f s\n",
+  std::fprintf(stderr,
+               "dspark: profiled steps per second at %zu verify sizes up to %lld rows "
+               "in %.1f s\n",
                table.tokens.size(), static_cast<long long>(max_rows),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!flags.sps_table_out.empty()) {

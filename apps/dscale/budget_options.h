@@ -39,8 +39,8 @@ void AddBudgetOptions(CLI::App* cmd, BudgetFlags* flags);
 // `target` up to `max_rows` verified rows with the drafter's feature layers captured (a line
 // to stderr says so and how long it took), then written to --sps-table-out when given.
 Result<std::optional<budget::SpsTable>> SpsTableFor(const BudgetFlags& flags, bool needed,
-                                                     TargetModel& target, const Drafter* drafter,
-                                                     int64_t max_rows);
+                                                    TargetModel& target, const Drafter* drafter,
+                                                    int64_t max_rows);
 
 // auto's state for --json and results.json: mode, gain, calibration, steps and the fits.
 nlohmann::json AutoBudgetJson(const budget::AutoBudgetSnapshot& a);

@@ -73,7 +73,9 @@ Result<std::vector<BenchMode>> SelectModes(const BenchArgs& a) {
                           bench::ParseModes(a.modes, tiles.at(a.tile_routing)));
   // A plain dscale mode takes --verify-budget; with auto its budget moves during the run.
   const bool automatic = a.budget.VerifyBudget().value().automatic;
-  for (BenchMode& m : modes) m.adaptive |= automatic && m.policy == "dscale" && m.verify_budget.empty();
+  for (BenchMode& m : modes) {
+    m.adaptive |= automatic && m.policy == "dscale" && m.verify_budget.empty();
+  }
   return modes;
 }
 
@@ -127,10 +129,9 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
   for (const BenchMode& mode : modes) need_sps |= mode.runnable && mode.policy == "dspark";
   int32_t most = 1;
   for (int32_t c : concurrency) most = std::max(most, c);
-  DSCALE_ASSIGN_OR_RETURN(
-      m->sps_table,
-      SpsTableFor(a.budget, need_sps, m->placed->target(), m->placed->drafter(),
-                  int64_t{m->drafter ? m->drafter->block_size() : 1} * most));
+  DSCALE_ASSIGN_OR_RETURN(m->sps_table,
+                          SpsTableFor(a.budget, need_sps, m->placed->target(), m->placed->drafter(),
+                                      int64_t{m->drafter ? m->drafter->block_size() : 1} * most));
   return m;
 }
 

@@ -135,9 +135,10 @@ void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* token
     }
     requests.push_back(std::move(request));
   }
-  std::cout
-      << nlohmann::json{{"requests", requests}, {"stats", StatsJsonWithBudget(stats, seconds, mode)}}.dump()
-      << "\n";
+  std::cout << nlohmann::json{{"requests", requests},
+                              {"stats", StatsJsonWithBudget(stats, seconds, mode)}}
+                   .dump()
+            << "\n";
 }
 
 int RunGenerate(const GenerateArgs& args) {

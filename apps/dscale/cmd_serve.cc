@@ -66,7 +66,7 @@ struct Models {
   std::optional<Qwen3Model> target;
   std::optional<DFlashDrafter> drafter;
   std::optional<Tokenizer> tokenizer;
-  std::optional<dvl::Predictor> predictor;  // the dscale and dspark policies'
+  std::optional<dvl::Predictor> predictor;    // the dscale and dspark policies'
   std::optional<budget::SpsTable> sps_table;  // dspark's
   LengthPolicy policy;
   std::optional<PlacedModels> placed;  // where target and drafter run (--device)

@@ -23,8 +23,8 @@ struct BenchMode {
 };
 
 // "none,dflash,fixed:8,dscale,dscale:auto,dspark": dscale:B runs dscale with --verify-budget B
-// (auto or a fraction); dspark is labelled "DSpark scheduler on the DFlash drafter". Tile routing kAuto: off for dflash (the baseline as DFlash ships,
-// one 128-row tile), on for the others.
+// (auto or a fraction); dspark is labelled "DSpark scheduler on the DFlash drafter". Tile routing
+// kAuto: off for dflash (the baseline as DFlash ships, one 128-row tile), on for the others.
 Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting tiles);
 // The cumulative ablation: DFlash control → +tile routing → +DVL → +fixed-address workspaces and
 // graphs. The last rung has no CPU counterpart (no graph capture on the CPU backend), so it is

@@ -115,16 +115,17 @@ std::string RowsOverTimeTable(const Report& report) {
       continue;
     }
     if (out.empty()) {
-      out = "\nverified rows per request per step over the measured window, in 10 equal stretches "
-            "(1: plain decoding, W: whole blocks):\n";
+      out =
+          "\nverified rows per request per step over the measured window, in 10 equal stretches "
+          "(1: plain decoding, W: whole blocks):\n";
     }
     char head[96];
     std::snprintf(head, sizeof(head), "%-10s %-4d %-14s", cell.dataset.c_str(), cell.concurrency,
                   cell.mode.c_str());
     out += head;
     for (const BudgetWindow& w : s->representative->rows_over_time) {
-      out += " " + Format("%5.2f", w.requests_per_step > 0 ? w.rows_per_step / w.requests_per_step
-                                                            : NAN);
+      out += " " +
+             Format("%5.2f", w.requests_per_step > 0 ? w.rows_per_step / w.requests_per_step : NAN);
     }
     out += "\n";
   }
@@ -224,10 +225,11 @@ std::string RenderCsv(const Report& report) {
                                   std::to_string(cell.runs.size()),
                                   std::to_string(r.requests),
                                   std::to_string(r.output_tokens)};
-    for (double v : {r.window_s, s->throughput, s->spread, r.latency_s.mean, r.latency_s.p50,
-                     r.latency_s.p95, r.latency_s.p99, r.ttft_s.mean, r.ttft_s.p50, r.ttft_s.p95,
-                     r.ttft_s.p99, r.tau.value_or(NAN), r.rows_per_step.value_or(NAN),
-                     r.rows_per_request.value_or(NAN), ratios.at({cell.mode, cell.dataset, cell.concurrency})}) {
+    for (double v :
+         {r.window_s, s->throughput, s->spread, r.latency_s.mean, r.latency_s.p50, r.latency_s.p95,
+          r.latency_s.p99, r.ttft_s.mean, r.ttft_s.p50, r.ttft_s.p95, r.ttft_s.p99,
+          r.tau.value_or(NAN), r.rows_per_step.value_or(NAN), r.rows_per_request.value_or(NAN),
+          ratios.at({cell.mode, cell.dataset, cell.concurrency})}) {
       f.push_back(std::isnan(v) ? "" : Format("%.6g", v));
     }
     f.push_back(r.stages ? std::to_string(t.decode_steps) : "");
@@ -245,10 +247,8 @@ nlohmann::json RenderJson(const Report& report) {
   const RatioMap ratios = RatiosByCell(report);
   nlohmann::json modes = nlohmann::json::array();
   for (const ModeInfo& m : report.modes) {
-    modes.push_back({{"label", m.label},
-                     {"note", m.note},
-                     {"measured", m.measured},
-                     {"adaptive", m.adaptive}});
+    modes.push_back(
+        {{"label", m.label}, {"note", m.note}, {"measured", m.measured}, {"adaptive", m.adaptive}});
   }
   nlohmann::json cells = nlohmann::json::array();
   for (const Cell& cell : report.cells) {

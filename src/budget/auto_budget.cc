@@ -82,9 +82,12 @@ int64_t AutoBudget::ExploreRows(int64_t best, int64_t n) {
   const int64_t full = int64_t{options_.width} * n;
   switch (explore_turn_++ % 4) {
     case 0:
-    case 2: return std::max(n, best * 3 / 4);
-    case 1: return std::min(full, (best * 5 + 3) / 4);
-    default: return n;
+    case 2:
+      return std::max(n, best * 3 / 4);
+    case 1:
+      return std::min(full, (best * 5 + 3) / 4);
+    default:
+      return n;
   }
 }
 

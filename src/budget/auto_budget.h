@@ -40,7 +40,7 @@
 namespace dscale::budget {
 
 struct AutoBudgetOptions {
-  int width = 16;             // W
+  int width = 16;              // W
   int32_t max_requests = 256;  // N at most (the cost model's range is W · this)
   std::vector<double> cold_fractions = {0.5, 1.0 / 16, 1.0, 0.25};
   int explore_every = 32;

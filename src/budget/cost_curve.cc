@@ -103,10 +103,10 @@ RooflineFit FitRoofline(const std::vector<double>& x, const std::vector<double>&
   double best_error = INFINITY;
   for (size_t s = 1; s <= n; ++s) {
     const Line left = FitLeft(x, y, w, s);
-    const RooflineFit fit{.a = left.a,
-                          .b = left.b,
-                          .c = s < n && right_xx[s] > 0 ? std::max(0.0, right_xy[s] / right_xx[s])
-                                                        : 0.0};
+    const RooflineFit fit{
+        .a = left.a,
+        .b = left.b,
+        .c = s < n && right_xx[s] > 0 ? std::max(0.0, right_xy[s] / right_xx[s]) : 0.0};
     double error = 0;
     for (size_t i = 0; i < n; ++i) error += w[i] * std::pow(fit(x[i]) - y[i], 2);
     if (error < best_error) {

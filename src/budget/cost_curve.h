@@ -36,8 +36,8 @@ struct RooflineFit {
 };
 
 struct CostCurveOptions {
-  int64_t max_x = 4096;        // the largest x the curve is asked about
-  double prior_knee = 64;      // cold shape: flat up to this x, then proportional
+  int64_t max_x = 4096;         // the largest x the curve is asked about
+  double prior_knee = 64;       // cold shape: flat up to this x, then proportional
   double prior_seconds = 1e-3;  // cold value at x = 1 before any sample
   int64_t max_age = 1024;       // samples (Add calls) after which a sample is dropped
 };
@@ -65,8 +65,8 @@ class CostCurve {
     std::array<double, kRing> x{};
     std::array<double, kRing> y{};
     std::array<int64_t, kRing> added{};  // samples_ when it was added
-    int count = 0;  // samples held, ≤ kRing
-    int next = 0;   // ring position of the next write
+    int count = 0;                       // samples held, ≤ kRing
+    int next = 0;                        // ring position of the next write
   };
   struct Point {
     double x, y, w;

@@ -39,7 +39,7 @@ DSparkChoice DSparkWalk(const float* q, int64_t n, int width,
     const double tokens = choice.tokens + c.survival;
     const double throughput = tokens * sps(choice.rows + 1);
     if (!(throughput > choice.throughput)) break;  // the early stop
-    DSCALE_CHECK(k[c.request] == c.position);       // prefixes come in order
+    DSCALE_CHECK(k[c.request] == c.position);      // prefixes come in order
     k[c.request] = c.position + 1;
     choice = {.rows = choice.rows + 1, .tokens = tokens, .throughput = throughput};
   }

@@ -34,9 +34,9 @@ struct DSparkScratch {
 };
 
 struct DSparkChoice {
-  int64_t rows = 0;          // B = Σ k
-  double tokens = 0;         // τ̂ at the stop
-  double throughput = 0;     // Θ at the stop
+  int64_t rows = 0;       // B = Σ k
+  double tokens = 0;      // τ̂ at the stop
+  double throughput = 0;  // Θ at the stop
 };
 
 // k [n] from survival a = prefix scores q [n, width] and `sps` (verification steps per second

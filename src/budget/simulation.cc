@@ -44,8 +44,9 @@ class Loop {
   SimRequest Admit() {
     const double u = rng_.NextUniform();
     return {.acceptance = pair_.acceptance_lo + u * (pair_.acceptance_hi - pair_.acceptance_lo),
-            .fed = policy_.kind == SimulatedPolicy::kAuto ? auto_->FeedNewRequest()
-                                                          : policy_.kind != SimulatedPolicy::kPlain};
+            .fed = policy_.kind == SimulatedPolicy::kAuto
+                       ? auto_->FeedNewRequest()
+                       : policy_.kind != SimulatedPolicy::kPlain};
   }
 
   double Noisy(double seconds) {
@@ -66,7 +67,8 @@ class Loop {
     const int w = o_.width;
     probs_.assign(drafted.size() * (w - 1), 0.0f);
     for (size_t i = 0; i < drafted.size(); ++i) {
-      const double a = std::clamp(drafted[i]->acceptance * (1 + pair_.predictor_noise * rng_.NextNormal()), 0.0, 0.999);
+      const double a = std::clamp(
+          drafted[i]->acceptance * (1 + pair_.predictor_noise * rng_.NextNormal()), 0.0, 0.999);
       double p = 1;
       for (int j = 0; j < w - 1; ++j) probs_[i * (w - 1) + j] = static_cast<float>(p *= a);
     }
@@ -150,10 +152,10 @@ class Loop {
 }  // namespace
 
 SimulatedPair GpuShapedPair(int64_t knee_rows) {
-  return {.verify_seconds = [knee_rows](int64_t r) {
-            return std::max(20e-3, 20e-3 * double(r) / double(knee_rows));
-          },
-          .draft_seconds = [](int64_t n) { return 1.5e-3 + 5e-5 * double(n); }};
+  return {
+      .verify_seconds =
+          [knee_rows](int64_t r) { return std::max(20e-3, 20e-3 * double(r) / double(knee_rows)); },
+      .draft_seconds = [](int64_t n) { return 1.5e-3 + 5e-5 * double(n); }};
 }
 
 SimulatedPair CpuShapedPair() {
@@ -167,8 +169,7 @@ SimulatedPair CpuShapedPair() {
 SimulationResult Simulate(const SimulatedPair& pair, const SimulatedPolicy& policy,
                           const SimulationOptions& options, AutoBudget* controller) {
   DSCALE_CHECK(options.concurrency >= 1 && options.width >= 2 && options.tokens_per_request >= 1);
-  Loop loop(pair, policy, options,
-            policy.kind == SimulatedPolicy::kAuto ? controller : nullptr);
+  Loop loop(pair, policy, options, policy.kind == SimulatedPolicy::kAuto ? controller : nullptr);
   return loop.Run();
 }
 

@@ -56,10 +56,10 @@ struct SimulationOptions {
 struct SimulatedStep {
   AutoMode mode = AutoMode::kSpeculate;  // auto's mode before the step
   int32_t requests = 0, drafted = 0;
-  int64_t rows = 0;           // Σ k_i
-  int64_t drafted_rows = 0;   // M of the drafted requests
+  int64_t rows = 0;          // Σ k_i
+  int64_t drafted_rows = 0;  // M of the drafted requests
   double seconds = 0;
-  int64_t committed = 0;      // tokens
+  int64_t committed = 0;  // tokens
 };
 
 struct SimulationResult {

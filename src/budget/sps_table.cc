@@ -41,10 +41,11 @@ double SpsTable::StepsPerSecond(int64_t b) const {
   if (b >= tokens.back()) {
     return steps_per_second.back() * static_cast<double>(tokens.back()) / static_cast<double>(b);
   }
-  const size_t hi = static_cast<size_t>(std::upper_bound(tokens.begin(), tokens.end(), b) -
-                                        tokens.begin());
+  const size_t hi =
+      static_cast<size_t>(std::upper_bound(tokens.begin(), tokens.end(), b) - tokens.begin());
   const size_t lo = hi - 1;
-  const double t = static_cast<double>(b - tokens[lo]) / static_cast<double>(tokens[hi] - tokens[lo]);
+  const double t =
+      static_cast<double>(b - tokens[lo]) / static_cast<double>(tokens[hi] - tokens[lo]);
   // Interpolate the step time, not the rate: time is what adds up along B.
   const double seconds = (1 - t) / steps_per_second[lo] + t / steps_per_second[hi];
   return 1.0 / seconds;
@@ -63,7 +64,8 @@ Result<SpsTable> LoadSpsTable(const std::string& path) {
   SpsTable table;
   const auto& b = j.find("verify_tokens");
   const auto& s = j.find("steps_per_second");
-  if (b == j.end() || !b->is_array()) return InvalidArgument(path + ": verify_tokens: expected an array");
+  if (b == j.end() || !b->is_array())
+    return InvalidArgument(path + ": verify_tokens: expected an array");
   if (s == j.end() || !s->is_array()) {
     return InvalidArgument(path + ": steps_per_second: expected an array");
   }

@@ -20,8 +20,9 @@ void StepCostModel::Add(const StepSample& s) {
   if (s.drafted > 0) draft_.Add(s.drafted, s.draft_s);
   if (s.fed_rows > 0) {
     const double per_row = s.feed_s / static_cast<double>(s.fed_rows);
-    feed_per_row_ = feed_per_row_ == 0 ? per_row
-                                       : (1 - kFeedSmoothing) * feed_per_row_ + kFeedSmoothing * per_row;
+    feed_per_row_ = feed_per_row_ == 0
+                        ? per_row
+                        : (1 - kFeedSmoothing) * feed_per_row_ + kFeedSmoothing * per_row;
   }
   mean_context_ = static_cast<double>(s.context) / s.requests;
 }

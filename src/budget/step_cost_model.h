@@ -20,14 +20,14 @@ namespace dscale::budget {
 
 // One decode step as the engine measured it.
 struct StepSample {
-  int32_t requests = 0;   // N verified
-  int32_t drafted = 0;    // of which drafted this step (0: a plain step)
-  int64_t rows = 0;       // Σ k_i verified
-  int64_t context = 0;    // Σ positions already cached over the N requests
-  int64_t fed_rows = 0;   // rows appended to the draft context
-  double draft_s = 0;     // drafting + decision stage
-  double feed_s = 0;      // appending fed_rows to the draft context
-  double verify_s = 0;    // verify forward + acceptance + commit, less feed_s
+  int32_t requests = 0;  // N verified
+  int32_t drafted = 0;   // of which drafted this step (0: a plain step)
+  int64_t rows = 0;      // Σ k_i verified
+  int64_t context = 0;   // Σ positions already cached over the N requests
+  int64_t fed_rows = 0;  // rows appended to the draft context
+  double draft_s = 0;    // drafting + decision stage
+  double feed_s = 0;     // appending fed_rows to the draft context
+  double verify_s = 0;   // verify forward + acceptance + commit, less feed_s
 };
 
 class StepCostModel {

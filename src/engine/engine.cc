@@ -419,8 +419,8 @@ void Engine::Observe(const std::vector<RequestState*>& batch,
     rows.push_back(batch_.requests[i].q_len);
     accepted.push_back(results[i].accepted);
   }
-  const bool all_drafted =
-      drafter_ != nullptr && std::all_of(drafted_.begin(), drafted_.end(), [](uint8_t d) { return d; });
+  const bool all_drafted = drafter_ != nullptr && std::all_of(drafted_.begin(), drafted_.end(),
+                                                              [](uint8_t d) { return d; });
   config_.on_step({.step = stats_.decode_steps,
                    .ids = ids,
                    .drafts = all_drafted ? &drafts_ : nullptr,

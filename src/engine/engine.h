@@ -54,7 +54,7 @@ struct EngineConfig {
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
   const dvl::Predictor* predictor = nullptr;  // the DVL acceptance predictor (dscale policy)
-  budget::VerifyBudget verify_budget;  // dscale: rows per step = fraction · W · N, or auto
+  budget::VerifyBudget verify_budget;         // dscale: rows per step = fraction · W · N, or auto
   const budget::SpsTable* sps_table = nullptr;  // dspark: steps per second by verified rows
   // Tests: auto learns these planted step times instead of the measured ones (outputs are
   // unaffected; only its choices of rows are).

@@ -40,8 +40,7 @@ std::vector<int64_t> SpsProbeSizes(int64_t max_tokens) {
   return sizes;
 }
 
-Result<budget::SpsTable> ProfileStepsPerSecond(TargetModel& target,
-                                               const SpsProfileOptions& o) {
+Result<budget::SpsTable> ProfileStepsPerSecond(TargetModel& target, const SpsProfileOptions& o) {
   if (o.max_tokens < 1 || o.block < 1 || o.context < 0 || o.repeats < 1) {
     return InvalidArgument("SPS profile: max_tokens, block and repeats must be >= 1, context >= 0");
   }

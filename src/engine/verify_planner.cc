@@ -14,9 +14,12 @@ double CapacityFraction(const PlannerConfig& c, int32_t width) {
   switch (c.policy.mode) {
     case SpecMode::kNone: return 1.0 / width;
     case SpecMode::kDFlash: return 1.0;
-    case SpecMode::kFixed: return static_cast<double>(c.policy.fixed_rows) / width;
-    case SpecMode::kDScale: return c.verify_budget.automatic ? 1.0 : c.verify_budget.fraction;
-    case SpecMode::kDSpark: return 1.0;
+    case SpecMode::kFixed:
+      return static_cast<double>(c.policy.fixed_rows) / width;
+    case SpecMode::kDScale:
+      return c.verify_budget.automatic ? 1.0 : c.verify_budget.fraction;
+    case SpecMode::kDSpark:
+      return 1.0;
   }
   return 1.0;
 }
@@ -38,8 +41,9 @@ Result<VerifyPlanner> VerifyPlanner::Create(const PlannerConfig& planner) {
     }
   }
   if (planner.policy.mode == SpecMode::kDSpark && planner.sps_table == nullptr) {
-    return InvalidArgument(spec + " needs a steps-per-second table (profiled at start-up, or "
-                                  "--sps-table FILE)");
+    return InvalidArgument(spec +
+                           " needs a steps-per-second table (profiled at start-up, or "
+                           "--sps-table FILE)");
   }
   if (planner.max_running < 1) return InvalidArgument("max_running: must be at least 1");
   dvl::BucketConfig config;
@@ -52,8 +56,8 @@ Result<VerifyPlanner> VerifyPlanner::Create(const PlannerConfig& planner) {
 VerifyPlanner::VerifyPlanner(PlannerConfig planner, dvl::BucketConfig config)
     : planner_(planner), config_(config), pool_(std::move(config)) {
   if (planner_.policy.mode == SpecMode::kDScale && planner_.verify_budget.automatic) {
-    auto_.emplace(budget::AutoBudgetOptions{.width = config_.width,
-                                            .max_requests = planner_.max_running});
+    auto_.emplace(
+        budget::AutoBudgetOptions{.width = config_.width, .max_requests = planner_.max_running});
   }
 }
 
@@ -85,16 +89,17 @@ Result<const dvl::PackWorkspace*> VerifyPlanner::Plan(const DraftBlocks& blocks,
   if (auto_) {
     if (rows > 0) {
       Score(drafts, rows, n);
-      const double spent = planner_.planted ? planner_.planted->draft_seconds(rows)
-                                            : draft_s + SecondsSince(start);
+      const double spent =
+          planner_.planted ? planner_.planted->draft_seconds(rows) : draft_s + SecondsSince(start);
       DecideAuto(drafted, n, rows, spent);
     }
   } else if (mode == SpecMode::kDSpark) {
     DSCALE_CHECK(rows == n);
     Score(drafts, n, n);
     const budget::SpsTable& sps = *planner_.sps_table;
-    budget::DSparkWalk(q_.data(), n, config_.width,
-                       [&sps](int64_t b) { return sps.StepsPerSecond(b); }, &dspark_, k_.data());
+    budget::DSparkWalk(
+        q_.data(), n, config_.width, [&sps](int64_t b) { return sps.StepsPerSecond(b); }, &dspark_,
+        k_.data());
   } else if (mode != SpecMode::kNone) {
     k_.assign(n, planner_.policy.UniformRows(config_.width));
   }

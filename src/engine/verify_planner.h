@@ -42,12 +42,12 @@ struct DraftBlocks {
 
 struct PlannerConfig {
   LengthPolicy policy;
-  int32_t block = 1;                          // W (1 without a drafter)
-  const dvl::Predictor* predictor = nullptr;  // dscale, dspark; must outlive the planner
-  budget::VerifyBudget verify_budget;         // dscale
-  const budget::SpsTable* sps_table = nullptr;  // dspark; must outlive the planner
+  int32_t block = 1;                               // W (1 without a drafter)
+  const dvl::Predictor* predictor = nullptr;       // dscale, dspark; must outlive the planner
+  budget::VerifyBudget verify_budget;              // dscale
+  const budget::SpsTable* sps_table = nullptr;     // dspark; must outlive the planner
   const budget::SimulatedPair* planted = nullptr;  // auto learns these times (tests)
-  int32_t max_running = 16;                   // N at most (auto's cost-model range)
+  int32_t max_running = 16;                        // N at most (auto's cost-model range)
 };
 
 class VerifyPlanner {
@@ -69,8 +69,7 @@ class VerifyPlanner {
   // verify their anchor only. `draft_s`: seconds this step spent drafting. The workspace stays
   // valid until the next call.
   Result<const dvl::PackWorkspace*> Plan(const DraftBlocks& blocks, const DraftOutput& drafts,
-                                         std::span<const uint8_t> drafted = {},
-                                         double draft_s = 0);
+                                         std::span<const uint8_t> drafted = {}, double draft_s = 0);
 
   // After the step (auto learns its step-cost model here; the other policies ignore it).
   void Record(const budget::StepSample& sample, int64_t drafted_committed);

@@ -155,8 +155,8 @@ void RenderBudget(const EngineMetrics& m, Writer& w) {
     w.Sample("auto_budget_mode", std::string("mode=\"") + budget::AutoModeName(mode) + "\"",
              int64_t{a.mode == mode ? 1 : 0});
   }
-  w.One("auto_budget_drafted_rows", "gauge", "Rows the latest drafted step gave its drafted requests.",
-        a.last_rows);
+  w.One("auto_budget_drafted_rows", "gauge",
+        "Rows the latest drafted step gave its drafted requests.", a.last_rows);
   w.One("auto_budget_gain", "gauge",
         "Smoothed best speculative tokens/s over plain decoding's (below 1: plain pays more).",
         a.gain);
@@ -175,7 +175,8 @@ void RenderBudget(const EngineMetrics& m, Writer& w) {
   w.Family("auto_cost_verify_rows_seen", "gauge", "Range of row counts the model has timings for.");
   w.Sample("auto_cost_verify_rows_seen", "bound=\"min\"", a.verify_min_rows);
   w.Sample("auto_cost_verify_rows_seen", "bound=\"max\"", a.verify_max_rows);
-  w.One("auto_cost_verify_bins", "gauge", "Row-count bins holding timings.", int64_t{a.verify_bins});
+  w.One("auto_cost_verify_bins", "gauge", "Row-count bins holding timings.",
+        int64_t{a.verify_bins});
   w.One("auto_cost_verify_samples_total", "counter", "Step timings the model has taken.",
         a.verify_samples);
   w.Family("auto_cost_draft_seconds", "gauge",

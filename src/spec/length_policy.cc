@@ -18,8 +18,9 @@ Result<LengthPolicy> LengthPolicy::Parse(const std::string& text) {
       return LengthPolicy{.mode = SpecMode::kFixed, .fixed_rows = k};
     }
   }
-  return InvalidArgument("--spec: expected none, dflash, fixed:K (K in 2..16), dscale or dspark, got \"" +
-                         text + "\"");
+  return InvalidArgument(
+      "--spec: expected none, dflash, fixed:K (K in 2..16), dscale or dspark, got \"" + text +
+      "\"");
 }
 
 std::string LengthPolicy::Name() const {
@@ -28,7 +29,8 @@ std::string LengthPolicy::Name() const {
     case SpecMode::kDFlash: return "dflash";
     case SpecMode::kFixed: return "fixed:" + std::to_string(fixed_rows);
     case SpecMode::kDScale: return "dscale";
-    case SpecMode::kDSpark: return "dspark";
+    case SpecMode::kDSpark:
+      return "dspark";
   }
   return "?";
 }
@@ -39,7 +41,8 @@ int32_t LengthPolicy::UniformRows(int32_t block) const {
     case SpecMode::kDFlash: return block;
     case SpecMode::kFixed: return std::min(fixed_rows, block);
     case SpecMode::kDScale:
-    case SpecMode::kDSpark: break;
+    case SpecMode::kDSpark:
+      break;
   }
   DSCALE_CHECK_MSG(false, "dscale and dspark lengths come from the predictor's scores");
 }

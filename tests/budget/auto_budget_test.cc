@@ -77,7 +77,10 @@ TEST(AutoBudgetTest, ColdStartVisitsThePapersBudgetFirstThenSeveralRowCounts) {
   std::vector<int64_t> rows;
   for (int i = 0; i < 4; ++i) {
     rows.push_back(controller.ChooseRows(curve, 0, 1e-3));
-    controller.Record({.requests = 8, .drafted = 8, .rows = rows.back(), .draft_s = 1e-3,
+    controller.Record({.requests = 8,
+                       .drafted = 8,
+                       .rows = rows.back(),
+                       .draft_s = 1e-3,
                        .verify_s = 1e-3 + 1e-5 * double(rows.back())},
                       8);
   }
@@ -107,7 +110,8 @@ SimulatedPair CpuLike() { return CpuShapedPair(); }
 double MedianRowsPerDraftedRequest(const SimulationResult& r, size_t from) {
   std::vector<double> rows;
   for (size_t i = from; i < r.steps.size(); ++i) {
-    if (r.steps[i].drafted > 0) rows.push_back(double(r.steps[i].drafted_rows) / r.steps[i].drafted);
+    if (r.steps[i].drafted > 0)
+      rows.push_back(double(r.steps[i].drafted_rows) / r.steps[i].drafted);
   }
   if (rows.empty()) return 0;
   std::nth_element(rows.begin(), rows.begin() + rows.size() / 2, rows.end());

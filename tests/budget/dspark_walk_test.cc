@@ -106,8 +106,8 @@ TEST(DSparkWalkTest, PapersCounterexampleVerifiesTheAnchorOnly) {
   const std::vector<double> rates = {0, 1.0, 0.5, 0.45};
   DSparkScratch scratch;
   int32_t k = 0;
-  const DSparkChoice c = DSparkWalk(q.data(), 1, 3, [&](int64_t b) { return rates[b]; },
-                                    &scratch, &k);
+  const DSparkChoice c = DSparkWalk(
+      q.data(), 1, 3, [&](int64_t b) { return rates[b]; }, &scratch, &k);
   EXPECT_EQ(k, 1);
   EXPECT_DOUBLE_EQ(c.throughput, 1.0);
 }
@@ -118,7 +118,8 @@ TEST(DSparkWalkTest, EarlyStopHaltsAtTheFirstDipEvenWhenLaterIsBetter) {
   const std::vector<double> rates = {0, 1.0, 0.5, 1.0, 1.0};  // Θ: 1, 0.95, 2.8, 3.7
   DSparkScratch scratch;
   int32_t k = 0;
-  DSparkWalk(q.data(), 1, 4, [&](int64_t b) { return rates[b]; }, &scratch, &k);
+  DSparkWalk(
+      q.data(), 1, 4, [&](int64_t b) { return rates[b]; }, &scratch, &k);
   EXPECT_EQ(k, 1);
 }
 
@@ -149,12 +150,12 @@ TEST(SpsTableTest, InterpolatesStepTimeAndExtrapolatesInProportion) {
 }
 
 TEST(SpsTableTest, SavesLoadsAndRejectsBadFilesNamingTheField) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("sps_table_test_" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sps_table_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "sps.json").string();
-  const SpsTable t{.tokens = {1, 2, 8}, .steps_per_second = {400, 300, 90.5}, .context = 64,
-                   .target = "tiny"};
+  const SpsTable t{
+      .tokens = {1, 2, 8}, .steps_per_second = {400, 300, 90.5}, .context = 64, .target = "tiny"};
   ASSERT_TRUE(SaveSpsTable(t, path).ok());
   Result<SpsTable> back = LoadSpsTable(path);
   ASSERT_TRUE(back.ok()) << back.status().message();

@@ -347,7 +347,8 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
   const nlohmann::json automatic =
       Json("generate --spec dscale --verify-budget auto" + with_predictor);
   EXPECT_TRUE(automatic["stats"].contains("auto_budget"));
-  const nlohmann::json profiled = Json("generate --spec dspark --sps-table-out " + sps + with_predictor);
+  const nlohmann::json profiled =
+      Json("generate --spec dspark --sps-table-out " + sps + with_predictor);
   ASSERT_TRUE(std::filesystem::exists(sps));
   const nlohmann::json loaded = Json("generate --spec dspark --sps-table " + sps + with_predictor);
   for (size_t i = 0; i < 12; ++i) {
@@ -369,7 +370,8 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
       Json("generate --spec dscale --verify-budget auto" + with_predictor + sampled);
   int differ = 0;
   for (size_t i = 0; i < 12; ++i) {
-    differ += auto_sampled["requests"][i]["output_ids"] != plain_sampled["requests"][i]["output_ids"];
+    differ +=
+        auto_sampled["requests"][i]["output_ids"] != plain_sampled["requests"][i]["output_ids"];
   }
   EXPECT_LE(differ, 1) << "only a float near-tie at a draw may differ";
 }

@@ -80,7 +80,8 @@ TEST(BudgetCurveTest, IsNondecreasingAndConcaveOnEachSideOfTheSeeds) {
       ASSERT_GE(gain, -1e-9);
       ASSERT_LE(gain, 1.0 + 1e-9);
       if (m - 1 > n && m - 1 != seeds) {
-        ASSERT_LE(gain, curve.At(m - 1) - curve.At(m - 2) + 1e-9) << "trial " << trial << " M " << m;
+        ASSERT_LE(gain, curve.At(m - 1) - curve.At(m - 2) + 1e-9)
+            << "trial " << trial << " M " << m;
       }
     }
   }

@@ -2,8 +2,8 @@
 // distribution of the first generated tokens over 20,000 seeded requests matches the target's
 // exact distribution (chi-square, p > 0.001). Every token after the first comes out of
 // verification steps driven by the planted-error drafter, so accepts, rejections and bonus
-// samples all occur (auto's plain steps too). Three tokens over 6 ids (216 cells) for the uniform policies; dscale's
-// features need at least 16 ids, so two tokens over 16 ids (256 cells) there.
+// samples all occur (auto's plain steps too). Three tokens over 6 ids (216 cells) for the uniform
+// policies; dscale's features need at least 16 ids, so two tokens over 16 ids (256 cells) there.
 
 #include <gtest/gtest.h>
 

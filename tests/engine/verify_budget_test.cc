@@ -165,8 +165,8 @@ TEST_F(VerifyBudgetEngineTest, AutoConvergesNearHalfTheBlockOnPlantedGpuStepTime
 }
 
 // With planted CPU-shaped step times (a row costs a quarter of a plain step, drafting about a
-// whole one) and drafts that are rarely accepted, auto turns to plain decoding within a bounded number of steps: new requests get
-// no draft context and most steps verify anchors only.
+// whole one) and drafts that are rarely accepted, auto turns to plain decoding within a bounded
+// number of steps: new requests get no draft context and most steps verify anchors only.
 TEST_F(VerifyBudgetEngineTest, AutoSettlesOnPlainDecodingOnPlantedCpuStepTimes) {
   const auto prompts = Prompts(40, target_.config().vocab_size, 25);
   // A random DFlash drafter: its drafts are almost never accepted.

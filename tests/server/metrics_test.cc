@@ -92,19 +92,19 @@ TEST(MetricsTest, RendersTheVerifyBudgetAndAutosCostModel) {
   EXPECT_TRUE(Has(text, "dscale_verify_budget_fraction 0.25"));
   EXPECT_EQ(text.find("auto_budget"), std::string::npos) << "only with --verify-budget auto";
 
-  m.engine.stats.auto_budget = budget::AutoBudgetSnapshot{
-      .mode = budget::AutoMode::kPlain,
-      .last_rows = 24,
-      .gain = 0.5,
-      .calibration = 0.75,
-      .drafted_steps = 6,
-      .plain_steps = 90,
-      .feed_s_per_row = 2e-05,
-      .verify_fit = {.a = 0.002, .b = 0.125, .c = 0},
-      .verify_bins = 5,
-      .verify_samples = 96,
-      .verify_min_rows = 8,
-      .verify_max_rows = 128};
+  m.engine.stats.auto_budget =
+      budget::AutoBudgetSnapshot{.mode = budget::AutoMode::kPlain,
+                                 .last_rows = 24,
+                                 .gain = 0.5,
+                                 .calibration = 0.75,
+                                 .drafted_steps = 6,
+                                 .plain_steps = 90,
+                                 .feed_s_per_row = 2e-05,
+                                 .verify_fit = {.a = 0.002, .b = 0.125, .c = 0},
+                                 .verify_bins = 5,
+                                 .verify_samples = 96,
+                                 .verify_min_rows = 8,
+                                 .verify_max_rows = 128};
   text = RenderPrometheus(m);
   EXPECT_TRUE(Has(text, "dscale_auto_budget_mode{mode=\"plain\"} 1"));
   EXPECT_TRUE(Has(text, "dscale_auto_budget_mode{mode=\"speculate\"} 0"));

@@ -77,13 +77,14 @@ TEST(PrefixVerifierTest, SampledVerificationMatchesPlainSampling) {
 // Position-indexed sampling: the same law as above (a chi-square over seeds), and the tokens it
 // emits are exactly plain sampling's at those positions whatever the drafts and their number.
 TEST(PrefixVerifierTest, PositionIndexedSamplingEmitsPlainSamplingsTokens) {
-  const std::vector<float> logits = {0.3f, 1.2f, -0.4f, 0.9f, 0.0f,   // row 0
-                                     1.0f, -1.0f, 0.2f, 0.4f, 0.8f,   // row 1
-                                     -0.2f, 0.5f, 0.5f, 0.1f, 1.1f};  // row 2
+  const std::vector<float> logits = {0.3f,  1.2f,  -0.4f, 0.9f, 0.0f,   // row 0
+                                     1.0f,  -1.0f, 0.2f,  0.4f, 0.8f,   // row 1
+                                     -0.2f, 0.5f,  0.5f,  0.1f, 1.1f};  // row 2
   const int64_t vocab = 5;
   const SamplingParams params{.temperature = 0.9f, .top_k = 4};
   std::vector<std::vector<double>> p(3);
-  for (int j = 0; j < 3; ++j) TargetDistribution(std::span(logits).subspan(j * 5, 5), params, &p[j]);
+  for (int j = 0; j < 3; ++j)
+    TargetDistribution(std::span(logits).subspan(j * 5, 5), params, &p[j]);
   std::vector<double> scratch;
   std::vector<int64_t> first(vocab, 0);
   const int64_t position = 40;
@@ -95,8 +96,7 @@ TEST(PrefixVerifierTest, PositionIndexedSamplingEmitsPlainSamplingsTokens) {
          {std::vector<int32_t>{}, std::vector<int32_t>{1}, std::vector<int32_t>{1, 4},
           std::vector<int32_t>{plain[0], plain[1]}, std::vector<int32_t>{plain[0], 2}}) {
       const auto rows = std::span(logits).first((drafts.size() + 1) * vocab);
-      const VerifyResult r =
-          VerifySampledAt(rows, vocab, drafts, params, seed, position, &scratch);
+      const VerifyResult r = VerifySampledAt(rows, vocab, drafts, params, seed, position, &scratch);
       for (int j = 0; j < r.accepted; ++j) ASSERT_EQ(drafts[j], plain[j]);
       ASSERT_EQ(r.next_token, plain[r.accepted]) << "seed " << seed;
       if (r.accepted < static_cast<int32_t>(drafts.size())) {

@@ -132,7 +132,8 @@ TEST(Report, AdaptiveModesShowTheirRowsOverTime) {
       << table.substr(at);
   EXPECT_EQ(table.find("base  ", at), std::string::npos) << "only adaptive modes";
   const nlohmann::json j = RenderJson(r);
-  EXPECT_DOUBLE_EQ(j["cells"][0]["runs"][0]["rows_over_time"][1]["rows_per_step"].get<double>(), 64);
+  EXPECT_DOUBLE_EQ(j["cells"][0]["runs"][0]["rows_over_time"][1]["rows_per_step"].get<double>(),
+                   64);
 }
 
 TEST(Report, CsvHasOneRowPerMeasuredCell) {
