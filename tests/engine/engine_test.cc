@@ -15,19 +15,8 @@ namespace {
 
 using testing::EngineRun;
 using testing::EngineTestTargetConfig;
+using testing::RandomPrompts;
 using testing::RunPrompts;
-
-std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> length(3, 40);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 3));
-  std::vector<std::vector<int32_t>> prompts(count);
-  for (auto& p : prompts) {
-    p.resize(length(rng));
-    for (int32_t& t : p) t = token(rng);
-  }
-  return prompts;
-}
 
 class EngineTest : public ::testing::Test {
  protected:

@@ -38,6 +38,19 @@ dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed) {
   return dvl::Predictor(dvl::MakeProjections(hidden, vocab, seed), std::move(w));
 }
 
+std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32_t seed,
+                                                int32_t max_length) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> length(3, max_length);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 3));
+  std::vector<std::vector<int32_t>> prompts(count);
+  for (auto& p : prompts) {
+    p.resize(length(rng));
+    for (int32_t& t : p) t = token(rng);
+  }
+  return prompts;
+}
+
 EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
                      const GenerationParams& params) {

@@ -28,6 +28,11 @@ struct EngineRun {
   int32_t total_pages = 0;
 };
 
+// `count` prompts of random tokens in [0, vocab − 3) (the top ids stay free for EOS and the
+// like), of 3 … max_length tokens, from `seed`.
+std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32_t seed,
+                                                int32_t max_length = 40);
+
 // Submits every prompt at once and runs to completion (fatal test failure on errors).
 EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,

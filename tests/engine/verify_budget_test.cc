@@ -18,19 +18,8 @@ namespace {
 
 using testing::EngineRun;
 using testing::EngineTestTargetConfig;
+using testing::RandomPrompts;
 using testing::RunPrompts;
-
-std::vector<std::vector<int32_t>> Prompts(int count, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> length(3, 30);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 3));
-  std::vector<std::vector<int32_t>> prompts(count);
-  for (auto& p : prompts) {
-    p.resize(length(rng));
-    for (int32_t& t : p) t = token(rng);
-  }
-  return prompts;
-}
 
 // A steps-per-second table shaped like a CPU's: each verified row costs more.
 budget::SpsTable CpuLikeSps() {
@@ -60,7 +49,7 @@ class VerifyBudgetEngineTest : public ::testing::Test {
 };
 
 TEST_F(VerifyBudgetEngineTest, GreedyOutputEqualsPlainDecodingWithAutoAndDSpark) {
-  const auto prompts = Prompts(40, target_.config().vocab_size, 21);
+  const auto prompts = RandomPrompts(40, target_.config().vocab_size, 21, 30);
   std::vector<std::vector<int32_t>> expected;
   for (const auto& p : prompts) {
     expected.push_back(GreedyDecode(target_, p, {.max_new_tokens = 24}).value());
@@ -90,7 +79,7 @@ TEST_F(VerifyBudgetEngineTest, GreedyOutputEqualsPlainDecodingWithAutoAndDSpark)
 // falls within that rounding of a boundary of P's cumulative sum: at most one request may
 // diverge, as with greedy ties.
 TEST_F(VerifyBudgetEngineTest, SeededSamplingEmitsTheSameTokensForEveryPolicyAndBudget) {
-  const auto prompts = Prompts(24, target_.config().vocab_size, 22);
+  const auto prompts = RandomPrompts(24, target_.config().vocab_size, 22, 30);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/8, /*error_free_share=*/0.3);
   const GenerationParams params{.max_tokens = 20,
                                 .sampling = {.temperature = 0.8f, .top_p = 0.95f, .seed = 99}};
@@ -115,7 +104,7 @@ TEST_F(VerifyBudgetEngineTest, SeededSamplingEmitsTheSameTokensForEveryPolicyAnd
 // Every auto step verifies between the anchors and the whole blocks, and requests without
 // drafts (plain steps, or requests without a draft context) verify only their anchor.
 TEST_F(VerifyBudgetEngineTest, AutoStepsStayWithinTheirRowRange) {
-  const auto prompts = Prompts(30, target_.config().vocab_size, 23);
+  const auto prompts = RandomPrompts(30, target_.config().vocab_size, 23, 30);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/6);
   EngineConfig config = Config("dscale", "auto", 8);
   int64_t steps = 0, anchor_only = 0;
@@ -143,7 +132,7 @@ TEST_F(VerifyBudgetEngineTest, AutoStepsStayWithinTheirRowRange) {
 // settles on the paper's budget in the real engine: the median rows of full 16-request steps
 // after the first 20 is within 15% of 128.
 TEST_F(VerifyBudgetEngineTest, AutoConvergesNearHalfTheBlockOnPlantedGpuStepTimes) {
-  const auto prompts = Prompts(64, target_.config().vocab_size, 24);
+  const auto prompts = RandomPrompts(64, target_.config().vocab_size, 24, 30);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/3, /*error_free_share=*/0.3);
   const budget::SimulatedPair gpu = budget::GpuShapedPair(/*knee_rows=*/128);
   EngineConfig config = Config("dscale", "auto", 16);
@@ -168,7 +157,7 @@ TEST_F(VerifyBudgetEngineTest, AutoConvergesNearHalfTheBlockOnPlantedGpuStepTime
 // whole one) and drafts that are rarely accepted, auto turns to plain decoding within a bounded
 // number of steps: new requests get no draft context and most steps verify anchors only.
 TEST_F(VerifyBudgetEngineTest, AutoSettlesOnPlainDecodingOnPlantedCpuStepTimes) {
-  const auto prompts = Prompts(40, target_.config().vocab_size, 25);
+  const auto prompts = RandomPrompts(40, target_.config().vocab_size, 25, 30);
   // A random DFlash drafter: its drafts are almost never accepted.
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
   const budget::SimulatedPair cpu = budget::CpuShapedPair();
