@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/qwen3_weights.h"
 
 namespace CLI {
 class App;
@@ -26,6 +27,10 @@ int ReportError(const std::string& command, const Status& status);
 // OpenBLAS shares (default: OMP_NUM_THREADS, else one per core). Applied while parsing, before
 // any model loads.
 void AddThreadsOption(CLI::App* cmd);
+
+// --weights as-stored|int8: how the target's projections are held (WeightsMode, into `weights`;
+// default as-stored). Another value is a usage error naming the accepted ones.
+void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
                            int32_t concurrency, int32_t max_tokens, int32_t block);

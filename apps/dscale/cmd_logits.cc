@@ -15,12 +15,13 @@ namespace {
 struct LogitsArgs {
   std::string model;
   std::string ids;
+  WeightsMode weights = WeightsMode::kAsStored;
 };
 
 int RunLogits(const LogitsArgs& args) {
   Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
   if (!ids.ok()) return ReportError("logits", ids.status());
-  Result<Qwen3Model> model = Qwen3Model::Load(args.model);
+  Result<Qwen3Model> model = Qwen3Model::Load(args.model, args.weights);
   if (!model.ok()) return ReportError("logits", model.status());
 
   const auto n = static_cast<int32_t>(ids->size());
@@ -52,6 +53,7 @@ void RegisterLogitsCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("logits", "Print full-vocabulary logits of one prefill");
   cmd->add_option("--model", args->model, "Checkpoint directory")->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
+  AddWeightsOption(cmd, &args->weights);
   cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
 }
 

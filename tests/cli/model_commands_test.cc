@@ -50,18 +50,22 @@ class ModelCommandsTest : public ::testing::Test {
     return nlohmann::json::parse(r.out, nullptr, false);
   }
 
-  // The target's logits after `ids` (its last row), from `dscale logits`.
-  static std::vector<float> LastLogits(const std::vector<int32_t>& ids) {
+  // The target's logits after `ids` (its last row), from `dscale logits` (`flags`: e.g. its
+  // --weights).
+  static std::vector<float> LastLogits(const std::vector<int32_t>& ids,
+                                       const std::string& flags = "") {
     std::string list;
     for (const int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
-    const nlohmann::json j = Json("logits --model " + Target() + " --ids " + list);
+    const nlohmann::json j = Json("logits --model " + Target() + " --ids " + list + flags);
     return j["logits"].back().get<std::vector<float>>();
   }
 
   // `got` equals `want` (both continuations of `prompt`), or they part at a token where the
-  // target's top two logits are within `tie`: a float-noise tie, where either choice is greedy.
+  // target's top two logits (`dscale logits` with `flags`) are within `tie`: a float-noise tie,
+  // where either choice is greedy.
   static void ExpectSameUpToTie(const std::vector<int32_t>& prompt, const std::vector<int32_t>& got,
-                                const std::vector<int32_t>& want, float tie) {
+                                const std::vector<int32_t>& want, float tie,
+                                const std::string& flags = "") {
     const size_t n = std::min(got.size(), want.size());
     const size_t at = std::mismatch(got.begin(), got.begin() + n, want.begin()).first - got.begin();
     if (at == n) {
@@ -70,7 +74,7 @@ class ModelCommandsTest : public ::testing::Test {
     }
     std::vector<int32_t> context = prompt;
     context.insert(context.end(), want.begin(), want.begin() + at);
-    std::vector<float> row = LastLogits(context);
+    std::vector<float> row = LastLogits(context, flags);
     std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
     EXPECT_LE(row[0] - row[1], tie)
         << "outputs part at token " << at << " where the target's top two logits are not tied";
@@ -191,6 +195,31 @@ TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
   const testing::CommandResult bad = RunDscale(args + "gpu");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.out.find("--device"), std::string::npos) << bad.out;
+}
+
+// --weights int8 (on generate, bench, serve, collect and logits): speculative generation equals
+// plain greedy decoding of the int8 target; the CUDA device and unknown values are refused.
+TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
+  const Result<Qwen3Model> int8 = Qwen3Model::Load(Target(), WeightsMode::kInt8);
+  ASSERT_TRUE(int8.ok()) << int8.status().message();
+  const float tie =
+      testing::GreedyTieTolerance(testing::Int8TargetLogitBounds(*int8, kMaxContext));
+  const std::string common = " --target " + Target() + " --drafter " + Drafter() +
+                             " --weights int8 --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+  const nlohmann::json plain = Json("generate" + common + "none");
+  for (const char* mode : {"dflash", "fixed:5"}) {
+    SCOPED_TRACE(mode);
+    const nlohmann::json spec = Json("generate" + common + mode);
+    ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie, " --weights int8");
+  }
+  testing::CommandResult r = RunDscale("generate" + common + "dflash --device cuda");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--weights int8: the int8 kernels run on the CPU only"), std::string::npos)
+      << r.out;
+  r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --weights int4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("int4"), std::string::npos) << r.out;
 }
 
 TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
