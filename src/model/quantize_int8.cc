@@ -23,7 +23,8 @@ void QuantizeGroup(const float* w, int64_t n, int8_t* q, float* scale) {
     // s is 0 only for an all-zero group (or one whose largest weight is below 127 times the
     // smallest subnormal): every value rounds to 0 there. The clamp catches w / s reaching
     // 127.5 through the rounding of s.
-    const float v = s == 0.0f ? 0.0f : std::round(w[i] / s);
+    // nearbyint (ties to even) compiles to one instruction; std::round is a library call.
+    const float v = s == 0.0f ? 0.0f : std::nearbyint(w[i] / s);
     q[i] = static_cast<int8_t>(std::clamp(v, -kInt8Max, kInt8Max));
   }
 }

@@ -3,7 +3,7 @@
 // values with an f32 scale per 32 consecutive inputs of each output row (kernels/cpu/gemm_int8.h
 // says why that granularity and why f32 scales).
 //
-// Per group: s = max|w| / 127 and q = round(w / s) (halves away from zero), so every weight is
+// Per group: s = max|w| / 127 and q = w / s rounded to nearest (ties to even), so every weight is
 // within s/2 (plus float rounding) of its dequantised value fl(q · s) and the group's largest
 // weight maps to ±127; an all-zero group gets s = 0 and q = 0. A row whose length is not a
 // multiple of 32 ends in a shorter group with a scale of its own.

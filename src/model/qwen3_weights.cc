@@ -130,6 +130,17 @@ Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& c, const TensorReader& 
   };
   Qwen3Weights w;
   DSCALE_ASSIGN_OR_RETURN(w.embed, read(kQwen3EmbedName, {c.vocab_size, c.hidden_size}));
+  if (int8) {
+    // The LM head first, so that its source's pages leave resident memory before the layers'
+    // copies arrive: the peak is the int8 model plus one layer's source, not plus the head's.
+    WeightMatrix head = w.embed;
+    if (!c.tie_word_embeddings) {
+      DSCALE_ASSIGN_OR_RETURN(head, read(kQwen3LmHeadName, {c.vocab_size, c.hidden_size}));
+      drop(kQwen3LmHeadName);
+    }
+    w.lm_head = QuantizeInt8(head);
+    drop(kQwen3EmbedName);  // lookups fault in only the rows they read
+  }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     DSCALE_ASSIGN_OR_RETURN(Qwen3LayerWeights lw, LoadDecoderLayer(c, kQwen3Prefix, layer, read));
     if (int8) {
@@ -139,12 +150,8 @@ Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& c, const TensorReader& 
     w.layers.push_back(std::move(lw));
   }
   DSCALE_ASSIGN_OR_RETURN(w.final_norm, ReadValues(read, {kQwen3FinalNormName, {c.hidden_size}}));
-  if (!c.tie_word_embeddings) {
+  if (!c.tie_word_embeddings && !int8) {
     DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kQwen3LmHeadName, {c.vocab_size, c.hidden_size}));
-  }
-  if (int8) {
-    w.lm_head = QuantizeInt8(w.LmHead());
-    drop(c.tie_word_embeddings ? kQwen3EmbedName : kQwen3LmHeadName);
   }
   return w;
 }

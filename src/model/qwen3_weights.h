@@ -80,15 +80,16 @@ Result<WeightsMode> ParseWeightsMode(std::string_view name);
 
 struct WeightsLoad {
   WeightsMode mode = WeightsMode::kAsStored;
-  // kInt8: called with the name of every tensor the loader has made its own copy of (and of a
-  // tied embedding, whose copy is the LM head's), so a memory-mapped checkpoint can drop those
-  // pages from the process's resident memory (Checkpoint::DropResident). May be empty.
+  // kInt8: called with the name of every tensor the loader has made its own copy of, and of the
+  // embedding (whose lookups fault in only the rows they read), so a memory-mapped checkpoint
+  // can drop those pages from the process's resident memory (Checkpoint::DropResident). May be
+  // empty.
   std::function<void(const std::string& name)> drop_resident;
 };
 
 // Reads every tensor of Qwen3TensorShapes(config) through `read` and lays them out; with
-// WeightsMode::kInt8 each layer's projections are quantised as soon as the layer is read, so a
-// checkpoint's pages need not all be resident at once.
+// WeightsMode::kInt8 the LM head and then each layer's projections are quantised as soon as they
+// are read, so a checkpoint's pages need not all be resident at once.
 Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& config, const TensorReader& read,
                                       const WeightsLoad& how = {});
 // Reads one decoder layer's tensors (DecoderLayerShapes) and lays them out.
