@@ -14,8 +14,13 @@ namespace dscale::cpu {
 namespace {
 
 // The tiling constants follow LinearBf16's (gemm_bf16.cc), which measured them.
-// Weight rows (outputs) that share one pass over the inputs.
+// Weight rows (outputs) that share one pass over the inputs in tiles of several rows.
 constexpr int64_t kOutGroup = 4;
+// Outputs of a one-row tile: eight weight streams in flight instead of four made one row of a
+// Qwen3-1.7B layer 10% faster (AVX-512, 2 threads), where four suffice for BF16.
+constexpr int64_t kRowOuts = 8;
+// Outputs per unit of work the threads share: one one-row tile, or two of the other tiles.
+constexpr int64_t kOutBlock = 8;
 // Below this many weights a call runs on one thread: a fork/join would cost more than the work.
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Bytes of one f32 weight panel of the many-row path (stays in cache while sgemm runs).
@@ -94,8 +99,8 @@ void TiledPortable(const float* x, const int8_t* w, const float* scales, float* 
   }
 }
 
-// ---- AVX2 + FMA: 8 lanes, the tile shapes of LinearBf16's AVX2 variant (4 outputs × 1-2 rows;
-// 2 outputs × 6 rows from 6 rows on).
+// ---- AVX2 + FMA: 8 lanes. Tiles of 4 outputs × 2 rows, and 2 outputs × 6 rows from 6 rows on
+// (LinearBf16's AVX2 shapes); an odd last row in tiles of 8 outputs × 1 row.
 
 #define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
@@ -116,8 +121,8 @@ DSCALE_AVX2 inline float Sum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
 }
 
-// kRows rows of x (row r at x + r·in) against kOuts weight rows from `wo` (scales from `so`);
-// y[r·out + g] gets output g of row r.
+// kRows ≥ 2 rows of x (row r at x + r·in) against kOuts weight rows from `wo` (scales from
+// `so`); y[r·out + g] gets output g of row r.
 template <int kRows, int kOuts>
 DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const float* so, int64_t in, float* y,
                           int64_t out, bool accumulate) {
@@ -130,24 +135,6 @@ DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const float* so, int
   }
   const auto group = [&](int64_t group) DSCALE_AVX2 {
     const int64_t k0 = group * kInt8GroupSize;
-    if constexpr (kRows == 1) {
-      // One row (decoding): each output's partial sum over the group is scaled, not its
-      // weights — an FMA per group instead of a multiply per 8 weights (see TileAvx512).
-      __m256 xv[kInt8GroupSize / 8];
-      DSCALE_UNROLL
-      for (int j = 0; j < kInt8GroupSize / 8; ++j) xv[j] = _mm256_loadu_ps(x + k0 + 8 * j);
-      DSCALE_UNROLL
-      for (int g = 0; g < kOuts; ++g) {
-        const int8_t* wg = wo + g * in + k0;
-        __m256 part = _mm256_mul_ps(WidenInt8x8(wg), xv[0]);
-        DSCALE_UNROLL
-        for (int j = 1; j < kInt8GroupSize / 8; ++j) {
-          part = _mm256_fmadd_ps(WidenInt8x8(wg + 8 * j), xv[j], part);
-        }
-        acc[0][g] = _mm256_fmadd_ps(part, _mm256_broadcast_ss(so + g * groups + group), acc[0][g]);
-      }
-      return;
-    }
     DSCALE_UNROLL
     for (int64_t j = 0; j < kInt8GroupSize; j += 8) {
       __m256 wv[kOuts];
@@ -181,32 +168,80 @@ DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const float* so, int
   }
 }
 
+// One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g. The
+// group's partial sums are scaled, not its weights (see RowAvx512).
+template <int kOuts>
+DSCALE_AVX2 void RowAvx2(const float* x, const int8_t* wo, const float* so, int64_t in, float* y,
+                         bool accumulate) {
+  const int64_t groups = Int8Groups(in), full = in / kInt8GroupSize;
+  __m256 acc[kOuts];
+  DSCALE_UNROLL
+  for (int g = 0; g < kOuts; ++g) acc[g] = _mm256_setzero_ps();
+  const auto group = [&](int64_t group) DSCALE_AVX2 {
+    const int64_t k0 = group * kInt8GroupSize;
+    __m256 xv[kInt8GroupSize / 8];
+    DSCALE_UNROLL
+    for (int j = 0; j < kInt8GroupSize / 8; ++j) xv[j] = _mm256_loadu_ps(x + k0 + 8 * j);
+    DSCALE_UNROLL
+    for (int g = 0; g < kOuts; ++g) {
+      const int8_t* wg = wo + g * in + k0;
+      __m256 part = _mm256_mul_ps(WidenInt8x8(wg), xv[0]);
+      DSCALE_UNROLL
+      for (int j = 1; j < kInt8GroupSize / 8; ++j) {
+        part = _mm256_fmadd_ps(WidenInt8x8(wg + 8 * j), xv[j], part);
+      }
+      acc[g] = _mm256_fmadd_ps(part, _mm256_broadcast_ss(so + g * groups + group), acc[g]);
+    }
+  };
+  int64_t grp = 0;
+  for (; grp + 2 <= full; grp += 2) {
+    Prefetch<kOuts>(wo, so, in, groups, grp);
+    group(grp);
+    group(grp + 1);
+  }
+  if (grp < full) group(grp++);
+  DSCALE_UNROLL
+  for (int g = 0; g < kOuts; ++g) {
+    const float sum =
+        Sum8(acc[g]) + TailDot(wo + g * in, so + g * groups, x, full * kInt8GroupSize, in);
+    Put(y + g, sum, accumulate);
+  }
+}
+
 DSCALE_AVX2 void TiledAvx2(const float* x, const int8_t* w, const float* scales, float* y,
                            int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t o_begin,
                            int64_t o_end) {
   const int64_t groups = Int8Groups(in);
+  const int64_t paired = rows - rows % 2;  // in tiles of 2 or 6 rows; an odd last row alone
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const int8_t* wo = w + o * in;
     const float* so = scales + o * groups;
     int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) {
+    for (; r + 6 <= paired; r += 6) {
       TileAvx2<6, 2>(x + r * in, wo, so, in, y + r * out + o, out, accumulate);
       TileAvx2<6, 2>(x + r * in, wo + 2 * in, so + 2 * groups, in, y + r * out + o + 2, out,
                      accumulate);
     }
-    for (; r + 2 <= rows; r += 2) {
+    for (; r + 2 <= paired; r += 2) {
       TileAvx2<2, kOutGroup>(x + r * in, wo, so, in, y + r * out + o, out, accumulate);
     }
-    for (; r < rows; ++r) {
-      TileAvx2<1, kOutGroup>(x + r * in, wo, so, in, y + r * out + o, out, accumulate);
-    }
   }
-  TiledPortable(x, w, scales, y, rows, in, out, accumulate, o, o_end);
+  TiledPortable(x, w, scales, y, paired, in, out, accumulate, o, o_end);
+  if (paired == rows) return;
+  const float* xr = x + paired * in;
+  float* yr = y + paired * out;
+  for (o = o_begin; o + kRowOuts <= o_end; o += kRowOuts) {
+    RowAvx2<kRowOuts>(xr, w + o * in, scales + o * groups, in, yr + o, accumulate);
+  }
+  for (; o + kOutGroup <= o_end; o += kOutGroup) {
+    RowAvx2<kOutGroup>(xr, w + o * in, scales + o * groups, in, yr + o, accumulate);
+  }
+  TiledPortable(xr, w, scales, yr, 1, in, out, accumulate, o, o_end);
 }
 
-// ---- AVX-512: 16 lanes; tiles of 4 outputs × up to 6 rows (24 accumulators of the 32
-// registers; the scales are broadcast from memory into the multiply).
+// ---- AVX-512: 16 lanes; tiles of 4 outputs × 2, 4 or 6 rows (up to 24 accumulators of the 32
+// registers), and an odd last row in tiles of 8 outputs × 1 row.
 
 #define DSCALE_AVX512 __attribute__((target("avx512f,avx512bw")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
@@ -226,6 +261,7 @@ DSCALE_AVX512 inline __m512 LoadInt8x16(const int8_t* p, float scale) {
   return _mm512_mul_ps(WidenInt8x16(p), _mm512_set1_ps(scale));
 }
 
+// kRows ≥ 2 rows of x (row r at x + r·in) against 4 weight rows from `wo` (scales from `so`).
 template <int kRows>
 DSCALE_AVX512 void TileAvx512(const float* x, const int8_t* wo, const float* so, int64_t in,
                               float sums[kRows][kOutGroup]) {
@@ -238,21 +274,6 @@ DSCALE_AVX512 void TileAvx512(const float* x, const int8_t* wo, const float* so,
   }
   const auto group = [&](int64_t group) DSCALE_AVX512 {
     const int64_t k0 = group * kInt8GroupSize;
-    if constexpr (kRows == 1) {
-      // One row (decoding): scaling the widened weights would cost a multiply per 16 weights
-      // with no other row to share it; each output's partial sum over the group is scaled
-      // instead, inside the FMA that adds it up. Measured 9% faster at one row of a Qwen3-1.7B
-      // layer, which then reads its weights as fast as the BF16 tile reads its own.
-      const __m512 x0 = _mm512_loadu_ps(x + k0), x1 = _mm512_loadu_ps(x + k0 + 16);
-      DSCALE_UNROLL
-      for (int g = 0; g < kOutGroup; ++g) {
-        const int8_t* wg = wo + g * in + k0;
-        const __m512 part =
-            _mm512_fmadd_ps(WidenInt8x16(wg + 16), x1, _mm512_mul_ps(WidenInt8x16(wg), x0));
-        acc[0][g] = _mm512_fmadd_ps(part, _mm512_set1_ps(so[g * groups + group]), acc[0][g]);
-      }
-      return;
-    }
     DSCALE_UNROLL
     for (int64_t j = 0; j < kInt8GroupSize; j += 16) {
       __m512 wv[kOutGroup];
@@ -296,21 +317,68 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const int8_t* wo, const float* so,
   }
 }
 
+// One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g.
+// Scaling the widened weights would cost a multiply per 16 weights with no other row to share
+// it, so each output's partial sum over a group is scaled instead, inside the FMA that adds it
+// up: 9% faster at one row of a Qwen3-1.7B layer, as fast per byte as the BF16 tiles.
+template <int kOuts>
+DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const float* so, int64_t in,
+                             float* y, bool accumulate) {
+  const int64_t groups = Int8Groups(in), full = in / kInt8GroupSize;
+  __m512 acc[kOuts];
+  DSCALE_UNROLL
+  for (int g = 0; g < kOuts; ++g) acc[g] = _mm512_setzero_ps();
+  const auto group = [&](int64_t group) DSCALE_AVX512 {
+    const int64_t k0 = group * kInt8GroupSize;
+    const __m512 x0 = _mm512_loadu_ps(x + k0), x1 = _mm512_loadu_ps(x + k0 + 16);
+    DSCALE_UNROLL
+    for (int g = 0; g < kOuts; ++g) {
+      const int8_t* wg = wo + g * in + k0;
+      const __m512 part =
+          _mm512_fmadd_ps(WidenInt8x16(wg + 16), x1, _mm512_mul_ps(WidenInt8x16(wg), x0));
+      acc[g] = _mm512_fmadd_ps(part, _mm512_set1_ps(so[g * groups + group]), acc[g]);
+    }
+  };
+  int64_t grp = 0;
+  for (; grp + 2 <= full; grp += 2) {
+    Prefetch<kOuts>(wo, so, in, groups, grp);
+    group(grp);
+    group(grp + 1);
+  }
+  if (grp < full) group(grp++);
+  DSCALE_UNROLL
+  for (int g = 0; g < kOuts; ++g) {
+    const float sum = _mm512_reduce_add_ps(acc[g]) +
+                      TailDot(wo + g * in, so + g * groups, x, full * kInt8GroupSize, in);
+    Put(y + g, sum, accumulate);
+  }
+}
+
 DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const float* scales, float* y,
                                int64_t rows, int64_t in, int64_t out, bool accumulate,
                                int64_t o_begin, int64_t o_end) {
   const int64_t groups = Int8Groups(in);
+  const int64_t paired = rows - rows % 2;  // in tiles of 2 to 6 rows; an odd last row alone
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const int8_t* wo = w + o * in;
     const float* so = scales + o * groups;
     int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) RowsAvx512<6>(x, wo, so, y, in, out, accumulate, r, o);
-    for (; r + 4 <= rows; r += 4) RowsAvx512<4>(x, wo, so, y, in, out, accumulate, r, o);
-    for (; r + 2 <= rows; r += 2) RowsAvx512<2>(x, wo, so, y, in, out, accumulate, r, o);
-    for (; r < rows; ++r) RowsAvx512<1>(x, wo, so, y, in, out, accumulate, r, o);
+    for (; r + 6 <= paired; r += 6) RowsAvx512<6>(x, wo, so, y, in, out, accumulate, r, o);
+    for (; r + 4 <= paired; r += 4) RowsAvx512<4>(x, wo, so, y, in, out, accumulate, r, o);
+    for (; r + 2 <= paired; r += 2) RowsAvx512<2>(x, wo, so, y, in, out, accumulate, r, o);
   }
-  TiledPortable(x, w, scales, y, rows, in, out, accumulate, o, o_end);
+  TiledPortable(x, w, scales, y, paired, in, out, accumulate, o, o_end);
+  if (paired == rows) return;
+  const float* xr = x + paired * in;
+  float* yr = y + paired * out;
+  for (o = o_begin; o + kRowOuts <= o_end; o += kRowOuts) {
+    RowAvx512<kRowOuts>(xr, w + o * in, scales + o * groups, in, yr + o, accumulate);
+  }
+  for (; o + kOutGroup <= o_end; o += kOutGroup) {
+    RowAvx512<kOutGroup>(xr, w + o * in, scales + o * groups, in, yr + o, accumulate);
+  }
+  TiledPortable(xr, w, scales, yr, 1, in, out, accumulate, o, o_end);
 }
 
 #pragma GCC diagnostic pop
@@ -336,15 +404,15 @@ Int8Isa BestIsa() {
   return best;
 }
 
-// The threads split the output columns in whole groups. (The variants take y's row stride where
-// they name it `out`.)
+// The threads split the output columns in blocks of kOutBlock. (The variants take y's row stride
+// where they name it `out`.)
 void RunTiled(TiledFn fn, const float* x, const int8_t* w, const float* scales, float* y,
               int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
-  const int64_t blocks = (out + kOutGroup - 1) / kOutGroup;
+  const int64_t blocks = (out + kOutBlock - 1) / kOutBlock;
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
   for (int64_t b = 0; b < blocks; ++b) {
-    fn(x, w, scales, y, rows, in, ldy, accumulate, b * kOutGroup,
-       std::min(out, (b + 1) * kOutGroup));
+    fn(x, w, scales, y, rows, in, ldy, accumulate, b * kOutBlock,
+       std::min(out, (b + 1) * kOutBlock));
   }
 }
 
@@ -407,8 +475,10 @@ std::string_view Int8IsaName(Int8Isa isa) {
 }
 
 int64_t LinearInt8TiledRowLimit(Int8Isa isa) {
-  // Where the tiles stop beating f32 panels + OpenBLAS (linear_bf16_bench --weights int8 on the
-  // 2-vCPU EPYC of docs/BENCHMARKS.md, Qwen3-1.7B and 8B layers).
+  // LinearBf16's limits: from a few rows on, both kinds of tile are compute-bound at about the
+  // same cost per weight vector (the int8 tiles spend one multiply more, shared by their rows),
+  // and widening or dequantising a panel for sgemm costs about the same, so the crossover is at
+  // the same row count (linear_bf16_bench --int8-variants 1, Qwen3-1.7B layer, 2-vCPU EPYC).
   switch (isa) {
     case Int8Isa::kAvx512:
       return 128;
