@@ -28,10 +28,12 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "machine_limits.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/openblas_kernels.h"
 #include "model/quantize_int8.h"
 
 namespace dscale {
@@ -84,36 +86,6 @@ std::vector<Matrix> LayerMatrices(const LayerShape& s) {
 
 double SecondsPerCall(const std::function<void()>& call) {
   return bench::MedianSecondsPerCall(call, 0.2);
-}
-
-// Bytes per second all threads read when summing a 1 GiB buffer: 64-bit integer words into
-// eight independent sums per thread (associative, so the loop is limited by loads, not adds).
-double ReadBandwidth() {
-  const size_t words = (size_t{1} << 30) / sizeof(uint64_t);
-  std::vector<uint64_t> buffer(words, 1);
-  volatile uint64_t sink = 0;
-  const double s = SecondsPerCall([&] {
-    uint64_t total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static)
-    for (size_t block = 0; block < words / 8; ++block) {
-      const uint64_t* p = buffer.data() + block * 8;
-      total += (p[0] + p[1]) + (p[2] + p[3]) + (p[4] + p[5]) + (p[6] + p[7]);
-    }
-    sink = total;
-  });
-  (void)sink;
-  return static_cast<double>(words * sizeof(uint64_t)) / s;
-}
-
-// FLOP/s of OpenBLAS sgemm on 1024 × 2048 × 2048.
-double SgemmRate() {
-  const int m = 1024, k = 2048, n = 2048;
-  std::vector<float> a(size_t{m} * k, 0.5f), b(size_t{k} * n, 0.25f), c(size_t{m} * n);
-  const double s = SecondsPerCall([&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k,
-                0.0f, c.data(), n);
-  });
-  return 2.0 * m * n * k / s;
 }
 
 struct Args {
@@ -208,12 +180,12 @@ void Run(const Args& args) {
     widest_in = std::max(widest_in, m.in);
     widest_out = std::max(widest_out, m.out);
   }
-  const double bandwidth = ReadBandwidth();
-  const double sgemm = SgemmRate();
+  const double bandwidth = bench::ReadBandwidth();
+  const double sgemm = bench::SgemmRate();
   std::printf("%s layer projections: %.1f M weights (%.0f MB BF16); %d threads\n", shape.name,
               params / 1e6, params * 2 / 1e6, omp_get_max_threads());
-  std::printf("machine: read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s\n\n", bandwidth / 1e9,
-              sgemm / 1e9);
+  std::printf("machine: read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s kernels)\n\n",
+              bandwidth / 1e9, sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
 
   std::vector<float> x(args.max_rows * widest_in), y(args.max_rows * widest_out);
   std::mt19937 rng(2);
@@ -280,6 +252,7 @@ void Run(const Args& args) {
 }  // namespace dscale
 
 int main(int argc, char** argv) {
+  dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
   dscale::Run(dscale::ParseArgs(argc, argv));
   return 0;
 }

@@ -45,7 +45,26 @@ void AddThreadsOption(CLI::App* cmd) {
            openblas_set_num_threads(threads);
          },
          "Threads for the CPU kernels (default: OMP_NUM_THREADS, else one per core)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
+}
+
+CLI::Validator AtLeast(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        int64_t value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "expected a whole number, got " + text;
+        if (value < min) return "must be at least " + std::to_string(min) + ", got " + text;
+        return {};
+      },
+      "INT>=" + std::to_string(min));
+}
+
+void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype) {
+  cmd->add_option_function<std::string>(
+         "--kv-dtype", [dtype](const std::string& name) { *dtype = *KvDtypeFromName(name); },
+         "How the KV cache stores K and V: bf16 (half the memory of f32) or f32")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->default_str(std::string(KvDtypeName(*dtype)));
 }
 
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {

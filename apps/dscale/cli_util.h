@@ -6,10 +6,12 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/kv_dtype.h"
 #include "model/qwen3_weights.h"
 
 namespace CLI {
 class App;
+class Validator;
 }  // namespace CLI
 
 namespace dscale::cli {
@@ -20,9 +22,6 @@ Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::str
 // Prints "dscale <command>: <message>" to stderr and returns exit code 1.
 int ReportError(const std::string& command, const Status& status);
 
-// The KV capacity a batch command runs with: `flag` (--kv-tokens) when positive, else what
-// `concurrency` of `prompts` at once need with `max_tokens` outputs and drafting blocks of
-// `block` positions (engine/kv_budget.h), so memory follows the requests.
 // --threads N: the threads every CPU kernel uses — one OpenMP pool, which the OpenMP build of
 // OpenBLAS shares (default: OMP_NUM_THREADS, else one per core). Applied while parsing, before
 // any model loads.
@@ -32,6 +31,17 @@ void AddThreadsOption(CLI::App* cmd);
 // default as-stored). Another value is a usage error naming the accepted ones.
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 
+// --kv-dtype bf16|f32: how the host KV caches (the target's and the drafter's) store K and V
+// into `dtype`; bf16 (the default) takes half of f32's memory and attention bandwidth.
+void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype);
+
+// A whole number of at least `min`, refused with "must be at least MIN, got TEXT" (CLI11's own
+// PositiveNumber names its upper bound, the largest double, in 300 digits).
+CLI::Validator AtLeast(int64_t min);
+
+// The KV capacity a batch command runs with: `flag` (--kv-tokens) when positive, else what
+// `concurrency` of `prompts` at once need with `max_tokens` outputs and drafting blocks of
+// `block` positions (engine/kv_budget.h), so memory follows the requests.
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
                            int32_t concurrency, int32_t max_tokens, int32_t block);
 

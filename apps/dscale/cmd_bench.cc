@@ -41,6 +41,7 @@ struct BenchArgs {
   std::string tile_routing = "auto";
   std::string device = kDefaultDevice;
   WeightsMode weights = WeightsMode::kAsStored;
+  KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
   uint64_t seed = 0;
@@ -150,7 +151,8 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
   const bench::InProcessModels models{.target = &m.placed->target(),
                                       .drafter = m.placed->drafter(),
                                       .predictor = m.predictor ? &*m.predictor : nullptr,
-                                      .verify_budget = a.verify_budget};
+                                      .verify_budget = a.verify_budget,
+                                      .kv_dtype = a.kv_dtype};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};
@@ -202,7 +204,8 @@ nlohmann::json ConfigJson(const BenchArgs& a) {
           {"verify_budget", a.verify_budget},
           {"tile_routing", a.tile_routing},
           {"device", a.url.empty() ? a.device : "server"},
-          {"weights", a.url.empty() ? std::string(WeightsModeName(a.weights)) : "server"}};
+          {"weights", a.url.empty() ? std::string(WeightsModeName(a.weights)) : "server"},
+          {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"}};
 }
 
 Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agreement>& agreement,
@@ -299,23 +302,24 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   AddDeviceOption(cmd, &a->device);
   AddWeightsOption(cmd, &a->weights);
   AddThreadsOption(cmd);
+  AddKvDtypeOption(cmd, &a->kv_dtype);
 }
 
 void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--warmup", a->warmup, "Warm-up requests per cell")
-      ->check(CLI::NonNegativeNumber)
+      ->check(AtLeast(0))
       ->capture_default_str();
   cmd->add_option("--requests", a->requests, "Measured requests per cell")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--distinct", a->distinct, "Distinct prompts per dataset at most")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--max-tokens", a->max_tokens, "Output cap")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Repetitions per cell (median and spread reported)")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Manifest order and sampling seeds")->capture_default_str();

@@ -28,6 +28,7 @@ struct CollectArgs {
   int32_t concurrency = 16;
   int32_t max_tokens = 256;
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
+  KvDtype kv_dtype = KvDtype::kBf16;
   uint64_t projection_seed = 1;
   WeightsMode weights = WeightsMode::kAsStored;
 };
@@ -107,7 +108,8 @@ int RunCollect(const CollectArgs& args) {
   EngineConfig config{.policy = LengthPolicy{.mode = SpecMode::kDFlash},
                       .max_running = args.concurrency,
                       .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
-                                                      args.max_tokens, drafter->block_size())};
+                                                      args.max_tokens, drafter->block_size()),
+                      .kv_dtype = args.kv_dtype};
   config.on_step = [&collector](const StepRecord& step) { collector.Record(step); };
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*target, &*drafter, std::move(config));
   if (!engine.ok()) return fail(engine.status());
@@ -142,13 +144,14 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   AddWeightsOption(cmd, &args->weights);
   AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->add_option("--projection-seed", args->projection_seed, "Seed of the fixed projections")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunCollect(*args); });

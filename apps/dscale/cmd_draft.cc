@@ -18,6 +18,7 @@ struct DraftArgs {
   std::string target;
   std::string drafter;
   std::string ids;
+  KvDtype kv_dtype = KvDtype::kBf16;
 };
 
 int RunDraft(const DraftArgs& args) {
@@ -31,7 +32,8 @@ int RunDraft(const DraftArgs& args) {
   const auto n = static_cast<int32_t>(ids->size());
   const int32_t block = drafter->block_size();
   constexpr int32_t kPageSize = 16;
-  PagedKvCache cache(target->KvShape(kPageSize, (n + block + kPageSize - 1) / kPageSize));
+  PagedKvCache cache(
+      target->KvShape(kPageSize, (n + block + kPageSize - 1) / kPageSize).WithDtype(args.kv_dtype));
   drafter->Bind(cache);
   const int32_t seq = cache.AddSequence();
   if (Status s = cache.Reserve(seq, n + block); !s.ok()) return ReportError("draft", s);
@@ -72,6 +74,7 @@ void RegisterDraftCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
   cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory")->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids")->required();
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->callback([args, exit_code] { *exit_code = RunDraft(*args); });
 }
 

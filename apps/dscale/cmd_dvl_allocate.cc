@@ -7,7 +7,6 @@
 //           and must lie in [N, 16 · N].
 //   output  {"seed": [...], "k": [...], "offsets": [...], "budget": M, "updates": |Δ₀|}
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 #include "commands.h"
 #include "core/status.h"
 #include "dvl/budget_allocator.h"
+#include "io/file_util.h"
 
 namespace dscale::cli {
 namespace {
@@ -33,16 +33,22 @@ struct AllocateRequest {
   int64_t budget = -1;  // −1: from the fraction
 };
 
+// Inputs are read whole, and bounded: a regular file of at most kMaxInputBytes, or that many
+// bytes of standard input.
+constexpr size_t kMaxInputBytes = size_t{256} << 20;
+
 Result<std::string> ReadText(const std::string& path) {
-  std::ostringstream text;
-  if (path == "-") {
-    text << std::cin.rdbuf();
-    return text.str();
+  if (path != "-") return ReadFileToString(path, kMaxInputBytes);
+  std::string text;
+  char chunk[1 << 16];
+  while (std::cin.read(chunk, sizeof(chunk)) || std::cin.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(std::cin.gcount()));
+    if (text.size() > kMaxInputBytes) {
+      return DataLoss("standard input: more than the " + std::to_string(kMaxInputBytes) +
+                      "-byte limit");
+    }
   }
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open");
-  text << in.rdbuf();
-  return text.str();
+  return text;
 }
 
 Status ParseProbRow(const nlohmann::json& row, size_t i, std::vector<float>* probs) {

@@ -37,6 +37,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   int32_t concurrency = 1;
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
+  KvDtype kv_dtype = KvDtype::kBf16;
   std::string predictor;
   double verify_budget = 0.5;
   bool tile_routing = true;
@@ -158,6 +159,7 @@ int RunGenerate(const GenerateArgs& args) {
                       .max_running = args.concurrency,
                       .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
                                                       args.max_tokens, block),
+                      .kv_dtype = args.kv_dtype,
                       .tile_routing = args.tile_routing,
                       .predictor = predictor->has_value() ? &**predictor : nullptr,
                       .verify_budget = args.verify_budget};
@@ -217,18 +219,19 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--raw", args->prompts.raw, "Encode text prompts as is, without the chat template");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable)");
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens to generate at most")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--top-p", args->top_p, "Nucleus mass")->capture_default_str();
   cmd->add_option("--top-k", args->top_k, "0: off")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->add_option("--predictor", args->predictor, "DVL predictor file (for --spec dscale)");
   cmd->add_option("--verify-budget", args->verify_budget,
                   "dscale: verified rows per step as a fraction of W·N")

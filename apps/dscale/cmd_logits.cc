@@ -16,6 +16,7 @@ struct LogitsArgs {
   std::string model;
   std::string ids;
   WeightsMode weights = WeightsMode::kAsStored;
+  KvDtype kv_dtype = KvDtype::kBf16;
 };
 
 int RunLogits(const LogitsArgs& args) {
@@ -26,7 +27,8 @@ int RunLogits(const LogitsArgs& args) {
 
   const auto n = static_cast<int32_t>(ids->size());
   constexpr int32_t kPageSize = 16;
-  PagedKvCache cache(model->KvShape(kPageSize, (n + kPageSize - 1) / kPageSize));
+  PagedKvCache cache(
+      model->KvShape(kPageSize, (n + kPageSize - 1) / kPageSize).WithDtype(args.kv_dtype));
   const int32_t seq = cache.AddSequence();
   if (Status s = cache.Reserve(seq, n); !s.ok()) return ReportError("logits", s);
   PackedBatch batch;
@@ -54,6 +56,7 @@ void RegisterLogitsCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", args->model, "Checkpoint directory")->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
   AddWeightsOption(cmd, &args->weights);
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
 }
 

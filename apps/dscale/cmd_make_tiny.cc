@@ -97,7 +97,7 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--tie", c.tie_word_embeddings, "Tie lm_head to the embedding");
   cmd->add_option("--drafter-out", args->drafter_out, "Also write a matching DFlash drafter here");
   cmd->add_option("--draft-layers", args->draft_layers, "Drafter layers")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "Drafter block size W")
       ->check(CLI::Range(2, 64))

@@ -2,7 +2,8 @@
 //
 // Threads: the HTTP workers (parse, tokenize, relay output), one engine thread (owns the model,
 // KV cache and scheduler), and one signal thread. SIGTERM or SIGINT drains: new requests get
-// 503, in-flight requests finish, then the process exits 0. A second signal exits at once.
+// 503, in-flight requests finish, then the process exits 0; a second signal, or a drain longer
+// than --drain-timeout, exits at once with status 1.
 
 #include <signal.h>
 #include <unistd.h>
@@ -32,6 +33,10 @@
 namespace dscale::cli {
 namespace {
 
+inline constexpr int32_t kMaxRunning = 1024;
+inline constexpr int32_t kMaxQueue = 16384;
+inline constexpr int32_t kMaxHttpThreads = kMaxRunning + kMaxQueue + 16;
+
 struct ServeArgs {
   std::string target;
   std::string drafter;
@@ -45,8 +50,11 @@ struct ServeArgs {
   int32_t max_queue = 256;
   int32_t http_threads = 0;
   int64_t kv_tokens = 0;  // 0: ServeKvTokens
+  KvDtype kv_dtype = KvDtype::kBf16;
   int32_t default_max_tokens = 256;
   int64_t max_body_bytes = 8 << 20;
+  int32_t drain_timeout_s = 30;
+  bool reuse_port = false;
   bool tile_routing = true;
   std::string device = kDefaultDevice;
   WeightsMode weights = WeightsMode::kAsStored;
@@ -113,8 +121,9 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
 Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
   if (args.kv_tokens > 0) return args.kv_tokens;
   TargetModel& target = m.placed->target();
-  DSCALE_ASSIGN_OR_RETURN(const int64_t fit,
-                          KvTokensThatFit(KvBytesPerPosition(target, m.placed->drafter()), 0.9));
+  DSCALE_ASSIGN_OR_RETURN(
+      const int64_t fit,
+      KvTokensThatFit(KvBytesPerPosition(target, m.placed->drafter(), args.kv_dtype), 0.9));
   const int64_t full = int64_t{args.max_running} * target.config().max_position_embeddings;
   return std::min(full, fit);
 }
@@ -128,10 +137,12 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   }
   const Tokenizer& tokenizer = *m.tokenizer;
   DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, m));
-  std::printf("dscale serve: KV cache of %lld positions\n", static_cast<long long>(kv_tokens));
+  std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
+              std::string(KvDtypeName(args.kv_dtype)).c_str());
   EngineConfig config{.policy = m.policy,
                       .max_running = args.max_running,
                       .kv_tokens = kv_tokens,
+                      .kv_dtype = args.kv_dtype,
                       .tile_routing = args.tile_routing,
                       .predictor = m.predictor ? &*m.predictor : nullptr,
                       .decode_text = [&tokenizer](std::span<const int32_t> ids) {
@@ -140,23 +151,54 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   return Engine::Create(m.placed->target(), m.placed->drafter(), std::move(config));
 }
 
-// Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server.
-// `ended` set before the signal: the server stopped by itself and the signal only wakes us.
+// A server whose KV cache (or context length) cannot hold a one-token prompt with
+// --default-max-tokens would refuse every request: an error at start-up instead.
+Status CheckServesOneRequest(const Engine& engine, const ServeArgs& args) {
+  GenerationParams smallest;
+  smallest.max_tokens = args.default_max_tokens;
+  const std::vector<int32_t> one_token = {0};
+  if (Status s = engine.CheckRequest(one_token, smallest); !s.ok()) {
+    return InvalidArgument("the server could not run even a one-token prompt with "
+                           "--default-max-tokens " +
+                           std::to_string(args.default_max_tokens) + ": " + s.message() +
+                           " (raise --kv-tokens or lower --default-max-tokens)");
+  }
+  return Status::Ok();
+}
+
+// Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server, until
+// the main thread has finished serving (`ended`). A second signal, or a drain that outlasts
+// `drain_timeout`, exits at once with status 1: a slow client can hold a worker thread, and
+// with it the server's stop, for as long as it likes. `ended` set before any signal: the server
+// stopped by itself and the signal only wakes us.
 void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::EngineLoop& loop,
-                   const std::atomic<bool>& ended) {
+                   const std::atomic<bool>& ended, std::chrono::seconds drain_timeout) {
   int signal = 0;
   if (sigwait(&signals, &signal) != 0 || ended) return;
-  std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s)\n", signal,
-               loop.in_flight());
+  std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s) (at most %lld s)\n",
+               signal, loop.in_flight(), static_cast<long long>(drain_timeout.count()));
   http.BeginDrain();
+  const auto deadline = std::chrono::steady_clock::now() + drain_timeout;
   const timespec tick{.tv_sec = 0, .tv_nsec = 20'000'000};
-  while (loop.in_flight() > 0 || http.open_responses() > 0) {
+  bool stopping = false;
+  while (!ended) {
+    if (!stopping && loop.in_flight() == 0 && http.open_responses() == 0) {
+      http.Stop();  // returns at once; serving ends once the worker threads are done
+      stopping = true;
+    }
     if (sigtimedwait(&signals, nullptr, &tick) > 0) {
       std::fprintf(stderr, "dscale serve: second signal: exiting without draining\n");
       std::_Exit(1);
     }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr,
+                   "dscale serve: --drain-timeout of %lld s passed with %d request(s) and %d "
+                   "response(s) unfinished: exiting\n",
+                   static_cast<long long>(drain_timeout.count()), loop.in_flight(),
+                   http.open_responses());
+      std::_Exit(1);
+    }
   }
-  http.Stop();
 }
 
 int RunServe(const ServeArgs& args) {
@@ -173,6 +215,7 @@ int RunServe(const ServeArgs& args) {
   if (Status s = LoadModels(args, &models); !s.ok()) return ReportError("serve", s);
   Result<std::unique_ptr<Engine>> engine = MakeEngine(args, models);
   if (!engine.ok()) return ReportError("serve", engine.status());
+  if (Status s = CheckServesOneRequest(**engine, args); !s.ok()) return ReportError("serve", s);
   const int32_t slots = args.max_running + args.max_queue;
   server::EngineLoop loop(**engine, *models.tokenizer, slots);
   const Engine& checker = **engine;  // CheckRequest reads only what is fixed at creation
@@ -184,11 +227,14 @@ int RunServe(const ServeArgs& args) {
       {.host = args.host,
        .port = args.port,
        .threads = args.http_threads > 0 ? args.http_threads : slots + 16,
-       .max_body_bytes = static_cast<size_t>(args.max_body_bytes)});
+       .max_body_bytes = static_cast<size_t>(args.max_body_bytes),
+       .reuse_port = args.reuse_port});
   if (Status s = http.Bind(); !s.ok()) return ReportError("serve", s);
   loop.Start();
   std::atomic<bool> ended{false};
-  std::thread signal_thread([&] { WaitForSignal(signals, http, loop, ended); });
+  std::thread signal_thread([&] {
+    WaitForSignal(signals, http, loop, ended, std::chrono::seconds(args.drain_timeout_s));
+  });
   const std::string weights = args.weights == WeightsMode::kAsStored
                                   ? ""
                                   : ", --weights " + std::string(WeightsModeName(args.weights));
@@ -198,10 +244,9 @@ int RunServe(const ServeArgs& args) {
   std::fflush(stdout);
   http.Serve();
   loop.Stop();
-  if (!http.draining()) {
-    ended = true;
-    kill(getpid(), SIGTERM);  // Serve ended on its own: wake the signal thread
-  }
+  const bool woken_by_signal = http.draining();
+  ended = true;
+  if (!woken_by_signal) kill(getpid(), SIGTERM);  // Serve ended on its own: wake the signal thread
   signal_thread.join();
   std::fprintf(stderr, "dscale serve: stopped\n");
   return 0;
@@ -224,26 +269,37 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--port", args->port, "Port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  // Every running or waiting request holds an HTTP worker thread: the bounds keep the threads
+  // (and the engine's batch) at what one process can create.
   cmd->add_option("--max-running", args->max_running, "Running requests at most (c)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, kMaxRunning))
       ->capture_default_str();
   cmd->add_option("--max-queue", args->max_queue, "Waiting requests at most; beyond: 503")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, kMaxQueue))
       ->capture_default_str();
   cmd->add_option("--http-threads", args->http_threads,
                   "HTTP worker threads (0: max-running + max-queue + 16)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, kMaxHttpThreads))
       ->capture_default_str();
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: --max-running full contexts, within "
                   "90% of the available memory)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
+  AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
+  cmd->add_option("--drain-timeout", args->drain_timeout_s,
+                  "Seconds SIGTERM / SIGINT waits for in-flight requests before exiting anyway "
+                  "(status 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400));
+  cmd->add_flag("--reuse-port", args->reuse_port,
+                "Share --port with other servers that ask for it too (SO_REUSEPORT); otherwise "
+                "a port in use is an error");
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body; beyond: 413")
-      ->check(CLI::PositiveNumber)
+      ->check(AtLeast(1))
       ->capture_default_str();
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")

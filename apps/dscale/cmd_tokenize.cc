@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "core/status.h"
+#include "io/file_util.h"
 #include "io/tokenizer/bpe_vocab.h"
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"

@@ -1,10 +1,11 @@
 #include "prompt_input.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli_util.h"
+#include "io/file_util.h"
 #include "io/tokenizer/chat_template.h"
 
 namespace dscale::cli {
@@ -61,10 +62,14 @@ Result<std::vector<int32_t>> ParseLine(const std::string& line, bool raw,
   return InvalidArgument("expected \"prompt\" (string), \"messages\" (list) or \"ids\" (list)");
 }
 
+// A --prompts file is read whole: a regular file (not a FIFO or a device) of bounded size.
+constexpr size_t kMaxPromptFileBytes = size_t{256} << 20;
+
 Result<std::vector<std::vector<int32_t>>> LoadPromptFile(const std::string& path, bool raw,
                                                          const Tokenizer* tokenizer) {
-  std::ifstream file(path);
-  if (!file) return NotFound("--prompts: cannot open " + path);
+  Result<std::string> text = ReadFileToString(path, kMaxPromptFileBytes);
+  if (!text.ok()) return text.status().WithContext("--prompts");
+  std::istringstream file(*text);
   std::vector<std::vector<int32_t>> prompts;
   std::string line;
   for (int line_number = 1; std::getline(file, line); ++line_number) {

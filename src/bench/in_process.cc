@@ -57,6 +57,7 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
   EngineConfig config{.policy = policy,
                       .max_running = concurrency,
                       .kv_tokens = std::max<int64_t>(per_request * concurrency, 1 << 12),
+                      .kv_dtype = models.kv_dtype,
                       .tile_routing = mode.tile_routing,
                       .predictor = models.predictor,
                       .verify_budget = models.verify_budget};

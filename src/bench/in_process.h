@@ -40,6 +40,7 @@ struct InProcessModels {
   Drafter* drafter = nullptr;                 // null: only the none mode can run
   const dvl::Predictor* predictor = nullptr;  // null: the dscale mode cannot run
   double verify_budget = 0.5;
+  KvDtype kv_dtype = KvDtype::kBf16;  // the engines' host KV caches
 };
 
 // Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace dscale::dvl {
 namespace {
@@ -47,6 +48,48 @@ int64_t BestShrink(const float* q, int64_t n, int width, const int32_t* k) {
     }
   }
   return best;
+}
+
+// Up to this many requests the updates scan all requests (O(N) each, no allocation: the
+// engine's batches); beyond, a heap keeps them O(log N) each, so a whole allocation is
+// O(N + |Δ| log N) however many requests there are.
+constexpr int64_t kScanMaxRequests = 256;
+
+// A request's next-slot gain (growing) or last-slot loss (shrinking).
+struct Candidate {
+  float score;
+  int64_t i;
+};
+
+// Applies the |delta| updates with a heap ordered exactly as BestGrow / BestShrink choose:
+// largest gain (smallest loss) first, the lowest index among equals. Each update changes only
+// its request's score, which is pushed again while that request can still change.
+void UpdateWithHeap(const float* q, int64_t n, int width, int64_t delta, int32_t* k) {
+  const bool grow = delta > 0;
+  const auto before = [grow](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return grow ? a.score > b.score : a.score < b.score;
+    return a.i < b.i;
+  };
+  // std::push_heap keeps the element for which `less` is never true on top: invert.
+  const auto less = [&before](const Candidate& a, const Candidate& b) { return before(b, a); };
+  const auto score = [&](int64_t i) { return grow ? q[i * width + k[i]] : q[i * width + k[i] - 1]; };
+  const auto can_change = [&](int64_t i) { return grow ? k[i] < width : k[i] > 1; };
+  std::vector<Candidate> heap;
+  heap.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (can_change(i)) heap.push_back({score(i), i});
+  }
+  std::make_heap(heap.begin(), heap.end(), less);
+  for (int64_t left = grow ? delta : -delta; left > 0; --left) {
+    std::pop_heap(heap.begin(), heap.end(), less);
+    const int64_t i = heap.back().i;
+    heap.pop_back();
+    k[i] += grow ? 1 : -1;
+    if (can_change(i)) {
+      heap.push_back({score(i), i});
+      std::push_heap(heap.begin(), heap.end(), less);
+    }
+  }
 }
 
 }  // namespace
@@ -103,8 +146,12 @@ int64_t AllocateInto(const float* q, int64_t n, int width, int64_t budget, int32
   }
   const int64_t updates = delta < 0 ? -delta : delta;
   // Σk ≤ W·N and Σk ≥ N whenever Δ ≠ 0 in the matching direction, so a candidate exists.
-  for (; delta > 0; --delta) ++k[BestGrow(q, n, width, k)];
-  for (; delta < 0; ++delta) --k[BestShrink(q, n, width, k)];
+  if (n > kScanMaxRequests && delta != 0) {
+    UpdateWithHeap(q, n, width, delta, k);
+  } else {
+    for (; delta > 0; --delta) ++k[BestGrow(q, n, width, k)];
+    for (; delta < 0; ++delta) --k[BestShrink(q, n, width, k)];
+  }
   offsets[0] = 0;
   for (int64_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + k[i];
   return updates;

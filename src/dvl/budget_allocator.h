@@ -42,7 +42,8 @@ void PrefixScoresFromProbs(const float* probs, int64_t n, int width, float* q);
 // k⁽⁰⁾ for one row of prefix scores q [width].
 int32_t SeedLength(const float* q, int width);
 
-// Algorithm 1 into caller-owned arrays (no allocation): seed [n], k [n], offsets [n + 1] with
+// Algorithm 1 into caller-owned arrays (no allocation up to 256 requests; beyond, a heap of n
+// entries keeps the whole call O(N + |Δ₀| log N)): seed [n], k [n], offsets [n + 1] with
 // offsets[0] = 0 and offsets[i + 1] = offsets[i] + k[i]. q is [n, width] of nonincreasing
 // rows with q[i][0] = 1. Requires CheckBudget(n, width, budget).ok(). Returns |Δ₀|, the
 // number of grow/shrink updates performed.

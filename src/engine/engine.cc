@@ -31,6 +31,14 @@ Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
   return Status::Ok();
 }
 
+// The engine's host cache: the target's geometry, kv_tokens rounded up to whole pages, K/V stored
+// as config.kv_dtype.
+KvCacheShape CacheShape(const TargetModel& target, const EngineConfig& config) {
+  const auto pages =
+      static_cast<int32_t>((config.kv_tokens + config.page_size - 1) / config.page_size);
+  return target.KvShape(config.page_size, pages).WithDtype(config.kv_dtype);
+}
+
 }  // namespace
 
 const char* FinishReasonName(FinishReason reason) {
@@ -84,7 +92,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* dra
   // The whole cache may be written: it must fit in memory with the models loaded.
   const int64_t kv_positions =
       (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
-  DSCALE_RETURN_IF_ERROR(CheckKvFitsInMemory(kv_positions, KvBytesPerPosition(target, drafter)));
+  DSCALE_RETURN_IF_ERROR(
+      CheckKvFitsInMemory(kv_positions, KvBytesPerPosition(target, drafter, config.kv_dtype)));
   DSCALE_ASSIGN_OR_RETURN(
       VerifyPlanner planner,
       VerifyPlanner::Create(config.policy, block, config.predictor, config.verify_budget));
@@ -105,9 +114,7 @@ Engine::Engine(TargetModel& target, Drafter* drafter, EngineConfig config, int32
       drafter_(drafter),
       config_(std::move(config)),
       block_(block),
-      cache_(target.KvShape(config_.page_size,
-                            static_cast<int32_t>((config_.kv_tokens + config_.page_size - 1) /
-                                                 config_.page_size))),
+      cache_(CacheShape(target, config_)),
       planner_(std::move(planner)) {
   if (drafter_ != nullptr) {
     drafter_->Bind(cache_);

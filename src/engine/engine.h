@@ -45,6 +45,8 @@ struct EngineConfig {
   int32_t max_running = 16;       // c: running requests at most
   int32_t page_size = 16;         // KV positions per page
   int64_t kv_tokens = 1 << 16;    // KV capacity in positions (rounded up to pages)
+  // How the host caches (the target's and the drafter's) store K/V.
+  KvDtype kv_dtype = KvDtype::kBf16;
   int32_t prefill_chunk = 512;    // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere

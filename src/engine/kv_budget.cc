@@ -17,13 +17,12 @@ std::string GiB(int64_t bytes) {
 }  // namespace
 
 int64_t KvBytesPerPosition(const KvCacheShape& shape) {
-  return int64_t{2} * shape.num_layers * shape.kv_heads * shape.head_dim *
-         static_cast<int64_t>(sizeof(float));
+  return int64_t{2} * shape.num_layers * shape.kv_heads * shape.head_dim * KvDtypeSize(shape.dtype);
 }
 
-int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter) {
-  return KvBytesPerPosition(target.KvShape(/*page_size=*/1, /*num_pages=*/1)) +
-         (drafter != nullptr ? drafter->KvBytesPerPosition() : 0);
+int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter, KvDtype dtype) {
+  return KvBytesPerPosition(target.KvShape(/*page_size=*/1, /*num_pages=*/1).WithDtype(dtype)) +
+         (drafter != nullptr ? drafter->KvBytesPerPosition(dtype) : 0);
 }
 
 int64_t KvTokensForDemand(int64_t requests, int64_t longest_prompt, int64_t max_tokens,

@@ -1,7 +1,7 @@
 #pragma once
 // How many KV positions a command needs, and whether they fit in this machine's memory.
 //
-// K/V rows take resident memory only once written (kv/zero_mapped_floats.h), but a cache whose
+// K/V rows take resident memory only once written (kv/zero_mapped_bytes.h), but a cache whose
 // every slot may be written must fit: the engine checks at creation, so a command that asks for
 // more than the machine has says so with the sizes instead of being killed mid-run.
 
@@ -14,11 +14,12 @@
 
 namespace dscale {
 
-// Host bytes one KV position takes in a cache of this shape (K and V rows of every layer, f32).
+// Host bytes one KV position takes in a cache of this shape (K and V rows of every layer, in the
+// shape's dtype).
 int64_t KvBytesPerPosition(const KvCacheShape& shape);
-// Host bytes one position takes across an engine's caches: the target's rows and, when there is
-// a drafter, its draft-side rows at the same slot.
-int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter);
+// Host bytes one position takes across an engine's caches stored as `dtype`: the target's rows
+// and, when there is a drafter, its draft-side rows at the same slot.
+int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter, KvDtype dtype);
 
 // Positions for `requests` requests running at once, each of at most `longest_prompt` prompt
 // and `max_tokens` output positions, plus the verification block written past the committed

@@ -77,6 +77,13 @@ Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
                       "drafter hidden size " + std::to_string(c.draft.hidden_size) +
                           " differs from the target's " + std::to_string(target.hidden_size));
   }
+  if (c.draft.vocab_size != target.vocab_size) {
+    return FieldError(path, "vocab_size",
+                      "drafter vocabulary of " + std::to_string(c.draft.vocab_size) +
+                          " tokens differs from the target's " +
+                          std::to_string(target.vocab_size) +
+                          " (the drafter reads the target's embedding and LM head)");
+  }
   if (c.mask_token_id >= target.vocab_size) {
     return FieldError(path, "mask_token_id",
                       std::to_string(c.mask_token_id) + " is outside the target vocabulary [0, " +

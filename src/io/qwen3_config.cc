@@ -3,6 +3,7 @@
 
 #include "io/qwen3_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -163,6 +164,47 @@ Status CheckConsistency(const FieldReader& reader, const Qwen3Config& config) {
   return Status::Ok();
 }
 
+// Architecture variants Hugging Face's Qwen3 code supports and this model does not: each one,
+// when asked for, is refused by name instead of being silently ignored.
+Status CheckSupportedFeatures(const FieldReader& reader) {
+  const auto is = [&](const char* field, const nlohmann::json& plain) {
+    const nlohmann::json* value = reader.Get(field);
+    return value == nullptr || *value == plain;
+  };
+  const auto got = [&](const char* field) { return DescribeJson(*reader.Get(field)); };
+  if (!is("model_type", "qwen3")) {
+    return reader.Error("model_type", "expected \"qwen3\", got " + got("model_type"));
+  }
+  if (!is("hidden_act", "silu")) {
+    return reader.Error("hidden_act", "only \"silu\" (SwiGLU) is supported, got " +
+                                          got("hidden_act"));
+  }
+  if (!is("attention_bias", false)) {
+    return reader.Error("attention_bias", "biased attention projections are not supported, got " +
+                                              got("attention_bias"));
+  }
+  if (reader.Get("rope_scaling") != nullptr) {
+    return reader.Error("rope_scaling", "scaled rotary embeddings (YaRN, linear, dynamic) are "
+                                        "not supported; expected null, got " +
+                                            got("rope_scaling"));
+  }
+  if (!is("use_sliding_window", false)) {
+    return reader.Error("use_sliding_window", "sliding-window attention is not supported, got " +
+                                                  got("use_sliding_window"));
+  }
+  if (const nlohmann::json* types = reader.Get("layer_types"); types != nullptr) {
+    const bool all_full = types->is_array() && std::all_of(types->begin(), types->end(),
+                                                           [](const nlohmann::json& t) {
+                                                             return t == "full_attention";
+                                                           });
+    if (!all_full) {
+      return reader.Error("layer_types",
+                          "every layer must be \"full_attention\", got " + got("layer_types"));
+    }
+  }
+  return Status::Ok();
+}
+
 // Token ids the HF way: null when none, a bare int when one, a list otherwise.
 nlohmann::json TokenIdsToJson(const std::vector<int64_t>& ids) {
   if (ids.empty()) return nullptr;
@@ -191,6 +233,7 @@ Result<Qwen3Config> ParseQwen3Config(const std::string& json_text, const std::st
   Qwen3Config config;
   DSCALE_RETURN_IF_ERROR(ReadFields(reader, &config));
   DSCALE_RETURN_IF_ERROR(CheckConsistency(reader, config));
+  DSCALE_RETURN_IF_ERROR(CheckSupportedFeatures(reader));
   return config;
 }
 

@@ -5,12 +5,34 @@
 #include <cstring>
 #include <string>
 
+#include "core/dtype.h"
+
 namespace dscale {
 namespace {
 
 uint64_t NextCacheId() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// `n` f32 values into `dst` as `dtype` (BF16: rounded to nearest even).
+void StoreRow(const float* src, int64_t n, KvDtype dtype, std::byte* dst) {
+  if (dtype == KvDtype::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  auto* out = reinterpret_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = F32ToBf16(src[i]);
+}
+
+// `n` values stored as `dtype` at `src`, as f32.
+void ReadRow(const std::byte* src, int64_t n, KvDtype dtype, float* dst) {
+  if (dtype == KvDtype::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const auto* in = reinterpret_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(in[i]);
 }
 
 }  // namespace
@@ -37,34 +59,54 @@ void PageAllocator::Free(int32_t page) {
 }
 
 KvStore::KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t num_slots,
-                 int32_t page_size)
-    : row_floats_(static_cast<int64_t>(kv_heads) * head_dim),
+                 int32_t page_size, KvDtype dtype)
+    : row_elements_(static_cast<int64_t>(kv_heads) * head_dim),
       num_slots_(num_slots),
-      page_size_(page_size) {
+      page_size_(page_size),
+      dtype_(dtype) {
   DSCALE_CHECK(num_layers >= 0 && kv_heads > 0 && head_dim > 0 && num_slots > 0 && page_size > 0);
+  const int64_t bytes = num_slots * row_elements_ * KvDtypeSize(dtype);
   for (int32_t layer = 0; layer < num_layers; ++layer) {
-    k_.emplace_back(num_slots * row_floats_);
-    v_.emplace_back(num_slots * row_floats_);
+    k_.emplace_back(bytes);
+    v_.emplace_back(bytes);
   }
 }
 
 void KvStore::Store(int32_t layer, int64_t slot, const float* k, const float* v) {
   DSCALE_CHECK(layer >= 0 && layer < num_layers());
   DSCALE_CHECK(slot >= 0 && slot < num_slots_);
-  std::memcpy(k_[layer].data() + slot * row_floats_, k, row_floats_ * sizeof(float));
-  std::memcpy(v_[layer].data() + slot * row_floats_, v, row_floats_ * sizeof(float));
+  const int64_t offset = slot * row_elements_ * KvDtypeSize(dtype_);
+  StoreRow(k, row_elements_, dtype_, k_[layer].data() + offset);
+  StoreRow(v, row_elements_, dtype_, v_[layer].data() + offset);
+}
+
+void KvStore::Read(int32_t layer, int64_t slot, float* k, float* v) const {
+  DSCALE_CHECK(layer >= 0 && layer < num_layers());
+  DSCALE_CHECK(slot >= 0 && slot < num_slots_);
+  const int64_t offset = slot * row_elements_ * KvDtypeSize(dtype_);
+  ReadRow(k_[layer].data() + offset, row_elements_, dtype_, k);
+  ReadRow(v_[layer].data() + offset, row_elements_, dtype_, v);
 }
 
 cpu::PagedKvLayer KvStore::Layer(int32_t layer) const {
   DSCALE_CHECK(layer >= 0 && layer < num_layers());
-  return {.k = k_[layer].data(), .v = v_[layer].data(), .page_size = page_size_};
+  const std::byte* k = k_[layer].data();
+  const std::byte* v = v_[layer].data();
+  if (dtype_ == KvDtype::kBf16) {
+    return {.page_size = page_size_,
+            .k_bf16 = reinterpret_cast<const uint16_t*>(k),
+            .v_bf16 = reinterpret_cast<const uint16_t*>(v)};
+  }
+  return {.k = reinterpret_cast<const float*>(k),
+          .v = reinterpret_cast<const float*>(v),
+          .page_size = page_size_};
 }
 
 PagedKvCache::PagedKvCache(const KvCacheShape& shape)
     : shape_(shape),
       allocator_(shape.num_pages),
       store_(shape.num_layers, shape.kv_heads, shape.head_dim,
-             static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size),
+             static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size, shape.dtype),
       id_(NextCacheId()) {}
 
 int32_t PagedKvCache::AddSequence() {

@@ -13,7 +13,8 @@
 
 #include "core/status.h"
 #include "kernels/cpu/attention.h"
-#include "kv/zero_mapped_floats.h"
+#include "kv/kv_dtype.h"
+#include "kv/zero_mapped_bytes.h"
 
 namespace dscale {
 
@@ -23,6 +24,13 @@ struct KvCacheShape {
   int32_t head_dim = 0;
   int32_t page_size = 16;  // positions per page
   int32_t num_pages = 0;
+  KvDtype dtype = KvDtype::kBf16;  // how the host rows are stored (a device cache keeps f32)
+
+  KvCacheShape WithDtype(KvDtype d) const {
+    KvCacheShape shape = *this;
+    shape.dtype = d;
+    return shape;
+  }
 };
 
 // Free-list of page ids 0 .. num_pages − 1. Not thread-safe (owned by the engine thread).
@@ -41,29 +49,35 @@ class PageAllocator {
   std::vector<uint8_t> allocated_;  // CHECKs double frees
 };
 
-// Per-layer K and V rows addressed by slot: [num_slots, kv_heads, head_dim] f32 per layer. Zero
-// layers is allowed: a cache whose rows live elsewhere (on the device) keeps pages only. Rows
-// read as zeros until written and take resident memory only once written (ZeroMappedFloats).
-// The target's rows live in PagedKvCache's store; the DFlash drafter keeps its own store of the
-// same slot count, so a token's draft K/V sit at the same slot as its target K/V and the page
-// tables serve both.
+// Per-layer K and V rows addressed by slot: [num_slots, kv_heads, head_dim] per layer, as BF16
+// (each value rounded to nearest even) or f32. Zero layers is allowed: a cache whose rows live
+// elsewhere (on the device) keeps pages only. Rows read as zeros until written and take resident
+// memory only once written (ZeroMappedBytes). The target's rows live in PagedKvCache's store; the
+// DFlash drafter keeps its own store of the same slot count and dtype, so a token's draft K/V sit
+// at the same slot as its target K/V and the page tables serve both.
 class KvStore {
  public:
   KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t num_slots,
-          int32_t page_size);
+          int32_t page_size, KvDtype dtype);
 
-  // Writes one position's K and V rows ([kv_heads · head_dim] each) at `slot` of `layer`.
+  // Writes one position's K and V rows ([kv_heads · head_dim] f32 each) at `slot` of `layer`,
+  // rounded to the store's dtype. The same f32 rows always store the same bits.
   void Store(int32_t layer, int64_t slot, const float* k, const float* v);
+  // The stored K and V rows at `slot` of `layer`, as f32 ([kv_heads · head_dim] each).
+  void Read(int32_t layer, int64_t slot, float* k, float* v) const;
+  // The layer's rows for attention: the f32 pair or the BF16 pair set, as stored.
   cpu::PagedKvLayer Layer(int32_t layer) const;
   int32_t num_layers() const { return static_cast<int32_t>(k_.size()); }
   int64_t num_slots() const { return num_slots_; }
+  KvDtype dtype() const { return dtype_; }
 
  private:
-  int64_t row_floats_;  // kv_heads · head_dim
+  int64_t row_elements_;  // kv_heads · head_dim
   int64_t num_slots_;
   int32_t page_size_;
-  std::vector<ZeroMappedFloats> k_;
-  std::vector<ZeroMappedFloats> v_;
+  KvDtype dtype_;
+  std::vector<ZeroMappedBytes> k_;
+  std::vector<ZeroMappedBytes> v_;
 };
 
 class PagedKvCache {

@@ -88,12 +88,12 @@ int64_t DFlashDrafter::feature_width() const {
 
 void DFlashDrafter::Bind(const PagedKvCache& cache) {
   store_.emplace(static_cast<int32_t>(config_.draft.num_hidden_layers), dims_.kv_heads,
-                 dims_.head_dim, cache.num_slots(), cache.shape().page_size);
+                 dims_.head_dim, cache.num_slots(), cache.shape().page_size, cache.shape().dtype);
 }
 
-int64_t DFlashDrafter::KvBytesPerPosition() const {
+int64_t DFlashDrafter::KvBytesPerPosition(KvDtype dtype) const {
   return int64_t{2} * config_.draft.num_hidden_layers * dims_.kv_heads * dims_.head_dim *
-         static_cast<int64_t>(sizeof(float));
+         KvDtypeSize(dtype);
 }
 
 void DFlashDrafter::AppendContext(const ContextRows& context) {

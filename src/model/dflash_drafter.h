@@ -54,7 +54,7 @@ class DFlashDrafter : public Drafter {
 
   // Creates the draft KV store, slot-compatible with `cache`.
   void Bind(const PagedKvCache& cache) override;
-  int64_t KvBytesPerPosition() const override;
+  int64_t KvBytesPerPosition(KvDtype dtype) const override;
   // The draft KV store (null before Bind), for inspection.
   const KvStore* context_store() const { return store_.has_value() ? &*store_ : nullptr; }
 

@@ -40,10 +40,12 @@ class Drafter {
   virtual int32_t block_size() const = 0;
   // Target layers whose residual streams the drafter consumes (possibly none).
   virtual const std::vector<int32_t>& feature_layers() const = 0;
-  // Prepares draft-side storage for `cache`'s slots; called once before use.
+  // Prepares draft-side storage for `cache`'s slots (host rows in the cache's dtype); called once
+  // before use.
   virtual void Bind(const PagedKvCache& cache) = 0;
-  // Host bytes that storage takes per slot once written (0 when it lives elsewhere).
-  virtual int64_t KvBytesPerPosition() const { return 0; }
+  // Host bytes that storage takes per slot once written, for rows stored as `dtype` (0 when it
+  // lives elsewhere).
+  virtual int64_t KvBytesPerPosition(KvDtype dtype) const { return 0; }
   virtual void AppendContext(const ContextRows& rows) = 0;
   // Every request's sequence has block_size positions reserved past ctx_len.
   virtual Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache,

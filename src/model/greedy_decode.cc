@@ -19,7 +19,8 @@ Result<std::vector<int32_t>> GreedyDecode(TargetModel& model, const std::vector<
                            std::to_string(model.config().max_position_embeddings));
   }
   const int32_t pages = static_cast<int32_t>((total + options.page_size - 1) / options.page_size);
-  PagedKvCache cache(model.KvShape(options.page_size, std::max(pages, 1)));
+  PagedKvCache cache(
+      model.KvShape(options.page_size, std::max(pages, 1)).WithDtype(options.kv_dtype));
   const int32_t seq = cache.AddSequence();
   DSCALE_RETURN_IF_ERROR(cache.Reserve(seq, static_cast<int32_t>(total)));
 

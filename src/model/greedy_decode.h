@@ -16,6 +16,7 @@ struct GreedyOptions {
   std::vector<int64_t> stop_ids;  // generation ends after emitting one of these
   int32_t prefill_chunk = 0;      // > 0: prefill in chunks of this many rows
   int32_t page_size = 16;
+  KvDtype kv_dtype = KvDtype::kBf16;  // as the engine's default
 };
 
 // The generated ids (prompt excluded). Errors: empty prompt, out-of-vocabulary ids, prompt plus

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -31,32 +32,47 @@ bool Describe(const sockaddr_storage& addr, socklen_t len, std::string* host, in
   return true;
 }
 
-bool Matches(int fd, const ConnectionAddress& want) {
+bool LocalMatches(int fd, const ConnectionAddress& want) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   std::string host;
   int port = -1;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
-  if (!Describe(addr, len, &host, &port) || port != want.remote_port || host != want.remote_addr) {
-    return false;
-  }
-  len = sizeof(addr);
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
   return Describe(addr, len, &host, &port) && port == want.local_port && host == want.local_addr;
 }
 
+enum class Match { kNo, kYes, kPeerless };
+
+Match Compare(int fd, const ConnectionAddress& want) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    // ENOTCONN: a socket that had a peer and lost it (or never had one, like a listener; those
+    // never share an accepted connection's local address and port).
+    return errno == ENOTCONN && LocalMatches(fd, want) ? Match::kPeerless : Match::kNo;
+  }
+  std::string host;
+  int port = -1;
+  if (!Describe(addr, len, &host, &port) || port != want.remote_port || host != want.remote_addr) {
+    return Match::kNo;
+  }
+  return LocalMatches(fd, want) ? Match::kYes : Match::kNo;
+}
+
 }  // namespace
 
-int FindConnectionSocket(const ConnectionAddress& address) {
+SocketSearch SearchConnectionSocket(const ConnectionAddress& address) {
+  SocketSearch found;
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
+  if (dir == nullptr) return found;
   while (const dirent* entry = readdir(dir)) {
     char* end = nullptr;
     const long fd = std::strtol(entry->d_name, &end, 10);
     if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    if (Matches(static_cast<int>(fd), address)) {
-      found = static_cast<int>(fd);
+    const Match match = Compare(static_cast<int>(fd), address);
+    if (match == Match::kPeerless) found.peerless_local_socket = true;
+    if (match == Match::kYes) {
+      found.fd = static_cast<int>(fd);
       break;
     }
   }
@@ -64,12 +80,24 @@ int FindConnectionSocket(const ConnectionAddress& address) {
   return found;
 }
 
+int FindConnectionSocket(const ConnectionAddress& address) {
+  return SearchConnectionSocket(address).fd;
+}
+
+ConnectionWatch::ConnectionWatch(ConnectionAddress address) : address_(std::move(address)) {
+  const SocketSearch search = SearchConnectionSocket(address_);
+  fd_ = search.fd;
+  peerless_socket_seen_ = search.peerless_local_socket;
+}
+
 bool ConnectionWatch::PeerClosed() {
-  if (!searched_) {
-    fd_ = FindConnectionSocket(address_);
-    searched_ = true;
+  if (fd_ < 0) {
+    // Not found (yet): search again, and count a socket that lost its peer as ours.
+    const SocketSearch search = SearchConnectionSocket(address_);
+    fd_ = search.fd;
+    peerless_socket_seen_ = search.peerless_local_socket;
+    if (fd_ < 0) return peerless_socket_seen_;
   }
-  if (fd_ < 0) return false;
   // POLLRDHUP: the peer closed (or shut down its side of) the connection, even when it sent
   // bytes first that nobody has read. Bytes alone (a pipelined request) are not a disconnect.
   pollfd p{.fd = fd_, .events = POLLIN | POLLRDHUP, .revents = 0};

@@ -129,13 +129,24 @@ Status HttpServer::Bind() {
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(10000);  // clients and proxies reuse their connections
+  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server start silently on
+  // a port in use and take half of its connections. SO_REUSEADDR alone only allows a restart
+  // while old connections linger in TIME_WAIT.
+  const bool reuse_port = options_.reuse_port;
+  http_->set_socket_options([reuse_port](int sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (reuse_port) setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
+  });
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
   } else {
     port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
   }
   if (port_ < 0) {
-    return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+    return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                   " (in use by another server? --reuse-port shares a port on purpose; or the "
+                   "address is not this machine's)");
   }
   http_->RaiseBacklog(kListenBacklog);
   return Status::Ok();

@@ -40,6 +40,9 @@ struct HttpOptions {
   int port = 8000;                   // 0: any free port (see port())
   int32_t threads = 64;              // HTTP worker threads
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+  // Share the port with other sockets that ask for it too (SO_REUSEPORT: the kernel spreads the
+  // connections between them). Off, binding a port another server holds fails.
+  bool reuse_port = false;
   // How often a request that is waiting for output checks whether its client has gone.
   std::chrono::milliseconds poll_interval{100};
 };

@@ -35,7 +35,10 @@ class ModelCommandsTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.out;
     Result<Qwen3Model> target = Qwen3Model::Load(Target());
     ASSERT_TRUE(target.ok()) << target.status().message();
-    tie_ = testing::GreedyTieTolerance(testing::TargetLogitBounds(*target, kMaxContext));
+    tie_ = testing::GreedyTieTolerance(
+        testing::TargetLogitBounds(*target, kMaxContext, KvDtype::kBf16));
+    tie_f32_ = testing::GreedyTieTolerance(
+        testing::TargetLogitBounds(*target, kMaxContext, KvDtype::kF32));
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(*dir_);
@@ -51,7 +54,7 @@ class ModelCommandsTest : public ::testing::Test {
   }
 
   // The target's logits after `ids` (its last row), from `dscale logits` (`flags`: e.g. its
-  // --weights).
+  // --kv-dtype or --weights).
   static std::vector<float> LastLogits(const std::vector<int32_t>& ids,
                                        const std::string& flags = "") {
     std::string list;
@@ -61,8 +64,8 @@ class ModelCommandsTest : public ::testing::Test {
   }
 
   // `got` equals `want` (both continuations of `prompt`), or they part at a token where the
-  // target's top two logits (`dscale logits` with `flags`) are within `tie`: a float-noise tie,
-  // where either choice is greedy.
+  // target's top two logits (from `dscale logits` with `flags`) are within `tie`: a float-noise
+  // tie, where either choice is greedy.
   static void ExpectSameUpToTie(const std::vector<int32_t>& prompt, const std::vector<int32_t>& got,
                                 const std::vector<int32_t>& want, float tie,
                                 const std::string& flags = "") {
@@ -83,11 +86,14 @@ class ModelCommandsTest : public ::testing::Test {
   // Contexts in these tests stay within this many positions.
   static constexpr int64_t kMaxContext = 64;
   static std::string* dir_;
-  // The CPU tie tolerance of the order bound (model/logit_bounds.h) for the tiny target.
+  // The CPU tie tolerance of the order bound (model/logit_bounds.h) for the tiny target with the
+  // commands' default BF16 KV cache, and with --kv-dtype f32 (~160× tighter).
   static float tie_;
+  static float tie_f32_;
 };
 std::string* ModelCommandsTest::dir_ = nullptr;
 float ModelCommandsTest::tie_ = 0;
+float ModelCommandsTest::tie_f32_ = 0;
 
 int Argmax(const nlohmann::json& row) {
   const std::vector<float> v = row.get<std::vector<float>>();
@@ -119,22 +125,26 @@ TEST_F(ModelCommandsTest, MakeTinyWritesTheHuggingFaceLayout) {
   EXPECT_EQ(j["dflash_config"]["target_layer_ids"], nlohmann::json::parse("[1, 0]"));
 }
 
+// These two check the commands' plumbing on f32 caches, where a clear argmax needs only the
+// f32 tie tolerance.
 TEST_F(ModelCommandsTest, LogitsHasOneFullRowPerPositionAndAgreesWithGenerate) {
-  const nlohmann::json logits = Json("logits --model " + Target() + " --ids 5,17,3,42");
+  const nlohmann::json logits =
+      Json("logits --model " + Target() + " --ids 5,17,3,42 --kv-dtype f32");
   ASSERT_EQ(logits["logits"].size(), 4u);
   for (const auto& row : logits["logits"]) EXPECT_EQ(row.size(), 97u);
   const nlohmann::json gen =
-      Json("generate --target " + Target() + " --spec none --ids 5,17,3,42 --max-tokens 3 --json");
+      Json("generate --target " + Target() +
+           " --spec none --ids 5,17,3,42 --max-tokens 3 --json --kv-dtype f32");
   // generate computes the row in a forward of another shape: only a clear argmax must agree.
-  ASSERT_TRUE(ClearArgmax(logits["logits"][3], tie_)) << "a float-noise tie: choose other ids";
+  ASSERT_TRUE(ClearArgmax(logits["logits"][3], tie_f32_)) << "a float-noise tie: choose other ids";
   EXPECT_EQ(gen["requests"][0]["output_ids"][0], Argmax(logits["logits"][3]));
 }
 
 TEST_F(ModelCommandsTest, DraftPrintsGreedyCandidatesAndTheirLogits) {
-  const nlohmann::json draft =
-      Json("draft --target " + Target() + " --drafter " + Drafter() + " --ids 5,17,3");
-  const nlohmann::json logits = Json("logits --model " + Target() + " --ids 5,17,3");
-  ASSERT_TRUE(ClearArgmax(logits["logits"][2], tie_)) << "a float-noise tie: choose other ids";
+  const nlohmann::json draft = Json("draft --target " + Target() + " --drafter " + Drafter() +
+                                    " --ids 5,17,3 --kv-dtype f32");
+  const nlohmann::json logits = Json("logits --model " + Target() + " --ids 5,17,3 --kv-dtype f32");
+  ASSERT_TRUE(ClearArgmax(logits["logits"][2], tie_f32_)) << "a float-noise tie: choose other ids";
   EXPECT_EQ(draft["bonus"], Argmax(logits["logits"][2]));
   ASSERT_EQ(draft["draft"].size(), 15u);
   ASSERT_EQ(draft["draft_logits"].size(), 15u);
@@ -144,15 +154,19 @@ TEST_F(ModelCommandsTest, DraftPrintsGreedyCandidatesAndTheirLogits) {
   }
 }
 
+// On the default BF16 cache and on --kv-dtype f32, each within its tie tolerance.
 TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
-  const std::string common = " --target " + Target() + " --drafter " + Drafter() +
-                             " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
-  const nlohmann::json plain = Json("generate" + common + "none");
-  for (const char* mode : {"dflash", "fixed:5"}) {
-    SCOPED_TRACE(mode);
-    const nlohmann::json spec = Json("generate" + common + mode);
-    ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie_);
-    EXPECT_EQ(spec["stats"]["mode"], mode);
+  for (const auto& [flags, tie] : {std::pair<std::string, float>{"", tie_},
+                                   std::pair<std::string, float>{" --kv-dtype f32", tie_f32_}}) {
+    const std::string common = " --target " + Target() + " --drafter " + Drafter() +
+                               " --ids 9,8,7,6,5 --max-tokens 24 --json" + flags + " --spec ";
+    const nlohmann::json plain = Json("generate" + common + "none");
+    for (const char* mode : {"dflash", "fixed:5"}) {
+      SCOPED_TRACE(mode + flags);
+      const nlohmann::json spec = Json("generate" + common + mode);
+      ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie, flags);
+      EXPECT_EQ(spec["stats"]["mode"], mode);
+    }
   }
 }
 
@@ -202,8 +216,8 @@ TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
 TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
   const Result<Qwen3Model> int8 = Qwen3Model::Load(Target(), WeightsMode::kInt8);
   ASSERT_TRUE(int8.ok()) << int8.status().message();
-  const float tie =
-      testing::GreedyTieTolerance(testing::Int8TargetLogitBounds(*int8, kMaxContext));
+  const float tie = testing::GreedyTieTolerance(
+      testing::Int8TargetLogitBounds(*int8, kMaxContext, KvDtype::kBf16));
   const std::string common = " --target " + Target() + " --drafter " + Drafter() +
                              " --weights int8 --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
   const nlohmann::json plain = Json("generate" + common + "none");
@@ -234,10 +248,23 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   EXPECT_NE(r.out.find("--spec"), std::string::npos) << r.out;
   r = RunDscale("generate --target " + Target() + " --spec dflash --ids 1");
   EXPECT_NE(r.out.find("needs --drafter"), std::string::npos) << r.out;
-  // A KV cache larger than the machine's memory is refused at start-up, with the sizes.
+  // A KV cache larger than the machine's memory is refused at start-up, with the sizes: 3 layers
+  // × 2 KV heads × 16 × K and V × 2 bytes (BF16, the default) or 4 (f32) a position.
   r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --kv-tokens 17179869184");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("KV cache of 17179869184 positions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV cache of 17179869184 positions × 384 bytes"), std::string::npos)
+      << r.out;
+  r = RunDscale("generate --target " + Target() +
+                " --spec none --ids 1 --kv-tokens 17179869184 --kv-dtype f32");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("KV cache of 17179869184 positions × 768 bytes"), std::string::npos)
+      << r.out;
+  r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --kv-dtype f16");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--kv-dtype"), std::string::npos) << r.out;
+  r = RunDscale("generate --target " + Target() + " --spec none --prompts /dev/zero");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--prompts: /dev/zero: not a regular file"), std::string::npos) << r.out;
   r = RunDscale("logits --model /nonexistent/dir --ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
@@ -251,6 +278,14 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   r = RunDscale("logits --model " + broken + " --ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+}
+
+// Counts are range-checked with plain messages (not CLI11's 300-digit bound).
+TEST_F(ModelCommandsTest, CountFlagsSayTheirBoundPlainly) {
+  const testing::CommandResult r =
+      RunDscale("generate --target " + Target() + " --spec none --ids 1 --concurrency 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--concurrency: must be at least 1, got 0"), std::string::npos) << r.out;
 }
 
 // A NaN in any weight is refused at load, naming the tensor.

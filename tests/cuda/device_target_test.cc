@@ -72,7 +72,7 @@ TEST_F(DeviceTargetTest, ForwardMatchesCpuModelOnAMixedBatch) {
   ASSERT_EQ(device_->KvShape(16, 4).num_layers, 0) << "the host cache keeps pages only";
   const std::vector<std::vector<int32_t>> prompts = Prompts(2, 11);
   const std::vector<int32_t> capture = {0, 2};
-  PagedKvCache cpu_cache(host_->KvShape(16, 16));
+  PagedKvCache cpu_cache(host_->KvShape(16, 16).WithDtype(KvDtype::kF32));
   PagedKvCache device_cache(device_->KvShape(16, 16));
   std::vector<int32_t> cpu_seqs, device_seqs;
   for (const auto& prompt : prompts) {

@@ -172,6 +172,52 @@ TEST(BudgetAllocatorTest, TiesGoToLowestRequestIndex) {
   EXPECT_EQ(shrink->k, (std::vector<int32_t>{1, 1, 2}));
 }
 
+// Algorithm 1 as the paper states it, one O(N) scan per update: the reference for the heap the
+// allocator uses beyond 256 requests.
+std::vector<int32_t> ScanAllocate(const std::vector<float>& q, int64_t n, int64_t budget) {
+  std::vector<int32_t> k(static_cast<size_t>(n));
+  int64_t delta = budget;
+  for (int64_t i = 0; i < n; ++i) {
+    k[i] = SeedLength(q.data() + i * kW, kW);
+    delta -= k[i];
+  }
+  for (; delta != 0; delta += delta > 0 ? -1 : 1) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool grow = delta > 0;
+      if (grow ? k[i] >= kW : k[i] <= 1) continue;
+      const float score = q[i * kW + (grow ? k[i] : k[i] - 1)];
+      const float best_score =
+          best < 0 ? 0.0f : q[best * kW + (grow ? k[best] : k[best] - 1)];
+      if (best < 0 || (grow ? score > best_score : score < best_score)) best = i;
+    }
+    k[best] += delta > 0 ? 1 : -1;
+  }
+  return k;
+}
+
+TEST(BudgetAllocatorTest, ManyRequestsGiveTheScanResultExactly) {
+  std::mt19937 rng(11);
+  for (const int n : {257, 300, 1000, 2000}) {
+    const std::vector<float> q = RandomScores(rng, n);
+    for (const int64_t budget : {int64_t{n}, int64_t{n} * 3, int64_t{n} * kW / 2,
+                                 int64_t{n} * kW - 5, int64_t{n} * kW}) {
+      Result<Allocation> a = Allocate(q.data(), n, kW, budget);
+      ASSERT_TRUE(a.ok());
+      EXPECT_EQ(a->k, ScanAllocate(q, n, budget)) << "n=" << n << " budget=" << budget;
+    }
+  }
+  // Every score equal: ties all the way, to the lowest indices.
+  const std::vector<float> probs(300 * (kW - 1), 0.1f);
+  std::vector<float> flat(300 * kW);
+  PrefixScoresFromProbs(probs.data(), 300, kW, flat.data());
+  for (const int64_t budget : {int64_t{300}, int64_t{700}, int64_t{2000}}) {
+    Result<Allocation> a = Allocate(flat.data(), 300, kW, budget);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->k, ScanAllocate(flat, 300, budget)) << budget;
+  }
+}
+
 TEST(BudgetAllocatorTest, PrefixScoresAreCumulativeMinimaOfSigmoids) {
   std::vector<float> logits(kW - 1, 0.0f);
   logits[0] = 2.0f;

@@ -39,10 +39,11 @@ class EngineTest : public ::testing::Test {
 
   // Plain greedy outputs, stopping at EOS unless `ignore_eos`.
   std::vector<std::vector<int32_t>> Reference(const std::vector<std::vector<int32_t>>& prompts,
-                                              int32_t max_tokens, bool ignore_eos = false) {
+                                              int32_t max_tokens, bool ignore_eos = false,
+                                              KvDtype kv = KvDtype::kBf16) {
     std::vector<std::vector<int32_t>> outputs;
     for (const auto& p : prompts) {
-      GreedyOptions options{.max_new_tokens = max_tokens};
+      GreedyOptions options{.max_new_tokens = max_tokens, .kv_dtype = kv};
       if (!ignore_eos) options.stop_ids = target_.config().eos_token_ids;
       outputs.push_back(GreedyDecode(target_, p, options).value());
     }
@@ -57,6 +58,14 @@ class EngineTest : public ::testing::Test {
   const float tie_ = testing::EngineTestTieTolerance(target_);
 };
 
+// The losslessness tests run on the default BF16 cache and on an f32 one, whose tie tolerance is
+// ~160× tighter (EngineTestTieTolerance), so the speculation logic stays under a sharp check.
+class EngineKvDtypeTest : public EngineTest, public ::testing::WithParamInterface<KvDtype> {};
+
+std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
+  return std::string(KvDtypeName(info.param));
+}
+
 // Greedy output is identical across none, dflash and fixed:4..16 at c = 1 and c = 16. Where a
 // request's output differs from plain greedy decoding, the test requires the target's top two
 // logits at that token to be within the tie tolerance of the order bound (a float-noise tie,
@@ -64,9 +73,11 @@ class EngineTest : public ::testing::Test {
 // here compares with plain decoding the same way.
 // Drafts come from the planted-error drafter (so every accepted length occurs), and for dflash
 // also from a random DFlash drafter (the real drafting path, which accepts almost nothing).
-TEST_F(EngineTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
+TEST_P(EngineKvDtypeTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
+  const KvDtype kv = GetParam();
+  const float tie = testing::EngineTestTieTolerance(target_, kv);
   const auto prompts = RandomPrompts(50, target_.config().vocab_size, 1);
-  const auto expected = Reference(prompts, 20);
+  const auto expected = Reference(prompts, 20, /*ignore_eos=*/false, kv);
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/21);
   std::vector<std::pair<std::string, Drafter*>> modes = {
@@ -74,17 +85,21 @@ TEST_F(EngineTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
   for (int k = 4; k <= 16; ++k) modes.emplace_back("fixed:" + std::to_string(k), &planted);
   for (const auto& [mode, drafter] : modes) {
     for (int32_t c : {1, 16}) {
-      EngineConfig config{.policy = LengthPolicy::Parse(mode).value(), .max_running = c};
+      EngineConfig config{
+          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .kv_dtype = kv};
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, Greedy(20));
       int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie_);
+        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie, kv);
       }
       EXPECT_LE(ties, 1) << mode << " c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages) << mode;
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, EngineKvDtypeTest,
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
 
 // The planted-error drafter proposes the true greedy continuation with one wrong token per step;
 // the accepted count must equal the drafts before that error (capped by the rows verified).
@@ -253,12 +268,18 @@ class DScaleEngineTest : public ::testing::Test {
 };
 
 // dscale verifies k_i rows per request chosen by the DVL allocator; greedy output must equal
-// plain decoding. Divergences are allowed only at float-noise ties (see SameGreedyOutput).
-TEST_F(DScaleEngineTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency) {
+// plain decoding, on either KV dtype (as EngineKvDtypeTest). Divergences are allowed only at
+// float-noise ties (see SameGreedyOutput).
+class DScaleEngineKvDtypeTest : public DScaleEngineTest,
+                                public ::testing::WithParamInterface<KvDtype> {};
+
+TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency) {
+  const KvDtype kv = GetParam();
+  const float tie = testing::EngineTestTieTolerance(target_, kv);
   const auto prompts = RandomPrompts(64, target_.config().vocab_size, 7);
   std::vector<std::vector<int32_t>> expected;
   for (const auto& p : prompts) {
-    expected.push_back(GreedyDecode(target_, p, {.max_new_tokens = 24}).value());
+    expected.push_back(GreedyDecode(target_, p, {.max_new_tokens = 24, .kv_dtype = kv}).value());
   }
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/5);
@@ -266,17 +287,21 @@ TEST_F(DScaleEngineTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency) {
     for (int32_t c : {8, 16, 32}) {
       EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
                           .max_running = c,
+                          .kv_dtype = kv,
                           .predictor = &predictor_};
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 24});
       int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie_);
+        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie, kv);
       }
       EXPECT_LE(ties, 1) << "c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, DScaleEngineKvDtypeTest,
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
 
 // Every decode step verifies exactly W·N/2 rows, and the lengths differ between requests.
 TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
@@ -314,7 +339,7 @@ TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) 
   QuantizeProjectionsInt8(&weights);
   Qwen3Model target(EngineTestTargetConfig(), std::move(weights));
   const float tie = testing::GreedyTieTolerance(
-      testing::Int8TargetLogitBounds(target, testing::kEngineTestMaxContext));
+      testing::Int8TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
   const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
   const auto prompts = RandomPrompts(24, target.config().vocab_size, 11);
   std::vector<std::vector<int32_t>> expected;

@@ -66,13 +66,14 @@ EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& 
   return run;
 }
 
-float EngineTestTieTolerance(const Qwen3Model& target) {
-  return GreedyTieTolerance(TargetLogitBounds(target, kEngineTestMaxContext));
+float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv) {
+  return GreedyTieTolerance(TargetLogitBounds(target, kEngineTestMaxContext, kv));
 }
 
-bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance) {
+bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance,
+               KvDtype kv) {
   const auto n = static_cast<int32_t>(context.size());
-  PagedKvCache cache(target.KvShape(16, (n + 15) / 16));
+  PagedKvCache cache(target.KvShape(16, (n + 15) / 16).WithDtype(kv));
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n).ok());
   PackedBatch batch;
@@ -86,7 +87,7 @@ bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float t
 
 bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
                       const std::vector<int32_t>& got, const std::vector<int32_t>& want, int* ties,
-                      float tie_tolerance) {
+                      float tie_tolerance, KvDtype kv) {
   const size_t n = std::min(got.size(), want.size());
   const auto diff = std::mismatch(got.begin(), got.begin() + n, want.begin());
   if (diff.first == got.begin() + n) {
@@ -95,7 +96,7 @@ bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
   }
   std::vector<int32_t> context = prompt;
   context.insert(context.end(), want.begin(), diff.second);
-  EXPECT_TRUE(IsNearTie(target, context, tie_tolerance))
+  EXPECT_TRUE(IsNearTie(target, context, tie_tolerance, kv))
       << "outputs differ at token " << (diff.second - want.begin())
       << " where the target's top two logits are not tied";
   ++*ties;

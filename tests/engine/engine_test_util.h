@@ -33,22 +33,26 @@ EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& 
                      const std::vector<std::vector<int32_t>>& prompts,
                      const GenerationParams& params);
 
-// Whether the target's top-two logits after `context` are within `tolerance`: a greedy choice
-// that float noise may flip.
-bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance);
+// Whether the target's top-two logits after `context` (K/V cached as `kv`) are within
+// `tolerance`: a greedy choice that float noise may flip.
+bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance,
+               KvDtype kv = KvDtype::kBf16);
 
 // Compares `got` with the plain greedy `want` of `prompt`. Equal: true. At the first
 // difference, returns false after checking (EXPECT) that it is a near-tie within `tie_tolerance`
 // — the only divergence float noise may cause; `*ties` counts those. On the CPU the tolerance
 // is GreedyTieTolerance(TargetLogitBounds(...)) (model/logit_bounds.h): two evaluation orders
-// can swap the top two logits only within it.
+// can swap the top two logits only within it. `kv`: the runs' KV dtype (the engine's default).
 bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
                       const std::vector<int32_t>& got, const std::vector<int32_t>& want, int* ties,
-                      float tie_tolerance);
+                      float tie_tolerance, KvDtype kv = KvDtype::kBf16);
 
 // The CPU tie tolerance for EngineTestTargetConfig() targets whose requests stay within
-// kEngineTestMaxContext positions.
+// kEngineTestMaxContext positions, with K/V cached as `kv`. With the engine's default BF16 cache
+// (GreedyDecode's too) it is ~160× the f32 one: two evaluation orders can round a K or V value
+// that differs in its last f32 bit to neighbouring BF16 values, and the bound must allow every
+// value to do so.
 inline constexpr int64_t kEngineTestMaxContext = 128;
-float EngineTestTieTolerance(const Qwen3Model& target);
+float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv = KvDtype::kBf16);
 
 }  // namespace dscale::testing

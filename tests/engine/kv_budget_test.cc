@@ -8,9 +8,24 @@
 namespace dscale {
 namespace {
 
-TEST(KvBudgetTest, BytesPerPositionCountKAndVOfEveryLayer) {
+TEST(KvBudgetTest, BytesPerPositionCountKAndVOfEveryLayerInTheCacheDtype) {
   const KvCacheShape shape{.num_layers = 28, .kv_heads = 8, .head_dim = 128};
-  EXPECT_EQ(KvBytesPerPosition(shape), 2 * 28 * 8 * 128 * 4);
+  EXPECT_EQ(KvBytesPerPosition(shape), 2 * 28 * 8 * 128 * 2) << "BF16 by default";
+  EXPECT_EQ(KvBytesPerPosition(shape.WithDtype(KvDtype::kF32)), 2 * 28 * 8 * 128 * 4);
+}
+
+// The engine's budget counts the drafter's rows too, in the same dtype.
+TEST(KvBudgetTest, TargetAndDrafterRowsHalveWithBf16) {
+  const Qwen3Config config = testing::EngineTestTargetConfig();
+  const Qwen3Model target(config, RandomQwen3Weights(config, 1, DType::kF32));
+  const std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target, 2);
+  const int64_t f32 = KvBytesPerPosition(target, drafter.get(), KvDtype::kF32);
+  const int64_t draft_layers = drafter->config().draft.num_hidden_layers;
+  EXPECT_EQ(f32, (config.num_hidden_layers + draft_layers) * 2 * config.num_key_value_heads *
+                     config.head_dim * 4);
+  EXPECT_EQ(KvBytesPerPosition(target, drafter.get(), KvDtype::kBf16), f32 / 2);
+  EXPECT_EQ(KvBytesPerPosition(target, nullptr, KvDtype::kBf16),
+            KvBytesPerPosition(target.KvShape(1, 1)));
 }
 
 TEST(KvBudgetTest, DemandCoversEveryRequestRoundedToPages) {
@@ -42,13 +57,18 @@ TEST(KvBudgetTest, ACacheLargerThanMemoryIsAClearError) {
 TEST(KvBudgetTest, EngineRefusesACacheThatCannotFit) {
   const Qwen3Config config = testing::EngineTestTargetConfig();
   Qwen3Model target(config, RandomQwen3Weights(config, 1, DType::kF32));
-  // 3 layers × 2 KV heads × 16 × K and V × 4 bytes = 768 bytes a position: 2^34 positions
-  // are 12 TiB, more than any machine this runs on.
+  // 3 layers × 2 KV heads × 16 × K and V × 2 bytes (BF16) = 384 bytes a position: 2^34
+  // positions are 6 TiB, more than any machine this runs on (f32: 768 bytes, 12 TiB).
   const auto engine = Engine::Create(target, nullptr, {.kv_tokens = int64_t{1} << 34});
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(engine.status().message().find("× 768 bytes"), std::string::npos)
+  EXPECT_NE(engine.status().message().find("× 384 bytes"), std::string::npos)
       << engine.status().message();
+  const auto f32 =
+      Engine::Create(target, nullptr, {.kv_tokens = int64_t{1} << 34, .kv_dtype = KvDtype::kF32});
+  ASSERT_FALSE(f32.ok());
+  EXPECT_NE(f32.status().message().find("× 768 bytes"), std::string::npos)
+      << f32.status().message();
   const auto zero = Engine::Create(target, nullptr, {.kv_tokens = 0});
   EXPECT_NE(zero.status().message().find("kv_tokens"), std::string::npos);
 }

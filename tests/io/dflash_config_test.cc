@@ -96,6 +96,13 @@ TEST(DFlashConfigTest, InconsistentFieldsAreClearErrors) {
   EXPECT_NE(error(j).find("differs from the target's 4096"), std::string::npos) << error(j);
 
   j = DraftJson();
+  j["vocab_size"] = 32000;  // a drafter of another model family
+  EXPECT_NE(error(j).find("\"vocab_size\": drafter vocabulary of 32000 tokens differs from the "
+                          "target's 151936"),
+            std::string::npos)
+      << error(j);
+
+  j = DraftJson();
   j["dflash_config"]["target_layer_ids"] = {1, 36};
   EXPECT_NE(error(j).find("layer 36 is outside"), std::string::npos) << error(j);
 

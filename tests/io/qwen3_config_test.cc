@@ -202,6 +202,29 @@ TEST(Qwen3ConfigTest, InconsistentValues) {
   ExpectError(json, "bos_token_id", "token id 200000 is outside");
 }
 
+// Hugging Face Qwen3 variants this model does not implement are refused by name.
+TEST(Qwen3ConfigTest, UnsupportedFeaturesAreRefusedByName) {
+  const std::pair<const char*, nlohmann::json> cases[] = {
+      {"model_type", "qwen3_moe"},
+      {"hidden_act", "gelu"},
+      {"attention_bias", true},
+      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}},
+      {"use_sliding_window", true},
+      {"layer_types", {"full_attention", "sliding_attention"}},
+  };
+  for (const auto& [field, value] : cases) {
+    nlohmann::json json = Qwen3_8bJson();
+    json[field] = value;
+    ExpectError(json, field, "");
+  }
+  nlohmann::json plain = Qwen3_8bJson();  // the values real checkpoints carry are fine
+  plain["model_type"] = "qwen3";
+  plain["rope_scaling"] = nullptr;
+  plain["sliding_window"] = nullptr;
+  plain["use_sliding_window"] = false;
+  EXPECT_TRUE(ParseQwen3Config(plain.dump(), "config.json").ok());
+}
+
 TEST(Qwen3ConfigTest, NotAConfig) {
   for (const std::string text : {"", "{", "[1, 2]", "\"config\"", "null"}) {
     const Result<Qwen3Config> config = ParseQwen3Config(text, "x/config.json");

@@ -1,5 +1,6 @@
 // Paged attention: the tiled online-softmax kernel against the row-by-row reference, over packed
-// ragged batches with shuffled, non-contiguous pages, causal and non-causal, every tile height.
+// ragged batches with shuffled, non-contiguous pages, causal and non-causal, every tile height,
+// with f32 K/V and with BF16 K/V in every widening variant the CPU has.
 
 #include "kernels/cpu/attention.h"
 
@@ -15,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernel_test_util.h"
 #include "kernels/reference/reference_kernels.h"
 
@@ -87,14 +89,31 @@ class PagedBatch {
   }
 
   // Output of `attend(params)`, pre-filled with NaN so a row the kernel never writes shows up.
+  // `bf16`: the params carry the BF16 copies of K and V (RoundKvToBf16) instead of the f32 ones.
   template <typename Attend>
-  std::vector<float> Run(Attend attend) {
+  std::vector<float> Run(Attend attend, bool bf16 = false) {
     std::vector<float> out(static_cast<size_t>(rows_) * params_.heads * params_.head_dim,
                            std::numeric_limits<float>::quiet_NaN());
     cpu::AttentionParams p = params_;
     p.out = out.data();
+    if (bf16) {
+      EXPECT_EQ(k_bf16_.size(), k_.size()) << "RoundKvToBf16 first";
+      p.kv = {.page_size = p.kv.page_size, .k_bf16 = k_bf16_.data(), .v_bf16 = v_bf16_.data()};
+    }
     attend(p);
     return out;
+  }
+
+  // Keeps BF16 copies of K and V (rounded to nearest even) and replaces the f32 values by their
+  // exact widening, so f32 and BF16 runs attend over the same numbers.
+  void RoundKvToBf16() {
+    for (auto [f32, bf16] : {std::pair{&k_, &k_bf16_}, {&v_, &v_bf16_}}) {
+      bf16->resize(f32->size());
+      for (size_t i = 0; i < f32->size(); ++i) {
+        (*bf16)[i] = F32ToBf16((*f32)[i]);
+        (*f32)[i] = Bf16ToF32((*bf16)[i]);
+      }
+    }
   }
 
   std::vector<float>& values() { return v_; }
@@ -106,6 +125,7 @@ class PagedBatch {
   std::vector<std::vector<int32_t>> page_tables_;
   std::vector<cpu::AttentionSpan> spans_;
   std::vector<float> q_, k_, v_;
+  std::vector<uint16_t> k_bf16_, v_bf16_;
   int32_t rows_ = 0;
   cpu::AttentionParams params_;
 };
@@ -123,6 +143,28 @@ void ExpectAllTilesMatchReference(PagedBatch& batch) {
       first = got;
     } else {
       EXPECT_LE(MaxAbsDiff(got, first), kTileAgreementAbsTol);
+    }
+  }
+}
+
+// BF16 K/V: every tile height in every widening variant against the reference on the same BF16
+// values (which it widens exactly), and bit for bit what the kernel gives on f32 rows holding
+// the widened values — the widening is exact and the arithmetic after it is the f32 path's.
+void ExpectBf16KvMatchesReferenceInEveryIsa(PagedBatch& batch) {
+  batch.RoundKvToBf16();
+  const auto reference = [](const cpu::AttentionParams& p) { ref::PagedAttention(p); };
+  const auto expected = batch.Run(reference, /*bf16=*/true);
+  EXPECT_EQ(MaxAbsDiff(batch.Run(reference), expected), 0.0) << "the reference widens exactly";
+  for (const int tile : cpu::kAttentionTileHeights) {
+    const auto f32 =
+        batch.Run([tile](const cpu::AttentionParams& p) { cpu::PagedAttention(p, tile); });
+    for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+      SCOPED_TRACE(::testing::Message() << "tile=" << tile << " isa=" << cpu::Bf16IsaName(isa));
+      const auto got = batch.Run(
+          [tile, isa](const cpu::AttentionParams& p) { cpu::PagedAttention(p, tile, isa); },
+          /*bf16=*/true);
+      EXPECT_LE(MaxAbsDiff(got, expected), kAttentionAbsTol);
+      EXPECT_EQ(MaxAbsDiff(got, f32), 0.0);
     }
   }
 }
@@ -151,6 +193,14 @@ TEST_P(PagedAttentionParityTest, AllTileHeightsMatchReference) {
   ExpectAllTilesMatchReference(batch);
 }
 
+TEST_P(PagedAttentionParityTest, Bf16KvMatchesReferenceInEveryIsa) {
+  const auto [head_dim, group, causal, page_size] = GetParam();
+  const int32_t kv_heads = 2;
+  PagedBatch batch(kMixedBatch, kv_heads * group, kv_heads, head_dim, page_size, causal,
+                   static_cast<uint32_t>(2000 + head_dim * 7 + group * 3 + page_size));
+  ExpectBf16KvMatchesReferenceInEveryIsa(batch);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, PagedAttentionParityTest,
                          ::testing::Combine(::testing::Values(32, 64, 128),
                                             ::testing::Values(1, 2, 4), ::testing::Bool(),
@@ -162,17 +212,19 @@ TEST(PagedAttentionTest, LongContextsSpanManyKeyChunks) {
     SCOPED_TRACE(::testing::Message() << "causal=" << causal);
     PagedBatch batch({{700, 16}, {0, 1}, {333, 3}, {129, 19}}, 4, 2, 128, 16, causal, 2024);
     ExpectAllTilesMatchReference(batch);
+    ExpectBf16KvMatchesReferenceInEveryIsa(batch);
   }
 }
 
 // head_dims that are not a multiple of the vector width take the narrower value blocks and the
-// scalar leftovers.
+// scalar leftovers (of the BF16 widening too).
 TEST(PagedAttentionTest, UnusualHeadDimsMatchReference) {
   for (const int32_t head_dim : {4, 20, 36, 72}) {
     for (const bool causal : {true, false}) {
       SCOPED_TRACE(::testing::Message() << "head_dim=" << head_dim << " causal=" << causal);
       PagedBatch batch({{5, 19}, {40, 3}, {0, 1}}, 6, 2, head_dim, 5, causal, 31 + head_dim);
       ExpectAllTilesMatchReference(batch);
+      ExpectBf16KvMatchesReferenceInEveryIsa(batch);
     }
   }
 }
@@ -211,6 +263,19 @@ TEST(PagedAttentionDeathTest, RejectsUncompiledTileHeights) {
   PagedBatch batch({{0, 1}}, 1, 1, 32, 16, true, 5);
   EXPECT_DEATH(batch.Run([](const cpu::AttentionParams& p) { cpu::PagedAttention(p, 32); }),
                "CHECK failed");
+}
+
+TEST(PagedAttentionDeathTest, NeedsExactlyOneKvPair) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  PagedBatch batch({{0, 1}}, 1, 1, 32, 16, true, 5);
+  batch.RoundKvToBf16();
+  const std::vector<uint16_t> bits(16 * 32);
+  EXPECT_DEATH(batch.Run([&](cpu::AttentionParams p) {
+    p.kv.k_bf16 = bits.data();  // the f32 pair is set too
+    p.kv.v_bf16 = bits.data();
+    cpu::PagedAttention(p, 16);
+  }),
+               "either the f32 or the BF16 K/V rows");
 }
 
 }  // namespace

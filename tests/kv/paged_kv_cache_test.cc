@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
 #include <set>
 #include <vector>
+
+#include "core/dtype.h"
 
 namespace dscale {
 namespace {
@@ -89,19 +93,70 @@ TEST(PagedKvCacheTest, RunningOutIsAStatusAndChangesNothing) {
 }
 
 TEST(PagedKvCacheTest, StoreWritesTheRowAtItsSlot) {
-  PagedKvCache cache(SmallShape(4));
-  const int32_t seq = cache.AddSequence();
-  ASSERT_TRUE(cache.Reserve(seq, 6).ok());
-  const std::vector<float> k = {1, 2, 3, 4, 5, 6};
-  const std::vector<float> v = {-1, -2, -3, -4, -5, -6};
-  const int64_t slot = cache.Slot(seq, 5);
-  cache.Store(1, slot, k.data(), v.data());
-  const cpu::PagedKvLayer layer = cache.Layer(1);
-  for (int i = 0; i < 6; ++i) {
-    EXPECT_EQ(layer.k[slot * 6 + i], k[i]);
-    EXPECT_EQ(layer.v[slot * 6 + i], v[i]);
+  for (const KvDtype dtype : {KvDtype::kBf16, KvDtype::kF32}) {
+    SCOPED_TRACE(KvDtypeName(dtype));
+    PagedKvCache cache(SmallShape(4).WithDtype(dtype));
+    const int32_t seq = cache.AddSequence();
+    ASSERT_TRUE(cache.Reserve(seq, 6).ok());
+    const std::vector<float> k = {1, 2, 3, 4, 5, 6};  // exact in BF16 too
+    const std::vector<float> v = {-1, -2, -3, -4, -5, -6};
+    const int64_t slot = cache.Slot(seq, 5);
+    cache.Store(1, slot, k.data(), v.data());
+    std::vector<float> k_read(6), v_read(6);
+    cache.store().Read(1, slot, k_read.data(), v_read.data());
+    EXPECT_EQ(k_read, k);
+    EXPECT_EQ(v_read, v);
+    cache.store().Read(0, slot, k_read.data(), v_read.data());
+    EXPECT_EQ(k_read, std::vector<float>(6, 0.0f)) << "other layers untouched";
+    // What attention reads: the pair of the store's dtype, and only that pair.
+    const cpu::PagedKvLayer layer = cache.Layer(1);
+    ASSERT_EQ(layer.bf16(), dtype == KvDtype::kBf16);
+    for (int i = 0; i < 6; ++i) {
+      if (layer.bf16()) {
+        EXPECT_EQ(layer.k_bf16[slot * 6 + i], F32ToBf16(k[i]));
+        EXPECT_EQ(layer.v_bf16[slot * 6 + i], F32ToBf16(v[i]));
+        EXPECT_EQ(layer.k, nullptr);
+      } else {
+        EXPECT_EQ(layer.k[slot * 6 + i], k[i]);
+        EXPECT_EQ(layer.v[slot * 6 + i], v[i]);
+        EXPECT_EQ(layer.k_bf16, nullptr);
+      }
+    }
   }
-  EXPECT_EQ(cache.Layer(0).k[slot * 6], 0.0f) << "other layers untouched";
+}
+
+// BF16 rows hold each value rounded to nearest even: within 2⁻⁸ relative of it.
+TEST(PagedKvCacheTest, Bf16RowsRoundToNearestEven) {
+  const KvCacheShape shape{.num_layers = 1, .kv_heads = 1, .head_dim = 6, .num_pages = 1};
+  PagedKvCache cache(shape.WithDtype(KvDtype::kBf16));
+  const float half = std::ldexp(1.0f, -8);  // half a BF16 ulp at 1
+  const float above = std::ldexp(1.0f, -20);
+  // Halfway cases go to the even neighbour; just above halfway rounds up.
+  const std::vector<float> k = {1 + half, 1 + 3 * half, 1 + half + above, -(1 + half), 3, 0};
+  const std::vector<float> want_k = {1, 1 + 4 * half, 1 + 2 * half, -1, 3, 0};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 10.0f);
+  std::vector<float> v(6);
+  for (float& x : v) x = normal(rng);
+  cache.Store(0, 2, k.data(), v.data());
+  std::vector<float> k_read(6), v_read(6);
+  cache.store().Read(0, 2, k_read.data(), v_read.data());
+  EXPECT_EQ(k_read, want_k);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(v_read[i], Bf16ToF32(F32ToBf16(v[i])));
+    EXPECT_LE(std::fabs(v_read[i] - v[i]), std::ldexp(std::fabs(v[i]), -8)) << v[i];
+  }
+}
+
+TEST(KvDtypeTest, NamesRoundTripAndSizes) {
+  for (const KvDtype dtype : {KvDtype::kBf16, KvDtype::kF32}) {
+    EXPECT_EQ(KvDtypeFromName(KvDtypeName(dtype)), dtype);
+  }
+  EXPECT_EQ(KvDtypeName(KvDtype::kBf16), "bf16");
+  EXPECT_EQ(KvDtypeSize(KvDtype::kBf16), 2);
+  EXPECT_EQ(KvDtypeSize(KvDtype::kF32), 4);
+  EXPECT_EQ(KvDtypeFromName("fp16"), std::nullopt);
+  EXPECT_EQ(KvCacheShape{}.dtype, KvDtype::kBf16) << "BF16 by default";
 }
 
 TEST(PagedKvCacheTest, SequenceIdsAreReusedAndAllPagesReturn) {

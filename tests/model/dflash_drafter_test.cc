@@ -56,7 +56,7 @@ class DFlashDrafterTest : public ::testing::Test {
 
 TEST_F(DFlashDrafterTest, DraftShapes) {
   const std::vector<int32_t> tokens = RandomTokens(10, 129, 1);
-  PagedKvCache cache(target_.KvShape(5, 16));
+  PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
   drafter_->Bind(cache);
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
@@ -80,14 +80,14 @@ TEST_F(DFlashDrafterTest, DraftCacheIsTheSameThroughPrefillOrCommits) {
   const std::vector<int32_t> context = RandomTokens(length, 129, 2);
   const int32_t anchor = 11;
 
-  PagedKvCache one(target_.KvShape(5, 32));
+  PagedKvCache one(target_.KvShape(5, 32).WithDtype(KvDtype::kF32));
   drafter_->Bind(one);
   const int32_t seq_one = one.AddSequence();
   ASSERT_TRUE(one.Reserve(seq_one, length + kBlock).ok());
   PrefillRange(one, seq_one, context, 0, length);
   const DraftOutput expected = DraftAt(one, seq_one, length, anchor);
 
-  PagedKvCache many(target_.KvShape(5, 32));
+  PagedKvCache many(target_.KvShape(5, 32).WithDtype(KvDtype::kF32));
   drafter_->Bind(many);
   const int32_t seq = many.AddSequence();
   ASSERT_TRUE(many.Reserve(seq, 7).ok());
@@ -114,7 +114,8 @@ TEST_F(DFlashDrafterTest, DraftCacheIsTheSameThroughPrefillOrCommits) {
   // The two histories compute the target's features and the draft K/V in batches of other
   // shapes, so the logits agree to twice the drafter's order bound (logit_bounds.h), and each
   // candidate is the same unless its top two logits are within the tie tolerance.
-  const std::vector<double> bounds = testing::DraftLogitBounds(*drafter_, target_, length);
+  const std::vector<double> bounds =
+      testing::DraftLogitBounds(*drafter_, target_, length, KvDtype::kF32);
   const float tie = testing::GreedyTieTolerance(bounds);
   const size_t vocab = bounds.size();
   ASSERT_EQ(got.logits.size(), expected.logits.size());

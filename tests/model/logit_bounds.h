@@ -12,6 +12,12 @@
 // carry relative error through unchanged, so the final normed hidden state h is within R·γ_K
 // relative error and logit v = h·W_v within R·γ_K·Σ_i|h_i·W_vi| of exact. Since h is the RMS
 // normalised state times the gain g, ‖h‖₂ ≤ √H·max|g|, and Σ_i|h_i·W_vi| ≤ ‖h‖₂·‖W_v‖₂.
+//
+// A BF16 KV cache (kv/kv_dtype.h) adds one rounding to every K and V value a layer attends over,
+// each within u_b = 2⁻⁸ relative: to first order the same as one more reduction per K and per V
+// with γ_K replaced by u_b, so each layer adds 2·u_b to the relative error. "Exact" stays the
+// model with exact K/V, so the bounds of an f32 and a BF16 cache compose: their logits agree to
+// B_f32 + B_bf16.
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "float_bounds.h"
+#include "kv/kv_dtype.h"
 #include "model/dflash_drafter.h"
 #include "model/qwen3_model.h"
 
@@ -28,15 +35,18 @@ namespace dscale::testing {
 // output projection, gate/up projection, down projection.
 inline constexpr int kReductionsPerLayer = 6;
 
+// u_b: the relative rounding error of a value stored in a KV cache of `dtype`.
+inline double KvUnitRoundoff(KvDtype dtype) { return dtype == KvDtype::kBf16 ? 0x1p-8 : 0.0; }
+
 // B_v for every vocabulary row v of `lm_head` [vocab, hidden]: any float32 evaluation of logit v
-// is within B_v of the exact value (BF16 weights are widened exactly, so the same holds).
-inline std::vector<double> LogitErrorBounds(int reductions, int64_t longest,
-                                            const std::vector<float>& final_norm,
+// whose final normed hidden state is within `relative` error of exact is within B_v of the exact
+// value (BF16 weights are widened exactly, so the same holds).
+inline std::vector<double> LogitErrorBounds(double relative, const std::vector<float>& final_norm,
                                             const WeightMatrix& lm_head) {
   const auto hidden = static_cast<int64_t>(final_norm.size());
   double gain = 0.0;
   for (const float g : final_norm) gain = std::max(gain, std::fabs(double{g}));
-  const double scale = reductions * FloatGamma(longest) * std::sqrt(double(hidden)) * gain;
+  const double scale = relative * std::sqrt(double(hidden)) * gain;
   std::vector<double> bounds(static_cast<size_t>(lm_head.rows()));
   std::vector<float> row(static_cast<size_t>(hidden));
   for (int64_t v = 0; v < lm_head.rows(); ++v) {
@@ -53,35 +63,38 @@ inline int64_t LongestReduction(const Qwen3Config& c, int64_t context) {
   return std::max({c.hidden_size, c.intermediate_size, c.q_dim(), context});
 }
 
-// The target's logits after `context` positions.
-inline std::vector<double> TargetLogitBounds(const Qwen3Model& target, int64_t context) {
+// The target's logits after `context` positions, its K/V cached as `kv`.
+inline std::vector<double> TargetLogitBounds(const Qwen3Model& target, int64_t context,
+                                             KvDtype kv) {
   const Qwen3Config& c = target.config();
-  return LogitErrorBounds(kReductionsPerLayer * c.num_hidden_layers + 1,
-                          LongestReduction(c, context), target.weights().final_norm,
-                          target.weights().LmHead());
+  const double relative =
+      (kReductionsPerLayer * c.num_hidden_layers + 1) * FloatGamma(LongestReduction(c, context)) +
+      2.0 * c.num_hidden_layers * KvUnitRoundoff(kv);
+  return LogitErrorBounds(relative, target.weights().final_norm, target.weights().LmHead());
 }
 
 // The same for a target whose projections are int8 (--weights int8): the kernels form each term
 // with one rounding more than an f32 kernel over the dequantised weights (gemm_int8.h), as if
 // every reduction were one term longer.
-inline std::vector<double> Int8TargetLogitBounds(const Qwen3Model& target, int64_t context) {
-  return TargetLogitBounds(target, LongestReduction(target.config(), context) + 1);
+inline std::vector<double> Int8TargetLogitBounds(const Qwen3Model& target, int64_t context,
+                                                 KvDtype kv) {
+  return TargetLogitBounds(target, LongestReduction(target.config(), context) + 1, kv);
 }
 
 // A DFlash drafter's logits (through the target's LM head) over a draft context of `context`
 // positions: the target's layers that produce the features, the fc projection over all of them,
-// the draft layers, the LM head.
+// the draft layers, the LM head; both caches store K/V as `kv`.
 inline std::vector<double> DraftLogitBounds(const DFlashDrafter& drafter, const Qwen3Model& target,
-                                            int64_t context) {
+                                            int64_t context, KvDtype kv) {
   const Qwen3Config& t = target.config();
   const DFlashConfig& d = drafter.config();
-  const int reductions =
-      kReductionsPerLayer * (t.num_hidden_layers + d.draft.num_hidden_layers) + 2;
+  const int64_t layers = t.num_hidden_layers + d.draft.num_hidden_layers;
   const int64_t fc_terms = static_cast<int64_t>(d.target_layer_ids.size()) * t.hidden_size;
   const int64_t longest = std::max(
       {LongestReduction(t, context), LongestReduction(d.draft, context + d.block_size), fc_terms});
-  return LogitErrorBounds(reductions, longest, drafter.weights().final_norm,
-                          target.weights().LmHead());
+  const double relative =
+      (kReductionsPerLayer * layers + 2) * FloatGamma(longest) + 2.0 * layers * KvUnitRoundoff(kv);
+  return LogitErrorBounds(relative, drafter.weights().final_norm, target.weights().LmHead());
 }
 
 // Two evaluations, each within B of exact, can order two logits differently only when their gap

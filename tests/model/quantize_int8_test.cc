@@ -204,14 +204,14 @@ TEST(QuantizeInt8Test, ForwardMatchesTheReferenceForwardOnTheDequantisedWeights)
   const std::vector<int32_t> tokens = testing::RandomTokens(37, config.vocab_size, 1);
   const testing::ReferenceOutput expected =
       testing::ReferenceForward(config, model.weights(), tokens);
-  PagedKvCache cache(model.KvShape(16, 3));
+  PagedKvCache cache(model.KvShape(16, 3).WithDtype(KvDtype::kF32));
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 37).ok());
   PackedBatch batch;
   batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
   ForwardOutput out;
   ASSERT_TRUE(model.Forward(batch, {}, cache, &out).ok());
-  const std::vector<double> bounds = testing::Int8TargetLogitBounds(model, 37);
+  const std::vector<double> bounds = testing::Int8TargetLogitBounds(model, 37, KvDtype::kF32);
   ASSERT_EQ(out.logits.size(), expected.logits.size());
   for (size_t i = 0; i < out.logits.size(); ++i) {
     ASSERT_LE(std::fabs(double{out.logits[i]} - expected.logits[i]),

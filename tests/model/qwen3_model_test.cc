@@ -52,7 +52,7 @@ Qwen3Model MakeModel(const Qwen3Config& config, uint64_t seed) {
 // Logits for every position of `tokens` from one prefill of the sequence alone.
 std::vector<float> OnePrefillLogits(Qwen3Model& model, const std::vector<int32_t>& tokens) {
   const auto n = static_cast<int32_t>(tokens.size());
-  PagedKvCache cache(model.KvShape(16, (n + 15) / 16));
+  PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(KvDtype::kF32));
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n).ok());
   PackedBatch batch;
@@ -69,7 +69,7 @@ TEST(Qwen3ModelTest, ForwardMatchesReferenceForwardAndCapturesFeatures) {
   const testing::ReferenceOutput expected =
       testing::ReferenceForward(config, model.weights(), tokens);
 
-  PagedKvCache cache(model.KvShape(5, 8));
+  PagedKvCache cache(model.KvShape(5, 8).WithDtype(KvDtype::kF32));
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 37).ok());
   PackedBatch batch;
@@ -78,9 +78,9 @@ TEST(Qwen3ModelTest, ForwardMatchesReferenceForwardAndCapturesFeatures) {
   const std::vector<int32_t> capture = {2, 0};  // list order, not layer order
   ASSERT_TRUE(model.Forward(batch, {.tile_rows = 16, .capture_layers = capture}, cache, &out).ok());
 
-  EXPECT_LE(
-      WorstLogitDiffOverBound(out.logits, expected.logits, testing::TargetLogitBounds(model, 37)),
-      1.0);
+  EXPECT_LE(WorstLogitDiffOverBound(out.logits, expected.logits,
+                                    testing::TargetLogitBounds(model, 37, KvDtype::kF32)),
+            1.0);
   // Captured residuals after layer l: the same first-order bound with 6·(l + 1) reductions.
   // A residual component sums random-signed terms, whose magnitudes we take as √H·‖row‖∞.
   const int64_t h = config.hidden_size;
@@ -115,7 +115,7 @@ struct ScheduledRequest {
 // requests' pages interleave and cross page boundaries.
 void RunInterleaved(Qwen3Model& model, std::vector<ScheduledRequest>& requests, int tile_rows) {
   const int64_t vocab = model.config().vocab_size;
-  PagedKvCache cache(model.KvShape(/*page_size=*/5, /*num_pages=*/256));
+  PagedKvCache cache(model.KvShape(/*page_size=*/5, /*num_pages=*/256).WithDtype(KvDtype::kF32));
   for (ScheduledRequest& r : requests) {
     r.seq = cache.AddSequence();
     r.logits.assign(r.tokens.size() * vocab, 0.0f);
@@ -170,9 +170,9 @@ TEST_P(ChunkedPrefillTest, InterleavedChunksAndDecodeStepsMatchOnePrefill) {
   for (const ScheduledRequest& r : requests) {
     const std::vector<float> expected = OnePrefillLogits(model, r.tokens);
     const auto context = static_cast<int64_t>(r.tokens.size());
-    EXPECT_LE(
-        WorstLogitDiffOverBound(r.logits, expected, testing::TargetLogitBounds(model, context)),
-        1.0)
+    EXPECT_LE(WorstLogitDiffOverBound(r.logits, expected,
+                                      testing::TargetLogitBounds(model, context, KvDtype::kF32)),
+              1.0)
         << "request of length " << r.tokens.size();
   }
 }
@@ -203,9 +203,9 @@ TEST(Qwen3ModelTest, RequestLogitsDoNotDependOnTheRestOfTheBatch) {
   // Attention and every elementwise kernel compute a row the same way whatever else is batched;
   // only the GEMM may block a different row count differently (OpenBLAS picks its kernels by
   // shape and CPU), which moves logits by float rounding only: within the order bound.
-  EXPECT_LE(
-      WorstLogitDiffOverBound(it->logits, alone[0].logits, testing::TargetLogitBounds(model, 28)),
-      1.0);
+  EXPECT_LE(WorstLogitDiffOverBound(it->logits, alone[0].logits,
+                                    testing::TargetLogitBounds(model, 28, KvDtype::kF32)),
+            1.0);
 }
 
 TEST(Qwen3ModelTest, LoadsTheCheckpointMakeTinyWrites) {
@@ -252,9 +252,11 @@ TEST(GreedyDecodeTest, ChunkedPrefillGivesTheSameTokensAndFollowsTheArgmax) {
   const Qwen3Config config = OddTinyConfig();
   Qwen3Model model = MakeModel(config, 21);
   const std::vector<int32_t> prompt = RandomTokens(29, config.vocab_size, 8);
-  const Result<std::vector<int32_t>> whole = GreedyDecode(model, prompt, {.max_new_tokens = 12});
-  const Result<std::vector<int32_t>> chunked =
-      GreedyDecode(model, prompt, {.max_new_tokens = 12, .prefill_chunk = 6, .page_size = 5});
+  const Result<std::vector<int32_t>> whole =
+      GreedyDecode(model, prompt, {.max_new_tokens = 12, .kv_dtype = KvDtype::kF32});
+  const Result<std::vector<int32_t>> chunked = GreedyDecode(
+      model, prompt,
+      {.max_new_tokens = 12, .prefill_chunk = 6, .page_size = 5, .kv_dtype = KvDtype::kF32});
   ASSERT_TRUE(whole.ok() && chunked.ok());
   ASSERT_EQ(whole->size(), 12u);
 
@@ -266,7 +268,7 @@ TEST(GreedyDecodeTest, ChunkedPrefillGivesTheSameTokensAndFollowsTheArgmax) {
   sequence.insert(sequence.end(), whole->begin(), whole->end() - 1);
   const std::vector<float> logits = OnePrefillLogits(model, sequence);
   const float tie = testing::GreedyTieTolerance(
-      testing::TargetLogitBounds(model, static_cast<int64_t>(sequence.size())));
+      testing::TargetLogitBounds(model, static_cast<int64_t>(sequence.size()), KvDtype::kF32));
   const int64_t vocab = config.vocab_size;
   for (size_t i = 0; i < whole->size(); ++i) {
     const size_t row = prompt.size() - 1 + i;

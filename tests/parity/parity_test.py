@@ -12,6 +12,9 @@ embeddings and a sharded, "model."-prefixed drafter, F32 sharded and tied), it c
     reference reads them with this folder's reader), and by broken checkpoints that dscale must
     refuse with exit status 1 and a message naming the tensor.
 
+Both commands run with --kv-dtype f32: the reference keeps K and V exact, and the budget below is
+for float32 arithmetic (a BF16 cache's rounding is bounded in tests/model/logit_bounds.h).
+
 Tolerances (hf_reference.py, "The float32 error budget"): logit v of row t may differ from the
 float64 reference by eps · |h_t| · |W_v|, where h_t is the reference's final-normed hidden
 row, W_v the LM-head row, and eps = 8 · 2^-24 · sqrt(Σ a²·(K+2)) over the chain of float32
@@ -91,7 +94,8 @@ class ParityMixin:
 
         # Target logits, every position.
         logits, hidden, streams, gains = target.forward(ids)
-        got = dscale_json(self, "logits", "--model", target_dir, "--ids", ids_arg)["logits"]
+        got = dscale_json(self, "logits", "--model", target_dir, "--ids", ids_arg,
+                          "--kv-dtype", "f32")["logits"]
         got = torch.tensor(got, dtype=torch.float64)
         self.assertEqual(tuple(got.shape), (n, vocab))
         tol = ref.logit_tolerance(ref.logits_budget(t_cfg, n, gains), hidden, target.lm_head)
@@ -102,7 +106,7 @@ class ParityMixin:
 
         # One drafting step after the prefill.
         out = dscale_json(self, "draft", "--target", target_dir, "--drafter", drafter_dir,
-                          "--ids", ids_arg)
+                          "--ids", ids_arg, "--kv-dtype", "f32")
         bonus = out["bonus"]
         self.check_token(logits[-1], tol[-1], bonus, "bonus")
         d_logits, d_hidden, d_gains = drafter.draft(streams, n, bonus)

@@ -69,6 +69,48 @@ TEST(ConnectionWatchTest, NoticesThePeerClosing) {
   EXPECT_TRUE(watch.PeerClosed());
 }
 
+// A reset (SO_LINGER 0) before the watch exists leaves the server side without a peer address;
+// the watch still sees the client gone.
+TEST(ConnectionWatchTest, NoticesAResetBeforeItStarted) {
+  Pair pair;
+  const ConnectionAddress address = pair.ServerSide();
+  const linger reset{.l_onoff = 1, .l_linger = 0};
+  ASSERT_EQ(setsockopt(pair.client, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+  close(pair.client);
+  pair.client = -1;
+  usleep(20000);  // the RST crosses loopback
+  EXPECT_EQ(FindConnectionSocket(address), -1);
+  EXPECT_TRUE(SearchConnectionSocket(address).peerless_local_socket);
+  ConnectionWatch watch(address);
+  EXPECT_TRUE(watch.PeerClosed());
+}
+
+TEST(ConnectionWatchTest, NoticesAResetAfterItStarted) {
+  Pair pair;
+  ConnectionWatch watch(pair.ServerSide());
+  EXPECT_FALSE(watch.PeerClosed());
+  const linger reset{.l_onoff = 1, .l_linger = 0};
+  ASSERT_EQ(setsockopt(pair.client, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+  close(pair.client);
+  pair.client = -1;
+  usleep(20000);
+  EXPECT_TRUE(watch.PeerClosed());
+}
+
+// A peerless socket on another local address is not this connection's.
+TEST(ConnectionWatchTest, APeerlessSocketElsewhereIsNotOurs) {
+  Pair pair;
+  ConnectionAddress address = pair.ServerSide();
+  const linger reset{.l_onoff = 1, .l_linger = 0};
+  ASSERT_EQ(setsockopt(pair.client, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+  close(pair.client);
+  pair.client = -1;
+  usleep(20000);
+  address.local_port = 1;
+  ConnectionWatch watch(address);
+  EXPECT_FALSE(watch.PeerClosed());
+}
+
 TEST(ConnectionWatchTest, UnknownConnectionIsNeverClosed) {
   ConnectionWatch watch(
       {.local_addr = "127.0.0.1", .local_port = 1, .remote_addr = "127.0.0.1", .remote_port = 2});

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -218,6 +220,18 @@ TEST(BpeVocabTest, MissingFiles) {
   ExpectLoadError(dir.path(), StatusCode::kNotFound, "neither tokenizer.json nor vocab.json");
   dir.Write("vocab.json", SmallVocab().dump());
   ExpectLoadError(dir.path(), StatusCode::kNotFound, "merges.txt: no such file");
+}
+
+// A tokenizer file that is a FIFO or a device is refused before anything reads it (neither
+// hangs nor grows without bound).
+TEST(BpeVocabTest, FilesThatAreNotRegularAreRefused) {
+  TempDir fifo, device;
+  ASSERT_EQ(::mkfifo((fifo.path() / "vocab.json").c_str(), 0600), 0);
+  fifo.Write("merges.txt", "");
+  ExpectLoadError(fifo.path(), StatusCode::kIoError, "vocab.json: not a regular file");
+  device.Write("vocab.json", SmallVocab().dump());
+  fs::create_symlink("/dev/zero", device.path() / "merges.txt");
+  ExpectLoadError(device.path(), StatusCode::kIoError, "merges.txt: not a regular file");
 }
 
 TEST(BpeVocabTest, CorruptVocabJson) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <system_error>
 
+#include "io/file_util.h"
 #include "io/tokenizer/pretokenizer.h"
 
 namespace dscale {
@@ -35,7 +36,7 @@ bool BoolField(const json& obj, const char* key, bool fallback) {
 }
 
 Result<json> ParseJsonFile(const fs::path& path) {
-  DSCALE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  DSCALE_ASSIGN_OR_RETURN(std::string text, ReadTokenizerFile(path));
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return DataLoss(path.string() + ": not valid JSON");
   if (!doc.is_object()) return DataLoss(path.string() + ": expected a JSON object at the top");
@@ -127,7 +128,7 @@ class TokenToIdReader {
 };
 
 Result<std::vector<std::pair<std::string, int32_t>>> ReadTokenToIdFile(const fs::path& path) {
-  DSCALE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  DSCALE_ASSIGN_OR_RETURN(std::string text, ReadTokenizerFile(path));
   TokenToIdReader reader;
   reader.pairs.reserve(text.size() / 16);
   const bool ok = json::sax_parse(text, &reader);
@@ -359,19 +360,9 @@ Result<std::vector<AddedToken>> ParseJsonAddedTokens(const json& doc, const std:
 
 }  // namespace
 
-Result<std::string> ReadFileToString(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return NotFound(path.string() + ": no such file");
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return IoError(path.string() + ": cannot open for reading");
-  std::string text;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) return IoError(path.string() + ": read failed");
-  return text;
+Result<std::string> ReadTokenizerFile(const fs::path& path) {
+  if (!PathExists(path.string())) return NotFound(path.string() + ": no such file");
+  return ReadFileToString(path.string(), kMaxTokenizerFileBytes);
 }
 
 Result<BpeVocab> LoadVocabAndMerges(const fs::path& vocab_json, const fs::path& merges_txt,
@@ -381,7 +372,7 @@ Result<BpeVocab> LoadVocabAndMerges(const fs::path& vocab_json, const fs::path& 
   vocab.vocab_source = vocab_json.string();
   vocab.merges_source = merges_txt.string();
   DSCALE_ASSIGN_OR_RETURN(vocab.vocab, ReadTokenToIdFile(vocab_json));
-  DSCALE_ASSIGN_OR_RETURN(std::string merges_text, ReadFileToString(merges_txt));
+  DSCALE_ASSIGN_OR_RETURN(std::string merges_text, ReadTokenizerFile(merges_txt));
   DSCALE_ASSIGN_OR_RETURN(vocab.merges, ParseMergesTxt(merges_text, vocab.merges_source));
 
   std::vector<std::pair<std::string, int32_t>> plain;

@@ -59,7 +59,10 @@ Result<BpeVocab> LoadVocabAndMerges(const std::filesystem::path& vocab_json,
                                     const std::filesystem::path& tokenizer_config_json = {});
 Result<BpeVocab> LoadTokenizerJson(const std::filesystem::path& tokenizer_json);
 
-// Reads a whole file; NotFound when it does not exist, IoError when it cannot be read.
-Result<std::string> ReadFileToString(const std::filesystem::path& path);
+// Reads a whole tokenizer file: a regular file of at most kMaxTokenizerFileBytes (Qwen3's
+// tokenizer.json, the largest, is 11 MB); NotFound when it does not exist, IoError when it is
+// not a regular file (a FIFO, /dev/zero) or cannot be read, DataLoss when it is too large.
+inline constexpr size_t kMaxTokenizerFileBytes = size_t{256} << 20;
+Result<std::string> ReadTokenizerFile(const std::filesystem::path& path);
 
 }  // namespace dscale

@@ -78,14 +78,17 @@ struct KeyChunk {
   int32_t begin = 0;  // first position
   int32_t size = 0;   // positions in the chunk, ≤ kKeyChunk
   int32_t padded = 0;
-  const float* k[kKeyChunk] = {};
-  const float* v[kKeyChunk] = {};
+  int64_t offset[kKeyChunk] = {};  // element offset of each position's K (and V) row in the layer
 };
 
 void ValidateParams(const AttentionParams& p) {
   DSCALE_CHECK(p.heads > 0 && p.kv_heads > 0 && p.heads % p.kv_heads == 0);
   DSCALE_CHECK(p.head_dim > 0);
   DSCALE_CHECK(p.kv.page_size > 0);
+  const bool f32 = p.kv.k != nullptr || p.kv.v != nullptr;
+  const bool bf16 = p.kv.k_bf16 != nullptr || p.kv.v_bf16 != nullptr;
+  DSCALE_CHECK_MSG(f32 != bf16, "attention needs either the f32 or the BF16 K/V rows");
+  DSCALE_CHECK(f32 ? p.kv.k && p.kv.v : p.kv.k_bf16 && p.kv.v_bf16);
   DSCALE_CHECK(p.q_row_stride >= static_cast<int64_t>(p.heads) * p.head_dim);
   DSCALE_CHECK(p.num_spans >= 0 && (p.num_spans == 0 || p.spans != nullptr));
 }
@@ -152,21 +155,28 @@ void GatherKeyChunk(const AttentionParams& p, const AttentionSpan& span, int32_t
     const int64_t pos = begin + c;
     const int64_t slot =
         static_cast<int64_t>(span.page_table[pos / page_size]) * page_size + pos % page_size;
-    const int64_t offset = (slot * p.kv_heads + kv_head) * p.head_dim;
-    chunk.k[c] = p.kv.k + offset;
-    chunk.v[c] = p.kv.v + offset;
+    chunk.offset[c] = (slot * p.kv_heads + kv_head) * p.head_dim;
   }
 }
 
-// Copies the chunk's rows into the contiguous scratch.keys / scratch.values; key rows from
-// chunk.size up to chunk.padded are zero (their scores are masked out). In the cache,
-// consecutive positions of one kv head sit kv_heads·head_dim floats apart — a multiple of 4 KiB
-// at Qwen3 sizes — so, read in place, all rows of a chunk map to the same few L1 sets and the
-// chunk evicts itself before the next slot comes back to it.
-void CopyChunk(const KeyChunk& chunk, int32_t hd, TileScratch& s) {
+// Copies the chunk's rows into the contiguous scratch.keys / scratch.values as f32 (BF16 rows
+// widened by `widen` on the way); key rows from chunk.size up to chunk.padded are zero (their
+// scores are masked out). In the cache, consecutive positions of one kv head sit
+// kv_heads·head_dim elements apart — a multiple of 4 KiB at Qwen3 sizes — so, read in place, all
+// rows of a chunk map to the same few L1 sets and the chunk evicts itself before the next slot
+// comes back to it.
+void CopyChunk(const PagedKvLayer& kv, const KeyChunk& chunk, int32_t hd, WidenBf16Fn widen,
+               TileScratch& s) {
   for (int32_t c = 0; c < chunk.size; ++c) {
-    std::copy_n(chunk.k[c], hd, s.keys.data() + static_cast<int64_t>(c) * hd);
-    std::copy_n(chunk.v[c], hd, s.values.data() + static_cast<int64_t>(c) * hd);
+    float* key = s.keys.data() + static_cast<int64_t>(c) * hd;
+    float* value = s.values.data() + static_cast<int64_t>(c) * hd;
+    if (kv.bf16()) {
+      widen(kv.k_bf16 + chunk.offset[c], hd, key);
+      widen(kv.v_bf16 + chunk.offset[c], hd, value);
+    } else {
+      std::copy_n(kv.k + chunk.offset[c], hd, key);
+      std::copy_n(kv.v + chunk.offset[c], hd, value);
+    }
   }
   std::fill(s.keys.data() + static_cast<int64_t>(chunk.size) * hd,
             s.keys.data() + static_cast<int64_t>(chunk.padded) * hd, 0.0f);
@@ -309,7 +319,7 @@ void StoreTile(const AttentionParams& p, const AttentionSpan& span, const WorkIt
   }
 }
 
-void RunTile(const AttentionParams& p, const WorkItem& item, TileScratch& s) {
+void RunTile(const AttentionParams& p, const WorkItem& item, WidenBf16Fn widen, TileScratch& s) {
   const AttentionSpan& span = p.spans[item.span];
   LoadTile(p, span, item, s);
   // Every row of a span sees at least its own position, so each live row gets ≥ 1 key.
@@ -317,7 +327,7 @@ void RunTile(const AttentionParams& p, const WorkItem& item, TileScratch& s) {
   KeyChunk chunk;
   for (int32_t begin = 0; begin < key_end; begin += kKeyChunk) {
     GatherKeyChunk(p, span, item.kv_head, begin, std::min(key_end, begin + kKeyChunk), chunk);
-    CopyChunk(chunk, p.head_dim, s);
+    CopyChunk(p.kv, chunk, p.head_dim, widen, s);
     ProcessChunk(p, span, item, chunk, s);
   }
   StoreTile(p, span, item, s);
@@ -338,9 +348,11 @@ constexpr int64_t kParallelMinWork = int64_t{1} << 20;
 }  // namespace
 
 template <int kTileRows>
-void PagedAttentionTiled(const AttentionParams& params) {
+void PagedAttentionTiled(const AttentionParams& params, Bf16Isa isa) {
   static_assert(kTileRows % kRowBlock == 0, "tiles are whole row blocks");
   ValidateParams(params);
+  CheckBf16IsaSupported(isa);
+  const WidenBf16Fn widen = WidenBf16For(isa);
   const std::vector<WorkItem> items = MakeWorkItems(params, kTileRows);
   const auto num_items = static_cast<int64_t>(items.size());
   const int32_t capacity = params.heads / params.kv_heads * kTileRows;
@@ -349,25 +361,29 @@ void PagedAttentionTiled(const AttentionParams& params) {
   {
     TileScratch scratch(capacity, params.head_dim);
 #pragma omp for schedule(dynamic)
-    for (int64_t i = 0; i < num_items; ++i) RunTile(params, items[i], scratch);
+    for (int64_t i = 0; i < num_items; ++i) RunTile(params, items[i], widen, scratch);
   }
 }
 
-template void PagedAttentionTiled<16>(const AttentionParams& params);
-template void PagedAttentionTiled<64>(const AttentionParams& params);
-template void PagedAttentionTiled<128>(const AttentionParams& params);
+template void PagedAttentionTiled<16>(const AttentionParams& params, Bf16Isa isa);
+template void PagedAttentionTiled<64>(const AttentionParams& params, Bf16Isa isa);
+template void PagedAttentionTiled<128>(const AttentionParams& params, Bf16Isa isa);
 
-void PagedAttention(const AttentionParams& params, int tile_rows) {
+void PagedAttention(const AttentionParams& params, int tile_rows, Bf16Isa isa) {
   switch (tile_rows) {
     case 16:
-      return PagedAttentionTiled<16>(params);
+      return PagedAttentionTiled<16>(params, isa);
     case 64:
-      return PagedAttentionTiled<64>(params);
+      return PagedAttentionTiled<64>(params, isa);
     case 128:
-      return PagedAttentionTiled<128>(params);
+      return PagedAttentionTiled<128>(params, isa);
     default:
       DSCALE_CHECK_MSG(false, "attention tile height is not one of kAttentionTileHeights");
   }
+}
+
+void PagedAttention(const AttentionParams& params, int tile_rows) {
+  PagedAttention(params, tile_rows, BestBf16Isa());
 }
 
 }  // namespace dscale::cpu

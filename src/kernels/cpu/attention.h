@@ -13,8 +13,14 @@
 // and value row once and reuses it for every live row of the tile. The tile height is a
 // compile-time parameter chosen at run time (16 for verification and drafting, 128 for
 // prefill): the path-aware tile router's hook.
+//
+// K/V rows are f32 or BF16. BF16 rows are widened to f32 (exactly) as each chunk of keys is
+// copied into the tile's scratch, with the vectors of a Bf16Isa variant (bf16_isa.h); from there
+// on the arithmetic is the f32 rows' own, so BF16 rows give the bits their f32 widening gives.
 
 #include <cstdint>
+
+#include "kernels/cpu/bf16_isa.h"
 
 namespace dscale::cpu {
 
@@ -25,10 +31,15 @@ struct AttentionSpan {
   const int32_t* page_table = nullptr;  // ⌈(ctx_len + q_len) / page_size⌉ page ids
 };
 
+// One layer's K and V rows: either the f32 pair or the BF16 pair is set, never both.
 struct PagedKvLayer {
-  const float* k = nullptr;  // [num_slots, kv_heads, head_dim]
-  const float* v = nullptr;  // [num_slots, kv_heads, head_dim]
+  const float* k = nullptr;  // [num_slots, kv_heads, head_dim] f32
+  const float* v = nullptr;  // [num_slots, kv_heads, head_dim] f32
   int32_t page_size = 0;
+  const uint16_t* k_bf16 = nullptr;  // [num_slots, kv_heads, head_dim] BF16 bits
+  const uint16_t* v_bf16 = nullptr;  // [num_slots, kv_heads, head_dim] BF16 bits
+
+  bool bf16() const { return k_bf16 != nullptr; }
 };
 
 struct AttentionParams {
@@ -48,10 +59,13 @@ struct AttentionParams {
 // Query-row tile heights that are compiled.
 inline constexpr int kAttentionTileHeights[] = {16, 64, 128};
 
+// BF16 rows are widened with `isa`'s vectors (which must be in SupportedBf16Isas()).
 template <int kTileRows>
-void PagedAttentionTiled(const AttentionParams& params);
+void PagedAttentionTiled(const AttentionParams& params, Bf16Isa isa);
 
 // Dispatches to the compiled tile height `tile_rows` (one of kAttentionTileHeights; CHECKed).
+// BF16 rows are widened with BestBf16Isa(), or with `isa` (parity tests run every variant).
 void PagedAttention(const AttentionParams& params, int tile_rows);
+void PagedAttention(const AttentionParams& params, int tile_rows, Bf16Isa isa);
 
 }  // namespace dscale::cpu

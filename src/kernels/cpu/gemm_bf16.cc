@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/check.h"
 
@@ -13,8 +14,12 @@ namespace dscale::cpu {
 namespace {
 
 // Weight rows (outputs) that share one pass over the inputs: their BF16 values are widened once
-// per x row tile and stay in registers.
+// per x row tile and stay in registers. AVX-512 tiles take 4 outputs (× up to 6 rows: 24 of the
+// 32 registers accumulate); AVX2 tiles 3 (× up to 4 rows: 12 accumulators, 3 weights and one
+// input of the 16 registers, which runs near the FMA rate where 2 outputs × 6 rows, loading
+// each input vector for every 2 FMAs, ran at half of it).
 constexpr int64_t kOutGroup = 4;
+constexpr int64_t kAvx2OutGroup = 3;
 // Below this many weights a call runs on one thread: a fork/join would cost more than the work.
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Bytes of one f32 weight panel of the many-row path: small enough to stay in cache while
@@ -64,9 +69,7 @@ void TiledPortable(const float* x, const uint16_t* w, float* y, int64_t rows, in
   }
 }
 
-// ---- AVX2 + FMA: 8 lanes. Tiles of 4 outputs × 1-2 rows for short batches; from 6 rows on,
-// 2 outputs × 6 rows, which widens each weight vector once per 6 FMAs (12 accumulators, 2
-// widened weights and one input vector: 15 of the 16 registers).
+// ---- AVX2 + FMA: 8 lanes, tiles of 3 outputs × up to 4 rows.
 
 // Compiled for AVX2 + FMA whatever the build's baseline (sanitizer and debug builds target plain
 // x86-64); called only where the CPU has them.
@@ -124,21 +127,35 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
   }
 }
 
+// `rows` rows from row r against the 3 outputs from o, in one tile of that height (1 … 4).
+DSCALE_AVX2 void TileRowsAvx2(const float* x, const uint16_t* wo, float* y, int64_t in,
+                              int64_t out, bool accumulate, int64_t r, int64_t o, int64_t rows) {
+  const float* xr = x + r * in;
+  float* yr = y + r * out + o;
+  switch (rows) {
+    case 4:
+      return TileAvx2<4, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+    case 3:
+      return TileAvx2<3, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+    case 2:
+      return TileAvx2<2, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+    default:
+      return TileAvx2<1, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+  }
+}
+
+// The rows go in the fewest tiles of at most 4, of heights differing by at most one.
 DSCALE_AVX2 void TiledAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                             int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+                           int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+  const int64_t tiles = (rows + 3) / 4;
   int64_t o = o_begin;
-  for (; o + kOutGroup <= o_end; o += kOutGroup) {
+  for (; o + kAvx2OutGroup <= o_end; o += kAvx2OutGroup) {
     const uint16_t* wo = w + o * in;
-    int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) {
-      TileAvx2<6, 2>(x + r * in, wo, in, y + r * out + o, out, accumulate);
-      TileAvx2<6, 2>(x + r * in, wo + 2 * in, in, y + r * out + o + 2, out, accumulate);
+    for (int64_t t = 0, r = 0; t < tiles; ++t) {
+      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
+      TileRowsAvx2(x, wo, y, in, out, accumulate, r, o, height);
+      r += height;
     }
-    for (; r + 2 <= rows; r += 2) {
-      TileAvx2<2, kOutGroup>(x + r * in, wo, in, y + r * out + o, out, accumulate);
-    }
-    for (; r < rows; ++r)
-      TileAvx2<1, kOutGroup>(x + r * in, wo, in, y + r * out + o, out, accumulate);
   }
   TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
@@ -208,17 +225,39 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int6
   }
 }
 
+// `rows` rows from row r in one tile of that height (1 … 6).
+DSCALE_AVX512 void TileRowsAvx512(const float* x, const uint16_t* wo, float* y, int64_t in,
+                                  int64_t out, bool accumulate, int64_t r, int64_t o, int64_t rows) {
+  switch (rows) {
+    case 6:
+      return RowsAvx512<6>(x, wo, y, in, out, accumulate, r, o);
+    case 5:
+      return RowsAvx512<5>(x, wo, y, in, out, accumulate, r, o);
+    case 4:
+      return RowsAvx512<4>(x, wo, y, in, out, accumulate, r, o);
+    case 3:
+      return RowsAvx512<3>(x, wo, y, in, out, accumulate, r, o);
+    case 2:
+      return RowsAvx512<2>(x, wo, y, in, out, accumulate, r, o);
+    default:
+      return RowsAvx512<1>(x, wo, y, in, out, accumulate, r, o);
+  }
+}
+
+// The rows go in the fewest tiles of at most 6, of heights differing by at most one (8 rows:
+// 4 + 4, not 6 + 2, whose 2-row tile would run at half the FMA rate).
 DSCALE_AVX512 void TiledAvx512(const float* x, const uint16_t* w, float* y, int64_t rows,
-                                 int64_t in, int64_t out, bool accumulate, int64_t o_begin,
-                                 int64_t o_end) {
+                               int64_t in, int64_t out, bool accumulate, int64_t o_begin,
+                               int64_t o_end) {
+  const int64_t tiles = (rows + 5) / 6;
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const uint16_t* wo = w + o * in;
-    int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) RowsAvx512<6>(x, wo, y, in, out, accumulate, r, o);
-    for (; r + 4 <= rows; r += 4) RowsAvx512<4>(x, wo, y, in, out, accumulate, r, o);
-    for (; r + 2 <= rows; r += 2) RowsAvx512<2>(x, wo, y, in, out, accumulate, r, o);
-    for (; r < rows; ++r) RowsAvx512<1>(x, wo, y, in, out, accumulate, r, o);
+    for (int64_t t = 0, r = 0; t < tiles; ++t) {
+      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
+      TileRowsAvx512(x, wo, y, in, out, accumulate, r, o, height);
+      r += height;
+    }
   }
   TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
@@ -241,34 +280,30 @@ TiledFn TiledFor(Bf16Isa isa) {
   return TiledPortable;
 }
 
-Bf16Isa BestIsa() {
-  static const Bf16Isa best = SupportedBf16Isas().back();
-  return best;
-}
+// Outputs per tile of each variant: the threads split the output columns in whole groups.
+int64_t OutGroupFor(Bf16Isa isa) { return isa == Bf16Isa::kAvx2 ? kAvx2OutGroup : kOutGroup; }
 
-// The threads split the output columns in whole groups. (The variants take y's row stride where
-// they name it `out`.)
-void RunTiled(TiledFn fn, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                int64_t out, bool accumulate, int64_t ldy) {
-  const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
+// (The variants take y's row stride where they name it `out`.)
+void RunTiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+              int64_t out, bool accumulate, int64_t ldy) {
+  const TiledFn fn = TiledFor(isa);
+  const int64_t group = OutGroupFor(isa);
+  const int64_t groups = (out + group - 1) / group;
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
   for (int64_t g = 0; g < groups; ++g) {
-    fn(x, w, y, rows, in, ldy, accumulate, g * kOutGroup, std::min(out, (g + 1) * kOutGroup));
+    fn(x, w, y, rows, in, ldy, accumulate, g * group, std::min(out, (g + 1) * group));
   }
 }
 
-// dst[0, count) = the BF16 values at src, widened to f32 (8 at a time on the threads).
-DSCALE_AVX2 void WidenBf16Avx2(const uint16_t* src, int64_t count, float* dst) {
-  const int64_t blocks = count / 8;
-#pragma omp parallel for schedule(static) if (count >= kParallelMinWeights)
-  for (int64_t b = 0; b < blocks; ++b) _mm256_storeu_ps(dst + b * 8, LoadBf16x8(src + b * 8));
-  for (int64_t i = blocks * 8; i < count; ++i) dst[i] = Bf16Bits(src[i]);
-}
-
+// dst[0, count) = the BF16 values at src, widened to f32 (on the threads, in blocks).
 void WidenBf16(const uint16_t* src, int64_t count, float* dst) {
-  if (BestIsa() != Bf16Isa::kPortable) return WidenBf16Avx2(src, count, dst);
+  constexpr int64_t kBlock = 4096;
+  const WidenBf16Fn widen = WidenBf16For(BestBf16Isa());
+  const int64_t blocks = (count + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (count >= kParallelMinWeights)
-  for (int64_t i = 0; i < count; ++i) dst[i] = Bf16Bits(src[i]);
+  for (int64_t b = 0; b < blocks; ++b) {
+    widen(src + b * kBlock, std::min(kBlock, count - b * kBlock), dst + b * kBlock);
+  }
 }
 
 void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
@@ -296,55 +331,26 @@ void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, in
 
 }  // namespace
 
-std::string_view Bf16IsaName(Bf16Isa isa) {
-  switch (isa) {
-    case Bf16Isa::kAvx512:
-      return "avx512";
-    case Bf16Isa::kAvx2:
-      return "avx2";
-    case Bf16Isa::kPortable:
-      break;
-  }
-  return "portable";
-}
-
 int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
   // Where the tiles stop beating f32 panels + OpenBLAS on the 2-vCPU EPYC of docs/BENCHMARKS.md
-  // (Qwen3-1.7B and 8B layers, OpenBLAS's AVX2 and AVX-512 kernels): AVX-512 tiles up to
-  // 128 rows, AVX2's 8-lane tiles up to 24. The portable loop loses even at one row.
+  // (Qwen3-1.7B layers, linear_bf16_bench, OpenBLAS's AVX2 and AVX-512 kernels): AVX-512 tiles
+  // up to 128 rows, AVX2's 8-lane tiles up to 64. The portable loop loses even at one row.
   switch (isa) {
     case Bf16Isa::kAvx512:
       return 128;
     case Bf16Isa::kAvx2:
-      return 24;
+      return 64;
     case Bf16Isa::kPortable:
       break;
   }
   return 0;
 }
 
-std::vector<Bf16Isa> SupportedBf16Isas() {
-  static const std::vector<Bf16Isa> isas = [] {
-    std::vector<Bf16Isa> found = {Bf16Isa::kPortable};
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      found.push_back(Bf16Isa::kAvx2);
-    }
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-      found.push_back(Bf16Isa::kAvx512);
-    }
-    return found;
-  }();
-  return isas;
-}
-
 void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
                      int64_t in, int64_t out, bool accumulate) {
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
-  const std::vector<Bf16Isa> supported = SupportedBf16Isas();
-  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
-                   "this CPU cannot run the requested BF16 kernel variant");
-  RunTiled(TiledFor(isa), x, w, y, rows, in, out, accumulate, out);
+  CheckBf16IsaSupported(isa);
+  RunTiled(isa, x, w, y, rows, in, out, accumulate, out);
 }
 
 void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
@@ -363,8 +369,8 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
     for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
-  if (rows <= LinearBf16TiledRowLimit(BestIsa())) {
-    RunTiled(TiledFor(BestIsa()), x, w, y, rows, in, out, accumulate, ldy);
+  if (rows <= LinearBf16TiledRowLimit(BestBf16Isa())) {
+    RunTiled(BestBf16Isa(), x, w, y, rows, in, out, accumulate, ldy);
   } else {
     WidenAndSgemm(x, w, y, rows, in, out, accumulate, ldy);
   }

@@ -3,17 +3,17 @@
 // f32: the projection of a decode or verify step without an f32 copy of the weights.
 //
 // Up to LinearBf16TiledRowLimit rows (decoding, verification, short prefills): register tiles of
-// 4 outputs × up to 6 rows widen each weight once per tile and apply it to all the tile's rows,
+// a few outputs × a few rows widen each weight once per tile and apply it to all the tile's rows,
 // and the threads split the output columns, so a call costs what reading the weights costs until
 // the arithmetic dominates, and then runs near the FMA rate. More rows (prefill): panels of
 // weights are widened to f32 in cache and multiplied by OpenBLAS's sgemm.
 //
 // The tiles are compiled for AVX-512, for AVX2 + FMA and portably, and picked at run time from
-// what the CPU supports (Bf16Isa names them for tests and benchmarks).
+// what the CPU supports (Bf16Isa, bf16_isa.h, names them for tests and benchmarks).
 
 #include <cstdint>
-#include <string_view>
-#include <vector>
+
+#include "kernels/cpu/bf16_isa.h"
 
 namespace dscale::cpu {
 
@@ -23,11 +23,6 @@ namespace dscale::cpu {
 void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
                 bool accumulate = false, int64_t ldy = 0);
 
-// The register-tile kernel's instruction-set variants.
-enum class Bf16Isa { kPortable, kAvx2, kAvx512 };
-std::string_view Bf16IsaName(Bf16Isa isa);
-// The variants this CPU can run, portable first; the last is the one LinearBf16 uses.
-std::vector<Bf16Isa> SupportedBf16Isas();
 // LinearBf16 runs calls of up to this many rows through the tiles of `isa`, more through
 // widen-and-sgemm.
 int64_t LinearBf16TiledRowLimit(Bf16Isa isa);

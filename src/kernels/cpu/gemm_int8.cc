@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "core/check.h"
-#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/bf16_isa.h"
 
 namespace dscale::cpu {
 namespace {
@@ -475,10 +475,11 @@ std::string_view Int8IsaName(Int8Isa isa) {
 }
 
 int64_t LinearInt8TiledRowLimit(Int8Isa isa) {
-  // LinearBf16's limits: from a few rows on, both kinds of tile are compute-bound at about the
-  // same cost per weight vector (the int8 tiles spend one multiply more, shared by their rows),
-  // and widening or dequantising a panel for sgemm costs about the same, so the crossover is at
-  // the same row count (linear_bf16_bench --int8-variants 1, Qwen3-1.7B layer, 2-vCPU EPYC).
+  // Where the tiles stop beating f32 panels + OpenBLAS (linear_bf16_bench --int8-variants 1,
+  // Qwen3-1.7B layer, 2-vCPU EPYC): from a few rows on the tiles are compute-bound, the AVX-512
+  // ones at about the BF16 tiles' cost per weight vector (one multiply more, shared by the
+  // tile's rows), so 128 as for LinearBf16. The AVX2 tiles keep LinearBf16's earlier shapes
+  // (4 × 2, 2 × 6), which stop winning between 24 and 64 rows; 24 is the safe side.
   switch (isa) {
     case Int8Isa::kAvx512:
       return 128;

@@ -211,6 +211,7 @@ void ValidateParams(const AttentionParams& p, int32_t max_q_len) {
   DSCALE_CHECK(p.heads > 0 && p.kv_heads > 0 && p.heads % p.kv_heads == 0);
   DSCALE_CHECK(p.head_dim > 0);
   DSCALE_CHECK(p.kv.page_size > 0);
+  DSCALE_CHECK_MSG(p.kv.k_bf16 == nullptr, "device attention reads f32 K/V rows");
   DSCALE_CHECK(p.q_row_stride >= static_cast<int64_t>(p.heads) * p.head_dim);
   DSCALE_CHECK(p.num_spans >= 0 && (p.num_spans == 0 || p.spans != nullptr));
   DSCALE_CHECK(max_q_len >= 0);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dtype.h"
 
 namespace dscale::ref {
 
@@ -148,6 +149,11 @@ cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift) {
 
 namespace {
 
+// Element i of one layer's K or V rows: f32 as stored, or BF16 widened.
+double KvElement(const float* f32, const uint16_t* bf16, int64_t i) {
+  return f32 != nullptr ? f32[i] : Bf16ToF32(bf16[i]);
+}
+
 // Row `row` of the span, head `head`: softmax over the visible keys, then the weighted sum.
 void AttendRow(const cpu::AttentionParams& p, const cpu::AttentionSpan& span, int32_t row,
                int32_t head) {
@@ -164,9 +170,9 @@ void AttendRow(const cpu::AttentionParams& p, const cpu::AttentionSpan& span, in
   std::vector<double> scores(static_cast<size_t>(visible));
   double max = -std::numeric_limits<double>::infinity();
   for (int32_t pos = 0; pos < visible; ++pos) {
-    const float* k = p.kv.k + slot_offset(pos);
+    const int64_t k = slot_offset(pos);
     double dot = 0.0;
-    for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * k[d];
+    for (int64_t d = 0; d < hd; ++d) dot += q[d] * KvElement(p.kv.k, p.kv.k_bf16, k + d);
     scores[pos] = dot * p.scale;
     max = std::max(max, scores[pos]);
   }
@@ -177,8 +183,10 @@ void AttendRow(const cpu::AttentionParams& p, const cpu::AttentionSpan& span, in
   }
   std::vector<double> acc(static_cast<size_t>(hd), 0.0);
   for (int32_t pos = 0; pos < visible; ++pos) {
-    const float* v = p.kv.v + slot_offset(pos);
-    for (int64_t d = 0; d < hd; ++d) acc[d] += scores[pos] / sum * v[d];
+    const int64_t v = slot_offset(pos);
+    for (int64_t d = 0; d < hd; ++d) {
+      acc[d] += scores[pos] / sum * KvElement(p.kv.v, p.kv.v_bf16, v + d);
+    }
   }
   float* out = p.out + static_cast<int64_t>(span.q_start + row) * p.heads * hd + head * hd;
   for (int64_t d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d]);

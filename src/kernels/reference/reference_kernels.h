@@ -29,7 +29,8 @@ void SoftmaxRows(float* x, int64_t rows, int64_t n);
 void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out);
 void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out);
 cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift);
-// Row by row: scores over the visible keys, full softmax, weighted sum of values.
+// Row by row: scores over the visible keys, full softmax, weighted sum of values (BF16 K/V
+// widened exactly).
 void PagedAttention(const cpu::AttentionParams& params);
 
 }  // namespace dscale::ref

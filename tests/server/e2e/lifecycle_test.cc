@@ -1,6 +1,7 @@
-// The server's life around requests: a client that disconnects (streaming or not) has its
-// request cancelled and its KV freed; a full queue answers 503 with Retry-After; SIGTERM lets
-// in-flight requests finish, refuses new ones, then exits 0.
+// The server's life around requests: a client that disconnects (streaming or not, FIN or RST)
+// has its request cancelled and its KV freed; a full queue answers 503 with Retry-After; SIGTERM
+// lets in-flight requests finish, refuses new ones, then exits 0 — or 1 once --drain-timeout
+// has passed or at a second signal, however slow a client is; a port in use is refused.
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -118,6 +120,38 @@ TEST(LifecycleTest, WaitingClientThatLeavesIsCancelled) {
   EXPECT_EQ(server->Terminate(), 0);
 }
 
+// Closes `fd` with a reset (RST) instead of an orderly end of stream (FIN).
+void Reset(int fd) {
+  const linger reset{.l_onoff = 1, .l_linger = 0};
+  EXPECT_EQ(setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+  close(fd);
+}
+
+TEST(LifecycleTest, StreamingClientThatResetsIsCancelled) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  Reset(StartRequest(server->port(), LongRequest(true), "data: ", 1));
+  ExpectCancelledAndFreed(client);
+  EXPECT_EQ(server->Terminate(), 0);
+}
+
+// The reset comes as soon as the request runs: before the server's first look at the socket.
+TEST(LifecycleTest, WaitingClientThatResetsAtOnceIsCancelled) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  const int fd = StartRequest(server->port(), LongRequest(false), "", 0);
+  for (int i = 0; i < 500; ++i) {  // until it runs
+    const httplib::Result health = client.Get("/health");
+    if (health && json::parse(health->body)["running"] == 1) break;
+    std::this_thread::sleep_for(2ms);
+  }
+  Reset(fd);
+  ExpectCancelledAndFreed(client);
+  EXPECT_EQ(server->Terminate(), 0);
+}
+
 TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {
   auto server = ServerProcess::Start({"--max-running", "1", "--max-queue", "1"});
   ASSERT_GT(server->port(), 0);
@@ -177,6 +211,91 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExits) {
   EXPECT_NE(stream.find("data: [DONE]"), std::string::npos);
   EXPECT_EQ(server->WaitExit(), 0) << server->Log();
   EXPECT_NE(server->Log().find("draining 1 request(s)"), std::string::npos) << server->Log();
+}
+
+// A client that sends its request headers one byte at a time, never finishing them, for up to
+// `seconds`: it holds an HTTP worker thread, and so the server's stop.
+class SlowClient {
+ public:
+  SlowClient(int port, int seconds) : fd_(Connect(port)) {
+    EXPECT_GE(fd_, 0);
+    thread_ = std::thread([this, seconds] {
+      const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+      EXPECT_EQ(send(fd_, head.data(), head.size(), MSG_NOSIGNAL),
+                static_cast<ssize_t>(head.size()));
+      for (int i = 0; i < seconds * 5 && !stop_; ++i) {
+        if (send(fd_, "a", 1, MSG_NOSIGNAL) != 1) break;
+        std::this_thread::sleep_for(200ms);
+      }
+    });
+  }
+  ~SlowClient() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+
+ private:
+  int fd_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(LifecycleTest, DrainEndsAtItsDeadlineWhateverASlowClientDoes) {
+  auto server = ServerProcess::Start({"--drain-timeout", "2"});
+  ASSERT_GT(server->port(), 0);
+  SlowClient slow(server->port(), 30);
+  std::this_thread::sleep_for(300ms);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
+  EXPECT_EQ(server->WaitExit(20s), 1) << server->Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_NE(server->Log().find("--drain-timeout of 2 s passed"), std::string::npos)
+      << server->Log();
+}
+
+TEST(LifecycleTest, SecondSignalExitsAtOnce) {
+  auto server = ServerProcess::Start();  // the default drain deadline: 30 s
+  ASSERT_GT(server->port(), 0);
+  SlowClient slow(server->port(), 30);
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(500ms);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(server->pid(), SIGINT), 0);
+  EXPECT_EQ(server->WaitExit(20s), 1) << server->Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_NE(server->Log().find("second signal"), std::string::npos) << server->Log();
+}
+
+// Capacity flags out of range, or a cache that could not run even one request, stop the server
+// before it listens, with a message naming the flag.
+TEST(LifecycleTest, CapacityItCannotServeIsRefusedBeforeListening) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--max-running", "0"}, "--max-running: Value 0 not in range 1 to 1024"},
+      {{"--http-threads", "1000000"}, "--http-threads: Value 1000000 not in range"},
+      {{"--max-queue", "2147483647"}, "--max-queue: Value 2147483647 not in range"},
+      {{"--kv-tokens", "16"}, "could not run even a one-token prompt"},
+      {{"--default-max-tokens", "100000"}, "exceeds the context length"},
+  };
+  for (const auto& [flags, message] : cases) {
+    auto server = ServerProcess::Spawn(flags, 30s);
+    EXPECT_EQ(server->port(), -1) << flags[0];
+    EXPECT_NE(server->WaitExit(30s), 0) << flags[0];
+    EXPECT_NE(server->Log().find(message), std::string::npos) << server->Log();
+  }
+}
+
+TEST(LifecycleTest, APortInUseIsRefused) {
+  auto first = ServerProcess::Start();
+  ASSERT_GT(first->port(), 0);
+  auto second = ServerProcess::Spawn({"--port", std::to_string(first->port())}, 30s);
+  EXPECT_EQ(second->port(), -1);
+  EXPECT_EQ(second->WaitExit(30s), 1) << second->Log();
+  EXPECT_NE(second->Log().find("cannot listen on 127.0.0.1:" + std::to_string(first->port())),
+            std::string::npos)
+      << second->Log();
+  EXPECT_EQ(first->Terminate(), 0);
 }
 
 }  // namespace

@@ -60,6 +60,13 @@ int ReadPort(int fd, std::chrono::seconds timeout) {
 std::string E2eDir() { return DSCALE_SERVER_E2E_DIR; }
 
 std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& extra) {
+  std::unique_ptr<ServerProcess> server = Spawn(extra);
+  EXPECT_GT(server->port_, 0) << "the server did not start:\n" << server->Log();
+  return server;
+}
+
+std::unique_ptr<ServerProcess> ServerProcess::Spawn(const std::vector<std::string>& extra,
+                                                    std::chrono::seconds timeout) {
   static std::atomic<int> serial{0};
   std::unique_ptr<ServerProcess> server(new ServerProcess());
   server->log_path_ = ::testing::TempDir() + "dscale_serve_" + std::to_string(getpid()) + "_" +
@@ -89,7 +96,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
   }
   close(out[1]);
   server->pid_ = pid;
-  server->port_ = ReadPort(out[0], std::chrono::seconds(60));
+  server->port_ = ReadPort(out[0], timeout);
   // The child keeps writing to stdout rarely; leave the read end open so it never gets SIGPIPE.
   std::thread([fd = out[0]] {
     char buf[256];
@@ -97,7 +104,6 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     }
     close(fd);
   }).detach();
-  EXPECT_GT(server->port_, 0) << "the server did not start:\n" << server->Log();
   return server;
 }
 

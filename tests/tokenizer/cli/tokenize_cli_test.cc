@@ -69,7 +69,12 @@ TEST(TokenizeCliTest, RuntimeErrorsExitWithOne) {
   EXPECT_NE(r.out.find("not valid UTF-8"), std::string::npos) << r.out;
   r = RunTokenize("--file /nonexistent/prompt.txt");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("/nonexistent/prompt.txt: no such file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/prompt.txt: cannot open: No such file"), std::string::npos)
+      << r.out;
+  // A device is refused before it is read (it would grow without bound).
+  r = RunTokenize("--file /dev/zero");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("/dev/zero: not a regular file"), std::string::npos) << r.out;
 }
 
 }  // namespace

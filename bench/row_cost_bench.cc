@@ -1,0 +1,232 @@
+// Row cost of a whole Qwen3 forward at real sizes: for 1 … 512 rows of one request verified after
+// a context of 512 positions, the step time against the machine's limits measured in the same
+// run (machine_limits.h): the weight bytes read per second as a fraction of the read bandwidth,
+// the arithmetic rate as a fraction of the sgemm rate, and the time over the roofline
+// max((weight + K/V bytes) ÷ bandwidth, FLOPs ÷ sgemm rate). A verify step whose extra rows cost
+// nothing until arithmetic dominates stays near 1.0 in the last column.
+//
+// Checkpoints are random, of Qwen3's real shapes, made once (BF16, `make-tiny`'s writer) under
+// --checkpoints and loaded as `dscale generate` loads them (memory-mapped, used in place); or
+// --target DIR measures an existing checkpoint.
+//
+//   build/row_cost_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|all]
+//       [--target DIR] [--checkpoints /tmp/dscale-row-cost] [--context 512]
+//       [--rows 1,2,4,8,16,32,64,128,256,512]
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_timing.h"
+#include "engine/kv_budget.h"
+#include "kernels/cpu/openblas_kernels.h"
+#include "machine_limits.h"
+#include "model/qwen3_model.h"
+#include "model/random_checkpoint.h"
+
+namespace dscale {
+namespace {
+
+struct ModelShape {
+  const char* name;
+  int64_t hidden, intermediate, layers, heads;
+  bool tied;
+};
+
+// Qwen3's dense checkpoints: vocab 151936, 8 K/V heads of 128.
+constexpr ModelShape kShapes[] = {
+    {"qwen3-0.6b", 1024, 3072, 28, 16, true},
+    {"qwen3-1.7b", 2048, 6144, 28, 16, true},
+    {"qwen3-4b", 2560, 9728, 36, 32, true},
+    {"qwen3-8b", 4096, 12288, 36, 32, false},
+};
+
+Qwen3Config ConfigOf(const ModelShape& s) {
+  return {.vocab_size = 151936,
+          .hidden_size = s.hidden,
+          .intermediate_size = s.intermediate,
+          .num_hidden_layers = s.layers,
+          .num_attention_heads = s.heads,
+          .num_key_value_heads = 8,
+          .head_dim = 128,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 1e6,
+          .tie_word_embeddings = s.tied,
+          .max_position_embeddings = 40960,
+          .bos_token_ids = {},
+          .eos_token_ids = {151645}};
+}
+
+struct Args {
+  std::vector<const ModelShape*> shapes;
+  std::string target;
+  std::string checkpoints = "/tmp/dscale-row-cost";
+  int32_t context = 512;
+  std::vector<int32_t> rows = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+};
+
+[[noreturn]] void Usage(const std::string& problem) {
+  std::fprintf(stderr, "row_cost_bench: %s\n", problem.c_str());
+  std::exit(2);
+}
+
+std::vector<int32_t> ParseRows(const std::string& list) {
+  std::vector<int32_t> rows;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    const int32_t n = std::atoi(item.c_str());
+    if (n <= 0) Usage("--rows wants positive counts separated by commas, got " + list);
+    rows.push_back(n);
+  }
+  return rows;
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) Usage(flag + " needs a value");
+    const std::string value = argv[i + 1];
+    if (flag == "--shape") {
+      bool found = false;
+      for (const ModelShape& s : kShapes) {
+        if (value == s.name || value == "all") {
+          a.shapes.push_back(&s);
+          found = true;
+        }
+      }
+      if (!found) Usage("unknown --shape " + value);
+    } else if (flag == "--target") {
+      a.target = value;
+    } else if (flag == "--checkpoints") {
+      a.checkpoints = value;
+    } else if (flag == "--context") {
+      a.context = std::atoi(value.c_str());
+      if (a.context < 0) Usage("--context must be >= 0");
+    } else if (flag == "--rows") {
+      a.rows = ParseRows(value);
+    } else {
+      Usage("unknown flag " + flag);
+    }
+  }
+  if (a.shapes.empty() && a.target.empty()) a.shapes = {&kShapes[0], &kShapes[1]};
+  return a;
+}
+
+// The folder of `shape`'s random checkpoint, written on first use.
+std::string CheckpointFor(const ModelShape& shape, const std::string& root) {
+  const std::string dir = root + "/" + shape.name;
+  if (std::filesystem::exists(dir + "/config.json")) return dir;
+  std::printf("writing a random %s checkpoint to %s (once)...\n", shape.name, dir.c_str());
+  std::fflush(stdout);
+  const Status status = WriteRandomQwen3Checkpoint(dir, ConfigOf(shape), 1, DType::kBF16);
+  if (!status.ok()) Usage(status.ToString());
+  return dir;
+}
+
+// Bytes of the weights one forward reads whatever its rows: every layer's projections and
+// norms, the final norm and the LM head (the embedding is read row by row).
+int64_t WeightBytesPerStep(const Qwen3Weights& w) {
+  int64_t bytes = w.LmHead().bytes() + static_cast<int64_t>(w.final_norm.size() * sizeof(float));
+  for (const Qwen3LayerWeights& l : w.layers) {
+    bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down.bytes();
+    bytes += static_cast<int64_t>((l.input_norm.size() + l.post_norm.size() + l.q_norm.size() +
+                                   l.k_norm.size()) *
+                                  sizeof(float));
+  }
+  return bytes;
+}
+
+// FLOPs of a forward of `rows` rows after `context` positions (multiply-adds count 2).
+double ForwardFlops(const Qwen3Config& c, int64_t rows, int64_t context) {
+  const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  const double per_row_layer = 2 * (h * (q + 2 * kv) + q * h + h * 2 * inter + inter * h);
+  double attention = 0;  // QKᵀ and PV: 4·head_dim per visible key per head
+  for (int64_t j = 0; j < rows; ++j) attention += 4.0 * q * static_cast<double>(context + j + 1);
+  return c.num_hidden_layers * (rows * per_row_layer + attention) +
+         2.0 * rows * h * static_cast<double>(c.vocab_size);
+}
+
+std::vector<int32_t> RandomTokens(std::mt19937& rng, int64_t vocab, int32_t n) {
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = token(rng);
+  return t;
+}
+
+void Measure(const std::string& dir, const Args& args, double bandwidth, double sgemm) {
+  Result<Qwen3Model> loaded = Qwen3Model::Load(dir);
+  if (!loaded.ok()) Usage(loaded.status().ToString());
+  Qwen3Model& model = *loaded;
+  const Qwen3Config& config = model.config();
+  const int32_t max_rows = *std::max_element(args.rows.begin(), args.rows.end());
+  const int32_t page_size = 16;
+  const KvCacheShape kv_shape =
+      model.KvShape(page_size, (args.context + max_rows) / page_size + 2);
+  PagedKvCache cache(kv_shape);
+  std::mt19937 rng(3);
+  const int32_t seq = cache.AddSequence();
+  if (!cache.Reserve(seq, args.context + max_rows).ok()) Usage("KV cache reservation failed");
+  PackedBatch batch;
+  ForwardOutput out;
+  if (args.context > 0) {
+    batch.AddRequest(seq, 0, RandomTokens(rng, config.vocab_size, args.context), cache, false);
+    const Status prefill = model.Forward(batch, {.tile_rows = 128}, cache, &out);
+    if (!prefill.ok()) Usage(prefill.ToString());
+  }
+
+  const double weight_bytes = static_cast<double>(WeightBytesPerStep(model.weights()));
+  const double kv_bytes = static_cast<double>(KvBytesPerPosition(kv_shape)) * args.context;
+  std::printf("\n%s: %lld layers, hidden %lld, %.2f GB of weights read per step, K/V %.0f MB at "
+              "context %d\n",
+              dir.c_str(), static_cast<long long>(config.num_hidden_layers),
+              static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6,
+              args.context);
+  std::printf("%5s %10s %9s %8s %8s %9s\n", "rows", "step ms", "rows/s", "bw frac", "sgemm fr",
+              "/roofline");
+  for (const int32_t rows : args.rows) {
+    batch.Clear();
+    batch.AddRequest(seq, args.context, RandomTokens(rng, config.vocab_size, rows), cache, true);
+    // Verification runs attention in 16-row tiles; prefill-sized batches in 128-row ones.
+    const ForwardOptions options{.tile_rows = rows <= 16 ? 16 : 128};
+    const double s = bench::MedianSecondsPerCall(
+        [&] {
+          if (!model.Forward(batch, options, cache, &out).ok()) std::abort();
+        },
+        0.5);
+    const double flops = ForwardFlops(config, rows, args.context);
+    const double roofline = std::max((weight_bytes + kv_bytes) / bandwidth, flops / sgemm);
+    std::printf("%5d %10.2f %9.1f %8.2f %8.2f %9.2f\n", rows, s * 1e3, rows / s,
+                weight_bytes / s / bandwidth, flops / s / sgemm, s / roofline);
+    std::fflush(stdout);
+  }
+}
+
+void Run(const Args& args) {
+  const double bandwidth = bench::ReadBandwidth();
+  const double sgemm = bench::SgemmRate();
+  std::printf("machine: %d threads, read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s "
+              "kernels)\n",
+              omp_get_max_threads(), bandwidth / 1e9, sgemm / 1e9,
+              cpu::OpenBlasCoreName().c_str());
+  if (!args.target.empty()) Measure(args.target, args, bandwidth, sgemm);
+  for (const ModelShape* shape : args.shapes) {
+    Measure(CheckpointFor(*shape, args.checkpoints), args, bandwidth, sgemm);
+  }
+}
+
+}  // namespace
+}  // namespace dscale
+
+int main(int argc, char** argv) {
+  dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
+  dscale::Run(dscale::ParseArgs(argc, argv));
+  return 0;
+}

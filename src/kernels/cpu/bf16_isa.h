@@ -1,0 +1,26 @@
+#pragma once
+// The instruction-set variants of the CPU's BF16 kernels (gemm_bf16.h, attention.h): each is
+// compiled for AVX-512, for AVX2 + FMA and portably, whatever the build's baseline (sanitizer
+// and debug builds target plain x86-64), and picked at run time from what the CPU supports.
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace dscale::cpu {
+
+enum class Bf16Isa { kPortable, kAvx2, kAvx512 };
+std::string_view Bf16IsaName(Bf16Isa isa);
+// The variants this CPU can run, portable first (detected once).
+std::vector<Bf16Isa> SupportedBf16Isas();
+// The last of SupportedBf16Isas(): the one the kernels use.
+Bf16Isa BestBf16Isa();
+// CHECK-fails when this CPU cannot run `isa` (tests and benchmarks pick variants by hand).
+void CheckBf16IsaSupported(Bf16Isa isa);
+
+// dst[0, n) = the n BF16 values at src widened to f32 (exact), with `isa`'s vectors, on the
+// calling thread; any alignment.
+using WidenBf16Fn = void (*)(const uint16_t* src, int64_t n, float* dst);
+WidenBf16Fn WidenBf16For(Bf16Isa isa);
+
+}  // namespace dscale::cpu
