@@ -16,6 +16,7 @@
 #include "bench/in_process.h"
 #include "bench/plots.h"
 #include "bench/sweep.h"
+#include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "device_placement.h"
@@ -45,7 +46,7 @@ struct BenchArgs {
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
   uint64_t seed = 0;
-  double verify_budget = 0.5;
+  BudgetFlags budget;
   bool profile = false, no_progress = false;
   std::string out;
   std::string compare;  // an earlier run's results.json
@@ -69,7 +70,14 @@ Result<std::vector<BenchMode>> SelectModes(const BenchArgs& a) {
   const std::map<std::string, bench::TileRouting> tiles = {{"auto", bench::TileRouting::kAuto},
                                                            {"on", bench::TileRouting::kOn},
                                                            {"off", bench::TileRouting::kOff}};
-  return bench::ParseModes(a.modes, tiles.at(a.tile_routing));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<BenchMode> modes,
+                          bench::ParseModes(a.modes, tiles.at(a.tile_routing)));
+  // A plain dscale mode takes --verify-budget; with auto its budget moves during the run.
+  const bool automatic = a.budget.VerifyBudget().value().automatic;
+  for (BenchMode& m : modes) {
+    m.adaptive |= automatic && m.policy == "dscale" && m.verify_budget.empty();
+  }
+  return modes;
 }
 
 std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
@@ -86,18 +94,21 @@ struct Models {
   std::optional<dvl::Predictor> predictor;
   std::optional<Tokenizer> tokenizer;
   std::optional<PlacedModels> placed;  // where target and drafter run (--device)
+  std::optional<budget::SpsTable> sps_table;  // dspark's, profiled once for every cell
 };
 
-Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a,
-                                           const std::vector<BenchMode>& modes) {
+Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector<BenchMode>& modes,
+                                           const std::vector<int32_t>& concurrency) {
   bool need_drafter = false, need_predictor = false;
   for (const BenchMode& m : modes) {
     need_drafter |= m.runnable && m.policy != "none";
-    need_predictor |= m.runnable && m.policy == "dscale";
+    need_predictor |= m.runnable && (m.policy == "dscale" || m.policy == "dspark");
   }
   if (a.target.empty()) return InvalidArgument("--target is required without --url");
   if (need_drafter && a.drafter.empty()) return InvalidArgument("the modes need --drafter");
-  if (need_predictor && a.predictor.empty()) return InvalidArgument("dscale needs --predictor");
+  if (need_predictor && a.predictor.empty()) {
+    return InvalidArgument("dscale and dspark need --predictor");
+  }
   auto m = std::make_unique<Models>();
   DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target, a.weights));
   DSCALE_ASSIGN_OR_RETURN(std::optional<Tokenizer> tok,
@@ -114,6 +125,14 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a,
   }
   DSCALE_ASSIGN_OR_RETURN(
       m->placed, PlacedModels::Place(a.device, *m->target, m->drafter ? &*m->drafter : nullptr));
+  // dspark's table covers the largest cell: W · the largest concurrency.
+  bool need_sps = false;
+  for (const BenchMode& mode : modes) need_sps |= mode.runnable && mode.policy == "dspark";
+  int32_t most = 1;
+  for (int32_t c : concurrency) most = std::max(most, c);
+  DSCALE_ASSIGN_OR_RETURN(m->sps_table,
+                          SpsTableFor(a.budget, need_sps, m->placed->target(), m->placed->drafter(),
+                                      int64_t{m->drafter ? m->drafter->block_size() : 1} * most));
   return m;
 }
 
@@ -151,7 +170,8 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
   const bench::InProcessModels models{.target = &m.placed->target(),
                                       .drafter = m.placed->drafter(),
                                       .predictor = m.predictor ? &*m.predictor : nullptr,
-                                      .verify_budget = a.verify_budget,
+                                      .verify_budget = a.budget.VerifyBudget().value(),
+                                      .sps_table = m.sps_table ? &*m.sps_table : nullptr,
                                       .kv_dtype = a.kv_dtype};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
@@ -201,7 +221,9 @@ nlohmann::json ConfigJson(const BenchArgs& a) {
           {"repeats", a.repeats},
           {"temperature", a.temperature},
           {"seed", a.seed},
-          {"verify_budget", a.verify_budget},
+          {"verify_budget", a.budget.VerifyBudget()->automatic
+                                ? nlohmann::json("auto")
+                                : nlohmann::json(a.budget.VerifyBudget()->fraction)},
           {"tile_routing", a.tile_routing},
           {"device", a.url.empty() ? a.device : "server"},
           {"weights", a.url.empty() ? std::string(WeightsModeName(a.weights)) : "server"},
@@ -251,7 +273,7 @@ Status RunBench(const BenchArgs& a) {
   std::unique_ptr<Models> models;
   bench::CellRunner runner;
   if (a.url.empty()) {
-    DSCALE_ASSIGN_OR_RETURN(models, LoadModels(a, modes));
+    DSCALE_ASSIGN_OR_RETURN(models, LoadModels(a, modes, concurrency));
     DSCALE_ASSIGN_OR_RETURN(runner, InProcessRunner(a, workload, *models));
   } else {
     runner = ServerRunner(a, workload);
@@ -290,7 +312,8 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
       ->capture_default_str();
   cmd->add_option("--concurrency", a->concurrency, "Closed-loop workers c (list)")
       ->capture_default_str();
-  cmd->add_option("--modes", a->modes, "none, dflash, fixed:K, dscale (list)")
+  cmd->add_option("--modes", a->modes,
+                  "none, dflash, fixed:K, dscale, dscale:auto or dscale:F, dspark (list)")
       ->capture_default_str();
   cmd->add_flag("--ablation", a->ablation,
                 "Preset: DFlash control, +tile routing, +DVL, +fixed-address workspaces/graphs");
@@ -323,9 +346,7 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
       ->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Manifest order and sampling seeds")->capture_default_str();
-  cmd->add_option("--verify-budget", a->verify_budget, "dscale: rows per step / (W·N)")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+  AddBudgetOptions(cmd, &a->budget);
   cmd->add_flag("--profile", a->profile, "Add the step-time breakdown table");
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->add_option("--out", a->out, "Folder for results.json, results.csv, table.txt, plots");

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "device_placement.h"
@@ -39,7 +40,7 @@ struct GenerateArgs {
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   KvDtype kv_dtype = KvDtype::kBf16;
   std::string predictor;
-  double verify_budget = 0.5;
+  BudgetFlags budget;
   bool tile_routing = true;
   std::string device = kDefaultDevice;
   WeightsMode weights = WeightsMode::kAsStored;
@@ -61,6 +62,12 @@ nlohmann::json StatsJson(const StepStats& s, double seconds, const std::string& 
             {"verify", s.verify_s},
             {"acceptance", s.acceptance_s},
             {"commit", s.commit_s}}}};
+}
+
+nlohmann::json StatsJsonWithBudget(const StepStats& s, double seconds, const std::string& mode) {
+  nlohmann::json j = StatsJson(s, seconds, mode);
+  if (s.auto_budget) j["auto_budget"] = AutoBudgetJson(*s.auto_budget);
+  return j;
 }
 
 // The output as text (when a tokenizer is known), cut before the first stop string.
@@ -109,7 +116,7 @@ Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
                                                     const LengthPolicy& policy,
                                                     const Qwen3Model& target,
                                                     const std::optional<DFlashDrafter>& drafter) {
-  if (policy.mode != SpecMode::kDScale) return std::optional<dvl::Predictor>();
+  if (!policy.UsesPredictor()) return std::optional<dvl::Predictor>();
   DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
                           LoadDvlPredictor(args.predictor, *drafter, target.config().vocab_size));
   return std::optional<dvl::Predictor>(std::move(predictor));
@@ -129,9 +136,10 @@ void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* token
     }
     requests.push_back(std::move(request));
   }
-  std::cout
-      << nlohmann::json{{"requests", requests}, {"stats", StatsJson(stats, seconds, mode)}}.dump()
-      << "\n";
+  std::cout << nlohmann::json{{"requests", requests},
+                              {"stats", StatsJsonWithBudget(stats, seconds, mode)}}
+                   .dump()
+            << "\n";
 }
 
 int RunGenerate(const GenerateArgs& args) {
@@ -155,6 +163,10 @@ int RunGenerate(const GenerateArgs& args) {
   Result<std::optional<dvl::Predictor>> predictor = LoadPredictor(args, *policy, *target, *drafter);
   if (!predictor.ok()) return fail(predictor.status());
   const int32_t block = drafter->has_value() ? (*drafter)->block_size() : 1;
+  Result<std::optional<budget::SpsTable>> sps =
+      SpsTableFor(args.budget, policy->mode == SpecMode::kDSpark, placed->target(),
+                  placed->drafter(), int64_t{block} * args.concurrency);
+  if (!sps.ok()) return fail(sps.status());
   EngineConfig config{.policy = *policy,
                       .max_running = args.concurrency,
                       .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
@@ -162,7 +174,8 @@ int RunGenerate(const GenerateArgs& args) {
                       .kv_dtype = args.kv_dtype,
                       .tile_routing = args.tile_routing,
                       .predictor = predictor->has_value() ? &**predictor : nullptr,
-                      .verify_budget = args.verify_budget};
+                      .verify_budget = args.budget.VerifyBudget().value(),
+                      .sps_table = sps->has_value() ? &**sps : nullptr};
   if (tok != nullptr) {
     config.decode_text = [tok](std::span<const int32_t> ids) { return DisplayText(*tok, ids); };
   }
@@ -207,7 +220,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate with a length policy");
   cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
   cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
-  cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale")
+  cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale, dspark")
       ->capture_default_str();
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer folder (default: the target folder, when it has tokenizer files)");
@@ -232,11 +245,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "KV cache capacity in positions (default: what the prompts need at once)")
       ->check(AtLeast(0));
   AddKvDtypeOption(cmd, &args->kv_dtype);
-  cmd->add_option("--predictor", args->predictor, "DVL predictor file (for --spec dscale)");
-  cmd->add_option("--verify-budget", args->verify_budget,
-                  "dscale: verified rows per step as a fraction of W·N")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+  cmd->add_option("--predictor", args->predictor, "DVL predictor file (--spec dscale, dspark)");
+  AddBudgetOptions(cmd, &args->budget);
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();

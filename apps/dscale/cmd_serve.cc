@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "device_placement.h"
@@ -58,6 +59,7 @@ struct ServeArgs {
   bool tile_routing = true;
   std::string device = kDefaultDevice;
   WeightsMode weights = WeightsMode::kAsStored;
+  BudgetFlags budget;
 };
 
 // The loaded models; members refer to each other, so it is never moved.
@@ -65,7 +67,8 @@ struct Models {
   std::optional<Qwen3Model> target;
   std::optional<DFlashDrafter> drafter;
   std::optional<Tokenizer> tokenizer;
-  std::optional<dvl::Predictor> predictor;  // the dscale policy's
+  std::optional<dvl::Predictor> predictor;    // the dscale and dspark policies'
+  std::optional<budget::SpsTable> sps_table;  // dspark's
   LengthPolicy policy;
   std::optional<PlacedModels> placed;  // where target and drafter run (--device)
 };
@@ -129,7 +132,7 @@ Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
 }
 
 Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
-  if (m.policy.mode == SpecMode::kDScale && m.drafter) {
+  if (m.policy.UsesPredictor() && m.drafter) {
     DSCALE_ASSIGN_OR_RETURN(
         dvl::Predictor predictor,
         LoadDvlPredictor(args.predictor, *m.drafter, m.target->config().vocab_size));
@@ -139,12 +142,20 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, m));
   std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
               std::string(KvDtypeName(args.kv_dtype)).c_str());
+  DSCALE_ASSIGN_OR_RETURN(
+      m.sps_table,
+      SpsTableFor(args.budget, m.policy.mode == SpecMode::kDSpark, m.placed->target(),
+                  m.placed->drafter(),
+                  int64_t{m.drafter ? m.drafter->block_size() : 1} * args.max_running));
+  DSCALE_ASSIGN_OR_RETURN(const budget::VerifyBudget verify_budget, args.budget.VerifyBudget());
   EngineConfig config{.policy = m.policy,
                       .max_running = args.max_running,
                       .kv_tokens = kv_tokens,
                       .kv_dtype = args.kv_dtype,
                       .tile_routing = args.tile_routing,
                       .predictor = m.predictor ? &*m.predictor : nullptr,
+                      .verify_budget = verify_budget,
+                      .sps_table = m.sps_table ? &*m.sps_table : nullptr,
                       .decode_text = [&tokenizer](std::span<const int32_t> ids) {
                         return server::OutputTextOf(tokenizer, ids);
                       }};
@@ -259,9 +270,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
   cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
-  cmd->add_option("--predictor", args->predictor, "DVL predictor file (--spec dscale)");
+  cmd->add_option("--predictor", args->predictor, "DVL predictor file (--spec dscale, dspark)");
+  AddBudgetOptions(cmd, &args->budget);
   cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer directory (default: --target)");
-  cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale")
+  cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale, dspark")
       ->capture_default_str();
   cmd->add_option("--served-model-name", args->served_model_name,
                   "Model name clients send (default: the target folder's name)");

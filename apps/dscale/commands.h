@@ -23,5 +23,7 @@ void RegisterEvalPredictorCommand(CLI::App& app, int* exit_code);
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
 // dscale serve: the OpenAI-compatible HTTP server (cmd_serve.cc).
 void RegisterServeCommand(CLI::App& app, int* exit_code);
+// dscale inflate: a small pair rewritten at a Qwen3 shape, same function (cmd_inflate.cc).
+void RegisterInflateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace dscale::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   dscale::cli::RegisterEvalPredictorCommand(app, &exit_code);
   dscale::cli::RegisterBenchCommand(app, &exit_code);
   dscale::cli::RegisterServeCommand(app, &exit_code);
+  dscale::cli::RegisterInflateCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,6 @@
 #include "bench/closed_loop.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <string>
@@ -56,8 +57,14 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
   const Clock::time_point start = Clock::now();
   while (next < requests.size() && in_flight < concurrency) DSCALE_RETURN_IF_ERROR(submit());
   while (in_flight > 0) {
+    const int64_t steps_before = engine.stats().decode_steps;
     DSCALE_ASSIGN_OR_RETURN(bool worked, engine.Step());
     if (!worked) return Status(StatusCode::kInternal, "engine idle with requests in flight");
+    if (engine.stats().decode_steps != steps_before) {
+      outcome.steps.push_back({.t = Seconds(start, Clock::now()),
+                               .rows = engine.stats().last_step_rows,
+                               .requests = engine.stats().last_step_requests});
+    }
     for (const RequestResult& r : engine.TakeFinished()) {
       outcome.samples.push_back({.latency_s = Seconds(r.submitted, r.finished),
                                  .ttft_s = Seconds(r.submitted, r.first_token),
@@ -92,11 +99,35 @@ StepStats StatsDelta(const StepStats& after, const StepStats& before) {
   return d;
 }
 
+std::vector<BudgetWindow> RowsOverTime(std::span<const StepPoint> steps, double window_s,
+                                       int windows) {
+  std::vector<BudgetWindow> out;
+  if (windows < 1 || !(window_s > 0)) return out;
+  std::vector<double> rows(windows, 0), requests(windows, 0), count(windows, 0);
+  for (const StepPoint& p : steps) {
+    const int w = std::clamp(static_cast<int>(p.t / window_s * windows), 0, windows - 1);
+    rows[w] += p.rows;
+    requests[w] += p.requests;
+    ++count[w];
+  }
+  for (int w = 0; w < windows; ++w) {
+    if (count[w] == 0) continue;
+    out.push_back({.end_s = window_s * (w + 1) / windows,
+                   .rows_per_step = rows[w] / count[w],
+                   .requests_per_step = requests[w] / count[w]});
+  }
+  return out;
+}
+
 RunMetrics InProcessMetrics(const LoopOutcome& outcome, const StepStats& s) {
   RunMetrics m = MetricsFrom(outcome.samples, outcome.window_s);
   m.outputs_digest = OutputsDigest(outcome.output_hashes);
   m.tau = s.tau();
   m.rows_per_step = s.rows_per_step();
+  if (s.decode_request_steps > 0) {
+    m.rows_per_request = double(s.verified_rows) / double(s.decode_request_steps);
+  }
+  m.rows_over_time = RowsOverTime(outcome.steps, outcome.window_s, /*windows=*/10);
   m.stages = StageTimes{.decode_steps = s.decode_steps,
                         .prefill_s = s.prefill_s,
                         .draft_s = s.draft_s,

@@ -22,8 +22,16 @@ struct LoopRequest {
   uint64_t seed = 0;            // sampling seed (matched across modes)
 };
 
+// One decode step of the loop: when it ended and what it verified.
+struct StepPoint {
+  double t = 0;  // seconds since the loop's start
+  int32_t rows = 0;
+  int32_t requests = 0;
+};
+
 struct LoopOutcome {
   std::vector<RequestSample> samples;  // in finishing order
+  std::vector<StepPoint> steps;        // every decode step, in order
   double window_s = 0;                 // first submission to last finish
   // FNV-1a 64 of each request's output ids, in manifest order: two runs that generated the
   // same tokens for every request have equal vectors.
@@ -44,6 +52,10 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
 
 // after − before, field by field (counters and stage seconds).
 StepStats StatsDelta(const StepStats& after, const StepStats& before);
+
+// The loop's decode steps in `windows` equal stretches of [0, window_s] (empty stretches left out).
+std::vector<BudgetWindow> RowsOverTime(std::span<const StepPoint> steps, double window_s,
+                                       int windows);
 
 // A measured window's metrics with the engine's counters over the same window.
 RunMetrics InProcessMetrics(const LoopOutcome& outcome, const StepStats& window_stats);

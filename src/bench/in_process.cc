@@ -50,8 +50,15 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
   if (policy.UsesDrafter() && models.drafter == nullptr) {
     return InvalidArgument("mode " + mode.label + " needs --drafter");
   }
-  if (policy.mode == SpecMode::kDScale && models.predictor == nullptr) {
+  if (policy.UsesPredictor() && models.predictor == nullptr) {
     return InvalidArgument("mode " + mode.label + " needs --predictor");
+  }
+  if (policy.mode == SpecMode::kDSpark && models.sps_table == nullptr) {
+    return InvalidArgument("mode " + mode.label + " needs a steps-per-second table");
+  }
+  budget::VerifyBudget verify_budget = models.verify_budget;
+  if (!mode.verify_budget.empty()) {
+    DSCALE_ASSIGN_OR_RETURN(verify_budget, budget::VerifyBudget::Parse(mode.verify_budget));
   }
   const int64_t per_request = requests.longest_prompt + params.max_tokens + kKvSlackPerRequest;
   EngineConfig config{.policy = policy,
@@ -60,7 +67,8 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .kv_dtype = models.kv_dtype,
                       .tile_routing = mode.tile_routing,
                       .predictor = models.predictor,
-                      .verify_budget = models.verify_budget};
+                      .verify_budget = verify_budget,
+                      .sps_table = models.sps_table};
   DSCALE_ASSIGN_OR_RETURN(
       std::unique_ptr<Engine> engine,
       Engine::Create(*models.target, policy.UsesDrafter() ? models.drafter : nullptr,

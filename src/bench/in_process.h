@@ -12,6 +12,8 @@
 #include "bench/closed_loop.h"
 #include "bench/manifest.h"
 #include "bench/modes.h"
+#include "budget/sps_table.h"
+#include "budget/verify_budget.h"
 #include "core/status.h"
 #include "dvl/predictor.h"
 #include "engine/engine.h"
@@ -38,9 +40,10 @@ CellRequests ManifestRequests(const Manifest& manifest,
 struct InProcessModels {
   TargetModel* target = nullptr;
   Drafter* drafter = nullptr;                 // null: only the none mode can run
-  const dvl::Predictor* predictor = nullptr;  // null: the dscale mode cannot run
-  double verify_budget = 0.5;
-  KvDtype kv_dtype = KvDtype::kBf16;  // the engines' host KV caches
+  const dvl::Predictor* predictor = nullptr;  // null: the dscale and dspark modes cannot run
+  budget::VerifyBudget verify_budget;         // dscale modes without their own
+  const budget::SpsTable* sps_table = nullptr;  // null: the dspark mode cannot run
+  KvDtype kv_dtype = KvDtype::kBf16;            // the engines' host KV caches
 };
 
 // Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "budget/verify_budget.h"
 #include "spec/length_policy.h"
 
 namespace dscale::bench {
@@ -41,11 +42,30 @@ Result<std::vector<int32_t>> ParsePositiveList(const std::string& text, const st
 Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting tiles) {
   std::vector<BenchMode> modes;
   for (const std::string& item : SplitList(list)) {
-    Result<LengthPolicy> policy = LengthPolicy::Parse(item);
+    std::string budget;
+    std::string spec = item;
+    if (item.rfind("dscale:", 0) == 0) {
+      budget = item.substr(7);
+      spec = "dscale";
+      Result<budget::VerifyBudget> parsed = budget::VerifyBudget::Parse(budget);
+      if (!parsed.ok()) return parsed.status().WithContext("--modes " + item);
+      budget = parsed->Name();
+    }
+    Result<LengthPolicy> policy = LengthPolicy::Parse(spec);
     if (!policy.ok()) return policy.status().WithContext("--modes");
     const bool tiled =
         tiles == TileRouting::kAuto ? policy->mode != SpecMode::kDFlash : tiles == TileRouting::kOn;
-    modes.push_back({.label = policy->Name(), .policy = policy->Name(), .tile_routing = tiled});
+    BenchMode mode{.label = budget.empty() ? policy->Name() : policy->Name() + ":" + budget,
+                   .policy = policy->Name(),
+                   .verify_budget = budget,
+                   .tile_routing = tiled,
+                   .adaptive = budget == "auto" || policy->mode == SpecMode::kDSpark};
+    if (policy->mode == SpecMode::kDSpark) {
+      mode.note =
+          "DSpark scheduler on the DFlash drafter: DSpark's walk with early stop over the DVL "
+          "predictor's scores and a steps-per-second table profiled at start-up";
+    }
+    modes.push_back(std::move(mode));
   }
   if (modes.empty()) return InvalidArgument("--modes: empty list");
   return modes;

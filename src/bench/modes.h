@@ -14,14 +14,17 @@ enum class TileRouting { kAuto, kOn, kOff };
 
 struct BenchMode {
   std::string label;   // how tables name it
-  std::string policy;  // LengthPolicy text: none, dflash, fixed:K, dscale
+  std::string policy;  // LengthPolicy text: none, dflash, fixed:K, dscale, dspark
+  std::string verify_budget;  // dscale: "auto" or a fraction; empty: the run's --verify-budget
   bool tile_routing = true;
   bool runnable = true;  // false: listed with a note, not measured
+  bool adaptive = false;  // the budget moves during a run (dscale:auto, dspark)
   std::string note;
 };
 
-// "none,dflash,fixed:8,dscale". Tile routing kAuto: off for dflash (the baseline as DFlash ships,
-// one 128-row tile), on for the others.
+// "none,dflash,fixed:8,dscale,dscale:auto,dspark": dscale:B runs dscale with --verify-budget B
+// (auto or a fraction); dspark is labelled "DSpark scheduler on the DFlash drafter". Tile routing
+// kAuto: off for dflash (the baseline as DFlash ships, one 128-row tile), on for the others.
 Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting tiles);
 // The cumulative ablation: DFlash control → +tile routing → +DVL → +fixed-address workspaces and
 // graphs. The last rung has no CPU counterpart (no graph capture on the CPU backend), so it is

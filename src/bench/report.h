@@ -27,6 +27,13 @@ struct StageTimes {
   double prefill_s = 0, draft_s = 0, decision_s = 0, verify_s = 0, acceptance_s = 0, commit_s = 0;
 };
 
+// Verified rows over one stretch of the measured window (the budget over time).
+struct BudgetWindow {
+  double end_s = 0;              // seconds since the window's start
+  double rows_per_step = 0;      // mean Σ k_i of its decode steps
+  double requests_per_step = 0;  // mean N of its decode steps
+};
+
 struct RunMetrics {
   int64_t requests = 0;
   int64_t output_tokens = 0;
@@ -36,6 +43,8 @@ struct RunMetrics {
   Distribution ttft_s;
   std::optional<double> tau;               // unknown for server runs
   std::optional<double> rows_per_step;     // verified rows per decode step
+  std::optional<double> rows_per_request;  // verified rows per request per decode step (1..W)
+  std::vector<BudgetWindow> rows_over_time;  // in-process: the window in equal stretches
   std::optional<StageTimes> stages;        // in-process runs only
   std::optional<uint64_t> outputs_digest;  // in-process: every measured request's output ids
 };
@@ -62,6 +71,7 @@ struct ModeInfo {
   std::string label;
   std::string note;  // shown under the table (e.g. why a rung is not measured)
   bool measured = true;
+  bool adaptive = false;  // its budget moves during a run: the table shows rows over time
 };
 
 struct Report {

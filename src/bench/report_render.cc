@@ -102,6 +102,36 @@ std::string ProfileTable(const Report& report) {
   return out;
 }
 
+// For the adaptive modes: each cell's verified rows per request per step, window by window.
+std::string RowsOverTimeTable(const Report& report) {
+  std::string out;
+  for (const Cell& cell : report.cells) {
+    const ModeInfo* mode = nullptr;
+    for (const ModeInfo& m : report.modes) {
+      if (m.label == cell.mode) mode = &m;
+    }
+    const auto s = Summarize(cell);
+    if (mode == nullptr || !mode->adaptive || !s || s->representative->rows_over_time.empty()) {
+      continue;
+    }
+    if (out.empty()) {
+      out =
+          "\nverified rows per request per step over the measured window, in 10 equal stretches "
+          "(1: plain decoding, W: whole blocks):\n";
+    }
+    char head[96];
+    std::snprintf(head, sizeof(head), "%-10s %-4d %-14s", cell.dataset.c_str(), cell.concurrency,
+                  cell.mode.c_str());
+    out += head;
+    for (const BudgetWindow& w : s->representative->rows_over_time) {
+      out += " " +
+             Format("%5.2f", w.requests_per_step > 0 ? w.rows_per_step / w.requests_per_step : NAN);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 nlohmann::json StagesJson(const StageTimes& t) {
   return {{"decode_steps", t.decode_steps}, {"prefill_s", t.prefill_s},
           {"draft_s", t.draft_s},           {"decision_s", t.decision_s},
@@ -122,8 +152,19 @@ nlohmann::json RunJson(const RunMetrics& r) {
       {"latency_s", DistributionJson(r.latency_s)},
       {"ttft_s", DistributionJson(r.ttft_s)},
       {"tau", r.tau ? nlohmann::json(*r.tau) : nlohmann::json()},
-      {"rows_per_step", r.rows_per_step ? nlohmann::json(*r.rows_per_step) : nlohmann::json()}};
+      {"rows_per_step", r.rows_per_step ? nlohmann::json(*r.rows_per_step) : nlohmann::json()},
+      {"rows_per_request",
+       r.rows_per_request ? nlohmann::json(*r.rows_per_request) : nlohmann::json()}};
   if (r.stages) j["stages"] = StagesJson(*r.stages);
+  if (!r.rows_over_time.empty()) {
+    nlohmann::json windows = nlohmann::json::array();
+    for (const BudgetWindow& w : r.rows_over_time) {
+      windows.push_back({{"end_s", w.end_s},
+                         {"rows_per_step", w.rows_per_step},
+                         {"requests_per_step", w.requests_per_step}});
+    }
+    j["rows_over_time"] = windows;
+  }
   if (r.outputs_digest) {
     char hex[17];
     std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(*r.outputs_digest));
@@ -155,10 +196,12 @@ std::string RenderTable(const Report& report) {
                                     ? report.config["temperature"]
                                     : nlohmann::json();
       const bool sampling = t.is_number() && t.get<double>() > 0;
-      out += sampling ? " (sampling: expected, the modes draw differently)\n"
+      out += sampling ? " (sampling draws each token by its position: only a float near-tie at a "
+                        "draw may differ)\n"
                       : " (greedy: only float near-ties may differ)\n";
     }
   }
+  out += RowsOverTimeTable(report);
   if (report.profile) out += ProfileTable(report);
   return out;
 }
@@ -168,7 +211,8 @@ std::string RenderCsv(const Report& report) {
   std::string out =
       "mode,dataset,concurrency,repeats,requests,output_tokens,window_s,throughput_tok_s,"
       "throughput_spread,latency_mean_s,latency_p50_s,latency_p95_s,latency_p99_s,ttft_mean_s,"
-      "ttft_p50_s,ttft_p95_s,ttft_p99_s,tau,rows_per_step,ratio_vs_baseline,decode_steps,"
+      "ttft_p50_s,ttft_p95_s,ttft_p99_s,tau,rows_per_step,rows_per_request,ratio_vs_baseline,"
+      "decode_steps,"
       "prefill_s,draft_s,decision_s,verify_s,acceptance_s,commit_s\n";
   for (const Cell& cell : report.cells) {
     const auto s = Summarize(cell);
@@ -181,10 +225,11 @@ std::string RenderCsv(const Report& report) {
                                   std::to_string(cell.runs.size()),
                                   std::to_string(r.requests),
                                   std::to_string(r.output_tokens)};
-    for (double v : {r.window_s, s->throughput, s->spread, r.latency_s.mean, r.latency_s.p50,
-                     r.latency_s.p95, r.latency_s.p99, r.ttft_s.mean, r.ttft_s.p50, r.ttft_s.p95,
-                     r.ttft_s.p99, r.tau.value_or(NAN), r.rows_per_step.value_or(NAN),
-                     ratios.at({cell.mode, cell.dataset, cell.concurrency})}) {
+    for (double v :
+         {r.window_s, s->throughput, s->spread, r.latency_s.mean, r.latency_s.p50, r.latency_s.p95,
+          r.latency_s.p99, r.ttft_s.mean, r.ttft_s.p50, r.ttft_s.p95, r.ttft_s.p99,
+          r.tau.value_or(NAN), r.rows_per_step.value_or(NAN), r.rows_per_request.value_or(NAN),
+          ratios.at({cell.mode, cell.dataset, cell.concurrency})}) {
       f.push_back(std::isnan(v) ? "" : Format("%.6g", v));
     }
     f.push_back(r.stages ? std::to_string(t.decode_steps) : "");
@@ -202,7 +247,8 @@ nlohmann::json RenderJson(const Report& report) {
   const RatioMap ratios = RatiosByCell(report);
   nlohmann::json modes = nlohmann::json::array();
   for (const ModeInfo& m : report.modes) {
-    modes.push_back({{"label", m.label}, {"note", m.note}, {"measured", m.measured}});
+    modes.push_back(
+        {{"label", m.label}, {"note", m.note}, {"measured", m.measured}, {"adaptive", m.adaptive}});
   }
   nlohmann::json cells = nlohmann::json::array();
   for (const Cell& cell : report.cells) {

@@ -14,7 +14,8 @@ Result<Report> RunSweep(const SweepPlan& plan, const std::string& baseline,
   Report report{.datasets = plan.datasets, .concurrency = plan.concurrency, .baseline = baseline};
   bool baseline_found = false;
   for (const BenchMode& m : plan.modes) {
-    report.modes.push_back({.label = m.label, .note = m.note, .measured = m.runnable});
+    report.modes.push_back(
+        {.label = m.label, .note = m.note, .measured = m.runnable, .adaptive = m.adaptive});
     baseline_found |= m.runnable && m.label == baseline;
   }
   if (!baseline_found) {

@@ -6,6 +6,7 @@
 
 #include "engine/kv_budget.h"
 #include "kernels/cpu/softmax.h"
+#include "spec/position_uniform.h"
 
 namespace dscale {
 namespace {
@@ -58,8 +59,8 @@ struct Engine::RequestState {
   int32_t prefilled = 0;  // prompt positions in the KV cache
   int32_t committed = 0;  // positions in the KV cache once decoding (tokens.size() − 1)
   GenerationParams params;
-  RequestRng rng{0};
   int32_t seq = -1;
+  bool draft_context = false;  // the drafter holds every committed position of this request
   bool cancelled = false;
   FinishReason finish = FinishReason::kNone;
   RequestResult result;
@@ -94,9 +95,14 @@ Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* dra
       (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
   DSCALE_RETURN_IF_ERROR(
       CheckKvFitsInMemory(kv_positions, KvBytesPerPosition(target, drafter, config.kv_dtype)));
-  DSCALE_ASSIGN_OR_RETURN(
-      VerifyPlanner planner,
-      VerifyPlanner::Create(config.policy, block, config.predictor, config.verify_budget));
+  DSCALE_ASSIGN_OR_RETURN(VerifyPlanner planner,
+                          VerifyPlanner::Create({.policy = config.policy,
+                                                 .block = block,
+                                                 .predictor = config.predictor,
+                                                 .verify_budget = config.verify_budget,
+                                                 .sps_table = config.sps_table,
+                                                 .planted = config.planted_step_times,
+                                                 .max_running = config.max_running}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
   if (config.max_running > buckets.buckets.back()) {
@@ -166,7 +172,6 @@ Result<RequestId> Engine::Submit(std::vector<int32_t> prompt, GenerationParams p
   r->id = next_id_++;
   r->prompt_len = static_cast<int32_t>(prompt.size());
   r->tokens = std::move(prompt);
-  r->rng = RequestRng(params.sampling.seed);
   r->params = std::move(params);
   r->result.id = r->id;
   r->result.prompt_tokens = r->prompt_len;
@@ -198,6 +203,7 @@ void Engine::Admit() {
     }
     if (running() >= config_.max_running || PagesFor(head) > cache_.free_pages()) return;
     head.seq = cache_.AddSequence();
+    head.draft_context = drafter_ != nullptr && planner_.FeedNewRequest();
     const Status reserved = cache_.Reserve(head.seq, cache_.shape().page_size * PagesFor(head));
     DSCALE_CHECK_MSG(reserved.ok(), "free pages were counted before reserving");
     running_.push_back(std::move(queue_.front()));
@@ -236,6 +242,8 @@ Status Engine::RunPrefill() {
   const auto start = Clock::now();
   batch_.Clear();
   std::vector<RequestState*> completing;  // prompts that finish in this step, in batch order
+  std::vector<RequestState*> in_batch;    // every request of the batch, in batch order
+  feed_rows_.clear();
   int32_t budget = config_.prefill_budget;
   for (auto& owned : running_) {
     RequestState& r = *owned;
@@ -245,13 +253,16 @@ Status Engine::RunPrefill() {
                       /*all_logits=*/false);
     budget -= n;
     r.prefilled += n;
+    in_batch.push_back(&r);
+    feed_rows_.push_back(n);
     if (r.prefill_done()) completing.push_back(&r);
   }
   if (batch_.rows() == 0) return Status::Ok();
   forward_options_.tile_rows = 128;  // prefill keeps the wide tile
+  CaptureFeaturesFor(in_batch);
   DSCALE_RETURN_IF_ERROR(target_.Forward(batch_, forward_options_, cache_, &out_));
   stats_.prefill_rows += batch_.rows();
-  if (drafter_ != nullptr) AppendDraftContext(0, batch_.rows());
+  FeedDrafter(in_batch, feed_rows_);
 
   // The first output token comes from the last prompt row's logits.
   const int64_t vocab = target_.config().vocab_size;
@@ -278,7 +289,7 @@ int32_t Engine::SampleFirstToken(RequestState& r, std::span<const float> logits)
     return token;
   }
   TargetDistribution(logits, r.params.sampling, &probs_);
-  return SampleIndex(probs_, r.rng.Uniform());
+  return SampleIndex(probs_, PositionUniform(r.params.sampling.seed, r.prompt_len));
 }
 
 Status Engine::RunDecode() {
@@ -292,14 +303,27 @@ Status Engine::RunDecode() {
   }
   if (batch.empty()) return Status::Ok();
 
+  // Requests with a draft context are drafted when the planner wants this step drafted.
+  int32_t fed = 0;
+  for (RequestState* r : batch) fed += r->draft_context ? 1 : 0;
+  const bool draft = fed > 0 && planner_.DraftThisStep(fed);
+  drafted_.assign(batch.size(), 0);
+  for (size_t i = 0; i < batch.size(); ++i) drafted_[i] = draft && batch[i]->draft_context;
+  budget::StepSample sample{.requests = static_cast<int32_t>(batch.size()),
+                            .drafted = draft ? fed : 0};
   auto t = Clock::now();
-  if (drafter_ != nullptr) DSCALE_RETURN_IF_ERROR(Draft(batch, &drafts_));
-  stats_.draft_s += SecondsSince(t);
+  if (draft) DSCALE_RETURN_IF_ERROR(Draft(batch, &drafts_));
+  const double draft_s = SecondsSince(t);
+  stats_.draft_s += draft_s;
 
   t = Clock::now();
   StageBlocks(batch);
-  DSCALE_ASSIGN_OR_RETURN(const dvl::PackWorkspace* packed, planner_.Plan(blocks_, drafts_));
-  stats_.decision_s += SecondsSince(t);
+  DSCALE_ASSIGN_OR_RETURN(const dvl::PackWorkspace* packed,
+                          planner_.Plan(blocks_, drafts_, drafted_, draft_s));
+  const double decision_s = SecondsSince(t);
+  stats_.decision_s += decision_s;
+  sample.draft_s = draft ? draft_s + decision_s : 0.0;
+  const auto rest = Clock::now();
 
   // Verification runs the packed rows: request i owns rows offset_i .. offset_i + k_i − 1.
   t = Clock::now();
@@ -313,6 +337,7 @@ Status Engine::RunDecode() {
     max_rows = std::max(max_rows, k);
   }
   forward_options_.tile_rows = TileFor(max_rows);
+  CaptureFeaturesFor(batch);
   DSCALE_RETURN_IF_ERROR(target_.Forward(batch_, forward_options_, cache_, &out_));
   stats_.verify_s += SecondsSince(t);
 
@@ -332,6 +357,8 @@ Status Engine::RunDecode() {
 
   t = Clock::now();
   std::vector<int32_t> accepted_tokens;
+  feed_rows_.clear();
+  int64_t drafted_committed = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     RequestState& r = *batch[i];
     const BatchRequest& req = batch_.requests[i];
@@ -343,24 +370,38 @@ Status Engine::RunDecode() {
     ++r.result.steps;
     // The anchor and the accepted drafts now have valid KV rows; they join the draft context.
     r.committed += v.accepted + 1;
-    if (drafter_ != nullptr) AppendDraftContext(req.q_start, v.accepted + 1);
+    feed_rows_.push_back(v.accepted + 1);
+    sample.context += req.ctx_len;
+    if (drafted_[i]) drafted_committed += v.accepted + 1;
     accepted_tokens.assign(batch_.tokens.begin() + req.q_start + 1,
                            batch_.tokens.begin() + req.q_start + 1 + v.accepted);
     accepted_tokens.push_back(v.next_token);
     AppendOutput(r, accepted_tokens);
   }
+  const auto feed_start = Clock::now();
+  sample.fed_rows = FeedDrafter(batch, feed_rows_);
+  sample.feed_s = SecondsSince(feed_start);
   ++stats_.decode_steps;
   stats_.decode_request_steps += static_cast<int64_t>(batch.size());
   stats_.last_step_requests = static_cast<int32_t>(batch.size());
   stats_.last_step_rows = batch_.rows();
   stats_.commit_s += SecondsSince(t);
+  sample.rows = batch_.rows();
+  sample.verify_s = SecondsSince(rest) - sample.feed_s;
+  planner_.Record(sample, drafted_committed);
+  if (planner_.DropDraftContexts()) {
+    for (auto& r : running_) r->draft_context = false;
+  }
+  stats_.auto_budget = planner_.AutoSnapshot();
   return Status::Ok();
 }
 
 Status Engine::Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts) {
   std::vector<DraftRequest> requests;
   requests.reserve(batch.size());
-  for (RequestState* r : batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!drafted_[i]) continue;
+    const RequestState* r = batch[i];
     requests.push_back({.seq = r->seq,
                         .ctx_len = r->committed,
                         .anchor = r->anchor(),
@@ -378,9 +419,11 @@ void Engine::Observe(const std::vector<RequestState*>& batch,
     rows.push_back(batch_.requests[i].q_len);
     accepted.push_back(results[i].accepted);
   }
+  const bool all_drafted = drafter_ != nullptr && std::all_of(drafted_.begin(), drafted_.end(),
+                                                              [](uint8_t d) { return d; });
   config_.on_step({.step = stats_.decode_steps,
                    .ids = ids,
-                   .drafts = drafter_ != nullptr ? &drafts_ : nullptr,
+                   .drafts = all_drafted ? &drafts_ : nullptr,
                    .rows = rows,
                    .accepted = accepted});
 }
@@ -392,11 +435,12 @@ void Engine::StageBlocks(const std::vector<RequestState*>& batch) {
   blocks_.tokens.assign(n * width, 0);
   blocks_.positions.resize(n * width);
   blocks_.kv_slots.resize(n * width);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0, d = 0; i < n; ++i) {
     const RequestState& r = *batch[i];
+    const int64_t row = drafted_[i] ? d++ : -1;  // this request's row in drafts_
     for (int32_t j = 0; j < width; ++j) {
       int32_t token = r.anchor();
-      if (j > 0) token = drafter_ != nullptr ? drafts_.tokens[i * drafts_.width + j - 1] : 0;
+      if (j > 0) token = row >= 0 ? drafts_.tokens[row * drafts_.width + j - 1] : 0;
       blocks_.tokens[i * width + j] = token;
       blocks_.positions[i * width + j] = r.committed + j;
       // Positions past the reservation (only the anchor-only policy's unused column) get the
@@ -411,7 +455,9 @@ VerifyResult Engine::Accept(RequestState& r, std::span<const float> logits,
                             std::span<const int32_t> drafts) {
   const int64_t vocab = target_.config().vocab_size;
   if (r.params.sampling.greedy()) return VerifyGreedy(logits, vocab, drafts);
-  return VerifySampled(logits, vocab, drafts, r.params.sampling, r.rng, &probs_);
+  // Row 0 is the anchor at position `committed`; it predicts the next position.
+  return VerifySampledAt(logits, vocab, drafts, r.params.sampling, r.params.sampling.seed,
+                         int64_t{r.committed} + 1, &probs_);
 }
 
 void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
@@ -450,6 +496,35 @@ void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
                         .new_tokens = std::span(output).subspan(before),
                         .finished = r.finish});
   }
+}
+
+void Engine::CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order) {
+  const bool any = std::any_of(in_batch_order.begin(), in_batch_order.end(),
+                               [](const RequestState* r) { return r->draft_context; });
+  if (any) {
+    forward_options_.capture_layers = drafter_->feature_layers();
+  } else {
+    forward_options_.capture_layers.clear();
+  }
+}
+
+int64_t Engine::FeedDrafter(const std::vector<RequestState*>& in_batch_order,
+                            std::span<const int32_t> rows) {
+  int64_t fed = 0;
+  int32_t first = 0, count = 0;  // the pending run of adjacent rows
+  for (size_t i = 0; i < in_batch_order.size(); ++i) {
+    if (!in_batch_order[i]->draft_context) continue;
+    const int32_t start = batch_.requests[i].q_start;
+    if (count > 0 && first + count != start) {
+      AppendDraftContext(first, count);
+      count = 0;
+    }
+    if (count == 0) first = start;
+    count += rows[i];
+    fed += rows[i];
+  }
+  if (count > 0) AppendDraftContext(first, count);
+  return fed;
 }
 
 void Engine::AppendDraftContext(int32_t first, int32_t count) {

@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "budget/simulation.h"
+#include "budget/sps_table.h"
+#include "budget/verify_budget.h"
 #include "core/status.h"
 #include "engine/request.h"
 #include "engine/step_stats.h"
@@ -51,7 +54,11 @@ struct EngineConfig {
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
   const dvl::Predictor* predictor = nullptr;  // the DVL acceptance predictor (dscale policy)
-  double verify_budget = 0.5;  // dscale: verified rows per step = verify_budget · W · N
+  budget::VerifyBudget verify_budget;         // dscale: rows per step = fraction · W · N, or auto
+  const budget::SpsTable* sps_table = nullptr;  // dspark: steps per second by verified rows
+  // Tests: auto learns these planted step times instead of the measured ones (outputs are
+  // unaffected; only its choices of rows are).
+  const budget::SimulatedPair* planted_step_times = nullptr;
   // Called after every decode step's acceptance, on the engine thread.
   std::function<void(const StepRecord&)> on_step;
   // Text of output ids, for stop strings; unset: stop strings are rejected at submit.
@@ -104,10 +111,18 @@ class Engine {
   Status RunDecode();
   void RetireFinished();
 
+  // Drafts the requests of `batch` that drafted_ marks.
   Status Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts);
   void Observe(const std::vector<RequestState*>& batch, const std::vector<VerifyResult>& results);
-  // Fills blocks_ with each request's [anchor, candidates…] and their positions and slots.
+  // Fills blocks_ with each request's [anchor, candidates…] and their positions and slots
+  // (candidates 0 where drafted_ has no drafts).
   void StageBlocks(const std::vector<RequestState*>& batch);
+  // Sends the rows [q_start, q_start + rows[i]) of the last forward's requests that have a
+  // draft context (drafter_ set) to the drafter, adjacent ranges in one call; returns the rows.
+  int64_t FeedDrafter(const std::vector<RequestState*>& in_batch_order,
+                      std::span<const int32_t> rows);
+  // The forward captures the drafter's feature layers only when some request will use them.
+  void CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order);
   VerifyResult Accept(RequestState& r, std::span<const float> logits,
                       std::span<const int32_t> drafts);
   int32_t SampleFirstToken(RequestState& r, std::span<const float> logits);
@@ -137,6 +152,8 @@ class Engine {
   std::vector<double> probs_;
   std::vector<int32_t> context_positions_;
   std::vector<int64_t> context_slots_;
+  std::vector<uint8_t> drafted_;  // [N] this step's requests with drafts
+  std::vector<int32_t> feed_rows_;
 };
 
 }  // namespace dscale

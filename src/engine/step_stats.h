@@ -3,6 +3,9 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+
+#include "budget/auto_budget.h"
 
 namespace dscale {
 
@@ -16,6 +19,8 @@ struct StepStats {
   int32_t last_step_requests = 0;  // N of the latest decode step
   int32_t last_step_rows = 0;      // Σ k_i of the latest decode step
   std::array<int64_t, 65> accepted_histogram{};  // request-steps by drafts accepted (0..64)
+  // --verify-budget auto: its mode, latest choice and step-cost model after the latest step.
+  std::optional<budget::AutoBudgetSnapshot> auto_budget;
 
   // Seconds spent in each stage of the step pipeline.
   double prefill_s = 0;

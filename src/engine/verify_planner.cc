@@ -1,5 +1,7 @@
 #include "engine/verify_planner.h"
 
+#include <chrono>
+
 #include "dvl/budget_allocator.h"
 #include "dvl/dvl_shapes.h"
 #include "dvl/features.h"
@@ -8,57 +10,132 @@ namespace dscale {
 namespace {
 
 // The pool's capacity must hold the policy's rows: fraction · W · N_bs ≥ Σ k_i.
-double CapacityFraction(const LengthPolicy& policy, int32_t width, double verify_budget) {
-  switch (policy.mode) {
+double CapacityFraction(const PlannerConfig& c, int32_t width) {
+  switch (c.policy.mode) {
     case SpecMode::kNone: return 1.0 / width;
     case SpecMode::kDFlash: return 1.0;
-    case SpecMode::kFixed: return static_cast<double>(policy.fixed_rows) / width;
-    case SpecMode::kDScale: return verify_budget;
+    case SpecMode::kFixed:
+      return static_cast<double>(c.policy.fixed_rows) / width;
+    case SpecMode::kDScale:
+      return c.verify_budget.automatic ? 1.0 : c.verify_budget.fraction;
+    case SpecMode::kDSpark:
+      return 1.0;
   }
   return 1.0;
 }
 
-}  // namespace
-
-Result<VerifyPlanner> VerifyPlanner::Create(const LengthPolicy& policy, int32_t block,
-                                            const dvl::Predictor* predictor,
-                                            double verify_budget) {
-  if (policy.mode == SpecMode::kDScale) {
-    if (predictor == nullptr) return InvalidArgument("--spec dscale needs --predictor");
-    if (block != dvl::kBlockWidth) {
-      return InvalidArgument("--spec dscale needs a drafter with block size " +
-                             std::to_string(dvl::kBlockWidth) + ", got " + std::to_string(block));
-    }
-  }
-  dvl::BucketConfig config;
-  config.width = std::max(block, 2);
-  config.verify_budget = CapacityFraction(policy, config.width, verify_budget);
-  if (Status s = config.Validate(); !s.ok()) return s.WithContext("--verify-budget");
-  return VerifyPlanner(policy, std::move(config), predictor);
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-VerifyPlanner::VerifyPlanner(LengthPolicy policy, dvl::BucketConfig config,
-                             const dvl::Predictor* predictor)
-    : policy_(policy), config_(config), predictor_(predictor), pool_(std::move(config)) {}
+}  // namespace
+
+Result<VerifyPlanner> VerifyPlanner::Create(const PlannerConfig& planner) {
+  const std::string spec = "--spec " + planner.policy.Name();
+  if (planner.policy.UsesPredictor()) {
+    if (planner.predictor == nullptr) return InvalidArgument(spec + " needs --predictor");
+    if (planner.block != dvl::kBlockWidth) {
+      return InvalidArgument(spec + " needs a drafter with block size " +
+                             std::to_string(dvl::kBlockWidth) + ", got " +
+                             std::to_string(planner.block));
+    }
+  }
+  if (planner.policy.mode == SpecMode::kDSpark && planner.sps_table == nullptr) {
+    return InvalidArgument(spec +
+                           " needs a steps-per-second table (profiled at start-up, or "
+                           "--sps-table FILE)");
+  }
+  if (planner.max_running < 1) return InvalidArgument("max_running: must be at least 1");
+  dvl::BucketConfig config;
+  config.width = std::max(planner.block, 2);
+  config.verify_budget = CapacityFraction(planner, config.width);
+  if (Status s = config.Validate(); !s.ok()) return s.WithContext("--verify-budget");
+  return VerifyPlanner(planner, std::move(config));
+}
+
+VerifyPlanner::VerifyPlanner(PlannerConfig planner, dvl::BucketConfig config)
+    : planner_(planner), config_(config), pool_(std::move(config)) {
+  if (planner_.policy.mode == SpecMode::kDScale && planner_.verify_budget.automatic) {
+    auto_.emplace(
+        budget::AutoBudgetOptions{.width = config_.width, .max_requests = planner_.max_running});
+  }
+}
+
+bool VerifyPlanner::FeedNewRequest() { return auto_ ? auto_->FeedNewRequest() : true; }
+
+bool VerifyPlanner::DraftThisStep(int32_t fed) {
+  return auto_ ? auto_->DraftThisStep(fed) : fed > 0;
+}
 
 Result<const dvl::PackWorkspace*> VerifyPlanner::Plan(const DraftBlocks& blocks,
-                                                      const DraftOutput& drafts) {
+                                                      const DraftOutput& drafts,
+                                                      std::span<const uint8_t> drafted,
+                                                      double draft_s) {
+  const auto start = std::chrono::steady_clock::now();
   DSCALE_ASSIGN_OR_RETURN(dvl::PackWorkspace * ws, pool_.ForLiveCount(blocks.n));
-  const dvl::PackInput in{.n = blocks.n,
-                          .width = config_.width,
-                          .tokens = blocks.tokens,
-                          .positions = blocks.positions,
-                          .kv_slots = blocks.kv_slots,
-                          .k = {}};
-  if (policy_.mode == SpecMode::kDScale) {
+  const SpecMode mode = planner_.policy.mode;
+  if (mode == SpecMode::kDScale && !auto_) {
     DSCALE_RETURN_IF_ERROR(DecideWithPredictor(blocks, drafts, ws));
     return ws;
   }
-  k_.assign(blocks.n, policy_.mode == SpecMode::kNone ? 1 : policy_.UniformRows(config_.width));
-  dvl::PackInput uniform = in;
-  uniform.k = k_;
-  DSCALE_RETURN_IF_ERROR(dvl::Pack(uniform, ws));
+  const int64_t n = blocks.n;
+  int64_t rows = n;  // requests with drafts
+  if (!drafted.empty()) {
+    DSCALE_CHECK(static_cast<int64_t>(drafted.size()) == n);
+    rows = 0;
+    for (uint8_t d : drafted) rows += d;
+  }
+  k_.assign(n, 1);
+  if (auto_) {
+    if (rows > 0) {
+      Score(drafts, rows, n);
+      const double spent =
+          planner_.planted ? planner_.planted->draft_seconds(rows) : draft_s + SecondsSince(start);
+      DecideAuto(drafted, n, rows, spent);
+    }
+  } else if (mode == SpecMode::kDSpark) {
+    DSCALE_CHECK(rows == n);
+    Score(drafts, n, n);
+    const budget::SpsTable& sps = *planner_.sps_table;
+    budget::DSparkWalk(
+        q_.data(), n, config_.width, [&sps](int64_t b) { return sps.StepsPerSecond(b); }, &dspark_,
+        k_.data());
+  } else if (mode != SpecMode::kNone) {
+    k_.assign(n, planner_.policy.UniformRows(config_.width));
+  }
+  DSCALE_RETURN_IF_ERROR(dvl::Pack({.n = n,
+                                    .width = config_.width,
+                                    .tokens = blocks.tokens,
+                                    .positions = blocks.positions,
+                                    .kv_slots = blocks.kv_slots,
+                                    .k = k_},
+                                   ws));
   return ws;
+}
+
+void VerifyPlanner::Score(const DraftOutput& drafts, int64_t rows, int64_t live_count) {
+  DSCALE_CHECK(drafts.width == dvl::kDraftPositions);
+  features_.resize(rows * dvl::kFeatureCount);
+  pred_logits_.resize(rows * dvl::kDraftPositions);
+  q_.resize(rows * dvl::kBlockWidth);
+  dvl::ExtractFeaturesBatch(drafts.logits.data(), drafts.hidden.data(), rows, live_count,
+                            planner_.predictor->projections(), features_.data());
+  planner_.predictor->Forward(features_.data(), rows, pred_logits_.data());
+  dvl::PrefixScoresFromLogits(pred_logits_.data(), rows, dvl::kBlockWidth, q_.data());
+}
+
+void VerifyPlanner::DecideAuto(std::span<const uint8_t> drafted, int64_t n, int64_t rows,
+                               double draft_s) {
+  dvl::ExpectedTokensCurve(q_.data(), rows, dvl::kBlockWidth, &curve_);
+  const int64_t m = auto_->ChooseRows(curve_, n - rows, draft_s);
+  drafted_k_.resize(rows);
+  seed_.resize(rows);
+  offsets_.resize(rows + 1);
+  dvl::AllocateInto(q_.data(), rows, dvl::kBlockWidth, m, seed_.data(), drafted_k_.data(),
+                    offsets_.data());
+  for (int64_t i = 0, d = 0; i < n; ++i) {
+    if (drafted.empty() || drafted[i]) k_[i] = drafted_k_[d++];
+  }
 }
 
 Status VerifyPlanner::DecideWithPredictor(const DraftBlocks& blocks, const DraftOutput& drafts,
@@ -68,10 +145,11 @@ Status VerifyPlanner::DecideWithPredictor(const DraftBlocks& blocks, const Draft
   features_.resize(n * dvl::kFeatureCount);
   pred_logits_.resize(n * dvl::kDraftPositions);
   dvl::ExtractFeaturesBatch(drafts.logits.data(), drafts.hidden.data(), n, /*live_count=*/n,
-                            predictor_->projections(), features_.data());
-  predictor_->Forward(features_.data(), n, pred_logits_.data());
-  DSCALE_ASSIGN_OR_RETURN(const int64_t budget,
-                          dvl::BudgetFromFraction(n, config_.width, config_.verify_budget));
+                            planner_.predictor->projections(), features_.data());
+  planner_.predictor->Forward(features_.data(), n, pred_logits_.data());
+  DSCALE_ASSIGN_OR_RETURN(
+      const int64_t budget,
+      dvl::BudgetFromFraction(n, config_.width, planner_.verify_budget.fraction));
   const dvl::PackInput in{.n = n,
                           .width = config_.width,
                           .tokens = blocks.tokens,
@@ -79,6 +157,22 @@ Status VerifyPlanner::DecideWithPredictor(const DraftBlocks& blocks, const Draft
                           .kv_slots = blocks.kv_slots,
                           .k = {}};
   return dvl::AllocateAndPack(pred_logits_.data(), budget, in, ws).status();
+}
+
+void VerifyPlanner::Record(const budget::StepSample& sample, int64_t drafted_committed) {
+  if (!auto_) return;
+  budget::StepSample s = sample;
+  if (const budget::SimulatedPair* p = planner_.planted) {
+    s.draft_s = s.drafted > 0 ? p->draft_seconds(s.drafted) : 0.0;
+    s.feed_s = p->feed_seconds_per_row * double(s.fed_rows);
+    s.verify_s = p->verify_seconds(s.rows);
+  }
+  auto_->Record(s, drafted_committed);
+}
+
+std::optional<budget::AutoBudgetSnapshot> VerifyPlanner::AutoSnapshot() const {
+  if (!auto_) return std::nullopt;
+  return auto_->Snapshot();
 }
 
 }  // namespace dscale

@@ -138,6 +138,43 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
 Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorToWrite>& tensors,
                                  const std::function<std::vector<float>(size_t)>& make_values);
 
+// Writes one .safetensors file whose values arrive in pieces: Create writes the header from the
+// tensors' names, dtypes and shapes (`values` ignored), Append takes f32 values in tensor order
+// (a call may end inside a tensor or span several) and converts them as they come, so only the
+// caller's piece is in memory. Data ranges follow the given order, so each tensor's element
+// size must not exceed the one before it (F32 before BF16 and F16) for every range to stay
+// aligned. Errors as WriteSafetensors; Append past the last tensor and Commit before every value
+// arrived are InvalidArgument. Dropping the writer without Commit leaves no file.
+class SafetensorsStreamWriter {
+ public:
+  static Result<SafetensorsStreamWriter> Create(
+      const std::string& path, std::vector<TensorToWrite> tensors,
+      const std::map<std::string, std::string>& metadata = {});
+
+  SafetensorsStreamWriter(SafetensorsStreamWriter&&) noexcept;
+  SafetensorsStreamWriter& operator=(SafetensorsStreamWriter&&) = delete;
+  ~SafetensorsStreamWriter();
+
+  Status Append(const float* values, size_t count);
+  Status Commit();
+
+ private:
+  struct Impl;
+  explicit SafetensorsStreamWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A checkpoint made tensor by tensor into `dir` (created when needed): `write_values(i, writer)`
+// appends tensors[i]'s values (`values` ignored) to `writer`, in as many pieces as it likes.
+// Tensors go to shards in the given order, a shard closing when the next tensor would push it
+// past `max_shard_bytes` (a larger tensor gets one of its own); one shard is written as
+// model.safetensors, several as model-0000i-of-0000n.safetensors with
+// model.safetensors.index.json. Within a file the F32 tensors come first, so `write_values` is
+// called in that order, not necessarily in index order.
+Status WriteCheckpointStreaming(
+    const std::string& dir, const std::vector<TensorToWrite>& tensors, uint64_t max_shard_bytes,
+    const std::function<Status(size_t, SafetensorsStreamWriter&)>& write_values);
+
 // Writes `tensors` split over shards of at most `max_shard_bytes` of tensor data each (a larger
 // tensor gets a shard of its own), filled greedily in name order and named
 // model-0000i-of-0000n.safetensors, plus model.safetensors.index.json with

@@ -206,15 +206,13 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
 
 Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorToWrite>& tensors,
                                  const std::function<std::vector<float>(size_t)>& make_values) {
-  const std::vector<const TensorToWrite*> pointers = Pointers(tensors);
-  DSCALE_RETURN_IF_ERROR(ValidateAll(pointers, {}, /*check_values=*/false).WithContext(path));
   for (const TensorToWrite& tensor : tensors) {
     if (tensor.dtype != tensors.front().dtype) {
       return InvalidArgument(path + ": streamed tensors must share one dtype");
     }
   }
-  DSCALE_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
-  DSCALE_RETURN_IF_ERROR(WriteHeader(writer, pointers, {}));
+  DSCALE_ASSIGN_OR_RETURN(SafetensorsStreamWriter writer,
+                          SafetensorsStreamWriter::Create(path, tensors));
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::vector<float> values = make_values(i);
     if (values.size() != *ElementCount(tensors[i].shape)) {
@@ -222,9 +220,88 @@ Status WriteSafetensorsStreaming(const std::string& path, const std::vector<Tens
                              std::to_string(values.size()) + " values for shape " +
                              ShapeToString(tensors[i].shape));
     }
-    DSCALE_RETURN_IF_ERROR(WriteValues(writer, tensors[i].dtype, values));
+    DSCALE_RETURN_IF_ERROR(writer.Append(values.data(), values.size()));
   }
   return writer.Commit();
+}
+
+// The stream writer's state: the open temporary file, the tensors in data order, and how far
+// the values have got.
+struct SafetensorsStreamWriter::Impl {
+  std::string path;
+  AtomicFileWriter file;
+  std::vector<TensorToWrite> tensors;
+  size_t current = 0;  // tensor the next value belongs to
+  uint64_t left = 0;   // values still owed to tensors[current]
+  std::vector<std::byte> buffer;
+
+  // Moves `current` past tensors that are complete (or empty).
+  void SkipFinished() {
+    while (left == 0 && current < tensors.size()) {
+      ++current;
+      if (current < tensors.size()) left = *ElementCount(tensors[current].shape);
+    }
+  }
+};
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+SafetensorsStreamWriter::SafetensorsStreamWriter(SafetensorsStreamWriter&&) noexcept = default;
+SafetensorsStreamWriter::~SafetensorsStreamWriter() = default;
+
+Result<SafetensorsStreamWriter> SafetensorsStreamWriter::Create(
+    const std::string& path, std::vector<TensorToWrite> tensors,
+    const std::map<std::string, std::string>& metadata) {
+  const std::vector<const TensorToWrite*> pointers = Pointers(tensors);
+  DSCALE_RETURN_IF_ERROR(ValidateAll(pointers, metadata, /*check_values=*/false).WithContext(path));
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    if (DTypeSize(tensors[i].dtype) > DTypeSize(tensors[i - 1].dtype)) {
+      return InvalidArgument(path + ": tensor \"" + tensors[i].name + "\" (" +
+                             std::string(DTypeName(tensors[i].dtype)) + ") follows a smaller " +
+                             std::string(DTypeName(tensors[i - 1].dtype)) +
+                             " tensor; larger elements must come first to stay aligned");
+    }
+  }
+  DSCALE_ASSIGN_OR_RETURN(AtomicFileWriter file, AtomicFileWriter::Create(path));
+  DSCALE_RETURN_IF_ERROR(WriteHeader(file, pointers, metadata));
+  auto impl = std::unique_ptr<Impl>(new Impl{.path = path,
+                                             .file = std::move(file),
+                                             .tensors = std::move(tensors),
+                                             .current = 0,
+                                             .left = 0,
+                                             .buffer = {}});
+  if (!impl->tensors.empty()) impl->left = *ElementCount(impl->tensors[0].shape);
+  impl->SkipFinished();
+  impl->buffer.resize(kConvertChunk * sizeof(float));
+  return SafetensorsStreamWriter(std::move(impl));
+}
+
+Status SafetensorsStreamWriter::Append(const float* values, size_t count) {
+  Impl& s = *impl_;
+  while (count > 0) {
+    if (s.current >= s.tensors.size()) {
+      return InvalidArgument(s.path + ": " + std::to_string(count) +
+                             " values past the last tensor");
+    }
+    const DType dtype = s.tensors[s.current].dtype;
+    const size_t n = std::min<uint64_t>({count, s.left, kConvertChunk});
+    ConvertFromF32(dtype, values, n, s.buffer.data());
+    DSCALE_RETURN_IF_ERROR(s.file.Write(s.buffer.data(), n * DTypeSize(dtype)));
+    values += n;
+    count -= n;
+    s.left -= n;
+    s.SkipFinished();
+  }
+  return Status::Ok();
+}
+
+Status SafetensorsStreamWriter::Commit() {
+  Impl& s = *impl_;
+  if (s.current < s.tensors.size()) {
+    return InvalidArgument(s.path + ": tensor \"" + s.tensors[s.current].name + "\" still needs " +
+                           std::to_string(s.left) + " values");
+  }
+  return s.file.Commit();
 }
 
 Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorToWrite>& tensors,
@@ -247,6 +324,59 @@ Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorT
       total_size += ByteSize(*tensor);
     }
   }
+  const nlohmann::json index = {{"metadata", {{"total_size", total_size}}},
+                                {"weight_map", std::move(weight_map)}};
+  return WriteTextFile(JoinPath(dir, kIndexFileName), index.dump(2) + "\n");
+}
+
+Status WriteCheckpointStreaming(
+    const std::string& dir, const std::vector<TensorToWrite>& tensors, uint64_t max_shard_bytes,
+    const std::function<Status(size_t, SafetensorsStreamWriter&)>& write_values) {
+  if (max_shard_bytes == 0) return InvalidArgument(dir + ": max_shard_bytes must be positive");
+  DSCALE_RETURN_IF_ERROR(
+      ValidateAll(Pointers(tensors), {}, /*check_values=*/false).WithContext(dir));
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return IoError(dir + ": cannot create the directory: " + error.message());
+
+  // Shards in the given order; inside each, larger elements first (stable, so F32 tensors keep
+  // their relative order, then BF16 and F16).
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t shard_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t bytes = ByteSize(tensors[i]);
+    if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(i);
+    shard_bytes += bytes;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  uint64_t total_size = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    std::vector<size_t>& order = shards[s];
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return DTypeSize(tensors[a].dtype) > DTypeSize(tensors[b].dtype);
+    });
+    const std::string name =
+        shards.size() == 1 ? "model.safetensors" : ShardName(s + 1, shards.size());
+    std::vector<TensorToWrite> headers;
+    for (const size_t i : order) {
+      headers.push_back({.name = tensors[i].name,
+                         .dtype = tensors[i].dtype,
+                         .shape = tensors[i].shape,
+                         .values = {}});
+      weight_map[tensors[i].name] = name;
+      total_size += ByteSize(tensors[i]);
+    }
+    DSCALE_ASSIGN_OR_RETURN(SafetensorsStreamWriter writer,
+                            SafetensorsStreamWriter::Create(JoinPath(dir, name), std::move(headers),
+                                                            {{"format", "pt"}}));
+    for (const size_t i : order) DSCALE_RETURN_IF_ERROR(write_values(i, writer));
+    DSCALE_RETURN_IF_ERROR(writer.Commit());
+  }
+  if (shards.size() == 1) return Status::Ok();
   const nlohmann::json index = {{"metadata", {{"total_size", total_size}}},
                                 {"weight_map", std::move(weight_map)}};
   return WriteTextFile(JoinPath(dir, kIndexFileName), index.dump(2) + "\n");

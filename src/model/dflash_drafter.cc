@@ -16,16 +16,15 @@ constexpr const char* kFcName = "fc.weight";
 constexpr const char* kHiddenNormName = "hidden_norm.weight";
 constexpr const char* kFinalNormName = "norm.weight";
 
-// Drafter checkpoints name tensors without a prefix; some exports add "model.".
-std::string DetectPrefix(const Checkpoint& checkpoint) {
+}  // namespace
+
+std::string DFlashTensorPrefix(const Checkpoint& checkpoint) {
   if (checkpoint.Find(kFcName) == nullptr &&
       checkpoint.Find(std::string(kQwen3Prefix) + kFcName) != nullptr) {
     return kQwen3Prefix;
   }
   return "";
 }
-
-}  // namespace
 
 TensorShapes DFlashTensorShapes(const DFlashConfig& c, int64_t target_hidden) {
   const int64_t h = c.draft.hidden_size;
@@ -62,7 +61,7 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Mod
   DSCALE_ASSIGN_OR_RETURN(DFlashConfig config,
                           LoadDFlashConfig(dir + "/config.json", target.config()));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-  const std::string prefix = DetectPrefix(checkpoint);
+  const std::string prefix = DFlashTensorPrefix(checkpoint);
   const TensorReader read =
       CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(checkpoint)), prefix);
   DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights,

@@ -34,6 +34,9 @@ struct DFlashWeights {
 
 // (name, shape) of every tensor a drafter checkpoint holds, without a prefix.
 TensorShapes DFlashTensorShapes(const DFlashConfig& config, int64_t target_hidden);
+// The prefix of a drafter checkpoint's tensor names: "" as z-lab writes them, or "model." as some
+// exports do.
+std::string DFlashTensorPrefix(const Checkpoint& checkpoint);
 Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& config, int64_t target_hidden,
                                         const TensorReader& read);
 

@@ -138,6 +138,57 @@ void RenderEngine(const EngineMetrics& m, Writer& w) {
   w.Hist("request_duration_seconds", "Seconds from arrival to the last token.", m.request_duration);
 }
 
+// The latest step's verify budget, and --verify-budget auto's mode and step-cost model.
+void RenderBudget(const EngineMetrics& m, Writer& w) {
+  const StepStats& s = m.stats;
+  w.One("verify_budget_rows", "gauge", "Rows the latest decode step verified (sum of k_i).",
+        int64_t{s.last_step_rows});
+  w.One("verify_budget_requests", "gauge", "Requests the latest decode step verified (N).",
+        int64_t{s.last_step_requests});
+  const double full = double(m.block_size) * s.last_step_requests;
+  w.One("verify_budget_fraction", "gauge", "Latest step's rows over the whole blocks, W·N.",
+        full > 0 ? s.last_step_rows / full : 0.0);
+  if (!s.auto_budget) return;
+  const budget::AutoBudgetSnapshot& a = *s.auto_budget;
+  w.Family("auto_budget_mode", "gauge", "--verify-budget auto: 1 for its current mode.");
+  for (const budget::AutoMode mode : {budget::AutoMode::kSpeculate, budget::AutoMode::kPlain}) {
+    w.Sample("auto_budget_mode", std::string("mode=\"") + budget::AutoModeName(mode) + "\"",
+             int64_t{a.mode == mode ? 1 : 0});
+  }
+  w.One("auto_budget_drafted_rows", "gauge",
+        "Rows the latest drafted step gave its drafted requests.", a.last_rows);
+  w.One("auto_budget_gain", "gauge",
+        "Smoothed best speculative tokens/s over plain decoding's (below 1: plain pays more).",
+        a.gain);
+  w.One("auto_budget_calibration", "gauge",
+        "Smoothed tokens drafts actually added over what the predictor expected.", a.calibration);
+  w.Family("auto_budget_steps_total", "counter", "Decode steps by whether they drafted.");
+  w.Sample("auto_budget_steps_total", "kind=\"drafted\"", a.drafted_steps);
+  w.Sample("auto_budget_steps_total", "kind=\"plain\"", a.plain_steps);
+  w.Family("auto_cost_verify_seconds", "gauge",
+           "Step-cost model: verify + commit seconds ≈ max(a + b·rows, c·rows).");
+  w.Sample("auto_cost_verify_seconds", "term=\"a\"", a.verify_fit.a);
+  w.Sample("auto_cost_verify_seconds", "term=\"b\"", a.verify_fit.b);
+  w.Sample("auto_cost_verify_seconds", "term=\"c\"", a.verify_fit.c);
+  w.One("auto_cost_verify_knee_rows", "gauge", "Rows where the c·rows branch takes over (0: none).",
+        a.verify_fit.knee());
+  w.Family("auto_cost_verify_rows_seen", "gauge", "Range of row counts the model has timings for.");
+  w.Sample("auto_cost_verify_rows_seen", "bound=\"min\"", a.verify_min_rows);
+  w.Sample("auto_cost_verify_rows_seen", "bound=\"max\"", a.verify_max_rows);
+  w.One("auto_cost_verify_bins", "gauge", "Row-count bins holding timings.",
+        int64_t{a.verify_bins});
+  w.One("auto_cost_verify_samples_total", "counter", "Step timings the model has taken.",
+        a.verify_samples);
+  w.Family("auto_cost_draft_seconds", "gauge",
+           "Step-cost model: drafting + decision seconds ≈ max(a + b·requests, c·requests).");
+  w.Sample("auto_cost_draft_seconds", "term=\"a\"", a.draft_fit.a);
+  w.Sample("auto_cost_draft_seconds", "term=\"b\"", a.draft_fit.b);
+  w.Sample("auto_cost_draft_seconds", "term=\"c\"", a.draft_fit.c);
+  w.One("auto_cost_feed_seconds_per_row", "gauge",
+        "Step-cost model: seconds to append one committed row to the draft context.",
+        a.feed_s_per_row);
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -173,6 +224,7 @@ std::string RenderPrometheus(const MetricsSnapshot& m) {
   Writer w;
   RenderRequests(m, w);
   RenderEngine(m.engine, w);
+  RenderBudget(m.engine, w);
   return w.Take();
 }
 

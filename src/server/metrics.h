@@ -13,6 +13,9 @@
 //   accepted_length                       histogram of drafts accepted per request-step
 //   step_seconds_total{stage}             prefill, draft, decision, verify, acceptance, commit
 //   time_to_first_token_seconds, request_duration_seconds (histograms)
+//   verify_budget_rows, verify_budget_requests, verify_budget_fraction (gauges: latest step)
+//   auto_budget_*, auto_cost_*             --verify-budget auto: mode, gain, calibration, step
+//                                         counts, and the step-cost model's fitted parameters
 //   draining                              1 after SIGTERM
 
 #include <cstdint>

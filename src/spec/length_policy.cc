@@ -9,6 +9,7 @@ Result<LengthPolicy> LengthPolicy::Parse(const std::string& text) {
   if (text == "none") return LengthPolicy{.mode = SpecMode::kNone};
   if (text == "dflash") return LengthPolicy{.mode = SpecMode::kDFlash};
   if (text == "dscale") return LengthPolicy{.mode = SpecMode::kDScale};
+  if (text == "dspark") return LengthPolicy{.mode = SpecMode::kDSpark};
   if (text.rfind("fixed:", 0) == 0) {
     const std::string digits = text.substr(6);
     int32_t k = 0;
@@ -17,8 +18,9 @@ Result<LengthPolicy> LengthPolicy::Parse(const std::string& text) {
       return LengthPolicy{.mode = SpecMode::kFixed, .fixed_rows = k};
     }
   }
-  return InvalidArgument("--spec: expected none, dflash, fixed:K (K in 2..16) or dscale, got \"" +
-                         text + "\"");
+  return InvalidArgument(
+      "--spec: expected none, dflash, fixed:K (K in 2..16), dscale or dspark, got \"" + text +
+      "\"");
 }
 
 std::string LengthPolicy::Name() const {
@@ -27,6 +29,8 @@ std::string LengthPolicy::Name() const {
     case SpecMode::kDFlash: return "dflash";
     case SpecMode::kFixed: return "fixed:" + std::to_string(fixed_rows);
     case SpecMode::kDScale: return "dscale";
+    case SpecMode::kDSpark:
+      return "dspark";
   }
   return "?";
 }
@@ -36,9 +40,11 @@ int32_t LengthPolicy::UniformRows(int32_t block) const {
     case SpecMode::kNone: return 1;
     case SpecMode::kDFlash: return block;
     case SpecMode::kFixed: return std::min(fixed_rows, block);
-    case SpecMode::kDScale: break;
+    case SpecMode::kDScale:
+    case SpecMode::kDSpark:
+      break;
   }
-  DSCALE_CHECK_MSG(false, "dscale lengths come from the DVL allocator");
+  DSCALE_CHECK_MSG(false, "dscale and dspark lengths come from the predictor's scores");
 }
 
 }  // namespace dscale

@@ -4,7 +4,8 @@
 //   none     1 row (the anchor): plain decoding, no drafter
 //   dflash   W rows (the whole block): the native DFlash baseline
 //   fixed:K  K rows (2..W): uniform truncation
-//   dscale   k_i from the DVL allocator, Σ k_i = budget · W · N
+//   dscale   k_i from the DVL allocator, Σ k_i = budget · W · N (or chosen per step: auto)
+//   dspark   k_i from DSpark's scheduler over the DVL predictor's scores (the baseline)
 
 #include <cstdint>
 #include <string>
@@ -13,16 +14,18 @@
 
 namespace dscale {
 
-enum class SpecMode { kNone, kDFlash, kFixed, kDScale };
+enum class SpecMode { kNone, kDFlash, kFixed, kDScale, kDSpark };
 
 struct LengthPolicy {
   SpecMode mode = SpecMode::kNone;
   int32_t fixed_rows = 0;  // K for fixed:K
 
-  // "none", "dflash", "fixed:K" (2 <= K <= 16), "dscale".
+  // "none", "dflash", "fixed:K" (2 <= K <= 16), "dscale", "dspark".
   static Result<LengthPolicy> Parse(const std::string& text);
   std::string Name() const;
   bool UsesDrafter() const { return mode != SpecMode::kNone; }
+  // dscale and dspark decide lengths from the DVL predictor's scores.
+  bool UsesPredictor() const { return mode == SpecMode::kDScale || mode == SpecMode::kDSpark; }
   // Rows per request for the uniform modes (none, dflash, fixed); `block` is W.
   int32_t UniformRows(int32_t block) const;
 };

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/softmax.h"
+#include "spec/position_uniform.h"
 
 namespace dscale {
 namespace {
@@ -46,6 +47,20 @@ VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
   TargetDistribution(Row(logits, vocab, drafts.size()), params, probs);
   return {.accepted = static_cast<int32_t>(drafts.size()),
           .next_token = SampleIndex(*probs, next_uniform())};
+}
+
+VerifyResult VerifySampledAt(std::span<const float> logits, int64_t vocab,
+                             std::span<const int32_t> drafts, const SamplingParams& params,
+                             uint64_t seed, int64_t first_position, std::vector<double>* probs) {
+  DSCALE_CHECK(logits.size() == (drafts.size() + 1) * vocab);
+  for (size_t j = 0;; ++j) {
+    TargetDistribution(Row(logits, vocab, j), params, probs);
+    const int32_t token =
+        SampleIndex(*probs, PositionUniform(seed, first_position + static_cast<int64_t>(j)));
+    if (j == drafts.size() || token != drafts[j]) {
+      return {.accepted = static_cast<int32_t>(j), .next_token = token};
+    }
+  }
 }
 
 }  // namespace dscale

@@ -10,6 +10,13 @@
 //
 // Sampled verification consumes one uniform per acceptance test and one for the final draw:
 // k uniforms when every draft passes, j + 2 when d_{j+1} is the first rejected — so at most k.
+//
+// VerifySampledAt is the same test with position-indexed uniforms (position_uniform.h), the form
+// the engine uses: row j's token t_j = SampleIndex(P_j, U(seed, first_position + j)) is what
+// plain sampling emits there, d_{j+1} is accepted iff it equals t_j, and on the first mismatch
+// t_j is the next token. For a drafted token x (one-hot, as DFlash drafts are) that accepts x
+// with probability P_j(x) and otherwise yields P_j without x renormalised — the law above — but
+// the emitted tokens are exactly plain sampling's at those uniforms, whatever k is.
 
 #include <cstdint>
 #include <functional>
@@ -37,6 +44,12 @@ using UniformSource = std::function<double()>;
 VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
                            std::span<const int32_t> drafts, const SamplingParams& params,
                            const UniformSource& next_uniform, std::vector<double>* probs);
+
+// The sampled test with the token at row j drawn with PositionUniform(seed, first_position + j);
+// first_position is the position row 0 predicts (the anchor's position + 1).
+VerifyResult VerifySampledAt(std::span<const float> logits, int64_t vocab,
+                             std::span<const int32_t> drafts, const SamplingParams& params,
+                             uint64_t seed, int64_t first_position, std::vector<double>* probs);
 
 // The same, drawing from the request's own stream.
 inline VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,

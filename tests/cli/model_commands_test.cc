@@ -365,6 +365,40 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
 
   r = RunDscale("generate --spec dscale" + common);
   EXPECT_NE(r.out.find("--predictor"), std::string::npos) << r.out;
+
+  // --verify-budget auto and the dspark baseline (its SPS table profiled, stored, reloaded).
+  const std::string sps = *dir_ + "/sps.json";
+  const std::string with_predictor = " --predictor " + predictor + common;
+  const nlohmann::json automatic =
+      Json("generate --spec dscale --verify-budget auto" + with_predictor);
+  EXPECT_TRUE(automatic["stats"].contains("auto_budget"));
+  const nlohmann::json profiled =
+      Json("generate --spec dspark --sps-table-out " + sps + with_predictor);
+  ASSERT_TRUE(std::filesystem::exists(sps));
+  const nlohmann::json loaded = Json("generate --spec dspark --sps-table " + sps + with_predictor);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(automatic["requests"][i]["output_ids"], plain["requests"][i]["output_ids"]) << i;
+    EXPECT_EQ(profiled["requests"][i]["output_ids"], plain["requests"][i]["output_ids"]) << i;
+    EXPECT_EQ(loaded["requests"][i]["output_ids"], plain["requests"][i]["output_ids"]) << i;
+  }
+  r = RunDscale("generate --spec dscale --verify-budget half" + with_predictor);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--verify-budget"), std::string::npos) << r.out;
+  r = RunDscale("generate --spec dspark --sps-table " + *dir_ + "/missing.json" + with_predictor);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--sps-table"), std::string::npos) << r.out;
+
+  // Seeded sampling emits the same tokens with or without speculation, at any budget.
+  const std::string sampled = " --temperature 0.9 --seed 5";
+  const nlohmann::json plain_sampled = Json("generate --spec none" + common + sampled);
+  const nlohmann::json auto_sampled =
+      Json("generate --spec dscale --verify-budget auto" + with_predictor + sampled);
+  int differ = 0;
+  for (size_t i = 0; i < 12; ++i) {
+    differ +=
+        auto_sampled["requests"][i]["output_ids"] != plain_sampled["requests"][i]["output_ids"];
+  }
+  EXPECT_LE(differ, 1) << "only a float near-tie at a draw may differ";
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // distribution of the first generated tokens over 20,000 seeded requests matches the target's
 // exact distribution (chi-square, p > 0.001). Every token after the first comes out of
 // verification steps driven by the planted-error drafter, so accepts, rejections and bonus
-// samples all occur. Three tokens over 6 ids (216 cells) for the uniform policies; dscale's
-// features need at least 16 ids, so two tokens over 16 ids (256 cells) there.
+// samples all occur (auto's plain steps too). Three tokens over 6 ids (216 cells) for the uniform
+// policies; dscale's features need at least 16 ids, so two tokens over 16 ids (256 cells) there.
 
 #include <gtest/gtest.h>
 
@@ -56,14 +56,23 @@ std::vector<double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& p
 }
 
 void ExpectExactSampling(const std::string& mode, const SamplingParams& base, int64_t vocab = 6,
-                         int length = 3) {
+                         int length = 3, const std::string& budget = "0.5") {
   const Qwen3Config config = testing::EngineTestTargetConfig(vocab);
   Qwen3Model target(config, RandomQwen3Weights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
   testing::PlantedDrafter drafter(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
-  EngineConfig engine_config{.policy = LengthPolicy::Parse(mode).value(), .max_running = 64};
+  EngineConfig engine_config{.policy = LengthPolicy::Parse(mode).value(),
+                             .max_running = 64,
+                             .verify_budget = budget::VerifyBudget::Parse(budget).value()};
+  // Hardware on which verified rows and drafting cost nothing, so that auto and dspark verify
+  // drafts: a flat steps-per-second table, planted flat step times.
+  const budget::SpsTable sps{.tokens = {1, 1024}, .steps_per_second = {100, 100}};
+  if (engine_config.policy.mode == SpecMode::kDSpark) engine_config.sps_table = &sps;
+  const budget::SimulatedPair free_rows{.verify_seconds = [](int64_t) { return 0.02; },
+                                        .draft_seconds = [](int64_t) { return 0.0; }};
+  engine_config.planted_step_times = &free_rows;
   std::optional<dvl::Predictor> predictor;
-  if (engine_config.policy.mode == SpecMode::kDScale) {
+  if (engine_config.policy.UsesPredictor()) {
     predictor = testing::RandomPredictor(config.hidden_size, vocab, 4);
     engine_config.predictor = &*predictor;
   }
@@ -99,6 +108,14 @@ TEST(SamplingExactnessTest, Fixed4AtTemperatureOne) {
 
 TEST(SamplingExactnessTest, DScaleAtTemperatureOne) {
   ExpectExactSampling("dscale", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2);
+}
+
+TEST(SamplingExactnessTest, DScaleWithAutoBudgetAtTemperatureOne) {
+  ExpectExactSampling("dscale", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2, "auto");
+}
+
+TEST(SamplingExactnessTest, DSparkAtTemperatureOne) {
+  ExpectExactSampling("dspark", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {

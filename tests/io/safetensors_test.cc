@@ -222,6 +222,73 @@ TEST(SafetensorsTest, StreamingWriterMakesTensorsInOrder) {
   EXPECT_NE(mixed.message().find("one dtype"), std::string::npos) << mixed.message();
 }
 
+// Values may arrive in any pieces: one Append spanning two tensors, one tensor over three calls.
+// F32 before BF16 keeps both ranges aligned; the reverse order is refused.
+TEST(SafetensorsTest, StreamWriterTakesValuesInPieces) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("pieces.safetensors");
+  std::vector<TensorToWrite> tensors = {{"wide", DType::kF32, {3}, {}},
+                                        {"empty", DType::kF32, {0}, {}},
+                                        {"narrow", DType::kBF16, {2, 2}, {}}};
+  Result<SafetensorsStreamWriter> writer = SafetensorsStreamWriter::Create(path, tensors);
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  const std::vector<float> values = {0.5f, 1.5f, 2.5f, 3.0f, 4.0f, 5.0f, 6.0f};
+  ASSERT_TRUE(writer->Append(values.data(), 2).ok());
+  ASSERT_TRUE(writer->Append(values.data() + 2, 3).ok());  // ends "wide", starts "narrow"
+  const Status early = writer->Commit();
+  EXPECT_NE(early.message().find("\"narrow\" still needs 2 values"), std::string::npos)
+      << early.message();
+  ASSERT_TRUE(writer->Append(values.data() + 5, 2).ok());
+  const Status past = writer->Append(values.data(), 1);
+  EXPECT_NE(past.message().find("past the last tensor"), std::string::npos) << past.message();
+  ASSERT_TRUE(writer->Commit().ok());
+
+  Result<SafetensorsFile> file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(ReadValues(*file->Find("wide")), std::vector<float>({0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(ReadValues(*file->Find("narrow")), std::vector<float>({3.0f, 4.0f, 5.0f, 6.0f}));
+  EXPECT_EQ(file->Find("narrow")->begin, 12u);
+
+  std::swap(tensors[0], tensors[2]);
+  const Result<SafetensorsStreamWriter> misordered = SafetensorsStreamWriter::Create(path, tensors);
+  ASSERT_FALSE(misordered.ok());
+  EXPECT_NE(misordered.status().message().find("larger elements must come first"),
+            std::string::npos)
+      << misordered.status().message();
+}
+
+// A streamed checkpoint: one model.safetensors when it fits a shard, else shards in the given
+// order with an index; inside each file the F32 tensors are made first.
+TEST(SafetensorsTest, StreamedCheckpointShardsInOrder) {
+  std::vector<TensorToWrite> tensors = {{"b.first", DType::kBF16, {4}, {}},
+                                        {"a.second", DType::kF32, {2}, {}},
+                                        {"c.third", DType::kBF16, {6}, {}}};
+  for (const uint64_t shard_bytes : {uint64_t{1} << 20, uint64_t{16}}) {
+    ScopedTempDir dir;
+    std::vector<size_t> made;
+    const Status s = WriteCheckpointStreaming(
+        dir.path(), tensors, shard_bytes, [&](size_t i, SafetensorsStreamWriter& writer) {
+          made.push_back(i);
+          int64_t count = 1;
+          for (const int64_t d : tensors[i].shape) count *= d;
+          const std::vector<float> values(static_cast<size_t>(count), static_cast<float>(i));
+          return writer.Append(values.data(), values.size());
+        });
+    ASSERT_TRUE(s.ok()) << s.message();
+    const bool sharded = shard_bytes == 16;
+    EXPECT_EQ(made, (std::vector<size_t>{1, 0, 2})) << "F32 first, then the given order";
+    EXPECT_EQ(std::filesystem::exists(dir.File("model.safetensors")), !sharded);
+    EXPECT_EQ(std::filesystem::exists(dir.File("model-00002-of-00002.safetensors")), sharded);
+    Result<Checkpoint> checkpoint = Checkpoint::Open(dir.path());
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().message();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      Result<std::vector<float>> values = checkpoint->ReadF32(tensors[i].name, tensors[i].shape);
+      ASSERT_TRUE(values.ok()) << values.status().message();
+      EXPECT_EQ(*values, std::vector<float>(values->size(), static_cast<float>(i)));
+    }
+  }
+}
+
 TEST(SafetensorsTest, EmptyFileListRoundTrips) {
   ScopedTempDir dir;
   const std::string path = dir.File("none.safetensors");

@@ -3,8 +3,9 @@
 
   /usr/bin/python3 tests/parity/parity_test.py --dscale build/dscale [-v] [--keep DIR]
 
-For the bundled pair (models/tiny-target + models/tiny-dflash) and random pairs with odd sizes
-written here in Python (make_random_pair.py: BF16 sharded over two files, F16 with tied
+For the bundled pair (models/tiny-target + models/tiny-dflash), its `dscale inflate` output
+(whose float64 reference must also equal the source's, InflatedPairTest), and random pairs with
+odd sizes written here in Python (make_random_pair.py: BF16 sharded over two files, F16 with tied
 embeddings and a sharded, "model."-prefixed drafter, F32 sharded and tied), it checks
   * `dscale logits`: every position's full logits row;
   * `dscale draft`: the bonus token, every draft logits row and the draft tokens;
@@ -27,6 +28,7 @@ Exits 77 (skipped) when /usr/bin/python3 has no torch.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -73,9 +75,9 @@ def load_config(folder):
         return json.load(f)
 
 
-def report(label, diff, tol):
+def report(label, diff, tol, what="dscale - reference"):
     ratio = (diff / tol).max().item()
-    print(f"  {label}: max |dscale - reference| {diff.max().item():.3e}, tolerance "
+    print(f"  {label}: max |{what}| {diff.max().item():.3e}, tolerance "
           f"{tol.min().item():.2e}..{tol.max().item():.2e}, max diff/tolerance {ratio:.4f}")
     return ratio
 
@@ -190,6 +192,71 @@ class RandomPairTest(ParityMixin, unittest.TestCase):
         t_dir, d_dir, _, _ = self.pairs[name]
         print(f"\nrandom pair {name}")
         self.check_pair(t_dir, d_dir, RANDOM_IDS)
+
+
+class InflatedPairTest(ParityMixin, unittest.TestCase):
+    """`dscale inflate` of the bundled pair to a shape that changes every field (docs/INFLATE.md).
+
+    dscale on the output is checked against the reference on the output, as any checkpoint; and
+    the reference on the output against the reference on the source. Both are float64, so they
+    differ only by the output's one-time roundings: its compensated norm gains are f32 (relative
+    error u each), which the budget counts as one stage of one term per rounded gain vector on
+    the path (hidden norms, k_norm, whose error the score gain a amplifies, the final norms)."""
+
+    SHAPE = ["--hidden", "384", "--intermediate", "704", "--layers", "9", "--heads", "8",
+             "--kv-heads", "4", "--head-dim", "128", "--vocab", "4224", "--draft-layers", "2"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="dscale_parity_inflate_")
+        cls.small = (os.path.join(ARGS.models, "tiny-target"), os.path.join(ARGS.models, "tiny-dflash"))
+        cls.large = (os.path.join(cls.tmp.name, "target"), os.path.join(cls.tmp.name, "drafter"))
+        code, out, err = run_dscale("inflate", "--target", cls.small[0], "--drafter", cls.small[1],
+                                    "--out-target", cls.large[0], "--out-drafter", cls.large[1],
+                                    *cls.SHAPE)
+        if code != 0:
+            raise RuntimeError(f"dscale inflate failed:\n{out}{err}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_dscale_reads_the_inflated_pair(self):
+        print("\ninflated bundled pair")
+        self.check_pair(*self.large, BUNDLED_IDS)
+
+    @staticmethod
+    def reference(dirs):
+        t_cfg, d_cfg = load_config(dirs[0]), load_config(dirs[1])
+        target = ref.Qwen3Reference(t_cfg, st.read_checkpoint(dirs[0])[0])
+        return target, ref.DFlashReference(d_cfg, st.read_checkpoint(dirs[1])[0], target)
+
+    def test_same_function_as_the_source(self):
+        small, small_drafter = self.reference(self.small)
+        large, large_drafter = self.reference(self.large)
+        vocab = small.cfg["vocab_size"]
+        s_logits, s_hidden, s_streams, s_gains = small.forward(BUNDLED_IDS)
+        l_logits, _, l_streams, _ = large.forward(BUNDLED_IDS)
+        norms = sum(2 + a * a for a in s_gains) + 1
+        tol = ref.logit_tolerance(ref.LAMBDA * ref.U * math.sqrt(norms), s_hidden, small.lm_head)
+        diff = (l_logits[:, :vocab] - s_logits).abs()
+        print("\ninflated bundled pair against its source (float64 references)")
+        report("target logits", diff, tol, "inflated - source")
+        self.assertTrue(bool((diff <= tol).all()), self.describe((diff > tol).nonzero(),
+                                                                 l_logits, s_logits, tol))
+        top = s_logits.max(dim=-1).values
+        self.assertTrue(bool((l_logits[:, vocab:].max(dim=-1).values <= top - 1000).all()))
+
+        bonus = int(s_logits[-1].argmax())
+        n = len(BUNDLED_IDS)
+        d_logits, d_hidden, d_gains = small_drafter.draft(s_streams, n, bonus)
+        l_d_logits, _, _ = large_drafter.draft(l_streams, n, bonus)
+        norms += sum(2 + a * a for a in d_gains) + 2  # the drafter's layers, hidden_norm, norm
+        d_tol = ref.logit_tolerance(ref.LAMBDA * ref.U * math.sqrt(norms), d_hidden, small.lm_head)
+        diff = (l_d_logits[:, :vocab] - d_logits).abs()
+        report("draft logits", diff, d_tol, "inflated - source")
+        self.assertTrue(bool((diff <= d_tol).all()))
+        self.assertTrue(torch.equal(l_d_logits.argmax(dim=-1), d_logits.argmax(dim=-1)))
 
 
 class BrokenCheckpointTest(unittest.TestCase):

@@ -81,6 +81,43 @@ TEST(MetricsTest, RendersEveryFamily) {
   EXPECT_EQ(text.back(), '\n');
 }
 
+TEST(MetricsTest, RendersTheVerifyBudgetAndAutosCostModel) {
+  MetricsSnapshot m;
+  m.engine.block_size = 16;
+  m.engine.stats.last_step_rows = 32;
+  m.engine.stats.last_step_requests = 8;
+  std::string text = RenderPrometheus(m);
+  EXPECT_TRUE(Has(text, "dscale_verify_budget_rows 32"));
+  EXPECT_TRUE(Has(text, "dscale_verify_budget_requests 8"));
+  EXPECT_TRUE(Has(text, "dscale_verify_budget_fraction 0.25"));
+  EXPECT_EQ(text.find("auto_budget"), std::string::npos) << "only with --verify-budget auto";
+
+  m.engine.stats.auto_budget =
+      budget::AutoBudgetSnapshot{.mode = budget::AutoMode::kPlain,
+                                 .last_rows = 24,
+                                 .gain = 0.5,
+                                 .calibration = 0.75,
+                                 .drafted_steps = 6,
+                                 .plain_steps = 90,
+                                 .feed_s_per_row = 2e-05,
+                                 .verify_fit = {.a = 0.002, .b = 0.125, .c = 0},
+                                 .verify_bins = 5,
+                                 .verify_samples = 96,
+                                 .verify_min_rows = 8,
+                                 .verify_max_rows = 128};
+  text = RenderPrometheus(m);
+  EXPECT_TRUE(Has(text, "dscale_auto_budget_mode{mode=\"plain\"} 1"));
+  EXPECT_TRUE(Has(text, "dscale_auto_budget_mode{mode=\"speculate\"} 0"));
+  EXPECT_TRUE(Has(text, "dscale_auto_budget_gain 0.5"));
+  EXPECT_TRUE(Has(text, "dscale_auto_budget_calibration 0.75"));
+  EXPECT_TRUE(Has(text, "dscale_auto_budget_steps_total{kind=\"plain\"} 90"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_verify_seconds{term=\"a\"} 0.002"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_verify_seconds{term=\"b\"} 0.125"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_verify_rows_seen{bound=\"max\"} 128"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_verify_samples_total 96"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_feed_seconds_per_row 2e-05"));
+}
+
 TEST(MetricsTest, LabelValuesAreEscaped) {
   MetricsSnapshot m;
   m.http_responses[{"a\"b\\c\nd", 404}] = 1;

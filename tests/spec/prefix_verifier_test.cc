@@ -5,6 +5,7 @@
 #include <map>
 
 #include "chi_square.h"
+#include "spec/position_uniform.h"
 
 namespace dscale {
 namespace {
@@ -71,6 +72,55 @@ TEST(PrefixVerifierTest, SampledVerificationMatchesPlainSampling) {
       }
     }
   }
+}
+
+// Position-indexed sampling: the same law as above (a chi-square over seeds), and the tokens it
+// emits are exactly plain sampling's at those positions whatever the drafts and their number.
+TEST(PrefixVerifierTest, PositionIndexedSamplingEmitsPlainSamplingsTokens) {
+  const std::vector<float> logits = {0.3f,  1.2f,  -0.4f, 0.9f, 0.0f,   // row 0
+                                     1.0f,  -1.0f, 0.2f,  0.4f, 0.8f,   // row 1
+                                     -0.2f, 0.5f,  0.5f,  0.1f, 1.1f};  // row 2
+  const int64_t vocab = 5;
+  const SamplingParams params{.temperature = 0.9f, .top_k = 4};
+  std::vector<std::vector<double>> p(3);
+  for (int j = 0; j < 3; ++j)
+    TargetDistribution(std::span(logits).subspan(j * 5, 5), params, &p[j]);
+  std::vector<double> scratch;
+  std::vector<int64_t> first(vocab, 0);
+  const int64_t position = 40;
+  for (uint64_t seed = 0; seed < 60000; ++seed) {
+    // Plain sampling's tokens at positions 40, 41, 42 (taken as given for the rows' logits).
+    std::vector<int32_t> plain(3);
+    for (int j = 0; j < 3; ++j) plain[j] = SampleIndex(p[j], PositionUniform(seed, position + j));
+    for (const std::vector<int32_t>& drafts :
+         {std::vector<int32_t>{}, std::vector<int32_t>{1}, std::vector<int32_t>{1, 4},
+          std::vector<int32_t>{plain[0], plain[1]}, std::vector<int32_t>{plain[0], 2}}) {
+      const auto rows = std::span(logits).first((drafts.size() + 1) * vocab);
+      const VerifyResult r = VerifySampledAt(rows, vocab, drafts, params, seed, position, &scratch);
+      for (int j = 0; j < r.accepted; ++j) ASSERT_EQ(drafts[j], plain[j]);
+      ASSERT_EQ(r.next_token, plain[r.accepted]) << "seed " << seed;
+      if (r.accepted < static_cast<int32_t>(drafts.size())) {
+        ASSERT_NE(drafts[r.accepted], r.next_token) << "a rejected draft is never resampled";
+      }
+    }
+    ++first[plain[0]];
+  }
+  const testing::ChiSquareResult a = testing::ChiSquareTest(first, p[0]);
+  EXPECT_GT(a.p_value, 0.001) << "chi2 " << a.statistic;
+}
+
+TEST(PositionUniformTest, IsAPureFunctionInZeroOne) {
+  EXPECT_EQ(PositionUniform(7, 3), PositionUniform(7, 3));
+  EXPECT_NE(PositionUniform(7, 3), PositionUniform(7, 4));
+  EXPECT_NE(PositionUniform(7, 3), PositionUniform(8, 3));
+  double sum = 0;
+  for (int64_t p = 0; p < 100000; ++p) {
+    const double u = PositionUniform(1, p);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / 100000, 0.5, 0.005);
 }
 
 }  // namespace

@@ -72,6 +72,26 @@ TEST(Modes, ParseWithAutomaticTiles) {
   EXPECT_FALSE(ParseModes("", TileRouting::kAuto).ok());
 }
 
+TEST(Modes, DScaleWithItsOwnBudgetAndTheDSparkBaseline) {
+  auto modes = ParseModes("dscale,dscale:auto,dscale:0.25,dspark", TileRouting::kAuto);
+  ASSERT_TRUE(modes.ok()) << modes.status().message();
+  ASSERT_EQ(modes->size(), 4u);
+  EXPECT_EQ((*modes)[0].verify_budget, "");  // the run's --verify-budget
+  EXPECT_FALSE((*modes)[0].adaptive);
+  EXPECT_EQ((*modes)[1].label, "dscale:auto");
+  EXPECT_EQ((*modes)[1].policy, "dscale");
+  EXPECT_EQ((*modes)[1].verify_budget, "auto");
+  EXPECT_TRUE((*modes)[1].adaptive);
+  EXPECT_EQ((*modes)[2].verify_budget, "0.25");
+  EXPECT_FALSE((*modes)[2].adaptive);
+  EXPECT_EQ((*modes)[3].policy, "dspark");
+  EXPECT_TRUE((*modes)[3].adaptive);
+  EXPECT_NE((*modes)[3].note.find("DSpark scheduler on the DFlash drafter"), std::string::npos);
+  const auto bad = ParseModes("dscale:2", TileRouting::kAuto);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--verify-budget"), std::string::npos);
+}
+
 TEST(Modes, PresetsAndLists) {
   const std::vector<BenchMode> ablation = AblationModes(false);
   ASSERT_EQ(ablation.size(), 4u);

@@ -107,6 +107,35 @@ TEST(Report, TableNamesModesRatiosAndNotes) {
   EXPECT_NE(table.find("25.0%"), std::string::npos);  // (90 − 70) / 80
 }
 
+TEST(Report, AdaptiveModesShowTheirRowsOverTime) {
+  // Steps at 0.5 s intervals over 5 s: 8 requests at 64 rows, then 8 at 8 rows (plain).
+  std::vector<StepPoint> steps;
+  for (int i = 0; i < 10; ++i) {
+    steps.push_back({.t = 0.25 + 0.5 * i, .rows = i < 4 ? 64 : 8, .requests = 8});
+  }
+  const std::vector<BudgetWindow> w = RowsOverTime(steps, 5.0, 5);
+  ASSERT_EQ(w.size(), 5u);
+  EXPECT_DOUBLE_EQ(w[0].rows_per_step, 64);
+  EXPECT_DOUBLE_EQ(w[2].rows_per_step, 8);
+  EXPECT_DOUBLE_EQ(w[4].end_s, 5.0);
+  EXPECT_TRUE(RowsOverTime(steps, 0.0, 5).empty());
+
+  Report r = TwoModeReport();
+  r.modes[1].adaptive = true;
+  for (Cell& cell : r.cells) {
+    for (RunMetrics& run : cell.runs) run.rows_over_time = w;
+  }
+  const std::string table = RenderTable(r);
+  const size_t at = table.find("verified rows per request per step over the measured window");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(table.find("fast            8.00  8.00  1.00  1.00  1.00", at), std::string::npos)
+      << table.substr(at);
+  EXPECT_EQ(table.find("base  ", at), std::string::npos) << "only adaptive modes";
+  const nlohmann::json j = RenderJson(r);
+  EXPECT_DOUBLE_EQ(j["cells"][0]["runs"][0]["rows_over_time"][1]["rows_per_step"].get<double>(),
+                   64);
+}
+
 TEST(Report, CsvHasOneRowPerMeasuredCell) {
   const std::string csv = RenderCsv(TwoModeReport());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);

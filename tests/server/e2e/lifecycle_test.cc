@@ -5,11 +5,15 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -213,16 +217,41 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExits) {
   EXPECT_NE(server->Log().find("draining 1 request(s)"), std::string::npos) << server->Log();
 }
 
+// The server side of the loopback connection whose client end is `client_fd` has read all it
+// was sent (its receive queue in /proc/net/tcp is empty): a worker thread is reading it.
+bool ServerHasRead(int server_port, int client_fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (getsockname(client_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
+  char local[16], remote[16];  // the server side: local = server port, remote = client port
+  std::snprintf(local, sizeof(local), ":%04X", server_port);
+  std::snprintf(remote, sizeof(remote), ":%04X", ntohs(addr.sin_port));
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local_addr, remote_addr, state, queues;
+    fields >> slot >> local_addr >> remote_addr >> state >> queues;
+    if (local_addr.ends_with(local) && remote_addr.ends_with(remote)) {
+      return queues.substr(queues.find(':') + 1) == "00000000";
+    }
+  }
+  return false;
+}
+
 // A client that sends its request headers one byte at a time, never finishing them, for up to
-// `seconds`: it holds an HTTP worker thread, and so the server's stop.
+// `seconds`: it holds an HTTP worker thread, and so the server's stop. Constructed once a worker
+// has read its first bytes.
 class SlowClient {
  public:
   SlowClient(int port, int seconds) : fd_(Connect(port)) {
     EXPECT_GE(fd_, 0);
+    const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    EXPECT_EQ(send(fd_, head.data(), head.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(head.size()));
+    for (int i = 0; i < 500 && !ServerHasRead(port, fd_); ++i) std::this_thread::sleep_for(20ms);
+    EXPECT_TRUE(ServerHasRead(port, fd_));
     thread_ = std::thread([this, seconds] {
-      const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
-      EXPECT_EQ(send(fd_, head.data(), head.size(), MSG_NOSIGNAL),
-                static_cast<ssize_t>(head.size()));
       for (int i = 0; i < seconds * 5 && !stop_; ++i) {
         if (send(fd_, "a", 1, MSG_NOSIGNAL) != 1) break;
         std::this_thread::sleep_for(200ms);
@@ -245,7 +274,6 @@ TEST(LifecycleTest, DrainEndsAtItsDeadlineWhateverASlowClientDoes) {
   auto server = ServerProcess::Start({"--drain-timeout", "2"});
   ASSERT_GT(server->port(), 0);
   SlowClient slow(server->port(), 30);
-  std::this_thread::sleep_for(300ms);
   const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
   EXPECT_EQ(server->WaitExit(20s), 1) << server->Log();
@@ -258,7 +286,6 @@ TEST(LifecycleTest, SecondSignalExitsAtOnce) {
   auto server = ServerProcess::Start();  // the default drain deadline: 30 s
   ASSERT_GT(server->port(), 0);
   SlowClient slow(server->port(), 30);
-  std::this_thread::sleep_for(300ms);
   ASSERT_EQ(kill(server->pid(), SIGTERM), 0);
   std::this_thread::sleep_for(500ms);
   const auto start = std::chrono::steady_clock::now();

@@ -1,0 +1,132 @@
+// dscale inflate: a trained small target + DFlash drafter rewritten at a Qwen3 shape, computing the
+// same function (docs/INFLATE.md).
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "inflate/inflate_checkpoint.h"
+
+namespace dscale::cli {
+namespace {
+
+struct InflateArgs {
+  InflateOptions options;
+  std::string shape;
+  std::optional<int64_t> hidden, intermediate, layers, heads, kv_heads, head_dim, vocab;
+  std::optional<int64_t> draft_layers;
+  std::optional<bool> tie;
+};
+
+// The named shape (or the source target's own), then the overrides.
+Result<InflateShape> ResolveShape(const InflateArgs& args) {
+  InflateShape shape;
+  if (args.shape.empty()) {
+    DSCALE_ASSIGN_OR_RETURN(Qwen3Config source,
+                            LoadQwen3Config(args.options.target_dir + "/config.json"));
+    shape = ShapeOf(source);
+  } else {
+    const std::optional<InflateShape> named = NamedInflateShape(args.shape);
+    if (!named) {
+      return InvalidArgument("--shape: expected one of " + NamedInflateShapes() + ", got \"" +
+                             args.shape + "\"");
+    }
+    shape = *named;
+  }
+  auto apply = [](const std::optional<int64_t>& flag, int64_t* field) {
+    if (flag) *field = *flag;
+  };
+  apply(args.hidden, &shape.hidden_size);
+  apply(args.intermediate, &shape.intermediate_size);
+  apply(args.layers, &shape.num_hidden_layers);
+  apply(args.heads, &shape.num_attention_heads);
+  apply(args.kv_heads, &shape.num_key_value_heads);
+  apply(args.head_dim, &shape.head_dim);
+  apply(args.vocab, &shape.vocab_size);
+  apply(args.draft_layers, &shape.draft_layers);
+  if (args.tie) shape.tie_word_embeddings = *args.tie;
+  return shape;
+}
+
+void PrintSummary(const InflateArgs& args, const InflateResult& r) {
+  const InflatePlan& p = r.plan;
+  const Qwen3Config& s = p.small_target;
+  const Qwen3Config& l = p.large_target;
+  std::printf(
+      "hidden %lld -> %lld, intermediate %lld -> %lld, layers %lld -> %lld, heads %lld/%lld "
+      "-> %lld/%lld, head_dim %lld -> %lld, vocab %lld -> %lld, %s\n",
+      static_cast<long long>(s.hidden_size), static_cast<long long>(l.hidden_size),
+      static_cast<long long>(s.intermediate_size), static_cast<long long>(l.intermediate_size),
+      static_cast<long long>(s.num_hidden_layers), static_cast<long long>(l.num_hidden_layers),
+      static_cast<long long>(s.num_attention_heads), static_cast<long long>(s.num_key_value_heads),
+      static_cast<long long>(l.num_attention_heads), static_cast<long long>(l.num_key_value_heads),
+      static_cast<long long>(s.head_dim), static_cast<long long>(l.head_dim),
+      static_cast<long long>(s.vocab_size), static_cast<long long>(l.vocab_size),
+      l.tie_word_embeddings ? "tied" : "untied");
+  if (args.options.shape.tie_word_embeddings && !l.tie_word_embeddings) {
+    std::printf(
+        "note: the source's LM head is not its embedding, so the output keeps a separate "
+        "lm_head\n");
+  }
+  std::string ids;
+  for (const int32_t id : p.large_drafter.target_layer_ids) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  }
+  std::printf(
+      "residual scale %g, %zu constant dims, rms_norm_eps %g, rope_theta %g, drafter "
+      "target_layer_ids [%s], pad-row weight %g\n",
+      p.residual_scale, p.constant_dims.size(), l.rms_norm_eps, l.rope_theta, ids.c_str(),
+      p.pad_weight);
+  std::printf("wrote %s (%.2f GB of tensors)\n", args.options.out_target.c_str(),
+              static_cast<double>(r.target_bytes) * 1e-9);
+  std::printf("wrote %s (%.2f GB of tensors%s)\n", args.options.out_drafter.c_str(),
+              static_cast<double>(r.drafter_bytes) * 1e-9, r.predictor ? ", predictor.bin" : "");
+}
+
+int RunInflate(InflateArgs args) {
+  Result<InflateShape> shape = ResolveShape(args);
+  if (!shape.ok()) return ReportError("inflate", shape.status());
+  args.options.shape = *shape;
+  Result<InflateResult> result = Inflate(args.options);
+  if (!result.ok()) return ReportError("inflate", result.status());
+  PrintSummary(args, *result);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterInflateCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<InflateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "inflate",
+      "Rewrite a target + DFlash drafter at a larger shape, computing the same function");
+  InflateOptions& o = args->options;
+  cmd->add_option("--target", o.target_dir, "Source target checkpoint directory")->required();
+  cmd->add_option("--drafter", o.drafter_dir, "Its DFlash drafter directory")->required();
+  cmd->add_option("--shape", args->shape,
+                  "qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b (default: the source's own)");
+  cmd->add_option("--hidden", args->hidden, "Override the hidden size");
+  cmd->add_option("--intermediate", args->intermediate, "Override the MLP size");
+  cmd->add_option("--layers", args->layers, "Override the target's decoder layers");
+  cmd->add_option("--heads", args->heads, "Override the query heads");
+  cmd->add_option("--kv-heads", args->kv_heads, "Override the KV heads");
+  cmd->add_option("--head-dim", args->head_dim, "Override the head dimension");
+  cmd->add_option("--vocab", args->vocab, "Override the vocabulary rows");
+  cmd->add_option("--draft-layers", args->draft_layers,
+                  "Drafter layers (default: the source drafter's)");
+  cmd->add_option("--tie", args->tie,
+                  "true: LM head tied to the embedding (needs a tied source), false: separate");
+  cmd->add_option("--out-target", o.out_target, "Output target directory (new or empty)")
+      ->required();
+  cmd->add_option("--out-drafter", o.out_drafter, "Output drafter directory (new or empty)")
+      ->required();
+  cmd->add_option("--max-shard-bytes", o.max_shard_bytes, "Tensor bytes per safetensors shard")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunInflate(*args); });
+}
+
+}  // namespace dscale::cli

@@ -1,0 +1,107 @@
+// The budget policies in the cost model's simulation mode (budget/simulation.h): a closed loop
+// against planted step times, auto against the paper's fixed W·N/2 and plain decoding.
+//
+//   build/budget_sim_bench [--pair gpu|cpu] [--knee ROWS] [--concurrency 16] [--steps 400]
+//       [--seed 1] [--trace]
+//
+// Prints tokens per second of each policy, auto's mode and median rows per drafted step over
+// the run's second half, and with --trace auto's rows per step (one line per step).
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "budget/simulation.h"
+
+namespace dscale::budget {
+namespace {
+
+struct Args {
+  std::string pair = "gpu";
+  int64_t knee = 0;  // 0: W·N/2
+  int32_t concurrency = 16;
+  int64_t steps = 400;
+  uint64_t seed = 1;
+  bool trace = false;
+};
+
+bool Parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (flag == "--trace") {
+      a->trace = true;
+      continue;
+    }
+    if (value == nullptr) return false;
+    ++i;
+    if (flag == "--pair") {
+      a->pair = value;
+    } else if (flag == "--knee") {
+      a->knee = std::atoll(value);
+    } else if (flag == "--concurrency") {
+      a->concurrency = std::atoi(value);
+    } else if (flag == "--steps") {
+      a->steps = std::atoll(value);
+    } else if (flag == "--seed") {
+      a->seed = std::strtoull(value, nullptr, 10);
+    } else {
+      return false;
+    }
+  }
+  return (a->pair == "gpu" || a->pair == "cpu") && a->concurrency >= 1 && a->steps >= 1;
+}
+
+int Run(const Args& a) {
+  const SimulationOptions options{.concurrency = a.concurrency, .steps = a.steps, .seed = a.seed};
+  const int64_t knee = a.knee > 0 ? a.knee : int64_t{options.width} * a.concurrency / 2;
+  const SimulatedPair pair = a.pair == "gpu" ? GpuShapedPair(knee) : CpuShapedPair();
+  AutoBudget controller({.width = options.width});
+  const SimulationResult automatic = Simulate(pair, {}, options, &controller);
+  const SimulationResult paper =
+      Simulate(pair, {.kind = SimulatedPolicy::kFraction, .fraction = 0.5}, options, nullptr);
+  const SimulationResult plain =
+      Simulate(pair, {.kind = SimulatedPolicy::kPlain}, options, nullptr);
+  std::vector<int64_t> rows;
+  for (size_t i = automatic.steps.size() / 2; i < automatic.steps.size(); ++i) {
+    if (automatic.steps[i].drafted > 0) rows.push_back(automatic.steps[i].drafted_rows);
+  }
+  std::sort(rows.begin(), rows.end());
+  const std::string shape =
+      a.pair == "gpu" ? "gpu (knee " + std::to_string(knee) + " rows)" : std::string("cpu");
+  std::printf("pair %s, N = %d, W·N/2 = %d, %lld steps\n", shape.c_str(), a.concurrency,
+              options.width * a.concurrency / 2, static_cast<long long>(a.steps));
+  std::printf("  auto          %9.1f tok/s  mode %s, median rows per drafted step (2nd half) %s\n",
+              automatic.tokens_per_second, AutoModeName(controller.mode()),
+              rows.empty() ? "-" : std::to_string(rows[rows.size() / 2]).c_str());
+  std::printf("  fixed 0.5     %9.1f tok/s\n", paper.tokens_per_second);
+  std::printf("  plain         %9.1f tok/s\n", plain.tokens_per_second);
+  if (a.trace) {
+    std::printf("step mode      requests drafted rows drafted_rows ms committed\n");
+    for (size_t i = 0; i < automatic.steps.size(); ++i) {
+      const SimulatedStep& s = automatic.steps[i];
+      std::printf("%4zu %-9s %8d %7d %4lld %12lld %6.2f %9lld\n", i, AutoModeName(s.mode),
+                  s.requests, s.drafted, static_cast<long long>(s.rows),
+                  static_cast<long long>(s.drafted_rows), 1e3 * s.seconds,
+                  static_cast<long long>(s.committed));
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dscale::budget
+
+int main(int argc, char** argv) {
+  dscale::budget::Args args;
+  if (!dscale::budget::Parse(argc, argv, &args)) {
+    std::fprintf(stderr,
+                 "usage: budget_sim_bench [--pair gpu|cpu] [--knee ROWS] [--concurrency N] "
+                 "[--steps N] [--seed N] [--trace]\n");
+    return 2;
+  }
+  return dscale::budget::Run(args);
+}

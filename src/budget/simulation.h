@@ -1,0 +1,74 @@
+#pragma once
+// The budget policies in a simulated closed loop against planted step times: the cost model's
+// simulation mode. Tests use it to check that auto converges where the planted hardware says it
+// should (near W·N/2 on a GPU-shaped curve, plain decoding on a CPU-shaped one), and
+// `auto_budget_sim` prints the trajectories.
+//
+// The loop: `concurrency` requests in flight, each finishing after `tokens_per_request` tokens
+// and replaced at once. Request r draws a per-draft acceptance α_r at admission; its drafts
+// survive with P(y ≥ j) = α_r^j (y capped at W − 1), and the predictor sees
+// α̂ = α_r · (1 + predictor_noise · z) (z standard normal, per step). A step costs
+// D(drafted) + V(rows) + feed · fed rows, times a lognormal noise factor, plus with probability
+// `outlier_share` a factor 3 (a step disturbed by other work).
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "budget/auto_budget.h"
+
+namespace dscale::budget {
+
+struct SimulatedPair {
+  std::function<double(int64_t rows)> verify_seconds;    // true V
+  std::function<double(int64_t drafted)> draft_seconds;  // true D (drafting + decision)
+  double feed_seconds_per_row = 0;
+  double noise = 0.05;  // σ of the lognormal factor
+  double outlier_share = 0.02;
+  double acceptance_lo = 0.6, acceptance_hi = 0.95;  // α_r uniform in [lo, hi]
+  double predictor_noise = 0.1;
+};
+
+// A GPU serving a large target: a verify step is memory-bound (20 ms whatever the rows) up to
+// its compute knee at `knee_rows`, then proportional to rows; drafting is cheap (1.5 ms +
+// 0.05 ms per request). With the knee at W·N/2 the paper's budget is the best one.
+SimulatedPair GpuShapedPair(int64_t knee_rows);
+// The bundled tiny pair on 2 CPU cores (docs/BENCHMARKS.md's step profile, rounded): a verified
+// row costs about a quarter of a plain step (1.5 ms + 0.35 ms per row), drafting plus the
+// decision about as much as a plain step (0.5 ms + 0.8 ms per request), feeding 0.02 ms a row;
+// acceptance α in [0.3, 0.7] (τ ≈ 2 at full width, as measured there).
+SimulatedPair CpuShapedPair();
+
+// What decides the rows: auto, a fixed fraction of W·N (the paper's 0.5), or plain decoding.
+struct SimulatedPolicy {
+  enum Kind { kAuto, kFraction, kPlain } kind = kAuto;
+  double fraction = 0.5;
+};
+
+struct SimulationOptions {
+  int width = 16;
+  int32_t concurrency = 16;
+  int32_t tokens_per_request = 64;
+  int64_t steps = 400;
+  uint64_t seed = 1;
+};
+
+struct SimulatedStep {
+  AutoMode mode = AutoMode::kSpeculate;  // auto's mode before the step
+  int32_t requests = 0, drafted = 0;
+  int64_t rows = 0;          // Σ k_i
+  int64_t drafted_rows = 0;  // M of the drafted requests
+  double seconds = 0;
+  int64_t committed = 0;  // tokens
+};
+
+struct SimulationResult {
+  std::vector<SimulatedStep> steps;
+  double tokens_per_second = 0;
+};
+
+// `controller` is used (and left trained) for kAuto, ignored otherwise.
+SimulationResult Simulate(const SimulatedPair& pair, const SimulatedPolicy& policy,
+                          const SimulationOptions& options, AutoBudget* controller);
+
+}  // namespace dscale::budget

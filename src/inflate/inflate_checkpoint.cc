@@ -1,0 +1,183 @@
+#include "inflate/inflate_checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "inflate/inflate_predictor.h"
+#include "inflate/inflate_tensors.h"
+#include "inflate/pad_bounds.h"
+#include "io/file_util.h"
+#include "model/dflash_drafter.h"
+#include "model/qwen3_model.h"
+
+namespace dscale {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Values made and written per block of rows (4 MiB of f32).
+constexpr int64_t kBlockValues = int64_t{1} << 20;
+
+Status CheckOutputDir(const std::string& dir, const char* flag) {
+  if (dir.empty()) return InvalidArgument(std::string(flag) + ": an output directory is required");
+  std::error_code error;
+  if (!fs::exists(dir, error)) return Status::Ok();
+  if (!fs::is_directory(dir, error)) {
+    return InvalidArgument(std::string(flag) + ": " + dir + " exists and is not a directory");
+  }
+  if (!fs::is_empty(dir, error)) {
+    return InvalidArgument(std::string(flag) + ": " + dir +
+                           " is not empty (inflate writes into a new or empty directory)");
+  }
+  return Status::Ok();
+}
+
+bool SamePath(const std::string& a, const std::string& b) {
+  std::error_code error;
+  return fs::weakly_canonical(a, error) == fs::weakly_canonical(b, error);
+}
+
+Status CheckDirectories(const InflateOptions& o) {
+  DSCALE_RETURN_IF_ERROR(CheckOutputDir(o.out_target, "--out-target"));
+  DSCALE_RETURN_IF_ERROR(CheckOutputDir(o.out_drafter, "--out-drafter"));
+  if (SamePath(o.out_target, o.out_drafter)) {
+    return InvalidArgument("--out-drafter: " + o.out_drafter + " is also --out-target");
+  }
+  return Status::Ok();
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  DSCALE_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  DSCALE_RETURN_IF_ERROR(writer.Write(text.data(), text.size()));
+  return writer.Commit();
+}
+
+// Makes every tensor a block of rows at a time into `dir`; *bytes receives the data size.
+Status WriteTensors(const std::string& dir, const std::vector<InflatedTensor>& tensors,
+                    uint64_t max_shard_bytes, uint64_t* bytes) {
+  std::vector<TensorToWrite> headers;
+  *bytes = 0;
+  for (const InflatedTensor& t : tensors) {
+    headers.push_back({.name = t.name, .dtype = t.dtype, .shape = t.shape, .values = {}});
+    *bytes += static_cast<uint64_t>(t.rows() * t.cols()) * DTypeSize(t.dtype);
+  }
+  std::vector<float> block;
+  return WriteCheckpointStreaming(
+      dir, headers, max_shard_bytes, [&](size_t i, SafetensorsStreamWriter& writer) -> Status {
+        const InflatedTensor& t = tensors[i];
+        DSCALE_ASSIGN_OR_RETURN(RowFiller fill, t.prepare());
+        const int64_t rows_per_block =
+            std::max<int64_t>(1, kBlockValues / std::max<int64_t>(1, t.cols()));
+        for (int64_t first = 0; first < t.rows(); first += rows_per_block) {
+          const int64_t count = std::min(rows_per_block, t.rows() - first);
+          block.resize(static_cast<size_t>(count * t.cols()));
+          fill(first, count, block.data());
+          DSCALE_RETURN_IF_ERROR(writer.Append(block.data(), block.size()));
+        }
+        return Status::Ok();
+      });
+}
+
+// Copies the source folder's other files (tokenizer, generation config, ...): everything but the
+// config, the safetensors, their index and the files named in `skip`.
+Status CopyOtherFiles(const std::string& from, const std::string& to,
+                      const std::vector<std::string>& skip) {
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(from, error)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string name = entry.path().filename().string();
+    const bool weights = name.ends_with(".safetensors") || name == "model.safetensors.index.json";
+    if (weights || name == "config.json" ||
+        std::find(skip.begin(), skip.end(), name) != skip.end()) {
+      continue;
+    }
+    fs::copy_file(entry.path(), fs::path(to) / name, fs::copy_options::overwrite_existing, error);
+    if (error) return IoError(entry.path().string() + ": cannot copy: " + error.message());
+  }
+  if (error) return IoError(from + ": cannot list: " + error.message());
+  return Status::Ok();
+}
+
+Status WriteTarget(const InflateOptions& o, InflateResult* result) {
+  const InflatePlan& plan = result->plan;
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(o.target_dir));
+  DSCALE_ASSIGN_OR_RETURN(
+      std::vector<InflatedTensor> tensors,
+      InflatedTargetTensors(plan, std::make_shared<const Checkpoint>(std::move(source))));
+  DSCALE_RETURN_IF_ERROR(
+      WriteTensors(o.out_target, tensors, o.max_shard_bytes, &result->target_bytes));
+  DSCALE_RETURN_IF_ERROR(
+      WriteText(JoinPath(o.out_target, "config.json"), Qwen3ConfigToJson(plan.large_target)));
+  return CopyOtherFiles(o.target_dir, o.out_target, {});
+}
+
+// The drafter's predictor.bin, when it has one, checked against the source pair.
+Result<std::optional<dvl::Predictor>> LoadSourcePredictor(const InflateOptions& o,
+                                                          const InflatePlan& plan) {
+  const std::string path = JoinPath(o.drafter_dir, kPredictorFileName);
+  if (!PathExists(path)) return std::optional<dvl::Predictor>();
+  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor small,
+                          dvl::Predictor::Load(path, {.hidden_size = plan.small_target.hidden_size,
+                                                      .vocab_size = plan.small_target.vocab_size}));
+  return std::optional<dvl::Predictor>(std::move(small));
+}
+
+Status WriteDrafter(const InflateOptions& o, const std::optional<dvl::Predictor>& predictor,
+                    InflateResult* result) {
+  const InflatePlan& plan = result->plan;
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(o.drafter_dir));
+  const std::string prefix = DFlashTensorPrefix(source);
+  DSCALE_ASSIGN_OR_RETURN(
+      std::vector<InflatedTensor> tensors,
+      InflatedDrafterTensors(plan, std::make_shared<const Checkpoint>(std::move(source)), prefix));
+  DSCALE_RETURN_IF_ERROR(
+      WriteTensors(o.out_drafter, tensors, o.max_shard_bytes, &result->drafter_bytes));
+  DSCALE_RETURN_IF_ERROR(WriteText(JoinPath(o.out_drafter, "config.json"),
+                                   DFlashConfigToJson(plan.large_drafter) + "\n"));
+  DSCALE_RETURN_IF_ERROR(CopyOtherFiles(o.drafter_dir, o.out_drafter, {kPredictorFileName}));
+  if (!predictor.has_value()) return Status::Ok();
+  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor large, InflatePredictor(*predictor, plan));
+  result->predictor = true;
+  return large.Save(JoinPath(o.out_drafter, kPredictorFileName));
+}
+
+// Loads the source pair as every command does (shapes, finite weights, the drafter against its
+// target), plans the inflation and sizes the pad rows.
+Result<InflatePlan> Plan(const InflateOptions& o) {
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(o.target_dir));
+  DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(o.drafter_dir, target));
+  DSCALE_ASSIGN_OR_RETURN(InflatePlan plan,
+                          PlanInflation(target.config(), drafter.config(), o.shape));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint target_source, Checkpoint::Open(o.target_dir));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint drafter_source, Checkpoint::Open(o.drafter_dir));
+  DSCALE_ASSIGN_OR_RETURN(
+      SourceBounds bounds,
+      MeasureSourceBounds(target_source, target.config(), drafter_source,
+                          DFlashTensorPrefix(drafter_source), drafter.config()));
+  DSCALE_RETURN_IF_ERROR(SetPadRows(bounds, &plan));
+  // The configs written must load as any other: round trip them through the parsers.
+  DSCALE_ASSIGN_OR_RETURN(
+      Qwen3Config large, ParseQwen3Config(Qwen3ConfigToJson(plan.large_target), "inflated target"));
+  DSCALE_RETURN_IF_ERROR(
+      ParseDFlashConfig(DFlashConfigToJson(plan.large_drafter), "inflated drafter", large)
+          .status());
+  return plan;
+}
+
+}  // namespace
+
+Result<InflateResult> Inflate(const InflateOptions& o) {
+  DSCALE_RETURN_IF_ERROR(CheckDirectories(o));
+  InflateResult result;
+  DSCALE_ASSIGN_OR_RETURN(result.plan, Plan(o));
+  DSCALE_ASSIGN_OR_RETURN(std::optional<dvl::Predictor> predictor,
+                          LoadSourcePredictor(o, result.plan));
+  DSCALE_RETURN_IF_ERROR(WriteTarget(o, &result));
+  DSCALE_RETURN_IF_ERROR(WriteDrafter(o, predictor, &result));
+  return result;
+}
+
+}  // namespace dscale

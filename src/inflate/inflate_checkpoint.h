@@ -1,0 +1,39 @@
+#pragma once
+// `dscale inflate` end to end: validates the source pair, plans the inflation, and writes the large
+// target and drafter as ordinary Hugging Face checkpoints (config.json, safetensors sharded when
+// large, the source's tokenizer and other files copied, and the drafter's predictor.bin inflated
+// when there is one). Tensors are made and written a block of rows at a time, so memory stays at
+// the source pair plus a few MB whatever the large shape.
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "inflate/inflate_plan.h"
+
+namespace dscale {
+
+inline constexpr const char* kPredictorFileName = "predictor.bin";
+
+struct InflateOptions {
+  std::string target_dir;   // the source target
+  std::string drafter_dir;  // its DFlash drafter
+  InflateShape shape;
+  std::string out_target;                    // created; must not exist or be empty
+  std::string out_drafter;                   // likewise, and different from out_target
+  uint64_t max_shard_bytes = 5'000'000'000;  // Hugging Face's default shard size
+};
+
+struct InflateResult {
+  InflatePlan plan;
+  uint64_t target_bytes = 0;  // tensor data written
+  uint64_t drafter_bytes = 0;
+  bool predictor = false;  // the drafter's predictor.bin was inflated too
+};
+
+// Errors name the directory, file, tensor or field: a source that does not load, a drafter that
+// does not belong to the target, a shape smaller than the source (PlanInflation), an output
+// directory that is not empty or is one of the others.
+Result<InflateResult> Inflate(const InflateOptions& options);
+
+}  // namespace dscale

@@ -1,0 +1,305 @@
+// Each large tensor from its small one (docs/INFLATE.md, "Tensor by tensor"): matrices copy the
+// small entries through the plan's row and column maps (writes into the residual stream scaled
+// by λ), norms' gains are scaled, and a few entries are set outright — the constant dims in the
+// embedding, the drafter's fc passing them on, the final norms' ±g on the first two, and the LM
+// head's pad rows (−M, +M there).
+
+#include "inflate/inflate_tensors.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "model/qwen3_weights.h"
+
+namespace dscale {
+namespace {
+
+using Map = std::shared_ptr<const IndexMap>;
+// Sets entries of one large row after the mapped copy: patch(row index, row values).
+using Patch = std::function<void(int64_t row, float* values)>;
+
+// out[i, j] = scale · source[rows[first + i], cols[j]] where both maps give an index, else 0;
+// then `patch` on each row. A null `source` (an identity layer's tensor) gives zeros.
+RowFiller MappedRows(std::shared_ptr<const std::vector<float>> source, int64_t source_cols,
+                     Map rows, Map cols, float scale, Patch patch) {
+  return [=](int64_t first, int64_t count, float* out) {
+    const auto width = static_cast<int64_t>(cols->size());
+    for (int64_t i = 0; i < count; ++i) {
+      float* row = out + i * width;
+      const int64_t r = source ? (*rows)[static_cast<size_t>(first + i)] : -1;
+      if (r < 0) {
+        std::fill(row, row + width, 0.0f);
+      } else {
+        const float* src = source->data() + r * source_cols;
+        for (int64_t j = 0; j < width; ++j) {
+          const int64_t c = (*cols)[static_cast<size_t>(j)];
+          row[j] = c >= 0 ? scale * src[c] : 0.0f;
+        }
+      }
+      if (patch) patch(first + i, row);
+    }
+  };
+}
+
+bool ExactInBf16(const std::vector<float>& values) {
+  return std::all_of(values.begin(), values.end(),
+                     [](float v) { return Bf16ToF32(F32ToBf16(v)) == v; });
+}
+
+// How one large matrix is made from one small one.
+struct MatrixRecipe {
+  std::string name;                   // the large tensor
+  std::vector<int64_t> shape;         // [rows, cols]
+  std::string source;                 // the small tensor (its dtype is kept, even when `zero`)
+  std::vector<int64_t> source_shape;  // [rows, cols]
+  Map rows, cols;                     // large index → small index, or −1 for zero
+  float scale = 1.0f;                 // λ for the matrices that write the residual stream
+  Patch patch = {};                   // entries set after the copy
+  bool zero = false;                  // all zeros (an identity layer's)
+};
+
+// Collects the tensors of one output checkpoint, reading sources as "<source prefix><name>".
+class TensorList {
+ public:
+  TensorList(std::shared_ptr<const Checkpoint> source, std::string prefix)
+      : source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  Result<std::vector<float>> Read(const std::string& name,
+                                  const std::vector<int64_t>& shape) const {
+    return source_->ReadF32(prefix_ + name, shape);
+  }
+
+  // BF16 sources give BF16 matrices; F32 and F16 ones F32 (λ·x may leave F16's range).
+  Result<DType> MatrixType(const std::string& source_name) const {
+    const TensorInfo* info = source_->Find(prefix_ + source_name);
+    if (info == nullptr)
+      return NotFound(source_->dir() + ": no tensor \"" + prefix_ + source_name + "\"");
+    return info->dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  }
+
+  Status Matrix(MatrixRecipe r) {
+    DSCALE_ASSIGN_OR_RETURN(DType dtype, MatrixType(r.source));
+    auto prepare = [source = source_, full = prefix_ + r.source, r]() -> Result<RowFiller> {
+      std::shared_ptr<const std::vector<float>> values;
+      if (!r.zero) {
+        DSCALE_ASSIGN_OR_RETURN(std::vector<float> read, source->ReadF32(full, r.source_shape));
+        values = std::make_shared<const std::vector<float>>(std::move(read));
+      }
+      return MappedRows(values, r.source_shape.back(), r.rows, r.cols, r.scale, r.patch);
+    };
+    tensors_.push_back(
+        {.name = r.name, .dtype = dtype, .shape = r.shape, .prepare = std::move(prepare)});
+    return Status::Ok();
+  }
+
+  // A norm's gains, already computed.
+  Status Gains(std::string name, std::vector<float> values, const std::string& source_name) {
+    const TensorInfo* info = source_->Find(prefix_ + source_name);
+    const bool bf16 = info != nullptr && info->dtype == DType::kBF16 && ExactInBf16(values);
+    const auto n = static_cast<int64_t>(values.size());
+    auto shared = std::make_shared<const std::vector<float>>(std::move(values));
+    auto prepare = [shared]() -> Result<RowFiller> {
+      return RowFiller([shared](int64_t, int64_t, float* out) {
+        std::copy(shared->begin(), shared->end(), out);
+      });
+    };
+    tensors_.push_back({.name = std::move(name),
+                        .dtype = bf16 ? DType::kBF16 : DType::kF32,
+                        .shape = {n},
+                        .prepare = std::move(prepare)});
+    return Status::Ok();
+  }
+
+  std::vector<InflatedTensor> Take() { return std::move(tensors_); }
+
+ private:
+  std::shared_ptr<const Checkpoint> source_;
+  std::string prefix_;
+  std::vector<InflatedTensor> tensors_;
+};
+
+// g'[j] = scale · g[map[j]] where the map gives an index, else 0.
+std::vector<float> MapGains(const std::vector<float>& small, const IndexMap& map, double scale) {
+  std::vector<float> out(map.size(), 0.0f);
+  for (size_t j = 0; j < map.size(); ++j) {
+    if (map[j] >= 0) out[j] = static_cast<float>(scale * small[static_cast<size_t>(map[j])]);
+  }
+  return out;
+}
+
+// The plan's maps, shared by the fillers.
+struct Maps {
+  Map hidden, vocab;
+  Map q_rows, kv_rows, intermediate;
+  Maps(const InflatePlan& p, const ModelLayout& layout)
+      : hidden(std::make_shared<const IndexMap>(p.hidden)),
+        vocab(std::make_shared<const IndexMap>(p.vocab)),
+        q_rows(std::make_shared<const IndexMap>(layout.q_rows)),
+        kv_rows(std::make_shared<const IndexMap>(layout.kv_rows)),
+        intermediate(std::make_shared<const IndexMap>(layout.intermediate)) {}
+};
+
+// One large decoder layer, named with `prefix` in and out (the target's "model.", the drafter's
+// ""): small layer layout.layers[layer], or an identity layer (zero weights: o_proj and down_proj
+// add nothing).
+Status AddLayer(const InflatePlan& p, const ModelLayout& layout, const Qwen3Config& small,
+                const Qwen3Config& large, int64_t layer, const std::string& prefix,
+                TensorList& list) {
+  const Maps m(p, layout);
+  const int32_t source_layer = layout.layers[static_cast<size_t>(layer)];
+  const bool identity = source_layer < 0;
+  const int64_t ref = identity ? 0 : source_layer;  // identity layers take layer 0's dtypes
+  auto out = [&](const char* suffix) { return LayerTensorName(prefix, layer, suffix); };
+  auto in = [&](const char* suffix) { return LayerTensorName(prefix, ref, suffix); };
+  const int64_t d = small.hidden_size, big = large.hidden_size;
+  const float lambda = p.residual_scale;
+
+  auto gains = [&](const char* suffix, int64_t n, const IndexMap& map, double scale) -> Status {
+    std::vector<float> values(map.size(), 0.0f);
+    if (!identity) {
+      DSCALE_ASSIGN_OR_RETURN(std::vector<float> g, list.Read(in(suffix), {n}));
+      values = MapGains(g, map, scale);
+    }
+    return list.Gains(out(suffix), std::move(values), in(suffix));
+  };
+  auto matrix = [&](const char* suffix, std::vector<int64_t> shape, std::vector<int64_t> source,
+                    Map rows, Map cols, float scale) {
+    return list.Matrix({.name = out(suffix),
+                        .shape = std::move(shape),
+                        .source = in(suffix),
+                        .source_shape = std::move(source),
+                        .rows = rows,
+                        .cols = cols,
+                        .scale = scale,
+                        .zero = identity});
+  };
+  DSCALE_RETURN_IF_ERROR(gains("input_layernorm", d, p.hidden, p.hidden_gain_scale));
+  DSCALE_RETURN_IF_ERROR(matrix("self_attn.q_proj", {large.q_dim(), big}, {small.q_dim(), d},
+                                m.q_rows, m.hidden, 1.0f));
+  DSCALE_RETURN_IF_ERROR(matrix("self_attn.k_proj", {large.kv_dim(), big}, {small.kv_dim(), d},
+                                m.kv_rows, m.hidden, 1.0f));
+  DSCALE_RETURN_IF_ERROR(matrix("self_attn.v_proj", {large.kv_dim(), big}, {small.kv_dim(), d},
+                                m.kv_rows, m.hidden, 1.0f));
+  DSCALE_RETURN_IF_ERROR(matrix("self_attn.o_proj", {big, large.q_dim()}, {d, small.q_dim()},
+                                m.hidden, m.q_rows, lambda));
+  DSCALE_RETURN_IF_ERROR(gains("self_attn.q_norm", small.head_dim, p.head_dim, 1.0));
+  DSCALE_RETURN_IF_ERROR(gains("self_attn.k_norm", small.head_dim, p.head_dim, p.key_gain_scale));
+  DSCALE_RETURN_IF_ERROR(gains("post_attention_layernorm", d, p.hidden, p.hidden_gain_scale));
+  const int64_t inter = large.intermediate_size, small_inter = small.intermediate_size;
+  DSCALE_RETURN_IF_ERROR(
+      matrix("mlp.gate_proj", {inter, big}, {small_inter, d}, m.intermediate, m.hidden, 1.0f));
+  DSCALE_RETURN_IF_ERROR(
+      matrix("mlp.up_proj", {inter, big}, {small_inter, d}, m.intermediate, m.hidden, 1.0f));
+  return matrix("mlp.down_proj", {big, inter}, {d, small_inter}, m.hidden, m.intermediate, lambda);
+}
+
+// A final norm's gains: the slots scaled by final_gain_scale(), +g and −g on the first two
+// constant dims (their products with the LM head cancel in real rows), 0 on the others.
+Status AddFinalNorm(const InflatePlan& p, const std::string& name, const std::string& source,
+                    float constant_gain, TensorList& list) {
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> g, list.Read(source, {p.small_target.hidden_size}));
+  std::vector<float> values = MapGains(g, p.hidden, p.final_gain_scale());
+  if (!p.constant_dims.empty()) {
+    values[static_cast<size_t>(p.constant_dims[0])] = constant_gain;
+    values[static_cast<size_t>(p.constant_dims[1])] = -constant_gain;
+  }
+  return list.Gains(name, std::move(values), source);
+}
+
+// Embedding rows: real ones λ·E_v with the constants; pad rows the constants only, or, when the
+// matrix is also the LM head, the pad pattern (−M, +M) — pad ids never come from the tokenizer.
+Patch EmbeddingPatch(const InflatePlan& p) {
+  return [c = p.constant_dims, values = p.constant_values, vocab = p.small_target.vocab_size,
+          tied = p.tied(), weight = p.pad_weight](int64_t row, float* out) {
+    if (c.empty()) return;
+    if (tied && row >= vocab) {
+      out[c[0]] = -weight;
+      out[c[1]] = weight;
+      return;
+    }
+    for (size_t j = 0; j < c.size(); ++j) out[c[j]] = values[j];
+  };
+}
+
+Patch PadRowPatch(const InflatePlan& p) {
+  return [c = p.constant_dims, vocab = p.small_target.vocab_size, weight = p.pad_weight](
+             int64_t row, float* out) {
+    if (row < vocab || c.empty()) return;
+    out[c[0]] = -weight;
+    out[c[1]] = weight;
+  };
+}
+
+}  // namespace
+
+Result<std::vector<InflatedTensor>> InflatedTargetTensors(
+    const InflatePlan& p, std::shared_ptr<const Checkpoint> source) {
+  TensorList list(std::move(source), "");
+  const Qwen3Config& s = p.small_target;
+  const Qwen3Config& l = p.large_target;
+  const Maps m(p, p.target);
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kQwen3EmbedName,
+                                      .shape = {l.vocab_size, l.hidden_size},
+                                      .source = kQwen3EmbedName,
+                                      .source_shape = {s.vocab_size, s.hidden_size},
+                                      .rows = m.vocab,
+                                      .cols = m.hidden,
+                                      .scale = p.residual_scale,
+                                      .patch = EmbeddingPatch(p)}));
+  for (int64_t layer = 0; layer < l.num_hidden_layers; ++layer) {
+    DSCALE_RETURN_IF_ERROR(AddLayer(p, p.target, s, l, layer, kQwen3Prefix, list));
+  }
+  DSCALE_RETURN_IF_ERROR(
+      AddFinalNorm(p, kQwen3FinalNormName, kQwen3FinalNormName, p.target_constant_gain, list));
+  if (!l.tie_word_embeddings) {
+    const char* head = s.tie_word_embeddings ? kQwen3EmbedName : kQwen3LmHeadName;
+    DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kQwen3LmHeadName,
+                                        .shape = {l.vocab_size, l.hidden_size},
+                                        .source = head,
+                                        .source_shape = {s.vocab_size, s.hidden_size},
+                                        .rows = m.vocab,
+                                        .cols = m.hidden,
+                                        .patch = PadRowPatch(p)}));
+  }
+  return list.Take();
+}
+
+Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& p,
+                                                           std::shared_ptr<const Checkpoint> source,
+                                                           const std::string& source_prefix) {
+  TensorList list(std::move(source), source_prefix);
+  const Qwen3Config& s = p.small_drafter.draft;
+  const Qwen3Config& l = p.large_drafter.draft;
+  const Maps m(p, p.drafter);
+  // fc: feature block k of the large target's residual rows, column k·D + i, is small column
+  // k·d + i; the constants of block 0 pass through to the same dims (weight 1), so hidden_norm
+  // sees them as every other hidden norm does.
+  const auto features = static_cast<int64_t>(p.small_drafter.target_layer_ids.size());
+  IndexMap fc_cols;
+  for (int64_t k = 0; k < features; ++k) {
+    for (const int64_t i : p.hidden) fc_cols.push_back(i >= 0 ? k * s.hidden_size + i : -1);
+  }
+  Patch pass_constants = [c = p.constant_dims](int64_t row, float* out) {
+    if (std::find(c.begin(), c.end(), row) != c.end()) out[row] = 1.0f;
+  };
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "fc.weight",
+                                      .shape = {l.hidden_size, features * l.hidden_size},
+                                      .source = "fc.weight",
+                                      .source_shape = {s.hidden_size, features * s.hidden_size},
+                                      .rows = m.hidden,
+                                      .cols = std::make_shared<const IndexMap>(fc_cols),
+                                      .patch = pass_constants}));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> hidden_norm,
+                          list.Read("hidden_norm.weight", {s.hidden_size}));
+  DSCALE_RETURN_IF_ERROR(list.Gains("hidden_norm.weight",
+                                    MapGains(hidden_norm, p.hidden, p.hidden_gain_scale),
+                                    "hidden_norm.weight"));
+  for (int64_t layer = 0; layer < l.num_hidden_layers; ++layer) {
+    DSCALE_RETURN_IF_ERROR(AddLayer(p, p.drafter, s, l, layer, "", list));
+  }
+  DSCALE_RETURN_IF_ERROR(
+      AddFinalNorm(p, "norm.weight", "norm.weight", p.drafter_constant_gain, list));
+  return list.Take();
+}
+
+}  // namespace dscale

@@ -1,0 +1,45 @@
+#pragma once
+// The tensors of an inflated target and drafter, in the Hugging Face layout and order, each with
+// the recipe that makes its values from the source checkpoint a block of rows at a time (so an
+// 8B-shaped tensor never needs to be in memory whole).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "inflate/inflate_plan.h"
+#include "io/safetensors.h"
+
+namespace dscale {
+
+// Writes rows [first, first + count) of a tensor, row-major f32, to out [count, cols].
+using RowFiller = std::function<void(int64_t first, int64_t count, float* out)>;
+
+struct InflatedTensor {
+  std::string name;
+  // Matrices keep the source's BF16 (or F32); a norm's gains are BF16 when the source's are and
+  // every compensated value is exact in BF16, else F32.
+  DType dtype = DType::kBF16;
+  std::vector<int64_t> shape;  // [rows, cols], or [n] (one row of n)
+  // Reads what the tensor needs from the source; the filler it returns holds it.
+  std::function<Result<RowFiller>()> prepare;
+
+  int64_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
+  int64_t cols() const { return shape.back(); }
+};
+
+// The large target's tensors, from the source target (names "model.…").
+Result<std::vector<InflatedTensor>> InflatedTargetTensors(const InflatePlan& plan,
+                                                          std::shared_ptr<const Checkpoint> source);
+
+// The large drafter's tensors (written without a prefix), from the source drafter whose names
+// carry `source_prefix`.
+Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& plan,
+                                                           std::shared_ptr<const Checkpoint> source,
+                                                           const std::string& source_prefix);
+
+}  // namespace dscale

@@ -1,0 +1,26 @@
+#include "budget/verify_budget.h"
+
+#include <gtest/gtest.h>
+
+namespace dscale::budget {
+namespace {
+
+TEST(VerifyBudgetTest, ParsesAutoAndFractions) {
+  EXPECT_TRUE(VerifyBudget::Parse("auto")->automatic);
+  EXPECT_EQ(VerifyBudget::Parse("auto")->Name(), "auto");
+  EXPECT_DOUBLE_EQ(VerifyBudget::Parse("0.5")->fraction, 0.5);
+  EXPECT_FALSE(VerifyBudget::Parse("0.5")->automatic);
+  EXPECT_EQ(VerifyBudget::Parse("0.25")->Name(), "0.25");
+  EXPECT_DOUBLE_EQ(VerifyBudget::Parse("1")->fraction, 1.0);
+}
+
+TEST(VerifyBudgetTest, RejectsOtherValuesNamingTheFlag) {
+  for (const char* bad : {"0", "-0.5", "1.5", "half", "", "0.5x", "nan", "AUTO"}) {
+    const Result<VerifyBudget> r = VerifyBudget::Parse(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--verify-budget"), std::string::npos) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace dscale::budget

@@ -1,0 +1,166 @@
+// dscale inflate end to end through the built binary: the checkpoints it writes load in every
+// command and give the source's logits and tokens; bad shapes, a foreign drafter and a used
+// output directory are refused with the field named.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../inflate/pair_bounds.h"
+#include "inflate/inflate_plan.h"
+#include "run_command.h"
+
+namespace dscale {
+namespace {
+
+using testing::RunDscale;
+
+class InflateCommandTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(
+        (std::filesystem::temp_directory_path() / ("dscale_inflate_" + std::to_string(::getpid())))
+            .string());
+    const std::string sizes =
+        " --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 --kv-heads 2 "
+        "--head-dim 16 --draft-layers 2";
+    ASSERT_EQ(RunDscale("make-tiny --out " + Path("small") + " --drafter-out " +
+                        Path("small-drafter") + " --seed 4" + sizes)
+                  .exit_code,
+              0);
+    // Another pair, whose drafter belongs to a wider target.
+    ASSERT_EQ(RunDscale("make-tiny --out " + Path("other") + " --drafter-out " +
+                        Path("other-drafter") + " --seed 5 --hidden 96 --vocab 97")
+                  .exit_code,
+              0);
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string Path(const std::string& name) { return *dir_ + "/" + name; }
+
+  static testing::CommandResult Inflate(const std::string& out, const std::string& flags,
+                                        const std::string& drafter = "small-drafter") {
+    return RunDscale("inflate --target " + Path("small") + " --drafter " + Path(drafter) +
+                     " --out-target " + Path(out) + " --out-drafter " + Path(out + "-drafter") +
+                     " " + flags);
+  }
+
+  static nlohmann::json Json(const std::string& args) {
+    const testing::CommandResult r = RunDscale(args, /*merge_stderr=*/false);
+    EXPECT_EQ(r.exit_code, 0) << args;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  }
+
+  static std::string* dir_;
+};
+std::string* InflateCommandTest::dir_ = nullptr;
+
+// Sharded output (a small --max-shard-bytes) that `logits`, `draft` and `generate` read like any
+// checkpoint: every real logit within the pair bound (pair_bounds.h), pad logits far below, and
+// speculative generation with the source's tokens and acceptance.
+TEST_F(InflateCommandTest, WritesACheckpointEveryCommandLoads) {
+  const testing::CommandResult r =
+      Inflate("wide",
+              "--hidden 128 --intermediate 160 --layers 5 --heads 8 --kv-heads 4 "
+              "--head-dim 32 --vocab 120 --max-shard-bytes 200000");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("hidden 64 -> 128"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(Path("wide/model.safetensors.index.json")));
+  EXPECT_TRUE(std::filesystem::exists(Path("wide-drafter/config.json")));
+
+  const std::string ids = "5,17,3,42,8,8,1,60,33";
+  const nlohmann::json small = Json("logits --model " + Path("small") + " --ids " + ids);
+  const nlohmann::json large = Json("logits --model " + Path("wide") + " --ids " + ids);
+  const Qwen3Model small_model = Qwen3Model::Load(Path("small")).value();
+  const Qwen3Model large_model = Qwen3Model::Load(Path("wide")).value();
+  // `dscale logits` caches K/V as BF16 by default.
+  const std::vector<double> bounds =
+      testing::TargetPairBounds(small_model, large_model, 64, KvDtype::kBf16);
+  ASSERT_EQ(large["logits"].size(), small["logits"].size());
+  for (size_t row = 0; row < small["logits"].size(); ++row) {
+    const std::vector<float> s = small["logits"][row].get<std::vector<float>>();
+    const std::vector<float> l = large["logits"][row].get<std::vector<float>>();
+    ASSERT_EQ(l.size(), 120u);
+    const float top = *std::max_element(s.begin(), s.end());
+    for (size_t v = 0; v < s.size(); ++v) EXPECT_LE(std::fabs(double{s[v]} - l[v]), bounds[v]);
+    for (size_t v = s.size(); v < l.size(); ++v) EXPECT_LE(l[v], top - kPadLogitMargin);
+  }
+
+  const nlohmann::json draft = Json("draft --target " + Path("wide") + " --drafter " +
+                                    Path("wide-drafter") + " --ids " + ids);
+  EXPECT_EQ(draft["draft"].size(), 15u);
+  const std::string args = " --ids 9,8,7,6,5 --max-tokens 24 --json --spec dflash";
+  const nlohmann::json a =
+      Json("generate --target " + Path("small") + " --drafter " + Path("small-drafter") + args);
+  const nlohmann::json b =
+      Json("generate --target " + Path("wide") + " --drafter " + Path("wide-drafter") + args);
+  // The random pair's tokens part only at a float-noise tie of the source's top two logits.
+  const float tie = testing::GreedyTieTolerance(bounds);
+  const std::vector<int32_t> want = a["requests"][0]["output_ids"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> got = b["requests"][0]["output_ids"].get<std::vector<int32_t>>();
+  const size_t at = std::mismatch(want.begin(), want.end(), got.begin()).first - want.begin();
+  if (at < want.size()) {
+    std::string context = "9,8,7,6,5";
+    for (size_t i = 0; i < at; ++i) context += "," + std::to_string(want[i]);
+    const nlohmann::json row = Json("logits --model " + Path("small") + " --ids " + context);
+    std::vector<float> last = row["logits"].back().get<std::vector<float>>();
+    EXPECT_LE(testing::TopGap(last.data(), static_cast<int64_t>(last.size())), tie)
+        << "outputs part at token " << at << " where the source's top two are not tied";
+  } else {
+    EXPECT_EQ(b["stats"]["tau"], a["stats"]["tau"]);
+  }
+}
+
+TEST_F(InflateCommandTest, RefusesShapesThatDoNotFitNamingTheField) {
+  struct Case {
+    const char* flags;
+    const char* needle;
+  } cases[] = {
+      {"--shape qwen3-3b", "--shape: expected one of qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b"},
+      {"--hidden 32",
+       "field \"hidden_size\" (--hidden): 32 is smaller than the source target's 64"},
+      {"--heads 6 --kv-heads 4",
+       "field \"num_attention_heads\" (--heads): 6 is not a multiple of num_key_value_heads 4"},
+      {"--layers 2", "field \"num_hidden_layers\" (--layers): 2 is smaller"},
+      {"--vocab 100 --hidden 64", "a wider head_dim or vocabulary needs constant dims"},
+      {"--draft-layers 1", "(--draft-layers): 1 is smaller than the source drafter's 2"},
+  };
+  for (const Case& c : cases) {
+    const testing::CommandResult r = Inflate("refused", c.flags);
+    EXPECT_EQ(r.exit_code, 1) << c.flags;
+    EXPECT_NE(r.out.find("dscale inflate: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.flags << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(Path("refused/config.json"))) << c.flags;
+  }
+}
+
+TEST_F(InflateCommandTest, RefusesAForeignDrafterAndAUsedDirectory) {
+  testing::CommandResult r = Inflate("foreign", "--hidden 128", "other-drafter");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(
+      r.out.find("field \"hidden_size\": drafter hidden size 96 differs from the target's 64"),
+      std::string::npos)
+      << r.out;
+
+  std::filesystem::create_directories(Path("used"));
+  { std::ofstream(Path("used/notes.txt")) << "keep"; }
+  r = Inflate("used", "--hidden 128");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--out-target: " + Path("used") + " is not empty"), std::string::npos)
+      << r.out;
+
+  r = RunDscale("inflate --target " + Path("small") + " --drafter " + Path("small-drafter"));
+  EXPECT_EQ(r.exit_code, 2) << "missing --out-target is a usage error";
+}
+
+}  // namespace
+}  // namespace dscale

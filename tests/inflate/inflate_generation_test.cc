@@ -1,0 +1,217 @@
+// Greedy generation through the engine with every length policy, small pair against inflated
+// pair: the same tokens, the same drafts at every step and so the same accepted counts, on the
+// bundled trained pair (GSM8K questions in Qwen3's chat format) and on a random pair.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "../engine/engine_test_util.h"
+#include "inflate/inflate_predictor.h"
+#include "inflate_test_util.h"
+#include "io/tokenizer/chat_template.h"
+#include "io/tokenizer/tokenizer.h"
+
+namespace dscale {
+namespace {
+
+using test_util::ScopedTempDir;
+using testing::PairDirs;
+
+// One run's outputs, and per request the draft candidates of every step with the top-two gap of
+// each candidate's logits (read through StepRecord).
+struct Run {
+  std::vector<std::vector<int32_t>> outputs;
+  std::vector<std::vector<int32_t>> accepted;
+  std::vector<std::vector<std::vector<int32_t>>> drafts;  // [request][step][candidate]
+  std::vector<std::vector<std::vector<float>>> gaps;      // same shape
+  double tau = 0.0;
+};
+
+Run Generate(Qwen3Model& target, DFlashDrafter* drafter, const std::string& policy,
+             const dvl::Predictor* predictor, const std::vector<std::vector<int32_t>>& prompts,
+             int32_t concurrency) {
+  Run run;
+  run.drafts.resize(prompts.size());
+  run.gaps.resize(prompts.size());
+  std::map<RequestId, size_t> order;
+  const int64_t vocab = target.config().vocab_size;
+  EngineConfig config{.policy = LengthPolicy::Parse(policy).value(),
+                      .max_running = concurrency,
+                      .predictor = predictor};
+  config.on_step = [&](const StepRecord& step) {
+    if (step.drafts == nullptr) return;
+    const int32_t width = step.drafts->width;
+    for (size_t i = 0; i < step.ids.size(); ++i) {
+      const size_t p = order.at(step.ids[i]);
+      const int32_t* tokens = step.drafts->tokens.data() + i * width;
+      run.drafts[p].emplace_back(tokens, tokens + width);
+      std::vector<float>& gaps = run.gaps[p].emplace_back();
+      for (int32_t j = 0; j < width; ++j) {
+        gaps.push_back(
+            testing::TopGap(step.drafts->logits.data() + (i * width + j) * vocab, vocab));
+      }
+    }
+  };
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(target, drafter, config);
+  EXPECT_TRUE(engine.ok()) << engine.status().message();
+  if (!engine.ok()) return run;
+  const GenerationParams params{.max_tokens = 32, .stop_ids = target.config().eos_token_ids};
+  for (size_t i = 0; i < prompts.size(); ++i)
+    order[(*engine)->Submit(prompts[i], params).value()] = i;
+  EXPECT_TRUE((*engine)->RunToCompletion().ok());
+  run.outputs.resize(prompts.size());
+  run.accepted.resize(prompts.size());
+  for (RequestResult& r : (*engine)->TakeFinished()) {
+    run.outputs[order.at(r.id)] = r.output_ids;
+    run.accepted[order.at(r.id)] = r.accepted;
+  }
+  run.tau = (*engine)->stats().tau();
+  return run;
+}
+
+struct Pair {
+  std::unique_ptr<Qwen3Model> target;
+  std::unique_ptr<DFlashDrafter> drafter;
+};
+
+Pair LoadPair(const PairDirs& dirs) {
+  Pair p;
+  p.target = std::make_unique<Qwen3Model>(Qwen3Model::Load(dirs.target).value());
+  p.drafter = std::make_unique<DFlashDrafter>(DFlashDrafter::Load(dirs.drafter, *p.target).value());
+  return p;
+}
+
+// Every request's tokens equal, or parting at a float-noise tie of the small target; its drafts
+// equal at every step, or parting at a float-noise tie of the small drafter; where neither
+// parted, its accepted counts equal (they follow from the drafts and the tokens). `exact_rows`:
+// the policy verifies a fixed number of rows (not dscale, whose lengths follow predictor scores).
+void ExpectSameGeneration(const Pair& small, const Run& a, const Pair& large, const Run& b,
+                          const std::vector<std::vector<int32_t>>& prompts, bool exact_rows,
+                          const std::string& what) {
+  const int64_t context = 256;
+  const KvDtype kv = KvDtype::kBf16;  // the engine's default K/V cache
+  const float tie = testing::GreedyTieTolerance(
+      testing::TargetPairBounds(*small.target, *large.target, context, kv));
+  const float draft_tie = testing::GreedyTieTolerance(testing::DraftPairBounds(
+      *small.drafter, *small.target, *large.drafter, *large.target, context, kv));
+  int excused = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    int ties = 0;
+    const bool same_tokens = testing::SameGreedyOutput(*small.target, prompts[i], b.outputs[i],
+                                                       a.outputs[i], &ties, tie);
+    bool same_drafts = true;
+    for (size_t s = 0; same_drafts && s < std::min(a.drafts[i].size(), b.drafts[i].size()); ++s) {
+      for (size_t j = 0; j < a.drafts[i][s].size(); ++j) {
+        if (a.drafts[i][s][j] == b.drafts[i][s][j]) continue;
+        EXPECT_LE(a.gaps[i][s][j], draft_tie)
+            << what << ": request " << i << " step " << s << " candidate " << j
+            << " differs where the small drafter's top two logits are not tied";
+        same_drafts = false;
+        break;
+      }
+    }
+    if (same_tokens && same_drafts && exact_rows) {
+      EXPECT_EQ(b.accepted[i], a.accepted[i]) << what << ": request " << i;
+    }
+    excused += !(same_tokens && same_drafts);
+  }
+  EXPECT_LE(excused, 1) << what;
+  if (excused == 0 && exact_rows) {
+    EXPECT_EQ(b.tau, a.tau) << what;
+  }
+}
+
+void CompareAllPolicies(const Pair& small, const Pair& large, const dvl::Predictor& small_predictor,
+                        const dvl::Predictor& large_predictor,
+                        const std::vector<std::vector<int32_t>>& prompts, const std::string& what) {
+  for (const char* policy : {"none", "dflash", "fixed:6", "dscale"}) {
+    const bool dscale = std::string(policy) == "dscale";
+    for (const int32_t c : {1, 4}) {
+      const std::string where = what + " " + policy + " c=" + std::to_string(c);
+      const Run a = Generate(*small.target, small.drafter.get(), policy,
+                             dscale ? &small_predictor : nullptr, prompts, c);
+      const Run b = Generate(*large.target, large.drafter.get(), policy,
+                             dscale ? &large_predictor : nullptr, prompts, c);
+      ExpectSameGeneration(small, a, large, b, prompts, !dscale, where);
+      if (std::string(policy) == "dflash" && c == 1) {
+        std::printf("%s: tau %.4f small, %.4f inflated\n", what.c_str(), a.tau, b.tau);
+      }
+    }
+  }
+}
+
+std::vector<std::vector<int32_t>> Gsm8kPrompts(const Tokenizer& tokenizer, int count) {
+  std::ifstream file(std::string(DSCALE_DATA_DIR) + "/gsm8k/test.jsonl");
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  while (static_cast<int>(prompts.size()) < count && std::getline(file, line)) {
+    const std::string question = nlohmann::json::parse(line)["question"];
+    const std::vector<ChatMessage> messages = {{.role = "user", .content = question}};
+    prompts.push_back(tokenizer.Encode(ApplyQwen3ChatTemplate(messages).value()).value());
+  }
+  EXPECT_EQ(static_cast<int>(prompts.size()), count);
+  return prompts;
+}
+
+// The bundled pair's trained acceptance survives inflation to a shape with every kind of change.
+TEST(InflateGenerationTest, BundledPairEveryPolicy) {
+  const PairDirs source{std::string(DSCALE_MODELS_DIR) + "/tiny-target",
+                        std::string(DSCALE_MODELS_DIR) + "/tiny-dflash"};
+  ScopedTempDir dir;
+  const PairDirs out{dir.File("target"), dir.File("drafter")};
+  const InflateShape shape{.hidden_size = 384,
+                           .intermediate_size = 704,
+                           .num_hidden_layers = 9,
+                           .num_attention_heads = 8,
+                           .num_key_value_heads = 4,
+                           .head_dim = 128,
+                           .vocab_size = 4224,
+                           .tie_word_embeddings = false,
+                           .draft_layers = 2};
+  ASSERT_TRUE(testing::InflatePair(source, out, shape).ok());
+  const Pair small = LoadPair(source);
+  const Pair large = LoadPair(out);
+  const dvl::Predictor small_predictor =
+      dvl::Predictor::Load(source.drafter + "/predictor.bin").value();
+  const dvl::Predictor large_predictor =
+      dvl::Predictor::Load(out.drafter + "/predictor.bin", {.hidden_size = 384, .vocab_size = 4224})
+          .value();
+  const Tokenizer tokenizer = Tokenizer::Load(source.target).value();
+  CompareAllPolicies(small, large, small_predictor, large_predictor, Gsm8kPrompts(tokenizer, 3),
+                     "bundled");
+}
+
+// A random pair (which accepts almost nothing) with a random predictor, inflated in every
+// dimension; its prompts are random tokens.
+TEST(InflateGenerationTest, RandomPairEveryPolicy) {
+  ScopedTempDir dir;
+  const Qwen3Config config = testing::EngineTestTargetConfig();
+  const PairDirs source = testing::WriteRandomPair(dir.File("small"), config, 5, DType::kBF16);
+  const PairDirs out{dir.File("target"), dir.File("drafter")};
+  const InflateShape shape{.hidden_size = 96,
+                           .intermediate_size = 128,
+                           .num_hidden_layers = 5,
+                           .num_attention_heads = 8,
+                           .num_key_value_heads = 4,
+                           .head_dim = 32,
+                           .vocab_size = 150,
+                           .tie_word_embeddings = false,
+                           .draft_layers = 3};
+  Result<InflateResult> result = testing::InflatePair(source, out, shape);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const Pair small = LoadPair(source);
+  const Pair large = LoadPair(out);
+  const dvl::Predictor small_predictor = testing::RandomPredictor(64, 131, 3);
+  const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan).value();
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    prompts.push_back(testing::RandomTokens(static_cast<int32_t>(5 + 7 * seed), 129, seed));
+  }
+  CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, "random");
+}
+
+}  // namespace
+}  // namespace dscale

@@ -1,0 +1,293 @@
+// The inflation plan's arithmetic, without weights: named shapes, layer placement, head grouping,
+// RoPE frequencies, the residual scale and constant dims, and the errors for shapes that do not
+// fit the source.
+
+#include "inflate/inflate_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/dtype.h"
+#include "model/model_test_util.h"
+
+namespace dscale {
+namespace {
+
+using testing::OddTinyConfig;
+using testing::TestDrafterConfig;
+
+// The bundled pair's geometry: hidden 256, 6 layers, 4/2 heads × 64, drafter ids {1, 3, 5}.
+Qwen3Config BundledLikeTarget() {
+  Qwen3Config c = OddTinyConfig();
+  c.vocab_size = 4160;
+  c.hidden_size = 256;
+  c.intermediate_size = 640;
+  c.num_hidden_layers = 6;
+  c.head_dim = 64;
+  c.rope_theta = 1e6;
+  return c;
+}
+
+DFlashConfig BundledLikeDrafter(const Qwen3Config& target) {
+  DFlashConfig d = TestDrafterConfig(target);
+  d.draft.num_hidden_layers = 1;
+  d.target_layer_ids = {1, 3, 5};
+  return d;
+}
+
+InflateShape Shape(const std::string& name) { return *NamedInflateShape(name); }
+
+TEST(InflatePlanTest, NamedShapesAreQwen3s) {
+  const InflateShape s8 = Shape("qwen3-8b");
+  EXPECT_EQ(s8.hidden_size, 4096);
+  EXPECT_EQ(s8.intermediate_size, 12288);
+  EXPECT_EQ(s8.num_hidden_layers, 36);
+  EXPECT_EQ(s8.num_attention_heads, 32);
+  EXPECT_FALSE(s8.tie_word_embeddings);
+  for (const char* name : {"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}) {
+    const InflateShape s = Shape(name);
+    EXPECT_EQ(s.vocab_size, 151936) << name;
+    EXPECT_EQ(s.head_dim, 128) << name;
+    EXPECT_EQ(s.num_key_value_heads, 8) << name;
+    EXPECT_EQ(s.tie_word_embeddings, std::string(name) != "qwen3-8b") << name;
+  }
+  EXPECT_EQ(Shape("qwen3-0.6b").hidden_size, 1024);
+  EXPECT_EQ(Shape("qwen3-1.7b").intermediate_size, 6144);
+  EXPECT_EQ(Shape("qwen3-4b").hidden_size, 2560);
+  EXPECT_FALSE(NamedInflateShape("qwen3-14b").has_value());
+}
+
+// The drafter's feature layers move to the DFlash ids of the large depth, each small layer before
+// them in order, with identity layers filling the gaps; where the small layers do not fit, the
+// ids stay and the identity layers go last.
+TEST(InflatePlanTest, LayersLandUnderTheLargeFeatureIds) {
+  const LayerPlacement p28 = PlaceLayers(6, 28, {1, 3, 5});
+  EXPECT_EQ(p28.feature_ids, (std::vector<int32_t>{1, 13, 25}));
+  std::vector<int32_t> want(28, -1);
+  want[0] = 0, want[1] = 1, want[12] = 2, want[13] = 3, want[24] = 4, want[25] = 5;
+  EXPECT_EQ(p28.layers, want);
+  EXPECT_EQ(PlaceLayers(6, 36, {1, 3, 5}).feature_ids, (std::vector<int32_t>{1, 17, 33}));
+
+  // Two small layers after the last id need two large ones after it.
+  const LayerPlacement tail = PlaceLayers(3, 8, {0});
+  EXPECT_EQ(tail.feature_ids, (std::vector<int32_t>{4}));
+  EXPECT_EQ(tail.layers, (std::vector<int32_t>{-1, -1, -1, -1, 0, 1, 2, -1}));
+
+  const LayerPlacement tight = PlaceLayers(3, 5, {0, 2});  // DFlash ids {1, 2}: no room for 1
+  EXPECT_EQ(tight.feature_ids, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(tight.layers, (std::vector<int32_t>{0, 1, 2, -1, -1}));
+  const LayerPlacement unsorted = PlaceLayers(4, 12, {3, 1});
+  EXPECT_EQ(unsorted.feature_ids, (std::vector<int32_t>{3, 1}));
+}
+
+// The residual stream of layer l' equals the small one's at the layer placed last at or before l'.
+TEST(InflatePlanTest, FeatureLayersSeeTheSmallFeatureLayersOutputs) {
+  for (const int64_t large : {6, 7, 12, 28, 36}) {
+    const std::vector<int32_t> ids = {1, 3, 5};
+    const LayerPlacement p = PlaceLayers(6, large, ids);
+    int32_t last = -1;
+    std::vector<int32_t> state(static_cast<size_t>(large));
+    for (int64_t l = 0; l < large; ++l) {
+      if (p.layers[l] >= 0) {
+        EXPECT_EQ(p.layers[l], last + 1) << "small layers in order";
+        last = p.layers[l];
+      }
+      state[l] = last;
+    }
+    EXPECT_EQ(last, 5) << large;
+    for (size_t k = 0; k < ids.size(); ++k) EXPECT_EQ(state[p.feature_ids[k]], ids[k]) << large;
+  }
+}
+
+// Each small query head keeps its KV head: q head j and its KV head's rows map to one large KV
+// group, copied when the large groups are smaller; the RoPE pairs (i, i + h/2) land on pairs
+// (r·i, r·i + h'/2).
+TEST(InflatePlanTest, HeadsKeepTheirGroupsAndRopePairs) {
+  const Qwen3Config t = OddTinyConfig();  // 4 heads over 2 KV heads, head_dim 32
+  InflateShape shape = ShapeOf(t);
+  shape.hidden_size = 90;
+  shape.num_attention_heads = 6;
+  shape.num_key_value_heads = 6;  // groups of 1: each small KV head twice
+  shape.head_dim = 64;
+  Result<InflatePlan> plan = PlanInflation(t, TestDrafterConfig(t), shape);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const int64_t hd = 64, small_hd = 32;
+  for (int64_t q = 0; q < 6; ++q) {
+    const int64_t small_q = plan->target.q_rows[q * hd];
+    if (small_q < 0) continue;
+    const int64_t small_head = small_q / small_hd;
+    const int64_t small_kv = small_head / 2;
+    const int64_t large_kv = q / (6 / 6);
+    EXPECT_EQ(plan->target.kv_rows[large_kv * hd] / small_hd, small_kv) << "query head " << q;
+  }
+  int64_t mapped = 0;
+  for (const int64_t r : plan->target.q_rows) mapped += r >= 0;
+  EXPECT_EQ(mapped, 4 * small_hd);
+  for (int64_t i = 0; i < small_hd / 2; ++i) {
+    EXPECT_EQ(plan->head_dim[2 * i], i);
+    EXPECT_EQ(plan->head_dim[2 * i + hd / 2], i + small_hd / 2);
+  }
+  EXPECT_EQ(plan->large_target.rope_theta, t.rope_theta);
+
+  // h' = 1.5·h: r = 1 and rope_theta' = θ^1.5 keeps every frequency.
+  shape.head_dim = 48;
+  plan = PlanInflation(t, TestDrafterConfig(t), shape);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const double theta = t.rope_theta, large_theta = plan->large_target.rope_theta;
+  for (int64_t j = 0; j < 24; ++j) {
+    const int64_t i = plan->head_dim[j];
+    if (i < 0) continue;
+    EXPECT_NEAR(std::pow(large_theta, -2.0 * j / 48.0), std::pow(theta, -2.0 * i / 32.0), 1e-15);
+  }
+}
+
+// The constants' squares make up the hidden norms' ε exactly where the q/k norms get ε' = σ·ε:
+// Σc² = D·(κ·ε − ε') with κ = λ²·d/D ≥ 2σ, λ the least such power of two.
+TEST(InflatePlanTest, ConstantsCompleteEveryNormsEpsilon) {
+  const Qwen3Config t = BundledLikeTarget();
+  for (const char* name : {"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}) {
+    Result<InflatePlan> plan = PlanInflation(t, BundledLikeDrafter(t), Shape(name));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const double d = 256, big = static_cast<double>(plan->large_target.hidden_size);
+    const double sigma = 64.0 / 128.0;
+    const double eps = static_cast<float>(t.rms_norm_eps);
+    const double eps_large = static_cast<float>(plan->large_target.rms_norm_eps);
+    EXPECT_EQ(eps_large, sigma * eps) << "ε' = σ·ε exactly in float";
+    const double lambda = plan->residual_scale;
+    const double kappa = lambda * lambda * d / big;
+    EXPECT_GE(kappa, 2 * sigma) << name;
+    EXPECT_LT(kappa / 4, 2 * sigma) << name << ": λ is the least power of two";
+    double squares = 0;
+    for (const float c : plan->constant_values) {
+      EXPECT_EQ(Bf16ToF32(F32ToBf16(c)), c) << "constants are exact in BF16";
+      squares += double{c} * c;
+    }
+    const double want = big * (kappa * eps - eps_large);
+    EXPECT_NEAR(squares, want, want * 0x1p-30) << name;
+    EXPECT_EQ(plan->constant_values[0], plan->constant_values[1]);
+    EXPECT_EQ(plan->constant_dims.front(), 256);
+    EXPECT_DOUBLE_EQ(plan->hidden_gain_scale, std::sqrt(d / big));
+    EXPECT_DOUBLE_EQ(plan->key_gain_scale, std::sqrt(sigma));
+    // The untied source keeps a separate LM head even where Qwen3 ties it.
+    EXPECT_FALSE(plan->large_target.tie_word_embeddings);
+    EXPECT_EQ(plan->large_drafter.draft.hidden_size, plan->large_target.hidden_size);
+    EXPECT_EQ(plan->large_drafter.num_target_layers, plan->large_target.num_hidden_layers);
+  }
+}
+
+// With the width unchanged nothing needs constants: ε and the gains stay as they are.
+TEST(InflatePlanTest, SameWidthNeedsNoConstants) {
+  const Qwen3Config t = OddTinyConfig();
+  InflateShape shape = ShapeOf(t);
+  shape.num_hidden_layers = 5;
+  shape.intermediate_size = 128;
+  shape.num_attention_heads = 8;
+  Result<InflatePlan> plan = PlanInflation(t, TestDrafterConfig(t), shape);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan->constant_dims.empty());
+  EXPECT_EQ(plan->residual_scale, 1.0f);
+  EXPECT_EQ(plan->large_target.rms_norm_eps, 1e-6);
+  EXPECT_EQ(plan->hidden_gain_scale, 1.0);
+  EXPECT_TRUE(SetPadRows({}, &*plan).ok());
+}
+
+void ExpectError(const Qwen3Config& t, const DFlashConfig& d, const InflateShape& shape,
+                 const std::string& needle) {
+  const Result<InflatePlan> plan = PlanInflation(t, d, shape);
+  ASSERT_FALSE(plan.ok()) << needle;
+  EXPECT_NE(plan.status().message().find(needle), std::string::npos) << plan.status().message();
+}
+
+TEST(InflatePlanTest, ShapesThatDoNotFitNameTheField) {
+  const Qwen3Config t = OddTinyConfig();
+  const DFlashConfig d = TestDrafterConfig(t);
+  const InflateShape base = ShapeOf(t);
+  auto with = [&](auto change) {
+    InflateShape s = base;
+    change(s);
+    return s;
+  };
+  ExpectError(t, d, with([](InflateShape& s) { s.hidden_size = 64; }),
+              "field \"hidden_size\" (--hidden): 64 is smaller than the source target's 72");
+  ExpectError(t, d, with([](InflateShape& s) { s.intermediate_size = 99; }),
+              "field \"intermediate_size\" (--intermediate): 99 is smaller");
+  ExpectError(t, d, with([](InflateShape& s) { s.num_hidden_layers = 2; }),
+              "field \"num_hidden_layers\" (--layers): 2 is smaller");
+  ExpectError(t, d, with([](InflateShape& s) { s.vocab_size = 130; }),
+              "field \"vocab_size\" (--vocab): 130 is smaller");
+  ExpectError(t, d, with([](InflateShape& s) { s.head_dim = 16; }),
+              "field \"head_dim\" (--head-dim): 16 is smaller");
+  ExpectError(t, d, with([](InflateShape& s) { s.head_dim = 33; }), "33 is odd");
+  ExpectError(
+      t, d, with([](InflateShape& s) {
+        s.num_attention_heads = 6;
+        s.num_key_value_heads = 4;
+      }),
+      "field \"num_attention_heads\" (--heads): 6 is not a multiple of num_key_value_heads 4");
+  ExpectError(t, d, with([](InflateShape& s) {
+                s.num_attention_heads = 3;
+                s.num_key_value_heads = 3;
+              }),
+              "field \"num_attention_heads\" (--heads): 3 is smaller");
+  // Six query heads over two KV heads cannot keep their groups in groups of two over three.
+  Qwen3Config six = t;
+  six.num_attention_heads = 6;
+  InflateShape regroup = ShapeOf(six);
+  regroup.num_key_value_heads = 3;
+  ExpectError(six, TestDrafterConfig(six), regroup,
+              "field \"num_key_value_heads\" (--kv-heads): the source target's 2 KV heads of 3 "
+              "query heads each need 4 KV heads in groups of 2, got 3");
+  ExpectError(
+      t, d, with([](InflateShape& s) { s.draft_layers = 1; }),
+      "field \"num_hidden_layers\" (--draft-layers): 1 is smaller than the source drafter's 2");
+  ExpectError(
+      t, d, with([](InflateShape& s) { s.vocab_size = 140; }),
+      "field \"hidden_size\" (--hidden): a wider head_dim or vocabulary needs constant dims");
+  ExpectError(t, d, with([](InflateShape& s) {
+                s.hidden_size = 73;
+                s.vocab_size = 140;
+              }),
+              "73 leaves no room for");
+
+  DFlashConfig other_eps = d;
+  other_eps.draft.rms_norm_eps = 1e-5;
+  ExpectError(t, other_eps, base, "drafter config: field \"rms_norm_eps\"");
+  DFlashConfig wide_drafter = d;
+  wide_drafter.draft.intermediate_size = 200;
+  ExpectError(t, wide_drafter, base,
+              "field \"intermediate_size\" (--intermediate): 100 is smaller than the source "
+              "drafter's 200");
+}
+
+// M puts every pad logit kPadLogitMargin below the top real logit for residual rows up to the
+// stated bound: −2·M·β·g / (√κ·R) ≤ −(Λ + margin).
+TEST(InflatePlanTest, PadWeightCoversTheBounds) {
+  const Qwen3Config t = BundledLikeTarget();
+  Result<InflatePlan> plan = PlanInflation(t, BundledLikeDrafter(t), Shape("qwen3-1.7b"));
+  ASSERT_TRUE(plan.ok());
+  const SourceBounds bounds{.target_final_gain = 3.0,
+                            .drafter_final_gain = 0.7,
+                            .logit_bound = 50.0,
+                            .residual_rms_bound = 1e4};
+  ASSERT_TRUE(SetPadRows(bounds, &*plan).ok());
+  const double g = std::min(plan->target_constant_gain, plan->drafter_constant_gain);
+  EXPECT_LE(g, plan->final_gain_scale() * 0.7);
+  EXPECT_GT(g, plan->final_gain_scale() * 0.7 / 2);
+  const double lambda = plan->residual_scale;
+  const double kappa = lambda * lambda * 256.0 / 2048.0;
+  const double beta = plan->constant_values[0];
+  const double pad = -2.0 * plan->pad_weight * beta * g / (std::sqrt(kappa) * 1e4);
+  EXPECT_LE(pad, -(50.0 + kPadLogitMargin));
+  EXPECT_GT(pad, -(50.0 + kPadLogitMargin) * 1.01) << "M rounded up by less than a BF16 step";
+
+  const SourceBounds absurd{.target_final_gain = 1,
+                            .drafter_final_gain = 1,
+                            .logit_bound = 1,
+                            .residual_rms_bound = 1e38};
+  const Status too_big = SetPadRows(absurd, &*plan);
+  EXPECT_NE(too_big.message().find("beyond BF16"), std::string::npos) << too_big.message();
+}
+
+}  // namespace
+}  // namespace dscale

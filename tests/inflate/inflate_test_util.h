@@ -1,0 +1,93 @@
+#pragma once
+// Shared pieces of the inflation tests: source pairs written to disk, their inflation, one
+// prefill's logits and one draft (the bounds their comparisons use are in pair_bounds.h).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../dvl/scoped_temp_dir.h"
+#include "inflate/inflate_checkpoint.h"
+#include "model/dflash_drafter.h"
+#include "model/model_test_util.h"
+#include "model/qwen3_model.h"
+#include "model/random_checkpoint.h"
+#include "pair_bounds.h"
+
+namespace dscale::testing {
+
+struct PairDirs {
+  std::string target;
+  std::string drafter;
+};
+
+// A random target of `config` and a TestDrafterConfig drafter for it, in the real layout.
+inline PairDirs WriteRandomPair(const std::string& dir, const Qwen3Config& config, uint64_t seed,
+                                DType dtype) {
+  const PairDirs pair{dir + "/target", dir + "/drafter"};
+  EXPECT_TRUE(WriteRandomQwen3Checkpoint(pair.target, config, seed, dtype).ok());
+  EXPECT_TRUE(WriteRandomDFlashCheckpoint(pair.drafter, TestDrafterConfig(config),
+                                          config.hidden_size, seed + 1, dtype)
+                  .ok());
+  return pair;
+}
+
+inline Result<InflateResult> InflatePair(const PairDirs& source, const PairDirs& out,
+                                         const InflateShape& shape) {
+  return Inflate({.target_dir = source.target,
+                  .drafter_dir = source.drafter,
+                  .shape = shape,
+                  .out_target = out.target,
+                  .out_drafter = out.drafter});
+}
+
+// Logits [n, vocab] of every position of one prefill of `tokens` with K/V cached as `kv`, and
+// the captured residual streams of `capture` ([n, layers, hidden]).
+struct Prefill {
+  std::vector<float> logits;
+  std::vector<float> features;
+};
+
+inline Prefill RunPrefill(Qwen3Model& model, const std::vector<int32_t>& tokens, KvDtype kv,
+                          const std::vector<int32_t>& capture = {}) {
+  const auto n = static_cast<int32_t>(tokens.size());
+  PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(kv));
+  const int32_t seq = cache.AddSequence();
+  EXPECT_TRUE(cache.Reserve(seq, n).ok());
+  PackedBatch batch;
+  batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+  ForwardOutput out;
+  EXPECT_TRUE(
+      model.Forward(batch, {.tile_rows = 128, .capture_layers = capture}, cache, &out).ok());
+  return {std::move(out.logits), std::move(out.features)};
+}
+
+// The drafter's step after a prefill of `context`, anchored at `anchor`; both caches store `kv`.
+inline DraftOutput RunDraft(Qwen3Model& target, DFlashDrafter& drafter,
+                            const std::vector<int32_t>& context, int32_t anchor, KvDtype kv) {
+  const auto n = static_cast<int32_t>(context.size());
+  const int32_t block = drafter.block_size();
+  PagedKvCache cache(target.KvShape(16, (n + block + 15) / 16).WithDtype(kv));
+  drafter.Bind(cache);
+  const int32_t seq = cache.AddSequence();
+  EXPECT_TRUE(cache.Reserve(seq, n + block).ok());
+  PackedBatch batch;
+  batch.AddRequest(seq, 0, context, cache, /*all_logits=*/false);
+  ForwardOutput out;
+  EXPECT_TRUE(target
+                  .Forward(batch, {.tile_rows = 128, .capture_layers = drafter.feature_layers()},
+                           cache, &out)
+                  .ok());
+  drafter.AppendContext(
+      {.features = out.features, .positions = batch.positions, .slots = batch.kv_slots});
+  DraftOutput draft;
+  const DraftRequest request{.seq = seq, .ctx_len = n, .anchor = anchor, .committed = context};
+  EXPECT_TRUE(drafter.Draft(std::span(&request, 1), cache, 16, &draft).ok());
+  return draft;
+}
+
+}  // namespace dscale::testing
