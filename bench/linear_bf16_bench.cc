@@ -5,9 +5,14 @@
 // fraction of the bandwidth, the arithmetic rate as a fraction of the sgemm rate, and the time
 // over the roofline max(weight bytes ÷ bandwidth, FLOPs ÷ sgemm rate); then the time of each
 // register-tile variant, of widen-and-sgemm and of f32 weights through OpenBLAS (what the model
-// did before) at the same row count, and every variant's bandwidth fraction at one row.
+// did before) at the same row count, and every variant's bandwidth fraction at one row. The int8
+// columns run the same layer quantised for `--weights int8` (LinearInt8: 1 byte per weight plus
+// an f32 scale per 32): its time, bandwidth fraction (of its 1.125 bytes per weight) and speed-up
+// over BF16 at each row count; with --int8-variants also each int8 tile variant and
+// dequantise-and-sgemm.
 //
 //   build/linear_bf16_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b] [--max-rows 512]
+//                           [--int8-variants 1]
 
 #include <cblas.h>
 #include <omp.h>
@@ -27,7 +32,9 @@
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/openblas_kernels.h"
+#include "model/quantize_int8.h"
 
 namespace dscale {
 namespace {
@@ -48,6 +55,8 @@ struct Matrix {
   int64_t out, in;
   std::vector<uint16_t> bf16;
   std::vector<float> f32;
+  std::vector<int8_t> int8;   // the BF16 values quantised (quantize_int8.h)
+  std::vector<float> scales;  // [out, Int8Groups(in)]
 };
 
 // The layer's four projections, [out, in]: stacked q/k/v, o, stacked gate/up, down.
@@ -67,6 +76,9 @@ std::vector<Matrix> LayerMatrices(const LayerShape& s) {
       mat.bf16[i] = F32ToBf16(normal(rng));
       mat.f32[i] = Bf16ToF32(mat.bf16[i]);
     }
+    mat.int8.resize(mat.f32.size());
+    mat.scales.resize(d[0] * cpu::Int8Groups(d[1]));
+    QuantizeInt8Rows(mat.f32.data(), d[0], d[1], mat.int8.data(), mat.scales.data());
     m.push_back(std::move(mat));
   }
   return m;
@@ -79,6 +91,7 @@ double SecondsPerCall(const std::function<void()>& call) {
 struct Args {
   const LayerShape* shape = &kShapes[1];
   int64_t max_rows = 512;
+  bool int8_variants = false;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -87,6 +100,8 @@ Args ParseArgs(int argc, char** argv) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--max-rows") {
       a.max_rows = std::atoll(value.c_str());
+    } else if (flag == "--int8-variants") {
+      a.int8_variants = value != "0";
     } else if (flag == "--shape") {
       a.shape = nullptr;
       for (const LayerShape& s : kShapes) {
@@ -102,6 +117,58 @@ Args ParseArgs(int argc, char** argv) {
     }
   }
   return a;
+}
+
+// The layer's time per call through `linear`, applied to each matrix.
+template <typename Linear>
+double LayerSeconds(const std::vector<Matrix>& layer, Linear linear) {
+  return SecondsPerCall([&] {
+    for (const Matrix& m : layer) linear(m);
+  });
+}
+
+// The non-portable variants: benchmarked side by side at every row count (the portable loops
+// exist for CPUs without AVX2 and take seconds at hundreds of rows).
+template <typename Isa>
+std::vector<Isa> VectorVariants(const std::vector<Isa>& supported) {
+  std::vector<Isa> variants;
+  for (const Isa isa : supported) {
+    if (isa != Isa::kPortable) variants.push_back(isa);
+  }
+  return variants;
+}
+
+constexpr double kInt8BytesPerWeight = 1.0 + 4.0 / cpu::kInt8GroupSize;
+
+void PrintInt8Header(const Args& args) {
+  std::printf(" | %9s %7s %9s", "int8 ms", "int8 bw", "bf16/int8");
+  if (!args.int8_variants) return;
+  for (const cpu::Int8Isa isa : VectorVariants(cpu::SupportedInt8Isas())) {
+    std::printf(" %9s", ("i8 " + std::string(cpu::Int8IsaName(isa))).c_str());
+  }
+  std::printf(" %9s", "i8 deq+sg");
+}
+
+// The int8 cells of one row count: LinearInt8's time, its weight bytes per second over the
+// bandwidth, its speed-up over `t_bf16`; with --int8-variants each tile variant and
+// dequantise-and-sgemm.
+void PrintInt8Cells(const Args& args, const std::vector<Matrix>& layer, const float* x, float* y,
+                    int64_t rows, double bytes, double bandwidth, double t_bf16) {
+  const double t_int8 = LayerSeconds(layer, [&](const Matrix& m) {
+    cpu::LinearInt8(x, m.int8.data(), m.scales.data(), y, rows, m.in, m.out);
+  });
+  std::printf(" | %9.3f %7.2f %9.2f", t_int8 * 1e3, bytes / t_int8 / bandwidth, t_bf16 / t_int8);
+  if (!args.int8_variants) return;
+  for (const cpu::Int8Isa isa : VectorVariants(cpu::SupportedInt8Isas())) {
+    const double t = LayerSeconds(layer, [&](const Matrix& m) {
+      cpu::LinearInt8Tiled(isa, x, m.int8.data(), m.scales.data(), y, rows, m.in, m.out, false);
+    });
+    std::printf(" %9.3f", t * 1e3);
+  }
+  const double t = LayerSeconds(layer, [&](const Matrix& m) {
+    cpu::LinearInt8DequantSgemm(x, m.int8.data(), m.scales.data(), y, rows, m.in, m.out, false);
+  });
+  std::printf(" %9.3f", t * 1e3);
 }
 
 void Run(const Args& args) {
@@ -125,22 +192,15 @@ void Run(const Args& args) {
   std::normal_distribution<float> normal;
   for (float& v : x) v = normal(rng);
 
-  // The non-portable tile variants side by side at every row count; the portable one only at
-  // one row (it exists for CPUs without AVX2 and takes seconds at hundreds of rows).
-  std::vector<cpu::Bf16Isa> tiled;
-  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
-    if (isa != cpu::Bf16Isa::kPortable) tiled.push_back(isa);
-  }
+  const std::vector<cpu::Bf16Isa> tiled = VectorVariants(cpu::SupportedBf16Isas());
   std::printf("%5s  %10s %8s %8s %9s", "rows", "bf16 ms", "bw frac", "sgemm fr", "/roofline");
   for (const cpu::Bf16Isa isa : tiled) {
     std::printf(" %9s", (std::string(cpu::Bf16IsaName(isa)) + " ms").c_str());
   }
-  std::printf(" %11s %10s %9s\n", "widen+sg ms", "f32 ms", "/roofline");
-  const auto run_layer = [&](auto linear) {
-    return SecondsPerCall([&] {
-      for (const Matrix& m : layer) linear(m);
-    });
-  };
+  std::printf(" %11s %10s %9s", "widen+sg ms", "f32 ms", "/roofline");
+  PrintInt8Header(args);
+  std::printf("\n");
+  const auto run_layer = [&](auto linear) { return LayerSeconds(layer, linear); };
   for (int64_t rows = 1; rows <= args.max_rows; rows *= 2) {
     const double flops = 2.0 * rows * params;
     const auto roofline = [&](double bytes) { return std::max(bytes / bandwidth, flops / sgemm); };
@@ -163,8 +223,10 @@ void Run(const Args& args) {
     const double t_f32 = run_layer([&](const Matrix& m) {
       cpu::Linear(x.data(), m.f32.data(), y.data(), rows, m.in, m.out);
     });
-    std::printf(" %11.3f %10.3f %9.2f\n", t_widen * 1e3, t_f32 * 1e3,
-                t_f32 / roofline(f32_bytes));
+    std::printf(" %11.3f %10.3f %9.2f", t_widen * 1e3, t_f32 * 1e3, t_f32 / roofline(f32_bytes));
+    PrintInt8Cells(args, layer, x.data(), y.data(), rows, kInt8BytesPerWeight * params, bandwidth,
+                   t_bf16);
+    std::printf("\n");
   }
 
   std::printf("\none row by tile variant (fraction of bandwidth):\n");
@@ -172,8 +234,17 @@ void Run(const Args& args) {
     const double t = run_layer([&](const Matrix& m) {
       cpu::LinearBf16Tiled(isa, x.data(), m.bf16.data(), y.data(), 1, m.in, m.out, false);
     });
-    std::printf("  %-8s %8.3f ms, %.2f of bandwidth\n",
+    std::printf("  bf16 %-8s %8.3f ms, %.2f of bandwidth\n",
                 std::string(cpu::Bf16IsaName(isa)).c_str(), t * 1e3, 2.0 * params / t / bandwidth);
+  }
+  for (const cpu::Int8Isa isa : cpu::SupportedInt8Isas()) {
+    const double t = run_layer([&](const Matrix& m) {
+      cpu::LinearInt8Tiled(isa, x.data(), m.int8.data(), m.scales.data(), y.data(), 1, m.in, m.out,
+                           false);
+    });
+    std::printf("  int8 %-8s %8.3f ms, %.2f of bandwidth\n",
+                std::string(cpu::Int8IsaName(isa)).c_str(), t * 1e3,
+                kInt8BytesPerWeight * params / t / bandwidth);
   }
 }
 

@@ -67,6 +67,16 @@ void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype) {
       ->default_str(std::string(KvDtypeName(*dtype)));
 }
 
+void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
+  cmd->add_option_function<std::string>(
+         "--weights",
+         [weights](const std::string& name) { *weights = ParseWeightsMode(name).value(); },
+         "The target's projection weights: as-stored (BF16 used in place, F32/F16 as f32), or "
+         "int8 (quantised at load, a scale per 32 inputs; CPU only)")
+      ->check(CLI::IsMember({"as-stored", "int8"}))
+      ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
+}
+
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
                            int32_t concurrency, int32_t max_tokens, int32_t block) {
   if (flag > 0) return flag;

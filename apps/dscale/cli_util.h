@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "kv/kv_dtype.h"
+#include "model/qwen3_weights.h"
 
 namespace CLI {
 class App;
@@ -25,6 +26,10 @@ int ReportError(const std::string& command, const Status& status);
 // OpenBLAS shares (default: OMP_NUM_THREADS, else one per core). Applied while parsing, before
 // any model loads.
 void AddThreadsOption(CLI::App* cmd);
+
+// --weights as-stored|int8: how the target's projections are held (WeightsMode, into `weights`;
+// default as-stored). Another value is a usage error naming the accepted ones.
+void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 
 // --kv-dtype bf16|f32: how the host KV caches (the target's and the drafter's) store K and V
 // into `dtype`; bf16 (the default) takes half of f32's memory and attention bandwidth.

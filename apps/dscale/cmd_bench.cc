@@ -41,6 +41,7 @@ struct BenchArgs {
   std::string baseline;
   std::string tile_routing = "auto";
   std::string device = kDefaultDevice;
+  WeightsMode weights = WeightsMode::kAsStored;
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
@@ -109,7 +110,7 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
     return InvalidArgument("dscale and dspark need --predictor");
   }
   auto m = std::make_unique<Models>();
-  DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target));
+  DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target, a.weights));
   DSCALE_ASSIGN_OR_RETURN(std::optional<Tokenizer> tok,
                           LoadOptionalTokenizer(a.tokenizer, a.target));
   if (!tok) return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
@@ -225,6 +226,7 @@ nlohmann::json ConfigJson(const BenchArgs& a) {
                                 : nlohmann::json(a.budget.VerifyBudget()->fraction)},
           {"tile_routing", a.tile_routing},
           {"device", a.url.empty() ? a.device : "server"},
+          {"weights", a.url.empty() ? std::string(WeightsModeName(a.weights)) : "server"},
           {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"}};
 }
 
@@ -252,6 +254,12 @@ Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agre
 
 Status RunBench(const BenchArgs& a) {
   DSCALE_ASSIGN_OR_RETURN(std::vector<BenchMode> modes, SelectModes(a));
+  if (!a.url.empty() && a.weights != WeightsMode::kAsStored) {
+    return InvalidArgument(
+        "--weights applies to in-process runs; a server holds the weights it was started with "
+        "(dscale serve --weights)");
+  }
+  DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(a.device, a.weights));
   DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> concurrency,
                           bench::ParsePositiveList(a.concurrency, "--concurrency"));
   DSCALE_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(a));
@@ -315,6 +323,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   AddDeviceOption(cmd, &a->device);
+  AddWeightsOption(cmd, &a->weights);
   AddThreadsOption(cmd);
   AddKvDtypeOption(cmd, &a->kv_dtype);
 }

@@ -30,6 +30,7 @@ struct CollectArgs {
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   KvDtype kv_dtype = KvDtype::kBf16;
   uint64_t projection_seed = 1;
+  WeightsMode weights = WeightsMode::kAsStored;
 };
 
 // Writes one record per request of each observed step.
@@ -84,7 +85,7 @@ Result<std::vector<std::vector<int32_t>>> LoadAllPrompts(const CollectArgs& args
 
 int RunCollect(const CollectArgs& args) {
   auto fail = [](const Status& s) { return ReportError("collect", s); };
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target);
+  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
   if (!target.ok()) return fail(target.status());
   Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target);
   if (!drafter.ok()) return fail(drafter.status());
@@ -145,6 +146,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
       ->check(AtLeast(1))
       ->capture_default_str();
+  AddWeightsOption(cmd, &args->weights);
   AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")

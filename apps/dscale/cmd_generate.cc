@@ -43,6 +43,7 @@ struct GenerateArgs {
   BudgetFlags budget;
   bool tile_routing = true;
   std::string device = kDefaultDevice;
+  WeightsMode weights = WeightsMode::kAsStored;
   bool json = false;
 };
 
@@ -145,7 +146,8 @@ int RunGenerate(const GenerateArgs& args) {
   auto fail = [](const Status& s) { return ReportError("generate", s); };
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
   if (!policy.ok()) return fail(policy.status());
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target);
+  if (Status s = CheckWeightsForDevice(args.device, args.weights); !s.ok()) return fail(s);
+  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
   if (!target.ok()) return fail(target.status());
   Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
   if (!tokenizer.ok()) return fail(tokenizer.status());
@@ -250,6 +252,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
   AddDeviceOption(cmd, &args->device);
+  AddWeightsOption(cmd, &args->weights);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }

@@ -15,13 +15,14 @@ namespace {
 struct LogitsArgs {
   std::string model;
   std::string ids;
+  WeightsMode weights = WeightsMode::kAsStored;
   KvDtype kv_dtype = KvDtype::kBf16;
 };
 
 int RunLogits(const LogitsArgs& args) {
   Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
   if (!ids.ok()) return ReportError("logits", ids.status());
-  Result<Qwen3Model> model = Qwen3Model::Load(args.model);
+  Result<Qwen3Model> model = Qwen3Model::Load(args.model, args.weights);
   if (!model.ok()) return ReportError("logits", model.status());
 
   const auto n = static_cast<int32_t>(ids->size());
@@ -54,6 +55,7 @@ void RegisterLogitsCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("logits", "Print full-vocabulary logits of one prefill");
   cmd->add_option("--model", args->model, "Checkpoint directory")->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
+  AddWeightsOption(cmd, &args->weights);
   AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
 }

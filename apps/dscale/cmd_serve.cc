@@ -58,6 +58,7 @@ struct ServeArgs {
   bool reuse_port = false;
   bool tile_routing = true;
   std::string device = kDefaultDevice;
+  WeightsMode weights = WeightsMode::kAsStored;
   BudgetFlags budget;
 };
 
@@ -74,7 +75,8 @@ struct Models {
 
 Status LoadModels(const ServeArgs& args, Models* m) {
   DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target));
+  DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(args.device, args.weights));
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target, args.weights));
   m->target.emplace(std::move(target));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
@@ -244,9 +246,12 @@ int RunServe(const ServeArgs& args) {
   std::thread signal_thread([&] {
     WaitForSignal(signals, http, loop, ended, std::chrono::seconds(args.drain_timeout_s));
   });
-  std::printf("dscale serve: listening on http://%s:%d (model \"%s\", --spec %s)\n",
-              args.host.c_str(), http.port(), ModelName(args).c_str(),
-              models.policy.Name().c_str());
+  const std::string weights = args.weights == WeightsMode::kAsStored
+                                  ? ""
+                                  : ", --weights " + std::string(WeightsModeName(args.weights));
+  std::printf("dscale serve: listening on http://%s:%d (model \"%s\", --spec %s%s)\n",
+              args.host.c_str(), http.port(), ModelName(args).c_str(), models.policy.Name().c_str(),
+              weights.c_str());
   std::fflush(stdout);
   http.Serve();
   loop.Stop();
@@ -312,6 +317,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
   AddDeviceOption(cmd, &args->device);
+  AddWeightsOption(cmd, &args->weights);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }

@@ -24,6 +24,14 @@ void AddDeviceOption(CLI::App* cmd, std::string* device) {
       ->capture_default_str();
 }
 
+Status CheckWeightsForDevice(const std::string& device, WeightsMode weights) {
+  if (device == "cpu" || weights == WeightsMode::kAsStored) return Status::Ok();
+  return InvalidArgument("--weights " + std::string(WeightsModeName(weights)) +
+                         ": the int8 kernels run on the CPU only; use --device cpu, or "
+                         "--weights as-stored with --device " +
+                         device);
+}
+
 #ifdef DSCALE_HAVE_CUDA
 
 namespace {

@@ -26,6 +26,10 @@ inline constexpr const char* kDefaultDevice = "cpu";
 // Adds --device to `cmd`, storing into `device` (cpu or cuda).
 void AddDeviceOption(CLI::App* cmd, std::string* device);
 
+// `--weights int8` runs on the CPU only: InvalidArgument saying so for `device` cuda (checked
+// before any model loads).
+Status CheckWeightsForDevice(const std::string& device, WeightsMode weights);
+
 // The models an engine runs: the host ones, or their copies on the device.
 class PlacedModels {
  public:

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -271,6 +272,19 @@ Status SafetensorsFile::MapFile() {
   return Status::Ok();
 }
 
+void SafetensorsFile::DropResident(const TensorInfo& tensor) const {
+  // The mapping is private and read-only, so no page of it holds a private copy: MADV_DONTNEED
+  // only unmaps pages, and the next read maps the file's bytes again.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(tensor.data);
+  const uintptr_t begin = first / page * page;
+  const uintptr_t end = std::min(first + (tensor.end - tensor.begin),
+                                 reinterpret_cast<uintptr_t>(mapping_) + mapping_size_);
+  if (tensor.data == nullptr || end <= begin) return;
+  // Advice: where it fails the pages stay resident, which costs memory, not correctness.
+  static_cast<void>(::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED));
+}
+
 // Reads the header out of the mapping; messages carry no path (Open adds it).
 Status SafetensorsFile::ParseMapped() {
   const auto* bytes = static_cast<const std::byte*>(mapping_);
@@ -424,6 +438,11 @@ Result<const TensorInfo*> Checkpoint::Tensor(const std::string& name,
                     " is NaN or infinite; weights must be finite");
   }
   return &tensor;
+}
+
+void Checkpoint::DropResident(const std::string& name) const {
+  const auto it = index_.find(name);
+  if (it != index_.end()) it->second.file->DropResident(*it->second.info);
 }
 
 Result<std::vector<float>> Checkpoint::ReadF32(const std::string& name,

@@ -54,6 +54,12 @@ class SafetensorsFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
+  // Drops the pages holding `tensor` (one of tensors()) from this process's resident memory, for
+  // callers that have copied it into another form. Its bytes stay readable: a later read faults
+  // them back in from the file (or the page cache). Pages shared with neighbouring tensors go
+  // too and come back the same way.
+  void DropResident(const TensorInfo& tensor) const;
+
  private:
   SafetensorsFile() = default;
   Status MapFile();
@@ -86,6 +92,8 @@ class Checkpoint {
   // the whole tensor once, at memory speed.
   Result<const TensorInfo*> Tensor(const std::string& name,
                                    const std::vector<int64_t>& expected_shape) const;
+  // SafetensorsFile::DropResident for the tensor `name`; nothing when there is none.
+  void DropResident(const std::string& name) const;
   // Tensor(), converted to f32.
   Result<std::vector<float>> ReadF32(const std::string& name,
                                      const std::vector<int64_t>& expected_shape) const;

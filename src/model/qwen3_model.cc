@@ -9,12 +9,15 @@
 
 namespace dscale {
 
-Result<Qwen3Model> Qwen3Model::Load(const std::string& dir) {
+Result<Qwen3Model> Qwen3Model::Load(const std::string& dir, WeightsMode weights_mode) {
   DSCALE_ASSIGN_OR_RETURN(Qwen3Config config, LoadQwen3Config(dir + "/config.json"));
-  DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-  const TensorReader read =
-      CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(checkpoint)));
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Weights weights, LoadQwen3Weights(config, read));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
+  const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));
+  const WeightsLoad how{
+      .mode = weights_mode,
+      .drop_resident = [&checkpoint](const std::string& name) { checkpoint->DropResident(name); }};
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Weights weights,
+                          LoadQwen3Weights(config, CheckpointTensorReader(checkpoint), how));
   return Qwen3Model(std::move(config), std::move(weights));
 }
 

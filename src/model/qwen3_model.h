@@ -18,8 +18,10 @@ namespace dscale {
 
 class Qwen3Model final : public TargetModel {
  public:
-  // Loads `dir`/config.json and the safetensors checkpoint in `dir`.
-  static Result<Qwen3Model> Load(const std::string& dir);
+  // Loads `dir`/config.json and the safetensors checkpoint in `dir`, holding the projections as
+  // `weights` says (with kInt8 the pages of the quantised tensors leave resident memory).
+  static Result<Qwen3Model> Load(const std::string& dir,
+                                 WeightsMode weights = WeightsMode::kAsStored);
   Qwen3Model(Qwen3Config config, Qwen3Weights weights);
 
   const Qwen3Config& config() const override { return config_; }

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "model/quantize_int8.h"
+
 namespace dscale {
 namespace {
 
@@ -109,15 +111,46 @@ ShapeList Qwen3TensorShapes(const Qwen3Config& c) {
   return shapes;
 }
 
-Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& c, const TensorReader& read) {
+std::string_view WeightsModeName(WeightsMode mode) {
+  return mode == WeightsMode::kInt8 ? "int8" : "as-stored";
+}
+
+Result<WeightsMode> ParseWeightsMode(std::string_view name) {
+  if (name == "as-stored") return WeightsMode::kAsStored;
+  if (name == "int8") return WeightsMode::kInt8;
+  return InvalidArgument("--weights: expected as-stored or int8, got \"" + std::string(name) +
+                         "\"");
+}
+
+Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& c, const TensorReader& read,
+                                      const WeightsLoad& how) {
+  const bool int8 = how.mode == WeightsMode::kInt8;
+  const auto drop = [&how](const std::string& name) {
+    if (how.drop_resident) how.drop_resident(name);
+  };
   Qwen3Weights w;
   DSCALE_ASSIGN_OR_RETURN(w.embed, read(kQwen3EmbedName, {c.vocab_size, c.hidden_size}));
+  if (int8) {
+    // The LM head first, so that its source's pages leave resident memory before the layers'
+    // copies arrive: the peak is the int8 model plus one layer's source, not plus the head's.
+    WeightMatrix head = w.embed;
+    if (!c.tie_word_embeddings) {
+      DSCALE_ASSIGN_OR_RETURN(head, read(kQwen3LmHeadName, {c.vocab_size, c.hidden_size}));
+      drop(kQwen3LmHeadName);
+    }
+    w.lm_head = QuantizeInt8(head);
+    drop(kQwen3EmbedName);  // lookups fault in only the rows they read
+  }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     DSCALE_ASSIGN_OR_RETURN(Qwen3LayerWeights lw, LoadDecoderLayer(c, kQwen3Prefix, layer, read));
+    if (int8) {
+      QuantizeLayerInt8(&lw);
+      for (const auto& [name, shape] : DecoderLayerShapes(c, kQwen3Prefix, layer)) drop(name);
+    }
     w.layers.push_back(std::move(lw));
   }
   DSCALE_ASSIGN_OR_RETURN(w.final_norm, ReadValues(read, {kQwen3FinalNormName, {c.hidden_size}}));
-  if (!c.tie_word_embeddings) {
+  if (!c.tie_word_embeddings && !int8) {
     DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kQwen3LmHeadName, {c.vocab_size, c.hidden_size}));
   }
   return w;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -68,8 +69,29 @@ TensorReader FromF32Reader(F32TensorReader read);
 TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint,
                                     std::string prefix = "");
 
-// Reads every tensor of Qwen3TensorShapes(config) through `read` and lays them out.
-Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& config, const TensorReader& read);
+// How the CPU forward holds the projection matrices (q/k/v/o, gate/up, down and the LM head): as
+// the checkpoint stores them (BF16 in place, F32 and F16 as f32), or quantised to int8 at load
+// (`--weights int8`, quantize_int8.h). Embeddings and norm gains are held as stored either way.
+enum class WeightsMode { kAsStored, kInt8 };
+// "as-stored", "int8": the spellings of `--weights`.
+std::string_view WeightsModeName(WeightsMode mode);
+// InvalidArgument naming `--weights` and the accepted spellings for anything else.
+Result<WeightsMode> ParseWeightsMode(std::string_view name);
+
+struct WeightsLoad {
+  WeightsMode mode = WeightsMode::kAsStored;
+  // kInt8: called with the name of every tensor the loader has made its own copy of, and of the
+  // embedding (whose lookups fault in only the rows they read), so a memory-mapped checkpoint
+  // can drop those pages from the process's resident memory (Checkpoint::DropResident). May be
+  // empty.
+  std::function<void(const std::string& name)> drop_resident;
+};
+
+// Reads every tensor of Qwen3TensorShapes(config) through `read` and lays them out; with
+// WeightsMode::kInt8 the LM head and then each layer's projections are quantised as soon as they
+// are read, so a checkpoint's pages need not all be resident at once.
+Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& config, const TensorReader& read,
+                                      const WeightsLoad& how = {});
 // Reads one decoder layer's tensors (DecoderLayerShapes) and lays them out.
 Result<Qwen3LayerWeights> LoadDecoderLayer(const Qwen3Config& config, const std::string& prefix,
                                            int64_t layer, const TensorReader& read);

@@ -2,13 +2,27 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/check.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int8.h"
 
 namespace dscale {
 namespace {
+
+size_t ElementBytes(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32:
+      return sizeof(float);
+    case WeightFormat::kBF16:
+      return sizeof(uint16_t);
+    case WeightFormat::kInt8:
+      break;
+  }
+  return sizeof(int8_t);
+}
 
 template <typename T>
 WeightMatrix Owned(std::vector<T> values, DType dtype, int64_t rows, int64_t cols) {
@@ -33,6 +47,26 @@ WeightMatrix WeightMatrix::FromBf16(std::vector<uint16_t> bits, int64_t rows, in
   return Owned(std::move(bits), DType::kBF16, rows, cols);
 }
 
+WeightMatrix WeightMatrix::FromInt8(std::vector<int8_t> values, std::vector<float> scales,
+                                    int64_t rows, int64_t cols) {
+  DSCALE_CHECK(rows >= 0 && cols >= 0 && static_cast<int64_t>(values.size()) == rows * cols &&
+               static_cast<int64_t>(scales.size()) == rows * cpu::Int8Groups(cols));
+  // One owner for both arrays, so row ranges and stacks keep them alive together.
+  auto owner = std::make_shared<std::pair<std::vector<int8_t>, std::vector<float>>>(
+      std::move(values), std::move(scales));
+  WeightMatrix m;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  if (rows > 0) {
+    m.blocks_.push_back({.format = WeightFormat::kInt8,
+                         .data = owner->first.data(),
+                         .scales = owner->second.data(),
+                         .rows = rows});
+  }
+  m.owners_.push_back(std::move(owner));
+  return m;
+}
+
 WeightMatrix WeightMatrix::View(DType dtype, const void* data, int64_t rows, int64_t cols,
                                 std::shared_ptr<const void> owner) {
   DSCALE_CHECK_MSG(dtype == DType::kF32 || dtype == DType::kBF16,
@@ -40,7 +74,8 @@ WeightMatrix WeightMatrix::View(DType dtype, const void* data, int64_t rows, int
   WeightMatrix m;
   m.rows_ = rows;
   m.cols_ = cols;
-  if (rows > 0) m.blocks_.push_back({.dtype = dtype, .data = data, .rows = rows});
+  const WeightFormat format = dtype == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  if (rows > 0) m.blocks_.push_back({.format = format, .data = data, .rows = rows});
   m.owners_.push_back(std::move(owner));
   return m;
 }
@@ -59,7 +94,12 @@ WeightMatrix WeightMatrix::Stack(const std::vector<WeightMatrix>& parts) {
 
 int64_t WeightMatrix::bytes() const {
   int64_t total = 0;
-  for (const Block& b : blocks_) total += b.rows * cols_ * static_cast<int64_t>(DTypeSize(b.dtype));
+  for (const Block& b : blocks_) {
+    total += b.rows * cols_ * static_cast<int64_t>(ElementBytes(b.format));
+    if (b.format == WeightFormat::kInt8) {
+      total += b.rows * cpu::Int8Groups(cols_) * static_cast<int64_t>(sizeof(float));
+    }
+  }
   return total;
 }
 
@@ -72,9 +112,12 @@ WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
   for (const Block& b : blocks_) {
     const int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + b.rows);
     if (lo < hi) {
-      const auto offset = static_cast<size_t>((lo - first) * cols_) * DTypeSize(b.dtype);
-      m.blocks_.push_back({.dtype = b.dtype,
+      const auto offset = static_cast<size_t>((lo - first) * cols_) * ElementBytes(b.format);
+      const float* scales =
+          b.scales == nullptr ? nullptr : b.scales + (lo - first) * cpu::Int8Groups(cols_);
+      m.blocks_.push_back({.format = b.format,
                            .data = static_cast<const std::byte*>(b.data) + offset,
+                           .scales = scales,
                            .rows = hi - lo});
       m.rows_ += hi - lo;
     }
@@ -87,9 +130,20 @@ void WeightMatrix::RowToF32(int64_t row, float* dst) const {
   DSCALE_CHECK(row >= 0 && row < rows_);
   for (const Block& b : blocks_) {
     if (row < b.rows) {
-      const size_t offset = static_cast<size_t>(row * cols_) * DTypeSize(b.dtype);
-      ConvertToF32(b.dtype, static_cast<const std::byte*>(b.data) + offset,
-                   static_cast<size_t>(cols_), dst);
+      const size_t offset = static_cast<size_t>(row * cols_) * ElementBytes(b.format);
+      const std::byte* data = static_cast<const std::byte*>(b.data) + offset;
+      switch (b.format) {
+        case WeightFormat::kInt8:
+          cpu::DequantizeInt8Rows(reinterpret_cast<const int8_t*>(data),
+                                  b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
+          return;
+        case WeightFormat::kBF16:
+          ConvertToF32(DType::kBF16, data, static_cast<size_t>(cols_), dst);
+          return;
+        case WeightFormat::kF32:
+          break;
+      }
+      ConvertToF32(DType::kF32, data, static_cast<size_t>(cols_), dst);
       return;
     }
     row -= b.rows;
@@ -107,10 +161,15 @@ std::vector<uint16_t> WeightMatrix::ToBf16() const {
   size_t at = 0;
   for (const Block& b : blocks_) {
     const auto count = static_cast<size_t>(b.rows * cols_);
-    if (b.dtype == DType::kBF16) {
+    if (b.format == WeightFormat::kBF16) {
       std::memcpy(out.data() + at, b.data, count * sizeof(uint16_t));
-    } else {
+    } else if (b.format == WeightFormat::kF32) {
       ConvertFromF32(DType::kBF16, static_cast<const float*>(b.data), count, out.data() + at);
+    } else {
+      std::vector<float> wide(count);
+      cpu::DequantizeInt8Rows(static_cast<const int8_t*>(b.data), b.scales, b.rows, cols_,
+                              wide.data());
+      ConvertFromF32(DType::kBF16, wide.data(), count, out.data() + at);
     }
     at += count;
   }
@@ -120,9 +179,12 @@ std::vector<uint16_t> WeightMatrix::ToBf16() const {
 void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool accumulate) {
   int64_t column = 0;
   for (const WeightMatrix::Block& b : w.blocks()) {
-    if (b.dtype == DType::kBF16) {
+    if (b.format == WeightFormat::kBF16) {
       cpu::LinearBf16(x, static_cast<const uint16_t*>(b.data), y + column, rows, w.cols(), b.rows,
                       accumulate, w.rows());
+    } else if (b.format == WeightFormat::kInt8) {
+      cpu::LinearInt8(x, static_cast<const int8_t*>(b.data), b.scales, y + column, rows, w.cols(),
+                      b.rows, accumulate, w.rows());
     } else {
       cpu::Linear(x, static_cast<const float*>(b.data), y + column, rows, w.cols(), b.rows,
                   accumulate, w.rows());

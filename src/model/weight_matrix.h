@@ -1,7 +1,8 @@
 #pragma once
 // A weight matrix [rows, cols] in PyTorch's Linear layout (rows are outputs) as the CPU forward
-// reads it: f32, or BF16 bits used where they lie — in the checkpoint's memory mapping, never
-// widened into an f32 copy. A matrix may be stacked from row blocks that live in different places
+// reads it: f32, BF16 bits used where they lie — in the checkpoint's memory mapping, never
+// widened into an f32 copy — or owned 8-bit values with a scale per 32 inputs (`--weights int8`,
+// model/quantize_int8.h). A matrix may be stacked from row blocks that live in different places
 // (q/k/v projections, gate/up), so stacking costs no copy either.
 
 #include <cstddef>
@@ -13,12 +14,16 @@
 
 namespace dscale {
 
+// How a block stores its elements.
+enum class WeightFormat { kF32, kBF16, kInt8 };
+
 class WeightMatrix {
  public:
   // Consecutive rows stored in one place.
   struct Block {
-    DType dtype = DType::kF32;  // kF32 or kBF16
-    const void* data = nullptr;
+    WeightFormat format = WeightFormat::kF32;
+    const void* data = nullptr;     // [rows, cols]: f32, BF16 bits or int8
+    const float* scales = nullptr;  // kInt8: [rows, cpu::Int8Groups(cols)] (gemm_int8.h)
     int64_t rows = 0;
   };
 
@@ -26,6 +31,9 @@ class WeightMatrix {
   // Owned values: `values` holds rows · cols elements.
   static WeightMatrix FromF32(std::vector<float> values, int64_t rows, int64_t cols);
   static WeightMatrix FromBf16(std::vector<uint16_t> bits, int64_t rows, int64_t cols);
+  // `values` [rows, cols] and `scales` [rows, cpu::Int8Groups(cols)] in cpu::LinearInt8's format.
+  static WeightMatrix FromInt8(std::vector<int8_t> values, std::vector<float> scales, int64_t rows,
+                               int64_t cols);
   // A checkpoint tensor of `shape`: shape[0] rows of the remaining dims (a vector, or a scalar,
   // is one column).
   static WeightMatrix FromF32(std::vector<float> values, const std::vector<int64_t>& shape);
@@ -41,12 +49,12 @@ class WeightMatrix {
   size_t size() const { return static_cast<size_t>(rows_ * cols_); }
   bool empty() const { return rows_ == 0; }
   const std::vector<Block>& blocks() const { return blocks_; }
-  // Bytes the elements take where they are stored.
+  // Bytes the elements (and int8 scales) take where they are stored.
   int64_t bytes() const;
 
   // Rows [begin, begin + count), sharing this matrix's storage.
   WeightMatrix RowRange(int64_t begin, int64_t count) const;
-  // Row `row` widened to f32 into dst[0, cols).
+  // Row `row` widened to f32 into dst[0, cols) (int8: the values Project multiplies by).
   void RowToF32(int64_t row, float* dst) const;
   // Every element widened to f32 (references, uploads, tests).
   std::vector<float> ToF32() const;
@@ -61,7 +69,8 @@ class WeightMatrix {
 };
 
 // y[rows, w.rows()] = x[rows, w.cols()] · wᵀ, or y += that when `accumulate`: f32 blocks through
-// OpenBLAS, BF16 blocks through LinearBf16, each into its column block of y.
+// OpenBLAS, BF16 blocks through LinearBf16, int8 blocks through LinearInt8, each into its column
+// block of y.
 void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows,
              bool accumulate = false);
 

@@ -54,7 +54,7 @@ class ModelCommandsTest : public ::testing::Test {
   }
 
   // The target's logits after `ids` (its last row), from `dscale logits` (`flags`: e.g. its
-  // --kv-dtype).
+  // --kv-dtype or --weights).
   static std::vector<float> LastLogits(const std::vector<int32_t>& ids,
                                        const std::string& flags = "") {
     std::string list;
@@ -209,6 +209,31 @@ TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
   const testing::CommandResult bad = RunDscale(args + "gpu");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.out.find("--device"), std::string::npos) << bad.out;
+}
+
+// --weights int8 (on generate, bench, serve, collect and logits): speculative generation equals
+// plain greedy decoding of the int8 target; the CUDA device and unknown values are refused.
+TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
+  const Result<Qwen3Model> int8 = Qwen3Model::Load(Target(), WeightsMode::kInt8);
+  ASSERT_TRUE(int8.ok()) << int8.status().message();
+  const float tie = testing::GreedyTieTolerance(
+      testing::Int8TargetLogitBounds(*int8, kMaxContext, KvDtype::kBf16));
+  const std::string common = " --target " + Target() + " --drafter " + Drafter() +
+                             " --weights int8 --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+  const nlohmann::json plain = Json("generate" + common + "none");
+  for (const char* mode : {"dflash", "fixed:5"}) {
+    SCOPED_TRACE(mode);
+    const nlohmann::json spec = Json("generate" + common + mode);
+    ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie, " --weights int8");
+  }
+  testing::CommandResult r = RunDscale("generate" + common + "dflash --device cuda");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--weights int8: the int8 kernels run on the CPU only"), std::string::npos)
+      << r.out;
+  r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --weights int4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("int4"), std::string::npos) << r.out;
 }
 
 TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {

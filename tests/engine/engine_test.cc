@@ -7,6 +7,8 @@
 
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
+#include "model/logit_bounds.h"
+#include "model/quantize_int8.h"
 #include "model/random_checkpoint.h"
 #include "planted_drafter.h"
 
@@ -315,6 +317,39 @@ TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
     accepted_lengths.insert(r.accepted.begin(), r.accepted.end());
   }
   EXPECT_GT(accepted_lengths.size(), 4u) << "allocations and accepts should vary";
+}
+
+// --weights int8: speculation is lossless with respect to the target as served. With the
+// projections and LM head quantised (from BF16 weights, as a checkpoint's are), dflash and
+// dscale greedy outputs equal plain greedy decoding of the int8 target, up to float-noise ties of
+// the int8 order bound.
+TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) {
+  Qwen3Weights weights = RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kBF16);
+  QuantizeProjectionsInt8(&weights);
+  Qwen3Model target(EngineTestTargetConfig(), std::move(weights));
+  const float tie = testing::GreedyTieTolerance(
+      testing::Int8TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
+  const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
+  const auto prompts = RandomPrompts(24, target.config().vocab_size, 11);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    expected.push_back(GreedyDecode(target, p, {.max_new_tokens = 24}).value());
+  }
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
+  for (const char* mode : {"dflash", "dscale"}) {
+    for (int32_t c : {1, 16}) {
+      SCOPED_TRACE(::testing::Message() << mode << " c=" << c);
+      EngineConfig config{
+          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
+      const EngineRun run = RunPrompts(target, dflash.get(), config, prompts, {.max_tokens = 24});
+      int ties = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        testing::SameGreedyOutput(target, prompts[i], run.outputs[i], expected[i], &ties, tie);
+      }
+      EXPECT_LE(ties, 1);
+      EXPECT_EQ(run.free_pages_after, run.total_pages);
+    }
+  }
 }
 
 TEST_F(DScaleEngineTest, NeedsAPredictorAndSixteenRowBlocks) {

@@ -73,6 +73,14 @@ inline std::vector<double> TargetLogitBounds(const Qwen3Model& target, int64_t c
   return LogitErrorBounds(relative, target.weights().final_norm, target.weights().LmHead());
 }
 
+// The same for a target whose projections are int8 (--weights int8): the kernels form each term
+// with one rounding more than an f32 kernel over the dequantised weights (gemm_int8.h), as if
+// every reduction were one term longer.
+inline std::vector<double> Int8TargetLogitBounds(const Qwen3Model& target, int64_t context,
+                                                 KvDtype kv) {
+  return TargetLogitBounds(target, LongestReduction(target.config(), context) + 1, kv);
+}
+
 // A DFlash drafter's logits (through the target's LM head) over a draft context of `context`
 // positions: the target's layers that produce the features, the fc projection over all of them,
 // the draft layers, the LM head; both caches store K/V as `kv`.

@@ -112,8 +112,8 @@ TEST(WeightMatrixTest, Bf16CheckpointsLoadInPlaceAndF32OnesAsF32) {
     ASSERT_TRUE(model.ok()) << model.status().message();
     const WeightMatrix& qkv = model->weights().layers[0].qkv;
     ASSERT_EQ(qkv.blocks().size(), 3u);  // q, k and v, stacked without a copy
-    const DType held = dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-    for (const WeightMatrix::Block& b : qkv.blocks()) EXPECT_EQ(b.dtype, held);
+    const WeightFormat held = dtype == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+    for (const WeightMatrix::Block& b : qkv.blocks()) EXPECT_EQ(b.format, held);
     EXPECT_EQ(model->weights().embed.bytes(),
               config.vocab_size * config.hidden_size * (dtype == DType::kBF16 ? 2 : 4));
     // The same values as the in-memory weights of that dtype.

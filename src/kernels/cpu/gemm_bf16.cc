@@ -38,8 +38,10 @@ constexpr int64_t kPrefetchBytes = 1024;
 constexpr int64_t kLineWeights = 32;
 
 // Prefetches the line kPrefetchBytes ahead of weight k in each of the kOuts rows from `wo`.
+// always_inline: GCC 12 treats an out-of-line function of prefetches alone as const and drops
+// its calls.
 template <int kOuts>
-inline void PrefetchLines(const uint16_t* wo, int64_t in, int64_t k) {
+__attribute__((always_inline)) inline void PrefetchLines(const uint16_t* wo, int64_t in, int64_t k) {
   DSCALE_UNROLL
   for (int g = 0; g < kOuts; ++g) {
     _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);

@@ -23,6 +23,22 @@ void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, 
   }
 }
 
+void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
+                int64_t in, int64_t out, int64_t group, bool accumulate) {
+  DSCALE_CHECK(group > 0);
+  const int64_t groups = (in + group - 1) / group;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = accumulate ? static_cast<double>(y[r * out + o]) : 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        const double weight = static_cast<double>(w[o * in + i]) * scales[o * groups + i / group];
+        sum += static_cast<double>(x[r * in + i]) * weight;
+      }
+      y[r * out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
 namespace {
 
 // x[i] · weight[i] / sqrt(mean(x²) + eps) over n values, in double; y may alias x.

@@ -12,6 +12,11 @@ namespace dscale::ref {
 
 void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
             bool accumulate = false);
+// Linear with 8-bit weights in cpu::LinearInt8's format (w [out, in] int8, scales [out,
+// ⌈in / group⌉] f32, weight (o, i) = w[o, i] · scales[o, i / group]), dequantised exactly in
+// double.
+void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
+                int64_t in, int64_t out, int64_t group, bool accumulate = false);
 void RmsNorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps);
 void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim,
                  int64_t row_stride, float eps);

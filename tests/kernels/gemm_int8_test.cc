@@ -1,0 +1,186 @@
+// LinearInt8 (8-bit weights, a scale per 32 inputs, × f32 activations) against the reference
+// LinearInt8, which dequantises exactly in double. The kernels form each term w·s·x with at most
+// two roundings and sum `in` terms plus the accumulated y in f32 (gemm_int8.h), so each output is
+// within γ_(in+2)·Σ|terms| of the reference (float_bounds.h), Σ|terms| = |y0| + Σ|x · w · s|.
+// Every kernel variant this CPU supports is checked, at input widths that are not multiples of 32
+// (a short last group with its own scale), and the many-row path (dequantise + sgemm) too.
+
+#include "kernels/cpu/gemm_int8.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "float_bounds.h"
+#include "kernel_test_util.h"
+#include "kernels/reference/reference_kernels.h"
+
+namespace dscale {
+namespace {
+
+using testing::RandomNormal;
+
+struct Case {
+  std::vector<float> x, y0;
+  std::vector<int8_t> w;      // one leading element, so the matrix starts unaligned
+  std::vector<float> scales;  // [out, groups]
+};
+
+// Weights over the whole int8 range the quantiser uses ([-127, 127]); scales spread over three
+// decades, with some groups zero (an all-zero group quantises to scale 0).
+Case MakeCase(std::mt19937& rng, int64_t rows, int64_t in, int64_t out) {
+  Case c;
+  c.x = RandomNormal(rng, rows * in);
+  c.y0 = RandomNormal(rng, rows * out);
+  std::uniform_int_distribution<int> value(-127, 127);
+  c.w.resize(out * in + 1);
+  for (int8_t& q : c.w) q = static_cast<int8_t>(value(rng));
+  std::uniform_real_distribution<float> exponent(-4.0f, -1.0f);
+  std::bernoulli_distribution zero(0.05);
+  c.scales.resize(out * cpu::Int8Groups(in));
+  for (float& s : c.scales) s = zero(rng) ? 0.0f : std::pow(10.0f, exponent(rng));
+  return c;
+}
+
+const int8_t* Weights(const Case& c) { return c.w.data() + 1; }
+
+void ExpectWithinBound(const Case& c, const std::vector<float>& got, int64_t rows, int64_t in,
+                       int64_t out, bool accumulate) {
+  std::vector<float> want = c.y0;
+  ref::LinearInt8(c.x.data(), Weights(c), c.scales.data(), want.data(), rows, in, out,
+                  cpu::kInt8GroupSize, accumulate);
+  const int64_t groups = cpu::Int8Groups(in);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double mass = accumulate ? std::fabs(c.y0[r * out + o]) : 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        const double weight = static_cast<double>(Weights(c)[o * in + i]) *
+                              c.scales[o * groups + i / cpu::kInt8GroupSize];
+        mass += std::fabs(c.x[r * in + i] * weight);
+      }
+      ASSERT_LE(std::fabs(double{got[r * out + o]} - want[r * out + o]),
+                testing::FloatGamma(in + 2) * mass + 1e-30)
+          << "row " << r << " output " << o;
+    }
+  }
+}
+
+constexpr int64_t kRows[] = {1, 2, 3, 5, 7, 19, 24, 25, 33, 64, 128, 129, 133};
+constexpr int64_t kIns[] = {1, 7, 31, 32, 33, 64, 67, 97, 255, 1031};
+constexpr int64_t kOuts[] = {1, 3, 4, 5, 9, 130};
+
+TEST(LinearInt8Test, EveryVariantMatchesTheReferenceAtOddSizes) {
+  std::mt19937 rng(7);
+  for (const cpu::Int8Isa isa : cpu::SupportedInt8Isas()) {
+    for (const int64_t rows : {1, 2, 3, 4, 5, 7, 9, 33}) {
+      for (const int64_t in : kIns) {
+        for (const int64_t out : kOuts) {
+          for (const bool accumulate : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << cpu::Int8IsaName(isa) << " rows=" << rows << " in=" << in
+                         << " out=" << out << " accumulate=" << accumulate);
+            const Case c = MakeCase(rng, rows, in, out);
+            std::vector<float> y = c.y0;
+            cpu::LinearInt8Tiled(isa, c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in,
+                                 out, accumulate);
+            ExpectWithinBound(c, y, rows, in, out, accumulate);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearInt8Test, DequantiseAndSgemmMatchesTheReference) {
+  std::mt19937 rng(9);
+  for (const int64_t rows : {1, 7, 40}) {
+    for (const int64_t in : {33, 255}) {
+      for (const bool accumulate : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "rows=" << rows << " in=" << in << " accumulate=" << accumulate);
+        const Case c = MakeCase(rng, rows, in, 70);
+        std::vector<float> y = c.y0;
+        cpu::LinearInt8DequantSgemm(c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in, 70,
+                                    accumulate);
+        ExpectWithinBound(c, y, rows, in, 70, accumulate);
+      }
+    }
+  }
+}
+
+TEST(LinearInt8Test, DispatchedKernelMatchesTheReferenceOnBothPaths) {
+  std::mt19937 rng(8);
+  for (const int64_t rows : kRows) {  // both sides of every variant's LinearInt8TiledRowLimit
+    for (const int64_t in : {int64_t{17}, int64_t{255}}) {
+      for (const int64_t out : {int64_t{5}, int64_t{130}, int64_t{300}}) {
+        for (const bool accumulate : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " out=" << out
+                                            << " accumulate=" << accumulate);
+          const Case c = MakeCase(rng, rows, in, out);
+          std::vector<float> y = c.y0;
+          cpu::LinearInt8(c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in, out,
+                          accumulate);
+          ExpectWithinBound(c, y, rows, in, out, accumulate);
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearInt8Test, WritesIntoAColumnBlockOfAWiderOutput) {
+  std::mt19937 rng(10);
+  const int64_t rows = 3, in = 45, out = 6, ldy = 11;
+  const Case c = MakeCase(rng, rows, in, out);
+  std::vector<float> wide(rows * ldy, -7.0f), want(rows * out);
+  cpu::LinearInt8(c.x.data(), Weights(c), c.scales.data(), wide.data() + 2, rows, in, out,
+                  /*accumulate=*/false, ldy);
+  cpu::LinearInt8(c.x.data(), Weights(c), c.scales.data(), want.data(), rows, in, out);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < ldy; ++o) {
+      const float expected = o >= 2 && o < 2 + out ? want[r * out + o - 2] : -7.0f;
+      EXPECT_EQ(wide[r * ldy + o], expected) << r << ", " << o;  // same kernel, same order
+    }
+  }
+}
+
+// Dequantisation is one rounded product per weight, so every path's f32 weights are the same.
+TEST(LinearInt8Test, DequantisedValuesAreTheRoundedProducts) {
+  std::mt19937 rng(11);
+  for (const int64_t in : {1, 31, 32, 33, 100, 1031}) {
+    const Case c = MakeCase(rng, 1, in, 5);
+    std::vector<float> got(5 * in);
+    cpu::DequantizeInt8Rows(Weights(c), c.scales.data(), 5, in, got.data());
+    for (int64_t o = 0; o < 5; ++o) {
+      for (int64_t i = 0; i < in; ++i) {
+        const float want = static_cast<float>(Weights(c)[o * in + i]) *
+                           c.scales[o * cpu::Int8Groups(in) + i / cpu::kInt8GroupSize];
+        ASSERT_EQ(got[o * in + i], want) << "in=" << in << " o=" << o << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(LinearInt8Test, EmptyShapes) {
+  const std::vector<int8_t> w(6, 1);
+  const std::vector<float> scales(2, 1.0f);
+  float y = 42.0f;
+  cpu::LinearInt8(nullptr, w.data(), scales.data(), &y, 0, 3, 2);
+  EXPECT_EQ(y, 42.0f);
+  std::vector<float> ys = {1.0f, 2.0f};
+  cpu::LinearInt8(nullptr, w.data(), scales.data(), ys.data(), 1, 0, 2);
+  EXPECT_EQ(ys, (std::vector<float>{0.0f, 0.0f}));
+  ys = {1.0f, 2.0f};
+  cpu::LinearInt8(nullptr, w.data(), scales.data(), ys.data(), 1, 0, 2, /*accumulate=*/true);
+  EXPECT_EQ(ys, (std::vector<float>{1.0f, 2.0f}));
+}
+
+TEST(LinearInt8Test, PortableVariantIsAlwaysSupported) {
+  const std::vector<cpu::Int8Isa> isas = cpu::SupportedInt8Isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), cpu::Int8Isa::kPortable);
+}
+
+}  // namespace
+}  // namespace dscale

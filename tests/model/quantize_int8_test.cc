@@ -1,0 +1,234 @@
+// --weights int8: the quantiser's rounding bound per group, int8 matrices in WeightMatrix (row
+// ranges, stacking, Project against the reference Linear on their dequantised values), and
+// checkpoints loaded as int8 (projections and LM head quantised, the embedding as stored, the
+// forward against the float64 reference forward over the dequantised weights).
+
+#include "model/quantize_int8.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "float_bounds.h"
+#include "kernels/cpu/gemm_int8.h"
+#include "kernels/reference/reference_kernels.h"
+#include "logit_bounds.h"
+#include "model/qwen3_model.h"
+#include "model/random_checkpoint.h"
+#include "model_test_util.h"
+#include "reference_forward.h"
+
+namespace dscale {
+namespace {
+
+using cpu::Int8Groups;
+using cpu::kInt8GroupSize;
+
+std::vector<float> Normal(std::mt19937& rng, size_t n, float stddev = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<uint16_t> ToBf16Bits(const std::vector<float>& values) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i] = F32ToBf16(values[i]);
+  return bits;
+}
+
+// Quantising: q = round(fl(w / s)) with fl(w / s) within u·|w / s| ≤ 128u of w / s, so
+// |q·s − w| ≤ s·(1/2 + 128u); the dequantised value fl(q·s) adds at most u·|q·s| ≤ 127u·s.
+constexpr double kRoundingSlack = 256 * testing::kFloatUnitRoundoff;
+
+TEST(QuantizeInt8Test, EveryGroupRoundsOntoItsOwnScale) {
+  std::mt19937 rng(1);
+  for (const int64_t cols : {1, 5, 31, 32, 33, 64, 100}) {
+    SCOPED_TRACE(::testing::Message() << "cols=" << cols);
+    const int64_t rows = 4, groups = Int8Groups(cols);
+    std::vector<float> w = Normal(rng, rows * cols, 0.05f);
+    // Row 1: a zero group first; row 2: a last group 1000× smaller than the rest, so its own
+    // scale is needed to keep it from rounding to zero.
+    std::fill(w.begin() + cols, w.begin() + cols + std::min(cols, kInt8GroupSize), 0.0f);
+    for (int64_t k = (groups - 1) * kInt8GroupSize; k < cols; ++k) w[2 * cols + k] *= 1e-3f;
+    std::vector<int8_t> q(rows * cols);
+    std::vector<float> scales(rows * groups);
+    QuantizeInt8Rows(w.data(), rows, cols, q.data(), scales.data());
+    std::vector<float> back(rows * cols);
+    cpu::DequantizeInt8Rows(q.data(), scales.data(), rows, cols, back.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t begin = r * cols + g * kInt8GroupSize;
+        const int64_t end = r * cols + std::min(cols, (g + 1) * kInt8GroupSize);
+        float largest = 0.0f;
+        int largest_q = 0;
+        for (int64_t i = begin; i < end; ++i) {
+          largest = std::max(largest, std::fabs(w[i]));
+          largest_q = std::max(largest_q, std::abs(int{q[i]}));
+        }
+        const float s = scales[r * groups + g];
+        ASSERT_EQ(s, largest / 127.0f) << "row " << r << " group " << g;
+        EXPECT_EQ(largest_q, s == 0.0f ? 0 : 127) << "row " << r << " group " << g;
+        for (int64_t i = begin; i < end; ++i) {
+          ASSERT_LE(std::fabs(double{back[i]} - w[i]), s * (0.5 + kRoundingSlack))
+              << "row " << r << " element " << i - r * cols;
+        }
+      }
+    }
+  }
+}
+
+// Rows 0-2 BF16, rows 3-6 f32, rows 7-11 BF16, as a stacked layer matrix.
+WeightMatrix MixedMatrix(std::mt19937& rng, int64_t cols) {
+  return WeightMatrix::Stack({WeightMatrix::FromBf16(ToBf16Bits(Normal(rng, 3 * cols)), 3, cols),
+                              WeightMatrix::FromF32(Normal(rng, 4 * cols), 4, cols),
+                              WeightMatrix::FromBf16(ToBf16Bits(Normal(rng, 5 * cols)), 5, cols)});
+}
+
+TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRanges) {
+  std::mt19937 rng(2);
+  const int64_t cols = 45;
+  const WeightMatrix source = MixedMatrix(rng, cols);
+  const WeightMatrix m = QuantizeInt8(source);
+  ASSERT_EQ(m.blocks().size(), 1u);
+  EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt8);
+  EXPECT_EQ(m.rows(), 12);
+  EXPECT_EQ(m.cols(), cols);
+  EXPECT_EQ(m.bytes(), 12 * cols + 12 * Int8Groups(cols) * 4);
+  // The same values as quantising the widened rows directly.
+  const std::vector<float> wide = source.ToF32();
+  std::vector<int8_t> q(wide.size());
+  std::vector<float> scales(12 * Int8Groups(cols)), want(wide.size());
+  QuantizeInt8Rows(wide.data(), 12, cols, q.data(), scales.data());
+  cpu::DequantizeInt8Rows(q.data(), scales.data(), 12, cols, want.data());
+  const std::vector<float> all = m.ToF32();
+  EXPECT_EQ(all, want);
+  // Row ranges and stacks of int8 blocks share the storage and keep values and scales paired.
+  const WeightMatrix middle = m.RowRange(5, 4);
+  EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
+  const WeightMatrix stacked = WeightMatrix::Stack({middle, source.RowRange(0, 2)});
+  ASSERT_EQ(stacked.blocks().size(), 2u);
+  std::vector<float> row(cols);
+  stacked.RowToF32(3, row.data());
+  EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
+  // BF16 rounding of the dequantised values, for uploads.
+  const std::vector<uint16_t> bits = m.ToBf16();
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
+}
+
+// Project over BF16, f32 and int8 blocks against the reference Linear on ToF32(): f32 kernels are
+// within γ_(in+1)·Σ|terms| (float_bounds.h); int8 rows form each term with up to two roundings
+// (gemm_int8.h) and ToF32 rounds their weights once more, so they are within γ_(in+3)·Σ|terms|.
+TEST(QuantizeInt8Test, ProjectMatchesTheReferenceOnTheDequantisedValues) {
+  std::mt19937 rng(3);
+  for (const int64_t rows : {1, 3, 17, 40, 150}) {  // 150: past every tile row limit
+    for (const int64_t in : {5, 33, 130}) {
+      for (const bool accumulate : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "rows=" << rows << " in=" << in << " accumulate=" << accumulate);
+        const WeightMatrix source = MixedMatrix(rng, in);
+        // Int8 rows between BF16 and f32 ones: every kind of block in one product.
+        const WeightMatrix w =
+            WeightMatrix::Stack({source.RowRange(0, 3), QuantizeInt8(source.RowRange(3, 9))});
+        const std::vector<float> wide = w.ToF32(), x = Normal(rng, rows * in);
+        const std::vector<float> y0 = Normal(rng, rows * w.rows());
+        std::vector<float> got = y0, want = y0;
+        Project(x.data(), w, got.data(), rows, accumulate);
+        ref::Linear(x.data(), wide.data(), want.data(), rows, in, w.rows(), accumulate);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t o = 0; o < w.rows(); ++o) {
+            double mass = accumulate ? std::fabs(y0[r * w.rows() + o]) : 0.0;
+            for (int64_t k = 0; k < in; ++k) mass += std::fabs(x[r * in + k] * wide[o * in + k]);
+            ASSERT_LE(std::fabs(double{got[r * w.rows() + o]} - want[r * w.rows() + o]),
+                      testing::FloatGamma(in + 3) * mass + 1e-30)
+                << "row " << r << " output " << o;
+          }
+        }
+      }
+    }
+  }
+}
+
+std::string TempDir(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("dscale_" + name + "_" + std::to_string(::getpid())))
+      .string();
+}
+
+// A BF16 checkpoint loaded with --weights int8: projections and LM head int8 with the values
+// QuantizeProjectionsInt8 gives the in-memory weights, the embedding still BF16 in place (and
+// readable after its pages left resident memory, when tied).
+TEST(QuantizeInt8Test, CheckpointsLoadWithInt8ProjectionsAndTheEmbeddingAsStored) {
+  for (const bool tie : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "tie=" << tie);
+    Qwen3Config config = testing::OddTinyConfig();
+    config.tie_word_embeddings = tie;
+    const std::string dir = TempDir("int8_load");
+    ASSERT_TRUE(WriteRandomQwen3Checkpoint(dir, config, 5, DType::kBF16).ok());
+    const Result<Qwen3Model> model = Qwen3Model::Load(dir, WeightsMode::kInt8);
+    std::filesystem::remove_all(dir);  // the mapping keeps the data readable
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    const Qwen3Weights& w = model->weights();
+    Qwen3Weights want = RandomQwen3Weights(config, 5, DType::kBF16);
+    QuantizeProjectionsInt8(&want);
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      for (const WeightMatrix* m :
+           {&w.layers[l].qkv, &w.layers[l].o_proj, &w.layers[l].gate_up, &w.layers[l].down}) {
+        for (const WeightMatrix::Block& b : m->blocks()) EXPECT_EQ(b.format, WeightFormat::kInt8);
+      }
+      EXPECT_EQ(w.layers[l].qkv.ToF32(), want.layers[l].qkv.ToF32()) << "layer " << l;
+      EXPECT_EQ(w.layers[l].down.ToF32(), want.layers[l].down.ToF32()) << "layer " << l;
+    }
+    ASSERT_FALSE(w.lm_head.empty());
+    EXPECT_EQ(w.lm_head.blocks()[0].format, WeightFormat::kInt8);
+    EXPECT_EQ(w.lm_head.ToF32(), want.lm_head.ToF32());
+    ASSERT_EQ(w.embed.blocks().size(), 1u);
+    EXPECT_EQ(w.embed.blocks()[0].format, WeightFormat::kBF16);
+    EXPECT_EQ(w.embed.ToF32(), want.embed.ToF32());
+  }
+}
+
+// The int8 model's forward against the float64 reference forward over its dequantised weights,
+// within the int8 order bound (logit_bounds.h).
+TEST(QuantizeInt8Test, ForwardMatchesTheReferenceForwardOnTheDequantisedWeights) {
+  const Qwen3Config config = testing::OddTinyConfig();
+  Qwen3Weights weights = RandomQwen3Weights(config, 7, DType::kF32);
+  QuantizeProjectionsInt8(&weights);
+  Qwen3Model model(config, std::move(weights));
+  const std::vector<int32_t> tokens = testing::RandomTokens(37, config.vocab_size, 1);
+  const testing::ReferenceOutput expected =
+      testing::ReferenceForward(config, model.weights(), tokens);
+  PagedKvCache cache(model.KvShape(16, 3).WithDtype(KvDtype::kF32));
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 37).ok());
+  PackedBatch batch;
+  batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+  ForwardOutput out;
+  ASSERT_TRUE(model.Forward(batch, {}, cache, &out).ok());
+  const std::vector<double> bounds = testing::Int8TargetLogitBounds(model, 37, KvDtype::kF32);
+  ASSERT_EQ(out.logits.size(), expected.logits.size());
+  for (size_t i = 0; i < out.logits.size(); ++i) {
+    ASSERT_LE(std::fabs(double{out.logits[i]} - expected.logits[i]),
+              2.0 * bounds[i % bounds.size()])
+        << "logit " << i;
+  }
+}
+
+TEST(QuantizeInt8Test, WeightsModeSpellings) {
+  EXPECT_EQ(ParseWeightsMode("as-stored").value(), WeightsMode::kAsStored);
+  EXPECT_EQ(ParseWeightsMode("int8").value(), WeightsMode::kInt8);
+  EXPECT_EQ(WeightsModeName(WeightsMode::kInt8), "int8");
+  const Result<WeightsMode> bad = ParseWeightsMode("int4");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--weights"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("int4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dscale
