@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "bench_timing.h"
-#include "machine_limits.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/openblas_kernels.h"
+#include "machine_limits.h"
 #include "model/quantize_int8.h"
 
 namespace dscale {
@@ -220,9 +220,8 @@ void Run(const Args& args) {
     const double t_widen = run_layer([&](const Matrix& m) {
       cpu::LinearBf16WidenSgemm(x.data(), m.bf16.data(), y.data(), rows, m.in, m.out, false);
     });
-    const double t_f32 = run_layer([&](const Matrix& m) {
-      cpu::Linear(x.data(), m.f32.data(), y.data(), rows, m.in, m.out);
-    });
+    const double t_f32 = run_layer(
+        [&](const Matrix& m) { cpu::Linear(x.data(), m.f32.data(), y.data(), rows, m.in, m.out); });
     std::printf(" %11.3f %10.3f %9.2f", t_widen * 1e3, t_f32 * 1e3, t_f32 / roofline(f32_bytes));
     PrintInt8Cells(args, layer, x.data(), y.data(), rows, kInt8BytesPerWeight * params, bandwidth,
                    t_bf16);

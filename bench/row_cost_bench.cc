@@ -137,9 +137,9 @@ int64_t WeightBytesPerStep(const Qwen3Weights& w) {
   int64_t bytes = w.LmHead().bytes() + static_cast<int64_t>(w.final_norm.size() * sizeof(float));
   for (const Qwen3LayerWeights& l : w.layers) {
     bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down.bytes();
-    bytes += static_cast<int64_t>((l.input_norm.size() + l.post_norm.size() + l.q_norm.size() +
-                                   l.k_norm.size()) *
-                                  sizeof(float));
+    bytes += static_cast<int64_t>(
+        (l.input_norm.size() + l.post_norm.size() + l.q_norm.size() + l.k_norm.size()) *
+        sizeof(float));
   }
   return bytes;
 }
@@ -168,8 +168,7 @@ void Measure(const std::string& dir, const Args& args, double bandwidth, double 
   const Qwen3Config& config = model.config();
   const int32_t max_rows = *std::max_element(args.rows.begin(), args.rows.end());
   const int32_t page_size = 16;
-  const KvCacheShape kv_shape =
-      model.KvShape(page_size, (args.context + max_rows) / page_size + 2);
+  const KvCacheShape kv_shape = model.KvShape(page_size, (args.context + max_rows) / page_size + 2);
   PagedKvCache cache(kv_shape);
   std::mt19937 rng(3);
   const int32_t seq = cache.AddSequence();
@@ -184,11 +183,11 @@ void Measure(const std::string& dir, const Args& args, double bandwidth, double 
 
   const double weight_bytes = static_cast<double>(WeightBytesPerStep(model.weights()));
   const double kv_bytes = static_cast<double>(KvBytesPerPosition(kv_shape)) * args.context;
-  std::printf("\n%s: %lld layers, hidden %lld, %.2f GB of weights read per step, K/V %.0f MB at "
-              "context %d\n",
-              dir.c_str(), static_cast<long long>(config.num_hidden_layers),
-              static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6,
-              args.context);
+  std::printf(
+      "\n%s: %lld layers, hidden %lld, %.2f GB of weights read per step, K/V %.0f MB at "
+      "context %d\n",
+      dir.c_str(), static_cast<long long>(config.num_hidden_layers),
+      static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6, args.context);
   std::printf("%5s %10s %9s %8s %8s %9s\n", "rows", "step ms", "rows/s", "bw frac", "sgemm fr",
               "/roofline");
   for (const int32_t rows : args.rows) {
@@ -212,10 +211,10 @@ void Measure(const std::string& dir, const Args& args, double bandwidth, double 
 void Run(const Args& args) {
   const double bandwidth = bench::ReadBandwidth();
   const double sgemm = bench::SgemmRate();
-  std::printf("machine: %d threads, read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s "
-              "kernels)\n",
-              omp_get_max_threads(), bandwidth / 1e9, sgemm / 1e9,
-              cpu::OpenBlasCoreName().c_str());
+  std::printf(
+      "machine: %d threads, read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s "
+      "kernels)\n",
+      omp_get_max_threads(), bandwidth / 1e9, sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
   if (!args.target.empty()) Measure(args.target, args, bandwidth, sgemm);
   for (const ModelShape* shape : args.shapes) {
     Measure(CheckpointFor(*shape, args.checkpoints), args, bandwidth, sgemm);

@@ -169,10 +169,11 @@ Status CheckServesOneRequest(const Engine& engine, const ServeArgs& args) {
   smallest.max_tokens = args.default_max_tokens;
   const std::vector<int32_t> one_token = {0};
   if (Status s = engine.CheckRequest(one_token, smallest); !s.ok()) {
-    return InvalidArgument("the server could not run even a one-token prompt with "
-                           "--default-max-tokens " +
-                           std::to_string(args.default_max_tokens) + ": " + s.message() +
-                           " (raise --kv-tokens or lower --default-max-tokens)");
+    return InvalidArgument(
+        "the server could not run even a one-token prompt with "
+        "--default-max-tokens " +
+        std::to_string(args.default_max_tokens) + ": " + s.message() +
+        " (raise --kv-tokens or lower --default-max-tokens)");
   }
   return Status::Ok();
 }
@@ -186,8 +187,8 @@ void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::En
                    const std::atomic<bool>& ended, std::chrono::seconds drain_timeout) {
   int signal = 0;
   if (sigwait(&signals, &signal) != 0 || ended) return;
-  std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s) (at most %lld s)\n",
-               signal, loop.in_flight(), static_cast<long long>(drain_timeout.count()));
+  std::fprintf(stderr, "dscale serve: signal %d: draining %d request(s) (at most %lld s)\n", signal,
+               loop.in_flight(), static_cast<long long>(drain_timeout.count()));
   http.BeginDrain();
   const auto deadline = std::chrono::steady_clock::now() + drain_timeout;
   const timespec tick{.tv_sec = 0, .tv_nsec = 20'000'000};

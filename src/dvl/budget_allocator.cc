@@ -72,7 +72,9 @@ void UpdateWithHeap(const float* q, int64_t n, int width, int64_t delta, int32_t
   };
   // std::push_heap keeps the element for which `less` is never true on top: invert.
   const auto less = [&before](const Candidate& a, const Candidate& b) { return before(b, a); };
-  const auto score = [&](int64_t i) { return grow ? q[i * width + k[i]] : q[i * width + k[i] - 1]; };
+  const auto score = [&](int64_t i) {
+    return grow ? q[i * width + k[i]] : q[i * width + k[i] - 1];
+  };
   const auto can_change = [&](int64_t i) { return grow ? k[i] < width : k[i] > 1; };
   std::vector<Candidate> heap;
   heap.reserve(static_cast<size_t>(n));

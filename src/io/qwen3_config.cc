@@ -176,27 +176,28 @@ Status CheckSupportedFeatures(const FieldReader& reader) {
     return reader.Error("model_type", "expected \"qwen3\", got " + got("model_type"));
   }
   if (!is("hidden_act", "silu")) {
-    return reader.Error("hidden_act", "only \"silu\" (SwiGLU) is supported, got " +
-                                          got("hidden_act"));
+    return reader.Error("hidden_act",
+                        "only \"silu\" (SwiGLU) is supported, got " + got("hidden_act"));
   }
   if (!is("attention_bias", false)) {
     return reader.Error("attention_bias", "biased attention projections are not supported, got " +
                                               got("attention_bias"));
   }
   if (reader.Get("rope_scaling") != nullptr) {
-    return reader.Error("rope_scaling", "scaled rotary embeddings (YaRN, linear, dynamic) are "
-                                        "not supported; expected null, got " +
-                                            got("rope_scaling"));
+    return reader.Error("rope_scaling",
+                        "scaled rotary embeddings (YaRN, linear, dynamic) are "
+                        "not supported; expected null, got " +
+                            got("rope_scaling"));
   }
   if (!is("use_sliding_window", false)) {
     return reader.Error("use_sliding_window", "sliding-window attention is not supported, got " +
                                                   got("use_sliding_window"));
   }
   if (const nlohmann::json* types = reader.Get("layer_types"); types != nullptr) {
-    const bool all_full = types->is_array() && std::all_of(types->begin(), types->end(),
-                                                           [](const nlohmann::json& t) {
-                                                             return t == "full_attention";
-                                                           });
+    const bool all_full =
+        types->is_array() && std::all_of(types->begin(), types->end(), [](const nlohmann::json& t) {
+          return t == "full_attention";
+        });
     if (!all_full) {
       return reader.Error("layer_types",
                           "every layer must be \"full_attention\", got " + got("layer_types"));

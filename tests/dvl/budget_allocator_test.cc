@@ -187,8 +187,7 @@ std::vector<int32_t> ScanAllocate(const std::vector<float>& q, int64_t n, int64_
       const bool grow = delta > 0;
       if (grow ? k[i] >= kW : k[i] <= 1) continue;
       const float score = q[i * kW + (grow ? k[i] : k[i] - 1)];
-      const float best_score =
-          best < 0 ? 0.0f : q[best * kW + (grow ? k[best] : k[best] - 1)];
+      const float best_score = best < 0 ? 0.0f : q[best * kW + (grow ? k[best] : k[best] - 1)];
       if (best < 0 || (grow ? score > best_score : score < best_score)) best = i;
     }
     k[best] += delta > 0 ? 1 : -1;
@@ -200,8 +199,8 @@ TEST(BudgetAllocatorTest, ManyRequestsGiveTheScanResultExactly) {
   std::mt19937 rng(11);
   for (const int n : {257, 300, 1000, 2000}) {
     const std::vector<float> q = RandomScores(rng, n);
-    for (const int64_t budget : {int64_t{n}, int64_t{n} * 3, int64_t{n} * kW / 2,
-                                 int64_t{n} * kW - 5, int64_t{n} * kW}) {
+    for (const int64_t budget :
+         {int64_t{n}, int64_t{n} * 3, int64_t{n} * kW / 2, int64_t{n} * kW - 5, int64_t{n} * kW}) {
       Result<Allocation> a = Allocate(q.data(), n, kW, budget);
       ASSERT_TRUE(a.ok());
       EXPECT_EQ(a->k, ScanAllocate(q, n, budget)) << "n=" << n << " budget=" << budget;

@@ -205,12 +205,9 @@ TEST(Qwen3ConfigTest, InconsistentValues) {
 // Hugging Face Qwen3 variants this model does not implement are refused by name.
 TEST(Qwen3ConfigTest, UnsupportedFeaturesAreRefusedByName) {
   const std::pair<const char*, nlohmann::json> cases[] = {
-      {"model_type", "qwen3_moe"},
-      {"hidden_act", "gelu"},
-      {"attention_bias", true},
-      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}},
-      {"use_sliding_window", true},
-      {"layer_types", {"full_attention", "sliding_attention"}},
+      {"model_type", "qwen3_moe"},  {"hidden_act", "gelu"},
+      {"attention_bias", true},     {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}},
+      {"use_sliding_window", true}, {"layer_types", {"full_attention", "sliding_attention"}},
   };
   for (const auto& [field, value] : cases) {
     nlohmann::json json = Qwen3_8bJson();

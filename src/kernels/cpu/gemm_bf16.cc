@@ -41,7 +41,8 @@ constexpr int64_t kLineWeights = 32;
 // always_inline: GCC 12 treats an out-of-line function of prefetches alone as const and drops
 // its calls.
 template <int kOuts>
-__attribute__((always_inline)) inline void PrefetchLines(const uint16_t* wo, int64_t in, int64_t k) {
+__attribute__((always_inline)) inline void PrefetchLines(const uint16_t* wo, int64_t in,
+                                                         int64_t k) {
   DSCALE_UNROLL
   for (int g = 0; g < kOuts; ++g) {
     _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);
@@ -59,7 +60,7 @@ inline void Put(float* y, float value, bool accumulate) { *y = accumulate ? *y +
 
 // Outputs [o_begin, o_end) for every row, in plain C++ (the compiler vectorises what it can).
 void TiledPortable(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                     int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+                   int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   for (int64_t o = o_begin; o < o_end; ++o) {
     const uint16_t* wo = w + o * in;
     for (int64_t r = 0; r < rows; ++r) {
@@ -130,8 +131,8 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
 }
 
 // `rows` rows from row r against the 3 outputs from o, in one tile of that height (1 … 4).
-DSCALE_AVX2 void TileRowsAvx2(const float* x, const uint16_t* wo, float* y, int64_t in,
-                              int64_t out, bool accumulate, int64_t r, int64_t o, int64_t rows) {
+DSCALE_AVX2 void TileRowsAvx2(const float* x, const uint16_t* wo, float* y, int64_t in, int64_t out,
+                              bool accumulate, int64_t r, int64_t o, int64_t rows) {
   const float* xr = x + r * in;
   float* yr = y + r * out + o;
   switch (rows) {
@@ -229,7 +230,8 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int6
 
 // `rows` rows from row r in one tile of that height (1 … 6).
 DSCALE_AVX512 void TileRowsAvx512(const float* x, const uint16_t* wo, float* y, int64_t in,
-                                  int64_t out, bool accumulate, int64_t r, int64_t o, int64_t rows) {
+                                  int64_t out, bool accumulate, int64_t r, int64_t o,
+                                  int64_t rows) {
   switch (rows) {
     case 6:
       return RowsAvx512<6>(x, wo, y, in, out, accumulate, r, o);
@@ -268,7 +270,7 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const uint16_t* w, float* y, int6
 #undef DSCALE_AVX512
 
 using TiledFn = void (*)(const float*, const uint16_t*, float*, int64_t, int64_t, int64_t, bool,
-                           int64_t, int64_t);
+                         int64_t, int64_t);
 
 TiledFn TiledFor(Bf16Isa isa) {
   switch (isa) {

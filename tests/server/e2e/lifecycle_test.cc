@@ -13,8 +13,8 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -247,8 +247,7 @@ class SlowClient {
   SlowClient(int port, int seconds) : fd_(Connect(port)) {
     EXPECT_GE(fd_, 0);
     const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
-    EXPECT_EQ(send(fd_, head.data(), head.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(head.size()));
+    EXPECT_EQ(send(fd_, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
     for (int i = 0; i < 500 && !ServerHasRead(port, fd_); ++i) std::this_thread::sleep_for(20ms);
     EXPECT_TRUE(ServerHasRead(port, fd_));
     thread_ = std::thread([this, seconds] {

@@ -23,8 +23,9 @@ class ServerProcess {
   static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& extra = {});
   // The same without requiring it to come up: port() is -1 when it did not (it may have exited;
   // see WaitExit and Log).
-  static std::unique_ptr<ServerProcess> Spawn(const std::vector<std::string>& extra = {},
-                                              std::chrono::seconds timeout = std::chrono::seconds(60));
+  static std::unique_ptr<ServerProcess> Spawn(
+      const std::vector<std::string>& extra = {},
+      std::chrono::seconds timeout = std::chrono::seconds(60));
   ~ServerProcess();  // kills the server if it is still running
 
   int port() const { return port_; }
