@@ -143,8 +143,8 @@ constexpr double kInt8BytesPerWeight = 1.0 + 4.0 / cpu::kInt8GroupSize;
 void PrintInt8Header(const Args& args) {
   std::printf(" | %9s %7s %9s", "int8 ms", "int8 bw", "bf16/int8");
   if (!args.int8_variants) return;
-  for (const cpu::Int8Isa isa : VectorVariants(cpu::SupportedInt8Isas())) {
-    std::printf(" %9s", ("i8 " + std::string(cpu::Int8IsaName(isa))).c_str());
+  for (const cpu::Bf16Isa isa : VectorVariants(cpu::SupportedBf16Isas())) {
+    std::printf(" %9s", ("i8 " + std::string(cpu::Bf16IsaName(isa))).c_str());
   }
   std::printf(" %9s", "i8 deq+sg");
 }
@@ -159,7 +159,7 @@ void PrintInt8Cells(const Args& args, const std::vector<Matrix>& layer, const fl
   });
   std::printf(" | %9.3f %7.2f %9.2f", t_int8 * 1e3, bytes / t_int8 / bandwidth, t_bf16 / t_int8);
   if (!args.int8_variants) return;
-  for (const cpu::Int8Isa isa : VectorVariants(cpu::SupportedInt8Isas())) {
+  for (const cpu::Bf16Isa isa : VectorVariants(cpu::SupportedBf16Isas())) {
     const double t = LayerSeconds(layer, [&](const Matrix& m) {
       cpu::LinearInt8Tiled(isa, x, m.int8.data(), m.scales.data(), y, rows, m.in, m.out, false);
     });
@@ -236,13 +236,13 @@ void Run(const Args& args) {
     std::printf("  bf16 %-8s %8.3f ms, %.2f of bandwidth\n",
                 std::string(cpu::Bf16IsaName(isa)).c_str(), t * 1e3, 2.0 * params / t / bandwidth);
   }
-  for (const cpu::Int8Isa isa : cpu::SupportedInt8Isas()) {
+  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
     const double t = run_layer([&](const Matrix& m) {
       cpu::LinearInt8Tiled(isa, x.data(), m.int8.data(), m.scales.data(), y.data(), 1, m.in, m.out,
                            false);
     });
     std::printf("  int8 %-8s %8.3f ms, %.2f of bandwidth\n",
-                std::string(cpu::Int8IsaName(isa)).c_str(), t * 1e3,
+                std::string(cpu::Bf16IsaName(isa)).c_str(), t * 1e3,
                 kInt8BytesPerWeight * params / t / bandwidth);
   }
 }

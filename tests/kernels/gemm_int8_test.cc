@@ -73,13 +73,13 @@ constexpr int64_t kOuts[] = {1, 3, 4, 5, 9, 130};
 
 TEST(LinearInt8Test, EveryVariantMatchesTheReferenceAtOddSizes) {
   std::mt19937 rng(7);
-  for (const cpu::Int8Isa isa : cpu::SupportedInt8Isas()) {
+  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
     for (const int64_t rows : {1, 2, 3, 4, 5, 7, 9, 33}) {
       for (const int64_t in : kIns) {
         for (const int64_t out : kOuts) {
           for (const bool accumulate : {false, true}) {
             SCOPED_TRACE(::testing::Message()
-                         << cpu::Int8IsaName(isa) << " rows=" << rows << " in=" << in
+                         << cpu::Bf16IsaName(isa) << " rows=" << rows << " in=" << in
                          << " out=" << out << " accumulate=" << accumulate);
             const Case c = MakeCase(rng, rows, in, out);
             std::vector<float> y = c.y0;
@@ -177,9 +177,9 @@ TEST(LinearInt8Test, EmptyShapes) {
 }
 
 TEST(LinearInt8Test, PortableVariantIsAlwaysSupported) {
-  const std::vector<cpu::Int8Isa> isas = cpu::SupportedInt8Isas();
+  const std::vector<cpu::Bf16Isa> isas = cpu::SupportedBf16Isas();
   ASSERT_FALSE(isas.empty());
-  EXPECT_EQ(isas.front(), cpu::Int8Isa::kPortable);
+  EXPECT_EQ(isas.front(), cpu::Bf16Isa::kPortable);
 }
 
 }  // namespace

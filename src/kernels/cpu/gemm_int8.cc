@@ -387,22 +387,18 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const float* sca
 using TiledFn = void (*)(const float*, const int8_t*, const float*, float*, int64_t, int64_t,
                          int64_t, bool, int64_t, int64_t);
 
-TiledFn TiledFor(Int8Isa isa) {
+TiledFn TiledFor(Bf16Isa isa) {
   switch (isa) {
-    case Int8Isa::kAvx512:
+    case Bf16Isa::kAvx512:
       return TiledAvx512;
-    case Int8Isa::kAvx2:
+    case Bf16Isa::kAvx2:
       return TiledAvx2;
-    case Int8Isa::kPortable:
+    case Bf16Isa::kPortable:
       break;
   }
   return TiledPortable;
 }
 
-Int8Isa BestIsa() {
-  static const Int8Isa best = SupportedInt8Isas().back();
-  return best;
-}
 
 // The threads split the output columns in blocks of kOutBlock. (The variants take y's row stride
 // where they name it `out`.)
@@ -462,62 +458,28 @@ void DequantizeAndSgemm(const float* x, const int8_t* w, const float* scales, fl
 
 }  // namespace
 
-std::string_view Int8IsaName(Int8Isa isa) {
-  switch (isa) {
-    case Int8Isa::kAvx512:
-      return "avx512";
-    case Int8Isa::kAvx2:
-      return "avx2";
-    case Int8Isa::kPortable:
-      break;
-  }
-  return "portable";
-}
-
-int64_t LinearInt8TiledRowLimit(Int8Isa isa) {
+int64_t LinearInt8TiledRowLimit(Bf16Isa isa) {
   // Where the tiles stop beating f32 panels + OpenBLAS (linear_bf16_bench --int8-variants 1,
   // Qwen3-1.7B layer, 2-vCPU EPYC): from a few rows on the tiles are compute-bound, the AVX-512
   // ones at about the BF16 tiles' cost per weight vector (one multiply more, shared by the
   // tile's rows), so 128 as for LinearBf16. The AVX2 tiles keep LinearBf16's earlier shapes
   // (4 × 2, 2 × 6), which stop winning between 24 and 64 rows; 24 is the safe side.
   switch (isa) {
-    case Int8Isa::kAvx512:
+    case Bf16Isa::kAvx512:
       return 128;
-    case Int8Isa::kAvx2:
+    case Bf16Isa::kAvx2:
       return 24;
-    case Int8Isa::kPortable:
+    case Bf16Isa::kPortable:
       break;
   }
   return 0;
-}
-
-std::vector<Int8Isa> SupportedInt8Isas() {
-  // The int8 tiles need what the BF16 tiles of the same name need.
-  static const std::vector<Int8Isa> isas = [] {
-    std::vector<Int8Isa> found;
-    for (const Bf16Isa isa : SupportedBf16Isas()) {
-      switch (isa) {
-        case Bf16Isa::kPortable:
-          found.push_back(Int8Isa::kPortable);
-          break;
-        case Bf16Isa::kAvx2:
-          found.push_back(Int8Isa::kAvx2);
-          break;
-        case Bf16Isa::kAvx512:
-          found.push_back(Int8Isa::kAvx512);
-          break;
-      }
-    }
-    return found;
-  }();
-  return isas;
 }
 
 void DequantizeInt8Rows(const int8_t* w, const float* scales, int64_t rows, int64_t in,
                         float* dst) {
   DSCALE_CHECK(rows >= 0 && in >= 0);
   const int64_t groups = Int8Groups(in);
-  const bool vector = BestIsa() != Int8Isa::kPortable;
+  const bool vector = BestBf16Isa() != Bf16Isa::kPortable;
 #pragma omp parallel for schedule(static) if (rows * in >= kParallelMinWeights)
   for (int64_t r = 0; r < rows; ++r) {
     if (vector) {
@@ -528,12 +490,10 @@ void DequantizeInt8Rows(const int8_t* w, const float* scales, int64_t rows, int6
   }
 }
 
-void LinearInt8Tiled(Int8Isa isa, const float* x, const int8_t* w, const float* scales, float* y,
+void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const float* scales, float* y,
                      int64_t rows, int64_t in, int64_t out, bool accumulate) {
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
-  const std::vector<Int8Isa> supported = SupportedInt8Isas();
-  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
-                   "this CPU cannot run the requested int8 kernel variant");
+  CheckBf16IsaSupported(isa);
   RunTiled(TiledFor(isa), x, w, scales, y, rows, in, out, accumulate, out);
 }
 
@@ -553,8 +513,8 @@ void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, 
     for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
-  if (rows <= LinearInt8TiledRowLimit(BestIsa())) {
-    RunTiled(TiledFor(BestIsa()), x, w, scales, y, rows, in, out, accumulate, ldy);
+  if (rows <= LinearInt8TiledRowLimit(BestBf16Isa())) {
+    RunTiled(TiledFor(BestBf16Isa()), x, w, scales, y, rows, in, out, accumulate, ldy);
   } else {
     DequantizeAndSgemm(x, w, scales, y, rows, in, out, accumulate, ldy);
   }

@@ -29,8 +29,8 @@
 // (WeightMatrix::ToF32) would cost.
 
 #include <cstdint>
-#include <string_view>
-#include <vector>
+
+#include "kernels/cpu/bf16_isa.h"
 
 namespace dscale::cpu {
 
@@ -49,19 +49,15 @@ void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, 
 // dst[rows, in] = the dequantised f32 values fl(w · s) (panels, WeightMatrix::RowToF32, tests).
 void DequantizeInt8Rows(const int8_t* w, const float* scales, int64_t rows, int64_t in, float* dst);
 
-// The register-tile kernel's instruction-set variants: the same sets as the BF16 tiles' (AVX2 +
-// FMA; AVX-512 F + BW).
-enum class Int8Isa { kPortable, kAvx2, kAvx512 };
-std::string_view Int8IsaName(Int8Isa isa);
-// The variants this CPU can run, portable first; the last is the one LinearInt8 uses.
-std::vector<Int8Isa> SupportedInt8Isas();
+// The register tiles come in the variants of bf16_isa.h (AVX2 + FMA; AVX-512 F + BW; portable):
+// SupportedBf16Isas() lists those this CPU runs, and LinearInt8 uses BestBf16Isa().
 // LinearInt8 runs calls of up to this many rows through the tiles of `isa`, more through
 // dequantise-and-sgemm.
-int64_t LinearInt8TiledRowLimit(Int8Isa isa);
+int64_t LinearInt8TiledRowLimit(Bf16Isa isa);
 
 // The register tiles of one variant, for any row count (parity tests and benchmarks). The
-// variant must be in SupportedInt8Isas().
-void LinearInt8Tiled(Int8Isa isa, const float* x, const int8_t* w, const float* scales, float* y,
+// variant must be in SupportedBf16Isas().
+void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const float* scales, float* y,
                      int64_t rows, int64_t in, int64_t out, bool accumulate);
 
 // The many-row path alone: f32 weight panels in cache and OpenBLAS sgemm (tests, benchmarks).
