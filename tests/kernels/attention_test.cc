@@ -203,7 +203,7 @@ TEST_P(PagedAttentionParityTest, Bf16KvMatchesReferenceInEveryIsa) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, PagedAttentionParityTest,
                          ::testing::Combine(::testing::Values(32, 64, 128),
-                                            ::testing::Values(1, 2, 4), ::testing::Bool(),
+                                            ::testing::Values(1, 2, 3, 4), ::testing::Bool(),
                                             ::testing::Values(16, 5)),
                          CaseName);
 

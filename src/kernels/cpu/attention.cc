@@ -10,10 +10,10 @@
 
 // How a work item is laid out. An item is one query tile of one span for one kv head: the tile's
 // rows for every query head that reads that kv head (the GQA group), so each key and value row
-// is fetched once for the whole group. Its query rows are "slots", stacked head after head and
-// handled in blocks of kRowBlock:
-//   slot t = g·padded + r      g: head within the group, r: row within the tile, padded: the
-//                              tile's live rows rounded up to whole blocks
+// is fetched once for the whole group. Its query rows are "slots", stacked head after head with
+// no gaps and handled in blocks of kRowBlock (a block may hold rows of two heads):
+//   slot t = g·live + r        g: head within the group, r: row within the tile, live: the
+//                              tile's rows; slots past group·live (to whole blocks) are padding
 //   qt      [blocks, head_dim, kRowBlock]   scaled queries, transposed (slots in vector lanes)
 //   scores  [blocks, kKeyChunk, kRowBlock]  one chunk's scores, then its probabilities
 //   acc     [slots, head_dim]               unnormalised Σ p·v per slot
@@ -48,7 +48,15 @@ struct WorkItem {
   int32_t row_end = 0;
 
   int32_t live() const { return row_end - row_begin; }
-  int32_t padded() const { return (live() + kRowBlock - 1) / kRowBlock * kRowBlock; }
+  // Slots holding a query row of the group's `group` heads, and the padded count.
+  int32_t slots(int32_t group) const { return group * live(); }
+  int32_t padded_slots(int32_t group) const {
+    return (slots(group) + kRowBlock - 1) / kRowBlock * kRowBlock;
+  }
+  // Tile row of slot t; padding slots take the last live row (see VisibleEnd).
+  int32_t row_of(int32_t t, int32_t group) const {
+    return t < slots(group) ? t % live() : live() - 1;
+  }
 };
 
 // Per-thread buffers (layouts above), allocated once per call and reused across work items.
@@ -119,43 +127,45 @@ float* QtBlock(TileScratch& s, int32_t t0, int32_t hd) {
 }
 float* ScoresBlock(TileScratch& s, int32_t t0) { return s.scores.data() + t0 * kKeyChunk; }
 
-// Fills qt with the scaled, transposed queries of every slot (zero for padding rows) and resets
-// the running softmax state and the accumulators.
+// Fills qt with the scaled, transposed queries of every slot (zero for padding slots) and
+// resets the running softmax state and the accumulators.
 void LoadTile(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
               TileScratch& s) {
   const int32_t hd = p.head_dim;
   const int32_t group = p.heads / p.kv_heads;
-  for (int32_t g = 0; g < group; ++g) {
-    const int32_t head = item.kv_head * group + g;
-    for (int32_t r = 0; r < item.padded(); ++r) {
-      const int32_t t = g * item.padded() + r;
-      float* dst = QtBlock(s, t - t % kRowBlock, hd) + t % kRowBlock;
-      if (r < item.live()) {
-        const float* src = p.q + (span.q_start + item.row_begin + r) * p.q_row_stride +
-                           static_cast<int64_t>(head) * hd;
-        for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = src[d] * p.scale;
-      } else {
-        for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = 0.0f;
-      }
+  const int32_t padded = item.padded_slots(group);
+  for (int32_t t = 0; t < padded; ++t) {
+    float* dst = QtBlock(s, t - t % kRowBlock, hd) + t % kRowBlock;
+    if (t < item.slots(group)) {
+      const int32_t head = item.kv_head * group + t / item.live();
+      const float* src = p.q + (span.q_start + item.row_begin + t % item.live()) * p.q_row_stride +
+                         static_cast<int64_t>(head) * hd;
+      for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = src[d] * p.scale;
+    } else {
+      for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = 0.0f;
     }
   }
-  const int32_t slots = group * item.padded();
-  std::fill_n(s.row_max.begin(), slots, kNegInf);
-  std::fill_n(s.row_sum.begin(), slots, 0.0f);
-  std::fill_n(s.acc.begin(), static_cast<size_t>(slots) * hd, 0.0f);
+  std::fill_n(s.row_max.begin(), padded, kNegInf);
+  std::fill_n(s.row_sum.begin(), padded, 0.0f);
+  std::fill_n(s.acc.begin(), static_cast<size_t>(padded) * hd, 0.0f);
 }
 
 void GatherKeyChunk(const AttentionParams& p, const AttentionSpan& span, int32_t kv_head,
                     int32_t begin, int32_t end, KeyChunk& chunk) {
-  const int64_t page_size = p.kv.page_size;
+  const int32_t page_size = p.kv.page_size;
   chunk.begin = begin;
   chunk.size = end - begin;
   chunk.padded = (chunk.size + kKeysPerStep - 1) / kKeysPerStep * kKeysPerStep;
+  // Walk the pages rather than divide per position.
+  int32_t page = begin / page_size;
+  int32_t in_page = begin % page_size;
   for (int32_t c = 0; c < chunk.size; ++c) {
-    const int64_t pos = begin + c;
-    const int64_t slot =
-        static_cast<int64_t>(span.page_table[pos / page_size]) * page_size + pos % page_size;
+    const int64_t slot = static_cast<int64_t>(span.page_table[page]) * page_size + in_page;
     chunk.offset[c] = (slot * p.kv_heads + kv_head) * p.head_dim;
+    if (++in_page == page_size) {
+      in_page = 0;
+      ++page;
+    }
   }
 }
 
@@ -182,42 +192,57 @@ void CopyChunk(const PagedKvLayer& kv, const KeyChunk& chunk, int32_t hd, WidenB
             s.keys.data() + static_cast<int64_t>(chunk.padded) * hd, 0.0f);
 }
 
-// scores[c, i] = q_i · k_c for the kRowBlock slots of one block (qt: [hd, kRowBlock]) and the
-// first `keys` rows of kc ([keys, hd], `keys` a multiple of kKeysPerStep).
-void ScoreRowBlock(const float* qt, const float* kc, int32_t keys, int32_t hd, float* scores) {
-  for (int32_t c0 = 0; c0 < keys; c0 += kKeysPerStep) {
-    Floats acc[kKeysPerStep][kRowVectors] = {};
-    for (int32_t d = 0; d < hd; ++d) {
-      Floats q[kRowVectors];
+// scores[c, i] = q_i · k_c for the first kVectors·kLanes slots of one block (qt: [hd,
+// kRowBlock]) and keys c0 .. c0 + kKeys − 1 of kc ([keys, hd]). Each score is one accumulator
+// lane summed over d in order, whatever kVectors and kKeys are, so every tile shape gives a row
+// the same bits.
+template <int kVectors, int kKeys>
+void ScoreKeys(const float* qt, const float* kc, int32_t c0, int32_t hd, float* scores) {
+  Floats acc[kKeys][kVectors] = {};
+  for (int32_t d = 0; d < hd; ++d) {
+    Floats q[kVectors];
 #pragma GCC unroll 8
-      for (int v = 0; v < kRowVectors; ++v) q[v] = simd::Load(qt + d * kRowBlock + v * kLanes);
+    for (int v = 0; v < kVectors; ++v) q[v] = simd::Load(qt + d * kRowBlock + v * kLanes);
 #pragma GCC unroll 8
-      for (int k = 0; k < kKeysPerStep; ++k) {
-        const Floats kd = simd::Splat(kc[static_cast<int64_t>(c0 + k) * hd + d]);
+    for (int k = 0; k < kKeys; ++k) {
+      const Floats kd = simd::Splat(kc[static_cast<int64_t>(c0 + k) * hd + d]);
 #pragma GCC unroll 8
-        for (int v = 0; v < kRowVectors; ++v) acc[k][v] += kd * q[v];
-      }
+      for (int v = 0; v < kVectors; ++v) acc[k][v] += kd * q[v];
     }
-    for (int k = 0; k < kKeysPerStep; ++k) {
-      for (int v = 0; v < kRowVectors; ++v) {
-        simd::Store(scores + (c0 + k) * kRowBlock + v * kLanes, acc[k][v]);
-      }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < kKeys; ++k) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) {
+      simd::Store(scores + (c0 + k) * kRowBlock + v * kLanes, acc[k][v]);
     }
   }
 }
 
-// Online-softmax bookkeeping for the kLanes slots t0 .. t0 + kLanes − 1 (tile rows r0 ..
-// r0 + kLanes − 1 of one head; `scores` points at their lanes of the block) over one chunk:
+// All `keys` (a multiple of kKeysPerStep) for one block. A block whose live slots fit one vector
+// (a decode row of a small GQA group) scores one vector, twice as many keys at a time, so that
+// it still runs eight independent accumulator chains.
+template <int kVectors>
+void ScoreRowBlock(const float* qt, const float* kc, int32_t keys, int32_t hd, float* scores) {
+  constexpr int kWide = kKeysPerStep * kRowVectors / kVectors;
+  int32_t c0 = 0;
+  for (; c0 + kWide <= keys; c0 += kWide) ScoreKeys<kVectors, kWide>(qt, kc, c0, hd, scores);
+  for (; c0 < keys; c0 += kKeysPerStep) ScoreKeys<kVectors, kKeysPerStep>(qt, kc, c0, hd, scores);
+}
+
+// Online-softmax bookkeeping for the kLanes slots t0 .. t0 + kLanes − 1 (`scores` points at
+// their lanes of the block) over one chunk:
 //   m' = max(m, max_c s_c),  rescale = e^(m − m'),  l' = l·rescale + Σ_c e^(s_c − m'),
 // turning the chunk's scores into e^(s_c − m') in place. Scores a row may not see become −inf
 // first, hence probability 0. After the first chunk every slot has a finite maximum (each row
 // sees position 0), so m − m' is never −inf − (−inf).
 void SoftmaxStep(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
-                 const KeyChunk& chunk, int32_t t0, int32_t r0, float* scores, TileScratch& s) {
+                 const KeyChunk& chunk, int32_t t0, float* scores, TileScratch& s) {
   constexpr int64_t stride = kRowBlock;
+  const int32_t group = p.heads / p.kv_heads;
   simd::Ints visible;  // positions of this chunk that each lane's row may see
   for (int i = 0; i < kLanes; ++i) {
-    visible[i] = VisibleEnd(p, span, item.row_begin + r0 + i) - chunk.begin;
+    visible[i] = VisibleEnd(p, span, item.row_begin + item.row_of(t0 + i, group)) - chunk.begin;
   }
   const Floats old_max = simd::Load(s.row_max.data() + t0);
   Floats new_max = old_max;
@@ -279,20 +304,27 @@ void AccumulateSlot(const float* vc, int32_t hd, const float* prob, int64_t stri
 }
 
 // Folds one chunk (already in scratch) into every slot, a row block at a time: scores, softmax
-// bookkeeping, then the value pass for the block's live rows.
+// bookkeeping, then the value pass for the block's live slots. Lanes past the live slots of a
+// block's first vector are neither scored nor kept when the block has no more than kLanes.
 void ProcessChunk(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
                   const KeyChunk& chunk, TileScratch& s) {
   const int32_t hd = p.head_dim;
-  const int32_t slots = p.heads / p.kv_heads * item.padded();
+  const int32_t group = p.heads / p.kv_heads;
+  const int32_t slots = item.slots(group);
   for (int32_t t0 = 0; t0 < slots; t0 += kRowBlock) {
-    const int32_t r0 = t0 % item.padded();  // blocks never straddle two heads
+    const int32_t live = std::min(kRowBlock, slots - t0);
+    const int32_t lanes = live <= kLanes ? kLanes : kRowBlock;
     float* scores = ScoresBlock(s, t0);
-    ScoreRowBlock(QtBlock(s, t0, hd), s.keys.data(), chunk.padded, hd, scores);
-    for (int32_t i = 0; i < kRowBlock; i += kLanes) {
-      SoftmaxStep(p, span, item, chunk, t0 + i, r0 + i, scores + i, s);
+    if (lanes == kLanes) {
+      ScoreRowBlock<1>(QtBlock(s, t0, hd), s.keys.data(), chunk.padded, hd, scores);
+    } else {
+      ScoreRowBlock<kRowVectors>(QtBlock(s, t0, hd), s.keys.data(), chunk.padded, hd, scores);
     }
-    for (int32_t i = 0; i < std::min(kRowBlock, item.live() - r0); ++i) {
-      const int32_t visible = VisibleEnd(p, span, item.row_begin + r0 + i) - chunk.begin;
+    for (int32_t i = 0; i < lanes; i += kLanes)
+      SoftmaxStep(p, span, item, chunk, t0 + i, scores + i, s);
+    for (int32_t i = 0; i < live; ++i) {
+      const int32_t row = item.row_of(t0 + i, group);
+      const int32_t visible = VisibleEnd(p, span, item.row_begin + row) - chunk.begin;
       AccumulateSlot(s.values.data(), hd, scores + i, kRowBlock, std::clamp(visible, 0, chunk.size),
                      s.rescale[t0 + i], s.acc.data() + static_cast<int64_t>(t0 + i) * hd);
     }
@@ -308,7 +340,7 @@ void StoreTile(const AttentionParams& p, const AttentionSpan& span, const WorkIt
   for (int32_t g = 0; g < group; ++g) {
     const int32_t head = item.kv_head * group + g;
     for (int32_t r = 0; r < item.live(); ++r) {
-      const int32_t t = g * item.padded() + r;
+      const int32_t t = g * item.live() + r;
       float* dst = p.out + (span.q_start + item.row_begin + r) * out_stride +
                    static_cast<int64_t>(head) * hd;
       const float* acc = s.acc.data() + static_cast<int64_t>(t) * hd;
