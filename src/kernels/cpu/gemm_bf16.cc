@@ -37,15 +37,20 @@ constexpr int64_t kPrefetchBytes = 1024;
 // BF16 weights per 64-byte cache line: the tiles issue one prefetch per weight row and line.
 constexpr int64_t kLineWeights = 32;
 
-// Prefetches the line kPrefetchBytes ahead of weight k in each of the kOuts rows from `wo`.
+// Prefetches the line kPrefetchBytes ahead of weight k in each of the kOuts rows from `wo`; near
+// a row's end, the line as far into the same row of the next group of kOuts outputs (the rows
+// that follow in memory), so short rows (in = 1024 at Qwen3-0.6B) start their tile in cache.
+// Prefetches past the weights' end are harmless hints.
 // always_inline: GCC 12 treats an out-of-line function of prefetches alone as const and drops
 // its calls.
 template <int kOuts>
 __attribute__((always_inline)) inline void PrefetchLines(const uint16_t* wo, int64_t in,
                                                          int64_t k) {
+  constexpr int64_t kAhead = kPrefetchBytes / static_cast<int64_t>(sizeof(uint16_t));
+  const uint16_t* at = k + kAhead < in ? wo + k + kAhead : wo + kOuts * in + (k + kAhead - in);
   DSCALE_UNROLL
   for (int g = 0; g < kOuts; ++g) {
-    _mm_prefetch(reinterpret_cast<const char*>(wo + g * in + k) + kPrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(at + g * in), _MM_HINT_T0);
   }
 }
 

@@ -42,23 +42,28 @@ constexpr int64_t kScaleLineGroups = 16;
 
 // At group `group` of kOuts rows (weights from `wo`, `in` apart; scales from `so`, `groups`
 // apart): prefetches each row's weight line kPrefetchBytes ahead and, once per scale line, the
-// scales of those weights. Always inlined: called out of line, GCC 12 finds it free of side
-// effects (prefetches count as none), marks it const and deletes every call.
+// scales of those weights. Near a row's end the lines as far into the same rows of the next
+// kOuts outputs (the rows that follow in memory) are asked for instead, so short rows start
+// their tile in cache; prefetches past the weights' end are harmless hints. Always inlined:
+// called out of line, GCC 12 finds it free of side effects (prefetches count as none), marks it
+// const and deletes every call.
 template <int kOuts>
 [[gnu::always_inline]] inline void Prefetch(const int8_t* wo, const float* so, int64_t in,
                                             int64_t groups, int64_t group) {
   constexpr int64_t kAheadGroups = kPrefetchBytes / kInt8GroupSize;
+  const int64_t ahead = group * kInt8GroupSize + kPrefetchBytes;
+  const int8_t* w_at = ahead < in ? wo + ahead : wo + kOuts * in + (ahead - in);
   DSCALE_UNROLL
   for (int g = 0; g < kOuts; ++g) {
-    _mm_prefetch(
-        reinterpret_cast<const char*>(wo + g * in + group * kInt8GroupSize) + kPrefetchBytes,
-        _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w_at + g * in), _MM_HINT_T0);
   }
   if (group % kScaleLineGroups != 0) return;
+  const int64_t scale_ahead = group + kAheadGroups;
+  const float* s_at =
+      scale_ahead < groups ? so + scale_ahead : so + kOuts * groups + (scale_ahead - groups);
   DSCALE_UNROLL
   for (int g = 0; g < kOuts; ++g) {
-    _mm_prefetch(reinterpret_cast<const char*>(so + g * groups + group + kAheadGroups),
-                 _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(s_at + g * groups), _MM_HINT_T0);
   }
 }
 
@@ -398,7 +403,6 @@ TiledFn TiledFor(Bf16Isa isa) {
   }
   return TiledPortable;
 }
-
 
 // The threads split the output columns in blocks of kOutBlock. (The variants take y's row stride
 // where they name it `out`.)
