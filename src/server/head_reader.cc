@@ -164,7 +164,10 @@ void HeadReader::TakeIncoming() {
     if (mode == Mode::kIdle && has_bytes) mode = Mode::kNew;  // a pipelined request
     auto deadline =
         now + (mode == Mode::kIdle && !has_bytes ? limits_.idle_timeout : limits_.header_timeout);
-    if (mode == Mode::kClosing) deadline = now + kClosingGrace;
+    if (mode == Mode::kClosing) {
+      shutdown(fd, SHUT_WR);  // the response is out: FIN now, then discard what still comes
+      deadline = now + kClosingGrace;
+    }
     pending_.emplace(fd, Pending{.connection = std::move(connection),
                                  .scanner = HeadScanner(limits_),
                                  .mode = mode,

@@ -477,7 +477,10 @@ void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& re
 }
 
 void HttpServer::HandleMetrics(httplib::Response& res) {
-  MetricsSnapshot snapshot{.engine = loop_.Metrics(), .draining = draining_};
+  MetricsSnapshot snapshot{.engine = loop_.Metrics(),
+                           .draining = draining_,
+                           .open_connections = http_->open_connections(),
+                           .max_connections = options_.limits.max_connections};
   {
     std::lock_guard lock(counts_mu_);
     snapshot.http_responses = counts_;
