@@ -88,6 +88,7 @@ void PrintText(const std::vector<RequestResult>& results, const Tokenizer* token
   for (const RequestResult& r : results) {
     std::printf("request %llu (%s):", static_cast<unsigned long long>(r.id),
                 FinishReasonName(r.finish_reason));
+    if (!r.error.empty()) std::printf(" %s;", r.error.c_str());
     if (const std::optional<std::string> text = OutputText(r, tokenizer, stops)) {
       std::printf("\n%s\n", text->c_str());
       continue;
@@ -131,6 +132,7 @@ void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* token
                               {"finish_reason", FinishReasonName(r.finish_reason)},
                               {"steps", r.steps},
                               {"accepted", r.accepted}};
+    if (!r.error.empty()) request["error"] = r.error;
     if (const std::optional<std::string> text = OutputText(r, tokenizer, stops)) {
       request["text"] = *text;
     }

@@ -6,6 +6,7 @@
 // than --drain-timeout, exits at once with status 1.
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +55,10 @@ struct ServeArgs {
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t default_max_tokens = 256;
   int64_t max_body_bytes = 8 << 20;
+  int32_t max_connections = 1024;
+  int32_t header_timeout_s = 10;
+  int32_t body_timeout_s = 30;
+  int32_t keep_alive_timeout_s = 5;
   int32_t drain_timeout_s = 30;
   bool reuse_port = false;
   bool tile_routing = true;
@@ -178,6 +183,31 @@ Status CheckServesOneRequest(const Engine& engine, const ServeArgs& args) {
   return Status::Ok();
 }
 
+server::ConnectionLimits ConnectionLimitsOf(const ServeArgs& args) {
+  return {.max_body_bytes = static_cast<size_t>(args.max_body_bytes),
+          .header_timeout = std::chrono::seconds(args.header_timeout_s),
+          .body_timeout = std::chrono::seconds(args.body_timeout_s),
+          .idle_timeout = std::chrono::seconds(args.keep_alive_timeout_s),
+          .max_connections = args.max_connections};
+}
+
+// Every connection holds a file descriptor: raises the soft limit to what --max-connections
+// needs (with room for the model files and the server's own), or says why it cannot.
+Status EnsureDescriptors(int32_t max_connections) {
+  constexpr rlim_t kReserve = 256;
+  const rlim_t need = static_cast<rlim_t>(max_connections) + kReserve;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= need) return Status::Ok();
+  if (limit.rlim_max >= need) {
+    limit.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &limit) == 0) return Status::Ok();
+  }
+  return InvalidArgument("--max-connections " + std::to_string(max_connections) + " needs " +
+                         std::to_string(need) + " open files, but the limit is " +
+                         std::to_string(limit.rlim_max) +
+                         " (ulimit -n); lower --max-connections or raise the limit");
+}
+
 // Waits for SIGTERM / SIGINT (blocked in every thread), then drains and stops the server, until
 // the main thread has finished serving (`ended`). A second signal, or a drain that outlasts
 // `drain_timeout`, exits at once with status 1: a slow client can hold a worker thread, and
@@ -223,6 +253,7 @@ int RunServe(const ServeArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
+  if (Status s = EnsureDescriptors(args.max_connections); !s.ok()) return ReportError("serve", s);
   Models models;
   if (Status s = LoadModels(args, &models); !s.ok()) return ReportError("serve", s);
   Result<std::unique_ptr<Engine>> engine = MakeEngine(args, models);
@@ -239,7 +270,7 @@ int RunServe(const ServeArgs& args) {
       {.host = args.host,
        .port = args.port,
        .threads = args.http_threads > 0 ? args.http_threads : slots + 16,
-       .max_body_bytes = static_cast<size_t>(args.max_body_bytes),
+       .limits = ConnectionLimitsOf(args),
        .reuse_port = args.reuse_port});
   if (Status s = http.Bind(); !s.ok()) return ReportError("serve", s);
   loop.Start();
@@ -311,8 +342,25 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--reuse-port", args->reuse_port,
                 "Share --port with other servers that ask for it too (SO_REUSEPORT); otherwise "
                 "a port in use is an error");
-  cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body; beyond: 413")
-      ->check(AtLeast(1))
+  cmd->add_option("--max-body-bytes", args->max_body_bytes,
+                  "Largest request body as received (chunk framing included); beyond: 413")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", args->max_connections,
+                  "Open connections at most; beyond: 503 at once")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", args->header_timeout_s,
+                  "Seconds a request's headers may take to arrive; beyond: 408, closed")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", args->body_timeout_s,
+                  "Seconds a request's body may take to arrive after its headers; beyond: 408")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", args->keep_alive_timeout_s,
+                  "Seconds an idle connection is kept open between requests")
+      ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")

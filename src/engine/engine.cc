@@ -48,6 +48,8 @@ const char* FinishReasonName(FinishReason reason) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
@@ -273,23 +275,36 @@ Status Engine::RunPrefill() {
     if (it == completing.end()) continue;
     RequestState& r = **it;
     r.committed = r.prompt_len;
-    const int32_t token =
+    const Result<int32_t> token =
         SampleFirstToken(r, std::span(out_.logits).subspan(logit_row * vocab, vocab));
+    if (!token.ok()) {
+      Fail(r, token.status());
+      continue;
+    }
     r.result.first_token = Clock::now();
-    AppendOutput(r, std::span(&token, 1));
+    AppendOutput(r, std::span(&*token, 1));
   }
   stats_.prefill_s += SecondsSince(start);
   return Status::Ok();
 }
 
-int32_t Engine::SampleFirstToken(RequestState& r, std::span<const float> logits) {
+Result<int32_t> Engine::SampleFirstToken(RequestState& r, std::span<const float> logits) {
   if (r.params.sampling.greedy()) {
     int32_t token = 0;
     cpu::ArgmaxRows(logits.data(), 1, static_cast<int64_t>(logits.size()), &token);
+    DSCALE_RETURN_IF_ERROR(CheckGreedyChoice(logits, token));
     return token;
   }
-  TargetDistribution(logits, r.params.sampling, &probs_);
+  DSCALE_RETURN_IF_ERROR(MakeTargetDistribution(logits, r.params.sampling, &probs_));
   return SampleIndex(probs_, PositionUniform(r.params.sampling.seed, r.prompt_len));
+}
+
+void Engine::Fail(RequestState& r, const Status& why) {
+  r.finish = FinishReason::kError;
+  r.result.error = "position " + std::to_string(r.tokens.size()) + ": " + why.message();
+  if (r.params.on_tokens) {
+    r.params.on_tokens({.id = r.id, .new_tokens = {}, .finished = r.finish});
+  }
 }
 
 Status Engine::RunDecode() {
@@ -350,7 +365,12 @@ Status Engine::RunDecode() {
         std::span(out_.logits).subspan(int64_t{req.q_start} * vocab, int64_t{req.q_len} * vocab);
     const std::span<const int32_t> drafts =
         std::span(batch_.tokens).subspan(req.q_start + 1, req.q_len - 1);
-    results[i] = Accept(*batch[i], logits, drafts);
+    Result<VerifyResult> accepted = Accept(*batch[i], logits, drafts);
+    if (accepted.ok()) {
+      results[i] = *accepted;
+    } else {
+      Fail(*batch[i], accepted.status());  // commits nothing; retired after this step
+    }
   }
   stats_.acceptance_s += SecondsSince(t);
   if (config_.on_step) Observe(batch, results);
@@ -364,6 +384,10 @@ Status Engine::RunDecode() {
     const BatchRequest& req = batch_.requests[i];
     const VerifyResult& v = results[i];
     stats_.verified_rows += req.q_len;
+    if (r.finish == FinishReason::kError) {
+      feed_rows_.push_back(0);
+      continue;
+    }
     stats_.committed_tokens += v.accepted + 1;
     ++stats_.accepted_histogram[std::min<size_t>(v.accepted, stats_.accepted_histogram.size() - 1)];
     r.result.accepted.push_back(v.accepted);
@@ -451,10 +475,10 @@ void Engine::StageBlocks(const std::vector<RequestState*>& batch) {
   }
 }
 
-VerifyResult Engine::Accept(RequestState& r, std::span<const float> logits,
-                            std::span<const int32_t> drafts) {
+Result<VerifyResult> Engine::Accept(RequestState& r, std::span<const float> logits,
+                                    std::span<const int32_t> drafts) {
   const int64_t vocab = target_.config().vocab_size;
-  if (r.params.sampling.greedy()) return VerifyGreedy(logits, vocab, drafts);
+  if (r.params.sampling.greedy()) return VerifyGreedyChecked(logits, vocab, drafts);
   // Row 0 is the anchor at position `committed`; it predicts the next position.
   return VerifySampledAt(logits, vocab, drafts, r.params.sampling, r.params.sampling.seed,
                          int64_t{r.committed} + 1, &probs_);

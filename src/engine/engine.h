@@ -123,9 +123,11 @@ class Engine {
                       std::span<const int32_t> rows);
   // The forward captures the drafter's feature layers only when some request will use them.
   void CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order);
-  VerifyResult Accept(RequestState& r, std::span<const float> logits,
-                      std::span<const int32_t> drafts);
-  int32_t SampleFirstToken(RequestState& r, std::span<const float> logits);
+  Result<VerifyResult> Accept(RequestState& r, std::span<const float> logits,
+                              std::span<const int32_t> drafts);
+  Result<int32_t> SampleFirstToken(RequestState& r, std::span<const float> logits);
+  // Ends r with FinishReason::kError (its KV is freed when it retires); the others go on.
+  void Fail(RequestState& r, const Status& why);
   // Appends tokens to r's output, applying stop ids, max_tokens and stop strings; streams them.
   void AppendOutput(RequestState& r, std::span<const int32_t> tokens);
   // Sends rows [first, first + count) of the last forward (batch_, out_) to the draft context.

@@ -15,8 +15,10 @@ namespace dscale {
 using RequestId = uint64_t;
 using Clock = std::chrono::steady_clock;
 
-enum class FinishReason { kNone, kStop, kLength, kCancelled };
-const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled"
+// kError: the request could not be continued (its logits defined no distribution to sample
+// from); it ends alone, with RequestResult::error saying why, and the others go on.
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled", "error"
 
 // New output tokens of one request, delivered after each step that produced some. Called on the
 // engine's thread; must not call back into the engine.
@@ -39,6 +41,7 @@ struct RequestResult {
   RequestId id = 0;
   std::vector<int32_t> output_ids;
   FinishReason finish_reason = FinishReason::kNone;
+  std::string error;  // kError: why
   int32_t prompt_tokens = 0;
   int32_t steps = 0;              // verification steps after the prompt
   std::vector<int32_t> accepted;  // drafts accepted at each step

@@ -16,6 +16,7 @@
 // one: the client is gone.
 
 #include <string>
+#include <utility>
 
 namespace dscale::server {
 
@@ -30,6 +31,8 @@ class ConnectionWatch {
  public:
   // Looks for the socket at once, while the client is most likely still connected.
   explicit ConnectionWatch(ConnectionAddress address);
+  // Watches `fd`, the request's own socket, when the caller knows it (no search).
+  ConnectionWatch(ConnectionAddress address, int fd) : address_(std::move(address)), fd_(fd) {}
 
   // True once the client has closed or reset the connection. False while it is open, or when
   // the socket cannot be found and no socket of this server's address has lost its peer.

@@ -152,6 +152,11 @@ void EngineLoop::OnFinished(const RequestResult& result) {
   Outcome outcome = Outcome::kCancelled;
   if (a.failed) {
     outcome = Outcome::kError;
+  } else if (result.finish_reason == FinishReason::kError) {
+    // This request alone could not go on; the engine freed its KV and serves the others.
+    DSCALE_LOG(kError) << "request " << a.ticket << " failed: " << result.error;
+    a.channel->Fail(InternalError("the request could not be completed: " + result.error));
+    outcome = Outcome::kError;
   } else if (result.finish_reason != FinishReason::kCancelled) {
     a.channel->Append(a.text.Finish());
     const bool stopped = result.finish_reason == FinishReason::kStop || a.text.stopped();

@@ -1,12 +1,17 @@
 #include "server/http_server.h"
 
+#include <fcntl.h>
 #include <httplib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <random>
+#include <tuple>
 
 #include "server/connection_watch.h"
+#include "server/guarded_stream.h"
+#include "server/head_reader.h"
 
 namespace dscale::server {
 namespace {
@@ -16,15 +21,21 @@ using json = nlohmann::json;
 constexpr const char* kJson = "application/json";
 constexpr const char* kRetryAfterSeconds = "1";
 constexpr int kListenBacklog = 1024;
+// Clients and proxies reuse their connections; each is closed after this many requests.
+constexpr int32_t kMaxRequestsPerConnection = 10000;
 // A stream silent this long (a long queue wait or prefill) gets an SSE comment, so that proxies
 // do not time it out.
 constexpr auto kKeepAliveInterval = std::chrono::seconds(15);
 
-ConnectionAddress AddressOf(const httplib::Request& req) {
-  return {.local_addr = req.local_addr,
-          .local_port = req.local_port,
-          .remote_addr = req.remote_addr,
-          .remote_port = req.remote_port};
+// Watches the socket of the request this worker serves.
+ConnectionWatch WatchOf(const httplib::Request& req) {
+  ConnectionAddress address{.local_addr = req.local_addr,
+                            .local_port = req.local_port,
+                            .remote_addr = req.remote_addr,
+                            .remote_port = req.remote_port};
+  const GuardedStream* stream = GuardedStream::Current();
+  if (stream == nullptr) return ConnectionWatch(std::move(address));
+  return ConnectionWatch(std::move(address), stream->socket());
 }
 
 const char* FinishReasonText(Outcome outcome) {
@@ -42,8 +53,29 @@ std::string RouteLabel(const std::string& path) {
   return "other";
 }
 
+// The body of the request being served could not be read: why, when the stream knows.
+std::optional<ApiError> BodyError(const ConnectionLimits& limits) {
+  const GuardedStream* stream = GuardedStream::Current();
+  const auto fault = stream ? stream->fault() : GuardedStream::BodyFault::kNone;
+  if (fault == GuardedStream::BodyFault::kTooLarge) {
+    return ApiError{.status = 413,
+                    .message = "the request body is larger than the limit of " +
+                               std::to_string(limits.max_body_bytes) +
+                               " bytes (--max-body-bytes; chunk framing included)"};
+  }
+  if (fault == GuardedStream::BodyFault::kTimedOut) {
+    return ApiError{.status = 408,
+                    .message = "the request body did not arrive within " +
+                               std::to_string(limits.body_timeout.count() / 1000) +
+                               " s (--body-timeout), or stalled for " +
+                               std::to_string(limits.body_stall_timeout.count() / 1000) + " s"};
+  }
+  return std::nullopt;
+}
+
 // A JSON error body for statuses cpp-httplib sets itself (no route, bad HTTP, body too big).
-ApiError TransportError(int status) {
+ApiError TransportError(int status, const ConnectionLimits& limits) {
+  if (auto body = BodyError(limits)) return *body;
   switch (status) {
     case 404:
       return {.status = 404, .message = "no such route", .code = "not_found"};
@@ -83,14 +115,98 @@ std::string StreamEvents(const ResponseMeta& meta, bool include_usage,
 
 }  // namespace
 
-// cpp-httplib 0.11 listens with a backlog of 5, so a burst of new connections (64 clients
-// starting together) overflows the accept queue and some connections fail. listen() again on
-// the bound socket raises the backlog.
+// cpp-httplib accepts connections and parses requests; this subclass owns what happens in
+// between. Its task queue runs on the accepting thread and hands each new connection to the
+// head reader (or refuses it with 503 when max_connections are open); the head reader gives
+// connections whose head has arrived to the worker pool, which runs cpp-httplib's request
+// processing over a GuardedStream and returns the connection to the head reader afterwards.
 class HttpServer::Listener : public httplib::Server {
  public:
+  Listener(const ConnectionLimits& limits, int32_t threads)
+      : limits_(limits),
+        threads_(threads),
+        reader_(limits, [this](Connection c, std::string head, std::string rest) {
+          Dispatch(std::move(c), std::move(head), std::move(rest));
+        }) {
+    new_task_queue = [this] { return new AcceptQueue(*this); };
+  }
+
+  // cpp-httplib 0.11 listens with a backlog of 5, so a burst of new connections (64 clients
+  // starting together) overflows the accept queue and some connections fail. listen() again on
+  // the bound socket raises the backlog.
   void RaiseBacklog(int backlog) {
     if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, backlog);
   }
+  int32_t open_connections() const { return reader_.open_connections(); }
+
+ private:
+  // cpp-httplib's queue for accepted sockets: runs each task (process_and_close_socket below)
+  // at once on the accepting thread; it only registers the socket.
+  class AcceptQueue : public httplib::TaskQueue {
+   public:
+    explicit AcceptQueue(Listener& listener) : listener_(listener) { listener_.StartWorkers(); }
+    void enqueue(std::function<void()> fn) override { fn(); }
+    void shutdown() override { listener_.StopWorkers(); }
+
+   private:
+    Listener& listener_;
+  };
+
+  void StartWorkers() {
+    workers_ = std::make_unique<httplib::ThreadPool>(threads_);
+    const Status started = reader_.Start();
+    DSCALE_CHECK_MSG(started.ok(), started.message().c_str());
+  }
+
+  void StopWorkers() {
+    reader_.Stop();
+    workers_->shutdown();
+  }
+
+  bool process_and_close_socket(socket_t sock) override {
+    if (!reader_.TryAdmit()) {
+      const ApiError busy = Unavailable(
+          "too_many_connections", "the server has " + std::to_string(limits_.max_connections) +
+                                      " connections open (--max-connections); retry later");
+      const std::string bytes = ErrorResponseBytes(busy);
+      [[maybe_unused]] const ssize_t n =
+          send(sock, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      close(sock);
+      return false;
+    }
+    fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+    reader_.Add({.fd = sock, .address = AddressOfSocket(sock)}, HeadReader::Mode::kNew);
+    return true;
+  }
+
+  void Dispatch(Connection c, std::string head, std::string rest) {
+    auto task = std::make_shared<std::tuple<Connection, std::string, std::string>>(
+        std::move(c), std::move(head), std::move(rest));
+    workers_->enqueue([this, task] {
+      auto& [connection, head, rest] = *task;
+      ServeRequest(std::move(connection), std::move(head), std::move(rest));
+    });
+  }
+
+  // One request on a worker thread; then the connection goes back to the head reader.
+  void ServeRequest(Connection c, std::string head, std::string rest) {
+    const bool last = ++c.served >= kMaxRequestsPerConnection;
+    bool client_closes = false;
+    bool reusable = false;
+    {
+      GuardedStream stream(c.fd, c.address, limits_, std::move(head), std::move(rest));
+      const bool written = process_request(stream, last, client_closes, nullptr);
+      reusable =
+          written && !last && !client_closes && stream.reusable() && svr_sock_ != INVALID_SOCKET;
+      if (reusable) c.received = stream.TakeUnread();
+    }
+    reader_.Add(std::move(c), reusable ? HeadReader::Mode::kIdle : HeadReader::Mode::kClosing);
+  }
+
+  const ConnectionLimits& limits_;
+  const int32_t threads_;
+  HeadReader reader_;
+  std::unique_ptr<httplib::ThreadPool> workers_;
 };
 
 // One streaming response, owned by its content provider.
@@ -117,18 +233,19 @@ HttpServer::HttpServer(EngineLoop& loop, const Tokenizer& tokenizer, ModelInfo m
                    std::chrono::system_clock::now().time_since_epoch())
                    .count()),
       salt_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
-      http_(std::make_unique<Listener>()) {
+      http_(std::make_unique<Listener>(options_.limits, options_.threads)) {
   Route();
 }
 
 HttpServer::~HttpServer() = default;
 
 Status HttpServer::Bind() {
-  const int32_t threads = options_.threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_payload_max_length(options_.limits.max_body_bytes);
   http_->set_tcp_nodelay(true);
-  http_->set_keep_alive_max_count(10000);  // clients and proxies reuse their connections
+  // What the Keep-Alive response header announces; the head reader enforces it.
+  http_->set_keep_alive_max_count(kMaxRequestsPerConnection);
+  http_->set_keep_alive_timeout(std::max<time_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(options_.limits.idle_timeout).count()));
   // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server start silently on
   // a port in use and take half of its connections. SO_REUSEADDR alone only allows a restart
   // while old connections linger in TIME_WAIT.
@@ -173,13 +290,15 @@ void HttpServer::Route() {
              [this](const httplib::Request&, httplib::Response& res) { HandleHealth(res); });
   http_->Get("/metrics",
              [this](const httplib::Request&, httplib::Response& res) { HandleMetrics(res); });
-  http_->set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+  http_->set_error_handler(httplib::Server::HandlerWithResponse(
+      [&options = options_](const httplib::Request&, httplib::Response& res) {
         // Responses our handlers wrote already carry a body; only cpp-httplib's own need one.
         if (!res.body.empty() || res.is_chunked_content_provider_) {
           return httplib::Server::HandlerResponse::Unhandled;
         }
-        res.set_content(TransportError(res.status).Body(), kJson);
+        const ApiError error = TransportError(res.status, options.limits);
+        res.status = error.status;
+        res.set_content(error.Body(), kJson);
         return httplib::Server::HandlerResponse::Handled;
       }));
   http_->set_exception_handler(
@@ -196,7 +315,10 @@ void HttpServer::Reply(httplib::Response& res, const ApiError& error) {
   res.status = error.status;
   if (error.status == 503) {
     res.set_header("Retry-After", kRetryAfterSeconds);
-    if (draining_) res.set_header("Connection", "close");
+    if (draining_) {
+      res.set_header("Connection", "close");
+      if (GuardedStream* stream = GuardedStream::Current()) stream->RequestClose();
+    }
   }
   res.set_content(error.Body(), kJson);
 }
@@ -254,7 +376,7 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                                std::shared_ptr<RequestChannel> channel, uint64_t ticket,
                                const ResponseMeta& meta) {
-  ConnectionWatch watch(AddressOf(req));
+  ConnectionWatch watch = WatchOf(req);
   RequestChannel::Update update;
   while (!channel->Wait(options_.poll_interval, &update, /*until_done=*/true)) {
     if (watch.PeerClosed()) {
@@ -279,7 +401,7 @@ void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& 
                                                 .ticket = ticket,
                                                 .meta = meta,
                                                 .include_usage = include_usage,
-                                                .watch = ConnectionWatch(AddressOf(req))});
+                                                .watch = WatchOf(req)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must pass events on as they come
   res.set_chunked_content_provider(
@@ -355,7 +477,10 @@ void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& re
 }
 
 void HttpServer::HandleMetrics(httplib::Response& res) {
-  MetricsSnapshot snapshot{.engine = loop_.Metrics(), .draining = draining_};
+  MetricsSnapshot snapshot{.engine = loop_.Metrics(),
+                           .draining = draining_,
+                           .open_connections = http_->open_connections(),
+                           .max_connections = options_.limits.max_connections};
   {
     std::lock_guard lock(counts_mu_);
     snapshot.http_responses = counts_;

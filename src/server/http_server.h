@@ -8,6 +8,12 @@
 // its channel to the client; they never touch the engine. Every error is an OpenAI-style JSON
 // body (api_error.h), including cpp-httplib's own (unknown route, oversized or truncated body).
 //
+// Connections: cpp-httplib accepts them; the head reader (head_reader.h) holds every open
+// connection between requests and reads request heads on one thread, within the limits of
+// ConnectionLimits, so that worker threads serve only requests whose head has arrived and
+// passed the checks (request_head.h); the body is read through a GuardedStream, bounded in
+// bytes and time. Connections beyond max_connections get 503 at once.
+//
 // Shutdown: BeginDrain() makes new generation requests answer 503 (with Retry-After and
 // Connection: close) and /health 503; once nothing is in flight, Stop() closes the listener.
 
@@ -23,6 +29,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "server/connection_limits.h"
 #include "server/engine_loop.h"
 #include "server/prompt_builder.h"
 
@@ -37,9 +44,10 @@ namespace dscale::server {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                   // 0: any free port (see port())
-  int32_t threads = 64;              // HTTP worker threads
-  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+  int port = 8000;       // 0: any free port (see port())
+  int32_t threads = 64;  // HTTP worker threads (requests whose head has arrived)
+  // Body, head, deadlines and open connections (connection_limits.h).
+  ConnectionLimits limits;
   // Share the port with other sockets that ask for it too (SO_REUSEPORT: the kernel spreads the
   // connections between them). Off, binding a port another server holds fails.
   bool reuse_port = false;

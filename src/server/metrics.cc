@@ -98,6 +98,10 @@ void RenderRequests(const MetricsSnapshot& snapshot, Writer& w) {
   w.One("kv_pages_total", "gauge", "KV cache pages.", int64_t{m.total_kv_pages});
   w.One("draining", "gauge", "1 while the server finishes in-flight requests before exiting.",
         int64_t{snapshot.draining ? 1 : 0});
+  w.One("http_connections_open", "gauge", "Open client connections.",
+        int64_t{snapshot.open_connections});
+  w.One("http_connections_max", "gauge", "Open connections at most (--max-connections).",
+        int64_t{snapshot.max_connections});
 }
 
 void RenderEngine(const EngineMetrics& m, Writer& w) {

@@ -74,6 +74,8 @@ struct MetricsSnapshot {
   // Kept by the HTTP side.
   std::map<std::pair<std::string, int>, int64_t> http_responses;  // (path, status) → count
   bool draining = false;
+  int32_t open_connections = 0;  // held by the server now
+  int32_t max_connections = 0;   // beyond: 503 at once
 };
 
 std::string RenderPrometheus(const MetricsSnapshot& m);

@@ -124,7 +124,32 @@ std::optional<ApiError> ResolveMaxTokens(const ApiRequest& request, const ModelI
   return std::nullopt;
 }
 
+// Refuses text too long to tokenize (kMaxPromptBytesPerToken).
+std::optional<ApiError> CheckPromptBytes(const ApiRequest& request, const ModelInfo& model,
+                                         const std::string& input) {
+  const int64_t bytes = PromptTextBytes(request);
+  const int64_t limit = kMaxPromptBytesPerToken * model.context_length;
+  if (bytes <= limit) return std::nullopt;
+  return ContextExceeded(input, "the prompt text has " + std::to_string(bytes) +
+                                    " bytes, more than the " + std::to_string(limit) + " bytes (" +
+                                    std::to_string(kMaxPromptBytesPerToken) + " per token of the " +
+                                    std::to_string(model.context_length) +
+                                    "-token context) that are tokenized");
+}
+
 }  // namespace
+
+int64_t PromptTextBytes(const ApiRequest& request) {
+  if (request.endpoint == Endpoint::kCompletions) {
+    return request.prompt_is_ids ? 0 : static_cast<int64_t>(request.prompt_text.size());
+  }
+  int64_t bytes = 0;
+  for (const ChatMessage& m : request.messages) {
+    bytes += static_cast<int64_t>(m.content.size());
+    if (m.reasoning_content) bytes += static_cast<int64_t>(m.reasoning_content->size());
+  }
+  return bytes;
+}
 
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
                                    const Tokenizer& tokenizer, std::vector<int32_t>* ids) {
@@ -156,8 +181,10 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   }
   const bool chat = request.endpoint == Endpoint::kChatCompletions;
   const std::string input = chat ? "messages" : "prompt";
-  std::optional<ApiError> error = chat ? EncodeChat(request.messages, tokenizer, &out->prompt)
-                                       : CompletionPrompt(request, tokenizer, model, &out->prompt);
+  std::optional<ApiError> error = CheckPromptBytes(request, model, input);
+  if (error) return error;
+  error = chat ? EncodeChat(request.messages, tokenizer, &out->prompt)
+               : CompletionPrompt(request, tokenizer, model, &out->prompt);
   if (!error) error = CheckPromptIds(out->prompt, model, input);
   if (error) return error;
 

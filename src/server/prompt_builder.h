@@ -35,9 +35,20 @@ struct PreparedRequest {
   GenerationParams params;  // on_tokens is left for the engine loop
 };
 
-// 404 for another model's name; 400 for a prompt that does not tokenize, is empty, holds ids
-// outside the vocabulary, or with max_tokens does not fit the context. `seed` is used when
-// the request has none.
+// Prompt text is bounded before it is tokenized: text (a completion prompt, or the chat
+// messages' contents and reasoning together) of more than this many bytes per position of the
+// context is refused as context_length_exceeded without running the tokenizer. English and
+// code average 3 to 5 bytes per token, so text this long would not fit the context either
+// unless nearly every token spans 16 bytes or more (long runs of one character), which is what
+// an attack sends.
+inline constexpr int64_t kMaxPromptBytesPerToken = 16;
+
+// The prompt's text bytes (0 for token ids).
+int64_t PromptTextBytes(const ApiRequest& request);
+
+// 404 for another model's name; 400 for a prompt whose text exceeds kMaxPromptBytesPerToken ×
+// the context length in bytes, does not tokenize, is empty, holds ids outside the vocabulary,
+// or with max_tokens does not fit the context. `seed` is used when the request has none.
 std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenizer& tokenizer,
                                        const ModelInfo& model, uint64_t seed, PreparedRequest* out);
 

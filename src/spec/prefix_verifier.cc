@@ -49,16 +49,28 @@ VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
           .next_token = SampleIndex(*probs, next_uniform())};
 }
 
-VerifyResult VerifySampledAt(std::span<const float> logits, int64_t vocab,
-                             std::span<const int32_t> drafts, const SamplingParams& params,
-                             uint64_t seed, int64_t first_position, std::vector<double>* probs) {
+Result<VerifyResult> VerifyGreedyChecked(std::span<const float> logits, int64_t vocab,
+                                         std::span<const int32_t> drafts) {
+  const VerifyResult v = VerifyGreedy(logits, vocab, drafts);
+  // Rows 0..accepted−1 chose the accepted drafts; row `accepted` chose the next token.
+  for (int32_t j = 0; j < v.accepted; ++j) {
+    DSCALE_RETURN_IF_ERROR(CheckGreedyChoice(Row(logits, vocab, j), drafts[j]));
+  }
+  DSCALE_RETURN_IF_ERROR(CheckGreedyChoice(Row(logits, vocab, v.accepted), v.next_token));
+  return v;
+}
+
+Result<VerifyResult> VerifySampledAt(std::span<const float> logits, int64_t vocab,
+                                     std::span<const int32_t> drafts, const SamplingParams& params,
+                                     uint64_t seed, int64_t first_position,
+                                     std::vector<double>* probs) {
   DSCALE_CHECK(logits.size() == (drafts.size() + 1) * vocab);
   for (size_t j = 0;; ++j) {
-    TargetDistribution(Row(logits, vocab, j), params, probs);
+    DSCALE_RETURN_IF_ERROR(MakeTargetDistribution(Row(logits, vocab, j), params, probs));
     const int32_t token =
         SampleIndex(*probs, PositionUniform(seed, first_position + static_cast<int64_t>(j)));
     if (j == drafts.size() || token != drafts[j]) {
-      return {.accepted = static_cast<int32_t>(j), .next_token = token};
+      return VerifyResult{.accepted = static_cast<int32_t>(j), .next_token = token};
     }
   }
 }

@@ -35,6 +35,9 @@ struct VerifyResult {
 // logits: [k, vocab] row-major; drafts: the k−1 candidates after the anchor.
 VerifyResult VerifyGreedy(std::span<const float> logits, int64_t vocab,
                           std::span<const int32_t> drafts);
+// VerifyGreedy, failing when a logit a choice rests on is not finite (CheckGreedyChoice).
+Result<VerifyResult> VerifyGreedyChecked(std::span<const float> logits, int64_t vocab,
+                                         std::span<const int32_t> drafts);
 
 // Where sampled verification takes its uniforms in [0, 1), one call each, in consumption
 // order: a request's RequestRng, its UniformLookahead, or uniforms drawn earlier and replayed.
@@ -46,10 +49,12 @@ VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,
                            const UniformSource& next_uniform, std::vector<double>* probs);
 
 // The sampled test with the token at row j drawn with PositionUniform(seed, first_position + j);
-// first_position is the position row 0 predicts (the anchor's position + 1).
-VerifyResult VerifySampledAt(std::span<const float> logits, int64_t vocab,
-                             std::span<const int32_t> drafts, const SamplingParams& params,
-                             uint64_t seed, int64_t first_position, std::vector<double>* probs);
+// first_position is the position row 0 predicts (the anchor's position + 1). Fails when a row it
+// draws from has a non-finite logit (MakeTargetDistribution).
+Result<VerifyResult> VerifySampledAt(std::span<const float> logits, int64_t vocab,
+                                     std::span<const int32_t> drafts, const SamplingParams& params,
+                                     uint64_t seed, int64_t first_position,
+                                     std::vector<double>* probs);
 
 // The same, drawing from the request's own stream.
 inline VerifyResult VerifySampled(std::span<const float> logits, int64_t vocab,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "core/check.h"
 
@@ -18,28 +19,26 @@ std::vector<int32_t> RankByProbability(const std::vector<double>& probs) {
   return order;
 }
 
-void Renormalise(std::vector<double>* probs) {
+Status Renormalise(std::vector<double>* probs) {
   const double total = std::accumulate(probs->begin(), probs->end(), 0.0);
-  DSCALE_CHECK(total > 0);
+  if (!(total > 0) || !std::isfinite(total)) {
+    return InvalidArgument("no token has a positive finite probability (total " +
+                           std::to_string(total) + ")");
+  }
   for (double& p : *probs) p /= total;
+  return Status::Ok();
 }
 
-}  // namespace
+std::string NonFinite(float value, size_t token) {
+  const char* what = std::isnan(value) ? "NaN" : (value > 0 ? "+infinity" : "-infinity");
+  return std::string("the logit of token ") + std::to_string(token) + " is " + what +
+         ": the model's activations overflowed, so there is no distribution to sample from";
+}
 
-void TargetDistribution(std::span<const float> logits, const SamplingParams& params,
-                        std::vector<double>* probs) {
-  DSCALE_CHECK(!params.greedy());
-  const double inv_t = 1.0 / params.temperature;
-  const double max_logit = *std::max_element(logits.begin(), logits.end());
-  probs->resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    (*probs)[i] = std::exp((static_cast<double>(logits[i]) - max_logit) * inv_t);
-  }
-  Renormalise(probs);
-  const bool use_top_k = params.top_k > 0 && params.top_k < static_cast<int32_t>(logits.size());
-  if (!use_top_k && params.top_p >= 1.0f) return;
-
+// Keeps the top-k, then the top-p nucleus of the kept set (probs sum to 1).
+void KeepTopKTopP(const SamplingParams& params, std::vector<double>* probs) {
   const std::vector<int32_t> order = RankByProbability(*probs);
+  const bool use_top_k = params.top_k > 0 && params.top_k < static_cast<int32_t>(probs->size());
   size_t keep = use_top_k ? static_cast<size_t>(params.top_k) : order.size();
   if (params.top_p < 1.0f) {
     // Smallest prefix (within the top-k set, renormalised) whose mass reaches top_p.
@@ -55,7 +54,40 @@ void TargetDistribution(std::span<const float> logits, const SamplingParams& par
     }
   }
   for (size_t r = keep; r < order.size(); ++r) (*probs)[order[r]] = 0.0;
-  Renormalise(probs);
+}
+
+}  // namespace
+
+Status MakeTargetDistribution(std::span<const float> logits, const SamplingParams& params,
+                              std::vector<double>* probs) {
+  DSCALE_CHECK(!params.greedy());
+  if (logits.empty()) return InvalidArgument("no logits to sample from");
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) return InvalidArgument(NonFinite(logits[i], i));
+  }
+  const double inv_t = 1.0 / params.temperature;
+  const double max_logit = *std::max_element(logits.begin(), logits.end());
+  probs->resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    (*probs)[i] = std::exp((static_cast<double>(logits[i]) - max_logit) * inv_t);
+  }
+  DSCALE_RETURN_IF_ERROR(Renormalise(probs));
+  const bool use_top_k = params.top_k > 0 && params.top_k < static_cast<int32_t>(logits.size());
+  if (!use_top_k && params.top_p >= 1.0f) return Status::Ok();
+  KeepTopKTopP(params, probs);
+  return Renormalise(probs);
+}
+
+void TargetDistribution(std::span<const float> logits, const SamplingParams& params,
+                        std::vector<double>* probs) {
+  const Status made = MakeTargetDistribution(logits, params, probs);
+  DSCALE_CHECK_MSG(made.ok(), made.message().c_str());
+}
+
+Status CheckGreedyChoice(std::span<const float> logits, int32_t token) {
+  const float value = logits[static_cast<size_t>(token)];
+  if (std::isfinite(value)) return Status::Ok();
+  return InvalidArgument(NonFinite(value, static_cast<size_t>(token)));
 }
 
 int32_t SampleIndex(std::span<const double> probs, double u) {

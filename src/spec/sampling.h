@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "core/status.h"
+
 namespace dscale {
 
 struct SamplingParams {
@@ -32,8 +34,19 @@ class RequestRng {
 
 // probs[vocab] = P for one row of logits (temperature > 0). Tokens outside the top-k / top-p
 // set get probability 0. Ties at the top-k / top-p boundary keep the lower token ids.
+// A row with a NaN or infinite logit (a model whose activations overflowed) defines no
+// distribution: InvalidArgument naming the first such token, and *probs is unspecified.
+Status MakeTargetDistribution(std::span<const float> logits, const SamplingParams& params,
+                              std::vector<double>* probs);
+
+// MakeTargetDistribution for rows known to be finite (references and tests); a non-finite
+// logit there is a bug in the caller. The engine uses MakeTargetDistribution.
 void TargetDistribution(std::span<const float> logits, const SamplingParams& params,
                         std::vector<double>* probs);
+
+// OK when the logit greedy decoding chose, logits[token], is finite. A row of NaNs makes
+// argmax return an arbitrary token; this catches it (and an infinite logit) at O(1).
+Status CheckGreedyChoice(std::span<const float> logits, int32_t token);
 
 // Inverse-CDF draw from `probs` (which sum to 1 within rounding) with uniform u in [0, 1).
 int32_t SampleIndex(std::span<const double> probs, double u);

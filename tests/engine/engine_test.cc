@@ -8,6 +8,7 @@
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
 #include "model/logit_bounds.h"
+#include "model/poisoned_target.h"
 #include "model/quantize_int8.h"
 #include "model/random_checkpoint.h"
 #include "planted_drafter.h"
@@ -170,6 +171,49 @@ TEST_F(EngineTest, RequestsJoiningAndLeavingDoNotDisturbEachOther) {
   EXPECT_LE(ties, 1);
   EXPECT_EQ(finished, 12);
   EXPECT_EQ(engine->free_kv_pages(), engine->total_kv_pages());
+}
+
+// A request whose logits turn NaN (as an overflowing model's do) fails alone, at prefill or while
+// decoding, greedy or sampled: FinishReason::kError saying why, its KV pages freed, and the
+// other requests' outputs as if it had not been there.
+TEST_F(EngineTest, ARequestWithNonFiniteLogitsFailsAloneAndFreesItsPages) {
+  const int32_t marker = static_cast<int32_t>(target_.config().vocab_size) - 1;  // never drawn
+  auto prompts = RandomPrompts(6, target_.config().vocab_size, 11);
+  for (const size_t i : {1, 4}) {  // 41 tokens: position 48 comes while decoding
+    prompts[i].resize(40, 5);
+    prompts[i].insert(prompts[i].begin(), marker);
+  }
+  const auto expected = Reference(prompts, 24, /*ignore_eos=*/true);
+  testing::PlantedDrafter drafter(target_, 16, 3);
+  const EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(), .max_running = 4};
+  for (const int32_t from_position : {0, 48}) {  // the first token (prefill), or past the prompt
+    for (const float temperature : {0.0f, 0.8f}) {
+      SCOPED_TRACE("from position " + std::to_string(from_position) + ", temperature " +
+                   std::to_string(temperature));
+      testing::PoisonedTarget poisoned(target_, marker, from_position);
+      const GenerationParams params{.max_tokens = 24,
+                                    .sampling = {.temperature = temperature, .seed = 3}};
+      const EngineRun run = RunPrompts(poisoned, &drafter, config, prompts, params);
+      EXPECT_GT(poisoned.poisoned_rows(), 0);
+      int ties = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const RequestResult& r = run.results[i];
+        if (i == 1 || i == 4) {
+          EXPECT_EQ(r.finish_reason, FinishReason::kError);
+          EXPECT_NE(r.error.find("NaN"), std::string::npos) << r.error;
+          EXPECT_LT(r.output_ids.size(), 24u);
+          continue;
+        }
+        EXPECT_EQ(r.finish_reason, FinishReason::kLength) << r.error;
+        EXPECT_EQ(r.output_ids.size(), 24u);
+        if (temperature == 0.0f) {
+          testing::SameGreedyOutput(target_, prompts[i], r.output_ids, expected[i], &ties, tie_);
+        }
+      }
+      EXPECT_LE(ties, 1);
+      EXPECT_EQ(run.free_pages_after, run.total_pages);
+    }
+  }
 }
 
 TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "model/model_test_util.h"
+#include "model/poisoned_target.h"
 #include "model/random_checkpoint.h"
 #include "server_test_util.h"
 
@@ -44,6 +45,7 @@ RequestChannel::Update Drain(RequestChannel& channel) {
     all.done = u.done;
     all.outcome = u.outcome;
     all.usage = u.usage;
+    all.error = u.error;
   }
   return all;
 }
@@ -54,14 +56,15 @@ class EngineLoopTest : public ::testing::Test {
     drafter_ = dscale::testing::RandomDrafter(target_, 4);
   }
 
-  std::unique_ptr<Engine> MakeEngine() {
+  // On target_, or on `target` when given.
+  std::unique_ptr<Engine> MakeEngine(TargetModel* target = nullptr) {
     const Tokenizer& tok = testing::ServerTokenizer();
     EngineConfig config{
         .policy = LengthPolicy::Parse("dflash").value(),
         .max_running = 4,
         .kv_tokens = 4096,
         .decode_text = [&tok](std::span<const int32_t> ids) { return OutputTextOf(tok, ids); }};
-    return Engine::Create(target_, drafter_.get(), config).value();
+    return Engine::Create(target ? *target : target_, drafter_.get(), config).value();
   }
 
   PreparedRequest Request(std::vector<int32_t> prompt, int32_t max_tokens) {
@@ -134,6 +137,44 @@ TEST_F(EngineLoopTest, TextMatchesTheEngineRunAlone) {
   EXPECT_EQ(m.free_kv_pages, m.total_kv_pages);
   EXPECT_EQ(m.block_size, 16);
   EXPECT_GT(m.stats.decode_steps, 0);
+}
+
+// A request whose logits turn NaN (an overflowing model) fails alone with a 500 saying why;
+// the others complete and every KV page is free afterwards.
+TEST_F(EngineLoopTest, ARequestThatCannotBeSampledFailsAloneWith500) {
+  const int32_t marker = 511;
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 2, 3}, {marker, 4, 5}, {7}, {300, 5, 9, 11}, {marker, 8}};
+  dscale::testing::PoisonedTarget poisoned(target_, marker, /*from_position=*/6);
+  std::unique_ptr<Engine> engine = MakeEngine(&poisoned);
+  EngineLoop loop(*engine, testing::ServerTokenizer(), 16);
+  loop.Start();
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    channels.push_back(std::make_shared<RequestChannel>());
+    PreparedRequest request = Request(prompts[i], 12);
+    request.params.sampling = {.temperature = i == 1 ? 1.0f : 0.0f, .seed = 1};
+    ASSERT_TRUE(loop.Submit(std::move(request), channels.back()).ok());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const RequestChannel::Update u = Drain(*channels[i]);
+    if (prompts[i][0] != marker) {
+      EXPECT_EQ(u.outcome, Outcome::kLength) << "prompt " << i;
+      EXPECT_EQ(u.usage.completion_tokens, 12);
+      continue;
+    }
+    EXPECT_EQ(u.outcome, Outcome::kError) << "prompt " << i;
+    ASSERT_TRUE(u.error.has_value());
+    EXPECT_EQ(u.error->status, 500);
+    EXPECT_EQ(u.error->type, "server_error");
+    EXPECT_NE(u.error->message.find("is NaN"), std::string::npos) << u.error->message;
+  }
+  loop.Stop();
+  const EngineMetrics m = loop.Metrics();
+  EXPECT_EQ(m.finished[static_cast<int>(Outcome::kError)], 2);
+  EXPECT_EQ(m.finished[static_cast<int>(Outcome::kLength)], 3);
+  EXPECT_EQ(m.free_kv_pages, m.total_kv_pages);
+  EXPECT_EQ(loop.in_flight(), 0);
 }
 
 TEST_F(EngineLoopTest, RefusesBeyondItsSlots) {

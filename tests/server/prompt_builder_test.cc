@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "io/tokenizer/chat_template.h"
 #include "server_test_util.h"
 
@@ -85,6 +87,40 @@ TEST(PromptBuilderTest, ContextLimits) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "prompt");
   EXPECT_EQ(e->code, "context_length_exceeded");
+}
+
+// Text longer than kMaxPromptBytesPerToken bytes per context position is refused before the
+// tokenizer runs: 8 MB of whitespace costs a sum of lengths, not a BPE pass.
+TEST(PromptBuilderTest, TextFarBeyondTheContextIsRefusedBeforeTokenizing) {
+  const ModelInfo model = TinyModelInfo();  // 64 positions: 1024 bytes of text at most
+  ApiRequest chat{.endpoint = Endpoint::kChatCompletions, .model = "tiny"};
+  chat.messages = {{.role = "system", .content = "Be brief."},
+                   {.role = "user", .content = std::string(8 << 20, ' ')}};
+  EXPECT_EQ(PromptTextBytes(chat), 9 + (8 << 20));
+  PreparedRequest p;
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<ApiError> e = PrepareRequest(chat, ServerTokenizer(), model, 1, &p);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->param, "messages");
+  EXPECT_EQ(e->code, "context_length_exceeded");
+  EXPECT_NE(e->message.find("more than the 1024 bytes"), std::string::npos) << e->message;
+
+  ApiRequest text{.model = "tiny", .prompt_text = std::string(1025, 'a')};
+  e = PrepareRequest(text, ServerTokenizer(), model, 1, &p);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("1025 bytes"), std::string::npos) << e->message;
+  // At the bound the text is tokenized, and here its tokens do not fit the context either.
+  text.prompt_text.resize(1024);
+  e = PrepareRequest(text, ServerTokenizer(), model, 1, &p);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "context_length_exceeded");
+  EXPECT_NE(e->message.find("tokens and the prompt has"), std::string::npos) << e->message;
+  // Token ids are no text: only their count matters.
+  const ApiRequest ids{.model = "tiny", .prompt_ids = {1, 2, 3}, .prompt_is_ids = true};
+  EXPECT_EQ(PromptTextBytes(ids), 0);
+  EXPECT_FALSE(PrepareRequest(ids, ServerTokenizer(), model, 1, &p));
 }
 
 TEST(PromptBuilderTest, ChatUsesTheChatFormatAndEndOfTurnStops) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 #include "chi_square.h"
@@ -96,7 +97,8 @@ TEST(PrefixVerifierTest, PositionIndexedSamplingEmitsPlainSamplingsTokens) {
          {std::vector<int32_t>{}, std::vector<int32_t>{1}, std::vector<int32_t>{1, 4},
           std::vector<int32_t>{plain[0], plain[1]}, std::vector<int32_t>{plain[0], 2}}) {
       const auto rows = std::span(logits).first((drafts.size() + 1) * vocab);
-      const VerifyResult r = VerifySampledAt(rows, vocab, drafts, params, seed, position, &scratch);
+      const VerifyResult r =
+          VerifySampledAt(rows, vocab, drafts, params, seed, position, &scratch).value();
       for (int j = 0; j < r.accepted; ++j) ASSERT_EQ(drafts[j], plain[j]);
       ASSERT_EQ(r.next_token, plain[r.accepted]) << "seed " << seed;
       if (r.accepted < static_cast<int32_t>(drafts.size())) {
@@ -107,6 +109,38 @@ TEST(PrefixVerifierTest, PositionIndexedSamplingEmitsPlainSamplingsTokens) {
   }
   const testing::ChiSquareResult a = testing::ChiSquareTest(first, p[0]);
   EXPECT_GT(a.p_value, 0.001) << "chi2 " << a.statistic;
+}
+
+// A NaN row anywhere a decision rests on fails the verification instead of aborting or
+// emitting an arbitrary token.
+TEST(PrefixVerifierTest, NonFiniteRowsFailVerification) {
+  const int64_t vocab = 4;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Row 0 prefers token 2 (the draft), row 1 is all NaN.
+  const std::vector<float> logits = {0.0f, 1.0f, 5.0f, 0.0f, nan, nan, nan, nan};
+  const std::vector<int32_t> drafts = {2};
+  std::vector<double> scratch;
+  const Result<VerifyResult> greedy = VerifyGreedyChecked(logits, vocab, drafts);
+  ASSERT_FALSE(greedy.ok());
+  EXPECT_NE(greedy.status().message().find("NaN"), std::string::npos);
+  // Row 0 alone is fine.
+  const Result<VerifyResult> first =
+      VerifyGreedyChecked(std::span(logits).first(vocab), vocab, std::span<const int32_t>());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->next_token, 2);
+  const SamplingParams params{.temperature = 0.8f};
+  bool failed = false;
+  for (uint64_t seed = 0; seed < 50; ++seed) {  // whether or not the draft passes, row 1 fails
+    const Result<VerifyResult> r =
+        VerifySampledAt(logits, vocab, drafts, params, seed, 7, &scratch);
+    if (!r.ok()) {
+      failed = true;
+      EXPECT_NE(r.status().message().find("token 0 is NaN"), std::string::npos);
+    } else {
+      EXPECT_EQ(r->accepted, 0) << "only a rejected draft stops before row 1";
+    }
+  }
+  EXPECT_TRUE(failed);
 }
 
 TEST(PositionUniformTest, IsAPureFunctionInZeroOne) {

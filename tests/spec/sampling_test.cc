@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <string>
+#include <utility>
 
 namespace dscale {
 namespace {
@@ -71,6 +74,51 @@ TEST(SamplingTest, RequestRngIsSeededAndUniform) {
   }
   EXPECT_NEAR(sum / 10000, 0.5, 0.02);
   EXPECT_NE(RequestRng(42).Uniform(), c.Uniform());
+}
+
+// A row with a NaN or infinite logit defines no distribution: an error naming the token, never
+// an abort, whatever the temperature and filters.
+TEST(SamplingTest, NonFiniteLogitsAreAnErrorNamingTheToken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<std::vector<float>, std::string>> rows = {
+      {{nan, nan, nan, nan}, "token 0 is NaN"},
+      {{1.0f, 2.0f, nan, 0.0f}, "token 2 is NaN"},
+      {{1.0f, inf, 0.5f, 0.0f}, "token 1 is +infinity"},
+      {{-inf, -inf, -inf, -inf}, "token 0 is -infinity"},
+  };
+  for (const SamplingParams& params :
+       {SamplingParams{.temperature = 1.0f}, SamplingParams{.temperature = 0.7f, .top_k = 2},
+        SamplingParams{.temperature = 1.3f, .top_p = 0.5f}}) {
+    for (const auto& [logits, what] : rows) {
+      std::vector<double> probs;
+      const Status s = MakeTargetDistribution(logits, params, &probs);
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+    }
+  }
+  std::vector<double> probs;
+  const std::vector<float> empty;
+  EXPECT_FALSE(MakeTargetDistribution(empty, {.temperature = 1.0f}, &probs).ok());
+}
+
+TEST(SamplingTest, FiniteExtremeLogitsStillMakeADistribution) {
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<float> logits = {big, -big, 0.0f, big};
+  std::vector<double> probs;
+  ASSERT_TRUE(MakeTargetDistribution(logits, {.temperature = 1e-6f}, &probs).ok());
+  EXPECT_NEAR(probs[0], 0.5, 1e-12);
+  EXPECT_NEAR(probs[3], 0.5, 1e-12);
+  EXPECT_EQ(probs[1], 0.0);
+}
+
+TEST(SamplingTest, GreedyChoiceMustBeFinite) {
+  const std::vector<float> logits = {std::numeric_limits<float>::quiet_NaN(), 1.0f,
+                                     std::numeric_limits<float>::infinity()};
+  EXPECT_FALSE(CheckGreedyChoice(logits, 0).ok());
+  EXPECT_TRUE(CheckGreedyChoice(logits, 1).ok());
+  EXPECT_NE(CheckGreedyChoice(logits, 2).message().find("token 2 is +infinity"), std::string::npos);
 }
 
 }  // namespace

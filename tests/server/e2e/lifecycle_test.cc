@@ -239,14 +239,17 @@ bool ServerHasRead(int server_port, int client_fd) {
   return false;
 }
 
-// A client that sends its request headers one byte at a time, never finishing them, for up to
-// `seconds`: it holds an HTTP worker thread, and so the server's stop. Constructed once a worker
-// has read its first bytes.
+// A client that sends its request body one byte at a time, never finishing it, for up to
+// `seconds` (within --body-timeout): it holds an HTTP worker thread, and so the server's stop.
+// (A client slow to send its headers holds none: the head reader waits for those.) Constructed
+// once a worker has read its first bytes.
 class SlowClient {
  public:
   SlowClient(int port, int seconds) : fd_(Connect(port)) {
     EXPECT_GE(fd_, 0);
-    const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    const std::string head =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100000\r\n\r\n{";
     EXPECT_EQ(send(fd_, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
     for (int i = 0; i < 500 && !ServerHasRead(port, fd_); ++i) std::this_thread::sleep_for(20ms);
     EXPECT_TRUE(ServerHasRead(port, fd_));
