@@ -9,6 +9,8 @@ packages=(
   libcpp-httplib-dev gnuplot-nox
   # The server's end-to-end tests: two servers behind nginx.
   nginx
+  # The hostile-client test builds a real gzip body.
+  zlib1g-dev
   # The PyTorch parity check (tests/parity), run with /usr/bin/python3.
   python3-torch python3-numpy
   # The bundled tokenizer's Python encoder (training/tokenizer_bpe.py), for tests/figures.
