@@ -52,7 +52,7 @@ class GuardedStream : public httplib::Stream {
 
   const int fd_;
   const ConnectionAddress address_;
-  const ConnectionLimits& limits_;
+  const ConnectionLimits limits_;  // a copy: callers may pass a temporary
   const std::chrono::steady_clock::time_point body_deadline_;
   std::string head_;
   size_t head_read_ = 0;
