@@ -254,20 +254,23 @@ void CopyChunk(const PagedKvLayer& kv, const KeyChunk& chunk, int32_t hd, int32_
 
 // scores[c, i] = q_i · k_c for the first kVectors·kLanes slots of one block (qt: [hd,
 // kRowBlock]) and keys c0 .. c0 + kKeys − 1 of kc (key c at kc + c·stride). Each score is one
-// accumulator
-// lane summed over d in order, whatever kVectors and kKeys are, so every tile shape gives a row
-// the same bits.
-template <int kVectors, int kKeys>
+// accumulator lane summed over d in order, whatever kVectors and kKeys are, so every tile shape
+// gives a row the same bits. kStride, when not 0, is `stride` known at compile time: the kKeys
+// key offsets then become address displacements, where a run-time stride left GCC short of
+// registers and it reloaded every offset from the stack for each d.
+template <int kVectors, int kKeys, int64_t kStride>
 void ScoreKeys(const float* qt, const float* kc, int64_t stride, int32_t c0, int32_t hd,
                float* scores) {
+  if constexpr (kStride != 0) stride = kStride;
   Floats acc[kKeys][kVectors] = {};
+  const float* key = kc + c0 * stride;
   for (int32_t d = 0; d < hd; ++d) {
     Floats q[kVectors];
 #pragma GCC unroll 8
     for (int v = 0; v < kVectors; ++v) q[v] = simd::Load(qt + d * kRowBlock + v * kLanes);
 #pragma GCC unroll 8
     for (int k = 0; k < kKeys; ++k) {
-      const Floats kd = simd::Splat(kc[(c0 + k) * stride + d]);
+      const Floats kd = simd::Splat(key[k * stride + d]);
 #pragma GCC unroll 8
       for (int v = 0; v < kVectors; ++v) acc[k][v] += kd * q[v];
     }
@@ -284,16 +287,35 @@ void ScoreKeys(const float* qt, const float* kc, int64_t stride, int32_t c0, int
 // All `keys` (a multiple of kKeysPerStep) for one block. A block whose live slots fit one vector
 // (a decode row of a small GQA group) scores one vector, twice as many keys at a time, so that
 // it still runs eight independent accumulator chains.
-template <int kVectors>
-void ScoreRowBlock(const float* qt, const float* kc, int64_t stride, int32_t keys, int32_t hd,
-                   float* scores) {
+template <int kVectors, int64_t kStride>
+void ScoreRowBlockStrided(const float* qt, const float* kc, int64_t stride, int32_t keys,
+                          int32_t hd, float* scores) {
   constexpr int kWide = kKeysPerStep * kRowVectors / kVectors;
   int32_t c0 = 0;
   for (; c0 + kWide <= keys; c0 += kWide) {
-    ScoreKeys<kVectors, kWide>(qt, kc, stride, c0, hd, scores);
+    ScoreKeys<kVectors, kWide, kStride>(qt, kc, stride, c0, hd, scores);
   }
   for (; c0 < keys; c0 += kKeysPerStep) {
-    ScoreKeys<kVectors, kKeysPerStep>(qt, kc, stride, c0, hd, scores);
+    ScoreKeys<kVectors, kKeysPerStep, kStride>(qt, kc, stride, c0, hd, scores);
+  }
+}
+
+// The key row strides of Qwen3's head_dim 128 for runs of 1, 2, 4 and 8 kv heads are compiled
+// as constants; any other stride takes the run-time form (same arithmetic, same bits).
+template <int kVectors>
+void ScoreRowBlock(const float* qt, const float* kc, int64_t stride, int32_t keys, int32_t hd,
+                   float* scores) {
+  switch (stride) {
+    case 128:
+      return ScoreRowBlockStrided<kVectors, 128>(qt, kc, stride, keys, hd, scores);
+    case 256:
+      return ScoreRowBlockStrided<kVectors, 256>(qt, kc, stride, keys, hd, scores);
+    case 512:
+      return ScoreRowBlockStrided<kVectors, 512>(qt, kc, stride, keys, hd, scores);
+    case 1024:
+      return ScoreRowBlockStrided<kVectors, 1024>(qt, kc, stride, keys, hd, scores);
+    default:
+      return ScoreRowBlockStrided<kVectors, 0>(qt, kc, stride, keys, hd, scores);
   }
 }
 
