@@ -93,7 +93,7 @@ struct Models {
   std::optional<Qwen3Model> target;
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
-  std::optional<DFlashDrafter> domino_drafter;      // the same drafter with its Domino head
+  std::optional<DFlashDrafter> domino_drafter;     // the same drafter with its Domino head
   std::optional<dvl::Predictor> domino_predictor;  // for domino+dscale
   std::optional<Tokenizer> tokenizer;
   std::optional<PlacedModels> placed;  // where target and drafter run (--device)
@@ -116,8 +116,9 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
     return InvalidArgument("the domino modes run on the CPU only (--device cpu)");
   }
   if (need_domino_predictor && a.domino_predictor.empty()) {
-    return InvalidArgument("domino+dscale needs --domino-predictor (a predictor trained on the "
-                           "head's drafts)");
+    return InvalidArgument(
+        "domino+dscale needs --domino-predictor (a predictor trained on the "
+        "head's drafts)");
   }
   if (a.target.empty()) return InvalidArgument("--target is required without --url");
   if (need_drafter && a.drafter.empty()) return InvalidArgument("the modes need --drafter");
@@ -193,16 +194,15 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
                             bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts));
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
-  const bench::InProcessModels models{.target = &m.placed->target(),
-                                      .drafter = m.placed->drafter(),
-                                      .predictor = m.predictor ? &*m.predictor : nullptr,
-                                      .domino_drafter =
-                                          m.domino_drafter ? &*m.domino_drafter : nullptr,
-                                      .domino_predictor =
-                                          m.domino_predictor ? &*m.domino_predictor : nullptr,
-                                      .verify_budget = a.budget.VerifyBudget().value(),
-                                      .sps_table = m.sps_table ? &*m.sps_table : nullptr,
-                                      .kv_dtype = a.kv_dtype};
+  const bench::InProcessModels models{
+      .target = &m.placed->target(),
+      .drafter = m.placed->drafter(),
+      .predictor = m.predictor ? &*m.predictor : nullptr,
+      .domino_drafter = m.domino_drafter ? &*m.domino_drafter : nullptr,
+      .domino_predictor = m.domino_predictor ? &*m.domino_predictor : nullptr,
+      .verify_budget = a.budget.VerifyBudget().value(),
+      .sps_table = m.sps_table ? &*m.sps_table : nullptr,
+      .kv_dtype = a.kv_dtype};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};

@@ -86,7 +86,8 @@ Status LoadModels(const ServeArgs& args, Models* m) {
   m->target.emplace(std::move(target));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
-    DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(args.drafter, *m->target, args.drafter_head));
+    DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter,
+                            DFlashDrafter::Load(args.drafter, *m->target, args.drafter_head));
     m->drafter.emplace(std::move(drafter));
   }
   DSCALE_ASSIGN_OR_RETURN(

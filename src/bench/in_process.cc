@@ -50,9 +50,9 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
   Drafter* drafter = mode.domino_head ? models.domino_drafter : models.drafter;
   const dvl::Predictor* predictor = mode.domino_head ? models.domino_predictor : models.predictor;
   if (policy.UsesDrafter() && drafter == nullptr) {
-    return InvalidArgument("mode " + mode.label +
-                           (mode.domino_head ? " needs a --drafter with a Domino head"
-                                             : " needs --drafter"));
+    return InvalidArgument(
+        "mode " + mode.label +
+        (mode.domino_head ? " needs a --drafter with a Domino head" : " needs --drafter"));
   }
   if (policy.UsesPredictor() && predictor == nullptr) {
     return InvalidArgument("mode " + mode.label +
@@ -76,8 +76,7 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .sps_table = models.sps_table};
   DSCALE_ASSIGN_OR_RETURN(
       std::unique_ptr<Engine> engine,
-      Engine::Create(*models.target, policy.UsesDrafter() ? drafter : nullptr,
-                     std::move(config)));
+      Engine::Create(*models.target, policy.UsesDrafter() ? drafter : nullptr, std::move(config)));
   DSCALE_RETURN_IF_ERROR(
       RunClosedLoop(*engine, requests.warmup, concurrency, params, on_done).status());
   const StepStats before = engine->stats();

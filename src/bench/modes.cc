@@ -44,8 +44,9 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
   for (const std::string& listed : SplitList(list)) {
     // domino and domino+dscale: the dflash and dscale policies drafting through the head.
     const bool domino = listed == "domino" || listed.rfind("domino+", 0) == 0;
-    const std::string item =
-        listed == "domino" ? "dflash" : (domino ? listed.substr(std::string("domino+").size()) : listed);
+    const std::string item = listed == "domino"
+                                 ? "dflash"
+                                 : (domino ? listed.substr(std::string("domino+").size()) : listed);
     if (domino && item != "dflash" && item != "dscale") {
       return InvalidArgument("--modes " + listed + ": expected domino or domino+dscale");
     }
@@ -62,8 +63,9 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
     if (!policy.ok()) return policy.status().WithContext("--modes");
     const bool tiled =
         tiles == TileRouting::kAuto ? policy->mode != SpecMode::kDFlash : tiles == TileRouting::kOn;
-    BenchMode mode{.label = domino ? listed
-                                   : (budget.empty() ? policy->Name() : policy->Name() + ":" + budget),
+    BenchMode mode{.label = domino
+                                ? listed
+                                : (budget.empty() ? policy->Name() : policy->Name() + ":" + budget),
                    .policy = policy->Name(),
                    .verify_budget = budget,
                    .tile_routing = tiled,

@@ -8,21 +8,21 @@ namespace {
 constexpr const char* kSection = "domino_config";
 
 Status FieldError(const std::string& path, const std::string& field, const std::string& problem) {
-  return InvalidArgument(path + ": field \"" + std::string(kSection) + "." + field + "\": " +
-                         problem);
+  return InvalidArgument(path + ": field \"" + std::string(kSection) + "." + field +
+                         "\": " + problem);
 }
 
 // A positive integer field of the section, at most `limit` (keeps a corrupt config from asking
 // for absurd allocations before any tensor is read).
-Result<int64_t> ReadSize(const nlohmann::json& section, const std::string& path,
-                         const char* field, int64_t limit) {
+Result<int64_t> ReadSize(const nlohmann::json& section, const std::string& path, const char* field,
+                         int64_t limit) {
   const auto it = section.find(field);
   if (it == section.end()) return FieldError(path, field, "missing (expected a positive integer)");
   const std::optional<int64_t> value = JsonInt64(*it);
   if (!value || *value <= 0 || *value > limit) {
-    return FieldError(path, field,
-                      "expected an integer in [1, " + std::to_string(limit) + "], got " +
-                          DescribeJson(*it));
+    return FieldError(
+        path, field,
+        "expected an integer in [1, " + std::to_string(limit) + "], got " + DescribeJson(*it));
   }
   return *value;
 }
@@ -57,8 +57,10 @@ Result<std::optional<DominoHeadConfig>> ParseDominoHeadConfig(const nlohmann::js
   constexpr int64_t kMaxWidth = int64_t{1} << 16;
   DominoHeadConfig config;
   DSCALE_ASSIGN_OR_RETURN(config.head_file, ReadHeadFile(*it, path));
-  DSCALE_ASSIGN_OR_RETURN(config.gru_hidden_size, ReadSize(*it, path, "gru_hidden_size", kMaxWidth));
-  DSCALE_ASSIGN_OR_RETURN(config.bottleneck_size, ReadSize(*it, path, "bottleneck_size", kMaxWidth));
+  DSCALE_ASSIGN_OR_RETURN(config.gru_hidden_size,
+                          ReadSize(*it, path, "gru_hidden_size", kMaxWidth));
+  DSCALE_ASSIGN_OR_RETURN(config.bottleneck_size,
+                          ReadSize(*it, path, "bottleneck_size", kMaxWidth));
   return std::optional<DominoHeadConfig>(std::move(config));
 }
 

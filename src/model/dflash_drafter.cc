@@ -79,7 +79,8 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Mod
   }
   DFlashDrafter drafter(config, std::move(weights), target);
   if (head_weights.has_value()) {
-    drafter.AttachHead(DominoHead(*config.domino, std::move(*head_weights), target.weights().embed));
+    drafter.AttachHead(
+        DominoHead(*config.domino, std::move(*head_weights), target.weights().embed));
   }
   return drafter;
 }

@@ -71,8 +71,7 @@ DominoHead::DominoHead(DominoHeadConfig config, DominoHeadWeights weights,
   const int64_t g = config_.gru_hidden_size, b = config_.bottleneck_size;
   DSCALE_CHECK(weights_.gru_input.rows() == 3 * g && weights_.gru_input.cols() == hidden_);
   DSCALE_CHECK(weights_.gru_state.rows() == 3 * g && weights_.gru_state.cols() == g);
-  DSCALE_CHECK(weights_.correction_in.rows() == b &&
-               weights_.correction_in.cols() == hidden_ + g);
+  DSCALE_CHECK(weights_.correction_in.rows() == b && weights_.correction_in.cols() == hidden_ + g);
   DSCALE_CHECK(weights_.correction_out.rows() == vocab_ && weights_.correction_out.cols() == b);
 }
 

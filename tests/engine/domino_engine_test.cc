@@ -39,10 +39,11 @@ TEST_P(DominoEngineTest, GreedyOutputEqualsPlainDecodingInDFlashAndDScaleModes) 
   const auto prompts = RandomPrompts(48, target_.config().vocab_size, 11);
   std::vector<std::vector<int32_t>> expected;
   for (const auto& p : prompts) {
-    expected.push_back(GreedyDecode(target_, p, {.max_new_tokens = 24,
-                                                 .stop_ids = target_.config().eos_token_ids,
-                                                 .kv_dtype = kv})
-                           .value());
+    expected.push_back(
+        GreedyDecode(
+            target_, p,
+            {.max_new_tokens = 24, .stop_ids = target_.config().eos_token_ids, .kv_dtype = kv})
+            .value());
   }
   std::unique_ptr<DFlashDrafter> domino = testing::RandomDominoDrafter(target_, 9);
   for (const std::string mode : {"dflash", "dscale"}) {

@@ -102,10 +102,9 @@ void ExpectMatchesReference(const DominoHead& head, const WeightMatrix& embeddin
   const int64_t h = embedding.cols(), vocab = embedding.rows();
   int decided = 0;
   for (size_t r = 0; r < anchors.size(); ++r) {
-    const std::vector<ReferenceRow> want =
-        ReferenceRollout(head, embedding, anchors[r], tokens.subspan(r * width, width),
-                         hidden.subspan(r * width * h, width * h),
-                         base.subspan(r * width * vocab, width * vocab));
+    const std::vector<ReferenceRow> want = ReferenceRollout(
+        head, embedding, anchors[r], tokens.subspan(r * width, width),
+        hidden.subspan(r * width * h, width * h), base.subspan(r * width * vocab, width * vocab));
     for (int32_t col = 0; col < width; ++col) {
       const ReferenceRow& row = want[col];
       const float* got = corrected.data() + (r * width + col) * vocab;
@@ -169,8 +168,8 @@ TEST_P(DominoHeadTest, BatchedRolloutMatchesThePlainReferenceAtOddSizes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WeightDtypes, DominoHeadTest,
-                         ::testing::Values(DType::kF32, DType::kBF16), DTypeCase);
+INSTANTIATE_TEST_SUITE_P(WeightDtypes, DominoHeadTest, ::testing::Values(DType::kF32, DType::kBF16),
+                         DTypeCase);
 
 TEST(DominoHeadRefineTest, ZeroCorrectionLeavesTheBackbonesDrafts) {
   const Qwen3Config t = OddTinyConfig();
@@ -183,7 +182,8 @@ TEST(DominoHeadRefineTest, ZeroCorrectionLeavesTheBackbonesDrafts) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int32_t requests = 3, width = 15;
-  std::vector<float> hidden(requests * width * t.hidden_size), base(requests * width * t.vocab_size);
+  std::vector<float> hidden(requests * width * t.hidden_size),
+      base(requests * width * t.vocab_size);
   for (float& v : hidden) v = normal(rng);
   for (float& v : base) v = normal(rng);
   std::vector<float> logits = base;
@@ -221,9 +221,10 @@ class DominoDrafterFolderTest : public ::testing::Test {
 
   void WriteConfig(const std::string& text) { std::ofstream(dir_ + "/config.json") << text; }
   Status WriteHead(const DominoHeadConfig& shape) {
-    return WriteRandomDominoHead(dir_, {.head_file = OddHeadConfig().head_file,
-                                        .gru_hidden_size = shape.gru_hidden_size,
-                                        .bottleneck_size = shape.bottleneck_size},
+    return WriteRandomDominoHead(dir_,
+                                 {.head_file = OddHeadConfig().head_file,
+                                  .gru_hidden_size = shape.gru_hidden_size,
+                                  .bottleneck_size = shape.bottleneck_size},
                                  72, 131, 9, DType::kBF16);
   }
   std::string LoadError(DrafterHead head = DrafterHead::kDomino) {
@@ -330,10 +331,15 @@ TEST_F(DominoDrafterFolderTest, BadHeadConfigFieldsAreNamed) {
     nlohmann::json section;
     std::string field;
   } cases[] = {
-      {{{"head_file", "domino_head.safetensors"}, {"gru_hidden_size", "23"}, {"bottleneck_size", 13}},
+      {{{"head_file", "domino_head.safetensors"},
+        {"gru_hidden_size", "23"},
+        {"bottleneck_size", 13}},
        "domino_config.gru_hidden_size"},
-      {{{"head_file", "domino_head.safetensors"}, {"gru_hidden_size", 23}}, "domino_config.bottleneck_size"},
-      {{{"head_file", "../elsewhere.safetensors"}, {"gru_hidden_size", 23}, {"bottleneck_size", 13}},
+      {{{"head_file", "domino_head.safetensors"}, {"gru_hidden_size", 23}},
+       "domino_config.bottleneck_size"},
+      {{{"head_file", "../elsewhere.safetensors"},
+        {"gru_hidden_size", 23},
+        {"bottleneck_size", 13}},
        "domino_config.head_file"},
       {{{"gru_hidden_size", 23}, {"bottleneck_size", 13}}, "domino_config.head_file"},
       {nlohmann::json::array(), "domino_config"},

@@ -74,8 +74,7 @@ inline DominoHeadConfig OddHeadConfig() {
   return {.head_file = "domino_head.safetensors", .gru_hidden_size = 23, .bottleneck_size = 13};
 }
 inline DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config,
-                                           const Qwen3Config& target, uint64_t seed,
-                                           DType dtype) {
+                                           const Qwen3Config& target, uint64_t seed, DType dtype) {
   std::map<std::string, std::vector<float>> by_name;
   for (TensorToWrite& t :
        RandomDominoHeadTensors(config, target.hidden_size, target.vocab_size, seed, dtype)) {
@@ -93,13 +92,11 @@ inline DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config,
 }
 
 // RandomDrafter with a random Domino head attached.
-inline std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const Qwen3Model& target,
-                                                          uint64_t seed) {
+inline std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const Qwen3Model& target, uint64_t seed) {
   std::unique_ptr<DFlashDrafter> drafter = RandomDrafter(target, seed);
-  drafter->AttachHead(DominoHead(OddHeadConfig(),
-                                 RandomHeadWeights(OddHeadConfig(), target.config(), seed + 1,
-                                                   DType::kF32),
-                                 target.weights().embed));
+  drafter->AttachHead(DominoHead(
+      OddHeadConfig(), RandomHeadWeights(OddHeadConfig(), target.config(), seed + 1, DType::kF32),
+      target.weights().embed));
   return drafter;
 }
 

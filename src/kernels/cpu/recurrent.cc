@@ -13,8 +13,7 @@ float Sigmoid(float v) {
 
 }  // namespace
 
-void GruUpdate(const float* gates_x, const float* gates_h, float* h, int64_t rows,
-               int64_t hidden) {
+void GruUpdate(const float* gates_x, const float* gates_h, float* h, int64_t rows, int64_t hidden) {
   // A head's GRU is a few hundred units wide for a few dozen requests: scalar code costs
   // microseconds next to the GEMMs that produce the gates.
   for (int64_t row = 0; row < rows; ++row) {

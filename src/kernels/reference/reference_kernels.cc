@@ -102,8 +102,7 @@ void SiluInPlace(float* x, int64_t n) {
   }
 }
 
-void GruUpdate(const float* gates_x, const float* gates_h, float* h, int64_t rows,
-               int64_t hidden) {
+void GruUpdate(const float* gates_x, const float* gates_h, float* h, int64_t rows, int64_t hidden) {
   const auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
   for (int64_t row = 0; row < rows; ++row) {
     const float* gx = gates_x + row * 3 * hidden;
