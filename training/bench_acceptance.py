@@ -1,11 +1,13 @@
 """Measures DFlash acceptance with dscale on the benchmark test prompts.
 
   python3 bench_acceptance.py --datasets gsm8k:200,math500:100,humaneval:100,mbpp:100
+  python3 bench_acceptance.py --drafter-head domino --out work/bench-domino.json
 
 Runs `build/dscale generate --spec dflash --json` (temperature 0, thinking disabled) and
 reports per dataset: tau (committed tokens per verify step, bonus included), the share of
 steps accepting all block_size-1 drafts, the spread of per-request tau, and the step-time
-breakdown. Writes work/bench.json.
+breakdown. Writes work/bench.json. --drafter-head domino drafts through the drafter's Domino
+head (docs/DOMINO.md), verification unchanged (full blocks).
 """
 import argparse
 import json
@@ -19,14 +21,15 @@ from common import ROOT, WORK, bench_prompts
 
 def run(dataset, n, args):
     prompts = bench_prompts(dataset, n)
-    path = os.path.join(WORK, f"prompts_{dataset}.jsonl")
+    path = os.path.join(WORK, f"prompts_{dataset}_{args.drafter_head}.jsonl")
     os.makedirs(WORK, exist_ok=True)
     with open(path, "w") as f:
         for p in prompts:
             f.write(json.dumps({"prompt": p}) + "\n")
-    cmd = [os.path.join(ROOT, "build", "dscale"), "generate", "--target", args.target,
+    cmd = [args.dscale, "generate", "--target", args.target,
            "--drafter", args.drafter, "--spec", "dflash", "--prompts", path,
-           "--max-tokens", str(args.max_tokens), "--concurrency", str(args.concurrency), "--json"]
+           "--max-tokens", str(args.max_tokens), "--concurrency", str(args.concurrency),
+           "--drafter-head", args.drafter_head, "--json"]
     t = time.time()
     out = json.loads(subprocess.check_output(cmd))
     wall = time.time() - t
@@ -58,6 +61,8 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--block", type=int, default=16)
+    ap.add_argument("--drafter-head", choices=["none", "domino"], default="none")
+    ap.add_argument("--dscale", default=os.path.join(ROOT, "build", "dscale"))
     ap.add_argument("--out", default=os.path.join(WORK, "bench.json"))
     args = ap.parse_args()
     results = []

@@ -2,6 +2,8 @@
 
   python3 export.py target  -> models/tiny-target (config, BF16 safetensors, tokenizer files)
   python3 export.py drafter -> models/tiny-dflash (config, BF16 safetensors)
+  python3 export.py domino  -> models/tiny-dflash/domino_head.safetensors (BF16) and the
+                               "domino_config" entry of its config.json (docs/DOMINO.md)
 """
 import argparse
 import json
@@ -57,15 +59,36 @@ def export_drafter(ckpt, out):
     print(f"drafter -> {out}")
 
 
+DOMINO_HEAD_FILE = "domino_head.safetensors"
+
+
+def export_domino(ckpt, out):
+    ck = torch.load(ckpt)
+    cfg = ck["config"]
+    save(os.path.join(out, DOMINO_HEAD_FILE), bf16(ck["model"]), {"format": "pt"})
+    path = os.path.join(out, "config.json")
+    with open(path) as f:
+        dcfg = json.load(f)
+    dcfg["domino_config"] = {"head_file": DOMINO_HEAD_FILE,
+                             "gru_hidden_size": cfg["gru_hidden_size"],
+                             "bottleneck_size": cfg["bottleneck_size"]}
+    with open(path, "w") as f:
+        json.dump(dcfg, f, indent=2)
+    print(f"domino head -> {out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("which", choices=["target", "drafter"])
+    ap.add_argument("which", choices=["target", "drafter", "domino"])
     ap.add_argument("--ckpt")
     ap.add_argument("--out")
     a = ap.parse_args()
     if a.which == "target":
         export_target(a.ckpt or os.path.join(WORK, "target", "ckpt.pt"),
                       a.out or os.path.join(ROOT, "models", "tiny-target"))
+    elif a.which == "domino":
+        export_domino(a.ckpt or os.path.join(WORK, "domino", "ckpt.pt"),
+                      a.out or os.path.join(ROOT, "models", "tiny-dflash"))
     else:
         export_drafter(a.ckpt or os.path.join(WORK, "drafter", "ckpt.pt"),
                        a.out or os.path.join(ROOT, "models", "tiny-dflash"))

@@ -11,12 +11,20 @@
 #   4. eval     dscale eval-predictor on the held-out prompts, for the new predictor and for the
 #               bundled one
 #
-#   training/make_predictor.sh [--dscale PATH] [--out DIR] [--check] [--install]
+#   training/make_predictor.sh [--dscale PATH] [--out DIR] [--head domino] [--prompts N] [--check]
+#                              [--install]
 #
 #   --dscale PATH  the binary (default: build/dscale)
-#   --out DIR      where prompts, traces, logs and the new predictor go (default: training/work/predictor)
+#   --out DIR      where prompts, traces, logs and the new predictor go (default: training/work/predictor,
+#                  training/work/predictor-domino with --head domino)
+#   --head domino  the same recipe on the drafter with its Domino head (docs/DOMINO.md): the traces'
+#                  features come from the head's corrected draft logits; the predictor is
+#                  models/tiny-dflash/predictor-domino.bin (no --check band for it). Its default is
+#                  the first 192 questions: the head's longer accepts give about half the records
+#                  per prompt, and 192 prompts give about as many records as 96 do without it
+#   --prompts N    the first N GSM8K train questions (default 96; 192 with --head domino)
 #   --check        exit 1 unless both predictors' holdout figures are within the band below
-#   --install      copy the new predictor over models/tiny-dflash/predictor.bin
+#   --install      copy the new predictor over models/tiny-dflash/predictor.bin (predictor-domino.bin)
 #
 # Training is single-threaded and seeded, so the same traces give the same predictor bit for bit.
 # The traces are not bit-identical everywhere: OpenBLAS picks its kernels for the CPU and splits
@@ -33,13 +41,17 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dscale=$root/build/dscale
-out=$root/training/work/predictor
+out=
+head=none
+prompts=
 check=0
 install=0
 while [ $# -gt 0 ]; do
   case $1 in
     --dscale) dscale=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --head) head=$2; shift 2 ;;
+    --prompts) prompts=$2; shift 2 ;;
     --check) check=1; shift ;;
     --install) install=1; shift ;;
     *) echo "make_predictor.sh: unknown argument $1" >&2; exit 2 ;;
@@ -52,13 +64,23 @@ fi
 
 target=$root/models/tiny-target
 drafter=$root/models/tiny-dflash
-bundled=$drafter/predictor.bin
+case $head in
+  none) bundled=$drafter/predictor.bin; out=${out:-$root/training/work/predictor}
+        prompts=${prompts:-96} ;;
+  domino) bundled=$drafter/predictor-domino.bin; out=${out:-$root/training/work/predictor-domino}
+          prompts=${prompts:-192} ;;
+  *) echo "make_predictor.sh: --head: expected none or domino, got $head" >&2; exit 2 ;;
+esac
+if [ "$head" = domino ] && [ "$check" -eq 1 ]; then
+  echo "make_predictor.sh: --check states a band for the plain drafter's predictor only" >&2
+  exit 2
+fi
 mkdir -p "$out"
 
 # GSM8K lines are {"question": ..., "answer": ...}; dscale reads "prompt" and ignores "answer".
-head -n 96 "$root/data/gsm8k/train.jsonl" | sed 's/^{"question": /{"prompt": /' > "$out/prompts.jsonl"
-if [ "$(grep -c '^{"prompt": ' "$out/prompts.jsonl")" -ne 96 ]; then
-  echo "make_predictor.sh: expected 96 {\"question\": ...} lines in data/gsm8k/train.jsonl" >&2
+head -n "$prompts" "$root/data/gsm8k/train.jsonl" | sed 's/^{"question": /{"prompt": /' > "$out/prompts.jsonl"
+if [ "$(grep -c '^{"prompt": ' "$out/prompts.jsonl")" -ne "$prompts" ]; then
+  echo "make_predictor.sh: expected $prompts {\"question\": ...} lines in data/gsm8k/train.jsonl" >&2
   exit 1
 fi
 
@@ -66,14 +88,16 @@ start=$SECONDS
 # One thread: spinning OpenMP threads slow generation on a busy machine (training/README.md).
 OMP_NUM_THREADS=1 "$dscale" collect --target "$target" --drafter "$drafter" \
   --prompts "$out/prompts.jsonl" --max-tokens 128 --concurrency 16 --projection-seed 1 \
-  --kv-dtype f32 --out "$out/traces.bin"
+  --kv-dtype f32 --drafter-head "$head" --out "$out/traces.bin"
 "$dscale" train-predictor --traces "$out/traces.bin" --out "$out/predictor.bin" \
   > "$out/train.log"
 grep -E '^(split|best epoch)' "$out/train.log"
 "$dscale" eval-predictor --predictor "$out/predictor.bin" --traces "$out/traces.bin" \
   --split holdout > "$out/eval_new.json"
-"$dscale" eval-predictor --predictor "$bundled" --traces "$out/traces.bin" \
-  --split holdout > "$out/eval_bundled.json"
+if [ -f "$bundled" ]; then
+  "$dscale" eval-predictor --predictor "$bundled" --traces "$out/traces.bin" \
+    --split holdout > "$out/eval_bundled.json"
+fi
 echo "took $((SECONDS - start)) s"
 
 # The value of one field of eval-predictor's JSON.
@@ -99,12 +123,14 @@ report() {  # NAME EVAL_JSON
   fi
 }
 report "reproduced predictor" "$out/eval_new.json"
-report "bundled predictor.bin" "$out/eval_bundled.json"
-if cmp -s "$out/predictor.bin" "$bundled"; then
-  echo "$out/predictor.bin is identical to models/tiny-dflash/predictor.bin"
-else
-  echo "$out/predictor.bin differs from models/tiny-dflash/predictor.bin in its bytes (see the" \
-    "note at the top of this script); the figures above are what must agree"
+if [ -f "$bundled" ]; then
+  report "bundled $(basename "$bundled")" "$out/eval_bundled.json"
+  if cmp -s "$out/predictor.bin" "$bundled"; then
+    echo "$out/predictor.bin is identical to $bundled"
+  else
+    echo "$out/predictor.bin differs from $bundled in its bytes (see the" \
+      "note at the top of this script); the figures above are what must agree"
+  fi
 fi
 if [ "$install" -eq 1 ]; then
   cp "$out/predictor.bin" "$bundled"

@@ -77,6 +77,16 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
       ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
 }
 
+void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head) {
+  cmd->add_option_function<std::string>(
+         "--drafter-head",
+         [head](const std::string& name) { *head = ParseDrafterHead(name).value(); },
+         "A head on the drafter's backbone: none, or domino (the causal corrector the drafter's "
+         "config.json declares in domino_config; docs/DOMINO.md)")
+      ->check(CLI::IsMember({"none", "domino"}))
+      ->default_str(std::string(DrafterHeadName(DrafterHead::kNone)));
+}
+
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
                            int32_t concurrency, int32_t max_tokens, int32_t block) {
   if (flag > 0) return flag;

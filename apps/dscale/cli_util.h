@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "kv/kv_dtype.h"
+#include "model/domino_head.h"
 #include "model/qwen3_weights.h"
 
 namespace CLI {
@@ -30,6 +31,10 @@ void AddThreadsOption(CLI::App* cmd);
 // --weights as-stored|int8: how the target's projections are held (WeightsMode, into `weights`;
 // default as-stored). Another value is a usage error naming the accepted ones.
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
+
+// --drafter-head none|domino: whether the drafter's Domino head (declared by its config.json,
+// docs/DOMINO.md) corrects the backbone's drafts (DrafterHead, into `head`; default none).
+void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head);
 
 // --kv-dtype bf16|f32: how the host KV caches (the target's and the drafter's) store K and V
 // into `dtype`; bf16 (the default) takes half of f32's memory and attention bandwidth.

@@ -31,6 +31,7 @@ using bench::BenchMode;
 
 struct BenchArgs {
   std::string target, drafter, predictor, tokenizer;
+  std::string domino_predictor;  // the domino+dscale mode's predictor
   std::string url, server_model = "dscale";
   std::string data_dir = "data";
   std::string datasets = "gsm8k,math500,humaneval,mbpp";
@@ -92,6 +93,8 @@ struct Models {
   std::optional<Qwen3Model> target;
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
+  std::optional<DFlashDrafter> domino_drafter;     // the same drafter with its Domino head
+  std::optional<dvl::Predictor> domino_predictor;  // for domino+dscale
   std::optional<Tokenizer> tokenizer;
   std::optional<PlacedModels> placed;  // where target and drafter run (--device)
   std::optional<budget::SpsTable> sps_table;  // dspark's, profiled once for every cell
@@ -99,10 +102,23 @@ struct Models {
 
 Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector<BenchMode>& modes,
                                            const std::vector<int32_t>& concurrency) {
-  bool need_drafter = false, need_predictor = false;
+  bool need_drafter = false, need_predictor = false, need_domino = false;
+  bool need_domino_predictor = false;
   for (const BenchMode& m : modes) {
-    need_drafter |= m.runnable && m.policy != "none";
-    need_predictor |= m.runnable && (m.policy == "dscale" || m.policy == "dspark");
+    const bool predicts = m.runnable && (m.policy == "dscale" || m.policy == "dspark");
+    need_drafter |= m.runnable && m.policy != "none" && !m.domino_head;
+    need_predictor |= predicts && !m.domino_head;
+    need_domino |= m.runnable && m.domino_head;
+    need_domino_predictor |= predicts && m.domino_head;
+  }
+  if (need_domino && a.drafter.empty()) return InvalidArgument("the domino modes need --drafter");
+  if (need_domino && a.device != "cpu") {
+    return InvalidArgument("the domino modes run on the CPU only (--device cpu)");
+  }
+  if (need_domino_predictor && a.domino_predictor.empty()) {
+    return InvalidArgument(
+        "domino+dscale needs --domino-predictor (a predictor trained on the "
+        "head's drafts)");
   }
   if (a.target.empty()) return InvalidArgument("--target is required without --url");
   if (need_drafter && a.drafter.empty()) return InvalidArgument("the modes need --drafter");
@@ -122,6 +138,17 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
     const dvl::DrafterDims dims{.hidden_size = m->drafter->config().draft.hidden_size,
                                 .vocab_size = m->target->config().vocab_size};
     DSCALE_ASSIGN_OR_RETURN(m->predictor, dvl::Predictor::Load(a.predictor, dims));
+  }
+  if (need_domino) {
+    DSCALE_ASSIGN_OR_RETURN(m->domino_drafter,
+                            DFlashDrafter::Load(a.drafter, *m->target, DrafterHead::kDomino));
+  }
+  if (need_domino_predictor) {
+    const dvl::DrafterDims dims{.hidden_size = m->domino_drafter->config().draft.hidden_size,
+                                .vocab_size = m->target->config().vocab_size};
+    Result<dvl::Predictor> loaded = dvl::Predictor::Load(a.domino_predictor, dims);
+    if (!loaded.ok()) return loaded.status().WithContext("--domino-predictor");
+    m->domino_predictor = std::move(*loaded);
   }
   DSCALE_ASSIGN_OR_RETURN(
       m->placed, PlacedModels::Place(a.device, *m->target, m->drafter ? &*m->drafter : nullptr));
@@ -167,12 +194,15 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
                             bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts));
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
-  const bench::InProcessModels models{.target = &m.placed->target(),
-                                      .drafter = m.placed->drafter(),
-                                      .predictor = m.predictor ? &*m.predictor : nullptr,
-                                      .verify_budget = a.budget.VerifyBudget().value(),
-                                      .sps_table = m.sps_table ? &*m.sps_table : nullptr,
-                                      .kv_dtype = a.kv_dtype};
+  const bench::InProcessModels models{
+      .target = &m.placed->target(),
+      .drafter = m.placed->drafter(),
+      .predictor = m.predictor ? &*m.predictor : nullptr,
+      .domino_drafter = m.domino_drafter ? &*m.domino_drafter : nullptr,
+      .domino_predictor = m.domino_predictor ? &*m.domino_predictor : nullptr,
+      .verify_budget = a.budget.VerifyBudget().value(),
+      .sps_table = m.sps_table ? &*m.sps_table : nullptr,
+      .kv_dtype = a.kv_dtype};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};
@@ -212,6 +242,7 @@ nlohmann::json ConfigJson(const BenchArgs& a) {
   return {{"target", a.target},
           {"drafter", a.drafter},
           {"predictor", a.predictor},
+          {"domino_predictor", a.domino_predictor},
           {"url", a.url},
           {"datasets", a.datasets},
           {"warmup", a.warmup},
@@ -303,6 +334,8 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--target", a->target, "Target checkpoint directory (in-process runs)");
   cmd->add_option("--drafter", a->drafter, "DFlash drafter checkpoint directory");
   cmd->add_option("--predictor", a->predictor, "DVL predictor file (the dscale mode)");
+  cmd->add_option("--domino-predictor", a->domino_predictor,
+                  "DVL predictor trained on the Domino head's drafts (the domino+dscale mode)");
   cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer folder (default: the target's)");
   cmd->add_option("--url", a->url, "Benchmark a running server instead (http://host:port)");
   cmd->add_option("--server-model", a->server_model, "\"model\" field sent to the server")
@@ -313,7 +346,8 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--concurrency", a->concurrency, "Closed-loop workers c (list)")
       ->capture_default_str();
   cmd->add_option("--modes", a->modes,
-                  "none, dflash, fixed:K, dscale, dscale:auto or dscale:F, dspark (list)")
+                  "none, dflash, fixed:K, dscale, dscale:auto or dscale:F, dspark, domino, "
+                  "domino+dscale (list)")
       ->capture_default_str();
   cmd->add_flag("--ablation", a->ablation,
                 "Preset: DFlash control, +tile routing, +DVL, +fixed-address workspaces/graphs");

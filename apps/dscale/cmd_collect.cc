@@ -31,6 +31,7 @@ struct CollectArgs {
   KvDtype kv_dtype = KvDtype::kBf16;
   uint64_t projection_seed = 1;
   WeightsMode weights = WeightsMode::kAsStored;
+  DrafterHead drafter_head = DrafterHead::kNone;
 };
 
 // Writes one record per request of each observed step.
@@ -87,7 +88,7 @@ int RunCollect(const CollectArgs& args) {
   auto fail = [](const Status& s) { return ReportError("collect", s); };
   Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
   if (!target.ok()) return fail(target.status());
-  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target);
+  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.drafter_head);
   if (!drafter.ok()) return fail(drafter.status());
   Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
   if (!tokenizer.ok()) return fail(tokenizer.status());
@@ -147,6 +148,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
       ->check(AtLeast(1))
       ->capture_default_str();
   AddWeightsOption(cmd, &args->weights);
+  AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")

@@ -19,6 +19,7 @@ struct DraftArgs {
   std::string drafter;
   std::string ids;
   KvDtype kv_dtype = KvDtype::kBf16;
+  DrafterHead head = DrafterHead::kNone;
 };
 
 int RunDraft(const DraftArgs& args) {
@@ -26,7 +27,7 @@ int RunDraft(const DraftArgs& args) {
   if (!ids.ok()) return ReportError("draft", ids.status());
   Result<Qwen3Model> target = Qwen3Model::Load(args.target);
   if (!target.ok()) return ReportError("draft", target.status());
-  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target);
+  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.head);
   if (!drafter.ok()) return ReportError("draft", drafter.status());
 
   const auto n = static_cast<int32_t>(ids->size());
@@ -75,6 +76,7 @@ void RegisterDraftCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory")->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids")->required();
   AddKvDtypeOption(cmd, &args->kv_dtype);
+  AddDrafterHeadOption(cmd, &args->head);
   cmd->callback([args, exit_code] { *exit_code = RunDraft(*args); });
 }
 

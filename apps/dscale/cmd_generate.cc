@@ -44,6 +44,7 @@ struct GenerateArgs {
   bool tile_routing = true;
   std::string device = kDefaultDevice;
   WeightsMode weights = WeightsMode::kAsStored;
+  DrafterHead drafter_head = DrafterHead::kNone;
   bool json = false;
 };
 
@@ -109,7 +110,8 @@ Result<std::optional<DFlashDrafter>> LoadDrafter(const GenerateArgs& args,
   if (args.drafter.empty()) {
     return InvalidArgument("--spec " + args.spec + " needs --drafter");
   }
-  DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(args.drafter, target));
+  DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter,
+                          DFlashDrafter::Load(args.drafter, target, args.drafter_head));
   return std::optional<DFlashDrafter>(std::move(drafter));
 }
 
@@ -255,6 +257,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", args->json, "Print JSON");
   AddDeviceOption(cmd, &args->device);
   AddWeightsOption(cmd, &args->weights);
+  AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }

@@ -64,6 +64,7 @@ struct ServeArgs {
   bool tile_routing = true;
   std::string device = kDefaultDevice;
   WeightsMode weights = WeightsMode::kAsStored;
+  DrafterHead drafter_head = DrafterHead::kNone;
   BudgetFlags budget;
 };
 
@@ -85,7 +86,8 @@ Status LoadModels(const ServeArgs& args, Models* m) {
   m->target.emplace(std::move(target));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
-    DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(args.drafter, *m->target));
+    DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter,
+                            DFlashDrafter::Load(args.drafter, *m->target, args.drafter_head));
     m->drafter.emplace(std::move(drafter));
   }
   DSCALE_ASSIGN_OR_RETURN(
@@ -367,6 +369,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddDeviceOption(cmd, &args->device);
   AddWeightsOption(cmd, &args->weights);
+  AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }

@@ -104,6 +104,9 @@ Result<PlacedModels> PlacedModels::Place(const std::string& device, Qwen3Model& 
   placed.host_drafter_ = host_drafter;
   if (device == "cpu") return placed;
   if (device != "cuda") return InvalidArgument("--device: expected cpu or cuda, got " + device);
+  if (host_drafter != nullptr && host_drafter->head() != nullptr) {
+    return InvalidArgument("--drafter-head domino runs on the CPU only (--device cpu)");
+  }
   DSCALE_ASSIGN_OR_RETURN(placed.device_, Upload(host_target, host_drafter));
   return placed;
 }

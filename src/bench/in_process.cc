@@ -47,11 +47,16 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                                     const GenerationParams& params,
                                     const std::function<void()>& on_done) {
   DSCALE_ASSIGN_OR_RETURN(LengthPolicy policy, LengthPolicy::Parse(mode.policy));
-  if (policy.UsesDrafter() && models.drafter == nullptr) {
-    return InvalidArgument("mode " + mode.label + " needs --drafter");
+  Drafter* drafter = mode.domino_head ? models.domino_drafter : models.drafter;
+  const dvl::Predictor* predictor = mode.domino_head ? models.domino_predictor : models.predictor;
+  if (policy.UsesDrafter() && drafter == nullptr) {
+    return InvalidArgument(
+        "mode " + mode.label +
+        (mode.domino_head ? " needs a --drafter with a Domino head" : " needs --drafter"));
   }
-  if (policy.UsesPredictor() && models.predictor == nullptr) {
-    return InvalidArgument("mode " + mode.label + " needs --predictor");
+  if (policy.UsesPredictor() && predictor == nullptr) {
+    return InvalidArgument("mode " + mode.label +
+                           (mode.domino_head ? " needs --domino-predictor" : " needs --predictor"));
   }
   if (policy.mode == SpecMode::kDSpark && models.sps_table == nullptr) {
     return InvalidArgument("mode " + mode.label + " needs a steps-per-second table");
@@ -66,13 +71,12 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .kv_tokens = std::max<int64_t>(per_request * concurrency, 1 << 12),
                       .kv_dtype = models.kv_dtype,
                       .tile_routing = mode.tile_routing,
-                      .predictor = models.predictor,
+                      .predictor = predictor,
                       .verify_budget = verify_budget,
                       .sps_table = models.sps_table};
   DSCALE_ASSIGN_OR_RETURN(
       std::unique_ptr<Engine> engine,
-      Engine::Create(*models.target, policy.UsesDrafter() ? models.drafter : nullptr,
-                     std::move(config)));
+      Engine::Create(*models.target, policy.UsesDrafter() ? drafter : nullptr, std::move(config)));
   DSCALE_RETURN_IF_ERROR(
       RunClosedLoop(*engine, requests.warmup, concurrency, params, on_done).status());
   const StepStats before = engine->stats();

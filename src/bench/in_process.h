@@ -41,6 +41,8 @@ struct InProcessModels {
   TargetModel* target = nullptr;
   Drafter* drafter = nullptr;                 // null: only the none mode can run
   const dvl::Predictor* predictor = nullptr;  // null: the dscale and dspark modes cannot run
+  Drafter* domino_drafter = nullptr;          // the drafter with its Domino head (the domino modes)
+  const dvl::Predictor* domino_predictor = nullptr;  // trained on the head's drafts
   budget::VerifyBudget verify_budget;         // dscale modes without their own
   const budget::SpsTable* sps_table = nullptr;  // null: the dspark mode cannot run
   KvDtype kv_dtype = KvDtype::kBf16;            // the engines' host KV caches

@@ -41,7 +41,15 @@ Result<std::vector<int32_t>> ParsePositiveList(const std::string& text, const st
 
 Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting tiles) {
   std::vector<BenchMode> modes;
-  for (const std::string& item : SplitList(list)) {
+  for (const std::string& listed : SplitList(list)) {
+    // domino and domino+dscale: the dflash and dscale policies drafting through the head.
+    const bool domino = listed == "domino" || listed.rfind("domino+", 0) == 0;
+    const std::string item = listed == "domino"
+                                 ? "dflash"
+                                 : (domino ? listed.substr(std::string("domino+").size()) : listed);
+    if (domino && item != "dflash" && item != "dscale") {
+      return InvalidArgument("--modes " + listed + ": expected domino or domino+dscale");
+    }
     std::string budget;
     std::string spec = item;
     if (item.rfind("dscale:", 0) == 0) {
@@ -55,11 +63,20 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
     if (!policy.ok()) return policy.status().WithContext("--modes");
     const bool tiled =
         tiles == TileRouting::kAuto ? policy->mode != SpecMode::kDFlash : tiles == TileRouting::kOn;
-    BenchMode mode{.label = budget.empty() ? policy->Name() : policy->Name() + ":" + budget,
+    BenchMode mode{.label = domino
+                                ? listed
+                                : (budget.empty() ? policy->Name() : policy->Name() + ":" + budget),
                    .policy = policy->Name(),
                    .verify_budget = budget,
                    .tile_routing = tiled,
-                   .adaptive = budget == "auto" || policy->mode == SpecMode::kDSpark};
+                   .adaptive = budget == "auto" || policy->mode == SpecMode::kDSpark,
+                   .domino_head = domino};
+    if (domino) {
+      mode.note = policy->mode == SpecMode::kDFlash
+                      ? "Domino: the DFlash drafter with its Domino head, full-block verification"
+                      : "Domino head with DScale's verification: the DVL predictor trained on "
+                        "the head's corrected drafts (--domino-predictor)";
+    }
     if (policy->mode == SpecMode::kDSpark) {
       mode.note =
           "DSpark scheduler on the DFlash drafter: DSpark's walk with early stop over the DVL "

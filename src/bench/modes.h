@@ -19,12 +19,16 @@ struct BenchMode {
   bool tile_routing = true;
   bool runnable = true;  // false: listed with a note, not measured
   bool adaptive = false;  // the budget moves during a run (dscale:auto, dspark)
+  bool domino_head = false;  // drafts through the drafter's Domino head (docs/DOMINO.md)
   std::string note;
 };
 
-// "none,dflash,fixed:8,dscale,dscale:auto,dspark": dscale:B runs dscale with --verify-budget B
-// (auto or a fraction); dspark is labelled "DSpark scheduler on the DFlash drafter". Tile routing
-// kAuto: off for dflash (the baseline as DFlash ships, one 128-row tile), on for the others.
+// "none,dflash,fixed:8,dscale,dscale:auto,dspark,domino,domino+dscale": dscale:B runs dscale with
+// --verify-budget B (auto or a fraction); dspark is labelled "DSpark scheduler on the DFlash
+// drafter"; domino is the dflash policy on the drafter with its Domino head (full-block
+// verification, as Domino's authors run it) and domino+dscale the dscale policy on it. Tile
+// routing kAuto: off for dflash and domino (full blocks in one 128-row tile, as they ship), on
+// for the others.
 Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting tiles);
 // The cumulative ablation: DFlash control → +tile routing → +DVL → +fixed-address workspaces and
 // graphs. The last rung has no CPU counterpart (no graph capture on the CPU backend), so it is

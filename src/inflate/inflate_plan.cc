@@ -328,6 +328,8 @@ Result<InflatePlan> PlanInflation(const Qwen3Config& target, const DFlashConfig&
   plan.large_drafter.draft.rms_norm_eps = plan.large_target.rms_norm_eps;
   plan.large_drafter.target_layer_ids = placement.feature_ids;
   plan.large_drafter.num_target_layers = shape.num_hidden_layers;
+  // The Domino head is not inflated: the large drafter is a plain DFlash drafter.
+  plan.large_drafter.domino.reset();
 
   plan.hidden = Prefix(shape.hidden_size, target.hidden_size);
   plan.vocab = Prefix(shape.vocab_size, target.vocab_size);

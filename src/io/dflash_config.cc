@@ -126,6 +126,7 @@ Result<DFlashConfig> ParseDFlashConfig(const std::string& json_text, const std::
   const std::optional<nlohmann::json> root = ParseJson(json_text);
   DSCALE_CHECK(root.has_value());  // ParseQwen3Config accepted it
   DSCALE_RETURN_IF_ERROR(ReadDraftingFields(*root, path, &config));
+  DSCALE_ASSIGN_OR_RETURN(config.domino, ParseDominoHeadConfig(*root, path));
   if (config.target_layer_ids.empty()) {
     const int64_t depth =
         config.num_target_layers > 0 ? config.num_target_layers : target.num_hidden_layers;
@@ -147,6 +148,7 @@ std::string DFlashConfigToJson(const DFlashConfig& c) {
   j["num_target_layers"] = c.num_target_layers;
   j["dflash_config"] = {{"mask_token_id", c.mask_token_id},
                         {"target_layer_ids", c.target_layer_ids}};
+  if (c.domino.has_value()) j["domino_config"] = DominoHeadConfigToJson(*c.domino);
   return j.dump(2);
 }
 

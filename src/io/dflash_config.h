@@ -5,10 +5,12 @@
 // from the target's depth by the documented rule (DeriveTargetLayerIds).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "io/domino_config.h"
 #include "io/qwen3_config.h"
 
 namespace dscale {
@@ -19,6 +21,7 @@ struct DFlashConfig {
   int64_t mask_token_id = -1;
   std::vector<int32_t> target_layer_ids;  // residual streams fed to fc, in this order
   int64_t num_target_layers = 0;          // 0 when the config does not say
+  std::optional<DominoHeadConfig> domino;  // "domino_config": the drafter ships a Domino head
 };
 
 // One draft layer: the middle target layer. Otherwise `num_draft_layers` ids spread evenly

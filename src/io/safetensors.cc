@@ -348,12 +348,22 @@ Result<Checkpoint> Checkpoint::Open(const std::string& dir) {
   if (!PathExists(single_path)) {
     return NotFound(dir + ": no " + kSingleFileName + " or " + kIndexFileName + " there");
   }
-  DSCALE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(single_path));
-  const SafetensorsFile* added = checkpoint.AddFile(std::move(file));
-  for (const TensorInfo& tensor : added->tensors()) {
-    checkpoint.index_[tensor.name] = Entry{&tensor, added};
-  }
+  DSCALE_RETURN_IF_ERROR(checkpoint.AddWholeFile(single_path));
   return checkpoint;
+}
+
+Result<Checkpoint> Checkpoint::OpenFile(const std::string& path) {
+  Checkpoint checkpoint;
+  checkpoint.dir_ = path;
+  DSCALE_RETURN_IF_ERROR(checkpoint.AddWholeFile(path));
+  return checkpoint;
+}
+
+Status Checkpoint::AddWholeFile(const std::string& path) {
+  DSCALE_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(path));
+  const SafetensorsFile* added = AddFile(std::move(file));
+  for (const TensorInfo& tensor : added->tensors()) index_[tensor.name] = Entry{&tensor, added};
+  return Status::Ok();
 }
 
 const SafetensorsFile* Checkpoint::AddFile(SafetensorsFile file) {

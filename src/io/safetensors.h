@@ -80,6 +80,9 @@ class Checkpoint {
   // shard; tensors a shard holds but the index does not list are not visible. Without an index,
   // `model.safetensors`; with neither, NotFound naming `dir`.
   static Result<Checkpoint> Open(const std::string& dir);
+  // One safetensors file on its own (a checkpoint's side file, e.g. a drafter head); dir() is the
+  // file's path.
+  static Result<Checkpoint> OpenFile(const std::string& path);
 
   const std::string& dir() const { return dir_; }
   // nullptr when absent.
@@ -106,6 +109,8 @@ class Checkpoint {
 
   Status LoadIndex(const std::string& index_path);
   const SafetensorsFile* AddFile(SafetensorsFile file);
+  // Adds the file at `path` with every tensor it holds visible.
+  Status AddWholeFile(const std::string& path);
 
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

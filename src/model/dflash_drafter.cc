@@ -57,16 +57,37 @@ Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hi
   return w;
 }
 
-Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Model& target) {
-  DSCALE_ASSIGN_OR_RETURN(DFlashConfig config,
-                          LoadDFlashConfig(dir + "/config.json", target.config()));
+Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Model& target,
+                                          DrafterHead head) {
+  const std::string config_path = dir + "/config.json";
+  DSCALE_ASSIGN_OR_RETURN(DFlashConfig config, LoadDFlashConfig(config_path, target.config()));
+  if (head == DrafterHead::kDomino && !config.domino.has_value()) {
+    return InvalidArgument(config_path +
+                           ": field \"domino_config\": missing (--drafter-head domino needs a "
+                           "drafter that declares a Domino head; docs/DOMINO.md)");
+  }
   DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
   const std::string prefix = DFlashTensorPrefix(checkpoint);
   const TensorReader read =
       CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(checkpoint)), prefix);
-  DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights,
-                          LoadDFlashWeights(config, target.config().hidden_size, read));
-  return DFlashDrafter(std::move(config), std::move(weights), target);
+  const Qwen3Config& t = target.config();
+  DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights, LoadDFlashWeights(config, t.hidden_size, read));
+  std::optional<DominoHeadWeights> head_weights;
+  if (head == DrafterHead::kDomino) {
+    DSCALE_ASSIGN_OR_RETURN(head_weights,
+                            LoadDominoHeadFile(dir, *config.domino, t.hidden_size, t.vocab_size));
+  }
+  DFlashDrafter drafter(config, std::move(weights), target);
+  if (head_weights.has_value()) {
+    drafter.AttachHead(
+        DominoHead(*config.domino, std::move(*head_weights), target.weights().embed));
+  }
+  return drafter;
+}
+
+void DFlashDrafter::AttachHead(DominoHead head) {
+  DSCALE_CHECK(head.weights().gru_input.cols() == config_.draft.hidden_size);
+  head_.emplace(std::move(head));
 }
 
 DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target)
@@ -180,7 +201,13 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   out->logits.resize(n * vocab);
   Project(out->hidden.data(), target_->weights().LmHead(), out->logits.data(), n);
   out->tokens.resize(n);
-  cpu::ArgmaxRows(out->logits.data(), n, vocab, out->tokens.data());
+  if (!head_.has_value()) {
+    cpu::ArgmaxRows(out->logits.data(), n, vocab, out->tokens.data());
+    return Status::Ok();
+  }
+  anchors_.clear();
+  for (const DraftRequest& r : requests) anchors_.push_back(r.anchor);
+  head_->Refine(anchors_, width, out->hidden, out->logits, out->tokens);
   return Status::Ok();
 }
 

@@ -8,7 +8,9 @@
 // Draft step: the block [anchor, MASK × (block−1)] at positions s .. s+block−1 (s = committed
 // length) is embedded with the target's embedding, runs through the draft layers with
 // non-causal attention over the request's context plus the whole block, the drafter's final
-// norm, and the target's LM head on rows 1 .. block−1: block−1 greedy candidates.
+// norm, and the target's LM head on rows 1 .. block−1: block−1 greedy candidates. With a Domino
+// head (model/domino_head.h) those logits are then corrected position by position from the
+// candidates proposed before each one, and the candidates are the corrected argmaxes.
 
 #include <cstdint>
 #include <optional>
@@ -20,6 +22,7 @@
 #include "io/dflash_config.h"
 #include "kv/paged_kv_cache.h"
 #include "model/decoder_layer.h"
+#include "model/domino_head.h"
 #include "model/drafter.h"
 #include "model/qwen3_model.h"
 
@@ -45,8 +48,15 @@ class DFlashDrafter : public Drafter {
   // Loads `dir`/config.json and its safetensors (names with or without a "model." prefix) and
   // validates them against `target`, which must outlive the drafter (its embedding and LM head
   // are shared).
-  static Result<DFlashDrafter> Load(const std::string& dir, const Qwen3Model& target);
+  // With DrafterHead::kDomino the config must declare a head ("domino_config"), read from its
+  // file in `dir`; with kNone a declared head is not loaded.
+  static Result<DFlashDrafter> Load(const std::string& dir, const Qwen3Model& target,
+                                    DrafterHead head = DrafterHead::kNone);
   DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target);
+
+  // Runs `head` on every draft from now on (its embedding must be the target's).
+  void AttachHead(DominoHead head);
+  const DominoHead* head() const { return head_.has_value() ? &*head_ : nullptr; }
 
   const DFlashConfig& config() const { return config_; }
   const DFlashWeights& weights() const { return weights_; }
@@ -67,7 +77,8 @@ class DFlashDrafter : public Drafter {
 
   // One drafting step. The block's transient K/V are written at the slots of positions
   // ctx_len .. ctx_len + block − 1 (the verification that follows overwrites them). Anchors must
-  // be in the target vocabulary. Candidates are the greedy argmax of the draft logits.
+  // be in the target vocabulary. Candidates are the greedy argmax of the draft logits (the
+  // corrected ones with a head; `hidden` stays the backbone's).
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override;
 
@@ -80,6 +91,8 @@ class DFlashDrafter : public Drafter {
   // AppendContext projects the context through.
   std::vector<WeightMatrix> context_kv_;
   std::optional<KvStore> store_;  // set by Bind
+  std::optional<DominoHead> head_;
+  std::vector<int32_t> anchors_;  // the head's input, one per drafted request
   // Scratch, reused across calls.
   std::vector<float> x_;
   std::vector<float> kv_;

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "model/dflash_drafter.h"
+#include "model/domino_head.h"
 
 namespace dscale {
 namespace {
@@ -110,6 +111,17 @@ Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& c
                                    int64_t target_hidden, uint64_t seed, DType dtype) {
   return WriteCheckpoint(dir, DFlashConfigToJson(config), DFlashTensorShapes(config, target_hidden),
                          seed, dtype);
+}
+
+std::vector<TensorToWrite> RandomDominoHeadTensors(const DominoHeadConfig& config, int64_t hidden,
+                                                   int64_t vocab, uint64_t seed, DType dtype) {
+  return RandomTensors(DominoHeadTensorShapes(config, hidden, vocab), seed, dtype);
+}
+
+Status WriteRandomDominoHead(const std::string& drafter_dir, const DominoHeadConfig& config,
+                             int64_t hidden, int64_t vocab, uint64_t seed, DType dtype) {
+  return WriteSafetensors(drafter_dir + "/" + config.head_file,
+                          RandomDominoHeadTensors(config, hidden, vocab, seed, dtype));
 }
 
 Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType dtype) {

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "io/dflash_config.h"
+#include "io/domino_config.h"
 #include "io/qwen3_config.h"
 #include "io/safetensors.h"
 #include "model/qwen3_weights.h"
@@ -33,5 +34,13 @@ std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64
                                                uint64_t seed, DType dtype);
 Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
                                    int64_t target_hidden, uint64_t seed, DType dtype);
+
+// A Domino head (model/domino_head.h) for a target of `hidden` and `vocab`: projections
+// N(0, 1/in), so corrections are O(1) and move some of a random drafter's argmaxes.
+std::vector<TensorToWrite> RandomDominoHeadTensors(const DominoHeadConfig& config, int64_t hidden,
+                                                   int64_t vocab, uint64_t seed, DType dtype);
+// Writes `drafter_dir`/config.head_file (the drafter's config.json is left as it is).
+Status WriteRandomDominoHead(const std::string& drafter_dir, const DominoHeadConfig& config,
+                             int64_t hidden, int64_t vocab, uint64_t seed, DType dtype);
 
 }  // namespace dscale

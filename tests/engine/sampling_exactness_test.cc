@@ -2,7 +2,8 @@
 // distribution of the first generated tokens over 20,000 seeded requests matches the target's
 // exact distribution (chi-square, p > 0.001). Every token after the first comes out of
 // verification steps driven by the planted-error drafter, so accepts, rejections and bonus
-// samples all occur (auto's plain steps too). Three tokens over 6 ids (216 cells) for the uniform
+// samples all occur (auto's plain steps too); the Domino cases draft with a random DFlash
+// drafter and head instead. Three tokens over 6 ids (216 cells) for the uniform
 // policies; dscale's features need at least 16 ids, so two tokens over 16 ids (256 cells) there.
 
 #include <gtest/gtest.h>
@@ -55,12 +56,20 @@ std::vector<double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& p
   return joint;
 }
 
+// Which drafter proposes: the planted-error one, or a random DFlash drafter with a random Domino
+// head (its proposals are the head's corrected argmaxes).
+enum class Proposer { kPlanted, kDomino };
+
 void ExpectExactSampling(const std::string& mode, const SamplingParams& base, int64_t vocab = 6,
-                         int length = 3, const std::string& budget = "0.5") {
+                         int length = 3, const std::string& budget = "0.5",
+                         Proposer proposer = Proposer::kPlanted) {
   const Qwen3Config config = testing::EngineTestTargetConfig(vocab);
   Qwen3Model target(config, RandomQwen3Weights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
-  testing::PlantedDrafter drafter(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
+  testing::PlantedDrafter planted(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
+  std::unique_ptr<DFlashDrafter> domino;
+  if (proposer == Proposer::kDomino) domino = testing::RandomDominoDrafter(target, 21);
+  Drafter& drafter = proposer == Proposer::kDomino ? static_cast<Drafter&>(*domino) : planted;
   EngineConfig engine_config{.policy = LengthPolicy::Parse(mode).value(),
                              .max_running = 64,
                              .verify_budget = budget::VerifyBudget::Parse(budget).value()};
@@ -116,6 +125,10 @@ TEST(SamplingExactnessTest, DScaleWithAutoBudgetAtTemperatureOne) {
 
 TEST(SamplingExactnessTest, DSparkAtTemperatureOne) {
   ExpectExactSampling("dspark", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2);
+}
+
+TEST(SamplingExactnessTest, DominoHeadAtTemperatureOne) {
+  ExpectExactSampling("dflash", {.temperature = 1.0f}, 6, 3, "0.5", Proposer::kDomino);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {

@@ -68,4 +68,36 @@ inline std::unique_ptr<DFlashDrafter> RandomDrafter(const Qwen3Model& target, ui
       config, LoadDFlashWeights(config, target.config().hidden_size, read).value(), target);
 }
 
+// A Domino head with deliberately odd widths (G 23, B 13) and random weights for `target`,
+// stored as `dtype` (BF16 matrices held as BF16, as a head file's are).
+inline DominoHeadConfig OddHeadConfig() {
+  return {.head_file = "domino_head.safetensors", .gru_hidden_size = 23, .bottleneck_size = 13};
+}
+inline DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config,
+                                           const Qwen3Config& target, uint64_t seed, DType dtype) {
+  std::map<std::string, std::vector<float>> by_name;
+  for (TensorToWrite& t :
+       RandomDominoHeadTensors(config, target.hidden_size, target.vocab_size, seed, dtype)) {
+    by_name[t.name] = std::move(t.values);
+  }
+  const TensorReader read = [&](const std::string& name,
+                                const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
+    std::vector<float>& values = by_name.at(name);
+    if (dtype != DType::kBF16) return WeightMatrix::FromF32(values, shape);
+    std::vector<uint16_t> bits(values.size());
+    ConvertFromF32(DType::kBF16, values.data(), values.size(), bits.data());
+    return WeightMatrix::FromBf16(std::move(bits), shape[0], shape[1]);
+  };
+  return LoadDominoHeadWeights(config, target.hidden_size, target.vocab_size, read).value();
+}
+
+// RandomDrafter with a random Domino head attached.
+inline std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const Qwen3Model& target, uint64_t seed) {
+  std::unique_ptr<DFlashDrafter> drafter = RandomDrafter(target, seed);
+  drafter->AttachHead(DominoHead(
+      OddHeadConfig(), RandomHeadWeights(OddHeadConfig(), target.config(), seed + 1, DType::kF32),
+      target.weights().embed));
+  return drafter;
+}
+
 }  // namespace dscale::testing

@@ -46,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
+import domino_reference as domino  # noqa: E402
 import hf_reference as ref  # noqa: E402
 import hf_safetensors as st  # noqa: E402
 import make_random_pair as mk  # noqa: E402
@@ -154,6 +155,50 @@ class BundledPairTest(ParityMixin, unittest.TestCase):
         print(f"\nbundled pair ({ARGS.models})")
         self.check_pair(os.path.join(ARGS.models, "tiny-target"),
                         os.path.join(ARGS.models, "tiny-dflash"), BUNDLED_IDS)
+
+
+class BundledDominoHeadTest(ParityMixin, unittest.TestCase):
+    """`dscale draft --drafter-head domino` on the bundled pair against the float64 backbone
+    plus domino_reference.py's head. The reference's GRU reads dscale's proposals, so each row
+    is compared given the same realised prefix; the tolerance of a corrected logit is the
+    backbone's plus the correction's (DominoReference.budget / tolerance)."""
+
+    def test_bundled_head(self):
+        target_dir = os.path.join(ARGS.models, "tiny-target")
+        drafter_dir = os.path.join(ARGS.models, "tiny-dflash")
+        t_cfg, d_cfg = load_config(target_dir), load_config(drafter_dir)
+        self.assertIn("domino_config", d_cfg, "the bundled drafter declares its Domino head")
+        print(f"\nbundled Domino head ({drafter_dir}/{d_cfg['domino_config']['head_file']})")
+        t_tensors, _ = st.read_checkpoint(target_dir)
+        d_tensors, _ = st.read_checkpoint(drafter_dir)
+        target = ref.Qwen3Reference(t_cfg, t_tensors)
+        drafter = ref.DFlashReference(d_cfg, d_tensors, target)
+        head = domino.DominoReference(d_cfg, drafter_dir, target)
+        ids = BUNDLED_IDS
+        n = len(ids)
+        logits, hidden, streams, gains = target.forward(ids)
+        out = dscale_json(self, "draft", "--target", target_dir, "--drafter", drafter_dir,
+                          "--ids", ",".join(map(str, ids)), "--kv-dtype", "f32",
+                          "--drafter-head", "domino")
+        bonus = out["bonus"]
+        base, d_hidden, d_gains = drafter.draft(streams, n, bonus)
+        eps = ref.draft_budget(t_cfg, d_cfg, n, gains, d_gains, drafter.target_layer_ids,
+                               drafter.block_size)
+        want, mids = head.refine(base, d_hidden, bonus, out["draft"])
+        width = drafter.block_size - 1
+        tol = ref.logit_tolerance(eps, d_hidden, target.lm_head) + \
+            head.tolerance(head.budget(eps, t_cfg["hidden_size"], width), mids)
+        got = torch.tensor(out["draft_logits"], dtype=torch.float64)
+        self.assertEqual(tuple(got.shape), (width, t_cfg["vocab_size"]))
+        diff = (got - want).abs()
+        report("corrected draft logits", diff, tol)
+        bad = (diff > tol).nonzero()
+        self.assertEqual(len(bad), 0, self.describe(bad, got, want, tol))
+        exact = sum(self.check_token(want[j], tol[j], tok, f"draft token {j + 1}")
+                    for j, tok in enumerate(out["draft"]))
+        changed = sum(int(want[j].argmax() != base[j].argmax()) for j in range(width))
+        print(f"  draft tokens {out['draft']} ({exact} of {width} beyond the tie margin, all "
+              f"equal to the reference); the head changed {changed} of the backbone's argmaxes")
 
 
 class RandomPairTest(ParityMixin, unittest.TestCase):

@@ -46,4 +46,10 @@ void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) {
   }
 }
 
+void SiluInPlace(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) simd::Store(x + i, Silu(simd::Load(x + i)));
+  for (; i < n; ++i) x[i] = Silu(x[i]);
+}
+
 }  // namespace dscale::cpu

@@ -9,4 +9,7 @@ namespace dscale::cpu {
 // with gate_up [rows, 2·inter] and out [rows, inter]; silu(x) = x / (1 + e^−x).
 void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter);
 
+// x[i] = silu(x[i]) for i < n, in place.
+void SiluInPlace(float* x, int64_t n);
+
 }  // namespace dscale::cpu

@@ -95,6 +95,28 @@ void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) {
   }
 }
 
+void SiluInPlace(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    x[i] = static_cast<float>(v / (1.0 + std::exp(-v)));
+  }
+}
+
+void GruUpdate(const float* gates_x, const float* gates_h, float* h, int64_t rows, int64_t hidden) {
+  const auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* gx = gates_x + row * 3 * hidden;
+    const float* gh = gates_h + row * 3 * hidden;
+    for (int64_t i = 0; i < hidden; ++i) {
+      const double r = sigmoid(double{gx[i]} + gh[i]);
+      const double z = sigmoid(double{gx[hidden + i]} + gh[hidden + i]);
+      const double n = std::tanh(double{gx[2 * hidden + i]} + r * gh[2 * hidden + i]);
+      float& state = h[row * hidden + i];
+      state = static_cast<float>((1.0 - z) * n + z * state);
+    }
+  }
+}
+
 void EmbeddingGather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
                      int64_t rows, float* out) {
   for (int64_t r = 0; r < rows; ++r) {

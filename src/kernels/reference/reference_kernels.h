@@ -23,6 +23,9 @@ void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int
 void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
                int64_t row_stride, double theta);
 void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter);
+void SiluInPlace(float* x, int64_t n);
+// cpu::GruUpdate: one bias-free GRU step's elementwise half, gates in the order r, z, n.
+void GruUpdate(const float* gates_x, const float* gates_h, float* h, int64_t rows, int64_t hidden);
 void EmbeddingGather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
                      int64_t rows, float* out);
 void SoftmaxRows(float* x, int64_t rows, int64_t n);

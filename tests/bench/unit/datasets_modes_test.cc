@@ -92,6 +92,24 @@ TEST(Modes, DScaleWithItsOwnBudgetAndTheDSparkBaseline) {
   EXPECT_NE(bad.status().message().find("--verify-budget"), std::string::npos);
 }
 
+TEST(Modes, DominoRowsDraftThroughTheHead) {
+  auto modes = ParseModes("dflash,domino,domino+dscale", TileRouting::kAuto);
+  ASSERT_TRUE(modes.ok()) << modes.status().message();
+  ASSERT_EQ(modes->size(), 3u);
+  EXPECT_FALSE((*modes)[0].domino_head);
+  EXPECT_EQ((*modes)[1].label, "domino");
+  EXPECT_EQ((*modes)[1].policy, "dflash");  // full-block verification, as Domino runs it
+  EXPECT_TRUE((*modes)[1].domino_head);
+  EXPECT_FALSE((*modes)[1].tile_routing);
+  EXPECT_EQ((*modes)[2].label, "domino+dscale");
+  EXPECT_EQ((*modes)[2].policy, "dscale");
+  EXPECT_TRUE((*modes)[2].domino_head);
+  EXPECT_TRUE((*modes)[2].tile_routing);
+  const auto bad = ParseModes("domino+dspark", TileRouting::kAuto);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("domino+dscale"), std::string::npos);
+}
+
 TEST(Modes, PresetsAndLists) {
   const std::vector<BenchMode> ablation = AblationModes(false);
   ASSERT_EQ(ablation.size(), 4u);

@@ -1,0 +1,133 @@
+#include "model/domino_head.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "core/check.h"
+#include "io/safetensors.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/recurrent.h"
+#include "kernels/cpu/softmax.h"
+#include "model/decoder_layer.h"
+
+namespace dscale {
+namespace {
+
+constexpr const char* kGruInputName = "gru.weight_ih_l0";
+constexpr const char* kGruStateName = "gru.weight_hh_l0";
+constexpr const char* kCorrectionInName = "correction.proj_in.weight";
+constexpr const char* kCorrectionOutName = "correction.proj_out.weight";
+
+}  // namespace
+
+Result<DrafterHead> ParseDrafterHead(std::string_view text) {
+  if (text == "none") return DrafterHead::kNone;
+  if (text == "domino") return DrafterHead::kDomino;
+  return InvalidArgument("--drafter-head: expected none or domino, got \"" + std::string(text) +
+                         "\"");
+}
+
+std::string_view DrafterHeadName(DrafterHead head) {
+  return head == DrafterHead::kDomino ? "domino" : "none";
+}
+
+TensorShapes DominoHeadTensorShapes(const DominoHeadConfig& c, int64_t hidden, int64_t vocab) {
+  const int64_t g = c.gru_hidden_size, b = c.bottleneck_size;
+  return {{kGruInputName, {3 * g, hidden}},
+          {kGruStateName, {3 * g, g}},
+          {kCorrectionInName, {b, hidden + g}},
+          {kCorrectionOutName, {vocab, b}}};
+}
+
+Result<DominoHeadWeights> LoadDominoHeadWeights(const DominoHeadConfig& c, int64_t hidden,
+                                                int64_t vocab, const TensorReader& read) {
+  const TensorShapes shapes = DominoHeadTensorShapes(c, hidden, vocab);
+  DominoHeadWeights w;
+  WeightMatrix* targets[] = {&w.gru_input, &w.gru_state, &w.correction_in, &w.correction_out};
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(*targets[i], read(shapes[i].first, shapes[i].second));
+  }
+  return w;
+}
+
+Result<DominoHeadWeights> LoadDominoHeadFile(const std::string& drafter_dir,
+                                             const DominoHeadConfig& config, int64_t hidden,
+                                             int64_t vocab) {
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint file,
+                          Checkpoint::OpenFile(drafter_dir + "/" + config.head_file));
+  const TensorReader read =
+      CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(file)));
+  return LoadDominoHeadWeights(config, hidden, vocab, read);
+}
+
+DominoHead::DominoHead(DominoHeadConfig config, DominoHeadWeights weights,
+                       const WeightMatrix& embedding)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      embedding_(&embedding),
+      hidden_(embedding.cols()),
+      vocab_(embedding.rows()) {
+  const int64_t g = config_.gru_hidden_size, b = config_.bottleneck_size;
+  DSCALE_CHECK(weights_.gru_input.rows() == 3 * g && weights_.gru_input.cols() == hidden_);
+  DSCALE_CHECK(weights_.gru_state.rows() == 3 * g && weights_.gru_state.cols() == g);
+  DSCALE_CHECK(weights_.correction_in.rows() == b && weights_.correction_in.cols() == hidden_ + g);
+  DSCALE_CHECK(weights_.correction_out.rows() == vocab_ && weights_.correction_out.cols() == b);
+}
+
+void DominoHead::AdvanceState(int64_t requests) {
+  const int64_t g = config_.gru_hidden_size;
+  float* x = GrowBuffer(embedded_, requests * hidden_);
+  GatherRows(*embedding_, step_tokens_.data(), requests, x);
+  float* gx = GrowBuffer(gates_x_, requests * 3 * g);
+  float* gh = GrowBuffer(gates_h_, requests * 3 * g);
+  Project(x, weights_.gru_input, gx, requests);
+  Project(state_.data(), weights_.gru_state, gh, requests);
+  cpu::GruUpdate(gx, gh, state_.data(), requests, g);
+}
+
+void DominoHead::ComputeCorrection(int64_t requests, int32_t width, int32_t column,
+                                   std::span<const float> hidden) {
+  const int64_t g = config_.gru_hidden_size, b = config_.bottleneck_size;
+  const int64_t in = hidden_ + g;
+  // [z_i; s_i] per request: the backbone row of this column, then the GRU state.
+  float* mlp_in = GrowBuffer(mlp_in_, requests * in);
+  for (int64_t r = 0; r < requests; ++r) {
+    std::memcpy(mlp_in + r * in, hidden.data() + (r * width + column) * hidden_,
+                hidden_ * sizeof(float));
+    std::memcpy(mlp_in + r * in + hidden_, state_.data() + r * g, g * sizeof(float));
+  }
+  float* mid = GrowBuffer(mlp_mid_, requests * b);
+  Project(mlp_in, weights_.correction_in, mid, requests);
+  cpu::SiluInPlace(mid, requests * b);
+  Project(mid, weights_.correction_out, GrowBuffer(correction_, requests * vocab_), requests);
+}
+
+void DominoHead::Refine(std::span<const int32_t> anchors, int32_t width,
+                        std::span<const float> hidden, std::span<float> logits,
+                        std::span<int32_t> tokens) {
+  const auto requests = static_cast<int64_t>(anchors.size());
+  DSCALE_CHECK(static_cast<int64_t>(hidden.size()) == requests * width * hidden_);
+  DSCALE_CHECK(static_cast<int64_t>(logits.size()) == requests * width * vocab_);
+  DSCALE_CHECK(static_cast<int64_t>(tokens.size()) == requests * width);
+  if (requests == 0 || width == 0) return;
+  step_tokens_.assign(anchors.begin(), anchors.end());
+  state_.assign(requests * config_.gru_hidden_size, 0.0f);
+  AdvanceState(requests);  // s ← GRU(embed(anchor), 0)
+  for (int64_t r = 0; r < requests; ++r) {
+    cpu::ArgmaxRows(logits.data() + r * width * vocab_, 1, vocab_, &tokens[r * width]);
+  }
+  for (int32_t column = 1; column < width; ++column) {
+    for (int64_t r = 0; r < requests; ++r) step_tokens_[r] = tokens[r * width + column - 1];
+    AdvanceState(requests);
+    ComputeCorrection(requests, width, column, hidden);
+    for (int64_t r = 0; r < requests; ++r) {
+      float* row = logits.data() + (r * width + column) * vocab_;
+      const float* correction = correction_.data() + r * vocab_;
+      for (int64_t v = 0; v < vocab_; ++v) row[v] += correction[v];
+      cpu::ArgmaxRows(row, 1, vocab_, &tokens[r * width + column]);
+    }
+  }
+}
+
+}  // namespace dscale
