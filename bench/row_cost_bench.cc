@@ -161,7 +161,7 @@ std::vector<int32_t> RandomTokens(std::mt19937& rng, int64_t vocab, int32_t n) {
   return t;
 }
 
-void Measure(const std::string& dir, const Args& args, double bandwidth, double sgemm) {
+void Measure(const std::string& dir, const Args& args, double sgemm) {
   Result<Qwen3Model> loaded = Qwen3Model::Load(dir);
   if (!loaded.ok()) Usage(loaded.status().ToString());
   Qwen3Model& model = *loaded;
@@ -188,36 +188,39 @@ void Measure(const std::string& dir, const Args& args, double bandwidth, double 
       "context %d\n",
       dir.c_str(), static_cast<long long>(config.num_hidden_layers),
       static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6, args.context);
-  std::printf("%5s %10s %9s %8s %8s %9s\n", "rows", "step ms", "rows/s", "bw frac", "sgemm fr",
-              "/roofline");
+  std::printf("%5s %10s %9s %8s %8s %8s %9s\n", "rows", "step ms", "rows/s", "bw GB/s", "bw frac",
+              "sgemm fr", "/roofline");
   for (const int32_t rows : args.rows) {
     batch.Clear();
     batch.AddRequest(seq, args.context, RandomTokens(rng, config.vocab_size, rows), cache, true);
     // Verification runs attention in 16-row tiles; prefill-sized batches in 128-row ones.
     const ForwardOptions options{.tile_rows = rows <= 16 ? 16 : 128};
+    // The machine's read bandwidth drifts by tens of percent over minutes: each row count is
+    // compared with probes taken just before and just after it.
+    const double bandwidth_before = bench::ReadBandwidth();
     const double s = bench::MedianSecondsPerCall(
         [&] {
           if (!model.Forward(batch, options, cache, &out).ok()) std::abort();
         },
         0.5);
+    const double bandwidth = (bandwidth_before + bench::ReadBandwidth()) / 2;
     const double flops = ForwardFlops(config, rows, args.context);
     const double roofline = std::max((weight_bytes + kv_bytes) / bandwidth, flops / sgemm);
-    std::printf("%5d %10.2f %9.1f %8.2f %8.2f %9.2f\n", rows, s * 1e3, rows / s,
-                weight_bytes / s / bandwidth, flops / s / sgemm, s / roofline);
+    std::printf("%5d %10.2f %9.1f %8.1f %8.2f %8.2f %9.2f\n", rows, s * 1e3, rows / s,
+                bandwidth / 1e9, weight_bytes / s / bandwidth, flops / s / sgemm, s / roofline);
     std::fflush(stdout);
   }
 }
 
 void Run(const Args& args) {
-  const double bandwidth = bench::ReadBandwidth();
   const double sgemm = bench::SgemmRate();
   std::printf(
-      "machine: %d threads, read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s "
-      "kernels)\n",
-      omp_get_max_threads(), bandwidth / 1e9, sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
-  if (!args.target.empty()) Measure(args.target, args, bandwidth, sgemm);
+      "machine: %d threads, sgemm %.1f GFLOP/s (OpenBLAS %s kernels); read bandwidth probed "
+      "around each row count\n",
+      omp_get_max_threads(), sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
+  if (!args.target.empty()) Measure(args.target, args, sgemm);
   for (const ModelShape* shape : args.shapes) {
-    Measure(CheckpointFor(*shape, args.checkpoints), args, bandwidth, sgemm);
+    Measure(CheckpointFor(*shape, args.checkpoints), args, sgemm);
   }
 }
 
