@@ -147,9 +147,11 @@ void ExpectAllTilesMatchReference(PagedBatch& batch) {
   }
 }
 
-// BF16 K/V: every tile height in every widening variant against the reference on the same BF16
+// BF16 K/V: every tile height in every ISA variant against the reference on the same BF16
 // values (which it widens exactly), and bit for bit what the kernel gives on f32 rows holding
 // the widened values — the widening is exact and the arithmetic after it is the f32 path's.
+// The f32 run uses the best variant and the AVX-512 variant runs the tiles in 16-lane vectors
+// where the others use the build's, so this also holds the vector widths to the same bits.
 void ExpectBf16KvMatchesReferenceInEveryIsa(PagedBatch& batch) {
   batch.RoundKvToBf16();
   const auto reference = [](const cpu::AttentionParams& p) { ref::PagedAttention(p); };

@@ -10,13 +10,32 @@
 #include <cstdint>
 #include <cstring>
 
-namespace dscale::cpu::simd {
-
+// A file compiled for a wider target than the build's (attention_avx512.cc) sets
+// DSCALE_SIMD_LANES before including this header. Each width's definitions live in their own
+// inline namespace, so files of different widths never share (and the linker never merges) an
+// inline function of the same name.
+#if !defined(DSCALE_SIMD_LANES)
 #if defined(__AVX__)
-inline constexpr int kLanes = 8;
+#define DSCALE_SIMD_LANES 8
 #else
-inline constexpr int kLanes = 4;
+#define DSCALE_SIMD_LANES 4
 #endif
+#endif
+
+#if DSCALE_SIMD_LANES == 16
+#define DSCALE_SIMD_WIDTH lanes16
+#elif DSCALE_SIMD_LANES == 8
+#define DSCALE_SIMD_WIDTH lanes8
+#elif DSCALE_SIMD_LANES == 4
+#define DSCALE_SIMD_WIDTH lanes4
+#else
+#error "DSCALE_SIMD_LANES must be 4, 8 or 16"
+#endif
+
+namespace dscale::cpu::simd {
+inline namespace DSCALE_SIMD_WIDTH {
+
+inline constexpr int kLanes = DSCALE_SIMD_LANES;
 
 using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
@@ -71,4 +90,5 @@ inline Floats ExpNonPositive(Floats x) {
   return x < kMinArg ? Floats{} : poly * two_n;
 }
 
+}  // inline namespace DSCALE_SIMD_WIDTH
 }  // namespace dscale::cpu::simd
