@@ -24,8 +24,7 @@ constexpr size_t kPrefetchWords = 128;   // 1 KiB ahead of each stream
 // Each thread sums its quarter-slices of its share of the buffer, one cache line of each of
 // kStreamsPerThread streams in turn, with 256-bit loads and a software prefetch ahead: the
 // access pattern of the weight kernels at their best.
-__attribute__((target("avx2"))) inline uint64_t SumLinesAvx2(const uint64_t* words,
-                                                             size_t lines) {
+__attribute__((target("avx2"))) inline uint64_t SumLinesAvx2(const uint64_t* words, size_t lines) {
   uint64_t total = 0;
 #pragma omp parallel reduction(+ : total)
   {

@@ -136,7 +136,6 @@ struct KeyChunk {
   int64_t offset[kKeyChunk] = {};
 };
 
-
 // Slots of one item, over all the kv heads of its run, beyond which a run is split: keeps the
 // per-thread buffers small (a verification tile of 16 rows for 8 kv heads with 2 query heads
 // each is 256; a 128-row prefill tile goes one kv head at a time).
@@ -398,9 +397,9 @@ void AccumulateSlot(const float* vc, int64_t v_stride, int32_t hd, const float* 
 // vector loaded serves kSlots slots, where one slot at a time loads a vector per FMA. Every
 // accumulator still sums its keys in order, so the bits are the one-slot pass's.
 template <int kSlots, int kVectors>
-void AccumulateSlotGroupBlock(const float* vc, int64_t v_stride, const float* prob,
-                              int64_t stride, int32_t common, const float* rescale, int32_t hd,
-                              int32_t d0, float* acc) {
+void AccumulateSlotGroupBlock(const float* vc, int64_t v_stride, const float* prob, int64_t stride,
+                              int32_t common, const float* rescale, int32_t hd, int32_t d0,
+                              float* acc) {
   Floats block[kSlots][kVectors];
 #pragma GCC unroll 8
   for (int s = 0; s < kSlots; ++s) {

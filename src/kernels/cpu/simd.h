@@ -90,5 +90,5 @@ inline Floats ExpNonPositive(Floats x) {
   return x < kMinArg ? Floats{} : poly * two_n;
 }
 
-}  // inline namespace DSCALE_SIMD_WIDTH
+}  // namespace DSCALE_SIMD_WIDTH
 }  // namespace dscale::cpu::simd
