@@ -1,8 +1,11 @@
 // The budget policies in the cost model's simulation mode (budget/simulation.h): a closed loop
 // against planted step times, auto against the paper's fixed W·N/2 and plain decoding.
 //
-//   build/budget_sim_bench [--pair gpu|cpu] [--knee ROWS] [--concurrency 16] [--steps 400]
-//       [--seed 1] [--trace]
+//   build/budget_sim_bench [--pair gpu|cpu|cpu17b] [--knee ROWS] [--concurrency 16]
+//       [--steps 400] [--requests 0] [--tokens 64] [--seed 1] [--trace]
+//
+// --requests R: a finite run of R requests of --tokens tokens each (all steps until the last
+// finishes, at most --steps); 0: requests are replaced forever and the run is --steps long.
 //
 // Prints tokens per second of each policy, auto's mode and median rows per drafted step over
 // the run's second half, and with --trace auto's rows per step (one line per step).
@@ -24,6 +27,8 @@ struct Args {
   int64_t knee = 0;  // 0: W·N/2
   int32_t concurrency = 16;
   int64_t steps = 400;
+  int64_t requests = 0;
+  int32_t tokens = 64;
   uint64_t seed = 1;
   bool trace = false;
 };
@@ -46,19 +51,30 @@ bool Parse(int argc, char** argv, Args* a) {
       a->concurrency = std::atoi(value);
     } else if (flag == "--steps") {
       a->steps = std::atoll(value);
+    } else if (flag == "--requests") {
+      a->requests = std::atoll(value);
+    } else if (flag == "--tokens") {
+      a->tokens = std::atoi(value);
     } else if (flag == "--seed") {
       a->seed = std::strtoull(value, nullptr, 10);
     } else {
       return false;
     }
   }
-  return (a->pair == "gpu" || a->pair == "cpu") && a->concurrency >= 1 && a->steps >= 1;
+  return (a->pair == "gpu" || a->pair == "cpu" || a->pair == "cpu17b") && a->concurrency >= 1 &&
+         a->steps >= 1 && a->requests >= 0 && a->tokens >= 1;
 }
 
 int Run(const Args& a) {
-  const SimulationOptions options{.concurrency = a.concurrency, .steps = a.steps, .seed = a.seed};
+  const SimulationOptions options{.concurrency = a.concurrency,
+                                  .tokens_per_request = a.tokens,
+                                  .steps = a.steps,
+                                  .requests = a.requests,
+                                  .seed = a.seed};
   const int64_t knee = a.knee > 0 ? a.knee : int64_t{options.width} * a.concurrency / 2;
-  const SimulatedPair pair = a.pair == "gpu" ? GpuShapedPair(knee) : CpuShapedPair();
+  const SimulatedPair pair = a.pair == "gpu"   ? GpuShapedPair(knee)
+                             : a.pair == "cpu" ? CpuShapedPair()
+                                               : Cpu17BShapedPair();
   AutoBudget controller({.width = options.width});
   const SimulationResult automatic = Simulate(pair, {}, options, &controller);
   const SimulationResult paper =
@@ -71,14 +87,18 @@ int Run(const Args& a) {
   }
   std::sort(rows.begin(), rows.end());
   const std::string shape =
-      a.pair == "gpu" ? "gpu (knee " + std::to_string(knee) + " rows)" : std::string("cpu");
-  std::printf("pair %s, N = %d, W·N/2 = %d, %lld steps\n", shape.c_str(), a.concurrency,
-              options.width * a.concurrency / 2, static_cast<long long>(a.steps));
+      a.pair == "gpu" ? "gpu (knee " + std::to_string(knee) + " rows)" : a.pair;
+  std::printf("pair %s, N = %d, W·N/2 = %d, %zu steps\n", shape.c_str(), a.concurrency,
+              options.width * a.concurrency / 2, automatic.steps.size());
   std::printf("  auto          %9.1f tok/s  mode %s, median rows per drafted step (2nd half) %s\n",
               automatic.tokens_per_second, AutoModeName(controller.mode()),
               rows.empty() ? "-" : std::to_string(rows[rows.size() / 2]).c_str());
   std::printf("  fixed 0.5     %9.1f tok/s\n", paper.tokens_per_second);
   std::printf("  plain         %9.1f tok/s\n", plain.tokens_per_second);
+  std::printf("  auto / plain %.4f, auto / fixed 0.5 %.4f, exploration's loss %.1f ms\n",
+              automatic.tokens_per_second / plain.tokens_per_second,
+              automatic.tokens_per_second / paper.tokens_per_second,
+              1e3 * controller.Snapshot().explore_loss_s);
   if (a.trace) {
     std::printf("step mode      requests drafted rows drafted_rows ms committed\n");
     for (size_t i = 0; i < automatic.steps.size(); ++i) {
@@ -99,8 +119,8 @@ int main(int argc, char** argv) {
   dscale::budget::Args args;
   if (!dscale::budget::Parse(argc, argv, &args)) {
     std::fprintf(stderr,
-                 "usage: budget_sim_bench [--pair gpu|cpu] [--knee ROWS] [--concurrency N] "
-                 "[--steps N] [--seed N] [--trace]\n");
+                 "usage: budget_sim_bench [--pair gpu|cpu|cpu17b] [--knee ROWS] [--concurrency N] "
+                 "[--steps N] [--requests N] [--tokens N] [--seed N] [--trace]\n");
     return 2;
   }
   return dscale::budget::Run(args);

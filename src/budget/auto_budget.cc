@@ -40,6 +40,8 @@ AutoBudget::AutoBudget(AutoBudgetOptions options)
   DSCALE_CHECK(options_.width >= 2 && options_.max_requests >= 1);
   DSCALE_CHECK(options_.explore_every >= 1 && options_.probe_draft_every >= 1);
   DSCALE_CHECK(options_.probe_period >= 1 && options_.smoothing > 0 && options_.smoothing <= 1);
+  DSCALE_CHECK(options_.explore_allowance_steps >= 0 && options_.explore_share >= 0);
+  if (!options_.cold_start) ramp_ = Ramp::kDone;
 }
 
 bool AutoBudget::FeedNewRequest() {
@@ -50,13 +52,61 @@ bool AutoBudget::FeedNewRequest() {
   return true;
 }
 
-bool AutoBudget::DraftThisStep(int32_t fed) {
-  if (fed == 0) return false;
-  if (mode_ == AutoMode::kSpeculate) return true;
-  return ++plain_clock_ % options_.probe_draft_every == 0;
+int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
+  if (fed == 0) return 0;
+  if (mode_ == AutoMode::kPlain) {
+    return ++plain_clock_ % options_.probe_draft_every == 0 ? fed : 0;
+  }
+  if (ramp_ == Ramp::kDone) return fed;
+  ramp_fed_ = fed;
+  const int32_t n = ramp_ == Ramp::kRequests ? std::min(fed, ramp_drafted_) : fed;
+  if (Affordable(n, requests - n + RampRows(n), requests)) return n;
+  // The ramp stops where its next step could lose more than the budget allows. What it has
+  // measured decides: if speculation already pays within the rows measured, every fed request
+  // goes on drafting (the fit decides M from here); otherwise plain decoding is the safe
+  // choice, and probes keep gathering evidence at their own small cost.
+  ramp_ = Ramp::kDone;
+  if (gain_set_ && MeasuredGain(requests) > 1 + options_.margin) return fed;
+  SwitchToPlain();
+  return 0;
 }
 
-double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s) const {
+double AutoBudget::MeasuredGain(int32_t requests) const {
+  return FleetGain(ramp_curve_, requests, model_.DraftSeconds(requests), PastSeen::kExcluded);
+}
+
+int64_t AutoBudget::RampRows(int64_t n) const {
+  if (ramp_ == Ramp::kRequests) return n;
+  return std::min<int64_t>(ramp_width_, options_.width) * n;
+}
+
+double AutoBudget::PlainSecondsPerToken(int32_t requests) const {
+  return model_.VerifySeconds(requests) / requests;
+}
+
+// Worst case from what was measured: the largest n₀ and x₀ seen bound D and V past them
+// proportionally (subadditivity), and the step commits plain's N tokens only. The first drafted
+// step has nothing to bound it with; drafting one request's anchor is the least it can risk.
+bool AutoBudget::Affordable(int64_t n, int64_t rows, int32_t requests) const {
+  const CostCurve& draft = model_.draft();
+  const CostCurve& verify = model_.verify();
+  if (draft.samples() == 0 || verify.samples() == 0) return true;
+  const auto bound = [](const CostCurve& curve, double x) {
+    const double seen = curve.max_observed_x();
+    return x <= seen ? curve.Predict(x) : curve.Predict(seen) * x / seen;
+  };
+  const double plain_s = model_.VerifySeconds(requests);
+  const double worst_loss = bound(draft, double(n)) + bound(verify, double(rows)) - plain_s;
+  const double budget = options_.explore_allowance_steps * plain_s + options_.explore_share * run_s_;
+  return explore_loss_s_ + worst_loss <= budget;
+}
+
+double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s,
+                             PastSeen past_seen) const {
+  const double seen = model_.verify().max_observed_x();
+  const auto verify_s = [&](double rows) {
+    return model_.VerifySeconds(past_seen == PastSeen::kFree ? std::min(rows, seen) : rows);
+  };
   const double n = static_cast<double>(curve.n);
   const double scale = static_cast<double>(total) / n;
   const double calibration = Calibration();
@@ -64,8 +114,11 @@ double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, doubl
   const double draft = curve.n == total ? draft_s : model_.DraftSeconds(static_cast<double>(total));
   double best_rate = 0;
   for (int64_t m = curve.min_rows(); m <= curve.max_rows(); ++m) {
+    if (past_seen == PastSeen::kExcluded && m > curve.min_rows() && scale * double(m) > seen) {
+      break;
+    }
     const double tokens = scale * ExpectedTokens(curve, m, 0, calibration);
-    const double seconds = draft + feed * tokens + model_.VerifySeconds(scale * m);
+    const double seconds = draft + feed * tokens + verify_s(scale * double(m));
     best_rate = std::max(best_rate, tokens / seconds);
   }
   const double plain_rate = static_cast<double>(total) / model_.VerifySeconds(total);
@@ -102,12 +155,22 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   const int64_t best = BestRows(curve, other, calibration, seconds);
   int64_t rows = best;
   pending_gain_ = 0;
-  if (cold_done_ < options_.cold_fractions.size()) {
-    const double f = options_.cold_fractions[cold_done_++];
-    rows = std::clamp<int64_t>(std::llround(f * curve.max_rows()), n, curve.max_rows());
+  pending_explore_ = false;
+  if (ramp_ != Ramp::kDone) {
+    rows = std::clamp(RampRows(n), n, curve.max_rows());
+    ramp_curve_ = curve;
+    ramp_other_ = other;
+    pending_explore_ = true;
   } else {
-    pending_gain_ = FleetGain(curve, n + other, draft_s);
-    if ((drafted_steps_ + 1) % options_.explore_every == 0) rows = ExploreRows(best, n);
+    pending_gain_ = FleetGain(curve, n + other, draft_s, PastSeen::kExtrapolate);
+    if ((drafted_steps_ + 1) % options_.explore_every == 0) {
+      const int64_t explore = ExploreRows(best, n);
+      const auto requests = static_cast<int32_t>(n + other);
+      if (Affordable(n, other + explore, requests)) {
+        rows = explore;
+        pending_explore_ = true;
+      }
+    }
   }
   ++drafted_steps_;
   pending_ = true;
@@ -120,34 +183,124 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
 
 void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
   model_.Add(sample);
+  const double step_s = sample.draft_s + sample.feed_s + sample.verify_s;
+  run_s_ += step_s;
   if (sample.drafted == 0) {
     ++plain_steps_;
     return;
   }
   if (!pending_) return;
   pending_ = false;
+  if (pending_explore_ && sample.requests > 0) {
+    const int64_t committed = drafted_committed + (sample.requests - sample.drafted);
+    explore_loss_s_ += step_s - double(committed) * PlainSecondsPerToken(sample.requests);
+  }
   const double a = options_.smoothing;
   const double predicted = pending_expected_ - pending_n_;
   if (predicted > 0.01 * pending_n_) {
     realized_extra_ = (1 - a) * realized_extra_ + a * double(drafted_committed - pending_n_);
     predicted_extra_ = (1 - a) * predicted_extra_ + a * predicted;
   }
-  if (pending_gain_ > 0) {
+  if (ramp_ != Ramp::kDone) {
+    AdvanceRamp(sample);
+  } else if (pending_gain_ > 0) {
     gain_ = gain_set_ ? (1 - a) * gain_ + a * pending_gain_ : pending_gain_;
     gain_set_ = true;
     UpdateMode();
   }
 }
 
+// The gain is judged on the fit as it stands after the step, with rows past the largest seen
+// costing no more than it (their least possible cost: more rows never cost less), so
+// g < 1 − margin means speculation does not pay even if those rows were free. Plain is chosen
+// only after two ramp steps in a row say so (one slowed step must not decide), and only once
+// D has
+// been seen at two request counts (or for every request): one point cannot tell drafting's
+// fixed cost from its per-request cost, and proportional extrapolation from one request would
+// overstate the fleet's drafting where the fixed cost dominates (a GPU).
+void AutoBudget::AdvanceRamp(const StepSample& sample) {
+  const int32_t requests = sample.requests;
+  const int32_t n = sample.drafted;
+  const double draft_s = n == requests ? sample.draft_s : 0.0;
+  gain_ = FleetGain(ramp_curve_, requests, draft_s, PastSeen::kFree);
+  gain_set_ = true;
+  const bool draft_known = model_.draft().observed_bins() >= 2 || n == requests;
+  ramp_losing_steps_ = draft_known && gain_ < 1 - options_.margin ? ramp_losing_steps_ + 1 : 0;
+  if (ramp_losing_steps_ >= 2) {
+    ramp_ = Ramp::kDone;
+    SwitchToPlain();
+    return;
+  }
+  const bool slowed = LooksSlowed(sample);
+  ramp_prev_rows_ = sample.rows;
+  ramp_prev_verify_s_ = sample.verify_s;
+  if (ramp_ == Ramp::kRequests) {
+    // On to the rows at once where the first rows step (every fed request, two rows each) fits
+    // the loss budget; otherwise more requests, anchors only, to measure drafting further.
+    const int64_t rows_step = requests + ramp_fed_;
+    if (2 * n >= ramp_fed_ || Affordable(ramp_fed_, rows_step, requests)) {
+      ramp_ = Ramp::kRows;
+    } else {
+      ramp_drafted_ = NextRampRequests(n, requests);
+    }
+    return;
+  }
+  // kRows: climb while the fitted optimum is still at the largest rows seen. A step that would
+  // stop the climb is taken again when its verify time breaks subadditivity (it was slowed by
+  // other work: noise is one-sided): alone in the top bin it would otherwise stop the climb
+  // below the knee for good, since no later step verifies there.
+  const double calibration = Calibration();
+  const double feed = model_.FeedSecondsPerRow();
+  const double step_draft_s = model_.DraftSeconds(n);
+  const auto seconds = [&](int64_t m) {
+    const double fed_tokens = ExpectedTokens(ramp_curve_, m, 0, calibration);
+    return std::max(1e-9, step_draft_s + feed * fed_tokens + model_.VerifySeconds(ramp_other_ + m));
+  };
+  const int64_t best = BestRows(ramp_curve_, ramp_other_, calibration, seconds);
+  const int64_t seen = RampRows(ramp_curve_.n);
+  if (best >= seen && ramp_width_ < options_.width) {
+    ramp_width_ *= 2;
+    ramp_repeated_ = false;
+  } else if (!ramp_repeated_ && slowed && ramp_losing_steps_ == 0) {
+    ramp_repeated_ = true;  // same rows again: the top bin's lower sample decides
+  } else {
+    ramp_ = Ramp::kDone;
+  }
+}
+
+// More rows never cost more than proportionally (subadditivity: k·x rows could run as k
+// batches of x), so a verify time above that bound from the previous ramp step, with a
+// tolerance for ordinary jitter, holds a slowdown from outside.
+bool AutoBudget::LooksSlowed(const StepSample& sample) const {
+  if (ramp_prev_rows_ == 0 || sample.rows <= ramp_prev_rows_) return false;
+  constexpr double kJitter = 1.25;
+  const double bound = ramp_prev_verify_s_ * double(sample.rows) / double(ramp_prev_rows_);
+  return sample.verify_s > kJitter * bound;
+}
+
+// Doubling from n, as far as an anchors-only step drafting that many still fits the loss
+// budget, staying below the fed requests (the rows step drafts them all). At least 2n.
+int32_t AutoBudget::NextRampRequests(int32_t n, int32_t requests) const {
+  int32_t next = 2 * n;
+  while (2 * next < ramp_fed_ && Affordable(2 * next, requests, requests)) {
+    next *= 2;
+  }
+  return next;
+}
+
 void AutoBudget::UpdateMode() {
   if (mode_ == AutoMode::kSpeculate && gain_ < 1 - options_.margin) {
-    mode_ = AutoMode::kPlain;
-    detach_ = true;
-    admissions_ = 0;
-    probe_period_ = options_.probe_period;
+    SwitchToPlain();
   } else if (mode_ == AutoMode::kPlain && gain_ > 1 + options_.margin) {
     mode_ = AutoMode::kSpeculate;
   }
+}
+
+void AutoBudget::SwitchToPlain() {
+  mode_ = AutoMode::kPlain;
+  detach_ = true;
+  admissions_ = 0;
+  probe_period_ = options_.probe_period;
 }
 
 AutoBudgetSnapshot AutoBudget::Snapshot() const {
@@ -155,6 +308,8 @@ AutoBudgetSnapshot AutoBudget::Snapshot() const {
                        .last_rows = last_rows_,
                        .last_drafted = last_drafted_,
                        .gain = gain_set_ ? gain_ : 0.0,
+                       .cold_start = ramp_ != Ramp::kDone,
+                       .explore_loss_s = explore_loss_s_,
                        .calibration = Calibration(),
                        .drafted_steps = drafted_steps_,
                        .plain_steps = plain_steps_,

@@ -20,11 +20,41 @@
 //              except probes: every probe_period-th admission (the period doubling per probe,
 //              up to max_probe_period); fed requests are drafted every probe_draft_every-th
 //              step, and their g switches back to speculate when it exceeds 1 + margin
-// Cold start: the first drafted steps verify cold_fractions of W·n in turn (the paper's 1/2
-// first), so the fit sees several row counts before the objective decides; no mode switch
-// before they are done. Then every explore_every-th drafted step verifies a neighbour of M*
-// (3/4 M*, 5/4 M*, 3/4 M*, then n: anchors only, the plain step's row count) to keep the fit
-// current around the choice and at plain decoding's point.
+// Cold start. The prior: nothing is known but that costs are subadditive (k·x rows or requests
+// cost at most k times x: they could run as k batches) and that a plain step is always
+// available. So auto starts from plain decoding's point and explores upward, each step's
+// worst case bounded, before it trusts the fit (a ramp):
+//   1. it drafts one running request, verifying its anchor only (M = n = 1): the step costs a
+//      plain step plus drafting one request, and shows V(N) and a first point of D(n);
+//   2. if the first rows step (every fed request drafted, two rows each) now fits the loss
+//      budget (below), it goes there at once (a GPU: drafting is cheap); otherwise it drafts
+//      more requests, anchors only, doubling as far as the budget allows (a CPU: drafting is
+//      dear, and a second point of D tells its fixed cost from its per-request cost);
+//   3. then it drafts every fed request and doubles the rows per request, M = 2n, 4n, …, W·n,
+//      while the fitted optimum M* still lies at the largest M seen (the rate still improves
+//      there); it stops once M* falls inside the rows seen. A stopping step whose verify time
+//      breaks subadditivity against the previous ramp step (more than 1.25× the proportional
+//      bound) was slowed by other work and is taken again: alone in the top bin it would
+//      otherwise stop the climb below the knee for good.
+//   After every ramp step the fleet gain g (below) is computed from the fit as it stands, with
+//   rows past the largest seen at their least possible cost (that of the largest seen): once D
+//   has been seen at two request counts, g < 1 − margin on two ramp steps in a row —
+//   speculation would not pay even if more rows were free — turns to plain decoding.
+// Bounded exploration: exploring may lose, against plain decoding's cost for the same tokens,
+// at most explore_allowance_steps plain steps plus explore_share of the run's time so far (so
+// a short run loses a bounded few steps and a long one at most a small share).
+// Before each ramp or exploration step its worst-case loss is bounded from what was measured,
+// by subadditivity: D(n) ≤ D(n₀)·n/n₀ and V(x) ≤ V(x₀)·x/x₀ past the largest n₀, x₀
+// seen, with only plain's N tokens committed. A step that does not fit the budget is not
+// taken: a ramp step that does not fit ends the ramp — in speculation if the gain over the rows
+// measured so far exceeds 1 + margin, else in plain decoding (the safe choice; probes keep
+// gathering evidence) — and a periodic exploration step verifies M* instead. So on a CPU,
+// where drafting N requests or verifying W·N rows costs several plain steps, the ramp costs
+// a few small drafts before it settles on plain decoding; on a GPU, where rows up to the knee
+// are free, it reaches the knee in about log2 W doubling steps that already gain.
+// Then every explore_every-th drafted step verifies a neighbour of M* (3/4 M*, 5/4 M*, 3/4 M*,
+// then n: anchors only, the plain step's row count) to keep the fit current around the choice
+// and at plain decoding's point.
 //
 // Losslessness does not depend on any of this: k is a function of the drafts and of timings,
 // never of the acceptance randomness.
@@ -42,7 +72,9 @@ namespace dscale::budget {
 struct AutoBudgetOptions {
   int width = 16;              // W
   int32_t max_requests = 256;  // N at most (the cost model's range is W · this)
-  std::vector<double> cold_fractions = {0.5, 1.0 / 16, 1.0, 0.25};
+  bool cold_start = true;  // false: trust the fit (and its prior) from the first step (tests)
+  double explore_allowance_steps = 2;  // loss budget: this many plain steps, plus
+  double explore_share = 0.02;         // this share of the run's time so far
   int explore_every = 32;
   double smoothing = 0.25;  // weight of the newest drafted step in g and the calibration
   double margin = 0.03;
@@ -59,7 +91,9 @@ struct AutoBudgetSnapshot {
   AutoMode mode = AutoMode::kSpeculate;
   int64_t last_rows = 0;     // M of the latest drafted step (its drafted requests' rows)
   int32_t last_drafted = 0;  // n of that step
-  double gain = 0;           // smoothed g (0 until the cold steps are done)
+  double gain = 0;           // smoothed g (0 until the first ramp step)
+  bool cold_start = false;   // the ramp is still running
+  double explore_loss_s = 0;  // exploration's measured loss against plain decoding
   double calibration = 1;
   int64_t drafted_steps = 0;
   int64_t plain_steps = 0;
@@ -87,8 +121,9 @@ class AutoBudget {
 
   // At admission: whether the new request gets a draft context.
   bool FeedNewRequest();
-  // Before drafting, with `fed` of the step's requests holding a draft context.
-  bool DraftThisStep(int32_t fed);
+  // Before drafting, with `fed` of the step's `requests` holding a draft context: how many of
+  // the fed requests this step drafts (0: a plain step), in [0, fed].
+  int32_t DraftCount(int32_t fed, int32_t requests);
   // After drafting the curve's n requests (`other` more verify their anchor only);
   // `draft_s`: seconds this step has spent drafting and deciding so far. Returns M.
   int64_t ChooseRows(const dvl::BudgetCurve& curve, int64_t other, double draft_s);
@@ -104,9 +139,28 @@ class AutoBudget {
 
  private:
   // Tokens per second of the best M, and of plain decoding, for all `total` requests drafted
-  // with the curve's per-request expectations.
-  double FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s) const;
+  // with the curve's per-request expectations. past_seen: how verify costs past the largest
+  // rows seen count — as the fit extrapolates them, at their lower bound (the cost of the
+  // largest seen), or not at all (only M within the rows seen compete).
+  enum class PastSeen { kExtrapolate, kFree, kExcluded };
+  double FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s,
+                   PastSeen past_seen) const;
+  // The fleet gain of the latest ramp step's curve over the rows measured only.
+  double MeasuredGain(int32_t requests) const;
   int64_t ExploreRows(int64_t best, int64_t n);
+  // Rows of the next ramp step for n drafted requests (the ramp's M).
+  int64_t RampRows(int64_t n) const;
+  // Requests the next anchors-only ramp step drafts after one that drafted n.
+  int32_t NextRampRequests(int32_t n, int32_t requests) const;
+  // Whether a ramp step's verify time exceeds what subadditivity allows from the previous one.
+  bool LooksSlowed(const StepSample& sample) const;
+  // After a ramp step: turn to plain, climb further, or end the ramp.
+  void AdvanceRamp(const StepSample& sample);
+  // Whether a step drafting n of `requests` and verifying `rows` in all fits the loss budget.
+  bool Affordable(int64_t n, int64_t rows, int32_t requests) const;
+  // Seconds per token of plain decoding with `requests` running (the fitted V(N) / N).
+  double PlainSecondsPerToken(int32_t requests) const;
+  void SwitchToPlain();
   // Realized / predicted speculative tokens (smoothed), in [0.25, 2]; 1 before any evidence.
   double Calibration() const;
   void UpdateMode();
@@ -114,7 +168,19 @@ class AutoBudget {
   AutoBudgetOptions options_;
   StepCostModel model_;
   AutoMode mode_ = AutoMode::kSpeculate;
-  size_t cold_done_ = 0;  // cold steps taken
+  enum class Ramp { kRequests, kRows, kDone };
+  Ramp ramp_ = Ramp::kRequests;
+  int32_t ramp_drafted_ = 1;  // kRequests: requests the next ramp step drafts
+  int32_t ramp_fed_ = 0;      // fed requests at the latest ramp step
+  bool ramp_repeated_ = false;  // kRows: the current rows were taken twice
+  int64_t ramp_prev_rows_ = 0;  // the previous ramp step's rows and verify seconds
+  double ramp_prev_verify_s_ = 0;
+  int ramp_losing_steps_ = 0;   // consecutive ramp steps with g < 1 − margin
+  int64_t ramp_width_ = 2;    // kRows: rows per drafted request of the next ramp step
+  dvl::BudgetCurve ramp_curve_;  // the latest ramp step's curve, for AdvanceRamp
+  int64_t ramp_other_ = 0;
+  // Loss budget: exploration's loss so far, and all recorded steps' seconds.
+  double explore_loss_s_ = 0, run_s_ = 0;
   int64_t drafted_steps_ = 0, plain_steps_ = 0, explore_turn_ = 0;
   int32_t admissions_ = 0, probe_period_;
   int64_t plain_clock_ = 0;
@@ -123,7 +189,8 @@ class AutoBudget {
   bool pending_ = false;
   int32_t pending_n_ = 0;
   double pending_expected_ = 0;  // E(M) of the chosen M, uncalibrated
-  double pending_gain_ = 0;      // 0: not counted (a cold step)
+  double pending_gain_ = 0;      // 0: not counted (a ramp step)
+  bool pending_explore_ = false;  // a ramp or exploration step: its loss is charged
   int64_t last_rows_ = 0;
   int32_t last_drafted_ = 0;
   // Smoothed state.

@@ -74,6 +74,21 @@ void CostCurve::PoolAdjacentViolators(std::vector<Point>* points) {
   }
 }
 
+// Timing noise is one-sided (other work slows a step, nothing speeds it up) and more rows never
+// cost less, so a sparse bin that costs more than some larger-x bin holds a slowed step: it is
+// capped at the cheapest larger-x bin. Pooling it with its neighbours instead (PAVA) would
+// spread one slowed sample over the bins around it — a single slowed step at 64 rows, pooled
+// with the 128-row bin, made a GPU-shaped curve look flat beyond its knee and the controller
+// verify 162 rows instead of 128 for the rest of a 400-step run.
+void CostCurve::CapSparseBinsByLargerOnes(std::vector<Point>* points) {
+  double cheapest_larger = INFINITY;
+  for (size_t i = points->size(); i-- > 0;) {
+    Point& p = (*points)[i];
+    if (p.w < 3) p.y = std::min(p.y, cheapest_larger);
+    cheapest_larger = std::min(cheapest_larger, p.y);
+  }
+}
+
 RooflineFit CostCurve::FitPoints(const std::vector<Point>& points) {
   std::vector<double> xs, ys, ws;
   for (const Point& p : points) {
@@ -165,6 +180,7 @@ void CostCurve::Refresh() const {
   for (Point& p : points_) {
     if (p.w < 3) p.y = std::min(p.y, 1.5 * rough(p.x));
   }
+  CapSparseBinsByLargerOnes(&points_);
   PoolAdjacentViolators(&points_);
   fit_ = FitPoints(points_);
 }

@@ -6,7 +6,8 @@
 //   per bin   the latest kRing samples; the bin's value is their lower median (a step slowed
 //             by other work is one outlier among eight) and its x their mean; samples more than
 //             max_age samples old (over the whole curve) no longer count
-//   sparse    a bin of fewer than three samples is capped at 1.5× a first roofline fit
+//   sparse    a bin of fewer than three samples is capped at 1.5× a first roofline fit, and
+//             at the cheapest bin of larger x (one-sided noise: it holds a slowed step)
 //   shape     pool-adjacent-violators over the bins' medians (weighted by sample count)
 //             makes the curve nondecreasing — more work never costs less — and averages
 //             noise between neighbours that disagree
@@ -73,6 +74,7 @@ class CostCurve {
   };
 
   static int BinIndex(int64_t x);
+  static void CapSparseBinsByLargerOnes(std::vector<Point>* points);
   static void PoolAdjacentViolators(std::vector<Point>* points);
   static RooflineFit FitPoints(const std::vector<Point>& points);
   void Refresh() const;

@@ -11,27 +11,41 @@
 namespace dscale::budget {
 namespace {
 
+// Common random numbers: every random draw comes from a stream keyed by what it belongs to, so
+// two policies simulated with one seed serve the same requests (same acceptance, same accept
+// draws in the order each request is drafted, same predictor noise) and see the same timing
+// noise at the same step. Without this a comparison between policies measures mostly which
+// requests each run happened to draw.
+enum StreamKind : uint64_t { kRequestStream = 1, kPredictorStream = 2, kTimingStream = 3 };
+
+dvl::DeterministicRandom Stream(uint64_t seed, StreamKind kind, uint64_t index) {
+  return dvl::DeterministicRandom(
+      dvl::SplitMix64Mix(dvl::SplitMix64Mix(seed ^ (kind << 56)) + index));
+}
+
 struct SimRequest {
   double acceptance = 0;
   int32_t produced = 0;
   bool fed = true;
+  dvl::DeterministicRandom accept_rng{0};     // acceptance draws of this request
+  dvl::DeterministicRandom predictor_rng{0};  // the predictor's noise on this request
 };
 
 class Loop {
  public:
   Loop(const SimulatedPair& pair, const SimulatedPolicy& policy, const SimulationOptions& options,
        AutoBudget* controller)
-      : pair_(pair), policy_(policy), o_(options), auto_(controller), rng_(options.seed) {
+      : pair_(pair), policy_(policy), o_(options), auto_(controller) {
     DSCALE_CHECK(policy.kind != SimulatedPolicy::kAuto || controller != nullptr);
-    for (int32_t i = 0; i < o_.concurrency; ++i) requests_.push_back(Admit());
+    for (int32_t i = 0; i < o_.concurrency && CanAdmit(); ++i) requests_.push_back(Admit());
   }
 
   SimulationResult Run() {
     SimulationResult result;
     double seconds = 0;
     int64_t tokens = 0;
-    for (int64_t s = 0; s < o_.steps; ++s) {
-      const SimulatedStep step = Step();
+    for (int64_t s = 0; s < o_.steps && !requests_.empty(); ++s) {
+      const SimulatedStep step = Step(s);
       seconds += step.seconds;
       tokens += step.committed;
       result.steps.push_back(step);
@@ -41,24 +55,41 @@ class Loop {
   }
 
  private:
+  bool CanAdmit() const { return o_.requests == 0 || admitted_ < o_.requests; }
+
   SimRequest Admit() {
-    const double u = rng_.NextUniform();
-    return {.acceptance = pair_.acceptance_lo + u * (pair_.acceptance_hi - pair_.acceptance_lo),
-            .fed = policy_.kind == SimulatedPolicy::kAuto
-                       ? auto_->FeedNewRequest()
-                       : policy_.kind != SimulatedPolicy::kPlain};
+    const uint64_t index = admitted_++;
+    SimRequest r{.fed = policy_.kind == SimulatedPolicy::kAuto ? auto_->FeedNewRequest()
+                                                               : policy_.kind != SimulatedPolicy::kPlain,
+                 .accept_rng = Stream(o_.seed, kRequestStream, index),
+                 .predictor_rng = Stream(o_.seed, kPredictorStream, index)};
+    const double u = r.accept_rng.NextUniform();
+    r.acceptance = pair_.acceptance_lo + u * (pair_.acceptance_hi - pair_.acceptance_lo);
+    return r;
   }
 
-  double Noisy(double seconds) {
-    double factor = std::exp(pair_.noise * rng_.NextNormal());
-    if (rng_.NextUniform() < pair_.outlier_share) factor *= 3;
-    return seconds * factor;
+  // The step's noise factors, drawn whether or not the step drafts: verify, draft, feed.
+  struct StepNoise {
+    double verify = 1, draft = 1, feed = 1;
+  };
+  StepNoise NoiseAt(int64_t step) const {
+    dvl::DeterministicRandom rng = Stream(o_.seed, kTimingStream, static_cast<uint64_t>(step));
+    const auto factor = [&] {
+      double f = std::exp(pair_.noise * rng.NextNormal());
+      if (rng.NextUniform() < pair_.outlier_share) f *= 3;
+      return f;
+    };
+    StepNoise noise;
+    noise.verify = factor();
+    noise.draft = factor();
+    noise.feed = factor();
+    return noise;
   }
 
   // Drafts accepted by request r when verifying k rows: y with P(y ≥ j) = α^j, capped.
-  int32_t Accepted(const SimRequest& r, int32_t k) {
+  int32_t Accepted(SimRequest& r, int32_t k) {
     int32_t y = 0;
-    while (y < o_.width - 1 && rng_.NextUniform() < r.acceptance) ++y;
+    while (y < o_.width - 1 && r.accept_rng.NextUniform() < r.acceptance) ++y;
     return std::min(y, k - 1);
   }
 
@@ -68,7 +99,7 @@ class Loop {
     probs_.assign(drafted.size() * (w - 1), 0.0f);
     for (size_t i = 0; i < drafted.size(); ++i) {
       const double a = std::clamp(
-          drafted[i]->acceptance * (1 + pair_.predictor_noise * rng_.NextNormal()), 0.0, 0.999);
+          drafted[i]->acceptance * (1 + pair_.predictor_noise * drafted[i]->predictor_rng.NextNormal()), 0.0, 0.999);
       double p = 1;
       for (int j = 0; j < w - 1; ++j) probs_[i * (w - 1) + j] = static_cast<float>(p *= a);
     }
@@ -85,43 +116,52 @@ class Loop {
     return auto_->ChooseRows(curve_, other, draft_s);
   }
 
-  SimulatedStep Step() {
-    SimulatedStep step{.mode = auto_ ? auto_->mode() : AutoMode::kSpeculate,
-                       .requests = o_.concurrency};
+  SimulatedStep Step(int64_t step_index) {
+    const auto live = static_cast<int32_t>(requests_.size());
+    const StepNoise noise = NoiseAt(step_index);
+    SimulatedStep step{.mode = auto_ ? auto_->mode() : AutoMode::kSpeculate, .requests = live};
     std::vector<SimRequest*> fed;
     for (SimRequest& r : requests_) {
       if (r.fed) fed.push_back(&r);
     }
-    const auto n_fed = static_cast<int32_t>(fed.size());
-    bool draft = n_fed > 0 && policy_.kind != SimulatedPolicy::kPlain;
-    if (draft && policy_.kind == SimulatedPolicy::kAuto) draft = auto_->DraftThisStep(n_fed);
+    int32_t n_draft = policy_.kind == SimulatedPolicy::kPlain ? 0 : int32_t(fed.size());
+    if (n_draft > 0 && policy_.kind == SimulatedPolicy::kAuto) {
+      n_draft = auto_->DraftCount(n_draft, live);
+    }
+    // The first n_draft fed requests are drafted; the other fed ones are fed but verify only
+    // their anchor, like the unfed ones.
+    std::vector<SimRequest*> drafted(fed.begin(), fed.begin() + n_draft);
+    const bool draft = n_draft > 0;
     std::vector<int32_t> k(fed.size(), 1);
     double draft_s = 0;
     if (draft) {
-      draft_s = Noisy(pair_.draft_seconds(n_fed));
-      Predict(fed);
-      const int64_t other = o_.concurrency - n_fed;
-      step.drafted_rows = ChooseRows(fed, other, draft_s);
-      k = dvl::Allocate(q_.data(), n_fed, o_.width, step.drafted_rows).value().k;
-      step.drafted = n_fed;
+      draft_s = noise.draft * pair_.draft_seconds(n_draft);
+      Predict(drafted);
+      const int64_t other = live - n_draft;
+      step.drafted_rows = ChooseRows(drafted, other, draft_s);
+      const std::vector<int32_t> drafted_k =
+          dvl::Allocate(q_.data(), n_draft, o_.width, step.drafted_rows).value().k;
+      std::copy(drafted_k.begin(), drafted_k.end(), k.begin());
+      step.drafted = n_draft;
     }
-    step.rows = o_.concurrency - n_fed + (draft ? step.drafted_rows : n_fed);
+    step.rows = live - n_draft + (draft ? step.drafted_rows : n_draft);
     int64_t fed_rows = 0, drafted_committed = 0;
     for (size_t i = 0; i < fed.size(); ++i) {
-      const int32_t tokens = (draft ? Accepted(*fed[i], k[i]) : 0) + 1;
+      const bool drafted_i = static_cast<int32_t>(i) < n_draft;
+      const int32_t tokens = (drafted_i ? Accepted(*fed[i], k[i]) : 0) + 1;
       fed_rows += tokens;
-      drafted_committed += draft ? tokens : 0;
+      drafted_committed += drafted_i ? tokens : 0;
       fed[i]->produced += tokens;
     }
-    step.committed = o_.concurrency - n_fed + fed_rows;
+    step.committed = live - static_cast<int64_t>(fed.size()) + fed_rows;
     for (SimRequest& r : requests_) {
       if (!r.fed) ++r.produced;
     }
-    const double feed_s = Noisy(pair_.feed_seconds_per_row * double(fed_rows));
-    const double verify_s = Noisy(pair_.verify_seconds(step.rows));
+    const double feed_s = noise.feed * pair_.feed_seconds_per_row * double(fed_rows);
+    const double verify_s = noise.verify * pair_.verify_seconds(step.rows);
     step.seconds = draft_s + feed_s + verify_s;
     if (policy_.kind == SimulatedPolicy::kAuto) {
-      auto_->Record({.requests = o_.concurrency,
+      auto_->Record({.requests = live,
                      .drafted = step.drafted,
                      .rows = step.rows,
                      .fed_rows = fed_rows,
@@ -133,17 +173,29 @@ class Loop {
         for (SimRequest& r : requests_) r.fed = false;
       }
     }
-    for (SimRequest& r : requests_) {
-      if (r.produced >= o_.tokens_per_request) r = Admit();
-    }
+    Replace();
     return step;
+  }
+
+  // A finished request is replaced at once while requests remain to admit (all of them when
+  // `requests` is 0), and dropped otherwise: a finite run ends with a shrinking batch.
+  void Replace() {
+    std::vector<SimRequest> next;
+    for (SimRequest& r : requests_) {
+      if (r.produced < o_.tokens_per_request) {
+        next.push_back(std::move(r));
+      } else if (CanAdmit()) {
+        next.push_back(Admit());
+      }
+    }
+    requests_ = std::move(next);
   }
 
   const SimulatedPair& pair_;
   SimulatedPolicy policy_;
   SimulationOptions o_;
   AutoBudget* auto_;
-  dvl::DeterministicRandom rng_;
+  int64_t admitted_ = 0;
   std::vector<SimRequest> requests_;
   std::vector<float> probs_, q_;
   dvl::BudgetCurve curve_;
@@ -162,6 +214,14 @@ SimulatedPair CpuShapedPair() {
   return {.verify_seconds = [](int64_t r) { return 1.5e-3 + 0.35e-3 * double(r); },
           .draft_seconds = [](int64_t n) { return 0.5e-3 + 0.8e-3 * double(n); },
           .feed_seconds_per_row = 0.02e-3,
+          .acceptance_lo = 0.3,
+          .acceptance_hi = 0.7};
+}
+
+SimulatedPair Cpu17BShapedPair() {
+  return {.verify_seconds =
+              [](int64_t r) { return std::max(85e-3 + 3e-3 * double(r), 11e-3 * double(r)); },
+          .draft_seconds = [](int64_t n) { return 37e-3 * double(n); },
           .acceptance_lo = 0.3,
           .acceptance_hi = 0.7};
 }

@@ -5,11 +5,17 @@
 // `auto_budget_sim` prints the trajectories.
 //
 // The loop: `concurrency` requests in flight, each finishing after `tokens_per_request` tokens
-// and replaced at once. Request r draws a per-draft acceptance α_r at admission; its drafts
-// survive with P(y ≥ j) = α_r^j (y capped at W − 1), and the predictor sees
-// α̂ = α_r · (1 + predictor_noise · z) (z standard normal, per step). A step costs
-// D(drafted) + V(rows) + feed · fed rows, times a lognormal noise factor, plus with probability
-// `outlier_share` a factor 3 (a step disturbed by other work).
+// and replaced at once (until `requests` have been admitted, if set: then the batch shrinks and
+// the run ends when the last one finishes). Request r draws a per-draft acceptance α_r at
+// admission; its drafts survive with P(y ≥ j) = α_r^j (y capped at W − 1), and the predictor
+// sees α̂ = α_r · (1 + predictor_noise · z) (z standard normal, per drafted step). A step costs
+// D(drafted) + V(rows) + feed · fed rows, each part times a lognormal noise factor, and with
+// probability `outlier_share` a factor 3 (a step disturbed by other work).
+//
+// Common random numbers: request r's acceptance, accept draws and predictor noise come from
+// streams keyed by (seed, r), and step s's noise factors from a stream keyed by (seed, s), so
+// policies simulated with one seed serve the same requests on the same noisy machine; their
+// throughputs differ by their decisions, not by the draws each happened to get.
 
 #include <cstdint>
 #include <functional>
@@ -38,6 +44,12 @@ SimulatedPair GpuShapedPair(int64_t knee_rows);
 // decision about as much as a plain step (0.5 ms + 0.8 ms per request), feeding 0.02 ms a row;
 // acceptance α in [0.3, 0.7] (τ ≈ 2 at full width, as measured there).
 SimulatedPair CpuShapedPair();
+// The bundled pair inflated to Qwen3-1.7B's shape on the same 2 cores (docs/BENCHMARKS.md's
+// headline and row-cost table, rounded): a verify step reads the 3.4 GB of weights up to about
+// 10 rows, then pays each row in arithmetic, V(r) = max(85 + 3·r, 11·r) ms; drafting costs
+// 37 ms per drafted request (mostly the target's LM head over the block's rows); feeding is
+// counted in it. Acceptance as the tiny pair's (the inflated pair computes the same function).
+SimulatedPair Cpu17BShapedPair();
 
 // What decides the rows: auto, a fixed fraction of W·N (the paper's 0.5), or plain decoding.
 struct SimulatedPolicy {
@@ -49,7 +61,8 @@ struct SimulationOptions {
   int width = 16;
   int32_t concurrency = 16;
   int32_t tokens_per_request = 64;
-  int64_t steps = 400;
+  int64_t steps = 400;     // at most
+  int64_t requests = 0;    // requests admitted in all (0: replaced forever)
   uint64_t seed = 1;
 };
 

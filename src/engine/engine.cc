@@ -318,14 +318,22 @@ Status Engine::RunDecode() {
   }
   if (batch.empty()) return Status::Ok();
 
-  // Requests with a draft context are drafted when the planner wants this step drafted.
+  // The planner says how many of the requests with a draft context are drafted this step (the
+  // first ones in batch order); the others verify their anchor only, and all stay fed.
   int32_t fed = 0;
   for (RequestState* r : batch) fed += r->draft_context ? 1 : 0;
-  const bool draft = fed > 0 && planner_.DraftThisStep(fed);
+  const int32_t to_draft =
+      fed > 0 ? planner_.DraftCount(fed, static_cast<int32_t>(batch.size())) : 0;
+  DSCALE_CHECK(to_draft >= 0 && to_draft <= fed);
+  const bool draft = to_draft > 0;
   drafted_.assign(batch.size(), 0);
-  for (size_t i = 0; i < batch.size(); ++i) drafted_[i] = draft && batch[i]->draft_context;
-  budget::StepSample sample{.requests = static_cast<int32_t>(batch.size()),
-                            .drafted = draft ? fed : 0};
+  for (size_t i = 0, picked = 0; i < batch.size(); ++i) {
+    if (batch[i]->draft_context && picked < static_cast<size_t>(to_draft)) {
+      drafted_[i] = 1;
+      ++picked;
+    }
+  }
+  budget::StepSample sample{.requests = static_cast<int32_t>(batch.size()), .drafted = to_draft};
   auto t = Clock::now();
   if (draft) DSCALE_RETURN_IF_ERROR(Draft(batch, &drafts_));
   const double draft_s = SecondsSince(t);

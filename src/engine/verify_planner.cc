@@ -63,8 +63,8 @@ VerifyPlanner::VerifyPlanner(PlannerConfig planner, dvl::BucketConfig config)
 
 bool VerifyPlanner::FeedNewRequest() { return auto_ ? auto_->FeedNewRequest() : true; }
 
-bool VerifyPlanner::DraftThisStep(int32_t fed) {
-  return auto_ ? auto_->DraftThisStep(fed) : fed > 0;
+int32_t VerifyPlanner::DraftCount(int32_t fed, int32_t requests) {
+  return auto_ ? auto_->DraftCount(fed, requests) : fed;
 }
 
 Result<const dvl::PackWorkspace*> VerifyPlanner::Plan(const DraftBlocks& blocks,

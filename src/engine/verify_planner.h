@@ -61,8 +61,9 @@ class VerifyPlanner {
   // At admission: whether the new request's context is fed to the drafter (always, except for
   // auto while plain decoding pays better).
   bool FeedNewRequest();
-  // Before drafting: whether this step drafts its `fed` requests that have a draft context.
-  bool DraftThisStep(int32_t fed);
+  // Before drafting, with `fed` of the step's `requests` holding a draft context: how many of
+  // them this step drafts (the first ones in batch order; all but auto: every fed one).
+  int32_t DraftCount(int32_t fed, int32_t requests);
 
   // Decides k for the n requests of `blocks` and packs them. `drafted` [n] marks the requests
   // that have drafts, whose rows in `drafts` follow in request order (empty: all n); the others

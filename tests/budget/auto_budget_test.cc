@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "budget/cost_curve.h"
 #include "budget/simulation.h"
 #include "dvl/budget_allocator.h"
 
@@ -70,29 +72,71 @@ TEST(AutoBudgetTest, RooflineWithKneeAtHalfTheBlockGivesThePapersBudget) {
   }
 }
 
-TEST(AutoBudgetTest, ColdStartVisitsThePapersBudgetFirstThenSeveralRowCounts) {
+// A GPU-like step with 8 requests: verifying is memory-bound (10 ms) up to the knee at
+// W·N/2 = 64 rows; drafting costs 0.2 ms a request.
+double GpuVerifySeconds(int64_t rows) { return std::max(10e-3, 10e-3 * double(rows) / 64); }
+
+// The ramp drafts one request (anchors only) to measure drafting; the first rows step (every
+// request, two rows each) then fits the loss budget, so it drafts all 8 and doubles the rows
+// per request while the fit still puts M* at the largest rows seen: 16, 32, 64, then 128, past
+// the knee, where M* falls back inside. After the ramp M* is the knee.
+TEST(AutoBudgetTest, ColdStartRampsFromOneRequestToEveryRequestThenDoublesRowsPastTheKnee) {
   std::mt19937 rng(6);
   AutoBudget controller;
-  const dvl::BudgetCurve curve = RandomCurve(rng, 8);
-  std::vector<int64_t> rows;
-  for (int i = 0; i < 4; ++i) {
-    rows.push_back(controller.ChooseRows(curve, 0, 1e-3));
+  std::vector<std::pair<int32_t, int64_t>> ramp;  // (drafted requests, M)
+  while (controller.Snapshot().cold_start || ramp.empty()) {
+    ASSERT_LT(ramp.size(), 20u);
+    const int32_t n = controller.DraftCount(8, 8);
+    ASSERT_GT(n, 0) << "the ramp is affordable here";
+    const dvl::BudgetCurve curve = RandomCurve(rng, n);
+    const int64_t m = controller.ChooseRows(curve, 8 - n, 0.2e-3 * n);
+    ramp.emplace_back(n, m);
+    const int64_t rows = 8 - n + m;
     controller.Record({.requests = 8,
-                       .drafted = 8,
-                       .rows = rows.back(),
-                       .draft_s = 1e-3,
-                       .verify_s = 1e-3 + 1e-5 * double(rows.back())},
-                      8);
+                       .drafted = n,
+                       .rows = rows,
+                       .draft_s = 0.2e-3 * n,
+                       .verify_s = GpuVerifySeconds(rows)},
+                      std::llround(curve.At(m)));
   }
-  EXPECT_EQ(rows, (std::vector<int64_t>{64, 8, 128, 32}));
-  EXPECT_EQ(controller.model().verify().observed_bins(), 4);
-  EXPECT_EQ(controller.Snapshot().gain, 0) << "cold steps do not score the gain";
+  using Steps = std::vector<std::pair<int32_t, int64_t>>;
+  EXPECT_EQ(ramp, (Steps{{1, 1}, {8, 16}, {8, 32}, {8, 64}, {8, 128}}));
   EXPECT_EQ(controller.mode(), AutoMode::kSpeculate);
+  EXPECT_LT(controller.Snapshot().explore_loss_s, 0) << "the rows steps already gain";
+  ASSERT_EQ(controller.DraftCount(8, 8), 8);
+  EXPECT_EQ(controller.ChooseRows(RandomCurve(rng, 8), 0, 1.6e-3), 64);
+}
+
+// Timing noise is one-sided: a step slowed 3× by other work, alone in its bin, is capped at the
+// cheapest bin of more rows instead of being averaged with its neighbours (which made rows past
+// the knee look free and the controller verify past it).
+TEST(AutoBudgetTest, OneSlowedSampleInASparseBinDoesNotMoveTheBestChoice) {
+  const auto fill = [](CostCurve* curve, double seconds_at_64) {
+    for (int i = 0; i < 5; ++i) curve->Add(16, 20e-3);
+    curve->Add(32, 20e-3);
+    curve->Add(64, seconds_at_64);
+    for (int i = 0; i < 5; ++i) curve->Add(128, 20e-3);
+    for (int i = 0; i < 3; ++i) curve->Add(162, 20e-3 * 162 / 128);
+    curve->Add(256, 40e-3);
+  };
+  CostCurve clean, slowed;
+  fill(&clean, 20e-3);
+  fill(&slowed, 60e-3);
+  EXPECT_LE(slowed.Predict(64), slowed.Predict(128) * 1.001);
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 20; ++trial) {
+    const dvl::BudgetCurve curve = RandomCurve(rng, 16);
+    const auto best = [&](const CostCurve& cost) {
+      return BestRows(curve, 0, 1.0, [&](int64_t m) { return 1e-3 + cost.Predict(double(m)); });
+    };
+    EXPECT_EQ(best(slowed), best(clean)) << "trial " << trial;
+    EXPECT_EQ(best(clean), 128) << "trial " << trial;
+  }
 }
 
 TEST(AutoBudgetTest, CalibrationFollowsTheTokensActuallyCommitted) {
   std::mt19937 rng(8);
-  AutoBudget controller({.cold_fractions = {}});
+  AutoBudget controller({.cold_start = false});
   for (int i = 0; i < 60; ++i) {
     const dvl::BudgetCurve curve = RandomCurve(rng, 8);
     const int64_t m = controller.ChooseRows(curve, 0, 1e-3);
@@ -118,6 +162,12 @@ double MedianRowsPerDraftedRequest(const SimulationResult& r, size_t from) {
   return rows[rows.size() / 2];
 }
 
+// The simulation draws with common random numbers (streams keyed by request and by step), so
+// auto and the paper's budget serve the same requests on the same noisy steps and the 0.97
+// compares their decisions only; before, one shared stream gave each run different requests
+// and acceptance, and the ratio moved by ±4% with the seed alone. Over seeds 1–30 auto gives
+// 0.968–0.985 of the paper's tokens/s here (29 of 30 ≥ 0.97; the shortfall is the ramp's first
+// steps and the periodic exploration, about 2% of a 400-step run), 8 rows per request.
 TEST(AutoBudgetTest, ConvergesNearHalfTheBlockOnAGpuShapedCurve) {
   AutoBudget controller;
   const SimulationOptions options{.concurrency = 16, .steps = 400, .seed = 11};
@@ -151,6 +201,24 @@ TEST(AutoBudgetTest, SettlesOnPlainDecodingWhenSpeculationCostsMoreThanItReturns
     EXPECT_LE(first_plain, 12u) << "c " << c;
     const SimulationResult plain =
         Simulate(CpuLike(), {.kind = SimulatedPolicy::kPlain}, options, nullptr);
+    EXPECT_GE(run.tokens_per_second, 0.97 * plain.tokens_per_second) << "c " << c;
+  }
+}
+
+// Short runs at high concurrency, where the cold start is a large share of the run: 16
+// requests of 100 tokens on the 1.7B-shaped CPU pair, where drafting every request costs more
+// than three plain steps at c = 16. The ramp's bounded loss keeps auto within 3% of plain.
+TEST(AutoBudgetTest, NeverSlowerThanPlainOnShortRunsOfA17BShapedCpuPair) {
+  for (int32_t c : {1, 4, 16}) {
+    AutoBudget controller;
+    const SimulationOptions options{
+        .concurrency = c, .tokens_per_request = 100, .steps = 100000, .requests = 16, .seed = 15};
+    const SimulationResult run = Simulate(Cpu17BShapedPair(), {}, options, &controller);
+    const SimulationResult plain =
+        Simulate(Cpu17BShapedPair(), {.kind = SimulatedPolicy::kPlain}, options, nullptr);
+    int64_t tokens = 0;
+    for (const SimulatedStep& step : run.steps) tokens += step.committed;
+    EXPECT_GE(tokens, 16 * 100) << "c " << c << ": every request ran to its end";
     EXPECT_GE(run.tokens_per_second, 0.97 * plain.tokens_per_second) << "c " << c;
   }
 }
