@@ -55,30 +55,53 @@ Status WriteText(const std::string& path, const std::string& text) {
   return writer.Commit();
 }
 
-// Makes every tensor a block of rows at a time into `dir`; *bytes receives the data size.
-Status WriteTensors(const std::string& dir, const std::vector<InflatedTensor>& tensors,
-                    uint64_t max_shard_bytes, uint64_t* bytes) {
+// Makes one tensor a block of rows at a time into `writer`; `block` is reused scratch.
+Status AppendTensor(const InflatedTensor& t, SafetensorsStreamWriter& writer,
+                    std::vector<float>& block) {
+  DSCALE_ASSIGN_OR_RETURN(RowFiller fill, t.prepare());
+  const int64_t rows_per_block = std::max<int64_t>(1, kBlockValues / std::max<int64_t>(1, t.cols()));
+  for (int64_t first = 0; first < t.rows(); first += rows_per_block) {
+    const int64_t count = std::min(rows_per_block, t.rows() - first);
+    block.resize(static_cast<size_t>(count * t.cols()));
+    fill(first, count, block.data());
+    DSCALE_RETURN_IF_ERROR(writer.Append(block.data(), block.size()));
+  }
+  return Status::Ok();
+}
+
+std::vector<TensorToWrite> Headers(const std::vector<InflatedTensor>& tensors, uint64_t* bytes) {
   std::vector<TensorToWrite> headers;
   *bytes = 0;
   for (const InflatedTensor& t : tensors) {
     headers.push_back({.name = t.name, .dtype = t.dtype, .shape = t.shape, .values = {}});
     *bytes += static_cast<uint64_t>(t.rows() * t.cols()) * DTypeSize(t.dtype);
   }
+  return headers;
+}
+
+// Makes every tensor a block of rows at a time into `dir`; *bytes receives the data size.
+Status WriteTensors(const std::string& dir, const std::vector<InflatedTensor>& tensors,
+                    uint64_t max_shard_bytes, uint64_t* bytes) {
   std::vector<float> block;
   return WriteCheckpointStreaming(
-      dir, headers, max_shard_bytes, [&](size_t i, SafetensorsStreamWriter& writer) -> Status {
-        const InflatedTensor& t = tensors[i];
-        DSCALE_ASSIGN_OR_RETURN(RowFiller fill, t.prepare());
-        const int64_t rows_per_block =
-            std::max<int64_t>(1, kBlockValues / std::max<int64_t>(1, t.cols()));
-        for (int64_t first = 0; first < t.rows(); first += rows_per_block) {
-          const int64_t count = std::min(rows_per_block, t.rows() - first);
-          block.resize(static_cast<size_t>(count * t.cols()));
-          fill(first, count, block.data());
-          DSCALE_RETURN_IF_ERROR(writer.Append(block.data(), block.size()));
-        }
-        return Status::Ok();
+      dir, Headers(tensors, bytes), max_shard_bytes,
+      [&](size_t i, SafetensorsStreamWriter& writer) -> Status {
+        return AppendTensor(tensors[i], writer, block);
       });
+}
+
+// One safetensors file (the Domino head's side file) of `tensors`; *bytes receives the data size.
+Status WriteTensorFile(const std::string& path, std::vector<InflatedTensor> tensors,
+                       uint64_t* bytes) {
+  // The stream writer needs element sizes in non-increasing order (F32 before BF16).
+  std::stable_sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+    return DTypeSize(a.dtype) > DTypeSize(b.dtype);
+  });
+  DSCALE_ASSIGN_OR_RETURN(SafetensorsStreamWriter writer,
+                          SafetensorsStreamWriter::Create(path, Headers(tensors, bytes)));
+  std::vector<float> block;
+  for (const InflatedTensor& t : tensors) DSCALE_RETURN_IF_ERROR(AppendTensor(t, writer, block));
+  return writer.Commit();
 }
 
 // Copies the source folder's other files (tokenizer, generation config, ...): everything but the
@@ -125,6 +148,23 @@ Result<std::optional<dvl::Predictor>> LoadSourcePredictor(const InflateOptions& 
   return std::optional<dvl::Predictor>(std::move(small));
 }
 
+// The drafter's Domino head file, inflated, when its config declares one (the source file was
+// checked when the plan was made).
+Status WriteDominoHead(const InflateOptions& o, InflateResult* result) {
+  const std::optional<DominoHeadConfig>& head = result->plan.large_drafter.domino;
+  if (!head.has_value()) return Status::Ok();
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint source,
+                          Checkpoint::OpenFile(JoinPath(o.drafter_dir, head->head_file)));
+  DSCALE_ASSIGN_OR_RETURN(
+      std::vector<InflatedTensor> tensors,
+      InflatedDominoHeadTensors(result->plan, std::make_shared<const Checkpoint>(std::move(source))));
+  uint64_t bytes = 0;
+  DSCALE_RETURN_IF_ERROR(
+      WriteTensorFile(JoinPath(o.out_drafter, head->head_file), std::move(tensors), &bytes));
+  result->drafter_bytes += bytes;
+  return Status::Ok();
+}
+
 Status WriteDrafter(const InflateOptions& o, const std::optional<dvl::Predictor>& predictor,
                     InflateResult* result) {
   const InflatePlan& plan = result->plan;
@@ -138,10 +178,24 @@ Status WriteDrafter(const InflateOptions& o, const std::optional<dvl::Predictor>
   DSCALE_RETURN_IF_ERROR(WriteText(JoinPath(o.out_drafter, "config.json"),
                                    DFlashConfigToJson(plan.large_drafter) + "\n"));
   DSCALE_RETURN_IF_ERROR(CopyOtherFiles(o.drafter_dir, o.out_drafter, {kPredictorFileName}));
+  DSCALE_RETURN_IF_ERROR(WriteDominoHead(o, result));
   if (!predictor.has_value()) return Status::Ok();
   DSCALE_ASSIGN_OR_RETURN(dvl::Predictor large, InflatePredictor(*predictor, plan));
   result->predictor = true;
   return large.Save(JoinPath(o.out_drafter, kPredictorFileName));
+}
+
+// A declared Domino head's file, checked as `--drafter-head domino` loads it (errors name the file,
+// the tensor and the shape expected), and the bound on its corrections; 0 without a head.
+Result<double> DominoCorrectionBound(const std::string& drafter_dir, const DFlashConfig& drafter,
+                                     const Qwen3Config& target, double final_gain) {
+  if (!drafter.domino.has_value()) return 0.0;
+  const DominoHeadConfig& head = *drafter.domino;
+  DSCALE_RETURN_IF_ERROR(
+      LoadDominoHeadFile(drafter_dir, head, target.hidden_size, target.vocab_size).status());
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint file,
+                          Checkpoint::OpenFile(JoinPath(drafter_dir, head.head_file)));
+  return MeasureCorrectionBound(file, head, target.hidden_size, target.vocab_size, final_gain);
 }
 
 // Loads the source pair as every command does (shapes, finite weights, the drafter against its
@@ -157,6 +211,9 @@ Result<InflatePlan> Plan(const InflateOptions& o) {
       SourceBounds bounds,
       MeasureSourceBounds(target_source, target.config(), drafter_source,
                           DFlashTensorPrefix(drafter_source), drafter.config()));
+  DSCALE_ASSIGN_OR_RETURN(bounds.correction_bound,
+                          DominoCorrectionBound(o.drafter_dir, drafter.config(), target.config(),
+                                                bounds.drafter_final_gain));
   DSCALE_RETURN_IF_ERROR(SetPadRows(bounds, &plan));
   // The configs written must load as any other: round trip them through the parsers.
   DSCALE_ASSIGN_OR_RETURN(

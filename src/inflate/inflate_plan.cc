@@ -328,8 +328,7 @@ Result<InflatePlan> PlanInflation(const Qwen3Config& target, const DFlashConfig&
   plan.large_drafter.draft.rms_norm_eps = plan.large_target.rms_norm_eps;
   plan.large_drafter.target_layer_ids = placement.feature_ids;
   plan.large_drafter.num_target_layers = shape.num_hidden_layers;
-  // The Domino head is not inflated: the large drafter is a plain DFlash drafter.
-  plan.large_drafter.domino.reset();
+  // A Domino head keeps its config (file name, G, B): only its hidden and vocabulary sides grow.
 
   plan.hidden = Prefix(shape.hidden_size, target.hidden_size);
   plan.vocab = Prefix(shape.vocab_size, target.vocab_size);
@@ -356,12 +355,14 @@ Status SetPadRows(const SourceBounds& bounds, InflatePlan* plan) {
   plan->drafter_constant_gain = static_cast<float>(g_drafter);
   // The normed first constant is β·g / √(κ·(m + ε)) ≥ β·g / (√κ·R), so a pad logit
   // −2·M·β·g/√(κ·(m + ε)) ≤ −(Λ + margin) ≤ (top real logit) − margin once
-  // M = (Λ + margin)·√κ·R / (2·β·g).
+  // M = (Λ + C + margin)·√κ·R / (2·β·g), C the Domino head's correction bound (0 without).
   const double d = static_cast<double>(plan->small_target.hidden_size);
   const double lambda = plan->residual_scale;
   const double kappa = lambda * lambda * d / static_cast<double>(plan->large_target.hidden_size);
   const double beta = plan->constant_values[0];
-  const double m = (bounds.logit_bound + kPadLogitMargin) * std::sqrt(kappa) *
+  // A Domino head adds at most correction_bound to a real draft logit's magnitude and nothing
+  // to a pad logit, so the margin must also cover it.
+  const double m = (bounds.logit_bound + bounds.correction_bound + kPadLogitMargin) * std::sqrt(kappa) *
                    bounds.residual_rms_bound / (2.0 * beta * std::min(g_target, g_drafter));
   const float bf16_max = Bf16ToF32(0x7f7f);
   if (!(m < bf16_max)) {

@@ -102,6 +102,7 @@ struct SourceBounds {
   double drafter_final_gain = 0.0;  // of the drafter's final norm
   double logit_bound = 0.0;         // Λ ≥ |every real logit| of the target and the drafter
   double residual_rms_bound = 0.0;  // R ≥ √(mean(x²) + ε) of every final residual row x
+  double correction_bound = 0.0;    // C ≥ |every Domino correction|; 0 without a head
 };
 
 // Every pad logit is at most the row's top real logit minus this.

@@ -302,4 +302,61 @@ Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& p,
   return list.Take();
 }
 
+Result<std::vector<InflatedTensor>> InflatedDominoHeadTensors(
+    const InflatePlan& p, std::shared_ptr<const Checkpoint> source) {
+  if (!p.large_drafter.domino.has_value()) return std::vector<InflatedTensor>();
+  TensorList list(std::move(source), "");
+  const int64_t d = p.small_target.hidden_size, big = p.large_target.hidden_size;
+  const int64_t vocab = p.small_target.vocab_size, large_vocab = p.large_target.vocab_size;
+  const int64_t gates = 3 * p.large_drafter.domino->gru_hidden_size;
+  const int64_t state = p.large_drafter.domino->gru_hidden_size;
+  const int64_t bottleneck = p.large_drafter.domino->bottleneck_size;
+  const Map hidden = std::make_shared<const IndexMap>(p.hidden);
+  const Map vocab_rows = std::make_shared<const IndexMap>(p.vocab);
+  auto identity = [](int64_t n) {
+    IndexMap map(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) map[static_cast<size_t>(i)] = i;
+    return std::make_shared<const IndexMap>(std::move(map));
+  };
+  const Map gate_rows = identity(gates), state_cols = identity(state);
+  const Map bottleneck_map = identity(bottleneck);
+  // The GRU input is a large embedding row: λ·e in the small dims, constants the columns skip.
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "gru.weight_ih_l0",
+                                      .shape = {gates, big},
+                                      .source = "gru.weight_ih_l0",
+                                      .source_shape = {gates, d},
+                                      .rows = gate_rows,
+                                      .cols = hidden,
+                                      .scale = 1.0f / p.residual_scale}));
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "gru.weight_hh_l0",
+                                      .shape = {gates, state},
+                                      .source = "gru.weight_hh_l0",
+                                      .source_shape = {gates, state},
+                                      .rows = gate_rows,
+                                      .cols = state_cols}));
+  // [z; s]: z's small dims at the hidden map (its constant dims, ±g_c, get zero columns), s after
+  // the D columns of z. The z columns carry λ when the drafter's final rows are z/λ (tied).
+  IndexMap mlp_cols(p.hidden);
+  for (int64_t j = 0; j < state; ++j) mlp_cols.push_back(d + j);
+  const float z_scale = p.tied() ? p.residual_scale : 1.0f;
+  Patch scale_z = [big, z_scale](int64_t, float* row) {
+    for (int64_t i = 0; i < big; ++i) row[i] *= z_scale;
+  };
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "correction.proj_in.weight",
+                                      .shape = {bottleneck, big + state},
+                                      .source = "correction.proj_in.weight",
+                                      .source_shape = {bottleneck, d + state},
+                                      .rows = bottleneck_map,
+                                      .cols = std::make_shared<const IndexMap>(mlp_cols),
+                                      .patch = scale_z}));
+  // Pad rows get no correction: SetPadRows puts their logits below every corrected real one.
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "correction.proj_out.weight",
+                                      .shape = {large_vocab, bottleneck},
+                                      .source = "correction.proj_out.weight",
+                                      .source_shape = {vocab, bottleneck},
+                                      .rows = vocab_rows,
+                                      .cols = bottleneck_map}));
+  return list.Take();
+}
+
 }  // namespace dscale

@@ -42,4 +42,14 @@ Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& pl
                                                            std::shared_ptr<const Checkpoint> source,
                                                            const std::string& source_prefix);
 
+// The large drafter's Domino head (docs/INFLATE.md, "The Domino head"), from the source head
+// file (names as written, no prefix). Empty when the plan's drafter declares no head.
+//   gru.weight_ih_l0 [3G, D]: small columns at the hidden map, divided by λ (the GRU reads λ·e);
+//   gru.weight_hh_l0 [3G, G]: copied;
+//   correction.proj_in.weight [B, D + G]: z columns at the hidden map (times λ when the LM head
+//     is tied, as the drafter's final rows then come out as z/λ), s columns at D + j;
+//   correction.proj_out.weight [V', B]: real rows copied, pad rows zero.
+Result<std::vector<InflatedTensor>> InflatedDominoHeadTensors(
+    const InflatePlan& plan, std::shared_ptr<const Checkpoint> source);
+
 }  // namespace dscale

@@ -119,4 +119,31 @@ Result<SourceBounds> MeasureSourceBounds(const Checkpoint& target, const Qwen3Co
   return b;
 }
 
+Result<double> MeasureCorrectionBound(const Checkpoint& head, const DominoHeadConfig& config,
+                                      int64_t hidden, int64_t vocab, double final_gain) {
+  const int64_t state = config.gru_hidden_size, bottleneck = config.bottleneck_size;
+  const int64_t in_cols = hidden + state;
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> in,
+                          head.ReadF32("correction.proj_in.weight", {bottleneck, in_cols}));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> out,
+                          head.ReadF32("correction.proj_out.weight", {vocab, bottleneck}));
+  const double z_norm = std::sqrt(static_cast<double>(hidden)) * final_gain;
+  std::vector<double> unit_bound(static_cast<size_t>(bottleneck));
+  for (int64_t b = 0; b < bottleneck; ++b) {
+    const float* row = in.data() + b * in_cols;
+    double z_sq = 0.0, s_abs = 0.0;
+    for (int64_t i = 0; i < hidden; ++i) z_sq += double{row[i]} * row[i];
+    for (int64_t j = 0; j < state; ++j) s_abs += std::fabs(double{row[hidden + j]});
+    unit_bound[static_cast<size_t>(b)] = std::sqrt(z_sq) * z_norm + s_abs;
+  }
+  double bound = 0.0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < bottleneck; ++b)
+      sum += std::fabs(double{out[v * bottleneck + b]}) * unit_bound[static_cast<size_t>(b)];
+    bound = std::max(bound, sum);
+  }
+  return bound;
+}
+
 }  // namespace dscale

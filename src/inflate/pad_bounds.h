@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "inflate/inflate_plan.h"
 #include "io/dflash_config.h"
+#include "io/domino_config.h"
 #include "io/qwen3_config.h"
 #include "io/safetensors.h"
 
@@ -20,5 +21,13 @@ Result<SourceBounds> MeasureSourceBounds(const Checkpoint& target, const Qwen3Co
                                          const Checkpoint& drafter,
                                          const std::string& drafter_prefix,
                                          const DFlashConfig& drafter_config);
+
+// C ≥ |every correction| a Domino head (the file `head`, tensor names as written) adds to a draft
+// logit, for z rows of a final norm whose largest gain is `final_gain` (|z| < √d·final_gain):
+//   |s_j| < 1 (the GRU state is a convex combination of tanh values, starting at 0), so bottleneck
+//   unit b's input is at most A_b = ‖W_in,z[b]‖₂·√d·final_gain + ‖W_in,s[b]‖₁, |silu(a)| ≤ |a|,
+//   and C = max_v Σ_b |W_out[v, b]|·A_b.
+Result<double> MeasureCorrectionBound(const Checkpoint& head, const DominoHeadConfig& config,
+                                      int64_t hidden, int64_t vocab, double final_gain);
 
 }  // namespace dscale

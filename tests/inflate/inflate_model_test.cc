@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "inflate_test_util.h"
 
@@ -20,13 +21,13 @@ struct Loaded {
   std::unique_ptr<DFlashDrafter> drafter;
 };
 
-Loaded Load(const PairDirs& dirs) {
+Loaded Load(const PairDirs& dirs, DrafterHead head = DrafterHead::kNone) {
   Loaded m;
   Result<Qwen3Model> target = Qwen3Model::Load(dirs.target);
   EXPECT_TRUE(target.ok()) << target.status().message();
   if (!target.ok()) return m;
   m.target = std::make_unique<Qwen3Model>(std::move(*target));
-  Result<DFlashDrafter> drafter = DFlashDrafter::Load(dirs.drafter, *m.target);
+  Result<DFlashDrafter> drafter = DFlashDrafter::Load(dirs.drafter, *m.target, head);
   EXPECT_TRUE(drafter.ok()) << drafter.status().message();
   if (drafter.ok()) m.drafter = std::make_unique<DFlashDrafter>(std::move(*drafter));
   return m;
@@ -58,16 +59,25 @@ void ExpectSameRows(const std::vector<float>& small, const std::vector<float>& l
   }
 }
 
+// The head's GRU inputs are bit-identical in both pairs (λ·e against W/λ, exact power-of-two
+// scalings) and so are its weights; only z differs, by the backbone's float noise (relative
+// ~1e-6 of |z| ≤ √d·max|g|), through two bias-free projections of O(1) gain. 1e-3 absolute on
+// top of the backbone's bound is far above that and far below a logit gap that matters.
+constexpr double kHeadTolerance = 1e-3;
+
 // Inflates `source` to `shape` and compares target logits on two prompts (one past a KV page)
 // and a draft after each, with K/V cached as each of `caches`.
+// With `head` = kDomino the drafts are the head's: the same proposals at every position, and
+// corrected logits within the backbone's pair bound plus kHeadTolerance.
 void CheckInflation(const PairDirs& source, const InflateShape& shape, const std::string& what,
-                    std::initializer_list<KvDtype> caches = {KvDtype::kF32}) {
+                    std::initializer_list<KvDtype> caches = {KvDtype::kF32},
+                    DrafterHead head = DrafterHead::kNone) {
   ScopedTempDir out_dir;
   const PairDirs out{out_dir.File("target"), out_dir.File("drafter")};
   Result<InflateResult> result = testing::InflatePair(source, out, shape);
   ASSERT_TRUE(result.ok()) << what << ": " << result.status().message();
-  Loaded small = Load(source);
-  Loaded large = Load(out);
+  Loaded small = Load(source, head);
+  Loaded large = Load(out, head);
   ASSERT_TRUE(small.drafter && large.drafter) << what;
   const int64_t vocab = small.target->config().vocab_size;
   const int64_t large_vocab = large.target->config().vocab_size;
@@ -85,9 +95,13 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
           testing::RunDraft(*small.target, *small.drafter, tokens, 5, kv);
       const DraftOutput large_draft =
           testing::RunDraft(*large.target, *large.drafter, tokens, 5, kv);
-      ExpectSameRows(small_draft.logits, large_draft.logits, vocab, large_vocab,
-                     testing::DraftPairBounds(*small.drafter, *small.target, *large.drafter,
-                                              *large.target, length, kv),
+      std::vector<double> bounds = testing::DraftPairBounds(*small.drafter, *small.target,
+                                                            *large.drafter, *large.target, length, kv);
+      if (head == DrafterHead::kDomino) {
+        for (double& b : bounds) b += kHeadTolerance;
+        EXPECT_EQ(large_draft.tokens, small_draft.tokens) << where << ", head proposals";
+      }
+      ExpectSameRows(small_draft.logits, large_draft.logits, vocab, large_vocab, bounds,
                      where + ", draft");
     }
   }
@@ -158,6 +172,62 @@ TEST_F(InflateRandomPairTest, SameWidth) {
   CheckInflation(Write(config, DType::kF32), shape, "same width");
 }
 
+// A random pair with a Domino head (G 23, B 13) in its drafter folder, inflated in every
+// dimension, untied and tied (the head's z columns then carry λ): the head drafts the same tokens.
+TEST_F(InflateRandomPairTest, DominoHeadDraftsTheSameTokens) {
+  for (const bool tied : {false, true}) {
+    Qwen3Config config = testing::OddTinyConfig();
+    config.tie_word_embeddings = tied;
+    const std::string dir = source_.File(tied ? "domino-tied" : "domino");
+    const PairDirs source{dir + "/target", dir + "/drafter"};
+    ASSERT_TRUE(WriteRandomQwen3Checkpoint(source.target, config, 21, DType::kBF16).ok());
+    DFlashConfig drafter = testing::TestDrafterConfig(config);
+    drafter.domino = testing::OddHeadConfig();
+    ASSERT_TRUE(WriteRandomDFlashCheckpoint(source.drafter, drafter, config.hidden_size, 22,
+                                            DType::kBF16)
+                    .ok());
+    ASSERT_TRUE(WriteRandomDominoHead(source.drafter, *drafter.domino, config.hidden_size,
+                                      config.vocab_size, 23, DType::kBF16)
+                    .ok());
+    InflateShape shape = ShapeOf(config);
+    shape.hidden_size = 144;
+    shape.num_hidden_layers = 5;
+    shape.intermediate_size = 130;
+    shape.vocab_size = 160;
+    shape.tie_word_embeddings = tied;
+    CheckInflation(source, shape, tied ? "domino, tied" : "domino", {KvDtype::kF32},
+                   DrafterHead::kDomino);
+  }
+}
+
+// A declared head whose file does not fit the source pair is refused before anything is written,
+// naming the file, the tensor and the shape expected.
+TEST_F(InflateRandomPairTest, RefusesAHeadFileOfTheWrongShape) {
+  const Qwen3Config config = testing::OddTinyConfig();
+  const std::string dir = source_.File("bad-head");
+  const PairDirs source{dir + "/target", dir + "/drafter"};
+  ASSERT_TRUE(WriteRandomQwen3Checkpoint(source.target, config, 31, DType::kF32).ok());
+  DFlashConfig drafter = testing::TestDrafterConfig(config);
+  drafter.domino = testing::OddHeadConfig();
+  ASSERT_TRUE(
+      WriteRandomDFlashCheckpoint(source.drafter, drafter, config.hidden_size, 32, DType::kF32)
+          .ok());
+  ASSERT_TRUE(WriteRandomDominoHead(source.drafter, *drafter.domino, config.hidden_size + 1,
+                                    config.vocab_size, 33, DType::kF32)
+                  .ok());
+  ScopedTempDir out_dir;
+  InflateShape shape = ShapeOf(config);
+  shape.hidden_size = 144;
+  const Result<InflateResult> result = testing::InflatePair(
+      source, {out_dir.File("target"), out_dir.File("drafter")}, shape);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("domino_head.safetensors"), std::string::npos)
+      << result.status().message();
+  EXPECT_NE(result.status().message().find("gru.weight_ih_l0"), std::string::npos)
+      << result.status().message();
+  EXPECT_FALSE(std::filesystem::exists(out_dir.File("target") + "/config.json"));
+}
+
 // The bundled trained pair (hidden 256, 6 layers, 4/2 heads × 64, vocab 4160, untied) at a small
 // shape with every kind of change, with f32 and BF16 KV caches.
 TEST(InflateBundledPairTest, LogitsAndDraftsMatch) {
@@ -173,6 +243,23 @@ TEST(InflateBundledPairTest, LogitsAndDraftsMatch) {
                      .tie_word_embeddings = false,
                      .draft_layers = 2};
   CheckInflation(bundled, shape, "bundled", {KvDtype::kF32, KvDtype::kBf16});
+}
+
+// The bundled pair with its trained Domino head (G 128, B 64) at a small custom shape.
+TEST(InflateBundledPairTest, DominoHeadDraftsTheSameTokens) {
+  const PairDirs bundled{std::string(DSCALE_MODELS_DIR) + "/tiny-target",
+                         std::string(DSCALE_MODELS_DIR) + "/tiny-dflash"};
+  // Only the width and the vocabulary grow (the other dimensions are covered above), to keep the
+  // test short.
+  InflateShape shape{.hidden_size = 384,
+                     .intermediate_size = 640,
+                     .num_hidden_layers = 6,
+                     .num_attention_heads = 4,
+                     .num_key_value_heads = 2,
+                     .head_dim = 64,
+                     .vocab_size = 4224,
+                     .tie_word_embeddings = false};
+  CheckInflation(bundled, shape, "bundled with its head", {KvDtype::kF32}, DrafterHead::kDomino);
 }
 
 }  // namespace
