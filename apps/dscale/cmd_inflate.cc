@@ -82,11 +82,13 @@ void PrintSummary(const InflateArgs& args, const InflateResult& r) {
       p.pad_weight);
   std::printf("wrote %s (%.2f GB of tensors)\n", args.options.out_target.c_str(),
               static_cast<double>(r.target_bytes) * 1e-9);
-  const std::string head =
-      p.large_drafter.domino.has_value() ? ", Domino head " + p.large_drafter.domino->head_file : "";
+  const std::string head = p.large_drafter.domino.has_value()
+                               ? ", Domino head " + p.large_drafter.domino->head_file
+                               : "";
+  std::string predictors;
+  for (const std::string& name : r.predictors) predictors += ", " + name;
   std::printf("wrote %s (%.2f GB of tensors%s%s)\n", args.options.out_drafter.c_str(),
-              static_cast<double>(r.drafter_bytes) * 1e-9, r.predictor ? ", predictor.bin" : "",
-              head.c_str());
+              static_cast<double>(r.drafter_bytes) * 1e-9, predictors.c_str(), head.c_str());
 }
 
 int RunInflate(InflateArgs args) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "inflate/inflate_predictor.h"
@@ -59,7 +62,8 @@ Status WriteText(const std::string& path, const std::string& text) {
 Status AppendTensor(const InflatedTensor& t, SafetensorsStreamWriter& writer,
                     std::vector<float>& block) {
   DSCALE_ASSIGN_OR_RETURN(RowFiller fill, t.prepare());
-  const int64_t rows_per_block = std::max<int64_t>(1, kBlockValues / std::max<int64_t>(1, t.cols()));
+  const int64_t rows_per_block =
+      std::max<int64_t>(1, kBlockValues / std::max<int64_t>(1, t.cols()));
   for (int64_t first = 0; first < t.rows(); first += rows_per_block) {
     const int64_t count = std::min(rows_per_block, t.rows() - first);
     block.resize(static_cast<size_t>(count * t.cols()));
@@ -83,11 +87,10 @@ std::vector<TensorToWrite> Headers(const std::vector<InflatedTensor>& tensors, u
 Status WriteTensors(const std::string& dir, const std::vector<InflatedTensor>& tensors,
                     uint64_t max_shard_bytes, uint64_t* bytes) {
   std::vector<float> block;
-  return WriteCheckpointStreaming(
-      dir, Headers(tensors, bytes), max_shard_bytes,
-      [&](size_t i, SafetensorsStreamWriter& writer) -> Status {
-        return AppendTensor(tensors[i], writer, block);
-      });
+  return WriteCheckpointStreaming(dir, Headers(tensors, bytes), max_shard_bytes,
+                                  [&](size_t i, SafetensorsStreamWriter& writer) -> Status {
+                                    return AppendTensor(tensors[i], writer, block);
+                                  });
 }
 
 // One safetensors file (the Domino head's side file) of `tensors`; *bytes receives the data size.
@@ -137,15 +140,21 @@ Status WriteTarget(const InflateOptions& o, InflateResult* result) {
   return CopyOtherFiles(o.target_dir, o.out_target, {});
 }
 
-// The drafter's predictor.bin, when it has one, checked against the source pair.
-Result<std::optional<dvl::Predictor>> LoadSourcePredictor(const InflateOptions& o,
-                                                          const InflatePlan& plan) {
-  const std::string path = JoinPath(o.drafter_dir, kPredictorFileName);
-  if (!PathExists(path)) return std::optional<dvl::Predictor>();
-  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor small,
-                          dvl::Predictor::Load(path, {.hidden_size = plan.small_target.hidden_size,
-                                                      .vocab_size = plan.small_target.vocab_size}));
-  return std::optional<dvl::Predictor>(std::move(small));
+// The drafter's predictors present among kPredictorFileNames, each checked against the source
+// pair: (file name, predictor).
+using NamedPredictors = std::vector<std::pair<std::string, dvl::Predictor>>;
+Result<NamedPredictors> LoadSourcePredictors(const InflateOptions& o, const InflatePlan& plan) {
+  NamedPredictors predictors;
+  for (const char* name : kPredictorFileNames) {
+    const std::string path = JoinPath(o.drafter_dir, name);
+    if (!PathExists(path)) continue;
+    DSCALE_ASSIGN_OR_RETURN(
+        dvl::Predictor small,
+        dvl::Predictor::Load(path, {.hidden_size = plan.small_target.hidden_size,
+                                    .vocab_size = plan.small_target.vocab_size}));
+    predictors.emplace_back(name, std::move(small));
+  }
+  return predictors;
 }
 
 // The drafter's Domino head file, inflated, when its config declares one (the source file was
@@ -155,9 +164,9 @@ Status WriteDominoHead(const InflateOptions& o, InflateResult* result) {
   if (!head.has_value()) return Status::Ok();
   DSCALE_ASSIGN_OR_RETURN(Checkpoint source,
                           Checkpoint::OpenFile(JoinPath(o.drafter_dir, head->head_file)));
-  DSCALE_ASSIGN_OR_RETURN(
-      std::vector<InflatedTensor> tensors,
-      InflatedDominoHeadTensors(result->plan, std::make_shared<const Checkpoint>(std::move(source))));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<InflatedTensor> tensors,
+                          InflatedDominoHeadTensors(
+                              result->plan, std::make_shared<const Checkpoint>(std::move(source))));
   uint64_t bytes = 0;
   DSCALE_RETURN_IF_ERROR(
       WriteTensorFile(JoinPath(o.out_drafter, head->head_file), std::move(tensors), &bytes));
@@ -165,7 +174,7 @@ Status WriteDominoHead(const InflateOptions& o, InflateResult* result) {
   return Status::Ok();
 }
 
-Status WriteDrafter(const InflateOptions& o, const std::optional<dvl::Predictor>& predictor,
+Status WriteDrafter(const InflateOptions& o, const NamedPredictors& predictors,
                     InflateResult* result) {
   const InflatePlan& plan = result->plan;
   DSCALE_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(o.drafter_dir));
@@ -177,12 +186,16 @@ Status WriteDrafter(const InflateOptions& o, const std::optional<dvl::Predictor>
       WriteTensors(o.out_drafter, tensors, o.max_shard_bytes, &result->drafter_bytes));
   DSCALE_RETURN_IF_ERROR(WriteText(JoinPath(o.out_drafter, "config.json"),
                                    DFlashConfigToJson(plan.large_drafter) + "\n"));
-  DSCALE_RETURN_IF_ERROR(CopyOtherFiles(o.drafter_dir, o.out_drafter, {kPredictorFileName}));
+  const std::vector<std::string> predictor_files(std::begin(kPredictorFileNames),
+                                                 std::end(kPredictorFileNames));
+  DSCALE_RETURN_IF_ERROR(CopyOtherFiles(o.drafter_dir, o.out_drafter, predictor_files));
   DSCALE_RETURN_IF_ERROR(WriteDominoHead(o, result));
-  if (!predictor.has_value()) return Status::Ok();
-  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor large, InflatePredictor(*predictor, plan));
-  result->predictor = true;
-  return large.Save(JoinPath(o.out_drafter, kPredictorFileName));
+  for (const auto& [name, small] : predictors) {
+    DSCALE_ASSIGN_OR_RETURN(dvl::Predictor large, InflatePredictor(small, plan));
+    DSCALE_RETURN_IF_ERROR(large.Save(JoinPath(o.out_drafter, name)));
+    result->predictors.push_back(name);
+  }
+  return Status::Ok();
 }
 
 // A declared Domino head's file, checked as `--drafter-head domino` loads it (errors name the file,
@@ -230,10 +243,9 @@ Result<InflateResult> Inflate(const InflateOptions& o) {
   DSCALE_RETURN_IF_ERROR(CheckDirectories(o));
   InflateResult result;
   DSCALE_ASSIGN_OR_RETURN(result.plan, Plan(o));
-  DSCALE_ASSIGN_OR_RETURN(std::optional<dvl::Predictor> predictor,
-                          LoadSourcePredictor(o, result.plan));
+  DSCALE_ASSIGN_OR_RETURN(NamedPredictors predictors, LoadSourcePredictors(o, result.plan));
   DSCALE_RETURN_IF_ERROR(WriteTarget(o, &result));
-  DSCALE_RETURN_IF_ERROR(WriteDrafter(o, predictor, &result));
+  DSCALE_RETURN_IF_ERROR(WriteDrafter(o, predictors, &result));
   return result;
 }
 

@@ -1,19 +1,23 @@
 #pragma once
 // `dscale inflate` end to end: validates the source pair, plans the inflation, and writes the large
 // target and drafter as ordinary Hugging Face checkpoints (config.json, safetensors sharded when
-// large, the source's tokenizer and other files copied, and the drafter's predictor.bin inflated
-// when there is one). Tensors are made and written a block of rows at a time, so memory stays at
+// large, the source's tokenizer and other files copied, and the drafter's DVL predictors inflated
+// when it has them). Tensors are made and written a block of rows at a time, so memory stays at
 // the source pair plus a few MB whatever the large shape.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "inflate/inflate_plan.h"
 
 namespace dscale {
 
-inline constexpr const char* kPredictorFileName = "predictor.bin";
+// The drafter folder's DVL predictors (for the backbone's drafts, and for the Domino head's when
+// the drafter has one): inflated for the large pair, never copied as they are (a predictor is
+// built for one drafter width).
+inline constexpr const char* kPredictorFileNames[] = {"predictor.bin", "predictor-domino.bin"};
 
 struct InflateOptions {
   std::string target_dir;   // the source target
@@ -28,7 +32,7 @@ struct InflateResult {
   InflatePlan plan;
   uint64_t target_bytes = 0;  // tensor data written
   uint64_t drafter_bytes = 0;
-  bool predictor = false;  // the drafter's predictor.bin was inflated too
+  std::vector<std::string> predictors;  // the predictor files inflated too
 };
 
 // Errors name the directory, file, tensor or field: a source that does not load, a drafter that

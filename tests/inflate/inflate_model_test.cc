@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
+#include "dvl/predictor.h"
+#include "inflate/inflate_checkpoint.h"
 #include "inflate_test_util.h"
+#include "io/file_util.h"
 
 namespace dscale {
 namespace {
@@ -83,6 +87,18 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
   const int64_t large_vocab = large.target->config().vocab_size;
   EXPECT_EQ(large.target->config().hidden_size, shape.hidden_size) << what;
   EXPECT_EQ(large.target->config().num_hidden_layers, shape.num_hidden_layers) << what;
+  // Every predictor of the source drafter is inflated for the large width, none copied as is.
+  for (const char* name : kPredictorFileNames) {
+    if (!PathExists(JoinPath(source.drafter, name))) continue;
+    EXPECT_NE(std::find(result->predictors.begin(), result->predictors.end(), name),
+              result->predictors.end())
+        << what << ": " << name;
+    EXPECT_TRUE(dvl::Predictor::Load(
+                    JoinPath(out.drafter, name),
+                    {.hidden_size = large.target->config().hidden_size, .vocab_size = large_vocab})
+                    .ok())
+        << what << ": " << name << " does not load at the large width";
+  }
   for (const KvDtype kv : caches) {
     for (const int32_t length : {21, 37}) {
       const std::vector<int32_t> tokens = RandomTokens(length, vocab - 2, 7 + length);
@@ -95,8 +111,8 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
           testing::RunDraft(*small.target, *small.drafter, tokens, 5, kv);
       const DraftOutput large_draft =
           testing::RunDraft(*large.target, *large.drafter, tokens, 5, kv);
-      std::vector<double> bounds = testing::DraftPairBounds(*small.drafter, *small.target,
-                                                            *large.drafter, *large.target, length, kv);
+      std::vector<double> bounds = testing::DraftPairBounds(
+          *small.drafter, *small.target, *large.drafter, *large.target, length, kv);
       if (head == DrafterHead::kDomino) {
         for (double& b : bounds) b += kHeadTolerance;
         EXPECT_EQ(large_draft.tokens, small_draft.tokens) << where << ", head proposals";
@@ -183,9 +199,9 @@ TEST_F(InflateRandomPairTest, DominoHeadDraftsTheSameTokens) {
     ASSERT_TRUE(WriteRandomQwen3Checkpoint(source.target, config, 21, DType::kBF16).ok());
     DFlashConfig drafter = testing::TestDrafterConfig(config);
     drafter.domino = testing::OddHeadConfig();
-    ASSERT_TRUE(WriteRandomDFlashCheckpoint(source.drafter, drafter, config.hidden_size, 22,
-                                            DType::kBF16)
-                    .ok());
+    ASSERT_TRUE(
+        WriteRandomDFlashCheckpoint(source.drafter, drafter, config.hidden_size, 22, DType::kBF16)
+            .ok());
     ASSERT_TRUE(WriteRandomDominoHead(source.drafter, *drafter.domino, config.hidden_size,
                                       config.vocab_size, 23, DType::kBF16)
                     .ok());
@@ -218,8 +234,8 @@ TEST_F(InflateRandomPairTest, RefusesAHeadFileOfTheWrongShape) {
   ScopedTempDir out_dir;
   InflateShape shape = ShapeOf(config);
   shape.hidden_size = 144;
-  const Result<InflateResult> result = testing::InflatePair(
-      source, {out_dir.File("target"), out_dir.File("drafter")}, shape);
+  const Result<InflateResult> result =
+      testing::InflatePair(source, {out_dir.File("target"), out_dir.File("drafter")}, shape);
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.status().message().find("domino_head.safetensors"), std::string::npos)
       << result.status().message();
