@@ -17,7 +17,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/bf16_isa.h"
 
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#pragma GCC target("avx512f,avx512bw")  // what Bf16Isa::kAvx512 requires of the CPU
 #define DSCALE_SIMD_LANES 16
 #define DSCALE_ATTENTION_VARIANT avx512_vectors
 #include "kernels/cpu/attention_tiles.h"
