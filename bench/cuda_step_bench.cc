@@ -47,8 +47,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dvl_shapes.h"
 #include "dvl/budget_allocator.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_available.h"

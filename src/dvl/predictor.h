@@ -8,6 +8,7 @@
 //
 // File format (all little-endian; f32 are IEEE-754 binary32):
 //   offset  size  field
+#include "core/dvl_shapes.h"
 //        0     8  magic "DSCLPRED"
 //        8     4  u32 version (kPredictorFileVersion = 1)
 //       12     4  u32 feature count (1735)
@@ -30,7 +31,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/features.h"
 
 namespace dscale::dvl {

@@ -44,9 +44,9 @@
 #include <string>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/features.h"
 #include "dvl/predictor.h"
 #include "kernels/cuda/dvl_predictor.h"

@@ -16,10 +16,10 @@
 #include <random>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
 #include "dvl/budget_allocator.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
 #include "kernels/cuda/dvl_decision.h"
 #include "kernels/cuda/dvl_features.h"

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "dvl/features.h"
 #include "dvl/predictor.h"
 #include "kernels/cuda/cuda_check.h"
