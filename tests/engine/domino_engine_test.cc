@@ -18,16 +18,8 @@ using testing::EngineTestTargetConfig;
 using testing::RandomPrompts;
 using testing::RunPrompts;
 
-class DominoEngineTest : public ::testing::TestWithParam<KvDtype> {
- protected:
-  DominoEngineTest()
-      : target_(EngineTestTargetConfig(),
-                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
-        predictor_(testing::RandomPredictor(64, 131, 3)) {}
-
-  Qwen3Model target_;
-  dvl::Predictor predictor_;
-};
+class DominoEngineTest : public testing::EngineFixture,
+                         public ::testing::WithParamInterface<KvDtype> {};
 
 std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
   return std::string(KvDtypeName(info.param));

@@ -21,12 +21,8 @@ using testing::EngineTestTargetConfig;
 using testing::RandomPrompts;
 using testing::RunPrompts;
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public testing::EngineFixture {
  protected:
-  EngineTest()
-      : target_(EngineTestTargetConfig(),
-                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)) {}
-
   // Plain greedy outputs, stopping at EOS unless `ignore_eos`.
   std::vector<std::vector<int32_t>> Reference(const std::vector<std::vector<int32_t>>& prompts,
                                               int32_t max_tokens, bool ignore_eos = false,
@@ -43,9 +39,6 @@ class EngineTest : public ::testing::Test {
   GenerationParams Greedy(int32_t max_tokens) {
     return {.max_tokens = max_tokens, .stop_ids = target_.config().eos_token_ids};
   }
-
-  Qwen3Model target_;
-  const float tie_ = testing::EngineTestTieTolerance(target_);
 };
 
 // The losslessness tests run on the default BF16 cache and on an f32 one, whose tie tolerance is
@@ -288,17 +281,7 @@ TEST_F(EngineTest, StreamsTokensAndStopsOnStopIds) {
 namespace dscale {
 namespace {
 
-class DScaleEngineTest : public ::testing::Test {
- protected:
-  DScaleEngineTest()
-      : target_(EngineTestTargetConfig(),
-                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
-        predictor_(testing::RandomPredictor(64, 131, 3)) {}
-
-  Qwen3Model target_;
-  dvl::Predictor predictor_;
-  const float tie_ = testing::EngineTestTieTolerance(target_);
-};
+using DScaleEngineTest = testing::EngineFixture;
 
 // dscale verifies k_i rows per request chosen by the DVL allocator; greedy output must equal
 // plain decoding, on either KV dtype (as EngineKvDtypeTest). Divergences are allowed only at
