@@ -21,10 +21,6 @@ using testing::RunPrompts;
 class DominoEngineTest : public testing::EngineFixture,
                          public ::testing::WithParamInterface<KvDtype> {};
 
-std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
-  return std::string(KvDtypeName(info.param));
-}
-
 TEST_P(DominoEngineTest, GreedyOutputEqualsPlainDecodingInDFlashAndDScaleModes) {
   const KvDtype kv = GetParam();
   const float tie = testing::EngineTestTieTolerance(target_, kv);
@@ -58,7 +54,7 @@ TEST_P(DominoEngineTest, GreedyOutputEqualsPlainDecodingInDFlashAndDScaleModes) 
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, DominoEngineTest,
-                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
 }  // namespace
 }  // namespace dscale

@@ -45,10 +45,6 @@ class EngineTest : public testing::EngineFixture {
 // ~160× tighter (EngineTestTieTolerance), so the speculation logic stays under a sharp check.
 class EngineKvDtypeTest : public EngineTest, public ::testing::WithParamInterface<KvDtype> {};
 
-std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
-  return std::string(KvDtypeName(info.param));
-}
-
 // Greedy output is identical across none, dflash and fixed:4..16 at c = 1 and c = 16. Where a
 // request's output differs from plain greedy decoding, the test requires the target's top two
 // logits at that token to be within the tie tolerance of the order bound (a float-noise tie,
@@ -82,7 +78,7 @@ TEST_P(EngineKvDtypeTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, EngineKvDtypeTest,
-                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
 // The planted-error drafter proposes the true greedy continuation with one wrong token per step;
 // the accepted count must equal the drafts before that error (capped by the rows verified).
@@ -317,7 +313,7 @@ TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, DScaleEngineKvDtypeTest,
-                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
 // Every decode step verifies exactly W·N/2 rows, and the lengths differ between requests.
 TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dvl/predictor.h"
@@ -55,6 +56,11 @@ bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
 // value to do so.
 inline constexpr int64_t kEngineTestMaxContext = 128;
 float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv = KvDtype::kBf16);
+
+// The test-name suffix of a KvDtype parameter ("bf16", "f32").
+inline std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
+  return std::string(KvDtypeName(info.param));
+}
 
 // The engine tests' models: an EngineTestTargetConfig() target with f32 weights (seed 5), a
 // random predictor for its drafters (seed 3), and the tie tolerance of greedy comparisons on the
