@@ -47,9 +47,10 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dvl_shapes.h"
 #include "dvl/budget_allocator.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
+#include "io/qwen3_shapes.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_available.h"
 #include "kernels/cuda/gemm_bf16.h"
@@ -81,21 +82,11 @@ struct Options {
   bool json = false;
 };
 
-// Qwen3-8B's shape (config.json of Qwen/Qwen3-8B), with the layer count adjustable.
+// Qwen3-8B's shape (io/qwen3_shapes.h), with the layer count adjustable.
 Qwen3Config Qwen3_8BShape(int32_t layers) {
-  return {.vocab_size = 151936,
-          .hidden_size = 4096,
-          .intermediate_size = 12288,
-          .num_hidden_layers = layers,
-          .num_attention_heads = 32,
-          .num_key_value_heads = 8,
-          .head_dim = 128,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 1e6,
-          .tie_word_embeddings = false,
-          .max_position_embeddings = 40960,
-          .bos_token_ids = {},
-          .eos_token_ids = {151645}};
+  Qwen3Config config = *NamedQwen3Config("qwen3-8b");
+  config.num_hidden_layers = layers;
+  return config;
 }
 
 // ---- accepted lengths ------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "kernels/cpu/gemm.h"
 #include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
+#include "support/tiny_models.h"
 
 namespace dscale {
 namespace {
@@ -26,22 +27,6 @@ struct BenchShape {
   int32_t rows = 16;
   int32_t context = 256;
 };
-
-Qwen3Config BenchConfig() {
-  return {.vocab_size = 4096,
-          .hidden_size = 512,
-          .intermediate_size = 1536,
-          .num_hidden_layers = 8,
-          .num_attention_heads = 8,
-          .num_key_value_heads = 4,
-          .head_dim = 64,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 1e6,
-          .tie_word_embeddings = false,
-          .max_position_embeddings = 4096,
-          .bos_token_ids = {},
-          .eos_token_ids = {0}};
-}
 
 double SecondsPerCall(const std::function<void()>& call) {
   return bench::MedianSecondsPerCall(call, 0.3);
@@ -59,7 +44,7 @@ double ForwardFlops(const Qwen3Config& c, const BenchShape& s) {
 }
 
 void Run(const BenchShape& shape) {
-  const Qwen3Config config = BenchConfig();
+  const Qwen3Config config = testing::ForwardBenchConfig();
   Qwen3Model model(config, RandomQwen3Weights(config, 1, DType::kBF16));
   const int32_t page_size = 16;
   const int32_t pages_per_request = (shape.context + shape.rows) / page_size + 2;

@@ -29,6 +29,7 @@
 
 #include "bench_timing.h"
 #include "core/dtype.h"
+#include "io/qwen3_shapes.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
@@ -40,16 +41,19 @@ namespace dscale {
 namespace {
 
 struct LayerShape {
-  const char* name;
+  std::string name;
   int64_t hidden, intermediate, q_dim, kv_dim;
 };
 
-constexpr LayerShape kShapes[] = {
-    {"qwen3-0.6b", 1024, 3072, 2048, 1024},
-    {"qwen3-1.7b", 2048, 6144, 2048, 1024},
-    {"qwen3-4b", 2560, 9728, 4096, 1024},
-    {"qwen3-8b", 4096, 12288, 4096, 1024},
-};
+// One layer's projection sizes in a NamedQwen3Config shape.
+LayerShape LayerShapeOf(const std::string& name) {
+  const Qwen3Config c = *NamedQwen3Config(name);
+  return {.name = name,
+          .hidden = c.hidden_size,
+          .intermediate = c.intermediate_size,
+          .q_dim = c.num_attention_heads * c.head_dim,
+          .kv_dim = c.num_key_value_heads * c.head_dim};
+}
 
 struct Matrix {
   int64_t out, in;
@@ -89,7 +93,7 @@ double SecondsPerCall(const std::function<void()>& call) {
 }
 
 struct Args {
-  const LayerShape* shape = &kShapes[1];
+  LayerShape shape = LayerShapeOf("qwen3-1.7b");
   int64_t max_rows = 512;
   bool int8_variants = false;
 };
@@ -103,14 +107,11 @@ Args ParseArgs(int argc, char** argv) {
     } else if (flag == "--int8-variants") {
       a.int8_variants = value != "0";
     } else if (flag == "--shape") {
-      a.shape = nullptr;
-      for (const LayerShape& s : kShapes) {
-        if (value == s.name) a.shape = &s;
-      }
-      if (a.shape == nullptr) {
+      if (!NamedQwen3Config(value)) {
         std::fprintf(stderr, "linear_bf16_bench: unknown --shape %s\n", value.c_str());
         std::exit(2);
       }
+      a.shape = LayerShapeOf(value);
     } else {
       std::fprintf(stderr, "linear_bf16_bench: unknown flag %s\n", flag.c_str());
       std::exit(2);
@@ -172,7 +173,7 @@ void PrintInt8Cells(const Args& args, const std::vector<Matrix>& layer, const fl
 }
 
 void Run(const Args& args) {
-  const LayerShape& shape = *args.shape;
+  const LayerShape& shape = args.shape;
   const std::vector<Matrix> layer = LayerMatrices(shape);
   int64_t params = 0, widest_in = 0, widest_out = 0;
   for (const Matrix& m : layer) {
@@ -182,8 +183,8 @@ void Run(const Args& args) {
   }
   const double bandwidth = bench::ReadBandwidth();
   const double sgemm = bench::SgemmRate();
-  std::printf("%s layer projections: %.1f M weights (%.0f MB BF16); %d threads\n", shape.name,
-              params / 1e6, params * 2 / 1e6, omp_get_max_threads());
+  std::printf("%s layer projections: %.1f M weights (%.0f MB BF16); %d threads\n",
+              shape.name.c_str(), params / 1e6, params * 2 / 1e6, omp_get_max_threads());
   std::printf("machine: read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s kernels)\n\n",
               bandwidth / 1e9, sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
 

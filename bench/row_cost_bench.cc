@@ -26,6 +26,7 @@
 
 #include "bench_timing.h"
 #include "engine/kv_budget.h"
+#include "io/qwen3_shapes.h"
 #include "kernels/cpu/openblas_kernels.h"
 #include "machine_limits.h"
 #include "model/qwen3_model.h"
@@ -34,38 +35,8 @@
 namespace dscale {
 namespace {
 
-struct ModelShape {
-  const char* name;
-  int64_t hidden, intermediate, layers, heads;
-  bool tied;
-};
-
-// Qwen3's dense checkpoints: vocab 151936, 8 K/V heads of 128.
-constexpr ModelShape kShapes[] = {
-    {"qwen3-0.6b", 1024, 3072, 28, 16, true},
-    {"qwen3-1.7b", 2048, 6144, 28, 16, true},
-    {"qwen3-4b", 2560, 9728, 36, 32, true},
-    {"qwen3-8b", 4096, 12288, 36, 32, false},
-};
-
-Qwen3Config ConfigOf(const ModelShape& s) {
-  return {.vocab_size = 151936,
-          .hidden_size = s.hidden,
-          .intermediate_size = s.intermediate,
-          .num_hidden_layers = s.layers,
-          .num_attention_heads = s.heads,
-          .num_key_value_heads = 8,
-          .head_dim = 128,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 1e6,
-          .tie_word_embeddings = s.tied,
-          .max_position_embeddings = 40960,
-          .bos_token_ids = {},
-          .eos_token_ids = {151645}};
-}
-
 struct Args {
-  std::vector<const ModelShape*> shapes;
+  std::vector<std::string> shapes;  // NamedQwen3Config names
   std::string target;
   std::string checkpoints = "/tmp/dscale-row-cost";
   int32_t context = 512;
@@ -96,9 +67,9 @@ Args ParseArgs(int argc, char** argv) {
     const std::string value = argv[i + 1];
     if (flag == "--shape") {
       bool found = false;
-      for (const ModelShape& s : kShapes) {
-        if (value == s.name || value == "all") {
-          a.shapes.push_back(&s);
+      for (const std::string& name : NamedQwen3ConfigNames()) {
+        if (value == name || value == "all") {
+          a.shapes.push_back(name);
           found = true;
         }
       }
@@ -116,17 +87,17 @@ Args ParseArgs(int argc, char** argv) {
       Usage("unknown flag " + flag);
     }
   }
-  if (a.shapes.empty() && a.target.empty()) a.shapes = {&kShapes[0], &kShapes[1]};
+  if (a.shapes.empty() && a.target.empty()) a.shapes = {"qwen3-0.6b", "qwen3-1.7b"};
   return a;
 }
 
 // The folder of `shape`'s random checkpoint, written on first use.
-std::string CheckpointFor(const ModelShape& shape, const std::string& root) {
-  const std::string dir = root + "/" + shape.name;
+std::string CheckpointFor(const std::string& shape, const std::string& root) {
+  const std::string dir = root + "/" + shape;
   if (std::filesystem::exists(dir + "/config.json")) return dir;
-  std::printf("writing a random %s checkpoint to %s (once)...\n", shape.name, dir.c_str());
+  std::printf("writing a random %s checkpoint to %s (once)...\n", shape.c_str(), dir.c_str());
   std::fflush(stdout);
-  const Status status = WriteRandomQwen3Checkpoint(dir, ConfigOf(shape), 1, DType::kBF16);
+  const Status status = WriteRandomQwen3Checkpoint(dir, *NamedQwen3Config(shape), 1, DType::kBF16);
   if (!status.ok()) Usage(status.ToString());
   return dir;
 }
@@ -219,8 +190,8 @@ void Run(const Args& args) {
       "around each row count\n",
       omp_get_max_threads(), sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
   if (!args.target.empty()) Measure(args.target, args, sgemm);
-  for (const ModelShape* shape : args.shapes) {
-    Measure(CheckpointFor(*shape, args.checkpoints), args, sgemm);
+  for (const std::string& shape : args.shapes) {
+    Measure(CheckpointFor(shape, args.checkpoints), args, sgemm);
   }
 }
 

@@ -16,19 +16,7 @@ struct MakeTinyArgs {
   std::string out;
   uint64_t seed = 0;
   std::string dtype = "BF16";
-  Qwen3Config config{.vocab_size = 512,
-                     .hidden_size = 128,
-                     .intermediate_size = 256,
-                     .num_hidden_layers = 4,
-                     .num_attention_heads = 4,
-                     .num_key_value_heads = 2,
-                     .head_dim = 32,
-                     .rms_norm_eps = 1e-6,
-                     .rope_theta = 1e6,
-                     .tie_word_embeddings = false,
-                     .max_position_embeddings = 4096,
-                     .bos_token_ids = {},
-                     .eos_token_ids = {}};
+  Qwen3Config config = TinyQwen3Config();
   int64_t eos = -1;
   std::string drafter_out;
   int64_t draft_layers = 1;

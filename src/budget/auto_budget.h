@@ -1,63 +1,11 @@
 #pragma once
-// --verify-budget auto: per decode step, the number of draft rows M the drafted requests verify,
-// chosen to maximise expected committed tokens per second,
-//
-//   M* = argmax_M  (other + E'(M)) / (draft_s + feed · E'(M) + V(other + M)),
-//
-// where E(M) is the predictor's expected-token curve under Algorithm 1's split for every M
-// (dvl/budget_curve.h), E' = n + calibration · (E − n) corrects it by the tokens the drafted
-// steps actually committed, `other` requests verify only their anchor this step, and the times
-// come from the step-cost model fitted online (step_cost_model.h). M ranges over [n, W·n]: its
-// minimum verifies every anchor only, a plain decoding step after a wasted draft.
-//
-// Whether to draft at all is decided before drafting, so it rests on what past steps showed:
-// the gain g = best speculative rate / plain rate, computed at each drafted step as if all N
-// running requests were drafted with the same per-request expectations, and smoothed. Two modes:
-//   speculate  every new request gets a draft context and every step drafts; switches to plain
-//              when the smoothed g < 1 − margin, and then the running requests drop their draft
-//              contexts too (TakeDetach), so plain steps start at once
-//   plain      new requests get no draft context (steps cost exactly what --spec none costs),
-//              except probes: every probe_period-th admission (the period doubling per probe,
-//              up to max_probe_period); fed requests are drafted every probe_draft_every-th
-//              step, and their g switches back to speculate when it exceeds 1 + margin
-// Cold start. The prior: nothing is known but that costs are subadditive (k·x rows or requests
-// cost at most k times x: they could run as k batches) and that a plain step is always
-// available. So auto starts from plain decoding's point and explores upward, each step's
-// worst case bounded, before it trusts the fit (a ramp):
-//   1. it drafts one running request, verifying its anchor only (M = n = 1): the step costs a
-//      plain step plus drafting one request, and shows V(N) and a first point of D(n);
-//   2. if the first rows step (every fed request drafted, two rows each) now fits the loss
-//      budget (below), it goes there at once (a GPU: drafting is cheap); otherwise it drafts
-//      more requests, anchors only, doubling as far as the budget allows (a CPU: drafting is
-//      dear, and a second point of D tells its fixed cost from its per-request cost);
-//   3. then it drafts every fed request and doubles the rows per request, M = 2n, 4n, …, W·n,
-//      while the fitted optimum M* still lies at the largest M seen (the rate still improves
-//      there); it stops once M* falls inside the rows seen. A stopping step whose verify time
-//      breaks subadditivity against the previous ramp step (more than 1.25× the proportional
-//      bound) was slowed by other work and is taken again: alone in the top bin it would
-//      otherwise stop the climb below the knee for good.
-//   After every ramp step the fleet gain g (below) is computed from the fit as it stands, with
-//   rows past the largest seen at their least possible cost (that of the largest seen): once D
-//   has been seen at two request counts, g < 1 − margin on two ramp steps in a row —
-//   speculation would not pay even if more rows were free — turns to plain decoding.
-// Bounded exploration: exploring may lose, against plain decoding's cost for the same tokens,
-// at most explore_allowance_steps plain steps plus explore_share of the run's time so far (so
-// a short run loses a bounded few steps and a long one at most a small share).
-// Before each ramp or exploration step its worst-case loss is bounded from what was measured,
-// by subadditivity: D(n) ≤ D(n₀)·n/n₀ and V(x) ≤ V(x₀)·x/x₀ past the largest n₀, x₀
-// seen, with only plain's N tokens committed. A step that does not fit the budget is not
-// taken: a ramp step that does not fit ends the ramp — in speculation if the gain over the rows
-// measured so far exceeds 1 + margin, else in plain decoding (the safe choice; probes keep
-// gathering evidence) — and a periodic exploration step verifies M* instead. So on a CPU,
-// where drafting N requests or verifying W·N rows costs several plain steps, the ramp costs
-// a few small drafts before it settles on plain decoding; on a GPU, where rows up to the knee
-// are free, it reaches the knee in about log2 W doubling steps that already gain.
-// Then every explore_every-th drafted step verifies a neighbour of M* (3/4 M*, 5/4 M*, 3/4 M*,
-// then n: anchors only, the plain step's row count) to keep the fit current around the choice
-// and at plain decoding's point.
-//
-// Losslessness does not depend on any of this: k is a function of the drafts and of timings,
-// never of the acceptance randomness.
+// --verify-budget auto: per decode step, the draft rows M the drafted requests verify, chosen to
+// maximise expected committed tokens per second, M* = argmax_M (other + E'(M)) / (draft_s +
+// feed · E'(M) + V(other + M)) over M ∈ [n, W·n], with E from dvl/budget_curve.h and the times
+// from step_cost_model.h; and whether to draft at all (speculate / plain modes with probes), after
+// a cold-start ramp and with exploration, each within a loss budget against plain decoding. The
+// rules and their bounds: docs/VERIFY_BUDGET.md. k depends only on the drafts and on timings,
+// never on the acceptance randomness, so losslessness does not depend on any of this.
 
 #include <cstdint>
 #include <functional>

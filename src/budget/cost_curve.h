@@ -1,25 +1,9 @@
 #pragma once
 // An online, robust estimate of a cost curve y(x) — seconds against verified rows, or against
-// drafted requests — from noisy step timings, in bounded memory.
-//
-//   bins      x ≤ 128 one bin each; above, 32 bins per octave (about 2–3% of x wide)
-//   per bin   the latest kRing samples; the bin's value is their lower median (a step slowed
-//             by other work is one outlier among eight) and its x their mean; samples more than
-//             max_age samples old (over the whole curve) no longer count
-//   sparse    a bin of fewer than three samples is capped at 1.5× a first roofline fit, and
-//             at the cheapest bin of larger x (one-sided noise: it holds a slowed step)
-//   shape     pool-adjacent-violators over the bins' medians (weighted by sample count)
-//             makes the curve nondecreasing — more work never costs less — and averages
-//             noise between neighbours that disagree
-//   in range  linear interpolation between observed bins
-//   outside   the roofline fit y = max(a + b·x, c·x) over the bins (a, b, c ≥ 0), shifted to
-//             meet the nearest observed bin
-//   cold      with fewer than two observed bins: the prior shape max(1, x / prior_knee)
-//             scaled through the one observed bin (or prior_seconds at x = 1 with none)
-//
-// A bin that stops being visited keeps its samples until they age out (max_age), so a region
-// the controller no longer chooses cannot pin the curve to what the machine did long ago;
-// beyond the fresh bins the roofline fit extrapolates.
+// drafted requests — from noisy step timings, in bounded memory: per-bin lower medians of the
+// latest samples, made nondecreasing, interpolated inside the observed range and extrapolated by
+// a roofline fit max(a + b·x, c·x) outside it. The binning, outlier and ageing rules:
+// docs/VERIFY_BUDGET.md ("Cost curves").
 
 #include <array>
 #include <cstdint>

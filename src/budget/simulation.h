@@ -1,21 +1,9 @@
 #pragma once
-// The budget policies in a simulated closed loop against planted step times: the cost model's
-// simulation mode. Tests use it to check that auto converges where the planted hardware says it
-// should (near W·N/2 on a GPU-shaped curve, plain decoding on a CPU-shaped one), and
-// `auto_budget_sim` prints the trajectories.
-//
-// The loop: `concurrency` requests in flight, each finishing after `tokens_per_request` tokens
-// and replaced at once (until `requests` have been admitted, if set: then the batch shrinks and
-// the run ends when the last one finishes). Request r draws a per-draft acceptance α_r at
-// admission; its drafts survive with P(y ≥ j) = α_r^j (y capped at W − 1), and the predictor
-// sees α̂ = α_r · (1 + predictor_noise · z) (z standard normal, per drafted step). A step costs
-// D(drafted) + V(rows) + feed · fed rows, each part times a lognormal noise factor, and with
-// probability `outlier_share` a factor 3 (a step disturbed by other work).
-//
-// Common random numbers: request r's acceptance, accept draws and predictor noise come from
-// streams keyed by (seed, r), and step s's noise factors from a stream keyed by (seed, s), so
-// policies simulated with one seed serve the same requests on the same noisy machine; their
-// throughputs differ by their decisions, not by the draws each happened to get.
+// The budget policies in a simulated closed loop against planted step times (the cost model's
+// simulation mode), for the tests and `budget_sim_bench`: requests with planted acceptance rates,
+// step times D(drafted) + V(rows) + feed · fed rows with lognormal noise and outliers, and common
+// random numbers so policies run with one seed see the same requests and noise. The loop's rules:
+// docs/VERIFY_BUDGET.md ("The simulated loop").
 
 #include <cstdint>
 #include <functional>

@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "core/status.h"
-#include "dvl/dvl_shapes.h"
 
 namespace dscale::dvl {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 
 namespace dscale::dvl {
 

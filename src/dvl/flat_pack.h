@@ -17,9 +17,9 @@
 #include <span>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "core/status.h"
 #include "dvl/budget_allocator.h"
-#include "dvl/dvl_shapes.h"
 
 namespace dscale::dvl {
 

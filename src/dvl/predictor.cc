@@ -6,7 +6,8 @@
 #include <cmath>
 #include <span>
 
-#include "dvl/binary_io.h"
+#include "io/byte_buffer.h"
+#include "io/file_util.h"
 
 namespace dscale::dvl {
 namespace {
@@ -186,7 +187,7 @@ Predictor::Predictor(Projections projections, PredictorWeights weights)
 }
 
 Result<Predictor> Predictor::Load(const std::string& path, DrafterDims expected) {
-  DSCALE_ASSIGN_OR_RETURN(const std::vector<char> bytes, ReadWholeFile(path));
+  DSCALE_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path, kAnyFileSize));
   Result<Predictor> parsed = ParsePredictor(bytes, expected);
   if (!parsed.ok()) return parsed.status().WithContext("predictor file " + path);
   return parsed;
@@ -206,7 +207,8 @@ Status Predictor::Save(const std::string& path) const {
   for (const std::vector<float>* array : PayloadArrays(projections_, weights_)) {
     out.Floats(array->data(), array->size());
   }
-  return WriteWholeFile(path, out.bytes()).WithContext("predictor file " + path);
+  return WriteFileAtomically(path, out.bytes().data(), out.bytes().size())
+      .WithContext("predictor file " + path);
 }
 
 void PredictorMlpForward(const PredictorWeights& w, const float* normalised, float* hidden,

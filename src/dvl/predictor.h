@@ -1,36 +1,15 @@
 #pragma once
-// The DVL acceptance predictor (paper Eq. predictor): a 1735 → 64 (ReLU) → 15 MLP over
-// normalised features, plus the fixed feature projections it was trained with.
-//
-// Normalisation: before the MLP each feature is standardised with statistics computed on the
-// training split, x̂_d = (x_d − mean_d) / std_d. A feature that is constant in training gets
-// std_d = 1, so it maps to a constant. The statistics are part of the predictor file.
-//
-// File format (all little-endian; f32 are IEEE-754 binary32):
-//   offset  size  field
-//        0     8  magic "DSCLPRED"
-//        8     4  u32 version (kPredictorFileVersion = 1)
-//       12     4  u32 feature count (1735)
-//       16     4  u32 MLP hidden width (64)
-//       20     4  u32 outputs (15)
-//       24     4  u32 hidden projection width (64)
-//       28     4  u32 logit projection width (32)
-//       32     4  u32 drafter hidden size H
-//       36     4  u32 drafter vocabulary size V
-//       40     8  u64 projection seed
-//       48        f32 payload, in this order:
-//                 hidden projection [H, 64], logit projection [V, 32],
-//                 feature mean [1735], feature std [1735],
-//                 w1 [1735, 64], b1 [64], w2 [64, 15], b2 [15]
-// The file size must equal 48 + 4 · (payload floats) exactly. Matrices are input-major
-// ([in, out] row-major), so forward is out = x · w + b.
+// The DVL acceptance predictor (paper Eq. predictor): a 1735 → 64 (ReLU) → 15 MLP over features
+// standardised with the training split's statistics (x̂_d = (x_d − mean_d) / std_d), plus the
+// fixed feature projections it was trained with. Its file layout: docs/TRACE_FORMAT.md
+// ("Predictor files").
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "core/status.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/features.h"
 
 namespace dscale::dvl {

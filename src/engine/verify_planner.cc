@@ -2,8 +2,8 @@
 
 #include <chrono>
 
+#include "core/dvl_shapes.h"
 #include "dvl/budget_allocator.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/features.h"
 
 namespace dscale {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "io/qwen3_shapes.h"
 
 namespace dscale {
 namespace {
@@ -240,25 +241,18 @@ Qwen3Config LargeConfig(const Qwen3Config& small, const InflateShape& shape, int
 }  // namespace
 
 std::optional<InflateShape> NamedInflateShape(std::string_view name) {
-  auto qwen3 = [](int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads, bool tie) {
-    return InflateShape{.hidden_size = hidden,
-                        .intermediate_size = intermediate,
-                        .num_hidden_layers = layers,
-                        .num_attention_heads = heads,
-                        .num_key_value_heads = 8,
-                        .head_dim = 128,
-                        .vocab_size = 151936,
-                        .tie_word_embeddings = tie,
-                        .draft_layers = 0};
-  };
-  if (name == "qwen3-0.6b") return qwen3(1024, 3072, 28, 16, true);
-  if (name == "qwen3-1.7b") return qwen3(2048, 6144, 28, 16, true);
-  if (name == "qwen3-4b") return qwen3(2560, 9728, 36, 32, true);
-  if (name == "qwen3-8b") return qwen3(4096, 12288, 36, 32, false);
-  return std::nullopt;
+  const std::optional<Qwen3Config> config = NamedQwen3Config(name);
+  if (!config) return std::nullopt;
+  return ShapeOf(*config);
 }
 
-std::string NamedInflateShapes() { return "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b"; }
+std::string NamedInflateShapes() {
+  std::string names;
+  for (const std::string& name : NamedQwen3ConfigNames()) {
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
 
 InflateShape ShapeOf(const Qwen3Config& t) {
   return {.hidden_size = t.hidden_size,

@@ -31,8 +31,7 @@ struct InflateShape {
   int64_t draft_layers = 0;
 };
 
-// qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b (vocab 151936, head_dim 128, 8 KV heads); nullopt
-// for any other name.
+// The shape of NamedQwen3Config(name) (io/qwen3_shapes.h); nullopt for any other name.
 std::optional<InflateShape> NamedInflateShape(std::string_view name);
 // "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b", for messages.
 std::string NamedInflateShapes();

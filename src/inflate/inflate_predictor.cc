@@ -10,7 +10,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 
 namespace dscale {
 namespace {

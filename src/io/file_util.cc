@@ -124,4 +124,10 @@ Status AtomicFileWriter::Commit() {
   return Status::Ok();
 }
 
+Status WriteFileAtomically(const std::string& path, const void* data, size_t size) {
+  DSCALE_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(path));
+  DSCALE_RETURN_IF_ERROR(writer.Write(data, size));
+  return writer.Commit();
+}
+
 }  // namespace dscale

@@ -3,6 +3,7 @@
 // a missing file gives NotFound, any other refusal by the OS gives IoError.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
@@ -42,6 +43,9 @@ class UniqueFd {
 // Reads a whole regular file. DataLoss when it is larger than `max_bytes`.
 Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes = size_t{64} << 20);
 
+// No size limit, for files whose size the format itself checks (predictor, traces).
+inline constexpr size_t kAnyFileSize = SIZE_MAX;
+
 // Writes a file so that readers never see it half written: bytes go to a temporary file next to
 // `path`, which replaces `path` on Commit(). Dropping the writer without Commit() removes the
 // temporary file.
@@ -67,5 +71,9 @@ class AtomicFileWriter {
   std::string temp_path_;  // empty once committed or abandoned
   UniqueFd fd_;
 };
+
+// `size` bytes written through an AtomicFileWriter: `path` holds either its old contents or all
+// of the new ones.
+Status WriteFileAtomically(const std::string& path, const void* data, size_t size);
 
 }  // namespace dscale

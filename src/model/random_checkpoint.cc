@@ -97,6 +97,22 @@ Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
 
 }  // namespace
 
+Qwen3Config TinyQwen3Config() {
+  return {.vocab_size = 512,
+          .hidden_size = 128,
+          .intermediate_size = 256,
+          .num_hidden_layers = 4,
+          .num_attention_heads = 4,
+          .num_key_value_heads = 2,
+          .head_dim = 32,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 1e6,
+          .tie_word_embeddings = false,
+          .max_position_embeddings = 4096,
+          .bos_token_ids = {},
+          .eos_token_ids = {}};
+}
+
 std::vector<TensorToWrite> RandomQwen3Tensors(const Qwen3Config& config, uint64_t seed,
                                               DType dtype) {
   return RandomTensors(Qwen3TensorShapes(config), seed, dtype);

@@ -17,6 +17,10 @@
 
 namespace dscale {
 
+// `make-tiny`'s default target: vocab 512, hidden 128, intermediate 256, 4 layers, 4 heads over
+// 2 KV heads of 32, RoPE θ 1e6, 4096 positions, untied, no EOS.
+Qwen3Config TinyQwen3Config();
+
 // Every tensor of Qwen3TensorShapes(config), seeded; values are already rounded to `dtype`, so
 // loading the written file gives exactly these values back.
 std::vector<TensorToWrite> RandomQwen3Tensors(const Qwen3Config& config, uint64_t seed,

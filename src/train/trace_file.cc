@@ -7,13 +7,11 @@
 #include <span>
 #include <utility>
 
-#include "dvl/binary_io.h"
+#include "io/byte_buffer.h"
+#include "io/file_util.h"
 
 namespace dscale::train {
 namespace {
-
-using dvl::ByteReader;
-using dvl::ByteWriter;
 
 constexpr uint32_t kMaxDrafterHidden = 1u << 20;
 constexpr uint32_t kMaxDrafterVocab = 1u << 24;
@@ -156,7 +154,7 @@ Status TraceWriter::Close() {
 }
 
 Result<TraceSet> ReadTraceFile(const std::string& path) {
-  DSCALE_ASSIGN_OR_RETURN(const std::vector<char> bytes, dvl::ReadWholeFile(path));
+  DSCALE_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path, kAnyFileSize));
   Result<TraceSet> set = ParseTrace(bytes);
   if (!set.ok()) return set.status().WithContext("trace file " + path);
   return set;

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "core/status.h"
-#include "dvl/dvl_shapes.h"
 
 namespace dscale::train {
 

@@ -27,30 +27,13 @@
 #include "model/packed_batch.h"
 #include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
+#include "support/tiny_models.h"
 
 namespace dscale::testing {
 
 inline constexpr double kMaxErrorOfRms = 0.10;
 inline constexpr double kMeanErrorOfRms = 0.02;
 inline constexpr int32_t kPageSize = 16;
-
-// Small but with every structural feature: GQA (2 query heads per kv head), several layers,
-// head_dim a multiple of the warp width, an untied LM head unless `tie`.
-inline Qwen3Config TinyDeviceConfig(bool tie = false) {
-  return {.vocab_size = 512,
-          .hidden_size = 128,
-          .intermediate_size = 256,
-          .num_hidden_layers = 3,
-          .num_attention_heads = 4,
-          .num_key_value_heads = 2,
-          .head_dim = 32,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 1e6,
-          .tie_word_embeddings = tie,
-          .max_position_embeddings = 4096,
-          .bos_token_ids = {},
-          .eos_token_ids = {0}};
-}
 
 inline double Rms(const std::vector<float>& v) {
   double sum = 0.0;

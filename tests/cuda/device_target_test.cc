@@ -28,8 +28,8 @@
 #include "model/cuda/device_drafter_host.h"
 #include "model/greedy_decode.h"
 #include "model/logit_bounds.h"
-#include "model/model_test_util.h"
 #include "model/random_checkpoint.h"
+#include "support/tiny_models.h"
 
 namespace dscale {
 namespace {

@@ -30,9 +30,9 @@
 #include "kernels/cuda/graph.h"
 #include "model/cuda/device_drafter.h"
 #include "model/cuda/device_drafter_host.h"
-#include "model/model_test_util.h"
 #include "model/packed_batch.h"
 #include "model/random_checkpoint.h"
+#include "support/tiny_models.h"
 
 namespace dscale {
 namespace {

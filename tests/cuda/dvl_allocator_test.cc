@@ -19,10 +19,10 @@
 #include <span>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
 #include "dvl/budget_allocator.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
 #include "kernels/cuda/dvl_pack.h"
 #include "kernels/kernel_test_util.h"

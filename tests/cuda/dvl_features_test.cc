@@ -44,9 +44,9 @@
 #include <string>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/features.h"
 #include "dvl/predictor.h"
 #include "kernels/cuda/dvl_predictor.h"
@@ -73,7 +73,7 @@ using testing::Gamma;
 using testing::kUnitRoundoff;
 using testing::PoisonedBuffer;
 using testing::RandomNormal;
-using testing::RandomPredictor;
+using testing::RandomNormalisedPredictor;
 
 constexpr int64_t kChunkRows = 512;  // the CPU's projection block (features.cc)
 constexpr int kMaxReportedFailures = 10;
@@ -306,7 +306,7 @@ TEST_F(CudaDvlFeaturesTest, PredictorMatchesCpuOnTheSameFeatures) {
   constexpr int64_t kHidden = 24;
   constexpr int64_t kVocab = 300;
   constexpr int64_t kExtraRequests = 3;
-  const dvl::Predictor predictor = RandomPredictor(kHidden, kVocab, 7);
+  const dvl::Predictor predictor = RandomNormalisedPredictor(kHidden, kVocab, 7);
   const DevicePredictor device_predictor(predictor);
   const dvl::PredictorWeights& w = predictor.weights();
   std::mt19937 rng(302);

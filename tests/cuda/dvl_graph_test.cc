@@ -16,10 +16,10 @@
 #include <random>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
 #include "dvl/budget_allocator.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
 #include "kernels/cuda/dvl_decision.h"
 #include "kernels/cuda/dvl_features.h"
@@ -35,7 +35,7 @@ using dvl::kFeatureCount;
 using testing::CudaTest;
 using testing::DevicePredictor;
 using testing::RandomNormal;
-using testing::RandomPredictor;
+using testing::RandomNormalisedPredictor;
 using testing::SameBits;
 
 constexpr int64_t kHidden = 256;
@@ -256,7 +256,7 @@ TEST_F(CudaDvlGraphTest, ReplayForThreeStepsEqualsEagerBitwiseWithoutAllocating)
                                      .capacity = dvl::BucketCapacity(config, bucket),
                                      .hidden_size = kHidden,
                                      .vocab_size = kVocab};
-  const dvl::Predictor predictor = RandomPredictor(kHidden, kVocab, 11);
+  const dvl::Predictor predictor = RandomNormalisedPredictor(kHidden, kVocab, 11);
   const DevicePredictor device_predictor(predictor);
   BucketBuffers buffers(shape, device_predictor);
   const auto enqueue = [&](cudaStream_t s) { cuda::EnqueueDvlDecision(shape, buffers.view(), s); };
@@ -294,7 +294,7 @@ TEST_F(CudaDvlGraphTest, ReplayForThreeStepsEqualsEagerBitwiseWithoutAllocating)
 // replays it on every later step.
 TEST_F(CudaDvlGraphTest, GraphCacheCapturesEachBucketOnce) {
   dvl::BucketConfig config;
-  const dvl::Predictor predictor = RandomPredictor(kHidden, kVocab, 12);
+  const dvl::Predictor predictor = RandomNormalisedPredictor(kHidden, kVocab, 12);
   const DevicePredictor device_predictor(predictor);
   std::mt19937 rng(602);
   // Each bucket's buffers live as long as the cache, like a workspace pool's.

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "dvl/features.h"
 #include "dvl/predictor.h"
 #include "kernels/cuda/cuda_check.h"
@@ -28,7 +28,7 @@ inline double Gamma(double m) { return m * kUnitRoundoff / (1.0 - m * kUnitRound
 // weights: feature statistics that give normalised features of order one, and an MLP whose
 // pre-activations are too. The batch-context block keeps mean 0 and std 1, so its zeros stay
 // exact zeros (the MLP's skip path).
-inline dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed) {
+inline dvl::Predictor RandomNormalisedPredictor(int64_t hidden, int64_t vocab, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> spread(0.5f, 3.0f);

@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cuda/softmax.h"

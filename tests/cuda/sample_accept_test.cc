@@ -25,9 +25,9 @@
 #include <span>
 #include <vector>
 
+#include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
-#include "dvl/dvl_shapes.h"
 #include "dvl/flat_pack.h"
 #include "kernels/cuda/graph.h"
 #include "kernels/kernel_test_util.h"

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "dvl/binary_io.h"
 #include "dvl/scoped_temp_dir.h"
 #include "float_bounds.h"
+#include "io/file_util.h"
 
 namespace dscale::dvl {
 namespace {
@@ -32,7 +32,10 @@ Predictor RandomPredictor(uint64_t seed) {
   return Predictor(MakeProjections(kHidden, kVocab, seed), std::move(w));
 }
 
-std::vector<char> Bytes(const std::string& path) { return ReadWholeFile(path).value(); }
+std::vector<char> Bytes(const std::string& path) {
+  const std::string bytes = ReadFileToString(path, kAnyFileSize).value();
+  return {bytes.begin(), bytes.end()};
+}
 
 void WriteBytes(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream(path, std::ios::binary)

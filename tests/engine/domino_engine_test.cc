@@ -18,20 +18,8 @@ using testing::EngineTestTargetConfig;
 using testing::RandomPrompts;
 using testing::RunPrompts;
 
-class DominoEngineTest : public ::testing::TestWithParam<KvDtype> {
- protected:
-  DominoEngineTest()
-      : target_(EngineTestTargetConfig(),
-                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
-        predictor_(testing::RandomPredictor(64, 131, 3)) {}
-
-  Qwen3Model target_;
-  dvl::Predictor predictor_;
-};
-
-std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
-  return std::string(KvDtypeName(info.param));
-}
+class DominoEngineTest : public testing::EngineFixture,
+                         public ::testing::WithParamInterface<KvDtype> {};
 
 TEST_P(DominoEngineTest, GreedyOutputEqualsPlainDecodingInDFlashAndDScaleModes) {
   const KvDtype kv = GetParam();
@@ -66,7 +54,7 @@ TEST_P(DominoEngineTest, GreedyOutputEqualsPlainDecodingInDFlashAndDScaleModes) 
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, DominoEngineTest,
-                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
 }  // namespace
 }  // namespace dscale

@@ -21,12 +21,8 @@ using testing::EngineTestTargetConfig;
 using testing::RandomPrompts;
 using testing::RunPrompts;
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public testing::EngineFixture {
  protected:
-  EngineTest()
-      : target_(EngineTestTargetConfig(),
-                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)) {}
-
   // Plain greedy outputs, stopping at EOS unless `ignore_eos`.
   std::vector<std::vector<int32_t>> Reference(const std::vector<std::vector<int32_t>>& prompts,
                                               int32_t max_tokens, bool ignore_eos = false,
@@ -43,18 +39,11 @@ class EngineTest : public ::testing::Test {
   GenerationParams Greedy(int32_t max_tokens) {
     return {.max_tokens = max_tokens, .stop_ids = target_.config().eos_token_ids};
   }
-
-  Qwen3Model target_;
-  const float tie_ = testing::EngineTestTieTolerance(target_);
 };
 
 // The losslessness tests run on the default BF16 cache and on an f32 one, whose tie tolerance is
 // ~160× tighter (EngineTestTieTolerance), so the speculation logic stays under a sharp check.
 class EngineKvDtypeTest : public EngineTest, public ::testing::WithParamInterface<KvDtype> {};
-
-std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
-  return std::string(KvDtypeName(info.param));
-}
 
 // Greedy output is identical across none, dflash and fixed:4..16 at c = 1 and c = 16. Where a
 // request's output differs from plain greedy decoding, the test requires the target's top two
@@ -89,7 +78,7 @@ TEST_P(EngineKvDtypeTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, EngineKvDtypeTest,
-                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
 // The planted-error drafter proposes the true greedy continuation with one wrong token per step;
 // the accepted count must equal the drafts before that error (capped by the rows verified).
@@ -288,17 +277,7 @@ TEST_F(EngineTest, StreamsTokensAndStopsOnStopIds) {
 namespace dscale {
 namespace {
 
-class DScaleEngineTest : public ::testing::Test {
- protected:
-  DScaleEngineTest()
-      : target_(EngineTestTargetConfig(),
-                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
-        predictor_(testing::RandomPredictor(64, 131, 3)) {}
-
-  Qwen3Model target_;
-  dvl::Predictor predictor_;
-  const float tie_ = testing::EngineTestTieTolerance(target_);
-};
+using DScaleEngineTest = testing::EngineFixture;
 
 // dscale verifies k_i rows per request chosen by the DVL allocator; greedy output must equal
 // plain decoding, on either KV dtype (as EngineKvDtypeTest). Divergences are allowed only at
@@ -334,7 +313,7 @@ TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, DScaleEngineKvDtypeTest,
-                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), KvDtypeCase);
+                         ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
 // Every decode step verifies exactly W·N/2 rows, and the lengths differ between requests.
 TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {

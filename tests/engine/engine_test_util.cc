@@ -6,37 +6,15 @@
 #include <map>
 #include <random>
 
-#include "dvl/features.h"
 #include "model/logit_bounds.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale::testing {
 
-Qwen3Config EngineTestTargetConfig(int64_t vocab) {
-  return {.vocab_size = vocab,
-          .hidden_size = 64,
-          .intermediate_size = 96,
-          .num_hidden_layers = 3,
-          .num_attention_heads = 4,
-          .num_key_value_heads = 2,
-          .head_dim = 16,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 10000.0,
-          .tie_word_embeddings = false,
-          .max_position_embeddings = 2048,
-          .bos_token_ids = {},
-          .eos_token_ids = {vocab - 1}};
-}
-
-dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  dvl::PredictorWeights w = dvl::PredictorWeights::Zeros();
-  for (float& v : w.w1) v = 0.05f * normal(rng);
-  for (float& v : w.w2) v = 0.5f * normal(rng);
-  for (float& v : w.b2) v = 1.0f + normal(rng);
-  return dvl::Predictor(dvl::MakeProjections(hidden, vocab, seed), std::move(w));
-}
+EngineFixture::EngineFixture()
+    : target_(EngineTestTargetConfig(),
+              RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
+      predictor_(RandomPredictor(target_.config().hidden_size, target_.config().vocab_size, 3)) {}
 
 std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32_t seed,
                                                 int32_t max_length) {

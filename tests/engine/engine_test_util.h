@@ -2,23 +2,20 @@
 // Helpers for engine tests: tiny random target + DFlash drafter pairs, running prompts through
 // an engine, and the near-tie check that greedy comparisons state explicitly.
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dvl/predictor.h"
 #include "engine/engine.h"
 #include "model/dflash_drafter.h"
-#include "model/model_test_util.h"
 #include "model/qwen3_model.h"
+#include "support/tiny_models.h"
 
 namespace dscale::testing {
-
-Qwen3Config EngineTestTargetConfig(int64_t vocab = 131);
-
-// A DVL predictor with random weights (so lengths vary by request) for a drafter of this
-// hidden size and vocabulary.
-dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed);
 
 struct EngineRun {
   std::vector<std::vector<int32_t>> outputs;  // in prompt order
@@ -59,5 +56,22 @@ bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
 // value to do so.
 inline constexpr int64_t kEngineTestMaxContext = 128;
 float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv = KvDtype::kBf16);
+
+// The test-name suffix of a KvDtype parameter ("bf16", "f32").
+inline std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
+  return std::string(KvDtypeName(info.param));
+}
+
+// The engine tests' models: an EngineTestTargetConfig() target with f32 weights (seed 5), a
+// random predictor for its drafters (seed 3), and the tie tolerance of greedy comparisons on the
+// default BF16 cache.
+class EngineFixture : public ::testing::Test {
+ protected:
+  EngineFixture();
+
+  Qwen3Model target_;
+  dvl::Predictor predictor_;
+  const float tie_ = EngineTestTieTolerance(target_);
+};
 
 }  // namespace dscale::testing

@@ -26,13 +26,8 @@ budget::SpsTable CpuLikeSps() {
   return {.tokens = {1, 16, 64, 512}, .steps_per_second = {500, 200, 60, 8}};
 }
 
-class VerifyBudgetEngineTest : public ::testing::Test {
+class VerifyBudgetEngineTest : public testing::EngineFixture {
  protected:
-  VerifyBudgetEngineTest()
-      : target_(EngineTestTargetConfig(),
-                RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
-        predictor_(testing::RandomPredictor(64, 131, 3)) {}
-
   EngineConfig Config(const std::string& spec, const std::string& budget, int32_t c) {
     EngineConfig config{.policy = LengthPolicy::Parse(spec).value(),
                         .max_running = c,
@@ -42,10 +37,7 @@ class VerifyBudgetEngineTest : public ::testing::Test {
     return config;
   }
 
-  Qwen3Model target_;
-  dvl::Predictor predictor_;
   budget::SpsTable sps_ = CpuLikeSps();
-  const float tie_ = testing::EngineTestTieTolerance(target_);
 };
 
 TEST_F(VerifyBudgetEngineTest, GreedyOutputEqualsPlainDecodingWithAutoAndDSpark) {

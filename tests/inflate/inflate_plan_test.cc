@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "core/dtype.h"
-#include "model/model_test_util.h"
+#include "support/tiny_models.h"
 
 namespace dscale {
 namespace {

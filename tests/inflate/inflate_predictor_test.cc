@@ -10,7 +10,7 @@
 #include <random>
 
 #include "../engine/engine_test_util.h"
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "dvl/features.h"
 #include "float_bounds.h"
 

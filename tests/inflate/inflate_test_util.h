@@ -13,10 +13,10 @@
 #include "../dvl/scoped_temp_dir.h"
 #include "inflate/inflate_checkpoint.h"
 #include "model/dflash_drafter.h"
-#include "model/model_test_util.h"
 #include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
 #include "pair_bounds.h"
+#include "support/tiny_models.h"
 
 namespace dscale::testing {
 

@@ -4,24 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/qwen3_shapes.h"
+
 namespace dscale {
 namespace {
 
-Qwen3Config Target36() {
-  return {.vocab_size = 151936,
-          .hidden_size = 4096,
-          .intermediate_size = 12288,
-          .num_hidden_layers = 36,
-          .num_attention_heads = 32,
-          .num_key_value_heads = 8,
-          .head_dim = 128,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 1e6,
-          .tie_word_embeddings = false,
-          .max_position_embeddings = 40960,
-          .bos_token_ids = {},
-          .eos_token_ids = {151645}};
-}
+// Qwen3-8B: 36 layers.
+Qwen3Config Target36() { return *NamedQwen3Config("qwen3-8b"); }
 
 // The z-lab Qwen3-8B-DFlash-b16 config shape.
 nlohmann::json DraftJson() {

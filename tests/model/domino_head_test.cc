@@ -16,7 +16,7 @@
 
 #include "model/dflash_drafter.h"
 #include "model/random_checkpoint.h"
-#include "model_test_util.h"
+#include "support/tiny_models.h"
 
 namespace dscale {
 namespace {

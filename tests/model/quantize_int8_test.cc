@@ -21,8 +21,8 @@
 #include "logit_bounds.h"
 #include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
-#include "model_test_util.h"
 #include "reference_forward.h"
+#include "support/tiny_models.h"
 
 namespace dscale {
 namespace {

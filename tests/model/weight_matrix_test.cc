@@ -17,7 +17,7 @@
 #include "kernels/reference/reference_kernels.h"
 #include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
-#include "model_test_util.h"
+#include "support/tiny_models.h"
 
 namespace dscale {
 namespace {

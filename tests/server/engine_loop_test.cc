@@ -7,31 +7,15 @@
 
 #include <thread>
 
-#include "model/model_test_util.h"
 #include "model/poisoned_target.h"
 #include "model/random_checkpoint.h"
 #include "server_test_util.h"
+#include "support/tiny_models.h"
 
 namespace dscale::server {
 namespace {
 
 using namespace std::chrono_literals;
-
-Qwen3Config TinyConfig() {
-  return {.vocab_size = 512,
-          .hidden_size = 32,
-          .intermediate_size = 48,
-          .num_hidden_layers = 2,
-          .num_attention_heads = 2,
-          .num_key_value_heads = 1,
-          .head_dim = 16,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 10000.0,
-          .tie_word_embeddings = false,
-          .max_position_embeddings = 2048,
-          .bos_token_ids = {},
-          .eos_token_ids = {}};
-}
 
 // Reads a channel to the end: the text and the final update.
 RequestChannel::Update Drain(RequestChannel& channel) {
@@ -52,7 +36,9 @@ RequestChannel::Update Drain(RequestChannel& channel) {
 
 class EngineLoopTest : public ::testing::Test {
  protected:
-  EngineLoopTest() : target_(TinyConfig(), RandomQwen3Weights(TinyConfig(), 3, DType::kF32)) {
+  EngineLoopTest()
+      : target_(dscale::testing::EngineLoopConfig(),
+                RandomQwen3Weights(dscale::testing::EngineLoopConfig(), 3, DType::kF32)) {
     drafter_ = dscale::testing::RandomDrafter(target_, 4);
   }
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "spec/prefix_verifier.h"
 #include "spec/sampling.h"
 

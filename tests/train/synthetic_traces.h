@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "train/trace_file.h"
 
 namespace dscale::train::testing {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "dvl/binary_io.h"
 #include "dvl/scoped_temp_dir.h"
+#include "io/file_util.h"
 #include "synthetic_traces.h"
 
 namespace dscale::train {
@@ -36,7 +36,10 @@ std::string TraceFileTest::WriteTraces(const TraceSet& set, const std::string& n
   return path;
 }
 
-std::vector<char> Bytes(const std::string& path) { return dvl::ReadWholeFile(path).value(); }
+std::vector<char> Bytes(const std::string& path) {
+  const std::string bytes = ReadFileToString(path, kAnyFileSize).value();
+  return {bytes.begin(), bytes.end()};
+}
 
 void TraceFileTest::ExpectReadError(const std::vector<char>& bytes, const std::string& what) {
   const std::string path = TempPath("corrupt.trace");

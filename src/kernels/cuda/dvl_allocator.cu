@@ -1,3 +1,14 @@
+// AllocateInto runs in one thread block (the paper's choice: no host round trip and no
+// inter-block synchronisation). The block is a single warp: each grow or shrink is a warp-wide
+// arg-max/arg-min over the requests, lane l scanning requests l, l + 32, ... and the lanes
+// combining with shuffles, so an update costs no block barrier. Every comparison and the
+// double-precision seed sums are the CPU's, so for the same q (no NaN) the seeds, lengths and
+// offsets are the same bits as dvl::AllocateInto's.
+//
+// PrefixScoresFromLogits evaluates σ with CUDA's expf (within 2 ulp; glibc's within 1), so q
+// from the same logits can differ from the CPU's in the last bits; allocations then agree unless
+// a comparison or a seed's rounding is decided by that noise.
+
 #include <cstdint>
 
 #include "core/check.h"

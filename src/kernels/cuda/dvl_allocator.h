@@ -8,16 +8,8 @@
 //   while Δ < 0: shrink i* = argmin_{k_i > 1} q_{i,k_i−1}
 // with the lowest request index winning ties in both loops, as on the CPU.
 //
-// AllocateInto runs in one thread block (the paper's choice: no host round trip and no
-// inter-block synchronisation). The block is a single warp: each grow or shrink is a warp-wide
-// arg-max/arg-min over the requests, lane l scanning requests l, l + 32, ... and the lanes
-// combining with shuffles, so an update costs no block barrier. Every comparison and the
-// double-precision seed sums are the CPU's, so for the same q (no NaN) the seeds, lengths and
-// offsets are the same bits as dvl::AllocateInto's.
-//
-// PrefixScoresFromLogits evaluates σ with CUDA's expf (within 2 ulp; glibc's within 1), so q
-// from the same logits can differ from the CPU's in the last bits; allocations then agree unless
-// a comparison or a seed's rounding is decided by that noise.
+// For the same q (no NaN) the seeds, lengths and offsets are dvl::AllocateInto's bits; q itself
+// may differ from the CPU's in its last bits (CUDA's expf). How: dvl_allocator.cu.
 
 #include <cuda_runtime_api.h>
 

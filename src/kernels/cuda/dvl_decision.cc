@@ -1,7 +1,7 @@
 #include "kernels/cuda/dvl_decision.h"
 
 #include "core/check.h"
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "kernels/cuda/dvl_allocator.h"
 #include "kernels/cuda/dvl_features.h"
 #include "kernels/cuda/dvl_predictor.h"

@@ -1,8 +1,8 @@
 #pragma once
 // What the DVL decision kernels (dvl_features.h, dvl_predictor.h, dvl_allocator.h, dvl_pack.h)
 // share: the per-step scalars they read from device memory, and device views of the predictor
-// file's arrays. Shapes come from dvl/dvl_shapes.h (constants only; nothing is linked from the
-// DVL library), so the kernels and the CPU reference cannot drift apart.
+// file's arrays. Shapes come from core/dvl_shapes.h, shared with the CPU reference in src/dvl, so
+// the two cannot drift apart.
 //
 // Why the live count and the budget live in device memory: a captured graph freezes every
 // kernel argument, but one bucket's graph serves every live count N ≤ N_bs. Launch sizes are
@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 
 namespace dscale::cuda {
 

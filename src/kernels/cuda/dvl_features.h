@@ -8,25 +8,9 @@
 //   [1230, 1710)  (logits − mean(logits)) · P_logit, per position (32 values)
 //   [1710, 1735)  [N, 0, 0, 1, 0 × 21], N = step->live_count
 //
-// Work is queued as three kernels:
-//   1. one block per (request, position) row: each thread keeps the 16 largest values of its
-//      strided slice, the block merges those into the row's 16 largest, then sums e^(x − max)
-//      and e^(x − max)·(x − max) in double (the softmax statistics) and the row in double (its
-//      mean, the logit projection's centre);
-//   2. the two projections over 512-row chunks of P: each thread owns one (position, column)
-//      output, subtracts the centre from each value first (so no large uncentred sum cancels
-//      later) and accumulates its chunk in float, in row order, with fused multiply-adds;
-//   3. the chunk sums added in double, in chunk order, and rounded once to float.
-// Nothing is atomic, so a step's features are the same bits whether run eagerly or replayed
-// from a graph.
-//
-// Agreement with the CPU: the top logit and the 15 gaps are the same bits (the 16 largest
-// values are selected exactly and each gap is one subtraction). The log-probability and entropy
-// differ by the two sides' exponentials (CUDA's expf, within 2 ulp; the CPU's vectorised one)
-// and the CPU's float-lane partial sums: a few parts in 10⁶ of (1 + |value|). Each projection
-// is within γ_514·Σ_r|(x_r − mean)·p_r| of the exact centred product; the CPU's (one uncentred
-// BLAS product, then − mean·(1ᵀP)) carries the rounding of a length-V float product instead.
-// tests/cuda/dvl_features_test.cc states the bounds.
+// Three kernels, nothing atomic: a step's features are the same bits eagerly or replayed from a
+// graph. The top logit and its 15 gaps equal the CPU's bits; the rest is within the bounds
+// stated in tests/cuda/dvl_features_test.cc (the kernels and the reasons: dvl_features.cu).
 
 #include <cuda_runtime_api.h>
 

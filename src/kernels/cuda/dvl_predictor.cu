@@ -1,7 +1,7 @@
 #include <limits>
 
 #include "core/check.h"
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dvl_predictor.h"
 

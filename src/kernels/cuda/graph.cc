@@ -1,5 +1,22 @@
 #include "kernels/cuda/graph.h"
 
+// A replay runs the recorded kernels with the recorded arguments, so it reads and writes the
+// same device addresses as the capture did. The caller therefore keeps every input and output at
+// fixed addresses (the bucket's fixed-address workspace), copies each step's inputs into them
+// (cudaMemcpyAsync on the replay stream) before the replay, and passes anything that changes
+// from step to step — the live count, the budget — through device memory, never as a kernel
+// argument (see dvl_device.h).
+//
+// What may be captured: kernel launches, cudaMemcpyAsync and cudaMemsetAsync on the capture
+// stream. Capture runs in cudaStreamCaptureModeThreadLocal, so on this thread a cudaMalloc, a
+// synchronous copy or a stream or device synchronisation fails (and its DSCALE_CUDA_CHECK
+// aborts naming it) instead of being silently left out of the graph; stream-ordered
+// allocations (cudaMallocAsync) would become allocation nodes, which Capture rejects. A replay
+// therefore never allocates and never waits for the host.
+//
+// Run the work once eagerly before capturing it: that loads the kernels' modules (drivers
+// before CUDA 12.3 cannot load them during a capture) and proves the launches valid.
+
 #include <utility>
 #include <vector>
 

@@ -3,22 +3,11 @@
 // the work of one bucket is recorded once by stream capture, instantiated, and then replayed
 // every step with one launch.
 //
-// A replay runs the recorded kernels with the recorded arguments, so it reads and writes the
-// same device addresses as the capture did. The caller therefore keeps every input and output at
-// fixed addresses (the bucket's fixed-address workspace), copies each step's inputs into them
-// (cudaMemcpyAsync on the replay stream) before the replay, and passes anything that changes
-// from step to step — the live count, the budget — through device memory, never as a kernel
-// argument (see dvl_device.h).
-//
-// What may be captured: kernel launches, cudaMemcpyAsync and cudaMemsetAsync on the capture
-// stream. Capture runs in cudaStreamCaptureModeThreadLocal, so on this thread a cudaMalloc, a
-// synchronous copy or a stream or device synchronisation fails (and its DSCALE_CUDA_CHECK
-// aborts naming it) instead of being silently left out of the graph; stream-ordered
-// allocations (cudaMallocAsync) would become allocation nodes, which Capture rejects. A replay
-// therefore never allocates and never waits for the host.
-//
-// Run the work once eagerly before capturing it: that loads the kernels' modules (drivers
-// before CUDA 12.3 cannot load them during a capture) and proves the launches valid.
+// A replay reads and writes the addresses the capture did: the caller keeps inputs and outputs
+// at fixed addresses, copies each step's inputs into them on the replay stream, and passes what
+// changes per step (live count, budget) through device memory (dvl_device.h). Only kernel
+// launches and async copies/memsets on the capture stream may be captured; run the work once
+// eagerly first. Why, and what Capture rejects: graph.cc.
 
 #include <cuda_runtime_api.h>
 

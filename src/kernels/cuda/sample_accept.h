@@ -32,7 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 
 namespace dscale::cuda {
 

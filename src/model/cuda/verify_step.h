@@ -22,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-#include "dvl/dvl_shapes.h"
+#include "core/dvl_shapes.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dvl_pack.h"

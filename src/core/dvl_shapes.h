@@ -3,6 +3,10 @@
 // rows: the anchor (the last committed token, always verified) and 15 new draft positions.
 // The acceptance predictor sees 1735 features per request and emits one logit per new draft
 // position.
+//
+// These constants live in core, not in dvl, because the device kernels and the device model
+// (kernels/cuda, model/cuda: layers below dvl) implement the same decision and need the same
+// shapes without depending on the DVL library.
 
 #include <cstdint>
 

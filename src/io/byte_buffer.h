@@ -1,16 +1,16 @@
 #pragma once
-// Little-endian byte buffers and whole-file reads/writes for the predictor and trace files.
-// Readers check the size up front (so they can name what is missing); ByteReader CHECKs
-// against overruns, which would be a bug in that up-front check.
+// Little-endian byte buffers for the binary file formats (predictor, traces); whole-file reads
+// and writes are in io/file_util.h. Readers check the size up front (so they can name what is
+// missing); ByteReader CHECKs against overruns, which would be a bug in that up-front check.
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "core/check.h"
 
-namespace dscale::dvl {
+namespace dscale {
 
 class ByteReader {
  public:
@@ -45,11 +45,4 @@ class ByteWriter {
   std::vector<char> bytes_;
 };
 
-// The whole file; NotFound / IoError name the path.
-Result<std::vector<char>> ReadWholeFile(const std::string& path);
-
-// Writes `bytes` to path + ".tmp" and renames it over `path`, so a reader never sees a
-// half-written file.
-Status WriteWholeFile(const std::string& path, std::span<const char> bytes);
-
-}  // namespace dscale::dvl
+}  // namespace dscale

@@ -1,0 +1,41 @@
+#include "io/qwen3_shapes.h"
+
+#include <cstdint>
+
+namespace dscale {
+namespace {
+
+Qwen3Config DenseQwen3(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads,
+                       bool tie) {
+  return {.vocab_size = 151936,
+          .hidden_size = hidden,
+          .intermediate_size = intermediate,
+          .num_hidden_layers = layers,
+          .num_attention_heads = heads,
+          .num_key_value_heads = 8,
+          .head_dim = 128,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 1e6,
+          .tie_word_embeddings = tie,
+          .max_position_embeddings = 40960,
+          .bos_token_ids = {},
+          .eos_token_ids = {151645}};
+}
+
+}  // namespace
+
+std::optional<Qwen3Config> NamedQwen3Config(std::string_view name) {
+  if (name == "qwen3-0.6b") return DenseQwen3(1024, 3072, 28, 16, true);
+  if (name == "qwen3-1.7b") return DenseQwen3(2048, 6144, 28, 16, true);
+  if (name == "qwen3-4b") return DenseQwen3(2560, 9728, 36, 32, true);
+  if (name == "qwen3-8b") return DenseQwen3(4096, 12288, 36, 32, false);
+  return std::nullopt;
+}
+
+const std::vector<std::string>& NamedQwen3ConfigNames() {
+  static const std::vector<std::string> names = {"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
+                                                 "qwen3-8b"};
+  return names;
+}
+
+}  // namespace dscale

@@ -1,0 +1,159 @@
+#include "support/tiny_models.h"
+
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "dvl/features.h"
+#include "model/random_checkpoint.h"
+
+namespace dscale::testing {
+
+Qwen3Config OddTinyConfig() {
+  return {.vocab_size = 131,
+          .hidden_size = 72,
+          .intermediate_size = 100,
+          .num_hidden_layers = 3,
+          .num_attention_heads = 4,
+          .num_key_value_heads = 2,
+          .head_dim = 32,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 10000.0,
+          .tie_word_embeddings = false,
+          .max_position_embeddings = 1024,
+          .bos_token_ids = {},
+          .eos_token_ids = {130}};
+}
+
+Qwen3Config EngineTestTargetConfig(int64_t vocab) {
+  return {.vocab_size = vocab,
+          .hidden_size = 64,
+          .intermediate_size = 96,
+          .num_hidden_layers = 3,
+          .num_attention_heads = 4,
+          .num_key_value_heads = 2,
+          .head_dim = 16,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 10000.0,
+          .tie_word_embeddings = false,
+          .max_position_embeddings = 2048,
+          .bos_token_ids = {},
+          .eos_token_ids = {vocab - 1}};
+}
+
+Qwen3Config EngineLoopConfig() {
+  return {.vocab_size = 512,
+          .hidden_size = 32,
+          .intermediate_size = 48,
+          .num_hidden_layers = 2,
+          .num_attention_heads = 2,
+          .num_key_value_heads = 1,
+          .head_dim = 16,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 10000.0,
+          .tie_word_embeddings = false,
+          .max_position_embeddings = 2048,
+          .bos_token_ids = {},
+          .eos_token_ids = {}};
+}
+
+Qwen3Config TinyDeviceConfig(bool tie) {
+  Qwen3Config config = TinyQwen3Config();
+  config.num_hidden_layers = 3;
+  config.tie_word_embeddings = tie;
+  config.eos_token_ids = {0};
+  return config;
+}
+
+Qwen3Config ForwardBenchConfig() {
+  return {.vocab_size = 4096,
+          .hidden_size = 512,
+          .intermediate_size = 1536,
+          .num_hidden_layers = 8,
+          .num_attention_heads = 8,
+          .num_key_value_heads = 4,
+          .head_dim = 64,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 1e6,
+          .tie_word_embeddings = false,
+          .max_position_embeddings = 4096,
+          .bos_token_ids = {},
+          .eos_token_ids = {0}};
+}
+
+DFlashConfig TestDrafterConfig(const Qwen3Config& target) {
+  DFlashConfig c;
+  c.draft = target;
+  c.draft.num_hidden_layers = 2;
+  c.block_size = 16;
+  c.mask_token_id = target.vocab_size - 2;
+  c.num_target_layers = target.num_hidden_layers;
+  c.target_layer_ids = {0, static_cast<int32_t>(target.num_hidden_layers - 1)};
+  return c;
+}
+
+std::vector<int32_t> RandomTokens(int32_t count, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> tokens(count);
+  for (int32_t& t : tokens) t = dist(rng);
+  return tokens;
+}
+
+std::unique_ptr<DFlashDrafter> RandomDrafter(const Qwen3Model& target, uint64_t seed) {
+  const DFlashConfig config = TestDrafterConfig(target.config());
+  std::map<std::string, std::vector<float>> by_name;
+  for (TensorToWrite& t :
+       RandomDFlashTensors(config, target.config().hidden_size, seed, DType::kF32)) {
+    by_name[t.name] = std::move(t.values);
+  }
+  TensorReader read = FromF32Reader(
+      [&](const std::string& name, const std::vector<int64_t>&) -> Result<std::vector<float>> {
+        return by_name.at(name);
+      });
+  return std::make_unique<DFlashDrafter>(
+      config, LoadDFlashWeights(config, target.config().hidden_size, read).value(), target);
+}
+
+DominoHeadConfig OddHeadConfig() {
+  return {.head_file = "domino_head.safetensors", .gru_hidden_size = 23, .bottleneck_size = 13};
+}
+
+DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config, const Qwen3Config& target,
+                                    uint64_t seed, DType dtype) {
+  std::map<std::string, std::vector<float>> by_name;
+  for (TensorToWrite& t :
+       RandomDominoHeadTensors(config, target.hidden_size, target.vocab_size, seed, dtype)) {
+    by_name[t.name] = std::move(t.values);
+  }
+  const TensorReader read = [&](const std::string& name,
+                                const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
+    std::vector<float>& values = by_name.at(name);
+    if (dtype != DType::kBF16) return WeightMatrix::FromF32(values, shape);
+    std::vector<uint16_t> bits(values.size());
+    ConvertFromF32(DType::kBF16, values.data(), values.size(), bits.data());
+    return WeightMatrix::FromBf16(std::move(bits), shape[0], shape[1]);
+  };
+  return LoadDominoHeadWeights(config, target.hidden_size, target.vocab_size, read).value();
+}
+
+std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const Qwen3Model& target, uint64_t seed) {
+  std::unique_ptr<DFlashDrafter> drafter = RandomDrafter(target, seed);
+  drafter->AttachHead(DominoHead(
+      OddHeadConfig(), RandomHeadWeights(OddHeadConfig(), target.config(), seed + 1, DType::kF32),
+      target.weights().embed));
+  return drafter;
+}
+
+dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  dvl::PredictorWeights w = dvl::PredictorWeights::Zeros();
+  for (float& v : w.w1) v = 0.05f * normal(rng);
+  for (float& v : w.w2) v = 0.5f * normal(rng);
+  for (float& v : w.b2) v = 1.0f + normal(rng);
+  return dvl::Predictor(dvl::MakeProjections(hidden, vocab, seed), std::move(w));
+}
+
+}  // namespace dscale::testing

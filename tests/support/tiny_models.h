@@ -1,0 +1,67 @@
+#pragma once
+// The small models that tests and benchmarks share: named Qwen3 configs, and drafters, Domino
+// heads, predictors and token sequences with random values. Every function takes its seed from
+// the caller, so a test's sizes and seeds stay visible where it runs.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "dvl/predictor.h"
+#include "io/dflash_config.h"
+#include "io/domino_config.h"
+#include "io/qwen3_config.h"
+#include "model/dflash_drafter.h"
+#include "model/domino_head.h"
+#include "model/qwen3_model.h"
+#include "model/random_checkpoint.h"
+
+namespace dscale::testing {
+
+// Deliberately odd sizes: vocab 131, hidden 72, intermediate 100, 3 layers, 4 heads over 2 KV
+// heads of 32, 1024 positions, untied, EOS 130.
+Qwen3Config OddTinyConfig();
+
+// The engine tests' target: hidden 64, intermediate 96, 3 layers, 4 heads over 2 KV heads of 16,
+// 2048 positions, untied, EOS vocab − 1.
+Qwen3Config EngineTestTargetConfig(int64_t vocab = 131);
+
+// The server loop's target: vocab 512, hidden 32, intermediate 48, 2 layers, 2 heads over one KV
+// head of 16, 2048 positions, untied, no EOS.
+Qwen3Config EngineLoopConfig();
+
+// make-tiny's shape (TinyQwen3Config) with 3 layers, EOS 0 and the LM head tied if `tie`: GQA
+// group 2 and head_dim a multiple of the warp width, for the device tests.
+Qwen3Config TinyDeviceConfig(bool tie = false);
+
+// The forward benchmark's target: vocab 4096, hidden 512, intermediate 1536, 8 layers, 8 heads
+// over 4 KV heads of 64, 4096 positions, untied.
+Qwen3Config ForwardBenchConfig();
+
+// A drafter config for `target`: 2 layers reading target layers {0, last}, block 16, mask id
+// vocab − 2.
+DFlashConfig TestDrafterConfig(const Qwen3Config& target);
+
+// `count` tokens uniform in [0, vocab).
+std::vector<int32_t> RandomTokens(int32_t count, int64_t vocab, uint32_t seed);
+
+// A random TestDrafterConfig drafter for `target` (f32 weights, no file round trip).
+std::unique_ptr<DFlashDrafter> RandomDrafter(const Qwen3Model& target, uint64_t seed);
+
+// A Domino head config with deliberately odd widths (G 23, B 13).
+DominoHeadConfig OddHeadConfig();
+
+// Random head weights for `target`, stored as `dtype` (BF16 matrices held as BF16, as a head
+// file's are).
+DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config, const Qwen3Config& target,
+                                    uint64_t seed, DType dtype);
+
+// RandomDrafter with a random OddHeadConfig head attached (head seed: seed + 1).
+std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const Qwen3Model& target, uint64_t seed);
+
+// A DVL predictor with random weights (so lengths vary by request) for a drafter of this hidden
+// size and vocabulary.
+dvl::Predictor RandomPredictor(int64_t hidden, int64_t vocab, uint64_t seed);
+
+}  // namespace dscale::testing
