@@ -83,7 +83,7 @@ class AttentionFixture {
 
  private:
   std::vector<std::vector<int32_t>> page_tables_;
-  std::vector<cpu::AttentionSpan> spans_;
+  std::vector<StepSpan> spans_;
   std::vector<float> q_, k_, v_, out_;
   std::vector<uint16_t> k_bf16_, v_bf16_;
   int64_t rows_ = 0;

@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -156,39 +157,29 @@ std::vector<int32_t> DscaleLengths(const std::vector<int32_t>& accepted) {
 // Request i owns pages [i·P, (i + 1)·P): its context, then room for one block.
 int32_t PagesPerRequest(int32_t context) { return (context + kWidth + kPageSize - 1) / kPageSize; }
 
-// One step's packed inputs for N requests with lengths k, packed by dvl::Pack into `capacity`.
-cuda::VerifyInputs MakeStep(const std::vector<int32_t>& k, int64_t capacity, int32_t context,
-                            int64_t vocab, std::mt19937_64& rng) {
+using Steps = std::vector<std::unique_ptr<dvl::BucketStep>>;
+
+// One step for N requests with lengths k, packed by dvl::Pack into `capacity`. Request i's page
+// table is page_tables + i·P (pages [i·P, (i + 1)·P)).
+std::unique_ptr<dvl::BucketStep> MakeStep(const std::vector<int32_t>& k, int64_t capacity,
+                                          int32_t context, const int32_t* page_tables,
+                                          int64_t vocab, std::mt19937_64& rng) {
   const auto n = static_cast<int32_t>(k.size());
   const int32_t pages = PagesPerRequest(context);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> tokens, positions, slots;
+  StepBatch blocks;
   for (int32_t i = 0; i < n; ++i) {
+    blocks.BeginSpan(i, context, page_tables + int64_t{i} * pages);
     for (int32_t j = 0; j < kWidth; ++j) {
       const int32_t pos = context + j;
-      tokens.push_back(token(rng));
-      positions.push_back(pos);
-      slots.push_back((i * pages + pos / kPageSize) * kPageSize + pos % kPageSize);
+      blocks.AddRow(token(rng), (i * pages + pos / kPageSize) * kPageSize + pos % kPageSize,
+                    /*logits=*/false);
     }
   }
-  dvl::PackWorkspace packed(n, capacity);
-  const Status status = dvl::Pack({.n = n,
-                                   .width = kWidth,
-                                   .tokens = tokens,
-                                   .positions = positions,
-                                   .kv_slots = slots,
-                                   .k = k},
-                                  &packed);
+  auto packed = std::make_unique<dvl::BucketStep>(n, capacity);
+  const Status status = dvl::Pack(blocks, k, packed.get());
   DSCALE_CHECK_MSG(status.ok(), "the bench's own packing failed");
-  cuda::VerifyInputs in;
-  in.tokens.assign(packed.tokens().begin(), packed.tokens().end());
-  in.positions.assign(packed.positions().begin(), packed.positions().end());
-  in.kv_slots.assign(packed.kv_slots().begin(), packed.kv_slots().end());
-  in.k.assign(packed.k().begin(), packed.k().end());
-  in.offsets.assign(packed.offsets().begin(), packed.offsets().end());
-  in.ctx_len.assign(static_cast<size_t>(n), context);
-  for (int32_t p = 0; p < n * pages; ++p) in.page_tables.push_back(p);
-  return in;
+  return packed;
 }
 
 // ---- modes and timing ------------------------------------------------------------------------
@@ -225,6 +216,8 @@ class Bench {
     const Qwen3Config config = Qwen3_8BShape(options.layers);
     model_.emplace(config, cuda::RandomDeviceQwen3Weights(config, options.seed, stream_));
     kv_.emplace(model_->KvShape(kPageSize, MaxRequests() * PagesPerRequest(options.context)));
+    page_tables_.resize(static_cast<size_t>(kv_->shape().num_pages));
+    for (size_t p = 0; p < page_tables_.size(); ++p) page_tables_[p] = static_cast<int32_t>(p);
     for (int32_t layer = 0; layer < options.layers; ++layer) {
       FillKv(layer);
     }
@@ -245,9 +238,10 @@ class Bench {
                               .capacity = capacity,
                               .width = kWidth,
                               .pages_per_request = PagesPerRequest(options_.context),
+                              .page_size = kPageSize,
                               .tile_rows = mode.tile_rows},
                              *model_);
-    const std::vector<cuda::VerifyInputs> steps = MakeSteps(n, mode, capacity);
+    const Steps steps = MakeSteps(n, mode, capacity);
     const cuda::EnqueueWork enqueue = [&](cudaStream_t s) {
       cuda::EnqueueVerifyStep(*model_, *kv_, ws, s);
     };
@@ -282,8 +276,8 @@ class Bench {
     cuda::FillUniform(kv_->v(layer), n, seed + 1, -1.0f, 1.0f, stream_);
   }
 
-  std::vector<cuda::VerifyInputs> MakeSteps(int32_t n, const Mode& mode, int64_t capacity) {
-    std::vector<cuda::VerifyInputs> steps;
+  Steps MakeSteps(int32_t n, const Mode& mode, int64_t capacity) {
+    Steps steps;
     for (int s = 0; s < kStagedSteps; ++s) {
       std::vector<int32_t> k(static_cast<size_t>(n), kWidth);
       if (mode.packed) {
@@ -291,7 +285,8 @@ class Bench {
         for (int32_t i = 0; i < n; ++i) accepted.push_back(counts_.Draw(rng_));
         k = DscaleLengths(accepted);
       }
-      steps.push_back(MakeStep(k, capacity, options_.context, model_->config().vocab_size, rng_));
+      steps.push_back(MakeStep(k, capacity, options_.context, page_tables_.data(),
+                               model_->config().vocab_size, rng_));
     }
     return steps;
   }
@@ -299,11 +294,10 @@ class Bench {
   // Median milliseconds of `step` (queued between two events, the results' copy included) over
   // the measured iterations, each after staging the next inputs.
   template <typename StepFn>
-  double TimeSteps(cuda::VerifyWorkspace& ws, const std::vector<cuda::VerifyInputs>& steps,
-                   const StepFn& step) {
+  double TimeSteps(cuda::VerifyWorkspace& ws, const Steps& steps, const StepFn& step) {
     std::vector<double> times;
     for (int it = 0; it < options_.warmup + options_.iterations; ++it) {
-      ws.Stage(steps[static_cast<size_t>(it) % steps.size()], stream_);
+      ws.Stage(steps[static_cast<size_t>(it) % steps.size()]->batch(), stream_);
       DSCALE_CUDA_CHECK(cudaEventRecord(start_, stream_));
       step();
       ws.QueueResultCopy(stream_);
@@ -323,6 +317,7 @@ class Bench {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::optional<cuda::DeviceQwen3Model> model_;
   std::optional<cuda::DeviceKvCache> kv_;
+  std::vector<int32_t> page_tables_;  // request i owns pages [i·P, (i + 1)·P)
 };
 
 // ---- device checks ---------------------------------------------------------------------------

@@ -105,12 +105,16 @@ BENCHMARK(BM_Allocate)->Arg(8)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
 void BM_Pack(benchmark::State& state) {
   const int64_t n = state.range(0);
   const Allocation a = AllocateFromProbs(Probabilities(n, 7).data(), n, 8 * n).value();
-  std::vector<int32_t> fields(static_cast<size_t>(n) * kBlockWidth, 1);
+  const std::vector<int32_t> page_table(1, 0);
+  StepBatch blocks;
+  for (int64_t i = 0; i < n; ++i) {
+    blocks.BeginSpan(static_cast<int32_t>(i), 0, page_table.data());
+    for (int j = 0; j < kBlockWidth; ++j) blocks.AddRow(1, 1, /*logits=*/false);
+  }
   WorkspacePool pool{BucketConfig{}};
-  PackWorkspace* ws = pool.ForLiveCount(n).value();
-  const PackInput in{.n = n, .tokens = fields, .positions = fields, .kv_slots = fields, .k = a.k};
+  BucketStep* ws = pool.ForLiveCount(n).value();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(Pack(in, ws).ok());
+    benchmark::DoNotOptimize(Pack(blocks, a.k, ws).ok());
   }
 }
 BENCHMARK(BM_Pack)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);

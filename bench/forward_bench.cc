@@ -59,18 +59,20 @@ void Run(const BenchShape& shape) {
 
   // Prefill every request's context once.
   std::vector<int32_t> seqs;
-  PackedBatch batch;
+  StepBatch batch;
   ForwardOutput out;
   for (int32_t r = 0; r < shape.requests; ++r) {
     seqs.push_back(cache.AddSequence());
     if (!cache.Reserve(seqs.back(), shape.context + shape.rows).ok()) std::abort();
     batch.Clear();
-    batch.AddRequest(seqs.back(), 0, random_tokens(shape.context), cache, false);
-    if (!model.Forward(batch, {.tile_rows = 128}, cache, &out).ok()) std::abort();
+    AddRequestRows(batch, seqs.back(), 0, random_tokens(shape.context), cache, false);
+    batch.tile_rows = 128;
+    if (!model.Forward(batch, cache, &out).ok()) std::abort();
   }
   // The verification batch: every request's 16 rows after its context, logits for all rows.
   batch.Clear();
-  for (int32_t seq : seqs) batch.AddRequest(seq, shape.context, random_tokens(shape.rows), cache, true);
+  for (int32_t seq : seqs)
+    AddRequestRows(batch, seq, shape.context, random_tokens(shape.rows), cache, true);
 
   const double flops = ForwardFlops(config, shape);
   std::printf("verification forward: %d requests x %d rows, context %d, hidden %lld, %lld layers\n",
@@ -81,7 +83,8 @@ void Run(const BenchShape& shape) {
   const int tiles[2] = {16, 128};
   for (int i = 0; i < 2; ++i) {
     const double seconds = SecondsPerCall([&] {
-      if (!model.Forward(batch, {.tile_rows = tiles[i]}, cache, &out).ok()) std::abort();
+      batch.tile_rows = tiles[i];
+      if (!model.Forward(batch, cache, &out).ok()) std::abort();
     });
     forward_gflops[i] = flops / seconds / 1e9;
     std::printf("  forward, attention tile %3d: %8.3f ms  %7.1f GFLOP/s\n", tiles[i],

@@ -83,15 +83,16 @@ int Run(const Args& args) {
     for (int i = 0; i < 2; ++i) {
       PagedKvCache& cache = caches[i];
       const std::vector<int32_t> token = {static_cast<int32_t>(s % c.vocab_size)};
-      PackedBatch batch;
-      batch.AddRequest(0, args.context, token, cache, /*all_logits=*/false);
+      StepBatch batch;
+      AddRequestRows(batch, 0, args.context, token, cache, /*all_logits=*/false);
       step_ms[i].push_back(Milliseconds([&] {
-        if (!model.Forward(batch, {.tile_rows = 16}, cache, &out).ok()) std::abort();
+        batch.tile_rows = 16;
+        if (!model.Forward(batch, cache, &out).ok()) std::abort();
       }));
-      const cpu::AttentionSpan span{.q_start = 0,
-                                    .q_len = 1,
-                                    .ctx_len = args.context,
-                                    .page_table = cache.PageTable(0).data()};
+      const StepSpan span{.q_start = 0,
+                          .q_len = 1,
+                          .ctx_len = args.context,
+                          .page_table = cache.PageTable(0).data()};
       cpu::AttentionParams p{.q = q.data(),
                              .q_row_stride = c.q_dim(),
                              .out = attn.data(),

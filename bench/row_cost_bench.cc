@@ -144,11 +144,12 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
   std::mt19937 rng(3);
   const int32_t seq = cache.AddSequence();
   if (!cache.Reserve(seq, args.context + max_rows).ok()) Usage("KV cache reservation failed");
-  PackedBatch batch;
+  StepBatch batch;
   ForwardOutput out;
   if (args.context > 0) {
-    batch.AddRequest(seq, 0, RandomTokens(rng, config.vocab_size, args.context), cache, false);
-    const Status prefill = model.Forward(batch, {.tile_rows = 128}, cache, &out);
+    AddRequestRows(batch, seq, 0, RandomTokens(rng, config.vocab_size, args.context), cache, false);
+    batch.tile_rows = 128;
+    const Status prefill = model.Forward(batch, cache, &out);
     if (!prefill.ok()) Usage(prefill.ToString());
   }
 
@@ -163,15 +164,16 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
               "sgemm fr", "/roofline");
   for (const int32_t rows : args.rows) {
     batch.Clear();
-    batch.AddRequest(seq, args.context, RandomTokens(rng, config.vocab_size, rows), cache, true);
+    AddRequestRows(batch, seq, args.context, RandomTokens(rng, config.vocab_size, rows), cache,
+                   true);
     // Verification runs attention in 16-row tiles; prefill-sized batches in 128-row ones.
-    const ForwardOptions options{.tile_rows = rows <= 16 ? 16 : 128};
+    batch.tile_rows = rows <= 16 ? 16 : 128;
     // The machine's read bandwidth drifts by tens of percent over minutes: each row count is
     // compared with probes taken just before and just after it.
     const double bandwidth_before = bench::ReadBandwidth();
     const double s = bench::MedianSecondsPerCall(
         [&] {
-          if (!model.Forward(batch, options, cache, &out).ok()) std::abort();
+          if (!model.Forward(batch, cache, &out).ok()) std::abort();
         },
         0.5);
     const double bandwidth = (bandwidth_before + bench::ReadBandwidth()) / 2;

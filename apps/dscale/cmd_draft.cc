@@ -27,6 +27,9 @@ int RunDraft(const DraftArgs& args) {
   if (!ids.ok()) return ReportError("draft", ids.status());
   Result<Qwen3Model> target = Qwen3Model::Load(args.target);
   if (!target.ok()) return ReportError("draft", target.status());
+  if (Status s = CheckTokenIds(*ids, target->config().vocab_size, "--ids"); !s.ok()) {
+    return ReportError("draft", s);
+  }
   Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.head);
   if (!drafter.ok()) return ReportError("draft", drafter.status());
 
@@ -38,15 +41,15 @@ int RunDraft(const DraftArgs& args) {
   drafter->Bind(cache);
   const int32_t seq = cache.AddSequence();
   if (Status s = cache.Reserve(seq, n + block); !s.ok()) return ReportError("draft", s);
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, *ids, cache, /*all_logits=*/false);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, *ids, cache, /*all_logits=*/false);
   ForwardOutput out;
-  const ForwardOptions options{.tile_rows = 128, .capture_layers = drafter->feature_layers()};
-  if (Status s = target->Forward(batch, options, cache, &out); !s.ok()) {
+  batch.capture_layers = drafter->feature_layers();
+  if (Status s = target->Forward(batch, cache, &out); !s.ok()) {
     return ReportError("draft", s.WithContext("--ids"));
   }
   drafter->AppendContext(
-      {.features = out.features, .positions = batch.positions, .slots = batch.kv_slots});
+      {.features = out.features, .positions = batch.positions(), .slots = batch.kv_slots()});
   int32_t bonus = 0;
   cpu::ArgmaxRows(out.logits.data(), 1, target->config().vocab_size, &bonus);
 
@@ -57,7 +60,7 @@ int RunDraft(const DraftArgs& args) {
   }
   const int64_t vocab = target->config().vocab_size;
   nlohmann::json logits = nlohmann::json::array();
-  for (int32_t j = 0; j < draft.width; ++j) {
+  for (int32_t j = 0; j < draft.candidates; ++j) {
     logits.push_back(std::vector<float>(draft.logits.begin() + j * vocab,
                                         draft.logits.begin() + (j + 1) * vocab));
   }

@@ -24,6 +24,9 @@ int RunLogits(const LogitsArgs& args) {
   if (!ids.ok()) return ReportError("logits", ids.status());
   Result<Qwen3Model> model = Qwen3Model::Load(args.model, args.weights);
   if (!model.ok()) return ReportError("logits", model.status());
+  if (Status s = CheckTokenIds(*ids, model->config().vocab_size, "--ids"); !s.ok()) {
+    return ReportError("logits", s);
+  }
 
   const auto n = static_cast<int32_t>(ids->size());
   constexpr int32_t kPageSize = 16;
@@ -31,10 +34,10 @@ int RunLogits(const LogitsArgs& args) {
       model->KvShape(kPageSize, (n + kPageSize - 1) / kPageSize).WithDtype(args.kv_dtype));
   const int32_t seq = cache.AddSequence();
   if (Status s = cache.Reserve(seq, n); !s.ok()) return ReportError("logits", s);
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, *ids, cache, /*all_logits=*/true);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, *ids, cache, /*all_logits=*/true);
   ForwardOutput out;
-  if (Status s = model->Forward(batch, {.tile_rows = 128}, cache, &out); !s.ok()) {
+  if (Status s = model->Forward(batch, cache, &out); !s.ok()) {
     return ReportError("logits", s.WithContext("--ids"));
   }
 

@@ -35,13 +35,11 @@ int64_t BucketCapacity(const BucketConfig& config, int32_t bucket) {
   return *capacity;
 }
 
-PackWorkspace::PackWorkspace(int32_t bucket, int64_t capacity, int width)
+BucketStep::BucketStep(int32_t bucket, int64_t capacity, int width)
     : bucket_(bucket),
       capacity_(capacity),
       width_(width),
-      tokens_(static_cast<size_t>(capacity)),
-      positions_(static_cast<size_t>(capacity)),
-      kv_slots_(static_cast<size_t>(capacity)),
+      batch_(static_cast<int32_t>(capacity), bucket),
       k_(static_cast<size_t>(bucket)),
       offsets_(static_cast<size_t>(bucket) + 1),
       seed_(static_cast<size_t>(bucket)),
@@ -51,85 +49,108 @@ PackWorkspace::PackWorkspace(int32_t bucket, int64_t capacity, int width)
 
 namespace {
 
-Status CheckPackInput(const PackInput& in, const PackWorkspace& ws) {
-  if (in.n < 1 || in.n > ws.bucket()) {
-    return InvalidArgument("live count " + std::to_string(in.n) + " does not fit bucket " +
-                           std::to_string(ws.bucket()));
+Status CheckPackInput(const StepBatch& blocks, std::span<const int32_t> k, const BucketStep& out) {
+  const int32_t n = blocks.num_spans();
+  if (n < 1 || n > out.bucket()) {
+    return InvalidArgument("live count " + std::to_string(n) + " does not fit bucket " +
+                           std::to_string(out.bucket()));
   }
-  const size_t rows = static_cast<size_t>(in.n) * in.width;
-  if (in.tokens.size() != rows || in.positions.size() != rows || in.kv_slots.size() != rows ||
-      in.k.size() != static_cast<size_t>(in.n)) {
-    return InvalidArgument("pack fields must be [n, width] = [" + std::to_string(in.n) + ", " +
-                           std::to_string(in.width) + "] and k must have n entries");
+  if (k.size() != static_cast<size_t>(n)) {
+    return InvalidArgument("k must have one entry per block (" + std::to_string(n) + ")");
   }
   int64_t total = 0;
-  for (int64_t i = 0; i < in.n; ++i) {
-    if (in.k[i] < 1 || in.k[i] > in.width) {
-      return InvalidArgument("k[" + std::to_string(i) + "] = " + std::to_string(in.k[i]) +
-                             " is outside [1, " + std::to_string(in.width) + "]");
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t rows = blocks.spans()[i].q_len;
+    if (k[i] < 1 || k[i] > rows) {
+      return InvalidArgument("k[" + std::to_string(i) + "] = " + std::to_string(k[i]) +
+                             " is outside [1, " + std::to_string(rows) + "]");
     }
-    total += in.k[i];
+    total += k[i];
   }
-  if (total > ws.capacity()) {
+  if (total > out.capacity()) {
     return InvalidArgument("sum of k (" + std::to_string(total) + ") exceeds the bucket capacity " +
-                           std::to_string(ws.capacity()));
+                           std::to_string(out.capacity()));
   }
   return Status::Ok();
+}
+
+// Copies rows [first, first + count) of `from` to rows [to, to + count) of `out`, owned by span
+// `owner`, every one a logit row.
+void CopyRows(const StepBatch& from, int32_t first, int32_t count, int32_t to, int32_t owner,
+              StepBatch& out) {
+  const auto src = static_cast<size_t>(first), dst = static_cast<size_t>(to);
+  const auto len = static_cast<size_t>(count);
+  std::copy_n(from.tokens().begin() + src, len, out.token_storage().begin() + dst);
+  std::copy_n(from.positions().begin() + src, len, out.position_storage().begin() + dst);
+  std::copy_n(from.kv_slots().begin() + src, len, out.kv_slot_storage().begin() + dst);
+  std::fill_n(out.owner_storage().begin() + dst, len, owner);
+  for (int32_t r = to; r < to + count; ++r) out.logit_row_storage()[static_cast<size_t>(r)] = r;
+}
+
+// Rows [live_rows, capacity): token 0 at position 0, reading request 0's anchor slot.
+void FillTail(int32_t live_rows, int32_t anchor_slot, StepBatch& out) {
+  const auto first = static_cast<size_t>(live_rows);
+  std::fill(out.token_storage().begin() + first, out.token_storage().end(), 0);
+  std::fill(out.position_storage().begin() + first, out.position_storage().end(), 0);
+  std::fill(out.kv_slot_storage().begin() + first, out.kv_slot_storage().end(), anchor_slot);
+  std::fill(out.owner_storage().begin() + first, out.owner_storage().end(), -1);
 }
 
 }  // namespace
 
-Status Pack(const PackInput& in, PackWorkspace* ws) {
-  DSCALE_RETURN_IF_ERROR(CheckPackInput(in, *ws));
-  const int64_t n = in.n;
-  ws->offsets_[0] = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    ws->k_[i] = in.k[i];
-    ws->offsets_[i + 1] = ws->offsets_[i] + in.k[i];
-  }
-  const int32_t live_rows = ws->offsets_[n];
-  for (int64_t i = 0; i < n; ++i) {
-    const size_t src = static_cast<size_t>(i) * in.width;
-    const size_t dst = static_cast<size_t>(ws->offsets_[i]);
-    const size_t len = static_cast<size_t>(in.k[i]);
-    std::copy_n(in.tokens.begin() + src, len, ws->tokens_.begin() + dst);
-    std::copy_n(in.positions.begin() + src, len, ws->positions_.begin() + dst);
-    std::copy_n(in.kv_slots.begin() + src, len, ws->kv_slots_.begin() + dst);
+Status Pack(const StepBatch& blocks, std::span<const int32_t> k, BucketStep* out) {
+  DSCALE_RETURN_IF_ERROR(CheckPackInput(blocks, k, *out));
+  const int32_t n = blocks.num_spans();
+  StepBatch& batch = out->batch_;
+  const std::span<StepSpan> spans = batch.span_storage();
+  out->offsets_[0] = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const StepSpan& block = blocks.spans()[i];
+    const int32_t offset = out->offsets_[i];
+    CopyRows(blocks, block.q_start, k[i], offset, i, batch);
+    spans[i] = {.q_start = offset,
+                .q_len = k[i],
+                .ctx_len = block.ctx_len,
+                .page_table = block.page_table,
+                .seq = block.seq};
+    out->k_[i] = k[i];
+    out->offsets_[i + 1] = offset + k[i];
   }
   // Sentinels: inactive requests have no rows and start (and end) at M_live.
-  for (int64_t i = n; i < ws->bucket_; ++i) {
-    ws->k_[i] = 0;
-    ws->offsets_[i + 1] = live_rows;
+  const int32_t live_rows = out->offsets_[n];
+  for (int32_t i = n; i < out->bucket_; ++i) {
+    spans[i] = {.q_start = live_rows, .q_len = 0, .ctx_len = 0, .page_table = nullptr, .seq = -1};
+    out->k_[i] = 0;
+    out->offsets_[i + 1] = live_rows;
   }
-  // Tail placeholders: token 0 at position 0, reading request 0's anchor slot.
-  std::fill(ws->tokens_.begin() + live_rows, ws->tokens_.end(), 0);
-  std::fill(ws->positions_.begin() + live_rows, ws->positions_.end(), 0);
-  std::fill(ws->kv_slots_.begin() + live_rows, ws->kv_slots_.end(), in.kv_slots[0]);
-  ws->live_count_ = static_cast<int32_t>(n);
-  ws->live_rows_ = live_rows;
+  FillTail(live_rows, blocks.kv_slots()[0], batch);
+  batch.SetLive(live_rows, n, live_rows);
   return Status::Ok();
 }
 
-Result<int64_t> AllocateAndPack(const float* pred_logits, int64_t budget, const PackInput& in,
-                                PackWorkspace* ws) {
-  if (in.n < 1 || in.n > ws->bucket() || in.width != ws->width()) {
-    return InvalidArgument("live count " + std::to_string(in.n) + " and width " +
-                           std::to_string(in.width) + " do not fit bucket " +
-                           std::to_string(ws->bucket()) + " of width " +
-                           std::to_string(ws->width()));
+Result<int64_t> AllocateAndPack(const float* pred_logits, int64_t budget, const StepBatch& blocks,
+                                BucketStep* out) {
+  const int32_t n = blocks.num_spans();
+  if (n < 1 || n > out->bucket()) {
+    return InvalidArgument("live count " + std::to_string(n) + " does not fit bucket " +
+                           std::to_string(out->bucket()));
   }
-  DSCALE_RETURN_IF_ERROR(CheckBudget(in.n, in.width, budget));
-  if (budget > ws->capacity()) {
+  for (const StepSpan& block : blocks.spans()) {
+    if (block.q_len != out->width()) {
+      return InvalidArgument("every block must hold W = " + std::to_string(out->width()) +
+                             " rows, got " + std::to_string(block.q_len));
+    }
+  }
+  DSCALE_RETURN_IF_ERROR(CheckBudget(n, out->width(), budget));
+  if (budget > out->capacity()) {
     return InvalidArgument("verify budget " + std::to_string(budget) +
-                           " exceeds the bucket capacity " + std::to_string(ws->capacity()));
+                           " exceeds the bucket capacity " + std::to_string(out->capacity()));
   }
-  float* q = ws->scores_.data();
-  PrefixScoresFromLogits(pred_logits, in.n, in.width, q);
-  const int64_t updates =
-      AllocateInto(q, in.n, in.width, budget, ws->seed_.data(), ws->k_.data(), ws->offsets_.data());
-  PackInput with_k = in;
-  with_k.k = std::span<const int32_t>(ws->k_.data(), static_cast<size_t>(in.n));
-  DSCALE_RETURN_IF_ERROR(Pack(with_k, ws));
+  float* q = out->scores_.data();
+  PrefixScoresFromLogits(pred_logits, n, out->width(), q);
+  const int64_t updates = AllocateInto(q, n, out->width(), budget, out->seed_.data(),
+                                       out->k_.data(), out->offsets_.data());
+  DSCALE_RETURN_IF_ERROR(Pack(blocks, std::span(out->k_).first(static_cast<size_t>(n)), out));
   return updates;
 }
 
@@ -138,14 +159,14 @@ WorkspacePool::WorkspacePool(BucketConfig config) : config_(std::move(config)) {
   workspaces_.resize(config_.buckets.size());
 }
 
-Result<PackWorkspace*> WorkspacePool::ForLiveCount(int64_t n) {
+Result<BucketStep*> WorkspacePool::ForLiveCount(int64_t n) {
   DSCALE_ASSIGN_OR_RETURN(const int32_t bucket, SelectBucket(config_.buckets, n));
   const size_t index =
       static_cast<size_t>(std::lower_bound(config_.buckets.begin(), config_.buckets.end(), bucket) -
                           config_.buckets.begin());
   if (!workspaces_[index]) {
     workspaces_[index] =
-        std::make_unique<PackWorkspace>(bucket, BucketCapacity(config_, bucket), config_.width);
+        std::make_unique<BucketStep>(bucket, BucketCapacity(config_, bucket), config_.width);
   }
   return workspaces_[index].get();
 }

@@ -1,16 +1,13 @@
 #pragma once
 // Request buckets and the flat-buffer packer (paper Eq. bucketselect, Eq. offset/packmap and
-// Algorithm 1 lines 10–15).
+// Algorithm 1 lines 10–15) into a bucket's fixed-address StepBatch (core/step_batch.h).
 //
-// N live requests run in bucket N_bs = min{b ∈ B : b ≥ N}. Each bucket owns one fixed-address
-// PackWorkspace whose arrays are allocated once, at creation, and never resized: that is what
-// lets a captured graph replay against them. Packing writes
-//   field[offset_i + j] = field_i[j],   0 ≤ j < k_i,
-// for tokens, positions and KV slots with the same row mapping; then sentinels
-//   k_i = 0 and offset_i = M_live  for N ≤ i < N_bs (and offset_{N_bs} = M_live),
-// and tail placeholders (token 0, position 0, KV slot = request 0's first slot) in rows
-// M_live ≤ s < M_bs. Tail rows are never accepted; the placeholder slot is a real slot of a
-// live request so attention over a tail row reads valid memory.
+// N live requests run in bucket N_bs = min{b ∈ B : b ≥ N}, whose BucketStep is allocated once
+// and never resized, so a captured graph can replay against it. Packing copies row j < k_i of
+// request i's block to row offset_i + j (token, position, KV slot), then writes sentinels
+// (k_i = 0, offset_i = M_live for N ≤ i < N_bs) and tail placeholders (token 0, position 0,
+// request 0's anchor slot, owner −1) in rows M_live ≤ s < M_bs: never accepted, and their slot
+// is a live request's, so attention over a tail row reads valid memory.
 
 #include <cstdint>
 #include <memory>
@@ -19,13 +16,14 @@
 
 #include "core/dvl_shapes.h"
 #include "core/status.h"
+#include "core/step_batch.h"
 #include "dvl/budget_allocator.h"
 
 namespace dscale::dvl {
 
 struct BucketConfig {
   std::vector<int32_t> buckets = {1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64};
-  int width = kBlockWidth;                      // W
+  int width = kBlockWidth;                      // W: a block's rows, anchor included
   double verify_budget = kDefaultVerifyBudget;  // M = fraction · W · N (see BudgetFromFraction)
 
   // InvalidArgument unless buckets are nonempty, positive and strictly increasing, the width
@@ -40,90 +38,68 @@ Result<int32_t> SelectBucket(const std::vector<int32_t>& buckets, int64_t n);
 // default). For any n ≤ n_bs, BudgetFromFraction(n) ≤ BucketCapacity(n_bs).
 int64_t BucketCapacity(const BucketConfig& config, int32_t bucket);
 
-// One step's draft blocks. Each per-request field is [n, width] row-major: row j = 0 is the
-// anchor, rows 1..width−1 the draft positions in order.
-struct PackInput {
-  int64_t n = 0;
-  int width = kBlockWidth;
-  std::span<const int32_t> tokens;     // [n, width]
-  std::span<const int32_t> positions;  // [n, width]
-  std::span<const int32_t> kv_slots;   // [n, width]
-  std::span<const int32_t> k;          // [n] lengths from the allocator, 1 ≤ k_i ≤ width
-};
-
-// The fixed-address verification buffer of one bucket. Arrays are sized at construction and
-// never reallocated. Not thread-safe; one step writes it at a time.
-class PackWorkspace {
+// One bucket's fixed-address verification step: the packed StepBatch (M_bs rows, N_bs spans)
+// and the decision that sized it. Sized at construction and never grown; one step writes it at
+// a time (not thread-safe).
+class BucketStep {
  public:
-  PackWorkspace(int32_t bucket, int64_t capacity, int width = kBlockWidth);
-  PackWorkspace(const PackWorkspace&) = delete;
-  PackWorkspace& operator=(const PackWorkspace&) = delete;
+  BucketStep(int32_t bucket, int64_t capacity, int width = kBlockWidth);
+  BucketStep(const BucketStep&) = delete;
+  BucketStep& operator=(const BucketStep&) = delete;
+  BucketStep(BucketStep&&) = default;
 
-  int32_t bucket() const { return bucket_; }          // N_bs
-  int64_t capacity() const { return capacity_; }      // M_bs
-  int32_t live_count() const { return live_count_; }  // N of the last pack
-  int64_t live_rows() const { return live_rows_; }    // M_live = Σ k of the last pack
-  int width() const { return width_; }                // W
+  int32_t bucket() const { return bucket_; }      // N_bs
+  int64_t capacity() const { return capacity_; }  // M_bs
+  int width() const { return width_; }            // W
 
-  std::span<int32_t> tokens() { return tokens_; }        // [M_bs]
-  std::span<int32_t> positions() { return positions_; }  // [M_bs]
-  std::span<int32_t> kv_slots() { return kv_slots_; }    // [M_bs]
-  std::span<int32_t> k() { return k_; }                  // [N_bs]
-  std::span<int32_t> offsets() { return offsets_; }      // [N_bs + 1]
-  // Decision state of AllocateAndPack: prefix scores Q and seeds k⁽⁰⁾ of the live requests.
-  std::span<float> scores() { return scores_; }  // [N_bs, W]
-  std::span<int32_t> seed() { return seed_; }    // [N_bs]
-  std::span<const int32_t> tokens() const { return tokens_; }
-  std::span<const int32_t> positions() const { return positions_; }
-  std::span<const int32_t> kv_slots() const { return kv_slots_; }
+  // The packed rows: rows() = M_live, num_spans() = N live spans; the storage past them holds
+  // the sentinel spans (q_len = 0 at q_start = M_live) and the tail placeholders.
+  const StepBatch& batch() const { return batch_; }
+  StepBatch& batch() { return batch_; }
+  // The last pack's lengths [N_bs] and offsets [N_bs + 1] (sentinels: k = 0, offset = M_live),
+  // as the device step reads them.
   std::span<const int32_t> k() const { return k_; }
   std::span<const int32_t> offsets() const { return offsets_; }
+  // AllocateAndPack's decision state: prefix scores Q [N_bs, W] and seeds k⁽⁰⁾ [N_bs].
   std::span<const float> scores() const { return scores_; }
   std::span<const int32_t> seed() const { return seed_; }
 
  private:
-  friend Status Pack(const PackInput& in, PackWorkspace* ws);
+  friend Status Pack(const StepBatch& blocks, std::span<const int32_t> k, BucketStep* out);
   friend Result<int64_t> AllocateAndPack(const float* pred_logits, int64_t budget,
-                                         const PackInput& in, PackWorkspace* ws);
-
-  // Algorithm 1 end to end into `ws`: prefix scores from predictor logits [n, W − 1] into
-  // ws->scores(), seeds into ws->seed(), budget adjustment to Σk = budget, then Pack. `in.k` is
-  // ignored (the lengths come from the allocator). InvalidArgument for a budget outside
-  // [n, W·n] or above the bucket capacity, or for anything Pack rejects. Allocates nothing.
-  // Returns the number of grow/shrink updates, |Δ₀|.
-  Result<int64_t> AllocateAndPack(const float* pred_logits, int64_t budget, const PackInput& in,
-                                  PackWorkspace* ws);
+                                         const StepBatch& blocks, BucketStep* out);
 
   int32_t bucket_;
   int64_t capacity_;
   int width_;
-  int32_t live_count_ = 0;
-  int64_t live_rows_ = 0;
-  std::vector<int32_t> tokens_, positions_, kv_slots_, k_, offsets_, seed_;
+  StepBatch batch_;
+  std::vector<int32_t> k_, offsets_, seed_;
   std::vector<float> scores_;
 };
 
-// Packs `in` into `ws` (Algorithm 1 lines 10–15): offsets, rows, sentinels and tail.
-// InvalidArgument when n is 0 or exceeds the bucket, a length is out of [1, width], Σk exceeds
-// the capacity, or a field has the wrong size. Allocates nothing.
-Status Pack(const PackInput& in, PackWorkspace* ws);
+// Packs the first k_i rows of each span of `blocks` (one span per request: its draft block,
+// row 0 the anchor) into `out` (Algorithm 1 lines 10–15): offsets, rows with every logit
+// wanted, spans, sentinels and tail. `out`'s tile, causality and capture layers are left as
+// they are. InvalidArgument when blocks has no span or more than the bucket, a length is
+// outside [1, span rows], or Σk exceeds the capacity. Allocates nothing.
+Status Pack(const StepBatch& blocks, std::span<const int32_t> k, BucketStep* out);
 
-// Algorithm 1 end to end into `ws`: prefix scores from predictor logits [n, W − 1] into
-// ws->scores(), seeds into ws->seed(), budget adjustment to Σk = budget, then Pack. `in.k` is
-// ignored (the lengths come from the allocator). InvalidArgument for a budget outside
-// [n, W·n] or above the bucket capacity, or for anything Pack rejects. Allocates nothing.
-// Returns the number of grow/shrink updates, |Δ₀|.
-Result<int64_t> AllocateAndPack(const float* pred_logits, int64_t budget, const PackInput& in,
-                                PackWorkspace* ws);
+// Algorithm 1 end to end into `out`: prefix scores from predictor logits [n, W − 1] into
+// scores(), seeds into seed(), budget adjustment to Σk = budget, then Pack. Every span of
+// `blocks` must hold W rows. InvalidArgument for a budget outside [n, W·n] or above the
+// bucket capacity, or for anything Pack rejects. Allocates nothing. Returns |Δ₀|, the number of
+// grow/shrink updates.
+Result<int64_t> AllocateAndPack(const float* pred_logits, int64_t budget, const StepBatch& blocks,
+                                BucketStep* out);
 
-// One workspace per bucket, each created on first use and kept for the pool's lifetime, so its
+// One BucketStep per bucket, each created on first use and kept for the pool's lifetime, so its
 // addresses never change. Not thread-safe.
 class WorkspacePool {
  public:
   explicit WorkspacePool(BucketConfig config);
 
-  // The workspace of bucket N_bs(n), created on first use.
-  Result<PackWorkspace*> ForLiveCount(int64_t n);
+  // The step of bucket N_bs(n), created on first use.
+  Result<BucketStep*> ForLiveCount(int64_t n);
   // Creates every bucket's workspace now (e.g. before graph capture).
   void CreateAll();
 
@@ -132,7 +108,7 @@ class WorkspacePool {
 
  private:
   BucketConfig config_;
-  std::vector<std::unique_ptr<PackWorkspace>> workspaces_;  // [buckets.size()], lazily filled
+  std::vector<std::unique_ptr<BucketStep>> workspaces_;  // [buckets.size()], lazily filled
 };
 
 }  // namespace dscale::dvl

@@ -69,6 +69,8 @@ struct Engine::RequestState {
 
   bool prefill_done() const { return prefilled == prompt_len; }
   int32_t anchor() const { return tokens.back(); }
+  // The output so far: held once, in `tokens`, and copied into the result at retirement.
+  std::span<const int32_t> output() const { return std::span(tokens).subspan(prompt_len); }
 };
 
 Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* drafter,
@@ -87,16 +89,17 @@ Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* dra
     return InvalidArgument("--spec " + config.policy.Name() + ": the drafter's block has only " +
                            std::to_string(block) + " rows");
   }
-  const int64_t max_kv_tokens = int64_t{std::numeric_limits<int32_t>::max()} * config.page_size;
-  if (config.kv_tokens < 1 || config.kv_tokens > max_kv_tokens) {
-    return InvalidArgument("kv_tokens: expected 1 to " + std::to_string(max_kv_tokens) +
-                           " positions, got " + std::to_string(config.kv_tokens));
-  }
+  if (config.kv_tokens < 1) return InvalidArgument("kv_tokens: must be at least 1");
   // The whole cache may be written: it must fit in memory with the models loaded.
   const int64_t kv_positions =
       (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
   DSCALE_RETURN_IF_ERROR(
       CheckKvFitsInMemory(kv_positions, KvBytesPerPosition(target, drafter, config.kv_dtype)));
+  const int64_t max_kv_tokens = MaxKvPositions(config.page_size);  // slots are int32
+  if (config.kv_tokens > max_kv_tokens) {
+    return InvalidArgument("kv_tokens: expected 1 to " + std::to_string(max_kv_tokens) +
+                           " positions, got " + std::to_string(config.kv_tokens));
+  }
   DSCALE_ASSIGN_OR_RETURN(VerifyPlanner planner,
                           VerifyPlanner::Create({.policy = config.policy,
                                                  .block = block,
@@ -124,10 +127,9 @@ Engine::Engine(TargetModel& target, Drafter* drafter, EngineConfig config, int32
       block_(block),
       cache_(CacheShape(target, config_)),
       planner_(std::move(planner)) {
-  if (drafter_ != nullptr) {
-    drafter_->Bind(cache_);
-    forward_options_.capture_layers = drafter_->feature_layers();
-  }
+  if (drafter_ != nullptr) drafter_->Bind(cache_);
+  prefill_.EnsureCapacity(config_.prefill_budget, config_.max_running);
+  blocks_.EnsureCapacity(config_.max_running * std::max(block_, 1), config_.max_running);
 }
 
 Engine::~Engine() = default;
@@ -144,14 +146,7 @@ int32_t Engine::PagesFor(int64_t prompt_len, int32_t max_tokens) const {
 Status Engine::CheckRequest(std::span<const int32_t> prompt,
                             const GenerationParams& params) const {
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
-  const int64_t vocab = target_.config().vocab_size;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= vocab) {
-      return InvalidArgument("prompt: token id " + std::to_string(prompt[i]) + " at position " +
-                             std::to_string(i) + " is outside the vocabulary [0, " +
-                             std::to_string(vocab) + ")");
-    }
-  }
+  DSCALE_RETURN_IF_ERROR(CheckTokenIds(prompt, target_.config().vocab_size, "prompt"));
   DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.decode_text)));
   const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (total > target_.config().max_position_embeddings) {
@@ -242,7 +237,7 @@ int Engine::TileFor(int32_t max_query_rows) const {
 
 Status Engine::RunPrefill() {
   const auto start = Clock::now();
-  batch_.Clear();
+  prefill_.Clear();
   std::vector<RequestState*> completing;  // prompts that finish in this step, in batch order
   std::vector<RequestState*> in_batch;    // every request of the batch, in batch order
   feed_rows_.clear();
@@ -251,27 +246,27 @@ Status Engine::RunPrefill() {
     RequestState& r = *owned;
     if (r.prefill_done() || r.cancelled || budget == 0) continue;
     const int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
-    batch_.AddRequest(r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n), cache_,
-                      /*all_logits=*/false);
+    AddRequestRows(prefill_, r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n),
+                   cache_, /*all_logits=*/false);
     budget -= n;
     r.prefilled += n;
     in_batch.push_back(&r);
     feed_rows_.push_back(n);
     if (r.prefill_done()) completing.push_back(&r);
   }
-  if (batch_.rows() == 0) return Status::Ok();
-  forward_options_.tile_rows = 128;  // prefill keeps the wide tile
-  CaptureFeaturesFor(in_batch);
-  DSCALE_RETURN_IF_ERROR(target_.Forward(batch_, forward_options_, cache_, &out_));
-  stats_.prefill_rows += batch_.rows();
-  FeedDrafter(in_batch, feed_rows_);
+  if (prefill_.rows() == 0) return Status::Ok();
+  prefill_.tile_rows = 128;  // prefill keeps the wide tile
+  CaptureFeaturesFor(in_batch, prefill_);
+  DSCALE_RETURN_IF_ERROR(target_.Forward(prefill_, cache_, &out_));
+  stats_.prefill_rows += prefill_.rows();
+  FeedDrafter(prefill_, in_batch, feed_rows_);
 
   // The first output token comes from the last prompt row's logits.
   const int64_t vocab = target_.config().vocab_size;
-  for (size_t i = 0, logit_row = 0; i < batch_.requests.size(); ++i, ++logit_row) {
-    const BatchRequest& req = batch_.requests[i];
+  for (size_t i = 0, logit_row = 0; i < prefill_.spans().size(); ++i, ++logit_row) {
+    const StepSpan& span = prefill_.spans()[i];
     auto it = std::find_if(completing.begin(), completing.end(),
-                           [&](RequestState* r) { return r->seq == req.seq; });
+                           [&](RequestState* r) { return r->seq == span.seq; });
     if (it == completing.end()) continue;
     RequestState& r = **it;
     r.committed = r.prompt_len;
@@ -341,8 +336,7 @@ Status Engine::RunDecode() {
 
   t = Clock::now();
   StageBlocks(batch);
-  DSCALE_ASSIGN_OR_RETURN(const dvl::PackWorkspace* packed,
-                          planner_.Plan(blocks_, drafts_, drafted_, draft_s));
+  DSCALE_ASSIGN_OR_RETURN(StepBatch * packed, planner_.Plan(blocks_, drafts_, drafted_, draft_s));
   const double decision_s = SecondsSince(t);
   stats_.decision_s += decision_s;
   sample.draft_s = draft ? draft_s + decision_s : 0.0;
@@ -350,29 +344,20 @@ Status Engine::RunDecode() {
 
   // Verification runs the packed rows: request i owns rows offset_i .. offset_i + k_i − 1.
   t = Clock::now();
-  batch_.Clear();
-  int32_t max_rows = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const int32_t k = packed->k()[i];
-    batch_.AddRequest(batch[i]->seq, batch[i]->committed,
-                      packed->tokens().subspan(packed->offsets()[i], k), cache_,
-                      /*all_logits=*/true);
-    max_rows = std::max(max_rows, k);
-  }
-  forward_options_.tile_rows = TileFor(max_rows);
-  CaptureFeaturesFor(batch);
-  DSCALE_RETURN_IF_ERROR(target_.Forward(batch_, forward_options_, cache_, &out_));
+  const StepBatch& step = *packed;
+  packed->tile_rows = TileFor(step.MaxQueryLen());
+  CaptureFeaturesFor(batch, *packed);
+  DSCALE_RETURN_IF_ERROR(target_.Forward(step, cache_, &out_));
   stats_.verify_s += SecondsSince(t);
 
   t = Clock::now();
   const int64_t vocab = target_.config().vocab_size;
   std::vector<VerifyResult> results(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    const BatchRequest& req = batch_.requests[i];
+    const StepSpan& span = step.spans()[i];
     const std::span<const float> logits =
-        std::span(out_.logits).subspan(int64_t{req.q_start} * vocab, int64_t{req.q_len} * vocab);
-    const std::span<const int32_t> drafts =
-        std::span(batch_.tokens).subspan(req.q_start + 1, req.q_len - 1);
+        std::span(out_.logits).subspan(int64_t{span.q_start} * vocab, int64_t{span.q_len} * vocab);
+    const std::span<const int32_t> drafts = step.tokens().subspan(span.q_start + 1, span.q_len - 1);
     Result<VerifyResult> accepted = Accept(*batch[i], logits, drafts);
     if (accepted.ok()) {
       results[i] = *accepted;
@@ -381,7 +366,7 @@ Status Engine::RunDecode() {
     }
   }
   stats_.acceptance_s += SecondsSince(t);
-  if (config_.on_step) Observe(batch, results);
+  if (config_.on_step) Observe(batch, step, results);
 
   t = Clock::now();
   std::vector<int32_t> accepted_tokens;
@@ -389,9 +374,9 @@ Status Engine::RunDecode() {
   int64_t drafted_committed = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     RequestState& r = *batch[i];
-    const BatchRequest& req = batch_.requests[i];
+    const StepSpan& span = step.spans()[i];
     const VerifyResult& v = results[i];
-    stats_.verified_rows += req.q_len;
+    stats_.verified_rows += span.q_len;
     if (r.finish == FinishReason::kError) {
       feed_rows_.push_back(0);
       continue;
@@ -403,22 +388,22 @@ Status Engine::RunDecode() {
     // The anchor and the accepted drafts now have valid KV rows; they join the draft context.
     r.committed += v.accepted + 1;
     feed_rows_.push_back(v.accepted + 1);
-    sample.context += req.ctx_len;
+    sample.context += span.ctx_len;
     if (drafted_[i]) drafted_committed += v.accepted + 1;
-    accepted_tokens.assign(batch_.tokens.begin() + req.q_start + 1,
-                           batch_.tokens.begin() + req.q_start + 1 + v.accepted);
+    const std::span<const int32_t> accepted = step.tokens().subspan(span.q_start + 1, v.accepted);
+    accepted_tokens.assign(accepted.begin(), accepted.end());
     accepted_tokens.push_back(v.next_token);
     AppendOutput(r, accepted_tokens);
   }
   const auto feed_start = Clock::now();
-  sample.fed_rows = FeedDrafter(batch, feed_rows_);
+  sample.fed_rows = FeedDrafter(step, batch, feed_rows_);
   sample.feed_s = SecondsSince(feed_start);
   ++stats_.decode_steps;
   stats_.decode_request_steps += static_cast<int64_t>(batch.size());
   stats_.last_step_requests = static_cast<int32_t>(batch.size());
-  stats_.last_step_rows = batch_.rows();
+  stats_.last_step_rows = step.rows();
   stats_.commit_s += SecondsSince(t);
-  sample.rows = batch_.rows();
+  sample.rows = step.rows();
   sample.verify_s = SecondsSince(rest) - sample.feed_s;
   planner_.Record(sample, drafted_committed);
   if (planner_.DropDraftContexts()) {
@@ -442,13 +427,13 @@ Status Engine::Draft(const std::vector<RequestState*>& batch, DraftOutput* draft
   return drafter_->Draft(requests, cache_, TileFor(block_), drafts);
 }
 
-void Engine::Observe(const std::vector<RequestState*>& batch,
+void Engine::Observe(const std::vector<RequestState*>& batch, const StepBatch& step,
                      const std::vector<VerifyResult>& results) {
   std::vector<RequestId> ids;
   std::vector<int32_t> rows, accepted;
   for (size_t i = 0; i < batch.size(); ++i) {
     ids.push_back(batch[i]->id);
-    rows.push_back(batch_.requests[i].q_len);
+    rows.push_back(step.spans()[i].q_len);
     accepted.push_back(results[i].accepted);
   }
   const bool all_drafted = drafter_ != nullptr && std::all_of(drafted_.begin(), drafted_.end(),
@@ -461,24 +446,15 @@ void Engine::Observe(const std::vector<RequestState*>& batch,
 }
 
 void Engine::StageBlocks(const std::vector<RequestState*>& batch) {
-  const int32_t width = planner_.width();
-  const auto n = static_cast<int64_t>(batch.size());
-  blocks_.n = n;
-  blocks_.tokens.assign(n * width, 0);
-  blocks_.positions.resize(n * width);
-  blocks_.kv_slots.resize(n * width);
-  for (int64_t i = 0, d = 0; i < n; ++i) {
+  blocks_.Clear();
+  for (size_t i = 0, d = 0; i < batch.size(); ++i) {
     const RequestState& r = *batch[i];
-    const int64_t row = drafted_[i] ? d++ : -1;  // this request's row in drafts_
-    for (int32_t j = 0; j < width; ++j) {
-      int32_t token = r.anchor();
-      if (j > 0) token = row >= 0 ? drafts_.tokens[row * drafts_.width + j - 1] : 0;
-      blocks_.tokens[i * width + j] = token;
-      blocks_.positions[i * width + j] = r.committed + j;
-      // Positions past the reservation (only the anchor-only policy's unused column) get the
-      // anchor's slot; the packer never reads them.
-      const int32_t pos = std::min(r.committed + j, cache_.Length(r.seq) - 1);
-      blocks_.kv_slots[i * width + j] = static_cast<int32_t>(cache_.Slot(r.seq, pos));
+    blocks_.BeginSpan(r.seq, r.committed, cache_.PageTable(r.seq).data());
+    blocks_.AddRow(r.anchor(), cache_.Slot(r.seq, r.committed), /*logits=*/true);
+    if (!drafted_[i]) continue;
+    const int32_t* candidates = drafts_.tokens.data() + d++ * drafts_.candidates;
+    for (int32_t j = 1; j <= drafts_.candidates; ++j) {
+      blocks_.AddRow(candidates[j - 1], cache_.Slot(r.seq, r.committed + j), /*logits=*/true);
     }
   }
 }
@@ -493,79 +469,76 @@ Result<VerifyResult> Engine::Accept(RequestState& r, std::span<const float> logi
 }
 
 void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
-  std::vector<int32_t>& output = r.result.output_ids;
-  const size_t before = output.size();
+  const size_t before = r.output().size();
   for (int32_t token : tokens) {
-    output.push_back(token);
     r.tokens.push_back(token);
     const auto& stops = r.params.stop_ids;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
       r.finish = FinishReason::kStop;
       break;
     }
-    if (static_cast<int32_t>(output.size()) >= r.params.max_tokens) {
+    if (static_cast<int32_t>(r.output().size()) >= r.params.max_tokens) {
       r.finish = FinishReason::kLength;
       break;
     }
   }
   if (!r.params.stop_strings.empty()) {
     // Shortest output whose text contains a stop string ends the request.
-    const std::string text = config_.decode_text(output);
+    const std::string text = config_.decode_text(r.output());
     for (const std::string& stop : r.params.stop_strings) {
       if (text.find(stop) == std::string::npos) continue;
-      while (output.size() > before + 1) {
-        const std::string shorter = config_.decode_text(std::span(output).first(output.size() - 1));
+      while (r.output().size() > before + 1) {
+        const std::span<const int32_t> output = r.output();
+        const std::string shorter = config_.decode_text(output.first(output.size() - 1));
         if (shorter.find(stop) == std::string::npos) break;
-        output.pop_back();
         r.tokens.pop_back();
       }
       r.finish = FinishReason::kStop;
     }
   }
-  stats_.output_tokens += static_cast<int64_t>(output.size() - before);
+  stats_.output_tokens += static_cast<int64_t>(r.output().size() - before);
   if (r.params.on_tokens) {
-    r.params.on_tokens({.id = r.id,
-                        .new_tokens = std::span(output).subspan(before),
-                        .finished = r.finish});
+    r.params.on_tokens(
+        {.id = r.id, .new_tokens = r.output().subspan(before), .finished = r.finish});
   }
 }
 
-void Engine::CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order) {
+void Engine::CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order, StepBatch& step) {
   const bool any = std::any_of(in_batch_order.begin(), in_batch_order.end(),
                                [](const RequestState* r) { return r->draft_context; });
   if (any) {
-    forward_options_.capture_layers = drafter_->feature_layers();
+    step.capture_layers = drafter_->feature_layers();
   } else {
-    forward_options_.capture_layers.clear();
+    step.capture_layers.clear();
   }
 }
 
-int64_t Engine::FeedDrafter(const std::vector<RequestState*>& in_batch_order,
+int64_t Engine::FeedDrafter(const StepBatch& step, const std::vector<RequestState*>& in_batch_order,
                             std::span<const int32_t> rows) {
   int64_t fed = 0;
   int32_t first = 0, count = 0;  // the pending run of adjacent rows
   for (size_t i = 0; i < in_batch_order.size(); ++i) {
     if (!in_batch_order[i]->draft_context) continue;
-    const int32_t start = batch_.requests[i].q_start;
+    const int32_t start = step.spans()[i].q_start;
     if (count > 0 && first + count != start) {
-      AppendDraftContext(first, count);
+      AppendDraftContext(step, first, count);
       count = 0;
     }
     if (count == 0) first = start;
     count += rows[i];
     fed += rows[i];
   }
-  if (count > 0) AppendDraftContext(first, count);
+  if (count > 0) AppendDraftContext(step, first, count);
   return fed;
 }
 
-void Engine::AppendDraftContext(int32_t first, int32_t count) {
-  const int64_t width = static_cast<int64_t>(forward_options_.capture_layers.size()) *
-                        target_.config().hidden_size;
+void Engine::AppendDraftContext(const StepBatch& step, int32_t first, int32_t count) {
+  const int64_t width =
+      static_cast<int64_t>(step.capture_layers.size()) * target_.config().hidden_size;
   drafter_->AppendContext(
       {.features = std::span(out_.features).subspan(first * width, count * width),
-       .positions = std::span(batch_.positions).subspan(first, count),
-       .slots = std::span(batch_.kv_slots).subspan(first, count)});
+       .positions = step.positions().subspan(first, count),
+       .slots = step.kv_slots().subspan(first, count)});
 }
 
 void Engine::RetireFinished() {
@@ -574,6 +547,8 @@ void Engine::RetireFinished() {
     if (r.cancelled && r.finish == FinishReason::kNone) r.finish = FinishReason::kCancelled;
     if (r.finish == FinishReason::kNone) continue;
     cache_.RemoveSequence(r.seq);
+    const std::span<const int32_t> output = r.output();
+    r.result.output_ids.assign(output.begin(), output.end());
     r.result.finish_reason = r.finish;
     r.result.finished = Clock::now();
     if (r.result.first_token == Clock::time_point{}) r.result.first_token = r.result.finished;

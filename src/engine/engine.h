@@ -113,16 +113,18 @@ class Engine {
 
   // Drafts the requests of `batch` that drafted_ marks.
   Status Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts);
-  void Observe(const std::vector<RequestState*>& batch, const std::vector<VerifyResult>& results);
-  // Fills blocks_ with each request's [anchor, candidates…] and their positions and slots
-  // (candidates 0 where drafted_ has no drafts).
+  void Observe(const std::vector<RequestState*>& batch, const StepBatch& step,
+               const std::vector<VerifyResult>& results);
+  // Fills blocks_ with one span per request: [anchor, candidates…] where drafted_ says it has
+  // drafts, else the anchor alone.
   void StageBlocks(const std::vector<RequestState*>& batch);
-  // Sends the rows [q_start, q_start + rows[i]) of the last forward's requests that have a
-  // draft context (drafter_ set) to the drafter, adjacent ranges in one call; returns the rows.
-  int64_t FeedDrafter(const std::vector<RequestState*>& in_batch_order,
+  // Sends the rows [q_start, q_start + rows[i]) of `step`'s spans whose requests have a draft
+  // context (drafter_ set) to the drafter, adjacent ranges in one call; returns the rows. `step`
+  // is the batch out_ was computed from.
+  int64_t FeedDrafter(const StepBatch& step, const std::vector<RequestState*>& in_batch_order,
                       std::span<const int32_t> rows);
   // The forward captures the drafter's feature layers only when some request will use them.
-  void CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order);
+  void CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order, StepBatch& step);
   Result<VerifyResult> Accept(RequestState& r, std::span<const float> logits,
                               std::span<const int32_t> drafts);
   Result<int32_t> SampleFirstToken(RequestState& r, std::span<const float> logits);
@@ -130,8 +132,8 @@ class Engine {
   void Fail(RequestState& r, const Status& why);
   // Appends tokens to r's output, applying stop ids, max_tokens and stop strings; streams them.
   void AppendOutput(RequestState& r, std::span<const int32_t> tokens);
-  // Sends rows [first, first + count) of the last forward (batch_, out_) to the draft context.
-  void AppendDraftContext(int32_t first, int32_t count);
+  // Sends rows [first, first + count) of the last forward (`step`, out_) to the draft context.
+  void AppendDraftContext(const StepBatch& step, int32_t first, int32_t count);
   int TileFor(int32_t max_query_rows) const;
 
   TargetModel& target_;
@@ -146,14 +148,11 @@ class Engine {
   std::vector<RequestResult> finished_;
   StepStats stats_;
   // Step scratch, reused.
-  PackedBatch batch_;
+  StepBatch prefill_;  // this step's prompt chunks
+  StepBatch blocks_;   // this step's draft blocks, one span per decoding request
   ForwardOutput out_;
-  ForwardOptions forward_options_;
   DraftOutput drafts_;
-  DraftBlocks blocks_;
   std::vector<double> probs_;
-  std::vector<int32_t> context_positions_;
-  std::vector<int64_t> context_slots_;
   std::vector<uint8_t> drafted_;  // [N] this step's requests with drafts
   std::vector<int32_t> feed_rows_;
 };

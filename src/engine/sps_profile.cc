@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/step_batch.h"
 #include "kv/paged_kv_cache.h"
-#include "model/packed_batch.h"
 
 namespace dscale {
 namespace {
@@ -12,14 +12,13 @@ namespace {
 constexpr int32_t kPageSize = 16;
 
 // Median seconds of `repeats` forwards of `batch` after one warm-up.
-Result<double> MedianForwardSeconds(TargetModel& target, const PackedBatch& batch,
-                                    const ForwardOptions& options, PagedKvCache& cache,
-                                    int repeats) {
+Result<double> MedianForwardSeconds(TargetModel& target, const StepBatch& batch,
+                                    PagedKvCache& cache, int repeats) {
   ForwardOutput out;
   std::vector<double> seconds;
   for (int i = 0; i <= repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    DSCALE_RETURN_IF_ERROR(target.Forward(batch, options, cache, &out));
+    DSCALE_RETURN_IF_ERROR(target.Forward(batch, cache, &out));
     if (i > 0) {
       seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -53,20 +52,20 @@ Result<budget::SpsTable> ProfileStepsPerSecond(TargetModel& target, const SpsPro
     seqs.push_back(cache.AddSequence());
     DSCALE_RETURN_IF_ERROR(cache.Reserve(seqs.back(), per_request));
   }
-  const ForwardOptions options{.tile_rows = o.block <= 16 ? 16 : 128,
-                               .capture_layers = o.capture_layers};
   const std::vector<int32_t> tokens(static_cast<size_t>(o.block), 0);
   budget::SpsTable table{.context = o.context, .target = "profiled at start-up"};
-  PackedBatch batch;
+  StepBatch batch;
+  batch.tile_rows = o.block <= 16 ? 16 : 128;
+  batch.capture_layers = o.capture_layers;
   for (const int64_t b : SpsProbeSizes(o.max_tokens)) {
     batch.Clear();
     for (int64_t left = b, r = 0; left > 0; left -= o.block, ++r) {
       const auto rows = static_cast<size_t>(std::min<int64_t>(left, o.block));
-      batch.AddRequest(seqs[static_cast<size_t>(r)], o.context, std::span(tokens).first(rows),
-                       cache, /*all_logits=*/true);
+      AddRequestRows(batch, seqs[static_cast<size_t>(r)], o.context, std::span(tokens).first(rows),
+                     cache, /*all_logits=*/true);
     }
     DSCALE_ASSIGN_OR_RETURN(const double seconds,
-                            MedianForwardSeconds(target, batch, options, cache, o.repeats));
+                            MedianForwardSeconds(target, batch, cache, o.repeats));
     table.tokens.push_back(b);
     table.steps_per_second.push_back(1.0 / std::max(seconds, 1e-9));
   }

@@ -67,18 +67,16 @@ int32_t VerifyPlanner::DraftCount(int32_t fed, int32_t requests) {
   return auto_ ? auto_->DraftCount(fed, requests) : fed;
 }
 
-Result<const dvl::PackWorkspace*> VerifyPlanner::Plan(const DraftBlocks& blocks,
-                                                      const DraftOutput& drafts,
-                                                      std::span<const uint8_t> drafted,
-                                                      double draft_s) {
+Result<StepBatch*> VerifyPlanner::Plan(const StepBatch& blocks, const DraftOutput& drafts,
+                                       std::span<const uint8_t> drafted, double draft_s) {
   const auto start = std::chrono::steady_clock::now();
-  DSCALE_ASSIGN_OR_RETURN(dvl::PackWorkspace * ws, pool_.ForLiveCount(blocks.n));
+  DSCALE_ASSIGN_OR_RETURN(dvl::BucketStep * bucket, pool_.ForLiveCount(blocks.num_spans()));
   const SpecMode mode = planner_.policy.mode;
   if (mode == SpecMode::kDScale && !auto_) {
-    DSCALE_RETURN_IF_ERROR(DecideWithPredictor(blocks, drafts, ws));
-    return ws;
+    DSCALE_RETURN_IF_ERROR(DecideWithPredictor(blocks, drafts, bucket));
+    return &bucket->batch();
   }
-  const int64_t n = blocks.n;
+  const int64_t n = blocks.num_spans();
   int64_t rows = n;  // requests with drafts
   if (!drafted.empty()) {
     DSCALE_CHECK(static_cast<int64_t>(drafted.size()) == n);
@@ -101,20 +99,16 @@ Result<const dvl::PackWorkspace*> VerifyPlanner::Plan(const DraftBlocks& blocks,
         q_.data(), n, config_.width, [&sps](int64_t b) { return sps.StepsPerSecond(b); }, &dspark_,
         k_.data());
   } else if (mode != SpecMode::kNone) {
-    k_.assign(n, planner_.policy.UniformRows(config_.width));
+    // A request without drafts has its anchor row only.
+    const int32_t rows = planner_.policy.UniformRows(config_.width);
+    for (int64_t i = 0; i < n; ++i) k_[i] = std::min(rows, blocks.spans()[i].q_len);
   }
-  DSCALE_RETURN_IF_ERROR(dvl::Pack({.n = n,
-                                    .width = config_.width,
-                                    .tokens = blocks.tokens,
-                                    .positions = blocks.positions,
-                                    .kv_slots = blocks.kv_slots,
-                                    .k = k_},
-                                   ws));
-  return ws;
+  DSCALE_RETURN_IF_ERROR(dvl::Pack(blocks, k_, bucket));
+  return &bucket->batch();
 }
 
 void VerifyPlanner::Score(const DraftOutput& drafts, int64_t rows, int64_t live_count) {
-  DSCALE_CHECK(drafts.width == dvl::kDraftPositions);
+  DSCALE_CHECK(drafts.candidates == dvl::kDraftPositions);
   features_.resize(rows * dvl::kFeatureCount);
   pred_logits_.resize(rows * dvl::kDraftPositions);
   q_.resize(rows * dvl::kBlockWidth);
@@ -138,10 +132,10 @@ void VerifyPlanner::DecideAuto(std::span<const uint8_t> drafted, int64_t n, int6
   }
 }
 
-Status VerifyPlanner::DecideWithPredictor(const DraftBlocks& blocks, const DraftOutput& drafts,
-                                          dvl::PackWorkspace* ws) {
-  const int64_t n = blocks.n;
-  DSCALE_CHECK(drafts.width == dvl::kDraftPositions);
+Status VerifyPlanner::DecideWithPredictor(const StepBatch& blocks, const DraftOutput& drafts,
+                                          dvl::BucketStep* bucket) {
+  const int64_t n = blocks.num_spans();
+  DSCALE_CHECK(drafts.candidates == dvl::kDraftPositions);
   features_.resize(n * dvl::kFeatureCount);
   pred_logits_.resize(n * dvl::kDraftPositions);
   dvl::ExtractFeaturesBatch(drafts.logits.data(), drafts.hidden.data(), n, /*live_count=*/n,
@@ -150,13 +144,7 @@ Status VerifyPlanner::DecideWithPredictor(const DraftBlocks& blocks, const Draft
   DSCALE_ASSIGN_OR_RETURN(
       const int64_t budget,
       dvl::BudgetFromFraction(n, config_.width, planner_.verify_budget.fraction));
-  const dvl::PackInput in{.n = n,
-                          .width = config_.width,
-                          .tokens = blocks.tokens,
-                          .positions = blocks.positions,
-                          .kv_slots = blocks.kv_slots,
-                          .k = {}};
-  return dvl::AllocateAndPack(pred_logits_.data(), budget, in, ws).status();
+  return dvl::AllocateAndPack(pred_logits_.data(), budget, blocks, bucket).status();
 }
 
 void VerifyPlanner::Record(const budget::StepSample& sample, int64_t drafted_committed) {

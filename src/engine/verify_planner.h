@@ -31,15 +31,6 @@
 
 namespace dscale {
 
-// Each request's whole draft block, [n, width] row-major: column 0 the anchor, then the
-// candidates in draft order.
-struct DraftBlocks {
-  int64_t n = 0;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> positions;
-  std::vector<int32_t> kv_slots;
-};
-
 struct PlannerConfig {
   LengthPolicy policy;
   int32_t block = 1;                               // W (1 without a drafter)
@@ -55,9 +46,6 @@ class VerifyPlanner {
   // dscale and dspark need the predictor and W = 16; dspark needs the SPS table.
   static Result<VerifyPlanner> Create(const PlannerConfig& config);
 
-  // Block width the packer works with (W, or 2 for the anchor-only policy).
-  int32_t width() const { return config_.width; }
-
   // At admission: whether the new request's context is fed to the drafter (always, except for
   // auto while plain decoding pays better).
   bool FeedNewRequest();
@@ -65,12 +53,13 @@ class VerifyPlanner {
   // them this step drafts (the first ones in batch order; all but auto: every fed one).
   int32_t DraftCount(int32_t fed, int32_t requests);
 
-  // Decides k for the n requests of `blocks` and packs them. `drafted` [n] marks the requests
-  // that have drafts, whose rows in `drafts` follow in request order (empty: all n); the others
-  // verify their anchor only. `draft_s`: seconds this step spent drafting. The workspace stays
-  // valid until the next call.
-  Result<const dvl::PackWorkspace*> Plan(const DraftBlocks& blocks, const DraftOutput& drafts,
-                                         std::span<const uint8_t> drafted = {}, double draft_s = 0);
+  // Decides k for the n requests of `blocks` (one span per request: [anchor, candidates…] for a
+  // drafted request, the anchor alone for the others) and packs them into the bucket's
+  // StepBatch. `drafted` [n] marks the requests that have drafts, whose rows in `drafts` follow
+  // in request order (empty: all n). `draft_s`: seconds this step spent drafting. The batch
+  // keeps its address for the planner's lifetime and its rows until the next call.
+  Result<StepBatch*> Plan(const StepBatch& blocks, const DraftOutput& drafts,
+                          std::span<const uint8_t> drafted = {}, double draft_s = 0);
 
   // After the step (auto learns its step-cost model here; the other policies ignore it).
   void Record(const budget::StepSample& sample, int64_t drafted_committed);
@@ -81,8 +70,8 @@ class VerifyPlanner {
 
  private:
   VerifyPlanner(PlannerConfig planner, dvl::BucketConfig config);
-  Status DecideWithPredictor(const DraftBlocks& blocks, const DraftOutput& drafts,
-                             dvl::PackWorkspace* ws);
+  Status DecideWithPredictor(const StepBatch& blocks, const DraftOutput& drafts,
+                             dvl::BucketStep* bucket);
   // Prefix scores q_ [rows, W] of the first `rows` requests of `drafts`.
   void Score(const DraftOutput& drafts, int64_t rows, int64_t live_count);
   // auto: k_ for the drafted requests (the others keep 1).

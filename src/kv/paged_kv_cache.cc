@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/dtype.h"
@@ -72,7 +73,7 @@ KvStore::KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t
   }
 }
 
-void KvStore::Store(int32_t layer, int64_t slot, const float* k, const float* v) {
+void KvStore::Store(int32_t layer, int32_t slot, const float* k, const float* v) {
   DSCALE_CHECK(layer >= 0 && layer < num_layers());
   DSCALE_CHECK(slot >= 0 && slot < num_slots_);
   const int64_t offset = slot * row_elements_ * KvDtypeSize(dtype_);
@@ -80,7 +81,7 @@ void KvStore::Store(int32_t layer, int64_t slot, const float* k, const float* v)
   StoreRow(v, row_elements_, dtype_, v_[layer].data() + offset);
 }
 
-void KvStore::Read(int32_t layer, int64_t slot, float* k, float* v) const {
+void KvStore::Read(int32_t layer, int32_t slot, float* k, float* v) const {
   DSCALE_CHECK(layer >= 0 && layer < num_layers());
   DSCALE_CHECK(slot >= 0 && slot < num_slots_);
   const int64_t offset = slot * row_elements_ * KvDtypeSize(dtype_);
@@ -107,7 +108,10 @@ PagedKvCache::PagedKvCache(const KvCacheShape& shape)
       allocator_(shape.num_pages),
       store_(shape.num_layers, shape.kv_heads, shape.head_dim,
              static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size, shape.dtype),
-      id_(NextCacheId()) {}
+      id_(NextCacheId()) {
+  DSCALE_CHECK_MSG(int64_t{shape.num_pages} * shape.page_size <= MaxKvPositions(shape.page_size),
+                   "KV slots must fit int32");
+}
 
 int32_t PagedKvCache::AddSequence() {
   int32_t id;
@@ -163,11 +167,27 @@ int32_t PagedKvCache::Length(int32_t seq) const { return Live(seq).length; }
 
 const std::vector<int32_t>& PagedKvCache::PageTable(int32_t seq) const { return Live(seq).pages; }
 
-int64_t PagedKvCache::Slot(int32_t seq, int32_t pos) const {
+int32_t PagedKvCache::Slot(int32_t seq, int32_t pos) const {
   const Sequence& s = Live(seq);
   DSCALE_CHECK(pos >= 0 && pos < s.length);
-  return static_cast<int64_t>(s.pages[pos / shape_.page_size]) * shape_.page_size +
+  return s.pages[static_cast<size_t>(pos / shape_.page_size)] * shape_.page_size +
          pos % shape_.page_size;
+}
+
+void AddRequestRows(StepBatch& batch, int32_t seq, int32_t ctx_len, std::span<const int32_t> tokens,
+                    const PagedKvCache& cache, bool all_logits) {
+  const auto n = static_cast<int32_t>(tokens.size());
+  DSCALE_CHECK(n > 0);
+  DSCALE_CHECK_MSG(cache.Length(seq) >= ctx_len + n, "KV positions not reserved");
+  batch.BeginSpan(seq, ctx_len, cache.PageTable(seq).data());
+  for (int32_t j = 0; j < n; ++j) {
+    batch.AddRow(tokens[static_cast<size_t>(j)], cache.Slot(seq, ctx_len + j),
+                 all_logits || j == n - 1);
+  }
+}
+
+int64_t MaxKvPositions(int32_t page_size) {
+  return int64_t{std::numeric_limits<int32_t>::max()} / page_size * page_size;
 }
 
 int32_t PagedKvCache::num_sequences() const {

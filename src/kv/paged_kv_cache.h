@@ -9,9 +9,11 @@
 // kResourceExhausted Status the scheduler acts on (the request waits); nothing is changed then.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
+#include "core/step_batch.h"
 #include "kernels/cpu/attention.h"
 #include "kv/kv_dtype.h"
 #include "kv/zero_mapped_bytes.h"
@@ -62,9 +64,9 @@ class KvStore {
 
   // Writes one position's K and V rows ([kv_heads · head_dim] f32 each) at `slot` of `layer`,
   // rounded to the store's dtype. The same f32 rows always store the same bits.
-  void Store(int32_t layer, int64_t slot, const float* k, const float* v);
+  void Store(int32_t layer, int32_t slot, const float* k, const float* v);
   // The stored K and V rows at `slot` of `layer`, as f32 ([kv_heads · head_dim] each).
-  void Read(int32_t layer, int64_t slot, float* k, float* v) const;
+  void Read(int32_t layer, int32_t slot, float* k, float* v) const;
   // The layer's rows for attention: the f32 pair or the BF16 pair set, as stored.
   cpu::PagedKvLayer Layer(int32_t layer) const;
   int32_t num_layers() const { return static_cast<int32_t>(k_.size()); }
@@ -100,13 +102,14 @@ class PagedKvCache {
   // Positions currently reserved.
   int32_t Length(int32_t seq) const;
   const std::vector<int32_t>& PageTable(int32_t seq) const;
-  // Slot of position `pos` (< Length(seq)).
-  int64_t Slot(int32_t seq, int32_t pos) const;
+  // Slot of position `pos` (< Length(seq)). Slots are int32 everywhere: the constructor checks
+  // that num_pages · page_size fits.
+  int32_t Slot(int32_t seq, int32_t pos) const;
   // Pages needed to grow `seq` to `length` positions.
   int32_t PagesNeeded(int32_t seq, int32_t length) const;
 
   // The target's K/V rows.
-  void Store(int32_t layer, int64_t slot, const float* k, const float* v) {
+  void Store(int32_t layer, int32_t slot, const float* k, const float* v) {
     store_.Store(layer, slot, k, v);
   }
   cpu::PagedKvLayer Layer(int32_t layer) const { return store_.Layer(layer); }
@@ -135,5 +138,14 @@ class PagedKvCache {
   std::vector<int32_t> free_ids_;
   uint64_t id_;
 };
+
+// Appends `tokens` to `batch` as one span: sequence `seq`'s positions ctx_len .. ctx_len + n − 1
+// (reserved in `cache`) at their slots, with logits wanted for every row (all_logits) or for
+// the last one only.
+void AddRequestRows(StepBatch& batch, int32_t seq, int32_t ctx_len, std::span<const int32_t> tokens,
+                    const PagedKvCache& cache, bool all_logits);
+
+// Positions a cache may hold: slots are int32.
+int64_t MaxKvPositions(int32_t page_size);
 
 }  // namespace dscale

@@ -10,9 +10,9 @@
 namespace dscale {
 namespace {
 
-void AttentionHalf(const Qwen3LayerWeights& w, const LayerDims& d, const LayerBatch& batch,
+void AttentionHalf(const Qwen3LayerWeights& w, const LayerDims& d, const StepBatch& batch,
                    int32_t layer, KvStore& store, LayerScratch& s, float* x) {
-  const int32_t rows = batch.rows;
+  const int32_t rows = batch.rows();
   const int64_t q_dim = d.q_dim(), kv_dim = d.kv_dim();
   const int64_t qkv_cols = q_dim + 2 * kv_dim;
   float* normed = GrowBuffer(s.normed, rows * d.hidden);
@@ -24,10 +24,11 @@ void AttentionHalf(const Qwen3LayerWeights& w, const LayerDims& d, const LayerBa
   float* k = qkv + q_dim;
   cpu::HeadRmsNorm(q, w.q_norm.data(), rows, d.heads, d.head_dim, qkv_cols, d.eps);
   cpu::HeadRmsNorm(k, w.k_norm.data(), rows, d.kv_heads, d.head_dim, qkv_cols, d.eps);
-  cpu::ApplyRope(q, batch.positions, rows, d.heads, d.head_dim, qkv_cols, d.rope_theta);
-  cpu::ApplyRope(k, batch.positions, rows, d.kv_heads, d.head_dim, qkv_cols, d.rope_theta);
+  cpu::ApplyRope(q, batch.positions().data(), rows, d.heads, d.head_dim, qkv_cols, d.rope_theta);
+  cpu::ApplyRope(k, batch.positions().data(), rows, d.kv_heads, d.head_dim, qkv_cols, d.rope_theta);
   for (int32_t r = 0; r < rows; ++r) {
-    store.Store(layer, batch.kv_slots[r], k + r * qkv_cols, k + kv_dim + r * qkv_cols);
+    store.Store(layer, batch.kv_slots()[static_cast<size_t>(r)], k + r * qkv_cols,
+                k + kv_dim + r * qkv_cols);
   }
 
   float* attn = GrowBuffer(s.attn, rows * q_dim);
@@ -40,8 +41,8 @@ void AttentionHalf(const Qwen3LayerWeights& w, const LayerDims& d, const LayerBa
       .head_dim = d.head_dim,
       .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim))),
       .causal = batch.causal,
-      .spans = batch.spans.data(),
-      .num_spans = static_cast<int32_t>(batch.spans.size()),
+      .spans = batch.spans().data(),
+      .num_spans = batch.num_spans(),
       .kv = store.Layer(layer)};
   cpu::PagedAttention(params, batch.tile_rows);
   Project(attn, w.o_proj, x, rows, /*accumulate=*/true);
@@ -70,10 +71,10 @@ LayerDims LayerDims::From(const Qwen3Config& c) {
           .rope_theta = c.rope_theta};
 }
 
-void RunDecoderLayer(const Qwen3LayerWeights& w, const LayerDims& dims, const LayerBatch& batch,
+void RunDecoderLayer(const Qwen3LayerWeights& w, const LayerDims& dims, const StepBatch& batch,
                      int32_t layer, KvStore& store, LayerScratch& scratch, float* x) {
   AttentionHalf(w, dims, batch, layer, store, scratch, x);
-  MlpHalf(w, dims, batch.rows, scratch, x);
+  MlpHalf(w, dims, batch.rows(), scratch, x);
 }
 
 }  // namespace dscale

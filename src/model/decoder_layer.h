@@ -1,5 +1,5 @@
 #pragma once
-// One Qwen3 pre-norm decoder layer over a packed ragged batch, shared by the target (causal
+// One Qwen3 pre-norm decoder layer over the rows of a StepBatch, shared by the target (causal
 // attention) and the DFlash drafter (non-causal attention over its context plus its block):
 //   x += o_proj(attention(rope(q_norm(q)), rope(k_norm(k)), v))   with q, k, v from RMSNorm(x)
 //   x += down(silu(gate(RMSNorm(x))) · up(RMSNorm(x)))
@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "core/step_batch.h"
 #include "kernels/cpu/attention.h"
 #include "kv/paged_kv_cache.h"
 #include "model/qwen3_weights.h"
@@ -28,17 +29,6 @@ struct LayerDims {
   static LayerDims From(const Qwen3Config& config);
 };
 
-// Where the batch's rows sit: positions for RoPE, the slot each row's K/V is written to, and
-// the attention spans (per request, with page tables) to read them back.
-struct LayerBatch {
-  int32_t rows = 0;
-  const int32_t* positions = nullptr;  // [rows]
-  const int64_t* kv_slots = nullptr;   // [rows]
-  std::span<const cpu::AttentionSpan> spans;
-  bool causal = true;
-  int tile_rows = 128;
-};
-
 // Scratch buffers, grown on demand and reused across calls.
 struct LayerScratch {
   std::vector<float> normed;   // [rows, hidden]
@@ -48,9 +38,9 @@ struct LayerScratch {
   std::vector<float> act;      // [rows, intermediate]
 };
 
-// Runs the layer in place on the residual stream x [rows, hidden], storing the rows' K/V into
-// layer `layer` of `store` at their slots before attending.
-void RunDecoderLayer(const Qwen3LayerWeights& w, const LayerDims& dims, const LayerBatch& batch,
+// Runs the layer in place on the residual stream x [batch.rows(), hidden], storing the rows' K/V
+// into layer `layer` of `store` at their slots before attending (batch.causal, batch.tile_rows).
+void RunDecoderLayer(const Qwen3LayerWeights& w, const LayerDims& dims, const StepBatch& batch,
                      int32_t layer, KvStore& store, LayerScratch& scratch, float* x);
 
 // Grows `buffer` to at least `size` elements and returns its data.

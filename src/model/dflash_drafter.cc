@@ -121,7 +121,7 @@ void DFlashDrafter::AppendContext(const ContextRows& context) {
   KvStore& store = *store_;
   const std::span<const float> features = context.features;
   const std::span<const int32_t> positions = context.positions;
-  const std::span<const int64_t> slots = context.slots;
+  const std::span<const int32_t> slots = context.slots;
   const auto rows = static_cast<int64_t>(positions.size());
   DSCALE_CHECK(slots.size() == positions.size());
   DSCALE_CHECK(static_cast<int64_t>(features.size()) == rows * feature_width());
@@ -154,47 +154,24 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   const int32_t block = config_.block_size;
   const int64_t vocab = target_->config().vocab_size;
   const int64_t h = dims_.hidden;
-  tokens_.clear();
-  positions_.clear();
-  slots_.clear();
-  spans_.clear();
-  for (const DraftRequest& r : requests) {
-    if (r.anchor < 0 || r.anchor >= vocab) {
-      return InvalidArgument("draft anchor token " + std::to_string(r.anchor) +
-                             " is outside the vocabulary");
-    }
-    DSCALE_CHECK_MSG(cache.Length(r.seq) >= r.ctx_len + block, "draft block not reserved");
-    spans_.push_back({.q_start = static_cast<int32_t>(tokens_.size()),
-                      .q_len = block,
-                      .ctx_len = r.ctx_len,
-                      .page_table = cache.PageTable(r.seq).data()});
-    for (int32_t j = 0; j < block; ++j) {
-      tokens_.push_back(j == 0 ? r.anchor : static_cast<int32_t>(config_.mask_token_id));
-      positions_.push_back(r.ctx_len + j);
-      slots_.push_back(cache.Slot(r.seq, r.ctx_len + j));
-    }
-  }
-  const auto rows = static_cast<int32_t>(tokens_.size());
+  StageDraftBlocks(requests, cache, static_cast<int32_t>(config_.mask_token_id), block, vocab,
+                   blocks_);
+  blocks_.tile_rows = tile_rows;
+  const int32_t rows = blocks_.rows();
   float* x = GrowBuffer(x_, rows * h);
-  GatherRows(target_->weights().embed, tokens_.data(), rows, x);
-  const LayerBatch batch{.rows = rows,
-                         .positions = positions_.data(),
-                         .kv_slots = slots_.data(),
-                         .spans = spans_,
-                         .causal = false,
-                         .tile_rows = tile_rows};
+  GatherRows(target_->weights().embed, blocks_.tokens().data(), rows, x);
   for (int32_t layer = 0; layer < store.num_layers(); ++layer) {
-    RunDecoderLayer(weights_.layers[layer], dims_, batch, layer, store, scratch_, x);
+    RunDecoderLayer(weights_.layers[layer], dims_, blocks_, layer, store, scratch_, x);
   }
 
   // Rows 1 .. block−1 of each request: final norm, the target's LM head, argmax.
-  const int32_t width = block - 1;
-  const auto n = static_cast<int64_t>(requests.size()) * width;
-  out->width = width;
+  const int32_t candidates = block - 1;
+  const auto n = static_cast<int64_t>(requests.size()) * candidates;
+  out->candidates = candidates;
   out->hidden.resize(n * h);
   for (size_t i = 0; i < requests.size(); ++i) {
-    std::memcpy(out->hidden.data() + i * width * h, x + (i * block + 1) * h,
-                width * h * sizeof(float));
+    std::memcpy(out->hidden.data() + i * candidates * h, x + (i * block + 1) * h,
+                candidates * h * sizeof(float));
   }
   cpu::RmsNorm(out->hidden.data(), weights_.final_norm.data(), out->hidden.data(), n, h,
                dims_.eps);
@@ -207,7 +184,7 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   }
   anchors_.clear();
   for (const DraftRequest& r : requests) anchors_.push_back(r.anchor);
-  head_->Refine(anchors_, width, out->hidden, out->logits, out->tokens);
+  head_->Refine(anchors_, candidates, out->hidden, out->logits, out->tokens);
   return Status::Ok();
 }
 

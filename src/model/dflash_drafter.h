@@ -75,10 +75,10 @@ class DFlashDrafter : public Drafter {
   // their positions.
   void AppendContext(const ContextRows& rows) override;
 
-  // One drafting step. The block's transient K/V are written at the slots of positions
-  // ctx_len .. ctx_len + block − 1 (the verification that follows overwrites them). Anchors must
-  // be in the target vocabulary. Candidates are the greedy argmax of the draft logits (the
-  // corrected ones with a head; `hidden` stays the backbone's).
+  // One drafting step over a StepBatch of the blocks (one span of W rows per request). The
+  // block's transient K/V are written at the slots of positions ctx_len .. ctx_len + block − 1
+  // (the verification that follows overwrites them). Candidates are the greedy argmax of the
+  // draft logits (the corrected ones with a head; `hidden` stays the backbone's).
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override;
 
@@ -96,9 +96,7 @@ class DFlashDrafter : public Drafter {
   // Scratch, reused across calls.
   std::vector<float> x_;
   std::vector<float> kv_;
-  std::vector<int32_t> tokens_, positions_;
-  std::vector<int64_t> slots_;
-  std::vector<cpu::AttentionSpan> spans_;
+  StepBatch blocks_;  // [anchor, MASK × (W − 1)] per request, non-causal
   LayerScratch scratch_;
 };
 

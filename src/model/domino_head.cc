@@ -86,14 +86,14 @@ void DominoHead::AdvanceState(int64_t requests) {
   cpu::GruUpdate(gx, gh, state_.data(), requests, g);
 }
 
-void DominoHead::ComputeCorrection(int64_t requests, int32_t width, int32_t column,
+void DominoHead::ComputeCorrection(int64_t requests, int32_t candidates, int32_t column,
                                    std::span<const float> hidden) {
   const int64_t g = config_.gru_hidden_size, b = config_.bottleneck_size;
   const int64_t in = hidden_ + g;
   // [z_i; s_i] per request: the backbone row of this column, then the GRU state.
   float* mlp_in = GrowBuffer(mlp_in_, requests * in);
   for (int64_t r = 0; r < requests; ++r) {
-    std::memcpy(mlp_in + r * in, hidden.data() + (r * width + column) * hidden_,
+    std::memcpy(mlp_in + r * in, hidden.data() + (r * candidates + column) * hidden_,
                 hidden_ * sizeof(float));
     std::memcpy(mlp_in + r * in + hidden_, state_.data() + r * g, g * sizeof(float));
   }
@@ -103,29 +103,29 @@ void DominoHead::ComputeCorrection(int64_t requests, int32_t width, int32_t colu
   Project(mid, weights_.correction_out, GrowBuffer(correction_, requests * vocab_), requests);
 }
 
-void DominoHead::Refine(std::span<const int32_t> anchors, int32_t width,
+void DominoHead::Refine(std::span<const int32_t> anchors, int32_t candidates,
                         std::span<const float> hidden, std::span<float> logits,
                         std::span<int32_t> tokens) {
   const auto requests = static_cast<int64_t>(anchors.size());
-  DSCALE_CHECK(static_cast<int64_t>(hidden.size()) == requests * width * hidden_);
-  DSCALE_CHECK(static_cast<int64_t>(logits.size()) == requests * width * vocab_);
-  DSCALE_CHECK(static_cast<int64_t>(tokens.size()) == requests * width);
-  if (requests == 0 || width == 0) return;
+  DSCALE_CHECK(static_cast<int64_t>(hidden.size()) == requests * candidates * hidden_);
+  DSCALE_CHECK(static_cast<int64_t>(logits.size()) == requests * candidates * vocab_);
+  DSCALE_CHECK(static_cast<int64_t>(tokens.size()) == requests * candidates);
+  if (requests == 0 || candidates == 0) return;
   step_tokens_.assign(anchors.begin(), anchors.end());
   state_.assign(requests * config_.gru_hidden_size, 0.0f);
   AdvanceState(requests);  // s ← GRU(embed(anchor), 0)
   for (int64_t r = 0; r < requests; ++r) {
-    cpu::ArgmaxRows(logits.data() + r * width * vocab_, 1, vocab_, &tokens[r * width]);
+    cpu::ArgmaxRows(logits.data() + r * candidates * vocab_, 1, vocab_, &tokens[r * candidates]);
   }
-  for (int32_t column = 1; column < width; ++column) {
-    for (int64_t r = 0; r < requests; ++r) step_tokens_[r] = tokens[r * width + column - 1];
+  for (int32_t column = 1; column < candidates; ++column) {
+    for (int64_t r = 0; r < requests; ++r) step_tokens_[r] = tokens[r * candidates + column - 1];
     AdvanceState(requests);
-    ComputeCorrection(requests, width, column, hidden);
+    ComputeCorrection(requests, candidates, column, hidden);
     for (int64_t r = 0; r < requests; ++r) {
-      float* row = logits.data() + (r * width + column) * vocab_;
+      float* row = logits.data() + (r * candidates + column) * vocab_;
       const float* correction = correction_.data() + r * vocab_;
       for (int64_t v = 0; v < vocab_; ++v) row[v] += correction[v];
-      cpu::ArgmaxRows(row, 1, vocab_, &tokens[r * width + column]);
+      cpu::ArgmaxRows(row, 1, vocab_, &tokens[r * candidates + column]);
     }
   }
 }

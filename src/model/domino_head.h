@@ -5,15 +5,15 @@
 // position i cannot see which tokens were proposed before it; the head adds that causal signal
 // back in logit space. File layout and training: docs/DOMINO.md.
 //
-// Rollout for one block (width = block − 1 candidates):
+// Rollout for one block (block − 1 candidates):
 //   proposal 1 = argmax of the backbone's logits, unchanged;
 //   s = 0; s ← GRU(embed(anchor), s)
-//   for i = 2 .. width:  s ← GRU(embed(proposal i−1), s)
+//   for i = 2 .. block − 1:  s ← GRU(embed(proposal i−1), s)
 //                        logits_i ← logits_i + W_out · silu(W_in · [z_i; s])
 //                        proposal i = argmax logits_i
 // z_i is the backbone's final-normed hidden row of position i, embed the target's embedding
-// table. The GRU is one bias-free layer; the MLP is bias-free. So the head runs width GRU steps
-// (15 for a 16-token block) and width − 1 corrections, each batched across the step's requests.
+// table. The GRU is one bias-free layer; the MLP is bias-free. So the head runs block − 1 GRU steps
+// (15 for a 16-token block) and block − 2 corrections, each batched across the step's requests.
 
 #include <cstdint>
 #include <span>
@@ -59,18 +59,19 @@ class DominoHead {
   const DominoHeadConfig& config() const { return config_; }
   const DominoHeadWeights& weights() const { return weights_; }
 
-  // The rollout above for anchors.size() requests of `width` candidates each, request-major:
-  // hidden [requests · width, hidden] (the backbone's final-normed rows), logits
-  // [requests · width, vocab] the backbone's on entry and the corrected ones on return, tokens
-  // [requests · width] the proposals (argmax of the corrected logits; column 0 the backbone's).
-  void Refine(std::span<const int32_t> anchors, int32_t width, std::span<const float> hidden,
+  // The rollout above for anchors.size() requests of `candidates` candidates each, request-major:
+  // hidden [requests · candidates, hidden] (the backbone's final-normed rows), logits
+  // [requests · candidates, vocab] the backbone's on entry and the corrected ones on return, tokens
+  // [requests · candidates] the proposals (argmax of the corrected logits; column 0 the
+  // backbone's).
+  void Refine(std::span<const int32_t> anchors, int32_t candidates, std::span<const float> hidden,
               std::span<float> logits, std::span<int32_t> tokens);
 
  private:
   // state ← GRU(embed(step_tokens_), state) for every request.
   void AdvanceState(int64_t requests);
   // correction_ [requests, vocab] for candidate column `column`.
-  void ComputeCorrection(int64_t requests, int32_t width, int32_t column,
+  void ComputeCorrection(int64_t requests, int32_t candidates, int32_t column,
                          std::span<const float> hidden);
 
   DominoHeadConfig config_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/step_batch.h"
 #include "kv/paged_kv_cache.h"
 
 namespace dscale {
@@ -19,18 +20,19 @@ struct DraftRequest {
   std::span<const int32_t> committed;  // the ctx_len committed tokens (prompt, then output)
 };
 
+// A drafting step's candidates: W − 1 per request for a block of W rows (anchor + candidates).
 struct DraftOutput {
-  int32_t width = 0;            // candidates per request: block_size − 1
-  std::vector<int32_t> tokens;  // [requests, width] candidates
-  std::vector<float> logits;    // [requests · width, vocab] draft logits
-  std::vector<float> hidden;    // [requests · width, hidden] draft hidden vectors
+  int32_t candidates = 0;       // per request: block_size − 1
+  std::vector<int32_t> tokens;  // [requests, candidates]
+  std::vector<float> logits;    // [requests · candidates, vocab] draft logits
+  std::vector<float> hidden;    // [requests · candidates, hidden] draft hidden vectors
 };
 
 // Committed rows whose target features enter the draft context.
 struct ContextRows {
-  std::span<const float> features;  // [rows, K · target hidden], target_layer_ids order
-  std::span<const int32_t> positions;
-  std::span<const int64_t> slots;
+  std::span<const float> features;     // [rows, K · target hidden], target_layer_ids order
+  std::span<const int32_t> positions;  // [rows]
+  std::span<const int32_t> slots;      // [rows]
 };
 
 class Drafter {
@@ -47,9 +49,16 @@ class Drafter {
   // lives elsewhere).
   virtual int64_t KvBytesPerPosition(KvDtype dtype) const { return 0; }
   virtual void AppendContext(const ContextRows& rows) = 0;
-  // Every request's sequence has block_size positions reserved past ctx_len.
+  // Every request's sequence has block_size positions reserved past ctx_len, and its anchor is in
+  // the target vocabulary (CHECKed: requests are validated where they enter).
   virtual Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache,
                        int tile_rows, DraftOutput* out) = 0;
 };
+
+// Stages each request's block [anchor, mask × (block − 1)] at positions ctx_len .. ctx_len +
+// block − 1 as one span of `blocks` (non-causal, no logit rows), with the preconditions of
+// Drafter::Draft CHECKed (anchors below `vocab`, block positions reserved).
+void StageDraftBlocks(std::span<const DraftRequest> requests, const PagedKvCache& cache,
+                      int32_t mask_token, int32_t block, int64_t vocab, StepBatch& blocks);
 
 }  // namespace dscale

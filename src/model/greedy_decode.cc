@@ -26,14 +26,16 @@ Result<std::vector<int32_t>> GreedyDecode(TargetModel& model, const std::vector<
 
   const auto prompt_len = static_cast<int32_t>(prompt.size());
   const int32_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : prompt_len;
-  PackedBatch batch;
+  StepBatch batch;
   ForwardOutput out;
   int32_t done = 0;
   while (done < prompt_len) {  // prefill, possibly chunked
     const int32_t n = std::min(chunk, prompt_len - done);
     batch.Clear();
-    batch.AddRequest(seq, done, std::span(prompt).subspan(done, n), cache, /*all_logits=*/false);
-    DSCALE_RETURN_IF_ERROR(model.Forward(batch, {.tile_rows = 128}, cache, &out));
+    AddRequestRows(batch, seq, done, std::span(prompt).subspan(done, n), cache,
+                   /*all_logits=*/false);
+    batch.tile_rows = 128;
+    DSCALE_RETURN_IF_ERROR(model.Forward(batch, cache, &out));
     done += n;
   }
 
@@ -47,8 +49,9 @@ Result<std::vector<int32_t>> GreedyDecode(TargetModel& model, const std::vector<
                       options.stop_ids.end();
     if (stop || step + 1 == options.max_new_tokens) break;
     batch.Clear();
-    batch.AddRequest(seq, prompt_len + step, std::span(&generated.back(), 1), cache, false);
-    DSCALE_RETURN_IF_ERROR(model.Forward(batch, {.tile_rows = 16}, cache, &out));
+    AddRequestRows(batch, seq, prompt_len + step, std::span(&generated.back(), 1), cache, false);
+    batch.tile_rows = 16;
+    DSCALE_RETURN_IF_ERROR(model.Forward(batch, cache, &out));
   }
   return generated;
 }

@@ -34,33 +34,20 @@ KvCacheShape Qwen3Model::KvShape(int32_t page_size, int32_t num_pages) const {
           .num_pages = num_pages};
 }
 
-Status Qwen3Model::Forward(const PackedBatch& batch, const ForwardOptions& options,
-                           PagedKvCache& cache, ForwardOutput* out) {
-  DSCALE_RETURN_IF_ERROR(ValidateForward(config_, batch, options, cache));
+Status Qwen3Model::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) {
+  CheckForward(config_, batch, cache);
   const int32_t rows = batch.rows();
   const int64_t hidden = config_.hidden_size;
-  const auto num_capture = static_cast<int32_t>(options.capture_layers.size());
+  const std::vector<int32_t>& capture = batch.capture_layers;
+  const auto num_capture = static_cast<int32_t>(capture.size());
   out->features.assign(static_cast<size_t>(rows) * num_capture * hidden, 0.0f);
 
   float* x = GrowBuffer(x_, rows * hidden);
-  GatherRows(weights_.embed, batch.tokens.data(), rows, x);
-  spans_.clear();
-  for (const BatchRequest& req : batch.requests) {
-    spans_.push_back({.q_start = req.q_start,
-                      .q_len = req.q_len,
-                      .ctx_len = req.ctx_len,
-                      .page_table = cache.PageTable(req.seq).data()});
-  }
-  const LayerBatch layer_batch{.rows = rows,
-                               .positions = batch.positions.data(),
-                               .kv_slots = batch.kv_slots.data(),
-                               .spans = spans_,
-                               .causal = true,
-                               .tile_rows = options.tile_rows};
+  GatherRows(weights_.embed, batch.tokens().data(), rows, x);
   for (int32_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-    RunDecoderLayer(weights_.layers[layer], dims_, layer_batch, layer, cache.store(), scratch_, x);
+    RunDecoderLayer(weights_.layers[layer], dims_, batch, layer, cache.store(), scratch_, x);
     for (int32_t slot = 0; slot < num_capture; ++slot) {
-      if (options.capture_layers[slot] == layer) CaptureFeatures(slot, num_capture, rows, out);
+      if (capture[slot] == layer) CaptureFeatures(slot, num_capture, rows, out);
     }
   }
   ComputeLogits(batch, out);
@@ -76,13 +63,13 @@ void Qwen3Model::CaptureFeatures(int32_t slot, int32_t num_slots, int32_t rows,
   }
 }
 
-void Qwen3Model::ComputeLogits(const PackedBatch& batch, ForwardOutput* out) {
+void Qwen3Model::ComputeLogits(const StepBatch& batch, ForwardOutput* out) {
   const int64_t hidden = config_.hidden_size;
-  const auto n = static_cast<int64_t>(batch.logit_rows.size());
+  const std::span<const int32_t> logit_rows = batch.logit_rows();
+  const auto n = static_cast<int64_t>(logit_rows.size());
   float* selected = GrowBuffer(scratch_.normed, n * hidden);
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(selected + i * hidden, x_.data() + batch.logit_rows[i] * hidden,
-                hidden * sizeof(float));
+    std::memcpy(selected + i * hidden, x_.data() + logit_rows[i] * hidden, hidden * sizeof(float));
   }
   cpu::RmsNorm(selected, weights_.final_norm.data(), selected, n, hidden,
                static_cast<float>(config_.rms_norm_eps));

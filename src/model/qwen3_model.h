@@ -1,6 +1,6 @@
 #pragma once
-// The Qwen3 target on the CPU backend: a packed ragged batch in; logits for the rows asked for
-// and the residual stream after selected layers (the DFlash drafter's features) out.
+// The Qwen3 target on the CPU backend: a StepBatch in; logits for its logit rows and the
+// residual streams after its capture layers (the DFlash drafter's features) out.
 
 #include <cstdint>
 #include <string>
@@ -10,7 +10,6 @@
 #include "io/qwen3_config.h"
 #include "kv/paged_kv_cache.h"
 #include "model/decoder_layer.h"
-#include "model/packed_batch.h"
 #include "model/qwen3_weights.h"
 #include "model/target_model.h"
 
@@ -31,19 +30,17 @@ class Qwen3Model final : public TargetModel {
   KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const override;
 
   // TargetModel::Forward, with the K/V rows in `cache`'s own store.
-  Status Forward(const PackedBatch& batch, const ForwardOptions& options, PagedKvCache& cache,
-                 ForwardOutput* out) override;
+  Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override;
 
  private:
   void CaptureFeatures(int32_t slot, int32_t num_slots, int32_t rows, ForwardOutput* out) const;
-  void ComputeLogits(const PackedBatch& batch, ForwardOutput* out);
+  void ComputeLogits(const StepBatch& batch, ForwardOutput* out);
 
   Qwen3Config config_;
   Qwen3Weights weights_;
   LayerDims dims_;
   // Scratch, grown on demand and reused across calls (no allocation in steady state).
   std::vector<float> x_;  // [rows, hidden] residual stream
-  std::vector<cpu::AttentionSpan> spans_;
   LayerScratch scratch_;
 };
 

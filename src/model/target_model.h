@@ -1,30 +1,24 @@
 #pragma once
-// The seam where the engine meets a target model: a packed ragged batch in; logits for the rows
-// asked for and the residual streams after selected layers (the DFlash drafter's features) out.
+// The seam where the engine meets a target model: a StepBatch in; logits for its logit rows and
+// the residual streams after its capture layers (the DFlash drafter's features) out.
 // The CPU backend's Qwen3Model (model/qwen3_model.h) implements it, and so does the CUDA
 // backend's DeviceTarget (model/cuda/device_target.h), which keeps weights and K/V on the device.
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
+#include "core/step_batch.h"
 #include "io/qwen3_config.h"
 #include "kv/paged_kv_cache.h"
-#include "model/packed_batch.h"
 
 namespace dscale {
 
-struct ForwardOptions {
-  // Attention query-row tile height: 16 for verification and drafting (every request has at
-  // most 16 rows), 128 for prefill. One of cpu::kAttentionTileHeights.
-  int tile_rows = 128;
-  // 0-based decoder layers whose output residual stream is captured, in this order.
-  std::vector<int32_t> capture_layers;
-};
-
 struct ForwardOutput {
-  std::vector<float> logits;    // [logit_rows, vocab]
-  std::vector<float> features;  // [rows, capture_layers.size() · hidden], list order
+  std::vector<float> logits;    // [batch.logit_rows(), vocab]
+  std::vector<float> features;  // [batch.rows(), capture_layers.size() · hidden], list order
 };
 
 class TargetModel {
@@ -38,17 +32,18 @@ class TargetModel {
   // and page tables only.
   virtual KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const = 0;
 
-  // Runs `batch`: writes every row's K/V at its slot (pages and page tables from `cache`), then
-  // computes the outputs. Bad tokens or capture layers are InvalidArgument (ValidateForward);
-  // structural batch errors are bugs. Not thread-safe: a model owns its scratch buffers.
-  virtual Status Forward(const PackedBatch& batch, const ForwardOptions& options,
-                         PagedKvCache& cache, ForwardOutput* out) = 0;
+  // Runs `batch` (causal, at batch.tile_rows): writes every row's K/V at its slot in `cache`,
+  // then computes the outputs. Not thread-safe: a model owns its scratch buffers.
+  virtual Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) = 0;
 };
 
-// The checks every TargetModel::Forward makes before running: rows and requests consistent and
-// reserved in `cache` (CHECKed: the engine built them), tokens inside the vocabulary and capture
-// layers inside the model (InvalidArgument naming the value).
-Status ValidateForward(const Qwen3Config& config, const PackedBatch& batch,
-                       const ForwardOptions& options, const PagedKvCache& cache);
+// Where a request enters (Engine::CheckRequest, the command line): InvalidArgument naming `what`,
+// the first id outside [0, vocab) and its position.
+Status CheckTokenIds(std::span<const int32_t> ids, int64_t vocab, std::string_view what);
+
+// The preconditions of every TargetModel::Forward, CHECKed (requests are validated where they
+// enter): spans tile the rows and are reserved in `cache`, tokens lie in the vocabulary, logit
+// rows and capture layers lie inside the batch and the model.
+void CheckForward(const Qwen3Config& config, const StepBatch& batch, const PagedKvCache& cache);
 
 }  // namespace dscale

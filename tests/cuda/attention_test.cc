@@ -67,7 +67,7 @@ class AttentionBatch {
 
   std::vector<float> RunCpu() {
     std::vector<float> out(OutputSize(), std::numeric_limits<float>::quiet_NaN());
-    std::vector<cpu::AttentionSpan> spans = spans_;
+    std::vector<StepSpan> spans = spans_;
     for (size_t i = 0; i < spans.size(); ++i) spans[i].page_table = pages_.data() + page_offset_[i];
     cpu::AttentionParams p = params_;
     p.q = q_.data();
@@ -84,9 +84,9 @@ class AttentionBatch {
     cuda::DeviceBuffer<float> q(q_.data(), q_.size()), k(k_.data(), k_.size()),
         v(v_.data(), v_.size());
     cuda::DeviceBuffer<int32_t> pages(pages_.data(), pages_.size());
-    std::vector<cuda::AttentionSpan> spans = spans_;
+    std::vector<StepSpan> spans = spans_;
     for (size_t i = 0; i < spans.size(); ++i) spans[i].page_table = pages.data() + page_offset_[i];
-    cuda::DeviceBuffer<cuda::AttentionSpan> device_spans(spans.data(), spans.size());
+    cuda::DeviceBuffer<StepSpan> device_spans(spans.data(), spans.size());
     std::vector<float> out(OutputSize(), std::numeric_limits<float>::quiet_NaN());
     cuda::DeviceBuffer<float> device_out(out.data(), out.size());
     cuda::AttentionParams p = params_;
@@ -125,7 +125,7 @@ class AttentionBatch {
     return static_cast<size_t>(rows_) * params_.heads * params_.head_dim;
   }
 
-  std::vector<cpu::AttentionSpan> spans_;  // page_table unset: filled per run
+  std::vector<StepSpan> spans_;            // page_table unset: filled per run
   std::vector<int32_t> page_offset_;       // span i's table starts at pages_[page_offset_[i]]
   std::vector<int32_t> pages_;
   std::vector<float> q_, k_, v_;

@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/step_batch.h"
 #include "kv/paged_kv_cache.h"
 #include "model/cuda/device_batch.h"
 #include "model/cuda/device_forward.h"
 #include "model/cuda/device_kv_cache.h"
 #include "model/cuda/device_weights.h"
-#include "model/packed_batch.h"
 #include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
 #include "support/tiny_models.h"
@@ -122,14 +122,14 @@ inline std::vector<float> CopyFloats(const float* device, size_t count, cudaStre
 struct BothLogits {
   std::vector<float> device, cpu;
 };
-inline BothLogits ForwardBoth(TwinModels& m, const PackedBatch& batch, int tile_rows,
-                              cudaStream_t stream) {
+inline BothLogits ForwardBoth(TwinModels& m, StepBatch& batch, int tile_rows, cudaStream_t stream) {
+  batch.tile_rows = tile_rows;
+  batch.capture_layers.clear();
   ForwardOutput cpu_out;
-  const Status status =
-      m.cpu.Forward(batch, {.tile_rows = tile_rows, .capture_layers = {}}, m.cpu_cache, &cpu_out);
+  const Status status = m.cpu.Forward(batch, m.cpu_cache, &cpu_out);
   EXPECT_TRUE(status.ok()) << status.ToString();
   const int64_t vocab = m.cpu.config().vocab_size;
-  const cuda::DeviceBatch device_batch(batch, m.cpu_cache, tile_rows);
+  const cuda::DeviceBatch device_batch(batch, m.cpu_cache);
   cuda::DeviceForwardScratch scratch(m.device.dims(), std::max(batch.rows(), 1));
   cuda::DeviceBuffer<float> logits(static_cast<size_t>(batch.rows() * vocab));
   m.device.Forward(device_batch.view(), {}, m.device_cache, scratch,
@@ -142,12 +142,12 @@ inline BothLogits ForwardBoth(TwinModels& m, const PackedBatch& batch, int tile_
 inline std::vector<int32_t> PrefillBoth(TwinModels& m,
                                         const std::vector<std::vector<int32_t>>& prompts,
                                         cudaStream_t stream) {
-  PackedBatch batch;
+  StepBatch batch;
   std::vector<int32_t> seqs;
   for (const std::vector<int32_t>& prompt : prompts) {
     const int32_t seq = m.cpu_cache.AddSequence();
     EXPECT_TRUE(m.cpu_cache.Reserve(seq, static_cast<int32_t>(prompt.size())).ok());
-    batch.AddRequest(seq, 0, prompt, m.cpu_cache, /*all_logits=*/true);
+    AddRequestRows(batch, seq, 0, prompt, m.cpu_cache, /*all_logits=*/true);
     seqs.push_back(seq);
   }
   ForwardBoth(m, batch, 128, stream);

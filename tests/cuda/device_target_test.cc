@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <random>
@@ -82,20 +83,23 @@ TEST_F(DeviceTargetTest, ForwardMatchesCpuModelOnAMixedBatch) {
     }
   }
   auto run = [&](TargetModel& model, PagedKvCache& cache, const std::vector<int32_t>& seqs) {
-    PackedBatch prefill;
+    StepBatch prefill;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      prefill.AddRequest(seqs[i], 0, prompts[i], cache, /*all_logits=*/false);
+      AddRequestRows(prefill, seqs[i], 0, prompts[i], cache, /*all_logits=*/false);
     }
     ForwardOutput out;
-    EXPECT_TRUE(model.Forward(prefill, {.tile_rows = 128}, cache, &out).ok());
-    PackedBatch mixed;
+    EXPECT_TRUE(model.Forward(prefill, cache, &out).ok());
+    StepBatch mixed;
     const std::vector<int32_t> block = {3, 7, 9, 1, 4};
     const std::vector<int32_t> one = {6};
-    mixed.AddRequest(seqs[0], static_cast<int32_t>(prompts[0].size()), block, cache, true);
-    mixed.AddRequest(seqs[1], static_cast<int32_t>(prompts[1].size()), one, cache, true);
-    mixed.logit_rows = {5, 0, 2, 3};  // out of order and with a gap
-    EXPECT_TRUE(
-        model.Forward(mixed, {.tile_rows = 16, .capture_layers = capture}, cache, &out).ok());
+    AddRequestRows(mixed, seqs[0], static_cast<int32_t>(prompts[0].size()), block, cache, true);
+    AddRequestRows(mixed, seqs[1], static_cast<int32_t>(prompts[1].size()), one, cache, true);
+    const std::vector<int32_t> logit_rows = {5, 0, 2, 3};  // out of order and with a gap
+    std::copy(logit_rows.begin(), logit_rows.end(), mixed.logit_row_storage().begin());
+    mixed.SetLive(mixed.rows(), mixed.num_spans(), static_cast<int32_t>(logit_rows.size()));
+    mixed.tile_rows = 16;
+    mixed.capture_layers = capture;
+    EXPECT_TRUE(model.Forward(mixed, cache, &out).ok());
     return out;
   };
   const ForwardOutput want = run(*host_, cpu_cache, cpu_seqs);
@@ -104,21 +108,21 @@ TEST_F(DeviceTargetTest, ForwardMatchesCpuModelOnAMixedBatch) {
   testing::ExpectWithinBf16Tolerance(got.features, want.features, "captured features");
 }
 
-// Bad tokens and capture layers are the same InvalidArgument errors as on the CPU.
-TEST_F(DeviceTargetTest, RejectsBadInputLikeTheCpuModel) {
+// Bad tokens and capture layers are the same CHECK failures as on the CPU.
+TEST_F(DeviceTargetTest, ChecksPreconditionsLikeTheCpuModel) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   PagedKvCache cache(device_->KvShape(16, 2));
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 4).ok());
-  PackedBatch batch;
+  StepBatch batch;
   const std::vector<int32_t> tokens = {1, 2, static_cast<int32_t>(host_->config().vocab_size)};
-  batch.AddRequest(seq, 0, tokens, cache, false);
+  AddRequestRows(batch, seq, 0, tokens, cache, false);
   ForwardOutput out;
-  const Status bad_token = device_->Forward(batch, {}, cache, &out);
-  EXPECT_EQ(bad_token.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad_token.message().find("outside the vocabulary"), std::string::npos);
-  batch.tokens.back() = 3;
-  const Status bad_layer = device_->Forward(batch, {.capture_layers = {7}}, cache, &out);
-  EXPECT_EQ(bad_layer.code(), StatusCode::kInvalidArgument);
+  EXPECT_DEATH(static_cast<void>(device_->Forward(batch, cache, &out)),
+               "token outside the vocabulary");
+  batch.token_storage()[2] = 3;
+  batch.capture_layers = {7};
+  EXPECT_DEATH(static_cast<void>(device_->Forward(batch, cache, &out)), "capture layer outside");
 }
 
 // The engine on the device target, in every length policy at c = 1 and c = 8, against plain

@@ -289,19 +289,17 @@ TEST_F(CudaDvlPackTest, PackMatchesCpuBitwiseWithSentinelsAndTail) {
     // Past the live count k holds junk the packer must ignore.
     for (int64_t i = pc.n; i < bucket; ++i) k[i] = 7;
 
-    dvl::PackWorkspace ws(bucket, capacity, pc.width);
+    dvl::BucketStep ws(bucket, capacity, pc.width);
     const size_t live_cells = static_cast<size_t>(pc.n) * pc.width;
-    const dvl::PackInput in{.n = pc.n,
-                            .width = pc.width,
-                            .tokens = std::span(blocks.tokens).first(live_cells),
-                            .positions = std::span(blocks.positions).first(live_cells),
-                            .kv_slots = std::span(blocks.kv_slots).first(live_cells),
-                            .k = std::span(k).first(pc.n)};
-    ASSERT_TRUE(dvl::Pack(in, &ws).ok());
+    const StepBatch live_blocks =
+        testing::BlocksFromRows(pc.n, pc.width, std::span(blocks.tokens).first(live_cells),
+                                std::span(blocks.positions).first(live_cells),
+                                std::span(blocks.kv_slots).first(live_cells));
+    ASSERT_TRUE(dvl::Pack(live_blocks, std::span(k).first(pc.n), &ws).ok());
 
     auto tokens = ToDevice(blocks.tokens), positions = ToDevice(blocks.positions);
     auto kv_slots = ToDevice(blocks.kv_slots);
-    auto step = DeviceStep(static_cast<int32_t>(pc.n), static_cast<int32_t>(ws.live_rows()));
+    auto step = DeviceStep(static_cast<int32_t>(pc.n), ws.batch().rows());
     auto out_tokens = PoisonedBuffer<int32_t>(capacity);
     auto out_positions = PoisonedBuffer<int32_t>(capacity);
     auto out_kv = PoisonedBuffer<int32_t>(capacity);
@@ -321,9 +319,9 @@ TEST_F(CudaDvlPackTest, PackMatchesCpuBitwiseWithSentinelsAndTail) {
     const auto expect = [](std::span<const int32_t> want) {
       return std::vector<int32_t>(want.begin(), want.end());
     };
-    EXPECT_EQ(ToHost(out_tokens), expect(ws.tokens()));
-    EXPECT_EQ(ToHost(out_positions), expect(ws.positions()));
-    EXPECT_EQ(ToHost(out_kv), expect(ws.kv_slots()));
+    EXPECT_EQ(ToHost(out_tokens), expect(ws.batch().token_storage()));
+    EXPECT_EQ(ToHost(out_positions), expect(ws.batch().position_storage()));
+    EXPECT_EQ(ToHost(out_kv), expect(ws.batch().kv_slot_storage()));
     EXPECT_EQ(ToHost(out_k), expect(ws.k()));
     EXPECT_EQ(ToHost(out_offsets), expect(ws.offsets()));
   }

@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "core/dvl_shapes.h"
+#include "core/step_batch.h"
 #include "dvl/features.h"
 #include "dvl/predictor.h"
 #include "kernels/cuda/cuda_check.h"
@@ -23,6 +26,24 @@ inline constexpr double kUnitRoundoff = 0x1p-24;
 // γ_m = m·u / (1 − m·u): the classical bound on the relative error of m chained float
 // operations (Higham), e.g. a length-m dot product against Σ|terms|.
 inline double Gamma(double m) { return m * kUnitRoundoff / (1.0 - m * kUnitRoundoff); }
+
+// Draft blocks given as [n, width] rows (request i's row j at position positions[i·width] + j)
+// as the StepBatch dvl::Pack reads: one span of `width` rows per request, sequence i, no page
+// table (the packer never reads one).
+inline StepBatch BlocksFromRows(int64_t n, int width, std::span<const int32_t> tokens,
+                                std::span<const int32_t> positions,
+                                std::span<const int32_t> kv_slots) {
+  StepBatch blocks;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t first = static_cast<size_t>(i * width);
+    blocks.BeginSpan(static_cast<int32_t>(i), positions[first], nullptr);
+    for (int j = 0; j < width; ++j) {
+      DSCALE_CHECK(positions[first + j] == positions[first] + j);
+      blocks.AddRow(tokens[first + j], kv_slots[first + j], /*logits=*/false);
+    }
+  }
+  return blocks;
+}
 
 // A predictor for drafter sizes (hidden, vocab) with the fixed projections of `seed` and random
 // weights: feature statistics that give normalised features of order one, and an MLP whose

@@ -83,14 +83,9 @@ TEST_F(CudaGreedyAcceptTest, MatchesCpuVerifyGreedyOnPackedRows) {
         if (j == accept + 1) tokens[cell] = (row_argmax + 1) % static_cast<int32_t>(ac.vocab);
       }
     }
-    dvl::PackWorkspace ws(bucket, capacity, kBlockWidth);
-    ASSERT_TRUE(dvl::Pack({.n = ac.n,
-                           .width = kBlockWidth,
-                           .tokens = tokens,
-                           .positions = positions,
-                           .kv_slots = kv_slots,
-                           .k = k},
-                          &ws)
+    dvl::BucketStep ws(bucket, capacity, kBlockWidth);
+    ASSERT_TRUE(dvl::Pack(testing::BlocksFromRows(ac.n, kBlockWidth, tokens, positions, kv_slots),
+                          std::span(k).first(static_cast<size_t>(ac.n)), &ws)
                     .ok());
 
     // CPU: VerifyGreedy on each request's rows of the packed logits.
@@ -99,8 +94,9 @@ TEST_F(CudaGreedyAcceptTest, MatchesCpuVerifyGreedyOnPackedRows) {
     for (int64_t i = 0; i < ac.n; ++i) {
       const int32_t first = ws.offsets()[i];
       const int32_t rows = ws.k()[i];
-      const VerifyResult r = VerifyGreedy(all_logits.subspan(first * ac.vocab, rows * ac.vocab),
-                                          ac.vocab, ws.tokens().subspan(first + 1, rows - 1));
+      const VerifyResult r =
+          VerifyGreedy(all_logits.subspan(first * ac.vocab, rows * ac.vocab), ac.vocab,
+                       ws.batch().token_storage().subspan(first + 1, rows - 1));
       want_accepted[i] = r.accepted;
       want_next[i] = r.next_token;
     }
@@ -109,7 +105,8 @@ TEST_F(CudaGreedyAcceptTest, MatchesCpuVerifyGreedyOnPackedRows) {
     auto d_logits = ToDevice(logits);
     auto d_argmax = PoisonedBuffer<int32_t>(capacity);
     cuda::ArgmaxRows(d_logits.data(), capacity, ac.vocab, d_argmax.data(), stream_);
-    auto d_tokens = ToDevice(std::vector<int32_t>(ws.tokens().begin(), ws.tokens().end()));
+    auto d_tokens = ToDevice(
+        std::vector<int32_t>(ws.batch().token_storage().begin(), ws.batch().token_storage().end()));
     auto d_k = ToDevice(std::vector<int32_t>(ws.k().begin(), ws.k().end()));
     auto d_offsets = ToDevice(std::vector<int32_t>(ws.offsets().begin(), ws.offsets().end()));
     auto d_accepted = PoisonedBuffer<int32_t>(bucket);

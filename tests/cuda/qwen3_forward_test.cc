@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
@@ -28,7 +29,7 @@ using testing::TwinModels;
 class CudaQwen3ForwardTest : public CudaTest {
  protected:
   // The K (or V) rows of `layer` at `slots` from both caches.
-  void ExpectSameKv(TwinModels& m, int32_t layer, const std::vector<int64_t>& slots) {
+  void ExpectSameKv(TwinModels& m, int32_t layer, std::span<const int32_t> slots) {
     const int64_t row = m.device_cache.row_floats();
     const cpu::PagedKvLayer cpu_layer = m.cpu_cache.Layer(layer);
     const std::vector<float> device_k = CopyFloats(
@@ -50,16 +51,15 @@ class CudaQwen3ForwardTest : public CudaTest {
 
   // Runs `batch` on both models with the residual streams after the layers in `capture` taken
   // out, and compares logits, those streams and every layer's K/V at the batch's slots.
-  void CompareForward(TwinModels& m, const PackedBatch& batch, int tile_rows,
+  void CompareForward(TwinModels& m, StepBatch& batch, int tile_rows,
                       const std::vector<int32_t>& capture) {
+    batch.tile_rows = tile_rows;
+    batch.capture_layers = capture;
     ForwardOutput cpu_out;
-    ASSERT_TRUE(m.cpu
-                    .Forward(batch, {.tile_rows = tile_rows, .capture_layers = capture},
-                             m.cpu_cache, &cpu_out)
-                    .ok());
+    ASSERT_TRUE(m.cpu.Forward(batch, m.cpu_cache, &cpu_out).ok());
     const int64_t vocab = m.cpu.config().vocab_size;
     const int64_t hidden = m.cpu.config().hidden_size;
-    const cuda::DeviceBatch device_batch(batch, m.cpu_cache, tile_rows);
+    const cuda::DeviceBatch device_batch(batch, m.cpu_cache);
     cuda::DeviceForwardScratch scratch(m.device.dims(), batch.rows());
     cuda::DeviceBuffer<float> logits(static_cast<size_t>(batch.rows() * vocab));
     cuda::DeviceBuffer<float> features(
@@ -68,14 +68,14 @@ class CudaQwen3ForwardTest : public CudaTest {
                      {.logits = logits.data(), .features = features.data()}, stream_);
 
     // Qwen3Model computes logits only for logit_rows; every batch here asks for all rows.
-    ASSERT_EQ(batch.logit_rows.size(), static_cast<size_t>(batch.rows()));
+    ASSERT_EQ(batch.logit_rows().size(), static_cast<size_t>(batch.rows()));
     ExpectWithinBf16Tolerance(CopyFloats(logits.data(), logits.size(), stream_), cpu_out.logits,
                               "logits");
     ExpectWithinBf16Tolerance(CopyFloats(features.data(), features.size(), stream_),
                               cpu_out.features, "captured residual streams");
     for (int32_t layer = 0; layer < m.cpu.config().num_hidden_layers; ++layer) {
       SCOPED_TRACE(::testing::Message() << "layer " << layer);
-      ExpectSameKv(m, layer, batch.kv_slots);
+      ExpectSameKv(m, layer, batch.kv_slots());
     }
   }
 
@@ -85,24 +85,25 @@ class CudaQwen3ForwardTest : public CudaTest {
     const int64_t vocab = m.cpu.config().vocab_size;
     const std::vector<int32_t> prompt_lens = {37, 5, 20};
     const std::vector<int32_t> block_lens = {16, 3, 9};
-    PackedBatch prefill;
+    StepBatch prefill;
     std::vector<int32_t> seqs;
     for (const int32_t len : prompt_lens) {
       const int32_t seq = m.cpu_cache.AddSequence();
       ASSERT_TRUE(m.cpu_cache.Reserve(seq, len + 16).ok());
-      prefill.AddRequest(seq, 0, RandomTokens(rng, static_cast<size_t>(len), vocab), m.cpu_cache,
-                         /*all_logits=*/true);
+      AddRequestRows(prefill, seq, 0, RandomTokens(rng, static_cast<size_t>(len), vocab),
+                     m.cpu_cache,
+                     /*all_logits=*/true);
       seqs.push_back(seq);
     }
     {
       SCOPED_TRACE("prefill, tile 128");
       CompareForward(m, prefill, 128, {0, 2});
     }
-    PackedBatch verify;
+    StepBatch verify;
     for (size_t i = 0; i < seqs.size(); ++i) {
-      verify.AddRequest(seqs[i], prompt_lens[i],
-                        RandomTokens(rng, static_cast<size_t>(block_lens[i]), vocab), m.cpu_cache,
-                        /*all_logits=*/true);
+      AddRequestRows(verify, seqs[i], prompt_lens[i],
+                     RandomTokens(rng, static_cast<size_t>(block_lens[i]), vocab), m.cpu_cache,
+                     /*all_logits=*/true);
     }
     SCOPED_TRACE("verification rows, tile 16");
     CompareForward(m, verify, 16, {1});
@@ -129,23 +130,25 @@ TEST_F(CudaQwen3ForwardTest, SelectedLogitRowsAreTheFullForwardsRows) {
   TwinModels m(testing::TinyDeviceConfig(/*tie=*/false), 43, 16);
   std::mt19937 rng(403);
   const int64_t vocab = m.cpu.config().vocab_size;
-  PackedBatch batch;
+  StepBatch batch;
   for (const int32_t len : {29, 7, 18}) {
     const int32_t seq = m.cpu_cache.AddSequence();
     ASSERT_TRUE(m.cpu_cache.Reserve(seq, len).ok());
-    batch.AddRequest(seq, 0, RandomTokens(rng, static_cast<size_t>(len), vocab), m.cpu_cache,
-                     /*all_logits=*/false);
+    AddRequestRows(batch, seq, 0, RandomTokens(rng, static_cast<size_t>(len), vocab), m.cpu_cache,
+                   /*all_logits=*/false);
   }
-  std::reverse(batch.logit_rows.begin(), batch.logit_rows.end());  // any order is kept
+  const auto n = static_cast<int32_t>(batch.logit_rows().size());
+  std::reverse(batch.logit_row_storage().begin(),
+               batch.logit_row_storage().begin() + n);  // any order is kept
   ForwardOutput cpu_out;
-  ASSERT_TRUE(m.cpu.Forward(batch, {.tile_rows = 128}, m.cpu_cache, &cpu_out).ok());
+  ASSERT_TRUE(m.cpu.Forward(batch, m.cpu_cache, &cpu_out).ok());
 
-  const cuda::DeviceBatch device_batch(batch, m.cpu_cache, 128);
+  const cuda::DeviceBatch device_batch(batch, m.cpu_cache);
   cuda::DeviceForwardScratch scratch(m.device.dims(), batch.rows());
-  const auto n = static_cast<int32_t>(batch.logit_rows.size());
   cuda::DeviceBuffer<float> all(static_cast<size_t>(batch.rows() * vocab));
   cuda::DeviceBuffer<float> selected(static_cast<size_t>(n * vocab));
-  const cuda::DeviceBuffer<int32_t> rows = ToDevice(batch.logit_rows);
+  const cuda::DeviceBuffer<int32_t> rows =
+      ToDevice(std::vector<int32_t>(batch.logit_rows().begin(), batch.logit_rows().end()));
   m.device.Forward(device_batch.view(), {}, m.device_cache, scratch, {.logits = all.data()},
                    stream_);
   m.device.Forward(device_batch.view(), {}, m.device_cache, scratch,
@@ -155,7 +158,7 @@ TEST_F(CudaQwen3ForwardTest, SelectedLogitRowsAreTheFullForwardsRows) {
   ExpectWithinBf16Tolerance(got, cpu_out.logits, "selected logits against the CPU");
   const std::vector<float> full = CopyFloats(all.data(), all.size(), stream_);
   std::vector<float> want;
-  for (const int32_t r : batch.logit_rows) {
+  for (const int32_t r : batch.logit_rows()) {
     want.insert(want.end(), full.begin() + r * vocab, full.begin() + (r + 1) * vocab);
   }
   const double bound = 1e-4 * testing::Rms(want);

@@ -191,16 +191,12 @@ SampledBucket MakeBucket(std::mt19937& rng, int64_t n, int64_t vocab) {
       tokens[cell] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
     }
   }
-  dvl::PackWorkspace ws(b.bucket, b.capacity, kBlockWidth);
-  const Status packed = dvl::Pack({.n = n,
-                                   .width = kBlockWidth,
-                                   .tokens = tokens,
-                                   .positions = positions,
-                                   .kv_slots = kv_slots,
-                                   .k = k},
-                                  &ws);
+  dvl::BucketStep ws(b.bucket, b.capacity, kBlockWidth);
+  const Status packed =
+      dvl::Pack(testing::BlocksFromRows(n, kBlockWidth, tokens, positions, kv_slots),
+                std::span(k).first(static_cast<size_t>(n)), &ws);
   DSCALE_CHECK(packed.ok());
-  b.tokens.assign(ws.tokens().begin(), ws.tokens().end());
+  b.tokens.assign(ws.batch().token_storage().begin(), ws.batch().token_storage().end());
   b.k.assign(ws.k().begin(), ws.k().end());
   b.offsets.assign(ws.offsets().begin(), ws.offsets().end());
 

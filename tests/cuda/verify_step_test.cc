@@ -44,9 +44,14 @@ const std::vector<int32_t> kPromptLens = {24, 9, 31, 17};
 
 // One step as the packer produced it, and what the host knows about it.
 struct PackedStep {
-  cuda::VerifyInputs inputs;
+  std::unique_ptr<dvl::BucketStep> packed;
   int32_t live_count = 0;
   std::vector<int32_t> planned;  // per live request: drafts that follow the greedy path
+
+  const StepBatch& batch() const { return packed->batch(); }
+  std::span<const int32_t> tokens() const { return packed->batch().token_storage(); }
+  std::span<const int32_t> k() const { return packed->k(); }
+  std::span<const int32_t> offsets() const { return packed->offsets(); }
 };
 
 class CudaVerifyStepTest : public CudaTest {
@@ -84,7 +89,7 @@ class CudaVerifyStepTest : public CudaTest {
     PackedStep step;
     step.live_count = live;
     std::uniform_int_distribution<int32_t> planned(0, kWidth - 1);
-    std::vector<int32_t> tokens, positions, slots;
+    StepBatch blocks;
     for (int32_t i = 0; i < live; ++i) {
       const int32_t anchor = RandomTokens(rng, 1, vocab())[0];
       const std::vector<int32_t> greedy = GreedyAfter(static_cast<size_t>(i), anchor);
@@ -94,12 +99,8 @@ class CudaVerifyStepTest : public CudaTest {
       block[0] = anchor;
       for (int32_t j = 0; j < p; ++j) block[1 + j] = greedy[j];
       if (p + 1 < kWidth) block[1 + p] = (greedy[p] + 1) % static_cast<int32_t>(vocab());
-      const int32_t ctx = kPromptLens[i];
-      for (int32_t j = 0; j < kWidth; ++j) {
-        tokens.push_back(block[j]);
-        positions.push_back(ctx + j);
-        slots.push_back(static_cast<int32_t>(models_->cpu_cache.Slot(seqs_[i], ctx + j)));
-      }
+      AddRequestRows(blocks, seqs_[i], kPromptLens[i], block, models_->cpu_cache,
+                     /*all_logits=*/false);
     }
     std::vector<int32_t> k(static_cast<size_t>(live), kWidth);
     if (!full_width) {
@@ -109,29 +110,9 @@ class CudaVerifyStepTest : public CudaTest {
       const int64_t budget = *dvl::BudgetFromFraction(live, kWidth, dvl::kDefaultVerifyBudget);
       k = dvl::AllocateFromProbs(probs.data(), live, budget)->k;
     }
-    dvl::PackWorkspace packed(kBucket, capacity);
-    const Status status = dvl::Pack({.n = live,
-                                     .width = kWidth,
-                                     .tokens = tokens,
-                                     .positions = positions,
-                                     .kv_slots = slots,
-                                     .k = k},
-                                    &packed);
+    step.packed = std::make_unique<dvl::BucketStep>(kBucket, capacity);
+    const Status status = dvl::Pack(blocks, k, step.packed.get());
     EXPECT_TRUE(status.ok()) << status.ToString();
-    cuda::VerifyInputs& in = step.inputs;
-    in.tokens.assign(packed.tokens().begin(), packed.tokens().end());
-    in.positions.assign(packed.positions().begin(), packed.positions().end());
-    in.kv_slots.assign(packed.kv_slots().begin(), packed.kv_slots().end());
-    in.k.assign(packed.k().begin(), packed.k().end());
-    in.offsets.assign(packed.offsets().begin(), packed.offsets().end());
-    in.ctx_len.assign(kBucket, 0);
-    in.page_tables.assign(static_cast<size_t>(kBucket * kPagesPerRequest), 0);
-    for (int32_t i = 0; i < live; ++i) {
-      in.ctx_len[i] = kPromptLens[i];
-      const std::vector<int32_t>& pages = models_->cpu_cache.PageTable(seqs_[i]);
-      EXPECT_LE(pages.size(), static_cast<size_t>(kPagesPerRequest));
-      std::copy(pages.begin(), pages.end(), in.page_tables.begin() + i * kPagesPerRequest);
-    }
     return step;
   }
 
@@ -141,6 +122,7 @@ class CudaVerifyStepTest : public CudaTest {
             .capacity = capacity,
             .width = kWidth,
             .pages_per_request = kPagesPerRequest,
+            .page_size = testing::kPageSize,
             .tile_rows = tile_rows,
             .capture_layers = std::move(capture_layers)};
   }
@@ -150,16 +132,16 @@ class CudaVerifyStepTest : public CudaTest {
     return CpuForwardOfLiveRows(step, {}).logits;
   }
   ForwardOutput CpuForwardOfLiveRows(const PackedStep& step, std::vector<int32_t> capture) {
-    PackedBatch batch;
-    const cuda::VerifyInputs& in = step.inputs;
+    StepBatch batch;
     for (int32_t i = 0; i < step.live_count; ++i) {
-      batch.AddRequest(seqs_[i], kPromptLens[i],
-                       std::span(in.tokens).subspan(in.offsets[i], in.k[i]), models_->cpu_cache,
-                       /*all_logits=*/true);
+      AddRequestRows(batch, seqs_[i], kPromptLens[i],
+                     step.tokens().subspan(step.offsets()[i], step.k()[i]), models_->cpu_cache,
+                     /*all_logits=*/true);
     }
+    batch.tile_rows = 16;
+    batch.capture_layers = std::move(capture);
     ForwardOutput out;
-    const ForwardOptions options{.tile_rows = 16, .capture_layers = std::move(capture)};
-    EXPECT_TRUE(models_->cpu.Forward(batch, options, models_->cpu_cache, &out).ok());
+    EXPECT_TRUE(models_->cpu.Forward(batch, models_->cpu_cache, &out).ok());
     return out;
   }
 
@@ -184,7 +166,6 @@ class CudaVerifyStepTest : public CudaTest {
 // logits (the argmax tie rule is the same on both sides).
 void ExpectResultsFollowVerifyGreedy(const PackedStep& step, const std::vector<float>& logits,
                                      int64_t vocab, const cuda::VerifyResults& got) {
-  const cuda::VerifyInputs& in = step.inputs;
   for (int32_t i = 0; i < kBucket; ++i) {
     SCOPED_TRACE(::testing::Message() << "request " << i);
     if (i >= step.live_count) {
@@ -194,17 +175,17 @@ void ExpectResultsFollowVerifyGreedy(const PackedStep& step, const std::vector<f
       for (int j = 0; j < kWidth; ++j) EXPECT_EQ(got.tokens[i * kWidth + j], -1);
       continue;
     }
-    const int32_t first = in.offsets[i];
-    const int32_t k = in.k[i];
+    const int32_t first = step.offsets()[i];
+    const int32_t k = step.k()[i];
     const VerifyResult want =
         VerifyGreedy(std::span(logits).subspan(static_cast<size_t>(first * vocab),
                                                static_cast<size_t>(k * vocab)),
-                     vocab, std::span(in.tokens).subspan(first + 1, k - 1));
+                     vocab, step.tokens().subspan(first + 1, k - 1));
     EXPECT_EQ(got.accepted[i], want.accepted);
     EXPECT_EQ(got.next_token[i], want.next_token);
     EXPECT_EQ(got.committed[i], want.accepted + 1);
     for (int j = 0; j < kWidth; ++j) {
-      const int32_t expected = j < want.accepted    ? in.tokens[first + 1 + j]
+      const int32_t expected = j < want.accepted    ? step.tokens()[first + 1 + j]
                                : j == want.accepted ? want.next_token
                                                     : -1;
       EXPECT_EQ(got.tokens[i * kWidth + j], expected) << "column " << j;
@@ -222,11 +203,11 @@ void ExpectPlannedAcceptance(const PackedStep& step, const std::vector<float>& d
                              const cuda::VerifyResults& got) {
   for (int32_t i = 0; i < step.live_count; ++i) {
     SCOPED_TRACE(::testing::Message() << "request " << i);
-    const int32_t want = std::min(step.planned[i], step.inputs.k[i] - 1);
+    const int32_t want = std::min(step.planned[i], step.k()[i] - 1);
     int32_t first_near_tie = -1;
     for (int32_t j = 0; j <= want && first_near_tie < 0; ++j) {
       // The CPU's rows are the live rows in packed order: request i's start at offsets[i].
-      const int64_t row = step.inputs.offsets[i] + j;
+      const int64_t row = step.offsets()[i] + j;
       const double noise = testing::RowError(device_logits, cpu_logits, row, vocab);
       if (testing::TopOf(cpu_logits.data() + row * vocab, vocab).margin <= 2.0 * noise) {
         first_near_tie = j;
@@ -246,11 +227,11 @@ TEST_F(CudaVerifyStepTest, PackedStepMatchesCpuForwardAndVerifyGreedy) {
   std::mt19937 rng(502);
   // N = 3 of 4: one sentinel and M_bs − M_live = 8 tail rows carrying request 0's anchor slot.
   const PackedStep step = MakeStep(rng, 3, capacity, /*full_width=*/false);
-  ws.Stage(step.inputs, stream_);
+  ws.Stage(step.batch(), stream_);
   cuda::EnqueueVerifyStep(models_->device, models_->device_cache, ws, stream_);
   const cuda::VerifyResults got = ws.ReadResults(stream_);
 
-  const int32_t live_rows = step.inputs.offsets[kBucket];
+  const int32_t live_rows = step.offsets()[kBucket];
   const std::vector<float> device_logits =
       CopyFloats(ws.logits(), static_cast<size_t>(live_rows * vocab()), stream_);
   const std::vector<float> cpu_logits = CpuLogitsOfLiveRows(step);
@@ -259,7 +240,7 @@ TEST_F(CudaVerifyStepTest, PackedStepMatchesCpuForwardAndVerifyGreedy) {
   ExpectPlannedAcceptance(step, device_logits, cpu_logits, vocab(), got);
   // The tail rows' placeholder slot is request 0's anchor slot: had their K/V been stored, it
   // would hold token 0 at position 0 instead of the anchor's.
-  ExpectKvRowMatchesCpu(step.inputs.kv_slots[0]);
+  ExpectKvRowMatchesCpu(step.batch().kv_slots()[0]);
 }
 
 // The residual streams the drafter's context append needs (layers {0, last}, in that order) are
@@ -272,11 +253,11 @@ TEST_F(CudaVerifyStepTest, CapturesTheDrafterFeaturesOfEveryLiveRow) {
   std::mt19937 rng(505);
   const PackedStep step = MakeStep(rng, 3, capacity, /*full_width=*/false);
   ws.PoisonOutputs(stream_);
-  ws.Stage(step.inputs, stream_);
+  ws.Stage(step.batch(), stream_);
   cuda::EnqueueVerifyStep(models_->device, models_->device_cache, ws, stream_);
   static_cast<void>(ws.ReadResults(stream_));
   const int64_t width = static_cast<int64_t>(capture.size()) * models_->cpu.config().hidden_size;
-  const int32_t live_rows = step.inputs.offsets[kBucket];
+  const int32_t live_rows = step.offsets()[kBucket];
   const std::vector<float> device_features =
       CopyFloats(ws.features(), static_cast<size_t>(live_rows * width), stream_);
   const ForwardOutput cpu = CpuForwardOfLiveRows(step, capture);
@@ -288,7 +269,7 @@ TEST_F(CudaVerifyStepTest, FullWidthStepWithWideTileMatchesCpu) {
   cuda::VerifyWorkspace ws(Shape(capacity, 128), models_->device);
   std::mt19937 rng(503);
   const PackedStep step = MakeStep(rng, kBucket, capacity, /*full_width=*/true);
-  ws.Stage(step.inputs, stream_);
+  ws.Stage(step.batch(), stream_);
   cuda::EnqueueVerifyStep(models_->device, models_->device_cache, ws, stream_);
   const cuda::VerifyResults got = ws.ReadResults(stream_);
   const std::vector<float> device_logits =
@@ -322,7 +303,7 @@ TEST_F(CudaVerifyStepTest, GraphReplayEqualsEagerBitwiseOverSteps) {
       static_cast<size_t>(models_->device_cache.num_slots() * models_->device_cache.row_floats());
   const auto run = [&](const PackedStep& step, bool replay, const cuda::CapturedGraph* graph) {
     ws.PoisonOutputs(stream_);
-    ws.Stage(step.inputs, stream_);
+    ws.Stage(step.batch(), stream_);
     if (replay) {
       graph->Replay(stream_);
     } else {
@@ -330,7 +311,7 @@ TEST_F(CudaVerifyStepTest, GraphReplayEqualsEagerBitwiseOverSteps) {
     }
     StepOutputs out;
     out.results = ws.ReadResults(stream_);
-    const int32_t live_rows = step.inputs.offsets[kBucket];
+    const int32_t live_rows = step.offsets()[kBucket];
     out.logits = CopyFloats(ws.logits(), static_cast<size_t>(live_rows * vocab()), stream_);
     out.k_first = CopyFloats(models_->device_cache.k(0), cache_floats, stream_);
     out.v_last = CopyFloats(models_->device_cache.v(last_layer), cache_floats, stream_);

@@ -67,10 +67,10 @@ bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float t
   PagedKvCache cache(target.KvShape(16, (n + 15) / 16).WithDtype(kv));
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n).ok());
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, context, cache, /*all_logits=*/false);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, context, cache, /*all_logits=*/false);
   ForwardOutput out;
-  EXPECT_TRUE(target.Forward(batch, {}, cache, &out).ok());
+  EXPECT_TRUE(target.Forward(batch, cache, &out).ok());
   std::vector<float> row = out.logits;
   std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
   return row[0] - row[1] <= tolerance;

@@ -39,22 +39,22 @@ const std::vector<int32_t>& PlantedDrafter::GreedyContinuation(
 
 Status PlantedDrafter::Draft(std::span<const DraftRequest> requests, const PagedKvCache&, int,
                              DraftOutput* out) {
-  const int32_t width = block_ - 1;
+  const int32_t candidates = block_ - 1;
   const int64_t vocab = target_.config().vocab_size;
-  out->width = width;
+  out->candidates = candidates;
   out->tokens.clear();
-  out->logits.assign(requests.size() * width * vocab, 0.0f);
-  out->hidden.assign(requests.size() * width * target_.config().hidden_size, 0.0f);
+  out->logits.assign(requests.size() * candidates * vocab, 0.0f);
+  out->hidden.assign(requests.size() * candidates * target_.config().hidden_size, 0.0f);
   for (size_t i = 0; i < requests.size(); ++i) {
     std::vector<int32_t> context(requests[i].committed.begin(), requests[i].committed.end());
     context.push_back(requests[i].anchor);
     const std::vector<int32_t>& truth = GreedyContinuation(context);
     const int32_t error = ErrorPosition(context);
-    for (int32_t j = 0; j < width; ++j) {
+    for (int32_t j = 0; j < candidates; ++j) {
       int32_t token = truth[j];
       if (j + 1 == error) token = static_cast<int32_t>((token + 1) % vocab);
       out->tokens.push_back(token);
-      out->logits[(i * width + j) * vocab + token] = 1.0f;  // one-hot draft logits
+      out->logits[(i * candidates + j) * vocab + token] = 1.0f;  // one-hot draft logits
     }
     drafted_.push_back(std::move(context));
   }

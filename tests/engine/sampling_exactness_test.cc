@@ -42,10 +42,10 @@ std::vector<double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& p
     PagedKvCache cache(target.KvShape(16, 2));
     const int32_t seq = cache.AddSequence();
     EXPECT_TRUE(cache.Reserve(seq, n + length).ok());
-    PackedBatch batch;
-    batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+    StepBatch batch;
+    AddRequestRows(batch, seq, 0, tokens, cache, /*all_logits=*/true);
     ForwardOutput out;
-    EXPECT_TRUE(target.Forward(batch, {}, cache, &out).ok());
+    EXPECT_TRUE(target.Forward(batch, cache, &out).ok());
     double p = 1.0;
     for (int i = 0; i < length; ++i) {
       TargetDistribution(std::span(out.logits).subspan((n - 1 + i) * vocab, vocab), params, &probs);

@@ -43,15 +43,15 @@ Run Generate(Qwen3Model& target, DFlashDrafter* drafter, const std::string& poli
                       .predictor = predictor};
   config.on_step = [&](const StepRecord& step) {
     if (step.drafts == nullptr) return;
-    const int32_t width = step.drafts->width;
+    const int32_t candidates = step.drafts->candidates;
     for (size_t i = 0; i < step.ids.size(); ++i) {
       const size_t p = order.at(step.ids[i]);
-      const int32_t* tokens = step.drafts->tokens.data() + i * width;
-      run.drafts[p].emplace_back(tokens, tokens + width);
+      const int32_t* tokens = step.drafts->tokens.data() + i * candidates;
+      run.drafts[p].emplace_back(tokens, tokens + candidates);
       std::vector<float>& gaps = run.gaps[p].emplace_back();
-      for (int32_t j = 0; j < width; ++j) {
+      for (int32_t j = 0; j < candidates; ++j) {
         gaps.push_back(
-            testing::TopGap(step.drafts->logits.data() + (i * width + j) * vocab, vocab));
+            testing::TopGap(step.drafts->logits.data() + (i * candidates + j) * vocab, vocab));
       }
     }
   };

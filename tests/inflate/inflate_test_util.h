@@ -58,11 +58,11 @@ inline Prefill RunPrefill(Qwen3Model& model, const std::vector<int32_t>& tokens,
   PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(kv));
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n).ok());
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, tokens, cache, /*all_logits=*/true);
   ForwardOutput out;
-  EXPECT_TRUE(
-      model.Forward(batch, {.tile_rows = 128, .capture_layers = capture}, cache, &out).ok());
+  batch.capture_layers = capture;
+  EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
   return {std::move(out.logits), std::move(out.features)};
 }
 
@@ -75,15 +75,13 @@ inline DraftOutput RunDraft(Qwen3Model& target, DFlashDrafter& drafter,
   drafter.Bind(cache);
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n + block).ok());
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, context, cache, /*all_logits=*/false);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, context, cache, /*all_logits=*/false);
   ForwardOutput out;
-  EXPECT_TRUE(target
-                  .Forward(batch, {.tile_rows = 128, .capture_layers = drafter.feature_layers()},
-                           cache, &out)
-                  .ok());
+  batch.capture_layers = drafter.feature_layers();
+  EXPECT_TRUE(target.Forward(batch, cache, &out).ok());
   drafter.AppendContext(
-      {.features = out.features, .positions = batch.positions, .slots = batch.kv_slots});
+      {.features = out.features, .positions = batch.positions(), .slots = batch.kv_slots()});
   DraftOutput draft;
   const DraftRequest request{.seq = seq, .ctx_len = n, .anchor = anchor, .committed = context};
   EXPECT_TRUE(drafter.Draft(std::span(&request, 1), cache, 16, &draft).ok());

@@ -128,12 +128,12 @@ class PagedBatch {
 
   std::vector<float>& values() { return v_; }
   std::vector<float>& keys() { return k_; }
-  const std::vector<cpu::AttentionSpan>& spans() const { return spans_; }
+  const std::vector<StepSpan>& spans() const { return spans_; }
 
  private:
   std::mt19937 rng_;
   std::vector<std::vector<int32_t>> page_tables_;
-  std::vector<cpu::AttentionSpan> spans_;
+  std::vector<StepSpan> spans_;
   std::vector<float> q_, k_, v_;
   std::vector<uint16_t> k_bf16_, v_bf16_;
   int32_t rows_ = 0;
@@ -255,7 +255,7 @@ TEST(PagedAttentionTest, ReferenceAveragesVisibleValuesWhenKeysTie) {
     PagedBatch batch({{6, 4}, {0, 3}}, 2, 1, head_dim, page_size, causal, 77);
     std::fill(batch.keys().begin(), batch.keys().end(), 0.25f);
     const auto out = batch.Run([](const cpu::AttentionParams& p) { ref::PagedAttention(p); });
-    for (const cpu::AttentionSpan& span : batch.spans()) {
+    for (const StepSpan& span : batch.spans()) {
       for (int32_t j = 0; j < span.q_len; ++j) {
         const int32_t visible = causal ? span.ctx_len + j + 1 : span.ctx_len + span.q_len;
         for (int32_t h = 0; h < 2; ++h) {

@@ -28,19 +28,22 @@ class DFlashDrafterTest : public ::testing::Test {
       : target_(OddTinyConfig(), RandomQwen3Weights(OddTinyConfig(), 3, DType::kF32)),
         drafter_(testing::RandomDrafter(target_, 4)) {}
 
-  ForwardOptions Capture(int tile) const {
-    return {.tile_rows = tile, .capture_layers = drafter_->feature_layers()};
+  // Sets the batch's tile and captures the drafter's feature layers.
+  void Capture(StepBatch& batch, int tile) const {
+    batch.tile_rows = tile;
+    batch.capture_layers = drafter_->feature_layers();
   }
 
   // Prefills tokens[from, to) of `seq` and appends their features to the draft context.
   void PrefillRange(PagedKvCache& cache, int32_t seq, const std::vector<int32_t>& tokens,
                     int32_t from, int32_t to) {
-    PackedBatch batch;
-    batch.AddRequest(seq, from, std::span(tokens).subspan(from, to - from), cache, false);
+    StepBatch batch;
+    AddRequestRows(batch, seq, from, std::span(tokens).subspan(from, to - from), cache, false);
     ForwardOutput out;
-    ASSERT_TRUE(target_.Forward(batch, Capture(128), cache, &out).ok());
+    Capture(batch, 128);
+    ASSERT_TRUE(target_.Forward(batch, cache, &out).ok());
     drafter_->AppendContext(
-        {.features = out.features, .positions = batch.positions, .slots = batch.kv_slots});
+        {.features = out.features, .positions = batch.positions(), .slots = batch.kv_slots()});
   }
 
   DraftOutput DraftAt(PagedKvCache& cache, int32_t seq, int32_t ctx, int32_t anchor) {
@@ -62,7 +65,7 @@ TEST_F(DFlashDrafterTest, DraftShapes) {
   ASSERT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
   PrefillRange(cache, seq, tokens, 0, 10);
   const DraftOutput out = DraftAt(cache, seq, 10, 7);
-  EXPECT_EQ(out.width, kBlock - 1);
+  EXPECT_EQ(out.candidates, kBlock - 1);
   ASSERT_EQ(out.tokens.size(), 15u);
   EXPECT_EQ(out.logits.size(), 15u * 131);
   EXPECT_EQ(out.hidden.size(), 15u * 72);
@@ -99,14 +102,15 @@ TEST_F(DFlashDrafterTest, DraftCacheIsTheSameThroughPrefillOrCommits) {
     const int32_t commit = std::min<int32_t>(1 + rng() % 5, length - pos);
     std::vector<int32_t> block(context.begin() + pos, context.begin() + pos + commit);
     while (block.size() < kBlock) block.push_back(static_cast<int32_t>(rng() % 129));
-    PackedBatch batch;
-    batch.AddRequest(seq, pos, block, many, true);
+    StepBatch batch;
+    AddRequestRows(batch, seq, pos, block, many, true);
     ForwardOutput out;
-    ASSERT_TRUE(target_.Forward(batch, Capture(16), many, &out).ok());
+    Capture(batch, 16);
+    ASSERT_TRUE(target_.Forward(batch, many, &out).ok());
     const int64_t width = drafter_->feature_width();
     drafter_->AppendContext({.features = std::span(out.features).first(commit * width),
-                             .positions = std::span(batch.positions).first(commit),
-                             .slots = std::span(batch.kv_slots).first(commit)});
+                             .positions = batch.positions().first(commit),
+                             .slots = batch.kv_slots().first(commit)});
     pos += commit;
   }
   ASSERT_TRUE(many.Reserve(seq, length + kBlock).ok());

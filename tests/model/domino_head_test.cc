@@ -264,13 +264,13 @@ TEST_F(DominoDrafterFolderTest, DraftsAreTheBackbonesCorrectedByTheHead) {
     const int32_t seq = cache.AddSequence();
     ASSERT_TRUE(cache.Reserve(seq, ctx + block).ok());
     const std::vector<int32_t> tokens = testing::RandomTokens(ctx, 129, 40 + r);
-    PackedBatch batch;
-    batch.AddRequest(seq, 0, tokens, cache, false);
+    StepBatch batch;
+    AddRequestRows(batch, seq, 0, tokens, cache, false);
     ForwardOutput out;
-    const ForwardOptions options{.tile_rows = 128, .capture_layers = plain.feature_layers()};
-    ASSERT_TRUE(target_.Forward(batch, options, cache, &out).ok());
+    batch.capture_layers = plain.feature_layers();
+    ASSERT_TRUE(target_.Forward(batch, cache, &out).ok());
     const ContextRows rows{
-        .features = out.features, .positions = batch.positions, .slots = batch.kv_slots};
+        .features = out.features, .positions = batch.positions(), .slots = batch.kv_slots()};
     plain.AppendContext(rows);
     domino.AppendContext(rows);
     drafts.push_back({.seq = seq, .ctx_len = ctx, .anchor = 3 + 50 * r});

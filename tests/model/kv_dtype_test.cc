@@ -33,9 +33,11 @@ std::vector<float> PrefillThenDecode(Qwen3Model& model, const std::vector<int32_
   ForwardOutput out;
   for (int32_t pos = 0; pos < n;) {
     const int32_t rows = pos == 0 ? prompt : 1;
-    PackedBatch batch;
-    batch.AddRequest(seq, pos, std::span(tokens).subspan(pos, rows), cache, /*all_logits=*/true);
-    EXPECT_TRUE(model.Forward(batch, {.tile_rows = rows > 16 ? 128 : 16}, cache, &out).ok());
+    StepBatch batch;
+    AddRequestRows(batch, seq, pos, std::span(tokens).subspan(pos, rows), cache,
+                   /*all_logits=*/true);
+    batch.tile_rows = rows > 16 ? 128 : 16;
+    EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
     logits.insert(logits.end(), out.logits.begin(), out.logits.end());
     pos += rows;
   }
@@ -90,13 +92,14 @@ TEST(KvDtypeTest, CommittedKvIsTheSameFromADecodeStepOrAVerifyStep) {
     PagedKvCache& cache = caches[i];
     const int32_t seq = cache.AddSequence();
     ASSERT_TRUE(cache.Reserve(seq, prompt + kVerifyRows).ok());
-    PackedBatch batch;
-    batch.AddRequest(seq, 0, std::span(tokens).first(prompt), cache, false);
-    ASSERT_TRUE(model.Forward(batch, {.tile_rows = 128}, cache, &out).ok());
+    StepBatch batch;
+    AddRequestRows(batch, seq, 0, std::span(tokens).first(prompt), cache, false);
+    ASSERT_TRUE(model.Forward(batch, cache, &out).ok());
     batch.Clear();
     const int32_t rows = i == 0 ? 1 : kVerifyRows;
-    batch.AddRequest(seq, prompt, std::span(tokens).subspan(prompt, rows), cache, true);
-    ASSERT_TRUE(model.Forward(batch, {.tile_rows = 16}, cache, &out).ok());
+    AddRequestRows(batch, seq, prompt, std::span(tokens).subspan(prompt, rows), cache, true);
+    batch.tile_rows = 16;
+    ASSERT_TRUE(model.Forward(batch, cache, &out).ok());
   }
   const int64_t row = config.num_key_value_heads * config.head_dim;
   std::vector<float> k[2], v[2];

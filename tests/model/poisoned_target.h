@@ -22,21 +22,20 @@ class PoisonedTarget : public TargetModel {
     return inner_.KvShape(page_size, num_pages);
   }
 
-  Status Forward(const PackedBatch& batch, const ForwardOptions& options, PagedKvCache& cache,
-                 ForwardOutput* out) override {
-    DSCALE_RETURN_IF_ERROR(inner_.Forward(batch, options, cache, out));
-    for (const BatchRequest& r : batch.requests) {
+  Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override {
+    DSCALE_RETURN_IF_ERROR(inner_.Forward(batch, cache, out));
+    for (const StepSpan& r : batch.spans()) {
       if (r.ctx_len != 0) continue;  // a prompt's first chunk says whether the sequence is marked
-      if (batch.tokens[r.q_start] == marker_) {
+      if (batch.tokens()[r.q_start] == marker_) {
         marked_.insert(r.seq);
       } else {
         marked_.erase(r.seq);  // a sequence id used again
       }
     }
     const int64_t vocab = config().vocab_size;
-    for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
-      const int32_t row = batch.logit_rows[i];
-      if (!marked_.contains(SeqOfRow(batch, row)) || batch.positions[row] + 1 < from_position_) {
+    for (size_t i = 0; i < batch.logit_rows().size(); ++i) {
+      const int32_t row = batch.logit_rows()[i];
+      if (!marked_.contains(SeqOfRow(batch, row)) || batch.positions()[row] + 1 < from_position_) {
         continue;
       }
       std::fill_n(out->logits.begin() + static_cast<int64_t>(i) * vocab, vocab,
@@ -49,11 +48,8 @@ class PoisonedTarget : public TargetModel {
   int64_t poisoned_rows() const { return poisoned_rows_; }
 
  private:
-  static int32_t SeqOfRow(const PackedBatch& batch, int32_t row) {
-    for (const BatchRequest& r : batch.requests) {
-      if (row >= r.q_start && row < r.q_start + r.q_len) return r.seq;
-    }
-    return -1;
+  static int32_t SeqOfRow(const StepBatch& batch, int32_t row) {
+    return batch.spans()[batch.owners()[row]].seq;
   }
 
   TargetModel& inner_;

@@ -207,10 +207,10 @@ TEST(QuantizeInt8Test, ForwardMatchesTheReferenceForwardOnTheDequantisedWeights)
   PagedKvCache cache(model.KvShape(16, 3).WithDtype(KvDtype::kF32));
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 37).ok());
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, tokens, cache, /*all_logits=*/true);
   ForwardOutput out;
-  ASSERT_TRUE(model.Forward(batch, {}, cache, &out).ok());
+  ASSERT_TRUE(model.Forward(batch, cache, &out).ok());
   const std::vector<double> bounds = testing::Int8TargetLogitBounds(model, 37, KvDtype::kF32);
   ASSERT_EQ(out.logits.size(), expected.logits.size());
   for (size_t i = 0; i < out.logits.size(); ++i) {

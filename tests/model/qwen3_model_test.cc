@@ -55,10 +55,10 @@ std::vector<float> OnePrefillLogits(Qwen3Model& model, const std::vector<int32_t
   PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(KvDtype::kF32));
   const int32_t seq = cache.AddSequence();
   EXPECT_TRUE(cache.Reserve(seq, n).ok());
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, tokens, cache, /*all_logits=*/true);
   ForwardOutput out;
-  EXPECT_TRUE(model.Forward(batch, {}, cache, &out).ok());
+  EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
   return out.logits;
 }
 
@@ -72,11 +72,13 @@ TEST(Qwen3ModelTest, ForwardMatchesReferenceForwardAndCapturesFeatures) {
   PagedKvCache cache(model.KvShape(5, 8).WithDtype(KvDtype::kF32));
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 37).ok());
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, tokens, cache, /*all_logits=*/true);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, tokens, cache, /*all_logits=*/true);
   ForwardOutput out;
   const std::vector<int32_t> capture = {2, 0};  // list order, not layer order
-  ASSERT_TRUE(model.Forward(batch, {.tile_rows = 16, .capture_layers = capture}, cache, &out).ok());
+  batch.tile_rows = 16;
+  batch.capture_layers = capture;
+  ASSERT_TRUE(model.Forward(batch, cache, &out).ok());
 
   EXPECT_LE(WorstLogitDiffOverBound(out.logits, expected.logits,
                                     testing::TargetLogitBounds(model, 37, KvDtype::kF32)),
@@ -120,7 +122,7 @@ void RunInterleaved(Qwen3Model& model, std::vector<ScheduledRequest>& requests, 
     r.seq = cache.AddSequence();
     r.logits.assign(r.tokens.size() * vocab, 0.0f);
   }
-  PackedBatch batch;
+  StepBatch batch;
   ForwardOutput out;
   for (bool pending = true; pending;) {
     batch.Clear();
@@ -130,14 +132,15 @@ void RunInterleaved(Qwen3Model& model, std::vector<ScheduledRequest>& requests, 
       if (r.done == total) continue;
       const int32_t n = r.done < r.prompt_len ? std::min(r.chunk, r.prompt_len - r.done) : 1;
       ASSERT_TRUE(cache.Reserve(r.seq, r.done + n).ok());
-      batch.AddRequest(r.seq, r.done, std::span(r.tokens).subspan(r.done, n), cache, true);
+      AddRequestRows(batch, r.seq, r.done, std::span(r.tokens).subspan(r.done, n), cache, true);
       rows.emplace_back(&r, r.done);
       r.done += n;
     }
     pending = !rows.empty();
     if (!pending) break;
     const int tile = tile_rows > 0 ? tile_rows : (batch.MaxQueryLen() <= 16 ? 16 : 128);
-    ASSERT_TRUE(model.Forward(batch, {.tile_rows = tile}, cache, &out).ok());
+    batch.tile_rows = tile;
+    ASSERT_TRUE(model.Forward(batch, cache, &out).ok());
     int64_t row = 0;
     for (auto [r, first] : rows) {
       for (int32_t pos = first; pos < r->done; ++pos, ++row) {
@@ -225,23 +228,39 @@ TEST(Qwen3ModelTest, LoadsTheCheckpointMakeTinyWrites) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Qwen3ModelTest, BadInputIsAClearError) {
+// Token ids and capture layers are a forward's preconditions (requests are validated where they
+// enter, CheckTokenIds): a batch that breaks them stops the process naming the reason.
+TEST(Qwen3ModelDeathTest, BadBatchIsACheckFailure) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   const Qwen3Config config = OddTinyConfig();
   Qwen3Model model = MakeModel(config, 1);
   PagedKvCache cache(model.KvShape(16, 4));
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 3).ok());
-  PackedBatch batch;
-  batch.AddRequest(seq, 0, std::vector<int32_t>{1, 131, 2}, cache, false);
+  StepBatch batch;
+  AddRequestRows(batch, seq, 0, std::vector<int32_t>{1, 131, 2}, cache, false);
   ForwardOutput out;
-  Status s = model.Forward(batch, {}, cache, &out);
+  EXPECT_DEATH(static_cast<void>(model.Forward(batch, cache, &out)),
+               "token outside the vocabulary");
+  batch.token_storage()[1] = 5;
+  EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
+  batch.capture_layers = {3};
+  EXPECT_DEATH(static_cast<void>(model.Forward(batch, cache, &out)), "capture layer outside");
+}
+
+TEST(Qwen3ModelTest, TokenIdsAreCheckedAtTheBoundary) {
+  const std::vector<int32_t> ids = {1, 131, 2};
+  const Status s = CheckTokenIds(ids, 131, "prompt");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("token id 131 at row 1"), std::string::npos) << s.message();
+  EXPECT_NE(
+      s.message().find("prompt: token id 131 at position 1 is outside the vocabulary [0, 131)"),
+      std::string::npos)
+      << s.message();
+  EXPECT_TRUE(CheckTokenIds(std::vector<int32_t>{0, 130}, 131, "prompt").ok());
+  EXPECT_FALSE(CheckTokenIds(std::vector<int32_t>{-1}, 131, "prompt").ok());
+}
 
-  batch.tokens[1] = 5;
-  s = model.Forward(batch, {.capture_layers = {3}}, cache, &out);
-  EXPECT_NE(s.message().find("capture layer 3"), std::string::npos) << s.message();
-
+TEST(Qwen3ModelTest, MissingCheckpointIsAClearError) {
   const Result<Qwen3Model> missing = Qwen3Model::Load("/nonexistent/dscale-model");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/dscale-model"), std::string::npos)

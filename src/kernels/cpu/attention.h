@@ -1,8 +1,8 @@
 #pragma once
-// Attention over a paged KV cache for a packed ragged batch.
+// Attention over a paged KV cache for the spans of a StepBatch (core/step_batch.h).
 //
-// Rows of all requests are packed back to back. Request i owns rows
-// [q_start, q_start + q_len); its row j sits at absolute position ctx_len + j. The keys and
+// Span i owns rows [q_start, q_start + q_len); its row j sits at absolute position
+// ctx_len + j. The keys and
 // values of positions 0 .. ctx_len + q_len − 1 (this batch's rows included: the caller stores
 // them before calling) live in the paged cache at slot
 //   page_table[p / page_size] · page_size + p % page_size.
@@ -20,16 +20,10 @@
 
 #include <cstdint>
 
+#include "core/step_batch.h"
 #include "kernels/cpu/bf16_isa.h"
 
 namespace dscale::cpu {
-
-struct AttentionSpan {
-  int32_t q_start = 0;
-  int32_t q_len = 0;
-  int32_t ctx_len = 0;
-  const int32_t* page_table = nullptr;  // ⌈(ctx_len + q_len) / page_size⌉ page ids
-};
 
 // One layer's K and V rows: either the f32 pair or the BF16 pair is set, never both.
 struct PagedKvLayer {
@@ -51,7 +45,7 @@ struct AttentionParams {
   int32_t head_dim = 0;
   float scale = 0;  // usually 1/sqrt(head_dim)
   bool causal = true;
-  const AttentionSpan* spans = nullptr;
+  const StepSpan* spans = nullptr;  // a StepBatch's spans (core/step_batch.h)
   int32_t num_spans = 0;
   PagedKvLayer kv;
 };

@@ -157,7 +157,7 @@ int32_t KvRunLength(const AttentionParams& p, int32_t tile_rows, int64_t tiles) 
 std::vector<WorkItem> MakeWorkItems(const AttentionParams& p, int32_t tile_rows, int32_t run) {
   std::vector<WorkItem> items;
   for (int32_t s = 0; s < p.num_spans; ++s) {
-    const AttentionSpan& span = p.spans[s];
+    const StepSpan& span = p.spans[s];
     DSCALE_CHECK(span.q_len >= 0 && span.ctx_len >= 0 && span.q_start >= 0);
     DSCALE_CHECK(span.q_len == 0 || span.page_table != nullptr);
     for (int32_t begin = 0; begin < span.q_len; begin += tile_rows) {
@@ -179,7 +179,7 @@ int64_t CountTiles(const AttentionParams& p, int32_t tile_rows) {
 // Exclusive end of the positions that span-local row `row` sees. Also applied to the padding
 // rows past the tile's live rows: they see at least as much as the last live row, which keeps
 // their (discarded) softmax state finite.
-int32_t VisibleEnd(const AttentionParams& p, const AttentionSpan& span, int32_t row) {
+int32_t VisibleEnd(const AttentionParams& p, const StepSpan& span, int32_t row) {
   return p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
 }
 
@@ -190,8 +190,8 @@ float* ScoresBlock(const HeadScratch& s, int32_t t0) { return s.scores + t0 * kK
 
 // Fills qt with the scaled, transposed queries of every slot (zero for padding slots) and
 // resets the running softmax state and the accumulators.
-void LoadTile(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
-              int32_t kv_head, const HeadScratch& s) {
+void LoadTile(const AttentionParams& p, const StepSpan& span, const WorkItem& item, int32_t kv_head,
+              const HeadScratch& s) {
   const int32_t hd = p.head_dim;
   const int32_t group = p.heads / p.kv_heads;
   const int32_t padded = item.padded_slots(group);
@@ -211,8 +211,8 @@ void LoadTile(const AttentionParams& p, const AttentionSpan& span, const WorkIte
   std::fill_n(s.acc, static_cast<size_t>(padded) * hd, 0.0f);
 }
 
-void GatherKeyChunk(const AttentionParams& p, const AttentionSpan& span, int32_t kv_head,
-                    int32_t begin, int32_t end, KeyChunk& chunk) {
+void GatherKeyChunk(const AttentionParams& p, const StepSpan& span, int32_t kv_head, int32_t begin,
+                    int32_t end, KeyChunk& chunk) {
   const int32_t page_size = p.kv.page_size;
   chunk.begin = begin;
   chunk.size = end - begin;
@@ -325,7 +325,7 @@ void ScoreRowBlock(const float* qt, const float* kc, int64_t stride, int32_t key
 // turning the chunk's scores into e^(s_c − m') in place. Scores a row may not see become −inf
 // first, hence probability 0. After the first chunk every slot has a finite maximum (each row
 // sees position 0), so m − m' is never −inf − (−inf).
-void SoftmaxStep(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
+void SoftmaxStep(const AttentionParams& p, const StepSpan& span, const WorkItem& item,
                  const KeyChunk& chunk, int32_t t0, float* scores, const HeadScratch& s) {
   constexpr int64_t stride = kRowBlock;
   const int32_t group = p.heads / p.kv_heads;
@@ -454,7 +454,7 @@ void AccumulateSlotGroup(const float* values, int64_t kv_stride, int32_t hd, con
 // values) into every slot of the head, a row block at a time: scores, softmax bookkeeping, then
 // the value pass for the block's live slots. Lanes past the live slots of a block's first vector
 // are neither scored nor kept when the block has no more than kLanes.
-void ProcessChunk(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
+void ProcessChunk(const AttentionParams& p, const StepSpan& span, const WorkItem& item,
                   const KeyChunk& chunk, const float* keys, const float* values, int64_t kv_stride,
                   const HeadScratch& s) {
   const int32_t hd = p.head_dim;
@@ -498,7 +498,7 @@ void ProcessChunk(const AttentionParams& p, const AttentionSpan& span, const Wor
 }
 
 // out = acc / l for every live slot of one kv head.
-void StoreTile(const AttentionParams& p, const AttentionSpan& span, const WorkItem& item,
+void StoreTile(const AttentionParams& p, const StepSpan& span, const WorkItem& item,
                int32_t kv_head, const HeadScratch& s) {
   const int32_t hd = p.head_dim;
   const int32_t group = p.heads / p.kv_heads;
@@ -518,7 +518,7 @@ void StoreTile(const AttentionParams& p, const AttentionSpan& span, const WorkIt
 }
 
 void RunTile(const AttentionParams& p, const WorkItem& item, WidenBf16Fn widen, TileScratch& s) {
-  const AttentionSpan& span = p.spans[item.span];
+  const StepSpan& span = p.spans[item.span];
   for (int32_t j = 0; j < item.run(); ++j) LoadTile(p, span, item, item.kv_begin + j, s.head(j));
   // Every row of a span sees at least its own position, so each live row gets ≥ 1 key.
   const int32_t key_end = VisibleEnd(p, span, item.row_end - 1);
@@ -540,7 +540,7 @@ void RunTile(const AttentionParams& p, const WorkItem& item, WidenBf16Fn widen, 
 int64_t AttentionWork(const AttentionParams& p) {
   int64_t work = 0;
   for (int32_t i = 0; i < p.num_spans; ++i) {
-    const AttentionSpan& span = p.spans[i];
+    const StepSpan& span = p.spans[i];
     work += int64_t{span.q_len} * (span.ctx_len + span.q_len);
   }
   return 2 * work * p.heads * p.head_dim;

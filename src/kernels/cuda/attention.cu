@@ -68,7 +68,7 @@ __device__ TileSmem CarveTileSmem(float* base, int tile_rows, int hd) {
 
 // What one block works on.
 struct Tile {
-  AttentionSpan span;
+  StepSpan span;
   int32_t row_begin;  // first span-local row
   int32_t live;       // rows of the tile that exist (only a span's last tile has fewer)
   int32_t head;
@@ -77,7 +77,7 @@ struct Tile {
 };
 
 // Exclusive end of the positions that span-local row `row` sees.
-__device__ int32_t VisibleEnd(const AttentionParams& p, const AttentionSpan& span, int32_t row) {
+__device__ int32_t VisibleEnd(const AttentionParams& p, const StepSpan& span, int32_t row) {
   return p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
 }
 

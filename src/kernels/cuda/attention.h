@@ -27,7 +27,6 @@
 namespace dscale::cuda {
 
 using AttentionParams = cpu::AttentionParams;
-using AttentionSpan = cpu::AttentionSpan;
 using PagedKvLayer = cpu::PagedKvLayer;
 using cpu::kAttentionTileHeights;
 

@@ -23,6 +23,6 @@ namespace dscale::cuda {
 // Device pointers; queued on `stream` (graph-capturable).
 void BuildVerifySpans(const int32_t* k, const int32_t* offsets, const int32_t* ctx_len,
                       const int32_t* page_tables, int32_t pages_per_request, int32_t bucket,
-                      AttentionSpan* spans, cudaStream_t stream);
+                      StepSpan* spans, cudaStream_t stream);
 
 }  // namespace dscale::cuda

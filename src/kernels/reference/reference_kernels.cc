@@ -177,8 +177,7 @@ double KvElement(const float* f32, const uint16_t* bf16, int64_t i) {
 }
 
 // Row `row` of the span, head `head`: softmax over the visible keys, then the weighted sum.
-void AttendRow(const cpu::AttentionParams& p, const cpu::AttentionSpan& span, int32_t row,
-               int32_t head) {
+void AttendRow(const cpu::AttentionParams& p, const StepSpan& span, int32_t row, int32_t head) {
   const int64_t hd = p.head_dim;
   const int32_t kv_head = head / (p.heads / p.kv_heads);
   const int32_t visible = p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
@@ -220,7 +219,7 @@ void PagedAttention(const cpu::AttentionParams& params) {
   DSCALE_CHECK(params.heads > 0 && params.kv_heads > 0 && params.heads % params.kv_heads == 0);
   DSCALE_CHECK(params.kv.page_size > 0);
   for (int32_t s = 0; s < params.num_spans; ++s) {
-    const cpu::AttentionSpan& span = params.spans[s];
+    const StepSpan& span = params.spans[s];
     for (int32_t row = 0; row < span.q_len; ++row) {
       for (int32_t h = 0; h < params.heads; ++h) AttendRow(params, span, row, h);
     }

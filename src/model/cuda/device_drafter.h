@@ -68,7 +68,7 @@ struct DeviceContextRows {
   const int32_t* live_rows = nullptr;
 };
 
-// Where EnqueueDraft writes, for n requests of width W − 1 candidates each (DraftOutput's
+// Where EnqueueDraft writes, for n requests of W − 1 candidates each (DraftOutput's
 // layout, model/drafter.h).
 struct DeviceDraftOutputs {
   int32_t* tokens = nullptr;  // [n · (W−1)] greedy candidates

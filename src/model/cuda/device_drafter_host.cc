@@ -1,12 +1,10 @@
 #include "model/cuda/device_drafter_host.h"
 
 #include <algorithm>
-#include <limits>
 #include <string>
 
 #include "core/check.h"
 #include "model/cuda/device_batch.h"
-#include "model/packed_batch.h"
 
 namespace dscale::cuda {
 namespace {
@@ -27,15 +25,6 @@ void CopyToHost(const T* device, int64_t count, T* host, cudaStream_t stream) {
   if (count == 0) return;
   DSCALE_CUDA_CHECK(
       cudaMemcpyAsync(host, device, Count(count) * sizeof(T), cudaMemcpyDeviceToHost, stream));
-}
-
-std::vector<int32_t> NarrowSlots(std::span<const int64_t> slots) {
-  std::vector<int32_t> narrow(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) {
-    DSCALE_CHECK(slots[i] >= 0 && slots[i] <= std::numeric_limits<int32_t>::max());
-    narrow[i] = static_cast<int32_t>(slots[i]);
-  }
-  return narrow;
 }
 
 }  // namespace
@@ -73,11 +62,10 @@ void DeviceDrafterHost::AppendContext(const ContextRows& rows) {
 
 void DeviceDrafterHost::AppendChunk(const ContextRows& rows, int64_t begin, int32_t count) {
   const int64_t width = drafter_->feature_width();
-  const std::vector<int32_t> slots = NarrowSlots(rows.slots.subspan(Count(begin), Count(count)));
   CopyToDevice(rows.features.data() + begin * width, int64_t{count} * width, features_.data(),
                stream_);
   CopyToDevice(rows.positions.data() + begin, count, positions_.data(), stream_);
-  CopyToDevice(slots.data(), count, slots_.data(), stream_);
+  CopyToDevice(rows.slots.data() + begin, count, slots_.data(), stream_);
   drafter_->EnqueueAppendContext({.rows = count,
                                   .features = features_.data(),
                                   .positions = positions_.data(),
@@ -90,25 +78,17 @@ Status DeviceDrafterHost::Draft(std::span<const DraftRequest> requests, const Pa
                                 int tile_rows, DraftOutput* out) {
   DSCALE_CHECK_MSG(bound_, "Bind the drafter to a KV cache first");
   DSCALE_CHECK(cache.num_slots() == drafter_->kv().num_slots());
-  const int32_t block = drafter_->block_size();
-  for (const DraftRequest& r : requests) {
-    if (r.anchor < 0 || r.anchor >= drafter_->vocab()) {
-      return InvalidArgument("draft anchor token " + std::to_string(r.anchor) +
-                             " is outside the vocabulary");
-    }
-    DSCALE_CHECK_MSG(cache.Length(r.seq) >= r.ctx_len + block, "draft block not reserved");
-  }
-  const int32_t width = block - 1;
-  const auto candidates = static_cast<int64_t>(requests.size()) * width;
-  out->width = width;
-  out->tokens.resize(Count(candidates));
-  out->logits.resize(Count(candidates * drafter_->vocab()));
-  out->hidden.resize(Count(candidates * drafter_->dims().hidden));
+  const int32_t candidates = drafter_->block_size() - 1;
+  const auto rows = static_cast<int64_t>(requests.size()) * candidates;
+  out->candidates = candidates;
+  out->tokens.resize(Count(rows));
+  out->logits.resize(Count(rows * drafter_->vocab()));
+  out->hidden.resize(Count(rows * drafter_->dims().hidden));
   const size_t chunk = Count(scratch_.max_requests());
   for (size_t begin = 0; begin < requests.size(); begin += chunk) {
     const size_t count = std::min(chunk, requests.size() - begin);
     DraftChunk(requests.subspan(begin, count), cache, tile_rows,
-               static_cast<int64_t>(begin) * width, out);
+               static_cast<int64_t>(begin) * candidates, out);
   }
   return Status::Ok();
 }
@@ -118,17 +98,12 @@ void DeviceDrafterHost::DraftChunk(std::span<const DraftRequest> requests,
                                    DraftOutput* out) {
   const int32_t block = drafter_->block_size();
   // Request i's block at rows i·W .. i·W + W − 1, the layout EnqueueDraft expects.
-  PackedBatch blocks;
-  std::vector<int32_t> tokens(Count(block), static_cast<int32_t>(drafter_->config().mask_token_id));
-  for (const DraftRequest& r : requests) {
-    tokens[0] = r.anchor;
-    blocks.AddRequest(r.seq, r.ctx_len, tokens, cache, /*all_logits=*/false);
-  }
-  const DeviceBatch device_blocks(blocks, cache, tile_rows);
-  DeviceBatchView view = device_blocks.view();
-  view.causal = false;
+  StageDraftBlocks(requests, cache, static_cast<int32_t>(drafter_->config().mask_token_id), block,
+                   drafter_->vocab(), blocks_);
+  blocks_.tile_rows = tile_rows;
+  const DeviceBatch device_blocks(blocks_, cache);
   drafter_->EnqueueDraft(
-      view, scratch_,
+      device_blocks.view(), scratch_,
       {.tokens = tokens_.data(), .logits = logits_.data(), .hidden = hidden_.data()}, stream_);
   const int64_t rows = static_cast<int64_t>(requests.size()) * (block - 1);
   const int64_t vocab = drafter_->vocab();

@@ -41,9 +41,8 @@ class DeviceDrafterHost : public Drafter {
   // Copies the rows to the device and appends them to the draft context.
   void AppendContext(const ContextRows& rows) override;
 
-  // Validates every anchor first (InvalidArgument naming it, and nothing drafted, as on the
-  // CPU), then drafts. Every request's sequence must have block_size positions reserved past
-  // ctx_len (CHECKed). tile_rows must be one of kAttentionTileHeights.
+  // Drafts every request's block (the preconditions of Drafter::Draft are CHECKed). tile_rows
+  // must be one of kAttentionTileHeights.
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override;
 
@@ -60,6 +59,7 @@ class DeviceDrafterHost : public Drafter {
   // Context staging, max_context_rows rows.
   DeviceBuffer<float> features_;
   DeviceBuffer<int32_t> positions_, slots_;
+  StepBatch blocks_;  // the chunk's blocks on the host, mirrored by a DeviceBatch
   // Draft outputs, max_requests · (W−1) rows.
   DeviceBuffer<int32_t> tokens_;
   DeviceBuffer<float> logits_, hidden_;

@@ -37,7 +37,7 @@ struct DeviceForwardOutputs {
   float* features = nullptr;  // [rows, capture_layers.size() · hidden]; may be null without
                               // capture layers
   // Device array or null. When set, logits are computed only for these rows, in this order
-  // (PackedBatch::logit_rows: prefill wants one row per request, not a vocabulary-wide row for
+  // (StepBatch::logit_rows(): prefill wants one row per request, not a vocabulary-wide row for
   // every prompt token); each must lie in [0, rows). Null: every row.
   const int32_t* logit_rows = nullptr;
   int32_t num_logit_rows = 0;

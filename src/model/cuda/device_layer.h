@@ -25,7 +25,7 @@
 
 namespace dscale::cuda {
 
-// A packed ragged batch in device memory (the PackedBatch contract, model/packed_batch.h).
+// A StepBatch's rows and spans in device memory (the contract of core/step_batch.h).
 struct DeviceBatchView {
   int32_t rows = 0;                    // rows computed; every row array has at least this many
   const int32_t* tokens = nullptr;     // [rows], each in [0, vocab)
@@ -34,7 +34,7 @@ struct DeviceBatchView {
   // Device scalar or null. When set, rows at or past *live_rows are padding: they are computed
   // (their outputs are unspecified) but their K/V are not stored (kv_write.h). Null: all live.
   const int32_t* live_rows = nullptr;
-  const AttentionSpan* spans = nullptr;  // [num_spans] (device), page tables on the device
+  const StepSpan* spans = nullptr;  // [num_spans] (device), page tables on the device
   int32_t num_spans = 0;
   int32_t max_q_len = 0;  // ≥ every span's q_len: the attention grid's tile count
   int tile_rows = 128;    // attention query-row tile height, one of kAttentionTileHeights

@@ -74,11 +74,10 @@ void DeviceTarget::Reserve(int32_t rows, int64_t feature_width) {
   if (features_.size() < want) features_ = DeviceBuffer<float>(want);
 }
 
-Status DeviceTarget::Forward(const PackedBatch& batch, const ForwardOptions& options,
-                             PagedKvCache& cache, ForwardOutput* out) {
-  DSCALE_RETURN_IF_ERROR(ValidateForward(config(), batch, options, cache));
+Status DeviceTarget::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) {
+  CheckForward(config(), batch, cache);
   const int32_t rows = batch.rows();
-  const auto num_capture = static_cast<int64_t>(options.capture_layers.size());
+  const auto num_capture = static_cast<int64_t>(batch.capture_layers.size());
   const int64_t hidden = config().hidden_size;
   out->features.assign(static_cast<size_t>(rows * num_capture * hidden), 0.0f);
   out->logits.clear();
@@ -89,15 +88,16 @@ Status DeviceTarget::Forward(const PackedBatch& batch, const ForwardOptions& opt
   // The copies into `staged` are synchronous, so the batch is on the device before the forward
   // is queued; `staged` lives until the results are back. logit_rows_ is never empty here
   // (Reserve), so a batch asking for no logits does not read as "every row".
-  const DeviceBatch staged(batch, cache, options.tile_rows);
-  const auto num_logit_rows = static_cast<int32_t>(batch.logit_rows.size());
+  const DeviceBatch staged(batch, cache);
+  const std::span<const int32_t> logit_rows = batch.logit_rows();
+  const auto num_logit_rows = static_cast<int32_t>(logit_rows.size());
   DSCALE_CHECK(num_logit_rows <= rows);
   if (num_logit_rows > 0) {
-    DSCALE_CUDA_CHECK(cudaMemcpyAsync(logit_rows_.data(), batch.logit_rows.data(),
-                                      batch.logit_rows.size() * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, stream_));
+    DSCALE_CUDA_CHECK(cudaMemcpyAsync(logit_rows_.data(), logit_rows.data(),
+                                      logit_rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                      stream_));
   }
-  model_.Forward(staged.view(), options.capture_layers, *kv_, *scratch_,
+  model_.Forward(staged.view(), batch.capture_layers, *kv_, *scratch_,
                  {.logits = logits_.data(),
                   .features = num_capture > 0 ? features_.data() : nullptr,
                   .logit_rows = logit_rows_.data(),

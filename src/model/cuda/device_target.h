@@ -47,8 +47,7 @@ class DeviceTarget final : public TargetModel {
   const Qwen3Config& config() const override { return model_.config(); }
   // The host cache's geometry: num_layers = 0 (rows live on the device).
   KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const override;
-  Status Forward(const PackedBatch& batch, const ForwardOptions& options, PagedKvCache& cache,
-                 ForwardOutput* out) override;
+  Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override;
 
   DeviceQwen3Model& model() { return model_; }
   // The device K/V rows of the cache last forwarded on (null before the first forward).

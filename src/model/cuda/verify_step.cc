@@ -1,5 +1,6 @@
 #include "model/cuda/verify_step.h"
 
+#include <algorithm>
 #include <span>
 
 #include "core/check.h"
@@ -15,8 +16,8 @@ size_t Count(int64_t n) { return static_cast<size_t>(n); }
 
 int64_t ResultInts(const VerifyShape& s) { return int64_t{s.bucket} * (3 + s.width); }
 
-template <typename T>
-void CopyIn(DeviceBuffer<T>& to, const std::vector<T>& from, cudaStream_t stream) {
+// Queues the copy of `from` (pageable: staged before the call returns) into `to`.
+void CopyIn(DeviceBuffer<int32_t>& to, std::span<const int32_t> from, cudaStream_t stream) {
   DSCALE_CHECK_MSG(from.size() == to.size(), "verification input has the wrong size");
   if (from.empty()) return;
   DSCALE_CUDA_CHECK(
@@ -50,8 +51,12 @@ VerifyWorkspace::VerifyWorkspace(const VerifyShape& shape, const DeviceQwen3Mode
       features_(Count(shape.capacity * static_cast<int64_t>(shape.capture_layers.size()) *
                       model.config().hidden_size)),
       argmax_(Count(shape.capacity)),
-      results_(Count(ResultInts(shape))) {
-  DSCALE_CHECK(shape.bucket >= 1 && shape.capacity >= shape.bucket);
+      results_(Count(ResultInts(shape))),
+      host_k_(Count(shape.bucket)),
+      host_offsets_(Count(shape.bucket) + 1),
+      host_ctx_len_(Count(shape.bucket)),
+      host_page_tables_(page_tables_.size()) {
+  DSCALE_CHECK(shape.bucket >= 1 && shape.capacity >= shape.bucket && shape.page_size >= 1);
   DSCALE_CHECK(shape.capacity <= int64_t{shape.bucket} * shape.width);
   DSCALE_CHECK(shape.width >= 1 && shape.pages_per_request >= 1);
   for (const int32_t layer : shape.capture_layers) {
@@ -80,14 +85,30 @@ PackedRows VerifyWorkspace::packed() {
           .offsets = offsets_.data()};
 }
 
-void VerifyWorkspace::Stage(const VerifyInputs& in, cudaStream_t stream) {
-  CopyIn(tokens_, in.tokens, stream);
-  CopyIn(positions_, in.positions, stream);
-  CopyIn(kv_slots_, in.kv_slots, stream);
-  CopyIn(k_, in.k, stream);
-  CopyIn(offsets_, in.offsets, stream);
-  CopyIn(ctx_len_, in.ctx_len, stream);
-  CopyIn(page_tables_, in.page_tables, stream);
+void VerifyWorkspace::Stage(const StepBatch& packed, cudaStream_t stream) {
+  const std::span<const StepSpan> spans = packed.span_storage();  // live spans, then sentinels
+  DSCALE_CHECK_MSG(spans.size() == host_k_.size(), "the batch is not this bucket's");
+  std::fill(host_page_tables_.begin(), host_page_tables_.end(), 0);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const StepSpan& s = spans[i];
+    host_k_[i] = s.q_len;
+    host_offsets_[i] = s.q_start;
+    host_ctx_len_[i] = s.ctx_len;
+    const int32_t pages = (s.ctx_len + s.q_len + shape_.page_size - 1) / shape_.page_size;
+    DSCALE_CHECK_MSG(pages <= shape_.pages_per_request, "a span needs more pages than the shape");
+    if (pages > 0) {
+      std::copy_n(s.page_table, pages,
+                  host_page_tables_.begin() + static_cast<int64_t>(i) * shape_.pages_per_request);
+    }
+  }
+  host_offsets_.back() = packed.rows();  // M_live
+  CopyIn(tokens_, packed.token_storage(), stream);
+  CopyIn(positions_, packed.position_storage(), stream);
+  CopyIn(kv_slots_, packed.kv_slot_storage(), stream);
+  CopyIn(k_, host_k_, stream);
+  CopyIn(offsets_, host_offsets_, stream);
+  CopyIn(ctx_len_, host_ctx_len_, stream);
+  CopyIn(page_tables_, host_page_tables_, stream);
 }
 
 void VerifyWorkspace::PoisonOutputs(cudaStream_t stream) {

@@ -8,10 +8,10 @@
 // paper's fixed-address workspace, Eq. graphinvariant). Launch sizes are the bucket's
 // (N_bs spans, M_bs rows); what changes from step to step — the packed rows, lengths and
 // offsets (so the live count and M_live), context lengths and page tables — is copied into the
-// workspace before each step, or written there by the DVL decision (EnqueueDvlDecision with
-// packed() as its output). So EnqueueVerifyStep can be captured once per bucket
-// (kernels/cuda/graph.h) and replayed; nothing inside it allocates or waits for the host, and
-// only ReadResults, the state commit, copies anything back.
+// workspace from the bucket's StepBatch before each step (Stage), or written there by the DVL
+// decision (EnqueueDvlDecision with packed() as its output). So EnqueueVerifyStep can be captured
+// once per bucket (kernels/cuda/graph.h) and replayed; nothing inside it allocates or waits for the
+// host, and only ReadResults, the state commit, copies anything back.
 //
 // Rows at or past M_live = offsets[N_bs] (tail placeholders) are computed but never stored in
 // the KV cache and never accepted; sentinel requests (k = 0) commit nothing.
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/dvl_shapes.h"
+#include "core/step_batch.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dvl_pack.h"
@@ -37,21 +38,11 @@ struct VerifyShape {
   int64_t capacity = 0;  // M_bs: packed rows the target runs (DFlash W·N_bs, DScale W·N_bs/2)
   int32_t width = dvl::kBlockWidth;  // W ≥ every k_i: attention's max_q_len, output row width
   int32_t pages_per_request = 0;     // columns of the page-table array
+  int32_t page_size = 16;            // KV positions per page
   int tile_rows = 16;                // attention tile height: 16 routed, 128 DFlash's default
   // Target layers whose residual streams are kept for the draft context (the drafter's
   // feature_layers, model/drafter.h), in this order; empty: none.
   std::vector<int32_t> capture_layers;
-};
-
-// One step's inputs, on the host.
-struct VerifyInputs {
-  std::vector<int32_t> tokens;       // [capacity] packed rows, tail placeholders included
-  std::vector<int32_t> positions;    // [capacity]
-  std::vector<int32_t> kv_slots;     // [capacity]
-  std::vector<int32_t> k;            // [bucket] lengths; 0 for sentinels
-  std::vector<int32_t> offsets;      // [bucket + 1]; offsets[bucket] = M_live
-  std::vector<int32_t> ctx_len;      // [bucket] committed positions before each block
-  std::vector<int32_t> page_tables;  // [bucket, pages_per_request]
 };
 
 // What the state commit reads back.
@@ -74,8 +65,10 @@ class VerifyWorkspace {
 
   // The packed-row buffers, for EnqueueDvlDecision to write into.
   PackedRows packed();
-  // Queues copies of `in` into the fixed addresses (sizes CHECKed against the shape).
-  void Stage(const VerifyInputs& in, cudaStream_t stream);
+  // Queues copies of a bucket's packed StepBatch (dvl::Pack: rows and tail [capacity], spans
+  // and sentinels [bucket]) into the fixed addresses: rows, k = q_len, offsets = q_start,
+  // ctx_len and each span's page table (sizes CHECKed against the shape).
+  void Stage(const StepBatch& packed, cudaStream_t stream);
 
   // Fills the logits, features, argmaxes and results with 0xff bytes (queued on `stream`), so a
   // check after the next step cannot pass on values an earlier step left behind.
@@ -111,7 +104,7 @@ class VerifyWorkspace {
   // Inputs.
   DeviceBuffer<int32_t> tokens_, positions_, kv_slots_, k_, offsets_, ctx_len_, page_tables_;
   // Intermediates.
-  DeviceBuffer<AttentionSpan> spans_;
+  DeviceBuffer<StepSpan> spans_;
   DeviceForwardScratch scratch_;
   DeviceBuffer<float> logits_;
   DeviceBuffer<float> features_;
@@ -119,6 +112,8 @@ class VerifyWorkspace {
   // Results, one block: accepted [N_bs], next_token [N_bs], committed [N_bs], tokens [N_bs, W].
   DeviceBuffer<int32_t> results_;
   std::unique_ptr<int32_t, PinnedFree> host_results_;
+  // Host staging of the per-request inputs Stage derives from the spans.
+  std::vector<int32_t> host_k_, host_offsets_, host_ctx_len_, host_page_tables_;
 };
 
 // Queues one verification step of `ws`'s bucket on `stream` (see the top of this file): K/V
