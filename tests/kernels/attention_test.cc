@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -243,6 +244,45 @@ TEST(PagedAttentionTest, UnusualHeadDimsMatchReference) {
       PagedBatch batch({{5, 19}, {40, 3}, {0, 1}}, 6, 2, head_dim, 5, causal, 31 + head_dim);
       ExpectAllTilesMatchReference(batch);
       ExpectBf16KvMatchesReferenceInEveryIsa(batch);
+    }
+  }
+}
+
+// A decode row (read in place from the cache) and the same row inside a verification span
+// (whose chunks are copied to scratch first) score and sum in the same order, so they give the
+// same bits: the speculative and the plain decoder see the same logits.
+TEST(PagedAttentionTest, RowAloneMatchesRowInsideSpanBitForBit) {
+  for (const int32_t head_dim : {32, 36, 128}) {
+    for (const int32_t group : {1, 2, 4}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim=" << head_dim << " group=" << group);
+      const int32_t ctx = 45, rows = 16;
+      PagedBatch batch({{ctx, rows}}, 2 * group, 2, head_dim, 16, /*causal=*/true,
+                       static_cast<uint32_t>(300 + head_dim + group));
+      batch.RoundKvToBf16();
+      const int64_t row_values = int64_t{2} * group * head_dim;
+      for (const bool bf16 : {false, true}) {
+        for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+          const auto span_out = batch.Run(
+              [isa](const cpu::AttentionParams& p) { cpu::PagedAttention(p, 16, isa); }, bf16);
+          for (const int32_t j : {0, 1, 7, rows - 1}) {
+            const StepSpan whole = batch.spans()[0];
+            const StepSpan alone{whole.q_start + j, 1, ctx + j, whole.page_table};
+            const auto alone_out = batch.Run(
+                [&](cpu::AttentionParams p) {
+                  p.spans = &alone;
+                  p.num_spans = 1;
+                  cpu::PagedAttention(p, 16, isa);
+                },
+                bf16);
+            for (int64_t i = 0; i < row_values; ++i) {
+              const int64_t at = (whole.q_start + j) * row_values + i;
+              ASSERT_EQ(std::bit_cast<uint32_t>(alone_out[at]), std::bit_cast<uint32_t>(span_out[at]))
+                  << "row " << j << " value " << i << " bf16=" << bf16
+                  << " isa=" << cpu::Bf16IsaName(isa);
+            }
+          }
+        }
+      }
     }
   }
 }

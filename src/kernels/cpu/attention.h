@@ -14,9 +14,11 @@
 // compile-time parameter chosen at run time (16 for verification and drafting, 128 for
 // prefill): the path-aware tile router's hook.
 //
-// K/V rows are f32 or BF16. BF16 rows are widened to f32 (exactly) as each chunk of keys is
-// copied into the tile's scratch, with the vectors of a Bf16Isa variant (bf16_isa.h); from there
-// on the arithmetic is the f32 rows' own, so BF16 rows give the bits their f32 widening gives.
+// K/V rows are f32 or BF16. BF16 rows are widened to f32 (exactly): in registers where a tile
+// has few query rows (decode), or as each chunk of keys is copied into the tile's scratch, with
+// the vectors of a Bf16Isa variant (bf16_isa.h); from there on the arithmetic is the f32 rows'
+// own, so BF16 rows give the bits their f32 widening gives. A score sums head_dim in one fixed
+// order (attention_tiles.h), so a row's output has the same bits in every tile and batch.
 
 #include <cstdint>
 

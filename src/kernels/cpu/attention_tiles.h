@@ -9,8 +9,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -25,20 +29,22 @@
 // each kv head, the tile's rows for every query head that reads it (the GQA group), so each key
 // and value row is fetched once for the whole group. The run's K and V rows of one position are
 // contiguous in the cache, so an item reads whole runs rather than one head's rows at a stride
-// of kv_heads·head_dim (a stride the prefetchers follow poorly: one head at a time, decode
-// attention read its K/V at a third of the memory bandwidth). Per kv head, the query rows are
-// "slots", stacked head after head with no gaps and handled in blocks of kRowBlock (a block may
-// hold rows of two heads):
+// of kv_heads·head_dim. Per kv head, the query rows are "slots", stacked head after head with no
+// gaps and handled in blocks of kRowBlock (a block may hold rows of two heads):
 //   slot t = g·live + r        g: head within the group, r: row within the tile, live: the
 //                              tile's rows; slots past group·live (to whole blocks) are padding
-//   qt      [blocks, head_dim, kRowBlock]   scaled queries, transposed (slots in vector lanes)
+//   qs      [slots, head_dim]               scaled query rows
 //   scores  [blocks, kKeyChunk, kRowBlock]  one chunk's scores, then its probabilities
 //   acc     [slots, head_dim]               unnormalised Σ p·v per slot
-//   keys, values [kKeyChunk, run, head_dim]  the chunk's rows of every kv head of the run
-// Scoring broadcasts one key element against a vector of slots, so it needs no horizontal
-// sums, and the online-softmax bookkeeping (running max, sum, rescale factor) runs across
-// slots in vector lanes; the value pass runs along head_dim. Blocks are contiguous so the
-// scoring loop walks memory sequentially whatever the tile height.
+// A score is a dot product along head_dim in a fixed order (DotBlock): 16 partial sums, partial
+// j over d ≡ j (mod 16) in order of d, then a fixed pairwise tree. Every vector width and every
+// tile shape computes it the same way, so a row's bits depend neither on the CPU's vectors nor on
+// the rows it shares a step with. The online-softmax bookkeeping runs across slots in vector
+// lanes; the value pass runs along head_dim.
+// Items of few slots (decode rows) read K and V straight from the cache (BF16 widened in
+// registers); larger items first copy each chunk's rows, widened, into scratch
+//   keys, values [kKeyChunk, run, head_dim]
+// so that every slot group reuses them from L1/L2.
 
 namespace dscale::cpu::DSCALE_ATTENTION_VARIANT {
 namespace {
@@ -49,13 +55,19 @@ using simd::kLanes;
 // Positions per chunk of the online softmax: the chunk's key and value rows (2 · 32 · head_dim
 // floats, 32 KiB at head_dim 128) are copied once and stay in L1/L2 for every slot.
 constexpr int kKeyChunk = 32;
-// Slots scored together: 16 are two AVX vectors, and with kKeysPerStep keys per step that is
-// eight independent accumulator chains, enough to keep the FMA units busy.
+// Slots whose softmax bookkeeping runs together (one AVX-512 vector, two AVX ones).
 constexpr int kRowBlock = 16;
-constexpr int kRowVectors = kRowBlock / kLanes;
-// (16-lane vectors hold a whole row block: they score 8 keys per step for the same 8 chains.)
-constexpr int kKeysPerStep = kRowVectors == 1 ? 8 : 4;
-static_assert(kKeyChunk % kKeysPerStep == 0 && kRowBlock % kLanes == 0);
+static_assert(kRowBlock % kLanes == 0);
+// Partial sums of a score: a whole AVX-512 vector along head_dim; narrower vectors hold them in
+// kDotVectors registers.
+constexpr int kDotPartials = 16;
+constexpr int kDotVectors = kDotPartials / kLanes;
+// (slot, key) pairs a DotBlock scores at once: 16 accumulators, in AVX-512's 32 registers with
+// the loaded rows; 4 pairs (8 or 16 registers) in narrower vectors.
+constexpr int kDotPairs = kLanes == 16 ? 16 : 4;
+static_assert(kKeyChunk % kDotPairs == 0);
+// Items of at most this many slots per kv head read K/V in place (one slot group per key row).
+constexpr int32_t kDirectMaxSlots = 4;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Span-local query rows [row_begin, row_end) of one span for kv heads [kv_begin, kv_end) and
@@ -83,13 +95,23 @@ struct WorkItem {
 
 // One kv head's share of a tile's buffers (layouts above).
 struct HeadScratch {
-  float* qt;
+  // Scaled queries: rows [slots, head_dim] where K/V are read in place (DotBlock), else
+  // transposed per block [blocks, PaddedHeadDim, kRowBlock], zero past head_dim and for padding
+  // slots (ScoreKeysInLanes).
+  float* qs;
   float* scores;
   float* acc;
   float* row_max;  // running maximum score per slot
   float* row_sum;  // running Σ e^(score − row_max) per slot
   float* rescale;  // e^(old max − new max) for the current chunk, per slot
 };
+
+// head_dim rounded up to whole groups of kDotPartials (the transposed queries' rows).
+constexpr int64_t PaddedHeadDim(int64_t hd) {
+  return (hd + kDotPartials - 1) / kDotPartials * kDotPartials;
+}
+// Floats per slot of a head's buffers: queries, accumulators, scores, softmax state.
+constexpr int64_t PerSlot(int64_t hd) { return PaddedHeadDim(hd) + hd + kKeyChunk + 3; }
 
 // Per-thread buffers, allocated once per call and reused across work items: `capacity` slots for
 // each of up to `run` kv heads, and one chunk of K/V rows for the run.
@@ -98,22 +120,23 @@ class TileScratch {
   TileScratch(int32_t capacity, int32_t head_dim, int32_t run)
       : capacity_(capacity),
         head_dim_(head_dim),
-        per_slot_(static_cast<size_t>(run) * capacity * (2 * head_dim + kKeyChunk + 3)),
+        per_slot_(static_cast<size_t>(run) * capacity * PerSlot(head_dim)),
         keys_(static_cast<size_t>(kKeyChunk) * run * head_dim),
         values_(keys_.size()) {}
 
   HeadScratch head(int32_t j) {
     const int64_t cap = capacity_;
-    float* base = per_slot_.data() + j * cap * (2 * head_dim_ + kKeyChunk + 3);
+    float* base = per_slot_.data() + j * cap * PerSlot(head_dim_);
     HeadScratch h;
-    h.qt = base;
-    h.acc = h.qt + cap * head_dim_;
+    h.qs = base;
+    h.acc = h.qs + cap * PaddedHeadDim(head_dim_);
     h.scores = h.acc + cap * head_dim_;
     h.row_max = h.scores + cap * kKeyChunk;
     h.row_sum = h.row_max + cap;
     h.rescale = h.row_sum + cap;
     return h;
   }
+  // The current chunk's copied rows (large items only).
   float* keys() { return keys_.data(); }
   float* values() { return values_.data(); }
 
@@ -126,11 +149,11 @@ class TileScratch {
 };
 
 // One chunk of positions for a run of kv heads: where their key and value rows live in the cache
-// (page-table lookups done once per chunk). `padded` rounds `size` up to whole scoring steps.
+// (page-table lookups done once per chunk). Offsets past `size` are left from earlier chunks (or
+// 0): rows there may be read but their scores are always masked.
 struct KeyChunk {
   int32_t begin = 0;  // first position
   int32_t size = 0;   // positions in the chunk, ≤ kKeyChunk
-  int32_t padded = 0;
   // Element offset of each position's K (and V) row of the run's first kv head in the layer; the
   // run's other heads follow it.
   int64_t offset[kKeyChunk] = {};
@@ -183,27 +206,27 @@ int32_t VisibleEnd(const AttentionParams& p, const StepSpan& span, int32_t row) 
   return p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
 }
 
-float* QtBlock(const HeadScratch& s, int32_t t0, int32_t hd) {
-  return s.qt + static_cast<int64_t>(t0) * hd;
-}
 float* ScoresBlock(const HeadScratch& s, int32_t t0) { return s.scores + t0 * kKeyChunk; }
 
-// Fills qt with the scaled, transposed queries of every slot (zero for padding slots) and
-// resets the running softmax state and the accumulators.
+// Fills qs with the scaled queries of the live slots (as rows, or transposed: see HeadScratch)
+// and resets the running softmax state and the accumulators of every slot.
 void LoadTile(const AttentionParams& p, const StepSpan& span, const WorkItem& item, int32_t kv_head,
-              const HeadScratch& s) {
+              bool transposed, const HeadScratch& s) {
   const int32_t hd = p.head_dim;
+  const int64_t hd_pad = PaddedHeadDim(hd);
   const int32_t group = p.heads / p.kv_heads;
   const int32_t padded = item.padded_slots(group);
-  for (int32_t t = 0; t < padded; ++t) {
-    float* dst = QtBlock(s, t - t % kRowBlock, hd) + t % kRowBlock;
-    if (t < item.slots(group)) {
-      const int32_t head = kv_head * group + t / item.live();
-      const float* src = p.q + (span.q_start + item.row_begin + t % item.live()) * p.q_row_stride +
-                         static_cast<int64_t>(head) * hd;
+  if (transposed) std::fill_n(s.qs, padded * hd_pad, 0.0f);
+  for (int32_t t = 0; t < item.slots(group); ++t) {
+    const int32_t head = kv_head * group + t / item.live();
+    const float* src = p.q + (span.q_start + item.row_begin + t % item.live()) * p.q_row_stride +
+                       static_cast<int64_t>(head) * hd;
+    if (transposed) {
+      float* dst = s.qs + (t - t % kRowBlock) * hd_pad + t % kRowBlock;
       for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = src[d] * p.scale;
     } else {
-      for (int32_t d = 0; d < hd; ++d) dst[d * kRowBlock] = 0.0f;
+      float* dst = s.qs + static_cast<int64_t>(t) * hd;
+      for (int32_t d = 0; d < hd; ++d) dst[d] = src[d] * p.scale;
     }
   }
   std::fill_n(s.row_max, padded, kNegInf);
@@ -216,7 +239,6 @@ void GatherKeyChunk(const AttentionParams& p, const StepSpan& span, int32_t kv_h
   const int32_t page_size = p.kv.page_size;
   chunk.begin = begin;
   chunk.size = end - begin;
-  chunk.padded = (chunk.size + kKeysPerStep - 1) / kKeysPerStep * kKeysPerStep;
   // Walk the pages rather than divide per position.
   int32_t page = begin / page_size;
   int32_t in_page = begin % page_size;
@@ -230,11 +252,258 @@ void GatherKeyChunk(const AttentionParams& p, const StepSpan& span, int32_t kv_h
   }
 }
 
+// kLanes values from p on as f32: loaded, or BF16 bits widened (exactly) in registers.
+using Halves = uint16_t __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+inline Floats LoadRow(const float* p) { return simd::Load(p); }
+inline Floats LoadRow(const uint16_t* p) {
+  Halves bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  const simd::Ints wide = __builtin_convertvector(bits, simd::Ints) << 16;
+  Floats f;
+  std::memcpy(&f, &wide, sizeof(f));
+  return f;
+}
+inline float LoadScalar(const float* p) { return *p; }
+inline float LoadScalar(const uint16_t* p) {
+  const uint32_t wide = uint32_t{*p} << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof(f));
+  return f;
+}
+
+// One kv head's key or value rows of a chunk, row c at Row(c) (f32 or BF16 elements):
+// copied into scratch (row c at base + c·stride) or read in the cache (at base + offset[c]).
+struct ScratchRows {
+  const float* base;
+  int64_t stride;
+  const float* Row(int32_t c) const { return base + c * stride; }
+};
+template <typename T>
+struct CacheRows {
+  const T* base;  // the layer's rows, plus the kv head's offset within a position
+  const int64_t* offset;
+  const T* Row(int32_t c) const { return base + offset[c]; }
+};
+
+// Lane i of the result: lane w of segment `seg` of x (segments 0 .. n−1) or of y (n .. 2n−1),
+// where segments of kSeg lanes are halved: the low half (kHigh false) or the high half.
+constexpr int HalvingLane(int seg_size, bool high, int i) {
+  const int half = seg_size / 2;
+  const int segments = kLanes / seg_size;
+  const int seg = i / half;
+  const int w = i % half + (high ? half : 0);
+  return seg < segments ? seg * seg_size + w : kLanes + (seg - segments) * seg_size + w;
+}
+template <int kSeg, bool kHigh, size_t... I>
+[[gnu::always_inline]] inline Floats HalfLanes(Floats x, Floats y, std::index_sequence<I...>) {
+  return __builtin_shufflevector(x, y, HalvingLane(kSeg, kHigh, static_cast<int>(I))...);
+}
+
+// v[0 .. kCount): vectors of segments of kSeg partial sums, one segment per (slot, key) pair, the
+// pairs in order. Each level adds every segment's high half to its low half (partial j + partial
+// j + kSeg/2) and packs two vectors' halved segments into one, so lane i of the result is the
+// tree sum of pair i (i < pairs).
+template <int kSeg, int kCount>
+[[gnu::always_inline]] inline Floats ReduceSegments(Floats* v) {
+  if constexpr (kSeg == 1) {
+    return v[0];
+  } else {
+    constexpr auto lanes = std::make_index_sequence<kLanes>();
+    constexpr int next = kCount > 1 ? kCount / 2 : 1;
+    for (int i = 0; i < next; ++i) {
+      const Floats x = v[2 * i];
+      const Floats y = kCount > 1 ? v[2 * i + 1] : x;
+      v[i] = HalfLanes<kSeg, false>(x, y, lanes) + HalfLanes<kSeg, true>(x, y, lanes);
+    }
+    return ReduceSegments<kSeg / 2, next>(v);
+  }
+}
+
+// scores[k·kRowBlock + s] = q_s · key_k for kS slots (query rows at q + s·hd) and the kK keys
+// rows.Row(c0 + k): partial j sums d ≡ j (mod 16) in order of d, the partials are then added as
+// a fixed tree ((j, j+8), then (j, j+4), (j, j+2), (0, 1)). head_dim's last partial group, when
+// it is not whole, runs on zero-padded copies.
+template <int kS, int kK, class Rows>
+void DotBlock(const float* q, int32_t hd, const Rows& rows, int32_t c0, float* scores) {
+  static_assert(kS * kK <= kDotPairs && kDotPairs % (kS * kK) == 0);
+  Floats acc[kK][kS][kDotVectors] = {};
+  const auto step = [&](const float* const* qrow, const auto* const* krow, int32_t d) {
+    Floats qv[kS][kDotVectors];
+#pragma GCC unroll 16
+    for (int s = 0; s < kS; ++s) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kDotVectors; ++v) qv[s][v] = simd::Load(qrow[s] + d + v * kLanes);
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < kK; ++k) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kDotVectors; ++v) {
+        const Floats kv = LoadRow(krow[k] + d + v * kLanes);
+#pragma GCC unroll 16
+        for (int s = 0; s < kS; ++s) acc[k][s][v] += kv * qv[s][v];
+      }
+    }
+  };
+  using Elem = std::remove_cv_t<std::remove_pointer_t<decltype(rows.Row(0))>>;
+  const float* qrow[kS];
+  const Elem* krow[kK];
+  for (int s = 0; s < kS; ++s) qrow[s] = q + static_cast<int64_t>(s) * hd;
+  for (int k = 0; k < kK; ++k) krow[k] = rows.Row(c0 + k);
+  const int32_t whole = hd / kDotPartials * kDotPartials;
+  for (int32_t d = 0; d < whole; d += kDotPartials) step(qrow, krow, d);
+  if (whole < hd) {
+    float qpad[kS][kDotPartials] = {};
+    Elem kpad[kK][kDotPartials] = {};
+    for (int s = 0; s < kS; ++s) {
+      std::copy(qrow[s] + whole, qrow[s] + hd, qpad[s]);
+      qrow[s] = qpad[s];
+    }
+    for (int k = 0; k < kK; ++k) {
+      std::copy(krow[k] + whole, krow[k] + hd, kpad[k]);
+      krow[k] = kpad[k];
+    }
+    step(qrow, krow, 0);
+  }
+  Floats pairs[kDotPairs];
+#pragma GCC unroll 16
+  for (int k = 0; k < kK; ++k) {
+#pragma GCC unroll 16
+    for (int s = 0; s < kS; ++s) {
+      // Narrower vectors add their partial vectors first: the tree's first levels.
+      Floats* part = acc[k][s];
+#pragma GCC unroll 4
+      for (int n = kDotVectors; n > 1; n /= 2) {
+        for (int v = 0; v < n / 2; ++v) part[v] += part[v + n / 2];
+      }
+      pairs[k * kS + s] = part[0];
+    }
+  }
+  const Floats sums = ReduceSegments<kLanes, kS * kK>(pairs);
+#pragma GCC unroll 16
+  for (int k = 0; k < kK; ++k) {
+#pragma GCC unroll 16
+    for (int s = 0; s < kS; ++s) scores[k * kRowBlock + s] = sums[k * kS + s];
+  }
+}
+
+// kS slots' scores against keys 0 .. keys − 1 (and up to the next whole DotBlock: those rows
+// exist but their scores are masked).
+template <int kS, class Rows>
+void ScoreSlots(const float* q, int32_t hd, const Rows& rows, int32_t keys, float* scores) {
+  constexpr int kK = kDotPairs / kS;
+  for (int32_t c0 = 0; c0 < keys; c0 += kK) {
+    DotBlock<kS, kK>(q, hd, rows, c0, scores + c0 * kRowBlock);
+  }
+}
+
+// Scores of the `live` slots of one block (query rows from q) for the chunk's keys; lanes from
+// `live` to `lanes` (padding the softmax vectors) get 0.
+template <class Rows>
+void ScoreBlock(const float* q, int32_t hd, const Rows& rows, int32_t keys, int32_t live,
+                int32_t lanes, float* scores) {
+  int32_t i = 0;
+  for (; i + 4 <= live; i += 4) ScoreSlots<4>(q + int64_t{i} * hd, hd, rows, keys, scores + i);
+  for (; i + 2 <= live; i += 2) ScoreSlots<2>(q + int64_t{i} * hd, hd, rows, keys, scores + i);
+  for (; i < live; ++i) ScoreSlots<1>(q + int64_t{i} * hd, hd, rows, keys, scores + i);
+  for (int32_t c = 0; c < keys; ++c) std::fill(scores + c * kRowBlock + live, scores + c * kRowBlock + lanes, 0.0f);
+}
+
+template <int kVectors, int kKeys>
+using LaneSums = std::array<std::array<Floats, kVectors>, kKeys>;
+
+template <int kVectors, int kKeys>
+[[gnu::always_inline]] inline LaneSums<kVectors, kKeys> Add(LaneSums<kVectors, kKeys> a,
+                                                            const LaneSums<kVectors, kKeys>& b) {
+#pragma GCC unroll 8
+  for (int k = 0; k < kKeys; ++k) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) a[k][v] += b[k][v];
+  }
+  return a;
+}
+
+// Group g's terms of the partials j and j + 8 for slots in lanes (see FirstLevel). kTail: the
+// group may reach past head_dim, where DotBlock multiplies zero padding, adding +0; so here.
+template <bool kTail, int kVectors, int kKeys>
+[[gnu::always_inline]] inline void PartialPairStep(const float* qt, const float* const* key,
+                                                   int32_t hd, int j, int32_t g,
+                                                   LaneSums<kVectors, kKeys>& lo,
+                                                   LaneSums<kVectors, kKeys>& hi) {
+  const int32_t d = g * kDotPartials + j;
+  const int32_t d8 = d + kDotPartials / 2;
+  Floats q[kVectors], q8[kVectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVectors; ++v) {
+    q[v] = simd::Load(qt + d * kRowBlock + v * kLanes);
+    q8[v] = simd::Load(qt + d8 * kRowBlock + v * kLanes);
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < kKeys; ++k) {
+    const Floats kd = simd::Splat(kTail && d >= hd ? 0.0f : key[k][d]);
+    const Floats kd8 = simd::Splat(kTail && d8 >= hd ? 0.0f : key[k][d8]);
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      lo[k][v] += kd * q[v];
+      hi[k][v] += kd8 * q8[v];
+    }
+  }
+}
+
+// The tree's first level for slots in lanes: a_j = p_j + p_(j+8) for kKeys keys (rows key[k])
+// and kVectors vectors of slots (qt: a block's transposed queries, zero past head_dim), the two
+// partials summed side by side (2·kKeys·kVectors independent chains).
+template <int kVectors, int kKeys>
+[[gnu::always_inline]] inline LaneSums<kVectors, kKeys> FirstLevel(const float* qt,
+                                                                   const float* const* key,
+                                                                   int32_t hd, int j) {
+  LaneSums<kVectors, kKeys> lo{}, hi{};
+  const int32_t whole = hd / kDotPartials;  // groups with no element past head_dim
+  for (int32_t g = 0; g < whole; ++g) PartialPairStep<false, kVectors, kKeys>(qt, key, hd, j, g, lo, hi);
+  if (whole * kDotPartials < hd) PartialPairStep<true, kVectors, kKeys>(qt, key, hd, j, whole, lo, hi);
+  return Add<kVectors, kKeys>(lo, hi);
+}
+
+// The same scores with the slots in vector lanes, for copied chunks: scores[(c0 + k)·kRowBlock +
+// lane] for kKeys keys (key k at keys + (c0 + k)·stride) and the first kVectors·kLanes slots of a
+// block. Each lane sums DotBlock's 16 partials in the same order and adds them in its tree, so
+// it gives DotBlock's bits; a partial pair is folded into the tree as soon as it is summed, so
+// at most five values per key and vector are live.
+template <int kVectors, int kKeys>
+void ScoreKeysInLanes(const float* qt, const float* keys, int64_t stride, int32_t c0, int32_t hd,
+                      float* scores) {
+  const float* key[kKeys];
+  for (int k = 0; k < kKeys; ++k) key[k] = keys + (c0 + k) * stride;
+  constexpr auto a = FirstLevel<kVectors, kKeys>;
+  constexpr auto add = Add<kVectors, kKeys>;
+  // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): b_j = a_j + a_(j+4), c_j = b_j + b_(j+2).
+  const auto left = add(add(a(qt, key, hd, 0), a(qt, key, hd, 4)),
+                        add(a(qt, key, hd, 2), a(qt, key, hd, 6)));
+  const auto right = add(add(a(qt, key, hd, 1), a(qt, key, hd, 5)),
+                         add(a(qt, key, hd, 3), a(qt, key, hd, 7)));
+  const auto sum = add(left, right);
+#pragma GCC unroll 8
+  for (int k = 0; k < kKeys; ++k) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      simd::Store(scores + (c0 + k) * kRowBlock + v * kLanes, sum[k][v]);
+    }
+  }
+}
+
+// A copied chunk's scores (keys 0 .. keys − 1, and up to the next whole step: those rows exist
+// but their scores are masked) for one block, kVectors vectors of slots wide.
+template <int kVectors>
+void ScoreBlockInLanes(const float* qt, const float* keys, int64_t stride, int32_t count,
+                       int32_t hd, float* scores) {
+  constexpr int kKeys = std::max(1, (kLanes == 16 ? 4 : 2) / kVectors);
+  static_assert(kKeyChunk % kKeys == 0);
+  for (int32_t c0 = 0; c0 < count; c0 += kKeys) {
+    ScoreKeysInLanes<kVectors, kKeys>(qt, keys, stride, c0, hd, scores);
+  }
+}
+
 // Copies the chunk's rows into the scratch's keys / values as f32 (BF16 rows widened by `widen`
-// on the way), each position's rows of the whole run in one piece; key rows from chunk.size up
-// to chunk.padded are zero (their scores are masked out). Read in place, one head's rows of a
-// chunk would sit kv_heads·head_dim elements apart — a multiple of 4 KiB at Qwen3 sizes — and
-// map to the same few L1 sets, evicting themselves before the next slot comes back to them.
+// on the way), each position's rows of the whole run in one piece.
 void CopyChunk(const PagedKvLayer& kv, const KeyChunk& chunk, int32_t hd, int32_t run,
                WidenBf16Fn widen, TileScratch& s) {
   const int64_t row = static_cast<int64_t>(run) * hd;
@@ -248,74 +517,6 @@ void CopyChunk(const PagedKvLayer& kv, const KeyChunk& chunk, int32_t hd, int32_
       std::copy_n(kv.k + chunk.offset[c], row, key);
       std::copy_n(kv.v + chunk.offset[c], row, value);
     }
-  }
-  std::fill(s.keys() + chunk.size * row, s.keys() + chunk.padded * row, 0.0f);
-}
-
-// scores[c, i] = q_i · k_c for the first kVectors·kLanes slots of one block (qt: [hd,
-// kRowBlock]) and keys c0 .. c0 + kKeys − 1 of kc (key c at kc + c·stride). Each score is one
-// accumulator lane summed over d in order, whatever kVectors and kKeys are, so every tile shape
-// gives a row the same bits. kStride, when not 0, is `stride` known at compile time: the kKeys
-// key offsets then become address displacements, where a run-time stride left GCC short of
-// registers and it reloaded every offset from the stack for each d.
-template <int kVectors, int kKeys, int64_t kStride>
-void ScoreKeys(const float* qt, const float* kc, int64_t stride, int32_t c0, int32_t hd,
-               float* scores) {
-  if constexpr (kStride != 0) stride = kStride;
-  Floats acc[kKeys][kVectors] = {};
-  const float* key = kc + c0 * stride;
-  for (int32_t d = 0; d < hd; ++d) {
-    Floats q[kVectors];
-#pragma GCC unroll 8
-    for (int v = 0; v < kVectors; ++v) q[v] = simd::Load(qt + d * kRowBlock + v * kLanes);
-#pragma GCC unroll 8
-    for (int k = 0; k < kKeys; ++k) {
-      const Floats kd = simd::Splat(key[k * stride + d]);
-#pragma GCC unroll 8
-      for (int v = 0; v < kVectors; ++v) acc[k][v] += kd * q[v];
-    }
-  }
-#pragma GCC unroll 8
-  for (int k = 0; k < kKeys; ++k) {
-#pragma GCC unroll 8
-    for (int v = 0; v < kVectors; ++v) {
-      simd::Store(scores + (c0 + k) * kRowBlock + v * kLanes, acc[k][v]);
-    }
-  }
-}
-
-// All `keys` (a multiple of kKeysPerStep) for one block. A block whose live slots fit one vector
-// (a decode row of a small GQA group) scores one vector, twice as many keys at a time, so that
-// it still runs eight independent accumulator chains.
-template <int kVectors, int64_t kStride>
-void ScoreRowBlockStrided(const float* qt, const float* kc, int64_t stride, int32_t keys,
-                          int32_t hd, float* scores) {
-  constexpr int kWide = kKeysPerStep * kRowVectors / kVectors;
-  int32_t c0 = 0;
-  for (; c0 + kWide <= keys; c0 += kWide) {
-    ScoreKeys<kVectors, kWide, kStride>(qt, kc, stride, c0, hd, scores);
-  }
-  for (; c0 < keys; c0 += kKeysPerStep) {
-    ScoreKeys<kVectors, kKeysPerStep, kStride>(qt, kc, stride, c0, hd, scores);
-  }
-}
-
-// The key row strides of Qwen3's head_dim 128 for runs of 1, 2, 4 and 8 kv heads are compiled
-// as constants; any other stride takes the run-time form (same arithmetic, same bits).
-template <int kVectors>
-void ScoreRowBlock(const float* qt, const float* kc, int64_t stride, int32_t keys, int32_t hd,
-                   float* scores) {
-  switch (stride) {
-    case 128:
-      return ScoreRowBlockStrided<kVectors, 128>(qt, kc, stride, keys, hd, scores);
-    case 256:
-      return ScoreRowBlockStrided<kVectors, 256>(qt, kc, stride, keys, hd, scores);
-    case 512:
-      return ScoreRowBlockStrided<kVectors, 512>(qt, kc, stride, keys, hd, scores);
-    case 1024:
-      return ScoreRowBlockStrided<kVectors, 1024>(qt, kc, stride, keys, hd, scores);
-    default:
-      return ScoreRowBlockStrided<kVectors, 0>(qt, kc, stride, keys, hd, scores);
   }
 }
 
@@ -335,13 +536,13 @@ void SoftmaxStep(const AttentionParams& p, const StepSpan& span, const WorkItem&
   }
   const Floats old_max = simd::Load(s.row_max + t0);
   Floats new_max = old_max;
-  for (int32_t c = 0; c < chunk.padded; ++c) {
+  for (int32_t c = 0; c < chunk.size; ++c) {
     const Floats masked = c < visible ? simd::Load(scores + c * stride) : simd::Splat(kNegInf);
     simd::Store(scores + c * stride, masked);
     new_max = simd::Max(new_max, masked);
   }
   Floats sum{};
-  for (int32_t c = 0; c < chunk.padded; ++c) {
+  for (int32_t c = 0; c < chunk.size; ++c) {
     const Floats prob = simd::ExpNonPositive(simd::Load(scores + c * stride) - new_max);
     simd::Store(scores + c * stride, prob);
     sum += prob;
@@ -352,42 +553,45 @@ void SoftmaxStep(const AttentionParams& p, const StepSpan& span, const WorkItem&
   simd::Store(s.row_sum + t0, simd::Load(s.row_sum + t0) * rescale + sum);
 }
 
-// acc[d0, d0 + kVectors·kLanes) = acc·rescale + Σ_{c < valid} prob[c·stride] · v_c over that
-// column block of the value rows vc (value c at vc + c·v_stride); the block's partial sums stay
-// in registers across all the chunk's keys.
-template <int kVectors>
-void AccumulateBlock(const float* vc, int64_t v_stride, const float* prob, int64_t stride,
+// acc[d0, d0 + kVectors·kLanes) = acc·rescale + Σ_{c < valid} prob[c·stride] · v_{first + c} over
+// that column block of the value rows; the block's partial sums stay in registers across all
+// the chunk's keys.
+template <int kVectors, class Rows>
+void AccumulateBlock(const Rows& rows, int32_t first, const float* prob, int64_t stride,
                      int32_t valid, float rescale, int32_t d0, float* acc) {
   Floats block[kVectors];
 #pragma GCC unroll 8
   for (int i = 0; i < kVectors; ++i) block[i] = simd::Load(acc + d0 + i * kLanes) * rescale;
   for (int32_t c = 0; c < valid; ++c) {
     const Floats pc = simd::Splat(prob[c * stride]);
-    const float* v = vc + c * v_stride + d0;
+    const auto* v = rows.Row(first + c) + d0;
 #pragma GCC unroll 8
-    for (int i = 0; i < kVectors; ++i) block[i] += pc * simd::Load(v + i * kLanes);
+    for (int i = 0; i < kVectors; ++i) block[i] += pc * LoadRow(v + i * kLanes);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < kVectors; ++i) simd::Store(acc + d0 + i * kLanes, block[i]);
 }
 
-// One slot's value pass: wide column blocks first, then narrower ones, then scalar leftovers
-// for a head_dim that is not a multiple of the vector width.
-void AccumulateSlot(const float* vc, int64_t v_stride, int32_t hd, const float* prob,
-                    int64_t stride, int32_t valid, float rescale, float* acc) {
+// One slot's value pass over keys first .. first + valid − 1: wide column blocks first, then
+// narrower ones, then scalar leftovers for a head_dim that is not a multiple of the vector width.
+template <class Rows>
+void AccumulateSlot(const Rows& rows, int32_t first, int32_t hd, const float* prob, int64_t stride,
+                    int32_t valid, float rescale, float* acc) {
   int32_t d0 = 0;
   for (; d0 + 8 * kLanes <= hd; d0 += 8 * kLanes) {
-    AccumulateBlock<8>(vc, v_stride, prob, stride, valid, rescale, d0, acc);
+    AccumulateBlock<8>(rows, first, prob, stride, valid, rescale, d0, acc);
   }
   for (; d0 + 2 * kLanes <= hd; d0 += 2 * kLanes) {
-    AccumulateBlock<2>(vc, v_stride, prob, stride, valid, rescale, d0, acc);
+    AccumulateBlock<2>(rows, first, prob, stride, valid, rescale, d0, acc);
   }
   for (; d0 + kLanes <= hd; d0 += kLanes) {
-    AccumulateBlock<1>(vc, v_stride, prob, stride, valid, rescale, d0, acc);
+    AccumulateBlock<1>(rows, first, prob, stride, valid, rescale, d0, acc);
   }
   for (int32_t d = d0; d < hd; ++d) {
     float sum = acc[d] * rescale;
-    for (int32_t c = 0; c < valid; ++c) sum += prob[c * stride] * vc[c * v_stride + d];
+    for (int32_t c = 0; c < valid; ++c) {
+      sum += prob[c * stride] * LoadScalar(rows.Row(first + c) + d);
+    }
     acc[d] = sum;
   }
 }
@@ -396,10 +600,9 @@ void AccumulateSlot(const float* vc, int64_t v_stride, int32_t hd, const float* 
 // (which every one of them sees), for the column block [d0, d0 + kVectors·kLanes): each value
 // vector loaded serves kSlots slots, where one slot at a time loads a vector per FMA. Every
 // accumulator still sums its keys in order, so the bits are the one-slot pass's.
-template <int kSlots, int kVectors>
-void AccumulateSlotGroupBlock(const float* vc, int64_t v_stride, const float* prob, int64_t stride,
-                              int32_t common, const float* rescale, int32_t hd, int32_t d0,
-                              float* acc) {
+template <int kSlots, int kVectors, class Rows>
+void AccumulateSlotGroupBlock(const Rows& rows, const float* prob, int64_t stride, int32_t common,
+                              const float* rescale, int32_t hd, int32_t d0, float* acc) {
   Floats block[kSlots][kVectors];
 #pragma GCC unroll 8
   for (int s = 0; s < kSlots; ++s) {
@@ -409,10 +612,10 @@ void AccumulateSlotGroupBlock(const float* vc, int64_t v_stride, const float* pr
     }
   }
   for (int32_t c = 0; c < common; ++c) {
-    const float* v = vc + c * v_stride + d0;
+    const auto* v = rows.Row(c) + d0;
     Floats vv[kVectors];
 #pragma GCC unroll 8
-    for (int i = 0; i < kVectors; ++i) vv[i] = simd::Load(v + i * kLanes);
+    for (int i = 0; i < kVectors; ++i) vv[i] = LoadRow(v + i * kLanes);
 #pragma GCC unroll 8
     for (int s = 0; s < kSlots; ++s) {
       const Floats pc = simd::Splat(prob[c * stride + s]);
@@ -434,28 +637,29 @@ constexpr int kGroupVectors = kLanes == 16 ? 4 : 2;
 // The value pass of slots t0 + i .. t0 + i + kSlots − 1 of one block: the keys all of them see
 // together (AccumulateSlotGroupBlock), then each slot's further keys alone. Needs head_dim a
 // multiple of kGroupVectors·kLanes.
-template <int kSlots>
-void AccumulateSlotGroup(const float* values, int64_t kv_stride, int32_t hd, const float* scores,
-                         const int32_t* valid, const float* rescale, float* acc) {
+template <int kSlots, class Rows>
+void AccumulateSlotGroup(const Rows& rows, int32_t hd, const float* scores, const int32_t* valid,
+                         const float* rescale, float* acc) {
   const int32_t common = *std::min_element(valid, valid + kSlots);
   for (int32_t d0 = 0; d0 < hd; d0 += kGroupVectors * kLanes) {
-    AccumulateSlotGroupBlock<kSlots, kGroupVectors>(values, kv_stride, scores, kRowBlock, common,
-                                                    rescale, hd, d0, acc);
+    AccumulateSlotGroupBlock<kSlots, kGroupVectors>(rows, scores, kRowBlock, common, rescale, hd,
+                                                    d0, acc);
   }
   for (int s = 0; s < kSlots; ++s) {
     if (valid[s] == common) continue;
     // The rescale was applied above; × 1 is exact.
-    AccumulateSlot(values + common * kv_stride, kv_stride, hd, scores + s + common * kRowBlock,
-                   kRowBlock, valid[s] - common, 1.0f, acc + static_cast<int64_t>(s) * hd);
+    AccumulateSlot(rows, common, hd, scores + s + common * kRowBlock, kRowBlock,
+                   valid[s] - common, 1.0f, acc + static_cast<int64_t>(s) * hd);
   }
 }
 
-// Folds one chunk (already in scratch: this kv head's key c at keys + c·kv_stride, likewise its
-// values) into every slot of the head, a row block at a time: scores, softmax bookkeeping, then
-// the value pass for the block's live slots. Lanes past the live slots of a block's first vector
-// are neither scored nor kept when the block has no more than kLanes.
+// Folds one chunk (this kv head's key and value rows: key_rows.Row(c), value_rows.Row(c)) into
+// every slot of the head, a row block at a time: scores, softmax bookkeeping, then the value pass
+// for the block's live slots. Lanes past the live slots of a block's first vector are neither
+// scored nor kept when the block has no more than kLanes.
+template <class Rows>
 void ProcessChunk(const AttentionParams& p, const StepSpan& span, const WorkItem& item,
-                  const KeyChunk& chunk, const float* keys, const float* values, int64_t kv_stride,
+                  const KeyChunk& chunk, const Rows& key_rows, const Rows& value_rows,
                   const HeadScratch& s) {
   const int32_t hd = p.head_dim;
   const int32_t group = p.heads / p.kv_heads;
@@ -464,10 +668,17 @@ void ProcessChunk(const AttentionParams& p, const StepSpan& span, const WorkItem
     const int32_t live = std::min(kRowBlock, slots - t0);
     const int32_t lanes = live <= kLanes ? kLanes : kRowBlock;
     float* scores = ScoresBlock(s, t0);
-    if (lanes == kLanes) {
-      ScoreRowBlock<1>(QtBlock(s, t0, hd), keys, kv_stride, chunk.padded, hd, scores);
+    if constexpr (std::is_same_v<Rows, ScratchRows>) {
+      const float* qt = s.qs + t0 * PaddedHeadDim(hd);
+      if (lanes == kLanes) {
+        ScoreBlockInLanes<1>(qt, key_rows.base, key_rows.stride, chunk.size, hd, scores);
+      } else {
+        ScoreBlockInLanes<kRowBlock / kLanes>(qt, key_rows.base, key_rows.stride, chunk.size, hd,
+                                              scores);
+      }
     } else {
-      ScoreRowBlock<kRowVectors>(QtBlock(s, t0, hd), keys, kv_stride, chunk.padded, hd, scores);
+      ScoreBlock(s.qs + static_cast<int64_t>(t0) * hd, hd, key_rows, chunk.size, live, lanes,
+                 scores);
     }
     for (int32_t i = 0; i < lanes; i += kLanes) {
       SoftmaxStep(p, span, item, chunk, t0 + i, scores + i, s);
@@ -482,16 +693,16 @@ void ProcessChunk(const AttentionParams& p, const StepSpan& span, const WorkItem
     int32_t i = 0;
     if (hd % (kGroupVectors * kLanes) == 0) {
       for (; i + 4 <= live; i += 4) {
-        AccumulateSlotGroup<4>(values, kv_stride, hd, scores + i, valid + i, s.rescale + t0 + i,
+        AccumulateSlotGroup<4>(value_rows, hd, scores + i, valid + i, s.rescale + t0 + i,
                                acc_of(i));
       }
       for (; i + 2 <= live; i += 2) {
-        AccumulateSlotGroup<2>(values, kv_stride, hd, scores + i, valid + i, s.rescale + t0 + i,
+        AccumulateSlotGroup<2>(value_rows, hd, scores + i, valid + i, s.rescale + t0 + i,
                                acc_of(i));
       }
     }
     for (; i < live; ++i) {
-      AccumulateSlot(values, kv_stride, hd, scores + i, kRowBlock, valid[i], s.rescale[t0 + i],
+      AccumulateSlot(value_rows, 0, hd, scores + i, kRowBlock, valid[i], s.rescale[t0 + i],
                      acc_of(i));
     }
   }
@@ -517,19 +728,40 @@ void StoreTile(const AttentionParams& p, const StepSpan& span, const WorkItem& i
   }
 }
 
+// One chunk for every kv head of the item, its rows read in the cache at chunk.offset.
+template <typename T>
+void ProcessChunkInPlace(const AttentionParams& p, const StepSpan& span, const WorkItem& item,
+                         const KeyChunk& chunk, const T* k, const T* v, TileScratch& s) {
+  for (int32_t j = 0; j < item.run(); ++j) {
+    const int64_t head = static_cast<int64_t>(j) * p.head_dim;
+    ProcessChunk(p, span, item, chunk, CacheRows<T>{k + head, chunk.offset},
+                 CacheRows<T>{v + head, chunk.offset}, s.head(j));
+  }
+}
+
 void RunTile(const AttentionParams& p, const WorkItem& item, WidenBf16Fn widen, TileScratch& s) {
   const StepSpan& span = p.spans[item.span];
-  for (int32_t j = 0; j < item.run(); ++j) LoadTile(p, span, item, item.kv_begin + j, s.head(j));
+  const bool in_place = item.slots(p.heads / p.kv_heads) <= kDirectMaxSlots;
+  for (int32_t j = 0; j < item.run(); ++j) {
+    LoadTile(p, span, item, item.kv_begin + j, /*transposed=*/!in_place, s.head(j));
+  }
   // Every row of a span sees at least its own position, so each live row gets ≥ 1 key.
   const int32_t key_end = VisibleEnd(p, span, item.row_end - 1);
-  const int64_t kv_stride = static_cast<int64_t>(item.run()) * p.head_dim;
   KeyChunk chunk;
   for (int32_t begin = 0; begin < key_end; begin += kKeyChunk) {
     GatherKeyChunk(p, span, item.kv_begin, begin, std::min(key_end, begin + kKeyChunk), chunk);
-    CopyChunk(p.kv, chunk, p.head_dim, item.run(), widen, s);
-    for (int32_t j = 0; j < item.run(); ++j) {
-      const int64_t at = static_cast<int64_t>(j) * p.head_dim;
-      ProcessChunk(p, span, item, chunk, s.keys() + at, s.values() + at, kv_stride, s.head(j));
+    if (in_place && p.kv.bf16()) {
+      ProcessChunkInPlace(p, span, item, chunk, p.kv.k_bf16, p.kv.v_bf16, s);
+    } else if (in_place) {
+      ProcessChunkInPlace(p, span, item, chunk, p.kv.k, p.kv.v, s);
+    } else {
+      CopyChunk(p.kv, chunk, p.head_dim, item.run(), widen, s);
+      const int64_t row = static_cast<int64_t>(item.run()) * p.head_dim;
+      for (int32_t j = 0; j < item.run(); ++j) {
+        const int64_t head = static_cast<int64_t>(j) * p.head_dim;
+        ProcessChunk(p, span, item, chunk, ScratchRows{s.keys() + head, row},
+                     ScratchRows{s.values() + head, row}, s.head(j));
+      }
     }
   }
   for (int32_t j = 0; j < item.run(); ++j) StoreTile(p, span, item, item.kv_begin + j, s.head(j));
