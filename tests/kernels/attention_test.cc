@@ -276,7 +276,8 @@ TEST(PagedAttentionTest, RowAloneMatchesRowInsideSpanBitForBit) {
                 bf16);
             for (int64_t i = 0; i < row_values; ++i) {
               const int64_t at = (whole.q_start + j) * row_values + i;
-              ASSERT_EQ(std::bit_cast<uint32_t>(alone_out[at]), std::bit_cast<uint32_t>(span_out[at]))
+              ASSERT_EQ(std::bit_cast<uint32_t>(alone_out[at]),
+                        std::bit_cast<uint32_t>(span_out[at]))
                   << "row " << j << " value " << i << " bf16=" << bf16
                   << " isa=" << cpu::Bf16IsaName(isa);
             }

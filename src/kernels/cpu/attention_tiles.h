@@ -67,7 +67,7 @@ constexpr int kDotVectors = kDotPartials / kLanes;
 constexpr int kDotPairs = kLanes == 16 ? 16 : 4;
 static_assert(kKeyChunk % kDotPairs == 0);
 // Items of at most this many slots per kv head read K/V in place (one slot group per key row).
-constexpr int32_t kDirectMaxSlots = 4;
+constexpr int32_t kInPlaceMaxSlots = 4;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Span-local query rows [row_begin, row_end) of one span for kv heads [kv_begin, kv_end) and
@@ -399,15 +399,17 @@ void ScoreSlots(const float* q, int32_t hd, const Rows& rows, int32_t keys, floa
 // Scores of the `live` slots of one block (query rows from q) for the chunk's keys; lanes from
 // `live` to `lanes` (padding the softmax vectors) get 0.
 template <class Rows>
-void ScoreBlock(const float* q, int32_t hd, const Rows& rows, int32_t keys, int32_t live,
-                int32_t lanes, float* scores) {
+void ScoreBlockAlongHeadDim(const float* q, int32_t hd, const Rows& rows, int32_t keys,
+                            int32_t live, int32_t lanes, float* scores) {
   int32_t i = 0;
   for (; i + 4 <= live; i += 4) ScoreSlots<4>(q + int64_t{i} * hd, hd, rows, keys, scores + i);
   for (; i + 2 <= live; i += 2) ScoreSlots<2>(q + int64_t{i} * hd, hd, rows, keys, scores + i);
   for (; i < live; ++i) ScoreSlots<1>(q + int64_t{i} * hd, hd, rows, keys, scores + i);
-  for (int32_t c = 0; c < keys; ++c) std::fill(scores + c * kRowBlock + live, scores + c * kRowBlock + lanes, 0.0f);
+  for (int32_t c = 0; c < keys; ++c)
+    std::fill(scores + c * kRowBlock + live, scores + c * kRowBlock + lanes, 0.0f);
 }
 
+// Per key, kVectors vectors of per-slot sums (slots in lanes).
 template <int kVectors, int kKeys>
 using LaneSums = std::array<std::array<Floats, kVectors>, kKeys>;
 
@@ -458,8 +460,10 @@ template <int kVectors, int kKeys>
                                                                    int32_t hd, int j) {
   LaneSums<kVectors, kKeys> lo{}, hi{};
   const int32_t whole = hd / kDotPartials;  // groups with no element past head_dim
-  for (int32_t g = 0; g < whole; ++g) PartialPairStep<false, kVectors, kKeys>(qt, key, hd, j, g, lo, hi);
-  if (whole * kDotPartials < hd) PartialPairStep<true, kVectors, kKeys>(qt, key, hd, j, whole, lo, hi);
+  for (int32_t g = 0; g < whole; ++g)
+    PartialPairStep<false, kVectors, kKeys>(qt, key, hd, j, g, lo, hi);
+  if (whole * kDotPartials < hd)
+    PartialPairStep<true, kVectors, kKeys>(qt, key, hd, j, whole, lo, hi);
   return Add<kVectors, kKeys>(lo, hi);
 }
 
@@ -476,10 +480,10 @@ void ScoreKeysInLanes(const float* qt, const float* keys, int64_t stride, int32_
   constexpr auto a = FirstLevel<kVectors, kKeys>;
   constexpr auto add = Add<kVectors, kKeys>;
   // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): b_j = a_j + a_(j+4), c_j = b_j + b_(j+2).
-  const auto left = add(add(a(qt, key, hd, 0), a(qt, key, hd, 4)),
-                        add(a(qt, key, hd, 2), a(qt, key, hd, 6)));
-  const auto right = add(add(a(qt, key, hd, 1), a(qt, key, hd, 5)),
-                         add(a(qt, key, hd, 3), a(qt, key, hd, 7)));
+  const auto left =
+      add(add(a(qt, key, hd, 0), a(qt, key, hd, 4)), add(a(qt, key, hd, 2), a(qt, key, hd, 6)));
+  const auto right =
+      add(add(a(qt, key, hd, 1), a(qt, key, hd, 5)), add(a(qt, key, hd, 3), a(qt, key, hd, 7)));
   const auto sum = add(left, right);
 #pragma GCC unroll 8
   for (int k = 0; k < kKeys; ++k) {
@@ -648,8 +652,8 @@ void AccumulateSlotGroup(const Rows& rows, int32_t hd, const float* scores, cons
   for (int s = 0; s < kSlots; ++s) {
     if (valid[s] == common) continue;
     // The rescale was applied above; × 1 is exact.
-    AccumulateSlot(rows, common, hd, scores + s + common * kRowBlock, kRowBlock,
-                   valid[s] - common, 1.0f, acc + static_cast<int64_t>(s) * hd);
+    AccumulateSlot(rows, common, hd, scores + s + common * kRowBlock, kRowBlock, valid[s] - common,
+                   1.0f, acc + static_cast<int64_t>(s) * hd);
   }
 }
 
@@ -677,8 +681,8 @@ void ProcessChunk(const AttentionParams& p, const StepSpan& span, const WorkItem
                                               scores);
       }
     } else {
-      ScoreBlock(s.qs + static_cast<int64_t>(t0) * hd, hd, key_rows, chunk.size, live, lanes,
-                 scores);
+      ScoreBlockAlongHeadDim(s.qs + static_cast<int64_t>(t0) * hd, hd, key_rows, chunk.size, live,
+                             lanes, scores);
     }
     for (int32_t i = 0; i < lanes; i += kLanes) {
       SoftmaxStep(p, span, item, chunk, t0 + i, scores + i, s);
@@ -741,7 +745,7 @@ void ProcessChunkInPlace(const AttentionParams& p, const StepSpan& span, const W
 
 void RunTile(const AttentionParams& p, const WorkItem& item, WidenBf16Fn widen, TileScratch& s) {
   const StepSpan& span = p.spans[item.span];
-  const bool in_place = item.slots(p.heads / p.kv_heads) <= kDirectMaxSlots;
+  const bool in_place = item.slots(p.heads / p.kv_heads) <= kInPlaceMaxSlots;
   for (int32_t j = 0; j < item.run(); ++j) {
     LoadTile(p, span, item, item.kv_begin + j, /*transposed=*/!in_place, s.head(j));
   }
