@@ -4,13 +4,8 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "kernels/cuda/activation.h"
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_write.h"
-#include "kernels/cuda/norm.h"
-#include "kernels/cuda/rope.h"
-#include "kernels/cuda/softmax.h"
 
 namespace dscale::cuda {
 namespace {
@@ -48,30 +43,6 @@ void CudaOps::Gemm(const float* in, int64_t in_dim, const Bf16* w, float* out, i
   DSCALE_CHECK(rows * in_dim <= static_cast<int64_t>(gemm_in_.size()));
   ConvertToBf16(in, gemm_in_.data(), rows * in_dim, stream_);
   LinearBf16(gemm_, gemm_in_.data(), w, out, rows, in_dim, out_dim, accumulate, stream_);
-}
-
-void CudaOps::RmsNorm(const float* x, const float* gain, float* y, int64_t rows, int64_t dim,
-                      float eps) const {
-  cuda::RmsNorm(x, gain, y, rows, dim, eps, stream_);
-}
-
-void CudaOps::HeadRmsNorm(float* x, const float* gain, int64_t rows, int64_t heads,
-                          int64_t head_dim, int64_t row_stride, float eps) const {
-  cuda::HeadRmsNorm(x, gain, rows, heads, head_dim, row_stride, eps, stream_);
-}
-
-void CudaOps::Rope(float* x, const int32_t* positions, int64_t rows, int64_t heads,
-                   int64_t head_dim, int64_t row_stride, double theta) const {
-  ApplyRope(x, positions, rows, heads, head_dim, row_stride, theta, stream_);
-}
-
-void CudaOps::SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) const {
-  cuda::SwiGlu(gate_up, out, rows, inter, stream_);
-}
-
-void CudaOps::Embed(const DeviceBuffer<Bf16>& table, int64_t vocab, int64_t dim,
-                    const int32_t* tokens, int32_t rows, float* x) const {
-  EmbeddingGatherBf16(table.data(), vocab, dim, tokens, rows, x, stream_);
 }
 
 void CudaOps::StoreKv(DeviceKvCache& kv, int32_t layer, const BatchView& batch, const float* k,
@@ -113,22 +84,12 @@ void CudaOps::CaptureRows(const float* x, int32_t rows, int64_t dim, int32_t slo
                                       cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaOps::GatherRows(const float* x, int32_t x_rows, int64_t dim, const int32_t* rows,
-                         int32_t n, float* out) const {
-  // A gather of rows of x is what an embedding gather is.
-  EmbeddingGather(x, x_rows, dim, rows, n, out, stream_);
-}
-
 void CudaOps::GatherBlockTails(const float* x, int32_t blocks, int32_t block, int64_t dim,
                                float* out) const {
   const size_t row_bytes = Count(dim) * sizeof(float);
   const size_t piece = row_bytes * Count(block - 1);
   DSCALE_CUDA_CHECK(cudaMemcpy2DAsync(out, piece, x + dim, row_bytes * Count(block), piece,
                                       Count(blocks), cudaMemcpyDeviceToDevice, stream_));
-}
-
-void CudaOps::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) const {
-  ArgmaxRows(x, rows, n, out, stream_);
 }
 
 }  // namespace dscale::cuda

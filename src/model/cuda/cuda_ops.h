@@ -12,9 +12,14 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/activation.h"
 #include "kernels/cuda/bf16.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/softmax.h"
 #include "model/batch_view.h"
 #include "model/cuda/device_kv_cache.h"
 #include "model/decoder_layer.h"
@@ -62,15 +67,25 @@ class CudaOps {
     Gemm(in, in_dim, w.data(), out, out_dim, rows, accumulate);
   }
   void RmsNorm(const float* x, const float* gain, float* y, int64_t rows, int64_t dim,
-               float eps) const;
+               float eps) const {
+    cuda::RmsNorm(x, gain, y, rows, dim, eps, stream_);
+  }
   void HeadRmsNorm(float* x, const float* gain, int64_t rows, int64_t heads, int64_t head_dim,
-                   int64_t row_stride, float eps) const;
+                   int64_t row_stride, float eps) const {
+    cuda::HeadRmsNorm(x, gain, rows, heads, head_dim, row_stride, eps, stream_);
+  }
   void Rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
-            int64_t row_stride, double theta) const;
-  void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) const;
+            int64_t row_stride, double theta) const {
+    ApplyRope(x, positions, rows, heads, head_dim, row_stride, theta, stream_);
+  }
+  void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) const {
+    cuda::SwiGlu(gate_up, out, rows, inter, stream_);
+  }
   // x[r, :] = table[tokens[r], :] widened to f32.
   void Embed(const DeviceBuffer<Bf16>& table, int64_t vocab, int64_t dim, const int32_t* tokens,
-             int32_t rows, float* x) const;
+             int32_t rows, float* x) const {
+    EmbeddingGatherBf16(table.data(), vocab, dim, tokens, rows, x, stream_);
+  }
   // Rows before *batch.live_rows (all without it) into layer `layer` at their slots.
   void StoreKv(DeviceKvCache& kv, int32_t layer, const BatchView& batch, const float* k,
                const float* v, int64_t row_stride) const;
@@ -86,11 +101,15 @@ class CudaOps {
                    float* features) const;
   // out[i, :] = x[rows[i], :] for i < n (rows on the device).
   void GatherRows(const float* x, int32_t x_rows, int64_t dim, const int32_t* rows, int32_t n,
-                  float* out) const;
+                  float* out) const {
+    EmbeddingGather(x, x_rows, dim, rows, n, out, stream_);  // a gather of rows, as embedding's
+  }
   // out = rows 1 .. block−1 of each of `blocks` blocks of x, back to back: one strided copy.
   void GatherBlockTails(const float* x, int32_t blocks, int32_t block, int64_t dim,
                         float* out) const;
-  void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) const;
+  void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) const {
+    ArgmaxRows(x, rows, n, out, stream_);
+  }
 
  private:
   const GemmContext& gemm_;
