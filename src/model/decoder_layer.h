@@ -1,17 +1,15 @@
 #pragma once
-// One Qwen3 pre-norm decoder layer over the rows of a StepBatch, shared by the target (causal
-// attention) and the DFlash drafter (non-causal attention over its context plus its block):
+// One Qwen3 pre-norm decoder layer, written once over a backend's operations (`Ops`:
+// model/cpu_ops.h, model/cuda/cuda_ops.h) and shared by the target (causal attention) and the
+// DFlash drafter (non-causal attention over its context plus its block):
 //   x += o_proj(attention(rope(q_norm(q)), rope(k_norm(k)), v))   with q, k, v from RMSNorm(x)
 //   x += down(silu(gate(RMSNorm(x))) · up(RMSNorm(x)))
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
-#include "core/step_batch.h"
-#include "kernels/cpu/attention.h"
-#include "kv/paged_kv_cache.h"
-#include "model/qwen3_weights.h"
+#include "io/qwen3_config.h"
+#include "model/batch_view.h"
 
 namespace dscale {
 
@@ -29,19 +27,39 @@ struct LayerDims {
   static LayerDims From(const Qwen3Config& config);
 };
 
-// Scratch buffers, grown on demand and reused across calls.
-struct LayerScratch {
-  std::vector<float> normed;   // [rows, hidden]
-  std::vector<float> qkv;      // [rows, q_dim + 2·kv_dim]
-  std::vector<float> attn;     // [rows, q_dim]
-  std::vector<float> gate_up;  // [rows, 2·intermediate]
-  std::vector<float> act;      // [rows, intermediate]
-};
+// Runs the layer in place on the residual stream x [batch.rows, hidden], storing the live rows'
+// K/V into layer `layer` of `kv` at their slots before attending (batch.causal,
+// batch.tile_rows). `w`, `kv` and the scratch `s` (buffers normed, qkv, attn, gate_up, act) are
+// the backend's types; `x` lies in the backend's memory.
+template <class Ops>
+void RunDecoderLayer(Ops& ops, const auto& w, const LayerDims& d, const BatchView& batch,
+                     int32_t layer, auto& kv, auto& s, float* x) {
+  const int32_t rows = batch.rows;
+  const int64_t q_dim = d.q_dim(), kv_dim = d.kv_dim();
+  const int64_t cols = q_dim + 2 * kv_dim;
+  float* normed = ops.Buffer(s.normed, rows * d.hidden);
+  float* qkv = ops.Buffer(s.qkv, rows * cols);
+  ops.RmsNorm(x, w.input_norm.data(), normed, rows, d.hidden, d.eps);
+  ops.Gemm(normed, d.hidden, w.qkv, qkv, cols, rows, /*accumulate=*/false);
+  // qkv row: [q heads | k heads | v heads]; q and k get per-head RMSNorm, then RoPE.
+  float* q = qkv;
+  float* k = qkv + q_dim;
+  ops.HeadRmsNorm(q, w.q_norm.data(), rows, d.heads, d.head_dim, cols, d.eps);
+  ops.HeadRmsNorm(k, w.k_norm.data(), rows, d.kv_heads, d.head_dim, cols, d.eps);
+  ops.Rope(q, batch.positions, rows, d.heads, d.head_dim, cols, d.rope_theta);
+  ops.Rope(k, batch.positions, rows, d.kv_heads, d.head_dim, cols, d.rope_theta);
+  ops.StoreKv(kv, layer, batch, k, k + kv_dim, cols);
+  float* attn = ops.Buffer(s.attn, rows * q_dim);
+  ops.Attention(kv, layer, batch, d, q, cols, attn);
+  ops.Gemm(attn, q_dim, w.o_proj, x, d.hidden, rows, /*accumulate=*/true);
 
-// Runs the layer in place on the residual stream x [batch.rows(), hidden], storing the rows' K/V
-// into layer `layer` of `store` at their slots before attending (batch.causal, batch.tile_rows).
-void RunDecoderLayer(const Qwen3LayerWeights& w, const LayerDims& dims, const StepBatch& batch,
-                     int32_t layer, KvStore& store, LayerScratch& scratch, float* x);
+  float* gate_up = ops.Buffer(s.gate_up, rows * 2 * d.intermediate);
+  float* act = ops.Buffer(s.act, rows * d.intermediate);
+  ops.RmsNorm(x, w.post_norm.data(), normed, rows, d.hidden, d.eps);
+  ops.Gemm(normed, d.hidden, w.gate_up, gate_up, 2 * d.intermediate, rows, /*accumulate=*/false);
+  ops.SwiGlu(gate_up, act, rows, d.intermediate);
+  ops.Gemm(act, d.intermediate, w.down, x, d.hidden, rows, /*accumulate=*/true);
+}
 
 // Grows `buffer` to at least `size` elements and returns its data.
 template <typename T>

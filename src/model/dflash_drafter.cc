@@ -1,13 +1,7 @@
 #include "model/dflash_drafter.h"
 
-#include <cstring>
-
 #include "io/safetensors.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/norm.h"
-#include "kernels/cpu/rope.h"
-#include "kernels/cpu/softmax.h"
+#include "model/dflash_forward.h"
 
 namespace dscale {
 namespace {
@@ -118,70 +112,39 @@ int64_t DFlashDrafter::KvBytesPerPosition(KvDtype dtype) const {
 
 void DFlashDrafter::AppendContext(const ContextRows& context) {
   DSCALE_CHECK_MSG(store_.has_value(), "Bind the drafter to a KV cache first");
-  KvStore& store = *store_;
-  const std::span<const float> features = context.features;
-  const std::span<const int32_t> positions = context.positions;
-  const std::span<const int32_t> slots = context.slots;
-  const auto rows = static_cast<int64_t>(positions.size());
-  DSCALE_CHECK(slots.size() == positions.size());
-  DSCALE_CHECK(static_cast<int64_t>(features.size()) == rows * feature_width());
-  if (rows == 0) return;
-  const int64_t h = dims_.hidden, kv_dim = dims_.kv_dim();
-  // c = hidden_norm(fc(features)), computed once and shared by every layer.
-  float* c = GrowBuffer(x_, rows * h);
-  Project(features.data(), weights_.fc, c, rows);
-  cpu::RmsNorm(c, weights_.hidden_norm.data(), c, rows, h, dims_.eps);
-  float* kv = GrowBuffer(kv_, rows * 2 * kv_dim);
-  for (int32_t layer = 0; layer < store.num_layers(); ++layer) {
-    const Qwen3LayerWeights& w = weights_.layers[layer];
-    // The k and v rows of the stacked [q; k; v] matrix, applied without the input norm.
-    Project(c, context_kv_[layer], kv, rows);
-    cpu::HeadRmsNorm(kv, w.k_norm.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,
-                     dims_.eps);
-    cpu::ApplyRope(kv, positions.data(), rows, dims_.kv_heads, dims_.head_dim, 2 * kv_dim,
-                   dims_.rope_theta);
-    for (int64_t r = 0; r < rows; ++r) {
-      store.Store(layer, slots[r], kv + r * 2 * kv_dim, kv + r * 2 * kv_dim + kv_dim);
-    }
-  }
+  const auto rows = static_cast<int32_t>(context.positions.size());
+  DSCALE_CHECK(context.slots.size() == context.positions.size());
+  DSCALE_CHECK(static_cast<int64_t>(context.features.size()) == int64_t{rows} * feature_width());
+  const BatchView view{
+      .rows = rows, .positions = context.positions.data(), .kv_slots = context.slots.data()};
+  CpuOps ops;
+  RunDFlashContext(ops, weights_, context_kv_, dims_, feature_width(), view,
+                   context.features.data(), *store_, scratch_);
 }
 
 Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache,
                             int tile_rows, DraftOutput* out) {
   DSCALE_CHECK_MSG(store_.has_value(), "Bind the drafter to a KV cache first");
   DSCALE_CHECK(store_->num_slots() == cache.num_slots());
-  KvStore& store = *store_;
   const int32_t block = config_.block_size;
   const int64_t vocab = target_->config().vocab_size;
-  const int64_t h = dims_.hidden;
   StageDraftBlocks(requests, cache, static_cast<int32_t>(config_.mask_token_id), block, vocab,
                    blocks_);
   blocks_.tile_rows = tile_rows;
-  const int32_t rows = blocks_.rows();
-  float* x = GrowBuffer(x_, rows * h);
-  GatherRows(target_->weights().embed, blocks_.tokens().data(), rows, x);
-  for (int32_t layer = 0; layer < store.num_layers(); ++layer) {
-    RunDecoderLayer(weights_.layers[layer], dims_, blocks_, layer, store, scratch_, x);
-  }
-
-  // Rows 1 .. block−1 of each request: final norm, the target's LM head, argmax.
   const int32_t candidates = block - 1;
   const auto n = static_cast<int64_t>(requests.size()) * candidates;
   out->candidates = candidates;
-  out->hidden.resize(n * h);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    std::memcpy(out->hidden.data() + i * candidates * h, x + (i * block + 1) * h,
-                candidates * h * sizeof(float));
-  }
-  cpu::RmsNorm(out->hidden.data(), weights_.final_norm.data(), out->hidden.data(), n, h,
-               dims_.eps);
+  out->hidden.resize(n * dims_.hidden);
   out->logits.resize(n * vocab);
-  Project(out->hidden.data(), target_->weights().LmHead(), out->logits.data(), n);
   out->tokens.resize(n);
-  if (!head_.has_value()) {
-    cpu::ArgmaxRows(out->logits.data(), n, vocab, out->tokens.data());
-    return Status::Ok();
-  }
+  const Qwen3Weights& target = target_->weights();
+  CpuOps ops;
+  RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab, dims_, block, ViewOf(blocks_),
+                 *store_, scratch_,
+                 {.tokens = head_.has_value() ? nullptr : out->tokens.data(),
+                  .logits = out->logits.data(),
+                  .hidden = out->hidden.data()});
+  if (!head_.has_value()) return Status::Ok();
   anchors_.clear();
   for (const DraftRequest& r : requests) anchors_.push_back(r.anchor);
   head_->Refine(anchors_, candidates, out->hidden, out->logits, out->tokens);

@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "io/dflash_config.h"
 #include "kv/paged_kv_cache.h"
+#include "model/cpu_ops.h"
 #include "model/decoder_layer.h"
 #include "model/domino_head.h"
 #include "model/drafter.h"
@@ -94,8 +95,6 @@ class DFlashDrafter : public Drafter {
   std::optional<DominoHead> head_;
   std::vector<int32_t> anchors_;  // the head's input, one per drafted request
   // Scratch, reused across calls.
-  std::vector<float> x_;
-  std::vector<float> kv_;
   StepBatch blocks_;  // [anchor, MASK × (W − 1)] per request, non-causal
   LayerScratch scratch_;
 };

@@ -1,11 +1,11 @@
 #include "model/qwen3_model.h"
 
-#include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "io/safetensors.h"
-#include "kernels/cpu/norm.h"
+#include "model/qwen3_forward.h"
 
 namespace dscale {
 
@@ -36,45 +36,20 @@ KvCacheShape Qwen3Model::KvShape(int32_t page_size, int32_t num_pages) const {
 
 Status Qwen3Model::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) {
   CheckForward(config_, batch, cache);
-  const int32_t rows = batch.rows();
-  const int64_t hidden = config_.hidden_size;
-  const std::vector<int32_t>& capture = batch.capture_layers;
-  const auto num_capture = static_cast<int32_t>(capture.size());
-  out->features.assign(static_cast<size_t>(rows) * num_capture * hidden, 0.0f);
-
-  float* x = GrowBuffer(x_, rows * hidden);
-  GatherRows(weights_.embed, batch.tokens().data(), rows, x);
-  for (int32_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
-    RunDecoderLayer(weights_.layers[layer], dims_, batch, layer, cache.store(), scratch_, x);
-    for (int32_t slot = 0; slot < num_capture; ++slot) {
-      if (capture[slot] == layer) CaptureFeatures(slot, num_capture, rows, out);
-    }
-  }
-  ComputeLogits(batch, out);
-  return Status::Ok();
-}
-
-void Qwen3Model::CaptureFeatures(int32_t slot, int32_t num_slots, int32_t rows,
-                                 ForwardOutput* out) const {
-  const int64_t hidden = config_.hidden_size;
-  for (int32_t r = 0; r < rows; ++r) {
-    std::memcpy(out->features.data() + (static_cast<int64_t>(r) * num_slots + slot) * hidden,
-                x_.data() + r * hidden, hidden * sizeof(float));
-  }
-}
-
-void Qwen3Model::ComputeLogits(const StepBatch& batch, ForwardOutput* out) {
-  const int64_t hidden = config_.hidden_size;
   const std::span<const int32_t> logit_rows = batch.logit_rows();
-  const auto n = static_cast<int64_t>(logit_rows.size());
-  float* selected = GrowBuffer(scratch_.normed, n * hidden);
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(selected + i * hidden, x_.data() + logit_rows[i] * hidden, hidden * sizeof(float));
-  }
-  cpu::RmsNorm(selected, weights_.final_norm.data(), selected, n, hidden,
-               static_cast<float>(config_.rms_norm_eps));
-  out->logits.resize(n * config_.vocab_size);
-  Project(selected, weights_.LmHead(), out->logits.data(), n);
+  const auto num_logit_rows = static_cast<int32_t>(logit_rows.size());
+  out->features.assign(
+      static_cast<size_t>(batch.rows()) * batch.capture_layers.size() * config_.hidden_size, 0.0f);
+  out->logits.resize(static_cast<size_t>(num_logit_rows) * config_.vocab_size);
+  static constexpr int32_t kNoRow = 0;  // never null: null would mean every row
+  CpuOps ops;
+  RunQwen3Forward(ops, weights_, dims_, config_.vocab_size, ViewOf(batch), batch.capture_layers,
+                  cache.store(), scratch_,
+                  {.logits = out->logits.data(),
+                   .features = out->features.data(),
+                   .logit_rows = num_logit_rows > 0 ? logit_rows.data() : &kNoRow,
+                   .num_logit_rows = num_logit_rows});
+  return Status::Ok();
 }
 
 }  // namespace dscale

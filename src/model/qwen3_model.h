@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "io/qwen3_config.h"
 #include "kv/paged_kv_cache.h"
+#include "model/cpu_ops.h"
 #include "model/decoder_layer.h"
 #include "model/qwen3_weights.h"
 #include "model/target_model.h"
@@ -33,15 +34,10 @@ class Qwen3Model final : public TargetModel {
   Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override;
 
  private:
-  void CaptureFeatures(int32_t slot, int32_t num_slots, int32_t rows, ForwardOutput* out) const;
-  void ComputeLogits(const StepBatch& batch, ForwardOutput* out);
-
   Qwen3Config config_;
   Qwen3Weights weights_;
   LayerDims dims_;
-  // Scratch, grown on demand and reused across calls (no allocation in steady state).
-  std::vector<float> x_;  // [rows, hidden] residual stream
-  LayerScratch scratch_;
+  LayerScratch scratch_;  // grown on demand (no allocation in steady state)
 };
 
 }  // namespace dscale

@@ -1,22 +1,13 @@
 #pragma once
 // The DFlash block-diffusion drafter (model/dflash_drafter.h) on the device, with the CPU
-// drafter's contracts on device pointers:
-//
-//   context: target features [rows, K·H_target] → fc → hidden_norm → per draft layer the k/v
-//   rows of its stacked qkv matrix (no input norm) → k_norm → RoPE at the rows' positions →
-//   stored at the rows' slots in the drafter's own KV cache
-//
-//   draft: blocks [anchor, MASK × (W−1)] per request → the target's embedding → the draft
-//   layers (RunDeviceDecoderLayer, non-causal over the request's context plus its block) →
-//   rows 1 .. W−1 of each block → final norm → the target's LM head → argmax
+// drafter's contracts on device pointers: RunDFlashContext and RunDFlashDraft
+// (model/dflash_forward.h) over CudaOps (cuda_ops.h, which states the numerics; the fc's input
+// features are rounded to BF16 too).
 //
 // The drafter shares the target's embedding and LM head (as on the CPU) and keeps its own
 // DeviceKvCache of the draft layers, slot-compatible with the target's cache: a committed
 // token's draft K/V sit at the slot its target K/V use, so the host's PagedKvCache page tables
 // address both.
-//
-// Numerics as the device target's (device_layer.h): GEMMs on BF16 weights and BF16-rounded
-// activations with f32 accumulation (the fc's input features included), everything else f32.
 //
 // EnqueueAppendContext and EnqueueDraft only queue work on a DeviceDraftScratch sized once and
 // on the caller's buffers: no allocation, no host synchronisation, so both can be captured into
@@ -33,12 +24,13 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm_bf16.h"
 #include "kv/paged_kv_cache.h"
+#include "model/cuda/cuda_ops.h"
 #include "model/cuda/device_forward.h"
 #include "model/cuda/device_kv_cache.h"
-#include "model/cuda/device_layer.h"
 #include "model/cuda/device_weights.h"
 #include "model/decoder_layer.h"
 #include "model/dflash_drafter.h"
+#include "model/dflash_forward.h"
 
 namespace dscale::cuda {
 
@@ -68,13 +60,8 @@ struct DeviceContextRows {
   const int32_t* live_rows = nullptr;
 };
 
-// Where EnqueueDraft writes, for n requests of W − 1 candidates each (DraftOutput's
-// layout, model/drafter.h).
-struct DeviceDraftOutputs {
-  int32_t* tokens = nullptr;  // [n · (W−1)] greedy candidates
-  float* logits = nullptr;    // [n · (W−1), vocab] draft logits
-  float* hidden = nullptr;    // [n · (W−1), hidden] after the final norm (the LM head's input)
-};
+// Where EnqueueDraft writes, on the device (DraftOutputs, model/dflash_forward.h).
+using DeviceDraftOutputs = DraftOutputs;
 
 class DeviceDraftScratch;
 
@@ -121,6 +108,8 @@ class DeviceDFlashDrafter {
   LayerDims dims_;
   DeviceDFlashWeights weights_;
   const DeviceQwen3Model* target_;
+  // Per draft layer, the k and v rows of its stacked qkv matrix: what the context goes through.
+  std::vector<const Bf16*> context_kv_;
   DeviceKvCache kv_;
   GemmContext gemm_;
 };
@@ -134,12 +123,12 @@ class DeviceDraftScratch {
 
   int32_t max_requests() const { return max_requests_; }
   int32_t max_context_rows() const { return max_context_rows_; }
-  int64_t bytes() const { return layer.bytes() + static_cast<int64_t>(fc_in.bytes()); }
+  int64_t bytes() const { return layer.bytes(); }
 
   // The draft layers' scratch, max(max_requests · W, max_context_rows) rows; the context
-  // append uses its x (fc output), gemm_in and qkv (k/v rows) too.
+  // append uses its x (fc output), qkv (k/v rows) and gemm_in, which also holds
+  // [max_context_rows, K · target hidden] BF16 features.
   DeviceForwardScratch layer;
-  DeviceBuffer<Bf16> fc_in;  // [max_context_rows, K · target hidden] BF16 features
 
  private:
   int32_t max_requests_;

@@ -1,17 +1,7 @@
 #pragma once
-// The Qwen3 target on the device: a packed ragged batch in, logits for every row and the
-// residual stream after selected layers out — the contract of Qwen3Model::Forward
-// (model/qwen3_model.h) on device pointers, with BF16 weights resident on the device:
-//
-//   embedding → per layer: RMSNorm → QKV GEMM → q/k head RMSNorm → RoPE → K/V stored at the
-//   rows' slots → paged attention → O GEMM added to the residual → RMSNorm → gate_up GEMM →
-//   SwiGLU → down GEMM added to the residual → final RMSNorm → LM head
-//
-// The layer is RunDeviceDecoderLayer (device_layer.h), which the device drafter shares.
-//
-// Numerics: every GEMM takes BF16 weights and BF16-rounded activations and accumulates in f32
-// (kernels/cuda/gemm_bf16.h); everything else — residual stream, norms, RoPE, attention, K/V,
-// logits — is f32 with the CPU kernels' contracts.
+// The Qwen3 target on the device: the contract of Qwen3Model::Forward (model/qwen3_model.h)
+// on device pointers, with BF16 weights resident on the device — RunQwen3Forward
+// (model/qwen3_forward.h) over CudaOps (cuda_ops.h, which states the numerics).
 //
 // Forward only queues work: no allocation, no synchronisation, every address fixed by the
 // caller's buffers and every per-step value (tokens, spans, the live row count) read from
@@ -25,23 +15,16 @@
 
 #include "io/qwen3_config.h"
 #include "kernels/cuda/gemm_bf16.h"
+#include "model/cuda/cuda_ops.h"
 #include "model/cuda/device_kv_cache.h"
-#include "model/cuda/device_layer.h"
 #include "model/cuda/device_weights.h"
 #include "model/decoder_layer.h"
+#include "model/qwen3_forward.h"
 
 namespace dscale::cuda {
 
-struct DeviceForwardOutputs {
-  float* logits = nullptr;    // [rows, vocab], or [num_logit_rows, vocab] with logit_rows
-  float* features = nullptr;  // [rows, capture_layers.size() · hidden]; may be null without
-                              // capture layers
-  // Device array or null. When set, logits are computed only for these rows, in this order
-  // (StepBatch::logit_rows(): prefill wants one row per request, not a vocabulary-wide row for
-  // every prompt token); each must lie in [0, rows). Null: every row.
-  const int32_t* logit_rows = nullptr;
-  int32_t num_logit_rows = 0;
-};
+// Where Forward writes, on the device (TargetOutputs, model/qwen3_forward.h).
+using DeviceForwardOutputs = TargetOutputs;
 
 class DeviceQwen3Model {
  public:

@@ -1,0 +1,119 @@
+#pragma once
+// The CPU backend's operations for the model templates (decoder_layer.h, qwen3_forward.h,
+// dflash_forward.h): the kernels of kernels/cpu and WeightMatrix products on host memory, K/V
+// in a KvStore. The reference the CUDA backend (model/cuda/cuda_ops.h) is tested against.
+// Everything is inline, so a template instantiated with CpuOps is the plain CPU code.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/softmax.h"
+#include "kv/paged_kv_cache.h"
+#include "model/batch_view.h"
+#include "model/decoder_layer.h"
+#include "model/weight_matrix.h"
+
+namespace dscale {
+
+// A forward's intermediates, grown on demand and reused across calls.
+struct LayerScratch {
+  std::vector<float> x;        // [rows, hidden] residual stream
+  std::vector<float> normed;   // [rows, hidden]
+  std::vector<float> qkv;      // [rows, q_dim + 2·kv_dim]
+  std::vector<float> attn;     // [rows, q_dim]
+  std::vector<float> gate_up;  // [rows, 2·intermediate]
+  std::vector<float> act;      // [rows, intermediate]
+};
+
+struct CpuOps {
+  // `n` floats of `buffer`, grown if needed.
+  static float* Buffer(std::vector<float>& buffer, int64_t n) {
+    return GrowBuffer(buffer, static_cast<size_t>(n));
+  }
+  // out[rows, out_dim] (+)= in[rows, in_dim] · wᵀ (the dims are w's).
+  static void Gemm(const float* in, int64_t /*in_dim*/, const WeightMatrix& w, float* out,
+                   int64_t /*out_dim*/, int64_t rows, bool accumulate) {
+    Project(in, w, out, rows, accumulate);
+  }
+  static void RmsNorm(const float* x, const float* gain, float* y, int64_t rows, int64_t dim,
+                      float eps) {
+    cpu::RmsNorm(x, gain, y, rows, dim, eps);
+  }
+  static void HeadRmsNorm(float* x, const float* gain, int64_t rows, int64_t heads,
+                          int64_t head_dim, int64_t row_stride, float eps) {
+    cpu::HeadRmsNorm(x, gain, rows, heads, head_dim, row_stride, eps);
+  }
+  static void Rope(float* x, const int32_t* positions, int64_t rows, int64_t heads,
+                   int64_t head_dim, int64_t row_stride, double theta) {
+    cpu::ApplyRope(x, positions, rows, heads, head_dim, row_stride, theta);
+  }
+  static void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) {
+    cpu::SwiGlu(gate_up, out, rows, inter);
+  }
+  // x[r, :] = table[tokens[r], :] for the batch's rows.
+  static void Embed(const WeightMatrix& table, int64_t /*vocab*/, int64_t /*dim*/,
+                    const int32_t* tokens, int32_t rows, float* x) {
+    dscale::GatherRows(table, tokens, rows, x);
+  }
+  // Row r's k and v (row_stride apart) into layer `layer` at batch.kv_slots[r] (all rows live).
+  static void StoreKv(KvStore& kv, int32_t layer, const BatchView& batch, const float* k,
+                      const float* v, int64_t row_stride) {
+    for (int32_t r = 0; r < batch.rows; ++r) {
+      kv.Store(layer, batch.kv_slots[r], k + r * row_stride, v + r * row_stride);
+    }
+  }
+  // out [rows, q_dim] = paged attention of q (row stride q_stride) over the batch's spans.
+  static void Attention(const KvStore& kv, int32_t layer, const BatchView& batch,
+                        const LayerDims& d, const float* q, int64_t q_stride, float* out) {
+    const cpu::AttentionParams params{
+        .q = q,
+        .q_row_stride = q_stride,
+        .out = out,
+        .heads = d.heads,
+        .kv_heads = d.kv_heads,
+        .head_dim = d.head_dim,
+        .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim))),
+        .causal = batch.causal,
+        .spans = batch.spans,
+        .num_spans = batch.num_spans,
+        .kv = kv.Layer(layer)};
+    cpu::PagedAttention(params, batch.tile_rows);
+  }
+  // Attention writes every row of a CPU batch (each lies in a span): nothing to clear.
+  static void ClearAttentionRows(LayerScratch& /*s*/, int32_t /*rows*/, int64_t /*q_dim*/) {}
+  // features[r, slot, :] = x[r, :] (features [rows, num_slots, dim]).
+  static void CaptureRows(const float* x, int32_t rows, int64_t dim, int32_t slot,
+                          int32_t num_slots, float* features) {
+    for (int32_t r = 0; r < rows; ++r) {
+      std::memcpy(features + (int64_t{r} * num_slots + slot) * dim, x + r * dim,
+                  static_cast<size_t>(dim) * sizeof(float));
+    }
+  }
+  // out[i, :] = x[rows[i], :] for i < n.
+  static void GatherRows(const float* x, int32_t /*x_rows*/, int64_t dim, const int32_t* rows,
+                         int32_t n, float* out) {
+    for (int32_t i = 0; i < n; ++i) {
+      std::memcpy(out + i * dim, x + rows[i] * dim, static_cast<size_t>(dim) * sizeof(float));
+    }
+  }
+  // out = rows 1 .. block−1 of each of `blocks` blocks of x, back to back.
+  static void GatherBlockTails(const float* x, int32_t blocks, int32_t block, int64_t dim,
+                               float* out) {
+    const int64_t tail = (block - 1) * dim;
+    for (int32_t i = 0; i < blocks; ++i) {
+      std::memcpy(out + i * tail, x + (int64_t{i} * block + 1) * dim,
+                  static_cast<size_t>(tail) * sizeof(float));
+    }
+  }
+  static void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
+    cpu::ArgmaxRows(x, rows, n, out);
+  }
+};
+
+}  // namespace dscale

@@ -1,0 +1,79 @@
+#pragma once
+// The DFlash drafter's two forwards, written once over a backend's operations (`Ops`:
+// model/cpu_ops.h, model/cuda/cuda_ops.h):
+//
+//   context: target features [rows, K·H_target] → fc → hidden_norm → per draft layer the k/v
+//   rows of its stacked qkv matrix (no input norm) → k_norm → RoPE at the rows' positions →
+//   stored at the rows' slots in the drafter's KV
+//
+//   draft: blocks [anchor, MASK × (W−1)] → the target's embedding → the draft layers
+//   (RunDecoderLayer, non-causal over each request's context plus its block) → rows 1 .. W−1
+//   of each block → final norm → the target's LM head → argmax
+
+#include <cstdint>
+
+#include "model/batch_view.h"
+#include "model/decoder_layer.h"
+
+namespace dscale {
+
+// Where a draft writes, in the backend's memory, for n blocks of W − 1 candidates each
+// (DraftOutput's layout, model/drafter.h).
+struct DraftOutputs {
+  int32_t* tokens = nullptr;  // [n · (W−1)] greedy candidates; null: no argmax
+  float* logits = nullptr;    // [n · (W−1), vocab] draft logits
+  float* hidden = nullptr;    // [n · (W−1), hidden] after the final norm (the LM head's input)
+};
+
+// Projects the context rows' `features` [rows.rows, feature_width] into `kv` at rows.kv_slots,
+// roped at rows.positions (rows.live_rows as in BatchView; no spans read). `w` is the backend's
+// drafter weights (fc, hidden_norm, layers), `context_kv[l]` the k/v rows of layer l's stacked
+// qkv matrix; `s` the scratch (x holds the fc output, qkv the k/v rows).
+template <class Ops>
+void RunDFlashContext(Ops& ops, const auto& w, const auto& context_kv, const LayerDims& d,
+                      int64_t feature_width, const BatchView& rows, const float* features, auto& kv,
+                      auto& s) {
+  const int32_t n = rows.rows;
+  if (n == 0) return;
+  const int64_t h = d.hidden, kv_cols = 2 * d.kv_dim();
+  // c = hidden_norm(fc(features)), computed once and shared by every layer.
+  float* c = ops.Buffer(s.x, n * h);
+  ops.Gemm(features, feature_width, w.fc, c, h, n, /*accumulate=*/false);
+  ops.RmsNorm(c, w.hidden_norm.data(), c, n, h, d.eps);
+  float* k = ops.Buffer(s.qkv, n * kv_cols);  // [n, 2·kv_dim]: [k heads | v heads]
+  const auto num_layers = static_cast<int32_t>(w.layers.size());
+  for (int32_t layer = 0; layer < num_layers; ++layer) {
+    const auto i = static_cast<size_t>(layer);
+    ops.Gemm(c, h, context_kv[i], k, kv_cols, n, /*accumulate=*/false);
+    ops.HeadRmsNorm(k, w.layers[i].k_norm.data(), n, d.kv_heads, d.head_dim, kv_cols, d.eps);
+    ops.Rope(k, rows.positions, n, d.kv_heads, d.head_dim, kv_cols, d.rope_theta);
+    ops.StoreKv(kv, layer, rows, k, k + d.kv_dim(), kv_cols);
+  }
+}
+
+// One draft over `blocks`: blocks.num_spans requests, request i's block of `block` rows at rows
+// i·block .. (i+1)·block − 1, non-causal. The block's transient K/V are stored at its slots.
+// `embed` and `lm_head` are the target's; `s` the scratch of blocks.rows rows.
+template <class Ops>
+void RunDFlashDraft(Ops& ops, const auto& w, const auto& embed, const auto& lm_head, int64_t vocab,
+                    const LayerDims& d, int32_t block, const BatchView& blocks, auto& kv, auto& s,
+                    const DraftOutputs& out) {
+  const int32_t n = blocks.num_spans;
+  if (n == 0) return;
+  const int32_t rows = blocks.rows;
+  const int64_t h = d.hidden;
+  float* x = ops.Buffer(s.x, rows * h);
+  ops.Embed(embed, vocab, h, blocks.tokens, rows, x);
+  ops.ClearAttentionRows(s, rows, d.q_dim());
+  const auto num_layers = static_cast<int32_t>(w.layers.size());
+  for (int32_t layer = 0; layer < num_layers; ++layer) {
+    RunDecoderLayer(ops, w.layers[static_cast<size_t>(layer)], d, blocks, layer, kv, s, x);
+  }
+  const int32_t candidates = n * (block - 1);
+  ops.GatherBlockTails(x, n, block, h, out.hidden);
+  ops.RmsNorm(out.hidden, w.final_norm.data(), out.hidden, candidates, h, d.eps);
+  ops.Gemm(out.hidden, h, lm_head, out.logits, vocab, candidates, /*accumulate=*/false);
+  if (out.tokens != nullptr) ops.Argmax(out.logits, candidates, vocab, out.tokens);
+}
+
+}  // namespace dscale
