@@ -176,10 +176,9 @@ class CudaBackend final : public StepBackend {
   // Whether the step verifies and accepts in one device pass (see the top of this file).
   bool OnDevice(const StepBatch& packed, std::span<const AcceptRequest> requests) {
     if (drafter() == nullptr || drafter()->block_size() != dvl::kBlockWidth) return false;
-    const size_t width = dvl::kBlockWidth;
-    if (packed.token_storage().size() > packed.span_storage().size() * width) {
-      return false;
-    }
+    // The workspace's shape: N_bs ≤ M_bs ≤ W·N_bs.
+    const size_t bucket = packed.span_storage().size(), capacity = packed.token_storage().size();
+    if (capacity < bucket || capacity > bucket * dvl::kBlockWidth) return false;
     for (const AcceptRequest& r : requests) {
       if (!r.sampling->greedy()) return false;
     }
