@@ -8,10 +8,19 @@
 #include <charconv>
 #include <cstdio>
 
+#include "backend/backend.h"
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
 
 namespace dscale::cli {
+
+void AddDeviceOption(CLI::App* cmd, std::string* device) {
+  cmd->add_option("--device", *device,
+                  "Where the target and drafter run: cpu, or cuda (weights on the GPU; see README, "
+                  "CUDA backend, for the stages that run there)")
+      ->check(CLI::IsMember(std::vector<std::string>(kDeviceNames.begin(), kDeviceNames.end())))
+      ->capture_default_str();
+}
 
 Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& flag) {
   std::vector<int32_t> ids;

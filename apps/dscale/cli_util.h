@@ -36,6 +36,9 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 // docs/DOMINO.md) corrects the backbone's drafts (DrafterHead, into `head`; default none).
 void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head);
 
+// --device cpu|cuda: which step backend runs the models (backend/backend.h), into `device`.
+void AddDeviceOption(CLI::App* cmd, std::string* device);
+
 // --kv-dtype bf16|f32: how the host KV caches (the target's and the drafter's) store K and V
 // into `dtype`; bf16 (the default) takes half of f32's memory and attention bandwidth.
 void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype);

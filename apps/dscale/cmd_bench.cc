@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "bench/compare.h"
 #include "bench/datasets.h"
 #include "bench/http_client.h"
@@ -19,7 +20,6 @@
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "device_placement.h"
 #include "model/dflash_drafter.h"
 #include "prompt_input.h"
 #include "spec/length_policy.h"
@@ -41,7 +41,7 @@ struct BenchArgs {
   bool ablation = false;
   std::string baseline;
   std::string tile_routing = "auto";
-  std::string device = kDefaultDevice;
+  std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
@@ -96,8 +96,9 @@ struct Models {
   std::optional<DFlashDrafter> domino_drafter;     // the same drafter with its Domino head
   std::optional<dvl::Predictor> domino_predictor;  // for domino+dscale
   std::optional<Tokenizer> tokenizer;
-  std::optional<PlacedModels> placed;  // where target and drafter run (--device)
-  std::optional<budget::SpsTable> sps_table;  // dspark's, profiled once for every cell
+  std::unique_ptr<StepBackend> backend;         // target and drafter where --device puts them
+  std::unique_ptr<StepBackend> domino_backend;  // target and domino_drafter on the CPU
+  std::optional<budget::SpsTable> sps_table;    // dspark's, profiled once for every cell
 };
 
 Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector<BenchMode>& modes,
@@ -150,16 +151,19 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
     if (!loaded.ok()) return loaded.status().WithContext("--domino-predictor");
     m->domino_predictor = std::move(*loaded);
   }
-  DSCALE_ASSIGN_OR_RETURN(
-      m->placed, PlacedModels::Place(a.device, *m->target, m->drafter ? &*m->drafter : nullptr));
+  DSCALE_ASSIGN_OR_RETURN(m->backend,
+                          MakeBackend(a.device, *m->target, m->drafter ? &*m->drafter : nullptr));
+  if (m->domino_drafter) {
+    DSCALE_ASSIGN_OR_RETURN(m->domino_backend, MakeBackend("cpu", *m->target, &*m->domino_drafter));
+  }
   // dspark's table covers the largest cell: W · the largest concurrency.
   bool need_sps = false;
   for (const BenchMode& mode : modes) need_sps |= mode.runnable && mode.policy == "dspark";
   int32_t most = 1;
   for (int32_t c : concurrency) most = std::max(most, c);
-  DSCALE_ASSIGN_OR_RETURN(m->sps_table,
-                          SpsTableFor(a.budget, need_sps, m->placed->target(), m->placed->drafter(),
-                                      int64_t{m->drafter ? m->drafter->block_size() : 1} * most));
+  DSCALE_ASSIGN_OR_RETURN(
+      m->sps_table, SpsTableFor(a.budget, need_sps, m->backend->target(), m->backend->drafter(),
+                                int64_t{m->drafter ? m->drafter->block_size() : 1} * most));
   return m;
 }
 
@@ -195,10 +199,9 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
   const bench::InProcessModels models{
-      .target = &m.placed->target(),
-      .drafter = m.placed->drafter(),
+      .backend = m.backend.get(),
       .predictor = m.predictor ? &*m.predictor : nullptr,
-      .domino_drafter = m.domino_drafter ? &*m.domino_drafter : nullptr,
+      .domino_backend = m.domino_backend.get(),
       .domino_predictor = m.domino_predictor ? &*m.domino_predictor : nullptr,
       .verify_budget = a.budget.VerifyBudget().value(),
       .sps_table = m.sps_table ? &*m.sps_table : nullptr,

@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 
+#include "backend/backend.h"
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "device_placement.h"
 #include "dvl/predictor.h"
 #include "engine/engine.h"
 #include "io/tokenizer/display_text.h"
@@ -42,7 +42,7 @@ struct GenerateArgs {
   std::string predictor;
   BudgetFlags budget;
   bool tile_routing = true;
-  std::string device = kDefaultDevice;
+  std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
   DrafterHead drafter_head = DrafterHead::kNone;
   bool json = false;
@@ -160,16 +160,16 @@ int RunGenerate(const GenerateArgs& args) {
   if (!prompts.ok()) return fail(prompts.status());
   Result<std::optional<DFlashDrafter>> drafter = LoadDrafter(args, *policy, *target);
   if (!drafter.ok()) return fail(drafter.status());
-  Result<PlacedModels> placed =
-      PlacedModels::Place(args.device, *target, drafter->has_value() ? &**drafter : nullptr);
-  if (!placed.ok()) return fail(placed.status());
+  Result<std::unique_ptr<StepBackend>> backend =
+      MakeBackend(args.device, *target, drafter->has_value() ? &**drafter : nullptr);
+  if (!backend.ok()) return fail(backend.status());
 
   Result<std::optional<dvl::Predictor>> predictor = LoadPredictor(args, *policy, *target, *drafter);
   if (!predictor.ok()) return fail(predictor.status());
   const int32_t block = drafter->has_value() ? (*drafter)->block_size() : 1;
   Result<std::optional<budget::SpsTable>> sps =
-      SpsTableFor(args.budget, policy->mode == SpecMode::kDSpark, placed->target(),
-                  placed->drafter(), int64_t{block} * args.concurrency);
+      SpsTableFor(args.budget, policy->mode == SpecMode::kDSpark, (*backend)->target(),
+                  (*backend)->drafter(), int64_t{block} * args.concurrency);
   if (!sps.ok()) return fail(sps.status());
   EngineConfig config{.policy = *policy,
                       .max_running = args.concurrency,
@@ -183,8 +183,7 @@ int RunGenerate(const GenerateArgs& args) {
   if (tok != nullptr) {
     config.decode_text = [tok](std::span<const int32_t> ids) { return DisplayText(*tok, ids); };
   }
-  Result<std::unique_ptr<Engine>> engine =
-      Engine::Create(placed->target(), placed->drafter(), std::move(config));
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(**backend, std::move(config));
   if (!engine.ok()) return fail(engine.status());
 
   GenerationParams params{.max_tokens = args.max_tokens,

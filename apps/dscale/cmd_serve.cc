@@ -19,10 +19,10 @@
 #include <string>
 #include <thread>
 
+#include "backend/backend.h"
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "device_placement.h"
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
 #include "io/tokenizer/tokenizer.h"
@@ -62,7 +62,7 @@ struct ServeArgs {
   int32_t drain_timeout_s = 30;
   bool reuse_port = false;
   bool tile_routing = true;
-  std::string device = kDefaultDevice;
+  std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
   DrafterHead drafter_head = DrafterHead::kNone;
   BudgetFlags budget;
@@ -76,7 +76,7 @@ struct Models {
   std::optional<dvl::Predictor> predictor;    // the dscale and dspark policies'
   std::optional<budget::SpsTable> sps_table;  // dspark's
   LengthPolicy policy;
-  std::optional<PlacedModels> placed;  // where target and drafter run (--device)
+  std::unique_ptr<StepBackend> backend;  // where target and drafter run (--device)
 };
 
 Status LoadModels(const ServeArgs& args, Models* m) {
@@ -91,9 +91,7 @@ Status LoadModels(const ServeArgs& args, Models* m) {
     m->drafter.emplace(std::move(drafter));
   }
   DSCALE_ASSIGN_OR_RETURN(
-      PlacedModels placed,
-      PlacedModels::Place(args.device, *m->target, m->drafter ? &*m->drafter : nullptr));
-  m->placed.emplace(std::move(placed));
+      m->backend, MakeBackend(args.device, *m->target, m->drafter ? &*m->drafter : nullptr));
   const std::string tokenizer_dir = args.tokenizer.empty() ? args.target : args.tokenizer;
   Result<Tokenizer> tokenizer = Tokenizer::Load(tokenizer_dir);
   if (!tokenizer.ok()) {
@@ -114,7 +112,6 @@ std::string ModelName(const ServeArgs& args) {
 server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
   const Qwen3Config& config = m.target->config();
   server::ModelInfo info{.name = ModelName(args),
-                         .vocab_size = config.vocab_size,
                          .context_length = config.max_position_embeddings,
                          .default_max_tokens = args.default_max_tokens,
                          .stop_ids = config.eos_token_ids};
@@ -130,10 +127,10 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
 // written, but every slot may be).
 Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
   if (args.kv_tokens > 0) return args.kv_tokens;
-  TargetModel& target = m.placed->target();
+  TargetModel& target = m.backend->target();
   DSCALE_ASSIGN_OR_RETURN(
       const int64_t fit,
-      KvTokensThatFit(KvBytesPerPosition(target, m.placed->drafter(), args.kv_dtype), 0.9));
+      KvTokensThatFit(KvBytesPerPosition(target, m.backend->drafter(), args.kv_dtype), 0.9));
   const int64_t full = int64_t{args.max_running} * target.config().max_position_embeddings;
   return std::min(full, fit);
 }
@@ -151,8 +148,8 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
               std::string(KvDtypeName(args.kv_dtype)).c_str());
   DSCALE_ASSIGN_OR_RETURN(
       m.sps_table,
-      SpsTableFor(args.budget, m.policy.mode == SpecMode::kDSpark, m.placed->target(),
-                  m.placed->drafter(),
+      SpsTableFor(args.budget, m.policy.mode == SpecMode::kDSpark, m.backend->target(),
+                  m.backend->drafter(),
                   int64_t{m.drafter ? m.drafter->block_size() : 1} * args.max_running));
   DSCALE_ASSIGN_OR_RETURN(const budget::VerifyBudget verify_budget, args.budget.VerifyBudget());
   EngineConfig config{.policy = m.policy,
@@ -166,7 +163,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
                       .decode_text = [&tokenizer](std::span<const int32_t> ids) {
                         return server::OutputTextOf(tokenizer, ids);
                       }};
-  return Engine::Create(m.placed->target(), m.placed->drafter(), std::move(config));
+  return Engine::Create(*m.backend, std::move(config));
 }
 
 // A server whose KV cache (or context length) cannot hold a one-token prompt with

@@ -47,13 +47,15 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                                     const GenerationParams& params,
                                     const std::function<void()>& on_done) {
   DSCALE_ASSIGN_OR_RETURN(LengthPolicy policy, LengthPolicy::Parse(mode.policy));
-  Drafter* drafter = mode.domino_head ? models.domino_drafter : models.drafter;
+  StepBackend* backend = mode.domino_head ? models.domino_backend : models.backend;
+  Drafter* drafter = backend != nullptr ? backend->drafter() : nullptr;
   const dvl::Predictor* predictor = mode.domino_head ? models.domino_predictor : models.predictor;
   if (policy.UsesDrafter() && drafter == nullptr) {
     return InvalidArgument(
         "mode " + mode.label +
         (mode.domino_head ? " needs a --drafter with a Domino head" : " needs --drafter"));
   }
+  if (backend == nullptr) return InvalidArgument("mode " + mode.label + " has no models to run");
   if (policy.UsesPredictor() && predictor == nullptr) {
     return InvalidArgument("mode " + mode.label +
                            (mode.domino_head ? " needs --domino-predictor" : " needs --predictor"));
@@ -74,9 +76,8 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .predictor = predictor,
                       .verify_budget = verify_budget,
                       .sps_table = models.sps_table};
-  DSCALE_ASSIGN_OR_RETURN(
-      std::unique_ptr<Engine> engine,
-      Engine::Create(*models.target, policy.UsesDrafter() ? drafter : nullptr, std::move(config)));
+  DSCALE_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                          Engine::Create(*backend, std::move(config)));
   DSCALE_RETURN_IF_ERROR(
       RunClosedLoop(*engine, requests.warmup, concurrency, params, on_done).status());
   const StepStats before = engine->stats();

@@ -38,14 +38,15 @@ CellRequests ManifestRequests(const Manifest& manifest,
                               std::span<const std::vector<int32_t>> prompts, uint64_t seed);
 
 struct InProcessModels {
-  TargetModel* target = nullptr;
-  Drafter* drafter = nullptr;                 // null: only the none mode can run
+  // The target and the drafter (its drafter() null: only the none mode can run).
+  StepBackend* backend = nullptr;
   const dvl::Predictor* predictor = nullptr;  // null: the dscale and dspark modes cannot run
-  Drafter* domino_drafter = nullptr;          // the drafter with its Domino head (the domino modes)
+  // The target and the drafter with its Domino head (the domino modes); may be null.
+  StepBackend* domino_backend = nullptr;
   const dvl::Predictor* domino_predictor = nullptr;  // trained on the head's drafts
-  budget::VerifyBudget verify_budget;         // dscale modes without their own
-  const budget::SpsTable* sps_table = nullptr;  // null: the dspark mode cannot run
-  KvDtype kv_dtype = KvDtype::kBf16;            // the engines' host KV caches
+  budget::VerifyBudget verify_budget;                // dscale modes without their own
+  const budget::SpsTable* sps_table = nullptr;       // null: the dspark mode cannot run
+  KvDtype kv_dtype = KvDtype::kBf16;                 // the engines' host KV caches
 };
 
 // Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.

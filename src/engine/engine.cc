@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu_backend.h"
 #include "engine/kv_budget.h"
 #include "kernels/cpu/softmax.h"
 #include "spec/position_uniform.h"
@@ -75,6 +76,20 @@ struct Engine::RequestState {
 
 Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* drafter,
                                                EngineConfig config) {
+  auto backend = std::make_unique<CpuBackend>(target, drafter);
+  StepBackend& stages = *backend;
+  return Create(stages, std::move(backend), std::move(config));
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend, EngineConfig config) {
+  return Create(backend, nullptr, std::move(config));
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
+                                               std::unique_ptr<StepBackend> owned,
+                                               EngineConfig config) {
+  TargetModel& target = backend.target();
+  Drafter* drafter = backend.drafter();
   if (config.policy.UsesDrafter() && drafter == nullptr) {
     return InvalidArgument("--spec " + config.policy.Name() + " needs a drafter (--drafter)");
   }
@@ -116,16 +131,18 @@ Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* dra
                            std::to_string(buckets.buckets.back()) + ")");
   }
   return std::unique_ptr<Engine>(
-      new Engine(target, drafter, std::move(config), block, std::move(planner)));
+      new Engine(backend, std::move(owned), std::move(config), block, std::move(planner)));
 }
 
-Engine::Engine(TargetModel& target, Drafter* drafter, EngineConfig config, int32_t block,
-               VerifyPlanner planner)
-    : target_(target),
-      drafter_(drafter),
+Engine::Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineConfig config,
+               int32_t block, VerifyPlanner planner)
+    : owned_backend_(std::move(owned)),
+      backend_(backend),
+      target_(backend.target()),
+      drafter_(config.policy.UsesDrafter() ? backend.drafter() : nullptr),
       config_(std::move(config)),
       block_(block),
-      cache_(CacheShape(target, config_)),
+      cache_(CacheShape(target_, config_)),
       planner_(std::move(planner)) {
   if (drafter_ != nullptr) drafter_->Bind(cache_);
   prefill_.EnsureCapacity(config_.prefill_budget, config_.max_running);
@@ -165,6 +182,10 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt,
 
 Result<RequestId> Engine::Submit(std::vector<int32_t> prompt, GenerationParams params) {
   DSCALE_RETURN_IF_ERROR(CheckRequest(prompt, params));
+  return SubmitChecked(std::move(prompt), std::move(params));
+}
+
+RequestId Engine::SubmitChecked(std::vector<int32_t> prompt, GenerationParams params) {
   auto r = std::make_unique<RequestState>();
   r->id = next_id_++;
   r->prompt_len = static_cast<int32_t>(prompt.size());
@@ -336,7 +357,8 @@ Status Engine::RunDecode() {
 
   t = Clock::now();
   StageBlocks(batch);
-  DSCALE_ASSIGN_OR_RETURN(StepBatch * packed, planner_.Plan(blocks_, drafts_, drafted_, draft_s));
+  DSCALE_ASSIGN_OR_RETURN(StepBatch * packed,
+                          backend_.Decide(planner_, blocks_, drafts_, drafted_, draft_s));
   const double decision_s = SecondsSince(t);
   stats_.decision_s += decision_s;
   sample.draft_s = draft ? draft_s + decision_s : 0.0;
@@ -347,22 +369,24 @@ Status Engine::RunDecode() {
   const StepBatch& step = *packed;
   packed->tile_rows = TileFor(step.MaxQueryLen());
   CaptureFeaturesFor(batch, *packed);
-  DSCALE_RETURN_IF_ERROR(target_.Forward(step, cache_, &out_));
+  accept_requests_.clear();
+  for (const RequestState* r : batch) {
+    // Row 0 is the anchor at position `committed`; it predicts the next position.
+    accept_requests_.push_back(
+        {.sampling = &r->params.sampling, .first_position = int64_t{r->committed} + 1});
+  }
+  DSCALE_RETURN_IF_ERROR(backend_.Verify(step, accept_requests_, cache_, &out_));
   stats_.verify_s += SecondsSince(t);
 
   t = Clock::now();
-  const int64_t vocab = target_.config().vocab_size;
+  acceptances_.resize(batch.size());
+  backend_.Accept(step, out_, accept_requests_, acceptances_);
   std::vector<VerifyResult> results(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    const StepSpan& span = step.spans()[i];
-    const std::span<const float> logits =
-        std::span(out_.logits).subspan(int64_t{span.q_start} * vocab, int64_t{span.q_len} * vocab);
-    const std::span<const int32_t> drafts = step.tokens().subspan(span.q_start + 1, span.q_len - 1);
-    Result<VerifyResult> accepted = Accept(*batch[i], logits, drafts);
-    if (accepted.ok()) {
-      results[i] = *accepted;
+    if (acceptances_[i].status.ok()) {
+      results[i] = acceptances_[i].result;
     } else {
-      Fail(*batch[i], accepted.status());  // commits nothing; retired after this step
+      Fail(*batch[i], acceptances_[i].status);  // commits nothing; retired after this step
     }
   }
   stats_.acceptance_s += SecondsSince(t);
@@ -424,7 +448,7 @@ Status Engine::Draft(const std::vector<RequestState*>& batch, DraftOutput* draft
                         .anchor = r->anchor(),
                         .committed = std::span(r->tokens).first(r->committed)});
   }
-  return drafter_->Draft(requests, cache_, TileFor(block_), drafts);
+  return backend_.Draft(requests, cache_, TileFor(block_), drafts);
 }
 
 void Engine::Observe(const std::vector<RequestState*>& batch, const StepBatch& step,
@@ -457,15 +481,6 @@ void Engine::StageBlocks(const std::vector<RequestState*>& batch) {
       blocks_.AddRow(candidates[j - 1], cache_.Slot(r.seq, r.committed + j), /*logits=*/true);
     }
   }
-}
-
-Result<VerifyResult> Engine::Accept(RequestState& r, std::span<const float> logits,
-                                    std::span<const int32_t> drafts) {
-  const int64_t vocab = target_.config().vocab_size;
-  if (r.params.sampling.greedy()) return VerifyGreedyChecked(logits, vocab, drafts);
-  // Row 0 is the anchor at position `committed`; it predicts the next position.
-  return VerifySampledAt(logits, vocab, drafts, r.params.sampling, r.params.sampling.seed,
-                         int64_t{r.committed} + 1, &probs_);
 }
 
 void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
@@ -533,12 +548,7 @@ int64_t Engine::FeedDrafter(const StepBatch& step, const std::vector<RequestStat
 }
 
 void Engine::AppendDraftContext(const StepBatch& step, int32_t first, int32_t count) {
-  const int64_t width =
-      static_cast<int64_t>(step.capture_layers.size()) * target_.config().hidden_size;
-  drafter_->AppendContext(
-      {.features = std::span(out_.features).subspan(first * width, count * width),
-       .positions = step.positions().subspan(first, count),
-       .slots = step.kv_slots().subspan(first, count)});
+  backend_.AppendContext(step, out_, first, count);
 }
 
 void Engine::RetireFinished() {

@@ -6,6 +6,9 @@
 //   on the target (tile-routed) → prefix verifier (accepted a_i, next token) → commit (output,
 //   stop rules, draft context append) → retire finished requests
 //
+// The stages that depend on where the models run (draft, decide, verify, accept, the draft
+// context append) go through a StepBackend (backend/step_backend.h), one call per stage per step.
+//
 // KV admission: a request is admitted only when pages for prompt + max_tokens + W positions are
 // free, and keeps them until it finishes, so a running request never runs out of KV; the queue
 // waits instead. Single-threaded: one thread owns the engine (the server posts to it).
@@ -19,18 +22,18 @@
 #include <string>
 #include <vector>
 
+#include "backend/step_backend.h"
+#include "backend/verify_planner.h"
 #include "budget/simulation.h"
 #include "budget/sps_table.h"
 #include "budget/verify_budget.h"
 #include "core/status.h"
 #include "engine/request.h"
 #include "engine/step_stats.h"
-#include "engine/verify_planner.h"
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
 #include "model/target_model.h"
 #include "spec/length_policy.h"
-#include "spec/prefix_verifier.h"
 
 namespace dscale {
 
@@ -67,18 +70,25 @@ struct EngineConfig {
 
 class Engine {
  public:
-  // `drafter` may be null only for the none policy. `target` and `drafter` must outlive the
-  // engine.
+  // The step's stages run on `backend` (backend/backend.h), which must outlive the engine; its
+  // drafter may be null only for the none policy.
+  static Result<std::unique_ptr<Engine>> Create(StepBackend& backend, EngineConfig config);
+  // The host stages (CpuBackend) over `target` and `drafter`, which must outlive the engine.
   static Result<std::unique_ptr<Engine>> Create(TargetModel& target, Drafter* drafter,
                                                 EngineConfig config);
   ~Engine();
 
-  // Queues a request. Errors: empty prompt, ids outside the vocabulary, max_tokens < 1, prompt +
-  // max_tokens past the context or the whole KV capacity, bad sampling parameters.
-  Result<RequestId> Submit(std::vector<int32_t> prompt, GenerationParams params);
-  // The checks Submit makes, without queueing. Reads only what is fixed at creation, so other
-  // threads may call it while the owning thread steps (the server validates on HTTP threads).
+  // A request's one validation, where it enters: an empty prompt, ids outside the vocabulary,
+  // max_tokens < 1, prompt + max_tokens past the context or the whole KV capacity, bad sampling
+  // parameters or stop strings, each named in the error. Reads only what is fixed at creation, so
+  // other threads may call it while the owning thread steps (the server validates on HTTP
+  // threads).
   Status CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const;
+  // The in-process entry: CheckRequest, then SubmitChecked.
+  Result<RequestId> Submit(std::vector<int32_t> prompt, GenerationParams params);
+  // Queues a request that passed CheckRequest where it entered (precondition; the server checks
+  // on its HTTP threads).
+  RequestId SubmitChecked(std::vector<int32_t> prompt, GenerationParams params);
   // Marks a queued or running request cancelled; its KV is freed at the next step.
   void Cancel(RequestId id);
 
@@ -101,8 +111,11 @@ class Engine {
  private:
   struct RequestState;
 
-  Engine(TargetModel& target, Drafter* drafter, EngineConfig config, int32_t block,
-         VerifyPlanner planner);
+  static Result<std::unique_ptr<Engine>> Create(StepBackend& backend,
+                                                std::unique_ptr<StepBackend> owned,
+                                                EngineConfig config);
+  Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineConfig config,
+         int32_t block, VerifyPlanner planner);
 
   int32_t PagesFor(const RequestState& r) const;
   int32_t PagesFor(int64_t prompt_len, int32_t max_tokens) const;
@@ -125,8 +138,6 @@ class Engine {
                       std::span<const int32_t> rows);
   // The forward captures the drafter's feature layers only when some request will use them.
   void CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order, StepBatch& step);
-  Result<VerifyResult> Accept(RequestState& r, std::span<const float> logits,
-                              std::span<const int32_t> drafts);
   Result<int32_t> SampleFirstToken(RequestState& r, std::span<const float> logits);
   // Ends r with FinishReason::kError (its KV is freed when it retires); the others go on.
   void Fail(RequestState& r, const Status& why);
@@ -136,8 +147,10 @@ class Engine {
   void AppendDraftContext(const StepBatch& step, int32_t first, int32_t count);
   int TileFor(int32_t max_query_rows) const;
 
-  TargetModel& target_;
-  Drafter* drafter_;
+  std::unique_ptr<StepBackend> owned_backend_;  // set by the TargetModel form of Create
+  StepBackend& backend_;
+  TargetModel& target_;  // backend_.target()
+  Drafter* drafter_;     // backend_.drafter(), null when the policy drafts nothing
   EngineConfig config_;
   int32_t block_;  // W
   PagedKvCache cache_;
@@ -155,6 +168,8 @@ class Engine {
   std::vector<double> probs_;
   std::vector<uint8_t> drafted_;  // [N] this step's requests with drafts
   std::vector<int32_t> feed_rows_;
+  std::vector<AcceptRequest> accept_requests_;  // [N] this step's acceptance inputs
+  std::vector<Acceptance> acceptances_;         // [N] and outcomes
 };
 
 }  // namespace dscale

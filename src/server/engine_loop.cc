@@ -112,16 +112,10 @@ void EngineLoop::StartTask(Task task) {
              .arrived = task.arrived});
   GenerationParams params = std::move(task.request.params);
   params.on_tokens = [this](const TokenEvent& event) { OnTokens(event); };
-  Result<RequestId> id = engine_.Submit(std::move(task.request.prompt), std::move(params));
-  if (!id.ok()) {
-    // The HTTP thread checked the request against the same rules; reaching here is a bug in
-    // that check, but the client still gets a clear answer.
-    task.channel->Fail(BadRequest(id.status().message()));
-    slots_.Release();
-    return;
-  }
-  by_ticket_[task.ticket] = *id;
-  active_[*id] = std::move(active);
+  // The HTTP thread checked the request (Engine::CheckRequest) where it entered.
+  const RequestId id = engine_.SubmitChecked(std::move(task.request.prompt), std::move(params));
+  by_ticket_[task.ticket] = id;
+  active_[id] = std::move(active);
 }
 
 void EngineLoop::CancelTicket(uint64_t ticket) {

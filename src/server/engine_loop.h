@@ -5,7 +5,7 @@
 //
 //   HTTP thread:  Submit(prepared, channel) ──► incoming ──┐
 //                 Cancel(ticket)            ──► cancels  ──┤ (mutex + condvar)
-//   engine thread: take both ─► Engine::Submit / Cancel ─► Engine::Step ─► token events
+//   engine thread: take both ─► Engine::SubmitChecked / Cancel ─► Engine::Step ─► token events
 //                  ─► OutputText ─► channel.Append; finished ─► channel.Finish, slot freed
 //
 // Bounded: at most `request_slots` requests are in the server (waiting or running); Submit
@@ -56,8 +56,9 @@ class EngineLoop {
   // Lets every submitted request finish, then joins the thread.
   void Stop();
 
-  // HTTP threads. Returns the request's ticket, or ResourceExhausted when every slot is held.
-  // The channel receives the output; the request's slot is freed when it ends.
+  // HTTP threads. `request` must have passed the engine's CheckRequest (the HTTP thread's
+  // validation). Returns the request's ticket, or ResourceExhausted when every slot is held. The
+  // channel receives the output; the request's slot is freed when it ends.
   Result<uint64_t> Submit(PreparedRequest request, std::shared_ptr<RequestChannel> channel);
   // Cancels a request (its KV is freed at the next step); unknown or finished tickets are
   // ignored.

@@ -55,7 +55,8 @@ struct HttpOptions {
   std::chrono::milliseconds poll_interval{100};
 };
 
-// The engine's admission checks (Engine::CheckRequest), callable from any thread.
+// The request's one validation after PrepareRequest (Engine::CheckRequest), callable from any
+// thread; a request that passes goes to the engine unchecked.
 using RequestCheck = std::function<Status(std::span<const int32_t>, const GenerationParams&)>;
 
 class HttpServer {

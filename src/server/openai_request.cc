@@ -36,10 +36,12 @@ Error ParseModel(const json& v, const std::string& name, ApiRequest* r) {
 Error ParseTokenIds(const json& v, const std::string& name, ApiRequest* r) {
   r->prompt_ids.clear();
   for (size_t i = 0; i < v.size(); ++i) {
+    // 32 bits here; whether the id is in the vocabulary is the engine's check.
     const std::optional<int64_t> id = JsonInt64(v[i]);
-    if (!id) {
+    if (!id || *id < std::numeric_limits<int32_t>::min() ||
+        *id > std::numeric_limits<int32_t>::max()) {
       return BadField(name + "[" + std::to_string(i) + "]",
-                      "expected a token id (an integer)" + Got(v[i]));
+                      "expected a token id (a 32-bit integer)" + Got(v[i]));
     }
     r->prompt_ids.push_back(*id);
   }

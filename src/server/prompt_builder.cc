@@ -63,37 +63,17 @@ std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& mess
   }
 }
 
+// The completion prompt's ids as given (ParseApiRequest bounded them to 32 bits), or its text
+// encoded.
 std::optional<ApiError> CompletionPrompt(const ApiRequest& request, const Tokenizer& tokenizer,
-                                         const ModelInfo& model, std::vector<int32_t>* ids) {
+                                         std::vector<int32_t>* ids) {
   if (request.prompt_is_ids) {
-    ids->clear();
-    for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
-      const int64_t id = request.prompt_ids[i];
-      if (id < 0 || id >= model.vocab_size) {
-        return BadField("prompt[" + std::to_string(i) + "]",
-                        "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                            std::to_string(model.vocab_size) + ")");
-      }
-      ids->push_back(static_cast<int32_t>(id));
-    }
+    ids->assign(request.prompt_ids.begin(), request.prompt_ids.end());
     return std::nullopt;
   }
   Result<std::vector<int32_t>> encoded = tokenizer.Encode(request.prompt_text);
   if (!encoded.ok()) return BadField("prompt", encoded.status().message());
   *ids = std::move(encoded).value();
-  return std::nullopt;
-}
-
-std::optional<ApiError> CheckPromptIds(const std::vector<int32_t>& ids, const ModelInfo& model,
-                                       const std::string& param) {
-  if (ids.empty()) return BadField(param, "must not be empty");
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] >= model.vocab_size) {
-      return BadField(param, "the tokenizer produced id " + std::to_string(ids[i]) +
-                                 ", outside the model's vocabulary of " +
-                                 std::to_string(model.vocab_size));
-    }
-  }
   return std::nullopt;
 }
 
@@ -184,8 +164,7 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   std::optional<ApiError> error = CheckPromptBytes(request, model, input);
   if (error) return error;
   error = chat ? EncodeChat(request.messages, tokenizer, &out->prompt)
-               : CompletionPrompt(request, tokenizer, model, &out->prompt);
-  if (!error) error = CheckPromptIds(out->prompt, model, input);
+               : CompletionPrompt(request, tokenizer, &out->prompt);
   if (error) return error;
 
   GenerationParams& p = out->params;

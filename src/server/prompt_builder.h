@@ -1,7 +1,9 @@
 #pragma once
 // From a validated ApiRequest to what the engine takes: prompt token ids and generation
 // parameters. Needs the tokenizer and the model's limits, not the engine, so it runs on the
-// HTTP thread and bad requests never reach the engine thread.
+// HTTP thread and bad requests never reach the engine thread. What it prepares is then checked
+// once by the engine's own validation (Engine::CheckRequest, the server's RequestCheck): an empty
+// prompt, ids outside the vocabulary, sampling parameters, KV capacity.
 //
 // Chat prompts are Qwen3's chat format with thinking disabled. The rendered text is encoded
 // as the reference does (added tokens matched everywhere), except when the content of a
@@ -23,7 +25,6 @@ namespace dscale::server {
 // What the server knows about the model it serves.
 struct ModelInfo {
   std::string name;                    // the "model" clients must send
-  int64_t vocab_size = 0;              // token ids in prompts must be below this
   int64_t context_length = 0;          // prompt + max_tokens at most
   int32_t default_max_tokens = 256;    // when a request gives none (then capped by the context)
   std::vector<int64_t> stop_ids;       // end every request (EOS)
@@ -47,8 +48,9 @@ inline constexpr int64_t kMaxPromptBytesPerToken = 16;
 int64_t PromptTextBytes(const ApiRequest& request);
 
 // 404 for another model's name; 400 for a prompt whose text exceeds kMaxPromptBytesPerToken ×
-// the context length in bytes, does not tokenize, is empty, holds ids outside the vocabulary,
-// or with max_tokens does not fit the context. `seed` is used when the request has none.
+// the context length in bytes, does not tokenize, or with max_tokens does not fit the context
+// (context_length_exceeded; a missing max_tokens is the default capped by the room left). `seed`
+// is used when the request has none.
 std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenizer& tokenizer,
                                        const ModelInfo& model, uint64_t seed, PreparedRequest* out);
 

@@ -22,7 +22,6 @@ inline const Tokenizer& ServerTokenizer() {
 
 inline ModelInfo TinyModelInfo() {
   return {.name = "tiny",
-          .vocab_size = 512,
           .context_length = 64,
           .default_max_tokens = 16,
           .stop_ids = {509},

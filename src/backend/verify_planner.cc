@@ -1,4 +1,4 @@
-#include "engine/verify_planner.h"
+#include "backend/verify_planner.h"
 
 #include <chrono>
 

@@ -1,0 +1,32 @@
+#include "backend/backend.h"
+
+#include <string>
+
+#include "backend/cpu_backend.h"
+#include "backend/cuda_backend.h"
+
+namespace dscale {
+
+Status CheckWeightsForDevice(std::string_view device, WeightsMode weights) {
+  if (device == "cpu" || weights == WeightsMode::kAsStored) return Status::Ok();
+  return InvalidArgument("--weights " + std::string(WeightsModeName(weights)) +
+                         ": the int8 kernels run on the CPU only; use --device cpu, or "
+                         "--weights as-stored with --device " +
+                         std::string(device));
+}
+
+Result<std::unique_ptr<StepBackend>> MakeBackend(std::string_view device, Qwen3Model& host_target,
+                                                 DFlashDrafter* host_drafter) {
+  if (device == "cpu") {
+    return std::unique_ptr<StepBackend>(std::make_unique<CpuBackend>(host_target, host_drafter));
+  }
+  if (device != "cuda") {
+    return InvalidArgument("--device: expected cpu or cuda, got " + std::string(device));
+  }
+  if (host_drafter != nullptr && host_drafter->head() != nullptr) {
+    return InvalidArgument("--drafter-head domino runs on the CPU only (--device cpu)");
+  }
+  return MakeCudaBackend(host_target, host_drafter);
+}
+
+}  // namespace dscale
