@@ -217,9 +217,9 @@ class CudaBackend final : public StepBackend {
 
   // The verification step: eager the first time, then captured once and replayed.
   void RunStep(DeviceVerify& verify) {
-    // DeviceTarget exposes its K/V read-only; the step writes the verified rows' K/V as its
-    // Forward would, into the rows of the cache that target's prefill bound.
-    auto* kv = const_cast<cuda::DeviceKvCache*>(models_->target->kv());
+    // The step writes the verified rows' K/V as the target's Forward would, into the rows of
+    // the cache its prefill bound.
+    cuda::DeviceKvCache* kv = models_->target->kv();
     DSCALE_CHECK_MSG(kv != nullptr, "verification before any prefill");
     cuda::DeviceQwen3Model& model = models_->target->model();
     cuda::VerifyWorkspace& ws = *verify.workspace;

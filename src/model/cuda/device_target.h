@@ -50,8 +50,10 @@ class DeviceTarget final : public TargetModel {
   Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override;
 
   DeviceQwen3Model& model() { return model_; }
-  // The device K/V rows of the cache last forwarded on (null before the first forward).
+  // The device K/V rows of the cache last forwarded on (null before the first forward); a
+  // device verification step writes its rows' K/V there as Forward would.
   const DeviceKvCache* kv() const { return kv_ ? &*kv_ : nullptr; }
+  DeviceKvCache* kv() { return kv_ ? &*kv_ : nullptr; }
 
  private:
   // Makes the device rows belong to `cache`, allocating them on first use of that cache
