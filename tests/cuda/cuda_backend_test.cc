@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,28 +28,13 @@ namespace {
 
 using testing::CudaTest;
 
-// Outputs in prompt order of one engine over `backend` (fatal test failure on errors).
+// Outputs in prompt order of one engine over `backend`; every KV page is free afterwards.
 std::vector<std::vector<int32_t>> RunOn(StepBackend& backend, const EngineConfig& config,
                                         const std::vector<std::vector<int32_t>>& prompts,
-                                        const GenerationParams& params, StepStats* stats) {
-  std::vector<std::vector<int32_t>> outputs(prompts.size());
-  Result<std::unique_ptr<Engine>> engine = Engine::Create(backend, config);
-  EXPECT_TRUE(engine.ok()) << engine.status().message();
-  if (!engine.ok()) return outputs;
-  std::map<RequestId, size_t> order;
-  GenerationParams p = params;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    p.sampling.seed = params.sampling.seed + i;
-    Result<RequestId> id = (*engine)->Submit(prompts[i], p);
-    EXPECT_TRUE(id.ok()) << id.status().message();
-    if (id.ok()) order[*id] = i;
-  }
-  const Status status = (*engine)->RunToCompletion();
-  EXPECT_TRUE(status.ok()) << status.message();
-  for (RequestResult& r : (*engine)->TakeFinished()) outputs[order.at(r.id)] = r.output_ids;
-  EXPECT_EQ((*engine)->free_kv_pages(), (*engine)->total_kv_pages());
-  if (stats != nullptr) *stats = (*engine)->stats();
-  return outputs;
+                                        const GenerationParams& params) {
+  testing::EngineRun run = testing::RunPrompts(backend, config, prompts, params);
+  EXPECT_EQ(run.free_pages_after, run.total_pages);
+  return std::move(run.outputs);
 }
 
 class CudaBackendTest : public CudaTest {
@@ -97,14 +81,14 @@ TEST_F(CudaBackendTest, GreedyStepsOnTheDeviceAreLossless) {
     for (const int32_t c : {1, 5}) {
       const EngineConfig config{
           .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &*predictor_};
-      const auto first = RunOn(*backend_, config, prompts, params, nullptr);
+      const auto first = RunOn(*backend_, config, prompts, params);
       int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
         testing::SameGreedyOutput(backend_->target(), prompts[i], first[i], expected[i], &ties,
                                   testing::kBf16DeviceTieTolerance);
       }
       EXPECT_LE(ties, 1) << mode << " c=" << c;
-      EXPECT_EQ(RunOn(*backend_, config, prompts, params, nullptr), first) << mode << " c=" << c;
+      EXPECT_EQ(RunOn(*backend_, config, prompts, params), first) << mode << " c=" << c;
     }
   }
 }
@@ -119,9 +103,9 @@ TEST_F(CudaBackendTest, SampledStepsMatchTheHostStagesOnTheSameModels) {
                                 .stop_ids = host_->config().eos_token_ids};
   const EngineConfig config{
       .policy = LengthPolicy::Parse("dscale").value(), .max_running = 4, .predictor = &*predictor_};
-  const auto on_device = RunOn(*backend_, config, prompts, params, nullptr);
+  const auto on_device = RunOn(*backend_, config, prompts, params);
   CpuBackend host_stages(backend_->target(), backend_->drafter());
-  EXPECT_EQ(RunOn(host_stages, config, prompts, params, nullptr), on_device);
+  EXPECT_EQ(RunOn(host_stages, config, prompts, params), on_device);
 }
 
 }  // namespace

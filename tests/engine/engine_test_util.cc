@@ -29,11 +29,12 @@ std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32
   return prompts;
 }
 
-EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
-                     const std::vector<std::vector<int32_t>>& prompts,
-                     const GenerationParams& params) {
+namespace {
+
+EngineRun RunOnEngine(Result<std::unique_ptr<Engine>> engine,
+                      const std::vector<std::vector<int32_t>>& prompts,
+                      const GenerationParams& params) {
   EngineRun run;
-  Result<std::unique_ptr<Engine>> engine = Engine::Create(target, drafter, config);
   EXPECT_TRUE(engine.ok()) << engine.status().message();
   if (!engine.ok()) return run;
   std::map<RequestId, size_t> order;
@@ -55,6 +56,20 @@ EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& 
   run.free_pages_after = (*engine)->free_kv_pages();
   run.total_pages = (*engine)->total_kv_pages();
   return run;
+}
+
+}  // namespace
+
+EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
+                     const std::vector<std::vector<int32_t>>& prompts,
+                     const GenerationParams& params) {
+  return RunOnEngine(Engine::Create(target, drafter, config), prompts, params);
+}
+
+EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
+                     const std::vector<std::vector<int32_t>>& prompts,
+                     const GenerationParams& params) {
+  return RunOnEngine(Engine::Create(backend, config), prompts, params);
 }
 
 float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv) {

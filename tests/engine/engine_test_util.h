@@ -34,6 +34,10 @@ std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32
 EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
                      const GenerationParams& params);
+// The same on an engine over `backend`.
+EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
+                     const std::vector<std::vector<int32_t>>& prompts,
+                     const GenerationParams& params);
 
 // Whether the target's top-two logits after `context` (K/V cached as `kv`) are within
 // `tolerance`: a greedy choice that float noise may flip.
