@@ -21,6 +21,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "model/dflash_drafter.h"
+#include "predictor_loading.h"
 #include "prompt_input.h"
 #include "spec/length_policy.h"
 
@@ -93,8 +94,9 @@ struct Models {
   std::optional<Qwen3Model> target;
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
-  std::optional<DFlashDrafter> domino_drafter;     // the same drafter with its Domino head
-  std::optional<dvl::Predictor> domino_predictor;  // for domino+dscale
+  std::optional<DFlashDrafter> domino_drafter;        // the same drafter with its Domino head
+  std::optional<dvl::Predictor> domino_predictor;     // for domino+dscale
+  std::string predictor_path, domino_predictor_path;  // the files loaded (flags or defaults)
   std::optional<Tokenizer> tokenizer;
   std::unique_ptr<StepBackend> backend;         // target and drafter where --device puts them
   std::unique_ptr<StepBackend> domino_backend;  // target and domino_drafter on the CPU
@@ -116,17 +118,18 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
   if (need_domino && a.device != "cpu") {
     return InvalidArgument("the domino modes run on the CPU only (--device cpu)");
   }
-  if (need_domino_predictor && a.domino_predictor.empty()) {
-    return InvalidArgument(
-        "domino+dscale needs --domino-predictor (a predictor trained on the "
-        "head's drafts)");
-  }
   if (a.target.empty()) return InvalidArgument("--target is required without --url");
   if (need_drafter && a.drafter.empty()) return InvalidArgument("the modes need --drafter");
-  if (need_predictor && a.predictor.empty()) {
-    return InvalidArgument("dscale and dspark need --predictor");
-  }
   auto m = std::make_unique<Models>();
+  if (need_predictor) {
+    DSCALE_ASSIGN_OR_RETURN(m->predictor_path, ResolvePredictorPath(a.predictor, "--predictor",
+                                                                    a.drafter, DrafterHead::kNone));
+  }
+  if (need_domino_predictor) {
+    DSCALE_ASSIGN_OR_RETURN(m->domino_predictor_path,
+                            ResolvePredictorPath(a.domino_predictor, "--domino-predictor",
+                                                 a.drafter, DrafterHead::kDomino));
+  }
   DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target, a.weights));
   DSCALE_ASSIGN_OR_RETURN(std::optional<Tokenizer> tok,
                           LoadOptionalTokenizer(a.tokenizer, a.target));
@@ -138,7 +141,7 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
   if (need_predictor) {
     const dvl::DrafterDims dims{.hidden_size = m->drafter->config().draft.hidden_size,
                                 .vocab_size = m->target->config().vocab_size};
-    DSCALE_ASSIGN_OR_RETURN(m->predictor, dvl::Predictor::Load(a.predictor, dims));
+    DSCALE_ASSIGN_OR_RETURN(m->predictor, dvl::Predictor::Load(m->predictor_path, dims));
   }
   if (need_domino) {
     DSCALE_ASSIGN_OR_RETURN(m->domino_drafter,
@@ -147,7 +150,7 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
   if (need_domino_predictor) {
     const dvl::DrafterDims dims{.hidden_size = m->domino_drafter->config().draft.hidden_size,
                                 .vocab_size = m->target->config().vocab_size};
-    Result<dvl::Predictor> loaded = dvl::Predictor::Load(a.domino_predictor, dims);
+    Result<dvl::Predictor> loaded = dvl::Predictor::Load(m->domino_predictor_path, dims);
     if (!loaded.ok()) return loaded.status().WithContext("--domino-predictor");
     m->domino_predictor = std::move(*loaded);
   }
@@ -241,11 +244,13 @@ bench::CellRunner ServerRunner(const BenchArgs& a, const Workload& w) {
   };
 }
 
-nlohmann::json ConfigJson(const BenchArgs& a) {
+// `models`: the in-process run's models (the predictor files they loaded), or nullptr.
+nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
+  const bool loaded = models != nullptr;
   return {{"target", a.target},
           {"drafter", a.drafter},
-          {"predictor", a.predictor},
-          {"domino_predictor", a.domino_predictor},
+          {"predictor", loaded ? models->predictor_path : a.predictor},
+          {"domino_predictor", loaded ? models->domino_predictor_path : a.domino_predictor},
           {"url", a.url},
           {"datasets", a.datasets},
           {"warmup", a.warmup},
@@ -322,7 +327,7 @@ Status RunBench(const BenchArgs& a) {
   DSCALE_ASSIGN_OR_RETURN(bench::Report report, bench::RunSweep(plan, baseline, runner, &progress));
   progress.Finish();
   report.profile = a.profile;
-  report.config = ConfigJson(a);
+  report.config = ConfigJson(a, models.get());
   std::fputs(bench::RenderTable(report).c_str(), stdout);
   std::optional<bench::Agreement> agreement;
   if (prior) {
@@ -336,9 +341,12 @@ Status RunBench(const BenchArgs& a) {
 void AddOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--target", a->target, "Target checkpoint directory (in-process runs)");
   cmd->add_option("--drafter", a->drafter, "DFlash drafter checkpoint directory");
-  cmd->add_option("--predictor", a->predictor, "DVL predictor file (the dscale mode)");
+  cmd->add_option("--predictor", a->predictor,
+                  "DVL predictor file (the dscale and dspark modes; default: the drafter "
+                  "folder's predictor.bin)");
   cmd->add_option("--domino-predictor", a->domino_predictor,
-                  "DVL predictor trained on the Domino head's drafts (the domino+dscale mode)");
+                  "DVL predictor trained on the Domino head's drafts (the domino+dscale mode; "
+                  "default: the drafter folder's predictor-domino.bin)");
   cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer folder (default: the target's)");
   cmd->add_option("--url", a->url, "Benchmark a running server instead (http://host:port)");
   cmd->add_option("--server-model", a->server_model, "\"model\" field sent to the server")

@@ -121,7 +121,8 @@ Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
                                                     const std::optional<DFlashDrafter>& drafter) {
   if (!policy.UsesPredictor()) return std::optional<dvl::Predictor>();
   DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
-                          LoadDvlPredictor(args.predictor, *drafter, target.config().vocab_size));
+                          LoadDvlPredictor(args.predictor, args.drafter, args.drafter_head,
+                                           *drafter, target.config().vocab_size));
   return std::optional<dvl::Predictor>(std::move(predictor));
 }
 
@@ -248,7 +249,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "KV cache capacity in positions (default: what the prompts need at once)")
       ->check(AtLeast(0));
   AddKvDtypeOption(cmd, &args->kv_dtype);
-  cmd->add_option("--predictor", args->predictor, "DVL predictor file (--spec dscale, dspark)");
+  cmd->add_option("--predictor", args->predictor,
+                  "DVL predictor file (--spec dscale, dspark; default: the drafter folder's "
+                  "predictor.bin, or predictor-domino.bin with --drafter-head domino)");
   AddBudgetOptions(cmd, &args->budget);
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")

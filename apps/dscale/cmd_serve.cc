@@ -137,9 +137,9 @@ Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
 
 Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   if (m.policy.UsesPredictor() && m.drafter) {
-    DSCALE_ASSIGN_OR_RETURN(
-        dvl::Predictor predictor,
-        LoadDvlPredictor(args.predictor, *m.drafter, m.target->config().vocab_size));
+    DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
+                            LoadDvlPredictor(args.predictor, args.drafter, args.drafter_head,
+                                             *m.drafter, m.target->config().vocab_size));
     m.predictor.emplace(std::move(predictor));
   }
   const Tokenizer& tokenizer = *m.tokenizer;
@@ -301,7 +301,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
   cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
-  cmd->add_option("--predictor", args->predictor, "DVL predictor file (--spec dscale, dspark)");
+  cmd->add_option("--predictor", args->predictor,
+                  "DVL predictor file (--spec dscale, dspark; default: the drafter folder's "
+                  "predictor.bin, or predictor-domino.bin with --drafter-head domino)");
   AddBudgetOptions(cmd, &args->budget);
   cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer directory (default: --target)");
   cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale, dspark")

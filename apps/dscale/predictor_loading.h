@@ -1,5 +1,6 @@
 #pragma once
-// Loading the DVL acceptance predictor for the dscale policy, shared by generate and serve.
+// Loading the DVL acceptance predictor for the dscale and dspark policies, shared by generate,
+// serve and bench.
 
 #include <cstdint>
 #include <string>
@@ -7,12 +8,24 @@
 #include "core/status.h"
 #include "dvl/predictor.h"
 #include "model/dflash_drafter.h"
+#include "model/domino_head.h"
 
 namespace dscale::cli {
 
-// Loads `path`, checked against the drafter's hidden size and the target's vocabulary (the
-// projections must fit the drafts they will read). An empty path is an error naming the flag.
-Result<dvl::Predictor> LoadDvlPredictor(const std::string& path, const DFlashDrafter& drafter,
-                                        int64_t target_vocab);
+// The file a drafter folder ships its predictor in: predictor.bin, or predictor-domino.bin (trained
+// on the Domino head's corrected drafts) for that head.
+std::string BundledPredictorPath(const std::string& drafter_dir, DrafterHead head);
+
+// `flag_value` when given; otherwise the drafter folder's bundled predictor when it exists, and
+// otherwise an error naming `flag_name` and the file looked for.
+Result<std::string> ResolvePredictorPath(const std::string& flag_value,
+                                         const std::string& flag_name,
+                                         const std::string& drafter_dir, DrafterHead head);
+
+// Loads the predictor ResolvePredictorPath names, checked against the drafter's hidden size and
+// the target's vocabulary (the projections must fit the drafts they will read).
+Result<dvl::Predictor> LoadDvlPredictor(const std::string& flag_value,
+                                        const std::string& drafter_dir, DrafterHead head,
+                                        const DFlashDrafter& drafter, int64_t target_vocab);
 
 }  // namespace dscale::cli

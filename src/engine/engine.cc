@@ -45,10 +45,14 @@ KvCacheShape CacheShape(const TargetModel& target, const EngineConfig& config) {
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
     case FinishReason::kError:
       return "error";
   }
@@ -160,20 +164,20 @@ int32_t Engine::PagesFor(int64_t prompt_len, int32_t max_tokens) const {
   return static_cast<int32_t>((positions + config_.page_size - 1) / config_.page_size);
 }
 
-Status Engine::CheckRequest(std::span<const int32_t> prompt,
-                            const GenerationParams& params) const {
+Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const {
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   DSCALE_RETURN_IF_ERROR(CheckTokenIds(prompt, target_.config().vocab_size, "prompt"));
   DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.decode_text)));
   const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   if (total > target_.config().max_position_embeddings) {
-    return InvalidArgument("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
-                           std::to_string(params.max_tokens) + ") exceeds the context length " +
+    return InvalidArgument("max_tokens: the prompt (" + std::to_string(prompt.size()) +
+                           " tokens) + max_tokens (" + std::to_string(params.max_tokens) +
+                           ") exceeds the context length " +
                            std::to_string(target_.config().max_position_embeddings));
   }
   const int32_t pages = PagesFor(static_cast<int64_t>(prompt.size()), params.max_tokens);
   if (pages > cache_.shape().num_pages) {
-    return InvalidArgument("prompt + max_tokens needs " + std::to_string(pages) +
+    return InvalidArgument("max_tokens: the prompt + max_tokens need " + std::to_string(pages) +
                            " KV pages but the cache has " +
                            std::to_string(cache_.shape().num_pages));
   }

@@ -48,9 +48,9 @@ struct StepRecord {
 
 struct EngineConfig {
   LengthPolicy policy;
-  int32_t max_running = 16;       // c: running requests at most
-  int32_t page_size = 16;         // KV positions per page
-  int64_t kv_tokens = 1 << 16;    // KV capacity in positions (rounded up to pages)
+  int32_t max_running = 16;     // c: running requests at most
+  int32_t page_size = 16;       // KV positions per page
+  int64_t kv_tokens = 1 << 16;  // KV capacity in positions (rounded up to pages)
   // How the host caches (the target's and the drafter's) store K/V.
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t prefill_chunk = 512;    // prompt rows per request per step
@@ -80,7 +80,9 @@ class Engine {
 
   // A request's one validation, where it enters: an empty prompt, ids outside the vocabulary,
   // max_tokens < 1, prompt + max_tokens past the context or the whole KV capacity, bad sampling
-  // parameters or stop strings, each named in the error. Reads only what is fixed at creation, so
+  // parameters or stop strings. Every message starts with the request field it concerns and ": "
+  // ("prompt: ...", "max_tokens: ..."), which the server reports as the error's `param`. Reads
+  // only what is fixed at creation, so
   // other threads may call it while the owning thread steps (the server validates on HTTP
   // threads).
   Status CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const;

@@ -1,5 +1,8 @@
 #include "server/api_error.h"
 
+#include <algorithm>
+#include <cctype>
+
 namespace dscale::server {
 
 nlohmann::json ApiError::ToJson() const {
@@ -17,6 +20,17 @@ std::string ApiError::Body() const {
 
 ApiError BadField(const std::string& param, const std::string& what) {
   return {.status = 400, .message = param + ": " + what, .param = param};
+}
+
+ApiError BadFieldMessage(const std::string& message) {
+  const size_t colon = message.find(": ");
+  const bool named =
+      colon != std::string::npos && colon > 0 &&
+      std::all_of(message.begin(), message.begin() + static_cast<long>(colon),
+                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  ApiError e = BadRequest(message);
+  if (named) e.param = message.substr(0, colon);
+  return e;
 }
 
 ApiError BadRequest(const std::string& message) { return {.status = 400, .message = message}; }

@@ -339,7 +339,7 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
   if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
   if (auto e = PrepareRequest(*api, tokenizer_, model_, serial ^ salt_, prepared)) return e;
   if (Status s = check_(prepared->prompt, prepared->params); !s.ok()) {
-    return BadRequest(s.message());
+    return BadFieldMessage(s.message());
   }
   return std::nullopt;
 }

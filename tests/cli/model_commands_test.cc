@@ -363,8 +363,21 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
     EXPECT_EQ(dscale["requests"][i]["output_ids"], plain["requests"][i]["output_ids"]) << i;
   }
 
+  // Without --predictor the drafter folder's predictor.bin is used; this drafter has none.
   r = RunDscale("generate --spec dscale" + common);
+  EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("--predictor"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(Drafter() + "/predictor.bin"), std::string::npos) << r.out;
+  const std::string shipped = *dir_ + "/drafter-with-predictor";
+  std::filesystem::copy(Drafter(), shipped);
+  std::filesystem::copy_file(predictor, shipped + "/predictor.bin");
+  const nlohmann::json by_default =
+      Json("generate --spec dscale --target " + Target() + " --drafter " + shipped + " --prompts " +
+           prompts + " --max-tokens 16 --concurrency 8 --json");
+  ASSERT_EQ(by_default["requests"].size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(by_default["requests"][i]["output_ids"], dscale["requests"][i]["output_ids"]) << i;
+  }
 
   // --verify-budget auto and the dspark baseline (its SPS table profiled, stored, reloaded).
   const std::string sps = *dir_ + "/sps.json";

@@ -92,6 +92,14 @@ TEST(ApiErrorTest, Shape) {
                        {"type", "invalid_request_error"},
                        {"param", "max_tokens"},
                        {"code", nullptr}}}}));
+  // The engine's check names the field first; the server reports it as `param`.
+  const ApiError oov =
+      BadFieldMessage("prompt: token id 200 at position 1 is outside the vocabulary [0, 97)");
+  EXPECT_EQ(oov.status, 400);
+  EXPECT_EQ(oov.param, "prompt");
+  EXPECT_EQ(oov.message, "prompt: token id 200 at position 1 is outside the vocabulary [0, 97)");
+  EXPECT_TRUE(BadFieldMessage("the prompt: and more").param.empty());
+  EXPECT_TRUE(BadFieldMessage("no field here").param.empty());
   const ApiError busy = Unavailable("overloaded", "full");
   EXPECT_EQ(busy.status, 503);
   EXPECT_EQ(busy.ToJson()["error"]["code"], "overloaded");

@@ -172,6 +172,25 @@ TEST_F(InProcessBench, SweepsModesAndWritesEveryOutput) {
       << r.out;
 }
 
+// The bundled drafter ships both predictors: without --predictor and --domino-predictor the
+// dscale and domino+dscale modes load them from its folder, and the report names the files.
+TEST_F(InProcessBench, PredictorsDefaultToTheDrafterFolders) {
+  const std::string drafter = DSCALE_MODELS_DIR "/tiny-dflash";
+  const std::filesystem::path out = dir_ / "bundled";
+  const auto r = testing::RunDscale(
+      "bench --target " DSCALE_MODELS_DIR "/tiny-target --drafter " + drafter +
+      " --data-dir " DSCALE_DATA_DIR
+      " --no-progress --modes dscale,domino+dscale"
+      " --datasets gsm8k --concurrency 2 --warmup 0 --requests 2 --max-tokens 6 --out " +
+      out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream json(out / "results.json");
+  const nlohmann::json j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["config"]["predictor"], drafter + "/predictor.bin");
+  EXPECT_EQ(j["config"]["domino_predictor"], drafter + "/predictor-domino.bin");
+  EXPECT_EQ(j["outputs_vs_baseline"]["identical_to_baseline"], true) << j["outputs_vs_baseline"];
+}
+
 TEST_F(InProcessBench, ComparesWithAnEarlierRun) {
   const std::filesystem::path first = dir_ / "first", second = dir_ / "second";
   const std::string cell =

@@ -318,6 +318,15 @@ TEST(HostileRequestsTest, EveryAnswerIs4xxAndTheServerStaysUp) {
   }
   EXPECT_GE(answered, 200);
   std::printf("%d hostile requests, every one answered with a 4xx\n", answered);
+  // An id outside the vocabulary is refused by the engine's check, which names the field.
+  const httplib::Result oov =
+      client.Post("/v1/completions", R"({"model": "tiny", "prompt": [1, 600], "max_tokens": 2})",
+                  "application/json");
+  ASSERT_TRUE(oov);
+  EXPECT_EQ(oov->status, 400) << oov->body;
+  const json oov_error = json::parse(oov->body, nullptr, /*allow_exceptions=*/false);
+  EXPECT_EQ(oov_error["error"]["param"], "prompt") << oov->body;
+  EXPECT_NE(oov->body.find("position 1"), std::string::npos) << oov->body;
   ASSERT_TRUE(server->Running()) << server->Log();
   ExpectServes(client);
   const httplib::Result health = client.Get("/health");
