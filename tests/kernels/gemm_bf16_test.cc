@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -94,6 +95,54 @@ TEST(LinearBf16Test, DispatchedKernelMatchesTheReferenceOnBothPaths) {
           std::vector<float> y = c.y0;
           cpu::LinearBf16(c.x.data(), c.w.data() + 1, y.data(), rows, in, out, accumulate);
           ExpectWithinBound(c, y, rows, in, out, accumulate);
+        }
+      }
+    }
+  }
+}
+
+// Inputs wide enough that one and two rows also take the four-output passes (the tiles read
+// one output at a time only while the rows' inputs fit in 16 KiB).
+TEST(LinearBf16Test, WideInputsMatchTheReference) {
+  std::mt19937 rng(9);
+  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+    for (const int64_t rows : {1, 2, 3}) {
+      for (const int64_t in : {int64_t{2053}, int64_t{4099}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << cpu::Bf16IsaName(isa) << " rows=" << rows << " in=" << in);
+        const Case c = MakeCase(rng, rows, in, 9);
+        std::vector<float> y = c.y0;
+        cpu::LinearBf16Tiled(isa, c.x.data(), c.w.data() + 1, y.data(), rows, in, 9, false);
+        ExpectWithinBound(c, y, rows, in, 9, false);
+      }
+    }
+  }
+}
+
+// Greedy speculation is lossless only if a verified row gets the logits a decode step would:
+// within the tiled range, a row's outputs are the same bits whatever rows share the call (tile
+// heights and the passes' output counts change with the row count; no output's sum does).
+TEST(LinearBf16Test, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
+  std::mt19937 rng(10);
+  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+    for (const int64_t rows : {2, 3, 5, 8, 13}) {
+      for (const int64_t in : {int64_t{17}, int64_t{1031}, int64_t{2053}, int64_t{4099}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << cpu::Bf16IsaName(isa) << " rows=" << rows << " in=" << in);
+        constexpr int64_t kOut = 11;
+        const Case c = MakeCase(rng, rows, in, kOut);
+        std::vector<float> together(rows * kOut);
+        cpu::LinearBf16Tiled(isa, c.x.data(), c.w.data() + 1, together.data(), rows, in, kOut,
+                             false);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<float> alone(kOut);
+          cpu::LinearBf16Tiled(isa, c.x.data() + r * in, c.w.data() + 1, alone.data(), 1, in,
+                               kOut, false);
+          for (int64_t o = 0; o < kOut; ++o) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(alone[o]),
+                      std::bit_cast<uint32_t>(together[r * kOut + o]))
+                << "row " << r << " output " << o;
+          }
         }
       }
     }
