@@ -28,8 +28,8 @@ constexpr int64_t kPanelBytes = int64_t{8} << 20;
 // How far ahead of its loads a tile prefetches each weight row: memory-mapped checkpoint pages
 // are 4 KiB, so the hardware prefetchers stop at every page boundary and the weight streams need
 // the help to stay at memory bandwidth. A tile of one output is a thread's only stream and goes
-// further ahead (2 KiB read 0.97-1.0 of the read bandwidth where 1 KiB read 0.92; Qwen3 widths,
-// 2 threads, AMD EPYC).
+// further ahead (2 KiB read 0.97-1.0 of the read bandwidth where 1 KiB read 0.92-0.95; Qwen3
+// widths, 2 threads, AMD EPYC).
 constexpr int64_t kPrefetchBytes = 1024;
 constexpr int64_t kSingleStreamPrefetchBytes = 2048;
 
@@ -41,9 +41,9 @@ constexpr int64_t kSingleStreamPrefetchBytes = 2048;
 constexpr int64_t kLineWeights = 32;
 
 // Prefetches the line kPrefetchBytes (one output: kSingleStreamPrefetchBytes) ahead of weight k
-// in each of the kOuts rows from `wo`; near
-// a row's end, the line as far into the same row of the next group of kOuts outputs (the rows
-// that follow in memory), so short rows (in = 1024 at Qwen3-0.6B) start their tile in cache.
+// in each of the kOuts rows from `wo`; near a row's end, the line as far into the same row of the
+// next group of kOuts outputs (the rows that follow in memory), so short rows (in = 1024 at
+// Qwen3-0.6B) start their tile in cache.
 // Prefetches past the weights' end are harmless hints.
 // always_inline: GCC 12 treats an out-of-line function of prefetches alone as const and drops
 // its calls.
