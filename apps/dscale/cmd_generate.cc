@@ -120,9 +120,9 @@ Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
                                                     const Qwen3Model& target,
                                                     const std::optional<DFlashDrafter>& drafter) {
   if (!policy.UsesPredictor()) return std::optional<dvl::Predictor>();
-  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
-                          LoadDvlPredictor(args.predictor, args.drafter, args.drafter_head,
-                                           *drafter, target.config().vocab_size));
+  DSCALE_ASSIGN_OR_RETURN(
+      dvl::Predictor predictor,
+      LoadDvlPredictor(args.predictor, args.drafter, *drafter, target.config().vocab_size));
   return std::optional<dvl::Predictor>(std::move(predictor));
 }
 

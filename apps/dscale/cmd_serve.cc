@@ -137,9 +137,9 @@ Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
 
 Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   if (m.policy.UsesPredictor() && m.drafter) {
-    DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
-                            LoadDvlPredictor(args.predictor, args.drafter, args.drafter_head,
-                                             *m.drafter, m.target->config().vocab_size));
+    DSCALE_ASSIGN_OR_RETURN(
+        dvl::Predictor predictor,
+        LoadDvlPredictor(args.predictor, args.drafter, *m.drafter, m.target->config().vocab_size));
     m.predictor.emplace(std::move(predictor));
   }
   const Tokenizer& tokenizer = *m.tokenizer;

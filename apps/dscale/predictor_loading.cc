@@ -22,8 +22,9 @@ Result<std::string> ResolvePredictorPath(const std::string& flag_value,
 }
 
 Result<dvl::Predictor> LoadDvlPredictor(const std::string& flag_value,
-                                        const std::string& drafter_dir, DrafterHead head,
+                                        const std::string& drafter_dir,
                                         const DFlashDrafter& drafter, int64_t target_vocab) {
+  const DrafterHead head = drafter.head() != nullptr ? DrafterHead::kDomino : DrafterHead::kNone;
   DSCALE_ASSIGN_OR_RETURN(const std::string path,
                           ResolvePredictorPath(flag_value, "--predictor", drafter_dir, head));
   const dvl::DrafterDims dims{.hidden_size = drafter.config().draft.hidden_size,

@@ -22,10 +22,11 @@ Result<std::string> ResolvePredictorPath(const std::string& flag_value,
                                          const std::string& flag_name,
                                          const std::string& drafter_dir, DrafterHead head);
 
-// Loads the predictor ResolvePredictorPath names, checked against the drafter's hidden size and
-// the target's vocabulary (the projections must fit the drafts they will read).
+// Loads the predictor ResolvePredictorPath names for `drafter` (loaded from `drafter_dir`, with
+// or without its head), checked against the drafter's hidden size and the target's vocabulary
+// (the projections must fit the drafts they will read).
 Result<dvl::Predictor> LoadDvlPredictor(const std::string& flag_value,
-                                        const std::string& drafter_dir, DrafterHead head,
+                                        const std::string& drafter_dir,
                                         const DFlashDrafter& drafter, int64_t target_vocab);
 
 }  // namespace dscale::cli
