@@ -17,6 +17,7 @@ import subprocess
 import time
 
 from common import ROOT, WORK, bench_prompts
+from quality import has_final_answer, loops
 
 
 def run(dataset, n, args):
@@ -49,6 +50,9 @@ def run(dataset, n, args):
         "output_tokens": st["output_tokens"], "tokens_per_second": st["tokens_per_second"],
         "step_time_s": parts, "wall_s": wall,
         "accepted_histogram": [sum(a == k for a in acc) for k in range(args.block)],
+        "looping_share": sum(loops(r["output_ids"]) for r in out["requests"]) / len(prompts),
+        "final_answer_share": sum(has_final_answer(r["text"]) for r in out["requests"])
+        / len(prompts),
         "outputs": [r.get("text", "") for r in out["requests"][:3]],
     }
 
@@ -74,7 +78,9 @@ def main():
               f"(engine {r['engine_tau']:.2f}) all-15={100*r['all_accepted_share']:.1f}% "
               f"req-tau min/med/max={r['request_tau_min']:.2f}/{r['request_tau_median']:.2f}/"
               f"{r['request_tau_max']:.2f} verify={100*r['verify_share_of_decode']:.1f}% "
-              f"draft={100*r['draft_share_of_decode']:.1f}% {r['wall_s']:.0f}s", flush=True)
+              f"draft={100*r['draft_share_of_decode']:.1f}% loops={100*r['looping_share']:.0f}% "
+              f"final-answer={100*r['final_answer_share']:.0f}% {r['wall_s']:.0f}s\n"
+              f"           accepted drafts per step: {r['accepted_histogram']}", flush=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

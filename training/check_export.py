@@ -12,12 +12,13 @@ import torch
 from common import ROOT, WORK
 from generate_responses import load_target
 from qwen3_torch import DFlashDrafter
+from run_util import load
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ids", default="4097,349,264,198,39,299,340,2303,309,610,1636,12")
-    ap.add_argument("--target-ckpt", default=os.path.join(WORK, "target", "ckpt.pt"))
+    ap.add_argument("--target-ckpt", default=os.path.join(WORK, "target", "chosen.pt"))
     ap.add_argument("--drafter-ckpt", default=os.path.join(WORK, "drafter", "ckpt.pt"))
     ap.add_argument("--target", default=os.path.join(ROOT, "models", "tiny-target"))
     ap.add_argument("--drafter", default=os.path.join(ROOT, "models", "tiny-dflash"))
@@ -33,7 +34,7 @@ def main():
     print(f"target logits: max |diff| {(logits - c).abs().max().item():.2e}")
     if not os.path.exists(a.drafter_ckpt):
         return
-    ck = torch.load(a.drafter_ckpt)
+    ck = load(a.drafter_ckpt)
     dr = DFlashDrafter(ck["config"], ck["config"]["dflash_config"]["target_layer_ids"])
     dr.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in ck["model"].items()})
     out = json.loads(subprocess.check_output([dscale, "draft", "--target", a.target, "--drafter",

@@ -18,29 +18,50 @@ def mbpp_prompt(rec):
     return rec["text"] + "\nYour code should pass these tests:\n" + "\n".join(rec["test_list"])
 
 
+def boxed_answer(answer):
+    """A GSM8K answer whose last line '#### N' becomes 'The final answer is \\boxed{N}.'"""
+    body, _, final = answer.rpartition("####")
+    return body.rstrip() + "\nThe final answer is \\boxed{" + final.strip() + "}."
+
+
+def gsm8k_train():
+    return [(r["question"], r["answer"])
+            for r in read_jsonl(os.path.join(DATA, "gsm8k", "train.jsonl"))]
+
+
+def mbpp_train():
+    """MBPP tasks 1-10 (few-shot) and 511-974 (train/validation): (record, code)."""
+    return [(r, r["code"].replace("\r\n", "\n"))
+            for r in read_jsonl(os.path.join(DATA, "mbpp", "mbpp.jsonl"))
+            if int(r["task_id"]) <= 10 or int(r["task_id"]) >= 511]
+
+
 def train_pairs():
     """(prompt, answer) pairs from the training splits only: GSM8K train and MBPP tasks
     1-10 (few-shot) and 511-974 (train/validation). Test prompts are never used."""
-    pairs = []
-    for r in read_jsonl(os.path.join(DATA, "gsm8k", "train.jsonl")):
-        pairs.append((r["question"], r["answer"]))
-    for r in read_jsonl(os.path.join(DATA, "mbpp", "mbpp.jsonl")):
-        t = int(r["task_id"])
-        if t <= 10 or t >= 511:
-            pairs.append((mbpp_prompt(r), r["code"].replace("\r\n", "\n")))
-    return pairs
+    return gsm8k_train() + [(mbpp_prompt(r), code) for r, code in mbpp_train()]
+
+
+# The user-turn formats of `dscale bench` (src/bench/datasets.cc), also used in training.
+MATH_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+CODE_PREFIX = ("Write a solution to the following problem and make sure that it passes the "
+               "tests:\n```python\n")
+CODE_SUFFIX = "\n```"
 
 
 def bench_prompts(name, n=None):
-    """Benchmark prompts (test splits) as user-message text."""
+    """Benchmark prompts (test splits) as user-message text, formatted as `dscale bench` does."""
     if name == "gsm8k":
-        out = [r["question"] for r in read_jsonl(os.path.join(DATA, "gsm8k", "test.jsonl"))]
+        out = [r["question"] + MATH_SUFFIX
+               for r in read_jsonl(os.path.join(DATA, "gsm8k", "test.jsonl"))]
     elif name == "math500":
-        out = [r["problem"] for r in read_jsonl(os.path.join(DATA, "math500", "test.jsonl"))]
+        out = [r["problem"] + MATH_SUFFIX
+               for r in read_jsonl(os.path.join(DATA, "math500", "test.jsonl"))]
     elif name == "humaneval":
-        out = [r["prompt"] for r in read_jsonl(os.path.join(DATA, "humaneval", "HumanEval.jsonl"))]
+        out = [CODE_PREFIX + r["prompt"] + CODE_SUFFIX
+               for r in read_jsonl(os.path.join(DATA, "humaneval", "HumanEval.jsonl"))]
     elif name == "mbpp":
-        out = [mbpp_prompt(r) for r in read_jsonl(os.path.join(DATA, "mbpp", "mbpp.jsonl"))
+        out = [r["text"] for r in read_jsonl(os.path.join(DATA, "mbpp", "mbpp.jsonl"))
                if 11 <= int(r["task_id"]) <= 510]
     else:
         raise ValueError(name)

@@ -13,6 +13,7 @@ import shutil
 import torch
 
 from common import ROOT, WORK
+from run_util import load as load_ckpt
 from safetensors_io import save
 
 TEMPLATE = os.path.join(ROOT, "tests", "data", "tokenizer", "qwen3", "chat_template.jinja")
@@ -22,8 +23,8 @@ def bf16(sd):
     return {k: v.detach().to(torch.bfloat16) for k, v in sd.items()}
 
 
-def export_target(ckpt, out):
-    ck = torch.load(ckpt)
+def export_target(ckpt, out, tokenizer):
+    ck = load_ckpt(ckpt)
     cfg = dict(ck["config"])
     eos = cfg["eos_token_id"]
     cfg["eos_token_id"] = [eos, cfg["bos_token_id"]]  # <|im_end|>, <|endoftext|>
@@ -37,9 +38,11 @@ def export_target(ckpt, out):
     with open(os.path.join(out, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"],
                    "pad_token_id": cfg["bos_token_id"], "do_sample": False}, f, indent=2)
-    tok = os.path.join(WORK, "tokenizer")
+    tok = tokenizer
     for name in ("vocab.json", "merges.txt", "added_tokens.json"):
-        shutil.copy(os.path.join(tok, name), os.path.join(out, name))
+        if not os.path.exists(os.path.join(out, name)) or \
+                not os.path.samefile(os.path.join(tok, name), os.path.join(out, name)):
+            shutil.copy(os.path.join(tok, name), os.path.join(out, name))
     with open(os.path.join(tok, "tokenizer_config.json")) as f:
         tcfg = json.load(f)
     with open(TEMPLATE) as f:
@@ -50,7 +53,7 @@ def export_target(ckpt, out):
 
 
 def export_drafter(ckpt, out):
-    ck = torch.load(ckpt)
+    ck = load_ckpt(ckpt)
     cfg = ck["config"]
     os.makedirs(out, exist_ok=True)
     save(os.path.join(out, "model.safetensors"), bf16(ck["model"]), {"format": "pt"})
@@ -63,7 +66,7 @@ DOMINO_HEAD_FILE = "domino_head.safetensors"
 
 
 def export_domino(ckpt, out):
-    ck = torch.load(ckpt)
+    ck = load_ckpt(ckpt)
     cfg = ck["config"]
     save(os.path.join(out, DOMINO_HEAD_FILE), bf16(ck["model"]), {"format": "pt"})
     path = os.path.join(out, "config.json")
@@ -82,10 +85,13 @@ def main():
     ap.add_argument("which", choices=["target", "drafter", "domino"])
     ap.add_argument("--ckpt")
     ap.add_argument("--out")
+    ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "tiny-target"),
+                    help="folder of the tokenizer files the target ships (work/tokenizer after "
+                         "stage 1)")
     a = ap.parse_args()
     if a.which == "target":
-        export_target(a.ckpt or os.path.join(WORK, "target", "ckpt.pt"),
-                      a.out or os.path.join(ROOT, "models", "tiny-target"))
+        export_target(a.ckpt or os.path.join(WORK, "target", "chosen.pt"),
+                      a.out or os.path.join(ROOT, "models", "tiny-target"), a.tokenizer)
     elif a.which == "domino":
         export_domino(a.ckpt or os.path.join(WORK, "domino", "ckpt.pt"),
                       a.out or os.path.join(ROOT, "models", "tiny-dflash"))

@@ -1,9 +1,10 @@
 """Stage 3a: the target answers the training prompts greedily (thinking disabled).
 
-By default the exported target (models/tiny-target, `python3 export.py target`) answers
-through `dscale generate --spec none` (several times faster than PyTorch here); with
---engine torch the PyTorch model answers with its weights rounded to BF16, as exported, so
-both give the served target's responses. Writes work/responses.jsonl with
+The prompts are prepare_data.py's (every training prompt, shuffled by --seed). On a CUDA
+machine the PyTorch target answers in f32 with its weights rounded to BF16, as exported; on
+the CPU the exported target (models/tiny-target, `python3 export.py target`) answers through
+`dscale generate --spec none`, which is several times faster there. Both give the served
+target's responses, up to float ties. Writes work/responses.jsonl with
 {"ids": prompt+response ids, "prompt_len": n} per line.
 """
 import argparse
@@ -14,22 +15,25 @@ import subprocess
 
 import torch
 
-from common import ROOT, WORK, chat_prompt, train_pairs
+from common import ROOT, WORK
 from qwen3_torch import Qwen3
+from run_util import load, say, setup
 from tokenizer_bpe import Tokenizer
 
 
-def load_target(path):
-    ck = torch.load(path)
+def load_target(path, device="cpu"):
+    """The trained target with its weights rounded to BF16, as exported and served."""
+    ck = load(path)
     model = Qwen3(ck["config"])
     model.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in ck["model"].items()})
-    model.eval()
-    return model
+    return model.to(device).eval()
 
 
 @torch.no_grad()
 def generate(model, prompts, max_new, stop_ids, pad):
-    """Batched greedy decoding with a KV cache; prompts left-padded."""
+    """Batched greedy decoding with a KV cache, in f32; prompts left-padded. Each output ends
+    at its first stop token (included) or after max_new tokens."""
+    dev = next(model.parameters()).device
     B = len(prompts)
     P = max(len(p) for p in prompts)
     ids = torch.full((B, P), pad, dtype=torch.long)
@@ -37,30 +41,29 @@ def generate(model, prompts, max_new, stop_ids, pad):
     for b, p in enumerate(prompts):
         ids[b, P - len(p):] = torch.tensor(p)
         valid[b, P - len(p):] = True
+    ids, valid = ids.to(dev), valid.to(dev)
     pos = (valid.long().cumsum(1) - 1).clamp(min=0)
     caches = [[None, None] for _ in model.layers]
-    causal = torch.full((P, P), float("-inf")).triu(1)
+    causal = torch.full((P, P), float("-inf"), device=dev).triu(1)
     mask = causal[None, None] + torch.where(valid, 0.0, float("-inf"))[:, None, None, :]
     mask = mask.clamp(min=-1e30)
     h, _ = model(ids, positions=pos, mask=mask, caches=caches)
     nxt = model.lm_head(h[:, -1]).argmax(-1)
-    outs = [[] for _ in range(B)]
-    done = torch.zeros(B, dtype=torch.bool)
+    stops = torch.tensor(sorted(stop_ids), device=dev)
+    out = torch.full((B, max_new), -1, dtype=torch.long, device=dev)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
     cur_pos = pos[:, -1] + 1
-    for _ in range(max_new):
-        for b in range(B):
-            if not done[b]:
-                outs[b].append(int(nxt[b]))
-                if int(nxt[b]) in stop_ids:
-                    done[b] = True
-        if done.all():
+    for t in range(max_new):
+        out[:, t] = torch.where(done, -1, nxt)
+        done |= torch.isin(nxt, stops)
+        if t % 16 == 15 and bool(done.all()):
             break
-        valid = torch.cat([valid, torch.ones((B, 1), dtype=torch.bool)], 1)
+        valid = torch.cat([valid, torch.ones((B, 1), dtype=torch.bool, device=dev)], 1)
         m = torch.where(valid, 0.0, -1e30)[:, None, None, :]
         h, _ = model(nxt[:, None], positions=cur_pos[:, None], mask=m, caches=caches)
         nxt = model.lm_head(h[:, -1]).argmax(-1)
         cur_pos = cur_pos + 1
-    return outs
+    return [[int(x) for x in row if x >= 0] for row in out.tolist()]
 
 
 def answer_with_dscale(args, prompts, stop):
@@ -91,30 +94,37 @@ def answer_with_dscale(args, prompts, stop):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--num", type=int, default=3000, help="training prompts to answer")
-    ap.add_argument("--max-new", type=int, default=320)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--target", default=os.path.join(WORK, "target", "ckpt.pt"))
+    ap.add_argument("--num", type=int, default=0, help="training prompts to answer (0: all)")
+    ap.add_argument("--max-new", type=int, default=384)
+    ap.add_argument("--batch", type=int, default=64,
+                    help="concurrency of dscale, or prompts per PyTorch batch")
+    ap.add_argument("--target", default=os.path.join(WORK, "target", "chosen.pt"))
+    ap.add_argument("--data", default=os.path.join(WORK, "data", "mixture.pt"))
     ap.add_argument("--seed", type=int, default=4321)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--shard", default="0/1", help="i/n: answer every n-th prompt from i")
     ap.add_argument("--out", default=os.path.join(WORK, "responses.jsonl"))
     ap.add_argument("--chunk", type=int, default=256)
-    ap.add_argument("--engine", choices=["dscale", "torch"], default="dscale")
+    ap.add_argument("--engine", choices=["auto", "dscale", "torch"], default="auto",
+                    help="auto: PyTorch on CUDA when present, else dscale on the CPU")
+    ap.add_argument("--device", default="auto")
     ap.add_argument("--exported", default=os.path.join(ROOT, "models", "tiny-target"))
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    tok = Tokenizer(os.path.join(WORK, "tokenizer"))
-    pairs = train_pairs()
-    random.Random(args.seed).shuffle(pairs)
+    device = setup(args)
+    torch.backends.cuda.matmul.allow_tf32 = False  # the served model computes in f32
+    tok = Tokenizer(args.exported)
+    prompts = list(load(args.data)["prompts"])
+    random.Random(args.seed).shuffle(prompts)
+    if args.num:
+        prompts = prompts[:args.num]
     si, sn = map(int, args.shard.split("/"))
-    prompts = [tok.encode(chat_prompt(q)) for q, _ in pairs[:args.num]][si::sn]
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    prompts = prompts[si::sn]
     stop = {tok.added["<|im_end|>"], tok.added["<|endoftext|>"]}
-    if args.engine == "dscale":
+    if args.engine == "dscale" or (args.engine == "auto" and device.type != "cuda"):
         answer_with_dscale(args, prompts, stop)
         return
-    model = load_target(args.target)
+    model = load_target(args.target, device)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     with open(args.out, "w") as f:
         for s in range(0, len(order), args.batch):
             chunk = [prompts[i] for i in order[s:s + args.batch]]
@@ -122,7 +132,7 @@ def main():
             for p, o in zip(chunk, outs):
                 f.write(json.dumps({"ids": p + o, "prompt_len": len(p)}) + "\n")
             f.flush()
-            print(f"{min(s + args.batch, len(order))}/{len(order)}", flush=True)
+            say(f"{min(s + args.batch, len(order))}/{len(order)} answers")
 
 
 if __name__ == "__main__":

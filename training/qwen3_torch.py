@@ -9,6 +9,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+CAUSAL = "causal"  # the mask argument for plain causal attention over the given rows
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
         super().__init__()
@@ -21,7 +24,8 @@ class RMSNorm(nn.Module):
 
 
 def rope_cos_sin(positions, head_dim, theta):
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    steps = torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device)
+    inv = 1.0 / (theta ** (steps / head_dim))
     ang = positions.float()[..., None] * inv  # [..., T, hd/2]
     ang = torch.cat([ang, ang], dim=-1)
     return ang.cos(), ang.sin()
@@ -60,16 +64,24 @@ class Attention(nn.Module):
         return apply_rope(k, cos, sin), v
 
     def attend(self, q, k, v, mask):
-        # mask: additive, broadcastable to [B, nh, Tq, Tk]
+        # mask: additive, broadcastable to [B, nh, Tq, Tk], or CAUSAL (Tq == Tk).
         rep = self.nh // self.nkv
         if rep > 1:
             k = k.repeat_interleave(rep, dim=1)
             v = v.repeat_interleave(rep, dim=1)
-        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hd)
-        if mask is not None:
-            s = s + mask
-        p = torch.softmax(s.float(), dim=-1).to(v.dtype)
-        o = torch.matmul(p, v)
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch >= 2.0: fused kernels
+            causal = isinstance(mask, str)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask,
+                                               is_causal=causal)
+        else:
+            if isinstance(mask, str):
+                T = q.shape[2]
+                mask = torch.full((T, T), float("-inf"), device=q.device).triu(1)
+            s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hd)
+            if mask is not None:
+                s = s + mask
+            p = torch.softmax(s.float(), dim=-1).to(v.dtype)
+            o = torch.matmul(p, v)
         B, _, T, _ = o.shape
         return self.o_proj(o.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
@@ -123,10 +135,10 @@ class Qwen3(nn.Module):
         """ids [B, T] -> (final hidden normed [B,T,H], {layer: residual after that layer})."""
         B, T = ids.shape
         if positions is None:
-            positions = torch.arange(T)[None].expand(B, T)
+            positions = torch.arange(T, device=ids.device)[None].expand(B, T)
         cos, sin = rope_cos_sin(positions, self.cfg["head_dim"], self.cfg["rope_theta"])
         if mask is None:
-            mask = torch.full((T, T), float("-inf")).triu(1)
+            mask = CAUSAL
         h = self.embed_tokens(ids)
         feats = {}
         for i, layer in enumerate(self.layers):

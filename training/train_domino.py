@@ -14,10 +14,8 @@ head's loss weight. Position weights exp(-(k-1)/7) as for the drafter.
 """
 import argparse
 import json
-import math
 import os
 import random
-import time
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +23,10 @@ import torch.nn.functional as F
 from common import ROOT, WORK
 from domino_torch import DominoHead
 from qwen3_torch import DFlashDrafter, Qwen3
+from run_util import Budget, Logger, add_run_args, elapsed, lr_at, save_ckpt, say, setup
+from run_util import load as load_ckpt
 from safetensors_io import load
+from train_drafter import draft_blocks, make_batch, read_responses
 
 
 def load_exported(target_dir, drafter_dir):
@@ -52,87 +53,66 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gru-hidden", type=int, default=128)
     ap.add_argument("--bottleneck", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=240)
     ap.add_argument("--curriculum", type=float, default=0.5,
                     help="share of the steps over which the loss moves to the corrected logits")
-    ap.add_argument("--seqs-per-batch", type=int, default=8)
+    ap.add_argument("--seqs-per-batch", type=int, default=32)
     ap.add_argument("--anchors", type=int, default=32)
     ap.add_argument("--gamma", type=float, default=7.0)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--seed", type=int, default=2718)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--target", default=os.path.join(ROOT, "models", "tiny-target"))
     ap.add_argument("--drafter", default=os.path.join(ROOT, "models", "tiny-dflash"))
     ap.add_argument("--responses", default=os.path.join(WORK, "responses.jsonl"))
     ap.add_argument("--out", default=os.path.join(WORK, "domino"))
+    add_run_args(ap, seed=2718, steps=600, lr=3e-3)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    device = setup(args)
     rng = random.Random(args.seed)
     target, drafter, tcfg, dcfg = load_exported(args.target, args.drafter)
-    H, V = tcfg["hidden_size"], tcfg["vocab_size"]
-    Bk = dcfg["block_size"]
+    target, drafter = target.to(device), drafter.to(device)
+    args.target_layers = dcfg["dflash_config"]["target_layer_ids"]
+    args.block = dcfg["block_size"]
     mask_id = dcfg["dflash_config"]["mask_token_id"]
-    layer_ids = dcfg["dflash_config"]["target_layer_ids"]
     pad = tcfg["bos_token_id"]
-    head = DominoHead(H, V, args.gru_hidden, args.bottleneck)
-    print(f"head params {sum(p.numel() for p in head.parameters())/1e6:.3f}M", flush=True)
-    with open(args.responses) as f:
-        data = [json.loads(l) for l in f if l.strip()]
-    data = [d for d in data if len(d["ids"]) - d["prompt_len"] >= 2]
-    print(f"{len(data)} sequences", flush=True)
+    H, V, Bk = tcfg["hidden_size"], tcfg["vocab_size"], args.block
+    head = DominoHead(H, V, args.gru_hidden, args.bottleneck).to(device)
+    say(f"Domino head {sum(p.numel() for p in head.parameters())/1e6:.2f}M parameters on {device}")
+    data = read_responses(args.responses)
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    warmup = max(1, args.steps // 25)
-    kw = torch.exp(-(torch.arange(1, Bk, dtype=torch.float32) - 1) / args.gamma)
+    kw = torch.exp(-(torch.arange(1, Bk, dtype=torch.float32, device=device) - 1) / args.gamma)
     os.makedirs(args.out, exist_ok=True)
-    log = open(os.path.join(args.out, "loss.tsv"), "w")
-    log.write("step\talpha\tloss\tce_base\tce_head\taccept_base\taccept_head\tseconds\n")
-    t0 = time.time()
+    config = {"hidden_size": H, "vocab_size": V, "gru_hidden_size": args.gru_hidden,
+              "bottleneck_size": args.bottleneck}
+    ckpt_path = os.path.join(args.out, "ckpt.pt")
+    step = 0
+    if args.resume:
+        ck = load_ckpt(ckpt_path, device)
+        head.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, args.steps = ck["step"], ck["steps"]
+        rng.setstate(ck["rng"])
+    log = Logger(os.path.join(args.out, "loss.tsv"), ["step", "alpha", "loss", "ce_base",
+                 "ce_head", "accept_len_base", "accept_len_head", "seconds"], args.resume)
+    budget = Budget(args, step)
     stats, order = [0.0] * 5 + [0], []
-    for step in range(1, args.steps + 1):
+    while step < args.steps:
         if len(order) < args.seqs_per_batch:
             order = list(range(len(data)))
             rng.shuffle(order)
-        batch = [data[order.pop()] for _ in range(args.seqs_per_batch)]
-        T = max(len(d["ids"]) for d in batch)
-        B, N = len(batch), args.anchors
-        ids = torch.full((B, T), pad, dtype=torch.long)
-        for b, d in enumerate(batch):
-            ids[b, :len(d["ids"])] = torch.tensor(d["ids"])
-        anchors = torch.zeros((B, N), dtype=torch.long)
-        for b, d in enumerate(batch):
-            cand = list(range(d["prompt_len"], len(d["ids"]) - 1))
-            pick = rng.sample(cand, N) if len(cand) >= N else [rng.choice(cand) for _ in range(N)]
-            anchors[b] = torch.tensor(sorted(pick))
-        lengths = torch.tensor([len(d["ids"]) for d in batch])
-        offs = torch.arange(Bk)
-        lab_pos = anchors[:, :, None] + offs[1:]
-        labels = torch.gather(ids, 1, lab_pos.clamp(max=T - 1).reshape(B, -1)).reshape(B, N, Bk - 1)
-        valid = lab_pos < lengths[:, None, None]
+        ids, anchors, lengths = make_batch([data[order.pop()] for _ in range(args.seqs_per_batch)],
+                                           args, rng, pad, mask_id, device)
+        B, N = anchors.shape
         with torch.no_grad():
-            _, feats = target(ids, capture=set(layer_ids))
-            ctx = torch.cat([feats[i] for i in layer_ids], dim=-1)
-            blk_ids = torch.full((B, N, Bk), mask_id, dtype=torch.long)
-            blk_ids[:, :, 0] = torch.gather(ids, 1, anchors)
-            blk_emb = target.embed_tokens(blk_ids.reshape(B, N * Bk))
-            blk_pos = (anchors[:, :, None] + offs).reshape(B, N * Bk)
-            ctx_ok = torch.arange(T)[None, None, :] < anchors[:, :, None]
-            ctx_ok = ctx_ok[:, :, None, :].expand(B, N, Bk, T).reshape(B, N * Bk, T)
-            blk_ok = torch.eye(N, dtype=torch.bool)[:, None, :, None].expand(N, Bk, N, Bk)
-            blk_ok = blk_ok.reshape(1, N * Bk, N * Bk).expand(B, -1, -1)
-            mask = torch.where(torch.cat([ctx_ok, blk_ok], -1), 0.0, -1e30)[:, None]
-            z = drafter(ctx, torch.arange(T)[None].expand(B, T), blk_emb, blk_pos, mask)
-            z = z.reshape(B * N, Bk, H)[:, 1:]
+            z, labels, valid, blk_ids = draft_blocks(target, drafter, ids, anchors, lengths, args,
+                                                     mask_id)
+            z = z.reshape(B * N, Bk - 1, H)
             base = target.lm_head(z)
             # The realised prefix under teacher forcing: anchor, then the true tokens 1..14.
             prefix = torch.cat([blk_ids[:, :, :1].reshape(B * N, 1),
                                 labels.reshape(B * N, Bk - 1)[:, :-1]], 1)
             prefix_emb = target.embed_tokens(prefix)
-        lr = args.lr * min(1.0, step / warmup) * \
-            (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
+        lr = lr_at(args, step, floor=0.05)
         for g in opt.param_groups:
             g["lr"] = lr
-        alpha = min(1.0, step / max(1.0, args.curriculum * args.steps))
+        alpha = min(1.0, (step + 1) / max(1.0, args.curriculum * args.steps))
         corrected = head.teacher_forced(z, base, prefix_emb)
         w = (kw * valid).reshape(B * N, Bk - 1)
         flat_labels = labels.reshape(-1)
@@ -147,28 +127,26 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
         opt.step()
+        step += 1
+        budget.tick(step, say)
         with torch.no_grad():
             ok = valid.reshape(B * N, Bk - 1)
             lab = labels.reshape(B * N, Bk - 1)
             acc_base = ((base.argmax(-1) == lab) & ok).long().cumprod(-1).sum(-1).float().mean()
             acc_head = ((corrected.argmax(-1) == lab) & ok).long().cumprod(-1).sum(-1).float().mean()
-        for i, v in enumerate((loss.item(), ce_base.item(), ce_head.item(), acc_base.item(),
-                               acc_head.item())):
-            stats[i] += v
+        for i, v in enumerate((loss, ce_base, ce_head, acc_base, acc_head)):
+            stats[i] += v.item()
         stats[5] += 1
-        if step % 10 == 0 or step == args.steps:
-            n, el = stats[5], time.time() - t0
-            m = [s / n for s in stats[:5]]
-            print(f"step {step} alpha {alpha:.2f} loss {m[0]:.4f} ce base {m[1]:.4f} head {m[2]:.4f} "
-                  f"accept-len base {m[3]:.2f} head {m[4]:.2f} lr {lr:.2e} {el:.0f}s", flush=True)
-            log.write(f"{step}\t{alpha:.2f}\t{m[0]:.4f}\t{m[1]:.4f}\t{m[2]:.4f}\t{m[3]:.2f}\t"
-                      f"{m[4]:.2f}\t{el:.0f}\n")
-            log.flush()
+        if step % 25 == 0 or step == args.steps:
+            m = [s / stats[5] for s in stats[:5]]
+            say(f"step {step}/{args.steps} alpha {alpha:.2f} loss {m[0]:.4f} ce base {m[1]:.4f} "
+                f"head {m[2]:.4f} accept-len base {m[3]:.2f} head {m[4]:.2f} lr {lr:.2e}")
+            log.row(step, f"{alpha:.2f}", *(f"{v:.4f}" for v in m[:3]),
+                    *(f"{v:.2f}" for v in m[3:]), f"{elapsed():.0f}")
             stats = [0.0] * 5 + [0]
-    config = {"hidden_size": H, "vocab_size": V, "gru_hidden_size": args.gru_hidden,
-              "bottleneck_size": args.bottleneck}
-    torch.save({"config": config, "model": head.state_dict(), "step": args.steps},
-               os.path.join(args.out, "ckpt.pt"))
+        if step % args.save_every == 0 or step == args.steps:
+            save_ckpt(ckpt_path, config=config, model=head.state_dict(), opt=opt.state_dict(),
+                      step=step, steps=args.steps, rng=rng.getstate())
     with open(os.path.join(args.out, "args.json"), "w") as f:
         json.dump(vars(args), f, indent=2)
 

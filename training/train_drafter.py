@@ -9,17 +9,17 @@ shared and frozen.
 """
 import argparse
 import json
-import math
 import os
 import random
-import time
 
 import torch
 import torch.nn.functional as F
 
-from common import WORK
+from common import ROOT, WORK
 from generate_responses import load_target
 from qwen3_torch import DFlashDrafter
+from run_util import Budget, Logger, add_run_args, autocast, elapsed, lr_at, load, save_ckpt, say, setup
+from safetensors_io import load as load_safetensors
 from tokenizer_bpe import Tokenizer
 
 
@@ -35,123 +35,153 @@ def drafter_config(tcfg, args, mask_id):
     return cfg
 
 
+def read_responses(path):
+    with open(path) as f:
+        rows = [json.loads(l) for l in f if l.endswith("\n")]
+    return [d for d in rows if len(d["ids"]) - d["prompt_len"] >= 2]
+
+
+def make_batch(batch, args, rng, pad, mask_id, device):
+    """Token ids [B, T], anchors [B, N] among response positions, lengths [B]."""
+    T = max(len(d["ids"]) for d in batch)
+    B, N = len(batch), args.anchors
+    ids = torch.full((B, T), pad, dtype=torch.long)
+    anchors = torch.zeros((B, N), dtype=torch.long)
+    for b, d in enumerate(batch):
+        ids[b, :len(d["ids"])] = torch.tensor(d["ids"])
+        cand = range(d["prompt_len"], len(d["ids"]) - 1)  # an anchor needs >= 1 label
+        pick = rng.sample(cand, N) if len(cand) >= N else [rng.choice(cand) for _ in range(N)]
+        anchors[b] = torch.tensor(sorted(pick))
+    lengths = torch.tensor([len(d["ids"]) for d in batch])
+    return ids.to(device), anchors.to(device), lengths.to(device)
+
+
+def draft_blocks(target, drafter, ids, anchors, lengths, args, mask_id):
+    """The drafter's normed rows for every block [B, N, 15, H] (rows 1..15), their labels
+    [B, N, 15], which labels exist [B, N, 15], and the block tokens [B, N, 16]."""
+    dev = ids.device
+    B, T = ids.shape
+    N, Bk = anchors.shape[1], args.block
+    with torch.no_grad():
+        _, feats = target(ids, capture=set(args.target_layers))
+        ctx = torch.cat([feats[i] for i in args.target_layers], dim=-1)
+    offs = torch.arange(Bk, device=dev)
+    blk_pos = (anchors[:, :, None] + offs).reshape(B, N * Bk)
+    blk_ids = torch.full((B, N, Bk), mask_id, dtype=torch.long, device=dev)
+    blk_ids[:, :, 0] = torch.gather(ids, 1, anchors)
+    blk_emb = target.embed_tokens(blk_ids.reshape(B, N * Bk))
+    lab_pos = anchors[:, :, None] + offs[1:]  # [B,N,15]
+    labels = torch.gather(ids, 1, lab_pos.clamp(max=T - 1).reshape(B, -1)).reshape(B, N, Bk - 1)
+    valid = lab_pos < lengths[:, None, None]
+    # Block row (n, k) sees target context j < anchor_n and the keys of its own block n.
+    ctx_ok = torch.arange(T, device=dev)[None, None, :] < anchors[:, :, None]  # [B,N,T]
+    ctx_ok = ctx_ok[:, :, None, :].expand(B, N, Bk, T).reshape(B, N * Bk, T)
+    blk_ok = torch.eye(N, dtype=torch.bool, device=dev)[:, None, :, None].expand(N, Bk, N, Bk)
+    blk_ok = blk_ok.reshape(1, N * Bk, N * Bk).expand(B, -1, -1)
+    ok = torch.cat([ctx_ok, blk_ok], dim=-1)
+    mask = torch.zeros(ok.shape, device=dev).masked_fill(~ok, -1e30)[:, None]
+    ctx_pos = torch.arange(T, device=dev)[None].expand(B, T)
+    out = drafter(ctx, ctx_pos, blk_emb, blk_pos, mask).reshape(B, N, Bk, -1)[:, :, 1:]
+    return out, labels, valid, blk_ids
+
+
+def block_loss(target, drafter, ids, anchors, lengths, args, mask_id, kw):
+    """Weighted cross-entropy of every block's rows 1..15, and the rows' argmax hits."""
+    out, labels, valid, _ = draft_blocks(target, drafter, ids, anchors, lengths, args, mask_id)
+    logits = target.lm_head(out).float()
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                         reduction="none").reshape(labels.shape)
+    w = kw * valid
+    hit = (logits.argmax(-1) == labels) & valid
+    return (ce * w).sum() / w.sum(), hit
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--intermediate", type=int, default=640)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--intermediate", type=int, default=1024)
     ap.add_argument("--target-layers", type=lambda s: [int(x) for x in s.split(",")],
-                    default=[1, 3, 5])
+                    default=[1, 3, 5, 7])
     ap.add_argument("--block", type=int, default=16)
     ap.add_argument("--gamma", type=float, default=7.0)
-    ap.add_argument("--seqs-per-batch", type=int, default=8)
+    ap.add_argument("--seqs-per-batch", type=int, default=64)
     ap.add_argument("--anchors", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--target", default=os.path.join(WORK, "target", "ckpt.pt"))
-    ap.add_argument("--seed", type=int, default=99)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--target", default=os.path.join(WORK, "target", "chosen.pt"))
+    ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "tiny-target"))
     ap.add_argument("--responses", default=os.path.join(WORK, "responses.jsonl"))
     ap.add_argument("--out", default=os.path.join(WORK, "drafter"))
+    ap.add_argument("--init", help="start from these weights: an exported drafter folder")
+    add_run_args(ap, seed=99, steps=2000, lr=2e-3)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    device = setup(args)
     rng = random.Random(args.seed)
-    tok = Tokenizer(os.path.join(WORK, "tokenizer"))
+    tok = Tokenizer(args.tokenizer)
     mask_id = tok.added["<|MASK|>"]
     pad = tok.added["<|endoftext|>"]
-    target = load_target(args.target)
+    target = load_target(args.target, device)
     for p in target.parameters():
         p.requires_grad_(False)
     cfg = drafter_config(target.cfg, args, mask_id)
-    drafter = DFlashDrafter(cfg, args.target_layers)
-    print(f"drafter params {sum(p.numel() for p in drafter.parameters())/1e6:.2f}M", flush=True)
-    def read_responses():
-        # Re-read at every pass, so training can start while responses are still written.
-        with open(args.responses) as f:
-            rows = [json.loads(l) for l in f if l.endswith("\n")]
-        return [d for d in rows if len(d["ids"]) - d["prompt_len"] >= 2]
-
-    data = read_responses()
-    print(f"{len(data)} sequences", flush=True)
+    drafter = DFlashDrafter(cfg, args.target_layers).to(device)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    warmup = max(1, args.steps // 25)
-    Bk = args.block
-    kw = torch.exp(-(torch.arange(1, Bk, dtype=torch.float32) - 1) / args.gamma)  # k=1..15
     os.makedirs(args.out, exist_ok=True)
-    log = open(os.path.join(args.out, "loss.tsv"), "w")
-    log.write("step\tloss\tacc_k1\tsim_accept_len\tseconds\n")
-    t0 = time.time()
-    stats = [0.0, 0.0, 0.0, 0]
-    order = []
-    for step in range(1, args.steps + 1):
+    ckpt_path = os.path.join(args.out, "ckpt.pt")
+    step = 0
+    if args.init:
+        drafter.load_state_dict({k: v.float() for k, v in
+                                 load_safetensors(os.path.join(args.init, "model.safetensors")).items()})
+        say(f"initialised from {args.init}")
+    if args.resume:
+        ck = load(ckpt_path, device)
+        drafter.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, args.steps = ck["step"], ck["steps"]
+        rng.setstate(ck["rng"])
+        say(f"resumed at step {step} of {args.steps}")
+    data = read_responses(args.responses)
+    say(f"drafter {sum(p.numel() for p in drafter.parameters())/1e6:.2f}M parameters on "
+        f"{device}; {len(data)} sequences")
+    kw = torch.exp(-(torch.arange(1, args.block, dtype=torch.float32, device=device) - 1)
+                   / args.gamma)  # k = 1..15
+    log = Logger(os.path.join(args.out, "loss.tsv"),
+                 ["step", "loss", "acc_k1", "sim_accept_len", "seconds"], args.resume)
+    budget = Budget(args, step)
+    stats, order = [0.0, 0.0, 0.0, 0], []
+
+    def save():
+        save_ckpt(ckpt_path, config=cfg, model=drafter.state_dict(), opt=opt.state_dict(),
+                  step=step, steps=args.steps, rng=rng.getstate())
+
+    while step < args.steps:
         if len(order) < args.seqs_per_batch:
-            data = read_responses()
             order = list(range(len(data)))
             rng.shuffle(order)
-        batch = [data[order.pop()] for _ in range(args.seqs_per_batch)]
-        T = max(len(d["ids"]) for d in batch)
-        B, N = len(batch), args.anchors
-        ids = torch.full((B, T), pad, dtype=torch.long)
-        for b, d in enumerate(batch):
-            ids[b, :len(d["ids"])] = torch.tensor(d["ids"])
-        anchors = torch.zeros((B, N), dtype=torch.long)
-        for b, d in enumerate(batch):
-            lo, hi = d["prompt_len"], len(d["ids"]) - 2  # the anchor needs >= 1 label
-            cand = list(range(lo, hi + 1))
-            pick = rng.sample(cand, N) if len(cand) >= N else [rng.choice(cand) for _ in range(N)]
-            anchors[b] = torch.tensor(sorted(pick))
-        lengths = torch.tensor([len(d["ids"]) for d in batch])
-        with torch.no_grad():
-            _, feats = target(ids, capture=set(args.target_layers))
-            ctx = torch.cat([feats[i] for i in args.target_layers], dim=-1)
-        offs = torch.arange(Bk)
-        blk_pos = (anchors[:, :, None] + offs).reshape(B, N * Bk)
-        blk_ids = torch.full((B, N, Bk), mask_id, dtype=torch.long)
-        blk_ids[:, :, 0] = torch.gather(ids, 1, anchors)
-        blk_emb = target.embed_tokens(blk_ids.reshape(B, N * Bk))
-        lab_pos = (anchors[:, :, None] + offs[1:])  # [B,N,15]
-        labels = torch.gather(ids, 1, lab_pos.clamp(max=T - 1).reshape(B, -1)).reshape(B, N, Bk - 1)
-        valid = lab_pos < lengths[:, None, None]
-        # mask: block query (n,k) sees ctx j < anchor_n, and keys of block n.
-        ctx_ok = torch.arange(T)[None, None, :] < anchors[:, :, None]  # [B,N,T]
-        ctx_ok = ctx_ok[:, :, None, :].expand(B, N, Bk, T).reshape(B, N * Bk, T)
-        blk_ok = torch.eye(N, dtype=torch.bool)[:, None, :, None].expand(N, Bk, N, Bk)
-        blk_ok = blk_ok.reshape(1, N * Bk, N * Bk).expand(B, -1, -1)
-        ok = torch.cat([ctx_ok, blk_ok], dim=-1)
-        mask = torch.where(ok, 0.0, -1e30)[:, None]
-        ctx_pos = torch.arange(T)[None].expand(B, T)
-        lr = args.lr * min(1.0, step / warmup) * \
-            (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
+        batch = make_batch([data[order.pop()] for _ in range(args.seqs_per_batch)], args, rng,
+                           pad, mask_id, device)
+        lr = lr_at(args, step, floor=0.05)
         for g in opt.param_groups:
             g["lr"] = lr
-        out = drafter(ctx, ctx_pos, blk_emb, blk_pos, mask).reshape(B, N, Bk, -1)[:, :, 1:]
-        logits = target.lm_head(out)
-        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                             reduction="none").reshape(B, N, Bk - 1)
-        w = kw * valid
-        loss = (ce * w).sum() / w.sum()
+        with autocast(device):
+            loss, hit = block_loss(target, drafter, *batch, args, mask_id, kw)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
         opt.step()
-        with torch.no_grad():
-            hit = (logits.argmax(-1) == labels) & valid
-            acc_len = hit.long().cumprod(-1).sum(-1).float()  # accepted drafts per block
-            stats[0] += loss.item()
-            stats[1] += hit[:, :, 0].float().mean().item()
-            stats[2] += acc_len.mean().item()
-            stats[3] += 1
-        if step % 10 == 0 or step == args.steps:
+        step += 1
+        budget.tick(step, say)
+        stats[0] += loss.item()
+        stats[1] += float(hit[:, :, 0].float().mean())
+        stats[2] += float(hit.long().cumprod(-1).sum(-1).float().mean())  # accepted per block
+        stats[3] += 1
+        if step % 25 == 0 or step == args.steps:
             n = stats[3]
-            el = time.time() - t0
-            print(f"step {step} loss {stats[0]/n:.4f} acc@1 {stats[1]/n:.3f} "
-                  f"accept-len {stats[2]/n:.2f} (+1 bonus) lr {lr:.2e} {el:.0f}s", flush=True)
-            log.write(f"{step}\t{stats[0]/n:.4f}\t{stats[1]/n:.3f}\t{stats[2]/n:.2f}\t{el:.0f}\n")
-            log.flush()
+            say(f"step {step}/{args.steps} loss {stats[0]/n:.4f} acc@1 {stats[1]/n:.3f} "
+                f"accept-len {stats[2]/n:.2f} (+1 bonus) lr {lr:.2e}")
+            log.row(step, f"{stats[0]/n:.4f}", f"{stats[1]/n:.3f}", f"{stats[2]/n:.2f}",
+                    f"{elapsed():.0f}")
             stats = [0.0, 0.0, 0.0, 0]
-        if step % 50 == 0 or step == args.steps:
-            torch.save({"config": cfg, "model": drafter.state_dict(), "step": step},
-                       os.path.join(args.out, "ckpt.pt"))
+        if step % args.save_every == 0 or step == args.steps:
+            save()
     with open(os.path.join(args.out, "args.json"), "w") as f:
         json.dump(vars(args), f, indent=2)
 

@@ -1,20 +1,25 @@
-"""Stage 2: trains the Qwen3-architecture target on chat-formatted training-split Q->A text.
+"""Stage 2: trains the Qwen3-architecture target on the tokenised mixture (prepare_data.py).
 
-Loss on assistant tokens only (the answer and its <|im_end|>). Thinking disabled in the
-chat format. Checkpoints to work/target/ckpt.pt; the loss log to work/target/loss.tsv.
+Chat sequences carry loss on the assistant tokens only (the answer and its <|im_end|>);
+standard-library code windows on every token. Batches of similar lengths up to
+--tokens-per-batch tokens (padding included), AdamW with warmup and cosine decay, BF16 autocast
+on CUDA. Every --eval-every steps the loss on the held-out validation sequences is measured and
+the best weights are kept in OUT/best.pt; OUT/ckpt.pt holds the latest full state (weights,
+optimizer, step) for --resume. The loss log is OUT/loss.tsv.
 """
 import argparse
 import json
-import math
 import os
 import random
-import time
 
 import torch
 import torch.nn.functional as F
 
-from common import WORK, chat_answer, chat_prompt, train_pairs
+from common import ROOT, WORK
 from qwen3_torch import Qwen3
+from run_util import (Budget, Logger, add_run_args, autocast, elapsed, load, lr_at, save_ckpt,
+                      say, setup)
+from safetensors_io import load as load_safetensors
 from tokenizer_bpe import Tokenizer
 
 
@@ -25,7 +30,7 @@ def target_config(tok, args):
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
         "vocab_size": vocab, "hidden_size": args.hidden, "intermediate_size": args.intermediate,
         "num_hidden_layers": args.layers, "num_attention_heads": args.heads,
-        "num_key_value_heads": args.kv_heads, "head_dim": args.hidden // args.heads,
+        "num_key_value_heads": args.kv_heads, "head_dim": args.head_dim,
         "hidden_act": "silu", "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
         "rope_theta": 1000000.0, "rope_scaling": None, "attention_bias": False,
         "attention_dropout": 0.0, "tie_word_embeddings": False, "use_cache": True,
@@ -35,14 +40,16 @@ def target_config(tok, args):
     }
 
 
-def encode_pairs(tok, max_len):
-    seqs = []
-    for q, a in train_pairs():
-        p = tok.encode(chat_prompt(q))
-        r = tok.encode(chat_answer(a))[:-1]  # drop the newline after <|im_end|>
-        ids = (p + r)[:max_len]
-        seqs.append((ids, len(p)))
-    return seqs
+def epoch_sequences(data, mix, rng):
+    """One pass of the mixture: each source repeated by its weight (fractions sampled)."""
+    out = []
+    for name, w in mix.items():
+        seqs = data[name]
+        out += seqs * int(w)
+        frac = w - int(w)
+        if frac > 0:
+            out += rng.sample(seqs, int(frac * len(seqs)))
+    return out
 
 
 def batches(seqs, tokens_per_batch, rng):
@@ -58,89 +65,127 @@ def batches(seqs, tokens_per_batch, rng):
     if cur:
         out.append(cur)
     rng.shuffle(out)
-    return out
+    return [[seqs[i] for i in b] for b in out]
 
 
-def collate(seqs, idx, pad):
-    T = max(len(seqs[i][0]) for i in idx)
-    ids = torch.full((len(idx), T), pad, dtype=torch.long)
-    labels = torch.full((len(idx), T), -100, dtype=torch.long)
-    for b, i in enumerate(idx):
-        s, plen = seqs[i]
+def collate(batch, pad, device):
+    """ids [B, T] right-padded; labels[t] = ids[t + 1] from each sequence's first label on."""
+    T = max(len(s) for s, _ in batch)
+    ids = torch.full((len(batch), T), pad, dtype=torch.long)
+    labels = torch.full((len(batch), T), -100, dtype=torch.long)
+    for b, (s, first) in enumerate(batch):
         ids[b, :len(s)] = torch.tensor(s)
-        lab = torch.tensor(s[1:])
-        labels[b, :len(s) - 1] = lab
-        labels[b, :plen - 1] = -100
-    return ids, labels
+        labels[b, first - 1:len(s) - 1] = torch.tensor(s[first:])
+    return ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+
+
+def loss_of(model, ids, labels, device):
+    with autocast(device):
+        h, _ = model(ids)
+        logits = model.lm_head(h)
+    return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1),
+                           ignore_index=-100, reduction="sum"), int((labels != -100).sum())
+
+
+@torch.no_grad()
+def validate(model, val, pad, device, rng):
+    model.eval()
+    total, n = 0.0, 0
+    for b in batches(val, 32768, random.Random(0)):
+        l, k = loss_of(model, *collate(b, pad, device), device)
+        total, n = total + float(l), n + k
+    model.train()
+    return total / n
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=6)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--intermediate", type=int, default=640)
-    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--intermediate", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--tokens-per-batch", type=int, default=4096)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--max-len", type=int, default=512)
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--tokens-per-batch", type=int, default=65536)
+    ap.add_argument("--mix", default="chat=3,code_tasks=2,code_text=0.5",
+                    help="source=weight: how often each source appears per pass")
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--data", default=os.path.join(WORK, "data", "mixture.pt"))
+    ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "tiny-target"))
     ap.add_argument("--out", default=os.path.join(WORK, "target"))
+    ap.add_argument("--init", help="start from these weights: an exported target folder")
+    add_run_args(ap, seed=1234, steps=3000, lr=2e-3)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    device = setup(args)
     rng = random.Random(args.seed)
-    tok = Tokenizer(os.path.join(WORK, "tokenizer"))
-    cfg = target_config(tok, args)
+    tok = Tokenizer(args.tokenizer)
+    pad = tok.added["<|endoftext|>"]
+    data = load(args.data)
+    mix = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
     os.makedirs(args.out, exist_ok=True)
-    seqs = encode_pairs(tok, args.max_len)
-    model = Qwen3(cfg)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"target params {n_params/1e6:.2f}M, {len(seqs)} sequences", flush=True)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    ckpt_path = os.path.join(args.out, "ckpt.pt")
+    cfg = target_config(tok, args)
+    model = Qwen3(cfg).to(device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
-    warmup = max(1, args.steps // 25)
-    pad = tok.added["<|endoftext|>"]
-    log = open(os.path.join(args.out, "loss.tsv"), "w")
-    log.write("step\tloss\ttokens\tseconds\n")
-    queue, step, t0, seen, run_loss, run_n = [], 0, time.time(), 0, 0.0, 0
-    epoch = 0
+    step, best = 0, float("inf")
+    if args.init:
+        sd = load_safetensors(os.path.join(args.init, "model.safetensors"))
+        model.load_state_dict({k[len("model."):] if k.startswith("model.") else k: v.float()
+                               for k, v in sd.items()})
+        say(f"initialised from {args.init}")
+    if args.resume:
+        ck = load(ckpt_path, device)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, best, args.steps = ck["step"], ck["best"], ck["steps"]
+        rng.setstate(ck["rng"])
+        say(f"resumed at step {step} of {args.steps}")
+    say(f"target {sum(p.numel() for p in model.parameters())/1e6:.2f}M parameters on {device}; "
+        f"sources {', '.join(f'{k} {len(data[k])}' for k in mix)}")
+    log = Logger(os.path.join(args.out, "loss.tsv"),
+                 ["step", "loss", "val_loss", "lr", "labels", "seconds"], args.resume)
+    budget = Budget(args, step)
+    queue, run_loss, run_n, labels_seen, epoch = [], 0.0, 0, 0, 0
+
+    def save():
+        save_ckpt(ckpt_path, config=cfg, model=model.state_dict(), opt=opt.state_dict(),
+                  step=step, steps=args.steps, best=best, rng=rng.getstate())
+
     while step < args.steps:
         if not queue:
-            queue = batches(seqs, args.tokens_per_batch, rng)
+            queue = batches(epoch_sequences(data, mix, rng), args.tokens_per_batch, rng)
             epoch += 1
-        idx = queue.pop()
-        ids, labels = collate(seqs, idx, pad)
-        lr = args.lr * min(1.0, (step + 1) / warmup) * \
-            (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / args.steps))))
+        ids, labels = collate(queue.pop(), pad, device)
+        lr = lr_at(args, step)
         for g in opt.param_groups:
             g["lr"] = lr
-        h, _ = model(ids)
-        logits = model.lm_head(h)
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        total, n = loss_of(model, ids, labels, device)
+        loss = total / max(1, n)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        seen += int((labels != -100).sum())
-        run_loss += loss.item()
-        run_n += 1
-        if step % 10 == 0 or step == args.steps:
-            el = time.time() - t0
-            print(f"step {step} epoch {epoch} loss {run_loss/run_n:.4f} lr {lr:.2e} "
-                  f"answer-tokens {seen} {el:.0f}s", flush=True)
-            log.write(f"{step}\t{run_loss/run_n:.4f}\t{seen}\t{el:.0f}\n")
-            log.flush()
+        labels_seen += n
+        run_loss, run_n = run_loss + loss.item(), run_n + 1
+        budget.tick(step, say)
+        if step % args.eval_every == 0 or step == args.steps:
+            val = validate(model, data["val"], pad, device, rng)
+            if val < best:
+                best = val
+                torch.save({"config": cfg, "model": model.state_dict(), "step": step, "val": val},
+                           os.path.join(args.out, "best.pt"))
+            say(f"step {step}/{args.steps} epoch {epoch} loss {run_loss/run_n:.4f} val {val:.4f} "
+                f"(best {best:.4f}) lr {lr:.2e} labels {labels_seen/1e6:.1f}M")
+            log.row(step, f"{run_loss/run_n:.4f}", f"{val:.4f}", f"{lr:.2e}", labels_seen,
+                    f"{elapsed():.0f}")
             run_loss, run_n = 0.0, 0
-        if step % 100 == 0 or step == args.steps:
-            torch.save({"config": cfg, "model": model.state_dict(), "step": step},
-                       os.path.join(args.out, "ckpt.pt"))
+        if step % args.save_every == 0 or step == args.steps:
+            save()
     with open(os.path.join(args.out, "args.json"), "w") as f:
         json.dump(vars(args), f, indent=2)
 
