@@ -93,6 +93,17 @@ def save_ckpt(path, **state):
     os.replace(tmp, path)
 
 
+def resume(path, model, opt, args, rng, device):
+    """Restores a save_ckpt state into model, opt, rng and args.steps; returns the state."""
+    ck = load(path, device)
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["opt"])
+    args.steps = ck["steps"]
+    rng.setstate(ck["rng"])
+    say(f"resumed at step {ck['step']} of {args.steps}")
+    return ck
+
+
 class Logger:
     """Prints and appends to a TSV with a fixed header."""
 

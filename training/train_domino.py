@@ -23,8 +23,7 @@ import torch.nn.functional as F
 from common import ROOT, WORK
 from domino_torch import DominoHead
 from qwen3_torch import DFlashDrafter, Qwen3
-from run_util import Budget, Logger, add_run_args, elapsed, lr_at, save_ckpt, say, setup
-from run_util import load as load_ckpt
+from run_util import Budget, Logger, add_run_args, elapsed, lr_at, resume, save_ckpt, say, setup
 from safetensors_io import load
 from train_drafter import draft_blocks, make_batch, read_responses
 
@@ -84,11 +83,7 @@ def main():
     ckpt_path = os.path.join(args.out, "ckpt.pt")
     step = 0
     if args.resume:
-        ck = load_ckpt(ckpt_path, device)
-        head.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        step, args.steps = ck["step"], ck["steps"]
-        rng.setstate(ck["rng"])
+        step = resume(ckpt_path, head, opt, args, rng, device)["step"]
     log = Logger(os.path.join(args.out, "loss.tsv"), ["step", "alpha", "loss", "ce_base",
                  "ce_head", "accept_len_base", "accept_len_head", "seconds"], args.resume)
     budget = Budget(args, step)

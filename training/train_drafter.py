@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from common import ROOT, WORK
 from generate_responses import load_target
 from qwen3_torch import DFlashDrafter
-from run_util import Budget, Logger, add_run_args, autocast, elapsed, lr_at, load, save_ckpt, say, setup
+from run_util import (Budget, Logger, add_run_args, autocast, elapsed, lr_at, resume, save_ckpt,
+                      say, setup)
 from safetensors_io import load as load_safetensors
 from tokenizer_bpe import Tokenizer
 
@@ -132,12 +133,7 @@ def main():
                                  load_safetensors(os.path.join(args.init, "model.safetensors")).items()})
         say(f"initialised from {args.init}")
     if args.resume:
-        ck = load(ckpt_path, device)
-        drafter.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        step, args.steps = ck["step"], ck["steps"]
-        rng.setstate(ck["rng"])
-        say(f"resumed at step {step} of {args.steps}")
+        step = resume(ckpt_path, drafter, opt, args, rng, device)["step"]
     data = read_responses(args.responses)
     say(f"drafter {sum(p.numel() for p in drafter.parameters())/1e6:.2f}M parameters on "
         f"{device}; {len(data)} sequences")

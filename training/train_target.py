@@ -17,8 +17,8 @@ import torch.nn.functional as F
 
 from common import ROOT, WORK
 from qwen3_torch import Qwen3
-from run_util import (Budget, Logger, add_run_args, autocast, elapsed, load, lr_at, save_ckpt,
-                      say, setup)
+from run_util import (Budget, Logger, add_run_args, autocast, elapsed, load, lr_at, resume,
+                      save_ckpt, say, setup)
 from safetensors_io import load as load_safetensors
 from tokenizer_bpe import Tokenizer
 
@@ -138,12 +138,8 @@ def main():
                                for k, v in sd.items()})
         say(f"initialised from {args.init}")
     if args.resume:
-        ck = load(ckpt_path, device)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        step, best, args.steps = ck["step"], ck["best"], ck["steps"]
-        rng.setstate(ck["rng"])
-        say(f"resumed at step {step} of {args.steps}")
+        ck = resume(ckpt_path, model, opt, args, rng, device)
+        step, best = ck["step"], ck["best"]
     say(f"target {sum(p.numel() for p in model.parameters())/1e6:.2f}M parameters on {device}; "
         f"sources {', '.join(f'{k} {len(data[k])}' for k in mix)}")
     log = Logger(os.path.join(args.out, "loss.tsv"),
