@@ -251,6 +251,53 @@ TEST(BpeVocabTest, CorruptVocabJson) {
   }
 }
 
+// Ids are checked as the JSON numbers they are, whichever file holds them: nothing past the id
+// limit wraps into range.
+TEST(BpeVocabTest, IdsPastTheirRangeAreNeverWrapped) {
+  for (const std::string raw :
+       {"4294967297", "2147483648", "18446744073709551615", "18446744073709551617", "16777216",
+        "97.0", "true", "null", "[97]"}) {
+    TempDir vocab_json, added_json, tokenizer_json;
+    vocab_json.Write("vocab.json", R"({"a": )" + raw + "}");
+    vocab_json.Write("merges.txt", "");
+    ExpectLoadError(vocab_json.path(), StatusCode::kDataLoss,
+                    "vocab.json: token \"a\": expected a token id");
+    added_json.Write("vocab.json", SmallVocab().dump());
+    added_json.Write("merges.txt", MergesTxt());
+    added_json.Write("added_tokens.json", R"({"<x>": )" + raw + "}");
+    ExpectLoadError(added_json.path(), StatusCode::kDataLoss,
+                    "added_tokens.json: token \"<x>\": expected a token id");
+    json doc = TokenizerJson(SmallVocab(), kSmallMerges, true, {{"<x>", 300, true}});
+    doc["added_tokens"][0]["id"] = "@raw@";
+    std::string text = doc.dump();
+    text.replace(text.find("\"@raw@\""), 7, raw);
+    tokenizer_json.Write("tokenizer.json", text);
+    ExpectLoadError(tokenizer_json.path(), StatusCode::kDataLoss, "added_tokens[0].id: expected");
+  }
+}
+
+// A key named twice in a tokenizer file is refused, not resolved silently to one of its values.
+TEST(BpeVocabTest, RepeatedKeysAreRefused) {
+  TempDir vocab_json, tokenizer_json, config_json;
+  std::string vocab = SmallVocab().dump();
+  vocab.insert(1, "\"he\": 300, ");  // "he" is 256 later in the object
+  vocab_json.Write("vocab.json", vocab);
+  vocab_json.Write("merges.txt", MergesTxt());
+  ExpectLoadError(vocab_json.path(), StatusCode::kDataLoss, "token \"he\" is listed twice");
+
+  std::string doc = TokenizerJson(SmallVocab(), kSmallMerges, true, {}).dump();
+  doc.insert(doc.find("\"vocab\":{") + 9, "\"he\":300,");
+  tokenizer_json.Write("tokenizer.json", doc);
+  ExpectLoadError(tokenizer_json.path(), StatusCode::kDataLoss,
+                  "tokenizer.json: duplicate key \"he\" in \"model.vocab\"");
+
+  config_json.Write("vocab.json", SmallVocab().dump());
+  config_json.Write("merges.txt", MergesTxt());
+  config_json.Write("tokenizer_config.json", R"({"eos_token": "<a>", "eos_token": "<b>"})");
+  ExpectLoadError(config_json.path(), StatusCode::kDataLoss,
+                  "tokenizer_config.json: duplicate key \"eos_token\"");
+}
+
 TEST(BpeVocabTest, InconsistentVocabOrMerges) {
   TempDir bad_line, unknown, missing_byte, alien, duplicate;
   for (const TempDir* d : {&bad_line, &unknown}) d->Write("vocab.json", SmallVocab().dump());
