@@ -265,6 +265,28 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   r = RunDscale("generate --target " + Target() + " --spec none --prompts /dev/zero");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("--prompts: /dev/zero: not a regular file"), std::string::npos) << r.out;
+  // Prompt files are checked like any JSON a user gives: ids as the numbers they are, fields of
+  // the wrong type named, a key given twice refused.
+  const std::string prompt_file = *dir_ + "/bad_prompts.jsonl";
+  const std::pair<std::string, std::string> bad_prompts[] = {
+      {R"({"ids": [1, 4294967297]})",
+       ":1: \"ids\"[1]: expected an integer in [0, 2147483647], got 4294967297"},
+      {R"({"ids": [2147483648]})", "\"ids\"[0]: expected an integer in [0, 2147483647]"},
+      {R"({"ids": [18446744073709551615]})", "got 18446744073709551615"},
+      {R"({"ids": [-1]})", "\"ids\"[0]: expected an integer in [0, 2147483647], got -1"},
+      {R"({"ids": [1.0]})", "\"ids\"[0]: expected an integer in [0, 2147483647], got 1.0"},
+      {R"({"ids": ["1"]})", "got \"1\""},
+      {R"({"ids": 5})", "\"ids\": expected a list of token ids, got 5"},
+      {R"({"ids": [1], "ids": [2]})", ":1: duplicate key \"ids\""},
+      {R"([1, 2])", "expected a JSON object, got an array of 2 elements"},
+  };
+  for (const auto& [line, message] : bad_prompts) {
+    std::ofstream(prompt_file) << line << "\n";
+    r = RunDscale("generate --target " + Target() + " --spec none --prompts " + prompt_file);
+    EXPECT_EQ(r.exit_code, 1) << line << "\n" << r.out;
+    EXPECT_NE(r.out.find(prompt_file), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << line << "\n" << r.out;
+  }
   r = RunDscale("logits --model /nonexistent/dir --ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
@@ -400,6 +422,36 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
   r = RunDscale("generate --spec dspark --sps-table " + *dir_ + "/missing.json" + with_predictor);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("--sps-table"), std::string::npos) << r.out;
+  // A table of the wrong types is an error naming the field, in generate and in serve (which
+  // reads it before it listens), never an exception out of the JSON library.
+  const std::string bad_sps = *dir_ + "/bad_sps.json";
+  const std::pair<std::string, std::string> bad_tables[] = {
+      {R"({"format": 5})", "field \"format\": expected \"dscale-sps-v1\", got 5"},
+      {R"({"format": null})", "field \"format\": expected \"dscale-sps-v1\", got nothing"},
+      {R"({"format": ["dscale-sps-v1"]})",
+       "field \"format\": expected \"dscale-sps-v1\", got an array of 1 element"},
+      {R"({"format": {"a": 1}})", "field \"format\": expected \"dscale-sps-v1\", got an object"},
+      {R"({"format": "dscale-sps-v1", "verify_tokens": [4294967297], "steps_per_second": [1]})",
+       "field \"verify_tokens[0]\": expected an integer in [1, 2147483648], got 4294967297"},
+      {R"({"format": "dscale-sps-v1", "verify_tokens": [1], "steps_per_second": [1],
+           "target": 5})",
+       "field \"target\": expected a string, got 5"},
+  };
+  for (const auto& [table, message] : bad_tables) {
+    std::ofstream(bad_sps) << table;
+    for (const std::string& command :
+         {"generate --spec dspark --sps-table " + bad_sps + with_predictor,
+          // The bundled pair: serve needs a tokenizer, which this tiny target lacks.
+          "serve --spec dspark --target " + std::string(DSCALE_MODELS_DIR) + "/tiny-target" +
+              " --drafter " + std::string(DSCALE_MODELS_DIR) + "/tiny-dflash" +
+              " --host 127.0.0.1 --port 0 --sps-table " + bad_sps}) {
+      r = RunDscale(command);
+      EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out;
+      EXPECT_NE(r.out.find("--sps-table: " + bad_sps + ": " + message), std::string::npos)
+          << table << "\n"
+          << r.out;
+    }
+  }
 
   // Seeded sampling emits the same tokens with or without speculation, at any budget.
   const std::string sampled = " --temperature 0.9 --seed 5";
