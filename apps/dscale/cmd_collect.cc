@@ -90,7 +90,8 @@ int RunCollect(const CollectArgs& args) {
   if (!target.ok()) return fail(target.status());
   Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.drafter_head);
   if (!drafter.ok()) return fail(drafter.status());
-  Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
+  Result<std::optional<Tokenizer>> tokenizer =
+      LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   Result<std::vector<std::vector<int32_t>>> prompts =
       LoadAllPrompts(args, tokenizer->has_value() ? &**tokenizer : nullptr);

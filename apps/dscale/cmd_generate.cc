@@ -154,7 +154,8 @@ int RunGenerate(const GenerateArgs& args) {
   if (Status s = CheckWeightsForDevice(args.device, args.weights); !s.ok()) return fail(s);
   Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
   if (!target.ok()) return fail(target.status());
-  Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
+  Result<std::optional<Tokenizer>> tokenizer =
+      LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   const Tokenizer* tok = tokenizer->has_value() ? &**tokenizer : nullptr;
   Result<std::vector<std::vector<int32_t>>> prompts = LoadPrompts(args.prompts, tok);

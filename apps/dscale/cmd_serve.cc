@@ -94,6 +94,11 @@ Status LoadModels(const ServeArgs& args, Models* m) {
       m->backend, MakeBackend(args.device, *m->target, m->drafter ? &*m->drafter : nullptr));
   const std::string tokenizer_dir = args.tokenizer.empty() ? args.target : args.tokenizer;
   Result<Tokenizer> tokenizer = Tokenizer::Load(tokenizer_dir);
+  if (tokenizer.ok()) {
+    if (Status fits = tokenizer->CheckFitsVocabulary(m->target->config().vocab_size); !fits.ok()) {
+      tokenizer = fits;
+    }
+  }
   if (!tokenizer.ok()) {
     return tokenizer.status().WithContext("tokenizer (" + tokenizer_dir +
                                           "; --tokenizer DIR names another folder)");

@@ -122,7 +122,8 @@ Result<std::vector<std::vector<int32_t>>> LoadPrompts(const PromptFlags& flags,
 }
 
 Result<std::optional<Tokenizer>> LoadOptionalTokenizer(const std::string& dir,
-                                                       const std::string& target_dir) {
+                                                       const std::string& target_dir,
+                                                       int64_t vocab_size) {
   std::string folder = dir;
   if (folder.empty()) {
     const std::filesystem::path target(target_dir);
@@ -133,6 +134,7 @@ Result<std::optional<Tokenizer>> LoadOptionalTokenizer(const std::string& dir,
     folder = target_dir;
   }
   DSCALE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::Load(folder));
+  DSCALE_RETURN_IF_ERROR(tokenizer.CheckFitsVocabulary(vocab_size));
   return std::optional<Tokenizer>(std::move(tokenizer));
 }
 

@@ -310,6 +310,22 @@ TEST_F(ModelCommandsTest, CountFlagsSayTheirBoundPlainly) {
   EXPECT_NE(r.out.find("--concurrency: must be at least 1, got 0"), std::string::npos) << r.out;
 }
 
+// A tokenizer whose ids exceed the model's vocabulary is refused at start-up, naming the file.
+TEST_F(ModelCommandsTest, ATokenizerBeyondTheVocabularyIsRefused) {
+  const std::string qwen3 = std::string(DSCALE_TEST_DATA_DIR) + "/tokenizer/qwen3";
+  for (const std::string& command :
+       {"generate --target " + Target() + " --spec none --prompt hello --tokenizer " + qwen3,
+        "collect --target " + Target() + " --drafter " + Drafter() +
+            " --prompts /dev/null --out " + *dir_ + "/t.bin --tokenizer " + qwen3}) {
+    const testing::CommandResult r = RunDscale(command);
+    EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out;
+    EXPECT_NE(r.out.find("tokenizer/qwen3/added_tokens.json"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("has id 151668, outside the model's vocabulary of 97 ids"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
 // A NaN in any weight is refused at load, naming the tensor.
 TEST_F(ModelCommandsTest, NonFiniteWeightsAreRefusedAtLoad) {
   const std::string poisoned = *dir_ + "/poisoned";

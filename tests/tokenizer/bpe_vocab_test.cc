@@ -298,6 +298,41 @@ TEST(BpeVocabTest, RepeatedKeysAreRefused) {
                   "tokenizer_config.json: duplicate key \"eos_token\"");
 }
 
+// A tokenizer meant for a model must not hold ids the model's vocabulary lacks: the check names
+// the file and the token.
+TEST(BpeVocabTest, IdsOutsideTheModelsVocabularyAreNamed) {
+  TempDir plain, added, json_layout;
+  plain.Write("vocab.json", SmallVocab().dump());
+  plain.Write("merges.txt", MergesTxt());
+  const Tokenizer small = Tokenizer::Load(plain.path()).value();
+  EXPECT_TRUE(small.CheckFitsVocabulary(261).ok());
+  EXPECT_TRUE(small.CheckFitsVocabulary(151936).ok());
+  const Status vocab_past = small.CheckFitsVocabulary(260);
+  EXPECT_EQ(vocab_past.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(vocab_past.message().find("vocab.json: token \" w\" has id 260, outside the model's "
+                                      "vocabulary of 260 ids"),
+            std::string::npos)
+      << vocab_past.message();
+
+  added.Write("vocab.json", SmallVocab().dump());
+  added.Write("merges.txt", MergesTxt());
+  added.Write("added_tokens.json", R"({"<|im_end|>": 400})");
+  const Tokenizer with_added = Tokenizer::Load(added.path()).value();
+  EXPECT_TRUE(with_added.CheckFitsVocabulary(401).ok());
+  const Status added_past = with_added.CheckFitsVocabulary(300);
+  EXPECT_NE(added_past.message().find("added_tokens.json: token \"<|im_end|>\" has id 400"),
+            std::string::npos)
+      << added_past.message();
+
+  json_layout.Write("tokenizer.json",
+                    TokenizerJson(SmallVocab(), kSmallMerges, true, {{"<s>", 261, true}}).dump());
+  const Tokenizer from_json = Tokenizer::Load(json_layout.path()).value();
+  const Status json_past = from_json.CheckFitsVocabulary(261);
+  EXPECT_NE(json_past.message().find("tokenizer.json: added_tokens: token \"<s>\" has id 261"),
+            std::string::npos)
+      << json_past.message();
+}
+
 TEST(BpeVocabTest, InconsistentVocabOrMerges) {
   TempDir bad_line, unknown, missing_byte, alien, duplicate;
   for (const TempDir* d : {&bad_line, &unknown}) d->Write("vocab.json", SmallVocab().dump());

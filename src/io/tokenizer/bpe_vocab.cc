@@ -375,6 +375,12 @@ Result<BpeVocab> LoadVocabAndMerges(const fs::path& vocab_json, const fs::path& 
   DSCALE_ASSIGN_OR_RETURN(vocab.merges, ParseMergesTxt(merges_text, vocab.merges_source));
 
   std::vector<std::pair<std::string, int32_t>> plain;
+  if (!added_tokens_json.empty() || !tokenizer_config_json.empty()) {
+    vocab.added_source =
+        !added_tokens_json.empty() && !tokenizer_config_json.empty()
+            ? added_tokens_json.string() + " / " + tokenizer_config_json.string()
+            : (added_tokens_json.empty() ? tokenizer_config_json : added_tokens_json).string();
+  }
   if (!added_tokens_json.empty()) {
     DSCALE_ASSIGN_OR_RETURN(plain, ReadTokenToIdFile(added_tokens_json));
   }
@@ -400,6 +406,7 @@ Result<BpeVocab> LoadTokenizerJson(const fs::path& tokenizer_json) {
   BpeVocab vocab;
   vocab.vocab_source = path + ": model.vocab";
   vocab.merges_source = path + ": model.merges";
+  vocab.added_source = path + ": added_tokens";
   DSCALE_ASSIGN_OR_RETURN(vocab.vocab, ParseTokenToId(Field(*model, "vocab"), vocab.vocab_source));
   DSCALE_ASSIGN_OR_RETURN(vocab.merges,
                           ParseJsonMerges(Field(*model, "merges"), vocab.merges_source));

@@ -315,6 +315,21 @@ TEST(LifecycleTest, CapacityItCannotServeIsRefusedBeforeListening) {
   }
 }
 
+// A tokenizer with ids the model's vocabulary lacks (Qwen3's, 151669 ids, for a 512-token model)
+// would encode text the model cannot embed: refused before listening, naming the file.
+TEST(LifecycleTest, ATokenizerBeyondTheVocabularyIsRefusedAtStartUp) {
+  auto server = ServerProcess::Spawn(
+      {"--tokenizer", std::string(DSCALE_TEST_DATA_DIR) + "/tokenizer/qwen3"}, 30s);
+  EXPECT_EQ(server->port(), -1);
+  EXPECT_EQ(server->WaitExit(30s), 1);
+  const std::string log = server->Log();
+  EXPECT_NE(log.find("tokenizer/qwen3/added_tokens.json"), std::string::npos) << log;
+  EXPECT_NE(log.find("token \"</think>\" has id 151668, outside the model's vocabulary of 512 "
+                     "ids"),
+            std::string::npos)
+      << log;
+}
+
 TEST(LifecycleTest, APortInUseIsRefused) {
   auto first = ServerProcess::Start();
   ASSERT_GT(first->port(), 0);
