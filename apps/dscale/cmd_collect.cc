@@ -143,7 +143,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--out", args->out, "Trace file to write")->required();
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most")
-      ->check(CLI::Range(1, 64))
+      ->check(CLI::Range(1, kMaxRunningRequests))
       ->capture_default_str();
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
       ->check(AtLeast(1))

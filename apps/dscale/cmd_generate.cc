@@ -244,7 +244,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--top-k", args->top_k, "0: off")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")
-      ->check(AtLeast(1))
+      ->check(InRange(1, kMaxRunningRequests))
       ->capture_default_str();
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")

@@ -35,7 +35,7 @@
 namespace dscale::cli {
 namespace {
 
-inline constexpr int32_t kMaxRunning = 1024;
+inline constexpr int32_t kMaxRunning = kMaxRunningRequests;  // what one engine runs at once
 inline constexpr int32_t kMaxQueue = 16384;
 inline constexpr int32_t kMaxHttpThreads = kMaxRunning + kMaxQueue + 16;
 

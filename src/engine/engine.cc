@@ -129,6 +129,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                                                  .max_running = config.max_running}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
+  DSCALE_CHECK(buckets.buckets.back() == kMaxRunningRequests);
   if (config.max_running > buckets.buckets.back()) {
     return InvalidArgument("max_running " + std::to_string(config.max_running) +
                            " exceeds the largest request bucket (" +

@@ -47,9 +47,13 @@ struct StepRecord {
   std::span<const int32_t> accepted;    // a_i accepted
 };
 
+// The most requests one engine runs at once (EngineConfig::max_running): the largest request
+// bucket of the flat-pack (dvl/flat_pack.h, BucketConfig).
+inline constexpr int32_t kMaxRunningRequests = 64;
+
 struct EngineConfig {
   LengthPolicy policy;
-  int32_t max_running = 16;     // c: running requests at most
+  int32_t max_running = 16;     // c: running requests at most (1 .. kMaxRunningRequests)
   int32_t page_size = 16;       // KV positions per page
   int64_t kv_tokens = 1 << 16;  // KV capacity in positions (rounded up to pages)
   // How the host caches (the target's and the drafter's) store K/V.

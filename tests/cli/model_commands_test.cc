@@ -308,6 +308,21 @@ TEST_F(ModelCommandsTest, CountFlagsSayTheirBoundPlainly) {
       RunDscale("generate --target " + Target() + " --spec none --ids 1 --concurrency 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--concurrency: must be at least 1, got 0"), std::string::npos) << r.out;
+  // The most requests one engine runs at once, said by the help and checked alike.
+  const testing::CommandResult many =
+      RunDscale("generate --target " + Target() + " --spec none --ids 1 --concurrency 65");
+  EXPECT_EQ(many.exit_code, 2);
+  EXPECT_NE(many.out.find("--concurrency: must be at most 64, got 65"), std::string::npos)
+      << many.out;
+  for (const std::string command : {"generate", "serve", "collect"}) {
+    const testing::CommandResult help = RunDscale(command + " --help");
+    EXPECT_EQ(help.exit_code, 0) << help.out;
+    EXPECT_NE(help.out.find(command == "generate" ? "INT in [1, 64]" : "[1 - 64]"),
+              std::string::npos)
+        << command << ":\n"
+        << help.out;
+    EXPECT_EQ(help.out.find("1 - 1024"), std::string::npos) << help.out;
+  }
 }
 
 // A tokenizer whose ids exceed the model's vocabulary is refused at start-up, naming the file.

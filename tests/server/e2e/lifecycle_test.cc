@@ -303,7 +303,8 @@ TEST(LifecycleTest, SecondSignalExitsAtOnce) {
 // before it listens, with a message naming the flag.
 TEST(LifecycleTest, CapacityItCannotServeIsRefusedBeforeListening) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
-      {{"--max-running", "0"}, "--max-running: Value 0 not in range 1 to 1024"},
+      {{"--max-running", "0"}, "--max-running: Value 0 not in range 1 to 64"},
+      {{"--max-running", "65"}, "--max-running: Value 65 not in range 1 to 64"},
       {{"--http-threads", "1000000"}, "--http-threads: Value 1000000 not in range"},
       {{"--max-queue", "2147483647"}, "--max-queue: Value 2147483647 not in range"},
       {{"--kv-tokens", "16"}, "could not run even a one-token prompt"},
