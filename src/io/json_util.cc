@@ -43,6 +43,32 @@ Status Expected(std::string_view what, const std::string& shape, const nlohmann:
                          DescribeJson(value));
 }
 
+// Counts each object's keys while it is read: nlohmann keeps one member per key, so an object
+// that ends with fewer members than keys read named one of them twice. No key is copied, so
+// every document can go through it; DuplicateKeyWatch then names the key for the error.
+class KeyCountWatch {
+ public:
+  using Event = nlohmann::json::parse_event_t;
+
+  bool operator()(int /*depth*/, Event event, nlohmann::json& parsed) {
+    if (event == Event::object_start) {
+      counts_.push_back(0);
+    } else if (event == Event::key && !counts_.empty()) {
+      ++counts_.back();
+    } else if (event == Event::object_end && !counts_.empty()) {
+      repeated_ = repeated_ || parsed.size() != counts_.back();
+      counts_.pop_back();
+    }
+    return true;
+  }
+
+  bool repeated() const { return repeated_; }
+
+ private:
+  std::vector<size_t> counts_;
+  bool repeated_ = false;
+};
+
 // Watches the parser's events for a key repeated within one object, keeping the path of the
 // object being read for the message.
 class DuplicateKeyWatch {
@@ -120,16 +146,26 @@ std::optional<nlohmann::json> ParseJson(std::string_view text) {
 }
 
 Result<nlohmann::json> ParseJsonDocument(std::string_view text) {
-  DuplicateKeyWatch watch;
+  KeyCountWatch counts;
   nlohmann::json value = nlohmann::json::parse(
+      text.begin(), text.end(),
+      [&counts](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        return counts(depth, event, parsed);
+      },
+      /*allow_exceptions=*/false);
+  if (value.is_discarded()) return DataLoss("not valid JSON");
+  if (!counts.repeated()) return value;
+  // Some object named a key twice: read the text again, this time keeping every object's keys,
+  // to say which key and where.
+  DuplicateKeyWatch watch;
+  const nlohmann::json again = nlohmann::json::parse(
       text.begin(), text.end(),
       [&watch](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         return watch(depth, event, parsed);
       },
       /*allow_exceptions=*/false);
-  if (value.is_discarded()) return DataLoss("not valid JSON");
-  if (watch.duplicate()) return DataLoss(*watch.duplicate());
-  return value;
+  DSCALE_CHECK(!again.is_discarded());  // the same text parsed a moment ago
+  return DataLoss(watch.duplicate().value_or("duplicate key"));
 }
 
 std::optional<int64_t> JsonInt64(const nlohmann::json& value) {
