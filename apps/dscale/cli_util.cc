@@ -68,6 +68,18 @@ CLI::Validator AtLeast(int64_t min) {
       "INT>=" + std::to_string(min));
 }
 
+CLI::Validator InRange(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        int64_t value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "expected a whole number, got " + text;
+        if (value < min) return "must be at least " + std::to_string(min) + ", got " + text;
+        if (value > max) return "must be at most " + std::to_string(max) + ", got " + text;
+        return {};
+      },
+      "INT in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+}
+
 void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype) {
   cmd->add_option_function<std::string>(
          "--kv-dtype", [dtype](const std::string& name) { *dtype = *KvDtypeFromName(name); },

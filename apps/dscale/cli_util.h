@@ -46,6 +46,9 @@ void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype);
 // A whole number of at least `min`, refused with "must be at least MIN, got TEXT" (CLI11's own
 // PositiveNumber names its upper bound, the largest double, in 300 digits).
 CLI::Validator AtLeast(int64_t min);
+// A whole number in [min, max], refused with "must be at least MIN, got TEXT" or "must be at most
+// MAX, got TEXT".
+CLI::Validator InRange(int64_t min, int64_t max);
 
 // The KV capacity a batch command runs with: `flag` (--kv-tokens) when positive, else what
 // `concurrency` of `prompts` at once need with `max_tokens` outputs and drafting blocks of

@@ -131,8 +131,9 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
                                                  a.drafter, DrafterHead::kDomino));
   }
   DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target, a.weights));
-  DSCALE_ASSIGN_OR_RETURN(std::optional<Tokenizer> tok,
-                          LoadOptionalTokenizer(a.tokenizer, a.target));
+  DSCALE_ASSIGN_OR_RETURN(
+      std::optional<Tokenizer> tok,
+      LoadOptionalTokenizer(a.tokenizer, a.target, m->target->config().vocab_size));
   if (!tok) return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
   m->tokenizer = std::move(tok);
   if (need_drafter) {

@@ -90,7 +90,8 @@ int RunCollect(const CollectArgs& args) {
   if (!target.ok()) return fail(target.status());
   Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.drafter_head);
   if (!drafter.ok()) return fail(drafter.status());
-  Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
+  Result<std::optional<Tokenizer>> tokenizer =
+      LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   Result<std::vector<std::vector<int32_t>>> prompts =
       LoadAllPrompts(args, tokenizer->has_value() ? &**tokenizer : nullptr);
@@ -142,7 +143,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--out", args->out, "Trace file to write")->required();
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most")
-      ->check(CLI::Range(1, 64))
+      ->check(CLI::Range(1, kMaxRunningRequests))
       ->capture_default_str();
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
       ->check(AtLeast(1))

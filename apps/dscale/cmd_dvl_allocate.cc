@@ -8,6 +8,7 @@
 //   output  {"seed": [...], "k": [...], "offsets": [...], "budget": M, "updates": |Δ₀|}
 
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "core/status.h"
 #include "dvl/budget_allocator.h"
 #include "io/file_util.h"
+#include "io/json_util.h"
 
 namespace dscale::cli {
 namespace {
@@ -57,34 +59,38 @@ Status ParseProbRow(const nlohmann::json& row, size_t i, std::vector<float>* pro
                            std::to_string(dvl::kDraftPositions) + " numbers");
   }
   for (size_t j = 0; j < row.size(); ++j) {
-    const double p = row[j].is_number() ? row[j].get<double>() : -1.0;
-    if (!(p >= 0.0 && p <= 1.0)) {
-      return InvalidArgument("probs[" + std::to_string(i) + "][" + std::to_string(j) +
-                             "] must be a probability in [0, 1], got " + row[j].dump());
+    const std::string where = "probs[" + std::to_string(i) + "][" + std::to_string(j) + "]";
+    const Result<double> p = ReadJsonNumber(row[j], where, 0.0, 1.0);
+    if (!p.ok()) {
+      return InvalidArgument(where + " must be a probability in [0, 1], got " +
+                             DescribeJson(row[j]));
     }
-    probs->push_back(static_cast<float>(p));
+    probs->push_back(static_cast<float>(*p));
   }
   return Status::Ok();
 }
 
 Result<AllocateRequest> ParseRequest(const std::string& text) {
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgument("not valid JSON");
-  if (!doc.is_object() || !doc.contains("probs") || !doc["probs"].is_array()) {
+  DSCALE_ASSIGN_OR_RETURN(const nlohmann::json doc, ParseJsonDocument(text));
+  const nlohmann::json* rows = JsonMember(doc, "probs");
+  if (rows == nullptr || !rows->is_array()) {
     return InvalidArgument("expected an object with a \"probs\" array");
   }
   AllocateRequest req;
-  const nlohmann::json& rows = doc["probs"];
-  if (rows.empty()) return InvalidArgument("\"probs\" must hold at least one request");
-  req.n = static_cast<int64_t>(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    DSCALE_RETURN_IF_ERROR(ParseProbRow(rows[i], i, &req.probs));
+  if (rows->empty()) return InvalidArgument("\"probs\" must hold at least one request");
+  req.n = static_cast<int64_t>(rows->size());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    DSCALE_RETURN_IF_ERROR(ParseProbRow((*rows)[i], i, &req.probs));
   }
-  if (doc.contains("budget")) {
-    if (!doc["budget"].is_number_integer()) {
-      return InvalidArgument("\"budget\" must be an integer, got " + doc["budget"].dump());
+  if (const nlohmann::json* budget = JsonMember(doc, "budget")) {
+    // Checked as the JSON number it is; CheckBudget then bounds it by the requests' rows.
+    const Result<int64_t> value =
+        ReadJsonInt(*budget, "\"budget\"", std::numeric_limits<int64_t>::lowest(),
+                    std::numeric_limits<int64_t>::max());
+    if (!value.ok()) {
+      return InvalidArgument("\"budget\" must be an integer, got " + DescribeJson(*budget));
     }
-    req.budget = doc["budget"].get<int64_t>();
+    req.budget = *value;
     DSCALE_RETURN_IF_ERROR(dvl::CheckBudget(req.n, dvl::kBlockWidth, req.budget));
   }
   return req;

@@ -154,7 +154,8 @@ int RunGenerate(const GenerateArgs& args) {
   if (Status s = CheckWeightsForDevice(args.device, args.weights); !s.ok()) return fail(s);
   Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
   if (!target.ok()) return fail(target.status());
-  Result<std::optional<Tokenizer>> tokenizer = LoadOptionalTokenizer(args.tokenizer, args.target);
+  Result<std::optional<Tokenizer>> tokenizer =
+      LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   const Tokenizer* tok = tokenizer->has_value() ? &**tokenizer : nullptr;
   Result<std::vector<std::vector<int32_t>>> prompts = LoadPrompts(args.prompts, tok);
@@ -243,7 +244,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--top-k", args->top_k, "0: off")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")
-      ->check(AtLeast(1))
+      ->check(InRange(1, kMaxRunningRequests))
       ->capture_default_str();
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")

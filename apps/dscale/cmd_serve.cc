@@ -35,7 +35,7 @@
 namespace dscale::cli {
 namespace {
 
-inline constexpr int32_t kMaxRunning = 1024;
+inline constexpr int32_t kMaxRunning = kMaxRunningRequests;  // what one engine runs at once
 inline constexpr int32_t kMaxQueue = 16384;
 inline constexpr int32_t kMaxHttpThreads = kMaxRunning + kMaxQueue + 16;
 
@@ -94,6 +94,11 @@ Status LoadModels(const ServeArgs& args, Models* m) {
       m->backend, MakeBackend(args.device, *m->target, m->drafter ? &*m->drafter : nullptr));
   const std::string tokenizer_dir = args.tokenizer.empty() ? args.target : args.tokenizer;
   Result<Tokenizer> tokenizer = Tokenizer::Load(tokenizer_dir);
+  if (tokenizer.ok()) {
+    if (Status fits = tokenizer->CheckFitsVocabulary(m->target->config().vocab_size); !fits.ok()) {
+      tokenizer = fits;
+    }
+  }
   if (!tokenizer.ok()) {
     return tokenizer.status().WithContext("tokenizer (" + tokenizer_dir +
                                           "; --tokenizer DIR names another folder)");
@@ -109,10 +114,11 @@ std::string ModelName(const ServeArgs& args) {
   return dir.filename().string();
 }
 
-server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
+server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m, const Engine& engine) {
   const Qwen3Config& config = m.target->config();
   server::ModelInfo info{.name = ModelName(args),
                          .context_length = config.max_position_embeddings,
+                         .kv_request_tokens = engine.MaxRequestTokens(),
                          .default_max_tokens = args.default_max_tokens,
                          .stop_ids = config.eos_token_ids};
   if (auto eos = m.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
@@ -122,17 +128,23 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m) {
   return info;
 }
 
-// --kv-tokens, or by default room for every running request at the full context length,
-// capped at 90% of the memory available with the models loaded (rows take memory only once
-// written, but every slot may be).
+// --kv-tokens, or by default room for every running request at the full context length (with
+// the positions each reserves past it for its last step's block, KvPositionsForRequest), capped
+// at 90% of the memory available with the models loaded (rows take memory only once written,
+// but every slot may be).
 Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
   if (args.kv_tokens > 0) return args.kv_tokens;
   TargetModel& target = m.backend->target();
   DSCALE_ASSIGN_OR_RETURN(
       const int64_t fit,
       KvTokensThatFit(KvBytesPerPosition(target, m.backend->drafter(), args.kv_dtype), 0.9));
-  const int64_t full = int64_t{args.max_running} * target.config().max_position_embeddings;
-  return std::min(full, fit);
+  // The block the engine stages per request (1 when the policy runs no drafter).
+  const int32_t block = m.policy.UsesDrafter() && m.drafter ? m.drafter->block_size() : 1;
+  const int32_t page_size = EngineConfig{}.page_size;
+  const int64_t full =
+      KvTokensForDemand(args.max_running, target.config().max_position_embeddings - 1,
+                        /*max_tokens=*/1, block, page_size);
+  return std::min(full, fit / page_size * page_size);
 }
 
 Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
@@ -262,7 +274,7 @@ int RunServe(const ServeArgs& args) {
   server::EngineLoop loop(**engine, *models.tokenizer, slots);
   const Engine& checker = **engine;  // CheckRequest reads only what is fixed at creation
   server::HttpServer http(
-      loop, *models.tokenizer, MakeModelInfo(args, models),
+      loop, *models.tokenizer, MakeModelInfo(args, models, **engine),
       [&checker](std::span<const int32_t> prompt, const GenerationParams& params) {
         return checker.CheckRequest(prompt, params);
       },

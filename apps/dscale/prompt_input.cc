@@ -6,6 +6,7 @@
 
 #include "cli_util.h"
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "io/tokenizer/chat_template.h"
 
 namespace dscale::cli {
@@ -22,13 +23,21 @@ Result<std::vector<int32_t>> EncodeText(const std::string& text, bool raw,
 Result<std::vector<int32_t>> EncodeMessages(const nlohmann::json& messages,
                                             const Tokenizer& tokenizer) {
   std::vector<ChatMessage> chat;
-  for (const nlohmann::json& m : messages) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-        !m.contains("content") || !m["content"].is_string()) {
-      return InvalidArgument("\"messages\": expected objects with string role and content");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string where = "\"messages\"[" + std::to_string(i) + "]";
+    const nlohmann::json& m = messages[i];
+    if (!m.is_object()) {
+      return InvalidArgument(where + ": expected an object, got " + DescribeJson(m));
     }
-    chat.push_back({.role = m["role"].get<std::string>(),
-                    .content = m["content"].get<std::string>()});
+    const nlohmann::json* role = JsonMember(m, "role");
+    const nlohmann::json* content = JsonMember(m, "content");
+    if (role == nullptr || content == nullptr) {
+      return InvalidArgument(where + ": expected string \"role\" and \"content\"");
+    }
+    ChatMessage message;
+    DSCALE_ASSIGN_OR_RETURN(message.role, ReadJsonString(*role, where + ".role"));
+    DSCALE_ASSIGN_OR_RETURN(message.content, ReadJsonString(*content, where + ".content"));
+    chat.push_back(std::move(message));
   }
   DSCALE_ASSIGN_OR_RETURN(std::string formatted, ApplyQwen3ChatTemplate(chat));
   return tokenizer.Encode(formatted);
@@ -36,16 +45,20 @@ Result<std::vector<int32_t>> EncodeMessages(const nlohmann::json& messages,
 
 Result<std::vector<int32_t>> ParseLine(const std::string& line, bool raw,
                                        const Tokenizer* tokenizer) {
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return InvalidArgument("expected a JSON object");
-  if (j.contains("ids")) {
-    if (!j["ids"].is_array()) return InvalidArgument("\"ids\": expected a list of token ids");
+  DSCALE_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonDocument(line));
+  if (!j.is_object()) return InvalidArgument("expected a JSON object, got " + DescribeJson(j));
+  if (const nlohmann::json* ids_field = JsonMember(j, "ids")) {
+    if (!ids_field->is_array()) {
+      return InvalidArgument("\"ids\": expected a list of token ids, got " +
+                             DescribeJson(*ids_field));
+    }
     std::vector<int32_t> ids;
-    for (const nlohmann::json& id : j["ids"]) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return InvalidArgument("\"ids\": expected non-negative integers");
-      }
-      ids.push_back(id.get<int32_t>());
+    for (size_t i = 0; i < ids_field->size(); ++i) {
+      // Checked as the JSON number it is before it is narrowed to a 32-bit id.
+      DSCALE_ASSIGN_OR_RETURN(
+          const int32_t id,
+          ReadJsonIntAs<int32_t>((*ids_field)[i], "\"ids\"[" + std::to_string(i) + "]", 0));
+      ids.push_back(id);
     }
     return ids;
   }
@@ -53,11 +66,15 @@ Result<std::vector<int32_t>> ParseLine(const std::string& line, bool raw,
     return InvalidArgument("text prompts need a tokenizer (--tokenizer, or tokenizer files in "
                            "the target folder)");
   }
-  if (j.contains("messages") && j["messages"].is_array()) {
-    return EncodeMessages(j["messages"], *tokenizer);
+  if (const nlohmann::json* messages = JsonMember(j, "messages")) {
+    if (!messages->is_array()) {
+      return InvalidArgument("\"messages\": expected a list, got " + DescribeJson(*messages));
+    }
+    return EncodeMessages(*messages, *tokenizer);
   }
-  if (j.contains("prompt") && j["prompt"].is_string()) {
-    return EncodeText(j["prompt"].get<std::string>(), raw, *tokenizer);
+  if (const nlohmann::json* prompt = JsonMember(j, "prompt")) {
+    DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadJsonString(*prompt, "\"prompt\""));
+    return EncodeText(text, raw, *tokenizer);
   }
   return InvalidArgument("expected \"prompt\" (string), \"messages\" (list) or \"ids\" (list)");
 }
@@ -105,7 +122,8 @@ Result<std::vector<std::vector<int32_t>>> LoadPrompts(const PromptFlags& flags,
 }
 
 Result<std::optional<Tokenizer>> LoadOptionalTokenizer(const std::string& dir,
-                                                       const std::string& target_dir) {
+                                                       const std::string& target_dir,
+                                                       int64_t vocab_size) {
   std::string folder = dir;
   if (folder.empty()) {
     const std::filesystem::path target(target_dir);
@@ -116,6 +134,7 @@ Result<std::optional<Tokenizer>> LoadOptionalTokenizer(const std::string& dir,
     folder = target_dir;
   }
   DSCALE_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::Load(folder));
+  DSCALE_RETURN_IF_ERROR(tokenizer.CheckFitsVocabulary(vocab_size));
   return std::optional<Tokenizer>(std::move(tokenizer));
 }
 

@@ -27,8 +27,10 @@ Result<std::vector<std::vector<int32_t>>> LoadPrompts(const PromptFlags& flags,
                                                       const Tokenizer* tokenizer);
 
 // The tokenizer in `dir` (--tokenizer), else the target's own folder when it has tokenizer
-// files, else none.
+// files, else none. A tokenizer with a token id at or past `vocab_size` (the target's
+// vocabulary) is refused, naming the file.
 Result<std::optional<Tokenizer>> LoadOptionalTokenizer(const std::string& dir,
-                                                       const std::string& target_dir);
+                                                       const std::string& target_dir,
+                                                       int64_t vocab_size);
 
 }  // namespace dscale::cli

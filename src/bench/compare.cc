@@ -14,23 +14,28 @@ Result<PriorCell> ParsePriorCell(const nlohmann::json& j, size_t index) {
   const std::string where = "cells[" + std::to_string(index) + "]";
   if (!j.is_object()) return InvalidArgument(where + " is not an object");
   PriorCell cell;
-  for (const char* key : {"mode", "dataset"}) {
-    if (!j.contains(key) || !j[key].is_string()) {
+  for (const auto& [key, field] :
+       {std::pair{"mode", &cell.mode}, std::pair{"dataset", &cell.dataset}}) {
+    const nlohmann::json* value = JsonMember(j, key);
+    if (value == nullptr || !value->is_string()) {
       return InvalidArgument(where + "." + key + " must be a string");
     }
+    *field = value->get<std::string>();
   }
-  if (!j.contains("concurrency") || !j["concurrency"].is_number_integer()) {
-    return InvalidArgument(where + ".concurrency must be an integer");
-  }
-  cell.mode = j["mode"].get<std::string>();
-  cell.dataset = j["dataset"].get<std::string>();
-  cell.concurrency = j["concurrency"].get<int32_t>();
+  // Checked as the JSON number it is before it is narrowed.
+  const nlohmann::json* concurrency = JsonMember(j, "concurrency");
+  const Result<int32_t> c = concurrency == nullptr
+                                ? Result<int32_t>(InvalidArgument("missing"))
+                                : ReadJsonIntAs<int32_t>(*concurrency, where + ".concurrency", 1);
+  if (!c.ok()) return InvalidArgument(where + ".concurrency must be a positive 32-bit integer");
+  cell.concurrency = *c;
   for (const auto& [key, field] : {std::pair{"throughput_tok_s", &cell.throughput},
                                    std::pair{"throughput_spread", &cell.spread}}) {
-    if (!j.contains(key) || !j[key].is_number()) {
-      return InvalidArgument(where + "." + key + " must be a number");
-    }
-    *field = j[key].get<double>();
+    const nlohmann::json* value = JsonMember(j, key);
+    const Result<double> x = value == nullptr ? Result<double>(InvalidArgument("missing"))
+                                              : ReadJsonNumber(*value, where + "." + key);
+    if (!x.ok()) return InvalidArgument(where + "." + key + " must be a number");
+    *field = *x;
   }
   return cell;
 }
@@ -71,8 +76,8 @@ Result<std::vector<PriorCell>> ParsePriorCells(const nlohmann::json& results) {
 Result<PriorRun> LoadPriorRun(const std::string& path) {
   Result<std::string> text = ReadFileToString(path);
   if (!text.ok()) return text.status();
-  const std::optional<nlohmann::json> results = ParseJson(*text);
-  if (!results) return InvalidArgument(path + ": not valid JSON");
+  Result<nlohmann::json> results = ParseJsonDocument(*text);
+  if (!results.ok()) return results.status().WithContext(path);
   Result<std::vector<PriorCell>> cells = ParsePriorCells(*results);
   if (!cells.ok()) return cells.status().WithContext(path);
   PriorRun run{.cells = std::move(*cells)};

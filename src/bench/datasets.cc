@@ -1,10 +1,12 @@
 #include "bench/datasets.h"
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "io/file_util.h"
+#include "io/json_util.h"
 
 namespace dscale::bench {
 namespace {
@@ -31,11 +33,17 @@ Source SourceOf(const std::string& dataset) {
   return {"mbpp/mbpp.jsonl", "text"};
 }
 
-// Whether a record belongs to the benchmark split.
-bool InSplit(const std::string& dataset, const nlohmann::json& record) {
+// Whether a record belongs to the benchmark split; `where` names the record for errors.
+Result<bool> InSplit(const std::string& dataset, const nlohmann::json& record,
+                     const std::string& where) {
   if (dataset != "mbpp") return true;
-  const int64_t id = record.value("task_id", int64_t{0});
-  return id >= kMbppFirstTest && id <= kMbppLastTest;
+  const nlohmann::json* task = JsonMember(record, "task_id");
+  if (task == nullptr) return false;
+  const Result<int64_t> id =
+      ReadJsonInt(*task, where + ": field \"task_id\"", std::numeric_limits<int64_t>::lowest(),
+                  std::numeric_limits<int64_t>::max());
+  if (!id.ok()) return DataLoss(id.status().message());
+  return *id >= kMbppFirstTest && *id <= kMbppLastTest;
 }
 
 }  // namespace
@@ -70,7 +78,8 @@ Result<Dataset> LoadDataset(const std::string& data_dir, const std::string& data
     const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const std::string where = path + ":" + std::to_string(number);
     if (!record.is_object()) return DataLoss(where + ": not a JSON object");
-    if (!InSplit(dataset, record)) continue;
+    DSCALE_ASSIGN_OR_RETURN(const bool in_split, InSplit(dataset, record, where));
+    if (!in_split) continue;
     auto field = record.find(source.field);
     if (field == record.end() || !field->is_string()) {
       return DataLoss(where + ": missing string field '" + source.field + "'");

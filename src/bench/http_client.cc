@@ -4,9 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+
+#include "io/json_util.h"
 
 namespace dscale::bench {
 namespace {
@@ -88,20 +91,30 @@ bool TallyChunk(std::string_view payload, StreamTally* tally) {
     tally->done = true;
     return false;
   }
-  const nlohmann::json chunk = nlohmann::json::parse(payload, nullptr, false);
-  if (!chunk.is_object()) return false;
+  // What a server sends is read like any untrusted JSON: every access checks the type first.
+  const std::optional<nlohmann::json> parsed = ParseJson(payload);
+  if (!parsed || !parsed->is_object()) return false;
+  const nlohmann::json& chunk = *parsed;
   if (auto error = chunk.find("error"); error != chunk.end()) {
-    tally->error = error->is_object() ? error->value("message", "error") : error->dump();
+    const nlohmann::json* message = JsonMember(*error, "message");
+    tally->error = message != nullptr && message->is_string() ? message->get<std::string>()
+                   : error->is_object()                       ? std::string("error")
+                                                              : error->dump();
     return false;
   }
-  if (auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) {
-    tally->usage_tokens = usage->value("completion_tokens", tally->usage_tokens);
+  if (const nlohmann::json* usage = JsonMember(chunk, "usage")) {
+    if (const nlohmann::json* tokens = JsonMember(*usage, "completion_tokens")) {
+      const Result<int64_t> n =
+          ReadJsonInt(*tokens, "usage.completion_tokens", 0, std::numeric_limits<int64_t>::max());
+      if (n.ok()) tally->usage_tokens = *n;
+    }
   }
   auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return false;
-  const nlohmann::json& delta = (*choices)[0].value("delta", nlohmann::json::object());
-  auto content = delta.find("content");
-  if (content == delta.end() || !content->is_string() ||
+  const nlohmann::json* delta = JsonMember((*choices)[0], "delta");
+  if (delta == nullptr) return false;
+  const nlohmann::json* content = JsonMember(*delta, "content");
+  if (content == nullptr || !content->is_string() ||
       content->get_ref<const std::string&>().empty()) {
     return false;
   }

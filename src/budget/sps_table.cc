@@ -3,15 +3,20 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/check.h"
+#include "io/file_util.h"
+#include "io/json_util.h"
 
 namespace dscale::budget {
 namespace {
 
 constexpr const char* kFormat = "dscale-sps-v1";
+// A table is a few hundred bytes; verify sizes are rows of one forward.
+constexpr size_t kMaxTableBytes = size_t{16} << 20;
+constexpr int64_t kMaxVerifyTokens = int64_t{1} << 31;
 
 }  // namespace
 
@@ -52,33 +57,50 @@ double SpsTable::StepsPerSecond(int64_t b) const {
 }
 
 Result<SpsTable> LoadSpsTable(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return IoError(path + ": cannot open the SPS table");
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
-  if (j.value("format", "") != kFormat) {
-    return InvalidArgument(path + ": format: expected \"" + kFormat + "\"");
+  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, kMaxTableBytes));
+  Result<nlohmann::json> parsed = ParseJsonDocument(text);
+  if (!parsed.ok()) return parsed.status().WithContext(path);
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) {
+    return InvalidArgument(path + ": expected a JSON object, got " + DescribeJson(j));
+  }
+  const auto field = [&](const char* name) { return JsonFieldName(path, name); };
+  const nlohmann::json* format = JsonMember(j, "format");
+  if (format == nullptr || !format->is_string() || *format != kFormat) {
+    return InvalidArgument(field("format") + ": expected \"" + kFormat + "\", got " +
+                           (format == nullptr ? std::string("nothing") : DescribeJson(*format)));
   }
   SpsTable table;
-  const auto& b = j.find("verify_tokens");
-  const auto& s = j.find("steps_per_second");
-  if (b == j.end() || !b->is_array())
-    return InvalidArgument(path + ": verify_tokens: expected an array");
-  if (s == j.end() || !s->is_array()) {
-    return InvalidArgument(path + ": steps_per_second: expected an array");
+  const nlohmann::json* b = JsonMember(j, "verify_tokens");
+  const nlohmann::json* s = JsonMember(j, "steps_per_second");
+  if (b == nullptr || !b->is_array()) {
+    return InvalidArgument(field("verify_tokens") + ": expected an array, got " +
+                           (b == nullptr ? std::string("nothing") : DescribeJson(*b)));
   }
-  for (const auto& v : *b) {
-    if (!v.is_number_integer()) return InvalidArgument(path + ": verify_tokens: expected integers");
-    table.tokens.push_back(v.get<int64_t>());
+  if (s == nullptr || !s->is_array()) {
+    return InvalidArgument(field("steps_per_second") + ": expected an array, got " +
+                           (s == nullptr ? std::string("nothing") : DescribeJson(*s)));
   }
-  for (const auto& v : *s) {
-    if (!v.is_number()) return InvalidArgument(path + ": steps_per_second: expected numbers");
-    table.steps_per_second.push_back(v.get<double>());
+  for (size_t i = 0; i < b->size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(
+        const int64_t tokens,
+        ReadJsonInt((*b)[i], field(("verify_tokens[" + std::to_string(i) + "]").c_str()), 1,
+                    kMaxVerifyTokens));
+    table.tokens.push_back(tokens);
   }
-  if (j.contains("context") && j["context"].is_number_integer()) table.context = j["context"];
-  if (j.contains("target") && j["target"].is_string()) table.target = j["target"];
+  for (size_t i = 0; i < s->size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(
+        const double rate,
+        ReadJsonNumber((*s)[i], field(("steps_per_second[" + std::to_string(i) + "]").c_str())));
+    table.steps_per_second.push_back(rate);
+  }
+  if (const nlohmann::json* context = JsonMember(j, "context")) {
+    DSCALE_ASSIGN_OR_RETURN(table.context, ReadJsonInt(*context, field("context"), 0,
+                                                       std::numeric_limits<int64_t>::max()));
+  }
+  if (const nlohmann::json* target = JsonMember(j, "target")) {
+    DSCALE_ASSIGN_OR_RETURN(table.target, ReadJsonString(*target, field("target")));
+  }
   if (Status st = table.Validate(); !st.ok()) return st.WithContext(path);
   return table;
 }

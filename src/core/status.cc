@@ -10,6 +10,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kDataLoss: return "data loss";
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kOutOfRange: return "out of range";
     case StatusCode::kInternal: return "internal";
   }
   return "unknown";

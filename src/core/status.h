@@ -18,6 +18,7 @@ enum class StatusCode {
   kDataLoss,           // a file is corrupt or truncated
   kIoError,            // the OS refused (open, mmap, write)
   kResourceExhausted,  // e.g. no free KV pages: the scheduler can wait and retry
+  kOutOfRange,         // a request that can never fit: the context length, the whole KV cache
   kInternal,
 };
 
@@ -50,6 +51,7 @@ inline Status IoError(std::string msg) { return {StatusCode::kIoError, std::move
 inline Status ResourceExhausted(std::string msg) {
   return {StatusCode::kResourceExhausted, std::move(msg)};
 }
+inline Status OutOfRange(std::string msg) { return {StatusCode::kOutOfRange, std::move(msg)}; }
 
 // Either a value or a non-OK Status.
 template <typename T>

@@ -129,6 +129,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                                                  .max_running = config.max_running}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
+  DSCALE_CHECK(buckets.buckets.back() == kMaxRunningRequests);
   if (config.max_running > buckets.buckets.back()) {
     return InvalidArgument("max_running " + std::to_string(config.max_running) +
                            " exceeds the largest request bucket (" +
@@ -160,26 +161,42 @@ int32_t Engine::PagesFor(const RequestState& r) const {
 }
 
 int32_t Engine::PagesFor(int64_t prompt_len, int32_t max_tokens) const {
-  const int64_t positions = prompt_len + max_tokens + block_;
-  return static_cast<int32_t>((positions + config_.page_size - 1) / config_.page_size);
+  return static_cast<int32_t>(
+      KvPositionsForRequest(prompt_len, max_tokens, block_, config_.page_size) / config_.page_size);
+}
+
+int64_t Engine::MaxRequestTokens() const {
+  const int64_t cache_positions = int64_t{cache_.shape().num_pages} * cache_.shape().page_size;
+  return std::min(target_.config().max_position_embeddings,
+                  MaxRequestTokensForKv(cache_positions, block_));
 }
 
 Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const {
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   DSCALE_RETURN_IF_ERROR(CheckTokenIds(prompt, target_.config().vocab_size, "prompt"));
   DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.decode_text)));
-  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
-  if (total > target_.config().max_position_embeddings) {
-    return InvalidArgument("max_tokens: the prompt (" + std::to_string(prompt.size()) +
-                           " tokens) + max_tokens (" + std::to_string(params.max_tokens) +
-                           ") exceeds the context length " +
-                           std::to_string(target_.config().max_position_embeddings));
+  const auto prompt_len = static_cast<int64_t>(prompt.size());
+  const int64_t total = prompt_len + params.max_tokens;
+  // A prompt that leaves no room for one output token is the prompt's fault; otherwise
+  // max_tokens asked for more than is left.
+  const std::string field = prompt_len + 1 > MaxRequestTokens() ? "prompt: " : "max_tokens: ";
+  const std::string asked = "the prompt (" + std::to_string(prompt_len) +
+                            " tokens) + max_tokens (" + std::to_string(params.max_tokens) + ")";
+  const int64_t context = target_.config().max_position_embeddings;
+  if (total > context) {
+    return OutOfRange(field + asked + " exceeds the context length " + std::to_string(context));
   }
-  const int32_t pages = PagesFor(static_cast<int64_t>(prompt.size()), params.max_tokens);
+  const int32_t pages = PagesFor(prompt_len, params.max_tokens);
   if (pages > cache_.shape().num_pages) {
-    return InvalidArgument("max_tokens: the prompt + max_tokens need " + std::to_string(pages) +
-                           " KV pages but the cache has " +
-                           std::to_string(cache_.shape().num_pages));
+    const int64_t page_size = cache_.shape().page_size;
+    return OutOfRange(field + asked + " need " + std::to_string(int64_t{pages} * page_size) +
+                      " KV positions (" + std::to_string(block_ - 1) +
+                      " of them for the last step's block), more than the KV cache's " +
+                      std::to_string(int64_t{cache_.shape().num_pages} * page_size) +
+                      ": it holds prompt + max_tokens of at most " +
+                      std::to_string(MaxRequestTokens()) +
+                      " per request (the cache is sized by --kv-tokens, or by the memory "
+                      "available)");
   }
   return Status::Ok();
 }

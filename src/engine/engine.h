@@ -9,9 +9,10 @@
 // The stages that depend on where the models run (draft, decide, verify, accept, the draft
 // context append) go through a StepBackend (backend/step_backend.h), one call per stage per step.
 //
-// KV admission: a request is admitted only when pages for prompt + max_tokens + W positions are
-// free, and keeps them until it finishes, so a running request never runs out of KV; the queue
-// waits instead. Single-threaded: one thread owns the engine (the server posts to it).
+// KV admission: a request is admitted only when pages for prompt + max_tokens + W − 2 positions
+// (engine/kv_budget.h, KvPositionsForRequest) are free, and keeps them until it finishes, so a
+// running request never runs out of KV; the queue waits instead. Single-threaded: one thread owns
+// the engine (the server posts to it).
 
 #include <cstdint>
 #include <deque>
@@ -46,9 +47,13 @@ struct StepRecord {
   std::span<const int32_t> accepted;    // a_i accepted
 };
 
+// The most requests one engine runs at once (EngineConfig::max_running): the largest request
+// bucket of the flat-pack (dvl/flat_pack.h, BucketConfig).
+inline constexpr int32_t kMaxRunningRequests = 64;
+
 struct EngineConfig {
   LengthPolicy policy;
-  int32_t max_running = 16;     // c: running requests at most
+  int32_t max_running = 16;     // c: running requests at most (1 .. kMaxRunningRequests)
   int32_t page_size = 16;       // KV positions per page
   int64_t kv_tokens = 1 << 16;  // KV capacity in positions (rounded up to pages)
   // How the host caches (the target's and the drafter's) store K/V.
@@ -79,13 +84,16 @@ class Engine {
   ~Engine();
 
   // A request's one validation, where it enters: an empty prompt, ids outside the vocabulary,
-  // max_tokens < 1, prompt + max_tokens past the context or the whole KV capacity, bad sampling
-  // parameters or stop strings. Every message starts with the request field it concerns and ": "
-  // ("prompt: ...", "max_tokens: ..."), which the server reports as the error's `param`. Reads
-  // only what is fixed at creation, so
-  // other threads may call it while the owning thread steps (the server validates on HTTP
-  // threads).
+  // max_tokens < 1, bad sampling parameters or stop strings (InvalidArgument), and prompt +
+  // max_tokens past the context length or what the whole KV cache holds for one request
+  // (OutOfRange: "prompt: ..." when the prompt leaves no room for one output token, else
+  // "max_tokens: ..."). Every message starts with the request field it concerns and ": ", which
+  // the server reports as the error's `param`. Reads only what is fixed at creation, so other
+  // threads may call it while the owning thread steps (the server validates on HTTP threads).
   Status CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const;
+  // The largest prompt + max_tokens CheckRequest accepts: the context length, or less when the
+  // KV cache cannot hold that much for one request (kv/kv_budget.h, KvPositionsForRequest).
+  int64_t MaxRequestTokens() const;
   // The in-process entry: CheckRequest, then SubmitChecked.
   Result<RequestId> Submit(std::vector<int32_t> prompt, GenerationParams params);
   // Queues a request that passed CheckRequest where it entered (precondition; the server checks

@@ -1,5 +1,6 @@
 #include "engine/kv_budget.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -25,11 +26,22 @@ int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter, Kv
          (drafter != nullptr ? drafter->KvBytesPerPosition(dtype) : 0);
 }
 
+int64_t KvPositionsForRequest(int64_t prompt_len, int64_t max_tokens, int32_t block,
+                              int32_t page_size) {
+  DSCALE_CHECK(prompt_len >= 0 && max_tokens >= 0 && block >= 1 && page_size >= 1);
+  // At least the prompt's rows (a request that ends at its first token never decodes).
+  const int64_t positions = std::max(prompt_len, prompt_len + max_tokens + block - 2);
+  return (positions + page_size - 1) / page_size * page_size;
+}
+
+int64_t MaxRequestTokensForKv(int64_t cache_positions, int32_t block) {
+  DSCALE_CHECK(cache_positions >= 0 && block >= 1);
+  return cache_positions - block + 2;
+}
+
 int64_t KvTokensForDemand(int64_t requests, int64_t longest_prompt, int64_t max_tokens,
                           int32_t block, int32_t page_size) {
-  const int64_t positions = longest_prompt + max_tokens + block;
-  const int64_t pages = (positions + page_size - 1) / page_size;
-  return requests * pages * page_size;
+  return requests * KvPositionsForRequest(longest_prompt, max_tokens, block, page_size);
 }
 
 Result<int64_t> AvailableMemoryBytes() {

@@ -21,9 +21,22 @@ int64_t KvBytesPerPosition(const KvCacheShape& shape);
 // and, when there is a drafter, its draft-side rows at the same slot.
 int64_t KvBytesPerPosition(const TargetModel& target, const Drafter* drafter, KvDtype dtype);
 
+// KV positions one request of `prompt_len` + `max_tokens` tokens (the prompt and at most that
+// many outputs) reserves, rounded up to whole pages of `page_size`: every position but the last
+// output's (a token's K/V row is written when it is fed back as an anchor; the last output never
+// is), plus the `block` − 1 positions past its anchor that a decode step's block (the drafted
+// candidates, verified or not) is staged at. The last decode step anchors at position
+// prompt_len + max_tokens − 2, so positions 0 .. prompt_len + max_tokens + block − 3 may be
+// written: prompt_len + max_tokens + block − 2 in all (block 1 without a drafter).
+int64_t KvPositionsForRequest(int64_t prompt_len, int64_t max_tokens, int32_t block,
+                              int32_t page_size);
+
+// The largest prompt + max_tokens one request may have in a cache of `cache_positions`
+// positions (a whole number of pages): the inverse of KvPositionsForRequest.
+int64_t MaxRequestTokensForKv(int64_t cache_positions, int32_t block);
+
 // Positions for `requests` requests running at once, each of at most `longest_prompt` prompt
-// and `max_tokens` output positions, plus the verification block written past the committed
-// length and the rounding of each request to whole pages — what the engine reserves per request.
+// and `max_tokens` output tokens: KvPositionsForRequest for each — what the engine reserves.
 int64_t KvTokensForDemand(int64_t requests, int64_t longest_prompt, int64_t max_tokens,
                           int32_t block, int32_t page_size);
 

@@ -1,6 +1,7 @@
 #include "io/dflash_config.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "io/file_util.h"
@@ -9,63 +10,69 @@
 namespace dscale {
 namespace {
 
-// The field in `dflash_config` when present there, else at the top level; nullptr if neither.
-const nlohmann::json* FindField(const nlohmann::json& root, const char* name) {
-  const auto nested = root.find("dflash_config");
-  if (nested != root.end() && nested->is_object()) {
-    const auto it = nested->find(name);
-    if (it != nested->end() && !it->is_null()) return &*it;
+// Where drafting fields live: in `dflash_config` when present there, else at the top level.
+struct DraftingField {
+  const nlohmann::json* value = nullptr;  // nullptr: absent (or null) in both places
+  std::string name;                       // "dflash_config.mask_token_id" or "mask_token_id"
+};
+
+DraftingField FindField(const nlohmann::json& root, const char* name) {
+  if (const nlohmann::json* nested = JsonMember(root, "dflash_config")) {
+    if (const nlohmann::json* value = JsonMember(*nested, name)) {
+      return {value, std::string("dflash_config.") + name};
+    }
   }
-  const auto it = root.find(name);
-  if (it != root.end() && !it->is_null()) return &*it;
-  return nullptr;
+  return {JsonMember(root, name), name};
 }
 
-Status FieldError(const std::string& path, const char* field, const std::string& problem) {
-  return InvalidArgument(path + ": field \"" + field + "\": " + problem);
+Status FieldError(const std::string& path, const std::string& field, const std::string& problem) {
+  return InvalidArgument(JsonFieldName(path, field) + ": " + problem);
 }
 
-Status ReadLayerIds(const nlohmann::json& value, const std::string& path, DFlashConfig* out) {
+// Layer ids are checked as the JSON numbers they are, before they are narrowed to int32: a value
+// past the int32 range is an error, never wrapped onto a real layer.
+Status ReadLayerIds(const DraftingField& field, const std::string& path, DFlashConfig* out) {
+  const nlohmann::json& value = *field.value;
   if (!value.is_array() || value.empty()) {
-    return FieldError(path, "target_layer_ids",
+    return FieldError(path, field.name,
                       "expected a non-empty list of layer ids, got " + DescribeJson(value));
   }
-  for (const nlohmann::json& item : value) {
-    const std::optional<int64_t> id = JsonInt64(item);
-    if (!id || *id < 0) {
-      return FieldError(path, "target_layer_ids",
-                        "expected non-negative integers, got " + DescribeJson(item));
-    }
-    out->target_layer_ids.push_back(static_cast<int32_t>(*id));
+  for (size_t i = 0; i < value.size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(
+        const int32_t id,
+        ReadJsonIntAs<int32_t>(value[i],
+                               JsonFieldName(path, field.name + "[" + std::to_string(i) + "]"), 0,
+                               std::numeric_limits<int32_t>::max()));
+    out->target_layer_ids.push_back(id);
   }
   return Status::Ok();
 }
 
 Status ReadDraftingFields(const nlohmann::json& root, const std::string& path,
                           DFlashConfig* out) {
-  if (const nlohmann::json* v = FindField(root, "block_size")) {
-    const std::optional<int64_t> size = JsonInt64(*v);
-    if (!size || *size < 2 || *size > 64) {
-      return FieldError(path, "block_size", "expected an integer in [2, 64], got " + DescribeJson(*v));
-    }
-    out->block_size = static_cast<int32_t>(*size);
+  if (const auto it = root.find("dflash_config");
+      it != root.end() && !it->is_null() && !it->is_object()) {
+    return FieldError(path, "dflash_config", "expected an object, got " + DescribeJson(*it));
   }
-  const nlohmann::json* mask = FindField(root, "mask_token_id");
-  if (mask == nullptr) return FieldError(path, "mask_token_id", "missing (expected a token id)");
-  const std::optional<int64_t> mask_id = JsonInt64(*mask);
-  if (!mask_id || *mask_id < 0) {
-    return FieldError(path, "mask_token_id", "expected a token id, got " + DescribeJson(*mask));
+  if (const DraftingField f = FindField(root, "block_size"); f.value != nullptr) {
+    DSCALE_ASSIGN_OR_RETURN(out->block_size,
+                            ReadJsonIntAs<int32_t>(*f.value, JsonFieldName(path, f.name), 2, 64));
   }
-  out->mask_token_id = *mask_id;
-  if (const nlohmann::json* v = FindField(root, "num_target_layers")) {
-    const std::optional<int64_t> n = JsonInt64(*v);
-    if (!n || *n <= 0) {
-      return FieldError(path, "num_target_layers", "expected a positive integer, got " + DescribeJson(*v));
-    }
-    out->num_target_layers = *n;
+  const DraftingField mask = FindField(root, "mask_token_id");
+  if (mask.value == nullptr) {
+    return FieldError(path, "mask_token_id", "missing (expected a token id)");
   }
-  if (const nlohmann::json* v = FindField(root, "target_layer_ids")) {
-    DSCALE_RETURN_IF_ERROR(ReadLayerIds(*v, path, out));
+  // Bounded by the target's vocabulary in ValidateAgainstTarget.
+  DSCALE_ASSIGN_OR_RETURN(out->mask_token_id,
+                          ReadJsonInt(*mask.value, JsonFieldName(path, mask.name), 0,
+                                      std::numeric_limits<int32_t>::max()));
+  if (const DraftingField f = FindField(root, "num_target_layers"); f.value != nullptr) {
+    DSCALE_ASSIGN_OR_RETURN(
+        out->num_target_layers,
+        ReadJsonInt(*f.value, JsonFieldName(path, f.name), 1, std::numeric_limits<int32_t>::max()));
+  }
+  if (const DraftingField f = FindField(root, "target_layer_ids"); f.value != nullptr) {
+    DSCALE_RETURN_IF_ERROR(ReadLayerIds(f, path, out));
   }
   return Status::Ok();
 }
@@ -95,7 +102,7 @@ Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
                           std::to_string(target.num_hidden_layers) + " layers");
   }
   for (int32_t id : c.target_layer_ids) {
-    if (id >= target.num_hidden_layers) {
+    if (id < 0 || id >= target.num_hidden_layers) {
       return FieldError(path, "target_layer_ids",
                         "layer " + std::to_string(id) + " is outside the target's " +
                             std::to_string(target.num_hidden_layers) + " layers");
@@ -123,8 +130,8 @@ Result<DFlashConfig> ParseDFlashConfig(const std::string& json_text, const std::
                                        const Qwen3Config& target) {
   DFlashConfig config;
   DSCALE_ASSIGN_OR_RETURN(config.draft, ParseQwen3Config(json_text, path));
-  const std::optional<nlohmann::json> root = ParseJson(json_text);
-  DSCALE_CHECK(root.has_value());  // ParseQwen3Config accepted it
+  const Result<nlohmann::json> root = ParseJsonDocument(json_text);
+  DSCALE_CHECK(root.ok());  // ParseQwen3Config accepted it
   DSCALE_RETURN_IF_ERROR(ReadDraftingFields(*root, path, &config));
   DSCALE_ASSIGN_OR_RETURN(config.domino, ParseDominoHeadConfig(*root, path));
   if (config.target_layer_ids.empty()) {

@@ -7,24 +7,21 @@ namespace {
 
 constexpr const char* kSection = "domino_config";
 
+std::string FieldName(const std::string& path, const std::string& field) {
+  return JsonFieldName(path, std::string(kSection) + "." + field);
+}
+
 Status FieldError(const std::string& path, const std::string& field, const std::string& problem) {
-  return InvalidArgument(path + ": field \"" + std::string(kSection) + "." + field +
-                         "\": " + problem);
+  return InvalidArgument(FieldName(path, field) + ": " + problem);
 }
 
 // A positive integer field of the section, at most `limit` (keeps a corrupt config from asking
-// for absurd allocations before any tensor is read).
+// for absurd allocations before any tensor is read), checked before it is narrowed.
 Result<int64_t> ReadSize(const nlohmann::json& section, const std::string& path, const char* field,
                          int64_t limit) {
-  const auto it = section.find(field);
-  if (it == section.end()) return FieldError(path, field, "missing (expected a positive integer)");
-  const std::optional<int64_t> value = JsonInt64(*it);
-  if (!value || *value <= 0 || *value > limit) {
-    return FieldError(
-        path, field,
-        "expected an integer in [1, " + std::to_string(limit) + "], got " + DescribeJson(*it));
-  }
-  return *value;
+  const nlohmann::json* value = JsonMember(section, field);
+  if (value == nullptr) return FieldError(path, field, "missing (expected a positive integer)");
+  return ReadJsonInt(*value, FieldName(path, field), 1, limit);
 }
 
 Result<std::string> ReadHeadFile(const nlohmann::json& section, const std::string& path) {
@@ -34,7 +31,7 @@ Result<std::string> ReadHeadFile(const nlohmann::json& section, const std::strin
                       "expected a file name in the drafter folder, got " +
                           (it == section.end() ? std::string("nothing") : DescribeJson(*it)));
   }
-  const std::string name = it->get<std::string>();
+  const std::string& name = it->get_ref<const std::string&>();
   // The head lives beside config.json: no directories, so a config cannot point elsewhere.
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {

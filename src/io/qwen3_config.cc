@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -29,11 +30,9 @@ class FieldReader {
   }
 
   // nullptr when the field is absent or null: optional fields treat null as absent.
-  const nlohmann::json* Get(const char* field) const {
-    const auto it = root_.find(field);
-    if (it == root_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
+  const nlohmann::json* Get(const char* field) const { return JsonMember(root_, field); }
+
+  std::string Name(std::string_view field) const { return JsonFieldName(path_, field); }
 
   Status PositiveInt(const char* field, int64_t* out) const {
     const nlohmann::json* value = Get(field);
@@ -54,21 +53,18 @@ class FieldReader {
   Status PositiveNumber(const char* field, double* out) const {
     const nlohmann::json* value = Get(field);
     if (value == nullptr) return Error(field, "missing (expected a positive number)");
-    if (!value->is_number() || !(value->get<double>() > 0) ||
-        !std::isfinite(value->get<double>())) {
+    const Result<double> x = ReadJsonNumber(*value, Name(field));
+    if (!x.ok() || !(*x > 0)) {
       return Error(field, "expected a positive number, got " + DescribeJson(*value));
     }
-    *out = value->get<double>();
+    *out = *x;
     return Status::Ok();
   }
 
   Status OptionalBool(const char* field, bool* out) const {
     const nlohmann::json* value = Get(field);
     if (value == nullptr) return Status::Ok();
-    if (!value->is_boolean()) {
-      return Error(field, "expected true or false, got " + DescribeJson(*value));
-    }
-    *out = value->get<bool>();
+    DSCALE_ASSIGN_OR_RETURN(*out, ReadJsonBool(*value, Name(field)));
     return Status::Ok();
   }
 
@@ -78,14 +74,19 @@ class FieldReader {
     const nlohmann::json* value = Get(field);
     if (value == nullptr) return Status::Ok();
     const char* expected = "expected a token id, a list of token ids or null, got ";
+    // Each id is checked as the JSON number it is: nothing past int64 is wrapped into range.
+    const auto id_of = [&](const nlohmann::json& item) {
+      return ReadJsonInt(item, Name(field), std::numeric_limits<int64_t>::lowest(),
+                         std::numeric_limits<int64_t>::max());
+    };
     if (!value->is_array()) {
-      const std::optional<int64_t> id = JsonInt64(*value);
-      if (!id) return Error(field, expected + DescribeJson(*value));
+      const Result<int64_t> id = id_of(*value);
+      if (!id.ok()) return Error(field, expected + DescribeJson(*value));
       out->push_back(*id);
     } else {
       for (const nlohmann::json& item : *value) {
-        const std::optional<int64_t> id = JsonInt64(item);
-        if (!id) {
+        const Result<int64_t> id = id_of(item);
+        if (!id.ok()) {
           return Error(field, expected + DescribeJson(*value) + " holding " + DescribeJson(item));
         }
         out->push_back(*id);
@@ -102,8 +103,11 @@ class FieldReader {
 
  private:
   Status PositiveIntValue(const char* field, const nlohmann::json& value, int64_t* out) const {
-    const std::optional<int64_t> parsed = JsonInt64(value);
-    if (!parsed || *parsed <= 0) {
+    // Checked as the JSON number it is (a float, a negative value, or one past int64 is
+    // refused) before the size limit.
+    const Result<int64_t> parsed =
+        ReadJsonInt(value, Name(field), 1, std::numeric_limits<int64_t>::max());
+    if (!parsed.ok()) {
       return Error(field, "expected a positive integer, got " + DescribeJson(value));
     }
     if (*parsed > kMaxSize) {
@@ -225,8 +229,8 @@ nlohmann::json NumberToJson(double value) {
 
 Result<Qwen3Config> ParseQwen3Config(const std::string& json_text, const std::string& path) {
   const std::string name = path.empty() ? "config.json" : path;
-  const std::optional<nlohmann::json> root = ParseJson(json_text);
-  if (!root) return DataLoss(name + ": not valid JSON");
+  Result<nlohmann::json> root = ParseJsonDocument(json_text);
+  if (!root.ok()) return root.status().WithContext(name);
   if (!root->is_object()) {
     return DataLoss(name + ": the config is " + DescribeJson(*root) + ", expected a JSON object");
   }

@@ -384,8 +384,8 @@ bool IsPlainFileName(const std::string& name) {
 // Reads {"weight_map": {"tensor": "shard file"}}, opening each distinct shard once.
 Status Checkpoint::LoadIndex(const std::string& index_path) {
   DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(index_path));
-  const std::optional<nlohmann::json> index = ParseJson(text);
-  if (!index) return DataLoss(index_path + ": not valid JSON");
+  const Result<nlohmann::json> index = ParseJsonDocument(text);
+  if (!index.ok()) return index.status().WithContext(index_path);
   if (!index->is_object()) {
     return DataLoss(index_path + ": the index is " + DescribeJson(*index) +
                     ", expected a JSON object");

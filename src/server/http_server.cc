@@ -339,7 +339,17 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
   if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
   if (auto e = PrepareRequest(*api, tokenizer_, model_, serial ^ salt_, prepared)) return e;
   if (Status s = check_(prepared->prompt, prepared->params); !s.ok()) {
-    return BadFieldMessage(s.message());
+    ApiError error = BadFieldMessage(s.message());
+    if (s.code() == StatusCode::kOutOfRange) {
+      // Does not fit the context or the KV cache. The engine names "prompt" or "max_tokens";
+      // the client's field for the prompt is messages on chat, and a max_tokens the client did
+      // not send is the prompt's doing too.
+      error.code = "context_length_exceeded";
+      if (error.param == "prompt" || (error.param == "max_tokens" && !api->max_tokens)) {
+        error.param = endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
+      }
+    }
+    return error;
   }
   return std::nullopt;
 }

@@ -83,22 +83,30 @@ ApiError ContextExceeded(const std::string& param, const std::string& message) {
   return e;
 }
 
-// max_tokens within the context: the request's, or the default capped by what is left.
+// max_tokens within the context and the KV cache's room for one request: the request's, or the
+// default capped by what is left.
 std::optional<ApiError> ResolveMaxTokens(const ApiRequest& request, const ModelInfo& model,
                                          int64_t prompt_len, const std::string& input,
                                          int32_t* max_tokens) {
-  const std::string limit = "the context length is " + std::to_string(model.context_length) +
-                            " tokens and the prompt has " + std::to_string(prompt_len);
-  if (prompt_len >= model.context_length) {
-    return ContextExceeded(input, limit + ", which leaves no room to generate");
+  const bool kv_binds =
+      model.kv_request_tokens > 0 && model.kv_request_tokens < model.context_length;
+  const int64_t limit = kv_binds ? model.kv_request_tokens : model.context_length;
+  const std::string why =
+      (kv_binds ? "this server's KV cache holds " + std::to_string(limit) +
+                      " tokens (prompt + max_tokens) per request, less than the context length " +
+                      std::to_string(model.context_length) + ","
+                : "the context length is " + std::to_string(limit) + " tokens") +
+      " and the prompt has " + std::to_string(prompt_len);
+  if (prompt_len >= limit) {
+    return ContextExceeded(input, why + ", which leaves no room to generate");
   }
-  const int64_t room = model.context_length - prompt_len;
+  const int64_t room = limit - prompt_len;
   if (!request.max_tokens) {
     *max_tokens = static_cast<int32_t>(std::min<int64_t>(model.default_max_tokens, room));
     return std::nullopt;
   }
   if (*request.max_tokens > room) {
-    return ContextExceeded("max_tokens", "must be at most " + std::to_string(room) + ": " + limit);
+    return ContextExceeded("max_tokens", "must be at most " + std::to_string(room) + ": " + why);
   }
   *max_tokens = static_cast<int32_t>(*request.max_tokens);
   return std::nullopt;

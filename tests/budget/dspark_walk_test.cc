@@ -169,7 +169,8 @@ TEST(SpsTableTest, SavesLoadsAndRejectsBadFilesNamingTheField) {
     Result<SpsTable> r = LoadSpsTable(path);
     return r.ok() ? std::string() : r.status().message();
   };
-  EXPECT_NE(load_error("{").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(load_error("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(load_error("[1]").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(load_error(R"({"format": "x"})").find("format"), std::string::npos);
   EXPECT_NE(load_error(R"({"format": "dscale-sps-v1", "verify_tokens": [2, 1],
                            "steps_per_second": [1, 1]})")
@@ -185,6 +186,66 @@ TEST(SpsTableTest, SavesLoadsAndRejectsBadFilesNamingTheField) {
             std::string::npos);
   EXPECT_NE(LoadSpsTable((dir / "missing.json").string()).status().message().find("missing.json"),
             std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// A table of the wrong types or of numbers past their range: an error naming the file and the
+// field, never an exception out of the JSON library or a number wrapped into range.
+TEST(SpsTableTest, WrongTypesAndRangesAreErrorsNamingTheField) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sps_types_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "sps.json").string();
+  const auto load_error = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    Result<SpsTable> r = LoadSpsTable(path);
+    return r.ok() ? std::string() : r.status().message();
+  };
+  const std::string good_rest = R"("verify_tokens": [1, 2], "steps_per_second": [10, 9])";
+  for (const std::string format : {"5", "null", "[\"dscale-sps-v1\"]", "{\"v\": \"dscale-sps-v1\"}",
+                                   "true", "\"dscale-sps-v2\""}) {
+    const std::string message = load_error("{\"format\": " + format + ", " + good_rest + "}");
+    EXPECT_NE(message.find(path + ": field \"format\": expected \"dscale-sps-v1\", got "),
+              std::string::npos)
+        << format << ": " << message;
+  }
+  EXPECT_NE(load_error("{" + good_rest + "}").find("field \"format\""), std::string::npos);
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("verify_tokens": 5, "steps_per_second": [1])",
+       "field \"verify_tokens\": expected an array"},
+      {R"("verify_tokens": {"a": 1}, "steps_per_second": [1])",
+       "field \"verify_tokens\": expected an array"},
+      {R"("verify_tokens": [1], "steps_per_second": "9")",
+       "field \"steps_per_second\": expected an array"},
+      {R"("verify_tokens": [1, 4294967297], "steps_per_second": [1, 1])",
+       "field \"verify_tokens[1]\": expected an integer in [1, 2147483648], got 4294967297"},
+      {R"("verify_tokens": [18446744073709551615], "steps_per_second": [1])",
+       "field \"verify_tokens[0]\""},
+      {R"("verify_tokens": [2.0], "steps_per_second": [1])", "got 2.0"},
+      {R"("verify_tokens": [null], "steps_per_second": [1])", "got null"},
+      {R"("verify_tokens": [0], "steps_per_second": [1])", "field \"verify_tokens[0]\""},
+      {R"("verify_tokens": [1], "steps_per_second": ["9"])",
+       "field \"steps_per_second[0]\": expected a finite number, got \"9\""},
+      {R"("verify_tokens": [1], "steps_per_second": [[9]])", "field \"steps_per_second[0]\""},
+      {R"("verify_tokens": [1], "steps_per_second": [9], "context": "64")",
+       "field \"context\": expected a non-negative integer"},
+      {R"("verify_tokens": [1], "steps_per_second": [9], "context": 18446744073709551615)",
+       "field \"context\""},
+      {R"("verify_tokens": [1], "steps_per_second": [9], "context": -1)", "field \"context\""},
+      {R"("verify_tokens": [1], "steps_per_second": [9], "target": 5)",
+       "field \"target\": expected a string"},
+      {R"("verify_tokens": [1], "verify_tokens": [1], "steps_per_second": [9])",
+       "duplicate key \"verify_tokens\""},
+  };
+  for (const auto& [body, expected] : cases) {
+    const std::string message = load_error(R"({"format": "dscale-sps-v1", )" + body + "}");
+    EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << body << ": " << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << body << ": " << message;
+  }
+  // Null optional fields are absent.
+  EXPECT_EQ(load_error(R"({"format": "dscale-sps-v1", )" + good_rest +
+                       R"(, "context": null, "target": null})"),
+            "");
   std::filesystem::remove_all(dir);
 }
 

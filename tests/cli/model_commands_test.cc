@@ -265,6 +265,28 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   r = RunDscale("generate --target " + Target() + " --spec none --prompts /dev/zero");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("--prompts: /dev/zero: not a regular file"), std::string::npos) << r.out;
+  // Prompt files are checked like any JSON a user gives: ids as the numbers they are, fields of
+  // the wrong type named, a key given twice refused.
+  const std::string prompt_file = *dir_ + "/bad_prompts.jsonl";
+  const std::pair<std::string, std::string> bad_prompts[] = {
+      {R"({"ids": [1, 4294967297]})",
+       ":1: \"ids\"[1]: expected an integer in [0, 2147483647], got 4294967297"},
+      {R"({"ids": [2147483648]})", "\"ids\"[0]: expected an integer in [0, 2147483647]"},
+      {R"({"ids": [18446744073709551615]})", "got 18446744073709551615"},
+      {R"({"ids": [-1]})", "\"ids\"[0]: expected an integer in [0, 2147483647], got -1"},
+      {R"({"ids": [1.0]})", "\"ids\"[0]: expected an integer in [0, 2147483647], got 1.0"},
+      {R"({"ids": ["1"]})", "got \"1\""},
+      {R"({"ids": 5})", "\"ids\": expected a list of token ids, got 5"},
+      {R"({"ids": [1], "ids": [2]})", ":1: duplicate key \"ids\""},
+      {R"([1, 2])", "expected a JSON object, got an array of 2 elements"},
+  };
+  for (const auto& [line, message] : bad_prompts) {
+    std::ofstream(prompt_file) << line << "\n";
+    r = RunDscale("generate --target " + Target() + " --spec none --prompts " + prompt_file);
+    EXPECT_EQ(r.exit_code, 1) << line << "\n" << r.out;
+    EXPECT_NE(r.out.find(prompt_file), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << line << "\n" << r.out;
+  }
   r = RunDscale("logits --model /nonexistent/dir --ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
@@ -286,6 +308,37 @@ TEST_F(ModelCommandsTest, CountFlagsSayTheirBoundPlainly) {
       RunDscale("generate --target " + Target() + " --spec none --ids 1 --concurrency 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--concurrency: must be at least 1, got 0"), std::string::npos) << r.out;
+  // The most requests one engine runs at once, said by the help and checked alike.
+  const testing::CommandResult many =
+      RunDscale("generate --target " + Target() + " --spec none --ids 1 --concurrency 65");
+  EXPECT_EQ(many.exit_code, 2);
+  EXPECT_NE(many.out.find("--concurrency: must be at most 64, got 65"), std::string::npos)
+      << many.out;
+  for (const std::string command : {"generate", "serve", "collect"}) {
+    const testing::CommandResult help = RunDscale(command + " --help");
+    EXPECT_EQ(help.exit_code, 0) << help.out;
+    EXPECT_NE(help.out.find(command == "generate" ? "INT in [1, 64]" : "[1 - 64]"),
+              std::string::npos)
+        << command << ":\n"
+        << help.out;
+    EXPECT_EQ(help.out.find("1 - 1024"), std::string::npos) << help.out;
+  }
+}
+
+// A tokenizer whose ids exceed the model's vocabulary is refused at start-up, naming the file.
+TEST_F(ModelCommandsTest, ATokenizerBeyondTheVocabularyIsRefused) {
+  const std::string qwen3 = std::string(DSCALE_TEST_DATA_DIR) + "/tokenizer/qwen3";
+  for (const std::string& command :
+       {"generate --target " + Target() + " --spec none --prompt hello --tokenizer " + qwen3,
+        "collect --target " + Target() + " --drafter " + Drafter() +
+            " --prompts /dev/null --out " + *dir_ + "/t.bin --tokenizer " + qwen3}) {
+    const testing::CommandResult r = RunDscale(command);
+    EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out;
+    EXPECT_NE(r.out.find("tokenizer/qwen3/added_tokens.json"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("has id 151668, outside the model's vocabulary of 97 ids"),
+              std::string::npos)
+        << r.out;
+  }
 }
 
 // A NaN in any weight is refused at load, naming the tensor.
@@ -400,6 +453,36 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
   r = RunDscale("generate --spec dspark --sps-table " + *dir_ + "/missing.json" + with_predictor);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("--sps-table"), std::string::npos) << r.out;
+  // A table of the wrong types is an error naming the field, in generate and in serve (which
+  // reads it before it listens), never an exception out of the JSON library.
+  const std::string bad_sps = *dir_ + "/bad_sps.json";
+  const std::pair<std::string, std::string> bad_tables[] = {
+      {R"({"format": 5})", "field \"format\": expected \"dscale-sps-v1\", got 5"},
+      {R"({"format": null})", "field \"format\": expected \"dscale-sps-v1\", got nothing"},
+      {R"({"format": ["dscale-sps-v1"]})",
+       "field \"format\": expected \"dscale-sps-v1\", got an array of 1 element"},
+      {R"({"format": {"a": 1}})", "field \"format\": expected \"dscale-sps-v1\", got an object"},
+      {R"({"format": "dscale-sps-v1", "verify_tokens": [4294967297], "steps_per_second": [1]})",
+       "field \"verify_tokens[0]\": expected an integer in [1, 2147483648], got 4294967297"},
+      {R"({"format": "dscale-sps-v1", "verify_tokens": [1], "steps_per_second": [1],
+           "target": 5})",
+       "field \"target\": expected a string, got 5"},
+  };
+  for (const auto& [table, message] : bad_tables) {
+    std::ofstream(bad_sps) << table;
+    for (const std::string& command :
+         {"generate --spec dspark --sps-table " + bad_sps + with_predictor,
+          // The bundled pair: serve needs a tokenizer, which this tiny target lacks.
+          "serve --spec dspark --target " + std::string(DSCALE_MODELS_DIR) + "/tiny-target" +
+              " --drafter " + std::string(DSCALE_MODELS_DIR) + "/tiny-dflash" +
+              " --host 127.0.0.1 --port 0 --sps-table " + bad_sps}) {
+      r = RunDscale(command);
+      EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out;
+      EXPECT_NE(r.out.find("--sps-table: " + bad_sps + ": " + message), std::string::npos)
+          << table << "\n"
+          << r.out;
+    }
+  }
 
   // Seeded sampling emits the same tokens with or without speculation, at any budget.
   const std::string sampled = " --temperature 0.9 --seed 5";

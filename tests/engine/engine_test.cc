@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
+#include "engine/kv_budget.h"
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
 #include "model/logit_bounds.h"
@@ -223,7 +225,104 @@ TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
 
   auto engine = Engine::Create(target_, &drafter, config).value();
   const Result<RequestId> too_big = engine->Submit(std::vector<int32_t>(200, 1), Greedy(16));
-  EXPECT_NE(too_big.status().message().find("KV pages"), std::string::npos);
+  EXPECT_EQ(too_big.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(too_big.status().message().find("KV positions"), std::string::npos);
+}
+
+// A request may fill the whole context, and max_running of them fit the cache sized for that
+// many full contexts (KvTokensForDemand, what `dscale serve` sizes by default) and run at once:
+// every position a step writes or stages — the last step's whole block included, drafted by the
+// real DFlash drafter or by the planted one that gets long drafts accepted — lies in the pages
+// the request reserved. Outputs stay plain greedy decoding's, every token of max_tokens.
+TEST_F(EngineTest, FullContextsFitACacheSizedForThemAndRunAtOnce) {
+  Qwen3Config config = EngineTestTargetConfig();
+  constexpr int64_t kContext = 80;
+  config.max_position_embeddings = kContext;
+  Qwen3Model target(config, RandomQwen3Weights(config, 5, DType::kF32));
+  const float tie = testing::EngineTestTieTolerance(target);
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
+  testing::PlantedDrafter planted(target, 16, /*salt=*/21);
+  const std::vector<int32_t> lengths = {79, 50, 17, 1};  // + max_tokens = the context each
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<int32_t>> expected;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    std::vector<int32_t> p(lengths[i]);
+    for (int32_t j = 0; j < lengths[i]; ++j) p[j] = static_cast<int32_t>((7 * j + 3 * i + 1) % 120);
+    expected.push_back(
+        GreedyDecode(target, p, {.max_new_tokens = static_cast<int32_t>(kContext) - lengths[i]})
+            .value());
+    prompts.push_back(std::move(p));
+  }
+  const std::vector<std::pair<std::string, Drafter*>> modes = {
+      {"none", nullptr}, {"dflash", dflash.get()}, {"dflash", &planted}, {"fixed:16", &planted}};
+  for (const auto& [mode, drafter] : modes) {
+    const int32_t block = drafter != nullptr ? 16 : 1;
+    const auto running = static_cast<int32_t>(prompts.size());
+    EngineConfig ec{.policy = LengthPolicy::Parse(mode).value(),
+                    .max_running = running,
+                    .kv_tokens = KvTokensForDemand(running, kContext - 1, 1, block, 16)};
+    auto engine = Engine::Create(target, drafter, ec).value();
+    EXPECT_EQ(engine->MaxRequestTokens(), kContext) << mode;
+    std::vector<RequestId> ids;
+    for (const auto& p : prompts) {
+      const GenerationParams params{.max_tokens = static_cast<int32_t>(kContext - p.size())};
+      ids.push_back(engine->Submit(p, params).value());
+    }
+    // The first step admits every request (none waits for pages); the 79-token prompt with
+    // max_tokens 1 ends at its prefill.
+    ASSERT_TRUE(engine->Step().ok());
+    EXPECT_EQ(engine->queued(), 0) << mode << ": all full contexts run at once";
+    EXPECT_EQ(engine->running(), running - 1) << mode;
+    ASSERT_TRUE(engine->RunToCompletion().ok());
+    std::vector<RequestResult> results = engine->TakeFinished();
+    ASSERT_EQ(results.size(), prompts.size());
+    int ties = 0;
+    for (const RequestResult& r : results) {
+      const size_t i = static_cast<size_t>(std::find(ids.begin(), ids.end(), r.id) - ids.begin());
+      ASSERT_LT(i, prompts.size());
+      EXPECT_EQ(r.finish_reason, FinishReason::kLength) << mode << " " << r.error;
+      EXPECT_EQ(static_cast<int64_t>(prompts[i].size() + r.output_ids.size()), kContext) << mode;
+      testing::SameGreedyOutput(target, prompts[i], r.output_ids, expected[i], &ties, tie);
+    }
+    EXPECT_LE(ties, 1) << mode;
+    EXPECT_EQ(engine->free_kv_pages(), engine->total_kv_pages()) << mode;
+
+    // One token more is the context's limit, named by the field at fault.
+    const Status longer = engine->CheckRequest(prompts[0], {.max_tokens = 2});
+    EXPECT_EQ(longer.code(), StatusCode::kOutOfRange) << mode;
+    EXPECT_EQ(longer.message().rfind("max_tokens: ", 0), 0u) << longer.message();
+    EXPECT_NE(longer.message().find("exceeds the context length 80"), std::string::npos);
+    const Status whole(engine->CheckRequest(std::vector<int32_t>(kContext, 1), {.max_tokens = 1}));
+    EXPECT_EQ(whole.code(), StatusCode::kOutOfRange) << mode;
+    EXPECT_EQ(whole.message().rfind("prompt: ", 0), 0u) << whole.message();
+  }
+}
+
+// A cache smaller than one request's context (--kv-tokens) bounds prompt + max_tokens by what it
+// holds for one request, MaxRequestTokens: that much runs to the end, one token more is refused
+// as out of range, naming the KV cache.
+TEST_F(EngineTest, ASmallCacheBoundsOneRequestByWhatItHolds) {
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
+  testing::PlantedDrafter planted(target_, 16, /*salt=*/5);
+  for (Drafter* drafter : {static_cast<Drafter*>(dflash.get()), static_cast<Drafter*>(&planted)}) {
+    const EngineConfig ec{.policy = LengthPolicy::Parse("dflash").value(), .kv_tokens = 48};
+    auto engine = Engine::Create(target_, drafter, ec).value();
+    ASSERT_EQ(engine->MaxRequestTokens(), 48 - 16 + 2);
+    const std::vector<int32_t> prompt = RandomPrompts(1, target_.config().vocab_size, 8, 20)[0];
+    const auto max_tokens = static_cast<int32_t>(34 - prompt.size());
+    const EngineRun run = RunPrompts(target_, drafter, ec, {prompt}, {.max_tokens = max_tokens});
+    EXPECT_EQ(run.outputs[0].size(), static_cast<size_t>(max_tokens));
+    EXPECT_EQ(run.free_pages_after, run.total_pages);
+    const Status over = engine->CheckRequest(prompt, {.max_tokens = max_tokens + 1});
+    EXPECT_EQ(over.code(), StatusCode::kOutOfRange);
+    EXPECT_EQ(over.message().rfind("max_tokens: ", 0), 0u) << over.message();
+    EXPECT_NE(over.message().find("more than the KV cache's 48"), std::string::npos)
+        << over.message();
+    EXPECT_NE(over.message().find("at most 34 per request"), std::string::npos) << over.message();
+    const Status prompt_alone =
+        engine->CheckRequest(std::vector<int32_t>(34, 1), {.max_tokens = 1});
+    EXPECT_EQ(prompt_alone.message().rfind("prompt: ", 0), 0u) << prompt_alone.message();
+  }
 }
 
 TEST_F(EngineTest, SubmitRejectsBadRequestsWithClearErrors) {

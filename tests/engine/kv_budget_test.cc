@@ -29,10 +29,31 @@ TEST(KvBudgetTest, TargetAndDrafterRowsHalveWithBf16) {
 }
 
 TEST(KvBudgetTest, DemandCoversEveryRequestRoundedToPages) {
-  // 3 + 10 + 16 = 29 positions → 2 pages of 16 per request.
+  // 3 + 10 + 16 − 2 = 27 positions → 2 pages of 16 per request.
   EXPECT_EQ(KvTokensForDemand(4, 3, 10, 16, 16), 4 * 32);
-  EXPECT_EQ(KvTokensForDemand(1, 16, 0, 0, 16), 16);
-  EXPECT_EQ(KvTokensForDemand(1, 16, 1, 0, 16), 32);
+  // Without a drafter (block 1) the last output never needs a row: 16 + 1 − 1 = 16.
+  EXPECT_EQ(KvTokensForDemand(1, 16, 1, 1, 16), 16);
+  EXPECT_EQ(KvTokensForDemand(1, 16, 2, 1, 16), 32);
+}
+
+// A request of prompt + max_tokens = a full context fits a cache sized for one full context by
+// KvPositionsForRequest, and MaxRequestTokensForKv inverts it.
+TEST(KvBudgetTest, PositionsPerRequestAndTheirInverse) {
+  // The last decode step anchors at prompt + max_tokens − 2 and stages block − 1 more.
+  EXPECT_EQ(KvPositionsForRequest(4095, 1, 16, 16), 4096 + 16);  // 4110 → 257 pages
+  EXPECT_EQ(KvPositionsForRequest(4095, 1, 1, 16), 4096);        // 4095 → 256 pages
+  EXPECT_EQ(KvPositionsForRequest(4094, 2, 2, 16), 4096);
+  EXPECT_EQ(KvPositionsForRequest(7, 1, 1, 1), 7);  // ends at its first token: the prompt only
+  EXPECT_EQ(KvPositionsForRequest(0, 5, 16, 16), 32);
+  for (const int32_t block : {1, 2, 4, 16}) {
+    for (const int64_t cache : {int64_t{16}, int64_t{64}, int64_t{4096}, int64_t{4112}}) {
+      const int64_t most = MaxRequestTokensForKv(cache, block);
+      // The largest request fits, one token more does not (page rounding aside: cache is
+      // whole pages of 1 here).
+      EXPECT_LE(KvPositionsForRequest(most - 1, 1, block, 1), cache) << block << " " << cache;
+      EXPECT_GT(KvPositionsForRequest(most, 1, block, 1), cache) << block << " " << cache;
+    }
+  }
 }
 
 TEST(KvBudgetTest, AvailableMemoryIsRead) {

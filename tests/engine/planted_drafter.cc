@@ -1,5 +1,7 @@
 #include "planted_drafter.h"
 
+#include <algorithm>
+
 #include "model/greedy_decode.h"
 
 namespace dscale::testing {
@@ -30,8 +32,14 @@ const std::vector<int32_t>& PlantedDrafter::GreedyContinuation(
     const std::vector<int32_t>& context) {
   auto it = memo_.find(context);
   if (it == memo_.end()) {
+    // At the end of the context the truth is as long as the context allows; the candidates
+    // past it (staged, never committed) are filled with token 0.
+    const int64_t room =
+        target_.config().max_position_embeddings - static_cast<int64_t>(context.size());
+    const auto length = static_cast<int32_t>(std::clamp<int64_t>(room, 0, block_ - 1));
     std::vector<int32_t> continuation =
-        GreedyDecode(target_, context, {.max_new_tokens = block_ - 1}).value();
+        GreedyDecode(target_, context, {.max_new_tokens = length}).value();
+    continuation.resize(static_cast<size_t>(block_ - 1), 0);
     it = memo_.emplace(context, std::move(continuation)).first;
   }
   return it->second;

@@ -109,6 +109,111 @@ TEST(DFlashConfigTest, InconsistentFieldsAreClearErrors) {
   EXPECT_NE(error(j).find("draft/config.json"), std::string::npos) << error(j);
 }
 
+// `j` written out with the value at `path` ("a" or "a.b") replaced by `raw`, as written.
+std::string WithRaw(nlohmann::json j, const std::string& path, const std::string& raw) {
+  const size_t dot = path.find('.');
+  if (dot == std::string::npos) {
+    j[path] = "@raw@";
+  } else {
+    j[path.substr(0, dot)][path.substr(dot + 1)] = "@raw@";
+  }
+  std::string text = j.dump();
+  text.replace(text.find("\"@raw@\""), 7, raw);
+  return text;
+}
+
+// Every integer of the drafter's config is checked as the JSON number it is, before it is
+// narrowed: a layer id of 2^31 + k is an error rather than an abort, 2^32 + 1 is not layer 1.
+TEST(DFlashConfigTest, IntegersAreCheckedBeforeTheyAreNarrowed) {
+  const auto error = [](const std::string& text) {
+    const Result<DFlashConfig> c = ParseDFlashConfig(text, "draft/config.json", Target36());
+    return c.ok() ? std::string() : c.status().message();
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {"[1, 2147483648]",
+       "dflash_config.target_layer_ids[1]\": expected an integer in [0, "
+       "2147483647], got 2147483648"},
+      {"[2147483651]", "got 2147483651"},
+      {"[4294967297]",
+       "dflash_config.target_layer_ids[0]\": expected an integer in [0, "
+       "2147483647], got 4294967297"},
+      {"[1, 18446744073709551615]", "got 18446744073709551615"},
+      {"[18446744073709551617]", "got 1.8446744073709552e+19"},
+      {"[9, -1]", "target_layer_ids[1]\": expected an integer in [0, 2147483647], got -1"},
+      {"[9, 1.0]", "got 1.0"},
+      {"[\"1\"]", "got \"1\""},
+      {"[null]", "got null"},
+      {"[[1]]", "got an array of 1 element"},
+      {"5", "expected a non-empty list of layer ids, got 5"},
+      {"[]", "expected a non-empty list of layer ids, got an empty array"},
+  };
+  for (const auto& [raw, expected] : cases) {
+    const std::string message = error(WithRaw(DraftJson(), "dflash_config.target_layer_ids", raw));
+    EXPECT_NE(message.find("draft/config.json: field \"dflash_config.target_layer_ids"),
+              std::string::npos)
+        << raw << ": " << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << raw << ": " << message;
+  }
+  const std::pair<std::string, std::string> fields[] = {
+      {"block_size", "4294967312"},
+      {"block_size", "16.0"},
+      {"block_size", "-16"},
+      {"block_size", "1"},
+      {"block_size", "65"},
+      {"dflash_config.mask_token_id", "4294967297"},
+      {"dflash_config.mask_token_id", "-1"},
+      {"dflash_config.mask_token_id", "151669.0"},
+      {"dflash_config.mask_token_id", "18446744073709551615"},
+      {"num_target_layers", "4294967332"},
+      {"num_target_layers", "36.0"},
+      {"num_target_layers", "0"},
+      {"num_target_layers", "\"36\""},
+  };
+  for (const auto& [field, raw] : fields) {
+    const std::string message = error(WithRaw(DraftJson(), field, raw));
+    EXPECT_NE(message.find("draft/config.json: field \"" + field + "\": expected an integer"),
+              std::string::npos)
+        << field << " = " << raw << ": " << message;
+  }
+  // The same fields at the top level are named as such.
+  nlohmann::json top = DraftJson();
+  top.erase("dflash_config");
+  top["mask_token_id"] = 7;
+  const std::string message = error(WithRaw(top, "target_layer_ids", "[4294967297]"));
+  EXPECT_NE(message.find("field \"target_layer_ids[0]\": expected an integer in [0, 2147483647]"),
+            std::string::npos)
+      << message;
+}
+
+TEST(DFlashConfigTest, WrongShapesAndRepeatedKeysAreRefused) {
+  const auto error = [](const std::string& text) {
+    const Result<DFlashConfig> c = ParseDFlashConfig(text, "draft/config.json", Target36());
+    return c.ok() ? std::string() : c.status().message();
+  };
+  for (const std::string raw : {"5", "[1, 2]", "\"x\"", "true"}) {
+    EXPECT_NE(error(WithRaw(DraftJson(), "dflash_config", raw))
+                  .find("field \"dflash_config\": expected an object"),
+              std::string::npos)
+        << raw;
+  }
+  std::string text = DraftJson().dump();
+  text.replace(text.find("\"mask_token_id\""), 15, R"("mask_token_id":3,"mask_token_id")");
+  EXPECT_EQ(error(text), "draft/config.json: duplicate key \"mask_token_id\" in \"dflash_config\"");
+  text = DraftJson().dump();
+  text.replace(0, 1, R"({"block_size": 8,)");
+  EXPECT_EQ(error(text), "draft/config.json: duplicate key \"block_size\"");
+  // A target too shallow for the derived layer ids: refused, not a negative layer.
+  nlohmann::json j = DraftJson();
+  j["dflash_config"].erase("target_layer_ids");
+  j.erase("num_target_layers");
+  Qwen3Config shallow = Target36();
+  shallow.num_hidden_layers = 2;
+  const Result<DFlashConfig> c = ParseDFlashConfig(j.dump(), "draft/config.json", shallow);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("target_layer_ids"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(DFlashConfigTest, RoundTripsThroughJson) {
   const DFlashConfig c = Parse(DraftJson()).value();
   const DFlashConfig back =

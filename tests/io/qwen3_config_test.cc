@@ -175,6 +175,72 @@ TEST(Qwen3ConfigTest, OutOfRangeValues) {
   }
 }
 
+// `json` with `field` set to `raw`, written as is (numbers nlohmann would not produce itself).
+std::string WithRawField(nlohmann::json json, const std::string& field, const std::string& raw) {
+  json[field] = "@raw@";
+  std::string text = json.dump();
+  text.replace(text.find("\"@raw@\""), 7, raw);
+  return text;
+}
+
+// Every integer is checked as the JSON number it is: nothing past 32 or 64 bits is wrapped into
+// range, and integral floats are not integers.
+TEST(Qwen3ConfigTest, NumbersPastTheirRangeAreNeverWrapped) {
+  for (const char* field :
+       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"}) {
+    for (const std::string raw :
+         {"2147483649", "4294967297", "9223372036854775807", "9223372036854775808",
+          "18446744073709551615", "18446744073709551617", "4096.0", "1e3", "-0"}) {
+      const Result<Qwen3Config> config =
+          ParseQwen3Config(WithRawField(Qwen3_8bJson(), field, raw), "some/dir/config.json");
+      ASSERT_FALSE(config.ok()) << field << " = " << raw;
+      EXPECT_EQ(config.status().message().rfind(
+                    "some/dir/config.json: field \"" + std::string(field) + "\": ", 0),
+                0u)
+          << config.status().message();
+    }
+  }
+  for (const char* field : {"bos_token_id", "eos_token_id"}) {
+    for (const std::string raw : {"4294967297", "18446744073709551615", "18446744073709551617",
+                                  "[151645, 4294967297]", "151645.0", "[1e2]"}) {
+      const Result<Qwen3Config> config =
+          ParseQwen3Config(WithRawField(Qwen3_8bJson(), field, raw), "c.json");
+      ASSERT_FALSE(config.ok()) << field << " = " << raw;
+      EXPECT_NE(config.status().message().find("c.json: field \"" + std::string(field) + "\""),
+                std::string::npos)
+          << config.status().message();
+    }
+  }
+  for (const char* field : {"rms_norm_eps", "rope_theta"}) {
+    for (const std::string raw : {"1e400", "-1e400", "true"}) {
+      EXPECT_FALSE(ParseQwen3Config(WithRawField(Qwen3_8bJson(), field, raw), "c.json").ok())
+          << field << " = " << raw;
+    }
+  }
+}
+
+// A config that names a field twice is refused (a JSON object would keep one of them silently).
+TEST(Qwen3ConfigTest, RepeatedKeysAreRefused) {
+  const std::string text = Qwen3_8bJson().dump();
+  for (const std::string extra : {R"("vocab_size": 151936)", R"("num_hidden_layers": 4)",
+                                  R"("eos_token_id": 1)", R"("model_type": "qwen3")"}) {
+    const std::string doubled = "{" + extra + "," + text.substr(1);
+    const Result<Qwen3Config> config = ParseQwen3Config(doubled, "m/config.json");
+    ASSERT_FALSE(config.ok()) << extra;
+    EXPECT_EQ(config.status().code(), StatusCode::kDataLoss);
+    const std::string key = extra.substr(1, extra.find('"', 1) - 1);
+    EXPECT_EQ(config.status().message(), "m/config.json: duplicate key \"" + key + "\"");
+  }
+  nlohmann::json nested = Qwen3_8bJson();
+  nested["rope_scaling"] = nullptr;
+  std::string text2 = nested.dump();
+  text2.replace(text2.find("\"rope_scaling\":null"), 19,
+                R"("rope_scaling":{"factor":1,"factor":2})");
+  EXPECT_EQ(ParseQwen3Config(text2, "m/config.json").status().message(),
+            "m/config.json: duplicate key \"factor\" in \"rope_scaling\"");
+}
+
 TEST(Qwen3ConfigTest, InconsistentValues) {
   nlohmann::json json = Qwen3_8bJson();
   json["num_key_value_heads"] = 5;

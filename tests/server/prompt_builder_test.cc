@@ -95,6 +95,46 @@ TEST(PromptBuilderTest, ContextLimits) {
   EXPECT_EQ(e->code, "context_length_exceeded");
 }
 
+// A KV cache that holds less than the context for one request (--kv-tokens) bounds prompt +
+// max_tokens the same way, and the error says that the cache, not the context, is the limit.
+TEST(PromptBuilderTest, KvCacheLimits) {
+  ModelInfo model = TinyModelInfo();  // 64 positions
+  model.kv_request_tokens = 40;
+  const auto prepare = [&](const std::string& body, PreparedRequest* out,
+                           Endpoint endpoint = Endpoint::kCompletions) {
+    return PrepareRequest(Parse(endpoint, body), ServerTokenizer(), model, 77, out);
+  };
+  std::string ids = "[1";
+  for (int i = 1; i < 36; ++i) ids += ", 1";
+  ids += "]";
+  PreparedRequest p;
+  ASSERT_FALSE(prepare(R"({"model": "tiny", "prompt": )" + ids + "}", &p));
+  EXPECT_EQ(p.params.max_tokens, 4);  // the default, capped by the cache's room
+  ASSERT_FALSE(prepare(R"({"model": "tiny", "max_tokens": 4, "prompt": )" + ids + "}", &p));
+  std::optional<ApiError> e =
+      prepare(R"({"model": "tiny", "max_tokens": 5, "prompt": )" + ids + "}", &p);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "max_tokens");
+  EXPECT_EQ(e->code, "context_length_exceeded");
+  EXPECT_NE(e->message.find("must be at most 4: this server's KV cache holds 40 tokens"),
+            std::string::npos)
+      << e->message;
+  std::string full = "[1";
+  for (int i = 1; i < 40; ++i) full += ", 1";
+  full += "]";
+  e = prepare(R"({"model": "tiny", "prompt": )" + full + "}", &p);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "prompt");
+  EXPECT_EQ(e->code, "context_length_exceeded");
+  EXPECT_NE(e->message.find("KV cache"), std::string::npos) << e->message;
+  // A cache at least as large as the context is not mentioned.
+  model.kv_request_tokens = 64;
+  e = prepare(R"({"model": "tiny", "max_tokens": 30, "prompt": )" + full + "}", &p);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("the context length is 64"), std::string::npos) << e->message;
+  EXPECT_EQ(e->message.find("KV cache"), std::string::npos) << e->message;
+}
+
 // Text longer than kMaxPromptBytesPerToken bytes per context position is refused before the
 // tokenizer runs: 8 MB of whitespace costs a sum of lengths, not a BPE pass.
 TEST(PromptBuilderTest, TextFarBeyondTheContextIsRefusedBeforeTokenizing) {

@@ -251,6 +251,88 @@ TEST(BpeVocabTest, CorruptVocabJson) {
   }
 }
 
+// Ids are checked as the JSON numbers they are, whichever file holds them: nothing past the id
+// limit wraps into range.
+TEST(BpeVocabTest, IdsPastTheirRangeAreNeverWrapped) {
+  for (const std::string raw :
+       {"4294967297", "2147483648", "18446744073709551615", "18446744073709551617", "16777216",
+        "97.0", "true", "null", "[97]"}) {
+    TempDir vocab_json, added_json, tokenizer_json;
+    vocab_json.Write("vocab.json", R"({"a": )" + raw + "}");
+    vocab_json.Write("merges.txt", "");
+    ExpectLoadError(vocab_json.path(), StatusCode::kDataLoss,
+                    "vocab.json: token \"a\": expected a token id");
+    added_json.Write("vocab.json", SmallVocab().dump());
+    added_json.Write("merges.txt", MergesTxt());
+    added_json.Write("added_tokens.json", R"({"<x>": )" + raw + "}");
+    ExpectLoadError(added_json.path(), StatusCode::kDataLoss,
+                    "added_tokens.json: token \"<x>\": expected a token id");
+    json doc = TokenizerJson(SmallVocab(), kSmallMerges, true, {{"<x>", 300, true}});
+    doc["added_tokens"][0]["id"] = "@raw@";
+    std::string text = doc.dump();
+    text.replace(text.find("\"@raw@\""), 7, raw);
+    tokenizer_json.Write("tokenizer.json", text);
+    ExpectLoadError(tokenizer_json.path(), StatusCode::kDataLoss, "added_tokens[0].id: expected");
+  }
+}
+
+// A key named twice in a tokenizer file is refused, not resolved silently to one of its values.
+TEST(BpeVocabTest, RepeatedKeysAreRefused) {
+  TempDir vocab_json, tokenizer_json, config_json;
+  std::string vocab = SmallVocab().dump();
+  vocab.insert(1, "\"he\": 300, ");  // "he" is 256 later in the object
+  vocab_json.Write("vocab.json", vocab);
+  vocab_json.Write("merges.txt", MergesTxt());
+  ExpectLoadError(vocab_json.path(), StatusCode::kDataLoss, "token \"he\" is listed twice");
+
+  std::string doc = TokenizerJson(SmallVocab(), kSmallMerges, true, {}).dump();
+  doc.insert(doc.find("\"vocab\":{") + 9, "\"he\":300,");
+  tokenizer_json.Write("tokenizer.json", doc);
+  ExpectLoadError(tokenizer_json.path(), StatusCode::kDataLoss,
+                  "tokenizer.json: duplicate key \"he\" in \"model.vocab\"");
+
+  config_json.Write("vocab.json", SmallVocab().dump());
+  config_json.Write("merges.txt", MergesTxt());
+  config_json.Write("tokenizer_config.json", R"({"eos_token": "<a>", "eos_token": "<b>"})");
+  ExpectLoadError(config_json.path(), StatusCode::kDataLoss,
+                  "tokenizer_config.json: duplicate key \"eos_token\"");
+}
+
+// A tokenizer meant for a model must not hold ids the model's vocabulary lacks: the check names
+// the file and the token.
+TEST(BpeVocabTest, IdsOutsideTheModelsVocabularyAreNamed) {
+  TempDir plain, added, json_layout;
+  plain.Write("vocab.json", SmallVocab().dump());
+  plain.Write("merges.txt", MergesTxt());
+  const Tokenizer small = Tokenizer::Load(plain.path()).value();
+  EXPECT_TRUE(small.CheckFitsVocabulary(261).ok());
+  EXPECT_TRUE(small.CheckFitsVocabulary(151936).ok());
+  const Status vocab_past = small.CheckFitsVocabulary(260);
+  EXPECT_EQ(vocab_past.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(vocab_past.message().find("vocab.json: token \" w\" has id 260, outside the model's "
+                                      "vocabulary of 260 ids"),
+            std::string::npos)
+      << vocab_past.message();
+
+  added.Write("vocab.json", SmallVocab().dump());
+  added.Write("merges.txt", MergesTxt());
+  added.Write("added_tokens.json", R"({"<|im_end|>": 400})");
+  const Tokenizer with_added = Tokenizer::Load(added.path()).value();
+  EXPECT_TRUE(with_added.CheckFitsVocabulary(401).ok());
+  const Status added_past = with_added.CheckFitsVocabulary(300);
+  EXPECT_NE(added_past.message().find("added_tokens.json: token \"<|im_end|>\" has id 400"),
+            std::string::npos)
+      << added_past.message();
+
+  json_layout.Write("tokenizer.json",
+                    TokenizerJson(SmallVocab(), kSmallMerges, true, {{"<s>", 261, true}}).dump());
+  const Tokenizer from_json = Tokenizer::Load(json_layout.path()).value();
+  const Status json_past = from_json.CheckFitsVocabulary(261);
+  EXPECT_NE(json_past.message().find("tokenizer.json: added_tokens: token \"<s>\" has id 261"),
+            std::string::npos)
+      << json_past.message();
+}
+
 TEST(BpeVocabTest, InconsistentVocabOrMerges) {
   TempDir bad_line, unknown, missing_byte, alien, duplicate;
   for (const TempDir* d : {&bad_line, &unknown}) d->Write("vocab.json", SmallVocab().dump());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <optional>
 #include <queue>
 
 #include "io/tokenizer/byte_level.h"
@@ -28,6 +29,9 @@ class TokenIndex {
     for (const auto& [token, id] : vocab) Insert(token, id);
   }
 
+  // A token the vocab lists twice (a JSON object would keep only one of the two ids), if any.
+  const std::optional<std::string_view>& duplicate() const { return duplicate_; }
+
   // -1 when absent.
   int32_t Find(std::string_view token) const {
     const size_t hash = std::hash<std::string_view>{}(token);
@@ -51,10 +55,12 @@ class TokenIndex {
     while (slots_[i].id >= 0 && !(slots_[i].hash == hash && slots_[i].token == token)) {
       i = (i + 1) & (slots_.size() - 1);
     }
+    if (slots_[i].id >= 0 && !duplicate_) duplicate_ = token;
     slots_[i] = Slot{hash, token, id};
   }
 
   std::vector<Slot> slots_;
+  std::optional<std::string_view> duplicate_;
 };
 
 }  // namespace
@@ -62,6 +68,10 @@ class TokenIndex {
 Result<std::unique_ptr<BpeModel>> BpeModel::Create(const BpeVocab& vocab) {
   std::unique_ptr<BpeModel> model(new BpeModel());
   const TokenIndex ids(vocab.vocab);
+  if (ids.duplicate()) {
+    return DataLoss(vocab.vocab_source + ": token \"" + std::string(*ids.duplicate()) +
+                    "\" is listed twice");
+  }
 
   for (int b = 0; b < 256; ++b) {
     std::string spelled;

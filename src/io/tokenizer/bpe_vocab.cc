@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "io/tokenizer/pretokenizer.h"
 
 namespace dscale {
@@ -37,15 +38,10 @@ bool BoolField(const json& obj, const char* key, bool fallback) {
 
 Result<json> ParseJsonFile(const fs::path& path) {
   DSCALE_ASSIGN_OR_RETURN(std::string text, ReadTokenizerFile(path));
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return DataLoss(path.string() + ": not valid JSON");
-  if (!doc.is_object()) return DataLoss(path.string() + ": expected a JSON object at the top");
-  return doc;
-}
-
-bool IsTokenId(const json& value) {
-  return value.is_number_integer() && value.get<int64_t>() >= 0 &&
-         value.get<int64_t>() <= kMaxTokenId;
+  Result<json> doc = ParseJsonDocument(text);
+  if (!doc.ok()) return doc.status().WithContext(path.string());
+  if (!doc->is_object()) return DataLoss(path.string() + ": expected a JSON object at the top");
+  return std::move(doc).value();
 }
 
 Status NotATokenId(const std::string& where) {
@@ -53,9 +49,12 @@ Status NotATokenId(const std::string& where) {
                   std::to_string(kMaxTokenId) + ")");
 }
 
+// Checked as the JSON number it is: a float, a negative id or one past the limit (however
+// large) is not a token id.
 Result<int32_t> ParseId(const json& value, const std::string& where) {
-  if (!IsTokenId(value)) return NotATokenId(where);
-  return static_cast<int32_t>(value.get<int64_t>());
+  const Result<int64_t> id = ReadJsonInt(value, where, 0, kMaxTokenId);
+  if (!id.ok()) return NotATokenId(where);
+  return static_cast<int32_t>(*id);
 }
 
 // An object of token -> id held in a parsed document (tokenizer.json's model.vocab).
@@ -64,9 +63,9 @@ Result<std::vector<std::pair<std::string, int32_t>>> ParseTokenToId(const json& 
   if (!doc.is_object()) return DataLoss(where + ": expected an object of token -> id");
   std::vector<std::pair<std::string, int32_t>> out;
   out.reserve(doc.size());
-  for (const auto& [token, id] : doc.items()) {
-    if (!IsTokenId(id)) return NotATokenId(where + ": token \"" + token + "\"");
-    out.emplace_back(token, static_cast<int32_t>(id.get<int64_t>()));
+  for (const auto& [token, value] : doc.items()) {
+    DSCALE_ASSIGN_OR_RETURN(const int32_t id, ParseId(value, where + ": token \"" + token + "\""));
+    out.emplace_back(token, id);
   }
   return out;
 }
@@ -376,6 +375,12 @@ Result<BpeVocab> LoadVocabAndMerges(const fs::path& vocab_json, const fs::path& 
   DSCALE_ASSIGN_OR_RETURN(vocab.merges, ParseMergesTxt(merges_text, vocab.merges_source));
 
   std::vector<std::pair<std::string, int32_t>> plain;
+  if (!added_tokens_json.empty() || !tokenizer_config_json.empty()) {
+    vocab.added_source =
+        !added_tokens_json.empty() && !tokenizer_config_json.empty()
+            ? added_tokens_json.string() + " / " + tokenizer_config_json.string()
+            : (added_tokens_json.empty() ? tokenizer_config_json : added_tokens_json).string();
+  }
   if (!added_tokens_json.empty()) {
     DSCALE_ASSIGN_OR_RETURN(plain, ReadTokenToIdFile(added_tokens_json));
   }
@@ -401,6 +406,7 @@ Result<BpeVocab> LoadTokenizerJson(const fs::path& tokenizer_json) {
   BpeVocab vocab;
   vocab.vocab_source = path + ": model.vocab";
   vocab.merges_source = path + ": model.merges";
+  vocab.added_source = path + ": added_tokens";
   DSCALE_ASSIGN_OR_RETURN(vocab.vocab, ParseTokenToId(Field(*model, "vocab"), vocab.vocab_source));
   DSCALE_ASSIGN_OR_RETURN(vocab.merges,
                           ParseJsonMerges(Field(*model, "merges"), vocab.merges_source));

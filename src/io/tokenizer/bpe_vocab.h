@@ -47,6 +47,7 @@ struct BpeVocab {
   // Where vocab and merges came from (file paths), for error messages.
   std::string vocab_source = "vocab";
   std::string merges_source = "merges";
+  std::string added_source = "added tokens";
 };
 
 // Loads `dir`: tokenizer.json when present, else vocab.json + merges.txt (+ optional files).

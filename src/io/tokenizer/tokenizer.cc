@@ -33,12 +33,27 @@ Result<Tokenizer> Tokenizer::FromVocab(const BpeVocab& vocab) {
   DSCALE_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::CreateQwen2());
   tokenizer.pre_tokenizer_ = std::make_unique<PreTokenizer>(std::move(pre));
   tokenizer.nfc_ = vocab.nfc;
+  tokenizer.vocab_source_ = vocab.vocab_source;
+  tokenizer.added_source_ = vocab.added_source;
   if (vocab.eos_token) {
     // Left unset when the named token is not an added token; generation_config.json is the
     // authority on stop tokens anyway.
     tokenizer.eos_token_id_ = tokenizer.AddedTokenId(*vocab.eos_token);
   }
   return tokenizer;
+}
+
+Status Tokenizer::CheckFitsVocabulary(int64_t vocab_size) const {
+  for (int64_t id = static_cast<int64_t>(tokens_.size()) - 1; id >= vocab_size && id >= 0; --id) {
+    const Token& token = tokens_[static_cast<size_t>(id)];
+    if (token.kind == Kind::kUnassigned) continue;
+    const bool added = token.kind == Kind::kAdded || token.kind == Kind::kSpecial;
+    return InvalidArgument((added ? added_source_ : vocab_source_) + ": token \"" + token.bytes +
+                           "\" has id " + std::to_string(id) +
+                           ", outside the model's vocabulary of " + std::to_string(vocab_size) +
+                           " ids (its config.json vocab_size)");
+  }
+  return Status::Ok();
 }
 
 Status Tokenizer::AddTokens(const BpeVocab& vocab) {

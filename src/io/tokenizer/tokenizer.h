@@ -74,6 +74,10 @@ class Tokenizer {
   std::optional<int32_t> eos_token_id() const { return eos_token_id_; }
   // One past the largest token id (unassigned ids below it may exist).
   int32_t id_limit() const { return static_cast<int32_t>(tokens_.size()); }
+  // InvalidArgument naming the file and the token when a token's id is not below `vocab_size`,
+  // the vocabulary of the model the tokenizer is used with: text would encode to ids the model
+  // cannot embed, and the model could never generate the token.
+  Status CheckFitsVocabulary(int64_t vocab_size) const;
 
  private:
   enum class Kind : uint8_t { kUnassigned, kVocab, kAdded, kSpecial };
@@ -87,6 +91,8 @@ class Tokenizer {
   Status EncodeText(std::string_view text, std::vector<int32_t>* ids) const;
 
   std::vector<Token> tokens_;  // by id
+  std::string vocab_source_;   // where the vocab and the added tokens came from, for errors
+  std::string added_source_;
   std::vector<AddedToken> added_;
   // Indices into added_ by first byte, longest content first: the candidates at a position.
   std::array<std::vector<uint32_t>, 256> added_by_first_byte_;

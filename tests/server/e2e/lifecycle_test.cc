@@ -17,6 +17,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "server_process.h"
 
@@ -301,7 +303,8 @@ TEST(LifecycleTest, SecondSignalExitsAtOnce) {
 // before it listens, with a message naming the flag.
 TEST(LifecycleTest, CapacityItCannotServeIsRefusedBeforeListening) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
-      {{"--max-running", "0"}, "--max-running: Value 0 not in range 1 to 1024"},
+      {{"--max-running", "0"}, "--max-running: Value 0 not in range 1 to 64"},
+      {{"--max-running", "65"}, "--max-running: Value 65 not in range 1 to 64"},
       {{"--http-threads", "1000000"}, "--http-threads: Value 1000000 not in range"},
       {{"--max-queue", "2147483647"}, "--max-queue: Value 2147483647 not in range"},
       {{"--kv-tokens", "16"}, "could not run even a one-token prompt"},
@@ -313,6 +316,112 @@ TEST(LifecycleTest, CapacityItCannotServeIsRefusedBeforeListening) {
     EXPECT_NE(server->WaitExit(30s), 0) << flags[0];
     EXPECT_NE(server->Log().find(message), std::string::npos) << server->Log();
   }
+}
+
+// A tokenizer with ids the model's vocabulary lacks (Qwen3's, 151669 ids, for a 512-token model)
+// would encode text the model cannot embed: refused before listening, naming the file.
+TEST(LifecycleTest, ATokenizerBeyondTheVocabularyIsRefusedAtStartUp) {
+  auto server = ServerProcess::Spawn(
+      {"--tokenizer", std::string(DSCALE_TEST_DATA_DIR) + "/tokenizer/qwen3"}, 30s);
+  EXPECT_EQ(server->port(), -1);
+  EXPECT_EQ(server->WaitExit(30s), 1);
+  const std::string log = server->Log();
+  EXPECT_NE(log.find("tokenizer/qwen3/added_tokens.json"), std::string::npos) << log;
+  EXPECT_NE(log.find("token \"</think>\" has id 151668, outside the model's vocabulary of 512 "
+                     "ids"),
+            std::string::npos)
+      << log;
+}
+
+// prompt token ids 1, 1, ... (`length` of them).
+json Ids(int length) { return json(std::vector<int>(static_cast<size_t>(length), 1)); }
+
+// The default KV cache holds --max-running full contexts (the fixture's model: 4096 positions):
+// one request may use every position of the context, with or without max_tokens, and one more
+// is refused as context_length_exceeded naming the field at fault.
+TEST(LifecycleTest, ARequestOfTheWholeContextIsServed) {
+  auto server = ServerProcess::Start({"--max-running", "1"});
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120s);
+  const auto post = [&](const json& body) {
+    const httplib::Result res = client.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res);
+    return res ? std::make_pair(res->status, json::parse(res->body, nullptr, false))
+               : std::make_pair(0, json());
+  };
+  for (const json& body :
+       {json{{"model", "tiny"}, {"prompt", Ids(4095)}, {"max_tokens", 1}, {"ignore_eos", true}},
+        json{{"model", "tiny"}, {"prompt", Ids(4095)}, {"ignore_eos", true}},
+        json{{"model", "tiny"}, {"prompt", Ids(4000)}, {"max_tokens", 96}, {"ignore_eos", true}},
+        json{{"model", "tiny"}, {"prompt", Ids(1)}, {"max_tokens", 4095}, {"ignore_eos", true}}}) {
+    const auto [status, answer] = post(body);
+    EXPECT_EQ(status, 200) << answer.dump();
+    EXPECT_EQ(answer["usage"]["total_tokens"], 4096) << answer.dump();
+  }
+  const std::tuple<json, std::string, std::string> refused[] = {
+      {json{{"model", "tiny"}, {"prompt", Ids(4096)}}, "prompt", "leaves no room"},
+      {json{{"model", "tiny"}, {"prompt", Ids(4094)}, {"max_tokens", 3}}, "max_tokens",
+       "must be at most 2"},
+  };
+  for (const auto& [body, param, message] : refused) {
+    const auto [status, answer] = post(body);
+    EXPECT_EQ(status, 400) << answer.dump();
+    EXPECT_EQ(answer["error"]["code"], "context_length_exceeded") << answer.dump();
+    EXPECT_EQ(answer["error"]["param"], param) << answer.dump();
+    EXPECT_NE(answer["error"]["message"].dump().find(message), std::string::npos) << answer.dump();
+  }
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
+
+  // A cache smaller than a context (--kv-tokens) says so: the KV cache, not the context, is the
+  // limit, and a request without max_tokens gets what is left of it.
+  server = ServerProcess::Start({"--max-running", "1", "--kv-tokens", "1024"});
+  ASSERT_GT(server->port(), 0);
+  httplib::Client small("127.0.0.1", server->port());
+  small.set_read_timeout(120s);
+  httplib::Result res = small.Post(
+      "/v1/completions", json{{"model", "tiny"}, {"prompt", Ids(1000)}, {"max_tokens", 100}}.dump(),
+      "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body;
+  json answer = json::parse(res->body, nullptr, false);
+  EXPECT_EQ(answer["error"]["code"], "context_length_exceeded") << res->body;
+  EXPECT_EQ(answer["error"]["param"], "max_tokens") << res->body;
+  EXPECT_NE(res->body.find("KV cache holds 1010 tokens"), std::string::npos) << res->body;
+  res = small.Post("/v1/completions",
+                   json{{"model", "tiny"}, {"prompt", Ids(1000)}, {"ignore_eos", true}}.dump(),
+                   "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  answer = json::parse(res->body, nullptr, false);
+  EXPECT_EQ(answer["usage"]["total_tokens"], 1010) << res->body;
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
+}
+
+// --max-running N full contexts run at once in the default cache: two requests of 4096 tokens
+// each are both running (none waits for KV pages).
+TEST(LifecycleTest, MaxRunningFullContextsRunAtOnce) {
+  auto server = ServerProcess::Start({"--max-running", "2"});
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  const auto body = [](int prompt) {
+    return json{{"model", "tiny"},    {"prompt", Ids(prompt)}, {"max_tokens", 4096 - prompt},
+                {"ignore_eos", true}, {"temperature", 0},      {"stream", true}}
+        .dump();
+  };
+  // Each stream has sent its first token once it is running; both then run for hundreds of
+  // steps, long enough to look.
+  const int a = StartRequest(server->port(), body(3000), "data: ", 1);
+  const int b = StartRequest(server->port(), body(2500), "data: ", 1);
+  const httplib::Result health = client.Get("/health");
+  ASSERT_TRUE(health);
+  const json h = json::parse(health->body, nullptr, false);
+  EXPECT_EQ(h["running"], 2) << health->body;
+  EXPECT_EQ(h["waiting"], 0) << health->body;
+  close(a);
+  close(b);
+  EXPECT_TRUE(WaitIdle(client));
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
 }
 
 TEST(LifecycleTest, APortInUseIsRefused) {

@@ -33,14 +33,32 @@ start_server "$prefix/logs/b" $(model_args "$dir")
 pid_b=$SERVER_PID port_b=$SERVER_PORT
 pids+=("$pid_b")
 
-port=$(free_port)
-sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$port|g" -e "s|@BACKEND_A@|$port_a|g" \
-  -e "s|@BACKEND_B@|$port_b|g" "$template" >"$prefix/nginx.conf"
-"$nginx" -t -p "$prefix" -e "$prefix/logs/error.log" -c "$prefix/nginx.conf" -q
-"$nginx" -p "$prefix" -e "$prefix/logs/error.log" -c "$prefix/nginx.conf" -g 'daemon off;' &
-nginx_pid=$!
-pids+=("$nginx_pid")
-wait_healthy "http://127.0.0.1:$port"
+# The port free_port found may be taken by another process before nginx binds it (tests run side
+# by side): then nginx exits, and the next try picks another port.
+nginx_pid=
+for _ in 1 2 3 4 5; do
+  port=$(free_port)
+  sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$port|g" -e "s|@BACKEND_A@|$port_a|g" \
+    -e "s|@BACKEND_B@|$port_b|g" "$template" >"$prefix/nginx.conf"
+  "$nginx" -t -p "$prefix" -e "$prefix/logs/error.log" -c "$prefix/nginx.conf" -q
+  "$nginx" -p "$prefix" -e "$prefix/logs/error.log" -c "$prefix/nginx.conf" -g 'daemon off;' &
+  nginx_pid=$!
+  pids+=("$nginx_pid")
+  # Healthy and still running a moment later: the answer came from this nginx, not from a
+  # process that took the port while nginx failed to bind it.
+  if wait_healthy "http://127.0.0.1:$port" "$nginx_pid" && sleep 0.5 &&
+    kill -0 "$nginx_pid" 2>/dev/null; then
+    break
+  fi
+  kill -KILL "$nginx_pid" 2>/dev/null || true
+  wait "$nginx_pid" 2>/dev/null || true
+  nginx_pid=
+done
+if [ -z "$nginx_pid" ]; then
+  echo "nginx did not start:" >&2
+  cat "$prefix/logs/error.log" >&2 || true
+  exit 1
+fi
 
 DSCALE_URL="http://127.0.0.1:$port/v1" node "$dir/node/sdk_test.mjs" 4
 

@@ -6,6 +6,10 @@
 start_server() {
   local prefix=$1
   shift
+  # The logs exist before the server starts: the background shell that opens them may not have
+  # run yet when the loop below first reads them.
+  : >"$prefix.out"
+  : >"$prefix.err"
   "$DSCALE" serve "$@" --host 127.0.0.1 --port 0 >"$prefix.out" 2>"$prefix.err" &
   SERVER_PID=$!
   SERVER_PORT=
@@ -47,19 +51,25 @@ model_args() {
   echo "--target $1/tiny --drafter $1/tiny-drafter --spec dflash --max-running 16"
 }
 
-# wait_healthy URL: waits up to 30 s for GET URL/health to answer 200.
+# wait_healthy URL [PID]: waits up to 30 s for GET URL/health to answer 200; with PID, gives up
+# as soon as that process has exited (it will never answer).
 wait_healthy() {
   node -e "
     const url = process.argv[1] + '/health';
+    const pid = Number(process.argv[2] || 0);
     const deadline = Date.now() + 30000;
+    const alive = () => {
+      if (!pid) return true;
+      try { process.kill(pid, 0); return true; } catch { return false; }
+    };
     (async () => {
-      while (Date.now() < deadline) {
+      while (Date.now() < deadline && alive()) {
         try { if ((await fetch(url)).status === 200) return; } catch {}
         await new Promise((r) => setTimeout(r, 100));
       }
       console.error('no healthy answer from ' + url);
       process.exit(1);
-    })();" "$1"
+    })();" "$1" "${2:-}"
 }
 
 # generation_requests URL: the number of 200 answers to /v1/completions and

@@ -12,7 +12,7 @@
 #include "dvl/predictor.h"
 #include "dvl/scoped_temp_dir.h"
 #include "run_command.h"
-#include "synthetic_traces.h"
+#include "train/synthetic_traces.h"
 #include "train/trace_file.h"
 
 namespace dscale::train {

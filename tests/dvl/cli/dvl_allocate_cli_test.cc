@@ -74,6 +74,22 @@ TEST(DvlAllocateCliTest, BadInputExitsOneWithMessage) {
       {"{\"probs\": [[0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5]], "
        "\"budget\": 2.5}",
        "\"budget\" must be an integer"},
+      {"{\"probs\": [[0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5]], "
+       "\"budget\": 18446744073709551615}",
+       "\"budget\" must be an integer, got 18446744073709551615"},
+      {"{\"probs\": [[0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5]], "
+       "\"budget\": 4294967297}",
+       "outside [N, W·N] = [1, 16]"},
+      {"{\"probs\": [[0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5]], "
+       "\"budget\": \"4\"}",
+       "\"budget\" must be an integer, got \"4\""},
+      {"{\"probs\": [[0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,true]]}",
+       "probs[0][14] must be a probability in [0, 1], got true"},
+      {"{\"probs\": [[0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5]], "
+       "\"probs\": []}",
+       "duplicate key \"probs\""},
+      {"[1, 2]", "expected an object with a \"probs\" array"},
+      {"{\"probs\": 5}", "expected an object with a \"probs\" array"},
   };
   for (const auto& [json_text, message] : cases) {
     const CommandResult r = RunDvlAllocate(json_text);
