@@ -375,6 +375,43 @@ TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) 
   }
 }
 
+// --activations bf16: with each projection's activations rounded to BF16 (and BF16 dot
+// products where the CPU has them), a verified row still computes what a decode row does, so
+// dflash and dscale greedy outputs equal plain greedy decoding of the same target, up to the
+// float-noise ties every losslessness test here allows.
+TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
+  Qwen3Model target(EngineTestTargetConfig(),
+                    RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kBF16));
+  target.set_activations(cpu::Bf16Activations::kBf16);
+  const float tie = testing::GreedyTieTolerance(
+      testing::TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
+  const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
+  const auto prompts = RandomPrompts(24, target.config().vocab_size, 12);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    expected.push_back(GreedyDecode(target, p, {.max_new_tokens = 24}).value());
+  }
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
+  testing::PlantedDrafter planted(target, 16, /*salt=*/22);
+  const std::vector<std::pair<std::string, Drafter*>> modes = {
+      {"dflash", dflash.get()}, {"dflash", &planted}, {"fixed:16", &planted},
+      {"dscale", dflash.get()}};
+  for (const auto& [mode, drafter] : modes) {
+    for (int32_t c : {1, 16}) {
+      SCOPED_TRACE(::testing::Message() << mode << " c=" << c);
+      EngineConfig config{
+          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
+      const EngineRun run = RunPrompts(target, drafter, config, prompts, {.max_tokens = 24});
+      int ties = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        testing::SameGreedyOutput(target, prompts[i], run.outputs[i], expected[i], &ties, tie);
+      }
+      EXPECT_LE(ties, 1);
+      EXPECT_EQ(run.free_pages_after, run.total_pages);
+    }
+  }
+}
+
 TEST_F(DScaleEngineTest, NeedsAPredictorAndSixteenRowBlocks) {
   testing::PlantedDrafter planted(target_, 16, 1);
   const auto no_predictor =
