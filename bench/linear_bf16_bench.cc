@@ -11,8 +11,14 @@
 // over BF16 at each row count; with --int8-variants also each int8 tile variant and
 // dequantise-and-sgemm.
 //
+// With --activations 1 it prints instead the f32 and the BF16 activation modes of LinearBf16
+// (gemm_bf16.h) side by side, the BF16 mode through each vector variant (the f32 tiles on the
+// rounded activations, AVX512-BF16's dot products): the shape's gate (hidden → intermediate) and
+// down (intermediate → hidden) projections and the whole layer at 1 … 32 rows, each the best of
+// 40 calls with the columns alternating, and each column's cost of 16 rows over 1.
+//
 //   build/linear_bf16_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b] [--max-rows 512]
-//                           [--int8-variants 1]
+//                           [--int8-variants 1] [--activations 1]
 
 #include <cblas.h>
 #include <omp.h>
@@ -96,6 +102,7 @@ struct Args {
   LayerShape shape = LayerShapeOf("qwen3-1.7b");
   int64_t max_rows = 512;
   bool int8_variants = false;
+  bool activations = false;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -104,6 +111,8 @@ Args ParseArgs(int argc, char** argv) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--max-rows") {
       a.max_rows = std::atoll(value.c_str());
+    } else if (flag == "--activations") {
+      a.activations = value != "0";
     } else if (flag == "--int8-variants") {
       a.int8_variants = value != "0";
     } else if (flag == "--shape") {
@@ -170,6 +179,91 @@ void PrintInt8Cells(const Args& args, const std::vector<Matrix>& layer, const fl
     cpu::LinearInt8DequantSgemm(x, m.int8.data(), m.scales.data(), y, rows, m.in, m.out, false);
   });
   std::printf(" %9.3f", t * 1e3);
+}
+
+// --activations 1: LinearBf16 with f32 activations against BF16-rounded ones.
+void RunActivations(const Args& args) {
+  const LayerShape& shape = args.shape;
+  const std::vector<Matrix> layer = LayerMatrices(shape);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const auto random_bf16 = [&](int64_t out, int64_t in) {
+    Matrix m{.out = out, .in = in};
+    m.bf16.resize(out * in);
+    for (uint16_t& v : m.bf16) v = F32ToBf16(normal(rng));
+    return m;
+  };
+  // The gate half of gate/up and the down projection, one matrix each.
+  const Matrix gate = random_bf16(shape.intermediate, shape.hidden);
+  const Matrix down = random_bf16(shape.hidden, shape.intermediate);
+  constexpr int64_t kMaxRows = 32;
+  std::vector<float> x(kMaxRows * std::max(shape.hidden, shape.intermediate)),
+      y(kMaxRows * std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
+  std::normal_distribution<float> unit;
+  for (float& v : x) v = unit(rng);
+  const std::string dot_isa(cpu::Bf16DotIsaName(cpu::SupportedBf16DotIsas().back()));
+  std::printf(
+      "%s: LinearBf16 with f32 activations against BF16-rounded ones (%s tiles); "
+      "%d threads\n\n",
+      shape.name.c_str(), dot_isa.c_str(), omp_get_max_threads());
+  // Column 0: f32 activations (LinearBf16); then BF16 activations through each vector variant
+  // (LinearBf16DotTiled: within the tiled range, what LinearBf16 runs; the last is its choice).
+  const std::vector<cpu::Bf16DotIsa> dot_isas = VectorVariants(cpu::SupportedBf16DotIsas());
+  const size_t columns = 1 + dot_isas.size();
+  std::printf("%-22s %5s %10s", "projection", "rows", "f32 ms");
+  for (const cpu::Bf16DotIsa isa : dot_isas) {
+    std::printf(" %15s", ("bf16 " + std::string(cpu::Bf16DotIsaName(isa)) + " ms").c_str());
+  }
+  std::printf(" %9s\n", "f32/bf16");
+  struct Target {
+    std::string name;
+    std::vector<const Matrix*> matrices;
+  };
+  const std::vector<Target> targets = {
+      {std::to_string(gate.in) + " -> " + std::to_string(gate.out), {&gate}},
+      {std::to_string(down.in) + " -> " + std::to_string(down.out), {&down}},
+      {"layer (qkv,o,gate_up,down)", {&layer[0], &layer[1], &layer[2], &layer[3]}}};
+  using Clock = std::chrono::steady_clock;
+  for (const Target& t : targets) {
+    std::vector<double> one(columns), sixteen(columns);
+    for (int64_t rows = 1; rows <= kMaxRows; rows *= 2) {
+      const auto call = [&](size_t column) {
+        for (const Matrix* m : t.matrices) {
+          if (column == 0) {
+            cpu::LinearBf16(x.data(), m->bf16.data(), y.data(), rows, m->in, m->out);
+          } else {
+            cpu::LinearBf16DotTiled(dot_isas[column - 1], x.data(), m->bf16.data(), y.data(), rows,
+                                    m->in, m->out, false);
+          }
+        }
+      };
+      // The best of kTrials calls, the columns alternating call by call: on a machine other
+      // work shares, the best call is the one nothing interrupted.
+      constexpr int kTrials = 40;
+      std::vector<double> seconds(columns, 1e30);
+      for (int trial = 0; trial < kTrials; ++trial) {
+        for (size_t c = 0; c < columns; ++c) {
+          call(c);  // warm
+          const auto start = Clock::now();
+          call(c);
+          seconds[c] =
+              std::min(seconds[c], std::chrono::duration<double>(Clock::now() - start).count());
+        }
+      }
+      if (rows == 1) one = seconds;
+      if (rows == 16) sixteen = seconds;
+      std::printf("%-22s %5lld %10.3f", rows == 1 ? t.name.c_str() : "",
+                  static_cast<long long>(rows), seconds[0] * 1e3);
+      for (size_t c = 1; c < columns; ++c) std::printf(" %15.3f", seconds[c] * 1e3);
+      std::printf(" %9.2f\n", seconds[0] / seconds.back());
+    }
+    std::printf("%-22s 16 rows / 1 row: f32 %.2f", "", sixteen[0] / one[0]);
+    for (size_t c = 1; c < columns; ++c) {
+      std::printf(", bf16 %s %.2f", std::string(cpu::Bf16DotIsaName(dot_isas[c - 1])).c_str(),
+                  sixteen[c] / one[c]);
+    }
+    std::printf("\n\n");
+  }
 }
 
 void Run(const Args& args) {
@@ -253,6 +347,11 @@ void Run(const Args& args) {
 
 int main(int argc, char** argv) {
   dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
-  dscale::Run(dscale::ParseArgs(argc, argv));
+  const dscale::Args args = dscale::ParseArgs(argc, argv);
+  if (args.activations) {
+    dscale::RunActivations(args);
+  } else {
+    dscale::Run(args);
+  }
   return 0;
 }

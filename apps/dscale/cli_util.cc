@@ -98,6 +98,18 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
       ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
 }
 
+void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
+  cmd->add_option_function<std::string>(
+         "--activations",
+         [activations](const std::string& name) {
+           *activations = *cpu::Bf16ActivationsFromName(name);
+         },
+         "How BF16 weights meet the activations on the CPU: bf16 (each row rounded to BF16 once, "
+         "BF16 dot products, f32 sums) or f32 (as they are)")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->default_str(std::string(cpu::Bf16ActivationsName(kDefaultActivations)));
+}
+
 void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head) {
   cmd->add_option_function<std::string>(
          "--drafter-head",

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kv/kv_dtype.h"
 #include "model/domino_head.h"
 #include "model/qwen3_weights.h"
@@ -31,6 +32,15 @@ void AddThreadsOption(CLI::App* cmd);
 // --weights as-stored|int8: how the target's projections are held (WeightsMode, into `weights`;
 // default as-stored). Another value is a usage error naming the accepted ones.
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
+
+// --activations bf16|f32: how the CPU backend's BF16 projections (the target's and the
+// drafter's) take their activations (cpu::Bf16Activations, into `activations`): each row rounded
+// to BF16 once and multiplied with BF16 dot products, or as f32. The default is
+// kDefaultActivations: f32, which the BF16 mode did not beat at verify rows where it was measured
+// (docs/BENCHMARKS.md, "BF16 activations on the CPU"). The CUDA backend's GEMMs take BF16
+// activations either way.
+inline constexpr cpu::Bf16Activations kDefaultActivations = cpu::Bf16Activations::kF32;
+void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations);
 
 // --drafter-head none|domino: whether the drafter's Domino head (declared by its config.json,
 // docs/DOMINO.md) corrects the backbone's drafts (DrafterHead, into `head`; default none).

@@ -44,6 +44,7 @@ struct BenchArgs {
   std::string tile_routing = "auto";
   std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
+  cpu::Bf16Activations activations = kDefaultActivations;
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
@@ -130,7 +131,7 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
                             ResolvePredictorPath(a.domino_predictor, "--domino-predictor",
                                                  a.drafter, DrafterHead::kDomino));
   }
-  DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target, a.weights));
+  DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target, a.weights, a.activations));
   DSCALE_ASSIGN_OR_RETURN(
       std::optional<Tokenizer> tok,
       LoadOptionalTokenizer(a.tokenizer, a.target, m->target->config().vocab_size));
@@ -267,6 +268,8 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
           {"tile_routing", a.tile_routing},
           {"device", a.url.empty() ? a.device : "server"},
           {"weights", a.url.empty() ? std::string(WeightsModeName(a.weights)) : "server"},
+          {"activations",
+           a.url.empty() ? std::string(cpu::Bf16ActivationsName(a.activations)) : "server"},
           {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"}};
 }
 
@@ -370,6 +373,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
       ->capture_default_str();
   AddDeviceOption(cmd, &a->device);
   AddWeightsOption(cmd, &a->weights);
+  AddActivationsOption(cmd, &a->activations);
   AddThreadsOption(cmd);
   AddKvDtypeOption(cmd, &a->kv_dtype);
 }

@@ -31,6 +31,7 @@ struct CollectArgs {
   KvDtype kv_dtype = KvDtype::kBf16;
   uint64_t projection_seed = 1;
   WeightsMode weights = WeightsMode::kAsStored;
+  cpu::Bf16Activations activations = kDefaultActivations;
   DrafterHead drafter_head = DrafterHead::kNone;
 };
 
@@ -86,7 +87,7 @@ Result<std::vector<std::vector<int32_t>>> LoadAllPrompts(const CollectArgs& args
 
 int RunCollect(const CollectArgs& args) {
   auto fail = [](const Status& s) { return ReportError("collect", s); };
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
+  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights, args.activations);
   if (!target.ok()) return fail(target.status());
   Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.drafter_head);
   if (!drafter.ok()) return fail(drafter.status());
@@ -149,6 +150,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
       ->check(AtLeast(1))
       ->capture_default_str();
   AddWeightsOption(cmd, &args->weights);
+  AddActivationsOption(cmd, &args->activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,

@@ -20,12 +20,14 @@ struct DraftArgs {
   std::string ids;
   KvDtype kv_dtype = KvDtype::kBf16;
   DrafterHead head = DrafterHead::kNone;
+  cpu::Bf16Activations activations = kDefaultActivations;
 };
 
 int RunDraft(const DraftArgs& args) {
   Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
   if (!ids.ok()) return ReportError("draft", ids.status());
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target);
+  Result<Qwen3Model> target =
+      Qwen3Model::Load(args.target, WeightsMode::kAsStored, args.activations);
   if (!target.ok()) return ReportError("draft", target.status());
   if (Status s = CheckTokenIds(*ids, target->config().vocab_size, "--ids"); !s.ok()) {
     return ReportError("draft", s);
@@ -64,9 +66,9 @@ int RunDraft(const DraftArgs& args) {
     logits.push_back(std::vector<float>(draft.logits.begin() + j * vocab,
                                         draft.logits.begin() + (j + 1) * vocab));
   }
-  std::cout << nlohmann::json{{"bonus", bonus}, {"draft", draft.tokens}, {"draft_logits", logits}}
-                   .dump()
-            << "\n";
+  std::cout
+      << nlohmann::json{{"bonus", bonus}, {"draft", draft.tokens}, {"draft_logits", logits}}.dump()
+      << "\n";
   return 0;
 }
 
@@ -80,6 +82,7 @@ void RegisterDraftCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ids", args->ids, "Comma-separated token ids")->required();
   AddKvDtypeOption(cmd, &args->kv_dtype);
   AddDrafterHeadOption(cmd, &args->head);
+  AddActivationsOption(cmd, &args->activations);
   cmd->callback([args, exit_code] { *exit_code = RunDraft(*args); });
 }
 

@@ -44,6 +44,7 @@ struct GenerateArgs {
   bool tile_routing = true;
   std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
+  cpu::Bf16Activations activations = kDefaultActivations;
   DrafterHead drafter_head = DrafterHead::kNone;
   bool json = false;
 };
@@ -152,7 +153,7 @@ int RunGenerate(const GenerateArgs& args) {
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
   if (!policy.ok()) return fail(policy.status());
   if (Status s = CheckWeightsForDevice(args.device, args.weights); !s.ok()) return fail(s);
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
+  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights, args.activations);
   if (!target.ok()) return fail(target.status());
   Result<std::optional<Tokenizer>> tokenizer =
       LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
@@ -260,6 +261,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", args->json, "Print JSON");
   AddDeviceOption(cmd, &args->device);
   AddWeightsOption(cmd, &args->weights);
+  AddActivationsOption(cmd, &args->activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });

@@ -16,13 +16,14 @@ struct LogitsArgs {
   std::string model;
   std::string ids;
   WeightsMode weights = WeightsMode::kAsStored;
+  cpu::Bf16Activations activations = kDefaultActivations;
   KvDtype kv_dtype = KvDtype::kBf16;
 };
 
 int RunLogits(const LogitsArgs& args) {
   Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
   if (!ids.ok()) return ReportError("logits", ids.status());
-  Result<Qwen3Model> model = Qwen3Model::Load(args.model, args.weights);
+  Result<Qwen3Model> model = Qwen3Model::Load(args.model, args.weights, args.activations);
   if (!model.ok()) return ReportError("logits", model.status());
   if (Status s = CheckTokenIds(*ids, model->config().vocab_size, "--ids"); !s.ok()) {
     return ReportError("logits", s);
@@ -44,8 +45,8 @@ int RunLogits(const LogitsArgs& args) {
   const int64_t vocab = model->config().vocab_size;
   nlohmann::json rows = nlohmann::json::array();
   for (int32_t r = 0; r < n; ++r) {
-    rows.push_back(std::vector<float>(out.logits.begin() + r * vocab,
-                                      out.logits.begin() + (r + 1) * vocab));
+    rows.push_back(
+        std::vector<float>(out.logits.begin() + r * vocab, out.logits.begin() + (r + 1) * vocab));
   }
   std::cout << nlohmann::json{{"logits", rows}}.dump() << "\n";
   return 0;
@@ -59,6 +60,7 @@ void RegisterLogitsCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", args->model, "Checkpoint directory")->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
   AddWeightsOption(cmd, &args->weights);
+  AddActivationsOption(cmd, &args->activations);
   AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
 }

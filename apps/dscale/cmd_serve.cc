@@ -64,6 +64,7 @@ struct ServeArgs {
   bool tile_routing = true;
   std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
+  cpu::Bf16Activations activations = kDefaultActivations;
   DrafterHead drafter_head = DrafterHead::kNone;
   BudgetFlags budget;
 };
@@ -82,7 +83,8 @@ struct Models {
 Status LoadModels(const ServeArgs& args, Models* m) {
   DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
   DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(args.device, args.weights));
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target, args.weights));
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target,
+                          Qwen3Model::Load(args.target, args.weights, args.activations));
   m->target.emplace(std::move(target));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
@@ -380,6 +382,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddDeviceOption(cmd, &args->device);
   AddWeightsOption(cmd, &args->weights);
+  AddActivationsOption(cmd, &args->activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });

@@ -32,14 +32,17 @@ struct LayerScratch {
 };
 
 struct CpuOps {
+  // How BF16 weight blocks take their activations (gemm_bf16.h); the model's setting.
+  cpu::Bf16Activations activations = cpu::Bf16Activations::kF32;
+
   // `n` floats of `buffer`, grown if needed.
   static float* Buffer(std::vector<float>& buffer, int64_t n) {
     return GrowBuffer(buffer, static_cast<size_t>(n));
   }
   // out[rows, out_dim] (+)= in[rows, in_dim] · wᵀ (the dims are w's).
-  static void Gemm(const float* in, int64_t /*in_dim*/, const WeightMatrix& w, float* out,
-                   int64_t /*out_dim*/, int64_t rows, bool accumulate) {
-    Project(in, w, out, rows, accumulate);
+  void Gemm(const float* in, int64_t /*in_dim*/, const WeightMatrix& w, float* out,
+            int64_t /*out_dim*/, int64_t rows, bool accumulate) const {
+    Project(in, w, out, rows, accumulate, activations);
   }
   static void RmsNorm(const float* x, const float* gain, float* y, int64_t rows, int64_t dim,
                       float eps) {

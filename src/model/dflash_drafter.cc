@@ -117,7 +117,7 @@ void DFlashDrafter::AppendContext(const ContextRows& context) {
   DSCALE_CHECK(static_cast<int64_t>(context.features.size()) == int64_t{rows} * feature_width());
   const BatchView view{
       .rows = rows, .positions = context.positions.data(), .kv_slots = context.slots.data()};
-  CpuOps ops;
+  CpuOps ops{.activations = target_->activations()};
   RunDFlashContext(ops, weights_, context_kv_, dims_, feature_width(), view,
                    context.features.data(), *store_, scratch_);
 }
@@ -138,7 +138,7 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   out->logits.resize(n * vocab);
   out->tokens.resize(n);
   const Qwen3Weights& target = target_->weights();
-  CpuOps ops;
+  CpuOps ops{.activations = target_->activations()};
   RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab, dims_, block, ViewOf(blocks_),
                  *store_, scratch_,
                  {.tokens = head_.has_value() ? nullptr : out->tokens.data(),

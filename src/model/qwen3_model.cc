@@ -9,7 +9,8 @@
 
 namespace dscale {
 
-Result<Qwen3Model> Qwen3Model::Load(const std::string& dir, WeightsMode weights_mode) {
+Result<Qwen3Model> Qwen3Model::Load(const std::string& dir, WeightsMode weights_mode,
+                                    cpu::Bf16Activations activations) {
   DSCALE_ASSIGN_OR_RETURN(Qwen3Config config, LoadQwen3Config(dir + "/config.json"));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
   const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));
@@ -18,7 +19,9 @@ Result<Qwen3Model> Qwen3Model::Load(const std::string& dir, WeightsMode weights_
       .drop_resident = [&checkpoint](const std::string& name) { checkpoint->DropResident(name); }};
   DSCALE_ASSIGN_OR_RETURN(Qwen3Weights weights,
                           LoadQwen3Weights(config, CheckpointTensorReader(checkpoint), how));
-  return Qwen3Model(std::move(config), std::move(weights));
+  Qwen3Model model(std::move(config), std::move(weights));
+  model.set_activations(activations);
+  return model;
 }
 
 Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights)
@@ -42,7 +45,7 @@ Status Qwen3Model::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardO
       static_cast<size_t>(batch.rows()) * batch.capture_layers.size() * config_.hidden_size, 0.0f);
   out->logits.resize(static_cast<size_t>(num_logit_rows) * config_.vocab_size);
   static constexpr int32_t kNoRow = 0;  // never null: null would mean every row
-  CpuOps ops;
+  CpuOps ops{.activations = activations_};
   RunQwen3Forward(ops, weights_, dims_, config_.vocab_size, ViewOf(batch), batch.capture_layers,
                   cache.store(), scratch_,
                   {.logits = out->logits.data(),

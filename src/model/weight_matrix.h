@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 namespace dscale {
 
@@ -69,10 +70,10 @@ class WeightMatrix {
 };
 
 // y[rows, w.rows()] = x[rows, w.cols()] · wᵀ, or y += that when `accumulate`: f32 blocks through
-// OpenBLAS, BF16 blocks through LinearBf16, int8 blocks through LinearInt8, each into its column
-// block of y.
-void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows,
-             bool accumulate = false);
+// OpenBLAS, BF16 blocks through LinearBf16 with `activations` (as they are, or rounded to BF16:
+// gemm_bf16.h), int8 blocks through LinearInt8, each into its column block of y.
+void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool accumulate = false,
+             cpu::Bf16Activations activations = cpu::Bf16Activations::kF32);
 
 // x[i, :] = row tokens[i] of `table`, widened to f32, for i < n (embedding lookup; the ids are
 // valid rows).

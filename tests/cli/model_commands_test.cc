@@ -154,10 +154,12 @@ TEST_F(ModelCommandsTest, DraftPrintsGreedyCandidatesAndTheirLogits) {
   }
 }
 
-// On the default BF16 cache and on --kv-dtype f32, each within its tie tolerance.
+// On the default BF16 cache and on --kv-dtype f32, each within its tie tolerance, and with BF16
+// activations (--activations bf16: a verified row computes what a decode row does).
 TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
   for (const auto& [flags, tie] : {std::pair<std::string, float>{"", tie_},
-                                   std::pair<std::string, float>{" --kv-dtype f32", tie_f32_}}) {
+                                   std::pair<std::string, float>{" --kv-dtype f32", tie_f32_},
+                                   std::pair<std::string, float>{" --activations bf16", tie_}}) {
     const std::string common = " --target " + Target() + " --drafter " + Drafter() +
                                " --ids 9,8,7,6,5 --max-tokens 24 --json" + flags + " --spec ";
     const nlohmann::json plain = Json("generate" + common + "none");
@@ -234,6 +236,14 @@ TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("int4"), std::string::npos) << r.out;
+}
+
+TEST_F(ModelCommandsTest, ActivationsAreBf16OrF32) {
+  const testing::CommandResult r =
+      RunDscale("generate --target " + Target() + " --spec none --ids 1 --activations fp8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--activations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp8"), std::string::npos) << r.out;
 }
 
 TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
@@ -330,8 +340,8 @@ TEST_F(ModelCommandsTest, ATokenizerBeyondTheVocabularyIsRefused) {
   const std::string qwen3 = std::string(DSCALE_TEST_DATA_DIR) + "/tokenizer/qwen3";
   for (const std::string& command :
        {"generate --target " + Target() + " --spec none --prompt hello --tokenizer " + qwen3,
-        "collect --target " + Target() + " --drafter " + Drafter() +
-            " --prompts /dev/null --out " + *dir_ + "/t.bin --tokenizer " + qwen3}) {
+        "collect --target " + Target() + " --drafter " + Drafter() + " --prompts /dev/null --out " +
+            *dir_ + "/t.bin --tokenizer " + qwen3}) {
     const testing::CommandResult r = RunDscale(command);
     EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out;
     EXPECT_NE(r.out.find("tokenizer/qwen3/added_tokens.json"), std::string::npos) << r.out;

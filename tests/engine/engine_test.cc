@@ -340,8 +340,8 @@ TEST_F(EngineTest, SubmitRejectsBadRequestsWithClearErrors) {
   EXPECT_NE(engine->Submit({1}, p).status().message().find("tokenizer"), std::string::npos);
   EXPECT_NE(engine->Submit({1}, Greedy(5000)).status().message().find("context length"),
             std::string::npos);
-  EXPECT_FALSE(Engine::Create(target_, nullptr, {.policy = LengthPolicy::Parse("dflash").value()})
-                   .ok());
+  EXPECT_FALSE(
+      Engine::Create(target_, nullptr, {.policy = LengthPolicy::Parse("dflash").value()}).ok());
 }
 
 TEST_F(EngineTest, StreamsTokensAndStopsOnStopIds) {
@@ -418,9 +418,8 @@ INSTANTIATE_TEST_SUITE_P(KvDtypes, DScaleEngineKvDtypeTest,
 TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
   const auto prompts = RandomPrompts(24, target_.config().vocab_size, 8);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/6);
-  EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
-                      .max_running = 16,
-                      .predictor = &predictor_};
+  EngineConfig config{
+      .policy = LengthPolicy::Parse("dscale").value(), .max_running = 16, .predictor = &predictor_};
   auto engine = Engine::Create(target_, &planted, config).value();
   for (const auto& p : prompts) ASSERT_TRUE(engine->Submit(p, {.max_tokens = 30}).ok());
   int64_t steps_seen = 0;
@@ -474,15 +473,53 @@ TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) 
   }
 }
 
+// --activations bf16: with each projection's activations rounded to BF16 (and BF16 dot
+// products where the CPU has them), a verified row still computes what a decode row does, so
+// dflash and dscale greedy outputs equal plain greedy decoding of the same target, up to the
+// float-noise ties every losslessness test here allows.
+TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
+  Qwen3Model target(EngineTestTargetConfig(),
+                    RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kBF16));
+  target.set_activations(cpu::Bf16Activations::kBf16);
+  const float tie = testing::GreedyTieTolerance(
+      testing::TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
+  const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
+  const auto prompts = RandomPrompts(24, target.config().vocab_size, 12);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    expected.push_back(GreedyDecode(target, p, {.max_new_tokens = 24}).value());
+  }
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
+  testing::PlantedDrafter planted(target, 16, /*salt=*/22);
+  const std::vector<std::pair<std::string, Drafter*>> modes = {{"dflash", dflash.get()},
+                                                               {"dflash", &planted},
+                                                               {"fixed:16", &planted},
+                                                               {"dscale", dflash.get()}};
+  for (const auto& [mode, drafter] : modes) {
+    for (int32_t c : {1, 16}) {
+      SCOPED_TRACE(::testing::Message() << mode << " c=" << c);
+      EngineConfig config{
+          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
+      const EngineRun run = RunPrompts(target, drafter, config, prompts, {.max_tokens = 24});
+      int ties = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        testing::SameGreedyOutput(target, prompts[i], run.outputs[i], expected[i], &ties, tie);
+      }
+      EXPECT_LE(ties, 1);
+      EXPECT_EQ(run.free_pages_after, run.total_pages);
+    }
+  }
+}
+
 TEST_F(DScaleEngineTest, NeedsAPredictorAndSixteenRowBlocks) {
   testing::PlantedDrafter planted(target_, 16, 1);
   const auto no_predictor =
       Engine::Create(target_, &planted, {.policy = LengthPolicy::Parse("dscale").value()});
   EXPECT_NE(no_predictor.status().message().find("--predictor"), std::string::npos);
   testing::PlantedDrafter short_block(target_, 8, 1);
-  const auto short_blocks = Engine::Create(
-      target_, &short_block,
-      {.policy = LengthPolicy::Parse("dscale").value(), .predictor = &predictor_});
+  const auto short_blocks =
+      Engine::Create(target_, &short_block,
+                     {.policy = LengthPolicy::Parse("dscale").value(), .predictor = &predictor_});
   EXPECT_NE(short_blocks.status().message().find("block size 16"), std::string::npos);
 }
 

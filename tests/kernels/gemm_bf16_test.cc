@@ -136,8 +136,8 @@ TEST(LinearBf16Test, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
                              false);
         for (int64_t r = 0; r < rows; ++r) {
           std::vector<float> alone(kOut);
-          cpu::LinearBf16Tiled(isa, c.x.data() + r * in, c.w.data() + 1, alone.data(), 1, in,
-                               kOut, false);
+          cpu::LinearBf16Tiled(isa, c.x.data() + r * in, c.w.data() + 1, alone.data(), 1, in, kOut,
+                               false);
           for (int64_t o = 0; o < kOut; ++o) {
             ASSERT_EQ(std::bit_cast<uint32_t>(alone[o]),
                       std::bit_cast<uint32_t>(together[r * kOut + o]))
@@ -147,6 +147,182 @@ TEST(LinearBf16Test, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
       }
     }
   }
+}
+
+// ---- BF16 activations (Bf16Activations::kBf16): the model is x rounded to BF16 (F32ToBf16)
+// times the BF16 weights. Every product of two BF16 values is exact in f32 (8 × 8 significant
+// bits), so each variant differs from the double reference only by the rounding of its f32 sums,
+// in whatever order it takes them (vdpbf16ps adds pairs into 16 lanes, then a tree; the FMA
+// variants 8 or 16 lanes): within γ_(in+1)·(Σ|x_bf16·w| + |y0|) (float_bounds.h). vdpbf16ps
+// flushes subnormal inputs and outputs to zero; RandomNormal's values and their products are
+// far from the subnormal range, so that never shows here.
+
+std::vector<float> RoundedToBf16(const std::vector<float>& x) {
+  std::vector<float> rounded(x.size());
+  for (size_t i = 0; i < x.size(); ++i) rounded[i] = Bf16ToF32(F32ToBf16(x[i]));
+  return rounded;
+}
+
+void ExpectWithinBf16ActivationBound(const Case& c, const std::vector<float>& got, int64_t rows,
+                                     int64_t in, int64_t out, bool accumulate) {
+  const std::vector<float> xb = RoundedToBf16(c.x);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double want = accumulate ? double{c.y0[r * out + o]} : 0.0;
+      double mass = std::fabs(want);
+      for (int64_t i = 0; i < in; ++i) {
+        const double term = double{xb[r * in + i]} * c.w_wide[o * in + i];
+        want += term;
+        mass += std::fabs(term);
+      }
+      ASSERT_LE(std::fabs(double{got[r * out + o]} - want),
+                testing::FloatGamma(in + 1) * mass + 1e-30)
+          << "row " << r << " output " << o;
+    }
+  }
+}
+
+TEST(LinearBf16ActivationsTest, EveryVariantMatchesTheReferenceAtOddSizes) {
+  std::mt19937 rng(11);
+  for (const cpu::Bf16DotIsa isa : cpu::SupportedBf16DotIsas()) {
+    for (int64_t rows = 1; rows <= 17; ++rows) {
+      for (const int64_t in : {1, 7, 31, 33, 67, 255, 1031}) {
+        for (const int64_t out : {1, 3, 5, 9, 130}) {
+          for (const bool accumulate : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << cpu::Bf16DotIsaName(isa) << " rows=" << rows << " in=" << in
+                         << " out=" << out << " accumulate=" << accumulate);
+            const Case c = MakeCase(rng, rows, in, out);
+            std::vector<float> y = c.y0;
+            cpu::LinearBf16DotTiled(isa, c.x.data(), c.w.data() + 1, y.data(), rows, in, out,
+                                    accumulate);
+            ExpectWithinBf16ActivationBound(c, y, rows, in, out, accumulate);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearBf16ActivationsTest, WideInputsMatchTheReference) {
+  std::mt19937 rng(12);
+  for (const cpu::Bf16DotIsa isa : cpu::SupportedBf16DotIsas()) {
+    for (const int64_t rows : {1, 2, 3, 16}) {
+      for (const int64_t in : {int64_t{2053}, int64_t{6151}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << cpu::Bf16DotIsaName(isa) << " rows=" << rows << " in=" << in);
+        const Case c = MakeCase(rng, rows, in, 9);
+        std::vector<float> y = c.y0;
+        cpu::LinearBf16DotTiled(isa, c.x.data(), c.w.data() + 1, y.data(), rows, in, 9, false);
+        ExpectWithinBf16ActivationBound(c, y, rows, in, 9, false);
+      }
+    }
+  }
+}
+
+TEST(LinearBf16ActivationsTest, DispatchedKernelMatchesTheReferenceOnBothPaths) {
+  std::mt19937 rng(13);
+  for (const int64_t rows : kRows) {
+    for (const int64_t in : {int64_t{17}, int64_t{255}}) {
+      for (const int64_t out : {int64_t{5}, int64_t{130}, int64_t{300}}) {
+        for (const bool accumulate : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " out=" << out
+                                            << " accumulate=" << accumulate);
+          const Case c = MakeCase(rng, rows, in, out);
+          std::vector<float> y = c.y0;
+          cpu::LinearBf16(c.x.data(), c.w.data() + 1, y.data(), rows, in, out, accumulate,
+                          /*ldy=*/0, cpu::Bf16Activations::kBf16);
+          ExpectWithinBf16ActivationBound(c, y, rows, in, out, accumulate);
+        }
+      }
+    }
+  }
+}
+
+// Lossless speculation in the BF16-activation mode: a verified row gets the bits a decode row
+// would, in every variant and through the dispatched kernel within its tiled range (rows up to a
+// verify block and past it).
+TEST(LinearBf16ActivationsTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
+  std::mt19937 rng(14);
+  constexpr int64_t kOut = 11;
+  const auto expect_rows_alone = [&](const auto& linear, int64_t rows, int64_t in) {
+    const Case c = MakeCase(rng, rows, in, kOut);
+    std::vector<float> together(rows * kOut);
+    linear(c.x.data(), c.w.data() + 1, together.data(), rows, in);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> alone(kOut);
+      linear(c.x.data() + r * in, c.w.data() + 1, alone.data(), 1, in);
+      for (int64_t o = 0; o < kOut; ++o) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(alone[o]),
+                  std::bit_cast<uint32_t>(together[r * kOut + o]))
+            << "row " << r << " output " << o;
+      }
+    }
+  };
+  for (const int64_t rows : {2, 3, 5, 8, 13, 16, 17}) {
+    for (const int64_t in : {int64_t{17}, int64_t{1031}, int64_t{2053}, int64_t{4099}}) {
+      for (const cpu::Bf16DotIsa isa : cpu::SupportedBf16DotIsas()) {
+        SCOPED_TRACE(::testing::Message()
+                     << cpu::Bf16DotIsaName(isa) << " rows=" << rows << " in=" << in);
+        expect_rows_alone(
+            [isa](const float* x, const uint16_t* w, float* y, int64_t n, int64_t k) {
+              cpu::LinearBf16DotTiled(isa, x, w, y, n, k, kOut, false);
+            },
+            rows, in);
+      }
+      // (A CPU without AVX2 runs every row count through sgemm, whose blocking follows it.)
+      if (rows > cpu::LinearBf16TiledRowLimit(cpu::BestBf16Isa())) continue;
+      SCOPED_TRACE(::testing::Message() << "dispatched rows=" << rows << " in=" << in);
+      expect_rows_alone(
+          [](const float* x, const uint16_t* w, float* y, int64_t n, int64_t k) {
+            cpu::LinearBf16(x, w, y, n, k, kOut, false, 0, cpu::Bf16Activations::kBf16);
+          },
+          rows, in);
+    }
+  }
+}
+
+// The FMA variants are the f32 tiles on the rounded activations, bit for bit: the mode changes
+// the activations, nothing else.
+TEST(LinearBf16ActivationsTest, FmaVariantsAreTheF32TilesOnRoundedActivations) {
+  std::mt19937 rng(15);
+  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+    const auto dot_isa = static_cast<cpu::Bf16DotIsa>(static_cast<int>(isa));
+    ASSERT_EQ(cpu::Bf16DotIsaName(dot_isa), cpu::Bf16IsaName(isa));
+    for (const int64_t rows : {1, 4, 16}) {
+      SCOPED_TRACE(::testing::Message() << cpu::Bf16IsaName(isa) << " rows=" << rows);
+      constexpr int64_t kIn = 259, kOut = 13;
+      const Case c = MakeCase(rng, rows, kIn, kOut);
+      const std::vector<float> xb = RoundedToBf16(c.x);
+      std::vector<float> want(rows * kOut), got(rows * kOut);
+      cpu::LinearBf16Tiled(isa, xb.data(), c.w.data() + 1, want.data(), rows, kIn, kOut, false);
+      cpu::LinearBf16DotTiled(dot_isa, c.x.data(), c.w.data() + 1, got.data(), rows, kIn, kOut,
+                              false);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
+      }
+    }
+  }
+}
+
+TEST(LinearBf16ActivationsTest, RoundingIsF32ToBf16) {
+  std::mt19937 rng(16);
+  // Ties to even both ways, the largest finite value, infinities, NaNs, subnormals, zeros (in
+  // the vector loop), then random values.
+  std::vector<float> x;
+  for (const uint32_t bits :
+       {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0xff800001u,
+        0x00000001u, 0x807fffffu, 0x0u, 0x80000000u, 0x3f80ffffu}) {
+    x.push_back(std::bit_cast<float>(bits));
+  }
+  for (const float v : RandomNormal(rng, 1001)) x.push_back(v);
+  std::vector<uint16_t> got(x.size());
+  cpu::RoundToBf16(x.data(), static_cast<int64_t>(x.size()), got.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], F32ToBf16(x[i])) << i;
+  EXPECT_EQ(cpu::Bf16ActivationsFromName("bf16"), cpu::Bf16Activations::kBf16);
+  EXPECT_EQ(cpu::Bf16ActivationsFromName("f32"), cpu::Bf16Activations::kF32);
+  EXPECT_EQ(cpu::Bf16ActivationsFromName("fp32"), std::nullopt);
+  EXPECT_EQ(cpu::Bf16ActivationsName(cpu::Bf16Activations::kBf16), "bf16");
 }
 
 TEST(LinearBf16Test, EmptyShapes) {

@@ -13,8 +13,9 @@ embeddings and a sharded, "model."-prefixed drafter, F32 sharded and tied), it c
     reference reads them with this folder's reader), and by broken checkpoints that dscale must
     refuse with exit status 1 and a message naming the tensor.
 
-Both commands run with --kv-dtype f32: the reference keeps K and V exact, and the budget below is
-for float32 arithmetic (a BF16 cache's rounding is bounded in tests/model/logit_bounds.h).
+Both commands run with --kv-dtype f32 and --activations f32: the reference keeps K and V and the
+activations exact, and the budget below is for float32 arithmetic (a BF16 cache's rounding is
+bounded in tests/model/logit_bounds.h).
 
 Tolerances (hf_reference.py, "The float32 error budget"): logit v of row t may differ from the
 float64 reference by eps · |h_t| · |W_v|, where h_t is the reference's final-normed hidden
@@ -98,7 +99,7 @@ class ParityMixin:
         # Target logits, every position.
         logits, hidden, streams, gains = target.forward(ids)
         got = dscale_json(self, "logits", "--model", target_dir, "--ids", ids_arg,
-                          "--kv-dtype", "f32")["logits"]
+                          "--kv-dtype", "f32", "--activations", "f32")["logits"]
         got = torch.tensor(got, dtype=torch.float64)
         self.assertEqual(tuple(got.shape), (n, vocab))
         tol = ref.logit_tolerance(ref.logits_budget(t_cfg, n, gains), hidden, target.lm_head)
@@ -109,7 +110,7 @@ class ParityMixin:
 
         # One drafting step after the prefill.
         out = dscale_json(self, "draft", "--target", target_dir, "--drafter", drafter_dir,
-                          "--ids", ids_arg, "--kv-dtype", "f32")
+                          "--ids", ids_arg, "--kv-dtype", "f32", "--activations", "f32")
         bonus = out["bonus"]
         self.check_token(logits[-1], tol[-1], bonus, "bonus")
         d_logits, d_hidden, d_gains = drafter.draft(streams, n, bonus)
@@ -178,7 +179,7 @@ class BundledDominoHeadTest(ParityMixin, unittest.TestCase):
         n = len(ids)
         logits, hidden, streams, gains = target.forward(ids)
         out = dscale_json(self, "draft", "--target", target_dir, "--drafter", drafter_dir,
-                          "--ids", ",".join(map(str, ids)), "--kv-dtype", "f32",
+                          "--ids", ",".join(map(str, ids)), "--kv-dtype", "f32", "--activations", "f32",
                           "--drafter-head", "domino")
         bonus = out["bonus"]
         base, d_hidden, d_gains = drafter.draft(streams, n, bonus)

@@ -79,6 +79,14 @@ std::string_view Bf16IsaName(Bf16Isa isa) {
 
 std::vector<Bf16Isa> SupportedBf16Isas() { return Supported(); }
 
+bool HasAvx512Bf16() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return Supported().back() == Bf16Isa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+  }();
+  return has;
+}
+
 Bf16Isa BestBf16Isa() { return Supported().back(); }
 
 void CheckBf16IsaSupported(Bf16Isa isa) {

@@ -17,6 +17,8 @@ std::vector<Bf16Isa> SupportedBf16Isas();
 Bf16Isa BestBf16Isa();
 // CHECK-fails when this CPU cannot run `isa` (tests and benchmarks pick variants by hand).
 void CheckBf16IsaSupported(Bf16Isa isa);
+// Whether this CPU has AVX512-BF16's dot products (vdpbf16ps) besides AVX-512 (detected once).
+bool HasAvx512Bf16();
 
 // dst[0, n) = the n BF16 values at src widened to f32 (exact), with `isa`'s vectors, on the
 // calling thread; any alignment.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/dtype.h"
 
 namespace dscale::cpu {
 namespace {
@@ -173,6 +174,24 @@ DSCALE_AVX2 void TiledAvx2(const float* x, const uint16_t* w, float* y, int64_t 
   TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
 
+// BF16 rounding as RoundBf16x16, 8 values at a time, widened back to f32.
+DSCALE_AVX2 void RoundWideAvx2(const float* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    // The magnitudes are below 2^31, so the signed comparison is the unsigned one.
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    const __m256i value = _mm256_blendv_epi8(rounded, quiet, nan);
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(value, 16)));
+  }
+  for (; i < n; ++i) dst[i] = Bf16Bits(F32ToBf16(src[i]));
+}
+
 // ---- AVX-512: 16 lanes; tiles of 4 outputs × up to 6 rows (24 accumulators of the 32
 // registers).
 
@@ -293,6 +312,156 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const uint16_t* w, float* y, int6
   TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
 
+// ---- AVX512-BF16: vdpbf16ps multiplies 32 BF16 pairs into 16 f32 lanes per instruction, so a
+// step covers one 64-byte line of each weight row; tiles as for AVX-512 (4 outputs × up to 6
+// rows, one output per pass for one or two rows of short inputs), the activations already
+// rounded to BF16 bits.
+
+#define DSCALE_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+DSCALE_AVX512BF16 inline __m512bh LoadBh(const uint16_t* p) {
+  return __builtin_bit_cast(__m512bh, _mm512_loadu_si512(p));
+}
+
+// The first `count` (< 32) values from p, zeros after: the zeros add exact zeros to the sums.
+DSCALE_AVX512BF16 inline __m512bh LoadBhHead(const uint16_t* p, int64_t count) {
+  const auto mask = static_cast<__mmask32>((uint32_t{1} << count) - 1);
+  return __builtin_bit_cast(__m512bh, _mm512_maskz_loadu_epi16(mask, p));
+}
+
+template <int kRows, int kOuts>
+DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in,
+                               float sums[kRows][kOuts]) {
+  __m512 acc[kRows][kOuts];
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    DSCALE_UNROLL
+    for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + kLineWeights <= in; k += kLineWeights) {
+    PrefetchLines<kOuts>(wo, in, k);
+    __m512bh wv[kOuts];
+    DSCALE_UNROLL
+    for (int g = 0; g < kOuts; ++g) wv[g] = LoadBh(wo + g * in + k);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const __m512bh xv = LoadBh(x + r * in + k);
+      DSCALE_UNROLL
+      for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], xv, wv[g]);
+    }
+  }
+  if (k < in) {
+    const int64_t count = in - k;
+    __m512bh wv[kOuts];
+    DSCALE_UNROLL
+    for (int g = 0; g < kOuts; ++g) wv[g] = LoadBhHead(wo + g * in + k, count);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const __m512bh xv = LoadBhHead(x + r * in + k, count);
+      DSCALE_UNROLL
+      for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], xv, wv[g]);
+    }
+  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    DSCALE_UNROLL
+    for (int g = 0; g < kOuts; ++g) sums[r][g] = _mm512_reduce_add_ps(acc[r][g]);
+  }
+}
+
+// As RowsAvx512: every output is the same sum in the same order whatever kOuts.
+template <int kRows, int kOuts>
+DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
+                               int64_t out, bool accumulate, int64_t r, int64_t o) {
+  for (int g0 = 0; g0 < kOutGroup; g0 += kOuts) {
+    float sums[kRows][kOuts];
+    TileDot<kRows, kOuts>(x + r * in, wo + g0 * in, in, sums);
+    for (int i = 0; i < kRows; ++i) {
+      DSCALE_UNROLL
+      for (int g = 0; g < kOuts; ++g) Put(y + (r + i) * out + o + g0 + g, sums[i][g], accumulate);
+    }
+  }
+}
+
+DSCALE_AVX512BF16 void TileRowsDot(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
+                                   int64_t out, bool accumulate, int64_t r, int64_t o,
+                                   int64_t rows) {
+  const bool single_stream =
+      rows * in * static_cast<int64_t>(sizeof(uint16_t)) <= kSingleStreamInputBytes;
+  switch (rows) {
+    case 6:
+      return RowsDot<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+    case 5:
+      return RowsDot<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+    case 4:
+      return RowsDot<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+    case 3:
+      return RowsDot<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+    case 2:
+      return single_stream ? RowsDot<2, 1>(x, wo, y, in, out, accumulate, r, o)
+                           : RowsDot<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+    default:
+      return single_stream ? RowsDot<1, 1>(x, wo, y, in, out, accumulate, r, o)
+                           : RowsDot<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+  }
+}
+
+// The outputs left over from whole groups, one at a time, in the same tile (so the same sums).
+DSCALE_AVX512BF16 void TiledDot(const uint16_t* x, const uint16_t* w, float* y, int64_t rows,
+                                int64_t in, int64_t out, bool accumulate, int64_t o_begin,
+                                int64_t o_end) {
+  const int64_t tiles = (rows + 5) / 6;
+  int64_t o = o_begin;
+  for (; o + kOutGroup <= o_end; o += kOutGroup) {
+    const uint16_t* wo = w + o * in;
+    for (int64_t t = 0, r = 0; t < tiles; ++t) {
+      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
+      TileRowsDot(x, wo, y, in, out, accumulate, r, o, height);
+      r += height;
+    }
+  }
+  for (; o < o_end; ++o) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float sums[1][1];
+      TileDot<1, 1>(x + r * in, w + o * in, in, sums);
+      Put(y + r * out + o, sums[0][0], accumulate);
+    }
+  }
+}
+
+#undef DSCALE_AVX512BF16
+
+// BF16 rounding to nearest even, as F32ToBf16 (core/dtype.h) does it, 16 values at a time: the
+// bits of each BF16 value in the low half of a 32-bit lane.
+DSCALE_AVX512 inline __m512i RoundBf16x16(const float* p) {
+  const __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(p));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+DSCALE_AVX512 void RoundBitsAvx512(const float* src, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_cvtepi32_epi16(RoundBf16x16(src + i)));
+  }
+  for (; i < n; ++i) dst[i] = F32ToBf16(src[i]);
+}
+
+DSCALE_AVX512 void RoundWideAvx512(const float* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(RoundBf16x16(src + i), 16)));
+  }
+  for (; i < n; ++i) dst[i] = Bf16Bits(F32ToBf16(src[i]));
+}
+
 #pragma GCC diagnostic pop
 #undef DSCALE_AVX512
 
@@ -360,7 +529,125 @@ void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, in
 
 #undef DSCALE_AVX2
 
+void RoundWidePortable(const float* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16Bits(F32ToBf16(src[i]));
+}
+
+// dst[0, n) = src[0, n) rounded to BF16 and widened back to f32 (exact), with `isa`'s vectors.
+void RoundWide(Bf16Isa isa, const float* src, int64_t n, float* dst) {
+  switch (isa) {
+    case Bf16Isa::kAvx512:
+      return RoundWideAvx512(src, n, dst);
+    case Bf16Isa::kAvx2:
+      return RoundWideAvx2(src, n, dst);
+    case Bf16Isa::kPortable:
+      break;
+  }
+  RoundWidePortable(src, n, dst);
+}
+
+// The f32 tiles a Bf16DotIsa other than kAvx512Bf16 runs on the widened rounded activations.
+Bf16Isa FmaIsaOf(Bf16DotIsa isa) {
+  switch (isa) {
+    case Bf16DotIsa::kAvx512:
+    case Bf16DotIsa::kAvx512Bf16:
+      return Bf16Isa::kAvx512;
+    case Bf16DotIsa::kAvx2:
+      return Bf16Isa::kAvx2;
+    case Bf16DotIsa::kPortable:
+      break;
+  }
+  return Bf16Isa::kPortable;
+}
+
+const std::vector<Bf16DotIsa>& DotIsas() {
+  static const std::vector<Bf16DotIsa> isas = [] {
+    std::vector<Bf16DotIsa> found;
+    for (const Bf16Isa isa : SupportedBf16Isas()) {
+      found.push_back(isa == Bf16Isa::kAvx512 ? Bf16DotIsa::kAvx512
+                      : isa == Bf16Isa::kAvx2 ? Bf16DotIsa::kAvx2
+                                              : Bf16DotIsa::kPortable);
+    }
+    if (HasAvx512Bf16()) found.push_back(Bf16DotIsa::kAvx512Bf16);
+    return found;
+  }();
+  return isas;
+}
+
+// Activation rows rounded once per call, read by every thread of the call (the calling thread's
+// buffers: a call's tiles never outlive it).
+thread_local std::vector<uint16_t> rounded_bits;
+thread_local std::vector<float> rounded_wide;
+
+// LinearBf16 with BF16-rounded activations: `tiled` through `isa`'s tiles, else widen-and-sgemm
+// on the rounded activations widened back.
+void RunRounded(Bf16DotIsa isa, bool tiled, const float* x, const uint16_t* w, float* y,
+                int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
+  const int64_t n = rows * in;
+  if (tiled && isa == Bf16DotIsa::kAvx512Bf16) {
+    rounded_bits.resize(static_cast<size_t>(n));
+    RoundBitsAvx512(x, n, rounded_bits.data());
+    const uint16_t* xb = rounded_bits.data();
+    const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
+#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
+    for (int64_t g = 0; g < groups; ++g) {
+      TiledDot(xb, w, y, rows, in, ldy, accumulate, g * kOutGroup,
+               std::min(out, (g + 1) * kOutGroup));
+    }
+    return;
+  }
+  const Bf16Isa fma_isa = tiled ? FmaIsaOf(isa) : BestBf16Isa();
+  rounded_wide.resize(static_cast<size_t>(n));
+  RoundWide(fma_isa, x, n, rounded_wide.data());
+  if (tiled) {
+    RunTiled(fma_isa, rounded_wide.data(), w, y, rows, in, out, accumulate, ldy);
+  } else {
+    WidenAndSgemm(rounded_wide.data(), w, y, rows, in, out, accumulate, ldy);
+  }
+}
+
 }  // namespace
+
+std::string_view Bf16ActivationsName(Bf16Activations activations) {
+  return activations == Bf16Activations::kBf16 ? "bf16" : "f32";
+}
+
+std::optional<Bf16Activations> Bf16ActivationsFromName(std::string_view name) {
+  if (name == "bf16") return Bf16Activations::kBf16;
+  if (name == "f32") return Bf16Activations::kF32;
+  return std::nullopt;
+}
+
+std::string_view Bf16DotIsaName(Bf16DotIsa isa) {
+  switch (isa) {
+    case Bf16DotIsa::kAvx512Bf16:
+      return "avx512bf16";
+    case Bf16DotIsa::kAvx512:
+      return "avx512";
+    case Bf16DotIsa::kAvx2:
+      return "avx2";
+    case Bf16DotIsa::kPortable:
+      break;
+  }
+  return "portable";
+}
+
+std::vector<Bf16DotIsa> SupportedBf16DotIsas() { return DotIsas(); }
+
+void RoundToBf16(const float* src, int64_t n, uint16_t* dst) {
+  if (BestBf16Isa() == Bf16Isa::kAvx512) return RoundBitsAvx512(src, n, dst);
+  for (int64_t i = 0; i < n; ++i) dst[i] = F32ToBf16(src[i]);
+}
+
+void LinearBf16DotTiled(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
+                        int64_t in, int64_t out, bool accumulate) {
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
+  const std::vector<Bf16DotIsa>& supported = DotIsas();
+  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
+                   "this CPU cannot run the requested BF16 kernel variant");
+  if (rows == 0 || out == 0) return;
+  RunRounded(isa, /*tiled=*/true, x, w, y, rows, in, out, accumulate, out);
+}
 
 int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
   // Where the tiles stop beating f32 panels + OpenBLAS on the 2-vCPU EPYC of docs/BENCHMARKS.md
@@ -391,7 +678,7 @@ void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t r
 }
 
 void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
-                bool accumulate, int64_t ldy) {
+                bool accumulate, int64_t ldy, Bf16Activations activations) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
   if (rows == 0 || out == 0) return;
@@ -400,7 +687,10 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
     for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
-  if (rows <= LinearBf16TiledRowLimit(BestBf16Isa())) {
+  const bool tiled = rows <= LinearBf16TiledRowLimit(BestBf16Isa());
+  if (activations == Bf16Activations::kBf16) {
+    RunRounded(DotIsas().back(), tiled, x, w, y, rows, in, out, accumulate, ldy);
+  } else if (tiled) {
     RunTiled(BestBf16Isa(), x, w, y, rows, in, out, accumulate, ldy);
   } else {
     WidenAndSgemm(x, w, y, rows, in, out, accumulate, ldy);

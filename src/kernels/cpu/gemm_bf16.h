@@ -2,6 +2,15 @@
 // y = x · wᵀ with BF16 weights as stored in a checkpoint and f32 activations, accumulating in
 // f32: the projection of a decode or verify step without an f32 copy of the weights.
 //
+// The activations are taken as they are (Bf16Activations::kF32) or each row is rounded to BF16
+// once, to nearest even (kBf16): then every product is BF16 × BF16 (exact in f32) and the tiles
+// use AVX512-BF16's dot products (vdpbf16ps: 32 products an instruction to an f32 FMA's 16,
+// whether at the FMA's rate depends on the CPU: docs/BENCHMARKS.md) where the CPU has them, and
+// f32 FMAs on the rounded values widened back where it has not — the same model, bits differing
+// only in the order of the f32 sums (and vdpbf16ps flushing subnormals to zero). Either way a
+// row's outputs are the same bits whatever rows share a tiled call, so a decode row and a
+// verified row compute the same thing.
+//
 // Up to LinearBf16TiledRowLimit rows (decoding, verification, short prefills): register tiles of
 // a few outputs × a few rows widen each weight once per tile and apply it to all the tile's rows,
 // and the threads split the output columns, so a call costs what reading the weights costs until
@@ -12,16 +21,26 @@
 // what the CPU supports (Bf16Isa, bf16_isa.h, names them for tests and benchmarks).
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "kernels/cpu/bf16_isa.h"
 
 namespace dscale::cpu {
 
+// How LinearBf16 takes its f32 activations: as they are, or each rounded to BF16 once.
+enum class Bf16Activations { kF32, kBf16 };
+// "f32", "bf16": the spellings of `--activations`.
+std::string_view Bf16ActivationsName(Bf16Activations activations);
+std::optional<Bf16Activations> Bf16ActivationsFromName(std::string_view name);
+
 // y[rows, out] = x[rows, in] · w[out, in]ᵀ (or y += that when `accumulate`); w holds BF16 bits in
 // PyTorch's Linear layout, row-major and dense, any alignment. Rows of y are `ldy` floats apart
 // (0: out), so a call can fill a column block of a wider y.
 void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
-                bool accumulate = false, int64_t ldy = 0);
+                bool accumulate = false, int64_t ldy = 0,
+                Bf16Activations activations = Bf16Activations::kF32);
 
 // LinearBf16 runs calls of up to this many rows through the tiles of `isa`, more through
 // widen-and-sgemm.
@@ -35,5 +54,21 @@ void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, i
 // The many-row path alone: f32 weight panels in cache and OpenBLAS sgemm (benchmarks).
 void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
                           int64_t out, bool accumulate);
+
+// The variants of the BF16-activation tiles: the f32 tiles of a Bf16Isa over the rounded
+// activations widened back (exact), or AVX512-BF16's dot products on the rounded bits.
+enum class Bf16DotIsa { kPortable, kAvx2, kAvx512, kAvx512Bf16 };
+std::string_view Bf16DotIsaName(Bf16DotIsa isa);
+// The variants this CPU can run, portable first; LinearBf16 uses the last.
+std::vector<Bf16DotIsa> SupportedBf16DotIsas();
+
+// dst[0, n) = src[0, n) rounded to BF16, to nearest even (core/dtype.h's F32ToBf16, NaN kept a
+// NaN), on the calling thread.
+void RoundToBf16(const float* src, int64_t n, uint16_t* dst);
+
+// LinearBf16 with Bf16Activations::kBf16 through the tiles of one variant, for any row count
+// (parity tests and benchmarks); the variant must be in SupportedBf16DotIsas().
+void LinearBf16DotTiled(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
+                        int64_t in, int64_t out, bool accumulate);
 
 }  // namespace dscale::cpu
