@@ -270,45 +270,65 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int6
 // 12,288: 0.87×; two rows at 4,096: 0.87×).
 constexpr int64_t kSingleStreamInputBytes = 16 << 10;
 
-// `rows` rows from row r in one tile of that height (1 … 6).
-DSCALE_AVX512 void TileRowsAvx512(const float* x, const uint16_t* wo, float* y, int64_t in,
-                                  int64_t out, bool accumulate, int64_t r, int64_t o,
-                                  int64_t rows) {
-  const bool single_stream =
-      rows * in * static_cast<int64_t>(sizeof(float)) <= kSingleStreamInputBytes;
+// The tile of `rows` rows (1 … 6) from row r: Rows::Run<kRows, kOuts> (the f32 tiles or the BF16
+// dot-product tiles, inputs of type T), four outputs per pass, or one per pass for one or two rows
+// whose inputs fit in kSingleStreamInputBytes.
+template <typename Rows, typename T>
+__attribute__((always_inline)) inline void TileRows(const T* x, const uint16_t* wo, float* y,
+                                                    int64_t in, int64_t out, bool accumulate,
+                                                    int64_t r, int64_t o, int64_t rows) {
+  const bool single_stream = rows * in * static_cast<int64_t>(sizeof(T)) <= kSingleStreamInputBytes;
   switch (rows) {
     case 6:
-      return RowsAvx512<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
     case 5:
-      return RowsAvx512<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
     case 4:
-      return RowsAvx512<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
     case 3:
-      return RowsAvx512<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
     case 2:
-      return single_stream ? RowsAvx512<2, 1>(x, wo, y, in, out, accumulate, r, o)
-                           : RowsAvx512<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return single_stream ? Rows::template Run<2, 1>(x, wo, y, in, out, accumulate, r, o)
+                           : Rows::template Run<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
     default:
-      return single_stream ? RowsAvx512<1, 1>(x, wo, y, in, out, accumulate, r, o)
-                           : RowsAvx512<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return single_stream ? Rows::template Run<1, 1>(x, wo, y, in, out, accumulate, r, o)
+                           : Rows::template Run<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
   }
 }
 
-// The rows go in the fewest tiles of at most 6, of heights differing by at most one (8 rows:
-// 4 + 4, not 6 + 2, whose 2-row tile would run at half the FMA rate).
-DSCALE_AVX512 void TiledAvx512(const float* x, const uint16_t* w, float* y, int64_t rows,
-                               int64_t in, int64_t out, bool accumulate, int64_t o_begin,
-                               int64_t o_end) {
+// Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows: the rows go in the
+// fewest tiles of at most 6, of heights differing by at most one (8 rows: 4 + 4, not 6 + 2, whose
+// 2-row tile would run at half the FMA rate). Returns the first output left over.
+template <typename Rows, typename T>
+__attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const uint16_t* w, float* y,
+                                                          int64_t rows, int64_t in, int64_t out,
+                                                          bool accumulate, int64_t o_begin,
+                                                          int64_t o_end) {
   const int64_t tiles = (rows + 5) / 6;
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const uint16_t* wo = w + o * in;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-      TileRowsAvx512(x, wo, y, in, out, accumulate, r, o, height);
+      TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height);
       r += height;
     }
   }
+  return o;
+}
+
+struct Avx512Rows {
+  template <int kRows, int kOuts>
+  DSCALE_AVX512 static void Run(const float* x, const uint16_t* wo, float* y, int64_t in,
+                                int64_t out, bool accumulate, int64_t r, int64_t o) {
+    RowsAvx512<kRows, kOuts>(x, wo, y, in, out, accumulate, r, o);
+  }
+};
+
+DSCALE_AVX512 void TiledAvx512(const float* x, const uint16_t* w, float* y, int64_t rows,
+                               int64_t in, int64_t out, bool accumulate, int64_t o_begin,
+                               int64_t o_end) {
+  const int64_t o = TiledGroups<Avx512Rows>(x, w, y, rows, in, out, accumulate, o_begin, o_end);
   TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
 
@@ -384,43 +404,19 @@ DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, 
   }
 }
 
-DSCALE_AVX512BF16 void TileRowsDot(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
-                                   int64_t out, bool accumulate, int64_t r, int64_t o,
-                                   int64_t rows) {
-  const bool single_stream =
-      rows * in * static_cast<int64_t>(sizeof(uint16_t)) <= kSingleStreamInputBytes;
-  switch (rows) {
-    case 6:
-      return RowsDot<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
-    case 5:
-      return RowsDot<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
-    case 4:
-      return RowsDot<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
-    case 3:
-      return RowsDot<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
-    case 2:
-      return single_stream ? RowsDot<2, 1>(x, wo, y, in, out, accumulate, r, o)
-                           : RowsDot<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
-    default:
-      return single_stream ? RowsDot<1, 1>(x, wo, y, in, out, accumulate, r, o)
-                           : RowsDot<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+struct DotRows {
+  template <int kRows, int kOuts>
+  DSCALE_AVX512BF16 static void Run(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
+                                    int64_t out, bool accumulate, int64_t r, int64_t o) {
+    RowsDot<kRows, kOuts>(x, wo, y, in, out, accumulate, r, o);
   }
-}
+};
 
 // The outputs left over from whole groups, one at a time, in the same tile (so the same sums).
 DSCALE_AVX512BF16 void TiledDot(const uint16_t* x, const uint16_t* w, float* y, int64_t rows,
                                 int64_t in, int64_t out, bool accumulate, int64_t o_begin,
                                 int64_t o_end) {
-  const int64_t tiles = (rows + 5) / 6;
-  int64_t o = o_begin;
-  for (; o + kOutGroup <= o_end; o += kOutGroup) {
-    const uint16_t* wo = w + o * in;
-    for (int64_t t = 0, r = 0; t < tiles; ++t) {
-      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-      TileRowsDot(x, wo, y, in, out, accumulate, r, o, height);
-      r += height;
-    }
-  }
+  int64_t o = TiledGroups<DotRows>(x, w, y, rows, in, out, accumulate, o_begin, o_end);
   for (; o < o_end; ++o) {
     for (int64_t r = 0; r < rows; ++r) {
       float sums[1][1];
