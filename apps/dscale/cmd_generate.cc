@@ -14,6 +14,7 @@
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "default_spec.h"
 #include "dvl/predictor.h"
 #include "engine/engine.h"
 #include "io/tokenizer/display_text.h"
@@ -28,7 +29,7 @@ struct GenerateArgs {
   std::string target;
   std::string drafter;
   std::string tokenizer;
-  std::string spec = "dflash";
+  std::string spec;  // empty until ApplyDefaultSpec or --spec sets it
   PromptFlags prompts;
   std::vector<std::string> stop;
   int32_t max_tokens = 64;
@@ -226,8 +227,10 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate with a length policy");
   cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
   cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
-  cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale, dspark")
-      ->capture_default_str();
+  cmd->add_option("--spec", args->spec,
+                  "Length policy: none, dflash, fixed:K, dscale, dspark (default: dscale with "
+                  "--verify-budget auto when the drafter folder has a predictor or --predictor is "
+                  "given, dflash without one, none without --drafter)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer folder (default: the target folder, when it has tokenizer files)");
   cmd->add_option("--ids", args->prompts.ids, "Prompt as comma-separated token ids");
@@ -264,7 +267,11 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   AddActivationsOption(cmd, &args->activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
-  cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
+  cmd->callback([args, exit_code, cmd] {
+    ApplyDefaultSpec(*cmd, "generate", args->drafter, args->predictor, args->drafter_head,
+                     &args->spec, &args->budget);
+    *exit_code = RunGenerate(*args);
+  });
 }
 
 }  // namespace dscale::cli

@@ -23,6 +23,7 @@
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "default_spec.h"
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
 #include "io/tokenizer/tokenizer.h"
@@ -44,7 +45,7 @@ struct ServeArgs {
   std::string drafter;
   std::string predictor;
   std::string tokenizer;
-  std::string spec = "dflash";
+  std::string spec;  // empty until ApplyDefaultSpec or --spec sets it
   std::string served_model_name;
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -320,8 +321,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "predictor.bin, or predictor-domino.bin with --drafter-head domino)");
   AddBudgetOptions(cmd, &args->budget);
   cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer directory (default: --target)");
-  cmd->add_option("--spec", args->spec, "Length policy: none, dflash, fixed:K, dscale, dspark")
-      ->capture_default_str();
+  cmd->add_option("--spec", args->spec,
+                  "Length policy: none, dflash, fixed:K, dscale, dspark (default: dscale with "
+                  "--verify-budget auto when the drafter folder has a predictor or --predictor is "
+                  "given, dflash without one, none without --drafter)");
   cmd->add_option("--served-model-name", args->served_model_name,
                   "Model name clients send (default: the target folder's name)");
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
@@ -385,7 +388,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   AddActivationsOption(cmd, &args->activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
-  cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
+  cmd->callback([args, exit_code, cmd] {
+    ApplyDefaultSpec(*cmd, "serve", args->drafter, args->predictor, args->drafter_head, &args->spec,
+                     &args->budget);
+    *exit_code = RunServe(*args);
+  });
 }
 
 }  // namespace dscale::cli

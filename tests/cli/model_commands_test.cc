@@ -442,6 +442,34 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
     EXPECT_EQ(by_default["requests"][i]["output_ids"], dscale["requests"][i]["output_ids"]) << i;
   }
 
+  // Without --spec, generate runs the fastest lossless policy the folders allow and says which on
+  // stderr: dscale with the auto budget where a predictor is at hand (the drafter folder's, or
+  // --predictor), DFlash where none is, plain decoding without a drafter. Every choice commits
+  // plain decoding's tokens.
+  const std::string rest = " --prompts " + prompts + " --max-tokens 16 --concurrency 8";
+  const std::pair<std::string, std::string> defaults[] = {
+      {" --drafter " + shipped,
+       "--spec dscale --verify-budget auto (predictor " + shipped + "/predictor.bin;"},
+      {" --drafter " + Drafter() + " --predictor " + predictor,
+       "--spec dscale --verify-budget auto (--predictor given;"},
+      {" --drafter " + shipped + " --verify-budget 0.25", "--spec dscale --verify-budget 0.25 ("},
+      {" --drafter " + Drafter(),
+       "--spec dflash (no predictor at " + Drafter() + "/predictor.bin;"},
+      {"", "--spec none (no --drafter;"},
+  };
+  for (const auto& [folders, said] : defaults) {
+    const std::string args = "generate --target " + Target() + folders + rest;
+    r = RunDscale(args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("dscale generate: " + said), std::string::npos) << args << "\n" << r.out;
+    const nlohmann::json out = Json(args + " --json");
+    ASSERT_EQ(out["requests"].size(), 12u) << args;
+    for (size_t i = 0; i < 12; ++i) {
+      EXPECT_EQ(out["requests"][i]["output_ids"], plain["requests"][i]["output_ids"])
+          << args << " " << i;
+    }
+  }
+
   // --verify-budget auto and the dspark baseline (its SPS table profiled, stored, reloaded).
   const std::string sps = *dir_ + "/sps.json";
   const std::string with_predictor = " --predictor " + predictor + common;
