@@ -31,6 +31,7 @@ namespace dscale {
 struct AcceptRequest {
   const SamplingParams* sampling = nullptr;  // temperature ≤ 0: greedy
   int64_t first_position = 0;                // the position row 0 predicts (anchor's + 1)
+  bool logprobs = false;  // the engine reads this request's verified logits after Accept
 };
 
 // Request i's outcome: `result` when `status` is ok; otherwise the request fails and commits
@@ -61,7 +62,8 @@ class StepBackend {
   // Verify: the target over the packed rows (TargetModel::Forward's contract): logits
   // [packed.logit_rows(), vocab] and the capture layers' residual streams into `out`, or, where
   // a backend verifies and accepts in one device pass (`requests` say how each request is
-  // accepted), its own buffers; only Accept and AppendContext of the same step read them.
+  // accepted), its own buffers; only Accept and AppendContext of the same step read them. When a
+  // request asks for `logprobs`, the logits must be in `out` (the engine reads the committed rows).
   virtual Status Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
                         PagedKvCache& cache, ForwardOutput* out) = 0;
   // Accept: for span i of `packed` (rows q_start .. q_start + q_len − 1 of the verified logits,

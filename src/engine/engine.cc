@@ -24,6 +24,10 @@ Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
   }
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return InvalidArgument("top_p: must be in (0, 1]");
   if (s.top_k < 0) return InvalidArgument("top_k: must be >= 0");
+  if (p.logprobs.top < 0 || p.logprobs.top > kMaxTopLogprobs) {
+    return InvalidArgument("top_logprobs: expected 0 to " + std::to_string(kMaxTopLogprobs) +
+                           ", got " + std::to_string(p.logprobs.top));
+  }
   if (!p.stop_strings.empty() && !can_decode_text) {
     return InvalidArgument("stop: stop strings need a tokenizer");
   }
@@ -71,6 +75,7 @@ struct Engine::RequestState {
   bool cancelled = false;
   FinishReason finish = FinishReason::kNone;
   RequestResult result;
+  std::vector<TokenLogprobs> logprobs;  // one per output token when params.logprobs asked
 
   bool prefill_done() const { return prefilled == prompt_len; }
   int32_t anchor() const { return tokens.back(); }
@@ -312,10 +317,11 @@ Status Engine::RunPrefill() {
     if (it == completing.end()) continue;
     RequestState& r = **it;
     r.committed = r.prompt_len;
-    const Result<int32_t> token =
-        SampleFirstToken(r, std::span(out_.logits).subspan(logit_row * vocab, vocab));
-    if (!token.ok()) {
-      Fail(r, token.status());
+    const std::span<const float> row = std::span(out_.logits).subspan(logit_row * vocab, vocab);
+    const Result<int32_t> token = SampleFirstToken(r, row);
+    const Status logprobs = token.ok() ? LogprobsOf(r, row, std::span(&*token, 1)) : token.status();
+    if (!logprobs.ok()) {
+      Fail(r, logprobs);
       continue;
     }
     r.result.first_token = Clock::now();
@@ -393,8 +399,9 @@ Status Engine::RunDecode() {
   accept_requests_.clear();
   for (const RequestState* r : batch) {
     // Row 0 is the anchor at position `committed`; it predicts the next position.
-    accept_requests_.push_back(
-        {.sampling = &r->params.sampling, .first_position = int64_t{r->committed} + 1});
+    accept_requests_.push_back({.sampling = &r->params.sampling,
+                                .first_position = int64_t{r->committed} + 1,
+                                .logprobs = r->params.logprobs.enabled});
   }
   DSCALE_RETURN_IF_ERROR(backend_.Verify(step, accept_requests_, cache_, &out_));
   stats_.verify_s += SecondsSince(t);
@@ -438,6 +445,17 @@ Status Engine::RunDecode() {
     const std::span<const int32_t> accepted = step.tokens().subspan(span.q_start + 1, v.accepted);
     accepted_tokens.assign(accepted.begin(), accepted.end());
     accepted_tokens.push_back(v.next_token);
+    // Row j of the span holds the target's logits for committed token j.
+    const int64_t vocab = target_.config().vocab_size;
+    const Status logprobs =
+        LogprobsOf(r,
+                   std::span(out_.logits)
+                       .subspan(int64_t{span.q_start} * vocab, accepted_tokens.size() * vocab),
+                   accepted_tokens);
+    if (!logprobs.ok()) {
+      Fail(r, logprobs);
+      continue;
+    }
     AppendOutput(r, accepted_tokens);
   }
   const auto feed_start = Clock::now();
@@ -504,10 +522,28 @@ void Engine::StageBlocks(const std::vector<RequestState*>& batch) {
   }
 }
 
+Status Engine::LogprobsOf(RequestState& r, std::span<const float> rows,
+                          std::span<const int32_t> tokens) {
+  if (!r.params.logprobs.enabled) return Status::Ok();
+  const int64_t vocab = target_.config().vocab_size;
+  DSCALE_CHECK(static_cast<int64_t>(rows.size()) == static_cast<int64_t>(tokens.size()) * vocab);
+  pending_logprobs_.resize(tokens.size());
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    DSCALE_RETURN_IF_ERROR(ComputeTokenLogprobs(rows.subspan(j * vocab, vocab), r.params.sampling,
+                                                tokens[j], r.params.logprobs.top, &probs_,
+                                                &pending_logprobs_[j]));
+  }
+  return Status::Ok();
+}
+
 void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
   const size_t before = r.output().size();
-  for (int32_t token : tokens) {
+  const bool with_logprobs = r.params.logprobs.enabled;
+  if (with_logprobs) DSCALE_CHECK(pending_logprobs_.size() == tokens.size());
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    const int32_t token = tokens[j];
     r.tokens.push_back(token);
+    if (with_logprobs) r.logprobs.push_back(std::move(pending_logprobs_[j]));
     const auto& stops = r.params.stop_ids;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
       r.finish = FinishReason::kStop;
@@ -528,6 +564,7 @@ void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
         const std::string shorter = config_.decode_text(output.first(output.size() - 1));
         if (shorter.find(stop) == std::string::npos) break;
         r.tokens.pop_back();
+        if (with_logprobs) r.logprobs.pop_back();
       }
       r.finish = FinishReason::kStop;
     }
@@ -535,7 +572,11 @@ void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
   stats_.output_tokens += static_cast<int64_t>(r.output().size() - before);
   if (r.params.on_tokens) {
     r.params.on_tokens(
-        {.id = r.id, .new_tokens = r.output().subspan(before), .finished = r.finish});
+        {.id = r.id,
+         .new_tokens = r.output().subspan(before),
+         .new_logprobs = with_logprobs ? std::span<const TokenLogprobs>(r.logprobs).subspan(before)
+                                       : std::span<const TokenLogprobs>(),
+         .finished = r.finish});
   }
 }
 
@@ -580,6 +621,7 @@ void Engine::RetireFinished() {
     cache_.RemoveSequence(r.seq);
     const std::span<const int32_t> output = r.output();
     r.result.output_ids.assign(output.begin(), output.end());
+    r.result.logprobs = std::move(r.logprobs);
     r.result.finish_reason = r.finish;
     r.result.finished = Clock::now();
     if (r.result.first_token == Clock::time_point{}) r.result.first_token = r.result.finished;

@@ -151,6 +151,9 @@ class Engine {
   Result<int32_t> SampleFirstToken(RequestState& r, std::span<const float> logits);
   // Ends r with FinishReason::kError (its KV is freed when it retires); the others go on.
   void Fail(RequestState& r, const Status& why);
+  // When r asks for logprobs: computes those of `tokens` from their logits rows [tokens, vocab]
+  // into pending_logprobs_, which the AppendOutput of the same tokens takes.
+  Status LogprobsOf(RequestState& r, std::span<const float> rows, std::span<const int32_t> tokens);
   // Appends tokens to r's output, applying stop ids, max_tokens and stop strings; streams them.
   void AppendOutput(RequestState& r, std::span<const int32_t> tokens);
   // Sends rows [first, first + count) of the last forward (`step`, out_) to the draft context.
@@ -176,7 +179,8 @@ class Engine {
   ForwardOutput out_;
   DraftOutput drafts_;
   std::vector<double> probs_;
-  std::vector<uint8_t> drafted_;  // [N] this step's requests with drafts
+  std::vector<TokenLogprobs> pending_logprobs_;  // LogprobsOf → AppendOutput
+  std::vector<uint8_t> drafted_;                 // [N] this step's requests with drafts
   std::vector<int32_t> feed_rows_;
   std::vector<AcceptRequest> accept_requests_;  // [N] this step's acceptance inputs
   std::vector<Acceptance> acceptances_;         // [N] and outcomes

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "spec/logprobs.h"
 #include "spec/sampling.h"
 
 namespace dscale {
@@ -25,6 +26,8 @@ const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancel
 struct TokenEvent {
   RequestId id = 0;
   std::span<const int32_t> new_tokens;
+  // One per new token when the request asked for logprobs (GenerationParams::logprobs), else empty.
+  std::span<const TokenLogprobs> new_logprobs;
   FinishReason finished = FinishReason::kNone;  // kNone while the request continues
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
@@ -34,12 +37,15 @@ struct GenerationParams {
   SamplingParams sampling;
   std::vector<int64_t> stop_ids;  // generation ends after one of these (it is kept in the output)
   std::vector<std::string> stop_strings;  // ends before the first occurrence (needs a text decoder)
+  LogprobsRequest
+      logprobs;             // the target's log-probabilities of each output token (spec/logprobs.h)
   TokenCallback on_tokens;  // optional streaming
 };
 
 struct RequestResult {
   RequestId id = 0;
   std::vector<int32_t> output_ids;
+  std::vector<TokenLogprobs> logprobs;  // one per output id when GenerationParams::logprobs asked
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // kError: why
   int32_t prompt_tokens = 0;

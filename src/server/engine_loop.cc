@@ -134,7 +134,7 @@ void EngineLoop::OnTokens(const TokenEvent& event) {
   if (it == active_.end()) return;
   Active& a = *it->second;
   if (a.first_token == Clock::time_point{}) a.first_token = Clock::now();
-  a.channel->Append(a.text.Push(event.new_tokens));
+  a.channel->Append(a.text.Push(event.new_tokens), LogprobEntries(event.new_logprobs, tokenizer_));
 }
 
 void EngineLoop::OnFinished(const RequestResult& result) {

@@ -96,11 +96,16 @@ ApiError TransportError(int status, const ConnectionLimits& limits) {
 
 // The SSE events of one channel update: new text, then at the end the finishing chunk (or the
 // error), the usage chunk when asked for, and [DONE].
+// `text_offset`: the completion's characters so far, which logprobs' text offsets count from.
 std::string StreamEvents(const ResponseMeta& meta, bool include_usage,
-                         const RequestChannel::Update& u) {
+                         const RequestChannel::Update& u, int64_t* text_offset) {
   std::string out;
-  if (!u.text.empty()) {
-    out += SseEvent(ChunkJson(meta, {.text = u.text, .with_usage_null = include_usage}));
+  if (!u.text.empty() || !u.logprobs.empty()) {
+    out += SseEvent(ChunkJson(meta, {.text = u.text,
+                                     .logprobs = u.logprobs,
+                                     .text_offset = *text_offset,
+                                     .with_usage_null = include_usage}));
+    *text_offset += TextLength(u.logprobs);
   }
   if (!u.done) return out;
   if (u.outcome == Outcome::kError) {
@@ -218,6 +223,7 @@ struct HttpServer::Stream {
   ConnectionWatch watch;
   bool opened = false;                          // the chat role chunk went out
   bool finished = false;                        // [DONE] went out
+  int64_t text_offset = 0;                      // characters of the tokens sent (logprobs)
   Clock::time_point last_check = Clock::now();  // of the client's connection
   Clock::time_point last_write = Clock::now();
 };
@@ -374,7 +380,8 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
                           .created = std::chrono::duration_cast<std::chrono::seconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count(),
-                          .model = model_.name};
+                          .model = model_.name,
+                          .logprobs = api.logprobs};
   if (!api.stream) {
     ReplyBlocking(req, res, std::move(channel), *ticket, meta);
     return false;
@@ -400,7 +407,8 @@ void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& r
   if (update.outcome == Outcome::kCancelled) {
     return Reply(res, Unavailable("cancelled", "the request was cancelled"));
   }
-  res.set_content(Dump(CompletionJson(meta, text, FinishReasonText(update.outcome), update.usage)),
+  res.set_content(Dump(CompletionJson(meta, text, FinishReasonText(update.outcome), update.usage,
+                                      update.logprobs)),
                   kJson);
 }
 
@@ -435,7 +443,7 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   }
   RequestChannel::Update u;
   if (s.channel->Wait(out.empty() ? options_.poll_interval : std::chrono::milliseconds(0), &u)) {
-    out += StreamEvents(s.meta, s.include_usage, u);
+    out += StreamEvents(s.meta, s.include_usage, u, &s.text_offset);
   }
   // Writes fail only some time after the client has gone; look at the connection as well.
   if (!u.done && Clock::now() - s.last_check >= options_.poll_interval) {

@@ -8,6 +8,7 @@
 
 #include "io/json_util.h"
 #include "io/tokenizer/utf8.h"
+#include "spec/logprobs.h"
 
 namespace dscale::server {
 namespace {
@@ -300,14 +301,36 @@ Error ParseLogitBias(const json& v, const std::string& name, ApiRequest*) {
   return Unsupported(v, name, "an empty object");
 }
 
-Error ParseLogprobs(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || v == false) return std::nullopt;
-  return Unsupported(v, name, "null or false");
+// 0 .. kMaxTopLogprobs into *out.
+Error ParseTopCount(const json& v, const std::string& name, int32_t* out) {
+  const std::optional<int64_t> x = JsonInt64(v);
+  if (!x || *x < 0 || *x > kMaxTopLogprobs) {
+    return BadField(name,
+                    "expected an integer from 0 to " + std::to_string(kMaxTopLogprobs) + Got(v));
+  }
+  *out = static_cast<int32_t>(*x);
+  return std::nullopt;
 }
 
-Error ParseZero(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || JsonInt64(v) == 0) return std::nullopt;
-  return Unsupported(v, name, "0");
+// /v1/completions: how many top tokens to report with each token's log-probability.
+Error ParseCompletionLogprobs(const json& v, const std::string& name, ApiRequest* r) {
+  r->logprobs = false;
+  if (v.is_null() || v == false) return std::nullopt;
+  r->logprobs = true;
+  return ParseTopCount(v, name, &r->top_logprobs);
+}
+
+// /v1/chat/completions: whether to report log-probabilities (top_logprobs says how many more).
+Error ParseChatLogprobs(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return BadField(name, "expected a boolean" + Got(v));
+  r->logprobs = v.get<bool>();
+  return std::nullopt;
+}
+
+Error ParseTopLogprobs(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  return ParseTopCount(v, name, &r->top_logprobs);
 }
 
 Error ParseEcho(const json& v, const std::string& name, ApiRequest*) {
@@ -369,11 +392,12 @@ constexpr FieldRule kFields[] = {
     {"presence_penalty", kBoth, ParsePenalty},
     {"frequency_penalty", kBoth, ParsePenalty},
     {"logit_bias", kBoth, ParseLogitBias},
-    {"logprobs", kBoth, ParseLogprobs},
+    {"logprobs", kCompletionsOnly, ParseCompletionLogprobs},
+    {"logprobs", kChatOnly, ParseChatLogprobs},
     {"echo", kCompletionsOnly, ParseEcho},
     {"best_of", kCompletionsOnly, ParseBestOf},
     {"suffix", kCompletionsOnly, ParseSuffix},
-    {"top_logprobs", kChatOnly, ParseZero},
+    {"top_logprobs", kChatOnly, ParseTopLogprobs},
     {"tools", kChatOnly, ParseTools},
     {"tool_choice", kChatOnly, ParseToolChoice},
     {"parallel_tool_calls", kChatOnly, ParseBool},
@@ -392,6 +416,9 @@ Error CheckRequired(const json& body, Endpoint endpoint, const ApiRequest& r) {
   if (!body.contains("model")) return BadField("model", "is required");
   const char* input = endpoint == Endpoint::kCompletions ? "prompt" : "messages";
   if (!body.contains(input)) return BadField(input, "is required");
+  if (r.top_logprobs > 0 && !r.logprobs) {
+    return BadField("top_logprobs", "is only allowed when logprobs is true");
+  }
   if (body.contains("stream_options") && !body["stream_options"].is_null() && !r.stream) {
     return BadField("stream_options", "is only allowed when stream is true");
   }

@@ -8,13 +8,15 @@
 //             0 = off), seed, stop (string or up to 4 strings), n (1 only), stream,
 //             stream_options {include_usage}, user, metadata, store,
 //             presence_penalty / frequency_penalty (0 only), logit_bias (empty only),
-//             logprobs (off only), ignore_eos (vLLM's extension: generate max_tokens tokens
+//             ignore_eos (vLLM's extension: generate max_tokens tokens
 //             even past end-of-sequence tokens, as benchmarks need)
 //   completions  prompt (required: a string, token ids, or a one-element array of either),
+//             logprobs (null, or 0 to 20: the chosen token's and that many top tokens'),
 //             echo (false only), best_of (1 only), suffix (empty only)
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
-//             top_logprobs (0 only), tools (empty only), tool_choice ("none" only),
-//             parallel_tool_calls, response_format ({"type": "text"} only)
+//             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (empty only),
+//             tool_choice ("none" only), parallel_tool_calls, response_format ({"type": "text"}
+//             only)
 // Fields a client sends as null mean "the default".
 
 #include <cstdint>
@@ -53,6 +55,8 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;
+  bool logprobs = false;     // report each output token's log-probability (spec/logprobs.h)
+  int32_t top_logprobs = 0;  // and this many most likely tokens' (0 .. kMaxTopLogprobs)
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).

@@ -21,6 +21,13 @@ json FinishReason(const std::optional<std::string>& reason) {
   return reason ? json(*reason) : json(nullptr);
 }
 
+// A choice's "logprobs": null unless the request asked and there are tokens to report.
+json LogprobsField(const ResponseMeta& meta, std::span<const LogprobEntry> entries,
+                   int64_t text_offset) {
+  if (!meta.logprobs || entries.empty()) return nullptr;
+  return IsChat(meta) ? ChatLogprobsJson(entries) : CompletionLogprobsJson(entries, text_offset);
+}
+
 }  // namespace
 
 std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt) {
@@ -42,8 +49,11 @@ json UsageJson(const Usage& usage) {
 }
 
 json CompletionJson(const ResponseMeta& meta, const std::string& text,
-                    const std::string& finish_reason, const Usage& usage) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+                    const std::string& finish_reason, const Usage& usage,
+                    std::span<const LogprobEntry> logprobs) {
+  json choice = {{"index", 0},
+                 {"logprobs", LogprobsField(meta, logprobs, 0)},
+                 {"finish_reason", finish_reason}};
   if (IsChat(meta)) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -56,8 +66,9 @@ json CompletionJson(const ResponseMeta& meta, const std::string& text,
 }
 
 json ChunkJson(const ResponseMeta& meta, const ChunkFields& fields) {
-  json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(fields.finish_reason)}};
+  json choice = {{"index", 0},
+                 {"logprobs", LogprobsField(meta, fields.logprobs, fields.text_offset)},
+                 {"finish_reason", FinishReason(fields.finish_reason)}};
   if (IsChat(meta)) {
     json delta = json::object();
     if (fields.role) delta["role"] = "assistant";

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/logprobs_json.h"
 #include "server/openai_request.h"
 
 namespace dscale::server {
@@ -28,6 +29,7 @@ struct ResponseMeta {
   std::string id;       // "cmpl-..." or "chatcmpl-..."
   int64_t created = 0;  // Unix seconds
   std::string model;
+  bool logprobs = false;  // choices carry the tokens' logprobs (else "logprobs": null)
 };
 
 // "cmpl-" / "chatcmpl-" followed by 24 hex digits of `serial` mixed with `salt`.
@@ -35,15 +37,20 @@ std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt);
 
 nlohmann::json UsageJson(const Usage& usage);
 
-// The whole response of a non-streaming request.
+// The whole response of a non-streaming request; `logprobs`: one per output token when
+// meta.logprobs.
 nlohmann::json CompletionJson(const ResponseMeta& meta, const std::string& text,
-                              const std::string& finish_reason, const Usage& usage);
+                              const std::string& finish_reason, const Usage& usage,
+                              std::span<const LogprobEntry> logprobs = {});
 
 // One streaming chunk: `text` new text (chat: the delta's content), `finish_reason` set on
 // the last one, `role` set on a chat stream's first chunk. `with_usage_null` adds
-// "usage": null (stream_options.include_usage).
+// "usage": null (stream_options.include_usage). With meta.logprobs, a chunk with new tokens
+// carries their `logprobs` (completions: their text offsets from `text_offset`).
 struct ChunkFields {
   std::string text;
+  std::span<const LogprobEntry> logprobs;
+  int64_t text_offset = 0;
   std::optional<std::string> finish_reason;
   bool role = false;
   bool with_usage_null = false;

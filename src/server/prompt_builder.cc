@@ -190,6 +190,7 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
     }
   }
   p.stop_strings = request.stop;
+  p.logprobs = {.enabled = request.logprobs, .top = request.top_logprobs};
   return std::nullopt;
 }
 

@@ -24,8 +24,8 @@ namespace dscale::server {
 
 // What the server knows about the model it serves.
 struct ModelInfo {
-  std::string name;                    // the "model" clients must send
-  int64_t context_length = 0;          // prompt + max_tokens at most
+  std::string name;            // the "model" clients must send
+  int64_t context_length = 0;  // prompt + max_tokens at most
   // prompt + max_tokens at most that the KV cache holds for one request (Engine::
   // MaxRequestTokens); 0: as much as the context. Below context_length only when the cache was
   // made smaller than one full context (--kv-tokens, or the memory available).

@@ -2,11 +2,13 @@
 
 namespace dscale::server {
 
-void RequestChannel::Append(std::string_view text) {
-  if (text.empty()) return;
+void RequestChannel::Append(std::string_view text, std::vector<LogprobEntry> logprobs) {
+  if (text.empty() && logprobs.empty()) return;
   {
     std::lock_guard lock(mu_);
     text_ += text;
+    logprobs_.insert(logprobs_.end(), std::make_move_iterator(logprobs.begin()),
+                     std::make_move_iterator(logprobs.end()));
   }
   cv_.notify_one();
 }
@@ -39,6 +41,8 @@ bool RequestChannel::Wait(std::chrono::milliseconds timeout, Update* out, bool u
   if (!cv_.wait_for(lock, timeout, ready)) return false;
   out->text = std::move(text_);
   text_.clear();
+  out->logprobs = std::move(logprobs_);
+  logprobs_.clear();
   out->done = done_;
   if (done_) {
     done_reported_ = true;

@@ -9,8 +9,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/api_error.h"
+#include "server/logprobs_json.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
 
@@ -19,7 +21,8 @@ namespace dscale::server {
 class RequestChannel {
  public:
   struct Update {
-    std::string text;  // new text since the last update
+    std::string text;                    // new text since the last update
+    std::vector<LogprobEntry> logprobs;  // the logprobs of tokens since the last update, if asked
     bool done = false;
     // When done:
     Outcome outcome = Outcome::kLength;
@@ -28,7 +31,7 @@ class RequestChannel {
   };
 
   // Engine thread.
-  void Append(std::string_view text);
+  void Append(std::string_view text, std::vector<LogprobEntry> logprobs = {});
   void Finish(Outcome outcome, Usage usage);
   void Fail(ApiError error);
 
@@ -38,11 +41,14 @@ class RequestChannel {
   bool Wait(std::chrono::milliseconds timeout, Update* out, bool until_done = false);
 
  private:
-  bool HasNews() const { return !text_.empty() || (done_ && !done_reported_); }
+  bool HasNews() const {
+    return !text_.empty() || !logprobs_.empty() || (done_ && !done_reported_);
+  }
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
+  std::vector<LogprobEntry> logprobs_;
   bool done_ = false;
   bool done_reported_ = false;
   Outcome outcome_ = Outcome::kLength;

@@ -76,8 +76,8 @@ float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv) {
   return GreedyTieTolerance(TargetLogitBounds(target, kEngineTestMaxContext, kv));
 }
 
-bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance,
-               KvDtype kv) {
+std::vector<float> NextTokenLogits(TargetModel& target, const std::vector<int32_t>& context,
+                                   KvDtype kv) {
   const auto n = static_cast<int32_t>(context.size());
   PagedKvCache cache(target.KvShape(16, (n + 15) / 16).WithDtype(kv));
   const int32_t seq = cache.AddSequence();
@@ -86,7 +86,12 @@ bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float t
   AddRequestRows(batch, seq, 0, context, cache, /*all_logits=*/false);
   ForwardOutput out;
   EXPECT_TRUE(target.Forward(batch, cache, &out).ok());
-  std::vector<float> row = out.logits;
+  return out.logits;
+}
+
+bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance,
+               KvDtype kv) {
+  std::vector<float> row = NextTokenLogits(target, context, kv);
   std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
   return row[0] - row[1] <= tolerance;
 }

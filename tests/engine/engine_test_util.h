@@ -39,6 +39,11 @@ EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
                      const GenerationParams& params);
 
+// The target's logits [vocab] for the token after `context`, from one plain forward over it (K/V
+// cached as `kv`).
+std::vector<float> NextTokenLogits(TargetModel& target, const std::vector<int32_t>& context,
+                                   KvDtype kv = KvDtype::kBf16);
+
 // Whether the target's top-two logits after `context` (K/V cached as `kv`) are within
 // `tolerance`: a greedy choice that float noise may flip.
 bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float tolerance,

@@ -67,6 +67,25 @@ TEST(OpenAiRequestTest, Defaults) {
   EXPECT_TRUE(n.stop.empty());
 }
 
+TEST(OpenAiRequestTest, LogprobsInEachEndpointsForm) {
+  const ApiRequest none = ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})");
+  EXPECT_FALSE(none.logprobs);
+  const ApiRequest zero = ParseOk(kCompletions, R"({"model": "m", "prompt": "x", "logprobs": 0})");
+  EXPECT_TRUE(zero.logprobs);
+  EXPECT_EQ(zero.top_logprobs, 0);
+  const ApiRequest five = ParseOk(kCompletions, R"({"model": "m", "prompt": "x", "logprobs": 5})");
+  EXPECT_TRUE(five.logprobs);
+  EXPECT_EQ(five.top_logprobs, 5);
+  EXPECT_FALSE(
+      ParseOk(kCompletions, R"({"model": "m", "prompt": "x", "logprobs": false})").logprobs);
+  const std::string chat = R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )";
+  const ApiRequest on = ParseOk(kChat, chat + R"("logprobs": true, "top_logprobs": 20})");
+  EXPECT_TRUE(on.logprobs);
+  EXPECT_EQ(on.top_logprobs, 20);
+  const ApiRequest off = ParseOk(kChat, chat + R"("logprobs": false, "top_logprobs": 0})");
+  EXPECT_FALSE(off.logprobs);
+}
+
 TEST(OpenAiRequestTest, PromptForms) {
   EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": ["one"]})").prompt_text, "one");
   const ApiRequest ids = ParseOk(kCompletions, R"({"model": "m", "prompt": [1, 2, 3]})");
@@ -195,14 +214,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kCompletions, "{" + kOk + R"(, "n": "1"})", 400, "n"},
         BadCase{kCompletions, "{" + kOk + R"(, "best_of": 3})", 400, "best_of"},
         BadCase{kCompletions, "{" + kOk + R"(, "echo": true})", 400, "echo"},
-        BadCase{kCompletions, "{" + kOk + R"(, "logprobs": 5})", 400, "logprobs"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logprobs": 21})", 400, "logprobs"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logprobs": -1})", 400, "logprobs"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logprobs": true})", 400, "logprobs"},
+        BadCase{kCompletions, "{" + kOk + R"(, "top_logprobs": 2})", 400, "top_logprobs"},
         BadCase{kCompletions, "{" + kOk + R"(, "suffix": "end"})", 400, "suffix"},
         BadCase{kCompletions, "{" + kOk + R"(, "presence_penalty": 0.5})", 400, "presence_penalty"},
         BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": 1}})", 400, "logit_bias"},
         BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object"}})", 400,
                 "response_format"},
-        BadCase{kChat, "{" + kChatOk + R"(, "logprobs": true})", 400, "logprobs"},
+        BadCase{kChat, "{" + kChatOk + R"(, "logprobs": 1})", 400, "logprobs"},
+        BadCase{kChat, "{" + kChatOk + R"(, "top_logprobs": 2})", 400, "top_logprobs"},
+        BadCase{kChat, "{" + kChatOk + R"(, "logprobs": true, "top_logprobs": 21})", 400,
+                "top_logprobs"},
         // Unknown fields, and fields of the other endpoint.
         BadCase{kCompletions, "{" + kOk + R"(, "foo": {"bar": [1, 2]}})", 400, "foo"},
         BadCase{kCompletions, "{" + kOk + R"(, "messages": []})", 400, "messages"},

@@ -41,6 +41,51 @@ TEST(OpenAiResponseTest, TextCompletion) {
   EXPECT_EQ(j["usage"]["total_tokens"], 4);
 }
 
+// Two tokens: "Hé" (3 bytes, 2 characters) and the first byte of a two-byte character.
+std::vector<LogprobEntry> TwoTokens() {
+  return {{.bytes = "H\xc3\xa9", .logprob = -0.25f, .top = {{"H\xc3\xa9", -0.25f}, {"x", -2.0f}}},
+          {.bytes = "\xc3", .logprob = -1.5f, .top = {{"a", -0.5f}}}};
+}
+
+TEST(OpenAiResponseTest, ChatLogprobs) {
+  ResponseMeta meta = kChatMeta;
+  meta.logprobs = true;
+  const std::vector<LogprobEntry> entries = TwoTokens();
+  const json j = CompletionJson(meta, "H\xc3\xa9", "length", {}, entries);
+  const json& content = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "H\xc3\xa9");
+  EXPECT_FLOAT_EQ(content[0]["logprob"].get<float>(), -0.25f);
+  EXPECT_EQ(content[0]["bytes"], (json{72, 195, 169}));
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(content[0]["top_logprobs"][1],
+            (json{{"token", "x"}, {"logprob", -2.0f}, {"bytes", json{120}}}));
+  // Half a character: named by its bytes.
+  EXPECT_EQ(content[1]["token"], "bytes:\\xc3");
+  EXPECT_EQ(content[1]["bytes"], (json{195}));
+  // A chunk carries its tokens' entries; one without tokens, null.
+  const json chunk = ChunkJson(meta, {.text = "H", .logprobs = std::span(entries).first(1)});
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["content"].size(), 1u);
+  EXPECT_TRUE(ChunkJson(meta, {.finish_reason = "stop"})["choices"][0]["logprobs"].is_null());
+  // Not asked for: null even with entries.
+  EXPECT_TRUE(
+      CompletionJson(kChatMeta, "", "stop", {}, entries)["choices"][0]["logprobs"].is_null());
+}
+
+TEST(OpenAiResponseTest, CompletionLogprobsCountCharactersForTextOffsets) {
+  ResponseMeta meta = kTextMeta;
+  meta.logprobs = true;
+  const std::vector<LogprobEntry> entries = TwoTokens();
+  EXPECT_EQ(TextLength(entries), 3);  // "H", "é", and the start of the next character
+  const json lp = ChunkJson(
+      meta, {.text = "", .logprobs = entries, .text_offset = 10})["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], (json{"H\xc3\xa9", "bytes:\\xc3"}));
+  EXPECT_EQ(lp["text_offset"], (json{10, 12}));
+  ASSERT_EQ(lp["token_logprobs"].size(), 2u);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -1.5f);
+  EXPECT_EQ(lp["top_logprobs"][0], (json{{"H\xc3\xa9", -0.25f}, {"x", -2.0f}}));
+}
+
 TEST(OpenAiResponseTest, ChatChunks) {
   const json first = ChunkJson(kChatMeta, {.role = true});
   EXPECT_EQ(first["object"], "chat.completion.chunk");

@@ -1,6 +1,7 @@
 // Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
 // models, chat and text completions, streamed and not, usage, stream_options.include_usage,
-// stop strings and error handling. Greedy decoding makes streamed and non-streamed text equal.
+// stop strings, logprobs and error handling. Greedy decoding makes streamed and non-streamed text
+// equal.
 //
 // Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
 
@@ -108,6 +109,45 @@ async function stopStrings(model, prompt, text) {
   assert.equal(streamed.finish, 'stop');
 }
 
+// logprobs, chat's and completions', streamed and not: one entry per token, the greedy token the
+// most likely, the tokens spelling the text, the same values either way.
+async function logprobs(model, prompt) {
+  const request = {model, messages: [{role: 'user', content: prompt}], max_tokens: 8,
+                   temperature: 0, logprobs: true, top_logprobs: 3};
+  const whole = await client.chat.completions.create(request);
+  const content = whole.choices[0].logprobs.content;
+  assert.equal(content.length, whole.usage.completion_tokens);
+  for (const entry of content) {
+    assert.equal(entry.top_logprobs.length, 3);
+    assert.ok(entry.logprob <= 0);
+    assert.ok(entry.top_logprobs[0].logprob - entry.logprob <= 1e-3, 'greedy: the top token');
+    assert.deepEqual(Buffer.from(entry.bytes).toString('utf8'), entry.token.startsWith('bytes:')
+        ? Buffer.from(entry.bytes).toString('utf8') : entry.token);
+  }
+  const streamed = [];
+  for await (const chunk of await client.chat.completions.create({...request, stream: true})) {
+    for (const choice of chunk.choices) streamed.push(...(choice.logprobs?.content ?? []));
+  }
+  assert.deepEqual(streamed, content, 'streamed logprobs equal the non-streamed ones');
+
+  const text = await client.completions.create(
+      {model, prompt, max_tokens: 8, temperature: 0, logprobs: 2});
+  const lp = text.choices[0].logprobs;
+  assert.equal(lp.tokens.length, text.usage.completion_tokens);
+  assert.equal(lp.token_logprobs.length, lp.tokens.length);
+  assert.equal(lp.text_offset[0], 0);
+  for (let i = 0; i < lp.tokens.length; ++i) {
+    assert.equal(Object.keys(lp.top_logprobs[i]).length, 2);
+    assert.ok(lp.token_logprobs[i] <= 0);
+  }
+  await assert.rejects(client.chat.completions.create(
+      {model, messages: [{role: 'user', content: 'x'}], top_logprobs: 2}), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'top_logprobs');
+    return true;
+  });
+}
+
 async function errors(model) {
   await assert.rejects(client.completions.create({model, prompt: 'x', n: 2}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
@@ -139,6 +179,7 @@ async function main() {
     const prompt = `The server answers requests ${round}`;
     const text = await completions(model, prompt);
     await stopStrings(model, prompt, text);
+    if (round === 0) await logprobs(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);
