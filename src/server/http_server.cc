@@ -94,28 +94,36 @@ ApiError TransportError(int status, const ConnectionLimits& limits) {
   return {.status = status, .message = "the request could not be read as HTTP"};
 }
 
-// The SSE events of one channel update: new text, then at the end the finishing chunk (or the
-// error), the usage chunk when asked for, and [DONE].
-// `text_offset`: the completion's characters so far, which logprobs' text offsets count from.
-std::string StreamEvents(const ResponseMeta& meta, bool include_usage,
+// The SSE events of one choice's channel update: new text (with its logprobs), and at its end
+// the finishing chunk. `text_offset`: the choice's characters so far, which logprobs' text offsets
+// count from. The error of a failed choice, the usage and [DONE] are the stream's (StreamStep).
+std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t index,
                          const RequestChannel::Update& u, int64_t* text_offset) {
   std::string out;
   if (!u.text.empty() || !u.logprobs.empty()) {
-    out += SseEvent(ChunkJson(meta, {.text = u.text,
+    out += SseEvent(ChunkJson(meta, {.index = index,
+                                     .text = u.text,
                                      .logprobs = u.logprobs,
                                      .text_offset = *text_offset,
                                      .with_usage_null = include_usage}));
     *text_offset += TextLength(u.logprobs);
   }
-  if (!u.done) return out;
-  if (u.outcome == Outcome::kError) {
-    out += SseEvent(u.error->ToJson());
-  } else {
-    out += SseEvent(ChunkJson(
-        meta, {.finish_reason = FinishReasonText(u.outcome), .with_usage_null = include_usage}));
-    if (include_usage) out += SseEvent(UsageChunkJson(meta, u.usage));
+  if (u.done && u.outcome != Outcome::kError) {
+    out += SseEvent(ChunkJson(meta, {.index = index,
+                                     .finish_reason = FinishReasonText(u.outcome),
+                                     .with_usage_null = include_usage}));
   }
-  return out + std::string(kSseDone);
+  return out;
+}
+
+// The seed of choice `index` of a request seeded `seed`: the seed itself for the first, so n = 1
+// is unchanged, and independent streams for the others.
+uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
+  if (index == 0) return seed;
+  uint64_t z = seed + static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -215,15 +223,26 @@ class HttpServer::Listener : public httplib::Server {
 };
 
 // One streaming response, owned by its content provider.
+// The engine requests of one HTTP request: one per choice (`n`).
+struct HttpServer::Generation {
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  std::vector<uint64_t> tickets;
+
+  void CancelAll(EngineLoop& loop) const {
+    for (const uint64_t ticket : tickets) loop.Cancel(ticket);
+  }
+};
+
 struct HttpServer::Stream {
-  std::shared_ptr<RequestChannel> channel;
-  uint64_t ticket = 0;
+  Generation generation;
   ResponseMeta meta;
   bool include_usage = false;
   ConnectionWatch watch;
-  bool opened = false;                          // the chat role chunk went out
+  bool opened = false;                          // the chat role chunks went out
   bool finished = false;                        // [DONE] went out
-  int64_t text_offset = 0;                      // characters of the tokens sent (logprobs)
+  std::vector<uint8_t> choice_done;             // [n] the choice's last update was read
+  std::vector<int64_t> text_offset;             // [n] characters of the tokens sent (logprobs)
+  Usage usage;                                  // the prompt once, the choices' tokens summed
   Clock::time_point last_check = Clock::now();  // of the client's connection
   Clock::time_point last_write = Clock::now();
 };
@@ -368,12 +387,22 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
     Reply(res, *error);
     return false;
   }
-  auto channel = std::make_shared<RequestChannel>();
-  Result<uint64_t> ticket = loop_.Submit(std::move(prepared), channel);
-  if (!ticket.ok()) {
-    Reply(res, Unavailable("overloaded", "the server is at capacity (" + ticket.status().message() +
-                                             "); retry later"));
-    return false;
+  // Each choice is an engine request of its own, with its own seed.
+  Generation generation;
+  const uint64_t seed = prepared.params.sampling.seed;
+  for (int32_t i = 0; i < api.n; ++i) {
+    PreparedRequest choice = prepared;
+    choice.params.sampling.seed = ChoiceSeed(seed, i);
+    auto channel = std::make_shared<RequestChannel>();
+    Result<uint64_t> ticket = loop_.Submit(std::move(choice), channel);
+    if (!ticket.ok()) {
+      generation.CancelAll(loop_);
+      Reply(res, Unavailable("overloaded", "the server is at capacity (" +
+                                               ticket.status().message() + "); retry later"));
+      return false;
+    }
+    generation.channels.push_back(std::move(channel));
+    generation.tickets.push_back(*ticket);
   }
   const ResponseMeta meta{.endpoint = endpoint,
                           .id = ResponseId(endpoint, serial, salt_),
@@ -383,43 +412,51 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
                           .model = model_.name,
                           .logprobs = api.logprobs};
   if (!api.stream) {
-    ReplyBlocking(req, res, std::move(channel), *ticket, meta);
+    ReplyBlocking(req, res, generation, meta);
     return false;
   }
-  ReplyStreaming(req, res, std::move(channel), *ticket, meta, api.include_usage);
+  ReplyStreaming(req, res, std::move(generation), meta, api.include_usage);
   return true;  // the stream's releaser ends the count
 }
 
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
-                               std::shared_ptr<RequestChannel> channel, uint64_t ticket,
-                               const ResponseMeta& meta) {
+                               const Generation& generation, const ResponseMeta& meta) {
   ConnectionWatch watch = WatchOf(req);
-  RequestChannel::Update update;
-  while (!channel->Wait(options_.poll_interval, &update, /*until_done=*/true)) {
-    if (watch.PeerClosed()) {
-      loop_.Cancel(ticket);
-      // Nobody reads this; 499 (nginx's "client closed request") keeps the metrics honest.
-      return Reply(res, {.status = 499, .message = "the client closed the connection"});
+  std::vector<Choice> choices;
+  Usage usage;
+  for (const std::shared_ptr<RequestChannel>& channel : generation.channels) {
+    RequestChannel::Update update;
+    while (!channel->Wait(options_.poll_interval, &update, /*until_done=*/true)) {
+      if (watch.PeerClosed()) {
+        generation.CancelAll(loop_);
+        // Nobody reads this; 499 (nginx's "client closed request") keeps the metrics honest.
+        return Reply(res, {.status = 499, .message = "the client closed the connection"});
+      }
     }
+    if (update.outcome == Outcome::kError || update.outcome == Outcome::kCancelled) {
+      generation.CancelAll(loop_);
+      if (update.outcome == Outcome::kError) return Reply(res, *update.error);
+      return Reply(res, Unavailable("cancelled", "the request was cancelled"));
+    }
+    usage.prompt_tokens = update.usage.prompt_tokens;
+    usage.completion_tokens += update.usage.completion_tokens;
+    choices.push_back({.text = std::move(update.text),
+                       .finish_reason = FinishReasonText(update.outcome),
+                       .logprobs = std::move(update.logprobs)});
   }
-  const std::string& text = update.text;
-  if (update.outcome == Outcome::kError) return Reply(res, *update.error);
-  if (update.outcome == Outcome::kCancelled) {
-    return Reply(res, Unavailable("cancelled", "the request was cancelled"));
-  }
-  res.set_content(Dump(CompletionJson(meta, text, FinishReasonText(update.outcome), update.usage,
-                                      update.logprobs)),
-                  kJson);
+  res.set_content(Dump(CompletionJson(meta, choices, usage)), kJson);
 }
 
 void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& res,
-                                std::shared_ptr<RequestChannel> channel, uint64_t ticket,
-                                const ResponseMeta& meta, bool include_usage) {
-  auto stream = std::make_shared<Stream>(Stream{.channel = std::move(channel),
-                                                .ticket = ticket,
+                                Generation generation, const ResponseMeta& meta,
+                                bool include_usage) {
+  const size_t n = generation.channels.size();
+  auto stream = std::make_shared<Stream>(Stream{.generation = std::move(generation),
                                                 .meta = meta,
                                                 .include_usage = include_usage,
-                                                .watch = WatchOf(req)});
+                                                .watch = WatchOf(req),
+                                                .choice_done = std::vector<uint8_t>(n, 0),
+                                                .text_offset = std::vector<int64_t>(n, 0)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must pass events on as they come
   res.set_chunked_content_provider(
@@ -428,25 +465,55 @@ void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& 
       [this, stream](bool) {
         // Runs once the response is over, written or not: a stream that did not reach [DONE]
         // lost its client.
-        if (!stream->finished) loop_.Cancel(stream->ticket);
+        if (!stream->finished) stream->generation.CancelAll(loop_);
         --open_responses_;
       });
 }
 
 bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   std::string out;
+  const auto n = static_cast<int32_t>(s.generation.channels.size());
   if (!s.opened) {
     s.opened = true;
     if (s.meta.endpoint == Endpoint::kChatCompletions) {
-      out = SseEvent(ChunkJson(s.meta, {.role = true, .with_usage_null = s.include_usage}));
+      for (int32_t i = 0; i < n; ++i) {
+        out += SseEvent(
+            ChunkJson(s.meta, {.index = i, .role = true, .with_usage_null = s.include_usage}));
+      }
     }
   }
-  RequestChannel::Update u;
-  if (s.channel->Wait(out.empty() ? options_.poll_interval : std::chrono::milliseconds(0), &u)) {
-    out += StreamEvents(s.meta, s.include_usage, u, &s.text_offset);
+  // One choice waits as long as the poll interval; several take turns with short waits, so no
+  // choice's tokens wait long behind another's.
+  const auto wait = n == 1 ? options_.poll_interval
+                           : std::min<std::chrono::milliseconds>(options_.poll_interval,
+                                                                 std::chrono::milliseconds(5));
+  bool all_done = true;
+  std::optional<ApiError> error;
+  for (int32_t i = 0; i < n; ++i) {
+    if (s.choice_done[i]) continue;
+    RequestChannel::Update u;
+    if (s.generation.channels[i]->Wait(out.empty() ? wait : std::chrono::milliseconds(0), &u)) {
+      out += ChoiceEvents(s.meta, s.include_usage, i, u, &s.text_offset[i]);
+      if (u.done) {
+        s.choice_done[i] = 1;
+        s.usage.prompt_tokens = u.usage.prompt_tokens;
+        s.usage.completion_tokens += u.usage.completion_tokens;
+        if (u.outcome == Outcome::kError) error = u.error;
+      }
+    }
+    all_done = all_done && s.choice_done[i];
   }
+  if (error) {
+    // A failed choice ends the stream: the error event, then [DONE]; the others are cancelled.
+    s.generation.CancelAll(loop_);
+    out += SseEvent(error->ToJson());
+  } else if (all_done && s.include_usage) {
+    out += SseEvent(UsageChunkJson(s.meta, s.usage));
+  }
+  const bool done = all_done || error.has_value();
+  if (done) out += kSseDone;
   // Writes fail only some time after the client has gone; look at the connection as well.
-  if (!u.done && Clock::now() - s.last_check >= options_.poll_interval) {
+  if (!done && Clock::now() - s.last_check >= options_.poll_interval) {
     s.last_check = Clock::now();
     if (s.watch.PeerClosed()) return false;  // cpp-httplib ends the response; the releaser cancels
   }
@@ -455,7 +522,7 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     if (!sink.write(out.data(), out.size())) return false;
     s.last_write = Clock::now();
   }
-  if (u.done) {
+  if (done) {
     s.finished = true;
     sink.done();
   }

@@ -80,6 +80,7 @@ class HttpServer {
   void Stop();
 
  private:
+  struct Generation;
   struct Stream;
   class Listener;
 
@@ -92,10 +93,8 @@ class HttpServer {
                                    ApiRequest* api, PreparedRequest* prepared);
   void Reply(httplib::Response& res, const ApiError& error);
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
-                     std::shared_ptr<RequestChannel> channel, uint64_t ticket,
-                     const ResponseMeta& meta);
-  void ReplyStreaming(const httplib::Request& req, httplib::Response& res,
-                      std::shared_ptr<RequestChannel> channel, uint64_t ticket,
+                     const Generation& generation, const ResponseMeta& meta);
+  void ReplyStreaming(const httplib::Request& req, httplib::Response& res, Generation generation,
                       const ResponseMeta& meta, bool include_usage);
   bool StreamStep(Stream& stream, httplib::DataSink& sink);
   void HandleHealth(httplib::Response& res);

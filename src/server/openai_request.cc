@@ -240,9 +240,14 @@ Error ParseStop(const json& v, const std::string& name, ApiRequest* r) {
   return std::nullopt;
 }
 
-Error ParseN(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || JsonInt64(v) == 1) return std::nullopt;
-  return BadField(name, "only n = 1 is supported" + Got(v));
+Error ParseN(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<int64_t> x = JsonInt64(v);
+  if (!x || *x < 1 || *x > kMaxChoices) {
+    return BadField(name, "expected an integer from 1 to " + std::to_string(kMaxChoices) + Got(v));
+  }
+  r->n = static_cast<int32_t>(*x);
+  return std::nullopt;
 }
 
 Error ParseStream(const json& v, const std::string& name, ApiRequest* r) {

@@ -5,7 +5,7 @@
 //
 // Accepted fields (anything else is a 400 naming it):
 //   both      model (required), max_tokens, temperature [0, 2], top_p (0, 1], top_k (-1 or
-//             0 = off), seed, stop (string or up to 4 strings), n (1 only), stream,
+//             0 = off), seed, stop (string or up to 4 strings), n (1 to kMaxChoices), stream,
 //             stream_options {include_usage}, user, metadata, store,
 //             presence_penalty / frequency_penalty (0 only), logit_bias (empty only),
 //             ignore_eos (vLLM's extension: generate max_tokens tokens
@@ -35,6 +35,8 @@ enum class Endpoint { kCompletions, kChatCompletions };
 // Deeper bodies are refused before parsing.
 inline constexpr int kMaxJsonDepth = 64;
 inline constexpr size_t kMaxStopStrings = 4;
+// The most choices (`n`) one request may ask for: each is a request of its own in the engine.
+inline constexpr int32_t kMaxChoices = 16;
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
@@ -55,6 +57,7 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;
+  int32_t n = 1;             // choices: independent completions of the same prompt
   bool logprobs = false;     // report each output token's log-probability (spec/logprobs.h)
   int32_t top_logprobs = 0;  // and this many most likely tokens' (0 .. kMaxTopLogprobs)
 };

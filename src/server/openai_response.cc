@@ -48,25 +48,35 @@ json UsageJson(const Usage& usage) {
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-json CompletionJson(const ResponseMeta& meta, const std::string& text,
-                    const std::string& finish_reason, const Usage& usage,
-                    std::span<const LogprobEntry> logprobs) {
-  json choice = {{"index", 0},
-                 {"logprobs", LogprobsField(meta, logprobs, 0)},
-                 {"finish_reason", finish_reason}};
-  if (IsChat(meta)) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+json CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices, const Usage& usage) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    json choice = {{"index", i},
+                   {"logprobs", LogprobsField(meta, c.logprobs, 0)},
+                   {"finish_reason", c.finish_reason}};
+    if (IsChat(meta)) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    list.push_back(std::move(choice));
   }
-  json out = Envelope(meta, IsChat(meta) ? "chat.completion" : "text_completion",
-                      json::array({std::move(choice)}));
+  json out = Envelope(meta, IsChat(meta) ? "chat.completion" : "text_completion", std::move(list));
   out["usage"] = UsageJson(usage);
   return out;
 }
 
+json CompletionJson(const ResponseMeta& meta, const std::string& text,
+                    const std::string& finish_reason, const Usage& usage,
+                    std::span<const LogprobEntry> logprobs) {
+  const Choice choice{
+      .text = text, .finish_reason = finish_reason, .logprobs = {logprobs.begin(), logprobs.end()}};
+  return CompletionJson(meta, std::span(&choice, 1), usage);
+}
+
 json ChunkJson(const ResponseMeta& meta, const ChunkFields& fields) {
-  json choice = {{"index", 0},
+  json choice = {{"index", fields.index},
                  {"logprobs", LogprobsField(meta, fields.logprobs, fields.text_offset)},
                  {"finish_reason", FinishReason(fields.finish_reason)}};
   if (IsChat(meta)) {

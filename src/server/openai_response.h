@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/logprobs_json.h"
 #include "server/openai_request.h"
@@ -37,8 +38,17 @@ std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt);
 
 nlohmann::json UsageJson(const Usage& usage);
 
-// The whole response of a non-streaming request; `logprobs`: one per output token when
-// meta.logprobs.
+// One choice of a non-streaming response; `logprobs`: one per output token when meta.logprobs.
+struct Choice {
+  std::string text;
+  std::string finish_reason;
+  std::vector<LogprobEntry> logprobs;
+};
+
+// The whole response of a non-streaming request: choices[i] has "index": i.
+nlohmann::json CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices,
+                              const Usage& usage);
+// The same with one choice.
 nlohmann::json CompletionJson(const ResponseMeta& meta, const std::string& text,
                               const std::string& finish_reason, const Usage& usage,
                               std::span<const LogprobEntry> logprobs = {});
@@ -48,6 +58,7 @@ nlohmann::json CompletionJson(const ResponseMeta& meta, const std::string& text,
 // "usage": null (stream_options.include_usage). With meta.logprobs, a chunk with new tokens
 // carries their `logprobs` (completions: their text offsets from `text_offset`).
 struct ChunkFields {
+  int32_t index = 0;  // the choice
   std::string text;
   std::span<const LogprobEntry> logprobs;
   int64_t text_offset = 0;

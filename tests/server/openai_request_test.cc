@@ -67,6 +67,12 @@ TEST(OpenAiRequestTest, Defaults) {
   EXPECT_TRUE(n.stop.empty());
 }
 
+TEST(OpenAiRequestTest, ChoicesUpToTheBound) {
+  EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})").n, 1);
+  EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": "x", "n": 3})").n, 3);
+  EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": "x", "n": 16})").n, kMaxChoices);
+}
+
 TEST(OpenAiRequestTest, LogprobsInEachEndpointsForm) {
   const ApiRequest none = ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})");
   EXPECT_FALSE(none.logprobs);
@@ -210,7 +216,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "{" + kOk + R"(, "stream": true, "stream_options": {"include_usage": 1}})", 400,
                 "stream_options.include_usage"},
         // Unsupported features.
-        BadCase{kCompletions, "{" + kOk + R"(, "n": 2})", 400, "n"},
+        BadCase{kCompletions, "{" + kOk + R"(, "n": 17})", 400, "n"},
+        BadCase{kCompletions, "{" + kOk + R"(, "n": 0})", 400, "n"},
+        BadCase{kChat, "{" + kChatOk + R"(, "n": 1.5})", 400, "n"},
         BadCase{kCompletions, "{" + kOk + R"(, "n": "1"})", 400, "n"},
         BadCase{kCompletions, "{" + kOk + R"(, "best_of": 3})", 400, "best_of"},
         BadCase{kCompletions, "{" + kOk + R"(, "echo": true})", 400, "echo"},

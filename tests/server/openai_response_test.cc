@@ -86,6 +86,18 @@ TEST(OpenAiResponseTest, CompletionLogprobsCountCharactersForTextOffsets) {
   EXPECT_EQ(lp["top_logprobs"][0], (json{{"H\xc3\xa9", -0.25f}, {"x", -2.0f}}));
 }
 
+TEST(OpenAiResponseTest, SeveralChoicesAreIndexedInOrder) {
+  const std::vector<Choice> choices = {{.text = "a", .finish_reason = "stop"},
+                                       {.text = "bc", .finish_reason = "length"}};
+  const json j = CompletionJson(kTextMeta, choices, {.prompt_tokens = 2, .completion_tokens = 5});
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["text"], "bc");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["total_tokens"], 7);
+  EXPECT_EQ(ChunkJson(kChatMeta, {.index = 3, .text = "x"})["choices"][0]["index"], 3);
+}
+
 TEST(OpenAiResponseTest, ChatChunks) {
   const json first = ChunkJson(kChatMeta, {.role = true});
   EXPECT_EQ(first["object"], "chat.completion.chunk");

@@ -92,7 +92,7 @@ void AddWrongFields(std::vector<Hostile>* out) {
       {"stop", "[\"a\", 2]"},
       {"stop", "[\"1\", \"2\", \"3\", \"4\", \"5\"]"},
       {"stop", "{}"},
-      {"n", "2"},
+      {"n", "17"},
       {"n", "0"},
       {"n", "-1"},
       {"n", "1.5"},
@@ -152,9 +152,9 @@ void AddChatCases(std::vector<Hostile>* out) {
   out->push_back({.what = "chat without model",
                   .path = "/v1/chat/completions",
                   .body = R"({"messages": [{"role": "user", "content": "x"}]})"});
-  out->push_back({.what = "chat n = 2",
+  out->push_back({.what = "chat n = 17",
                   .path = "/v1/chat/completions",
-                  .body = kValidChat.substr(0, kValidChat.size() - 1) + ", \"n\": 2}"});
+                  .body = kValidChat.substr(0, kValidChat.size() - 1) + ", \"n\": 17}"});
   out->push_back(
       {.what = "chat long prompt",
        .path = "/v1/chat/completions",

@@ -1,6 +1,6 @@
 // Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
 // models, chat and text completions, streamed and not, usage, stream_options.include_usage,
-// stop strings, logprobs and error handling. Greedy decoding makes streamed and non-streamed text
+// stop strings, logprobs, n choices and error handling. Greedy decoding makes streamed and non-streamed text
 // equal.
 //
 // Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
@@ -148,8 +148,32 @@ async function logprobs(model, prompt) {
   });
 }
 
+// n choices: indexed 0 .. n-1, each its own sampled completion (seeded: the same again), usage
+// summed over them; streamed choices arrive interleaved by index and equal the non-streamed.
+async function choices(model, prompt) {
+  const request = {model, prompt, max_tokens: 8, temperature: 1, seed: 7, n: 3};
+  const whole = await client.completions.create(request);
+  assert.equal(whole.choices.length, 3);
+  whole.choices.forEach((c, i) => assert.equal(c.index, i));
+  const again = await client.completions.create(request);
+  assert.deepEqual(again.choices.map((c) => c.text), whole.choices.map((c) => c.text));
+  const texts = ['', '', ''];
+  let usage = null;
+  for await (const chunk of await client.completions.create(
+      {...request, stream: true, stream_options: {include_usage: true}})) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) texts[c.index] += c.text;
+  }
+  assert.deepEqual(texts, whole.choices.map((c) => c.text));
+  assert.deepEqual(usage, whole.usage);
+  const chat = await client.chat.completions.create(
+      {model, messages: [{role: 'user', content: prompt}], max_tokens: 4, temperature: 0, n: 2});
+  assert.equal(chat.choices.length, 2);
+  assert.equal(chat.choices[0].message.content, chat.choices[1].message.content, 'greedy: equal');
+}
+
 async function errors(model) {
-  await assert.rejects(client.completions.create({model, prompt: 'x', n: 2}), (e) => {
+  await assert.rejects(client.completions.create({model, prompt: 'x', n: 17}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
     assert.equal(e.status, 400);
     assert.equal(e.param, 'n');
@@ -180,6 +204,7 @@ async function main() {
     const text = await completions(model, prompt);
     await stopStrings(model, prompt, text);
     if (round === 0) await logprobs(model, prompt);
+    if (round === 0) await choices(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);
