@@ -9,6 +9,7 @@
 #include <random>
 #include <tuple>
 
+#include "dvl/deterministic_random.h"
 #include "server/connection_watch.h"
 #include "server/guarded_stream.h"
 #include "server/head_reader.h"
@@ -119,11 +120,7 @@ std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t i
 // The seed of choice `index` of a request seeded `seed`: the seed itself for the first, so n = 1
 // is unchanged, and independent streams for the others.
 uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
-  if (index == 0) return seed;
-  uint64_t z = seed + static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return index == 0 ? seed : dvl::SplitMix64Mix(seed + static_cast<uint64_t>(index));
 }
 
 }  // namespace
@@ -222,7 +219,6 @@ class HttpServer::Listener : public httplib::Server {
   std::unique_ptr<httplib::ThreadPool> workers_;
 };
 
-// One streaming response, owned by its content provider.
 // The engine requests of one HTTP request: one per choice (`n`).
 struct HttpServer::Generation {
   std::vector<std::shared_ptr<RequestChannel>> channels;
@@ -233,6 +229,7 @@ struct HttpServer::Generation {
   }
 };
 
+// One streaming response, owned by its content provider.
 struct HttpServer::Stream {
   Generation generation;
   ResponseMeta meta;
