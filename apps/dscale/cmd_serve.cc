@@ -63,6 +63,7 @@ struct ServeArgs {
   int32_t drain_timeout_s = 30;
   bool reuse_port = false;
   bool tile_routing = true;
+  bool prefix_cache = true;
   std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
   cpu::Bf16Activations activations = kDefaultActivations;
@@ -171,6 +172,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
                       .max_running = args.max_running,
                       .kv_tokens = kv_tokens,
                       .kv_dtype = args.kv_dtype,
+                      .prefix_cache = args.prefix_cache,
                       .tile_routing = args.tile_routing,
                       .predictor = m.predictor ? &*m.predictor : nullptr,
                       .verify_budget = verify_budget,
@@ -348,6 +350,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "90% of the available memory)")
       ->check(AtLeast(0));
   AddKvDtypeOption(cmd, &args->kv_dtype);
+  cmd->add_flag("!--no-prefix-cache", args->prefix_cache,
+                "Compute every prompt in full instead of reusing the KV pages of earlier requests "
+                "that start the same way");
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
       ->check(AtLeast(1))

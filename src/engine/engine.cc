@@ -154,6 +154,7 @@ Engine::Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineC
       block_(block),
       cache_(CacheShape(target_, config_)),
       planner_(std::move(planner)) {
+  if (config_.prefix_cache) cache_.EnablePrefixCache();
   if (drafter_ != nullptr) drafter_->Bind(cache_);
   prefill_.EnsureCapacity(config_.prefill_budget, config_.max_running);
   blocks_.EnsureCapacity(config_.max_running * std::max(block_, 1), config_.max_running);
@@ -245,10 +246,23 @@ void Engine::Admit() {
       queue_.pop_front();
       continue;
     }
-    if (running() >= config_.max_running || PagesFor(head) > cache_.free_pages()) return;
-    head.seq = cache_.AddSequence();
+    // Cached pages may hold the prompt's start, up to its last token (whose logits give the
+    // first output token, so it is always computed), with the drafter's rows where it drafts.
+    const int32_t page_size = cache_.shape().page_size;
+    const std::vector<int32_t> shared =
+        cache_.MatchPrefix(std::span(head.tokens).first(head.prompt_len),
+                           (head.prompt_len - 1) / page_size, drafter_ != nullptr);
+    const auto shared_pages = static_cast<int32_t>(shared.size());
+    if (running() >= config_.max_running ||
+        PagesFor(head) - shared_pages > cache_.FreePagesSharing(shared)) {
+      return;
+    }
+    head.seq = cache_.AddSequence(shared);
+    head.prefilled = shared_pages * page_size;
+    stats_.prefix_query_tokens += config_.prefix_cache ? head.prompt_len : 0;
+    stats_.prefix_hit_tokens += head.prefilled;
     head.draft_context = drafter_ != nullptr && planner_.FeedNewRequest();
-    const Status reserved = cache_.Reserve(head.seq, cache_.shape().page_size * PagesFor(head));
+    const Status reserved = cache_.Reserve(head.seq, page_size * PagesFor(head));
     DSCALE_CHECK_MSG(reserved.ok(), "free pages were counted before reserving");
     running_.push_back(std::move(queue_.front()));
     queue_.pop_front();
@@ -307,6 +321,7 @@ Status Engine::RunPrefill() {
   DSCALE_RETURN_IF_ERROR(target_.Forward(prefill_, cache_, &out_));
   stats_.prefill_rows += prefill_.rows();
   FeedDrafter(prefill_, in_batch, feed_rows_);
+  for (const RequestState* r : completing) PublishPages(*r, r->prompt_len);
 
   // The first output token comes from the last prompt row's logits.
   const int64_t vocab = target_.config().vocab_size;
@@ -613,11 +628,22 @@ void Engine::AppendDraftContext(const StepBatch& step, int32_t first, int32_t co
   backend_.AppendContext(step, out_, first, count);
 }
 
+void Engine::PublishPages(const RequestState& r, int32_t written) {
+  // Positions below `written` hold their tokens' K/V rows; a stop string may have taken tokens
+  // back from the output after their rows were written, so only tokens still held count.
+  const auto n = std::min<size_t>(static_cast<size_t>(written), r.tokens.size());
+  cache_.PublishPrefix(r.seq, std::span(r.tokens).first(n), r.draft_context);
+}
+
 void Engine::RetireFinished() {
   for (auto& owned : running_) {
     RequestState& r = *owned;
     if (r.cancelled && r.finish == FinishReason::kNone) r.finish = FinishReason::kCancelled;
     if (r.finish == FinishReason::kNone) continue;
+    // A failed request's rows may not be finite: nothing of it is kept.
+    if (r.finish != FinishReason::kError) {
+      PublishPages(r, r.prefill_done() ? r.committed : r.prefilled);
+    }
     cache_.RemoveSequence(r.seq);
     const std::span<const int32_t> output = r.output();
     r.result.output_ids.assign(output.begin(), output.end());

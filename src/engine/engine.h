@@ -58,6 +58,9 @@ struct EngineConfig {
   int64_t kv_tokens = 1 << 16;  // KV capacity in positions (rounded up to pages)
   // How the host caches (the target's and the drafter's) store K/V.
   KvDtype kv_dtype = KvDtype::kBf16;
+  // Automatic prefix caching (kv/prefix_index.h): a prompt starting with the tokens of full
+  // pages an earlier request wrote shares those pages instead of prefilling them again.
+  bool prefix_cache = false;
   int32_t prefill_chunk = 512;    // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
@@ -133,6 +136,8 @@ class Engine {
   Status RunPrefill();
   Status RunDecode();
   void RetireFinished();
+  // Publishes r's full pages of written positions for reuse (prefix caching).
+  void PublishPages(const RequestState& r, int32_t written);
 
   // Drafts the requests of `batch` that drafted_ marks.
   Status Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts);

@@ -15,9 +15,12 @@ struct StepStats {
   int64_t verified_rows = 0;         // Σ k_i
   int64_t committed_tokens = 0;      // Σ (a_i + 1) over verify steps
   int64_t prefill_rows = 0;
+  // Prefix caching: prompt tokens of admitted requests, and those whose K/V came from the cache.
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
   int64_t output_tokens = 0;
-  int32_t last_step_requests = 0;  // N of the latest decode step
-  int32_t last_step_rows = 0;      // Σ k_i of the latest decode step
+  int32_t last_step_requests = 0;                // N of the latest decode step
+  int32_t last_step_rows = 0;                    // Σ k_i of the latest decode step
   std::array<int64_t, 65> accepted_histogram{};  // request-steps by drafts accepted (0..64)
   // --verify-budget auto: its mode, latest choice and step-cost model after the latest step.
   std::optional<budget::AutoBudgetSnapshot> auto_budget;

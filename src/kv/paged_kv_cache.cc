@@ -113,7 +113,73 @@ PagedKvCache::PagedKvCache(const KvCacheShape& shape)
                    "KV slots must fit int32");
 }
 
-int32_t PagedKvCache::AddSequence() {
+void PagedKvCache::EnablePrefixCache() {
+  DSCALE_CHECK_MSG(num_sequences() == 0, "prefix caching starts on an empty cache");
+  prefix_.emplace(shape_.num_pages, shape_.page_size);
+  refs_.assign(static_cast<size_t>(shape_.num_pages), 0);
+}
+
+int32_t PagedKvCache::TakePage() {
+  int32_t page = allocator_.free_pages() > 0 ? allocator_.Allocate() : -1;
+  if (page < 0 && prefix_) {
+    page = prefix_->EvictOldest();
+    DSCALE_CHECK(page >= 0 && refs_[page] == 0);
+  }
+  DSCALE_CHECK_MSG(page >= 0, "no page to take");
+  if (prefix_) refs_[page] = 1;
+  return page;
+}
+
+void PagedKvCache::ReleasePage(int32_t page) {
+  if (!prefix_) return allocator_.Free(page);
+  DSCALE_CHECK(refs_[page] > 0);
+  if (--refs_[page] > 0) return;
+  if (prefix_->published(page)) {
+    prefix_->Release(page);
+  } else {
+    allocator_.Free(page);
+  }
+}
+
+std::vector<int32_t> PagedKvCache::MatchPrefix(std::span<const int32_t> tokens, int32_t max_pages,
+                                               bool draft_rows) const {
+  std::vector<int32_t> pages;
+  if (!prefix_) return pages;
+  const int32_t ps = shape_.page_size;
+  const int32_t limit = std::min<int32_t>(max_pages, static_cast<int32_t>(tokens.size()) / ps);
+  int32_t parent = -1;
+  for (int32_t i = 0; i < limit; ++i) {
+    const int32_t page = prefix_->Find(parent, tokens.subspan(static_cast<size_t>(i) * ps, ps));
+    if (page < 0 || (draft_rows && !prefix_->draft_rows(page))) break;
+    pages.push_back(page);
+    parent = page;
+  }
+  return pages;
+}
+
+void PagedKvCache::PublishPrefix(int32_t seq, std::span<const int32_t> tokens, bool draft_rows) {
+  if (!prefix_) return;
+  const Sequence& s = Live(seq);
+  const int32_t ps = shape_.page_size;
+  const auto full = std::min<size_t>(tokens.size() / ps, s.pages.size());
+  int32_t parent = -1;
+  for (size_t i = 0; i < full; ++i) {
+    const int32_t page = s.pages[i];
+    if (!prefix_->published(page) &&
+        !prefix_->Publish(page, parent, tokens.subspan(i * ps, ps), draft_rows)) {
+      return;
+    }
+    parent = page;
+  }
+}
+
+int32_t PagedKvCache::FreePagesSharing(std::span<const int32_t> shared) const {
+  int32_t cached = 0;
+  for (const int32_t page : shared) cached += prefix_ && prefix_->evictable(page) ? 1 : 0;
+  return free_pages() - cached;
+}
+
+int32_t PagedKvCache::AddSequence(std::span<const int32_t> shared) {
   int32_t id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -123,12 +189,19 @@ int32_t PagedKvCache::AddSequence() {
     sequences_.emplace_back();
   }
   sequences_[id] = Sequence{.live = true, .length = 0, .pages = {}};
+  DSCALE_CHECK(shared.empty() || prefix_);
+  for (const int32_t page : shared) {
+    prefix_->Acquire(page);
+    ++refs_[page];
+    sequences_[id].pages.push_back(page);
+  }
+  sequences_[id].length = static_cast<int32_t>(shared.size()) * shape_.page_size;
   return id;
 }
 
 void PagedKvCache::RemoveSequence(int32_t seq) {
   Sequence& s = Live(seq);
-  for (int32_t page : s.pages) allocator_.Free(page);
+  for (int32_t page : s.pages) ReleasePage(page);
   s = Sequence{};
   free_ids_.push_back(seq);
 }
@@ -141,12 +214,12 @@ int32_t PagedKvCache::PagesNeeded(int32_t seq, int32_t length) const {
 Status PagedKvCache::Reserve(int32_t seq, int32_t length) {
   DSCALE_CHECK(length >= 0);
   const int32_t needed = PagesNeeded(seq, length);
-  if (needed > allocator_.free_pages()) {
+  if (needed > free_pages()) {
     return ResourceExhausted("KV cache: " + std::to_string(needed) + " pages needed, " +
-                             std::to_string(allocator_.free_pages()) + " free");
+                             std::to_string(free_pages()) + " free");
   }
   Sequence& s = Live(seq);
-  for (int32_t i = 0; i < needed; ++i) s.pages.push_back(allocator_.Allocate());
+  for (int32_t i = 0; i < needed; ++i) s.pages.push_back(TakePage());
   s.length = std::max(s.length, length);
   return Status::Ok();
 }
@@ -158,7 +231,7 @@ void PagedKvCache::Truncate(int32_t seq, int32_t length) {
   s.length = length;
   const size_t keep = (length + shape_.page_size - 1) / shape_.page_size;
   while (s.pages.size() > keep) {
-    allocator_.Free(s.pages.back());
+    ReleasePage(s.pages.back());
     s.pages.pop_back();
   }
 }

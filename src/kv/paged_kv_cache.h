@@ -7,8 +7,14 @@
 // engine truncates the sequence back to its committed length, which drops the rows of rejected
 // drafts and returns pages that are no longer needed. Running out of pages is a
 // kResourceExhausted Status the scheduler acts on (the request waits); nothing is changed then.
+//
+// With prefix caching (EnablePrefixCache), pages have reference counts: a sequence may start
+// with published pages of earlier ones (kv/prefix_index.h) and share them; a published page no
+// sequence holds stays cached, counts as free, and is evicted (least recently released first)
+// only when a page is needed and none is free.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -16,6 +22,7 @@
 #include "core/step_batch.h"
 #include "kernels/cpu/attention.h"
 #include "kv/kv_dtype.h"
+#include "kv/prefix_index.h"
 #include "kv/zero_mapped_bytes.h"
 
 namespace dscale {
@@ -88,10 +95,26 @@ class PagedKvCache {
 
   const KvCacheShape& shape() const { return shape_; }
 
-  // A new sequence with no positions. Ids are reused after RemoveSequence.
-  int32_t AddSequence();
-  // Frees every page of `seq`; the id becomes invalid.
+  // A new sequence with no positions, or starting with `shared` (pages MatchPrefix returned:
+  // its first shared.size() · page_size positions, already written). Ids are reused after
+  // RemoveSequence.
+  int32_t AddSequence(std::span<const int32_t> shared = {});
+  // Releases every page of `seq` (freed, or kept cached when published); the id becomes invalid.
   void RemoveSequence(int32_t seq);
+
+  // Prefix caching from now on (before any sequence exists).
+  void EnablePrefixCache();
+  bool prefix_cache() const { return prefix_.has_value(); }
+  // The published pages holding tokens[0 .. k · page_size) for the largest k ≤ max_pages, each
+  // with the drafter's rows too when `draft_rows`. Empty without prefix caching.
+  std::vector<int32_t> MatchPrefix(std::span<const int32_t> tokens, int32_t max_pages,
+                                   bool draft_rows) const;
+  // Publishes the full pages of `seq` holding `tokens` (its positions 0 .. tokens.size() − 1,
+  // whose K/V rows are written and final), in order, stopping at the first that another page
+  // already stands for. No-op without prefix caching.
+  void PublishPrefix(int32_t seq, std::span<const int32_t> tokens, bool draft_rows);
+  // Free pages once `shared` are taken by a new sequence (cached ones among them stop counting).
+  int32_t FreePagesSharing(std::span<const int32_t> shared) const;
 
   // Makes room for positions 0 .. length − 1. kResourceExhausted (and no change) when the free
   // pages do not suffice.
@@ -116,7 +139,10 @@ class PagedKvCache {
   int64_t num_slots() const { return store_.num_slots(); }
   KvStore& store() { return store_; }
 
-  int32_t free_pages() const { return allocator_.free_pages(); }
+  // Pages a Reserve may take: free ones and cached ones no sequence holds.
+  int32_t free_pages() const {
+    return allocator_.free_pages() + (prefix_ ? prefix_->evictable_count() : 0);
+  }
   int32_t num_sequences() const;
   // Distinct for every cache constructed in this process: lets a model that keeps K/V rows of
   // its own (DeviceTarget) tell which cache's page tables a batch refers to.
@@ -130,12 +156,18 @@ class PagedKvCache {
   };
   const Sequence& Live(int32_t seq) const;
   Sequence& Live(int32_t seq);
+  // A page for a sequence: a free one, else the least recently released cached one.
+  int32_t TakePage();
+  // A sequence lets go of `page`.
+  void ReleasePage(int32_t page);
 
   KvCacheShape shape_;
   PageAllocator allocator_;
   KvStore store_;
   std::vector<Sequence> sequences_;
   std::vector<int32_t> free_ids_;
+  std::optional<PrefixIndex> prefix_;
+  std::vector<int32_t> refs_;  // [num_pages] sequences holding each page (prefix caching)
   uint64_t id_;
 };
 

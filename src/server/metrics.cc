@@ -112,6 +112,10 @@ void RenderEngine(const EngineMetrics& m, Writer& w) {
   w.One("committed_tokens_total", "counter", "Tokens committed by verification steps.",
         s.committed_tokens);
   w.One("prefill_rows_total", "counter", "Prompt rows prefilled.", s.prefill_rows);
+  w.One("prefix_cache_query_tokens_total", "counter",
+        "Prompt tokens of admitted requests, with prefix caching on.", s.prefix_query_tokens);
+  w.One("prefix_cache_hit_tokens_total", "counter",
+        "Prompt tokens whose K/V came from the prefix cache.", s.prefix_hit_tokens);
   w.One("verified_rows_per_step", "gauge", "Mean rows verified per decode step.",
         s.rows_per_step());
   w.One("tau", "gauge", "Mean tokens committed per request per decode step.", s.tau());

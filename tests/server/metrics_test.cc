@@ -32,6 +32,8 @@ TEST(MetricsTest, RendersEveryFamily) {
   m.engine.stats.decode_request_steps = 20;
   m.engine.stats.verified_rows = 80;
   m.engine.stats.committed_tokens = 50;
+  m.engine.stats.prefix_query_tokens = 640;
+  m.engine.stats.prefix_hit_tokens = 512;
   m.engine.stats.accepted_histogram[0] = 5;
   m.engine.stats.accepted_histogram[2] = 10;
   m.engine.stats.accepted_histogram[3] = 4;
@@ -55,6 +57,8 @@ TEST(MetricsTest, RendersEveryFamily) {
   EXPECT_TRUE(Has(text, "dscale_requests_running 2"));
   EXPECT_TRUE(Has(text, "dscale_kv_pages_free 90"));
   EXPECT_TRUE(Has(text, "dscale_verified_rows_per_step 8"));
+  EXPECT_TRUE(Has(text, "dscale_prefix_cache_query_tokens_total 640"));
+  EXPECT_TRUE(Has(text, "dscale_prefix_cache_hit_tokens_total 512"));
   EXPECT_TRUE(Has(text, "dscale_tau 2.5"));
   EXPECT_TRUE(Has(text, "# TYPE dscale_accepted_length histogram"));
   EXPECT_TRUE(Has(text, "dscale_accepted_length_bucket{le=\"0\"} 5"));

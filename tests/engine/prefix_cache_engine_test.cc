@@ -1,0 +1,127 @@
+// Prefix caching through the engine: requests whose prompts share starts (system prompts, a
+// conversation's earlier turns, prompts equal but for the last token) reuse the pages earlier
+// requests wrote, and the outputs are those of the engine without the cache, in every mode,
+// also when the cache is small enough that cached pages are evicted all the time.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "planted_drafter.h"
+
+namespace dscale {
+namespace {
+
+using testing::EngineRun;
+using testing::RunPrompts;
+
+using PrefixCacheEngineTest = testing::EngineFixture;
+
+// 24 prompts from three shared starts of 37 tokens: a different tail each, or the tail of
+// another prompt with only its last token changed, or a whole earlier prompt and more.
+std::vector<std::vector<int32_t>> SharedPrefixPrompts(int64_t vocab) {
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab) - 4);
+  const auto random_tokens = [&](int n) {
+    std::vector<int32_t> t;
+    for (int i = 0; i < n; ++i) t.push_back(token(rng));
+    return t;
+  };
+  const std::vector<std::vector<int32_t>> starts = {random_tokens(37), random_tokens(37),
+                                                    random_tokens(37)};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 24; ++i) {
+    std::vector<int32_t> p = starts[i % 3];
+    if (i >= 3 && i % 4 == 0) {
+      p = prompts[i - 3];  // the same prompt but its last token
+      p.back() = (p.back() + 1) % static_cast<int32_t>(vocab - 3);
+    } else if (i >= 3 && i % 4 == 1) {
+      p = prompts[i - 3];  // an earlier prompt continued
+      const std::vector<int32_t> more = random_tokens(9);
+      p.insert(p.end(), more.begin(), more.end());
+    } else {
+      const std::vector<int32_t> tail = random_tokens(3 + i % 11);
+      p.insert(p.end(), tail.begin(), tail.end());
+    }
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+TEST_F(PrefixCacheEngineTest, GreedyOutputsEqualTheUncachedEngineInEveryModeAndUnderEviction) {
+  const auto prompts = SharedPrefixPrompts(target_.config().vocab_size);
+  testing::PlantedDrafter planted(target_, 16, /*salt=*/13);
+  const GenerationParams params{.max_tokens = 12};
+  for (const char* mode : {"none", "dflash", "fixed:4", "dscale"}) {
+    Drafter* drafter = std::string(mode) == "none" ? nullptr : &planted;
+    // A cache for all of them, and one for four requests at a time (cached pages are evicted
+    // whenever new requests need their room).
+    for (const int64_t kv_tokens : {int64_t{1} << 14, int64_t{4} * 96}) {
+      EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                          .max_running = 4,
+                          .kv_tokens = kv_tokens,
+                          .predictor = &predictor_};
+      const EngineRun plain = RunPrompts(target_, drafter, config, prompts, params);
+      config.prefix_cache = true;
+      const EngineRun cached = RunPrompts(target_, drafter, config, prompts, params);
+      const std::string what = std::string(mode) + " kv_tokens=" + std::to_string(kv_tokens);
+      int ties = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        testing::SameGreedyOutput(target_, prompts[i], cached.outputs[i], plain.outputs[i], &ties,
+                                  tie_);
+      }
+      EXPECT_LE(ties, 1) << what;
+      EXPECT_EQ(plain.stats.prefix_hit_tokens, 0) << what;
+      EXPECT_GE(cached.stats.prefix_hit_tokens, 16 * 20) << what;  // most prompts reuse a page
+      EXPECT_EQ(cached.stats.prefill_rows + cached.stats.prefix_hit_tokens,
+                plain.stats.prefill_rows)
+          << what;
+      EXPECT_EQ(cached.free_pages_after, cached.total_pages) << what;
+    }
+  }
+}
+
+// The drafter's context rows come from the cache with the target's: a real DFlash drafter, whose
+// drafts read them, drafts what it drafts without the cache. One request at a time, so the steps
+// of both runs line up; the draft logits are compared (their K/V came from prefills of different
+// chunks, so they agree within float noise, not bit for bit).
+TEST_F(PrefixCacheEngineTest, TheDrafterReadsTheCachedContextRows) {
+  const auto prompts = SharedPrefixPrompts(target_.config().vocab_size);
+  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
+  const auto run = [&](bool prefix_cache) {
+    std::vector<std::vector<float>> logits;
+    EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(),
+                        .max_running = 1,
+                        .prefix_cache = prefix_cache};
+    config.on_step = [&](const StepRecord& step) {
+      if (step.drafts != nullptr) logits.push_back(step.drafts->logits);
+    };
+    const EngineRun done = RunPrompts(target_, dflash.get(), config, prompts, {.max_tokens = 6});
+    EXPECT_EQ(done.stats.prefix_hit_tokens > 0, prefix_cache);
+    return logits;
+  };
+  const std::vector<std::vector<float>> plain = run(false), cached = run(true);
+  ASSERT_EQ(plain.size(), cached.size());
+  ASSERT_FALSE(plain.empty());
+  float worst = 0.0f, largest = 0.0f;
+  for (size_t s = 0; s < plain.size(); ++s) {
+    ASSERT_EQ(plain[s].size(), cached[s].size());
+    for (size_t i = 0; i < plain[s].size(); ++i) {
+      worst = std::max(worst, std::abs(plain[s][i] - cached[s][i]));
+      largest = std::max(largest, std::abs(plain[s][i]));
+    }
+  }
+  // Float noise moves logits by a few BF16 roundings of K/V at most; context rows that were
+  // missing or stale would move them by about their own size.
+  EXPECT_LE(worst, 0.02f * largest) << "largest logit " << largest;
+}
+
+}  // namespace
+}  // namespace dscale
