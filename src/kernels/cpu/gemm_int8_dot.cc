@@ -53,8 +53,9 @@ constexpr int kMaxTileRows = 8;
 // Lanes (outputs) of a panel.
 constexpr int kLanes512 = 16;
 constexpr int kLanes256 = 8;
-// How far ahead the packers prefetch each weight row.
-constexpr int64_t kPrefetchBytes = 1024;
+// The packers issue no software prefetches: the panel's rows are read in order, which the
+// hardware prefetchers follow, and prefetching each row 1 KiB ahead (as the f32 tiles do) made
+// packing 1.6x slower (one thread, Qwen3-1.7B gate/up, the Xeon of docs/BENCHMARKS.md).
 
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
 
@@ -283,13 +284,6 @@ DSCALE_AVX2 void PackChunk256(const Panel& p, int64_t g0, int64_t ng, int8_t* ds
       PackGroupPortable<kLanes256>(p, g, kFlip, d, ds);
       continue;
     }
-    if (g % 2 == 0) {
-      DSCALE_UNROLL
-      for (int l = 0; l < kLanes256; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(p.w + l * p.in + g * kGroup + kPrefetchBytes),
-                     _MM_HINT_T0);
-      }
-    }
     __m256i v[kSteps];
     Transpose8(p.w + g * kGroup, p.in, v);
     DSCALE_UNROLL
@@ -430,18 +424,35 @@ DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t*
       PackGroupPortable<kLanes512>(p, g, /*flip=*/true, d, ds);
       continue;
     }
-    if (g % 2 == 0) {
-      DSCALE_UNROLL
-      for (int l = 0; l < kLanes512; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(p.w + l * p.in + g * kGroup + kPrefetchBytes),
-                     _MM_HINT_T0);
-      }
-    }
     __m512i v[kSteps];
     Transpose16(p.w + g * kGroup, p.in, v);
     DSCALE_UNROLL
     for (int s = 0; s < kSteps; ++s) _mm512_storeu_si512(d + s * 64, _mm512_xor_si512(v[s], flip));
     _mm512_storeu_ps(ds, _mm512_i32gather_ps(idx, p.scales + g, 4));
+  }
+}
+
+// Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed (offset) weights are
+// wv and scales dw: a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
+template <int kRows>
+[[gnu::always_inline]] DSCALE_VNNI512 inline void GroupVnni512(const QuantRows& xq, int64_t r0,
+                                                               int64_t g, const __m512i wv[kSteps],
+                                                               __m512 dw, __m512 a[kRows]) {
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t row = r0 + r;
+    const int8_t* xr = xq.q + (row * xq.groups + g) * kGroup;
+    // Two chains of 4 steps (integer sums: exact in any order) halve the latency a row waits.
+    __m512i dot0 = _mm512_set1_epi32(-128 * xq.sum[row * xq.groups + g]);
+    __m512i dot1 = _mm512_setzero_si512();
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; s += 2) {
+      dot0 = _mm512_dpbusd_epi32(dot0, wv[s], _mm512_set1_epi32(Load32(xr + 4 * s)));
+      dot1 = _mm512_dpbusd_epi32(dot1, wv[s + 1], _mm512_set1_epi32(Load32(xr + 4 * s + 4)));
+    }
+    const __m512i dot = _mm512_add_epi32(dot0, dot1);
+    const __m512 p = _mm512_mul_ps(dw, _mm512_set1_ps(xq.scale[row * xq.groups + g]));
+    a[r] = _mm512_fmadd_ps(p, _mm512_cvtepi32_ps(dot), a[r]);
   }
 }
 
@@ -454,28 +465,45 @@ DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int
     a[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * kLanes512);
   }
   for (int64_t j = 0; j < ng; ++j) {
-    const int64_t g = g0 + j;
     const int8_t* pw = packed + j * kSteps * kLanes512 * 4;
     __m512i wv[kSteps];
     DSCALE_UNROLL
     for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_loadu_si512(pw + s * 64);
-    const __m512 dw = _mm512_loadu_ps(ps + j * kLanes512);
+    GroupVnni512<kRows>(xq, r0, g0 + j, wv, _mm512_loadu_ps(ps + j * kLanes512), a);
+  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
+}
+
+// All rows (kRows ≤ kMaxTileRows, one tile) against a whole panel of 16 outputs, each group
+// transposed in registers and used at once: with one tile there is nothing to share a pack
+// with, and storing and reloading it cost a decode row 20% (one thread, Qwen3-1.7B gate/up).
+// The same terms in the same order as the packed path.
+template <int kRows>
+DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 a[kRows];
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
+  const int64_t full = p.in / kGroup;
+  for (int64_t g = 0; g < full; ++g) {
+    __m512i wv[kSteps];
+    Transpose16(p.w + g * kGroup, p.in, wv);
     DSCALE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t row = r0 + r;
-      const int8_t* xr = xq.q + (row * xq.groups + g) * kGroup;
-      // Two chains of 4 steps (integer sums: exact in any order) halve the latency a row waits.
-      __m512i dot0 = _mm512_set1_epi32(-128 * xq.sum[row * xq.groups + g]);
-      __m512i dot1 = _mm512_setzero_si512();
-      DSCALE_UNROLL
-      for (int s = 0; s < kSteps; s += 2) {
-        dot0 = _mm512_dpbusd_epi32(dot0, wv[s], _mm512_set1_epi32(Load32(xr + 4 * s)));
-        dot1 = _mm512_dpbusd_epi32(dot1, wv[s + 1], _mm512_set1_epi32(Load32(xr + 4 * s + 4)));
-      }
-      const __m512i dot = _mm512_add_epi32(dot0, dot1);
-      const __m512 p = _mm512_mul_ps(dw, _mm512_set1_ps(xq.scale[row * xq.groups + g]));
-      a[r] = _mm512_fmadd_ps(p, _mm512_cvtepi32_ps(dot), a[r]);
-    }
+    for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_xor_si512(wv[s], flip);
+    GroupVnni512<kRows>(xq, 0, g, wv, _mm512_i32gather_ps(idx, p.scales + g, 4), a);
+  }
+  if (full < p.groups) {  // the short last group, through the portable packer
+    alignas(64) int8_t packed[kSteps * kLanes512 * 4];
+    alignas(64) float ps[kLanes512];
+    PackGroupPortable<kLanes512>(p, full, /*flip=*/true, packed, ps);
+    __m512i wv[kSteps];
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_load_si512(packed + s * 64);
+    GroupVnni512<kRows>(xq, 0, full, wv, _mm512_load_ps(ps), a);
   }
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
@@ -489,11 +517,14 @@ DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int
 using PackFn = void (*)(const Panel&, int64_t g0, int64_t ng, int8_t* dst, float* dst_scales);
 using TileFn = void (*)(int rows, const QuantRows&, int64_t r0, int64_t g0, int64_t ng,
                         const int8_t* packed, const float* ps, float* acc, bool first);
+// All of a call's rows (at most kMaxTileRows) against a whole panel, without packing.
+using UnpackedFn = void (*)(int rows, const QuantRows&, const Panel&, float* acc);
 
 struct PackedVariant {
   int lanes;
   PackFn pack;
   TileFn tile;
+  UnpackedFn unpacked;  // null: the variant always packs
 };
 
 void TileAvx2Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
@@ -509,17 +540,21 @@ void TileVnni512Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int6
   WithRows(rows, [&]<int kRows>() { TileVnni512<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
 }
 
+void UnpackedVnni512Rows(int rows, const QuantRows& xq, const Panel& p, float* acc) {
+  WithRows(rows, [&]<int kRows>() { UnpackedVnni512<kRows>(xq, p, acc); });
+}
+
 PackedVariant PackedFor(Int8DotIsa isa) {
   switch (isa) {
     case Int8DotIsa::kAvx512Vnni:
-      return {kLanes512, PackChunk512, TileVnni512Rows};
+      return {kLanes512, PackChunk512, TileVnni512Rows, UnpackedVnni512Rows};
     case Int8DotIsa::kAvxVnni:
-      return {kLanes256, PackChunk256<true>, TileAvxVnniRows};
+      return {kLanes256, PackChunk256<true>, TileAvxVnniRows, nullptr};
     case Int8DotIsa::kAvx2:
     case Int8DotIsa::kPortable:
       break;
   }
-  return {kLanes256, PackChunk256<false>, TileAvx2Rows};
+  return {kLanes256, PackChunk256<false>, TileAvx2Rows, nullptr};
 }
 
 // Outputs [o0, o0 + n) (n ≤ v.lanes) of every row: the groups packed kPackGroups at a time, each
@@ -529,9 +564,16 @@ void RunPanel(const PackedVariant& v, const QuantRows& xq, int64_t rows, const P
   thread_local std::vector<int8_t> packed;
   thread_local std::vector<float> packed_scales;
   thread_local std::vector<float> acc;
+  acc.resize(static_cast<size_t>(rows * v.lanes));
+  if (v.unpacked != nullptr && rows <= kMaxTileRows && panel.n == v.lanes) {
+    v.unpacked(static_cast<int>(rows), xq, panel, acc.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int l = 0; l < panel.n; ++l) Put(y + r * ldy + o0 + l, acc[r * v.lanes + l], accumulate);
+    }
+    return;
+  }
   packed.resize(static_cast<size_t>(kPackGroups * kSteps * v.lanes * 4));
   packed_scales.resize(static_cast<size_t>(kPackGroups * v.lanes));
-  acc.resize(static_cast<size_t>(rows * v.lanes));
   for (int64_t g0 = 0; g0 < panel.groups; g0 += kPackGroups) {
     const int64_t ng = std::min(kPackGroups, panel.groups - g0);
     v.pack(panel, g0, ng, packed.data(), packed_scales.data());
