@@ -49,13 +49,23 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 constexpr int64_t kPackGroups = 32;
 // Rows per tile at most (accumulators in registers); more rows go in the fewest tiles of heights
 // differing by at most one.
-constexpr int kMaxTileRows = 8;
+// Rows per tile at most, accumulators in registers: the 256-bit variants' tiles hold 8 (of 16
+// registers), the AVX-512 ones 16 (of 32, beside a group's weight vectors, a few spilled), so a
+// verified block of up to 16 rows runs in one unpacked pass, each group transposed once: 16 rows
+// 1.12× and 12 rows 1.15× faster than packing for two tiles (2 threads, 600 MB of Qwen3-1.7B
+// gate/up matrices, alternating calls).
+constexpr int kMaxTileRows256 = 8;
+constexpr int kMaxTileRows512 = 16;
 // Lanes (outputs) of a panel.
 constexpr int kLanes512 = 16;
 constexpr int kLanes256 = 8;
-// The packers issue no software prefetches: the panel's rows are read in order, which the
-// hardware prefetchers follow, and prefetching each row 1 KiB ahead (as the f32 tiles do) made
-// packing 1.6x slower (one thread, Qwen3-1.7B gate/up, the Xeon of docs/BENCHMARKS.md).
+// How far ahead along each of a panel's rows the packers prefetch, once per 64-byte line (every
+// second group). The panel reads 8 or 16 rows at once, which the hardware prefetchers alone do
+// not keep fed from memory: on weights beyond the caches (2 threads, the Xeon of
+// docs/BENCHMARKS.md, 600 MB of Qwen3-1.7B gate/up matrices) 256 bytes ahead made one row 1.25×
+// and 16 rows 1.4× faster; 1 KiB (the f32 tiles' distance) only 1.1× at one row, and slowed
+// packing weights that sit in L3.
+constexpr int64_t kPrefetchBytes = 256;
 
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
 
@@ -194,6 +204,20 @@ struct Panel {
   int n;  // outputs in the panel, ≤ L
 };
 
+// At group g of a whole panel of L rows: every second group (one 64-byte line of each row), a
+// prefetch kPrefetchBytes ahead in each row (past a row's end: into the next row, or a harmless
+// hint past the weights). Always inlined: out of line, GCC 12 finds a function of prefetches
+// alone free of side effects and deletes its calls.
+template <int L>
+[[gnu::always_inline]] inline void PrefetchPanel(const Panel& p, int64_t g) {
+  if (g % 2 != 0) return;
+  DSCALE_UNROLL
+  for (int l = 0; l < L; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(p.w + l * p.in + g * kGroup + kPrefetchBytes),
+                 _MM_HINT_T0);
+  }
+}
+
 template <int L>
 void PackGroupPortable(const Panel& p, int64_t g, bool flip, int8_t* dst, float* dst_scales) {
   for (int s = 0; s < kSteps; ++s) {
@@ -208,11 +232,11 @@ void PackGroupPortable(const Panel& p, int64_t g, bool flip, int8_t* dst, float*
   for (int l = 0; l < L; ++l) dst_scales[l] = l < p.n ? p.scales[l * p.groups + g] : 0.0f;
 }
 
-// Rows [r0, r0 + count) in the fewest tiles of at most kMaxTileRows, heights differing by at
-// most one: tile(first row, height).
+// Rows [0, rows) in the fewest tiles of at most `max_height`, heights differing by at most one:
+// tile(first row, height).
 template <typename Tile>
-inline void ForEachRowTile(int64_t rows, Tile tile) {
-  const int64_t tiles = (rows + kMaxTileRows - 1) / kMaxTileRows;
+inline void ForEachRowTile(int64_t rows, int max_height, Tile tile) {
+  const int64_t tiles = (rows + max_height - 1) / max_height;
   for (int64_t t = 0, r = 0; t < tiles; ++t) {
     const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
     tile(r, static_cast<int>(height));
@@ -220,27 +244,13 @@ inline void ForEachRowTile(int64_t rows, Tile tile) {
   }
 }
 
-// A height 1 … kMaxTileRows as a template argument: run.template operator()<kRows>().
-template <typename Run>
+// A height 1 … kMax as a template argument: run.template operator()<kRows>().
+template <int kMax, typename Run>
 inline void WithRows(int rows, Run run) {
-  switch (rows) {
-    case 8:
-      return run.template operator()<8>();
-    case 7:
-      return run.template operator()<7>();
-    case 6:
-      return run.template operator()<6>();
-    case 5:
-      return run.template operator()<5>();
-    case 4:
-      return run.template operator()<4>();
-    case 3:
-      return run.template operator()<3>();
-    case 2:
-      return run.template operator()<2>();
-    default:
-      return run.template operator()<1>();
+  if constexpr (kMax > 1) {
+    if (rows < kMax) return WithRows<kMax - 1>(rows, run);
   }
+  run.template operator()<kMax>();
 }
 
 // ---- 256-bit packing: 8 outputs, an 8 × 8 dword transpose per group.
@@ -284,6 +294,7 @@ DSCALE_AVX2 void PackChunk256(const Panel& p, int64_t g0, int64_t ng, int8_t* ds
       PackGroupPortable<kLanes256>(p, g, kFlip, d, ds);
       continue;
     }
+    PrefetchPanel<kLanes256>(p, g);
     __m256i v[kSteps];
     Transpose8(p.w + g * kGroup, p.in, v);
     DSCALE_UNROLL
@@ -424,6 +435,7 @@ DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t*
       PackGroupPortable<kLanes512>(p, g, /*flip=*/true, d, ds);
       continue;
     }
+    PrefetchPanel<kLanes512>(p, g);
     __m512i v[kSteps];
     Transpose16(p.w + g * kGroup, p.in, v);
     DSCALE_UNROLL
@@ -475,7 +487,7 @@ DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
 }
 
-// All rows (kRows ≤ kMaxTileRows, one tile) against a whole panel of 16 outputs, each group
+// All rows (kRows ≤ kMaxTileRows512, one tile) against a whole panel of 16 outputs, each group
 // transposed in registers and used at once: with one tile there is nothing to share a pack
 // with, and storing and reloading it cost a decode row 20% (one thread, Qwen3-1.7B gate/up).
 // The same terms in the same order as the packed path.
@@ -490,6 +502,7 @@ DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* 
   for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
   const int64_t full = p.in / kGroup;
   for (int64_t g = 0; g < full; ++g) {
+    PrefetchPanel<kLanes512>(p, g);
     __m512i wv[kSteps];
     Transpose16(p.w + g * kGroup, p.in, wv);
     DSCALE_UNROLL
@@ -517,7 +530,7 @@ DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* 
 using PackFn = void (*)(const Panel&, int64_t g0, int64_t ng, int8_t* dst, float* dst_scales);
 using TileFn = void (*)(int rows, const QuantRows&, int64_t r0, int64_t g0, int64_t ng,
                         const int8_t* packed, const float* ps, float* acc, bool first);
-// All of a call's rows (at most kMaxTileRows) against a whole panel, without packing.
+// All of a call's rows (at most the variant's max_rows) against a whole panel, without packing.
 using UnpackedFn = void (*)(int rows, const QuantRows&, const Panel&, float* acc);
 
 struct PackedVariant {
@@ -525,36 +538,40 @@ struct PackedVariant {
   PackFn pack;
   TileFn tile;
   UnpackedFn unpacked;  // null: the variant always packs
+  int max_rows;         // rows per tile at most
 };
 
 void TileAvx2Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
                   const int8_t* packed, const float* ps, float* acc, bool first) {
-  WithRows(rows, [&]<int kRows>() { TileAvx2<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
+  WithRows<kMaxTileRows256>(
+      rows, [&]<int kRows>() { TileAvx2<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
 }
 void TileAvxVnniRows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
                      const int8_t* packed, const float* ps, float* acc, bool first) {
-  WithRows(rows, [&]<int kRows>() { TileAvxVnni<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
+  WithRows<kMaxTileRows256>(
+      rows, [&]<int kRows>() { TileAvxVnni<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
 }
 void TileVnni512Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
                      const int8_t* packed, const float* ps, float* acc, bool first) {
-  WithRows(rows, [&]<int kRows>() { TileVnni512<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
+  WithRows<kMaxTileRows512>(
+      rows, [&]<int kRows>() { TileVnni512<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
 }
 
 void UnpackedVnni512Rows(int rows, const QuantRows& xq, const Panel& p, float* acc) {
-  WithRows(rows, [&]<int kRows>() { UnpackedVnni512<kRows>(xq, p, acc); });
+  WithRows<kMaxTileRows512>(rows, [&]<int kRows>() { UnpackedVnni512<kRows>(xq, p, acc); });
 }
 
 PackedVariant PackedFor(Int8DotIsa isa) {
   switch (isa) {
     case Int8DotIsa::kAvx512Vnni:
-      return {kLanes512, PackChunk512, TileVnni512Rows, UnpackedVnni512Rows};
+      return {kLanes512, PackChunk512, TileVnni512Rows, UnpackedVnni512Rows, kMaxTileRows512};
     case Int8DotIsa::kAvxVnni:
-      return {kLanes256, PackChunk256<true>, TileAvxVnniRows, nullptr};
+      return {kLanes256, PackChunk256<true>, TileAvxVnniRows, nullptr, kMaxTileRows256};
     case Int8DotIsa::kAvx2:
     case Int8DotIsa::kPortable:
       break;
   }
-  return {kLanes256, PackChunk256<false>, TileAvx2Rows, nullptr};
+  return {kLanes256, PackChunk256<false>, TileAvx2Rows, nullptr, kMaxTileRows256};
 }
 
 // Outputs [o0, o0 + n) (n ≤ v.lanes) of every row: the groups packed kPackGroups at a time, each
@@ -565,7 +582,7 @@ void RunPanel(const PackedVariant& v, const QuantRows& xq, int64_t rows, const P
   thread_local std::vector<float> packed_scales;
   thread_local std::vector<float> acc;
   acc.resize(static_cast<size_t>(rows * v.lanes));
-  if (v.unpacked != nullptr && rows <= kMaxTileRows && panel.n == v.lanes) {
+  if (v.unpacked != nullptr && rows <= v.max_rows && panel.n == v.lanes) {
     v.unpacked(static_cast<int>(rows), xq, panel, acc.data());
     for (int64_t r = 0; r < rows; ++r) {
       for (int l = 0; l < panel.n; ++l) Put(y + r * ldy + o0 + l, acc[r * v.lanes + l], accumulate);
@@ -577,7 +594,7 @@ void RunPanel(const PackedVariant& v, const QuantRows& xq, int64_t rows, const P
   for (int64_t g0 = 0; g0 < panel.groups; g0 += kPackGroups) {
     const int64_t ng = std::min(kPackGroups, panel.groups - g0);
     v.pack(panel, g0, ng, packed.data(), packed_scales.data());
-    ForEachRowTile(rows, [&](int64_t r0, int height) {
+    ForEachRowTile(rows, v.max_rows, [&](int64_t r0, int height) {
       v.tile(height, xq, r0, g0, ng, packed.data(), packed_scales.data(), acc.data() + r0 * v.lanes,
              /*first=*/g0 == 0);
     });
