@@ -19,7 +19,8 @@
 // That order is fixed, so every variant (AVX512-VNNI, AVX-VNNI, AVX2, portable) gives the same
 // bits for every row count, and a row's outputs never depend on the rows beside it: a decode
 // row and a verified row compute the same model on every CPU. Every row count runs the tiles
-// (no sgemm path), so prefill rows compute that model too.
+// (no sgemm path), so prefill rows compute that model too. The weights must lie in [-127, 127]
+// (the weight quantiser's range, quantize_int8.h): the AVX2 variant's int16 pair sums rely on it.
 
 #include <cstdint>
 #include <optional>

@@ -3,14 +3,15 @@
 //
 // Layout. The per-group scales make the usual layout (vector lanes along the inputs, one
 // horizontal sum per output at the end) cost a horizontal sum per group. So the vector lanes
-// hold outputs instead: a panel of L outputs (16 for AVX512-VNNI, 8 for the 256-bit variants)
-// is packed, a few groups at a time, so that one vector holds the same 4 inputs (one dword) of
+// hold outputs instead: each group of a panel of L outputs (16 for AVX512-VNNI, 8 for the
+// 256-bit variants) is transposed so that one vector holds the same 4 inputs (one dword) of
 // every output in the panel; a row's 4 quantised activations are broadcast to every lane, and
 // 8 such dot-product steps leave each lane with its output's whole group dot product. Each lane
 // then takes the group's term with one FMA, in group order, exactly as the plain loop does, so
-// every variant gives the same bits. The packed groups stay in L1 while every row of the call
-// runs over them in tiles of up to 8 rows; the partial sums carry across packs in a small
-// buffer (exact f32 stores).
+// every variant gives the same bits. When all the call's rows fit one tile (AVX-512: up to 16)
+// each group is transposed in registers and used at once; otherwise the transposed groups are
+// packed, 32 at a time, into a buffer that stays in L1 while every row tile runs over it, the
+// lanes' partial sums carried across packs in a small buffer (exact f32 stores).
 //
 // Unsigned × signed. vpdpbusd multiplies unsigned bytes by signed bytes. The VNNI variants store
 // the packed weights offset by 128 (w ^ 0x80 = w + 128, in 0 … 255) and broadcast the signed
@@ -47,13 +48,12 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Groups packed at a time: 32 groups of a 16-output panel are 16 KiB, which stay in L1 while
 // the rows run over them.
 constexpr int64_t kPackGroups = 32;
-// Rows per tile at most (accumulators in registers); more rows go in the fewest tiles of heights
-// differing by at most one.
-// Rows per tile at most, accumulators in registers: the 256-bit variants' tiles hold 8 (of 16
-// registers), the AVX-512 ones 16 (of 32, beside a group's weight vectors, a few spilled), so a
-// verified block of up to 16 rows runs in one unpacked pass, each group transposed once: 16 rows
-// 1.12× and 12 rows 1.15× faster than packing for two tiles (2 threads, 600 MB of Qwen3-1.7B
-// gate/up matrices, alternating calls).
+// Rows per tile at most (more rows go in the fewest tiles of heights differing by at most one),
+// accumulators in registers: the 256-bit variants' tiles hold 8 (of 16 registers), the AVX-512
+// ones 16 (of 32, beside a group's weight vectors, a few spilled), so a verified block of up to
+// 16 rows runs in one unpacked pass, each group transposed once: 16 rows 1.12× and 12 rows 1.15×
+// faster than packing for two tiles (2 threads, 600 MB of Qwen3-1.7B gate/up matrices,
+// alternating calls).
 constexpr int kMaxTileRows256 = 8;
 constexpr int kMaxTileRows512 = 16;
 // Lanes (outputs) of a panel.
