@@ -729,7 +729,15 @@ void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const float*
   quant_values.resize(static_cast<size_t>(rows * groups * kGroup));
   quant_scales.resize(static_cast<size_t>(rows * groups));
   quant_sums.resize(static_cast<size_t>(rows * groups));
-  QuantizeInt8Activations(x, rows, in, quant_values.data(), quant_scales.data(), quant_sums.data());
+  // Rows are quantised independently; many rows (prefill) share the work across the threads.
+  int8_t* q = quant_values.data();
+  float* qs = quant_scales.data();
+  int32_t* sums = quant_sums.data();
+#pragma omp parallel for schedule(static) if (rows * in >= kParallelMinWeights)
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeInt8Activations(x + r * in, 1, in, q + r * groups * kGroup, qs + r * groups,
+                            sums + r * groups);
+  }
   const QuantRows xq{.q = quant_values.data(),
                      .scale = quant_scales.data(),
                      .sum = quant_sums.data(),
