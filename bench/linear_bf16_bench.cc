@@ -17,8 +17,15 @@
 // down (intermediate → hidden) projections and the whole layer at 1 … 32 rows, each the best of
 // 40 calls with the columns alternating, and each column's cost of 16 rows over 1.
 //
+// With --int8-activations 1 it prints instead the int8 weights' two activation modes
+// (LinearInt8, gemm_int8.h) side by side: f32 activations (the f32 tiles) and int8 ones through
+// each int8 × int8 variant (AVX2, AVX-VNNI, AVX512-VNNI as the CPU has them; the last is what
+// LinearInt8 runs), for the whole layer at 1 … 16 rows, each the best of 40 calls with the
+// columns alternating; on an AVX-512 CPU also the AVX2 f32 tiles (what the 256-bit int8 variants
+// compete with on an AVX2 machine); then the cost per row and of 16 rows over 1.
+//
 //   build/linear_bf16_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b] [--max-rows 512]
-//                           [--int8-variants 1] [--activations 1]
+//                           [--int8-variants 1] [--activations 1] [--int8-activations 1]
 
 #include <cblas.h>
 #include <omp.h>
@@ -103,6 +110,7 @@ struct Args {
   int64_t max_rows = 512;
   bool int8_variants = false;
   bool activations = false;
+  bool int8_activations = false;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -113,6 +121,8 @@ Args ParseArgs(int argc, char** argv) {
       a.max_rows = std::atoll(value.c_str());
     } else if (flag == "--activations") {
       a.activations = value != "0";
+    } else if (flag == "--int8-activations") {
+      a.int8_activations = value != "0";
     } else if (flag == "--int8-variants") {
       a.int8_variants = value != "0";
     } else if (flag == "--shape") {
@@ -266,6 +276,88 @@ void RunActivations(const Args& args) {
   }
 }
 
+// The best of `trials` calls of each column, the columns alternating call by call (each call
+// after a warm one): on a machine other work shares, the best call is the one nothing
+// interrupted.
+std::vector<double> BestAlternating(size_t columns, int trials,
+                                    const std::function<void(size_t)>& call) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> seconds(columns, 1e30);
+  for (int trial = 0; trial < trials; ++trial) {
+    for (size_t c = 0; c < columns; ++c) {
+      call(c);
+      const auto start = Clock::now();
+      call(c);
+      seconds[c] =
+          std::min(seconds[c], std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  }
+  return seconds;
+}
+
+// --int8-activations 1: the quantised layer with f32 activations against int8 ones.
+void RunInt8Activations(const Args& args) {
+  const LayerShape& shape = args.shape;
+  const std::vector<Matrix> layer = LayerMatrices(shape);
+  const std::vector<int64_t> row_counts = {1, 2, 3, 4, 6, 8, 10, 12, 14, 16};
+  const int64_t max_rows = row_counts.back();
+  std::vector<float> x(max_rows * std::max(shape.hidden, shape.intermediate)),
+      y(max_rows * std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> unit;
+  for (float& v : x) v = unit(rng);
+  const std::vector<cpu::Int8DotIsa> dot_isas = VectorVariants(cpu::SupportedInt8DotIsas());
+  // Where the CPU has AVX-512, the AVX2 f32 tiles too: what an AVX2 machine's int8 variants
+  // (avx2, avxvnni) compete with there.
+  const bool avx2_f32 = cpu::BestBf16Isa() == cpu::Bf16Isa::kAvx512;
+  const size_t columns = 1 + dot_isas.size() + (avx2_f32 ? 1 : 0);
+  std::printf(
+      "%s layer (qkv, o, gate_up, down), int8 weights: f32 activations against int8 ones "
+      "(LinearInt8 runs %s); %d threads\n\n",
+      shape.name.c_str(), std::string(cpu::Int8DotIsaName(cpu::BestInt8DotIsa())).c_str(),
+      omp_get_max_threads());
+  std::printf("%5s %10s", "rows", "f32 ms");
+  for (const cpu::Int8DotIsa isa : dot_isas) {
+    std::printf(" %15s", ("int8 " + std::string(cpu::Int8DotIsaName(isa)) + " ms").c_str());
+  }
+  if (avx2_f32) std::printf(" %12s", "f32 avx2 ms");
+  std::printf(" %10s %10s %10s\n", "f32/int8", "f32 /row", "int8 /row");
+  const size_t best_int8 = dot_isas.size();  // the column of LinearInt8's variant
+  std::vector<double> one;
+  for (const int64_t rows : row_counts) {
+    const std::vector<double> seconds = BestAlternating(columns, 40, [&](size_t column) {
+      for (const Matrix& m : layer) {
+        if (column == 0) {
+          cpu::LinearInt8(x.data(), m.int8.data(), m.scales.data(), y.data(), rows, m.in, m.out);
+        } else if (column > dot_isas.size()) {
+          cpu::LinearInt8Tiled(cpu::Bf16Isa::kAvx2, x.data(), m.int8.data(), m.scales.data(),
+                               y.data(), rows, m.in, m.out, false);
+        } else {
+          cpu::LinearInt8Dot(dot_isas[column - 1], x.data(), m.int8.data(), m.scales.data(),
+                             y.data(), rows, m.in, m.out, false);
+        }
+      }
+    });
+    if (rows == 1) one = seconds;
+    std::printf("%5lld %10.3f", static_cast<long long>(rows), seconds[0] * 1e3);
+    for (size_t c = 1; c <= dot_isas.size(); ++c) std::printf(" %15.3f", seconds[c] * 1e3);
+    if (avx2_f32) std::printf(" %12.3f", seconds.back() * 1e3);
+    // Per row: the call's time over one row's, divided by the rows (1.0: rows cost nothing more).
+    std::printf(" %10.2f %10.3f %10.3f\n", seconds[0] / seconds[best_int8],
+                seconds[0] / one[0] / static_cast<double>(rows),
+                seconds[best_int8] / one[best_int8] / static_cast<double>(rows));
+    if (rows == max_rows) {
+      std::printf("\n16 rows / 1 row: f32 %.2f", seconds[0] / one[0]);
+      for (size_t c = 1; c <= dot_isas.size(); ++c) {
+        std::printf(", int8 %s %.2f", std::string(cpu::Int8DotIsaName(dot_isas[c - 1])).c_str(),
+                    seconds[c] / one[c]);
+      }
+      if (avx2_f32) std::printf(", f32 avx2 %.2f", seconds.back() / one.back());
+      std::printf("\n");
+    }
+  }
+}
+
 void Run(const Args& args) {
   const LayerShape& shape = args.shape;
   const std::vector<Matrix> layer = LayerMatrices(shape);
@@ -348,7 +440,9 @@ void Run(const Args& args) {
 int main(int argc, char** argv) {
   dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
   const dscale::Args args = dscale::ParseArgs(argc, argv);
-  if (args.activations) {
+  if (args.int8_activations) {
+    dscale::RunInt8Activations(args);
+  } else if (args.activations) {
     dscale::RunActivations(args);
   } else {
     dscale::Run(args);

@@ -9,9 +9,14 @@
 // --checkpoints and loaded as `dscale generate` loads them (memory-mapped, used in place); or
 // --target DIR measures an existing checkpoint.
 //
+// With --weights int8 the projections and LM head are quantised at load (`--weights int8`) and
+// each row count's step runs with both int8 activation modes, alternating (f32 activations, and
+// activations quantised per 32 inputs: gemm_int8.h): their step times, their ratio, and each
+// mode's step time over its one-row step.
+//
 //   build/row_cost_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|all]
 //       [--target DIR] [--checkpoints /tmp/dscale-row-cost] [--context 512]
-//       [--rows 1,2,4,8,16,32,64,128,256,512]
+//       [--rows 1,2,4,8,16,32,64,128,256,512] [--weights as-stored|int8]
 
 #include <omp.h>
 
@@ -41,6 +46,7 @@ struct Args {
   std::string checkpoints = "/tmp/dscale-row-cost";
   int32_t context = 512;
   std::vector<int32_t> rows = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  WeightsMode weights = WeightsMode::kAsStored;
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
@@ -83,6 +89,10 @@ Args ParseArgs(int argc, char** argv) {
       if (a.context < 0) Usage("--context must be >= 0");
     } else if (flag == "--rows") {
       a.rows = ParseRows(value);
+    } else if (flag == "--weights") {
+      const Result<WeightsMode> mode = ParseWeightsMode(value);
+      if (!mode.ok()) Usage(mode.status().ToString());
+      a.weights = *mode;
     } else {
       Usage("unknown flag " + flag);
     }
@@ -132,8 +142,38 @@ std::vector<int32_t> RandomTokens(std::mt19937& rng, int64_t vocab, int32_t n) {
   return t;
 }
 
+// --weights int8: each row count's step with f32 and with int8 activations, alternating.
+void MeasureInt8Activations(Qwen3Model& model, StepBatch& batch, PagedKvCache& cache,
+                            ForwardOutput& out, const Args& args, int32_t seq, std::mt19937& rng) {
+  std::printf("%5s %10s %10s %9s %12s %12s\n", "rows", "f32 ms", "int8 ms", "f32/int8",
+              "f32 /1 row", "int8 /1 row");
+  const cpu::Int8Activations modes[2] = {cpu::Int8Activations::kF32, cpu::Int8Activations::kInt8};
+  double one[2] = {0, 0};
+  for (const int32_t rows : args.rows) {
+    batch.Clear();
+    AddRequestRows(batch, seq, args.context, RandomTokens(rng, model.config().vocab_size, rows),
+                   cache, true);
+    batch.tile_rows = rows <= 16 ? 16 : 128;
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 3; ++round) {
+      for (int m = 0; m < 2; ++m) {
+        model.set_activations({.int8 = modes[m]});
+        best[m] = std::min(best[m], bench::MedianSecondsPerCall(
+                                        [&] {
+                                          if (!model.Forward(batch, cache, &out).ok()) std::abort();
+                                        },
+                                        0.3));
+      }
+    }
+    if (one[0] == 0) std::copy(best, best + 2, one);
+    std::printf("%5d %10.2f %10.2f %9.2f %12.2f %12.2f\n", rows, best[0] * 1e3, best[1] * 1e3,
+                best[0] / best[1], best[0] / one[0], best[1] / one[1]);
+    std::fflush(stdout);
+  }
+}
+
 void Measure(const std::string& dir, const Args& args, double sgemm) {
-  Result<Qwen3Model> loaded = Qwen3Model::Load(dir);
+  Result<Qwen3Model> loaded = Qwen3Model::Load(dir, args.weights);
   if (!loaded.ok()) Usage(loaded.status().ToString());
   Qwen3Model& model = *loaded;
   const Qwen3Config& config = model.config();
@@ -160,6 +200,9 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
       "context %d\n",
       dir.c_str(), static_cast<long long>(config.num_hidden_layers),
       static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6, args.context);
+  if (args.weights == WeightsMode::kInt8) {
+    return MeasureInt8Activations(model, batch, cache, out, args, seq, rng);
+  }
   std::printf("%5s %10s %9s %8s %8s %8s %9s\n", "rows", "step ms", "rows/s", "bw GB/s", "bw frac",
               "sgemm fr", "/roofline");
   for (const int32_t rows : args.rows) {

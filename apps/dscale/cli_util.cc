@@ -110,6 +110,18 @@ void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
       ->default_str(std::string(cpu::Bf16ActivationsName(kDefaultActivations)));
 }
 
+void AddInt8ActivationsOption(CLI::App* cmd, cpu::Int8Activations* activations) {
+  cmd->add_option_function<std::string>(
+         "--int8-activations",
+         [activations](const std::string& name) {
+           *activations = *cpu::Int8ActivationsFromName(name);
+         },
+         "How int8 weights (--weights int8) meet the activations: int8 (each row quantised per 32 "
+         "inputs once, int8 dot products, f32 sums) or f32 (as they are)")
+      ->check(CLI::IsMember({"int8", "f32"}))
+      ->default_str(std::string(cpu::Int8ActivationsName(kDefaultInt8Activations)));
+}
+
 void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head) {
   cmd->add_option_function<std::string>(
          "--drafter-head",

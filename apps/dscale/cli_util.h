@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int8.h"
 #include "kv/kv_dtype.h"
 #include "model/domino_head.h"
 #include "model/qwen3_weights.h"
@@ -41,6 +42,15 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 // activations either way.
 inline constexpr cpu::Bf16Activations kDefaultActivations = cpu::Bf16Activations::kF32;
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations);
+
+// --int8-activations int8|f32: how the target's int8 projections (`--weights int8`) take their
+// activations (cpu::Int8Activations, into `activations`): each row quantised per 32 inputs and
+// multiplied with int8 dot products (VNNI where the CPU has it), or as f32. It changes nothing
+// without --weights int8. The default is kDefaultInt8Activations: int8, which costs a decode row
+// what f32 does and a 16-row verification about half (docs/BENCHMARKS.md, "Int8 activations on
+// the CPU").
+inline constexpr cpu::Int8Activations kDefaultInt8Activations = cpu::Int8Activations::kInt8;
+void AddInt8ActivationsOption(CLI::App* cmd, cpu::Int8Activations* activations);
 
 // --drafter-head none|domino: whether the drafter's Domino head (declared by its config.json,
 // docs/DOMINO.md) corrects the backbone's drafts (DrafterHead, into `head`; default none).

@@ -45,6 +45,7 @@ struct BenchArgs {
   std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
   cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
@@ -131,7 +132,9 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
                             ResolvePredictorPath(a.domino_predictor, "--domino-predictor",
                                                  a.drafter, DrafterHead::kDomino));
   }
-  DSCALE_ASSIGN_OR_RETURN(m->target, Qwen3Model::Load(a.target, a.weights, a.activations));
+  DSCALE_ASSIGN_OR_RETURN(
+      m->target,
+      Qwen3Model::Load(a.target, a.weights, {.bf16 = a.activations, .int8 = a.int8_activations}));
   DSCALE_ASSIGN_OR_RETURN(
       std::optional<Tokenizer> tok,
       LoadOptionalTokenizer(a.tokenizer, a.target, m->target->config().vocab_size));
@@ -270,6 +273,8 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
           {"weights", a.url.empty() ? std::string(WeightsModeName(a.weights)) : "server"},
           {"activations",
            a.url.empty() ? std::string(cpu::Bf16ActivationsName(a.activations)) : "server"},
+          {"int8_activations",
+           a.url.empty() ? std::string(cpu::Int8ActivationsName(a.int8_activations)) : "server"},
           {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"}};
 }
 
@@ -374,6 +379,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   AddDeviceOption(cmd, &a->device);
   AddWeightsOption(cmd, &a->weights);
   AddActivationsOption(cmd, &a->activations);
+  AddInt8ActivationsOption(cmd, &a->int8_activations);
   AddThreadsOption(cmd);
   AddKvDtypeOption(cmd, &a->kv_dtype);
 }

@@ -32,6 +32,7 @@ struct CollectArgs {
   uint64_t projection_seed = 1;
   WeightsMode weights = WeightsMode::kAsStored;
   cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
 };
 
@@ -87,7 +88,8 @@ Result<std::vector<std::vector<int32_t>>> LoadAllPrompts(const CollectArgs& args
 
 int RunCollect(const CollectArgs& args) {
   auto fail = [](const Status& s) { return ReportError("collect", s); };
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights, args.activations);
+  Result<Qwen3Model> target = Qwen3Model::Load(
+      args.target, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
   if (!target.ok()) return fail(target.status());
   Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.drafter_head);
   if (!drafter.ok()) return fail(drafter.status());
@@ -151,6 +153,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddWeightsOption(cmd, &args->weights);
   AddActivationsOption(cmd, &args->activations);
+  AddInt8ActivationsOption(cmd, &args->int8_activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,

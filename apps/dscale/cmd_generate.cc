@@ -46,6 +46,7 @@ struct GenerateArgs {
   std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
   cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
   bool json = false;
 };
@@ -154,7 +155,8 @@ int RunGenerate(const GenerateArgs& args) {
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
   if (!policy.ok()) return fail(policy.status());
   if (Status s = CheckWeightsForDevice(args.device, args.weights); !s.ok()) return fail(s);
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights, args.activations);
+  Result<Qwen3Model> target = Qwen3Model::Load(
+      args.target, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
   if (!target.ok()) return fail(target.status());
   Result<std::optional<Tokenizer>> tokenizer =
       LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
@@ -265,6 +267,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   AddDeviceOption(cmd, &args->device);
   AddWeightsOption(cmd, &args->weights);
   AddActivationsOption(cmd, &args->activations);
+  AddInt8ActivationsOption(cmd, &args->int8_activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code, cmd] {

@@ -17,13 +17,15 @@ struct LogitsArgs {
   std::string ids;
   WeightsMode weights = WeightsMode::kAsStored;
   cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   KvDtype kv_dtype = KvDtype::kBf16;
 };
 
 int RunLogits(const LogitsArgs& args) {
   Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
   if (!ids.ok()) return ReportError("logits", ids.status());
-  Result<Qwen3Model> model = Qwen3Model::Load(args.model, args.weights, args.activations);
+  Result<Qwen3Model> model = Qwen3Model::Load(
+      args.model, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
   if (!model.ok()) return ReportError("logits", model.status());
   if (Status s = CheckTokenIds(*ids, model->config().vocab_size, "--ids"); !s.ok()) {
     return ReportError("logits", s);
@@ -61,6 +63,7 @@ void RegisterLogitsCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ids", args->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
   AddWeightsOption(cmd, &args->weights);
   AddActivationsOption(cmd, &args->activations);
+  AddInt8ActivationsOption(cmd, &args->int8_activations);
   AddKvDtypeOption(cmd, &args->kv_dtype);
   cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
 }

@@ -67,6 +67,7 @@ struct ServeArgs {
   std::string device{kDefaultDevice};
   WeightsMode weights = WeightsMode::kAsStored;
   cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
   BudgetFlags budget;
 };
@@ -85,8 +86,9 @@ struct Models {
 Status LoadModels(const ServeArgs& args, Models* m) {
   DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
   DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(args.device, args.weights));
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target,
-                          Qwen3Model::Load(args.target, args.weights, args.activations));
+  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target, args.weights,
+                                                              {.bf16 = args.activations,
+                                                               .int8 = args.int8_activations}));
   m->target.emplace(std::move(target));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
@@ -391,6 +393,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   AddDeviceOption(cmd, &args->device);
   AddWeightsOption(cmd, &args->weights);
   AddActivationsOption(cmd, &args->activations);
+  AddInt8ActivationsOption(cmd, &args->int8_activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code, cmd] {

@@ -32,8 +32,9 @@ struct LayerScratch {
 };
 
 struct CpuOps {
-  // How BF16 weight blocks take their activations (gemm_bf16.h); the model's setting.
-  cpu::Bf16Activations activations = cpu::Bf16Activations::kF32;
+  // How BF16 and int8 weight blocks take their activations (weight_matrix.h); the model's
+  // setting.
+  ActivationModes activations = {};
 
   // `n` floats of `buffer`, grown if needed.
   static float* Buffer(std::vector<float>& buffer, int64_t n) {

@@ -10,7 +10,7 @@
 namespace dscale {
 
 Result<Qwen3Model> Qwen3Model::Load(const std::string& dir, WeightsMode weights_mode,
-                                    cpu::Bf16Activations activations) {
+                                    ActivationModes activations) {
   DSCALE_ASSIGN_OR_RETURN(Qwen3Config config, LoadQwen3Config(dir + "/config.json"));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
   const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));

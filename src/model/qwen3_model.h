@@ -20,20 +20,22 @@ class Qwen3Model final : public TargetModel {
  public:
   // Loads `dir`/config.json and the safetensors checkpoint in `dir`, holding the projections as
   // `weights` says (with kInt8 the pages of the quantised tensors leave resident memory) and
-  // multiplying BF16 ones by activations as `activations` says.
+  // multiplying BF16 and int8 ones by activations as `activations` says.
   static Result<Qwen3Model> Load(const std::string& dir,
                                  WeightsMode weights = WeightsMode::kAsStored,
-                                 cpu::Bf16Activations activations = cpu::Bf16Activations::kF32);
+                                 ActivationModes activations = {});
   Qwen3Model(Qwen3Config config, Qwen3Weights weights);
 
   const Qwen3Config& config() const override { return config_; }
   const Qwen3Weights& weights() const { return weights_; }
 
-  // How the BF16 projections take their activations (`--activations`, gemm_bf16.h): f32 as they
-  // are (the default here, the reference the parity tests hold), or each row rounded to BF16
-  // once. A DFlashDrafter on this target follows it.
-  cpu::Bf16Activations activations() const { return activations_; }
-  void set_activations(cpu::Bf16Activations activations) { activations_ = activations; }
+  // How the projections take their activations (weight_matrix.h): BF16 ones f32 as they are or
+  // each row rounded to BF16 once (`--activations`, gemm_bf16.h); int8 ones (`--weights int8`)
+  // f32 as they are or each row quantised per 32 inputs (`--int8-activations`, gemm_int8.h).
+  // f32 in both is the default here (the reference the parity tests hold). A DFlashDrafter on
+  // this target follows it, in its own projections and in the target's LM head it drafts with.
+  const ActivationModes& activations() const { return activations_; }
+  void set_activations(ActivationModes activations) { activations_ = activations; }
 
   // KV cache geometry matching this model.
   KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const override;
@@ -45,7 +47,7 @@ class Qwen3Model final : public TargetModel {
   Qwen3Config config_;
   Qwen3Weights weights_;
   LayerDims dims_;
-  cpu::Bf16Activations activations_ = cpu::Bf16Activations::kF32;
+  ActivationModes activations_;
   LayerScratch scratch_;  // grown on demand (no allocation in steady state)
 };
 

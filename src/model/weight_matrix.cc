@@ -177,15 +177,15 @@ std::vector<uint16_t> WeightMatrix::ToBf16() const {
 }
 
 void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool accumulate,
-             cpu::Bf16Activations activations) {
+             ActivationModes activations) {
   int64_t column = 0;
   for (const WeightMatrix::Block& b : w.blocks()) {
     if (b.format == WeightFormat::kBF16) {
       cpu::LinearBf16(x, static_cast<const uint16_t*>(b.data), y + column, rows, w.cols(), b.rows,
-                      accumulate, w.rows(), activations);
+                      accumulate, w.rows(), activations.bf16);
     } else if (b.format == WeightFormat::kInt8) {
       cpu::LinearInt8(x, static_cast<const int8_t*>(b.data), b.scales, y + column, rows, w.cols(),
-                      b.rows, accumulate, w.rows());
+                      b.rows, accumulate, w.rows(), activations.int8);
     } else {
       cpu::Linear(x, static_cast<const float*>(b.data), y + column, rows, w.cols(), b.rows,
                   accumulate, w.rows());

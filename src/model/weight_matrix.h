@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int8.h"
 
 namespace dscale {
 
@@ -69,11 +70,19 @@ class WeightMatrix {
   std::vector<std::shared_ptr<const void>> owners_;
 };
 
+// How a product takes its f32 activations, per weight format: BF16 blocks as they are or rounded
+// to BF16 (`--activations`, gemm_bf16.h); int8 blocks as they are or quantised per 32 inputs
+// (`--int8-activations`, gemm_int8.h). f32 blocks always take them as they are.
+struct ActivationModes {
+  cpu::Bf16Activations bf16 = cpu::Bf16Activations::kF32;
+  cpu::Int8Activations int8 = cpu::Int8Activations::kF32;
+};
+
 // y[rows, w.rows()] = x[rows, w.cols()] · wᵀ, or y += that when `accumulate`: f32 blocks through
-// OpenBLAS, BF16 blocks through LinearBf16 with `activations` (as they are, or rounded to BF16:
-// gemm_bf16.h), int8 blocks through LinearInt8, each into its column block of y.
+// OpenBLAS, BF16 blocks through LinearBf16 and int8 blocks through LinearInt8, each with its mode
+// of `activations`, each into its column block of y.
 void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool accumulate = false,
-             cpu::Bf16Activations activations = cpu::Bf16Activations::kF32);
+             ActivationModes activations = {});
 
 // x[i, :] = row tokens[i] of `table`, widened to f32, for i < n (embedding lookup; the ids are
 // valid rows).

@@ -214,20 +214,26 @@ TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
 }
 
 // --weights int8 (on generate, bench, serve, collect and logits): speculative generation equals
-// plain greedy decoding of the int8 target; the CUDA device and unknown values are refused.
+// plain greedy decoding of the int8 target, with int8 activations (the default) and f32 ones;
+// the CUDA device and unknown values are refused.
 TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
   const Result<Qwen3Model> int8 = Qwen3Model::Load(Target(), WeightsMode::kInt8);
   ASSERT_TRUE(int8.ok()) << int8.status().message();
   const float tie = testing::GreedyTieTolerance(
       testing::Int8TargetLogitBounds(*int8, kMaxContext, KvDtype::kBf16));
+  for (const std::string activations : {"", " --int8-activations f32"}) {
+    const std::string flags = " --weights int8" + activations;
+    const std::string common = " --target " + Target() + " --drafter " + Drafter() + flags +
+                               " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+    const nlohmann::json plain = Json("generate" + common + "none");
+    for (const char* mode : {"dflash", "fixed:5"}) {
+      SCOPED_TRACE(mode + flags);
+      const nlohmann::json spec = Json("generate" + common + mode);
+      ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie, flags);
+    }
+  }
   const std::string common = " --target " + Target() + " --drafter " + Drafter() +
                              " --weights int8 --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
-  const nlohmann::json plain = Json("generate" + common + "none");
-  for (const char* mode : {"dflash", "fixed:5"}) {
-    SCOPED_TRACE(mode);
-    const nlohmann::json spec = Json("generate" + common + mode);
-    ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie, " --weights int8");
-  }
   testing::CommandResult r = RunDscale("generate" + common + "dflash --device cuda");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("--weights int8: the int8 kernels run on the CPU only"), std::string::npos)
@@ -236,6 +242,15 @@ TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("int4"), std::string::npos) << r.out;
+}
+
+TEST_F(ModelCommandsTest, Int8ActivationsAreInt8OrF32) {
+  const testing::CommandResult r =
+      RunDscale("generate --target " + Target() + " --spec none --ids 1 --int8-activations int4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--int8-activations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("int4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("f32"), std::string::npos) << r.out;  // the accepted values
 }
 
 TEST_F(ModelCommandsTest, ActivationsAreBf16OrF32) {

@@ -440,14 +440,20 @@ TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
   EXPECT_GT(accepted_lengths.size(), 4u) << "allocations and accepts should vary";
 }
 
-// --weights int8: speculation is lossless with respect to the target as served. With the
-// projections and LM head quantised (from BF16 weights, as a checkpoint's are), dflash and
-// dscale greedy outputs equal plain greedy decoding of the int8 target, up to float-noise ties of
-// the int8 order bound.
-TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) {
+// --weights int8: speculation is lossless with respect to the target as served, with f32
+// activations and with activations quantised per 32 inputs (--int8-activations int8, where a
+// verified row's int8 dot products and their f32 order are a decode row's: gemm_int8.h). With the
+// projections and LM head quantised (from BF16 weights, as a checkpoint's are), greedy outputs of
+// every speculative mode — dflash with a trained-like and a planted drafter, fixed:16, dscale at
+// the paper's budget and with auto, dspark — equal plain greedy decoding of the int8 target, up
+// to float-noise ties of the int8 order bound.
+class Int8EngineTest : public ::testing::TestWithParam<cpu::Int8Activations> {};
+
+TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) {
   Qwen3Weights weights = RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kBF16);
   QuantizeProjectionsInt8(&weights);
   Qwen3Model target(EngineTestTargetConfig(), std::move(weights));
+  target.set_activations({.int8 = GetParam()});
   const float tie = testing::GreedyTieTolerance(
       testing::Int8TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
   const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
@@ -457,12 +463,24 @@ TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) 
     expected.push_back(GreedyDecode(target, p, {.max_new_tokens = 24}).value());
   }
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
-  for (const char* mode : {"dflash", "dscale"}) {
+  testing::PlantedDrafter planted(target, 16, /*salt=*/23);
+  const budget::SpsTable sps = {.tokens = {1, 16, 64, 512}, .steps_per_second = {500, 200, 60, 8}};
+  struct Mode {
+    const char* spec;
+    const char* budget;
+    Drafter* drafter;
+  };
+  for (const Mode& mode : {Mode{"dflash", "0.5", dflash.get()}, Mode{"dflash", "0.5", &planted},
+                           Mode{"fixed:16", "0.5", &planted}, Mode{"dscale", "0.5", dflash.get()},
+                           Mode{"dscale", "auto", &planted}, Mode{"dspark", "0.5", &planted}}) {
     for (int32_t c : {1, 16}) {
-      SCOPED_TRACE(::testing::Message() << mode << " c=" << c);
-      EngineConfig config{
-          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
-      const EngineRun run = RunPrompts(target, dflash.get(), config, prompts, {.max_tokens = 24});
+      SCOPED_TRACE(::testing::Message() << mode.spec << " budget " << mode.budget << " c=" << c);
+      EngineConfig config{.policy = LengthPolicy::Parse(mode.spec).value(),
+                          .max_running = c,
+                          .predictor = &predictor,
+                          .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()};
+      if (config.policy.mode == SpecMode::kDSpark) config.sps_table = &sps;
+      const EngineRun run = RunPrompts(target, mode.drafter, config, prompts, {.max_tokens = 24});
       int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
         testing::SameGreedyOutput(target, prompts[i], run.outputs[i], expected[i], &ties, tie);
@@ -473,6 +491,12 @@ TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) 
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Activations, Int8EngineTest,
+                         ::testing::Values(cpu::Int8Activations::kF32, cpu::Int8Activations::kInt8),
+                         [](const ::testing::TestParamInfo<cpu::Int8Activations>& info) {
+                           return std::string(cpu::Int8ActivationsName(info.param));
+                         });
+
 // --activations bf16: with each projection's activations rounded to BF16 (and BF16 dot
 // products where the CPU has them), a verified row still computes what a decode row does, so
 // dflash and dscale greedy outputs equal plain greedy decoding of the same target, up to the
@@ -480,7 +504,7 @@ TEST(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) 
 TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
   Qwen3Model target(EngineTestTargetConfig(),
                     RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kBF16));
-  target.set_activations(cpu::Bf16Activations::kBf16);
+  target.set_activations({.bf16 = cpu::Bf16Activations::kBf16});
   const float tie = testing::GreedyTieTolerance(
       testing::TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
   const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);

@@ -6,8 +6,26 @@
 // be shorter). Each output is within γ_(in+1)·Σ|w·s·x| of the exact product with the weights w·s
 // (float_bounds.h; γ_(in+2) with `accumulate`). The format's reasons, the tiles and the rounding
 // count: gemm_int8.cc.
+//
+// With Int8Activations::kInt8 (`--int8-activations int8`) the activations are quantised too, per
+// 32 inputs, and every product is an int8 × int8 integer dot product (gemm_int8_dot.cc):
+//   per row and group g: d_x = max|x| / 127, q_x = x / d_x rounded to nearest even (clamped to
+//   ±127; an all-zero group gets d_x = 0, q_x = 0; a group holding a NaN or an infinity gets
+//   d_x = NaN and q_x = 0, so every output of its row is NaN, as the f32 path's would not be
+//   finite either);
+//   per output: acc = 0, then for g = 0, 1, … in order acc = fma(fl(d_x · d_w), dot_g, acc), with
+//   dot_g = Σ q_x · q_w over the group's inputs exact in int32 (|dot_g| ≤ 32 · 127² < 2²⁴, so
+//   its conversion to f32 is exact too); y = acc (y = fl(y + acc) with `accumulate`).
+// That order is fixed, so every variant (AVX512-VNNI, AVX-VNNI, AVX2, portable) gives the same
+// bits for every row count, and a row's outputs never depend on the rows beside it: a decode
+// row and a verified row compute the same model on every CPU. Every row count runs the tiles
+// (no sgemm path), so prefill rows compute that model too. The weights must lie in [-127, 127]
+// (the weight quantiser's range, quantize_int8.h): the AVX2 variant's int16 pair sums rely on it.
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "kernels/cpu/bf16_isa.h"
 
@@ -19,11 +37,18 @@ inline constexpr int64_t kInt8GroupSize = 32;
 // Scales per output row: ⌈in / kInt8GroupSize⌉.
 constexpr int64_t Int8Groups(int64_t in) { return (in + kInt8GroupSize - 1) / kInt8GroupSize; }
 
+// How LinearInt8 takes its f32 activations: as they are, or quantised per 32 inputs (above).
+enum class Int8Activations { kF32, kInt8 };
+// "f32", "int8": the spellings of `--int8-activations`.
+std::string_view Int8ActivationsName(Int8Activations activations);
+std::optional<Int8Activations> Int8ActivationsFromName(std::string_view name);
+
 // y[rows, out] = x[rows, in] · dequant(w, scales)ᵀ (or y += that when `accumulate`); w and
 // scales in the format above, any alignment. Rows of y are `ldy` floats apart (0: out), so a
 // call can fill a column block of a wider y.
 void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
-                int64_t in, int64_t out, bool accumulate = false, int64_t ldy = 0);
+                int64_t in, int64_t out, bool accumulate = false, int64_t ldy = 0,
+                Int8Activations activations = Int8Activations::kF32);
 
 // dst[rows, in] = the dequantised f32 values fl(w · s) (panels, WeightMatrix::RowToF32, tests).
 void DequantizeInt8Rows(const int8_t* w, const float* scales, int64_t rows, int64_t in, float* dst);
@@ -42,5 +67,27 @@ void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const float* 
 // The many-row path alone: f32 weight panels in cache and OpenBLAS sgemm (tests, benchmarks).
 void LinearInt8DequantSgemm(const float* x, const int8_t* w, const float* scales, float* y,
                             int64_t rows, int64_t in, int64_t out, bool accumulate);
+
+// ---- int8 × int8 (Int8Activations::kInt8; gemm_int8_dot.cc).
+
+// x[rows, in] quantised as above: q[rows, Int8Groups(in) · 32] (each row padded with zeros to
+// whole groups), scales[rows, Int8Groups(in)] (d_x) and sums[rows, Int8Groups(in)] (Σ q_x over
+// each group, which the VNNI variants' offset needs); on the calling thread.
+void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q, float* scales,
+                             int32_t* sums);
+
+// The variants of the int8 × int8 tiles: plain C++, AVX2 (vpmaddubsw + vpmaddwd), AVX-VNNI
+// (256-bit vpdpbusd) and AVX512-VNNI (512-bit vpdpbusd). Every one gives the same bits.
+enum class Int8DotIsa { kPortable, kAvx2, kAvxVnni, kAvx512Vnni };
+std::string_view Int8DotIsaName(Int8DotIsa isa);
+// The variants this CPU can run, portable first (detected once); LinearInt8 uses the last,
+// BestInt8DotIsa().
+std::vector<Int8DotIsa> SupportedInt8DotIsas();
+Int8DotIsa BestInt8DotIsa();
+
+// LinearInt8 with Int8Activations::kInt8 through one variant, which must be in
+// SupportedInt8DotIsas() (parity tests and benchmarks). Rows of y are `ldy` floats apart (0: out).
+void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const float* scales, float* y,
+                   int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy = 0);
 
 }  // namespace dscale::cpu

@@ -39,6 +39,50 @@ void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, 
   }
 }
 
+void QuantizeActivationsInt8(const float* x, int64_t n, int64_t group, int8_t* q, float* scales) {
+  DSCALE_CHECK(group > 0);
+  for (int64_t g = 0; g * group < n; ++g) {
+    const int64_t begin = g * group, end = std::min(n, begin + group);
+    float largest = 0.0f;
+    bool finite = true;
+    for (int64_t i = begin; i < end; ++i) {
+      finite = finite && std::isfinite(x[i]);
+      largest = std::max(largest, std::fabs(x[i]));
+    }
+    const float d = finite ? largest / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    scales[g] = d;
+    for (int64_t i = begin; i < end; ++i) {
+      float v = 0.0f;
+      if (finite && d != 0.0f) v = std::clamp(std::nearbyint(x[i] / d), -127.0f, 127.0f);
+      q[i] = static_cast<int8_t>(v);
+    }
+  }
+}
+
+void LinearInt8Int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
+                    int64_t in, int64_t out, int64_t group, bool accumulate) {
+  DSCALE_CHECK(group > 0);
+  const int64_t groups = (in + group - 1) / group;
+  std::vector<int8_t> q(static_cast<size_t>(in));
+  std::vector<float> dx(static_cast<size_t>(groups));
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeActivationsInt8(x + r * in, in, group, q.data(), dx.data());
+    for (int64_t o = 0; o < out; ++o) {
+      float acc = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t dot = 0;
+        for (int64_t i = g * group; i < std::min(in, (g + 1) * group); ++i) {
+          dot += int64_t{q[i]} * int64_t{w[o * in + i]};
+        }
+        const float p = dx[g] * scales[o * groups + g];
+        acc = std::fma(p, static_cast<float>(dot), acc);
+      }
+      float& dst = y[r * out + o];
+      dst = accumulate ? dst + acc : acc;
+    }
+  }
+}
+
 namespace {
 
 // x[i] · weight[i] / sqrt(mean(x²) + eps) over n values, in double; y may alias x.

@@ -17,6 +17,16 @@ void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, 
 // double.
 void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
                 int64_t in, int64_t out, int64_t group, bool accumulate = false);
+// cpu::LinearInt8 with Int8Activations::kInt8, whose specification is an f32 order rather than
+// a double sum: each row's activations quantised per group (QuantizeActivationsInt8), per group
+// an exact integer dot product, and acc = fma(fl(d_x · d_w), dot, acc) over the groups in order
+// from acc = 0; y = acc, or fl(y + acc) with `accumulate`.
+void LinearInt8Int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
+                    int64_t in, int64_t out, int64_t group, bool accumulate = false);
+// x[0, n) quantised per group of `group` values (the last may be shorter): d = max|x| / 127,
+// q = x / d rounded to nearest even and clamped to ±127; a zero d (an all-zero group) gives
+// q = 0; a group holding a NaN or an infinity gets d = NaN and q = 0. q [n], scales [⌈n/group⌉].
+void QuantizeActivationsInt8(const float* x, int64_t n, int64_t group, int8_t* q, float* scales);
 void RmsNorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps);
 void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim,
                  int64_t row_stride, float eps);

@@ -1,0 +1,748 @@
+// LinearInt8 with Int8Activations::kInt8: int8 weights × activations quantised per 32 inputs,
+// integer dot products per group, f32 accumulation in one fixed order (gemm_int8.h states it).
+//
+// Layout. The per-group scales make the usual layout (vector lanes along the inputs, one
+// horizontal sum per output at the end) cost a horizontal sum per group. So the vector lanes
+// hold outputs instead: each group of a panel of L outputs (16 for AVX512-VNNI, 8 for the
+// 256-bit variants) is transposed so that one vector holds the same 4 inputs (one dword) of
+// every output in the panel; a row's 4 quantised activations are broadcast to every lane, and
+// 8 such dot-product steps leave each lane with its output's whole group dot product. Each lane
+// then takes the group's term with one FMA, in group order, exactly as the plain loop does, so
+// every variant gives the same bits. When all the call's rows fit one tile (AVX-512: up to 16)
+// each group is transposed in registers and used at once; otherwise the transposed groups are
+// packed, 32 at a time, into a buffer that stays in L1 while every row tile runs over it, the
+// lanes' partial sums carried across packs in a small buffer (exact f32 stores).
+//
+// Unsigned × signed. vpdpbusd multiplies unsigned bytes by signed bytes. The VNNI variants store
+// the packed weights offset by 128 (w ^ 0x80 = w + 128, in 0 … 255) and broadcast the signed
+// activations: Σ (w + 128)·x = Σ w·x + 128·Σx, and Σx per row and group comes with the
+// quantiser, so each group's dot product starts from −128·Σx and needs no extra instruction per
+// step. (The other standard trick, |x| against sign(x)·w, costs a sign operation per row and step
+// here, and AVX-512 has no vpsignb.) The AVX2 variant cannot take the offset: vpmaddubsw adds
+// pairs of u8 × s8 products in saturating int16, and 2 · 255 · 127 = 64,770 would saturate. It
+// uses the sign trick instead: |x| (unsigned) against sign(x)·w, and since the quantisers never
+// produce −128, |x| ≤ 127 and |sign(x)·w| ≤ 127, so a pair sums to at most 2 · 127 · 127 =
+// 32,258 < 32,767: vpmaddubsw never saturates, and vpmaddwd by ones widens the pairs exactly.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/gemm_int8.h"
+
+namespace dscale::cpu {
+namespace {
+
+constexpr int64_t kGroup = kInt8GroupSize;
+static_assert(kGroup == 32, "the packing and the vector quantiser take groups of 32");
+// Dwords (4 inputs) per group: the dot-product steps of a group.
+constexpr int kSteps = kGroup / 4;
+constexpr float kInt8Max = 127.0f;
+// Below this many weights a call runs on one thread: a fork/join would cost more than the work.
+constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+// Groups packed at a time: 32 groups of a 16-output panel are 16 KiB, which stay in L1 while
+// the rows run over them.
+constexpr int64_t kPackGroups = 32;
+// Rows per tile at most (more rows go in the fewest tiles of heights differing by at most one),
+// accumulators in registers: the 256-bit variants' tiles hold 8 (of 16 registers), the AVX-512
+// ones 16 (of 32, beside a group's weight vectors, a few spilled), so a verified block of up to
+// 16 rows runs in one unpacked pass, each group transposed once: 16 rows 1.12× and 12 rows 1.15×
+// faster than packing for two tiles (2 threads, 600 MB of Qwen3-1.7B gate/up matrices,
+// alternating calls).
+constexpr int kMaxTileRows256 = 8;
+constexpr int kMaxTileRows512 = 16;
+// Lanes (outputs) of a panel.
+constexpr int kLanes512 = 16;
+constexpr int kLanes256 = 8;
+// How far ahead along each of a panel's rows the packers prefetch, once per 64-byte line (every
+// second group). The panel reads 8 or 16 rows at once, which the hardware prefetchers alone do
+// not keep fed from memory: on weights beyond the caches (2 threads, the Xeon of
+// docs/BENCHMARKS.md, 600 MB of Qwen3-1.7B gate/up matrices) 256 bytes ahead made one row 1.25×
+// and 16 rows 1.4× faster; 1 KiB (the f32 tiles' distance) only 1.1× at one row, and slowed
+// packing weights that sit in L3.
+constexpr int64_t kPrefetchBytes = 256;
+
+#define DSCALE_UNROLL _Pragma("GCC unroll 16")
+
+inline void Put(float* y, float value, bool accumulate) { *y = accumulate ? *y + value : value; }
+
+inline int32_t Load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// ---- The quantiser (gemm_int8.h): one group of n ≤ 32 values into q[0, 32) (zeros past n).
+
+void QuantizeGroupPortable(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum) {
+  std::memset(q, 0, kGroup);
+  *sum = 0;
+  float largest = 0.0f;
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    largest = std::max(largest, std::fabs(x[i]));
+  }
+  if (!finite) {
+    *scale = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  const float d = largest / kInt8Max;
+  *scale = d;
+  if (d == 0.0f) return;  // all zeros, or a largest value below 127 × the smallest subnormal
+  int32_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    // nearbyint: to nearest, ties to even. x / d can pass 127.5 only through d's rounding.
+    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] / d), -kInt8Max, kInt8Max));
+    total += q[i];
+  }
+  *sum = total;
+}
+
+#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
+
+// A whole group, 8 lanes at a time: the same operations (an exact maximum, IEEE division,
+// conversion to nearest even under the default rounding mode, the same clamp), so the same
+// values as QuantizeGroupPortable.
+DSCALE_AVX2 void QuantizeGroupAvx2(const float* x, int8_t* q, float* scale, int32_t* sum) {
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 v[4];
+  __m256 largest = _mm256_setzero_ps();
+  __m256i nonfinite = _mm256_setzero_si256();
+  DSCALE_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_loadu_ps(x + 8 * j);
+    largest = _mm256_max_ps(largest, _mm256_and_ps(v[j], magnitude));
+    const __m256i e = _mm256_and_si256(_mm256_castps_si256(v[j]), exponent);
+    nonfinite = _mm256_or_si256(nonfinite, _mm256_cmpeq_epi32(e, exponent));
+  }
+  if (!_mm256_testz_si256(nonfinite, nonfinite)) {
+    std::memset(q, 0, kGroup);
+    *scale = std::numeric_limits<float>::quiet_NaN();
+    *sum = 0;
+    return;
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(largest), _mm256_extractf128_ps(largest, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / kInt8Max;
+  *scale = d;
+  if (d == 0.0f) {
+    std::memset(q, 0, kGroup);
+    *sum = 0;
+    return;
+  }
+  const __m256 dv = _mm256_set1_ps(d);
+  const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-127);
+  __m256i qi[4];
+  __m256i total = _mm256_setzero_si256();
+  DSCALE_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    qi[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_div_ps(v[j], dv)), lo), hi);
+    total = _mm256_add_epi32(total, qi[j]);
+  }
+  // packs works within 128-bit halves: the bytes come out as dwords a0 b0 c0 d0 a1 b1 c1 d1 of
+  // the four vectors' halves, put back in order by one dword permutation.
+  const __m256i bytes =
+      _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(q),
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+  *sum = _mm_cvtsi128_si32(t);
+}
+
+// The quantised activations of a call: q [rows, groups · 32], scale and sum [rows, groups].
+struct QuantRows {
+  const int8_t* q;
+  const float* scale;
+  const int32_t* sum;
+  int64_t groups;
+};
+
+// ---- Portable: each output's groups in order, straight from the row-major weights.
+
+void DotPortable(const QuantRows& xq, int64_t rows, const int8_t* w, const float* scales,
+                 int64_t in, int64_t o_begin, int64_t o_end, float* y, int64_t ldy,
+                 bool accumulate) {
+  const int64_t groups = xq.groups;
+  for (int64_t o = o_begin; o < o_end; ++o) {
+    const int8_t* wo = w + o * in;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int8_t* xr = xq.q + r * groups * kGroup;
+      float acc = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t end = std::min(in, (g + 1) * kGroup);
+        int32_t dot = 0;
+        for (int64_t k = g * kGroup; k < end; ++k) dot += int32_t{xr[k]} * int32_t{wo[k]};
+        const float p = xq.scale[r * groups + g] * scales[o * groups + g];
+        acc = std::fma(p, static_cast<float>(dot), acc);
+      }
+      Put(y + r * ldy + o, acc, accumulate);
+    }
+  }
+}
+
+// ---- Packing. A packed group is kSteps vectors of L lanes × 4 bytes: step s, lane l holds
+// inputs 4s … 4s + 3 of the group for output l of the panel. Its scales are L floats. Lanes past
+// the panel's outputs and inputs past `in` hold zero weights (and scale 0); `flip` stores
+// w ^ 0x80 (the VNNI offset).
+
+// Where a panel's weights come from: outputs [o0, o0 + n) of w [out, in] and their scales.
+struct Panel {
+  const int8_t* w;      // row o0
+  const float* scales;  // row o0
+  int64_t in, groups;
+  int n;  // outputs in the panel, ≤ L
+};
+
+// At group g of a whole panel of L rows: every second group (one 64-byte line of each row), a
+// prefetch kPrefetchBytes ahead in each row (past a row's end: into the next row, or a harmless
+// hint past the weights). Always inlined: out of line, GCC 12 finds a function of prefetches
+// alone free of side effects and deletes its calls.
+template <int L>
+[[gnu::always_inline]] inline void PrefetchPanel(const Panel& p, int64_t g) {
+  if (g % 2 != 0) return;
+  DSCALE_UNROLL
+  for (int l = 0; l < L; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(p.w + l * p.in + g * kGroup + kPrefetchBytes),
+                 _MM_HINT_T0);
+  }
+}
+
+template <int L>
+void PackGroupPortable(const Panel& p, int64_t g, bool flip, int8_t* dst, float* dst_scales) {
+  for (int s = 0; s < kSteps; ++s) {
+    for (int l = 0; l < L; ++l) {
+      for (int b = 0; b < 4; ++b) {
+        const int64_t k = g * kGroup + 4 * s + b;
+        const int8_t v = l < p.n && k < p.in ? p.w[l * p.in + k] : int8_t{0};
+        dst[(s * L + l) * 4 + b] = flip ? static_cast<int8_t>(v ^ 0x80) : v;
+      }
+    }
+  }
+  for (int l = 0; l < L; ++l) dst_scales[l] = l < p.n ? p.scales[l * p.groups + g] : 0.0f;
+}
+
+// Rows [0, rows) in the fewest tiles of at most `max_height`, heights differing by at most one:
+// tile(first row, height).
+template <typename Tile>
+inline void ForEachRowTile(int64_t rows, int max_height, Tile tile) {
+  const int64_t tiles = (rows + max_height - 1) / max_height;
+  for (int64_t t = 0, r = 0; t < tiles; ++t) {
+    const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
+    tile(r, static_cast<int>(height));
+    r += height;
+  }
+}
+
+// A height 1 … kMax as a template argument: run.template operator()<kRows>().
+template <int kMax, typename Run>
+inline void WithRows(int rows, Run run) {
+  if constexpr (kMax > 1) {
+    if (rows < kMax) return WithRows<kMax - 1>(rows, run);
+  }
+  run.template operator()<kMax>();
+}
+
+// ---- 256-bit packing: 8 outputs, an 8 × 8 dword transpose per group.
+
+// The group at `src` (row l at src + l·in) transposed into 8 vectors, dword s of every row in
+// vector s.
+DSCALE_AVX2 inline void Transpose8(const int8_t* src, int64_t in, __m256i out[kSteps]) {
+  __m256i t[8], u[8];
+  DSCALE_UNROLL
+  for (int l = 0; l < 8; l += 2) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + l * in));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (l + 1) * in));
+    t[l] = _mm256_unpacklo_epi32(a, b);      // per 128 bits: a0 b0 a1 b1
+    t[l + 1] = _mm256_unpackhi_epi32(a, b);  // a2 b2 a3 b3
+  }
+  DSCALE_UNROLL
+  for (int h = 0; h < 8; h += 4) {                         // rows 0-3, then 4-7
+    u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);          // dword 0 (and 4) of 4 rows
+    u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);      // 1 (5)
+    u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);  // 2 (6)
+    u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);  // 3 (7)
+  }
+  DSCALE_UNROLL
+  for (int s = 0; s < 4; ++s) {
+    out[s] = _mm256_permute2x128_si256(u[s], u[4 + s], 0x20);
+    out[s + 4] = _mm256_permute2x128_si256(u[s], u[4 + s], 0x31);
+  }
+}
+
+template <bool kFlip>
+DSCALE_AVX2 void PackChunk256(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
+                              float* dst_scales) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                         _mm256_set1_epi32(static_cast<int32_t>(p.groups)));
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t j = 0; j < ng; ++j) {
+    const int64_t g = g0 + j;
+    int8_t* d = dst + j * kSteps * kLanes256 * 4;
+    float* ds = dst_scales + j * kLanes256;
+    if (p.n < kLanes256 || (g + 1) * kGroup > p.in) {
+      PackGroupPortable<kLanes256>(p, g, kFlip, d, ds);
+      continue;
+    }
+    PrefetchPanel<kLanes256>(p, g);
+    __m256i v[kSteps];
+    Transpose8(p.w + g * kGroup, p.in, v);
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; ++s) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + s * 32),
+                          kFlip ? _mm256_xor_si256(v[s], flip) : v[s]);
+    }
+    _mm256_storeu_ps(ds, _mm256_i32gather_ps(p.scales + g, idx, 4));
+  }
+}
+
+// ---- AVX2: |x| × sign(x)·w with vpmaddubsw, pairs widened by vpmaddwd (bounds: top of file).
+
+template <int kRows>
+DSCALE_AVX2 void TileAvx2(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                          const int8_t* packed, const float* ps, float* acc, bool first) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 a[kRows];
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    a[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + r * kLanes256);
+  }
+  for (int64_t j = 0; j < ng; ++j) {
+    const int64_t g = g0 + j;
+    const int8_t* pw = packed + j * kSteps * kLanes256 * 4;
+    const __m256 dw = _mm256_loadu_ps(ps + j * kLanes256);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = r0 + r;
+      const int8_t* xr = xq.q + (row * xq.groups + g) * kGroup;
+      __m256i dot = _mm256_setzero_si256();
+      DSCALE_UNROLL
+      for (int s = 0; s < kSteps; ++s) {
+        const __m256i xb = _mm256_set1_epi32(Load32(xr + 4 * s));
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pw + s * 32));
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(xb), _mm256_sign_epi8(wv, xb));
+        dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pairs, ones));
+      }
+      const __m256 p = _mm256_mul_ps(dw, _mm256_set1_ps(xq.scale[row * xq.groups + g]));
+      a[r] = _mm256_fmadd_ps(p, _mm256_cvtepi32_ps(dot), a[r]);
+    }
+  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(acc + r * kLanes256, a[r]);
+}
+
+// ---- AVX-VNNI: 256-bit vpdpbusd on the offset weights.
+
+#define DSCALE_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
+
+template <int kRows>
+DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                                const int8_t* packed, const float* ps, float* acc, bool first) {
+  __m256 a[kRows];
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    a[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + r * kLanes256);
+  }
+  for (int64_t j = 0; j < ng; ++j) {
+    const int64_t g = g0 + j;
+    const int8_t* pw = packed + j * kSteps * kLanes256 * 4;
+    const __m256 dw = _mm256_loadu_ps(ps + j * kLanes256);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = r0 + r;
+      const int8_t* xr = xq.q + (row * xq.groups + g) * kGroup;
+      __m256i dot = _mm256_set1_epi32(-128 * xq.sum[row * xq.groups + g]);
+      DSCALE_UNROLL
+      for (int s = 0; s < kSteps; ++s) {
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pw + s * 32));
+        dot = _mm256_dpbusd_avx_epi32(dot, wv, _mm256_set1_epi32(Load32(xr + 4 * s)));
+      }
+      const __m256 p = _mm256_mul_ps(dw, _mm256_set1_ps(xq.scale[row * xq.groups + g]));
+      a[r] = _mm256_fmadd_ps(p, _mm256_cvtepi32_ps(dot), a[r]);
+    }
+  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(acc + r * kLanes256, a[r]);
+}
+
+#undef DSCALE_AVXVNNI
+
+// ---- AVX512-VNNI: 16 outputs, 512-bit vpdpbusd on the offset weights.
+
+#define DSCALE_VNNI512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
+// value its own -Wuninitialized then reports; nothing here reads an undefined lane.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// The group at `src` (row l at src + l·in) for 16 rows transposed into 8 vectors, dword s of
+// every row in vector s, lane l = row l. Rows pair up as (0, 4), (1, 5), (2, 6), (3, 7),
+// (8, 12), … in the 256-bit halves, so that after the 8 × 8 transposes within the halves the
+// final 128-bit shuffles leave the lanes in row order.
+DSCALE_VNNI512 inline void Transpose16(const int8_t* src, int64_t in, __m512i out[kSteps]) {
+  const auto row = [&](int l) DSCALE_VNNI512 {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + l * in));
+  };
+  static constexpr int kLow[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+  __m512i z[8], t[8], u[8];
+  DSCALE_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(row(kLow[j])), row(kLow[j] + 4), 1);
+  }
+  DSCALE_UNROLL
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm512_unpacklo_epi32(z[j], z[j + 1]);
+    t[j + 1] = _mm512_unpackhi_epi32(z[j], z[j + 1]);
+  }
+  DSCALE_UNROLL
+  for (int h = 0; h < 8; h += 4) {
+    u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
+    u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
+    u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+    u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+  }
+  // u[s]: dword s of rows 0-3 | s + 4 of 0-3 | s of 4-7 | s + 4 of 4-7 (128-bit lanes); u[4 + s]
+  // the same for rows 8-15.
+  DSCALE_UNROLL
+  for (int s = 0; s < 4; ++s) {
+    out[s] = _mm512_shuffle_i64x2(u[s], u[4 + s], 0x88);      // lanes 0, 2 of each
+    out[s + 4] = _mm512_shuffle_i64x2(u[s], u[4 + s], 0xdd);  // lanes 1, 3 of each
+  }
+}
+
+DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
+                                 float* dst_scales) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t j = 0; j < ng; ++j) {
+    const int64_t g = g0 + j;
+    int8_t* d = dst + j * kSteps * kLanes512 * 4;
+    float* ds = dst_scales + j * kLanes512;
+    if (p.n < kLanes512 || (g + 1) * kGroup > p.in) {
+      PackGroupPortable<kLanes512>(p, g, /*flip=*/true, d, ds);
+      continue;
+    }
+    PrefetchPanel<kLanes512>(p, g);
+    __m512i v[kSteps];
+    Transpose16(p.w + g * kGroup, p.in, v);
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; ++s) _mm512_storeu_si512(d + s * 64, _mm512_xor_si512(v[s], flip));
+    _mm512_storeu_ps(ds, _mm512_i32gather_ps(idx, p.scales + g, 4));
+  }
+}
+
+// Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed (offset) weights are
+// wv and scales dw: a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
+template <int kRows>
+[[gnu::always_inline]] DSCALE_VNNI512 inline void GroupVnni512(const QuantRows& xq, int64_t r0,
+                                                               int64_t g, const __m512i wv[kSteps],
+                                                               __m512 dw, __m512 a[kRows]) {
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t row = r0 + r;
+    const int8_t* xr = xq.q + (row * xq.groups + g) * kGroup;
+    // Two chains of 4 steps (integer sums: exact in any order) halve the latency a row waits.
+    __m512i dot0 = _mm512_set1_epi32(-128 * xq.sum[row * xq.groups + g]);
+    __m512i dot1 = _mm512_setzero_si512();
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; s += 2) {
+      dot0 = _mm512_dpbusd_epi32(dot0, wv[s], _mm512_set1_epi32(Load32(xr + 4 * s)));
+      dot1 = _mm512_dpbusd_epi32(dot1, wv[s + 1], _mm512_set1_epi32(Load32(xr + 4 * s + 4)));
+    }
+    const __m512i dot = _mm512_add_epi32(dot0, dot1);
+    const __m512 p = _mm512_mul_ps(dw, _mm512_set1_ps(xq.scale[row * xq.groups + g]));
+    a[r] = _mm512_fmadd_ps(p, _mm512_cvtepi32_ps(dot), a[r]);
+  }
+}
+
+template <int kRows>
+DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                                const int8_t* packed, const float* ps, float* acc, bool first) {
+  __m512 a[kRows];
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    a[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * kLanes512);
+  }
+  for (int64_t j = 0; j < ng; ++j) {
+    const int8_t* pw = packed + j * kSteps * kLanes512 * 4;
+    __m512i wv[kSteps];
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_loadu_si512(pw + s * 64);
+    GroupVnni512<kRows>(xq, r0, g0 + j, wv, _mm512_loadu_ps(ps + j * kLanes512), a);
+  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
+}
+
+// All rows (kRows ≤ kMaxTileRows512, one tile) against a whole panel of 16 outputs, each group
+// transposed in registers and used at once: with one tile there is nothing to share a pack
+// with, and storing and reloading it cost a decode row 20% (one thread, Qwen3-1.7B gate/up).
+// The same terms in the same order as the packed path.
+template <int kRows>
+DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 a[kRows];
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
+  const int64_t full = p.in / kGroup;
+  for (int64_t g = 0; g < full; ++g) {
+    PrefetchPanel<kLanes512>(p, g);
+    __m512i wv[kSteps];
+    Transpose16(p.w + g * kGroup, p.in, wv);
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_xor_si512(wv[s], flip);
+    GroupVnni512<kRows>(xq, 0, g, wv, _mm512_i32gather_ps(idx, p.scales + g, 4), a);
+  }
+  if (full < p.groups) {  // the short last group, through the portable packer
+    alignas(64) int8_t packed[kSteps * kLanes512 * 4];
+    alignas(64) float ps[kLanes512];
+    PackGroupPortable<kLanes512>(p, full, /*flip=*/true, packed, ps);
+    __m512i wv[kSteps];
+    DSCALE_UNROLL
+    for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_load_si512(packed + s * 64);
+    GroupVnni512<kRows>(xq, 0, full, wv, _mm512_load_ps(ps), a);
+  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
+}
+
+#pragma GCC diagnostic pop
+#undef DSCALE_VNNI512
+
+// ---- One panel of outputs for every row, any packed variant.
+
+using PackFn = void (*)(const Panel&, int64_t g0, int64_t ng, int8_t* dst, float* dst_scales);
+using TileFn = void (*)(int rows, const QuantRows&, int64_t r0, int64_t g0, int64_t ng,
+                        const int8_t* packed, const float* ps, float* acc, bool first);
+// All of a call's rows (at most the variant's max_rows) against a whole panel, without packing.
+using UnpackedFn = void (*)(int rows, const QuantRows&, const Panel&, float* acc);
+
+struct PackedVariant {
+  int lanes;
+  PackFn pack;
+  TileFn tile;
+  UnpackedFn unpacked;  // null: the variant always packs
+  int max_rows;         // rows per tile at most
+};
+
+void TileAvx2Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                  const int8_t* packed, const float* ps, float* acc, bool first) {
+  WithRows<kMaxTileRows256>(
+      rows, [&]<int kRows>() { TileAvx2<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
+}
+void TileAvxVnniRows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                     const int8_t* packed, const float* ps, float* acc, bool first) {
+  WithRows<kMaxTileRows256>(
+      rows, [&]<int kRows>() { TileAvxVnni<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
+}
+void TileVnni512Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                     const int8_t* packed, const float* ps, float* acc, bool first) {
+  WithRows<kMaxTileRows512>(
+      rows, [&]<int kRows>() { TileVnni512<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
+}
+
+void UnpackedVnni512Rows(int rows, const QuantRows& xq, const Panel& p, float* acc) {
+  WithRows<kMaxTileRows512>(rows, [&]<int kRows>() { UnpackedVnni512<kRows>(xq, p, acc); });
+}
+
+PackedVariant PackedFor(Int8DotIsa isa) {
+  switch (isa) {
+    case Int8DotIsa::kAvx512Vnni:
+      return {kLanes512, PackChunk512, TileVnni512Rows, UnpackedVnni512Rows, kMaxTileRows512};
+    case Int8DotIsa::kAvxVnni:
+      return {kLanes256, PackChunk256<true>, TileAvxVnniRows, nullptr, kMaxTileRows256};
+    case Int8DotIsa::kAvx2:
+    case Int8DotIsa::kPortable:
+      break;
+  }
+  return {kLanes256, PackChunk256<false>, TileAvx2Rows, nullptr, kMaxTileRows256};
+}
+
+// Outputs [o0, o0 + n) (n ≤ v.lanes) of every row: the groups packed kPackGroups at a time, each
+// pack run by every row tile, the lanes' partial sums kept in `acc` between packs.
+void RunPanel(const PackedVariant& v, const QuantRows& xq, int64_t rows, const Panel& panel,
+              int64_t o0, float* y, int64_t ldy, bool accumulate) {
+  thread_local std::vector<int8_t> packed;
+  thread_local std::vector<float> packed_scales;
+  thread_local std::vector<float> acc;
+  acc.resize(static_cast<size_t>(rows * v.lanes));
+  if (v.unpacked != nullptr && rows <= v.max_rows && panel.n == v.lanes) {
+    v.unpacked(static_cast<int>(rows), xq, panel, acc.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int l = 0; l < panel.n; ++l) Put(y + r * ldy + o0 + l, acc[r * v.lanes + l], accumulate);
+    }
+    return;
+  }
+  packed.resize(static_cast<size_t>(kPackGroups * kSteps * v.lanes * 4));
+  packed_scales.resize(static_cast<size_t>(kPackGroups * v.lanes));
+  for (int64_t g0 = 0; g0 < panel.groups; g0 += kPackGroups) {
+    const int64_t ng = std::min(kPackGroups, panel.groups - g0);
+    v.pack(panel, g0, ng, packed.data(), packed_scales.data());
+    ForEachRowTile(rows, v.max_rows, [&](int64_t r0, int height) {
+      v.tile(height, xq, r0, g0, ng, packed.data(), packed_scales.data(), acc.data() + r0 * v.lanes,
+             /*first=*/g0 == 0);
+    });
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int l = 0; l < panel.n; ++l) Put(y + r * ldy + o0 + l, acc[r * v.lanes + l], accumulate);
+  }
+}
+
+void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w, const float* scales,
+            int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  const int64_t groups = xq.groups;
+  if (isa == Int8DotIsa::kPortable) {
+    constexpr int64_t kBlock = 8;
+    const int64_t blocks = (out + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
+    for (int64_t b = 0; b < blocks; ++b) {
+      DotPortable(xq, rows, w, scales, in, b * kBlock, std::min(out, (b + 1) * kBlock), y, ldy,
+                  accumulate);
+    }
+    return;
+  }
+  const PackedVariant v = PackedFor(isa);
+  const int64_t panels = (out + v.lanes - 1) / v.lanes;
+#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
+  for (int64_t b = 0; b < panels; ++b) {
+    const int64_t o0 = b * v.lanes;
+    const Panel panel{.w = w + o0 * in,
+                      .scales = scales + o0 * groups,
+                      .in = in,
+                      .groups = groups,
+                      .n = static_cast<int>(std::min<int64_t>(v.lanes, out - o0))};
+    RunPanel(v, xq, rows, panel, o0, y, ldy, accumulate);
+  }
+}
+
+bool HasAvx2() {
+  static const bool has = [] {
+    const std::vector<Bf16Isa> isas = SupportedBf16Isas();
+    return std::find(isas.begin(), isas.end(), Bf16Isa::kAvx2) != isas.end();
+  }();
+  return has;
+}
+
+const std::vector<Int8DotIsa>& DotIsas() {
+  static const std::vector<Int8DotIsa> isas = [] {
+    std::vector<Int8DotIsa> found = {Int8DotIsa::kPortable};
+    if (!HasAvx2()) return found;
+    found.push_back(Int8DotIsa::kAvx2);
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avxvnni")) found.push_back(Int8DotIsa::kAvxVnni);
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vnni")) {
+      found.push_back(Int8DotIsa::kAvx512Vnni);
+    }
+    return found;
+  }();
+  return isas;
+}
+
+// The quantised activations of the calling thread's current call (read by every thread of it).
+thread_local std::vector<int8_t> quant_values;
+thread_local std::vector<float> quant_scales;
+thread_local std::vector<int32_t> quant_sums;
+
+#undef DSCALE_AVX2
+
+}  // namespace
+
+std::string_view Int8ActivationsName(Int8Activations activations) {
+  return activations == Int8Activations::kInt8 ? "int8" : "f32";
+}
+
+std::optional<Int8Activations> Int8ActivationsFromName(std::string_view name) {
+  if (name == "int8") return Int8Activations::kInt8;
+  if (name == "f32") return Int8Activations::kF32;
+  return std::nullopt;
+}
+
+std::string_view Int8DotIsaName(Int8DotIsa isa) {
+  switch (isa) {
+    case Int8DotIsa::kAvx512Vnni:
+      return "avx512vnni";
+    case Int8DotIsa::kAvxVnni:
+      return "avxvnni";
+    case Int8DotIsa::kAvx2:
+      return "avx2";
+    case Int8DotIsa::kPortable:
+      break;
+  }
+  return "portable";
+}
+
+std::vector<Int8DotIsa> SupportedInt8DotIsas() { return DotIsas(); }
+
+Int8DotIsa BestInt8DotIsa() { return DotIsas().back(); }
+
+void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q, float* scales,
+                             int32_t* sums) {
+  DSCALE_CHECK(rows >= 0 && in >= 0);
+  const int64_t groups = Int8Groups(in);
+  const bool vector = HasAvx2();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* xg = x + r * in + g * kGroup;
+      const int64_t n = std::min(kGroup, in - g * kGroup);
+      int8_t* qg = q + (r * groups + g) * kGroup;
+      const int64_t at = r * groups + g;
+      if (vector && n == kGroup) {
+        QuantizeGroupAvx2(xg, qg, scales + at, sums + at);
+      } else {
+        QuantizeGroupPortable(xg, n, qg, scales + at, sums + at);
+      }
+    }
+  }
+}
+
+void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const float* scales, float* y,
+                   int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
+  if (ldy == 0) ldy = out;
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
+  const std::vector<Int8DotIsa>& supported = DotIsas();
+  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
+                   "this CPU cannot run the requested int8 dot-product variant");
+  if (rows == 0 || out == 0) return;
+  if (in == 0) {
+    if (accumulate) return;
+    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
+    return;
+  }
+  const int64_t groups = Int8Groups(in);
+  quant_values.resize(static_cast<size_t>(rows * groups * kGroup));
+  quant_scales.resize(static_cast<size_t>(rows * groups));
+  quant_sums.resize(static_cast<size_t>(rows * groups));
+  // Rows are quantised independently; many rows (prefill) share the work across the threads.
+  int8_t* q = quant_values.data();
+  float* qs = quant_scales.data();
+  int32_t* sums = quant_sums.data();
+#pragma omp parallel for schedule(static) if (rows * in >= kParallelMinWeights)
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeInt8Activations(x + r * in, 1, in, q + r * groups * kGroup, qs + r * groups,
+                            sums + r * groups);
+  }
+  const QuantRows xq{.q = quant_values.data(),
+                     .scale = quant_scales.data(),
+                     .sum = quant_sums.data(),
+                     .groups = groups};
+  RunDot(isa, xq, rows, w, scales, in, out, y, ldy, accumulate);
+}
+
+}  // namespace dscale::cpu
