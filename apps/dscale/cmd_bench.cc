@@ -52,6 +52,8 @@ struct BenchArgs {
   uint64_t seed = 0;
   BudgetFlags budget;
   bool profile = false, no_progress = false;
+  int32_t shared_prefix_tokens = 0;  // a system turn of about this many tokens before every prompt
+  bool prefix_cache = false;
   std::string out;
   std::string compare;  // an earlier run's results.json
   bool modes_given = false;
@@ -178,6 +180,7 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
 struct Workload {
   std::vector<bench::Dataset> datasets;  // in --datasets order
   std::vector<bench::Manifest> manifests;
+  std::string system;  // the shared-prefix workload's system turn (empty: none)
 };
 
 Result<Workload> LoadWorkload(const BenchArgs& a) {
@@ -202,8 +205,8 @@ size_t IndexOf(const Workload& w, const std::string& dataset) {
 Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w, Models& m) {
   auto cells = std::make_shared<std::vector<bench::CellRequests>>();
   for (size_t i = 0; i < w.datasets.size(); ++i) {
-    DSCALE_ASSIGN_OR_RETURN(auto ids,
-                            bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts));
+    DSCALE_ASSIGN_OR_RETURN(
+        auto ids, bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts, w.system));
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
   const bench::InProcessModels models{
@@ -213,7 +216,8 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
       .domino_predictor = m.domino_predictor ? &*m.domino_predictor : nullptr,
       .verify_budget = a.budget.VerifyBudget().value(),
       .sps_table = m.sps_table ? &*m.sps_table : nullptr,
-      .kv_dtype = a.kv_dtype};
+      .kv_dtype = a.kv_dtype,
+      .prefix_cache = a.prefix_cache};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};
@@ -231,7 +235,8 @@ bench::CellRunner ServerRunner(const BenchArgs& a, const Workload& w) {
     auto& [warm, measured] = split->emplace_back();
     uint64_t seed = a.seed;
     auto add = [&](std::vector<bench::ChatRequest>& list, int32_t p) {
-      list.push_back({.prompt = w.datasets[i].prompts[static_cast<size_t>(p)],
+      list.push_back({.system = w.system,
+                      .prompt = w.datasets[i].prompts[static_cast<size_t>(p)],
                       .max_tokens = a.max_tokens,
                       .temperature = a.temperature,
                       .seed = seed++});
@@ -275,7 +280,9 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
            a.url.empty() ? std::string(cpu::Bf16ActivationsName(a.activations)) : "server"},
           {"int8_activations",
            a.url.empty() ? std::string(cpu::Int8ActivationsName(a.int8_activations)) : "server"},
-          {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"}};
+          {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"},
+          {"shared_prefix_tokens", a.shared_prefix_tokens},
+          {"prefix_cache", a.prefix_cache}};
 }
 
 Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agreement>& agreement,
@@ -308,6 +315,11 @@ Status RunBench(const BenchArgs& a) {
         "(dscale serve --weights)");
   }
   DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(a.device, a.weights));
+  if (!a.url.empty() && (a.shared_prefix_tokens > 0 || a.prefix_cache)) {
+    return InvalidArgument(
+        "--shared-prefix-tokens and --prefix-cache apply to in-process runs (the system turn is "
+        "sized with the target's tokenizer; a server caches prefixes as it was started)");
+  }
   DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> concurrency,
                           bench::ParsePositiveList(a.concurrency, "--concurrency"));
   DSCALE_ASSIGN_OR_RETURN(Workload workload, LoadWorkload(a));
@@ -322,6 +334,10 @@ Status RunBench(const BenchArgs& a) {
   bench::CellRunner runner;
   if (a.url.empty()) {
     DSCALE_ASSIGN_OR_RETURN(models, LoadModels(a, modes, concurrency));
+    if (a.shared_prefix_tokens > 0) {
+      DSCALE_ASSIGN_OR_RETURN(
+          workload.system, bench::SharedSystemPrompt(*models->tokenizer, a.shared_prefix_tokens));
+    }
     DSCALE_ASSIGN_OR_RETURN(runner, InProcessRunner(a, workload, *models));
   } else {
     runner = ServerRunner(a, workload);
@@ -404,6 +420,12 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--seed", a->seed, "Manifest order and sampling seeds")->capture_default_str();
   AddBudgetOptions(cmd, &a->budget);
   cmd->add_flag("--profile", a->profile, "Add the step-time breakdown table");
+  cmd->add_option("--shared-prefix-tokens", a->shared_prefix_tokens,
+                  "Shared-prefix workload: a system turn of about N tokens before every prompt "
+                  "(0: none)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_flag("--prefix-cache", a->prefix_cache,
+                "In-process engines reuse the KV pages of prompts that start alike");
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->add_option("--out", a->out, "Folder for results.json, results.csv, table.txt, plots");
   cmd->add_option("--compare", a->compare,

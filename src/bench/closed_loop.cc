@@ -86,6 +86,8 @@ StepStats StatsDelta(const StepStats& after, const StepStats& before) {
   d.verified_rows -= before.verified_rows;
   d.committed_tokens -= before.committed_tokens;
   d.prefill_rows -= before.prefill_rows;
+  d.prefix_query_tokens -= before.prefix_query_tokens;
+  d.prefix_hit_tokens -= before.prefix_hit_tokens;
   d.output_tokens -= before.output_tokens;
   for (size_t i = 0; i < d.accepted_histogram.size(); ++i) {
     d.accepted_histogram[i] -= before.accepted_histogram[i];
@@ -126,6 +128,9 @@ RunMetrics InProcessMetrics(const LoopOutcome& outcome, const StepStats& s) {
   m.rows_per_step = s.rows_per_step();
   if (s.decode_request_steps > 0) {
     m.rows_per_request = double(s.verified_rows) / double(s.decode_request_steps);
+  }
+  if (s.prefix_query_tokens > 0) {
+    m.prefix_hit_rate = double(s.prefix_hit_tokens) / double(s.prefix_query_tokens);
   }
   m.rows_over_time = RowsOverTime(outcome.steps, outcome.window_s, /*windows=*/10);
   m.stages = StageTimes{.decode_steps = s.decode_steps,

@@ -123,8 +123,12 @@ bool TallyChunk(std::string_view payload, StreamTally* tally) {
 }
 
 std::string ChatRequestBody(const ServerTarget& target, const ChatRequest& request) {
+  nlohmann::json messages = nlohmann::json::array();
+  if (!request.system.empty())
+    messages.push_back({{"role", "system"}, {"content", request.system}});
+  messages.push_back({{"role", "user"}, {"content", request.prompt}});
   return nlohmann::json{{"model", target.model},
-                        {"messages", {{{"role", "user"}, {"content", request.prompt}}}},
+                        {"messages", std::move(messages)},
                         {"max_tokens", request.max_tokens},
                         {"temperature", request.temperature},
                         {"seed", request.seed},

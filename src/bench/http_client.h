@@ -52,6 +52,7 @@ struct ServerTarget {
 };
 
 struct ChatRequest {
+  std::string system;  // a system turn before it, when not empty (the shared-prefix workload)
   std::string prompt;  // one user turn
   int32_t max_tokens = 2048;
   float temperature = 0.0f;

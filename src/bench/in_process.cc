@@ -1,6 +1,7 @@
 #include "bench/in_process.h"
 
 #include <algorithm>
+#include <string>
 
 #include "io/tokenizer/chat_template.h"
 #include "spec/length_policy.h"
@@ -15,17 +16,30 @@ constexpr int64_t kKvSlackPerRequest = 128;
 }  // namespace
 
 Result<std::vector<std::vector<int32_t>>> EncodeChatPrompts(const Tokenizer& tokenizer,
-                                                            std::span<const std::string> texts) {
+                                                            std::span<const std::string> texts,
+                                                            const std::string& system) {
   std::vector<std::vector<int32_t>> out;
   for (const std::string& text : texts) {
-    const ChatMessage message{.role = "user", .content = text};
-    DSCALE_ASSIGN_OR_RETURN(
-        std::string formatted,
-        ApplyQwen3ChatTemplate(std::span(&message, 1), {.enable_thinking = false}));
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({.role = "system", .content = system});
+    messages.push_back({.role = "user", .content = text});
+    DSCALE_ASSIGN_OR_RETURN(std::string formatted,
+                            ApplyQwen3ChatTemplate(messages, {.enable_thinking = false}));
     DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(formatted));
     out.push_back(std::move(ids));
   }
   return out;
+}
+
+Result<std::string> SharedSystemPrompt(const Tokenizer& tokenizer, int32_t tokens) {
+  std::string text = "You are a careful assistant. Follow these house rules in every answer.\n";
+  for (int rule = 1;; ++rule) {
+    DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(text));
+    if (static_cast<int32_t>(ids.size()) >= tokens) return text;
+    text += "Rule " + std::to_string(rule) +
+            ": check each step of the reasoning once more, state the units of every quantity, "
+            "and keep the final answer on its own line.\n";
+  }
 }
 
 CellRequests ManifestRequests(const Manifest& manifest,
@@ -72,6 +86,7 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .max_running = concurrency,
                       .kv_tokens = std::max<int64_t>(per_request * concurrency, 1 << 12),
                       .kv_dtype = models.kv_dtype,
+                      .prefix_cache = models.prefix_cache,
                       .tile_routing = mode.tile_routing,
                       .predictor = predictor,
                       .verify_budget = verify_budget,

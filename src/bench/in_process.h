@@ -23,9 +23,15 @@
 
 namespace dscale::bench {
 
-// Each text as one user turn through the chat template (thinking disabled), encoded.
+// Each text as one user turn (after a system turn `system`, when not empty) through the chat
+// template (thinking disabled), encoded.
 Result<std::vector<std::vector<int32_t>>> EncodeChatPrompts(const Tokenizer& tokenizer,
-                                                            std::span<const std::string> texts);
+                                                            std::span<const std::string> texts,
+                                                            const std::string& system = "");
+
+// The shared-prefix workload's system turn: numbered house rules, deterministic, of about
+// `tokens` tokens of `tokenizer` (within one rule's length above).
+Result<std::string> SharedSystemPrompt(const Tokenizer& tokenizer, int32_t tokens);
 
 // A dataset's warm-up and measured requests. Request i of the manifest (warm-up first) gets
 // sampling seed `seed + i`, so every mode samples with the same seeds.
@@ -47,6 +53,7 @@ struct InProcessModels {
   budget::VerifyBudget verify_budget;                // dscale modes without their own
   const budget::SpsTable* sps_table = nullptr;       // null: the dspark mode cannot run
   KvDtype kv_dtype = KvDtype::kBf16;                 // the engines' host KV caches
+  bool prefix_cache = false;                         // the engines cache prompt pages
 };
 
 // Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.

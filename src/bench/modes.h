@@ -13,12 +13,12 @@ namespace dscale::bench {
 enum class TileRouting { kAuto, kOn, kOff };
 
 struct BenchMode {
-  std::string label;   // how tables name it
-  std::string policy;  // LengthPolicy text: none, dflash, fixed:K, dscale, dspark
+  std::string label;          // how tables name it
+  std::string policy;         // LengthPolicy text: none, dflash, fixed:K, dscale, dspark
   std::string verify_budget;  // dscale: "auto" or a fraction; empty: the run's --verify-budget
   bool tile_routing = true;
-  bool runnable = true;  // false: listed with a note, not measured
-  bool adaptive = false;  // the budget moves during a run (dscale:auto, dspark)
+  bool runnable = true;      // false: listed with a note, not measured
+  bool adaptive = false;     // the budget moves during a run (dscale:auto, dspark)
   bool domino_head = false;  // drafts through the drafter's Domino head (docs/DOMINO.md)
   std::string note;
 };

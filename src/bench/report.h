@@ -41,12 +41,13 @@ struct RunMetrics {
   double throughput = 0;  // output tokens / window_s
   Distribution latency_s;
   Distribution ttft_s;
-  std::optional<double> tau;               // unknown for server runs
-  std::optional<double> rows_per_step;     // verified rows per decode step
-  std::optional<double> rows_per_request;  // verified rows per request per decode step (1..W)
+  std::optional<double> tau;                 // unknown for server runs
+  std::optional<double> rows_per_step;       // verified rows per decode step
+  std::optional<double> rows_per_request;    // verified rows per request per decode step (1..W)
   std::vector<BudgetWindow> rows_over_time;  // in-process: the window in equal stretches
-  std::optional<StageTimes> stages;        // in-process runs only
-  std::optional<uint64_t> outputs_digest;  // in-process: every measured request's output ids
+  std::optional<StageTimes> stages;          // in-process runs only
+  std::optional<uint64_t> outputs_digest;    // in-process: every measured request's output ids
+  std::optional<double> prefix_hit_rate;     // in-process with prefix caching: cached prompt share
 };
 
 RunMetrics MetricsFrom(std::span<const RequestSample> samples, double window_s);

@@ -154,7 +154,9 @@ nlohmann::json RunJson(const RunMetrics& r) {
       {"tau", r.tau ? nlohmann::json(*r.tau) : nlohmann::json()},
       {"rows_per_step", r.rows_per_step ? nlohmann::json(*r.rows_per_step) : nlohmann::json()},
       {"rows_per_request",
-       r.rows_per_request ? nlohmann::json(*r.rows_per_request) : nlohmann::json()}};
+       r.rows_per_request ? nlohmann::json(*r.rows_per_request) : nlohmann::json()},
+      {"prefix_hit_rate",
+       r.prefix_hit_rate ? nlohmann::json(*r.prefix_hit_rate) : nlohmann::json()}};
   if (r.stages) j["stages"] = StagesJson(*r.stages);
   if (!r.rows_over_time.empty()) {
     nlohmann::json windows = nlohmann::json::array();
