@@ -132,6 +132,16 @@ void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head) {
       ->default_str(std::string(DrafterHeadName(DrafterHead::kNone)));
 }
 
+void AddDraftVocabOption(CLI::App* cmd, DraftVocabChoice* choice) {
+  cmd->add_option_function<std::string>(
+         "--draft-vocab",
+         [choice](const std::string& name) { *choice = ParseDraftVocabChoice(name).value(); },
+         "Which tokens the drafter drafts over: auto (the drafter folder's draft_vocab.json when "
+         "it has one, else the whole vocabulary), full, or subset (draft_vocab.json, required)")
+      ->check(CLI::IsMember({"auto", "full", "subset"}))
+      ->default_str(std::string(DraftVocabChoiceName(kDefaultDraftVocab)));
+}
+
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
                            int32_t concurrency, int32_t max_tokens, int32_t block) {
   if (flag > 0) return flag;

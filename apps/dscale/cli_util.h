@@ -10,6 +10,7 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kv/kv_dtype.h"
 #include "model/domino_head.h"
+#include "model/draft_vocab.h"
 #include "model/qwen3_weights.h"
 
 namespace CLI {
@@ -55,6 +56,12 @@ void AddInt8ActivationsOption(CLI::App* cmd, cpu::Int8Activations* activations);
 // --drafter-head none|domino: whether the drafter's Domino head (declared by its config.json,
 // docs/DOMINO.md) corrects the backbone's drafts (DrafterHead, into `head`; default none).
 void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head);
+
+// --draft-vocab auto|full|subset: whether the drafter drafts over the reduced vocabulary its
+// folder's draft_vocab.json lists (model/draft_vocab.h) — auto: when the folder has one; full:
+// never; subset: always, an error without one. The default is kDefaultDraftVocab.
+inline constexpr DraftVocabChoice kDefaultDraftVocab = DraftVocabChoice::kAuto;
+void AddDraftVocabOption(CLI::App* cmd, DraftVocabChoice* choice);
 
 // --device cpu|cuda: which step backend runs the models (backend/backend.h), into `device`.
 void AddDeviceOption(CLI::App* cmd, std::string* device);

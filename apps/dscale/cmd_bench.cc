@@ -46,6 +46,7 @@ struct BenchArgs {
   WeightsMode weights = WeightsMode::kAsStored;
   cpu::Bf16Activations activations = kDefaultActivations;
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
+  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
@@ -143,21 +144,19 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
   if (!tok) return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
   m->tokenizer = std::move(tok);
   if (need_drafter) {
-    DSCALE_ASSIGN_OR_RETURN(m->drafter, DFlashDrafter::Load(a.drafter, *m->target));
+    DSCALE_ASSIGN_OR_RETURN(
+        m->drafter, DFlashDrafter::Load(a.drafter, *m->target, DrafterHead::kNone, a.draft_vocab));
   }
   if (need_predictor) {
-    const dvl::DrafterDims dims{.hidden_size = m->drafter->config().draft.hidden_size,
-                                .vocab_size = m->target->config().vocab_size};
-    DSCALE_ASSIGN_OR_RETURN(m->predictor, dvl::Predictor::Load(m->predictor_path, dims));
+    DSCALE_ASSIGN_OR_RETURN(m->predictor, LoadPredictorFor(m->predictor_path, *m->drafter));
   }
   if (need_domino) {
-    DSCALE_ASSIGN_OR_RETURN(m->domino_drafter,
-                            DFlashDrafter::Load(a.drafter, *m->target, DrafterHead::kDomino));
+    DSCALE_ASSIGN_OR_RETURN(
+        m->domino_drafter,
+        DFlashDrafter::Load(a.drafter, *m->target, DrafterHead::kDomino, a.draft_vocab));
   }
   if (need_domino_predictor) {
-    const dvl::DrafterDims dims{.hidden_size = m->domino_drafter->config().draft.hidden_size,
-                                .vocab_size = m->target->config().vocab_size};
-    Result<dvl::Predictor> loaded = dvl::Predictor::Load(m->domino_predictor_path, dims);
+    Result<dvl::Predictor> loaded = LoadPredictorFor(m->domino_predictor_path, *m->domino_drafter);
     if (!loaded.ok()) return loaded.status().WithContext("--domino-predictor");
     m->domino_predictor = std::move(*loaded);
   }
@@ -255,6 +254,15 @@ bench::CellRunner ServerRunner(const BenchArgs& a, const Workload& w) {
 }
 
 // `models`: the in-process run's models (the predictor files they loaded), or nullptr.
+// What the drafter drafted over: the subset's size, "full", or the flag when nothing was loaded.
+nlohmann::json DraftVocabJson(const BenchArgs& a, const Models* models) {
+  if (!a.url.empty()) return "server";
+  if (models == nullptr || !models->drafter)
+    return std::string(DraftVocabChoiceName(a.draft_vocab));
+  const DraftVocab* subset = models->drafter->draft_vocab();
+  return subset != nullptr ? nlohmann::json(subset->size()) : nlohmann::json("full");
+}
+
 nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
   const bool loaded = models != nullptr;
   return {{"target", a.target},
@@ -282,7 +290,8 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
            a.url.empty() ? std::string(cpu::Int8ActivationsName(a.int8_activations)) : "server"},
           {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"},
           {"shared_prefix_tokens", a.shared_prefix_tokens},
-          {"prefix_cache", a.prefix_cache}};
+          {"prefix_cache", a.prefix_cache},
+          {"draft_vocab", DraftVocabJson(a, models)}};
 }
 
 Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agreement>& agreement,
@@ -396,6 +405,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   AddWeightsOption(cmd, &a->weights);
   AddActivationsOption(cmd, &a->activations);
   AddInt8ActivationsOption(cmd, &a->int8_activations);
+  AddDraftVocabOption(cmd, &a->draft_vocab);
   AddThreadsOption(cmd);
   AddKvDtypeOption(cmd, &a->kv_dtype);
 }

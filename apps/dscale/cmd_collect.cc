@@ -34,6 +34,7 @@ struct CollectArgs {
   cpu::Bf16Activations activations = kDefaultActivations;
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
+  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
 };
 
 // Writes one record per request of each observed step.
@@ -91,7 +92,8 @@ int RunCollect(const CollectArgs& args) {
   Result<Qwen3Model> target = Qwen3Model::Load(
       args.target, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
   if (!target.ok()) return fail(target.status());
-  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.drafter_head);
+  Result<DFlashDrafter> drafter =
+      DFlashDrafter::Load(args.drafter, *target, args.drafter_head, args.draft_vocab);
   if (!drafter.ok()) return fail(drafter.status());
   Result<std::optional<Tokenizer>> tokenizer =
       LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
@@ -101,7 +103,8 @@ int RunCollect(const CollectArgs& args) {
   if (!prompts.ok()) return fail(prompts.status());
 
   const int64_t hidden = drafter->config().draft.hidden_size;
-  const int64_t vocab = target->config().vocab_size;
+  // The features read the draft logits: one column per token drafted over.
+  const int64_t vocab = drafter->draft_vocab_size();
   const train::TraceHeader header{.drafter_hidden = static_cast<uint32_t>(hidden),
                                   .drafter_vocab = static_cast<uint32_t>(vocab),
                                   .projection_seed = args.projection_seed};
@@ -155,6 +158,7 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
   AddActivationsOption(cmd, &args->activations);
   AddInt8ActivationsOption(cmd, &args->int8_activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
+  AddDraftVocabOption(cmd, &args->draft_vocab);
   AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")

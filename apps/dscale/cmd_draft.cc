@@ -20,6 +20,7 @@ struct DraftArgs {
   std::string ids;
   KvDtype kv_dtype = KvDtype::kBf16;
   DrafterHead head = DrafterHead::kNone;
+  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
   cpu::Bf16Activations activations = kDefaultActivations;
 };
 
@@ -32,7 +33,8 @@ int RunDraft(const DraftArgs& args) {
   if (Status s = CheckTokenIds(*ids, target->config().vocab_size, "--ids"); !s.ok()) {
     return ReportError("draft", s);
   }
-  Result<DFlashDrafter> drafter = DFlashDrafter::Load(args.drafter, *target, args.head);
+  Result<DFlashDrafter> drafter =
+      DFlashDrafter::Load(args.drafter, *target, args.head, args.draft_vocab);
   if (!drafter.ok()) return ReportError("draft", drafter.status());
 
   const auto n = static_cast<int32_t>(ids->size());
@@ -60,15 +62,16 @@ int RunDraft(const DraftArgs& args) {
   if (Status s = drafter->Draft(std::span(&request, 1), cache, 16, &draft); !s.ok()) {
     return ReportError("draft", s);
   }
-  const int64_t vocab = target->config().vocab_size;
+  const int64_t vocab = drafter->draft_vocab_size();
   nlohmann::json logits = nlohmann::json::array();
   for (int32_t j = 0; j < draft.candidates; ++j) {
     logits.push_back(std::vector<float>(draft.logits.begin() + j * vocab,
                                         draft.logits.begin() + (j + 1) * vocab));
   }
-  std::cout
-      << nlohmann::json{{"bonus", bonus}, {"draft", draft.tokens}, {"draft_logits", logits}}.dump()
-      << "\n";
+  nlohmann::json result{{"bonus", bonus}, {"draft", draft.tokens}, {"draft_logits", logits}};
+  // With a reduced vocabulary, column i of draft_logits is target token draft_vocab[i].
+  if (const DraftVocab* subset = drafter->draft_vocab()) result["draft_vocab"] = subset->token_ids;
+  std::cout << result.dump() << "\n";
   return 0;
 }
 
@@ -82,6 +85,7 @@ void RegisterDraftCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ids", args->ids, "Comma-separated token ids")->required();
   AddKvDtypeOption(cmd, &args->kv_dtype);
   AddDrafterHeadOption(cmd, &args->head);
+  AddDraftVocabOption(cmd, &args->draft_vocab);
   AddActivationsOption(cmd, &args->activations);
   cmd->callback([args, exit_code] { *exit_code = RunDraft(*args); });
 }

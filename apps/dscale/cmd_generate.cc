@@ -48,6 +48,7 @@ struct GenerateArgs {
   cpu::Bf16Activations activations = kDefaultActivations;
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
+  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
   bool json = false;
 };
 
@@ -113,8 +114,9 @@ Result<std::optional<DFlashDrafter>> LoadDrafter(const GenerateArgs& args,
   if (args.drafter.empty()) {
     return InvalidArgument("--spec " + args.spec + " needs --drafter");
   }
-  DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter,
-                          DFlashDrafter::Load(args.drafter, target, args.drafter_head));
+  DSCALE_ASSIGN_OR_RETURN(
+      DFlashDrafter drafter,
+      DFlashDrafter::Load(args.drafter, target, args.drafter_head, args.draft_vocab));
   return std::optional<DFlashDrafter>(std::move(drafter));
 }
 
@@ -123,9 +125,8 @@ Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
                                                     const Qwen3Model& target,
                                                     const std::optional<DFlashDrafter>& drafter) {
   if (!policy.UsesPredictor()) return std::optional<dvl::Predictor>();
-  DSCALE_ASSIGN_OR_RETURN(
-      dvl::Predictor predictor,
-      LoadDvlPredictor(args.predictor, args.drafter, *drafter, target.config().vocab_size));
+  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
+                          LoadDvlPredictor(args.predictor, args.drafter, *drafter));
   return std::optional<dvl::Predictor>(std::move(predictor));
 }
 
@@ -269,6 +270,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   AddActivationsOption(cmd, &args->activations);
   AddInt8ActivationsOption(cmd, &args->int8_activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
+  AddDraftVocabOption(cmd, &args->draft_vocab);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code, cmd] {
     ApplyDefaultSpec(*cmd, "generate", args->drafter, args->predictor, args->drafter_head,

@@ -39,8 +39,8 @@ DFlashConfig TinyDrafterConfig(const Qwen3Config& target, int64_t layers, int32_
 int RunMakeTiny(const MakeTinyArgs& args) {
   const std::optional<DType> dtype = DTypeFromName(args.dtype);
   if (!dtype) {
-    return ReportError("make-tiny", InvalidArgument("--dtype: expected F32, BF16 or F16, got " +
-                                                    args.dtype));
+    return ReportError("make-tiny",
+                       InvalidArgument("--dtype: expected F32, BF16 or F16, got " + args.dtype));
   }
   Qwen3Config config = args.config;
   config.eos_token_ids = {args.eos >= 0 ? args.eos : config.vocab_size - 1};

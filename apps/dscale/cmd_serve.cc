@@ -69,6 +69,7 @@ struct ServeArgs {
   cpu::Bf16Activations activations = kDefaultActivations;
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
+  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
   BudgetFlags budget;
 };
 
@@ -92,8 +93,9 @@ Status LoadModels(const ServeArgs& args, Models* m) {
   m->target.emplace(std::move(target));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
-    DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter,
-                            DFlashDrafter::Load(args.drafter, *m->target, args.drafter_head));
+    DSCALE_ASSIGN_OR_RETURN(
+        DFlashDrafter drafter,
+        DFlashDrafter::Load(args.drafter, *m->target, args.drafter_head, args.draft_vocab));
     m->drafter.emplace(std::move(drafter));
   }
   DSCALE_ASSIGN_OR_RETURN(
@@ -155,9 +157,8 @@ Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
 
 Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
   if (m.policy.UsesPredictor() && m.drafter) {
-    DSCALE_ASSIGN_OR_RETURN(
-        dvl::Predictor predictor,
-        LoadDvlPredictor(args.predictor, args.drafter, *m.drafter, m.target->config().vocab_size));
+    DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
+                            LoadDvlPredictor(args.predictor, args.drafter, *m.drafter));
     m.predictor.emplace(std::move(predictor));
   }
   const Tokenizer& tokenizer = *m.tokenizer;
@@ -395,6 +396,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   AddActivationsOption(cmd, &args->activations);
   AddInt8ActivationsOption(cmd, &args->int8_activations);
   AddDrafterHeadOption(cmd, &args->drafter_head);
+  AddDraftVocabOption(cmd, &args->draft_vocab);
   AddThreadsOption(cmd);
   cmd->callback([args, exit_code, cmd] {
     ApplyDefaultSpec(*cmd, "serve", args->drafter, args->predictor, args->drafter_head, &args->spec,

@@ -12,6 +12,8 @@ void RegisterLogitsCommand(CLI::App& app, int* exit_code);
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
 void RegisterDraftCommand(CLI::App& app, int* exit_code);
 void RegisterCollectCommand(CLI::App& app, int* exit_code);
+// dscale draft-vocab: a drafter's reduced vocabulary from token counts (cmd_draft_vocab.cc).
+void RegisterDraftVocabCommand(CLI::App& app, int* exit_code);
 // dscale tokenize: encode text (or a chat turn) to ids, or decode ids to text, as JSON.
 void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
 // DVL inspection: the serving budget allocator on JSON probabilities (cmd_dvl_allocate.cc).

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   dscale::cli::RegisterGenerateCommand(app, &exit_code);
   dscale::cli::RegisterDraftCommand(app, &exit_code);
   dscale::cli::RegisterCollectCommand(app, &exit_code);
+  dscale::cli::RegisterDraftVocabCommand(app, &exit_code);
   dscale::cli::RegisterTokenizeCommand(app, &exit_code);
   dscale::cli::RegisterDvlAllocateCommand(app, &exit_code);
   dscale::cli::RegisterTrainPredictorCommand(app, &exit_code);

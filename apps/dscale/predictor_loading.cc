@@ -21,15 +21,37 @@ Result<std::string> ResolvePredictorPath(const std::string& flag_value,
                          " FILE: none was given and the drafter folder has no " + bundled);
 }
 
+dvl::DrafterDims PredictorDimsFor(const DFlashDrafter& drafter) {
+  return {.hidden_size = drafter.config().draft.hidden_size,
+          .vocab_size = drafter.draft_vocab_size()};
+}
+
+Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDrafter& drafter) {
+  const dvl::DrafterDims dims = PredictorDimsFor(drafter);
+  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
+                          dvl::Predictor::Load(path, {.hidden_size = dims.hidden_size}));
+  const int64_t built_for = predictor.projections().vocab_size;
+  if (built_for == dims.vocab_size) return predictor;
+  const DraftVocab* subset = drafter.draft_vocab();
+  const std::string drafts_over =
+      subset != nullptr
+          ? "the " + std::to_string(subset->size()) + " tokens of its " + kDraftVocabFileName +
+                " (a subset of " + std::to_string(subset->target_vocab_size) + ")"
+          : "the target's whole vocabulary of " + std::to_string(dims.vocab_size);
+  return InvalidArgument("predictor file " + path + ": built for drafter vocabulary size " +
+                         std::to_string(built_for) + ", but the running drafter drafts over " +
+                         drafts_over +
+                         " (--draft-vocab full|subset chooses; a predictor is trained on traces "
+                         "collected with the same choice)");
+}
+
 Result<dvl::Predictor> LoadDvlPredictor(const std::string& flag_value,
                                         const std::string& drafter_dir,
-                                        const DFlashDrafter& drafter, int64_t target_vocab) {
+                                        const DFlashDrafter& drafter) {
   const DrafterHead head = drafter.head() != nullptr ? DrafterHead::kDomino : DrafterHead::kNone;
   DSCALE_ASSIGN_OR_RETURN(const std::string path,
                           ResolvePredictorPath(flag_value, "--predictor", drafter_dir, head));
-  const dvl::DrafterDims dims{.hidden_size = drafter.config().draft.hidden_size,
-                              .vocab_size = target_vocab};
-  return dvl::Predictor::Load(path, dims);
+  return LoadPredictorFor(path, drafter);
 }
 
 }  // namespace dscale::cli

@@ -22,11 +22,20 @@ Result<std::string> ResolvePredictorPath(const std::string& flag_value,
                                          const std::string& flag_name,
                                          const std::string& drafter_dir, DrafterHead head);
 
+// The hidden size and vocabulary a predictor for `drafter` must be built for: the drafter's
+// hidden size and the columns of its draft logits (the target's vocabulary, or the size of its
+// draft subset).
+dvl::DrafterDims PredictorDimsFor(const DFlashDrafter& drafter);
+
+// Predictor::Load(path, PredictorDimsFor(drafter)), its errors naming the file and, for a
+// vocabulary that does not match, which vocabulary the drafter drafts over (full or subset) and
+// the flag that chooses it.
+Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDrafter& drafter);
+
 // Loads the predictor ResolvePredictorPath names for `drafter` (loaded from `drafter_dir`, with
-// or without its head), checked against the drafter's hidden size and the target's vocabulary
-// (the projections must fit the drafts they will read).
+// or without its head) with LoadPredictorFor: the projections must fit the drafts they will read.
 Result<dvl::Predictor> LoadDvlPredictor(const std::string& flag_value,
                                         const std::string& drafter_dir,
-                                        const DFlashDrafter& drafter, int64_t target_vocab);
+                                        const DFlashDrafter& drafter);
 
 }  // namespace dscale::cli

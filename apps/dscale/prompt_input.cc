@@ -63,8 +63,9 @@ Result<std::vector<int32_t>> ParseLine(const std::string& line, bool raw,
     return ids;
   }
   if (tokenizer == nullptr) {
-    return InvalidArgument("text prompts need a tokenizer (--tokenizer, or tokenizer files in "
-                           "the target folder)");
+    return InvalidArgument(
+        "text prompts need a tokenizer (--tokenizer, or tokenizer files in "
+        "the target folder)");
   }
   if (const nlohmann::json* messages = JsonMember(j, "messages")) {
     if (!messages->is_array()) {
@@ -113,8 +114,9 @@ Result<std::vector<std::vector<int32_t>>> LoadPrompts(const PromptFlags& flags,
   }
   if (!flags.prompts_file.empty()) return LoadPromptFile(flags.prompts_file, flags.raw, tokenizer);
   if (tokenizer == nullptr) {
-    return InvalidArgument("--prompt needs a tokenizer (--tokenizer, or tokenizer files in the "
-                           "target folder)");
+    return InvalidArgument(
+        "--prompt needs a tokenizer (--tokenizer, or tokenizer files in the "
+        "target folder)");
   }
   DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
                           EncodeText(flags.prompt, flags.raw, *tokenizer));

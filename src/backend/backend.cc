@@ -26,6 +26,11 @@ Result<std::unique_ptr<StepBackend>> MakeBackend(std::string_view device, Qwen3M
   if (host_drafter != nullptr && host_drafter->head() != nullptr) {
     return InvalidArgument("--drafter-head domino runs on the CPU only (--device cpu)");
   }
+  if (host_drafter != nullptr && host_drafter->draft_vocab() != nullptr) {
+    return InvalidArgument(
+        "--draft-vocab: a reduced draft vocabulary runs on the CPU only (--device cpu); pass "
+        "--draft-vocab full with --device cuda");
+  }
   return MakeCudaBackend(host_target, host_drafter);
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "inflate/inflate_draft_vocab.h"
 #include "inflate/inflate_predictor.h"
 #include "inflate/inflate_tensors.h"
 #include "inflate/pad_bounds.h"
@@ -141,20 +142,38 @@ Status WriteTarget(const InflateOptions& o, InflateResult* result) {
 }
 
 // The drafter's predictors present among kPredictorFileNames, each checked against the source
-// pair: (file name, predictor).
+// pair: built for the target's vocabulary, or for the drafter's reduced one (`subset`, when the
+// folder has one): (file name, predictor).
 using NamedPredictors = std::vector<std::pair<std::string, dvl::Predictor>>;
-Result<NamedPredictors> LoadSourcePredictors(const InflateOptions& o, const InflatePlan& plan) {
+Result<NamedPredictors> LoadSourcePredictors(const InflateOptions& o, const InflatePlan& plan,
+                                             const std::optional<DraftVocab>& subset) {
   NamedPredictors predictors;
+  const int64_t full = plan.small_target.vocab_size;
   for (const char* name : kPredictorFileNames) {
     const std::string path = JoinPath(o.drafter_dir, name);
     if (!PathExists(path)) continue;
     DSCALE_ASSIGN_OR_RETURN(
         dvl::Predictor small,
         dvl::Predictor::Load(path, {.hidden_size = plan.small_target.hidden_size,
-                                    .vocab_size = plan.small_target.vocab_size}));
+                                    .vocab_size = subset.has_value() ? 0 : full}));
+    const int64_t built_for = small.projections().vocab_size;
+    if (subset.has_value() && built_for != full && built_for != subset->size()) {
+      return InvalidArgument("predictor file " + path + ": built for drafter vocabulary size " +
+                             std::to_string(built_for) + ", but the drafter has " +
+                             std::to_string(full) + " tokens and a " + kDraftVocabFileName +
+                             " of " + std::to_string(subset->size()));
+    }
     predictors.emplace_back(name, std::move(small));
   }
   return predictors;
+}
+
+// The drafter folder's reduced vocabulary, inflated, when it has one (model/draft_vocab.h).
+Status WriteDraftVocab(const InflateOptions& o, const InflatePlan& plan,
+                       const std::optional<DraftVocab>& subset) {
+  if (!subset.has_value()) return Status::Ok();
+  return SaveDraftVocab(JoinPath(o.out_drafter, kDraftVocabFileName),
+                        InflateDraftVocab(*subset, plan));
 }
 
 // The drafter's Domino head file, inflated, when its config declares one (the source file was
@@ -175,7 +194,7 @@ Status WriteDominoHead(const InflateOptions& o, InflateResult* result) {
 }
 
 Status WriteDrafter(const InflateOptions& o, const NamedPredictors& predictors,
-                    InflateResult* result) {
+                    const std::optional<DraftVocab>& subset, InflateResult* result) {
   const InflatePlan& plan = result->plan;
   DSCALE_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(o.drafter_dir));
   const std::string prefix = DFlashTensorPrefix(source);
@@ -186,12 +205,19 @@ Status WriteDrafter(const InflateOptions& o, const NamedPredictors& predictors,
       WriteTensors(o.out_drafter, tensors, o.max_shard_bytes, &result->drafter_bytes));
   DSCALE_RETURN_IF_ERROR(WriteText(JoinPath(o.out_drafter, "config.json"),
                                    DFlashConfigToJson(plan.large_drafter) + "\n"));
-  const std::vector<std::string> predictor_files(std::begin(kPredictorFileNames),
-                                                 std::end(kPredictorFileNames));
-  DSCALE_RETURN_IF_ERROR(CopyOtherFiles(o.drafter_dir, o.out_drafter, predictor_files));
+  std::vector<std::string> rewritten(std::begin(kPredictorFileNames),
+                                     std::end(kPredictorFileNames));
+  rewritten.push_back(kDraftVocabFileName);
+  DSCALE_RETURN_IF_ERROR(CopyOtherFiles(o.drafter_dir, o.out_drafter, rewritten));
   DSCALE_RETURN_IF_ERROR(WriteDominoHead(o, result));
+  DSCALE_RETURN_IF_ERROR(WriteDraftVocab(o, plan, subset));
   for (const auto& [name, small] : predictors) {
-    DSCALE_ASSIGN_OR_RETURN(dvl::Predictor large, InflatePredictor(small, plan));
+    const bool over_subset =
+        subset.has_value() && small.projections().vocab_size != plan.small_target.vocab_size;
+    DSCALE_ASSIGN_OR_RETURN(dvl::Predictor large,
+                            over_subset ? InflatePredictor(small, plan, subset->size(),
+                                                           InflateDraftVocab(*subset, plan).size())
+                                        : InflatePredictor(small, plan));
     DSCALE_RETURN_IF_ERROR(large.Save(JoinPath(o.out_drafter, name)));
     result->predictors.push_back(name);
   }
@@ -243,9 +269,11 @@ Result<InflateResult> Inflate(const InflateOptions& o) {
   DSCALE_RETURN_IF_ERROR(CheckDirectories(o));
   InflateResult result;
   DSCALE_ASSIGN_OR_RETURN(result.plan, Plan(o));
-  DSCALE_ASSIGN_OR_RETURN(NamedPredictors predictors, LoadSourcePredictors(o, result.plan));
+  DSCALE_ASSIGN_OR_RETURN(std::optional<DraftVocab> subset,
+                          LoadDraftVocab(o.drafter_dir, result.plan.small_target.vocab_size));
+  DSCALE_ASSIGN_OR_RETURN(NamedPredictors predictors, LoadSourcePredictors(o, result.plan, subset));
   DSCALE_RETURN_IF_ERROR(WriteTarget(o, &result));
-  DSCALE_RETURN_IF_ERROR(WriteDrafter(o, predictors, &result));
+  DSCALE_RETURN_IF_ERROR(WriteDrafter(o, predictors, subset, &result));
   return result;
 }
 

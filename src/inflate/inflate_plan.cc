@@ -356,8 +356,9 @@ Status SetPadRows(const SourceBounds& bounds, InflatePlan* plan) {
   const double beta = plan->constant_values[0];
   // A Domino head adds at most correction_bound to a real draft logit's magnitude and nothing
   // to a pad logit, so the margin must also cover it.
-  const double m = (bounds.logit_bound + bounds.correction_bound + kPadLogitMargin) * std::sqrt(kappa) *
-                   bounds.residual_rms_bound / (2.0 * beta * std::min(g_target, g_drafter));
+  const double m = (bounds.logit_bound + bounds.correction_bound + kPadLogitMargin) *
+                   std::sqrt(kappa) * bounds.residual_rms_bound /
+                   (2.0 * beta * std::min(g_target, g_drafter));
   const float bf16_max = Bf16ToF32(0x7f7f);
   if (!(m < bf16_max)) {
     return InvalidArgument("pad rows: the weight they need, " + std::to_string(m) +

@@ -50,8 +50,15 @@ std::vector<float> CentredColumn(const std::vector<float>& logit, int64_t vocab,
 }  // namespace
 
 Result<dvl::Predictor> InflatePredictor(const dvl::Predictor& small, const InflatePlan& plan) {
+  return InflatePredictor(small, plan, plan.small_target.vocab_size, plan.large_target.vocab_size);
+}
+
+// The real columns are the first `vocab` in both (the plan's vocabulary map is a prefix, and an
+// inflated draft subset lists the source subset's ids before its pad ids).
+Result<dvl::Predictor> InflatePredictor(const dvl::Predictor& small, const InflatePlan& plan,
+                                        int64_t vocab, int64_t large_vocab) {
   const dvl::Projections& p = small.projections();
-  const int64_t d = plan.small_target.hidden_size, vocab = plan.small_target.vocab_size;
+  const int64_t d = plan.small_target.hidden_size;
   if (p.hidden_size != d || p.vocab_size != vocab) {
     return InvalidArgument("predictor: built for drafter hidden size " +
                            std::to_string(p.hidden_size) + " and vocabulary " +
@@ -60,7 +67,7 @@ Result<dvl::Predictor> InflatePredictor(const dvl::Predictor& small, const Infla
   }
   dvl::Projections large;
   large.hidden_size = plan.large_target.hidden_size;
-  large.vocab_size = plan.large_target.vocab_size;
+  large.vocab_size = large_vocab;
   large.seed = p.seed;
   // The drafter's final rows come out as y / λ when the LM head is the λ-scaled embedding.
   const float hidden_scale = plan.tied() ? plan.residual_scale : 1.0f;

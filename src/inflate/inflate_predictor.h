@@ -15,4 +15,10 @@ namespace dscale {
 // projection exactly.
 Result<dvl::Predictor> InflatePredictor(const dvl::Predictor& small, const InflatePlan& plan);
 
+// The same for a drafter that drafts over a reduced vocabulary: `small` is built for the source
+// subset's `small_vocab` columns, the result for the inflated subset's `large_vocab`, whose first
+// small_vocab columns are the source subset's tokens and the rest pad rows (InflateDraftVocab).
+Result<dvl::Predictor> InflatePredictor(const dvl::Predictor& small, const InflatePlan& plan,
+                                        int64_t small_vocab, int64_t large_vocab);
+
 }  // namespace dscale

@@ -52,13 +52,22 @@ Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hi
 }
 
 Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Model& target,
-                                          DrafterHead head) {
+                                          DrafterHead head, DraftVocabChoice vocab) {
   const std::string config_path = dir + "/config.json";
   DSCALE_ASSIGN_OR_RETURN(DFlashConfig config, LoadDFlashConfig(config_path, target.config()));
   if (head == DrafterHead::kDomino && !config.domino.has_value()) {
     return InvalidArgument(config_path +
                            ": field \"domino_config\": missing (--drafter-head domino needs a "
                            "drafter that declares a Domino head; docs/DOMINO.md)");
+  }
+  std::optional<DraftVocab> subset;
+  if (vocab != DraftVocabChoice::kFull) {
+    DSCALE_ASSIGN_OR_RETURN(subset, LoadDraftVocab(dir, target.config().vocab_size));
+    if (vocab == DraftVocabChoice::kSubset && !subset.has_value()) {
+      return NotFound(dir + "/" + kDraftVocabFileName +
+                      ": missing (--draft-vocab subset needs a drafter folder with a draft "
+                      "vocabulary; dscale draft-vocab makes one)");
+    }
   }
   DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
   const std::string prefix = DFlashTensorPrefix(checkpoint);
@@ -76,12 +85,26 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Mod
     drafter.AttachHead(
         DominoHead(*config.domino, std::move(*head_weights), target.weights().embed));
   }
+  if (subset.has_value()) drafter.RestrictVocab(std::move(*subset));
   return drafter;
 }
 
 void DFlashDrafter::AttachHead(DominoHead head) {
   DSCALE_CHECK(head.weights().gru_input.cols() == config_.draft.hidden_size);
   head_.emplace(std::move(head));
+  if (draft_vocab_.has_value()) head_->RestrictVocab(draft_vocab_->token_ids);
+}
+
+void DFlashDrafter::RestrictVocab(DraftVocab vocab) {
+  DSCALE_CHECK_MSG(!draft_vocab_.has_value(), "the draft vocabulary is restricted once");
+  DSCALE_CHECK(vocab.target_vocab_size == target_->config().vocab_size);
+  draft_lm_head_ = target_->weights().LmHead().SelectRows(vocab.token_ids);
+  if (head_.has_value()) head_->RestrictVocab(vocab.token_ids);
+  draft_vocab_.emplace(std::move(vocab));
+}
+
+int64_t DFlashDrafter::draft_vocab_size() const {
+  return draft_vocab_.has_value() ? draft_vocab_->size() : target_->config().vocab_size;
 }
 
 DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target)
@@ -135,16 +158,25 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   const auto n = static_cast<int64_t>(requests.size()) * candidates;
   out->candidates = candidates;
   out->hidden.resize(n * dims_.hidden);
-  out->logits.resize(n * vocab);
+  const int64_t draft_vocab = draft_vocab_size();
+  out->logits.resize(n * draft_vocab);
   out->tokens.resize(n);
   const Qwen3Weights& target = target_->weights();
+  const WeightMatrix& lm_head = draft_vocab_.has_value() ? draft_lm_head_ : target.LmHead();
   CpuOps ops{.activations = target_->activations()};
-  RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab, dims_, block, ViewOf(blocks_),
-                 *store_, scratch_,
+  RunDFlashDraft(ops, weights_, target.embed, lm_head, vocab, draft_vocab, dims_, block,
+                 ViewOf(blocks_), *store_, scratch_,
                  {.tokens = head_.has_value() ? nullptr : out->tokens.data(),
                   .logits = out->logits.data(),
                   .hidden = out->hidden.data()});
-  if (!head_.has_value()) return Status::Ok();
+  if (!head_.has_value()) {
+    // The argmax gave subset columns; the engine and the target speak target ids.
+    if (draft_vocab_.has_value()) {
+      for (int32_t& token : out->tokens)
+        token = draft_vocab_->token_ids[static_cast<size_t>(token)];
+    }
+    return Status::Ok();
+  }
   anchors_.clear();
   for (const DraftRequest& r : requests) anchors_.push_back(r.anchor);
   head_->Refine(anchors_, candidates, out->hidden, out->logits, out->tokens);

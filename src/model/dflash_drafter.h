@@ -11,6 +11,9 @@
 // norm, and the target's LM head on rows 1 .. block−1: block−1 greedy candidates. With a Domino
 // head (model/domino_head.h) those logits are then corrected position by position from the
 // candidates proposed before each one, and the candidates are the corrected argmaxes.
+// With a reduced draft vocabulary (model/draft_vocab.h) the LM head is a compact copy of the
+// subset's rows, the draft logits have one column per subset token, and the candidates are
+// mapped back to target ids; the target verifies as ever, so what is committed does not change.
 
 #include <cstdint>
 #include <optional>
@@ -24,6 +27,7 @@
 #include "model/cpu_ops.h"
 #include "model/decoder_layer.h"
 #include "model/domino_head.h"
+#include "model/draft_vocab.h"
 #include "model/drafter.h"
 #include "model/qwen3_model.h"
 
@@ -50,14 +54,26 @@ class DFlashDrafter : public Drafter {
   // validates them against `target`, which must outlive the drafter (its embedding and LM head
   // are shared).
   // With DrafterHead::kDomino the config must declare a head ("domino_config"), read from its
-  // file in `dir`; with kNone a declared head is not loaded.
+  // file in `dir`; with kNone a declared head is not loaded. `vocab` says whether the folder's
+  // draft_vocab.json restricts the drafts (kSubset without one is an error naming the file).
   static Result<DFlashDrafter> Load(const std::string& dir, const Qwen3Model& target,
-                                    DrafterHead head = DrafterHead::kNone);
+                                    DrafterHead head = DrafterHead::kNone,
+                                    DraftVocabChoice vocab = DraftVocabChoice::kFull);
   DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target);
 
   // Runs `head` on every draft from now on (its embedding must be the target's).
   void AttachHead(DominoHead head);
   const DominoHead* head() const { return head_.has_value() ? &*head_ : nullptr; }
+  // Drafts over `vocab`'s tokens from now on (made for the target's vocabulary): gathers the
+  // target LM head's rows of the subset once, as stored (f32, BF16 or int8), and the head's
+  // correction rows likewise. Once.
+  void RestrictVocab(DraftVocab vocab);
+  // The subset drafted over, or null for the target's whole vocabulary.
+  const DraftVocab* draft_vocab() const {
+    return draft_vocab_.has_value() ? &*draft_vocab_ : nullptr;
+  }
+  // Columns of DraftOutput::logits: the subset's size, or the target's vocabulary.
+  int64_t draft_vocab_size() const;
 
   const DFlashConfig& config() const { return config_; }
   const DFlashWeights& weights() const { return weights_; }
@@ -79,7 +95,8 @@ class DFlashDrafter : public Drafter {
   // One drafting step over a StepBatch of the blocks (one span of W rows per request). The
   // block's transient K/V are written at the slots of positions ctx_len .. ctx_len + block − 1
   // (the verification that follows overwrites them). Candidates are the greedy argmax of the
-  // draft logits (the corrected ones with a head; `hidden` stays the backbone's).
+  // draft logits (the corrected ones with a head; `hidden` stays the backbone's), as target ids;
+  // the logits have draft_vocab_size() columns.
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override;
 
@@ -93,6 +110,8 @@ class DFlashDrafter : public Drafter {
   std::vector<WeightMatrix> context_kv_;
   std::optional<KvStore> store_;  // set by Bind
   std::optional<DominoHead> head_;
+  std::optional<DraftVocab> draft_vocab_;
+  WeightMatrix draft_lm_head_;    // [subset, hidden]: the target LM head's subset rows
   std::vector<int32_t> anchors_;  // the head's input, one per drafted request
   // Scratch, reused across calls.
   StepBatch blocks_;  // [anchor, MASK × (W − 1)] per request, non-causal

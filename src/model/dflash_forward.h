@@ -8,7 +8,8 @@
 //
 //   draft: blocks [anchor, MASK × (W−1)] → the target's embedding → the draft layers
 //   (RunDecoderLayer, non-causal over each request's context plus its block) → rows 1 .. W−1
-//   of each block → final norm → the target's LM head → argmax
+//   of each block → final norm → the target's LM head (or its rows of the drafter's reduced
+//   vocabulary, model/draft_vocab.h) → argmax
 
 #include <cstdint>
 
@@ -20,8 +21,8 @@ namespace dscale {
 // Where a draft writes, in the backend's memory, for n blocks of W − 1 candidates each
 // (DraftOutput's layout, model/drafter.h).
 struct DraftOutputs {
-  int32_t* tokens = nullptr;  // [n · (W−1)] greedy candidates; null: no argmax
-  float* logits = nullptr;    // [n · (W−1), vocab] draft logits
+  int32_t* tokens = nullptr;  // [n · (W−1)] greedy candidates (draft-vocab columns); null: none
+  float* logits = nullptr;    // [n · (W−1), draft_vocab] draft logits
   float* hidden = nullptr;    // [n · (W−1), hidden] after the final norm (the LM head's input)
 };
 
@@ -53,11 +54,12 @@ void RunDFlashContext(Ops& ops, const auto& w, const auto& context_kv, const Lay
 
 // One draft over `blocks`: blocks.num_spans requests, request i's block of `block` rows at rows
 // i·block .. (i+1)·block − 1, non-causal. The block's transient K/V are stored at its slots.
-// `embed` and `lm_head` are the target's; `s` the scratch of blocks.rows rows.
+// `embed` [vocab, hidden] is the target's; `lm_head` [draft_vocab, hidden] the target's LM head
+// or the rows of it a reduced draft vocabulary keeps; `s` the scratch of blocks.rows rows.
 template <class Ops>
 void RunDFlashDraft(Ops& ops, const auto& w, const auto& embed, const auto& lm_head, int64_t vocab,
-                    const LayerDims& d, int32_t block, const BatchView& blocks, auto& kv, auto& s,
-                    const DraftOutputs& out) {
+                    int64_t draft_vocab, const LayerDims& d, int32_t block, const BatchView& blocks,
+                    auto& kv, auto& s, const DraftOutputs& out) {
   const int32_t n = blocks.num_spans;
   if (n == 0) return;
   const int32_t rows = blocks.rows;
@@ -72,8 +74,8 @@ void RunDFlashDraft(Ops& ops, const auto& w, const auto& embed, const auto& lm_h
   const int32_t candidates = n * (block - 1);
   ops.GatherBlockTails(x, n, block, h, out.hidden);
   ops.RmsNorm(out.hidden, w.final_norm.data(), out.hidden, candidates, h, d.eps);
-  ops.Gemm(out.hidden, h, lm_head, out.logits, vocab, candidates, /*accumulate=*/false);
-  if (out.tokens != nullptr) ops.Argmax(out.logits, candidates, vocab, out.tokens);
+  ops.Gemm(out.hidden, h, lm_head, out.logits, draft_vocab, candidates, /*accumulate=*/false);
+  if (out.tokens != nullptr) ops.Argmax(out.logits, candidates, draft_vocab, out.tokens);
 }
 
 }  // namespace dscale

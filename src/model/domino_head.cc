@@ -75,6 +75,19 @@ DominoHead::DominoHead(DominoHeadConfig config, DominoHeadWeights weights,
   DSCALE_CHECK(weights_.correction_out.rows() == vocab_ && weights_.correction_out.cols() == b);
 }
 
+void DominoHead::RestrictVocab(std::span<const int32_t> token_ids) {
+  DSCALE_CHECK_MSG(token_ids_.empty(), "the head's vocabulary is restricted once");
+  weights_.correction_out = weights_.correction_out.SelectRows(token_ids);
+  token_ids_.assign(token_ids.begin(), token_ids.end());
+  vocab_ = static_cast<int64_t>(token_ids.size());
+}
+
+int32_t DominoHead::ArgmaxToken(const float* logits) const {
+  int32_t column = 0;
+  cpu::ArgmaxRows(logits, 1, vocab_, &column);
+  return token_ids_.empty() ? column : token_ids_[static_cast<size_t>(column)];
+}
+
 void DominoHead::AdvanceState(int64_t requests) {
   const int64_t g = config_.gru_hidden_size;
   float* x = GrowBuffer(embedded_, requests * hidden_);
@@ -115,7 +128,7 @@ void DominoHead::Refine(std::span<const int32_t> anchors, int32_t candidates,
   state_.assign(requests * config_.gru_hidden_size, 0.0f);
   AdvanceState(requests);  // s ← GRU(embed(anchor), 0)
   for (int64_t r = 0; r < requests; ++r) {
-    cpu::ArgmaxRows(logits.data() + r * candidates * vocab_, 1, vocab_, &tokens[r * candidates]);
+    tokens[r * candidates] = ArgmaxToken(logits.data() + r * candidates * vocab_);
   }
   for (int32_t column = 1; column < candidates; ++column) {
     for (int64_t r = 0; r < requests; ++r) step_tokens_[r] = tokens[r * candidates + column - 1];
@@ -125,7 +138,7 @@ void DominoHead::Refine(std::span<const int32_t> anchors, int32_t candidates,
       float* row = logits.data() + (r * candidates + column) * vocab_;
       const float* correction = correction_.data() + r * vocab_;
       for (int64_t v = 0; v < vocab_; ++v) row[v] += correction[v];
-      cpu::ArgmaxRows(row, 1, vocab_, &tokens[r * candidates + column]);
+      tokens[r * candidates + column] = ArgmaxToken(row);
     }
   }
 }

@@ -59,11 +59,19 @@ class DominoHead {
   const DominoHeadConfig& config() const { return config_; }
   const DominoHeadWeights& weights() const { return weights_; }
 
+  // Corrects logits over the target tokens `token_ids` only (a reduced draft vocabulary,
+  // model/draft_vocab.h): correction_out keeps those rows (copied once, as stored), the logits
+  // Refine takes have token_ids.size() columns, and its proposals are mapped back to target ids
+  // (the GRU reads their target embeddings). Once, before any Refine.
+  void RestrictVocab(std::span<const int32_t> token_ids);
+  // Columns of the logits Refine corrects: the target's vocabulary, or the restricted one.
+  int64_t vocab() const { return vocab_; }
+
   // The rollout above for anchors.size() requests of `candidates` candidates each, request-major:
   // hidden [requests · candidates, hidden] (the backbone's final-normed rows), logits
-  // [requests · candidates, vocab] the backbone's on entry and the corrected ones on return, tokens
-  // [requests · candidates] the proposals (argmax of the corrected logits; column 0 the
-  // backbone's).
+  // [requests · candidates, vocab()] the backbone's on entry and the corrected ones on return,
+  // tokens [requests · candidates] the proposals as target ids (argmax of the corrected logits;
+  // column 0 the backbone's).
   void Refine(std::span<const int32_t> anchors, int32_t candidates, std::span<const float> hidden,
               std::span<float> logits, std::span<int32_t> tokens);
 
@@ -73,11 +81,14 @@ class DominoHead {
   // correction_ [requests, vocab] for candidate column `column`.
   void ComputeCorrection(int64_t requests, int32_t candidates, int32_t column,
                          std::span<const float> hidden);
+  // The target id of the largest of `logits`' vocab_ columns.
+  int32_t ArgmaxToken(const float* logits) const;
 
   DominoHeadConfig config_;
   DominoHeadWeights weights_;
   const WeightMatrix* embedding_;
   int64_t hidden_ = 0, vocab_ = 0;
+  std::vector<int32_t> token_ids_;  // column → target id; empty: the identity
   // Scratch, grown on demand: [requests, ·] each.
   std::vector<int32_t> step_tokens_;
   std::vector<float> state_, embedded_, gates_x_, gates_h_, mlp_in_, mlp_mid_, correction_;

@@ -126,6 +126,64 @@ WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
   return m;
 }
 
+namespace {
+
+// The selected rows that lie in blocks of one format, copied back to back.
+struct SelectedRun {
+  WeightFormat format = WeightFormat::kF32;
+  std::vector<std::byte> values;
+  std::vector<float> scales;  // kInt8 only
+  int64_t rows = 0;
+};
+
+WeightMatrix RunToMatrix(SelectedRun run, int64_t cols) {
+  auto bytes_to = [&run]<typename T>(T) {
+    std::vector<T> out(run.values.size() / sizeof(T));
+    std::memcpy(out.data(), run.values.data(), run.values.size());
+    return out;
+  };
+  switch (run.format) {
+    case WeightFormat::kBF16:
+      return WeightMatrix::FromBf16(bytes_to(uint16_t{}), run.rows, cols);
+    case WeightFormat::kInt8:
+      return WeightMatrix::FromInt8(bytes_to(int8_t{}), std::move(run.scales), run.rows, cols);
+    case WeightFormat::kF32:
+      break;
+  }
+  return WeightMatrix::FromF32(bytes_to(float{}), run.rows, cols);
+}
+
+}  // namespace
+
+WeightMatrix WeightMatrix::SelectRows(std::span<const int32_t> rows) const {
+  std::vector<WeightMatrix> parts;
+  SelectedRun run;
+  const int64_t groups = cpu::Int8Groups(cols_);
+  for (const int32_t wanted : rows) {
+    DSCALE_CHECK(wanted >= 0 && wanted < rows_);
+    int64_t row = wanted;
+    const Block* block = blocks_.data();
+    while (row >= block->rows) row -= (block++)->rows;
+    if (run.rows > 0 && run.format != block->format) {
+      parts.push_back(RunToMatrix(std::move(run), cols_));
+      run = SelectedRun{};
+    }
+    run.format = block->format;
+    const size_t row_bytes = static_cast<size_t>(cols_) * ElementBytes(block->format);
+    const auto* source = static_cast<const std::byte*>(block->data) + row * row_bytes;
+    run.values.insert(run.values.end(), source, source + row_bytes);
+    if (block->format == WeightFormat::kInt8) {
+      run.scales.insert(run.scales.end(), block->scales + row * groups,
+                        block->scales + (row + 1) * groups);
+    }
+    ++run.rows;
+  }
+  if (run.rows > 0 || parts.empty()) parts.push_back(RunToMatrix(std::move(run), cols_));
+  WeightMatrix selected = Stack(parts);
+  selected.cols_ = cols_;
+  return selected;
+}
+
 void WeightMatrix::RowToF32(int64_t row, float* dst) const {
   DSCALE_CHECK(row >= 0 && row < rows_);
   for (const Block& b : blocks_) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -56,6 +57,10 @@ class WeightMatrix {
 
   // Rows [begin, begin + count), sharing this matrix's storage.
   WeightMatrix RowRange(int64_t begin, int64_t count) const;
+  // Rows rows[0], rows[1], ... copied into owned storage in the format each is stored in (f32,
+  // BF16 bits, or int8 values with their scales), so a product over them reads only those rows
+  // and gives, row for row, what the source's rows give. Every entry is a valid row.
+  WeightMatrix SelectRows(std::span<const int32_t> rows) const;
   // Row `row` widened to f32 into dst[0, cols) (int8: the values Project multiplies by).
   void RowToF32(int64_t row, float* dst) const;
   // Every element widened to f32 (references, uploads, tests).

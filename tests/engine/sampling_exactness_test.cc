@@ -5,6 +5,9 @@
 // samples all occur (auto's plain steps too); the Domino cases draft with a random DFlash
 // drafter and head instead. Three tokens over 6 ids (216 cells) for the uniform
 // policies; dscale's features need at least 16 ids, so two tokens over 16 ids (256 cells) there.
+// The reduced-vocabulary cases draft with a random DFlash drafter over 16 of 18 ids: the draft
+// distribution is zero outside the subset, and the two left-out ids, which the target samples,
+// come out through rejections and bonus draws only.
 
 #include <gtest/gtest.h>
 
@@ -58,18 +61,34 @@ std::vector<double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& p
 
 // Which drafter proposes: the planted-error one, or a random DFlash drafter with a random Domino
 // head (its proposals are the head's corrected argmaxes).
-enum class Proposer { kPlanted, kDomino };
+// kSubset / kDominoSubset: the same over a reduced draft vocabulary (all ids but 5 and 11).
+enum class Proposer { kPlanted, kDomino, kSubset, kDominoSubset };
+
+std::unique_ptr<DFlashDrafter> RandomDFlashProposer(const Qwen3Model& target, Proposer proposer) {
+  const bool head = proposer == Proposer::kDomino || proposer == Proposer::kDominoSubset;
+  std::unique_ptr<DFlashDrafter> drafter =
+      head ? testing::RandomDominoDrafter(target, 21) : testing::RandomDrafter(target, 21);
+  if (proposer == Proposer::kSubset || proposer == Proposer::kDominoSubset) {
+    DraftVocab subset{.target_vocab_size = target.config().vocab_size, .token_ids = {}};
+    for (int32_t id = 0; id < target.config().vocab_size; ++id) {
+      if (id != 5 && id != 11) subset.token_ids.push_back(id);
+    }
+    drafter->RestrictVocab(std::move(subset));
+  }
+  return drafter;
+}
 
 void ExpectExactSampling(const std::string& mode, const SamplingParams& base, int64_t vocab = 6,
                          int length = 3, const std::string& budget = "0.5",
-                         Proposer proposer = Proposer::kPlanted) {
+                         Proposer proposer = Proposer::kPlanted,
+                         int64_t min_accepted = kSamples / 10) {
   const Qwen3Config config = testing::EngineTestTargetConfig(vocab);
   Qwen3Model target(config, RandomQwen3Weights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
   testing::PlantedDrafter planted(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
-  std::unique_ptr<DFlashDrafter> domino;
-  if (proposer == Proposer::kDomino) domino = testing::RandomDominoDrafter(target, 21);
-  Drafter& drafter = proposer == Proposer::kDomino ? static_cast<Drafter&>(*domino) : planted;
+  std::unique_ptr<DFlashDrafter> random;
+  if (proposer != Proposer::kPlanted) random = RandomDFlashProposer(target, proposer);
+  Drafter& drafter = random ? static_cast<Drafter&>(*random) : planted;
   EngineConfig engine_config{.policy = LengthPolicy::Parse(mode).value(),
                              .max_running = 64,
                              .verify_budget = budget::VerifyBudget::Parse(budget).value()};
@@ -82,7 +101,8 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
   engine_config.planted_step_times = &free_rows;
   std::optional<dvl::Predictor> predictor;
   if (engine_config.policy.UsesPredictor()) {
-    predictor = testing::RandomPredictor(config.hidden_size, vocab, 4);
+    predictor = testing::RandomPredictor(config.hidden_size,
+                                         random ? random->draft_vocab_size() : vocab, 4);
     engine_config.predictor = &*predictor;
   }
   auto engine = Engine::Create(target, &drafter, engine_config).value();
@@ -104,7 +124,7 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
   }
   const testing::ChiSquareResult chi = testing::ChiSquareTest(counts, exact);
   EXPECT_GT(chi.p_value, 0.001) << mode << ": chi2 " << chi.statistic << " dof " << chi.dof;
-  EXPECT_GT(accepted_drafts, kSamples / 10) << "the accept path must be exercised";
+  EXPECT_GT(accepted_drafts, min_accepted) << "the accept path must be exercised";
 }
 
 TEST(SamplingExactnessTest, DFlashAtTemperatureOne) {
@@ -129,6 +149,20 @@ TEST(SamplingExactnessTest, DSparkAtTemperatureOne) {
 
 TEST(SamplingExactnessTest, DominoHeadAtTemperatureOne) {
   ExpectExactSampling("dflash", {.temperature = 1.0f}, 6, 3, "0.5", Proposer::kDomino);
+}
+
+// A random drafter's proposals are tokens the random target rarely samples at temperature 1
+// (11 accepts in 20,000 requests); at temperature 4 the target's distribution is flat enough
+// that drafts are accepted (about 1,100 times with dflash, 300 with dscale's half budget), and
+// the accept path is required 200 times.
+TEST(SamplingExactnessTest, ReducedDraftVocabularyAtTemperatureFour) {
+  ExpectExactSampling("dflash", {.temperature = 4.0f}, /*vocab=*/18, /*length=*/2, "0.5",
+                      Proposer::kSubset, /*min_accepted=*/200);
+}
+
+TEST(SamplingExactnessTest, ReducedDraftVocabularyWithDScaleAndADominoHead) {
+  ExpectExactSampling("dscale", {.temperature = 4.0f}, /*vocab=*/18, /*length=*/2, "0.5",
+                      Proposer::kDominoSubset, /*min_accepted=*/200);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {

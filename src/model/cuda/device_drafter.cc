@@ -91,8 +91,8 @@ void DeviceDFlashDrafter::EnqueueDraft(const DeviceBatchView& blocks, DeviceDraf
   DSCALE_CHECK(out.tokens != nullptr && out.logits != nullptr && out.hidden != nullptr);
   const DeviceQwen3Weights& target = target_->weights();
   CudaOps ops(gemm_, s.layer, stream);
-  RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab(), dims_, block, blocks, kv_,
-                 s.layer, out);
+  RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab(), vocab(), dims_, block,
+                 blocks, kv_, s.layer, out);
 }
 
 DeviceDraftScratch::DeviceDraftScratch(const DeviceDFlashDrafter& drafter, int32_t max_requests,
