@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "int8_case.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/reference/reference_kernels.h"
@@ -22,17 +23,12 @@ namespace {
 
 using testing::RandomNormal;
 
-struct Case {
-  std::vector<float> x, y0;
-  std::vector<int8_t> w;      // one leading element, so the matrix starts unaligned
-  std::vector<float> scales;  // [out, groups]
-};
+using Case = testing::Int8Case;
 
-// Weights over the range the weight quantiser produces ([-127, 127]); scales over three decades,
-// some zero; activations of mixed magnitudes, with some all-zero groups.
+// testing::MakeInt8Case with activations of mixed magnitudes (each row scaled by 10^±3) and some
+// all-zero groups.
 Case MakeCase(std::mt19937& rng, int64_t rows, int64_t in, int64_t out) {
-  Case c;
-  c.x = RandomNormal(rng, rows * in);
+  Case c = testing::MakeInt8Case(rng, rows, in, out);
   std::uniform_real_distribution<float> magnitude(-3.0f, 3.0f);
   for (int64_t r = 0; r < rows; ++r) {
     const float m = std::pow(10.0f, magnitude(rng));
@@ -45,23 +41,13 @@ Case MakeCase(std::mt19937& rng, int64_t rows, int64_t in, int64_t out) {
       for (int64_t i = g * 32; i < std::min(in, (g + 1) * 32); ++i) c.x[r * in + i] = 0.0f;
     }
   }
-  c.y0 = RandomNormal(rng, rows * out);
-  std::uniform_int_distribution<int> value(-127, 127);
-  c.w.resize(out * in + 1);
-  for (int8_t& q : c.w) q = static_cast<int8_t>(value(rng));
-  std::uniform_real_distribution<float> exponent(-4.0f, -1.0f);
-  std::bernoulli_distribution zero(0.05);
-  c.scales.resize(out * cpu::Int8Groups(in));
-  for (float& s : c.scales) s = zero(rng) ? 0.0f : std::pow(10.0f, exponent(rng));
   return c;
 }
-
-const int8_t* Weights(const Case& c) { return c.w.data() + 1; }
 
 std::vector<float> Reference(const Case& c, int64_t rows, int64_t in, int64_t out,
                              bool accumulate) {
   std::vector<float> want = c.y0;
-  ref::LinearInt8Int8(c.x.data(), Weights(c), c.scales.data(), want.data(), rows, in, out,
+  ref::LinearInt8Int8(c.x.data(), c.weights(), c.scales.data(), want.data(), rows, in, out,
                       cpu::kInt8GroupSize, accumulate);
   return want;
 }
@@ -93,7 +79,7 @@ TEST(LinearInt8DotTest, EveryVariantGivesTheReferencesBitsAtOddSizes) {
                        << " out=" << out << " accumulate=" << accumulate);
           const Case c = MakeCase(rng, rows, in, out);
           std::vector<float> y = c.y0;
-          cpu::LinearInt8Dot(isa, c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in, out,
+          cpu::LinearInt8Dot(isa, c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in, out,
                              accumulate);
           ExpectSameBits(y, Reference(c, rows, in, out, accumulate));
         }
@@ -114,7 +100,7 @@ TEST(LinearInt8DotTest, WideInputsGiveTheReferencesBits) {
         const int64_t out = 67;
         const Case c = MakeCase(rng, rows, in, out);
         std::vector<float> y = c.y0;
-        cpu::LinearInt8Dot(isa, c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in, out,
+        cpu::LinearInt8Dot(isa, c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in, out,
                            /*accumulate=*/false);
         ExpectSameBits(y, Reference(c, rows, in, out, false));
       }
@@ -127,7 +113,7 @@ TEST(LinearInt8DotTest, DispatchedKernelGivesTheReferencesBitsIntoAColumnBlock) 
   const int64_t rows = 5, in = 70, out = 19, ldy = 24;
   const Case c = MakeCase(rng, rows, in, out);
   std::vector<float> wide(rows * ldy, -7.0f);
-  cpu::LinearInt8(c.x.data(), Weights(c), c.scales.data(), wide.data() + 3, rows, in, out,
+  cpu::LinearInt8(c.x.data(), c.weights(), c.scales.data(), wide.data() + 3, rows, in, out,
                   /*accumulate=*/false, ldy, cpu::Int8Activations::kInt8);
   const std::vector<float> want = Reference(c, rows, in, out, false);
   for (int64_t r = 0; r < rows; ++r) {
@@ -147,16 +133,16 @@ TEST(LinearInt8DotTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
   for (const cpu::Int8DotIsa isa : cpu::SupportedInt8DotIsas()) {
     SCOPED_TRACE(cpu::Int8DotIsaName(isa));
     std::vector<float> all(rows * out);
-    cpu::LinearInt8Dot(isa, c.x.data(), Weights(c), c.scales.data(), all.data(), rows, in, out,
+    cpu::LinearInt8Dot(isa, c.x.data(), c.weights(), c.scales.data(), all.data(), rows, in, out,
                        false);
     for (int64_t r = 0; r < rows; ++r) {
       // Row r between two rows of other values, and alone.
       std::vector<float> three = RandomNormal(rng, 3 * in, 0.0f, 1000.0f);
       std::copy_n(c.x.data() + r * in, in, three.data() + in);
       std::vector<float> y3(3 * out), y1(out);
-      cpu::LinearInt8Dot(isa, three.data(), Weights(c), c.scales.data(), y3.data(), 3, in, out,
+      cpu::LinearInt8Dot(isa, three.data(), c.weights(), c.scales.data(), y3.data(), 3, in, out,
                          false);
-      cpu::LinearInt8Dot(isa, c.x.data() + r * in, Weights(c), c.scales.data(), y1.data(), 1, in,
+      cpu::LinearInt8Dot(isa, c.x.data() + r * in, c.weights(), c.scales.data(), y1.data(), 1, in,
                          out, false);
       const std::vector<float> want(all.begin() + r * out, all.begin() + (r + 1) * out);
       ExpectSameBits(std::vector<float>(y3.begin() + out, y3.begin() + 2 * out), want);
@@ -261,7 +247,7 @@ TEST(QuantizeInt8ActivationsTest, NonFiniteGroupsTurnTheirRowsOutputsNaN) {
     c.x[in + 40] = bad;  // row 1
     for (const cpu::Int8DotIsa isa : cpu::SupportedInt8DotIsas()) {
       std::vector<float> y(rows * out);
-      cpu::LinearInt8Dot(isa, c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in, out,
+      cpu::LinearInt8Dot(isa, c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in, out,
                          false);
       for (int64_t o = 0; o < out; ++o) {
         EXPECT_TRUE(std::isfinite(y[o])) << o;

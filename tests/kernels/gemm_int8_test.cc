@@ -14,49 +14,28 @@
 #include <vector>
 
 #include "float_bounds.h"
+#include "int8_case.h"
 #include "kernel_test_util.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace dscale {
 namespace {
 
-using testing::RandomNormal;
 
-struct Case {
-  std::vector<float> x, y0;
-  std::vector<int8_t> w;      // one leading element, so the matrix starts unaligned
-  std::vector<float> scales;  // [out, groups]
-};
-
-// Weights over the whole int8 range the quantiser uses ([-127, 127]); scales spread over three
-// decades, with some groups zero (an all-zero group quantises to scale 0).
-Case MakeCase(std::mt19937& rng, int64_t rows, int64_t in, int64_t out) {
-  Case c;
-  c.x = RandomNormal(rng, rows * in);
-  c.y0 = RandomNormal(rng, rows * out);
-  std::uniform_int_distribution<int> value(-127, 127);
-  c.w.resize(out * in + 1);
-  for (int8_t& q : c.w) q = static_cast<int8_t>(value(rng));
-  std::uniform_real_distribution<float> exponent(-4.0f, -1.0f);
-  std::bernoulli_distribution zero(0.05);
-  c.scales.resize(out * cpu::Int8Groups(in));
-  for (float& s : c.scales) s = zero(rng) ? 0.0f : std::pow(10.0f, exponent(rng));
-  return c;
-}
-
-const int8_t* Weights(const Case& c) { return c.w.data() + 1; }
+using Case = testing::Int8Case;
+using testing::MakeInt8Case;
 
 void ExpectWithinBound(const Case& c, const std::vector<float>& got, int64_t rows, int64_t in,
                        int64_t out, bool accumulate) {
   std::vector<float> want = c.y0;
-  ref::LinearInt8(c.x.data(), Weights(c), c.scales.data(), want.data(), rows, in, out,
+  ref::LinearInt8(c.x.data(), c.weights(), c.scales.data(), want.data(), rows, in, out,
                   cpu::kInt8GroupSize, accumulate);
   const int64_t groups = cpu::Int8Groups(in);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t o = 0; o < out; ++o) {
       double mass = accumulate ? std::fabs(c.y0[r * out + o]) : 0.0;
       for (int64_t i = 0; i < in; ++i) {
-        const double weight = static_cast<double>(Weights(c)[o * in + i]) *
+        const double weight = static_cast<double>(c.weights()[o * in + i]) *
                               c.scales[o * groups + i / cpu::kInt8GroupSize];
         mass += std::fabs(c.x[r * in + i] * weight);
       }
@@ -81,9 +60,9 @@ TEST(LinearInt8Test, EveryVariantMatchesTheReferenceAtOddSizes) {
             SCOPED_TRACE(::testing::Message()
                          << cpu::Bf16IsaName(isa) << " rows=" << rows << " in=" << in
                          << " out=" << out << " accumulate=" << accumulate);
-            const Case c = MakeCase(rng, rows, in, out);
+            const Case c = MakeInt8Case(rng, rows, in, out);
             std::vector<float> y = c.y0;
-            cpu::LinearInt8Tiled(isa, c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in,
+            cpu::LinearInt8Tiled(isa, c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in,
                                  out, accumulate);
             ExpectWithinBound(c, y, rows, in, out, accumulate);
           }
@@ -100,10 +79,10 @@ TEST(LinearInt8Test, DequantiseAndSgemmMatchesTheReference) {
       for (const bool accumulate : {false, true}) {
         SCOPED_TRACE(::testing::Message()
                      << "rows=" << rows << " in=" << in << " accumulate=" << accumulate);
-        const Case c = MakeCase(rng, rows, in, 70);
+        const Case c = MakeInt8Case(rng, rows, in, 70);
         std::vector<float> y = c.y0;
-        cpu::LinearInt8DequantSgemm(c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in, 70,
-                                    accumulate);
+        cpu::LinearInt8DequantSgemm(c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in,
+                                    70, accumulate);
         ExpectWithinBound(c, y, rows, in, 70, accumulate);
       }
     }
@@ -118,9 +97,9 @@ TEST(LinearInt8Test, DispatchedKernelMatchesTheReferenceOnBothPaths) {
         for (const bool accumulate : {false, true}) {
           SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " out=" << out
                                             << " accumulate=" << accumulate);
-          const Case c = MakeCase(rng, rows, in, out);
+          const Case c = MakeInt8Case(rng, rows, in, out);
           std::vector<float> y = c.y0;
-          cpu::LinearInt8(c.x.data(), Weights(c), c.scales.data(), y.data(), rows, in, out,
+          cpu::LinearInt8(c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in, out,
                           accumulate);
           ExpectWithinBound(c, y, rows, in, out, accumulate);
         }
@@ -132,11 +111,11 @@ TEST(LinearInt8Test, DispatchedKernelMatchesTheReferenceOnBothPaths) {
 TEST(LinearInt8Test, WritesIntoAColumnBlockOfAWiderOutput) {
   std::mt19937 rng(10);
   const int64_t rows = 3, in = 45, out = 6, ldy = 11;
-  const Case c = MakeCase(rng, rows, in, out);
+  const Case c = MakeInt8Case(rng, rows, in, out);
   std::vector<float> wide(rows * ldy, -7.0f), want(rows * out);
-  cpu::LinearInt8(c.x.data(), Weights(c), c.scales.data(), wide.data() + 2, rows, in, out,
+  cpu::LinearInt8(c.x.data(), c.weights(), c.scales.data(), wide.data() + 2, rows, in, out,
                   /*accumulate=*/false, ldy);
-  cpu::LinearInt8(c.x.data(), Weights(c), c.scales.data(), want.data(), rows, in, out);
+  cpu::LinearInt8(c.x.data(), c.weights(), c.scales.data(), want.data(), rows, in, out);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t o = 0; o < ldy; ++o) {
       const float expected = o >= 2 && o < 2 + out ? want[r * out + o - 2] : -7.0f;
@@ -149,12 +128,12 @@ TEST(LinearInt8Test, WritesIntoAColumnBlockOfAWiderOutput) {
 TEST(LinearInt8Test, DequantisedValuesAreTheRoundedProducts) {
   std::mt19937 rng(11);
   for (const int64_t in : {1, 31, 32, 33, 100, 1031}) {
-    const Case c = MakeCase(rng, 1, in, 5);
+    const Case c = MakeInt8Case(rng, 1, in, 5);
     std::vector<float> got(5 * in);
-    cpu::DequantizeInt8Rows(Weights(c), c.scales.data(), 5, in, got.data());
+    cpu::DequantizeInt8Rows(c.weights(), c.scales.data(), 5, in, got.data());
     for (int64_t o = 0; o < 5; ++o) {
       for (int64_t i = 0; i < in; ++i) {
-        const float want = static_cast<float>(Weights(c)[o * in + i]) *
+        const float want = static_cast<float>(c.weights()[o * in + i]) *
                            c.scales[o * cpu::Int8Groups(in) + i / cpu::kInt8GroupSize];
         ASSERT_EQ(got[o * in + i], want) << "in=" << in << " o=" << o << " i=" << i;
       }
