@@ -21,7 +21,6 @@
 namespace dscale {
 namespace {
 
-
 using Case = testing::Int8Case;
 using testing::MakeInt8Case;
 
