@@ -246,6 +246,7 @@ void Engine::Admit() {
       queue_.pop_front();
       continue;
     }
+    if (running() >= config_.max_running) return;
     // Cached pages may hold the prompt's start, up to its last token (whose logits give the
     // first output token, so it is always computed), with the drafter's rows where it drafts.
     const int32_t page_size = cache_.shape().page_size;
@@ -253,10 +254,7 @@ void Engine::Admit() {
         cache_.MatchPrefix(std::span(head.tokens).first(head.prompt_len),
                            (head.prompt_len - 1) / page_size, drafter_ != nullptr);
     const auto shared_pages = static_cast<int32_t>(shared.size());
-    if (running() >= config_.max_running ||
-        PagesFor(head) - shared_pages > cache_.FreePagesSharing(shared)) {
-      return;
-    }
+    if (PagesFor(head) - shared_pages > cache_.FreePagesSharing(shared)) return;
     head.seq = cache_.AddSequence(shared);
     head.prefilled = shared_pages * page_size;
     stats_.prefix_query_tokens += config_.prefix_cache ? head.prompt_len : 0;
