@@ -26,7 +26,8 @@ def main():
     dscale = os.path.join(ROOT, "build", "dscale")
     ids = [int(x) for x in a.ids.split(",")]
     target = load_target(a.target_ckpt)
-    out = json.loads(subprocess.check_output([dscale, "logits", "--model", a.target, "--ids", a.ids]))
+    out = json.loads(subprocess.check_output([dscale, "logits", "--model", a.target, "--ids", a.ids,
+                                              "--kv-dtype", "f32"]))
     with torch.no_grad():
         h, _ = target(torch.tensor([ids]))
         logits = target.lm_head(h)[0]
@@ -38,7 +39,7 @@ def main():
     dr = DFlashDrafter(ck["config"], ck["config"]["dflash_config"]["target_layer_ids"])
     dr.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in ck["model"].items()})
     out = json.loads(subprocess.check_output([dscale, "draft", "--target", a.target, "--drafter",
-                                              a.drafter, "--ids", a.ids]))
+                                              a.drafter, "--ids", a.ids, "--kv-dtype", "f32"]))
     n, Bk = len(ids), ck["config"]["block_size"]
     mask_id = ck["config"]["dflash_config"]["mask_token_id"]
     with torch.no_grad():

@@ -5,8 +5,7 @@
 #   1. prompts  the first 96 questions of data/gsm8k/train.jsonl, as {"prompt": ...} lines
 #   2. collect  full-width DFlash traces of the bundled pair, greedy, at most 128 tokens per
 #               request, 16 requests at a time, projection seed 1, f32 KV cache (the default
-#               BF16 cache rounds K and V, which turns some greedy near-ties the other way: 4,256
-#               records, holdout R² 0.908 and raw retention 49.9% for the same recipe)
+#               BF16 cache rounds K and V, which turns some greedy near-ties the other way)
 #   3. train    dscale train-predictor with its defaults (seed 1; 10% of the prompt ids held out)
 #   4. eval     dscale eval-predictor on the held-out prompts, for the new predictor and for the
 #               bundled one
@@ -20,23 +19,23 @@
 #   --head domino  the same recipe on the drafter with its Domino head (docs/DOMINO.md): the traces'
 #                  features come from the head's corrected draft logits; the predictor is
 #                  models/tiny-dflash/predictor-domino.bin (no --check band for it). Its default is
-#                  the first 192 questions: the head's longer accepts give about half the records
-#                  per prompt, and 192 prompts give about as many records as 96 do without it
+#                  the first 192 questions (7,249 records with the bundled pair; 96 give 3,907
+#                  without the head)
 #   --prompts N    the first N GSM8K train questions (default 96; 192 with --head domino)
 #   --check        exit 1 unless both predictors' holdout figures are within the band below
 #   --install      copy the new predictor over models/tiny-dflash/predictor.bin (predictor-domino.bin)
 #
 # Training is single-threaded and seeded, so the same traces give the same predictor bit for bit.
 # The traces are not bit-identical everywhere: OpenBLAS picks its kernels for the CPU and splits
-# work by thread count, which moves the logged features by up to ~2e-5 (measured with the
-# Haswell, Zen and SkylakeX kernels and 1 or 2 threads). In those runs no accepted length
-# changed and the figures agreed to 1e-7, but the predictor's bytes differ in the last bits.
-# The band is wide enough for a CPU on which a greedy near-tie flips a few requests (perturbing
-# 40 of the 4,174 accepted lengths by 2 moves R² by 0.005 and raw retention by 0.01) and narrow
-# enough to catch a different recipe (--max-tokens 256 gives R² 0.97 and raw retention 0.74).
+# work by thread count, which moves the logged features by up to ~2e-5 (measured on the previous
+# pair with the Haswell, Zen and SkylakeX kernels and 1 or 2 threads: no accepted length changed
+# and the figures agreed to 1e-7, but the predictor's bytes differed in the last bits). The band
+# is wide enough for a CPU on which a greedy near-tie flips a few requests (the holdout is 539
+# records from 12 prompts) and narrow enough to catch another recipe or pair (the previous
+# bundled pair, whose target looped, scored R² 0.915 and raw retention 52.3%).
 #
-#   holdout R²              0.915  band [0.895, 0.935]
-#   retention, raw          52.3%  band [50%, 55%]
+#   holdout R²              0.447  band [0.40, 0.50]
+#   retention, raw          40.2%  band [37%, 44%]
 #   retention, adjusted     99.6%  band [98%, 100%]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -116,8 +115,8 @@ report() {  # NAME EVAL_JSON
            n, r, r2, 100 * raw, 100 * adj }'
   if [ "$check" -eq 1 ]; then
     local ok=1
-    [ "$(within "$r2" 0.895 0.935)" -eq 1 ] || { echo "  R2 $r2 is outside [0.895, 0.935]"; ok=0; }
-    [ "$(within "$raw" 0.50 0.55)" -eq 1 ] || { echo "  raw retention $raw is outside [0.50, 0.55]"; ok=0; }
+    [ "$(within "$r2" 0.40 0.50)" -eq 1 ] || { echo "  R2 $r2 is outside [0.40, 0.50]"; ok=0; }
+    [ "$(within "$raw" 0.37 0.44)" -eq 1 ] || { echo "  raw retention $raw is outside [0.37, 0.44]"; ok=0; }
     [ "$(within "$adj" 0.98 1.0)" -eq 1 ] || { echo "  adjusted retention $adj is outside [0.98, 1]"; ok=0; }
     [ "$ok" -eq 1 ] || failed=1
   fi

@@ -162,22 +162,22 @@ TEST(InflateGenerationTest, BundledPairEveryPolicy) {
                         std::string(DSCALE_MODELS_DIR) + "/tiny-dflash"};
   ScopedTempDir dir;
   const PairDirs out{dir.File("target"), dir.File("drafter")};
-  const InflateShape shape{.hidden_size = 384,
-                           .intermediate_size = 704,
+  const InflateShape shape{.hidden_size = 512,
+                           .intermediate_size = 1088,
                            .num_hidden_layers = 9,
                            .num_attention_heads = 8,
                            .num_key_value_heads = 4,
                            .head_dim = 128,
                            .vocab_size = 4224,
                            .tie_word_embeddings = false,
-                           .draft_layers = 2};
+                           .draft_layers = 3};
   ASSERT_TRUE(testing::InflatePair(source, out, shape).ok());
   const Pair small = LoadPair(source);
   const Pair large = LoadPair(out);
   const dvl::Predictor small_predictor =
       dvl::Predictor::Load(source.drafter + "/predictor.bin").value();
   const dvl::Predictor large_predictor =
-      dvl::Predictor::Load(out.drafter + "/predictor.bin", {.hidden_size = 384, .vocab_size = 4224})
+      dvl::Predictor::Load(out.drafter + "/predictor.bin", {.hidden_size = 512, .vocab_size = 4224})
           .value();
   const Tokenizer tokenizer = Tokenizer::Load(source.target).value();
   CompareAllPolicies(small, large, small_predictor, large_predictor, Gsm8kPrompts(tokenizer, 3),

@@ -244,20 +244,20 @@ TEST_F(InflateRandomPairTest, RefusesAHeadFileOfTheWrongShape) {
   EXPECT_FALSE(std::filesystem::exists(out_dir.File("target") + "/config.json"));
 }
 
-// The bundled trained pair (hidden 256, 6 layers, 4/2 heads × 64, vocab 4160, untied) at a small
-// shape with every kind of change, with f32 and BF16 KV caches.
+// The bundled trained pair (hidden 384, 8 layers, 6/2 heads × 64, vocab 4160, untied; a 2-layer
+// drafter) at a small shape with every kind of change, with f32 and BF16 KV caches.
 TEST(InflateBundledPairTest, LogitsAndDraftsMatch) {
   const PairDirs bundled{std::string(DSCALE_MODELS_DIR) + "/tiny-target",
                          std::string(DSCALE_MODELS_DIR) + "/tiny-dflash"};
-  InflateShape shape{.hidden_size = 384,
-                     .intermediate_size = 700,
+  InflateShape shape{.hidden_size = 512,
+                     .intermediate_size = 1100,
                      .num_hidden_layers = 9,
                      .num_attention_heads = 8,
                      .num_key_value_heads = 4,
                      .head_dim = 128,
                      .vocab_size = 4224,
                      .tie_word_embeddings = false,
-                     .draft_layers = 2};
+                     .draft_layers = 3};
   CheckInflation(bundled, shape, "bundled", {KvDtype::kF32, KvDtype::kBf16});
 }
 
@@ -267,10 +267,10 @@ TEST(InflateBundledPairTest, DominoHeadDraftsTheSameTokens) {
                          std::string(DSCALE_MODELS_DIR) + "/tiny-dflash"};
   // Only the width and the vocabulary grow (the other dimensions are covered above), to keep the
   // test short.
-  InflateShape shape{.hidden_size = 384,
-                     .intermediate_size = 640,
-                     .num_hidden_layers = 6,
-                     .num_attention_heads = 4,
+  InflateShape shape{.hidden_size = 512,
+                     .intermediate_size = 1024,
+                     .num_hidden_layers = 8,
+                     .num_attention_heads = 6,
                      .num_key_value_heads = 2,
                      .head_dim = 64,
                      .vocab_size = 4224,

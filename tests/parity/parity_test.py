@@ -249,8 +249,8 @@ class InflatedPairTest(ParityMixin, unittest.TestCase):
     error u each), which the budget counts as one stage of one term per rounded gain vector on
     the path (hidden norms, k_norm, whose error the score gain a amplifies, the final norms)."""
 
-    SHAPE = ["--hidden", "384", "--intermediate", "704", "--layers", "9", "--heads", "8",
-             "--kv-heads", "4", "--head-dim", "128", "--vocab", "4224", "--draft-layers", "2"]
+    SHAPE = ["--hidden", "512", "--intermediate", "1088", "--layers", "9", "--heads", "8",
+             "--kv-heads", "4", "--head-dim", "128", "--vocab", "4224", "--draft-layers", "3"]
 
     @classmethod
     def setUpClass(cls):
