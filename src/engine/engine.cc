@@ -247,6 +247,7 @@ void Engine::Admit() {
       continue;
     }
     if (running() >= config_.max_running) return;
+    if (config_.prefix_cache && WaitsForSharedPrefill(head)) return;
     // Cached pages may hold the prompt's start, up to its last token (whose logits give the
     // first output token, so it is always computed), with the drafter's rows where it drafts.
     const int32_t page_size = cache_.shape().page_size;
@@ -624,6 +625,21 @@ int64_t Engine::FeedDrafter(const StepBatch& step, const std::vector<RequestStat
 
 void Engine::AppendDraftContext(const StepBatch& step, int32_t first, int32_t count) {
   backend_.AppendContext(step, out_, first, count);
+}
+
+bool Engine::WaitsForSharedPrefill(const RequestState& r) const {
+  const int32_t page_size = cache_.shape().page_size;
+  if ((r.prompt_len - 1) / page_size == 0) return false;  // no page of r could be reused
+  const auto first_page = std::span(r.tokens).first(page_size);
+  for (const auto& owned : running_) {
+    const RequestState& other = *owned;
+    // Pages are published when a prompt's prefill completes, and reused with the drafter's rows
+    // only when the drafter holds them (Admit's MatchPrefix).
+    if (other.prefill_done() || other.cancelled || other.prompt_len < page_size) continue;
+    if (drafter_ != nullptr && !other.draft_context) continue;
+    if (std::ranges::equal(first_page, std::span(other.tokens).first(page_size))) return true;
+  }
+  return false;
 }
 
 void Engine::PublishPages(const RequestState& r, int32_t written) {

@@ -136,6 +136,10 @@ class Engine {
   Status RunPrefill();
   Status RunDecode();
   void RetireFinished();
+  // True when a running request is still prefilling a prompt whose first page r's prompt starts
+  // with: r waits until those pages are published, then reuses them rather than computing them
+  // again (n choices of one prompt, a system prompt that many requests send at once).
+  bool WaitsForSharedPrefill(const RequestState& r) const;
   // Publishes r's full pages of written positions for reuse (prefix caching).
   void PublishPages(const RequestState& r, int32_t written);
 

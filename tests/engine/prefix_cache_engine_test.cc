@@ -88,6 +88,36 @@ TEST_F(PrefixCacheEngineTest, GreedyOutputsEqualTheUncachedEngineInEveryModeAndU
   }
 }
 
+// n choices of one prompt arrive together: the first computes the prompt's pages, the others wait
+// for them and reuse them (without the wait all four would be admitted at once and prefill the
+// same 53 rows each).
+TEST_F(PrefixCacheEngineTest, ChoicesOfOnePromptSubmittedTogetherShareItsPages) {
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int32_t> token(
+      0, static_cast<int32_t>(target_.config().vocab_size) - 4);
+  std::vector<int32_t> prompt(53);
+  for (int32_t& t : prompt) t = token(rng);
+  const std::vector<std::vector<int32_t>> prompts(4, prompt);
+  testing::PlantedDrafter planted(target_, 16, /*salt=*/5);
+  for (const char* mode : {"none", "dflash"}) {
+    Drafter* drafter = std::string(mode) == "none" ? nullptr : &planted;
+    EngineConfig config{.policy = LengthPolicy::Parse(mode).value(), .max_running = 4};
+    const EngineRun plain = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 8});
+    config.prefix_cache = true;
+    const EngineRun cached = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 8});
+    int ties = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      testing::SameGreedyOutput(target_, prompt, cached.outputs[i], plain.outputs[i], &ties, tie_);
+    }
+    EXPECT_LE(ties, 1) << mode;
+    // Three later choices reuse the (53 − 1) / 16 = 3 full pages and compute the last 5 rows.
+    EXPECT_EQ(cached.stats.prefix_hit_tokens, 3 * 48) << mode;
+    EXPECT_EQ(cached.stats.prefill_rows, 53 + 3 * 5) << mode;
+    EXPECT_EQ(plain.stats.prefill_rows, 4 * 53) << mode;
+    EXPECT_EQ(cached.free_pages_after, cached.total_pages) << mode;
+  }
+}
+
 // The drafter's context rows come from the cache with the target's: a real DFlash drafter, whose
 // drafts read them, drafts what it drafts without the cache. One request at a time, so the steps
 // of both runs line up; the draft logits are compared (their K/V came from prefills of different
