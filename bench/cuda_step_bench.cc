@@ -84,8 +84,8 @@ struct Options {
 };
 
 // Qwen3-8B's shape (io/qwen3_shapes.h), with the layer count adjustable.
-Qwen3Config Qwen3_8BShape(int32_t layers) {
-  Qwen3Config config = *NamedQwen3Config("qwen3-8b");
+DecoderConfig Qwen3_8BShape(int32_t layers) {
+  DecoderConfig config = *NamedQwen3Config("qwen3-8b");
   config.num_hidden_layers = layers;
   return config;
 }
@@ -213,8 +213,8 @@ class Bench {
     DSCALE_CUDA_CHECK(cudaStreamCreate(&stream_));
     DSCALE_CUDA_CHECK(cudaEventCreate(&start_));
     DSCALE_CUDA_CHECK(cudaEventCreate(&stop_));
-    const Qwen3Config config = Qwen3_8BShape(options.layers);
-    model_.emplace(config, cuda::RandomDeviceQwen3Weights(config, options.seed, stream_));
+    const DecoderConfig config = Qwen3_8BShape(options.layers);
+    model_.emplace(config, cuda::RandomDeviceDecoderWeights(config, options.seed, stream_));
     kv_.emplace(model_->KvShape(kPageSize, MaxRequests() * PagesPerRequest(options.context)));
     page_tables_.resize(static_cast<size_t>(kv_->shape().num_pages));
     for (size_t p = 0; p < page_tables_.size(); ++p) page_tables_[p] = static_cast<int32_t>(p);
@@ -315,7 +315,7 @@ class Bench {
   std::mt19937_64 rng_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  std::optional<cuda::DeviceQwen3Model> model_;
+  std::optional<cuda::DeviceDecoderModel> model_;
   std::optional<cuda::DeviceKvCache> kv_;
   std::vector<int32_t> page_tables_;  // request i owns pages [i·P, (i + 1)·P)
 };
@@ -326,13 +326,13 @@ class Bench {
 // workspace (DFlash's at the largest N: logits dominate) and cuBLAS's workspace, plus 1 GiB for
 // the context and kernels' own needs.
 int64_t EstimatedBytes(const Options& o) {
-  const Qwen3Config c = Qwen3_8BShape(o.layers);
+  const DecoderConfig c = Qwen3_8BShape(o.layers);
   const int64_t n = *std::max_element(o.requests.begin(), o.requests.end());
   const int64_t slots = n * PagesPerRequest(o.context) * kPageSize;
   const int64_t kv = 2 * o.layers * slots * c.kv_dim() * int64_t{sizeof(float)};
   const int64_t rows = n * kWidth;
   const int64_t per_row = c.vocab_size + 8 * c.hidden_size + 4 * c.intermediate_size + 64;
-  return cuda::DeviceQwen3WeightBytes(c) + kv + rows * per_row * int64_t{sizeof(float)} +
+  return cuda::DeviceDecoderWeightBytes(c) + kv + rows * per_row * int64_t{sizeof(float)} +
          static_cast<int64_t>(cuda::GemmContext::kWorkspaceBytes) + (int64_t{1} << 30);
 }
 

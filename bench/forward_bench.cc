@@ -15,7 +15,7 @@
 
 #include "bench_timing.h"
 #include "kernels/cpu/gemm.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
 #include "support/tiny_models.h"
 
@@ -33,7 +33,7 @@ double SecondsPerCall(const std::function<void()>& call) {
 }
 
 // FLOPs of one verification forward (multiply-adds count 2).
-double ForwardFlops(const Qwen3Config& c, const BenchShape& s) {
+double ForwardFlops(const DecoderConfig& c, const BenchShape& s) {
   const double rows = double(s.requests) * s.rows;
   const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
   const double per_row_layer = 2 * (h * (q + 2 * kv) + q * h + h * 2 * inter + inter * h);
@@ -44,8 +44,8 @@ double ForwardFlops(const Qwen3Config& c, const BenchShape& s) {
 }
 
 void Run(const BenchShape& shape) {
-  const Qwen3Config config = testing::ForwardBenchConfig();
-  Qwen3Model model(config, RandomQwen3Weights(config, 1, DType::kBF16));
+  const DecoderConfig config = testing::ForwardBenchConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 1, DType::kBF16));
   const int32_t page_size = 16;
   const int32_t pages_per_request = (shape.context + shape.rows) / page_size + 2;
   PagedKvCache cache(model.KvShape(page_size, shape.requests * pages_per_request));

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 
 namespace dscale {
 namespace {
@@ -32,8 +32,8 @@ struct Args {
 constexpr KvDtype kDtypes[2] = {KvDtype::kF32, KvDtype::kBf16};
 
 // A cache of `dtype` whose one sequence holds random K/V rows at positions 0 .. context − 1.
-PagedKvCache FilledCache(const Qwen3Model& model, int32_t context, KvDtype dtype) {
-  const Qwen3Config& c = model.config();
+PagedKvCache FilledCache(const DecoderModel& model, int32_t context, KvDtype dtype) {
+  const DecoderConfig& c = model.config();
   PagedKvCache cache(model.KvShape(16, context / 16 + 2).WithDtype(dtype));
   const int32_t seq = cache.AddSequence();
   if (!cache.Reserve(seq, context + 1).ok()) std::abort();
@@ -67,13 +67,13 @@ std::string Spread(std::vector<double> ms) {
 }
 
 int Run(const Args& args) {
-  Result<Qwen3Model> loaded = Qwen3Model::Load(args.model);
+  Result<DecoderModel> loaded = DecoderModel::Load(args.model);
   if (!loaded.ok()) {
     std::fprintf(stderr, "kv_decode_bench: %s\n", loaded.status().message().c_str());
     return 1;
   }
-  Qwen3Model& model = *loaded;
-  const Qwen3Config& c = model.config();
+  DecoderModel& model = *loaded;
+  const DecoderConfig& c = model.config();
   std::vector<PagedKvCache> caches;
   for (const KvDtype dtype : kDtypes) caches.push_back(FilledCache(model, args.context, dtype));
   std::vector<float> q(static_cast<size_t>(c.q_dim()), 0.5f), attn(q.size());

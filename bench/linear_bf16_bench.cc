@@ -60,7 +60,7 @@ struct LayerShape {
 
 // One layer's projection sizes in a NamedQwen3Config shape.
 LayerShape LayerShapeOf(const std::string& name) {
-  const Qwen3Config c = *NamedQwen3Config(name);
+  const DecoderConfig c = *NamedQwen3Config(name);
   return {.name = name,
           .hidden = c.hidden_size,
           .intermediate = c.intermediate_size,

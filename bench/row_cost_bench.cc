@@ -34,7 +34,7 @@
 #include "io/qwen3_shapes.h"
 #include "kernels/cpu/openblas_kernels.h"
 #include "machine_limits.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale {
@@ -107,16 +107,16 @@ std::string CheckpointFor(const std::string& shape, const std::string& root) {
   if (std::filesystem::exists(dir + "/config.json")) return dir;
   std::printf("writing a random %s checkpoint to %s (once)...\n", shape.c_str(), dir.c_str());
   std::fflush(stdout);
-  const Status status = WriteRandomQwen3Checkpoint(dir, *NamedQwen3Config(shape), 1, DType::kBF16);
+  const Status status = WriteRandomCheckpoint(dir, *NamedQwen3Config(shape), 1, DType::kBF16);
   if (!status.ok()) Usage(status.ToString());
   return dir;
 }
 
 // Bytes of the weights one forward reads whatever its rows: every layer's projections and
 // norms, the final norm and the LM head (the embedding is read row by row).
-int64_t WeightBytesPerStep(const Qwen3Weights& w) {
+int64_t WeightBytesPerStep(const DecoderWeights& w) {
   int64_t bytes = w.LmHead().bytes() + static_cast<int64_t>(w.final_norm.size() * sizeof(float));
-  for (const Qwen3LayerWeights& l : w.layers) {
+  for (const DecoderLayerWeights& l : w.layers) {
     bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down.bytes();
     bytes += static_cast<int64_t>(
         (l.input_norm.size() + l.post_norm.size() + l.q_norm.size() + l.k_norm.size()) *
@@ -126,7 +126,7 @@ int64_t WeightBytesPerStep(const Qwen3Weights& w) {
 }
 
 // FLOPs of a forward of `rows` rows after `context` positions (multiply-adds count 2).
-double ForwardFlops(const Qwen3Config& c, int64_t rows, int64_t context) {
+double ForwardFlops(const DecoderConfig& c, int64_t rows, int64_t context) {
   const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
   const double per_row_layer = 2 * (h * (q + 2 * kv) + q * h + h * 2 * inter + inter * h);
   double attention = 0;  // QKᵀ and PV: 4·head_dim per visible key per head
@@ -143,7 +143,7 @@ std::vector<int32_t> RandomTokens(std::mt19937& rng, int64_t vocab, int32_t n) {
 }
 
 // --weights int8: each row count's step with f32 and with int8 activations, alternating.
-void MeasureInt8Activations(Qwen3Model& model, StepBatch& batch, PagedKvCache& cache,
+void MeasureInt8Activations(DecoderModel& model, StepBatch& batch, PagedKvCache& cache,
                             ForwardOutput& out, const Args& args, int32_t seq, std::mt19937& rng) {
   std::printf("%5s %10s %10s %9s %12s %12s\n", "rows", "f32 ms", "int8 ms", "f32/int8",
               "f32 /1 row", "int8 /1 row");
@@ -173,10 +173,10 @@ void MeasureInt8Activations(Qwen3Model& model, StepBatch& batch, PagedKvCache& c
 }
 
 void Measure(const std::string& dir, const Args& args, double sgemm) {
-  Result<Qwen3Model> loaded = Qwen3Model::Load(dir, args.weights);
+  Result<DecoderModel> loaded = DecoderModel::Load(dir, args.weights);
   if (!loaded.ok()) Usage(loaded.status().ToString());
-  Qwen3Model& model = *loaded;
-  const Qwen3Config& config = model.config();
+  DecoderModel& model = *loaded;
+  const DecoderConfig& config = model.config();
   const int32_t max_rows = *std::max_element(args.rows.begin(), args.rows.end());
   const int32_t page_size = 16;
   const KvCacheShape kv_shape = model.KvShape(page_size, (args.context + max_rows) / page_size + 2);

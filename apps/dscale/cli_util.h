@@ -9,9 +9,9 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kv/kv_dtype.h"
+#include "model/decoder_weights.h"
 #include "model/domino_head.h"
 #include "model/draft_vocab.h"
-#include "model/qwen3_weights.h"
 
 namespace CLI {
 class App;

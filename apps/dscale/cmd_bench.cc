@@ -96,7 +96,7 @@ std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
 
 // The loaded in-process models; drafter and predictor only when a mode needs them.
 struct Models {
-  std::optional<Qwen3Model> target;
+  std::optional<DecoderModel> target;
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
   std::optional<DFlashDrafter> domino_drafter;        // the same drafter with its Domino head
@@ -137,7 +137,7 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
   }
   DSCALE_ASSIGN_OR_RETURN(
       m->target,
-      Qwen3Model::Load(a.target, a.weights, {.bf16 = a.activations, .int8 = a.int8_activations}));
+      DecoderModel::Load(a.target, a.weights, {.bf16 = a.activations, .int8 = a.int8_activations}));
   DSCALE_ASSIGN_OR_RETURN(
       std::optional<Tokenizer> tok,
       LoadOptionalTokenizer(a.tokenizer, a.target, m->target->config().vocab_size));

@@ -89,7 +89,7 @@ Result<std::vector<std::vector<int32_t>>> LoadAllPrompts(const CollectArgs& args
 
 int RunCollect(const CollectArgs& args) {
   auto fail = [](const Status& s) { return ReportError("collect", s); };
-  Result<Qwen3Model> target = Qwen3Model::Load(
+  Result<DecoderModel> target = DecoderModel::Load(
       args.target, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
   if (!target.ok()) return fail(target.status());
   Result<DFlashDrafter> drafter =

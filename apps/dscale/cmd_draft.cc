@@ -27,8 +27,8 @@ struct DraftArgs {
 int RunDraft(const DraftArgs& args) {
   Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
   if (!ids.ok()) return ReportError("draft", ids.status());
-  Result<Qwen3Model> target =
-      Qwen3Model::Load(args.target, WeightsMode::kAsStored, {.bf16 = args.activations});
+  Result<DecoderModel> target =
+      DecoderModel::Load(args.target, WeightsMode::kAsStored, {.bf16 = args.activations});
   if (!target.ok()) return ReportError("draft", target.status());
   if (Status s = CheckTokenIds(*ids, target->config().vocab_size, "--ids"); !s.ok()) {
     return ReportError("draft", s);

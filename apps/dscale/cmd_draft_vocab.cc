@@ -11,8 +11,8 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/engine.h"
+#include "model/decoder_model.h"
 #include "model/draft_vocab.h"
-#include "model/qwen3_model.h"
 #include "prompt_input.h"
 
 namespace dscale::cli {
@@ -54,7 +54,7 @@ Status CountCorpus(const DraftVocabArgs& args, const Tokenizer* tokenizer,
 
 // The target's greedy outputs (plain decoding, at most --max-tokens each, stopping at EOS) on
 // the prompt files' prompts (chat template applied, as generate does).
-Status CountTargetOutputs(const DraftVocabArgs& args, Qwen3Model& target,
+Status CountTargetOutputs(const DraftVocabArgs& args, DecoderModel& target,
                           const Tokenizer* tokenizer, std::vector<int64_t>& counts) {
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string& file : args.prompt_files) {
@@ -83,7 +83,7 @@ Status CountTargetOutputs(const DraftVocabArgs& args, Qwen3Model& target,
 
 // EOS (config.json's eos_token_id) and every special token of the tokenizer (the chat format's
 // <|im_start|>, <|im_end|>, <think>, ...): a draft may always propose them.
-std::vector<int32_t> RequiredTokens(const Qwen3Config& config, const Tokenizer* tokenizer) {
+std::vector<int32_t> RequiredTokens(const DecoderConfig& config, const Tokenizer* tokenizer) {
   std::vector<int32_t> required(config.eos_token_ids.begin(), config.eos_token_ids.end());
   if (tokenizer == nullptr) return required;
   for (int32_t id = 0; id < tokenizer->id_limit(); ++id) {
@@ -99,7 +99,7 @@ int RunDraftVocab(const DraftVocabArgs& args) {
         InvalidArgument("give --prompts FILE (the target's outputs are counted) and/or "
                         "--corpus FILE (its tokens are counted)"));
   }
-  Result<Qwen3Model> target = Qwen3Model::Load(args.target, args.weights);
+  Result<DecoderModel> target = DecoderModel::Load(args.target, args.weights);
   if (!target.ok()) return fail(target.status());
   const int64_t vocab = target->config().vocab_size;
   if (args.size < kMinDraftVocabSize || args.size > vocab) {

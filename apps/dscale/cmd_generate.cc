@@ -109,7 +109,7 @@ void PrintText(const std::vector<RequestResult>& results, const Tokenizer* token
 
 Result<std::optional<DFlashDrafter>> LoadDrafter(const GenerateArgs& args,
                                                  const LengthPolicy& policy,
-                                                 const Qwen3Model& target) {
+                                                 const DecoderModel& target) {
   if (!policy.UsesDrafter()) return std::optional<DFlashDrafter>();
   if (args.drafter.empty()) {
     return InvalidArgument("--spec " + args.spec + " needs --drafter");
@@ -122,7 +122,7 @@ Result<std::optional<DFlashDrafter>> LoadDrafter(const GenerateArgs& args,
 
 Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
                                                     const LengthPolicy& policy,
-                                                    const Qwen3Model& target,
+                                                    const DecoderModel& target,
                                                     const std::optional<DFlashDrafter>& drafter) {
   if (!policy.UsesPredictor()) return std::optional<dvl::Predictor>();
   DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
@@ -156,7 +156,7 @@ int RunGenerate(const GenerateArgs& args) {
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
   if (!policy.ok()) return fail(policy.status());
   if (Status s = CheckWeightsForDevice(args.device, args.weights); !s.ok()) return fail(s);
-  Result<Qwen3Model> target = Qwen3Model::Load(
+  Result<DecoderModel> target = DecoderModel::Load(
       args.target, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
   if (!target.ok()) return fail(target.status());
   Result<std::optional<Tokenizer>> tokenizer =

@@ -25,8 +25,8 @@ struct InflateArgs {
 Result<InflateShape> ResolveShape(const InflateArgs& args) {
   InflateShape shape;
   if (args.shape.empty()) {
-    DSCALE_ASSIGN_OR_RETURN(Qwen3Config source,
-                            LoadQwen3Config(args.options.target_dir + "/config.json"));
+    DSCALE_ASSIGN_OR_RETURN(DecoderConfig source,
+                            LoadDecoderConfig(args.options.target_dir + "/config.json"));
     shape = ShapeOf(source);
   } else {
     const std::optional<InflateShape> named = NamedInflateShape(args.shape);
@@ -53,8 +53,8 @@ Result<InflateShape> ResolveShape(const InflateArgs& args) {
 
 void PrintSummary(const InflateArgs& args, const InflateResult& r) {
   const InflatePlan& p = r.plan;
-  const Qwen3Config& s = p.small_target;
-  const Qwen3Config& l = p.large_target;
+  const DecoderConfig& s = p.small_target;
+  const DecoderConfig& l = p.large_target;
   std::printf(
       "hidden %lld -> %lld, intermediate %lld -> %lld, layers %lld -> %lld, heads %lld/%lld "
       "-> %lld/%lld, head_dim %lld -> %lld, vocab %lld -> %lld, %s\n",

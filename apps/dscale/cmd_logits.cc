@@ -7,7 +7,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 
 namespace dscale::cli {
 namespace {
@@ -24,7 +24,7 @@ struct LogitsArgs {
 int RunLogits(const LogitsArgs& args) {
   Result<std::vector<int32_t>> ids = ParseIdList(args.ids, "--ids");
   if (!ids.ok()) return ReportError("logits", ids.status());
-  Result<Qwen3Model> model = Qwen3Model::Load(
+  Result<DecoderModel> model = DecoderModel::Load(
       args.model, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
   if (!model.ok()) return ReportError("logits", model.status());
   if (Status s = CheckTokenIds(*ids, model->config().vocab_size, "--ids"); !s.ok()) {

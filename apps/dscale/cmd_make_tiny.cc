@@ -1,4 +1,4 @@
-// dscale make-tiny: writes a random Qwen3 checkpoint in the real Hugging Face layout.
+// dscale make-tiny: writes a random Qwen3 or Llama checkpoint in the real Hugging Face layout.
 
 #include <cstdio>
 #include <memory>
@@ -16,18 +16,25 @@ struct MakeTinyArgs {
   std::string out;
   uint64_t seed = 0;
   std::string dtype = "BF16";
-  Qwen3Config config = TinyQwen3Config();
+  DecoderConfig config = TinyQwen3Config();
+  std::string arch = "qwen3";
+  // Llama only: θ and the llama3 rope_scaling (--rope-factor 0 leaves RoPE unscaled).
+  double rope_theta = 500000.0;
+  RopeScaling llama3 = TinyLlamaConfig().rope_scaling;
   int64_t eos = -1;
   std::string drafter_out;
   int64_t draft_layers = 1;
   int32_t block_size = 16;
 };
 
-// A DFlash drafter matching `target`: the same attention geometry, `layers` draft layers, target
-// layer ids by the documented rule, mask id vocab − 2 (EOS is vocab − 1 by default).
-DFlashConfig TinyDrafterConfig(const Qwen3Config& target, int64_t layers, int32_t block) {
+// A DFlash drafter matching `target`: the same attention geometry and RoPE, Qwen3 layers
+// (whatever the target's family), `layers` draft layers, target layer ids by the documented
+// rule, mask id vocab − 2 (EOS is vocab − 1 by default).
+DFlashConfig TinyDrafterConfig(const DecoderConfig& target, int64_t layers, int32_t block) {
   DFlashConfig c;
   c.draft = target;
+  c.draft.family = ModelFamily::kQwen3;
+  c.draft.qk_norm = true;
   c.draft.num_hidden_layers = layers;
   c.block_size = block;
   c.mask_token_id = target.vocab_size - 2;
@@ -42,12 +49,24 @@ int RunMakeTiny(const MakeTinyArgs& args) {
     return ReportError("make-tiny",
                        InvalidArgument("--dtype: expected F32, BF16 or F16, got " + args.dtype));
   }
-  Qwen3Config config = args.config;
+  const std::optional<ModelFamily> family = ModelFamilyFromName(args.arch);
+  if (!family) {
+    return ReportError("make-tiny",
+                       InvalidArgument("--arch: expected qwen3 or llama, got " + args.arch));
+  }
+  DecoderConfig config = args.config;
+  if (*family == ModelFamily::kLlama) {
+    config.family = ModelFamily::kLlama;
+    config.qk_norm = false;
+    config.rope_theta = args.rope_theta;
+    config.rope_scaling = args.llama3;
+    if (args.llama3.factor == 0) config.rope_scaling = {};
+  }
   config.eos_token_ids = {args.eos >= 0 ? args.eos : config.vocab_size - 1};
   // Round-trip through the validating parser so bad sizes get the same messages as config.json.
-  Result<Qwen3Config> checked = ParseQwen3Config(Qwen3ConfigToJson(config), "--sizes");
+  Result<DecoderConfig> checked = ParseDecoderConfig(DecoderConfigToJson(config), "--sizes");
   if (!checked.ok()) return ReportError("make-tiny", checked.status());
-  Status status = WriteRandomQwen3Checkpoint(args.out, *checked, args.seed, *dtype);
+  Status status = WriteRandomCheckpoint(args.out, *checked, args.seed, *dtype);
   if (!status.ok()) return ReportError("make-tiny", status);
   std::printf("wrote %s (config.json, model.safetensors)\n", args.out.c_str());
   if (args.drafter_out.empty()) return 0;
@@ -67,11 +86,24 @@ int RunMakeTiny(const MakeTinyArgs& args) {
 
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeTinyArgs>();
-  CLI::App* cmd = app.add_subcommand("make-tiny", "Write a random Qwen3 checkpoint (HF layout)");
+  CLI::App* cmd =
+      app.add_subcommand("make-tiny", "Write a random Qwen3 or Llama checkpoint (HF layout)");
   cmd->add_option("--out", args->out, "Output directory")->required();
+  cmd->add_option("--arch", args->arch, "Model family: qwen3 or llama")->capture_default_str();
+  cmd->add_option("--rope-theta", args->rope_theta, "RoPE theta (llama)")->capture_default_str();
+  RopeScaling& s = args->llama3;
+  cmd->add_option("--rope-factor", s.factor, "llama3 rope_scaling factor (llama; 0: unscaled)")
+      ->capture_default_str();
+  cmd->add_option("--rope-low-freq-factor", s.low_freq_factor, "llama3 low_freq_factor")
+      ->capture_default_str();
+  cmd->add_option("--rope-high-freq-factor", s.high_freq_factor, "llama3 high_freq_factor")
+      ->capture_default_str();
+  cmd->add_option("--rope-original-positions", s.original_max_position_embeddings,
+                  "llama3 original_max_position_embeddings")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Storage dtype: F32, BF16, F16")->capture_default_str();
-  Qwen3Config& c = args->config;
+  DecoderConfig& c = args->config;
   cmd->add_option("--vocab", c.vocab_size, "Vocabulary size")->capture_default_str();
   cmd->add_option("--hidden", c.hidden_size, "Hidden size")->capture_default_str();
   cmd->add_option("--intermediate", c.intermediate_size, "MLP size")->capture_default_str();

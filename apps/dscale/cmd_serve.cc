@@ -75,7 +75,7 @@ struct ServeArgs {
 
 // The loaded models; members refer to each other, so it is never moved.
 struct Models {
-  std::optional<Qwen3Model> target;
+  std::optional<DecoderModel> target;
   std::optional<DFlashDrafter> drafter;
   std::optional<Tokenizer> tokenizer;
   std::optional<dvl::Predictor> predictor;    // the dscale and dspark policies'
@@ -87,9 +87,9 @@ struct Models {
 Status LoadModels(const ServeArgs& args, Models* m) {
   DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
   DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(args.device, args.weights));
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(args.target, args.weights,
-                                                              {.bf16 = args.activations,
-                                                               .int8 = args.int8_activations}));
+  DSCALE_ASSIGN_OR_RETURN(DecoderModel target, DecoderModel::Load(args.target, args.weights,
+                                                                  {.bf16 = args.activations,
+                                                                   .int8 = args.int8_activations}));
   m->target.emplace(std::move(target));
   if (m->policy.UsesDrafter()) {
     if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
@@ -123,7 +123,7 @@ std::string ModelName(const ServeArgs& args) {
 }
 
 server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m, const Engine& engine) {
-  const Qwen3Config& config = m.target->config();
+  const DecoderConfig& config = m.target->config();
   server::ModelInfo info{.name = ModelName(args),
                          .context_length = config.max_position_embeddings,
                          .kv_request_tokens = engine.MaxRequestTokens(),

@@ -15,7 +15,7 @@ Status CheckWeightsForDevice(std::string_view device, WeightsMode weights) {
                          std::string(device));
 }
 
-Result<std::unique_ptr<StepBackend>> MakeBackend(std::string_view device, Qwen3Model& host_target,
+Result<std::unique_ptr<StepBackend>> MakeBackend(std::string_view device, DecoderModel& host_target,
                                                  DFlashDrafter* host_drafter) {
   if (device == "cpu") {
     return std::unique_ptr<StepBackend>(std::make_unique<CpuBackend>(host_target, host_drafter));

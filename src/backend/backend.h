@@ -12,8 +12,8 @@
 
 #include "backend/step_backend.h"
 #include "core/status.h"
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
-#include "model/qwen3_model.h"
 
 namespace dscale {
 
@@ -26,7 +26,7 @@ Status CheckWeightsForDevice(std::string_view device, WeightsMode weights);
 
 // The backend named `device`. `host_drafter` may be null (the none policy); a drafter with a
 // Domino head runs on the CPU only. The host models must outlive the result.
-Result<std::unique_ptr<StepBackend>> MakeBackend(std::string_view device, Qwen3Model& host_target,
+Result<std::unique_ptr<StepBackend>> MakeBackend(std::string_view device, DecoderModel& host_target,
                                                  DFlashDrafter* host_drafter);
 
 }  // namespace dscale

@@ -48,7 +48,7 @@ constexpr int32_t kContextRowsPerCall = 512;
 // counted as BF16 too; they are a rounding error of the total).
 int64_t DeviceDrafterBytes(const DFlashWeights& w) {
   size_t values = w.fc.size() + w.hidden_norm.size() + w.final_norm.size();
-  for (const Qwen3LayerWeights& l : w.layers) {
+  for (const DecoderLayerWeights& l : w.layers) {
     values += l.input_norm.size() + l.qkv.size() + l.q_norm.size() + l.k_norm.size() +
               l.o_proj.size() + l.post_norm.size() + l.gate_up.size() + l.down.size();
   }
@@ -72,7 +72,8 @@ struct DeviceModels {
   }
 };
 
-Result<std::unique_ptr<DeviceModels>> Upload(Qwen3Model& host_target, DFlashDrafter* host_drafter) {
+Result<std::unique_ptr<DeviceModels>> Upload(DecoderModel& host_target,
+                                             DFlashDrafter* host_drafter) {
   auto on = std::make_unique<DeviceModels>();
   DSCALE_ASSIGN_OR_RETURN(on->target, cuda::DeviceTarget::Upload(host_target));
   if (host_drafter != nullptr) {
@@ -221,7 +222,7 @@ class CudaBackend final : public StepBackend {
     // the cache its prefill bound.
     cuda::DeviceKvCache* kv = models_->target->kv();
     DSCALE_CHECK_MSG(kv != nullptr, "verification before any prefill");
-    cuda::DeviceQwen3Model& model = models_->target->model();
+    cuda::DeviceDecoderModel& model = models_->target->model();
     cuda::VerifyWorkspace& ws = *verify.workspace;
     const cuda::EnqueueWork work = [&model, kv, &ws](cudaStream_t s) {
       cuda::EnqueueVerifyStep(model, *kv, ws, s);
@@ -249,7 +250,7 @@ class CudaBackend final : public StepBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<StepBackend>> MakeCudaBackend(Qwen3Model& host_target,
+Result<std::unique_ptr<StepBackend>> MakeCudaBackend(DecoderModel& host_target,
                                                      DFlashDrafter* host_drafter) {
   DSCALE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModels> models, Upload(host_target, host_drafter));
   return std::unique_ptr<StepBackend>(std::make_unique<CudaBackend>(std::move(models)));

@@ -6,14 +6,14 @@
 
 #include "backend/step_backend.h"
 #include "core/status.h"
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
-#include "model/qwen3_model.h"
 
 namespace dscale {
 
 // Uploads the target and (when not null) the drafter; errors: no CUDA backend in this build, no
 // usable device, weights that do not fit. The host models must outlive the result.
-Result<std::unique_ptr<StepBackend>> MakeCudaBackend(Qwen3Model& host_target,
+Result<std::unique_ptr<StepBackend>> MakeCudaBackend(DecoderModel& host_target,
                                                      DFlashDrafter* host_drafter);
 
 }  // namespace dscale

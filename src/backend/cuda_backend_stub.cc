@@ -4,7 +4,7 @@
 
 namespace dscale {
 
-Result<std::unique_ptr<StepBackend>> MakeCudaBackend(Qwen3Model&, DFlashDrafter*) {
+Result<std::unique_ptr<StepBackend>> MakeCudaBackend(DecoderModel&, DFlashDrafter*) {
   return InvalidArgument(
       "--device cuda: this dscale was built without the CUDA backend (no nvcc was found when "
       "it was configured; see README, CUDA backend)");

@@ -14,8 +14,8 @@
 #include "inflate/inflate_tensors.h"
 #include "inflate/pad_bounds.h"
 #include "io/file_util.h"
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
-#include "model/qwen3_model.h"
 
 namespace dscale {
 namespace {
@@ -137,7 +137,7 @@ Status WriteTarget(const InflateOptions& o, InflateResult* result) {
   DSCALE_RETURN_IF_ERROR(
       WriteTensors(o.out_target, tensors, o.max_shard_bytes, &result->target_bytes));
   DSCALE_RETURN_IF_ERROR(
-      WriteText(JoinPath(o.out_target, "config.json"), Qwen3ConfigToJson(plan.large_target)));
+      WriteText(JoinPath(o.out_target, "config.json"), DecoderConfigToJson(plan.large_target)));
   return CopyOtherFiles(o.target_dir, o.out_target, {});
 }
 
@@ -227,7 +227,7 @@ Status WriteDrafter(const InflateOptions& o, const NamedPredictors& predictors,
 // A declared Domino head's file, checked as `--drafter-head domino` loads it (errors name the file,
 // the tensor and the shape expected), and the bound on its corrections; 0 without a head.
 Result<double> DominoCorrectionBound(const std::string& drafter_dir, const DFlashConfig& drafter,
-                                     const Qwen3Config& target, double final_gain) {
+                                     const DecoderConfig& target, double final_gain) {
   if (!drafter.domino.has_value()) return 0.0;
   const DominoHeadConfig& head = *drafter.domino;
   DSCALE_RETURN_IF_ERROR(
@@ -240,7 +240,7 @@ Result<double> DominoCorrectionBound(const std::string& drafter_dir, const DFlas
 // Loads the source pair as every command does (shapes, finite weights, the drafter against its
 // target), plans the inflation and sizes the pad rows.
 Result<InflatePlan> Plan(const InflateOptions& o) {
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Model target, Qwen3Model::Load(o.target_dir));
+  DSCALE_ASSIGN_OR_RETURN(DecoderModel target, DecoderModel::Load(o.target_dir));
   DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(o.drafter_dir, target));
   DSCALE_ASSIGN_OR_RETURN(InflatePlan plan,
                           PlanInflation(target.config(), drafter.config(), o.shape));
@@ -256,7 +256,8 @@ Result<InflatePlan> Plan(const InflateOptions& o) {
   DSCALE_RETURN_IF_ERROR(SetPadRows(bounds, &plan));
   // The configs written must load as any other: round trip them through the parsers.
   DSCALE_ASSIGN_OR_RETURN(
-      Qwen3Config large, ParseQwen3Config(Qwen3ConfigToJson(plan.large_target), "inflated target"));
+      DecoderConfig large,
+      ParseDecoderConfig(DecoderConfigToJson(plan.large_target), "inflated target"));
   DSCALE_RETURN_IF_ERROR(
       ParseDFlashConfig(DFlashConfigToJson(plan.large_drafter), "inflated drafter", large)
           .status());

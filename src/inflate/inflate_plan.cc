@@ -32,7 +32,7 @@ Status AtLeast(const char* field, const char* flag, int64_t large, int64_t small
 
 // Heads of one model: the large count a multiple of the large KV heads, and enough KV heads to
 // keep each small group's query heads on (copies of) their own KV head.
-Status CheckHeads(const Qwen3Config& small, const InflateShape& shape, const char* whose) {
+Status CheckHeads(const DecoderConfig& small, const InflateShape& shape, const char* whose) {
   const int64_t heads = shape.num_attention_heads, kv = shape.num_key_value_heads;
   DSCALE_RETURN_IF_ERROR(
       AtLeast("num_attention_heads", "--heads", heads, small.num_attention_heads, whose));
@@ -57,7 +57,7 @@ Status CheckHeads(const Qwen3Config& small, const InflateShape& shape, const cha
   return Status::Ok();
 }
 
-Status CheckModel(const Qwen3Config& small, const InflateShape& shape, const char* whose) {
+Status CheckModel(const DecoderConfig& small, const InflateShape& shape, const char* whose) {
   DSCALE_RETURN_IF_ERROR(AtLeast("intermediate_size", "--intermediate", shape.intermediate_size,
                                  small.intermediate_size, whose));
   return CheckHeads(small, shape, whose);
@@ -65,7 +65,7 @@ Status CheckModel(const Qwen3Config& small, const InflateShape& shape, const cha
 
 // The drafter shares the target's ε and head_dim: the constant dims make up both models' norms at
 // once (docs/INFLATE.md, "One ε").
-Status CheckDrafterBelongs(const Qwen3Config& target, const DFlashConfig& drafter) {
+Status CheckDrafterBelongs(const DecoderConfig& target, const DFlashConfig& drafter) {
   if (drafter.draft.rms_norm_eps != target.rms_norm_eps) {
     return InvalidArgument(
         "drafter config: field \"rms_norm_eps\": " + std::to_string(drafter.draft.rms_norm_eps) +
@@ -80,7 +80,7 @@ Status CheckDrafterBelongs(const Qwen3Config& target, const DFlashConfig& drafte
   return Status::Ok();
 }
 
-Status CheckShape(const Qwen3Config& target, const DFlashConfig& drafter,
+Status CheckShape(const DecoderConfig& target, const DFlashConfig& drafter,
                   const InflateShape& shape) {
   DSCALE_RETURN_IF_ERROR(CheckDrafterBelongs(target, drafter));
   DSCALE_RETURN_IF_ERROR(
@@ -131,7 +131,7 @@ double LargeRopeTheta(double theta, int64_t small_head, int64_t large_head) {
 // Small query head j (KV head k = j / g, slot t = j % g) goes to large KV head k·c + t / g' and
 // query head (k·c + t / g')·g' + t % g', c = ⌈g / g'⌉: each small group keeps its KV head, copied
 // c times when the large groups are smaller. Unused large heads stay −1.
-void MapHeads(const Qwen3Config& small, const Qwen3Config& large, const IndexMap& head_dim,
+void MapHeads(const DecoderConfig& small, const DecoderConfig& large, const IndexMap& head_dim,
               ModelLayout* layout) {
   const int64_t hd = large.head_dim, small_hd = small.head_dim;
   const int64_t g = small.num_attention_heads / small.num_key_value_heads;
@@ -152,7 +152,7 @@ void MapHeads(const Qwen3Config& small, const Qwen3Config& large, const IndexMap
   }
 }
 
-ModelLayout Layout(const Qwen3Config& small, const Qwen3Config& large, const IndexMap& head_dim,
+ModelLayout Layout(const DecoderConfig& small, const DecoderConfig& large, const IndexMap& head_dim,
                    std::vector<int32_t> layers) {
   ModelLayout layout;
   MapHeads(small, large, head_dim, &layout);
@@ -197,7 +197,7 @@ std::vector<float> ConstantValues(double total) {
 // Σc²/D + ε' = κ·ε with κ = λ²·d/D, so λ is the least power of two with κ ≥ 2σ and
 // Σc² = D·(κ·ε − ε').
 Status PlanConstants(const InflateShape& shape, InflatePlan* plan) {
-  const Qwen3Config& small = plan->small_target;
+  const DecoderConfig& small = plan->small_target;
   const double d = static_cast<double>(small.hidden_size);
   const double big = static_cast<double>(shape.hidden_size);
   const double sigma = static_cast<double>(small.head_dim) / static_cast<double>(shape.head_dim);
@@ -224,9 +224,9 @@ Status PlanConstants(const InflateShape& shape, InflatePlan* plan) {
   return Status::Ok();
 }
 
-Qwen3Config LargeConfig(const Qwen3Config& small, const InflateShape& shape, int64_t layers,
-                        int64_t intermediate) {
-  Qwen3Config c = small;
+DecoderConfig LargeConfig(const DecoderConfig& small, const InflateShape& shape, int64_t layers,
+                          int64_t intermediate) {
+  DecoderConfig c = small;
   c.vocab_size = shape.vocab_size;
   c.hidden_size = shape.hidden_size;
   c.intermediate_size = intermediate;
@@ -241,7 +241,7 @@ Qwen3Config LargeConfig(const Qwen3Config& small, const InflateShape& shape, int
 }  // namespace
 
 std::optional<InflateShape> NamedInflateShape(std::string_view name) {
-  const std::optional<Qwen3Config> config = NamedQwen3Config(name);
+  const std::optional<DecoderConfig> config = NamedQwen3Config(name);
   if (!config) return std::nullopt;
   return ShapeOf(*config);
 }
@@ -254,7 +254,7 @@ std::string NamedInflateShapes() {
   return names;
 }
 
-InflateShape ShapeOf(const Qwen3Config& t) {
+InflateShape ShapeOf(const DecoderConfig& t) {
   return {.hidden_size = t.hidden_size,
           .intermediate_size = t.intermediate_size,
           .num_hidden_layers = t.num_hidden_layers,
@@ -302,8 +302,16 @@ LayerPlacement PlaceLayers(int64_t small_layers, int64_t large_layers,
   return p;
 }
 
-Result<InflatePlan> PlanInflation(const Qwen3Config& target, const DFlashConfig& drafter,
+Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfig& drafter,
                                   const InflateShape& requested) {
+  // The construction (docs/INFLATE.md) rests on Qwen3's q/k norms and unscaled RoPE.
+  if (target.family != ModelFamily::kQwen3 || !target.qk_norm ||
+      target.rope_scaling.type != RopeScalingType::kNone ||
+      drafter.draft.rope_scaling.type != RopeScalingType::kNone) {
+    return InvalidArgument("inflate: the target is a " +
+                           std::string(ModelFamilyName(target.family)) +
+                           " model; only Qwen3 targets with unscaled RoPE can be inflated");
+  }
   InflateShape shape = requested;
   if (shape.draft_layers == 0) shape.draft_layers = drafter.draft.num_hidden_layers;
   DSCALE_RETURN_IF_ERROR(CheckShape(target, drafter, shape));

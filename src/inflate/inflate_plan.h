@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/status.h"
+#include "io/decoder_config.h"
 #include "io/dflash_config.h"
-#include "io/qwen3_config.h"
 
 namespace dscale {
 
@@ -36,7 +36,7 @@ std::optional<InflateShape> NamedInflateShape(std::string_view name);
 // "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b", for messages.
 std::string NamedInflateShapes();
 // The source target's own shape (the starting point when only overrides are given).
-InflateShape ShapeOf(const Qwen3Config& target);
+InflateShape ShapeOf(const DecoderConfig& target);
 
 // For each index of a large dimension, the index of the small one it copies, or −1 where the
 // large tensor holds zero (or a constant the plan states).
@@ -51,7 +51,7 @@ struct ModelLayout {
 };
 
 struct InflatePlan {
-  Qwen3Config small_target, large_target;
+  DecoderConfig small_target, large_target;
   DFlashConfig small_drafter, large_drafter;
   IndexMap hidden;    // [D]: small hidden dim or −1 (the small dims are 0 .. d−1)
   IndexMap head_dim;  // [h']: small head dim or −1; RoPE pairs land on equal frequencies
@@ -81,7 +81,7 @@ struct InflatePlan {
 // its flag): a dimension smaller than the source's, heads not a multiple of the KV heads, KV heads
 // too few for the source's grouping, an odd head_dim, a hidden size without room for the constant
 // dims, a drafter whose ε or head_dim differ from its target's.
-Result<InflatePlan> PlanInflation(const Qwen3Config& target, const DFlashConfig& drafter,
+Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfig& drafter,
                                   const InflateShape& shape);
 
 // Where the small target's layers go in a deeper one. The drafter's feature layers (small ids)

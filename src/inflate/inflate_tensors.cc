@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 
 namespace dscale {
 namespace {
@@ -142,8 +142,8 @@ struct Maps {
 // One large decoder layer, named with `prefix` in and out (the target's "model.", the drafter's
 // ""): small layer layout.layers[layer], or an identity layer (zero weights: o_proj and down_proj
 // add nothing).
-Status AddLayer(const InflatePlan& p, const ModelLayout& layout, const Qwen3Config& small,
-                const Qwen3Config& large, int64_t layer, const std::string& prefix,
+Status AddLayer(const InflatePlan& p, const ModelLayout& layout, const DecoderConfig& small,
+                const DecoderConfig& large, int64_t layer, const std::string& prefix,
                 TensorList& list) {
   const Maps m(p, layout);
   const int32_t source_layer = layout.layers[static_cast<size_t>(layer)];
@@ -235,25 +235,25 @@ Patch PadRowPatch(const InflatePlan& p) {
 Result<std::vector<InflatedTensor>> InflatedTargetTensors(
     const InflatePlan& p, std::shared_ptr<const Checkpoint> source) {
   TensorList list(std::move(source), "");
-  const Qwen3Config& s = p.small_target;
-  const Qwen3Config& l = p.large_target;
+  const DecoderConfig& s = p.small_target;
+  const DecoderConfig& l = p.large_target;
   const Maps m(p, p.target);
-  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kQwen3EmbedName,
+  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kTargetEmbedName,
                                       .shape = {l.vocab_size, l.hidden_size},
-                                      .source = kQwen3EmbedName,
+                                      .source = kTargetEmbedName,
                                       .source_shape = {s.vocab_size, s.hidden_size},
                                       .rows = m.vocab,
                                       .cols = m.hidden,
                                       .scale = p.residual_scale,
                                       .patch = EmbeddingPatch(p)}));
   for (int64_t layer = 0; layer < l.num_hidden_layers; ++layer) {
-    DSCALE_RETURN_IF_ERROR(AddLayer(p, p.target, s, l, layer, kQwen3Prefix, list));
+    DSCALE_RETURN_IF_ERROR(AddLayer(p, p.target, s, l, layer, kTargetPrefix, list));
   }
   DSCALE_RETURN_IF_ERROR(
-      AddFinalNorm(p, kQwen3FinalNormName, kQwen3FinalNormName, p.target_constant_gain, list));
+      AddFinalNorm(p, kTargetFinalNormName, kTargetFinalNormName, p.target_constant_gain, list));
   if (!l.tie_word_embeddings) {
-    const char* head = s.tie_word_embeddings ? kQwen3EmbedName : kQwen3LmHeadName;
-    DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kQwen3LmHeadName,
+    const char* head = s.tie_word_embeddings ? kTargetEmbedName : kTargetLmHeadName;
+    DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kTargetLmHeadName,
                                         .shape = {l.vocab_size, l.hidden_size},
                                         .source = head,
                                         .source_shape = {s.vocab_size, s.hidden_size},
@@ -268,8 +268,8 @@ Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& p,
                                                            std::shared_ptr<const Checkpoint> source,
                                                            const std::string& source_prefix) {
   TensorList list(std::move(source), source_prefix);
-  const Qwen3Config& s = p.small_drafter.draft;
-  const Qwen3Config& l = p.large_drafter.draft;
+  const DecoderConfig& s = p.small_drafter.draft;
+  const DecoderConfig& l = p.large_drafter.draft;
   const Maps m(p, p.drafter);
   // fc: feature block k of the large target's residual rows, column k·D + i, is small column
   // k·d + i; the constants of block 0 pass through to the same dims (weight 1), so hidden_norm

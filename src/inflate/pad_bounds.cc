@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 
 namespace dscale {
 namespace {
@@ -50,7 +50,7 @@ double MaxRowNorm(const std::vector<float>& values, int64_t cols) {
 
 // How much one decoder layer can add to the residual row's norm; `context_gain` is the largest
 // gain of rows the layer attends to besides its own normed input (the drafter's hidden_norm).
-Result<double> LayerGrowth(const Reader& r, const Qwen3Config& c, int64_t layer,
+Result<double> LayerGrowth(const Reader& r, const DecoderConfig& c, int64_t layer,
                            double context_gain) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   auto read = [&](const char* suffix, std::vector<int64_t> shape) {
@@ -73,7 +73,7 @@ Result<double> LayerGrowth(const Reader& r, const Qwen3Config& c, int64_t layer,
 }
 
 // The bound on the final residual row's norm of a model whose rows start as embedding rows.
-Result<double> ResidualNormBound(const Reader& r, const Qwen3Config& c, double embed_norm,
+Result<double> ResidualNormBound(const Reader& r, const DecoderConfig& c, double embed_norm,
                                  double context_gain) {
   double bound = embed_norm;
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
@@ -85,22 +85,22 @@ Result<double> ResidualNormBound(const Reader& r, const Qwen3Config& c, double e
 
 }  // namespace
 
-Result<SourceBounds> MeasureSourceBounds(const Checkpoint& target, const Qwen3Config& t,
+Result<SourceBounds> MeasureSourceBounds(const Checkpoint& target, const DecoderConfig& t,
                                          const Checkpoint& drafter,
                                          const std::string& drafter_prefix, const DFlashConfig& d) {
-  const Reader target_reader{target, kQwen3Prefix};
+  const Reader target_reader{target, kTargetPrefix};
   const Reader drafter_reader{drafter, drafter_prefix};
   const int64_t h = t.hidden_size;
   DSCALE_ASSIGN_OR_RETURN(std::vector<float> embed,
-                          target.ReadF32(kQwen3EmbedName, {t.vocab_size, h}));
+                          target.ReadF32(kTargetEmbedName, {t.vocab_size, h}));
   const double embed_norm = MaxRowNorm(embed, h);
   double head_norm = embed_norm;
   if (!t.tie_word_embeddings) {
     DSCALE_ASSIGN_OR_RETURN(std::vector<float> head,
-                            target.ReadF32(kQwen3LmHeadName, {t.vocab_size, h}));
+                            target.ReadF32(kTargetLmHeadName, {t.vocab_size, h}));
     head_norm = MaxRowNorm(head, h);
   }
-  DSCALE_ASSIGN_OR_RETURN(std::vector<float> final_norm, target.ReadF32(kQwen3FinalNormName, {h}));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> final_norm, target.ReadF32(kTargetFinalNormName, {h}));
   DSCALE_ASSIGN_OR_RETURN(std::vector<float> draft_norm, drafter_reader.Read("norm.weight", {h}));
   DSCALE_ASSIGN_OR_RETURN(std::vector<float> hidden_norm,
                           drafter_reader.Read("hidden_norm.weight", {h}));

@@ -7,9 +7,9 @@
 
 #include "core/status.h"
 #include "inflate/inflate_plan.h"
+#include "io/decoder_config.h"
 #include "io/dflash_config.h"
 #include "io/domino_config.h"
-#include "io/qwen3_config.h"
 #include "io/safetensors.h"
 
 namespace dscale {
@@ -17,7 +17,8 @@ namespace dscale {
 // Reads the source target (tensor names "model.…") and drafter (`drafter_prefix` + name) once.
 // Every bound holds in exact arithmetic for every input; float evaluation moves the values by
 // far less than kPadLogitMargin.
-Result<SourceBounds> MeasureSourceBounds(const Checkpoint& target, const Qwen3Config& target_config,
+Result<SourceBounds> MeasureSourceBounds(const Checkpoint& target,
+                                         const DecoderConfig& target_config,
                                          const Checkpoint& drafter,
                                          const std::string& drafter_prefix,
                                          const DFlashConfig& drafter_config);

@@ -6,6 +6,7 @@
 
 #include "io/file_util.h"
 #include "io/json_util.h"
+#include "io/qwen3_config.h"
 
 namespace dscale {
 namespace {
@@ -78,7 +79,7 @@ Status ReadDraftingFields(const nlohmann::json& root, const std::string& path,
 }
 
 Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
-                             const Qwen3Config& target) {
+                             const DecoderConfig& target) {
   if (c.draft.hidden_size != target.hidden_size) {
     return FieldError(path, "hidden_size",
                       "drafter hidden size " + std::to_string(c.draft.hidden_size) +
@@ -127,11 +128,16 @@ std::vector<int32_t> DeriveTargetLayerIds(int64_t num_target_layers, int64_t num
 }
 
 Result<DFlashConfig> ParseDFlashConfig(const std::string& json_text, const std::string& path,
-                                       const Qwen3Config& target) {
+                                       const DecoderConfig& target) {
+  const std::string name = path.empty() ? "config.json" : path;
+  Result<nlohmann::json> root = ParseJsonDocument(json_text);
+  if (!root.ok()) return root.status().WithContext(name);
+  if (!root->is_object()) {
+    return DataLoss(name + ": the config is " + DescribeJson(*root) + ", expected a JSON object");
+  }
   DFlashConfig config;
-  DSCALE_ASSIGN_OR_RETURN(config.draft, ParseQwen3Config(json_text, path));
-  const Result<nlohmann::json> root = ParseJsonDocument(json_text);
-  DSCALE_CHECK(root.ok());  // ParseQwen3Config accepted it
+  // The draft layers are Qwen3's whatever the target; `architectures` names the drafter.
+  DSCALE_RETURN_IF_ERROR(ReadDraftTransformerConfig(ConfigFieldReader(*root, name), &config.draft));
   DSCALE_RETURN_IF_ERROR(ReadDraftingFields(*root, path, &config));
   DSCALE_ASSIGN_OR_RETURN(config.domino, ParseDominoHeadConfig(*root, path));
   if (config.target_layer_ids.empty()) {
@@ -143,13 +149,13 @@ Result<DFlashConfig> ParseDFlashConfig(const std::string& json_text, const std::
   return config;
 }
 
-Result<DFlashConfig> LoadDFlashConfig(const std::string& path, const Qwen3Config& target) {
+Result<DFlashConfig> LoadDFlashConfig(const std::string& path, const DecoderConfig& target) {
   DSCALE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   return ParseDFlashConfig(text, path, target);
 }
 
 std::string DFlashConfigToJson(const DFlashConfig& c) {
-  nlohmann::json j = nlohmann::json::parse(Qwen3ConfigToJson(c.draft));
+  nlohmann::json j = Qwen3ConfigJson(c.draft);
   j["architectures"] = {"DFlashDraftModel"};
   j["block_size"] = c.block_size;
   j["num_target_layers"] = c.num_target_layers;

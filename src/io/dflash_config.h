@@ -1,5 +1,6 @@
 #pragma once
-// DFlash drafter `config.json`: a Qwen3-style transformer config plus the drafting fields.
+// DFlash drafter `config.json`: a Qwen3-style transformer config (its RoPE its own, with an
+// optional llama3 rope_scaling) plus the drafting fields.
 // `block_size` may sit at the top level or inside `dflash_config`; `mask_token_id` and
 // `target_layer_ids` inside `dflash_config` or at the top level. Absent layer ids are derived
 // from the target's depth by the documented rule (DeriveTargetLayerIds).
@@ -10,13 +11,13 @@
 #include <vector>
 
 #include "core/status.h"
+#include "io/decoder_config.h"
 #include "io/domino_config.h"
-#include "io/qwen3_config.h"
 
 namespace dscale {
 
 struct DFlashConfig {
-  Qwen3Config draft;  // the draft transformer (its vocab_size is informational)
+  DecoderConfig draft;  // the draft transformer (its vocab_size is informational)
   int32_t block_size = 16;
   int64_t mask_token_id = -1;
   std::vector<int32_t> target_layer_ids;  // residual streams fed to fc, in this order
@@ -32,8 +33,8 @@ std::vector<int32_t> DeriveTargetLayerIds(int64_t num_target_layers, int64_t num
 // is what the result is validated against: drafter hidden = target hidden, mask id inside the
 // target's vocabulary, layer ids inside the target's depth, block size in [2, 64].
 Result<DFlashConfig> ParseDFlashConfig(const std::string& json_text, const std::string& path,
-                                       const Qwen3Config& target);
-Result<DFlashConfig> LoadDFlashConfig(const std::string& path, const Qwen3Config& target);
+                                       const DecoderConfig& target);
+Result<DFlashConfig> LoadDFlashConfig(const std::string& path, const DecoderConfig& target);
 
 // The JSON a z-lab DFlash checkpoint carries (architectures DFlashDraftModel, dflash_config).
 std::string DFlashConfigToJson(const DFlashConfig& config);

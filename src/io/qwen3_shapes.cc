@@ -5,8 +5,8 @@
 namespace dscale {
 namespace {
 
-Qwen3Config DenseQwen3(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads,
-                       bool tie) {
+DecoderConfig DenseQwen3(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads,
+                         bool tie) {
   return {.vocab_size = 151936,
           .hidden_size = hidden,
           .intermediate_size = intermediate,
@@ -24,7 +24,7 @@ Qwen3Config DenseQwen3(int64_t hidden, int64_t intermediate, int64_t layers, int
 
 }  // namespace
 
-std::optional<Qwen3Config> NamedQwen3Config(std::string_view name) {
+std::optional<DecoderConfig> NamedQwen3Config(std::string_view name) {
   if (name == "qwen3-0.6b") return DenseQwen3(1024, 3072, 28, 16, true);
   if (name == "qwen3-1.7b") return DenseQwen3(2048, 6144, 28, 16, true);
   if (name == "qwen3-4b") return DenseQwen3(2560, 9728, 36, 32, true);

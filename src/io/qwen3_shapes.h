@@ -7,12 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include "io/qwen3_config.h"
+#include "io/decoder_config.h"
 
 namespace dscale {
 
 // "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b" (tied LM heads) or "qwen3-8b"; nullopt for any other.
-std::optional<Qwen3Config> NamedQwen3Config(std::string_view name);
+std::optional<DecoderConfig> NamedQwen3Config(std::string_view name);
 
 // The names NamedQwen3Config knows, smallest first.
 const std::vector<std::string>& NamedQwen3ConfigNames();

@@ -1,5 +1,5 @@
 #pragma once
-// The CPU backend's operations for the model templates (decoder_layer.h, qwen3_forward.h,
+// The CPU backend's operations for the model templates (decoder_layer.h, decoder_forward.h,
 // dflash_forward.h): the kernels of kernels/cpu and WeightMatrix products on host memory, K/V
 // in a KvStore. The reference the CUDA backend (model/cuda/cuda_ops.h) is tested against.
 // Everything is inline, so a template instantiated with CpuOps is the plain CPU code.
@@ -54,8 +54,8 @@ struct CpuOps {
     cpu::HeadRmsNorm(x, gain, rows, heads, head_dim, row_stride, eps);
   }
   static void Rope(float* x, const int32_t* positions, int64_t rows, int64_t heads,
-                   int64_t head_dim, int64_t row_stride, double theta) {
-    cpu::ApplyRope(x, positions, rows, heads, head_dim, row_stride, theta);
+                   int64_t head_dim, int64_t row_stride, const RopeSpec& rope) {
+    cpu::ApplyRope(x, positions, rows, heads, head_dim, row_stride, rope);
   }
   static void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) {
     cpu::SwiGlu(gate_up, out, rows, inter);

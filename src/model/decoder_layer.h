@@ -1,14 +1,15 @@
 #pragma once
-// One Qwen3 pre-norm decoder layer, written once over a backend's operations (`Ops`:
+// One pre-norm decoder layer (Qwen3, Llama), written once over a backend's operations (`Ops`:
 // model/cpu_ops.h, model/cuda/cuda_ops.h) and shared by the target (causal attention) and the
 // DFlash drafter (non-causal attention over its context plus its block):
 //   x += o_proj(attention(rope(q_norm(q)), rope(k_norm(k)), v))   with q, k, v from RMSNorm(x)
+// (q_norm and k_norm only where the family has them: Qwen3 and the DFlash drafters, not Llama)
 //   x += down(silu(gate(RMSNorm(x))) · up(RMSNorm(x)))
 
 #include <cstdint>
 #include <vector>
 
-#include "io/qwen3_config.h"
+#include "io/decoder_config.h"
 #include "model/batch_view.h"
 
 namespace dscale {
@@ -20,11 +21,12 @@ struct LayerDims {
   int32_t kv_heads = 0;
   int32_t head_dim = 0;
   float eps = 1e-6f;
-  double rope_theta = 1e6;
+  bool qk_norm = true;  // per-head RMSNorm of q and k before RoPE
+  RopeSpec rope;
 
   int64_t q_dim() const { return int64_t{heads} * head_dim; }
   int64_t kv_dim() const { return int64_t{kv_heads} * head_dim; }
-  static LayerDims From(const Qwen3Config& config);
+  static LayerDims From(const DecoderConfig& config);
 };
 
 // Runs the layer in place on the residual stream x [batch.rows, hidden], storing the live rows'
@@ -41,13 +43,15 @@ void RunDecoderLayer(Ops& ops, const auto& w, const LayerDims& d, const BatchVie
   float* qkv = ops.Buffer(s.qkv, rows * cols);
   ops.RmsNorm(x, w.input_norm.data(), normed, rows, d.hidden, d.eps);
   ops.Gemm(normed, d.hidden, w.qkv, qkv, cols, rows, /*accumulate=*/false);
-  // qkv row: [q heads | k heads | v heads]; q and k get per-head RMSNorm, then RoPE.
+  // qkv row: [q heads | k heads | v heads]; q and k get per-head RMSNorm (qk_norm), then RoPE.
   float* q = qkv;
   float* k = qkv + q_dim;
-  ops.HeadRmsNorm(q, w.q_norm.data(), rows, d.heads, d.head_dim, cols, d.eps);
-  ops.HeadRmsNorm(k, w.k_norm.data(), rows, d.kv_heads, d.head_dim, cols, d.eps);
-  ops.Rope(q, batch.positions, rows, d.heads, d.head_dim, cols, d.rope_theta);
-  ops.Rope(k, batch.positions, rows, d.kv_heads, d.head_dim, cols, d.rope_theta);
+  if (d.qk_norm) {
+    ops.HeadRmsNorm(q, w.q_norm.data(), rows, d.heads, d.head_dim, cols, d.eps);
+    ops.HeadRmsNorm(k, w.k_norm.data(), rows, d.kv_heads, d.head_dim, cols, d.eps);
+  }
+  ops.Rope(q, batch.positions, rows, d.heads, d.head_dim, cols, d.rope);
+  ops.Rope(k, batch.positions, rows, d.kv_heads, d.head_dim, cols, d.rope);
   ops.StoreKv(kv, layer, batch, k, k + kv_dim, cols);
   float* attn = ops.Buffer(s.attn, rows * q_dim);
   ops.Attention(kv, layer, batch, d, q, cols, attn);

@@ -14,8 +14,8 @@ constexpr const char* kFinalNormName = "norm.weight";
 
 std::string DFlashTensorPrefix(const Checkpoint& checkpoint) {
   if (checkpoint.Find(kFcName) == nullptr &&
-      checkpoint.Find(std::string(kQwen3Prefix) + kFcName) != nullptr) {
-    return kQwen3Prefix;
+      checkpoint.Find(std::string(kTargetPrefix) + kFcName) != nullptr) {
+    return kTargetPrefix;
   }
   return "";
 }
@@ -43,7 +43,7 @@ Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hi
   DSCALE_ASSIGN_OR_RETURN(WeightMatrix hidden_norm, read(kHiddenNormName, {h}));
   w.hidden_norm = hidden_norm.ToF32();
   for (int64_t layer = 0; layer < c.draft.num_hidden_layers; ++layer) {
-    DSCALE_ASSIGN_OR_RETURN(Qwen3LayerWeights lw, LoadDecoderLayer(c.draft, "", layer, read));
+    DSCALE_ASSIGN_OR_RETURN(DecoderLayerWeights lw, LoadDecoderLayer(c.draft, "", layer, read));
     w.layers.push_back(std::move(lw));
   }
   DSCALE_ASSIGN_OR_RETURN(WeightMatrix final_norm, read(kFinalNormName, {h}));
@@ -51,7 +51,7 @@ Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hi
   return w;
 }
 
-Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Model& target,
+Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderModel& target,
                                           DrafterHead head, DraftVocabChoice vocab) {
   const std::string config_path = dir + "/config.json";
   DSCALE_ASSIGN_OR_RETURN(DFlashConfig config, LoadDFlashConfig(config_path, target.config()));
@@ -73,7 +73,7 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const Qwen3Mod
   const std::string prefix = DFlashTensorPrefix(checkpoint);
   const TensorReader read =
       CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(checkpoint)), prefix);
-  const Qwen3Config& t = target.config();
+  const DecoderConfig& t = target.config();
   DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights, LoadDFlashWeights(config, t.hidden_size, read));
   std::optional<DominoHeadWeights> head_weights;
   if (head == DrafterHead::kDomino) {
@@ -107,14 +107,14 @@ int64_t DFlashDrafter::draft_vocab_size() const {
   return draft_vocab_.has_value() ? draft_vocab_->size() : target_->config().vocab_size;
 }
 
-DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target)
+DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const DecoderModel& target)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       target_(&target),
       dims_(LayerDims::From(config_.draft)) {
   DSCALE_CHECK(config_.draft.hidden_size == target.config().hidden_size);
   DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.draft.num_hidden_layers);
-  for (const Qwen3LayerWeights& w : weights_.layers) {
+  for (const DecoderLayerWeights& w : weights_.layers) {
     context_kv_.push_back(w.qkv.RowRange(dims_.q_dim(), 2 * dims_.kv_dim()));
   }
 }
@@ -161,7 +161,7 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   const int64_t draft_vocab = draft_vocab_size();
   out->logits.resize(n * draft_vocab);
   out->tokens.resize(n);
-  const Qwen3Weights& target = target_->weights();
+  const DecoderWeights& target = target_->weights();
   const WeightMatrix& lm_head = draft_vocab_.has_value() ? draft_lm_head_ : target.LmHead();
   CpuOps ops{.activations = target_->activations()};
   RunDFlashDraft(ops, weights_, target.embed, lm_head, vocab, draft_vocab, dims_, block,

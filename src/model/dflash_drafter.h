@@ -26,17 +26,17 @@
 #include "kv/paged_kv_cache.h"
 #include "model/cpu_ops.h"
 #include "model/decoder_layer.h"
+#include "model/decoder_model.h"
 #include "model/domino_head.h"
 #include "model/draft_vocab.h"
 #include "model/drafter.h"
-#include "model/qwen3_model.h"
 
 namespace dscale {
 
 struct DFlashWeights {
   WeightMatrix fc;                 // [hidden, K · target_hidden]
   std::vector<float> hidden_norm;  // [hidden]
-  std::vector<Qwen3LayerWeights> layers;
+  std::vector<DecoderLayerWeights> layers;
   std::vector<float> final_norm;  // [hidden] ("norm.weight")
 };
 
@@ -56,10 +56,10 @@ class DFlashDrafter : public Drafter {
   // With DrafterHead::kDomino the config must declare a head ("domino_config"), read from its
   // file in `dir`; with kNone a declared head is not loaded. `vocab` says whether the folder's
   // draft_vocab.json restricts the drafts (kSubset without one is an error naming the file).
-  static Result<DFlashDrafter> Load(const std::string& dir, const Qwen3Model& target,
+  static Result<DFlashDrafter> Load(const std::string& dir, const DecoderModel& target,
                                     DrafterHead head = DrafterHead::kNone,
                                     DraftVocabChoice vocab = DraftVocabChoice::kFull);
-  DFlashDrafter(DFlashConfig config, DFlashWeights weights, const Qwen3Model& target);
+  DFlashDrafter(DFlashConfig config, DFlashWeights weights, const DecoderModel& target);
 
   // Runs `head` on every draft from now on (its embedding must be the target's).
   void AttachHead(DominoHead head);
@@ -103,7 +103,7 @@ class DFlashDrafter : public Drafter {
  private:
   DFlashConfig config_;
   DFlashWeights weights_;
-  const Qwen3Model* target_;
+  const DecoderModel* target_;
   LayerDims dims_;
   // Per draft layer, the k and v rows of its stacked [q; k; v] matrix (views, no copy): what
   // AppendContext projects the context through.

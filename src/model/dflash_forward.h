@@ -46,8 +46,10 @@ void RunDFlashContext(Ops& ops, const auto& w, const auto& context_kv, const Lay
   for (int32_t layer = 0; layer < num_layers; ++layer) {
     const auto i = static_cast<size_t>(layer);
     ops.Gemm(c, h, context_kv[i], k, kv_cols, n, /*accumulate=*/false);
-    ops.HeadRmsNorm(k, w.layers[i].k_norm.data(), n, d.kv_heads, d.head_dim, kv_cols, d.eps);
-    ops.Rope(k, rows.positions, n, d.kv_heads, d.head_dim, kv_cols, d.rope_theta);
+    if (d.qk_norm) {
+      ops.HeadRmsNorm(k, w.layers[i].k_norm.data(), n, d.kv_heads, d.head_dim, kv_cols, d.eps);
+    }
+    ops.Rope(k, rows.positions, n, d.kv_heads, d.head_dim, kv_cols, d.rope);
     ops.StoreKv(kv, layer, rows, k, k + d.kv_dim(), kv_cols);
   }
 }

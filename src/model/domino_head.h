@@ -23,7 +23,7 @@
 
 #include "core/status.h"
 #include "io/domino_config.h"
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 #include "model/weight_matrix.h"
 
 namespace dscale {

@@ -58,15 +58,15 @@ WeightMatrix QuantizeInt8(const WeightMatrix& w) {
   return WeightMatrix::FromInt8(std::move(q), std::move(scales), rows, cols);
 }
 
-void QuantizeLayerInt8(Qwen3LayerWeights* layer) {
+void QuantizeLayerInt8(DecoderLayerWeights* layer) {
   layer->qkv = QuantizeInt8(layer->qkv);
   layer->o_proj = QuantizeInt8(layer->o_proj);
   layer->gate_up = QuantizeInt8(layer->gate_up);
   layer->down = QuantizeInt8(layer->down);
 }
 
-void QuantizeProjectionsInt8(Qwen3Weights* weights) {
-  for (Qwen3LayerWeights& layer : weights->layers) QuantizeLayerInt8(&layer);
+void QuantizeProjectionsInt8(DecoderWeights* weights) {
+  for (DecoderLayerWeights& layer : weights->layers) QuantizeLayerInt8(&layer);
   weights->lm_head = QuantizeInt8(weights->LmHead());
 }
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 #include "model/weight_matrix.h"
 
 namespace dscale {
@@ -23,10 +23,10 @@ WeightMatrix QuantizeInt8(const WeightMatrix& w);
 
 // The layer's projections (qkv, o_proj, gate_up, down) replaced by int8 copies; the norm gains
 // stay f32.
-void QuantizeLayerInt8(Qwen3LayerWeights* layer);
+void QuantizeLayerInt8(DecoderLayerWeights* layer);
 
 // Every decoder layer's projections and the LM head as int8. The embedding stays as it is
 // (lookups read it as stored), so a tied LM head becomes an int8 copy of the embedding.
-void QuantizeProjectionsInt8(Qwen3Weights* weights);
+void QuantizeProjectionsInt8(DecoderWeights* weights);
 
 }  // namespace dscale

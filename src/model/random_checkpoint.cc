@@ -29,8 +29,8 @@ std::vector<float> RandomValues(const std::string& name, const std::vector<int64
     return values;
   }
   double stddev = 1.0 / std::sqrt(static_cast<double>(shape[1]));
-  if (name == kQwen3EmbedName) stddev = 1.0;
-  if (name == kQwen3LmHeadName) stddev *= 3.0;
+  if (name == kTargetEmbedName) stddev = 1.0;
+  if (name == kTargetLmHeadName) stddev *= 3.0;
   std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
   for (float& v : values) v = normal(rng);
   return values;
@@ -97,7 +97,7 @@ Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
 
 }  // namespace
 
-Qwen3Config TinyQwen3Config() {
+DecoderConfig TinyQwen3Config() {
   return {.vocab_size = 512,
           .hidden_size = 128,
           .intermediate_size = 256,
@@ -113,9 +113,22 @@ Qwen3Config TinyQwen3Config() {
           .eos_token_ids = {}};
 }
 
-std::vector<TensorToWrite> RandomQwen3Tensors(const Qwen3Config& config, uint64_t seed,
-                                              DType dtype) {
-  return RandomTensors(Qwen3TensorShapes(config), seed, dtype);
+DecoderConfig TinyLlamaConfig() {
+  DecoderConfig c = TinyQwen3Config();
+  c.family = ModelFamily::kLlama;
+  c.qk_norm = false;
+  c.rope_theta = 500000.0;
+  c.rope_scaling = {.type = RopeScalingType::kLlama3,
+                    .factor = 8.0,
+                    .low_freq_factor = 1.0,
+                    .high_freq_factor = 4.0,
+                    .original_max_position_embeddings = 1024};
+  return c;
+}
+
+std::vector<TensorToWrite> RandomDecoderTensors(const DecoderConfig& config, uint64_t seed,
+                                                DType dtype) {
+  return RandomTensors(DecoderTensorShapes(config), seed, dtype);
 }
 
 std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64_t target_hidden,
@@ -140,9 +153,9 @@ Status WriteRandomDominoHead(const std::string& drafter_dir, const DominoHeadCon
                           RandomDominoHeadTensors(config, hidden, vocab, seed, dtype));
 }
 
-Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType dtype) {
+DecoderWeights RandomDecoderWeights(const DecoderConfig& config, uint64_t seed, DType dtype) {
   std::map<std::string, std::vector<float>> by_name;
-  for (TensorToWrite& t : RandomQwen3Tensors(config, seed, dtype)) {
+  for (TensorToWrite& t : RandomDecoderTensors(config, seed, dtype)) {
     by_name[t.name] = std::move(t.values);
   }
   // BF16 matrices stay BF16, as a BF16 checkpoint's are used in place, so a model built here
@@ -157,12 +170,13 @@ Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType 
     }
     return WeightMatrix::FromF32(std::move(values), shape);
   };
-  return LoadQwen3Weights(config, read).value();
+  return LoadDecoderWeights(config, read).value();
 }
 
-Status WriteRandomQwen3Checkpoint(const std::string& dir, const Qwen3Config& config,
-                                  uint64_t seed, DType dtype) {
-  return WriteCheckpoint(dir, Qwen3ConfigToJson(config), Qwen3TensorShapes(config), seed, dtype);
+Status WriteRandomCheckpoint(const std::string& dir, const DecoderConfig& config, uint64_t seed,
+                             DType dtype) {
+  return WriteCheckpoint(dir, DecoderConfigToJson(config), DecoderTensorShapes(config), seed,
+                         dtype);
 }
 
 }  // namespace dscale

@@ -9,29 +9,33 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "io/decoder_config.h"
 #include "io/dflash_config.h"
 #include "io/domino_config.h"
-#include "io/qwen3_config.h"
 #include "io/safetensors.h"
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 
 namespace dscale {
 
 // `make-tiny`'s default target: vocab 512, hidden 128, intermediate 256, 4 layers, 4 heads over
 // 2 KV heads of 32, RoPE θ 1e6, 4096 positions, untied, no EOS.
-Qwen3Config TinyQwen3Config();
+DecoderConfig TinyQwen3Config();
+// TinyQwen3Config's shape as a Llama 3 model: no q/k norms, θ 500000, llama3 rope_scaling
+// (factor 8, low 1, high 4, original context 1024: wavelengths past 256 positions are stretched,
+// past 1024 by the whole factor).
+DecoderConfig TinyLlamaConfig();
 
-// Every tensor of Qwen3TensorShapes(config), seeded; values are already rounded to `dtype`, so
+// Every tensor of DecoderTensorShapes(config), seeded; values are already rounded to `dtype`, so
 // loading the written file gives exactly these values back.
-std::vector<TensorToWrite> RandomQwen3Tensors(const Qwen3Config& config, uint64_t seed,
-                                              DType dtype);
+std::vector<TensorToWrite> RandomDecoderTensors(const DecoderConfig& config, uint64_t seed,
+                                                DType dtype);
 
 // The same weights without a file round trip.
-Qwen3Weights RandomQwen3Weights(const Qwen3Config& config, uint64_t seed, DType dtype);
+DecoderWeights RandomDecoderWeights(const DecoderConfig& config, uint64_t seed, DType dtype);
 
 // Writes `dir`/config.json and `dir`/model.safetensors (creating `dir`).
-Status WriteRandomQwen3Checkpoint(const std::string& dir, const Qwen3Config& config,
-                                  uint64_t seed, DType dtype);
+Status WriteRandomCheckpoint(const std::string& dir, const DecoderConfig& config, uint64_t seed,
+                             DType dtype);
 
 // A DFlash drafter for a target of hidden size `target_hidden`, in the real layout (no prefix).
 std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64_t target_hidden,

@@ -17,7 +17,7 @@ Status CheckTokenIds(std::span<const int32_t> ids, int64_t vocab, std::string_vi
   return Status::Ok();
 }
 
-void CheckForward(const Qwen3Config& config, const StepBatch& batch, const PagedKvCache& cache) {
+void CheckForward(const DecoderConfig& config, const StepBatch& batch, const PagedKvCache& cache) {
   DSCALE_CHECK_MSG(batch.causal, "the target attends causally");
   int32_t next_row = 0;
   for (const StepSpan& s : batch.spans()) {

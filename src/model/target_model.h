@@ -1,7 +1,7 @@
 #pragma once
 // The seam where the engine meets a target model: a StepBatch in; logits for its logit rows and
 // the residual streams after its capture layers (the DFlash drafter's features) out.
-// The CPU backend's Qwen3Model (model/qwen3_model.h) implements it, and so does the CUDA
+// The CPU backend's DecoderModel (model/decoder_model.h) implements it, and so does the CUDA
 // backend's DeviceTarget (model/cuda/device_target.h), which keeps weights and K/V on the device.
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "core/step_batch.h"
-#include "io/qwen3_config.h"
+#include "io/decoder_config.h"
 #include "kv/paged_kv_cache.h"
 
 namespace dscale {
@@ -25,7 +25,7 @@ class TargetModel {
  public:
   virtual ~TargetModel() = default;
 
-  virtual const Qwen3Config& config() const = 0;
+  virtual const DecoderConfig& config() const = 0;
 
   // Geometry of the host PagedKvCache a caller makes for this model. A target that keeps its
   // K/V rows elsewhere (on the device) asks for num_layers = 0: the host cache then holds pages
@@ -44,6 +44,6 @@ Status CheckTokenIds(std::span<const int32_t> ids, int64_t vocab, std::string_vi
 // The preconditions of every TargetModel::Forward, CHECKed (requests are validated where they
 // enter): spans tile the rows and are reserved in `cache`, tokens lie in the vocabulary, logit
 // rows and capture layers lie inside the batch and the model.
-void CheckForward(const Qwen3Config& config, const StepBatch& batch, const PagedKvCache& cache);
+void CheckForward(const DecoderConfig& config, const StepBatch& batch, const PagedKvCache& cache);
 
 }  // namespace dscale

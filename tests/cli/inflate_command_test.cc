@@ -80,8 +80,8 @@ TEST_F(InflateCommandTest, WritesACheckpointEveryCommandLoads) {
   const std::string ids = "5,17,3,42,8,8,1,60,33";
   const nlohmann::json small = Json("logits --model " + Path("small") + " --ids " + ids);
   const nlohmann::json large = Json("logits --model " + Path("wide") + " --ids " + ids);
-  const Qwen3Model small_model = Qwen3Model::Load(Path("small")).value();
-  const Qwen3Model large_model = Qwen3Model::Load(Path("wide")).value();
+  const DecoderModel small_model = DecoderModel::Load(Path("small")).value();
+  const DecoderModel large_model = DecoderModel::Load(Path("wide")).value();
   // `dscale logits` caches K/V as BF16 by default.
   const std::vector<double> bounds =
       testing::TargetPairBounds(small_model, large_model, 64, KvDtype::kBf16);

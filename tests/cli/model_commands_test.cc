@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "model/decoder_model.h"
 #include "model/logit_bounds.h"
-#include "model/qwen3_model.h"
 #include "run_command.h"
 
 namespace dscale {
@@ -33,7 +33,7 @@ class ModelCommandsTest : public ::testing::Test {
                   " --seed 4 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 "
                   "--kv-heads 2 --head-dim 16 --draft-layers 2");
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    Result<Qwen3Model> target = Qwen3Model::Load(Target());
+    Result<DecoderModel> target = DecoderModel::Load(Target());
     ASSERT_TRUE(target.ok()) << target.status().message();
     tie_ = testing::GreedyTieTolerance(
         testing::TargetLogitBounds(*target, kMaxContext, KvDtype::kBf16));
@@ -56,10 +56,11 @@ class ModelCommandsTest : public ::testing::Test {
   // The target's logits after `ids` (its last row), from `dscale logits` (`flags`: e.g. its
   // --kv-dtype or --weights).
   static std::vector<float> LastLogits(const std::vector<int32_t>& ids,
-                                       const std::string& flags = "") {
+                                       const std::string& flags = "",
+                                       const std::string& model = Target()) {
     std::string list;
     for (const int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
-    const nlohmann::json j = Json("logits --model " + Target() + " --ids " + list + flags);
+    const nlohmann::json j = Json("logits --model " + model + " --ids " + list + flags);
     return j["logits"].back().get<std::vector<float>>();
   }
 
@@ -68,7 +69,8 @@ class ModelCommandsTest : public ::testing::Test {
   // tie, where either choice is greedy.
   static void ExpectSameUpToTie(const std::vector<int32_t>& prompt, const std::vector<int32_t>& got,
                                 const std::vector<int32_t>& want, float tie,
-                                const std::string& flags = "") {
+                                const std::string& flags = "",
+                                const std::string& model = Target()) {
     const size_t n = std::min(got.size(), want.size());
     const size_t at = std::mismatch(got.begin(), got.begin() + n, want.begin()).first - got.begin();
     if (at == n) {
@@ -77,7 +79,7 @@ class ModelCommandsTest : public ::testing::Test {
     }
     std::vector<int32_t> context = prompt;
     context.insert(context.end(), want.begin(), want.begin() + at);
-    std::vector<float> row = LastLogits(context, flags);
+    std::vector<float> row = LastLogits(context, flags, model);
     std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
     EXPECT_LE(row[0] - row[1], tie)
         << "outputs part at token " << at << " where the target's top two logits are not tied";
@@ -172,6 +174,50 @@ TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
   }
 }
 
+// make-tiny --arch llama writes a LlamaForCausalLM checkpoint (no q/k norms, llama3
+// rope_scaling) and a drafter of Qwen3 layers with the target's RoPE; speculation on it equals
+// plain greedy decoding over 60 positions, past the scaling's original context of 32.
+TEST_F(ModelCommandsTest, LlamaTargetsAreMadeLoadedAndSpeculatedOn) {
+  const std::string target = *dir_ + "/llama-target", drafter = *dir_ + "/llama-drafter";
+  const testing::CommandResult r =
+      RunDscale("make-tiny --arch llama --out " + target + " --drafter-out " + drafter +
+                " --seed 6 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 "
+                "--kv-heads 2 --head-dim 16 --rope-original-positions 32 --draft-layers 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream target_config(target + "/config.json");
+  const nlohmann::json t = nlohmann::json::parse(target_config, nullptr, false);
+  EXPECT_EQ(t["architectures"], nlohmann::json::parse(R"(["LlamaForCausalLM"])"));
+  EXPECT_EQ(t["rope_scaling"]["rope_type"], "llama3");
+  EXPECT_EQ(t["rope_scaling"]["original_max_position_embeddings"], 32);
+  std::ifstream drafter_config(drafter + "/config.json");
+  const nlohmann::json d = nlohmann::json::parse(drafter_config, nullptr, false);
+  EXPECT_EQ(d["model_type"], "qwen3");
+  EXPECT_EQ(d["rope_scaling"], t["rope_scaling"]);
+  Result<DecoderModel> loaded = DecoderModel::Load(target);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_TRUE(loaded->weights().layers[0].q_norm.empty());
+  const float tie =
+      testing::GreedyTieTolerance(testing::TargetLogitBounds(*loaded, 64, KvDtype::kF32));
+  std::vector<int32_t> prompt;
+  std::string ids;
+  for (int32_t i = 0; i < 20; ++i) {
+    prompt.push_back((i * 37 + 11) % 90);
+    ids += (ids.empty() ? "" : ",") + std::to_string(prompt.back());
+  }
+  const std::string common = " --target " + target + " --drafter " + drafter + " --ids " + ids +
+                             " --max-tokens 40 --json --kv-dtype f32 --spec ";
+  const nlohmann::json plain = Json("generate" + common + "none");
+  for (const char* mode : {"dflash", "fixed:5"}) {
+    SCOPED_TRACE(mode);
+    const nlohmann::json spec = Json("generate" + common + mode);
+    ExpectSameUpToTie(prompt, OutputIds(spec), OutputIds(plain), tie, " --kv-dtype f32", target);
+  }
+  const testing::CommandResult bad = RunDscale("make-tiny --arch mistral --out " + target);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("--arch: expected qwen3 or llama, got mistral"), std::string::npos)
+      << bad.out;
+}
+
 // --threads sets the kernels' thread count; other counts split the work differently, so the
 // tokens agree up to a stated tie.
 TEST_F(ModelCommandsTest, ThreadsOptionSetsTheKernelThreads) {
@@ -217,7 +263,7 @@ TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
 // plain greedy decoding of the int8 target, with int8 activations (the default) and f32 ones;
 // the CUDA device and unknown values are refused.
 TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
-  const Result<Qwen3Model> int8 = Qwen3Model::Load(Target(), WeightsMode::kInt8);
+  const Result<DecoderModel> int8 = DecoderModel::Load(Target(), WeightsMode::kInt8);
   ASSERT_TRUE(int8.ok()) << int8.status().message();
   const float tie = testing::GreedyTieTolerance(
       testing::Int8TargetLogitBounds(*int8, kMaxContext, KvDtype::kBf16));

@@ -42,8 +42,8 @@ class CudaBackendTest : public CudaTest {
   void SetUp() override {
     CudaTest::SetUp();
     if (IsSkipped()) return;
-    const Qwen3Config config = testing::EngineTestTargetConfig();
-    host_.emplace(config, RandomQwen3Weights(config, 5, DType::kBF16));
+    const DecoderConfig config = testing::EngineTestTargetConfig();
+    host_.emplace(config, RandomDecoderWeights(config, 5, DType::kBF16));
     drafter_ = testing::RandomDrafter(*host_, 9);
     Result<std::unique_ptr<StepBackend>> backend = MakeBackend("cuda", *host_, drafter_.get());
     ASSERT_TRUE(backend.ok()) << backend.status().message();
@@ -51,7 +51,7 @@ class CudaBackendTest : public CudaTest {
     predictor_.emplace(testing::RandomPredictor(config.hidden_size, config.vocab_size, 6));
   }
 
-  std::optional<Qwen3Model> host_;
+  std::optional<DecoderModel> host_;
   std::unique_ptr<DFlashDrafter> drafter_;
   std::unique_ptr<StepBackend> backend_;
   std::optional<dvl::Predictor> predictor_;

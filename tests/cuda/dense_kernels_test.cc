@@ -152,18 +152,27 @@ TEST_F(CudaDenseKernelTest, RopeMatchesCpuAtLargePositions) {
   std::mt19937 rng(204);
   std::uniform_int_distribution<int32_t> position(0, 40000);
   const int64_t heads = 5;
-  for (const int64_t rows : kTestRows) {
-    for (const int64_t head_dim : kTestHeadDims) {
-      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " head_dim=" << head_dim);
-      const int64_t row_stride = heads * head_dim + 7;
-      auto x = RandomNormal(rng, rows * row_stride);
-      std::vector<int32_t> positions(rows);
-      for (int32_t& p : positions) p = position(rng);
-      auto dx = ToDevice(x);
-      auto dpos = ToDevice(positions);
-      cuda::ApplyRope(dx.data(), dpos.data(), rows, heads, head_dim, row_stride, 1e6, stream_);
-      cpu::ApplyRope(x.data(), positions.data(), rows, heads, head_dim, row_stride, 1e6);
-      EXPECT_LE(MaxExcessOverRelative(ToHost(dx), x, kElementwiseRelTol), kElementwiseAbsTol);
+  const RopeScaling llama3 = {.type = RopeScalingType::kLlama3,
+                              .factor = 8.0,
+                              .low_freq_factor = 1.0,
+                              .high_freq_factor = 4.0,
+                              .original_max_position_embeddings = 8192};
+  for (const RopeSpec& rope :
+       {RopeSpec{.theta = 1e6}, RopeSpec{.theta = 500000.0, .scaling = llama3}}) {
+    for (const int64_t rows : kTestRows) {
+      for (const int64_t head_dim : kTestHeadDims) {
+        SCOPED_TRACE(::testing::Message()
+                     << "rows=" << rows << " head_dim=" << head_dim << " theta=" << rope.theta);
+        const int64_t row_stride = heads * head_dim + 7;
+        auto x = RandomNormal(rng, rows * row_stride);
+        std::vector<int32_t> positions(rows);
+        for (int32_t& p : positions) p = position(rng);
+        auto dx = ToDevice(x);
+        auto dpos = ToDevice(positions);
+        cuda::ApplyRope(dx.data(), dpos.data(), rows, heads, head_dim, row_stride, rope, stream_);
+        cpu::ApplyRope(x.data(), positions.data(), rows, heads, head_dim, row_stride, rope);
+        EXPECT_LE(MaxExcessOverRelative(ToHost(dx), x, kElementwiseRelTol), kElementwiseAbsTol);
+      }
     }
   }
 }

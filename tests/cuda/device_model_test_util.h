@@ -25,7 +25,7 @@
 #include "model/cuda/device_forward.h"
 #include "model/cuda/device_kv_cache.h"
 #include "model/cuda/device_weights.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
 #include "support/tiny_models.h"
 
@@ -95,14 +95,14 @@ inline std::vector<int32_t> RandomTokens(std::mt19937& rng, size_t n, int64_t vo
 // The same BF16 checkpoint on the CPU (f32 values that are exactly the BF16 ones) and on the
 // device, with KV caches of the same geometry, both f32 (the device cache's only dtype).
 struct TwinModels {
-  explicit TwinModels(const Qwen3Config& config, uint64_t seed, int32_t num_pages)
-      : cpu(config, RandomQwen3Weights(config, seed, DType::kBF16)),
-        device(config, cuda::UploadQwen3Weights(config, cpu.weights())),
+  explicit TwinModels(const DecoderConfig& config, uint64_t seed, int32_t num_pages)
+      : cpu(config, RandomDecoderWeights(config, seed, DType::kBF16)),
+        device(config, cuda::UploadDecoderWeights(config, cpu.weights())),
         cpu_cache(cpu.KvShape(kPageSize, num_pages).WithDtype(KvDtype::kF32)),
         device_cache(cpu.KvShape(kPageSize, num_pages)) {}
 
-  Qwen3Model cpu;
-  cuda::DeviceQwen3Model device;
+  DecoderModel cpu;
+  cuda::DeviceDecoderModel device;
   PagedKvCache cpu_cache;
   cuda::DeviceKvCache device_cache;
 };

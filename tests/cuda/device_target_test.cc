@@ -43,8 +43,8 @@ class DeviceTargetTest : public CudaTest {
   void SetUp() override {
     CudaTest::SetUp();
     if (IsSkipped()) return;
-    const Qwen3Config config = testing::EngineTestTargetConfig();
-    host_.emplace(config, RandomQwen3Weights(config, 5, DType::kBF16));
+    const DecoderConfig config = testing::EngineTestTargetConfig();
+    host_.emplace(config, RandomDecoderWeights(config, 5, DType::kBF16));
     Result<std::unique_ptr<cuda::DeviceTarget>> device = cuda::DeviceTarget::Upload(*host_);
     ASSERT_TRUE(device.ok()) << device.status().message();
     device_ = std::move(device).value();
@@ -61,7 +61,7 @@ class DeviceTargetTest : public CudaTest {
     return prompts;
   }
 
-  std::optional<Qwen3Model> host_;
+  std::optional<DecoderModel> host_;
   std::unique_ptr<cuda::DeviceTarget> device_;
 };
 

@@ -1,4 +1,4 @@
-// The device Qwen3 forward against Qwen3Model::Forward on the same random BF16 checkpoint:
+// The device Qwen3 forward against DecoderModel::Forward on the same random BF16 checkpoint:
 // logits, captured residual streams and the K/V rows written into the paged cache, for a
 // prefill batch (tile 128) and then a verification-shaped batch (tile 16) that attends to the
 // prefill's keys. Tolerances and their reasons: cuda/device_model_test_util.h. Every test skips
@@ -67,7 +67,7 @@ class CudaQwen3ForwardTest : public CudaTest {
     m.device.Forward(device_batch.view(), capture, m.device_cache, scratch,
                      {.logits = logits.data(), .features = features.data()}, stream_);
 
-    // Qwen3Model computes logits only for logit_rows; every batch here asks for all rows.
+    // DecoderModel computes logits only for logit_rows; every batch here asks for all rows.
     ASSERT_EQ(batch.logit_rows().size(), static_cast<size_t>(batch.rows()));
     ExpectWithinBf16Tolerance(CopyFloats(logits.data(), logits.size(), stream_), cpu_out.logits,
                               "logits");

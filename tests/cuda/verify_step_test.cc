@@ -1,5 +1,5 @@
 // The verification step on a bucket's fixed-address workspace (model/cuda/verify_step.h): its
-// logits against Qwen3Model::Forward on the same live rows, its acceptance and committed tokens
+// logits against DecoderModel::Forward on the same live rows, its acceptance and committed tokens
 // against VerifyGreedy on the device's own logits, and a captured graph replayed for several
 // steps with new inputs, bit for bit equal to eager execution. Steps are packed by the CPU's
 // dvl::Pack from allocations of dvl::Allocate, so the workspace sees exactly what the packer

@@ -235,10 +235,10 @@ TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
 // real DFlash drafter or by the planted one that gets long drafts accepted — lies in the pages
 // the request reserved. Outputs stay plain greedy decoding's, every token of max_tokens.
 TEST_F(EngineTest, FullContextsFitACacheSizedForThemAndRunAtOnce) {
-  Qwen3Config config = EngineTestTargetConfig();
+  DecoderConfig config = EngineTestTargetConfig();
   constexpr int64_t kContext = 80;
   config.max_position_embeddings = kContext;
-  Qwen3Model target(config, RandomQwen3Weights(config, 5, DType::kF32));
+  DecoderModel target(config, RandomDecoderWeights(config, 5, DType::kF32));
   const float tie = testing::EngineTestTieTolerance(target);
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
   testing::PlantedDrafter planted(target, 16, /*salt=*/21);
@@ -450,9 +450,9 @@ TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
 class Int8EngineTest : public ::testing::TestWithParam<cpu::Int8Activations> {};
 
 TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) {
-  Qwen3Weights weights = RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kBF16);
+  DecoderWeights weights = RandomDecoderWeights(EngineTestTargetConfig(), 5, DType::kBF16);
   QuantizeProjectionsInt8(&weights);
-  Qwen3Model target(EngineTestTargetConfig(), std::move(weights));
+  DecoderModel target(EngineTestTargetConfig(), std::move(weights));
   target.set_activations({.int8 = GetParam()});
   const float tie = testing::GreedyTieTolerance(
       testing::Int8TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
@@ -502,8 +502,8 @@ INSTANTIATE_TEST_SUITE_P(Activations, Int8EngineTest,
 // dflash and dscale greedy outputs equal plain greedy decoding of the same target, up to the
 // float-noise ties every losslessness test here allows.
 TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
-  Qwen3Model target(EngineTestTargetConfig(),
-                    RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kBF16));
+  DecoderModel target(EngineTestTargetConfig(),
+                      RandomDecoderWeights(EngineTestTargetConfig(), 5, DType::kBF16));
   target.set_activations({.bf16 = cpu::Bf16Activations::kBf16});
   const float tie = testing::GreedyTieTolerance(
       testing::TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));

@@ -13,7 +13,7 @@ namespace dscale::testing {
 
 EngineFixture::EngineFixture()
     : target_(EngineTestTargetConfig(),
-              RandomQwen3Weights(EngineTestTargetConfig(), 5, DType::kF32)),
+              RandomDecoderWeights(EngineTestTargetConfig(), 5, DType::kF32)),
       predictor_(RandomPredictor(target_.config().hidden_size, target_.config().vocab_size, 3)) {}
 
 std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32_t seed,
@@ -72,7 +72,7 @@ EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
   return RunOnEngine(Engine::Create(backend, config), prompts, params);
 }
 
-float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv) {
+float EngineTestTieTolerance(const DecoderModel& target, KvDtype kv) {
   return GreedyTieTolerance(TargetLogitBounds(target, kEngineTestMaxContext, kv));
 }
 

@@ -11,8 +11,8 @@
 
 #include "dvl/predictor.h"
 #include "engine/engine.h"
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
-#include "model/qwen3_model.h"
 #include "support/tiny_models.h"
 
 namespace dscale::testing {
@@ -64,7 +64,7 @@ bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
 // that differs in its last f32 bit to neighbouring BF16 values, and the bound must allow every
 // value to do so.
 inline constexpr int64_t kEngineTestMaxContext = 128;
-float EngineTestTieTolerance(const Qwen3Model& target, KvDtype kv = KvDtype::kBf16);
+float EngineTestTieTolerance(const DecoderModel& target, KvDtype kv = KvDtype::kBf16);
 
 // The test-name suffix of a KvDtype parameter ("bf16", "f32").
 inline std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
@@ -78,7 +78,7 @@ class EngineFixture : public ::testing::Test {
  protected:
   EngineFixture();
 
-  Qwen3Model target_;
+  DecoderModel target_;
   dvl::Predictor predictor_;
   const float tie_ = EngineTestTieTolerance(target_);
 };

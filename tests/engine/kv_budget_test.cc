@@ -16,8 +16,8 @@ TEST(KvBudgetTest, BytesPerPositionCountKAndVOfEveryLayerInTheCacheDtype) {
 
 // The engine's budget counts the drafter's rows too, in the same dtype.
 TEST(KvBudgetTest, TargetAndDrafterRowsHalveWithBf16) {
-  const Qwen3Config config = testing::EngineTestTargetConfig();
-  const Qwen3Model target(config, RandomQwen3Weights(config, 1, DType::kF32));
+  const DecoderConfig config = testing::EngineTestTargetConfig();
+  const DecoderModel target(config, RandomDecoderWeights(config, 1, DType::kF32));
   const std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target, 2);
   const int64_t f32 = KvBytesPerPosition(target, drafter.get(), KvDtype::kF32);
   const int64_t draft_layers = drafter->config().draft.num_hidden_layers;
@@ -76,8 +76,8 @@ TEST(KvBudgetTest, ACacheLargerThanMemoryIsAClearError) {
 }
 
 TEST(KvBudgetTest, EngineRefusesACacheThatCannotFit) {
-  const Qwen3Config config = testing::EngineTestTargetConfig();
-  Qwen3Model target(config, RandomQwen3Weights(config, 1, DType::kF32));
+  const DecoderConfig config = testing::EngineTestTargetConfig();
+  DecoderModel target(config, RandomDecoderWeights(config, 1, DType::kF32));
   // 3 layers × 2 KV heads × 16 × K and V × 2 bytes (BF16) = 384 bytes a position: 2^34
   // positions are 6 TiB, more than any machine this runs on (f32: 768 bytes, 12 TiB).
   const auto engine = Engine::Create(target, nullptr, {.kv_tokens = int64_t{1} << 34});

@@ -18,7 +18,7 @@ uint64_t HashTokens(const std::vector<int32_t>& tokens, uint64_t salt) {
 
 }  // namespace
 
-PlantedDrafter::PlantedDrafter(Qwen3Model& target, int32_t block, uint64_t salt,
+PlantedDrafter::PlantedDrafter(DecoderModel& target, int32_t block, uint64_t salt,
                                double error_free_share)
     : target_(target), block_(block), salt_(salt), error_free_share_(error_free_share) {}
 

@@ -8,15 +8,16 @@
 #include <map>
 #include <vector>
 
+#include "model/decoder_model.h"
 #include "model/drafter.h"
-#include "model/qwen3_model.h"
 
 namespace dscale::testing {
 
 class PlantedDrafter : public Drafter {
  public:
   // `error_free_share`: fraction of steps (by hash) with no planted error at all.
-  PlantedDrafter(Qwen3Model& target, int32_t block, uint64_t salt, double error_free_share = 0.15);
+  PlantedDrafter(DecoderModel& target, int32_t block, uint64_t salt,
+                 double error_free_share = 0.15);
 
   int32_t block_size() const override { return block_; }
   const std::vector<int32_t>& feature_layers() const override { return no_layers_; }
@@ -34,7 +35,7 @@ class PlantedDrafter : public Drafter {
  private:
   const std::vector<int32_t>& GreedyContinuation(const std::vector<int32_t>& context);
 
-  Qwen3Model& target_;
+  DecoderModel& target_;
   int32_t block_;
   uint64_t salt_;
   double error_free_share_;

@@ -27,7 +27,7 @@ constexpr int kSamples = 20000;
 // Exact probability of every sequence of `length` tokens after `prompt`, indexed in base
 // `vocab` (first token most significant): products of the target's conditionals, read off one
 // prefill of prompt + sequence.
-std::vector<double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& prompt,
+std::vector<double> ExactJoint(DecoderModel& target, const std::vector<int32_t>& prompt,
                                const SamplingParams& params, int length) {
   const int64_t vocab = target.config().vocab_size;
   const auto n = static_cast<int32_t>(prompt.size());
@@ -64,7 +64,7 @@ std::vector<double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& p
 // kSubset / kDominoSubset: the same over a reduced draft vocabulary (all ids but 5 and 11).
 enum class Proposer { kPlanted, kDomino, kSubset, kDominoSubset };
 
-std::unique_ptr<DFlashDrafter> RandomDFlashProposer(const Qwen3Model& target, Proposer proposer) {
+std::unique_ptr<DFlashDrafter> RandomDFlashProposer(const DecoderModel& target, Proposer proposer) {
   const bool head = proposer == Proposer::kDomino || proposer == Proposer::kDominoSubset;
   std::unique_ptr<DFlashDrafter> drafter =
       head ? testing::RandomDominoDrafter(target, 21) : testing::RandomDrafter(target, 21);
@@ -81,9 +81,12 @@ std::unique_ptr<DFlashDrafter> RandomDFlashProposer(const Qwen3Model& target, Pr
 void ExpectExactSampling(const std::string& mode, const SamplingParams& base, int64_t vocab = 6,
                          int length = 3, const std::string& budget = "0.5",
                          Proposer proposer = Proposer::kPlanted,
-                         int64_t min_accepted = kSamples / 10) {
-  const Qwen3Config config = testing::EngineTestTargetConfig(vocab);
-  Qwen3Model target(config, RandomQwen3Weights(config, 31, DType::kF32));
+                         int64_t min_accepted = kSamples / 10,
+                         ModelFamily family = ModelFamily::kQwen3) {
+  const DecoderConfig config = family == ModelFamily::kLlama
+                                   ? testing::EngineTestLlamaConfig(vocab)
+                                   : testing::EngineTestTargetConfig(vocab);
+  DecoderModel target(config, RandomDecoderWeights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
   testing::PlantedDrafter planted(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
   std::unique_ptr<DFlashDrafter> random;
@@ -163,6 +166,17 @@ TEST(SamplingExactnessTest, ReducedDraftVocabularyAtTemperatureFour) {
 TEST(SamplingExactnessTest, ReducedDraftVocabularyWithDScaleAndADominoHead) {
   ExpectExactSampling("dscale", {.temperature = 4.0f}, /*vocab=*/18, /*length=*/2, "0.5",
                       Proposer::kDominoSubset, /*min_accepted=*/200);
+}
+
+// A Llama target (no q/k norms, llama3 RoPE) under the planted drafter and a random DFlash one.
+TEST(SamplingExactnessTest, LlamaTargetWithDFlashAtTemperatureOne) {
+  ExpectExactSampling("dflash", {.temperature = 1.0f}, 6, 3, "0.5", Proposer::kPlanted,
+                      kSamples / 10, ModelFamily::kLlama);
+}
+
+TEST(SamplingExactnessTest, LlamaTargetWithDScaleAndARandomDrafterAtTemperatureFour) {
+  ExpectExactSampling("dscale", {.temperature = 4.0f}, /*vocab=*/18, /*length=*/2, "0.5",
+                      Proposer::kSubset, /*min_accepted=*/200, ModelFamily::kLlama);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {

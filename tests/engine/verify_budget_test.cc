@@ -182,8 +182,8 @@ TEST(SpsProfileTest, ProbesEverySizeUpTo32ThenAboutAnEighthApart) {
 }
 
 TEST(SpsProfileTest, ProfilesTheVerifyForwardIntoAValidTable) {
-  const Qwen3Config config = EngineTestTargetConfig();
-  Qwen3Model target(config, RandomQwen3Weights(config, 5, DType::kF32));
+  const DecoderConfig config = EngineTestTargetConfig();
+  DecoderModel target(config, RandomDecoderWeights(config, 5, DType::kF32));
   const Result<budget::SpsTable> table = ProfileStepsPerSecond(
       target, {.max_tokens = 40, .block = 16, .context = 24, .repeats = 2, .capture_layers = {1}});
   ASSERT_TRUE(table.ok()) << table.status().message();

@@ -13,7 +13,7 @@ namespace dscale {
 namespace {
 
 TEST(InflateDraftVocabTest, KeepsTheSourceIdsAndAddsPadIdsInProportion) {
-  Qwen3Config t = testing::OddTinyConfig();  // vocabulary 131
+  DecoderConfig t = testing::OddTinyConfig();  // vocabulary 131
   InflateShape shape = *NamedInflateShape("qwen3-0.6b");
   Result<InflatePlan> plan = PlanInflation(t, testing::TestDrafterConfig(t), shape);
   ASSERT_TRUE(plan.ok()) << plan.status().message();

@@ -30,7 +30,7 @@ struct Run {
   double tau = 0.0;
 };
 
-Run Generate(Qwen3Model& target, DFlashDrafter* drafter, const std::string& policy,
+Run Generate(DecoderModel& target, DFlashDrafter* drafter, const std::string& policy,
              const dvl::Predictor* predictor, const std::vector<std::vector<int32_t>>& prompts,
              int32_t concurrency) {
   Run run;
@@ -73,13 +73,13 @@ Run Generate(Qwen3Model& target, DFlashDrafter* drafter, const std::string& poli
 }
 
 struct Pair {
-  std::unique_ptr<Qwen3Model> target;
+  std::unique_ptr<DecoderModel> target;
   std::unique_ptr<DFlashDrafter> drafter;
 };
 
 Pair LoadPair(const PairDirs& dirs) {
   Pair p;
-  p.target = std::make_unique<Qwen3Model>(Qwen3Model::Load(dirs.target).value());
+  p.target = std::make_unique<DecoderModel>(DecoderModel::Load(dirs.target).value());
   p.drafter = std::make_unique<DFlashDrafter>(DFlashDrafter::Load(dirs.drafter, *p.target).value());
   return p;
 }
@@ -188,7 +188,7 @@ TEST(InflateGenerationTest, BundledPairEveryPolicy) {
 // dimension; its prompts are random tokens.
 TEST(InflateGenerationTest, RandomPairEveryPolicy) {
   ScopedTempDir dir;
-  const Qwen3Config config = testing::EngineTestTargetConfig();
+  const DecoderConfig config = testing::EngineTestTargetConfig();
   const PairDirs source = testing::WriteRandomPair(dir.File("small"), config, 5, DType::kBF16);
   const PairDirs out{dir.File("target"), dir.File("drafter")};
   const InflateShape shape{.hidden_size = 96,

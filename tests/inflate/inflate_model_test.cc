@@ -21,16 +21,16 @@ using testing::PairDirs;
 using testing::RandomTokens;
 
 struct Loaded {
-  std::unique_ptr<Qwen3Model> target;
+  std::unique_ptr<DecoderModel> target;
   std::unique_ptr<DFlashDrafter> drafter;
 };
 
 Loaded Load(const PairDirs& dirs, DrafterHead head = DrafterHead::kNone) {
   Loaded m;
-  Result<Qwen3Model> target = Qwen3Model::Load(dirs.target);
+  Result<DecoderModel> target = DecoderModel::Load(dirs.target);
   EXPECT_TRUE(target.ok()) << target.status().message();
   if (!target.ok()) return m;
-  m.target = std::make_unique<Qwen3Model>(std::move(*target));
+  m.target = std::make_unique<DecoderModel>(std::move(*target));
   Result<DFlashDrafter> drafter = DFlashDrafter::Load(dirs.drafter, *m.target, head);
   EXPECT_TRUE(drafter.ok()) << drafter.status().message();
   if (drafter.ok()) m.drafter = std::make_unique<DFlashDrafter>(std::move(*drafter));
@@ -125,7 +125,7 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
 
 class InflateRandomPairTest : public ::testing::Test {
  protected:
-  PairDirs Write(const Qwen3Config& config, DType dtype) {
+  PairDirs Write(const DecoderConfig& config, DType dtype) {
     return testing::WriteRandomPair(source_.File(DTypeName(dtype).data()), config, 11, dtype);
   }
   ScopedTempDir source_;
@@ -134,7 +134,7 @@ class InflateRandomPairTest : public ::testing::Test {
 // Hidden 72 → 144, intermediate 100 → 130, layers 3 → 8 (feature layers {0, 2} move to {1, 5}),
 // heads 4/2 → 8/4, head_dim 32 → 64, vocab 131 → 160, draft layers 2 → 3.
 TEST_F(InflateRandomPairTest, EveryDimensionAtOnce) {
-  const Qwen3Config config = testing::OddTinyConfig();
+  const DecoderConfig config = testing::OddTinyConfig();
   InflateShape shape{.hidden_size = 144,
                      .intermediate_size = 130,
                      .num_hidden_layers = 8,
@@ -152,7 +152,7 @@ TEST_F(InflateRandomPairTest, EveryDimensionAtOnce) {
 // Groups of two query heads regrouped into groups of one (each KV head copied), head_dim 32 → 48
 // (rope_theta adapted: no index of the larger head has every frequency otherwise).
 TEST_F(InflateRandomPairTest, RegroupedHeadsAndAnOddHeadDim) {
-  const Qwen3Config config = testing::OddTinyConfig();
+  const DecoderConfig config = testing::OddTinyConfig();
   InflateShape shape = ShapeOf(config);
   shape.hidden_size = 90;
   shape.num_attention_heads = 6;
@@ -165,7 +165,7 @@ TEST_F(InflateRandomPairTest, RegroupedHeadsAndAnOddHeadDim) {
 // A tied source, inflated tied (the LM head is the λ-scaled embedding) and untied; the head dim
 // unchanged, so only the hidden width sets λ.
 TEST_F(InflateRandomPairTest, TiedSources) {
-  Qwen3Config config = testing::OddTinyConfig();
+  DecoderConfig config = testing::OddTinyConfig();
   config.tie_word_embeddings = true;
   const PairDirs source = Write(config, DType::kBF16);
   InflateShape shape = ShapeOf(config);
@@ -179,7 +179,7 @@ TEST_F(InflateRandomPairTest, TiedSources) {
 
 // The width unchanged: no constants, no residual scale; depth, heads and MLP grow.
 TEST_F(InflateRandomPairTest, SameWidth) {
-  const Qwen3Config config = testing::OddTinyConfig();
+  const DecoderConfig config = testing::OddTinyConfig();
   InflateShape shape = ShapeOf(config);
   shape.num_hidden_layers = 6;
   shape.intermediate_size = 160;
@@ -192,11 +192,11 @@ TEST_F(InflateRandomPairTest, SameWidth) {
 // dimension, untied and tied (the head's z columns then carry λ): the head drafts the same tokens.
 TEST_F(InflateRandomPairTest, DominoHeadDraftsTheSameTokens) {
   for (const bool tied : {false, true}) {
-    Qwen3Config config = testing::OddTinyConfig();
+    DecoderConfig config = testing::OddTinyConfig();
     config.tie_word_embeddings = tied;
     const std::string dir = source_.File(tied ? "domino-tied" : "domino");
     const PairDirs source{dir + "/target", dir + "/drafter"};
-    ASSERT_TRUE(WriteRandomQwen3Checkpoint(source.target, config, 21, DType::kBF16).ok());
+    ASSERT_TRUE(WriteRandomCheckpoint(source.target, config, 21, DType::kBF16).ok());
     DFlashConfig drafter = testing::TestDrafterConfig(config);
     drafter.domino = testing::OddHeadConfig();
     ASSERT_TRUE(
@@ -219,10 +219,10 @@ TEST_F(InflateRandomPairTest, DominoHeadDraftsTheSameTokens) {
 // A declared head whose file does not fit the source pair is refused before anything is written,
 // naming the file, the tensor and the shape expected.
 TEST_F(InflateRandomPairTest, RefusesAHeadFileOfTheWrongShape) {
-  const Qwen3Config config = testing::OddTinyConfig();
+  const DecoderConfig config = testing::OddTinyConfig();
   const std::string dir = source_.File("bad-head");
   const PairDirs source{dir + "/target", dir + "/drafter"};
-  ASSERT_TRUE(WriteRandomQwen3Checkpoint(source.target, config, 31, DType::kF32).ok());
+  ASSERT_TRUE(WriteRandomCheckpoint(source.target, config, 31, DType::kF32).ok());
   DFlashConfig drafter = testing::TestDrafterConfig(config);
   drafter.domino = testing::OddHeadConfig();
   ASSERT_TRUE(

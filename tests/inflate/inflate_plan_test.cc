@@ -18,8 +18,8 @@ using testing::OddTinyConfig;
 using testing::TestDrafterConfig;
 
 // The bundled pair's geometry: hidden 256, 6 layers, 4/2 heads × 64, drafter ids {1, 3, 5}.
-Qwen3Config BundledLikeTarget() {
-  Qwen3Config c = OddTinyConfig();
+DecoderConfig BundledLikeTarget() {
+  DecoderConfig c = OddTinyConfig();
   c.vocab_size = 4160;
   c.hidden_size = 256;
   c.intermediate_size = 640;
@@ -29,7 +29,7 @@ Qwen3Config BundledLikeTarget() {
   return c;
 }
 
-DFlashConfig BundledLikeDrafter(const Qwen3Config& target) {
+DFlashConfig BundledLikeDrafter(const DecoderConfig& target) {
   DFlashConfig d = TestDrafterConfig(target);
   d.draft.num_hidden_layers = 1;
   d.target_layer_ids = {1, 3, 5};
@@ -104,7 +104,7 @@ TEST(InflatePlanTest, FeatureLayersSeeTheSmallFeatureLayersOutputs) {
 // group, copied when the large groups are smaller; the RoPE pairs (i, i + h/2) land on pairs
 // (r·i, r·i + h'/2).
 TEST(InflatePlanTest, HeadsKeepTheirGroupsAndRopePairs) {
-  const Qwen3Config t = OddTinyConfig();  // 4 heads over 2 KV heads, head_dim 32
+  const DecoderConfig t = OddTinyConfig();  // 4 heads over 2 KV heads, head_dim 32
   InflateShape shape = ShapeOf(t);
   shape.hidden_size = 90;
   shape.num_attention_heads = 6;
@@ -145,7 +145,7 @@ TEST(InflatePlanTest, HeadsKeepTheirGroupsAndRopePairs) {
 // The constants' squares make up the hidden norms' ε exactly where the q/k norms get ε' = σ·ε:
 // Σc² = D·(κ·ε − ε') with κ = λ²·d/D ≥ 2σ, λ the least such power of two.
 TEST(InflatePlanTest, ConstantsCompleteEveryNormsEpsilon) {
-  const Qwen3Config t = BundledLikeTarget();
+  const DecoderConfig t = BundledLikeTarget();
   for (const char* name : {"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"}) {
     Result<InflatePlan> plan = PlanInflation(t, BundledLikeDrafter(t), Shape(name));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -178,7 +178,7 @@ TEST(InflatePlanTest, ConstantsCompleteEveryNormsEpsilon) {
 
 // With the width unchanged nothing needs constants: ε and the gains stay as they are.
 TEST(InflatePlanTest, SameWidthNeedsNoConstants) {
-  const Qwen3Config t = OddTinyConfig();
+  const DecoderConfig t = OddTinyConfig();
   InflateShape shape = ShapeOf(t);
   shape.num_hidden_layers = 5;
   shape.intermediate_size = 128;
@@ -192,7 +192,7 @@ TEST(InflatePlanTest, SameWidthNeedsNoConstants) {
   EXPECT_TRUE(SetPadRows({}, &*plan).ok());
 }
 
-void ExpectError(const Qwen3Config& t, const DFlashConfig& d, const InflateShape& shape,
+void ExpectError(const DecoderConfig& t, const DFlashConfig& d, const InflateShape& shape,
                  const std::string& needle) {
   const Result<InflatePlan> plan = PlanInflation(t, d, shape);
   ASSERT_FALSE(plan.ok()) << needle;
@@ -200,7 +200,7 @@ void ExpectError(const Qwen3Config& t, const DFlashConfig& d, const InflateShape
 }
 
 TEST(InflatePlanTest, ShapesThatDoNotFitNameTheField) {
-  const Qwen3Config t = OddTinyConfig();
+  const DecoderConfig t = OddTinyConfig();
   const DFlashConfig d = TestDrafterConfig(t);
   const InflateShape base = ShapeOf(t);
   auto with = [&](auto change) {
@@ -231,7 +231,7 @@ TEST(InflatePlanTest, ShapesThatDoNotFitNameTheField) {
               }),
               "field \"num_attention_heads\" (--heads): 3 is smaller");
   // Six query heads over two KV heads cannot keep their groups in groups of two over three.
-  Qwen3Config six = t;
+  DecoderConfig six = t;
   six.num_attention_heads = 6;
   InflateShape regroup = ShapeOf(six);
   regroup.num_key_value_heads = 3;
@@ -263,7 +263,7 @@ TEST(InflatePlanTest, ShapesThatDoNotFitNameTheField) {
 // M puts every pad logit kPadLogitMargin below the top real logit for residual rows up to the
 // stated bound: −2·M·β·g / (√κ·R) ≤ −(Λ + margin).
 TEST(InflatePlanTest, PadWeightCoversTheBounds) {
-  const Qwen3Config t = BundledLikeTarget();
+  const DecoderConfig t = BundledLikeTarget();
   Result<InflatePlan> plan = PlanInflation(t, BundledLikeDrafter(t), Shape("qwen3-1.7b"));
   ASSERT_TRUE(plan.ok());
   const SourceBounds bounds{.target_final_gain = 3.0,

@@ -22,7 +22,7 @@ using testing::DotProductOrderBound;
 using testing::FloatGamma;
 
 InflatePlan TestPlan(bool tied) {
-  Qwen3Config config = testing::OddTinyConfig();
+  DecoderConfig config = testing::OddTinyConfig();
   config.tie_word_embeddings = tied;
   InflateShape shape = ShapeOf(config);
   shape.hidden_size = 144;

@@ -12,8 +12,8 @@
 
 #include "../dvl/scoped_temp_dir.h"
 #include "inflate/inflate_checkpoint.h"
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
-#include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
 #include "pair_bounds.h"
 #include "support/tiny_models.h"
@@ -26,10 +26,10 @@ struct PairDirs {
 };
 
 // A random target of `config` and a TestDrafterConfig drafter for it, in the real layout.
-inline PairDirs WriteRandomPair(const std::string& dir, const Qwen3Config& config, uint64_t seed,
+inline PairDirs WriteRandomPair(const std::string& dir, const DecoderConfig& config, uint64_t seed,
                                 DType dtype) {
   const PairDirs pair{dir + "/target", dir + "/drafter"};
-  EXPECT_TRUE(WriteRandomQwen3Checkpoint(pair.target, config, seed, dtype).ok());
+  EXPECT_TRUE(WriteRandomCheckpoint(pair.target, config, seed, dtype).ok());
   EXPECT_TRUE(WriteRandomDFlashCheckpoint(pair.drafter, TestDrafterConfig(config),
                                           config.hidden_size, seed + 1, dtype)
                   .ok());
@@ -52,7 +52,7 @@ struct Prefill {
   std::vector<float> features;
 };
 
-inline Prefill RunPrefill(Qwen3Model& model, const std::vector<int32_t>& tokens, KvDtype kv,
+inline Prefill RunPrefill(DecoderModel& model, const std::vector<int32_t>& tokens, KvDtype kv,
                           const std::vector<int32_t>& capture = {}) {
   const auto n = static_cast<int32_t>(tokens.size());
   PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(kv));
@@ -67,7 +67,7 @@ inline Prefill RunPrefill(Qwen3Model& model, const std::vector<int32_t>& tokens,
 }
 
 // The drafter's step after a prefill of `context`, anchored at `anchor`; both caches store `kv`.
-inline DraftOutput RunDraft(Qwen3Model& target, DFlashDrafter& drafter,
+inline DraftOutput RunDraft(DecoderModel& target, DFlashDrafter& drafter,
                             const std::vector<int32_t>& context, int32_t anchor, KvDtype kv) {
   const auto n = static_cast<int32_t>(context.size());
   const int32_t block = drafter.block_size();

@@ -13,9 +13,9 @@
 #include <functional>
 #include <vector>
 
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
 #include "model/logit_bounds.h"
-#include "model/qwen3_model.h"
 
 namespace dscale::testing {
 
@@ -25,10 +25,10 @@ inline int NormRoundings(int64_t layers) { return static_cast<int>(4 * layers + 
 // |small − large| for the first `vocab` logits of a target row after `context` positions, both
 // models caching K/V as `kv`. (The large model caches the small one's K and V values, so a BF16
 // cache rounds the same values; each model's bound covers its own rounding of them.)
-inline std::vector<double> TargetPairBounds(const Qwen3Model& small, const Qwen3Model& large,
+inline std::vector<double> TargetPairBounds(const DecoderModel& small, const DecoderModel& large,
                                             int64_t context, KvDtype kv) {
   const std::vector<double> a = TargetLogitBounds(small, context, kv);
-  const Qwen3Config& c = large.config();
+  const DecoderConfig& c = large.config();
   const int64_t layers = c.num_hidden_layers;
   const double relative = (kReductionsPerLayer * layers + 1 + NormRoundings(layers)) *
                               FloatGamma(LongestReduction(c, context)) +
@@ -42,10 +42,10 @@ inline std::vector<double> TargetPairBounds(const Qwen3Model& small, const Qwen3
 
 // The same for a draft row (the drafter's own layers and fc on top of the target's).
 inline std::vector<double> DraftPairBounds(const DFlashDrafter& small_drafter,
-                                           const Qwen3Model& small, const DFlashDrafter& drafter,
-                                           const Qwen3Model& large, int64_t context, KvDtype kv) {
+                                           const DecoderModel& small, const DFlashDrafter& drafter,
+                                           const DecoderModel& large, int64_t context, KvDtype kv) {
   const std::vector<double> a = DraftLogitBounds(small_drafter, small, context, kv);
-  const Qwen3Config& t = large.config();
+  const DecoderConfig& t = large.config();
   const DFlashConfig& d = drafter.config();
   const int64_t layers = t.num_hidden_layers + d.draft.num_hidden_layers;
   const int64_t longest =

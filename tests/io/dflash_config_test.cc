@@ -10,7 +10,7 @@ namespace dscale {
 namespace {
 
 // Qwen3-8B: 36 layers.
-Qwen3Config Target36() { return *NamedQwen3Config("qwen3-8b"); }
+DecoderConfig Target36() { return *NamedQwen3Config("qwen3-8b"); }
 
 // The z-lab Qwen3-8B-DFlash-b16 config shape.
 nlohmann::json DraftJson() {
@@ -206,7 +206,7 @@ TEST(DFlashConfigTest, WrongShapesAndRepeatedKeysAreRefused) {
   nlohmann::json j = DraftJson();
   j["dflash_config"].erase("target_layer_ids");
   j.erase("num_target_layers");
-  Qwen3Config shallow = Target36();
+  DecoderConfig shallow = Target36();
   shallow.num_hidden_layers = 2;
   const Result<DFlashConfig> c = ParseDFlashConfig(j.dump(), "draft/config.json", shallow);
   ASSERT_FALSE(c.ok());

@@ -1,9 +1,8 @@
-#include "io/qwen3_config.h"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "io/decoder_config.h"
 #include "io/io_test_util.h"
 
 namespace dscale {
@@ -17,13 +16,13 @@ const std::string kConfigPath = kConfigDir + "/config.json";
 nlohmann::json Qwen3_8bJson() { return nlohmann::json::parse(ReadBytes(kConfigPath)); }
 
 // Parses `json` as if it were read from "some/dir/config.json".
-Result<Qwen3Config> Parse(const nlohmann::json& json) {
-  return ParseQwen3Config(json.dump(), "some/dir/config.json");
+Result<DecoderConfig> Parse(const nlohmann::json& json) {
+  return ParseDecoderConfig(json.dump(), "some/dir/config.json");
 }
 
 void ExpectError(const nlohmann::json& json, const std::string& field,
                  const std::string& expected) {
-  const Result<Qwen3Config> config = Parse(json);
+  const Result<DecoderConfig> config = Parse(json);
   ASSERT_FALSE(config.ok()) << field << " " << expected;
   EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
   const std::string& message = config.status().message();
@@ -34,7 +33,7 @@ void ExpectError(const nlohmann::json& json, const std::string& field,
 }
 
 TEST(Qwen3ConfigTest, LoadsQwen3_8b) {
-  const Result<Qwen3Config> config = LoadQwen3Config(kConfigPath);
+  const Result<DecoderConfig> config = LoadDecoderConfig(kConfigPath);
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->vocab_size, 151936);
   EXPECT_EQ(config->hidden_size, 4096);
@@ -59,7 +58,7 @@ TEST(Qwen3ConfigTest, EosFromGenerationConfigList) {
       nlohmann::json::parse(ReadBytes(kConfigDir + "/generation_config.json"));
   nlohmann::json json = Qwen3_8bJson();
   json["eos_token_id"] = generation["eos_token_id"];
-  const Result<Qwen3Config> config = Parse(json);
+  const Result<DecoderConfig> config = Parse(json);
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->eos_token_ids, (std::vector<int64_t>{151645, 151643}));
 }
@@ -68,7 +67,7 @@ TEST(Qwen3ConfigTest, TokenIdsAsIntListOrNull) {
   nlohmann::json json = Qwen3_8bJson();
   json["eos_token_id"] = 7;
   json["bos_token_id"] = nullptr;
-  Result<Qwen3Config> config = Parse(json);
+  Result<DecoderConfig> config = Parse(json);
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->eos_token_ids, std::vector<int64_t>{7});
   EXPECT_TRUE(config->bos_token_ids.empty());
@@ -90,7 +89,7 @@ TEST(Qwen3ConfigTest, OptionalFieldsDefault) {
   nlohmann::json json = Qwen3_8bJson();
   json.erase("head_dim");
   json.erase("tie_word_embeddings");
-  Result<Qwen3Config> config = Parse(json);
+  Result<DecoderConfig> config = Parse(json);
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->head_dim, 4096 / 32);
   EXPECT_FALSE(config->tie_word_embeddings);
@@ -192,8 +191,8 @@ TEST(Qwen3ConfigTest, NumbersPastTheirRangeAreNeverWrapped) {
     for (const std::string raw :
          {"2147483649", "4294967297", "9223372036854775807", "9223372036854775808",
           "18446744073709551615", "18446744073709551617", "4096.0", "1e3", "-0"}) {
-      const Result<Qwen3Config> config =
-          ParseQwen3Config(WithRawField(Qwen3_8bJson(), field, raw), "some/dir/config.json");
+      const Result<DecoderConfig> config =
+          ParseDecoderConfig(WithRawField(Qwen3_8bJson(), field, raw), "some/dir/config.json");
       ASSERT_FALSE(config.ok()) << field << " = " << raw;
       EXPECT_EQ(config.status().message().rfind(
                     "some/dir/config.json: field \"" + std::string(field) + "\": ", 0),
@@ -204,8 +203,8 @@ TEST(Qwen3ConfigTest, NumbersPastTheirRangeAreNeverWrapped) {
   for (const char* field : {"bos_token_id", "eos_token_id"}) {
     for (const std::string raw : {"4294967297", "18446744073709551615", "18446744073709551617",
                                   "[151645, 4294967297]", "151645.0", "[1e2]"}) {
-      const Result<Qwen3Config> config =
-          ParseQwen3Config(WithRawField(Qwen3_8bJson(), field, raw), "c.json");
+      const Result<DecoderConfig> config =
+          ParseDecoderConfig(WithRawField(Qwen3_8bJson(), field, raw), "c.json");
       ASSERT_FALSE(config.ok()) << field << " = " << raw;
       EXPECT_NE(config.status().message().find("c.json: field \"" + std::string(field) + "\""),
                 std::string::npos)
@@ -214,7 +213,7 @@ TEST(Qwen3ConfigTest, NumbersPastTheirRangeAreNeverWrapped) {
   }
   for (const char* field : {"rms_norm_eps", "rope_theta"}) {
     for (const std::string raw : {"1e400", "-1e400", "true"}) {
-      EXPECT_FALSE(ParseQwen3Config(WithRawField(Qwen3_8bJson(), field, raw), "c.json").ok())
+      EXPECT_FALSE(ParseDecoderConfig(WithRawField(Qwen3_8bJson(), field, raw), "c.json").ok())
           << field << " = " << raw;
     }
   }
@@ -226,7 +225,7 @@ TEST(Qwen3ConfigTest, RepeatedKeysAreRefused) {
   for (const std::string extra : {R"("vocab_size": 151936)", R"("num_hidden_layers": 4)",
                                   R"("eos_token_id": 1)", R"("model_type": "qwen3")"}) {
     const std::string doubled = "{" + extra + "," + text.substr(1);
-    const Result<Qwen3Config> config = ParseQwen3Config(doubled, "m/config.json");
+    const Result<DecoderConfig> config = ParseDecoderConfig(doubled, "m/config.json");
     ASSERT_FALSE(config.ok()) << extra;
     EXPECT_EQ(config.status().code(), StatusCode::kDataLoss);
     const std::string key = extra.substr(1, extra.find('"', 1) - 1);
@@ -237,7 +236,7 @@ TEST(Qwen3ConfigTest, RepeatedKeysAreRefused) {
   std::string text2 = nested.dump();
   text2.replace(text2.find("\"rope_scaling\":null"), 19,
                 R"("rope_scaling":{"factor":1,"factor":2})");
-  EXPECT_EQ(ParseQwen3Config(text2, "m/config.json").status().message(),
+  EXPECT_EQ(ParseDecoderConfig(text2, "m/config.json").status().message(),
             "m/config.json: duplicate key \"factor\" in \"rope_scaling\"");
 }
 
@@ -285,34 +284,34 @@ TEST(Qwen3ConfigTest, UnsupportedFeaturesAreRefusedByName) {
   plain["rope_scaling"] = nullptr;
   plain["sliding_window"] = nullptr;
   plain["use_sliding_window"] = false;
-  EXPECT_TRUE(ParseQwen3Config(plain.dump(), "config.json").ok());
+  EXPECT_TRUE(ParseDecoderConfig(plain.dump(), "config.json").ok());
 }
 
 TEST(Qwen3ConfigTest, NotAConfig) {
   for (const std::string text : {"", "{", "[1, 2]", "\"config\"", "null"}) {
-    const Result<Qwen3Config> config = ParseQwen3Config(text, "x/config.json");
+    const Result<DecoderConfig> config = ParseDecoderConfig(text, "x/config.json");
     ASSERT_FALSE(config.ok()) << text;
     EXPECT_EQ(config.status().code(), StatusCode::kDataLoss);
     EXPECT_EQ(config.status().message().rfind("x/config.json: ", 0), 0u)
         << config.status().message();
   }
   // Without a path, messages say "config.json".
-  const Result<Qwen3Config> unnamed = ParseQwen3Config("{}", "");
+  const Result<DecoderConfig> unnamed = ParseDecoderConfig("{}", "");
   ASSERT_FALSE(unnamed.ok());
   EXPECT_EQ(unnamed.status().message(),
             "config.json: field \"vocab_size\": missing (expected a positive integer)");
 
-  const Result<Qwen3Config> missing = LoadQwen3Config(kConfigDir + "/absent.json");
+  const Result<DecoderConfig> missing = LoadDecoderConfig(kConfigDir + "/absent.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find(kConfigDir + "/absent.json"), std::string::npos);
 }
 
 TEST(Qwen3ConfigTest, ToJsonRoundTrips) {
-  const Result<Qwen3Config> original = LoadQwen3Config(kConfigPath);
+  const Result<DecoderConfig> original = LoadDecoderConfig(kConfigPath);
   ASSERT_TRUE(original.ok());
-  const std::string text = Qwen3ConfigToJson(*original);
-  const Result<Qwen3Config> reparsed = ParseQwen3Config(text, "");
+  const std::string text = DecoderConfigToJson(*original);
+  const Result<DecoderConfig> reparsed = ParseDecoderConfig(text, "");
   ASSERT_TRUE(reparsed.ok()) << reparsed.status().message();
   EXPECT_EQ(*reparsed, *original);
 
@@ -336,7 +335,7 @@ TEST(Qwen3ConfigTest, ToJsonRoundTrips) {
 }
 
 TEST(Qwen3ConfigTest, ToJsonRoundTripsUnusualValues) {
-  Qwen3Config config;
+  DecoderConfig config;
   config.vocab_size = 1000;
   config.hidden_size = 96;
   config.intermediate_size = 250;
@@ -350,10 +349,10 @@ TEST(Qwen3ConfigTest, ToJsonRoundTripsUnusualValues) {
   config.max_position_embeddings = 77;
   config.bos_token_ids = {};
   config.eos_token_ids = {999, 0, 5};
-  const Result<Qwen3Config> reparsed = ParseQwen3Config(Qwen3ConfigToJson(config), "");
+  const Result<DecoderConfig> reparsed = ParseDecoderConfig(DecoderConfigToJson(config), "");
   ASSERT_TRUE(reparsed.ok()) << reparsed.status().message();
   EXPECT_EQ(*reparsed, config);
-  const nlohmann::json json = nlohmann::json::parse(Qwen3ConfigToJson(config));
+  const nlohmann::json json = nlohmann::json::parse(DecoderConfigToJson(config));
   EXPECT_TRUE(json["bos_token_id"].is_null());
   EXPECT_EQ(json["eos_token_id"], nlohmann::json::array({999, 0, 5}));
 }

@@ -148,11 +148,19 @@ TEST(HeadRmsNormTest, MatchesReferenceInsideWiderRows) {
 TEST(RopeTest, MatchesReferenceAtLargePositionsAndWideRows) {
   std::mt19937 rng(104);
   std::uniform_int_distribution<int32_t> position_dist(0, 40960);
-  for (const double theta : {10000.0, 1000000.0}) {
+  // Unscaled at two θ, and Llama 3.1's llama3 scaling (its wavelengths cross both bounds).
+  const RopeScaling llama3 = {.type = RopeScalingType::kLlama3,
+                              .factor = 8.0,
+                              .low_freq_factor = 1.0,
+                              .high_freq_factor = 4.0,
+                              .original_max_position_embeddings = 8192};
+  for (const RopeSpec& rope : {RopeSpec{.theta = 10000.0}, RopeSpec{.theta = 1000000.0},
+                               RopeSpec{.theta = 500000.0, .scaling = llama3}}) {
     for (const int64_t rows : kTestRows) {
       for (const int64_t head_dim : kTestHeadDims) {
-        SCOPED_TRACE(::testing::Message()
-                     << "theta=" << theta << " rows=" << rows << " head_dim=" << head_dim);
+        SCOPED_TRACE(::testing::Message() << "theta=" << rope.theta << " scaled="
+                                          << (rope.scaling.type != RopeScalingType::kNone)
+                                          << " rows=" << rows << " head_dim=" << head_dim);
         const int64_t heads = 3;
         const int64_t row_stride = heads * head_dim + 7;
         std::vector<int32_t> positions(rows);
@@ -162,8 +170,8 @@ TEST(RopeTest, MatchesReferenceAtLargePositionsAndWideRows) {
         if (rows > 2) positions[2] = 131071;
         const auto buffer = RandomNormal(rng, rows * row_stride);
         std::vector<float> got = buffer, expected = buffer;
-        cpu::ApplyRope(got.data(), positions.data(), rows, heads, head_dim, row_stride, theta);
-        ref::ApplyRope(expected.data(), positions.data(), rows, heads, head_dim, row_stride, theta);
+        cpu::ApplyRope(got.data(), positions.data(), rows, heads, head_dim, row_stride, rope);
+        ref::ApplyRope(expected.data(), positions.data(), rows, heads, head_dim, row_stride, rope);
         EXPECT_LE(MaxAbsDiff(got, expected), kElementwiseAbsTol);
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t i = heads * head_dim; i < row_stride; ++i) {
@@ -175,13 +183,41 @@ TEST(RopeTest, MatchesReferenceAtLargePositionsAndWideRows) {
   }
 }
 
+// Llama 3.1's frequencies (θ 500000, head_dim 128, factor 8, low 1, high 4, context 8192), worked
+// out by hand in float64 from the definition: pair 0 and 20 below the high-frequency wavelength
+// 2048 (kept), 29..34 on the ramp, 40 and 63 past 8192 (divided by 8). The same double
+// operations in another order agree to a few ulps: 1e-14 relative.
+TEST(RopeTest, Llama3FrequenciesMatchValuesWorkedOutByHand) {
+  const RopeSpec rope = {.theta = 500000.0,
+                         .scaling = {.type = RopeScalingType::kLlama3,
+                                     .factor = 8.0,
+                                     .low_freq_factor = 1.0,
+                                     .high_freq_factor = 4.0,
+                                     .original_max_position_embeddings = 8192}};
+  const std::pair<int64_t, double> expected[] = {
+      {0, 1.0},
+      {20, 0.016560440080994446},
+      {29, 0.002166570763503359},
+      {32, 0.0005248461609929547},
+      {34, 0.0001785078127679964},
+      {40, 3.428102195952591e-05},
+      {63, 3.068925988914511e-07},
+  };
+  for (const auto& [i, value] : expected) {
+    EXPECT_NEAR(RopeInvFreq(rope, i, 128), value, 1e-14 * value) << "pair " << i;
+  }
+  // Unscaled, the definition is θ^(−2i/head_dim) bit for bit.
+  EXPECT_EQ(RopeInvFreq(RopeSpec{.theta = 500000.0}, 40, 128), std::pow(500000.0, -80.0 / 128.0));
+}
+
 TEST(RopeTest, PositionZeroIsIdentityAndRotationKeepsPairNorms) {
   std::mt19937 rng(105);
   const int64_t head_dim = 64, half = head_dim / 2;
   const auto x = RandomNormal(rng, 2 * head_dim);
   const std::vector<int32_t> positions = {0, 40000};
   std::vector<float> y = x;
-  cpu::ApplyRope(y.data(), positions.data(), 2, 1, head_dim, head_dim, 1000000.0);
+  cpu::ApplyRope(y.data(), positions.data(), 2, 1, head_dim, head_dim,
+                 RopeSpec{.theta = 1000000.0});
   for (int64_t i = 0; i < head_dim; ++i) EXPECT_EQ(y[i], x[i]);
   for (int64_t i = 0; i < half; ++i) {
     const float* a = x.data() + head_dim;

@@ -25,7 +25,7 @@ constexpr int32_t kBlock = 16;
 class DFlashDrafterTest : public ::testing::Test {
  protected:
   DFlashDrafterTest()
-      : target_(OddTinyConfig(), RandomQwen3Weights(OddTinyConfig(), 3, DType::kF32)),
+      : target_(OddTinyConfig(), RandomDecoderWeights(OddTinyConfig(), 3, DType::kF32)),
         drafter_(testing::RandomDrafter(target_, 4)) {}
 
   // Sets the batch's tile and captures the drafter's feature layers.
@@ -53,7 +53,7 @@ class DFlashDrafterTest : public ::testing::Test {
     return out;
   }
 
-  Qwen3Model target_;
+  DecoderModel target_;
   std::unique_ptr<DFlashDrafter> drafter_;
 };
 

@@ -135,8 +135,8 @@ void ExpectMatchesReference(const DominoHead& head, const WeightMatrix& embeddin
 class DominoHeadTest : public ::testing::TestWithParam<DType> {
  protected:
   DominoHeadTest()
-      : target_(OddTinyConfig(), RandomQwen3Weights(OddTinyConfig(), 3, DType::kF32)) {}
-  Qwen3Model target_;
+      : target_(OddTinyConfig(), RandomDecoderWeights(OddTinyConfig(), 3, DType::kF32)) {}
+  DecoderModel target_;
 };
 
 std::string DTypeCase(const ::testing::TestParamInfo<DType>& info) {
@@ -144,7 +144,7 @@ std::string DTypeCase(const ::testing::TestParamInfo<DType>& info) {
 }
 
 TEST_P(DominoHeadTest, BatchedRolloutMatchesThePlainReferenceAtOddSizes) {
-  const Qwen3Config& t = target_.config();
+  const DecoderConfig& t = target_.config();
   DominoHead head(OddHeadConfig(), RandomHeadWeights(OddHeadConfig(), t, 7, GetParam()),
                   target_.weights().embed);
   std::mt19937 rng(17);
@@ -172,8 +172,8 @@ INSTANTIATE_TEST_SUITE_P(WeightDtypes, DominoHeadTest, ::testing::Values(DType::
                          DTypeCase);
 
 TEST(DominoHeadRefineTest, ZeroCorrectionLeavesTheBackbonesDrafts) {
-  const Qwen3Config t = OddTinyConfig();
-  Qwen3Model target(t, RandomQwen3Weights(t, 3, DType::kF32));
+  const DecoderConfig t = OddTinyConfig();
+  DecoderModel target(t, RandomDecoderWeights(t, 3, DType::kF32));
   DominoHeadWeights weights = RandomHeadWeights(OddHeadConfig(), t, 7, DType::kF32);
   weights.correction_out = WeightMatrix::FromF32(
       std::vector<float>(t.vocab_size * OddHeadConfig().bottleneck_size, 0.0f), t.vocab_size,
@@ -209,7 +209,7 @@ TEST(DrafterHeadTest, ParsesTheFlagValues) {
 class DominoDrafterFolderTest : public ::testing::Test {
  protected:
   DominoDrafterFolderTest()
-      : target_(OddTinyConfig(), RandomQwen3Weights(OddTinyConfig(), 3, DType::kF32)),
+      : target_(OddTinyConfig(), RandomDecoderWeights(OddTinyConfig(), 3, DType::kF32)),
         dir_((std::filesystem::temp_directory_path() /
               ("dscale_domino_test_" + std::to_string(::getpid())))
                  .string()) {
@@ -233,7 +233,7 @@ class DominoDrafterFolderTest : public ::testing::Test {
     return loaded.ok() ? "" : loaded.status().message();
   }
 
-  Qwen3Model target_;
+  DecoderModel target_;
   std::string dir_;
   DFlashConfig config_;
 };

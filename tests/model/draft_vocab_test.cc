@@ -183,7 +183,7 @@ class DraftVocabDrafterTest : public ::testing::TestWithParam<bool> {
  protected:
   DraftVocabDrafterTest()
       : target_(testing::OddTinyConfig(),
-                RandomQwen3Weights(testing::OddTinyConfig(), 3, DType::kF32)) {}
+                RandomDecoderWeights(testing::OddTinyConfig(), 3, DType::kF32)) {}
 
   std::unique_ptr<DFlashDrafter> MakeDrafter() const {
     return GetParam() ? testing::RandomDominoDrafter(target_, 4)
@@ -211,7 +211,7 @@ class DraftVocabDrafterTest : public ::testing::TestWithParam<bool> {
     return draft;
   }
 
-  Qwen3Model target_;
+  DecoderModel target_;
 };
 
 // A subset that keeps every full-vocabulary proposal (and drops a third of the other ids) makes

@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/gemm_bf16.h"
 #include "logit_bounds.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
 #include "support/tiny_models.h"
 
@@ -23,7 +23,7 @@ using testing::RandomTokens;
 
 // Logits of every position of `tokens` through a `dtype` cache: a prefill of the first
 // `prompt` tokens, then one decode step per remaining token (which attend over stored rows).
-std::vector<float> PrefillThenDecode(Qwen3Model& model, const std::vector<int32_t>& tokens,
+std::vector<float> PrefillThenDecode(DecoderModel& model, const std::vector<int32_t>& tokens,
                                      int32_t prompt, KvDtype dtype) {
   const auto n = static_cast<int32_t>(tokens.size());
   PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(dtype));
@@ -47,10 +47,10 @@ std::vector<float> PrefillThenDecode(Qwen3Model& model, const std::vector<int32_
 // Each cache's logits are within its bound of the exact model (logit_bounds.h: the BF16 one adds
 // the rounding of every K and V), so the two agree to B_f32 + B_bf16 for every vocabulary row.
 TEST(KvDtypeTest, Bf16CacheLogitsStayWithinTheRoundingBoundOfF32Cache) {
-  const Qwen3Config config = OddTinyConfig();
+  const DecoderConfig config = OddTinyConfig();
   for (const DType weights : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(weights));
-    Qwen3Model model(config, RandomQwen3Weights(config, 17, weights));
+    DecoderModel model(config, RandomDecoderWeights(config, 17, weights));
     const std::vector<int32_t> tokens = RandomTokens(45, config.vocab_size, 4);
     const std::vector<float> f32 = PrefillThenDecode(model, tokens, 37, KvDtype::kF32);
     const std::vector<float> bf16 = PrefillThenDecode(model, tokens, 37, KvDtype::kBf16);
@@ -79,8 +79,8 @@ TEST(KvDtypeTest, CommittedKvIsTheSameFromADecodeStepOrAVerifyStep) {
   if (cpu::LinearBf16TiledRowLimit(cpu::BestBf16Isa()) < kVerifyRows) {
     GTEST_SKIP() << "this CPU's BF16 GEMM runs " << kVerifyRows << " rows through sgemm";
   }
-  const Qwen3Config config = OddTinyConfig();
-  Qwen3Model model(config, RandomQwen3Weights(config, 23, DType::kBF16));
+  const DecoderConfig config = OddTinyConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 23, DType::kBF16));
   const std::vector<int32_t> tokens = RandomTokens(20 + kVerifyRows, config.vocab_size, 6);
   const int32_t prompt = 20;
   // Cache a: prompt, then a one-row decode step at position `prompt`. Cache b: prompt, then a
@@ -115,8 +115,8 @@ TEST(KvDtypeTest, CommittedKvIsTheSameFromADecodeStepOrAVerifyStep) {
 }
 
 TEST(KvDtypeTest, DrafterContextCacheFollowsTheTargetCache) {
-  const Qwen3Config config = OddTinyConfig();
-  const Qwen3Model target(config, RandomQwen3Weights(config, 3, DType::kF32));
+  const DecoderConfig config = OddTinyConfig();
+  const DecoderModel target(config, RandomDecoderWeights(config, 3, DType::kF32));
   const std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target, 4);
   for (const KvDtype dtype : {KvDtype::kBf16, KvDtype::kF32}) {
     const PagedKvCache cache(target.KvShape(16, 4).WithDtype(dtype));

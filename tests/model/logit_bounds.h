@@ -26,8 +26,8 @@
 
 #include "float_bounds.h"
 #include "kv/kv_dtype.h"
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
-#include "model/qwen3_model.h"
 
 namespace dscale::testing {
 
@@ -59,14 +59,14 @@ inline std::vector<double> LogitErrorBounds(double relative, const std::vector<f
 }
 
 // The longest reduction of a Qwen3 forward whose sequences reach `context` positions.
-inline int64_t LongestReduction(const Qwen3Config& c, int64_t context) {
+inline int64_t LongestReduction(const DecoderConfig& c, int64_t context) {
   return std::max({c.hidden_size, c.intermediate_size, c.q_dim(), context});
 }
 
 // The target's logits after `context` positions, its K/V cached as `kv`.
-inline std::vector<double> TargetLogitBounds(const Qwen3Model& target, int64_t context,
+inline std::vector<double> TargetLogitBounds(const DecoderModel& target, int64_t context,
                                              KvDtype kv) {
-  const Qwen3Config& c = target.config();
+  const DecoderConfig& c = target.config();
   const double relative =
       (kReductionsPerLayer * c.num_hidden_layers + 1) * FloatGamma(LongestReduction(c, context)) +
       2.0 * c.num_hidden_layers * KvUnitRoundoff(kv);
@@ -76,7 +76,7 @@ inline std::vector<double> TargetLogitBounds(const Qwen3Model& target, int64_t c
 // The same for a target whose projections are int8 (--weights int8): the kernels form each term
 // with one rounding more than an f32 kernel over the dequantised weights (gemm_int8.h), as if
 // every reduction were one term longer.
-inline std::vector<double> Int8TargetLogitBounds(const Qwen3Model& target, int64_t context,
+inline std::vector<double> Int8TargetLogitBounds(const DecoderModel& target, int64_t context,
                                                  KvDtype kv) {
   return TargetLogitBounds(target, LongestReduction(target.config(), context) + 1, kv);
 }
@@ -84,9 +84,10 @@ inline std::vector<double> Int8TargetLogitBounds(const Qwen3Model& target, int64
 // A DFlash drafter's logits (through the target's LM head) over a draft context of `context`
 // positions: the target's layers that produce the features, the fc projection over all of them,
 // the draft layers, the LM head; both caches store K/V as `kv`.
-inline std::vector<double> DraftLogitBounds(const DFlashDrafter& drafter, const Qwen3Model& target,
-                                            int64_t context, KvDtype kv) {
-  const Qwen3Config& t = target.config();
+inline std::vector<double> DraftLogitBounds(const DFlashDrafter& drafter,
+                                            const DecoderModel& target, int64_t context,
+                                            KvDtype kv) {
+  const DecoderConfig& t = target.config();
   const DFlashConfig& d = drafter.config();
   const int64_t layers = t.num_hidden_layers + d.draft.num_hidden_layers;
   const int64_t fc_terms = static_cast<int64_t>(d.target_layer_ids.size()) * t.hidden_size;

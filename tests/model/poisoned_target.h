@@ -17,7 +17,7 @@ class PoisonedTarget : public TargetModel {
   PoisonedTarget(TargetModel& inner, int32_t marker, int32_t from_position)
       : inner_(inner), marker_(marker), from_position_(from_position) {}
 
-  const Qwen3Config& config() const override { return inner_.config(); }
+  const DecoderConfig& config() const override { return inner_.config(); }
   KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const override {
     return inner_.KvShape(page_size, num_pages);
   }

@@ -19,7 +19,7 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/reference/reference_kernels.h"
 #include "logit_bounds.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
 #include "reference_forward.h"
 #include "support/tiny_models.h"
@@ -167,15 +167,15 @@ std::string TempDir(const std::string& name) {
 TEST(QuantizeInt8Test, CheckpointsLoadWithInt8ProjectionsAndTheEmbeddingAsStored) {
   for (const bool tie : {false, true}) {
     SCOPED_TRACE(::testing::Message() << "tie=" << tie);
-    Qwen3Config config = testing::OddTinyConfig();
+    DecoderConfig config = testing::OddTinyConfig();
     config.tie_word_embeddings = tie;
     const std::string dir = TempDir("int8_load");
-    ASSERT_TRUE(WriteRandomQwen3Checkpoint(dir, config, 5, DType::kBF16).ok());
-    const Result<Qwen3Model> model = Qwen3Model::Load(dir, WeightsMode::kInt8);
+    ASSERT_TRUE(WriteRandomCheckpoint(dir, config, 5, DType::kBF16).ok());
+    const Result<DecoderModel> model = DecoderModel::Load(dir, WeightsMode::kInt8);
     std::filesystem::remove_all(dir);  // the mapping keeps the data readable
     ASSERT_TRUE(model.ok()) << model.status().message();
-    const Qwen3Weights& w = model->weights();
-    Qwen3Weights want = RandomQwen3Weights(config, 5, DType::kBF16);
+    const DecoderWeights& w = model->weights();
+    DecoderWeights want = RandomDecoderWeights(config, 5, DType::kBF16);
     QuantizeProjectionsInt8(&want);
     for (size_t l = 0; l < w.layers.size(); ++l) {
       for (const WeightMatrix* m :
@@ -197,10 +197,10 @@ TEST(QuantizeInt8Test, CheckpointsLoadWithInt8ProjectionsAndTheEmbeddingAsStored
 // The int8 model's forward against the float64 reference forward over its dequantised weights,
 // within the int8 order bound (logit_bounds.h).
 TEST(QuantizeInt8Test, ForwardMatchesTheReferenceForwardOnTheDequantisedWeights) {
-  const Qwen3Config config = testing::OddTinyConfig();
-  Qwen3Weights weights = RandomQwen3Weights(config, 7, DType::kF32);
+  const DecoderConfig config = testing::OddTinyConfig();
+  DecoderWeights weights = RandomDecoderWeights(config, 7, DType::kF32);
   QuantizeProjectionsInt8(&weights);
-  Qwen3Model model(config, std::move(weights));
+  DecoderModel model(config, std::move(weights));
   const std::vector<int32_t> tokens = testing::RandomTokens(37, config.vocab_size, 1);
   const testing::ReferenceOutput expected =
       testing::ReferenceForward(config, model.weights(), tokens);

@@ -1,5 +1,3 @@
-#include "model/qwen3_model.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +9,7 @@
 #include <span>
 
 #include "logit_bounds.h"
+#include "model/decoder_model.h"
 #include "model/greedy_decode.h"
 #include "model/random_checkpoint.h"
 #include "reference_forward.h"
@@ -45,12 +44,12 @@ double WorstLogitDiffOverBound(std::span<const float> a, std::span<const float> 
   return worst;
 }
 
-Qwen3Model MakeModel(const Qwen3Config& config, uint64_t seed) {
-  return Qwen3Model(config, RandomQwen3Weights(config, seed, DType::kF32));
+DecoderModel MakeModel(const DecoderConfig& config, uint64_t seed) {
+  return DecoderModel(config, RandomDecoderWeights(config, seed, DType::kF32));
 }
 
 // Logits for every position of `tokens` from one prefill of the sequence alone.
-std::vector<float> OnePrefillLogits(Qwen3Model& model, const std::vector<int32_t>& tokens) {
+std::vector<float> OnePrefillLogits(DecoderModel& model, const std::vector<int32_t>& tokens) {
   const auto n = static_cast<int32_t>(tokens.size());
   PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(KvDtype::kF32));
   const int32_t seq = cache.AddSequence();
@@ -63,8 +62,8 @@ std::vector<float> OnePrefillLogits(Qwen3Model& model, const std::vector<int32_t
 }
 
 TEST(Qwen3ModelTest, ForwardMatchesReferenceForwardAndCapturesFeatures) {
-  const Qwen3Config config = OddTinyConfig();
-  Qwen3Model model = MakeModel(config, 7);
+  const DecoderConfig config = OddTinyConfig();
+  DecoderModel model = MakeModel(config, 7);
   const std::vector<int32_t> tokens = RandomTokens(37, config.vocab_size, 1);
   const testing::ReferenceOutput expected =
       testing::ReferenceForward(config, model.weights(), tokens);
@@ -115,7 +114,7 @@ struct ScheduledRequest {
 // Runs all requests together, one packed batch per step: each request contributes its next
 // prefill chunk, or one token once its prompt is in. Pages are reserved step by step, so the
 // requests' pages interleave and cross page boundaries.
-void RunInterleaved(Qwen3Model& model, std::vector<ScheduledRequest>& requests, int tile_rows) {
+void RunInterleaved(DecoderModel& model, std::vector<ScheduledRequest>& requests, int tile_rows) {
   const int64_t vocab = model.config().vocab_size;
   PagedKvCache cache(model.KvShape(/*page_size=*/5, /*num_pages=*/256).WithDtype(KvDtype::kF32));
   for (ScheduledRequest& r : requests) {
@@ -166,8 +165,8 @@ std::vector<ScheduledRequest> MixedRequests(int64_t vocab) {
 class ChunkedPrefillTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(ChunkedPrefillTest, InterleavedChunksAndDecodeStepsMatchOnePrefill) {
-  const Qwen3Config config = OddTinyConfig();
-  Qwen3Model model = MakeModel(config, 11);
+  const DecoderConfig config = OddTinyConfig();
+  DecoderModel model = MakeModel(config, 11);
   std::vector<ScheduledRequest> requests = MixedRequests(config.vocab_size);
   RunInterleaved(model, requests, GetParam());
   for (const ScheduledRequest& r : requests) {
@@ -184,8 +183,8 @@ TEST_P(ChunkedPrefillTest, InterleavedChunksAndDecodeStepsMatchOnePrefill) {
 INSTANTIATE_TEST_SUITE_P(TileHeights, ChunkedPrefillTest, ::testing::Values(0, 16, 64, 128));
 
 TEST(Qwen3ModelTest, RequestLogitsDoNotDependOnTheRestOfTheBatch) {
-  const Qwen3Config config = OddTinyConfig();
-  Qwen3Model model = MakeModel(config, 13);
+  const DecoderConfig config = OddTinyConfig();
+  DecoderModel model = MakeModel(config, 13);
   ScheduledRequest probe{.tokens = RandomTokens(28, config.vocab_size, 5), .prompt_len = 23,
                          .chunk = 23};
   std::vector<ScheduledRequest> alone = {probe};
@@ -212,15 +211,15 @@ TEST(Qwen3ModelTest, RequestLogitsDoNotDependOnTheRestOfTheBatch) {
 }
 
 TEST(Qwen3ModelTest, LoadsTheCheckpointMakeTinyWrites) {
-  Qwen3Config config = OddTinyConfig();
+  DecoderConfig config = OddTinyConfig();
   config.tie_word_embeddings = true;
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("dscale_model_test_" + std::to_string(::getpid())))
                               .string();
-  ASSERT_TRUE(WriteRandomQwen3Checkpoint(dir, config, 3, DType::kBF16).ok());
-  Result<Qwen3Model> loaded = Qwen3Model::Load(dir);
+  ASSERT_TRUE(WriteRandomCheckpoint(dir, config, 3, DType::kBF16).ok());
+  Result<DecoderModel> loaded = DecoderModel::Load(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
-  Qwen3Model in_memory(config, RandomQwen3Weights(config, 3, DType::kBF16));
+  DecoderModel in_memory(config, RandomDecoderWeights(config, 3, DType::kBF16));
   const std::vector<int32_t> tokens = RandomTokens(9, config.vocab_size, 2);
   // The same weights through the same kernels in the same order: bit-identical by construction.
   EXPECT_EQ(MaxAbsDiff(OnePrefillLogits(*loaded, tokens), OnePrefillLogits(in_memory, tokens)),
@@ -232,8 +231,8 @@ TEST(Qwen3ModelTest, LoadsTheCheckpointMakeTinyWrites) {
 // enter, CheckTokenIds): a batch that breaks them stops the process naming the reason.
 TEST(Qwen3ModelDeathTest, BadBatchIsACheckFailure) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  const Qwen3Config config = OddTinyConfig();
-  Qwen3Model model = MakeModel(config, 1);
+  const DecoderConfig config = OddTinyConfig();
+  DecoderModel model = MakeModel(config, 1);
   PagedKvCache cache(model.KvShape(16, 4));
   const int32_t seq = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(seq, 3).ok());
@@ -261,15 +260,15 @@ TEST(Qwen3ModelTest, TokenIdsAreCheckedAtTheBoundary) {
 }
 
 TEST(Qwen3ModelTest, MissingCheckpointIsAClearError) {
-  const Result<Qwen3Model> missing = Qwen3Model::Load("/nonexistent/dscale-model");
+  const Result<DecoderModel> missing = DecoderModel::Load("/nonexistent/dscale-model");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/dscale-model"), std::string::npos)
       << missing.status().message();
 }
 
 TEST(GreedyDecodeTest, ChunkedPrefillGivesTheSameTokensAndFollowsTheArgmax) {
-  const Qwen3Config config = OddTinyConfig();
-  Qwen3Model model = MakeModel(config, 21);
+  const DecoderConfig config = OddTinyConfig();
+  DecoderModel model = MakeModel(config, 21);
   const std::vector<int32_t> prompt = RandomTokens(29, config.vocab_size, 8);
   const Result<std::vector<int32_t>> whole =
       GreedyDecode(model, prompt, {.max_new_tokens = 12, .kv_dtype = KvDtype::kF32});
@@ -305,8 +304,8 @@ TEST(GreedyDecodeTest, ChunkedPrefillGivesTheSameTokensAndFollowsTheArgmax) {
 }
 
 TEST(GreedyDecodeTest, StopsOnEosAndRejectsOverlongRequests) {
-  Qwen3Config config = OddTinyConfig();
-  Qwen3Model model = MakeModel(config, 21);
+  DecoderConfig config = OddTinyConfig();
+  DecoderModel model = MakeModel(config, 21);
   const std::vector<int32_t> prompt = RandomTokens(5, config.vocab_size, 8);
   const std::vector<int32_t> free_run = GreedyDecode(model, prompt, {.max_new_tokens = 6}).value();
   const std::vector<int32_t> stopped =

@@ -6,7 +6,7 @@
 
 namespace dscale::testing {
 
-ReferenceOutput ReferenceForward(const Qwen3Config& c, const Qwen3Weights& w,
+ReferenceOutput ReferenceForward(const DecoderConfig& c, const DecoderWeights& w,
                                  const std::vector<int32_t>& tokens) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t h = c.hidden_size, q_dim = c.q_dim(), kv_dim = c.kv_dim(), d = c.head_dim;
@@ -20,7 +20,7 @@ ReferenceOutput ReferenceForward(const Qwen3Config& c, const Qwen3Weights& w,
   // The reference reads every matrix as plain f32 (BF16 weights widen exactly).
   const std::vector<float> embed = w.embed.ToF32();
   ref::EmbeddingGather(embed.data(), c.vocab_size, h, tokens.data(), n, x.data());
-  for (const Qwen3LayerWeights& lw : w.layers) {
+  for (const DecoderLayerWeights& lw : w.layers) {
     const std::vector<float> qkv = lw.qkv.ToF32(), o_proj = lw.o_proj.ToF32();
     const std::vector<float> gate_up_w = lw.gate_up.ToF32(), down = lw.down.ToF32();
     // Separate q, k, v projections from the stacked matrix's row blocks.
@@ -29,10 +29,12 @@ ReferenceOutput ReferenceForward(const Qwen3Config& c, const Qwen3Weights& w,
     ref::Linear(normed.data(), qkv.data(), q.data(), n, h, q_dim);
     ref::Linear(normed.data(), qkv.data() + q_dim * h, k.data(), n, h, kv_dim);
     ref::Linear(normed.data(), qkv.data() + (q_dim + kv_dim) * h, v.data(), n, h, kv_dim);
-    ref::HeadRmsNorm(q.data(), lw.q_norm.data(), n, c.num_attention_heads, d, q_dim, eps);
-    ref::HeadRmsNorm(k.data(), lw.k_norm.data(), n, c.num_key_value_heads, d, kv_dim, eps);
-    ref::ApplyRope(q.data(), positions.data(), n, c.num_attention_heads, d, q_dim, c.rope_theta);
-    ref::ApplyRope(k.data(), positions.data(), n, c.num_key_value_heads, d, kv_dim, c.rope_theta);
+    if (c.qk_norm) {
+      ref::HeadRmsNorm(q.data(), lw.q_norm.data(), n, c.num_attention_heads, d, q_dim, eps);
+      ref::HeadRmsNorm(k.data(), lw.k_norm.data(), n, c.num_key_value_heads, d, kv_dim, eps);
+    }
+    ref::ApplyRope(q.data(), positions.data(), n, c.num_attention_heads, d, q_dim, c.rope());
+    ref::ApplyRope(k.data(), positions.data(), n, c.num_key_value_heads, d, kv_dim, c.rope());
 
     // Causal attention, written out directly over the dense K/V.
     std::vector<float> attn(n * q_dim);

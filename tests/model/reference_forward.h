@@ -1,12 +1,12 @@
 #pragma once
 // A plain Qwen3 forward pass for one sequence, built from the reference kernels with a dense
-// contiguous KV and no batching: the specification Qwen3Model::Forward is checked against.
+// contiguous KV and no batching: the specification DecoderModel::Forward is checked against.
 
 #include <cstdint>
 #include <vector>
 
-#include "io/qwen3_config.h"
-#include "model/qwen3_weights.h"
+#include "io/decoder_config.h"
+#include "model/decoder_weights.h"
 
 namespace dscale::testing {
 
@@ -15,7 +15,7 @@ struct ReferenceOutput {
   std::vector<std::vector<float>> residuals;  // per layer: [n, hidden] after the layer
 };
 
-ReferenceOutput ReferenceForward(const Qwen3Config& config, const Qwen3Weights& weights,
+ReferenceOutput ReferenceForward(const DecoderConfig& config, const DecoderWeights& weights,
                                  const std::vector<int32_t>& tokens);
 
 }  // namespace dscale::testing

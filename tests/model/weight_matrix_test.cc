@@ -15,7 +15,7 @@
 
 #include "float_bounds.h"
 #include "kernels/reference/reference_kernels.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
 #include "support/tiny_models.h"
 
@@ -100,14 +100,14 @@ TEST(WeightMatrixTest, GatherRowsWidensTheNamedRows) {
 }
 
 TEST(WeightMatrixTest, Bf16CheckpointsLoadInPlaceAndF32OnesAsF32) {
-  const Qwen3Config config = testing::OddTinyConfig();
+  const DecoderConfig config = testing::OddTinyConfig();
   for (const DType dtype : {DType::kBF16, DType::kF32, DType::kF16}) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
     const std::string dir = (std::filesystem::temp_directory_path() /
                              ("dscale_weights_" + std::to_string(::getpid())))
                                 .string();
-    ASSERT_TRUE(WriteRandomQwen3Checkpoint(dir, config, 5, dtype).ok());
-    const Result<Qwen3Model> model = Qwen3Model::Load(dir);
+    ASSERT_TRUE(WriteRandomCheckpoint(dir, config, 5, dtype).ok());
+    const Result<DecoderModel> model = DecoderModel::Load(dir);
     std::filesystem::remove_all(dir);  // the mapping keeps the data readable
     ASSERT_TRUE(model.ok()) << model.status().message();
     const WeightMatrix& qkv = model->weights().layers[0].qkv;
@@ -117,7 +117,7 @@ TEST(WeightMatrixTest, Bf16CheckpointsLoadInPlaceAndF32OnesAsF32) {
     EXPECT_EQ(model->weights().embed.bytes(),
               config.vocab_size * config.hidden_size * (dtype == DType::kBF16 ? 2 : 4));
     // The same values as the in-memory weights of that dtype.
-    const Qwen3Weights in_memory = RandomQwen3Weights(config, 5, dtype);
+    const DecoderWeights in_memory = RandomDecoderWeights(config, 5, dtype);
     EXPECT_EQ(qkv.ToF32(), in_memory.layers[0].qkv.ToF32());
     EXPECT_EQ(model->weights().embed.ToF32(), in_memory.embed.ToF32());
   }

@@ -1,5 +1,5 @@
-"""Float64 reference of a Qwen3 target and a DFlash drafter, written from the Hugging Face
-definitions, for checking dscale's numerics.
+"""Float64 reference of a Qwen3 or Llama 3 target and a DFlash drafter, written from the
+Hugging Face definitions, for checking dscale's numerics.
 
 Qwen3 (transformers' modeling_qwen3.py): Qwen3RMSNorm with the config's rms_norm_eps;
 q_proj/k_proj/v_proj without bias, per-head q_norm/k_norm (RMSNorm over head_dim) before RoPE;
@@ -8,12 +8,21 @@ cat(freqs, freqs); grouped-query attention by repeat_kv (query head h reads kv h
 h // (heads/kv_heads)); scaling head_dim^-0.5; causal mask; o_proj; SiLU-gated MLP; pre-norm
 residual blocks; final norm; lm_head, or embed_tokens when tie_word_embeddings.
 
+Llama (transformers' modeling_llama.py, LlamaForCausalLM): the same blocks without q_norm/k_norm;
+head_dim = hidden_size // num_attention_heads when the config has none; RoPE frequencies
+rescaled by rope_scaling {"rope_type": "llama3"} (_compute_llama3_parameters): with
+wavelength 2*pi/inv_freq and L = original_max_position_embeddings, wavelengths above
+L/low_freq_factor are divided by `factor`, those below L/high_freq_factor kept, and between them
+smooth = (L/wavelength - low_freq_factor)/(high_freq_factor - low_freq_factor) mixes
+(1 - smooth)*inv_freq/factor + smooth*inv_freq.
+
 DFlash drafter (z-lab's DFlashDraftModel, see the project's DFlash notes): c = hidden_norm(fc(
 concat of the target's residual streams after target_layer_ids, in list order)); the block
 [anchor, mask x (block_size-1)] at positions n .. n+block_size-1 is embedded with the target's
 embed_tokens; per draft layer, queries from input_layernorm(h) of the block only, keys/values
 from k_proj/v_proj of both c (no input_layernorm) and the normed block, k_norm on both, RoPE at
-absolute positions, no mask; the drafter's own norm, then the target's lm_head on rows 1...
+absolute positions (the drafter's own rope_theta and rope_scaling), no mask; the drafter's own
+norm, then the target's lm_head on rows 1...
 
 The residual stream "after layer i" is the un-normed output of decoder layer i (what SGLang and
 training/qwen3_torch.py capture). transformers' output_hidden_states[i + 1] is the same tensor
@@ -39,8 +48,28 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope_cos_sin(positions, head_dim, theta):
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=F64) / head_dim))
+def head_dim_of(cfg):
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def inv_freq_of(cfg, head_dim):
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=F64) / head_dim))
+    scaling = cfg.get("rope_scaling")
+    if scaling is None:
+        return inv_freq
+    kind = scaling.get("rope_type", scaling.get("type"))
+    assert kind == "llama3", f"rope_scaling {kind} is not modelled here"
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    context = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    smooth = (context / wavelen - low) / (high - low)
+    scaled = torch.where(wavelen > context / low, inv_freq / factor, inv_freq)
+    medium = (wavelen >= context / high) & (wavelen <= context / low)
+    return torch.where(medium, (1 - smooth) * inv_freq / factor + smooth * inv_freq, scaled)
+
+
+def rope_cos_sin(positions, head_dim, cfg):
+    inv_freq = inv_freq_of(cfg, head_dim)
     freqs = positions.to(F64)[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)  # [T, head_dim]
     return emb.cos(), emb.sin()
@@ -60,13 +89,17 @@ def repeat_kv(x, n_rep):
 
 
 class LayerWeights:
-    def __init__(self, tensors, prefix):
+    def __init__(self, tensors, prefix, qk_norm=True):
         def w(name):
             return tensors[f"{prefix}{name}.weight"]
         self.input_layernorm = w("input_layernorm")
         self.q_proj, self.k_proj, self.v_proj = w("self_attn.q_proj"), w("self_attn.k_proj"), w("self_attn.v_proj")
         self.o_proj = w("self_attn.o_proj")
-        self.q_norm, self.k_norm = w("self_attn.q_norm"), w("self_attn.k_norm")
+        if qk_norm:
+            self.q_norm, self.k_norm = w("self_attn.q_norm"), w("self_attn.k_norm")
+        else:
+            assert f"{prefix}self_attn.q_norm.weight" not in tensors
+            self.q_norm = self.k_norm = None
         self.post_attention_layernorm = w("post_attention_layernorm")
         self.gate_proj, self.up_proj, self.down_proj = w("mlp.gate_proj"), w("mlp.up_proj"), w("mlp.down_proj")
 
@@ -78,14 +111,17 @@ def attention(cfg, lw, x_q, x_kv, pos_q, pos_kv, causal):
     target; [c ; normed block] for the drafter). Returns (output, the score gain S of the
     error budget below).
     """
-    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-    eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim_of(cfg)
+    eps = cfg["rms_norm_eps"]
     tq, tk = x_q.shape[0], x_kv.shape[0]
-    q = rms_norm((x_q @ lw.q_proj.T).view(tq, nh, hd), lw.q_norm, eps).transpose(0, 1)
-    k = rms_norm((x_kv @ lw.k_proj.T).view(tk, nkv, hd), lw.k_norm, eps).transpose(0, 1)
+    q = (x_q @ lw.q_proj.T).view(tq, nh, hd)
+    k = (x_kv @ lw.k_proj.T).view(tk, nkv, hd)
+    if lw.q_norm is not None:
+        q, k = rms_norm(q, lw.q_norm, eps), rms_norm(k, lw.k_norm, eps)
+    q, k = q.transpose(0, 1), k.transpose(0, 1)
     v = (x_kv @ lw.v_proj.T).view(tk, nkv, hd).transpose(0, 1)
-    cq, sq = rope_cos_sin(pos_q, hd, theta)
-    ck, sk = rope_cos_sin(pos_kv, hd, theta)
+    cq, sq = rope_cos_sin(pos_q, hd, cfg)
+    ck, sk = rope_cos_sin(pos_kv, hd, cfg)
     q, k = apply_rope(q, cq, sq), apply_rope(k, ck, sk)
     k, v = repeat_kv(k, nh // nkv), repeat_kv(v, nh // nkv)
     scale = hd ** -0.5
@@ -106,11 +142,17 @@ def mlp(lw, x):
     return (torch.nn.functional.silu(x @ lw.gate_proj.T) * (x @ lw.up_proj.T)) @ lw.down_proj.T
 
 
-class Qwen3Reference:
+class TargetReference:
+    """Qwen3ForCausalLM or LlamaForCausalLM, by the config's architectures."""
+
     def __init__(self, cfg, tensors):
         self.cfg = cfg
+        arch = cfg.get("architectures", ["Qwen3ForCausalLM"])[0]
+        assert arch in ("Qwen3ForCausalLM", "LlamaForCausalLM"), arch
+        qk_norm = arch == "Qwen3ForCausalLM"
         self.embed = tensors["model.embed_tokens.weight"]
-        self.layers = [LayerWeights(tensors, f"model.layers.{i}.") for i in range(cfg["num_hidden_layers"])]
+        self.layers = [LayerWeights(tensors, f"model.layers.{i}.", qk_norm)
+                       for i in range(cfg["num_hidden_layers"])]
         self.norm = tensors["model.norm.weight"]
         self.lm_head = self.embed if cfg.get("tie_word_embeddings", False) else tensors["lm_head.weight"]
 
@@ -219,7 +261,7 @@ LAMBDA = 8.0
 
 def _stages_squared(cfg, kv_len, score_gain):
     """Σ a²·(K + 2) over one decoder layer's stages (see above)."""
-    h, i, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
+    h, i, hd = cfg["hidden_size"], cfg["intermediate_size"], head_dim_of(cfg)
     q_dim = cfg["num_attention_heads"] * hd
     a2 = max(1.0, score_gain) ** 2
     qk = (h + 2) + (h + 2) + (hd + 2) + (2 + 2) + (hd + 2)  # norm, proj, q/k norm, RoPE, scores

@@ -1,9 +1,9 @@
-"""Random Qwen3 targets and DFlash drafters with odd sizes, in Hugging Face layouts.
+"""Random Qwen3 and Llama 3 targets and DFlash drafters with odd sizes, in Hugging Face layouts.
 
 Written with this folder's safetensors writer (not dscale make-tiny): tensors named and
-ordered as transformers' Qwen3ForCausalLM state dict (model.embed_tokens, model.layers.i.*,
-model.norm, lm_head), and named as z-lab's DFlashDraftModel checkpoints are (fc, hidden_norm,
-layers.i.*, norm).
+ordered as transformers' Qwen3ForCausalLM / LlamaForCausalLM state dicts (model.embed_tokens,
+model.layers.i.*, model.norm, lm_head; Llama's layers without q_norm/k_norm), and named as
+z-lab's DFlashDraftModel checkpoints are (fc, hidden_norm, layers.i.*, norm).
 
   /usr/bin/python3 make_random_pair.py OUT_DIR    # writes every variant under OUT_DIR
 """
@@ -27,6 +27,29 @@ TARGET = {
     "tie_word_embeddings": False, "use_cache": True, "use_sliding_window": False,
     "sliding_window": None, "bos_token_id": 1, "eos_token_id": [2, 3], "torch_dtype": "bfloat16",
 }
+
+# Llama 3 targets. GQA: 4 query heads over 2 kv heads, no head_dim (72 / 4 = 18 implied),
+# llama3 rope_scaling with an original context of 32 positions: of the 9 frequencies (wavelengths
+# 6.3, 17.5, 48.6, ... positions at θ 10000) the first is kept, the second on the ramp between
+# 32/4 and 32/1, the rest divided by 8. MHA: 5 heads of 14 over 5 kv heads (q_dim 70 != hidden
+# 75), other scaling factors and an original context of 16.
+LLAMA_GQA = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 333, "hidden_size": 72, "intermediate_size": 101, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2,
+    "hidden_act": "silu", "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+    "attention_bias": False, "attention_dropout": 0.0, "mlp_bias": False, "pretraining_tp": 1,
+    "tie_word_embeddings": False, "use_cache": True,
+    "bos_token_id": 1, "eos_token_id": [2, 3], "torch_dtype": "bfloat16",
+}
+LLAMA_MHA = dict(
+    LLAMA_GQA, hidden_size=75, num_attention_heads=5, num_key_value_heads=5, head_dim=14,
+    rope_theta=20000.0,
+    rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 0.5,
+                  "high_freq_factor": 2.0, "original_max_position_embeddings": 16})
 
 # Drafter A: 2 layers with their own head layout (4 heads over 2 kv heads of dim 14), an odd
 # block of 7, and target_layer_ids out of order (features concatenate in list order).
@@ -52,18 +75,33 @@ DRAFTER_B = {
     "block_size": 5, "num_target_layers": 4, "dflash_config": {"mask_token_id": 332},
 }
 
-# name: (target dtype, target shards, tied, drafter config, drafter dtype, drafter shards, prefix)
+# Drafter L, for LLAMA_GQA (hidden 72): 2 layers of 3 heads over 1 kv head of 16, block 6, and
+# the target's llama3 RoPE (a drafter's RoPE is its own config's).
+DRAFTER_L = dict(
+    DRAFTER_A, hidden_size=72, num_attention_heads=3, num_key_value_heads=1, head_dim=16,
+    block_size=6, rope_theta=LLAMA_GQA["rope_theta"], rope_scaling=LLAMA_GQA["rope_scaling"],
+    dflash_config={"mask_token_id": 331, "target_layer_ids": [1, 3]})
+
+# name: (target dtype, target shards, tied, drafter config, drafter dtype, drafter shards, prefix,
+#        target config)
 VARIANTS = {
-    "bf16_sharded": ("BF16", 2, False, DRAFTER_A, "BF16", 1, ""),
-    "f16_tied": ("F16", 1, True, DRAFTER_B, "F16", 2, "model."),
-    "f32_sharded_tied": ("F32", 2, True, DRAFTER_A, "F32", 1, ""),
+    "bf16_sharded": ("BF16", 2, False, DRAFTER_A, "BF16", 1, "", TARGET),
+    "f16_tied": ("F16", 1, True, DRAFTER_B, "F16", 2, "model.", TARGET),
+    "f32_sharded_tied": ("F32", 2, True, DRAFTER_A, "F32", 1, "", TARGET),
+    "llama_gqa_bf16": ("BF16", 2, False, DRAFTER_L, "BF16", 1, "", LLAMA_GQA),
+    "llama_gqa_f32_tied": ("F32", 1, True, DRAFTER_L, "F32", 1, "", LLAMA_GQA),
+    "llama_mha_bf16_tied": ("BF16", 1, True, DRAFTER_B, "BF16", 1, "", LLAMA_MHA),
+    "llama_mha_f16": ("F16", 1, False, DRAFTER_B, "F16", 2, "model.", LLAMA_MHA),
 }
 
 
 def _layer_tensors(gen, cfg, prefix, in_features):
     """One decoder layer in transformers' module order. Scales keep activations O(1):
-    projections N(0, 1/fan_in), norm weights 1 + N(0, 0.2²) (so a missing norm shows)."""
-    h, i, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
+    projections N(0, 1/fan_in), norm weights 1 + N(0, 0.2²) (so a missing norm shows).
+    Llama layers (model_type "llama") have no q_norm/k_norm."""
+    h, i = cfg["hidden_size"], cfg["intermediate_size"]
+    hd = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+    qk_norm = cfg.get("model_type") != "llama"
     q_dim, kv_dim = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
 
     def mat(rows, cols):
@@ -72,13 +110,16 @@ def _layer_tensors(gen, cfg, prefix, in_features):
     def norm(n):
         return 1.0 + 0.2 * torch.randn(n, generator=gen, dtype=torch.float64)
 
-    return [
+    out = [
         (prefix + "self_attn.q_proj.weight", mat(q_dim, in_features)),
         (prefix + "self_attn.k_proj.weight", mat(kv_dim, in_features)),
         (prefix + "self_attn.v_proj.weight", mat(kv_dim, in_features)),
         (prefix + "self_attn.o_proj.weight", mat(h, q_dim)),
-        (prefix + "self_attn.q_norm.weight", norm(hd)),
-        (prefix + "self_attn.k_norm.weight", norm(hd)),
+    ]
+    if qk_norm:
+        out += [(prefix + "self_attn.q_norm.weight", norm(hd)),
+                (prefix + "self_attn.k_norm.weight", norm(hd))]
+    return out + [
         (prefix + "mlp.gate_proj.weight", mat(i, h)),
         (prefix + "mlp.up_proj.weight", mat(i, h)),
         (prefix + "mlp.down_proj.weight", mat(h, i)),
@@ -125,8 +166,8 @@ def write_pair(out_dir, name, seed=7):
     """Writes one variant as OUT/NAME/target and OUT/NAME/drafter.
 
     Returns (target dir, drafter dir, {name: float64 values as written} for each)."""
-    t_dtype, t_shards, tied, d_cfg, d_dtype, d_shards, prefix = VARIANTS[name]
-    t_cfg = dict(TARGET, tie_word_embeddings=tied,
+    t_dtype, t_shards, tied, d_cfg, d_dtype, d_shards, prefix, base = VARIANTS[name]
+    t_cfg = dict(base, tie_word_embeddings=tied,
                  torch_dtype={"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[t_dtype])
     t_dir, d_dir = os.path.join(out_dir, name, "target"), os.path.join(out_dir, name, "drafter")
     # The same draws for every variant (one seed), rounded to the variant's dtype.

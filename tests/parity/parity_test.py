@@ -59,6 +59,10 @@ ARGS = None  # set in main()
 BUNDLED_IDS = [4097, 349, 264, 198, 39, 299, 340, 2303, 309, 610, 1636, 12, 4098, 0, 4159,
                77, 77, 4096, 1, 2]
 RANDOM_IDS = [1, 0, 332, 17, 99, 250, 3, 3, 3, 45, 200, 121, 7, 8, 9, 10, 11, 12, 300]
+# Llama targets: 45 ids, past the random Llama configs' original contexts (16 and 32 positions)
+# where llama3 scaling changes the angles, over three KV pages.
+LLAMA_IDS = RANDOM_IDS + [5, 6, 13, 280, 281, 44, 44, 2, 90, 91, 92, 150, 151, 152, 17, 18,
+                          19, 20, 330, 4, 64, 65, 66, 67, 68, 1]
 
 
 def run_dscale(*args):
@@ -91,7 +95,7 @@ class ParityMixin:
         t_cfg, d_cfg = load_config(target_dir), load_config(drafter_dir)
         t_tensors, _ = st.read_checkpoint(target_dir)
         d_tensors, _ = st.read_checkpoint(drafter_dir)
-        target = ref.Qwen3Reference(t_cfg, t_tensors)
+        target = ref.TargetReference(t_cfg, t_tensors)
         drafter = ref.DFlashReference(d_cfg, d_tensors, target)
         ids_arg = ",".join(map(str, ids))
         n, vocab = len(ids), t_cfg["vocab_size"]
@@ -172,7 +176,7 @@ class BundledDominoHeadTest(ParityMixin, unittest.TestCase):
         print(f"\nbundled Domino head ({drafter_dir}/{d_cfg['domino_config']['head_file']})")
         t_tensors, _ = st.read_checkpoint(target_dir)
         d_tensors, _ = st.read_checkpoint(drafter_dir)
-        target = ref.Qwen3Reference(t_cfg, t_tensors)
+        target = ref.TargetReference(t_cfg, t_tensors)
         drafter = ref.DFlashReference(d_cfg, d_tensors, target)
         head = domino.DominoReference(d_cfg, drafter_dir, target)
         ids = BUNDLED_IDS
@@ -234,10 +238,44 @@ class RandomPairTest(ParityMixin, unittest.TestCase):
     def test_f32_sharded_tied(self):
         self.check_variant("f32_sharded_tied")
 
-    def check_variant(self, name):
+    def test_llama_gqa_bf16(self):
+        self.check_variant("llama_gqa_bf16", LLAMA_IDS)
+
+    def test_llama_gqa_f32_tied(self):
+        self.check_variant("llama_gqa_f32_tied", LLAMA_IDS)
+
+    def test_llama_mha_bf16_tied(self):
+        self.check_variant("llama_mha_bf16_tied", LLAMA_IDS)
+
+    def test_llama_mha_f16(self):
+        self.check_variant("llama_mha_f16", LLAMA_IDS)
+
+    def test_llama3_scaling_is_what_is_checked(self):
+        """The bound sees the scaling: a reference without rope_scaling agrees with dscale at
+        position 0 (no rotation) and departs from it by far more than the tolerance at later
+        positions, most past the original context, where the rescaled low frequencies have
+        turned furthest."""
+        t_dir, _, _, _ = self.pairs["llama_gqa_f32_tied"]
+        cfg = load_config(t_dir)
+        context = cfg["rope_scaling"]["original_max_position_embeddings"]
+        unscaled = ref.TargetReference(dict(cfg, rope_scaling=None), st.read_checkpoint(t_dir)[0])
+        logits, hidden, _, gains = unscaled.forward(LLAMA_IDS)
+        got = dscale_json(self, "logits", "--model", t_dir, "--ids", ",".join(map(str, LLAMA_IDS)),
+                          "--kv-dtype", "f32", "--activations", "f32")["logits"]
+        got = torch.tensor(got, dtype=torch.float64)
+        tol = ref.logit_tolerance(ref.logits_budget(cfg, len(LLAMA_IDS), gains), hidden,
+                                  unscaled.lm_head)
+        ratio = ((got - logits).abs() / tol).max(dim=-1).values
+        print(f"\nllama3 scaling: max diff/tolerance against an unscaled reference "
+              f"{ratio[:context].max().item():.3f} inside the original context, "
+              f"{ratio[context:].max().item():.1f} past it")
+        self.assertLessEqual(ratio[0].item(), 1.0)
+        self.assertGreater(ratio[context:].max().item(), 10.0)
+
+    def check_variant(self, name, ids=RANDOM_IDS):
         t_dir, d_dir, _, _ = self.pairs[name]
         print(f"\nrandom pair {name}")
-        self.check_pair(t_dir, d_dir, RANDOM_IDS)
+        self.check_pair(t_dir, d_dir, ids)
 
 
 class InflatedPairTest(ParityMixin, unittest.TestCase):
@@ -274,7 +312,7 @@ class InflatedPairTest(ParityMixin, unittest.TestCase):
     @staticmethod
     def reference(dirs):
         t_cfg, d_cfg = load_config(dirs[0]), load_config(dirs[1])
-        target = ref.Qwen3Reference(t_cfg, st.read_checkpoint(dirs[0])[0])
+        target = ref.TargetReference(t_cfg, st.read_checkpoint(dirs[0])[0])
         return target, ref.DFlashReference(d_cfg, st.read_checkpoint(dirs[1])[0], target)
 
     def test_same_function_as_the_source(self):

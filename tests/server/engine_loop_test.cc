@@ -38,7 +38,7 @@ class EngineLoopTest : public ::testing::Test {
  protected:
   EngineLoopTest()
       : target_(dscale::testing::EngineLoopConfig(),
-                RandomQwen3Weights(dscale::testing::EngineLoopConfig(), 3, DType::kF32)) {
+                RandomDecoderWeights(dscale::testing::EngineLoopConfig(), 3, DType::kF32)) {
     drafter_ = dscale::testing::RandomDrafter(target_, 4);
   }
 
@@ -57,7 +57,7 @@ class EngineLoopTest : public ::testing::Test {
     return {.prompt = std::move(prompt), .params = {.max_tokens = max_tokens}};
   }
 
-  Qwen3Model target_;
+  DecoderModel target_;
   std::unique_ptr<DFlashDrafter> drafter_;
 };
 

@@ -10,7 +10,7 @@
 
 namespace dscale::testing {
 
-Qwen3Config OddTinyConfig() {
+DecoderConfig OddTinyConfig() {
   return {.vocab_size = 131,
           .hidden_size = 72,
           .intermediate_size = 100,
@@ -26,7 +26,7 @@ Qwen3Config OddTinyConfig() {
           .eos_token_ids = {130}};
 }
 
-Qwen3Config EngineTestTargetConfig(int64_t vocab) {
+DecoderConfig EngineTestTargetConfig(int64_t vocab) {
   return {.vocab_size = vocab,
           .hidden_size = 64,
           .intermediate_size = 96,
@@ -42,7 +42,20 @@ Qwen3Config EngineTestTargetConfig(int64_t vocab) {
           .eos_token_ids = {vocab - 1}};
 }
 
-Qwen3Config EngineLoopConfig() {
+DecoderConfig EngineTestLlamaConfig(int64_t vocab, int64_t original_context) {
+  DecoderConfig c = EngineTestTargetConfig(vocab);
+  c.family = ModelFamily::kLlama;
+  c.qk_norm = false;
+  c.rope_theta = 500000.0;
+  c.rope_scaling = {.type = RopeScalingType::kLlama3,
+                    .factor = 8.0,
+                    .low_freq_factor = 1.0,
+                    .high_freq_factor = 4.0,
+                    .original_max_position_embeddings = original_context};
+  return c;
+}
+
+DecoderConfig EngineLoopConfig() {
   return {.vocab_size = 512,
           .hidden_size = 32,
           .intermediate_size = 48,
@@ -58,15 +71,15 @@ Qwen3Config EngineLoopConfig() {
           .eos_token_ids = {}};
 }
 
-Qwen3Config TinyDeviceConfig(bool tie) {
-  Qwen3Config config = TinyQwen3Config();
+DecoderConfig TinyDeviceConfig(bool tie) {
+  DecoderConfig config = TinyQwen3Config();
   config.num_hidden_layers = 3;
   config.tie_word_embeddings = tie;
   config.eos_token_ids = {0};
   return config;
 }
 
-Qwen3Config ForwardBenchConfig() {
+DecoderConfig ForwardBenchConfig() {
   return {.vocab_size = 4096,
           .hidden_size = 512,
           .intermediate_size = 1536,
@@ -82,9 +95,11 @@ Qwen3Config ForwardBenchConfig() {
           .eos_token_ids = {0}};
 }
 
-DFlashConfig TestDrafterConfig(const Qwen3Config& target) {
+DFlashConfig TestDrafterConfig(const DecoderConfig& target) {
   DFlashConfig c;
   c.draft = target;
+  c.draft.family = ModelFamily::kQwen3;  // DFlash layers are Qwen3's whatever the target
+  c.draft.qk_norm = true;
   c.draft.num_hidden_layers = 2;
   c.block_size = 16;
   c.mask_token_id = target.vocab_size - 2;
@@ -101,7 +116,7 @@ std::vector<int32_t> RandomTokens(int32_t count, int64_t vocab, uint32_t seed) {
   return tokens;
 }
 
-std::unique_ptr<DFlashDrafter> RandomDrafter(const Qwen3Model& target, uint64_t seed) {
+std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed) {
   const DFlashConfig config = TestDrafterConfig(target.config());
   std::map<std::string, std::vector<float>> by_name;
   for (TensorToWrite& t :
@@ -120,7 +135,7 @@ DominoHeadConfig OddHeadConfig() {
   return {.head_file = "domino_head.safetensors", .gru_hidden_size = 23, .bottleneck_size = 13};
 }
 
-DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config, const Qwen3Config& target,
+DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config, const DecoderConfig& target,
                                     uint64_t seed, DType dtype) {
   std::map<std::string, std::vector<float>> by_name;
   for (TensorToWrite& t :
@@ -138,7 +153,7 @@ DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config, const Qwen3C
   return LoadDominoHeadWeights(config, target.hidden_size, target.vocab_size, read).value();
 }
 
-std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const Qwen3Model& target, uint64_t seed) {
+std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const DecoderModel& target, uint64_t seed) {
   std::unique_ptr<DFlashDrafter> drafter = RandomDrafter(target, seed);
   drafter->AttachHead(DominoHead(
       OddHeadConfig(), RandomHeadWeights(OddHeadConfig(), target.config(), seed + 1, DType::kF32),

@@ -9,56 +9,63 @@
 
 #include "core/dtype.h"
 #include "dvl/predictor.h"
+#include "io/decoder_config.h"
 #include "io/dflash_config.h"
 #include "io/domino_config.h"
-#include "io/qwen3_config.h"
+#include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
 #include "model/domino_head.h"
-#include "model/qwen3_model.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale::testing {
 
 // Deliberately odd sizes: vocab 131, hidden 72, intermediate 100, 3 layers, 4 heads over 2 KV
 // heads of 32, 1024 positions, untied, EOS 130.
-Qwen3Config OddTinyConfig();
+DecoderConfig OddTinyConfig();
 
 // The engine tests' target: hidden 64, intermediate 96, 3 layers, 4 heads over 2 KV heads of 16,
 // 2048 positions, untied, EOS vocab − 1.
-Qwen3Config EngineTestTargetConfig(int64_t vocab = 131);
+DecoderConfig EngineTestTargetConfig(int64_t vocab = 131);
+
+// EngineTestTargetConfig(vocab) as a Llama 3 target: no q/k norms, θ 500000 and llama3
+// rope_scaling (factor 8, low 1, high 4) over an original context of `original_context`
+// positions: of head_dim 16's 8 frequencies the first is kept, the second (wavelength 32.5
+// positions) on the ramp, the rest divided by 8.
+DecoderConfig EngineTestLlamaConfig(int64_t vocab = 131, int64_t original_context = 48);
 
 // The server loop's target: vocab 512, hidden 32, intermediate 48, 2 layers, 2 heads over one KV
 // head of 16, 2048 positions, untied, no EOS.
-Qwen3Config EngineLoopConfig();
+DecoderConfig EngineLoopConfig();
 
 // make-tiny's shape (TinyQwen3Config) with 3 layers, EOS 0 and the LM head tied if `tie`: GQA
 // group 2 and head_dim a multiple of the warp width, for the device tests.
-Qwen3Config TinyDeviceConfig(bool tie = false);
+DecoderConfig TinyDeviceConfig(bool tie = false);
 
 // The forward benchmark's target: vocab 4096, hidden 512, intermediate 1536, 8 layers, 8 heads
 // over 4 KV heads of 64, 4096 positions, untied.
-Qwen3Config ForwardBenchConfig();
+DecoderConfig ForwardBenchConfig();
 
-// A drafter config for `target`: 2 layers reading target layers {0, last}, block 16, mask id
+// A drafter config for `target`: 2 Qwen3 layers (whatever the target's family) with the
+// target's attention geometry and RoPE, reading target layers {0, last}, block 16, mask id
 // vocab − 2.
-DFlashConfig TestDrafterConfig(const Qwen3Config& target);
+DFlashConfig TestDrafterConfig(const DecoderConfig& target);
 
 // `count` tokens uniform in [0, vocab).
 std::vector<int32_t> RandomTokens(int32_t count, int64_t vocab, uint32_t seed);
 
 // A random TestDrafterConfig drafter for `target` (f32 weights, no file round trip).
-std::unique_ptr<DFlashDrafter> RandomDrafter(const Qwen3Model& target, uint64_t seed);
+std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed);
 
 // A Domino head config with deliberately odd widths (G 23, B 13).
 DominoHeadConfig OddHeadConfig();
 
 // Random head weights for `target`, stored as `dtype` (BF16 matrices held as BF16, as a head
 // file's are).
-DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config, const Qwen3Config& target,
+DominoHeadWeights RandomHeadWeights(const DominoHeadConfig& config, const DecoderConfig& target,
                                     uint64_t seed, DType dtype);
 
 // RandomDrafter with a random OddHeadConfig head attached (head seed: seed + 1).
-std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const Qwen3Model& target, uint64_t seed);
+std::unique_ptr<DFlashDrafter> RandomDominoDrafter(const DecoderModel& target, uint64_t seed);
 
 // A DVL predictor with random weights (so lengths vary by request) for a drafter of this hidden
 // size and vocabulary.

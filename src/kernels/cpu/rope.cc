@@ -31,15 +31,15 @@ constexpr int64_t kParallelMinValues = 1 << 20;
 }  // namespace
 
 void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
-               int64_t row_stride, double theta) {
+               int64_t row_stride, const RopeSpec& rope) {
   DSCALE_CHECK_MSG(head_dim % 2 == 0, "RoPE needs an even head_dim");
   const int64_t half = head_dim / 2;
   if (rows == 0 || half == 0) return;
-  // inv_freq[i] = theta^(−2i/head_dim). The angle pos·inv_freq is formed in double: at positions
-  // in the tens of thousands a float angle would already be off by ~1e-3 rad.
+  // inv_freq[i] = RopeInvFreq(rope, i, head_dim). The angle pos·inv_freq is formed in double: at
+  // positions in the tens of thousands a float angle would already be off by ~1e-3 rad.
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
-    inv_freq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    inv_freq[i] = RopeInvFreq(rope, i, head_dim);
   }
 #pragma omp parallel if (rows * heads * head_dim >= kParallelMinValues)
   {

@@ -16,13 +16,12 @@ constexpr int kPairThreads = 64;
 //   (a, b) → (a·cos − b·sin, b·cos + a·sin)  for (a, b) = (x_i, x_{i+half}).
 __global__ void __launch_bounds__(kPairThreads)
     RopeKernel(float* x, const int32_t* positions, int64_t heads, int64_t head_dim,
-               int64_t row_stride, double theta) {
+               int64_t row_stride, RopeSpec rope) {
   const int64_t half = head_dim / 2;
   const double pos = static_cast<double>(positions[blockIdx.x]);
   float* row = x + static_cast<int64_t>(blockIdx.x) * row_stride;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const double inv_freq =
-        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double inv_freq = RopeInvFreq(rope, i, head_dim);
     double sin_d = 0.0;
     double cos_d = 0.0;
     sincos(pos * inv_freq, &sin_d, &cos_d);
@@ -41,12 +40,12 @@ __global__ void __launch_bounds__(kPairThreads)
 }  // namespace
 
 void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
-               int64_t row_stride, double theta, cudaStream_t stream) {
+               int64_t row_stride, const RopeSpec& rope, cudaStream_t stream) {
   DSCALE_CHECK_MSG(head_dim % 2 == 0, "RoPE needs an even head_dim");
   DSCALE_CHECK(rows >= 0 && rows <= std::numeric_limits<int32_t>::max() && heads >= 0);
   if (rows == 0 || heads == 0 || head_dim == 0) return;
   RopeKernel<<<static_cast<unsigned>(rows), kPairThreads, 0, stream>>>(x, positions, heads,
-                                                                       head_dim, row_stride, theta);
+                                                                       head_dim, row_stride, rope);
   DSCALE_CUDA_CHECK_LAUNCH();
 }
 

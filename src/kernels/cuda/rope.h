@@ -6,12 +6,14 @@
 
 #include <cstdint>
 
+#include "core/rope_spec.h"
+
 namespace dscale::cuda {
 
 // In place over x[r, h, :] (row r at x + r·row_stride, heads contiguous, head_dim values each):
 // for i < head_dim/2, the pair (x_i, x_{i+head_dim/2}) is rotated by the angle
-// positions[r] · theta^(−2i/head_dim). head_dim must be even.
+// positions[r] · RopeInvFreq(rope, i, head_dim). head_dim must be even.
 void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
-               int64_t row_stride, double theta, cudaStream_t stream);
+               int64_t row_stride, const RopeSpec& rope, cudaStream_t stream);
 
 }  // namespace dscale::cuda

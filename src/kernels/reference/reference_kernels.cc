@@ -112,14 +112,14 @@ void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int
 }
 
 void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
-               int64_t row_stride, double theta) {
+               int64_t row_stride, const RopeSpec& rope) {
   DSCALE_CHECK(head_dim % 2 == 0);
   const int64_t half = head_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + r * row_stride + h * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const double angle = positions[r] * std::pow(theta, -2.0 * i / head_dim);
+        const double angle = positions[r] * RopeInvFreq(rope, i, head_dim);
         const double a = v[i];
         const double b = v[i + half];
         v[i] = static_cast<float>(a * std::cos(angle) - b * std::sin(angle));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/rope_spec.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/softmax.h"
 
@@ -31,7 +32,7 @@ void RmsNorm(const float* x, const float* weight, float* y, int64_t rows, int64_
 void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim,
                  int64_t row_stride, float eps);
 void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
-               int64_t row_stride, double theta);
+               int64_t row_stride, const RopeSpec& rope);
 void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter);
 void SiluInPlace(float* x, int64_t n);
 // cpu::GruUpdate: one bias-free GRU step's elementwise half, gates in the order r, z, n.

@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA backend's operations for the model templates (model/decoder_layer.h,
-// model/qwen3_forward.h, model/dflash_forward.h): the kernels of kernels/cuda on device
+// model/decoder_forward.h, model/dflash_forward.h): the kernels of kernels/cuda on device
 // pointers, queued on one stream, K/V in a DeviceKvCache. The CPU's are model/cpu_ops.h.
 //
 // Numerics: every GEMM takes BF16 weights and BF16-rounded activations and accumulates in f32
@@ -75,8 +75,8 @@ class CudaOps {
     cuda::HeadRmsNorm(x, gain, rows, heads, head_dim, row_stride, eps, stream_);
   }
   void Rope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
-            int64_t row_stride, double theta) const {
-    ApplyRope(x, positions, rows, heads, head_dim, row_stride, theta, stream_);
+            int64_t row_stride, const RopeSpec& rope) const {
+    ApplyRope(x, positions, rows, heads, head_dim, row_stride, rope, stream_);
   }
   void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) const {
     cuda::SwiGlu(gate_up, out, rows, inter, stream_);

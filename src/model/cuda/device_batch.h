@@ -1,7 +1,7 @@
 #pragma once
 // A device mirror of a host StepBatch (core/step_batch.h): its live rows, spans and the spans'
 // page tables, for forwards outside a bucket's fixed-address workspace (prefill, the host-driven
-// drafter, tests that compare the device forward with Qwen3Model::Forward on the same batch).
+// drafter, tests that compare the device forward with DecoderModel::Forward on the same batch).
 
 #include <cstdint>
 

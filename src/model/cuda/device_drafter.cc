@@ -37,7 +37,7 @@ DeviceDFlashWeights UploadDFlashWeights(const DFlashConfig& config, const DFlash
   DeviceDFlashWeights d;
   d.fc = UploadAsBf16(weights.fc);
   d.hidden_norm = UploadF32(weights.hidden_norm);
-  for (const Qwen3LayerWeights& layer : weights.layers) {
+  for (const DecoderLayerWeights& layer : weights.layers) {
     d.layers.push_back(UploadLayerWeights(layer));
   }
   d.final_norm = UploadF32(weights.final_norm);
@@ -45,7 +45,7 @@ DeviceDFlashWeights UploadDFlashWeights(const DFlashConfig& config, const DFlash
 }
 
 DeviceDFlashDrafter::DeviceDFlashDrafter(DFlashConfig config, DeviceDFlashWeights weights,
-                                         const DeviceQwen3Model& target,
+                                         const DeviceDecoderModel& target,
                                          const KvCacheShape& target_kv)
     : config_(std::move(config)),
       dims_(LayerDims::From(config_.draft)),
@@ -89,7 +89,7 @@ void DeviceDFlashDrafter::EnqueueDraft(const DeviceBatchView& blocks, DeviceDraf
   DSCALE_CHECK(blocks.rows == n * block);
   DSCALE_CHECK(blocks.max_q_len >= block);
   DSCALE_CHECK(out.tokens != nullptr && out.logits != nullptr && out.hidden != nullptr);
-  const DeviceQwen3Weights& target = target_->weights();
+  const DeviceDecoderWeights& target = target_->weights();
   CudaOps ops(gemm_, s.layer, stream);
   RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab(), vocab(), dims_, block,
                  blocks, kv_, s.layer, out);

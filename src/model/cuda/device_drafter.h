@@ -71,7 +71,7 @@ class DeviceDFlashDrafter {
   // cache gets `target_kv`'s pages (page size, page count) with the drafter's layers and heads.
   // Creates the drafter's cuBLAS context on the current device.
   DeviceDFlashDrafter(DFlashConfig config, DeviceDFlashWeights weights,
-                      const DeviceQwen3Model& target, const KvCacheShape& target_kv);
+                      const DeviceDecoderModel& target, const KvCacheShape& target_kv);
 
   const DFlashConfig& config() const { return config_; }
   const LayerDims& dims() const { return dims_; }
@@ -107,7 +107,7 @@ class DeviceDFlashDrafter {
   DFlashConfig config_;
   LayerDims dims_;
   DeviceDFlashWeights weights_;
-  const DeviceQwen3Model* target_;
+  const DeviceDecoderModel* target_;
   // Per draft layer, the k and v rows of its stacked qkv matrix: what the context goes through.
   std::vector<const Bf16*> context_kv_;
   DeviceKvCache kv_;

@@ -5,12 +5,12 @@
 #include "core/check.h"
 
 namespace dscale::cuda {
-DeviceQwen3Model::DeviceQwen3Model(Qwen3Config config, DeviceQwen3Weights weights)
+DeviceDecoderModel::DeviceDecoderModel(DecoderConfig config, DeviceDecoderWeights weights)
     : config_(std::move(config)), dims_(LayerDims::From(config_)), weights_(std::move(weights)) {
   DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.num_hidden_layers);
 }
 
-KvCacheShape DeviceQwen3Model::KvShape(int32_t page_size, int32_t num_pages) const {
+KvCacheShape DeviceDecoderModel::KvShape(int32_t page_size, int32_t num_pages) const {
   return {.num_layers = static_cast<int32_t>(config_.num_hidden_layers),
           .kv_heads = dims_.kv_heads,
           .head_dim = dims_.head_dim,
@@ -18,10 +18,10 @@ KvCacheShape DeviceQwen3Model::KvShape(int32_t page_size, int32_t num_pages) con
           .num_pages = num_pages};
 }
 
-void DeviceQwen3Model::Forward(const DeviceBatchView& batch,
-                               std::span<const int32_t> capture_layers, DeviceKvCache& kv,
-                               DeviceForwardScratch& scratch, const DeviceForwardOutputs& out,
-                               cudaStream_t stream) {
+void DeviceDecoderModel::Forward(const DeviceBatchView& batch,
+                                 std::span<const int32_t> capture_layers, DeviceKvCache& kv,
+                                 DeviceForwardScratch& scratch, const DeviceForwardOutputs& out,
+                                 cudaStream_t stream) {
   const int32_t rows = batch.rows;
   DSCALE_CHECK(rows >= 0 && rows <= scratch.max_rows());
   DSCALE_CHECK_MSG(batch.causal, "the target attends causally");
@@ -35,8 +35,8 @@ void DeviceQwen3Model::Forward(const DeviceBatchView& batch,
   DSCALE_CHECK(out.logit_rows == nullptr ||
                (out.num_logit_rows >= 0 && out.num_logit_rows <= rows));
   CudaOps ops(gemm_, scratch, stream);
-  RunQwen3Forward(ops, weights_, dims_, config_.vocab_size, batch, capture_layers, kv, scratch,
-                  out);
+  RunDecoderForward(ops, weights_, dims_, config_.vocab_size, batch, capture_layers, kv, scratch,
+                    out);
 }
 
 }  // namespace dscale::cuda

@@ -1,7 +1,7 @@
 #pragma once
-// The Qwen3 target on the device: the contract of Qwen3Model::Forward (model/qwen3_model.h)
-// on device pointers, with BF16 weights resident on the device — RunQwen3Forward
-// (model/qwen3_forward.h) over CudaOps (cuda_ops.h, which states the numerics).
+// The Qwen3 target on the device: the contract of DecoderModel::Forward (model/decoder_model.h)
+// on device pointers, with BF16 weights resident on the device — RunDecoderForward
+// (model/decoder_forward.h) over CudaOps (cuda_ops.h, which states the numerics).
 //
 // Forward only queues work: no allocation, no synchronisation, every address fixed by the
 // caller's buffers and every per-step value (tokens, spans, the live row count) read from
@@ -13,27 +13,27 @@
 #include <cstdint>
 #include <span>
 
-#include "io/qwen3_config.h"
+#include "io/decoder_config.h"
 #include "kernels/cuda/gemm_bf16.h"
 #include "model/cuda/cuda_ops.h"
 #include "model/cuda/device_kv_cache.h"
 #include "model/cuda/device_weights.h"
+#include "model/decoder_forward.h"
 #include "model/decoder_layer.h"
-#include "model/qwen3_forward.h"
 
 namespace dscale::cuda {
 
-// Where Forward writes, on the device (TargetOutputs, model/qwen3_forward.h).
+// Where Forward writes, on the device (TargetOutputs, model/decoder_forward.h).
 using DeviceForwardOutputs = TargetOutputs;
 
-class DeviceQwen3Model {
+class DeviceDecoderModel {
  public:
   // Creates the model's cuBLAS context on the current device.
-  DeviceQwen3Model(Qwen3Config config, DeviceQwen3Weights weights);
+  DeviceDecoderModel(DecoderConfig config, DeviceDecoderWeights weights);
 
-  const Qwen3Config& config() const { return config_; }
+  const DecoderConfig& config() const { return config_; }
   const LayerDims& dims() const { return dims_; }
-  const DeviceQwen3Weights& weights() const { return weights_; }
+  const DeviceDecoderWeights& weights() const { return weights_; }
 
   // KV cache geometry matching this model.
   KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const;
@@ -48,9 +48,9 @@ class DeviceQwen3Model {
                cudaStream_t stream);
 
  private:
-  Qwen3Config config_;
+  DecoderConfig config_;
   LayerDims dims_;
-  DeviceQwen3Weights weights_;
+  DeviceDecoderWeights weights_;
   GemmContext gemm_;
 };
 

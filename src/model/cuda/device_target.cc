@@ -20,18 +20,18 @@ void CopyBack(const float* device, std::vector<float>& host, cudaStream_t stream
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const Qwen3Model& host) {
+Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const DecoderModel& host) {
   const std::string& unavailable = CudaUnavailableReason();
   if (!unavailable.empty()) {
     return InvalidArgument("--device cuda: no usable CUDA device: " + unavailable);
   }
   DSCALE_RETURN_IF_ERROR(
-      CheckDeviceMemoryFits(DeviceQwen3WeightBytes(host.config()), "the target's BF16 weights"));
+      CheckDeviceMemoryFits(DeviceDecoderWeightBytes(host.config()), "the target's BF16 weights"));
   return std::make_unique<DeviceTarget>(host.config(),
-                                        UploadQwen3Weights(host.config(), host.weights()));
+                                        UploadDecoderWeights(host.config(), host.weights()));
 }
 
-DeviceTarget::DeviceTarget(Qwen3Config config, DeviceQwen3Weights weights)
+DeviceTarget::DeviceTarget(DecoderConfig config, DeviceDecoderWeights weights)
     : model_(std::move(config), std::move(weights)) {
   DSCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }

@@ -4,9 +4,9 @@
 // here while the rest of the step (drafting, the DVL decision, acceptance, commit) stays on the
 // host.
 //
-// Weights are BF16 on the device (DeviceQwen3Weights) and the K/V rows live in a DeviceKvCache;
+// Weights are BF16 on the device (DeviceDecoderWeights) and the K/V rows live in a DeviceKvCache;
 // the host PagedKvCache the engine makes from KvShape has zero layers and supplies pages and page
-// tables only. Each Forward copies the batch to the device, queues DeviceQwen3Model::Forward with
+// tables only. Each Forward copies the batch to the device, queues DeviceDecoderModel::Forward with
 // the LM head on the rows asked for only, and copies back their logits and the captured
 // features; it returns once they are on the host. Numerics are the device forward's (BF16 GEMM
 // inputs, f32 accumulation), so logits differ from the CPU model's by BF16 rounding, not by an
@@ -29,7 +29,7 @@
 #include "model/cuda/device_forward.h"
 #include "model/cuda/device_kv_cache.h"
 #include "model/cuda/device_weights.h"
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 #include "model/target_model.h"
 
 namespace dscale::cuda {
@@ -38,18 +38,18 @@ class DeviceTarget final : public TargetModel {
  public:
   // Uploads `host`'s weights to the current device (an error naming the reason when no device
   // can be used, or when the weights do not fit in its free memory).
-  static Result<std::unique_ptr<DeviceTarget>> Upload(const Qwen3Model& host);
-  DeviceTarget(Qwen3Config config, DeviceQwen3Weights weights);
+  static Result<std::unique_ptr<DeviceTarget>> Upload(const DecoderModel& host);
+  DeviceTarget(DecoderConfig config, DeviceDecoderWeights weights);
   ~DeviceTarget() override;
   DeviceTarget(const DeviceTarget&) = delete;
   DeviceTarget& operator=(const DeviceTarget&) = delete;
 
-  const Qwen3Config& config() const override { return model_.config(); }
+  const DecoderConfig& config() const override { return model_.config(); }
   // The host cache's geometry: num_layers = 0 (rows live on the device).
   KvCacheShape KvShape(int32_t page_size, int32_t num_pages) const override;
   Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override;
 
-  DeviceQwen3Model& model() { return model_; }
+  DeviceDecoderModel& model() { return model_; }
   // The device K/V rows of the cache last forwarded on (null before the first forward); a
   // device verification step writes its rows' K/V there as Forward would.
   const DeviceKvCache* kv() const { return kv_ ? &*kv_ : nullptr; }
@@ -63,7 +63,7 @@ class DeviceTarget final : public TargetModel {
   // `feature_width` captured floats.
   void Reserve(int32_t rows, int64_t feature_width);
 
-  DeviceQwen3Model model_;
+  DeviceDecoderModel model_;
   cudaStream_t stream_ = nullptr;
   std::optional<DeviceKvCache> kv_;
   uint64_t bound_cache_ = 0;                     // id of the cache kv_ belongs to

@@ -14,7 +14,7 @@ struct LayerSizes {
   int64_t qkv, o_proj, gate_up, down, hidden, head_dim;
 };
 
-LayerSizes SizesOf(const Qwen3Config& c) {
+LayerSizes SizesOf(const DecoderConfig& c) {
   const int64_t h = c.hidden_size;
   return {.qkv = (c.q_dim() + 2 * c.kv_dim()) * h,
           .o_proj = h * c.q_dim(),
@@ -43,7 +43,7 @@ DeviceBuffer<float> UnitGains(int64_t n, cudaStream_t stream) {
 
 double ProjectionStddev(int64_t in) { return 1.0 / std::sqrt(static_cast<double>(in)); }
 
-DeviceLayerWeights RandomLayer(const Qwen3Config& c, uint64_t seed, cudaStream_t stream) {
+DeviceLayerWeights RandomLayer(const DecoderConfig& c, uint64_t seed, cudaStream_t stream) {
   const int64_t h = c.hidden_size;
   const int64_t inter = c.intermediate_size;
   // Distinct seeds per matrix: seed · 8 + index keeps them apart across layers too.
@@ -77,7 +77,7 @@ DeviceBuffer<float> UploadF32(const std::vector<float>& values) {
   return DeviceBuffer<float>(values.data(), values.size());
 }
 
-DeviceLayerWeights UploadLayerWeights(const Qwen3LayerWeights& w) {
+DeviceLayerWeights UploadLayerWeights(const DecoderLayerWeights& w) {
   return {.input_norm = UploadF32(w.input_norm),
           .qkv = UploadAsBf16(w.qkv),
           .q_norm = UploadF32(w.q_norm),
@@ -93,28 +93,29 @@ int64_t DeviceLayerWeights::bytes() const {
                               o_proj.bytes() + post_norm.bytes() + gate_up.bytes() + down.bytes());
 }
 
-int64_t DeviceQwen3Weights::bytes() const {
+int64_t DeviceDecoderWeights::bytes() const {
   int64_t total = static_cast<int64_t>(embed.bytes() + final_norm.bytes() + lm_head.bytes());
   for (const DeviceLayerWeights& l : layers) total += l.bytes();
   return total;
 }
 
-DeviceQwen3Weights UploadQwen3Weights(const Qwen3Config& config, const Qwen3Weights& weights) {
+DeviceDecoderWeights UploadDecoderWeights(const DecoderConfig& config,
+                                          const DecoderWeights& weights) {
   DSCALE_CHECK(static_cast<int64_t>(weights.layers.size()) == config.num_hidden_layers);
-  DeviceQwen3Weights d;
+  DeviceDecoderWeights d;
   d.embed = UploadAsBf16(weights.embed);
-  for (const Qwen3LayerWeights& layer : weights.layers)
+  for (const DecoderLayerWeights& layer : weights.layers)
     d.layers.push_back(UploadLayerWeights(layer));
   d.final_norm = UploadF32(weights.final_norm);
   if (!weights.lm_head.empty()) d.lm_head = UploadAsBf16(weights.lm_head);
   return d;
 }
 
-DeviceQwen3Weights RandomDeviceQwen3Weights(const Qwen3Config& config, uint64_t seed,
-                                            cudaStream_t stream) {
+DeviceDecoderWeights RandomDeviceDecoderWeights(const DecoderConfig& config, uint64_t seed,
+                                                cudaStream_t stream) {
   const int64_t h = config.hidden_size;
   const int64_t vocab = config.vocab_size;
-  DeviceQwen3Weights d;
+  DeviceDecoderWeights d;
   // Seeds: 1 the embedding, 2 the LM head, 3 + layer for each layer's matrices (mixed with the
   // caller's seed so different seeds give unrelated weights).
   const uint64_t base = seed * 0x100000001b3ull;
@@ -129,7 +130,7 @@ DeviceQwen3Weights RandomDeviceQwen3Weights(const Qwen3Config& config, uint64_t 
   return d;
 }
 
-int64_t DeviceQwen3WeightBytes(const Qwen3Config& config) {
+int64_t DeviceDecoderWeightBytes(const DecoderConfig& config) {
   const LayerSizes s = SizesOf(config);
   const int64_t bf16 = static_cast<int64_t>(sizeof(Bf16));
   const int64_t f32 = static_cast<int64_t>(sizeof(float));

@@ -1,6 +1,6 @@
 #pragma once
 // Qwen3 target weights resident on the device: every matrix in BF16 (the checkpoints' own
-// type), norm gains in f32. Same layout as Qwen3Weights (model/qwen3_weights.h): q/k/v stacked
+// type), norm gains in f32. Same layout as DecoderWeights (model/decoder_weights.h): q/k/v stacked
 // into one [q_dim + 2·kv_dim, hidden] matrix, gate/up into one [2·intermediate, hidden].
 
 #include <cuda_runtime_api.h>
@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/qwen3_config.h"
+#include "io/decoder_config.h"
 #include "kernels/cuda/bf16.h"
 #include "kernels/cuda/cuda_check.h"
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 
 namespace dscale::cuda {
 
@@ -29,7 +29,7 @@ struct DeviceLayerWeights {
   int64_t bytes() const;
 };
 
-struct DeviceQwen3Weights {
+struct DeviceDecoderWeights {
   DeviceBuffer<Bf16> embed;  // [vocab, hidden]
   std::vector<DeviceLayerWeights> layers;
   DeviceBuffer<float> final_norm;  // [hidden]
@@ -47,20 +47,21 @@ DeviceBuffer<Bf16> UploadAsBf16(const std::vector<float>& values);
 // A host weight matrix's elements as BF16 (BF16 blocks copied bit for bit).
 DeviceBuffer<Bf16> UploadAsBf16(const WeightMatrix& matrix);
 DeviceBuffer<float> UploadF32(const std::vector<float>& values);
-DeviceLayerWeights UploadLayerWeights(const Qwen3LayerWeights& weights);
+DeviceLayerWeights UploadLayerWeights(const DecoderLayerWeights& weights);
 
 // Copies host weights to the device, each matrix value rounded to BF16 (exact for weights that
 // came from a BF16 checkpoint). Synchronous.
-DeviceQwen3Weights UploadQwen3Weights(const Qwen3Config& config, const Qwen3Weights& weights);
+DeviceDecoderWeights UploadDecoderWeights(const DecoderConfig& config,
+                                          const DecoderWeights& weights);
 
 // Random weights made on the device (no host copy of the matrices): matrices uniform with the
 // variance random_checkpoint.h uses (1/in per projection, 1 for the embedding, 9/hidden for an
 // untied LM head), so activations stay O(1) through depth; norm gains 1. For benchmarks, where
 // only shapes matter. Queued on `stream`.
-DeviceQwen3Weights RandomDeviceQwen3Weights(const Qwen3Config& config, uint64_t seed,
-                                            cudaStream_t stream);
+DeviceDecoderWeights RandomDeviceDecoderWeights(const DecoderConfig& config, uint64_t seed,
+                                                cudaStream_t stream);
 
-// Bytes RandomDeviceQwen3Weights / UploadQwen3Weights allocate for `config`.
-int64_t DeviceQwen3WeightBytes(const Qwen3Config& config);
+// Bytes RandomDeviceDecoderWeights / UploadDecoderWeights allocate for `config`.
+int64_t DeviceDecoderWeightBytes(const DecoderConfig& config);
 
 }  // namespace dscale::cuda

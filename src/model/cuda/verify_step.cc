@@ -35,7 +35,7 @@ void VerifyWorkspace::PinnedFree::operator()(int32_t* p) const {
   if (p != nullptr) static_cast<void>(cudaFreeHost(p));
 }
 
-VerifyWorkspace::VerifyWorkspace(const VerifyShape& shape, const DeviceQwen3Model& model)
+VerifyWorkspace::VerifyWorkspace(const VerifyShape& shape, const DeviceDecoderModel& model)
     : shape_(shape),
       vocab_(model.config().vocab_size),
       tokens_(Count(shape.capacity)),
@@ -140,7 +140,7 @@ VerifyResults VerifyWorkspace::ReadResults(cudaStream_t stream) {
   return TakeResults();
 }
 
-void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspace& ws,
+void EnqueueVerifyStep(DeviceDecoderModel& model, DeviceKvCache& kv, VerifyWorkspace& ws,
                        cudaStream_t stream) {
   const VerifyShape& s = ws.shape_;
   const auto rows = static_cast<int32_t>(s.capacity);

@@ -56,7 +56,7 @@ struct VerifyResults {
 class VerifyWorkspace {
  public:
   // Allocates every buffer for `shape` and `model`'s sizes (forward scratch included).
-  VerifyWorkspace(const VerifyShape& shape, const DeviceQwen3Model& model);
+  VerifyWorkspace(const VerifyShape& shape, const DeviceDecoderModel& model);
 
   const VerifyShape& shape() const { return shape_; }
   int64_t vocab() const { return vocab_; }
@@ -89,7 +89,7 @@ class VerifyWorkspace {
   const float* features() const { return features_.size() > 0 ? features_.data() : nullptr; }
 
  private:
-  friend void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspace& ws,
+  friend void EnqueueVerifyStep(DeviceDecoderModel& model, DeviceKvCache& kv, VerifyWorkspace& ws,
                                 cudaStream_t stream);
   struct PinnedFree {
     void operator()(int32_t* p) const;
@@ -118,7 +118,7 @@ class VerifyWorkspace {
 
 // Queues one verification step of `ws`'s bucket on `stream` (see the top of this file): K/V
 // of the live packed rows are stored into `kv`, and the results wait in `ws` for ReadResults.
-void EnqueueVerifyStep(DeviceQwen3Model& model, DeviceKvCache& kv, VerifyWorkspace& ws,
+void EnqueueVerifyStep(DeviceDecoderModel& model, DeviceKvCache& kv, VerifyWorkspace& ws,
                        cudaStream_t stream);
 
 }  // namespace dscale::cuda

@@ -1,35 +1,35 @@
-#include "model/qwen3_model.h"
+#include "model/decoder_model.h"
 
 #include <memory>
 #include <span>
 #include <string>
 
 #include "io/safetensors.h"
-#include "model/qwen3_forward.h"
+#include "model/decoder_forward.h"
 
 namespace dscale {
 
-Result<Qwen3Model> Qwen3Model::Load(const std::string& dir, WeightsMode weights_mode,
-                                    ActivationModes activations) {
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Config config, LoadQwen3Config(dir + "/config.json"));
+Result<DecoderModel> DecoderModel::Load(const std::string& dir, WeightsMode weights_mode,
+                                        ActivationModes activations) {
+  DSCALE_ASSIGN_OR_RETURN(DecoderConfig config, LoadDecoderConfig(dir + "/config.json"));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
   const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));
   const WeightsLoad how{
       .mode = weights_mode,
       .drop_resident = [&checkpoint](const std::string& name) { checkpoint->DropResident(name); }};
-  DSCALE_ASSIGN_OR_RETURN(Qwen3Weights weights,
-                          LoadQwen3Weights(config, CheckpointTensorReader(checkpoint), how));
-  Qwen3Model model(std::move(config), std::move(weights));
+  DSCALE_ASSIGN_OR_RETURN(DecoderWeights weights,
+                          LoadDecoderWeights(config, CheckpointTensorReader(checkpoint), how));
+  DecoderModel model(std::move(config), std::move(weights));
   model.set_activations(activations);
   return model;
 }
 
-Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights)
+DecoderModel::DecoderModel(DecoderConfig config, DecoderWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)), dims_(LayerDims::From(config_)) {
   DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.num_hidden_layers);
 }
 
-KvCacheShape Qwen3Model::KvShape(int32_t page_size, int32_t num_pages) const {
+KvCacheShape DecoderModel::KvShape(int32_t page_size, int32_t num_pages) const {
   return {.num_layers = static_cast<int32_t>(config_.num_hidden_layers),
           .kv_heads = static_cast<int32_t>(config_.num_key_value_heads),
           .head_dim = static_cast<int32_t>(config_.head_dim),
@@ -37,7 +37,7 @@ KvCacheShape Qwen3Model::KvShape(int32_t page_size, int32_t num_pages) const {
           .num_pages = num_pages};
 }
 
-Status Qwen3Model::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) {
+Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) {
   CheckForward(config_, batch, cache);
   const std::span<const int32_t> logit_rows = batch.logit_rows();
   const auto num_logit_rows = static_cast<int32_t>(logit_rows.size());
@@ -46,12 +46,12 @@ Status Qwen3Model::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardO
   out->logits.resize(static_cast<size_t>(num_logit_rows) * config_.vocab_size);
   static constexpr int32_t kNoRow = 0;  // never null: null would mean every row
   CpuOps ops{.activations = activations_};
-  RunQwen3Forward(ops, weights_, dims_, config_.vocab_size, ViewOf(batch), batch.capture_layers,
-                  cache.store(), scratch_,
-                  {.logits = out->logits.data(),
-                   .features = out->features.data(),
-                   .logit_rows = num_logit_rows > 0 ? logit_rows.data() : &kNoRow,
-                   .num_logit_rows = num_logit_rows});
+  RunDecoderForward(ops, weights_, dims_, config_.vocab_size, ViewOf(batch), batch.capture_layers,
+                    cache.store(), scratch_,
+                    {.logits = out->logits.data(),
+                     .features = out->features.data(),
+                     .logit_rows = num_logit_rows > 0 ? logit_rows.data() : &kNoRow,
+                     .num_logit_rows = num_logit_rows});
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// The Qwen3 target forward, written once over a backend's operations (`Ops`: model/cpu_ops.h,
-// model/cuda/cuda_ops.h):
+// The dense decoder target forward, written once over a backend's operations (`Ops`:
+// model/cpu_ops.h, model/cuda/cuda_ops.h):
 //
 //   embedding → per layer RunDecoderLayer (decoder_layer.h), the residual stream copied out
 //   after each capture layer → final RMSNorm → LM head, on the requested rows only
@@ -26,12 +26,12 @@ struct TargetOutputs {
 
 // Stores every live row's K/V into `kv` at its slot, writes out.logits and, for each layer in
 // `capture` (0-based, in list order), the residual stream after it into out.features. `w` is
-// the backend's Qwen3 weights (embed, layers, final_norm, LmHead()); `s` its scratch (x and the
+// the backend's decoder weights (embed, layers, final_norm, LmHead()); `s` its scratch (x and the
 // layer's buffers).
 template <class Ops>
-void RunQwen3Forward(Ops& ops, const auto& w, const LayerDims& d, int64_t vocab,
-                     const BatchView& batch, std::span<const int32_t> capture, auto& kv, auto& s,
-                     const TargetOutputs& out) {
+void RunDecoderForward(Ops& ops, const auto& w, const LayerDims& d, int64_t vocab,
+                       const BatchView& batch, std::span<const int32_t> capture, auto& kv, auto& s,
+                       const TargetOutputs& out) {
   const int32_t rows = batch.rows;
   if (rows == 0) return;
   float* x = ops.Buffer(s.x, rows * d.hidden);

@@ -1,33 +1,34 @@
 #pragma once
-// The Qwen3 target on the CPU backend: a StepBatch in; logits for its logit rows and the
-// residual streams after its capture layers (the DFlash drafter's features) out.
+// The dense decoder target (Qwen3, Llama; io/decoder_config.h) on the CPU backend: a StepBatch in;
+// logits for its logit rows and the residual streams after its capture layers (the DFlash drafter's
+// features) out.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
-#include "io/qwen3_config.h"
+#include "io/decoder_config.h"
 #include "kv/paged_kv_cache.h"
 #include "model/cpu_ops.h"
 #include "model/decoder_layer.h"
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 #include "model/target_model.h"
 
 namespace dscale {
 
-class Qwen3Model final : public TargetModel {
+class DecoderModel final : public TargetModel {
  public:
   // Loads `dir`/config.json and the safetensors checkpoint in `dir`, holding the projections as
   // `weights` says (with kInt8 the pages of the quantised tensors leave resident memory) and
   // multiplying BF16 and int8 ones by activations as `activations` says.
-  static Result<Qwen3Model> Load(const std::string& dir,
-                                 WeightsMode weights = WeightsMode::kAsStored,
-                                 ActivationModes activations = {});
-  Qwen3Model(Qwen3Config config, Qwen3Weights weights);
+  static Result<DecoderModel> Load(const std::string& dir,
+                                   WeightsMode weights = WeightsMode::kAsStored,
+                                   ActivationModes activations = {});
+  DecoderModel(DecoderConfig config, DecoderWeights weights);
 
-  const Qwen3Config& config() const override { return config_; }
-  const Qwen3Weights& weights() const { return weights_; }
+  const DecoderConfig& config() const override { return config_; }
+  const DecoderWeights& weights() const { return weights_; }
 
   // How the projections take their activations (weight_matrix.h): BF16 ones f32 as they are or
   // each row rounded to BF16 once (`--activations`, gemm_bf16.h); int8 ones (`--weights int8`)
@@ -44,8 +45,8 @@ class Qwen3Model final : public TargetModel {
   Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override;
 
  private:
-  Qwen3Config config_;
-  Qwen3Weights weights_;
+  DecoderConfig config_;
+  DecoderWeights weights_;
   LayerDims dims_;
   ActivationModes activations_;
   LayerScratch scratch_;  // grown on demand (no allocation in steady state)

@@ -1,8 +1,9 @@
 #pragma once
-// Qwen3 target weights laid out for the forward pass. Matrices are WeightMatrix: BF16 checkpoints
-// are used in place from their memory mapping; F32 ones (and F16, widened at load) are held as
-// f32. q/k/v projections are stacked into one matrix and gate/up into another, without copying,
-// so a layer runs three projections plus the output and down projections. Norm gains are f32.
+// Dense decoder target weights (Qwen3, Llama) laid out for the forward pass. Matrices are
+// WeightMatrix: BF16 checkpoints are used in place from their memory mapping; F32 ones (and F16,
+// widened at load) are held as f32. q/k/v projections are stacked into one matrix and gate/up into
+// another, without copying, so a layer runs three projections plus the output and down projections.
+// Norm gains are f32.
 
 #include <cstdint>
 #include <functional>
@@ -12,26 +13,26 @@
 #include <vector>
 
 #include "core/status.h"
-#include "io/qwen3_config.h"
+#include "io/decoder_config.h"
 #include "io/safetensors.h"
 #include "model/weight_matrix.h"
 
 namespace dscale {
 
-struct Qwen3LayerWeights {
+struct DecoderLayerWeights {
   std::vector<float> input_norm;  // [hidden]
   WeightMatrix qkv;               // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows
-  std::vector<float> q_norm;      // [head_dim]
-  std::vector<float> k_norm;      // [head_dim]
+  std::vector<float> q_norm;      // [head_dim]; empty without qk_norm (Llama)
+  std::vector<float> k_norm;      // [head_dim]; empty without qk_norm
   WeightMatrix o_proj;            // [hidden, q_dim]
   std::vector<float> post_norm;   // [hidden]
   WeightMatrix gate_up;           // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
   WeightMatrix down;              // [hidden, intermediate]
 };
 
-struct Qwen3Weights {
+struct DecoderWeights {
   WeightMatrix embed;  // [vocab, hidden]
-  std::vector<Qwen3LayerWeights> layers;
+  std::vector<DecoderLayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
   WeightMatrix lm_head;           // [vocab, hidden]; empty when tied to the embedding
 
@@ -40,19 +41,20 @@ struct Qwen3Weights {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// Hugging Face tensor names of a Qwen3ForCausalLM checkpoint: `prefix` + "layers.{layer}." +
+// Hugging Face tensor names of a Qwen3ForCausalLM or LlamaForCausalLM checkpoint (the same but
+// for Llama's missing q_norm/k_norm): `prefix` + "layers.{layer}." +
 // suffix + ".weight", e.g. suffix "self_attn.q_proj". The target's prefix is "model."; DFlash
 // drafters store their layers without one.
-inline constexpr const char* kQwen3Prefix = "model.";
+inline constexpr const char* kTargetPrefix = "model.";
 std::string LayerTensorName(const std::string& prefix, int64_t layer, const std::string& suffix);
-inline constexpr const char* kQwen3EmbedName = "model.embed_tokens.weight";
-inline constexpr const char* kQwen3FinalNormName = "model.norm.weight";
-inline constexpr const char* kQwen3LmHeadName = "lm_head.weight";
+inline constexpr const char* kTargetEmbedName = "model.embed_tokens.weight";
+inline constexpr const char* kTargetFinalNormName = "model.norm.weight";
+inline constexpr const char* kTargetLmHeadName = "lm_head.weight";
 
 // (name, shape) of every tensor a checkpoint with `config` must hold, in a stable order.
-TensorShapes Qwen3TensorShapes(const Qwen3Config& config);
-// (name, shape) of the 11 tensors of one decoder layer.
-TensorShapes DecoderLayerShapes(const Qwen3Config& config, const std::string& prefix,
+TensorShapes DecoderTensorShapes(const DecoderConfig& config);
+// (name, shape) of the tensors of one decoder layer: 11, or 9 without qk_norm.
+TensorShapes DecoderLayerShapes(const DecoderConfig& config, const std::string& prefix,
                                 int64_t layer);
 
 // Reads one tensor, checking its shape, as a matrix of shape[0] rows (a vector is one column).
@@ -87,13 +89,13 @@ struct WeightsLoad {
   std::function<void(const std::string& name)> drop_resident;
 };
 
-// Reads every tensor of Qwen3TensorShapes(config) through `read` and lays them out; with
+// Reads every tensor of DecoderTensorShapes(config) through `read` and lays them out; with
 // WeightsMode::kInt8 the LM head and then each layer's projections are quantised as soon as they
 // are read, so a checkpoint's pages need not all be resident at once.
-Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& config, const TensorReader& read,
-                                      const WeightsLoad& how = {});
+Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& config, const TensorReader& read,
+                                          const WeightsLoad& how = {});
 // Reads one decoder layer's tensors (DecoderLayerShapes) and lays them out.
-Result<Qwen3LayerWeights> LoadDecoderLayer(const Qwen3Config& config, const std::string& prefix,
-                                           int64_t layer, const TensorReader& read);
+Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& config, const std::string& prefix,
+                                             int64_t layer, const TensorReader& read);
 
 }  // namespace dscale

@@ -1,4 +1,4 @@
-#include "model/qwen3_weights.h"
+#include "model/decoder_weights.h"
 
 #include <utility>
 
@@ -9,7 +9,7 @@ namespace {
 
 using ShapeList = TensorShapes;
 
-void AddLayerShapes(const Qwen3Config& c, const std::string& prefix, int64_t layer,
+void AddLayerShapes(const DecoderConfig& c, const std::string& prefix, int64_t layer,
                     ShapeList* shapes) {
   const int64_t h = c.hidden_size;
   const int64_t inter = c.intermediate_size;
@@ -21,8 +21,10 @@ void AddLayerShapes(const Qwen3Config& c, const std::string& prefix, int64_t lay
   add("self_attn.k_proj", {c.kv_dim(), h});
   add("self_attn.v_proj", {c.kv_dim(), h});
   add("self_attn.o_proj", {h, c.q_dim()});
-  add("self_attn.q_norm", {c.head_dim});
-  add("self_attn.k_norm", {c.head_dim});
+  if (c.qk_norm) {
+    add("self_attn.q_norm", {c.head_dim});
+    add("self_attn.k_norm", {c.head_dim});
+  }
   add("post_attention_layernorm", {h});
   add("mlp.gate_proj", {inter, h});
   add("mlp.up_proj", {inter, h});
@@ -47,19 +49,29 @@ Result<std::vector<float>> ReadValues(const TensorReader& read, const ShapeList:
 
 }  // namespace
 
-Result<Qwen3LayerWeights> LoadDecoderLayer(const Qwen3Config& c, const std::string& prefix,
-                                           int64_t layer, const TensorReader& read) {
+Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& c, const std::string& prefix,
+                                             int64_t layer, const TensorReader& read) {
+  // In AddLayerShapes' order; q_norm and k_norm only where the family has them.
   const ShapeList shapes = DecoderLayerShapes(c, prefix, layer);
-  auto part = [&](size_t index) { return ShapeList{shapes[index]}; };
-  Qwen3LayerWeights w;
-  DSCALE_ASSIGN_OR_RETURN(w.input_norm, ReadValues(read, shapes[0]));
-  DSCALE_ASSIGN_OR_RETURN(w.qkv, ReadStacked(read, {shapes[1], shapes[2], shapes[3]}));
-  DSCALE_ASSIGN_OR_RETURN(w.o_proj, ReadStacked(read, part(4)));
-  DSCALE_ASSIGN_OR_RETURN(w.q_norm, ReadValues(read, shapes[5]));
-  DSCALE_ASSIGN_OR_RETURN(w.k_norm, ReadValues(read, shapes[6]));
-  DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadValues(read, shapes[7]));
-  DSCALE_ASSIGN_OR_RETURN(w.gate_up, ReadStacked(read, {shapes[8], shapes[9]}));
-  DSCALE_ASSIGN_OR_RETURN(w.down, ReadStacked(read, part(10)));
+  size_t at = 0;
+  const auto next = [&](size_t count) {
+    const ShapeList parts(shapes.begin() + static_cast<ptrdiff_t>(at),
+                          shapes.begin() + static_cast<ptrdiff_t>(at + count));
+    at += count;
+    return parts;
+  };
+  DecoderLayerWeights w;
+  DSCALE_ASSIGN_OR_RETURN(w.input_norm, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.qkv, ReadStacked(read, next(3)));
+  DSCALE_ASSIGN_OR_RETURN(w.o_proj, ReadStacked(read, next(1)));
+  if (c.qk_norm) {
+    DSCALE_ASSIGN_OR_RETURN(w.q_norm, ReadValues(read, next(1)[0]));
+    DSCALE_ASSIGN_OR_RETURN(w.k_norm, ReadValues(read, next(1)[0]));
+  }
+  DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.gate_up, ReadStacked(read, next(2)));
+  DSCALE_ASSIGN_OR_RETURN(w.down, ReadStacked(read, next(1)));
+  DSCALE_CHECK(at == shapes.size());
   return w;
 }
 
@@ -92,21 +104,21 @@ std::string LayerTensorName(const std::string& prefix, int64_t layer, const std:
   return prefix + "layers." + std::to_string(layer) + "." + suffix + ".weight";
 }
 
-ShapeList DecoderLayerShapes(const Qwen3Config& c, const std::string& prefix, int64_t layer) {
+ShapeList DecoderLayerShapes(const DecoderConfig& c, const std::string& prefix, int64_t layer) {
   ShapeList shapes;
   AddLayerShapes(c, prefix, layer, &shapes);
   return shapes;
 }
 
-ShapeList Qwen3TensorShapes(const Qwen3Config& c) {
+ShapeList DecoderTensorShapes(const DecoderConfig& c) {
   ShapeList shapes;
-  shapes.emplace_back(kQwen3EmbedName, std::vector<int64_t>{c.vocab_size, c.hidden_size});
+  shapes.emplace_back(kTargetEmbedName, std::vector<int64_t>{c.vocab_size, c.hidden_size});
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    AddLayerShapes(c, kQwen3Prefix, layer, &shapes);
+    AddLayerShapes(c, kTargetPrefix, layer, &shapes);
   }
-  shapes.emplace_back(kQwen3FinalNormName, std::vector<int64_t>{c.hidden_size});
+  shapes.emplace_back(kTargetFinalNormName, std::vector<int64_t>{c.hidden_size});
   if (!c.tie_word_embeddings) {
-    shapes.emplace_back(kQwen3LmHeadName, std::vector<int64_t>{c.vocab_size, c.hidden_size});
+    shapes.emplace_back(kTargetLmHeadName, std::vector<int64_t>{c.vocab_size, c.hidden_size});
   }
   return shapes;
 }
@@ -122,36 +134,37 @@ Result<WeightsMode> ParseWeightsMode(std::string_view name) {
                          "\"");
 }
 
-Result<Qwen3Weights> LoadQwen3Weights(const Qwen3Config& c, const TensorReader& read,
-                                      const WeightsLoad& how) {
+Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorReader& read,
+                                          const WeightsLoad& how) {
   const bool int8 = how.mode == WeightsMode::kInt8;
   const auto drop = [&how](const std::string& name) {
     if (how.drop_resident) how.drop_resident(name);
   };
-  Qwen3Weights w;
-  DSCALE_ASSIGN_OR_RETURN(w.embed, read(kQwen3EmbedName, {c.vocab_size, c.hidden_size}));
+  DecoderWeights w;
+  DSCALE_ASSIGN_OR_RETURN(w.embed, read(kTargetEmbedName, {c.vocab_size, c.hidden_size}));
   if (int8) {
     // The LM head first, so that its source's pages leave resident memory before the layers'
     // copies arrive: the peak is the int8 model plus one layer's source, not plus the head's.
     WeightMatrix head = w.embed;
     if (!c.tie_word_embeddings) {
-      DSCALE_ASSIGN_OR_RETURN(head, read(kQwen3LmHeadName, {c.vocab_size, c.hidden_size}));
-      drop(kQwen3LmHeadName);
+      DSCALE_ASSIGN_OR_RETURN(head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
+      drop(kTargetLmHeadName);
     }
     w.lm_head = QuantizeInt8(head);
-    drop(kQwen3EmbedName);  // lookups fault in only the rows they read
+    drop(kTargetEmbedName);  // lookups fault in only the rows they read
   }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    DSCALE_ASSIGN_OR_RETURN(Qwen3LayerWeights lw, LoadDecoderLayer(c, kQwen3Prefix, layer, read));
+    DSCALE_ASSIGN_OR_RETURN(DecoderLayerWeights lw,
+                            LoadDecoderLayer(c, kTargetPrefix, layer, read));
     if (int8) {
       QuantizeLayerInt8(&lw);
-      for (const auto& [name, shape] : DecoderLayerShapes(c, kQwen3Prefix, layer)) drop(name);
+      for (const auto& [name, shape] : DecoderLayerShapes(c, kTargetPrefix, layer)) drop(name);
     }
     w.layers.push_back(std::move(lw));
   }
-  DSCALE_ASSIGN_OR_RETURN(w.final_norm, ReadValues(read, {kQwen3FinalNormName, {c.hidden_size}}));
+  DSCALE_ASSIGN_OR_RETURN(w.final_norm, ReadValues(read, {kTargetFinalNormName, {c.hidden_size}}));
   if (!c.tie_word_embeddings && !int8) {
-    DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kQwen3LmHeadName, {c.vocab_size, c.hidden_size}));
+    DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
   }
   return w;
 }

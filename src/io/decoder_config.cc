@@ -1,0 +1,109 @@
+// config.json → DecoderConfig: the family from `architectures` / `model_type`, then its reader.
+
+#include "io/decoder_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "io/config_fields.h"
+#include "io/file_util.h"
+#include "io/json_util.h"
+#include "io/llama_config.h"
+#include "io/qwen3_config.h"
+
+namespace dscale {
+namespace {
+
+struct FamilyNames {
+  ModelFamily family;
+  const char* model_type;
+  const char* architecture;
+};
+constexpr FamilyNames kFamilies[] = {
+    {ModelFamily::kQwen3, "qwen3", "Qwen3ForCausalLM"},
+    {ModelFamily::kLlama, "llama", "LlamaForCausalLM"},
+};
+
+std::string SupportedList(bool architectures) {
+  std::string list;
+  for (const FamilyNames& f : kFamilies) {
+    if (!list.empty()) list += ", ";
+    list += std::string("\"") + (architectures ? f.architecture : f.model_type) + "\"";
+  }
+  return list;
+}
+
+// The family `architectures[0]` names, else the one `model_type` names; a config that names
+// neither is Qwen3's (the configs this engine has always read).
+Result<ModelFamily> FamilyOf(const ConfigFieldReader& reader) {
+  if (const nlohmann::json* archs = reader.Get("architectures"); archs != nullptr) {
+    if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
+      return reader.Error("architectures",
+                          "expected a list of architecture names, got " + DescribeJson(*archs));
+    }
+    for (const FamilyNames& f : kFamilies) {
+      if ((*archs)[0] == f.architecture) return f.family;
+    }
+    return reader.Error("architectures",
+                        "architecture " + DescribeJson((*archs)[0]) +
+                            " is not supported (supported: " + SupportedList(true) + ")");
+  }
+  if (const nlohmann::json* type = reader.Get("model_type"); type != nullptr) {
+    for (const FamilyNames& f : kFamilies) {
+      if (*type == f.model_type) return f.family;
+    }
+    return reader.Error("model_type", "model type " + DescribeJson(*type) +
+                                          " is not supported (supported: " + SupportedList(false) +
+                                          ")");
+  }
+  return ModelFamily::kQwen3;
+}
+
+}  // namespace
+
+std::string_view ModelFamilyName(ModelFamily family) {
+  for (const FamilyNames& f : kFamilies) {
+    if (f.family == family) return f.model_type;
+  }
+  return "unknown";
+}
+
+std::optional<ModelFamily> ModelFamilyFromName(std::string_view name) {
+  for (const FamilyNames& f : kFamilies) {
+    if (name == f.model_type) return f.family;
+  }
+  return std::nullopt;
+}
+
+Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std::string& path) {
+  const std::string name = path.empty() ? "config.json" : path;
+  Result<nlohmann::json> root = ParseJsonDocument(json_text);
+  if (!root.ok()) return root.status().WithContext(name);
+  if (!root->is_object()) {
+    return DataLoss(name + ": the config is " + DescribeJson(*root) + ", expected a JSON object");
+  }
+  const ConfigFieldReader reader(*root, name);
+  DSCALE_ASSIGN_OR_RETURN(const ModelFamily family, FamilyOf(reader));
+  DecoderConfig config;
+  switch (family) {
+    case ModelFamily::kQwen3:
+      DSCALE_RETURN_IF_ERROR(ReadQwen3Config(reader, &config));
+      break;
+    case ModelFamily::kLlama:
+      DSCALE_RETURN_IF_ERROR(ReadLlamaConfig(reader, &config));
+      break;
+  }
+  return config;
+}
+
+Result<DecoderConfig> LoadDecoderConfig(const std::string& path) {
+  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  return ParseDecoderConfig(text, path);
+}
+
+std::string DecoderConfigToJson(const DecoderConfig& config) {
+  const nlohmann::json json =
+      config.family == ModelFamily::kLlama ? LlamaConfigJson(config) : Qwen3ConfigJson(config);
+  return json.dump(2) + "\n";
+}
+
+}  // namespace dscale

@@ -1,0 +1,65 @@
+#pragma once
+// A dense decoder-only target's `config.json`, family-neutral: the shapes, norms and RoPE the
+// model code needs, whichever family (`architectures` / `model_type`) the checkpoint is. Each
+// family's reader (qwen3_config.h, llama_config.h) fills it and refuses what that family's
+// code would compute and this one does not.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/rope_spec.h"
+#include "core/status.h"
+
+namespace dscale {
+
+enum class ModelFamily {
+  kQwen3,  // Qwen3ForCausalLM: per-head q/k RMSNorm, unscaled RoPE
+  kLlama,  // LlamaForCausalLM (Llama 3.x): no q/k norm, optional "llama3" RoPE scaling
+};
+
+// "qwen3", "llama": the spelling of `model_type` and of `make-tiny --arch`.
+std::string_view ModelFamilyName(ModelFamily family);
+std::optional<ModelFamily> ModelFamilyFromName(std::string_view name);
+
+struct DecoderConfig {
+  ModelFamily family = ModelFamily::kQwen3;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // defaults to hidden_size / num_attention_heads when absent
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1e6;
+  RopeScaling rope_scaling;  // kNone unless the config asks for a supported scaling
+  bool qk_norm = true;       // per-head RMSNorm of q and k (the family decides; Qwen3: yes)
+  bool tie_word_embeddings = false;
+  int64_t max_position_embeddings = 0;
+  std::vector<int64_t> bos_token_ids;  // may be empty (Qwen3 has bos null)
+  std::vector<int64_t> eos_token_ids;  // `eos_token_id` may be an int or a list
+
+  int64_t q_dim() const { return num_attention_heads * head_dim; }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+  RopeSpec rope() const { return {.theta = rope_theta, .scaling = rope_scaling}; }
+
+  bool operator==(const DecoderConfig&) const = default;
+};
+
+// The family a config is, from `architectures` (its first entry) or, without it, `model_type`:
+// InvalidArgument naming the architecture (or model type) and the supported ones otherwise.
+// Then that family's reader parses and validates: missing required fields, wrong types,
+// non-positive sizes, heads not a multiple of kv heads, odd head_dim, token ids outside the
+// vocabulary, unsupported variants: InvalidArgument naming `path` (or "config.json" when `path`
+// is empty) and the field. Text that is not a JSON object: DataLoss. Optional fields given as
+// null count as absent; fields the engine does not use are ignored.
+Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std::string& path);
+Result<DecoderConfig> LoadDecoderConfig(const std::string& path);
+
+// The JSON a Hugging Face checkpoint of config.family carries for `config`.
+std::string DecoderConfigToJson(const DecoderConfig& config);
+
+}  // namespace dscale
