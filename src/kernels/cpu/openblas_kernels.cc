@@ -17,14 +17,6 @@ std::string Lower(std::string_view view) {
   return s;
 }
 
-// What OpenBLAS's SkylakeX kernels use.
-bool HasAvx512ForOpenBlas() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512vl");
-}
-
 }  // namespace
 
 std::string OpenBlasCoreName() {
@@ -32,14 +24,76 @@ std::string OpenBlasCoreName() {
   return name == nullptr ? std::string() : std::string(name);
 }
 
-std::string BetterOpenBlasCoreType(std::string_view chosen, bool has_avx512) {
-  const std::string name = Lower(chosen);
-  const bool avx2_family = name == "haswell" || name == "zen";
-  return avx2_family && has_avx512 ? "SkylakeX" : "";
+OpenBlasSimd OpenBlasFamilySimd(std::string_view core_name) {
+  struct Family {
+    std::string_view name;
+    OpenBlasSimd simd;
+  };
+  // OpenBLAS's x86-64 DYNAMIC_ARCH families, as openblas_get_corename() spells them, lowered.
+  static constexpr Family kFamilies[] = {
+      {"skylakex", OpenBlasSimd::kAvx512},
+      {"cooperlake", OpenBlasSimd::kAvx512},
+      {"sapphirerapids", OpenBlasSimd::kAvx512},
+      {"haswell", OpenBlasSimd::kAvx2},
+      {"zen", OpenBlasSimd::kAvx2},
+      {"excavator", OpenBlasSimd::kAvx2},
+      {"sandybridge", OpenBlasSimd::kAvx},
+      {"bulldozer", OpenBlasSimd::kAvx},
+      {"piledriver", OpenBlasSimd::kAvx},
+      {"steamroller", OpenBlasSimd::kAvx},
+      {"prescott", OpenBlasSimd::kSse},
+      {"core2", OpenBlasSimd::kSse},
+      {"penryn", OpenBlasSimd::kSse},
+      {"dunnington", OpenBlasSimd::kSse},
+      {"nehalem", OpenBlasSimd::kSse},
+      {"atom", OpenBlasSimd::kSse},
+      {"opteron", OpenBlasSimd::kSse},
+      {"opteron_sse3", OpenBlasSimd::kSse},
+      {"barcelona", OpenBlasSimd::kSse},
+      {"bobcat", OpenBlasSimd::kSse},
+      {"nano", OpenBlasSimd::kSse},
+      {"katmai", OpenBlasSimd::kSse},
+      {"coppermine", OpenBlasSimd::kSse},
+      {"northwood", OpenBlasSimd::kSse},
+      {"banias", OpenBlasSimd::kSse},
+      {"athlon", OpenBlasSimd::kSse},
+  };
+  const std::string name = Lower(core_name);
+  for (const Family& family : kFamilies) {
+    if (family.name == name) return family.simd;
+  }
+  return OpenBlasSimd::kUnknown;
+}
+
+OpenBlasSimd CpuSimdForOpenBlas() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl")) {
+    return OpenBlasSimd::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return OpenBlasSimd::kAvx2;
+  if (__builtin_cpu_supports("avx")) return OpenBlasSimd::kAvx;
+  return OpenBlasSimd::kSse;
+}
+
+std::string BetterOpenBlasCoreType(std::string_view chosen, OpenBlasSimd cpu) {
+  const OpenBlasSimd loaded = OpenBlasFamilySimd(chosen);
+  if (loaded == OpenBlasSimd::kUnknown || cpu <= loaded) return "";
+  switch (cpu) {
+    case OpenBlasSimd::kAvx512:
+      return "SkylakeX";
+    case OpenBlasSimd::kAvx2:
+      return "Haswell";
+    case OpenBlasSimd::kAvx:
+      return "Sandybridge";
+    default:
+      return "";
+  }
 }
 
 std::string BetterOpenBlasCoreType() {
-  return BetterOpenBlasCoreType(OpenBlasCoreName(), HasAvx512ForOpenBlas());
+  return BetterOpenBlasCoreType(OpenBlasCoreName(), CpuSimdForOpenBlas());
 }
 
 void ReexecForFasterOpenBlasKernels(char** argv) {

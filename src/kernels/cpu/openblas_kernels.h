@@ -2,24 +2,38 @@
 // OpenBLAS picks its kernel family once, when the library is loaded, from the CPU models it
 // knows. Debian 12's OpenBLAS 0.3.21 predates AVX-512 on AMD (Zen 4, Zen 5) and gives those CPUs
 // its AVX2 (Haswell) kernels, whose sgemm runs at about half the rate of its AVX-512 (SkylakeX)
-// kernels there: 226 against 422 GFLOP/s on the 2-vCPU EPYC of docs/BENCHMARKS.md. Only the
-// environment variable OPENBLAS_CORETYPE, read at load time, changes the choice, so a program
-// that wants the faster kernels runs itself again with it set.
+// kernels there: 226 against 422 GFLOP/s on the 2-vCPU EPYC of docs/BENCHMARKS.md. Intel models
+// newer than it (Emerald Rapids, family 6 model 207) fare worse: it falls back to its SSE3
+// (Prescott) kernels. Only the environment variable OPENBLAS_CORETYPE, read at load time,
+// changes the choice, so a program that wants the faster kernels runs itself again with it set.
 
 #include <string>
 #include <string_view>
 
 namespace dscale::cpu {
 
+// The widest vector instructions of a CPU or of an OpenBLAS kernel family, in the order of
+// OpenBLAS's x86-64 families: SSE-era (Prescott, Nehalem, ...), AVX (Sandybridge, Bulldozer),
+// AVX2 with FMA (Haswell, Zen), AVX-512 (SkylakeX, Cooperlake, SapphireRapids).
+enum class OpenBlasSimd { kUnknown, kSse, kAvx, kAvx2, kAvx512 };
+
 // The kernel family OpenBLAS chose at load time (openblas_get_corename), e.g. "Haswell".
 std::string OpenBlasCoreName();
 
+// The SIMD level of an OpenBLAS core name (any case); kUnknown for a name it does not know.
+OpenBlasSimd OpenBlasFamilySimd(std::string_view core_name);
+
+// What this CPU supports, in the terms above (AVX-512 means F, CD, BW, DQ and VL: what the
+// SkylakeX kernels use).
+OpenBlasSimd CpuSimdForOpenBlas();
+
 // The OPENBLAS_CORETYPE value that would give this CPU faster kernels than the loaded library
-// chose ("SkylakeX" for an AVX-512 CPU given AVX2 kernels), or "" when the choice is right.
+// chose, or "" when the choice is right.
 std::string BetterOpenBlasCoreType();
-// The rule behind it: `chosen` is OpenBLAS's core name (any case), `has_avx512` whether the CPU
-// has what the SkylakeX kernels use (AVX-512 F, CD, BW, DQ and VL).
-std::string BetterOpenBlasCoreType(std::string_view chosen, bool has_avx512);
+// The rule behind it: the family of the CPU's level ("SkylakeX", "Haswell" or "Sandybridge")
+// when that is above the level of `chosen`, OpenBLAS's core name; "" when it is not, or when
+// `chosen` is a name this rule does not know (a newer library's family is left alone).
+std::string BetterOpenBlasCoreType(std::string_view chosen, OpenBlasSimd cpu);
 
 // When BetterOpenBlasCoreType() names a family and OPENBLAS_CORETYPE is unset, sets it and
 // replaces this process with a fresh run of the same executable and arguments. Returns when it
