@@ -58,25 +58,26 @@ def lr_at(args, step, floor=0.1):
 class Budget:
     """Sets args.steps so that the run ends within --minutes of the process start.
 
-    The rate is measured from step 10 on (the first steps pay for allocator and kernel warm-up)
-    and the count re-estimated every 50 steps until half of it has run; later the schedule
-    stays fixed. A resumed run keeps the count it saved."""
+    The rate is measured over the latest 50 steps (the first steps pay for allocator and kernel
+    warm-up, and a GPU run keeps speeding up over its first minutes, so a rate averaged from the
+    start under-counts) and the count re-estimated every 50 steps until three quarters of it
+    have run; later the schedule stays fixed. A resumed run keeps the count it saved."""
 
     def __init__(self, args, start_step):
-        self.args, self.start, self.t, self.cap = args, start_step, None, args.steps
+        self.args, self.start, self.cap = args, start_step, args.steps
+        self.mark = None  # (step, time) 50 steps ago
 
     def tick(self, step, log):
         a = self.args
-        if a.minutes <= 0 or a.resume:
+        if a.minutes <= 0 or a.resume or step < self.start + 10 or (step - self.start) % 50 != 10:
             return
-        if step == self.start + 10:
-            self.t = time.time()
-        elif self.t is not None and step >= self.start + 40 and (step - self.start) % 50 == 40 \
-                and step < a.steps // 2:
-            rate = (step - self.start - 10) / (time.time() - self.t)
+        now = time.time()
+        if self.mark is not None and step < a.steps * 3 // 4:
+            rate = (step - self.mark[0]) / (now - self.mark[1])
             fits = int(step + rate * (a.minutes * 60 - elapsed()))
             a.steps = max(step + 1, min(self.cap, fits))
             log(f"budget: {rate:.2f} steps/s, {a.minutes:g} min -> {a.steps} steps")
+        self.mark = (step, now)
 
 
 T0 = time.time()
