@@ -1,5 +1,6 @@
 #include "io/dflash_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -49,6 +50,33 @@ Status ReadLayerIds(const DraftingField& field, const std::string& path, DFlashC
   return Status::Ok();
 }
 
+// Newer drafters' variants (dflash_config.layer_types with sliding-window or causal layers, an
+// input_embedding_scale) that these draft layers do not compute: refused by name rather than
+// run as full-attention layers on unscaled embeddings.
+Status CheckDraftLayerVariants(const nlohmann::json& root, const std::string& path) {
+  if (const DraftingField f = FindField(root, "layer_types"); f.value != nullptr) {
+    const nlohmann::json& types = *f.value;
+    const bool all_full =
+        types.is_array() && std::all_of(types.begin(), types.end(), [](const nlohmann::json& t) {
+          return t == "full_attention";
+        });
+    if (!all_full) {
+      return FieldError(path, f.name,
+                        "only \"full_attention\" draft layers are supported (no sliding-window "
+                        "or causal ones), got " +
+                            types.dump());
+    }
+  }
+  if (const DraftingField f = FindField(root, "input_embedding_scale"); f.value != nullptr) {
+    const Result<double> scale = ReadJsonNumber(*f.value, JsonFieldName(path, f.name));
+    if (!scale.ok() || *scale != 1.0) {
+      return FieldError(path, f.name,
+                        "only 1 (unscaled embeddings) is supported, got " + DescribeJson(*f.value));
+    }
+  }
+  return Status::Ok();
+}
+
 Status ReadDraftingFields(const nlohmann::json& root, const std::string& path,
                           DFlashConfig* out) {
   if (const auto it = root.find("dflash_config");
@@ -75,7 +103,7 @@ Status ReadDraftingFields(const nlohmann::json& root, const std::string& path,
   if (const DraftingField f = FindField(root, "target_layer_ids"); f.value != nullptr) {
     DSCALE_RETURN_IF_ERROR(ReadLayerIds(f, path, out));
   }
-  return Status::Ok();
+  return CheckDraftLayerVariants(root, path);
 }
 
 Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,

@@ -224,5 +224,27 @@ TEST(DFlashConfigTest, RoundTripsThroughJson) {
   EXPECT_EQ(back.draft.intermediate_size, c.draft.intermediate_size);
 }
 
+// Newer drafters' sliding-window or causal layers and embedding scales are refused by name;
+// their plain values are accepted.
+TEST(DFlashConfigTest, DraftLayerVariantsItCannotComputeAreRefusedByName) {
+  nlohmann::json j = DraftJson();
+  j["dflash_config"]["layer_types"] = {"full_attention", "full_attention"};
+  j["dflash_config"]["input_embedding_scale"] = 1.0;
+  ASSERT_TRUE(Parse(j).ok()) << Parse(j).status().message();
+  j["dflash_config"]["layer_types"] = {"sliding_attention", "full_attention"};
+  Result<DFlashConfig> bad = Parse(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dflash_config.layer_types"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("sliding_attention"), std::string::npos)
+      << bad.status().message();
+  j["dflash_config"].erase("layer_types");
+  j["dflash_config"]["input_embedding_scale"] = 0.5;
+  bad = Parse(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dflash_config.input_embedding_scale"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace dscale
