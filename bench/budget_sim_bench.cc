@@ -1,14 +1,16 @@
 // The budget policies in the cost model's simulation mode (budget/simulation.h): a closed loop
-// against planted step times, auto against the paper's fixed W·N/2 and plain decoding.
+// against planted step times, auto against plain decoding, fixed:K (K = 4, 8, 12), dflash
+// (fixed:W) and the paper's W·N/2.
 //
-//   build/budget_sim_bench [--pair gpu|cpu|cpu17b] [--knee ROWS] [--concurrency 16]
+//   build/budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k] [--knee ROWS] [--concurrency 16]
 //       [--steps 400] [--requests 0] [--tokens 64] [--seed 1] [--trace]
 //
 // --requests R: a finite run of R requests of --tokens tokens each (all steps until the last
 // finishes, at most --steps); 0: requests are replaced forever and the run is --steps long.
 //
-// Prints tokens per second of each policy, auto's mode and median rows per drafted step over
-// the run's second half, and with --trace auto's rows per step (one line per step).
+// Prints tokens per second of each policy, auto's against the best of the others, auto's mode
+// and median rows per drafted step over the run's second half, and with --trace auto's rows per
+// step (one line per step).
 
 #include <algorithm>
 #include <cstdio>
@@ -61,8 +63,9 @@ bool Parse(int argc, char** argv, Args* a) {
       return false;
     }
   }
-  return (a->pair == "gpu" || a->pair == "cpu" || a->pair == "cpu17b") && a->concurrency >= 1 &&
-         a->steps >= 1 && a->requests >= 0 && a->tokens >= 1;
+  return (a->pair == "gpu" || a->pair == "cpu" || a->pair == "cpu17b" ||
+          a->pair == "cpu17b-gsm8k") &&
+         a->concurrency >= 1 && a->steps >= 1 && a->requests >= 0 && a->tokens >= 1;
 }
 
 int Run(const Args& a) {
@@ -72,15 +75,25 @@ int Run(const Args& a) {
                                   .requests = a.requests,
                                   .seed = a.seed};
   const int64_t knee = a.knee > 0 ? a.knee : int64_t{options.width} * a.concurrency / 2;
-  const SimulatedPair pair = a.pair == "gpu"   ? GpuShapedPair(knee)
-                             : a.pair == "cpu" ? CpuShapedPair()
-                                               : Cpu17BShapedPair();
+  const SimulatedPair pair = a.pair == "gpu"      ? GpuShapedPair(knee)
+                             : a.pair == "cpu"    ? CpuShapedPair()
+                             : a.pair == "cpu17b" ? Cpu17BShapedPair()
+                                                  : Cpu17BRealisticPair();
   AutoBudget controller({.width = options.width});
   const SimulationResult automatic = Simulate(pair, {}, options, &controller);
   const SimulationResult paper =
       Simulate(pair, {.kind = SimulatedPolicy::kFraction, .fraction = 0.5}, options, nullptr);
   const SimulationResult plain =
       Simulate(pair, {.kind = SimulatedPolicy::kPlain}, options, nullptr);
+  double best = std::max(paper.tokens_per_second, plain.tokens_per_second);
+  std::string fixed;
+  for (int32_t k : {4, 8, 12, options.width}) {
+    const double tps =
+        Simulate(pair, {.kind = SimulatedPolicy::kFixed, .rows = k}, options, nullptr)
+            .tokens_per_second;
+    best = std::max(best, tps);
+    fixed += "  fixed:" + std::to_string(k) + " " + std::to_string(tps).substr(0, 6);
+  }
   std::vector<int64_t> rows;
   for (size_t i = automatic.steps.size() / 2; i < automatic.steps.size(); ++i) {
     if (automatic.steps[i].drafted > 0) rows.push_back(automatic.steps[i].drafted_rows);
@@ -95,10 +108,13 @@ int Run(const Args& a) {
               rows.empty() ? "-" : std::to_string(rows[rows.size() / 2]).c_str());
   std::printf("  fixed 0.5     %9.1f tok/s\n", paper.tokens_per_second);
   std::printf("  plain         %9.1f tok/s\n", plain.tokens_per_second);
-  std::printf("  auto / plain %.4f, auto / fixed 0.5 %.4f, exploration's loss %.1f ms\n",
-              automatic.tokens_per_second / plain.tokens_per_second,
-              automatic.tokens_per_second / paper.tokens_per_second,
-              1e3 * controller.Snapshot().explore_loss_s);
+  std::printf(" %s tok/s (fixed:%d is dflash)\n", fixed.c_str(), options.width);
+  std::printf(
+      "  auto / plain %.4f, auto / fixed 0.5 %.4f, auto / best other %.4f, exploration's loss "
+      "%.1f ms\n",
+      automatic.tokens_per_second / plain.tokens_per_second,
+      automatic.tokens_per_second / paper.tokens_per_second, automatic.tokens_per_second / best,
+      1e3 * controller.Snapshot().explore_loss_s);
   if (a.trace) {
     std::printf("step mode      requests drafted rows drafted_rows ms committed\n");
     for (size_t i = 0; i < automatic.steps.size(); ++i) {
@@ -119,7 +135,8 @@ int main(int argc, char** argv) {
   dscale::budget::Args args;
   if (!dscale::budget::Parse(argc, argv, &args)) {
     std::fprintf(stderr,
-                 "usage: budget_sim_bench [--pair gpu|cpu|cpu17b] [--knee ROWS] [--concurrency N] "
+                 "usage: budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k] [--knee ROWS] "
+                 "[--concurrency N] "
                  "[--steps N] [--requests N] [--tokens N] [--seed N] [--trace]\n");
     return 2;
   }

@@ -18,14 +18,23 @@ import torch
 from common import ROOT, WORK
 from qwen3_torch import Qwen3
 from run_util import load, say, setup
+from safetensors_io import load as load_safetensors
 from tokenizer_bpe import Tokenizer
 
 
 def load_target(path, device="cpu"):
-    """The trained target with its weights rounded to BF16, as exported and served."""
-    ck = load(path)
-    model = Qwen3(ck["config"])
-    model.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in ck["model"].items()})
+    """The trained target with its weights rounded to BF16, as exported and served: from a
+    training checkpoint (.pt) or an exported folder (config.json, model.safetensors)."""
+    if os.path.isdir(path):
+        with open(os.path.join(path, "config.json")) as f:
+            config = json.load(f)
+        weights = {k.removeprefix("model."): v
+                   for k, v in load_safetensors(os.path.join(path, "model.safetensors")).items()}
+    else:
+        ck = load(path)
+        config, weights = ck["config"], ck["model"]
+    model = Qwen3(config)
+    model.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in weights.items()})
     return model.to(device).eval()
 
 

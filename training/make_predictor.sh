@@ -19,7 +19,7 @@
 #   --head domino  the same recipe on the drafter with its Domino head (docs/DOMINO.md): the traces'
 #                  features come from the head's corrected draft logits; the predictor is
 #                  models/tiny-dflash/predictor-domino.bin (no --check band for it). Its default is
-#                  the first 192 questions (7,249 records with the bundled pair; 96 give 3,907
+#                  the first 192 questions (6,233 records with the bundled pair; 96 give 3,324
 #                  without the head)
 #   --prompts N    the first N GSM8K train questions (default 96; 192 with --head domino)
 #   --check        exit 1 unless both predictors' holdout figures are within the band below
@@ -30,13 +30,13 @@
 # work by thread count, which moves the logged features by up to ~2e-5 (measured on the previous
 # pair with the Haswell, Zen and SkylakeX kernels and 1 or 2 threads: no accepted length changed
 # and the figures agreed to 1e-7, but the predictor's bytes differed in the last bits). The band
-# is wide enough for a CPU on which a greedy near-tie flips a few requests (the holdout is 539
+# is wide enough for a CPU on which a greedy near-tie flips a few requests (the holdout is 456
 # records from 12 prompts) and narrow enough to catch another recipe or pair (the previous
 # bundled pair, whose target looped, scored R² 0.915 and raw retention 52.3%).
 #
-#   holdout R²              0.447  band [0.40, 0.50]
-#   retention, raw          40.2%  band [37%, 44%]
-#   retention, adjusted     99.6%  band [98%, 100%]
+#   holdout R²              0.432  band [0.38, 0.48]
+#   retention, raw          43.5%  band [39%, 48%]
+#   retention, adjusted     98.4%  band [97%, 100%]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dscale=$root/build/dscale
@@ -115,9 +115,9 @@ report() {  # NAME EVAL_JSON
            n, r, r2, 100 * raw, 100 * adj }'
   if [ "$check" -eq 1 ]; then
     local ok=1
-    [ "$(within "$r2" 0.40 0.50)" -eq 1 ] || { echo "  R2 $r2 is outside [0.40, 0.50]"; ok=0; }
-    [ "$(within "$raw" 0.37 0.44)" -eq 1 ] || { echo "  raw retention $raw is outside [0.37, 0.44]"; ok=0; }
-    [ "$(within "$adj" 0.98 1.0)" -eq 1 ] || { echo "  adjusted retention $adj is outside [0.98, 1]"; ok=0; }
+    [ "$(within "$r2" 0.38 0.48)" -eq 1 ] || { echo "  R2 $r2 is outside [0.38, 0.48]"; ok=0; }
+    [ "$(within "$raw" 0.39 0.48)" -eq 1 ] || { echo "  raw retention $raw is outside [0.39, 0.48]"; ok=0; }
+    [ "$(within "$adj" 0.97 1.0)" -eq 1 ] || { echo "  adjusted retention $adj is outside [0.97, 1]"; ok=0; }
     [ "$ok" -eq 1 ] || failed=1
   fi
 }

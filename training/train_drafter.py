@@ -26,6 +26,8 @@ from tokenizer_bpe import Tokenizer
 
 def drafter_config(tcfg, args, mask_id):
     cfg = dict(tcfg)
+    if isinstance(cfg.get("eos_token_id"), list):  # an exported target lists <|endoftext|> too
+        cfg["eos_token_id"] = cfg["eos_token_id"][0]
     cfg.update({
         "architectures": ["DFlashDraftModel"], "num_hidden_layers": args.layers,
         "intermediate_size": args.intermediate, "block_size": args.block,
@@ -36,9 +38,12 @@ def drafter_config(tcfg, args, mask_id):
     return cfg
 
 
-def read_responses(path):
-    with open(path) as f:
-        rows = [json.loads(l) for l in f if l.endswith("\n")]
+def read_responses(paths):
+    """The target's answers from one or more comma-separated responses.jsonl files."""
+    rows = []
+    for path in paths.split(","):
+        with open(path) as f:
+            rows += [json.loads(l) for l in f if l.endswith("\n")]
     return [d for d in rows if len(d["ids"]) - d["prompt_len"] >= 2]
 
 
@@ -107,9 +112,11 @@ def main():
     ap.add_argument("--gamma", type=float, default=7.0)
     ap.add_argument("--seqs-per-batch", type=int, default=64)
     ap.add_argument("--anchors", type=int, default=32)
-    ap.add_argument("--target", default=os.path.join(WORK, "target", "chosen.pt"))
+    ap.add_argument("--target", default=os.path.join(WORK, "target", "chosen.pt"),
+                    help="the frozen target: a training checkpoint or an exported folder")
     ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "tiny-target"))
-    ap.add_argument("--responses", default=os.path.join(WORK, "responses.jsonl"))
+    ap.add_argument("--responses", default=os.path.join(WORK, "responses.jsonl"),
+                    help="the target's answers: one file or a comma-separated list")
     ap.add_argument("--out", default=os.path.join(WORK, "drafter"))
     ap.add_argument("--init", help="start from these weights: an exported drafter folder")
     add_run_args(ap, seed=99, steps=2000, lr=2e-3)

@@ -39,6 +39,8 @@ AutoBudget::AutoBudget(AutoBudgetOptions options)
       probe_period_(options_.probe_period) {
   DSCALE_CHECK(options_.width >= 2 && options_.max_requests >= 1);
   DSCALE_CHECK(options_.explore_every >= 1 && options_.probe_draft_every >= 1);
+  DSCALE_CHECK(options_.ramp_wait_steps >= 0 && options_.probe_steps >= 1);
+  DSCALE_CHECK(options_.calibration_smoothing > 0 && options_.calibration_smoothing <= 1);
   DSCALE_CHECK(options_.probe_period >= 1 && options_.smoothing > 0 && options_.smoothing <= 1);
   DSCALE_CHECK(options_.explore_allowance_steps >= 0 && options_.explore_share >= 0);
   if (!options_.cold_start) ramp_ = Ramp::kDone;
@@ -49,22 +51,33 @@ bool AutoBudget::FeedNewRequest() {
   if (++admissions_ < probe_period_) return false;
   admissions_ = 0;
   probe_period_ = std::min(2 * probe_period_, options_.max_probe_period);
+  probe_steps_ = 0;
   return true;
 }
 
 int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
   if (fed == 0) return 0;
   if (mode_ == AutoMode::kPlain) {
-    return ++plain_clock_ % options_.probe_draft_every == 0 ? fed : 0;
+    // A probe step is exploration: taken only where drafting its requests (anchors only, the
+    // least it can verify) fits the loss budget, and charged to it.
+    if (++plain_clock_ % options_.probe_draft_every != 0) return 0;
+    return Affordable(fed, requests, requests) ? fed : 0;
   }
   if (ramp_ == Ramp::kDone) return fed;
   ramp_fed_ = fed;
   const int32_t n = ramp_ == Ramp::kRequests ? std::min(fed, ramp_drafted_) : fed;
-  if (Affordable(n, requests - n + RampRows(n), requests)) return n;
-  // The ramp stops where its next step could lose more than the budget allows. What it has
-  // measured decides: if speculation already pays within the rows measured, every fed request
-  // goes on drafting (the fit decides M from here); otherwise plain decoding is the safe
-  // choice, and probes keep gathering evidence at their own small cost.
+  const int64_t rows = requests - n + RampRows(n);
+  if (Affordable(n, rows, requests)) return n;
+  // The budget grows with the run: a step that fits it within a few plain steps waits for it,
+  // where the ramp's evidence says speculation could pay.
+  if (RampCanWait(n, rows, requests)) {
+    ramp_waiting_ = true;
+    return 0;
+  }
+  // The ramp stops where its next step could lose more than the budget allows, soon. What it
+  // has measured decides: if speculation already pays within the rows measured, every fed
+  // request goes on drafting (the fit decides M from here); otherwise plain decoding is the
+  // safe choice, and probes keep gathering evidence at their own small cost.
   ramp_ = Ramp::kDone;
   if (gain_set_ && MeasuredGain(requests) > 1 + options_.margin) return fed;
   SwitchToPlain();
@@ -88,17 +101,35 @@ double AutoBudget::PlainSecondsPerToken(int32_t requests) const {
 // proportionally (subadditivity), and the step commits plain's N tokens only. The first drafted
 // step has nothing to bound it with; drafting one request's anchor is the least it can risk.
 bool AutoBudget::Affordable(int64_t n, int64_t rows, int32_t requests) const {
-  const CostCurve& draft = model_.draft();
-  const CostCurve& verify = model_.verify();
-  if (draft.samples() == 0 || verify.samples() == 0) return true;
+  if (model_.draft().samples() == 0 || model_.verify().samples() == 0) return true;
+  return BudgetShortfall(n, rows, requests) <= 0;
+}
+
+double AutoBudget::BudgetShortfall(int64_t n, int64_t rows, int32_t requests) const {
   const auto bound = [](const CostCurve& curve, double x) {
     const double seen = curve.max_observed_x();
     return x <= seen ? curve.Predict(x) : curve.Predict(seen) * x / seen;
   };
   const double plain_s = model_.VerifySeconds(requests);
-  const double worst_loss = bound(draft, double(n)) + bound(verify, double(rows)) - plain_s;
-  const double budget = options_.explore_allowance_steps * plain_s + options_.explore_share * run_s_;
-  return explore_loss_s_ + worst_loss <= budget;
+  const double worst_loss =
+      bound(model_.draft(), double(n)) + bound(model_.verify(), double(rows)) - plain_s;
+  const double budget =
+      options_.explore_allowance_steps * plain_s + options_.explore_share * run_s_;
+  return explore_loss_s_ + worst_loss - budget;
+}
+
+// A waiting step is a plain step whose fed requests still feed their draft contexts; that
+// feeding is charged to the loss (Record), so the budget grows per waiting step by
+// explore_share of a plain step less the feeding. Waiting is for a ramp whose latest gain, with
+// rows past those seen free (an upper bound), does not yet show a loss, and a step that fits
+// within ramp_wait_steps.
+bool AutoBudget::RampCanWait(int64_t n, int64_t rows, int32_t requests) const {
+  if (!gain_set_ || gain_ < 1 - options_.margin) return false;
+  const double plain_s = model_.VerifySeconds(requests);
+  const double growth =
+      options_.explore_share * plain_s - model_.FeedSecondsPerRow() * double(ramp_fed_);
+  if (growth <= 0) return false;
+  return BudgetShortfall(n, rows, requests) <= growth * options_.ramp_wait_steps;
 }
 
 double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s,
@@ -161,6 +192,12 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
     ramp_curve_ = curve;
     ramp_other_ = other;
     pending_explore_ = true;
+  } else if (mode_ == AutoMode::kPlain) {
+    // A probe: the most rows up to M* that fit the loss budget (anchors only did, in DraftCount).
+    pending_gain_ = FleetGain(curve, n + other, draft_s, PastSeen::kExtrapolate);
+    pending_explore_ = true;
+    const auto requests = static_cast<int32_t>(n + other);
+    while (rows > n && !Affordable(n, other + rows, requests)) --rows;
   } else {
     pending_gain_ = FleetGain(curve, n + other, draft_s, PastSeen::kExtrapolate);
     if ((drafted_steps_ + 1) % options_.explore_every == 0) {
@@ -187,6 +224,8 @@ void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
   run_s_ += step_s;
   if (sample.drafted == 0) {
     ++plain_steps_;
+    if (ramp_waiting_) explore_loss_s_ += sample.feed_s;
+    ramp_waiting_ = false;
     return;
   }
   if (!pending_) return;
@@ -198,15 +237,29 @@ void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
   const double a = options_.smoothing;
   const double predicted = pending_expected_ - pending_n_;
   if (predicted > 0.01 * pending_n_) {
-    realized_extra_ = (1 - a) * realized_extra_ + a * double(drafted_committed - pending_n_);
-    predicted_extra_ = (1 - a) * predicted_extra_ + a * predicted;
+    // The prior is a calibrated predictor: the first step is weighed like any later one.
+    // Its weight is small: the predictor's bias is a property of the predictor, while a
+    // step's committed tokens vary with the acceptance draws (by about their mean).
+    const double c = options_.calibration_smoothing;
+    if (predicted_extra_ <= 0) realized_extra_ = predicted_extra_ = predicted;
+    realized_extra_ = (1 - c) * realized_extra_ + c * double(drafted_committed - pending_n_);
+    predicted_extra_ = (1 - c) * predicted_extra_ + c * predicted;
   }
   if (ramp_ != Ramp::kDone) {
     AdvanceRamp(sample);
   } else if (pending_gain_ > 0) {
-    gain_ = gain_set_ ? (1 - a) * gain_ + a * pending_gain_ : pending_gain_;
+    // A probe's first step starts the gain afresh: what turned auto to plain was measured on
+    // other requests (at low concurrency, on one request of its own acceptance).
+    const bool probe = mode_ == AutoMode::kPlain;
+    const bool fresh = !gain_set_ || (probe && probe_steps_ == 0);
+    gain_ = fresh ? pending_gain_ : (1 - a) * gain_ + a * pending_gain_;
     gain_set_ = true;
     UpdateMode();
+    // A probe that has not turned auto to speculation within probe_steps drafted steps ends:
+    // its requests stop drafting and feeding until the next probe.
+    if (probe && mode_ == AutoMode::kPlain && ++probe_steps_ >= options_.probe_steps) {
+      detach_ = true;
+    }
   }
 }
 

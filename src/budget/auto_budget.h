@@ -20,15 +20,18 @@ namespace dscale::budget {
 struct AutoBudgetOptions {
   int width = 16;              // W
   int32_t max_requests = 256;  // N at most (the cost model's range is W · this)
-  bool cold_start = true;  // false: trust the fit (and its prior) from the first step (tests)
+  bool cold_start = true;      // false: trust the fit (and its prior) from the first step (tests)
   double explore_allowance_steps = 2;  // loss budget: this many plain steps, plus
   double explore_share = 0.02;         // this share of the run's time so far
   int explore_every = 32;
-  double smoothing = 0.25;  // weight of the newest drafted step in g and the calibration
+  int ramp_wait_steps = 32;  // a ramp step the budget allows within this many plain steps waits
+  double smoothing = 0.25;   // weight of the newest drafted step in g
+  double calibration_smoothing = 1.0 / 32;  // and in the calibration
   double margin = 0.03;
-  int32_t probe_period = 32;
+  int32_t probe_period = 1;
   int32_t max_probe_period = 1024;
   int32_t probe_draft_every = 4;
+  int32_t probe_steps = 4;  // drafted steps a probe has to turn auto to speculation
 };
 
 enum class AutoMode { kSpeculate, kPlain };
@@ -37,10 +40,10 @@ const char* AutoModeName(AutoMode mode);  // "speculate", "plain"
 // What /metrics and reports show.
 struct AutoBudgetSnapshot {
   AutoMode mode = AutoMode::kSpeculate;
-  int64_t last_rows = 0;     // M of the latest drafted step (its drafted requests' rows)
-  int32_t last_drafted = 0;  // n of that step
-  double gain = 0;           // smoothed g (0 until the first ramp step)
-  bool cold_start = false;   // the ramp is still running
+  int64_t last_rows = 0;      // M of the latest drafted step (its drafted requests' rows)
+  int32_t last_drafted = 0;   // n of that step
+  double gain = 0;            // smoothed g (0 until the first ramp step)
+  bool cold_start = false;    // the ramp is still running
   double explore_loss_s = 0;  // exploration's measured loss against plain decoding
   double calibration = 1;
   int64_t drafted_steps = 0;
@@ -106,6 +109,10 @@ class AutoBudget {
   void AdvanceRamp(const StepSample& sample);
   // Whether a step drafting n of `requests` and verifying `rows` in all fits the loss budget.
   bool Affordable(int64_t n, int64_t rows, int32_t requests) const;
+  // By how many seconds that step's worst-case loss exceeds the budget left (≤ 0: it fits).
+  double BudgetShortfall(int64_t n, int64_t rows, int32_t requests) const;
+  // Whether the ramp's next step (which does not fit yet) is worth waiting for in plain steps.
+  bool RampCanWait(int64_t n, int64_t rows, int32_t requests) const;
   // Seconds per token of plain decoding with `requests` running (the fitted V(N) / N).
   double PlainSecondsPerToken(int32_t requests) const;
   void SwitchToPlain();
@@ -118,26 +125,28 @@ class AutoBudget {
   AutoMode mode_ = AutoMode::kSpeculate;
   enum class Ramp { kRequests, kRows, kDone };
   Ramp ramp_ = Ramp::kRequests;
-  int32_t ramp_drafted_ = 1;  // kRequests: requests the next ramp step drafts
-  int32_t ramp_fed_ = 0;      // fed requests at the latest ramp step
+  int32_t ramp_drafted_ = 1;    // kRequests: requests the next ramp step drafts
+  int32_t ramp_fed_ = 0;        // fed requests at the latest ramp step
   bool ramp_repeated_ = false;  // kRows: the current rows were taken twice
+  bool ramp_waiting_ = false;   // this step waits for the budget (a plain step, still fed)
   int64_t ramp_prev_rows_ = 0;  // the previous ramp step's rows and verify seconds
   double ramp_prev_verify_s_ = 0;
-  int ramp_losing_steps_ = 0;   // consecutive ramp steps with g < 1 − margin
-  int64_t ramp_width_ = 2;    // kRows: rows per drafted request of the next ramp step
+  int ramp_losing_steps_ = 0;    // consecutive ramp steps with g < 1 − margin
+  int64_t ramp_width_ = 2;       // kRows: rows per drafted request of the next ramp step
   dvl::BudgetCurve ramp_curve_;  // the latest ramp step's curve, for AdvanceRamp
   int64_t ramp_other_ = 0;
   // Loss budget: exploration's loss so far, and all recorded steps' seconds.
   double explore_loss_s_ = 0, run_s_ = 0;
   int64_t drafted_steps_ = 0, plain_steps_ = 0, explore_turn_ = 0;
   int32_t admissions_ = 0, probe_period_;
+  int32_t probe_steps_ = 0;  // drafted steps of the current probe
   int64_t plain_clock_ = 0;
   bool detach_ = false;
   // Set by ChooseRows, consumed by Record.
   bool pending_ = false;
   int32_t pending_n_ = 0;
-  double pending_expected_ = 0;  // E(M) of the chosen M, uncalibrated
-  double pending_gain_ = 0;      // 0: not counted (a ramp step)
+  double pending_expected_ = 0;   // E(M) of the chosen M, uncalibrated
+  double pending_gain_ = 0;       // 0: not counted (a ramp step)
   bool pending_explore_ = false;  // a ramp or exploration step: its loss is charged
   int64_t last_rows_ = 0;
   int32_t last_drafted_ = 0;

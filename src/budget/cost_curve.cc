@@ -89,6 +89,21 @@ void CostCurve::CapSparseBinsByLargerOnes(std::vector<Point>* points) {
   }
 }
 
+// The other side of the same argument: k·x work could run as k batches of x, so y(x') ≤
+// ⌈x'/x⌉·y(x) for a smaller bin x. A sparse bin above that bound holds a slowed step (alone at
+// the top of a ramp it would otherwise stop every later step from verifying there). Bins are
+// few (one per x visited), so every pair is checked.
+void CostCurve::CapSparseBinsBySmallerOnes(std::vector<Point>* points) {
+  for (size_t i = 1; i < points->size(); ++i) {
+    Point& p = (*points)[i];
+    if (p.w >= 3) continue;
+    for (size_t j = 0; j < i; ++j) {
+      const Point& q = (*points)[j];
+      p.y = std::min(p.y, q.y * std::ceil(p.x / q.x));
+    }
+  }
+}
+
 RooflineFit CostCurve::FitPoints(const std::vector<Point>& points) {
   std::vector<double> xs, ys, ws;
   for (const Point& p : points) {
@@ -117,6 +132,9 @@ RooflineFit FitRoofline(const std::vector<double>& x, const std::vector<double>&
   RooflineFit best;
   double best_error = INFINITY;
   for (size_t s = 1; s <= n; ++s) {
+    // A right branch through one point fits it exactly whatever the curve: no evidence of a
+    // proportional regime, and it would extrapolate that point's slope from the origin.
+    if (n - s == 1) continue;
     const Line left = FitLeft(x, y, w, s);
     const RooflineFit fit{
         .a = left.a,
@@ -180,6 +198,7 @@ void CostCurve::Refresh() const {
   for (Point& p : points_) {
     if (p.w < 3) p.y = std::min(p.y, 1.5 * rough(p.x));
   }
+  CapSparseBinsBySmallerOnes(&points_);
   CapSparseBinsByLargerOnes(&points_);
   PoolAdjacentViolators(&points_);
   fit_ = FitPoints(points_);

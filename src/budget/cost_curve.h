@@ -59,6 +59,7 @@ class CostCurve {
 
   static int BinIndex(int64_t x);
   static void CapSparseBinsByLargerOnes(std::vector<Point>* points);
+  static void CapSparseBinsBySmallerOnes(std::vector<Point>* points);
   static void PoolAdjacentViolators(std::vector<Point>* points);
   static RooflineFit FitPoints(const std::vector<Point>& points);
   void Refresh() const;

@@ -55,12 +55,15 @@ class Loop {
   }
 
  private:
+  int32_t FixedRows() const { return std::clamp(policy_.rows, 1, o_.width); }
+
   bool CanAdmit() const { return o_.requests == 0 || admitted_ < o_.requests; }
 
   SimRequest Admit() {
     const uint64_t index = admitted_++;
-    SimRequest r{.fed = policy_.kind == SimulatedPolicy::kAuto ? auto_->FeedNewRequest()
-                                                               : policy_.kind != SimulatedPolicy::kPlain,
+    SimRequest r{.fed = policy_.kind == SimulatedPolicy::kAuto
+                            ? auto_->FeedNewRequest()
+                            : policy_.kind != SimulatedPolicy::kPlain,
                  .accept_rng = Stream(o_.seed, kRequestStream, index),
                  .predictor_rng = Stream(o_.seed, kPredictorStream, index)};
     const double u = r.accept_rng.NextUniform();
@@ -98,8 +101,10 @@ class Loop {
     const int w = o_.width;
     probs_.assign(drafted.size() * (w - 1), 0.0f);
     for (size_t i = 0; i < drafted.size(); ++i) {
-      const double a = std::clamp(
-          drafted[i]->acceptance * (1 + pair_.predictor_noise * drafted[i]->predictor_rng.NextNormal()), 0.0, 0.999);
+      const double a =
+          std::clamp(drafted[i]->acceptance *
+                         (1 + pair_.predictor_noise * drafted[i]->predictor_rng.NextNormal()),
+                     0.0, 0.999);
       double p = 1;
       for (int j = 0; j < w - 1; ++j) probs_[i * (w - 1) + j] = static_cast<float>(p *= a);
     }
@@ -112,6 +117,7 @@ class Loop {
     if (policy_.kind == SimulatedPolicy::kFraction) {
       return dvl::BudgetFromFraction(n, o_.width, policy_.fraction).value();
     }
+    if (policy_.kind == SimulatedPolicy::kFixed) return n * FixedRows();
     dvl::ExpectedTokensCurve(q_.data(), n, o_.width, &curve_);
     return auto_->ChooseRows(curve_, other, draft_s);
   }
@@ -140,7 +146,9 @@ class Loop {
       const int64_t other = live - n_draft;
       step.drafted_rows = ChooseRows(drafted, other, draft_s);
       const std::vector<int32_t> drafted_k =
-          dvl::Allocate(q_.data(), n_draft, o_.width, step.drafted_rows).value().k;
+          policy_.kind == SimulatedPolicy::kFixed
+              ? std::vector<int32_t>(n_draft, FixedRows())
+              : dvl::Allocate(q_.data(), n_draft, o_.width, step.drafted_rows).value().k;
       std::copy(drafted_k.begin(), drafted_k.end(), k.begin());
       step.drafted = n_draft;
     }
@@ -224,6 +232,14 @@ SimulatedPair Cpu17BShapedPair() {
           .draft_seconds = [](int64_t n) { return 37e-3 * double(n); },
           .acceptance_lo = 0.3,
           .acceptance_hi = 0.7};
+}
+
+SimulatedPair Cpu17BRealisticPair() {
+  return {.verify_seconds =
+              [](int64_t r) { return std::max(171e-3 + 10e-3 * double(r), 30.9e-3 * double(r)); },
+          .draft_seconds = [](int64_t n) { return 11e-3 + 100e-3 * double(n); },
+          .acceptance_lo = 0.3,
+          .acceptance_hi = 0.87};
 }
 
 SimulationResult Simulate(const SimulatedPair& pair, const SimulatedPolicy& policy,

@@ -144,5 +144,27 @@ TEST(CostCurveTest, FitRooflineIsExactOnExactPoints) {
   EXPECT_NEAR(fit.knee(), 100, 1e-3);
 }
 
+// A right branch through one point fits it exactly whatever the curve: a few rows seen once each
+// on a line (a CPU's verify below its knee) extrapolate along that line, not along the slope
+// from the origin to the last point (which put 8 rows at four times the cost of 2).
+TEST(CostCurveTest, ExtrapolatesAFewPointsAlongTheirLine) {
+  CostCurve curve;
+  for (int64_t x : {1, 2, 3, 4}) curve.Add(x, 0.171 + 0.010 * double(x));
+  EXPECT_NEAR(curve.Predict(8), 0.251, 1e-6);
+  EXPECT_NEAR(curve.fit().c, 0, 1e-12);
+}
+
+// A step slowed 3× by other work, alone in its bin above bins of fewer rows, is capped at what
+// subadditivity allows: ⌈x/x₀⌉ times a smaller bin x₀.
+TEST(CostCurveTest, CapsASparseSlowedBinBySmallerOnes) {
+  CostCurve curve;
+  curve.Add(1, 0.181);
+  curve.Add(2, 0.191);
+  curve.Add(4, 3 * 0.211);
+  EXPECT_NEAR(curve.Predict(4), 2 * 0.191, 1e-9);
+  curve.Add(4, 0.211);  // a second sample: the lower median
+  EXPECT_NEAR(curve.Predict(4), 0.211, 1e-9);
+}
+
 }  // namespace
 }  // namespace dscale::budget
