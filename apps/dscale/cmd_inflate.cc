@@ -1,5 +1,5 @@
-// dscale inflate: a trained small target + DFlash drafter rewritten at a Qwen3 shape, computing the
-// same function (docs/INFLATE.md).
+// dscale inflate: a trained small target + DFlash drafter rewritten at a Qwen3 or Llama 3 shape,
+// computing the same function (docs/INFLATE.md).
 
 #include <cstdio>
 #include <memory>
@@ -112,7 +112,8 @@ void RegisterInflateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--target", o.target_dir, "Source target checkpoint directory")->required();
   cmd->add_option("--drafter", o.drafter_dir, "Its DFlash drafter directory")->required();
   cmd->add_option("--shape", args->shape,
-                  "qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b (default: the source's own)");
+                  "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b (Qwen3 sources), llama-3.2-1b, "
+                  "llama-3.2-3b or llama-3.1-8b (Llama sources); default: the source's own");
   cmd->add_option("--hidden", args->hidden, "Override the hidden size");
   cmd->add_option("--intermediate", args->intermediate, "Override the MLP size");
   cmd->add_option("--layers", args->layers, "Override the target's decoder layers");

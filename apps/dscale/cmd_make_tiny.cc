@@ -1,12 +1,17 @@
-// dscale make-tiny: writes a random Qwen3 or Llama checkpoint in the real Hugging Face layout.
+// dscale make-tiny: writes a random Qwen3 or Llama checkpoint in the real Hugging Face layout, at
+// the sizes given or at a named real shape (--shape qwen3-8b, llama-3.1-8b, ...).
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "io/dflash_config.h"
+#include "io/llama_shapes.h"
+#include "io/qwen3_shapes.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale::cli {
@@ -18,6 +23,7 @@ struct MakeTinyArgs {
   std::string dtype = "BF16";
   DecoderConfig config = TinyQwen3Config();
   std::string arch = "qwen3";
+  std::string shape;  // a named real config (family, sizes, RoPE, ε, BOS/EOS); excludes the sizes
   // Llama only: θ and the llama3 rope_scaling (--rope-factor 0 leaves RoPE unscaled).
   double rope_theta = 500000.0;
   RopeScaling llama3 = TinyLlamaConfig().rope_scaling;
@@ -55,14 +61,27 @@ int RunMakeTiny(const MakeTinyArgs& args) {
                        InvalidArgument("--arch: expected qwen3 or llama, got " + args.arch));
   }
   DecoderConfig config = args.config;
-  if (*family == ModelFamily::kLlama) {
+  if (!args.shape.empty()) {
+    std::optional<DecoderConfig> named = NamedQwen3Config(args.shape);
+    if (!named) named = NamedLlamaConfig(args.shape);
+    if (!named) {
+      std::string names;
+      for (const auto* list : {&NamedQwen3ConfigNames(), &NamedLlamaConfigNames()}) {
+        for (const std::string& name : *list) names += (names.empty() ? "" : ", ") + name;
+      }
+      return ReportError("make-tiny", InvalidArgument("--shape: expected one of " + names +
+                                                      ", got \"" + args.shape + "\""));
+    }
+    config = *named;
+    if (args.eos >= 0) config.eos_token_ids = {args.eos};
+  } else if (*family == ModelFamily::kLlama) {
     config.family = ModelFamily::kLlama;
     config.qk_norm = false;
     config.rope_theta = args.rope_theta;
     config.rope_scaling = args.llama3;
     if (args.llama3.factor == 0) config.rope_scaling = {};
   }
-  config.eos_token_ids = {args.eos >= 0 ? args.eos : config.vocab_size - 1};
+  if (args.shape.empty()) config.eos_token_ids = {args.eos >= 0 ? args.eos : config.vocab_size - 1};
   // Round-trip through the validating parser so bad sizes get the same messages as config.json.
   Result<DecoderConfig> checked = ParseDecoderConfig(DecoderConfigToJson(config), "--sizes");
   if (!checked.ok()) return ReportError("make-tiny", checked.status());
@@ -89,32 +108,50 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd =
       app.add_subcommand("make-tiny", "Write a random Qwen3 or Llama checkpoint (HF layout)");
   cmd->add_option("--out", args->out, "Output directory")->required();
-  cmd->add_option("--arch", args->arch, "Model family: qwen3 or llama")->capture_default_str();
-  cmd->add_option("--rope-theta", args->rope_theta, "RoPE theta (llama)")->capture_default_str();
+  CLI::Option* shape = cmd->add_option(
+      "--shape", args->shape,
+      "A real model's config: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, llama-3.2-1b, "
+      "llama-3.2-3b or llama-3.1-8b (excludes --arch, the RoPE and size flags and --tie)");
+  // The flags a named shape fixes.
+  std::vector<CLI::Option*> fixed;
+  fixed.push_back(
+      cmd->add_option("--arch", args->arch, "Model family: qwen3 or llama")->capture_default_str());
+  fixed.push_back(cmd->add_option("--rope-theta", args->rope_theta, "RoPE theta (llama)")
+                      ->capture_default_str());
   RopeScaling& s = args->llama3;
-  cmd->add_option("--rope-factor", s.factor, "llama3 rope_scaling factor (llama; 0: unscaled)")
-      ->capture_default_str();
-  cmd->add_option("--rope-low-freq-factor", s.low_freq_factor, "llama3 low_freq_factor")
-      ->capture_default_str();
-  cmd->add_option("--rope-high-freq-factor", s.high_freq_factor, "llama3 high_freq_factor")
-      ->capture_default_str();
-  cmd->add_option("--rope-original-positions", s.original_max_position_embeddings,
-                  "llama3 original_max_position_embeddings")
-      ->capture_default_str();
+  fixed.push_back(
+      cmd->add_option("--rope-factor", s.factor, "llama3 rope_scaling factor (llama; 0: unscaled)")
+          ->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--rope-low-freq-factor", s.low_freq_factor, "llama3 low_freq_factor")
+          ->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--rope-high-freq-factor", s.high_freq_factor, "llama3 high_freq_factor")
+          ->capture_default_str());
+  fixed.push_back(cmd->add_option("--rope-original-positions", s.original_max_position_embeddings,
+                                  "llama3 original_max_position_embeddings")
+                      ->capture_default_str());
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Storage dtype: F32, BF16, F16")->capture_default_str();
   DecoderConfig& c = args->config;
-  cmd->add_option("--vocab", c.vocab_size, "Vocabulary size")->capture_default_str();
-  cmd->add_option("--hidden", c.hidden_size, "Hidden size")->capture_default_str();
-  cmd->add_option("--intermediate", c.intermediate_size, "MLP size")->capture_default_str();
-  cmd->add_option("--layers", c.num_hidden_layers, "Decoder layers")->capture_default_str();
-  cmd->add_option("--heads", c.num_attention_heads, "Query heads")->capture_default_str();
-  cmd->add_option("--kv-heads", c.num_key_value_heads, "KV heads")->capture_default_str();
-  cmd->add_option("--head-dim", c.head_dim, "Head dimension")->capture_default_str();
-  cmd->add_option("--max-positions", c.max_position_embeddings, "Context length")
-      ->capture_default_str();
-  cmd->add_option("--eos", args->eos, "EOS token id (default: vocab - 1)");
-  cmd->add_flag("--tie", c.tie_word_embeddings, "Tie lm_head to the embedding");
+  fixed.push_back(
+      cmd->add_option("--vocab", c.vocab_size, "Vocabulary size")->capture_default_str());
+  fixed.push_back(cmd->add_option("--hidden", c.hidden_size, "Hidden size")->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--intermediate", c.intermediate_size, "MLP size")->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--layers", c.num_hidden_layers, "Decoder layers")->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--heads", c.num_attention_heads, "Query heads")->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--kv-heads", c.num_key_value_heads, "KV heads")->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--head-dim", c.head_dim, "Head dimension")->capture_default_str());
+  fixed.push_back(cmd->add_option("--max-positions", c.max_position_embeddings, "Context length")
+                      ->capture_default_str());
+  cmd->add_option("--eos", args->eos, "EOS token id (default: vocab - 1, or the shape's)");
+  fixed.push_back(cmd->add_flag("--tie", c.tie_word_embeddings, "Tie lm_head to the embedding"));
+  for (CLI::Option* option : fixed) shape->excludes(option);
   cmd->add_option("--drafter-out", args->drafter_out, "Also write a matching DFlash drafter here");
   cmd->add_option("--draft-layers", args->draft_layers, "Drafter layers")
       ->check(AtLeast(1))

@@ -130,7 +130,8 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m, const En
                          .default_max_tokens = args.default_max_tokens,
                          .stop_ids = config.eos_token_ids};
   if (auto eos = m.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
-  for (const char* end_of_turn : {"<|im_end|>", "<|endoftext|>"}) {
+  // Qwen3's and Llama 3's ends of turn and of text.
+  for (const char* end_of_turn : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>"}) {
     if (auto id = m.tokenizer->AddedTokenId(end_of_turn)) info.chat_stop_ids.push_back(*id);
   }
   return info;

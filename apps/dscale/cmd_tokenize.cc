@@ -96,7 +96,7 @@ int RunEncode(const Tokenizer& tokenizer, const TokenizeArgs& args) {
   }
   if (args.chat) {
     const ChatMessage turn{.role = "user", .content = text};
-    Result<std::string> formatted = ApplyQwen3ChatTemplate({&turn, 1});
+    Result<std::string> formatted = ApplyChatTemplate(ChatFormatOf(tokenizer), {&turn, 1});
     if (!formatted.ok()) return Fail(kRuntimeError, formatted.status().message());
     text = std::move(formatted).value();
   }

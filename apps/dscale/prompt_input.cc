@@ -16,7 +16,8 @@ Result<std::vector<int32_t>> EncodeText(const std::string& text, bool raw,
                                         const Tokenizer& tokenizer) {
   if (raw) return tokenizer.Encode(text);
   const ChatMessage message{.role = "user", .content = text};
-  DSCALE_ASSIGN_OR_RETURN(std::string formatted, ApplyQwen3ChatTemplate(std::span(&message, 1)));
+  DSCALE_ASSIGN_OR_RETURN(std::string formatted,
+                          ApplyChatTemplate(ChatFormatOf(tokenizer), std::span(&message, 1)));
   return tokenizer.Encode(formatted);
 }
 
@@ -39,7 +40,7 @@ Result<std::vector<int32_t>> EncodeMessages(const nlohmann::json& messages,
     DSCALE_ASSIGN_OR_RETURN(message.content, ReadJsonString(*content, where + ".content"));
     chat.push_back(std::move(message));
   }
-  DSCALE_ASSIGN_OR_RETURN(std::string formatted, ApplyQwen3ChatTemplate(chat));
+  DSCALE_ASSIGN_OR_RETURN(std::string formatted, ApplyChatTemplate(ChatFormatOf(tokenizer), chat));
   return tokenizer.Encode(formatted);
 }
 

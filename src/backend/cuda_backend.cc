@@ -10,11 +10,11 @@
 //            verify_step.h: target forward over the packed rows → argmax → greedy acceptance →
 //            outputs), eager on a workspace's first step and then replayed from a graph captured
 //            for it; only the accepted counts and next tokens come back. Otherwise (a sampled
-//            request, one asking for logprobs, another block width, no drafter): DeviceTarget's forward returns the logits
-//            and the host prefix verifier runs, since the device's sampled acceptance draws from
-//            a request's uniform stream and the host's by position, and seeded outputs must not
-//            depend on the device. The device greedy pass does not test logits for NaN or
-//            infinity (the host path fails such a request)
+//            request, one asking for logprobs, another block width, no drafter): DeviceTarget's
+//            forward returns the logits and the host prefix verifier runs, since the device's
+//            sampled acceptance draws from a request's uniform stream and the host's by position,
+//            and seeded outputs must not depend on the device. The device greedy pass does not test
+//            logits for NaN or infinity (the host path fails such a request)
 //   commit   the committed rows' features (on the device after a device pass: those rows are
 //            copied back) go to the drafter's adapter
 
@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "backend/cpu_backend.h"
@@ -72,8 +73,32 @@ struct DeviceModels {
   }
 };
 
+// The device drafter computes the original DFlash layout only: newer drafters' causal or
+// sliding-window layers and scaled embeddings run on the CPU backend.
+Status CheckDeviceDraftLayout(const DFlashConfig& c) {
+  for (int64_t layer = 0; layer < c.draft.num_hidden_layers; ++layer) {
+    if (c.LayerAttention(layer) != DraftAttention{}) {
+      return InvalidArgument(
+          "drafter config field \"layer_types\" / \"is_causal\": draft layer " +
+          std::to_string(layer) +
+          " is causal or sliding-window, which the CUDA backend does not compute (use "
+          "--device cpu)");
+    }
+  }
+  if (c.input_embedding_scale != 1.0) {
+    return InvalidArgument("drafter config field \"input_embedding_scale\": " +
+                           std::to_string(c.input_embedding_scale) +
+                           " is not 1, which the CUDA backend does not compute (use "
+                           "--device cpu)");
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<DeviceModels>> Upload(DecoderModel& host_target,
                                              DFlashDrafter* host_drafter) {
+  if (host_drafter != nullptr) {
+    DSCALE_RETURN_IF_ERROR(CheckDeviceDraftLayout(host_drafter->config()));
+  }
   auto on = std::make_unique<DeviceModels>();
   DSCALE_ASSIGN_OR_RETURN(on->target, cuda::DeviceTarget::Upload(host_target));
   if (host_drafter != nullptr) {

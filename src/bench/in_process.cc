@@ -23,8 +23,9 @@ Result<std::vector<std::vector<int32_t>>> EncodeChatPrompts(const Tokenizer& tok
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({.role = "system", .content = system});
     messages.push_back({.role = "user", .content = text});
-    DSCALE_ASSIGN_OR_RETURN(std::string formatted,
-                            ApplyQwen3ChatTemplate(messages, {.enable_thinking = false}));
+    DSCALE_ASSIGN_OR_RETURN(
+        std::string formatted,
+        ApplyChatTemplate(ChatFormatOf(tokenizer), messages, {.enable_thinking = false}));
     DSCALE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(formatted));
     out.push_back(std::move(ids));
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "io/llama_shapes.h"
 #include "io/qwen3_shapes.h"
 
 namespace dscale {
@@ -207,6 +208,7 @@ Status PlanConstants(const InflateShape& shape, InflatePlan* plan) {
   plan->large_target.rms_norm_eps = sigma * small.rms_norm_eps;
   plan->hidden_gain_scale = std::sqrt(d / big);
   plan->key_gain_scale = std::sqrt(sigma);
+  plan->query_scale = 1.0 / std::sqrt(sigma);
   if (shape.hidden_size == small.hidden_size) return Status::Ok();  // σ = κ = 1, λ = 1
   double lambda = 1.0;
   while (lambda * lambda * d < 2.0 * sigma * big) lambda *= 2.0;
@@ -241,15 +243,18 @@ DecoderConfig LargeConfig(const DecoderConfig& small, const InflateShape& shape,
 }  // namespace
 
 std::optional<InflateShape> NamedInflateShape(std::string_view name) {
-  const std::optional<DecoderConfig> config = NamedQwen3Config(name);
+  std::optional<DecoderConfig> config = NamedQwen3Config(name);
+  if (!config) config = NamedLlamaConfig(name);
   if (!config) return std::nullopt;
-  return ShapeOf(*config);
+  InflateShape shape = ShapeOf(*config);
+  shape.family = config->family;
+  return shape;
 }
 
 std::string NamedInflateShapes() {
   std::string names;
-  for (const std::string& name : NamedQwen3ConfigNames()) {
-    names += (names.empty() ? "" : ", ") + name;
+  for (const auto* list : {&NamedQwen3ConfigNames(), &NamedLlamaConfigNames()}) {
+    for (const std::string& name : *list) names += (names.empty() ? "" : ", ") + name;
   }
   return names;
 }
@@ -304,13 +309,18 @@ LayerPlacement PlaceLayers(int64_t small_layers, int64_t large_layers,
 
 Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfig& drafter,
                                   const InflateShape& requested) {
-  // The construction (docs/INFLATE.md) rests on Qwen3's q/k norms and unscaled RoPE.
-  if (target.family != ModelFamily::kQwen3 || !target.qk_norm ||
-      target.rope_scaling.type != RopeScalingType::kNone ||
-      drafter.draft.rope_scaling.type != RopeScalingType::kNone) {
-    return InvalidArgument("inflate: the target is a " +
-                           std::string(ModelFamilyName(target.family)) +
-                           " model; only Qwen3 targets with unscaled RoPE can be inflated");
+  // The construction (docs/INFLATE.md) takes Qwen3 targets (q/k norms) and Llama 3 ones (none:
+  // the attention scale goes on q_proj instead); RoPE scaling is a function of each pair's
+  // frequency, which the head-dim map keeps, so a llama3 rope_scaling carries over as it is.
+  if (target.qk_norm != (target.family == ModelFamily::kQwen3)) {
+    return InvalidArgument("inflate: a " + std::string(ModelFamilyName(target.family)) +
+                           " target " + (target.qk_norm ? "with" : "without") +
+                           " q/k norms cannot be inflated");
+  }
+  if (requested.family.has_value() && *requested.family != target.family) {
+    return InvalidArgument("inflated shape: a " + std::string(ModelFamilyName(*requested.family)) +
+                           " shape for a " + std::string(ModelFamilyName(target.family)) +
+                           " target; the family is the source's (give the sizes instead)");
   }
   InflateShape shape = requested;
   if (shape.draft_layers == 0) shape.draft_layers = drafter.draft.num_hidden_layers;

@@ -1,9 +1,9 @@
 #pragma once
-// The plan of a function-preserving inflation (docs/INFLATE.md): a trained small Qwen3 target and
-// its DFlash drafter rewritten at a larger shape, so that the large pair computes the small pair's
-// logits, drafts and acceptance while holding and multiplying tensors of the large shape. The plan
-// is arithmetic on the two configs (index maps, the residual scale, the constant dims, ε and
-// rope_theta); SetPadRows adds what the padded vocabulary rows need from the weights.
+// The plan of a function-preserving inflation (docs/INFLATE.md): a trained small Qwen3 or Llama 3
+// target and its DFlash drafter rewritten at a larger shape, so that the large pair computes the
+// small pair's logits, drafts and acceptance while holding and multiplying tensors of the large
+// shape. The plan is arithmetic on the two configs (index maps, the residual scale, the constant
+// dims, ε and rope_theta); SetPadRows adds what the padded vocabulary rows need from the weights.
 
 #include <cstdint>
 #include <optional>
@@ -29,11 +29,15 @@ struct InflateShape {
   int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
   int64_t draft_layers = 0;
+  // A named shape's family: the source target must be of it (the sizes are the family's, the
+  // layers the source's). Unset for a shape given by sizes alone.
+  std::optional<ModelFamily> family;
 };
 
-// The shape of NamedQwen3Config(name) (io/qwen3_shapes.h); nullopt for any other name.
+// The shape of NamedQwen3Config(name) (io/qwen3_shapes.h) or NamedLlamaConfig(name)
+// (io/llama_shapes.h); nullopt for any other name.
 std::optional<InflateShape> NamedInflateShape(std::string_view name);
-// "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b", for messages.
+// "qwen3-0.6b, ..., llama-3.1-8b", for messages.
 std::string NamedInflateShapes();
 // The source target's own shape (the starting point when only overrides are given).
 InflateShape ShapeOf(const DecoderConfig& target);
@@ -65,6 +69,8 @@ struct InflatePlan {
   float residual_scale = 1.0f;     // λ, a power of two: the large residual stream is λ·x
   double hidden_gain_scale = 1.0;  // √(d/D), applied to every hidden-norm gain
   double key_gain_scale = 1.0;     // √(h/h'), applied to k_norm (the attention scale)
+  // √(h'/h), applied to q_proj where the target has no q/k norms (Llama): the attention scale.
+  double query_scale = 1.0;
   // Set by SetPadRows: the final norms' gains on the first two constant dims (+g, −g), and M,
   // the weight the LM head's pad rows put there (−M, +M).
   float target_constant_gain = 0.0f;

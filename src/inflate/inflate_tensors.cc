@@ -7,6 +7,7 @@
 #include "inflate/inflate_tensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "model/decoder_weights.h"
@@ -79,6 +80,10 @@ class TensorList {
 
   Status Matrix(MatrixRecipe r) {
     DSCALE_ASSIGN_OR_RETURN(DType dtype, MatrixType(r.source));
+    // A scale that is not a power of two (a Llama q_proj's √(h'/h)) is not exact in BF16: such
+    // a matrix is written as F32, its values within one float rounding of the exact product.
+    int exponent = 0;
+    if (std::frexp(r.scale, &exponent) != 0.5f) dtype = DType::kF32;
     auto prepare = [source = source_, full = prefix_ + r.source, r]() -> Result<RowFiller> {
       std::shared_ptr<const std::vector<float>> values;
       if (!r.zero) {
@@ -174,16 +179,21 @@ Status AddLayer(const InflatePlan& p, const ModelLayout& layout, const DecoderCo
                         .zero = identity});
   };
   DSCALE_RETURN_IF_ERROR(gains("input_layernorm", d, p.hidden, p.hidden_gain_scale));
+  // Without q/k norms (Llama) the attention scale 1/√h' → 1/√h goes on q_proj; with them on
+  // k_norm's gains (docs/INFLATE.md, "Attention scale").
+  const auto query_scale = static_cast<float>(small.qk_norm ? 1.0 : p.query_scale);
   DSCALE_RETURN_IF_ERROR(matrix("self_attn.q_proj", {large.q_dim(), big}, {small.q_dim(), d},
-                                m.q_rows, m.hidden, 1.0f));
+                                m.q_rows, m.hidden, query_scale));
   DSCALE_RETURN_IF_ERROR(matrix("self_attn.k_proj", {large.kv_dim(), big}, {small.kv_dim(), d},
                                 m.kv_rows, m.hidden, 1.0f));
   DSCALE_RETURN_IF_ERROR(matrix("self_attn.v_proj", {large.kv_dim(), big}, {small.kv_dim(), d},
                                 m.kv_rows, m.hidden, 1.0f));
   DSCALE_RETURN_IF_ERROR(matrix("self_attn.o_proj", {big, large.q_dim()}, {d, small.q_dim()},
                                 m.hidden, m.q_rows, lambda));
-  DSCALE_RETURN_IF_ERROR(gains("self_attn.q_norm", small.head_dim, p.head_dim, 1.0));
-  DSCALE_RETURN_IF_ERROR(gains("self_attn.k_norm", small.head_dim, p.head_dim, p.key_gain_scale));
+  if (small.qk_norm) {
+    DSCALE_RETURN_IF_ERROR(gains("self_attn.q_norm", small.head_dim, p.head_dim, 1.0));
+    DSCALE_RETURN_IF_ERROR(gains("self_attn.k_norm", small.head_dim, p.head_dim, p.key_gain_scale));
+  }
   DSCALE_RETURN_IF_ERROR(gains("post_attention_layernorm", d, p.hidden, p.hidden_gain_scale));
   const int64_t inter = large.intermediate_size, small_inter = small.intermediate_size;
   DSCALE_RETURN_IF_ERROR(

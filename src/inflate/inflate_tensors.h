@@ -21,8 +21,9 @@ using RowFiller = std::function<void(int64_t first, int64_t count, float* out)>;
 
 struct InflatedTensor {
   std::string name;
-  // Matrices keep the source's BF16 (or F32); a norm's gains are BF16 when the source's are and
-  // every compensated value is exact in BF16, else F32.
+  // Matrices keep the source's BF16 (or F32) unless scaled by other than a power of two (F32);
+  // a norm's gains are BF16 when the source's are and every compensated value is exact in BF16,
+  // else F32.
   DType dtype = DType::kBF16;
   std::vector<int64_t> shape;  // [rows, cols], or [n] (one row of n)
   // Reads what the tensor needs from the source; the filler it returns holds it.

@@ -184,6 +184,10 @@ Status CheckDenseDecoderFeatures(const ConfigFieldReader& reader) {
     return reader.Error(
         "mlp_bias", "biased MLP projections are not supported, got " + reader.Describe("mlp_bias"));
   }
+  return Status::Ok();
+}
+
+Status CheckFullAttentionLayers(const ConfigFieldReader& reader) {
   if (!reader.IsAbsentOr("use_sliding_window", false)) {
     return reader.Error("use_sliding_window", "sliding-window attention is not supported, got " +
                                                   reader.Describe("use_sliding_window"));

@@ -52,9 +52,11 @@ class ConfigFieldReader {
 // (heads a multiple of kv heads, even head_dim).
 Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config);
 
-// Checks common to the supported families: hidden_act "silu", no attention bias, no sliding
-// window, every layer full attention.
+// Checks common to the supported families: hidden_act "silu", no attention or MLP bias.
 Status CheckDenseDecoderFeatures(const ConfigFieldReader& reader);
+// A target's attention layout: no sliding window, every layer full attention. (DFlash drafters
+// read theirs instead: io/dflash_config.h.)
+Status CheckFullAttentionLayers(const ConfigFieldReader& reader);
 
 // Token ids the HF way: null when none, a bare int when one, a list otherwise.
 nlohmann::json TokenIdsToJson(const std::vector<int64_t>& ids);

@@ -2,6 +2,8 @@
 
 #include "io/decoder_config.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "io/config_fields.h"
@@ -98,6 +100,29 @@ Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std
 Result<DecoderConfig> LoadDecoderConfig(const std::string& path) {
   DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
   return ParseDecoderConfig(text, path);
+}
+
+Result<DecoderConfig> LoadCheckpointConfig(const std::string& dir) {
+  DSCALE_ASSIGN_OR_RETURN(DecoderConfig config, LoadDecoderConfig(dir + "/config.json"));
+  const std::string path = dir + "/generation_config.json";
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return config;
+  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  Result<nlohmann::json> root = ParseJsonDocument(text);
+  if (!root.ok()) return root.status().WithContext(path);
+  if (!root->is_object()) {
+    return DataLoss(path + ": expected a JSON object, got " + DescribeJson(*root));
+  }
+  std::vector<int64_t> eos;
+  DSCALE_RETURN_IF_ERROR(
+      ConfigFieldReader(*root, path).OptionalTokenIds("eos_token_id", config.vocab_size, &eos));
+  for (const int64_t id : eos) {
+    if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) ==
+        config.eos_token_ids.end()) {
+      config.eos_token_ids.push_back(id);
+    }
+  }
+  return config;
 }
 
 std::string DecoderConfigToJson(const DecoderConfig& config) {

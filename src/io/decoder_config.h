@@ -58,6 +58,10 @@ struct DecoderConfig {
 // null count as absent; fields the engine does not use are ignored.
 Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std::string& path);
 Result<DecoderConfig> LoadDecoderConfig(const std::string& path);
+// A checkpoint folder's config: `dir`/config.json, with the EOS ids of
+// `dir`/generation_config.json (when present; Llama 3.1 lists <|eot_id|> there) added after
+// config.json's. Their ids are checked as config.json's are, errors naming that file.
+Result<DecoderConfig> LoadCheckpointConfig(const std::string& dir);
 
 // The JSON a Hugging Face checkpoint of config.family carries for `config`.
 std::string DecoderConfigToJson(const DecoderConfig& config);

@@ -1,5 +1,6 @@
 #include "io/dflash_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -49,8 +50,72 @@ Status ReadLayerIds(const DraftingField& field, const std::string& path, DFlashC
   return Status::Ok();
 }
 
-Status ReadDraftingFields(const nlohmann::json& root, const std::string& path,
-                          DFlashConfig* out) {
+// An optional bool among the drafting fields.
+Result<std::optional<bool>> ReadOptionalBool(const nlohmann::json& root, const std::string& path,
+                                             const char* name) {
+  const DraftingField f = FindField(root, name);
+  if (f.value == nullptr) return std::optional<bool>();
+  DSCALE_ASSIGN_OR_RETURN(const bool value, ReadJsonBool(*f.value, JsonFieldName(path, f.name)));
+  return std::optional<bool>(value);
+}
+
+// Newer drafters' attention layout and embedding scale (dflash_config.h), read as HF's Qwen3
+// config and z-lab's drafter read them.
+Status ReadDraftLayerLayout(const nlohmann::json& root, const std::string& path,
+                            DFlashConfig* out) {
+  const int64_t layers = out->draft.num_hidden_layers;
+  DSCALE_ASSIGN_OR_RETURN(const std::optional<bool> use_window,
+                          ReadOptionalBool(root, path, "use_sliding_window"));
+  int32_t window = 0;
+  if (const DraftingField f = FindField(root, "sliding_window"); f.value != nullptr) {
+    DSCALE_ASSIGN_OR_RETURN(window,
+                            ReadJsonIntAs<int32_t>(*f.value, JsonFieldName(path, f.name), 1));
+  }
+  // HF sets the window aside unless use_sliding_window is true.
+  out->sliding_window = use_window.value_or(false) ? window : 0;
+  out->layer_types.clear();
+  if (const DraftingField f = FindField(root, "layer_types"); f.value != nullptr) {
+    const nlohmann::json& types = *f.value;
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
+      return FieldError(path, f.name,
+                        "expected one entry per draft layer (" + std::to_string(layers) +
+                            "), got " + DescribeJson(types));
+    }
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] == "full_attention") {
+        out->layer_types.push_back(DraftLayerType::kFull);
+      } else if (types[i] == "sliding_attention") {
+        out->layer_types.push_back(DraftLayerType::kSliding);
+      } else {
+        return FieldError(
+            path, f.name + "[" + std::to_string(i) + "]",
+            "expected \"full_attention\" or \"sliding_attention\", got " + DescribeJson(types[i]));
+      }
+    }
+  } else if (out->sliding_window > 0) {
+    // HF's default: sliding from layer max_window_layers on.
+    int64_t first_sliding = layers;
+    if (const DraftingField m = FindField(root, "max_window_layers"); m.value != nullptr) {
+      DSCALE_ASSIGN_OR_RETURN(first_sliding, ReadJsonInt(*m.value, JsonFieldName(path, m.name), 0,
+                                                         std::numeric_limits<int32_t>::max()));
+    }
+    for (int64_t i = 0; i < layers; ++i) {
+      out->layer_types.push_back(i >= first_sliding ? DraftLayerType::kSliding
+                                                    : DraftLayerType::kFull);
+    }
+  }
+  DSCALE_ASSIGN_OR_RETURN(out->is_causal, ReadOptionalBool(root, path, "is_causal"));
+  if (const DraftingField f = FindField(root, "input_embedding_scale"); f.value != nullptr) {
+    DSCALE_ASSIGN_OR_RETURN(out->input_embedding_scale,
+                            ReadJsonNumber(*f.value, JsonFieldName(path, f.name)));
+    if (!(out->input_embedding_scale > 0.0)) {
+      return FieldError(path, f.name, "expected a positive scale, got " + DescribeJson(*f.value));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadDraftingFields(const nlohmann::json& root, const std::string& path, DFlashConfig* out) {
   if (const auto it = root.find("dflash_config");
       it != root.end() && !it->is_null() && !it->is_object()) {
     return FieldError(path, "dflash_config", "expected an object, got " + DescribeJson(*it));
@@ -75,7 +140,7 @@ Status ReadDraftingFields(const nlohmann::json& root, const std::string& path,
   if (const DraftingField f = FindField(root, "target_layer_ids"); f.value != nullptr) {
     DSCALE_RETURN_IF_ERROR(ReadLayerIds(f, path, out));
   }
-  return Status::Ok();
+  return ReadDraftLayerLayout(root, path, out);
 }
 
 Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
@@ -88,8 +153,7 @@ Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
   if (c.draft.vocab_size != target.vocab_size) {
     return FieldError(path, "vocab_size",
                       "drafter vocabulary of " + std::to_string(c.draft.vocab_size) +
-                          " tokens differs from the target's " +
-                          std::to_string(target.vocab_size) +
+                          " tokens differs from the target's " + std::to_string(target.vocab_size) +
                           " (the drafter reads the target's embedding and LM head)");
   }
   if (c.mask_token_id >= target.vocab_size) {
@@ -114,6 +178,19 @@ Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
 
 }  // namespace
 
+DraftAttention DFlashConfig::LayerAttention(int64_t layer) const {
+  const bool sliding =
+      !layer_types.empty() && layer_types[static_cast<size_t>(layer)] == DraftLayerType::kSliding;
+  return {.causal = is_causal.value_or(sliding), .window = sliding ? sliding_window : 0};
+}
+
+bool DFlashConfig::IsPlainLayout() const {
+  for (int64_t layer = 0; layer < draft.num_hidden_layers; ++layer) {
+    if (LayerAttention(layer) != DraftAttention{}) return false;
+  }
+  return input_embedding_scale == 1.0;
+}
+
 std::vector<int32_t> DeriveTargetLayerIds(int64_t num_target_layers, int64_t num_draft_layers) {
   if (num_draft_layers == 1) return {static_cast<int32_t>(num_target_layers / 2)};
   const double start = 1.0;
@@ -121,7 +198,8 @@ std::vector<int32_t> DeriveTargetLayerIds(int64_t num_target_layers, int64_t num
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < num_draft_layers; ++i) {
     // nearbyint rounds half to even under the default rounding mode, as the reference does.
-    const double x = start + static_cast<double>(i) * span / static_cast<double>(num_draft_layers - 1);
+    const double x =
+        start + static_cast<double>(i) * span / static_cast<double>(num_draft_layers - 1);
     ids.push_back(static_cast<int32_t>(std::nearbyint(x)));
   }
   return ids;
@@ -161,6 +239,21 @@ std::string DFlashConfigToJson(const DFlashConfig& c) {
   j["num_target_layers"] = c.num_target_layers;
   j["dflash_config"] = {{"mask_token_id", c.mask_token_id},
                         {"target_layer_ids", c.target_layer_ids}};
+  if (!c.layer_types.empty()) {
+    nlohmann::json types = nlohmann::json::array();
+    for (const DraftLayerType t : c.layer_types) {
+      types.push_back(t == DraftLayerType::kSliding ? "sliding_attention" : "full_attention");
+    }
+    j["layer_types"] = types;
+  }
+  if (c.sliding_window > 0) {
+    j["sliding_window"] = c.sliding_window;
+    j["use_sliding_window"] = true;
+  }
+  if (c.is_causal.has_value()) j["is_causal"] = *c.is_causal;
+  if (c.input_embedding_scale != 1.0) {
+    j["dflash_config"]["input_embedding_scale"] = c.input_embedding_scale;
+  }
   if (c.domino.has_value()) j["domino_config"] = DominoHeadConfigToJson(*c.domino);
   return j.dump(2);
 }

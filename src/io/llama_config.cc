@@ -67,6 +67,7 @@ Status ReadLlamaConfig(const ConfigFieldReader& reader, DecoderConfig* config) {
     return reader.Error("pretraining_tp", "expected 1, got " + reader.Describe("pretraining_tp"));
   }
   DSCALE_RETURN_IF_ERROR(CheckDenseDecoderFeatures(reader));
+  DSCALE_RETURN_IF_ERROR(CheckFullAttentionLayers(reader));
   return ReadRopeScaling(reader, config);
 }
 

@@ -7,20 +7,23 @@
 namespace dscale {
 namespace {
 
-Status ReadQwen3Layers(const ConfigFieldReader& reader, DecoderConfig* config) {
+// The layers' fields; the attention layout (sliding windows, layer types) is checked here for a
+// target and left to dflash_config.cc for a drafter.
+Status ReadQwen3Layers(const ConfigFieldReader& reader, DecoderConfig* config, bool target) {
   config->family = ModelFamily::kQwen3;
   config->qk_norm = true;
   DSCALE_RETURN_IF_ERROR(ReadDecoderFields(reader, config));
   if (!reader.IsAbsentOr("model_type", "qwen3")) {
     return reader.Error("model_type", "expected \"qwen3\", got " + reader.Describe("model_type"));
   }
-  return CheckDenseDecoderFeatures(reader);
+  DSCALE_RETURN_IF_ERROR(CheckDenseDecoderFeatures(reader));
+  return target ? CheckFullAttentionLayers(reader) : Status::Ok();
 }
 
 }  // namespace
 
 Status ReadQwen3Config(const ConfigFieldReader& reader, DecoderConfig* config) {
-  DSCALE_RETURN_IF_ERROR(ReadQwen3Layers(reader, config));
+  DSCALE_RETURN_IF_ERROR(ReadQwen3Layers(reader, config, /*target=*/true));
   if (reader.Get("rope_scaling") != nullptr) {
     return reader.Error("rope_scaling",
                         "scaled rotary embeddings (YaRN, linear, dynamic) are "
@@ -31,7 +34,7 @@ Status ReadQwen3Config(const ConfigFieldReader& reader, DecoderConfig* config) {
 }
 
 Status ReadDraftTransformerConfig(const ConfigFieldReader& reader, DecoderConfig* config) {
-  DSCALE_RETURN_IF_ERROR(ReadQwen3Layers(reader, config));
+  DSCALE_RETURN_IF_ERROR(ReadQwen3Layers(reader, config, /*target=*/false));
   return ReadRopeScaling(reader, config);
 }
 

@@ -14,7 +14,8 @@ namespace dscale {
 // A Qwen3 target: the common fields, q/k norms, and refusal of any rope_scaling.
 Status ReadQwen3Config(const ConfigFieldReader& reader, DecoderConfig* config);
 // A DFlash drafter's transformer: Qwen3 layers with their own RoPE, which may carry a llama3
-// rope_scaling (drafters of Llama 3.1 targets); `architectures` is the drafter's and not read.
+// rope_scaling (drafters of Llama 3.1 targets); `architectures` is the drafter's and not read,
+// nor the attention layout (sliding windows, layer types), which dflash_config.cc reads.
 Status ReadDraftTransformerConfig(const ConfigFieldReader& reader, DecoderConfig* config);
 // HF's Qwen3ForCausalLM config for `config` (rope_scaling written when set, for drafters).
 nlohmann::json Qwen3ConfigJson(const DecoderConfig& config);

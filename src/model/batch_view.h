@@ -23,6 +23,9 @@ struct BatchView {
   // Causal: row j of a span sees its context and rows 0 .. j (the target). Non-causal: every
   // row sees the context and the whole span (the drafter's block).
   bool causal = true;
+  // > 0: a sliding window (kernels/cpu/attention.h): a row at position p sees only positions
+  // less than `window` away. Only the CPU drafter's sliding-window layers set it.
+  int32_t window = 0;
 };
 
 // `batch` on host pointers, valid while it is unchanged; every row live.

@@ -60,6 +60,10 @@ struct CpuOps {
   static void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) {
     cpu::SwiGlu(gate_up, out, rows, inter);
   }
+  // x[i] *= scale for i < n.
+  static void Scale(float* x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+  }
   // x[r, :] = table[tokens[r], :] for the batch's rows.
   static void Embed(const WeightMatrix& table, int64_t /*vocab*/, int64_t /*dim*/,
                     const int32_t* tokens, int32_t rows, float* x) {
@@ -86,7 +90,8 @@ struct CpuOps {
         .causal = batch.causal,
         .spans = batch.spans,
         .num_spans = batch.num_spans,
-        .kv = kv.Layer(layer)};
+        .kv = kv.Layer(layer),
+        .window = batch.window};
     cpu::PagedAttention(params, batch.tile_rows);
   }
   // Attention writes every row of a CPU batch (each lies in a span): nothing to clear.

@@ -11,7 +11,7 @@ namespace dscale {
 
 Result<DecoderModel> DecoderModel::Load(const std::string& dir, WeightsMode weights_mode,
                                         ActivationModes activations) {
-  DSCALE_ASSIGN_OR_RETURN(DecoderConfig config, LoadDecoderConfig(dir + "/config.json"));
+  DSCALE_ASSIGN_OR_RETURN(DecoderConfig config, LoadCheckpointConfig(dir));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
   const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));
   const WeightsLoad how{

@@ -117,6 +117,16 @@ DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const D
   for (const DecoderLayerWeights& w : weights_.layers) {
     context_kv_.push_back(w.qkv.RowRange(dims_.q_dim(), 2 * dims_.kv_dim()));
   }
+  if (!config_.IsPlainLayout()) {
+    for (int64_t layer = 0; layer < config_.draft.num_hidden_layers; ++layer) {
+      layer_attention_.push_back(config_.LayerAttention(layer));
+    }
+  }
+}
+
+DraftLayout DFlashDrafter::layout() const {
+  return {.layers = layer_attention_,
+          .embedding_scale = static_cast<float>(config_.input_embedding_scale)};
 }
 
 int64_t DFlashDrafter::feature_width() const {
@@ -165,7 +175,7 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   const WeightMatrix& lm_head = draft_vocab_.has_value() ? draft_lm_head_ : target.LmHead();
   CpuOps ops{.activations = target_->activations()};
   RunDFlashDraft(ops, weights_, target.embed, lm_head, vocab, draft_vocab, dims_, block,
-                 ViewOf(blocks_), *store_, scratch_,
+                 ViewOf(blocks_), layout(), *store_, scratch_,
                  {.tokens = head_.has_value() ? nullptr : out->tokens.data(),
                   .logits = out->logits.data(),
                   .hidden = out->hidden.data()});

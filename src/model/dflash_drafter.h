@@ -7,8 +7,10 @@
 // store, at the same slot the target uses for that token.
 // Draft step: the block [anchor, MASK × (block−1)] at positions s .. s+block−1 (s = committed
 // length) is embedded with the target's embedding, runs through the draft layers with
-// non-causal attention over the request's context plus the whole block, the drafter's final
-// norm, and the target's LM head on rows 1 .. block−1: block−1 greedy candidates. With a Domino
+// non-causal attention over the request's context plus the whole block (newer drafters: causal
+// and sliding-window layers, and scaled embeddings, as their config says; io/dflash_config.h),
+// the drafter's final norm, and the target's LM head on rows 1 .. block−1: block−1 greedy
+// candidates. With a Domino
 // head (model/domino_head.h) those logits are then corrected position by position from the
 // candidates proposed before each one, and the candidates are the corrected argmaxes.
 // With a reduced draft vocabulary (model/draft_vocab.h) the LM head is a compact copy of the
@@ -27,6 +29,7 @@
 #include "model/cpu_ops.h"
 #include "model/decoder_layer.h"
 #include "model/decoder_model.h"
+#include "model/dflash_forward.h"
 #include "model/domino_head.h"
 #include "model/draft_vocab.h"
 #include "model/drafter.h"
@@ -79,6 +82,8 @@ class DFlashDrafter : public Drafter {
   const DFlashWeights& weights() const { return weights_; }
   int32_t block_size() const override { return config_.block_size; }
   const std::vector<int32_t>& feature_layers() const override { return config_.target_layer_ids; }
+  // How the draft layers attend and the block is scaled (the config's layout).
+  DraftLayout layout() const;
   // Width of the feature rows AppendContext takes: K · target hidden.
   int64_t feature_width() const;
 
@@ -108,6 +113,8 @@ class DFlashDrafter : public Drafter {
   // Per draft layer, the k and v rows of its stacked [q; k; v] matrix (views, no copy): what
   // AppendContext projects the context through.
   std::vector<WeightMatrix> context_kv_;
+  // Each layer's attention where the config's layout is not the original one (else empty).
+  std::vector<DraftAttention> layer_attention_;
   std::optional<KvStore> store_;  // set by Bind
   std::optional<DominoHead> head_;
   std::optional<DraftVocab> draft_vocab_;

@@ -6,17 +6,27 @@
 //   rows of its stacked qkv matrix (no input norm) → k_norm → RoPE at the rows' positions →
 //   stored at the rows' slots in the drafter's KV
 //
-//   draft: blocks [anchor, MASK × (W−1)] → the target's embedding → the draft layers
-//   (RunDecoderLayer, non-causal over each request's context plus its block) → rows 1 .. W−1
+//   draft: blocks [anchor, MASK × (W−1)] → the target's embedding (× the drafter's
+//   input_embedding_scale) → the draft layers (RunDecoderLayer over each request's context plus
+//   its block: non-causal, or as the layer's DraftAttention says) → rows 1 .. W−1
 //   of each block → final norm → the target's LM head (or its rows of the drafter's reduced
 //   vocabulary, model/draft_vocab.h) → argmax
 
 #include <cstdint>
+#include <span>
 
+#include "io/dflash_config.h"
 #include "model/batch_view.h"
 #include "model/decoder_layer.h"
 
 namespace dscale {
+
+// How the draft layers attend and the block's embeddings are scaled (io/dflash_config.h).
+// Empty `layers`: every layer non-causal without a window, the original drafters.
+struct DraftLayout {
+  std::span<const DraftAttention> layers;
+  float embedding_scale = 1.0f;
+};
 
 // Where a draft writes, in the backend's memory, for n blocks of W − 1 candidates each
 // (DraftOutput's layout, model/drafter.h).
@@ -55,23 +65,31 @@ void RunDFlashContext(Ops& ops, const auto& w, const auto& context_kv, const Lay
 }
 
 // One draft over `blocks`: blocks.num_spans requests, request i's block of `block` rows at rows
-// i·block .. (i+1)·block − 1, non-causal. The block's transient K/V are stored at its slots.
+// i·block .. (i+1)·block − 1 (blocks.causal false; `layout` sets each layer's causality and
+// window). The block's transient K/V are stored at its slots.
 // `embed` [vocab, hidden] is the target's; `lm_head` [draft_vocab, hidden] the target's LM head
 // or the rows of it a reduced draft vocabulary keeps; `s` the scratch of blocks.rows rows.
 template <class Ops>
 void RunDFlashDraft(Ops& ops, const auto& w, const auto& embed, const auto& lm_head, int64_t vocab,
                     int64_t draft_vocab, const LayerDims& d, int32_t block, const BatchView& blocks,
-                    auto& kv, auto& s, const DraftOutputs& out) {
+                    const DraftLayout& layout, auto& kv, auto& s, const DraftOutputs& out) {
   const int32_t n = blocks.num_spans;
   if (n == 0) return;
   const int32_t rows = blocks.rows;
   const int64_t h = d.hidden;
   float* x = ops.Buffer(s.x, rows * h);
   ops.Embed(embed, vocab, h, blocks.tokens, rows, x);
+  if (layout.embedding_scale != 1.0f) ops.Scale(x, rows * h, layout.embedding_scale);
   ops.ClearAttentionRows(s, rows, d.q_dim());
   const auto num_layers = static_cast<int32_t>(w.layers.size());
   for (int32_t layer = 0; layer < num_layers; ++layer) {
-    RunDecoderLayer(ops, w.layers[static_cast<size_t>(layer)], d, blocks, layer, kv, s, x);
+    BatchView view = blocks;
+    if (!layout.layers.empty()) {
+      const DraftAttention& a = layout.layers[static_cast<size_t>(layer)];
+      view.causal = a.causal;
+      view.window = a.window;
+    }
+    RunDecoderLayer(ops, w.layers[static_cast<size_t>(layer)], d, view, layer, kv, s, x);
   }
   const int32_t candidates = n * (block - 1);
   ops.GatherBlockTails(x, n, block, h, out.hidden);

@@ -40,7 +40,7 @@ std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& mess
   for (size_t i = 0; i < masked.size(); ++i) {
     if (IsVerbatim(masked[i])) masked[i].content = marker + std::to_string(i) + marker;
   }
-  Result<std::string> text = ApplyQwen3ChatTemplate(masked);
+  Result<std::string> text = ApplyChatTemplate(ChatFormatOf(tokenizer), masked);
   if (!text.ok()) return BadField("messages", text.status().message());
   ids->clear();
   size_t pos = 0;
@@ -149,7 +149,7 @@ std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
     }
     if (*spells) return EncodeChatSegmented(messages, tokenizer, ids);
   }
-  Result<std::string> text = ApplyQwen3ChatTemplate(messages);
+  Result<std::string> text = ApplyChatTemplate(ChatFormatOf(tokenizer), messages);
   if (!text.ok()) return BadField("messages", text.status().message());
   Result<std::vector<int32_t>> encoded = tokenizer.Encode(*text);
   if (!encoded.ok()) return BadField("messages", encoded.status().message());

@@ -162,5 +162,44 @@ TEST_F(InflateCommandTest, RefusesAForeignDrafterAndAUsedDirectory) {
   EXPECT_EQ(r.exit_code, 2) << "missing --out-target is a usage error";
 }
 
+// A tiny Llama pair (make-tiny --arch llama) inflated through the binary to a Llama-like size
+// with a doubled head dim: the output is a Llama checkpoint with the source's RoPE scaling, and
+// speculative generation on it gives plain decoding's tokens. A named shape of the other family
+// is refused, as is make-tiny --shape with a size flag.
+TEST_F(InflateCommandTest, InflatesALlamaPair) {
+  ASSERT_EQ(RunDscale("make-tiny --arch llama --rope-original-positions 16 --out " + Path("llama") +
+                      " --drafter-out " + Path("llama-drafter") +
+                      " --seed 6 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 "
+                      "--kv-heads 2 --head-dim 16 --draft-layers 2")
+                .exit_code,
+            0);
+  testing::CommandResult r = RunDscale(
+      "inflate --target " + Path("llama") + " --drafter " + Path("llama-drafter") +
+      " --out-target " + Path("llama-wide") + " --out-drafter " + Path("llama-wide-drafter") +
+      " --hidden 128 --intermediate 160 --layers 5 --heads 8 --kv-heads 4 --head-dim 32 "
+      "--vocab 120");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const DecoderModel large = DecoderModel::Load(Path("llama-wide")).value();
+  EXPECT_EQ(large.config().family, ModelFamily::kLlama);
+  EXPECT_EQ(large.config().rope_scaling.type, RopeScalingType::kLlama3);
+  EXPECT_EQ(large.config().head_dim, 32);
+  const std::string args =
+      " --ids 9,8,7,6,5,4,3,2,1,11,12,13,14,15,16,17,18 --max-tokens 24 --json";
+  const nlohmann::json plain =
+      Json("generate --target " + Path("llama-wide") + args + " --spec none");
+  const nlohmann::json spec = Json("generate --target " + Path("llama-wide") + " --drafter " +
+                                   Path("llama-wide-drafter") + args + " --spec dflash");
+  EXPECT_EQ(spec["requests"][0]["output_ids"], plain["requests"][0]["output_ids"]);
+
+  r = Inflate("refused", "--shape llama-3.2-1b");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("a llama shape for a qwen3 target"), std::string::npos) << r.out;
+  r = RunDscale("make-tiny --out " + Path("refused") + " --shape llama-3.2-1b --hidden 64");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  r = RunDscale("make-tiny --out " + Path("refused") + " --shape llama-9b");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("llama-3.1-8b"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace dscale

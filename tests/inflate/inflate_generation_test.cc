@@ -213,5 +213,53 @@ TEST(InflateGenerationTest, RandomPairEveryPolicy) {
   CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, "random");
 }
 
+// A random Llama 3 pair (no q/k norms, llama3 RoPE scaling; EngineTestLlamaConfig) inflated to a
+// Llama-like shape whose head dim doubles (16 → 32: the attention scale goes on q_proj as √2, in
+// F32): every policy generates as the source does, and on the inflated pair greedy speculation
+// generates what plain decoding does.
+TEST(InflateGenerationTest, RandomLlamaPairEveryPolicy) {
+  ScopedTempDir dir;
+  const DecoderConfig config = testing::EngineTestLlamaConfig();
+  const PairDirs source = testing::WriteRandomPair(dir.File("small"), config, 7, DType::kBF16);
+  const PairDirs out{dir.File("target"), dir.File("drafter")};
+  const InflateShape shape{.hidden_size = 128,
+                           .intermediate_size = 160,
+                           .num_hidden_layers = 5,
+                           .num_attention_heads = 8,
+                           .num_key_value_heads = 2,
+                           .head_dim = 32,
+                           .vocab_size = 150,
+                           .tie_word_embeddings = false,
+                           .draft_layers = 3,
+                           .family = ModelFamily::kLlama};
+  Result<InflateResult> result = testing::InflatePair(source, out, shape);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const Pair small = LoadPair(source);
+  const Pair large = LoadPair(out);
+  EXPECT_EQ(large.target->config().family, ModelFamily::kLlama);
+  EXPECT_EQ(large.target->config().rope_scaling, config.rope_scaling);
+  EXPECT_EQ(large.drafter->config().draft.rope_scaling, config.rope_scaling);
+  const dvl::Predictor small_predictor = testing::RandomPredictor(64, 131, 3);
+  const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan).value();
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    // Past the original context of 48 positions, where the scaling matters.
+    prompts.push_back(testing::RandomTokens(static_cast<int32_t>(20 + 7 * seed), 129, seed));
+  }
+  CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, "llama");
+  // On the inflated pair alone: greedy speculation equals plain decoding.
+  const float tie = testing::EngineTestTieTolerance(*large.target);
+  for (const int32_t c : {1, 4}) {
+    const auto plain = Generate(*large.target, nullptr, "none", nullptr, prompts, c);
+    const auto spec = Generate(*large.target, large.drafter.get(), "dflash", nullptr, prompts, c);
+    int ties = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      testing::SameGreedyOutput(*large.target, prompts[i], spec.outputs[i], plain.outputs[i], &ties,
+                                tie);
+    }
+    EXPECT_LE(ties, 1) << "c=" << c;
+  }
+}
+
 }  // namespace
 }  // namespace dscale

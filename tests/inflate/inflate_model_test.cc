@@ -188,6 +188,37 @@ TEST_F(InflateRandomPairTest, SameWidth) {
   CheckInflation(Write(config, DType::kF32), shape, "same width");
 }
 
+// A random Llama 3 pair (no q/k norms, llama3 RoPE scaling) inflated in every dimension: the
+// attention scale goes on q_proj (√2 for 32 → 64, written as F32; ×2 for 32 → 128, exact in
+// BF16), and the scaled RoPE frequencies carry over through the head-dim map.
+TEST_F(InflateRandomPairTest, LlamaTargets) {
+  DecoderConfig config = testing::OddTinyConfig();
+  config.family = ModelFamily::kLlama;
+  config.qk_norm = false;
+  config.rope_theta = 500000.0;
+  config.rope_scaling = {.type = RopeScalingType::kLlama3,
+                         .factor = 8.0,
+                         .low_freq_factor = 1.0,
+                         .high_freq_factor = 4.0,
+                         .original_max_position_embeddings = 16};
+  InflateShape shape{.hidden_size = 144,
+                     .intermediate_size = 130,
+                     .num_hidden_layers = 8,
+                     .num_attention_heads = 8,
+                     .num_key_value_heads = 4,
+                     .head_dim = 64,
+                     .vocab_size = 160,
+                     .tie_word_embeddings = false,
+                     .draft_layers = 3};
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    CheckInflation(Write(config, dtype), shape, "llama " + std::string(DTypeName(dtype)));
+  }
+  config.tie_word_embeddings = true;
+  shape.head_dim = 128;
+  shape.tie_word_embeddings = true;
+  CheckInflation(Write(config, DType::kBF16), shape, "llama tied, head_dim x4");
+}
+
 // A random pair with a Domino head (G 23, B 13) in its drafter folder, inflated in every
 // dimension, untied and tied (the head's z columns then carry λ): the head drafts the same tokens.
 TEST_F(InflateRandomPairTest, DominoHeadDraftsTheSameTokens) {

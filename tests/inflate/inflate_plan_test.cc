@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/dtype.h"
+#include "io/llama_shapes.h"
 #include "support/tiny_models.h"
 
 namespace dscale {
@@ -56,6 +57,61 @@ TEST(InflatePlanTest, NamedShapesAreQwen3s) {
   EXPECT_EQ(Shape("qwen3-1.7b").intermediate_size, 6144);
   EXPECT_EQ(Shape("qwen3-4b").hidden_size, 2560);
   EXPECT_FALSE(NamedInflateShape("qwen3-14b").has_value());
+  EXPECT_EQ(Shape("qwen3-4b").family, ModelFamily::kQwen3);
+}
+
+// Llama 3.2-1B / 3B and 3.1-8B as their config.json files give them.
+TEST(InflatePlanTest, NamedShapesAreLlamas) {
+  const InflateShape s1 = Shape("llama-3.2-1b");
+  EXPECT_EQ(s1.hidden_size, 2048);
+  EXPECT_EQ(s1.num_hidden_layers, 16);
+  EXPECT_EQ(s1.num_attention_heads, 32);
+  EXPECT_EQ(s1.head_dim, 64);
+  EXPECT_EQ(s1.intermediate_size, 8192);
+  EXPECT_TRUE(s1.tie_word_embeddings);
+  const InflateShape s3 = Shape("llama-3.2-3b");
+  EXPECT_EQ(s3.hidden_size, 3072);
+  EXPECT_EQ(s3.num_hidden_layers, 28);
+  EXPECT_EQ(s3.num_attention_heads, 24);
+  EXPECT_EQ(s3.head_dim, 128);
+  EXPECT_EQ(s3.intermediate_size, 8192);
+  EXPECT_TRUE(s3.tie_word_embeddings);
+  const InflateShape s8 = Shape("llama-3.1-8b");
+  EXPECT_EQ(s8.hidden_size, 4096);
+  EXPECT_EQ(s8.num_hidden_layers, 32);
+  EXPECT_EQ(s8.num_attention_heads, 32);
+  EXPECT_EQ(s8.head_dim, 128);
+  EXPECT_EQ(s8.intermediate_size, 14336);
+  EXPECT_FALSE(s8.tie_word_embeddings);
+  for (const char* name : {"llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b"}) {
+    const InflateShape s = Shape(name);
+    EXPECT_EQ(s.family, ModelFamily::kLlama) << name;
+    EXPECT_EQ(s.vocab_size, 128256) << name;
+    EXPECT_EQ(s.num_key_value_heads, 8) << name;
+    const DecoderConfig c = *NamedLlamaConfig(name);
+    EXPECT_EQ(c.rope_theta, 500000.0) << name;
+    EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kLlama3) << name;
+    EXPECT_EQ(c.rope_scaling.factor, std::string(name) == "llama-3.1-8b" ? 8.0 : 32.0) << name;
+    EXPECT_EQ(c.rope_scaling.low_freq_factor, 1.0) << name;
+    EXPECT_EQ(c.rope_scaling.high_freq_factor, 4.0) << name;
+    EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192) << name;
+    EXPECT_FALSE(c.qk_norm) << name;
+    // What a checkpoint of this shape's config.json reads back as.
+    EXPECT_EQ(ParseDecoderConfig(DecoderConfigToJson(c), name).value(), c) << name;
+  }
+  EXPECT_NE(NamedInflateShapes().find("llama-3.1-8b"), std::string::npos);
+}
+
+// A named shape's family must be the source's; sizes alone carry none.
+TEST(InflatePlanTest, ANamedShapeOfAnotherFamilyIsRefused) {
+  const DecoderConfig qwen = BundledLikeTarget();
+  const Result<InflatePlan> plan =
+      PlanInflation(qwen, BundledLikeDrafter(qwen), Shape("llama-3.2-1b"));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("llama"), std::string::npos) << plan.status().message();
+  InflateShape sizes = Shape("llama-3.2-1b");
+  sizes.family.reset();
+  EXPECT_TRUE(PlanInflation(qwen, BundledLikeDrafter(qwen), sizes).ok());
 }
 
 // The drafter's feature layers move to the DFlash ids of the large depth, each small layer before

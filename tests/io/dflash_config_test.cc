@@ -224,5 +224,85 @@ TEST(DFlashConfigTest, RoundTripsThroughJson) {
   EXPECT_EQ(back.draft.intermediate_size, c.draft.intermediate_size);
 }
 
+// Newer drafters' per-layer attention and embedding scale, read as HF and z-lab read them.
+TEST(DFlashConfigTest, ReadsLayerTypesWindowsCausalityAndEmbeddingScale) {
+  nlohmann::json j = DraftJson();
+  // The released layout: every layer full, non-causal, unscaled.
+  j["layer_types"] = std::vector<std::string>(5, "full_attention");
+  j["sliding_window"] = nullptr;
+  j["use_sliding_window"] = false;
+  DFlashConfig c = Parse(j).value();
+  EXPECT_TRUE(c.IsPlainLayout());
+  EXPECT_EQ(c.LayerAttention(4), DraftAttention{});
+
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                      "full_attention"};
+  j["sliding_window"] = 2048;
+  j["use_sliding_window"] = true;
+  j["dflash_config"]["input_embedding_scale"] = 0.25;
+  c = Parse(j).value();
+  EXPECT_FALSE(c.IsPlainLayout());
+  EXPECT_EQ(c.LayerAttention(0), (DraftAttention{.causal = true, .window = 2048}));
+  EXPECT_EQ(c.LayerAttention(1), DraftAttention{});
+  EXPECT_EQ(c.input_embedding_scale, 0.25);
+  // is_causal overrides every layer's causality; the window stays the sliding layers'.
+  j["is_causal"] = false;
+  c = Parse(j).value();
+  EXPECT_EQ(c.LayerAttention(2), (DraftAttention{.causal = false, .window = 2048}));
+  j["is_causal"] = true;
+  c = Parse(j).value();
+  EXPECT_EQ(c.LayerAttention(1), (DraftAttention{.causal = true, .window = 0}));
+  // As HF reads it, the window is in force only with use_sliding_window.
+  j.erase("is_causal");
+  j["use_sliding_window"] = false;
+  c = Parse(j).value();
+  EXPECT_EQ(c.LayerAttention(0), (DraftAttention{.causal = true, .window = 0}));
+  // Without layer_types, layers from max_window_layers on slide.
+  j.erase("layer_types");
+  j["use_sliding_window"] = true;
+  j["max_window_layers"] = 3;
+  c = Parse(j).value();
+  EXPECT_EQ(c.LayerAttention(2), DraftAttention{});
+  EXPECT_EQ(c.LayerAttention(3), (DraftAttention{.causal = true, .window = 2048}));
+
+  // The JSON it writes reads back to the same layout.
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                      "sliding_attention"};
+  j["is_causal"] = false;
+  c = Parse(j).value();
+  const DFlashConfig back =
+      ParseDFlashConfig(DFlashConfigToJson(c), "back/config.json", Target36()).value();
+  for (int64_t layer = 0; layer < 5; ++layer) {
+    EXPECT_EQ(back.LayerAttention(layer), c.LayerAttention(layer)) << "layer " << layer;
+  }
+  EXPECT_EQ(back.input_embedding_scale, 0.25);
+}
+
+// What it cannot read is refused naming the field.
+TEST(DFlashConfigTest, RefusesUnknownLayerTypesAndBadScalesByName) {
+  const auto refused = [](const nlohmann::json& j, const std::string& field) {
+    const Result<DFlashConfig> bad = Parse(j);
+    ASSERT_FALSE(bad.ok()) << field;
+    EXPECT_NE(bad.status().message().find(field), std::string::npos) << bad.status().message();
+  };
+  nlohmann::json j = DraftJson();
+  j["layer_types"] = {"full_attention", "chunked_attention", "full_attention", "full_attention",
+                      "full_attention"};
+  refused(j, "layer_types[1]");
+  j["layer_types"] = {"full_attention"};
+  refused(j, "layer_types");
+  j.erase("layer_types");
+  j["sliding_window"] = 0;
+  refused(j, "sliding_window");
+  j.erase("sliding_window");
+  j["is_causal"] = "yes";
+  refused(j, "is_causal");
+  j.erase("is_causal");
+  j["dflash_config"]["input_embedding_scale"] = -2.0;
+  refused(j, "dflash_config.input_embedding_scale");
+  j["dflash_config"]["input_embedding_scale"] = "1";
+  refused(j, "dflash_config.input_embedding_scale");
+}
+
 }  // namespace
 }  // namespace dscale

@@ -2,7 +2,10 @@
 // `architectures` / `model_type`, and the llama3 rope_scaling fields.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "io/decoder_config.h"
@@ -176,6 +179,33 @@ TEST(LlamaConfigTest, FamilyNames) {
   EXPECT_EQ(ModelFamilyName(ModelFamily::kQwen3), "qwen3");
   EXPECT_EQ(ModelFamilyFromName("llama"), ModelFamily::kLlama);
   EXPECT_EQ(ModelFamilyFromName("mistral"), std::nullopt);
+}
+
+// generation_config.json's EOS list joins config.json's (the base Llama 3.1 config names only
+// <|end_of_text|>; its generation config adds <|eom_id|> and <|eot_id|>).
+TEST(LlamaConfigTest, GenerationConfigAddsItsEosIds) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dscale_llama_config_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json config = Llama31_8bJson();
+  config["eos_token_id"] = 128001;
+  std::ofstream(dir / "config.json") << config.dump();
+  const Result<DecoderConfig> alone = LoadCheckpointConfig(dir.string());
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ(alone->eos_token_ids, std::vector<int64_t>{128001});
+  std::ofstream(dir / "generation_config.json")
+      << R"({"bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009]})";
+  const Result<DecoderConfig> merged = LoadCheckpointConfig(dir.string());
+  ASSERT_TRUE(merged.ok()) << merged.status().message();
+  EXPECT_EQ(merged->eos_token_ids, (std::vector<int64_t>{128001, 128008, 128009}));
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [128001, 130000]})";
+  const Result<DecoderConfig> bad = LoadCheckpointConfig(dir.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("generation_config.json: field \"eos_token_id\": token "
+                                        "id 130000 is outside the vocabulary"),
+            std::string::npos)
+      << bad.status().message();
+  std::filesystem::remove_all(dir);
 }
 
 // A DFlash drafter of a Llama 3.1 target: Qwen3 layers, its own config's llama3 RoPE.

@@ -127,6 +127,9 @@ class PagedBatch {
     }
   }
 
+  // Attention under a sliding window of `window` positions (cpu/attention.h; 0: none).
+  void set_window(int32_t window) { params_.window = window; }
+
   std::vector<float>& values() { return v_; }
   std::vector<float>& keys() { return k_; }
   const std::vector<StepSpan>& spans() const { return spans_; }
@@ -235,6 +238,22 @@ TEST(PagedAttentionTest, LongContextsSpanManyKeyChunks) {
   }
 }
 
+// Sliding windows (the draft layers of newer DFlash drafters), causal and not: windows of one
+// position, shorter than a block, longer than a key chunk, and wider than any context, so some
+// tiles hold rows that see nothing of the first chunks.
+TEST(PagedAttentionTest, SlidingWindowsMatchReference) {
+  for (const bool causal : {true, false}) {
+    for (const int32_t window : {1, 3, 17, 130, 5000}) {
+      SCOPED_TRACE(::testing::Message() << "causal=" << causal << " window=" << window);
+      PagedBatch batch({{700, 16}, {0, 1}, {333, 3}, {129, 19}, {5, 133}}, 4, 2, 36, 16, causal,
+                       static_cast<uint32_t>(7 + window));
+      batch.set_window(window);
+      ExpectAllTilesMatchReference(batch);
+      ExpectBf16KvMatchesReferenceInEveryIsa(batch);
+    }
+  }
+}
+
 // head_dims that are not a multiple of the vector width take the narrower value blocks and the
 // scalar leftovers (of the BF16 widening too).
 TEST(PagedAttentionTest, UnusualHeadDimsMatchReference) {
@@ -293,23 +312,32 @@ TEST(PagedAttentionTest, RowAloneMatchesRowInsideSpanBitForBit) {
 TEST(PagedAttentionTest, ReferenceAveragesVisibleValuesWhenKeysTie) {
   const int32_t head_dim = 32, page_size = 5;
   for (const bool causal : {true, false}) {
-    PagedBatch batch({{6, 4}, {0, 3}}, 2, 1, head_dim, page_size, causal, 77);
-    std::fill(batch.keys().begin(), batch.keys().end(), 0.25f);
-    const auto out = batch.Run([](const cpu::AttentionParams& p) { ref::PagedAttention(p); });
-    for (const StepSpan& span : batch.spans()) {
-      for (int32_t j = 0; j < span.q_len; ++j) {
-        const int32_t visible = causal ? span.ctx_len + j + 1 : span.ctx_len + span.q_len;
-        for (int32_t h = 0; h < 2; ++h) {
-          for (int32_t d = 0; d < head_dim; ++d) {
-            double mean = 0.0;
-            for (int32_t pos = 0; pos < visible; ++pos) {
-              const int64_t slot =
-                  int64_t{span.page_table[pos / page_size]} * page_size + pos % page_size;
-              mean += batch.values()[slot * head_dim + d];
+    for (const int32_t window : {0, 3}) {
+      PagedBatch batch({{6, 4}, {0, 3}}, 2, 1, head_dim, page_size, causal, 77);
+      batch.set_window(window);
+      std::fill(batch.keys().begin(), batch.keys().end(), 0.25f);
+      const auto out = batch.Run([](const cpu::AttentionParams& p) { ref::PagedAttention(p); });
+      for (const StepSpan& span : batch.spans()) {
+        for (int32_t j = 0; j < span.q_len; ++j) {
+          int32_t visible = causal ? span.ctx_len + j + 1 : span.ctx_len + span.q_len;
+          int32_t first = 0;
+          if (window > 0) {
+            // Row j at position ctx_len + j sees the positions less than `window` away.
+            first = std::max(0, span.ctx_len + j - window + 1);
+            visible = std::min(visible, span.ctx_len + j + window);
+          }
+          for (int32_t h = 0; h < 2; ++h) {
+            for (int32_t d = 0; d < head_dim; ++d) {
+              double mean = 0.0;
+              for (int32_t pos = first; pos < visible; ++pos) {
+                const int64_t slot =
+                    int64_t{span.page_table[pos / page_size]} * page_size + pos % page_size;
+                mean += batch.values()[slot * head_dim + d];
+              }
+              mean /= visible - first;
+              ASSERT_NEAR(out[(span.q_start + j) * 2 * head_dim + h * head_dim + d], mean,
+                          kKnownAnswerAbsTol);
             }
-            mean /= visible;
-            ASSERT_NEAR(out[(span.q_start + j) * 2 * head_dim + h * head_dim + d], mean,
-                        kKnownAnswerAbsTol);
           }
         }
       }

@@ -12,6 +12,7 @@
 
 #include "logit_bounds.h"
 #include "model/random_checkpoint.h"
+#include "reference_drafter.h"
 #include "support/tiny_models.h"
 
 namespace dscale {
@@ -141,6 +142,80 @@ TEST_F(DFlashDrafterTest, DraftCacheIsTheSameThroughPrefillOrCommits) {
   }
 }
 
+// The drafter's candidates against the float64 reference (reference_drafter.h) for the
+// original layout and the newer drafters' ones: causal sliding-window layers beside full ones
+// with scaled embeddings (LayeredTestDrafterConfig), non-causal windows (is_causal false), and
+// causal full layers (is_causal true). The windows (5, and 2, shorter than the block) cut into
+// both the context and the block.
+TEST_F(DFlashDrafterTest, DraftsEqualTheFloat64ReferenceInEveryLayerLayout) {
+  const DFlashConfig layered = testing::LayeredTestDrafterConfig(target_.config());
+  DFlashConfig non_causal = layered;
+  non_causal.is_causal = false;
+  non_causal.sliding_window = 2;
+  DFlashConfig causal = testing::TestDrafterConfig(target_.config());
+  causal.is_causal = true;
+  const std::vector<std::pair<std::string, DFlashConfig>> layouts = {
+      {"original", testing::TestDrafterConfig(target_.config())},
+      {"sliding causal + full, scaled", layered},
+      {"sliding non-causal, scaled", non_causal},
+      {"causal full", causal}};
+  const int32_t length = 29, anchor = 17;
+  const std::vector<int32_t> context = RandomTokens(length, 131, 8);
+  for (const auto& [name, config] : layouts) {
+    SCOPED_TRACE(name);
+    drafter_ = testing::RandomDrafter(target_, 6, config);
+    EXPECT_EQ(drafter_->config().IsPlainLayout(), name == "original");
+    PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
+    drafter_->Bind(cache);
+    const int32_t seq = cache.AddSequence();
+    ASSERT_TRUE(cache.Reserve(seq, length + kBlock).ok());
+    PrefillRange(cache, seq, context, 0, length);
+    const DraftOutput got = DraftAt(cache, seq, length, anchor);
+    const std::vector<double> expected =
+        testing::ReferenceDraftLogits(drafter_->config(), drafter_->weights(), target_.config(),
+                                      target_.weights(), context, anchor);
+    // Both are float evaluations of the target's features, the drafter's all the way: within
+    // twice the drafter's bound of each other; candidates equal unless a float-noise tie.
+    const std::vector<double> bounds =
+        testing::DraftLogitBounds(*drafter_, target_, length, KvDtype::kF32);
+    const float tie = testing::GreedyTieTolerance(bounds);
+    const size_t vocab = bounds.size();
+    ASSERT_EQ(got.logits.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_LE(std::abs(got.logits[i] - expected[i]), 2.0 * bounds[i % vocab])
+          << "candidate row " << i / vocab << " token " << i % vocab;
+    }
+    for (size_t j = 0; j < got.tokens.size(); ++j) {
+      std::vector<double> row(expected.begin() + j * vocab, expected.begin() + (j + 1) * vocab);
+      const auto best = std::max_element(row.begin(), row.end()) - row.begin();
+      std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
+      if (row[0] - row[1] > tie) {
+        EXPECT_EQ(got.tokens[j], best) << "candidate row " << j;
+      }
+    }
+  }
+  // The window and the scale each change the reference's drafts (the test above would notice
+  // either being ignored).
+  drafter_ = testing::RandomDrafter(target_, 6, layered);
+  const std::vector<double> windowed = testing::ReferenceDraftLogits(
+      layered, drafter_->weights(), target_.config(), target_.weights(), context, anchor);
+  DFlashConfig unscaled = layered;
+  unscaled.input_embedding_scale = 1.0;
+  const std::vector<double> without_scale = testing::ReferenceDraftLogits(
+      unscaled, drafter_->weights(), target_.config(), target_.weights(), context, anchor);
+  DFlashConfig unwindowed = layered;
+  unwindowed.layer_types.clear();
+  const std::vector<double> without_window = testing::ReferenceDraftLogits(
+      unwindowed, drafter_->weights(), target_.config(), target_.weights(), context, anchor);
+  double scale_moves = 0.0, window_moves = 0.0;
+  for (size_t i = 0; i < windowed.size(); ++i) {
+    scale_moves = std::max(scale_moves, std::abs(windowed[i] - without_scale[i]));
+    window_moves = std::max(window_moves, std::abs(windowed[i] - without_window[i]));
+  }
+  EXPECT_GT(scale_moves, 1e-3);
+  EXPECT_GT(window_moves, 1e-3);
+}
+
 TEST_F(DFlashDrafterTest, LoadsWhatMakeTinyWritesAndValidatesAgainstTheTarget) {
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("dscale_drafter_test_" + std::to_string(::getpid())))
@@ -150,15 +225,22 @@ TEST_F(DFlashDrafterTest, LoadsWhatMakeTinyWritesAndValidatesAgainstTheTarget) {
   Result<DFlashDrafter> loaded = DFlashDrafter::Load(dir, target_);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->feature_width(), 2 * 72);
+  // A newer drafter's layer layout and embedding scale survive the file round trip.
+  const DFlashConfig layered = testing::LayeredTestDrafterConfig(target_.config());
+  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, layered, 72, 4, DType::kBF16).ok());
+  Result<DFlashDrafter> loaded_layered = DFlashDrafter::Load(dir, target_);
+  ASSERT_TRUE(loaded_layered.ok()) << loaded_layered.status().message();
+  for (int64_t layer = 0; layer < 3; ++layer) {
+    EXPECT_EQ(loaded_layered->config().LayerAttention(layer), layered.LayerAttention(layer));
+  }
+  EXPECT_EQ(loaded_layered->config().input_embedding_scale, 0.375);
 
   // A drafter whose fc expects three target layers but the config lists two.
   DFlashConfig wider = config;
   wider.target_layer_ids = {0, 1, 2};
   ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, wider, 72, 4, DType::kBF16).ok());
   std::string text = DFlashConfigToJson(config);
-  {
-    std::ofstream(dir + "/config.json") << text;
-  }
+  { std::ofstream(dir + "/config.json") << text; }
   const Result<DFlashDrafter> bad = DFlashDrafter::Load(dir, target_);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("fc.weight"), std::string::npos) << bad.status().message();

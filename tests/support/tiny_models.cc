@@ -116,8 +116,21 @@ std::vector<int32_t> RandomTokens(int32_t count, int64_t vocab, uint32_t seed) {
   return tokens;
 }
 
+DFlashConfig LayeredTestDrafterConfig(const DecoderConfig& target) {
+  DFlashConfig c = TestDrafterConfig(target);
+  c.draft.num_hidden_layers = 3;
+  c.layer_types = {DraftLayerType::kSliding, DraftLayerType::kFull, DraftLayerType::kSliding};
+  c.sliding_window = 5;
+  c.input_embedding_scale = 0.375;
+  return c;
+}
+
 std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed) {
-  const DFlashConfig config = TestDrafterConfig(target.config());
+  return RandomDrafter(target, seed, TestDrafterConfig(target.config()));
+}
+
+std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed,
+                                             const DFlashConfig& config) {
   std::map<std::string, std::vector<float>> by_name;
   for (TensorToWrite& t :
        RandomDFlashTensors(config, target.config().hidden_size, seed, DType::kF32)) {

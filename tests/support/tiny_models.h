@@ -50,11 +50,19 @@ DecoderConfig ForwardBenchConfig();
 // vocab − 2.
 DFlashConfig TestDrafterConfig(const DecoderConfig& target);
 
+// TestDrafterConfig with three layers laid out as newer drafters declare them: layer_types
+// [sliding, full, sliding] under a window of 5 positions (so the sliding layers are causal and
+// the full one is not), and block embeddings scaled by 0.375.
+DFlashConfig LayeredTestDrafterConfig(const DecoderConfig& target);
+
 // `count` tokens uniform in [0, vocab).
 std::vector<int32_t> RandomTokens(int32_t count, int64_t vocab, uint32_t seed);
 
 // A random TestDrafterConfig drafter for `target` (f32 weights, no file round trip).
 std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed);
+// The same for `config` (made for target's config).
+std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed,
+                                             const DFlashConfig& config);
 
 // A Domino head config with deliberately odd widths (G 23, B 13).
 DominoHeadConfig OddHeadConfig();

@@ -375,6 +375,36 @@ TEST(BpeVocabTest, AddedTokenFiles) {
   ExpectLoadError(flags.path(), StatusCode::kInvalidArgument, "lstrip: true is not supported");
 }
 
+// Llama 3's split pattern: Qwen2's but for numbers, which split in runs of up to three digits.
+constexpr std::string_view kLlama3SplitPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// tokenizer.json's Split pattern is the one used: under Llama 3's, "12345" is the pieces "123"
+// and "45", so the merge 2+3 applies; under Qwen2's every digit is its own piece.
+TEST(BpeVocabTest, TheSplitPatternComesFromTokenizerJson) {
+  Result<PreTokenizer> pre = PreTokenizer::Create(kLlama3SplitPattern);
+  ASSERT_TRUE(pre.ok()) << pre.status().ToString();
+  std::vector<std::string_view> pieces;
+  ASSERT_TRUE(pre->Split("x 12345, 6", &pieces).ok());
+  EXPECT_EQ(pieces, (std::vector<std::string_view>{"x", " ", "123", "45", ",", " ", "6"}));
+
+  json vocab = SmallVocab();
+  vocab["23"] = 261;
+  std::vector<std::pair<std::string, std::string>> merges = kSmallMerges;
+  merges.emplace_back("2", "3");
+  json doc = TokenizerJson(vocab, merges, true, {});
+  TempDir qwen, llama;
+  qwen.Write("tokenizer.json", doc.dump());
+  doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = std::string(kLlama3SplitPattern);
+  llama.Write("tokenizer.json", doc.dump());
+  Result<std::vector<int32_t>> by_qwen = EncodeWith(qwen.path(), "12345");
+  Result<std::vector<int32_t>> by_llama = EncodeWith(llama.path(), "12345");
+  ASSERT_TRUE(by_qwen.ok() && by_llama.ok());
+  EXPECT_EQ(*by_qwen, (std::vector<int32_t>{'1', '2', '3', '4', '5'}));
+  EXPECT_EQ(*by_llama, (std::vector<int32_t>{'1', 261, '4', '5'}));
+}
+
 TEST(BpeVocabTest, UnsupportedOrCorruptTokenizerJson) {
   const json good = TokenizerJson(SmallVocab(), kSmallMerges, true, {});
   struct Case {
@@ -388,8 +418,14 @@ TEST(BpeVocabTest, UnsupportedOrCorruptTokenizerJson) {
       {"/model/merges/0", 5, StatusCode::kDataLoss, "model.merges[0]: expected"},
       {"/model/vocab", json::array(), StatusCode::kDataLoss, "model.vocab: expected an object"},
       {"/normalizer", {{"type", "NFKC"}}, StatusCode::kInvalidArgument, "normalizer: only an NFC"},
-      {"/pre_tokenizer/pretokenizers/0/pattern/Regex", "\\w+", StatusCode::kInvalidArgument,
-       "only Qwen2's split pattern"},
+      {"/pre_tokenizer/pretokenizers/0/pattern/Regex", "(\\p{L}+", StatusCode::kInvalidArgument,
+       "pre_tokenizer.pretokenizers[0].pattern.Regex: pre-tokenizer pattern does not compile"},
+      {"/pre_tokenizer/pretokenizers/0/pattern/Regex", "[\\S]", StatusCode::kInvalidArgument,
+       "\\S inside a character class"},
+      {"/pre_tokenizer/pretokenizers/0/invert", true, StatusCode::kInvalidArgument,
+       "only an Isolated, non-inverted split"},
+      {"/pre_tokenizer/pretokenizers/1", PreTokenizerJson()["pretokenizers"][0],
+       StatusCode::kInvalidArgument, "a second Split step"},
       {"/pre_tokenizer",
        {{"type", "Whitespace"}},
        StatusCode::kInvalidArgument,

@@ -250,11 +250,13 @@ Status ParseTokenizerConfig(const json& doc, const std::string& path,
   return Status::Ok();
 }
 
-// tokenizer.json's pre_tokenizer must be Qwen2's: a Split on kQwen2SplitPattern and a
-// ByteLevel step that only re-spells bytes.
-Status CheckPreTokenizer(const json& pre, const std::string& where, bool* found_split) {
+// tokenizer.json's pre_tokenizer must be a byte-level BPE one (Qwen2's, Llama 3's): one Split
+// on a regex (Isolated), whose pattern lands in *pattern, and a ByteLevel step that only
+// re-spells bytes.
+Status CheckPreTokenizer(const json& pre, const std::string& where,
+                         std::optional<std::string>* pattern) {
   if (!pre.is_object() || !pre.contains("type") || !pre["type"].is_string()) {
-    return InvalidArgument(where + ": expected Qwen2's pre-tokenizer (Split, then ByteLevel)");
+    return InvalidArgument(where + ": expected a byte-level pre-tokenizer (Split, then ByteLevel)");
   }
   const std::string type = pre["type"].get<std::string>();
   if (type == "Sequence") {
@@ -264,27 +266,32 @@ Status CheckPreTokenizer(const json& pre, const std::string& where, bool* found_
     }
     for (size_t i = 0; i < steps->size(); ++i) {
       DSCALE_RETURN_IF_ERROR(CheckPreTokenizer(
-          (*steps)[i], where + ".pretokenizers[" + std::to_string(i) + "]", found_split));
+          (*steps)[i], where + ".pretokenizers[" + std::to_string(i) + "]", pattern));
     }
     return Status::Ok();
   }
   if (type == "Split") {
-    const json& pattern = Field(pre, "pattern");
-    const bool same = pattern.is_object() && pattern.contains("Regex") &&
-                      pattern["Regex"].is_string() &&
-                      pattern["Regex"].get<std::string>() == kQwen2SplitPattern;
-    if (!same || StringField(pre, "behavior", "Isolated") != "Isolated" ||
-        BoolField(pre, "invert", false)) {
-      return InvalidArgument(where + ": only Qwen2's split pattern (Isolated) is supported");
+    const json& regex = Field(pre, "pattern");
+    if (!regex.is_object() || !regex.contains("Regex") || !regex["Regex"].is_string()) {
+      return InvalidArgument(where + ".pattern: expected {\"Regex\": \"...\"}");
     }
-    *found_split = true;
+    if (StringField(pre, "behavior", "Isolated") != "Isolated" || BoolField(pre, "invert", false)) {
+      return InvalidArgument(where + ": only an Isolated, non-inverted split is supported");
+    }
+    if (pattern->has_value()) {
+      return InvalidArgument(where + ": a second Split step (only one is supported)");
+    }
+    *pattern = regex["Regex"].get<std::string>();
+    // Refused here, naming the field, rather than when a Tokenizer is made from the vocab.
+    const Result<PreTokenizer> compiled = PreTokenizer::Create(**pattern);
+    if (!compiled.ok()) return compiled.status().WithContext(where + ".pattern.Regex");
     return Status::Ok();
   }
   if (type == "ByteLevel") {
     if (BoolField(pre, "use_regex", true) || BoolField(pre, "add_prefix_space", false)) {
       return InvalidArgument(where +
                              ": ByteLevel with use_regex or add_prefix_space is not "
-                             "supported (Qwen2 sets both to false)");
+                             "supported (Qwen2 and Llama 3 set both to false)");
     }
     return Status::Ok();
   }
@@ -416,12 +423,13 @@ Result<BpeVocab> LoadTokenizerJson(const fs::path& tokenizer_json) {
   vocab.ignore_merges = ignore_merges.is_boolean() && ignore_merges.get<bool>();
   DSCALE_ASSIGN_OR_RETURN(vocab.added_tokens, ParseJsonAddedTokens(doc, path + ": added_tokens"));
   DSCALE_ASSIGN_OR_RETURN(vocab.nfc, ParseNormalizer(doc, path + ": normalizer"));
-  bool found_split = false;
+  std::optional<std::string> pattern;
   DSCALE_RETURN_IF_ERROR(
-      CheckPreTokenizer(Field(doc, "pre_tokenizer"), path + ": pre_tokenizer", &found_split));
-  if (!found_split) {
-    return InvalidArgument(path + ": pre_tokenizer: Qwen2's Split step is missing");
+      CheckPreTokenizer(Field(doc, "pre_tokenizer"), path + ": pre_tokenizer", &pattern));
+  if (!pattern.has_value()) {
+    return InvalidArgument(path + ": pre_tokenizer: the Split step is missing");
   }
+  vocab.split_pattern = std::move(*pattern);
   return vocab;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "io/tokenizer/pretokenizer.h"
 
 namespace dscale {
 
@@ -42,6 +43,9 @@ struct BpeVocab {
   // Whether text is put in NFC before splitting: true for Qwen's files; tokenizer.json says
   // so with its normalizer.
   bool nfc = true;
+  // The pre-tokenizer's split regex: tokenizer.json's Split pattern; Qwen2's for vocab.json +
+  // merges.txt folders.
+  std::string split_pattern = std::string(kQwen2SplitPattern);
   // The end-of-sequence token's text, when the folder names one.
   std::optional<std::string> eos_token;
   // Where vocab and merges came from (file paths), for error messages.

@@ -1,7 +1,7 @@
 #pragma once
-// Qwen3's chat format, written out in code: the output is exactly what Qwen3's Jinja chat
-// template (chat_template.jinja in the checkpoint) renders for the same messages, without
-// tools. The parts of the template that matter here:
+// The chat formats of the supported families, written out in code. Qwen3's: the output is exactly
+// what Qwen3's Jinja chat template (chat_template.jinja in the checkpoint) renders for the same
+// messages, without tools. The parts of the template that matter here:
 //   - a leading system message becomes "<|im_start|>system\n{content}<|im_end|>\n";
 //   - user messages (and system messages after the first) become
 //     "<|im_start|>{role}\n{content}<|im_end|>\n";
@@ -38,5 +38,25 @@ struct ChatTemplateOptions {
 // message, for a role that is not one of the four above.
 Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages,
                                            const ChatTemplateOptions& options = {});
+
+// Llama 3.1's (Instruct checkpoints' template, no tools, the template's default date):
+//   "<|begin_of_text|>", then always a system turn
+//   "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+//   "Today Date: 26 Jul 2024\n\n{leading system message, trimmed}<|eot_id|>", then per message
+//   "<|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>" (tool results
+//   as role "ipython", untrimmed), then "<|start_header_id|>assistant<|end_header_id|>\n\n" as
+//   the generation prompt. Trimming is Python's str.strip(); enable_thinking and
+//   reasoning_content have no place in it and are ignored. Errors as ApplyQwen3ChatTemplate's.
+Result<std::string> ApplyLlama3ChatTemplate(std::span<const ChatMessage> messages,
+                                            const ChatTemplateOptions& options = {});
+
+enum class ChatFormat { kQwen3, kLlama3 };
+
+class Tokenizer;
+// The format a checkpoint's tokenizer speaks: Llama 3's when it has the added tokens
+// <|start_header_id|>, <|end_header_id|> and <|eot_id|>, Qwen3's otherwise.
+ChatFormat ChatFormatOf(const Tokenizer& tokenizer);
+Result<std::string> ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,
+                                      const ChatTemplateOptions& options = {});
 
 }  // namespace dscale

@@ -16,9 +16,9 @@ namespace {
 constexpr std::string_view kWhiteSpaceClassBody =
     R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
-// Rewrites \s and \S in `pattern` as explicit White_Space classes. The pattern is a
-// compile-time constant, so an unsupported construct (\S inside a class) is a bug.
-std::string WithExplicitWhiteSpace(std::string_view pattern) {
+// Rewrites \s and \S in `pattern` as explicit White_Space classes; \S inside a class (which
+// no tokenizer file uses) is refused.
+Result<std::string> WithExplicitWhiteSpace(std::string_view pattern) {
   std::string out;
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -29,7 +29,10 @@ std::string WithExplicitWhiteSpace(std::string_view pattern) {
         out += in_class ? std::string(kWhiteSpaceClassBody)
                         : "[" + std::string(kWhiteSpaceClassBody) + "]";
       } else if (next == 'S') {
-        DSCALE_CHECK_MSG(!in_class, "\\S inside a character class is not supported");
+        if (in_class) {
+          return InvalidArgument("pre-tokenizer pattern: \\S inside a character class (offset " +
+                                 std::to_string(i - 1) + ") is not supported");
+        }
         out += "[^" + std::string(kWhiteSpaceClassBody) + "]";
       } else {
         out += c;
@@ -48,8 +51,8 @@ std::string WithExplicitWhiteSpace(std::string_view pattern) {
 
 }  // namespace
 
-Result<PreTokenizer> PreTokenizer::CreateQwen2() {
-  const std::string pattern = WithExplicitWhiteSpace(kQwen2SplitPattern);
+Result<PreTokenizer> PreTokenizer::Create(std::string_view split_pattern) {
+  DSCALE_ASSIGN_OR_RETURN(const std::string pattern, WithExplicitWhiteSpace(split_pattern));
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -57,9 +60,11 @@ Result<PreTokenizer> PreTokenizer::CreateQwen2() {
   if (code == nullptr) {
     PCRE2_UCHAR buffer[256];
     pcre2_get_error_message(error_code, buffer, sizeof(buffer));
-    return Status(StatusCode::kInternal, "pre-tokenizer pattern does not compile at offset " +
-                                             std::to_string(error_offset) + ": " +
-                                             reinterpret_cast<const char*>(buffer));
+    // The offset is into the rewritten pattern, which differs from the file's only where \s
+    // and \S were spelled out.
+    return InvalidArgument("pre-tokenizer pattern does not compile at offset " +
+                           std::to_string(error_offset) + ": " +
+                           reinterpret_cast<const char*>(buffer));
   }
   // JIT is an optimisation: where it is unavailable the interpreter gives the same matches.
   const bool jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;

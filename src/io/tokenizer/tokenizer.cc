@@ -30,7 +30,7 @@ Result<Tokenizer> Tokenizer::FromVocab(const BpeVocab& vocab) {
   Tokenizer tokenizer;
   DSCALE_RETURN_IF_ERROR(tokenizer.AddTokens(vocab));
   DSCALE_ASSIGN_OR_RETURN(tokenizer.bpe_, BpeModel::Create(vocab));
-  DSCALE_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::CreateQwen2());
+  DSCALE_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::Create(vocab.split_pattern));
   tokenizer.pre_tokenizer_ = std::make_unique<PreTokenizer>(std::move(pre));
   tokenizer.nfc_ = vocab.nfc;
   tokenizer.vocab_source_ = vocab.vocab_source;

@@ -7,7 +7,10 @@
 // them before calling) live in the paged cache at slot
 //   page_table[p / page_size] · page_size + p % page_size.
 // Causal: row j sees positions 0 .. ctx_len + j (the target). Non-causal: row j sees all
-// ctx_len + q_len positions (the DFlash drafter's block).
+// ctx_len + q_len positions (the DFlash drafter's block). A window W > 0 (sliding-window draft
+// layers) further limits row j, at position p = ctx_len + j, to positions q with p − q < W, and
+// when non-causal also q − p < W; the positions a row may not see still pass through its online
+// softmax, with probability exactly 0, so a row's bits do not depend on the tile it is in.
 //
 // The kernel walks each (request, head) in query tiles of kTileRows rows; a tile loads each key
 // and value row once and reuses it for every live row of the tile. The tile height is a
@@ -50,6 +53,7 @@ struct AttentionParams {
   const StepSpan* spans = nullptr;  // a StepBatch's spans (core/step_batch.h)
   int32_t num_spans = 0;
   PagedKvLayer kv;
+  int32_t window = 0;  // > 0: the sliding window above; 0: none
 };
 
 // Query-row tile heights that are compiled.

@@ -203,7 +203,14 @@ int64_t CountTiles(const AttentionParams& p, int32_t tile_rows) {
 // rows past the tile's live rows: they see at least as much as the last live row, which keeps
 // their (discarded) softmax state finite.
 int32_t VisibleEnd(const AttentionParams& p, const StepSpan& span, int32_t row) {
-  return p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
+  if (p.causal) return span.ctx_len + row + 1;
+  const int32_t end = span.ctx_len + span.q_len;
+  return p.window > 0 ? std::min(end, span.ctx_len + row + p.window) : end;
+}
+
+// First position that span-local row `row` sees: 0 but under a sliding window.
+int32_t VisibleBegin(const AttentionParams& p, const StepSpan& span, int32_t row) {
+  return p.window > 0 ? std::max(0, span.ctx_len + row - p.window + 1) : 0;
 }
 
 float* ScoresBlock(const HeadScratch& s, int32_t t0) { return s.scores + t0 * kKeyChunk; }
@@ -528,30 +535,37 @@ void CopyChunk(const PagedKvLayer& kv, const KeyChunk& chunk, int32_t hd, int32_
 // their lanes of the block) over one chunk:
 //   m' = max(m, max_c s_c),  rescale = e^(m − m'),  l' = l·rescale + Σ_c e^(s_c − m'),
 // turning the chunk's scores into e^(s_c − m') in place. Scores a row may not see become −inf
-// first, hence probability 0. After the first chunk every slot has a finite maximum (each row
-// sees position 0), so m − m' is never −inf − (−inf).
+// first, hence probability 0. Without a window every slot has a finite maximum after the first
+// chunk (each row sees position 0); under one, a slot that has seen nothing yet keeps m' = −inf,
+// and its exponents are taken against 0 instead (all of them e^−inf = 0, never −inf − (−inf)).
 void SoftmaxStep(const AttentionParams& p, const StepSpan& span, const WorkItem& item,
                  const KeyChunk& chunk, int32_t t0, float* scores, const HeadScratch& s) {
   constexpr int64_t stride = kRowBlock;
   const int32_t group = p.heads / p.kv_heads;
-  simd::Ints visible;  // positions of this chunk that each lane's row may see
+  simd::Ints visible;  // positions of this chunk that each lane's row may see: [first, visible)
+  simd::Ints first;
   for (int i = 0; i < kLanes; ++i) {
-    visible[i] = VisibleEnd(p, span, item.row_begin + item.row_of(t0 + i, group)) - chunk.begin;
+    const int32_t row = item.row_begin + item.row_of(t0 + i, group);
+    visible[i] = VisibleEnd(p, span, row) - chunk.begin;
+    first[i] = VisibleBegin(p, span, row) - chunk.begin;
   }
   const Floats old_max = simd::Load(s.row_max + t0);
   Floats new_max = old_max;
   for (int32_t c = 0; c < chunk.size; ++c) {
-    const Floats masked = c < visible ? simd::Load(scores + c * stride) : simd::Splat(kNegInf);
+    const Floats masked =
+        (c < visible) & (c >= first) ? simd::Load(scores + c * stride) : simd::Splat(kNegInf);
     simd::Store(scores + c * stride, masked);
     new_max = simd::Max(new_max, masked);
   }
+  // A slot that has seen no position yet (only under a window): exponents against 0.
+  const Floats base = p.window > 0 ? (new_max == kNegInf ? Floats{} : new_max) : new_max;
   Floats sum{};
   for (int32_t c = 0; c < chunk.size; ++c) {
-    const Floats prob = simd::ExpNonPositive(simd::Load(scores + c * stride) - new_max);
+    const Floats prob = simd::ExpNonPositive(simd::Load(scores + c * stride) - base);
     simd::Store(scores + c * stride, prob);
     sum += prob;
   }
-  const Floats rescale = simd::ExpNonPositive(old_max - new_max);
+  const Floats rescale = simd::ExpNonPositive(old_max - base);
   simd::Store(s.rescale + t0, rescale);
   simd::Store(s.row_max + t0, new_max);
   simd::Store(s.row_sum + t0, simd::Load(s.row_sum + t0) * rescale + sum);

@@ -224,7 +224,12 @@ double KvElement(const float* f32, const uint16_t* bf16, int64_t i) {
 void AttendRow(const cpu::AttentionParams& p, const StepSpan& span, int32_t row, int32_t head) {
   const int64_t hd = p.head_dim;
   const int32_t kv_head = head / (p.heads / p.kv_heads);
-  const int32_t visible = p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
+  int32_t visible = p.causal ? span.ctx_len + row + 1 : span.ctx_len + span.q_len;
+  int32_t first = 0;
+  if (p.window > 0) {
+    first = std::max(0, span.ctx_len + row - p.window + 1);
+    visible = std::min(visible, span.ctx_len + row + p.window);
+  }
   const float* q = p.q + (span.q_start + row) * p.q_row_stride + head * hd;
   auto slot_offset = [&](int64_t pos) {
     const int64_t slot =
@@ -232,14 +237,14 @@ void AttendRow(const cpu::AttentionParams& p, const StepSpan& span, int32_t row,
         pos % p.kv.page_size;
     return (slot * p.kv_heads + kv_head) * hd;
   };
-  std::vector<double> scores(static_cast<size_t>(visible));
+  std::vector<double> scores(static_cast<size_t>(visible - first));
   double max = -std::numeric_limits<double>::infinity();
-  for (int32_t pos = 0; pos < visible; ++pos) {
+  for (int32_t pos = first; pos < visible; ++pos) {
     const int64_t k = slot_offset(pos);
     double dot = 0.0;
     for (int64_t d = 0; d < hd; ++d) dot += q[d] * KvElement(p.kv.k, p.kv.k_bf16, k + d);
-    scores[pos] = dot * p.scale;
-    max = std::max(max, scores[pos]);
+    scores[pos - first] = dot * p.scale;
+    max = std::max(max, scores[pos - first]);
   }
   double sum = 0.0;
   for (double& s : scores) {
@@ -247,10 +252,10 @@ void AttendRow(const cpu::AttentionParams& p, const StepSpan& span, int32_t row,
     sum += s;
   }
   std::vector<double> acc(static_cast<size_t>(hd), 0.0);
-  for (int32_t pos = 0; pos < visible; ++pos) {
+  for (int32_t pos = first; pos < visible; ++pos) {
     const int64_t v = slot_offset(pos);
     for (int64_t d = 0; d < hd; ++d) {
-      acc[d] += scores[pos] / sum * KvElement(p.kv.v, p.kv.v_bf16, v + d);
+      acc[d] += scores[pos - first] / sum * KvElement(p.kv.v, p.kv.v_bf16, v + d);
     }
   }
   float* out = p.out + static_cast<int64_t>(span.q_start + row) * p.heads * hd + head * hd;

@@ -55,6 +55,7 @@ void CudaOps::StoreKv(DeviceKvCache& kv, int32_t layer, const BatchView& batch, 
 void CudaOps::Attention(const DeviceKvCache& kv, int32_t layer, const BatchView& batch,
                         const LayerDims& d, const float* q, int64_t q_stride, float* out) const {
   DSCALE_CHECK(kv.row_floats() == d.kv_dim());
+  DSCALE_CHECK_MSG(batch.window == 0, "the CUDA attention has no sliding window");
   AttentionParams params;
   params.q = q;
   params.q_row_stride = q_stride;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "core/check.h"
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/bf16.h"
 #include "kernels/cuda/cuda_check.h"
@@ -85,6 +86,11 @@ class CudaOps {
   void Embed(const DeviceBuffer<Bf16>& table, int64_t vocab, int64_t dim, const int32_t* tokens,
              int32_t rows, float* x) const {
     EmbeddingGatherBf16(table.data(), vocab, dim, tokens, rows, x, stream_);
+  }
+  // Scaled embeddings (DFlashConfig::input_embedding_scale) are not computed on the device: the
+  // CUDA backend refuses such drafters (backend/cuda_backend.cc), so only scale 1 reaches here.
+  static void Scale(float* /*x*/, int64_t /*n*/, float scale) {
+    DSCALE_CHECK_MSG(scale == 1.0f, "the CUDA backend does not scale embeddings");
   }
   // Rows before *batch.live_rows (all without it) into layer `layer` at their slots.
   void StoreKv(DeviceKvCache& kv, int32_t layer, const BatchView& batch, const float* k,

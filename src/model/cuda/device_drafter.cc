@@ -91,8 +91,9 @@ void DeviceDFlashDrafter::EnqueueDraft(const DeviceBatchView& blocks, DeviceDraf
   DSCALE_CHECK(out.tokens != nullptr && out.logits != nullptr && out.hidden != nullptr);
   const DeviceDecoderWeights& target = target_->weights();
   CudaOps ops(gemm_, s.layer, stream);
+  // The device drafter runs the original layout only (the CUDA backend refuses others).
   RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab(), vocab(), dims_, block,
-                 blocks, kv_, s.layer, out);
+                 blocks, DraftLayout{}, kv_, s.layer, out);
 }
 
 DeviceDraftScratch::DeviceDraftScratch(const DeviceDFlashDrafter& drafter, int32_t max_requests,
