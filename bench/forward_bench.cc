@@ -76,8 +76,7 @@ void Run(const BenchShape& shape) {
 
   const double flops = ForwardFlops(config, shape);
   std::printf("verification forward: %d requests x %d rows, context %d, hidden %lld, %lld layers\n",
-              shape.requests, shape.rows, shape.context,
-              static_cast<long long>(config.hidden_size),
+              shape.requests, shape.rows, shape.context, static_cast<long long>(config.hidden_size),
               static_cast<long long>(config.num_hidden_layers));
   double forward_gflops[2];
   const int tiles[2] = {16, 128};
@@ -87,8 +86,8 @@ void Run(const BenchShape& shape) {
       if (!model.Forward(batch, cache, &out).ok()) std::abort();
     });
     forward_gflops[i] = flops / seconds / 1e9;
-    std::printf("  forward, attention tile %3d: %8.3f ms  %7.1f GFLOP/s\n", tiles[i],
-                seconds * 1e3, forward_gflops[i]);
+    std::printf("  forward, attention tile %3d: %8.3f ms  %7.1f GFLOP/s\n", tiles[i], seconds * 1e3,
+                forward_gflops[i]);
   }
 
   // Plain sgemm at the MLP up-projection's shape, same rows.
@@ -112,9 +111,12 @@ int main(int argc, char** argv) {
   dscale::BenchShape shape;
   for (int i = 1; i + 1 < argc; i += 2) {
     const int value = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--requests") == 0) shape.requests = value;
-    else if (std::strcmp(argv[i], "--rows") == 0) shape.rows = value;
-    else if (std::strcmp(argv[i], "--context") == 0) shape.context = value;
+    if (std::strcmp(argv[i], "--requests") == 0)
+      shape.requests = value;
+    else if (std::strcmp(argv[i], "--rows") == 0)
+      shape.rows = value;
+    else if (std::strcmp(argv[i], "--context") == 0)
+      shape.context = value;
     else {
       std::fprintf(stderr, "forward_bench: unknown flag %s\n", argv[i]);
       return 2;

@@ -155,9 +155,8 @@ std::vector<ScheduledRequest> MixedRequests(int64_t vocab) {
   std::vector<ScheduledRequest> requests;
   uint32_t seed = 100;
   for (const auto& s : shapes) {
-    requests.push_back({.tokens = RandomTokens(s[0] + s[1], vocab, seed++),
-                        .prompt_len = s[0],
-                        .chunk = s[2]});
+    requests.push_back(
+        {.tokens = RandomTokens(s[0] + s[1], vocab, seed++), .prompt_len = s[0], .chunk = s[2]});
   }
   return requests;
 }
@@ -185,8 +184,8 @@ INSTANTIATE_TEST_SUITE_P(TileHeights, ChunkedPrefillTest, ::testing::Values(0, 1
 TEST(Qwen3ModelTest, RequestLogitsDoNotDependOnTheRestOfTheBatch) {
   const DecoderConfig config = OddTinyConfig();
   DecoderModel model = MakeModel(config, 13);
-  ScheduledRequest probe{.tokens = RandomTokens(28, config.vocab_size, 5), .prompt_len = 23,
-                         .chunk = 23};
+  ScheduledRequest probe{
+      .tokens = RandomTokens(28, config.vocab_size, 5), .prompt_len = 23, .chunk = 23};
   std::vector<ScheduledRequest> alone = {probe};
   RunInterleaved(model, alone, 0);
 
@@ -213,9 +212,9 @@ TEST(Qwen3ModelTest, RequestLogitsDoNotDependOnTheRestOfTheBatch) {
 TEST(Qwen3ModelTest, LoadsTheCheckpointMakeTinyWrites) {
   DecoderConfig config = OddTinyConfig();
   config.tie_word_embeddings = true;
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("dscale_model_test_" + std::to_string(::getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("dscale_model_test_" + std::to_string(::getpid())))
+          .string();
   ASSERT_TRUE(WriteRandomCheckpoint(dir, config, 3, DType::kBF16).ok());
   Result<DecoderModel> loaded = DecoderModel::Load(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();

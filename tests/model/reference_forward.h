@@ -11,7 +11,7 @@
 namespace dscale::testing {
 
 struct ReferenceOutput {
-  std::vector<float> logits;                 // [n, vocab]
+  std::vector<float> logits;                  // [n, vocab]
   std::vector<std::vector<float>> residuals;  // per layer: [n, hidden] after the layer
 };
 

@@ -103,9 +103,9 @@ TEST(WeightMatrixTest, Bf16CheckpointsLoadInPlaceAndF32OnesAsF32) {
   const DecoderConfig config = testing::OddTinyConfig();
   for (const DType dtype : {DType::kBF16, DType::kF32, DType::kF16}) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
-    const std::string dir = (std::filesystem::temp_directory_path() /
-                             ("dscale_weights_" + std::to_string(::getpid())))
-                                .string();
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("dscale_weights_" + std::to_string(::getpid())))
+            .string();
     ASSERT_TRUE(WriteRandomCheckpoint(dir, config, 5, dtype).ok());
     const Result<DecoderModel> model = DecoderModel::Load(dir);
     std::filesystem::remove_all(dir);  // the mapping keeps the data readable

@@ -3,7 +3,6 @@
 #include "io/tokenizer/bpe_vocab.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <cstdlib>
