@@ -132,20 +132,23 @@ class InflateRandomPairTest : public ::testing::Test {
 };
 
 // Hidden 72 → 144, intermediate 100 → 130, layers 3 → 8 (feature layers {0, 2} move to {1, 5}),
-// heads 4/2 → 8/4, head_dim 32 → 64, vocab 131 → 160, draft layers 2 → 3.
+// heads 4/2 → 8/4, head_dim 32 → 64, vocab 131 → 160, draft layers 2 → 3: from OddTinyConfig.
+InflateShape EveryDimensionShape() {
+  return {.hidden_size = 144,
+          .intermediate_size = 130,
+          .num_hidden_layers = 8,
+          .num_attention_heads = 8,
+          .num_key_value_heads = 4,
+          .head_dim = 64,
+          .vocab_size = 160,
+          .tie_word_embeddings = false,
+          .draft_layers = 3};
+}
+
 TEST_F(InflateRandomPairTest, EveryDimensionAtOnce) {
   const DecoderConfig config = testing::OddTinyConfig();
-  InflateShape shape{.hidden_size = 144,
-                     .intermediate_size = 130,
-                     .num_hidden_layers = 8,
-                     .num_attention_heads = 8,
-                     .num_key_value_heads = 4,
-                     .head_dim = 64,
-                     .vocab_size = 160,
-                     .tie_word_embeddings = false,
-                     .draft_layers = 3};
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
-    CheckInflation(Write(config, dtype), shape, std::string(DTypeName(dtype)));
+    CheckInflation(Write(config, dtype), EveryDimensionShape(), std::string(DTypeName(dtype)));
   }
 }
 
@@ -192,24 +195,8 @@ TEST_F(InflateRandomPairTest, SameWidth) {
 // attention scale goes on q_proj (√2 for 32 → 64, written as F32; ×2 for 32 → 128, exact in
 // BF16), and the scaled RoPE frequencies carry over through the head-dim map.
 TEST_F(InflateRandomPairTest, LlamaTargets) {
-  DecoderConfig config = testing::OddTinyConfig();
-  config.family = ModelFamily::kLlama;
-  config.qk_norm = false;
-  config.rope_theta = 500000.0;
-  config.rope_scaling = {.type = RopeScalingType::kLlama3,
-                         .factor = 8.0,
-                         .low_freq_factor = 1.0,
-                         .high_freq_factor = 4.0,
-                         .original_max_position_embeddings = 16};
-  InflateShape shape{.hidden_size = 144,
-                     .intermediate_size = 130,
-                     .num_hidden_layers = 8,
-                     .num_attention_heads = 8,
-                     .num_key_value_heads = 4,
-                     .head_dim = 64,
-                     .vocab_size = 160,
-                     .tie_word_embeddings = false,
-                     .draft_layers = 3};
+  DecoderConfig config = testing::AsLlama3(testing::OddTinyConfig(), 500000.0, 16);
+  InflateShape shape = EveryDimensionShape();
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     CheckInflation(Write(config, dtype), shape, "llama " + std::string(DTypeName(dtype)));
   }

@@ -21,21 +21,13 @@ namespace {
 // Odd sizes as OddTinyConfig, as Llama: GQA (4 heads over 2) or MHA (3 heads of 24, q_dim 72
 // = hidden), llama3 scaling over an original context of 20 positions.
 DecoderConfig OddLlamaConfig(bool mha, bool tie) {
-  DecoderConfig c = testing::OddTinyConfig();
-  c.family = ModelFamily::kLlama;
-  c.qk_norm = false;
+  DecoderConfig c = testing::AsLlama3(testing::OddTinyConfig(), 10000.0, 20);
   if (mha) {
     c.num_attention_heads = 3;
     c.num_key_value_heads = 3;
     c.head_dim = 24;
   }
   c.tie_word_embeddings = tie;
-  c.rope_theta = 10000.0;
-  c.rope_scaling = {.type = RopeScalingType::kLlama3,
-                    .factor = 8.0,
-                    .low_freq_factor = 1.0,
-                    .high_freq_factor = 4.0,
-                    .original_max_position_embeddings = 20};
   return c;
 }
 

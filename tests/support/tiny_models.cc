@@ -42,17 +42,20 @@ DecoderConfig EngineTestTargetConfig(int64_t vocab) {
           .eos_token_ids = {vocab - 1}};
 }
 
-DecoderConfig EngineTestLlamaConfig(int64_t vocab, int64_t original_context) {
-  DecoderConfig c = EngineTestTargetConfig(vocab);
+DecoderConfig AsLlama3(DecoderConfig c, double rope_theta, int64_t original_context) {
   c.family = ModelFamily::kLlama;
   c.qk_norm = false;
-  c.rope_theta = 500000.0;
+  c.rope_theta = rope_theta;
   c.rope_scaling = {.type = RopeScalingType::kLlama3,
                     .factor = 8.0,
                     .low_freq_factor = 1.0,
                     .high_freq_factor = 4.0,
                     .original_max_position_embeddings = original_context};
   return c;
+}
+
+DecoderConfig EngineTestLlamaConfig(int64_t vocab, int64_t original_context) {
+  return AsLlama3(EngineTestTargetConfig(vocab), 500000.0, original_context);
 }
 
 DecoderConfig EngineLoopConfig() {

@@ -27,6 +27,11 @@ DecoderConfig OddTinyConfig();
 // 2048 positions, untied, EOS vocab − 1.
 DecoderConfig EngineTestTargetConfig(int64_t vocab = 131);
 
+// `c` as a Llama 3 target: no q/k norms, RoPE base `rope_theta` with llama3 rope_scaling
+// (factor 8, low-frequency factor 1, high-frequency factor 4, Llama 3.1's) over an original
+// context of `original_context` positions.
+DecoderConfig AsLlama3(DecoderConfig c, double rope_theta, int64_t original_context);
+
 // EngineTestTargetConfig(vocab) as a Llama 3 target: no q/k norms, θ 500000 and llama3
 // rope_scaling (factor 8, low 1, high 4) over an original context of `original_context`
 // positions: of head_dim 16's 8 frequencies the first is kept, the second (wavelength 32.5
