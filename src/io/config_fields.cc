@@ -205,6 +205,30 @@ Status CheckFullAttentionLayers(const ConfigFieldReader& reader) {
   return Status::Ok();
 }
 
+nlohmann::json DecoderFieldsJson(const DecoderConfig& config) {
+  return {
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", TokenIdsToJson(config.bos_token_ids)},
+      {"eos_token_id", TokenIdsToJson(config.eos_token_ids)},
+      {"head_dim", config.head_dim},
+      {"hidden_act", "silu"},
+      {"hidden_size", config.hidden_size},
+      {"initializer_range", 0.02},
+      {"intermediate_size", config.intermediate_size},
+      {"max_position_embeddings", config.max_position_embeddings},
+      {"num_attention_heads", config.num_attention_heads},
+      {"num_hidden_layers", config.num_hidden_layers},
+      {"num_key_value_heads", config.num_key_value_heads},
+      {"rms_norm_eps", config.rms_norm_eps},
+      {"rope_theta", NumberToJson(config.rope_theta)},
+      {"tie_word_embeddings", config.tie_word_embeddings},
+      {"torch_dtype", "bfloat16"},
+      {"use_cache", true},
+      {"vocab_size", config.vocab_size},
+  };
+}
+
 nlohmann::json TokenIdsToJson(const std::vector<int64_t>& ids) {
   if (ids.empty()) return nullptr;
   if (ids.size() == 1) return ids[0];

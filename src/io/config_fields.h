@@ -58,6 +58,11 @@ Status CheckDenseDecoderFeatures(const ConfigFieldReader& reader);
 // read theirs instead: io/dflash_config.h.)
 Status CheckFullAttentionLayers(const ConfigFieldReader& reader);
 
+// The fields ReadDecoderFields reads, as a Hugging Face config.json writes them, with the dense
+// decoder's fixed ones (SiLU, no attention bias or dropout, BF16, KV cache on); a family adds
+// its architecture, model_type, RoPE scaling and own fields.
+nlohmann::json DecoderFieldsJson(const DecoderConfig& config);
+
 // Token ids the HF way: null when none, a bare int when one, a list otherwise.
 nlohmann::json TokenIdsToJson(const std::vector<int64_t>& ids);
 // Integral values as JSON integers (as HF writes rope_theta), others as doubles.

@@ -39,33 +39,16 @@ Status ReadDraftTransformerConfig(const ConfigFieldReader& reader, DecoderConfig
 }
 
 nlohmann::json Qwen3ConfigJson(const DecoderConfig& config) {
-  return {
+  nlohmann::json json = DecoderFieldsJson(config);
+  json.update({
       {"architectures", nlohmann::json::array({"Qwen3ForCausalLM"})},
-      {"attention_bias", false},
-      {"attention_dropout", 0.0},
-      {"bos_token_id", TokenIdsToJson(config.bos_token_ids)},
-      {"eos_token_id", TokenIdsToJson(config.eos_token_ids)},
-      {"head_dim", config.head_dim},
-      {"hidden_act", "silu"},
-      {"hidden_size", config.hidden_size},
-      {"initializer_range", 0.02},
-      {"intermediate_size", config.intermediate_size},
-      {"max_position_embeddings", config.max_position_embeddings},
       {"max_window_layers", config.num_hidden_layers},
       {"model_type", "qwen3"},
-      {"num_attention_heads", config.num_attention_heads},
-      {"num_hidden_layers", config.num_hidden_layers},
-      {"num_key_value_heads", config.num_key_value_heads},
-      {"rms_norm_eps", config.rms_norm_eps},
       {"rope_scaling", RopeScalingJson(config.rope_scaling)},
-      {"rope_theta", NumberToJson(config.rope_theta)},
       {"sliding_window", nullptr},
-      {"tie_word_embeddings", config.tie_word_embeddings},
-      {"torch_dtype", "bfloat16"},
-      {"use_cache", true},
       {"use_sliding_window", false},
-      {"vocab_size", config.vocab_size},
-  };
+  });
+  return json;
 }
 
 }  // namespace dscale
