@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/config_test_util.h"
 #include "io/decoder_config.h"
 #include "io/dflash_config.h"
 
@@ -45,21 +46,8 @@ nlohmann::json Llama31_8bJson() {
   })");
 }
 
-Result<DecoderConfig> Parse(const nlohmann::json& json) {
-  return ParseDecoderConfig(json.dump(), "some/dir/config.json");
-}
-
-void ExpectError(const nlohmann::json& json, const std::string& field,
-                 const std::string& expected) {
-  const Result<DecoderConfig> config = Parse(json);
-  ASSERT_FALSE(config.ok()) << field << " " << expected;
-  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
-  const std::string& message = config.status().message();
-  const std::string prefix = "some/dir/config.json: field \"" + field + "\": ";
-  EXPECT_EQ(message.rfind(prefix, 0), 0u) << message;
-  EXPECT_NE(message.find(expected), std::string::npos)
-      << "\"" << message << "\" lacks \"" << expected << "\"";
-}
+using testing_io::ExpectError;
+using testing_io::Parse;
 
 TEST(LlamaConfigTest, ReadsLlama31_8b) {
   const Result<DecoderConfig> config = Parse(Llama31_8bJson());

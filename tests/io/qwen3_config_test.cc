@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/config_test_util.h"
 #include "io/decoder_config.h"
 #include "io/io_test_util.h"
 
@@ -15,22 +16,8 @@ const std::string kConfigPath = kConfigDir + "/config.json";
 
 nlohmann::json Qwen3_8bJson() { return nlohmann::json::parse(ReadBytes(kConfigPath)); }
 
-// Parses `json` as if it were read from "some/dir/config.json".
-Result<DecoderConfig> Parse(const nlohmann::json& json) {
-  return ParseDecoderConfig(json.dump(), "some/dir/config.json");
-}
-
-void ExpectError(const nlohmann::json& json, const std::string& field,
-                 const std::string& expected) {
-  const Result<DecoderConfig> config = Parse(json);
-  ASSERT_FALSE(config.ok()) << field << " " << expected;
-  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
-  const std::string& message = config.status().message();
-  const std::string prefix = "some/dir/config.json: field \"" + field + "\": ";
-  EXPECT_EQ(message.rfind(prefix, 0), 0u) << message;
-  EXPECT_NE(message.find(expected), std::string::npos)
-      << "\"" << message << "\" lacks \"" << expected << "\"";
-}
+using testing_io::ExpectError;
+using testing_io::Parse;
 
 TEST(Qwen3ConfigTest, LoadsQwen3_8b) {
   const Result<DecoderConfig> config = LoadDecoderConfig(kConfigPath);

@@ -12,6 +12,7 @@
 #include "logit_bounds.h"
 #include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
+#include "prefill_logits.h"
 #include "reference_forward.h"
 #include "support/tiny_models.h"
 
@@ -31,19 +32,7 @@ DecoderConfig OddLlamaConfig(bool mha, bool tie) {
   return c;
 }
 
-std::vector<float> PrefillLogits(DecoderModel& model, const std::vector<int32_t>& tokens,
-                                 int32_t page_size) {
-  const auto n = static_cast<int32_t>(tokens.size());
-  PagedKvCache cache(
-      model.KvShape(page_size, (n + page_size - 1) / page_size).WithDtype(KvDtype::kF32));
-  const int32_t seq = cache.AddSequence();
-  EXPECT_TRUE(cache.Reserve(seq, n).ok());
-  StepBatch batch;
-  AddRequestRows(batch, seq, 0, tokens, cache, /*all_logits=*/true);
-  ForwardOutput out;
-  EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
-  return out.logits;
-}
+using testing::PrefillLogits;
 
 // Two computation orders (the kernels, the reference's double-accumulating plain ones) each
 // within B_v of exact (logit_bounds.h): every logit of the 45 positions within 2·B_v.

@@ -12,6 +12,7 @@
 #include "model/decoder_model.h"
 #include "model/greedy_decode.h"
 #include "model/random_checkpoint.h"
+#include "prefill_logits.h"
 #include "reference_forward.h"
 #include "support/tiny_models.h"
 
@@ -46,19 +47,6 @@ double WorstLogitDiffOverBound(std::span<const float> a, std::span<const float> 
 
 DecoderModel MakeModel(const DecoderConfig& config, uint64_t seed) {
   return DecoderModel(config, RandomDecoderWeights(config, seed, DType::kF32));
-}
-
-// Logits for every position of `tokens` from one prefill of the sequence alone.
-std::vector<float> OnePrefillLogits(DecoderModel& model, const std::vector<int32_t>& tokens) {
-  const auto n = static_cast<int32_t>(tokens.size());
-  PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(KvDtype::kF32));
-  const int32_t seq = cache.AddSequence();
-  EXPECT_TRUE(cache.Reserve(seq, n).ok());
-  StepBatch batch;
-  AddRequestRows(batch, seq, 0, tokens, cache, /*all_logits=*/true);
-  ForwardOutput out;
-  EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
-  return out.logits;
 }
 
 TEST(Qwen3ModelTest, ForwardMatchesReferenceForwardAndCapturesFeatures) {
@@ -169,7 +157,7 @@ TEST_P(ChunkedPrefillTest, InterleavedChunksAndDecodeStepsMatchOnePrefill) {
   std::vector<ScheduledRequest> requests = MixedRequests(config.vocab_size);
   RunInterleaved(model, requests, GetParam());
   for (const ScheduledRequest& r : requests) {
-    const std::vector<float> expected = OnePrefillLogits(model, r.tokens);
+    const std::vector<float> expected = testing::PrefillLogits(model, r.tokens);
     const auto context = static_cast<int64_t>(r.tokens.size());
     EXPECT_LE(WorstLogitDiffOverBound(r.logits, expected,
                                       testing::TargetLogitBounds(model, context, KvDtype::kF32)),
@@ -221,7 +209,8 @@ TEST(Qwen3ModelTest, LoadsTheCheckpointMakeTinyWrites) {
   DecoderModel in_memory(config, RandomDecoderWeights(config, 3, DType::kBF16));
   const std::vector<int32_t> tokens = RandomTokens(9, config.vocab_size, 2);
   // The same weights through the same kernels in the same order: bit-identical by construction.
-  EXPECT_EQ(MaxAbsDiff(OnePrefillLogits(*loaded, tokens), OnePrefillLogits(in_memory, tokens)),
+  EXPECT_EQ(MaxAbsDiff(testing::PrefillLogits(*loaded, tokens),
+                       testing::PrefillLogits(in_memory, tokens)),
             0.0f);
   std::filesystem::remove_all(dir);
 }
@@ -283,7 +272,7 @@ TEST(GreedyDecodeTest, ChunkedPrefillGivesTheSameTokensAndFollowsTheArgmax) {
   // with these seeds, and the test says so if one occurs.
   std::vector<int32_t> sequence = prompt;
   sequence.insert(sequence.end(), whole->begin(), whole->end() - 1);
-  const std::vector<float> logits = OnePrefillLogits(model, sequence);
+  const std::vector<float> logits = testing::PrefillLogits(model, sequence);
   const float tie = testing::GreedyTieTolerance(
       testing::TargetLogitBounds(model, static_cast<int64_t>(sequence.size()), KvDtype::kF32));
   const int64_t vocab = config.vocab_size;
