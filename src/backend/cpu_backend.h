@@ -1,7 +1,7 @@
 #pragma once
 // The host implementation of the step's stages: the models behind TargetModel / Drafter (the
-// loaded host models, or for a host-driven device model its adapter), VerifyPlanner for the
-// decision, the host prefix verifier (greedy, and sampling with position-indexed uniforms).
+// loaded host models, or for a host-driven device model its adapter) and the host prefix
+// verifier (greedy, and sampling with position-indexed uniforms).
 
 #include <vector>
 
@@ -18,19 +18,24 @@ class CpuBackend final : public StepBackend {
   TargetModel& target() override { return target_; }
   Drafter* drafter() override { return drafter_; }
 
+  Result<TargetPass> Prefill(const StepBatch& chunks, PagedKvCache& cache,
+                             ForwardOutput* out) override;
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override;
-  Result<StepBatch*> Decide(VerifyPlanner& planner, const StepBatch& blocks,
-                            const DraftOutput& drafts, std::span<const uint8_t> drafted,
-                            double draft_s) override;
-  Status Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
-                PagedKvCache& cache, ForwardOutput* out) override;
-  void Accept(const StepBatch& packed, const ForwardOutput& out,
-              std::span<const AcceptRequest> requests, std::span<Acceptance> outcomes) override;
-  void AppendContext(const StepBatch& step, const ForwardOutput& out, int32_t first,
-                     int32_t count) override;
+  Result<TargetPass> Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
+                            PagedKvCache& cache, ForwardOutput* out) override;
+  void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,
+              std::span<Acceptance> outcomes) override;
+  void AppendContext(const TargetPass& pass, int32_t first, int32_t count) override;
+
+  // Appends rows [first, first + count) of `rows` to the draft context, their features
+  // [count, capture layers · hidden] given (the CUDA backend's device pass brings them back).
+  void AppendContextRows(const StepBatch& rows, std::span<const float> features, int32_t first,
+                         int32_t count);
 
  private:
+  Result<TargetPass> Forward(const StepBatch& rows, PagedKvCache& cache, ForwardOutput* out);
+
   TargetModel& target_;
   Drafter* drafter_;
   std::vector<double> probs_;  // sampled acceptance's scratch distribution

@@ -2,9 +2,9 @@
 // The target and the drafter run on the GPU: weights BF16, K/V in device memory. Per stage:
 //   draft    the device drafter through its host adapter (DeviceDrafterHost): drafts, their
 //            logits and hidden vectors come back to the host
-//   decide   on the host (VerifyPlanner, as --device cpu): the draft logits it reads are on
-//            the host already; EnqueueDvlDecision would need the drafter's outputs kept on the
-//            device
+//   prefill  DeviceTarget's forward through its host adapter
+//   (the length decision runs on the host, in the engine: the draft logits it reads are on the
+//   host already; EnqueueDvlDecision would need the drafter's outputs kept on the device)
 //   verify + accept, when every request of the step is greedy and the drafter's block is W = 16:
 //            one device pass on the bucket's fixed-address VerifyWorkspace (model/cuda/
 //            verify_step.h: target forward over the packed rows → argmax → greedy acceptance →
@@ -146,56 +146,57 @@ class CudaBackend final : public StepBackend {
   TargetModel& target() override { return host_.target(); }
   Drafter* drafter() override { return host_.drafter(); }
 
+  Result<TargetPass> Prefill(const StepBatch& chunks, PagedKvCache& cache,
+                             ForwardOutput* out) override {
+    return host_.Prefill(chunks, cache, out);
+  }
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override {
     return host_.Draft(requests, cache, tile_rows, out);
   }
-  Result<StepBatch*> Decide(VerifyPlanner& planner, const StepBatch& blocks,
-                            const DraftOutput& drafts, std::span<const uint8_t> drafted,
-                            double draft_s) override {
-    return host_.Decide(planner, blocks, drafts, drafted, draft_s);
-  }
 
-  Status Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
-                PagedKvCache& cache, ForwardOutput* out) override {
-    device_step_ = nullptr;
+  Result<TargetPass> Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
+                            PagedKvCache& cache, ForwardOutput* out) override {
     if (!OnDevice(packed, requests)) return host_.Verify(packed, requests, cache, out);
     CheckForward(target().config(), packed, cache);
-    DeviceVerify& verify = VerifyFor(packed, cache);
+    const int32_t handle = VerifyFor(packed, cache);
+    DeviceVerify& verify = *verifies_[static_cast<size_t>(handle)];
     verify.workspace->Stage(packed, stream_);
     RunStep(verify);
-    results_ = verify.workspace->ReadResults(stream_);
-    device_step_ = &packed;
-    device_verify_ = &verify;
-    return Status::Ok();
+    const cuda::VerifyResults results = verify.workspace->ReadResults(stream_);
+    TargetPass pass{.rows = &packed, .device_pass = handle};
+    pass.device_results.resize(packed.spans().size());
+    for (size_t i = 0; i < pass.device_results.size(); ++i) {
+      pass.device_results[i] = {.accepted = results.accepted[i],
+                                .next_token = results.next_token[i]};
+    }
+    return pass;
   }
 
-  void Accept(const StepBatch& packed, const ForwardOutput& out,
-              std::span<const AcceptRequest> requests, std::span<Acceptance> outcomes) override {
-    if (device_step_ != &packed) return host_.Accept(packed, out, requests, outcomes);
-    DSCALE_CHECK(outcomes.size() == packed.spans().size());
+  void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,
+              std::span<Acceptance> outcomes) override {
+    if (!pass.on_device()) return host_.Accept(pass, requests, outcomes);
+    DSCALE_CHECK(outcomes.size() == pass.device_results.size());
     for (size_t i = 0; i < outcomes.size(); ++i) {
-      outcomes[i] = {
-          .result = {.accepted = results_.accepted[i], .next_token = results_.next_token[i]},
-          .status = Status::Ok()};
+      outcomes[i] = {.result = pass.device_results[i], .status = Status::Ok()};
     }
   }
 
-  void AppendContext(const StepBatch& step, const ForwardOutput& out, int32_t first,
-                     int32_t count) override {
-    if (device_step_ != &step) return host_.AppendContext(step, out, first, count);
+  void AppendContext(const TargetPass& pass, int32_t first, int32_t count) override {
+    if (!pass.on_device()) return host_.AppendContext(pass, first, count);
     // The device pass kept every packed row's features: rows [first, first + count) come back.
+    const StepBatch& rows = *pass.rows;
+    const cuda::VerifyWorkspace& workspace =
+        *verifies_[static_cast<size_t>(pass.device_pass)]->workspace;
     const int64_t width =
-        static_cast<int64_t>(step.capture_layers.size()) * target().config().hidden_size;
-    DSCALE_CHECK(width > 0 && device_verify_->workspace->features() != nullptr);
+        static_cast<int64_t>(rows.capture_layers.size()) * target().config().hidden_size;
+    DSCALE_CHECK(width > 0 && workspace.features() != nullptr);
     features_.resize(static_cast<size_t>(count * width));
-    DSCALE_CUDA_CHECK(
-        cudaMemcpyAsync(features_.data(), device_verify_->workspace->features() + first * width,
-                        features_.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    DSCALE_CUDA_CHECK(cudaMemcpyAsync(features_.data(), workspace.features() + first * width,
+                                      features_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream_));
     DSCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    drafter()->AppendContext({.features = features_,
-                              .positions = step.positions().subspan(first, count),
-                              .slots = step.kv_slots().subspan(first, count)});
+    host_.AppendContextRows(rows, features_, first, count);
   }
 
  private:
@@ -214,7 +215,8 @@ class CudaBackend final : public StepBackend {
   // The workspace for `packed`'s bucket shape on `cache`: the bucket's rows and spans with their
   // sentinels and tail (StepBatch storage), pages for the longest sequence a request can hold
   // (the context length and a block, at most the whole cache).
-  DeviceVerify& VerifyFor(const StepBatch& packed, const PagedKvCache& cache) {
+  // Returns its index in verifies_: the device pass's handle.
+  int32_t VerifyFor(const StepBatch& packed, const PagedKvCache& cache) {
     if (cache.id() != cache_id_) {
       verifies_.clear();  // graphs hold the previous cache's device rows
       cache_id_ = cache.id();
@@ -226,13 +228,13 @@ class CudaBackend final : public StepBackend {
                                   .page_size = cache.shape().page_size,
                                   .tile_rows = packed.tile_rows,
                                   .capture_layers = packed.capture_layers};
-    for (std::unique_ptr<DeviceVerify>& v : verifies_) {
-      if (SameShape(v->workspace->shape(), shape)) return *v;
+    for (size_t i = 0; i < verifies_.size(); ++i) {
+      if (SameShape(verifies_[i]->workspace->shape(), shape)) return static_cast<int32_t>(i);
     }
     auto made = std::make_unique<DeviceVerify>();
     made->workspace = std::make_unique<cuda::VerifyWorkspace>(shape, models_->target->model());
     verifies_.push_back(std::move(made));
-    return *verifies_.back();
+    return static_cast<int32_t>(verifies_.size() - 1);
   }
 
   int32_t PagesPerRequest(const KvCacheShape& kv) {
@@ -266,11 +268,7 @@ class CudaBackend final : public StepBackend {
   cudaStream_t stream_ = nullptr;  // the device verification's
   uint64_t cache_id_ = 0;          // the host cache the workspaces' graphs were captured for
   std::vector<std::unique_ptr<DeviceVerify>> verifies_;  // one per bucket shape
-  // The last Verify's device pass (null after a host one) and its results.
-  const StepBatch* device_step_ = nullptr;
-  DeviceVerify* device_verify_ = nullptr;
-  cuda::VerifyResults results_;
-  std::vector<float> features_;  // committed rows' features copied back
+  std::vector<float> features_;                          // committed rows' features copied back
 };
 
 }  // namespace

@@ -1,13 +1,24 @@
 #pragma once
 // The engine: request states, FIFO admission under max_running and KV capacity, chunked
-// prefill, continuous batching, and one decode step pipeline shared by every length policy:
+// prefill, continuous batching, and one step pipeline shared by every length policy. Step()
+// runs these stages, in this order, each a member function of its name:
 //
-//   draft (DFlash block per request) → decide rows k_i (length policy) → verify the packed rows
-//   on the target (tile-routed) → prefix verifier (accepted a_i, next token) → commit (output,
-//   stop rules, draft context append) → retire finished requests
+//   Admit          queued requests that fit (max_running, KV pages) start running
+//   Prefill        prompt chunks through the target; a finished prompt's first token is accepted
+//                  from its last row's logits
+//   SelectDecoding the requests that decode this step, and which of them draft (DecodeStep)
+//   Draft          one DFlash block per drafting request
+//   Decide         rows k_i per request (the length policy) packed into the bucket's batch
+//   Verify         the target over the packed rows (tile-routed)
+//   Accept         prefix verifier: accepted a_i and the next token per request
+//   Commit         outputs, stop rules, logprobs, streaming
+//   FeedCommitted  the committed rows join the draft context
+//   Learn          counters, and the planner's record of the step's cost
+//   Retire         finished requests free their KV and are reported
 //
-// The stages that depend on where the models run (draft, decide, verify, accept, the draft
-// context append) go through a StepBackend (backend/step_backend.h), one call per stage per step.
+// The stages that depend on where the models run (prefill, draft, verify, accept, the draft
+// context append) go through a StepBackend (backend/step_backend.h), one call per stage per step;
+// the decision is the planner's (plan/). A timer around each stage fills the step-time breakdown.
 //
 // KV admission: a request is admitted only when pages for prompt + max_tokens + W − 2 positions
 // (engine/kv_budget.h, KvPositionsForRequest) are free, and keeps them until it finishes, so a
@@ -29,7 +40,9 @@
 #include "budget/sps_table.h"
 #include "budget/verify_budget.h"
 #include "core/status.h"
+#include "engine/decode_step.h"
 #include "engine/request.h"
+#include "engine/request_state.h"
 #include "engine/step_stats.h"
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
@@ -122,20 +135,31 @@ class Engine {
   const EngineConfig& config() const { return config_; }
 
  private:
-  struct RequestState;
-
   static Result<std::unique_ptr<Engine>> Create(StepBackend& backend,
                                                 std::unique_ptr<StepBackend> owned,
                                                 EngineConfig config);
   Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineConfig config,
          int32_t block, VerifyPlanner planner);
 
+  // The stages of Step, in order (engine.cc: admission and retirement; step_stages.cc: the
+  // rest). Each decode stage reads and writes step_.
+  void Admit();
+  Status Prefill();
+  // Chooses the requests that decode this step and which of them draft; false: none decodes.
+  bool SelectDecoding();
+  Status Draft();
+  Status Decide();
+  Status Verify();
+  void Accept();
+  void Commit();
+  void FeedCommitted();
+  // The step's counters, the planner's record of what the step cost and committed, observers.
+  void Learn();
+  void Retire();
+
+  // Admission.
   int32_t PagesFor(const RequestState& r) const;
   int32_t PagesFor(int64_t prompt_len, int32_t max_tokens) const;
-  void Admit();
-  Status RunPrefill();
-  Status RunDecode();
-  void RetireFinished();
   // True when a running request is still prefilling a prompt whose first page r's prompt starts
   // with: r waits until those pages are published, then reuses them rather than computing them
   // again (n choices of one prompt, a system prompt that many requests send at once).
@@ -143,21 +167,19 @@ class Engine {
   // Publishes r's full pages of written positions for reuse (prefix caching).
   void PublishPages(const RequestState& r, int32_t written);
 
-  // Drafts the requests of `batch` that drafted_ marks.
-  Status Draft(const std::vector<RequestState*>& batch, DraftOutput* drafts);
-  void Observe(const std::vector<RequestState*>& batch, const StepBatch& step,
-               const std::vector<VerifyResult>& results);
-  // Fills blocks_ with one span per request: [anchor, candidates…] where drafted_ says it has
-  // drafts, else the anchor alone.
-  void StageBlocks(const std::vector<RequestState*>& batch);
-  // Sends the rows [q_start, q_start + rows[i]) of `step`'s spans whose requests have a draft
-  // context (drafter_ set) to the drafter, adjacent ranges in one call; returns the rows. `step`
-  // is the batch out_ was computed from.
-  int64_t FeedDrafter(const StepBatch& step, const std::vector<RequestState*>& in_batch_order,
-                      std::span<const int32_t> rows);
+  // Stage helpers.
+  int TileFor(int32_t max_query_rows) const;
   // The forward captures the drafter's feature layers only when some request will use them.
-  void CaptureFeaturesFor(const std::vector<RequestState*>& in_batch_order, StepBatch& step);
-  Result<int32_t> SampleFirstToken(RequestState& r, std::span<const float> logits);
+  void CaptureFeaturesFor(std::span<RequestState* const> requests, StepBatch& rows);
+  // Sends rows [q_start, q_start + rows[i]) of `pass`'s spans whose requests have a draft
+  // context to the drafter, adjacent ranges in one call; returns the rows sent.
+  int64_t FeedDrafter(const TargetPass& pass, std::span<RequestState* const> requests,
+                      std::span<const int32_t> rows);
+  // Commits r's accepted drafts and next token (or fails r when its outcome did).
+  void CommitOutcome(RequestState& r, const TargetPass& pass, const AcceptRequest& accepting,
+                     const Acceptance& outcome);
+
+  // Output rules (engine_output.cc).
   // Ends r with FinishReason::kError (its KV is freed when it retires); the others go on.
   void Fail(RequestState& r, const Status& why);
   // When r asks for logprobs: computes those of `tokens` from their logits rows [tokens, vocab]
@@ -165,9 +187,6 @@ class Engine {
   Status LogprobsOf(RequestState& r, std::span<const float> rows, std::span<const int32_t> tokens);
   // Appends tokens to r's output, applying stop ids, max_tokens and stop strings; streams them.
   void AppendOutput(RequestState& r, std::span<const int32_t> tokens);
-  // Sends rows [first, first + count) of the last forward (`step`, out_) to the draft context.
-  void AppendDraftContext(const StepBatch& step, int32_t first, int32_t count);
-  int TileFor(int32_t max_query_rows) const;
 
   std::unique_ptr<StepBackend> owned_backend_;  // set by the TargetModel form of Create
   StepBackend& backend_;
@@ -182,17 +201,12 @@ class Engine {
   std::vector<std::unique_ptr<RequestState>> running_;
   std::vector<RequestResult> finished_;
   StepStats stats_;
-  // Step scratch, reused.
+  // Step state and scratch, reused.
   StepBatch prefill_;  // this step's prompt chunks
-  StepBatch blocks_;   // this step's draft blocks, one span per decoding request
-  ForwardOutput out_;
-  DraftOutput drafts_;
+  DecodeStep step_;    // this step's decode stages
+  ForwardOutput out_;  // the target's host pass (prefill, then verification)
   std::vector<double> probs_;
   std::vector<TokenLogprobs> pending_logprobs_;  // LogprobsOf → AppendOutput
-  std::vector<uint8_t> drafted_;                 // [N] this step's requests with drafts
-  std::vector<int32_t> feed_rows_;
-  std::vector<AcceptRequest> accept_requests_;  // [N] this step's acceptance inputs
-  std::vector<Acceptance> acceptances_;         // [N] and outcomes
 };
 
 }  // namespace dscale

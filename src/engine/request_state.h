@@ -1,0 +1,35 @@
+#pragma once
+// A request inside the engine, from submission to retirement.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace dscale {
+
+struct RequestState {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // prompt, then output; the last output token is the anchor
+  int32_t prompt_len = 0;
+  int32_t prefilled = 0;  // prompt positions in the KV cache
+  int32_t committed = 0;  // positions in the KV cache once decoding (tokens.size() − 1)
+  GenerationParams params;
+  int32_t seq = -1;
+  bool draft_context = false;  // the drafter holds every committed position of this request
+  bool cancelled = false;
+  FinishReason finish = FinishReason::kNone;
+  RequestResult result;
+  std::vector<TokenLogprobs> logprobs;  // one per output token when params.logprobs asked
+
+  bool prefill_done() const { return prefilled == prompt_len; }
+  // Decoding: the prompt is in the KV cache, the last output token is the anchor, and the
+  // request has neither finished nor been cancelled.
+  bool decoding() const { return prefill_done() && finish == FinishReason::kNone && !cancelled; }
+  int32_t anchor() const { return tokens.back(); }
+  // The output so far: held once, in `tokens`, and copied into the result at retirement.
+  std::span<const int32_t> output() const { return std::span(tokens).subspan(prompt_len); }
+};
+
+}  // namespace dscale

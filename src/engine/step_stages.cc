@@ -1,0 +1,274 @@
+// The stages of Engine::Step after admission, in the order Step runs them. Each decode stage
+// reads and writes step_ (engine/decode_step.h); timing is Step's, around the stages.
+
+#include <algorithm>
+
+#include "engine/engine.h"
+
+namespace dscale {
+
+int Engine::TileFor(int32_t max_query_rows) const {
+  return config_.tile_routing && max_query_rows <= 16 ? 16 : 128;
+}
+
+void Engine::CaptureFeaturesFor(std::span<RequestState* const> requests, StepBatch& rows) {
+  const bool any = std::any_of(requests.begin(), requests.end(),
+                               [](const RequestState* r) { return r->draft_context; });
+  if (any) {
+    rows.capture_layers = drafter_->feature_layers();
+  } else {
+    rows.capture_layers.clear();
+  }
+}
+
+// Prefill: up to prefill_chunk prompt rows per request and prefill_budget per step, through
+// the target; a prompt that finishes here gets its first output token from its last row's
+// logits, accepted as an anchor with no drafts.
+Status Engine::Prefill() {
+  prefill_.Clear();
+  std::vector<RequestState*> chunked;  // every request of the batch, in batch order
+  std::vector<int32_t> chunk_rows;     // [chunked] rows of each
+  int32_t budget = config_.prefill_budget;
+  for (auto& owned : running_) {
+    RequestState& r = *owned;
+    if (r.prefill_done() || r.cancelled || budget == 0) continue;
+    const int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
+    AddRequestRows(prefill_, r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n),
+                   cache_, /*all_logits=*/false);
+    budget -= n;
+    r.prefilled += n;
+    chunked.push_back(&r);
+    chunk_rows.push_back(n);
+  }
+  if (prefill_.rows() == 0) return Status::Ok();
+  prefill_.tile_rows = 128;  // prefill keeps the wide tile
+  CaptureFeaturesFor(chunked, prefill_);
+  DSCALE_ASSIGN_OR_RETURN(const TargetPass pass, backend_.Prefill(prefill_, cache_, &out_));
+  stats_.prefill_rows += prefill_.rows();
+  FeedDrafter(pass, chunked, chunk_rows);
+
+  // Span i's one logits row (its last row's) is row i of the pass.
+  std::vector<RequestState*> finished;
+  std::vector<AcceptRequest> accepting;
+  for (size_t i = 0; i < chunked.size(); ++i) {
+    RequestState& r = *chunked[i];
+    if (!r.prefill_done()) continue;
+    PublishPages(r, r.prompt_len);
+    r.committed = r.prompt_len;
+    finished.push_back(&r);
+    accepting.push_back({.sampling = &r.params.sampling,
+                         .first_position = r.prompt_len,
+                         .logprobs = r.params.logprobs.enabled,
+                         .logits_row = static_cast<int64_t>(i)});
+  }
+  std::vector<Acceptance> outcomes(accepting.size());
+  backend_.Accept(pass, accepting, outcomes);
+  for (size_t i = 0; i < finished.size(); ++i) {
+    if (outcomes[i].status.ok()) finished[i]->result.first_token = Clock::now();
+    CommitOutcome(*finished[i], pass, accepting[i], outcomes[i]);
+  }
+  return Status::Ok();
+}
+
+bool Engine::SelectDecoding() {
+  step_.Reset();
+  for (auto& r : running_) {
+    if (!r->decoding()) continue;
+    DSCALE_CHECK(r->committed == static_cast<int32_t>(r->tokens.size()) - 1);
+    step_.requests.push_back(r.get());
+  }
+  if (step_.requests.empty()) return false;
+  // The planner says how many of the requests with a draft context are drafted this step (the
+  // first ones in batch order); the others verify their anchor only, and all stay fed.
+  int32_t fed = 0;
+  for (const RequestState* r : step_.requests) fed += r->draft_context ? 1 : 0;
+  const int32_t to_draft = fed > 0 ? planner_.DraftCount(fed, step_.size()) : 0;
+  DSCALE_CHECK(to_draft >= 0 && to_draft <= fed);
+  step_.drafted.assign(step_.requests.size(), 0);
+  for (size_t i = 0; i < step_.requests.size() && step_.drafted_count < to_draft; ++i) {
+    if (!step_.requests[i]->draft_context) continue;
+    step_.drafted[i] = 1;
+    ++step_.drafted_count;
+  }
+  return true;
+}
+
+Status Engine::Draft() {
+  if (step_.drafted_count == 0) return Status::Ok();
+  std::vector<DraftRequest> requests;
+  requests.reserve(static_cast<size_t>(step_.drafted_count));
+  for (size_t i = 0; i < step_.requests.size(); ++i) {
+    if (!step_.drafted[i]) continue;
+    const RequestState& r = *step_.requests[i];
+    requests.push_back({.seq = r.seq,
+                        .ctx_len = r.committed,
+                        .anchor = r.anchor(),
+                        .committed = std::span(r.tokens).first(r.committed)});
+  }
+  return backend_.Draft(requests, cache_, TileFor(block_), &step_.drafts);
+}
+
+// Decide: each request's block — [anchor, candidates…] when drafted, the anchor alone
+// otherwise — and the planner's k_i rows of it, packed.
+Status Engine::Decide() {
+  StepBatch& blocks = step_.blocks;
+  blocks.Clear();
+  const DraftOutput& drafts = step_.drafts;
+  for (size_t i = 0, d = 0; i < step_.requests.size(); ++i) {
+    const RequestState& r = *step_.requests[i];
+    blocks.BeginSpan(r.seq, r.committed, cache_.PageTable(r.seq).data());
+    blocks.AddRow(r.anchor(), cache_.Slot(r.seq, r.committed), /*logits=*/true);
+    if (!step_.drafted[i]) continue;
+    const int32_t* candidates = drafts.tokens.data() + d++ * drafts.candidates;
+    for (int32_t j = 1; j <= drafts.candidates; ++j) {
+      blocks.AddRow(candidates[j - 1], cache_.Slot(r.seq, r.committed + j), /*logits=*/true);
+    }
+  }
+  DSCALE_ASSIGN_OR_RETURN(StepBatch * packed,
+                          planner_.Plan(blocks, drafts, step_.drafted, step_.seconds.draft));
+  packed->tile_rows = TileFor(packed->MaxQueryLen());
+  CaptureFeaturesFor(step_.requests, *packed);
+  step_.packed = packed;
+  return Status::Ok();
+}
+
+// Verify: request i owns rows q_start .. q_start + k_i − 1 of the packed batch, every one with
+// logits: row 0 is the anchor at position `committed`, predicting the next position.
+Status Engine::Verify() {
+  const StepBatch& packed = *step_.packed;
+  for (size_t i = 0; i < step_.requests.size(); ++i) {
+    const RequestState& r = *step_.requests[i];
+    const StepSpan& span = packed.spans()[i];
+    step_.accepting.push_back(
+        {.sampling = &r.params.sampling,
+         .first_position = int64_t{r.committed} + 1,
+         .logprobs = r.params.logprobs.enabled,
+         .logits_row = span.q_start,
+         .drafts = packed.tokens().subspan(span.q_start + 1, span.q_len - 1)});
+  }
+  DSCALE_ASSIGN_OR_RETURN(step_.pass, backend_.Verify(packed, step_.accepting, cache_, &out_));
+  return Status::Ok();
+}
+
+void Engine::Accept() {
+  step_.outcomes.resize(step_.requests.size());
+  backend_.Accept(step_.pass, step_.accepting, step_.outcomes);
+}
+
+void Engine::CommitOutcome(RequestState& r, const TargetPass& pass, const AcceptRequest& accepting,
+                           const Acceptance& outcome) {
+  if (!outcome.status.ok()) {
+    Fail(r, outcome.status);  // commits nothing; retired after this step
+    return;
+  }
+  const VerifyResult& v = outcome.result;
+  std::vector<int32_t> tokens(accepting.drafts.begin(), accepting.drafts.begin() + v.accepted);
+  tokens.push_back(v.next_token);
+  if (r.params.logprobs.enabled) {
+    DSCALE_CHECK_MSG(!pass.on_device(), "a request asking for logprobs gets a host pass");
+    // Row j of the request's logits holds the target's distribution for committed token j.
+    const int64_t vocab = target_.config().vocab_size;
+    const Status logprobs = LogprobsOf(
+        r, std::span(pass.out->logits).subspan(accepting.logits_row * vocab, tokens.size() * vocab),
+        tokens);
+    if (!logprobs.ok()) {
+      Fail(r, logprobs);
+      return;
+    }
+  }
+  AppendOutput(r, tokens);
+}
+
+// Commit: the anchor and the accepted drafts now have valid KV rows (committed positions); the
+// accepted drafts and the next token join the output.
+void Engine::Commit() {
+  for (size_t i = 0; i < step_.requests.size(); ++i) {
+    RequestState& r = *step_.requests[i];
+    const Acceptance& outcome = step_.outcomes[i];
+    const int32_t rows = outcome.status.ok() ? outcome.result.accepted + 1 : 0;
+    step_.committed_rows.push_back(rows);
+    if (rows > 0) {
+      r.committed += rows;
+      r.result.accepted.push_back(outcome.result.accepted);
+      ++r.result.steps;
+    }
+    CommitOutcome(r, step_.pass, step_.accepting[i], outcome);
+  }
+}
+
+void Engine::FeedCommitted() {
+  step_.fed_rows = FeedDrafter(step_.pass, step_.requests, step_.committed_rows);
+}
+
+int64_t Engine::FeedDrafter(const TargetPass& pass, std::span<RequestState* const> requests,
+                            std::span<const int32_t> rows) {
+  int64_t fed = 0;
+  int32_t first = 0, count = 0;  // the pending run of adjacent rows
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!requests[i]->draft_context) continue;
+    const int32_t start = pass.rows->spans()[i].q_start;
+    if (count > 0 && first + count != start) {
+      backend_.AppendContext(pass, first, count);
+      count = 0;
+    }
+    if (count == 0) first = start;
+    count += rows[i];
+    fed += rows[i];
+  }
+  if (count > 0) backend_.AppendContext(pass, first, count);
+  return fed;
+}
+
+void Engine::Learn() {
+  const int64_t step_index = stats_.decode_steps;
+  const StepBatch& packed = *step_.packed;
+  const StageSeconds& t = step_.seconds;
+  budget::StepSample sample{.requests = step_.size(), .drafted = step_.drafted_count};
+  int64_t drafted_committed = 0;
+  std::vector<RequestId> ids;
+  std::vector<int32_t> rows, accepted;
+  for (size_t i = 0; i < step_.requests.size(); ++i) {
+    const StepSpan& span = packed.spans()[i];
+    const Acceptance& outcome = step_.outcomes[i];
+    stats_.verified_rows += span.q_len;
+    ids.push_back(step_.requests[i]->id);
+    rows.push_back(span.q_len);
+    accepted.push_back(outcome.result.accepted);
+    if (!outcome.status.ok()) continue;
+    stats_.committed_tokens += outcome.result.accepted + 1;
+    ++stats_.accepted_histogram[std::min<size_t>(outcome.result.accepted,
+                                                 stats_.accepted_histogram.size() - 1)];
+    sample.context += span.ctx_len;
+    if (step_.drafted[i]) drafted_committed += outcome.result.accepted + 1;
+  }
+  ++stats_.decode_steps;
+  stats_.decode_request_steps += step_.size();
+  stats_.last_step_requests = step_.size();
+  stats_.last_step_rows = packed.rows();
+  stats_.draft_s += t.draft;
+  stats_.decision_s += t.decide;
+  stats_.verify_s += t.verify;
+  stats_.acceptance_s += t.accept;
+  stats_.commit_s += t.commit + t.feed;
+
+  sample.draft_s = step_.drafted_count > 0 ? t.draft + t.decide : 0.0;
+  sample.fed_rows = step_.fed_rows;
+  sample.feed_s = t.feed;
+  sample.rows = packed.rows();
+  sample.verify_s = t.verify + t.accept + t.commit;
+  planner_.Record(sample, drafted_committed);
+  if (planner_.DropDraftContexts()) {
+    for (auto& r : running_) r->draft_context = false;
+  }
+  stats_.auto_budget = planner_.AutoSnapshot();
+
+  if (!config_.on_step) return;
+  const bool all_drafted = drafter_ != nullptr && step_.drafted_count == step_.size();
+  config_.on_step({.step = step_index,
+                   .ids = ids,
+                   .drafts = all_drafted ? &step_.drafts : nullptr,
+                   .rows = rows,
+                   .accepted = accepted});
+}
+
+}  // namespace dscale
