@@ -16,7 +16,7 @@
 #include <span>
 #include <string_view>
 
-#include "backend/verify_planner.h"
+#include "plan/verify_planner.h"
 #include "core/status.h"
 #include "core/step_batch.h"
 #include "kv/paged_kv_cache.h"

@@ -1,4 +1,4 @@
-#include "backend/verify_planner.h"
+#include "plan/verify_planner.h"
 
 #include <chrono>
 
