@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "backend/step_backend.h"
-#include "backend/verify_planner.h"
+#include "plan/verify_planner.h"
 #include "budget/simulation.h"
 #include "budget/sps_table.h"
 #include "budget/verify_budget.h"

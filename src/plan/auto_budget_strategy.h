@@ -1,0 +1,55 @@
+#pragma once
+// --spec dscale --verify-budget auto: Algorithm 1 over the drafted requests at the M that
+// budget::AutoBudget (budget/auto_budget.h) picks per step from the expected-token curve and its
+// step-cost model; requests without drafts verify their anchor alone. The AutoBudget also
+// decides which new requests get a draft context, how many fed requests draft, and when the
+// running ones stop being fed (plain decoding pays better).
+//
+// Planted step times (tests): with a budget::SimulatedPair, the cost model learns the pair's
+// draft, feed and verify seconds instead of the measured ones, so its choices are reproducible.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "budget/auto_budget.h"
+#include "budget/simulation.h"
+#include "dvl/budget_curve.h"
+#include "plan/length_strategy.h"
+#include "plan/predictor_scores.h"
+
+namespace dscale {
+
+class AutoBudgetStrategy final : public LengthStrategy {
+ public:
+  // `predictor` (and `planted`, when set) must outlive the strategy. `width`: W;
+  // `max_requests`: N at most.
+  AutoBudgetStrategy(const dvl::Predictor& predictor, int32_t width, int32_t max_requests,
+                     const budget::SimulatedPair* planted);
+
+  // Any step may verify every row.
+  double CapacityFraction(int32_t) const override { return 1.0; }
+  Status Decide(const StrategyInput& in, std::span<int32_t> k) override;
+
+  bool FeedNewRequest() override { return auto_.FeedNewRequest(); }
+  int32_t DraftCount(int32_t fed, int32_t requests) override {
+    return auto_.DraftCount(fed, requests);
+  }
+  void Record(const budget::StepSample& sample, int64_t drafted_committed) override;
+  bool DropDraftContexts() override { return auto_.TakeDetach(); }
+  std::optional<budget::AutoBudgetSnapshot> AutoSnapshot() const override {
+    return auto_.Snapshot();
+  }
+
+ private:
+  // Seconds this step has spent drafting and deciding so far (the planted draft time if set).
+  double DraftSeconds(const StrategyInput& in) const;
+
+  budget::AutoBudget auto_;
+  const budget::SimulatedPair* planted_;
+  PredictorScores scores_;
+  dvl::BudgetCurve curve_;
+  std::vector<int32_t> drafted_k_, seed_, offsets_;  // the drafted requests' allocation
+};
+
+}  // namespace dscale

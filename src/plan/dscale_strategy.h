@@ -1,0 +1,30 @@
+#pragma once
+// --spec dscale at a fixed --verify-budget fraction (paper Algorithm 1): predictor scores of
+// every request's drafts → seeds → budget adjustment to Σ k_i = M = round(fraction · W · N),
+// clamped to [N, W · N] (W · N / 2 by default). Every request must be drafted with W rows.
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/length_strategy.h"
+#include "plan/predictor_scores.h"
+
+namespace dscale {
+
+class DScaleStrategy final : public LengthStrategy {
+ public:
+  // `predictor` must outlive the strategy; `fraction` in (0, 1].
+  DScaleStrategy(const dvl::Predictor& predictor, double fraction)
+      : scores_(predictor), fraction_(fraction) {}
+
+  double CapacityFraction(int32_t) const override { return fraction_; }
+  // InvalidArgument when a block holds fewer than W rows.
+  Status Decide(const StrategyInput& in, std::span<int32_t> k) override;
+
+ private:
+  PredictorScores scores_;
+  double fraction_;
+  std::vector<int32_t> seed_, offsets_;  // the allocator's by-products [n], [n + 1]
+};
+
+}  // namespace dscale

@@ -1,0 +1,55 @@
+#include "plan/make_length_strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "plan/auto_budget_strategy.h"
+#include "plan/dscale_strategy.h"
+#include "plan/dspark_strategy.h"
+#include "plan/fixed_rows_strategy.h"
+#include "plan/plain_strategy.h"
+#include "plan/whole_block_strategy.h"
+#include "strategy_test_util.h"
+
+namespace dscale {
+namespace {
+
+LengthPolicy Policy(const std::string& text) { return LengthPolicy::Parse(text).value(); }
+
+std::string ErrorOf(const PlannerConfig& config) {
+  const Result<std::unique_ptr<LengthStrategy>> made = MakeLengthStrategy(config);
+  return made.ok() ? "ok" : made.status().message();
+}
+
+TEST(MakeLengthStrategyTest, OneStrategyPerPolicy) {
+  const dvl::Predictor predictor = plan_test::MakePredictor(1);
+  const budget::SpsTable sps{.tokens = {1}, .steps_per_second = {10}};
+  auto made = [&](const std::string& spec, bool automatic) {
+    PlannerConfig config{
+        .policy = Policy(spec), .block = 16, .predictor = &predictor, .sps_table = &sps};
+    config.verify_budget.automatic = automatic;
+    return std::move(MakeLengthStrategy(config).value());
+  };
+  EXPECT_NE(dynamic_cast<PlainStrategy*>(made("none", false).get()), nullptr);
+  EXPECT_NE(dynamic_cast<WholeBlockStrategy*>(made("dflash", false).get()), nullptr);
+  EXPECT_NE(dynamic_cast<FixedRowsStrategy*>(made("fixed:4", false).get()), nullptr);
+  EXPECT_NE(dynamic_cast<DScaleStrategy*>(made("dscale", false).get()), nullptr);
+  EXPECT_NE(dynamic_cast<AutoBudgetStrategy*>(made("dscale", true).get()), nullptr);
+  EXPECT_NE(dynamic_cast<DSparkStrategy*>(made("dspark", false).get()), nullptr);
+}
+
+TEST(MakeLengthStrategyTest, RefusesMissingInputs) {
+  const dvl::Predictor predictor = plan_test::MakePredictor(1);
+  EXPECT_EQ(ErrorOf({.policy = Policy("dscale"), .block = 16}), "--spec dscale needs --predictor");
+  EXPECT_EQ(ErrorOf({.policy = Policy("dspark"), .block = 8, .predictor = &predictor}),
+            "--spec dspark needs a drafter with block size 16, got 8");
+  EXPECT_EQ(ErrorOf({.policy = Policy("dspark"), .block = 16, .predictor = &predictor}),
+            "--spec dspark needs a steps-per-second table (profiled at start-up, or "
+            "--sps-table FILE)");
+  EXPECT_EQ(ErrorOf({.policy = Policy("dflash"), .block = 16, .max_running = 0}),
+            "max_running: must be at least 1");
+}
+
+}  // namespace
+}  // namespace dscale
