@@ -124,7 +124,7 @@ Result<std::unique_ptr<Runtime>> LoadModels(const BenchArgs& a, const std::vecto
                                             const std::vector<int32_t>& concurrency) {
   DSCALE_ASSIGN_OR_RETURN(const RuntimeParts parts, PartsForModes(a, modes));
   DSCALE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, LoadRuntime(a.models, parts));
-  if (!runtime->tokenizer) {
+  if (!runtime->tokenizer) {  // the datasets' prompts are text
     return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
   }
   bool need_sps = false;

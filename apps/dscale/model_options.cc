@@ -16,7 +16,7 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* options, const ModelFlags& fla
   if (flags.predictor) {
     cmd->add_option("--predictor", options->predictor,
                     "DVL predictor file (the dscale and dspark policies; default: the drafter "
-                    "folder's predictor.bin, or predictor-domino.bin with --drafter-head domino)");
+                    "folder's predictor.bin, or predictor-domino.bin for its Domino head)");
   }
   cmd->add_option("--tokenizer", options->tokenizer, "Tokenizer folder (default: the target's)");
   if (flags.device) AddDeviceOption(cmd, &options->device);
