@@ -2,6 +2,7 @@
 // every (mode, dataset, concurrency) cell, on an in-process engine or a running server (--url);
 // a table on the terminal, and JSON, CSV and PNG plots with --out.
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -20,10 +21,8 @@
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "model/dflash_drafter.h"
-#include "predictor_loading.h"
-#include "prompt_input.h"
-#include "spec/length_policy.h"
+#include "model_options.h"
+#include "runtime.h"
 
 namespace dscale::cli {
 namespace {
@@ -31,7 +30,7 @@ namespace {
 using bench::BenchMode;
 
 struct BenchArgs {
-  std::string target, drafter, predictor, tokenizer;
+  ModelOptions models;
   std::string domino_predictor;  // the domino+dscale mode's predictor
   std::string url, server_model = "dscale";
   std::string data_dir = "data";
@@ -42,11 +41,6 @@ struct BenchArgs {
   bool ablation = false;
   std::string baseline;
   std::string tile_routing = "auto";
-  std::string device{kDefaultDevice};
-  WeightsMode weights = WeightsMode::kAsStored;
-  cpu::Bf16Activations activations = kDefaultActivations;
-  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
-  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
   float temperature = 0.0f;
@@ -94,22 +88,10 @@ std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
   return modes.front().label;
 }
 
-// The loaded in-process models; drafter and predictor only when a mode needs them.
-struct Models {
-  std::optional<DecoderModel> target;
-  std::optional<DFlashDrafter> drafter;
-  std::optional<dvl::Predictor> predictor;
-  std::optional<DFlashDrafter> domino_drafter;        // the same drafter with its Domino head
-  std::optional<dvl::Predictor> domino_predictor;     // for domino+dscale
-  std::string predictor_path, domino_predictor_path;  // the files loaded (flags or defaults)
-  std::optional<Tokenizer> tokenizer;
-  std::unique_ptr<StepBackend> backend;         // target and drafter where --device puts them
-  std::unique_ptr<StepBackend> domino_backend;  // target and domino_drafter on the CPU
-  std::optional<budget::SpsTable> sps_table;    // dspark's, profiled once for every cell
-};
-
-Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector<BenchMode>& modes,
-                                           const std::vector<int32_t>& concurrency) {
+// What the in-process modes load: the drafter without a head for the speculative modes, with
+// its Domino head (a variant on the CPU) for the domino modes, and each one's predictor for the
+// modes that predict.
+Result<RuntimeParts> PartsForModes(const BenchArgs& a, const std::vector<BenchMode>& modes) {
   bool need_drafter = false, need_predictor = false, need_domino = false;
   bool need_domino_predictor = false;
   for (const BenchMode& m : modes) {
@@ -119,61 +101,39 @@ Result<std::unique_ptr<Models>> LoadModels(const BenchArgs& a, const std::vector
     need_domino |= m.runnable && m.domino_head;
     need_domino_predictor |= predicts && m.domino_head;
   }
-  if (need_domino && a.drafter.empty()) return InvalidArgument("the domino modes need --drafter");
-  if (need_domino && a.device != "cpu") {
+  const ModelOptions& o = a.models;
+  if (need_domino && o.drafter.empty()) return InvalidArgument("the domino modes need --drafter");
+  if (need_domino && o.device != "cpu") {
     return InvalidArgument("the domino modes run on the CPU only (--device cpu)");
   }
-  if (a.target.empty()) return InvalidArgument("--target is required without --url");
-  if (need_drafter && a.drafter.empty()) return InvalidArgument("the modes need --drafter");
-  auto m = std::make_unique<Models>();
-  if (need_predictor) {
-    DSCALE_ASSIGN_OR_RETURN(m->predictor_path, ResolvePredictorPath(a.predictor, "--predictor",
-                                                                    a.drafter, DrafterHead::kNone));
-  }
-  if (need_domino_predictor) {
-    DSCALE_ASSIGN_OR_RETURN(m->domino_predictor_path,
-                            ResolvePredictorPath(a.domino_predictor, "--domino-predictor",
-                                                 a.drafter, DrafterHead::kDomino));
-  }
-  DSCALE_ASSIGN_OR_RETURN(
-      m->target,
-      DecoderModel::Load(a.target, a.weights, {.bf16 = a.activations, .int8 = a.int8_activations}));
-  DSCALE_ASSIGN_OR_RETURN(
-      std::optional<Tokenizer> tok,
-      LoadOptionalTokenizer(a.tokenizer, a.target, m->target->config().vocab_size));
-  if (!tok) return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
-  m->tokenizer = std::move(tok);
-  if (need_drafter) {
-    DSCALE_ASSIGN_OR_RETURN(
-        m->drafter, DFlashDrafter::Load(a.drafter, *m->target, DrafterHead::kNone, a.draft_vocab));
-  }
-  if (need_predictor) {
-    DSCALE_ASSIGN_OR_RETURN(m->predictor, LoadPredictorFor(m->predictor_path, *m->drafter));
-  }
+  if (o.target.empty()) return InvalidArgument("--target is required without --url");
+  if (need_drafter && o.drafter.empty()) return InvalidArgument("the modes need --drafter");
+  RuntimeParts parts{.drafter = need_drafter, .predictor = need_predictor};
   if (need_domino) {
-    DSCALE_ASSIGN_OR_RETURN(
-        m->domino_drafter,
-        DFlashDrafter::Load(a.drafter, *m->target, DrafterHead::kDomino, a.draft_vocab));
+    parts.variant = DrafterVariantParts{.head = DrafterHead::kDomino,
+                                        .predictor = need_domino_predictor,
+                                        .predictor_file = a.domino_predictor,
+                                        .predictor_flag = "--domino-predictor"};
   }
-  if (need_domino_predictor) {
-    Result<dvl::Predictor> loaded = LoadPredictorFor(m->domino_predictor_path, *m->domino_drafter);
-    if (!loaded.ok()) return loaded.status().WithContext("--domino-predictor");
-    m->domino_predictor = std::move(*loaded);
+  return parts;
+}
+
+// The models every cell shares, and dspark's table for the largest cell: W · the largest
+// concurrency.
+Result<std::unique_ptr<Runtime>> LoadModels(const BenchArgs& a, const std::vector<BenchMode>& modes,
+                                            const std::vector<int32_t>& concurrency) {
+  DSCALE_ASSIGN_OR_RETURN(const RuntimeParts parts, PartsForModes(a, modes));
+  DSCALE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, LoadRuntime(a.models, parts));
+  if (!runtime->tokenizer) {  // the datasets' prompts are text
+    return InvalidArgument("no tokenizer: pass --tokenizer (the target folder has none)");
   }
-  DSCALE_ASSIGN_OR_RETURN(m->backend,
-                          MakeBackend(a.device, *m->target, m->drafter ? &*m->drafter : nullptr));
-  if (m->domino_drafter) {
-    DSCALE_ASSIGN_OR_RETURN(m->domino_backend, MakeBackend("cpu", *m->target, &*m->domino_drafter));
-  }
-  // dspark's table covers the largest cell: W · the largest concurrency.
   bool need_sps = false;
   for (const BenchMode& mode : modes) need_sps |= mode.runnable && mode.policy == "dspark";
   int32_t most = 1;
   for (int32_t c : concurrency) most = std::max(most, c);
-  DSCALE_ASSIGN_OR_RETURN(
-      m->sps_table, SpsTableFor(a.budget, need_sps, m->backend->target(), m->backend->drafter(),
-                                int64_t{m->drafter ? m->drafter->block_size() : 1} * most));
-  return m;
+  DSCALE_RETURN_IF_ERROR(
+      PrepareSpsTable(*runtime, a.budget, need_sps, int64_t{runtime->main.block_size()} * most));
+  return runtime;
 }
 
 struct Workload {
@@ -201,7 +161,7 @@ size_t IndexOf(const Workload& w, const std::string& dataset) {
   return 0;
 }
 
-Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w, Models& m) {
+Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w, Runtime& m) {
   auto cells = std::make_shared<std::vector<bench::CellRequests>>();
   for (size_t i = 0; i < w.datasets.size(); ++i) {
     DSCALE_ASSIGN_OR_RETURN(
@@ -209,10 +169,10 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
   const bench::InProcessModels models{
-      .backend = m.backend.get(),
-      .predictor = m.predictor ? &*m.predictor : nullptr,
-      .domino_backend = m.domino_backend.get(),
-      .domino_predictor = m.domino_predictor ? &*m.domino_predictor : nullptr,
+      .backend = m.main.backend.get(),
+      .predictor = m.main.predictor_or_null(),
+      .domino_backend = m.variant ? m.variant->backend.get() : nullptr,
+      .domino_predictor = m.variant ? m.variant->predictor_or_null() : nullptr,
       .verify_budget = a.budget.VerifyBudget().value(),
       .sps_table = m.sps_table ? &*m.sps_table : nullptr,
       .kv_dtype = a.kv_dtype,
@@ -255,20 +215,27 @@ bench::CellRunner ServerRunner(const BenchArgs& a, const Workload& w) {
 
 // `models`: the in-process run's models (the predictor files they loaded), or nullptr.
 // What the drafter drafted over: the subset's size, "full", or the flag when nothing was loaded.
-nlohmann::json DraftVocabJson(const BenchArgs& a, const Models* models) {
+nlohmann::json DraftVocabJson(const BenchArgs& a, const Runtime* models) {
   if (!a.url.empty()) return "server";
-  if (models == nullptr || !models->drafter)
-    return std::string(DraftVocabChoiceName(a.draft_vocab));
-  const DraftVocab* subset = models->drafter->draft_vocab();
+  if (models == nullptr || !models->main.drafter) {
+    return std::string(DraftVocabChoiceName(a.models.draft_vocab));
+  }
+  const DraftVocab* subset = models->main.drafter->draft_vocab();
   return subset != nullptr ? nlohmann::json(subset->size()) : nlohmann::json("full");
 }
 
-nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
-  const bool loaded = models != nullptr;
-  return {{"target", a.target},
-          {"drafter", a.drafter},
-          {"predictor", loaded ? models->predictor_path : a.predictor},
-          {"domino_predictor", loaded ? models->domino_predictor_path : a.domino_predictor},
+// The predictor file the variant loaded, or --domino-predictor when nothing was loaded.
+std::string DominoPredictorPath(const BenchArgs& a, const Runtime* models) {
+  if (models == nullptr) return a.domino_predictor;
+  return models->variant ? models->variant->predictor_path : "";
+}
+
+nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
+  const ModelOptions& o = a.models;
+  return {{"target", o.target},
+          {"drafter", o.drafter},
+          {"predictor", models != nullptr ? models->main.predictor_path : o.predictor},
+          {"domino_predictor", DominoPredictorPath(a, models)},
           {"url", a.url},
           {"datasets", a.datasets},
           {"warmup", a.warmup},
@@ -282,12 +249,12 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Models* models) {
                                 ? nlohmann::json("auto")
                                 : nlohmann::json(a.budget.VerifyBudget()->fraction)},
           {"tile_routing", a.tile_routing},
-          {"device", a.url.empty() ? a.device : "server"},
-          {"weights", a.url.empty() ? std::string(WeightsModeName(a.weights)) : "server"},
+          {"device", a.url.empty() ? o.device : "server"},
+          {"weights", a.url.empty() ? std::string(WeightsModeName(o.weights)) : "server"},
           {"activations",
-           a.url.empty() ? std::string(cpu::Bf16ActivationsName(a.activations)) : "server"},
+           a.url.empty() ? std::string(cpu::Bf16ActivationsName(o.activations)) : "server"},
           {"int8_activations",
-           a.url.empty() ? std::string(cpu::Int8ActivationsName(a.int8_activations)) : "server"},
+           a.url.empty() ? std::string(cpu::Int8ActivationsName(o.int8_activations)) : "server"},
           {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"},
           {"shared_prefix_tokens", a.shared_prefix_tokens},
           {"prefix_cache", a.prefix_cache},
@@ -318,12 +285,12 @@ Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agre
 
 Status RunBench(const BenchArgs& a) {
   DSCALE_ASSIGN_OR_RETURN(std::vector<BenchMode> modes, SelectModes(a));
-  if (!a.url.empty() && a.weights != WeightsMode::kAsStored) {
+  if (!a.url.empty() && a.models.weights != WeightsMode::kAsStored) {
     return InvalidArgument(
         "--weights applies to in-process runs; a server holds the weights it was started with "
         "(dscale serve --weights)");
   }
-  DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(a.device, a.weights));
+  DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(a.models.device, a.models.weights));
   if (!a.url.empty() && (a.shared_prefix_tokens > 0 || a.prefix_cache)) {
     return InvalidArgument(
         "--shared-prefix-tokens and --prefix-cache apply to in-process runs (the system turn is "
@@ -339,7 +306,7 @@ Status RunBench(const BenchArgs& a) {
     if (!loaded.ok()) return loaded.status().WithContext("--compare");
     prior = std::move(*loaded);
   }
-  std::unique_ptr<Models> models;
+  std::unique_ptr<Runtime> models;
   bench::CellRunner runner;
   if (a.url.empty()) {
     DSCALE_ASSIGN_OR_RETURN(models, LoadModels(a, modes, concurrency));
@@ -373,15 +340,10 @@ Status RunBench(const BenchArgs& a) {
 }
 
 void AddOptions(CLI::App* cmd, BenchArgs* a) {
-  cmd->add_option("--target", a->target, "Target checkpoint directory (in-process runs)");
-  cmd->add_option("--drafter", a->drafter, "DFlash drafter checkpoint directory");
-  cmd->add_option("--predictor", a->predictor,
-                  "DVL predictor file (the dscale and dspark modes; default: the drafter "
-                  "folder's predictor.bin)");
+  AddModelOptions(cmd, &a->models, {.target_required = false, .drafter_head = false});
   cmd->add_option("--domino-predictor", a->domino_predictor,
                   "DVL predictor trained on the Domino head's drafts (the domino+dscale mode; "
                   "default: the drafter folder's predictor-domino.bin)");
-  cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer folder (default: the target's)");
   cmd->add_option("--url", a->url, "Benchmark a running server instead (http://host:port)");
   cmd->add_option("--server-model", a->server_model, "\"model\" field sent to the server")
       ->capture_default_str();
@@ -401,12 +363,6 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--tile-routing", a->tile_routing, "auto (off for dflash only), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
-  AddDeviceOption(cmd, &a->device);
-  AddWeightsOption(cmd, &a->weights);
-  AddActivationsOption(cmd, &a->activations);
-  AddInt8ActivationsOption(cmd, &a->int8_activations);
-  AddDraftVocabOption(cmd, &a->draft_vocab);
-  AddThreadsOption(cmd);
   AddKvDtypeOption(cmd, &a->kv_dtype);
 }
 

@@ -13,16 +13,16 @@
 #include "dvl/features.h"
 #include "engine/engine.h"
 #include "model/dflash_drafter.h"
+#include "model_options.h"
 #include "prompt_input.h"
+#include "runtime.h"
 #include "train/trace_file.h"
 
 namespace dscale::cli {
 namespace {
 
 struct CollectArgs {
-  std::string target;
-  std::string drafter;
-  std::string tokenizer;
+  ModelOptions models;
   std::vector<std::string> prompt_files;
   std::string out;
   int32_t concurrency = 16;
@@ -30,11 +30,6 @@ struct CollectArgs {
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   KvDtype kv_dtype = KvDtype::kBf16;
   uint64_t projection_seed = 1;
-  WeightsMode weights = WeightsMode::kAsStored;
-  cpu::Bf16Activations activations = kDefaultActivations;
-  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
-  DrafterHead drafter_head = DrafterHead::kNone;
-  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
 };
 
 // Writes one record per request of each observed step.
@@ -87,52 +82,61 @@ Result<std::vector<std::vector<int32_t>>> LoadAllPrompts(const CollectArgs& args
   return all;
 }
 
-int RunCollect(const CollectArgs& args) {
-  auto fail = [](const Status& s) { return ReportError("collect", s); };
-  Result<DecoderModel> target = DecoderModel::Load(
-      args.target, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
-  if (!target.ok()) return fail(target.status());
-  Result<DFlashDrafter> drafter =
-      DFlashDrafter::Load(args.drafter, *target, args.drafter_head, args.draft_vocab);
-  if (!drafter.ok()) return fail(drafter.status());
-  Result<std::optional<Tokenizer>> tokenizer =
-      LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
-  if (!tokenizer.ok()) return fail(tokenizer.status());
-  Result<std::vector<std::vector<int32_t>>> prompts =
-      LoadAllPrompts(args, tokenizer->has_value() ? &**tokenizer : nullptr);
-  if (!prompts.ok()) return fail(prompts.status());
-
-  const int64_t hidden = drafter->config().draft.hidden_size;
+// A trace writer for `drafter`'s drafts, with the features' fixed projections.
+Result<std::unique_ptr<TraceCollector>> MakeCollector(const CollectArgs& args,
+                                                      const DFlashDrafter& drafter) {
+  const int64_t hidden = drafter.config().draft.hidden_size;
   // The features read the draft logits: one column per token drafted over.
-  const int64_t vocab = drafter->draft_vocab_size();
+  const int64_t vocab = drafter.draft_vocab_size();
   const train::TraceHeader header{.drafter_hidden = static_cast<uint32_t>(hidden),
                                   .drafter_vocab = static_cast<uint32_t>(vocab),
                                   .projection_seed = args.projection_seed};
-  Result<train::TraceWriter> writer = train::TraceWriter::Create(args.out, header);
-  if (!writer.ok()) return fail(writer.status());
-  TraceCollector collector(std::move(writer).value(),
-                           dvl::MakeProjections(hidden, vocab, args.projection_seed));
+  DSCALE_ASSIGN_OR_RETURN(train::TraceWriter writer, train::TraceWriter::Create(args.out, header));
+  return std::make_unique<TraceCollector>(
+      std::move(writer), dvl::MakeProjections(hidden, vocab, args.projection_seed));
+}
 
-  EngineConfig config{.policy = LengthPolicy{.mode = SpecMode::kDFlash},
-                      .max_running = args.concurrency,
-                      .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
-                                                      args.max_tokens, drafter->block_size()),
-                      .kv_dtype = args.kv_dtype};
-  config.on_step = [&collector](const StepRecord& step) { collector.Record(step); };
-  Result<std::unique_ptr<Engine>> engine = Engine::Create(*target, &*drafter, std::move(config));
-  if (!engine.ok()) return fail(engine.status());
+// Runs every prompt to its end, each request's records tagged with its prompt's index.
+Status CollectAll(Engine& engine, const CollectArgs& args,
+                  const std::vector<std::vector<int32_t>>& prompts, const DecoderModel& target,
+                  TraceCollector& collector) {
   const GenerationParams params{.max_tokens = args.max_tokens,
-                                .stop_ids = target->config().eos_token_ids};
-  for (size_t i = 0; i < prompts->size(); ++i) {
-    Result<RequestId> id = (*engine)->Submit((*prompts)[i], params);
-    if (!id.ok()) return fail(id.status().WithContext("prompt " + std::to_string(i + 1)));
+                                .stop_ids = target.config().eos_token_ids};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Result<RequestId> id = engine.Submit(prompts[i], params);
+    if (!id.ok()) return id.status().WithContext("prompt " + std::to_string(i + 1));
     collector.SetPromptId(*id, static_cast<uint32_t>(i));
   }
-  if (Status s = (*engine)->RunToCompletion(); !s.ok()) return fail(s);
-  if (Status s = collector.Finish(); !s.ok()) return fail(s);
+  DSCALE_RETURN_IF_ERROR(engine.RunToCompletion());
+  return collector.Finish();
+}
+
+int RunCollect(const CollectArgs& args) {
+  auto fail = [](const Status& s) { return ReportError("collect", s); };
+  // Traces record full-width DFlash verification.
+  const LengthPolicy policy{.mode = SpecMode::kDFlash};
+  Result<std::unique_ptr<Runtime>> runtime =
+      LoadRuntime(args.models, PartsFor(policy, "dflash", TokenizerNeed::kIfFound));
+  if (!runtime.ok()) return fail(runtime.status());
+  Runtime& rt = **runtime;
+  Result<std::vector<std::vector<int32_t>>> prompts = LoadAllPrompts(args, rt.tokenizer_or_null());
+  if (!prompts.ok()) return fail(prompts.status());
+  Result<std::unique_ptr<TraceCollector>> collector = MakeCollector(args, *rt.main.drafter);
+  if (!collector.ok()) return fail(collector.status());
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(
+      rt, policy,
+      {.max_running = args.concurrency,
+       .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency, args.max_tokens,
+                                       rt.main.block_size()),
+       .kv_dtype = args.kv_dtype,
+       .on_step = [&collector = **collector](const StepRecord& step) { collector.Record(step); }});
+  if (!engine.ok()) return fail(engine.status());
+  if (Status s = CollectAll(**engine, args, *prompts, *rt.target, **collector); !s.ok()) {
+    return fail(s);
+  }
   std::printf("wrote %s: %lld records from %zu prompts, mean accepted %.2f of 15\n",
-              args.out.c_str(), static_cast<long long>(collector.records()), prompts->size(),
-              collector.mean_accepted());
+              args.out.c_str(), static_cast<long long>((*collector)->records()), prompts->size(),
+              (*collector)->mean_accepted());
   return 0;
 }
 
@@ -142,9 +146,8 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<CollectArgs>();
   CLI::App* cmd =
       app.add_subcommand("collect", "Log DVL features and full-width acceptance (traces)");
-  cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
-  cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory")->required();
-  cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer folder (default: the target's)");
+  AddModelOptions(cmd, &args->models,
+                  {.drafter_required = true, .predictor = false, .device = false});
   cmd->add_option("--prompts", args->prompt_files, "JSONL prompt files (see generate --prompts)")
       ->required();
   cmd->add_option("--out", args->out, "Trace file to write")->required();
@@ -154,12 +157,6 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens", args->max_tokens, "Tokens per request at most")
       ->check(AtLeast(1))
       ->capture_default_str();
-  AddWeightsOption(cmd, &args->weights);
-  AddActivationsOption(cmd, &args->activations);
-  AddInt8ActivationsOption(cmd, &args->int8_activations);
-  AddDrafterHeadOption(cmd, &args->drafter_head);
-  AddDraftVocabOption(cmd, &args->draft_vocab);
-  AddThreadsOption(cmd);
   cmd->add_option("--kv-tokens", args->kv_tokens,
                   "KV cache capacity in positions (default: what the prompts need at once)")
       ->check(AtLeast(0));

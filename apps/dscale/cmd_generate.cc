@@ -10,25 +10,21 @@
 #include <optional>
 #include <string>
 
-#include "backend/backend.h"
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "default_spec.h"
-#include "dvl/predictor.h"
 #include "engine/engine.h"
 #include "io/tokenizer/display_text.h"
-#include "model/dflash_drafter.h"
-#include "predictor_loading.h"
+#include "model_options.h"
 #include "prompt_input.h"
+#include "runtime.h"
 
 namespace dscale::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string target;
-  std::string drafter;
-  std::string tokenizer;
+  ModelOptions models;
   std::string spec;  // empty until ApplyDefaultSpec or --spec sets it
   PromptFlags prompts;
   std::vector<std::string> stop;
@@ -40,15 +36,8 @@ struct GenerateArgs {
   int32_t concurrency = 1;
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   KvDtype kv_dtype = KvDtype::kBf16;
-  std::string predictor;
   BudgetFlags budget;
   bool tile_routing = true;
-  std::string device{kDefaultDevice};
-  WeightsMode weights = WeightsMode::kAsStored;
-  cpu::Bf16Activations activations = kDefaultActivations;
-  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
-  DrafterHead drafter_head = DrafterHead::kNone;
-  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
   bool json = false;
 };
 
@@ -107,29 +96,6 @@ void PrintText(const std::vector<RequestResult>& results, const Tokenizer* token
               stats.rows_per_step());
 }
 
-Result<std::optional<DFlashDrafter>> LoadDrafter(const GenerateArgs& args,
-                                                 const LengthPolicy& policy,
-                                                 const DecoderModel& target) {
-  if (!policy.UsesDrafter()) return std::optional<DFlashDrafter>();
-  if (args.drafter.empty()) {
-    return InvalidArgument("--spec " + args.spec + " needs --drafter");
-  }
-  DSCALE_ASSIGN_OR_RETURN(
-      DFlashDrafter drafter,
-      DFlashDrafter::Load(args.drafter, target, args.drafter_head, args.draft_vocab));
-  return std::optional<DFlashDrafter>(std::move(drafter));
-}
-
-Result<std::optional<dvl::Predictor>> LoadPredictor(const GenerateArgs& args,
-                                                    const LengthPolicy& policy,
-                                                    const DecoderModel& target,
-                                                    const std::optional<DFlashDrafter>& drafter) {
-  if (!policy.UsesPredictor()) return std::optional<dvl::Predictor>();
-  DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
-                          LoadDvlPredictor(args.predictor, args.drafter, *drafter));
-  return std::optional<dvl::Predictor>(std::move(predictor));
-}
-
 void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* tokenizer,
                const std::vector<std::string>& stops, const StepStats& stats, double seconds,
                const std::string& mode) {
@@ -151,75 +117,72 @@ void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* token
             << "\n";
 }
 
-int RunGenerate(const GenerateArgs& args) {
-  auto fail = [](const Status& s) { return ReportError("generate", s); };
-  Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
-  if (!policy.ok()) return fail(policy.status());
-  if (Status s = CheckWeightsForDevice(args.device, args.weights); !s.ok()) return fail(s);
-  Result<DecoderModel> target = DecoderModel::Load(
-      args.target, args.weights, {.bf16 = args.activations, .int8 = args.int8_activations});
-  if (!target.ok()) return fail(target.status());
-  Result<std::optional<Tokenizer>> tokenizer =
-      LoadOptionalTokenizer(args.tokenizer, args.target, target->config().vocab_size);
-  if (!tokenizer.ok()) return fail(tokenizer.status());
-  const Tokenizer* tok = tokenizer->has_value() ? &**tokenizer : nullptr;
-  Result<std::vector<std::vector<int32_t>>> prompts = LoadPrompts(args.prompts, tok);
-  if (!prompts.ok()) return fail(prompts.status());
-  Result<std::optional<DFlashDrafter>> drafter = LoadDrafter(args, *policy, *target);
-  if (!drafter.ok()) return fail(drafter.status());
-  Result<std::unique_ptr<StepBackend>> backend =
-      MakeBackend(args.device, *target, drafter->has_value() ? &**drafter : nullptr);
-  if (!backend.ok()) return fail(backend.status());
+// Stop strings read the output as generate prints it, special tokens included.
+std::string DisplayTextOf(const Tokenizer& tokenizer, std::span<const int32_t> ids) {
+  return DisplayText(tokenizer, ids);
+}
 
-  Result<std::optional<dvl::Predictor>> predictor = LoadPredictor(args, *policy, *target, *drafter);
-  if (!predictor.ok()) return fail(predictor.status());
-  const int32_t block = drafter->has_value() ? (*drafter)->block_size() : 1;
-  Result<std::optional<budget::SpsTable>> sps =
-      SpsTableFor(args.budget, policy->mode == SpecMode::kDSpark, (*backend)->target(),
-                  (*backend)->drafter(), int64_t{block} * args.concurrency);
-  if (!sps.ok()) return fail(sps.status());
-  EngineConfig config{.policy = *policy,
-                      .max_running = args.concurrency,
-                      .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
-                                                      args.max_tokens, block),
-                      .kv_dtype = args.kv_dtype,
-                      .tile_routing = args.tile_routing,
-                      .predictor = predictor->has_value() ? &**predictor : nullptr,
-                      .verify_budget = args.budget.VerifyBudget().value(),
-                      .sps_table = sps->has_value() ? &**sps : nullptr};
-  if (tok != nullptr) {
-    config.decode_text = [tok](std::span<const int32_t> ids) { return DisplayText(*tok, ids); };
-  }
-  Result<std::unique_ptr<Engine>> engine = Engine::Create(**backend, std::move(config));
-  if (!engine.ok()) return fail(engine.status());
-
+// Submits every prompt (prompt i samples with seed + i); maps each request to its prompt's index.
+Result<std::map<RequestId, size_t>> SubmitAll(Engine& engine, const GenerateArgs& args,
+                                              const std::vector<std::vector<int32_t>>& prompts,
+                                              const DecoderModel& target) {
   GenerationParams params{.max_tokens = args.max_tokens,
                           .sampling = {.temperature = args.temperature,
                                        .top_k = args.top_k,
                                        .top_p = args.top_p,
                                        .seed = args.seed},
-                          .stop_ids = target->config().eos_token_ids,
+                          .stop_ids = target.config().eos_token_ids,
                           .stop_strings = args.stop};
   std::map<RequestId, size_t> order;
-  for (size_t i = 0; i < prompts->size(); ++i) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
     params.sampling.seed = args.seed + i;
-    Result<RequestId> id = (*engine)->Submit((*prompts)[i], params);
-    if (!id.ok()) return fail(id.status().WithContext("prompt " + std::to_string(i + 1)));
+    Result<RequestId> id = engine.Submit(prompts[i], params);
+    if (!id.ok()) return id.status().WithContext("prompt " + std::to_string(i + 1));
     order[*id] = i;
   }
+  return order;
+}
+
+// The finished requests in prompt order.
+std::vector<RequestResult> TakeInPromptOrder(Engine& engine,
+                                             const std::map<RequestId, size_t>& order) {
+  std::vector<RequestResult> results = engine.TakeFinished();
+  std::sort(results.begin(), results.end(), [&](const RequestResult& a, const RequestResult& b) {
+    return order.at(a.id) < order.at(b.id);
+  });
+  return results;
+}
+
+int RunGenerate(const GenerateArgs& args) {
+  auto fail = [](const Status& s) { return ReportError("generate", s); };
+  Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
+  if (!policy.ok()) return fail(policy.status());
+  Result<std::unique_ptr<Runtime>> runtime =
+      LoadRuntime(args.models, PartsFor(*policy, args.spec, TokenizerNeed::kIfFound));
+  if (!runtime.ok()) return fail(runtime.status());
+  Runtime& rt = **runtime;
+  const Tokenizer* tok = rt.tokenizer_or_null();
+  Result<std::vector<std::vector<int32_t>>> prompts = LoadPrompts(args.prompts, tok);
+  if (!prompts.ok()) return fail(prompts.status());
+  Result<std::unique_ptr<Engine>> engine =
+      MakeEngine(rt, *policy,
+                 {.max_running = args.concurrency,
+                  .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
+                                                  args.max_tokens, rt.main.block_size()),
+                  .kv_dtype = args.kv_dtype,
+                  .tile_routing = args.tile_routing,
+                  .budget = &args.budget,
+                  .text_of = &DisplayTextOf});
+  if (!engine.ok()) return fail(engine.status());
+  Result<std::map<RequestId, size_t>> order = SubmitAll(**engine, args, *prompts, *rt.target);
+  if (!order.ok()) return fail(order.status());
   const auto start = std::chrono::steady_clock::now();
   if (Status s = (*engine)->RunToCompletion(); !s.ok()) return fail(s);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<RequestResult> results = (*engine)->TakeFinished();
-  std::sort(results.begin(), results.end(), [&](const RequestResult& a, const RequestResult& b) {
-    return order.at(a.id) < order.at(b.id);
-  });
-  if (args.json) {
-    PrintJson(results, tok, args.stop, (*engine)->stats(), seconds, policy->Name());
-  } else {
-    PrintText(results, tok, args.stop, (*engine)->stats(), seconds, policy->Name());
-  }
+  const auto print = args.json ? PrintJson : PrintText;
+  print(TakeInPromptOrder(**engine, *order), tok, args.stop, (*engine)->stats(), seconds,
+        policy->Name());
   return 0;
 }
 
@@ -228,14 +191,11 @@ int RunGenerate(const GenerateArgs& args) {
 void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate with a length policy");
-  cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
-  cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
+  AddModelOptions(cmd, &args->models, {});
   cmd->add_option("--spec", args->spec,
                   "Length policy: none, dflash, fixed:K, dscale, dspark (default: dscale with "
                   "--verify-budget auto when the drafter folder has a predictor or --predictor is "
                   "given, dflash without one, none without --drafter)");
-  cmd->add_option("--tokenizer", args->tokenizer,
-                  "Tokenizer folder (default: the target folder, when it has tokenizer files)");
   cmd->add_option("--ids", args->prompts.ids, "Prompt as comma-separated token ids");
   cmd->add_option("--prompt", args->prompts.prompt, "Prompt text (one user chat turn)");
   cmd->add_option(
@@ -257,24 +217,14 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "KV cache capacity in positions (default: what the prompts need at once)")
       ->check(AtLeast(0));
   AddKvDtypeOption(cmd, &args->kv_dtype);
-  cmd->add_option("--predictor", args->predictor,
-                  "DVL predictor file (--spec dscale, dspark; default: the drafter folder's "
-                  "predictor.bin, or predictor-domino.bin with --drafter-head domino)");
   AddBudgetOptions(cmd, &args->budget);
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
-  AddDeviceOption(cmd, &args->device);
-  AddWeightsOption(cmd, &args->weights);
-  AddActivationsOption(cmd, &args->activations);
-  AddInt8ActivationsOption(cmd, &args->int8_activations);
-  AddDrafterHeadOption(cmd, &args->drafter_head);
-  AddDraftVocabOption(cmd, &args->draft_vocab);
-  AddThreadsOption(cmd);
   cmd->callback([args, exit_code, cmd] {
-    ApplyDefaultSpec(*cmd, "generate", args->drafter, args->predictor, args->drafter_head,
-                     &args->spec, &args->budget);
+    ApplyDefaultSpec(*cmd, "generate", args->models.drafter, args->models.predictor,
+                     args->models.drafter_head, &args->spec, &args->budget);
     *exit_code = RunGenerate(*args);
   });
 }

@@ -19,16 +19,14 @@
 #include <string>
 #include <thread>
 
-#include "backend/backend.h"
 #include "budget_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "default_spec.h"
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
-#include "io/tokenizer/tokenizer.h"
-#include "model/dflash_drafter.h"
-#include "predictor_loading.h"
+#include "model_options.h"
+#include "runtime.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/output_text.h"
@@ -41,10 +39,7 @@ inline constexpr int32_t kMaxQueue = 16384;
 inline constexpr int32_t kMaxHttpThreads = kMaxRunning + kMaxQueue + 16;
 
 struct ServeArgs {
-  std::string target;
-  std::string drafter;
-  std::string predictor;
-  std::string tokenizer;
+  ModelOptions models;
   std::string spec;  // empty until ApplyDefaultSpec or --spec sets it
   std::string served_model_name;
   std::string host = "127.0.0.1";
@@ -64,75 +59,28 @@ struct ServeArgs {
   bool reuse_port = false;
   bool tile_routing = true;
   bool prefix_cache = true;
-  std::string device{kDefaultDevice};
-  WeightsMode weights = WeightsMode::kAsStored;
-  cpu::Bf16Activations activations = kDefaultActivations;
-  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
-  DrafterHead drafter_head = DrafterHead::kNone;
-  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
   BudgetFlags budget;
 };
 
-// The loaded models; members refer to each other, so it is never moved.
-struct Models {
-  std::optional<DecoderModel> target;
-  std::optional<DFlashDrafter> drafter;
-  std::optional<Tokenizer> tokenizer;
-  std::optional<dvl::Predictor> predictor;    // the dscale and dspark policies'
-  std::optional<budget::SpsTable> sps_table;  // dspark's
-  LengthPolicy policy;
-  std::unique_ptr<StepBackend> backend;  // where target and drafter run (--device)
-};
-
-Status LoadModels(const ServeArgs& args, Models* m) {
-  DSCALE_ASSIGN_OR_RETURN(m->policy, LengthPolicy::Parse(args.spec));
-  DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(args.device, args.weights));
-  DSCALE_ASSIGN_OR_RETURN(DecoderModel target, DecoderModel::Load(args.target, args.weights,
-                                                                  {.bf16 = args.activations,
-                                                                   .int8 = args.int8_activations}));
-  m->target.emplace(std::move(target));
-  if (m->policy.UsesDrafter()) {
-    if (args.drafter.empty()) return InvalidArgument("--spec " + args.spec + " needs --drafter");
-    DSCALE_ASSIGN_OR_RETURN(
-        DFlashDrafter drafter,
-        DFlashDrafter::Load(args.drafter, *m->target, args.drafter_head, args.draft_vocab));
-    m->drafter.emplace(std::move(drafter));
-  }
-  DSCALE_ASSIGN_OR_RETURN(
-      m->backend, MakeBackend(args.device, *m->target, m->drafter ? &*m->drafter : nullptr));
-  const std::string tokenizer_dir = args.tokenizer.empty() ? args.target : args.tokenizer;
-  Result<Tokenizer> tokenizer = Tokenizer::Load(tokenizer_dir);
-  if (tokenizer.ok()) {
-    if (Status fits = tokenizer->CheckFitsVocabulary(m->target->config().vocab_size); !fits.ok()) {
-      tokenizer = fits;
-    }
-  }
-  if (!tokenizer.ok()) {
-    return tokenizer.status().WithContext("tokenizer (" + tokenizer_dir +
-                                          "; --tokenizer DIR names another folder)");
-  }
-  m->tokenizer.emplace(std::move(tokenizer).value());
-  return Status::Ok();
-}
-
 std::string ModelName(const ServeArgs& args) {
   if (!args.served_model_name.empty()) return args.served_model_name;
-  std::filesystem::path dir(args.target);
+  std::filesystem::path dir(args.models.target);
   if (!dir.has_filename()) dir = dir.parent_path();  // "models/qwen3/" → "qwen3"
   return dir.filename().string();
 }
 
-server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m, const Engine& engine) {
-  const DecoderConfig& config = m.target->config();
+server::ModelInfo MakeModelInfo(const ServeArgs& args, const Runtime& runtime,
+                                const Engine& engine) {
+  const DecoderConfig& config = runtime.target->config();
   server::ModelInfo info{.name = ModelName(args),
                          .context_length = config.max_position_embeddings,
                          .kv_request_tokens = engine.MaxRequestTokens(),
                          .default_max_tokens = args.default_max_tokens,
                          .stop_ids = config.eos_token_ids};
-  if (auto eos = m.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
+  if (auto eos = runtime.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
   // Qwen3's and Llama 3's ends of turn and of text.
   for (const char* end_of_turn : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>"}) {
-    if (auto id = m.tokenizer->AddedTokenId(end_of_turn)) info.chat_stop_ids.push_back(*id);
+    if (auto id = runtime.tokenizer->AddedTokenId(end_of_turn)) info.chat_stop_ids.push_back(*id);
   }
   return info;
 }
@@ -141,50 +89,35 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Models& m, const En
 // the positions each reserves past it for its last step's block, KvPositionsForRequest), capped
 // at 90% of the memory available with the models loaded (rows take memory only once written,
 // but every slot may be).
-Result<int64_t> ServeKvTokens(const ServeArgs& args, Models& m) {
+Result<int64_t> ServeKvTokens(const ServeArgs& args, Runtime& runtime) {
   if (args.kv_tokens > 0) return args.kv_tokens;
-  TargetModel& target = m.backend->target();
+  StepBackend& backend = *runtime.main.backend;
+  TargetModel& target = backend.target();
   DSCALE_ASSIGN_OR_RETURN(
       const int64_t fit,
-      KvTokensThatFit(KvBytesPerPosition(target, m.backend->drafter(), args.kv_dtype), 0.9));
-  // The block the engine stages per request (1 when the policy runs no drafter).
-  const int32_t block = m.policy.UsesDrafter() && m.drafter ? m.drafter->block_size() : 1;
+      KvTokensThatFit(KvBytesPerPosition(target, backend.drafter(), args.kv_dtype), 0.9));
   const int32_t page_size = EngineConfig{}.page_size;
+  // With the block the engine stages per request (1 when the policy runs no drafter).
   const int64_t full =
       KvTokensForDemand(args.max_running, target.config().max_position_embeddings - 1,
-                        /*max_tokens=*/1, block, page_size);
+                        /*max_tokens=*/1, runtime.main.block_size(), page_size);
   return std::min(full, fit / page_size * page_size);
 }
 
-Result<std::unique_ptr<Engine>> MakeEngine(const ServeArgs& args, Models& m) {
-  if (m.policy.UsesPredictor() && m.drafter) {
-    DSCALE_ASSIGN_OR_RETURN(dvl::Predictor predictor,
-                            LoadDvlPredictor(args.predictor, args.drafter, *m.drafter));
-    m.predictor.emplace(std::move(predictor));
-  }
-  const Tokenizer& tokenizer = *m.tokenizer;
-  DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, m));
+// The engine, after the start-up line with the size of its KV cache.
+Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const LengthPolicy& policy,
+                                                Runtime& runtime) {
+  DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, runtime));
   std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
               std::string(KvDtypeName(args.kv_dtype)).c_str());
-  DSCALE_ASSIGN_OR_RETURN(
-      m.sps_table,
-      SpsTableFor(args.budget, m.policy.mode == SpecMode::kDSpark, m.backend->target(),
-                  m.backend->drafter(),
-                  int64_t{m.drafter ? m.drafter->block_size() : 1} * args.max_running));
-  DSCALE_ASSIGN_OR_RETURN(const budget::VerifyBudget verify_budget, args.budget.VerifyBudget());
-  EngineConfig config{.policy = m.policy,
-                      .max_running = args.max_running,
-                      .kv_tokens = kv_tokens,
-                      .kv_dtype = args.kv_dtype,
-                      .prefix_cache = args.prefix_cache,
-                      .tile_routing = args.tile_routing,
-                      .predictor = m.predictor ? &*m.predictor : nullptr,
-                      .verify_budget = verify_budget,
-                      .sps_table = m.sps_table ? &*m.sps_table : nullptr,
-                      .decode_text = [&tokenizer](std::span<const int32_t> ids) {
-                        return server::OutputTextOf(tokenizer, ids);
-                      }};
-  return Engine::Create(*m.backend, std::move(config));
+  return MakeEngine(runtime, policy,
+                    {.max_running = args.max_running,
+                     .kv_tokens = kv_tokens,
+                     .kv_dtype = args.kv_dtype,
+                     .prefix_cache = args.prefix_cache,
+                     .tile_routing = args.tile_routing,
+                     .budget = &args.budget,
+                     .text_of = &server::OutputTextOf});
 }
 
 // A server whose KV cache (or context length) cannot hold a one-token prompt with
@@ -263,27 +196,14 @@ void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::En
   }
 }
 
-int RunServe(const ServeArgs& args) {
-  // Before any thread exists (model loading may start OpenMP's), so that every thread inherits
-  // the mask and only the signal thread receives these.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
-
-  if (Status s = EnsureDescriptors(args.max_connections); !s.ok()) return ReportError("serve", s);
-  Models models;
-  if (Status s = LoadModels(args, &models); !s.ok()) return ReportError("serve", s);
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(args, models);
-  if (!engine.ok()) return ReportError("serve", engine.status());
-  if (Status s = CheckServesOneRequest(**engine, args); !s.ok()) return ReportError("serve", s);
+// Serves HTTP on `engine` until a signal drains and stops the server (WaitForSignal).
+int ServeUntilStopped(const ServeArgs& args, const LengthPolicy& policy, Runtime& rt,
+                      Engine& engine, const sigset_t& signals) {
   const int32_t slots = args.max_running + args.max_queue;
-  server::EngineLoop loop(**engine, *models.tokenizer, slots);
-  const Engine& checker = **engine;  // CheckRequest reads only what is fixed at creation
+  server::EngineLoop loop(engine, *rt.tokenizer, slots);
+  const Engine& checker = engine;  // CheckRequest reads only what is fixed at creation
   server::HttpServer http(
-      loop, *models.tokenizer, MakeModelInfo(args, models, **engine),
+      loop, *rt.tokenizer, MakeModelInfo(args, rt, engine),
       [&checker](std::span<const int32_t> prompt, const GenerationParams& params) {
         return checker.CheckRequest(prompt, params);
       },
@@ -298,11 +218,11 @@ int RunServe(const ServeArgs& args) {
   std::thread signal_thread([&] {
     WaitForSignal(signals, http, loop, ended, std::chrono::seconds(args.drain_timeout_s));
   });
-  const std::string weights = args.weights == WeightsMode::kAsStored
-                                  ? ""
-                                  : ", --weights " + std::string(WeightsModeName(args.weights));
+  const WeightsMode mode = args.models.weights;
+  const std::string weights =
+      mode == WeightsMode::kAsStored ? "" : ", --weights " + std::string(WeightsModeName(mode));
   std::printf("dscale serve: listening on http://%s:%d (model \"%s\", --spec %s%s)\n",
-              args.host.c_str(), http.port(), ModelName(args).c_str(), models.policy.Name().c_str(),
+              args.host.c_str(), http.port(), ModelName(args).c_str(), policy.Name().c_str(),
               weights.c_str());
   std::fflush(stdout);
   http.Serve();
@@ -315,18 +235,41 @@ int RunServe(const ServeArgs& args) {
   return 0;
 }
 
+// Blocks SIGTERM and SIGINT, returning them for WaitForSignal. Called before any thread exists
+// (model loading may start OpenMP's), so that every thread inherits the mask and only the signal
+// thread receives them.
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+  return signals;
+}
+
+int RunServe(const ServeArgs& args) {
+  const sigset_t signals = BlockStopSignals();
+  if (Status s = EnsureDescriptors(args.max_connections); !s.ok()) return ReportError("serve", s);
+  Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
+  if (!policy.ok()) return ReportError("serve", policy.status());
+  Result<std::unique_ptr<Runtime>> runtime =
+      LoadRuntime(args.models, PartsFor(*policy, args.spec, TokenizerNeed::kRequired));
+  if (!runtime.ok()) return ReportError("serve", runtime.status());
+  Runtime& rt = **runtime;
+  Result<std::unique_ptr<Engine>> engine = MakeServeEngine(args, *policy, rt);
+  if (!engine.ok()) return ReportError("serve", engine.status());
+  if (Status s = CheckServesOneRequest(**engine, args); !s.ok()) return ReportError("serve", s);
+  return ServeUntilStopped(args, *policy, rt, **engine, signals);
+}
+
 }  // namespace
 
 void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
-  cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
-  cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory");
-  cmd->add_option("--predictor", args->predictor,
-                  "DVL predictor file (--spec dscale, dspark; default: the drafter folder's "
-                  "predictor.bin, or predictor-domino.bin with --drafter-head domino)");
+  AddModelOptions(cmd, &args->models, {});
   AddBudgetOptions(cmd, &args->budget);
-  cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer directory (default: --target)");
   cmd->add_option("--spec", args->spec,
                   "Length policy: none, dflash, fixed:K, dscale, dspark (default: dscale with "
                   "--verify-budget auto when the drafter folder has a predictor or --predictor is "
@@ -392,16 +335,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
-  AddDeviceOption(cmd, &args->device);
-  AddWeightsOption(cmd, &args->weights);
-  AddActivationsOption(cmd, &args->activations);
-  AddInt8ActivationsOption(cmd, &args->int8_activations);
-  AddDrafterHeadOption(cmd, &args->drafter_head);
-  AddDraftVocabOption(cmd, &args->draft_vocab);
-  AddThreadsOption(cmd);
   cmd->callback([args, exit_code, cmd] {
-    ApplyDefaultSpec(*cmd, "serve", args->drafter, args->predictor, args->drafter_head, &args->spec,
-                     &args->budget);
+    ApplyDefaultSpec(*cmd, "serve", args->models.drafter, args->models.predictor,
+                     args->models.drafter_head, &args->spec, &args->budget);
     *exit_code = RunServe(*args);
   });
 }

@@ -45,13 +45,4 @@ Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDra
                          "collected with the same choice)");
 }
 
-Result<dvl::Predictor> LoadDvlPredictor(const std::string& flag_value,
-                                        const std::string& drafter_dir,
-                                        const DFlashDrafter& drafter) {
-  const DrafterHead head = drafter.head() != nullptr ? DrafterHead::kDomino : DrafterHead::kNone;
-  DSCALE_ASSIGN_OR_RETURN(const std::string path,
-                          ResolvePredictorPath(flag_value, "--predictor", drafter_dir, head));
-  return LoadPredictorFor(path, drafter);
-}
-
 }  // namespace dscale::cli

@@ -1,6 +1,6 @@
 #pragma once
-// Loading the DVL acceptance predictor for the dscale and dspark policies, shared by generate,
-// serve and bench.
+// Finding and checking the DVL acceptance predictor for the dscale and dspark policies; runtime.h
+// loads it with these for generate, serve and bench.
 
 #include <cstdint>
 #include <string>
@@ -31,11 +31,5 @@ dvl::DrafterDims PredictorDimsFor(const DFlashDrafter& drafter);
 // vocabulary that does not match, which vocabulary the drafter drafts over (full or subset) and
 // the flag that chooses it.
 Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDrafter& drafter);
-
-// Loads the predictor ResolvePredictorPath names for `drafter` (loaded from `drafter_dir`, with
-// or without its head) with LoadPredictorFor: the projections must fit the drafts they will read.
-Result<dvl::Predictor> LoadDvlPredictor(const std::string& flag_value,
-                                        const std::string& drafter_dir,
-                                        const DFlashDrafter& drafter);
 
 }  // namespace dscale::cli

@@ -1,0 +1,47 @@
+#pragma once
+// The model flags generate, serve, bench and collect share: which checkpoints to load and how
+// (ModelOptions), and one place that registers them on a command (AddModelOptions).
+
+#include <string>
+
+#include "backend/backend.h"
+#include "cli_util.h"
+#include "model/decoder_weights.h"
+#include "model/domino_head.h"
+#include "model/draft_vocab.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace dscale::cli {
+
+// What a command loads: the target, and the drafter, predictor and tokenizer beside it.
+struct ModelOptions {
+  std::string target;     // --target folder
+  std::string drafter;    // --drafter folder; empty: none given
+  std::string predictor;  // --predictor file; empty: the drafter folder's (BundledPredictorPath)
+  std::string tokenizer;  // --tokenizer folder; empty: the target folder's
+  std::string device{kDefaultDevice};  // --device: where the step backend runs the models
+  WeightsMode weights = WeightsMode::kAsStored;
+  cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Int8Activations int8_activations = kDefaultInt8Activations;
+  DrafterHead drafter_head = DrafterHead::kNone;
+  DraftVocabChoice draft_vocab = kDefaultDraftVocab;
+};
+
+// Which of the shared flags a command takes beyond the ones every command has (--target,
+// --drafter, --tokenizer, --weights, --activations, --int8-activations, --draft-vocab,
+// --threads), and which it requires.
+struct ModelFlags {
+  bool target_required = true;
+  bool drafter_required = false;
+  bool predictor = true;     // --predictor
+  bool device = true;        // --device
+  bool drafter_head = true;  // --drafter-head
+};
+
+// Registers the flags `flags` selects on `cmd`, into `options`.
+void AddModelOptions(CLI::App* cmd, ModelOptions* options, const ModelFlags& flags);
+
+}  // namespace dscale::cli

@@ -1,0 +1,143 @@
+#include "runtime.h"
+
+#include <utility>
+
+#include "backend/backend.h"
+#include "predictor_loading.h"
+#include "prompt_input.h"
+
+namespace dscale::cli {
+namespace {
+
+// TokenizerNeed::kRequired: the folder's tokenizer, fitted to the target's vocabulary, its errors
+// naming the folder and the flag that picks another.
+Result<Tokenizer> LoadRequiredTokenizer(const ModelOptions& options, int64_t vocab_size) {
+  const std::string dir = options.tokenizer.empty() ? options.target : options.tokenizer;
+  Result<Tokenizer> tokenizer = Tokenizer::Load(dir);
+  if (tokenizer.ok()) {
+    if (Status fits = tokenizer->CheckFitsVocabulary(vocab_size); !fits.ok()) tokenizer = fits;
+  }
+  if (!tokenizer.ok()) {
+    return tokenizer.status().WithContext("tokenizer (" + dir +
+                                          "; --tokenizer DIR names another folder)");
+  }
+  return tokenizer;
+}
+
+Result<std::optional<Tokenizer>> LoadTokenizer(const ModelOptions& options, TokenizerNeed need,
+                                               int64_t vocab_size) {
+  if (need == TokenizerNeed::kIfFound) {
+    return LoadOptionalTokenizer(options.tokenizer, options.target, vocab_size);
+  }
+  DSCALE_ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadRequiredTokenizer(options, vocab_size));
+  return std::optional<Tokenizer>(std::move(tokenizer));
+}
+
+// The one predictor loader: the file `flag_value` names, else the drafter folder's bundled one
+// for the drafter's head (a missing one an error naming `flag_name`), checked against the drafts
+// it will read (LoadPredictorFor). `load_context`, when not empty, names the flag in the errors of
+// a file that does not load.
+Status LoadPredictor(const std::string& flag_value, const std::string& flag_name,
+                     const std::string& load_context, const std::string& drafter_dir,
+                     Drafting& drafting) {
+  const DrafterHead head =
+      drafting.drafter->head() != nullptr ? DrafterHead::kDomino : DrafterHead::kNone;
+  DSCALE_ASSIGN_OR_RETURN(drafting.predictor_path,
+                          ResolvePredictorPath(flag_value, flag_name, drafter_dir, head));
+  Result<dvl::Predictor> loaded = LoadPredictorFor(drafting.predictor_path, *drafting.drafter);
+  if (!loaded.ok()) {
+    return load_context.empty() ? loaded.status() : loaded.status().WithContext(load_context);
+  }
+  drafting.predictor.emplace(std::move(loaded).value());
+  return Status::Ok();
+}
+
+Status LoadMainDrafting(const ModelOptions& options, const RuntimeParts& parts, Runtime& runtime) {
+  if (!parts.drafter) return Status::Ok();
+  if (options.drafter.empty()) return InvalidArgument(parts.drafter_for + " needs --drafter");
+  DSCALE_ASSIGN_OR_RETURN(runtime.main.drafter,
+                          DFlashDrafter::Load(options.drafter, *runtime.target,
+                                              options.drafter_head, options.draft_vocab));
+  if (!parts.predictor) return Status::Ok();
+  return LoadPredictor(options.predictor, "--predictor", /*load_context=*/"", options.drafter,
+                       runtime.main);
+}
+
+Status LoadVariantDrafting(const ModelOptions& options, const DrafterVariantParts& parts,
+                           Runtime& runtime) {
+  Drafting& variant = runtime.variant.emplace();
+  DSCALE_ASSIGN_OR_RETURN(variant.drafter, DFlashDrafter::Load(options.drafter, *runtime.target,
+                                                               parts.head, options.draft_vocab));
+  if (!parts.predictor) return Status::Ok();
+  return LoadPredictor(parts.predictor_file, parts.predictor_flag, parts.predictor_flag,
+                       options.drafter, variant);
+}
+
+Result<std::unique_ptr<StepBackend>> BackendFor(std::string_view device, Runtime& runtime,
+                                                Drafting& drafting) {
+  return MakeBackend(device, *runtime.target, drafting.drafter ? &*drafting.drafter : nullptr);
+}
+
+}  // namespace
+
+RuntimeParts PartsFor(const LengthPolicy& policy, const std::string& spec,
+                      TokenizerNeed tokenizer) {
+  return {.tokenizer = tokenizer,
+          .drafter = policy.UsesDrafter(),
+          .predictor = policy.UsesPredictor(),
+          .drafter_for = "--spec " + spec};
+}
+
+Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
+                                             const RuntimeParts& parts) {
+  DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(options.device, options.weights));
+  auto runtime = std::make_unique<Runtime>();
+  DSCALE_ASSIGN_OR_RETURN(runtime->target, DecoderModel::Load(options.target, options.weights,
+                                                              {.bf16 = options.activations,
+                                                               .int8 = options.int8_activations}));
+  DSCALE_ASSIGN_OR_RETURN(runtime->tokenizer, LoadTokenizer(options, parts.tokenizer,
+                                                            runtime->target->config().vocab_size));
+  DSCALE_RETURN_IF_ERROR(LoadMainDrafting(options, parts, *runtime));
+  if (parts.variant) DSCALE_RETURN_IF_ERROR(LoadVariantDrafting(options, *parts.variant, *runtime));
+  DSCALE_ASSIGN_OR_RETURN(runtime->main.backend,
+                          BackendFor(options.device, *runtime, runtime->main));
+  // The variant's head runs on the CPU only.
+  if (runtime->variant) {
+    DSCALE_ASSIGN_OR_RETURN(runtime->variant->backend,
+                            BackendFor("cpu", *runtime, *runtime->variant));
+  }
+  return runtime;
+}
+
+Status PrepareSpsTable(Runtime& runtime, const BudgetFlags& budget, bool needed, int64_t max_rows) {
+  StepBackend& backend = *runtime.main.backend;
+  DSCALE_ASSIGN_OR_RETURN(runtime.sps_table, SpsTableFor(budget, needed, backend.target(),
+                                                         backend.drafter(), max_rows));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, const LengthPolicy& policy,
+                                           const EngineOptions& options) {
+  EngineConfig config{.policy = policy,
+                      .max_running = options.max_running,
+                      .kv_tokens = options.kv_tokens,
+                      .kv_dtype = options.kv_dtype,
+                      .prefix_cache = options.prefix_cache,
+                      .tile_routing = options.tile_routing,
+                      .predictor = runtime.main.predictor_or_null(),
+                      .on_step = options.on_step};
+  if (options.budget != nullptr) {
+    DSCALE_RETURN_IF_ERROR(
+        PrepareSpsTable(runtime, *options.budget, policy.mode == SpecMode::kDSpark,
+                        int64_t{runtime.main.block_size()} * options.max_running));
+    DSCALE_ASSIGN_OR_RETURN(config.verify_budget, options.budget->VerifyBudget());
+    config.sps_table = runtime.sps_table ? &*runtime.sps_table : nullptr;
+  }
+  if (options.text_of != nullptr && runtime.tokenizer) {
+    config.decode_text = [text_of = options.text_of, &tokenizer = *runtime.tokenizer](
+                             std::span<const int32_t> ids) { return text_of(tokenizer, ids); };
+  }
+  return Engine::Create(*runtime.main.backend, std::move(config));
+}
+
+}  // namespace dscale::cli

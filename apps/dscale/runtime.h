@@ -1,0 +1,114 @@
+#pragma once
+// Start-up shared by generate, serve, bench and collect: the models ModelOptions names, loaded
+// once into a Runtime (LoadRuntime), and an engine over it (MakeEngine).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "backend/step_backend.h"
+#include "budget/sps_table.h"
+#include "budget_options.h"
+#include "core/status.h"
+#include "dvl/predictor.h"
+#include "engine/engine.h"
+#include "io/tokenizer/tokenizer.h"
+#include "model/decoder_model.h"
+#include "model/dflash_drafter.h"
+#include "model_options.h"
+#include "spec/length_policy.h"
+
+namespace dscale::cli {
+
+enum class TokenizerNeed {
+  // --tokenizer, else the target folder's when it has tokenizer files, else none.
+  kIfFound,
+  // --tokenizer, else the target folder's; an error naming the folder when it cannot be loaded.
+  kRequired,
+};
+
+// The --drafter folder's drafter with another head, beside the runtime's own (bench's domino
+// modes): `predictor_flag` names the flag `predictor` came from in errors.
+struct DrafterVariantParts {
+  DrafterHead head = DrafterHead::kDomino;
+  bool predictor = false;      // load the predictor trained on this head's drafts
+  std::string predictor_file;  // the flag's value; empty: the drafter folder's bundled file
+  std::string predictor_flag;  // e.g. "--domino-predictor"
+};
+
+// What LoadRuntime loads beside the target.
+struct RuntimeParts {
+  TokenizerNeed tokenizer = TokenizerNeed::kIfFound;
+  bool drafter = false;     // --drafter's; without one, an error "<drafter_for> needs --drafter"
+  bool predictor = false;   // the drafter's DVL predictor (needs `drafter`)
+  std::string drafter_for;  // what needs the drafter: "--spec dflash"
+  std::optional<DrafterVariantParts> variant;
+};
+
+// The parts `policy` (given as `spec`) runs with: a drafter for every policy but none, and its
+// predictor for dscale and dspark.
+RuntimeParts PartsFor(const LengthPolicy& policy, const std::string& spec, TokenizerNeed tokenizer);
+
+// A drafter over the runtime's target, the DVL predictor trained on its drafts, and the step
+// backend that runs the pair. `drafter` empty: the backend runs the target alone.
+struct Drafting {
+  std::optional<DFlashDrafter> drafter;
+  std::optional<dvl::Predictor> predictor;
+  std::string predictor_path;  // the file `predictor` came from (the flag's, or the bundled one)
+  std::unique_ptr<StepBackend> backend;
+
+  int32_t block_size() const { return drafter ? drafter->block_size() : 1; }  // 1: no drafter
+  const dvl::Predictor* predictor_or_null() const { return predictor ? &*predictor : nullptr; }
+};
+
+// The loaded models. Members refer to each other (the drafters share the target's embedding and LM
+// head, the backends hold both, an engine holds the backend and the tables), so a Runtime is never
+// moved.
+struct Runtime {
+  Runtime() = default;
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  std::optional<DecoderModel> target;  // always set once loaded
+  std::optional<Tokenizer> tokenizer;
+  Drafting main;                              // the drafter with --drafter-head, on --device
+  std::optional<Drafting> variant;            // RuntimeParts::variant's, on the CPU
+  std::optional<budget::SpsTable> sps_table;  // dspark's (PrepareSpsTable)
+
+  const Tokenizer* tokenizer_or_null() const { return tokenizer ? &*tokenizer : nullptr; }
+};
+
+// Loads, in this order (the first failure is the error): --weights checked against --device, the
+// target, the tokenizer, the drafter and its predictor, the variant drafter and its predictor,
+// then the backends.
+Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
+                                             const RuntimeParts& parts);
+
+// Sets runtime.sps_table with SpsTableFor: dspark's steps-per-second table when `needed`,
+// profiled on the main backend up to `max_rows` verified rows unless --sps-table gives one.
+Status PrepareSpsTable(Runtime& runtime, const BudgetFlags& budget, bool needed, int64_t max_rows);
+
+// How stop strings read the output: the text of `ids` under `tokenizer`.
+using TextOf = std::string (*)(const Tokenizer& tokenizer, std::span<const int32_t> ids);
+
+// An engine's settings beyond the policy.
+struct EngineOptions {
+  int32_t max_running = 16;
+  int64_t kv_tokens = 0;  // KV capacity in positions, as the command sized it
+  KvDtype kv_dtype = KvDtype::kBf16;
+  bool prefix_cache = false;
+  bool tile_routing = true;
+  const BudgetFlags* budget = nullptr;  // the verify budget and dspark's table; null: defaults
+  TextOf text_of = nullptr;  // with the runtime's tokenizer; null: stop strings are refused
+  std::function<void(const StepRecord&)> on_step;
+};
+
+// An engine running `policy` on the runtime's main backend and predictor. dspark's table comes
+// from PrepareSpsTable (up to block · max_running rows); the runtime must outlive the engine.
+Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, const LengthPolicy& policy,
+                                           const EngineOptions& options);
+
+}  // namespace dscale::cli
