@@ -29,6 +29,12 @@ struct StepSpan {
   int32_t seq = -1;                     // KV sequence
 };
 
+// The attention tile height for a batch whose longest span has `max_query_rows` rows: the
+// 16-row tile for verification and drafting blocks when tile routing is on, else 128.
+inline int TileRowsFor(int32_t max_query_rows, bool tile_routing) {
+  return tile_routing && max_query_rows <= 16 ? 16 : 128;
+}
+
 class StepBatch {
  public:
   StepBatch() = default;

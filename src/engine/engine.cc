@@ -1,8 +1,8 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "backend/cpu_backend.h"
@@ -71,19 +71,22 @@ const char* FinishReasonName(FinishReason reason) {
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(TargetModel& target, Drafter* drafter,
-                                               EngineConfig config) {
+                                               EngineConfig config,
+                                               const budget::StepTimeSource* step_times) {
   auto backend = std::make_unique<CpuBackend>(target, drafter);
   StepBackend& stages = *backend;
-  return Create(stages, std::move(backend), std::move(config));
+  return Create(stages, std::move(backend), std::move(config), step_times);
 }
 
-Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend, EngineConfig config) {
-  return Create(backend, nullptr, std::move(config));
+Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend, EngineConfig config,
+                                               const budget::StepTimeSource* step_times) {
+  return Create(backend, nullptr, std::move(config), step_times);
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                                                std::unique_ptr<StepBackend> owned,
-                                               EngineConfig config) {
+                                               EngineConfig config,
+                                               const budget::StepTimeSource* step_times) {
   TargetModel& target = backend.target();
   Drafter* drafter = backend.drafter();
   if (config.policy.UsesDrafter() && drafter == nullptr) {
@@ -117,8 +120,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                                                  .predictor = config.predictor,
                                                  .verify_budget = config.verify_budget,
                                                  .sps_table = config.sps_table,
-                                                 .planted = config.planted_step_times,
-                                                 .max_running = config.max_running}));
+                                                 .step_times = step_times,
+                                                 .max_running = config.max_running,
+                                                 .tile_routing = config.tile_routing}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
   DSCALE_CHECK(buckets.buckets.back() == kMaxRunningRequests);

@@ -35,9 +35,8 @@
 #include <vector>
 
 #include "backend/step_backend.h"
-#include "plan/verify_planner.h"
-#include "budget/simulation.h"
 #include "budget/sps_table.h"
+#include "budget/step_time_source.h"
 #include "budget/verify_budget.h"
 #include "core/status.h"
 #include "engine/decode_step.h"
@@ -47,6 +46,7 @@
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
 #include "model/target_model.h"
+#include "plan/verify_planner.h"
 #include "spec/length_policy.h"
 
 namespace dscale {
@@ -80,9 +80,6 @@ struct EngineConfig {
   const dvl::Predictor* predictor = nullptr;  // the DVL acceptance predictor (dscale policy)
   budget::VerifyBudget verify_budget;         // dscale: rows per step = fraction · W · N, or auto
   const budget::SpsTable* sps_table = nullptr;  // dspark: steps per second by verified rows
-  // Tests: auto learns these planted step times instead of the measured ones (outputs are
-  // unaffected; only its choices of rows are).
-  const budget::SimulatedPair* planted_step_times = nullptr;
   // Called after every decode step's acceptance, on the engine thread.
   std::function<void(const StepRecord&)> on_step;
   // Text of output ids, for stop strings; unset: stop strings are rejected at submit.
@@ -93,10 +90,15 @@ class Engine {
  public:
   // The step's stages run on `backend` (backend/backend.h), which must outlive the engine; its
   // drafter may be null only for the none policy.
-  static Result<std::unique_ptr<Engine>> Create(StepBackend& backend, EngineConfig config);
+  // `step_times`: where --verify-budget auto reads the step's times (null: the clock); tests
+  // plant a simulated pair's (outputs are unaffected, only auto's choices of rows). It must
+  // outlive the engine.
+  static Result<std::unique_ptr<Engine>> Create(StepBackend& backend, EngineConfig config,
+                                                const budget::StepTimeSource* step_times = nullptr);
   // The host stages (CpuBackend) over `target` and `drafter`, which must outlive the engine.
   static Result<std::unique_ptr<Engine>> Create(TargetModel& target, Drafter* drafter,
-                                                EngineConfig config);
+                                                EngineConfig config,
+                                                const budget::StepTimeSource* step_times = nullptr);
   ~Engine();
 
   // A request's one validation, where it enters: an empty prompt, ids outside the vocabulary,
@@ -137,7 +139,8 @@ class Engine {
  private:
   static Result<std::unique_ptr<Engine>> Create(StepBackend& backend,
                                                 std::unique_ptr<StepBackend> owned,
-                                                EngineConfig config);
+                                                EngineConfig config,
+                                                const budget::StepTimeSource* step_times);
   Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineConfig config,
          int32_t block, VerifyPlanner planner);
 
@@ -168,7 +171,6 @@ class Engine {
   void PublishPages(const RequestState& r, int32_t written);
 
   // Stage helpers.
-  int TileFor(int32_t max_query_rows) const;
   // The forward captures the drafter's feature layers only when some request will use them.
   void CaptureFeaturesFor(std::span<RequestState* const> requests, StepBatch& rows);
   // Sends rows [q_start, q_start + rows[i]) of `pass`'s spans whose requests have a draft

@@ -7,10 +7,6 @@
 
 namespace dscale {
 
-int Engine::TileFor(int32_t max_query_rows) const {
-  return config_.tile_routing && max_query_rows <= 16 ? 16 : 128;
-}
-
 void Engine::CaptureFeaturesFor(std::span<RequestState* const> requests, StepBatch& rows) {
   const bool any = std::any_of(requests.begin(), requests.end(),
                                [](const RequestState* r) { return r->draft_context; });
@@ -105,11 +101,11 @@ Status Engine::Draft() {
                         .anchor = r.anchor(),
                         .committed = std::span(r.tokens).first(r.committed)});
   }
-  return backend_.Draft(requests, cache_, TileFor(block_), &step_.drafts);
+  return backend_.Draft(requests, cache_, TileRowsFor(block_, config_.tile_routing), &step_.drafts);
 }
 
 // Decide: each request's block — [anchor, candidates…] when drafted, the anchor alone
-// otherwise — and the planner's k_i rows of it, packed.
+// otherwise — and the planner's k_i rows of it, packed (with the blocks' capture layers).
 Status Engine::Decide() {
   StepBatch& blocks = step_.blocks;
   blocks.Clear();
@@ -124,11 +120,9 @@ Status Engine::Decide() {
       blocks.AddRow(candidates[j - 1], cache_.Slot(r.seq, r.committed + j), /*logits=*/true);
     }
   }
-  DSCALE_ASSIGN_OR_RETURN(StepBatch * packed,
+  CaptureFeaturesFor(step_.requests, blocks);
+  DSCALE_ASSIGN_OR_RETURN(step_.packed,
                           planner_.Plan(blocks, drafts, step_.drafted, step_.seconds.draft));
-  packed->tile_rows = TileFor(packed->MaxQueryLen());
-  CaptureFeaturesFor(step_.requests, *packed);
-  step_.packed = packed;
   return Status::Ok();
 }
 

@@ -6,15 +6,17 @@
 namespace dscale {
 
 AutoBudgetStrategy::AutoBudgetStrategy(const dvl::Predictor& predictor, int32_t width,
-                                       int32_t max_requests, const budget::SimulatedPair* planted)
+                                       int32_t max_requests,
+                                       const budget::StepTimeSource& step_times)
     : auto_(budget::AutoBudgetOptions{.width = width, .max_requests = max_requests}),
-      planted_(planted),
+      step_times_(step_times),
       scores_(predictor) {}
 
 double AutoBudgetStrategy::DraftSeconds(const StrategyInput& in) const {
-  if (planted_ != nullptr) return planted_->draft_seconds(in.drafted_requests);
-  return in.draft_s +
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - in.started).count();
+  const double measured =
+      in.draft_s +
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - in.started).count();
+  return step_times_.DraftSeconds(in.drafted_requests, measured);
 }
 
 Status AutoBudgetStrategy::Decide(const StrategyInput& in, std::span<int32_t> k) {
@@ -37,13 +39,7 @@ Status AutoBudgetStrategy::Decide(const StrategyInput& in, std::span<int32_t> k)
 }
 
 void AutoBudgetStrategy::Record(const budget::StepSample& sample, int64_t drafted_committed) {
-  budget::StepSample s = sample;
-  if (const budget::SimulatedPair* p = planted_) {
-    s.draft_s = s.drafted > 0 ? p->draft_seconds(s.drafted) : 0.0;
-    s.feed_s = p->feed_seconds_per_row * double(s.fed_rows);
-    s.verify_s = p->verify_seconds(s.rows);
-  }
-  auto_.Record(s, drafted_committed);
+  auto_.Record(step_times_.Times(sample), drafted_committed);
 }
 
 }  // namespace dscale

@@ -5,15 +5,15 @@
 // decides which new requests get a draft context, how many fed requests draft, and when the
 // running ones stop being fed (plain decoding pays better).
 //
-// Planted step times (tests): with a budget::SimulatedPair, the cost model learns the pair's
-// draft, feed and verify seconds instead of the measured ones, so its choices are reproducible.
+// Step times come from a budget::StepTimeSource: the clock's in a serving engine, a simulated
+// pair's where a test plants them (its choices are then reproducible).
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "budget/auto_budget.h"
-#include "budget/simulation.h"
+#include "budget/step_time_source.h"
 #include "dvl/budget_curve.h"
 #include "plan/length_strategy.h"
 #include "plan/predictor_scores.h"
@@ -22,10 +22,10 @@ namespace dscale {
 
 class AutoBudgetStrategy final : public LengthStrategy {
  public:
-  // `predictor` (and `planted`, when set) must outlive the strategy. `width`: W;
-  // `max_requests`: N at most.
+  // `predictor` and `step_times` must outlive the strategy. `width`: W; `max_requests`: N at
+  // most.
   AutoBudgetStrategy(const dvl::Predictor& predictor, int32_t width, int32_t max_requests,
-                     const budget::SimulatedPair* planted);
+                     const budget::StepTimeSource& step_times);
 
   // Any step may verify every row.
   double CapacityFraction(int32_t) const override { return 1.0; }
@@ -42,11 +42,11 @@ class AutoBudgetStrategy final : public LengthStrategy {
   }
 
  private:
-  // Seconds this step has spent drafting and deciding so far (the planted draft time if set).
+  // Seconds this step has spent drafting and deciding so far, as step_times_ sees them.
   double DraftSeconds(const StrategyInput& in) const;
 
   budget::AutoBudget auto_;
-  const budget::SimulatedPair* planted_;
+  const budget::StepTimeSource& step_times_;
   PredictorScores scores_;
   dvl::BudgetCurve curve_;
   std::vector<int32_t> drafted_k_, seed_, offsets_;  // the drafted requests' allocation

@@ -36,8 +36,9 @@ Status CheckInputs(const PlannerConfig& config) {
 
 std::unique_ptr<LengthStrategy> MakeDScale(const PlannerConfig& config, int32_t width) {
   if (config.verify_budget.automatic) {
-    return std::make_unique<AutoBudgetStrategy>(*config.predictor, width, config.max_running,
-                                                config.planted);
+    return std::make_unique<AutoBudgetStrategy>(
+        *config.predictor, width, config.max_running,
+        config.step_times != nullptr ? *config.step_times : budget::ClockStepTimes());
   }
   return std::make_unique<DScaleStrategy>(*config.predictor, config.verify_budget.fraction);
 }

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "budget/simulation.h"
 #include "budget/sps_table.h"
+#include "budget/step_time_source.h"
 #include "budget/verify_budget.h"
 #include "dvl/predictor.h"
 #include "spec/length_policy.h"
@@ -14,12 +14,15 @@ namespace dscale {
 
 struct PlannerConfig {
   LengthPolicy policy;
-  int32_t block = 1;                               // W (1 without a drafter)
-  const dvl::Predictor* predictor = nullptr;       // dscale, dspark; must outlive the planner
-  budget::VerifyBudget verify_budget;              // dscale
-  const budget::SpsTable* sps_table = nullptr;     // dspark; must outlive the planner
-  const budget::SimulatedPair* planted = nullptr;  // auto learns these times (tests)
-  int32_t max_running = 16;                        // N at most (auto's cost-model range)
+  int32_t block = 1;                            // W (1 without a drafter)
+  const dvl::Predictor* predictor = nullptr;    // dscale, dspark; must outlive the planner
+  budget::VerifyBudget verify_budget;           // dscale
+  const budget::SpsTable* sps_table = nullptr;  // dspark; must outlive the planner
+  // Where auto reads its step times; null: the clock (MeasuredStepTimes). Must outlive the
+  // planner.
+  const budget::StepTimeSource* step_times = nullptr;
+  int32_t max_running = 16;  // N at most (auto's cost-model range)
+  bool tile_routing = true;  // the packed batch's attention tile (TileRowsFor)
 };
 
 }  // namespace dscale

@@ -26,18 +26,19 @@ Result<VerifyPlanner> VerifyPlanner::Create(const PlannerConfig& planner) {
   config.width = PlanWidth(planner);
   config.verify_budget = strategy->CapacityFraction(config.width);
   if (Status s = config.Validate(); !s.ok()) return s.WithContext("--verify-budget");
-  return VerifyPlanner(std::move(strategy), std::move(config));
+  return VerifyPlanner(std::move(strategy), std::move(config), planner.tile_routing);
 }
 
-VerifyPlanner::VerifyPlanner(std::unique_ptr<LengthStrategy> strategy, dvl::BucketConfig config)
-    : strategy_(std::move(strategy)), pool_(std::move(config)) {}
+VerifyPlanner::VerifyPlanner(std::unique_ptr<LengthStrategy> strategy, dvl::BucketConfig config,
+                             bool tile_routing)
+    : strategy_(std::move(strategy)), pool_(std::move(config)), tile_routing_(tile_routing) {}
 
 // Every policy's k goes through the same pack: dvl::AllocateAndPack is PrefixScoresFromLogits,
 // AllocateInto and Pack of the k it allocates, so DScaleStrategy's AllocateInto followed by
 // this Pack gives the same k and the same rows. (The bucket's scores() and seed() stay unset
 // here: nothing reads them from the planner's workspaces.)
-Result<StepBatch*> VerifyPlanner::Plan(const StepBatch& blocks, const DraftOutput& drafts,
-                                       std::span<const uint8_t> drafted, double draft_s) {
+Result<const StepBatch*> VerifyPlanner::Plan(const StepBatch& blocks, const DraftOutput& drafts,
+                                             std::span<const uint8_t> drafted, double draft_s) {
   const auto started = std::chrono::steady_clock::now();
   DSCALE_ASSIGN_OR_RETURN(dvl::BucketStep * bucket, pool_.ForLiveCount(blocks.num_spans()));
   const int64_t n = blocks.num_spans();
@@ -50,7 +51,10 @@ Result<StepBatch*> VerifyPlanner::Plan(const StepBatch& blocks, const DraftOutpu
   k_.assign(n, 1);
   DSCALE_RETURN_IF_ERROR(strategy_->Decide(in, k_));
   DSCALE_RETURN_IF_ERROR(dvl::Pack(blocks, k_, bucket));
-  return &bucket->batch();
+  StepBatch& packed = bucket->batch();
+  packed.capture_layers = blocks.capture_layers;
+  packed.tile_rows = TileRowsFor(packed.MaxQueryLen(), tile_routing_);
+  return &packed;
 }
 
 }  // namespace dscale

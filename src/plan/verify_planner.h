@@ -36,11 +36,12 @@ class VerifyPlanner {
 
   // Decides k for the n requests of `blocks` (one span per request: [anchor, candidates…] for a
   // drafted request, the anchor alone for the others) and packs them into the bucket's
-  // StepBatch. `drafted` [n] marks the requests that have drafts, whose rows in `drafts` follow
-  // in request order (empty: all n). `draft_s`: seconds this step spent drafting. The batch
-  // keeps its address for the planner's lifetime and its rows until the next call.
-  Result<StepBatch*> Plan(const StepBatch& blocks, const DraftOutput& drafts,
-                          std::span<const uint8_t> drafted = {}, double draft_s = 0);
+  // StepBatch, ready for the target: the blocks' capture layers, the attention tile the packed
+  // spans need. `drafted` [n] marks the requests that have drafts, whose rows in `drafts`
+  // follow in request order (empty: all n). `draft_s`: seconds this step spent drafting. The
+  // batch keeps its address for the planner's lifetime and its rows until the next call.
+  Result<const StepBatch*> Plan(const StepBatch& blocks, const DraftOutput& drafts,
+                                std::span<const uint8_t> drafted = {}, double draft_s = 0);
 
   // After the step (auto learns its step-cost model here; the other policies ignore it).
   void Record(const budget::StepSample& sample, int64_t drafted_committed) {
@@ -54,11 +55,13 @@ class VerifyPlanner {
   }
 
  private:
-  VerifyPlanner(std::unique_ptr<LengthStrategy> strategy, dvl::BucketConfig config);
+  VerifyPlanner(std::unique_ptr<LengthStrategy> strategy, dvl::BucketConfig config,
+                bool tile_routing);
 
   std::unique_ptr<LengthStrategy> strategy_;
   dvl::WorkspacePool pool_;
   std::vector<int32_t> k_;  // [n] the latest step's lengths
+  bool tile_routing_;
 };
 
 }  // namespace dscale

@@ -62,8 +62,8 @@ EngineRun RunOnEngine(Result<std::unique_ptr<Engine>> engine,
 
 EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
-                     const GenerationParams& params) {
-  return RunOnEngine(Engine::Create(target, drafter, config), prompts, params);
+                     const GenerationParams& params, const budget::StepTimeSource* step_times) {
+  return RunOnEngine(Engine::Create(target, drafter, config, step_times), prompts, params);
 }
 
 EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,

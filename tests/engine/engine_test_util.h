@@ -31,9 +31,11 @@ std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32
                                                 int32_t max_length = 40);
 
 // Submits every prompt at once and runs to completion (fatal test failure on errors).
+// `step_times`: what --verify-budget auto reads (null: the clock).
 EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
-                     const GenerationParams& params);
+                     const GenerationParams& params,
+                     const budget::StepTimeSource* step_times = nullptr);
 // The same on an engine over `backend`.
 EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,

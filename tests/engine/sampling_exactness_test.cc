@@ -101,14 +101,14 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
   if (engine_config.policy.mode == SpecMode::kDSpark) engine_config.sps_table = &sps;
   const budget::SimulatedPair free_rows{.verify_seconds = [](int64_t) { return 0.02; },
                                         .draft_seconds = [](int64_t) { return 0.0; }};
-  engine_config.planted_step_times = &free_rows;
+  const budget::PlantedStepTimes free_times(free_rows);
   std::optional<dvl::Predictor> predictor;
   if (engine_config.policy.UsesPredictor()) {
     predictor = testing::RandomPredictor(config.hidden_size,
                                          random ? random->draft_vocab_size() : vocab, 4);
     engine_config.predictor = &*predictor;
   }
-  auto engine = Engine::Create(target, &drafter, engine_config).value();
+  auto engine = Engine::Create(target, &drafter, engine_config, &free_times).value();
   for (int i = 0; i < kSamples; ++i) {
     GenerationParams params{.max_tokens = length, .sampling = base};
     params.sampling.seed = 1000003ull * i + 7;

@@ -128,7 +128,7 @@ TEST_F(VerifyBudgetEngineTest, AutoConvergesNearHalfTheBlockOnPlantedGpuStepTime
   testing::PlantedDrafter planted(target_, 16, /*salt=*/3, /*error_free_share=*/0.3);
   const budget::SimulatedPair gpu = budget::GpuShapedPair(/*knee_rows=*/128);
   EngineConfig config = Config("dscale", "auto", 16);
-  config.planted_step_times = &gpu;
+
   std::vector<int64_t> rows;
   config.on_step = [&](const StepRecord& s) {
     if (s.step < 20 || s.rows.size() != 16) return;
@@ -136,7 +136,9 @@ TEST_F(VerifyBudgetEngineTest, AutoConvergesNearHalfTheBlockOnPlantedGpuStepTime
     for (int32_t k : s.rows) sum += k;
     rows.push_back(sum);
   };
-  const EngineRun run = RunPrompts(target_, &planted, config, prompts, {.max_tokens = 200});
+  const budget::PlantedStepTimes gpu_times(gpu);
+  const EngineRun run =
+      RunPrompts(target_, &planted, config, prompts, {.max_tokens = 200}, &gpu_times);
   ASSERT_GT(rows.size(), 30u);
   std::nth_element(rows.begin(), rows.begin() + rows.size() / 2, rows.end());
   const int64_t median = rows[rows.size() / 2];
@@ -154,7 +156,7 @@ TEST_F(VerifyBudgetEngineTest, AutoSettlesOnPlainDecodingOnPlantedCpuStepTimes) 
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
   const budget::SimulatedPair cpu = budget::CpuShapedPair();
   EngineConfig config = Config("dscale", "auto", 4);
-  config.planted_step_times = &cpu;
+
   int64_t anchor_only = 0, steps = 0;
   config.on_step = [&](const StepRecord& s) {
     ++steps;
@@ -162,7 +164,9 @@ TEST_F(VerifyBudgetEngineTest, AutoSettlesOnPlainDecodingOnPlantedCpuStepTimes) 
     for (int32_t k : s.rows) sum += k;
     anchor_only += sum == static_cast<int64_t>(s.rows.size());
   };
-  const EngineRun run = RunPrompts(target_, dflash.get(), config, prompts, {.max_tokens = 40});
+  const budget::PlantedStepTimes cpu_times(cpu);
+  const EngineRun run =
+      RunPrompts(target_, dflash.get(), config, prompts, {.max_tokens = 40}, &cpu_times);
   ASSERT_TRUE(run.stats.auto_budget.has_value());
   const budget::AutoBudgetSnapshot& a = *run.stats.auto_budget;
   EXPECT_EQ(a.mode, budget::AutoMode::kPlain);

@@ -20,8 +20,9 @@ constexpr int32_t kW = dvl::kBlockWidth;
 
 TEST(AutoBudgetStrategyTest, DraftedRequestsGetOneToWRowsOthersTheirAnchor) {
   const dvl::Predictor predictor = MakePredictor(5);
-  const budget::SimulatedPair planted = budget::GpuShapedPair(/*knee_rows=*/32);
-  AutoBudgetStrategy strategy(predictor, kW, /*max_requests=*/8, &planted);
+  const budget::SimulatedPair gpu = budget::GpuShapedPair(/*knee_rows=*/32);
+  const budget::PlantedStepTimes planted(gpu);
+  AutoBudgetStrategy strategy(predictor, kW, /*max_requests=*/8, planted);
   const StepBatch blocks = MakeBlocks({kW, 1, kW, kW});
   const DraftOutput drafts = MakeDrafts(3, 17);
   const std::vector<uint8_t> drafted = {1, 0, 1, 1};
@@ -40,7 +41,7 @@ TEST(AutoBudgetStrategyTest, DraftedRequestsGetOneToWRowsOthersTheirAnchor) {
 
 TEST(AutoBudgetStrategyTest, APlainStepKeepsEveryAnchor) {
   const dvl::Predictor predictor = MakePredictor(5);
-  AutoBudgetStrategy strategy(predictor, kW, /*max_requests=*/8, /*planted=*/nullptr);
+  AutoBudgetStrategy strategy(predictor, kW, /*max_requests=*/8, budget::ClockStepTimes());
   const StepBatch blocks = MakeBlocks({1, 1});
   const DraftOutput none;
   const std::vector<uint8_t> drafted = {0, 0};
