@@ -33,6 +33,7 @@ struct BenchArgs {
   ModelOptions models;
   std::string domino_predictor;  // the domino+dscale mode's predictor
   std::string url, server_model = "dscale";
+  std::string server_prompts = "text";  // --url: chat turns as text, or token ids (`ids`)
   std::string data_dir = "data";
   std::string datasets = "gsm8k,math500,humaneval,mbpp";
   std::string concurrency = "8,16,32";
@@ -186,31 +187,56 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
   });
 }
 
-bench::CellRunner ServerRunner(const BenchArgs& a, const Workload& w) {
+// With --server-prompts ids: every prompt's chat turns encoded by the tokenizer --tokenizer (or
+// the --target folder) names, as in-process runs encode them, so every server sees the same
+// tokens whatever chat template it would apply; otherwise none.
+Result<std::vector<std::vector<std::vector<int32_t>>>> ServerPromptIds(const BenchArgs& a,
+                                                                       const Workload& w) {
+  std::vector<std::vector<std::vector<int32_t>>> ids(w.datasets.size());
+  if (a.server_prompts != "ids") return ids;
+  if (a.models.tokenizer.empty() && a.models.target.empty()) {
+    return InvalidArgument("--server-prompts ids needs --tokenizer (or --target) to encode them");
+  }
+  const std::string folder = a.models.tokenizer.empty() ? a.models.target : a.models.tokenizer;
+  Result<Tokenizer> tokenizer = Tokenizer::Load(folder);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext("--server-prompts ids");
+  for (size_t i = 0; i < w.datasets.size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(ids[i],
+                            bench::EncodeChatPrompts(*tokenizer, w.datasets[i].prompts, w.system));
+  }
+  return ids;
+}
+
+Result<bench::CellRunner> ServerRunner(const BenchArgs& a, const Workload& w) {
   const bench::ServerTarget target{.url = a.url, .model = a.server_model};
+  DSCALE_ASSIGN_OR_RETURN(const auto prompt_ids, ServerPromptIds(a, w));
   auto split = std::make_shared<
       std::vector<std::pair<std::vector<bench::ChatRequest>, std::vector<bench::ChatRequest>>>>();
   for (size_t i = 0; i < w.datasets.size(); ++i) {
     auto& [warm, measured] = split->emplace_back();
     uint64_t seed = a.seed;
     auto add = [&](std::vector<bench::ChatRequest>& list, int32_t p) {
-      list.push_back({.system = w.system,
-                      .prompt = w.datasets[i].prompts[static_cast<size_t>(p)],
-                      .max_tokens = a.max_tokens,
-                      .temperature = a.temperature,
-                      .seed = seed++});
+      const auto prompt = static_cast<size_t>(p);
+      list.push_back(
+          {.system = w.system,
+           .prompt = w.datasets[i].prompts[prompt],
+           .prompt_ids = prompt_ids[i].empty() ? std::vector<int32_t>() : prompt_ids[i][prompt],
+           .max_tokens = a.max_tokens,
+           .temperature = a.temperature,
+           .seed = seed++});
     };
     for (int32_t p : w.manifests[i].warmup) add(warm, p);
     for (int32_t p : w.manifests[i].measured) add(measured, p);
   }
-  return [=, &w](const BenchMode&, const std::string& dataset, int32_t c,
-                 const std::function<void()>& on_done) -> Result<bench::RunMetrics> {
-    const auto& [warm, measured] = (*split)[IndexOf(w, dataset)];
-    DSCALE_RETURN_IF_ERROR(bench::RunServerClosedLoop(target, warm, c, on_done).status());
-    DSCALE_ASSIGN_OR_RETURN(bench::LoopOutcome outcome,
-                            bench::RunServerClosedLoop(target, measured, c, on_done));
-    return bench::MetricsFrom(outcome.samples, outcome.window_s);
-  };
+  return bench::CellRunner(
+      [=, &w](const BenchMode&, const std::string& dataset, int32_t c,
+              const std::function<void()>& on_done) -> Result<bench::RunMetrics> {
+        const auto& [warm, measured] = (*split)[IndexOf(w, dataset)];
+        DSCALE_RETURN_IF_ERROR(bench::RunServerClosedLoop(target, warm, c, on_done).status());
+        DSCALE_ASSIGN_OR_RETURN(bench::LoopOutcome outcome,
+                                bench::RunServerClosedLoop(target, measured, c, on_done));
+        return bench::MetricsFrom(outcome.samples, outcome.window_s);
+      });
 }
 
 // `models`: the in-process run's models (the predictor files they loaded), or nullptr.
@@ -237,6 +263,7 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
           {"predictor", models != nullptr ? models->main.predictor_path : o.predictor},
           {"domino_predictor", DominoPredictorPath(a, models)},
           {"url", a.url},
+          {"server_prompts", a.url.empty() ? "" : a.server_prompts},
           {"datasets", a.datasets},
           {"warmup", a.warmup},
           {"requests", a.requests},
@@ -316,7 +343,7 @@ Status RunBench(const BenchArgs& a) {
     }
     DSCALE_ASSIGN_OR_RETURN(runner, InProcessRunner(a, workload, *models));
   } else {
-    runner = ServerRunner(a, workload);
+    DSCALE_ASSIGN_OR_RETURN(runner, ServerRunner(a, workload));
   }
   bench::SweepPlan plan{.modes = modes,
                         .concurrency = concurrency,
@@ -346,6 +373,13 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
                   "default: the drafter folder's predictor-domino.bin)");
   cmd->add_option("--url", a->url, "Benchmark a running server instead (http://host:port)");
   cmd->add_option("--server-model", a->server_model, "\"model\" field sent to the server")
+      ->capture_default_str();
+  cmd->add_option(
+         "--server-prompts", a->server_prompts,
+         "--url: text (chat turns to /v1/chat/completions, the server's chat template) "
+         "or ids (the turns encoded here with --tokenizer or the --target folder's, sent as "
+         "token ids to /v1/completions: every engine sees the same tokens)")
+      ->check(CLI::IsMember({"text", "ids"}))
       ->capture_default_str();
   cmd->add_option("--data-dir", a->data_dir, "Dataset folder")->capture_default_str();
   cmd->add_option("--datasets", a->datasets, "gsm8k, math500, humaneval, mbpp (list)")

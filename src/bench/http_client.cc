@@ -29,7 +29,7 @@ Result<RequestSample> StreamOne(httplib::Client& client, const ServerTarget& tar
   bool seen_content = false;
   httplib::Request req;
   req.method = "POST";
-  req.path = target.path;
+  req.path = RequestPath(target, request);
   req.body = ChatRequestBody(target, request);
   req.set_header("Content-Type", "application/json");
   req.set_header("Accept", "text/event-stream");
@@ -48,7 +48,7 @@ Result<RequestSample> StreamOne(httplib::Client& client, const ServerTarget& tar
   const Clock::time_point finished = Clock::now();
   if (!res) return IoError(target.url + ": " + httplib::to_string(res.error()));
   if (res->status != 200) {
-    return IoError(target.url + target.path + ": HTTP " + std::to_string(res->status));
+    return IoError(target.url + req.path + ": HTTP " + std::to_string(res->status));
   }
   if (!tally.error.empty()) return IoError(target.url + ": server error: " + tally.error);
   if (!tally.done) return DataLoss(target.url + ": stream ended without [DONE]");
@@ -112,8 +112,8 @@ bool TallyChunk(std::string_view payload, StreamTally* tally) {
   auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return false;
   const nlohmann::json* delta = JsonMember((*choices)[0], "delta");
-  if (delta == nullptr) return false;
-  const nlohmann::json* content = JsonMember(*delta, "content");
+  const nlohmann::json* content =
+      delta != nullptr ? JsonMember(*delta, "content") : JsonMember((*choices)[0], "text");
   if (content == nullptr || !content->is_string() ||
       content->get_ref<const std::string&>().empty()) {
     return false;
@@ -123,18 +123,26 @@ bool TallyChunk(std::string_view payload, StreamTally* tally) {
 }
 
 std::string ChatRequestBody(const ServerTarget& target, const ChatRequest& request) {
+  nlohmann::json body = {{"model", target.model},
+                         {"max_tokens", request.max_tokens},
+                         {"temperature", request.temperature},
+                         {"seed", request.seed},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  if (!request.prompt_ids.empty()) {
+    body["prompt"] = request.prompt_ids;
+    return body.dump();
+  }
   nlohmann::json messages = nlohmann::json::array();
   if (!request.system.empty())
     messages.push_back({{"role", "system"}, {"content", request.system}});
   messages.push_back({{"role", "user"}, {"content", request.prompt}});
-  return nlohmann::json{{"model", target.model},
-                        {"messages", std::move(messages)},
-                        {"max_tokens", request.max_tokens},
-                        {"temperature", request.temperature},
-                        {"seed", request.seed},
-                        {"stream", true},
-                        {"stream_options", {{"include_usage", true}}}}
-      .dump();
+  body["messages"] = std::move(messages);
+  return body.dump();
+}
+
+std::string RequestPath(const ServerTarget& target, const ChatRequest& request) {
+  return request.prompt_ids.empty() ? target.path : "/v1/completions";
 }
 
 Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,

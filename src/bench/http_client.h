@@ -1,10 +1,12 @@
 #pragma once
-// The closed loop against a running server speaking OpenAI's chat-completions protocol
-// (POST /v1/chat/completions with "stream": true; the reply is server-sent events whose data
-// lines are JSON chunks, ending with "data: [DONE]"). c client threads each send their next
-// request when the previous reply has ended. Time to first token is the arrival of the first
-// chunk with content; output tokens come from the final chunk's usage.completion_tokens
-// (requested with stream_options.include_usage), else from the number of content chunks.
+// The closed loop against a running server speaking OpenAI's protocol: chat turns to
+// POST /v1/chat/completions, or a prompt of token ids (the chat template applied by the client,
+// so that every engine sees the same tokens) to POST /v1/completions; "stream": true either way
+// (the reply is server-sent events whose data lines are JSON chunks, ending with
+// "data: [DONE]"). c client threads each send their next request when the previous reply has
+// ended. Time to first token is the arrival of the first chunk with generated text; output
+// tokens come from the final chunk's usage.completion_tokens (requested with
+// stream_options.include_usage), else from the number of chunks with text.
 
 #include <cstdint>
 #include <functional>
@@ -42,7 +44,8 @@ struct StreamTally {
   std::string error;          // an "error" object's message
   int64_t OutputTokens() const { return usage_tokens >= 0 ? usage_tokens : content_chunks; }
 };
-// Folds one data payload into `tally`; true when it carried content (a generated piece).
+// Folds one data payload into `tally`; true when it carried generated text (a chat chunk's
+// delta.content or a completion chunk's text).
 bool TallyChunk(std::string_view payload, StreamTally* tally);
 
 struct ServerTarget {
@@ -54,13 +57,16 @@ struct ServerTarget {
 struct ChatRequest {
   std::string system;  // a system turn before it, when not empty (the shared-prefix workload)
   std::string prompt;  // one user turn
+  // When not empty: the whole prompt as token ids, sent to /v1/completions instead of the turns.
+  std::vector<int32_t> prompt_ids;
   int32_t max_tokens = 2048;
   float temperature = 0.0f;
   uint64_t seed = 0;
 };
 
-// The request body for one chat request.
+// The request body for one request, and the path it goes to.
 std::string ChatRequestBody(const ServerTarget& target, const ChatRequest& request);
+std::string RequestPath(const ServerTarget& target, const ChatRequest& request);
 
 // Runs `requests` against the server with `concurrency` client threads. The first failure
 // (connection, HTTP status, error chunk, stream without [DONE]) stops the run and is returned.

@@ -9,23 +9,31 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "bench/datasets.h"
 #include "bench/http_client.h"
+#include "bench/in_process.h"
+#include "io/tokenizer/tokenizer.h"
 #include "run_command.h"
 
 namespace dscale::bench {
 namespace {
 
-// Streams `max_tokens` one-token chunks (5 ms apart), a usage chunk and [DONE]; records the
-// most requests it ever had in flight at once.
+// Streams `max_tokens` one-token chunks (5 ms apart), a usage chunk and [DONE], for chat turns
+// (/v1/chat/completions) or a prompt of token ids (/v1/completions); records the most requests
+// it ever had in flight at once, and the token-id prompts.
 class MockServer {
  public:
   MockServer() {
     server_.Post("/v1/chat/completions",
+                 [this](const httplib::Request& req, httplib::Response& res) { Reply(req, res); });
+    server_.Post("/v1/completions",
                  [this](const httplib::Request& req, httplib::Response& res) { Reply(req, res); });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -38,41 +46,54 @@ class MockServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   int peak() const { return peak_; }
   int served() const { return served_; }
+  std::vector<std::vector<int32_t>> prompt_ids() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return prompt_ids_;
+  }
 
  private:
   void Reply(const httplib::Request& req, httplib::Response& res) {
     const nlohmann::json body = nlohmann::json::parse(req.body);
-    if (!body.value("stream", false) || body["messages"].empty()) {
+    const bool completion = req.path == "/v1/completions";
+    const char* input = completion ? "prompt" : "messages";
+    if (!body.value("stream", false) || !body.contains(input) || body[input].empty()) {
       res.status = 400;
       return;
+    }
+    if (completion) {
+      std::lock_guard<std::mutex> lock(mu_);
+      prompt_ids_.push_back(body["prompt"].get<std::vector<int32_t>>());
     }
     const int now = ++in_flight_;
     for (int seen = peak_; now > seen && !peak_.compare_exchange_weak(seen, now);) {
     }
     const int tokens = body.value("max_tokens", 4);
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, tokens](size_t, httplib::DataSink& sink) {
-          for (int i = 0; i < tokens; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            const std::string chunk = R"(data: {"choices":[{"index":0,"delta":{"content":"t"}}]})"
-                                      "\n\n";
-            sink.write(chunk.data(), chunk.size());
-          }
-          const std::string tail =
-              "data: {\"choices\":[],\"usage\":{\"completion_tokens\":" + std::to_string(tokens) +
-              "}}\n\ndata: [DONE]\n\n";
-          sink.write(tail.data(), tail.size());
-          --in_flight_;
-          ++served_;
-          sink.done();
-          return true;
-        });
+    res.set_chunked_content_provider("text/event-stream", [this, tokens, completion](
+                                                              size_t, httplib::DataSink& sink) {
+      for (int i = 0; i < tokens; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        const std::string chunk =
+            completion ? "data: {\"choices\":[{\"index\":0,\"text\":\"t\"}]}\n\n"
+                       : "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t\"}}]}\n\n";
+        sink.write(chunk.data(), chunk.size());
+      }
+      const std::string tail =
+          "data: {\"choices\":[],\"usage\":{\"completion_tokens\":" + std::to_string(tokens) +
+          "}}\n\ndata: [DONE]\n\n";
+      sink.write(tail.data(), tail.size());
+      --in_flight_;
+      ++served_;
+      sink.done();
+      return true;
+    });
   }
 
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
   std::atomic<int> in_flight_{0}, peak_{0}, served_{0};
+  mutable std::mutex mu_;
+  std::vector<std::vector<int32_t>> prompt_ids_;
 };
 
 TEST(ServerClosedLoop, KeepsCRequestsInFlightAndCountsTokens) {
@@ -118,6 +139,32 @@ TEST(BenchCommand, AgainstAServer) {
   ASSERT_EQ(j["cells"].size(), 2u);
   EXPECT_EQ(j["cells"][1]["runs"][0]["output_tokens"], 12);
   EXPECT_TRUE(j["cells"][0]["runs"][0]["tau"].is_null());
+}
+
+// --server-prompts ids: the chat turns encoded here, as the in-process runs encode them, and sent
+// as token ids to /v1/completions.
+TEST(BenchCommand, AgainstAServerWithTokenIdPrompts) {
+  MockServer server;
+  const std::string tokenizer_dir = DSCALE_TEST_DATA_DIR "/tokenizer/qwen3";
+  const auto r = testing::RunDscale("bench --url " + server.url() +
+                                    " --data-dir " DSCALE_DATA_DIR " --tokenizer " + tokenizer_dir +
+                                    " --server-prompts ids --datasets gsm8k --concurrency 2"
+                                    " --warmup 1 --requests 4 --max-tokens 3 --no-progress");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<std::vector<int32_t>> sent = server.prompt_ids();
+  ASSERT_EQ(sent.size(), 5u);
+  const Tokenizer tokenizer = Tokenizer::Load(tokenizer_dir).value();
+  const Dataset gsm8k = LoadDataset(DSCALE_DATA_DIR, "gsm8k", 256).value();
+  const std::vector<std::vector<int32_t>> encoded =
+      EncodeChatPrompts(tokenizer, gsm8k.prompts).value();
+  for (const std::vector<int32_t>& ids : sent) {
+    EXPECT_NE(std::find(encoded.begin(), encoded.end(), ids), encoded.end());
+  }
+  const auto no_tokenizer = testing::RunDscale(
+      "bench --url " + server.url() + " --data-dir " DSCALE_DATA_DIR +
+      " --tokenizer /nonexistent --server-prompts ids --datasets gsm8k --no-progress");
+  EXPECT_NE(no_tokenizer.exit_code, 0);
+  EXPECT_NE(no_tokenizer.out.find("--server-prompts ids"), std::string::npos) << no_tokenizer.out;
 }
 
 class InProcessBench : public ::testing::Test {

@@ -212,6 +212,11 @@ TEST(Sse, TalliesContentUsageErrorsAndDone) {
   TallyChunk(R"({"error":{"message":"overloaded"}})", &t);
   EXPECT_EQ(t.error, "overloaded");
   EXPECT_FALSE(TallyChunk("not json", &t));
+  // A completion chunk carries its text in choices[0].text.
+  StreamTally completion;
+  EXPECT_TRUE(TallyChunk(R"({"choices":[{"index":0,"text":"Hi"}]})", &completion));
+  EXPECT_FALSE(TallyChunk(R"({"choices":[{"index":0,"text":""}]})", &completion));
+  EXPECT_EQ(completion.OutputTokens(), 1);
 }
 
 TEST(Sse, RequestBodyAsksForAStreamWithUsage) {
@@ -222,6 +227,17 @@ TEST(Sse, RequestBodyAsksForAStreamWithUsage) {
   EXPECT_EQ(body["max_tokens"], 7);
   EXPECT_TRUE(body["stream"].get<bool>());
   EXPECT_TRUE(body["stream_options"]["include_usage"].get<bool>());
+  EXPECT_EQ(RequestPath({}, {.prompt = "p"}), "/v1/chat/completions");
+}
+
+TEST(Sse, TokenIdPromptsGoToCompletions) {
+  const ServerTarget target{.url = "http://x", .model = "m"};
+  const ChatRequest request{.prompt = "p", .prompt_ids = {1, 2, 3}, .max_tokens = 7};
+  const nlohmann::json body = nlohmann::json::parse(ChatRequestBody(target, request));
+  EXPECT_EQ(body["prompt"], (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(body.contains("messages"));
+  EXPECT_TRUE(body["stream"].get<bool>());
+  EXPECT_EQ(RequestPath(target, request), "/v1/completions");
 }
 
 }  // namespace
