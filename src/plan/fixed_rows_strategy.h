@@ -6,7 +6,7 @@
 
 namespace dscale {
 
-class FixedRowsStrategy final : public LengthStrategy {
+class FixedRowsStrategy : public LengthStrategy {
  public:
   // `rows`: K. A K above W asks for a capacity over W · N_bs, which the bucket config refuses.
   explicit FixedRowsStrategy(int32_t rows) : rows_(rows) {}

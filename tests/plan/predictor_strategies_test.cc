@@ -1,0 +1,113 @@
+// The strategies that decide from the DVL predictor's scores: dscale at a fixed budget, dscale
+// with the auto budget, and dspark.
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "budget/simulation.h"
+#include "budget/sps_table.h"
+#include "core/dvl_shapes.h"
+#include "dvl/budget_allocator.h"
+#include "plan/auto_budget_strategy.h"
+#include "plan/dscale_strategy.h"
+#include "plan/dspark_strategy.h"
+#include "strategy_test_util.h"
+
+namespace dscale {
+namespace {
+
+using plan_test::DecideAll;
+using plan_test::MakeBlocks;
+using plan_test::MakeDrafts;
+using plan_test::MakePredictor;
+
+constexpr int32_t kW = dvl::kBlockWidth;
+
+TEST(DScaleStrategyTest, SpendsExactlyTheBudget) {
+  const dvl::Predictor predictor = MakePredictor(3);
+  for (const double fraction : {0.25, 0.5, 0.8}) {
+    for (const int32_t n : {1, 3, 7}) {
+      const StepBatch blocks = MakeBlocks(std::vector<int32_t>(n, kW));
+      const DraftOutput drafts = MakeDrafts(n, 11 + n);
+      DScaleStrategy strategy(predictor, fraction);
+      const std::vector<int32_t> k =
+          DecideAll(strategy, {.blocks = blocks, .drafts = drafts, .drafted_requests = n});
+      const int64_t budget = dvl::BudgetFromFraction(n, kW, fraction).value();
+      EXPECT_EQ(std::accumulate(k.begin(), k.end(), int64_t{0}), budget)
+          << "fraction " << fraction << ", n " << n;
+      for (const int32_t ki : k) {
+        EXPECT_GE(ki, 1);
+        EXPECT_LE(ki, kW);
+      }
+      EXPECT_DOUBLE_EQ(strategy.CapacityFraction(kW), fraction);
+    }
+  }
+}
+
+TEST(DScaleStrategyTest, RefusesAShortBlock) {
+  const dvl::Predictor predictor = MakePredictor(3);
+  const StepBatch blocks = MakeBlocks({kW, 1});
+  const DraftOutput drafts = MakeDrafts(2, 5);
+  DScaleStrategy strategy(predictor, 0.5);
+  std::vector<int32_t> k(2, 1);
+  const Status status =
+      strategy.Decide({.blocks = blocks, .drafts = drafts, .drafted_requests = 2}, k);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("every block must hold W = 16 rows, got 1"), std::string::npos);
+}
+
+TEST(AutoBudgetStrategyTest, DraftedRequestsGetOneToWRowsOthersTheirAnchor) {
+  const dvl::Predictor predictor = MakePredictor(5);
+  const budget::SimulatedPair gpu = budget::GpuShapedPair(/*knee_rows=*/32);
+  const budget::PlantedStepTimes planted(gpu);
+  AutoBudgetStrategy strategy(predictor, kW, /*max_requests=*/8, planted);
+  const StepBatch blocks = MakeBlocks({kW, 1, kW, kW});
+  const DraftOutput drafts = MakeDrafts(3, 17);
+  const std::vector<uint8_t> drafted = {1, 0, 1, 1};
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<int32_t> k = DecideAll(
+        strategy, {.blocks = blocks, .drafts = drafts, .drafted = drafted, .drafted_requests = 3});
+    EXPECT_EQ(k[1], 1) << "step " << step;
+    for (const size_t i : {0, 2, 3}) {
+      EXPECT_GE(k[i], 1) << "step " << step;
+      EXPECT_LE(k[i], kW) << "step " << step;
+    }
+  }
+  EXPECT_TRUE(strategy.AutoSnapshot().has_value());
+  EXPECT_DOUBLE_EQ(strategy.CapacityFraction(kW), 1.0);
+}
+
+TEST(AutoBudgetStrategyTest, APlainStepKeepsEveryAnchor) {
+  const dvl::Predictor predictor = MakePredictor(5);
+  AutoBudgetStrategy strategy(predictor, kW, /*max_requests=*/8, budget::ClockStepTimes());
+  const StepBatch blocks = MakeBlocks({1, 1});
+  const DraftOutput none;
+  const std::vector<uint8_t> drafted = {0, 0};
+  EXPECT_EQ(
+      DecideAll(strategy,
+                {.blocks = blocks, .drafts = none, .drafted = drafted, .drafted_requests = 0}),
+      (std::vector<int32_t>{1, 1}));
+}
+
+TEST(DSparkStrategyTest, EveryRequestGetsOneToWRows) {
+  const dvl::Predictor predictor = MakePredictor(7);
+  // Flat up to 24 rows, then time grows with the rows: the walk stops somewhere in between.
+  const budget::SpsTable sps{.tokens = {1, 24, 256}, .steps_per_second = {50, 50, 5}};
+  DSparkStrategy strategy(predictor, sps, kW);
+  const int32_t n = 5;
+  const StepBatch blocks = MakeBlocks(std::vector<int32_t>(n, kW));
+  const DraftOutput drafts = MakeDrafts(n, 23);
+  const std::vector<int32_t> k =
+      DecideAll(strategy, {.blocks = blocks, .drafts = drafts, .drafted_requests = n});
+  ASSERT_EQ(k.size(), size_t{n});
+  for (const int32_t ki : k) {
+    EXPECT_GE(ki, 1);
+    EXPECT_LE(ki, kW);
+  }
+  EXPECT_DOUBLE_EQ(strategy.CapacityFraction(kW), 1.0);
+}
+
+}  // namespace
+}  // namespace dscale
