@@ -158,6 +158,8 @@ class Engine {
   void FeedCommitted();
   // The step's counters, the planner's record of what the step cost and committed, observers.
   void Learn();
+  // Shows the step to config_.on_step (called by Learn when it is set).
+  void Observe();
   void Retire();
 
   // Admission.
@@ -209,6 +211,7 @@ class Engine {
   ForwardOutput out_;  // the target's host pass (prefill, then verification)
   std::vector<double> probs_;
   std::vector<TokenLogprobs> pending_logprobs_;  // LogprobsOf → AppendOutput
+  std::vector<int32_t> commit_tokens_;           // CommitOutcome's tokens of one request
 };
 
 }  // namespace dscale

@@ -156,7 +156,8 @@ void Engine::CommitOutcome(RequestState& r, const TargetPass& pass, const Accept
     return;
   }
   const VerifyResult& v = outcome.result;
-  std::vector<int32_t> tokens(accepting.drafts.begin(), accepting.drafts.begin() + v.accepted);
+  std::vector<int32_t>& tokens = commit_tokens_;
+  tokens.assign(accepting.drafts.begin(), accepting.drafts.begin() + v.accepted);
   tokens.push_back(v.next_token);
   if (r.params.logprobs.enabled) {
     DSCALE_CHECK_MSG(!pass.on_device(), "a request asking for logprobs gets a host pass");
@@ -214,20 +215,15 @@ int64_t Engine::FeedDrafter(const TargetPass& pass, std::span<RequestState* cons
 }
 
 void Engine::Learn() {
-  const int64_t step_index = stats_.decode_steps;
+  if (config_.on_step) Observe();
   const StepBatch& packed = *step_.packed;
   const StageSeconds& t = step_.seconds;
   budget::StepSample sample{.requests = step_.size(), .drafted = step_.drafted_count};
   int64_t drafted_committed = 0;
-  std::vector<RequestId> ids;
-  std::vector<int32_t> rows, accepted;
   for (size_t i = 0; i < step_.requests.size(); ++i) {
     const StepSpan& span = packed.spans()[i];
     const Acceptance& outcome = step_.outcomes[i];
     stats_.verified_rows += span.q_len;
-    ids.push_back(step_.requests[i]->id);
-    rows.push_back(span.q_len);
-    accepted.push_back(outcome.result.accepted);
     if (!outcome.status.ok()) continue;
     stats_.committed_tokens += outcome.result.accepted + 1;
     ++stats_.accepted_histogram[std::min<size_t>(outcome.result.accepted,
@@ -255,10 +251,18 @@ void Engine::Learn() {
     for (auto& r : running_) r->draft_context = false;
   }
   stats_.auto_budget = planner_.AutoSnapshot();
+}
 
-  if (!config_.on_step) return;
+void Engine::Observe() {
+  std::vector<RequestId> ids;
+  std::vector<int32_t> rows, accepted;
+  for (size_t i = 0; i < step_.requests.size(); ++i) {
+    ids.push_back(step_.requests[i]->id);
+    rows.push_back(step_.packed->spans()[i].q_len);
+    accepted.push_back(step_.outcomes[i].result.accepted);  // 0 for a failed request
+  }
   const bool all_drafted = drafter_ != nullptr && step_.drafted_count == step_.size();
-  config_.on_step({.step = step_index,
+  config_.on_step({.step = stats_.decode_steps,  // before Learn counts this step
                    .ids = ids,
                    .drafts = all_drafted ? &step_.drafts : nullptr,
                    .rows = rows,

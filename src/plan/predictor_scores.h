@@ -21,14 +21,13 @@ class PredictorScores {
   // The drafts must hold W − 1 candidates per request.
   void Compute(const DraftOutput& drafts, int64_t rows, int64_t live_count);
 
-  // The latest Compute's results.
-  const float* logits() const { return logits_.data(); }  // [rows, W − 1]
-  const float* q() const { return q_.data(); }            // [rows, W]
+  // The latest Compute's prefix scores [rows, W].
+  const float* q() const { return q_.data(); }
 
  private:
   const dvl::Predictor* predictor_;
   std::vector<float> features_;  // [rows, 1735]
-  std::vector<float> logits_;
+  std::vector<float> logits_;    // [rows, W − 1]
   std::vector<float> q_;
 };
 

@@ -132,10 +132,7 @@ TEST_F(BackendTest, GreedyOnTheCpuBackendIsPlainGreedyDecoding) {
         .policy = LengthPolicy::Parse(mode).value(), .max_running = 4, .predictor = &predictor_};
     const std::vector<std::vector<int32_t>> outputs = RunOn(**cpu, config, prompts, params);
     ASSERT_EQ(outputs.size(), prompts.size());
-    int ties = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      testing::SameGreedyOutput(target_, prompts[i], outputs[i], expected[i], &ties, tie_);
-    }
+    const int ties = testing::GreedyTies(target_, prompts, outputs, expected, tie_);
     EXPECT_LE(ties, 1) << mode;
   }
 }

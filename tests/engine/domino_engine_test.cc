@@ -43,10 +43,7 @@ TEST_P(DominoEngineTest, GreedyOutputEqualsPlainDecodingInDFlashAndDScaleModes) 
       const EngineRun run =
           RunPrompts(target_, domino.get(), config, prompts,
                      {.max_tokens = 24, .stop_ids = target_.config().eos_token_ids});
-      int ties = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie, kv);
-      }
+      const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie, kv);
       EXPECT_LE(ties, 1) << mode << " c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages) << mode << " c=" << c;
     }

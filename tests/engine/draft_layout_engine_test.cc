@@ -41,10 +41,7 @@ void ExpectGreedyOutputEqualsPlainDecoding(DecoderModel& target, const dvl::Pred
       const EngineRun run =
           RunPrompts(target, drafter.get(), config, prompts,
                      {.max_tokens = 20, .stop_ids = target.config().eos_token_ids});
-      int ties = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target, prompts[i], run.outputs[i], expected[i], &ties, tie, kv);
-      }
+      const int ties = testing::GreedyTies(target, prompts, run.outputs, expected, tie, kv);
       EXPECT_LE(ties, 1) << mode << " c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages) << mode << " c=" << c;
     }

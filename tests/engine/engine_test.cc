@@ -69,10 +69,7 @@ TEST_P(EngineKvDtypeTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
       EngineConfig config{
           .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .kv_dtype = kv};
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, Greedy(20));
-      int ties = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie, kv);
-      }
+      const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie, kv);
       EXPECT_LE(ties, 1) << mode << " c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages) << mode;
     }
@@ -216,10 +213,7 @@ TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
                       .max_running = 8,
                       .kv_tokens = 2 * (40 + 16 + 16)};
   const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(16));
-  int ties = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie_);
-  }
+  const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie_);
   EXPECT_LE(ties, 1);
   EXPECT_EQ(run.free_pages_after, run.total_pages);
 
@@ -401,10 +395,7 @@ TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency
                           .kv_dtype = kv,
                           .predictor = &predictor_};
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 24});
-      int ties = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie, kv);
-      }
+      const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie, kv);
       EXPECT_LE(ties, 1) << "c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }
@@ -481,10 +472,7 @@ TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target
                           .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()};
       if (config.policy.mode == SpecMode::kDSpark) config.sps_table = &sps;
       const EngineRun run = RunPrompts(target, mode.drafter, config, prompts, {.max_tokens = 24});
-      int ties = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target, prompts[i], run.outputs[i], expected[i], &ties, tie);
-      }
+      const int ties = testing::GreedyTies(target, prompts, run.outputs, expected, tie);
       EXPECT_LE(ties, 1);
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }
@@ -525,10 +513,7 @@ TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
       EngineConfig config{
           .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
       const EngineRun run = RunPrompts(target, drafter, config, prompts, {.max_tokens = 24});
-      int ties = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        testing::SameGreedyOutput(target, prompts[i], run.outputs[i], expected[i], &ties, tie);
-      }
+      const int ties = testing::GreedyTies(target, prompts, run.outputs, expected, tie);
       EXPECT_LE(ties, 1);
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }

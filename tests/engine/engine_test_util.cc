@@ -72,6 +72,18 @@ EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
   return RunOnEngine(Engine::Create(backend, config), prompts, params);
 }
 
+int GreedyTies(TargetModel& target, const std::vector<std::vector<int32_t>>& prompts,
+               const std::vector<std::vector<int32_t>>& got,
+               const std::vector<std::vector<int32_t>>& want, float tie_tolerance, KvDtype kv) {
+  EXPECT_EQ(got.size(), prompts.size());
+  EXPECT_EQ(want.size(), prompts.size());
+  int ties = 0;
+  for (size_t i = 0; i < prompts.size() && i < got.size() && i < want.size(); ++i) {
+    SameGreedyOutput(target, prompts[i], got[i], want[i], &ties, tie_tolerance, kv);
+  }
+  return ties;
+}
+
 float EngineTestTieTolerance(const DecoderModel& target, KvDtype kv) {
   return GreedyTieTolerance(TargetLogitBounds(target, kEngineTestMaxContext, kv));
 }

@@ -59,6 +59,11 @@ bool IsNearTie(TargetModel& target, const std::vector<int32_t>& context, float t
 bool SameGreedyOutput(TargetModel& target, const std::vector<int32_t>& prompt,
                       const std::vector<int32_t>& got, const std::vector<int32_t>& want, int* ties,
                       float tie_tolerance, KvDtype kv = KvDtype::kBf16);
+// SameGreedyOutput over every prompt: got[i] against want[i]; returns the near-ties counted.
+int GreedyTies(TargetModel& target, const std::vector<std::vector<int32_t>>& prompts,
+               const std::vector<std::vector<int32_t>>& got,
+               const std::vector<std::vector<int32_t>>& want, float tie_tolerance,
+               KvDtype kv = KvDtype::kBf16);
 
 // The CPU tie tolerance for EngineTestTargetConfig() targets whose requests stay within
 // kEngineTestMaxContext positions, with K/V cached as `kv`. With the engine's default BF16 cache

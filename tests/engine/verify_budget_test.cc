@@ -53,10 +53,7 @@ TEST_F(VerifyBudgetEngineTest, GreedyOutputEqualsPlainDecodingWithAutoAndDSpark)
       for (int32_t c : {1, 16}) {
         const EngineRun run =
             RunPrompts(target_, drafter, Config(spec, budget, c), prompts, {.max_tokens = 24});
-        int ties = 0;
-        for (size_t i = 0; i < prompts.size(); ++i) {
-          testing::SameGreedyOutput(target_, prompts[i], run.outputs[i], expected[i], &ties, tie_);
-        }
+        const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie_);
         EXPECT_LE(ties, 1) << spec << " c=" << c;
         EXPECT_EQ(run.free_pages_after, run.total_pages);
         EXPECT_EQ(run.stats.auto_budget.has_value(), std::string(budget) == "auto");
