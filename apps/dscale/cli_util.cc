@@ -98,6 +98,11 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
       ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
 }
 
+cpu::Bf16Activations DefaultActivations() {
+  return cpu::SupportedBf16DotIsas().back() == cpu::Bf16DotIsa::kAmx ? cpu::Bf16Activations::kBf16
+                                                                     : cpu::Bf16Activations::kF32;
+}
+
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
   cmd->add_option_function<std::string>(
          "--activations",
@@ -105,9 +110,10 @@ void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
            *activations = *cpu::Bf16ActivationsFromName(name);
          },
          "How BF16 weights meet the activations on the CPU: bf16 (each row rounded to BF16 once, "
-         "BF16 dot products, f32 sums) or f32 (as they are)")
+         "BF16 dot products, f32 sums) or f32 (as they are); default bf16 where the CPU has AMX, "
+         "else f32")
       ->check(CLI::IsMember({"bf16", "f32"}))
-      ->default_str(std::string(cpu::Bf16ActivationsName(kDefaultActivations)));
+      ->default_str(std::string(cpu::Bf16ActivationsName(DefaultActivations())));
 }
 
 void AddInt8ActivationsOption(CLI::App* cmd, cpu::Int8Activations* activations) {

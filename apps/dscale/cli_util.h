@@ -38,10 +38,11 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 // --activations bf16|f32: how the CPU backend's BF16 projections (the target's and the
 // drafter's) take their activations (cpu::Bf16Activations, into `activations`): each row rounded
 // to BF16 once and multiplied with BF16 dot products, or as f32. The default is
-// kDefaultActivations: f32, which the BF16 mode did not beat at verify rows where it was measured
-// (docs/BENCHMARKS.md, "BF16 activations on the CPU"). The CUDA backend's GEMMs take BF16
-// activations either way.
-inline constexpr cpu::Bf16Activations kDefaultActivations = cpu::Bf16Activations::kF32;
+// DefaultActivations(): bf16 where the CPU multiplies BF16 tiles with AMX (a 16-row verify then
+// costs about 1.3 plain steps instead of 2-2.6, and a plain step the same), f32 elsewhere, where
+// the BF16 mode did not beat it at verify rows (docs/BENCHMARKS.md, "BF16 activations on the
+// CPU"). The CUDA backend's GEMMs take BF16 activations either way.
+cpu::Bf16Activations DefaultActivations();
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations);
 
 // --int8-activations int8|f32: how the target's int8 projections (`--weights int8`) take their

@@ -21,7 +21,7 @@ struct DraftArgs {
   KvDtype kv_dtype = KvDtype::kBf16;
   DrafterHead head = DrafterHead::kNone;
   DraftVocabChoice draft_vocab = kDefaultDraftVocab;
-  cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Bf16Activations activations = DefaultActivations();
 };
 
 int RunDraft(const DraftArgs& args) {

@@ -16,7 +16,7 @@ struct LogitsArgs {
   std::string model;
   std::string ids;
   WeightsMode weights = WeightsMode::kAsStored;
-  cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Bf16Activations activations = DefaultActivations();
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   KvDtype kv_dtype = KvDtype::kBf16;
 };

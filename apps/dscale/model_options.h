@@ -24,7 +24,7 @@ struct ModelOptions {
   std::string tokenizer;  // --tokenizer folder; empty: the target folder's
   std::string device{kDefaultDevice};  // --device: where the step backend runs the models
   WeightsMode weights = WeightsMode::kAsStored;
-  cpu::Bf16Activations activations = kDefaultActivations;
+  cpu::Bf16Activations activations = DefaultActivations();
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
   DraftVocabChoice draft_vocab = kDefaultDraftVocab;

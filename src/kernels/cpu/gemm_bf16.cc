@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "kernels/cpu/gemm_bf16_amx.h"
 
 namespace dscale::cpu {
 namespace {
@@ -547,6 +548,7 @@ Bf16Isa FmaIsaOf(Bf16DotIsa isa) {
   switch (isa) {
     case Bf16DotIsa::kAvx512:
     case Bf16DotIsa::kAvx512Bf16:
+    case Bf16DotIsa::kAmx:
       return Bf16Isa::kAvx512;
     case Bf16DotIsa::kAvx2:
       return Bf16Isa::kAvx2;
@@ -565,6 +567,7 @@ const std::vector<Bf16DotIsa>& DotIsas() {
                                               : Bf16DotIsa::kPortable);
     }
     if (HasAvx512Bf16()) found.push_back(Bf16DotIsa::kAvx512Bf16);
+    if (HasAvx512Bf16() && HasAmxBf16()) found.push_back(Bf16DotIsa::kAmx);
     return found;
   }();
   return isas;
@@ -575,11 +578,17 @@ const std::vector<Bf16DotIsa>& DotIsas() {
 thread_local std::vector<uint16_t> rounded_bits;
 thread_local std::vector<float> rounded_wide;
 
-// LinearBf16 with BF16-rounded activations: `tiled` through `isa`'s tiles, else widen-and-sgemm
-// on the rounded activations widened back.
+// LinearBf16 with BF16-rounded activations: AMX's tiles for any row count, `tiled` through
+// `isa`'s register tiles, else widen-and-sgemm on the rounded activations widened back.
 void RunRounded(Bf16DotIsa isa, bool tiled, const float* x, const uint16_t* w, float* y,
                 int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   const int64_t n = rows * in;
+  if (isa == Bf16DotIsa::kAmx) {
+    rounded_bits.resize(static_cast<size_t>(n));
+    RoundBitsAvx512(x, n, rounded_bits.data());
+    LinearAmxBf16(rounded_bits.data(), w, y, rows, in, out, accumulate, ldy);
+    return;
+  }
   if (tiled && isa == Bf16DotIsa::kAvx512Bf16) {
     rounded_bits.resize(static_cast<size_t>(n));
     RoundBitsAvx512(x, n, rounded_bits.data());
@@ -616,6 +625,8 @@ std::optional<Bf16Activations> Bf16ActivationsFromName(std::string_view name) {
 
 std::string_view Bf16DotIsaName(Bf16DotIsa isa) {
   switch (isa) {
+    case Bf16DotIsa::kAmx:
+      return "amx";
     case Bf16DotIsa::kAvx512Bf16:
       return "avx512bf16";
     case Bf16DotIsa::kAvx512:

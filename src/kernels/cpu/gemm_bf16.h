@@ -56,8 +56,9 @@ void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t r
                           int64_t out, bool accumulate);
 
 // The variants of the BF16-activation tiles: the f32 tiles of a Bf16Isa over the rounded
-// activations widened back (exact), or AVX512-BF16's dot products on the rounded bits.
-enum class Bf16DotIsa { kPortable, kAvx2, kAvx512, kAvx512Bf16 };
+// activations widened back (exact), AVX512-BF16's dot products on the rounded bits, or AMX's tile
+// products (gemm_bf16_amx.h), which LinearBf16 runs for every row count where the CPU has them.
+enum class Bf16DotIsa { kPortable, kAvx2, kAvx512, kAvx512Bf16, kAmx };
 std::string_view Bf16DotIsaName(Bf16DotIsa isa);
 // The variants this CPU can run, portable first; LinearBf16 uses the last.
 std::vector<Bf16DotIsa> SupportedBf16DotIsas();

@@ -1,0 +1,235 @@
+#include "kernels/cpu/gemm_bf16_amx.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+
+namespace dscale::cpu {
+namespace {
+
+// Linux hands out the tile registers' 8 KiB of state per process, on request (arch/x86 prctl).
+constexpr int kArchRequestXcompPermission = 0x1023;
+constexpr int kXfeatureTileData = 18;
+
+// One tile: 16 rows of 64 bytes. A weight tile is 16 outputs × 32 inputs (BF16), loaded straight
+// from the weights' rows; an activation tile 16 input pairs × up to 16 rows (a pair of BF16 values
+// per 32-bit lane, as tdpbf16ps reads its second operand), packed once per call; a sum tile 16
+// outputs × up to 16 rows (f32).
+constexpr int64_t kTileOutputs = 16;
+constexpr int64_t kTileInputs = 32;
+constexpr int64_t kTileRows = 16;
+constexpr int64_t kTilePairs = kTileInputs / 2;
+// Below this many weights a call runs on one thread (as the other BF16 paths).
+constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+
+#define DSCALE_AMX __attribute__((target("amx-tile,amx-bf16")))
+
+// The tiles of a call with `cols` activation rows per tile, in ldtilecfg's 64-byte layout: the
+// sums in tmm0, the weights in tmm1 and tmm2 in turn, the activations in tmm3 and tmm4 in turn.
+//
+// One output tile at a time, one sum: a thread streams 16 weight rows, which the hardware
+// prefetchers follow. Sharing each activation tile among 2 or 4 output tiles (2 or 4 sums, 32 or
+// 64 weight streams) read 0.75 and 0.55 of the bandwidth at one row and gained nothing at 16
+// (Qwen3-1.7B's down projection, 2 threads, Xeon with AMX); software prefetches did not help
+// either.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+TileConfig ConfigFor(int64_t cols) {
+  TileConfig config;
+  const auto activation_bytes = static_cast<uint16_t>(cols * 4);
+  config.rows[0] = kTileOutputs;
+  config.bytes_per_row[0] = activation_bytes;
+  for (int t = 1; t <= 2; ++t) {
+    config.rows[t] = kTileOutputs;
+    config.bytes_per_row[t] = kTileInputs * 2;
+  }
+  for (int t = 3; t <= 4; ++t) {
+    config.rows[t] = kTilePairs;
+    config.bytes_per_row[t] = activation_bytes;
+  }
+  return config;
+}
+
+bool RequestTilePermission() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool amx_bf16 = (edx >> 22) & 1u;
+  const bool amx_tile = (edx >> 24) & 1u;
+  if (!amx_bf16 || !amx_tile) return false;
+  return syscall(SYS_arch_prctl, kArchRequestXcompPermission, kXfeatureTileData) == 0;
+}
+
+// One call's shape and operands, shared by its threads.
+struct AmxCall {
+  const uint32_t* packed;  // [row tiles][steps][kTilePairs][cols] pairs of BF16 bits
+  const uint16_t* w;
+  float* y;
+  int64_t rows, in, out, ldy;
+  int64_t cols;        // activation rows per tile: min(rows, 16)
+  int64_t full_steps;  // input steps of a whole 32 inputs
+  int64_t steps;       // full_steps, plus one for a tail of in % 32
+  bool accumulate;
+};
+
+// A thread's scratch: an output tile past `out` padded with zero rows, a tail step padded with
+// zero inputs (exact zero products), the sums on their way to y.
+struct AmxScratch {
+  std::vector<uint16_t> partial;  // [16][in]
+  alignas(64) uint16_t tail[kTileOutputs * kTileInputs];
+  alignas(64) float sums[kTileOutputs * kTileRows];
+};
+
+DSCALE_AMX void LoadTileConfig(const TileConfig& config) { _tile_loadconfig(&config); }
+DSCALE_AMX void ReleaseTiles() { _tile_release(); }
+
+// The 16 weight rows of output tile `tile` (`in` values apart): the weights themselves, or a
+// zero-padded copy when the tile runs past `out`.
+const uint16_t* RowsOfTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
+  const int64_t first = tile * kTileOutputs;
+  if (first + kTileOutputs <= call.out) return call.w + first * call.in;
+  scratch.partial.assign(static_cast<size_t>(kTileOutputs * call.in), 0);
+  std::memcpy(scratch.partial.data(), call.w + first * call.in,
+              static_cast<size_t>((call.out - first) * call.in) * sizeof(uint16_t));
+  return scratch.partial.data();
+}
+
+// The last, partial input step of a tile's rows into scratch.tail.
+void FillTail(const AmxCall& call, const uint16_t* rows, AmxScratch& scratch) {
+  const int64_t k0 = call.full_steps * kTileInputs;
+  std::memset(scratch.tail, 0, sizeof(scratch.tail));
+  for (int64_t m = 0; m < kTileOutputs; ++m) {
+    std::memcpy(scratch.tail + m * kTileInputs, rows + m * call.in + k0,
+                static_cast<size_t>(call.in - k0) * sizeof(uint16_t));
+  }
+}
+
+// The sum tile of one output tile's weight rows and one activation tile `b`, every input step in
+// order, into scratch.sums. (The tile intrinsics name registers by literal numbers: even steps use
+// tmm1 and tmm3, odd steps tmm2 and tmm4, so a step's loads need not wait for the last product.)
+DSCALE_AMX void MultiplyTile(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
+                             AmxScratch& scratch) {
+  const int64_t a_stride = call.in * 2;
+  const int64_t b_stride = call.cols * 4;
+  const int64_t b_step = kTilePairs * call.cols;
+  _tile_zero(0);
+  int64_t s = 0;
+  for (; s + 2 <= call.full_steps; s += 2) {
+    _tile_loadd(3, b + s * b_step, b_stride);
+    _tile_loadd(1, rows + s * kTileInputs, a_stride);
+    _tile_dpbf16ps(0, 1, 3);
+    _tile_loadd(4, b + (s + 1) * b_step, b_stride);
+    _tile_loadd(2, rows + (s + 1) * kTileInputs, a_stride);
+    _tile_dpbf16ps(0, 2, 4);
+  }
+  if (s < call.full_steps) {
+    _tile_loadd(3, b + s * b_step, b_stride);
+    _tile_loadd(1, rows + s * kTileInputs, a_stride);
+    _tile_dpbf16ps(0, 1, 3);
+    ++s;
+  }
+  if (s < call.steps) {
+    _tile_loadd(4, b + s * b_step, b_stride);
+    _tile_loadd(2, scratch.tail, kTileInputs * 2);
+    _tile_dpbf16ps(0, 2, 4);
+  }
+  _tile_stored(0, scratch.sums, kTileRows * 4);
+}
+
+// y's block of output tile `tile` and activation rows [row0, row0 + cols) from scratch.sums.
+void StoreSums(const AmxCall& call, int64_t tile, int64_t row0, const AmxScratch& scratch) {
+  const int64_t first_output = tile * kTileOutputs;
+  const int64_t outputs = std::min(kTileOutputs, call.out - first_output);
+  const int64_t rows = std::min(call.cols, call.rows - row0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = call.y + (row0 + r) * call.ldy + first_output;
+    for (int64_t m = 0; m < outputs; ++m) {
+      const float sum = scratch.sums[m * kTileRows + r];
+      y[m] = call.accumulate ? y[m] + sum : sum;
+    }
+  }
+}
+
+// Output tile `tile` for every activation tile: its weights (16 rows × in) stay in cache from the
+// first activation tile to the last.
+void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
+  const uint16_t* rows = RowsOfTile(call, tile, scratch);
+  if (call.steps > call.full_steps) FillTail(call, rows, scratch);
+  const int64_t row_tiles = (call.rows + call.cols - 1) / call.cols;
+  for (int64_t rt = 0; rt < row_tiles; ++rt) {
+    MultiplyTile(call, rows, call.packed + rt * call.steps * kTilePairs * call.cols, scratch);
+    StoreSums(call, tile, rt * call.cols, scratch);
+  }
+}
+
+// packed[rt][s][p][c] = the BF16 pair (xb[row][32s + 2p], xb[row][32s + 2p + 1]) of row
+// rt·cols + c, zero past `in` and past the last row.
+void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols, int64_t steps,
+                     std::vector<uint32_t>& packed) {
+  const int64_t row_tiles = (rows + cols - 1) / cols;
+  const int64_t tile_size = steps * kTilePairs * cols;
+  packed.assign(static_cast<size_t>(row_tiles * tile_size), 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    const uint16_t* x = xb + row * in;
+    uint32_t* dst = packed.data() + (row / cols) * tile_size + row % cols;
+    const int64_t pairs = in / 2;
+    for (int64_t j = 0; j < pairs; ++j) {
+      uint32_t pair;
+      std::memcpy(&pair, x + 2 * j, sizeof(pair));
+      dst[j * cols] = pair;
+    }
+    if (in % 2 != 0) dst[pairs * cols] = x[in - 1];
+  }
+}
+
+thread_local std::vector<uint32_t> packed_activations;
+
+}  // namespace
+
+bool HasAmxBf16() {
+  static const bool has = RequestTilePermission();
+  return has;
+}
+
+void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                   int64_t out, bool accumulate, int64_t ldy) {
+  DSCALE_CHECK_MSG(HasAmxBf16(), "this CPU cannot run the AMX BF16 kernel");
+  DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
+  AmxCall call{};
+  call.cols = std::min(rows, kTileRows);
+  call.full_steps = in / kTileInputs;
+  call.steps = (in + kTileInputs - 1) / kTileInputs;
+  PackActivations(xb, rows, in, call.cols, call.steps, packed_activations);
+  call.packed = packed_activations.data();
+  call.w = w;
+  call.y = y;
+  call.rows = rows;
+  call.in = in;
+  call.out = out;
+  call.ldy = ldy;
+  call.accumulate = accumulate;
+  const TileConfig config = ConfigFor(call.cols);
+  const int64_t tiles = (out + kTileOutputs - 1) / kTileOutputs;
+#pragma omp parallel if (in * out >= kParallelMinWeights)
+  {
+    thread_local AmxScratch scratch;
+    LoadTileConfig(config);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) RunTile(call, t, scratch);
+    ReleaseTiles();
+  }
+}
+
+}  // namespace dscale::cpu
