@@ -153,8 +153,9 @@ TEST(LinearBf16Test, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
 // times the BF16 weights. Every product of two BF16 values is exact in f32 (8 × 8 significant
 // bits), so each variant differs from the double reference only by the rounding of its f32 sums,
 // in whatever order it takes them (vdpbf16ps adds pairs into 16 lanes, then a tree; the FMA
-// variants 8 or 16 lanes): within γ_(in+1)·(Σ|x_bf16·w| + |y0|) (float_bounds.h). vdpbf16ps
-// flushes subnormal inputs and outputs to zero; RandomNormal's values and their products are
+// variants 8 or 16 lanes, AMX's tdpbf16ps 32 products a step into one running sum): within
+// γ_(in+1)·(Σ|x_bf16·w| + |y0|) (float_bounds.h). vdpbf16ps and tdpbf16ps flush subnormal inputs
+// and outputs to zero; RandomNormal's values and their products are
 // far from the subnormal range, so that never shows here.
 
 std::vector<float> RoundedToBf16(const std::vector<float>& x) {
@@ -186,7 +187,7 @@ TEST(LinearBf16ActivationsTest, EveryVariantMatchesTheReferenceAtOddSizes) {
   std::mt19937 rng(11);
   for (const cpu::Bf16DotIsa isa : cpu::SupportedBf16DotIsas()) {
     for (int64_t rows = 1; rows <= 17; ++rows) {
-      for (const int64_t in : {1, 7, 31, 33, 67, 255, 1031}) {
+      for (const int64_t in : {1, 7, 31, 33, 64, 67, 255, 1031}) {
         for (const int64_t out : {1, 3, 5, 9, 130}) {
           for (const bool accumulate : {false, true}) {
             SCOPED_TRACE(::testing::Message()
@@ -241,7 +242,8 @@ TEST(LinearBf16ActivationsTest, DispatchedKernelMatchesTheReferenceOnBothPaths) 
 
 // Lossless speculation in the BF16-activation mode: a verified row gets the bits a decode row
 // would, in every variant and through the dispatched kernel within its tiled range (rows up to a
-// verify block and past it).
+// verify block and past it; AMX reads one row of whole 32-input steps in place, more rows packed,
+// hence in = 1024).
 TEST(LinearBf16ActivationsTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
   std::mt19937 rng(14);
   constexpr int64_t kOut = 11;
@@ -260,7 +262,8 @@ TEST(LinearBf16ActivationsTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
     }
   };
   for (const int64_t rows : {2, 3, 5, 8, 13, 16, 17}) {
-    for (const int64_t in : {int64_t{17}, int64_t{1031}, int64_t{2053}, int64_t{4099}}) {
+    for (const int64_t in :
+         {int64_t{17}, int64_t{1024}, int64_t{1031}, int64_t{2053}, int64_t{4099}}) {
       for (const cpu::Bf16DotIsa isa : cpu::SupportedBf16DotIsas()) {
         SCOPED_TRACE(::testing::Message()
                      << cpu::Bf16DotIsaName(isa) << " rows=" << rows << " in=" << in);

@@ -211,8 +211,13 @@ void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows
   call.cols = std::min(rows, kTileRows);
   call.full_steps = in / kTileInputs;
   call.steps = (in + kTileInputs - 1) / kTileInputs;
-  PackActivations(xb, rows, in, call.cols, call.steps, packed_activations);
-  call.packed = packed_activations.data();
+  if (rows == 1 && in % kTileInputs == 0) {
+    // One row of whole steps is already in the packed layout: its pairs in order.
+    call.packed = reinterpret_cast<const uint32_t*>(xb);
+  } else {
+    PackActivations(xb, rows, in, call.cols, call.steps, packed_activations);
+    call.packed = packed_activations.data();
+  }
   call.w = w;
   call.y = y;
   call.rows = rows;
