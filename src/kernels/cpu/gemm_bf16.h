@@ -18,7 +18,9 @@
 // weights are widened to f32 in cache and multiplied by OpenBLAS's sgemm.
 //
 // The tiles are compiled for AVX-512, for AVX2 + FMA and portably, and picked at run time from
-// what the CPU supports (Bf16Isa, bf16_isa.h, names them for tests and benchmarks).
+// what the CPU supports (Bf16Isa, bf16_isa.h, names them for tests and benchmarks). Where the
+// CPU has AMX, the BF16-activation mode runs every row count, prefill's too, on AMX tiles
+// (gemm_bf16_amx.h) instead of the register tiles and sgemm.
 
 #include <cstdint>
 #include <optional>
