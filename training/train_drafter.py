@@ -102,6 +102,26 @@ def block_loss(target, drafter, ids, anchors, lengths, args, mask_id, kw):
     return (ce * w).sum() / w.sum(), hit
 
 
+def init_from(drafter, folder):
+    """Loads an exported drafter's weights. A drafter with more layers than the export keeps the
+    exported layers and starts each added one as the identity (its o_proj and down_proj zero), so
+    training continues from the exported drafter's predictions with more capacity."""
+    weights = {k: v.float() for k, v in
+               load_safetensors(os.path.join(folder, "model.safetensors")).items()}
+    missing, unexpected = drafter.load_state_dict(weights, strict=False)
+    have = {int(k.split(".")[1]) for k in weights if k.startswith("layers.")}
+    added = sorted({int(k.split(".")[1]) for k in missing if k.startswith("layers.")})
+    if unexpected or any(not k.startswith("layers.") for k in missing) or \
+            (added and min(added) <= max(have)):
+        raise SystemExit(f"--init {folder}: weights do not fit this drafter "
+                         f"(missing {missing[:4]}, unexpected {unexpected[:4]})")
+    for i in added:
+        torch.nn.init.zeros_(drafter.layers[i].self_attn.o_proj.weight)
+        torch.nn.init.zeros_(drafter.layers[i].mlp.down_proj.weight)
+    say(f"initialised from {folder}" + (f"; added layers {added} start as the identity"
+                                        if added else ""))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=2)
@@ -136,9 +156,7 @@ def main():
     ckpt_path = os.path.join(args.out, "ckpt.pt")
     step = 0
     if args.init:
-        drafter.load_state_dict({k: v.float() for k, v in
-                                 load_safetensors(os.path.join(args.init, "model.safetensors")).items()})
-        say(f"initialised from {args.init}")
+        init_from(drafter, args.init)
     if args.resume:
         step = resume(ckpt_path, drafter, opt, args, rng, device)["step"]
     data = read_responses(args.responses)
