@@ -313,9 +313,9 @@ void RunInt8Activations(const Args& args) {
   const size_t columns = 1 + dot_isas.size() + (avx2_f32 ? 1 : 0);
   std::printf(
       "%s layer (qkv, o, gate_up, down), int8 weights: f32 activations against int8 ones "
-      "(LinearInt8 runs %s); %d threads\n\n",
-      shape.name.c_str(), std::string(cpu::Int8DotIsaName(cpu::BestInt8DotIsa())).c_str(),
-      omp_get_max_threads());
+      "(LinearInt8 runs %s at one row, %s at 16); %d threads\n\n",
+      shape.name.c_str(), std::string(cpu::Int8DotIsaName(cpu::Int8DotIsaFor(1))).c_str(),
+      std::string(cpu::Int8DotIsaName(cpu::Int8DotIsaFor(16))).c_str(), omp_get_max_threads());
   std::printf("%5s %10s", "rows", "f32 ms");
   for (const cpu::Int8DotIsa isa : dot_isas) {
     std::printf(" %15s", ("int8 " + std::string(cpu::Int8DotIsaName(isa)) + " ms").c_str());

@@ -268,6 +268,13 @@ TEST(LinearInt8DotTest, NamesAndVariants) {
   ASSERT_FALSE(isas.empty());
   EXPECT_EQ(isas.front(), cpu::Int8DotIsa::kPortable);
   EXPECT_EQ(isas.back(), cpu::BestInt8DotIsa());
+  // LinearInt8's choice by row count: the best variant, but AMX only from kAmxInt8MinRows rows.
+  EXPECT_EQ(cpu::Int8DotIsaFor(cpu::kAmxInt8MinRows), cpu::BestInt8DotIsa());
+  if (cpu::BestInt8DotIsa() == cpu::Int8DotIsa::kAmx) {
+    EXPECT_EQ(cpu::Int8DotIsaFor(1), isas[isas.size() - 2]);
+  } else {
+    EXPECT_EQ(cpu::Int8DotIsaFor(1), cpu::BestInt8DotIsa());
+  }
 }
 
 TEST(LinearInt8DotTest, EmptyShapes) {

@@ -1,22 +1,16 @@
 #include "kernels/cpu/gemm_bf16_amx.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/amx_tiles.h"
 
 namespace dscale::cpu {
 namespace {
-
-// Linux hands out the tile registers' 8 KiB of state per process, on request (arch/x86 prctl).
-constexpr int kArchRequestXcompPermission = 0x1023;
-constexpr int kXfeatureTileData = 18;
 
 // One tile: 16 rows of 64 bytes. A weight tile is 16 outputs × 32 inputs (BF16), loaded straight
 // from the weights' rows; an activation tile 16 input pairs × up to 16 rows (a pair of BF16 values
@@ -39,37 +33,13 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // 64 weight streams) read 0.75 and 0.55 of the bandwidth at one row and gained nothing at 16
 // (Qwen3-1.7B's down projection, 2 threads, Xeon with AMX); software prefetches did not help
 // either.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
 TileConfig ConfigFor(int64_t cols) {
   TileConfig config;
-  const auto activation_bytes = static_cast<uint16_t>(cols * 4);
-  config.rows[0] = kTileOutputs;
-  config.bytes_per_row[0] = activation_bytes;
-  for (int t = 1; t <= 2; ++t) {
-    config.rows[t] = kTileOutputs;
-    config.bytes_per_row[t] = kTileInputs * 2;
-  }
-  for (int t = 3; t <= 4; ++t) {
-    config.rows[t] = kTilePairs;
-    config.bytes_per_row[t] = activation_bytes;
-  }
+  const auto activation_bytes = static_cast<int>(cols * 4);
+  config.Set(0, kTileOutputs, activation_bytes);
+  for (int t = 1; t <= 2; ++t) config.Set(t, kTileOutputs, kTileInputs * 2);
+  for (int t = 3; t <= 4; ++t) config.Set(t, kTilePairs, activation_bytes);
   return config;
-}
-
-bool RequestTilePermission() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const bool amx_bf16 = (edx >> 22) & 1u;
-  const bool amx_tile = (edx >> 24) & 1u;
-  if (!amx_bf16 || !amx_tile) return false;
-  return syscall(SYS_arch_prctl, kArchRequestXcompPermission, kXfeatureTileData) == 0;
 }
 
 // One call's shape and operands, shared by its threads.
@@ -91,9 +61,6 @@ struct AmxScratch {
   alignas(64) uint16_t tail[kTileOutputs * kTileInputs];
   alignas(64) float sums[kTileOutputs * kTileRows];
 };
-
-DSCALE_AMX void LoadTileConfig(const TileConfig& config) { _tile_loadconfig(&config); }
-DSCALE_AMX void ReleaseTiles() { _tile_release(); }
 
 // The 16 weight rows of output tile `tile` (`in` values apart): the weights themselves, or a
 // zero-padded copy when the tile runs past `out`.
@@ -198,10 +165,7 @@ thread_local std::vector<uint32_t> packed_activations;
 
 }  // namespace
 
-bool HasAmxBf16() {
-  static const bool has = RequestTilePermission();
-  return has;
-}
+bool HasAmxBf16() { return HasAmxBf16Tiles(); }
 
 void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
                    int64_t out, bool accumulate, int64_t ldy) {

@@ -16,7 +16,7 @@
 //   per output: acc = 0, then for g = 0, 1, … in order acc = fma(fl(d_x · d_w), dot_g, acc), with
 //   dot_g = Σ q_x · q_w over the group's inputs exact in int32 (|dot_g| ≤ 32 · 127² < 2²⁴, so
 //   its conversion to f32 is exact too); y = acc (y = fl(y + acc) with `accumulate`).
-// That order is fixed, so every variant (AVX512-VNNI, AVX-VNNI, AVX2, portable) gives the same
+// That order is fixed, so every variant (AMX, AVX512-VNNI, AVX-VNNI, AVX2, portable) gives the same
 // bits for every row count, and a row's outputs never depend on the rows beside it: a decode
 // row and a verified row compute the same model on every CPU. Every row count runs the tiles
 // (no sgemm path), so prefill rows compute that model too. The weights must lie in [-127, 127]
@@ -77,13 +77,19 @@ void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q
                              int32_t* sums);
 
 // The variants of the int8 × int8 tiles: plain C++, AVX2 (vpmaddubsw + vpmaddwd), AVX-VNNI
-// (256-bit vpdpbusd) and AVX512-VNNI (512-bit vpdpbusd). Every one gives the same bits.
-enum class Int8DotIsa { kPortable, kAvx2, kAvxVnni, kAvx512Vnni };
+// (256-bit vpdpbusd), AVX512-VNNI (512-bit vpdpbusd) and AMX (tdpbssd tiles, gemm_int8_amx.h).
+// Every one gives the same bits.
+enum class Int8DotIsa { kPortable, kAvx2, kAvxVnni, kAvx512Vnni, kAmx };
 std::string_view Int8DotIsaName(Int8DotIsa isa);
-// The variants this CPU can run, portable first (detected once); LinearInt8 uses the last,
-// BestInt8DotIsa().
+// The variants this CPU can run, portable first (detected once); the last is BestInt8DotIsa().
 std::vector<Int8DotIsa> SupportedInt8DotIsas();
 Int8DotIsa BestInt8DotIsa();
+// The variant LinearInt8 runs for a call of `rows` rows: the best, except that AMX takes calls
+// of kAmxInt8MinRows rows or more and AVX512-VNNI fewer (at one row AMX folds a tile of 16 × 16
+// sums for one row's worth of products; every variant gives the same bits, so the choice never
+// changes a result).
+inline constexpr int64_t kAmxInt8MinRows = 4;
+Int8DotIsa Int8DotIsaFor(int64_t rows);
 
 // LinearInt8 with Int8Activations::kInt8 through one variant, which must be in
 // SupportedInt8DotIsas() (parity tests and benchmarks). Rows of y are `ldy` floats apart (0: out).

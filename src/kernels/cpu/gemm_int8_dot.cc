@@ -34,6 +34,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/gemm_int8_amx.h"
 
 namespace dscale::cpu {
 namespace {
@@ -569,6 +570,7 @@ PackedVariant PackedFor(Int8DotIsa isa) {
       return {kLanes256, PackChunk256<true>, TileAvxVnniRows, nullptr, kMaxTileRows256};
     case Int8DotIsa::kAvx2:
     case Int8DotIsa::kPortable:
+    case Int8DotIsa::kAmx:  // not packed here: gemm_int8_amx.cc
       break;
   }
   return {kLanes256, PackChunk256<false>, TileAvx2Rows, nullptr, kMaxTileRows256};
@@ -607,6 +609,10 @@ void RunPanel(const PackedVariant& v, const QuantRows& xq, int64_t rows, const P
 void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w, const float* scales,
             int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate) {
   const int64_t groups = xq.groups;
+  if (isa == Int8DotIsa::kAmx) {
+    LinearAmxInt8(xq.q, xq.scale, rows, w, scales, in, out, y, ldy, accumulate);
+    return;
+  }
   if (isa == Int8DotIsa::kPortable) {
     constexpr int64_t kBlock = 8;
     const int64_t blocks = (out + kBlock - 1) / kBlock;
@@ -650,6 +656,7 @@ const std::vector<Int8DotIsa>& DotIsas() {
         __builtin_cpu_supports("avx512vnni")) {
       found.push_back(Int8DotIsa::kAvx512Vnni);
     }
+    if (HasAmxInt8()) found.push_back(Int8DotIsa::kAmx);
     return found;
   }();
   return isas;
@@ -676,6 +683,8 @@ std::optional<Int8Activations> Int8ActivationsFromName(std::string_view name) {
 
 std::string_view Int8DotIsaName(Int8DotIsa isa) {
   switch (isa) {
+    case Int8DotIsa::kAmx:
+      return "amx";
     case Int8DotIsa::kAvx512Vnni:
       return "avx512vnni";
     case Int8DotIsa::kAvxVnni:
@@ -691,6 +700,12 @@ std::string_view Int8DotIsaName(Int8DotIsa isa) {
 std::vector<Int8DotIsa> SupportedInt8DotIsas() { return DotIsas(); }
 
 Int8DotIsa BestInt8DotIsa() { return DotIsas().back(); }
+
+Int8DotIsa Int8DotIsaFor(int64_t rows) {
+  const std::vector<Int8DotIsa>& isas = DotIsas();
+  if (isas.back() == Int8DotIsa::kAmx && rows < kAmxInt8MinRows) return isas[isas.size() - 2];
+  return isas.back();
+}
 
 void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q, float* scales,
                              int32_t* sums) {

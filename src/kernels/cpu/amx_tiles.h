@@ -1,0 +1,33 @@
+#pragma once
+// What the AMX kernels (gemm_bf16_amx.cc, gemm_int8_amx.cc) share: the CPU's AMX features, the
+// process's permission to use the tile registers, and ldtilecfg's configuration block.
+
+#include <cstdint>
+
+namespace dscale::cpu {
+
+// Whether the CPU has AMX-TILE and the named AMX arithmetic, and Linux lets this process use the
+// tile registers' 8 KiB of state (it asks each process to request them: arch_prctl, asked once).
+bool HasAmxBf16Tiles();
+bool HasAmxInt8Tiles();
+
+// ldtilecfg's 64-byte block, palette 1: for each of the eight tile registers its rows and bytes
+// per row (a register left at zero is unused).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+
+  void Set(int tile, int tile_rows, int tile_bytes_per_row) {
+    rows[tile] = static_cast<uint8_t>(tile_rows);
+    bytes_per_row[tile] = static_cast<uint16_t>(tile_bytes_per_row);
+  }
+};
+
+// ldtilecfg and tilerelease, for a thread's part of a call.
+void LoadTileConfig(const TileConfig& config);
+void ReleaseTiles();
+
+}  // namespace dscale::cpu

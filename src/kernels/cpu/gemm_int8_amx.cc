@@ -1,0 +1,278 @@
+#include "kernels/cpu/gemm_int8_amx.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/gemm_int8.h"
+
+namespace dscale::cpu {
+namespace {
+
+// A weight tile is 16 outputs × one group of 32 inputs (int8), loaded straight from the weights'
+// rows; an activation tile the group's 8 quads of inputs × up to 16 rows (4 int8 per 32-bit lane,
+// as tdpbssd reads its second operand), packed once per call; a sum tile the 16 × up to 16 int32
+// group dot products. Per group the sum tile goes to memory and AVX-512 folds it into the f32
+// accumulators, one vector per output with the rows in its lanes, while the next group's tiles
+// multiply into the other sum tile.
+constexpr int64_t kTileOutputs = 16;
+constexpr int64_t kTileRows = 16;
+constexpr int64_t kGroup = kInt8GroupSize;
+constexpr int64_t kQuads = kGroup / 4;
+// Below this many weights a call runs on one thread (as the other int8 paths).
+constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+// How far ahead along each of a tile's 16 weight rows to prefetch, once per 64-byte line (every
+// second group): as for the VNNI panels (gemm_int8_dot.cc), the 16 strided rows are more streams
+// than the hardware prefetchers keep fed from memory.
+constexpr int64_t kPrefetchBytes = 256;
+
+#define DSCALE_AMX_INT8 __attribute__((target("amx-tile,amx-int8,avx512f")))
+#define DSCALE_UNROLL _Pragma("GCC unroll 16")
+
+// Sums in tmm0 and tmm5 (even and odd groups), weights in tmm1 and tmm2, activations in tmm3 and
+// tmm4.
+TileConfig ConfigFor(int64_t cols) {
+  TileConfig config;
+  const auto lane_bytes = static_cast<int>(cols * 4);
+  config.Set(0, kTileOutputs, lane_bytes);
+  config.Set(5, kTileOutputs, lane_bytes);
+  for (int t = 1; t <= 2; ++t) config.Set(t, kTileOutputs, kGroup);
+  for (int t = 3; t <= 4; ++t) config.Set(t, kQuads, lane_bytes);
+  return config;
+}
+
+// One call's shape and operands, shared by its threads.
+struct AmxInt8Call {
+  const uint32_t* packed;  // [row tiles][groups][kQuads][cols] quads of int8
+  const float* x_scales;   // [row tiles][groups][kTileRows] d_x, zero past the last row
+  const int8_t* w;
+  const float* w_scales;
+  float* y;
+  int64_t rows, in, out, ldy, groups;
+  int64_t cols;         // activation rows per tile: min(rows, 16)
+  int64_t full_groups;  // groups of a whole 32 inputs
+  bool accumulate;
+};
+
+// A thread's scratch: an output tile past `out` (weights zero-padded, scales zero), the short last
+// group of a tile's rows zero-padded, the sums of a group on their way to the accumulators.
+struct AmxInt8Scratch {
+  std::vector<int8_t> partial;        // [16][in]
+  std::vector<float> partial_scales;  // [16][groups]
+  alignas(64) int8_t tail[kTileOutputs * kGroup];
+  alignas(64) int32_t sums[kTileOutputs * kTileRows] = {};
+  alignas(64) float acc[kTileOutputs * kTileRows];
+};
+
+// An output tile's 16 weight rows (`in` bytes apart) and their scales (`groups` apart).
+struct TileWeights {
+  const int8_t* rows;
+  const float* scales;
+};
+
+TileWeights WeightsOfTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
+  const int64_t first = tile * kTileOutputs;
+  if (first + kTileOutputs <= call.out) {
+    return {call.w + first * call.in, call.w_scales + first * call.groups};
+  }
+  const int64_t n = call.out - first;
+  scratch.partial.assign(static_cast<size_t>(kTileOutputs * call.in), 0);
+  std::memcpy(scratch.partial.data(), call.w + first * call.in, static_cast<size_t>(n * call.in));
+  scratch.partial_scales.assign(static_cast<size_t>(kTileOutputs * call.groups), 0.0f);
+  std::memcpy(scratch.partial_scales.data(), call.w_scales + first * call.groups,
+              static_cast<size_t>(n * call.groups) * sizeof(float));
+  return {scratch.partial.data(), scratch.partial_scales.data()};
+}
+
+void FillTail(const AmxInt8Call& call, const int8_t* rows, AmxInt8Scratch& scratch) {
+  const int64_t k0 = call.full_groups * kGroup;
+  std::memset(scratch.tail, 0, sizeof(scratch.tail));
+  for (int64_t m = 0; m < kTileOutputs; ++m) {
+    std::memcpy(scratch.tail + m * kGroup, rows + m * call.in + k0,
+                static_cast<size_t>(call.in - k0));
+  }
+}
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
+// value its own -Wuninitialized then reports; nothing here reads an undefined lane.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// acc[m] += fl(d_w[m] · d_x) · sums[m] for the 16 outputs m of group g, lanes = rows.
+DSCALE_AMX_INT8 inline void FoldGroup(const AmxInt8Call& call, const TileWeights& tw,
+                                      const float* dx_g, int64_t g, AmxInt8Scratch& scratch,
+                                      __m512 acc[kTileOutputs]) {
+  const __m512 dx = _mm512_loadu_ps(dx_g);
+  DSCALE_UNROLL
+  for (int m = 0; m < kTileOutputs; ++m) {
+    const __m512 p = _mm512_mul_ps(_mm512_set1_ps(tw.scales[m * call.groups + g]), dx);
+    const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(scratch.sums + m * kTileRows));
+    acc[m] = _mm512_fmadd_ps(p, dot, acc[m]);
+  }
+}
+
+template <int L>
+[[gnu::always_inline]] inline void PrefetchRows(const int8_t* rows, int64_t in, int64_t g) {
+  if (g % 2 != 0) return;
+  DSCALE_UNROLL
+  for (int m = 0; m < L; ++m) {
+    _mm_prefetch(reinterpret_cast<const char*>(rows + m * in + g * kGroup + kPrefetchBytes),
+                 _MM_HINT_T0);
+  }
+}
+
+// Group g's weight tile: in place for a whole group, else the zero-padded tail.
+inline const int8_t* GroupWeights(const AmxInt8Call& call, const int8_t* rows, int64_t g,
+                                  const AmxInt8Scratch& scratch, int64_t* stride) {
+  if (g < call.full_groups) {
+    *stride = call.in;
+    return rows + g * kGroup;
+  }
+  *stride = kGroup;
+  return scratch.tail;
+}
+
+// Output tile `tile` against activation tile `rt`: every group in order, the sums of group g
+// folded while group g + 1 multiplies.
+DSCALE_AMX_INT8 void MultiplyTile(const AmxInt8Call& call, const TileWeights& tw, int64_t rt,
+                                  AmxInt8Scratch& scratch, __m512 acc[kTileOutputs]) {
+  const uint32_t* b = call.packed + rt * call.groups * kQuads * call.cols;
+  const float* dx = call.x_scales + rt * call.groups * kTileRows;
+  const int64_t b_stride = call.cols * 4;
+  const int64_t b_group = kQuads * call.cols;
+  int64_t a_stride = 0;
+  const int8_t* a = nullptr;
+  // Group 0 into tmm0.
+  a = GroupWeights(call, tw.rows, 0, scratch, &a_stride);
+  _tile_zero(0);
+  _tile_loadd(1, a, a_stride);
+  _tile_loadd(3, b, b_stride);
+  _tile_dpbssd(0, 1, 3);
+  for (int64_t g = 0; g < call.groups; g += 2) {
+    // Group g sits in tmm0; group g + 1 goes into tmm5 while g is folded.
+    if (g + 1 < call.groups) {
+      PrefetchRows<kTileOutputs>(tw.rows, call.in, g + 1);
+      a = GroupWeights(call, tw.rows, g + 1, scratch, &a_stride);
+      _tile_zero(5);
+      _tile_loadd(2, a, a_stride);
+      _tile_loadd(4, b + (g + 1) * b_group, b_stride);
+      _tile_dpbssd(5, 2, 4);
+    }
+    _tile_stored(0, scratch.sums, kTileRows * 4);
+    FoldGroup(call, tw, dx + g * kTileRows, g, scratch, acc);
+    if (g + 1 >= call.groups) break;
+    // Group g + 2 into tmm0 while g + 1 is folded.
+    if (g + 2 < call.groups) {
+      PrefetchRows<kTileOutputs>(tw.rows, call.in, g + 2);
+      a = GroupWeights(call, tw.rows, g + 2, scratch, &a_stride);
+      _tile_zero(0);
+      _tile_loadd(1, a, a_stride);
+      _tile_loadd(3, b + (g + 2) * b_group, b_stride);
+      _tile_dpbssd(0, 1, 3);
+    }
+    _tile_stored(5, scratch.sums, kTileRows * 4);
+    FoldGroup(call, tw, dx + (g + 1) * kTileRows, g + 1, scratch, acc);
+  }
+}
+
+// y's block of output tile `tile` and activation rows [row0, row0 + cols).
+DSCALE_AMX_INT8 void StoreOutputs(const AmxInt8Call& call, int64_t tile, int64_t row0,
+                                  const __m512 acc[kTileOutputs], AmxInt8Scratch& scratch) {
+  DSCALE_UNROLL
+  for (int m = 0; m < kTileOutputs; ++m) _mm512_store_ps(scratch.acc + m * kTileRows, acc[m]);
+  const int64_t first_output = tile * kTileOutputs;
+  const int64_t outputs = std::min(kTileOutputs, call.out - first_output);
+  const int64_t rows = std::min(call.cols, call.rows - row0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = call.y + (row0 + r) * call.ldy + first_output;
+    for (int64_t m = 0; m < outputs; ++m) {
+      const float sum = scratch.acc[m * kTileRows + r];
+      y[m] = call.accumulate ? y[m] + sum : sum;
+    }
+  }
+}
+
+DSCALE_AMX_INT8 void RunTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
+  const TileWeights tw = WeightsOfTile(call, tile, scratch);
+  if (call.groups > call.full_groups) FillTail(call, tw.rows, scratch);
+  const int64_t row_tiles = (call.rows + call.cols - 1) / call.cols;
+  for (int64_t rt = 0; rt < row_tiles; ++rt) {
+    __m512 acc[kTileOutputs];
+    DSCALE_UNROLL
+    for (int m = 0; m < kTileOutputs; ++m) acc[m] = _mm512_setzero_ps();
+    MultiplyTile(call, tw, rt, scratch, acc);
+    StoreOutputs(call, tile, rt * call.cols, acc, scratch);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// packed[rt][g][k][c] = the 4 int8 of row rt·cols + c at inputs 32g + 4k … 32g + 4k + 3 (zero past
+// the last row); scales_t[rt][g][c] = that row's d_x of group g (zero past the last row and in
+// lanes c ≥ cols).
+void PackActivations(const int8_t* q, const float* x_scales, int64_t rows, int64_t groups,
+                     int64_t cols, std::vector<uint32_t>& packed, std::vector<float>& scales_t) {
+  const int64_t row_tiles = (rows + cols - 1) / cols;
+  packed.assign(static_cast<size_t>(row_tiles * groups * kQuads * cols), 0);
+  scales_t.assign(static_cast<size_t>(row_tiles * groups * kTileRows), 0.0f);
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t rt = row / cols, c = row % cols;
+    const int8_t* x = q + row * groups * kGroup;
+    for (int64_t g = 0; g < groups; ++g) {
+      uint32_t* dst = packed.data() + ((rt * groups + g) * kQuads) * cols + c;
+      for (int64_t k = 0; k < kQuads; ++k) {
+        std::memcpy(dst + k * cols, x + g * kGroup + 4 * k, sizeof(uint32_t));
+      }
+      scales_t[static_cast<size_t>((rt * groups + g) * kTileRows + c)] = x_scales[row * groups + g];
+    }
+  }
+}
+
+thread_local std::vector<uint32_t> packed_activations;
+thread_local std::vector<float> packed_scales;
+
+}  // namespace
+
+bool HasAmxInt8() {
+  static const bool has = HasAmxInt8Tiles() && __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
+                   const float* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   bool accumulate) {
+  DSCALE_CHECK_MSG(HasAmxInt8(), "this CPU cannot run the AMX int8 kernel");
+  DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
+  AmxInt8Call call{};
+  call.cols = std::min(rows, kTileRows);
+  call.groups = Int8Groups(in);
+  call.full_groups = in / kGroup;
+  PackActivations(q, x_scales, rows, call.groups, call.cols, packed_activations, packed_scales);
+  call.packed = packed_activations.data();
+  call.x_scales = packed_scales.data();
+  call.w = w;
+  call.w_scales = w_scales;
+  call.y = y;
+  call.rows = rows;
+  call.in = in;
+  call.out = out;
+  call.ldy = ldy;
+  call.accumulate = accumulate;
+  const TileConfig config = ConfigFor(call.cols);
+  const int64_t tiles = (out + kTileOutputs - 1) / kTileOutputs;
+#pragma omp parallel if (in * out >= kParallelMinWeights)
+  {
+    thread_local AmxInt8Scratch scratch;
+    LoadTileConfig(config);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) RunTile(call, t, scratch);
+    ReleaseTiles();
+  }
+}
+
+}  // namespace dscale::cpu

@@ -1,0 +1,24 @@
+#pragma once
+// LinearInt8's int8 × int8 products (Int8Activations::kInt8, gemm_int8.h) on AMX tiles (Intel
+// Xeon from Sapphire Rapids): one tdpbssd multiplies a 16 × 32 tile of int8 weights (16 outputs,
+// one scale group) by a 32 × 16 tile of quantised activations (up to 16 rows) into the 16 × 16
+// exact int32 group dot products at once; AVX-512 then takes each group's term in group order,
+// acc = fma(fl(d_x · d_w), dot_g, acc), as every other variant does, so the bits are the same
+// as theirs for every row count.
+
+#include <cstdint>
+
+namespace dscale::cpu {
+
+// Whether this CPU has AMX-TILE, AMX-INT8 and AVX-512 F and this process may use the tiles.
+bool HasAmxInt8();
+
+// y[rows, out] (+)= the products of gemm_int8.h for activations already quantised — q [rows,
+// groups · 32] (each row zero-padded to whole groups) and their scales [rows, groups] — and
+// weights w [out, in] int8 with scales [out, groups], groups = Int8Groups(in); rows of y are
+// `ldy` floats apart. Requires HasAmxInt8(). The threads split the outputs.
+void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
+                   const float* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   bool accumulate);
+
+}  // namespace dscale::cpu
