@@ -30,4 +30,17 @@ struct alignas(64) TileConfig {
 void LoadTileConfig(const TileConfig& config);
 void ReleaseTiles();
 
+// run_tile(t) for every output tile t in [0, tiles), split statically among the OpenMP threads
+// (one thread unless `parallel`), each thread with `config` loaded for its share.
+template <typename RunTile>
+void RunTilesInParallel(const TileConfig& config, int64_t tiles, bool parallel, RunTile run_tile) {
+#pragma omp parallel if (parallel)
+  {
+    LoadTileConfig(config);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) run_tile(t);
+    ReleaseTiles();
+  }
+}
+
 }  // namespace dscale::cpu

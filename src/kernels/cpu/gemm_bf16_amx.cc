@@ -191,14 +191,10 @@ void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows
   call.accumulate = accumulate;
   const TileConfig config = ConfigFor(call.cols);
   const int64_t tiles = (out + kTileOutputs - 1) / kTileOutputs;
-#pragma omp parallel if (in * out >= kParallelMinWeights)
-  {
+  RunTilesInParallel(config, tiles, in * out >= kParallelMinWeights, [&call](int64_t t) {
     thread_local AmxScratch scratch;
-    LoadTileConfig(config);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) RunTile(call, t, scratch);
-    ReleaseTiles();
-  }
+    RunTile(call, t, scratch);
+  });
 }
 
 }  // namespace dscale::cpu

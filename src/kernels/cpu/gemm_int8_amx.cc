@@ -137,48 +137,41 @@ inline const int8_t* GroupWeights(const AmxInt8Call& call, const int8_t* rows, i
   return scratch.tail;
 }
 
+// Group g's products into sum tile C (zeroed first) through weight tile A and activation tile B,
+// with `call`, `tw`, `b` (the activation tile's groups) and `scratch` in scope: a macro, since the
+// tile intrinsics paste their register numbers into the instruction text.
+#define DSCALE_ISSUE_GROUP(C, A, B, g)                                      \
+  do {                                                                      \
+    PrefetchRows<kTileOutputs>(tw.rows, call.in, (g));                      \
+    int64_t a_stride = 0;                                                   \
+    const int8_t* a = GroupWeights(call, tw.rows, (g), scratch, &a_stride); \
+    _tile_zero(C);                                                          \
+    _tile_loadd(A, a, a_stride);                                            \
+    _tile_loadd(B, b + (g)*kQuads * call.cols, call.cols * 4);              \
+    _tile_dpbssd(C, A, B);                                                  \
+  } while (0)
+
 // Output tile `tile` against activation tile `rt`: every group in order, the sums of group g
 // folded while group g + 1 multiplies.
 DSCALE_AMX_INT8 void MultiplyTile(const AmxInt8Call& call, const TileWeights& tw, int64_t rt,
                                   AmxInt8Scratch& scratch, __m512 acc[kTileOutputs]) {
   const uint32_t* b = call.packed + rt * call.groups * kQuads * call.cols;
   const float* dx = call.x_scales + rt * call.groups * kTileRows;
-  const int64_t b_stride = call.cols * 4;
-  const int64_t b_group = kQuads * call.cols;
-  int64_t a_stride = 0;
-  const int8_t* a = nullptr;
-  // Group 0 into tmm0.
-  a = GroupWeights(call, tw.rows, 0, scratch, &a_stride);
-  _tile_zero(0);
-  _tile_loadd(1, a, a_stride);
-  _tile_loadd(3, b, b_stride);
-  _tile_dpbssd(0, 1, 3);
+  DSCALE_ISSUE_GROUP(0, 1, 3, 0);
   for (int64_t g = 0; g < call.groups; g += 2) {
     // Group g sits in tmm0; group g + 1 goes into tmm5 while g is folded.
-    if (g + 1 < call.groups) {
-      PrefetchRows<kTileOutputs>(tw.rows, call.in, g + 1);
-      a = GroupWeights(call, tw.rows, g + 1, scratch, &a_stride);
-      _tile_zero(5);
-      _tile_loadd(2, a, a_stride);
-      _tile_loadd(4, b + (g + 1) * b_group, b_stride);
-      _tile_dpbssd(5, 2, 4);
-    }
+    if (g + 1 < call.groups) DSCALE_ISSUE_GROUP(5, 2, 4, g + 1);
     _tile_stored(0, scratch.sums, kTileRows * 4);
     FoldGroup(call, tw, dx + g * kTileRows, g, scratch, acc);
     if (g + 1 >= call.groups) break;
     // Group g + 2 into tmm0 while g + 1 is folded.
-    if (g + 2 < call.groups) {
-      PrefetchRows<kTileOutputs>(tw.rows, call.in, g + 2);
-      a = GroupWeights(call, tw.rows, g + 2, scratch, &a_stride);
-      _tile_zero(0);
-      _tile_loadd(1, a, a_stride);
-      _tile_loadd(3, b + (g + 2) * b_group, b_stride);
-      _tile_dpbssd(0, 1, 3);
-    }
+    if (g + 2 < call.groups) DSCALE_ISSUE_GROUP(0, 1, 3, g + 2);
     _tile_stored(5, scratch.sums, kTileRows * 4);
     FoldGroup(call, tw, dx + (g + 1) * kTileRows, g + 1, scratch, acc);
   }
 }
+
+#undef DSCALE_ISSUE_GROUP
 
 // y's block of output tile `tile` and activation rows [row0, row0 + cols).
 DSCALE_AMX_INT8 void StoreOutputs(const AmxInt8Call& call, int64_t tile, int64_t row0,
@@ -265,14 +258,10 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
   call.accumulate = accumulate;
   const TileConfig config = ConfigFor(call.cols);
   const int64_t tiles = (out + kTileOutputs - 1) / kTileOutputs;
-#pragma omp parallel if (in * out >= kParallelMinWeights)
-  {
+  RunTilesInParallel(config, tiles, in * out >= kParallelMinWeights, [&call](int64_t t) {
     thread_local AmxInt8Scratch scratch;
-    LoadTileConfig(config);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) RunTile(call, t, scratch);
-    ReleaseTiles();
-  }
+    RunTile(call, t, scratch);
+  });
 }
 
 }  // namespace dscale::cpu
