@@ -121,15 +121,9 @@ DSCALE_AMX void MultiplyTile(const AmxCall& call, const uint16_t* rows, const ui
 // y's block of output tile `tile` and activation rows [row0, row0 + cols) from scratch.sums.
 void StoreSums(const AmxCall& call, int64_t tile, int64_t row0, const AmxScratch& scratch) {
   const int64_t first_output = tile * kTileOutputs;
-  const int64_t outputs = std::min(kTileOutputs, call.out - first_output);
-  const int64_t rows = std::min(call.cols, call.rows - row0);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* y = call.y + (row0 + r) * call.ldy + first_output;
-    for (int64_t m = 0; m < outputs; ++m) {
-      const float sum = scratch.sums[m * kTileRows + r];
-      y[m] = call.accumulate ? y[m] + sum : sum;
-    }
-  }
+  StoreTileSums(scratch.sums, std::min(kTileOutputs, call.out - first_output),
+                std::min(call.cols, call.rows - row0), call.y + row0 * call.ldy + first_output,
+                call.ldy, call.accumulate);
 }
 
 // Output tile `tile` for every activation tile: its weights (16 rows × in) stay in cache from the

@@ -179,15 +179,9 @@ DSCALE_AMX_INT8 void StoreOutputs(const AmxInt8Call& call, int64_t tile, int64_t
   DSCALE_UNROLL
   for (int m = 0; m < kTileOutputs; ++m) _mm512_store_ps(scratch.acc + m * kTileRows, acc[m]);
   const int64_t first_output = tile * kTileOutputs;
-  const int64_t outputs = std::min(kTileOutputs, call.out - first_output);
-  const int64_t rows = std::min(call.cols, call.rows - row0);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* y = call.y + (row0 + r) * call.ldy + first_output;
-    for (int64_t m = 0; m < outputs; ++m) {
-      const float sum = scratch.acc[m * kTileRows + r];
-      y[m] = call.accumulate ? y[m] + sum : sum;
-    }
-  }
+  StoreTileSums(scratch.acc, std::min(kTileOutputs, call.out - first_output),
+                std::min(call.cols, call.rows - row0), call.y + row0 * call.ldy + first_output,
+                call.ldy, call.accumulate);
 }
 
 DSCALE_AMX_INT8 void RunTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
@@ -241,22 +235,23 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
                    bool accumulate) {
   DSCALE_CHECK_MSG(HasAmxInt8(), "this CPU cannot run the AMX int8 kernel");
   DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
-  AmxInt8Call call{};
-  call.cols = std::min(rows, kTileRows);
-  call.groups = Int8Groups(in);
-  call.full_groups = in / kGroup;
-  PackActivations(q, x_scales, rows, call.groups, call.cols, packed_activations, packed_scales);
-  call.packed = packed_activations.data();
-  call.x_scales = packed_scales.data();
-  call.w = w;
-  call.w_scales = w_scales;
-  call.y = y;
-  call.rows = rows;
-  call.in = in;
-  call.out = out;
-  call.ldy = ldy;
-  call.accumulate = accumulate;
-  const TileConfig config = ConfigFor(call.cols);
+  const int64_t cols = std::min(rows, kTileRows);
+  const int64_t groups = Int8Groups(in);
+  PackActivations(q, x_scales, rows, groups, cols, packed_activations, packed_scales);
+  const AmxInt8Call call{.packed = packed_activations.data(),
+                         .x_scales = packed_scales.data(),
+                         .w = w,
+                         .w_scales = w_scales,
+                         .y = y,
+                         .rows = rows,
+                         .in = in,
+                         .out = out,
+                         .ldy = ldy,
+                         .groups = groups,
+                         .cols = cols,
+                         .full_groups = in / kGroup,
+                         .accumulate = accumulate};
+  const TileConfig config = ConfigFor(cols);
   const int64_t tiles = (out + kTileOutputs - 1) / kTileOutputs;
   RunTilesInParallel(config, tiles, in * out >= kParallelMinWeights, [&call](int64_t t) {
     thread_local AmxInt8Scratch scratch;
