@@ -30,13 +30,13 @@
 # work by thread count, which moves the logged features by up to ~2e-5 (measured on the previous
 # pair with the Haswell, Zen and SkylakeX kernels and 1 or 2 threads: no accepted length changed
 # and the figures agreed to 1e-7, but the predictor's bytes differed in the last bits). The band
-# is wide enough for a CPU on which a greedy near-tie flips a few requests (the holdout is 456
+# is wide enough for a CPU on which a greedy near-tie flips a few requests (the holdout is 432
 # records from 12 prompts) and narrow enough to catch another recipe or pair (the previous
 # bundled pair, whose target looped, scored R² 0.915 and raw retention 52.3%).
 #
-#   holdout R²              0.432  band [0.38, 0.48]
-#   retention, raw          43.5%  band [39%, 48%]
-#   retention, adjusted     98.4%  band [97%, 100%]
+#   holdout R²              0.523  band [0.47, 0.57]
+#   retention, raw          48.5%  band [44%, 53%]
+#   retention, adjusted     98.2%  band [97%, 100%]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dscale=$root/build/dscale
@@ -115,8 +115,8 @@ report() {  # NAME EVAL_JSON
            n, r, r2, 100 * raw, 100 * adj }'
   if [ "$check" -eq 1 ]; then
     local ok=1
-    [ "$(within "$r2" 0.38 0.48)" -eq 1 ] || { echo "  R2 $r2 is outside [0.38, 0.48]"; ok=0; }
-    [ "$(within "$raw" 0.39 0.48)" -eq 1 ] || { echo "  raw retention $raw is outside [0.39, 0.48]"; ok=0; }
+    [ "$(within "$r2" 0.47 0.57)" -eq 1 ] || { echo "  R2 $r2 is outside [0.47, 0.57]"; ok=0; }
+    [ "$(within "$raw" 0.44 0.53)" -eq 1 ] || { echo "  raw retention $raw is outside [0.44, 0.53]"; ok=0; }
     [ "$(within "$adj" 0.97 1.0)" -eq 1 ] || { echo "  adjusted retention $adj is outside [0.97, 1]"; ok=0; }
     [ "$ok" -eq 1 ] || failed=1
   fi

@@ -11,7 +11,11 @@ or MBPP tasks 11-510):
               PSF licence): the user turn is the function's signature and docstring, as a
               HumanEval prompt is (half of them wrapped as `dscale bench` wraps HumanEval), and
               the answer is the function without its docstring;
-  code_text   the same standard-library modules as plain text, in windows of --max-len tokens.
+  code_text   the same standard-library modules as plain text, in windows of --max-len tokens;
+  chat_redrawn  with --redrawn N: up to N copies of each training (not validation) GSM8K
+              question with its quantities redrawn and its solution recomputed
+              (gsm8k_redraw.py), formatted as the chat source's GSM8K; train_target.py uses
+              it when --mix names it.
 A seeded share of GSM8K train and of the code tasks is held out as `val`. `prompts` lists the
 training prompts the target later answers for the drafter (stage 3a): every chat and code-task
 prompt, validation ones included (the drafter never sees test prompts either).
@@ -29,6 +33,7 @@ import torch
 
 from common import (CODE_PREFIX, CODE_SUFFIX, MATH_SUFFIX, ROOT, WORK, boxed_answer, chat_answer,
                     chat_prompt, gsm8k_train, mbpp_prompt, mbpp_train)
+from gsm8k_redraw import redraw_problem
 from tokenizer_bpe import Tokenizer
 
 STDLIB = "/usr/lib/python3.11"
@@ -100,6 +105,21 @@ def encode_chat(tok, pairs, max_len):
     return seqs
 
 
+def redrawn_copies(pairs, copies, rng, tries=8):
+    """Up to `copies` distinct redrawn (question, answer) pairs per GSM8K pair."""
+    out = []
+    for q, a in pairs:
+        got = set()
+        for _ in range(copies * tries):
+            r = redraw_problem(q, a, rng)
+            if r is not None and r[0] not in got:
+                got.add(r[0])
+                out.append(r)
+                if len(got) == copies:
+                    break
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "tiny-target"))
@@ -108,6 +128,8 @@ def main():
     ap.add_argument("--val-code", type=int, default=256)
     ap.add_argument("--boxed", type=float, default=0.7,
                     help="share of GSM8K questions in the benchmark's boxed format")
+    ap.add_argument("--redrawn", type=int, default=0,
+                    help="redrawn copies per training GSM8K question (source chat_redrawn)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default=os.path.join(WORK, "data", "mixture.pt"))
     args = ap.parse_args()
@@ -116,8 +138,14 @@ def main():
     tok = Tokenizer(args.tokenizer)
     gsm = gsm8k_train()
     rng.shuffle(gsm)
-    gsm = [(q + MATH_SUFFIX, boxed_answer(a)) if rng.random() < args.boxed else (q, a)
-           for q, a in gsm]
+    # Drawn from their own generator, so --redrawn leaves every other source as it was.
+    redrawn = redrawn_copies(gsm[args.val_gsm8k:], args.redrawn, random.Random(args.seed + 1))
+
+    def as_chat(pairs):
+        return [(q + MATH_SUFFIX, boxed_answer(a)) if rng.random() < args.boxed else (q, a)
+                for q, a in pairs]
+
+    gsm = as_chat(gsm)
     mbpp = [p for r, code in mbpp_train() for p in ((r["text"], code), (mbpp_prompt(r), code))]
     tasks, windows = [], []
     seen = set()
@@ -136,12 +164,14 @@ def main():
     chat = encode_chat(tok, gsm[args.val_gsm8k:] + mbpp, args.max_len)
     code_tasks = encode_chat(tok, tasks[args.val_code:], args.max_len)
     code_text = [(w, 1) for w in windows]
+    chat_redrawn = encode_chat(tok, as_chat(redrawn), args.max_len)
     prompts = [s[:plen] for s, plen in val + chat + code_tasks]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     torch.save({"chat": chat, "code_tasks": code_tasks, "code_text": code_text, "val": val,
-                "prompts": prompts, "max_len": args.max_len}, args.out)
+                "chat_redrawn": chat_redrawn, "prompts": prompts, "max_len": args.max_len},
+               args.out)
     for name, seqs in (("chat", chat), ("code_tasks", code_tasks), ("code_text", code_text),
-                       ("val", val)):
+                       ("chat_redrawn", chat_redrawn), ("val", val)):
         n = sum(len(s) for s, _ in seqs)
         lab = sum(len(s) - p for s, p in seqs)
         print(f"{name:10s} {len(seqs):6d} sequences {n/1e6:6.2f} M tokens {lab/1e6:6.2f} M labels")
