@@ -6,7 +6,7 @@
 #include "kernels/cpu/openblas_kernels.h"
 
 int main(int argc, char** argv) {
-  dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
+  dscale::cpu::ReexecForMatchingOpenBlasKernels(argv);
   CLI::App app{"dscale: block-diffusion speculative decoding with adaptive verification"};
   app.require_subcommand(1);
   int exit_code = 0;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kernels/cpu/gemm_bf16_amx.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemm_int8_amx.h"
+#include "kernels/cpu/openblas_kernels.h"
 
 namespace dscale {
 namespace {
@@ -152,6 +154,14 @@ TEST(CpuIsaCapTest, TheSingleFeaturesAreTheUncappedOnesWithinTheCap) {
   }
 }
 
+TEST(CpuIsaCapTest, OpenBlasLevelIsTheUncappedOneWithinTheCap) {
+  const cpu::OpenBlasSimd uncapped = cpu::CpuSimdForOpenBlas(CpuIsaCap::kAmx);
+  EXPECT_EQ(cpu::CpuSimdForOpenBlas(CpuIsaCap::kAvx512), uncapped);
+  EXPECT_EQ(cpu::CpuSimdForOpenBlas(CpuIsaCap::kAvx2),
+            std::min(uncapped, cpu::OpenBlasSimd::kAvx2));
+  EXPECT_EQ(cpu::CpuSimdForOpenBlas(CpuIsaCap::kPortable), cpu::OpenBlasSimd::kSse);
+}
+
 // The detections the kernels use apply the environment's cap (whatever DSCALE_CPU_ISA this test
 // runs under: the suite runs once without it and may run again under a cap).
 TEST(CpuIsaCapTest, TheKernelsDetectUnderTheEnvironmentsCap) {
@@ -164,6 +174,7 @@ TEST(CpuIsaCapTest, TheKernelsDetectUnderTheEnvironmentsCap) {
   EXPECT_EQ(cpu::HasAvx512Bf16(), cpu::HasAvx512Bf16(cap));
   EXPECT_EQ(cpu::HasAmxBf16(), cpu::HasAmxBf16(cap));
   EXPECT_EQ(cpu::HasAmxInt8(), cpu::HasAmxInt8(cap));
+  EXPECT_EQ(cpu::CpuSimdForOpenBlas(), cpu::CpuSimdForOpenBlas(cap));
 }
 
 }  // namespace
