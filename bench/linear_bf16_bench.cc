@@ -438,7 +438,7 @@ void Run(const Args& args) {
 }  // namespace dscale
 
 int main(int argc, char** argv) {
-  dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
+  dscale::cpu::ReexecForMatchingOpenBlasKernels(argv);
   const dscale::Args args = dscale::ParseArgs(argc, argv);
   if (args.int8_activations) {
     dscale::RunInt8Activations(args);

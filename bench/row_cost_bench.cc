@@ -244,7 +244,7 @@ void Run(const Args& args) {
 }  // namespace dscale
 
 int main(int argc, char** argv) {
-  dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
+  dscale::cpu::ReexecForMatchingOpenBlasKernels(argv);
   dscale::Run(dscale::ParseArgs(argc, argv));
   return 0;
 }

@@ -3,10 +3,13 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "kernels/cpu/cpu_isa_cap.h"
 #include "kernels/cpu/openblas_kernels.h"
 
 int main(int argc, char** argv) {
-  dscale::cpu::ReexecForFasterOpenBlasKernels(argv);
+  // An unknown DSCALE_CPU_ISA is a usage error before anything runs, whatever the command.
+  dscale::cpu::CpuIsaCapFromEnvironment();
+  dscale::cpu::ReexecForMatchingOpenBlasKernels(argv);
   CLI::App app{"dscale: block-diffusion speculative decoding with adaptive verification"};
   app.require_subcommand(1);
   int exit_code = 0;

@@ -307,6 +307,35 @@ TEST_F(ModelCommandsTest, ActivationsAreBf16OrF32) {
   EXPECT_NE(r.out.find("fp8"), std::string::npos) << r.out;
 }
 
+// DSCALE_CPU_ISA (kernels/cpu/cpu_isa_cap.h) caps the kernels' instruction sets: an unknown
+// value is a usage error naming the variable and the accepted values, whatever the command;
+// under avx2 no AMX is used, so --activations defaults to f32 on any CPU, and speculation still
+// equals plain greedy decoding.
+TEST_F(ModelCommandsTest, CpuIsaCapIsAppliedAndAnUnknownOneRefused) {
+  const std::string dscale = DSCALE_BINARY;
+  for (const std::string& args :
+       {"generate --target " + Target() + " --spec none --ids 1", std::string("tokenize --help")}) {
+    const testing::CommandResult r =
+        testing::RunCommand("DSCALE_CPU_ISA=avx3 " + dscale + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.out.find("DSCALE_CPU_ISA: expected portable, avx2, avx512 or amx, got \"avx3\""),
+              std::string::npos)
+        << r.out;
+  }
+  const std::string avx2 = "DSCALE_CPU_ISA=avx2 " + dscale + " ";
+  const testing::CommandResult help = testing::RunCommand(avx2 + "generate --help");
+  EXPECT_EQ(help.exit_code, 0) << help.out;
+  EXPECT_NE(help.out.find("--activations TEXT:{bf16,f32}=f32"), std::string::npos) << help.out;
+  const std::string common = "generate --target " + Target() + " --drafter " + Drafter() +
+                             " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+  const testing::CommandResult plain = testing::RunCommand(avx2 + common + "none", false);
+  const testing::CommandResult spec = testing::RunCommand(avx2 + common + "dflash", false);
+  ASSERT_EQ(plain.exit_code, 0);
+  ASSERT_EQ(spec.exit_code, 0);
+  ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(nlohmann::json::parse(spec.out)),
+                    OutputIds(nlohmann::json::parse(plain.out)), tie_);
+}
+
 TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   testing::CommandResult r = RunDscale("logits --model " + Target() + " --ids 1,x");
   EXPECT_EQ(r.exit_code, 1);

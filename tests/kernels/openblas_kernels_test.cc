@@ -40,6 +40,29 @@ TEST(OpenBlasKernelsTest, FamiliesHaveTheirLevels) {
   EXPECT_EQ(cpu::OpenBlasFamilySimd("Generic"), OpenBlasSimd::kUnknown);
 }
 
+// Under DSCALE_CPU_ISA's cap a family above it moves down to the cap's own (AVX2: Haswell; the
+// portable cap: the SSE3 family, x86-64's floor); a family within the cap, or unknown, stands.
+TEST(OpenBlasKernelsTest, FamiliesAboveTheCpuIsaCapMoveDownToIt) {
+  using cpu::CpuIsaCap;
+  EXPECT_EQ(cpu::CappedOpenBlasCoreType("SkylakeX", CpuIsaCap::kAvx2), "Haswell");
+  EXPECT_EQ(cpu::CappedOpenBlasCoreType("SapphireRapids", CpuIsaCap::kAvx2), "Haswell");
+  EXPECT_EQ(cpu::CappedOpenBlasCoreType("SkylakeX", CpuIsaCap::kPortable), "Prescott");
+  EXPECT_EQ(cpu::CappedOpenBlasCoreType("Zen", CpuIsaCap::kPortable), "Prescott");
+  EXPECT_EQ(cpu::CappedOpenBlasCoreType("Sandybridge", CpuIsaCap::kPortable), "Prescott");
+  for (const char* chosen : {"Haswell", "Zen", "Sandybridge", "Prescott", "", "SomeFutureCore"}) {
+    EXPECT_EQ(cpu::CappedOpenBlasCoreType(chosen, CpuIsaCap::kAvx2), "") << chosen;
+  }
+  for (const CpuIsaCap cap : {CpuIsaCap::kAvx512, CpuIsaCap::kAmx}) {
+    EXPECT_EQ(cpu::CappedOpenBlasCoreType("SkylakeX", cap), "");
+    EXPECT_EQ(cpu::CappedOpenBlasCoreType("Cooperlake", cap), "");
+  }
+  EXPECT_EQ(cpu::CappedOpenBlasCoreType("Core2", CpuIsaCap::kPortable), "");
+  EXPECT_EQ(cpu::OpenBlasSimdCap(CpuIsaCap::kPortable), OpenBlasSimd::kSse);
+  EXPECT_EQ(cpu::OpenBlasSimdCap(CpuIsaCap::kAvx2), OpenBlasSimd::kAvx2);
+  EXPECT_EQ(cpu::OpenBlasSimdCap(CpuIsaCap::kAvx512), OpenBlasSimd::kAvx512);
+  EXPECT_EQ(cpu::OpenBlasSimdCap(CpuIsaCap::kAmx), OpenBlasSimd::kAvx512);
+}
+
 TEST(OpenBlasKernelsTest, TheLoadedLibraryNamesItsChoice) {
   EXPECT_FALSE(cpu::OpenBlasCoreName().empty());
 }

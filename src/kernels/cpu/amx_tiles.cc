@@ -27,14 +27,14 @@ bool TilesPermitted() {
 
 }  // namespace
 
-bool HasAmxBf16Tiles() {
-  static const bool has = ((AmxFeatureBits() >> 22) & 1u) != 0 && TilesPermitted();
-  return has;
+bool HasAmxBf16Tiles(CpuIsaCap cap) {
+  return CpuIsaCapAllows(cap, CpuIsaCap::kAmx) && ((AmxFeatureBits() >> 22) & 1u) != 0 &&
+         TilesPermitted();
 }
 
-bool HasAmxInt8Tiles() {
-  static const bool has = ((AmxFeatureBits() >> 25) & 1u) != 0 && TilesPermitted();
-  return has;
+bool HasAmxInt8Tiles(CpuIsaCap cap) {
+  return CpuIsaCapAllows(cap, CpuIsaCap::kAmx) && ((AmxFeatureBits() >> 25) & 1u) != 0 &&
+         TilesPermitted();
 }
 
 __attribute__((target("amx-tile"))) void LoadTileConfig(const TileConfig& config) {

@@ -4,12 +4,15 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/cpu_isa_cap.h"
+
 namespace dscale::cpu {
 
-// Whether the CPU has AMX-TILE and the named AMX arithmetic, and Linux lets this process use the
-// tile registers' 8 KiB of state (it asks each process to request them: arch_prctl, asked once).
-bool HasAmxBf16Tiles();
-bool HasAmxInt8Tiles();
+// Whether `cap` allows AMX, the CPU has AMX-TILE and the named AMX arithmetic, and Linux lets
+// this process use the tile registers' 8 KiB of state (it asks each process to request them:
+// arch_prctl, asked once, and only where a cap allows AMX).
+bool HasAmxBf16Tiles(CpuIsaCap cap);
+bool HasAmxInt8Tiles(CpuIsaCap cap);
 
 // ldtilecfg's 64-byte block, palette 1: for each of the eight tile registers its rows and bytes
 // per row (a register left at zero is unused).

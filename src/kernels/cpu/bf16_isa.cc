@@ -49,17 +49,7 @@ __attribute__((target("avx512f,avx512bw"))) void WidenAvx512(const uint16_t* src
 #pragma GCC diagnostic pop
 
 const std::vector<Bf16Isa>& Supported() {
-  static const std::vector<Bf16Isa> isas = [] {
-    std::vector<Bf16Isa> found = {Bf16Isa::kPortable};
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      found.push_back(Bf16Isa::kAvx2);
-    }
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-      found.push_back(Bf16Isa::kAvx512);
-    }
-    return found;
-  }();
+  static const std::vector<Bf16Isa> isas = SupportedBf16Isas(CpuIsaCapFromEnvironment());
   return isas;
 }
 
@@ -79,12 +69,28 @@ std::string_view Bf16IsaName(Bf16Isa isa) {
 
 std::vector<Bf16Isa> SupportedBf16Isas() { return Supported(); }
 
+std::vector<Bf16Isa> SupportedBf16Isas(CpuIsaCap cap) {
+  std::vector<Bf16Isa> found = {Bf16Isa::kPortable};
+  __builtin_cpu_init();
+  if (CpuIsaCapAllows(cap, CpuIsaCap::kAvx2) && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma")) {
+    found.push_back(Bf16Isa::kAvx2);
+  }
+  if (CpuIsaCapAllows(cap, CpuIsaCap::kAvx512) && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512bw")) {
+    found.push_back(Bf16Isa::kAvx512);
+  }
+  return found;
+}
+
 bool HasAvx512Bf16() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return Supported().back() == Bf16Isa::kAvx512 && __builtin_cpu_supports("avx512bf16");
-  }();
+  static const bool has = HasAvx512Bf16(CpuIsaCapFromEnvironment());
   return has;
+}
+
+bool HasAvx512Bf16(CpuIsaCap cap) {
+  __builtin_cpu_init();
+  return SupportedBf16Isas(cap).back() == Bf16Isa::kAvx512 && __builtin_cpu_supports("avx512bf16");
 }
 
 Bf16Isa BestBf16Isa() { return Supported().back(); }

@@ -1,24 +1,31 @@
 #pragma once
 // The instruction-set variants of the CPU's BF16 kernels (gemm_bf16.h, attention.h): each is
 // compiled for AVX-512, for AVX2 + FMA and portably, whatever the build's baseline (sanitizer
-// and debug builds target plain x86-64), and picked at run time from what the CPU supports.
+// and debug builds target plain x86-64), and picked at run time from what the CPU supports
+// and DSCALE_CPU_ISA allows (cpu_isa_cap.h).
 
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "kernels/cpu/cpu_isa_cap.h"
+
 namespace dscale::cpu {
 
 enum class Bf16Isa { kPortable, kAvx2, kAvx512 };
 std::string_view Bf16IsaName(Bf16Isa isa);
-// The variants this CPU can run, portable first (detected once).
+// The variants this CPU can run under DSCALE_CPU_ISA's cap, portable first (detected once).
 std::vector<Bf16Isa> SupportedBf16Isas();
+// The same under `cap` instead of the environment's (detected on each call; tests compare caps).
+std::vector<Bf16Isa> SupportedBf16Isas(CpuIsaCap cap);
 // The last of SupportedBf16Isas(): the one the kernels use.
 Bf16Isa BestBf16Isa();
 // CHECK-fails when this CPU cannot run `isa` (tests and benchmarks pick variants by hand).
 void CheckBf16IsaSupported(Bf16Isa isa);
-// Whether this CPU has AVX512-BF16's dot products (vdpbf16ps) besides AVX-512 (detected once).
+// Whether this CPU has AVX512-BF16's dot products (vdpbf16ps) besides AVX-512, and
+// DSCALE_CPU_ISA's cap allows them (detected once); the same under `cap`.
 bool HasAvx512Bf16();
+bool HasAvx512Bf16(CpuIsaCap cap);
 
 // dst[0, n) = the n BF16 values at src widened to f32 (exact), with `isa`'s vectors, on the
 // calling thread; any alignment.

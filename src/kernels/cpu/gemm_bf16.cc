@@ -559,17 +559,7 @@ Bf16Isa FmaIsaOf(Bf16DotIsa isa) {
 }
 
 const std::vector<Bf16DotIsa>& DotIsas() {
-  static const std::vector<Bf16DotIsa> isas = [] {
-    std::vector<Bf16DotIsa> found;
-    for (const Bf16Isa isa : SupportedBf16Isas()) {
-      found.push_back(isa == Bf16Isa::kAvx512 ? Bf16DotIsa::kAvx512
-                      : isa == Bf16Isa::kAvx2 ? Bf16DotIsa::kAvx2
-                                              : Bf16DotIsa::kPortable);
-    }
-    if (HasAvx512Bf16()) found.push_back(Bf16DotIsa::kAvx512Bf16);
-    if (HasAvx512Bf16() && HasAmxBf16()) found.push_back(Bf16DotIsa::kAmx);
-    return found;
-  }();
+  static const std::vector<Bf16DotIsa> isas = SupportedBf16DotIsas(CpuIsaCapFromEnvironment());
   return isas;
 }
 
@@ -640,6 +630,18 @@ std::string_view Bf16DotIsaName(Bf16DotIsa isa) {
 }
 
 std::vector<Bf16DotIsa> SupportedBf16DotIsas() { return DotIsas(); }
+
+std::vector<Bf16DotIsa> SupportedBf16DotIsas(CpuIsaCap cap) {
+  std::vector<Bf16DotIsa> found;
+  for (const Bf16Isa isa : SupportedBf16Isas(cap)) {
+    found.push_back(isa == Bf16Isa::kAvx512 ? Bf16DotIsa::kAvx512
+                    : isa == Bf16Isa::kAvx2 ? Bf16DotIsa::kAvx2
+                                            : Bf16DotIsa::kPortable);
+  }
+  if (HasAvx512Bf16(cap)) found.push_back(Bf16DotIsa::kAvx512Bf16);
+  if (HasAvx512Bf16(cap) && HasAmxBf16(cap)) found.push_back(Bf16DotIsa::kAmx);
+  return found;
+}
 
 void RoundToBf16(const float* src, int64_t n, uint16_t* dst) {
   if (BestBf16Isa() == Bf16Isa::kAvx512) return RoundBitsAvx512(src, n, dst);

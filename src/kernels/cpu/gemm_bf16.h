@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/cpu_isa_cap.h"
 
 namespace dscale::cpu {
 
@@ -62,8 +63,10 @@ void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t r
 // products (gemm_bf16_amx.h), which LinearBf16 runs for every row count where the CPU has them.
 enum class Bf16DotIsa { kPortable, kAvx2, kAvx512, kAvx512Bf16, kAmx };
 std::string_view Bf16DotIsaName(Bf16DotIsa isa);
-// The variants this CPU can run, portable first; LinearBf16 uses the last.
+// The variants this CPU can run under DSCALE_CPU_ISA's cap, portable first (detected once);
+// LinearBf16 uses the last. The same under `cap` instead (detected on each call; tests).
 std::vector<Bf16DotIsa> SupportedBf16DotIsas();
+std::vector<Bf16DotIsa> SupportedBf16DotIsas(CpuIsaCap cap);
 
 // dst[0, n) = src[0, n) rounded to BF16, to nearest even (core/dtype.h's F32ToBf16, NaN kept a
 // NaN), on the calling thread.

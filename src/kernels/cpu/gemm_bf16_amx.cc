@@ -162,7 +162,12 @@ thread_local std::vector<uint32_t> packed_activations;
 
 }  // namespace
 
-bool HasAmxBf16() { return HasAmxBf16Tiles(); }
+bool HasAmxBf16() {
+  static const bool has = HasAmxBf16(CpuIsaCapFromEnvironment());
+  return has;
+}
+
+bool HasAmxBf16(CpuIsaCap cap) { return HasAmxBf16Tiles(cap); }
 
 void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
                    int64_t out, bool accumulate, int64_t ldy) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/cpu_isa_cap.h"
 
 namespace dscale::cpu {
 
@@ -81,8 +82,10 @@ void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q
 // Every one gives the same bits.
 enum class Int8DotIsa { kPortable, kAvx2, kAvxVnni, kAvx512Vnni, kAmx };
 std::string_view Int8DotIsaName(Int8DotIsa isa);
-// The variants this CPU can run, portable first (detected once); the last is BestInt8DotIsa().
+// The variants this CPU can run under DSCALE_CPU_ISA's cap, portable first (detected once); the
+// last is BestInt8DotIsa(). The same under `cap` instead (detected on each call; tests).
 std::vector<Int8DotIsa> SupportedInt8DotIsas();
+std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap);
 Int8DotIsa BestInt8DotIsa();
 // The variant LinearInt8 runs for a call of `rows` rows: the best, except that AMX takes calls
 // of kAmxInt8MinRows rows or more and AVX512-VNNI fewer (at one row AMX folds a tile of 16 × 16

@@ -226,8 +226,13 @@ thread_local std::vector<float> packed_scales;
 }  // namespace
 
 bool HasAmxInt8() {
-  static const bool has = HasAmxInt8Tiles() && __builtin_cpu_supports("avx512f");
+  static const bool has = HasAmxInt8(CpuIsaCapFromEnvironment());
   return has;
+}
+
+bool HasAmxInt8(CpuIsaCap cap) {
+  __builtin_cpu_init();
+  return HasAmxInt8Tiles(cap) && __builtin_cpu_supports("avx512f");
 }
 
 void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,

@@ -8,10 +8,15 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/cpu_isa_cap.h"
+
 namespace dscale::cpu {
 
-// Whether this CPU has AMX-TILE, AMX-INT8 and AVX-512 F and this process may use the tiles.
+// Whether this CPU has AMX-TILE, AMX-INT8 and AVX-512 F, DSCALE_CPU_ISA's cap allows AMX, and
+// this process may use the tiles (detected once); the same under `cap` instead of the
+// environment's.
 bool HasAmxInt8();
+bool HasAmxInt8(CpuIsaCap cap);
 
 // y[rows, out] (+)= the products of gemm_int8.h for activations already quantised — q [rows,
 // groups · 32] (each row zero-padded to whole groups) and their scales [rows, groups] — and

@@ -646,19 +646,7 @@ bool HasAvx2() {
 }
 
 const std::vector<Int8DotIsa>& DotIsas() {
-  static const std::vector<Int8DotIsa> isas = [] {
-    std::vector<Int8DotIsa> found = {Int8DotIsa::kPortable};
-    if (!HasAvx2()) return found;
-    found.push_back(Int8DotIsa::kAvx2);
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avxvnni")) found.push_back(Int8DotIsa::kAvxVnni);
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vnni")) {
-      found.push_back(Int8DotIsa::kAvx512Vnni);
-    }
-    if (HasAmxInt8()) found.push_back(Int8DotIsa::kAmx);
-    return found;
-  }();
+  static const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas(CpuIsaCapFromEnvironment());
   return isas;
 }
 
@@ -698,6 +686,22 @@ std::string_view Int8DotIsaName(Int8DotIsa isa) {
 }
 
 std::vector<Int8DotIsa> SupportedInt8DotIsas() { return DotIsas(); }
+
+std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
+  std::vector<Int8DotIsa> found = {Int8DotIsa::kPortable};
+  const std::vector<Bf16Isa> fma = SupportedBf16Isas(cap);
+  if (std::find(fma.begin(), fma.end(), Bf16Isa::kAvx2) == fma.end()) return found;
+  found.push_back(Int8DotIsa::kAvx2);
+  if (!CpuIsaCapAllows(cap, CpuIsaCap::kAvx512)) return found;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avxvnni")) found.push_back(Int8DotIsa::kAvxVnni);
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni")) {
+    found.push_back(Int8DotIsa::kAvx512Vnni);
+  }
+  if (HasAmxInt8(cap)) found.push_back(Int8DotIsa::kAmx);
+  return found;
+}
 
 Int8DotIsa BestInt8DotIsa() { return DotIsas().back(); }
 

@@ -65,16 +65,41 @@ OpenBlasSimd OpenBlasFamilySimd(std::string_view core_name) {
   return OpenBlasSimd::kUnknown;
 }
 
-OpenBlasSimd CpuSimdForOpenBlas() {
+OpenBlasSimd CpuSimdForOpenBlas() { return CpuSimdForOpenBlas(CpuIsaCapFromEnvironment()); }
+
+OpenBlasSimd CpuSimdForOpenBlas(CpuIsaCap cap) {
   __builtin_cpu_init();
+  OpenBlasSimd simd = OpenBlasSimd::kSse;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl")) {
-    return OpenBlasSimd::kAvx512;
+    simd = OpenBlasSimd::kAvx512;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    simd = OpenBlasSimd::kAvx2;
+  } else if (__builtin_cpu_supports("avx")) {
+    simd = OpenBlasSimd::kAvx;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return OpenBlasSimd::kAvx2;
-  if (__builtin_cpu_supports("avx")) return OpenBlasSimd::kAvx;
-  return OpenBlasSimd::kSse;
+  return std::min(simd, OpenBlasSimdCap(cap));
+}
+
+OpenBlasSimd OpenBlasSimdCap(CpuIsaCap cap) {
+  switch (cap) {
+    case CpuIsaCap::kPortable:
+      return OpenBlasSimd::kSse;
+    case CpuIsaCap::kAvx2:
+      return OpenBlasSimd::kAvx2;
+    case CpuIsaCap::kAvx512:
+    case CpuIsaCap::kAmx:
+      break;
+  }
+  return OpenBlasSimd::kAvx512;
+}
+
+std::string CappedOpenBlasCoreType(std::string_view chosen, CpuIsaCap cap) {
+  const OpenBlasSimd loaded = OpenBlasFamilySimd(chosen);
+  const OpenBlasSimd allowed = OpenBlasSimdCap(cap);
+  if (loaded == OpenBlasSimd::kUnknown || loaded <= allowed) return "";
+  return allowed == OpenBlasSimd::kAvx2 ? "Haswell" : "Prescott";
 }
 
 std::string BetterOpenBlasCoreType(std::string_view chosen, OpenBlasSimd cpu) {
@@ -96,11 +121,13 @@ std::string BetterOpenBlasCoreType() {
   return BetterOpenBlasCoreType(OpenBlasCoreName(), CpuSimdForOpenBlas());
 }
 
-void ReexecForFasterOpenBlasKernels(char** argv) {
+void ReexecForMatchingOpenBlasKernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  const std::string better = BetterOpenBlasCoreType();
-  if (better.empty()) return;
-  if (setenv("OPENBLAS_CORETYPE", better.c_str(), 1) != 0) return;
+  const std::string chosen = OpenBlasCoreName();
+  std::string core = CappedOpenBlasCoreType(chosen, CpuIsaCapFromEnvironment());
+  if (core.empty()) core = BetterOpenBlasCoreType(chosen, CpuSimdForOpenBlas());
+  if (core.empty()) return;
+  if (setenv("OPENBLAS_CORETYPE", core.c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);
   unsetenv("OPENBLAS_CORETYPE");  // exec failed: run on with the kernels already loaded
 }
