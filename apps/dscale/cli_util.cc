@@ -110,8 +110,8 @@ void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
            *activations = *cpu::Bf16ActivationsFromName(name);
          },
          "How BF16 weights meet the activations on the CPU: bf16 (each row rounded to BF16 once, "
-         "BF16 dot products, f32 sums) or f32 (as they are); default bf16 where the CPU has AMX, "
-         "else f32")
+         "BF16 dot products, f32 sums) or f32 (as they are); default bf16 where the CPU has AMX "
+         "(and DSCALE_CPU_ISA allows it), else f32")
       ->check(CLI::IsMember({"bf16", "f32"}))
       ->default_str(std::string(cpu::Bf16ActivationsName(DefaultActivations())));
 }
