@@ -12,11 +12,13 @@
 // With --weights int8 the projections and LM head are quantised at load (`--weights int8`) and
 // each row count's step runs with both int8 activation modes, alternating (f32 activations, and
 // activations quantised per 32 inputs: gemm_int8.h): their step times, their ratio, and each
-// mode's step time over its one-row step.
+// mode's step time over its one-row step. BF16 checkpoints as stored get the same comparison of
+// f32 and BF16-rounded activations (gemm_bf16.h) after the roofline table; --activations picks
+// one mode for the roofline table alone.
 //
 //   build/row_cost_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|all]
 //       [--target DIR] [--checkpoints /tmp/dscale-row-cost] [--context 512]
-//       [--rows 1,2,4,8,16,32,64,128,256,512] [--weights as-stored|int8]
+//       [--rows 1,2,4,8,16,32,64,128,256,512] [--weights as-stored|int8] [--activations f32|bf16]
 
 #include <omp.h>
 
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -47,6 +50,8 @@ struct Args {
   int32_t context = 512;
   std::vector<int32_t> rows = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
   WeightsMode weights = WeightsMode::kAsStored;
+  // BF16 weights: the roofline table's activations; unset: f32, then both modes side by side.
+  std::optional<cpu::Bf16Activations> activations;
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
@@ -93,6 +98,9 @@ Args ParseArgs(int argc, char** argv) {
       const Result<WeightsMode> mode = ParseWeightsMode(value);
       if (!mode.ok()) Usage(mode.status().ToString());
       a.weights = *mode;
+    } else if (flag == "--activations") {
+      a.activations = cpu::Bf16ActivationsFromName(value);
+      if (!a.activations) Usage("--activations wants f32 or bf16, got " + value);
     } else {
       Usage("unknown flag " + flag);
     }
@@ -142,12 +150,14 @@ std::vector<int32_t> RandomTokens(std::mt19937& rng, int64_t vocab, int32_t n) {
   return t;
 }
 
-// --weights int8: each row count's step with f32 and with int8 activations, alternating.
-void MeasureInt8Activations(DecoderModel& model, StepBatch& batch, PagedKvCache& cache,
-                            ForwardOutput& out, const Args& args, int32_t seq, std::mt19937& rng) {
-  std::printf("%5s %10s %10s %9s %12s %12s\n", "rows", "f32 ms", "int8 ms", "f32/int8",
-              "f32 /1 row", "int8 /1 row");
-  const cpu::Int8Activations modes[2] = {cpu::Int8Activations::kF32, cpu::Int8Activations::kInt8};
+// Each row count's step in two activation modes, alternating (best of three rounds each):
+// their step times, their ratio, and each mode's step time over its one-row step.
+void MeasureActivationModes(DecoderModel& model, StepBatch& batch, PagedKvCache& cache,
+                            ForwardOutput& out, const Args& args, int32_t seq, std::mt19937& rng,
+                            const std::string (&names)[2], const ActivationModes (&modes)[2]) {
+  std::printf("%5s %10s %10s %9s %12s %12s\n", "rows", (names[0] + " ms").c_str(),
+              (names[1] + " ms").c_str(), (names[0] + "/" + names[1]).c_str(),
+              (names[0] + " /1 row").c_str(), (names[1] + " /1 row").c_str());
   double one[2] = {0, 0};
   for (const int32_t rows : args.rows) {
     batch.Clear();
@@ -157,7 +167,7 @@ void MeasureInt8Activations(DecoderModel& model, StepBatch& batch, PagedKvCache&
     double best[2] = {1e30, 1e30};
     for (int round = 0; round < 3; ++round) {
       for (int m = 0; m < 2; ++m) {
-        model.set_activations({.int8 = modes[m]});
+        model.set_activations(modes[m]);
         best[m] = std::min(best[m], bench::MedianSecondsPerCall(
                                         [&] {
                                           if (!model.Forward(batch, cache, &out).ok()) std::abort();
@@ -201,8 +211,12 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
       dir.c_str(), static_cast<long long>(config.num_hidden_layers),
       static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6, args.context);
   if (args.weights == WeightsMode::kInt8) {
-    return MeasureInt8Activations(model, batch, cache, out, args, seq, rng);
+    // f32 activations, and activations quantised per 32 inputs (gemm_int8.h).
+    return MeasureActivationModes(
+        model, batch, cache, out, args, seq, rng, {"f32", "int8"},
+        {{.int8 = cpu::Int8Activations::kF32}, {.int8 = cpu::Int8Activations::kInt8}});
   }
+  if (args.activations) model.set_activations({.bf16 = *args.activations});
   std::printf("%5s %10s %9s %8s %8s %8s %9s\n", "rows", "step ms", "rows/s", "bw GB/s", "bw frac",
               "sgemm fr", "/roofline");
   for (const int32_t rows : args.rows) {
@@ -225,6 +239,15 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
     std::printf("%5d %10.2f %9.1f %8.1f %8.2f %8.2f %9.2f\n", rows, s * 1e3, rows / s,
                 bandwidth / 1e9, weight_bytes / s / bandwidth, flops / s / sgemm, s / roofline);
     std::fflush(stdout);
+  }
+  if (!args.activations &&
+      model.weights().LmHead().blocks().front().format == WeightFormat::kBF16) {
+    // BF16 weights also meet activations rounded to BF16 (`--activations bf16`, gemm_bf16.h:
+    // AMX tiles or AVX512-BF16 dot products where the CPU has them).
+    std::printf("\nactivations f32 (above) and bf16, alternating:\n");
+    MeasureActivationModes(
+        model, batch, cache, out, args, seq, rng, {"f32", "bf16"},
+        {{.bf16 = cpu::Bf16Activations::kF32}, {.bf16 = cpu::Bf16Activations::kBf16}});
   }
 }
 

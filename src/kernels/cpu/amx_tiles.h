@@ -35,17 +35,9 @@ void ReleaseTiles();
 
 // y[r, m] (rows `ldy` apart) = sums[m · 16 + r] for r < rows, m < outputs, or y += that when
 // `accumulate`: a sum tile of 16 outputs × 16 rows, as tilestored leaves it, into a block of y.
-inline void StoreTileSums(const float* sums, int64_t outputs, int64_t rows, float* y, int64_t ldy,
-                          bool accumulate) {
-  constexpr int64_t kTileColumns = 16;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y + r * ldy;
-    for (int64_t m = 0; m < outputs; ++m) {
-      const float sum = sums[m * kTileColumns + r];
-      yr[m] = accumulate ? yr[m] + sum : sum;
-    }
-  }
-}
+// With AVX-512 (every AMX CPU has it): each row's column gathered at once, the same sums and adds.
+void StoreTileSums(const float* sums, int64_t outputs, int64_t rows, float* y, int64_t ldy,
+                   bool accumulate);
 
 // run_tile(t) for every output tile t in [0, tiles), split statically among the OpenMP threads
 // (one thread unless `parallel`), each thread with `config` loaded for its share.

@@ -86,6 +86,21 @@ void FillTail(const AmxCall& call, const uint16_t* rows, AmxScratch& scratch) {
   }
 }
 
+// Input steps ahead of the product whose weights MultiplyTile asks the cache for. A tile load
+// names 16 rows `in` apart and the next load cannot start until the product before it has read
+// its registers, so without help each step waits for memory; fetching the rows' lines a few steps
+// early keeps them in flight (measured on an AMX Xeon streaming the Qwen3-1.7B down projection and
+// LM head from memory, 16 rows: 8-19% faster than without, in every paired run; 1 row a little).
+constexpr int64_t kPrefetchSteps = 4;
+
+// Asks for the 16 weight rows' 64 bytes of input step `step` (a hint: no fault, no effect on y).
+inline void PrefetchStep(const uint16_t* rows, int64_t in, int64_t step) {
+  const uint16_t* at = rows + step * kTileInputs;
+  for (int64_t m = 0; m < kTileOutputs; ++m) {
+    _mm_prefetch(reinterpret_cast<const char*>(at + m * in), _MM_HINT_T0);
+  }
+}
+
 // The sum tile of one output tile's weight rows and one activation tile `b`, every input step in
 // order, into scratch.sums. (The tile intrinsics name registers by literal numbers: even steps use
 // tmm1 and tmm3, odd steps tmm2 and tmm4, so a step's loads need not wait for the last product.)
@@ -97,6 +112,10 @@ DSCALE_AMX void MultiplyTile(const AmxCall& call, const uint16_t* rows, const ui
   _tile_zero(0);
   int64_t s = 0;
   for (; s + 2 <= call.full_steps; s += 2) {
+    if (s + kPrefetchSteps + 2 <= call.full_steps) {
+      PrefetchStep(rows, call.in, s + kPrefetchSteps);
+      PrefetchStep(rows, call.in, s + kPrefetchSteps + 1);
+    }
     _tile_loadd(3, b + s * b_step, b_stride);
     _tile_loadd(1, rows + s * kTileInputs, a_stride);
     _tile_dpbf16ps(0, 1, 3);
