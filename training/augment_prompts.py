@@ -10,8 +10,9 @@ Debian-packaged code only, as in prepare_data.py):
               as `dscale bench` wraps HumanEval) the mixture did not use;
   function tasks from other Debian-packaged Python code (--code-dirs, in both forms; `tests`
               folders skipped), e.g. python3-numpy, python3-sympy, python3-mpmath (BSD).
-Prompts already in work/data/mixture.pt, or in the files named by --exclude, are dropped. The output has the mixture's "prompts"
-layout, so `generate_responses.py --data work/data/extra_prompts.pt` answers it.
+Prompts already in work/data/mixture.pt, or in the files named by --exclude, are dropped. The
+output has the mixture's "prompts" layout, so `generate_responses.py --data
+work/data/extra_prompts.pt` answers it.
 """
 import argparse
 import os
