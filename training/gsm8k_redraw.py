@@ -1,14 +1,15 @@
 """GSM8K training problems with their numbers redrawn and their solutions recomputed.
 
 A GSM8K answer shows its arithmetic as calculator annotations, "48/2 = <<48/2=24>>24 clips".
-redraw_problem() replaces the question's quantities (those >= --min-value; small numbers are
+redraw_problem() replaces the question's quantities (those >= min_value; small numbers are
 mostly the "half", "twice", "3 times" of the wording) by random numbers written the same way,
 then walks the answer line by line: every number equal to a redrawn quantity or to an earlier
 result takes its new value, each annotation is evaluated again, and its result becomes a new
 mapping for the lines after it. A draw is kept only when every annotation evaluates, results
-that were whole numbers stay whole (non-negative, at most two decimals otherwise), and no value
-would need two different replacements, and results below --min-value keep their values. The target learns to carry a problem's quantities
-through its steps instead of reciting one solution per question.
+that were whole numbers stay whole (non-negative, at most two decimals otherwise), results
+below min_value keep their values, no value would need two different replacements, and the
+arithmetic written outside annotations ("a + b = c") still checks. The target learns to carry a
+problem's quantities through its steps instead of reciting one solution per question.
 """
 import re
 
