@@ -157,6 +157,26 @@ void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
   }
 }
 
+// A whole activation tile (16 rows of `in` BF16 values from x) into its packed tile `dst`:
+// dst[j · 16 + c] = row c's pair j, each pair j's 16 rows gathered at once (AVX-512, which every
+// AMX CPU has). Past the last pair `dst` stays as the caller zeroed it.
+__attribute__((target("avx512f"))) void PackWholeTile(const uint16_t* x, int64_t in,
+                                                      uint32_t* dst) {
+  const __m512i row_bytes =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(in * 2)));
+  const auto* base = reinterpret_cast<const char*>(x);
+  const int64_t pairs = in / 2;
+  for (int64_t j = 0; j < pairs; ++j) {
+    _mm512_storeu_si512(
+        dst + j * kTileRows,
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, row_bytes, base + 4 * j, 1));
+  }
+  if (in % 2 != 0) {
+    for (int64_t c = 0; c < kTileRows; ++c) dst[pairs * kTileRows + c] = x[c * in + in - 1];
+  }
+}
+
 // packed[rt][s][p][c] = the BF16 pair (xb[row][32s + 2p], xb[row][32s + 2p + 1]) of row
 // rt·cols + c, zero past `in` and past the last row.
 void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols, int64_t steps,
@@ -164,16 +184,23 @@ void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols,
   const int64_t row_tiles = (rows + cols - 1) / cols;
   const int64_t tile_size = steps * kTilePairs * cols;
   packed.assign(static_cast<size_t>(row_tiles * tile_size), 0);
-  for (int64_t row = 0; row < rows; ++row) {
-    const uint16_t* x = xb + row * in;
-    uint32_t* dst = packed.data() + (row / cols) * tile_size + row % cols;
-    const int64_t pairs = in / 2;
-    for (int64_t j = 0; j < pairs; ++j) {
-      uint32_t pair;
-      std::memcpy(&pair, x + 2 * j, sizeof(pair));
-      dst[j * cols] = pair;
+  for (int64_t rt = 0; rt < row_tiles; ++rt) {
+    uint32_t* tile = packed.data() + rt * tile_size;
+    const int64_t first = rt * cols;
+    if (cols == kTileRows && first + kTileRows <= rows) {
+      PackWholeTile(xb + first * in, in, tile);
+      continue;
     }
-    if (in % 2 != 0) dst[pairs * cols] = x[in - 1];
+    for (int64_t c = 0; c < std::min(cols, rows - first); ++c) {
+      const uint16_t* x = xb + (first + c) * in;
+      const int64_t pairs = in / 2;
+      for (int64_t j = 0; j < pairs; ++j) {
+        uint32_t pair;
+        std::memcpy(&pair, x + 2 * j, sizeof(pair));
+        tile[j * cols + c] = pair;
+      }
+      if (in % 2 != 0) tile[pairs * cols + c] = x[in - 1];
+    }
   }
 }
 
