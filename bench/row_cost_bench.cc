@@ -105,6 +105,11 @@ Args ParseArgs(int argc, char** argv) {
       Usage("unknown flag " + flag);
     }
   }
+  if (a.activations && a.weights == WeightsMode::kInt8) {
+    Usage(
+        "--activations picks how BF16 weights meet the activations; with --weights int8 both "
+        "int8 activation modes run");
+  }
   if (a.shapes.empty() && a.target.empty()) a.shapes = {"qwen3-0.6b", "qwen3-1.7b"};
   return a;
 }

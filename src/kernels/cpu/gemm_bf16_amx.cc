@@ -28,14 +28,14 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // The tiles of a call with `cols` activation rows per tile, in ldtilecfg's 64-byte layout: the
 // sums in tmm0, the weights in tmm1 and tmm2 in turn, the activations in tmm3 and tmm4 in turn.
 //
-// One output tile at a time, one sum: a thread streams 16 weight rows, which the hardware
-// prefetchers follow. Sharing each activation tile among 2 or 4 output tiles (2 or 4 sums, 32 or
-// 64 weight streams) read 0.75 and 0.55 of the bandwidth at one row and gained nothing at 16
-// (Qwen3-1.7B's down projection, 2 threads, Xeon with AMX); software prefetches did not help
-// either. Weights repacked at load into tile order (each 16 × 32 tile contiguous, 2 or 4 output
-// tiles per activation tile) ran 16 rows 1.3-1.8× faster while the matrix sat in L3, and no
-// faster streaming 600 MB of Qwen3-1.7B gate/up and down matrices from memory, where decoding
-// reads its weights: not worth a second copy of the weights.
+// One output tile at a time, one sum: a thread streams 16 weight rows, fetched a few steps ahead
+// (kPrefetchSteps, below). Sharing each activation tile among 2 or 4 output tiles (2 or 4 sums, 32
+// or 64 weight streams) read 0.75 and 0.55 of the bandwidth at one row and gained nothing at 16
+// (Qwen3-1.7B's down projection, 2 threads, Xeon with AMX). Weights repacked at load into tile
+// order (each 16 × 32 tile contiguous, 2 or 4 output tiles per activation tile) ran 16
+// rows 1.3-1.8× faster while the matrix sat in L3, and no faster streaming 600 MB of Qwen3-1.7B
+// gate/up and down matrices from memory, where decoding reads its weights: not worth a second copy
+// of the weights.
 TileConfig ConfigFor(int64_t cols) {
   TileConfig config;
   const auto activation_bytes = static_cast<int>(cols * 4);
