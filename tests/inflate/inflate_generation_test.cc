@@ -88,9 +88,10 @@ Pair LoadPair(const PairDirs& dirs) {
 // equal at every step, or parting at a float-noise tie of the small drafter; where neither
 // parted, its accepted counts equal (they follow from the drafts and the tokens). `exact_rows`:
 // the policy verifies a fixed number of rows (not dscale, whose lengths follow predictor scores).
+// At most `max_excused` requests may part at ties.
 void ExpectSameGeneration(const Pair& small, const Run& a, const Pair& large, const Run& b,
                           const std::vector<std::vector<int32_t>>& prompts, bool exact_rows,
-                          const std::string& what) {
+                          int max_excused, const std::string& what) {
   const int64_t context = 256;
   const KvDtype kv = KvDtype::kBf16;  // the engine's default K/V cache
   const float tie = testing::GreedyTieTolerance(
@@ -118,7 +119,7 @@ void ExpectSameGeneration(const Pair& small, const Run& a, const Pair& large, co
     }
     excused += !(same_tokens && same_drafts);
   }
-  EXPECT_LE(excused, 1) << what;
+  EXPECT_LE(excused, max_excused) << what;
   if (excused == 0 && exact_rows) {
     EXPECT_EQ(b.tau, a.tau) << what;
   }
@@ -126,7 +127,8 @@ void ExpectSameGeneration(const Pair& small, const Run& a, const Pair& large, co
 
 void CompareAllPolicies(const Pair& small, const Pair& large, const dvl::Predictor& small_predictor,
                         const dvl::Predictor& large_predictor,
-                        const std::vector<std::vector<int32_t>>& prompts, const std::string& what) {
+                        const std::vector<std::vector<int32_t>>& prompts, int max_excused,
+                        const std::string& what) {
   for (const char* policy : {"none", "dflash", "fixed:6", "dscale"}) {
     const bool dscale = std::string(policy) == "dscale";
     for (const int32_t c : {1, 4}) {
@@ -135,7 +137,7 @@ void CompareAllPolicies(const Pair& small, const Pair& large, const dvl::Predict
                              dscale ? &small_predictor : nullptr, prompts, c);
       const Run b = Generate(*large.target, large.drafter.get(), policy,
                              dscale ? &large_predictor : nullptr, prompts, c);
-      ExpectSameGeneration(small, a, large, b, prompts, !dscale, where);
+      ExpectSameGeneration(small, a, large, b, prompts, !dscale, max_excused, where);
       if (std::string(policy) == "dflash" && c == 1) {
         std::printf("%s: tau %.4f small, %.4f inflated\n", what.c_str(), a.tau, b.tau);
       }
@@ -181,8 +183,14 @@ TEST(InflateGenerationTest, BundledPairEveryPolicy) {
           .value();
   const Tokenizer tokenizer = Tokenizer::Load(source.target).value();
   CompareAllPolicies(small, large, small_predictor, large_predictor, Gsm8kPrompts(tokenizer, 3),
-                     "bundled");
+                     /*max_excused=*/1, "bundled");
 }
+
+// A random drafter's top two logits often lie within float noise of each other (the random Llama
+// pair's drafts part at gaps of 8.4e-4 and 5.7e-6 at c = 4 on an AVX2-only CPU, whose 8-lane tiles
+// sum in another order than AVX-512's), so two of a random pair's six requests may part at ties;
+// each parting is still checked against the stated bound.
+constexpr int kRandomPairMaxExcused = 2;
 
 // A random pair (which accepts almost nothing) with a random predictor, inflated in every
 // dimension; its prompts are random tokens.
@@ -210,7 +218,8 @@ TEST(InflateGenerationTest, RandomPairEveryPolicy) {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     prompts.push_back(testing::RandomTokens(static_cast<int32_t>(5 + 7 * seed), 129, seed));
   }
-  CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, "random");
+  CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, kRandomPairMaxExcused,
+                     "random");
 }
 
 // A random Llama 3 pair (no q/k norms, llama3 RoPE scaling; EngineTestLlamaConfig) inflated to a
@@ -246,7 +255,8 @@ TEST(InflateGenerationTest, RandomLlamaPairEveryPolicy) {
     // Past the original context of 48 positions, where the scaling matters.
     prompts.push_back(testing::RandomTokens(static_cast<int32_t>(20 + 7 * seed), 129, seed));
   }
-  CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, "llama");
+  CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, kRandomPairMaxExcused,
+                     "llama");
   // On the inflated pair alone: greedy speculation equals plain decoding.
   const float tie = testing::EngineTestTieTolerance(*large.target);
   for (const int32_t c : {1, 4}) {
