@@ -10,10 +10,15 @@
 #   4. eval     dscale eval-predictor on the held-out prompts, for the new predictor and for the
 #               bundled one
 #
-#   training/make_predictor.sh [--dscale PATH] [--out DIR] [--head domino] [--prompts N] [--check]
-#                              [--install]
+#   training/make_predictor.sh [--dscale PATH] [--drafter DIR] [--out DIR] [--head domino]
+#                              [--prompts N] [--check] [--install]
 #
 #   --dscale PATH  the binary (default: build/dscale)
+#   --drafter DIR  another drafter of the bundled target (default: models/tiny-dflash), e.g. a
+#                  copy with a reduced vocabulary (draft_vocab.json): the traces' features then
+#                  come from its subset's draft logits, so the predictor is built for the subset.
+#                  Its folder's predictor is evaluated beside the new one where it was built for
+#                  the same vocabulary; --install writes into it. No --check band.
 #   --out DIR      where prompts, traces, logs and the new predictor go (default: training/work/predictor,
 #                  training/work/predictor-domino with --head domino)
 #   --head domino  the same recipe on the drafter with its Domino head (docs/DOMINO.md): the traces'
@@ -34,12 +39,17 @@
 # records from 12 prompts) and narrow enough to catch another recipe or pair (the previous
 # bundled pair, whose target looped, scored R² 0.915 and raw retention 52.3%).
 #
-#   holdout R²              0.523  band [0.47, 0.57]
-#   retention, raw          48.5%  band [44%, 53%]
-#   retention, adjusted     98.2%  band [97%, 100%]
+#                           Xeon (AVX-512)  EPYC (AVX2 only)  band
+#   holdout R²              0.523           0.477             [0.44, 0.57]
+#   retention, raw          48.5%           47.4%             [44%, 53%]
+#   retention, adjusted     98.2%           98.1%             [97%, 100%]
+#
+# (The two CPUs' traces part at greedy near-ties: 3,136 records on the EPYC.)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dscale=$root/build/dscale
+drafter=$root/models/tiny-dflash
+own_drafter=0
 out=
 head=none
 prompts=
@@ -48,6 +58,7 @@ install=0
 while [ $# -gt 0 ]; do
   case $1 in
     --dscale) dscale=$2; shift 2 ;;
+    --drafter) drafter=$(cd "$2" && pwd); own_drafter=1; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --head) head=$2; shift 2 ;;
     --prompts) prompts=$2; shift 2 ;;
@@ -62,7 +73,6 @@ if [ ! -x "$dscale" ]; then
 fi
 
 target=$root/models/tiny-target
-drafter=$root/models/tiny-dflash
 case $head in
   none) bundled=$drafter/predictor.bin; out=${out:-$root/training/work/predictor}
         prompts=${prompts:-96} ;;
@@ -70,8 +80,8 @@ case $head in
           prompts=${prompts:-192} ;;
   *) echo "make_predictor.sh: --head: expected none or domino, got $head" >&2; exit 2 ;;
 esac
-if [ "$head" = domino ] && [ "$check" -eq 1 ]; then
-  echo "make_predictor.sh: --check states a band for the plain drafter's predictor only" >&2
+if { [ "$head" = domino ] || [ "$own_drafter" -eq 1 ]; } && [ "$check" -eq 1 ]; then
+  echo "make_predictor.sh: --check states a band for the bundled drafter's predictor only" >&2
   exit 2
 fi
 mkdir -p "$out"
@@ -93,9 +103,12 @@ OMP_NUM_THREADS=1 "$dscale" collect --target "$target" --drafter "$drafter" \
 grep -E '^(split|best epoch)' "$out/train.log"
 "$dscale" eval-predictor --predictor "$out/predictor.bin" --traces "$out/traces.bin" \
   --split holdout > "$out/eval_new.json"
-if [ -f "$bundled" ]; then
-  "$dscale" eval-predictor --predictor "$bundled" --traces "$out/traces.bin" \
-    --split holdout > "$out/eval_bundled.json"
+rm -f "$out/eval_bundled.json"
+if [ -f "$bundled" ] && ! "$dscale" eval-predictor --predictor "$bundled" \
+    --traces "$out/traces.bin" --split holdout > "$out/eval_bundled.json"; then
+  # Built for the other vocabulary (the error above names both sizes).
+  [ "$own_drafter" -eq 1 ] || exit 1
+  rm -f "$out/eval_bundled.json"
 fi
 echo "took $((SECONDS - start)) s"
 
@@ -115,15 +128,16 @@ report() {  # NAME EVAL_JSON
            n, r, r2, 100 * raw, 100 * adj }'
   if [ "$check" -eq 1 ]; then
     local ok=1
-    [ "$(within "$r2" 0.47 0.57)" -eq 1 ] || { echo "  R2 $r2 is outside [0.47, 0.57]"; ok=0; }
+    [ "$(within "$r2" 0.44 0.57)" -eq 1 ] || { echo "  R2 $r2 is outside [0.44, 0.57]"; ok=0; }
     [ "$(within "$raw" 0.44 0.53)" -eq 1 ] || { echo "  raw retention $raw is outside [0.44, 0.53]"; ok=0; }
     [ "$(within "$adj" 0.97 1.0)" -eq 1 ] || { echo "  adjusted retention $adj is outside [0.97, 1]"; ok=0; }
     [ "$ok" -eq 1 ] || failed=1
   fi
 }
 report "reproduced predictor" "$out/eval_new.json"
-if [ -f "$bundled" ]; then
-  report "bundled $(basename "$bundled")" "$out/eval_bundled.json"
+if [ -f "$out/eval_bundled.json" ]; then
+  report "$([ "$own_drafter" -eq 1 ] && echo "folder's" || echo bundled) $(basename "$bundled")" \
+    "$out/eval_bundled.json"
   if cmp -s "$out/predictor.bin" "$bundled"; then
     echo "$out/predictor.bin is identical to $bundled"
   else
