@@ -24,6 +24,8 @@ constexpr int64_t kOutGroup = 4;
 constexpr int64_t kAvx2OutGroup = 3;
 // Below this many weights a call runs on one thread: a fork/join would cost more than the work.
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+// Output groups a thread takes at a time from the tiled calls' shared queue.
+constexpr int64_t kGroupsPerChunk = 16;
 // Bytes of one f32 weight panel of the many-row path: small enough to stay in cache while
 // sgemm streams the activations through it.
 constexpr int64_t kPanelBytes = int64_t{8} << 20;
@@ -84,6 +86,15 @@ void TiledPortable(const float* x, const uint16_t* w, float* y, int64_t rows, in
   }
 }
 
+// Input bytes up to which one or two rows take the outputs one at a time. Each thread then reads
+// its weights as one sequential stream, which the hardware prefetchers follow better than four
+// interleaved rows: Qwen3 widths, 2 threads, AMD EPYC, one row at in 1,024-4,096 read 1.1-1.2×
+// as fast, two rows at 1,024 1.2× and at 2,048 the same. Past this the inputs no longer sit in
+// L1 beside the stream and one output per pass re-reads them from L2 for every output (one row at
+// 12,288: 0.87×; two rows at 4,096: 0.87×). The AVX2 tiles take the same rule (an AVX2-only
+// EPYC, one request's 1.7B decode step: 262 ms against 270, medians of four alternating runs).
+constexpr int64_t kSingleStreamInputBytes = 16 << 10;
+
 // ---- AVX2 + FMA: 8 lanes, tiles of 3 outputs × up to 4 rows.
 
 // Compiled for AVX2 + FMA whatever the build's baseline (sanitizer and debug builds target plain
@@ -142,33 +153,49 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
   }
 }
 
-// `rows` rows from row r against the 3 outputs from o, in one tile of that height (1 … 4).
+// `rows` rows from row r against the 3 outputs from o, in one tile of that height (1 … 4), kOuts
+// outputs per pass (1 or kAvx2OutGroup; every output is the same sum in the same order either way).
+template <int kOuts>
 DSCALE_AVX2 void TileRowsAvx2(const float* x, const uint16_t* wo, float* y, int64_t in, int64_t out,
                               bool accumulate, int64_t r, int64_t o, int64_t rows) {
   const float* xr = x + r * in;
-  float* yr = y + r * out + o;
-  switch (rows) {
-    case 4:
-      return TileAvx2<4, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
-    case 3:
-      return TileAvx2<3, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
-    case 2:
-      return TileAvx2<2, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
-    default:
-      return TileAvx2<1, kAvx2OutGroup>(xr, wo, in, yr, out, accumulate);
+  for (int g0 = 0; g0 < kAvx2OutGroup; g0 += kOuts) {
+    const uint16_t* wg = wo + g0 * in;
+    float* yr = y + r * out + o + g0;
+    switch (rows) {
+      case 4:
+        TileAvx2<4, kOuts>(xr, wg, in, yr, out, accumulate);
+        break;
+      case 3:
+        TileAvx2<3, kOuts>(xr, wg, in, yr, out, accumulate);
+        break;
+      case 2:
+        TileAvx2<2, kOuts>(xr, wg, in, yr, out, accumulate);
+        break;
+      default:
+        TileAvx2<1, kOuts>(xr, wg, in, yr, out, accumulate);
+        break;
+    }
   }
 }
 
-// The rows go in the fewest tiles of at most 4, of heights differing by at most one.
+// The rows go in the fewest tiles of at most 4, of heights differing by at most one; one or two
+// rows whose inputs fit in kSingleStreamInputBytes take the outputs one at a time.
 DSCALE_AVX2 void TiledAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
                            int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   const int64_t tiles = (rows + 3) / 4;
+  const bool single_stream =
+      rows <= 2 && rows * in * static_cast<int64_t>(sizeof(float)) <= kSingleStreamInputBytes;
   int64_t o = o_begin;
   for (; o + kAvx2OutGroup <= o_end; o += kAvx2OutGroup) {
     const uint16_t* wo = w + o * in;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-      TileRowsAvx2(x, wo, y, in, out, accumulate, r, o, height);
+      if (single_stream) {
+        TileRowsAvx2<1>(x, wo, y, in, out, accumulate, r, o, height);
+      } else {
+        TileRowsAvx2<kAvx2OutGroup>(x, wo, y, in, out, accumulate, r, o, height);
+      }
       r += height;
     }
   }
@@ -262,14 +289,6 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int6
     }
   }
 }
-
-// Input bytes up to which one or two rows take the outputs one at a time. Each thread then reads
-// its weights as one sequential stream, which the hardware prefetchers follow better than four
-// interleaved rows: Qwen3 widths, 2 threads, AMD EPYC, one row at in 1,024-4,096 read 1.1-1.2×
-// as fast, two rows at 1,024 1.2× and at 2,048 the same. Past this the inputs no longer sit in
-// L1 beside the stream and one output per pass re-reads them from L2 for every output (one row at
-// 12,288: 0.87×; two rows at 4,096: 0.87×).
-constexpr int64_t kSingleStreamInputBytes = 16 << 10;
 
 // The tile of `rows` rows (1 … 6) from row r: Rows::Run<kRows, kOuts> (the f32 tiles or the BF16
 // dot-product tiles, inputs of type T), four outputs per pass, or one per pass for one or two rows
@@ -486,7 +505,12 @@ void RunTiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t 
   const TiledFn fn = TiledFor(isa);
   const int64_t group = OutGroupFor(isa);
   const int64_t groups = (out + group - 1) / group;
-#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
+  // Chunks of groups taken as the threads come free rather than halves fixed in advance: on a
+  // shared 2-vCPU guest one thread is often held up, and a static split makes the other wait at
+  // the join (one request on the AVX2-only EPYC of docs/BENCHMARKS.md: 231-235 ms a 1.7B decode
+  // step against 248 static, medians of six alternating runs). Which thread computes an output
+  // never changes its bits.
+#pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)
   for (int64_t g = 0; g < groups; ++g) {
     fn(x, w, y, rows, in, ldy, accumulate, g * group, std::min(out, (g + 1) * group));
   }
@@ -659,14 +683,17 @@ void LinearBf16DotTiled(Bf16DotIsa isa, const float* x, const uint16_t* w, float
 }
 
 int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
-  // Where the tiles stop beating f32 panels + OpenBLAS on the 2-vCPU EPYC of docs/BENCHMARKS.md
-  // (Qwen3-1.7B layers, linear_bf16_bench, OpenBLAS's AVX2 and AVX-512 kernels): AVX-512 tiles
-  // up to 128 rows, AVX2's 8-lane tiles up to 64. The portable loop loses even at one row.
+  // Where the tiles stop beating f32 panels + OpenBLAS of the same vector width (Qwen3-1.7B
+  // layers; docs/BENCHMARKS.md): AVX-512 tiles up to 128 rows (the 2-vCPU EPYC with AVX-512,
+  // linear_bf16_bench); AVX2's 8-lane tiles against OpenBLAS's Zen kernels up to 160 (an AVX2-only
+  // EPYC, one prompt's prefill through `generate --json`: at 107 rows the tiles take 3.4 s where
+  // widening and sgemm take 4.6, level at 160, sgemm ahead from about 192 rows, where the widened
+  // panels' fixed cost is spread over enough rows). The portable loop loses even at one row.
   switch (isa) {
     case Bf16Isa::kAvx512:
       return 128;
     case Bf16Isa::kAvx2:
-      return 64;
+      return 160;
     case Bf16Isa::kPortable:
       break;
   }
