@@ -687,8 +687,9 @@ int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
   // layers; docs/BENCHMARKS.md): AVX-512 tiles up to 128 rows (the 2-vCPU EPYC with AVX-512,
   // linear_bf16_bench); AVX2's 8-lane tiles against OpenBLAS's Zen kernels up to 160 (an AVX2-only
   // EPYC, one prompt's prefill through `generate --json`: at 107 rows the tiles take 3.4 s where
-  // widening and sgemm take 4.6, level at 160, sgemm ahead from about 192 rows, where the widened
-  // panels' fixed cost is spread over enough rows). The portable loop loses even at one row.
+  // widening and sgemm take 4.6, at 160 4.6 against 4.8, sgemm ahead from about 192 rows, where the
+  // widened panels' fixed cost is spread over enough rows). The portable loop loses even at one
+  // row.
   switch (isa) {
     case Bf16Isa::kAvx512:
       return 128;
