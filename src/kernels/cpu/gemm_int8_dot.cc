@@ -56,6 +56,12 @@ constexpr int64_t kPackGroups = 32;
 // faster than packing for two tiles (2 threads, 600 MB of Qwen3-1.7B gate/up matrices,
 // alternating calls).
 constexpr int kMaxTileRows256 = 8;
+// Calls of at most this many rows run the AVX2 variant on the weights as they lie, one output at
+// a time (FewRowsAvx2); more pack them. One Qwen3-1.7B layer's projections, 2 threads, the
+// 2-vCPU EPYC (Zen 3) of docs/BENCHMARKS.md, two runs each: 1 row 3.6-3.9 ms against 5.8-6.1
+// packed, 4 rows 5.9-7.6 against 7.3-8.7, 6 rows 9.4-9.9 against 10.0-10.7; at 8 rows packing
+// is ahead (11.2-11.4 against 13.0-13.5).
+constexpr int kFewRowsAvx2 = 6;
 constexpr int kMaxTileRows512 = 16;
 // Lanes (outputs) of a panel.
 constexpr int kLanes512 = 16;
@@ -342,6 +348,94 @@ DSCALE_AVX2 void TileAvx2(const QuantRows& xq, int64_t r0, int64_t g0, int64_t n
   for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(acc + r * kLanes256, a[r]);
 }
 
+// ---- AVX2, few rows: the weights as they lie, one output at a time. For one or two rows the
+// packed layout's transpose costs more than the products it feeds, and its 8 outputs read as 8
+// interleaved streams, which Zen 3 fetches from memory at about half the rate of one sequential
+// stream (a plain read loop on the 2-vCPU EPYC of docs/BENCHMARKS.md: 5.3-5.7 GB/s a core against
+// 8-10). Here each output's row is read front to back: 8 groups at a time, each multiplied with
+// the row's group in the sign trick's vpmaddubsw + vpmaddwd, their int32 lanes summed by one
+// exact integer reduction into the 8 groups' dot_g, and the output takes them with the same
+// FMAs in the same group order as every other variant, so the bits do not change.
+
+// Lane j of the result: the sum of v[j]'s 8 lanes (exact: int32, far from overflow).
+DSCALE_AVX2 inline __m256i SumLanesOf8(const __m256i v[8]) {
+  // hadd pairs lanes within 128-bit halves: h0123's low half holds the low-half sums of v[0..3],
+  // its high half their high-half sums.
+  const __m256i h0123 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i h4567 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+// One group's 8 int32 lanes of Σ q_x · q_w: |x| against sign(x)·w (bounds: top of file).
+DSCALE_AVX2 inline __m256i GroupLanesAvx2(__m256i xb, __m256i wv) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(xb), _mm256_sign_epi8(wv, xb)),
+                           _mm256_set1_epi16(1));
+}
+
+DSCALE_AVX2 inline __m256i Load256(const int8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// acc[r] for rows [0, kRows) against one output: its weights wo[in], scales so[groups].
+template <int kRows>
+DSCALE_AVX2 void OneOutputAvx2(const QuantRows& xq, const int8_t* wo, const float* so, int64_t in,
+                               float acc[kRows]) {
+  const int64_t groups = xq.groups, full = in / kGroup;
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+  int64_t g = 0;
+  for (; g + 8 <= full; g += 8) {
+    __m256i wv[8];
+    DSCALE_UNROLL
+    for (int j = 0; j < 8; ++j) wv[j] = Load256(wo + (g + j) * kGroup);
+    const __m256 dw = _mm256_loadu_ps(so + g);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int8_t* xr = xq.q + (r * groups + g) * kGroup;
+      __m256i d[8];
+      DSCALE_UNROLL
+      for (int j = 0; j < 8; ++j) d[j] = GroupLanesAvx2(Load256(xr + j * kGroup), wv[j]);
+      alignas(32) float dots[8], terms[8];
+      _mm256_store_ps(dots, _mm256_cvtepi32_ps(SumLanesOf8(d)));
+      _mm256_store_ps(terms, _mm256_mul_ps(dw, _mm256_loadu_ps(xq.scale + r * groups + g)));
+      DSCALE_UNROLL
+      for (int j = 0; j < 8; ++j) acc[r] = std::fma(terms[j], dots[j], acc[r]);
+    }
+  }
+  for (; g < groups; ++g) {  // the last groups one at a time; a short last group read padded
+    alignas(32) int8_t tail[kGroup] = {};
+    const int8_t* wg = wo + g * kGroup;
+    if (g == full) {
+      std::memcpy(tail, wg, static_cast<size_t>(in - g * kGroup));
+      wg = tail;
+    }
+    const __m256i wv = Load256(wg);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i lanes = GroupLanesAvx2(Load256(xq.q + (r * groups + g) * kGroup), wv);
+      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
+      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+      const float term = so[g] * xq.scale[r * groups + g];
+      acc[r] = std::fma(term, static_cast<float>(_mm_cvtsi128_si32(t)), acc[r]);
+    }
+  }
+}
+
+// Rows [0, kRows) of the call against a panel's outputs, one at a time: acc[r · 8 + l].
+template <int kRows>
+DSCALE_AVX2 void FewRowsAvx2(const QuantRows& xq, const Panel& p, float* acc) {
+  for (int l = 0; l < p.n; ++l) {
+    float out[kRows];
+    OneOutputAvx2<kRows>(xq, p.w + l * p.in, p.scales + l * p.groups, p.in, out);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) acc[r * kLanes256 + l] = out[r];
+  }
+}
+
 // ---- AVX-VNNI: 256-bit vpdpbusd on the offset weights.
 
 #define DSCALE_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
@@ -538,8 +632,9 @@ struct PackedVariant {
   int lanes;
   PackFn pack;
   TileFn tile;
-  UnpackedFn unpacked;  // null: the variant always packs
-  int max_rows;         // rows per tile at most
+  UnpackedFn unpacked;    // null: the variant always packs
+  int max_rows;           // rows per tile at most
+  int unpacked_max_rows;  // calls of at most this many rows run `unpacked`
 };
 
 void TileAvx2Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
@@ -558,6 +653,10 @@ void TileVnni512Rows(int rows, const QuantRows& xq, int64_t r0, int64_t g0, int6
       rows, [&]<int kRows>() { TileVnni512<kRows>(xq, r0, g0, ng, packed, ps, acc, first); });
 }
 
+void FewRowsAvx2Rows(int rows, const QuantRows& xq, const Panel& p, float* acc) {
+  WithRows<kFewRowsAvx2>(rows, [&]<int kRows>() { FewRowsAvx2<kRows>(xq, p, acc); });
+}
+
 void UnpackedVnni512Rows(int rows, const QuantRows& xq, const Panel& p, float* acc) {
   WithRows<kMaxTileRows512>(rows, [&]<int kRows>() { UnpackedVnni512<kRows>(xq, p, acc); });
 }
@@ -565,15 +664,17 @@ void UnpackedVnni512Rows(int rows, const QuantRows& xq, const Panel& p, float* a
 PackedVariant PackedFor(Int8DotIsa isa) {
   switch (isa) {
     case Int8DotIsa::kAvx512Vnni:
-      return {kLanes512, PackChunk512, TileVnni512Rows, UnpackedVnni512Rows, kMaxTileRows512};
+      return {kLanes512,           PackChunk512,    TileVnni512Rows,
+              UnpackedVnni512Rows, kMaxTileRows512, kMaxTileRows512};
     case Int8DotIsa::kAvxVnni:
-      return {kLanes256, PackChunk256<true>, TileAvxVnniRows, nullptr, kMaxTileRows256};
+      return {kLanes256, PackChunk256<true>, TileAvxVnniRows, nullptr, kMaxTileRows256, 0};
     case Int8DotIsa::kAvx2:
     case Int8DotIsa::kPortable:
     case Int8DotIsa::kAmx:  // not packed here: gemm_int8_amx.cc
       break;
   }
-  return {kLanes256, PackChunk256<false>, TileAvx2Rows, nullptr, kMaxTileRows256};
+  return {kLanes256,       PackChunk256<false>, TileAvx2Rows,
+          FewRowsAvx2Rows, kMaxTileRows256,     kFewRowsAvx2};
 }
 
 // Outputs [o0, o0 + n) (n ≤ v.lanes) of every row: the groups packed kPackGroups at a time, each
@@ -584,7 +685,7 @@ void RunPanel(const PackedVariant& v, const QuantRows& xq, int64_t rows, const P
   thread_local std::vector<float> packed_scales;
   thread_local std::vector<float> acc;
   acc.resize(static_cast<size_t>(rows * v.lanes));
-  if (v.unpacked != nullptr && rows <= v.max_rows && panel.n == v.lanes) {
+  if (v.unpacked != nullptr && rows <= v.unpacked_max_rows && panel.n == v.lanes) {
     v.unpacked(static_cast<int>(rows), xq, panel, acc.data());
     for (int64_t r = 0; r < rows; ++r) {
       for (int l = 0; l < panel.n; ++l) Put(y + r * ldy + o0 + l, acc[r * v.lanes + l], accumulate);
