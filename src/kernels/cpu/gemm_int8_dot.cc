@@ -58,7 +58,7 @@ constexpr int64_t kPackGroups = 32;
 constexpr int kMaxTileRows256 = 8;
 // Calls of at most this many rows run the AVX2 variant on the weights as they lie, one output at
 // a time (FewRowsAvx2); more pack them. One Qwen3-1.7B layer's projections, 2 threads, the
-// 2-vCPU EPYC (Zen 3) of docs/BENCHMARKS.md, two runs each: 1 row 3.6-3.9 ms against 5.8-6.1
+// 2-vCPU EPYC (Zen 3) of docs/BENCHMARKS.md, two runs each: 1 row 3.4-4.0 ms against 5.7-6.1
 // packed, 4 rows 5.9-7.6 against 7.3-8.7, 6 rows 9.4-9.9 against 10.0-10.7; at 8 rows packing
 // is ahead (11.2-11.4 against 13.0-13.5).
 constexpr int kFewRowsAvx2 = 6;
