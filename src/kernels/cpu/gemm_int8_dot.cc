@@ -113,6 +113,14 @@ void QuantizeGroupPortable(const float* x, int64_t n, int8_t* q, float* scale, i
 
 #define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
+// The sum of v's 8 int32 lanes (exact where it fits int32).
+DSCALE_AVX2 inline int32_t SumInt32Lanes(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+  return _mm_cvtsi128_si32(t);
+}
+
 // A whole group, 8 lanes at a time: the same operations (an exact maximum, IEEE division,
 // conversion to nearest even under the default rounding mode, the same clamp), so the same
 // values as QuantizeGroupPortable.
@@ -161,10 +169,7 @@ DSCALE_AVX2 void QuantizeGroupAvx2(const float* x, int8_t* q, float* scale, int3
   _mm256_storeu_si256(
       reinterpret_cast<__m256i*>(q),
       _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-  *sum = _mm_cvtsi128_si32(t);
+  *sum = SumInt32Lanes(total);
 }
 
 // The quantised activations of a call: q [rows, groups · 32], scale and sum [rows, groups].
@@ -416,11 +421,8 @@ DSCALE_AVX2 void OneOutputAvx2(const QuantRows& xq, const int8_t* wo, const floa
     DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m256i lanes = GroupLanesAvx2(Load256(xq.q + (r * groups + g) * kGroup), wv);
-      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
-      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
       const float term = so[g] * xq.scale[r * groups + g];
-      acc[r] = std::fma(term, static_cast<float>(_mm_cvtsi128_si32(t)), acc[r]);
+      acc[r] = std::fma(term, static_cast<float>(SumInt32Lanes(lanes)), acc[r]);
     }
   }
 }
