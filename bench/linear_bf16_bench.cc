@@ -7,7 +7,7 @@
 // register-tile variant, of widen-and-sgemm and of f32 weights through OpenBLAS (what the model
 // did before) at the same row count, and every variant's bandwidth fraction at one row. The int8
 // columns run the same layer quantised for `--weights int8` (LinearInt8: 1 byte per weight plus
-// an f32 scale per 32): its time, bandwidth fraction (of its 1.125 bytes per weight) and speed-up
+// a BF16 scale per 32): its time, bandwidth fraction (of its 1.0625 bytes per weight) and speed-up
 // over BF16 at each row count; with --int8-variants also each int8 tile variant and
 // dequantise-and-sgemm.
 //
@@ -72,8 +72,8 @@ struct Matrix {
   int64_t out, in;
   std::vector<uint16_t> bf16;
   std::vector<float> f32;
-  std::vector<int8_t> int8;   // the BF16 values quantised (quantize_int8.h)
-  std::vector<float> scales;  // [out, Int8Groups(in)]
+  std::vector<int8_t> int8;            // the BF16 values quantised (quantize_int8.h)
+  std::vector<cpu::Int8Scale> scales;  // [out, Int8Groups(in)]
 };
 
 // The layer's four projections, [out, in]: stacked q/k/v, o, stacked gate/up, down.
@@ -158,7 +158,7 @@ std::vector<Isa> VectorVariants(const std::vector<Isa>& supported) {
   return variants;
 }
 
-constexpr double kInt8BytesPerWeight = 1.0 + 4.0 / cpu::kInt8GroupSize;
+constexpr double kInt8BytesPerWeight = 1.0 + double{sizeof(cpu::Int8Scale)} / cpu::kInt8GroupSize;
 
 void PrintInt8Header(const Args& args) {
   std::printf(" | %9s %7s %9s", "int8 ms", "int8 bw", "bf16/int8");

@@ -14,11 +14,11 @@ namespace {
 constexpr float kInt8Max = 127.0f;
 
 // One group of n ≤ 32 weights: its scale, and its values rounded onto that grid.
-void QuantizeGroup(const float* w, int64_t n, int8_t* q, float* scale) {
+void QuantizeGroup(const float* w, int64_t n, int8_t* q, cpu::Int8Scale* scale) {
   float largest = 0.0f;
   for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(w[i]));
-  const float s = largest / kInt8Max;
-  *scale = s;
+  *scale = cpu::Int8ScaleAtLeast(largest / kInt8Max);
+  const float s = cpu::Int8ScaleValue(*scale);
   for (int64_t i = 0; i < n; ++i) {
     // s is 0 only for an all-zero group (or one whose largest weight is below 127 times the
     // smallest subnormal): every value rounds to 0 there. The clamp catches w / s reaching
@@ -31,7 +31,8 @@ void QuantizeGroup(const float* w, int64_t n, int8_t* q, float* scale) {
 
 }  // namespace
 
-void QuantizeInt8Rows(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales) {
+void QuantizeInt8Rows(const float* w, int64_t rows, int64_t cols, int8_t* q,
+                      cpu::Int8Scale* scales) {
   const int64_t groups = cpu::Int8Groups(cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -45,7 +46,7 @@ void QuantizeInt8Rows(const float* w, int64_t rows, int64_t cols, int8_t* q, flo
 WeightMatrix QuantizeInt8(const WeightMatrix& w) {
   const int64_t rows = w.rows(), cols = w.cols(), groups = cpu::Int8Groups(cols);
   std::vector<int8_t> q(static_cast<size_t>(rows * cols));
-  std::vector<float> scales(static_cast<size_t>(rows * groups));
+  std::vector<cpu::Int8Scale> scales(static_cast<size_t>(rows * groups));
 #pragma omp parallel
   {
     std::vector<float> row(static_cast<size_t>(cols));

@@ -47,12 +47,12 @@ WeightMatrix WeightMatrix::FromBf16(std::vector<uint16_t> bits, int64_t rows, in
   return Owned(std::move(bits), DType::kBF16, rows, cols);
 }
 
-WeightMatrix WeightMatrix::FromInt8(std::vector<int8_t> values, std::vector<float> scales,
+WeightMatrix WeightMatrix::FromInt8(std::vector<int8_t> values, std::vector<cpu::Int8Scale> scales,
                                     int64_t rows, int64_t cols) {
   DSCALE_CHECK(rows >= 0 && cols >= 0 && static_cast<int64_t>(values.size()) == rows * cols &&
                static_cast<int64_t>(scales.size()) == rows * cpu::Int8Groups(cols));
   // One owner for both arrays, so row ranges and stacks keep them alive together.
-  auto owner = std::make_shared<std::pair<std::vector<int8_t>, std::vector<float>>>(
+  auto owner = std::make_shared<std::pair<std::vector<int8_t>, std::vector<cpu::Int8Scale>>>(
       std::move(values), std::move(scales));
   WeightMatrix m;
   m.rows_ = rows;
@@ -97,7 +97,7 @@ int64_t WeightMatrix::bytes() const {
   for (const Block& b : blocks_) {
     total += b.rows * cols_ * static_cast<int64_t>(ElementBytes(b.format));
     if (b.format == WeightFormat::kInt8) {
-      total += b.rows * cpu::Int8Groups(cols_) * static_cast<int64_t>(sizeof(float));
+      total += b.rows * cpu::Int8Groups(cols_) * static_cast<int64_t>(sizeof(cpu::Int8Scale));
     }
   }
   return total;
@@ -113,7 +113,7 @@ WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
     const int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + b.rows);
     if (lo < hi) {
       const auto offset = static_cast<size_t>((lo - first) * cols_) * ElementBytes(b.format);
-      const float* scales =
+      const cpu::Int8Scale* scales =
           b.scales == nullptr ? nullptr : b.scales + (lo - first) * cpu::Int8Groups(cols_);
       m.blocks_.push_back({.format = b.format,
                            .data = static_cast<const std::byte*>(b.data) + offset,
@@ -132,7 +132,7 @@ namespace {
 struct SelectedRun {
   WeightFormat format = WeightFormat::kF32;
   std::vector<std::byte> values;
-  std::vector<float> scales;  // kInt8 only
+  std::vector<cpu::Int8Scale> scales;  // kInt8 only
   int64_t rows = 0;
 };
 

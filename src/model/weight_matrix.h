@@ -25,8 +25,8 @@ class WeightMatrix {
   // Consecutive rows stored in one place.
   struct Block {
     WeightFormat format = WeightFormat::kF32;
-    const void* data = nullptr;     // [rows, cols]: f32, BF16 bits or int8
-    const float* scales = nullptr;  // kInt8: [rows, cpu::Int8Groups(cols)] (gemm_int8.h)
+    const void* data = nullptr;              // [rows, cols]: f32, BF16 bits or int8
+    const cpu::Int8Scale* scales = nullptr;  // kInt8: [rows, cpu::Int8Groups(cols)] (gemm_int8.h)
     int64_t rows = 0;
   };
 
@@ -35,8 +35,8 @@ class WeightMatrix {
   static WeightMatrix FromF32(std::vector<float> values, int64_t rows, int64_t cols);
   static WeightMatrix FromBf16(std::vector<uint16_t> bits, int64_t rows, int64_t cols);
   // `values` [rows, cols] and `scales` [rows, cpu::Int8Groups(cols)] in cpu::LinearInt8's format.
-  static WeightMatrix FromInt8(std::vector<int8_t> values, std::vector<float> scales, int64_t rows,
-                               int64_t cols);
+  static WeightMatrix FromInt8(std::vector<int8_t> values, std::vector<cpu::Int8Scale> scales,
+                               int64_t rows, int64_t cols);
   // A checkpoint tensor of `shape`: shape[0] rows of the remaining dims (a vector, or a scalar,
   // is one column).
   static WeightMatrix FromF32(std::vector<float> values, const std::vector<int64_t>& shape);

@@ -47,7 +47,7 @@ Case MakeCase(std::mt19937& rng, int64_t rows, int64_t in, int64_t out) {
 std::vector<float> Reference(const Case& c, int64_t rows, int64_t in, int64_t out,
                              bool accumulate) {
   std::vector<float> want = c.y0;
-  ref::LinearInt8Int8(c.x.data(), c.weights(), c.scales.data(), want.data(), rows, in, out,
+  ref::LinearInt8Int8(c.x.data(), c.weights(), c.scale_values().data(), want.data(), rows, in, out,
                       cpu::kInt8GroupSize, accumulate);
   return want;
 }
@@ -279,7 +279,7 @@ TEST(LinearInt8DotTest, NamesAndVariants) {
 
 TEST(LinearInt8DotTest, EmptyShapes) {
   const std::vector<int8_t> w(6, 1);
-  const std::vector<float> scales(2, 1.0f);
+  const std::vector<cpu::Int8Scale> scales(2, cpu::Int8ScaleAtLeast(1.0f));
   std::vector<float> ys = {1.0f, 2.0f};
   cpu::LinearInt8(nullptr, w.data(), scales.data(), ys.data(), 1, 0, 2, false, 0,
                   cpu::Int8Activations::kInt8);

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -27,7 +28,7 @@ using testing::MakeInt8Case;
 void ExpectWithinBound(const Case& c, const std::vector<float>& got, int64_t rows, int64_t in,
                        int64_t out, bool accumulate) {
   std::vector<float> want = c.y0;
-  ref::LinearInt8(c.x.data(), c.weights(), c.scales.data(), want.data(), rows, in, out,
+  ref::LinearInt8(c.x.data(), c.weights(), c.scale_values().data(), want.data(), rows, in, out,
                   cpu::kInt8GroupSize, accumulate);
   const int64_t groups = cpu::Int8Groups(in);
   for (int64_t r = 0; r < rows; ++r) {
@@ -35,7 +36,7 @@ void ExpectWithinBound(const Case& c, const std::vector<float>& got, int64_t row
       double mass = accumulate ? std::fabs(c.y0[r * out + o]) : 0.0;
       for (int64_t i = 0; i < in; ++i) {
         const double weight = static_cast<double>(c.weights()[o * in + i]) *
-                              c.scales[o * groups + i / cpu::kInt8GroupSize];
+                              c.scale(o * groups + i / cpu::kInt8GroupSize);
         mass += std::fabs(c.x[r * in + i] * weight);
       }
       ASSERT_LE(std::fabs(double{got[r * out + o]} - want[r * out + o]),
@@ -133,16 +134,40 @@ TEST(LinearInt8Test, DequantisedValuesAreTheRoundedProducts) {
     for (int64_t o = 0; o < 5; ++o) {
       for (int64_t i = 0; i < in; ++i) {
         const float want = static_cast<float>(c.weights()[o * in + i]) *
-                           c.scales[o * cpu::Int8Groups(in) + i / cpu::kInt8GroupSize];
+                           c.scale(o * cpu::Int8Groups(in) + i / cpu::kInt8GroupSize);
         ASSERT_EQ(got[o * in + i], want) << "in=" << in << " o=" << o << " i=" << i;
       }
     }
   }
 }
 
+// Scales are BF16 bit patterns; Int8ScaleAtLeast rounds up to the next one (carrying into the
+// exponent), keeps values BF16 holds, and widening gives them back exactly.
+TEST(LinearInt8Test, ScalesRoundUpToBf16) {
+  EXPECT_EQ(cpu::Int8ScaleAtLeast(0.0f), 0);
+  EXPECT_EQ(cpu::Int8ScaleAtLeast(1.0f), 0x3f80);
+  EXPECT_EQ(cpu::Int8ScaleValue(0x3f80), 1.0f);
+  EXPECT_EQ(cpu::Int8ScaleAtLeast(std::bit_cast<float>(0x3f800001u)), 0x3f81);
+  EXPECT_EQ(cpu::Int8ScaleAtLeast(std::bit_cast<float>(0x3fffffffu)), 0x4000);  // 2.0
+  EXPECT_EQ(cpu::Int8ScaleValue(0x4000), 2.0f);
+  const float subnormal = std::bit_cast<float>(0x00000003u);
+  EXPECT_EQ(cpu::Int8ScaleAtLeast(subnormal), 0x0001);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> exponent(-40.0f, 30.0f);
+  for (int i = 0; i < 1000; ++i) {
+    const float v = std::pow(2.0f, exponent(rng));
+    const float s = cpu::Int8ScaleValue(cpu::Int8ScaleAtLeast(v));
+    ASSERT_GE(s, v) << v;
+    ASSERT_EQ(std::bit_cast<uint32_t>(s) & 0xffffu, 0u) << v;
+    if (std::isnormal(v)) {
+      ASSERT_LE(s, v * (1.0f + 0x1p-7f)) << v;
+    }
+  }
+}
+
 TEST(LinearInt8Test, EmptyShapes) {
   const std::vector<int8_t> w(6, 1);
-  const std::vector<float> scales(2, 1.0f);
+  const std::vector<cpu::Int8Scale> scales(2, cpu::Int8ScaleAtLeast(1.0f));
   float y = 42.0f;
   cpu::LinearInt8(nullptr, w.data(), scales.data(), &y, 0, 3, 2);
   EXPECT_EQ(y, 42.0f);

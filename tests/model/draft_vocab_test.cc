@@ -120,8 +120,8 @@ WeightMatrix RandomMatrix(WeightFormat format, int64_t rows, int64_t cols, uint3
   }
   std::vector<int8_t> q(f32.size());
   for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(std::lround(f32[i] * 127));
-  std::vector<float> scales(static_cast<size_t>(rows * cpu::Int8Groups(cols)));
-  for (float& s : scales) s = 0.01f + 0.01f * std::fabs(value(rng));
+  std::vector<cpu::Int8Scale> scales(static_cast<size_t>(rows * cpu::Int8Groups(cols)));
+  for (cpu::Int8Scale& s : scales) s = cpu::Int8ScaleAtLeast(0.01f + 0.01f * std::fabs(value(rng)));
   return WeightMatrix::FromInt8(std::move(q), std::move(scales), rows, cols);
 }
 
@@ -176,7 +176,8 @@ TEST(SelectRowsTest, CopiesTheRowsInEveryFormatAndProjectsAsTheSource) {
   ExpectSelectionMatchesSource(stacked, rows);
   ExpectSelectionMatchesSource(stacked, {1, 30, 12, 5});  // any order
   EXPECT_EQ(stacked.SelectRows(rows).bytes(),
-            int64_t{3} * 2 * 45 + 2 * 4 * 45 + 2 * (45 + 4 * cpu::Int8Groups(45)));
+            int64_t{3} * 2 * 45 + 2 * 4 * 45 +
+                2 * (45 + int64_t{sizeof(cpu::Int8Scale)} * cpu::Int8Groups(45)));
 }
 
 class DraftVocabDrafterTest : public ::testing::TestWithParam<bool> {

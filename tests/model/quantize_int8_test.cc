@@ -58,7 +58,7 @@ TEST(QuantizeInt8Test, EveryGroupRoundsOntoItsOwnScale) {
     std::fill(w.begin() + cols, w.begin() + cols + std::min(cols, kInt8GroupSize), 0.0f);
     for (int64_t k = (groups - 1) * kInt8GroupSize; k < cols; ++k) w[2 * cols + k] *= 1e-3f;
     std::vector<int8_t> q(rows * cols);
-    std::vector<float> scales(rows * groups);
+    std::vector<cpu::Int8Scale> scales(rows * groups);
     QuantizeInt8Rows(w.data(), rows, cols, q.data(), scales.data());
     std::vector<float> back(rows * cols);
     cpu::DequantizeInt8Rows(q.data(), scales.data(), rows, cols, back.data());
@@ -72,9 +72,19 @@ TEST(QuantizeInt8Test, EveryGroupRoundsOntoItsOwnScale) {
           largest = std::max(largest, std::fabs(w[i]));
           largest_q = std::max(largest_q, std::abs(int{q[i]}));
         }
-        const float s = scales[r * groups + g];
-        ASSERT_EQ(s, largest / 127.0f) << "row " << r << " group " << g;
-        EXPECT_EQ(largest_q, s == 0.0f ? 0 : 127) << "row " << r << " group " << g;
+        // The smallest BF16 value at least largest / 127: it holds the group within ±127 steps,
+        // and its 8 significant bits put the largest weight at 126.5 steps or more.
+        const float s = cpu::Int8ScaleValue(scales[r * groups + g]);
+        const float exact = largest / 127.0f;
+        ASSERT_GE(s, exact) << "row " << r << " group " << g;
+        ASSERT_LE(s, exact * (1.0f + 0x1p-7f)) << "row " << r << " group " << g;
+        ASSERT_EQ(scales[r * groups + g], cpu::Int8ScaleAtLeast(exact));
+        if (s == 0.0f) {
+          EXPECT_EQ(largest_q, 0) << "row " << r << " group " << g;
+        } else {
+          EXPECT_GE(largest_q, 126) << "row " << r << " group " << g;
+          EXPECT_LE(largest_q, 127) << "row " << r << " group " << g;
+        }
         for (int64_t i = begin; i < end; ++i) {
           ASSERT_LE(std::fabs(double{back[i]} - w[i]), s * (0.5 + kRoundingSlack))
               << "row " << r << " element " << i - r * cols;
@@ -100,11 +110,12 @@ TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRanges) {
   EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt8);
   EXPECT_EQ(m.rows(), 12);
   EXPECT_EQ(m.cols(), cols);
-  EXPECT_EQ(m.bytes(), 12 * cols + 12 * Int8Groups(cols) * 4);
+  EXPECT_EQ(m.bytes(), 12 * cols + 12 * Int8Groups(cols) * int64_t{sizeof(cpu::Int8Scale)});
   // The same values as quantising the widened rows directly.
   const std::vector<float> wide = source.ToF32();
   std::vector<int8_t> q(wide.size());
-  std::vector<float> scales(12 * Int8Groups(cols)), want(wide.size());
+  std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
+  std::vector<float> want(wide.size());
   QuantizeInt8Rows(wide.data(), 12, cols, q.data(), scales.data());
   cpu::DequantizeInt8Rows(q.data(), scales.data(), 12, cols, want.data());
   const std::vector<float> all = m.ToF32();

@@ -1,16 +1,21 @@
 #include "kernels/cpu/gemm_int8.h"
 
-// Format. w[out, in] int8, row-major and dense; scales[out, groups] f32, groups = ⌈in / 32⌉.
+// Format. w[out, in] int8, row-major and dense; scales[out, groups] BF16, groups = ⌈in / 32⌉.
 // Weight (o, i) stands for w[o, i] · scales[o, i / 32]: symmetric, one scale per group of 32
 // consecutive inputs of one output row. That is llama.cpp's Q8_0 granularity, so an 8-bit model
-// here and a Q8_0 one there round the same weights to the same grid and compare fairly in speed
-// and accuracy. When `in` is not a multiple of 32, each row's last group is shorter (in mod 32
-// inputs) and has its own scale; groups never span two rows.
+// here and a Q8_0 one there round the same weights to grids of the same fineness and compare
+// fairly in speed and accuracy. When `in` is not a multiple of 32, each row's last group is
+// shorter (in mod 32 inputs) and has its own scale; groups never span two rows.
 //
-// Scales are f32, not Q8_0's f16: exact for every group (an f16 scale keeps 11 bits and turns
-// subnormal for groups whose largest |w| is under 2⁻¹⁴·127 ≈ 7.8e-3, which small trained weights
-// reach), and one broadcast load in every variant. They cost 1/8 byte per weight instead of 1/16:
-// 6% more bytes per step than Q8_0.
+// Scales are BF16, not Q8_0's FP16: the same 2 bytes (1/16 byte per weight), but f32's exponent
+// range, so no group's scale turns subnormal or zero (FP16 does below a largest |w| of
+// 2⁻¹⁴·127 ≈ 7.8e-3, which small trained weights reach), and widening one is a shift. The
+// quantiser rounds each scale up to a BF16 value (quantize_int8.h), so the kernels multiply by
+// exactly the scale the weights were rounded against; its 8 significant bits make the grid at
+// most 2⁻⁷ coarser than an exact scale's, and makes every dequantised weight w·s exact in f32
+// (8 significant bits times 8). They were f32 before (1/8 byte per weight): the int8 copy of
+// Qwen3-1.7B is 0.11 GB smaller now (1.82 GB), though its decode step did not get measurably
+// faster on the AVX2-only EPYC of docs/BENCHMARKS.md ("An AVX2-only CPU").
 //
 // Up to LinearInt8TiledRowLimit rows: register tiles of 4 outputs × up to 6 rows, as in
 // LinearBf16 (gemm_bf16.h), widen each weight vector once per tile (sign-extend, convert, times
@@ -60,7 +65,7 @@ static_assert(kLineWeights == 2 * kInt8GroupSize);
 // The AVX-512 one-row step reads a group as two 16-lane vectors.
 static_assert(kInt8GroupSize == 32);
 // Groups whose scales share one 64-byte line of a row's scales.
-constexpr int64_t kScaleLineGroups = 16;
+constexpr int64_t kScaleLineGroups = 64 / sizeof(Int8Scale);
 
 // The register tiles' loops over their fixed rows and outputs must be unrolled completely, or
 // GCC at -O2 keeps the accumulator arrays in memory and every FMA becomes a load and a store.
@@ -74,7 +79,7 @@ constexpr int64_t kScaleLineGroups = 16;
 // called out of line, GCC 12 finds it free of side effects (prefetches count as none), marks it
 // const and deletes every call.
 template <int kOuts>
-[[gnu::always_inline]] inline void Prefetch(const int8_t* wo, const float* so, int64_t in,
+[[gnu::always_inline]] inline void Prefetch(const int8_t* wo, const Int8Scale* so, int64_t in,
                                             int64_t groups, int64_t group) {
   constexpr int64_t kAheadGroups = kPrefetchBytes / kInt8GroupSize;
   const int64_t ahead = group * kInt8GroupSize + kPrefetchBytes;
@@ -85,7 +90,7 @@ template <int kOuts>
   }
   if (group % kScaleLineGroups != 0) return;
   const int64_t scale_ahead = group + kAheadGroups;
-  const float* s_at =
+  const Int8Scale* s_at =
       scale_ahead < groups ? so + scale_ahead : so + kOuts * groups + (scale_ahead - groups);
   DSCALE_UNROLL
   for (int g = 0; g < kOuts; ++g) {
@@ -97,28 +102,28 @@ inline void Put(float* y, float value, bool accumulate) { *y = accumulate ? *y +
 
 // Inputs [k_begin, in) of one output row (weights `wo`, scales `so`) against x row `xr`: the
 // tails the vector loops leave, in plain C++.
-inline float TailDot(const int8_t* wo, const float* so, const float* xr, int64_t k_begin,
+inline float TailDot(const int8_t* wo, const Int8Scale* so, const float* xr, int64_t k_begin,
                      int64_t in) {
   float sum = 0.0f;
   for (int64_t k = k_begin; k < in; ++k) {
-    const float w = static_cast<float>(wo[k]) * so[k / kInt8GroupSize];
+    const float w = static_cast<float>(wo[k]) * Int8ScaleValue(so[k / kInt8GroupSize]);
     sum += w * xr[k];
   }
   return sum;
 }
 
 // Outputs [o_begin, o_end) for every row, in plain C++ (the compiler vectorises what it can).
-void TiledPortable(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
+void TiledPortable(const float* x, const int8_t* w, const Int8Scale* scales, float* y, int64_t rows,
                    int64_t in, int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   const int64_t groups = Int8Groups(in);
   for (int64_t o = o_begin; o < o_end; ++o) {
     const int8_t* wo = w + o * in;
-    const float* so = scales + o * groups;
+    const Int8Scale* so = scales + o * groups;
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * in;
       float sum = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
-        const float s = so[g];
+        const float s = Int8ScaleValue(so[g]);
         const int64_t end = std::min(in, (g + 1) * kInt8GroupSize);
         for (int64_t k = g * kInt8GroupSize; k < end; ++k) {
           const float wk = static_cast<float>(wo[k]) * s;
@@ -155,8 +160,8 @@ DSCALE_AVX2 inline float Sum8(__m256 v) {
 // kRows ≥ 2 rows of x (row r at x + r·in) against kOuts weight rows from `wo` (scales from
 // `so`); y[r·out + g] gets output g of row r.
 template <int kRows, int kOuts>
-DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const float* so, int64_t in, float* y,
-                          int64_t out, bool accumulate) {
+DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const Int8Scale* so, int64_t in,
+                          float* y, int64_t out, bool accumulate) {
   const int64_t groups = Int8Groups(in), full = in / kInt8GroupSize;
   __m256 acc[kRows][kOuts];
   DSCALE_UNROLL
@@ -171,7 +176,8 @@ DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const float* so, int
       __m256 wv[kOuts];
       DSCALE_UNROLL
       for (int g = 0; g < kOuts; ++g) {
-        wv[g] = LoadInt8x8(wo + g * in + k0 + j, _mm256_broadcast_ss(so + g * groups + group));
+        wv[g] = LoadInt8x8(wo + g * in + k0 + j,
+                           _mm256_set1_ps(Int8ScaleValue(so[g * groups + group])));
       }
       DSCALE_UNROLL
       for (int r = 0; r < kRows; ++r) {
@@ -202,8 +208,8 @@ DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const float* so, int
 // One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g. The
 // group's partial sums are scaled, not its weights (see RowAvx512).
 template <int kOuts>
-DSCALE_AVX2 void RowAvx2(const float* x, const int8_t* wo, const float* so, int64_t in, float* y,
-                         bool accumulate) {
+DSCALE_AVX2 void RowAvx2(const float* x, const int8_t* wo, const Int8Scale* so, int64_t in,
+                         float* y, bool accumulate) {
   const int64_t groups = Int8Groups(in), full = in / kInt8GroupSize;
   __m256 acc[kOuts];
   DSCALE_UNROLL
@@ -221,7 +227,8 @@ DSCALE_AVX2 void RowAvx2(const float* x, const int8_t* wo, const float* so, int6
       for (int j = 1; j < kInt8GroupSize / 8; ++j) {
         part = _mm256_fmadd_ps(WidenInt8x8(wg + 8 * j), xv[j], part);
       }
-      acc[g] = _mm256_fmadd_ps(part, _mm256_broadcast_ss(so + g * groups + group), acc[g]);
+      acc[g] =
+          _mm256_fmadd_ps(part, _mm256_set1_ps(Int8ScaleValue(so[g * groups + group])), acc[g]);
     }
   };
   int64_t grp = 0;
@@ -239,7 +246,7 @@ DSCALE_AVX2 void RowAvx2(const float* x, const int8_t* wo, const float* so, int6
   }
 }
 
-DSCALE_AVX2 void TiledAvx2(const float* x, const int8_t* w, const float* scales, float* y,
+DSCALE_AVX2 void TiledAvx2(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                            int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t o_begin,
                            int64_t o_end) {
   const int64_t groups = Int8Groups(in);
@@ -247,7 +254,7 @@ DSCALE_AVX2 void TiledAvx2(const float* x, const int8_t* w, const float* scales,
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const int8_t* wo = w + o * in;
-    const float* so = scales + o * groups;
+    const Int8Scale* so = scales + o * groups;
     int64_t r = 0;
     for (; r + 6 <= paired; r += 6) {
       TileAvx2<6, 2>(x + r * in, wo, so, in, y + r * out + o, out, accumulate);
@@ -294,7 +301,7 @@ DSCALE_AVX512 inline __m512 LoadInt8x16(const int8_t* p, float scale) {
 
 // kRows ≥ 2 rows of x (row r at x + r·in) against 4 weight rows from `wo` (scales from `so`).
 template <int kRows>
-DSCALE_AVX512 void TileAvx512(const float* x, const int8_t* wo, const float* so, int64_t in,
+DSCALE_AVX512 void TileAvx512(const float* x, const int8_t* wo, const Int8Scale* so, int64_t in,
                               float sums[kRows][kOutGroup]) {
   const int64_t groups = Int8Groups(in), full = in / kInt8GroupSize;
   __m512 acc[kRows][kOutGroup];
@@ -310,7 +317,7 @@ DSCALE_AVX512 void TileAvx512(const float* x, const int8_t* wo, const float* so,
       __m512 wv[kOutGroup];
       DSCALE_UNROLL
       for (int g = 0; g < kOutGroup; ++g) {
-        wv[g] = LoadInt8x16(wo + g * in + k0 + j, so[g * groups + group]);
+        wv[g] = LoadInt8x16(wo + g * in + k0 + j, Int8ScaleValue(so[g * groups + group]));
       }
       DSCALE_UNROLL
       for (int r = 0; r < kRows; ++r) {
@@ -338,7 +345,7 @@ DSCALE_AVX512 void TileAvx512(const float* x, const int8_t* wo, const float* so,
 }
 
 template <int kRows>
-DSCALE_AVX512 void RowsAvx512(const float* x, const int8_t* wo, const float* so, float* y,
+DSCALE_AVX512 void RowsAvx512(const float* x, const int8_t* wo, const Int8Scale* so, float* y,
                               int64_t in, int64_t out, bool accumulate, int64_t r, int64_t o) {
   float sums[kRows][kOutGroup];
   TileAvx512<kRows>(x + r * in, wo, so, in, sums);
@@ -353,7 +360,7 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const int8_t* wo, const float* so,
 // it, so each output's partial sum over a group is scaled instead, inside the FMA that adds it
 // up: 9% faster at one row of a Qwen3-1.7B layer, as fast per byte as the BF16 tiles.
 template <int kOuts>
-DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const float* so, int64_t in,
+DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const Int8Scale* so, int64_t in,
                              float* y, bool accumulate) {
   const int64_t groups = Int8Groups(in), full = in / kInt8GroupSize;
   __m512 acc[kOuts];
@@ -367,7 +374,8 @@ DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const float* so, 
       const int8_t* wg = wo + g * in + k0;
       const __m512 part =
           _mm512_fmadd_ps(WidenInt8x16(wg + 16), x1, _mm512_mul_ps(WidenInt8x16(wg), x0));
-      acc[g] = _mm512_fmadd_ps(part, _mm512_set1_ps(so[g * groups + group]), acc[g]);
+      acc[g] =
+          _mm512_fmadd_ps(part, _mm512_set1_ps(Int8ScaleValue(so[g * groups + group])), acc[g]);
     }
   };
   int64_t grp = 0;
@@ -385,7 +393,7 @@ DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const float* so, 
   }
 }
 
-DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const float* scales, float* y,
+DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                                int64_t rows, int64_t in, int64_t out, bool accumulate,
                                int64_t o_begin, int64_t o_end) {
   const int64_t groups = Int8Groups(in);
@@ -393,7 +401,7 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const float* sca
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const int8_t* wo = w + o * in;
-    const float* so = scales + o * groups;
+    const Int8Scale* so = scales + o * groups;
     int64_t r = 0;
     for (; r + 6 <= paired; r += 6) RowsAvx512<6>(x, wo, so, y, in, out, accumulate, r, o);
     for (; r + 4 <= paired; r += 4) RowsAvx512<4>(x, wo, so, y, in, out, accumulate, r, o);
@@ -415,7 +423,7 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const float* sca
 #pragma GCC diagnostic pop
 #undef DSCALE_AVX512
 
-using TiledFn = void (*)(const float*, const int8_t*, const float*, float*, int64_t, int64_t,
+using TiledFn = void (*)(const float*, const int8_t*, const Int8Scale*, float*, int64_t, int64_t,
                          int64_t, bool, int64_t, int64_t);
 
 TiledFn TiledFor(Bf16Isa isa) {
@@ -432,7 +440,7 @@ TiledFn TiledFor(Bf16Isa isa) {
 
 // The threads split the output columns in blocks of kOutBlock. (The variants take y's row stride
 // where they name it `out`.)
-void RunTiled(TiledFn fn, const float* x, const int8_t* w, const float* scales, float* y,
+void RunTiled(TiledFn fn, const float* x, const int8_t* w, const Int8Scale* scales, float* y,
               int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   const int64_t blocks = (out + kOutBlock - 1) / kOutBlock;
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
@@ -443,10 +451,10 @@ void RunTiled(TiledFn fn, const float* x, const int8_t* w, const float* scales, 
 }
 
 // One row's fl(w · s) values: whole groups 8 at a time, the short last group in plain C++.
-DSCALE_AVX2 void DequantizeRowAvx2(const int8_t* w, const float* s, int64_t in, float* dst) {
+DSCALE_AVX2 void DequantizeRowAvx2(const int8_t* w, const Int8Scale* s, int64_t in, float* dst) {
   const int64_t full = in / kInt8GroupSize;
   for (int64_t g = 0; g < full; ++g) {
-    const __m256 scale = _mm256_broadcast_ss(s + g);
+    const __m256 scale = _mm256_set1_ps(Int8ScaleValue(s[g]));
     DSCALE_UNROLL
     for (int64_t j = 0; j < kInt8GroupSize; j += 8) {
       const int64_t k = g * kInt8GroupSize + j;
@@ -454,17 +462,18 @@ DSCALE_AVX2 void DequantizeRowAvx2(const int8_t* w, const float* s, int64_t in, 
     }
   }
   for (int64_t k = full * kInt8GroupSize; k < in; ++k) {
-    dst[k] = static_cast<float>(w[k]) * s[k / kInt8GroupSize];
+    dst[k] = static_cast<float>(w[k]) * Int8ScaleValue(s[k / kInt8GroupSize]);
   }
 }
 
-void DequantizeRowPortable(const int8_t* w, const float* s, int64_t in, float* dst) {
-  for (int64_t k = 0; k < in; ++k) dst[k] = static_cast<float>(w[k]) * s[k / kInt8GroupSize];
+void DequantizeRowPortable(const int8_t* w, const Int8Scale* s, int64_t in, float* dst) {
+  for (int64_t k = 0; k < in; ++k)
+    dst[k] = static_cast<float>(w[k]) * Int8ScaleValue(s[k / kInt8GroupSize]);
 }
 
 #undef DSCALE_AVX2
 
-void DequantizeAndSgemm(const float* x, const int8_t* w, const float* scales, float* y,
+void DequantizeAndSgemm(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                         int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   DSCALE_CHECK(rows <= std::numeric_limits<blasint>::max() &&
                in <= std::numeric_limits<blasint>::max() &&
@@ -505,7 +514,7 @@ int64_t LinearInt8TiledRowLimit(Bf16Isa isa) {
   return 0;
 }
 
-void DequantizeInt8Rows(const int8_t* w, const float* scales, int64_t rows, int64_t in,
+void DequantizeInt8Rows(const int8_t* w, const Int8Scale* scales, int64_t rows, int64_t in,
                         float* dst) {
   DSCALE_CHECK(rows >= 0 && in >= 0);
   const int64_t groups = Int8Groups(in);
@@ -520,20 +529,20 @@ void DequantizeInt8Rows(const int8_t* w, const float* scales, int64_t rows, int6
   }
 }
 
-void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const float* scales, float* y,
-                     int64_t rows, int64_t in, int64_t out, bool accumulate) {
+void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const Int8Scale* scales,
+                     float* y, int64_t rows, int64_t in, int64_t out, bool accumulate) {
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
   CheckBf16IsaSupported(isa);
   RunTiled(TiledFor(isa), x, w, scales, y, rows, in, out, accumulate, out);
 }
 
-void LinearInt8DequantSgemm(const float* x, const int8_t* w, const float* scales, float* y,
+void LinearInt8DequantSgemm(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                             int64_t rows, int64_t in, int64_t out, bool accumulate) {
   DSCALE_CHECK(rows > 0 && in > 0 && out > 0);
   DequantizeAndSgemm(x, w, scales, y, rows, in, out, accumulate, out);
 }
 
-void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
+void LinearInt8(const float* x, const int8_t* w, const Int8Scale* scales, float* y, int64_t rows,
                 int64_t in, int64_t out, bool accumulate, int64_t ldy,
                 Int8Activations activations) {
   if (activations == Int8Activations::kInt8) {

@@ -1,11 +1,11 @@
 #pragma once
 // y = x · dequant(w)ᵀ with 8-bit weights and f32 activations, accumulating in f32: the
 // projections of `--weights int8`, which read about half the bytes of BF16 per decode step.
-// Format: w[out, in] int8, row-major; scales[out, ⌈in / 32⌉] f32; weight (o, i) stands for
-// w[o, i] · scales[o, i / 32] (llama.cpp's Q8_0 groups with f32 scales; a row's last group may
-// be shorter). Each output is within γ_(in+1)·Σ|w·s·x| of the exact product with the weights w·s
-// (float_bounds.h; γ_(in+2) with `accumulate`). The format's reasons, the tiles and the rounding
-// count: gemm_int8.cc.
+// Format: w[out, in] int8, row-major; scales[out, ⌈in / 32⌉] BF16 (Int8Scale: the top 16 bits of
+// an f32); weight (o, i) stands for w[o, i] · scales[o, i / 32] (llama.cpp's Q8_0 groups, with
+// BF16 scales where Q8_0 has FP16 ones; a row's last group may be shorter). Each output is within
+// γ_(in+1)·Σ|w·s·x| of the exact product with the weights w·s (float_bounds.h; γ_(in+2) with
+// `accumulate`). The format's reasons, the tiles and the rounding count: gemm_int8.cc.
 //
 // With Int8Activations::kInt8 (`--int8-activations int8`) the activations are quantised too, per
 // 32 inputs, and every product is an int8 × int8 integer dot product (gemm_int8_dot.cc):
@@ -22,6 +22,7 @@
 // (no sgemm path), so prefill rows compute that model too. The weights must lie in [-127, 127]
 // (the weight quantiser's range, quantize_int8.h): the AVX2 variant's int16 pair sums rely on it.
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -38,6 +39,20 @@ inline constexpr int64_t kInt8GroupSize = 32;
 // Scales per output row: ⌈in / kInt8GroupSize⌉.
 constexpr int64_t Int8Groups(int64_t in) { return (in + kInt8GroupSize - 1) / kInt8GroupSize; }
 
+// A weight group's scale: BF16 bits, the value's f32 bits shifted right by 16 (exact: the weight
+// quantiser picks scales BF16 can hold).
+using Int8Scale = uint16_t;
+inline float Int8ScaleValue(Int8Scale scale) {
+  return std::bit_cast<float>(static_cast<uint32_t>(scale) << 16);
+}
+// The smallest BF16 value ≥ v (v finite and ≥ 0): rounding a scale up keeps every weight of its
+// group within ±127 steps of it.
+inline Int8Scale Int8ScaleAtLeast(float v) {
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
+  const uint32_t up = (bits & 0xffffu) != 0 ? bits + 0x10000u : bits;
+  return static_cast<Int8Scale>(up >> 16);
+}
+
 // How LinearInt8 takes its f32 activations: as they are, or quantised per 32 inputs (above).
 enum class Int8Activations { kF32, kInt8 };
 // "f32", "int8": the spellings of `--int8-activations`.
@@ -47,12 +62,13 @@ std::optional<Int8Activations> Int8ActivationsFromName(std::string_view name);
 // y[rows, out] = x[rows, in] · dequant(w, scales)ᵀ (or y += that when `accumulate`); w and
 // scales in the format above, any alignment. Rows of y are `ldy` floats apart (0: out), so a
 // call can fill a column block of a wider y.
-void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
+void LinearInt8(const float* x, const int8_t* w, const Int8Scale* scales, float* y, int64_t rows,
                 int64_t in, int64_t out, bool accumulate = false, int64_t ldy = 0,
                 Int8Activations activations = Int8Activations::kF32);
 
 // dst[rows, in] = the dequantised f32 values fl(w · s) (panels, WeightMatrix::RowToF32, tests).
-void DequantizeInt8Rows(const int8_t* w, const float* scales, int64_t rows, int64_t in, float* dst);
+void DequantizeInt8Rows(const int8_t* w, const Int8Scale* scales, int64_t rows, int64_t in,
+                        float* dst);
 
 // The register tiles come in the variants of bf16_isa.h (AVX2 + FMA; AVX-512 F + BW; portable):
 // SupportedBf16Isas() lists those this CPU runs, and LinearInt8 uses BestBf16Isa().
@@ -62,11 +78,11 @@ int64_t LinearInt8TiledRowLimit(Bf16Isa isa);
 
 // The register tiles of one variant, for any row count (parity tests and benchmarks). The
 // variant must be in SupportedBf16Isas().
-void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const float* scales, float* y,
-                     int64_t rows, int64_t in, int64_t out, bool accumulate);
+void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const Int8Scale* scales,
+                     float* y, int64_t rows, int64_t in, int64_t out, bool accumulate);
 
 // The many-row path alone: f32 weight panels in cache and OpenBLAS sgemm (tests, benchmarks).
-void LinearInt8DequantSgemm(const float* x, const int8_t* w, const float* scales, float* y,
+void LinearInt8DequantSgemm(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                             int64_t rows, int64_t in, int64_t out, bool accumulate);
 
 // ---- int8 × int8 (Int8Activations::kInt8; gemm_int8_dot.cc).
@@ -96,7 +112,8 @@ Int8DotIsa Int8DotIsaFor(int64_t rows);
 
 // LinearInt8 with Int8Activations::kInt8 through one variant, which must be in
 // SupportedInt8DotIsas() (parity tests and benchmarks). Rows of y are `ldy` floats apart (0: out).
-void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const float* scales, float* y,
-                   int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy = 0);
+void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Scale* scales,
+                   float* y, int64_t rows, int64_t in, int64_t out, bool accumulate,
+                   int64_t ldy = 0);
 
 }  // namespace dscale::cpu

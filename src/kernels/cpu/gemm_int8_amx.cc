@@ -50,7 +50,7 @@ struct AmxInt8Call {
   const uint32_t* packed;  // [row tiles][groups][kQuads][cols] quads of int8
   const float* x_scales;   // [row tiles][groups][kTileRows] d_x, zero past the last row
   const int8_t* w;
-  const float* w_scales;
+  const Int8Scale* w_scales;
   float* y;
   int64_t rows, in, out, ldy, groups;
   int64_t cols;         // activation rows per tile: min(rows, 16)
@@ -61,8 +61,8 @@ struct AmxInt8Call {
 // A thread's scratch: an output tile past `out` (weights zero-padded, scales zero), the short last
 // group of a tile's rows zero-padded, the sums of a group on their way to the accumulators.
 struct AmxInt8Scratch {
-  std::vector<int8_t> partial;        // [16][in]
-  std::vector<float> partial_scales;  // [16][groups]
+  std::vector<int8_t> partial;            // [16][in]
+  std::vector<Int8Scale> partial_scales;  // [16][groups]
   alignas(64) int8_t tail[kTileOutputs * kGroup];
   alignas(64) int32_t sums[kTileOutputs * kTileRows] = {};
   alignas(64) float acc[kTileOutputs * kTileRows];
@@ -71,7 +71,7 @@ struct AmxInt8Scratch {
 // An output tile's 16 weight rows (`in` bytes apart) and their scales (`groups` apart).
 struct TileWeights {
   const int8_t* rows;
-  const float* scales;
+  const Int8Scale* scales;
 };
 
 TileWeights WeightsOfTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
@@ -82,9 +82,9 @@ TileWeights WeightsOfTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch&
   const int64_t n = call.out - first;
   scratch.partial.assign(static_cast<size_t>(kTileOutputs * call.in), 0);
   std::memcpy(scratch.partial.data(), call.w + first * call.in, static_cast<size_t>(n * call.in));
-  scratch.partial_scales.assign(static_cast<size_t>(kTileOutputs * call.groups), 0.0f);
+  scratch.partial_scales.assign(static_cast<size_t>(kTileOutputs * call.groups), Int8Scale{0});
   std::memcpy(scratch.partial_scales.data(), call.w_scales + first * call.groups,
-              static_cast<size_t>(n * call.groups) * sizeof(float));
+              static_cast<size_t>(n * call.groups) * sizeof(Int8Scale));
   return {scratch.partial.data(), scratch.partial_scales.data()};
 }
 
@@ -110,7 +110,8 @@ DSCALE_AMX_INT8 inline void FoldGroup(const AmxInt8Call& call, const TileWeights
   const __m512 dx = _mm512_loadu_ps(dx_g);
   DSCALE_UNROLL
   for (int m = 0; m < kTileOutputs; ++m) {
-    const __m512 p = _mm512_mul_ps(_mm512_set1_ps(tw.scales[m * call.groups + g]), dx);
+    const __m512 p =
+        _mm512_mul_ps(_mm512_set1_ps(Int8ScaleValue(tw.scales[m * call.groups + g])), dx);
     const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(scratch.sums + m * kTileRows));
     acc[m] = _mm512_fmadd_ps(p, dot, acc[m]);
   }
@@ -236,7 +237,7 @@ bool HasAmxInt8(CpuIsaCap cap) {
 }
 
 void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
-                   const float* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
                    bool accumulate) {
   DSCALE_CHECK_MSG(HasAmxInt8(), "this CPU cannot run the AMX int8 kernel");
   DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);

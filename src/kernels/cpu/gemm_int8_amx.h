@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_isa_cap.h"
+#include "kernels/cpu/gemm_int8.h"
 
 namespace dscale::cpu {
 
@@ -23,7 +24,7 @@ bool HasAmxInt8(CpuIsaCap cap);
 // weights w [out, in] int8 with scales [out, groups], groups = Int8Groups(in); rows of y are
 // `ldy` floats apart. Requires HasAmxInt8(). The threads split the outputs.
 void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
-                   const float* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
                    bool accumulate);
 
 }  // namespace dscale::cpu

@@ -182,7 +182,7 @@ struct QuantRows {
 
 // ---- Portable: each output's groups in order, straight from the row-major weights.
 
-void DotPortable(const QuantRows& xq, int64_t rows, const int8_t* w, const float* scales,
+void DotPortable(const QuantRows& xq, int64_t rows, const int8_t* w, const Int8Scale* scales,
                  int64_t in, int64_t o_begin, int64_t o_end, float* y, int64_t ldy,
                  bool accumulate) {
   const int64_t groups = xq.groups;
@@ -195,7 +195,7 @@ void DotPortable(const QuantRows& xq, int64_t rows, const int8_t* w, const float
         const int64_t end = std::min(in, (g + 1) * kGroup);
         int32_t dot = 0;
         for (int64_t k = g * kGroup; k < end; ++k) dot += int32_t{xr[k]} * int32_t{wo[k]};
-        const float p = xq.scale[r * groups + g] * scales[o * groups + g];
+        const float p = xq.scale[r * groups + g] * Int8ScaleValue(scales[o * groups + g]);
         acc = std::fma(p, static_cast<float>(dot), acc);
       }
       Put(y + r * ldy + o, acc, accumulate);
@@ -204,14 +204,14 @@ void DotPortable(const QuantRows& xq, int64_t rows, const int8_t* w, const float
 }
 
 // ---- Packing. A packed group is kSteps vectors of L lanes × 4 bytes: step s, lane l holds
-// inputs 4s … 4s + 3 of the group for output l of the panel. Its scales are L floats. Lanes past
-// the panel's outputs and inputs past `in` hold zero weights (and scale 0); `flip` stores
-// w ^ 0x80 (the VNNI offset).
+// inputs 4s … 4s + 3 of the group for output l of the panel. Its scales are L floats (widened
+// from the weights' BF16). Lanes past the panel's outputs and inputs past `in` hold zero weights
+// (and scale 0); `flip` stores w ^ 0x80 (the VNNI offset).
 
 // Where a panel's weights come from: outputs [o0, o0 + n) of w [out, in] and their scales.
 struct Panel {
-  const int8_t* w;      // row o0
-  const float* scales;  // row o0
+  const int8_t* w;          // row o0
+  const Int8Scale* scales;  // row o0
   int64_t in, groups;
   int n;  // outputs in the panel, ≤ L
 };
@@ -241,7 +241,16 @@ void PackGroupPortable(const Panel& p, int64_t g, bool flip, int8_t* dst, float*
       }
     }
   }
-  for (int l = 0; l < L; ++l) dst_scales[l] = l < p.n ? p.scales[l * p.groups + g] : 0.0f;
+  for (int l = 0; l < L; ++l) {
+    dst_scales[l] = l < p.n ? Int8ScaleValue(p.scales[l * p.groups + g]) : 0.0f;
+  }
+}
+
+// Group g's scales of a whole panel of L outputs, widened to f32: one per row, `groups` apart.
+template <int L>
+inline void WidenPanelScales(const Panel& p, int64_t g, float* dst) {
+  DSCALE_UNROLL
+  for (int l = 0; l < L; ++l) dst[l] = Int8ScaleValue(p.scales[l * p.groups + g]);
 }
 
 // Rows [0, rows) in the fewest tiles of at most `max_height`, heights differing by at most one:
@@ -295,8 +304,6 @@ DSCALE_AVX2 inline void Transpose8(const int8_t* src, int64_t in, __m256i out[kS
 template <bool kFlip>
 DSCALE_AVX2 void PackChunk256(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
                               float* dst_scales) {
-  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                         _mm256_set1_epi32(static_cast<int32_t>(p.groups)));
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t j = 0; j < ng; ++j) {
     const int64_t g = g0 + j;
@@ -314,7 +321,7 @@ DSCALE_AVX2 void PackChunk256(const Panel& p, int64_t g0, int64_t ng, int8_t* ds
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + s * 32),
                           kFlip ? _mm256_xor_si256(v[s], flip) : v[s]);
     }
-    _mm256_storeu_ps(ds, _mm256_i32gather_ps(p.scales + g, idx, 4));
+    WidenPanelScales<kLanes256>(p, g, ds);
   }
 }
 
@@ -384,10 +391,16 @@ DSCALE_AVX2 inline __m256i Load256(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+// 8 consecutive BF16 scales as f32: each zero-extended to 32 bits and shifted into the top half.
+DSCALE_AVX2 inline __m256 WidenScales8(const Int8Scale* s) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
 // acc[r] for rows [0, kRows) against one output: its weights wo[in], scales so[groups].
 template <int kRows>
-DSCALE_AVX2 void OneOutputAvx2(const QuantRows& xq, const int8_t* wo, const float* so, int64_t in,
-                               float acc[kRows]) {
+DSCALE_AVX2 void OneOutputAvx2(const QuantRows& xq, const int8_t* wo, const Int8Scale* so,
+                               int64_t in, float acc[kRows]) {
   const int64_t groups = xq.groups, full = in / kGroup;
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
@@ -396,7 +409,7 @@ DSCALE_AVX2 void OneOutputAvx2(const QuantRows& xq, const int8_t* wo, const floa
     __m256i wv[8];
     DSCALE_UNROLL
     for (int j = 0; j < 8; ++j) wv[j] = Load256(wo + (g + j) * kGroup);
-    const __m256 dw = _mm256_loadu_ps(so + g);
+    const __m256 dw = WidenScales8(so + g);
     DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int8_t* xr = xq.q + (r * groups + g) * kGroup;
@@ -421,7 +434,7 @@ DSCALE_AVX2 void OneOutputAvx2(const QuantRows& xq, const int8_t* wo, const floa
     DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m256i lanes = GroupLanesAvx2(Load256(xq.q + (r * groups + g) * kGroup), wv);
-      const float term = so[g] * xq.scale[r * groups + g];
+      const float term = Int8ScaleValue(so[g]) * xq.scale[r * groups + g];
       acc[r] = std::fma(term, static_cast<float>(SumInt32Lanes(lanes)), acc[r]);
     }
   }
@@ -520,9 +533,6 @@ DSCALE_VNNI512 inline void Transpose16(const int8_t* src, int64_t in, __m512i ou
 
 DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
                                  float* dst_scales) {
-  const __m512i idx =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t j = 0; j < ng; ++j) {
     const int64_t g = g0 + j;
@@ -537,7 +547,7 @@ DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t*
     Transpose16(p.w + g * kGroup, p.in, v);
     DSCALE_UNROLL
     for (int s = 0; s < kSteps; ++s) _mm512_storeu_si512(d + s * 64, _mm512_xor_si512(v[s], flip));
-    _mm512_storeu_ps(ds, _mm512_i32gather_ps(idx, p.scales + g, 4));
+    WidenPanelScales<kLanes512>(p, g, ds);
   }
 }
 
@@ -590,9 +600,6 @@ DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int
 // The same terms in the same order as the packed path.
 template <int kRows>
 DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
-  const __m512i idx =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 a[kRows];
   DSCALE_UNROLL
@@ -604,7 +611,9 @@ DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* 
     Transpose16(p.w + g * kGroup, p.in, wv);
     DSCALE_UNROLL
     for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_xor_si512(wv[s], flip);
-    GroupVnni512<kRows>(xq, 0, g, wv, _mm512_i32gather_ps(idx, p.scales + g, 4), a);
+    alignas(64) float dw[kLanes512];
+    WidenPanelScales<kLanes512>(p, g, dw);
+    GroupVnni512<kRows>(xq, 0, g, wv, _mm512_load_ps(dw), a);
   }
   if (full < p.groups) {  // the short last group, through the portable packer
     alignas(64) int8_t packed[kSteps * kLanes512 * 4];
@@ -709,8 +718,9 @@ void RunPanel(const PackedVariant& v, const QuantRows& xq, int64_t rows, const P
   }
 }
 
-void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w, const float* scales,
-            int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate) {
+void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w,
+            const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
+            bool accumulate) {
   const int64_t groups = xq.groups;
   if (isa == Int8DotIsa::kAmx) {
     LinearAmxInt8(xq.q, xq.scale, rows, w, scales, in, out, y, ldy, accumulate);
@@ -834,8 +844,8 @@ void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q
   }
 }
 
-void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const float* scales, float* y,
-                   int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
+void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Scale* scales,
+                   float* y, int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
   const std::vector<Int8DotIsa>& supported = DotIsas();

@@ -13,9 +13,9 @@ namespace dscale::ref {
 
 void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
             bool accumulate = false);
-// Linear with 8-bit weights in cpu::LinearInt8's format (w [out, in] int8, scales [out,
-// ⌈in / group⌉] f32, weight (o, i) = w[o, i] · scales[o, i / group]), dequantised exactly in
-// double.
+// Linear with 8-bit weights in cpu::LinearInt8's layout (w [out, in] int8, scales [out,
+// ⌈in / group⌉] as f32 values, which cpu::LinearInt8 stores as BF16; weight (o, i) =
+// w[o, i] · scales[o, i / group]), dequantised exactly in double.
 void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
                 int64_t in, int64_t out, int64_t group, bool accumulate = false);
 // cpu::LinearInt8 with Int8Activations::kInt8, whose specification is an f32 order rather than
