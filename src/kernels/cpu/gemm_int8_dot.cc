@@ -214,6 +214,8 @@ struct Panel {
   const Int8Scale* scales;  // row o0
   int64_t in, groups;
   int n;  // outputs in the panel, ≤ L
+  // The call has rows after the panel's, so the scale after its last row's last one exists.
+  bool scales_follow;
 };
 
 // At group g of a whole panel of L rows: every second group (one 64-byte line of each row), a
@@ -551,6 +553,20 @@ DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t*
   }
 }
 
+// Group g's scales of a whole panel of 16 outputs (lane l at element idx[l] = l·groups), widened
+// to f32: one 32-bit gather at 2-byte steps reads each scale with the next one in its upper half,
+// which the shift drops. Lane 15's read passes the panel's last scale by one element, which only
+// a panel with rows after it may do; the last panel widens its scales one by one.
+DSCALE_VNNI512 inline __m512 PanelScales512(const Panel& p, int64_t g, __m512i idx) {
+  if (!p.scales_follow && g + 1 == p.groups) {
+    alignas(64) float dw[kLanes512];
+    WidenPanelScales<kLanes512>(p, g, dw);
+    return _mm512_load_ps(dw);
+  }
+  const __m512i pairs = _mm512_i32gather_epi32(idx, p.scales + g, sizeof(Int8Scale));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+}
+
 // Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed (offset) weights are
 // wv and scales dw: a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
 template <int kRows>
@@ -600,6 +616,9 @@ DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int
 // The same terms in the same order as the packed path.
 template <int kRows>
 DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 a[kRows];
   DSCALE_UNROLL
@@ -611,9 +630,7 @@ DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* 
     Transpose16(p.w + g * kGroup, p.in, wv);
     DSCALE_UNROLL
     for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_xor_si512(wv[s], flip);
-    alignas(64) float dw[kLanes512];
-    WidenPanelScales<kLanes512>(p, g, dw);
-    GroupVnni512<kRows>(xq, 0, g, wv, _mm512_load_ps(dw), a);
+    GroupVnni512<kRows>(xq, 0, g, wv, PanelScales512(p, g, idx), a);
   }
   if (full < p.groups) {  // the short last group, through the portable packer
     alignas(64) int8_t packed[kSteps * kLanes512 * 4];
@@ -745,7 +762,8 @@ void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w,
                       .scales = scales + o0 * groups,
                       .in = in,
                       .groups = groups,
-                      .n = static_cast<int>(std::min<int64_t>(v.lanes, out - o0))};
+                      .n = static_cast<int>(std::min<int64_t>(v.lanes, out - o0)),
+                      .scales_follow = o0 + v.lanes < out};
     RunPanel(v, xq, rows, panel, o0, y, ldy, accumulate);
   }
 }
