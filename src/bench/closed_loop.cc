@@ -7,14 +7,6 @@
 #include <unordered_map>
 
 namespace dscale::bench {
-namespace {
-
-double Seconds(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-}  // namespace
-
 uint64_t HashTokens(std::span<const int32_t> ids, uint64_t seed) {
   uint64_t h = seed;
   for (const int32_t id : ids) {
@@ -61,13 +53,13 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
     DSCALE_ASSIGN_OR_RETURN(bool worked, engine.Step());
     if (!worked) return Status(StatusCode::kInternal, "engine idle with requests in flight");
     if (engine.stats().decode_steps != steps_before) {
-      outcome.steps.push_back({.t = Seconds(start, Clock::now()),
+      outcome.steps.push_back({.t = SecondsBetween(start, Clock::now()),
                                .rows = engine.stats().last_step_rows,
                                .requests = engine.stats().last_step_requests});
     }
     for (const RequestResult& r : engine.TakeFinished()) {
-      outcome.samples.push_back({.latency_s = Seconds(r.submitted, r.finished),
-                                 .ttft_s = Seconds(r.submitted, r.first_token),
+      outcome.samples.push_back({.latency_s = SecondsBetween(r.submitted, r.finished),
+                                 .ttft_s = SecondsBetween(r.submitted, r.first_token),
                                  .output_tokens = static_cast<int64_t>(r.output_ids.size())});
       outcome.output_hashes[manifest_index.at(r.id)] = HashTokens(r.output_ids);
       --in_flight;
@@ -75,7 +67,7 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
       if (next < requests.size()) DSCALE_RETURN_IF_ERROR(submit());
     }
   }
-  outcome.window_s = Seconds(start, Clock::now());
+  outcome.window_s = SecondsBetween(start, Clock::now());
   return outcome;
 }
 

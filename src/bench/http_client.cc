@@ -14,10 +14,6 @@
 namespace dscale::bench {
 namespace {
 
-double Seconds(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
 // Reads the whole reply of one streamed request.
 Result<RequestSample> StreamOne(httplib::Client& client, const ServerTarget& target,
                                 const ChatRequest& request) {
@@ -53,8 +49,8 @@ Result<RequestSample> StreamOne(httplib::Client& client, const ServerTarget& tar
   if (!tally.error.empty()) return IoError(target.url + ": server error: " + tally.error);
   if (!tally.done) return DataLoss(target.url + ": stream ended without [DONE]");
   if (!seen_content) first = finished;
-  return RequestSample{.latency_s = Seconds(submitted, finished),
-                       .ttft_s = Seconds(submitted, first),
+  return RequestSample{.latency_s = SecondsBetween(submitted, finished),
+                       .ttft_s = SecondsBetween(submitted, first),
                        .output_tokens = tally.OutputTokens()};
 }
 
@@ -171,7 +167,7 @@ Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,
   std::vector<std::thread> threads;
   for (int32_t w = 0; w < concurrency; ++w) threads.emplace_back(worker);
   for (std::thread& t : threads) t.join();
-  outcome.window_s = Seconds(start, Clock::now());
+  outcome.window_s = SecondsBetween(start, Clock::now());
   if (failed) return error;
   return outcome;
 }

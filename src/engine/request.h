@@ -16,6 +16,10 @@ namespace dscale {
 using RequestId = uint64_t;
 using Clock = std::chrono::steady_clock;
 
+inline double SecondsBetween(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
 // kError: the request could not be continued (its logits defined no distribution to sample
 // from); it ends alone, with RequestResult::error saying why, and the others go on.
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -7,12 +7,13 @@ namespace {
 
 constexpr const char* kSection = "domino_config";
 
-std::string FieldName(const std::string& path, const std::string& field) {
+std::string DominoFieldName(const std::string& path, const std::string& field) {
   return JsonFieldName(path, std::string(kSection) + "." + field);
 }
 
-Status FieldError(const std::string& path, const std::string& field, const std::string& problem) {
-  return InvalidArgument(FieldName(path, field) + ": " + problem);
+Status DominoFieldError(const std::string& path, const std::string& field,
+                        const std::string& problem) {
+  return InvalidArgument(DominoFieldName(path, field) + ": " + problem);
 }
 
 // A positive integer field of the section, at most `limit` (keeps a corrupt config from asking
@@ -20,23 +21,25 @@ Status FieldError(const std::string& path, const std::string& field, const std::
 Result<int64_t> ReadSize(const nlohmann::json& section, const std::string& path, const char* field,
                          int64_t limit) {
   const nlohmann::json* value = JsonMember(section, field);
-  if (value == nullptr) return FieldError(path, field, "missing (expected a positive integer)");
-  return ReadJsonInt(*value, FieldName(path, field), 1, limit);
+  if (value == nullptr)
+    return DominoFieldError(path, field, "missing (expected a positive integer)");
+  return ReadJsonInt(*value, DominoFieldName(path, field), 1, limit);
 }
 
 Result<std::string> ReadHeadFile(const nlohmann::json& section, const std::string& path) {
   const auto it = section.find("head_file");
   if (it == section.end() || !it->is_string()) {
-    return FieldError(path, "head_file",
-                      "expected a file name in the drafter folder, got " +
-                          (it == section.end() ? std::string("nothing") : DescribeJson(*it)));
+    return DominoFieldError(path, "head_file",
+                            "expected a file name in the drafter folder, got " +
+                                (it == section.end() ? std::string("nothing") : DescribeJson(*it)));
   }
   const std::string& name = it->get_ref<const std::string&>();
   // The head lives beside config.json: no directories, so a config cannot point elsewhere.
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
-    return FieldError(path, "head_file",
-                      "expected a plain file name in the drafter folder, got " + DescribeJson(*it));
+    return DominoFieldError(
+        path, "head_file",
+        "expected a plain file name in the drafter folder, got " + DescribeJson(*it));
   }
   return name;
 }

@@ -31,9 +31,6 @@ static_assert(std::endian::native == std::endian::little,
 // The reference implementation refuses headers above 100 MB; a real one is a few hundred KB.
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
 constexpr size_t kLengthPrefixBytes = 8;
-constexpr char kMetadataKey[] = "__metadata__";
-constexpr char kIndexFileName[] = "model.safetensors.index.json";
-constexpr char kSingleFileName[] = "model.safetensors";
 
 std::string Quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
@@ -309,7 +306,7 @@ Status SafetensorsFile::ParseMapped() {
   const std::byte* data = bytes + kLengthPrefixBytes + header_size;
   const uint64_t data_size = after_prefix - header_size;
   for (const auto& [name, entry] : header.items()) {
-    if (name == kMetadataKey) {
+    if (name == kSafetensorsMetadataKey) {
       DSCALE_RETURN_IF_ERROR(ParseMetadata(entry, &metadata_));
       continue;
     }
@@ -339,14 +336,15 @@ const TensorInfo* SafetensorsFile::Find(const std::string& name) const {
 Result<Checkpoint> Checkpoint::Open(const std::string& dir) {
   Checkpoint checkpoint;
   checkpoint.dir_ = dir;
-  const std::string index_path = JoinPath(dir, kIndexFileName);
+  const std::string index_path = JoinPath(dir, kSafetensorsIndexFileName);
   if (PathExists(index_path)) {
     DSCALE_RETURN_IF_ERROR(checkpoint.LoadIndex(index_path));
     return checkpoint;
   }
-  const std::string single_path = JoinPath(dir, kSingleFileName);
+  const std::string single_path = JoinPath(dir, kSafetensorsSingleFileName);
   if (!PathExists(single_path)) {
-    return NotFound(dir + ": no " + kSingleFileName + " or " + kIndexFileName + " there");
+    return NotFound(dir + ": no " + kSafetensorsSingleFileName + " or " +
+                    kSafetensorsIndexFileName + " there");
   }
   DSCALE_RETURN_IF_ERROR(checkpoint.AddWholeFile(single_path));
   return checkpoint;

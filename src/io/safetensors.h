@@ -19,6 +19,12 @@
 
 namespace dscale {
 
+// The names the format reserves: the header's metadata entry, and a folder's one-file checkpoint
+// and shard index.
+inline constexpr char kSafetensorsMetadataKey[] = "__metadata__";
+inline constexpr char kSafetensorsSingleFileName[] = "model.safetensors";
+inline constexpr char kSafetensorsIndexFileName[] = "model.safetensors.index.json";
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kF32;

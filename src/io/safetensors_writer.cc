@@ -19,8 +19,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian values; big-endian hosts are not supported");
 
-constexpr char kMetadataKey[] = "__metadata__";
-constexpr char kIndexFileName[] = "model.safetensors.index.json";
 constexpr size_t kHeaderAlignment = 8;
 constexpr size_t kConvertChunk = 16384;  // elements converted per write
 
@@ -70,7 +68,8 @@ std::optional<uint64_t> ElementCount(const std::vector<int64_t>& shape) {
 Status ValidateTensor(const TensorToWrite& tensor, bool check_values = true) {
   const std::string where = "tensor \"" + tensor.name + "\": ";
   if (tensor.name.empty()) return InvalidArgument("a tensor has an empty name");
-  if (tensor.name == kMetadataKey) return InvalidArgument(where + "the name is reserved");
+  if (tensor.name == kSafetensorsMetadataKey)
+    return InvalidArgument(where + "the name is reserved");
   if (!IsValidUtf8(tensor.name)) return InvalidArgument(where + "the name is not valid UTF-8");
   const std::optional<uint64_t> count = ElementCount(tensor.shape);
   if (!count) {
@@ -132,7 +131,7 @@ Status WriteHeader(AtomicFileWriter& writer, const std::vector<const TensorToWri
                             {"data_offsets", {offset, end}}};
     offset = end;
   }
-  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  if (!metadata.empty()) header[kSafetensorsMetadataKey] = metadata;
   std::string text = header.dump();
   text.append((kHeaderAlignment - text.size() % kHeaderAlignment) % kHeaderAlignment, ' ');
   const uint64_t header_size = text.size();
@@ -326,7 +325,7 @@ Status WriteShardedSafetensors(const std::string& dir, const std::vector<TensorT
   }
   const nlohmann::json index = {{"metadata", {{"total_size", total_size}}},
                                 {"weight_map", std::move(weight_map)}};
-  return WriteTextFile(JoinPath(dir, kIndexFileName), index.dump(2) + "\n");
+  return WriteTextFile(JoinPath(dir, kSafetensorsIndexFileName), index.dump(2) + "\n");
 }
 
 Status WriteCheckpointStreaming(
@@ -360,7 +359,7 @@ Status WriteCheckpointStreaming(
       return DTypeSize(tensors[a].dtype) > DTypeSize(tensors[b].dtype);
     });
     const std::string name =
-        shards.size() == 1 ? "model.safetensors" : ShardName(s + 1, shards.size());
+        shards.size() == 1 ? kSafetensorsSingleFileName : ShardName(s + 1, shards.size());
     std::vector<TensorToWrite> headers;
     for (const size_t i : order) {
       headers.push_back({.name = tensors[i].name,
@@ -379,7 +378,7 @@ Status WriteCheckpointStreaming(
   if (shards.size() == 1) return Status::Ok();
   const nlohmann::json index = {{"metadata", {{"total_size", total_size}}},
                                 {"weight_map", std::move(weight_map)}};
-  return WriteTextFile(JoinPath(dir, kIndexFileName), index.dump(2) + "\n");
+  return WriteTextFile(JoinPath(dir, kSafetensorsIndexFileName), index.dump(2) + "\n");
 }
 
 }  // namespace dscale

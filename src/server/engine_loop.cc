@@ -3,14 +3,6 @@
 #include "core/log.h"
 
 namespace dscale::server {
-namespace {
-
-double Seconds(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-}  // namespace
-
 bool SlotGate::TryAcquire() {
   int32_t used = used_.load();
   while (used < slots_) {
@@ -164,8 +156,8 @@ void EngineLoop::OnFinished(const RequestResult& result) {
     if (outcome == Outcome::kStop || outcome == Outcome::kLength) {
       const Clock::time_point first =
           a.first_token == Clock::time_point{} ? result.finished : a.first_token;
-      metrics_.time_to_first_token.Observe(Seconds(a.arrived, first));
-      metrics_.request_duration.Observe(Seconds(a.arrived, result.finished));
+      metrics_.time_to_first_token.Observe(SecondsBetween(a.arrived, first));
+      metrics_.request_duration.Observe(SecondsBetween(a.arrived, result.finished));
     }
   }
   DSCALE_LOG(kDebug) << "request " << a.ticket << " ended (" << OutcomeName(outcome) << "), "

@@ -12,7 +12,7 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr size_t kReadChunk = 16u << 10;
+constexpr size_t kBodyReadChunk = 16u << 10;
 
 thread_local GuardedStream* current_stream = nullptr;
 
@@ -73,8 +73,8 @@ bool GuardedStream::Fill() {
       fault_ = BodyFault::kTimedOut;
       return false;
     }
-    buffer_.resize(had + kReadChunk);
-    const ssize_t n = recv(fd_, buffer_.data() + had, kReadChunk, MSG_DONTWAIT);
+    buffer_.resize(had + kBodyReadChunk);
+    const ssize_t n = recv(fd_, buffer_.data() + had, kBodyReadChunk, MSG_DONTWAIT);
     buffer_.resize(had + static_cast<size_t>(std::max<ssize_t>(n, 0)));
     if (n > 0) return true;
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;

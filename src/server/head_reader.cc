@@ -17,7 +17,7 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr size_t kReadChunk = 16u << 10;
+constexpr size_t kHeadReadChunk = 16u << 10;
 constexpr int kMaxEvents = 256;
 constexpr int kTickMs = 50;  // deadlines are checked at least this often
 // A connection being closed: how long its input is read and discarded, and how much of it.
@@ -185,7 +185,7 @@ void HeadReader::OnReadable(int fd) {
   const auto it = pending_.find(fd);
   if (it == pending_.end()) return;
   Pending& p = it->second;
-  char buf[kReadChunk];
+  char buf[kHeadReadChunk];
   ssize_t n = 0;
   do {
     n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <type_traits>
@@ -46,6 +47,9 @@ inline void CheckCublas(cublasStatus_t status, const char* file, int line, const
 #define DSCALE_CUDA_CHECK_LAUNCH() DSCALE_CUDA_CHECK(cudaGetLastError())
 
 namespace dscale::cuda {
+
+// An element count as the models keep them (int64) in the size_t that buffers and copies take.
+inline size_t Count(int64_t n) { return static_cast<size_t>(n); }
 
 // `count` values of T in device memory, freed on destruction. Move-only; copies to and from the
 // host are synchronous (they wait for the device), which suits setup and tests, not hot paths.

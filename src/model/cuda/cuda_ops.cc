@@ -8,12 +8,6 @@
 #include "kernels/cuda/kv_write.h"
 
 namespace dscale::cuda {
-namespace {
-
-size_t Count(int64_t n) { return static_cast<size_t>(n); }
-
-}  // namespace
-
 DeviceForwardScratch::DeviceForwardScratch(const LayerDims& d, int64_t max_rows,
                                            int64_t gemm_in_values)
     : x(Count(max_rows * d.hidden)),

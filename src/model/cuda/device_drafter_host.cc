@@ -9,8 +9,6 @@
 namespace dscale::cuda {
 namespace {
 
-size_t Count(int64_t n) { return static_cast<size_t>(n); }
-
 // Queues a copy of host[0, count) into device[0, count) (pageable memory: the call returns once
 // the source has been staged, so the source may go away afterwards).
 template <typename T>

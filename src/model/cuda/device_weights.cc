@@ -24,8 +24,6 @@ LayerSizes SizesOf(const DecoderConfig& c) {
           .head_dim = c.head_dim};
 }
 
-size_t Count(int64_t n) { return static_cast<size_t>(n); }
-
 // Uniform on [−a, a] has variance a²/3: a = √3 · stddev.
 DeviceBuffer<Bf16> RandomMatrix(int64_t rows, int64_t in, double stddev, uint64_t seed,
                                 cudaStream_t stream) {

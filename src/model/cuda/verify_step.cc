@@ -12,8 +12,6 @@
 namespace dscale::cuda {
 namespace {
 
-size_t Count(int64_t n) { return static_cast<size_t>(n); }
-
 int64_t ResultInts(const VerifyShape& s) { return int64_t{s.bucket} * (3 + s.width); }
 
 // Queues the copy of `from` (pageable: staged before the call returns) into `to`.
