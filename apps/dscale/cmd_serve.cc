@@ -213,7 +213,6 @@ int ServeUntilStopped(const ServeArgs& args, const LengthPolicy& policy, Runtime
        .limits = ConnectionLimitsOf(args),
        .reuse_port = args.reuse_port});
   if (Status s = http.Bind(); !s.ok()) return ReportError("serve", s);
-  loop.Start();
   std::atomic<bool> ended{false};
   std::thread signal_thread([&] {
     WaitForSignal(signals, http, loop, ended, std::chrono::seconds(args.drain_timeout_s));
@@ -225,8 +224,14 @@ int ServeUntilStopped(const ServeArgs& args, const LengthPolicy& policy, Runtime
               args.host.c_str(), http.port(), ModelName(args).c_str(), policy.Name().c_str(),
               weights.c_str());
   std::fflush(stdout);
-  http.Serve();
-  loop.Stop();
+  // The steps run on this thread, which loaded the models (EngineLoop::RunOnThisThread), and
+  // HTTP is served from another; once serving ends the loop finishes what was accepted.
+  std::thread http_thread([&] {
+    http.Serve();
+    loop.Stop();
+  });
+  loop.RunOnThisThread();
+  http_thread.join();
   const bool woken_by_signal = http.draining();
   ended = true;
   if (!woken_by_signal) kill(getpid(), SIGTERM);  // Serve ended on its own: wake the signal thread

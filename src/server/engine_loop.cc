@@ -38,6 +38,11 @@ void EngineLoop::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
+void EngineLoop::RunOnThisThread() {
+  DSCALE_CHECK(!thread_.joinable());
+  Run();
+}
+
 void EngineLoop::Stop() {
   {
     std::lock_guard lock(mu_);

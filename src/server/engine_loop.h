@@ -52,8 +52,17 @@ class EngineLoop {
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
+  // Runs the loop on a thread of its own.
   void Start();
-  // Lets every submitted request finish, then joins the thread.
+  // Runs the loop on the calling thread instead, returning once Stop() has been called (from
+  // another thread) and every submitted request has ended. For the thread that loaded the models:
+  // OpenMP keeps a team of threads for each thread that starts parallel regions, so the steps
+  // then run on the team that loading started, with no second team beside it (whose threads
+  // spin on the cores the steps need under OMP_WAIT_POLICY=active: twice the step time on two
+  // cores).
+  void RunOnThisThread();
+  // Lets every submitted request finish, then joins the loop's thread (after Start) or lets
+  // RunOnThisThread return.
   void Stop();
 
   // HTTP threads. `request` must have passed the engine's CheckRequest (the HTTP thread's

@@ -125,6 +125,33 @@ TEST_F(EngineLoopTest, TextMatchesTheEngineRunAlone) {
   EXPECT_GT(m.stats.decode_steps, 0);
 }
 
+// The loop run on the calling thread (as `dscale serve` runs it, on the thread that loaded the
+// models): another thread submits, reads the text the engine writes alone, and stops the loop,
+// which then returns.
+TEST_F(EngineLoopTest, RunOnTheCallingThreadServesUntilStopped) {
+  const std::vector<int32_t> prompt = {40, 41, 42};
+  std::unique_ptr<Engine> alone = MakeEngine();
+  ASSERT_TRUE(alone->Submit(prompt, {.max_tokens = 10}).ok());
+  ASSERT_TRUE(alone->RunToCompletion().ok());
+  const std::string want =
+      OutputTextOf(testing::ServerTokenizer(), alone->TakeFinished()[0].output_ids);
+
+  std::unique_ptr<Engine> engine = MakeEngine();
+  EngineLoop loop(*engine, testing::ServerTokenizer(), 4);
+  RequestChannel::Update got;
+  std::thread client([&] {
+    auto channel = std::make_shared<RequestChannel>();
+    if (loop.Submit(Request(prompt, 10), channel).ok()) got = Drain(*channel);
+    loop.Stop();
+  });
+  loop.RunOnThisThread();
+  client.join();
+  EXPECT_EQ(got.text, want);
+  EXPECT_EQ(got.outcome, Outcome::kLength);
+  EXPECT_EQ(loop.in_flight(), 0);
+  EXPECT_EQ(loop.Metrics().free_kv_pages, loop.Metrics().total_kv_pages);
+}
+
 // A request whose logits turn NaN (an overflowing model) fails alone with a 500 saying why;
 // the others complete and every KV page is free afterwards.
 TEST_F(EngineLoopTest, ARequestThatCannotBeSampledFailsAloneWith500) {
