@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 namespace dscale::bench {
+
 uint64_t HashTokens(std::span<const int32_t> ids, uint64_t seed) {
   uint64_t h = seed;
   for (const int32_t id : ids) {

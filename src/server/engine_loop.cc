@@ -3,6 +3,7 @@
 #include "core/log.h"
 
 namespace dscale::server {
+
 bool SlotGate::TryAcquire() {
   int32_t used = used_.load();
   while (used < slots_) {

@@ -8,6 +8,7 @@
 #include "kernels/cuda/kv_write.h"
 
 namespace dscale::cuda {
+
 DeviceForwardScratch::DeviceForwardScratch(const LayerDims& d, int64_t max_rows,
                                            int64_t gemm_in_values)
     : x(Count(max_rows * d.hidden)),
