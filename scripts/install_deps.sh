@@ -15,6 +15,8 @@ packages=(
   python3-torch python3-numpy
   # The bundled tokenizer's Python encoder (training/tokenizer_bpe.py), for tests/figures.
   python3-regex
+  # The sanitizer build (.ci/run) compiles with Clang: its ASan and UBSan runtimes, its OpenMP.
+  clang libclang-rt-dev libomp-dev
 )
 # The server's end-to-end tests drive it with the OpenAI Node SDK. A Node.js installed some
 # other way (with its own npm) is kept.

@@ -20,18 +20,21 @@ PER_SET = 15
 SETS = ["gsm8k", "math500", "humaneval", "mbpp"]
 
 
-def dscale_ids(dscale, tokenizer_dir, text, chat):
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", suffix=".txt",
-                                     delete=False) as f:
-        f.write(text)
+def dscale_ids(dscale, tokenizer_dir, cases):
+    """Ids of each (text, chat) case from one `dscale tokenize --jsonl` call."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".jsonl", delete=False) as f:
+        for text, chat in cases:
+            f.write(json.dumps({"text": text, "chat": chat}) + "\n")
         path = f.name
     try:
-        cmd = [dscale, "tokenize", "--tokenizer", tokenizer_dir, "--file", path]
-        if chat:
-            cmd.append("--chat")
-        return json.loads(subprocess.check_output(cmd))["ids"]
+        out = subprocess.check_output(
+            [dscale, "tokenize", "--tokenizer", tokenizer_dir, "--jsonl", path], text=True)
     finally:
         os.unlink(path)
+    results = [json.loads(line)["ids"] for line in out.splitlines()]
+    if len(results) != len(cases):
+        raise RuntimeError(f"dscale tokenize gave {len(results)} results for {len(cases)} texts")
+    return results
 
 
 def main():
@@ -59,18 +62,18 @@ def main():
             failures.append(f"{name}: {len(prompts)} prompts, expected {PER_SET}")
             continue
         ids_total = 0
-        for i, text in enumerate(prompts):
-            for chat in (False, True):
-                expected = encoder.encode(chat_prompt(text) if chat else text)
-                got = dscale_ids(dscale, tokenizer_dir, text, chat)
-                ids_total += len(expected)
-                if got != expected:
-                    first = next((j for j, (a, b) in enumerate(zip(got, expected)) if a != b),
-                                 min(len(got), len(expected)))
-                    failures.append(f"{name} prompt {i + 1}{' (chat)' if chat else ''}: ids "
-                                    f"differ from position {first} (dscale {got[first:first + 8]}, "
-                                    f"Python {expected[first:first + 8]}); {text[:60]!r}")
-            checked += 1
+        cases = [(text, chat) for text in prompts for chat in (False, True)]
+        for n, got in enumerate(dscale_ids(dscale, tokenizer_dir, cases)):
+            (text, chat), i = cases[n], n // 2
+            expected = encoder.encode(chat_prompt(text) if chat else text)
+            ids_total += len(expected)
+            if got != expected:
+                first = next((j for j, (a, b) in enumerate(zip(got, expected)) if a != b),
+                             min(len(got), len(expected)))
+                failures.append(f"{name} prompt {i + 1}{' (chat)' if chat else ''}: ids "
+                                f"differ from position {first} (dscale {got[first:first + 8]}, "
+                                f"Python {expected[first:first + 8]}); {text[:60]!r}")
+        checked += len(prompts)
         print(f"{name}: {PER_SET} prompts, {ids_total} ids (plain + chat)")
     for failure in failures:
         print("FAIL", failure)

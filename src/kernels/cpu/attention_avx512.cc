@@ -17,7 +17,13 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/bf16_isa.h"
 
-#pragma GCC target("avx512f,avx512bw")  // what Bf16Isa::kAvx512 requires of the CPU
+// What Bf16Isa::kAvx512 requires of the CPU, for every function below (the headers above keep
+// their own targets). Clang has no GCC target pragma: it applies the attribute instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw"))), apply_to = function)
+#else
+#pragma GCC target("avx512f,avx512bw")
+#endif
 #define DSCALE_SIMD_LANES 16
 #define DSCALE_ATTENTION_VARIANT avx512_vectors
 #include "kernels/cpu/attention_tiles.h"
@@ -29,3 +35,7 @@ void PagedAttentionAvx512Vectors(const AttentionParams& params, int tile_rows, W
 }
 
 }  // namespace dscale::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

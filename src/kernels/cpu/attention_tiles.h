@@ -553,7 +553,7 @@ void SoftmaxStep(const AttentionParams& p, const StepSpan& span, const WorkItem&
   Floats new_max = old_max;
   for (int32_t c = 0; c < chunk.size; ++c) {
     const Floats masked =
-        (c < visible) & (c >= first) ? simd::Load(scores + c * stride) : simd::Splat(kNegInf);
+        ((c < visible) & (c >= first)) ? simd::Load(scores + c * stride) : simd::Splat(kNegInf);
     simd::Store(scores + c * stride, masked);
     new_max = simd::Max(new_max, masked);
   }

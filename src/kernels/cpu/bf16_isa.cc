@@ -35,7 +35,9 @@ __attribute__((target("avx2,fma"))) void WidenAvx2(const uint16_t* src, int64_t 
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC warning only
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f,avx512bw"))) void WidenAvx512(const uint16_t* src, int64_t n,
                                                              float* dst) {
   int64_t i = 0;

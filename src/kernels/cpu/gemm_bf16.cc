@@ -228,7 +228,9 @@ DSCALE_AVX2 void RoundWideAvx2(const float* src, int64_t n, float* dst) {
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC warning only
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 DSCALE_AVX512 inline __m512 LoadBf16x16(const uint16_t* p) {
   const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));

@@ -286,7 +286,9 @@ DSCALE_AVX2 void TiledAvx2(const float* x, const int8_t* w, const Int8Scale* sca
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC warning only
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // 16 weights from p, sign-extended and converted.
 DSCALE_AVX512 inline __m512 WidenInt8x16(const int8_t* p) {

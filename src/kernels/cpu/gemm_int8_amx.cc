@@ -101,7 +101,9 @@ void FillTail(const AmxInt8Call& call, const int8_t* rows, AmxInt8Scratch& scrat
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC warning only
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // acc[m] += fl(d_w[m] · d_x) · sums[m] for the 16 outputs m of group g, lanes = rows.
 DSCALE_AMX_INT8 inline void FoldGroup(const AmxInt8Call& call, const TileWeights& tw,

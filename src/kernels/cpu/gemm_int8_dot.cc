@@ -24,6 +24,7 @@
 // produce −128, |x| ≤ 127 and |sign(x)·w| ≤ 127, so a pair sums to at most 2 · 127 · 127 =
 // 32,258 < 32,767: vpmaddubsw never saturates, and vpmaddwd by ones widens the pairs exactly.
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -496,7 +497,9 @@ DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC warning only
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // The group at `src` (row l at src + l·in) for 16 rows transposed into 8 vectors, dword s of
 // every row in vector s, lane l = row l. Rows pair up as (0, 4), (1, 5), (2, 6), (3, 7),
@@ -818,6 +821,19 @@ std::string_view Int8DotIsaName(Int8DotIsa isa) {
 
 std::vector<Int8DotIsa> SupportedInt8DotIsas() { return DotIsas(); }
 
+// AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4. Read here rather than through
+// __builtin_cpu_supports("avxvnni"), a name GCC 12 knows and Clang 14 does not. Its YMM state is
+// the OS's AVX support, which the AVX2 variant's detection has already required.
+namespace {
+
+bool CpuHasAvxVnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return ((eax >> 4) & 1u) != 0;
+}
+
+}  // namespace
+
 std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
   std::vector<Int8DotIsa> found = {Int8DotIsa::kPortable};
   const std::vector<Bf16Isa> fma = SupportedBf16Isas(cap);
@@ -825,7 +841,7 @@ std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
   found.push_back(Int8DotIsa::kAvx2);
   if (!CpuIsaCapAllows(cap, CpuIsaCap::kAvx512)) return found;
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avxvnni")) found.push_back(Int8DotIsa::kAvxVnni);
+  if (CpuHasAvxVnni()) found.push_back(Int8DotIsa::kAvxVnni);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vnni")) {
     found.push_back(Int8DotIsa::kAvx512Vnni);

@@ -147,8 +147,6 @@ std::string Gzip(const std::string& data) {
   return out;
 }
 
-const std::string kValid = R"({"model": "tiny", "prompt": "Hello there", "max_tokens": 4})";
-
 std::string PostHead(const std::vector<std::string>& fields) {
   std::string head =
       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
@@ -222,7 +220,8 @@ void RunNormalClient(int port, const std::atomic<bool>& stop, NormalTraffic* t) 
   while (!stop) {
     const auto start = SteadyClock::now();
     const httplib::Result health = client.Get("/health");
-    const httplib::Result completion = client.Post("/v1/completions", kValid, "application/json");
+    const httplib::Result completion =
+        client.Post("/v1/completions", kSmallCompletionBody, "application/json");
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
     t->slowest_ms = std::max<int64_t>(t->slowest_ms.load(), ms);
@@ -247,7 +246,7 @@ TEST(HostileClientTest, AttacksAreBoundedAndNormalRequestsAreServedMeanwhile) {
   const int port = server->port();
   {  // warm up: the first request allocates the engine's step buffers
     httplib::Client client("127.0.0.1", port);
-    ASSERT_TRUE(client.Post("/v1/completions", kValid, "application/json"));
+    ASSERT_TRUE(client.Post("/v1/completions", kSmallCompletionBody, "application/json"));
   }
   const ProcStats before = ReadProcStats(server->pid());
   Monitor monitor(server->pid());
@@ -385,7 +384,8 @@ TEST(HostileClientTest, AttacksAreBoundedAndNormalRequestsAreServedMeanwhile) {
     if (health != 200) std::this_thread::sleep_for(50ms);
   }
   EXPECT_EQ(health, 200);
-  const httplib::Result ok = client.Post("/v1/completions", kValid, "application/json");
+  const httplib::Result ok =
+      client.Post("/v1/completions", kSmallCompletionBody, "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   const std::string metrics = client.Get("/metrics")->body;

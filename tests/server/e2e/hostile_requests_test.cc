@@ -28,13 +28,13 @@ struct Hostile {
   std::string body;
 };
 
-const std::string kValid = R"({"model": "tiny", "prompt": "Hello there", "max_tokens": 4})";
 const std::string kValidChat =
     R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})";
 
 void AddTruncations(std::vector<Hostile>* out) {
-  for (size_t n = 0; n < kValid.size(); n += 2) {
-    out->push_back({.what = "truncated completion body", .body = kValid.substr(0, n)});
+  for (size_t n = 0; n < kSmallCompletionBody.size(); n += 2) {
+    out->push_back(
+        {.what = "truncated completion body", .body = kSmallCompletionBody.substr(0, n)});
   }
   for (size_t n = 1; n < kValidChat.size(); n += 4) {
     out->push_back({.what = "truncated chat body",
@@ -121,9 +121,9 @@ void AddWrongFields(std::vector<Hostile>* out) {
   };
   for (const auto& [key, value] : fields) {
     // The same key twice: the JSON object keeps the last, so the bad value is what counts.
-    out->push_back(
-        {.what = "field " + key.substr(0, 20) + " = " + value,
-         .body = kValid.substr(0, kValid.size() - 1) + ", \"" + key + "\": " + value + "}"});
+    out->push_back({.what = "field " + key.substr(0, 20) + " = " + value,
+                    .body = kSmallCompletionBody.substr(0, kSmallCompletionBody.size() - 1) +
+                            ", \"" + key + "\": " + value + "}"});
   }
 }
 
@@ -201,10 +201,13 @@ void AddTransportCases(std::vector<Hostile>* out) {
   for (const std::string type :
        {"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=xyz",
         "application/xml", "application/json-seq", "json", "*/*"}) {
-    out->push_back({.what = "content type '" + type + "'", .content_type = type, .body = kValid});
+    out->push_back({.what = "content type '" + type + "'",
+                    .content_type = type,
+                    .body = kSmallCompletionBody});
   }
   for (const std::string method : {"GET", "PUT", "DELETE", "PATCH"}) {
-    out->push_back({.what = method + " on completions", .method = method, .body = kValid});
+    out->push_back(
+        {.what = method + " on completions", .method = method, .body = kSmallCompletionBody});
   }
   for (const std::string& path : std::vector<std::string>{
            "/", "/v1", "/v1/complete", "/v2/completions", "/v1/models/x", "/v1/completions/",
@@ -212,7 +215,7 @@ void AddTransportCases(std::vector<Hostile>* out) {
     out->push_back({.what = "path " + path.substr(0, 30),
                     .method = path.starts_with("/v1/models") ? "GET" : "POST",
                     .path = path,
-                    .body = kValid});
+                    .body = kSmallCompletionBody});
   }
 }
 
@@ -241,7 +244,8 @@ httplib::Result Send(httplib::Client& client, const Hostile& h) {
 }
 
 void ExpectServes(httplib::Client& client) {
-  const httplib::Result ok = client.Post("/v1/completions", kValid, "application/json");
+  const httplib::Result ok =
+      client.Post("/v1/completions", kSmallCompletionBody, "application/json");
   ASSERT_TRUE(ok) << "no answer to a normal request";
   EXPECT_EQ(ok->status, 200) << ok->body;
   EXPECT_TRUE(json::parse(ok->body)["choices"][0]["text"].is_string());

@@ -12,6 +12,10 @@
 
 namespace dscale::e2e {
 
+// A well-formed completion request for the tiny model: four tokens.
+inline const std::string kSmallCompletionBody =
+    R"({"model": "tiny", "prompt": "Hello there", "max_tokens": 4})";
+
 // Where the fixture put the model, the drafter and the server logs.
 std::string E2eDir();
 

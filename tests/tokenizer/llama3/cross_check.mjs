@@ -46,23 +46,16 @@ const texts = [
   "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$",
 ];
 
-function dscaleJson(args) {
-  return JSON.parse(execFileSync(dscale, args, { encoding: "utf8" }));
+// One `dscale tokenize --jsonl` call for many inputs (the tokenizer loads once): a parsed result
+// per input object, in order.
+function dscaleJsonl(name, objects, extraArgs = []) {
+  const file = join(work, name);
+  writeFileSync(file, objects.map((o) => JSON.stringify(o)).join("\n") + "\n");
+  const out = execFileSync(dscale, ["tokenize", "--tokenizer", folder, "--jsonl", file, ...extraArgs], {
+    encoding: "utf8",
+  });
+  return out.trimEnd().split("\n").map((line) => JSON.parse(line));
 }
-
-const failures = [];
-texts.forEach((text, i) => {
-  const file = join(work, `text_${i}.txt`);
-  writeFileSync(file, text);
-  const want = reference.encode(text, { add_special_tokens: false });
-  const got = dscaleJson(["tokenize", "--tokenizer", folder, "--file", file]).ids;
-  if (JSON.stringify(got) !== JSON.stringify(want)) {
-    failures.push(`text ${i} ${JSON.stringify(text)}: dscale ${JSON.stringify(got)}, reference ${JSON.stringify(want)}`);
-    return;
-  }
-  const decoded = dscaleJson(["tokenize", "--tokenizer", folder, "--decode", "--ids", got.join(",")]).text;
-  if (decoded !== text) failures.push(`text ${i}: decodes to ${JSON.stringify(decoded)}`);
-});
 
 // One chat-formatted user turn: Llama 3.1's format (chat_template.h), rendered here by hand and
 // encoded by the reference, against `dscale tokenize --chat`.
@@ -72,12 +65,34 @@ const rendered =
   "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>" +
   "<|start_header_id|>user<|end_header_id|>\n\n" + turn.trim() + "<|eot_id|>" +
   "<|start_header_id|>assistant<|end_header_id|>\n\n";
-const chatFile = join(work, "chat.txt");
-writeFileSync(chatFile, turn);
-const chatWant = reference.encode(rendered, { add_special_tokens: false });
-const chatGot = dscaleJson(["tokenize", "--tokenizer", folder, "--file", chatFile, "--chat"]).ids;
-if (JSON.stringify(chatGot) !== JSON.stringify(chatWant)) {
-  failures.push(`chat turn: dscale ${JSON.stringify(chatGot)}, reference ${JSON.stringify(chatWant)}`);
+
+const failures = [];
+const encoded = dscaleJsonl("texts.jsonl", [
+  ...texts.map((text) => ({ text })),
+  { text: turn, chat: true },
+]);
+if (encoded.length !== texts.length + 1) {
+  failures.push(`dscale gave ${encoded.length} results for ${texts.length + 1} inputs`);
+} else {
+  const decoded = dscaleJsonl(
+    "ids.jsonl",
+    encoded.slice(0, texts.length).map((r) => ({ ids: r.ids })),
+    ["--decode"],
+  );
+  texts.forEach((text, i) => {
+    const want = reference.encode(text, { add_special_tokens: false });
+    const got = encoded[i].ids;
+    if (JSON.stringify(got) !== JSON.stringify(want)) {
+      failures.push(`text ${i} ${JSON.stringify(text)}: dscale ${JSON.stringify(got)}, reference ${JSON.stringify(want)}`);
+    } else if (decoded[i].text !== text) {
+      failures.push(`text ${i}: decodes to ${JSON.stringify(decoded[i].text)}`);
+    }
+  });
+  const chatWant = reference.encode(rendered, { add_special_tokens: false });
+  const chatGot = encoded[texts.length].ids;
+  if (JSON.stringify(chatGot) !== JSON.stringify(chatWant)) {
+    failures.push(`chat turn: dscale ${JSON.stringify(chatGot)}, reference ${JSON.stringify(chatWant)}`);
+  }
 }
 
 console.log(`llama 3.1 tokenizer: ${texts.length} texts and a chat turn, ${failures.length} differing`);
