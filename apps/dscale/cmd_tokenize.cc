@@ -7,15 +7,16 @@
 
 #include <charconv>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "core/status.h"
 #include "io/file_util.h"
+#include "io/json_util.h"
 #include "io/tokenizer/bpe_vocab.h"
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
@@ -131,52 +132,50 @@ int RunEncode(const Tokenizer& tokenizer, const TokenizeArgs& args) {
 }
 
 // One line of --jsonl: {"text": S} or {"text": S, "chat": true} to encode, {"ids": [...]} with
-// --decode. `where` names the file and line for errors.
+// --decode.
 Result<nlohmann::json> RunJsonlLine(const Tokenizer& tokenizer, const TokenizeArgs& args,
-                                    const std::string& line, const std::string& where) {
-  const nlohmann::json in = nlohmann::json::parse(line, nullptr, false);
-  if (in.is_discarded() || !in.is_object()) return InvalidArgument(where + ": not a JSON object");
+                                    const std::string& line) {
+  DSCALE_ASSIGN_OR_RETURN(const nlohmann::json in, ParseJsonDocument(line));
+  if (!in.is_object()) return InvalidArgument("expected a JSON object, got " + DescribeJson(in));
   if (args.decode) {
-    const auto ids = in.find("ids");
-    if (ids == in.end() || !ids->is_array()) {
-      return InvalidArgument(where + ": \"ids\" must be an array of token ids");
+    const nlohmann::json* ids = JsonMember(in, "ids");
+    if (ids == nullptr || !ids->is_array()) {
+      return InvalidArgument("\"ids\": expected a list of token ids");
     }
     std::vector<int32_t> list;
-    for (const nlohmann::json& id : *ids) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-          id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-        return InvalidArgument(where + ": \"ids\" holds " + id.dump() + ", not a token id");
-      }
-      list.push_back(id.get<int32_t>());
+    for (size_t i = 0; i < ids->size(); ++i) {
+      DSCALE_ASSIGN_OR_RETURN(
+          const int32_t id,
+          ReadJsonIntAs<int32_t>((*ids)[i], "\"ids\"[" + std::to_string(i) + "]", 0));
+      list.push_back(id);
     }
     return DecodeToJson(tokenizer, list, args.skip_special);
   }
-  const auto text = in.find("text");
-  if (text == in.end() || !text->is_string()) {
-    return InvalidArgument(where + ": \"text\" must be a string");
+  const nlohmann::json* text = JsonMember(in, "text");
+  if (text == nullptr) return InvalidArgument("expected \"text\" (string)");
+  DSCALE_ASSIGN_OR_RETURN(std::string contents, ReadJsonString(*text, "\"text\""));
+  bool chat = args.chat;
+  if (const nlohmann::json* field = JsonMember(in, "chat")) {
+    DSCALE_ASSIGN_OR_RETURN(const bool line_chat, ReadJsonBool(*field, "\"chat\""));
+    chat = chat || line_chat;
   }
-  const auto chat = in.find("chat");
-  if (chat != in.end() && !chat->is_boolean()) {
-    return InvalidArgument(where + ": \"chat\" must be true or false");
-  }
-  const bool as_chat = args.chat || (chat != in.end() && chat->get<bool>());
-  return EncodeToJson(tokenizer, text->get<std::string>(), as_chat);
+  return EncodeToJson(tokenizer, std::move(contents), chat);
 }
 
-// A result line for every non-empty line of --jsonl, in order; stops at the first bad line.
+// A result line for every non-empty line of --jsonl, in order; stops at the first bad line,
+// named as PATH:LINE (as `generate --prompts` names its lines).
 int RunJsonl(const Tokenizer& tokenizer, const TokenizeArgs& args) {
   Result<std::string> contents = ReadFileToString(args.jsonl);
   if (!contents.ok()) return Fail(kRuntimeError, contents.status().message());
-  size_t pos = 0;
-  for (int line_number = 1; pos < contents->size(); ++line_number) {
-    size_t end = contents->find('\n', pos);
-    if (end == std::string::npos) end = contents->size();
-    const std::string line = contents->substr(pos, end - pos);
-    pos = end + 1;
+  std::istringstream file(*contents);
+  std::string line;
+  for (int line_number = 1; std::getline(file, line); ++line_number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = args.jsonl + " line " + std::to_string(line_number);
-    Result<nlohmann::json> doc = RunJsonlLine(tokenizer, args, line, where);
-    if (!doc.ok()) return Fail(kRuntimeError, doc.status().message());
+    Result<nlohmann::json> doc = RunJsonlLine(tokenizer, args, line);
+    if (!doc.ok()) {
+      const Status where = doc.status().WithContext(args.jsonl + ":" + std::to_string(line_number));
+      return Fail(kRuntimeError, where.message());
+    }
     PrintJson(*doc);
   }
   return 0;

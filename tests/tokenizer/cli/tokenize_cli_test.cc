@@ -99,23 +99,24 @@ TEST(TokenizeCliTest, JsonlEncodesAndDecodesManyInOneCall) {
   EXPECT_EQ(decoded[2]["text"], "");
 }
 
-// A bad line names the file and the line, and ends the run with exit code 1.
+// A bad line names the file and the line (PATH:LINE), and ends the run with exit code 1.
 TEST(TokenizeCliTest, JsonlBadLinesNameTheFileAndLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"{\"text\": \"a\"}\nnot json\n", "line 2: not a JSON object"},
-      {"{\"txt\": \"a\"}\n", "line 1: \"text\" must be a string"},
-      {"{\"text\": \"a\", \"chat\": 1}\n", "line 1: \"chat\" must be true or false"},
+      {"{\"text\": \"a\"}\nnot json\n", ":2: not valid JSON"},
+      {"{\"txt\": \"a\"}\n", ":1: expected \"text\" (string)"},
+      {"{\"text\": \"a\", \"chat\": 1}\n", ":1: \"chat\": expected true or false, got 1"},
   };
   for (const auto& [contents, message] : cases) {
     const std::string path = WriteTempFile("bad.jsonl", contents);
     const RunResult r = RunTokenize("--jsonl " + path);
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find(path + " " + message), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(path + message), std::string::npos) << r.out;
   }
   const std::string ids = WriteTempFile("bad_ids.jsonl", "{\"ids\": [1, -3]}\n");
   const RunResult r = RunTokenize("--decode --jsonl " + ids);
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find(ids + " line 1: \"ids\" holds -3, not a token id"), std::string::npos)
+  EXPECT_NE(r.out.find(ids + ":1: \"ids\"[1]: expected an integer in [0, 2147483647], got -3"),
+            std::string::npos)
       << r.out;
 }
 
