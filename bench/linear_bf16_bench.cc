@@ -48,7 +48,6 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/openblas_kernels.h"
 #include "machine_limits.h"
-#include "model/quantize_int8.h"
 
 namespace dscale {
 namespace {
@@ -72,7 +71,7 @@ struct Matrix {
   int64_t out, in;
   std::vector<uint16_t> bf16;
   std::vector<float> f32;
-  std::vector<int8_t> int8;            // the BF16 values quantised (quantize_int8.h)
+  std::vector<int8_t> int8;            // the BF16 values quantised (gemm_int8.h)
   std::vector<cpu::Int8Scale> scales;  // [out, Int8Groups(in)]
 };
 
@@ -95,7 +94,7 @@ std::vector<Matrix> LayerMatrices(const LayerShape& s) {
     }
     mat.int8.resize(mat.f32.size());
     mat.scales.resize(d[0] * cpu::Int8Groups(d[1]));
-    QuantizeInt8Rows(mat.f32.data(), d[0], d[1], mat.int8.data(), mat.scales.data());
+    cpu::QuantizeInt8Weights(mat.f32.data(), d[0], d[1], mat.int8.data(), mat.scales.data());
     m.push_back(std::move(mat));
   }
   return m;

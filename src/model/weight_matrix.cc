@@ -51,17 +51,30 @@ WeightMatrix WeightMatrix::FromInt8(std::vector<int8_t> values, std::vector<cpu:
                                     int64_t rows, int64_t cols) {
   DSCALE_CHECK(rows >= 0 && cols >= 0 && static_cast<int64_t>(values.size()) == rows * cols &&
                static_cast<int64_t>(scales.size()) == rows * cpu::Int8Groups(cols));
-  // One owner for both arrays, so row ranges and stacks keep them alive together.
   auto owner = std::make_shared<std::pair<std::vector<int8_t>, std::vector<cpu::Int8Scale>>>(
       std::move(values), std::move(scales));
+  return OwnedInt8(owner, owner->first.data(), owner->second.data(), rows, cols);
+}
+
+WeightMatrix WeightMatrix::FromInt8(std::unique_ptr<int8_t[]> values,
+                                    std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
+                                    int64_t cols) {
+  DSCALE_CHECK(rows >= 0 && cols >= 0);
+  auto owner =
+      std::make_shared<std::pair<std::unique_ptr<int8_t[]>, std::unique_ptr<cpu::Int8Scale[]>>>(
+          std::move(values), std::move(scales));
+  return OwnedInt8(owner, owner->first.get(), owner->second.get(), rows, cols);
+}
+
+WeightMatrix WeightMatrix::OwnedInt8(std::shared_ptr<const void> owner, const int8_t* values,
+                                     const cpu::Int8Scale* scales, int64_t rows, int64_t cols) {
+  // One owner for both arrays, so row ranges and stacks keep them alive together.
   WeightMatrix m;
   m.rows_ = rows;
   m.cols_ = cols;
   if (rows > 0) {
-    m.blocks_.push_back({.format = WeightFormat::kInt8,
-                         .data = owner->first.data(),
-                         .scales = owner->second.data(),
-                         .rows = rows});
+    m.blocks_.push_back(
+        {.format = WeightFormat::kInt8, .data = values, .scales = scales, .rows = rows});
   }
   m.owners_.push_back(std::move(owner));
   return m;

@@ -37,6 +37,10 @@ class WeightMatrix {
   // `values` [rows, cols] and `scales` [rows, cpu::Int8Groups(cols)] in cpu::LinearInt8's format.
   static WeightMatrix FromInt8(std::vector<int8_t> values, std::vector<cpu::Int8Scale> scales,
                                int64_t rows, int64_t cols);
+  // The same from arrays of those sizes (QuantizeInt8 fills them unzeroed, on the threads).
+  static WeightMatrix FromInt8(std::unique_ptr<int8_t[]> values,
+                               std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
+                               int64_t cols);
   // A checkpoint tensor of `shape`: shape[0] rows of the remaining dims (a vector, or a scalar,
   // is one column).
   static WeightMatrix FromF32(std::vector<float> values, const std::vector<int64_t>& shape);
@@ -69,6 +73,10 @@ class WeightMatrix {
   std::vector<uint16_t> ToBf16() const;
 
  private:
+  // One int8 block whose values and scales `owner` keeps alive.
+  static WeightMatrix OwnedInt8(std::shared_ptr<const void> owner, const int8_t* values,
+                                const cpu::Int8Scale* scales, int64_t rows, int64_t cols);
+
   std::vector<Block> blocks_;
   int64_t rows_ = 0;
   int64_t cols_ = 0;

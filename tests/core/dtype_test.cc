@@ -46,7 +46,7 @@ TEST(DTypeTest, F16KnownValues) {
   EXPECT_EQ(F16ToF32(0xc000), -2.0f);
   EXPECT_EQ(F16ToF32(0x7bff), 65504.0f);
   EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_EQ(F32ToF16(1e6f), 0x7c00);  // overflow -> +inf
+  EXPECT_EQ(F32ToF16(1e6f), 0x7c00);                   // overflow -> +inf
   EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -26)), 0x0000);  // below half the smallest subnormal
 }
 
@@ -91,6 +91,49 @@ TEST(DTypeTest, FirstNonFiniteFindsNanAndInfinityInEveryType) {
       EXPECT_EQ(FirstNonFinite(d, bytes.data(), 5000), -1) << bad;
     }
     values[5000] = values[8999] = 0.5f;
+  }
+}
+
+// The scan compares several elements at once: every position within a word, every short tail,
+// unaligned data, and neighbours that are as close to non-finite as a finite value gets (the
+// largest finite values, and exponents one step below all ones, positive and negative).
+TEST(DTypeTest, FirstNonFiniteFindsEveryPositionBesideTheLargestFiniteValues) {
+  struct Bits {
+    DType dtype;
+    std::vector<uint32_t> finite, bad;
+  };
+  const Bits types[] = {
+      {DType::kF32,
+       {0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F000000u, 0x00800000u, 0x80000000u},
+       {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u}},
+      {DType::kBF16,
+       {0x7F7Fu, 0xFF7Fu, 0x7F00u, 0x0080u, 0x8000u},
+       {0x7F80u, 0xFF80u, 0x7FC0u, 0x7F81u}},
+      {DType::kF16,
+       {0x7BFFu, 0xFBFFu, 0x7800u, 0x0400u, 0x8000u},
+       {0x7C00u, 0xFC00u, 0x7E00u, 0x7C01u}},
+  };
+  for (const Bits& t : types) {
+    SCOPED_TRACE(std::string(DTypeName(t.dtype)));
+    const size_t size = DTypeSize(t.dtype);
+    for (size_t count = 1; count <= 13; ++count) {
+      for (size_t offset = 0; offset < 4; ++offset) {
+        std::vector<unsigned char> bytes(offset + count * size);
+        const auto put = [&](size_t i, uint32_t bits) {
+          std::memcpy(bytes.data() + offset + i * size, &bits, size);  // little-endian
+        };
+        for (size_t i = 0; i < count; ++i) put(i, t.finite[i % t.finite.size()]);
+        const void* data = bytes.data() + offset;
+        ASSERT_EQ(FirstNonFinite(t.dtype, data, count), -1) << count << " at +" << offset;
+        for (size_t at = 0; at < count; ++at) {
+          const uint32_t bad = t.bad[(at + count) % t.bad.size()];
+          put(at, bad);
+          ASSERT_EQ(FirstNonFinite(t.dtype, data, count), static_cast<int64_t>(at))
+              << count << " at +" << offset << ": " << std::hex << bad;
+          put(at, t.finite[at % t.finite.size()]);
+        }
+      }
+    }
   }
 }
 

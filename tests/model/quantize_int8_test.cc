@@ -59,7 +59,7 @@ TEST(QuantizeInt8Test, EveryGroupRoundsOntoItsOwnScale) {
     for (int64_t k = (groups - 1) * kInt8GroupSize; k < cols; ++k) w[2 * cols + k] *= 1e-3f;
     std::vector<int8_t> q(rows * cols);
     std::vector<cpu::Int8Scale> scales(rows * groups);
-    QuantizeInt8Rows(w.data(), rows, cols, q.data(), scales.data());
+    cpu::QuantizeInt8Weights(w.data(), rows, cols, q.data(), scales.data());
     std::vector<float> back(rows * cols);
     cpu::DequantizeInt8Rows(q.data(), scales.data(), rows, cols, back.data());
     for (int64_t r = 0; r < rows; ++r) {
@@ -116,7 +116,7 @@ TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRanges) {
   std::vector<int8_t> q(wide.size());
   std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
   std::vector<float> want(wide.size());
-  QuantizeInt8Rows(wide.data(), 12, cols, q.data(), scales.data());
+  cpu::QuantizeInt8Weights(wide.data(), 12, cols, q.data(), scales.data());
   cpu::DequantizeInt8Rows(q.data(), scales.data(), 12, cols, want.data());
   const std::vector<float> all = m.ToF32();
   EXPECT_EQ(all, want);

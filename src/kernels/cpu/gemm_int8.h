@@ -20,7 +20,7 @@
 // bits for every row count, and a row's outputs never depend on the rows beside it: a decode
 // row and a verified row compute the same model on every CPU. Every row count runs the tiles
 // (no sgemm path), so prefill rows compute that model too. The weights must lie in [-127, 127]
-// (the weight quantiser's range, quantize_int8.h): the AVX2 variant's int16 pair sums rely on it.
+// (the range of QuantizeInt8Weights, below): the AVX2 variant's int16 pair sums rely on it.
 
 #include <bit>
 #include <cstdint>
@@ -85,7 +85,16 @@ void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const Int8Sca
 void LinearInt8DequantSgemm(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                             int64_t rows, int64_t in, int64_t out, bool accumulate);
 
-// ---- int8 × int8 (Int8Activations::kInt8; gemm_int8_dot.cc).
+// q[rows, in] and scales[rows, Int8Groups(in)] in this format from finite weights w[rows, in]
+// (int8_quantize.cc; `--weights int8` at load): per group s = Int8ScaleAtLeast(max|w| / 127) and
+// q = w / s rounded to nearest, ties to even, so every weight is within s/2 (plus float rounding)
+// of its dequantised value, and the group's largest maps to ±127 or, where rounding s up took it
+// below 126.5 steps, ±126; an all-zero group gets s = 0 and q = 0. On the calling thread, with
+// AVX2 where the CPU has it unless `vector` is false (the same bits either way: parity tests).
+void QuantizeInt8Weights(const float* w, int64_t rows, int64_t in, int8_t* q, Int8Scale* scales,
+                         bool vector = true);
+
+// ---- int8 × int8 (Int8Activations::kInt8; gemm_int8_dot.cc, the quantisers int8_quantize.cc).
 
 // x[rows, in] quantised as above: q[rows, Int8Groups(in) · 32] (each row padded with zeros to
 // whole groups), scales[rows, Int8Groups(in)] (d_x) and sums[rows, Int8Groups(in)] (Σ q_x over

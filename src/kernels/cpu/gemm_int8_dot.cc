@@ -30,7 +30,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "core/check.h"
@@ -41,10 +40,9 @@ namespace dscale::cpu {
 namespace {
 
 constexpr int64_t kGroup = kInt8GroupSize;
-static_assert(kGroup == 32, "the packing and the vector quantiser take groups of 32");
+static_assert(kGroup == 32, "the packing takes groups of 32");
 // Dwords (4 inputs) per group: the dot-product steps of a group.
 constexpr int kSteps = kGroup / 4;
-constexpr float kInt8Max = 127.0f;
 // Below this many weights a call runs on one thread: a fork/join would cost more than the work.
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Groups packed at a time: 32 groups of a 16-output panel are 16 KiB, which stay in L1 while
@@ -85,33 +83,6 @@ inline int32_t Load32(const int8_t* p) {
   return v;
 }
 
-// ---- The quantiser (gemm_int8.h): one group of n ≤ 32 values into q[0, 32) (zeros past n).
-
-void QuantizeGroupPortable(const float* x, int64_t n, int8_t* q, float* scale, int32_t* sum) {
-  std::memset(q, 0, kGroup);
-  *sum = 0;
-  float largest = 0.0f;
-  bool finite = true;
-  for (int64_t i = 0; i < n; ++i) {
-    finite = finite && std::isfinite(x[i]);
-    largest = std::max(largest, std::fabs(x[i]));
-  }
-  if (!finite) {
-    *scale = std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
-  const float d = largest / kInt8Max;
-  *scale = d;
-  if (d == 0.0f) return;  // all zeros, or a largest value below 127 × the smallest subnormal
-  int32_t total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    // nearbyint: to nearest, ties to even. x / d can pass 127.5 only through d's rounding.
-    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] / d), -kInt8Max, kInt8Max));
-    total += q[i];
-  }
-  *sum = total;
-}
-
 #define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
 // The sum of v's 8 int32 lanes (exact where it fits int32).
@@ -120,57 +91,6 @@ DSCALE_AVX2 inline int32_t SumInt32Lanes(__m256i v) {
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
   return _mm_cvtsi128_si32(t);
-}
-
-// A whole group, 8 lanes at a time: the same operations (an exact maximum, IEEE division,
-// conversion to nearest even under the default rounding mode, the same clamp), so the same
-// values as QuantizeGroupPortable.
-DSCALE_AVX2 void QuantizeGroupAvx2(const float* x, int8_t* q, float* scale, int32_t* sum) {
-  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
-  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 v[4];
-  __m256 largest = _mm256_setzero_ps();
-  __m256i nonfinite = _mm256_setzero_si256();
-  DSCALE_UNROLL
-  for (int j = 0; j < 4; ++j) {
-    v[j] = _mm256_loadu_ps(x + 8 * j);
-    largest = _mm256_max_ps(largest, _mm256_and_ps(v[j], magnitude));
-    const __m256i e = _mm256_and_si256(_mm256_castps_si256(v[j]), exponent);
-    nonfinite = _mm256_or_si256(nonfinite, _mm256_cmpeq_epi32(e, exponent));
-  }
-  if (!_mm256_testz_si256(nonfinite, nonfinite)) {
-    std::memset(q, 0, kGroup);
-    *scale = std::numeric_limits<float>::quiet_NaN();
-    *sum = 0;
-    return;
-  }
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(largest), _mm256_extractf128_ps(largest, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  const float d = _mm_cvtss_f32(m) / kInt8Max;
-  *scale = d;
-  if (d == 0.0f) {
-    std::memset(q, 0, kGroup);
-    *sum = 0;
-    return;
-  }
-  const __m256 dv = _mm256_set1_ps(d);
-  const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-127);
-  __m256i qi[4];
-  __m256i total = _mm256_setzero_si256();
-  DSCALE_UNROLL
-  for (int j = 0; j < 4; ++j) {
-    qi[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_div_ps(v[j], dv)), lo), hi);
-    total = _mm256_add_epi32(total, qi[j]);
-  }
-  // packs works within 128-bit halves: the bytes come out as dwords a0 b0 c0 d0 a1 b1 c1 d1 of
-  // the four vectors' halves, put back in order by one dword permutation.
-  const __m256i bytes =
-      _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
-  _mm256_storeu_si256(
-      reinterpret_cast<__m256i*>(q),
-      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  *sum = SumInt32Lanes(total);
 }
 
 // The quantised activations of a call: q [rows, groups · 32], scale and sum [rows, groups].
@@ -771,14 +691,6 @@ void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w,
   }
 }
 
-bool HasAvx2() {
-  static const bool has = [] {
-    const std::vector<Bf16Isa> isas = SupportedBf16Isas();
-    return std::find(isas.begin(), isas.end(), Bf16Isa::kAvx2) != isas.end();
-  }();
-  return has;
-}
-
 const std::vector<Int8DotIsa>& DotIsas() {
   static const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas(CpuIsaCapFromEnvironment());
   return isas;
@@ -856,26 +768,6 @@ Int8DotIsa Int8DotIsaFor(int64_t rows) {
   const std::vector<Int8DotIsa>& isas = DotIsas();
   if (isas.back() == Int8DotIsa::kAmx && rows < kAmxInt8MinRows) return isas[isas.size() - 2];
   return isas.back();
-}
-
-void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q, float* scales,
-                             int32_t* sums) {
-  DSCALE_CHECK(rows >= 0 && in >= 0);
-  const int64_t groups = Int8Groups(in);
-  const bool vector = HasAvx2();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* xg = x + r * in + g * kGroup;
-      const int64_t n = std::min(kGroup, in - g * kGroup);
-      int8_t* qg = q + (r * groups + g) * kGroup;
-      const int64_t at = r * groups + g;
-      if (vector && n == kGroup) {
-        QuantizeGroupAvx2(xg, qg, scales + at, sums + at);
-      } else {
-        QuantizeGroupPortable(xg, n, qg, scales + at, sums + at);
-      }
-    }
-  }
 }
 
 void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Scale* scales,

@@ -1,6 +1,7 @@
 #include "kernels/reference/reference_kernels.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -54,6 +55,25 @@ void QuantizeActivationsInt8(const float* x, int64_t n, int64_t group, int8_t* q
     for (int64_t i = begin; i < end; ++i) {
       float v = 0.0f;
       if (finite && d != 0.0f) v = std::clamp(std::nearbyint(x[i] / d), -127.0f, 127.0f);
+      q[i] = static_cast<int8_t>(v);
+    }
+  }
+}
+
+void QuantizeWeightsInt8(const float* w, int64_t n, int64_t group, int8_t* q, float* scales) {
+  DSCALE_CHECK(group > 0);
+  for (int64_t g = 0; g * group < n; ++g) {
+    const int64_t begin = g * group, end = std::min(n, begin + group);
+    float largest = 0.0f;
+    for (int64_t i = begin; i < end; ++i) largest = std::max(largest, std::fabs(w[i]));
+    // BF16 keeps an f32's top 16 bits: cut the rest off, and step up one BF16 value if that
+    // lost anything.
+    const float exact = largest / 127.0f;
+    float s = std::bit_cast<float>(std::bit_cast<uint32_t>(exact) & 0xffff0000u);
+    if (s < exact) s = std::bit_cast<float>(std::bit_cast<uint32_t>(s) + 0x10000u);
+    scales[g] = s;
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = s == 0.0f ? 0.0f : std::clamp(std::nearbyint(w[i] / s), -127.0f, 127.0f);
       q[i] = static_cast<int8_t>(v);
     }
   }

@@ -28,6 +28,10 @@ void LinearInt8Int8(const float* x, const int8_t* w, const float* scales, float*
 // q = x / d rounded to nearest even and clamped to ±127; a zero d (an all-zero group) gives
 // q = 0; a group holding a NaN or an infinity gets d = NaN and q = 0. q [n], scales [⌈n/group⌉].
 void QuantizeActivationsInt8(const float* x, int64_t n, int64_t group, int8_t* q, float* scales);
+// cpu::QuantizeInt8Weights for one row w[0, n): per group of `group` values (the last may be
+// shorter) s = the smallest BF16 value ≥ max|w| / 127 (its f32 value in scales[g]) and q = w / s
+// rounded to nearest even, clamped to ±127; s = 0 gives q = 0. q [n], scales [⌈n/group⌉].
+void QuantizeWeightsInt8(const float* w, int64_t n, int64_t group, int8_t* q, float* scales);
 void RmsNorm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps);
 void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int64_t head_dim,
                  int64_t row_stride, float eps);
