@@ -36,23 +36,18 @@ void StoreU16(void* dst, size_t index, uint16_t bits) {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32:
-      return 4;
+    case DType::kF32: return 4;
     case DType::kBF16:
-    case DType::kF16:
-      return 2;
+    case DType::kF16: return 2;
   }
   DSCALE_CHECK_MSG(false, "unknown dtype");
 }
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32:
-      return "F32";
-    case DType::kBF16:
-      return "BF16";
-    case DType::kF16:
-      return "F16";
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
   }
   DSCALE_CHECK_MSG(false, "unknown dtype");
 }
@@ -96,9 +91,9 @@ uint16_t F32ToF16(float value) {
   const uint32_t bits = FloatBits(value);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;   // NaN
-  if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: infinity
-  if (abs_bits < 0x38800000u) {                        // below the smallest f16 normal
+  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;       // NaN
+  if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;      // rounds to >= 65520: infinity
+  if (abs_bits < 0x38800000u) {                            // below the smallest f16 normal
     // Subnormal or zero: add the implicit bit and shift into place with round-to-nearest-even.
     const int exponent = static_cast<int>(abs_bits >> 23);
     if (exponent < 102) return sign;  // below half the smallest subnormal
