@@ -21,6 +21,7 @@
 #include "io/tokenizer/chat_template.h"
 #include "io/tokenizer/tokenizer.h"
 #include "io/tokenizer/utf8.h"
+#include "prompt_input.h"
 
 namespace dscale::cli {
 namespace {
@@ -139,16 +140,8 @@ Result<nlohmann::json> RunJsonlLine(const Tokenizer& tokenizer, const TokenizeAr
   if (!in.is_object()) return InvalidArgument("expected a JSON object, got " + DescribeJson(in));
   if (args.decode) {
     const nlohmann::json* ids = JsonMember(in, "ids");
-    if (ids == nullptr || !ids->is_array()) {
-      return InvalidArgument("\"ids\": expected a list of token ids");
-    }
-    std::vector<int32_t> list;
-    for (size_t i = 0; i < ids->size(); ++i) {
-      DSCALE_ASSIGN_OR_RETURN(
-          const int32_t id,
-          ReadJsonIntAs<int32_t>((*ids)[i], "\"ids\"[" + std::to_string(i) + "]", 0));
-      list.push_back(id);
-    }
+    if (ids == nullptr) return InvalidArgument("expected \"ids\" (a list of token ids)");
+    DSCALE_ASSIGN_OR_RETURN(const std::vector<int32_t> list, ReadTokenIdList(*ids));
     return DecodeToJson(tokenizer, list, args.skip_special);
   }
   const nlohmann::json* text = JsonMember(in, "text");

@@ -44,25 +44,28 @@ Result<std::vector<int32_t>> EncodeMessages(const nlohmann::json& messages,
   return tokenizer.Encode(formatted);
 }
 
+}  // namespace
+
+Result<std::vector<int32_t>> ReadTokenIdList(const nlohmann::json& ids) {
+  if (!ids.is_array()) {
+    return InvalidArgument("\"ids\": expected a list of token ids, got " + DescribeJson(ids));
+  }
+  std::vector<int32_t> list;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(
+        const int32_t id, ReadJsonIntAs<int32_t>(ids[i], "\"ids\"[" + std::to_string(i) + "]", 0));
+    list.push_back(id);
+  }
+  return list;
+}
+
+namespace {
+
 Result<std::vector<int32_t>> ParseLine(const std::string& line, bool raw,
                                        const Tokenizer* tokenizer) {
   DSCALE_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonDocument(line));
   if (!j.is_object()) return InvalidArgument("expected a JSON object, got " + DescribeJson(j));
-  if (const nlohmann::json* ids_field = JsonMember(j, "ids")) {
-    if (!ids_field->is_array()) {
-      return InvalidArgument("\"ids\": expected a list of token ids, got " +
-                             DescribeJson(*ids_field));
-    }
-    std::vector<int32_t> ids;
-    for (size_t i = 0; i < ids_field->size(); ++i) {
-      // Checked as the JSON number it is before it is narrowed to a 32-bit id.
-      DSCALE_ASSIGN_OR_RETURN(
-          const int32_t id,
-          ReadJsonIntAs<int32_t>((*ids_field)[i], "\"ids\"[" + std::to_string(i) + "]", 0));
-      ids.push_back(id);
-    }
-    return ids;
-  }
+  if (const nlohmann::json* ids_field = JsonMember(j, "ids")) return ReadTokenIdList(*ids_field);
   if (tokenizer == nullptr) {
     return InvalidArgument(
         "text prompts need a tokenizer (--tokenizer, or tokenizer files in "

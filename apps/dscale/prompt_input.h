@@ -5,6 +5,7 @@
 // unless `raw`.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ struct PromptFlags {
 // used; text without a tokenizer is an error naming the flag.
 Result<std::vector<std::vector<int32_t>>> LoadPrompts(const PromptFlags& flags,
                                                       const Tokenizer* tokenizer);
+
+// A JSONL line's "ids" member: a list of token ids, each checked as the JSON number it is
+// before it is narrowed to 32 bits; errors name "ids" and the element.
+Result<std::vector<int32_t>> ReadTokenIdList(const nlohmann::json& ids);
 
 // The tokenizer in `dir` (--tokenizer), else the target's own folder when it has tokenizer
 // files, else none. A tokenizer with a token id at or past `vocab_size` (the target's
