@@ -65,12 +65,12 @@ constexpr int kMaxTileRows512 = 16;
 // Lanes (outputs) of a panel.
 constexpr int kLanes512 = 16;
 constexpr int kLanes256 = 8;
-// How far ahead along each of a panel's rows the packers prefetch, once per 64-byte line (every
-// second group). The panel reads 8 or 16 rows at once, which the hardware prefetchers alone do
-// not keep fed from memory: on weights beyond the caches (2 threads, the Xeon of
-// docs/BENCHMARKS.md, 600 MB of Qwen3-1.7B gate/up matrices) 256 bytes ahead made one row 1.25×
-// and 16 rows 1.4× faster; 1 KiB (the f32 tiles' distance) only 1.1× at one row, and slowed
-// packing weights that sit in L3.
+// How far ahead along each of a panel's rows the 512-bit packer prefetches, once per 64-byte line
+// (every second group; the 256-bit packer fetches the next panel instead: PrefetchNextPanel). The
+// panel reads 8 or 16 rows at once, which the hardware prefetchers alone do not keep fed from
+// memory: on weights beyond the caches (2 threads, the Xeon of docs/BENCHMARKS.md, 600 MB of
+// Qwen3-1.7B gate/up matrices) 256 bytes ahead made one row 1.25× and 16 rows 1.4× faster; 1 KiB
+// (the f32 tiles' distance) only 1.1× at one row, and slowed packing weights that sit in L3.
 constexpr int64_t kPrefetchBytes = 256;
 
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
@@ -150,6 +150,23 @@ template <int L>
   for (int l = 0; l < L; ++l) {
     _mm_prefetch(reinterpret_cast<const char*>(p.w + l * p.in + g * kGroup + kPrefetchBytes),
                  _MM_HINT_T0);
+  }
+}
+
+// At group g of a whole panel of L rows: the next panel's L · 32 bytes at the same distance from
+// its start (4 lines for L = 8), into L2. The L rows of a panel lie one after another, so over
+// the panel's groups this walks the next panel front to back as one sequential stream, and its
+// packing then reads the rows side by side from L2. Packing side by side from memory, as
+// PrefetchPanel feeds it, reads 8 streams at once, which Zen 3 serves at about half the rate of
+// one (the few-rows kernel's comment). The 2-vCPU EPYC of docs/BENCHMARKS.md, 2 threads, 8 rows
+// against 49,152 × 2,048 int8 weights (100 MB), the two prefetches alternating, six runs each:
+// 20.0-22.8 ms against 22.2-28.4 (at 8 rows packing takes about half a call's time).
+template <int L>
+[[gnu::always_inline]] inline void PrefetchNextPanel(const Panel& p, int64_t g) {
+  const int8_t* next = p.w + L * p.in + g * L * kGroup;
+  DSCALE_UNROLL
+  for (int line = 0; line < L * kGroup / 64; ++line) {
+    _mm_prefetch(reinterpret_cast<const char*>(next + line * 64), _MM_HINT_T1);
   }
 }
 
@@ -236,7 +253,7 @@ DSCALE_AVX2 void PackChunk256(const Panel& p, int64_t g0, int64_t ng, int8_t* ds
       PackGroupPortable<kLanes256>(p, g, kFlip, d, ds);
       continue;
     }
-    PrefetchPanel<kLanes256>(p, g);
+    PrefetchNextPanel<kLanes256>(p, g);
     __m256i v[kSteps];
     Transpose8(p.w + g * kGroup, p.in, v);
     DSCALE_UNROLL
