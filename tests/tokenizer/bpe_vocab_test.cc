@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "io/tokenizer/bpe.h"
@@ -284,11 +285,24 @@ TEST(BpeVocabTest, RepeatedKeysAreRefused) {
   vocab_json.Write("merges.txt", MergesTxt());
   ExpectLoadError(vocab_json.path(), StatusCode::kDataLoss, "token \"he\" is listed twice");
 
+  // model.vocab is read entry by entry (never into an object), so its repeat is found where
+  // vocab.json's is; a key repeated anywhere else is named with its place.
   std::string doc = TokenizerJson(SmallVocab(), kSmallMerges, true, {}).dump();
   doc.insert(doc.find("\"vocab\":{") + 9, "\"he\":300,");
   tokenizer_json.Write("tokenizer.json", doc);
   ExpectLoadError(tokenizer_json.path(), StatusCode::kDataLoss,
-                  "tokenizer.json: duplicate key \"he\" in \"model.vocab\"");
+                  "tokenizer.json: model.vocab: token \"he\" is listed twice");
+  for (const auto& [at, key, where] :
+       {std::tuple{"\"model\":{", "\"type\":\"BPE\",", " in \"model\""},
+        std::tuple{"{", "\"version\":\"2\",", ""},
+        std::tuple{"\"normalizer\":{", "\"type\":\"NFC\",", " in \"normalizer\""}}) {
+    doc = TokenizerJson(SmallVocab(), kSmallMerges, true, {}).dump();
+    doc.insert(doc.find(at) + std::string_view(at).size(), key);
+    tokenizer_json.Write("tokenizer.json", doc);
+    const std::string name = std::string(key).substr(0, std::string(key).find(':'));
+    ExpectLoadError(tokenizer_json.path(), StatusCode::kDataLoss,
+                    "tokenizer.json: duplicate key " + name + where);
+  }
 
   config_json.Write("vocab.json", SmallVocab().dump());
   config_json.Write("merges.txt", MergesTxt());
@@ -402,6 +416,40 @@ TEST(BpeVocabTest, TheSplitPatternComesFromTokenizerJson) {
   ASSERT_TRUE(by_qwen.ok() && by_llama.ok());
   EXPECT_EQ(*by_qwen, (std::vector<int32_t>{'1', '2', '3', '4', '5'}));
   EXPECT_EQ(*by_llama, (std::vector<int32_t>{'1', 261, '4', '5'}));
+}
+
+// model.vocab and model.merges are checked entry by entry as the file is read: every kind of bad
+// entry, at the start, in the middle and at the end, is named, and the rest of the file after it
+// is still read without harm.
+TEST(BpeVocabTest, BadStreamedEntriesAreNamed) {
+  const std::string good = TokenizerJson(SmallVocab(), kSmallMerges, false, {}).dump();
+  const size_t vocab_at = good.find("\"vocab\":{") + 9;
+  for (const std::string raw : {"-1", "97.5", "\"a\"", "null", "[97]", "{\"id\": 97}", "[[]]"}) {
+    for (const bool at_end : {false, true}) {
+      std::string doc = good;
+      const std::string entry = "\"zz\":" + raw;
+      if (at_end) {
+        doc.insert(doc.find("}},\"normalizer\""), "," + entry);  // vocab is model's last key
+      } else {
+        doc.insert(vocab_at, entry + ",");
+      }
+      TempDir dir;
+      dir.Write("tokenizer.json", doc);
+      ExpectLoadError(dir.path(), StatusCode::kDataLoss,
+                      "tokenizer.json: model.vocab: token \"zz\": expected a token id");
+    }
+  }
+  const std::string pairs = TokenizerJson(SmallVocab(), kSmallMerges, true, {}).dump();
+  const size_t merges_at = pairs.find("\"merges\":[") + 10;
+  for (const std::string raw :
+       {"5", "\"h\"", "\"h e l\"", "[\"h\"]", "[\"h\",\"e\",\"l\"]", "[\"h\",5]", "[[\"h\"],\"e\"]",
+        "{\"h\":\"e\"}", "[{\"h\":1},\"e\"]"}) {
+    std::string doc = pairs;
+    doc.insert(merges_at + 1 + pairs.substr(merges_at + 1).find(']') + 1, "," + raw);
+    TempDir dir;
+    dir.Write("tokenizer.json", doc);
+    ExpectLoadError(dir.path(), StatusCode::kDataLoss, "tokenizer.json: model.merges[1]: expected");
+  }
 }
 
 TEST(BpeVocabTest, UnsupportedOrCorruptTokenizerJson) {

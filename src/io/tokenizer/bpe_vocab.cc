@@ -312,26 +312,181 @@ Result<bool> ParseNormalizer(const json& doc, const std::string& where) {
   return InvalidArgument(where + ": only an NFC normalizer (or none) is supported");
 }
 
+// One entry of model.merges: "left right" or ["left", "right"].
+Result<Merge> ParseJsonMerge(const json& m, const std::string& where) {
+  if (m.is_string()) {
+    const std::string& line = m.get_ref<const std::string&>();
+    std::optional<Merge> merge = SplitMerge(line);
+    if (!merge) return BadMerge(where, line);
+    return std::move(*merge);
+  }
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+    return Merge(m[0].get<std::string>(), m[1].get<std::string>());
+  }
+  return DataLoss(where + ": expected \"left right\" or [\"left\", \"right\"]");
+}
+
+std::string MergeWhere(const std::string& where, size_t i) {
+  return where + "[" + std::to_string(i) + "]";
+}
+
 Result<std::vector<Merge>> ParseJsonMerges(const json& merges, const std::string& where) {
   if (!merges.is_array()) return DataLoss(where + ": expected an array");
   std::vector<Merge> out;
   out.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
-    auto where_item = [&] { return where + "[" + std::to_string(i) + "]"; };  // errors only
-    const json& m = merges[i];
-    if (m.is_string()) {
-      const std::string& line = m.get_ref<const std::string&>();
-      std::optional<Merge> merge = SplitMerge(line);
-      if (!merge) return BadMerge(where_item(), line);
-      out.push_back(std::move(*merge));
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      out.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    } else {
-      return DataLoss(where_item() + ": expected \"left right\" or [\"left\", \"right\"]");
-    }
+    DSCALE_ASSIGN_OR_RETURN(Merge merge, ParseJsonMerge(merges[i], MergeWhere(where, i)));
+    out.push_back(std::move(merge));
   }
   return out;
 }
+
+// tokenizer.json in one pass: model.vocab and model.merges, nearly all of the file (Llama 3's:
+// 128,000 tokens, 280,147 merges), go straight into pairs as the parser reads them, and the rest
+// becomes a document. Built into nlohmann's document first, the vocab's 128,000-key std::map and
+// its teardown took about a third of a Llama 3 tokenizer's load. Entries are checked as
+// ParseTokenToId and ParseJsonMerges check them, with their messages; a vocab or merges that is
+// not an object or array, and everything else, stays in the document for the usual checks.
+//
+// nlohmann's callback parser reports a container's start even inside a value it has been told to
+// drop, but not its end, so the frames below are exact only while nothing is dropped except the
+// streamed entries themselves; the first bad entry ends the streaming (the load fails with it).
+class TokenizerJsonReader {
+ public:
+  using Event = json::parse_event_t;
+
+  explicit TokenizerJsonReader(const std::string& path)
+      : vocab_where_(path + ": model.vocab"), merges_where_(path + ": model.merges") {}
+
+  bool operator()(int /*depth*/, Event event, json& parsed) {
+    if (failed_) return true;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        return Start(event == Event::object_start);
+      case Event::key:
+        return Key(parsed);
+      case Event::value:
+        return Value(parsed);
+      case Event::object_end:
+      case Event::array_end:
+        return End(parsed);
+    }
+    return true;
+  }
+
+  // Set when the whole of model.vocab (an object) or model.merges (an array) was streamed.
+  std::optional<std::vector<std::pair<std::string, int32_t>>> vocab;
+  std::optional<std::vector<Merge>> merges;
+  Status vocab_error, merges_error;
+  // Some object outside the streamed ones ended with fewer members than keys: a key named twice.
+  bool repeated = false;
+
+ private:
+  enum class Stream { kNone, kVocab, kMerges, kMergePair };
+  struct Frame {
+    bool object = false;
+    Stream stream = Stream::kNone;
+    std::string key;   // objects: the last key read
+    size_t keys = 0;   // objects: keys read
+    size_t items = 0;  // kMerges: entries read
+  };
+
+  bool Fail(Status* slot, Status error) {
+    *slot = std::move(error);
+    failed_ = true;
+    return false;
+  }
+
+  bool Start(bool object) {
+    Stream stream = Stream::kNone;
+    if (!frames_.empty()) {
+      const Frame& parent = frames_.back();
+      if (parent.stream == Stream::kVocab) {  // a container where an id should be
+        return Fail(&vocab_error, NotATokenId(vocab_where_ + ": token \"" + token_ + "\""));
+      }
+      if (parent.stream == Stream::kMerges) {
+        if (object)
+          return Fail(&merges_error, ParseJsonMerge(json::object(), ItemWhere()).status());
+        stream = Stream::kMergePair;
+      }
+    }
+    if (frames_.size() == 2 && frames_[0].object && frames_[0].key == "model" &&
+        frames_[1].object) {
+      if (object && frames_[1].key == "vocab") {
+        stream = Stream::kVocab;
+        vocab.emplace();
+      } else if (!object && frames_[1].key == "merges") {
+        stream = Stream::kMerges;
+        merges.emplace();
+      }
+    }
+    frames_.push_back({.object = object, .stream = stream});
+    return true;
+  }
+
+  bool Key(json& parsed) {
+    if (frames_.empty() || !parsed.is_string()) return true;
+    Frame& frame = frames_.back();
+    std::string& key = parsed.get_ref<std::string&>();
+    if (frame.stream == Stream::kVocab) {
+      token_ = std::move(key);
+      return false;  // the entry is kept in `vocab`, not in the document
+    }
+    frame.key = key;
+    ++frame.keys;
+    return true;
+  }
+
+  bool Value(json& parsed) {
+    if (frames_.empty()) return true;
+    Frame& frame = frames_.back();
+    if (frame.stream == Stream::kVocab) {
+      const Result<int32_t> id = ParseId(parsed, vocab_where_ + ": token \"" + token_ + "\"");
+      if (!id.ok()) return Fail(&vocab_error, id.status());
+      vocab->emplace_back(std::move(token_), *id);
+      return false;
+    }
+    if (frame.stream == Stream::kMerges) {
+      Result<Merge> merge = ParseJsonMerge(parsed, ItemWhere());
+      if (!merge.ok()) return Fail(&merges_error, merge.status());
+      merges->push_back(std::move(*merge));
+      ++frame.items;
+      return false;
+    }
+    return true;
+  }
+
+  bool End(const json& parsed) {
+    if (frames_.empty()) return true;
+    const Frame frame = std::move(frames_.back());
+    frames_.pop_back();
+    if (frame.stream == Stream::kMergePair) {
+      Result<Merge> merge = ParseJsonMerge(parsed, ItemWhere());
+      if (!merge.ok()) return Fail(&merges_error, merge.status());
+      merges->push_back(std::move(*merge));
+      ++frames_.back().items;
+      return false;  // dropped from the (empty) merges array of the document
+    }
+    if (frame.object && frame.stream == Stream::kNone && parsed.size() != frame.keys) {
+      repeated = true;
+    }
+    return true;
+  }
+
+  // The merges entry being read.
+  std::string ItemWhere() const {
+    for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
+      if (it->stream == Stream::kMerges) return MergeWhere(merges_where_, it->items);
+    }
+    return merges_where_;
+  }
+
+  const std::string vocab_where_, merges_where_;
+  std::vector<Frame> frames_;
+  std::string token_;  // the vocab key whose id comes next
+  bool failed_ = false;
+};
 
 Status CheckModelOptions(const json& model, const std::string& where) {
   if (StringField(model, "type", "BPE") != "BPE") {
@@ -404,7 +559,22 @@ Result<BpeVocab> LoadVocabAndMerges(const fs::path& vocab_json, const fs::path& 
 
 Result<BpeVocab> LoadTokenizerJson(const fs::path& tokenizer_json) {
   const std::string path = tokenizer_json.string();
-  DSCALE_ASSIGN_OR_RETURN(json doc, ParseJsonFile(tokenizer_json));
+  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadTokenizerFile(tokenizer_json));
+  TokenizerJsonReader reader(path);
+  const json doc = json::parse(
+      text.begin(), text.end(),
+      [&reader](int depth, json::parse_event_t event, json& parsed) {
+        return reader(depth, event, parsed);
+      },
+      /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return DataLoss(path + ": not valid JSON");
+  if (reader.repeated) {  // read again, keeping every key, to name the one named twice
+    const Result<json> again = ParseJsonDocument(text);
+    return DataLoss(
+        path + ": " +
+        (again.ok() ? std::string("duplicate key") : std::string(again.status().message())));
+  }
+  if (!doc.is_object()) return DataLoss(path + ": expected a JSON object at the top");
   auto model = doc.find("model");
   if (model == doc.end() || !model->is_object()) {
     return DataLoss(path + ": model: expected an object");
@@ -414,9 +584,20 @@ Result<BpeVocab> LoadTokenizerJson(const fs::path& tokenizer_json) {
   vocab.vocab_source = path + ": model.vocab";
   vocab.merges_source = path + ": model.merges";
   vocab.added_source = path + ": added_tokens";
-  DSCALE_ASSIGN_OR_RETURN(vocab.vocab, ParseTokenToId(Field(*model, "vocab"), vocab.vocab_source));
-  DSCALE_ASSIGN_OR_RETURN(vocab.merges,
-                          ParseJsonMerges(Field(*model, "merges"), vocab.merges_source));
+  DSCALE_RETURN_IF_ERROR(reader.vocab_error);
+  DSCALE_RETURN_IF_ERROR(reader.merges_error);
+  if (reader.vocab) {
+    vocab.vocab = std::move(*reader.vocab);
+  } else {
+    DSCALE_ASSIGN_OR_RETURN(vocab.vocab,
+                            ParseTokenToId(Field(*model, "vocab"), vocab.vocab_source));
+  }
+  if (reader.merges) {
+    vocab.merges = std::move(*reader.merges);
+  } else {
+    DSCALE_ASSIGN_OR_RETURN(vocab.merges,
+                            ParseJsonMerges(Field(*model, "merges"), vocab.merges_source));
+  }
   const json& ignore_merges = Field(*model, "ignore_merges");
   if (!ignore_merges.is_null() && !ignore_merges.is_boolean())
     return DataLoss(path + ": model.ignore_merges: expected a boolean");
