@@ -59,8 +59,12 @@ constexpr int kMaxTileRows256 = 8;
 // a time (FewRowsAvx2); more pack them. One Qwen3-1.7B layer's projections, 2 threads, the
 // 2-vCPU EPYC (Zen 3) of docs/BENCHMARKS.md, two runs each: 1 row 3.4-4.0 ms against 5.7-6.1
 // packed, 4 rows 5.9-7.6 against 7.3-8.7, 6 rows 9.4-9.9 against 10.0-10.7; at 8 rows packing
-// is ahead (11.2-11.4 against 13.0-13.5).
-constexpr int kFewRowsAvx2 = 6;
+// is ahead (11.2-11.4 against 13.0-13.5). Since the packer fetches the next panel in memory
+// order (PrefetchNextPanel), 6 rows pack: the whole int8 forward at the Qwen3-1.7B shape
+// (`row_cost_bench --weights int8 --rows 6`, three runs each, alternating) 289-309 ms against
+// 321-372 one output at a time; with 100 MB of weights, 4 rows one output at a time are still
+// ahead (medians of five, 13.9 ms against 15.3) and 5 level (17.1 against 16.5).
+constexpr int kFewRowsAvx2 = 5;
 constexpr int kMaxTileRows512 = 16;
 // Lanes (outputs) of a panel.
 constexpr int kLanes512 = 16;
