@@ -60,7 +60,7 @@ set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 set(CMAKE_CUDA_EXTENSIONS OFF)
 
 find_package(CUDAToolkit)
-if(NOT TARGET CUDA::cudart OR NOT TARGET CUDA::cublas)
+if(NOT TARGET CUDA::cudart_static OR NOT TARGET CUDA::cublas)
   if(_dscale_cuda_required)
     message(FATAL_ERROR "DSCALE_CUDA=ON but the CUDA toolkit's runtime or cuBLAS was not found")
   endif()

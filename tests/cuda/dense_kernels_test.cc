@@ -48,10 +48,10 @@ class CudaDenseKernelTest : public CudaTest {
   void SetUp() override {
     CudaTest::SetUp();
     if (IsSkipped()) return;
-    DSCALE_CUBLAS_CHECK(cublasCreate(&blas_));
+    DSCALE_CUBLAS_CHECK(cuda::Cublas().create(&blas_));
   }
   void TearDown() override {
-    if (blas_ != nullptr) DSCALE_CUBLAS_CHECK(cublasDestroy(blas_));
+    if (blas_ != nullptr) DSCALE_CUBLAS_CHECK(cuda::Cublas().destroy(blas_));
     CudaTest::TearDown();
   }
 

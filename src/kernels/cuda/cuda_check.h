@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cuda/cublas_api.h"
+
 namespace dscale::cuda::internal {
 
 [[noreturn]] inline void CallFailed(const char* file, int line, const char* call, const char* name,
@@ -33,7 +35,7 @@ inline void CheckCuda(cudaError_t err, const char* file, int line, const char* c
 
 inline void CheckCublas(cublasStatus_t status, const char* file, int line, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS) {
-    CallFailed(file, line, call, "cuBLAS", cublasGetStatusString(status));
+    CallFailed(file, line, call, "cuBLAS", Cublas().status_string(status));
   }
 }
 

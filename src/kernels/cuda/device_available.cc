@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace dscale::cuda {
@@ -26,7 +27,8 @@ const std::string& CudaUnavailableReason() {
       return std::string("cudaGetDeviceCount failed with ") + cudaGetErrorName(err) + " (" +
              cudaGetErrorString(err) + ")";
     }
-    return count == 0 ? std::string("cudaGetDeviceCount found no device") : std::string();
+    if (count == 0) return std::string("cudaGetDeviceCount found no device");
+    return CublasUnavailableReason();
   }();
   return reason;
 }

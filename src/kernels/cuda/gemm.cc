@@ -28,8 +28,8 @@ bool FinishDegenerateProduct(float* y, int64_t rows, int64_t in, int64_t out, bo
 void Linear(cublasHandle_t blas, const float* x, const float* w, float* y, int64_t rows, int64_t in,
             int64_t out, bool accumulate, cudaStream_t stream) {
   if (FinishDegenerateProduct(y, rows, in, out, accumulate, stream)) return;
-  DSCALE_CUBLAS_CHECK(cublasSetStream(blas, stream));
-  DSCALE_CUBLAS_CHECK(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST));
+  DSCALE_CUBLAS_CHECK(Cublas().set_stream(blas, stream));
+  DSCALE_CUBLAS_CHECK(Cublas().set_pointer_mode(blas, CUBLAS_POINTER_MODE_HOST));
   // cuBLAS is column-major, and a row-major matrix is its transpose read column-major: x is
   // xᵀ [in, rows], w is wᵀ [in, out] and y is yᵀ [out, rows], each with its row length as
   // leading dimension. So the row-major y = x·wᵀ is the column-major yᵀ = (wᵀ)ᵀ·xᵀ = w·xᵀ:
@@ -40,7 +40,7 @@ void Linear(cublasHandle_t blas, const float* x, const float* w, float* y, int64
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
   DSCALE_CUBLAS_CHECK(
-      cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, k, x, k, &beta, y, m));
+      Cublas().sgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, k, x, k, &beta, y, m));
 }
 
 }  // namespace dscale::cuda

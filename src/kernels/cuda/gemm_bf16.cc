@@ -8,12 +8,12 @@
 namespace dscale::cuda {
 
 GemmContext::GemmContext() : workspace_(kWorkspaceBytes) {
-  DSCALE_CUBLAS_CHECK(cublasCreate(&handle_));
+  DSCALE_CUBLAS_CHECK(Cublas().create(&handle_));
 }
 
 GemmContext::~GemmContext() {
   // Destroying can only fail once the device is lost; there is nothing left to do then.
-  if (handle_ != nullptr) static_cast<void>(cublasDestroy(handle_));
+  if (handle_ != nullptr) static_cast<void>(Cublas().destroy(handle_));
 }
 
 GemmContext::GemmContext(GemmContext&& other) noexcept
@@ -21,7 +21,7 @@ GemmContext::GemmContext(GemmContext&& other) noexcept
 
 GemmContext& GemmContext::operator=(GemmContext&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) static_cast<void>(cublasDestroy(handle_));
+    if (handle_ != nullptr) static_cast<void>(Cublas().destroy(handle_));
     handle_ = std::exchange(other.handle_, nullptr);
     workspace_ = std::move(other.workspace_);
   }
@@ -30,11 +30,11 @@ GemmContext& GemmContext::operator=(GemmContext&& other) noexcept {
 
 cublasHandle_t GemmContext::BindTo(cudaStream_t stream) const {
   DSCALE_CHECK_MSG(handle_ != nullptr, "use of a moved-from GemmContext");
-  DSCALE_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  DSCALE_CUBLAS_CHECK(Cublas().set_stream(handle_, stream));
   // After cublasSetStream, which resets the workspace to cuBLAS's pool (see gemm_bf16.h).
-  DSCALE_CUBLAS_CHECK(
-      cublasSetWorkspace(handle_, const_cast<std::byte*>(workspace_.data()), workspace_.bytes()));
-  DSCALE_CUBLAS_CHECK(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST));
+  DSCALE_CUBLAS_CHECK(Cublas().set_workspace(handle_, const_cast<std::byte*>(workspace_.data()),
+                                             workspace_.bytes()));
+  DSCALE_CUBLAS_CHECK(Cublas().set_pointer_mode(handle_, CUBLAS_POINTER_MODE_HOST));
   return handle_;
 }
 
@@ -50,9 +50,9 @@ void LinearBf16(const GemmContext& gemm, const Bf16* x, const Bf16* w, float* y,
   const auto k = static_cast<int>(in);
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
-  DSCALE_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, CUDA_R_16BF,
-                                   k, x, CUDA_R_16BF, k, &beta, y, CUDA_R_32F, m,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  DSCALE_CUBLAS_CHECK(Cublas().gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w,
+                                       CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, y, CUDA_R_32F, m,
+                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace dscale::cuda
