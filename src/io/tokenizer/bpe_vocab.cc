@@ -406,8 +406,9 @@ class TokenizerJsonReader {
         return Fail(&vocab_error, NotATokenId(vocab_where_ + ": token \"" + token_ + "\""));
       }
       if (parent.stream == Stream::kMerges) {
-        if (object)
+        if (object) {  // an entry that is neither a string nor a pair
           return Fail(&merges_error, ParseJsonMerge(json::object(), ItemWhere()).status());
+        }
         stream = Stream::kMergePair;
       }
     }
