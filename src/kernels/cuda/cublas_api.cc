@@ -19,11 +19,12 @@ struct Loaded {
   std::string reason;  // empty when every entry point resolved
 };
 
+// *slot = the entry point `name`; a missing one is named in *reason (the first only).
 template <typename Fn>
-bool Resolve(void* library, const char* name, Fn* slot, std::string* reason) {
+void Resolve(void* library, const char* name, Fn* slot, std::string* reason) {
   *slot = reinterpret_cast<Fn>(dlsym(library, name));
-  if (*slot == nullptr && reason->empty()) *reason = std::string("cuBLAS has no entry point ") + name;
-  return *slot != nullptr;
+  if (*slot == nullptr && reason->empty())
+    *reason = std::string("cuBLAS has no entry point ") + name;
 }
 
 Loaded Load() {
