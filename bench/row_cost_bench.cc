@@ -9,16 +9,17 @@
 // --checkpoints and loaded as `dscale generate` loads them (memory-mapped, used in place); or
 // --target DIR measures an existing checkpoint.
 //
-// With --weights int8 the projections and LM head are quantised at load (`--weights int8`) and
-// each row count's step runs with both int8 activation modes, alternating (f32 activations, and
-// activations quantised per 32 inputs: gemm_int8.h): their step times, their ratio, and each
-// mode's step time over its one-row step. BF16 checkpoints as stored get the same comparison of
-// f32 and BF16-rounded activations (gemm_bf16.h) after the roofline table; --activations picks
-// one mode for the roofline table alone.
+// With --weights int8 or int4 the projections and LM head are quantised at load as `dscale`
+// quantises them, and each row count's step runs with both int8 activation modes, alternating (f32
+// activations, and activations quantised per 32 inputs: gemm_int8.h): their step times, their
+// ratio, and each mode's step time over its one-row step. BF16 checkpoints as stored get the same
+// comparison of f32 and BF16-rounded activations (gemm_bf16.h) after the roofline table;
+// --activations picks one mode for the roofline table alone.
 //
 //   build/row_cost_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|all]
 //       [--target DIR] [--checkpoints /tmp/dscale-row-cost] [--context 512]
-//       [--rows 1,2,4,8,16,32,64,128,256,512] [--weights as-stored|int8] [--activations f32|bf16]
+//       [--rows 1,2,4,8,16,32,64,128,256,512] [--weights as-stored|int8|int4] [--activations
+//       f32|bf16]
 
 #include <omp.h>
 
@@ -105,10 +106,10 @@ Args ParseArgs(int argc, char** argv) {
       Usage("unknown flag " + flag);
     }
   }
-  if (a.activations && a.weights == WeightsMode::kInt8) {
+  if (a.activations && a.weights != WeightsMode::kAsStored) {
     Usage(
-        "--activations picks how BF16 weights meet the activations; with --weights int8 both "
-        "int8 activation modes run");
+        "--activations picks how BF16 weights meet the activations; with --weights int8 or int4 "
+        "both int8 activation modes run");
   }
   if (a.shapes.empty() && a.target.empty()) a.shapes = {"qwen3-0.6b", "qwen3-1.7b"};
   return a;
@@ -215,7 +216,7 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
       "context %d\n",
       dir.c_str(), static_cast<long long>(config.num_hidden_layers),
       static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6, args.context);
-  if (args.weights == WeightsMode::kInt8) {
+  if (args.weights != WeightsMode::kAsStored) {
     // f32 activations, and activations quantised per 32 inputs (gemm_int8.h).
     return MeasureActivationModes(
         model, batch, cache, out, args, seq, rng, {"f32", "int8"},

@@ -92,9 +92,10 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
   cmd->add_option_function<std::string>(
          "--weights",
          [weights](const std::string& name) { *weights = ParseWeightsMode(name).value(); },
-         "The target's projection weights: as-stored (BF16 used in place, F32/F16 as f32), or "
-         "int8 (quantised at load, a scale per 32 inputs; CPU only)")
-      ->check(CLI::IsMember({"as-stored", "int8"}))
+         "The target's projection weights: as-stored (BF16 used in place, F32/F16 as f32), int8 "
+         "(quantised at load, a scale per 32 inputs; CPU only), or int4 (the layers' projections "
+         "to 4 bits, a scale per 32 inputs, the LM head to int8; CPU only)")
+      ->check(CLI::IsMember({"as-stored", "int8", "int4"}))
       ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
 }
 

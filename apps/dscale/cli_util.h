@@ -31,8 +31,8 @@ int ReportError(const std::string& command, const Status& status);
 // any model loads.
 void AddThreadsOption(CLI::App* cmd);
 
-// --weights as-stored|int8: how the target's projections are held (WeightsMode, into `weights`;
-// default as-stored). Another value is a usage error naming the accepted ones.
+// --weights as-stored|int8|int4: how the target's projections are held (WeightsMode, into
+// `weights`; default as-stored). Another value is a usage error naming the accepted ones.
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 
 // --activations bf16|f32: how the CPU backend's BF16 projections (the target's and the

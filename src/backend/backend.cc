@@ -10,7 +10,7 @@ namespace dscale {
 Status CheckWeightsForDevice(std::string_view device, WeightsMode weights) {
   if (device == "cpu" || weights == WeightsMode::kAsStored) return Status::Ok();
   return InvalidArgument("--weights " + std::string(WeightsModeName(weights)) +
-                         ": the int8 kernels run on the CPU only; use --device cpu, or "
+                         ": quantised weights run on the CPU only; use --device cpu, or "
                          "--weights as-stored with --device " +
                          std::string(device));
 }

@@ -20,8 +20,8 @@ namespace dscale {
 inline constexpr std::array<std::string_view, 2> kDeviceNames = {"cpu", "cuda"};
 inline constexpr std::string_view kDefaultDevice = "cpu";
 
-// `--weights int8` runs on the CPU only: InvalidArgument saying so for another device (checked
-// before any model loads).
+// `--weights int8` and `--weights int4` run on the CPU only: InvalidArgument saying so for another
+// device (checked before any model loads).
 Status CheckWeightsForDevice(std::string_view device, WeightsMode weights);
 
 // The backend named `device`. `host_drafter` may be null (the none policy); a drafter with a

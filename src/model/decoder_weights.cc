@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "model/quantize_int8.h"
+#include "model/quantize_weights.h"
 
 namespace dscale {
 namespace {
@@ -124,27 +124,37 @@ ShapeList DecoderTensorShapes(const DecoderConfig& c) {
 }
 
 std::string_view WeightsModeName(WeightsMode mode) {
-  return mode == WeightsMode::kInt8 ? "int8" : "as-stored";
+  switch (mode) {
+    case WeightsMode::kInt8:
+      return "int8";
+    case WeightsMode::kInt4:
+      return "int4";
+    case WeightsMode::kAsStored:
+      break;
+  }
+  return "as-stored";
 }
 
 Result<WeightsMode> ParseWeightsMode(std::string_view name) {
-  if (name == "as-stored") return WeightsMode::kAsStored;
-  if (name == "int8") return WeightsMode::kInt8;
-  return InvalidArgument("--weights: expected as-stored or int8, got \"" + std::string(name) +
+  for (const WeightsMode mode : {WeightsMode::kAsStored, WeightsMode::kInt8, WeightsMode::kInt4}) {
+    if (name == WeightsModeName(mode)) return mode;
+  }
+  return InvalidArgument("--weights: expected as-stored, int8 or int4, got \"" + std::string(name) +
                          "\"");
 }
 
 Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorReader& read,
                                           const WeightsLoad& how) {
-  const bool int8 = how.mode == WeightsMode::kInt8;
+  const bool quantized = how.mode != WeightsMode::kAsStored;
   const auto drop = [&how](const std::string& name) {
     if (how.drop_resident) how.drop_resident(name);
   };
   DecoderWeights w;
   DSCALE_ASSIGN_OR_RETURN(w.embed, read(kTargetEmbedName, {c.vocab_size, c.hidden_size}));
-  if (int8) {
-    // The LM head first, so that its source's pages leave resident memory before the layers'
-    // copies arrive: the peak is the int8 model plus one layer's source, not plus the head's.
+  if (quantized) {
+    // The LM head first (int8 in both modes: quantize_weights.h), so that its source's pages leave
+    // resident memory before the layers' copies arrive: the peak is the int8 model plus one layer's
+    // source, not plus the head's.
     WeightMatrix head = w.embed;
     if (!c.tie_word_embeddings) {
       DSCALE_ASSIGN_OR_RETURN(head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
@@ -156,14 +166,14 @@ Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorRe
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     DSCALE_ASSIGN_OR_RETURN(DecoderLayerWeights lw,
                             LoadDecoderLayer(c, kTargetPrefix, layer, read));
-    if (int8) {
-      QuantizeLayerInt8(&lw);
+    if (quantized) {
+      QuantizeLayer(&lw, how.mode);
       for (const auto& [name, shape] : DecoderLayerShapes(c, kTargetPrefix, layer)) drop(name);
     }
     w.layers.push_back(std::move(lw));
   }
   DSCALE_ASSIGN_OR_RETURN(w.final_norm, ReadValues(read, {kTargetFinalNormName, {c.hidden_size}}));
-  if (!c.tie_word_embeddings && !int8) {
+  if (!c.tie_word_embeddings && !quantized) {
     DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
   }
   return w;

@@ -72,26 +72,27 @@ TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint
                                     std::string prefix = "");
 
 // How the CPU forward holds the projection matrices (q/k/v/o, gate/up, down and the LM head): as
-// the checkpoint stores them (BF16 in place, F32 and F16 as f32), or quantised to int8 at load
-// (`--weights int8`, quantize_int8.h). Embeddings and norm gains are held as stored either way.
-enum class WeightsMode { kAsStored, kInt8 };
-// "as-stored", "int8": the spellings of `--weights`.
+// the checkpoint stores them (BF16 in place, F32 and F16 as f32), or quantised at load
+// (quantize_weights.h): to int8 (`--weights int8`), or the layers' projections to 4 bits and the
+// LM head to int8 (`--weights int4`). Embeddings and norm gains are held as stored either way.
+enum class WeightsMode { kAsStored, kInt8, kInt4 };
+// "as-stored", "int8", "int4": the spellings of `--weights`.
 std::string_view WeightsModeName(WeightsMode mode);
 // InvalidArgument naming `--weights` and the accepted spellings for anything else.
 Result<WeightsMode> ParseWeightsMode(std::string_view name);
 
 struct WeightsLoad {
   WeightsMode mode = WeightsMode::kAsStored;
-  // kInt8: called with the name of every tensor the loader has made its own copy of, and of the
-  // embedding (whose lookups fault in only the rows they read), so a memory-mapped checkpoint
+  // kInt8, kInt4: called with the name of every tensor the loader has made its own copy of, and of
+  // the embedding (whose lookups fault in only the rows they read), so a memory-mapped checkpoint
   // can drop those pages from the process's resident memory (Checkpoint::DropResident). May be
   // empty.
   std::function<void(const std::string& name)> drop_resident;
 };
 
 // Reads every tensor of DecoderTensorShapes(config) through `read` and lays them out; with
-// WeightsMode::kInt8 the LM head and then each layer's projections are quantised as soon as they
-// are read, so a checkpoint's pages need not all be resident at once.
+// WeightsMode::kInt8 or kInt4 the LM head and then each layer's projections are quantised as soon
+// as they are read, so a checkpoint's pages need not all be resident at once.
 Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& config, const TensorReader& read,
                                           const WeightsLoad& how = {});
 // Reads one decoder layer's tensors (DecoderLayerShapes) and lays them out.

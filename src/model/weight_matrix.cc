@@ -7,21 +7,29 @@
 #include "core/check.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 
 namespace dscale {
 namespace {
 
-size_t ElementBytes(WeightFormat format) {
+// Bytes of one stored row of `cols` elements.
+size_t RowBytes(WeightFormat format, int64_t cols) {
   switch (format) {
     case WeightFormat::kF32:
-      return sizeof(float);
+      return static_cast<size_t>(cols) * sizeof(float);
     case WeightFormat::kBF16:
-      return sizeof(uint16_t);
+      return static_cast<size_t>(cols) * sizeof(uint16_t);
+    case WeightFormat::kInt4:
+      return static_cast<size_t>(cpu::Int4RowBytes(cols));
     case WeightFormat::kInt8:
       break;
   }
-  return sizeof(int8_t);
+  return static_cast<size_t>(cols) * sizeof(int8_t);
+}
+
+bool HasScales(WeightFormat format) {
+  return format == WeightFormat::kInt8 || format == WeightFormat::kInt4;
 }
 
 template <typename T>
@@ -53,7 +61,8 @@ WeightMatrix WeightMatrix::FromInt8(std::vector<int8_t> values, std::vector<cpu:
                static_cast<int64_t>(scales.size()) == rows * cpu::Int8Groups(cols));
   auto owner = std::make_shared<std::pair<std::vector<int8_t>, std::vector<cpu::Int8Scale>>>(
       std::move(values), std::move(scales));
-  return OwnedInt8(owner, owner->first.data(), owner->second.data(), rows, cols);
+  return OwnedQuantized(WeightFormat::kInt8, owner, owner->first.data(), owner->second.data(), rows,
+                        cols);
 }
 
 WeightMatrix WeightMatrix::FromInt8(std::unique_ptr<int8_t[]> values,
@@ -63,18 +72,41 @@ WeightMatrix WeightMatrix::FromInt8(std::unique_ptr<int8_t[]> values,
   auto owner =
       std::make_shared<std::pair<std::unique_ptr<int8_t[]>, std::unique_ptr<cpu::Int8Scale[]>>>(
           std::move(values), std::move(scales));
-  return OwnedInt8(owner, owner->first.get(), owner->second.get(), rows, cols);
+  return OwnedQuantized(WeightFormat::kInt8, owner, owner->first.get(), owner->second.get(), rows,
+                        cols);
 }
 
-WeightMatrix WeightMatrix::OwnedInt8(std::shared_ptr<const void> owner, const int8_t* values,
-                                     const cpu::Int8Scale* scales, int64_t rows, int64_t cols) {
+WeightMatrix WeightMatrix::FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,
+                                    int64_t rows, int64_t cols) {
+  DSCALE_CHECK(rows >= 0 && cols >= 0 &&
+               static_cast<int64_t>(packed.size()) == rows * cpu::Int4RowBytes(cols) &&
+               static_cast<int64_t>(scales.size()) == rows * cpu::Int8Groups(cols));
+  auto owner = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<cpu::Int8Scale>>>(
+      std::move(packed), std::move(scales));
+  return OwnedQuantized(WeightFormat::kInt4, owner, owner->first.data(), owner->second.data(), rows,
+                        cols);
+}
+
+WeightMatrix WeightMatrix::FromInt4(std::unique_ptr<uint8_t[]> packed,
+                                    std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
+                                    int64_t cols) {
+  DSCALE_CHECK(rows >= 0 && cols >= 0);
+  auto owner =
+      std::make_shared<std::pair<std::unique_ptr<uint8_t[]>, std::unique_ptr<cpu::Int8Scale[]>>>(
+          std::move(packed), std::move(scales));
+  return OwnedQuantized(WeightFormat::kInt4, owner, owner->first.get(), owner->second.get(), rows,
+                        cols);
+}
+
+WeightMatrix WeightMatrix::OwnedQuantized(WeightFormat format, std::shared_ptr<const void> owner,
+                                          const void* values, const cpu::Int8Scale* scales,
+                                          int64_t rows, int64_t cols) {
   // One owner for both arrays, so row ranges and stacks keep them alive together.
   WeightMatrix m;
   m.rows_ = rows;
   m.cols_ = cols;
   if (rows > 0) {
-    m.blocks_.push_back(
-        {.format = WeightFormat::kInt8, .data = values, .scales = scales, .rows = rows});
+    m.blocks_.push_back({.format = format, .data = values, .scales = scales, .rows = rows});
   }
   m.owners_.push_back(std::move(owner));
   return m;
@@ -108,8 +140,8 @@ WeightMatrix WeightMatrix::Stack(const std::vector<WeightMatrix>& parts) {
 int64_t WeightMatrix::bytes() const {
   int64_t total = 0;
   for (const Block& b : blocks_) {
-    total += b.rows * cols_ * static_cast<int64_t>(ElementBytes(b.format));
-    if (b.format == WeightFormat::kInt8) {
+    total += b.rows * static_cast<int64_t>(RowBytes(b.format, cols_));
+    if (HasScales(b.format)) {
       total += b.rows * cpu::Int8Groups(cols_) * static_cast<int64_t>(sizeof(cpu::Int8Scale));
     }
   }
@@ -125,7 +157,7 @@ WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
   for (const Block& b : blocks_) {
     const int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + b.rows);
     if (lo < hi) {
-      const auto offset = static_cast<size_t>((lo - first) * cols_) * ElementBytes(b.format);
+      const auto offset = static_cast<size_t>(lo - first) * RowBytes(b.format, cols_);
       const cpu::Int8Scale* scales =
           b.scales == nullptr ? nullptr : b.scales + (lo - first) * cpu::Int8Groups(cols_);
       m.blocks_.push_back({.format = b.format,
@@ -145,7 +177,7 @@ namespace {
 struct SelectedRun {
   WeightFormat format = WeightFormat::kF32;
   std::vector<std::byte> values;
-  std::vector<cpu::Int8Scale> scales;  // kInt8 only
+  std::vector<cpu::Int8Scale> scales;  // kInt8 and kInt4 only
   int64_t rows = 0;
 };
 
@@ -160,6 +192,8 @@ WeightMatrix RunToMatrix(SelectedRun run, int64_t cols) {
       return WeightMatrix::FromBf16(bytes_to(uint16_t{}), run.rows, cols);
     case WeightFormat::kInt8:
       return WeightMatrix::FromInt8(bytes_to(int8_t{}), std::move(run.scales), run.rows, cols);
+    case WeightFormat::kInt4:
+      return WeightMatrix::FromInt4(bytes_to(uint8_t{}), std::move(run.scales), run.rows, cols);
     case WeightFormat::kF32:
       break;
   }
@@ -182,10 +216,10 @@ WeightMatrix WeightMatrix::SelectRows(std::span<const int32_t> rows) const {
       run = SelectedRun{};
     }
     run.format = block->format;
-    const size_t row_bytes = static_cast<size_t>(cols_) * ElementBytes(block->format);
+    const size_t row_bytes = RowBytes(block->format, cols_);
     const auto* source = static_cast<const std::byte*>(block->data) + row * row_bytes;
     run.values.insert(run.values.end(), source, source + row_bytes);
-    if (block->format == WeightFormat::kInt8) {
+    if (HasScales(block->format)) {
       run.scales.insert(run.scales.end(), block->scales + row * groups,
                         block->scales + (row + 1) * groups);
     }
@@ -201,11 +235,15 @@ void WeightMatrix::RowToF32(int64_t row, float* dst) const {
   DSCALE_CHECK(row >= 0 && row < rows_);
   for (const Block& b : blocks_) {
     if (row < b.rows) {
-      const size_t offset = static_cast<size_t>(row * cols_) * ElementBytes(b.format);
+      const size_t offset = static_cast<size_t>(row) * RowBytes(b.format, cols_);
       const std::byte* data = static_cast<const std::byte*>(b.data) + offset;
       switch (b.format) {
         case WeightFormat::kInt8:
           cpu::DequantizeInt8Rows(reinterpret_cast<const int8_t*>(data),
+                                  b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
+          return;
+        case WeightFormat::kInt4:
+          cpu::DequantizeInt4Rows(reinterpret_cast<const uint8_t*>(data),
                                   b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
           return;
         case WeightFormat::kBF16:
@@ -230,6 +268,7 @@ std::vector<float> WeightMatrix::ToF32() const {
 std::vector<uint16_t> WeightMatrix::ToBf16() const {
   std::vector<uint16_t> out(size());
   size_t at = 0;
+  int64_t row = 0;  // first row of the current block
   for (const Block& b : blocks_) {
     const auto count = static_cast<size_t>(b.rows * cols_);
     if (b.format == WeightFormat::kBF16) {
@@ -237,12 +276,14 @@ std::vector<uint16_t> WeightMatrix::ToBf16() const {
     } else if (b.format == WeightFormat::kF32) {
       ConvertFromF32(DType::kBF16, static_cast<const float*>(b.data), count, out.data() + at);
     } else {
-      std::vector<float> wide(count);
-      cpu::DequantizeInt8Rows(static_cast<const int8_t*>(b.data), b.scales, b.rows, cols_,
-                              wide.data());
-      ConvertFromF32(DType::kBF16, wide.data(), count, out.data() + at);
+      std::vector<float> wide(static_cast<size_t>(cols_));
+      for (int64_t r = 0; r < b.rows; ++r) {
+        RowToF32(row + r, wide.data());
+        ConvertFromF32(DType::kBF16, wide.data(), wide.size(), out.data() + at + r * cols_);
+      }
     }
     at += count;
+    row += b.rows;
   }
   return out;
 }
@@ -256,6 +297,9 @@ void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool
                       accumulate, w.rows(), activations.bf16);
     } else if (b.format == WeightFormat::kInt8) {
       cpu::LinearInt8(x, static_cast<const int8_t*>(b.data), b.scales, y + column, rows, w.cols(),
+                      b.rows, accumulate, w.rows(), activations.int8);
+    } else if (b.format == WeightFormat::kInt4) {
+      cpu::LinearInt4(x, static_cast<const uint8_t*>(b.data), b.scales, y + column, rows, w.cols(),
                       b.rows, accumulate, w.rows(), activations.int8);
     } else {
       cpu::Linear(x, static_cast<const float*>(b.data), y + column, rows, w.cols(), b.rows,

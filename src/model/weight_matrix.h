@@ -1,9 +1,9 @@
 #pragma once
 // A weight matrix [rows, cols] in PyTorch's Linear layout (rows are outputs) as the CPU forward
 // reads it: f32, BF16 bits used where they lie — in the checkpoint's memory mapping, never
-// widened into an f32 copy — or owned 8-bit values with a scale per 32 inputs (`--weights int8`,
-// model/quantize_int8.h). A matrix may be stacked from row blocks that live in different places
-// (q/k/v projections, gate/up), so stacking costs no copy either.
+// widened into an f32 copy — or owned 8-bit or 4-bit values with a scale per 32 inputs
+// (`--weights int8|int4`, model/quantize_weights.h). A matrix may be stacked from row blocks that
+// live in different places (q/k/v projections, gate/up), so stacking costs no copy either.
 
 #include <cstddef>
 #include <cstdint>
@@ -13,20 +13,23 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 
 namespace dscale {
 
 // How a block stores its elements.
-enum class WeightFormat { kF32, kBF16, kInt8 };
+enum class WeightFormat { kF32, kBF16, kInt8, kInt4 };
 
 class WeightMatrix {
  public:
   // Consecutive rows stored in one place.
   struct Block {
     WeightFormat format = WeightFormat::kF32;
-    const void* data = nullptr;              // [rows, cols]: f32, BF16 bits or int8
-    const cpu::Int8Scale* scales = nullptr;  // kInt8: [rows, cpu::Int8Groups(cols)] (gemm_int8.h)
+    // [rows, cols]: f32, BF16 bits or int8; kInt4: [rows, cpu::Int4RowBytes(cols)] (gemm_int4.h)
+    const void* data = nullptr;
+    // kInt8, kInt4: [rows, cpu::Int8Groups(cols)] (gemm_int8.h)
+    const cpu::Int8Scale* scales = nullptr;
     int64_t rows = 0;
   };
 
@@ -56,26 +59,34 @@ class WeightMatrix {
   size_t size() const { return static_cast<size_t>(rows_ * cols_); }
   bool empty() const { return rows_ == 0; }
   const std::vector<Block>& blocks() const { return blocks_; }
-  // Bytes the elements (and int8 scales) take where they are stored.
+  // Bytes the elements (and int8 and int4 scales) take where they are stored.
   int64_t bytes() const;
 
   // Rows [begin, begin + count), sharing this matrix's storage.
   WeightMatrix RowRange(int64_t begin, int64_t count) const;
   // Rows rows[0], rows[1], ... copied into owned storage in the format each is stored in (f32,
-  // BF16 bits, or int8 values with their scales), so a product over them reads only those rows
-  // and gives, row for row, what the source's rows give. Every entry is a valid row.
+  // BF16 bits, or int8 or int4 values with their scales), so a product over them reads only those
+  // rows and gives, row for row, what the source's rows give. Every entry is a valid row.
   WeightMatrix SelectRows(std::span<const int32_t> rows) const;
-  // Row `row` widened to f32 into dst[0, cols) (int8: the values Project multiplies by).
+  // Row `row` widened to f32 into dst[0, cols) (int8, int4: the values Project multiplies by).
   void RowToF32(int64_t row, float* dst) const;
+  // `packed` [rows, cpu::Int4RowBytes(cols)] and `scales` [rows, cpu::Int8Groups(cols)] in
+  // cpu::LinearInt4's format.
+  static WeightMatrix FromInt4(std::unique_ptr<uint8_t[]> packed,
+                               std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
+                               int64_t cols);
+  static WeightMatrix FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,
+                               int64_t rows, int64_t cols);
   // Every element widened to f32 (references, uploads, tests).
   std::vector<float> ToF32() const;
   // Every element as BF16 bits (f32 rounded to nearest even).
   std::vector<uint16_t> ToBf16() const;
 
  private:
-  // One int8 block whose values and scales `owner` keeps alive.
-  static WeightMatrix OwnedInt8(std::shared_ptr<const void> owner, const int8_t* values,
-                                const cpu::Int8Scale* scales, int64_t rows, int64_t cols);
+  // One int8 or int4 block whose values and scales `owner` keeps alive.
+  static WeightMatrix OwnedQuantized(WeightFormat format, std::shared_ptr<const void> owner,
+                                     const void* values, const cpu::Int8Scale* scales, int64_t rows,
+                                     int64_t cols);
 
   std::vector<Block> blocks_;
   int64_t rows_ = 0;
@@ -85,15 +96,16 @@ class WeightMatrix {
 
 // How a product takes its f32 activations, per weight format: BF16 blocks as they are or rounded
 // to BF16 (`--activations`, gemm_bf16.h); int8 blocks as they are or quantised per 32 inputs
-// (`--int8-activations`, gemm_int8.h). f32 blocks always take them as they are.
+// (`--int8-activations`, gemm_int8.h), and int4 blocks as int8 ones. f32 blocks always take them
+// as they are.
 struct ActivationModes {
   cpu::Bf16Activations bf16 = cpu::Bf16Activations::kF32;
   cpu::Int8Activations int8 = cpu::Int8Activations::kF32;
 };
 
 // y[rows, w.rows()] = x[rows, w.cols()] · wᵀ, or y += that when `accumulate`: f32 blocks through
-// OpenBLAS, BF16 blocks through LinearBf16 and int8 blocks through LinearInt8, each with its mode
-// of `activations`, each into its column block of y.
+// OpenBLAS, BF16 blocks through LinearBf16, int8 blocks through LinearInt8 and int4 ones through
+// LinearInt4, each with its mode of `activations`, each into its column block of y.
 void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool accumulate = false,
              ActivationModes activations = {});
 

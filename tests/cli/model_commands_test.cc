@@ -259,35 +259,37 @@ TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
   EXPECT_NE(bad.out.find("--device"), std::string::npos) << bad.out;
 }
 
-// --weights int8 (on generate, bench, serve, collect and logits): speculative generation equals
-// plain greedy decoding of the int8 target, with int8 activations (the default) and f32 ones;
-// the CUDA device and unknown values are refused.
-TEST_F(ModelCommandsTest, Int8WeightsStayLosslessAndOnTheCpu) {
-  const Result<DecoderModel> int8 = DecoderModel::Load(Target(), WeightsMode::kInt8);
-  ASSERT_TRUE(int8.ok()) << int8.status().message();
-  const float tie = testing::GreedyTieTolerance(
-      testing::Int8TargetLogitBounds(*int8, kMaxContext, KvDtype::kBf16));
-  for (const std::string activations : {"", " --int8-activations f32"}) {
-    const std::string flags = " --weights int8" + activations;
-    const std::string common = " --target " + Target() + " --drafter " + Drafter() + flags +
-                               " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
-    const nlohmann::json plain = Json("generate" + common + "none");
-    for (const char* mode : {"dflash", "fixed:5"}) {
-      SCOPED_TRACE(mode + flags);
-      const nlohmann::json spec = Json("generate" + common + mode);
-      ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie, flags);
+// --weights int8 and int4 (on generate, bench, serve, collect and logits): speculative
+// generation equals plain greedy decoding of the quantised target, with int8 activations (the
+// default) and f32 ones; the CUDA device and unknown values are refused.
+TEST_F(ModelCommandsTest, QuantisedWeightsStayLosslessAndOnTheCpu) {
+  for (const WeightsMode weights : {WeightsMode::kInt8, WeightsMode::kInt4}) {
+    const Result<DecoderModel> quantised = DecoderModel::Load(Target(), weights);
+    ASSERT_TRUE(quantised.ok()) << quantised.status().message();
+    const float tie = testing::GreedyTieTolerance(
+        testing::Int8TargetLogitBounds(*quantised, kMaxContext, KvDtype::kBf16));
+    for (const std::string activations : {"", " --int8-activations f32"}) {
+      const std::string flags = " --weights " + std::string(WeightsModeName(weights)) + activations;
+      const std::string common = " --target " + Target() + " --drafter " + Drafter() + flags +
+                                 " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+      const nlohmann::json plain = Json("generate" + common + "none");
+      for (const char* mode : {"dflash", "fixed:5"}) {
+        SCOPED_TRACE(mode + flags);
+        const nlohmann::json spec = Json("generate" + common + mode);
+        ExpectSameUpToTie({9, 8, 7, 6, 5}, OutputIds(spec), OutputIds(plain), tie, flags);
+      }
     }
   }
   const std::string common = " --target " + Target() + " --drafter " + Drafter() +
-                             " --weights int8 --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+                             " --weights int4 --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
   testing::CommandResult r = RunDscale("generate" + common + "dflash --device cuda");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("--weights int8: the int8 kernels run on the CPU only"), std::string::npos)
+  EXPECT_NE(r.out.find("--weights int4: quantised weights run on the CPU only"), std::string::npos)
       << r.out;
-  r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --weights int4");
+  r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --weights int3");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("int4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("int3"), std::string::npos) << r.out;
 }
 
 TEST_F(ModelCommandsTest, Int8ActivationsAreInt8OrF32) {

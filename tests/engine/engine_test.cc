@@ -11,7 +11,7 @@
 #include "model/greedy_decode.h"
 #include "model/logit_bounds.h"
 #include "model/poisoned_target.h"
-#include "model/quantize_int8.h"
+#include "model/quantize_weights.h"
 #include "model/random_checkpoint.h"
 #include "planted_drafter.h"
 
@@ -431,20 +431,23 @@ TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
   EXPECT_GT(accepted_lengths.size(), 4u) << "allocations and accepts should vary";
 }
 
-// --weights int8: speculation is lossless with respect to the target as served, with f32
-// activations and with activations quantised per 32 inputs (--int8-activations int8, where a
-// verified row's int8 dot products and their f32 order are a decode row's: gemm_int8.h). With the
-// projections and LM head quantised (from BF16 weights, as a checkpoint's are), greedy outputs of
-// every speculative mode — dflash with a trained-like and a planted drafter, fixed:16, dscale at
-// the paper's budget and with auto, dspark — equal plain greedy decoding of the int8 target, up
-// to float-noise ties of the int8 order bound.
-class Int8EngineTest : public ::testing::TestWithParam<cpu::Int8Activations> {};
+// --weights int8 and int4: speculation is lossless with respect to the target as served, with
+// f32 activations and with activations quantised per 32 inputs (--int8-activations int8, where a
+// verified row's int8 dot products and their f32 order are a decode row's: gemm_int8.h; int4
+// rows, whether through the fused few-row kernel or unpacked, compute the same: gemm_int4.h).
+// With the projections and LM head quantised (from BF16 weights, as a checkpoint's are), greedy
+// outputs of every speculative mode — dflash with a trained-like and a planted drafter, fixed:16,
+// dscale at the paper's budget and with auto, dspark — equal plain greedy decoding of the
+// quantised target, up to float-noise ties of the int8 order bound.
+class Int8EngineTest
+    : public ::testing::TestWithParam<std::tuple<WeightsMode, cpu::Int8Activations>> {};
 
-TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target) {
+TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheQuantisedTarget) {
+  const auto [mode, activations] = GetParam();
   DecoderWeights weights = RandomDecoderWeights(EngineTestTargetConfig(), 5, DType::kBF16);
-  QuantizeProjectionsInt8(&weights);
+  QuantizeProjections(&weights, mode);
   DecoderModel target(EngineTestTargetConfig(), std::move(weights));
-  target.set_activations({.int8 = GetParam()});
+  target.set_activations({.int8 = activations});
   const float tie = testing::GreedyTieTolerance(
       testing::Int8TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
   const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
@@ -479,11 +482,14 @@ TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheInt8Target
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, Int8EngineTest,
-                         ::testing::Values(cpu::Int8Activations::kF32, cpu::Int8Activations::kInt8),
-                         [](const ::testing::TestParamInfo<cpu::Int8Activations>& info) {
-                           return std::string(cpu::Int8ActivationsName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    WeightsAndActivations, Int8EngineTest,
+    ::testing::Combine(::testing::Values(WeightsMode::kInt8, WeightsMode::kInt4),
+                       ::testing::Values(cpu::Int8Activations::kF32, cpu::Int8Activations::kInt8)),
+    [](const ::testing::TestParamInfo<std::tuple<WeightsMode, cpu::Int8Activations>>& info) {
+      return std::string(WeightsModeName(std::get<0>(info.param))) + "_" +
+             std::string(cpu::Int8ActivationsName(std::get<1>(info.param)));
+    });
 
 // --activations bf16: with each projection's activations rounded to BF16 (and BF16 dot
 // products where the CPU has them), a verified row still computes what a decode row does, so

@@ -97,6 +97,14 @@ bool HasAvx512Bf16(CpuIsaCap cap) {
 
 Bf16Isa BestBf16Isa() { return Supported().back(); }
 
+bool HasAvx2Fma() {
+  static const bool has = [] {
+    const std::vector<Bf16Isa>& isas = Supported();
+    return std::find(isas.begin(), isas.end(), Bf16Isa::kAvx2) != isas.end();
+  }();
+  return has;
+}
+
 void CheckBf16IsaSupported(Bf16Isa isa) {
   const std::vector<Bf16Isa>& supported = Supported();
   DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),

@@ -20,6 +20,8 @@ std::vector<Bf16Isa> SupportedBf16Isas();
 std::vector<Bf16Isa> SupportedBf16Isas(CpuIsaCap cap);
 // The last of SupportedBf16Isas(): the one the kernels use.
 Bf16Isa BestBf16Isa();
+// Whether the AVX2 + FMA variant is among them (the quantisers' and unpackers' vector loops).
+bool HasAvx2Fma();
 // CHECK-fails when this CPU cannot run `isa` (tests and benchmarks pick variants by hand).
 void CheckBf16IsaSupported(Bf16Isa isa);
 // Whether this CPU has AVX512-BF16's dot products (vdpbf16ps) besides AVX-512, and

@@ -10,7 +10,7 @@
 // Scales are BF16, not Q8_0's FP16: the same 2 bytes (1/16 byte per weight), but f32's exponent
 // range, so no group's scale turns subnormal or zero (FP16 does below a largest |w| of
 // 2⁻¹⁴·127 ≈ 7.8e-3, which small trained weights reach), and widening one is a shift. The
-// quantiser rounds each scale up to a BF16 value (quantize_int8.h), so the kernels multiply by
+// quantiser rounds each scale up to a BF16 value (quantize_weights.h), so the kernels multiply by
 // exactly the scale the weights were rounded against; its 8 significant bits make the grid at
 // most 2⁻⁷ coarser than an exact scale's, and makes every dequantised weight w·s exact in f32
 // (8 significant bits times 8). They were f32 before (1/8 byte per weight): the int8 copy of

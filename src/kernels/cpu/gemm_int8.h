@@ -125,4 +125,23 @@ void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Sc
                    float* y, int64_t rows, int64_t in, int64_t out, bool accumulate,
                    int64_t ldy = 0);
 
+// Activations already quantised by QuantizeInt8Activations: q [rows, groups · 32], scale and sum
+// [rows, groups], groups = Int8Groups(in).
+struct Int8ActivationRows {
+  const int8_t* q = nullptr;
+  const float* scale = nullptr;
+  const int32_t* sum = nullptr;
+  int64_t groups = 0;
+};
+
+// The calling thread's rows x[rows, in] quantised into buffers of its own, valid until its next
+// call of this or of LinearInt8Dot (and readable by every thread meanwhile).
+Int8ActivationRows QuantizeInt8ActivationRows(const float* x, int64_t rows, int64_t in);
+
+// LinearInt8Dot on activations quantised once for several products (the int4 format's chunks,
+// gemm_int4.h). Inside a parallel region it runs on the calling thread alone.
+void LinearInt8DotQuantized(Int8DotIsa isa, const Int8ActivationRows& xq, int64_t rows,
+                            const int8_t* w, const Int8Scale* scales, int64_t in, int64_t out,
+                            float* y, int64_t ldy, bool accumulate);
+
 }  // namespace dscale::cpu

@@ -35,9 +35,14 @@
 #include "core/check.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemm_int8_amx.h"
+#include "kernels/cpu/int8_avx2.h"
 
 namespace dscale::cpu {
 namespace {
+
+using avx2::SumInt32Lanes;
+using avx2::SumLanesOf8;
+using avx2::WidenScales8;
 
 constexpr int64_t kGroup = kInt8GroupSize;
 static_assert(kGroup == 32, "the packing takes groups of 32");
@@ -89,21 +94,8 @@ inline int32_t Load32(const int8_t* p) {
 
 #define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
-// The sum of v's 8 int32 lanes (exact where it fits int32).
-DSCALE_AVX2 inline int32_t SumInt32Lanes(__m256i v) {
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-  return _mm_cvtsi128_si32(t);
-}
-
-// The quantised activations of a call: q [rows, groups · 32], scale and sum [rows, groups].
-struct QuantRows {
-  const int8_t* q;
-  const float* scale;
-  const int32_t* sum;
-  int64_t groups;
-};
+// The quantised activations of a call (gemm_int8.h).
+using QuantRows = Int8ActivationRows;
 
 // ---- Portable: each output's groups in order, straight from the row-major weights.
 
@@ -313,18 +305,6 @@ DSCALE_AVX2 void TileAvx2(const QuantRows& xq, int64_t r0, int64_t g0, int64_t n
 // exact integer reduction into the 8 groups' dot_g, and the output takes them with the same
 // FMAs in the same group order as every other variant, so the bits do not change.
 
-// Lane j of the result: the sum of v[j]'s 8 lanes (exact: int32, far from overflow).
-DSCALE_AVX2 inline __m256i SumLanesOf8(const __m256i v[8]) {
-  // hadd pairs lanes within 128-bit halves: h0123's low half holds the low-half sums of v[0..3],
-  // its high half their high-half sums.
-  const __m256i h0123 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i h4567 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
-                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
-}
-
 // One group's 8 int32 lanes of Σ q_x · q_w: |x| against sign(x)·w (bounds: top of file).
 DSCALE_AVX2 inline __m256i GroupLanesAvx2(__m256i xb, __m256i wv) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(xb), _mm256_sign_epi8(wv, xb)),
@@ -333,12 +313,6 @@ DSCALE_AVX2 inline __m256i GroupLanesAvx2(__m256i xb, __m256i wv) {
 
 DSCALE_AVX2 inline __m256i Load256(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// 8 consecutive BF16 scales as f32: each zero-extended to 32 bits and shifted into the top half.
-DSCALE_AVX2 inline __m256 WidenScales8(const Int8Scale* s) {
-  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 
 // How far ahead of its loads the one-output kernel prefetches its stream: the weights' pages are
@@ -798,6 +772,31 @@ std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
 
 Int8DotIsa BestInt8DotIsa() { return DotIsas().back(); }
 
+Int8ActivationRows QuantizeInt8ActivationRows(const float* x, int64_t rows, int64_t in) {
+  const int64_t groups = Int8Groups(in);
+  quant_values.resize(static_cast<size_t>(rows * groups * kGroup));
+  quant_scales.resize(static_cast<size_t>(rows * groups));
+  quant_sums.resize(static_cast<size_t>(rows * groups));
+  // Rows are quantised independently; many rows (prefill) share the work across the threads.
+  int8_t* q = quant_values.data();
+  float* qs = quant_scales.data();
+  int32_t* sums = quant_sums.data();
+#pragma omp parallel for schedule(static) if (rows * in >= kParallelMinWeights)
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeInt8Activations(x + r * in, 1, in, q + r * groups * kGroup, qs + r * groups,
+                            sums + r * groups);
+  }
+  return {.q = q, .scale = qs, .sum = sums, .groups = groups};
+}
+
+void LinearInt8DotQuantized(Int8DotIsa isa, const Int8ActivationRows& xq, int64_t rows,
+                            const int8_t* w, const Int8Scale* scales, int64_t in, int64_t out,
+                            float* y, int64_t ldy, bool accumulate) {
+  DSCALE_CHECK(rows >= 0 && in > 0 && out >= 0 && ldy >= out && xq.groups == Int8Groups(in));
+  if (rows == 0 || out == 0) return;
+  RunDot(isa, xq, rows, w, scales, in, out, y, ldy, accumulate);
+}
+
 Int8DotIsa Int8DotIsaFor(int64_t rows) {
   const std::vector<Int8DotIsa>& isas = DotIsas();
   if (isas.back() == Int8DotIsa::kAmx && rows < kAmxInt8MinRows) return isas[isas.size() - 2];
@@ -817,23 +816,7 @@ void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Sc
     for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
     return;
   }
-  const int64_t groups = Int8Groups(in);
-  quant_values.resize(static_cast<size_t>(rows * groups * kGroup));
-  quant_scales.resize(static_cast<size_t>(rows * groups));
-  quant_sums.resize(static_cast<size_t>(rows * groups));
-  // Rows are quantised independently; many rows (prefill) share the work across the threads.
-  int8_t* q = quant_values.data();
-  float* qs = quant_scales.data();
-  int32_t* sums = quant_sums.data();
-#pragma omp parallel for schedule(static) if (rows * in >= kParallelMinWeights)
-  for (int64_t r = 0; r < rows; ++r) {
-    QuantizeInt8Activations(x + r * in, 1, in, q + r * groups * kGroup, qs + r * groups,
-                            sums + r * groups);
-  }
-  const QuantRows xq{.q = quant_values.data(),
-                     .scale = quant_scales.data(),
-                     .sum = quant_sums.data(),
-                     .groups = groups};
+  const QuantRows xq = QuantizeInt8ActivationRows(x, rows, in);
   RunDot(isa, xq, rows, w, scales, in, out, y, ldy, accumulate);
 }
 

@@ -1,5 +1,6 @@
 // The int8 format's two quantisers (gemm_int8.h): activations per row and group at each int8 ×
-// int8 call, and weights once, at load (`--weights int8`). Both take a group's largest magnitude
+// int8 call, and weights once, at load (`--weights int8`; with ±7 in place of ±127 and the values
+// packed two to a byte, `--weights int4`: gemm_int4.h). Both take a group's largest magnitude
 // (an exact maximum), divide every value by the group's scale (IEEE division) and convert to the
 // nearest integer, ties to even (the default rounding mode), clamped to ±127. Those operations
 // are exact whatever the vector width, so the AVX2 variants give the portable loops' bits. The
@@ -15,30 +16,27 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/int8_avx2.h"
 
 namespace dscale::cpu {
 namespace {
+
+using avx2::SumInt32Lanes;
 
 constexpr int64_t kGroup = kInt8GroupSize;
 static_assert(kGroup == 32, "the vector quantisers take groups of 4 × 8 floats");
 // The largest magnitude a quantised value takes: the range is symmetric, so −128 is unused.
 constexpr float kInt8Max = 127.0f;
 
-bool HasAvx2() {
-  static const bool has = [] {
-    const std::vector<Bf16Isa> isas = SupportedBf16Isas();
-    return std::find(isas.begin(), isas.end(), Bf16Isa::kAvx2) != isas.end();
-  }();
-  return has;
-}
-
-// q[i] = x[i] / d rounded to nearest even, clamped to ±127, for i < n (d > 0, x finite). x / d
-// can pass 127.5 only through the rounding of d. nearbyint is one instruction; std::round a call.
-int32_t RoundGroupPortable(const float* x, int64_t n, float d, int8_t* q) {
+// q[i] = x[i] / d rounded to nearest even, clamped to ±limit (127, or 7 for the int4 format), for
+// i < n (d > 0, x finite). x / d can pass limit + 0.5 only through the rounding of d. nearbyint is
+// one instruction; std::round a call.
+int32_t RoundGroupPortable(const float* x, int64_t n, float d, int8_t* q, float limit = kInt8Max) {
   int32_t total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] / d), -kInt8Max, kInt8Max));
+    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] / d), -limit, limit));
     total += q[i];
   }
   return total;
@@ -66,14 +64,14 @@ void ActivationGroupPortable(const float* x, int64_t n, int8_t* q, float* scale,
   if (d != 0.0f) *sum = RoundGroupPortable(x, n, d, q);
 }
 
-// One weight group of n ≤ 32 values into q[0, n).
-void WeightGroupPortable(const float* w, int64_t n, int8_t* q, Int8Scale* scale) {
-  *scale = Int8ScaleAtLeast(LargestMagnitudePortable(w, n) / kInt8Max);
+// One weight group of n ≤ 32 values into q[0, n), within ±limit.
+void WeightGroupPortable(const float* w, int64_t n, int8_t* q, Int8Scale* scale, float limit) {
+  *scale = Int8ScaleAtLeast(LargestMagnitudePortable(w, n) / limit);
   const float s = Int8ScaleValue(*scale);
   if (s == 0.0f) {
     std::memset(q, 0, static_cast<size_t>(n));
   } else {
-    RoundGroupPortable(w, n, s, q);
+    RoundGroupPortable(w, n, s, q, limit);
   }
 }
 
@@ -108,19 +106,12 @@ DSCALE_AVX2 inline bool AnyNonFiniteAvx2(const __m256 v[4]) {
   return !_mm256_testz_si256(nonfinite, nonfinite);
 }
 
-// The sum of v's 8 int32 lanes (exact where it fits int32).
-DSCALE_AVX2 inline int32_t SumInt32Lanes(__m256i v) {
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-  return _mm_cvtsi128_si32(t);
-}
-
 // RoundGroupPortable for a whole group: vcvtps2dq converts to nearest even under the default
 // rounding mode, and clamping the integers equals clamping the rounded floats.
-DSCALE_AVX2 inline int32_t RoundGroupAvx2(const __m256 v[4], float d, int8_t* q) {
+DSCALE_AVX2 inline int32_t RoundGroupAvx2(const __m256 v[4], float d, int8_t* q,
+                                          int32_t limit = 127) {
   const __m256 dv = _mm256_set1_ps(d);
-  const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-127);
+  const __m256i hi = _mm256_set1_epi32(limit), lo = _mm256_set1_epi32(-limit);
   __m256i qi[4];
   __m256i total = _mm256_setzero_si256();
   DSCALE_UNROLL
@@ -152,22 +143,34 @@ DSCALE_AVX2 void ActivationGroupAvx2(const float* x, int8_t* q, float* scale, in
   *sum = RoundGroupAvx2(v, d, q);
 }
 
-// A row of weights: its whole groups 32 values at a time, a shorter last one portably.
-DSCALE_AVX2 void WeightRowAvx2(const float* w, int64_t in, int8_t* q, Int8Scale* scales) {
+// A row of weights within ±limit: its whole groups 32 values at a time, a shorter last one
+// portably.
+DSCALE_AVX2 void WeightRowAvx2(const float* w, int64_t in, int8_t* q, Int8Scale* scales,
+                               int32_t limit) {
   const int64_t full = in / kGroup;
   for (int64_t g = 0; g < full; ++g) {
     __m256 v[4];
     LoadGroupAvx2(w + g * kGroup, v);
-    scales[g] = Int8ScaleAtLeast(LargestMagnitudeAvx2(v) / kInt8Max);
+    scales[g] = Int8ScaleAtLeast(LargestMagnitudeAvx2(v) / static_cast<float>(limit));
     const float s = Int8ScaleValue(scales[g]);
     if (s == 0.0f) {
       std::memset(q + g * kGroup, 0, kGroup);
     } else {
-      RoundGroupAvx2(v, s, q + g * kGroup);
+      RoundGroupAvx2(v, s, q + g * kGroup, limit);
     }
   }
   if (full * kGroup < in) {
-    WeightGroupPortable(w + full * kGroup, in - full * kGroup, q + full * kGroup, scales + full);
+    WeightGroupPortable(w + full * kGroup, in - full * kGroup, q + full * kGroup, scales + full,
+                        static_cast<float>(limit));
+  }
+}
+
+// One row of weights within ±limit into q[0, in) and scales[0, Int8Groups(in)].
+void WeightRow(const float* w, int64_t in, int8_t* q, Int8Scale* scales, int32_t limit, bool avx2) {
+  if (avx2) return WeightRowAvx2(w, in, q, scales, limit);
+  for (int64_t g = 0; g * kGroup < in; ++g) {
+    WeightGroupPortable(w + g * kGroup, std::min(kGroup, in - g * kGroup), q + g * kGroup,
+                        scales + g, static_cast<float>(limit));
   }
 }
 
@@ -180,7 +183,7 @@ void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q
                              int32_t* sums) {
   DSCALE_CHECK(rows >= 0 && in >= 0);
   const int64_t groups = Int8Groups(in);
-  const bool vector = HasAvx2();
+  const bool vector = HasAvx2Fma();
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* xg = x + r * in + g * kGroup;
@@ -200,18 +203,30 @@ void QuantizeInt8Weights(const float* w, int64_t rows, int64_t in, int8_t* q, In
                          bool vector) {
   DSCALE_CHECK(rows >= 0 && in >= 0);
   const int64_t groups = Int8Groups(in);
-  const bool avx2 = vector && HasAvx2();
+  const bool avx2 = vector && HasAvx2Fma();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* wr = w + r * in;
-    int8_t* qr = q + r * in;
-    Int8Scale* sr = scales + r * groups;
-    if (avx2) {
-      WeightRowAvx2(wr, in, qr, sr);
-      continue;
-    }
+    WeightRow(w + r * in, in, q + r * in, scales + r * groups, static_cast<int32_t>(kInt8Max),
+              avx2);
+  }
+}
+
+void QuantizeInt4Weights(const float* w, int64_t rows, int64_t in, uint8_t* w4, Int8Scale* scales,
+                         bool vector) {
+  DSCALE_CHECK(rows >= 0 && in >= 0);
+  const int64_t groups = Int8Groups(in);
+  const bool avx2 = vector && HasAvx2Fma();
+  // One row's values as int8 first, zero past `in` (a short last group's padding), then packed.
+  std::vector<int8_t> q(static_cast<size_t>(groups * kGroup));
+  for (int64_t r = 0; r < rows; ++r) {
+    WeightRow(w + r * in, in, q.data(), scales + r * groups, kInt4Max, avx2);
+    std::fill(q.begin() + in, q.end(), int8_t{0});
+    uint8_t* packed = w4 + r * Int4RowBytes(in);
     for (int64_t g = 0; g < groups; ++g) {
-      WeightGroupPortable(wr + g * kGroup, std::min(kGroup, in - g * kGroup), qr + g * kGroup,
-                          sr + g);
+      const int8_t* qg = q.data() + g * kGroup;
+      for (int64_t j = 0; j < kGroup / 2; ++j) {
+        packed[g * (kGroup / 2) + j] =
+            static_cast<uint8_t>((qg[j] + 8) | ((qg[j + kGroup / 2] + 8) << 4));
+      }
     }
   }
 }

@@ -1,9 +1,10 @@
-// --weights int8: the quantiser's rounding bound per group, int8 matrices in WeightMatrix (row
-// ranges, stacking, Project against the reference Linear on their dequantised values), and
-// checkpoints loaded as int8 (projections and LM head quantised, the embedding as stored, the
-// forward against the float64 reference forward over the dequantised weights).
+// --weights int8 and int4: the quantiser's rounding bound per group, int8 and int4 matrices in
+// WeightMatrix (row ranges, stacking, row selection, Project against the reference Linear on
+// their dequantised values, and int4 blocks against the int8 blocks of their values), and
+// checkpoints loaded as int8 or int4 (projections quantised, the LM head int8, the embedding as
+// stored, the forward against the float64 reference forward over the dequantised weights).
 
-#include "model/quantize_int8.h"
+#include "model/quantize_weights.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "float_bounds.h"
+#include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/reference/reference_kernels.h"
 #include "logit_bounds.h"
@@ -133,6 +135,75 @@ TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRanges) {
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
 }
 
+TEST(QuantizeInt4Test, MatrixBecomesOneOwnedInt4BlockWithRowRangesAndSelections) {
+  std::mt19937 rng(4);
+  const int64_t cols = 45;
+  const WeightMatrix source = MixedMatrix(rng, cols);
+  const WeightMatrix m = QuantizeInt4(source);
+  ASSERT_EQ(m.blocks().size(), 1u);
+  EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt4);
+  EXPECT_EQ(m.rows(), 12);
+  EXPECT_EQ(m.bytes(),
+            12 * cpu::Int4RowBytes(cols) + 12 * Int8Groups(cols) * int64_t{sizeof(cpu::Int8Scale)});
+  // The same values as quantising the widened rows directly.
+  const std::vector<float> wide = source.ToF32();
+  std::vector<uint8_t> packed(static_cast<size_t>(12 * cpu::Int4RowBytes(cols)));
+  std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
+  std::vector<float> want(wide.size());
+  cpu::QuantizeInt4Weights(wide.data(), 12, cols, packed.data(), scales.data());
+  cpu::DequantizeInt4Rows(packed.data(), scales.data(), 12, cols, want.data());
+  const std::vector<float> all = m.ToF32();
+  EXPECT_EQ(all, want);
+  // Row ranges, stacks and selections keep values and scales paired.
+  const WeightMatrix middle = m.RowRange(5, 4);
+  EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
+  const WeightMatrix stacked = WeightMatrix::Stack({source.RowRange(0, 2), middle});
+  std::vector<float> row(cols);
+  stacked.RowToF32(5, row.data());
+  EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
+  const std::vector<int32_t> picked = {11, 0, 6};
+  const WeightMatrix selected = m.SelectRows(picked);
+  ASSERT_EQ(selected.blocks().size(), 1u);
+  EXPECT_EQ(selected.blocks()[0].format, WeightFormat::kInt4);
+  for (size_t i = 0; i < picked.size(); ++i) {
+    selected.RowToF32(static_cast<int64_t>(i), row.data());
+    EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
+                                      all.begin() + (picked[i] + 1) * cols));
+  }
+  const std::vector<uint16_t> bits = m.ToBf16();
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
+}
+
+// An int4 block computes what the int8 block of its values does, bit for bit (gemm_int4.h), in
+// a stack beside BF16 rows, in both activation modes.
+TEST(QuantizeInt4Test, ProjectGivesTheInt8BlockOfTheSameValuesBits) {
+  std::mt19937 rng(5);
+  for (const cpu::Int8Activations activations :
+       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+    for (const int64_t rows : {1, 4, 16, 40}) {
+      for (const int64_t in : {5, 33, 130}) {
+        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " "
+                                          << cpu::Int8ActivationsName(activations));
+        const WeightMatrix source = MixedMatrix(rng, in);
+        const WeightMatrix int4 = QuantizeInt4(source.RowRange(3, 9));
+        const auto& b = int4.blocks()[0];
+        std::vector<int8_t> values(static_cast<size_t>(9 * in));
+        cpu::UnpackInt4Rows(static_cast<const uint8_t*>(b.data), 9, in, values.data());
+        std::vector<cpu::Int8Scale> scales(b.scales, b.scales + 9 * Int8Groups(in));
+        const WeightMatrix int8 =
+            WeightMatrix::FromInt8(std::move(values), std::move(scales), 9, in);
+        const WeightMatrix w4 = WeightMatrix::Stack({source.RowRange(0, 3), int4});
+        const WeightMatrix w8 = WeightMatrix::Stack({source.RowRange(0, 3), int8});
+        const std::vector<float> x = Normal(rng, rows * in);
+        std::vector<float> got(static_cast<size_t>(rows * 12)), want(got.size());
+        Project(x.data(), w4, got.data(), rows, false, {.int8 = activations});
+        Project(x.data(), w8, want.data(), rows, false, {.int8 = activations});
+        ASSERT_EQ(got, want);
+      }
+    }
+  }
+}
+
 // Project over BF16, f32 and int8 blocks against the reference Linear on ToF32(): f32 kernels are
 // within γ_(in+1)·Σ|terms| (float_bounds.h); int8 rows form each term with up to two roundings
 // (gemm_int8.h) and ToF32 rounds their weights once more, so they are within γ_(in+3)·Σ|terms|.
@@ -172,26 +243,30 @@ std::string TempDir(const std::string& name) {
       .string();
 }
 
-// A BF16 checkpoint loaded with --weights int8: projections and LM head int8 with the values
-// QuantizeProjectionsInt8 gives the in-memory weights, the embedding still BF16 in place (and
-// readable after its pages left resident memory, when tied).
-TEST(QuantizeInt8Test, CheckpointsLoadWithInt8ProjectionsAndTheEmbeddingAsStored) {
-  for (const bool tie : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "tie=" << tie);
+// A BF16 checkpoint loaded with --weights int8 or int4: projections int8 or int4 and the LM
+// head int8, with the values QuantizeProjections gives the in-memory weights, the embedding still
+// BF16 in place (and readable after its pages left resident memory, when tied).
+TEST(QuantizeInt8Test, CheckpointsLoadWithQuantisedProjectionsAndTheEmbeddingAsStored) {
+  for (const auto& [mode, tie] :
+       {std::pair{WeightsMode::kInt8, false}, std::pair{WeightsMode::kInt8, true},
+        std::pair{WeightsMode::kInt4, false}, std::pair{WeightsMode::kInt4, true}}) {
+    SCOPED_TRACE(::testing::Message() << WeightsModeName(mode) << " tie=" << tie);
+    const WeightFormat projections =
+        mode == WeightsMode::kInt4 ? WeightFormat::kInt4 : WeightFormat::kInt8;
     DecoderConfig config = testing::OddTinyConfig();
     config.tie_word_embeddings = tie;
     const std::string dir = TempDir("int8_load");
     ASSERT_TRUE(WriteRandomCheckpoint(dir, config, 5, DType::kBF16).ok());
-    const Result<DecoderModel> model = DecoderModel::Load(dir, WeightsMode::kInt8);
+    const Result<DecoderModel> model = DecoderModel::Load(dir, mode);
     std::filesystem::remove_all(dir);  // the mapping keeps the data readable
     ASSERT_TRUE(model.ok()) << model.status().message();
     const DecoderWeights& w = model->weights();
     DecoderWeights want = RandomDecoderWeights(config, 5, DType::kBF16);
-    QuantizeProjectionsInt8(&want);
+    QuantizeProjections(&want, mode);
     for (size_t l = 0; l < w.layers.size(); ++l) {
       for (const WeightMatrix* m :
            {&w.layers[l].qkv, &w.layers[l].o_proj, &w.layers[l].gate_up, &w.layers[l].down}) {
-        for (const WeightMatrix::Block& b : m->blocks()) EXPECT_EQ(b.format, WeightFormat::kInt8);
+        for (const WeightMatrix::Block& b : m->blocks()) EXPECT_EQ(b.format, projections);
       }
       EXPECT_EQ(w.layers[l].qkv.ToF32(), want.layers[l].qkv.ToF32()) << "layer " << l;
       EXPECT_EQ(w.layers[l].down.ToF32(), want.layers[l].down.ToF32()) << "layer " << l;
@@ -205,12 +280,14 @@ TEST(QuantizeInt8Test, CheckpointsLoadWithInt8ProjectionsAndTheEmbeddingAsStored
   }
 }
 
-// The int8 model's forward against the float64 reference forward over its dequantised weights,
-// within the int8 order bound (logit_bounds.h).
-TEST(QuantizeInt8Test, ForwardMatchesTheReferenceForwardOnTheDequantisedWeights) {
+// The int8 and int4 models' forwards against the float64 reference forward over their
+// dequantised weights, within the int8 order bound (logit_bounds.h; int4 runs the int8 kernels).
+class QuantizedForwardTest : public ::testing::TestWithParam<WeightsMode> {};
+
+TEST_P(QuantizedForwardTest, MatchesTheReferenceForwardOnTheDequantisedWeights) {
   const DecoderConfig config = testing::OddTinyConfig();
   DecoderWeights weights = RandomDecoderWeights(config, 7, DType::kF32);
-  QuantizeProjectionsInt8(&weights);
+  QuantizeProjections(&weights, GetParam());
   DecoderModel model(config, std::move(weights));
   const std::vector<int32_t> tokens = testing::RandomTokens(37, config.vocab_size, 1);
   const testing::ReferenceOutput expected =
@@ -231,14 +308,22 @@ TEST(QuantizeInt8Test, ForwardMatchesTheReferenceForwardOnTheDequantisedWeights)
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Modes, QuantizedForwardTest,
+                         ::testing::Values(WeightsMode::kInt8, WeightsMode::kInt4),
+                         [](const ::testing::TestParamInfo<WeightsMode>& info) {
+                           return std::string(WeightsModeName(info.param));
+                         });
+
 TEST(QuantizeInt8Test, WeightsModeSpellings) {
-  EXPECT_EQ(ParseWeightsMode("as-stored").value(), WeightsMode::kAsStored);
-  EXPECT_EQ(ParseWeightsMode("int8").value(), WeightsMode::kInt8);
-  EXPECT_EQ(WeightsModeName(WeightsMode::kInt8), "int8");
-  const Result<WeightsMode> bad = ParseWeightsMode("int4");
+  for (const WeightsMode mode : {WeightsMode::kAsStored, WeightsMode::kInt8, WeightsMode::kInt4}) {
+    EXPECT_EQ(ParseWeightsMode(WeightsModeName(mode)).value(), mode);
+  }
+  EXPECT_EQ(WeightsModeName(WeightsMode::kInt4), "int4");
+  const Result<WeightsMode> bad = ParseWeightsMode("int3");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--weights"), std::string::npos);
-  EXPECT_NE(bad.status().message().find("int4"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("int3"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("int4"), std::string::npos);  // the accepted values
 }
 
 }  // namespace

@@ -1,0 +1,278 @@
+#include "kernels/cpu/gemm_int4.h"
+
+// Few rows with int8 activations (decode, short verify blocks) run a fused AVX2 kernel that
+// reads each output's packed row front to back, as the int8 path's few-row kernel reads int8
+// ones (gemm_int8_dot.cc, FewRowsAvx2), but multiplies the nibbles as they are: vpmaddubsw takes
+// the unsigned nibble q + 8 (0 … 15) against the signed activation, pairs summing to at most
+// 2 · 15 · 127, and each group's integer dot product is corrected by 8 · Σ q_x, which the
+// activation quantiser supplies. The result is Σ q·q_x exactly, taken with the int8 path's FMAs
+// in its group order: the same bits. No sign trick is needed, so a group costs about as many
+// instructions as an int8 one while reading half the bytes.
+//
+// Many rows with f32 activations unpack wide chunks in turn for LinearInt8's sgemm path. Every
+// other call (more rows, f32 activations, a CPU without AVX2): each thread takes chunks of
+// outputs, unpacks a chunk's rows into int8 (about 64 KiB, in L2 while the int8 kernel reads it)
+// and runs the int8 kernel of the call's activations mode on it, on the calling thread (its own
+// parallel loops are nested and inactive there). With int8 activations the rows are quantised
+// once per call, before the chunks, as LinearInt8Dot quantises them once per call.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/int8_avx2.h"
+
+namespace dscale::cpu {
+namespace {
+
+constexpr int64_t kGroup = kInt8GroupSize;
+constexpr int64_t kGroupBytes = kGroup / 2;
+// Bytes of unpacked int8 weights per chunk, and the multiple its output count is rounded to
+// (the widest int8 panel: 16 outputs).
+constexpr int64_t kChunkBytes = int64_t{64} << 10;
+constexpr int64_t kChunkAlign = 16;
+// Unpacked weights per chunk when many rows with f32 activations go to sgemm (LinearInt8's f32
+// panels are 8 MiB).
+constexpr int64_t kSgemmChunkBytes = int64_t{2} << 20;
+// Below this many weights a call runs on one thread (as the int8 kernels decide).
+constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+
+// Calls of at most this many rows with int8 activations run the fused kernel where the CPU has
+// AVX2 (as the int8 path's kFewRowsAvx2).
+constexpr int kFusedMaxRows = 5;
+// How far ahead of its loads the fused kernel prefetches its stream (the int8 one-output kernel
+// fetches 4 KiB ahead, the same number of weights).
+constexpr int64_t kFusedPrefetchBytes = 2048;
+// Outputs per unit of work the threads share in the fused kernel.
+constexpr int64_t kFusedOutBlock = 16;
+
+int64_t ChunkOutputs(int64_t in) {
+  return std::max(kChunkAlign, kChunkBytes / in / kChunkAlign * kChunkAlign);
+}
+
+// n ≤ 32 values of one group: bytes j < 16 hold values j (low nibble) and 16 + j (high).
+void UnpackGroupPortable(const uint8_t* src, int64_t n, int8_t* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t byte = src[i % kGroupBytes];
+    const int nibble = i < kGroupBytes ? byte & 0x0f : byte >> 4;
+    dst[i] = static_cast<int8_t>(nibble - 8);
+  }
+}
+
+__attribute__((target("avx2"))) void UnpackRowAvx2(const uint8_t* src, int64_t in, int8_t* dst) {
+  const int64_t full = in / kGroup;
+  const __m128i low_nibbles = _mm_set1_epi8(0x0f);
+  const __m256i offset = _mm256_set1_epi8(8);
+  for (int64_t g = 0; g < full; ++g) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + g * kGroupBytes));
+    const __m128i low = _mm_and_si128(bytes, low_nibbles);
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
+    const __m256i values = _mm256_sub_epi8(_mm256_set_m128i(high, low), offset);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g * kGroup), values);
+  }
+  if (full * kGroup < in) {
+    UnpackGroupPortable(src + full * kGroupBytes, in - full * kGroup, dst + full * kGroup);
+  }
+}
+
+#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
+#define DSCALE_UNROLL _Pragma("GCC unroll 16")
+
+// A group's 16 packed bytes as 32 unsigned values q + 8, in input order.
+DSCALE_AVX2 inline __m256i Nibbles(const uint8_t* src) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  const __m128i low_nibbles = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles),
+                          _mm_and_si128(bytes, low_nibbles));
+}
+
+// One group's 8 int32 lanes of Σ (q + 8) · q_x (the correction by 8 · Σ q_x comes after the sum).
+DSCALE_AVX2 inline __m256i NibbleLanes(__m256i nibbles, const int8_t* x) {
+  return _mm256_madd_epi16(
+      _mm256_maddubs_epi16(nibbles, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
+      _mm256_set1_epi16(1));
+}
+
+// acc[r] for rows [0, kRows) against one output: its packed row wo, scales so.
+template <int kRows>
+DSCALE_AVX2 void OneOutputInt4Avx2(const Int8ActivationRows& xq, const uint8_t* wo,
+                                   const Int8Scale* so, float acc[kRows]) {
+  const int64_t groups = xq.groups;
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    DSCALE_UNROLL
+    for (int line = 0; line < 2; ++line) {  // 8 groups: 2 lines of 64 bytes
+      _mm_prefetch(
+          reinterpret_cast<const char*>(wo + g * kGroupBytes + line * 64 + kFusedPrefetchBytes),
+          _MM_HINT_T0);
+    }
+    __m256i wv[8];
+    DSCALE_UNROLL
+    for (int j = 0; j < 8; ++j) wv[j] = Nibbles(wo + (g + j) * kGroupBytes);
+    const __m256 dw = avx2::WidenScales8(so + g);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int8_t* xr = xq.q + (r * groups + g) * kGroup;
+      __m256i d[8];
+      DSCALE_UNROLL
+      for (int j = 0; j < 8; ++j) d[j] = NibbleLanes(wv[j], xr + j * kGroup);
+      const __m256i offsets = _mm256_slli_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sum + r * groups + g)), 3);
+      alignas(32) float dots[8], terms[8];
+      _mm256_store_ps(dots, _mm256_cvtepi32_ps(_mm256_sub_epi32(avx2::SumLanesOf8(d), offsets)));
+      _mm256_store_ps(terms, _mm256_mul_ps(dw, _mm256_loadu_ps(xq.scale + r * groups + g)));
+      DSCALE_UNROLL
+      for (int j = 0; j < 8; ++j) acc[r] = std::fma(terms[j], dots[j], acc[r]);
+    }
+  }
+  for (; g < groups; ++g) {  // the last groups one at a time (a short one is padded with q = 0)
+    const __m256i wv = Nibbles(wo + g * kGroupBytes);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t at = r * groups + g;
+      const int32_t dot = avx2::SumInt32Lanes(NibbleLanes(wv, xq.q + at * kGroup)) - 8 * xq.sum[at];
+      acc[r] = std::fma(Int8ScaleValue(so[g]) * xq.scale[at], static_cast<float>(dot), acc[r]);
+    }
+  }
+}
+
+// Outputs [o_begin, o_end) of rows [0, kRows).
+template <int kRows>
+DSCALE_AVX2 void FusedOutputsAvx2(const Int8ActivationRows& xq, const uint8_t* w4,
+                                  const Int8Scale* scales, int64_t in, int64_t o_begin,
+                                  int64_t o_end, float* y, int64_t ldy, bool accumulate) {
+  for (int64_t o = o_begin; o < o_end; ++o) {
+    float acc[kRows];
+    OneOutputInt4Avx2<kRows>(xq, w4 + o * Int4RowBytes(in), scales + o * xq.groups, acc);
+    DSCALE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float* yo = y + r * ldy + o;
+      *yo = accumulate ? *yo + acc[r] : acc[r];
+    }
+  }
+}
+
+#undef DSCALE_UNROLL
+#undef DSCALE_AVX2
+
+template <int kRows>
+void FusedRows(const Int8ActivationRows& xq, const uint8_t* w4, const Int8Scale* scales, int64_t in,
+               int64_t out, float* y, int64_t ldy, bool accumulate) {
+  const int64_t blocks = (out + kFusedOutBlock - 1) / kFusedOutBlock;
+#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
+  for (int64_t b = 0; b < blocks; ++b) {
+    FusedOutputsAvx2<kRows>(xq, w4, scales, in, b * kFusedOutBlock,
+                            std::min(out, (b + 1) * kFusedOutBlock), y, ldy, accumulate);
+  }
+}
+
+void Fused(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4, const Int8Scale* scales,
+           int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  static_assert(kFusedMaxRows == 5);
+  switch (rows) {
+    case 1:
+      return FusedRows<1>(xq, w4, scales, in, out, y, ldy, accumulate);
+    case 2:
+      return FusedRows<2>(xq, w4, scales, in, out, y, ldy, accumulate);
+    case 3:
+      return FusedRows<3>(xq, w4, scales, in, out, y, ldy, accumulate);
+    case 4:
+      return FusedRows<4>(xq, w4, scales, in, out, y, ldy, accumulate);
+    default:
+      return FusedRows<5>(xq, w4, scales, in, out, y, ldy, accumulate);
+  }
+}
+
+void UnpackRow(const uint8_t* src, int64_t in, int8_t* dst, bool avx2) {
+  if (avx2) return UnpackRowAvx2(src, in, dst);
+  for (int64_t g = 0; g * kGroup < in; ++g) {
+    UnpackGroupPortable(src + g * kGroupBytes, std::min(kGroup, in - g * kGroup), dst + g * kGroup);
+  }
+}
+
+}  // namespace
+
+void UnpackInt4Rows(const uint8_t* w4, int64_t rows, int64_t in, int8_t* dst, bool vector) {
+  DSCALE_CHECK(rows >= 0 && in >= 0);
+  const bool avx2 = vector && HasAvx2Fma();
+  for (int64_t r = 0; r < rows; ++r) UnpackRow(w4 + r * Int4RowBytes(in), in, dst + r * in, avx2);
+}
+
+void DequantizeInt4Rows(const uint8_t* w4, const Int8Scale* scales, int64_t rows, int64_t in,
+                        float* dst) {
+  std::vector<int8_t> q(static_cast<size_t>(in));
+  for (int64_t r = 0; r < rows; ++r) {
+    UnpackInt4Rows(w4 + r * Int4RowBytes(in), 1, in, q.data());
+    DequantizeInt8Rows(q.data(), scales + r * Int8Groups(in), 1, in, dst + r * in);
+  }
+}
+
+void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, float* y, int64_t rows,
+                int64_t in, int64_t out, bool accumulate, int64_t ldy,
+                Int8Activations activations) {
+  if (ldy == 0) ldy = out;
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
+  if (rows == 0 || out == 0) return;
+  if (in == 0) {
+    if (accumulate) return;
+    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
+    return;
+  }
+  const bool int8_dot = activations == Int8Activations::kInt8;
+  const Int8ActivationRows xq =
+      int8_dot ? QuantizeInt8ActivationRows(x, rows, in) : Int8ActivationRows{};
+  const bool avx2 = HasAvx2Fma();
+  if (int8_dot && avx2 && rows <= kFusedMaxRows) {
+    return Fused(xq, rows, w4, scales, in, out, y, ldy, accumulate);
+  }
+  const int64_t groups = Int8Groups(in);
+  if (!int8_dot && rows > LinearInt8TiledRowLimit(BestBf16Isa())) {
+    // Many rows with f32 activations: LinearInt8 multiplies f32 panels with sgemm, which shares
+    // the threads itself and wants wide panels, so the chunks are unpacked in turn, each across
+    // the threads, and multiplied whole.
+    const int64_t wide = std::max<int64_t>(64, kSgemmChunkBytes / in / kChunkAlign * kChunkAlign);
+    thread_local std::vector<int8_t> unpacked;
+    unpacked.resize(static_cast<size_t>(std::min(out, wide) * in));
+    for (int64_t o0 = 0; o0 < out; o0 += wide) {
+      const int64_t n = std::min(wide, out - o0);
+#pragma omp parallel for schedule(static) if (in * n >= kParallelMinWeights)
+      for (int64_t o = 0; o < n; ++o) {
+        UnpackRow(w4 + (o0 + o) * Int4RowBytes(in), in, unpacked.data() + o * in, avx2);
+      }
+      LinearInt8(x, unpacked.data(), scales + o0 * groups, y + o0, rows, in, n, accumulate, ldy,
+                 Int8Activations::kF32);
+    }
+    return;
+  }
+  const Int8DotIsa isa = Int8DotIsaFor(rows);
+  const int64_t chunk = ChunkOutputs(in);
+  const int64_t chunks = (out + chunk - 1) / chunk;
+#pragma omp parallel if (in * out >= kParallelMinWeights)
+  {
+    thread_local std::vector<int8_t> unpacked;
+    unpacked.resize(static_cast<size_t>(chunk * in));
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t o0 = c * chunk, n = std::min(chunk, out - o0);
+      for (int64_t o = 0; o < n; ++o) {
+        UnpackRow(w4 + (o0 + o) * Int4RowBytes(in), in, unpacked.data() + o * in, avx2);
+      }
+      if (int8_dot) {
+        LinearInt8DotQuantized(isa, xq, rows, unpacked.data(), scales + o0 * groups, in, n, y + o0,
+                               ldy, accumulate);
+      } else {
+        LinearInt8(x, unpacked.data(), scales + o0 * groups, y + o0, rows, in, n, accumulate, ldy,
+                   Int8Activations::kF32);
+      }
+    }
+  }
+}
+
+}  // namespace dscale::cpu

@@ -1,0 +1,222 @@
+// The int4 weight format (gemm_int4.h): its quantiser against the format's rounding rule, its
+// unpacking (vector and portable) against the packed nibbles, and LinearInt4 against LinearInt8
+// on the unpacked values. An int4 matrix is that int8 matrix, and every int8 variant gives the
+// same bits (gemm_int8.h), so LinearInt4 must give LinearInt8's bits exactly, in both activation
+// modes, at odd sizes (short last groups, partial chunks), for the few-row fused kernel and the
+// unpacking path alike.
+
+#include "kernels/cpu/gemm_int4.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/gemm_int8.h"
+
+namespace dscale {
+namespace {
+
+using testing::RandomNormal;
+
+struct Int4Matrix {
+  std::vector<uint8_t> packed;  // one leading byte, so the matrix starts unaligned
+  std::vector<cpu::Int8Scale> scales;
+  const uint8_t* data() const { return packed.data() + 1; }
+};
+
+// Random weights with groups of mixed magnitudes and some all-zero ones, quantised.
+Int4Matrix Quantized(std::mt19937& rng, int64_t out, int64_t in, bool vector = true) {
+  std::vector<float> w = RandomNormal(rng, out * in);
+  std::uniform_real_distribution<float> exponent(-4.0f, 1.0f);
+  std::bernoulli_distribution zero(0.05);
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t g = 0; g < cpu::Int8Groups(in); ++g) {
+      const float m = zero(rng) ? 0.0f : std::pow(10.0f, exponent(rng));
+      for (int64_t i = g * 32; i < std::min(in, (g + 1) * 32); ++i) w[o * in + i] *= m;
+    }
+  }
+  Int4Matrix m;
+  m.packed.resize(static_cast<size_t>(out * cpu::Int4RowBytes(in) + 1));
+  m.scales.resize(static_cast<size_t>(out * cpu::Int8Groups(in)));
+  cpu::QuantizeInt4Weights(w.data(), out, in, m.packed.data() + 1, m.scales.data(), vector);
+  return m;
+}
+
+std::vector<int8_t> Unpacked(const Int4Matrix& m, int64_t out, int64_t in, bool vector = true) {
+  std::vector<int8_t> q(static_cast<size_t>(out * in));
+  cpu::UnpackInt4Rows(m.data(), out, in, q.data(), vector);
+  return q;
+}
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << "element " << i << ": " << got[i] << " against " << want[i];
+  }
+}
+
+TEST(QuantizeInt4WeightsTest, RoundsEachGroupToItsScaleAndPadsWithZero) {
+  std::mt19937 rng(7);
+  for (const int64_t in : {1, 5, 31, 32, 33, 64, 100, 257}) {
+    SCOPED_TRACE(::testing::Message() << "in " << in);
+    const int64_t out = 5, groups = cpu::Int8Groups(in);
+    std::vector<float> w = RandomNormal(rng, out * in);
+    w[0] = 0.0f;  // a value that must stay exactly zero
+    std::vector<uint8_t> packed(static_cast<size_t>(out * cpu::Int4RowBytes(in)));
+    std::vector<cpu::Int8Scale> scales(static_cast<size_t>(out * groups));
+    cpu::QuantizeInt4Weights(w.data(), out, in, packed.data(), scales.data());
+    std::vector<float> back(static_cast<size_t>(out * in));
+    cpu::DequantizeInt4Rows(packed.data(), scales.data(), out, in, back.data());
+    const std::vector<int8_t> q = [&] {
+      std::vector<int8_t> v(static_cast<size_t>(out * in));
+      cpu::UnpackInt4Rows(packed.data(), out, in, v.data());
+      return v;
+    }();
+    for (int64_t o = 0; o < out; ++o) {
+      for (int64_t g = 0; g < groups; ++g) {
+        float largest = 0.0f;
+        for (int64_t i = g * 32; i < std::min(in, (g + 1) * 32); ++i) {
+          largest = std::max(largest, std::fabs(w[o * in + i]));
+        }
+        const cpu::Int8Scale scale = scales[o * groups + g];
+        ASSERT_EQ(scale, cpu::Int8ScaleAtLeast(largest / cpu::kInt4Max));
+        const float s = cpu::Int8ScaleValue(scale);
+        for (int64_t i = g * 32; i < std::min(in, (g + 1) * 32); ++i) {
+          const int64_t at = o * in + i;
+          ASSERT_LE(std::abs(q[at]), cpu::kInt4Max);
+          const float want = s == 0.0f ? 0.0f : std::nearbyint(w[at] / s);
+          ASSERT_EQ(q[at], static_cast<int8_t>(want)) << "weight " << at;
+          ASSERT_EQ(back[at], q[at] * s);
+          // Within half a step of the weight, plus the division's rounding.
+          ASSERT_LE(std::fabs(back[at] - w[at]), 0.5f * s * (1.0f + 1e-6f) + 1e-30f);
+        }
+        // A short last group's padding holds q = 0: nibbles 8.
+        const uint8_t* group = packed.data() + o * cpu::Int4RowBytes(in) + g * 16;
+        for (int64_t i = in - g * 32; i < 32 && g == groups - 1; ++i) {
+          const uint8_t nibble = i < 16 ? group[i] & 0x0f : group[i - 16] >> 4;
+          ASSERT_EQ(nibble, 8) << "padding " << i;
+        }
+      }
+    }
+    EXPECT_EQ(back[0], 0.0f);
+  }
+}
+
+TEST(QuantizeInt4WeightsTest, VectorAndPortableLoopsGiveTheSameBytes) {
+  for (const int64_t in : {1, 31, 32, 33, 96, 200}) {
+    std::mt19937 a(in), b(in);
+    const Int4Matrix vector = Quantized(a, 7, in, true);
+    const Int4Matrix portable = Quantized(b, 7, in, false);
+    EXPECT_EQ(vector.packed, portable.packed) << "in " << in;
+    EXPECT_EQ(vector.scales, portable.scales) << "in " << in;
+    EXPECT_EQ(Unpacked(vector, 7, in, true), Unpacked(vector, 7, in, false)) << "in " << in;
+  }
+}
+
+TEST(QuantizeInt4WeightsTest, AllZeroGroupHasScaleZero) {
+  const std::vector<float> w(40, 0.0f);
+  std::vector<uint8_t> packed(static_cast<size_t>(cpu::Int4RowBytes(40)));
+  std::vector<cpu::Int8Scale> scales(2, 1);
+  cpu::QuantizeInt4Weights(w.data(), 1, 40, packed.data(), scales.data());
+  EXPECT_EQ(scales, (std::vector<cpu::Int8Scale>{0, 0}));
+  for (const uint8_t byte : packed) EXPECT_EQ(byte, 0x88);
+}
+
+// LinearInt4 against LinearInt8 over the unpacked values: the same bits.
+void ExpectInt8Bits(std::mt19937& rng, int64_t rows, int64_t in, int64_t out,
+                    cpu::Int8Activations activations, bool accumulate, int64_t ldy) {
+  SCOPED_TRACE(::testing::Message() << rows << " rows, in " << in << ", out " << out << ", "
+                                    << cpu::Int8ActivationsName(activations)
+                                    << (accumulate ? ", accumulate" : "") << ", ldy " << ldy);
+  const Int4Matrix m = Quantized(rng, out, in);
+  const std::vector<int8_t> q = Unpacked(m, out, in);
+  std::vector<float> x = RandomNormal(rng, rows * in);
+  if (rows > 1) std::fill(x.begin() + in, x.begin() + 2 * in, 0.0f);  // an all-zero row
+  const std::vector<float> y0 = RandomNormal(rng, rows * ldy);
+  std::vector<float> got = y0, want = y0;
+  cpu::LinearInt4(x.data(), m.data(), m.scales.data(), got.data(), rows, in, out, accumulate, ldy,
+                  activations);
+  cpu::LinearInt8(x.data(), q.data(), m.scales.data(), want.data(), rows, in, out, accumulate, ldy,
+                  activations);
+  ExpectSameBits(got, want);
+}
+
+TEST(LinearInt4Test, GivesLinearInt8sBitsOnTheUnpackedValues) {
+  std::mt19937 rng(11);
+  for (const cpu::Int8Activations activations :
+       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+    for (const int64_t rows : {1, 2, 3, 5, 6, 9, 17}) {
+      for (const int64_t in : {1, 31, 33, 100, 257, 520}) {
+        for (const int64_t out : {1, 7, 17, 40}) {
+          ExpectInt8Bits(rng, rows, in, out, activations, /*accumulate=*/false, out);
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearInt4Test, AccumulatesIntoAColumnBlockOfAWiderY) {
+  std::mt19937 rng(13);
+  for (const cpu::Int8Activations activations :
+       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+    for (const int64_t rows : {1, 4, 8}) {
+      ExpectInt8Bits(rng, rows, 96, 23, activations, /*accumulate=*/true, 31);
+      ExpectInt8Bits(rng, rows, 96, 23, activations, /*accumulate=*/false, 31);
+    }
+  }
+}
+
+// Enough weights for the threads and several chunks of outputs (2048 inputs: 32 outputs a chunk).
+TEST(LinearInt4Test, ManyOutputsAcrossThreadsAndChunks) {
+  std::mt19937 rng(17);
+  for (const int64_t rows : {1, 5, 16}) {
+    ExpectInt8Bits(rng, rows, 2048, 300, cpu::Int8Activations::kInt8, false, 300);
+  }
+  ExpectInt8Bits(rng, 3, 2048, 300, cpu::Int8Activations::kF32, false, 300);
+}
+
+// Past every tile row limit: f32 activations go to LinearInt8's sgemm panels in wide chunks.
+TEST(LinearInt4Test, ManyRowsInBothModes) {
+  std::mt19937 rng(23);
+  for (const cpu::Int8Activations activations :
+       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+    ExpectInt8Bits(rng, 150, 100, 70, activations, /*accumulate=*/true, 75);
+  }
+}
+
+TEST(LinearInt4Test, NonFiniteActivationsTurnTheirRowNaN) {
+  std::mt19937 rng(19);
+  const int64_t rows = 2, in = 64, out = 9;
+  const Int4Matrix m = Quantized(rng, out, in);
+  std::vector<float> x = RandomNormal(rng, rows * in);
+  x[in + 3] = std::numeric_limits<float>::infinity();
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  cpu::LinearInt4(x.data(), m.data(), m.scales.data(), y.data(), rows, in, out, false, 0,
+                  cpu::Int8Activations::kInt8);
+  for (int64_t o = 0; o < out; ++o) {
+    EXPECT_TRUE(std::isfinite(y[o])) << o;
+    EXPECT_TRUE(std::isnan(y[out + o])) << o;
+  }
+}
+
+TEST(LinearInt4Test, EmptyShapes) {
+  std::vector<float> y = {1.0f, 2.0f};
+  cpu::LinearInt4(nullptr, nullptr, nullptr, y.data(), 2, 0, 1);
+  EXPECT_EQ(y, (std::vector<float>{0.0f, 0.0f}));
+  y = {1.0f, 2.0f};
+  cpu::LinearInt4(nullptr, nullptr, nullptr, y.data(), 2, 0, 1, /*accumulate=*/true);
+  EXPECT_EQ(y, (std::vector<float>{1.0f, 2.0f}));
+  cpu::LinearInt4(nullptr, nullptr, nullptr, y.data(), 0, 5, 1);
+  cpu::LinearInt4(nullptr, nullptr, nullptr, y.data(), 2, 5, 0);
+  EXPECT_EQ(y, (std::vector<float>{1.0f, 2.0f}));
+}
+
+}  // namespace
+}  // namespace dscale
