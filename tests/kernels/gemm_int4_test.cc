@@ -152,7 +152,7 @@ TEST(LinearInt4Test, GivesLinearInt8sBitsOnTheUnpackedValues) {
   std::mt19937 rng(11);
   for (const cpu::Int8Activations activations :
        {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
-    for (const int64_t rows : {1, 2, 3, 5, 6, 9, 17}) {
+    for (const int64_t rows : {1, 2, 3, 5, 6, 7, 8, 9, 17}) {
       for (const int64_t in : {1, 31, 33, 100, 257, 520}) {
         for (const int64_t out : {1, 7, 17, 40}) {
           ExpectInt8Bits(rng, rows, in, out, activations, /*accumulate=*/false, out);
