@@ -24,8 +24,15 @@
 // columns alternating; on an AVX-512 CPU also the AVX2 f32 tiles (what the 256-bit int8 variants
 // compete with on an AVX2 machine); then the cost per row and of 16 rows over 1.
 //
+// With --int4 1 it prints instead the layer's int8 weights (`--weights int8`) against its 4-bit
+// ones (`--weights int4`, LinearInt4, gemm_int4.h), both with int8 activations, over four copies
+// of the layer (past the L3 in either format) at 1 … 16 rows, each the best of 20 calls with the
+// columns alternating: their times, the weight bytes each reads per second as a fraction of the
+// read bandwidth probed before, and int8 over int4.
+//
 //   build/linear_bf16_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b] [--max-rows 512]
 //                           [--int8-variants 1] [--activations 1] [--int8-activations 1]
+//                           [--int4 1]
 
 #include <cblas.h>
 #include <omp.h>
@@ -45,6 +52,7 @@
 #include "io/qwen3_shapes.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/openblas_kernels.h"
 #include "machine_limits.h"
@@ -110,6 +118,7 @@ struct Args {
   bool int8_variants = false;
   bool activations = false;
   bool int8_activations = false;
+  bool int4 = false;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -122,6 +131,8 @@ Args ParseArgs(int argc, char** argv) {
       a.activations = value != "0";
     } else if (flag == "--int8-activations") {
       a.int8_activations = value != "0";
+    } else if (flag == "--int4") {
+      a.int4 = value != "0";
     } else if (flag == "--int8-variants") {
       a.int8_variants = value != "0";
     } else if (flag == "--shape") {
@@ -357,6 +368,66 @@ void RunInt8Activations(const Args& args) {
   }
 }
 
+// --int4 1: the layer as int8 weights against 4-bit ones, int8 activations.
+void RunInt4(const Args& args) {
+  const LayerShape& shape = args.shape;
+  struct Int4Matrix {
+    int64_t out, in;
+    std::vector<uint8_t> packed;
+    std::vector<cpu::Int8Scale> scales;
+  };
+  std::vector<Matrix> int8;
+  std::vector<Int4Matrix> int4;
+  double bytes8 = 0, bytes4 = 0;
+  for (int copy = 0; copy < 4; ++copy) {
+    for (Matrix& m : LayerMatrices(shape)) {
+      const int64_t groups = cpu::Int8Groups(m.in);
+      Int4Matrix q{.out = m.out,
+                   .in = m.in,
+                   .packed = std::vector<uint8_t>(m.out * cpu::Int4RowBytes(m.in)),
+                   .scales = std::vector<cpu::Int8Scale>(m.out * groups)};
+      cpu::QuantizeInt4Weights(m.f32.data(), m.out, m.in, q.packed.data(), q.scales.data());
+      bytes8 += static_cast<double>(m.int8.size() + 2 * m.scales.size());
+      bytes4 += static_cast<double>(q.packed.size() + 2 * q.scales.size());
+      m.f32 = {};
+      m.bf16 = {};
+      int8.push_back(std::move(m));
+      int4.push_back(std::move(q));
+    }
+  }
+  const int64_t max_rows = 16;
+  std::vector<float> x(max_rows * std::max(shape.hidden, shape.intermediate)),
+      y(max_rows * std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> unit;
+  for (float& v : x) v = unit(rng);
+  const double bandwidth = bench::ReadBandwidth();
+  std::printf(
+      "%s layer (qkv, o, gate_up, down) x 4 copies, int8 activations: int8 weights (%.0f MB) "
+      "against 4-bit ones (%.0f MB); read bandwidth %.1f GB/s; %d threads\n\n",
+      shape.name.c_str(), bytes8 / 1e6, bytes4 / 1e6, bandwidth / 1e9, omp_get_max_threads());
+  std::printf("%5s %10s %10s %9s %9s %10s\n", "rows", "int8 ms", "int4 ms", "int8 bw", "int4 bw",
+              "int8/int4");
+  for (const int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16}) {
+    const std::vector<double> seconds = BestAlternating(2, 20, [&](size_t column) {
+      for (size_t i = 0; i < int8.size(); ++i) {
+        if (column == 0) {
+          const Matrix& m = int8[i];
+          cpu::LinearInt8(x.data(), m.int8.data(), m.scales.data(), y.data(), rows, m.in, m.out,
+                          false, 0, cpu::Int8Activations::kInt8);
+        } else {
+          const Int4Matrix& m = int4[i];
+          cpu::LinearInt4(x.data(), m.packed.data(), m.scales.data(), y.data(), rows, m.in, m.out,
+                          false, 0, cpu::Int8Activations::kInt8);
+        }
+      }
+    });
+    std::printf("%5lld %10.3f %10.3f %9.2f %9.2f %10.2f\n", static_cast<long long>(rows),
+                seconds[0] * 1e3, seconds[1] * 1e3, bytes8 / seconds[0] / bandwidth,
+                bytes4 / seconds[1] / bandwidth, seconds[0] / seconds[1]);
+  }
+}
+
 void Run(const Args& args) {
   const LayerShape& shape = args.shape;
   const std::vector<Matrix> layer = LayerMatrices(shape);
@@ -439,7 +510,9 @@ void Run(const Args& args) {
 int main(int argc, char** argv) {
   dscale::cpu::ReexecForMatchingOpenBlasKernels(argv);
   const dscale::Args args = dscale::ParseArgs(argc, argv);
-  if (args.int8_activations) {
+  if (args.int4) {
+    dscale::RunInt4(args);
+  } else if (args.int8_activations) {
     dscale::RunInt8Activations(args);
   } else if (args.activations) {
     dscale::RunActivations(args);
