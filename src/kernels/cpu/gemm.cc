@@ -17,17 +17,22 @@ bool FitsBlasInt(int64_t n) {
 
 }  // namespace
 
+bool EmptyProductDone(float* y, int64_t rows, int64_t in, int64_t out, int64_t ldy,
+                      bool accumulate) {
+  if (rows == 0 || out == 0) return true;
+  if (in != 0) return false;
+  if (!accumulate) {
+    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
+  }
+  return true;
+}
+
 void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
             bool accumulate, int64_t ldy) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(FitsBlasInt(rows) && FitsBlasInt(in) && FitsBlasInt(ldy) && ldy >= out);
-  if (rows == 0 || out == 0) return;
-  if (in == 0) {
-    // An empty inner dimension contributes nothing; BLAS rejects a zero leading dimension.
-    if (accumulate) return;
-    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
-    return;
-  }
+  // An empty inner dimension contributes nothing; BLAS rejects a zero leading dimension.
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
   // Row-major y[rows, out] = x[rows, in] · w[out, in]ᵀ: x untransposed, w transposed, both with
   // leading dimension `in`; y has leading dimension `ldy`.
   const auto m = static_cast<blasint>(rows);

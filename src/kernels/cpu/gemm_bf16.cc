@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16_amx.h"
 
 namespace dscale::cpu {
@@ -720,12 +721,7 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
                 bool accumulate, int64_t ldy, Bf16Activations activations) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
-  if (rows == 0 || out == 0) return;
-  if (in == 0) {
-    if (accumulate) return;
-    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
-    return;
-  }
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
   const bool tiled = rows <= LinearBf16TiledRowLimit(BestBf16Isa());
   if (activations == Bf16Activations::kBf16) {
     RunRounded(DotIsas().back(), tiled, x, w, y, rows, in, out, accumulate, ldy);

@@ -25,6 +25,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/int8_avx2.h"
 
 namespace dscale::cpu {
@@ -225,12 +226,7 @@ void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, floa
                 Int8Activations activations) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
-  if (rows == 0 || out == 0) return;
-  if (in == 0) {
-    if (accumulate) return;
-    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
-    return;
-  }
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
   const bool int8_dot = activations == Int8Activations::kInt8;
   const Int8ActivationRows xq =
       int8_dot ? QuantizeInt8ActivationRows(x, rows, in) : Int8ActivationRows{};

@@ -40,6 +40,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/gemm.h"
 
 namespace dscale::cpu {
 namespace {
@@ -552,12 +553,7 @@ void LinearInt8(const float* x, const int8_t* w, const Int8Scale* scales, float*
   }
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
-  if (rows == 0 || out == 0) return;
-  if (in == 0) {
-    if (accumulate) return;
-    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
-    return;
-  }
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
   if (rows <= LinearInt8TiledRowLimit(BestBf16Isa())) {
     RunTiled(TiledFor(BestBf16Isa()), x, w, scales, y, rows, in, out, accumulate, ldy);
   } else {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/int8_avx2.h"
@@ -810,12 +811,7 @@ void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Sc
   const std::vector<Int8DotIsa>& supported = DotIsas();
   DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
                    "this CPU cannot run the requested int8 dot-product variant");
-  if (rows == 0 || out == 0) return;
-  if (in == 0) {
-    if (accumulate) return;
-    for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, out * sizeof(float));
-    return;
-  }
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
   const QuantRows xq = QuantizeInt8ActivationRows(x, rows, in);
   RunDot(isa, xq, rows, w, scales, in, out, y, ldy, accumulate);
 }
