@@ -705,6 +705,12 @@ const std::vector<Int8DotIsa>& DotIsas() {
   return isas;
 }
 
+void CheckDotIsaSupported(Int8DotIsa isa) {
+  const std::vector<Int8DotIsa>& supported = DotIsas();
+  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
+                   "this CPU cannot run the requested int8 dot-product variant");
+}
+
 // The quantised activations of the calling thread's current call (read by every thread of it).
 thread_local std::vector<int8_t> quant_values;
 thread_local std::vector<float> quant_scales;
@@ -794,6 +800,7 @@ void LinearInt8DotQuantized(Int8DotIsa isa, const Int8ActivationRows& xq, int64_
                             const int8_t* w, const Int8Scale* scales, int64_t in, int64_t out,
                             float* y, int64_t ldy, bool accumulate) {
   DSCALE_CHECK(rows >= 0 && in > 0 && out >= 0 && ldy >= out && xq.groups == Int8Groups(in));
+  CheckDotIsaSupported(isa);
   if (rows == 0 || out == 0) return;
   RunDot(isa, xq, rows, w, scales, in, out, y, ldy, accumulate);
 }
@@ -808,9 +815,7 @@ void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Sc
                    float* y, int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
-  const std::vector<Int8DotIsa>& supported = DotIsas();
-  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
-                   "this CPU cannot run the requested int8 dot-product variant");
+  CheckDotIsaSupported(isa);
   if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
   const QuantRows xq = QuantizeInt8ActivationRows(x, rows, in);
   RunDot(isa, xq, rows, w, scales, in, out, y, ldy, accumulate);

@@ -109,7 +109,7 @@ DSCALE_AVX2 inline bool AnyNonFiniteAvx2(const __m256 v[4]) {
 // RoundGroupPortable for a whole group: vcvtps2dq converts to nearest even under the default
 // rounding mode, and clamping the integers equals clamping the rounded floats.
 DSCALE_AVX2 inline int32_t RoundGroupAvx2(const __m256 v[4], float d, int8_t* q,
-                                          int32_t limit = 127) {
+                                          int32_t limit = static_cast<int32_t>(kInt8Max)) {
   const __m256 dv = _mm256_set1_ps(d);
   const __m256i hi = _mm256_set1_epi32(limit), lo = _mm256_set1_epi32(-limit);
   __m256i qi[4];
@@ -216,7 +216,9 @@ void QuantizeInt4Weights(const float* w, int64_t rows, int64_t in, uint8_t* w4, 
   const int64_t groups = Int8Groups(in);
   const bool avx2 = vector && HasAvx2Fma();
   // One row's values as int8 first, zero past `in` (a short last group's padding), then packed.
-  std::vector<int8_t> q(static_cast<size_t>(groups * kGroup));
+  // The loader calls this once per row on every thread: the buffer is the thread's own.
+  thread_local std::vector<int8_t> q;
+  q.resize(static_cast<size_t>(groups * kGroup));
   for (int64_t r = 0; r < rows; ++r) {
     WeightRow(w + r * in, in, q.data(), scales + r * groups, kInt4Max, avx2);
     std::fill(q.begin() + in, q.end(), int8_t{0});
