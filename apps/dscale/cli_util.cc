@@ -123,7 +123,8 @@ void AddInt8ActivationsOption(CLI::App* cmd, cpu::Int8Activations* activations) 
          [activations](const std::string& name) {
            *activations = *cpu::Int8ActivationsFromName(name);
          },
-         "How int8 weights (--weights int8) meet the activations: int8 (each row quantised per 32 "
+         "How int8 and 4-bit weights (--weights int8|int4) meet the activations: int8 (each row "
+         "quantised per 32 "
          "inputs once, int8 dot products, f32 sums) or f32 (as they are)")
       ->check(CLI::IsMember({"int8", "f32"}))
       ->default_str(std::string(cpu::Int8ActivationsName(kDefaultInt8Activations)));

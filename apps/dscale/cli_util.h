@@ -45,11 +45,12 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 cpu::Bf16Activations DefaultActivations();
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations);
 
-// --int8-activations int8|f32: how the target's int8 projections (`--weights int8`) take their
+// --int8-activations int8|f32: how the target's int8 and 4-bit projections (`--weights int8|int4`)
+// take their
 // activations (cpu::Int8Activations, into `activations`): each row quantised per 32 inputs and
 // multiplied with int8 dot products (AMX or VNNI where the CPU has them), or as f32. It changes
-// nothing without --weights int8. The default is kDefaultInt8Activations: int8, which costs a
-// decode row what f32 does and a 16-row verification about half (docs/BENCHMARKS.md, "Int8
+// nothing without --weights int8 or int4. The default is kDefaultInt8Activations: int8, which costs
+// a decode row what f32 does and a 16-row verification about half (docs/BENCHMARKS.md, "Int8
 // activations on the CPU").
 inline constexpr cpu::Int8Activations kDefaultInt8Activations = cpu::Int8Activations::kInt8;
 void AddInt8ActivationsOption(CLI::App* cmd, cpu::Int8Activations* activations);
