@@ -4,6 +4,8 @@
 //
 //   build/forward_bench [--requests 32] [--rows 16] [--context 256]
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "bench_timing.h"
-#include "kernels/cpu/gemm.h"
 #include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
 #include "support/tiny_models.h"
@@ -94,8 +95,12 @@ void Run(const BenchShape& shape) {
   const int64_t m = int64_t(shape.requests) * shape.rows, k = config.hidden_size;
   const int64_t n = 2 * config.intermediate_size;
   std::vector<float> x(m * k, 0.5f), w(n * k, 0.25f), y(m * n);
-  const double sgemm_seconds =
-      SecondsPerCall([&] { cpu::Linear(x.data(), w.data(), y.data(), m, k, n); });
+  const double sgemm_seconds = SecondsPerCall([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
+                static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, x.data(),
+                static_cast<blasint>(k), w.data(), static_cast<blasint>(k), 0.0f, y.data(),
+                static_cast<blasint>(n));
+  });
   const double sgemm_gflops = 2.0 * m * k * n / sgemm_seconds / 1e9;
   std::printf("  plain sgemm %lldx%lldx%lld:     %8.3f ms  %7.1f GFLOP/s\n",
               static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),

@@ -4,12 +4,12 @@
 // product). For 1 … 512 rows it prints the step time, the weight bytes read per second as a
 // fraction of the bandwidth, the arithmetic rate as a fraction of the sgemm rate, and the time
 // over the roofline max(weight bytes ÷ bandwidth, FLOPs ÷ sgemm rate); then the time of each
-// register-tile variant, of widen-and-sgemm and of f32 weights through OpenBLAS (what the model
-// did before) at the same row count, and every variant's bandwidth fraction at one row. The int8
-// columns run the same layer quantised for `--weights int8` (LinearInt8: 1 byte per weight plus
-// a BF16 scale per 32): its time, bandwidth fraction (of its 1.0625 bytes per weight) and speed-up
-// over BF16 at each row count; with --int8-variants also each int8 tile variant and
-// dequantise-and-sgemm.
+// register-tile variant, of widen-and-sgemm (what many rows ran before every row count took the
+// row-invariant tiles) and of f32 weights (Linear: the same tiles) at the same row count, and every
+// variant's bandwidth fraction at one row. The int8 columns run the same layer quantised for
+// `--weights int8` (LinearInt8: 1 byte per weight plus a BF16 scale per 32): its time, bandwidth
+// fraction (of its 1.0625 bytes per weight) and speed-up over BF16 at each row count; with
+// --int8-variants also each int8 tile variant and dequantise-and-sgemm.
 //
 // With --activations 1 it prints instead the f32 and the BF16 activation modes of LinearBf16
 // (gemm_bf16.h) side by side, the BF16 mode through each vector variant (the f32 tiles on the

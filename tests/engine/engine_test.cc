@@ -9,7 +9,6 @@
 #include "engine/kv_budget.h"
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
-#include "model/logit_bounds.h"
 #include "model/poisoned_target.h"
 #include "model/quantize_weights.h"
 #include "model/random_checkpoint.h"
@@ -43,20 +42,16 @@ class EngineTest : public testing::EngineFixture {
   }
 };
 
-// The losslessness tests run on the default BF16 cache and on an f32 one, whose tie tolerance is
-// ~160× tighter (EngineTestTieTolerance), so the speculation logic stays under a sharp check.
+// The losslessness tests run on the default BF16 cache and on an f32 one.
 class EngineKvDtypeTest : public EngineTest, public ::testing::WithParamInterface<KvDtype> {};
 
-// Greedy output is identical across none, dflash and fixed:4..16 at c = 1 and c = 16. Where a
-// request's output differs from plain greedy decoding, the test requires the target's top two
-// logits at that token to be within the tie tolerance of the order bound (a float-noise tie,
-// where either choice is greedy) and allows at most one such prompt per run. Every other test
-// here compares with plain decoding the same way.
+// Greedy output is identical across none, dflash and fixed:4..16 at c = 1 and c = 16, token for
+// token: every kernel gives a row the same bits whatever rows share its step, so no near-tie can
+// part them. Every other test here compares with plain decoding the same way.
 // Drafts come from the planted-error drafter (so every accepted length occurs), and for dflash
 // also from a random DFlash drafter (the real drafting path, which accepts almost nothing).
 TEST_P(EngineKvDtypeTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
   const KvDtype kv = GetParam();
-  const float tie = testing::EngineTestTieTolerance(target_, kv);
   const auto prompts = RandomPrompts(50, target_.config().vocab_size, 1);
   const auto expected = Reference(prompts, 20, /*ignore_eos=*/false, kv);
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target_, 9);
@@ -69,8 +64,7 @@ TEST_P(EngineKvDtypeTest, GreedyOutputIsIdenticalAcrossModesAndConcurrency) {
       EngineConfig config{
           .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .kv_dtype = kv};
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, Greedy(20));
-      const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie, kv);
-      EXPECT_LE(ties, 1) << mode << " c=" << c;
+      EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "") << mode << " c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages) << mode;
     }
   }
@@ -91,17 +85,13 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
     const LengthPolicy policy = LengthPolicy::Parse(mode).value();
     EngineConfig config{.policy = policy, .max_running = 16};
     const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(max_tokens));
-    int long_accepts = 0, short_accepts = 0, ties = 0;
+    int long_accepts = 0, short_accepts = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       const std::vector<int32_t>& truth = expected[i];
       const size_t out_len = run.outputs[i].size();
       ASSERT_LE(out_len, truth.size());
-      // Past a float-noise tie the drafts no longer follow `truth`: nothing to replay.
-      if (!testing::SameGreedyOutput(target_, prompts[i], run.outputs[i],
-                                     std::vector<int32_t>(truth.begin(), truth.begin() + out_len),
-                                     &ties, tie_)) {
-        continue;
-      }
+      const std::vector<int32_t> committed_truth(truth.begin(), truth.begin() + out_len);
+      ASSERT_EQ(testing::FirstDifference(run.outputs[i], committed_truth), "") << mode;
       // Replay the steps: the context is the prompt plus the committed output and the anchor.
       std::vector<int32_t> context = prompts[i];
       context.push_back(truth[0]);
@@ -116,7 +106,6 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
       }
       EXPECT_GE(produced, out_len);
     }
-    EXPECT_LE(ties, 1) << mode;
     if (policy.mode == SpecMode::kDFlash) {
       EXPECT_GT(long_accepts, 0);
     }
@@ -139,7 +128,7 @@ TEST_F(EngineTest, RequestsJoiningAndLeavingDoNotDisturbEachOther) {
   engine->Cancel(ids[5]);  // still queued
   for (int i = 6; i < 12; ++i) ids.push_back(engine->Submit(prompts[i], params).value());
   ASSERT_TRUE(engine->RunToCompletion().ok());
-  int finished = 0, ties = 0;
+  int finished = 0;
   for (const RequestResult& r : engine->TakeFinished()) {
     const size_t i = std::find(ids.begin(), ids.end(), r.id) - ids.begin();
     ++finished;
@@ -148,15 +137,14 @@ TEST_F(EngineTest, RequestsJoiningAndLeavingDoNotDisturbEachOther) {
       ASSERT_LE(r.output_ids.size(), expected[i].size());
       const std::vector<int32_t> prefix(expected[i].begin(),
                                         expected[i].begin() + r.output_ids.size());
-      testing::SameGreedyOutput(target_, prompts[i], r.output_ids, prefix, &ties, tie_);
+      EXPECT_EQ(testing::FirstDifference(r.output_ids, prefix), "");
       if (i == 5) {
         EXPECT_TRUE(r.output_ids.empty());
       }
       continue;
     }
-    testing::SameGreedyOutput(target_, prompts[i], r.output_ids, expected[i], &ties, tie_);
+    EXPECT_EQ(testing::FirstDifference(r.output_ids, expected[i]), "");
   }
-  EXPECT_LE(ties, 1);
   EXPECT_EQ(finished, 12);
   EXPECT_EQ(engine->free_kv_pages(), engine->total_kv_pages());
 }
@@ -183,7 +171,6 @@ TEST_F(EngineTest, ARequestWithNonFiniteLogitsFailsAloneAndFreesItsPages) {
                                     .sampling = {.temperature = temperature, .seed = 3}};
       const EngineRun run = RunPrompts(poisoned, &drafter, config, prompts, params);
       EXPECT_GT(poisoned.poisoned_rows(), 0);
-      int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
         const RequestResult& r = run.results[i];
         if (i == 1 || i == 4) {
@@ -195,10 +182,9 @@ TEST_F(EngineTest, ARequestWithNonFiniteLogitsFailsAloneAndFreesItsPages) {
         EXPECT_EQ(r.finish_reason, FinishReason::kLength) << r.error;
         EXPECT_EQ(r.output_ids.size(), 24u);
         if (temperature == 0.0f) {
-          testing::SameGreedyOutput(target_, prompts[i], r.output_ids, expected[i], &ties, tie_);
+          EXPECT_EQ(testing::FirstDifference(r.output_ids, expected[i]), "");
         }
       }
-      EXPECT_LE(ties, 1);
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }
   }
@@ -213,8 +199,7 @@ TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
                       .max_running = 8,
                       .kv_tokens = 2 * (40 + 16 + 16)};
   const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(16));
-  const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie_);
-  EXPECT_LE(ties, 1);
+  EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "");
   EXPECT_EQ(run.free_pages_after, run.total_pages);
 
   auto engine = Engine::Create(target_, &drafter, config).value();
@@ -233,7 +218,6 @@ TEST_F(EngineTest, FullContextsFitACacheSizedForThemAndRunAtOnce) {
   constexpr int64_t kContext = 80;
   config.max_position_embeddings = kContext;
   DecoderModel target(config, RandomDecoderWeights(config, 5, DType::kF32));
-  const float tie = testing::EngineTestTieTolerance(target);
   std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
   testing::PlantedDrafter planted(target, 16, /*salt=*/21);
   const std::vector<int32_t> lengths = {79, 50, 17, 1};  // + max_tokens = the context each
@@ -270,15 +254,13 @@ TEST_F(EngineTest, FullContextsFitACacheSizedForThemAndRunAtOnce) {
     ASSERT_TRUE(engine->RunToCompletion().ok());
     std::vector<RequestResult> results = engine->TakeFinished();
     ASSERT_EQ(results.size(), prompts.size());
-    int ties = 0;
     for (const RequestResult& r : results) {
       const size_t i = static_cast<size_t>(std::find(ids.begin(), ids.end(), r.id) - ids.begin());
       ASSERT_LT(i, prompts.size());
       EXPECT_EQ(r.finish_reason, FinishReason::kLength) << mode << " " << r.error;
       EXPECT_EQ(static_cast<int64_t>(prompts[i].size() + r.output_ids.size()), kContext) << mode;
-      testing::SameGreedyOutput(target, prompts[i], r.output_ids, expected[i], &ties, tie);
+      EXPECT_EQ(testing::FirstDifference(r.output_ids, expected[i]), "");
     }
-    EXPECT_LE(ties, 1) << mode;
     EXPECT_EQ(engine->free_kv_pages(), engine->total_kv_pages()) << mode;
 
     // One token more is the context's limit, named by the field at fault.
@@ -357,9 +339,9 @@ TEST_F(EngineTest, StreamsTokensAndStopsOnStopIds) {
   const std::vector<RequestResult> done = engine->TakeFinished();
   ASSERT_EQ(done.size(), 1u);
   const auto stop = std::find(free_run.begin(), free_run.end(), free_run[5]);
-  int ties = 0;
-  testing::SameGreedyOutput(target_, prompts[0], done[0].output_ids,
-                            std::vector<int32_t>(free_run.begin(), stop + 1), &ties, tie_);
+  EXPECT_EQ(testing::FirstDifference(done[0].output_ids,
+                                     std::vector<int32_t>(free_run.begin(), stop + 1)),
+            "");
   EXPECT_EQ(streamed, done[0].output_ids);
   EXPECT_EQ(last, FinishReason::kStop);
 }
@@ -373,14 +355,12 @@ namespace {
 using DScaleEngineTest = testing::EngineFixture;
 
 // dscale verifies k_i rows per request chosen by the DVL allocator; greedy output must equal
-// plain decoding, on either KV dtype (as EngineKvDtypeTest). Divergences are allowed only at
-// float-noise ties (see SameGreedyOutput).
+// plain decoding, on either KV dtype (as EngineKvDtypeTest), token for token.
 class DScaleEngineKvDtypeTest : public DScaleEngineTest,
                                 public ::testing::WithParamInterface<KvDtype> {};
 
 TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency) {
   const KvDtype kv = GetParam();
-  const float tie = testing::EngineTestTieTolerance(target_, kv);
   const auto prompts = RandomPrompts(64, target_.config().vocab_size, 7);
   std::vector<std::vector<int32_t>> expected;
   for (const auto& p : prompts) {
@@ -395,8 +375,7 @@ TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency
                           .kv_dtype = kv,
                           .predictor = &predictor_};
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 24});
-      const int ties = testing::GreedyTies(target_, prompts, run.outputs, expected, tie, kv);
-      EXPECT_LE(ties, 1) << "c=" << c;
+      EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "") << "c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }
   }
@@ -438,7 +417,7 @@ TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
 // With the projections and LM head quantised (from BF16 weights, as a checkpoint's are), greedy
 // outputs of every speculative mode — dflash with a trained-like and a planted drafter, fixed:16,
 // dscale at the paper's budget and with auto, dspark — equal plain greedy decoding of the
-// quantised target, up to float-noise ties of the int8 order bound.
+// quantised target, token for token.
 class Int8EngineTest
     : public ::testing::TestWithParam<std::tuple<WeightsMode, cpu::Int8Activations>> {};
 
@@ -448,8 +427,6 @@ TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheQuantisedT
   QuantizeProjections(&weights, mode);
   DecoderModel target(EngineTestTargetConfig(), std::move(weights));
   target.set_activations({.int8 = activations});
-  const float tie = testing::GreedyTieTolerance(
-      testing::Int8TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
   const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
   const auto prompts = RandomPrompts(24, target.config().vocab_size, 11);
   std::vector<std::vector<int32_t>> expected;
@@ -475,8 +452,7 @@ TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheQuantisedT
                           .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()};
       if (config.policy.mode == SpecMode::kDSpark) config.sps_table = &sps;
       const EngineRun run = RunPrompts(target, mode.drafter, config, prompts, {.max_tokens = 24});
-      const int ties = testing::GreedyTies(target, prompts, run.outputs, expected, tie);
-      EXPECT_LE(ties, 1);
+      EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "");
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }
   }
@@ -493,14 +469,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --activations bf16: with each projection's activations rounded to BF16 (and BF16 dot
 // products where the CPU has them), a verified row still computes what a decode row does, so
-// dflash and dscale greedy outputs equal plain greedy decoding of the same target, up to the
-// float-noise ties every losslessness test here allows.
+// dflash and dscale greedy outputs equal plain greedy decoding of the same target, token for
+// token.
 TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
   DecoderModel target(EngineTestTargetConfig(),
                       RandomDecoderWeights(EngineTestTargetConfig(), 5, DType::kBF16));
   target.set_activations({.bf16 = cpu::Bf16Activations::kBf16});
-  const float tie = testing::GreedyTieTolerance(
-      testing::TargetLogitBounds(target, testing::kEngineTestMaxContext, KvDtype::kBf16));
   const dvl::Predictor predictor = testing::RandomPredictor(64, 131, 3);
   const auto prompts = RandomPrompts(24, target.config().vocab_size, 12);
   std::vector<std::vector<int32_t>> expected;
@@ -519,8 +493,7 @@ TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
       EngineConfig config{
           .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
       const EngineRun run = RunPrompts(target, drafter, config, prompts, {.max_tokens = 24});
-      const int ties = testing::GreedyTies(target, prompts, run.outputs, expected, tie);
-      EXPECT_LE(ties, 1);
+      EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "");
       EXPECT_EQ(run.free_pages_after, run.total_pages);
     }
   }

@@ -5,6 +5,7 @@
 #include "kernels/cpu/attention.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -305,6 +306,62 @@ TEST(PagedAttentionTest, RowAloneMatchesRowInsideSpanBitForBit) {
       }
     }
   }
+}
+
+// Row invariance across the batch: a span's rows get the same bits in a packed batch of other
+// requests (decode, verify and prefill spans) as alone, and a causal row the same bits as when
+// it is its span's only row — at every tile height, in every widening variant, f32 and BF16
+// K/V, on 1 and 2 threads. The speculative and plain decoders, any concurrency and any prompt
+// chunking then see the same attention outputs (tests/kernels/row_invariance_test.cc covers the
+// products).
+TEST(PagedAttentionTest, ARowsBitsDoNotDependOnTheBatchTileOrThreads) {
+  const int saved_threads = omp_get_max_threads();
+  for (const bool causal : {true, false}) {
+    PagedBatch batch(kMixedBatch, 4, 2, 36, 16, causal, causal ? 401u : 402u);
+    batch.RoundKvToBf16();
+    const int64_t row_values = int64_t{4} * 36;
+    for (const bool bf16 : {false, true}) {
+      for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
+        for (const int tile : cpu::kAttentionTileHeights) {
+          for (const int threads : {1, 2}) {
+            SCOPED_TRACE(::testing::Message() << "causal=" << causal << " bf16=" << bf16
+                                              << " isa=" << cpu::Bf16IsaName(isa)
+                                              << " tile=" << tile << " threads=" << threads);
+            omp_set_num_threads(threads);
+            const auto attend = [tile, isa](const cpu::AttentionParams& p) {
+              cpu::PagedAttention(p, tile, isa);
+            };
+            const auto packed = batch.Run(attend, bf16);
+            omp_set_num_threads(1);
+            const auto expect_same = [&](const StepSpan& alone, int64_t first_row) {
+              const auto out = batch.Run(
+                  [&](cpu::AttentionParams p) {
+                    p.spans = &alone;
+                    p.num_spans = 1;
+                    attend(p);
+                  },
+                  bf16);
+              for (int64_t i = first_row * row_values; i < (first_row + alone.q_len) * row_values;
+                   ++i) {
+                ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(packed[i]))
+                    << "row " << i / row_values << " value " << i % row_values;
+              }
+            };
+            for (const StepSpan& span : batch.spans()) {
+              if (span.q_len == 0) continue;
+              expect_same(span, span.q_start);
+              if (!causal) continue;
+              for (const int32_t j : {0, span.q_len / 2, span.q_len - 1}) {
+                expect_same({span.q_start + j, 1, span.ctx_len + j, span.page_table},
+                            span.q_start + j);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 // The reference is the specification, so check it against a case with a known answer: when

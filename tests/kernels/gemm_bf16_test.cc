@@ -2,7 +2,7 @@
 // widened to f32 — widening is exact, so the only difference is f32 rounding: each output is a
 // dot product of `in` terms (plus the accumulated y), within γ_(in+1)·Σ|terms| of the reference's
 // double sum (float_bounds.h). Every kernel variant this CPU supports is checked, so the test
-// means the same on an AVX2-only and an AVX-512 machine; the many-row path (widen + sgemm) too.
+// means the same on an AVX2-only and an AVX-512 machine; widen + sgemm (benchmarks) too.
 
 #include "kernels/cpu/gemm_bf16.h"
 
@@ -83,9 +83,9 @@ TEST(LinearBf16Test, EveryVariantMatchesTheReferenceAtOddSizes) {
   }
 }
 
-TEST(LinearBf16Test, DispatchedKernelMatchesTheReferenceOnBothPaths) {
+TEST(LinearBf16Test, DispatchedKernelMatchesTheReferenceAtEveryRowCount) {
   std::mt19937 rng(8);
-  for (const int64_t rows : kRows) {  // both sides of every variant's LinearBf16TiledRowLimit
+  for (const int64_t rows : kRows) {  // both sides of the tiles' former row limits (128, 160)
     for (const int64_t in : {int64_t{17}, int64_t{255}}) {
       for (const int64_t out : {int64_t{5}, int64_t{130}, int64_t{300}}) {
         for (const bool accumulate : {false, true}) {
@@ -221,7 +221,7 @@ TEST(LinearBf16ActivationsTest, WideInputsMatchTheReference) {
   }
 }
 
-TEST(LinearBf16ActivationsTest, DispatchedKernelMatchesTheReferenceOnBothPaths) {
+TEST(LinearBf16ActivationsTest, DispatchedKernelMatchesTheReferenceAtEveryRowCount) {
   std::mt19937 rng(13);
   for (const int64_t rows : kRows) {
     for (const int64_t in : {int64_t{17}, int64_t{255}}) {
@@ -273,8 +273,6 @@ TEST(LinearBf16ActivationsTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
             },
             rows, in);
       }
-      // (A CPU without AVX2 runs every row count through sgemm, whose blocking follows it.)
-      if (rows > cpu::LinearBf16TiledRowLimit(cpu::BestBf16Isa())) continue;
       SCOPED_TRACE(::testing::Message() << "dispatched rows=" << rows << " in=" << in);
       expect_rows_alone(
           [](const float* x, const uint16_t* w, float* y, int64_t n, int64_t k) {

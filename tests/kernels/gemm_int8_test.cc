@@ -89,9 +89,9 @@ TEST(LinearInt8Test, DequantiseAndSgemmMatchesTheReference) {
   }
 }
 
-TEST(LinearInt8Test, DispatchedKernelMatchesTheReferenceOnBothPaths) {
+TEST(LinearInt8Test, DispatchedKernelMatchesTheReferenceAtEveryRowCount) {
   std::mt19937 rng(8);
-  for (const int64_t rows : kRows) {  // both sides of every variant's LinearInt8TiledRowLimit
+  for (const int64_t rows : kRows) {  // both sides of the tiles' former row limits (24-128)
     for (const int64_t in : {int64_t{17}, int64_t{255}}) {
       for (const int64_t out : {int64_t{5}, int64_t{130}, int64_t{300}}) {
         for (const bool accumulate : {false, true}) {

@@ -71,14 +71,11 @@ TEST(KvDtypeTest, Bf16CacheLogitsStayWithinTheRoundingBoundOfF32Cache) {
 
 // Speculation is lossless only if a committed position's K/V do not depend on the step that
 // wrote them. Both steps compute the position's f32 K/V row by row in the same order — every
-// GEMM of up to LinearBf16TiledRowLimit rows runs the register tiles, whose per-row arithmetic
-// does not depend on the row count, and the other kernels work per row — and the store rounds
-// equal f32 values to equal BF16 bits.
+// GEMM runs tiles whose per-row arithmetic does not depend on the row count
+// (tests/kernels/row_invariance_test.cc), and the other kernels work per row — and the store
+// rounds equal f32 values to equal BF16 bits.
 TEST(KvDtypeTest, CommittedKvIsTheSameFromADecodeStepOrAVerifyStep) {
   constexpr int32_t kVerifyRows = 16;
-  if (cpu::LinearBf16TiledRowLimit(cpu::BestBf16Isa()) < kVerifyRows) {
-    GTEST_SKIP() << "this CPU's BF16 GEMM runs " << kVerifyRows << " rows through sgemm";
-  }
   const DecoderConfig config = OddTinyConfig();
   DecoderModel model(config, RandomDecoderWeights(config, 23, DType::kBF16));
   const std::vector<int32_t> tokens = RandomTokens(20 + kVerifyRows, config.vocab_size, 6);

@@ -29,17 +29,7 @@ bool EmptyProductDone(float* y, int64_t rows, int64_t in, int64_t out, int64_t l
 
 void Linear(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out,
             bool accumulate, int64_t ldy) {
-  if (ldy == 0) ldy = out;
-  DSCALE_CHECK(FitsBlasInt(rows) && FitsBlasInt(in) && FitsBlasInt(ldy) && ldy >= out);
-  // An empty inner dimension contributes nothing; BLAS rejects a zero leading dimension.
-  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
-  // Row-major y[rows, out] = x[rows, in] · w[out, in]ᵀ: x untransposed, w transposed, both with
-  // leading dimension `in`; y has leading dimension `ldy`.
-  const auto m = static_cast<blasint>(rows);
-  const auto n = static_cast<blasint>(out);
-  const auto k = static_cast<blasint>(in);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k,
-              accumulate ? 1.0f : 0.0f, y, static_cast<blasint>(ldy));
+  LinearF32Tiled(BestBf16Isa(), x, w, y, rows, in, out, accumulate, ldy);
 }
 
 void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out) {

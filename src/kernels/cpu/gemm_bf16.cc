@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16_amx.h"
+#include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
 namespace {
@@ -27,9 +28,10 @@ constexpr int64_t kAvx2OutGroup = 3;
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Output groups a thread takes at a time from the tiled calls' shared queue.
 constexpr int64_t kGroupsPerChunk = 16;
-// Bytes of one f32 weight panel of the many-row path: small enough to stay in cache while
-// sgemm streams the activations through it.
+// Bytes of one f32 weight panel of widen-and-sgemm (benchmarks only): small enough to stay in
+// cache while sgemm streams the activations through it.
 constexpr int64_t kPanelBytes = int64_t{8} << 20;
+
 // How far ahead of its loads a tile prefetches each weight row: memory-mapped checkpoint pages
 // are 4 KiB, so the hardware prefetchers stop at every page boundary and the weight streams need
 // the help to stay at memory bandwidth. A tile of one output is a thread's only stream and goes
@@ -52,15 +54,20 @@ constexpr int64_t kLineWeights = 32;
 // Prefetches past the weights' end are harmless hints.
 // always_inline: GCC 12 treats an out-of-line function of prefetches alone as const and drops
 // its calls.
-template <int kOuts>
-__attribute__((always_inline)) inline void PrefetchLines(const uint16_t* wo, int64_t in,
-                                                         int64_t k) {
+// kLineWeights f32 weights span two lines, both fetched.
+template <int kOuts, typename W>
+__attribute__((always_inline)) inline void PrefetchLines(const W* wo, int64_t in, int64_t k) {
   constexpr int64_t kBytes = kOuts == 1 ? kSingleStreamPrefetchBytes : kPrefetchBytes;
-  constexpr int64_t kAhead = kBytes / static_cast<int64_t>(sizeof(uint16_t));
-  const uint16_t* at = k + kAhead < in ? wo + k + kAhead : wo + kOuts * in + (k + kAhead - in);
+  constexpr int64_t kAhead = kBytes / static_cast<int64_t>(sizeof(W));
+  constexpr int64_t kLineBytes = 64;
+  const W* at = k + kAhead < in ? wo + k + kAhead : wo + kOuts * in + (k + kAhead - in);
   DSCALE_UNROLL
   for (int g = 0; g < kOuts; ++g) {
-    _mm_prefetch(reinterpret_cast<const char*>(at + g * in), _MM_HINT_T0);
+    const char* line = reinterpret_cast<const char*>(at + g * in);
+    DSCALE_UNROLL
+    for (int64_t b = 0; b < kLineWeights * static_cast<int64_t>(sizeof(W)); b += kLineBytes) {
+      _mm_prefetch(line + b, _MM_HINT_T0);
+    }
   }
 }
 
@@ -71,18 +78,37 @@ inline float Bf16Bits(uint16_t bits) {
   return f;
 }
 
+// A weight's value: BF16 bits widened (exact), or an f32 weight as it is.
+inline float WeightValue(uint16_t bits) { return Bf16Bits(bits); }
+inline float WeightValue(float value) { return value; }
+
 inline void Put(float* y, float value, bool accumulate) { *y = accumulate ? *y + value : value; }
 
-// Outputs [o_begin, o_end) for every row, in plain C++ (the compiler vectorises what it can).
-void TiledPortable(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                   int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+// Partial sums of the portable dot product: partial j adds the terms k ≡ j (mod 8) in order of k,
+// then a fixed tree adds the partials. Eight independent chains, which the compiler keeps in
+// vector registers, where one running sum would wait out an add's latency at every term (every
+// row count now runs the tiles, prefill's too).
+constexpr int kPortablePartials = 8;
+
+template <typename W>
+inline float PortableDot(const W* wo, const float* xr, int64_t in) {
+  float p[kPortablePartials] = {};
+  int64_t k = 0;
+  for (; k + kPortablePartials <= in; k += kPortablePartials) {
+    for (int j = 0; j < kPortablePartials; ++j) p[j] += WeightValue(wo[k + j]) * xr[k + j];
+  }
+  for (int j = 0; k + j < in; ++j) p[j] += WeightValue(wo[k + j]) * xr[k + j];
+  return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
+
+// Outputs [o_begin, o_end) for every row, in plain C++: each output one PortableDot, the same
+// sum whatever rows share the call.
+template <typename W>
+void TiledPortable(const float* x, const W* w, float* y, int64_t rows, int64_t in, int64_t out,
+                   bool accumulate, int64_t o_begin, int64_t o_end) {
   for (int64_t o = o_begin; o < o_end; ++o) {
-    const uint16_t* wo = w + o * in;
     for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * in;
-      float sum = 0.0f;
-      for (int64_t k = 0; k < in; ++k) sum += Bf16Bits(wo[k]) * xr[k];
-      Put(y + r * out + o, sum, accumulate);
+      Put(y + r * out + o, PortableDot(w + o * in, x + r * in, in), accumulate);
     }
   }
 }
@@ -106,6 +132,8 @@ DSCALE_AVX2 inline __m256 LoadBf16x8(const uint16_t* p) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
+DSCALE_AVX2 inline __m256 LoadWeights8(const uint16_t* p) { return LoadBf16x8(p); }
+DSCALE_AVX2 inline __m256 LoadWeights8(const float* p) { return _mm256_loadu_ps(p); }
 
 DSCALE_AVX2 inline float Sum8(__m256 v) {
   const __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -115,8 +143,8 @@ DSCALE_AVX2 inline float Sum8(__m256 v) {
 
 // kRows rows of x (row r at x + r·in) against kOuts weight rows from `wo`; y[r·out + g] gets
 // output g of row r.
-template <int kRows, int kOuts>
-DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float* y, int64_t out,
+template <int kRows, int kOuts, typename W>
+DSCALE_AVX2 void TileAvx2(const float* x, const W* wo, int64_t in, float* y, int64_t out,
                           bool accumulate) {
   __m256 acc[kRows][kOuts];
   DSCALE_UNROLL
@@ -127,7 +155,7 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
   const auto step = [&](int64_t k) DSCALE_AVX2 {
     __m256 wv[kOuts];
     DSCALE_UNROLL
-    for (int g = 0; g < kOuts; ++g) wv[g] = LoadBf16x8(wo + g * in + k);
+    for (int g = 0; g < kOuts; ++g) wv[g] = LoadWeights8(wo + g * in + k);
     DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m256 xv = _mm256_loadu_ps(x + r * in + k);
@@ -148,7 +176,7 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
     DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) {
       float sum = Sum8(acc[r][g]);
-      for (int64_t k = vec_end; k < in; ++k) sum += Bf16Bits(wo[g * in + k]) * x[r * in + k];
+      for (int64_t k = vec_end; k < in; ++k) sum += WeightValue(wo[g * in + k]) * x[r * in + k];
       Put(y + r * out + g, sum, accumulate);
     }
   }
@@ -156,12 +184,12 @@ DSCALE_AVX2 void TileAvx2(const float* x, const uint16_t* wo, int64_t in, float*
 
 // `rows` rows from row r against the 3 outputs from o, in one tile of that height (1 … 4), kOuts
 // outputs per pass (1 or kAvx2OutGroup; every output is the same sum in the same order either way).
-template <int kOuts>
-DSCALE_AVX2 void TileRowsAvx2(const float* x, const uint16_t* wo, float* y, int64_t in, int64_t out,
+template <int kOuts, typename W>
+DSCALE_AVX2 void TileRowsAvx2(const float* x, const W* wo, float* y, int64_t in, int64_t out,
                               bool accumulate, int64_t r, int64_t o, int64_t rows) {
   const float* xr = x + r * in;
   for (int g0 = 0; g0 < kAvx2OutGroup; g0 += kOuts) {
-    const uint16_t* wg = wo + g0 * in;
+    const W* wg = wo + g0 * in;
     float* yr = y + r * out + o + g0;
     switch (rows) {
       case 4:
@@ -182,14 +210,15 @@ DSCALE_AVX2 void TileRowsAvx2(const float* x, const uint16_t* wo, float* y, int6
 
 // The rows go in the fewest tiles of at most 4, of heights differing by at most one; one or two
 // rows whose inputs fit in kSingleStreamInputBytes take the outputs one at a time.
-DSCALE_AVX2 void TiledAvx2(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+template <typename W>
+DSCALE_AVX2 void TiledAvx2(const float* x, const W* w, float* y, int64_t rows, int64_t in,
                            int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   const int64_t tiles = (rows + 3) / 4;
   const bool single_stream =
       rows <= 2 && rows * in * static_cast<int64_t>(sizeof(float)) <= kSingleStreamInputBytes;
   int64_t o = o_begin;
   for (; o + kAvx2OutGroup <= o_end; o += kAvx2OutGroup) {
-    const uint16_t* wo = w + o * in;
+    const W* wo = w + o * in;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
       if (single_stream) {
@@ -237,10 +266,11 @@ DSCALE_AVX512 inline __m512 LoadBf16x16(const uint16_t* p) {
   const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
+DSCALE_AVX512 inline __m512 LoadWeights16(const uint16_t* p) { return LoadBf16x16(p); }
+DSCALE_AVX512 inline __m512 LoadWeights16(const float* p) { return _mm512_loadu_ps(p); }
 
-template <int kRows, int kOuts>
-DSCALE_AVX512 void TileAvx512(const float* x, const uint16_t* wo, int64_t in,
-                              float sums[kRows][kOuts]) {
+template <int kRows, int kOuts, typename W>
+DSCALE_AVX512 void TileAvx512(const float* x, const W* wo, int64_t in, float sums[kRows][kOuts]) {
   __m512 acc[kRows][kOuts];
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
@@ -250,7 +280,7 @@ DSCALE_AVX512 void TileAvx512(const float* x, const uint16_t* wo, int64_t in,
   const auto step = [&](int64_t k) DSCALE_AVX512 {
     __m512 wv[kOuts];
     DSCALE_UNROLL
-    for (int g = 0; g < kOuts; ++g) wv[g] = LoadBf16x16(wo + g * in + k);
+    for (int g = 0; g < kOuts; ++g) wv[g] = LoadWeights16(wo + g * in + k);
     DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m512 xv = _mm512_loadu_ps(x + r * in + k);
@@ -271,7 +301,7 @@ DSCALE_AVX512 void TileAvx512(const float* x, const uint16_t* wo, int64_t in,
     DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) {
       float sum = _mm512_reduce_add_ps(acc[r][g]);
-      for (int64_t k = vec_end; k < in; ++k) sum += Bf16Bits(wo[g * in + k]) * x[r * in + k];
+      for (int64_t k = vec_end; k < in; ++k) sum += WeightValue(wo[g * in + k]) * x[r * in + k];
       sums[r][g] = sum;
     }
   }
@@ -280,12 +310,12 @@ DSCALE_AVX512 void TileAvx512(const float* x, const uint16_t* wo, int64_t in,
 // Rows [r, r + kRows) against the kOutGroup outputs from o, kOuts outputs per pass (1 or
 // kOutGroup). Every output is the same sum in the same order either way, so the choice never
 // changes a result.
-template <int kRows, int kOuts>
-DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int64_t in, int64_t out,
+template <int kRows, int kOuts, typename W>
+DSCALE_AVX512 void RowsAvx512(const float* x, const W* wo, float* y, int64_t in, int64_t out,
                               bool accumulate, int64_t r, int64_t o) {
   for (int g0 = 0; g0 < kOutGroup; g0 += kOuts) {
     float sums[kRows][kOuts];
-    TileAvx512<kRows, kOuts>(x + r * in, wo + g0 * in, in, sums);
+    TileAvx512<kRows, kOuts, W>(x + r * in, wo + g0 * in, in, sums);
     for (int i = 0; i < kRows; ++i) {
       DSCALE_UNROLL
       for (int g = 0; g < kOuts; ++g) Put(y + (r + i) * out + o + g0 + g, sums[i][g], accumulate);
@@ -296,10 +326,10 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const uint16_t* wo, float* y, int6
 // The tile of `rows` rows (1 … 6) from row r: Rows::Run<kRows, kOuts> (the f32 tiles or the BF16
 // dot-product tiles, inputs of type T), four outputs per pass, or one per pass for one or two rows
 // whose inputs fit in kSingleStreamInputBytes.
-template <typename Rows, typename T>
-__attribute__((always_inline)) inline void TileRows(const T* x, const uint16_t* wo, float* y,
-                                                    int64_t in, int64_t out, bool accumulate,
-                                                    int64_t r, int64_t o, int64_t rows) {
+template <typename Rows, typename T, typename W>
+__attribute__((always_inline)) inline void TileRows(const T* x, const W* wo, float* y, int64_t in,
+                                                    int64_t out, bool accumulate, int64_t r,
+                                                    int64_t o, int64_t rows) {
   const bool single_stream = rows * in * static_cast<int64_t>(sizeof(T)) <= kSingleStreamInputBytes;
   switch (rows) {
     case 6:
@@ -322,15 +352,15 @@ __attribute__((always_inline)) inline void TileRows(const T* x, const uint16_t* 
 // Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows: the rows go in the
 // fewest tiles of at most 6, of heights differing by at most one (8 rows: 4 + 4, not 6 + 2, whose
 // 2-row tile would run at half the FMA rate). Returns the first output left over.
-template <typename Rows, typename T>
-__attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const uint16_t* w, float* y,
+template <typename Rows, typename T, typename W>
+__attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w, float* y,
                                                           int64_t rows, int64_t in, int64_t out,
                                                           bool accumulate, int64_t o_begin,
                                                           int64_t o_end) {
   const int64_t tiles = (rows + 5) / 6;
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
-    const uint16_t* wo = w + o * in;
+    const W* wo = w + o * in;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
       TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height);
@@ -341,16 +371,16 @@ __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const uint
 }
 
 struct Avx512Rows {
-  template <int kRows, int kOuts>
-  DSCALE_AVX512 static void Run(const float* x, const uint16_t* wo, float* y, int64_t in,
-                                int64_t out, bool accumulate, int64_t r, int64_t o) {
-    RowsAvx512<kRows, kOuts>(x, wo, y, in, out, accumulate, r, o);
+  template <int kRows, int kOuts, typename W>
+  DSCALE_AVX512 static void Run(const float* x, const W* wo, float* y, int64_t in, int64_t out,
+                                bool accumulate, int64_t r, int64_t o) {
+    RowsAvx512<kRows, kOuts, W>(x, wo, y, in, out, accumulate, r, o);
   }
 };
 
-DSCALE_AVX512 void TiledAvx512(const float* x, const uint16_t* w, float* y, int64_t rows,
-                               int64_t in, int64_t out, bool accumulate, int64_t o_begin,
-                               int64_t o_end) {
+template <typename W>
+DSCALE_AVX512 void TiledAvx512(const float* x, const W* w, float* y, int64_t rows, int64_t in,
+                               int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
   const int64_t o = TiledGroups<Avx512Rows>(x, w, y, rows, in, out, accumulate, o_begin, o_end);
   TiledPortable(x, w, y, rows, in, out, accumulate, o, o_end);
 }
@@ -484,39 +514,46 @@ DSCALE_AVX512 void RoundWideAvx512(const float* src, int64_t n, float* dst) {
 #pragma GCC diagnostic pop
 #undef DSCALE_AVX512
 
-using TiledFn = void (*)(const float*, const uint16_t*, float*, int64_t, int64_t, int64_t, bool,
-                         int64_t, int64_t);
+template <typename W>
+using TiledFn = void (*)(const float*, const W*, float*, int64_t, int64_t, int64_t, bool, int64_t,
+                         int64_t);
 
-TiledFn TiledFor(Bf16Isa isa) {
+template <typename W>
+TiledFn<W> TiledFor(Bf16Isa isa) {
   switch (isa) {
     case Bf16Isa::kAvx512:
-      return TiledAvx512;
+      return TiledAvx512<W>;
     case Bf16Isa::kAvx2:
-      return TiledAvx2;
+      return TiledAvx2<W>;
     case Bf16Isa::kPortable:
       break;
   }
-  return TiledPortable;
+  return TiledPortable<W>;
 }
 
 // Outputs per tile of each variant: the threads split the output columns in whole groups.
 int64_t OutGroupFor(Bf16Isa isa) { return isa == Bf16Isa::kAvx2 ? kAvx2OutGroup : kOutGroup; }
 
 // (The variants take y's row stride where they name it `out`.)
-void RunTiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
+template <typename W>
+void RunTiled(Bf16Isa isa, const float* x, const W* w, float* y, int64_t rows, int64_t in,
               int64_t out, bool accumulate, int64_t ldy) {
-  const TiledFn fn = TiledFor(isa);
+  const TiledFn<W> fn = TiledFor<W>(isa);
   const int64_t group = OutGroupFor(isa);
   const int64_t groups = (out + group - 1) / group;
-  // Chunks of groups taken as the threads come free rather than halves fixed in advance: on a
-  // shared 2-vCPU guest one thread is often held up, and a static split makes the other wait at
-  // the join (one request on the AVX2-only EPYC of docs/BENCHMARKS.md: 231-235 ms a 1.7B decode
-  // step against 248 static, medians of six alternating runs). Which thread computes an output
-  // never changes its bits.
+  ForRowBlocks(rows, in, sizeof(float), [&](int64_t r0, int64_t n) {
+    const float* xb = x + r0 * in;
+    float* yb = y + r0 * ldy;
+    // Chunks of groups taken as the threads come free rather than halves fixed in advance: on a
+    // shared 2-vCPU guest one thread is often held up, and a static split makes the other wait
+    // at the join (one request on the AVX2-only EPYC of docs/BENCHMARKS.md: 231-235 ms a 1.7B
+    // decode step against 248 static, medians of six alternating runs). Which thread computes
+    // an output never changes its bits.
 #pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)
-  for (int64_t g = 0; g < groups; ++g) {
-    fn(x, w, y, rows, in, ldy, accumulate, g * group, std::min(out, (g + 1) * group));
-  }
+    for (int64_t g = 0; g < groups; ++g) {
+      fn(xb, w, yb, n, in, ldy, accumulate, g * group, std::min(out, (g + 1) * group));
+    }
+  });
 }
 
 // dst[0, count) = the BF16 values at src, widened to f32 (on the threads, in blocks).
@@ -595,10 +632,10 @@ const std::vector<Bf16DotIsa>& DotIsas() {
 thread_local std::vector<uint16_t> rounded_bits;
 thread_local std::vector<float> rounded_wide;
 
-// LinearBf16 with BF16-rounded activations: AMX's tiles for any row count, `tiled` through
-// `isa`'s register tiles, else widen-and-sgemm on the rounded activations widened back.
-void RunRounded(Bf16DotIsa isa, bool tiled, const float* x, const uint16_t* w, float* y,
-                int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
+// LinearBf16 with BF16-rounded activations: AMX's tiles or `isa`'s register tiles, for any row
+// count.
+void RunRounded(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
+                int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   const int64_t n = rows * in;
   if (isa == Bf16DotIsa::kAmx) {
     rounded_bits.resize(static_cast<size_t>(n));
@@ -606,26 +643,25 @@ void RunRounded(Bf16DotIsa isa, bool tiled, const float* x, const uint16_t* w, f
     LinearAmxBf16(rounded_bits.data(), w, y, rows, in, out, accumulate, ldy);
     return;
   }
-  if (tiled && isa == Bf16DotIsa::kAvx512Bf16) {
+  if (isa == Bf16DotIsa::kAvx512Bf16) {
     rounded_bits.resize(static_cast<size_t>(n));
     RoundBitsAvx512(x, n, rounded_bits.data());
-    const uint16_t* xb = rounded_bits.data();
     const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
-#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
-    for (int64_t g = 0; g < groups; ++g) {
-      TiledDot(xb, w, y, rows, in, ldy, accumulate, g * kOutGroup,
-               std::min(out, (g + 1) * kOutGroup));
-    }
+    ForRowBlocks(rows, in, sizeof(uint16_t), [&](int64_t r0, int64_t block_rows) {
+      const uint16_t* xb = rounded_bits.data() + r0 * in;
+      float* yb = y + r0 * ldy;
+#pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)
+      for (int64_t g = 0; g < groups; ++g) {
+        TiledDot(xb, w, yb, block_rows, in, ldy, accumulate, g * kOutGroup,
+                 std::min(out, (g + 1) * kOutGroup));
+      }
+    });
     return;
   }
-  const Bf16Isa fma_isa = tiled ? FmaIsaOf(isa) : BestBf16Isa();
+  const Bf16Isa fma_isa = FmaIsaOf(isa);
   rounded_wide.resize(static_cast<size_t>(n));
   RoundWide(fma_isa, x, n, rounded_wide.data());
-  if (tiled) {
-    RunTiled(fma_isa, rounded_wide.data(), w, y, rows, in, out, accumulate, ldy);
-  } else {
-    WidenAndSgemm(rounded_wide.data(), w, y, rows, in, out, accumulate, ldy);
-  }
+  RunTiled(fma_isa, rounded_wide.data(), w, y, rows, in, out, accumulate, ldy);
 }
 
 }  // namespace
@@ -682,26 +718,7 @@ void LinearBf16DotTiled(Bf16DotIsa isa, const float* x, const uint16_t* w, float
   DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), isa) != supported.end(),
                    "this CPU cannot run the requested BF16 kernel variant");
   if (rows == 0 || out == 0) return;
-  RunRounded(isa, /*tiled=*/true, x, w, y, rows, in, out, accumulate, out);
-}
-
-int64_t LinearBf16TiledRowLimit(Bf16Isa isa) {
-  // Where the tiles stop beating f32 panels + OpenBLAS of the same vector width (Qwen3-1.7B
-  // layers; docs/BENCHMARKS.md): AVX-512 tiles up to 128 rows (the 2-vCPU EPYC with AVX-512,
-  // linear_bf16_bench); AVX2's 8-lane tiles against OpenBLAS's Zen kernels up to 160 (an AVX2-only
-  // EPYC, one prompt's prefill through `generate --json`: at 107 rows the tiles take 3.4 s where
-  // widening and sgemm take 4.6, at 160 4.6 against 4.8, sgemm ahead from about 192 rows, where the
-  // widened panels' fixed cost is spread over enough rows). The portable loop loses even at one
-  // row.
-  switch (isa) {
-    case Bf16Isa::kAvx512:
-      return 128;
-    case Bf16Isa::kAvx2:
-      return 160;
-    case Bf16Isa::kPortable:
-      break;
-  }
-  return 0;
+  RunRounded(isa, x, w, y, rows, in, out, accumulate, out);
 }
 
 void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
@@ -709,6 +726,15 @@ void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, i
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0);
   CheckBf16IsaSupported(isa);
   RunTiled(isa, x, w, y, rows, in, out, accumulate, out);
+}
+
+void LinearF32Tiled(Bf16Isa isa, const float* x, const float* w, float* y, int64_t rows, int64_t in,
+                    int64_t out, bool accumulate, int64_t ldy) {
+  if (ldy == 0) ldy = out;
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
+  CheckBf16IsaSupported(isa);
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
+  RunTiled(isa, x, w, y, rows, in, out, accumulate, ldy);
 }
 
 void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
@@ -722,13 +748,10 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
   if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
-  const bool tiled = rows <= LinearBf16TiledRowLimit(BestBf16Isa());
   if (activations == Bf16Activations::kBf16) {
-    RunRounded(DotIsas().back(), tiled, x, w, y, rows, in, out, accumulate, ldy);
-  } else if (tiled) {
-    RunTiled(BestBf16Isa(), x, w, y, rows, in, out, accumulate, ldy);
+    RunRounded(DotIsas().back(), x, w, y, rows, in, out, accumulate, ldy);
   } else {
-    WidenAndSgemm(x, w, y, rows, in, out, accumulate, ldy);
+    RunTiled(BestBf16Isa(), x, w, y, rows, in, out, accumulate, ldy);
   }
 }
 

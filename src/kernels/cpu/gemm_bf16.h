@@ -11,11 +11,13 @@
 // row's outputs are the same bits whatever rows share a tiled call, so a decode row and a
 // verified row compute the same thing.
 //
-// Up to LinearBf16TiledRowLimit rows (decoding, verification, short prefills): register tiles of
-// a few outputs × a few rows widen each weight once per tile and apply it to all the tile's rows,
-// and the threads split the output columns, so a call costs what reading the weights costs until
-// the arithmetic dominates, and then runs near the FMA rate. More rows (prefill): panels of
-// weights are widened to f32 in cache and multiplied by OpenBLAS's sgemm.
+// Register tiles of a few outputs × a few rows widen each weight once per tile and apply it to all
+// the tile's rows, and the threads split the output columns, so a call costs what reading the
+// weights costs until the arithmetic dominates, and then runs near the FMA rate. Every row count
+// runs the tiles — prefill's too, in blocks of rows that stay in L2 — and no path hands rows to
+// a BLAS whose sum order depends on the matrix's shape: a row's bits never depend on how many
+// rows share the call, which rows they are, or which thread computes it, so neither concurrency,
+// verification, prompt chunking nor prefix caching can change a token (README, "Lossless").
 //
 // The tiles are compiled for AVX-512, for AVX2 + FMA and portably, and picked at run time from
 // what the CPU supports (Bf16Isa, bf16_isa.h, names them for tests and benchmarks). Where the
@@ -45,16 +47,14 @@ void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64
                 bool accumulate = false, int64_t ldy = 0,
                 Bf16Activations activations = Bf16Activations::kF32);
 
-// LinearBf16 runs calls of up to this many rows through the tiles of `isa`, more through
-// widen-and-sgemm.
-int64_t LinearBf16TiledRowLimit(Bf16Isa isa);
-
 // The register tiles of one variant, for any row count (parity tests and benchmarks). The
 // variant must be in SupportedBf16Isas().
 void LinearBf16Tiled(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
                      int64_t in, int64_t out, bool accumulate);
 
-// The many-row path alone: f32 weight panels in cache and OpenBLAS sgemm (benchmarks).
+// BF16 weights widened to f32 panels in cache and multiplied by OpenBLAS's sgemm: what many-row
+// calls once ran, kept for benchmarks to compare against. Its rows' bits depend on the call's
+// shape, so no product of the model runs it.
 void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in,
                           int64_t out, bool accumulate);
 

@@ -9,8 +9,7 @@
 // in its group order: the same bits. No sign trick is needed, so a group costs about as many
 // instructions as an int8 one while reading half the bytes.
 //
-// Many rows with f32 activations unpack wide chunks in turn for LinearInt8's sgemm path. Every
-// other call (more rows, f32 activations, a CPU without AVX2): each thread takes chunks of
+// Every other call (more rows, f32 activations, a CPU without AVX2): each thread takes chunks of
 // outputs, unpacks a chunk's rows into int8 (about 64 KiB, in L2 while the int8 kernel reads it)
 // and runs the int8 kernel of the call's activations mode on it, on the calling thread (its own
 // parallel loops are nested and inactive there). With int8 activations the rows are quantised
@@ -37,9 +36,6 @@ constexpr int64_t kGroupBytes = kGroup / 2;
 // (the widest int8 panel: 16 outputs).
 constexpr int64_t kChunkBytes = int64_t{64} << 10;
 constexpr int64_t kChunkAlign = 16;
-// Unpacked weights per chunk when many rows with f32 activations go to sgemm (LinearInt8's f32
-// panels are 8 MiB).
-constexpr int64_t kSgemmChunkBytes = int64_t{2} << 20;
 // Below this many weights a call runs on one thread (as the int8 kernels decide).
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 
@@ -235,24 +231,6 @@ void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, floa
     return Fused(xq, rows, w4, scales, in, out, y, ldy, accumulate);
   }
   const int64_t groups = Int8Groups(in);
-  if (!int8_dot && rows > LinearInt8TiledRowLimit(BestBf16Isa())) {
-    // Many rows with f32 activations: LinearInt8 multiplies f32 panels with sgemm, which shares
-    // the threads itself and wants wide panels, so the chunks are unpacked in turn, each across
-    // the threads, and multiplied whole.
-    const int64_t wide = std::max<int64_t>(64, kSgemmChunkBytes / in / kChunkAlign * kChunkAlign);
-    thread_local std::vector<int8_t> unpacked;
-    unpacked.resize(static_cast<size_t>(std::min(out, wide) * in));
-    for (int64_t o0 = 0; o0 < out; o0 += wide) {
-      const int64_t n = std::min(wide, out - o0);
-#pragma omp parallel for schedule(static) if (in * n >= kParallelMinWeights)
-      for (int64_t o = 0; o < n; ++o) {
-        UnpackRow(w4 + (o0 + o) * Int4RowBytes(in), in, unpacked.data() + o * in, avx2);
-      }
-      LinearInt8(x, unpacked.data(), scales + o0 * groups, y + o0, rows, in, n, accumulate, ldy,
-                 Int8Activations::kF32);
-    }
-    return;
-  }
   const Int8DotIsa isa = Int8DotIsaFor(rows);
   const int64_t chunk = ChunkOutputs(in);
   const int64_t chunks = (out + chunk - 1) / chunk;

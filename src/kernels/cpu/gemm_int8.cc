@@ -17,16 +17,16 @@
 // Qwen3-1.7B is 0.11 GB smaller now (1.82 GB), though its decode step did not get measurably
 // faster on the AVX2-only EPYC of docs/BENCHMARKS.md ("An AVX2-only CPU").
 //
-// Up to LinearInt8TiledRowLimit rows: register tiles of 4 outputs × up to 6 rows, as in
-// LinearBf16 (gemm_bf16.h), widen each weight vector once per tile (sign-extend, convert, times
-// the group's scale) and apply it to every row of the tile; a tile of one row scales each group's
-// partial sum instead, which saves a multiply per weight vector where no other row shares it.
-// More rows: panels dequantised to f32 in cache and multiplied by OpenBLAS's sgemm. Variants for
-// AVX-512, AVX2 + FMA and portable C++, picked at run time.
+// Every row count: register tiles of 4 outputs × up to 6 rows, as in LinearBf16 (gemm_bf16.h),
+// widen each weight vector once per tile (sign-extend, convert, times the group's scale) and
+// apply it to every row of the tile; an odd last row takes tiles of 8 outputs × 1 row with the
+// same arithmetic, so a row's bits never depend on the rows beside it. Many rows (prefill) run
+// in blocks that stay in L2 (row_blocks.h). Variants for AVX-512, AVX2 + FMA and portable C++,
+// picked at run time. (Panels dequantised to f32 and multiplied by OpenBLAS's sgemm,
+// LinearInt8DequantSgemm, remain for benchmarks: their rows' bits depend on the call's shape.)
 //
 // Numerics: each term w·s·x is formed with at most two roundings — x times the dequantised
-// weight fl(w·s) (DequantizeInt8Rows), or, in one-row tiles, w·x with the group's partial sum
-// scaled exactly inside an FMA — and the terms are summed in f32. So each output is within
+// weight fl(w·s) (DequantizeInt8Rows) — and the terms are summed in f32. So each output is within
 // γ_(in+1)·Σ|w·s·x| of the exact product with the weights w·s (float_bounds.h; γ_(in+2) with
 // `accumulate`), one rounding per term more than an f32 kernel over the matrix fl(w·s)
 // (WeightMatrix::ToF32) would cost.
@@ -41,6 +41,7 @@
 #include "core/check.h"
 #include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
 namespace {
@@ -55,7 +56,8 @@ constexpr int64_t kRowOuts = 8;
 constexpr int64_t kOutBlock = 8;
 // Below this many weights a call runs on one thread: a fork/join would cost more than the work.
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
-// Bytes of one f32 weight panel of the many-row path (stays in cache while sgemm runs).
+// Bytes of one f32 weight panel of dequantise-and-sgemm (benchmarks; stays in cache while sgemm
+// runs).
 constexpr int64_t kPanelBytes = int64_t{8} << 20;
 // How far ahead of its loads the tiles prefetch each weight row (the hardware prefetchers stop
 // at 4 KiB page boundaries).
@@ -113,24 +115,32 @@ inline float TailDot(const int8_t* wo, const Int8Scale* so, const float* xr, int
   return sum;
 }
 
-// Outputs [o_begin, o_end) for every row, in plain C++ (the compiler vectorises what it can).
+// Outputs [o_begin, o_end) for every row, in plain C++: per output, partial j adds the terms
+// x · fl(w·s) with k ≡ j (mod 8) in order of k, then a fixed tree adds the partials (eight
+// independent chains, as gemm_bf16.cc's portable tiles), the same sum whatever rows share the
+// call.
 void TiledPortable(const float* x, const int8_t* w, const Int8Scale* scales, float* y, int64_t rows,
                    int64_t in, int64_t out, bool accumulate, int64_t o_begin, int64_t o_end) {
+  constexpr int kPartials = 8;
+  static_assert(kInt8GroupSize % kPartials == 0);
   const int64_t groups = Int8Groups(in);
   for (int64_t o = o_begin; o < o_end; ++o) {
     const int8_t* wo = w + o * in;
     const Int8Scale* so = scales + o * groups;
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * in;
-      float sum = 0.0f;
-      for (int64_t g = 0; g < groups; ++g) {
-        const float s = Int8ScaleValue(so[g]);
-        const int64_t end = std::min(in, (g + 1) * kInt8GroupSize);
-        for (int64_t k = g * kInt8GroupSize; k < end; ++k) {
-          const float wk = static_cast<float>(wo[k]) * s;
-          sum += wk * xr[k];
-        }
+      float p[kPartials] = {};
+      int64_t k = 0;
+      for (; k + kPartials <= in; k += kPartials) {  // within one group: kPartials divides it
+        const float scale = Int8ScaleValue(so[k / kInt8GroupSize]);
+        for (int j = 0; j < kPartials; ++j)
+          p[j] += static_cast<float>(wo[k + j]) * scale * xr[k + j];
       }
+      for (int j = 0; k + j < in; ++j) {
+        p[j] += static_cast<float>(wo[k + j]) * Int8ScaleValue(so[(k + j) / kInt8GroupSize]) *
+                xr[k + j];
+      }
+      const float sum = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
       Put(y + r * out + o, sum, accumulate);
     }
   }
@@ -206,8 +216,8 @@ DSCALE_AVX2 void TileAvx2(const float* x, const int8_t* wo, const Int8Scale* so,
   }
 }
 
-// One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g. The
-// group's partial sums are scaled, not its weights (see RowAvx512).
+// One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g, the
+// same sums in the same order as TileAvx2's (see RowAvx512).
 template <int kOuts>
 DSCALE_AVX2 void RowAvx2(const float* x, const int8_t* wo, const Int8Scale* so, int64_t in,
                          float* y, bool accumulate) {
@@ -223,13 +233,11 @@ DSCALE_AVX2 void RowAvx2(const float* x, const int8_t* wo, const Int8Scale* so, 
     DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) {
       const int8_t* wg = wo + g * in + k0;
-      __m256 part = _mm256_mul_ps(WidenInt8x8(wg), xv[0]);
+      const __m256 scale = _mm256_set1_ps(Int8ScaleValue(so[g * groups + group]));
       DSCALE_UNROLL
-      for (int j = 1; j < kInt8GroupSize / 8; ++j) {
-        part = _mm256_fmadd_ps(WidenInt8x8(wg + 8 * j), xv[j], part);
+      for (int j = 0; j < kInt8GroupSize / 8; ++j) {
+        acc[g] = _mm256_fmadd_ps(LoadInt8x8(wg + 8 * j, scale), xv[j], acc[g]);
       }
-      acc[g] =
-          _mm256_fmadd_ps(part, _mm256_set1_ps(Int8ScaleValue(so[g * groups + group])), acc[g]);
     }
   };
   int64_t grp = 0;
@@ -358,10 +366,12 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const int8_t* wo, const Int8Scale*
   }
 }
 
-// One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g.
-// Scaling the widened weights would cost a multiply per 16 weights with no other row to share
-// it, so each output's partial sum over a group is scaled instead, inside the FMA that adds it
-// up: 9% faster at one row of a Qwen3-1.7B layer, as fast per byte as the BF16 tiles.
+// One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g. Each
+// output is TileAvx512's sum in TileAvx512's order (x times the dequantised weights fl(w·s),
+// lane by lane in order of k), so a row gets the same bits alone as in a tile of several rows.
+// Scaling each group's partial sum instead would save a multiply per 16 weights (9% at one row of
+// a Qwen3-1.7B layer) but round differently from the tiles, and a decode row would then differ
+// from the same row verified.
 template <int kOuts>
 DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const Int8Scale* so, int64_t in,
                              float* y, bool accumulate) {
@@ -375,10 +385,9 @@ DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const Int8Scale* 
     DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) {
       const int8_t* wg = wo + g * in + k0;
-      const __m512 part =
-          _mm512_fmadd_ps(WidenInt8x16(wg + 16), x1, _mm512_mul_ps(WidenInt8x16(wg), x0));
-      acc[g] =
-          _mm512_fmadd_ps(part, _mm512_set1_ps(Int8ScaleValue(so[g * groups + group])), acc[g]);
+      const float scale = Int8ScaleValue(so[g * groups + group]);
+      acc[g] = _mm512_fmadd_ps(LoadInt8x16(wg, scale), x0, acc[g]);
+      acc[g] = _mm512_fmadd_ps(LoadInt8x16(wg + 16, scale), x1, acc[g]);
     }
   };
   int64_t grp = 0;
@@ -441,16 +450,18 @@ TiledFn TiledFor(Bf16Isa isa) {
   return TiledPortable;
 }
 
-// The threads split the output columns in blocks of kOutBlock. (The variants take y's row stride
-// where they name it `out`.)
+// The threads split the output columns in blocks of kOutBlock, for blocks of rows (row_blocks.h).
+// (The variants take y's row stride where they name it `out`.)
 void RunTiled(TiledFn fn, const float* x, const int8_t* w, const Int8Scale* scales, float* y,
               int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   const int64_t blocks = (out + kOutBlock - 1) / kOutBlock;
+  ForRowBlocks(rows, in, sizeof(float), [&](int64_t r0, int64_t n) {
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
-  for (int64_t b = 0; b < blocks; ++b) {
-    fn(x, w, scales, y, rows, in, ldy, accumulate, b * kOutBlock,
-       std::min(out, (b + 1) * kOutBlock));
-  }
+    for (int64_t b = 0; b < blocks; ++b) {
+      fn(x + r0 * in, w, scales, y + r0 * ldy, n, in, ldy, accumulate, b * kOutBlock,
+         std::min(out, (b + 1) * kOutBlock));
+    }
+  });
 }
 
 // One row's fl(w · s) values: whole groups 8 at a time, the short last group in plain C++.
@@ -500,23 +511,6 @@ void DequantizeAndSgemm(const float* x, const int8_t* w, const Int8Scale* scales
 
 }  // namespace
 
-int64_t LinearInt8TiledRowLimit(Bf16Isa isa) {
-  // Where the tiles stop beating f32 panels + OpenBLAS (linear_bf16_bench --int8-variants 1,
-  // Qwen3-1.7B layer, 2-vCPU EPYC): from a few rows on the tiles are compute-bound, the AVX-512
-  // ones at about the BF16 tiles' cost per weight vector (one multiply more, shared by the
-  // tile's rows), so 128 as for LinearBf16. The AVX2 tiles keep LinearBf16's earlier shapes
-  // (4 × 2, 2 × 6), which stop winning between 24 and 64 rows; 24 is the safe side.
-  switch (isa) {
-    case Bf16Isa::kAvx512:
-      return 128;
-    case Bf16Isa::kAvx2:
-      return 24;
-    case Bf16Isa::kPortable:
-      break;
-  }
-  return 0;
-}
-
 void DequantizeInt8Rows(const int8_t* w, const Int8Scale* scales, int64_t rows, int64_t in,
                         float* dst) {
   DSCALE_CHECK(rows >= 0 && in >= 0);
@@ -554,11 +548,7 @@ void LinearInt8(const float* x, const int8_t* w, const Int8Scale* scales, float*
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
   if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
-  if (rows <= LinearInt8TiledRowLimit(BestBf16Isa())) {
-    RunTiled(TiledFor(BestBf16Isa()), x, w, scales, y, rows, in, out, accumulate, ldy);
-  } else {
-    DequantizeAndSgemm(x, w, scales, y, rows, in, out, accumulate, ldy);
-  }
+  RunTiled(TiledFor(BestBf16Isa()), x, w, scales, y, rows, in, out, accumulate, ldy);
 }
 
 }  // namespace dscale::cpu

@@ -71,17 +71,18 @@ void DequantizeInt8Rows(const int8_t* w, const Int8Scale* scales, int64_t rows, 
                         float* dst);
 
 // The register tiles come in the variants of bf16_isa.h (AVX2 + FMA; AVX-512 F + BW; portable):
-// SupportedBf16Isas() lists those this CPU runs, and LinearInt8 uses BestBf16Isa().
-// LinearInt8 runs calls of up to this many rows through the tiles of `isa`, more through
-// dequantise-and-sgemm.
-int64_t LinearInt8TiledRowLimit(Bf16Isa isa);
+// SupportedBf16Isas() lists those this CPU runs, and LinearInt8 uses BestBf16Isa() for every row
+// count: a row's outputs are the same bits whatever rows share the call (and within a variant,
+// whether it is computed alone or in a tile of several).
 
 // The register tiles of one variant, for any row count (parity tests and benchmarks). The
 // variant must be in SupportedBf16Isas().
 void LinearInt8Tiled(Bf16Isa isa, const float* x, const int8_t* w, const Int8Scale* scales,
                      float* y, int64_t rows, int64_t in, int64_t out, bool accumulate);
 
-// The many-row path alone: f32 weight panels in cache and OpenBLAS sgemm (tests, benchmarks).
+// f32 weight panels in cache and OpenBLAS sgemm: what many-row calls once ran, kept for tests and
+// benchmarks to compare against (its rows' bits depend on the call's shape; no product of the
+// model runs it).
 void LinearInt8DequantSgemm(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                             int64_t rows, int64_t in, int64_t out, bool accumulate);
 
