@@ -541,7 +541,7 @@ void RunTiled(Bf16Isa isa, const float* x, const W* w, float* y, int64_t rows, i
   const TiledFn<W> fn = TiledFor<W>(isa);
   const int64_t group = OutGroupFor(isa);
   const int64_t groups = (out + group - 1) / group;
-  ForRowBlocks(rows, in, sizeof(float), [&](int64_t r0, int64_t n) {
+  ForRowBlocks(rows, [&](int64_t r0, int64_t n) {
     const float* xb = x + r0 * in;
     float* yb = y + r0 * ldy;
     // Chunks of groups taken as the threads come free rather than halves fixed in advance: on a
@@ -647,7 +647,7 @@ void RunRounded(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int
     rounded_bits.resize(static_cast<size_t>(n));
     RoundBitsAvx512(x, n, rounded_bits.data());
     const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
-    ForRowBlocks(rows, in, sizeof(uint16_t), [&](int64_t r0, int64_t block_rows) {
+    ForRowBlocks(rows, [&](int64_t r0, int64_t block_rows) {
       const uint16_t* xb = rounded_bits.data() + r0 * in;
       float* yb = y + r0 * ldy;
 #pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)

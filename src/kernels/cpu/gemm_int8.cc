@@ -455,7 +455,7 @@ TiledFn TiledFor(Bf16Isa isa) {
 void RunTiled(TiledFn fn, const float* x, const int8_t* w, const Int8Scale* scales, float* y,
               int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {
   const int64_t blocks = (out + kOutBlock - 1) / kOutBlock;
-  ForRowBlocks(rows, in, sizeof(float), [&](int64_t r0, int64_t n) {
+  ForRowBlocks(rows, [&](int64_t r0, int64_t n) {
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
     for (int64_t b = 0; b < blocks; ++b) {
       fn(x + r0 * in, w, scales, y + r0 * ldy, n, in, ldy, accumulate, b * kOutBlock,

@@ -1,30 +1,32 @@
 #pragma once
 // Blocks of rows for the tiled products (gemm_bf16.cc, gemm_int8.cc): every row count runs the
 // same register tiles, so a row's bits never depend on the rows beside it, and many rows
-// (prefill) are cut into blocks whose activations stay in L2 while every weight tile passes over
-// them — the tiles then run at their multiply rate rather than at the rate activations stream
-// from L3. Blocking never changes a result: each row is computed the same way in any block.
+// (prefill) are cut into blocks that each pass over the weights once, their activations still in
+// cache (the tiles apply each weight to every row of a tile; a tile's rows re-read the block's
+// activations per output group). Blocking never changes a result: each row is computed the same
+// way in any block.
 
 #include <algorithm>
 #include <cstdint>
 
 namespace dscale::cpu {
 
-// Activation bytes of one block: about half the L2 of the CPUs measured (1 MiB on Zen 4, 2 MiB
-// on Sapphire Rapids), beside the weight tiles passing through.
-inline constexpr int64_t kRowBlockBytes = int64_t{512} << 10;
-// Rows per block are a multiple of this (whole tiles of 6 rows on AVX-512, 4 on AVX2), and at
-// least it.
+// Rows per block at most: up to this many rows the tiles beat widening the weights for OpenBLAS's
+// sgemm at the Qwen3-1.7B shape (128 on the 2-vCPU EPYC with AVX-512, docs/BENCHMARKS.md); past
+// it the activations of a block (up to 2.9 MB at 6,144 inputs) no longer stay in L2 and the
+// tiles slow to the rate they stream from L3 (Sapphire Rapids, linear_bf16_bench: 128 rows 71 ms,
+// 256 rows 178 ms). A multiple of 12: whole tiles of 6 rows (AVX-512) and of 4 (AVX2).
+inline constexpr int64_t kMaxRowBlock = 120;
 inline constexpr int64_t kRowBlockQuantum = 12;
 
-// Calls `block(r0, n)` for consecutive blocks [r0, r0 + n) covering [0, rows), each of at most
-// the rows whose `in` inputs of `x_bytes` bytes fit kRowBlockBytes (never fewer than
-// kRowBlockQuantum).
+// Calls `block(r0, n)` for consecutive blocks [r0, r0 + n) covering [0, rows): the fewest blocks
+// of at most kMaxRowBlock rows, each a multiple of kRowBlockQuantum but the last (so that no
+// block is much shorter than the others: each pays a pass over the weights).
 template <typename Block>
-void ForRowBlocks(int64_t rows, int64_t in, int64_t x_bytes, const Block& block) {
-  const int64_t row_bytes = std::max<int64_t>(1, in * x_bytes);
-  const int64_t limit = std::max<int64_t>(
-      kRowBlockQuantum, kRowBlockBytes / row_bytes / kRowBlockQuantum * kRowBlockQuantum);
+void ForRowBlocks(int64_t rows, const Block& block) {
+  const int64_t blocks = (rows + kMaxRowBlock - 1) / kMaxRowBlock;
+  const int64_t per_block = (rows + blocks - 1) / blocks;
+  const int64_t limit = (per_block + kRowBlockQuantum - 1) / kRowBlockQuantum * kRowBlockQuantum;
   for (int64_t r0 = 0; r0 < rows; r0 += limit) block(r0, std::min(limit, rows - r0));
 }
 
