@@ -100,8 +100,9 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
 }
 
 cpu::Bf16Activations DefaultActivations() {
-  return cpu::SupportedBf16DotIsas().back() == cpu::Bf16DotIsa::kAmx ? cpu::Bf16Activations::kBf16
-                                                                     : cpu::Bf16Activations::kF32;
+  const bool bf16_tiles_pay =
+      cpu::SupportedBf16DotIsas().back() == cpu::Bf16DotIsa::kAmx || cpu::HasFullRateAvx512Bf16();
+  return bf16_tiles_pay ? cpu::Bf16Activations::kBf16 : cpu::Bf16Activations::kF32;
 }
 
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
@@ -111,8 +112,9 @@ void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
            *activations = *cpu::Bf16ActivationsFromName(name);
          },
          "How BF16 weights meet the activations on the CPU: bf16 (each row rounded to BF16 once, "
-         "BF16 dot products, f32 sums) or f32 (as they are); default bf16 where the CPU has AMX "
-         "(and DSCALE_CPU_ISA allows it), else f32")
+         "BF16 dot products, f32 sums) or f32 (as they are); default bf16 where the CPU has AMX, "
+         "or AVX512-BF16 at the FMA's rate (AMD Zen 4 and 5), and DSCALE_CPU_ISA allows it; "
+         "else f32. Either keeps a row's bits independent of the rows beside it")
       ->check(CLI::IsMember({"bf16", "f32"}))
       ->default_str(std::string(cpu::Bf16ActivationsName(DefaultActivations())));
 }

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -41,6 +43,28 @@ TEST(Bf16IsaTest, EveryVariantWidensExactly) {
       EXPECT_EQ(got[static_cast<size_t>(n)], -1.0f) << "wrote past the end";
     }
   }
+}
+
+// The vendor as /proc/cpuinfo names it ("AuthenticAMD", "GenuineIntel"), "" where unreadable.
+std::string CpuVendor() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("vendor_id", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "";
+}
+
+// AVX512-BF16 at the FMA's rate (what makes --activations bf16 the default without AMX): exactly
+// the CPUs with AVX512-BF16 whose vendor is AMD, and none under a cap below AVX-512.
+TEST(Bf16IsaTest, FullRateBf16DotProductsAreAmdsAvx512Bf16) {
+  const std::string vendor = CpuVendor();
+  ASSERT_FALSE(vendor.empty()) << "no vendor_id in /proc/cpuinfo";
+  for (const cpu::CpuIsaCap cap : {cpu::CpuIsaCap::kAvx512, cpu::CpuIsaCap::kAmx}) {
+    EXPECT_EQ(cpu::HasFullRateAvx512Bf16(cap), cpu::HasAvx512Bf16(cap) && vendor == "AuthenticAMD")
+        << vendor << " cap " << cpu::CpuIsaCapName(cap);
+  }
+  EXPECT_FALSE(cpu::HasFullRateAvx512Bf16(cpu::CpuIsaCap::kAvx2));
+  EXPECT_FALSE(cpu::HasFullRateAvx512Bf16(cpu::CpuIsaCap::kPortable));
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // two roundings and sum `in` terms plus the accumulated y in f32 (gemm_int8.h), so each output is
 // within γ_(in+2)·Σ|terms| of the reference (float_bounds.h), Σ|terms| = |y0| + Σ|x · w · s|.
 // Every kernel variant this CPU supports is checked, at input widths that are not multiples of 32
-// (a short last group with its own scale), and the many-row path (dequantise + sgemm) too.
+// (a short last group with its own scale), and dequantise + sgemm (benchmarks) too.
 
 #include "kernels/cpu/gemm_int8.h"
 

@@ -95,6 +95,17 @@ bool HasAvx512Bf16(CpuIsaCap cap) {
   return SupportedBf16Isas(cap).back() == Bf16Isa::kAvx512 && __builtin_cpu_supports("avx512bf16");
 }
 
+bool HasFullRateAvx512Bf16() {
+  static const bool full_rate = HasFullRateAvx512Bf16(CpuIsaCapFromEnvironment());
+  return full_rate;
+}
+
+bool HasFullRateAvx512Bf16(CpuIsaCap cap) {
+  // __builtin_cpu_is("amd") reads cpuid's vendor string, as the detections above read its
+  // feature bits.
+  return HasAvx512Bf16(cap) && __builtin_cpu_is("amd");
+}
+
 Bf16Isa BestBf16Isa() { return Supported().back(); }
 
 bool HasAvx2Fma() {

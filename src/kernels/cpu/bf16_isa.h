@@ -28,6 +28,14 @@ void CheckBf16IsaSupported(Bf16Isa isa);
 // DSCALE_CPU_ISA's cap allows them (detected once); the same under `cap`.
 bool HasAvx512Bf16();
 bool HasAvx512Bf16(CpuIsaCap cap);
+// Whether HasAvx512Bf16() and the CPU is one whose vdpbf16ps issues at the f32 FMA's rate, so
+// that its 32 products an instruction are twice the FMA's 16: AMD's (Zen 4 and 5: a one-core
+// probe of 24 independent accumulators on a Zen 4-class EPYC retired 3.58 G vdpbf16ps a second
+// against 3.56 G vfmadd231ps). Intel's AVX512-BF16 without AMX retired half the FMA's rate on
+// the Xeon measured (docs/BENCHMARKS.md, "BF16 activations on the CPU").
+// Detected once; the same under `cap` instead (tests).
+bool HasFullRateAvx512Bf16();
+bool HasFullRateAvx512Bf16(CpuIsaCap cap);
 
 // dst[0, n) = the n BF16 values at src widened to f32 (exact), with `isa`'s vectors, on the
 // calling thread; any alignment.
