@@ -31,8 +31,8 @@ using bench::BenchMode;
 
 struct BenchArgs {
   ModelOptions models;
-  std::string domino_predictor;  // the domino+dscale mode's predictor
-  std::string url, server_model = "dscale";
+  std::string domino_predictor;         // the domino+dscale mode's predictor
+  std::string url, server_model;        // --server-model; empty: the one model the server lists
   std::string server_prompts = "text";  // --url: chat turns as text, or token ids (`ids`)
   std::string data_dir = "data";
   std::string datasets = "gsm8k,math500,humaneval,mbpp";
@@ -208,7 +208,12 @@ Result<std::vector<std::vector<std::vector<int32_t>>>> ServerPromptIds(const Ben
 }
 
 Result<bench::CellRunner> ServerRunner(const BenchArgs& a, const Workload& w) {
-  const bench::ServerTarget target{.url = a.url, .model = a.server_model};
+  bench::ServerTarget target{.url = a.url, .model = a.server_model};
+  if (target.model.empty()) {
+    Result<std::string> served = bench::ServedModelId(a.url);
+    if (!served.ok()) return served.status().WithContext("--server-model not given");
+    target.model = *served;
+  }
   DSCALE_ASSIGN_OR_RETURN(const auto prompt_ids, ServerPromptIds(a, w));
   auto split = std::make_shared<
       std::vector<std::pair<std::vector<bench::ChatRequest>, std::vector<bench::ChatRequest>>>>();
@@ -372,8 +377,9 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
                   "DVL predictor trained on the Domino head's drafts (the domino+dscale mode; "
                   "default: the drafter folder's predictor-domino.bin)");
   cmd->add_option("--url", a->url, "Benchmark a running server instead (http://host:port)");
-  cmd->add_option("--server-model", a->server_model, "\"model\" field sent to the server")
-      ->capture_default_str();
+  cmd->add_option("--server-model", a->server_model,
+                  "\"model\" field sent to the server (default: the one model its /v1/models "
+                  "lists)");
   cmd->add_option(
          "--server-prompts", a->server_prompts,
          "--url: text (chat turns to /v1/chat/completions, the server's chat template) "

@@ -141,6 +141,34 @@ std::string RequestPath(const ServerTarget& target, const ChatRequest& request) 
   return request.prompt_ids.empty() ? target.path : "/v1/completions";
 }
 
+Result<std::string> ServedModelId(const std::string& url) {
+  const std::string where = "GET " + url + "/v1/models";
+  httplib::Client client(url);
+  const httplib::Result res = client.Get("/v1/models");
+  if (!res) return IoError(where + ": " + httplib::to_string(res.error()));
+  if (res->status != 200) {
+    return InvalidArgument(where + ": HTTP " + std::to_string(res->status) + " " +
+                           res->body.substr(0, 200));
+  }
+  const nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  std::vector<std::string> ids;
+  if (body.is_object() && body.contains("data") && body["data"].is_array()) {
+    for (const nlohmann::json& model : body["data"]) {
+      if (model.is_object() && model.contains("id") && model["id"].is_string()) {
+        ids.push_back(model["id"].get<std::string>());
+      }
+    }
+  }
+  if (ids.empty()) return InvalidArgument(where + ": no model id in " + res->body.substr(0, 200));
+  if (ids.size() > 1) {
+    std::string listed;
+    for (const std::string& id : ids) listed += (listed.empty() ? "" : ", ") + id;
+    return InvalidArgument(where + ": the server serves " + std::to_string(ids.size()) +
+                           " models (" + listed + "); choose one with --server-model");
+  }
+  return ids[0];
+}
+
 Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,
                                         std::span<const ChatRequest> requests, int32_t concurrency,
                                         const std::function<void()>& on_done) {

@@ -49,8 +49,8 @@ struct StreamTally {
 bool TallyChunk(std::string_view payload, StreamTally* tally);
 
 struct ServerTarget {
-  std::string url;  // "http://host:port"
-  std::string model = "dscale";
+  std::string url;    // "http://host:port"
+  std::string model;  // the "model" field every request sends
   std::string path = "/v1/chat/completions";
 };
 
@@ -67,6 +67,12 @@ struct ChatRequest {
 // The request body for one request, and the path it goes to.
 std::string ChatRequestBody(const ServerTarget& target, const ChatRequest& request);
 std::string RequestPath(const ServerTarget& target, const ChatRequest& request);
+
+// The id of the one model the server at `url` serves, from GET /v1/models ({"data": [{"id":
+// ...}, ...]}, as OpenAI's API, vLLM, SGLang, llama-server and `dscale serve` answer): what the
+// requests send as "model" unless told otherwise. An error names the URL and says what came back:
+// no answer, another status, a body without model ids, or several models (listed, to choose one).
+Result<std::string> ServedModelId(const std::string& url);
 
 // Runs `requests` against the server with `concurrency` client threads. The first failure
 // (connection, HTTP status, error chunk, stream without [DONE]) stops the run and is returned.

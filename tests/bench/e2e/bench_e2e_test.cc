@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,10 +28,17 @@ namespace {
 
 // Streams `max_tokens` one-token chunks (5 ms apart), a usage chunk and [DONE], for chat turns
 // (/v1/chat/completions) or a prompt of token ids (/v1/completions); records the most requests
-// it ever had in flight at once, and the token-id prompts.
+// it ever had in flight at once, the token-id prompts and the "model" fields sent. GET /v1/models
+// lists `models`.
 class MockServer {
  public:
-  MockServer() {
+  explicit MockServer(std::vector<std::string> models = {"mock-served-model"}) {
+    server_.Get("/v1/models", [models](const httplib::Request&, httplib::Response& res) {
+      nlohmann::json list = {{"object", "list"}, {"data", nlohmann::json::array()}};
+      for (const std::string& id : models)
+        list["data"].push_back({{"id", id}, {"object", "model"}});
+      res.set_content(list.dump(), "application/json");
+    });
     server_.Post("/v1/chat/completions",
                  [this](const httplib::Request& req, httplib::Response& res) { Reply(req, res); });
     server_.Post("/v1/completions",
@@ -50,6 +58,10 @@ class MockServer {
     std::lock_guard<std::mutex> lock(mu_);
     return prompt_ids_;
   }
+  std::set<std::string> models_sent() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return models_sent_;
+  }
 
  private:
   void Reply(const httplib::Request& req, httplib::Response& res) {
@@ -60,9 +72,10 @@ class MockServer {
       res.status = 400;
       return;
     }
-    if (completion) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      prompt_ids_.push_back(body["prompt"].get<std::vector<int32_t>>());
+      models_sent_.insert(body.value("model", std::string("(none)")));
+      if (completion) prompt_ids_.push_back(body["prompt"].get<std::vector<int32_t>>());
     }
     const int now = ++in_flight_;
     for (int seen = peak_; now > seen && !peak_.compare_exchange_weak(seen, now);) {
@@ -94,6 +107,7 @@ class MockServer {
   std::atomic<int> in_flight_{0}, peak_{0}, served_{0};
   mutable std::mutex mu_;
   std::vector<std::vector<int32_t>> prompt_ids_;
+  std::set<std::string> models_sent_;
 };
 
 TEST(ServerClosedLoop, KeepsCRequestsInFlightAndCountsTokens) {
@@ -134,11 +148,41 @@ TEST(BenchCommand, AgainstAServer) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("server"), std::string::npos) << r.out;
   EXPECT_EQ(server.served(), 2 * 5);
+  // Without --server-model every request names the model the server lists.
+  EXPECT_EQ(server.models_sent(), std::set<std::string>{"mock-served-model"});
   std::ifstream json(out / "results.json");
   const nlohmann::json j = nlohmann::json::parse(json);
   ASSERT_EQ(j["cells"].size(), 2u);
   EXPECT_EQ(j["cells"][1]["runs"][0]["output_tokens"], 12);
   EXPECT_TRUE(j["cells"][0]["runs"][0]["tau"].is_null());
+}
+
+// --server-model is sent as given; without it a server listing several models (or none) is an
+// error that says so and names the flag, before any request is sent.
+TEST(BenchCommand, ServerModelIsGivenOrTheOneTheServerLists) {
+  const std::string args = " --data-dir " DSCALE_DATA_DIR
+                           " --datasets gsm8k --concurrency 1 --warmup 0 --requests 1"
+                           " --max-tokens 2 --no-progress --out " +
+                           (std::filesystem::path(::testing::TempDir()) / "bench_model").string();
+  {
+    MockServer server;
+    const auto r =
+        testing::RunDscale("bench --url " + server.url() + " --server-model mine" + args);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(server.models_sent(), std::set<std::string>{"mine"});
+  }
+  MockServer two({"a", "b"});
+  auto r = testing::RunDscale("bench --url " + two.url() + args);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("serves 2 models (a, b); choose one with --server-model"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(two.served(), 0);
+  MockServer none(std::vector<std::string>{});
+  r = testing::RunDscale("bench --url " + none.url() + args);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--server-model not given: GET " + none.url() + "/v1/models: no model id"),
+            std::string::npos)
+      << r.out;
 }
 
 // --server-prompts ids: the chat turns encoded here, as the in-process runs encode them, and sent
