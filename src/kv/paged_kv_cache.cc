@@ -224,18 +224,6 @@ Status PagedKvCache::Reserve(int32_t seq, int32_t length) {
   return Status::Ok();
 }
 
-void PagedKvCache::Truncate(int32_t seq, int32_t length) {
-  DSCALE_CHECK(length >= 0);
-  Sequence& s = Live(seq);
-  if (length >= s.length) return;
-  s.length = length;
-  const size_t keep = (length + shape_.page_size - 1) / shape_.page_size;
-  while (s.pages.size() > keep) {
-    ReleasePage(s.pages.back());
-    s.pages.pop_back();
-  }
-}
-
 int32_t PagedKvCache::Length(int32_t seq) const { return Live(seq).length; }
 
 const std::vector<int32_t>& PagedKvCache::PageTable(int32_t seq) const { return Live(seq).pages; }

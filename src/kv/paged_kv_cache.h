@@ -2,11 +2,17 @@
 // Paged KV cache: fixed-size pages handed out by a free-list allocator, a page table per
 // sequence, and per-layer K/V storage addressed by slot = page · page_size + offset.
 //
-// Capacity (pages reserved) and content (rows written) are separate: the engine reserves room
-// for a verification block, the model writes K/V rows at their slots, and after acceptance the
-// engine truncates the sequence back to its committed length, which drops the rows of rejected
-// drafts and returns pages that are no longer needed. Running out of pages is a
-// kResourceExhausted Status the scheduler acts on (the request waits); nothing is changed then.
+// Capacity (pages reserved) and content (rows written) are separate. The engine reserves, when it
+// admits a request, every page the request can ever write: its prompt, max_tokens and the last
+// step's draft block past them (Engine::PagesFor); the pages go back when the request ends
+// (RemoveSequence). In between, each forward writes K/V rows at its rows' slots: a verify step
+// the committed position and the drafts it verifies, the drafter its transient block. Rows past
+// the committed length (rejected drafts, the drafter's block) are left as they are and nobody
+// removes them: attention reads positions below each span's ctx_len + q_len only, and the next
+// step writes its own rows over them, starting at the committed length. A recurrent state (the
+// hybrid targets' linear-attention layers) cannot be overwritten back that way and needs its own
+// rollback. Running out of pages is a kResourceExhausted Status the scheduler acts on (the
+// request waits); nothing is changed then.
 //
 // With prefix caching (EnablePrefixCache), pages have reference counts: a sequence may start
 // with published pages of earlier ones (kv/prefix_index.h) and share them; a published page no
@@ -119,8 +125,6 @@ class PagedKvCache {
   // Makes room for positions 0 .. length − 1. kResourceExhausted (and no change) when the free
   // pages do not suffice.
   Status Reserve(int32_t seq, int32_t length);
-  // Forgets positions >= length and frees pages that held only those. No-op if already shorter.
-  void Truncate(int32_t seq, int32_t length);
 
   // Positions currently reserved.
   int32_t Length(int32_t seq) const;

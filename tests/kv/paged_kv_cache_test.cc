@@ -65,19 +65,6 @@ TEST(PagedKvCacheTest, SlotsFollowThePageTable) {
   EXPECT_EQ(slots.size(), 13u) << "two positions share a slot";
 }
 
-TEST(PagedKvCacheTest, TruncateDropsRejectedRowsAndFreesPages) {
-  PagedKvCache cache(SmallShape(8));
-  const int32_t seq = cache.AddSequence();
-  ASSERT_TRUE(cache.Reserve(seq, 4 + 16).ok());  // 4 committed + a 16-row verify block
-  EXPECT_EQ(cache.free_pages(), 3);
-  cache.Truncate(seq, 7);  // 3 drafts accepted
-  EXPECT_EQ(cache.Length(seq), 7);
-  EXPECT_EQ(cache.PageTable(seq).size(), 2u);
-  EXPECT_EQ(cache.free_pages(), 6);
-  cache.Truncate(seq, 9);  // longer than the sequence: nothing happens
-  EXPECT_EQ(cache.Length(seq), 7);
-}
-
 TEST(PagedKvCacheTest, RunningOutIsAStatusAndChangesNothing) {
   PagedKvCache cache(SmallShape(3));
   const int32_t a = cache.AddSequence();
