@@ -117,9 +117,10 @@ void PrintJson(const std::vector<RequestResult>& results, const Tokenizer* token
             << "\n";
 }
 
-// Stop strings read the output as generate prints it, special tokens included.
-std::string DisplayTextOf(const Tokenizer& tokenizer, std::span<const int32_t> ids) {
-  return DisplayText(tokenizer, ids);
+// Stop strings read the output as generate prints it (DisplayText), special tokens included.
+std::string_view DisplayTokenText(const Tokenizer& tokenizer, int32_t id) {
+  const std::string* token = tokenizer.TokenBytes(id);
+  return token != nullptr ? std::string_view(*token) : std::string_view();
 }
 
 // Submits every prompt (prompt i samples with seed + i); maps each request to its prompt's index.
@@ -172,7 +173,7 @@ int RunGenerate(const GenerateArgs& args) {
                   .kv_dtype = args.kv_dtype,
                   .tile_routing = args.tile_routing,
                   .budget = &args.budget,
-                  .text_of = &DisplayTextOf});
+                  .token_text_of = &DisplayTokenText});
   if (!engine.ok()) return fail(engine.status());
   Result<std::map<RequestId, size_t>> order = SubmitAll(**engine, args, *prompts, *rt.target);
   if (!order.ok()) return fail(order.status());

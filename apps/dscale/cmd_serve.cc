@@ -117,7 +117,7 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
                      .prefix_cache = args.prefix_cache,
                      .tile_routing = args.tile_routing,
                      .budget = &args.budget,
-                     .text_of = &server::OutputTextOf});
+                     .token_text_of = &server::OutputTokenText});
 }
 
 // A server whose KV cache (or context length) cannot hold a one-token prompt with

@@ -133,9 +133,9 @@ Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, const LengthPolicy&
     DSCALE_ASSIGN_OR_RETURN(config.verify_budget, options.budget->VerifyBudget());
     config.sps_table = runtime.sps_table ? &*runtime.sps_table : nullptr;
   }
-  if (options.text_of != nullptr && runtime.tokenizer) {
-    config.decode_text = [text_of = options.text_of, &tokenizer = *runtime.tokenizer](
-                             std::span<const int32_t> ids) { return text_of(tokenizer, ids); };
+  if (options.token_text_of != nullptr && runtime.tokenizer) {
+    config.token_text = [text_of = options.token_text_of, &tokenizer = *runtime.tokenizer](
+                            int32_t id) { return text_of(tokenizer, id); };
   }
   return Engine::Create(*runtime.main.backend, std::move(config));
 }

@@ -91,8 +91,8 @@ Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
 // profiled on the main backend up to `max_rows` verified rows unless --sps-table gives one.
 Status PrepareSpsTable(Runtime& runtime, const BudgetFlags& budget, bool needed, int64_t max_rows);
 
-// How stop strings read the output: the text of `ids` under `tokenizer`.
-using TextOf = std::string (*)(const Tokenizer& tokenizer, std::span<const int32_t> ids);
+// How stop strings read the output: the bytes token `id` adds to its text under `tokenizer`.
+using TokenTextOf = std::string_view (*)(const Tokenizer& tokenizer, int32_t id);
 
 // An engine's settings beyond the policy.
 struct EngineOptions {
@@ -102,7 +102,9 @@ struct EngineOptions {
   bool prefix_cache = false;
   bool tile_routing = true;
   const BudgetFlags* budget = nullptr;  // the verify budget and dspark's table; null: defaults
-  TextOf text_of = nullptr;  // with the runtime's tokenizer; null: stop strings are refused
+  // The bytes a token adds to the text stop strings are found in (EngineConfig::token_text), with
+  // the runtime's tokenizer; null: stop strings are refused.
+  TokenTextOf token_text_of = nullptr;
   std::function<void(const StepRecord&)> on_step;
 };
 

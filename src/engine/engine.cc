@@ -171,7 +171,7 @@ int64_t Engine::MaxRequestTokens() const {
 Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const {
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   DSCALE_RETURN_IF_ERROR(CheckTokenIds(prompt, target_.config().vocab_size, "prompt"));
-  DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.decode_text)));
+  DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.token_text)));
   const auto prompt_len = static_cast<int64_t>(prompt.size());
   const int64_t total = prompt_len + params.max_tokens;
   // A prompt that leaves no room for one output token is the prompt's fault; otherwise

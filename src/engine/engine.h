@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/step_backend.h"
@@ -82,8 +83,9 @@ struct EngineConfig {
   const budget::SpsTable* sps_table = nullptr;  // dspark: steps per second by verified rows
   // Called after every decode step's acceptance, on the engine thread.
   std::function<void(const StepRecord&)> on_step;
-  // Text of output ids, for stop strings; unset: stop strings are rejected at submit.
-  std::function<std::string(std::span<const int32_t>)> decode_text;
+  // The bytes token `id` adds to an output's text (empty for a token that adds none), which stop
+  // strings are found in (engine/stop_strings.h); unset: stop strings are rejected at submit.
+  std::function<std::string_view(int32_t id)> token_text;
 };
 
 class Engine {

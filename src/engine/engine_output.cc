@@ -42,24 +42,15 @@ void Engine::AppendOutput(RequestState& r, std::span<const int32_t> tokens) {
       r.finish = FinishReason::kStop;
       break;
     }
+    // The shortest output whose text contains a stop string ends the request.
+    if (!r.params.stop_strings.empty() &&
+        r.stop_scanner.Push(r.params.stop_strings, config_.token_text(token))) {
+      r.finish = FinishReason::kStop;
+      break;
+    }
     if (static_cast<int32_t>(r.output().size()) >= r.params.max_tokens) {
       r.finish = FinishReason::kLength;
       break;
-    }
-  }
-  if (!r.params.stop_strings.empty()) {
-    // Shortest output whose text contains a stop string ends the request.
-    const std::string text = config_.decode_text(r.output());
-    for (const std::string& stop : r.params.stop_strings) {
-      if (text.find(stop) == std::string::npos) continue;
-      while (r.output().size() > before + 1) {
-        const std::span<const int32_t> output = r.output();
-        const std::string shorter = config_.decode_text(output.first(output.size() - 1));
-        if (shorter.find(stop) == std::string::npos) break;
-        r.tokens.pop_back();
-        if (with_logprobs) r.logprobs.pop_back();
-      }
-      r.finish = FinishReason::kStop;
     }
   }
   stats_.output_tokens += static_cast<int64_t>(r.output().size() - before);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/stop_strings.h"
 
 namespace dscale {
 
@@ -22,6 +23,7 @@ struct RequestState {
   FinishReason finish = FinishReason::kNone;
   RequestResult result;
   std::vector<TokenLogprobs> logprobs;  // one per output token when params.logprobs asked
+  StopStringScanner stop_scanner;       // params.stop_strings in the output so far
 
   bool prefill_done() const { return prefilled == prompt_len; }
   // Decoding: the prompt is in the KV cache, the last output token is the anchor, and the

@@ -15,6 +15,12 @@ std::string OutputTextOf(const Tokenizer& tokenizer, std::span<const int32_t> id
   return utf8::ToValidUtf8(bytes);
 }
 
+std::string_view OutputTokenText(const Tokenizer& tokenizer, int32_t id) {
+  const std::string* token = tokenizer.TokenBytes(id);
+  return token != nullptr && !tokenizer.IsSpecial(id) ? std::string_view(*token)
+                                                      : std::string_view();
+}
+
 size_t HeldBackForStops(std::string_view text, std::span<const std::string> stops) {
   size_t longest = 0;
   for (const std::string& stop : stops) {

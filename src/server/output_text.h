@@ -41,8 +41,13 @@ class OutputText {
 };
 
 // The whole text of `ids` as OutputText spells it (no stop strings): special tokens and ids that
-// are not tokens left out, ill-formed UTF-8 replaced. The engine's stop-string check uses it.
+// are not tokens left out, ill-formed UTF-8 replaced.
 std::string OutputTextOf(const Tokenizer& tokenizer, std::span<const int32_t> ids);
+
+// The bytes token `id` adds to that text before ill-formed UTF-8 is replaced: none for a special
+// token or an id that is not a token. The engine's stop-string check reads it
+// (EngineConfig::token_text).
+std::string_view OutputTokenText(const Tokenizer& tokenizer, int32_t id);
 
 // The length of the longest suffix of `text` that is a proper prefix of one of `stops`.
 size_t HeldBackForStops(std::string_view text, std::span<const std::string> stops);

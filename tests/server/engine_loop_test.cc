@@ -45,11 +45,10 @@ class EngineLoopTest : public ::testing::Test {
   // On target_, or on `target` when given.
   std::unique_ptr<Engine> MakeEngine(TargetModel* target = nullptr) {
     const Tokenizer& tok = testing::ServerTokenizer();
-    EngineConfig config{
-        .policy = LengthPolicy::Parse("dflash").value(),
-        .max_running = 4,
-        .kv_tokens = 4096,
-        .decode_text = [&tok](std::span<const int32_t> ids) { return OutputTextOf(tok, ids); }};
+    EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(),
+                        .max_running = 4,
+                        .kv_tokens = 4096,
+                        .token_text = [&tok](int32_t id) { return OutputTokenText(tok, id); }};
     return Engine::Create(target ? *target : target_, drafter_.get(), config).value();
   }
 
