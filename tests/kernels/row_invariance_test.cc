@@ -210,5 +210,17 @@ TEST(RowInvarianceTest, EveryProductAtManyRowsAndWideInputs) {
   ExpectEveryProductRowInvariant(55, {{4099, 11}, {255, 70}}, {1, 2, 3, 25, 49, 133, 161, 241});
 }
 
+// No rows: every product returns without writing (a step may hand a kernel an empty block).
+TEST(RowInvarianceTest, ZeroRowsWriteNothing) {
+  std::mt19937 rng(56);
+  const Weights w = MakeWeights(rng, 67, 13);
+  const std::vector<float> x = RandomNormal(rng, 67);
+  for (const NamedProduct& product : Products(w)) {
+    std::vector<float> y(13, 42.0f);
+    product.run(x.data(), y.data(), 0);
+    EXPECT_EQ(y, std::vector<float>(13, 42.0f)) << product.name;
+  }
+}
+
 }  // namespace
 }  // namespace dscale

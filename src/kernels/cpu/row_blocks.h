@@ -24,6 +24,7 @@ inline constexpr int64_t kRowBlockQuantum = 12;
 // block is much shorter than the others: each pays a pass over the weights).
 template <typename Block>
 void ForRowBlocks(int64_t rows, const Block& block) {
+  if (rows <= 0) return;
   const int64_t blocks = (rows + kMaxRowBlock - 1) / kMaxRowBlock;
   const int64_t per_block = (rows + blocks - 1) / blocks;
   const int64_t limit = (per_block + kRowBlockQuantum - 1) / kRowBlockQuantum * kRowBlockQuantum;
