@@ -1,6 +1,5 @@
 #include "spec/length_policy.h"
 
-#include <algorithm>
 #include <charconv>
 
 namespace dscale {
@@ -33,18 +32,6 @@ std::string LengthPolicy::Name() const {
       return "dspark";
   }
   return "?";
-}
-
-int32_t LengthPolicy::UniformRows(int32_t block) const {
-  switch (mode) {
-    case SpecMode::kNone: return 1;
-    case SpecMode::kDFlash: return block;
-    case SpecMode::kFixed: return std::min(fixed_rows, block);
-    case SpecMode::kDScale:
-    case SpecMode::kDSpark:
-      break;
-  }
-  DSCALE_CHECK_MSG(false, "dscale and dspark lengths come from the predictor's scores");
 }
 
 }  // namespace dscale

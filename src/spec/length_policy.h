@@ -26,8 +26,6 @@ struct LengthPolicy {
   bool UsesDrafter() const { return mode != SpecMode::kNone; }
   // dscale and dspark decide lengths from the DVL predictor's scores.
   bool UsesPredictor() const { return mode == SpecMode::kDScale || mode == SpecMode::kDSpark; }
-  // Rows per request for the uniform modes (none, dflash, fixed); `block` is W.
-  int32_t UniformRows(int32_t block) const;
 };
 
 }  // namespace dscale

@@ -83,6 +83,8 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
   for (const std::string mode : {"dflash", "fixed:4", "fixed:9"}) {
     testing::PlantedDrafter drafter(target_, 16, /*salt=*/7);
     const LengthPolicy policy = LengthPolicy::Parse(mode).value();
+    // Rows each request verifies: the whole block (dflash) or K (fixed:K).
+    const int32_t rows = policy.mode == SpecMode::kFixed ? policy.fixed_rows : 16;
     EngineConfig config{.policy = policy, .max_running = 16};
     const EngineRun run = RunPrompts(target_, &drafter, config, prompts, Greedy(max_tokens));
     int long_accepts = 0, short_accepts = 0;
@@ -98,7 +100,7 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
       size_t produced = 1;
       for (int32_t accepted : run.results[i].accepted) {
         const int32_t error = drafter.ErrorPosition(context);
-        EXPECT_EQ(accepted, std::min(error - 1, policy.UniformRows(16) - 1)) << mode;
+        EXPECT_EQ(accepted, std::min(error - 1, rows - 1)) << mode;
         (accepted >= 8 ? long_accepts : short_accepts)++;
         context.insert(context.end(), truth.begin() + produced,
                        truth.begin() + produced + accepted + 1);
