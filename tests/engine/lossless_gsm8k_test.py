@@ -7,7 +7,8 @@ dspark, and the Domino head (with dflash and with dscale) — at concurrency 1 a
 requires every request's output_ids to equal plain decoding's at concurrency 1, token for token:
 no near-tie is excused, since no kernel's bits depend on the rows beside it
 (tests/kernels/row_invariance_test.cc). With --caps, the whole comparison runs once under each
-DSCALE_CPU_ISA cap (every cap runs on every x86-64 CPU: a cap only removes instruction sets).
+DSCALE_CPU_ISA cap that runs different kernels on this CPU (a cap only removes instruction sets,
+so one above the CPU's level runs what the CPU's level runs, and is checked once).
 
 usage: lossless_gsm8k_test.py DSCALE --target DIR --drafter DIR [--prompts N] [--max-tokens N]
                               [--caps amx,avx512,avx2,portable] [--policies a,b,...]
@@ -36,6 +37,38 @@ POLICIES = {
     "domino": ["--spec", "dflash", "--drafter-head", "domino"],
     "domino+dscale": ["--spec", "dscale", "--drafter-head", "domino"],
 }
+
+
+LEVELS = ["portable", "avx2", "avx512", "amx"]  # DSCALE_CPU_ISA's caps, lowest first
+
+
+def cpu_level():
+    """The highest cap level this CPU reaches (kernels/cpu/cpu_isa_cap.h's levels)."""
+    flags = set()
+    with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if {"avx512f", "avx512bw"} <= flags:
+        return "amx" if {"amx_tile", "amx_bf16"} <= flags else "avx512"
+    return "avx2" if {"avx2", "fma"} <= flags else "portable"
+
+
+def distinct_caps(caps):
+    """The caps that run different kernels here: a cap above the CPU's level runs what the CPU's
+    level runs, so it is checked once."""
+    top = LEVELS.index(cpu_level())
+    chosen, seen = [], set()
+    for cap in caps:
+        level = LEVELS[min(LEVELS.index(cap), top)] if cap else LEVELS[top]
+        if level in seen:
+            print(f"DSCALE_CPU_ISA={cap or '(unset)'} runs the {level} kernels here: "
+                  "checked once", flush=True)
+            continue
+        seen.add(level)
+        chosen.append(cap)
+    return chosen
 
 
 def write_prompts(path, count):
@@ -102,10 +135,13 @@ def main():
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args()
     args.policies = args.policies.split(",")
+    bad_caps = [c for c in args.caps.split(",") if args.caps and c not in LEVELS]
+    if bad_caps:
+        sys.exit(f"--caps: unknown {bad_caps}; known: {', '.join(LEVELS)}")
     unknown = [p for p in args.policies if p not in POLICIES]
     if unknown:
         sys.exit(f"--policies: unknown {unknown}; known: {', '.join(POLICIES)}")
-    caps = args.caps.split(",") if args.caps else [""]
+    caps = distinct_caps(args.caps.split(",") if args.caps else [""])
     with tempfile.TemporaryDirectory() as workdir:
         args.prompt_file = os.path.join(workdir, "prompts.jsonl")
         write_prompts(args.prompt_file, args.prompts)
