@@ -205,9 +205,11 @@ TEST(RowInvarianceTest, EveryProductAtOneToSeventeenRows) {
 
 // Row counts of many requests' verify blocks and of prefills: past every former tile limit
 // (128-160 rows) and across two and three row blocks (row_blocks.h: at most 120 rows each),
-// wide inputs (one- and two-row tiles then take four outputs per pass).
+// wide inputs (one- and two-row tiles then take four outputs per pass). 4,099 × 17 weights are
+// past the kernels' threshold for splitting a call across threads (2^16), so the threads split
+// these outputs.
 TEST(RowInvarianceTest, EveryProductAtManyRowsAndWideInputs) {
-  ExpectEveryProductRowInvariant(55, {{4099, 11}, {255, 70}}, {1, 2, 3, 25, 49, 133, 161, 241});
+  ExpectEveryProductRowInvariant(55, {{4099, 17}, {255, 70}}, {1, 2, 3, 25, 49, 133, 161, 241});
 }
 
 // No rows: every product returns without writing (a step may hand a kernel an empty block).
