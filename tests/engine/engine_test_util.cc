@@ -6,7 +6,6 @@
 #include <map>
 #include <random>
 
-#include "model/logit_bounds.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale::testing {

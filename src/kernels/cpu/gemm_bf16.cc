@@ -31,7 +31,6 @@ constexpr int64_t kGroupsPerChunk = 16;
 // Bytes of one f32 weight panel of widen-and-sgemm (benchmarks only): small enough to stay in
 // cache while sgemm streams the activations through it.
 constexpr int64_t kPanelBytes = int64_t{8} << 20;
-
 // How far ahead of its loads a tile prefetches each weight row: memory-mapped checkpoint pages
 // are 4 KiB, so the hardware prefetchers stop at every page boundary and the weight streams need
 // the help to stay at memory bandwidth. A tile of one output is a thread's only stream and goes
