@@ -96,21 +96,22 @@ Result<RuntimeParts> PartsForModes(const BenchArgs& a, const std::vector<BenchMo
   bool need_drafter = false, need_predictor = false, need_domino = false;
   bool need_domino_predictor = false;
   for (const BenchMode& m : modes) {
-    const bool predicts = m.runnable && (m.policy == "dscale" || m.policy == "dspark");
-    need_drafter |= m.runnable && m.policy != "none" && !m.domino_head;
-    need_predictor |= predicts && !m.domino_head;
-    need_domino |= m.runnable && m.domino_head;
-    need_domino_predictor |= predicts && m.domino_head;
+    if (!m.runnable) continue;
+    DSCALE_ASSIGN_OR_RETURN(const LengthPolicy policy, LengthPolicy::Parse(m.policy));
+    need_drafter |= policy.UsesDrafter() && !m.domino_head;
+    need_predictor |= policy.UsesPredictor() && !m.domino_head;
+    need_domino |= m.domino_head;
+    need_domino_predictor |= policy.UsesPredictor() && m.domino_head;
   }
   const ModelOptions& o = a.models;
-  if (need_domino && o.drafter.empty()) return InvalidArgument("the domino modes need --drafter");
   if (need_domino && o.device != "cpu") {
     return InvalidArgument("the domino modes run on the CPU only (--device cpu)");
   }
   if (o.target.empty()) return InvalidArgument("--target is required without --url");
-  if (need_drafter && o.drafter.empty()) return InvalidArgument("the modes need --drafter");
+  // Without --drafter nothing is loaded for the modes that need one, and CheckInProcessModes
+  // names them.
   RuntimeParts parts{.drafter = need_drafter, .predictor = need_predictor};
-  if (need_domino) {
+  if (need_domino && !o.drafter.empty()) {
     parts.variant = DrafterVariantParts{.head = DrafterHead::kDomino,
                                         .predictor = need_domino_predictor,
                                         .predictor_file = a.domino_predictor,
@@ -162,7 +163,8 @@ size_t IndexOf(const Workload& w, const std::string& dataset) {
   return 0;
 }
 
-Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w, Runtime& m) {
+Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<BenchMode>& modes,
+                                          const Workload& w, Runtime& m) {
   auto cells = std::make_shared<std::vector<bench::CellRequests>>();
   for (size_t i = 0; i < w.datasets.size(); ++i) {
     DSCALE_ASSIGN_OR_RETURN(
@@ -181,6 +183,7 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const Workload& w,
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};
+  DSCALE_RETURN_IF_ERROR(bench::CheckInProcessModes(models, modes));
   return bench::CellRunner([=, &w](const BenchMode& mode, const std::string& dataset, int32_t c,
                                    const std::function<void()>& on_done) {
     return bench::RunInProcessCell(models, mode, (*cells)[IndexOf(w, dataset)], c, params, on_done);
@@ -346,7 +349,7 @@ Status RunBench(const BenchArgs& a) {
       DSCALE_ASSIGN_OR_RETURN(
           workload.system, bench::SharedSystemPrompt(*models->tokenizer, a.shared_prefix_tokens));
     }
-    DSCALE_ASSIGN_OR_RETURN(runner, InProcessRunner(a, workload, *models));
+    DSCALE_ASSIGN_OR_RETURN(runner, InProcessRunner(a, modes, workload, *models));
   } else {
     DSCALE_ASSIGN_OR_RETURN(runner, ServerRunner(a, workload));
   }

@@ -116,27 +116,30 @@ int RunCollect(const CollectArgs& args) {
   // Traces record full-width DFlash verification.
   const LengthPolicy policy{.mode = SpecMode::kDFlash};
   Result<std::unique_ptr<Runtime>> runtime =
-      LoadRuntime(args.models, PartsFor(policy, "dflash", TokenizerNeed::kIfFound));
+      LoadRuntime(args.models, PartsFor(policy, TokenizerNeed::kIfFound));
   if (!runtime.ok()) return fail(runtime.status());
   Runtime& rt = **runtime;
   Result<std::vector<std::vector<int32_t>>> prompts = LoadAllPrompts(args, rt.tokenizer_or_null());
   if (!prompts.ok()) return fail(prompts.status());
-  Result<std::unique_ptr<TraceCollector>> collector = MakeCollector(args, *rt.main.drafter);
-  if (!collector.ok()) return fail(collector.status());
+  // The engine first: it refuses a runtime without a drafter before the collector reads it.
+  std::unique_ptr<TraceCollector> collector;
   Result<std::unique_ptr<Engine>> engine = MakeEngine(
-      rt, policy,
-      {.max_running = args.concurrency,
-       .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency, args.max_tokens,
-                                       rt.main.block_size()),
-       .kv_dtype = args.kv_dtype,
-       .on_step = [&collector = **collector](const StepRecord& step) { collector.Record(step); }});
+      rt, {.policy = policy,
+           .max_running = args.concurrency,
+           .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
+                                           args.max_tokens, rt.main.block_size()),
+           .kv_dtype = args.kv_dtype,
+           .on_step = [&collector](const StepRecord& step) { collector->Record(step); }});
   if (!engine.ok()) return fail(engine.status());
-  if (Status s = CollectAll(**engine, args, *prompts, *rt.target, **collector); !s.ok()) {
+  Result<std::unique_ptr<TraceCollector>> made = MakeCollector(args, *rt.main.drafter);
+  if (!made.ok()) return fail(made.status());
+  collector = std::move(made).value();
+  if (Status s = CollectAll(**engine, args, *prompts, *rt.target, *collector); !s.ok()) {
     return fail(s);
   }
   std::printf("wrote %s: %lld records from %zu prompts, mean accepted %.2f of 15\n",
-              args.out.c_str(), static_cast<long long>((*collector)->records()), prompts->size(),
-              (*collector)->mean_accepted());
+              args.out.c_str(), static_cast<long long>(collector->records()), prompts->size(),
+              collector->mean_accepted());
   return 0;
 }
 

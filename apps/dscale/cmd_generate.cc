@@ -159,21 +159,21 @@ int RunGenerate(const GenerateArgs& args) {
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
   if (!policy.ok()) return fail(policy.status());
   Result<std::unique_ptr<Runtime>> runtime =
-      LoadRuntime(args.models, PartsFor(*policy, args.spec, TokenizerNeed::kIfFound));
+      LoadRuntime(args.models, PartsFor(*policy, TokenizerNeed::kIfFound));
   if (!runtime.ok()) return fail(runtime.status());
   Runtime& rt = **runtime;
   const Tokenizer* tok = rt.tokenizer_or_null();
   Result<std::vector<std::vector<int32_t>>> prompts = LoadPrompts(args.prompts, tok);
   if (!prompts.ok()) return fail(prompts.status());
   Result<std::unique_ptr<Engine>> engine =
-      MakeEngine(rt, *policy,
-                 {.max_running = args.concurrency,
+      MakeEngine(rt,
+                 {.policy = *policy,
+                  .max_running = args.concurrency,
                   .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
                                                   args.max_tokens, rt.main.block_size()),
                   .kv_dtype = args.kv_dtype,
-                  .tile_routing = args.tile_routing,
-                  .budget = &args.budget,
-                  .token_text_of = &DisplayTokenText});
+                  .tile_routing = args.tile_routing},
+                 {.budget = &args.budget, .token_text_of = &DisplayTokenText});
   if (!engine.ok()) return fail(engine.status());
   Result<std::map<RequestId, size_t>> order = SubmitAll(**engine, args, *prompts, *rt.target);
   if (!order.ok()) return fail(order.status());

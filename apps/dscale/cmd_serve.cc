@@ -25,6 +25,7 @@
 #include "default_spec.h"
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
+#include "io/tokenizer/chat_format.h"
 #include "model_options.h"
 #include "runtime.h"
 #include "server/engine_loop.h"
@@ -74,14 +75,11 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Runtime& runtime,
   const DecoderConfig& config = runtime.target->config();
   server::ModelInfo info{.name = ModelName(args),
                          .context_length = config.max_position_embeddings,
-                         .kv_request_tokens = engine.MaxRequestTokens(),
+                         .max_request_tokens = engine.MaxRequestTokens(),
                          .default_max_tokens = args.default_max_tokens,
                          .stop_ids = config.eos_token_ids};
   if (auto eos = runtime.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
-  // Qwen3's and Llama 3's ends of turn and of text.
-  for (const char* end_of_turn : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>"}) {
-    if (auto id = runtime.tokenizer->AddedTokenId(end_of_turn)) info.chat_stop_ids.push_back(*id);
-  }
+  for (int32_t id : EndOfTurnTokenIds(*runtime.tokenizer)) info.chat_stop_ids.push_back(id);
   return info;
 }
 
@@ -110,14 +108,14 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
   DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, runtime));
   std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
               std::string(KvDtypeName(args.kv_dtype)).c_str());
-  return MakeEngine(runtime, policy,
-                    {.max_running = args.max_running,
+  return MakeEngine(runtime,
+                    {.policy = policy,
+                     .max_running = args.max_running,
                      .kv_tokens = kv_tokens,
                      .kv_dtype = args.kv_dtype,
                      .prefix_cache = args.prefix_cache,
-                     .tile_routing = args.tile_routing,
-                     .budget = &args.budget,
-                     .token_text_of = &server::OutputTokenText});
+                     .tile_routing = args.tile_routing},
+                    {.budget = &args.budget, .token_text_of = &server::OutputTokenText});
 }
 
 // A server whose KV cache (or context length) cannot hold a one-token prompt with
@@ -259,7 +257,7 @@ int RunServe(const ServeArgs& args) {
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
   if (!policy.ok()) return ReportError("serve", policy.status());
   Result<std::unique_ptr<Runtime>> runtime =
-      LoadRuntime(args.models, PartsFor(*policy, args.spec, TokenizerNeed::kRequired));
+      LoadRuntime(args.models, PartsFor(*policy, TokenizerNeed::kRequired));
   if (!runtime.ok()) return ReportError("serve", runtime.status());
   Runtime& rt = **runtime;
   Result<std::unique_ptr<Engine>> engine = MakeServeEngine(args, *policy, rt);

@@ -53,8 +53,9 @@ Status LoadPredictor(const std::string& flag_value, const std::string& flag_name
 }
 
 Status LoadMainDrafting(const ModelOptions& options, const RuntimeParts& parts, Runtime& runtime) {
-  if (!parts.drafter) return Status::Ok();
-  if (options.drafter.empty()) return InvalidArgument(parts.drafter_for + " needs --drafter");
+  // Without --drafter nothing is loaded; the engine's policy check names the flag
+  // (CheckPolicyInputs, plan/planner_config.h).
+  if (!parts.drafter || options.drafter.empty()) return Status::Ok();
   DSCALE_ASSIGN_OR_RETURN(runtime.main.drafter,
                           DFlashDrafter::Load(options.drafter, *runtime.target,
                                               options.drafter_head, options.draft_vocab));
@@ -80,12 +81,9 @@ Result<std::unique_ptr<StepBackend>> BackendFor(std::string_view device, Runtime
 
 }  // namespace
 
-RuntimeParts PartsFor(const LengthPolicy& policy, const std::string& spec,
-                      TokenizerNeed tokenizer) {
-  return {.tokenizer = tokenizer,
-          .drafter = policy.UsesDrafter(),
-          .predictor = policy.UsesPredictor(),
-          .drafter_for = "--spec " + spec};
+RuntimeParts PartsFor(const LengthPolicy& policy, TokenizerNeed tokenizer) {
+  return {
+      .tokenizer = tokenizer, .drafter = policy.UsesDrafter(), .predictor = policy.UsesPredictor()};
 }
 
 Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
@@ -116,25 +114,19 @@ Status PrepareSpsTable(Runtime& runtime, const BudgetFlags& budget, bool needed,
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, const LengthPolicy& policy,
-                                           const EngineOptions& options) {
-  EngineConfig config{.policy = policy,
-                      .max_running = options.max_running,
-                      .kv_tokens = options.kv_tokens,
-                      .kv_dtype = options.kv_dtype,
-                      .prefix_cache = options.prefix_cache,
-                      .tile_routing = options.tile_routing,
-                      .predictor = runtime.main.predictor_or_null(),
-                      .on_step = options.on_step};
-  if (options.budget != nullptr) {
-    DSCALE_RETURN_IF_ERROR(
-        PrepareSpsTable(runtime, *options.budget, policy.mode == SpecMode::kDSpark,
-                        int64_t{runtime.main.block_size()} * options.max_running));
-    DSCALE_ASSIGN_OR_RETURN(config.verify_budget, options.budget->VerifyBudget());
-    config.sps_table = runtime.sps_table ? &*runtime.sps_table : nullptr;
+Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, EngineConfig config,
+                                           const EngineInputs& inputs) {
+  config.inputs.predictor = runtime.main.predictor_or_null();
+  if (inputs.budget != nullptr) {
+    // Not profiled without a drafter: Engine::Create refuses the policy first.
+    DSCALE_RETURN_IF_ERROR(PrepareSpsTable(
+        runtime, *inputs.budget, config.policy.UsesSpsTable() && runtime.main.drafter.has_value(),
+        int64_t{runtime.main.block_size()} * config.max_running));
+    DSCALE_ASSIGN_OR_RETURN(config.inputs.verify_budget, inputs.budget->VerifyBudget());
+    config.inputs.sps_table = runtime.sps_table ? &*runtime.sps_table : nullptr;
   }
-  if (options.token_text_of != nullptr && runtime.tokenizer) {
-    config.token_text = [text_of = options.token_text_of, &tokenizer = *runtime.tokenizer](
+  if (inputs.token_text_of != nullptr && runtime.tokenizer) {
+    config.token_text = [text_of = inputs.token_text_of, &tokenizer = *runtime.tokenizer](
                             int32_t id) { return text_of(tokenizer, id); };
   }
   return Engine::Create(*runtime.main.backend, std::move(config));

@@ -42,15 +42,13 @@ struct DrafterVariantParts {
 // What LoadRuntime loads beside the target.
 struct RuntimeParts {
   TokenizerNeed tokenizer = TokenizerNeed::kIfFound;
-  bool drafter = false;     // --drafter's; without one, an error "<drafter_for> needs --drafter"
-  bool predictor = false;   // the drafter's DVL predictor (needs `drafter`)
-  std::string drafter_for;  // what needs the drafter: "--spec dflash"
+  bool drafter = false;    // --drafter's, when given (the engine refuses a policy that lacks one)
+  bool predictor = false;  // the drafter's DVL predictor (needs `drafter`)
   std::optional<DrafterVariantParts> variant;
 };
 
-// The parts `policy` (given as `spec`) runs with: a drafter for every policy but none, and its
-// predictor for dscale and dspark.
-RuntimeParts PartsFor(const LengthPolicy& policy, const std::string& spec, TokenizerNeed tokenizer);
+// The parts `policy` runs with (LengthPolicy::UsesDrafter, UsesPredictor).
+RuntimeParts PartsFor(const LengthPolicy& policy, TokenizerNeed tokenizer);
 
 // A drafter over the runtime's target, the DVL predictor trained on its drafts, and the step
 // backend that runs the pair. `drafter` empty: the backend runs the target alone.
@@ -94,23 +92,19 @@ Status PrepareSpsTable(Runtime& runtime, const BudgetFlags& budget, bool needed,
 // How stop strings read the output: the bytes token `id` adds to its text under `tokenizer`.
 using TokenTextOf = std::string_view (*)(const Tokenizer& tokenizer, int32_t id);
 
-// An engine's settings beyond the policy.
-struct EngineOptions {
-  int32_t max_running = 16;
-  int64_t kv_tokens = 0;  // KV capacity in positions, as the command sized it
-  KvDtype kv_dtype = KvDtype::kBf16;
-  bool prefix_cache = false;
-  bool tile_routing = true;
+// What MakeEngine adds to a command's EngineConfig from the command line and the runtime.
+struct EngineInputs {
   const BudgetFlags* budget = nullptr;  // the verify budget and dspark's table; null: defaults
   // The bytes a token adds to the text stop strings are found in (EngineConfig::token_text), with
   // the runtime's tokenizer; null: stop strings are refused.
   TokenTextOf token_text_of = nullptr;
-  std::function<void(const StepRecord&)> on_step;
 };
 
-// An engine running `policy` on the runtime's main backend and predictor. dspark's table comes
-// from PrepareSpsTable (up to block · max_running rows); the runtime must outlive the engine.
-Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, const LengthPolicy& policy,
-                                           const EngineOptions& options);
+// An engine on the runtime's main backend: `config` as the command sets it, the policy's inputs
+// (EngineConfig::inputs) taken from the runtime (its predictor) and `inputs.budget` (the verify
+// budget; dspark's table from PrepareSpsTable, up to block · max_running rows). The runtime must
+// outlive the engine.
+Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, EngineConfig config,
+                                           const EngineInputs& inputs = {});
 
 }  // namespace dscale::cli

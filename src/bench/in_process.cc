@@ -57,43 +57,72 @@ CellRequests ManifestRequests(const Manifest& manifest,
   return out;
 }
 
+namespace {
+
+// What `mode` runs on: its backend, and the policy's planner inputs (the mode's own
+// --verify-budget over the shared one).
+struct ModeSetup {
+  LengthPolicy policy;
+  StepBackend* backend = nullptr;
+  PolicyInputs inputs;
+};
+
+Result<ModeSetup> SetUp(const InProcessModels& models, const BenchMode& mode) {
+  ModeSetup setup;
+  DSCALE_ASSIGN_OR_RETURN(setup.policy, LengthPolicy::Parse(mode.policy));
+  setup.backend = mode.domino_head ? models.domino_backend : models.backend;
+  if (setup.backend == nullptr)
+    return InvalidArgument("mode " + mode.label + " has no models to run");
+  setup.inputs = {.predictor = mode.domino_head ? models.domino_predictor : models.predictor,
+                  .verify_budget = models.verify_budget,
+                  .sps_table = models.sps_table};
+  if (!mode.verify_budget.empty()) {
+    DSCALE_ASSIGN_OR_RETURN(setup.inputs.verify_budget,
+                            budget::VerifyBudget::Parse(mode.verify_budget));
+  }
+  return setup;
+}
+
+Status InContext(const Status& s, const BenchMode& mode) {
+  return s.ok() ? s
+                : s.WithContext("mode " + mode.label +
+                                (mode.domino_head ? " (the drafter's Domino head; its predictor: "
+                                                    "--domino-predictor)"
+                                                  : ""));
+}
+
+}  // namespace
+
+Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchMode> modes) {
+  for (const BenchMode& mode : modes) {
+    if (!mode.runnable) continue;
+    DSCALE_ASSIGN_OR_RETURN(const ModeSetup setup, SetUp(models, mode));
+    const Drafter* drafter = setup.backend->drafter();
+    DSCALE_RETURN_IF_ERROR(
+        InContext(CheckPolicyInputs({.policy = setup.policy,
+                                     .block = drafter != nullptr ? drafter->block_size() : 0,
+                                     .inputs = setup.inputs}),
+                  mode));
+  }
+  return Status::Ok();
+}
+
 Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMode& mode,
                                     const CellRequests& requests, int32_t concurrency,
                                     const GenerationParams& params,
                                     const std::function<void()>& on_done) {
-  DSCALE_ASSIGN_OR_RETURN(LengthPolicy policy, LengthPolicy::Parse(mode.policy));
-  StepBackend* backend = mode.domino_head ? models.domino_backend : models.backend;
-  Drafter* drafter = backend != nullptr ? backend->drafter() : nullptr;
-  const dvl::Predictor* predictor = mode.domino_head ? models.domino_predictor : models.predictor;
-  if (policy.UsesDrafter() && drafter == nullptr) {
-    return InvalidArgument(
-        "mode " + mode.label +
-        (mode.domino_head ? " needs a --drafter with a Domino head" : " needs --drafter"));
-  }
-  if (backend == nullptr) return InvalidArgument("mode " + mode.label + " has no models to run");
-  if (policy.UsesPredictor() && predictor == nullptr) {
-    return InvalidArgument("mode " + mode.label +
-                           (mode.domino_head ? " needs --domino-predictor" : " needs --predictor"));
-  }
-  if (policy.mode == SpecMode::kDSpark && models.sps_table == nullptr) {
-    return InvalidArgument("mode " + mode.label + " needs a steps-per-second table");
-  }
-  budget::VerifyBudget verify_budget = models.verify_budget;
-  if (!mode.verify_budget.empty()) {
-    DSCALE_ASSIGN_OR_RETURN(verify_budget, budget::VerifyBudget::Parse(mode.verify_budget));
-  }
+  DSCALE_ASSIGN_OR_RETURN(ModeSetup setup, SetUp(models, mode));
   const int64_t per_request = requests.longest_prompt + params.max_tokens + kKvSlackPerRequest;
-  EngineConfig config{.policy = policy,
+  EngineConfig config{.policy = setup.policy,
                       .max_running = concurrency,
                       .kv_tokens = std::max<int64_t>(per_request * concurrency, 1 << 12),
                       .kv_dtype = models.kv_dtype,
                       .prefix_cache = models.prefix_cache,
                       .tile_routing = mode.tile_routing,
-                      .predictor = predictor,
-                      .verify_budget = verify_budget,
-                      .sps_table = models.sps_table};
-  DSCALE_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                          Engine::Create(*backend, std::move(config)));
+                      .inputs = setup.inputs};
+  Result<std::unique_ptr<Engine>> created = Engine::Create(*setup.backend, std::move(config));
+  if (!created.ok()) return InContext(created.status(), mode);
+  std::unique_ptr<Engine> engine = std::move(created).value();
   DSCALE_RETURN_IF_ERROR(
       RunClosedLoop(*engine, requests.warmup, concurrency, params, on_done).status());
   const StepStats before = engine->stats();

@@ -56,6 +56,10 @@ struct InProcessModels {
   bool prefix_cache = false;                         // the engines cache prompt pages
 };
 
+// Whether every runnable mode has what its policy needs (CheckPolicyInputs, named by the mode):
+// checked once, before the first cell runs.
+Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchMode> modes);
+
 // Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.
 // `params` gives max_tokens, temperature and stop ids.
 Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMode& mode,

@@ -89,9 +89,6 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                                                const budget::StepTimeSource* step_times) {
   TargetModel& target = backend.target();
   Drafter* drafter = backend.drafter();
-  if (config.policy.UsesDrafter() && drafter == nullptr) {
-    return InvalidArgument("--spec " + config.policy.Name() + " needs a drafter (--drafter)");
-  }
   if (config.max_running < 1) return InvalidArgument("max_running: must be at least 1");
   if (config.page_size < 1) return InvalidArgument("page_size: must be at least 1");
   if (config.prefill_chunk < 1 || config.prefill_budget < 1) {
@@ -99,10 +96,6 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   }
   if (!config.policy.UsesDrafter()) drafter = nullptr;
   const int32_t block = drafter ? drafter->block_size() : 1;
-  if (config.policy.mode == SpecMode::kFixed && config.policy.fixed_rows > block) {
-    return InvalidArgument("--spec " + config.policy.Name() + ": the drafter's block has only " +
-                           std::to_string(block) + " rows");
-  }
   if (config.kv_tokens < 1) return InvalidArgument("kv_tokens: must be at least 1");
   // The whole cache may be written: it must fit in memory with the models loaded.
   const int64_t kv_positions =
@@ -116,10 +109,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   }
   DSCALE_ASSIGN_OR_RETURN(VerifyPlanner planner,
                           VerifyPlanner::Create({.policy = config.policy,
-                                                 .block = block,
-                                                 .predictor = config.predictor,
-                                                 .verify_budget = config.verify_budget,
-                                                 .sps_table = config.sps_table,
+                                                 .block = drafter ? block : 0,
+                                                 .inputs = config.inputs,
                                                  .step_times = step_times,
                                                  .max_running = config.max_running,
                                                  .tile_routing = config.tile_routing}));
@@ -172,29 +163,31 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerationPar
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   DSCALE_RETURN_IF_ERROR(CheckTokenIds(prompt, target_.config().vocab_size, "prompt"));
   DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.token_text)));
-  const auto prompt_len = static_cast<int64_t>(prompt.size());
-  const int64_t total = prompt_len + params.max_tokens;
+  return CheckRequestLength(static_cast<int64_t>(prompt.size()), params.max_tokens);
+}
+
+Status Engine::CheckRequestLength(int64_t prompt_len, int64_t max_tokens) const {
+  const int64_t context = target_.config().max_position_embeddings;
+  const int64_t limit = MaxRequestTokens();
+  const std::string why =
+      (limit < context ? "the KV cache holds " + std::to_string(limit) +
+                             " tokens (prompt + max_tokens) per request, less than the context "
+                             "length " +
+                             std::to_string(context) +
+                             " (it is sized by --kv-tokens, or by the "
+                             "memory available),"
+                       : "the context length is " + std::to_string(context) + " tokens") +
+      " and the prompt has " + std::to_string(prompt_len);
   // A prompt that leaves no room for one output token is the prompt's fault; otherwise
   // max_tokens asked for more than is left.
-  const std::string field = prompt_len + 1 > MaxRequestTokens() ? "prompt: " : "max_tokens: ";
-  const std::string asked = "the prompt (" + std::to_string(prompt_len) +
-                            " tokens) + max_tokens (" + std::to_string(params.max_tokens) + ")";
-  const int64_t context = target_.config().max_position_embeddings;
-  if (total > context) {
-    return OutOfRange(field + asked + " exceeds the context length " + std::to_string(context));
+  if (prompt_len >= limit)
+    return OutOfRange("prompt: " + why + ", which leaves no room to generate");
+  if (max_tokens > limit - prompt_len) {
+    return OutOfRange("max_tokens: must be at most " + std::to_string(limit - prompt_len) + ": " +
+                      why);
   }
-  const int32_t pages = PagesFor(prompt_len, params.max_tokens);
-  if (pages > cache_.shape().num_pages) {
-    const int64_t page_size = cache_.shape().page_size;
-    return OutOfRange(field + asked + " need " + std::to_string(int64_t{pages} * page_size) +
-                      " KV positions (" + std::to_string(block_ - 1) +
-                      " of them for the last step's block), more than the KV cache's " +
-                      std::to_string(int64_t{cache_.shape().num_pages} * page_size) +
-                      ": it holds prompt + max_tokens of at most " +
-                      std::to_string(MaxRequestTokens()) +
-                      " per request (the cache is sized by --kv-tokens, or by the memory "
-                      "available)");
-  }
+  // MaxRequestTokens is KvPositionsForRequest's inverse: what passes here fits the cache.
+  DSCALE_CHECK(PagesFor(prompt_len, static_cast<int32_t>(max_tokens)) <= cache_.shape().num_pages);
   return Status::Ok();
 }
 

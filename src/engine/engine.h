@@ -36,9 +36,7 @@
 #include <vector>
 
 #include "backend/step_backend.h"
-#include "budget/sps_table.h"
 #include "budget/step_time_source.h"
-#include "budget/verify_budget.h"
 #include "core/status.h"
 #include "engine/decode_step.h"
 #include "engine/request.h"
@@ -47,6 +45,7 @@
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
 #include "model/target_model.h"
+#include "plan/planner_config.h"
 #include "plan/verify_planner.h"
 #include "spec/length_policy.h"
 
@@ -78,9 +77,9 @@ struct EngineConfig {
   int32_t prefill_chunk = 512;    // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
-  const dvl::Predictor* predictor = nullptr;  // the DVL acceptance predictor (dscale policy)
-  budget::VerifyBudget verify_budget;         // dscale: rows per step = fraction · W · N, or auto
-  const budget::SpsTable* sps_table = nullptr;  // dspark: steps per second by verified rows
+  // What `policy` decides from besides the drafts (plan/planner_config.h says which policy
+  // needs what; Create checks it).
+  PolicyInputs inputs;
   // Called after every decode step's acceptance, on the engine thread.
   std::function<void(const StepRecord&)> on_step;
   // The bytes token `id` adds to an output's text (empty for a token that adds none), which stop
@@ -105,11 +104,13 @@ class Engine {
 
   // A request's one validation, where it enters: an empty prompt, ids outside the vocabulary,
   // max_tokens < 1, bad sampling parameters or stop strings (InvalidArgument), and prompt +
-  // max_tokens past the context length or what the whole KV cache holds for one request
-  // (OutOfRange: "prompt: ..." when the prompt leaves no room for one output token, else
-  // "max_tokens: ..."). Every message starts with the request field it concerns and ": ", which
-  // the server reports as the error's `param`. Reads only what is fixed at creation, so other
-  // threads may call it while the owning thread steps (the server validates on HTTP threads).
+  // max_tokens past MaxRequestTokens (OutOfRange: "prompt: ..." when the prompt leaves no room
+  // for one output token, else "max_tokens: must be at most N: ...", saying whether the context
+  // or the KV cache binds). The only check of a request's length: the server fills a missing
+  // max_tokens from MaxRequestTokens and leaves the verdict here. Every message starts with the
+  // request field it concerns and ": ", which the server reports as the error's `param`. Reads only
+  // what is fixed at creation, so other threads may call it while the owning thread steps (the
+  // server validates on HTTP threads).
   Status CheckRequest(std::span<const int32_t> prompt, const GenerationParams& params) const;
   // The largest prompt + max_tokens CheckRequest accepts: the context length, or less when the
   // KV cache cannot hold that much for one request (kv/kv_budget.h, KvPositionsForRequest).
@@ -167,6 +168,8 @@ class Engine {
   // Admission.
   int32_t PagesFor(const RequestState& r) const;
   int32_t PagesFor(int64_t prompt_len, int32_t max_tokens) const;
+  // CheckRequest's length rule (OutOfRange naming "prompt" or "max_tokens").
+  Status CheckRequestLength(int64_t prompt_len, int64_t max_tokens) const;
   // True when a running request is still prefilling a prompt whose first page r's prompt starts
   // with: r waits until those pages are published, then reuses them rather than computing them
   // again (n choices of one prompt, a system prompt that many requests send at once).

@@ -15,32 +15,14 @@
 namespace dscale {
 namespace {
 
-Status CheckInputs(const PlannerConfig& config) {
-  const std::string spec = "--spec " + config.policy.Name();
-  if (config.policy.UsesPredictor()) {
-    if (config.predictor == nullptr) return InvalidArgument(spec + " needs --predictor");
-    if (config.block != dvl::kBlockWidth) {
-      return InvalidArgument(spec + " needs a drafter with block size " +
-                             std::to_string(dvl::kBlockWidth) + ", got " +
-                             std::to_string(config.block));
-    }
-  }
-  if (config.policy.mode == SpecMode::kDSpark && config.sps_table == nullptr) {
-    return InvalidArgument(spec +
-                           " needs a steps-per-second table (profiled at start-up, or "
-                           "--sps-table FILE)");
-  }
-  if (config.max_running < 1) return InvalidArgument("max_running: must be at least 1");
-  return Status::Ok();
-}
-
 std::unique_ptr<LengthStrategy> MakeDScale(const PlannerConfig& config, int32_t width) {
-  if (config.verify_budget.automatic) {
+  if (config.inputs.verify_budget.automatic) {
     return std::make_unique<AutoBudgetStrategy>(
-        *config.predictor, width, config.max_running,
+        *config.inputs.predictor, width, config.max_running,
         config.step_times != nullptr ? *config.step_times : budget::ClockStepTimes());
   }
-  return std::make_unique<DScaleStrategy>(*config.predictor, config.verify_budget.fraction);
+  return std::make_unique<DScaleStrategy>(*config.inputs.predictor,
+                                          config.inputs.verify_budget.fraction);
 }
 
 // The only switch over the policies.
@@ -55,17 +37,44 @@ std::unique_ptr<LengthStrategy> NewStrategy(const PlannerConfig& config, int32_t
     case SpecMode::kDScale:
       return MakeDScale(config, width);
     case SpecMode::kDSpark:
-      return std::make_unique<DSparkStrategy>(*config.predictor, *config.sps_table, width);
+      return std::make_unique<DSparkStrategy>(*config.inputs.predictor, *config.inputs.sps_table,
+                                              width);
   }
   DSCALE_CHECK_MSG(false, "unknown --spec mode");
 }
 
 }  // namespace
 
+Status CheckPolicyInputs(const PlannerConfig& config) {
+  const LengthPolicy& policy = config.policy;
+  const std::string spec = "--spec " + policy.Name();
+  if (!policy.UsesDrafter()) return Status::Ok();
+  if (config.block < 1) return InvalidArgument(spec + " needs --drafter");
+  if (policy.mode == SpecMode::kFixed && policy.fixed_rows > config.block) {
+    return InvalidArgument(spec + ": the drafter's block has only " + std::to_string(config.block) +
+                           " rows");
+  }
+  if (policy.UsesPredictor()) {
+    if (config.block != dvl::kBlockWidth) {
+      return InvalidArgument(spec + " needs a drafter with block size " +
+                             std::to_string(dvl::kBlockWidth) + ", got " +
+                             std::to_string(config.block));
+    }
+    if (config.inputs.predictor == nullptr) return InvalidArgument(spec + " needs --predictor");
+  }
+  if (policy.UsesSpsTable() && config.inputs.sps_table == nullptr) {
+    return InvalidArgument(spec +
+                           " needs a steps-per-second table (profiled at start-up, or "
+                           "--sps-table FILE)");
+  }
+  return Status::Ok();
+}
+
 int32_t PlanWidth(const PlannerConfig& config) { return std::max(config.block, 2); }
 
 Result<std::unique_ptr<LengthStrategy>> MakeLengthStrategy(const PlannerConfig& config) {
-  DSCALE_RETURN_IF_ERROR(CheckInputs(config));
+  DSCALE_RETURN_IF_ERROR(CheckPolicyInputs(config));
+  if (config.max_running < 1) return InvalidArgument("max_running: must be at least 1");
   return NewStrategy(config, PlanWidth(config));
 }
 

@@ -1,28 +1,46 @@
 #pragma once
 // What the decision stage is built from: the parsed --spec policy, the drafter's block width and
-// the policy's inputs (predictor, budget, steps-per-second table).
+// the policy's inputs (predictor, budget, steps-per-second table), and the one statement of which
+// of them each policy needs.
 
 #include <cstdint>
 
 #include "budget/sps_table.h"
 #include "budget/step_time_source.h"
 #include "budget/verify_budget.h"
+#include "core/status.h"
 #include "dvl/predictor.h"
 #include "spec/length_policy.h"
 
 namespace dscale {
 
-struct PlannerConfig {
-  LengthPolicy policy;
-  int32_t block = 1;                            // W (1 without a drafter)
+// The policy's own inputs: loaded by whoever starts an engine (the CLI's runtime, the benchmark's
+// models, tests), carried by EngineConfig untouched, read only by the planner.
+struct PolicyInputs {
   const dvl::Predictor* predictor = nullptr;    // dscale, dspark; must outlive the planner
   budget::VerifyBudget verify_budget;           // dscale
   const budget::SpsTable* sps_table = nullptr;  // dspark; must outlive the planner
+};
+
+struct PlannerConfig {
+  LengthPolicy policy;
+  int32_t block = 0;  // the drafter's block W; 0: no drafter
+  PolicyInputs inputs;
   // Where auto reads its step times; null: the clock (MeasuredStepTimes). Must outlive the
   // planner.
   const budget::StepTimeSource* step_times = nullptr;
   int32_t max_running = 16;  // N at most (auto's cost-model range)
   bool tile_routing = true;  // the packed batch's attention tile (TileRowsFor)
 };
+
+// What each policy needs, the only place that says it (MakeLengthStrategy checks it when an
+// engine is created; start-up paths that load models call it to fail before they run anything):
+//   none     nothing
+//   dflash   a drafter
+//   fixed:K  a drafter whose block has at least K rows
+//   dscale   a drafter of block 16 and the DVL predictor trained on its drafts
+//   dspark   the same and a steps-per-second table
+// InvalidArgument naming the --spec value and the flag that supplies what is missing.
+Status CheckPolicyInputs(const PlannerConfig& config);
 
 }  // namespace dscale

@@ -363,12 +363,12 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
   if (Status s = check_(prepared->prompt, prepared->params); !s.ok()) {
     ApiError error = BadFieldMessage(s.message());
     if (s.code() == StatusCode::kOutOfRange) {
-      // Does not fit the context or the KV cache. The engine names "prompt" or "max_tokens";
-      // the client's field for the prompt is messages on chat, and a max_tokens the client did
-      // not send is the prompt's doing too.
+      // Does not fit the context or the KV cache. The engine names "prompt" or "max_tokens"
+      // (a missing max_tokens was capped by the room left, so then the prompt is at fault);
+      // the client's field for the prompt is messages on chat.
       error.code = "context_length_exceeded";
-      if (error.param == "prompt" || (error.param == "max_tokens" && !api->max_tokens)) {
-        error.param = endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
+      if (error.param == "prompt" && endpoint == Endpoint::kChatCompletions) {
+        error.param = "messages";
       }
     }
     return error;

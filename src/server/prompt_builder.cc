@@ -83,33 +83,11 @@ ApiError ContextExceeded(const std::string& param, const std::string& message) {
   return e;
 }
 
-// max_tokens within the context and the KV cache's room for one request: the request's, or the
-// default capped by what is left.
-std::optional<ApiError> ResolveMaxTokens(const ApiRequest& request, const ModelInfo& model,
-                                         int64_t prompt_len, const std::string& input,
-                                         int32_t* max_tokens) {
-  const bool kv_binds =
-      model.kv_request_tokens > 0 && model.kv_request_tokens < model.context_length;
-  const int64_t limit = kv_binds ? model.kv_request_tokens : model.context_length;
-  const std::string why =
-      (kv_binds ? "this server's KV cache holds " + std::to_string(limit) +
-                      " tokens (prompt + max_tokens) per request, less than the context length " +
-                      std::to_string(model.context_length) + ","
-                : "the context length is " + std::to_string(limit) + " tokens") +
-      " and the prompt has " + std::to_string(prompt_len);
-  if (prompt_len >= limit) {
-    return ContextExceeded(input, why + ", which leaves no room to generate");
-  }
-  const int64_t room = limit - prompt_len;
-  if (!request.max_tokens) {
-    *max_tokens = static_cast<int32_t>(std::min<int64_t>(model.default_max_tokens, room));
-    return std::nullopt;
-  }
-  if (*request.max_tokens > room) {
-    return ContextExceeded("max_tokens", "must be at most " + std::to_string(room) + ": " + why);
-  }
-  *max_tokens = static_cast<int32_t>(*request.max_tokens);
-  return std::nullopt;
+// A missing max_tokens: the default, capped by the room the prompt leaves (at least 1, so that a
+// prompt that leaves none is refused by Engine::CheckRequest as the prompt's fault).
+int32_t DefaultMaxTokens(const ModelInfo& model, int64_t prompt_len) {
+  const int64_t room = std::max<int64_t>(1, model.max_request_tokens - prompt_len);
+  return static_cast<int32_t>(std::min<int64_t>(model.default_max_tokens, room));
 }
 
 // Refuses text too long to tokenize (kMaxPromptBytesPerToken).
@@ -176,9 +154,9 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   if (error) return error;
 
   GenerationParams& p = out->params;
-  error = ResolveMaxTokens(request, model, static_cast<int64_t>(out->prompt.size()), input,
-                           &p.max_tokens);
-  if (error) return error;
+  p.max_tokens = request.max_tokens
+                     ? static_cast<int32_t>(*request.max_tokens)
+                     : DefaultMaxTokens(model, static_cast<int64_t>(out->prompt.size()));
   p.sampling = {.temperature = request.temperature,
                 .top_k = request.top_k,
                 .top_p = request.top_p,

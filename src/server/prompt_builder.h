@@ -25,12 +25,12 @@ namespace dscale::server {
 // What the server knows about the model it serves.
 struct ModelInfo {
   std::string name;            // the "model" clients must send
-  int64_t context_length = 0;  // prompt + max_tokens at most
-  // prompt + max_tokens at most that the KV cache holds for one request (Engine::
-  // MaxRequestTokens); 0: as much as the context. Below context_length only when the cache was
-  // made smaller than one full context (--kv-tokens, or the memory available).
-  int64_t kv_request_tokens = 0;
-  int32_t default_max_tokens = 256;    // when a request gives none (then capped by the context)
+  int64_t context_length = 0;  // the model's (/v1/models; the prompt text's byte bound)
+  // prompt + max_tokens at most (Engine::MaxRequestTokens: the context, or less when the KV
+  // cache holds less for one request). Only a missing max_tokens is derived from it here; the
+  // engine's CheckRequest is the one check of a request's length.
+  int64_t max_request_tokens = 0;
+  int32_t default_max_tokens = 256;    // when a request gives none (then capped by the room left)
   std::vector<int64_t> stop_ids;       // end every request (EOS)
   std::vector<int64_t> chat_stop_ids;  // end chat requests too (end of turn)
 };
@@ -52,9 +52,9 @@ inline constexpr int64_t kMaxPromptBytesPerToken = 16;
 int64_t PromptTextBytes(const ApiRequest& request);
 
 // 404 for another model's name; 400 for a prompt whose text exceeds kMaxPromptBytesPerToken ×
-// the context length in bytes, does not tokenize, or with max_tokens does not fit the context
-// or the KV cache's room for one request (context_length_exceeded, naming which limit; a missing
-// max_tokens is the default capped by the room left). `seed` is used when the request has none.
+// the context length in bytes or does not tokenize. A missing max_tokens is the default capped
+// by the room the prompt leaves; whether prompt + max_tokens fit is Engine::CheckRequest's to
+// say. `seed` is used when the request has none.
 std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenizer& tokenizer,
                                        const ModelInfo& model, uint64_t seed, PreparedRequest* out);
 

@@ -26,6 +26,8 @@ struct LengthPolicy {
   bool UsesDrafter() const { return mode != SpecMode::kNone; }
   // dscale and dspark decide lengths from the DVL predictor's scores.
   bool UsesPredictor() const { return mode == SpecMode::kDScale || mode == SpecMode::kDSpark; }
+  // dspark schedules by steps per second at each verified row count (budget/sps_table.h).
+  bool UsesSpsTable() const { return mode == SpecMode::kDSpark; }
 };
 
 }  // namespace dscale

@@ -79,8 +79,9 @@ TEST_F(CudaBackendTest, GreedyStepsOnTheDeviceAreLossless) {
   }
   for (const std::string mode : {"dflash", "dscale"}) {
     for (const int32_t c : {1, 5}) {
-      const EngineConfig config{
-          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &*predictor_};
+      const EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                                .max_running = c,
+                                .inputs = {.predictor = &*predictor_}};
       const auto first = RunOn(*backend_, config, prompts, params);
       int ties = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
@@ -101,8 +102,9 @@ TEST_F(CudaBackendTest, SampledStepsMatchTheHostStagesOnTheSameModels) {
   const GenerationParams params{.max_tokens = 16,
                                 .sampling = {.temperature = 0.8f, .top_k = 20, .seed = 3},
                                 .stop_ids = host_->config().eos_token_ids};
-  const EngineConfig config{
-      .policy = LengthPolicy::Parse("dscale").value(), .max_running = 4, .predictor = &*predictor_};
+  const EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
+                            .max_running = 4,
+                            .inputs = {.predictor = &*predictor_}};
   const auto on_device = RunOn(*backend_, config, prompts, params);
   CpuBackend host_stages(backend_->target(), backend_->drafter());
   EXPECT_EQ(RunOn(host_stages, config, prompts, params), on_device);

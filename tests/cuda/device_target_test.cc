@@ -142,8 +142,9 @@ TEST_F(DeviceTargetTest, EngineOutputIsPlainGreedyOutputOnTheDevice) {
       testing::RandomPredictor(host_->config().hidden_size, host_->config().vocab_size, /*seed=*/4);
   for (const std::string mode : {"none", "dflash", "fixed:7", "dscale"}) {
     for (const int32_t c : {1, 8}) {
-      const EngineConfig config{
-          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
+      const EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                                .max_running = c,
+                                .inputs = {.predictor = &predictor}};
       const EngineRun run = testing::RunPrompts(*device_, &planted, config, prompts,
                                                 {.max_tokens = 24, .stop_ids = eos});
       int ties = 0;
@@ -181,8 +182,9 @@ TEST_F(DeviceTargetTest, EngineWithTheDeviceDrafterIsLossless) {
   const dvl::Predictor predictor =
       testing::RandomPredictor(host_->config().hidden_size, host_->config().vocab_size, /*seed=*/6);
   for (const std::string mode : {"dflash", "dscale", "dflash"}) {
-    const EngineConfig config{
-        .policy = LengthPolicy::Parse(mode).value(), .max_running = 5, .predictor = &predictor};
+    const EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                              .max_running = 5,
+                              .inputs = {.predictor = &predictor}};
     const EngineRun run = testing::RunPrompts(*device_, &adapter, config, prompts,
                                               {.max_tokens = 20, .stop_ids = eos});
     int ties = 0;

@@ -127,8 +127,9 @@ TEST_F(BackendTest, GreedyOnTheCpuBackendIsPlainGreedyDecoding) {
         GreedyDecode(target_, p, {.max_new_tokens = 12, .stop_ids = params.stop_ids}).value());
   }
   for (const std::string mode : {"none", "dflash", "dscale", "fixed:5"}) {
-    const EngineConfig config{
-        .policy = LengthPolicy::Parse(mode).value(), .max_running = 4, .predictor = &predictor_};
+    const EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                              .max_running = 4,
+                              .inputs = {.predictor = &predictor_}};
     const std::vector<std::vector<int32_t>> outputs = RunOn(**cpu, config, prompts, params);
     ASSERT_EQ(outputs.size(), prompts.size());
     EXPECT_EQ(testing::FirstDifference(outputs, expected), "") << mode;
@@ -159,8 +160,9 @@ TEST_F(BackendTest, SamplingOnTheCpuBackendFollowsTheSamplingLaw) {
   }
   EXPECT_GT(sampled_differently, 0);
   for (const std::string mode : {"none", "dflash", "dscale"}) {
-    const EngineConfig config{
-        .policy = LengthPolicy::Parse(mode).value(), .max_running = 4, .predictor = &predictor_};
+    const EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                              .max_running = 4,
+                              .inputs = {.predictor = &predictor_}};
     const std::vector<std::vector<int32_t>> outputs = RunOn(**cpu, config, prompts, params);
     ASSERT_EQ(outputs.size(), prompts.size());
     EXPECT_EQ(testing::FirstDifference(outputs, expected), "") << mode;

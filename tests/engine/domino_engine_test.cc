@@ -38,7 +38,7 @@ TEST_P(DominoEngineTest, GreedyOutputEqualsPlainDecodingInDFlashAndDScaleModes) 
       EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
                           .max_running = c,
                           .kv_dtype = kv,
-                          .predictor = &predictor_};
+                          .inputs = {.predictor = &predictor_}};
       const EngineRun run =
           RunPrompts(target_, domino.get(), config, prompts,
                      {.max_tokens = 24, .stop_ids = target_.config().eos_token_ids});

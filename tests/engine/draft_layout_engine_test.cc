@@ -36,7 +36,7 @@ void ExpectGreedyOutputEqualsPlainDecoding(DecoderModel& target, const dvl::Pred
       EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
                           .max_running = c,
                           .kv_dtype = kv,
-                          .predictor = &predictor};
+                          .inputs = {.predictor = &predictor}};
       const EngineRun run =
           RunPrompts(target, drafter.get(), config, prompts,
                      {.max_tokens = 20, .stop_ids = target.config().eos_token_ids});

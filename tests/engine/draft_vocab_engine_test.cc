@@ -41,8 +41,9 @@ class DraftVocabEngineTest : public testing::EngineFixture {
     int outside_subset = 0;  // committed tokens the drafts could not have proposed
     for (const std::string mode : {"dflash", "dscale"}) {
       for (const int32_t c : {1, 16}) {
-        const EngineConfig config{
-            .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
+        const EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                                  .max_running = c,
+                                  .inputs = {.predictor = &predictor}};
         const EngineRun run = RunPrompts(target_, &drafter, config, prompts, params);
         for (size_t i = 0; i < prompts.size(); ++i) {
           const std::vector<int32_t> want =

@@ -207,7 +207,8 @@ TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
   auto engine = Engine::Create(target_, &drafter, config).value();
   const Result<RequestId> too_big = engine->Submit(std::vector<int32_t>(200, 1), Greedy(16));
   EXPECT_EQ(too_big.status().code(), StatusCode::kOutOfRange);
-  EXPECT_NE(too_big.status().message().find("KV positions"), std::string::npos);
+  EXPECT_EQ(too_big.status().message().rfind("prompt: the KV cache holds ", 0), 0u)
+      << too_big.status().message();
 }
 
 // A request may fill the whole context, and max_running of them fit the cache sized for that
@@ -269,7 +270,10 @@ TEST_F(EngineTest, FullContextsFitACacheSizedForThemAndRunAtOnce) {
     const Status longer = engine->CheckRequest(prompts[0], {.max_tokens = 2});
     EXPECT_EQ(longer.code(), StatusCode::kOutOfRange) << mode;
     EXPECT_EQ(longer.message().rfind("max_tokens: ", 0), 0u) << longer.message();
-    EXPECT_NE(longer.message().find("exceeds the context length 80"), std::string::npos);
+    EXPECT_NE(longer.message().find("must be at most 1: the context length is 80 tokens"),
+              std::string::npos)
+        << longer.message();
+    EXPECT_EQ(longer.message().find("KV cache"), std::string::npos) << longer.message();
     const Status whole(engine->CheckRequest(std::vector<int32_t>(kContext, 1), {.max_tokens = 1}));
     EXPECT_EQ(whole.code(), StatusCode::kOutOfRange) << mode;
     EXPECT_EQ(whole.message().rfind("prompt: ", 0), 0u) << whole.message();
@@ -294,9 +298,11 @@ TEST_F(EngineTest, ASmallCacheBoundsOneRequestByWhatItHolds) {
     const Status over = engine->CheckRequest(prompt, {.max_tokens = max_tokens + 1});
     EXPECT_EQ(over.code(), StatusCode::kOutOfRange);
     EXPECT_EQ(over.message().rfind("max_tokens: ", 0), 0u) << over.message();
-    EXPECT_NE(over.message().find("more than the KV cache's 48"), std::string::npos)
+    EXPECT_NE(over.message().find("must be at most " + std::to_string(max_tokens) +
+                                  ": the KV cache holds 34 tokens (prompt + max_tokens) per "
+                                  "request, less than the context length"),
+              std::string::npos)
         << over.message();
-    EXPECT_NE(over.message().find("at most 34 per request"), std::string::npos) << over.message();
     const Status prompt_alone =
         engine->CheckRequest(std::vector<int32_t>(34, 1), {.max_tokens = 1});
     EXPECT_EQ(prompt_alone.message().rfind("prompt: ", 0), 0u) << prompt_alone.message();
@@ -375,7 +381,7 @@ TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency
       EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
                           .max_running = c,
                           .kv_dtype = kv,
-                          .predictor = &predictor_};
+                          .inputs = {.predictor = &predictor_}};
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, {.max_tokens = 24});
       EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "") << "c=" << c;
       EXPECT_EQ(run.free_pages_after, run.total_pages);
@@ -390,8 +396,9 @@ INSTANTIATE_TEST_SUITE_P(KvDtypes, DScaleEngineKvDtypeTest,
 TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
   const auto prompts = RandomPrompts(24, target_.config().vocab_size, 8);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/6);
-  EngineConfig config{
-      .policy = LengthPolicy::Parse("dscale").value(), .max_running = 16, .predictor = &predictor_};
+  EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
+                      .max_running = 16,
+                      .inputs = {.predictor = &predictor_}};
   auto engine = Engine::Create(target_, &planted, config).value();
   for (const auto& p : prompts) ASSERT_TRUE(engine->Submit(p, {.max_tokens = 30}).ok());
   int64_t steps_seen = 0;
@@ -448,11 +455,12 @@ TEST_P(Int8EngineTest, SpeculativeGreedyOutputEqualsPlainDecodingOfTheQuantisedT
                            Mode{"dscale", "auto", &planted}, Mode{"dspark", "0.5", &planted}}) {
     for (int32_t c : {1, 16}) {
       SCOPED_TRACE(::testing::Message() << mode.spec << " budget " << mode.budget << " c=" << c);
-      EngineConfig config{.policy = LengthPolicy::Parse(mode.spec).value(),
-                          .max_running = c,
-                          .predictor = &predictor,
-                          .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()};
-      if (config.policy.mode == SpecMode::kDSpark) config.sps_table = &sps;
+      EngineConfig config{
+          .policy = LengthPolicy::Parse(mode.spec).value(),
+          .max_running = c,
+          .inputs = {.predictor = &predictor,
+                     .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()}};
+      if (config.policy.mode == SpecMode::kDSpark) config.inputs.sps_table = &sps;
       const EngineRun run = RunPrompts(target, mode.drafter, config, prompts, {.max_tokens = 24});
       EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "");
       EXPECT_EQ(run.free_pages_after, run.total_pages);
@@ -492,8 +500,9 @@ TEST(Bf16ActivationsEngineTest, SpeculativeGreedyOutputEqualsPlainDecoding) {
   for (const auto& [mode, drafter] : modes) {
     for (int32_t c : {1, 16}) {
       SCOPED_TRACE(::testing::Message() << mode << " c=" << c);
-      EngineConfig config{
-          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor};
+      EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                          .max_running = c,
+                          .inputs = {.predictor = &predictor}};
       const EngineRun run = RunPrompts(target, drafter, config, prompts, {.max_tokens = 24});
       EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "");
       EXPECT_EQ(run.free_pages_after, run.total_pages);
@@ -507,9 +516,9 @@ TEST_F(DScaleEngineTest, NeedsAPredictorAndSixteenRowBlocks) {
       Engine::Create(target_, &planted, {.policy = LengthPolicy::Parse("dscale").value()});
   EXPECT_NE(no_predictor.status().message().find("--predictor"), std::string::npos);
   testing::PlantedDrafter short_block(target_, 8, 1);
-  const auto short_blocks =
-      Engine::Create(target_, &short_block,
-                     {.policy = LengthPolicy::Parse("dscale").value(), .predictor = &predictor_});
+  const auto short_blocks = Engine::Create(
+      target_, &short_block,
+      {.policy = LengthPolicy::Parse("dscale").value(), .inputs = {.predictor = &predictor_}});
   EXPECT_NE(short_blocks.status().message().find("block size 16"), std::string::npos);
 }
 

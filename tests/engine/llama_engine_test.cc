@@ -66,7 +66,7 @@ TEST_F(LlamaEngineTest, GreedyOutputEqualsPlainDecodingInEveryModeAndConcurrency
     for (int32_t c : {1, 16}) {
       EngineConfig config{
           .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .kv_dtype = kv};
-      if (config.policy.UsesPredictor()) config.predictor = &predictor_;
+      if (config.policy.UsesPredictor()) config.inputs.predictor = &predictor_;
       const EngineRun run =
           RunPrompts(target_, drafter, config, prompts,
                      {.max_tokens = 20, .stop_ids = target_.config().eos_token_ids});

@@ -72,8 +72,9 @@ TEST_F(LogprobsEngineTest, GreedyLogprobsAreTheTargetsInEveryModeAndConcurrency)
   GenerationParams params{.max_tokens = 12, .logprobs = {.enabled = true, .top = 5}};
   for (const char* mode : {"none", "dflash", "fixed:4", "dscale"}) {
     for (const int32_t c : {1, 4}) {
-      const EngineConfig config{
-          .policy = LengthPolicy::Parse(mode).value(), .max_running = c, .predictor = &predictor_};
+      const EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
+                                .max_running = c,
+                                .inputs = {.predictor = &predictor_}};
       Drafter* drafter = std::string(mode) == "none" ? nullptr : &planted;
       const EngineRun run = RunPrompts(target_, drafter, config, prompts, params);
       ExpectTargetLogprobs(target_, prompts, run, 5, 1.0,

@@ -67,7 +67,7 @@ TEST_F(PrefixCacheEngineTest, GreedyOutputsEqualTheUncachedEngineInEveryModeAndU
       EngineConfig config{.policy = LengthPolicy::Parse(mode).value(),
                           .max_running = 4,
                           .kv_tokens = kv_tokens,
-                          .predictor = &predictor_};
+                          .inputs = {.predictor = &predictor_}};
       const EngineRun plain = RunPrompts(target_, drafter, config, prompts, params);
       config.prefix_cache = true;
       const EngineRun cached = RunPrompts(target_, drafter, config, prompts, params);

@@ -92,13 +92,14 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
   std::unique_ptr<DFlashDrafter> random;
   if (proposer != Proposer::kPlanted) random = RandomDFlashProposer(target, proposer);
   Drafter& drafter = random ? static_cast<Drafter&>(*random) : planted;
-  EngineConfig engine_config{.policy = LengthPolicy::Parse(mode).value(),
-                             .max_running = 64,
-                             .verify_budget = budget::VerifyBudget::Parse(budget).value()};
+  EngineConfig engine_config{
+      .policy = LengthPolicy::Parse(mode).value(),
+      .max_running = 64,
+      .inputs = {.verify_budget = budget::VerifyBudget::Parse(budget).value()}};
   // Hardware on which verified rows and drafting cost nothing, so that auto and dspark verify
   // drafts: a flat steps-per-second table, planted flat step times.
   const budget::SpsTable sps{.tokens = {1, 1024}, .steps_per_second = {100, 100}};
-  if (engine_config.policy.mode == SpecMode::kDSpark) engine_config.sps_table = &sps;
+  if (engine_config.policy.mode == SpecMode::kDSpark) engine_config.inputs.sps_table = &sps;
   const budget::SimulatedPair free_rows{.verify_seconds = [](int64_t) { return 0.02; },
                                         .draft_seconds = [](int64_t) { return 0.0; }};
   const budget::PlantedStepTimes free_times(free_rows);
@@ -106,7 +107,7 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
   if (engine_config.policy.UsesPredictor()) {
     predictor = testing::RandomPredictor(config.hidden_size,
                                          random ? random->draft_vocab_size() : vocab, 4);
-    engine_config.predictor = &*predictor;
+    engine_config.inputs.predictor = &*predictor;
   }
   auto engine = Engine::Create(target, &drafter, engine_config, &free_times).value();
   for (int i = 0; i < kSamples; ++i) {

@@ -31,9 +31,9 @@ class VerifyBudgetEngineTest : public testing::EngineFixture {
   EngineConfig Config(const std::string& spec, const std::string& budget, int32_t c) {
     EngineConfig config{.policy = LengthPolicy::Parse(spec).value(),
                         .max_running = c,
-                        .predictor = &predictor_,
-                        .verify_budget = budget::VerifyBudget::Parse(budget).value()};
-    if (config.policy.mode == SpecMode::kDSpark) config.sps_table = &sps_;
+                        .inputs = {.predictor = &predictor_,
+                                   .verify_budget = budget::VerifyBudget::Parse(budget).value()}};
+    if (config.policy.mode == SpecMode::kDSpark) config.inputs.sps_table = &sps_;
     return config;
   }
 
@@ -193,11 +193,11 @@ TEST(SpsProfileTest, ProfilesTheVerifyForwardIntoAValidTable) {
 TEST_F(VerifyBudgetEngineTest, DSparkNeedsATableAndThePredictor) {
   testing::PlantedDrafter planted(target_, 16, 1);
   EngineConfig config = Config("dspark", "0.5", 4);
-  config.sps_table = nullptr;
+  config.inputs.sps_table = nullptr;
   EXPECT_NE(Engine::Create(target_, &planted, config).status().message().find("steps-per-second"),
             std::string::npos);
   config = Config("dspark", "0.5", 4);
-  config.predictor = nullptr;
+  config.inputs.predictor = nullptr;
   EXPECT_NE(Engine::Create(target_, &planted, config).status().message().find("--predictor"),
             std::string::npos);
 }

@@ -40,7 +40,7 @@ Run Generate(DecoderModel& target, DFlashDrafter* drafter, const std::string& po
   const int64_t vocab = target.config().vocab_size;
   EngineConfig config{.policy = LengthPolicy::Parse(policy).value(),
                       .max_running = concurrency,
-                      .predictor = predictor};
+                      .inputs = {.predictor = predictor}};
   config.on_step = [&](const StepRecord& step) {
     if (step.drafts == nullptr) return;
     const int32_t candidates = step.drafts->candidates;

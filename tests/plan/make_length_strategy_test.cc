@@ -26,9 +26,10 @@ TEST(MakeLengthStrategyTest, OneStrategyPerPolicy) {
   const dvl::Predictor predictor = plan_test::MakePredictor(1);
   const budget::SpsTable sps{.tokens = {1}, .steps_per_second = {10}};
   auto made = [&](const std::string& spec, bool automatic) {
-    PlannerConfig config{
-        .policy = Policy(spec), .block = 16, .predictor = &predictor, .sps_table = &sps};
-    config.verify_budget.automatic = automatic;
+    PlannerConfig config{.policy = Policy(spec),
+                         .block = 16,
+                         .inputs = {.predictor = &predictor, .sps_table = &sps}};
+    config.inputs.verify_budget.automatic = automatic;
     return std::move(MakeLengthStrategy(config).value());
   };
   EXPECT_NE(dynamic_cast<PlainStrategy*>(made("none", false).get()), nullptr);
@@ -42,13 +43,22 @@ TEST(MakeLengthStrategyTest, OneStrategyPerPolicy) {
 TEST(MakeLengthStrategyTest, RefusesMissingInputs) {
   const dvl::Predictor predictor = plan_test::MakePredictor(1);
   EXPECT_EQ(ErrorOf({.policy = Policy("dscale"), .block = 16}), "--spec dscale needs --predictor");
-  EXPECT_EQ(ErrorOf({.policy = Policy("dspark"), .block = 8, .predictor = &predictor}),
+  EXPECT_EQ(ErrorOf({.policy = Policy("dspark"), .block = 8, .inputs = {.predictor = &predictor}}),
             "--spec dspark needs a drafter with block size 16, got 8");
-  EXPECT_EQ(ErrorOf({.policy = Policy("dspark"), .block = 16, .predictor = &predictor}),
+  EXPECT_EQ(ErrorOf({.policy = Policy("dspark"), .block = 16, .inputs = {.predictor = &predictor}}),
             "--spec dspark needs a steps-per-second table (profiled at start-up, or "
             "--sps-table FILE)");
   EXPECT_EQ(ErrorOf({.policy = Policy("dflash"), .block = 16, .max_running = 0}),
             "max_running: must be at least 1");
+  // Every policy but none needs a drafter (block 0: none), and fixed:K one of at least K rows.
+  for (const char* spec : {"dflash", "fixed:4", "dscale", "dspark"}) {
+    EXPECT_EQ(ErrorOf({.policy = Policy(spec), .inputs = {.predictor = &predictor}}),
+              std::string("--spec ") + spec + " needs --drafter");
+  }
+  EXPECT_EQ(ErrorOf({.policy = Policy("fixed:12"), .block = 8}),
+            "--spec fixed:12: the drafter's block has only 8 rows");
+  EXPECT_TRUE(CheckPolicyInputs({.policy = Policy("fixed:8"), .block = 8}).ok());
+  EXPECT_TRUE(CheckPolicyInputs({.policy = Policy("none")}).ok());
 }
 
 }  // namespace

@@ -45,9 +45,10 @@ TEST(VerifyPlannerTest, DScalePackEqualsAllocateAndPack) {
   for (const int32_t n : {1, 3, 6, 13}) {
     const StepBatch blocks = MakeBlocks(std::vector<int32_t>(n, kW));
     const DraftOutput drafts = MakeDrafts(n, 31 + n);
-    PlannerConfig config{
-        .policy = LengthPolicy{.mode = SpecMode::kDScale}, .block = kW, .predictor = &predictor};
-    config.verify_budget.fraction = 0.4;
+    PlannerConfig config{.policy = LengthPolicy{.mode = SpecMode::kDScale},
+                         .block = kW,
+                         .inputs = {.predictor = &predictor}};
+    config.inputs.verify_budget.fraction = 0.4;
     VerifyPlanner planner = VerifyPlanner::Create(config).value();
     const StepBatch* planned = planner.Plan(blocks, drafts).value();
 
@@ -88,7 +89,7 @@ TEST(VerifyPlannerTest, RefusesACapacityAboveTheBlock) {
   const Result<VerifyPlanner> planner =
       VerifyPlanner::Create({.policy = LengthPolicy::Parse("fixed:8").value(), .block = 4});
   ASSERT_FALSE(planner.ok());
-  EXPECT_NE(planner.status().message().find("--verify-budget"), std::string::npos);
+  EXPECT_EQ(planner.status().message(), "--spec fixed:8: the drafter's block has only 4 rows");
 }
 
 }  // namespace

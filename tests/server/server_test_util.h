@@ -23,6 +23,7 @@ inline const Tokenizer& ServerTokenizer() {
 inline ModelInfo TinyModelInfo() {
   return {.name = "tiny",
           .context_length = 64,
+          .max_request_tokens = 64,
           .default_max_tokens = 16,
           .stop_ids = {509},
           .chat_stop_ids = {509, 507}};

@@ -74,6 +74,9 @@ TEST(Llama3ChatTemplateTest, TheTokenizerChoosesTheFormat) {
   Result<Tokenizer> qwen = Tokenizer::Load(testing::kQwen3TokenizerDir);
   ASSERT_TRUE(qwen.ok()) << qwen.status().ToString();
   EXPECT_EQ(ChatFormatOf(*qwen), ChatFormat::kQwen3);
+  // Its end-of-turn tokens: <|im_end|> and <|endoftext|>, as the tokenizer numbers them.
+  EXPECT_EQ(EndOfTurnTokenIds(*qwen), (std::vector<int32_t>{*qwen->AddedTokenId("<|im_end|>"),
+                                                            *qwen->AddedTokenId("<|endoftext|>")}));
   BpeVocab vocab;
   for (int b = 0; b < 256; ++b) {
     std::string spelled;
@@ -89,6 +92,8 @@ TEST(Llama3ChatTemplateTest, TheTokenizerChoosesTheFormat) {
   Result<Tokenizer> llama = Tokenizer::FromVocab(vocab);
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
   EXPECT_EQ(ChatFormatOf(*llama), ChatFormat::kLlama3);
+  EXPECT_EQ(EndOfTurnTokenIds(*llama), std::vector<int32_t>{259});  // no <|eom_id|> here
+  EXPECT_EQ(TraitsOf(ChatFormat::kLlama3).name, "llama3");
   const std::vector<int32_t> ids =
       testing::EncodeOrDie(*llama, Render({{"user", "Hi"}}, {.add_generation_prompt = false}));
   EXPECT_EQ(ids.front(), 256);

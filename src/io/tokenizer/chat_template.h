@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "io/tokenizer/chat_format.h"
 
 namespace dscale {
 
@@ -50,12 +51,7 @@ Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages
 Result<std::string> ApplyLlama3ChatTemplate(std::span<const ChatMessage> messages,
                                             const ChatTemplateOptions& options = {});
 
-enum class ChatFormat { kQwen3, kLlama3 };
-
-class Tokenizer;
-// The format a checkpoint's tokenizer speaks: Llama 3's when it has the added tokens
-// <|start_header_id|>, <|end_header_id|> and <|eot_id|>, Qwen3's otherwise.
-ChatFormat ChatFormatOf(const Tokenizer& tokenizer);
+// `format`'s template (ChatFormatOf, chat_format.h, says which a tokenizer speaks).
 Result<std::string> ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,
                                       const ChatTemplateOptions& options = {});
 

@@ -82,13 +82,6 @@ Result<std::string> ApplyLlama3ChatTemplate(std::span<const ChatMessage> message
   return out;
 }
 
-ChatFormat ChatFormatOf(const Tokenizer& tokenizer) {
-  const bool llama3 = tokenizer.AddedTokenId("<|start_header_id|>").has_value() &&
-                      tokenizer.AddedTokenId("<|end_header_id|>").has_value() &&
-                      tokenizer.AddedTokenId("<|eot_id|>").has_value();
-  return llama3 ? ChatFormat::kLlama3 : ChatFormat::kQwen3;
-}
-
 Result<std::string> ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,
                                       const ChatTemplateOptions& options) {
   return format == ChatFormat::kLlama3 ? ApplyLlama3ChatTemplate(messages, options)

@@ -308,7 +308,7 @@ TEST(LifecycleTest, CapacityItCannotServeIsRefusedBeforeListening) {
       {{"--http-threads", "1000000"}, "--http-threads: Value 1000000 not in range"},
       {{"--max-queue", "2147483647"}, "--max-queue: Value 2147483647 not in range"},
       {{"--kv-tokens", "16"}, "could not run even a one-token prompt"},
-      {{"--default-max-tokens", "100000"}, "exceeds the context length"},
+      {{"--default-max-tokens", "100000"}, "must be at most 4095: the context length is 4096"},
   };
   for (const auto& [flags, message] : cases) {
     auto server = ServerProcess::Spawn(flags, 30s);

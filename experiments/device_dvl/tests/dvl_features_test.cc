@@ -33,7 +33,7 @@
 //   dot product (within γ_1736 of exact on each side), ReLU is 1-Lipschitz, and each output is
 //   a length-65 dot product of the hidden vector; the bound adds both effects in double.
 
-#include "kernels/cuda/dvl_features.h"
+#include "device_dvl/dvl_features.h"
 
 #include <gtest/gtest.h>
 
@@ -47,9 +47,9 @@
 #include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
+#include "device_dvl/dvl_predictor.h"
 #include "dvl/features.h"
 #include "dvl/predictor.h"
-#include "kernels/cuda/dvl_predictor.h"
 #include "kernels/kernel_test_util.h"
 
 namespace dscale {

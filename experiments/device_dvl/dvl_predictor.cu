@@ -2,8 +2,8 @@
 
 #include "core/check.h"
 #include "core/dvl_shapes.h"
+#include "device_dvl/dvl_predictor.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/dvl_predictor.h"
 
 namespace dscale::cuda {
 namespace {

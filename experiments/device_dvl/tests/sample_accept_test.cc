@@ -12,7 +12,7 @@
 // sums can differ by), reports how many there were, skips only those requests' outcomes, and
 // fails if they are not rare. Everything else must match exactly.
 
-#include "kernels/cuda/sample_accept.h"
+#include "device_dvl/sample_accept.h"
 
 #include <gtest/gtest.h>
 

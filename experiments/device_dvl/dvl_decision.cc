@@ -1,10 +1,10 @@
-#include "kernels/cuda/dvl_decision.h"
+#include "device_dvl/dvl_decision.h"
 
 #include "core/check.h"
 #include "core/dvl_shapes.h"
-#include "kernels/cuda/dvl_allocator.h"
-#include "kernels/cuda/dvl_features.h"
-#include "kernels/cuda/dvl_predictor.h"
+#include "device_dvl/dvl_allocator.h"
+#include "device_dvl/dvl_features.h"
+#include "device_dvl/dvl_predictor.h"
 
 namespace dscale::cuda {
 

@@ -10,7 +10,8 @@
 //
 // Three kernels, nothing atomic: a step's features are the same bits eagerly or replayed from a
 // graph. The top logit and its 15 gaps equal the CPU's bits; the rest is within the bounds
-// stated in tests/cuda/dvl_features_test.cc (the kernels and the reasons: dvl_features.cu).
+// stated in experiments/device_dvl/tests/dvl_features_test.cc (the kernels and the reasons:
+// dvl_features.cu).
 
 #include <cuda_runtime_api.h>
 

@@ -16,15 +16,15 @@
 // and the CPU's float-lane partial sums: a few parts in 10⁶ of (1 + |value|). Each projection
 // is within γ_514·Σ_r|(x_r − mean)·p_r| of the exact centred product; the CPU's (one uncentred
 // BLAS product, then − mean·(1ᵀP)) carries the rounding of a length-V float product instead.
-// tests/cuda/dvl_features_test.cc states the bounds.
+// experiments/device_dvl/tests/dvl_features_test.cc states the bounds.
 
 #include <cstdint>
 #include <limits>
 
 #include "core/check.h"
 #include "core/dvl_shapes.h"
+#include "device_dvl/dvl_features.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/dvl_features.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace dscale::cuda {

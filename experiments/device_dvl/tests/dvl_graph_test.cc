@@ -19,10 +19,10 @@
 #include "core/dvl_shapes.h"
 #include "cuda/cuda_test_util.h"
 #include "cuda/dvl_test_util.h"
+#include "device_dvl/dvl_decision.h"
+#include "device_dvl/dvl_features.h"
 #include "dvl/budget_allocator.h"
 #include "dvl/flat_pack.h"
-#include "kernels/cuda/dvl_decision.h"
-#include "kernels/cuda/dvl_features.h"
 #include "kernels/cuda/graph.h"
 #include "kernels/kernel_test_util.h"
 

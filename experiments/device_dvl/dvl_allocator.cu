@@ -12,8 +12,8 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "device_dvl/dvl_allocator.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/dvl_allocator.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace dscale::cuda {

@@ -8,7 +8,7 @@
 // placeholders included. From logits, q itself passes through expf and may differ in the last
 // bits; that case is tested separately, on inputs where such noise cannot decide a comparison.
 
-#include "kernels/cuda/dvl_allocator.h"
+#include "device_dvl/dvl_allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -24,9 +24,9 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "core/check.h"
+#include "device_dvl/sample_accept.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/reduce.cuh"
-#include "kernels/cuda/sample_accept.h"
 
 namespace dscale::cuda {
 namespace {

@@ -1,0 +1,35 @@
+#pragma once
+// The chat formats dscale speaks, described once: the added tokens that identify a tokenizer as
+// speaking a format (ChatFormatOf) and the tokens that end an assistant's turn in it (a chat
+// request's stop tokens, EndOfTurnTokenIds). A new family's format is one more entry in
+// chat_format.cc's table, beside its template (chat_template.h).
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace dscale {
+
+enum class ChatFormat { kQwen3, kLlama3 };
+
+struct ChatFormatTraits {
+  ChatFormat format;
+  std::string_view name;
+  // Added tokens a tokenizer has only in this format; empty: the format of a tokenizer that has
+  // no other's (Qwen3's ChatML).
+  std::span<const std::string_view> identifying_tokens;
+  // Added tokens after which the assistant's turn is over (end of turn, end of text, end of a
+  // tool call message).
+  std::span<const std::string_view> end_of_turn_tokens;
+};
+
+const ChatFormatTraits& TraitsOf(ChatFormat format);
+
+class Tokenizer;
+// The format whose identifying tokens `tokenizer` has (all of them), else the default one.
+ChatFormat ChatFormatOf(const Tokenizer& tokenizer);
+// The ids of its format's end-of-turn tokens that `tokenizer` has, in the table's order.
+std::vector<int32_t> EndOfTurnTokenIds(const Tokenizer& tokenizer);
+
+}  // namespace dscale
