@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16_amx.h"
+#include "kernels/cpu/isa_targets.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
@@ -123,10 +124,8 @@ constexpr int64_t kSingleStreamInputBytes = 16 << 10;
 
 // ---- AVX2 + FMA: 8 lanes, tiles of 3 outputs × up to 4 rows.
 
-// Compiled for AVX2 + FMA whatever the build's baseline (sanitizer and debug builds target plain
-// x86-64); called only where the CPU has them.
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
-
+// Compiled for AVX2 + FMA whatever the build's baseline (isa_targets.h); called only where the
+// CPU has them.
 DSCALE_AVX2 inline __m256 LoadBf16x8(const uint16_t* p) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
@@ -252,7 +251,6 @@ DSCALE_AVX2 void RoundWideAvx2(const float* src, int64_t n, float* dst) {
 // ---- AVX-512: 16 lanes; tiles of 4 outputs × up to 6 rows (24 accumulators of the 32
 // registers).
 
-#define DSCALE_AVX512 __attribute__((target("avx512f,avx512bw")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
@@ -389,8 +387,6 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const W* w, float* y, int64_t row
 // rows, one output per pass for one or two rows of short inputs), the activations already
 // rounded to BF16 bits.
 
-#define DSCALE_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
-
 DSCALE_AVX512BF16 inline __m512bh LoadBh(const uint16_t* p) {
   return __builtin_bit_cast(__m512bh, _mm512_loadu_si512(p));
 }
@@ -478,8 +474,6 @@ DSCALE_AVX512BF16 void TiledDot(const uint16_t* x, const uint16_t* w, float* y, 
   }
 }
 
-#undef DSCALE_AVX512BF16
-
 // BF16 rounding to nearest even, as F32ToBf16 (core/dtype.h) does it, 16 values at a time: the
 // bits of each BF16 value in the low half of a 32-bit lane.
 DSCALE_AVX512 inline __m512i RoundBf16x16(const float* p) {
@@ -511,7 +505,6 @@ DSCALE_AVX512 void RoundWideAvx512(const float* src, int64_t n, float* dst) {
 }
 
 #pragma GCC diagnostic pop
-#undef DSCALE_AVX512
 
 template <typename W>
 using TiledFn = void (*)(const float*, const W*, float*, int64_t, int64_t, int64_t, bool, int64_t,
@@ -587,8 +580,6 @@ void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, in
   }
 }
 
-#undef DSCALE_AVX2
-
 void RoundWidePortable(const float* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = Bf16Bits(F32ToBf16(src[i]));
 }
@@ -622,7 +613,7 @@ Bf16Isa FmaIsaOf(Bf16DotIsa isa) {
 }
 
 const std::vector<Bf16DotIsa>& DotIsas() {
-  static const std::vector<Bf16DotIsa> isas = SupportedBf16DotIsas(CpuIsaCapFromEnvironment());
+  static const std::vector<Bf16DotIsa> isas = SupportedBf16DotIsas(CpuFeaturesInUse());
   return isas;
 }
 
@@ -694,14 +685,18 @@ std::string_view Bf16DotIsaName(Bf16DotIsa isa) {
 std::vector<Bf16DotIsa> SupportedBf16DotIsas() { return DotIsas(); }
 
 std::vector<Bf16DotIsa> SupportedBf16DotIsas(CpuIsaCap cap) {
+  return SupportedBf16DotIsas(CpuFeaturesFor(cap));
+}
+
+std::vector<Bf16DotIsa> SupportedBf16DotIsas(const CpuFeatures& features) {
   std::vector<Bf16DotIsa> found;
-  for (const Bf16Isa isa : SupportedBf16Isas(cap)) {
+  for (const Bf16Isa isa : SupportedBf16Isas(features)) {
     found.push_back(isa == Bf16Isa::kAvx512 ? Bf16DotIsa::kAvx512
                     : isa == Bf16Isa::kAvx2 ? Bf16DotIsa::kAvx2
                                             : Bf16DotIsa::kPortable);
   }
-  if (HasAvx512Bf16(cap)) found.push_back(Bf16DotIsa::kAvx512Bf16);
-  if (HasAvx512Bf16(cap) && HasAmxBf16(cap)) found.push_back(Bf16DotIsa::kAmx);
+  if (HasAvx512Bf16(features)) found.push_back(Bf16DotIsa::kAvx512Bf16);
+  if (HasAvx512Bf16(features) && HasAmxBf16(features)) found.push_back(Bf16DotIsa::kAmx);
   return found;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -22,8 +23,6 @@ constexpr int64_t kTileRows = 16;
 constexpr int64_t kTilePairs = kTileInputs / 2;
 // Below this many weights a call runs on one thread (as the other BF16 paths).
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
-
-#define DSCALE_AMX __attribute__((target("amx-tile,amx-bf16")))
 
 // The tiles of a call with `cols` activation rows per tile, in ldtilecfg's 64-byte layout: the
 // sums in tmm0, the weights in tmm1 and tmm2 in turn, the activations in tmm3 and tmm4 in turn.
@@ -104,8 +103,8 @@ inline void PrefetchStep(const uint16_t* rows, int64_t in, int64_t step) {
 // The sum tile of one output tile's weight rows and one activation tile `b`, every input step in
 // order, into scratch.sums. (The tile intrinsics name registers by literal numbers: even steps use
 // tmm1 and tmm3, odd steps tmm2 and tmm4, so a step's loads need not wait for the last product.)
-DSCALE_AMX void MultiplyTile(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
-                             AmxScratch& scratch) {
+DSCALE_AMX_BF16 void MultiplyTile(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
+                                  AmxScratch& scratch) {
   const int64_t a_stride = call.in * 2;
   const int64_t b_stride = call.cols * 4;
   const int64_t b_step = kTilePairs * call.cols;
@@ -160,8 +159,7 @@ void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
 // A whole activation tile (16 rows of `in` BF16 values from x) into its packed tile `dst`:
 // dst[j · 16 + c] = row c's pair j, each pair j's 16 rows gathered at once (AVX-512, which every
 // AMX CPU has). Past the last pair `dst` stays as the caller zeroed it.
-__attribute__((target("avx512f"))) void PackWholeTile(const uint16_t* x, int64_t in,
-                                                      uint32_t* dst) {
+DSCALE_AVX512 void PackWholeTile(const uint16_t* x, int64_t in, uint32_t* dst) {
   const __m512i row_bytes =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(in * 2)));
@@ -209,11 +207,13 @@ thread_local std::vector<uint32_t> packed_activations;
 }  // namespace
 
 bool HasAmxBf16() {
-  static const bool has = HasAmxBf16(CpuIsaCapFromEnvironment());
+  static const bool has = HasAmxBf16(CpuFeaturesInUse());
   return has;
 }
 
-bool HasAmxBf16(CpuIsaCap cap) { return HasAmxBf16Tiles(cap); }
+bool HasAmxBf16(CpuIsaCap cap) { return HasAmxBf16(CpuFeaturesFor(cap)); }
+
+bool HasAmxBf16(const CpuFeatures& features) { return features.amx_bf16; }
 
 void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
                    int64_t out, bool accumulate, int64_t ldy) {

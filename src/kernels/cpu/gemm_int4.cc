@@ -26,6 +26,7 @@
 #include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -63,7 +64,7 @@ void UnpackGroupPortable(const uint8_t* src, int64_t n, int8_t* dst) {
   }
 }
 
-__attribute__((target("avx2"))) void UnpackRowAvx2(const uint8_t* src, int64_t in, int8_t* dst) {
+DSCALE_AVX2 void UnpackRowAvx2(const uint8_t* src, int64_t in, int8_t* dst) {
   const int64_t full = in / kGroup;
   const __m128i low_nibbles = _mm_set1_epi8(0x0f);
   const __m256i offset = _mm256_set1_epi8(8);
@@ -79,7 +80,6 @@ __attribute__((target("avx2"))) void UnpackRowAvx2(const uint8_t* src, int64_t i
   }
 }
 
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
 
 // A group's 16 packed bytes as 32 unsigned values q + 8, in input order.
@@ -159,7 +159,6 @@ DSCALE_AVX2 void FusedOutputsAvx2(const Int8ActivationRows& xq, const uint8_t* w
 }
 
 #undef DSCALE_UNROLL
-#undef DSCALE_AVX2
 
 template <int kRows>
 void FusedRows(const Int8ActivationRows& xq, const uint8_t* w4, const Int8Scale* scales, int64_t in,

@@ -41,6 +41,7 @@
 #include "core/check.h"
 #include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa_targets.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
@@ -148,8 +149,6 @@ void TiledPortable(const float* x, const int8_t* w, const Int8Scale* scales, flo
 
 // ---- AVX2 + FMA: 8 lanes. Tiles of 4 outputs × 2 rows, and 2 outputs × 6 rows from 6 rows on
 // (LinearBf16's AVX2 shapes); an odd last row in tiles of 8 outputs × 1 row.
-
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
 // 8 weights from p, sign-extended and converted.
 DSCALE_AVX2 inline __m256 WidenInt8x8(const int8_t* p) {
@@ -290,7 +289,6 @@ DSCALE_AVX2 void TiledAvx2(const float* x, const int8_t* w, const Int8Scale* sca
 // ---- AVX-512: 16 lanes; tiles of 4 outputs × 2, 4 or 6 rows (up to 24 accumulators of the 32
 // registers), and an odd last row in tiles of 8 outputs × 1 row.
 
-#define DSCALE_AVX512 __attribute__((target("avx512f,avx512bw")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
@@ -433,7 +431,6 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const Int8Scale*
 }
 
 #pragma GCC diagnostic pop
-#undef DSCALE_AVX512
 
 using TiledFn = void (*)(const float*, const int8_t*, const Int8Scale*, float*, int64_t, int64_t,
                          int64_t, bool, int64_t, int64_t);
@@ -484,8 +481,6 @@ void DequantizeRowPortable(const int8_t* w, const Int8Scale* s, int64_t in, floa
   for (int64_t k = 0; k < in; ++k)
     dst[k] = static_cast<float>(w[k]) * Int8ScaleValue(s[k / kInt8GroupSize]);
 }
-
-#undef DSCALE_AVX2
 
 void DequantizeAndSgemm(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                         int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {

@@ -24,7 +24,6 @@
 // produce −128, |x| ≤ 127 and |sign(x)·w| ≤ 127, so a pair sums to at most 2 · 127 · 127 =
 // 32,258 < 32,767: vpmaddubsw never saturates, and vpmaddwd by ones widens the pairs exactly.
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,6 +36,7 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -92,8 +92,6 @@ inline int32_t Load32(const int8_t* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
 // The quantised activations of a call (gemm_int8.h).
 using QuantRows = Int8ActivationRows;
@@ -385,8 +383,6 @@ DSCALE_AVX2 void FewRowsAvx2(const QuantRows& xq, const Panel& p, float* acc) {
 
 // ---- AVX-VNNI: 256-bit vpdpbusd on the offset weights.
 
-#define DSCALE_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
-
 template <int kRows>
 DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
                                 const int8_t* packed, const float* ps, float* acc, bool first) {
@@ -417,11 +413,8 @@ DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int
   for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(acc + r * kLanes256, a[r]);
 }
 
-#undef DSCALE_AVXVNNI
-
 // ---- AVX512-VNNI: 16 outputs, 512-bit vpdpbusd on the offset weights.
 
-#define DSCALE_VNNI512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
@@ -434,8 +427,8 @@ DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int
 // every row in vector s, lane l = row l. Rows pair up as (0, 4), (1, 5), (2, 6), (3, 7),
 // (8, 12), … in the 256-bit halves, so that after the 8 × 8 transposes within the halves the
 // final 128-bit shuffles leave the lanes in row order.
-DSCALE_VNNI512 inline void Transpose16(const int8_t* src, int64_t in, __m512i out[kSteps]) {
-  const auto row = [&](int l) DSCALE_VNNI512 {
+DSCALE_AVX512VNNI inline void Transpose16(const int8_t* src, int64_t in, __m512i out[kSteps]) {
+  const auto row = [&](int l) DSCALE_AVX512VNNI {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + l * in));
   };
   static constexpr int kLow[8] = {0, 1, 2, 3, 8, 9, 10, 11};
@@ -465,8 +458,8 @@ DSCALE_VNNI512 inline void Transpose16(const int8_t* src, int64_t in, __m512i ou
   }
 }
 
-DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
-                                 float* dst_scales) {
+DSCALE_AVX512VNNI void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
+                                    float* dst_scales) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t j = 0; j < ng; ++j) {
     const int64_t g = g0 + j;
@@ -489,7 +482,7 @@ DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t*
 // to f32: one 32-bit gather at 2-byte steps reads each scale with the next one in its upper half,
 // which the shift drops. Lane 15's read passes the panel's last scale by one element, which only
 // a panel with rows after it may do; the last panel widens its scales one by one.
-DSCALE_VNNI512 inline __m512 PanelScales512(const Panel& p, int64_t g, __m512i idx) {
+DSCALE_AVX512VNNI inline __m512 PanelScales512(const Panel& p, int64_t g, __m512i idx) {
   if (!p.scales_follow && g + 1 == p.groups) {
     alignas(64) float dw[kLanes512];
     WidenPanelScales<kLanes512>(p, g, dw);
@@ -502,9 +495,10 @@ DSCALE_VNNI512 inline __m512 PanelScales512(const Panel& p, int64_t g, __m512i i
 // Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed (offset) weights are
 // wv and scales dw: a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
 template <int kRows>
-[[gnu::always_inline]] DSCALE_VNNI512 inline void GroupVnni512(const QuantRows& xq, int64_t r0,
-                                                               int64_t g, const __m512i wv[kSteps],
-                                                               __m512 dw, __m512 a[kRows]) {
+[[gnu::always_inline]] DSCALE_AVX512VNNI inline void GroupVnni512(const QuantRows& xq, int64_t r0,
+                                                                  int64_t g,
+                                                                  const __m512i wv[kSteps],
+                                                                  __m512 dw, __m512 a[kRows]) {
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int64_t row = r0 + r;
@@ -524,8 +518,8 @@ template <int kRows>
 }
 
 template <int kRows>
-DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
-                                const int8_t* packed, const float* ps, float* acc, bool first) {
+DSCALE_AVX512VNNI void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                                   const int8_t* packed, const float* ps, float* acc, bool first) {
   __m512 a[kRows];
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
@@ -544,10 +538,10 @@ DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int
 
 // All rows (kRows ≤ kMaxTileRows512, one tile) against a whole panel of 16 outputs, each group
 // transposed in registers and used at once: with one tile there is nothing to share a pack
-// with, and storing and reloading it cost a decode row 20% (one thread, Qwen3-1.7B gate/up).
+// with, and storing and reloading it slowed a decode row (docs/BENCHMARKS.md).
 // The same terms in the same order as the packed path.
 template <int kRows>
-DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
+DSCALE_AVX512VNNI void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
@@ -578,7 +572,6 @@ DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* 
 }
 
 #pragma GCC diagnostic pop
-#undef DSCALE_VNNI512
 
 // ---- One panel of outputs for every row, any packed variant.
 
@@ -701,7 +694,7 @@ void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w,
 }
 
 const std::vector<Int8DotIsa>& DotIsas() {
-  static const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas(CpuIsaCapFromEnvironment());
+  static const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas(CpuFeaturesInUse());
   return isas;
 }
 
@@ -715,8 +708,6 @@ void CheckDotIsaSupported(Int8DotIsa isa) {
 thread_local std::vector<int8_t> quant_values;
 thread_local std::vector<float> quant_scales;
 thread_local std::vector<int32_t> quant_sums;
-
-#undef DSCALE_AVX2
 
 }  // namespace
 
@@ -748,32 +739,17 @@ std::string_view Int8DotIsaName(Int8DotIsa isa) {
 
 std::vector<Int8DotIsa> SupportedInt8DotIsas() { return DotIsas(); }
 
-// AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4. Read here rather than through
-// __builtin_cpu_supports("avxvnni"), a name GCC 12 knows and Clang 14 does not. Its YMM state is
-// the OS's AVX support, which the AVX2 variant's detection has already required.
-namespace {
-
-bool CpuHasAvxVnni() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
-  return ((eax >> 4) & 1u) != 0;
+std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
+  return SupportedInt8DotIsas(CpuFeaturesFor(cap));
 }
 
-}  // namespace
-
-std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
+std::vector<Int8DotIsa> SupportedInt8DotIsas(const CpuFeatures& features) {
   std::vector<Int8DotIsa> found = {Int8DotIsa::kPortable};
-  const std::vector<Bf16Isa> fma = SupportedBf16Isas(cap);
-  if (std::find(fma.begin(), fma.end(), Bf16Isa::kAvx2) == fma.end()) return found;
+  if (!features.Avx2Fma()) return found;
   found.push_back(Int8DotIsa::kAvx2);
-  if (!CpuIsaCapAllows(cap, CpuIsaCap::kAvx512)) return found;
-  __builtin_cpu_init();
-  if (CpuHasAvxVnni()) found.push_back(Int8DotIsa::kAvxVnni);
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vnni")) {
-    found.push_back(Int8DotIsa::kAvx512Vnni);
-  }
-  if (HasAmxInt8(cap)) found.push_back(Int8DotIsa::kAmx);
+  if (features.avx_vnni) found.push_back(Int8DotIsa::kAvxVnni);
+  if (features.Avx512() && features.avx512_vnni) found.push_back(Int8DotIsa::kAvx512Vnni);
+  if (HasAmxInt8(features)) found.push_back(Int8DotIsa::kAmx);
   return found;
 }
 
