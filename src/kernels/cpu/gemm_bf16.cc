@@ -35,8 +35,7 @@ constexpr int64_t kPanelBytes = int64_t{8} << 20;
 // How far ahead of its loads a tile prefetches each weight row: memory-mapped checkpoint pages
 // are 4 KiB, so the hardware prefetchers stop at every page boundary and the weight streams need
 // the help to stay at memory bandwidth. A tile of one output is a thread's only stream and goes
-// further ahead (2 KiB read 0.97-1.0 of the read bandwidth where 1 KiB read 0.92-0.95; Qwen3
-// widths, 2 threads, AMD EPYC).
+// further ahead (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kPrefetchBytes = 1024;
 constexpr int64_t kSingleStreamPrefetchBytes = 2048;
 
@@ -115,11 +114,9 @@ void TiledPortable(const float* x, const W* w, float* y, int64_t rows, int64_t i
 
 // Input bytes up to which one or two rows take the outputs one at a time. Each thread then reads
 // its weights as one sequential stream, which the hardware prefetchers follow better than four
-// interleaved rows: Qwen3 widths, 2 threads, AMD EPYC, one row at in 1,024-4,096 read 1.1-1.2×
-// as fast, two rows at 1,024 1.2× and at 2,048 the same. Past this the inputs no longer sit in
-// L1 beside the stream and one output per pass re-reads them from L2 for every output (one row at
-// 12,288: 0.87×; two rows at 4,096: 0.87×). The AVX2 tiles take the same rule (an AVX2-only
-// EPYC, one request's 1.7B decode step: 262 ms against 270, medians of four alternating runs).
+// interleaved rows. Past this the inputs no longer sit in L1 beside the stream and one output per
+// pass re-reads them from L2 for every output. The AVX2 tiles take the same rule (the runs:
+// docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kSingleStreamInputBytes = 16 << 10;
 
 // ---- AVX2 + FMA: 8 lanes, tiles of 3 outputs × up to 4 rows.
@@ -538,9 +535,8 @@ void RunTiled(Bf16Isa isa, const float* x, const W* w, float* y, int64_t rows, i
     float* yb = y + r0 * ldy;
     // Chunks of groups taken as the threads come free rather than halves fixed in advance: on a
     // shared 2-vCPU guest one thread is often held up, and a static split makes the other wait
-    // at the join (one request on the AVX2-only EPYC of docs/BENCHMARKS.md: 231-235 ms a 1.7B
-    // decode step against 248 static, medians of six alternating runs). Which thread computes
-    // an output never changes its bits.
+    // at the join (docs/BENCHMARKS.md, "An AVX2-only CPU"). Which thread computes an output never
+    // changes its bits.
 #pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)
     for (int64_t g = 0; g < groups; ++g) {
       fn(xb, w, yb, n, in, ldy, accumulate, g * group, std::min(out, (g + 1) * group));

@@ -28,13 +28,9 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // sums in tmm0, the weights in tmm1 and tmm2 in turn, the activations in tmm3 and tmm4 in turn.
 //
 // One output tile at a time, one sum: a thread streams 16 weight rows, fetched a few steps ahead
-// (kPrefetchSteps, below). Sharing each activation tile among 2 or 4 output tiles (2 or 4 sums, 32
-// or 64 weight streams) read 0.75 and 0.55 of the bandwidth at one row and gained nothing at 16
-// (Qwen3-1.7B's down projection, 2 threads, Xeon with AMX). Weights repacked at load into tile
-// order (each 16 × 32 tile contiguous, 2 or 4 output tiles per activation tile) ran 16
-// rows 1.3-1.8× faster while the matrix sat in L3, and no faster streaming 600 MB of Qwen3-1.7B
-// gate/up and down matrices from memory, where decoding reads its weights: not worth a second copy
-// of the weights.
+// (kPrefetchSteps, below), and the weights are read in place, in the checkpoint's layout (sharing
+// activation tiles among more output tiles, and weights repacked into tile order, gained nothing
+// streaming from memory: docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 TileConfig ConfigFor(int64_t cols) {
   TileConfig config;
   const auto activation_bytes = static_cast<int>(cols * 4);
@@ -88,8 +84,7 @@ void FillTail(const AmxCall& call, const uint16_t* rows, AmxScratch& scratch) {
 // Input steps ahead of the product whose weights MultiplyTile asks the cache for. A tile load
 // names 16 rows `in` apart and the next load cannot start until the product before it has read
 // its registers, so without help each step waits for memory; fetching the rows' lines a few steps
-// early keeps them in flight (measured on an AMX Xeon streaming the Qwen3-1.7B down projection and
-// LM head from memory, 16 rows: 8-19% faster than without, in every paired run; 1 row a little).
+// early keeps them in flight (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kPrefetchSteps = 4;
 
 // Asks for the 16 weight rows' 64 bytes of input step `step` (a hint: no fault, no effect on y).

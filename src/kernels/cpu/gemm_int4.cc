@@ -41,9 +41,8 @@ constexpr int64_t kChunkAlign = 16;
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 
 // Calls of at most this many rows with int8 activations run the fused kernel where the CPU has
-// AVX2. 100 MB of 4-bit weights (2,048 inputs), 2 threads, the 2-vCPU EPYC (Zen 3) of
-// docs/BENCHMARKS.md: fused 6 rows 16.3-16.6 ms against 22.2 unpacked, 7 rows 18.5-18.8 against
-// 19.3-19.4, 8 rows 21.9-30.4 (its accumulators spill) against 20.1-24.0.
+// AVX2; at 8 rows its accumulators spill and unpacking is ahead (docs/BENCHMARKS.md,
+// "Measurements behind the kernels' constants").
 constexpr int kFusedMaxRows = 7;
 // How far ahead of its loads the fused kernel prefetches its stream (the int8 one-output kernel
 // fetches 4 KiB ahead, the same number of weights).

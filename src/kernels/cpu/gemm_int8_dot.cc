@@ -57,19 +57,13 @@ constexpr int64_t kPackGroups = 32;
 // Rows per tile at most (more rows go in the fewest tiles of heights differing by at most one),
 // accumulators in registers: the 256-bit variants' tiles hold 8 (of 16 registers), the AVX-512
 // ones 16 (of 32, beside a group's weight vectors, a few spilled), so a verified block of up to
-// 16 rows runs in one unpacked pass, each group transposed once: 16 rows 1.12× and 12 rows 1.15×
-// faster than packing for two tiles (2 threads, 600 MB of Qwen3-1.7B gate/up matrices,
-// alternating calls).
+// 16 rows runs in one unpacked pass, each group transposed once (faster than packing for two
+// tiles: docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int kMaxTileRows256 = 8;
 // Calls of at most this many rows run the AVX2 variant on the weights as they lie, one output at
-// a time (FewRowsAvx2); more pack them. One Qwen3-1.7B layer's projections, 2 threads, the
-// 2-vCPU EPYC (Zen 3) of docs/BENCHMARKS.md, two runs each: 1 row 3.4-4.0 ms against 5.7-6.1
-// packed, 4 rows 5.9-7.6 against 7.3-8.7, 6 rows 9.4-9.9 against 10.0-10.7; at 8 rows packing
-// is ahead (11.2-11.4 against 13.0-13.5). Since the packer fetches the next panel in memory
-// order (PrefetchNextPanel), 6 rows pack: the whole int8 forward at the Qwen3-1.7B shape
-// (`row_cost_bench --weights int8 --rows 6`, three runs each, alternating) 289-309 ms against
-// 321-372 one output at a time; with 100 MB of weights, 4 rows one output at a time are still
-// ahead (medians of five, 13.9 ms against 15.3) and 5 level (17.1 against 16.5).
+// a time (FewRowsAvx2); more pack them: where the two cross on an AVX2-only Zen 3 EPYC, with the
+// packer fetching the next panel in memory order (PrefetchNextPanel; the runs: docs/BENCHMARKS.md,
+// "Measurements behind the kernels' constants").
 constexpr int kFewRowsAvx2 = 5;
 constexpr int kMaxTileRows512 = 16;
 // Lanes (outputs) of a panel.
@@ -78,9 +72,8 @@ constexpr int kLanes256 = 8;
 // How far ahead along each of a panel's rows the 512-bit packer prefetches, once per 64-byte line
 // (every second group; the 256-bit packer fetches the next panel instead: PrefetchNextPanel). The
 // panel reads 8 or 16 rows at once, which the hardware prefetchers alone do not keep fed from
-// memory: on weights beyond the caches (2 threads, the Xeon of docs/BENCHMARKS.md, 600 MB of
-// Qwen3-1.7B gate/up matrices) 256 bytes ahead made one row 1.25× and 16 rows 1.4× faster; 1 KiB
-// (the f32 tiles' distance) only 1.1× at one row, and slowed packing weights that sit in L3.
+// memory; 1 KiB (the f32 tiles' distance) slowed packing weights that sit in L3
+// (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kPrefetchBytes = 256;
 
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
@@ -153,9 +146,8 @@ template <int L>
 // the panel's groups this walks the next panel front to back as one sequential stream, and its
 // packing then reads the rows side by side from L2. Packing side by side from memory, as
 // PrefetchPanel feeds it, reads 8 streams at once, which Zen 3 serves at about half the rate of
-// one (the few-rows kernel's comment). The 2-vCPU EPYC of docs/BENCHMARKS.md, 2 threads, 8 rows
-// against 49,152 × 2,048 int8 weights (100 MB), the two prefetches alternating, six runs each:
-// 20.0-22.8 ms against 22.2-28.4 (at 8 rows packing takes about half a call's time).
+// one (the few-rows kernel's comment; the runs: docs/BENCHMARKS.md, "Measurements behind the
+// kernels' constants").
 template <int L>
 [[gnu::always_inline]] inline void PrefetchNextPanel(const Panel& p, int64_t g) {
   const int8_t* next = p.w + L * p.in + g * L * kGroup;
@@ -298,11 +290,10 @@ DSCALE_AVX2 void TileAvx2(const QuantRows& xq, int64_t r0, int64_t g0, int64_t n
 // ---- AVX2, few rows: the weights as they lie, one output at a time. For one or two rows the
 // packed layout's transpose costs more than the products it feeds, and its 8 outputs read as 8
 // interleaved streams, which Zen 3 fetches from memory at about half the rate of one sequential
-// stream (a plain read loop on the 2-vCPU EPYC of docs/BENCHMARKS.md: 5.3-5.7 GB/s a core against
-// 8-10). Here each output's row is read front to back: 8 groups at a time, each multiplied with
-// the row's group in the sign trick's vpmaddubsw + vpmaddwd, their int32 lanes summed by one
-// exact integer reduction into the 8 groups' dot_g, and the output takes them with the same
-// FMAs in the same group order as every other variant, so the bits do not change.
+// stream (docs/BENCHMARKS.md). Here each output's row is read front to back: 8 groups at a time,
+// each multiplied with the row's group in the sign trick's vpmaddubsw + vpmaddwd, their int32 lanes
+// summed by one exact integer reduction into the 8 groups' dot_g, and the output takes them with
+// the same FMAs in the same group order as every other variant, so the bits do not change.
 
 // One group's 8 int32 lanes of Σ q_x · q_w: |x| against sign(x)·w (bounds: top of file).
 DSCALE_AVX2 inline __m256i GroupLanesAvx2(__m256i xb, __m256i wv) {
@@ -316,9 +307,8 @@ DSCALE_AVX2 inline __m256i Load256(const int8_t* p) {
 
 // How far ahead of its loads the one-output kernel prefetches its stream: the weights' pages are
 // 4 KiB, where the hardware prefetchers stop (gemm_bf16.cc's single stream does the same). Past a
-// row's end the lines are the next output's, which follows in memory. One request's int8 decode
-// step at the Qwen3-1.7B shape on the EPYC above, the distances alternating, medians of three
-// runs: no prefetch 127-128 ms, 1 KiB 112, 2 KiB 103-115, 4 KiB 96-110, 8 KiB 113.
+// row's end the lines are the next output's, which follows in memory. 4 KiB was the fastest of
+// 1-8 KiB on a Zen 3 EPYC (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kOneOutputPrefetchBytes = 4096;
 
 // acc[r] for rows [0, kRows) against one output: its weights wo[in], scales so[groups].
