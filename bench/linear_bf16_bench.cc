@@ -441,8 +441,9 @@ void Run(const Args& args) {
   const double sgemm = bench::SgemmRate();
   std::printf("%s layer projections: %.1f M weights (%.0f MB BF16); %d threads\n",
               shape.name.c_str(), params / 1e6, params * 2 / 1e6, omp_get_max_threads());
-  std::printf("machine: read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s kernels)\n\n",
+  std::printf("machine: read bandwidth %.1f GB/s, sgemm %.1f GFLOP/s (OpenBLAS %s kernels)\n",
               bandwidth / 1e9, sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
+  std::printf("cpu: %s\n\n", bench::KernelCpuFeatures().c_str());
 
   std::vector<float> x(args.max_rows * widest_in), y(args.max_rows * widest_out);
   std::mt19937 rng(2);

@@ -9,9 +9,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bench_timing.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::bench {
 
@@ -24,7 +27,7 @@ constexpr size_t kPrefetchWords = 128;   // 1 KiB ahead of each stream
 // Each thread sums its quarter-slices of its share of the buffer, one cache line of each of
 // kStreamsPerThread streams in turn, with 256-bit loads and a software prefetch ahead: the
 // access pattern of the weight kernels at their best.
-__attribute__((target("avx2"))) inline uint64_t SumLinesAvx2(const uint64_t* words, size_t lines) {
+DSCALE_AVX2 inline uint64_t SumLinesAvx2(const uint64_t* words, size_t lines) {
   uint64_t total = 0;
 #pragma omp parallel reduction(+ : total)
   {
@@ -79,9 +82,17 @@ inline double ReadBandwidth() {
     return static_cast<double>(detail::kProbeBytes) / s;
   };
   double best = rate(detail::SumLinesScalar);
-  if (__builtin_cpu_supports("avx2")) best = std::max(best, rate(detail::SumLinesAvx2));
+  // The machine's limit, not the kernels': the CPU as detected, whatever DSCALE_CPU_ISA allows.
+  if (cpu::DetectedCpuFeatures().Avx2Fma()) best = std::max(best, rate(detail::SumLinesAvx2));
   (void)sink;
   return best;
+}
+
+// "avx avx2 fma ... (DSCALE_CPU_ISA amx)": the CPU features the kernels dispatch on and the cap
+// that left them, for a benchmark's header, so a result names the variants it measured.
+inline std::string KernelCpuFeatures() {
+  return cpu::CpuFeaturesString(cpu::CpuFeaturesInUse()) + " (" + cpu::kCpuIsaCapVariable + " " +
+         std::string(cpu::CpuIsaCapName(cpu::CpuIsaCapFromEnvironment())) + ")";
 }
 
 // FLOP/s of OpenBLAS sgemm on 1024 × 2048 × 2048 (f32, all threads).

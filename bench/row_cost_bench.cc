@@ -263,6 +263,7 @@ void Run(const Args& args) {
       "machine: %d threads, sgemm %.1f GFLOP/s (OpenBLAS %s kernels); read bandwidth probed "
       "around each row count\n",
       omp_get_max_threads(), sgemm / 1e9, cpu::OpenBlasCoreName().c_str());
+  std::printf("cpu: %s\n", bench::KernelCpuFeatures().c_str());
   if (!args.target.empty()) Measure(args.target, args, sgemm);
   for (const std::string& shape : args.shapes) {
     Measure(CheckpointFor(shape, args.checkpoints), args, sgemm);

@@ -1,18 +1,11 @@
 #pragma once
-// What the AMX kernels (gemm_bf16_amx.cc, gemm_int8_amx.cc) share: the CPU's AMX features, the
-// process's permission to use the tile registers, and ldtilecfg's configuration block.
+// What the AMX kernels (gemm_bf16_amx.cc, gemm_int8_amx.cc) share: ldtilecfg's configuration
+// block, the tiles' loading and release, and the sum tiles' store. Whether the CPU has AMX and the
+// process may use the tiles is CpuFeatures' amx_bf16 and amx_int8 (cpu_features.h).
 
 #include <cstdint>
 
-#include "kernels/cpu/cpu_isa_cap.h"
-
 namespace dscale::cpu {
-
-// Whether `cap` allows AMX, the CPU has AMX-TILE and the named AMX arithmetic, and Linux lets
-// this process use the tile registers' 8 KiB of state (it asks each process to request them:
-// arch_prctl, asked once, and only where a cap allows AMX).
-bool HasAmxBf16Tiles(CpuIsaCap cap);
-bool HasAmxInt8Tiles(CpuIsaCap cap);
 
 // ldtilecfg's 64-byte block, palette 1: for each of the eight tile registers its rows and bytes
 // per row (a register left at zero is unused).

@@ -19,14 +19,11 @@
 #include "core/check.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/isa_targets.h"
 
 // What Bf16Isa::kAvx512 requires of the CPU, for every function below (the headers above keep
-// their own targets). Clang has no GCC target pragma: it applies the attribute instead.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw"))), apply_to = function)
-#else
-#pragma GCC target("avx512f,avx512bw")
-#endif
+// their own targets).
+DSCALE_BEGIN_TARGET_FILE(DSCALE_AVX512_TARGETS)
 #define DSCALE_SIMD_LANES 16
 #define DSCALE_ATTENTION_VARIANT avx512_vectors
 #include "kernels/cpu/attention_tiles.h"
@@ -39,6 +36,4 @@ void PagedAttentionAvx512Vectors(const AttentionParams& params, int tile_rows, W
 
 }  // namespace dscale::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
+DSCALE_END_TARGET_FILE()

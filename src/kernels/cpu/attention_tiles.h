@@ -786,8 +786,8 @@ void RunTile(const AttentionParams& p, const WorkItem& item, WidenBf16Fn widen, 
 }
 
 // Multiply-adds of QKᵀ and PV over the whole batch: below kParallelMinWork a thread team costs
-// more than it saves (tiny models). A Qwen3-0.6B decode row passes it from about 16 positions:
-// at 64, two threads took its 28 layers' attention from 0.8 to 0.6 ms (kv_decode_bench).
+// more than it saves (tiny models). A Qwen3-0.6B decode row passes it from about 16 positions
+// (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 int64_t AttentionWork(const AttentionParams& p) {
   int64_t work = 0;
   for (int32_t i = 0; i < p.num_spans; ++i) {

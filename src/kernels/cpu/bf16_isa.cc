@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -21,7 +22,7 @@ void WidenPortable(const uint16_t* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = Bf16Bits(src[i]);
 }
 
-__attribute__((target("avx2,fma"))) void WidenAvx2(const uint16_t* src, int64_t n, float* dst) {
+DSCALE_AVX2 void WidenAvx2(const uint16_t* src, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
@@ -38,8 +39,7 @@ __attribute__((target("avx2,fma"))) void WidenAvx2(const uint16_t* src, int64_t 
 #if !defined(__clang__)  // a GCC warning only
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-__attribute__((target("avx512f,avx512bw"))) void WidenAvx512(const uint16_t* src, int64_t n,
-                                                             float* dst) {
+DSCALE_AVX512 void WidenAvx512(const uint16_t* src, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
@@ -51,7 +51,7 @@ __attribute__((target("avx512f,avx512bw"))) void WidenAvx512(const uint16_t* src
 #pragma GCC diagnostic pop
 
 const std::vector<Bf16Isa>& Supported() {
-  static const std::vector<Bf16Isa> isas = SupportedBf16Isas(CpuIsaCapFromEnvironment());
+  static const std::vector<Bf16Isa> isas = SupportedBf16Isas(CpuFeaturesInUse());
   return isas;
 }
 
@@ -72,49 +72,41 @@ std::string_view Bf16IsaName(Bf16Isa isa) {
 std::vector<Bf16Isa> SupportedBf16Isas() { return Supported(); }
 
 std::vector<Bf16Isa> SupportedBf16Isas(CpuIsaCap cap) {
+  return SupportedBf16Isas(CpuFeaturesFor(cap));
+}
+
+std::vector<Bf16Isa> SupportedBf16Isas(const CpuFeatures& features) {
   std::vector<Bf16Isa> found = {Bf16Isa::kPortable};
-  __builtin_cpu_init();
-  if (CpuIsaCapAllows(cap, CpuIsaCap::kAvx2) && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("fma")) {
-    found.push_back(Bf16Isa::kAvx2);
-  }
-  if (CpuIsaCapAllows(cap, CpuIsaCap::kAvx512) && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512bw")) {
-    found.push_back(Bf16Isa::kAvx512);
-  }
+  if (features.Avx2Fma()) found.push_back(Bf16Isa::kAvx2);
+  if (features.Avx512()) found.push_back(Bf16Isa::kAvx512);
   return found;
 }
 
 bool HasAvx512Bf16() {
-  static const bool has = HasAvx512Bf16(CpuIsaCapFromEnvironment());
+  static const bool has = HasAvx512Bf16(CpuFeaturesInUse());
   return has;
 }
 
-bool HasAvx512Bf16(CpuIsaCap cap) {
-  __builtin_cpu_init();
-  return SupportedBf16Isas(cap).back() == Bf16Isa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+bool HasAvx512Bf16(CpuIsaCap cap) { return HasAvx512Bf16(CpuFeaturesFor(cap)); }
+
+bool HasAvx512Bf16(const CpuFeatures& features) {
+  return features.Avx512() && features.avx512_bf16;
 }
 
 bool HasFullRateAvx512Bf16() {
-  static const bool full_rate = HasFullRateAvx512Bf16(CpuIsaCapFromEnvironment());
+  static const bool full_rate = HasFullRateAvx512Bf16(CpuFeaturesInUse());
   return full_rate;
 }
 
-bool HasFullRateAvx512Bf16(CpuIsaCap cap) {
-  // __builtin_cpu_is("amd") reads cpuid's vendor string, as the detections above read its
-  // feature bits.
-  return HasAvx512Bf16(cap) && __builtin_cpu_is("amd");
+bool HasFullRateAvx512Bf16(CpuIsaCap cap) { return HasFullRateAvx512Bf16(CpuFeaturesFor(cap)); }
+
+bool HasFullRateAvx512Bf16(const CpuFeatures& features) {
+  return HasAvx512Bf16(features) && features.amd;
 }
 
 Bf16Isa BestBf16Isa() { return Supported().back(); }
 
-bool HasAvx2Fma() {
-  static const bool has = [] {
-    const std::vector<Bf16Isa>& isas = Supported();
-    return std::find(isas.begin(), isas.end(), Bf16Isa::kAvx2) != isas.end();
-  }();
-  return has;
-}
+bool HasAvx2Fma() { return CpuFeaturesInUse().Avx2Fma(); }
 
 void CheckBf16IsaSupported(Bf16Isa isa) {
   const std::vector<Bf16Isa>& supported = Supported();

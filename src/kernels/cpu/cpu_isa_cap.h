@@ -1,9 +1,10 @@
 #pragma once
-// DSCALE_CPU_ISA: a cap on the instruction sets the CPU kernels dispatch to. Every detection of
-// what the CPU supports (bf16_isa.h, gemm_bf16.h, gemm_int8.h, the AMX kernels, the OpenBLAS
-// family in openblas_kernels.h) reports what the CPU has and the cap allows, so a machine runs
-// exactly what a smaller one runs (an AVX-512 Xeon the AVX2 variants of an AVX2-only EPYC), and a
-// user can pin a variant. The cap only removes: it never claims an instruction set the CPU lacks.
+// DSCALE_CPU_ISA: a cap on the instruction sets the CPU kernels dispatch to. It is applied once,
+// to the one description of the CPU (cpu_features.h: CappedCpuFeatures, CpuFeaturesInUse) that
+// every kernel family reads (bf16_isa.h, gemm_bf16.h, gemm_int8.h, the AMX kernels, the OpenBLAS
+// family in openblas_kernels.h), so a machine runs exactly what a smaller one runs (an AVX-512
+// Xeon the AVX2 variants of an AVX2-only EPYC), and a user can pin a variant. The cap only
+// removes: it never claims an instruction set the CPU lacks.
 
 #include <string_view>
 
@@ -21,7 +22,7 @@ namespace dscale::cpu {
 //   kAmx:      everything the CPU has, AMX-BF16 and AMX-INT8 included (no cap: the default).
 enum class CpuIsaCap { kPortable, kAvx2, kAvx512, kAmx };
 
-// The environment variable, read once, at the first detection.
+// The environment variable, read once (CpuIsaCapFromEnvironment).
 inline constexpr char kCpuIsaCapVariable[] = "DSCALE_CPU_ISA";
 
 // "portable", "avx2", "avx512" or "amx": the value that selects `cap`.

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16_amx.h"
+#include "kernels/cpu/isa_targets.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
@@ -34,8 +35,7 @@ constexpr int64_t kPanelBytes = int64_t{8} << 20;
 // How far ahead of its loads a tile prefetches each weight row: memory-mapped checkpoint pages
 // are 4 KiB, so the hardware prefetchers stop at every page boundary and the weight streams need
 // the help to stay at memory bandwidth. A tile of one output is a thread's only stream and goes
-// further ahead (2 KiB read 0.97-1.0 of the read bandwidth where 1 KiB read 0.92-0.95; Qwen3
-// widths, 2 threads, AMD EPYC).
+// further ahead (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kPrefetchBytes = 1024;
 constexpr int64_t kSingleStreamPrefetchBytes = 2048;
 
@@ -114,19 +114,15 @@ void TiledPortable(const float* x, const W* w, float* y, int64_t rows, int64_t i
 
 // Input bytes up to which one or two rows take the outputs one at a time. Each thread then reads
 // its weights as one sequential stream, which the hardware prefetchers follow better than four
-// interleaved rows: Qwen3 widths, 2 threads, AMD EPYC, one row at in 1,024-4,096 read 1.1-1.2×
-// as fast, two rows at 1,024 1.2× and at 2,048 the same. Past this the inputs no longer sit in
-// L1 beside the stream and one output per pass re-reads them from L2 for every output (one row at
-// 12,288: 0.87×; two rows at 4,096: 0.87×). The AVX2 tiles take the same rule (an AVX2-only
-// EPYC, one request's 1.7B decode step: 262 ms against 270, medians of four alternating runs).
+// interleaved rows. Past this the inputs no longer sit in L1 beside the stream and one output per
+// pass re-reads them from L2 for every output. The AVX2 tiles take the same rule (the runs:
+// docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kSingleStreamInputBytes = 16 << 10;
 
 // ---- AVX2 + FMA: 8 lanes, tiles of 3 outputs × up to 4 rows.
 
-// Compiled for AVX2 + FMA whatever the build's baseline (sanitizer and debug builds target plain
-// x86-64); called only where the CPU has them.
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
-
+// Compiled for AVX2 + FMA whatever the build's baseline (isa_targets.h); called only where the
+// CPU has them.
 DSCALE_AVX2 inline __m256 LoadBf16x8(const uint16_t* p) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
@@ -252,7 +248,6 @@ DSCALE_AVX2 void RoundWideAvx2(const float* src, int64_t n, float* dst) {
 // ---- AVX-512: 16 lanes; tiles of 4 outputs × up to 6 rows (24 accumulators of the 32
 // registers).
 
-#define DSCALE_AVX512 __attribute__((target("avx512f,avx512bw")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
@@ -389,8 +384,6 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const W* w, float* y, int64_t row
 // rows, one output per pass for one or two rows of short inputs), the activations already
 // rounded to BF16 bits.
 
-#define DSCALE_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
-
 DSCALE_AVX512BF16 inline __m512bh LoadBh(const uint16_t* p) {
   return __builtin_bit_cast(__m512bh, _mm512_loadu_si512(p));
 }
@@ -478,8 +471,6 @@ DSCALE_AVX512BF16 void TiledDot(const uint16_t* x, const uint16_t* w, float* y, 
   }
 }
 
-#undef DSCALE_AVX512BF16
-
 // BF16 rounding to nearest even, as F32ToBf16 (core/dtype.h) does it, 16 values at a time: the
 // bits of each BF16 value in the low half of a 32-bit lane.
 DSCALE_AVX512 inline __m512i RoundBf16x16(const float* p) {
@@ -511,7 +502,6 @@ DSCALE_AVX512 void RoundWideAvx512(const float* src, int64_t n, float* dst) {
 }
 
 #pragma GCC diagnostic pop
-#undef DSCALE_AVX512
 
 template <typename W>
 using TiledFn = void (*)(const float*, const W*, float*, int64_t, int64_t, int64_t, bool, int64_t,
@@ -545,9 +535,8 @@ void RunTiled(Bf16Isa isa, const float* x, const W* w, float* y, int64_t rows, i
     float* yb = y + r0 * ldy;
     // Chunks of groups taken as the threads come free rather than halves fixed in advance: on a
     // shared 2-vCPU guest one thread is often held up, and a static split makes the other wait
-    // at the join (one request on the AVX2-only EPYC of docs/BENCHMARKS.md: 231-235 ms a 1.7B
-    // decode step against 248 static, medians of six alternating runs). Which thread computes
-    // an output never changes its bits.
+    // at the join (docs/BENCHMARKS.md, "An AVX2-only CPU"). Which thread computes an output never
+    // changes its bits.
 #pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)
     for (int64_t g = 0; g < groups; ++g) {
       fn(xb, w, yb, n, in, ldy, accumulate, g * group, std::min(out, (g + 1) * group));
@@ -587,8 +576,6 @@ void WidenAndSgemm(const float* x, const uint16_t* w, float* y, int64_t rows, in
   }
 }
 
-#undef DSCALE_AVX2
-
 void RoundWidePortable(const float* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = Bf16Bits(F32ToBf16(src[i]));
 }
@@ -622,7 +609,7 @@ Bf16Isa FmaIsaOf(Bf16DotIsa isa) {
 }
 
 const std::vector<Bf16DotIsa>& DotIsas() {
-  static const std::vector<Bf16DotIsa> isas = SupportedBf16DotIsas(CpuIsaCapFromEnvironment());
+  static const std::vector<Bf16DotIsa> isas = SupportedBf16DotIsas(CpuFeaturesInUse());
   return isas;
 }
 
@@ -694,14 +681,18 @@ std::string_view Bf16DotIsaName(Bf16DotIsa isa) {
 std::vector<Bf16DotIsa> SupportedBf16DotIsas() { return DotIsas(); }
 
 std::vector<Bf16DotIsa> SupportedBf16DotIsas(CpuIsaCap cap) {
+  return SupportedBf16DotIsas(CpuFeaturesFor(cap));
+}
+
+std::vector<Bf16DotIsa> SupportedBf16DotIsas(const CpuFeatures& features) {
   std::vector<Bf16DotIsa> found;
-  for (const Bf16Isa isa : SupportedBf16Isas(cap)) {
+  for (const Bf16Isa isa : SupportedBf16Isas(features)) {
     found.push_back(isa == Bf16Isa::kAvx512 ? Bf16DotIsa::kAvx512
                     : isa == Bf16Isa::kAvx2 ? Bf16DotIsa::kAvx2
                                             : Bf16DotIsa::kPortable);
   }
-  if (HasAvx512Bf16(cap)) found.push_back(Bf16DotIsa::kAvx512Bf16);
-  if (HasAvx512Bf16(cap) && HasAmxBf16(cap)) found.push_back(Bf16DotIsa::kAmx);
+  if (HasAvx512Bf16(features)) found.push_back(Bf16DotIsa::kAvx512Bf16);
+  if (HasAvx512Bf16(features) && HasAmxBf16(features)) found.push_back(Bf16DotIsa::kAmx);
   return found;
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_isa_cap.h"
 
 namespace dscale::cpu {
@@ -63,10 +64,13 @@ void LinearBf16WidenSgemm(const float* x, const uint16_t* w, float* y, int64_t r
 // products (gemm_bf16_amx.h), which LinearBf16 runs for every row count where the CPU has them.
 enum class Bf16DotIsa { kPortable, kAvx2, kAvx512, kAvx512Bf16, kAmx };
 std::string_view Bf16DotIsaName(Bf16DotIsa isa);
-// The variants this CPU can run under DSCALE_CPU_ISA's cap, portable first (detected once);
-// LinearBf16 uses the last. The same under `cap` instead (detected on each call; tests).
+// The variants this CPU can run under DSCALE_CPU_ISA's cap, portable first (listed once);
+// LinearBf16 uses the last. The same under `cap` instead (tests), and for a CPU with `features`:
+// SupportedBf16Isas(features)'s f32 tiles, then kAvx512Bf16 where HasAvx512Bf16(features), then
+// kAmx where HasAmxBf16(features) too.
 std::vector<Bf16DotIsa> SupportedBf16DotIsas();
 std::vector<Bf16DotIsa> SupportedBf16DotIsas(CpuIsaCap cap);
+std::vector<Bf16DotIsa> SupportedBf16DotIsas(const CpuFeatures& features);
 
 // dst[0, n) = src[0, n) rounded to BF16, to nearest even (core/dtype.h's F32ToBf16, NaN kept a
 // NaN), on the calling thread.

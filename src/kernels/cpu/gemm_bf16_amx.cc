@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -23,19 +24,13 @@ constexpr int64_t kTilePairs = kTileInputs / 2;
 // Below this many weights a call runs on one thread (as the other BF16 paths).
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 
-#define DSCALE_AMX __attribute__((target("amx-tile,amx-bf16")))
-
 // The tiles of a call with `cols` activation rows per tile, in ldtilecfg's 64-byte layout: the
 // sums in tmm0, the weights in tmm1 and tmm2 in turn, the activations in tmm3 and tmm4 in turn.
 //
 // One output tile at a time, one sum: a thread streams 16 weight rows, fetched a few steps ahead
-// (kPrefetchSteps, below). Sharing each activation tile among 2 or 4 output tiles (2 or 4 sums, 32
-// or 64 weight streams) read 0.75 and 0.55 of the bandwidth at one row and gained nothing at 16
-// (Qwen3-1.7B's down projection, 2 threads, Xeon with AMX). Weights repacked at load into tile
-// order (each 16 × 32 tile contiguous, 2 or 4 output tiles per activation tile) ran 16
-// rows 1.3-1.8× faster while the matrix sat in L3, and no faster streaming 600 MB of Qwen3-1.7B
-// gate/up and down matrices from memory, where decoding reads its weights: not worth a second copy
-// of the weights.
+// (kPrefetchSteps, below), and the weights are read in place, in the checkpoint's layout (sharing
+// activation tiles among more output tiles, and weights repacked into tile order, gained nothing
+// streaming from memory: docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 TileConfig ConfigFor(int64_t cols) {
   TileConfig config;
   const auto activation_bytes = static_cast<int>(cols * 4);
@@ -89,8 +84,7 @@ void FillTail(const AmxCall& call, const uint16_t* rows, AmxScratch& scratch) {
 // Input steps ahead of the product whose weights MultiplyTile asks the cache for. A tile load
 // names 16 rows `in` apart and the next load cannot start until the product before it has read
 // its registers, so without help each step waits for memory; fetching the rows' lines a few steps
-// early keeps them in flight (measured on an AMX Xeon streaming the Qwen3-1.7B down projection and
-// LM head from memory, 16 rows: 8-19% faster than without, in every paired run; 1 row a little).
+// early keeps them in flight (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kPrefetchSteps = 4;
 
 // Asks for the 16 weight rows' 64 bytes of input step `step` (a hint: no fault, no effect on y).
@@ -104,8 +98,8 @@ inline void PrefetchStep(const uint16_t* rows, int64_t in, int64_t step) {
 // The sum tile of one output tile's weight rows and one activation tile `b`, every input step in
 // order, into scratch.sums. (The tile intrinsics name registers by literal numbers: even steps use
 // tmm1 and tmm3, odd steps tmm2 and tmm4, so a step's loads need not wait for the last product.)
-DSCALE_AMX void MultiplyTile(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
-                             AmxScratch& scratch) {
+DSCALE_AMX_BF16 void MultiplyTile(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
+                                  AmxScratch& scratch) {
   const int64_t a_stride = call.in * 2;
   const int64_t b_stride = call.cols * 4;
   const int64_t b_step = kTilePairs * call.cols;
@@ -160,8 +154,7 @@ void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
 // A whole activation tile (16 rows of `in` BF16 values from x) into its packed tile `dst`:
 // dst[j · 16 + c] = row c's pair j, each pair j's 16 rows gathered at once (AVX-512, which every
 // AMX CPU has). Past the last pair `dst` stays as the caller zeroed it.
-__attribute__((target("avx512f"))) void PackWholeTile(const uint16_t* x, int64_t in,
-                                                      uint32_t* dst) {
+DSCALE_AVX512 void PackWholeTile(const uint16_t* x, int64_t in, uint32_t* dst) {
   const __m512i row_bytes =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(in * 2)));
@@ -209,11 +202,13 @@ thread_local std::vector<uint32_t> packed_activations;
 }  // namespace
 
 bool HasAmxBf16() {
-  static const bool has = HasAmxBf16(CpuIsaCapFromEnvironment());
+  static const bool has = HasAmxBf16(CpuFeaturesInUse());
   return has;
 }
 
-bool HasAmxBf16(CpuIsaCap cap) { return HasAmxBf16Tiles(cap); }
+bool HasAmxBf16(CpuIsaCap cap) { return HasAmxBf16(CpuFeaturesFor(cap)); }
+
+bool HasAmxBf16(const CpuFeatures& features) { return features.amx_bf16; }
 
 void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
                    int64_t out, bool accumulate, int64_t ldy) {

@@ -11,15 +11,16 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/cpu_isa_cap.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace dscale::cpu {
 
 // Whether this CPU has AMX-TILE and AMX-BF16, DSCALE_CPU_ISA's cap allows AMX, and the kernel
-// lets this process use the tile registers (Linux asks each process to request them; asked
-// once); the same under `cap` instead of the environment's.
+// lets this process use the tile registers (CpuFeatures::amx_bf16 of CpuFeaturesInUse(), answered
+// once); the same under `cap` instead of the environment's, and for `features`.
 bool HasAmxBf16();
 bool HasAmxBf16(CpuIsaCap cap);
+bool HasAmxBf16(const CpuFeatures& features);
 
 // y[rows, out] (+)= xb[rows, in] · w[out, in]ᵀ with xb the activations' BF16 bits and w BF16
 // weights in PyTorch's Linear layout, any alignment; rows of y are `ldy` floats apart. Requires

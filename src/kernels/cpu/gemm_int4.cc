@@ -26,6 +26,7 @@
 #include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -40,9 +41,8 @@ constexpr int64_t kChunkAlign = 16;
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 
 // Calls of at most this many rows with int8 activations run the fused kernel where the CPU has
-// AVX2. 100 MB of 4-bit weights (2,048 inputs), 2 threads, the 2-vCPU EPYC (Zen 3) of
-// docs/BENCHMARKS.md: fused 6 rows 16.3-16.6 ms against 22.2 unpacked, 7 rows 18.5-18.8 against
-// 19.3-19.4, 8 rows 21.9-30.4 (its accumulators spill) against 20.1-24.0.
+// AVX2; at 8 rows its accumulators spill and unpacking is ahead (docs/BENCHMARKS.md,
+// "Measurements behind the kernels' constants").
 constexpr int kFusedMaxRows = 7;
 // How far ahead of its loads the fused kernel prefetches its stream (the int8 one-output kernel
 // fetches 4 KiB ahead, the same number of weights).
@@ -63,7 +63,7 @@ void UnpackGroupPortable(const uint8_t* src, int64_t n, int8_t* dst) {
   }
 }
 
-__attribute__((target("avx2"))) void UnpackRowAvx2(const uint8_t* src, int64_t in, int8_t* dst) {
+DSCALE_AVX2 void UnpackRowAvx2(const uint8_t* src, int64_t in, int8_t* dst) {
   const int64_t full = in / kGroup;
   const __m128i low_nibbles = _mm_set1_epi8(0x0f);
   const __m256i offset = _mm256_set1_epi8(8);
@@ -79,7 +79,6 @@ __attribute__((target("avx2"))) void UnpackRowAvx2(const uint8_t* src, int64_t i
   }
 }
 
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
 
 // A group's 16 packed bytes as 32 unsigned values q + 8, in input order.
@@ -159,7 +158,6 @@ DSCALE_AVX2 void FusedOutputsAvx2(const Int8ActivationRows& xq, const uint8_t* w
 }
 
 #undef DSCALE_UNROLL
-#undef DSCALE_AVX2
 
 template <int kRows>
 void FusedRows(const Int8ActivationRows& xq, const uint8_t* w4, const Int8Scale* scales, int64_t in,

@@ -13,9 +13,7 @@
 // quantiser rounds each scale up to a BF16 value (quantize_weights.h), so the kernels multiply by
 // exactly the scale the weights were rounded against; its 8 significant bits make the grid at
 // most 2⁻⁷ coarser than an exact scale's, and makes every dequantised weight w·s exact in f32
-// (8 significant bits times 8). They were f32 before (1/8 byte per weight): the int8 copy of
-// Qwen3-1.7B is 0.11 GB smaller now (1.82 GB), though its decode step did not get measurably
-// faster on the AVX2-only EPYC of docs/BENCHMARKS.md ("An AVX2-only CPU").
+// (8 significant bits times 8).
 //
 // Every row count: register tiles of 4 outputs × up to 6 rows, as in LinearBf16 (gemm_bf16.h),
 // widen each weight vector once per tile (sign-extend, convert, times the group's scale) and
@@ -41,6 +39,7 @@
 #include "core/check.h"
 #include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa_targets.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
@@ -49,8 +48,8 @@ namespace {
 // The tiling constants follow LinearBf16's (gemm_bf16.cc), which measured them.
 // Weight rows (outputs) that share one pass over the inputs in tiles of several rows.
 constexpr int64_t kOutGroup = 4;
-// Outputs of a one-row tile: eight weight streams in flight instead of four made one row of a
-// Qwen3-1.7B layer 10% faster (AVX-512, 2 threads), where four suffice for BF16.
+// Outputs of a one-row tile: eight weight streams in flight, where four suffice for BF16
+// (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kRowOuts = 8;
 // Outputs per unit of work the threads share: one one-row tile, or two of the other tiles.
 constexpr int64_t kOutBlock = 8;
@@ -148,8 +147,6 @@ void TiledPortable(const float* x, const int8_t* w, const Int8Scale* scales, flo
 
 // ---- AVX2 + FMA: 8 lanes. Tiles of 4 outputs × 2 rows, and 2 outputs × 6 rows from 6 rows on
 // (LinearBf16's AVX2 shapes); an odd last row in tiles of 8 outputs × 1 row.
-
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
 // 8 weights from p, sign-extended and converted.
 DSCALE_AVX2 inline __m256 WidenInt8x8(const int8_t* p) {
@@ -290,7 +287,6 @@ DSCALE_AVX2 void TiledAvx2(const float* x, const int8_t* w, const Int8Scale* sca
 // ---- AVX-512: 16 lanes; tiles of 4 outputs × 2, 4 or 6 rows (up to 24 accumulators of the 32
 // registers), and an odd last row in tiles of 8 outputs × 1 row.
 
-#define DSCALE_AVX512 __attribute__((target("avx512f,avx512bw")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
@@ -369,9 +365,8 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const int8_t* wo, const Int8Scale*
 // One row x against kOuts weight rows from `wo` (scales from `so`); y[g] gets output g. Each
 // output is TileAvx512's sum in TileAvx512's order (x times the dequantised weights fl(w·s),
 // lane by lane in order of k), so a row gets the same bits alone as in a tile of several rows.
-// Scaling each group's partial sum instead would save a multiply per 16 weights (9% at one row of
-// a Qwen3-1.7B layer) but round differently from the tiles, and a decode row would then differ
-// from the same row verified.
+// Scaling each group's partial sum instead would save a multiply per 16 weights but round
+// differently from the tiles, and a decode row would then differ from the same row verified.
 template <int kOuts>
 DSCALE_AVX512 void RowAvx512(const float* x, const int8_t* wo, const Int8Scale* so, int64_t in,
                              float* y, bool accumulate) {
@@ -433,7 +428,6 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const int8_t* w, const Int8Scale*
 }
 
 #pragma GCC diagnostic pop
-#undef DSCALE_AVX512
 
 using TiledFn = void (*)(const float*, const int8_t*, const Int8Scale*, float*, int64_t, int64_t,
                          int64_t, bool, int64_t, int64_t);
@@ -484,8 +478,6 @@ void DequantizeRowPortable(const int8_t* w, const Int8Scale* s, int64_t in, floa
   for (int64_t k = 0; k < in; ++k)
     dst[k] = static_cast<float>(w[k]) * Int8ScaleValue(s[k / kInt8GroupSize]);
 }
-
-#undef DSCALE_AVX2
 
 void DequantizeAndSgemm(const float* x, const int8_t* w, const Int8Scale* scales, float* y,
                         int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy) {

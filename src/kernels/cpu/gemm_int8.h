@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_isa.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_isa_cap.h"
 
 namespace dscale::cpu {
@@ -108,10 +109,13 @@ void QuantizeInt8Activations(const float* x, int64_t rows, int64_t in, int8_t* q
 // Every one gives the same bits.
 enum class Int8DotIsa { kPortable, kAvx2, kAvxVnni, kAvx512Vnni, kAmx };
 std::string_view Int8DotIsaName(Int8DotIsa isa);
-// The variants this CPU can run under DSCALE_CPU_ISA's cap, portable first (detected once); the
-// last is BestInt8DotIsa(). The same under `cap` instead (detected on each call; tests).
+// The variants this CPU can run under DSCALE_CPU_ISA's cap, portable first (listed once); the
+// last is BestInt8DotIsa(). The same under `cap` instead (tests), and for a CPU with `features`:
+// portable, and where it has AVX2 + FMA also AVX2, then AVX-VNNI, AVX512-VNNI (with AVX-512 F and
+// BW) and AMX (HasAmxInt8) where it has them.
 std::vector<Int8DotIsa> SupportedInt8DotIsas();
 std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap);
+std::vector<Int8DotIsa> SupportedInt8DotIsas(const CpuFeatures& features);
 Int8DotIsa BestInt8DotIsa();
 // The variant LinearInt8 runs for a call of `rows` rows: the best, except that AMX takes calls
 // of kAmxInt8MinRows rows or more and AVX512-VNNI fewer (at one row AMX folds a tile of 16 × 16

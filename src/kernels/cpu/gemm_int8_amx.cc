@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -30,7 +31,6 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // than the hardware prefetchers keep fed from memory.
 constexpr int64_t kPrefetchBytes = 256;
 
-#define DSCALE_AMX_INT8 __attribute__((target("amx-tile,amx-int8,avx512f")))
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
 
 // Sums in tmm0 and tmm5 (even and odd groups), weights in tmm1 and tmm2, activations in tmm3 and
@@ -229,14 +229,13 @@ thread_local std::vector<float> packed_scales;
 }  // namespace
 
 bool HasAmxInt8() {
-  static const bool has = HasAmxInt8(CpuIsaCapFromEnvironment());
+  static const bool has = HasAmxInt8(CpuFeaturesInUse());
   return has;
 }
 
-bool HasAmxInt8(CpuIsaCap cap) {
-  __builtin_cpu_init();
-  return HasAmxInt8Tiles(cap) && __builtin_cpu_supports("avx512f");
-}
+bool HasAmxInt8(CpuIsaCap cap) { return HasAmxInt8(CpuFeaturesFor(cap)); }
+
+bool HasAmxInt8(const CpuFeatures& features) { return features.amx_int8 && features.avx512f; }
 
 void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
                    const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,

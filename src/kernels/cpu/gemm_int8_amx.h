@@ -8,16 +8,17 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/cpu_isa_cap.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_int8.h"
 
 namespace dscale::cpu {
 
 // Whether this CPU has AMX-TILE, AMX-INT8 and AVX-512 F, DSCALE_CPU_ISA's cap allows AMX, and
-// this process may use the tiles (detected once); the same under `cap` instead of the
-// environment's.
+// this process may use the tiles (read from CpuFeaturesInUse() once); the same under `cap` instead
+// of the environment's, and for `features`.
 bool HasAmxInt8();
 bool HasAmxInt8(CpuIsaCap cap);
+bool HasAmxInt8(const CpuFeatures& features);
 
 // y[rows, out] (+)= the products of gemm_int8.h for activations already quantised — q [rows,
 // groups · 32] (each row zero-padded to whole groups) and their scales [rows, groups] — and

@@ -24,7 +24,6 @@
 // produce −128, |x| ≤ 127 and |sign(x)·w| ≤ 127, so a pair sums to at most 2 · 127 · 127 =
 // 32,258 < 32,767: vpmaddubsw never saturates, and vpmaddwd by ones widens the pairs exactly.
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,6 +36,7 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -57,19 +57,13 @@ constexpr int64_t kPackGroups = 32;
 // Rows per tile at most (more rows go in the fewest tiles of heights differing by at most one),
 // accumulators in registers: the 256-bit variants' tiles hold 8 (of 16 registers), the AVX-512
 // ones 16 (of 32, beside a group's weight vectors, a few spilled), so a verified block of up to
-// 16 rows runs in one unpacked pass, each group transposed once: 16 rows 1.12× and 12 rows 1.15×
-// faster than packing for two tiles (2 threads, 600 MB of Qwen3-1.7B gate/up matrices,
-// alternating calls).
+// 16 rows runs in one unpacked pass, each group transposed once (faster than packing for two
+// tiles: docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int kMaxTileRows256 = 8;
 // Calls of at most this many rows run the AVX2 variant on the weights as they lie, one output at
-// a time (FewRowsAvx2); more pack them. One Qwen3-1.7B layer's projections, 2 threads, the
-// 2-vCPU EPYC (Zen 3) of docs/BENCHMARKS.md, two runs each: 1 row 3.4-4.0 ms against 5.7-6.1
-// packed, 4 rows 5.9-7.6 against 7.3-8.7, 6 rows 9.4-9.9 against 10.0-10.7; at 8 rows packing
-// is ahead (11.2-11.4 against 13.0-13.5). Since the packer fetches the next panel in memory
-// order (PrefetchNextPanel), 6 rows pack: the whole int8 forward at the Qwen3-1.7B shape
-// (`row_cost_bench --weights int8 --rows 6`, three runs each, alternating) 289-309 ms against
-// 321-372 one output at a time; with 100 MB of weights, 4 rows one output at a time are still
-// ahead (medians of five, 13.9 ms against 15.3) and 5 level (17.1 against 16.5).
+// a time (FewRowsAvx2); more pack them: where the two cross on an AVX2-only Zen 3 EPYC, with the
+// packer fetching the next panel in memory order (PrefetchNextPanel; the runs: docs/BENCHMARKS.md,
+// "Measurements behind the kernels' constants").
 constexpr int kFewRowsAvx2 = 5;
 constexpr int kMaxTileRows512 = 16;
 // Lanes (outputs) of a panel.
@@ -78,9 +72,8 @@ constexpr int kLanes256 = 8;
 // How far ahead along each of a panel's rows the 512-bit packer prefetches, once per 64-byte line
 // (every second group; the 256-bit packer fetches the next panel instead: PrefetchNextPanel). The
 // panel reads 8 or 16 rows at once, which the hardware prefetchers alone do not keep fed from
-// memory: on weights beyond the caches (2 threads, the Xeon of docs/BENCHMARKS.md, 600 MB of
-// Qwen3-1.7B gate/up matrices) 256 bytes ahead made one row 1.25× and 16 rows 1.4× faster; 1 KiB
-// (the f32 tiles' distance) only 1.1× at one row, and slowed packing weights that sit in L3.
+// memory; 1 KiB (the f32 tiles' distance) slowed packing weights that sit in L3
+// (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kPrefetchBytes = 256;
 
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
@@ -92,8 +85,6 @@ inline int32_t Load32(const int8_t* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 
 // The quantised activations of a call (gemm_int8.h).
 using QuantRows = Int8ActivationRows;
@@ -155,9 +146,8 @@ template <int L>
 // the panel's groups this walks the next panel front to back as one sequential stream, and its
 // packing then reads the rows side by side from L2. Packing side by side from memory, as
 // PrefetchPanel feeds it, reads 8 streams at once, which Zen 3 serves at about half the rate of
-// one (the few-rows kernel's comment). The 2-vCPU EPYC of docs/BENCHMARKS.md, 2 threads, 8 rows
-// against 49,152 × 2,048 int8 weights (100 MB), the two prefetches alternating, six runs each:
-// 20.0-22.8 ms against 22.2-28.4 (at 8 rows packing takes about half a call's time).
+// one (the few-rows kernel's comment; the runs: docs/BENCHMARKS.md, "Measurements behind the
+// kernels' constants").
 template <int L>
 [[gnu::always_inline]] inline void PrefetchNextPanel(const Panel& p, int64_t g) {
   const int8_t* next = p.w + L * p.in + g * L * kGroup;
@@ -300,11 +290,10 @@ DSCALE_AVX2 void TileAvx2(const QuantRows& xq, int64_t r0, int64_t g0, int64_t n
 // ---- AVX2, few rows: the weights as they lie, one output at a time. For one or two rows the
 // packed layout's transpose costs more than the products it feeds, and its 8 outputs read as 8
 // interleaved streams, which Zen 3 fetches from memory at about half the rate of one sequential
-// stream (a plain read loop on the 2-vCPU EPYC of docs/BENCHMARKS.md: 5.3-5.7 GB/s a core against
-// 8-10). Here each output's row is read front to back: 8 groups at a time, each multiplied with
-// the row's group in the sign trick's vpmaddubsw + vpmaddwd, their int32 lanes summed by one
-// exact integer reduction into the 8 groups' dot_g, and the output takes them with the same
-// FMAs in the same group order as every other variant, so the bits do not change.
+// stream (docs/BENCHMARKS.md). Here each output's row is read front to back: 8 groups at a time,
+// each multiplied with the row's group in the sign trick's vpmaddubsw + vpmaddwd, their int32 lanes
+// summed by one exact integer reduction into the 8 groups' dot_g, and the output takes them with
+// the same FMAs in the same group order as every other variant, so the bits do not change.
 
 // One group's 8 int32 lanes of Σ q_x · q_w: |x| against sign(x)·w (bounds: top of file).
 DSCALE_AVX2 inline __m256i GroupLanesAvx2(__m256i xb, __m256i wv) {
@@ -318,9 +307,8 @@ DSCALE_AVX2 inline __m256i Load256(const int8_t* p) {
 
 // How far ahead of its loads the one-output kernel prefetches its stream: the weights' pages are
 // 4 KiB, where the hardware prefetchers stop (gemm_bf16.cc's single stream does the same). Past a
-// row's end the lines are the next output's, which follows in memory. One request's int8 decode
-// step at the Qwen3-1.7B shape on the EPYC above, the distances alternating, medians of three
-// runs: no prefetch 127-128 ms, 1 KiB 112, 2 KiB 103-115, 4 KiB 96-110, 8 KiB 113.
+// row's end the lines are the next output's, which follows in memory. 4 KiB was the fastest of
+// 1-8 KiB on a Zen 3 EPYC (docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
 constexpr int64_t kOneOutputPrefetchBytes = 4096;
 
 // acc[r] for rows [0, kRows) against one output: its weights wo[in], scales so[groups].
@@ -385,8 +373,6 @@ DSCALE_AVX2 void FewRowsAvx2(const QuantRows& xq, const Panel& p, float* acc) {
 
 // ---- AVX-VNNI: 256-bit vpdpbusd on the offset weights.
 
-#define DSCALE_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
-
 template <int kRows>
 DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
                                 const int8_t* packed, const float* ps, float* acc, bool first) {
@@ -417,11 +403,8 @@ DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int
   for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(acc + r * kLanes256, a[r]);
 }
 
-#undef DSCALE_AVXVNNI
-
 // ---- AVX512-VNNI: 16 outputs, 512-bit vpdpbusd on the offset weights.
 
-#define DSCALE_VNNI512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a deliberately self-initialised
 // value its own -Wuninitialized then reports; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
@@ -434,8 +417,8 @@ DSCALE_AVXVNNI void TileAvxVnni(const QuantRows& xq, int64_t r0, int64_t g0, int
 // every row in vector s, lane l = row l. Rows pair up as (0, 4), (1, 5), (2, 6), (3, 7),
 // (8, 12), … in the 256-bit halves, so that after the 8 × 8 transposes within the halves the
 // final 128-bit shuffles leave the lanes in row order.
-DSCALE_VNNI512 inline void Transpose16(const int8_t* src, int64_t in, __m512i out[kSteps]) {
-  const auto row = [&](int l) DSCALE_VNNI512 {
+DSCALE_AVX512VNNI inline void Transpose16(const int8_t* src, int64_t in, __m512i out[kSteps]) {
+  const auto row = [&](int l) DSCALE_AVX512VNNI {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + l * in));
   };
   static constexpr int kLow[8] = {0, 1, 2, 3, 8, 9, 10, 11};
@@ -465,8 +448,8 @@ DSCALE_VNNI512 inline void Transpose16(const int8_t* src, int64_t in, __m512i ou
   }
 }
 
-DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
-                                 float* dst_scales) {
+DSCALE_AVX512VNNI void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t* dst,
+                                    float* dst_scales) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t j = 0; j < ng; ++j) {
     const int64_t g = g0 + j;
@@ -489,7 +472,7 @@ DSCALE_VNNI512 void PackChunk512(const Panel& p, int64_t g0, int64_t ng, int8_t*
 // to f32: one 32-bit gather at 2-byte steps reads each scale with the next one in its upper half,
 // which the shift drops. Lane 15's read passes the panel's last scale by one element, which only
 // a panel with rows after it may do; the last panel widens its scales one by one.
-DSCALE_VNNI512 inline __m512 PanelScales512(const Panel& p, int64_t g, __m512i idx) {
+DSCALE_AVX512VNNI inline __m512 PanelScales512(const Panel& p, int64_t g, __m512i idx) {
   if (!p.scales_follow && g + 1 == p.groups) {
     alignas(64) float dw[kLanes512];
     WidenPanelScales<kLanes512>(p, g, dw);
@@ -502,9 +485,10 @@ DSCALE_VNNI512 inline __m512 PanelScales512(const Panel& p, int64_t g, __m512i i
 // Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed (offset) weights are
 // wv and scales dw: a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
 template <int kRows>
-[[gnu::always_inline]] DSCALE_VNNI512 inline void GroupVnni512(const QuantRows& xq, int64_t r0,
-                                                               int64_t g, const __m512i wv[kSteps],
-                                                               __m512 dw, __m512 a[kRows]) {
+[[gnu::always_inline]] DSCALE_AVX512VNNI inline void GroupVnni512(const QuantRows& xq, int64_t r0,
+                                                                  int64_t g,
+                                                                  const __m512i wv[kSteps],
+                                                                  __m512 dw, __m512 a[kRows]) {
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int64_t row = r0 + r;
@@ -524,8 +508,8 @@ template <int kRows>
 }
 
 template <int kRows>
-DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
-                                const int8_t* packed, const float* ps, float* acc, bool first) {
+DSCALE_AVX512VNNI void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
+                                   const int8_t* packed, const float* ps, float* acc, bool first) {
   __m512 a[kRows];
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
@@ -544,10 +528,10 @@ DSCALE_VNNI512 void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int
 
 // All rows (kRows ≤ kMaxTileRows512, one tile) against a whole panel of 16 outputs, each group
 // transposed in registers and used at once: with one tile there is nothing to share a pack
-// with, and storing and reloading it cost a decode row 20% (one thread, Qwen3-1.7B gate/up).
+// with, and storing and reloading it slowed a decode row (docs/BENCHMARKS.md).
 // The same terms in the same order as the packed path.
 template <int kRows>
-DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
+DSCALE_AVX512VNNI void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
@@ -578,7 +562,6 @@ DSCALE_VNNI512 void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* 
 }
 
 #pragma GCC diagnostic pop
-#undef DSCALE_VNNI512
 
 // ---- One panel of outputs for every row, any packed variant.
 
@@ -701,7 +684,7 @@ void RunDot(Int8DotIsa isa, const QuantRows& xq, int64_t rows, const int8_t* w,
 }
 
 const std::vector<Int8DotIsa>& DotIsas() {
-  static const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas(CpuIsaCapFromEnvironment());
+  static const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas(CpuFeaturesInUse());
   return isas;
 }
 
@@ -715,8 +698,6 @@ void CheckDotIsaSupported(Int8DotIsa isa) {
 thread_local std::vector<int8_t> quant_values;
 thread_local std::vector<float> quant_scales;
 thread_local std::vector<int32_t> quant_sums;
-
-#undef DSCALE_AVX2
 
 }  // namespace
 
@@ -748,32 +729,17 @@ std::string_view Int8DotIsaName(Int8DotIsa isa) {
 
 std::vector<Int8DotIsa> SupportedInt8DotIsas() { return DotIsas(); }
 
-// AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4. Read here rather than through
-// __builtin_cpu_supports("avxvnni"), a name GCC 12 knows and Clang 14 does not. Its YMM state is
-// the OS's AVX support, which the AVX2 variant's detection has already required.
-namespace {
-
-bool CpuHasAvxVnni() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
-  return ((eax >> 4) & 1u) != 0;
+std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
+  return SupportedInt8DotIsas(CpuFeaturesFor(cap));
 }
 
-}  // namespace
-
-std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap) {
+std::vector<Int8DotIsa> SupportedInt8DotIsas(const CpuFeatures& features) {
   std::vector<Int8DotIsa> found = {Int8DotIsa::kPortable};
-  const std::vector<Bf16Isa> fma = SupportedBf16Isas(cap);
-  if (std::find(fma.begin(), fma.end(), Bf16Isa::kAvx2) == fma.end()) return found;
+  if (!features.Avx2Fma()) return found;
   found.push_back(Int8DotIsa::kAvx2);
-  if (!CpuIsaCapAllows(cap, CpuIsaCap::kAvx512)) return found;
-  __builtin_cpu_init();
-  if (CpuHasAvxVnni()) found.push_back(Int8DotIsa::kAvxVnni);
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vnni")) {
-    found.push_back(Int8DotIsa::kAvx512Vnni);
-  }
-  if (HasAmxInt8(cap)) found.push_back(Int8DotIsa::kAmx);
+  if (features.avx_vnni) found.push_back(Int8DotIsa::kAvxVnni);
+  if (features.Avx512() && features.avx512_vnni) found.push_back(Int8DotIsa::kAvx512Vnni);
+  if (HasAmxInt8(features)) found.push_back(Int8DotIsa::kAmx);
   return found;
 }
 

@@ -19,6 +19,7 @@
 #include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/isa_targets.h"
 
 namespace dscale::cpu {
 namespace {
@@ -75,7 +76,6 @@ void WeightGroupPortable(const float* w, int64_t n, int8_t* q, Int8Scale* scale,
   }
 }
 
-#define DSCALE_AVX2 __attribute__((target("avx2,fma")))
 #define DSCALE_UNROLL _Pragma("GCC unroll 4")
 
 DSCALE_AVX2 inline void LoadGroupAvx2(const float* x, __m256 v[4]) {
@@ -175,7 +175,6 @@ void WeightRow(const float* w, int64_t in, int8_t* q, Int8Scale* scales, int32_t
 }
 
 #undef DSCALE_UNROLL
-#undef DSCALE_AVX2
 
 }  // namespace
 

@@ -65,21 +65,16 @@ OpenBlasSimd OpenBlasFamilySimd(std::string_view core_name) {
   return OpenBlasSimd::kUnknown;
 }
 
-OpenBlasSimd CpuSimdForOpenBlas() { return CpuSimdForOpenBlas(CpuIsaCapFromEnvironment()); }
+OpenBlasSimd CpuSimdForOpenBlas() { return CpuSimdForOpenBlas(CpuFeaturesInUse()); }
 
-OpenBlasSimd CpuSimdForOpenBlas(CpuIsaCap cap) {
-  __builtin_cpu_init();
-  OpenBlasSimd simd = OpenBlasSimd::kSse;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl")) {
-    simd = OpenBlasSimd::kAvx512;
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    simd = OpenBlasSimd::kAvx2;
-  } else if (__builtin_cpu_supports("avx")) {
-    simd = OpenBlasSimd::kAvx;
+OpenBlasSimd CpuSimdForOpenBlas(CpuIsaCap cap) { return CpuSimdForOpenBlas(CpuFeaturesFor(cap)); }
+
+OpenBlasSimd CpuSimdForOpenBlas(const CpuFeatures& features) {
+  if (features.Avx512() && features.avx512cd && features.avx512dq && features.avx512vl) {
+    return OpenBlasSimd::kAvx512;
   }
-  return std::min(simd, OpenBlasSimdCap(cap));
+  if (features.Avx2Fma()) return OpenBlasSimd::kAvx2;
+  return features.avx ? OpenBlasSimd::kAvx : OpenBlasSimd::kSse;
 }
 
 OpenBlasSimd OpenBlasSimdCap(CpuIsaCap cap) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_isa_cap.h"
 
 namespace dscale::cpu {
@@ -28,9 +29,11 @@ std::string OpenBlasCoreName();
 OpenBlasSimd OpenBlasFamilySimd(std::string_view core_name);
 
 // What this CPU supports within DSCALE_CPU_ISA's cap, in the terms above (AVX-512 means F, CD,
-// BW, DQ and VL: what the SkylakeX kernels use); the same within `cap` instead.
+// BW, DQ and VL: what the SkylakeX kernels use); the same within `cap` instead, and for a CPU
+// with `features` (a capped description never reaches above OpenBlasSimdCap of its cap).
 OpenBlasSimd CpuSimdForOpenBlas();
 OpenBlasSimd CpuSimdForOpenBlas(CpuIsaCap cap);
+OpenBlasSimd CpuSimdForOpenBlas(const CpuFeatures& features);
 
 // The widest level `cap` lets OpenBLAS use: kSse under portable (OpenBLAS has no x86-64 kernels
 // without SIMD; SSE is the floor), kAvx2 under avx2, kAvx512 under avx512 and amx.

@@ -14,8 +14,8 @@ namespace dscale::cpu {
 // Rows per block at most: up to this many rows the tiles beat widening the weights for OpenBLAS's
 // sgemm at the Qwen3-1.7B shape (128 on the 2-vCPU EPYC with AVX-512, docs/BENCHMARKS.md); past
 // it the activations of a block (up to 2.9 MB at 6,144 inputs) no longer stay in L2 and the
-// tiles slow to the rate they stream from L3 (Sapphire Rapids, linear_bf16_bench: 128 rows 71 ms,
-// 256 rows 178 ms). A multiple of 12: whole tiles of 6 rows (AVX-512) and of 4 (AVX2).
+// tiles slow to the rate they stream from L3 (docs/BENCHMARKS.md, "Measurements behind the
+// kernels' constants"). A multiple of 12: whole tiles of 6 rows (AVX-512) and of 4 (AVX2).
 inline constexpr int64_t kMaxRowBlock = 120;
 inline constexpr int64_t kRowBlockQuantum = 12;
 
