@@ -45,11 +45,16 @@ struct CpuFeatures {
 
 // One row per feature: its name (as /proc/cpuinfo's flags spell it), its field, and the lowest
 // cap that allows it (cpu_isa_cap.h's levels). The vendor is allowed by every cap.
+// (nvcc's front end writes the member pointer out as `bool (CpuFeatures::*has)`, which the host
+// compiler's -Wparentheses flags in the CUDA sources that include this header.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wparentheses"
 struct CpuFeature {
   std::string_view name;
   bool CpuFeatures::*has;
   CpuIsaCap level;
 };
+#pragma GCC diagnostic pop
 inline constexpr CpuFeature kCpuFeatureTable[] = {
     {"avx", &CpuFeatures::avx, CpuIsaCap::kAvx2},
     {"avx2", &CpuFeatures::avx2, CpuIsaCap::kAvx2},
