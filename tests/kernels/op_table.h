@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/rope_spec.h"
-#include "core/step_batch.h"
 
 namespace dscale::testing {
 
@@ -55,8 +54,7 @@ struct OpCall {
   std::vector<int8_t> w_int8;    // int8 weights [out, in]
   std::vector<uint8_t> w_int4;   // packed 4-bit weights [out, Int4RowBytes(in)]
   std::vector<uint16_t> scales;  // BF16 weight scales [out, Int8Groups(in)]
-  std::vector<int32_t> ids;      // token ids, positions, or page tables
-  std::vector<StepSpan> spans;   // attention: the batch's spans (page tables point into ids)
+  std::vector<int32_t> ids;      // token ids, positions, or attention's page tables
   RopeSpec rope;
   std::vector<float> y0;  // the output before the call (NaN where the op must write)
 };
