@@ -2,8 +2,9 @@
 // LinearInt8, which dequantises exactly in double. The kernels form each term w·s·x with at most
 // two roundings and sum `in` terms plus the accumulated y in f32 (gemm_int8.h), so each output is
 // within γ_(in+2)·Σ|terms| of the reference (float_bounds.h), Σ|terms| = |y0| + Σ|x · w · s|.
-// Every kernel variant this CPU supports is checked, at input widths that are not multiples of 32
-// (a short last group with its own scale), and dequantise + sgemm (benchmarks) too.
+// Every variant and the dispatched kernel at odd sizes are cells of the op table
+// (op_parity_test.cc); here dequantise + sgemm (benchmarks), column blocks of a wider y, the
+// dequantised values, the scales' rounding and empty shapes.
 
 #include "kernels/cpu/gemm_int8.h"
 
@@ -46,32 +47,6 @@ void ExpectWithinBound(const Case& c, const std::vector<float>& got, int64_t row
   }
 }
 
-constexpr int64_t kRows[] = {1, 2, 3, 5, 7, 19, 24, 25, 33, 64, 128, 129, 133};
-constexpr int64_t kIns[] = {1, 7, 31, 32, 33, 64, 67, 97, 255, 1031};
-constexpr int64_t kOuts[] = {1, 3, 4, 5, 9, 130};
-
-TEST(LinearInt8Test, EveryVariantMatchesTheReferenceAtOddSizes) {
-  std::mt19937 rng(7);
-  for (const cpu::Bf16Isa isa : cpu::SupportedBf16Isas()) {
-    for (const int64_t rows : {1, 2, 3, 4, 5, 7, 9, 33}) {
-      for (const int64_t in : kIns) {
-        for (const int64_t out : kOuts) {
-          for (const bool accumulate : {false, true}) {
-            SCOPED_TRACE(::testing::Message()
-                         << cpu::Bf16IsaName(isa) << " rows=" << rows << " in=" << in
-                         << " out=" << out << " accumulate=" << accumulate);
-            const Case c = MakeInt8Case(rng, rows, in, out);
-            std::vector<float> y = c.y0;
-            cpu::LinearInt8Tiled(isa, c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in,
-                                 out, accumulate);
-            ExpectWithinBound(c, y, rows, in, out, accumulate);
-          }
-        }
-      }
-    }
-  }
-}
-
 TEST(LinearInt8Test, DequantiseAndSgemmMatchesTheReference) {
   std::mt19937 rng(9);
   for (const int64_t rows : {1, 7, 40}) {
@@ -84,25 +59,6 @@ TEST(LinearInt8Test, DequantiseAndSgemmMatchesTheReference) {
         cpu::LinearInt8DequantSgemm(c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in,
                                     70, accumulate);
         ExpectWithinBound(c, y, rows, in, 70, accumulate);
-      }
-    }
-  }
-}
-
-TEST(LinearInt8Test, DispatchedKernelMatchesTheReferenceAtEveryRowCount) {
-  std::mt19937 rng(8);
-  for (const int64_t rows : kRows) {  // both sides of the tiles' former row limits (24-128)
-    for (const int64_t in : {int64_t{17}, int64_t{255}}) {
-      for (const int64_t out : {int64_t{5}, int64_t{130}, int64_t{300}}) {
-        for (const bool accumulate : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " out=" << out
-                                            << " accumulate=" << accumulate);
-          const Case c = MakeInt8Case(rng, rows, in, out);
-          std::vector<float> y = c.y0;
-          cpu::LinearInt8(c.x.data(), c.weights(), c.scales.data(), y.data(), rows, in, out,
-                          accumulate);
-          ExpectWithinBound(c, y, rows, in, out, accumulate);
-        }
       }
     }
   }

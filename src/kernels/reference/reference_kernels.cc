@@ -40,6 +40,36 @@ void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, 
   }
 }
 
+void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
+                bool bf16_activations, bool accumulate) {
+  std::vector<float> xs(x, x + rows * in), ws(static_cast<size_t>(out * in));
+  if (bf16_activations) {
+    for (float& v : xs) v = Bf16ToF32(F32ToBf16(v));
+  }
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = Bf16ToF32(w[i]);
+  Linear(xs.data(), ws.data(), y, rows, in, out, accumulate);
+}
+
+void LinearInt4(const float* x, const uint8_t* w4, const float* scales, float* y, int64_t rows,
+                int64_t in, int64_t out, bool int8_activations, bool accumulate) {
+  constexpr int64_t kGroup = 32;
+  const int64_t groups = (in + kGroup - 1) / kGroup;
+  std::vector<int8_t> q(static_cast<size_t>(out * in));
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      const int64_t g = i / kGroup, j = i % kGroup;
+      const uint8_t byte = w4[(o * groups + g) * (kGroup / 2) + j % (kGroup / 2)];
+      const int nibble = j < kGroup / 2 ? byte & 0xf : byte >> 4;
+      q[o * in + i] = static_cast<int8_t>(nibble - 8);
+    }
+  }
+  if (int8_activations) {
+    LinearInt8Int8(x, q.data(), scales, y, rows, in, out, kGroup, accumulate);
+  } else {
+    LinearInt8(x, q.data(), scales, y, rows, in, out, kGroup, accumulate);
+  }
+}
+
 void QuantizeActivationsInt8(const float* x, int64_t n, int64_t group, int8_t* q, float* scales) {
   DSCALE_CHECK(group > 0);
   for (int64_t g = 0; g * group < n; ++g) {

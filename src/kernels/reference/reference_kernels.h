@@ -24,6 +24,16 @@ void LinearInt8(const float* x, const int8_t* w, const float* scales, float* y, 
 // from acc = 0; y = acc, or fl(y + acc) with `accumulate`.
 void LinearInt8Int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t rows,
                     int64_t in, int64_t out, int64_t group, bool accumulate = false);
+// cpu::LinearBf16: w holds BF16 bits [out, in], widened exactly; with `bf16_activations` each
+// x rounded to BF16 first (nearest even, cpu::Bf16Activations::kBf16), else taken as it is.
+void LinearBf16(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t in, int64_t out,
+                bool bf16_activations, bool accumulate = false);
+// cpu::LinearInt4: w4 packed as gemm_int4.h states ([out, ⌈in/32⌉ · 16] bytes, input 32g + j in
+// the low nibble of byte j of group g and input 32g + 16 + j in its high one, each q + 8), scales
+// [out, ⌈in/32⌉] as f32 values. The values q are unpacked here and multiplied as LinearInt8
+// (f32 activations) or LinearInt8Int8 (`int8_activations`) multiplies them, groups of 32.
+void LinearInt4(const float* x, const uint8_t* w4, const float* scales, float* y, int64_t rows,
+                int64_t in, int64_t out, bool int8_activations, bool accumulate = false);
 // x[0, n) quantised per group of `group` values (the last may be shorter): d = max|x| / 127,
 // q = x / d rounded to nearest even and clamped to ±127; a zero d (an all-zero group) gives
 // q = 0; a group holding a NaN or an infinity gets d = NaN and q = 0. q [n], scales [⌈n/group⌉].
