@@ -4,10 +4,10 @@
 
 namespace dscale::server {
 
-bool SlotGate::TryAcquire() {
+bool SlotGate::TryAcquire(int32_t count) {
   int32_t used = used_.load();
-  while (used < slots_) {
-    if (used_.compare_exchange_weak(used, used + 1)) return true;
+  while (used + count <= slots_) {
+    if (used_.compare_exchange_weak(used, used + count)) return true;
   }
   return false;
 }
@@ -55,20 +55,38 @@ void EngineLoop::Stop() {
 
 Result<uint64_t> EngineLoop::Submit(PreparedRequest request,
                                     std::shared_ptr<RequestChannel> channel) {
-  if (!slots_.TryAcquire()) {
-    return ResourceExhausted("all " + std::to_string(slots_.slots()) + " request slots are in use");
+  std::vector<PreparedRequest> requests;
+  requests.push_back(std::move(request));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<uint64_t> tickets,
+                          SubmitAll(std::move(requests), {std::move(channel)}));
+  return tickets.front();
+}
+
+Result<std::vector<uint64_t>> EngineLoop::SubmitAll(
+    std::vector<PreparedRequest> requests, std::vector<std::shared_ptr<RequestChannel>> channels) {
+  DSCALE_CHECK(requests.size() == channels.size() && !requests.empty());
+  const auto count = static_cast<int32_t>(requests.size());
+  if (!slots_.TryAcquire(count)) {
+    return ResourceExhausted(count == 1 ? "all " + std::to_string(slots_.slots()) +
+                                              " request slots are in use"
+                                        : std::to_string(count) + " request slots are not free (" +
+                                              std::to_string(slots_.slots() - slots_.used()) +
+                                              " of " + std::to_string(slots_.slots()) + " are)");
   }
-  uint64_t ticket = 0;
+  std::vector<uint64_t> tickets;
   {
     std::lock_guard lock(mu_);
-    ticket = next_ticket_++;
-    incoming_.push_back({.ticket = ticket,
-                         .request = std::move(request),
-                         .channel = std::move(channel),
-                         .arrived = Clock::now()});
+    const Clock::time_point now = Clock::now();
+    for (int32_t i = 0; i < count; ++i) {
+      tickets.push_back(next_ticket_++);
+      incoming_.push_back({.ticket = tickets.back(),
+                           .request = std::move(requests[i]),
+                           .channel = std::move(channels[i]),
+                           .arrived = now});
+    }
   }
   cv_.notify_one();
-  return ticket;
+  return tickets;
 }
 
 void EngineLoop::Cancel(uint64_t ticket) {

@@ -30,11 +30,12 @@
 
 namespace dscale::server {
 
-// A counting bound shared by threads: TryAcquire succeeds while fewer than `slots` are held.
+// A counting bound shared by threads: TryAcquire(n) takes n slots at once when that many are
+// free, else none.
 class SlotGate {
  public:
   explicit SlotGate(int32_t slots) : slots_(slots) {}
-  bool TryAcquire();
+  bool TryAcquire(int32_t count = 1);
   void Release();
   int32_t used() const { return used_.load(); }
   int32_t slots() const { return slots_; }
@@ -69,6 +70,13 @@ class EngineLoop {
   // validation). Returns the request's ticket, or ResourceExhausted when every slot is held. The
   // channel receives the output; the request's slot is freed when it ends.
   Result<uint64_t> Submit(PreparedRequest request, std::shared_ptr<RequestChannel> channel);
+  // A client request's n choices as one admission: all of them get a slot and are queued, in
+  // order, or none is and nothing changes (ResourceExhausted). `channels` pairs with `requests`.
+  // More choices than request_slots() is the caller's to refuse (they can never fit).
+  Result<std::vector<uint64_t>> SubmitAll(std::vector<PreparedRequest> requests,
+                                          std::vector<std::shared_ptr<RequestChannel>> channels);
+  // Requests the server holds at most (running and waiting).
+  int32_t request_slots() const { return slots_.slots(); }
   // Cancels a request (its KV is freed at the next step); unknown or finished tickets are
   // ignored.
   void Cancel(uint64_t ticket);

@@ -359,6 +359,13 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
   if (draining_) return Unavailable("shutting_down", "the server is shutting down");
   if (auto e = CheckContentType(req.get_header_value("Content-Type"))) return e;
   if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
+  if (api->n > loop_.request_slots()) {
+    // Never admitted at these limits, however idle the server: not a 503 to retry.
+    return BadField("n", "must be at most " + std::to_string(loop_.request_slots()) +
+                             ": each choice is a request, and this server holds " +
+                             std::to_string(loop_.request_slots()) +
+                             " at once (--max-running + --max-queue)");
+  }
   if (auto e = PrepareRequest(*api, tokenizer_, model_, serial ^ salt_, prepared)) return e;
   if (Status s = check_(prepared->prompt, prepared->params); !s.ok()) {
     ApiError error = BadFieldMessage(s.message());
@@ -384,23 +391,23 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
     Reply(res, *error);
     return false;
   }
-  // Each choice is an engine request of its own, with its own seed.
+  // Each choice is an engine request of its own, with its own seed, admitted together: all or
+  // none (a refusal queues nothing, so it takes no slot from the requests behind it).
   Generation generation;
+  std::vector<PreparedRequest> choices;
   const uint64_t seed = prepared.params.sampling.seed;
   for (int32_t i = 0; i < api.n; ++i) {
-    PreparedRequest choice = prepared;
-    choice.params.sampling.seed = ChoiceSeed(seed, i);
-    auto channel = std::make_shared<RequestChannel>();
-    Result<uint64_t> ticket = loop_.Submit(std::move(choice), channel);
-    if (!ticket.ok()) {
-      generation.CancelAll(loop_);
-      Reply(res, Unavailable("overloaded", "the server is at capacity (" +
-                                               ticket.status().message() + "); retry later"));
-      return false;
-    }
-    generation.channels.push_back(std::move(channel));
-    generation.tickets.push_back(*ticket);
+    choices.push_back(prepared);
+    choices.back().params.sampling.seed = ChoiceSeed(seed, i);
+    generation.channels.push_back(std::make_shared<RequestChannel>());
   }
+  Result<std::vector<uint64_t>> tickets = loop_.SubmitAll(std::move(choices), generation.channels);
+  if (!tickets.ok()) {
+    Reply(res, Unavailable("overloaded", "the server is at capacity (" +
+                                             tickets.status().message() + "); retry later"));
+    return false;
+  }
+  generation.tickets = std::move(tickets).value();
   const ResponseMeta meta{.endpoint = endpoint,
                           .id = ResponseId(endpoint, serial, salt_),
                           .created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -545,7 +552,7 @@ void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& re
                      {"owned_by", "dscale"},
                      {"max_model_len", model_.context_length}};
   if (req.matches.size() < 2) {
-    res.set_content(Dump({{"object", "list"}, {"data", json::array({card})}}), kJson);
+    res.set_content(Dump(json{{"object", "list"}, {"data", json::array({card})}}), kJson);
     return;
   }
   if (req.matches[1] != model_.name) {

@@ -7,15 +7,13 @@
 namespace dscale::server {
 namespace {
 
-using json = nlohmann::json;
-
 std::string BytesOf(int32_t token, const Tokenizer& tokenizer) {
   const std::string* bytes = tokenizer.TokenBytes(token);
   return bytes != nullptr ? *bytes : std::string();
 }
 
-json ByteList(const std::string& bytes) {
-  json list = json::array();
+ResponseJson ByteList(const std::string& bytes) {
+  ResponseJson list = ResponseJson::array();
   for (const char c : bytes) list.push_back(static_cast<unsigned char>(c));
   return list;
 }
@@ -55,10 +53,10 @@ int64_t TextLength(std::span<const LogprobEntry> entries) {
   return chars;
 }
 
-json ChatLogprobsJson(std::span<const LogprobEntry> entries) {
-  json content = json::array();
+ResponseJson ChatLogprobsJson(std::span<const LogprobEntry> entries) {
+  ResponseJson content = ResponseJson::array();
   for (const LogprobEntry& e : entries) {
-    json top = json::array();
+    ResponseJson top = ResponseJson::array();
     for (const auto& [bytes, logprob] : e.top) {
       top.push_back(
           {{"token", TokenString(bytes)}, {"logprob", logprob}, {"bytes", ByteList(bytes)}});
@@ -71,14 +69,14 @@ json ChatLogprobsJson(std::span<const LogprobEntry> entries) {
   return {{"content", std::move(content)}};
 }
 
-json CompletionLogprobsJson(std::span<const LogprobEntry> entries, int64_t text_offset) {
-  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
-       offsets = json::array();
+ResponseJson CompletionLogprobsJson(std::span<const LogprobEntry> entries, int64_t text_offset) {
+  ResponseJson tokens = ResponseJson::array(), token_logprobs = ResponseJson::array(),
+               top_logprobs = ResponseJson::array(), offsets = ResponseJson::array();
   for (size_t i = 0; i < entries.size(); ++i) {
     const LogprobEntry& e = entries[i];
     tokens.push_back(TokenString(e.bytes));
     token_logprobs.push_back(e.logprob);
-    json top = json::object();
+    ResponseJson top = ResponseJson::object();
     for (const auto& [bytes, logprob] : e.top) top[TokenString(bytes)] = logprob;
     top_logprobs.push_back(std::move(top));
     offsets.push_back(text_offset);

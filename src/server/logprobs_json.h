@@ -40,8 +40,12 @@ std::string TokenString(const std::string& bytes);
 // Characters (code points) the entries' tokens add to the text: how far they move text_offset.
 int64_t TextLength(std::span<const LogprobEntry> entries);
 
-nlohmann::json ChatLogprobsJson(std::span<const LogprobEntry> entries);
+// Members in the order written: a completion's top_logprobs object lists its tokens most likely
+// first, as OpenAI's does.
+using ResponseJson = nlohmann::ordered_json;
+
+ResponseJson ChatLogprobsJson(std::span<const LogprobEntry> entries);
 // `text_offset`: the offset of the first entry's token.
-nlohmann::json CompletionLogprobsJson(std::span<const LogprobEntry> entries, int64_t text_offset);
+ResponseJson CompletionLogprobsJson(std::span<const LogprobEntry> entries, int64_t text_offset);
 
 }  // namespace dscale::server

@@ -18,6 +18,18 @@ using Error = std::optional<ApiError>;
 
 std::string Got(const json& value) { return ", got " + DescribeJson(value); }
 
+// An integer as clients send one: a JSON integer, or a float without a fractional part (clients
+// that serialise every number as a float send 1.0 for 1), within int64. Ranges are the caller's.
+std::optional<int64_t> ApiInteger(const json& value) {
+  if (std::optional<int64_t> x = JsonInt64(value)) return x;
+  if (!value.is_number_float()) return std::nullopt;
+  const double x = value.get<double>();
+  // 2^63 is exactly representable; every double below it in magnitude converts.
+  constexpr double kLimit = 9223372036854775808.0;
+  if (!std::isfinite(x) || x != std::trunc(x) || x >= kLimit || x < -kLimit) return std::nullopt;
+  return static_cast<int64_t>(x);
+}
+
 // A finite JSON number (integer or float; not a bool) as a double.
 std::optional<double> JsonNumber(const json& value) {
   if (!value.is_number()) return std::nullopt;
@@ -38,7 +50,7 @@ Error ParseTokenIds(const json& v, const std::string& name, ApiRequest* r) {
   r->prompt_ids.clear();
   for (size_t i = 0; i < v.size(); ++i) {
     // 32 bits here; whether the id is in the vocabulary is the engine's check.
-    const std::optional<int64_t> id = JsonInt64(v[i]);
+    const std::optional<int64_t> id = ApiInteger(v[i]);
     if (!id || *id < std::numeric_limits<int32_t>::min() ||
         *id > std::numeric_limits<int32_t>::max()) {
       return BadField(name + "[" + std::to_string(i) + "]",
@@ -172,7 +184,7 @@ Error ParseMessages(const json& v, const std::string& name, ApiRequest* r) {
 
 Error ParseMaxTokens(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
-  const std::optional<int64_t> x = JsonInt64(v);
+  const std::optional<int64_t> x = ApiInteger(v);
   if (!x && v.is_number_unsigned()) return BadField(name, "must be at most 2147483647" + Got(v));
   if (!x) return BadField(name, "expected an integer" + Got(v));
   if (*x < 1) return BadField(name, "must be at least 1" + Got(v));
@@ -201,7 +213,7 @@ Error ParseTopP(const json& v, const std::string& name, ApiRequest* r) {
 
 Error ParseTopK(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
-  const std::optional<int64_t> x = JsonInt64(v);
+  const std::optional<int64_t> x = ApiInteger(v);
   if (!x || *x < -1 || *x > std::numeric_limits<int32_t>::max()) {
     return BadField(name, "expected an integer >= -1 (-1 or 0: off)" + Got(v));
   }
@@ -213,8 +225,8 @@ Error ParseSeed(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
   if (v.is_number_unsigned()) {
     r->seed = v.get<uint64_t>();
-  } else if (v.is_number_integer()) {
-    r->seed = static_cast<uint64_t>(v.get<int64_t>());
+  } else if (const std::optional<int64_t> x = ApiInteger(v)) {
+    r->seed = static_cast<uint64_t>(*x);
   } else {
     return BadField(name, "expected an integer" + Got(v));
   }
@@ -242,7 +254,7 @@ Error ParseStop(const json& v, const std::string& name, ApiRequest* r) {
 
 Error ParseN(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
-  const std::optional<int64_t> x = JsonInt64(v);
+  const std::optional<int64_t> x = ApiInteger(v);
   if (!x || *x < 1 || *x > kMaxChoices) {
     return BadField(name, "expected an integer from 1 to " + std::to_string(kMaxChoices) + Got(v));
   }
@@ -308,7 +320,7 @@ Error ParseLogitBias(const json& v, const std::string& name, ApiRequest*) {
 
 // 0 .. kMaxTopLogprobs into *out.
 Error ParseTopCount(const json& v, const std::string& name, int32_t* out) {
-  const std::optional<int64_t> x = JsonInt64(v);
+  const std::optional<int64_t> x = ApiInteger(v);
   if (!x || *x < 0 || *x > kMaxTopLogprobs) {
     return BadField(name,
                     "expected an integer from 0 to " + std::to_string(kMaxTopLogprobs) + Got(v));
@@ -344,7 +356,7 @@ Error ParseEcho(const json& v, const std::string& name, ApiRequest*) {
 }
 
 Error ParseBestOf(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || JsonInt64(v) == 1) return std::nullopt;
+  if (v.is_null() || ApiInteger(v) == 1) return std::nullopt;
   return Unsupported(v, name, "1");
 }
 

@@ -17,7 +17,9 @@
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (empty only),
 //             tool_choice ("none" only), parallel_tool_calls, response_format ({"type": "text"}
 //             only)
-// Fields a client sends as null mean "the default".
+// Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
+// n, seed, top_k, logprobs, top_logprobs, token ids), a float without a fractional part is that
+// integer (1.0 is 1), under the same range checks.
 
 #include <cstdint>
 #include <optional>

@@ -5,11 +5,9 @@
 namespace dscale::server {
 namespace {
 
-using json = nlohmann::json;
-
 bool IsChat(const ResponseMeta& meta) { return meta.endpoint == Endpoint::kChatCompletions; }
 
-json Envelope(const ResponseMeta& meta, const char* object, json choices) {
+ResponseJson Envelope(const ResponseMeta& meta, const char* object, ResponseJson choices) {
   return {{"id", meta.id},
           {"object", object},
           {"created", meta.created},
@@ -17,13 +15,13 @@ json Envelope(const ResponseMeta& meta, const char* object, json choices) {
           {"choices", std::move(choices)}};
 }
 
-json FinishReason(const std::optional<std::string>& reason) {
-  return reason ? json(*reason) : json(nullptr);
+ResponseJson FinishReason(const std::optional<std::string>& reason) {
+  return reason ? ResponseJson(*reason) : ResponseJson(nullptr);
 }
 
 // A choice's "logprobs": null unless the request asked and there are tokens to report.
-json LogprobsField(const ResponseMeta& meta, std::span<const LogprobEntry> entries,
-                   int64_t text_offset) {
+ResponseJson LogprobsField(const ResponseMeta& meta, std::span<const LogprobEntry> entries,
+                           int64_t text_offset) {
   if (!meta.logprobs || entries.empty()) return nullptr;
   return IsChat(meta) ? ChatLogprobsJson(entries) : CompletionLogprobsJson(entries, text_offset);
 }
@@ -42,19 +40,20 @@ std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt) {
   return (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::string(hex);
 }
 
-json UsageJson(const Usage& usage) {
+ResponseJson UsageJson(const Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.completion_tokens},
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-json CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices, const Usage& usage) {
-  json list = json::array();
+ResponseJson CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices,
+                            const Usage& usage) {
+  ResponseJson list = ResponseJson::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const Choice& c = choices[i];
-    json choice = {{"index", i},
-                   {"logprobs", LogprobsField(meta, c.logprobs, 0)},
-                   {"finish_reason", c.finish_reason}};
+    ResponseJson choice = {{"index", i},
+                           {"logprobs", LogprobsField(meta, c.logprobs, 0)},
+                           {"finish_reason", c.finish_reason}};
     if (IsChat(meta)) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
@@ -62,48 +61,55 @@ json CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices, c
     }
     list.push_back(std::move(choice));
   }
-  json out = Envelope(meta, IsChat(meta) ? "chat.completion" : "text_completion", std::move(list));
+  ResponseJson out =
+      Envelope(meta, IsChat(meta) ? "chat.completion" : "text_completion", std::move(list));
   out["usage"] = UsageJson(usage);
   return out;
 }
 
-json CompletionJson(const ResponseMeta& meta, const std::string& text,
-                    const std::string& finish_reason, const Usage& usage,
-                    std::span<const LogprobEntry> logprobs) {
+ResponseJson CompletionJson(const ResponseMeta& meta, const std::string& text,
+                            const std::string& finish_reason, const Usage& usage,
+                            std::span<const LogprobEntry> logprobs) {
   const Choice choice{
       .text = text, .finish_reason = finish_reason, .logprobs = {logprobs.begin(), logprobs.end()}};
   return CompletionJson(meta, std::span(&choice, 1), usage);
 }
 
-json ChunkJson(const ResponseMeta& meta, const ChunkFields& fields) {
-  json choice = {{"index", fields.index},
-                 {"logprobs", LogprobsField(meta, fields.logprobs, fields.text_offset)},
-                 {"finish_reason", FinishReason(fields.finish_reason)}};
+ResponseJson ChunkJson(const ResponseMeta& meta, const ChunkFields& fields) {
+  ResponseJson choice = {{"index", fields.index},
+                         {"logprobs", LogprobsField(meta, fields.logprobs, fields.text_offset)},
+                         {"finish_reason", FinishReason(fields.finish_reason)}};
   if (IsChat(meta)) {
-    json delta = json::object();
+    ResponseJson delta = ResponseJson::object();
     if (fields.role) delta["role"] = "assistant";
     if (!fields.text.empty() || fields.role) delta["content"] = fields.text;
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = fields.text;
   }
-  json out = Envelope(meta, IsChat(meta) ? "chat.completion.chunk" : "text_completion",
-                      json::array({std::move(choice)}));
+  ResponseJson out = Envelope(meta, IsChat(meta) ? "chat.completion.chunk" : "text_completion",
+                              ResponseJson::array({std::move(choice)}));
   if (fields.with_usage_null) out["usage"] = nullptr;
   return out;
 }
 
-json UsageChunkJson(const ResponseMeta& meta, const Usage& usage) {
-  json out =
-      Envelope(meta, IsChat(meta) ? "chat.completion.chunk" : "text_completion", json::array());
+ResponseJson UsageChunkJson(const ResponseMeta& meta, const Usage& usage) {
+  ResponseJson out = Envelope(meta, IsChat(meta) ? "chat.completion.chunk" : "text_completion",
+                              ResponseJson::array());
   out["usage"] = UsageJson(usage);
   return out;
 }
 
-std::string Dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string Dump(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string SseEvent(const json& value) { return "data: " + Dump(value) + "\n\n"; }
+std::string Dump(const ResponseJson& value) {
+  return value.dump(-1, ' ', false, ResponseJson::error_handler_t::replace);
+}
+
+std::string SseEvent(const nlohmann::json& value) { return "data: " + Dump(value) + "\n\n"; }
+
+std::string SseEvent(const ResponseJson& value) { return "data: " + Dump(value) + "\n\n"; }
 
 }  // namespace dscale::server

@@ -1,5 +1,7 @@
 #pragma once
-// Response bodies in the OpenAI shape, and Server-Sent Events framing for streams.
+// Response bodies in the OpenAI shape, and Server-Sent Events framing for streams. Objects keep
+// their members in the order written (ResponseJson): OpenAI's order, and completions'
+// top_logprobs most likely first.
 //
 // Non-streaming: one "text_completion" or "chat.completion" object with usage.
 // Streaming: "data: <chunk>\n\n" events. Chat streams open with a delta carrying the role;
@@ -36,7 +38,7 @@ struct ResponseMeta {
 // "cmpl-" / "chatcmpl-" followed by 24 hex digits of `serial` mixed with `salt`.
 std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt);
 
-nlohmann::json UsageJson(const Usage& usage);
+ResponseJson UsageJson(const Usage& usage);
 
 // One choice of a non-streaming response; `logprobs`: one per output token when meta.logprobs.
 struct Choice {
@@ -46,12 +48,12 @@ struct Choice {
 };
 
 // The whole response of a non-streaming request: choices[i] has "index": i.
-nlohmann::json CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices,
-                              const Usage& usage);
+ResponseJson CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices,
+                            const Usage& usage);
 // The same with one choice.
-nlohmann::json CompletionJson(const ResponseMeta& meta, const std::string& text,
-                              const std::string& finish_reason, const Usage& usage,
-                              std::span<const LogprobEntry> logprobs = {});
+ResponseJson CompletionJson(const ResponseMeta& meta, const std::string& text,
+                            const std::string& finish_reason, const Usage& usage,
+                            std::span<const LogprobEntry> logprobs = {});
 
 // One streaming chunk: `text` new text (chat: the delta's content), `finish_reason` set on
 // the last one, `role` set on a chat stream's first chunk. `with_usage_null` adds
@@ -66,16 +68,18 @@ struct ChunkFields {
   bool role = false;
   bool with_usage_null = false;
 };
-nlohmann::json ChunkJson(const ResponseMeta& meta, const ChunkFields& fields);
+ResponseJson ChunkJson(const ResponseMeta& meta, const ChunkFields& fields);
 
 // The final usage chunk of a stream with include_usage: empty choices and the usage.
-nlohmann::json UsageChunkJson(const ResponseMeta& meta, const Usage& usage);
+ResponseJson UsageChunkJson(const ResponseMeta& meta, const Usage& usage);
 
 // Serialises without throwing (ill-formed UTF-8, which never should occur, is replaced).
 std::string Dump(const nlohmann::json& value);
+std::string Dump(const ResponseJson& value);
 
 // "data: <json>\n\n"
 std::string SseEvent(const nlohmann::json& value);
+std::string SseEvent(const ResponseJson& value);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 // An SSE comment: clients ignore it. A stream that has been silent for a while (a long queue
 // wait or prefill) sends one so that proxies do not time it out.

@@ -73,6 +73,27 @@ TEST(OpenAiRequestTest, ChoicesUpToTheBound) {
   EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": "x", "n": 16})").n, kMaxChoices);
 }
 
+// Clients that serialise every number as a float send 2.0 for 2: an integral float is that
+// integer, under the same range checks; a fractional one is still refused (BadRequestTest).
+TEST(OpenAiRequestTest, IntegralFloatsAreIntegers) {
+  const ApiRequest r = ParseOk(kCompletions, R"({"model": "m", "prompt": [1.0, 2e0], "n": 2.0,
+      "max_tokens": 5.0, "seed": 7.0, "top_k": 4.0, "logprobs": 3.0, "best_of": 1.0})");
+  EXPECT_EQ(r.prompt_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.max_tokens, 5);
+  EXPECT_EQ(r.seed, 7u);
+  EXPECT_EQ(r.top_k, 4);
+  EXPECT_EQ(r.top_logprobs, 3);
+  const ApiRequest chat = ParseOk(kChat, R"({"model": "m", "logprobs": true,
+      "top_logprobs": 2.0, "messages": [{"role": "user", "content": "x"}]})");
+  EXPECT_EQ(chat.top_logprobs, 2);
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": "x", "n": 17.0})").param, "n");
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": "x", "max_tokens": 3e9})").param,
+            "max_tokens");
+  EXPECT_EQ(ParseFails(kCompletions, R"({"model": "m", "prompt": "x", "seed": 1e300})").param,
+            "seed");
+}
+
 TEST(OpenAiRequestTest, LogprobsInEachEndpointsForm) {
   const ApiRequest none = ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})");
   EXPECT_FALSE(none.logprobs);

@@ -86,6 +86,20 @@ TEST(OpenAiResponseTest, CompletionLogprobsCountCharactersForTextOffsets) {
   EXPECT_EQ(lp["top_logprobs"][0], (json{{"H\xc3\xa9", -0.25f}, {"x", -2.0f}}));
 }
 
+// A completion's top_logprobs object names its tokens most likely first, as the engine lists
+// them, not in the tokens' alphabetical order (JSON objects keep the order written).
+TEST(OpenAiResponseTest, CompletionTopLogprobsKeepTheirOrder) {
+  ResponseMeta meta = kTextMeta;
+  meta.logprobs = true;
+  const std::vector<LogprobEntry> entries = {
+      {.bytes = "z", .logprob = -0.125f, .top = {{"z", -0.125f}, {"a", -2.5f}, {"m", -3.0f}}}};
+  const std::string body = Dump(CompletionJson(meta, "z", "length", {}, entries));
+  EXPECT_NE(body.find(R"("top_logprobs":[{"z":-0.125,"a":-2.5,"m":-3.0}])"), std::string::npos)
+      << body;
+  // The envelope in OpenAI's order.
+  EXPECT_EQ(body.rfind(R"({"id":)", 0), 0u) << body;
+}
+
 TEST(OpenAiResponseTest, SeveralChoicesAreIndexedInOrder) {
   const std::vector<Choice> choices = {{.text = "a", .finish_reason = "stop"},
                                        {.text = "bc", .finish_reason = "length"}};

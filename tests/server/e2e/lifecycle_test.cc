@@ -333,6 +333,54 @@ TEST(LifecycleTest, ATokenizerBeyondTheVocabularyIsRefusedAtStartUp) {
       << log;
 }
 
+// A request's n choices are admitted together or not at all: a refused n = 4 takes no slot from
+// the n = 1 request sent straight after it and counts no cancellation; more choices than the
+// server ever holds is a 400 naming n, never a 503 to retry.
+TEST(LifecycleTest, ChoicesAreAdmittedAllOrNone) {
+  auto server = ServerProcess::Start({"--max-running", "2", "--max-queue", "2"});
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120s);
+  // One long request holds one of the 4 slots throughout.
+  httplib::Client holding("127.0.0.1", server->port());
+  holding.set_read_timeout(300s);
+  std::thread holder([&holding] {
+    holding.Post(
+        "/v1/completions",
+        json{{"model", "tiny"}, {"prompt", "hold"}, {"max_tokens", 4000}, {"ignore_eos", true}}
+            .dump(),
+        "application/json");
+  });
+  for (int i = 0; i < 200; ++i) {
+    const httplib::Result health = client.Get("/health");
+    if (health && json::parse(health->body)["running"] == 1) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto post = [&](int n) {
+    const httplib::Result res =
+        client.Post("/v1/completions",
+                    json{{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 2}, {"n", n}}.dump(),
+                    "application/json");
+    return res ? std::make_pair(res->status, json::parse(res->body, nullptr, false))
+               : std::make_pair(0, json());
+  };
+  for (int round = 0; round < 5; ++round) {
+    EXPECT_EQ(post(4).first, 503) << "round " << round;
+    const auto [status, answer] = post(1);
+    EXPECT_EQ(status, 200) << "round " << round << ": " << answer.dump();
+  }
+  const auto [status, answer] = post(5);
+  EXPECT_EQ(status, 400) << answer.dump();
+  EXPECT_EQ(answer["error"]["param"], "n") << answer.dump();
+  EXPECT_NE(answer["error"]["message"].dump().find("must be at most 4"), std::string::npos)
+      << answer.dump();
+  const std::string metrics = Metrics(client);
+  EXPECT_EQ(MetricValue(metrics, "dscale_requests_finished_total{reason=\"cancelled\"}"), 0);
+  holding.stop();  // the long request's client goes away; the server cancels it
+  holder.join();
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
+}
+
 // prompt token ids 1, 1, ... (`length` of them).
 json Ids(int length) { return json(std::vector<int>(static_cast<size_t>(length), 1)); }
 
