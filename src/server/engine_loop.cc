@@ -23,6 +23,9 @@ struct EngineLoop::Active {
   OutputText text;
   Clock::time_point arrived;
   Clock::time_point first_token;
+  // The log-probabilities of tokens whose text OutputText has not sent or dropped yet, oldest
+  // first (empty unless asked for).
+  std::deque<TokenLogprobs> held_logprobs;
   bool failed = false;  // the channel already has an error
 };
 
@@ -150,7 +153,21 @@ void EngineLoop::OnTokens(const TokenEvent& event) {
   if (it == active_.end()) return;
   Active& a = *it->second;
   if (a.first_token == Clock::time_point{}) a.first_token = Clock::now();
-  a.channel->Append(a.text.Push(event.new_tokens), LogprobEntries(event.new_logprobs, tokenizer_));
+  OutputText::Piece piece = a.text.Push(event.new_tokens);
+  a.channel->Append(piece.text, ReportedLogprobs(a, event.new_logprobs, piece.reported));
+}
+
+std::vector<LogprobEntry> EngineLoop::ReportedLogprobs(Active& a,
+                                                       std::span<const TokenLogprobs> fresh,
+                                                       const std::vector<bool>& reported) {
+  a.held_logprobs.insert(a.held_logprobs.end(), fresh.begin(), fresh.end());
+  std::vector<TokenLogprobs> out;
+  for (const bool report : reported) {
+    if (a.held_logprobs.empty()) break;  // log-probabilities were not asked for
+    if (report) out.push_back(std::move(a.held_logprobs.front()));
+    a.held_logprobs.pop_front();
+  }
+  return LogprobEntries(out, tokenizer_);
 }
 
 void EngineLoop::OnFinished(const RequestResult& result) {
@@ -168,7 +185,8 @@ void EngineLoop::OnFinished(const RequestResult& result) {
     a.channel->Fail(InternalError("the request could not be completed: " + result.error));
     outcome = Outcome::kError;
   } else if (result.finish_reason != FinishReason::kCancelled) {
-    a.channel->Append(a.text.Finish());
+    OutputText::Piece piece = a.text.Finish();
+    a.channel->Append(piece.text, ReportedLogprobs(a, {}, piece.reported));
     const bool stopped = result.finish_reason == FinishReason::kStop || a.text.stopped();
     outcome = stopped ? Outcome::kStop : Outcome::kLength;
   }

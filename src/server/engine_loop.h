@@ -14,8 +14,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -101,6 +103,10 @@ class EngineLoop {
   void StepOnce();
   void OnTokens(const TokenEvent& event);
   void OnFinished(const RequestResult& result);
+  // The entries of the tokens `reported` settles (OutputText::Piece), `fresh` appended to those
+  // the request holds.
+  std::vector<LogprobEntry> ReportedLogprobs(Active& a, std::span<const TokenLogprobs> fresh,
+                                             const std::vector<bool>& reported);
   void FailAll(const Status& status);
   void Publish();
 

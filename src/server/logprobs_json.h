@@ -9,7 +9,8 @@
 // A token's string is its text when its bytes are well-formed UTF-8 and "bytes:\xNN…" otherwise
 // (a byte-level token may end inside a character; chat's `bytes` carry the exact bytes).
 // text_offset counts characters (code points) of the completion's text before the token: the
-// sum of the earlier tokens' character counts, special tokens included as spelled.
+// sum of the earlier tokens' character counts. Only tokens whose text starts in the returned text
+// are listed (OutputText decides which): no end-of-turn token, nothing of a stop string.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -36,38 +36,61 @@ size_t HeldBackForStops(std::string_view text, std::span<const std::string> stop
 }
 
 OutputText::OutputText(const Tokenizer& tokenizer, std::vector<std::string> stop_strings)
-    : decoder_(tokenizer, {.skip_special = true}), stops_(std::move(stop_strings)) {}
+    : tokenizer_(tokenizer),
+      decoder_(tokenizer, {.skip_special = true}),
+      stops_(std::move(stop_strings)) {}
 
-std::string OutputText::Push(std::span<const int32_t> ids) {
-  if (stopped_) return {};
+OutputText::Piece OutputText::Push(std::span<const int32_t> ids) {
+  if (stopped_) return {.reported = std::vector<bool>(ids.size(), false)};
   for (const int32_t id : ids) {
-    // An id that is not a token (a model vocabulary can be larger than the tokenizer's)
-    // contributes nothing.
+    // A token's text starts after what is decoded and what the decoder holds of a character
+    // begun by earlier tokens. An id that is not a token (a model vocabulary can be larger than
+    // the tokenizer's) contributes nothing.
+    held_.push_back({.start = decoded_ + static_cast<int64_t>(decoder_.pending_bytes()),
+                     .has_text = !OutputTokenText(tokenizer_, id).empty()});
+    const size_t before = pending_.size();
     (void)decoder_.Push(id, &pending_);
+    decoded_ += static_cast<int64_t>(pending_.size() - before);
   }
   return Release(/*final=*/false);
 }
 
-std::string OutputText::Finish() {
-  if (stopped_) return {};
+OutputText::Piece OutputText::Finish() {
+  if (stopped_) return {.reported = Decide(/*final=*/true)};
+  const size_t before = pending_.size();
   decoder_.Finish(&pending_);
+  decoded_ += static_cast<int64_t>(pending_.size() - before);
   return Release(/*final=*/true);
 }
 
-std::string OutputText::Release(bool final) {
+OutputText::Piece OutputText::Release(bool final) {
   size_t cut = std::string::npos;
   for (const std::string& stop : stops_) cut = std::min(cut, pending_.find(stop));
-  std::string out;
+  Piece piece;
   if (cut != std::string::npos) {
-    out = pending_.substr(0, cut);
+    piece.text = pending_.substr(0, cut);
     pending_.clear();
     stopped_ = true;
-    return out;
+  } else {
+    const size_t keep = final ? 0 : HeldBackForStops(pending_, stops_);
+    piece.text = pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
   }
-  const size_t keep = final ? 0 : HeldBackForStops(pending_, stops_);
-  out = pending_.substr(0, pending_.size() - keep);
-  pending_.erase(0, pending_.size() - keep);
-  return out;
+  sent_ += static_cast<int64_t>(piece.text.size());
+  piece.reported = Decide(final || stopped_);
+  return piece;
+}
+
+std::vector<bool> OutputText::Decide(bool final) {
+  std::vector<bool> verdicts;
+  while (!held_.empty()) {
+    const HeldToken& t = held_.front();
+    const bool reported = t.has_text && t.start < sent_;
+    if (!reported && t.has_text && !final) break;  // its text may still be sent
+    verdicts.push_back(reported);
+    held_.pop_front();
+  }
+  return verdicts;
 }
 
 }  // namespace dscale::server

@@ -6,9 +6,13 @@
 //     (StreamDecoder);
 //   - text that could be the start of a stop string is held back until it no longer can.
 // Special tokens (e.g. "<|im_end|>") are left out of the text; ids that are not tokens give
-// no text. Not thread-safe: one per request, on the engine thread.
+// no text. Each piece says which tokens it reports (their log-probabilities go with it): a token
+// is reported when its text starts inside the text sent, so a token that adds no text (an end of
+// turn), and the tokens of a stop string and after it, are never reported, and a token's report
+// waits with its text. Not thread-safe: one per request, on the engine thread.
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,23 +24,45 @@ namespace dscale::server {
 
 class OutputText {
  public:
+  // What may be sent now: text (possibly empty), and the verdicts on the oldest tokens not yet
+  // decided, in order: true for a token reported with this text, false for one never reported.
+  struct Piece {
+    std::string text;
+    std::vector<bool> reported;
+  };
+
   OutputText(const Tokenizer& tokenizer, std::vector<std::string> stop_strings);
 
-  // Appends new output tokens; returns the text that may be sent now (possibly empty).
-  std::string Push(std::span<const int32_t> ids);
-  // The output ended: returns the rest of the text (held-back bytes, cut at a stop string).
-  std::string Finish();
+  // Appends new output tokens.
+  Piece Push(std::span<const int32_t> ids);
+  // The output ended: the rest of the text (held-back bytes, cut at a stop string), and a
+  // verdict on every token still undecided.
+  Piece Finish();
 
   // A stop string was found; nothing more is sent.
   bool stopped() const { return stopped_; }
 
  private:
-  // Moves what is safe from pending_ out, cutting at a stop string when one appears.
-  std::string Release(bool final);
+  // A token whose verdict waits: where its text starts in the decoded stream, and whether it
+  // has any.
+  struct HeldToken {
+    int64_t start = 0;
+    bool has_text = false;
+  };
 
+  // Moves what is safe from pending_ out, cutting at a stop string when one appears, and decides
+  // the held tokens that it settles.
+  Piece Release(bool final);
+  // Verdicts for the held tokens, oldest first, as far as `final` or the text sent settles them.
+  std::vector<bool> Decide(bool final);
+
+  const Tokenizer& tokenizer_;
   StreamDecoder decoder_;
   std::vector<std::string> stops_;
   std::string pending_;  // decoded but not yet sent
+  int64_t decoded_ = 0;  // bytes decoded (sent + pending_)
+  int64_t sent_ = 0;     // bytes sent
+  std::deque<HeldToken> held_;
   bool stopped_ = false;
 };
 

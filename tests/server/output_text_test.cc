@@ -22,8 +22,8 @@ std::vector<std::string> Stream(const std::string& text, std::vector<std::string
                                 bool* stopped = nullptr) {
   OutputText out(ServerTokenizer(), std::move(stops));
   std::vector<std::string> pieces;
-  for (const int32_t id : Ids(text)) pieces.push_back(out.Push(std::span(&id, 1)));
-  pieces.push_back(out.Finish());
+  for (const int32_t id : Ids(text)) pieces.push_back(out.Push(std::span(&id, 1)).text);
+  pieces.push_back(out.Finish().text);
   if (stopped) *stopped = out.stopped();
   return pieces;
 }
@@ -53,10 +53,10 @@ TEST(OutputTextTest, PossibleStartOfAStopIsHeldBack) {
   // "sun" could begin "sunny" until "day" arrives.
   OutputText out(ServerTokenizer(), {"sunny"});
   std::string sent;
-  for (const int32_t id : Ids("It is sun")) sent += out.Push(std::span(&id, 1));
+  for (const int32_t id : Ids("It is sun")) sent += out.Push(std::span(&id, 1)).text;
   EXPECT_EQ(sent, "It is ");
-  for (const int32_t id : Ids("day")) sent += out.Push(std::span(&id, 1));
-  sent += out.Finish();
+  for (const int32_t id : Ids("day")) sent += out.Push(std::span(&id, 1)).text;
+  sent += out.Finish().text;
   EXPECT_EQ(sent, "It is sunday");
 }
 
@@ -76,8 +76,60 @@ TEST(OutputTextTest, SpecialTokensAndUnknownIdsGiveNoText) {
   std::vector<int32_t> ids = Ids("ok");
   ids.push_back(tok.AddedTokenId("<|im_end|>").value());
   ids.push_back(100000);  // not a token
-  EXPECT_EQ(out.Push(ids) + out.Finish(), "ok");
+  EXPECT_EQ(out.Push(ids).text + out.Finish().text, "ok");
   EXPECT_EQ(OutputTextOf(tok, ids), "ok");
+}
+
+// Every token is decided once, in order: reported when its text starts inside the text sent (its
+// log-probability goes with that text), never when it adds no text or lies in or after a stop
+// string. The reported tokens' texts join to the text sent.
+struct Reported {
+  std::string text;
+  std::string reported_text;  // the reported tokens' texts, joined
+  size_t verdicts = 0;
+};
+
+Reported Report(const std::vector<int32_t>& ids, std::vector<std::string> stops) {
+  const Tokenizer& tok = ServerTokenizer();
+  OutputText out(tok, std::move(stops));
+  Reported r;
+  size_t next = 0;  // the oldest token without a verdict
+  const auto take = [&](const OutputText::Piece& piece) {
+    r.text += piece.text;
+    for (const bool reported : piece.reported) {
+      if (reported) r.reported_text += OutputTokenText(tok, ids[next]);
+      ++next;
+    }
+  };
+  for (const int32_t id : ids) take(out.Push(std::span(&id, 1)));
+  take(out.Finish());
+  r.verdicts = next;
+  return r;
+}
+
+TEST(OutputTextTest, ReportsExactlyTheTokensWhoseTextIsSent) {
+  const Tokenizer& tok = ServerTokenizer();
+  std::vector<int32_t> ids = Ids("It is sunny today");
+  ids.push_back(tok.AddedTokenId("<|im_end|>").value());
+  Reported r = Report(ids, {});
+  EXPECT_EQ(r.text, "It is sunny today");
+  EXPECT_EQ(r.reported_text, r.text);  // no entry for the end of turn
+  EXPECT_EQ(r.verdicts, ids.size());
+  // A stop string's tokens, and what follows, are not reported.
+  r = Report(ids, {" today"});
+  EXPECT_EQ(r.text, "It is sunny");
+  EXPECT_EQ(r.reported_text, "It is sunny");
+  EXPECT_EQ(r.verdicts, ids.size());
+  // A token that starts before the stop and runs into it is reported: its text starts in the
+  // text sent.
+  r = Report(Ids("abcdef"), {"cd"});
+  EXPECT_EQ(r.text, "ab");
+  EXPECT_EQ(r.reported_text.rfind("ab", 0), 0u) << r.reported_text;
+  // Characters split across tokens: the reported tokens still join to the text.
+  const std::string text = "caf\xc3\xa9 \xf0\x9f\x98\x80!";
+  r = Report(Ids(text), {});
+  EXPECT_EQ(r.reported_text, text);
+  EXPECT_EQ(r.text, text);
 }
 
 TEST(OutputTextTest, HeldBackForStops) {

@@ -107,16 +107,31 @@ async function stopStrings(model, prompt, text) {
   const streamed = await collectText(await client.completions.create({...request, stream: true}));
   assert.equal(streamed.text, want);
   assert.equal(streamed.finish, 'stop');
+  // Log-probabilities list the tokens of the text returned, not the stop string's: a token may
+  // start before the stop and run into it, no further.
+  const lp = (await client.completions.create({...request, logprobs: 1})).choices[0].logprobs;
+  const joined = lp.tokens.join('');
+  // (Tokens named by their bytes, "bytes:\\x99", do not spell the text; the stop is letters.)
+  const spelled = lp.tokens.every((t) => !t.startsWith('bytes:'));
+  assert.ok((!spelled || joined.startsWith(want)) && !joined.includes(stop, want.length),
+            `logprobs tokens ${JSON.stringify(joined)} for text ${JSON.stringify(want)}`);
 }
 
-// logprobs, chat's and completions', streamed and not: one entry per token, the greedy token the
-// most likely, the tokens spelling the text, the same values either way.
+// logprobs, chat's and completions', streamed and not: one entry per token whose text is
+// returned (none for the end of turn), the greedy token the most likely, the entries' bytes
+// spelling the text, text offsets indexing it, top_logprobs most likely first, the same values
+// streamed or not.
 async function logprobs(model, prompt) {
   const request = {model, messages: [{role: 'user', content: prompt}], max_tokens: 8,
                    temperature: 0, logprobs: true, top_logprobs: 3};
   const whole = await client.chat.completions.create(request);
   const content = whole.choices[0].logprobs.content;
-  assert.equal(content.length, whole.usage.completion_tokens);
+  assert.ok(content.length <= whole.usage.completion_tokens);
+  if (whole.choices[0].finish_reason === 'length') {
+    assert.equal(content.length, whole.usage.completion_tokens);
+  }
+  assert.equal(Buffer.concat(content.map((e) => Buffer.from(e.bytes))).toString('utf8'),
+               whole.choices[0].message.content, 'the entries spell the returned text');
   for (const entry of content) {
     assert.equal(entry.top_logprobs.length, 3);
     assert.ok(entry.logprob <= 0);
@@ -133,12 +148,19 @@ async function logprobs(model, prompt) {
   const text = await client.completions.create(
       {model, prompt, max_tokens: 8, temperature: 0, logprobs: 2});
   const lp = text.choices[0].logprobs;
-  assert.equal(lp.tokens.length, text.usage.completion_tokens);
+  assert.ok(lp.tokens.length <= text.usage.completion_tokens);
   assert.equal(lp.token_logprobs.length, lp.tokens.length);
   assert.equal(lp.text_offset[0], 0);
+  const chars = [...text.choices[0].text];
   for (let i = 0; i < lp.tokens.length; ++i) {
-    assert.equal(Object.keys(lp.top_logprobs[i]).length, 2);
+    const top = Object.values(lp.top_logprobs[i]);
+    assert.equal(top.length, 2);
+    assert.ok(top[0] >= top[1], 'top_logprobs most likely first');
     assert.ok(lp.token_logprobs[i] <= 0);
+    if (!lp.tokens[i].startsWith('bytes:')) {
+      const at = chars.slice(lp.text_offset[i]).join('');
+      assert.ok(at.startsWith(lp.tokens[i]), `text_offset ${lp.text_offset[i]} indexes the text`);
+    }
   }
   await assert.rejects(client.chat.completions.create(
       {model, messages: [{role: 'user', content: 'x'}], top_logprobs: 2}), (e) => {
