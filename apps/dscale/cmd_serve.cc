@@ -251,8 +251,35 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
+// While the server starts (loading, dspark's profiling, the engine), SIGTERM or SIGINT ends the
+// process at once with status 0: nothing has been accepted, so there is nothing to drain. Once
+// Finish() is called, the signals stay pending for WaitForSignal.
+class StartupSignalWatch {
+ public:
+  explicit StartupSignalWatch(const sigset_t& signals)
+      : thread_([this, signals] {
+          const timespec tick{.tv_sec = 0, .tv_nsec = 20'000'000};
+          while (!done_) {
+            if (const int signal = sigtimedwait(&signals, nullptr, &tick); signal > 0) {
+              std::fprintf(stderr, "dscale serve: signal %d during start-up: exiting\n", signal);
+              std::_Exit(0);
+            }
+          }
+        }) {}
+  ~StartupSignalWatch() { Finish(); }
+  void Finish() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 int RunServe(const ServeArgs& args) {
   const sigset_t signals = BlockStopSignals();
+  StartupSignalWatch startup(signals);
   if (Status s = EnsureDescriptors(args.max_connections); !s.ok()) return ReportError("serve", s);
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);
   if (!policy.ok()) return ReportError("serve", policy.status());
@@ -263,6 +290,7 @@ int RunServe(const ServeArgs& args) {
   Result<std::unique_ptr<Engine>> engine = MakeServeEngine(args, *policy, rt);
   if (!engine.ok()) return ReportError("serve", engine.status());
   if (Status s = CheckServesOneRequest(**engine, args); !s.ok()) return ReportError("serve", s);
+  startup.Finish();
   return ServeUntilStopped(args, *policy, rt, **engine, signals);
 }
 

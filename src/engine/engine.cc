@@ -220,36 +220,63 @@ void Engine::Cancel(RequestId id) {
 }
 
 void Engine::Admit() {
-  while (!queue_.empty()) {
-    RequestState& head = *queue_.front();
-    if (head.cancelled) {
-      head.finish = FinishReason::kCancelled;
-      head.result.finish_reason = FinishReason::kCancelled;
-      head.result.finished = Clock::now();
-      finished_.push_back(std::move(head.result));
-      queue_.pop_front();
+  // Requests start in arrival order, except that one waiting for what only time brings (KV
+  // pages, its group's share, a shared prompt being prefilled) does not hold up those behind it;
+  // one waiting for pages is passed over at most max_running times, then nothing behind it
+  // starts first (README, "Scheduling").
+  std::vector<RequestState*> short_of_pages;  // passed over in this pass if a later one starts
+  for (auto it = queue_.begin(); it != queue_.end() && running() < config_.max_running;) {
+    RequestState& r = **it;
+    if (r.cancelled) {
+      r.finish = FinishReason::kCancelled;
+      r.result.finish_reason = FinishReason::kCancelled;
+      r.result.finished = Clock::now();
+      finished_.push_back(std::move(r.result));
+      it = queue_.erase(it);
       continue;
     }
-    if (running() >= config_.max_running) return;
-    if (config_.prefix_cache && WaitsForSharedPrefill(head)) return;
-    // Cached pages may hold the prompt's start, up to its last token (whose logits give the
-    // first output token, so it is always computed), with the drafter's rows where it drafts.
-    const int32_t page_size = cache_.shape().page_size;
-    const std::vector<int32_t> shared =
-        cache_.MatchPrefix(std::span(head.tokens).first(head.prompt_len),
-                           (head.prompt_len - 1) / page_size, drafter_ != nullptr);
-    const auto shared_pages = static_cast<int32_t>(shared.size());
-    if (PagesFor(head) - shared_pages > cache_.FreePagesSharing(shared)) return;
-    head.seq = cache_.AddSequence(shared);
-    head.prefilled = shared_pages * page_size;
-    stats_.prefix_query_tokens += config_.prefix_cache ? head.prompt_len : 0;
-    stats_.prefix_hit_tokens += head.prefilled;
-    head.draft_context = drafter_ != nullptr && planner_.FeedNewRequest();
-    const Status reserved = cache_.Reserve(head.seq, page_size * PagesFor(head));
-    DSCALE_CHECK_MSG(reserved.ok(), "free pages were counted before reserving");
-    running_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+    if (GroupAtShare(r) || (config_.prefix_cache && WaitsForSharedPrefill(r))) {
+      ++it;
+      continue;
+    }
+    if (!TryStart(r)) {
+      if (r.passed_over >= config_.max_running) return;
+      short_of_pages.push_back(&r);
+      ++it;
+      continue;
+    }
+    running_.push_back(std::move(*it));
+    it = queue_.erase(it);
+    for (RequestState* waiting : short_of_pages) {
+      if (++waiting->passed_over >= config_.max_running) return;
+    }
   }
+}
+
+bool Engine::GroupAtShare(const RequestState& r) const {
+  if (r.params.group == 0) return false;
+  const int32_t share = (config_.max_running + 1) / 2;
+  int32_t running_in_group = 0;
+  for (const auto& other : running_) running_in_group += other->params.group == r.params.group;
+  return running_in_group >= share;
+}
+
+bool Engine::TryStart(RequestState& r) {
+  // Cached pages may hold the prompt's start, up to its last token (whose logits give the
+  // first output token, so it is always computed), with the drafter's rows where it drafts.
+  const int32_t page_size = cache_.shape().page_size;
+  const std::vector<int32_t> shared = cache_.MatchPrefix(
+      std::span(r.tokens).first(r.prompt_len), (r.prompt_len - 1) / page_size, drafter_ != nullptr);
+  const auto shared_pages = static_cast<int32_t>(shared.size());
+  if (PagesFor(r) - shared_pages > cache_.FreePagesSharing(shared)) return false;
+  r.seq = cache_.AddSequence(shared);
+  r.prefilled = shared_pages * page_size;
+  stats_.prefix_query_tokens += config_.prefix_cache ? r.prompt_len : 0;
+  stats_.prefix_hit_tokens += r.prefilled;
+  r.draft_context = drafter_ != nullptr && planner_.FeedNewRequest();
+  const Status reserved = cache_.Reserve(r.seq, page_size * PagesFor(r));
+  DSCALE_CHECK_MSG(reserved.ok(), "free pages were counted before reserving");
+  return true;
 }
 
 Result<bool> Engine::Step() {

@@ -150,6 +150,11 @@ class Engine {
   // The stages of Step, in order (engine.cc: admission and retirement; step_stages.cc: the
   // rest). Each decode stage reads and writes step_.
   void Admit();
+  // Whether r's group (GenerationParams::group) already runs its share of max_running.
+  bool GroupAtShare(const RequestState& r) const;
+  // Reserves r's KV pages (sharing cached prompt pages) and sets it up to run; false, with
+  // nothing changed, when the free pages are too few.
+  bool TryStart(RequestState& r);
   Status Prefill();
   // Chooses the requests that decode this step and which of them draft; false: none decodes.
   bool SelectDecoding();

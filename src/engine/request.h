@@ -44,6 +44,9 @@ struct GenerationParams {
   LogprobsRequest
       logprobs;             // the target's log-probabilities of each output token (spec/logprobs.h)
   TokenCallback on_tokens;  // optional streaming
+  // The client request this one is a choice of (the server's n choices share one); 0: its own.
+  // A group's requests run at most ⌈max_running / 2⌉ at once (Engine::Admit).
+  uint64_t group = 0;
 };
 
 struct RequestResult {

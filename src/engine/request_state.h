@@ -20,6 +20,8 @@ struct RequestState {
   int32_t seq = -1;
   bool draft_context = false;  // the drafter holds every committed position of this request
   bool cancelled = false;
+  // Times a later request started while this one waited for KV pages (Engine::Admit).
+  int32_t passed_over = 0;
   FinishReason finish = FinishReason::kNone;
   RequestResult result;
   std::vector<TokenLogprobs> logprobs;  // one per output token when params.logprobs asked

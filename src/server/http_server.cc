@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include "dvl/deterministic_random.h"
@@ -291,9 +292,26 @@ Status HttpServer::Bind() {
   return Status::Ok();
 }
 
-void HttpServer::Serve() { http_->listen_after_bind(); }
+void HttpServer::Serve() {
+  {
+    std::lock_guard lock(serve_mu_);
+    if (stop_requested_) return;  // e.g. a signal during start-up
+    serving_ = true;
+  }
+  http_->listen_after_bind();
+  served_ = true;
+}
 
-void HttpServer::Stop() { http_->stop(); }
+void HttpServer::Stop() {
+  {
+    std::lock_guard lock(serve_mu_);
+    if (stop_requested_) return;
+    stop_requested_ = true;
+    if (!serving_) return;
+  }
+  while (!http_->is_running() && !served_) std::this_thread::yield();
+  http_->stop();
+}
 
 void HttpServer::Route() {
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
@@ -399,6 +417,7 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
   for (int32_t i = 0; i < api.n; ++i) {
     choices.push_back(prepared);
     choices.back().params.sampling.seed = ChoiceSeed(seed, i);
+    choices.back().params.group = serial + 1;  // a group of its own (never 0: no group)
     generation.channels.push_back(std::make_shared<RequestChannel>());
   }
   Result<std::vector<uint64_t>> tickets = loop_.SubmitAll(std::move(choices), generation.channels);

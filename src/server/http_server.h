@@ -70,13 +70,16 @@ class HttpServer {
   // Binds the listening socket; IoError naming host and port when that fails.
   Status Bind();
   int port() const { return port_; }
-  // Serves until Stop(); returns once every connection has closed.
+  // Serves until Stop(); returns once every connection has closed, or at once when Stop() came
+  // first.
   void Serve();
   // New generation requests get 503 from now on.
   void BeginDrain() { draining_ = true; }
   bool draining() const { return draining_; }
   // Generation responses accepted and not yet fully written.
   int32_t open_responses() const { return open_responses_.load(); }
+  // Any thread, any time, once: before Serve() it keeps Serve() from listening; during it, ends
+  // it (httplib's own stop() acts only once its listening loop runs, so this waits for that).
   void Stop();
 
  private:
@@ -113,6 +116,10 @@ class HttpServer {
   std::unique_ptr<Listener> http_;
   int port_ = -1;
   std::atomic<bool> draining_{false};
+  std::mutex serve_mu_;  // orders Serve's start and Stop
+  bool stop_requested_ = false;
+  bool serving_ = false;             // Serve() went on to listen
+  std::atomic<bool> served_{false};  // and the listening ended
   std::atomic<int32_t> open_responses_{0};
   std::atomic<uint64_t> serial_{1};
 

@@ -43,14 +43,20 @@ OutputText::OutputText(const Tokenizer& tokenizer, std::vector<std::string> stop
 OutputText::Piece OutputText::Push(std::span<const int32_t> ids) {
   if (stopped_) return {.reported = std::vector<bool>(ids.size(), false)};
   for (const int32_t id : ids) {
-    // A token's text starts after what is decoded and what the decoder holds of a character
-    // begun by earlier tokens. An id that is not a token (a model vocabulary can be larger than
-    // the tokenizer's) contributes nothing.
-    held_.push_back({.start = decoded_ + static_cast<int64_t>(decoder_.pending_bytes()),
-                     .has_text = !OutputTokenText(tokenizer_, id).empty()});
+    // An id that is not a token (a model vocabulary can be larger than the tokenizer's)
+    // contributes nothing.
+    const std::string_view raw = OutputTokenText(tokenizer_, id);
+    const int64_t decoded_before = decoded_;
     const size_t before = pending_.size();
     (void)decoder_.Push(id, &pending_);
     decoded_ += static_cast<int64_t>(pending_.size() - before);
+    // The token's own bytes end the decoded text but for those the decoder still holds; what
+    // precedes them (an earlier token's character, completed or replaced by U+FFFD, whose
+    // length differs from the bytes it replaces) is not the token's. Exact for well-formed
+    // bytes; within the token's own text otherwise.
+    const auto own = static_cast<int64_t>(raw.size()) -
+                     static_cast<int64_t>(std::min(decoder_.pending_bytes(), raw.size()));
+    held_.push_back({.start = std::max(decoded_ - own, decoded_before), .has_text = !raw.empty()});
   }
   return Release(/*final=*/false);
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 
@@ -209,6 +210,61 @@ TEST_F(EngineTest, RequestsWaitForKvPagesInsteadOfFailing) {
   EXPECT_EQ(too_big.status().code(), StatusCode::kOutOfRange);
   EXPECT_EQ(too_big.status().message().rfind("prompt: the KV cache holds ", 0), 0u)
       << too_big.status().message();
+}
+
+// Admission (Engine::Admit): a request short of KV pages does not hold up later ones that fit,
+// but is passed over at most max_running times; then nothing behind it starts first. Outputs
+// are plain decoding's whatever the order. (Pages of 16 positions; plain decoding reserves
+// prompt + max_tokens, and no request stops early: no stop ids.)
+TEST_F(EngineTest, ARequestShortOfPagesIsPassedOverBoundedly) {
+  auto engine = Engine::Create(target_, nullptr, {.max_running = 3, .kv_tokens = 6 * 16}).value();
+  const auto prompts = RandomPrompts(2, target_.config().vocab_size, 8, 8);
+  std::map<RequestId, int32_t> first_step;  // the step of each request's first token
+  int32_t step = 0;
+  const auto submit = [&](const std::vector<int32_t>& prompt, int32_t max_tokens) {
+    GenerationParams params{.max_tokens = max_tokens};
+    params.on_tokens = [&](const TokenEvent& e) { first_step.try_emplace(e.id, step); };
+    return engine->Submit(prompt, params).value();
+  };
+  const RequestId long_a = submit(prompts[0], 56);  // 4 pages
+  ASSERT_TRUE(engine->Step().ok());
+  const RequestId long_b = submit(prompts[0], 56);  // 4 pages: 2 are free
+  std::vector<RequestId> small;                     // 1 page each
+  for (int i = 0; i < 4; ++i) small.push_back(submit(prompts[1], 4));
+  for (step = 1; engine->running() > 0 || engine->queued() > 0; ++step) {
+    ASSERT_TRUE(engine->Step().ok());
+  }
+  // The first three pass long_b (the third once the first ended), the fourth waits behind it.
+  EXPECT_LT(first_step[small[0]], first_step[long_b]);
+  EXPECT_LT(first_step[small[1]], first_step[long_b]);
+  EXPECT_LT(first_step[small[2]], first_step[long_b]);
+  EXPECT_GE(first_step[small[3]], first_step[long_b]);
+  std::map<RequestId, std::vector<int32_t>> outputs;
+  for (RequestResult& r : engine->TakeFinished()) outputs[r.id] = r.output_ids;
+  const auto expected_long = Reference({prompts[0]}, 56, /*ignore_eos=*/true)[0];
+  const auto expected_small = Reference({prompts[1]}, 4, /*ignore_eos=*/true)[0];
+  EXPECT_EQ(testing::FirstDifference(outputs[long_a], expected_long), "");
+  EXPECT_EQ(testing::FirstDifference(outputs[long_b], expected_long), "");
+  for (RequestId id : small) EXPECT_EQ(testing::FirstDifference(outputs[id], expected_small), "");
+}
+
+// A client request's choices (one GenerationParams::group) run at most ⌈max_running / 2⌉ at once,
+// and the requests behind them start beside them.
+TEST_F(EngineTest, AGroupRunsAtMostHalfTheSlots) {
+  auto engine = Engine::Create(target_, nullptr, {.max_running = 4}).value();
+  const auto prompts = RandomPrompts(2, target_.config().vocab_size, 6, 6);
+  GenerationParams choice = Greedy(12);
+  choice.group = 7;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine->Submit(prompts[0], choice).ok());
+  const RequestId other = engine->Submit(prompts[1], Greedy(12)).value();
+  ASSERT_TRUE(engine->Step().ok());
+  EXPECT_EQ(engine->running(), 3);  // two choices and `other`
+  EXPECT_EQ(engine->queued(), 2);
+  ASSERT_TRUE(engine->RunToCompletion().ok());
+  const auto expected = Reference(prompts, 12);
+  for (const RequestResult& r : engine->TakeFinished()) {
+    EXPECT_EQ(testing::FirstDifference(r.output_ids, expected[r.id == other ? 1 : 0]), "");
+  }
 }
 
 // A request may fill the whole context, and max_running of them fit the cache sized for that

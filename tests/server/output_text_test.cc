@@ -89,6 +89,17 @@ struct Reported {
   size_t verdicts = 0;
 };
 
+// The token whose bytes are `bytes` (a byte-level vocabulary has one per byte).
+int32_t TokenOfBytes(const std::string& bytes) {
+  const Tokenizer& tok = ServerTokenizer();
+  for (int32_t id = 0; id < tok.id_limit(); ++id) {
+    const std::string* b = tok.TokenBytes(id);
+    if (b != nullptr && *b == bytes) return id;
+  }
+  ADD_FAILURE() << "no token spells those bytes";
+  return 0;
+}
+
 Reported Report(const std::vector<int32_t>& ids, std::vector<std::string> stops) {
   const Tokenizer& tok = ServerTokenizer();
   OutputText out(tok, std::move(stops));
@@ -125,6 +136,12 @@ TEST(OutputTextTest, ReportsExactlyTheTokensWhoseTextIsSent) {
   r = Report(Ids("abcdef"), {"cd"});
   EXPECT_EQ(r.text, "ab");
   EXPECT_EQ(r.reported_text.rfind("ab", 0), 0u) << r.reported_text;
+  // A character cut short by the next token becomes U+FFFD (3 bytes for 1): the next token's
+  // text still starts after it, so a stop string there is not reported.
+  const std::vector<int32_t> cut = {Ids("x")[0], TokenOfBytes("\xd0"), Ids("le")[0]};
+  r = Report(cut, {"le"});
+  EXPECT_EQ(r.text, "x\xef\xbf\xbd");
+  EXPECT_EQ(r.reported_text, "x\xd0");
   // Characters split across tokens: the reported tokens still join to the text.
   const std::string text = "caf\xc3\xa9 \xf0\x9f\x98\x80!";
   r = Report(Ids(text), {});

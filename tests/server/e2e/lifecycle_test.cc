@@ -384,6 +384,105 @@ TEST(LifecycleTest, ChoicesAreAdmittedAllOrNone) {
 // prompt token ids 1, 1, ... (`length` of them).
 json Ids(int length) { return json(std::vector<int>(static_cast<size_t>(length), 1)); }
 
+// SIGTERM while the server starts (here dspark profiling its steps-per-second table on the bundled
+// pair, seconds long) ends it within a second with status 0: nothing was accepted, so nothing
+// is drained.
+TEST(LifecycleTest, ASignalDuringStartUpExitsAtOnce) {
+  const std::string models = DSCALE_MODELS_DIR;
+  auto server = ServerProcess::Spawn({"--target", models + "/tiny-target", "--drafter",
+                                      models + "/tiny-dflash", "--spec", "dspark"},
+                                     1s);
+  ASSERT_EQ(server->port(), -1) << "up within a second: start-up was not interrupted\n"
+                                << server->Log();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(server->Terminate(30s), 0) << server->Log();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0)
+      << server->Log();
+  EXPECT_NE(server->Log().find("during start-up: exiting"), std::string::npos) << server->Log();
+}
+
+// One client looping requests that can never fit (n past the server's slots: 400) does not
+// take slots from another looping n = 1 requests on the same server: every one of those is 200.
+TEST(LifecycleTest, UnsatisfiableRequestsDoNotStarveOthers) {
+  auto server = ServerProcess::Start({"--max-running", "2", "--max-queue", "2"});
+  ASSERT_GT(server->port(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  std::atomic<int> refused{0}, other{0};
+  std::thread flood([&] {
+    httplib::Client c("127.0.0.1", server->port());
+    const std::string body =
+        json{{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 5}, {"n", 16}}.dump();
+    for (int i = 0; i < 5000 && std::chrono::steady_clock::now() < deadline; ++i) {
+      const httplib::Result res = c.Post("/v1/completions", body, "application/json");
+      (res && res->status == 400 ? refused : other)++;
+    }
+  });
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(60s);
+  const std::string body = json{{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 2}}.dump();
+  int served = 0;
+  for (int i = 0; i < 500 && std::chrono::steady_clock::now() < deadline; ++i) {
+    const httplib::Result res = client.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    served += res->status == 200;
+  }
+  flood.join();
+  std::printf("n = 1 requests served: %d; n = 16 refused: %d (other answers: %d)\n", served,
+              refused.load(), other.load());
+  EXPECT_GT(served, 0);
+  EXPECT_GT(refused.load(), 0);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
+}
+
+// The head-of-line case: three choices of a 3,000-token prompt with 1,000 tokens each fill the
+// KV cache one at a time; a 5-token request behind them fits the pages left and starts at once
+// instead of waiting for the choices ahead of it (Engine::Admit). Its latency with and without
+// the big request is printed.
+TEST(LifecycleTest, ASmallRequestIsNotHeldBehindOneShortOfPages) {
+  auto server = ServerProcess::Start({"--kv-tokens", "4200", "--max-running", "4"});
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120s);
+  const std::string small_body =
+      json{{"model", "tiny"}, {"prompt", Ids(5)}, {"max_tokens", 5}, {"ignore_eos", true}}.dump();
+  const auto timed_small = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    const httplib::Result res = client.Post("/v1/completions", small_body, "application/json");
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const double alone = timed_small();
+  httplib::Client big("127.0.0.1", server->port());
+  big.set_read_timeout(300s);
+  std::thread big_request([&big] {
+    big.Post("/v1/completions",
+             json{{"model", "tiny"},
+                  {"prompt", Ids(3000)},
+                  {"max_tokens", 1000},
+                  {"n", 3},
+                  {"ignore_eos", true}}
+                 .dump(),
+             "application/json");
+  });
+  // Until the first choice runs and the others wait for pages.
+  for (int i = 0; i < 400; ++i) {
+    const httplib::Result health = client.Get("/health");
+    if (health) {
+      const json h = json::parse(health->body);
+      if (h["running"] == 1 && h["waiting"] == 2) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  const double behind = timed_small();
+  std::printf("5-token request: %.3f s alone, %.3f s behind the 3-choice request\n", alone, behind);
+  EXPECT_LT(behind, 1.0);  // waiting for the first choice to end took 2 s here
+  big.stop();
+  big_request.join();
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
+}
+
 // The default KV cache holds --max-running full contexts (the fixture's model: 4096 positions):
 // one request may use every position of the context, with or without max_tokens, and one more
 // is refused as context_length_exceeded naming the field at fault.
