@@ -5,6 +5,7 @@
 // 503, in-flight requests finish, then the process exits 0; a second signal, or a drain longer
 // than --drain-timeout, exits at once with status 1.
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -277,8 +279,17 @@ class StartupSignalWatch {
   std::thread thread_;
 };
 
+// One malloc arena per core (unless MALLOC_ARENA_MAX says otherwise) instead of glibc's eight:
+// every HTTP thread that builds a response would otherwise get an arena of its own, each
+// keeping what it freed (README, "Memory").
+void CapMallocArenas() {
+  if (std::getenv("MALLOC_ARENA_MAX") != nullptr) return;
+  mallopt(M_ARENA_MAX, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
 int RunServe(const ServeArgs& args) {
   const sigset_t signals = BlockStopSignals();
+  CapMallocArenas();
   StartupSignalWatch startup(signals);
   if (Status s = EnsureDescriptors(args.max_connections); !s.ok()) return ReportError("serve", s);
   Result<LengthPolicy> policy = LengthPolicy::Parse(args.spec);

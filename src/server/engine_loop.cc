@@ -1,5 +1,7 @@
 #include "server/engine_loop.h"
 
+#include <malloc.h>
+
 #include "core/log.h"
 
 namespace dscale::server {
@@ -103,10 +105,13 @@ void EngineLoop::Cancel(uint64_t ticket) {
 void EngineLoop::Run() {
   std::vector<Task> tasks;
   std::vector<uint64_t> cancels;
+  bool was_busy = false;
   while (true) {
+    const bool busy = engine_.running() > 0 || engine_.queued() > 0;
+    if (!busy && was_busy) ReturnFreedMemory();  // outside the lock: HTTP threads go on
+    was_busy = busy;
     {
       std::unique_lock lock(mu_);
-      const bool busy = engine_.running() > 0 || engine_.queued() > 0;
       if (!busy) {
         cv_.wait(lock, [&] { return stop_ || !incoming_.empty() || !cancels_.empty(); });
         if (stop_ && incoming_.empty()) break;
@@ -121,6 +126,14 @@ void EngineLoop::Run() {
     StepOnce();
     Publish();
   }
+}
+
+void EngineLoop::ReturnFreedMemory() {
+  // Every HTTP thread that built a response allocated from a malloc arena of its own, and glibc
+  // keeps what is freed there for reuse: after a burst of large responses (n = 16 choices with
+  // 20 top log-probabilities a token) that was ~65 MiB of idle RSS on the bundled pair. Trimming
+  // every arena when the engine goes idle gives it back (docs: README, "Memory").
+  malloc_trim(0);
 }
 
 void EngineLoop::StartTask(Task task) {

@@ -109,6 +109,8 @@ class EngineLoop {
                                              const std::vector<bool>& reported);
   void FailAll(const Status& status);
   void Publish();
+  // Hands the memory freed in the allocator's arenas back to the system (the loop went idle).
+  static void ReturnFreedMemory();
 
   Engine& engine_;
   const Tokenizer& tokenizer_;
