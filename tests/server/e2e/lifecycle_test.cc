@@ -369,6 +369,13 @@ TEST(LifecycleTest, ChoicesAreAdmittedAllOrNone) {
     const auto [status, answer] = post(1);
     EXPECT_EQ(status, 200) << "round " << round << ": " << answer.dump();
   }
+  // Integral floats are integers (clients that send every number as a float).
+  const httplib::Result floats = client.Post(
+      "/v1/completions", R"({"model": "tiny", "prompt": "x", "max_tokens": 2.0, "n": 2.0})",
+      "application/json");
+  ASSERT_TRUE(floats);
+  EXPECT_EQ(floats->status, 200) << floats->body;
+  EXPECT_EQ(json::parse(floats->body, nullptr, false)["choices"].size(), 2u) << floats->body;
   const auto [status, answer] = post(5);
   EXPECT_EQ(status, 400) << answer.dump();
   EXPECT_EQ(answer["error"]["param"], "n") << answer.dump();
@@ -448,6 +455,22 @@ TEST(LifecycleTest, AChoicesFloodLeavesMemoryBounded) {
       "%.1f MiB after\n",
       before, after);
   EXPECT_LT(after - before, 32.0);  // 16 MiB here; 78 MiB with glibc's default arenas, untrimmed
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
+}
+
+// /v1/models describes one model with one `created` (the server's start), whenever it is asked.
+TEST(LifecycleTest, TheModelCardIsFixed) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  const auto card = [&] {
+    const httplib::Result res = client.Get("/v1/models");
+    return res ? json::parse(res->body, nullptr, false) : json();
+  };
+  const json first = card();
+  std::this_thread::sleep_for(1100ms);
+  EXPECT_EQ(card(), first);
+  EXPECT_EQ(first["data"][0]["id"], "tiny") << first.dump();
   EXPECT_EQ(server->Terminate(), 0) << server->Log();
 }
 
