@@ -103,6 +103,7 @@ DFlashConfig TestDrafterConfig(const DecoderConfig& target) {
   c.draft = target;
   c.draft.family = ModelFamily::kQwen3;  // DFlash layers are Qwen3's whatever the target
   c.draft.qk_norm = true;
+  c.draft.moe = {};  // and dense
   c.draft.num_hidden_layers = 2;
   c.block_size = 16;
   c.mask_token_id = target.vocab_size - 2;
