@@ -259,7 +259,7 @@ void ExpectError(const DecoderConfig& t, const DFlashConfig& d, const InflateSha
 TEST(InflatePlanTest, MixturesOfExpertsAreRefused) {
   EXPECT_FALSE(NamedInflateShape("qwen3-30b-a3b").has_value());
   EXPECT_EQ(NamedInflateShapes().find("a3b"), std::string::npos) << NamedInflateShapes();
-  const DecoderConfig t = EngineTestMoeConfig(true);
+  const DecoderConfig t = testing::EngineTestMoeConfig(true);
   ExpectError(t, TestDrafterConfig(t), ShapeOf(t),
               "inflate: a mixture-of-experts target (qwen3_moe) cannot be inflated yet");
 }
