@@ -73,8 +73,8 @@ struct CpuOps {
     cpu::SwiGlu(gate_up, out, rows, inter);
   }
   // ids, weights [rows, top_k]: each row's experts and weights from its router logits
-  // [rows, experts] (kernels/cpu/expert_router.h).
-  static void RouteTopK(const float* logits, int32_t rows, const MoeDims& m, int32_t* ids,
+  // [rows, experts], which it overwrites (kernels/cpu/expert_router.h).
+  static void RouteTopK(float* logits, int32_t rows, const MoeDims& m, int32_t* ids,
                         float* weights) {
     cpu::RouteTopK(logits, rows, m.experts, m.top_k, m.normalize, ids, weights);
   }

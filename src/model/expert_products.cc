@@ -22,11 +22,11 @@ void GroupByExpert(const ExpertRoutes& routes, int32_t rows, int64_t experts, Ex
     ++s.starts[static_cast<size_t>(e) + 1];
   }
   for (int64_t e = 0; e < experts; ++e) s.starts[e + 1] += s.starts[e];
-  std::vector<int32_t> next(s.starts.begin(), s.starts.end() - 1);
+  s.next.assign(s.starts.begin(), s.starts.end() - 1);
   s.order.resize(static_cast<size_t>(entries));
   s.entry.resize(static_cast<size_t>(entries));
   for (int64_t i = 0; i < entries; ++i) {
-    const int32_t at = next[static_cast<size_t>(routes.ids[i])]++;
+    const int32_t at = s.next[static_cast<size_t>(routes.ids[i])]++;
     s.order[static_cast<size_t>(at)] = static_cast<int32_t>(i);
     s.entry[static_cast<size_t>(i)] = at;
   }

@@ -110,26 +110,34 @@ bool SameBits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
 }
 
+// cpu::RouteTopK on a copy of `logits` (it overwrites its input).
+void Route(std::vector<float> logits, int64_t rows, int64_t experts, int64_t k, bool normalize,
+           int32_t* ids, float* weights) {
+  cpu::RouteTopK(logits.data(), rows, experts, k, normalize, ids, weights);
+}
+
 TEST(ExpertRouterTest, TiesGoToTheLowerExpertAndWeightsAreTheProbabilities) {
   const std::vector<float> logits = {1.0f, 3.0f, 3.0f, 0.0f, 3.0f};
   int32_t ids[2];
   float weights[2];
-  cpu::RouteTopK(logits.data(), 1, 5, 2, /*normalize=*/false, ids, weights);
+  Route(logits, 1, 5, 2, /*normalize=*/false, ids, weights);
   EXPECT_EQ(ids[0], 1);
   EXPECT_EQ(ids[1], 2);
   double sum = 0;
   for (float l : logits) sum += std::exp(double(l) - 3.0);
   EXPECT_NEAR(weights[0], 1.0 / sum, 1e-6);
   EXPECT_EQ(weights[0], weights[1]);
-  cpu::RouteTopK(logits.data(), 1, 5, 2, /*normalize=*/true, ids, weights);
+  Route(logits, 1, 5, 2, /*normalize=*/true, ids, weights);
   EXPECT_EQ(weights[0], 0.5f);
   EXPECT_EQ(weights[1], 0.5f);
-  // All equal: the first k experts, in order.
+  // All equal: the first k experts, in order; a NaN row still names k distinct experts.
   const std::vector<float> flat(7, 0.25f);
   int32_t ids3[3];
   float w3[3];
-  cpu::RouteTopK(flat.data(), 1, 7, 3, true, ids3, w3);
+  Route(flat, 1, 7, 3, true, ids3, w3);
   EXPECT_EQ(std::vector<int32_t>(ids3, ids3 + 3), (std::vector<int32_t>{0, 1, 2}));
+  Route({0.5f, NAN, 1.0f, 0.0f}, 1, 4, 3, true, ids3, w3);
+  EXPECT_EQ(std::set<int32_t>(ids3, ids3 + 3).size(), 3u);
 }
 
 TEST(ExpertRouterTest, MatchesADoubleSoftmaxAndTopK) {
@@ -138,9 +146,9 @@ TEST(ExpertRouterTest, MatchesADoubleSoftmaxAndTopK) {
   const std::vector<float> logits = Normal(rng, rows * experts, 2.0f);
   std::vector<int32_t> ids(rows * k);
   std::vector<float> raw(rows * k), norm(rows * k);
-  cpu::RouteTopK(logits.data(), rows, experts, k, false, ids.data(), raw.data());
+  Route(logits, rows, experts, k, false, ids.data(), raw.data());
   std::vector<int32_t> ids_norm(rows * k);
-  cpu::RouteTopK(logits.data(), rows, experts, k, true, ids_norm.data(), norm.data());
+  Route(logits, rows, experts, k, true, ids_norm.data(), norm.data());
   EXPECT_EQ(ids, ids_norm);
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<double> p(experts);

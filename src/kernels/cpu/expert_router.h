@@ -11,8 +11,9 @@ namespace dscale::cpu {
 // exponentials summed in expert order), then ids[r, 0..k) = the k largest p in descending order,
 // an exact tie going to the lower expert index, and weights[r, j] = p[ids[r, j]], divided by
 // Σ_j p[ids[r, j]] (summed in that order) when `normalize`. ids, weights: [rows, k];
-// 1 ≤ k ≤ experts. A row's result depends on that row alone.
-void RouteTopK(const float* logits, int64_t rows, int64_t experts, int64_t k, bool normalize,
+// 1 ≤ k ≤ experts. `logits` is overwritten (the probabilities, the chosen ones marked), so the
+// call needs no memory of its own. A row's result depends on that row alone.
+void RouteTopK(float* logits, int64_t rows, int64_t experts, int64_t k, bool normalize,
                int32_t* ids, float* weights);
 
 }  // namespace dscale::cpu

@@ -38,8 +38,8 @@ int32_t* CudaOps::IndexBuffer(DeviceBuffer<int32_t>& buffer, int64_t n) {
   return buffer.data();
 }
 
-void CudaOps::RouteTopK(const float* /*logits*/, int32_t /*rows*/, const MoeDims& /*m*/,
-                        int32_t* /*ids*/, float* /*weights*/) {
+void CudaOps::RouteTopK(float* /*logits*/, int32_t /*rows*/, const MoeDims& /*m*/, int32_t* /*ids*/,
+                        float* /*weights*/) {
   DSCALE_CHECK_MSG(false, "mixture-of-experts routing is not supported on the device yet");
 }
 

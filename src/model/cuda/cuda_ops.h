@@ -69,7 +69,7 @@ class CudaOps {
   static int32_t* IndexBuffer(DeviceBuffer<int32_t>& buffer, int64_t n);
   // Mixture-of-experts routing and expert products are not on the device yet: DeviceTarget
   // refuses such targets at load, so these are never reached (a CHECK failure if they are).
-  static void RouteTopK(const float* logits, int32_t rows, const MoeDims& m, int32_t* ids,
+  static void RouteTopK(float* logits, int32_t rows, const MoeDims& m, int32_t* ids,
                         float* weights);
   static void ExpertProducts(const float* normed, const DeviceSparseMlp& moe, const LayerDims& d,
                              int32_t rows, const int32_t* ids, const float* weights,
