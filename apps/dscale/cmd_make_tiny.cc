@@ -1,5 +1,6 @@
-// dscale make-tiny: writes a random Qwen3 or Llama checkpoint in the real Hugging Face layout, at
-// the sizes given or at a named real shape (--shape qwen3-8b, llama-3.1-8b, ...).
+// dscale make-tiny: writes a random Qwen3, Llama or Qwen3-MoE checkpoint in the real Hugging Face
+// layout, at the sizes given or at a named real shape (--shape qwen3-8b, llama-3.1-8b,
+// qwen3-30b-a3b, ...), optionally with fewer layers (--layers).
 
 #include <cstdio>
 #include <memory>
@@ -24,6 +25,9 @@ struct MakeTinyArgs {
   DecoderConfig config = TinyQwen3Config();
   std::string arch = "qwen3";
   std::string shape;  // a named real config (family, sizes, RoPE, ε, BOS/EOS); excludes the sizes
+  bool layers_given = false;  // --layers: with --shape, the shape's first layers only
+  // qwen3_moe only: the sparse MLP (TinyQwen3MoeConfig's by default).
+  MoeConfig moe = TinyQwen3MoeConfig().moe;
   // Llama only: θ and the llama3 rope_scaling (--rope-factor 0 leaves RoPE unscaled).
   double rope_theta = 500000.0;
   RopeScaling llama3 = TinyLlamaConfig().rope_scaling;
@@ -41,6 +45,7 @@ DFlashConfig TinyDrafterConfig(const DecoderConfig& target, int64_t layers, int3
   c.draft = target;
   c.draft.family = ModelFamily::kQwen3;
   c.draft.qk_norm = true;
+  c.draft.moe = {};  // and dense
   c.draft.num_hidden_layers = layers;
   c.block_size = block;
   c.mask_token_id = target.vocab_size - 2;
@@ -57,8 +62,9 @@ int RunMakeTiny(const MakeTinyArgs& args) {
   }
   const std::optional<ModelFamily> family = ModelFamilyFromName(args.arch);
   if (!family) {
-    return ReportError("make-tiny",
-                       InvalidArgument("--arch: expected qwen3 or llama, got " + args.arch));
+    return ReportError(
+        "make-tiny",
+        InvalidArgument("--arch: expected qwen3, llama or qwen3_moe, got " + args.arch));
   }
   DecoderConfig config = args.config;
   if (!args.shape.empty()) {
@@ -74,6 +80,10 @@ int RunMakeTiny(const MakeTinyArgs& args) {
     }
     config = *named;
     if (args.eos >= 0) config.eos_token_ids = {args.eos};
+    if (args.layers_given) config.num_hidden_layers = args.config.num_hidden_layers;
+  } else if (*family == ModelFamily::kQwen3Moe) {
+    config.family = ModelFamily::kQwen3Moe;
+    config.moe = args.moe;
   } else if (*family == ModelFamily::kLlama) {
     config.family = ModelFamily::kLlama;
     config.qk_norm = false;
@@ -105,17 +115,18 @@ int RunMakeTiny(const MakeTinyArgs& args) {
 
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeTinyArgs>();
-  CLI::App* cmd =
-      app.add_subcommand("make-tiny", "Write a random Qwen3 or Llama checkpoint (HF layout)");
+  CLI::App* cmd = app.add_subcommand(
+      "make-tiny", "Write a random Qwen3, Llama or Qwen3-MoE checkpoint (HF layout)");
   cmd->add_option("--out", args->out, "Output directory")->required();
   CLI::Option* shape = cmd->add_option(
       "--shape", args->shape,
-      "A real model's config: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, llama-3.2-1b, "
-      "llama-3.2-3b or llama-3.1-8b (excludes --arch, the RoPE and size flags and --tie)");
+      "A real model's config: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-30b-a3b, "
+      "llama-3.2-1b, llama-3.2-3b or llama-3.1-8b (excludes --arch, the RoPE, size and expert "
+      "flags and --tie; --layers keeps its first layers)");
   // The flags a named shape fixes.
   std::vector<CLI::Option*> fixed;
-  fixed.push_back(
-      cmd->add_option("--arch", args->arch, "Model family: qwen3 or llama")->capture_default_str());
+  fixed.push_back(cmd->add_option("--arch", args->arch, "Model family: qwen3, llama or qwen3_moe")
+                      ->capture_default_str());
   fixed.push_back(cmd->add_option("--rope-theta", args->rope_theta, "RoPE theta (llama)")
                       ->capture_default_str());
   RopeScaling& s = args->llama3;
@@ -139,8 +150,22 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   fixed.push_back(cmd->add_option("--hidden", c.hidden_size, "Hidden size")->capture_default_str());
   fixed.push_back(
       cmd->add_option("--intermediate", c.intermediate_size, "MLP size")->capture_default_str());
-  fixed.push_back(
-      cmd->add_option("--layers", c.num_hidden_layers, "Decoder layers")->capture_default_str());
+  cmd->add_option("--layers", c.num_hidden_layers, "Decoder layers")
+      ->check(AtLeast(1))
+      ->capture_default_str()
+      ->each([args](const std::string&) { args->layers_given = true; });
+  MoeConfig& moe = args->moe;
+  fixed.push_back(cmd->add_option("--experts", moe.num_experts, "Experts per layer (qwen3_moe)")
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_option("--experts-per-token", moe.experts_per_token,
+                                  "Experts each token is routed to (qwen3_moe)")
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_option("--expert-intermediate", moe.expert_intermediate_size,
+                                  "Each expert's MLP size (qwen3_moe)")
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_option("--norm-topk-prob", moe.norm_topk_prob,
+                                  "Renormalise the routing weights (qwen3_moe: true or false)")
+                      ->capture_default_str());
   fixed.push_back(
       cmd->add_option("--heads", c.num_attention_heads, "Query heads")->capture_default_str());
   fixed.push_back(

@@ -245,7 +245,7 @@ DecoderConfig LargeConfig(const DecoderConfig& small, const InflateShape& shape,
 std::optional<InflateShape> NamedInflateShape(std::string_view name) {
   std::optional<DecoderConfig> config = NamedQwen3Config(name);
   if (!config) config = NamedLlamaConfig(name);
-  if (!config) return std::nullopt;
+  if (!config || config->HasSparseLayers()) return std::nullopt;
   InflateShape shape = ShapeOf(*config);
   shape.family = config->family;
   return shape;
@@ -254,7 +254,9 @@ std::optional<InflateShape> NamedInflateShape(std::string_view name) {
 std::string NamedInflateShapes() {
   std::string names;
   for (const auto* list : {&NamedQwen3ConfigNames(), &NamedLlamaConfigNames()}) {
-    for (const std::string& name : *list) names += (names.empty() ? "" : ", ") + name;
+    for (const std::string& name : *list) {
+      if (NamedInflateShape(name)) names += (names.empty() ? "" : ", ") + name;
+    }
   }
   return names;
 }
@@ -312,6 +314,11 @@ Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfi
   // The construction (docs/INFLATE.md) takes Qwen3 targets (q/k norms) and Llama 3 ones (none:
   // the attention scale goes on q_proj instead); RoPE scaling is a function of each pair's
   // frequency, which the head-dim map keeps, so a llama3 rope_scaling carries over as it is.
+  if (target.HasSparseLayers()) {
+    return InvalidArgument("inflate: a mixture-of-experts target (" +
+                           std::string(ModelFamilyName(target.family)) +
+                           ") cannot be inflated yet");
+  }
   if (target.qk_norm != (target.family == ModelFamily::kQwen3)) {
     return InvalidArgument("inflate: a " + std::string(ModelFamilyName(target.family)) +
                            " target " + (target.qk_norm ? "with" : "without") +

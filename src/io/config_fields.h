@@ -21,6 +21,8 @@ class ConfigFieldReader {
   ConfigFieldReader(const nlohmann::json& root, std::string path);
 
   Status Error(std::string_view field, const std::string& problem) const;
+  // The file the errors name.
+  const std::string& path() const { return path_; }
   // nullptr when the field is absent or null: optional fields treat null as absent.
   const nlohmann::json* Get(const char* field) const;
   // The field's value as JSON text, for messages; the field must be present.

@@ -23,6 +23,7 @@ struct FamilyNames {
 constexpr FamilyNames kFamilies[] = {
     {ModelFamily::kQwen3, "qwen3", "Qwen3ForCausalLM"},
     {ModelFamily::kLlama, "llama", "LlamaForCausalLM"},
+    {ModelFamily::kQwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM"},
 };
 
 std::string SupportedList(bool architectures) {
@@ -93,6 +94,9 @@ Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std
     case ModelFamily::kLlama:
       DSCALE_RETURN_IF_ERROR(ReadLlamaConfig(reader, &config));
       break;
+    case ModelFamily::kQwen3Moe:
+      DSCALE_RETURN_IF_ERROR(ReadQwen3MoeConfig(reader, &config));
+      break;
   }
   return config;
 }
@@ -125,9 +129,32 @@ Result<DecoderConfig> LoadCheckpointConfig(const std::string& dir) {
   return config;
 }
 
+bool DecoderConfig::IsSparseLayer(int64_t layer) const {
+  const std::vector<int64_t>& dense = moe.mlp_only_layers;
+  return moe.num_experts > 0 && std::find(dense.begin(), dense.end(), layer) == dense.end() &&
+         (layer + 1) % moe.decoder_sparse_step == 0;
+}
+
+bool DecoderConfig::HasSparseLayers() const {
+  for (int64_t layer = 0; layer < num_hidden_layers; ++layer) {
+    if (IsSparseLayer(layer)) return true;
+  }
+  return false;
+}
+
 std::string DecoderConfigToJson(const DecoderConfig& config) {
-  const nlohmann::json json =
-      config.family == ModelFamily::kLlama ? LlamaConfigJson(config) : Qwen3ConfigJson(config);
+  nlohmann::json json;
+  switch (config.family) {
+    case ModelFamily::kQwen3:
+      json = Qwen3ConfigJson(config);
+      break;
+    case ModelFamily::kLlama:
+      json = LlamaConfigJson(config);
+      break;
+    case ModelFamily::kQwen3Moe:
+      json = Qwen3MoeConfigJson(config);
+      break;
+  }
   return json.dump(2) + "\n";
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// A dense decoder-only target's `config.json`, family-neutral: the shapes, norms and RoPE the
-// model code needs, whichever family (`architectures` / `model_type`) the checkpoint is. Each
-// family's reader (qwen3_config.h, llama_config.h) fills it and refuses what that family's
-// code would compute and this one does not.
+// A decoder-only target's `config.json`, family-neutral: the shapes, norms, RoPE and (for a
+// mixture of experts) the sparse MLP layers the model code needs, whichever family
+// (`architectures` / `model_type`) the checkpoint is. Each family's reader (qwen3_config.h,
+// llama_config.h) fills it and refuses what that family's code would compute and this one does
+// not.
 
 #include <cstdint>
 #include <optional>
@@ -16,13 +17,28 @@
 namespace dscale {
 
 enum class ModelFamily {
-  kQwen3,  // Qwen3ForCausalLM: per-head q/k RMSNorm, unscaled RoPE
-  kLlama,  // LlamaForCausalLM (Llama 3.x): no q/k norm, optional "llama3" RoPE scaling
+  kQwen3,     // Qwen3ForCausalLM: per-head q/k RMSNorm, unscaled RoPE
+  kLlama,     // LlamaForCausalLM (Llama 3.x): no q/k norm, optional "llama3" RoPE scaling
+  kQwen3Moe,  // Qwen3MoeForCausalLM: Qwen3's attention, sparse MLP layers (MoeConfig)
 };
 
-// "qwen3", "llama": the spelling of `model_type` and of `make-tiny --arch`.
+// "qwen3", "llama", "qwen3_moe": the spelling of `model_type` and of `make-tiny --arch`.
 std::string_view ModelFamilyName(ModelFamily family);
 std::optional<ModelFamily> ModelFamilyFromName(std::string_view name);
+
+// The sparse MLP layers of a mixture-of-experts family (Qwen3-MoE): a router picks each row's
+// top `experts_per_token` of `num_experts` SwiGLU experts of width `expert_intermediate_size`.
+// num_experts 0: every layer is dense.
+struct MoeConfig {
+  int64_t num_experts = 0;               // `num_experts`
+  int64_t experts_per_token = 0;         // `num_experts_per_tok`, in [1, num_experts]
+  int64_t expert_intermediate_size = 0;  // `moe_intermediate_size`
+  bool norm_topk_prob = false;           // renormalise the k routing weights to sum 1
+  int64_t decoder_sparse_step = 1;       // `decoder_sparse_step`
+  std::vector<int64_t> mlp_only_layers;  // dense whatever the step; each in [0, layers)
+
+  bool operator==(const MoeConfig&) const = default;
+};
 
 struct DecoderConfig {
   ModelFamily family = ModelFamily::kQwen3;
@@ -41,10 +57,16 @@ struct DecoderConfig {
   int64_t max_position_embeddings = 0;
   std::vector<int64_t> bos_token_ids;  // may be empty (Qwen3 has bos null)
   std::vector<int64_t> eos_token_ids;  // `eos_token_id` may be an int or a list
+  MoeConfig moe;                       // kQwen3Moe only; empty (all layers dense) otherwise
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
   RopeSpec rope() const { return {.theta = rope_theta, .scaling = rope_scaling}; }
+  // Whether layer `layer`'s MLP is the sparse expert block (transformers' Qwen3MoeDecoderLayer):
+  // not in mlp_only_layers, num_experts > 0 and (layer + 1) a multiple of decoder_sparse_step.
+  // Dense layers use intermediate_size. The one statement of the rule.
+  bool IsSparseLayer(int64_t layer) const;
+  bool HasSparseLayers() const;
 
   bool operator==(const DecoderConfig&) const = default;
 };

@@ -1,6 +1,6 @@
 #pragma once
-// The dense Qwen3 checkpoints' shapes by name, as their config.json files give them: vocab
-// 151936, 8 KV heads of 128, RMSNorm ε 1e-6, RoPE θ 1e6, 40960 positions, EOS 151645.
+// The Qwen3 checkpoints' shapes by name, as their config.json files give them: vocab 151936, KV
+// heads of 128 (8; 4 for the MoE), RMSNorm ε 1e-6, RoPE θ 1e6, 40960 positions, EOS 151645.
 
 #include <optional>
 #include <string>
@@ -11,7 +11,9 @@
 
 namespace dscale {
 
-// "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b" (tied LM heads) or "qwen3-8b"; nullopt for any other.
+// "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b" (tied LM heads), "qwen3-8b" or the mixture of experts
+// "qwen3-30b-a3b" (Qwen3MoeForCausalLM: hidden 2048, 48 layers, 128 experts of 768, top 8,
+// norm_topk_prob, dense intermediate 6144 unused); nullopt for any other.
 std::optional<DecoderConfig> NamedQwen3Config(std::string_view name);
 
 // The names NamedQwen3Config knows, smallest first.

@@ -11,12 +11,15 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/expert_router.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/softmax.h"
 #include "kv/paged_kv_cache.h"
 #include "model/batch_view.h"
 #include "model/decoder_layer.h"
+#include "model/decoder_weights.h"
+#include "model/expert_products.h"
 #include "model/weight_matrix.h"
 
 namespace dscale {
@@ -29,6 +32,11 @@ struct LayerScratch {
   std::vector<float> attn;     // [rows, q_dim]
   std::vector<float> gate_up;  // [rows, 2·intermediate]
   std::vector<float> act;      // [rows, intermediate]
+  // Sparse MLP layers only.
+  std::vector<float> router_logits;  // [rows, experts]
+  std::vector<int32_t> route_ids;    // [rows, top_k]
+  std::vector<float> route_weights;  // [rows, top_k]
+  ExpertScratch experts;
 };
 
 struct CpuOps {
@@ -38,6 +46,10 @@ struct CpuOps {
 
   // `n` floats of `buffer`, grown if needed.
   static float* Buffer(std::vector<float>& buffer, int64_t n) {
+    return GrowBuffer(buffer, static_cast<size_t>(n));
+  }
+  // `n` ints of `buffer`, grown if needed.
+  static int32_t* IndexBuffer(std::vector<int32_t>& buffer, int64_t n) {
     return GrowBuffer(buffer, static_cast<size_t>(n));
   }
   // out[rows, out_dim] (+)= in[rows, in_dim] · wᵀ (the dims are w's).
@@ -59,6 +71,20 @@ struct CpuOps {
   }
   static void SwiGlu(const float* gate_up, float* out, int64_t rows, int64_t inter) {
     cpu::SwiGlu(gate_up, out, rows, inter);
+  }
+  // ids, weights [rows, top_k]: each row's experts and weights from its router logits
+  // [rows, experts], which it overwrites (kernels/cpu/expert_router.h).
+  static void RouteTopK(float* logits, int32_t rows, const MoeDims& m, int32_t* ids,
+                        float* weights) {
+    cpu::RouteTopK(logits, rows, m.experts, m.top_k, m.normalize, ids, weights);
+  }
+  // x[rows, hidden] += each row's routed experts' outputs, weighted (expert_products.h).
+  void ExpertProducts(const float* normed, const SparseMlpWeights& moe, const LayerDims& d,
+                      int32_t rows, const int32_t* ids, const float* weights, LayerScratch& s,
+                      float* x) const {
+    dscale::ExpertProducts(normed, moe, d.hidden, rows,
+                           {.ids = ids, .weights = weights, .k = d.moe.top_k}, activations,
+                           s.experts, x);
   }
   // x[i] *= scale for i < n.
   static void Scale(float* x, int64_t n, float scale) {

@@ -1,7 +1,7 @@
 #pragma once
-// The dense decoder target (Qwen3, Llama; io/decoder_config.h) on the CPU backend: a StepBatch in;
-// logits for its logit rows and the residual streams after its capture layers (the DFlash drafter's
-// features) out.
+// The decoder target (Qwen3, Llama, Qwen3-MoE; io/decoder_config.h) on the CPU backend: a
+// StepBatch in; logits for its logit rows and the residual streams after its capture layers (the
+// DFlash drafter's features) out.
 
 #include <cstdint>
 #include <string>

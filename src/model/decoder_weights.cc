@@ -13,7 +13,7 @@ void AddLayerShapes(const DecoderConfig& c, const std::string& prefix, int64_t l
                     ShapeList* shapes) {
   const int64_t h = c.hidden_size;
   const int64_t inter = c.intermediate_size;
-  auto add = [&](const char* suffix, std::vector<int64_t> shape) {
+  auto add = [&](const std::string& suffix, std::vector<int64_t> shape) {
     shapes->emplace_back(LayerTensorName(prefix, layer, suffix), std::move(shape));
   };
   add("input_layernorm", {h});
@@ -26,9 +26,20 @@ void AddLayerShapes(const DecoderConfig& c, const std::string& prefix, int64_t l
     add("self_attn.k_norm", {c.head_dim});
   }
   add("post_attention_layernorm", {h});
-  add("mlp.gate_proj", {inter, h});
-  add("mlp.up_proj", {inter, h});
-  add("mlp.down_proj", {h, inter});
+  if (!c.IsSparseLayer(layer)) {
+    add("mlp.gate_proj", {inter, h});
+    add("mlp.up_proj", {inter, h});
+    add("mlp.down_proj", {h, inter});
+    return;
+  }
+  const int64_t experts = c.moe.num_experts, expert_inter = c.moe.expert_intermediate_size;
+  add("mlp.gate", {experts, h});
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::string expert = "mlp.experts." + std::to_string(e) + ".";
+    add(expert + "gate_proj", {expert_inter, h});
+    add(expert + "up_proj", {expert_inter, h});
+    add(expert + "down_proj", {h, expert_inter});
+  }
 }
 
 // Reads the named tensors (in order) and stacks their rows.
@@ -69,8 +80,17 @@ Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& c, const std::
     DSCALE_ASSIGN_OR_RETURN(w.k_norm, ReadValues(read, next(1)[0]));
   }
   DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadValues(read, next(1)[0]));
-  DSCALE_ASSIGN_OR_RETURN(w.gate_up, ReadStacked(read, next(2)));
-  DSCALE_ASSIGN_OR_RETURN(w.down, ReadStacked(read, next(1)));
+  if (c.IsSparseLayer(layer)) {
+    DSCALE_ASSIGN_OR_RETURN(w.moe.router, ReadStacked(read, next(1)));
+    w.moe.experts.resize(static_cast<size_t>(c.moe.num_experts));
+    for (ExpertWeights& expert : w.moe.experts) {
+      DSCALE_ASSIGN_OR_RETURN(expert.gate_up, ReadStacked(read, next(2)));
+      DSCALE_ASSIGN_OR_RETURN(expert.down, ReadStacked(read, next(1)));
+    }
+  } else {
+    DSCALE_ASSIGN_OR_RETURN(w.gate_up, ReadStacked(read, next(2)));
+    DSCALE_ASSIGN_OR_RETURN(w.down, ReadStacked(read, next(1)));
+  }
   DSCALE_CHECK(at == shapes.size());
   return w;
 }

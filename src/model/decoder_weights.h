@@ -1,9 +1,10 @@
 #pragma once
-// Dense decoder target weights (Qwen3, Llama) laid out for the forward pass. Matrices are
+// Decoder target weights (Qwen3, Llama, Qwen3-MoE) laid out for the forward pass. Matrices are
 // WeightMatrix: BF16 checkpoints are used in place from their memory mapping; F32 ones (and F16,
 // widened at load) are held as f32. q/k/v projections are stacked into one matrix and gate/up into
 // another, without copying, so a layer runs three projections plus the output and down projections.
-// Norm gains are f32.
+// Norm gains are f32. A sparse MLP layer (Qwen3-MoE) holds its router and, per expert, gate/up
+// stacked and down, the same way.
 
 #include <cstdint>
 #include <functional>
@@ -19,6 +20,20 @@
 
 namespace dscale {
 
+// One expert of a sparse MLP layer.
+struct ExpertWeights {
+  WeightMatrix gate_up;  // [2·expert_intermediate, hidden]: gate_proj rows, then up_proj rows
+  WeightMatrix down;     // [hidden, expert_intermediate]
+};
+
+// A sparse MLP layer's weights (`mlp.gate`, `mlp.experts.{e}.*`); empty in a dense layer.
+struct SparseMlpWeights {
+  WeightMatrix router;                 // [num_experts, hidden]; held as stored in every mode
+  std::vector<ExpertWeights> experts;  // [num_experts]
+
+  bool empty() const { return experts.empty(); }
+};
+
 struct DecoderLayerWeights {
   std::vector<float> input_norm;  // [hidden]
   WeightMatrix qkv;               // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows
@@ -28,6 +43,8 @@ struct DecoderLayerWeights {
   std::vector<float> post_norm;   // [hidden]
   WeightMatrix gate_up;           // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
   WeightMatrix down;              // [hidden, intermediate]
+  // Sparse layers (DecoderConfig::IsSparseLayer) only, where gate_up and down are empty.
+  SparseMlpWeights moe;
 };
 
 struct DecoderWeights {
@@ -41,8 +58,9 @@ struct DecoderWeights {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// Hugging Face tensor names of a Qwen3ForCausalLM or LlamaForCausalLM checkpoint (the same but
-// for Llama's missing q_norm/k_norm): `prefix` + "layers.{layer}." +
+// Hugging Face tensor names of a Qwen3ForCausalLM, LlamaForCausalLM or Qwen3MoeForCausalLM
+// checkpoint (the same but for Llama's missing q_norm/k_norm, and a sparse layer's "mlp.gate" and
+// "mlp.experts.{e}.{gate,up,down}_proj" in place of the dense MLP): `prefix` + "layers.{layer}." +
 // suffix + ".weight", e.g. suffix "self_attn.q_proj". The target's prefix is "model."; DFlash
 // drafters store their layers without one.
 inline constexpr const char* kTargetPrefix = "model.";
@@ -53,7 +71,8 @@ inline constexpr const char* kTargetLmHeadName = "lm_head.weight";
 
 // (name, shape) of every tensor a checkpoint with `config` must hold, in a stable order.
 TensorShapes DecoderTensorShapes(const DecoderConfig& config);
-// (name, shape) of the tensors of one decoder layer: 11, or 9 without qk_norm.
+// (name, shape) of the tensors of one decoder layer: 11, or 9 without qk_norm; a sparse layer
+// has 1 + 3 · num_experts MLP tensors in place of the dense 3.
 TensorShapes DecoderLayerShapes(const DecoderConfig& config, const std::string& prefix,
                                 int64_t layer);
 
@@ -71,10 +90,11 @@ TensorReader FromF32Reader(F32TensorReader read);
 TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint,
                                     std::string prefix = "");
 
-// How the CPU forward holds the projection matrices (q/k/v/o, gate/up, down and the LM head): as
-// the checkpoint stores them (BF16 in place, F32 and F16 as f32), or quantised at load
-// (quantize_weights.h): to int8 (`--weights int8`), or the layers' projections to 4 bits and the
-// LM head to int8 (`--weights int4`). Embeddings and norm gains are held as stored either way.
+// How the CPU forward holds the projection matrices (q/k/v/o, gate/up, down, the experts' and the
+// LM head): as the checkpoint stores them (BF16 in place, F32 and F16 as f32), or quantised at
+// load (quantize_weights.h): to int8 (`--weights int8`), or the layers' projections to 4 bits and
+// the LM head to int8 (`--weights int4`). Embeddings, norm gains and routers are held as stored
+// either way.
 enum class WeightsMode { kAsStored, kInt8, kInt4 };
 // "as-stored", "int8", "int4": the spellings of `--weights`.
 std::string_view WeightsModeName(WeightsMode mode);

@@ -58,8 +58,14 @@ void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode) {
   const auto quantize = mode == WeightsMode::kInt4 ? QuantizeInt4 : QuantizeInt8;
   layer->qkv = quantize(layer->qkv);
   layer->o_proj = quantize(layer->o_proj);
-  layer->gate_up = quantize(layer->gate_up);
-  layer->down = quantize(layer->down);
+  if (layer->moe.empty()) {
+    layer->gate_up = quantize(layer->gate_up);
+    layer->down = quantize(layer->down);
+  }
+  for (ExpertWeights& expert : layer->moe.experts) {
+    expert.gate_up = quantize(expert.gate_up);
+    expert.down = quantize(expert.down);
+  }
 }
 
 void QuantizeProjections(DecoderWeights* weights, WeightsMode mode) {

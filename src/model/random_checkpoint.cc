@@ -127,6 +127,18 @@ DecoderConfig TinyLlamaConfig() {
   return c;
 }
 
+DecoderConfig TinyQwen3MoeConfig() {
+  DecoderConfig c = TinyQwen3Config();
+  c.family = ModelFamily::kQwen3Moe;
+  c.moe = {.num_experts = 8,
+           .experts_per_token = 2,
+           .expert_intermediate_size = 64,
+           .norm_topk_prob = true,
+           .decoder_sparse_step = 1,
+           .mlp_only_layers = {}};
+  return c;
+}
+
 std::vector<TensorToWrite> RandomDecoderTensors(const DecoderConfig& config, uint64_t seed,
                                                 DType dtype) {
   return RandomTensors(DecoderTensorShapes(config), seed, dtype);

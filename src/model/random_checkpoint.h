@@ -1,7 +1,7 @@
 #pragma once
-// Random Qwen3 checkpoints in the real Hugging Face layout, for tests, benchmarks and
-// `dscale make-tiny`. Weights are scaled so activations stay O(1) through depth and logits
-// are spread enough that greedy decoding rarely meets near-ties.
+// Random Qwen3 (Llama, Qwen3-MoE) checkpoints in the real Hugging Face layout, for tests,
+// benchmarks and `dscale make-tiny`. Weights are scaled so activations stay O(1) through depth and
+// logits are spread enough that greedy decoding rarely meets near-ties.
 
 #include <cstdint>
 #include <string>
@@ -24,6 +24,10 @@ DecoderConfig TinyQwen3Config();
 // (factor 8, low 1, high 4, original context 1024: wavelengths past 256 positions are stretched,
 // past 1024 by the whole factor).
 DecoderConfig TinyLlamaConfig();
+
+// TinyQwen3Config's shape as a Qwen3-MoE model: every MLP sparse, 8 experts of 64, top 2,
+// renormalised.
+DecoderConfig TinyQwen3MoeConfig();
 
 // Every tensor of DecoderTensorShapes(config), seeded; values are already rounded to `dtype`, so
 // loading the written file gives exactly these values back.

@@ -197,8 +197,41 @@ TEST_F(ModelCommandsTest, LlamaTargetsAreMadeLoadedAndSpeculatedOn) {
   }
   const testing::CommandResult bad = RunDscale("make-tiny --arch mistral --out " + target);
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.out.find("--arch: expected qwen3 or llama, got mistral"), std::string::npos)
+  EXPECT_NE(bad.out.find("--arch: expected qwen3, llama or qwen3_moe, got mistral"),
+            std::string::npos)
       << bad.out;
+}
+
+// make-tiny --arch qwen3_moe writes a Qwen3MoeForCausalLM checkpoint (router and experts per
+// layer) and a dense Qwen3 drafter; speculation on it equals plain greedy decoding, as stored and
+// with the experts in int4. (--shape qwen3-30b-a3b's config: tests/io/qwen3_moe_config_test.cc.)
+TEST_F(ModelCommandsTest, Qwen3MoeTargetsAreMadeLoadedAndSpeculatedOn) {
+  const std::string target = *dir_ + "/moe-target", drafter = *dir_ + "/moe-drafter";
+  const testing::CommandResult r = RunDscale(
+      "make-tiny --arch qwen3_moe --out " + target + " --drafter-out " + drafter +
+      " --seed 8 --vocab 97 --hidden 64 --layers 3 --heads 4 --kv-heads 2 --head-dim 16"
+      " --experts 6 --experts-per-token 2 --expert-intermediate 40 --norm-topk-prob false");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream target_config(target + "/config.json");
+  const nlohmann::json t = nlohmann::json::parse(target_config, nullptr, false);
+  EXPECT_EQ(t["architectures"], nlohmann::json::parse(R"(["Qwen3MoeForCausalLM"])"));
+  EXPECT_EQ(t["num_experts"], 6);
+  EXPECT_EQ(t["norm_topk_prob"], false);
+  std::ifstream drafter_config(drafter + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(drafter_config, nullptr, false)["model_type"], "qwen3");
+  Result<DecoderModel> loaded = DecoderModel::Load(target);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->weights().layers[2].moe.experts.size(), 6u);
+  const std::string common = " --target " + target + " --drafter " + drafter +
+                             " --ids 5,9,14,3,3,70,41 --max-tokens 30 --json --spec ";
+  for (const char* weights : {"", " --weights int4"}) {
+    const nlohmann::json plain = Json("generate" + std::string(weights) + common + "none");
+    for (const char* mode : {"dflash", "fixed:5"}) {
+      SCOPED_TRACE(std::string(mode) + weights);
+      EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
+                OutputIds(plain));
+    }
+  }
 }
 
 // --threads sets the kernels' thread count; other counts split the work differently, and no

@@ -83,9 +83,9 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
                          Proposer proposer = Proposer::kPlanted,
                          int64_t min_accepted = kSamples / 10,
                          ModelFamily family = ModelFamily::kQwen3) {
-  const DecoderConfig config = family == ModelFamily::kLlama
-                                   ? testing::EngineTestLlamaConfig(vocab)
-                                   : testing::EngineTestTargetConfig(vocab);
+  DecoderConfig config = testing::EngineTestTargetConfig(vocab);
+  if (family == ModelFamily::kLlama) config = testing::EngineTestLlamaConfig(vocab);
+  if (family == ModelFamily::kQwen3Moe) config = testing::EngineTestMoeConfig(true, vocab);
   DecoderModel target(config, RandomDecoderWeights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
   testing::PlantedDrafter planted(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
@@ -178,6 +178,12 @@ TEST(SamplingExactnessTest, LlamaTargetWithDFlashAtTemperatureOne) {
 TEST(SamplingExactnessTest, LlamaTargetWithDScaleAndARandomDrafterAtTemperatureFour) {
   ExpectExactSampling("dscale", {.temperature = 4.0f}, /*vocab=*/18, /*length=*/2, "0.5",
                       Proposer::kSubset, /*min_accepted=*/200, ModelFamily::kLlama);
+}
+
+// A Qwen3-MoE target (sparse and dense layers) under the planted drafter.
+TEST(SamplingExactnessTest, Qwen3MoeTargetWithDFlashAtTemperatureOne) {
+  ExpectExactSampling("dflash", {.temperature = 1.0f}, 6, 3, "0.5", Proposer::kPlanted,
+                      kSamples / 10, ModelFamily::kQwen3Moe);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {

@@ -255,6 +255,15 @@ void ExpectError(const DecoderConfig& t, const DFlashConfig& d, const InflateSha
   EXPECT_NE(plan.status().message().find(needle), std::string::npos) << plan.status().message();
 }
 
+// Inflation makes dense targets: a mixture of experts is neither a source nor a named shape.
+TEST(InflatePlanTest, MixturesOfExpertsAreRefused) {
+  EXPECT_FALSE(NamedInflateShape("qwen3-30b-a3b").has_value());
+  EXPECT_EQ(NamedInflateShapes().find("a3b"), std::string::npos) << NamedInflateShapes();
+  const DecoderConfig t = testing::EngineTestMoeConfig(true);
+  ExpectError(t, TestDrafterConfig(t), ShapeOf(t),
+              "inflate: a mixture-of-experts target (qwen3_moe) cannot be inflated yet");
+}
+
 TEST(InflatePlanTest, ShapesThatDoNotFitNameTheField) {
   const DecoderConfig t = OddTinyConfig();
   const DFlashConfig d = TestDrafterConfig(t);

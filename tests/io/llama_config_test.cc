@@ -104,7 +104,7 @@ TEST(LlamaConfigTest, UnknownArchitectureIsRefusedByName) {
   json["architectures"] = {"MistralForCausalLM"};
   ExpectError(json, "architectures",
               "architecture \"MistralForCausalLM\" is not supported (supported: "
-              "\"Qwen3ForCausalLM\", \"LlamaForCausalLM\")");
+              "\"Qwen3ForCausalLM\", \"LlamaForCausalLM\", \"Qwen3MoeForCausalLM\")");
   json.erase("architectures");
   json["model_type"] = "gemma3";
   ExpectError(json, "model_type", "model type \"gemma3\" is not supported");

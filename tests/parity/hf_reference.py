@@ -1,5 +1,5 @@
-"""Float64 reference of a Qwen3 or Llama 3 target and a DFlash drafter, written from the
-Hugging Face definitions, for checking dscale's numerics.
+"""Float64 reference of a Qwen3, Llama 3 or Qwen3-MoE target and a DFlash drafter, written from
+the Hugging Face definitions, for checking dscale's numerics.
 
 Qwen3 (transformers' modeling_qwen3.py): Qwen3RMSNorm with the config's rms_norm_eps;
 q_proj/k_proj/v_proj without bias, per-head q_norm/k_norm (RMSNorm over head_dim) before RoPE;
@@ -15,6 +15,14 @@ wavelength 2*pi/inv_freq and L = original_max_position_embeddings, wavelengths a
 L/low_freq_factor are divided by `factor`, those below L/high_freq_factor kept, and between them
 smooth = (L/wavelength - low_freq_factor)/(high_freq_factor - low_freq_factor) mixes
 (1 - smooth)*inv_freq/factor + smooth*inv_freq.
+
+Qwen3-MoE (transformers' modeling_qwen3_moe.py, Qwen3MoeForCausalLM): Qwen3's attention; layer i's
+MLP is the sparse block (Qwen3MoeSparseMoeBlock) when i is not in mlp_only_layers, num_experts > 0
+and (i + 1) % decoder_sparse_step == 0, else the dense SiLU-gated MLP of intermediate_size. The
+sparse block: router logits = mlp.gate(x); routing weights = softmax over the experts in float;
+the num_experts_per_tok largest (here an exact tie goes to the lower expert index, the rule dscale
+states; transformers' topk leaves it unspecified), divided by their sum when norm_topk_prob; the
+output is the sum over the chosen experts of weight * down_proj(silu(gate_proj(x)) * up_proj(x)).
 
 DFlash drafter (z-lab's DFlashDraftModel, see the project's DFlash notes): c = hidden_norm(fc(
 concat of the target's residual streams after target_layer_ids, in list order)); the block
@@ -88,8 +96,15 @@ def repeat_kv(x, n_rep):
     return x[:, None].expand(kv, n_rep, t, d).reshape(kv * n_rep, t, d)
 
 
+def is_sparse_layer(cfg, layer):
+    """Qwen3MoeDecoderLayer's rule for a sparse MLP (False for every dense family)."""
+    experts = cfg.get("num_experts", 0) or 0
+    return (layer not in (cfg.get("mlp_only_layers") or []) and experts > 0
+            and (layer + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
 class LayerWeights:
-    def __init__(self, tensors, prefix, qk_norm=True):
+    def __init__(self, tensors, prefix, qk_norm=True, sparse=False, num_experts=0):
         def w(name):
             return tensors[f"{prefix}{name}.weight"]
         self.input_layernorm = w("input_layernorm")
@@ -101,7 +116,14 @@ class LayerWeights:
             assert f"{prefix}self_attn.q_norm.weight" not in tensors
             self.q_norm = self.k_norm = None
         self.post_attention_layernorm = w("post_attention_layernorm")
-        self.gate_proj, self.up_proj, self.down_proj = w("mlp.gate_proj"), w("mlp.up_proj"), w("mlp.down_proj")
+        self.sparse = sparse
+        if sparse:
+            assert f"{prefix}mlp.gate_proj.weight" not in tensors
+            self.router = w("mlp.gate")
+            self.experts = [(w(f"mlp.experts.{e}.gate_proj"), w(f"mlp.experts.{e}.up_proj"),
+                             w(f"mlp.experts.{e}.down_proj")) for e in range(num_experts)]
+        else:
+            self.gate_proj, self.up_proj, self.down_proj = w("mlp.gate_proj"), w("mlp.up_proj"), w("mlp.down_proj")
 
 
 def attention(cfg, lw, x_q, x_kv, pos_q, pos_kv, causal):
@@ -142,17 +164,62 @@ def mlp(lw, x):
     return (torch.nn.functional.silu(x @ lw.gate_proj.T) * (x @ lw.up_proj.T)) @ lw.down_proj.T
 
 
+def route(cfg, lw, x):
+    """The router of Qwen3MoeSparseMoeBlock on the normed rows x [T, H]: (logits [T, E], experts
+    in descending probability [T, E]; equal probabilities keep ascending expert order, so the
+    lower index wins a tie, the rule dscale states; transformers' topk leaves it unspecified)."""
+    logits = x @ lw.router.T
+    p = torch.softmax(logits, dim=-1)
+    return logits, torch.sort(p, dim=-1, descending=True, stable=True).indices
+
+
+def sparse_mlp(cfg, lw, x):
+    """Qwen3MoeSparseMoeBlock on the normed rows x [T, H] -> [T, H]."""
+    k = cfg["num_experts_per_tok"]
+    logits, order = route(cfg, lw, x)
+    chosen = order[:, :k]
+    weights = torch.gather(torch.softmax(logits, dim=-1), 1, chosen)
+    if cfg.get("norm_topk_prob", False):
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for j in range(k):
+            gate, up, down = lw.experts[int(chosen[t, j])]
+            out[t] += weights[t, j] * ((torch.nn.functional.silu(x[t] @ gate.T) * (x[t] @ up.T)) @ down.T)
+    return out
+
+
+def router_margin(cfg, lw, x, eps):
+    """The smallest, over rows, of the router-logit gap between the k-th and (k+1)-th expert
+    divided by those two logits' tolerances eps·|x_t|·|R_e| together (the bound on a float32
+    computation's router logits, as logit_tolerance bounds the LM head's). Above 1, a float32
+    router picks the reference's experts; at or below it the checkpoint is unsuited to the
+    comparison (a near-tie in routing), which says nothing of dscale."""
+    k = cfg["num_experts_per_tok"]
+    if k >= cfg["num_experts"]:
+        return math.inf
+    logits, order = route(cfg, lw, x)
+    tol = eps * x.norm(dim=-1)[:, None] * lw.router.norm(dim=-1)[None, :]  # [T, E]
+    last, after = order[:, k - 1:k], order[:, k:k + 1]
+    gap = torch.gather(logits, 1, last) - torch.gather(logits, 1, after)
+    return float((gap / (torch.gather(tol, 1, last) + torch.gather(tol, 1, after))).min())
+
+
 class TargetReference:
-    """Qwen3ForCausalLM or LlamaForCausalLM, by the config's architectures."""
+    """Qwen3ForCausalLM, LlamaForCausalLM or Qwen3MoeForCausalLM, by the config's architectures.
+    The last forward's router inputs are kept for router_margins."""
 
     def __init__(self, cfg, tensors):
         self.cfg = cfg
         arch = cfg.get("architectures", ["Qwen3ForCausalLM"])[0]
-        assert arch in ("Qwen3ForCausalLM", "LlamaForCausalLM"), arch
-        qk_norm = arch == "Qwen3ForCausalLM"
+        assert arch in ("Qwen3ForCausalLM", "LlamaForCausalLM", "Qwen3MoeForCausalLM"), arch
+        qk_norm = arch != "LlamaForCausalLM"
+        experts = cfg.get("num_experts", 0) if arch == "Qwen3MoeForCausalLM" else 0
         self.embed = tensors["model.embed_tokens.weight"]
-        self.layers = [LayerWeights(tensors, f"model.layers.{i}.", qk_norm)
+        self.layers = [LayerWeights(tensors, f"model.layers.{i}.", qk_norm,
+                                    is_sparse_layer(dict(cfg, num_experts=experts), i), experts)
                        for i in range(cfg["num_hidden_layers"])]
+        self.router_inputs = {}
         self.norm = tensors["model.norm.weight"]
         self.lm_head = self.embed if cfg.get("tie_word_embeddings", False) else tensors["lm_head.weight"]
 
@@ -163,15 +230,25 @@ class TargetReference:
         pos = torch.arange(len(ids))
         h = self.embed[torch.tensor(ids)]
         streams, score_gains = [], []
-        for lw in self.layers:
+        for i, lw in enumerate(self.layers):
             x = rms_norm(h, lw.input_layernorm, cfg["rms_norm_eps"])
             a, st = attention(cfg, lw, x, x, pos, pos, causal=True)
             h = h + a
-            h = h + mlp(lw, rms_norm(h, lw.post_attention_layernorm, cfg["rms_norm_eps"]))
+            x = rms_norm(h, lw.post_attention_layernorm, cfg["rms_norm_eps"])
+            if lw.sparse:
+                self.router_inputs[i] = x
+                h = h + sparse_mlp(cfg, lw, x)
+            else:
+                h = h + mlp(lw, x)
             streams.append(h)
             score_gains.append(st)
         out = rms_norm(h, self.norm, cfg["rms_norm_eps"])
         return out @ self.lm_head.T, out, streams, score_gains
+
+    def router_margins(self, eps):
+        """{sparse layer: router_margin} of the last forward, against the relative bound eps."""
+        return {i: router_margin(self.cfg, self.layers[i], x, eps)
+                for i, x in self.router_inputs.items()}
 
 
 class DFlashReference:
@@ -259,14 +336,22 @@ U = 2.0 ** -24
 LAMBDA = 8.0
 
 
-def _stages_squared(cfg, kv_len, score_gain):
-    """Σ a²·(K + 2) over one decoder layer's stages (see above)."""
+def _stages_squared(cfg, kv_len, score_gain, layer=None):
+    """Σ a²·(K + 2) over one decoder layer's stages (see above). A sparse layer's MLP (`layer`
+    given and sparse) has the router's product, the softmax over the experts, the expert's
+    gate/up · SiLU and down, and the weighted sum of the k expert outputs before the add; a
+    routing weight's relative error is the router logits' absolute error, which the RMSNorm
+    before the router keeps at the stage's unit scale."""
     h, i, hd = cfg["hidden_size"], cfg["intermediate_size"], head_dim_of(cfg)
     q_dim = cfg["num_attention_heads"] * hd
     a2 = max(1.0, score_gain) ** 2
     qk = (h + 2) + (h + 2) + (hd + 2) + (2 + 2) + (hd + 2)  # norm, proj, q/k norm, RoPE, scores
     attn = (kv_len + 2) + (kv_len + 2) + (q_dim + 2)                   # softmax, Σ p·v, o_proj + add
     mlp_ = (h + 2) + (h + 2) + (i + 2)                                 # post norm, gate/up · SiLU, down + add
+    if layer is not None and is_sparse_layer(cfg, layer):
+        e, k, mi = cfg["num_experts"], cfg["num_experts_per_tok"], cfg["moe_intermediate_size"]
+        # post norm, router, softmax (+ renormalisation), gate/up · SiLU, down, Σ_k w·y + add
+        mlp_ = (h + 2) + (h + 2) + (e + 2 + k) + (h + 2) + (mi + 2) + (k + 2)
     return a2 * qk + attn + mlp_
 
 
@@ -275,7 +360,7 @@ def _eps(stages_squared):
 
 
 def _target_chain(cfg, n, score_gains, layers):
-    return sum(_stages_squared(cfg, n, score_gains[l]) for l in range(layers))
+    return sum(_stages_squared(cfg, n, score_gains[l], l) for l in range(layers))
 
 
 def _head(cfg):

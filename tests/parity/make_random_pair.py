@@ -1,8 +1,10 @@
-"""Random Qwen3 and Llama 3 targets and DFlash drafters with odd sizes, in Hugging Face layouts.
+"""Random Qwen3, Llama 3 and Qwen3-MoE targets and DFlash drafters with odd sizes, in Hugging
+Face layouts.
 
 Written with this folder's safetensors writer (not dscale make-tiny): tensors named and
-ordered as transformers' Qwen3ForCausalLM / LlamaForCausalLM state dicts (model.embed_tokens,
-model.layers.i.*, model.norm, lm_head; Llama's layers without q_norm/k_norm), and named as
+ordered as transformers' Qwen3ForCausalLM / LlamaForCausalLM / Qwen3MoeForCausalLM state dicts
+(model.embed_tokens, model.layers.i.*, model.norm, lm_head; Llama's layers without
+q_norm/k_norm; a Qwen3-MoE sparse layer's mlp.gate and mlp.experts.e.*), and named as
 z-lab's DFlashDraftModel checkpoints are (fc, hidden_norm, layers.i.*, norm).
 
   /usr/bin/python3 make_random_pair.py OUT_DIR    # writes every variant under OUT_DIR
@@ -51,6 +53,18 @@ LLAMA_MHA = dict(
     rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 0.5,
                   "high_freq_factor": 2.0, "original_max_position_embeddings": 16})
 
+# Qwen3-MoE targets, dense and sparse layers mixed. MOE_NORM: 7 experts of width 37 (odd, and
+# not the dense layers' 101), top 3 renormalised, layer 2 dense by mlp_only_layers (0, 1 and 3
+# sparse). MOE_RAW: top 2 of 5 as the softmax gives them (norm_topk_prob false), sparse every
+# second layer (1 and 3) and none listed dense.
+MOE_NORM = dict(
+    TARGET, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_experts=7,
+    num_experts_per_tok=3, moe_intermediate_size=37, norm_topk_prob=True, decoder_sparse_step=1,
+    mlp_only_layers=[2], max_window_layers=4, output_router_logits=False,
+    router_aux_loss_coef=0.001)
+MOE_RAW = dict(MOE_NORM, num_experts=5, num_experts_per_tok=2, norm_topk_prob=False,
+               decoder_sparse_step=2, mlp_only_layers=[])
+
 # Drafter A: 2 layers with their own head layout (4 heads over 2 kv heads of dim 14), an odd
 # block of 7, and target_layer_ids out of order (features concatenate in list order).
 DRAFTER_A = {
@@ -92,14 +106,41 @@ VARIANTS = {
     "llama_gqa_f32_tied": ("F32", 1, True, DRAFTER_L, "F32", 1, "", LLAMA_GQA),
     "llama_mha_bf16_tied": ("BF16", 1, True, DRAFTER_B, "BF16", 1, "", LLAMA_MHA),
     "llama_mha_f16": ("F16", 1, False, DRAFTER_B, "F16", 2, "model.", LLAMA_MHA),
+    "moe_norm_bf16_sharded": ("BF16", 2, False, DRAFTER_A, "BF16", 1, "", MOE_NORM),
+    "moe_raw_f32_tied": ("F32", 1, True, DRAFTER_B, "F32", 1, "model.", MOE_RAW),
 }
 
 
-def _layer_tensors(gen, cfg, prefix, in_features):
+def is_sparse_layer(cfg, layer):
+    """Qwen3MoeDecoderLayer's rule (hf_reference.is_sparse_layer, restated so that this writer
+    does not depend on the reference it is checked against)."""
+    return (layer not in (cfg.get("mlp_only_layers") or []) and cfg.get("num_experts", 0) > 0
+            and (layer + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
+def _mlp_tensors(gen, cfg, prefix, sparse, mat):
+    h = cfg["hidden_size"]
+    if not sparse:
+        i = cfg["intermediate_size"]
+        return [(prefix + "mlp.gate_proj.weight", mat(i, h)),
+                (prefix + "mlp.up_proj.weight", mat(i, h)),
+                (prefix + "mlp.down_proj.weight", mat(h, i))]
+    mi = cfg["moe_intermediate_size"]
+    # Router rows N(0, 1/h): logits of unit scale, so the routing weights spread.
+    out = [(prefix + "mlp.gate.weight", mat(cfg["num_experts"], h))]
+    for e in range(cfg["num_experts"]):
+        out += [(prefix + f"mlp.experts.{e}.gate_proj.weight", mat(mi, h)),
+                (prefix + f"mlp.experts.{e}.up_proj.weight", mat(mi, h)),
+                (prefix + f"mlp.experts.{e}.down_proj.weight", mat(h, mi))]
+    return out
+
+
+def _layer_tensors(gen, cfg, prefix, in_features, sparse=False):
     """One decoder layer in transformers' module order. Scales keep activations O(1):
     projections N(0, 1/fan_in), norm weights 1 + N(0, 0.2²) (so a missing norm shows).
-    Llama layers (model_type "llama") have no q_norm/k_norm."""
-    h, i = cfg["hidden_size"], cfg["intermediate_size"]
+    Llama layers (model_type "llama") have no q_norm/k_norm; a sparse layer has the router
+    and experts in place of the dense MLP."""
+    h = cfg["hidden_size"]
     hd = cfg.get("head_dim") or h // cfg["num_attention_heads"]
     qk_norm = cfg.get("model_type") != "llama"
     q_dim, kv_dim = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
@@ -119,10 +160,7 @@ def _layer_tensors(gen, cfg, prefix, in_features):
     if qk_norm:
         out += [(prefix + "self_attn.q_norm.weight", norm(hd)),
                 (prefix + "self_attn.k_norm.weight", norm(hd))]
-    return out + [
-        (prefix + "mlp.gate_proj.weight", mat(i, h)),
-        (prefix + "mlp.up_proj.weight", mat(i, h)),
-        (prefix + "mlp.down_proj.weight", mat(h, i)),
+    return out + _mlp_tensors(gen, cfg, prefix, sparse, mat) + [
         (prefix + "input_layernorm.weight", norm(h)),
         (prefix + "post_attention_layernorm.weight", norm(h)),
     ]
@@ -134,7 +172,7 @@ def target_tensors(cfg, seed, tied):
     # Rows N(0, 4/h): with a tied head, logits of a few units like the untied one.
     out = [("model.embed_tokens.weight", 2.0 * torch.randn(v, h, generator=gen, dtype=torch.float64) / h ** 0.5)]
     for layer in range(cfg["num_hidden_layers"]):
-        out += _layer_tensors(gen, cfg, f"model.layers.{layer}.", h)
+        out += _layer_tensors(gen, cfg, f"model.layers.{layer}.", h, is_sparse_layer(cfg, layer))
     out.append(("model.norm.weight", 1.0 + 0.2 * torch.randn(h, generator=gen, dtype=torch.float64)))
     # Logits of a few units: N(0, 4/h) rows against a final-normed hidden state of norm ~sqrt(h).
     lm_head = 2.0 * torch.randn(v, h, generator=gen, dtype=torch.float64) / h ** 0.5

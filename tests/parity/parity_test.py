@@ -6,7 +6,8 @@
 For the bundled pair (models/tiny-target + models/tiny-dflash), its `dscale inflate` output
 (whose float64 reference must also equal the source's, InflatedPairTest), and random pairs with
 odd sizes written here in Python (make_random_pair.py: BF16 sharded over two files, F16 with tied
-embeddings and a sharded, "model."-prefixed drafter, F32 sharded and tied), it checks
+embeddings and a sharded, "model."-prefixed drafter, F32 sharded and tied; Llama 3 targets;
+Qwen3-MoE targets with dense and sparse layers mixed and norm_topk_prob both ways), it checks
   * `dscale logits`: every position's full logits row;
   * `dscale draft`: the bonus token, every draft logits row and the draft tokens;
   * the loader, by the above (dscale reads checkpoints this folder's writer produced, the
@@ -106,9 +107,11 @@ class ParityMixin:
                           "--kv-dtype", "f32", "--activations", "f32")["logits"]
         got = torch.tensor(got, dtype=torch.float64)
         self.assertEqual(tuple(got.shape), (n, vocab))
-        tol = ref.logit_tolerance(ref.logits_budget(t_cfg, n, gains), hidden, target.lm_head)
+        eps = ref.logits_budget(t_cfg, n, gains)
+        tol = ref.logit_tolerance(eps, hidden, target.lm_head)
         diff = (got - logits).abs()
         report("target logits", diff, tol)
+        self.check_router_margins(target, eps)
         bad = (diff > tol).nonzero()
         self.assertEqual(len(bad), 0, self.describe(bad, got, logits, tol))
 
@@ -132,6 +135,19 @@ class ParityMixin:
                     for j, tok in enumerate(out["draft"]))
         print(f"  bonus {bonus}; draft tokens {out['draft']} ({exact} of {len(out['draft'])} "
               "beyond the tie margin, all equal to the reference)")
+
+    def check_router_margins(self, target, eps):
+        """A mixture of experts' logits are comparable only where the reference's routing is
+        clear of float32 rounding: every row's k-th expert ahead of the (k+1)-th by more than
+        their router logits' tolerances (hf_reference.router_margin). A random checkpoint that
+        fails this is unsuited (pick another seed), not a dscale error."""
+        margins = target.router_margins(eps)
+        if not margins:
+            return
+        print("  router margins (gap / tolerance, per sparse layer): " +
+              ", ".join(f"{i}: {m:.0f}" for i, m in sorted(margins.items())))
+        for layer, margin in margins.items():
+            self.assertGreater(margin, 1.0, f"layer {layer}: a routing near-tie")
 
     def check_token(self, row, tol, token, what):
         """dscale's argmax `token` against the reference logits `row`. Returns whether the
@@ -249,6 +265,32 @@ class RandomPairTest(ParityMixin, unittest.TestCase):
 
     def test_llama_mha_f16(self):
         self.check_variant("llama_mha_f16", LLAMA_IDS)
+
+    def test_moe_norm_bf16_sharded(self):
+        self.check_variant("moe_norm_bf16_sharded", LLAMA_IDS)
+
+    def test_moe_raw_f32_tied(self):
+        self.check_variant("moe_raw_f32_tied", LLAMA_IDS)
+
+    def test_moe_routing_is_what_is_checked(self):
+        """The bound sees the routing: references with norm_topk_prob flipped or with one fewer
+        expert per token depart from dscale by far more than the tolerance."""
+        t_dir, _, _, _ = self.pairs["moe_norm_bf16_sharded"]
+        cfg, tensors = load_config(t_dir), st.read_checkpoint(t_dir)[0]
+        ids = ",".join(map(str, LLAMA_IDS))
+        got = dscale_json(self, "logits", "--model", t_dir, "--ids", ids, "--kv-dtype", "f32",
+                          "--activations", "f32")["logits"]
+        got = torch.tensor(got, dtype=torch.float64)
+        print("\nQwen3-MoE routing variants (max diff/tolerance against dscale):")
+        for what, changed in (("norm_topk_prob false", dict(cfg, norm_topk_prob=False)),
+                              ("top 2 of 7", dict(cfg, num_experts_per_tok=2))):
+            wrong = ref.TargetReference(changed, tensors)
+            logits, hidden, _, gains = wrong.forward(LLAMA_IDS)
+            tol = ref.logit_tolerance(ref.logits_budget(changed, len(LLAMA_IDS), gains), hidden,
+                                      wrong.lm_head)
+            ratio = ((got - logits).abs() / tol).max().item()
+            print(f"  {what}: {ratio:.1f}")
+            self.assertGreater(ratio, 10.0, what)
 
     def test_llama3_scaling_is_what_is_checked(self):
         """The bound sees the scaling: a reference without rope_scaling agrees with dscale at

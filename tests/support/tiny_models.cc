@@ -58,6 +58,18 @@ DecoderConfig EngineTestLlamaConfig(int64_t vocab, int64_t original_context) {
   return AsLlama3(EngineTestTargetConfig(vocab), 500000.0, original_context);
 }
 
+DecoderConfig EngineTestMoeConfig(bool norm_topk_prob, int64_t vocab) {
+  DecoderConfig c = EngineTestTargetConfig(vocab);
+  c.family = ModelFamily::kQwen3Moe;
+  c.moe = {.num_experts = 8,
+           .experts_per_token = 2,
+           .expert_intermediate_size = 24,
+           .norm_topk_prob = norm_topk_prob,
+           .decoder_sparse_step = 1,
+           .mlp_only_layers = {1}};
+  return c;
+}
+
 DecoderConfig EngineLoopConfig() {
   return {.vocab_size = 512,
           .hidden_size = 32,
@@ -103,6 +115,7 @@ DFlashConfig TestDrafterConfig(const DecoderConfig& target) {
   c.draft = target;
   c.draft.family = ModelFamily::kQwen3;  // DFlash layers are Qwen3's whatever the target
   c.draft.qk_norm = true;
+  c.draft.moe = {};  // and dense
   c.draft.num_hidden_layers = 2;
   c.block_size = 16;
   c.mask_token_id = target.vocab_size - 2;

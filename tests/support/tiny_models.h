@@ -38,6 +38,10 @@ DecoderConfig AsLlama3(DecoderConfig c, double rope_theta, int64_t original_cont
 // positions) on the ramp, the rest divided by 8.
 DecoderConfig EngineTestLlamaConfig(int64_t vocab = 131, int64_t original_context = 48);
 
+// EngineTestTargetConfig(vocab) as a Qwen3-MoE target: 8 experts of 24, top 2, renormalised
+// when `norm_topk_prob`; layer 1 dense (mlp_only_layers), layers 0 and 2 sparse.
+DecoderConfig EngineTestMoeConfig(bool norm_topk_prob, int64_t vocab = 131);
+
 // The server loop's target: vocab 512, hidden 32, intermediate 48, 2 layers, 2 heads over one KV
 // head of 16, 2048 positions, untied, no EOS.
 DecoderConfig EngineLoopConfig();

@@ -33,6 +33,22 @@ float* CudaOps::Buffer(DeviceBuffer<float>& buffer, int64_t n) {
   return buffer.data();
 }
 
+int32_t* CudaOps::IndexBuffer(DeviceBuffer<int32_t>& buffer, int64_t n) {
+  DSCALE_CHECK(n >= 0 && n <= static_cast<int64_t>(buffer.size()));
+  return buffer.data();
+}
+
+void CudaOps::RouteTopK(float* /*logits*/, int32_t /*rows*/, const MoeDims& /*m*/, int32_t* /*ids*/,
+                        float* /*weights*/) {
+  DSCALE_CHECK_MSG(false, "mixture-of-experts routing is not supported on the device yet");
+}
+
+void CudaOps::ExpertProducts(const float* /*normed*/, const DeviceSparseMlp& /*moe*/,
+                             const LayerDims& /*d*/, int32_t /*rows*/, const int32_t* /*ids*/,
+                             const float* /*weights*/, DeviceForwardScratch& /*s*/, float* /*x*/) {
+  DSCALE_CHECK_MSG(false, "mixture-of-experts expert products are not supported on the device yet");
+}
+
 void CudaOps::Gemm(const float* in, int64_t in_dim, const Bf16* w, float* out, int64_t out_dim,
                    int64_t rows, bool accumulate) const {
   DSCALE_CHECK(rows * in_dim <= static_cast<int64_t>(gemm_in_.size()));

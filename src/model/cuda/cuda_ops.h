@@ -23,6 +23,7 @@
 #include "kernels/cuda/softmax.h"
 #include "model/batch_view.h"
 #include "model/cuda/device_kv_cache.h"
+#include "model/cuda/device_weights.h"
 #include "model/decoder_layer.h"
 
 namespace dscale::cuda {
@@ -47,6 +48,11 @@ class DeviceForwardScratch {
   DeviceBuffer<float> attn;     // [rows, q_dim]
   DeviceBuffer<float> gate_up;  // [rows, 2·intermediate]
   DeviceBuffer<float> act;      // [rows, intermediate]
+  // For the model template's sparse MLP branch, which does not run on the device (see
+  // DeviceSparseMlp): never allocated.
+  DeviceBuffer<float> router_logits;
+  DeviceBuffer<int32_t> route_ids;
+  DeviceBuffer<float> route_weights;
 
  private:
   int64_t max_rows_;
@@ -60,6 +66,14 @@ class CudaOps {
 
   // The first `n` floats of `buffer` (CHECKed to fit: the scratch is sized once).
   static float* Buffer(DeviceBuffer<float>& buffer, int64_t n);
+  static int32_t* IndexBuffer(DeviceBuffer<int32_t>& buffer, int64_t n);
+  // Mixture-of-experts routing and expert products are not on the device yet: DeviceTarget
+  // refuses such targets at load, so these are never reached (a CHECK failure if they are).
+  static void RouteTopK(float* logits, int32_t rows, const MoeDims& m, int32_t* ids,
+                        float* weights);
+  static void ExpertProducts(const float* normed, const DeviceSparseMlp& moe, const LayerDims& d,
+                             int32_t rows, const int32_t* ids, const float* weights,
+                             DeviceForwardScratch& s, float* x);
   // out[rows, out_dim] (+)= bf16(in[rows, in_dim]) · w[out_dim, in_dim]ᵀ.
   void Gemm(const float* in, int64_t in_dim, const Bf16* w, float* out, int64_t out_dim,
             int64_t rows, bool accumulate) const;

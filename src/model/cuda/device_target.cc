@@ -25,6 +25,12 @@ Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const DecoderModel& h
   if (!unavailable.empty()) {
     return InvalidArgument("--device cuda: no usable CUDA device: " + unavailable);
   }
+  if (host.config().HasSparseLayers()) {
+    return InvalidArgument(
+        "--device cuda: the target is a mixture of experts (" +
+        std::string(ModelFamilyName(host.config().family)) +
+        "), whose sparse MLP layers are not supported on the device yet (use --device cpu)");
+  }
   DSCALE_RETURN_IF_ERROR(
       CheckDeviceMemoryFits(DeviceDecoderWeightBytes(host.config()), "the target's BF16 weights"));
   return std::make_unique<DeviceTarget>(host.config(),

@@ -100,6 +100,7 @@ int64_t DeviceDecoderWeights::bytes() const {
 DeviceDecoderWeights UploadDecoderWeights(const DecoderConfig& config,
                                           const DecoderWeights& weights) {
   DSCALE_CHECK(static_cast<int64_t>(weights.layers.size()) == config.num_hidden_layers);
+  DSCALE_CHECK_MSG(!config.HasSparseLayers(), "sparse MLP layers are not on the device yet");
   DeviceDecoderWeights d;
   d.embed = UploadAsBf16(weights.embed);
   for (const DecoderLayerWeights& layer : weights.layers)
@@ -113,6 +114,7 @@ DeviceDecoderWeights RandomDeviceDecoderWeights(const DecoderConfig& config, uin
                                                 cudaStream_t stream) {
   const int64_t h = config.hidden_size;
   const int64_t vocab = config.vocab_size;
+  DSCALE_CHECK_MSG(!config.HasSparseLayers(), "sparse MLP layers are not on the device yet");
   DeviceDecoderWeights d;
   // Seeds: 1 the embedding, 2 the LM head, 3 + layer for each layer's matrices (mixed with the
   // caller's seed so different seeds give unrelated weights).

@@ -15,6 +15,15 @@
 
 namespace dscale::cuda {
 
+// A device layer's sparse MLP: none yet. Mixture-of-experts targets run on the CPU backend
+// only (DeviceTarget::Upload refuses them), so a device layer's MLP is always the dense one and
+// the model template's sparse branch (model/decoder_layer.h) never runs on the device.
+struct DeviceSparseMlp {
+  DeviceBuffer<Bf16> router;  // never allocated
+
+  static bool empty() { return true; }
+};
+
 struct DeviceLayerWeights {
   DeviceBuffer<float> input_norm;  // [hidden]
   DeviceBuffer<Bf16> qkv;          // [q_dim + 2·kv_dim, hidden]
@@ -24,6 +33,7 @@ struct DeviceLayerWeights {
   DeviceBuffer<float> post_norm;   // [hidden]
   DeviceBuffer<Bf16> gate_up;      // [2·intermediate, hidden]
   DeviceBuffer<Bf16> down;         // [hidden, intermediate]
+  DeviceSparseMlp moe;
 
   // Device bytes held.
   int64_t bytes() const;
@@ -50,14 +60,14 @@ DeviceBuffer<float> UploadF32(const std::vector<float>& values);
 DeviceLayerWeights UploadLayerWeights(const DecoderLayerWeights& weights);
 
 // Copies host weights to the device, each matrix value rounded to BF16 (exact for weights that
-// came from a BF16 checkpoint). Synchronous.
+// came from a BF16 checkpoint). Synchronous. Dense layers only (config.HasSparseLayers() false).
 DeviceDecoderWeights UploadDecoderWeights(const DecoderConfig& config,
                                           const DecoderWeights& weights);
 
 // Random weights made on the device (no host copy of the matrices): matrices uniform with the
 // variance random_checkpoint.h uses (1/in per projection, 1 for the embedding, 9/hidden for an
 // untied LM head), so activations stay O(1) through depth; norm gains 1. For benchmarks, where
-// only shapes matter. Queued on `stream`.
+// only shapes matter. Queued on `stream`. Dense layers only.
 DeviceDecoderWeights RandomDeviceDecoderWeights(const DecoderConfig& config, uint64_t seed,
                                                 cudaStream_t stream);
 

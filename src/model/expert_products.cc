@@ -1,0 +1,88 @@
+#include "model/expert_products.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/cpu/activation.h"
+
+namespace dscale {
+namespace {
+
+// Below this many values the row loops stay on one thread.
+constexpr int64_t kParallelMinValues = int64_t{1} << 15;
+
+// s.starts and s.order: a counting sort of the entries r·k + j by expert, stable (rows
+// ascending within an expert); s.entry the inverse.
+void GroupByExpert(const ExpertRoutes& routes, int32_t rows, int64_t experts, ExpertScratch& s) {
+  const int64_t entries = int64_t{rows} * routes.k;
+  s.starts.assign(static_cast<size_t>(experts + 1), 0);
+  for (int64_t i = 0; i < entries; ++i) {
+    const int32_t e = routes.ids[i];
+    DSCALE_CHECK(e >= 0 && e < experts);
+    ++s.starts[static_cast<size_t>(e) + 1];
+  }
+  for (int64_t e = 0; e < experts; ++e) s.starts[e + 1] += s.starts[e];
+  s.next.assign(s.starts.begin(), s.starts.end() - 1);
+  s.order.resize(static_cast<size_t>(entries));
+  s.entry.resize(static_cast<size_t>(entries));
+  for (int64_t i = 0; i < entries; ++i) {
+    const int32_t at = s.next[static_cast<size_t>(routes.ids[i])]++;
+    s.order[static_cast<size_t>(at)] = static_cast<int32_t>(i);
+    s.entry[static_cast<size_t>(i)] = at;
+  }
+}
+
+// One expert over its grouped rows [begin, begin + n) of s.in into the same rows of s.out.
+void RunExpert(const ExpertWeights& w, int64_t hidden, int64_t begin, int64_t n,
+               ActivationModes activations, ExpertScratch& s) {
+  const int64_t inter = w.down.cols();
+  float* gate_up = s.gate_up.data() + begin * 2 * inter;
+  float* act = s.act.data() + begin * inter;
+  Project(s.in.data() + begin * hidden, w.gate_up, gate_up, n, /*accumulate=*/false, activations);
+  cpu::SwiGlu(gate_up, act, n, inter);
+  Project(act, w.down, s.out.data() + begin * hidden, n, /*accumulate=*/false, activations);
+}
+
+}  // namespace
+
+void ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hidden, int32_t rows,
+                    const ExpertRoutes& routes, ActivationModes activations, ExpertScratch& s,
+                    float* x) {
+  const auto experts = static_cast<int64_t>(moe.experts.size());
+  const int32_t k = routes.k;
+  const int64_t entries = int64_t{rows} * k;
+  if (entries == 0) return;
+  GroupByExpert(routes, rows, experts, s);
+  const int64_t inter = moe.experts[0].down.cols();
+  s.in.resize(static_cast<size_t>(entries * hidden));
+  s.gate_up.resize(static_cast<size_t>(entries * 2 * inter));
+  s.act.resize(static_cast<size_t>(entries * inter));
+  s.out.resize(static_cast<size_t>(entries * hidden));
+  // Each entry's input row, in grouped order.
+#pragma omp parallel for schedule(static) if (entries * hidden >= kParallelMinValues)
+  for (int64_t at = 0; at < entries; ++at) {
+    const int64_t row = s.order[static_cast<size_t>(at)] / k;
+    std::memcpy(s.in.data() + at * hidden, normed + row * hidden,
+                static_cast<size_t>(hidden) * sizeof(float));
+  }
+  // Each expert routed to reads its weights once, for all its rows; Project threads within it.
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t begin = s.starts[e], n = s.starts[e + 1] - begin;
+    if (n > 0) RunExpert(moe.experts[static_cast<size_t>(e)], hidden, begin, n, activations, s);
+  }
+  // Per row: Σ_j weight_j · out_j in rank order, then one add to the residual stream.
+#pragma omp parallel for schedule(static) if (entries * hidden >= kParallelMinValues)
+  for (int32_t r = 0; r < rows; ++r) {
+    float* xr = x + int64_t{r} * hidden;
+    for (int64_t i = 0; i < hidden; ++i) {
+      float sum = 0.0f;
+      for (int32_t j = 0; j < k; ++j) {
+        const int64_t at = s.entry[static_cast<size_t>(int64_t{r} * k + j)];
+        sum += routes.weights[int64_t{r} * k + j] * s.out[static_cast<size_t>(at * hidden + i)];
+      }
+      xr[i] += sum;
+    }
+  }
+}
+
+}  // namespace dscale
