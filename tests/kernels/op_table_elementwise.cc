@@ -161,133 +161,124 @@ void QuantizeKernel(const OpCall& c, const OpVariant&, float* out) {
   std::copy(sums.begin(), sums.end(), scales + sums.size());
 }
 
+// The f32 elementwise ops: one dispatched variant, within 1e-5 relative of the reference.
+OpSpec ElementwiseF32(OpSpec op) {
+  op.formats = {OpFormat::kF32};
+  op.bound = "1e-5·|want| + 1e-6";
+  op.tolerance = Elementwise;
+  op.variants = DispatchOnly;
+  return op;
+}
+
 }  // namespace
 
 OpSpec RmsNormOp() {
-  return {.name = "rms_norm",
-          .formats = {OpFormat::kF32},
-          .test_shapes = kRowShapes,
-          .model_shapes = kHiddenShapes,
-          .bound = "1e-5·|want| + 1e-6",
-          .make = MakeRmsNorm,
-          .run_reference =
-              [](const OpCall& c, float* y) {
-                ref::RmsNorm(c.x.data(), c.w.data(), y, c.shape.rows, c.shape.in, kRmsEps);
-              },
-          .tolerance = Elementwise,
-          .variants = DispatchOnly,
-          .run_variant =
-              [](const OpCall& c, const OpVariant&, float* y) {
-                cpu::RmsNorm(c.x.data(), c.w.data(), y, c.shape.rows, c.shape.in, kRmsEps);
-              },
-          .cost = [](const OpShape& s, OpFormat) { return Streamed(s, s.in, s.in); }};
+  return ElementwiseF32(
+      {.name = "rms_norm",
+       .test_shapes = kRowShapes,
+       .model_shapes = kHiddenShapes,
+       .make = MakeRmsNorm,
+       .run_reference =
+           [](const OpCall& c, float* y) {
+             ref::RmsNorm(c.x.data(), c.w.data(), y, c.shape.rows, c.shape.in, kRmsEps);
+           },
+       .run_variant =
+           [](const OpCall& c, const OpVariant&, float* y) {
+             cpu::RmsNorm(c.x.data(), c.w.data(), y, c.shape.rows, c.shape.in, kRmsEps);
+           },
+       .cost = [](const OpShape& s, OpFormat) { return Streamed(s, s.in, s.in); }});
 }
 
 OpSpec HeadRmsNormOp() {
-  return {.name = "head_rms_norm",
-          .formats = {OpFormat::kF32},
-          .test_shapes = kHeadShapes,
-          .model_shapes = kModelHeadShapes,
-          .bound = "1e-5·|want| + 1e-6",
-          .make = MakeHeads,
-          .run_reference =
-              [](const OpCall& c, float* x) {
-                const OpShape& s = c.shape;
-                ref::HeadRmsNorm(x, c.w.data(), s.rows, s.heads, s.in, s.heads * s.in, kRmsEps);
-              },
-          .tolerance = Elementwise,
-          .variants = DispatchOnly,
-          .run_variant =
-              [](const OpCall& c, const OpVariant&, float* x) {
-                const OpShape& s = c.shape;
-                cpu::HeadRmsNorm(x, c.w.data(), s.rows, s.heads, s.in, s.heads * s.in, kRmsEps);
-              },
-          .cost = [](const OpShape& s,
-                     OpFormat) { return Streamed(s, s.heads * s.in, s.heads * s.in); }};
+  return ElementwiseF32(
+      {.name = "head_rms_norm",
+       .test_shapes = kHeadShapes,
+       .model_shapes = kModelHeadShapes,
+       .make = MakeHeads,
+       .run_reference =
+           [](const OpCall& c, float* x) {
+             const OpShape& s = c.shape;
+             ref::HeadRmsNorm(x, c.w.data(), s.rows, s.heads, s.in, s.heads * s.in, kRmsEps);
+           },
+       .run_variant =
+           [](const OpCall& c, const OpVariant&, float* x) {
+             const OpShape& s = c.shape;
+             cpu::HeadRmsNorm(x, c.w.data(), s.rows, s.heads, s.in, s.heads * s.in, kRmsEps);
+           },
+       .cost = [](const OpShape& s,
+                  OpFormat) { return Streamed(s, s.heads * s.in, s.heads * s.in); }});
 }
 
 OpSpec RopeOp() {
-  return {.name = "rope",
-          .formats = {OpFormat::kF32},
-          .test_shapes = kHeadShapes,
-          .model_shapes = kModelHeadShapes,
-          .bound = "1e-5·|want| + 1e-6",
-          .make = MakeHeads,
-          .run_reference =
-              [](const OpCall& c, float* x) {
-                const OpShape& s = c.shape;
-                ref::ApplyRope(x, c.ids.data(), s.rows, s.heads, s.in, s.heads * s.in, c.rope);
-              },
-          .tolerance = Elementwise,
-          .variants = DispatchOnly,
-          .run_variant =
-              [](const OpCall& c, const OpVariant&, float* x) {
-                const OpShape& s = c.shape;
-                cpu::ApplyRope(x, c.ids.data(), s.rows, s.heads, s.in, s.heads * s.in, c.rope);
-              },
-          .cost = [](const OpShape& s,
-                     OpFormat) { return Streamed(s, s.heads * s.in, s.heads * s.in); }};
+  return ElementwiseF32(
+      {.name = "rope",
+       .test_shapes = kHeadShapes,
+       .model_shapes = kModelHeadShapes,
+       .make = MakeHeads,
+       .run_reference =
+           [](const OpCall& c, float* x) {
+             const OpShape& s = c.shape;
+             ref::ApplyRope(x, c.ids.data(), s.rows, s.heads, s.in, s.heads * s.in, c.rope);
+           },
+       .run_variant =
+           [](const OpCall& c, const OpVariant&, float* x) {
+             const OpShape& s = c.shape;
+             cpu::ApplyRope(x, c.ids.data(), s.rows, s.heads, s.in, s.heads * s.in, c.rope);
+           },
+       .cost = [](const OpShape& s,
+                  OpFormat) { return Streamed(s, s.heads * s.in, s.heads * s.in); }});
 }
 
 OpSpec SwiGluOp() {
-  return {.name = "swiglu",
-          .formats = {OpFormat::kF32},
-          .test_shapes = kRowShapes,
-          // Qwen3-1.7B's intermediate width.
-          .model_shapes = {{.rows = 1, .in = 6144},
-                           {.rows = 16, .in = 6144},
-                           {.rows = 128, .in = 6144}},
-          .bound = "1e-5·|want| + 1e-6",
-          .make =
-              [](const OpShape& s, OpFormat f, uint32_t seed) {
-                OpCall c = MakeGates(s, f, seed);
-                c.x.resize(s.rows * 2 * s.in);
-                c.y0.assign(s.rows * s.in, kNaN);
-                return c;
-              },
-          .run_reference = [](const OpCall& c,
-                              float* y) { ref::SwiGlu(c.x.data(), y, c.shape.rows, c.shape.in); },
-          .tolerance = Elementwise,
-          .variants = DispatchOnly,
-          .run_variant = [](const OpCall& c, const OpVariant&,
-                            float* y) { cpu::SwiGlu(c.x.data(), y, c.shape.rows, c.shape.in); },
-          .cost = [](const OpShape& s, OpFormat) { return Streamed(s, 2 * s.in, s.in); }};
+  return ElementwiseF32(
+      {.name = "swiglu",
+       .test_shapes = kRowShapes,
+       // Qwen3-1.7B's intermediate width.
+       .model_shapes = {{.rows = 1, .in = 6144},
+                        {.rows = 16, .in = 6144},
+                        {.rows = 128, .in = 6144}},
+       .make =
+           [](const OpShape& s, OpFormat f, uint32_t seed) {
+             OpCall c = MakeGates(s, f, seed);
+             c.x.resize(s.rows * 2 * s.in);
+             c.y0.assign(s.rows * s.in, kNaN);
+             return c;
+           },
+       .run_reference = [](const OpCall& c,
+                           float* y) { ref::SwiGlu(c.x.data(), y, c.shape.rows, c.shape.in); },
+       .run_variant = [](const OpCall& c, const OpVariant&,
+                         float* y) { cpu::SwiGlu(c.x.data(), y, c.shape.rows, c.shape.in); },
+       .cost = [](const OpShape& s, OpFormat) { return Streamed(s, 2 * s.in, s.in); }});
 }
 
 OpSpec SiluOp() {
-  return {.name = "silu",
-          .formats = {OpFormat::kF32},
-          .test_shapes = kRowShapes,
-          .model_shapes = kHiddenShapes,
-          .bound = "1e-5·|want| + 1e-6",
-          .make = MakeGates,
-          .run_reference = [](const OpCall& c,
-                              float* x) { ref::SiluInPlace(x, c.shape.rows * c.shape.in); },
-          .tolerance = Elementwise,
-          .variants = DispatchOnly,
-          .run_variant = [](const OpCall& c, const OpVariant&,
-                            float* x) { cpu::SiluInPlace(x, c.shape.rows * c.shape.in); },
-          .cost = [](const OpShape& s, OpFormat) { return Streamed(s, s.in, s.in); }};
+  return ElementwiseF32(
+      {.name = "silu",
+       .test_shapes = kRowShapes,
+       .model_shapes = kHiddenShapes,
+       .make = MakeGates,
+       .run_reference = [](const OpCall& c,
+                           float* x) { ref::SiluInPlace(x, c.shape.rows * c.shape.in); },
+       .run_variant = [](const OpCall& c, const OpVariant&,
+                         float* x) { cpu::SiluInPlace(x, c.shape.rows * c.shape.in); },
+       .cost = [](const OpShape& s, OpFormat) { return Streamed(s, s.in, s.in); }});
 }
 
 OpSpec GruUpdateOp() {
-  return {.name = "gru_update",
-          .formats = {OpFormat::kF32},
-          .test_shapes = kRowShapes,
-          .model_shapes = kHiddenShapes,
-          .bound = "1e-5·|want| + 1e-6",
-          .make = MakeGates,
-          .run_reference =
-              [](const OpCall& c, float* h) {
-                ref::GruUpdate(c.x.data(), c.v.data(), h, c.shape.rows, c.shape.in);
-              },
-          .tolerance = Elementwise,
-          .variants = DispatchOnly,
-          .run_variant =
-              [](const OpCall& c, const OpVariant&, float* h) {
-                cpu::GruUpdate(c.x.data(), c.v.data(), h, c.shape.rows, c.shape.in);
-              },
-          .cost = [](const OpShape& s, OpFormat) { return Streamed(s, 7 * s.in, s.in); }};
+  return ElementwiseF32(
+      {.name = "gru_update",
+       .test_shapes = kRowShapes,
+       .model_shapes = kHiddenShapes,
+       .make = MakeGates,
+       .run_reference =
+           [](const OpCall& c, float* h) {
+             ref::GruUpdate(c.x.data(), c.v.data(), h, c.shape.rows, c.shape.in);
+           },
+       .run_variant =
+           [](const OpCall& c, const OpVariant&, float* h) {
+             cpu::GruUpdate(c.x.data(), c.v.data(), h, c.shape.rows, c.shape.in);
+           },
+       .cost = [](const OpShape& s, OpFormat) { return Streamed(s, 7 * s.in, s.in); }});
 }
 
 OpSpec EmbeddingOp() {
