@@ -474,6 +474,51 @@ TEST(LifecycleTest, TheModelCardIsFixed) {
   EXPECT_EQ(server->Terminate(), 0) << server->Log();
 }
 
+// On the default server (16 running at most) one request of 16 choices runs 8 of them at once,
+// so another client's request starts beside them instead of waiting for a choice to end.
+TEST(LifecycleTest, OneRequestsChoicesHoldAtMostHalfTheSlots) {
+  auto server = ServerProcess::Start();
+  ASSERT_GT(server->port(), 0);
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120s);
+  httplib::Client big("127.0.0.1", server->port());
+  big.set_read_timeout(300s);
+  std::thread big_request([&big] {
+    big.Post("/v1/completions",
+             json{{"model", "tiny"},
+                  {"prompt", "x"},
+                  {"max_tokens", 3000},
+                  {"n", 16},
+                  {"ignore_eos", true}}
+                 .dump(),
+             "application/json");
+  });
+  int most_running = 0;
+  for (int i = 0; i < 1000 && most_running == 0; ++i) {
+    const httplib::Result health = client.Get("/health");
+    if (health) most_running = json::parse(health->body)["running"].get<int>();
+    std::this_thread::sleep_for(5ms);
+  }
+  for (int i = 0; i < 50; ++i) {
+    const httplib::Result health = client.Get("/health");
+    if (health)
+      most_running = std::max(most_running, json::parse(health->body)["running"].get<int>());
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GT(most_running, 0);
+  EXPECT_LE(most_running, 8);
+  const auto start = std::chrono::steady_clock::now();
+  const httplib::Result small = client.Post(
+      "/v1/completions", json{{"model", "tiny"}, {"prompt", "y"}, {"max_tokens", 4}}.dump(),
+      "application/json");
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 200) << small->body;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  big.stop();
+  big_request.join();
+  EXPECT_EQ(server->Terminate(), 0) << server->Log();
+}
+
 // One client looping requests that can never fit (n past the server's slots: 400) does not
 // take slots from another looping n = 1 requests on the same server: every one of those is 200.
 TEST(LifecycleTest, UnsatisfiableRequestsDoNotStarveOthers) {
