@@ -17,6 +17,7 @@ OpSpec EmbeddingOp();
 OpSpec SoftmaxOp();
 OpSpec ArgmaxOp();
 OpSpec QuantizeInt8ActivationsOp();
+OpSpec RouteTopKOp();
 OpSpec AttentionOp();  // op_table_attention.cc
 
 }  // namespace dscale::testing

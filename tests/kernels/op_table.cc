@@ -37,14 +37,15 @@ std::string OpShapeName(const OpShape& shape) {
   if (shape.kv_heads != 1) name << "_kv" << shape.kv_heads;
   if (shape.spans != 1) name << "_s" << shape.spans;
   if (shape.accumulate) name << "_acc";
+  if (shape.normalize) name << "_norm";
   return name.str();
 }
 
 const std::vector<OpSpec>& OpTable() {
   static const std::vector<OpSpec> table = {
-      EmbeddingOp(), RmsNormOp(), LinearOp(), HeadRmsNormOp(), RopeOp(),
-      AttentionOp(), SwiGluOp(),  SiluOp(),   GruUpdateOp(),   QuantizeInt8ActivationsOp(),
-      SoftmaxOp(),   ArgmaxOp(),
+      EmbeddingOp(), RmsNormOp(), LinearOp(),    HeadRmsNormOp(), RopeOp(),
+      AttentionOp(), SwiGluOp(),  SiluOp(),      GruUpdateOp(),   QuantizeInt8ActivationsOp(),
+      SoftmaxOp(),   ArgmaxOp(),  RouteTopKOp(),
   };
   return table;
 }

@@ -38,6 +38,7 @@ struct OpShape {
   int32_t kv_heads = 1;     // attention
   int32_t spans = 1;        // attention: spans in the batch
   bool accumulate = false;  // linear: y += x · wᵀ
+  bool normalize = false;   // route_top_k: the k weights renormalised (norm_topk_prob)
 };
 // "r17_i131_o67" and the fields that differ from their defaults: part of a test's name.
 std::string OpShapeName(const OpShape& shape);

@@ -1,12 +1,13 @@
 // The op table's rows for the forward's row-wise and elementwise ops: RMSNorm, per-head
 // RMSNorm, RoPE, the SwiGLU gate, SiLU, the GRU update (the recurrent head), the embedding
-// gather, softmax, argmax and the int8 activation quantiser. Each has one CPU entry point (its
-// vectors are the build's), so each has one variant, the dispatched kernel. Shapes: rows
-// tokens, `in` the width each row is normalised, rotated or gated over.
+// gather, softmax, argmax, the int8 activation quantiser and a mixture of experts' router. Each has
+// one CPU entry point (its vectors are the build's), so each has one variant, the dispatched
+// kernel. Shapes: rows tokens, `in` the width each row is normalised, rotated or gated over.
 //
 // Bounds: the norms, RoPE, SiLU, SwiGLU and the GRU update do O(1) float operations per output
 // after an accurate reduction, within 1e-5 relative plus 1e-6 (kernel_test_util.h); softmax
-// within 1e-6 absolute (probabilities); the gather, argmax and quantiser exactly.
+// within 1e-6 absolute (probabilities); the gather, argmax and quantiser exactly; the router's
+// experts exactly and its weights within 1e-6 (probabilities).
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "kernel_test_util.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/expert_router.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/recurrent.h"
@@ -118,6 +120,29 @@ void Argmax(const OpCall& c, float* out, bool reference) {
   (reference ? ref::ArgmaxRows : cpu::ArgmaxRows)(c.x.data(), c.shape.rows, c.shape.in,
                                                   index.data());
   for (int64_t r = 0; r < c.shape.rows; ++r) out[r] = static_cast<float>(index[r]);
+}
+
+// ---- The router: x [rows, in = experts] logits (spread so that no two of a row's
+// probabilities are within the f32 softmax's rounding of each other); out = the ids
+// [rows, k = out] as floats, then the weights [rows, k].
+OpCall MakeRouterLogits(const OpShape& s, OpFormat format, uint32_t seed) {
+  std::mt19937 rng(seed);
+  OpCall c{.shape = s, .format = format};
+  c.x = RandomNormal(rng, s.rows * s.in, 0.0f, 2.0f);
+  c.y0.assign(2 * s.rows * s.out, kNaN);
+  return c;
+}
+
+void RouteTopK(const OpCall& c, float* out, bool reference) {
+  const OpShape& s = c.shape;
+  std::vector<int32_t> ids(s.rows * s.out);
+  if (reference) {
+    ref::RouteTopK(c.x.data(), s.rows, s.in, s.out, s.normalize, ids.data(), out + ids.size());
+  } else {
+    std::vector<float> logits = c.x;  // the kernel works in its input
+    cpu::RouteTopK(logits.data(), s.rows, s.in, s.out, s.normalize, ids.data(), out + ids.size());
+  }
+  for (size_t i = 0; i < ids.size(); ++i) out[i] = static_cast<float>(ids[i]);
 }
 
 // ---- The int8 activation quantiser: x [rows, in] (one all-zero group in row 0); the output is
@@ -362,6 +387,31 @@ OpSpec QuantizeInt8ActivationsOp() {
             return OpCost{.bytes = s.rows * (4.0 * s.in + 1.0 * s.in + 8.0 * cpu::Int8Groups(s.in)),
                           .madds = 0};
           }};
+}
+
+OpSpec RouteTopKOp() {
+  return {.name = "route_top_k",
+          .formats = {OpFormat::kF32},
+          .test_shapes = {{.rows = 1, .in = 7, .out = 3},
+                          {.rows = 17, .in = 13, .out = 4, .normalize = true},
+                          {.rows = 5, .in = 128, .out = 8, .normalize = true}},
+          // Qwen3-30B-A3B's: 128 experts, 8 a token.
+          .model_shapes = {{.rows = 1, .in = 128, .out = 8, .normalize = true},
+                           {.rows = 16, .in = 128, .out = 8, .normalize = true},
+                           {.rows = 128, .in = 128, .out = 8, .normalize = true}},
+          .bound = "experts exact, weights 1e-6 absolute",
+          .make = MakeRouterLogits,
+          .run_reference = [](const OpCall& c, float* out) { RouteTopK(c, out, true); },
+          .tolerance =
+              [](const OpCall& c, const std::vector<float>& want) {
+                std::vector<double> tol(want.size(), kSoftmaxAbsTol);
+                std::fill(tol.begin(), tol.begin() + c.shape.rows * c.shape.out, 0.0);
+                return tol;
+              },
+          .variants = DispatchOnly,
+          .run_variant = [](const OpCall& c, const OpVariant&,
+                            float* out) { RouteTopK(c, out, false); },
+          .cost = [](const OpShape& s, OpFormat) { return Streamed(s, s.in, 2 * s.out); }};
 }
 
 }  // namespace dscale::testing

@@ -230,6 +230,27 @@ void SoftmaxRows(float* x, int64_t rows, int64_t n) {
   }
 }
 
+void RouteTopK(const float* logits, int64_t rows, int64_t experts, int64_t k, bool normalize,
+               int32_t* ids, float* weights) {
+  std::vector<double> p(static_cast<size_t>(experts));
+  std::vector<int64_t> order(static_cast<size_t>(experts));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * experts;
+    double max = -std::numeric_limits<double>::infinity();
+    for (int64_t e = 0; e < experts; ++e) max = std::max(max, static_cast<double>(row[e]));
+    double sum = 0.0;
+    for (int64_t e = 0; e < experts; ++e) sum += p[e] = std::exp(row[e] - max);
+    for (int64_t e = 0; e < experts; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    double chosen = 0.0;
+    for (int64_t j = 0; j < k; ++j) chosen += p[order[j]] / sum;
+    for (int64_t j = 0; j < k; ++j) {
+      ids[r * k + j] = static_cast<int32_t>(order[j]);
+      weights[r * k + j] = static_cast<float>(p[order[j]] / sum / (normalize ? chosen : 1.0));
+    }
+  }
+}
+
 void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out) {
   for (int64_t r = 0; r < rows; ++r) {
     int64_t best = 0;

@@ -55,6 +55,11 @@ void EmbeddingGather(const float* table, int64_t vocab, int64_t dim, const int32
                      int64_t rows, float* out);
 void SoftmaxRows(float* x, int64_t rows, int64_t n);
 void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out);
+// cpu::RouteTopK's function in double: per row the softmax over `experts` logits, the k most
+// probable in descending order (an exact tie to the lower index), their probabilities as
+// weights, divided by the k's sum when `normalize`. ids, weights: [rows, k].
+void RouteTopK(const float* logits, int64_t rows, int64_t experts, int64_t k, bool normalize,
+               int32_t* ids, float* weights);
 void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out);
 cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift);
 // Row by row: scores over the visible keys, full softmax, weighted sum of values (BF16 K/V
