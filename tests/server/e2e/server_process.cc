@@ -34,7 +34,7 @@ std::vector<std::string> DefaultArgs() {
 }
 
 // Reads the child's stdout until the "listening on" line; the port, or -1.
-int ReadPort(int fd, std::chrono::seconds timeout) {
+int ReadPort(int fd, std::chrono::milliseconds timeout) {
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const std::string listening = "listening on http://";
@@ -66,7 +66,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
 }
 
 std::unique_ptr<ServerProcess> ServerProcess::Spawn(const std::vector<std::string>& extra,
-                                                    std::chrono::seconds timeout) {
+                                                    std::chrono::milliseconds timeout) {
   static std::atomic<int> serial{0};
   std::unique_ptr<ServerProcess> server(new ServerProcess());
   server->log_path_ = ::testing::TempDir() + "dscale_serve_" + std::to_string(getpid()) + "_" +

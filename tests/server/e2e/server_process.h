@@ -29,7 +29,7 @@ class ServerProcess {
   // see WaitExit and Log).
   static std::unique_ptr<ServerProcess> Spawn(
       const std::vector<std::string>& extra = {},
-      std::chrono::seconds timeout = std::chrono::seconds(60));
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
   ~ServerProcess();  // kills the server if it is still running
 
   int port() const { return port_; }
