@@ -71,8 +71,11 @@ Result<ModeSetup> SetUp(const InProcessModels& models, const BenchMode& mode) {
   ModeSetup setup;
   DSCALE_ASSIGN_OR_RETURN(setup.policy, LengthPolicy::Parse(mode.policy));
   setup.backend = mode.domino_head ? models.domino_backend : models.backend;
-  if (setup.backend == nullptr)
-    return InvalidArgument("mode " + mode.label + " has no models to run");
+  if (setup.backend == nullptr) {
+    return InvalidArgument("mode " + mode.label +
+                           (mode.domino_head ? " runs the drafter's Domino head: it needs --drafter"
+                                             : " has no models to run"));
+  }
   setup.inputs = {.predictor = mode.domino_head ? models.domino_predictor : models.predictor,
                   .verify_budget = models.verify_budget,
                   .sps_table = models.sps_table};

@@ -230,6 +230,25 @@ class InProcessBench : public ::testing::Test {
   static inline std::filesystem::path dir_;
 };
 
+// What a mode's policy needs is checked for every mode before the first cell runs (the policy
+// check of plan/planner_config.h, named by the mode): without --drafter the run stops at once and
+// measures nothing.
+TEST_F(InProcessBench, AModeThatCannotRunStopsTheRunBeforeItStarts) {
+  const std::string target = " --target " + (dir_ / "target").string() +
+                             " --tokenizer " DSCALE_TEST_DATA_DIR
+                             "/tokenizer/qwen3 --data-dir " DSCALE_DATA_DIR " --no-progress";
+  const std::string cells = " --datasets gsm8k --concurrency 1 --requests 1 --warmup 0";
+  auto r = testing::RunDscale("bench" + target + cells + " --modes none,dflash");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("mode dflash: --spec dflash needs --drafter"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("tok/s"), std::string::npos) << r.out;
+  r = testing::RunDscale("bench" + target + cells + " --modes none,domino");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("mode domino runs the drafter's Domino head: it needs --drafter"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(InProcessBench, SweepsModesAndWritesEveryOutput) {
   const std::filesystem::path out = dir_ / "out";
   const auto r = testing::RunDscale(
