@@ -99,11 +99,7 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
       ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
 }
 
-cpu::Bf16Activations DefaultActivations() {
-  const bool bf16_tiles_pay =
-      cpu::SupportedBf16DotIsas().back() == cpu::Bf16DotIsa::kAmx || cpu::HasFullRateAvx512Bf16();
-  return bf16_tiles_pay ? cpu::Bf16Activations::kBf16 : cpu::Bf16Activations::kF32;
-}
+cpu::Bf16Activations DefaultActivations() { return cpu::PreferredBf16Activations(); }
 
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {
   cmd->add_option_function<std::string>(

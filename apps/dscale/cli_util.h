@@ -38,12 +38,8 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
 // --activations bf16|f32: how the CPU backend's BF16 projections (the target's and the
 // drafter's) take their activations (cpu::Bf16Activations, into `activations`): each row rounded
 // to BF16 once and multiplied with BF16 dot products, or as f32. The default is
-// DefaultActivations(): bf16 where the CPU multiplies BF16 tiles with AMX (a 16-row verify then
-// costs about 1.3 plain steps instead of 2-2.6, and a plain step the same) or with vdpbf16ps at
-// the FMA's rate (cpu::HasFullRateAvx512Bf16: AMD Zen 4 and 5, where a 16-row verify cost
-// 2.1-2.9 plain steps against 2.75-2.9 in f32, and the f32 tiles' prefill is the slower one),
-// f32 elsewhere, where the BF16 mode did not beat it at verify rows (docs/BENCHMARKS.md, "BF16
-// activations on the CPU"). The CUDA backend's GEMMs take BF16 activations either way.
+// DefaultActivations(), the CPU's cpu::PreferredBf16Activations(). The CUDA backend's GEMMs take
+// BF16 activations either way.
 cpu::Bf16Activations DefaultActivations();
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations);
 

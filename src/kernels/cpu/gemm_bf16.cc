@@ -662,6 +662,12 @@ std::optional<Bf16Activations> Bf16ActivationsFromName(std::string_view name) {
   return std::nullopt;
 }
 
+Bf16Activations PreferredBf16Activations() {
+  const bool bf16_tiles_pay =
+      SupportedBf16DotIsas().back() == Bf16DotIsa::kAmx || HasFullRateAvx512Bf16();
+  return bf16_tiles_pay ? Bf16Activations::kBf16 : Bf16Activations::kF32;
+}
+
 std::string_view Bf16DotIsaName(Bf16DotIsa isa) {
   switch (isa) {
     case Bf16DotIsa::kAmx:

@@ -40,6 +40,13 @@ enum class Bf16Activations { kF32, kBf16 };
 // "f32", "bf16": the spellings of `--activations`.
 std::string_view Bf16ActivationsName(Bf16Activations activations);
 std::optional<Bf16Activations> Bf16ActivationsFromName(std::string_view name);
+// The mode BF16 weights run best in on this CPU under DSCALE_CPU_ISA's cap: kBf16 where BF16
+// tiles are multiplied by AMX (a 16-row verify then costs about 1.3 plain steps instead of 2-2.6,
+// a plain step the same) or by vdpbf16ps at the FMA's rate (HasFullRateAvx512Bf16: AMD Zen 4 and
+// 5, a 16-row verify 2.1-2.9 plain steps against 2.75-2.9 in f32, and the f32 tiles' prefill the
+// slower one); kF32 elsewhere, where BF16 activations did not beat it at verify rows
+// (docs/BENCHMARKS.md, "BF16 activations on the CPU").
+Bf16Activations PreferredBf16Activations();
 
 // y[rows, out] = x[rows, in] · w[out, in]ᵀ (or y += that when `accumulate`); w holds BF16 bits in
 // PyTorch's Linear layout, row-major and dense, any alignment. Rows of y are `ldy` floats apart
