@@ -1,19 +1,53 @@
 #include "model/decoder_model.h"
 
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 
+#include "core/log.h"
 #include "io/safetensors.h"
 #include "model/decoder_forward.h"
 
 namespace dscale {
+namespace {
+
+// Says once, at load, how many of the checkpoint's tensors the text model does not read (a
+// multimodal Qwen3.5 checkpoint's vision tower and multi-token-prediction layers).
+void NoteUnreadTensors(const DecoderConfig& config, const Checkpoint& checkpoint) {
+  std::set<std::string> read;
+  for (const auto& [name, shape] : DecoderTensorShapes(config)) read.insert(name);
+  int64_t vision = 0, mtp = 0, other = 0;
+  for (const std::string& name : checkpoint.TensorNames()) {
+    if (read.count(name) != 0) continue;
+    if (name.starts_with("model.visual.")) {
+      ++vision;
+    } else if (name.starts_with("mtp.")) {
+      ++mtp;
+    } else {
+      ++other;
+    }
+  }
+  if (vision + mtp + other == 0) return;
+  DSCALE_LOG(kInfo) << checkpoint.dir() << ": " << vision + mtp + other
+                    << " tensors left unread by the text model (" << vision
+                    << " of the vision tower, " << mtp << " multi-token prediction, " << other
+                    << " other)";
+}
+
+}  // namespace
 
 Result<DecoderModel> DecoderModel::Load(const std::string& dir, WeightsMode weights_mode,
                                         ActivationModes activations) {
   DSCALE_ASSIGN_OR_RETURN(DecoderConfig config, LoadCheckpointConfig(dir));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
   const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));
+  if (config.HasLinearAttentionLayers()) {
+    return InvalidArgument(dir + ": the target (" + std::string(ModelFamilyName(config.family)) +
+                           ") has linear-attention (Gated DeltaNet) layers, which the forward "
+                           "does not compute yet");
+  }
+  NoteUnreadTensors(config, *checkpoint);
   const WeightsLoad how{
       .mode = weights_mode,
       .drop_resident = [&checkpoint](const std::string& name) { checkpoint->DropResident(name); }};
