@@ -17,6 +17,11 @@ OpSpec EmbeddingOp();
 OpSpec SoftmaxOp();
 OpSpec ArgmaxOp();
 OpSpec QuantizeInt8ActivationsOp();
-OpSpec AttentionOp();  // op_table_attention.cc
+OpSpec AttentionOp();     // op_table_attention.cc
+OpSpec CausalConv1dOp();  // op_table_linear_attention.cc
+OpSpec GatedDeltaRuleOp();
+OpSpec GatedRmsNormOp();
+OpSpec SigmoidGateOp();
+OpSpec PartialRopeOp();
 
 }  // namespace dscale::testing
