@@ -96,6 +96,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   }
   if (!config.policy.UsesDrafter()) drafter = nullptr;
   const int32_t block = drafter ? drafter->block_size() : 1;
+  const bool recurrent = target.config().HasLinearAttentionLayers();
+  if (recurrent && config.prefix_cache) {
+    return InvalidArgument(
+        "prefix caching: the target has linear_attention layers, whose recurrent state a shared "
+        "prefix does not carry; turn prefix caching off");
+  }
   if (config.kv_tokens < 1) return InvalidArgument("kv_tokens: must be at least 1");
   // The whole cache may be written: it must fit in memory with the models loaded.
   const int64_t kv_positions =
@@ -113,7 +119,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                                                  .inputs = config.inputs,
                                                  .step_times = step_times,
                                                  .max_running = config.max_running,
-                                                 .tile_routing = config.tile_routing}));
+                                                 .tile_routing = config.tile_routing,
+                                                 .recurrent_target = recurrent}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
   DSCALE_CHECK(buckets.buckets.back() == kMaxRunningRequests);

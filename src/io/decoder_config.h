@@ -109,7 +109,12 @@ struct DecoderConfig {
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
-  RopeSpec rope() const { return {.theta = rope_theta, .scaling = rope_scaling}; }
+  // The rotation (RopeSpec::rotary_dim set only when part of each head is rotated).
+  RopeSpec rope() const {
+    return {.theta = rope_theta,
+            .scaling = rope_scaling,
+            .rotary_dim = rotary_dim() == head_dim ? 0 : rotary_dim()};
+  }
   // Whether layer `layer`'s MLP is the sparse expert block (transformers' Qwen3MoeDecoderLayer):
   // not in mlp_only_layers, num_experts > 0 and (layer + 1) a multiple of decoder_sparse_step.
   // Dense layers use intermediate_size. The one statement of the rule.

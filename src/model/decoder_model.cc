@@ -42,11 +42,6 @@ Result<DecoderModel> DecoderModel::Load(const std::string& dir, WeightsMode weig
   DSCALE_ASSIGN_OR_RETURN(DecoderConfig config, LoadCheckpointConfig(dir));
   DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
   const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));
-  if (config.HasLinearAttentionLayers()) {
-    return InvalidArgument(dir + ": the target (" + std::string(ModelFamilyName(config.family)) +
-                           ") has linear-attention (Gated DeltaNet) layers, which the forward "
-                           "does not compute yet");
-  }
   NoteUnreadTensors(config, *checkpoint);
   const WeightsLoad how{
       .mode = weights_mode,
@@ -63,12 +58,31 @@ DecoderModel::DecoderModel(DecoderConfig config, DecoderWeights weights)
   DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.num_hidden_layers);
 }
 
+namespace {
+
+// One request's linear-attention state sizes (kv/recurrent_state.h); empty without such layers.
+RecurrentStateShape RecurrentShapeOf(const DecoderConfig& c) {
+  RecurrentStateShape shape;
+  if (!c.HasLinearAttentionLayers()) return shape;
+  int32_t next = 0;
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    shape.linear_index.push_back(c.IsLinearAttentionLayer(layer) ? next++ : -1);
+  }
+  const GatedDeltaNetConfig& l = c.hybrid.linear;
+  shape.conv_values = (l.conv_kernel - 1) * l.conv_dim();
+  shape.delta_values = l.value_heads * l.key_head_dim * l.value_head_dim;
+  return shape;
+}
+
+}  // namespace
+
 KvCacheShape DecoderModel::KvShape(int32_t page_size, int32_t num_pages) const {
   return {.num_layers = static_cast<int32_t>(config_.num_hidden_layers),
           .kv_heads = static_cast<int32_t>(config_.num_key_value_heads),
           .head_dim = static_cast<int32_t>(config_.head_dim),
           .page_size = page_size,
-          .num_pages = num_pages};
+          .num_pages = num_pages,
+          .recurrent = RecurrentShapeOf(config_)};
 }
 
 Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) {
@@ -79,13 +93,28 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
       static_cast<size_t>(batch.rows()) * batch.capture_layers.size() * config_.hidden_size, 0.0f);
   out->logits.resize(static_cast<size_t>(num_logit_rows) * config_.vocab_size);
   static constexpr int32_t kNoRow = 0;  // never null: null would mean every row
-  CpuOps ops{.activations = activations_};
+  // kv/recurrent_state.h: each span starts where its sequence's state stands and consumes all
+  // its rows.
+  RecurrentStates& recurrent = cache.recurrent();
+  const bool hybrid = !recurrent.shape().empty();
+  if (hybrid) {
+    for (const StepSpan& span : batch.spans()) {
+      DSCALE_CHECK_MSG(recurrent.position(span.seq) == span.ctx_len,
+                       "a span of a hybrid target must start at its recurrent state's position");
+    }
+  }
+  CpuOps ops{.activations = activations_, .recurrent = hybrid ? &recurrent : nullptr};
   RunDecoderForward(ops, weights_, dims_, config_.vocab_size, ViewOf(batch), batch.capture_layers,
                     cache.store(), scratch_,
                     {.logits = out->logits.data(),
                      .features = out->features.data(),
                      .logit_rows = num_logit_rows > 0 ? logit_rows.data() : &kNoRow,
                      .num_logit_rows = num_logit_rows});
+  if (hybrid) {
+    for (const StepSpan& span : batch.spans()) {
+      recurrent.set_position(span.seq, span.ctx_len + span.q_len);
+    }
+  }
   return Status::Ok();
 }
 

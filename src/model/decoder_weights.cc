@@ -89,6 +89,29 @@ Result<std::vector<float>> ReadGains(const DecoderConfig& c, const TensorReader&
   return gains;
 }
 
+// q_proj, k_proj and v_proj stacked. With an output gate, q_proj's rows (per head its query, then
+// its gate) are reordered to all the queries, then all the gates, so the queries' heads lie
+// together as the attention kernels read them.
+Result<WeightMatrix> ReadAttentionInputs(const DecoderConfig& c, const TensorReader& read,
+                                         const ShapeList& parts) {
+  if (!c.hybrid.attention_output_gate) return ReadStacked(read, parts);
+  DSCALE_ASSIGN_OR_RETURN(WeightMatrix q_proj, read(parts[0].first, parts[0].second));
+  std::vector<int32_t> order;
+  for (const int64_t half : {0, 1}) {
+    for (int64_t h = 0; h < c.num_attention_heads; ++h) {
+      for (int64_t i = 0; i < c.head_dim; ++i) {
+        order.push_back(static_cast<int32_t>((2 * h + half) * c.head_dim + i));
+      }
+    }
+  }
+  std::vector<WeightMatrix> matrices = {q_proj.SelectRows(order)};
+  for (size_t i = 1; i < parts.size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(WeightMatrix part, read(parts[i].first, parts[i].second));
+    matrices.push_back(std::move(part));
+  }
+  return WeightMatrix::Stack(matrices);
+}
+
 Result<GatedDeltaNetWeights> ReadLinearAttention(const TensorReader& read, const auto& next) {
   GatedDeltaNetWeights w;
   DSCALE_ASSIGN_OR_RETURN(w.in_proj, ReadStacked(read, next(4)));
@@ -118,7 +141,7 @@ Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& c, const std::
   if (c.IsLinearAttentionLayer(layer)) {
     DSCALE_ASSIGN_OR_RETURN(w.linear, ReadLinearAttention(read, next));
   } else {
-    DSCALE_ASSIGN_OR_RETURN(w.qkv, ReadStacked(read, next(3)));
+    DSCALE_ASSIGN_OR_RETURN(w.qkv, ReadAttentionInputs(c, read, next(3)));
     DSCALE_ASSIGN_OR_RETURN(w.o_proj, ReadStacked(read, next(1)));
     if (c.qk_norm) {
       DSCALE_ASSIGN_OR_RETURN(w.q_norm, ReadGains(c, read, next(1)[0]));

@@ -54,7 +54,8 @@ struct GatedDeltaNetWeights {
 struct DecoderLayerWeights {
   std::vector<float> input_norm;  // [hidden]
   // [q_rows + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows; q_rows is q_dim, or 2·q_dim with
-  // an output gate (per head its query, then its gate: DecoderConfig::q_proj_rows)
+  // an output gate (DecoderConfig::q_proj_rows), whose q_proj rows are held reordered as every
+  // head's query, then every head's gate (the checkpoint has per head its query, then its gate)
   WeightMatrix qkv;
   std::vector<float> q_norm;     // [head_dim]; empty without qk_norm (Llama)
   std::vector<float> k_norm;     // [head_dim]; empty without qk_norm

@@ -28,7 +28,9 @@ elsewhere dscale's token must be one of those within that margin of the top.
 
 The float64 Qwen3.5 reference (hybrid_reference.py) is checked on its own first
 (HybridReferenceTest): its conv, delta rule and partial RoPE against independent statements of
-them, and a prefill split into chunks against the whole one on random hybrid targets.
+them, and a prefill split into chunks against the whole one on random hybrid targets; then
+`dscale logits` on those targets against it (HybridParityTest), within the same kind of budget
+extended to the Gated DeltaNet's stages.
 
 Exits 77 (skipped) when /usr/bin/python3 has no torch.
 """
@@ -462,6 +464,37 @@ class HybridReferenceTest(unittest.TestCase):
                 for splits in ((1, 6, 7, 13), tuple(range(1, len(ids)))):
                     diff = (target.forward(ids, splits)[0] - whole).abs().max().item()
                     self.assertLess(diff, 1e-10, f"{name} split at {splits}")
+
+
+class HybridParityTest(unittest.TestCase):
+    """`dscale logits` on the random Qwen3.5 targets (both layouts, key/value head ratios 1 and 2,
+    tied and untied, BF16/F16/F32) against the float64 reference, every position within the
+    budget (hybrid_reference.logits_budget); the multimodal layout's vision and mtp tensors are
+    left unread and said so."""
+
+    def test_logits_every_position(self):
+        ids = RANDOM_IDS
+        with tempfile.TemporaryDirectory(prefix="dscale_hybrid_parity_") as tmp:
+            for name in mk.HYBRID_VARIANTS:
+                with self.subTest(name):
+                    folder, _ = mk.write_hybrid_target(ARGS.keep or tmp, name)
+                    tensors, _ = st.read_checkpoint(folder)
+                    cfg = load_config(folder)
+                    target = hybrid.Qwen3_5Reference(cfg, tensors)
+                    logits, hidden, _, gains = target.forward(ids)
+                    code, out, err = run_dscale("logits", "--model", folder, "--ids",
+                                                ",".join(map(str, ids)), "--kv-dtype", "f32",
+                                                "--activations", "f32")
+                    self.assertEqual(code, 0, err)
+                    got = torch.tensor(json.loads(out)["logits"], dtype=torch.float64)
+                    self.assertEqual(tuple(got.shape), tuple(logits.shape))
+                    eps = hybrid.logits_budget(target.cfg, len(ids), gains)
+                    tol = ref.logit_tolerance(eps, hidden, target.lm_head)
+                    diff = (got - logits).abs()
+                    report(f"{name} logits", diff, tol)
+                    self.assertTrue(bool((diff <= tol).all()), name)
+                    if "text_config" in cfg:
+                        self.assertIn("2 tensors left unread by the text model", err)
 
 
 class BrokenCheckpointTest(unittest.TestCase):
