@@ -98,13 +98,11 @@ Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchM
     if (!mode.runnable) continue;
     DSCALE_ASSIGN_OR_RETURN(const ModeSetup setup, SetUp(models, mode));
     const Drafter* drafter = setup.backend->drafter();
-    DSCALE_RETURN_IF_ERROR(InContext(
-        CheckPolicyInputs(
-            {.policy = setup.policy,
-             .block = drafter != nullptr ? drafter->block_size() : 0,
-             .inputs = setup.inputs,
-             .recurrent_target = setup.backend->target().config().HasLinearAttentionLayers()}),
-        mode));
+    DSCALE_RETURN_IF_ERROR(
+        InContext(CheckPolicyInputs({.policy = setup.policy,
+                                     .block = drafter != nullptr ? drafter->block_size() : 0,
+                                     .inputs = setup.inputs}),
+                  mode));
   }
   return Status::Ok();
 }

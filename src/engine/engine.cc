@@ -96,8 +96,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   }
   if (!config.policy.UsesDrafter()) drafter = nullptr;
   const int32_t block = drafter ? drafter->block_size() : 1;
-  const bool recurrent = target.config().HasLinearAttentionLayers();
-  if (recurrent && config.prefix_cache) {
+  if (target.config().HasLinearAttentionLayers() && config.prefix_cache) {
     return InvalidArgument(
         "prefix caching: the target has linear_attention layers, whose recurrent state a shared "
         "prefix does not carry; turn prefix caching off");
@@ -119,8 +118,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                                                  .inputs = config.inputs,
                                                  .step_times = step_times,
                                                  .max_running = config.max_running,
-                                                 .tile_routing = config.tile_routing,
-                                                 .recurrent_target = recurrent}));
+                                                 .tile_routing = config.tile_routing}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
   DSCALE_CHECK(buckets.buckets.back() == kMaxRunningRequests);

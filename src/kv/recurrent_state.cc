@@ -20,7 +20,7 @@ void RecurrentStates::Reset(int32_t seq) {
   DSCALE_CHECK(seq >= 0);
   if (static_cast<size_t>(seq) >= sequences_.size()) sequences_.resize(seq + 1);
   Sequence& s = sequences_[seq];
-  s.position = 0;
+  s = Sequence{};
   s.values.assign(
       static_cast<size_t>(shape_.linear_layers() * (shape_.conv_values + shape_.delta_values)),
       0.0f);
@@ -42,21 +42,63 @@ const RecurrentStates::Sequence& RecurrentStates::Live(int32_t seq) const {
   return const_cast<RecurrentStates*>(this)->Live(seq);
 }
 
-float* RecurrentStates::LayerValues(int32_t seq, int32_t layer) {
+int64_t RecurrentStates::LayerOffset(int32_t layer) const {
   DSCALE_CHECK(layer >= 0 && static_cast<size_t>(layer) < shape_.linear_index.size());
   const int32_t index = shape_.linear_index[layer];
   DSCALE_CHECK_MSG(index >= 0, "not a linear-attention layer");
-  return Live(seq).values.data() + index * (shape_.conv_values + shape_.delta_values);
-}
-
-float* RecurrentStates::Conv(int32_t seq, int32_t layer) { return LayerValues(seq, layer); }
-
-float* RecurrentStates::Delta(int32_t seq, int32_t layer) {
-  return LayerValues(seq, layer) + shape_.conv_values;
+  return index;
 }
 
 int32_t RecurrentStates::position(int32_t seq) const { return Live(seq).position; }
 
-void RecurrentStates::set_position(int32_t seq, int32_t position) { Live(seq).position = position; }
+int32_t RecurrentStates::pending_rows(int32_t seq) const { return Live(seq).pending; }
+
+void RecurrentStates::BeginSpan(int32_t seq, int32_t rows) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK_MSG(s.pending == 0, "a span starts from a committed state");
+  DSCALE_CHECK(rows > 0);
+  s.pending = rows;
+  s.working = s.values;
+  s.inputs.resize(static_cast<size_t>(shape_.linear_layers() * rows * shape_.input_values));
+}
+
+float* RecurrentStates::WorkingConv(int32_t seq, int32_t layer) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(s.pending > 0);
+  return s.working.data() + LayerOffset(layer) * (shape_.conv_values + shape_.delta_values);
+}
+
+float* RecurrentStates::WorkingDelta(int32_t seq, int32_t layer) {
+  return WorkingConv(seq, layer) + shape_.conv_values;
+}
+
+float* RecurrentStates::Inputs(int32_t seq, int32_t layer) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(s.pending > 0);
+  return s.inputs.data() + LayerOffset(layer) * s.pending * shape_.input_values;
+}
+
+float* RecurrentStates::Conv(int32_t seq, int32_t layer) {
+  return Live(seq).values.data() + LayerOffset(layer) * (shape_.conv_values + shape_.delta_values);
+}
+
+float* RecurrentStates::Delta(int32_t seq, int32_t layer) {
+  return Conv(seq, layer) + shape_.conv_values;
+}
+
+void RecurrentStates::AdoptWorking(int32_t seq) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(s.pending > 0);
+  std::swap(s.values, s.working);
+  s.position += s.pending;
+  s.pending = 0;
+}
+
+void RecurrentStates::FinishReplay(int32_t seq, int32_t rows) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(rows >= 0 && rows <= s.pending);
+  s.position += rows;
+  s.pending = 0;
+}
 
 }  // namespace dscale

@@ -94,35 +94,55 @@ struct CpuOps {
   }
   // Per span of `batch`, in order: the causal conv of its in_proj rows' qkv part (proj, row
   // stride proj_stride) into mixed [rows, conv_dim], then the delta rule into o [rows,
-  // value_width], from and into the span's sequence state of layer `layer`.
+  // value_width], on the span's working state of layer `layer` (kv/recurrent_state.h), whose
+  // replay inputs (the rows' qkv, b and a) are kept.
   void RecurrentSpans(const BatchView& batch, int32_t layer, const GatedDeltaNetWeights& w,
                       const LinearDims& l, const float* proj, int64_t proj_stride, float* mixed,
                       float* o) const {
     DSCALE_CHECK(recurrent != nullptr);
     const int64_t conv_dim = l.conv_dim(), ba_offset = conv_dim + l.value_width();
+    const int64_t width = recurrent->shape().input_values;
     for (int32_t i = 0; i < batch.num_spans; ++i) {
       const StepSpan& span = batch.spans[i];
       const int64_t r0 = span.q_start;
-      cpu::CausalConv1d(proj + r0 * proj_stride, proj_stride, span.q_len, conv_dim, l.conv_kernel,
-                        w.conv.data(), recurrent->Conv(span.seq, layer), mixed + r0 * conv_dim,
-                        conv_dim);
-      cpu::GatedDeltaRule({.qk = mixed + r0 * conv_dim,
-                           .qk_stride = conv_dim,
-                           .v = mixed + r0 * conv_dim + 2 * l.key_width(),
-                           .v_stride = conv_dim,
-                           .ba = proj + r0 * proj_stride + ba_offset,
-                           .ba_stride = proj_stride,
-                           .a_log = w.a_log.data(),
-                           .dt_bias = w.dt_bias.data(),
-                           .state = recurrent->Delta(span.seq, layer),
-                           .out = o + r0 * l.value_width(),
-                           .out_stride = l.value_width(),
-                           .rows = span.q_len,
-                           .key_heads = l.key_heads,
-                           .value_heads = l.value_heads,
-                           .key_dim = l.key_dim,
-                           .value_dim = l.value_dim});
+      float* inputs = recurrent->Inputs(span.seq, layer);
+      for (int32_t r = 0; r < span.q_len; ++r) {
+        const float* row = proj + (r0 + r) * proj_stride;
+        std::memcpy(inputs + r * width, row, static_cast<size_t>(conv_dim) * sizeof(float));
+        std::memcpy(inputs + r * width + conv_dim, row + ba_offset,
+                    static_cast<size_t>(2 * l.value_heads) * sizeof(float));
+      }
+      RecurrentRows(w, l, proj + r0 * proj_stride, proj_stride, proj + r0 * proj_stride + ba_offset,
+                    span.q_len, recurrent->WorkingConv(span.seq, layer),
+                    recurrent->WorkingDelta(span.seq, layer), mixed + r0 * conv_dim,
+                    o + r0 * l.value_width());
     }
+  }
+  // `rows` rows of one request through the conv and the delta rule, from and into the states
+  // conv_window and delta: qkv rows and their b, a rows (stride `stride` both) in, mixed [rows,
+  // conv_dim] and o [rows, value_width] out. The one path of a forward's span and a replay.
+  static void RecurrentRows(const GatedDeltaNetWeights& w, const LinearDims& l, const float* qkv,
+                            int64_t stride, const float* ba, int64_t rows, float* conv_window,
+                            float* delta, float* mixed, float* o) {
+    const int64_t conv_dim = l.conv_dim();
+    cpu::CausalConv1d(qkv, stride, rows, conv_dim, l.conv_kernel, w.conv.data(), conv_window, mixed,
+                      conv_dim);
+    cpu::GatedDeltaRule({.qk = mixed,
+                         .qk_stride = conv_dim,
+                         .v = mixed + 2 * l.key_width(),
+                         .v_stride = conv_dim,
+                         .ba = ba,
+                         .ba_stride = stride,
+                         .a_log = w.a_log.data(),
+                         .dt_bias = w.dt_bias.data(),
+                         .state = delta,
+                         .out = o,
+                         .out_stride = l.value_width(),
+                         .rows = rows,
+                         .key_heads = l.key_heads,
+                         .value_heads = l.value_heads,
+                         .key_dim = l.key_dim,
+                         .value_dim = l.value_dim});
   }
   static void GatedRmsNorm(float* x, const float* z, int64_t z_stride, const float* gain,
                            int64_t rows, int64_t heads, int64_t head_dim, float eps) {

@@ -71,6 +71,7 @@ RecurrentStateShape RecurrentShapeOf(const DecoderConfig& c) {
   const GatedDeltaNetConfig& l = c.hybrid.linear;
   shape.conv_values = (l.conv_kernel - 1) * l.conv_dim();
   shape.delta_values = l.value_heads * l.key_head_dim * l.value_head_dim;
+  shape.input_values = l.conv_dim() + 2 * l.value_heads;
   return shape;
 }
 
@@ -93,14 +94,16 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
       static_cast<size_t>(batch.rows()) * batch.capture_layers.size() * config_.hidden_size, 0.0f);
   out->logits.resize(static_cast<size_t>(num_logit_rows) * config_.vocab_size);
   static constexpr int32_t kNoRow = 0;  // never null: null would mean every row
-  // kv/recurrent_state.h: each span starts where its sequence's state stands and consumes all
-  // its rows.
+  // kv/recurrent_state.h: a sequence still pending keeps the positions before this span, then
+  // the span runs on a working copy of its committed state.
   RecurrentStates& recurrent = cache.recurrent();
   const bool hybrid = !recurrent.shape().empty();
   if (hybrid) {
     for (const StepSpan& span : batch.spans()) {
+      if (recurrent.pending_rows(span.seq) > 0) CommitSequenceState(cache, span.seq, span.ctx_len);
       DSCALE_CHECK_MSG(recurrent.position(span.seq) == span.ctx_len,
                        "a span of a hybrid target must start at its recurrent state's position");
+      recurrent.BeginSpan(span.seq, span.q_len);
     }
   }
   CpuOps ops{.activations = activations_, .recurrent = hybrid ? &recurrent : nullptr};
@@ -110,12 +113,33 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
                      .features = out->features.data(),
                      .logit_rows = num_logit_rows > 0 ? logit_rows.data() : &kNoRow,
                      .num_logit_rows = num_logit_rows});
-  if (hybrid) {
-    for (const StepSpan& span : batch.spans()) {
-      recurrent.set_position(span.seq, span.ctx_len + span.q_len);
-    }
-  }
   return Status::Ok();
+}
+
+void DecoderModel::CommitSequenceState(PagedKvCache& cache, int32_t seq, int32_t length) {
+  RecurrentStates& states = cache.recurrent();
+  if (states.shape().empty()) return;
+  const int32_t from = states.position(seq), pending = states.pending_rows(seq);
+  const int32_t keep = length - from;
+  DSCALE_CHECK_MSG(keep >= 0 && keep <= pending,
+                   "a committed length lies within the last forward's span");
+  if (pending == 0) return;
+  if (keep == pending) {
+    states.AdoptWorking(seq);
+    return;
+  }
+  const LinearDims& l = dims_.linear;
+  const int64_t width = states.shape().input_values;
+  float* mixed = CpuOps::Buffer(scratch_.conv, int64_t{keep} * l.conv_dim());
+  float* o = CpuOps::Buffer(scratch_.attn, int64_t{keep} * l.value_width());
+  for (int32_t layer = 0; layer < static_cast<int32_t>(weights_.layers.size()); ++layer) {
+    const GatedDeltaNetWeights& w = weights_.layers[static_cast<size_t>(layer)].linear;
+    if (w.empty() || keep == 0) continue;
+    const float* inputs = states.Inputs(seq, layer);
+    CpuOps::RecurrentRows(w, l, inputs, width, inputs + l.conv_dim(), keep, states.Conv(seq, layer),
+                          states.Delta(seq, layer), mixed, o);
+  }
+  states.FinishReplay(seq, keep);
 }
 
 }  // namespace dscale

@@ -49,12 +49,6 @@ Status CheckPolicyInputs(const PlannerConfig& config) {
   const LengthPolicy& policy = config.policy;
   const std::string spec = "--spec " + policy.Name();
   if (!policy.UsesDrafter()) return Status::Ok();
-  if (config.recurrent_target) {
-    return InvalidArgument(spec +
-                           ": the target has linear_attention layers, whose recurrent state "
-                           "verification does not restore to the accepted prefix yet; use "
-                           "--spec none");
-  }
   if (config.block < 1) return InvalidArgument(spec + " needs --drafter");
   if (policy.mode == SpecMode::kFixed && policy.fixed_rows > config.block) {
     return InvalidArgument(spec + ": the drafter's block has only " + std::to_string(config.block) +

@@ -31,9 +31,6 @@ struct PlannerConfig {
   const budget::StepTimeSource* step_times = nullptr;
   int32_t max_running = 16;  // N at most (auto's cost-model range)
   bool tile_routing = true;  // the packed batch's attention tile (TileRowsFor)
-  // The target has linear-attention layers (a hybrid, kv/recurrent_state.h), whose state
-  // verification does not yet put back at the accepted prefix.
-  bool recurrent_target = false;
 };
 
 // What each policy needs, the only place that says it (MakeLengthStrategy checks it when an
@@ -43,7 +40,6 @@ struct PlannerConfig {
 //   fixed:K  a drafter whose block has at least K rows
 //   dscale   a drafter of block 16 and the DVL predictor trained on its drafts
 //   dspark   the same and a steps-per-second table
-// and every mode but none a target without linear-attention layers (recurrent_target false).
 // InvalidArgument naming the --spec value and the flag that supplies what is missing.
 Status CheckPolicyInputs(const PlannerConfig& config);
 

@@ -1,8 +1,8 @@
 // Qwen3.5 hybrid targets on the CPU backend: a request's linear-attention state carried across
 // forwards (a prefill cut into chunks at odd places, then one row at a time, against the whole
-// prefill), a request's bits independent of the requests beside it in a batch, and a span that
-// does not start at its state's position refused. Logits against the float64 reference are
-// tests/parity's (hybrid_reference.py).
+// prefill), a request's bits independent of the requests beside it in a batch, rejected verify
+// rows leaving nothing behind, and a span that does not start at its state's position refused.
+// Logits against the float64 reference are tests/parity's (hybrid_reference.py).
 
 #include <gtest/gtest.h>
 
@@ -110,6 +110,53 @@ TEST(Qwen3_5ModelTest, RequestBitsDoNotDependOnTheBatch) {
   const auto split = static_cast<ptrdiff_t>(alone_a.size());
   EXPECT_EQ(std::vector<float>(out.logits.begin(), out.logits.begin() + split), alone_a);
   EXPECT_EQ(std::vector<float>(out.logits.begin() + split, out.logits.end()), alone_b);
+}
+
+// One forward of `tokens` at ctx_len for `seq`, every row's logits.
+std::vector<float> ForwardRows(DecoderModel& model, PagedKvCache& cache, int32_t seq,
+                               int32_t ctx_len, const std::vector<int32_t>& tokens) {
+  StepBatch batch;
+  AddRequestRows(batch, seq, ctx_len, tokens, cache, /*all_logits=*/true);
+  ForwardOutput out;
+  EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
+  return out.logits;
+}
+
+// A verify of four rows (the next token, one right draft, two wrong ones) whose first two rows
+// are kept leaves the sequence exactly where plain decoding of those two tokens leaves it: the
+// verified rows' logits and the next row's have plain decoding's bits, whether the kept length is
+// committed explicitly (the engine's stage) or at the next forward.
+TEST(Qwen3_5ModelTest, RejectedRowsLeaveNothingBehind) {
+  const DecoderConfig config = OddHybridConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 6, DType::kBF16));
+  const std::vector<int32_t> tokens = testing::RandomTokens(10, config.vocab_size, 8);
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 7);
+  const int64_t vocab = config.vocab_size;
+  // Plain: the prompt, then tokens 7, 8 and 9 one row at a time.
+  PagedKvCache plain_cache(model.KvShape(16, 1).WithDtype(KvDtype::kF32));
+  const int32_t plain = plain_cache.AddSequence();
+  ASSERT_TRUE(plain_cache.Reserve(plain, 10).ok());
+  ForwardRows(model, plain_cache, plain, 0, prompt);
+  std::vector<float> want;
+  for (int32_t pos = 7; pos < 10; ++pos) {
+    const std::vector<float> row = ForwardRows(model, plain_cache, plain, pos, {tokens[pos]});
+    want.insert(want.end(), row.begin(), row.end());
+  }
+  for (const bool explicit_commit : {true, false}) {
+    SCOPED_TRACE(explicit_commit ? "committed by the stage" : "committed at the next forward");
+    PagedKvCache cache(model.KvShape(16, 1).WithDtype(KvDtype::kF32));
+    const int32_t seq = cache.AddSequence();
+    ASSERT_TRUE(cache.Reserve(seq, 11).ok());
+    ForwardRows(model, cache, seq, 0, prompt);
+    const int32_t wrong = (tokens[9] + 1) % static_cast<int32_t>(vocab);
+    const std::vector<float> verify =
+        ForwardRows(model, cache, seq, 7, {tokens[7], tokens[8], wrong, wrong});
+    EXPECT_EQ(std::vector<float>(verify.begin(), verify.begin() + 2 * vocab),
+              std::vector<float>(want.begin(), want.begin() + 2 * vocab));
+    if (explicit_commit) model.CommitSequenceState(cache, seq, 9);
+    const std::vector<float> next = ForwardRows(model, cache, seq, 9, {tokens[9]});
+    EXPECT_EQ(next, std::vector<float>(want.begin() + 2 * vocab, want.end()));
+  }
 }
 
 TEST(Qwen3_5ModelTest, SpanAwayFromTheStatePositionIsABug) {
