@@ -28,6 +28,12 @@ struct MakeTinyArgs {
   bool layers_given = false;  // --layers: with --shape, the shape's first layers only
   // qwen3_moe only: the sparse MLP (TinyQwen3MoeConfig's by default).
   MoeConfig moe = TinyQwen3MoeConfig().moe;
+  // qwen3_5 only: the Gated DeltaNet sizes, the attention layers' spacing, the rotated share of
+  // each head and the checkpoint layout (TinyQwen3_5Config's by default).
+  GatedDeltaNetConfig linear = TinyQwen3_5Config().hybrid.linear;
+  int64_t full_attention_interval = 4;
+  double partial_rotary_factor = 0.25;
+  bool multimodal = false;
   // Llama only: θ and the llama3 rope_scaling (--rope-factor 0 leaves RoPE unscaled).
   double rope_theta = 500000.0;
   RopeScaling llama3 = TinyLlamaConfig().rope_scaling;
@@ -45,7 +51,8 @@ DFlashConfig TinyDrafterConfig(const DecoderConfig& target, int64_t layers, int3
   c.draft = target;
   c.draft.family = ModelFamily::kQwen3;
   c.draft.qk_norm = true;
-  c.draft.moe = {};  // and dense
+  c.draft.moe = {};     // and dense
+  c.draft.hybrid = {};  // and every layer plain attention
   c.draft.num_hidden_layers = layers;
   c.block_size = block;
   c.mask_token_id = target.vocab_size - 2;
@@ -64,7 +71,7 @@ int RunMakeTiny(const MakeTinyArgs& args) {
   if (!family) {
     return ReportError(
         "make-tiny",
-        InvalidArgument("--arch: expected qwen3, llama or qwen3_moe, got " + args.arch));
+        InvalidArgument("--arch: expected qwen3, llama, qwen3_moe or qwen3_5, got " + args.arch));
   }
   DecoderConfig config = args.config;
   if (!args.shape.empty()) {
@@ -84,6 +91,19 @@ int RunMakeTiny(const MakeTinyArgs& args) {
   } else if (*family == ModelFamily::kQwen3Moe) {
     config.family = ModelFamily::kQwen3Moe;
     config.moe = args.moe;
+  } else if (*family == ModelFamily::kQwen3_5) {
+    config.family = ModelFamily::kQwen3_5;
+    config.rope_theta = TinyQwen3_5Config().rope_theta;
+    config.hybrid = {.linear = args.linear,
+                     .partial_rotary_factor = args.partial_rotary_factor,
+                     .attention_output_gate = true,
+                     .zero_centred_norms = true,
+                     .multimodal_layout = args.multimodal};
+    for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+      config.hybrid.layer_types.push_back((layer + 1) % args.full_attention_interval == 0
+                                              ? LayerKind::kFullAttention
+                                              : LayerKind::kLinearAttention);
+    }
   } else if (*family == ModelFamily::kLlama) {
     config.family = ModelFamily::kLlama;
     config.qk_norm = false;
@@ -116,7 +136,7 @@ int RunMakeTiny(const MakeTinyArgs& args) {
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeTinyArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "make-tiny", "Write a random Qwen3, Llama or Qwen3-MoE checkpoint (HF layout)");
+      "make-tiny", "Write a random Qwen3, Llama, Qwen3-MoE or Qwen3.5 checkpoint (HF layout)");
   cmd->add_option("--out", args->out, "Output directory")->required();
   CLI::Option* shape = cmd->add_option(
       "--shape", args->shape,
@@ -125,8 +145,9 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
       "flags and --tie; --layers keeps its first layers)");
   // The flags a named shape fixes.
   std::vector<CLI::Option*> fixed;
-  fixed.push_back(cmd->add_option("--arch", args->arch, "Model family: qwen3, llama or qwen3_moe")
-                      ->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--arch", args->arch, "Model family: qwen3, llama, qwen3_moe or qwen3_5")
+          ->capture_default_str());
   fixed.push_back(cmd->add_option("--rope-theta", args->rope_theta, "RoPE theta (llama)")
                       ->capture_default_str());
   RopeScaling& s = args->llama3;
@@ -166,6 +187,38 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   fixed.push_back(cmd->add_option("--norm-topk-prob", moe.norm_topk_prob,
                                   "Renormalise the routing weights (qwen3_moe: true or false)")
                       ->capture_default_str());
+  GatedDeltaNetConfig& l = args->linear;
+  fixed.push_back(
+      cmd->add_option("--linear-key-heads", l.key_heads, "Gated DeltaNet key heads (qwen3_5)")
+          ->check(AtLeast(1))
+          ->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--linear-value-heads", l.value_heads,
+                      "Gated DeltaNet value heads, a multiple of the key heads (qwen3_5)")
+          ->check(AtLeast(1))
+          ->capture_default_str());
+  fixed.push_back(cmd->add_option("--linear-key-dim", l.key_head_dim,
+                                  "Gated DeltaNet key head dimension (qwen3_5)")
+                      ->check(AtLeast(1))
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_option("--linear-value-dim", l.value_head_dim,
+                                  "Gated DeltaNet value head dimension (qwen3_5)")
+                      ->check(AtLeast(1))
+                      ->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--conv-kernel", l.conv_kernel, "Gated DeltaNet causal conv kernel (qwen3_5)")
+          ->check(AtLeast(1))
+          ->capture_default_str());
+  fixed.push_back(cmd->add_option("--full-attention-interval", args->full_attention_interval,
+                                  "Every this many layers one full attention (qwen3_5)")
+                      ->check(AtLeast(1))
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_option("--partial-rotary", args->partial_rotary_factor,
+                                  "Share of each attention head RoPE rotates (qwen3_5)")
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_flag("--multimodal", args->multimodal,
+                                "Qwen3_5ForConditionalGeneration layout: text_config, weights "
+                                "under model.language_model. (qwen3_5)"));
   fixed.push_back(
       cmd->add_option("--heads", c.num_attention_heads, "Query heads")->capture_default_str());
   fixed.push_back(

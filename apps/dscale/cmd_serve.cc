@@ -110,12 +110,17 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
   DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, runtime));
   std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
               std::string(KvDtypeName(args.kv_dtype)).c_str());
+  // A shared prefix's pages hold K/V but not the recurrent state after them.
+  const bool recurrent = runtime.target->config().HasLinearAttentionLayers();
+  if (recurrent && args.prefix_cache) {
+    std::printf("dscale serve: prefix caching off (the target has linear_attention layers)\n");
+  }
   return MakeEngine(runtime,
                     {.policy = policy,
                      .max_running = args.max_running,
                      .kv_tokens = kv_tokens,
                      .kv_dtype = args.kv_dtype,
-                     .prefix_cache = args.prefix_cache,
+                     .prefix_cache = args.prefix_cache && !recurrent,
                      .tile_routing = args.tile_routing},
                     {.budget = &args.budget, .token_text_of = &server::OutputTokenText});
 }

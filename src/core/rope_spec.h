@@ -33,6 +33,10 @@ struct RopeScaling {
 struct RopeSpec {
   double theta = 1e6;
   RopeScaling scaling;
+  // Partial rotary embedding (Qwen3.5's partial_rotary_factor): only the first rotary_dim dims
+  // of each head are rotated (rotate-half within them, frequencies over rotary_dim), the rest
+  // pass through. 0: the whole head. The CPU kernels read it; the device refuses such models.
+  int64_t rotary_dim = 0;
 
   bool operator==(const RopeSpec&) const = default;
 };

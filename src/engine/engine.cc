@@ -96,6 +96,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   }
   if (!config.policy.UsesDrafter()) drafter = nullptr;
   const int32_t block = drafter ? drafter->block_size() : 1;
+  if (target.config().HasLinearAttentionLayers() && config.prefix_cache) {
+    return InvalidArgument(
+        "prefix caching: the target has linear_attention layers, whose recurrent state a shared "
+        "prefix does not carry; turn prefix caching off");
+  }
   if (config.kv_tokens < 1) return InvalidArgument("kv_tokens: must be at least 1");
   // The whole cache may be written: it must fit in memory with the models loaded.
   const int64_t kv_positions =

@@ -41,6 +41,8 @@ Status Engine::Prefill() {
   CaptureFeaturesFor(chunked, prefill_);
   DSCALE_ASSIGN_OR_RETURN(const TargetPass pass, backend_.Prefill(prefill_, cache_, &out_));
   stats_.prefill_rows += prefill_.rows();
+  // Every prompt row is kept (a hybrid target's recurrent state moves past the chunk).
+  for (RequestState* r : chunked) target_.CommitSequenceState(cache_, r->seq, r->prefilled);
   FeedDrafter(pass, chunked, chunk_rows);
 
   // Span i's one logits row (its last row's) is row i of the pass.
@@ -174,8 +176,10 @@ void Engine::CommitOutcome(RequestState& r, const TargetPass& pass, const Accept
   AppendOutput(r, tokens);
 }
 
-// Commit: the anchor and the accepted drafts now have valid KV rows (committed positions); the
-// accepted drafts and the next token join the output.
+// Commit: the anchor and the accepted drafts now have valid KV rows (committed positions); a
+// hybrid target's recurrent state moves to the committed length, the rejected drafts' rows
+// leaving nothing behind (TargetModel::CommitSequenceState); the accepted drafts and the next
+// token join the output.
 void Engine::Commit() {
   for (size_t i = 0; i < step_.requests.size(); ++i) {
     RequestState& r = *step_.requests[i];
@@ -184,6 +188,7 @@ void Engine::Commit() {
     step_.committed_rows.push_back(rows);
     if (rows > 0) {
       r.committed += rows;
+      target_.CommitSequenceState(cache_, r.seq, r.committed);
       r.result.accepted.push_back(outcome.result.accepted);
       ++r.result.steps;
     }

@@ -319,6 +319,11 @@ Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfi
                            std::string(ModelFamilyName(target.family)) +
                            ") cannot be inflated yet");
   }
+  if (target.HasLinearAttentionLayers()) {
+    return InvalidArgument("inflate: a hybrid target (" +
+                           std::string(ModelFamilyName(target.family)) +
+                           ") with linear_attention layers cannot be inflated yet");
+  }
   if (target.qk_norm != (target.family == ModelFamily::kQwen3)) {
     return InvalidArgument("inflate: a " + std::string(ModelFamilyName(target.family)) +
                            " target " + (target.qk_norm ? "with" : "without") +

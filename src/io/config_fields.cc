@@ -129,7 +129,8 @@ Status ConfigFieldReader::PositiveIntValue(const char* field, const nlohmann::js
   return Status::Ok();
 }
 
-Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config) {
+Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config,
+                         bool read_rope_theta) {
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("vocab_size", &config->vocab_size));
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("hidden_size", &config->hidden_size));
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("intermediate_size", &config->intermediate_size));
@@ -137,7 +138,9 @@ Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config)
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_attention_heads", &config->num_attention_heads));
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_key_value_heads", &config->num_key_value_heads));
   DSCALE_RETURN_IF_ERROR(reader.PositiveNumber("rms_norm_eps", &config->rms_norm_eps));
-  DSCALE_RETURN_IF_ERROR(reader.PositiveNumber("rope_theta", &config->rope_theta));
+  if (read_rope_theta) {
+    DSCALE_RETURN_IF_ERROR(reader.PositiveNumber("rope_theta", &config->rope_theta));
+  }
   DSCALE_RETURN_IF_ERROR(
       reader.PositiveInt("max_position_embeddings", &config->max_position_embeddings));
   config->tie_word_embeddings = false;

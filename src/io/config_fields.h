@@ -51,8 +51,10 @@ class ConfigFieldReader {
 
 // The fields every dense decoder reads the same way: sizes, ε, θ, positions, tied head, BOS/EOS
 // and head_dim (hidden_size / num_attention_heads when absent), then the cross-field checks
-// (heads a multiple of kv heads, even head_dim).
-Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config);
+// (heads a multiple of kv heads, even head_dim). Without `read_rope_theta` θ is left to the
+// family's reader (Qwen3.5 keeps it in `rope_parameters`).
+Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config,
+                         bool read_rope_theta = true);
 
 // Checks common to the supported families: hidden_act "silu", no attention or MLP bias.
 Status CheckDenseDecoderFeatures(const ConfigFieldReader& reader);

@@ -10,6 +10,7 @@
 #include "io/file_util.h"
 #include "io/json_util.h"
 #include "io/llama_config.h"
+#include "io/qwen3_5_config.h"
 #include "io/qwen3_config.h"
 
 namespace dscale {
@@ -19,12 +20,17 @@ struct FamilyNames {
   ModelFamily family;
   const char* model_type;
   const char* architecture;
+  bool multimodal = false;  // the text model inside a …ForConditionalGeneration
 };
+// A family's first row names it (ModelFamilyName).
 constexpr FamilyNames kFamilies[] = {
     {ModelFamily::kQwen3, "qwen3", "Qwen3ForCausalLM"},
     {ModelFamily::kLlama, "llama", "LlamaForCausalLM"},
     {ModelFamily::kQwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM"},
+    {ModelFamily::kQwen3_5, "qwen3_5", "Qwen3_5ForConditionalGeneration", true},
+    {ModelFamily::kQwen3_5, "qwen3_5_text", "Qwen3_5ForCausalLM"},
 };
+constexpr FamilyNames kDefaultFamily = kFamilies[0];
 
 std::string SupportedList(bool architectures) {
   std::string list;
@@ -37,14 +43,14 @@ std::string SupportedList(bool architectures) {
 
 // The family `architectures[0]` names, else the one `model_type` names; a config that names
 // neither is Qwen3's (the configs this engine has always read).
-Result<ModelFamily> FamilyOf(const ConfigFieldReader& reader) {
+Result<FamilyNames> FamilyOf(const ConfigFieldReader& reader) {
   if (const nlohmann::json* archs = reader.Get("architectures"); archs != nullptr) {
     if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
       return reader.Error("architectures",
                           "expected a list of architecture names, got " + DescribeJson(*archs));
     }
     for (const FamilyNames& f : kFamilies) {
-      if ((*archs)[0] == f.architecture) return f.family;
+      if ((*archs)[0] == f.architecture) return f;
     }
     return reader.Error("architectures",
                         "architecture " + DescribeJson((*archs)[0]) +
@@ -52,13 +58,13 @@ Result<ModelFamily> FamilyOf(const ConfigFieldReader& reader) {
   }
   if (const nlohmann::json* type = reader.Get("model_type"); type != nullptr) {
     for (const FamilyNames& f : kFamilies) {
-      if (*type == f.model_type) return f.family;
+      if (*type == f.model_type) return f;
     }
     return reader.Error("model_type", "model type " + DescribeJson(*type) +
                                           " is not supported (supported: " + SupportedList(false) +
                                           ")");
   }
-  return ModelFamily::kQwen3;
+  return kDefaultFamily;
 }
 
 }  // namespace
@@ -85,9 +91,9 @@ Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std
     return DataLoss(name + ": the config is " + DescribeJson(*root) + ", expected a JSON object");
   }
   const ConfigFieldReader reader(*root, name);
-  DSCALE_ASSIGN_OR_RETURN(const ModelFamily family, FamilyOf(reader));
+  DSCALE_ASSIGN_OR_RETURN(const FamilyNames family, FamilyOf(reader));
   DecoderConfig config;
-  switch (family) {
+  switch (family.family) {
     case ModelFamily::kQwen3:
       DSCALE_RETURN_IF_ERROR(ReadQwen3Config(reader, &config));
       break;
@@ -96,6 +102,9 @@ Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std
       break;
     case ModelFamily::kQwen3Moe:
       DSCALE_RETURN_IF_ERROR(ReadQwen3MoeConfig(reader, &config));
+      break;
+    case ModelFamily::kQwen3_5:
+      DSCALE_RETURN_IF_ERROR(ReadQwen3_5Config(reader, family.multimodal, &config));
       break;
   }
   return config;
@@ -135,6 +144,25 @@ bool DecoderConfig::IsSparseLayer(int64_t layer) const {
          (layer + 1) % moe.decoder_sparse_step == 0;
 }
 
+bool DecoderConfig::IsLinearAttentionLayer(int64_t layer) const {
+  const std::vector<LayerKind>& types = hybrid.layer_types;
+  return layer >= 0 && layer < static_cast<int64_t>(types.size()) &&
+         types[static_cast<size_t>(layer)] == LayerKind::kLinearAttention;
+}
+
+bool DecoderConfig::HasLinearAttentionLayers() const {
+  return std::find(hybrid.layer_types.begin(), hybrid.layer_types.end(),
+                   LayerKind::kLinearAttention) != hybrid.layer_types.end();
+}
+
+int64_t DecoderConfig::rotary_dim() const {
+  return static_cast<int64_t>(static_cast<double>(head_dim) * hybrid.partial_rotary_factor);
+}
+
+std::string DecoderConfig::TensorPrefix() const {
+  return hybrid.multimodal_layout ? "model.language_model." : "model.";
+}
+
 bool DecoderConfig::HasSparseLayers() const {
   for (int64_t layer = 0; layer < num_hidden_layers; ++layer) {
     if (IsSparseLayer(layer)) return true;
@@ -153,6 +181,9 @@ std::string DecoderConfigToJson(const DecoderConfig& config) {
       break;
     case ModelFamily::kQwen3Moe:
       json = Qwen3MoeConfigJson(config);
+      break;
+    case ModelFamily::kQwen3_5:
+      json = Qwen3_5ConfigJson(config);
       break;
   }
   return json.dump(2) + "\n";

@@ -1,9 +1,9 @@
 #pragma once
-// A decoder-only target's `config.json`, family-neutral: the shapes, norms, RoPE and (for a
-// mixture of experts) the sparse MLP layers the model code needs, whichever family
-// (`architectures` / `model_type`) the checkpoint is. Each family's reader (qwen3_config.h,
-// llama_config.h) fills it and refuses what that family's code would compute and this one does
-// not.
+// A decoder-only target's `config.json`, family-neutral: the shapes, norms, RoPE, (for a
+// mixture of experts) the sparse MLP layers and (for a hybrid) the linear-attention layers the
+// model code needs, whichever family (`architectures` / `model_type`) the checkpoint is. Each
+// family's reader (qwen3_config.h, llama_config.h, qwen3_5_config.h) fills it and refuses what
+// that family's code would compute and this one does not.
 
 #include <cstdint>
 #include <optional>
@@ -20,9 +20,13 @@ enum class ModelFamily {
   kQwen3,     // Qwen3ForCausalLM: per-head q/k RMSNorm, unscaled RoPE
   kLlama,     // LlamaForCausalLM (Llama 3.x): no q/k norm, optional "llama3" RoPE scaling
   kQwen3Moe,  // Qwen3MoeForCausalLM: Qwen3's attention, sparse MLP layers (MoeConfig)
+  // Qwen3_5ForConditionalGeneration / Qwen3_5ForCausalLM (Qwen3.5 and Qwen3.6, dense): Gated
+  // DeltaNet layers among gated full-attention layers (HybridConfig), zero-centred norms
+  kQwen3_5,
 };
 
-// "qwen3", "llama", "qwen3_moe": the spelling of `model_type` and of `make-tiny --arch`.
+// "qwen3", "llama", "qwen3_moe", "qwen3_5": the spelling of `model_type` and of
+// `make-tiny --arch`.
 std::string_view ModelFamilyName(ModelFamily family);
 std::optional<ModelFamily> ModelFamilyFromName(std::string_view name);
 
@@ -38,6 +42,49 @@ struct MoeConfig {
   std::vector<int64_t> mlp_only_layers;  // dense whatever the step; each in [0, layers)
 
   bool operator==(const MoeConfig&) const = default;
+};
+
+// A layer's token mixer.
+enum class LayerKind : uint8_t {
+  kFullAttention,    // softmax attention over the paged K/V
+  kLinearAttention,  // Gated DeltaNet: a causal conv and a recurrent state per request
+};
+
+// The Gated DeltaNet layers of a hybrid family (Qwen3.5): `linear_*` fields of its text config.
+// Per value head h (key head h / (value_heads / key_heads)) the layer keeps a state
+// [key_head_dim, value_head_dim] and the conv the last conv_kernel − 1 inputs of its channels.
+struct GatedDeltaNetConfig {
+  int64_t key_heads = 0;       // `linear_num_key_heads`
+  int64_t value_heads = 0;     // `linear_num_value_heads`, a multiple of key_heads
+  int64_t key_head_dim = 0;    // `linear_key_head_dim`
+  int64_t value_head_dim = 0;  // `linear_value_head_dim`
+  int64_t conv_kernel = 0;     // `linear_conv_kernel_dim`
+
+  int64_t key_dim() const { return key_heads * key_head_dim; }
+  int64_t value_dim() const { return value_heads * value_head_dim; }
+  // The conv's channels: q, k and v as in_proj_qkv projects them.
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+
+  bool operator==(const GatedDeltaNetConfig&) const = default;
+};
+
+// What a hybrid family (kQwen3_5) adds to the decoder; empty (every layer full attention, plain
+// attention, plain norms) for the others.
+struct HybridConfig {
+  std::vector<LayerKind> layer_types;  // [num_hidden_layers]; empty: every layer full attention
+  GatedDeltaNetConfig linear;
+  // Rotary dims per head: head_dim · partial_rotary_factor (rotate-half on those only).
+  double partial_rotary_factor = 1.0;
+  // q_proj doubled: per head the query, then a gate applied as sigmoid to the attention output.
+  bool attention_output_gate = false;
+  // RMSNorm gains stored zero-centred (the norm multiplies by 1 + w): every norm but the gated
+  // one inside the linear-attention layers.
+  bool zero_centred_norms = false;
+  // The multimodal checkpoint (…ForConditionalGeneration): text weights under
+  // "model.language_model.", config fields under `text_config`; else "model." and top level.
+  bool multimodal_layout = false;
+
+  bool operator==(const HybridConfig&) const = default;
 };
 
 struct DecoderConfig {
@@ -58,15 +105,32 @@ struct DecoderConfig {
   std::vector<int64_t> bos_token_ids;  // may be empty (Qwen3 has bos null)
   std::vector<int64_t> eos_token_ids;  // `eos_token_id` may be an int or a list
   MoeConfig moe;                       // kQwen3Moe only; empty (all layers dense) otherwise
+  HybridConfig hybrid;                 // kQwen3_5 only; empty otherwise
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
-  RopeSpec rope() const { return {.theta = rope_theta, .scaling = rope_scaling}; }
+  // The rotation (RopeSpec::rotary_dim set only when part of each head is rotated).
+  RopeSpec rope() const {
+    return {.theta = rope_theta,
+            .scaling = rope_scaling,
+            .rotary_dim = rotary_dim() == head_dim ? 0 : rotary_dim()};
+  }
   // Whether layer `layer`'s MLP is the sparse expert block (transformers' Qwen3MoeDecoderLayer):
   // not in mlp_only_layers, num_experts > 0 and (layer + 1) a multiple of decoder_sparse_step.
   // Dense layers use intermediate_size. The one statement of the rule.
   bool IsSparseLayer(int64_t layer) const;
   bool HasSparseLayers() const;
+  // Whether layer `layer` is a Gated DeltaNet layer (hybrid.layer_types); the one statement of
+  // the rule.
+  bool IsLinearAttentionLayer(int64_t layer) const;
+  bool HasLinearAttentionLayers() const;
+  // Dims per head that RoPE rotates: head_dim · partial_rotary_factor, truncated (even).
+  int64_t rotary_dim() const;
+  // Rows of q_proj: q_dim, doubled with an output gate.
+  int64_t q_proj_rows() const { return hybrid.attention_output_gate ? 2 * q_dim() : q_dim(); }
+  // Where the text model's tensors are named: "model.language_model." (multimodal layout) or
+  // "model.".
+  std::string TensorPrefix() const;
 
   bool operator==(const DecoderConfig&) const = default;
 };

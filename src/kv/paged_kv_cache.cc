@@ -108,6 +108,7 @@ PagedKvCache::PagedKvCache(const KvCacheShape& shape)
       allocator_(shape.num_pages),
       store_(shape.num_layers, shape.kv_heads, shape.head_dim,
              static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size, shape.dtype),
+      recurrent_(shape.recurrent),
       id_(NextCacheId()) {
   DSCALE_CHECK_MSG(int64_t{shape.num_pages} * shape.page_size <= MaxKvPositions(shape.page_size),
                    "KV slots must fit int32");
@@ -190,6 +191,9 @@ int32_t PagedKvCache::AddSequence(std::span<const int32_t> shared) {
   }
   sequences_[id] = Sequence{.live = true, .length = 0, .pages = {}};
   DSCALE_CHECK(shared.empty() || prefix_);
+  DSCALE_CHECK_MSG(shared.empty() || shape_.recurrent.empty(),
+                   "shared pages cannot restore a recurrent state");
+  recurrent_.Reset(id);
   for (const int32_t page : shared) {
     prefix_->Acquire(page);
     ++refs_[page];
@@ -203,6 +207,7 @@ void PagedKvCache::RemoveSequence(int32_t seq) {
   Sequence& s = Live(seq);
   for (int32_t page : s.pages) ReleasePage(page);
   s = Sequence{};
+  recurrent_.Remove(seq);
   free_ids_.push_back(seq);
 }
 

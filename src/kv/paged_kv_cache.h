@@ -10,9 +10,10 @@
 // the committed length (rejected drafts, the drafter's block) are left as they are and nobody
 // removes them: attention reads positions below each span's ctx_len + q_len only, and the next
 // step writes its own rows over them, starting at the committed length. A recurrent state (the
-// hybrid targets' linear-attention layers) cannot be overwritten back that way and needs its own
-// rollback. Running out of pages is a kResourceExhausted Status the scheduler acts on (the
-// request waits); nothing is changed then.
+// hybrid targets' linear-attention layers) cannot be overwritten back that way: its contract is
+// kv/recurrent_state.h's, the cache keeping one per sequence beside the K/V. Running out of pages
+// is a kResourceExhausted Status the scheduler acts on (the request waits); nothing is changed
+// then.
 //
 // With prefix caching (EnablePrefixCache), pages have reference counts: a sequence may start
 // with published pages of earlier ones (kv/prefix_index.h) and share them; a published page no
@@ -29,6 +30,7 @@
 #include "kernels/cpu/attention.h"
 #include "kv/kv_dtype.h"
 #include "kv/prefix_index.h"
+#include "kv/recurrent_state.h"
 #include "kv/zero_mapped_bytes.h"
 
 namespace dscale {
@@ -40,6 +42,7 @@ struct KvCacheShape {
   int32_t page_size = 16;  // positions per page
   int32_t num_pages = 0;
   KvDtype dtype = KvDtype::kBf16;  // how the host rows are stored (a device cache keeps f32)
+  RecurrentStateShape recurrent;   // a hybrid target's linear layers; empty otherwise
 
   KvCacheShape WithDtype(KvDtype d) const {
     KvCacheShape shape = *this;
@@ -142,6 +145,8 @@ class PagedKvCache {
   cpu::PagedKvLayer Layer(int32_t layer) const { return store_.Layer(layer); }
   int64_t num_slots() const { return store_.num_slots(); }
   KvStore& store() { return store_; }
+  // The sequences' linear-attention states (empty shape for a target without such layers).
+  RecurrentStates& recurrent() { return recurrent_; }
 
   // Pages a Reserve may take: free ones and cached ones no sequence holds.
   int32_t free_pages() const {
@@ -168,6 +173,7 @@ class PagedKvCache {
   KvCacheShape shape_;
   PageAllocator allocator_;
   KvStore store_;
+  RecurrentStates recurrent_;
   std::vector<Sequence> sequences_;
   std::vector<int32_t> free_ids_;
   std::optional<PrefixIndex> prefix_;

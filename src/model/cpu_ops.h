@@ -12,6 +12,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/expert_router.h"
+#include "kernels/cpu/linear_attention.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/softmax.h"
@@ -29,7 +30,8 @@ struct LayerScratch {
   std::vector<float> x;        // [rows, hidden] residual stream
   std::vector<float> normed;   // [rows, hidden]
   std::vector<float> qkv;      // [rows, q_dim + 2·kv_dim]
-  std::vector<float> attn;     // [rows, q_dim]
+  std::vector<float> attn;     // [rows, q_dim] (linear layers: [rows, value_width])
+  std::vector<float> conv;     // linear layers: [rows, conv_dim] the conv's outputs
   std::vector<float> gate_up;  // [rows, 2·intermediate]
   std::vector<float> act;      // [rows, intermediate]
   // Sparse MLP layers only.
@@ -40,9 +42,13 @@ struct LayerScratch {
 };
 
 struct CpuOps {
+  // The model template computes linear-attention layers and gated attention outputs here.
+  static constexpr bool kLinearAttention = true;
   // How BF16 and int8 weight blocks take their activations (weight_matrix.h); the model's
   // setting.
   ActivationModes activations = {};
+  // The sequences' linear-attention states (a hybrid target's forward); may be null otherwise.
+  RecurrentStates* recurrent = nullptr;
 
   // `n` floats of `buffer`, grown if needed.
   static float* Buffer(std::vector<float>& buffer, int64_t n) {
@@ -85,6 +91,66 @@ struct CpuOps {
     dscale::ExpertProducts(normed, moe, d.hidden, rows,
                            {.ids = ids, .weights = weights, .k = d.moe.top_k}, activations,
                            s.experts, x);
+  }
+  // Per span of `batch`, in order: the causal conv of its in_proj rows' qkv part (proj, row
+  // stride proj_stride) into mixed [rows, conv_dim], then the delta rule into o [rows,
+  // value_width], on the span's working state of layer `layer` (kv/recurrent_state.h), whose
+  // replay inputs (the rows' qkv, b and a) are kept.
+  void RecurrentSpans(const BatchView& batch, int32_t layer, const GatedDeltaNetWeights& w,
+                      const LinearDims& l, const float* proj, int64_t proj_stride, float* mixed,
+                      float* o) const {
+    DSCALE_CHECK(recurrent != nullptr);
+    const int64_t conv_dim = l.conv_dim(), ba_offset = conv_dim + l.value_width();
+    const int64_t width = recurrent->shape().input_values;
+    for (int32_t i = 0; i < batch.num_spans; ++i) {
+      const StepSpan& span = batch.spans[i];
+      const int64_t r0 = span.q_start;
+      float* inputs = recurrent->Inputs(span.seq, layer);
+      for (int32_t r = 0; r < span.q_len; ++r) {
+        const float* row = proj + (r0 + r) * proj_stride;
+        std::memcpy(inputs + r * width, row, static_cast<size_t>(conv_dim) * sizeof(float));
+        std::memcpy(inputs + r * width + conv_dim, row + ba_offset,
+                    static_cast<size_t>(2 * l.value_heads) * sizeof(float));
+      }
+      RecurrentRows(w, l, proj + r0 * proj_stride, proj_stride, proj + r0 * proj_stride + ba_offset,
+                    span.q_len, recurrent->WorkingConv(span.seq, layer),
+                    recurrent->WorkingDelta(span.seq, layer), mixed + r0 * conv_dim,
+                    o + r0 * l.value_width());
+    }
+  }
+  // `rows` rows of one request through the conv and the delta rule, from and into the states
+  // conv_window and delta: qkv rows and their b, a rows (stride `stride` both) in, mixed [rows,
+  // conv_dim] and o [rows, value_width] out. The one path of a forward's span and a replay.
+  static void RecurrentRows(const GatedDeltaNetWeights& w, const LinearDims& l, const float* qkv,
+                            int64_t stride, const float* ba, int64_t rows, float* conv_window,
+                            float* delta, float* mixed, float* o) {
+    const int64_t conv_dim = l.conv_dim();
+    cpu::CausalConv1d(qkv, stride, rows, conv_dim, l.conv_kernel, w.conv.data(), conv_window, mixed,
+                      conv_dim);
+    cpu::GatedDeltaRule({.qk = mixed,
+                         .qk_stride = conv_dim,
+                         .v = mixed + 2 * l.key_width(),
+                         .v_stride = conv_dim,
+                         .ba = ba,
+                         .ba_stride = stride,
+                         .a_log = w.a_log.data(),
+                         .dt_bias = w.dt_bias.data(),
+                         .state = delta,
+                         .out = o,
+                         .out_stride = l.value_width(),
+                         .rows = rows,
+                         .key_heads = l.key_heads,
+                         .value_heads = l.value_heads,
+                         .key_dim = l.key_dim,
+                         .value_dim = l.value_dim});
+  }
+  static void GatedRmsNorm(float* x, const float* z, int64_t z_stride, const float* gain,
+                           int64_t rows, int64_t heads, int64_t head_dim, float eps) {
+    cpu::GatedRmsNorm(x, z, z_stride, gain, rows, heads, head_dim, eps);
+  }
+  static void SigmoidGate(float* x, const float* gate, int64_t gate_stride, int64_t rows,
+                          int64_t dim) {
+    cpu::SigmoidGate(x, gate, gate_stride, rows, dim);
   }
   // x[i] *= scale for i < n.
   static void Scale(float* x, int64_t n, float scale) {

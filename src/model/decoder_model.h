@@ -43,6 +43,9 @@ class DecoderModel final : public TargetModel {
 
   // TargetModel::Forward, with the K/V rows in `cache`'s own store.
   Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) override;
+  // All pending rows kept: the working state adopted; fewer: the kept rows' inputs replayed from
+  // the committed state through the forward's own conv and delta-rule path (RecurrentRows).
+  void CommitSequenceState(PagedKvCache& cache, int32_t seq, int32_t length) override;
 
  private:
   DecoderConfig config_;

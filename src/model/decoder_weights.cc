@@ -9,6 +9,22 @@ namespace {
 
 using ShapeList = TensorShapes;
 
+// A Gated DeltaNet's tensors under `at` ("…layers.{layer}.linear_attn."), in the order
+// LoadDecoderLayer reads them. A_log and dt_bias are parameters without ".weight".
+void AddLinearAttentionShapes(const DecoderConfig& c, const std::string& at, ShapeList* shapes) {
+  const GatedDeltaNetConfig& l = c.hybrid.linear;
+  const int64_t h = c.hidden_size;
+  shapes->emplace_back(at + "in_proj_qkv.weight", std::vector<int64_t>{l.conv_dim(), h});
+  shapes->emplace_back(at + "in_proj_z.weight", std::vector<int64_t>{l.value_dim(), h});
+  shapes->emplace_back(at + "in_proj_b.weight", std::vector<int64_t>{l.value_heads, h});
+  shapes->emplace_back(at + "in_proj_a.weight", std::vector<int64_t>{l.value_heads, h});
+  shapes->emplace_back(at + "conv1d.weight", std::vector<int64_t>{l.conv_dim(), 1, l.conv_kernel});
+  shapes->emplace_back(at + "A_log", std::vector<int64_t>{l.value_heads});
+  shapes->emplace_back(at + "dt_bias", std::vector<int64_t>{l.value_heads});
+  shapes->emplace_back(at + "norm.weight", std::vector<int64_t>{l.value_head_dim});
+  shapes->emplace_back(at + "out_proj.weight", std::vector<int64_t>{h, l.value_dim()});
+}
+
 void AddLayerShapes(const DecoderConfig& c, const std::string& prefix, int64_t layer,
                     ShapeList* shapes) {
   const int64_t h = c.hidden_size;
@@ -17,13 +33,18 @@ void AddLayerShapes(const DecoderConfig& c, const std::string& prefix, int64_t l
     shapes->emplace_back(LayerTensorName(prefix, layer, suffix), std::move(shape));
   };
   add("input_layernorm", {h});
-  add("self_attn.q_proj", {c.q_dim(), h});
-  add("self_attn.k_proj", {c.kv_dim(), h});
-  add("self_attn.v_proj", {c.kv_dim(), h});
-  add("self_attn.o_proj", {h, c.q_dim()});
-  if (c.qk_norm) {
-    add("self_attn.q_norm", {c.head_dim});
-    add("self_attn.k_norm", {c.head_dim});
+  if (c.IsLinearAttentionLayer(layer)) {
+    AddLinearAttentionShapes(c, prefix + "layers." + std::to_string(layer) + ".linear_attn.",
+                             shapes);
+  } else {
+    add("self_attn.q_proj", {c.q_proj_rows(), h});
+    add("self_attn.k_proj", {c.kv_dim(), h});
+    add("self_attn.v_proj", {c.kv_dim(), h});
+    add("self_attn.o_proj", {h, c.q_dim()});
+    if (c.qk_norm) {
+      add("self_attn.q_norm", {c.head_dim});
+      add("self_attn.k_norm", {c.head_dim});
+    }
   }
   add("post_attention_layernorm", {h});
   if (!c.IsSparseLayer(layer)) {
@@ -58,6 +79,50 @@ Result<std::vector<float>> ReadValues(const TensorReader& read, const ShapeList:
   return m.ToF32();
 }
 
+// A norm's gains as the kernels use them: 1 + w when the family stores them zero-centred.
+Result<std::vector<float>> ReadGains(const DecoderConfig& c, const TensorReader& read,
+                                     const ShapeList::value_type& part) {
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> gains, ReadValues(read, part));
+  if (c.hybrid.zero_centred_norms) {
+    for (float& g : gains) g += 1.0f;
+  }
+  return gains;
+}
+
+// q_proj, k_proj and v_proj stacked. With an output gate, q_proj's rows (per head its query, then
+// its gate) are reordered to all the queries, then all the gates, so the queries' heads lie
+// together as the attention kernels read them.
+Result<WeightMatrix> ReadAttentionInputs(const DecoderConfig& c, const TensorReader& read,
+                                         const ShapeList& parts) {
+  if (!c.hybrid.attention_output_gate) return ReadStacked(read, parts);
+  DSCALE_ASSIGN_OR_RETURN(WeightMatrix q_proj, read(parts[0].first, parts[0].second));
+  std::vector<int32_t> order;
+  for (const int64_t half : {0, 1}) {
+    for (int64_t h = 0; h < c.num_attention_heads; ++h) {
+      for (int64_t i = 0; i < c.head_dim; ++i) {
+        order.push_back(static_cast<int32_t>((2 * h + half) * c.head_dim + i));
+      }
+    }
+  }
+  std::vector<WeightMatrix> matrices = {q_proj.SelectRows(order)};
+  for (size_t i = 1; i < parts.size(); ++i) {
+    DSCALE_ASSIGN_OR_RETURN(WeightMatrix part, read(parts[i].first, parts[i].second));
+    matrices.push_back(std::move(part));
+  }
+  return WeightMatrix::Stack(matrices);
+}
+
+Result<GatedDeltaNetWeights> ReadLinearAttention(const TensorReader& read, const auto& next) {
+  GatedDeltaNetWeights w;
+  DSCALE_ASSIGN_OR_RETURN(w.in_proj, ReadStacked(read, next(4)));
+  DSCALE_ASSIGN_OR_RETURN(w.conv, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.a_log, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.dt_bias, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.norm, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.out_proj, ReadStacked(read, next(1)));
+  return w;
+}
+
 }  // namespace
 
 Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& c, const std::string& prefix,
@@ -72,14 +137,18 @@ Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& c, const std::
     return parts;
   };
   DecoderLayerWeights w;
-  DSCALE_ASSIGN_OR_RETURN(w.input_norm, ReadValues(read, next(1)[0]));
-  DSCALE_ASSIGN_OR_RETURN(w.qkv, ReadStacked(read, next(3)));
-  DSCALE_ASSIGN_OR_RETURN(w.o_proj, ReadStacked(read, next(1)));
-  if (c.qk_norm) {
-    DSCALE_ASSIGN_OR_RETURN(w.q_norm, ReadValues(read, next(1)[0]));
-    DSCALE_ASSIGN_OR_RETURN(w.k_norm, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.input_norm, ReadGains(c, read, next(1)[0]));
+  if (c.IsLinearAttentionLayer(layer)) {
+    DSCALE_ASSIGN_OR_RETURN(w.linear, ReadLinearAttention(read, next));
+  } else {
+    DSCALE_ASSIGN_OR_RETURN(w.qkv, ReadAttentionInputs(c, read, next(3)));
+    DSCALE_ASSIGN_OR_RETURN(w.o_proj, ReadStacked(read, next(1)));
+    if (c.qk_norm) {
+      DSCALE_ASSIGN_OR_RETURN(w.q_norm, ReadGains(c, read, next(1)[0]));
+      DSCALE_ASSIGN_OR_RETURN(w.k_norm, ReadGains(c, read, next(1)[0]));
+    }
   }
-  DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadValues(read, next(1)[0]));
+  DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadGains(c, read, next(1)[0]));
   if (c.IsSparseLayer(layer)) {
     DSCALE_ASSIGN_OR_RETURN(w.moe.router, ReadStacked(read, next(1)));
     w.moe.experts.resize(static_cast<size_t>(c.moe.num_experts));
@@ -120,6 +189,12 @@ TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint
   };
 }
 
+std::string TargetEmbedName(const DecoderConfig& c) {
+  return c.TensorPrefix() + "embed_tokens.weight";
+}
+
+std::string TargetFinalNormName(const DecoderConfig& c) { return c.TensorPrefix() + "norm.weight"; }
+
 std::string LayerTensorName(const std::string& prefix, int64_t layer, const std::string& suffix) {
   return prefix + "layers." + std::to_string(layer) + "." + suffix + ".weight";
 }
@@ -132,11 +207,11 @@ ShapeList DecoderLayerShapes(const DecoderConfig& c, const std::string& prefix, 
 
 ShapeList DecoderTensorShapes(const DecoderConfig& c) {
   ShapeList shapes;
-  shapes.emplace_back(kTargetEmbedName, std::vector<int64_t>{c.vocab_size, c.hidden_size});
+  shapes.emplace_back(TargetEmbedName(c), std::vector<int64_t>{c.vocab_size, c.hidden_size});
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    AddLayerShapes(c, kTargetPrefix, layer, &shapes);
+    AddLayerShapes(c, c.TensorPrefix(), layer, &shapes);
   }
-  shapes.emplace_back(kTargetFinalNormName, std::vector<int64_t>{c.hidden_size});
+  shapes.emplace_back(TargetFinalNormName(c), std::vector<int64_t>{c.hidden_size});
   if (!c.tie_word_embeddings) {
     shapes.emplace_back(kTargetLmHeadName, std::vector<int64_t>{c.vocab_size, c.hidden_size});
   }
@@ -170,7 +245,8 @@ Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorRe
     if (how.drop_resident) how.drop_resident(name);
   };
   DecoderWeights w;
-  DSCALE_ASSIGN_OR_RETURN(w.embed, read(kTargetEmbedName, {c.vocab_size, c.hidden_size}));
+  const std::string embed_name = TargetEmbedName(c), prefix = c.TensorPrefix();
+  DSCALE_ASSIGN_OR_RETURN(w.embed, read(embed_name, {c.vocab_size, c.hidden_size}));
   if (quantized) {
     // The LM head first (int8 in both modes: quantize_weights.h), so that its source's pages leave
     // resident memory before the layers' copies arrive: the peak is the int8 model plus one layer's
@@ -181,18 +257,18 @@ Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorRe
       drop(kTargetLmHeadName);
     }
     w.lm_head = QuantizeInt8(head);
-    drop(kTargetEmbedName);  // lookups fault in only the rows they read
+    drop(embed_name);  // lookups fault in only the rows they read
   }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    DSCALE_ASSIGN_OR_RETURN(DecoderLayerWeights lw,
-                            LoadDecoderLayer(c, kTargetPrefix, layer, read));
+    DSCALE_ASSIGN_OR_RETURN(DecoderLayerWeights lw, LoadDecoderLayer(c, prefix, layer, read));
     if (quantized) {
       QuantizeLayer(&lw, how.mode);
-      for (const auto& [name, shape] : DecoderLayerShapes(c, kTargetPrefix, layer)) drop(name);
+      for (const auto& [name, shape] : DecoderLayerShapes(c, prefix, layer)) drop(name);
     }
     w.layers.push_back(std::move(lw));
   }
-  DSCALE_ASSIGN_OR_RETURN(w.final_norm, ReadValues(read, {kTargetFinalNormName, {c.hidden_size}}));
+  DSCALE_ASSIGN_OR_RETURN(w.final_norm,
+                          ReadGains(c, read, {TargetFinalNormName(c), {c.hidden_size}}));
   if (!c.tie_word_embeddings && !quantized) {
     DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
   }

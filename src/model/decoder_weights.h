@@ -4,7 +4,9 @@
 // widened at load) are held as f32. q/k/v projections are stacked into one matrix and gate/up into
 // another, without copying, so a layer runs three projections plus the output and down projections.
 // Norm gains are f32. A sparse MLP layer (Qwen3-MoE) holds its router and, per expert, gate/up
-// stacked and down, the same way.
+// stacked and down, the same way. A hybrid family's (Qwen3.5) linear-attention layer holds its
+// Gated DeltaNet in place of q/k/v/o; its zero-centred norm gains are held as 1 + w, so every
+// norm computes x̂ · gain whatever the family.
 
 #include <cstdint>
 #include <functional>
@@ -34,17 +36,38 @@ struct SparseMlpWeights {
   bool empty() const { return experts.empty(); }
 };
 
+// A Gated DeltaNet layer's token mixer (`linear_attn.*`); empty in an attention layer. Sizes from
+// GatedDeltaNetConfig: key_dim, value_dim, conv_dim = 2·key_dim + value_dim, value_heads.
+struct GatedDeltaNetWeights {
+  // [conv_dim + value_dim + 2·value_heads, hidden]: in_proj_qkv rows (q, k, v), in_proj_z,
+  // in_proj_b, in_proj_a
+  WeightMatrix in_proj;
+  std::vector<float> conv;     // [conv_dim, conv_kernel] depthwise causal taps, oldest input first
+  std::vector<float> a_log;    // [value_heads] A_log
+  std::vector<float> dt_bias;  // [value_heads]
+  std::vector<float> norm;     // [value_head_dim] the gated RMSNorm's gain (plain, not 1 + w)
+  WeightMatrix out_proj;       // [hidden, value_dim]
+
+  bool empty() const { return out_proj.empty(); }
+};
+
 struct DecoderLayerWeights {
   std::vector<float> input_norm;  // [hidden]
-  WeightMatrix qkv;               // [q_dim + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows
-  std::vector<float> q_norm;      // [head_dim]; empty without qk_norm (Llama)
-  std::vector<float> k_norm;      // [head_dim]; empty without qk_norm
-  WeightMatrix o_proj;            // [hidden, q_dim]
-  std::vector<float> post_norm;   // [hidden]
-  WeightMatrix gate_up;           // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
-  WeightMatrix down;              // [hidden, intermediate]
+  // [q_rows + 2·kv_dim, hidden]: q_proj, k_proj, v_proj rows; q_rows is q_dim, or 2·q_dim with
+  // an output gate (DecoderConfig::q_proj_rows), whose q_proj rows are held reordered as every
+  // head's query, then every head's gate (the checkpoint has per head its query, then its gate)
+  WeightMatrix qkv;
+  std::vector<float> q_norm;     // [head_dim]; empty without qk_norm (Llama)
+  std::vector<float> k_norm;     // [head_dim]; empty without qk_norm
+  WeightMatrix o_proj;           // [hidden, q_dim]
+  std::vector<float> post_norm;  // [hidden]
+  WeightMatrix gate_up;          // [2·intermediate, hidden]: gate_proj rows, then up_proj rows
+  WeightMatrix down;             // [hidden, intermediate]
   // Sparse layers (DecoderConfig::IsSparseLayer) only, where gate_up and down are empty.
   SparseMlpWeights moe;
+  // Linear-attention layers (DecoderConfig::IsLinearAttentionLayer) only, where qkv, q_norm,
+  // k_norm and o_proj are empty.
+  GatedDeltaNetWeights linear;
 };
 
 struct DecoderWeights {
@@ -58,21 +81,29 @@ struct DecoderWeights {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// Hugging Face tensor names of a Qwen3ForCausalLM, LlamaForCausalLM or Qwen3MoeForCausalLM
-// checkpoint (the same but for Llama's missing q_norm/k_norm, and a sparse layer's "mlp.gate" and
-// "mlp.experts.{e}.{gate,up,down}_proj" in place of the dense MLP): `prefix` + "layers.{layer}." +
-// suffix + ".weight", e.g. suffix "self_attn.q_proj". The target's prefix is "model."; DFlash
-// drafters store their layers without one.
+// Hugging Face tensor names of a Qwen3ForCausalLM, LlamaForCausalLM, Qwen3MoeForCausalLM or
+// Qwen3.5 checkpoint (the same but for Llama's missing q_norm/k_norm, a sparse layer's "mlp.gate"
+// and "mlp.experts.{e}.{gate,up,down}_proj" in place of the dense MLP, and a linear-attention
+// layer's "linear_attn.{in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,conv1d,norm,out_proj}.weight",
+// "linear_attn.A_log" and "linear_attn.dt_bias" in place of "self_attn.*"): `prefix` +
+// "layers.{layer}." + suffix + ".weight", e.g. suffix "self_attn.q_proj". The target's prefix is
+// DecoderConfig::TensorPrefix() ("model.", or "model.language_model." in a multimodal Qwen3.5
+// checkpoint, whose vision and multi-token-prediction tensors are not read); DFlash drafters store
+// their layers without one.
 inline constexpr const char* kTargetPrefix = "model.";
 std::string LayerTensorName(const std::string& prefix, int64_t layer, const std::string& suffix);
 inline constexpr const char* kTargetEmbedName = "model.embed_tokens.weight";
 inline constexpr const char* kTargetFinalNormName = "model.norm.weight";
 inline constexpr const char* kTargetLmHeadName = "lm_head.weight";
+// The embedding's and the final norm's names under config.TensorPrefix().
+std::string TargetEmbedName(const DecoderConfig& config);
+std::string TargetFinalNormName(const DecoderConfig& config);
 
 // (name, shape) of every tensor a checkpoint with `config` must hold, in a stable order.
 TensorShapes DecoderTensorShapes(const DecoderConfig& config);
 // (name, shape) of the tensors of one decoder layer: 11, or 9 without qk_norm; a sparse layer
-// has 1 + 3 · num_experts MLP tensors in place of the dense 3.
+// has 1 + 3 · num_experts MLP tensors in place of the dense 3; a linear-attention layer 9 token-
+// mixer tensors in place of the 6 attention ones (14 in all).
 TensorShapes DecoderLayerShapes(const DecoderConfig& config, const std::string& prefix,
                                 int64_t layer);
 

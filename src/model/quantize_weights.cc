@@ -56,8 +56,13 @@ WeightMatrix QuantizeInt4(const WeightMatrix& w) {
 void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode) {
   DSCALE_CHECK(mode != WeightsMode::kAsStored);
   const auto quantize = mode == WeightsMode::kInt4 ? QuantizeInt4 : QuantizeInt8;
-  layer->qkv = quantize(layer->qkv);
-  layer->o_proj = quantize(layer->o_proj);
+  if (layer->linear.empty()) {
+    layer->qkv = quantize(layer->qkv);
+    layer->o_proj = quantize(layer->o_proj);
+  } else {
+    layer->linear.in_proj = quantize(layer->linear.in_proj);
+    layer->linear.out_proj = quantize(layer->linear.out_proj);
+  }
   if (layer->moe.empty()) {
     layer->gate_up = quantize(layer->gate_up);
     layer->down = quantize(layer->down);

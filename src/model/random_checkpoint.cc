@@ -30,7 +30,7 @@ std::vector<float> RandomValues(const std::string& name, const std::vector<int64
     return values;
   }
   double stddev = 1.0 / std::sqrt(static_cast<double>(shape[1]));
-  if (name == kTargetEmbedName) stddev = 1.0;
+  if (name.ends_with("embed_tokens.weight")) stddev = 1.0;
   if (name == kTargetLmHeadName) stddev *= 3.0;
   std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
   for (float& v : values) v = normal(rng);
@@ -44,16 +44,41 @@ void RoundTo(DType dtype, std::vector<float>& values) {
   ConvertToF32(dtype, bits.data(), values.size(), values.data());
 }
 
+// A Gated DeltaNet's own parameters, so that its state carries over positions: the conv's taps
+// N(0, 1/kernel); A = exp(A_log) in [0.14, 1.6] and dt_bias in [−1, 1], so the per-step decay
+// exp(−A · softplus(a + dt_bias)) mostly lies in [0.3, 0.95].
+void ShapeLinearAttention(const std::string& name, std::vector<float>& values,
+                          const std::vector<int64_t>& shape, std::mt19937_64& rng) {
+  if (EndsWith(name, "conv1d.weight")) {
+    std::normal_distribution<float> normal(
+        0.0f, static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.back()))));
+    for (float& v : values) v = normal(rng);
+  } else if (EndsWith(name, "A_log")) {
+    std::uniform_real_distribution<float> a_log(-2.0f, 0.5f);
+    for (float& v : values) v = a_log(rng);
+  } else if (EndsWith(name, "dt_bias")) {
+    std::uniform_real_distribution<float> bias(-1.0f, 1.0f);
+    for (float& v : values) v = bias(rng);
+  }
+}
+
 // The values of a checkpoint's tensors, made one after another from one generator in the order
-// of its shape list (so tensor i depends on the ones before it).
+// of its shape list (so tensor i depends on the ones before it). With `zero_centred_norms` the
+// norms (but a Gated DeltaNet's gated one) are stored as gain − 1, as Qwen3.5 stores them.
 class RandomTensorStream {
  public:
-  RandomTensorStream(uint64_t seed, DType dtype) : rng_(seed), dtype_(dtype) {}
+  RandomTensorStream(uint64_t seed, DType dtype, bool zero_centred_norms)
+      : rng_(seed), dtype_(dtype), zero_centred_norms_(zero_centred_norms) {}
 
   std::vector<float> Next(const std::string& name, const std::vector<int64_t>& shape) {
     std::vector<float> values = RandomValues(name, shape, rng_);
     if (EndsWith(name, "q_norm.weight") || EndsWith(name, "k_norm.weight")) {
       for (float& v : values) v = 1.0f + (v - 1.0f) * 0.5f;
+    }
+    if (name.find("linear_attn.") != std::string::npos) {
+      ShapeLinearAttention(name, values, shape, rng_);
+    } else if (zero_centred_norms_ && EndsWith(name, "norm.weight")) {
+      for (float& v : values) v -= 1.0f;
     }
     RoundTo(dtype_, values);
     return values;
@@ -62,10 +87,12 @@ class RandomTensorStream {
  private:
   std::mt19937_64 rng_;
   DType dtype_;
+  bool zero_centred_norms_;
 };
 
-std::vector<TensorToWrite> RandomTensors(const TensorShapes& shapes, uint64_t seed, DType dtype) {
-  RandomTensorStream stream(seed, dtype);
+std::vector<TensorToWrite> RandomTensors(const TensorShapes& shapes, uint64_t seed, DType dtype,
+                                         bool zero_centred_norms = false) {
+  RandomTensorStream stream(seed, dtype, zero_centred_norms);
   std::vector<TensorToWrite> tensors;
   for (const auto& [name, shape] : shapes) {
     tensors.push_back(
@@ -77,7 +104,8 @@ std::vector<TensorToWrite> RandomTensors(const TensorShapes& shapes, uint64_t se
 // config.json and model.safetensors with the random tensors of `shapes`, made and written one
 // at a time (an 8B-shaped checkpoint is written in the memory of its largest tensor).
 Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
-                       const TensorShapes& shapes, uint64_t seed, DType dtype) {
+                       const TensorShapes& shapes, uint64_t seed, DType dtype,
+                       bool zero_centred_norms = false) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return IoError(dir + ": cannot create directory: " + error.message());
@@ -90,7 +118,7 @@ Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
   for (const auto& [name, shape] : shapes) {
     tensors.push_back({.name = name, .dtype = dtype, .shape = shape, .values = {}});
   }
-  RandomTensorStream stream(seed, dtype);
+  RandomTensorStream stream(seed, dtype, zero_centred_norms);
   return WriteSafetensorsStreaming(dir + "/model.safetensors", tensors, [&](size_t i) {
     return stream.Next(tensors[i].name, tensors[i].shape);
   });
@@ -139,9 +167,27 @@ DecoderConfig TinyQwen3MoeConfig() {
   return c;
 }
 
+DecoderConfig TinyQwen3_5Config() {
+  DecoderConfig c = TinyQwen3Config();
+  c.family = ModelFamily::kQwen3_5;
+  c.rope_theta = 1e7;
+  c.hybrid = {.layer_types = {LayerKind::kLinearAttention, LayerKind::kLinearAttention,
+                              LayerKind::kLinearAttention, LayerKind::kFullAttention},
+              .linear = {.key_heads = 2,
+                         .value_heads = 4,
+                         .key_head_dim = 16,
+                         .value_head_dim = 16,
+                         .conv_kernel = 4},
+              .partial_rotary_factor = 0.25,
+              .attention_output_gate = true,
+              .zero_centred_norms = true,
+              .multimodal_layout = false};
+  return c;
+}
+
 std::vector<TensorToWrite> RandomDecoderTensors(const DecoderConfig& config, uint64_t seed,
                                                 DType dtype) {
-  return RandomTensors(DecoderTensorShapes(config), seed, dtype);
+  return RandomTensors(DecoderTensorShapes(config), seed, dtype, config.hybrid.zero_centred_norms);
 }
 
 std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64_t target_hidden,
@@ -188,8 +234,8 @@ DecoderWeights RandomDecoderWeights(const DecoderConfig& config, uint64_t seed, 
 
 Status WriteRandomCheckpoint(const std::string& dir, const DecoderConfig& config, uint64_t seed,
                              DType dtype) {
-  return WriteCheckpoint(dir, DecoderConfigToJson(config), DecoderTensorShapes(config), seed,
-                         dtype);
+  return WriteCheckpoint(dir, DecoderConfigToJson(config), DecoderTensorShapes(config), seed, dtype,
+                         config.hybrid.zero_centred_norms);
 }
 
 }  // namespace dscale

@@ -1,5 +1,5 @@
 #pragma once
-// Random Qwen3 (Llama, Qwen3-MoE) checkpoints in the real Hugging Face layout, for tests,
+// Random Qwen3 (Llama, Qwen3-MoE, Qwen3.5) checkpoints in the real Hugging Face layout, for tests,
 // benchmarks and `dscale make-tiny`. Weights are scaled so activations stay O(1) through depth and
 // logits are spread enough that greedy decoding rarely meets near-ties.
 
@@ -28,6 +28,11 @@ DecoderConfig TinyLlamaConfig();
 // TinyQwen3Config's shape as a Qwen3-MoE model: every MLP sparse, 8 experts of 64, top 2,
 // renormalised.
 DecoderConfig TinyQwen3MoeConfig();
+
+// TinyQwen3Config's shape as a dense Qwen3.5 model (Qwen3_5ForCausalLM layout): layers linear,
+// linear, linear, full attention; Gated DeltaNet 2 key heads over 4 value heads of 16, conv
+// kernel 4; a quarter of each 32-dim attention head rotated (8 dims), θ 1e7; zero-centred norms.
+DecoderConfig TinyQwen3_5Config();
 
 // Every tensor of DecoderTensorShapes(config), seeded; values are already rounded to `dtype`, so
 // loading the written file gives exactly these values back.

@@ -35,6 +35,12 @@ class TargetModel {
   // Runs `batch` (causal, at batch.tile_rows): writes every row's K/V at its slot in `cache`,
   // then computes the outputs. Not thread-safe: a model owns its scratch buffers.
   virtual Status Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) = 0;
+
+  // Sequence `seq` keeps its first `length` positions: a hybrid target's recurrent state moves
+  // to `length`, which lies between its committed position and the end of the last forward's
+  // span (kv/recurrent_state.h); the rows past it leave nothing behind. The engine calls it after
+  // every forward's acceptance; a target without recurrent layers has nothing to do.
+  virtual void CommitSequenceState(PagedKvCache& /*cache*/, int32_t /*seq*/, int32_t /*length*/) {}
 };
 
 // Where a request enters (Engine::CheckRequest, the command line): InvalidArgument naming `what`,

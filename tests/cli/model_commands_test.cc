@@ -197,7 +197,7 @@ TEST_F(ModelCommandsTest, LlamaTargetsAreMadeLoadedAndSpeculatedOn) {
   }
   const testing::CommandResult bad = RunDscale("make-tiny --arch mistral --out " + target);
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.out.find("--arch: expected qwen3, llama or qwen3_moe, got mistral"),
+  EXPECT_NE(bad.out.find("--arch: expected qwen3, llama, qwen3_moe or qwen3_5, got mistral"),
             std::string::npos)
       << bad.out;
 }
@@ -230,6 +230,44 @@ TEST_F(ModelCommandsTest, Qwen3MoeTargetsAreMadeLoadedAndSpeculatedOn) {
       SCOPED_TRACE(std::string(mode) + weights);
       EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
                 OutputIds(plain));
+    }
+  }
+}
+
+// make-tiny --arch qwen3_5 writes a dense Qwen3.5 checkpoint (both layouts) with its Gated
+// DeltaNet layers and a plain-attention DFlash drafter; speculation on it equals plain greedy
+// decoding, as stored and with int8 and int4 weights.
+TEST_F(ModelCommandsTest, Qwen3_5TargetsAreMadeLoadedAndSpeculatedOn) {
+  for (const char* layout : {"", " --multimodal"}) {
+    SCOPED_TRACE(layout);
+    const std::string target = *dir_ + "/hybrid-target" + (*layout ? "-mm" : "");
+    const std::string drafter = target + "-drafter";
+    const testing::CommandResult r = RunDscale(
+        "make-tiny --arch qwen3_5 --out " + target + " --drafter-out " + drafter +
+        " --seed 3 --vocab 97 --hidden 64 --layers 4 --heads 3 --kv-heads 1 --head-dim 16"
+        " --linear-key-heads 2 --linear-value-heads 4 --linear-key-dim 8 --linear-value-dim 12"
+        " --conv-kernel 3 --full-attention-interval 2 --partial-rotary 0.5" +
+        std::string(layout));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::ifstream target_config(target + "/config.json");
+    const nlohmann::json t = nlohmann::json::parse(target_config, nullptr, false);
+    const nlohmann::json& text = *layout ? t["text_config"] : t;
+    EXPECT_EQ(t["architectures"][0],
+              *layout ? "Qwen3_5ForConditionalGeneration" : "Qwen3_5ForCausalLM");
+    EXPECT_EQ(text["layer_types"], nlohmann::json::parse(R"(["linear_attention", "full_attention",
+        "linear_attention", "full_attention"])"));
+    Result<DecoderModel> loaded = DecoderModel::Load(target);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    EXPECT_FALSE(loaded->weights().layers[0].linear.empty());
+    const std::string common = " --target " + target + " --drafter " + drafter +
+                               " --ids 5,9,14,3,3,70,41 --max-tokens 20 --json --spec ";
+    for (const char* weights : {"", " --weights int8", " --weights int4"}) {
+      const nlohmann::json plain = Json("generate" + std::string(weights) + common + "none");
+      for (const char* mode : {"dflash", "fixed:5"}) {
+        SCOPED_TRACE(std::string(mode) + weights);
+        EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
+                  OutputIds(plain));
+      }
     }
   }
 }

@@ -264,6 +264,14 @@ TEST(InflatePlanTest, MixturesOfExpertsAreRefused) {
               "inflate: a mixture-of-experts target (qwen3_moe) cannot be inflated yet");
 }
 
+// Nor does it take a hybrid target's Gated DeltaNet layers.
+TEST(InflatePlanTest, HybridTargetsAreRefused) {
+  const DecoderConfig t = testing::EngineTestHybridConfig(2, 4);
+  ExpectError(t, TestDrafterConfig(t), ShapeOf(t),
+              "inflate: a hybrid target (qwen3_5) with linear_attention layers cannot be inflated "
+              "yet");
+}
+
 TEST(InflatePlanTest, ShapesThatDoNotFitNameTheField) {
   const DecoderConfig t = OddTinyConfig();
   const DFlashConfig d = TestDrafterConfig(t);

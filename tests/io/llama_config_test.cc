@@ -104,7 +104,8 @@ TEST(LlamaConfigTest, UnknownArchitectureIsRefusedByName) {
   json["architectures"] = {"MistralForCausalLM"};
   ExpectError(json, "architectures",
               "architecture \"MistralForCausalLM\" is not supported (supported: "
-              "\"Qwen3ForCausalLM\", \"LlamaForCausalLM\", \"Qwen3MoeForCausalLM\")");
+              "\"Qwen3ForCausalLM\", \"LlamaForCausalLM\", \"Qwen3MoeForCausalLM\", "
+              "\"Qwen3_5ForConditionalGeneration\", \"Qwen3_5ForCausalLM\")");
   json.erase("architectures");
   json["model_type"] = "gemma3";
   ExpectError(json, "model_type", "model type \"gemma3\" is not supported");

@@ -18,6 +18,11 @@ OpSpec SoftmaxOp();
 OpSpec ArgmaxOp();
 OpSpec QuantizeInt8ActivationsOp();
 OpSpec RouteTopKOp();
-OpSpec AttentionOp();  // op_table_attention.cc
+OpSpec AttentionOp();     // op_table_attention.cc
+OpSpec CausalConv1dOp();  // op_table_linear_attention.cc
+OpSpec GatedDeltaRuleOp();
+OpSpec GatedRmsNormOp();
+OpSpec SigmoidGateOp();
+OpSpec PartialRopeOp();
 
 }  // namespace dscale::testing

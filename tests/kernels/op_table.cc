@@ -43,9 +43,26 @@ std::string OpShapeName(const OpShape& shape) {
 
 const std::vector<OpSpec>& OpTable() {
   static const std::vector<OpSpec> table = {
-      EmbeddingOp(), RmsNormOp(), LinearOp(),    HeadRmsNormOp(), RopeOp(),
-      AttentionOp(), SwiGluOp(),  SiluOp(),      GruUpdateOp(),   QuantizeInt8ActivationsOp(),
-      SoftmaxOp(),   ArgmaxOp(),  RouteTopKOp(),
+      EmbeddingOp(),
+      RmsNormOp(),
+      LinearOp(),
+      HeadRmsNormOp(),
+      RopeOp(),
+      AttentionOp(),
+      SwiGluOp(),
+      SiluOp(),
+      GruUpdateOp(),
+      QuantizeInt8ActivationsOp(),
+      SoftmaxOp(),
+      ArgmaxOp(),
+      // A mixture of experts' router (Qwen3-MoE).
+      RouteTopKOp(),
+      // A hybrid target's (Qwen3.5) own ops.
+      PartialRopeOp(),
+      SigmoidGateOp(),
+      CausalConv1dOp(),
+      GatedDeltaRuleOp(),
+      GatedRmsNormOp(),
   };
   return table;
 }

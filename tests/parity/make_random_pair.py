@@ -1,5 +1,5 @@
-"""Random Qwen3, Llama 3 and Qwen3-MoE targets and DFlash drafters with odd sizes, in Hugging
-Face layouts.
+"""Random Qwen3, Llama 3, Qwen3-MoE and dense Qwen3.5 targets and DFlash drafters with odd
+sizes, in Hugging Face layouts.
 
 Written with this folder's safetensors writer (not dscale make-tiny): tensors named and
 ordered as transformers' Qwen3ForCausalLM / LlamaForCausalLM / Qwen3MoeForCausalLM state dicts
@@ -96,6 +96,45 @@ DRAFTER_L = dict(
     block_size=6, rope_theta=LLAMA_GQA["rope_theta"], rope_scaling=LLAMA_GQA["rope_scaling"],
     dflash_config={"mask_token_id": 331, "target_layer_ids": [1, 3]})
 
+# Dense Qwen3.5 targets (Gated DeltaNet layers among gated full-attention ones). HYBRID_MM: the
+# multimodal layout (text_config; tensors under model.language_model. beside vision and mtp
+# tensors the text model must not read), layer_types given, 3 query heads over 1 kv head of 24
+# with a quarter rotated (6 dims), 3 key heads over 6 value heads (ratio 2) of dims 10 and 13,
+# conv kernel 4. HYBRID_TEXT: Qwen3_5ForCausalLM at the top level, full_attention_interval 2
+# (layers 1 and 3 attend), 5 query heads over 1 kv head of 16 with half rotated (8 dims) from
+# top-level RoPE fields, 3 key heads over 3 value heads (ratio 1) of dims 12 and 9, kernel 3.
+HYBRID_MM_TEXT = {
+    "model_type": "qwen3_5_text",
+    "vocab_size": 333, "hidden_size": 75, "intermediate_size": 101, "num_hidden_layers": 5,
+    "layer_types": ["linear_attention", "full_attention", "linear_attention",
+                    "linear_attention", "full_attention"],
+    "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 24,
+    "linear_num_key_heads": 3, "linear_num_value_heads": 6, "linear_key_head_dim": 10,
+    "linear_value_head_dim": 13, "linear_conv_kernel_dim": 4,
+    "hidden_act": "silu", "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                        "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 1],
+                        "mrope_interleaved": True},
+    "attn_output_gate": True, "attention_bias": False, "attention_dropout": 0.0,
+    "tie_word_embeddings": False, "bos_token_id": None, "eos_token_id": [2, 3],
+}
+HYBRID_MM = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+    "text_config": HYBRID_MM_TEXT, "vision_config": {"depth": 1, "hidden_size": 8},
+    "tie_word_embeddings": False,
+}
+HYBRID_TEXT = {
+    "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
+    "vocab_size": 333, "hidden_size": 75, "intermediate_size": 101, "num_hidden_layers": 4,
+    "full_attention_interval": 2,
+    "num_attention_heads": 5, "num_key_value_heads": 1, "head_dim": 16,
+    "linear_num_key_heads": 3, "linear_num_value_heads": 3, "linear_key_head_dim": 12,
+    "linear_value_head_dim": 9, "linear_conv_kernel_dim": 3,
+    "hidden_act": "silu", "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+    "rope_theta": 5000.0, "partial_rotary_factor": 0.5,
+    "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
+}
+
 # name: (target dtype, target shards, tied, drafter config, drafter dtype, drafter shards, prefix,
 #        target config)
 VARIANTS = {
@@ -181,6 +220,101 @@ def target_tensors(cfg, seed, tied):
     return out
 
 
+def _hybrid_layer_types(tc):
+    """Restated from the published rule (not imported from the reference under test)."""
+    if tc.get("layer_types"):
+        return tc["layer_types"]
+    every = tc.get("full_attention_interval", 4)
+    return ["full_attention" if (i + 1) % every == 0 else "linear_attention"
+            for i in range(tc["num_hidden_layers"])]
+
+
+def hybrid_target_tensors(cfg, seed, tied):
+    """A dense Qwen3.5 target's tensors (both layouts), named as transformers' state dict. Norms
+    zero-centred 0.2·N(0, 1) (the model multiplies by 1 + w) but the Gated DeltaNet's own gated
+    norm, 1 + 0.2·N(0, 1); conv taps N(0, 1/K); A_log U(−2, 0.5) and dt_bias U(−1, 1), so the
+    state decays by 0.3..0.95 a step and carries over positions. The multimodal layout also gets
+    a vision tensor and an mtp tensor, which the text model leaves unread."""
+    gen = torch.Generator().manual_seed(seed)
+    multimodal = "text_config" in cfg
+    tc = cfg["text_config"] if multimodal else cfg
+    p = "model.language_model." if multimodal else "model."
+    h, v, inter = tc["hidden_size"], tc["vocab_size"], tc["intermediate_size"]
+    hd, nh, nkv = tc["head_dim"], tc["num_attention_heads"], tc["num_key_value_heads"]
+    hk, hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
+    dk, dv, kernel = tc["linear_key_head_dim"], tc["linear_value_head_dim"], tc["linear_conv_kernel_dim"]
+
+    def mat(rows, cols):
+        return torch.randn(rows, cols, generator=gen, dtype=torch.float64) / cols ** 0.5
+
+    def centred(n):
+        return 0.2 * torch.randn(n, generator=gen, dtype=torch.float64)
+
+    def uniform(n, lo, hi):
+        return lo + (hi - lo) * torch.rand(n, generator=gen, dtype=torch.float64)
+
+    out = [(p + "embed_tokens.weight", 2.0 * torch.randn(v, h, generator=gen, dtype=torch.float64) / h ** 0.5)]
+    for layer, kind in enumerate(_hybrid_layer_types(tc)):
+        at = f"{p}layers.{layer}."
+        if kind == "linear_attention":
+            conv_dim = 2 * hk * dk + hv * dv
+            la = at + "linear_attn."
+            out += [(la + "in_proj_qkv.weight", mat(conv_dim, h)),
+                    (la + "in_proj_z.weight", mat(hv * dv, h)),
+                    (la + "in_proj_b.weight", mat(hv, h)),
+                    (la + "in_proj_a.weight", mat(hv, h)),
+                    (la + "conv1d.weight",
+                     torch.randn(conv_dim, 1, kernel, generator=gen, dtype=torch.float64) / kernel ** 0.5),
+                    (la + "A_log", uniform(hv, -2.0, 0.5)),
+                    (la + "dt_bias", uniform(hv, -1.0, 1.0)),
+                    (la + "norm.weight", 1.0 + centred(dv)),
+                    (la + "out_proj.weight", mat(h, hv * dv))]
+        else:
+            sa = at + "self_attn."
+            out += [(sa + "q_proj.weight", mat(2 * nh * hd, h)),
+                    (sa + "k_proj.weight", mat(nkv * hd, h)),
+                    (sa + "v_proj.weight", mat(nkv * hd, h)),
+                    (sa + "o_proj.weight", mat(h, nh * hd)),
+                    (sa + "q_norm.weight", centred(hd)),
+                    (sa + "k_norm.weight", centred(hd))]
+        out += [(at + "mlp.gate_proj.weight", mat(inter, h)),
+                (at + "mlp.up_proj.weight", mat(inter, h)),
+                (at + "mlp.down_proj.weight", mat(h, inter)),
+                (at + "input_layernorm.weight", centred(h)),
+                (at + "post_attention_layernorm.weight", centred(h))]
+    out.append((p + "norm.weight", centred(h)))
+    lm_head = 2.0 * torch.randn(v, h, generator=gen, dtype=torch.float64) / h ** 0.5
+    if not tied:
+        out.append(("lm_head.weight", lm_head))
+    if multimodal:
+        out += [("model.visual.patch_embed.proj.weight", mat(8, 12)),
+                ("mtp.fc.weight", mat(h, 2 * h))]
+    return out
+
+
+# name: (config, dtype, shards, tied)
+HYBRID_VARIANTS = {
+    "hybrid_mm_bf16": (HYBRID_MM, "BF16", 2, False),
+    "hybrid_mm_f32_tied": (HYBRID_MM, "F32", 1, True),
+    "hybrid_text_bf16": (HYBRID_TEXT, "BF16", 1, False),
+    "hybrid_text_f16_tied": (HYBRID_TEXT, "F16", 1, True),
+}
+
+
+def write_hybrid_target(out_dir, name, seed=7):
+    """Writes one HYBRID_VARIANTS target as OUT/NAME; returns (dir, {name: values as written})."""
+    cfg, dtype, shards, tie = HYBRID_VARIANTS[name]
+    cfg = json.loads(json.dumps(cfg))
+    cfg["tie_word_embeddings"] = tie
+    if "text_config" in cfg:
+        cfg["text_config"]["tie_word_embeddings"] = tie
+    folder = os.path.join(out_dir, name)
+    t = [(n, st.round_to(x, dtype), dtype) for n, x in hybrid_target_tensors(cfg, seed, tie)]
+    write_config(folder, cfg)
+    st.write_checkpoint(folder, t, shards=shards)
+    return folder, {n: x for n, x, _ in t}
+
+
 def drafter_tensors(cfg, target_cfg, seed, prefix):
     gen = torch.Generator().manual_seed(seed)
     h = cfg["hidden_size"]
@@ -223,6 +357,8 @@ def main():
     for name in VARIANTS:
         t_dir, d_dir, _, _ = write_pair(out, name)
         print(f"{name}: {t_dir} {d_dir}")
+    for name in HYBRID_VARIANTS:
+        print(f"{name}: {write_hybrid_target(out, name)[0]}")
 
 
 if __name__ == "__main__":

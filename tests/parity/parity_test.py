@@ -26,6 +26,12 @@ gain measured on the reference, 1 elsewhere). Tokens are compared exactly only w
 reference's top-1 logit leads every other by more than the two logits' tolerances together;
 elsewhere dscale's token must be one of those within that margin of the top.
 
+The float64 Qwen3.5 reference (hybrid_reference.py) is checked on its own first
+(HybridReferenceTest): its conv, delta rule and partial RoPE against independent statements of
+them, and a prefill split into chunks against the whole one on random hybrid targets; then
+`dscale logits` on those targets against it (HybridParityTest), within the same kind of budget
+extended to the Gated DeltaNet's stages.
+
 Exits 77 (skipped) when /usr/bin/python3 has no torch.
 """
 import argparse
@@ -50,6 +56,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import domino_reference as domino  # noqa: E402
 import hf_reference as ref  # noqa: E402
+import hybrid_reference as hybrid  # noqa: E402
 import hf_safetensors as st  # noqa: E402
 import make_random_pair as mk  # noqa: E402
 
@@ -383,6 +390,111 @@ class InflatedPairTest(ParityMixin, unittest.TestCase):
         report("draft logits", diff, d_tol, "inflated - source")
         self.assertTrue(bool((diff <= d_tol).all()))
         self.assertTrue(torch.equal(l_d_logits.argmax(dim=-1), d_logits.argmax(dim=-1)))
+
+
+class HybridReferenceTest(unittest.TestCase):
+    """The float64 Qwen3.5 reference against independent statements of its pieces: torch's own
+    grouped conv1d, the delta rule as a product of matrices and its exact recall of orthonormal
+    keys, partial RoPE against the full rotation on the rotated dims; and a prefill cut into
+    chunks at odd places (one row at a time too) against the whole prefill on the random hybrid
+    targets, where conv and recurrent states carry across the cuts."""
+
+    def test_conv_matches_torch_grouped_conv1d(self):
+        gen = torch.Generator().manual_seed(1)
+        x = torch.randn(9, 7, generator=gen, dtype=torch.float64)
+        w = torch.randn(7, 4, generator=gen, dtype=torch.float64)
+        got, state = hybrid.causal_conv(x, w, torch.zeros(3, 7, dtype=torch.float64))
+        want = torch.nn.functional.conv1d(x.T[None], w[:, None, :], padding=3, groups=7)[0, :, :9].T
+        self.assertLess((got - torch.nn.functional.silu(want)).abs().max().item(), 1e-13)
+        self.assertTrue(torch.equal(state, x[-3:]))
+        first, mid = hybrid.causal_conv(x[:2], w, torch.zeros(3, 7, dtype=torch.float64))
+        rest, end = hybrid.causal_conv(x[2:], w, mid)
+        self.assertLess((torch.cat((first, rest)) - got).abs().max().item(), 1e-13)
+        self.assertTrue(torch.equal(end, state))
+
+    def test_delta_rule_is_the_matrix_recurrence(self):
+        gen = torch.Generator().manual_seed(2)
+        t, h, dk, dv = 6, 3, 5, 4
+        q = hybrid.l2_normalise(torch.randn(t, h, dk, generator=gen, dtype=torch.float64)) * dk ** -0.5
+        k = hybrid.l2_normalise(torch.randn(t, h, dk, generator=gen, dtype=torch.float64))
+        v = torch.randn(t, h, dv, generator=gen, dtype=torch.float64)
+        g = -torch.rand(t, h, generator=gen, dtype=torch.float64)
+        beta = torch.rand(t, h, generator=gen, dtype=torch.float64)
+        s0 = torch.randn(h, dk, dv, generator=gen, dtype=torch.float64)
+        out, s = hybrid.delta_rule(q, k, v, g, beta, s0)
+        # S_t = (I − β k kᵀ) · e^g · S_{t−1} + β k vᵀ;  o_t = S_tᵀ q_t
+        state = s0.clone()
+        eye = torch.eye(dk, dtype=torch.float64)
+        for i in range(t):
+            for j in range(h):
+                kk = k[i, j][:, None]
+                state[j] = ((eye - beta[i, j] * kk @ kk.T) @ (g[i, j].exp() * state[j])
+                            + beta[i, j] * kk @ v[i, j][None, :])
+                self.assertLess((out[i, j] - state[j].T @ q[i, j]).abs().max().item(), 1e-12)
+        self.assertLess((s - state).abs().max().item(), 1e-12)
+
+    def test_delta_rule_recalls_orthonormal_keys(self):
+        # No decay, β = 1: writing v under orthonormal keys replaces what each key reads.
+        dk, dv = 4, 3
+        keys = torch.linalg.qr(torch.randn(dk, dk, dtype=torch.float64))[0].T[:3]  # 3 orthonormal rows
+        v = torch.randn(3, 1, dv, dtype=torch.float64)
+        k = keys[:, None, :]
+        zeros = torch.zeros(3, 1, dtype=torch.float64)
+        _, s = hybrid.delta_rule(k, k, v, zeros, zeros + 1, torch.zeros(1, dk, dv, dtype=torch.float64))
+        for i in range(3):
+            self.assertLess((s[0].T @ keys[i] - v[i, 0]).abs().max().item(), 1e-12)
+
+    def test_partial_rope_rotates_only_the_first_dims(self):
+        gen = torch.Generator().manual_seed(3)
+        x = torch.randn(2, 5, 16, generator=gen, dtype=torch.float64)
+        pos = torch.tensor([0, 1, 7, 30, 200])
+        got = hybrid.partial_rope(x, pos, 5000.0, 6)
+        cos, sin = ref.rope_cos_sin(pos, 6, {"rope_theta": 5000.0})
+        self.assertLess((got[..., :6] - ref.apply_rope(x[..., :6], cos, sin)).abs().max().item(), 1e-13)
+        self.assertTrue(torch.equal(got[..., 6:], x[..., 6:]))
+
+    def test_split_prefill_equals_the_whole_prefill(self):
+        ids = RANDOM_IDS
+        with tempfile.TemporaryDirectory(prefix="dscale_hybrid_ref_") as tmp:
+            for name in mk.HYBRID_VARIANTS:
+                folder, _ = mk.write_hybrid_target(tmp, name)
+                tensors, _ = st.read_checkpoint(folder)
+                target = hybrid.Qwen3_5Reference(load_config(folder), tensors)
+                whole = target.forward(ids)[0]
+                for splits in ((1, 6, 7, 13), tuple(range(1, len(ids)))):
+                    diff = (target.forward(ids, splits)[0] - whole).abs().max().item()
+                    self.assertLess(diff, 1e-10, f"{name} split at {splits}")
+
+
+class HybridParityTest(unittest.TestCase):
+    """`dscale logits` on the random Qwen3.5 targets (both layouts, key/value head ratios 1 and 2,
+    tied and untied, BF16/F16/F32) against the float64 reference, every position within the
+    budget (hybrid_reference.logits_budget); the multimodal layout's vision and mtp tensors are
+    left unread and said so."""
+
+    def test_logits_every_position(self):
+        ids = RANDOM_IDS
+        with tempfile.TemporaryDirectory(prefix="dscale_hybrid_parity_") as tmp:
+            for name in mk.HYBRID_VARIANTS:
+                with self.subTest(name):
+                    folder, _ = mk.write_hybrid_target(ARGS.keep or tmp, name)
+                    tensors, _ = st.read_checkpoint(folder)
+                    cfg = load_config(folder)
+                    target = hybrid.Qwen3_5Reference(cfg, tensors)
+                    logits, hidden, _, gains = target.forward(ids)
+                    code, out, err = run_dscale("logits", "--model", folder, "--ids",
+                                                ",".join(map(str, ids)), "--kv-dtype", "f32",
+                                                "--activations", "f32")
+                    self.assertEqual(code, 0, err)
+                    got = torch.tensor(json.loads(out)["logits"], dtype=torch.float64)
+                    self.assertEqual(tuple(got.shape), tuple(logits.shape))
+                    eps = hybrid.logits_budget(target.cfg, len(ids), gains)
+                    tol = ref.logit_tolerance(eps, hidden, target.lm_head)
+                    diff = (got - logits).abs()
+                    report(f"{name} logits", diff, tol)
+                    self.assertTrue(bool((diff <= tol).all()), name)
+                    if "text_config" in cfg:
+                        self.assertIn("2 tensors left unread by the text model", err)
 
 
 class BrokenCheckpointTest(unittest.TestCase):

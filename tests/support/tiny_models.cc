@@ -70,6 +70,26 @@ DecoderConfig EngineTestMoeConfig(bool norm_topk_prob, int64_t vocab) {
   return c;
 }
 
+DecoderConfig EngineTestHybridConfig(int64_t key_heads, int64_t value_heads, int64_t vocab) {
+  DecoderConfig c = EngineTestTargetConfig(vocab);
+  c.family = ModelFamily::kQwen3_5;
+  c.hybrid = {.layer_types = {},
+              .linear = {.key_heads = key_heads,
+                         .value_heads = value_heads,
+                         .key_head_dim = 12,
+                         .value_head_dim = 9,
+                         .conv_kernel = 4},
+              .partial_rotary_factor = 0.5,
+              .attention_output_gate = true,
+              .zero_centred_norms = true,
+              .multimodal_layout = false};
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    c.hybrid.layer_types.push_back(layer % 2 == 0 ? LayerKind::kLinearAttention
+                                                  : LayerKind::kFullAttention);
+  }
+  return c;
+}
+
 DecoderConfig EngineLoopConfig() {
   return {.vocab_size = 512,
           .hidden_size = 32,
@@ -115,7 +135,8 @@ DFlashConfig TestDrafterConfig(const DecoderConfig& target) {
   c.draft = target;
   c.draft.family = ModelFamily::kQwen3;  // DFlash layers are Qwen3's whatever the target
   c.draft.qk_norm = true;
-  c.draft.moe = {};  // and dense
+  c.draft.moe = {};     // and dense
+  c.draft.hybrid = {};  // and plain attention
   c.draft.num_hidden_layers = 2;
   c.block_size = 16;
   c.mask_token_id = target.vocab_size - 2;

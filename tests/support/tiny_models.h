@@ -41,6 +41,10 @@ DecoderConfig EngineTestLlamaConfig(int64_t vocab = 131, int64_t original_contex
 // EngineTestTargetConfig(vocab) as a Qwen3-MoE target: 8 experts of 24, top 2, renormalised
 // when `norm_topk_prob`; layer 1 dense (mlp_only_layers), layers 0 and 2 sparse.
 DecoderConfig EngineTestMoeConfig(bool norm_topk_prob, int64_t vocab = 131);
+// EngineTestTargetConfig as a dense Qwen3.5 hybrid: linear-attention layers at even indices,
+// gated attention (half of each head rotated) at odd ones; Gated DeltaNet key_heads over
+// value_heads of 12 and 9, conv kernel 4.
+DecoderConfig EngineTestHybridConfig(int64_t key_heads, int64_t value_heads, int64_t vocab = 131);
 
 // The server loop's target: vocab 512, hidden 32, intermediate 48, 2 layers, 2 heads over one KV
 // head of 16, 2048 positions, untied, no EOS.

@@ -163,13 +163,14 @@ void HeadRmsNorm(float* x, const float* weight, int64_t rows, int64_t heads, int
 
 void ApplyRope(float* x, const int32_t* positions, int64_t rows, int64_t heads, int64_t head_dim,
                int64_t row_stride, const RopeSpec& rope) {
-  DSCALE_CHECK(head_dim % 2 == 0);
-  const int64_t half = head_dim / 2;
+  const int64_t rotated = rope.rotary_dim > 0 ? rope.rotary_dim : head_dim;
+  DSCALE_CHECK(head_dim % 2 == 0 && rotated % 2 == 0 && rotated <= head_dim);
+  const int64_t half = rotated / 2;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + r * row_stride + h * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const double angle = positions[r] * RopeInvFreq(rope, i, head_dim);
+        const double angle = positions[r] * RopeInvFreq(rope, i, rotated);
         const double a = v[i];
         const double b = v[i + half];
         v[i] = static_cast<float>(a * std::cos(angle) - b * std::sin(angle));
@@ -342,6 +343,102 @@ void PagedAttention(const cpu::AttentionParams& params) {
     const StepSpan& span = params.spans[s];
     for (int32_t row = 0; row < span.q_len; ++row) {
       for (int32_t h = 0; h < params.heads; ++h) AttendRow(params, span, row, h);
+    }
+  }
+}
+
+// ---- The Gated DeltaNet pieces (cpu/linear_attention.h), in double.
+
+namespace {
+double SiluD(double x) { return x / (1.0 + std::exp(-x)); }
+double SigmoidD(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double SoftplusD(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+}  // namespace
+
+void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t channels,
+                  int64_t kernel, const float* taps, float* window, float* out,
+                  int64_t out_stride) {
+  const int64_t past = kernel - 1;
+  // u: the window's rows, then the span's.
+  std::vector<float> u(static_cast<size_t>((past + rows) * channels));
+  std::copy(window, window + past * channels, u.begin());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(in + r * in_stride, in + r * in_stride + channels, u.begin() + (past + r) * channels);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < channels; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < kernel; ++j) {
+        acc += static_cast<double>(taps[c * kernel + j]) * u[(r + j) * channels + c];
+      }
+      out[r * out_stride + c] = static_cast<float>(SiluD(acc));
+    }
+  }
+  std::copy(u.end() - past * channels, u.end(), window);
+}
+
+void GatedDeltaRule(const cpu::GatedDeltaSpan& p) {
+  const int64_t dk = p.key_dim, dv = p.value_dim, group = p.value_heads / p.key_heads;
+  std::vector<double> s(static_cast<size_t>(dk * dv)), q(dk), k(dk), delta(dv);
+  for (int64_t h = 0; h < p.value_heads; ++h) {
+    float* state = p.state + h * dk * dv;
+    std::copy(state, state + dk * dv, s.begin());
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const float* qr = p.qk + r * p.qk_stride + (h / group) * dk;
+      const float* kr = qr + p.key_heads * dk;
+      double qq = 0, kk = 0;
+      for (int64_t i = 0; i < dk; ++i) {
+        qq += static_cast<double>(qr[i]) * qr[i];
+        kk += static_cast<double>(kr[i]) * kr[i];
+      }
+      for (int64_t i = 0; i < dk; ++i) {
+        q[i] = qr[i] / std::sqrt(qq + 1e-6) / std::sqrt(static_cast<double>(dk));
+        k[i] = kr[i] / std::sqrt(kk + 1e-6);
+      }
+      const float* ba = p.ba + r * p.ba_stride;
+      const double g = -std::exp(static_cast<double>(p.a_log[h])) *
+                       SoftplusD(static_cast<double>(ba[p.value_heads + h]) + p.dt_bias[h]);
+      const double beta = SigmoidD(ba[h]);
+      const float* v = p.v + r * p.v_stride + h * dv;
+      for (double& e : s) e *= std::exp(g);
+      for (int64_t j = 0; j < dv; ++j) {
+        double mem = 0;
+        for (int64_t i = 0; i < dk; ++i) mem += s[i * dv + j] * k[i];
+        delta[j] = (v[j] - mem) * beta;
+      }
+      for (int64_t i = 0; i < dk; ++i) {
+        for (int64_t j = 0; j < dv; ++j) s[i * dv + j] += k[i] * delta[j];
+      }
+      for (int64_t j = 0; j < dv; ++j) {
+        double o = 0;
+        for (int64_t i = 0; i < dk; ++i) o += s[i * dv + j] * q[i];
+        p.out[r * p.out_stride + h * dv + j] = static_cast<float>(o);
+      }
+    }
+    for (int64_t e = 0; e < dk * dv; ++e) state[e] = static_cast<float>(s[e]);
+  }
+}
+
+void GatedRmsNorm(float* x, const float* z, int64_t z_stride, const float* gain, int64_t rows,
+                  int64_t heads, int64_t head_dim, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* xh = x + (r * heads + h) * head_dim;
+      const float* zh = z + r * z_stride + h * head_dim;
+      double sum = 0;
+      for (int64_t i = 0; i < head_dim; ++i) sum += static_cast<double>(xh[i]) * xh[i];
+      const double inv = 1.0 / std::sqrt(sum / static_cast<double>(head_dim) + eps);
+      for (int64_t i = 0; i < head_dim; ++i) {
+        xh[i] = static_cast<float>(xh[i] * inv * gain[i] * SiluD(zh[i]));
+      }
+    }
+  }
+}
+
+void SigmoidGate(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < dim; ++i) {
+      x[r * dim + i] = static_cast<float>(x[r * dim + i] * SigmoidD(gate[r * gate_stride + i]));
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include "core/rope_spec.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/linear_attention.h"
 #include "kernels/cpu/softmax.h"
 
 namespace dscale::ref {
@@ -65,5 +66,15 @@ cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift);
 // Row by row: scores over the visible keys, full softmax, weighted sum of values (BF16 K/V
 // widened exactly).
 void PagedAttention(const cpu::AttentionParams& params);
+
+// The Gated DeltaNet pieces and the attention output gate (cpu/linear_attention.h's contracts),
+// accumulated in double; the delta rule keeps its state in double within the span and rounds it
+// to f32 at the end.
+void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t channels,
+                  int64_t kernel, const float* taps, float* window, float* out, int64_t out_stride);
+void GatedDeltaRule(const cpu::GatedDeltaSpan& span);
+void GatedRmsNorm(float* x, const float* z, int64_t z_stride, const float* gain, int64_t rows,
+                  int64_t heads, int64_t head_dim, float eps);
+void SigmoidGate(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t dim);
 
 }  // namespace dscale::ref

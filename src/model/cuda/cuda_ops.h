@@ -60,6 +60,9 @@ class DeviceForwardScratch {
 
 class CudaOps {
  public:
+  // Linear-attention layers and gated attention outputs are not computed on the device
+  // (DeviceTarget::Upload refuses hybrid targets).
+  static constexpr bool kLinearAttention = false;
   // Borrows all three for its lifetime; GEMM inputs are rounded into scratch.gemm_in.
   CudaOps(const GemmContext& gemm, DeviceForwardScratch& scratch, cudaStream_t stream)
       : gemm_(gemm), gemm_in_(scratch.gemm_in), stream_(stream) {}

@@ -21,6 +21,12 @@ void CopyBack(const float* device, std::vector<float>& host, cudaStream_t stream
 }  // namespace
 
 Result<std::unique_ptr<DeviceTarget>> DeviceTarget::Upload(const DecoderModel& host) {
+  if (host.config().HasLinearAttentionLayers()) {
+    return InvalidArgument("--device cuda: the target (" +
+                           std::string(ModelFamilyName(host.config().family)) +
+                           ") has linear_attention (Gated DeltaNet) layers, which the device does "
+                           "not compute yet (use --device cpu)");
+  }
   const std::string& unavailable = CudaUnavailableReason();
   if (!unavailable.empty()) {
     return InvalidArgument("--device cuda: no usable CUDA device: " + unavailable);

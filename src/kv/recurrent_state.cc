@@ -1,0 +1,104 @@
+#include "kv/recurrent_state.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace dscale {
+
+int32_t RecurrentStateShape::linear_layers() const {
+  return static_cast<int32_t>(
+      std::count_if(linear_index.begin(), linear_index.end(), [](int32_t i) { return i >= 0; }));
+}
+
+int64_t RecurrentStateShape::BytesPerSequence() const {
+  return int64_t{linear_layers()} * (conv_values + delta_values) * 4;
+}
+
+void RecurrentStates::Reset(int32_t seq) {
+  if (shape_.empty()) return;
+  DSCALE_CHECK(seq >= 0);
+  if (static_cast<size_t>(seq) >= sequences_.size()) sequences_.resize(seq + 1);
+  Sequence& s = sequences_[seq];
+  s = Sequence{};
+  s.values.assign(
+      static_cast<size_t>(shape_.linear_layers() * (shape_.conv_values + shape_.delta_values)),
+      0.0f);
+}
+
+void RecurrentStates::Remove(int32_t seq) {
+  if (shape_.empty()) return;
+  Live(seq) = Sequence{};
+}
+
+RecurrentStates::Sequence& RecurrentStates::Live(int32_t seq) {
+  DSCALE_CHECK(seq >= 0 && static_cast<size_t>(seq) < sequences_.size());
+  Sequence& s = sequences_[seq];
+  DSCALE_CHECK_MSG(!s.values.empty(), "no recurrent state for this sequence");
+  return s;
+}
+
+const RecurrentStates::Sequence& RecurrentStates::Live(int32_t seq) const {
+  return const_cast<RecurrentStates*>(this)->Live(seq);
+}
+
+int64_t RecurrentStates::LayerOffset(int32_t layer) const {
+  DSCALE_CHECK(layer >= 0 && static_cast<size_t>(layer) < shape_.linear_index.size());
+  const int32_t index = shape_.linear_index[layer];
+  DSCALE_CHECK_MSG(index >= 0, "not a linear-attention layer");
+  return index;
+}
+
+int32_t RecurrentStates::position(int32_t seq) const { return Live(seq).position; }
+
+int32_t RecurrentStates::pending_rows(int32_t seq) const { return Live(seq).pending; }
+
+void RecurrentStates::BeginSpan(int32_t seq, int32_t rows) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK_MSG(s.pending == 0, "a span starts from a committed state");
+  DSCALE_CHECK(rows > 0);
+  s.pending = rows;
+  s.working = s.values;
+  s.inputs.resize(static_cast<size_t>(shape_.linear_layers() * rows * shape_.input_values));
+}
+
+float* RecurrentStates::WorkingConv(int32_t seq, int32_t layer) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(s.pending > 0);
+  return s.working.data() + LayerOffset(layer) * (shape_.conv_values + shape_.delta_values);
+}
+
+float* RecurrentStates::WorkingDelta(int32_t seq, int32_t layer) {
+  return WorkingConv(seq, layer) + shape_.conv_values;
+}
+
+float* RecurrentStates::Inputs(int32_t seq, int32_t layer) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(s.pending > 0);
+  return s.inputs.data() + LayerOffset(layer) * s.pending * shape_.input_values;
+}
+
+float* RecurrentStates::Conv(int32_t seq, int32_t layer) {
+  return Live(seq).values.data() + LayerOffset(layer) * (shape_.conv_values + shape_.delta_values);
+}
+
+float* RecurrentStates::Delta(int32_t seq, int32_t layer) {
+  return Conv(seq, layer) + shape_.conv_values;
+}
+
+void RecurrentStates::AdoptWorking(int32_t seq) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(s.pending > 0);
+  std::swap(s.values, s.working);
+  s.position += s.pending;
+  s.pending = 0;
+}
+
+void RecurrentStates::FinishReplay(int32_t seq, int32_t rows) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(rows >= 0 && rows <= s.pending);
+  s.position += rows;
+  s.pending = 0;
+}
+
+}  // namespace dscale

@@ -1,0 +1,83 @@
+#pragma once
+// The per-request state of a hybrid target's linear-attention (Gated DeltaNet) layers, kept
+// beside the paged K/V of its attention layers (paged_kv_cache.h).
+//
+// Contract. Per sequence, a committed state: per linear layer the conv's last K − 1 inputs
+// ([K − 1, conv_dim], oldest first) and the delta rule's state ([value_heads, key_dim,
+// value_dim]), f32, zero at position 0, standing after exactly position(seq) positions. Unlike
+// K/V rows it cannot be overwritten back, so a forward never changes it: a span starts at
+// ctx_len == position(seq) (BeginSpan) and runs on a working copy, keeping each row's layer
+// inputs (in_proj's qkv, b and a rows) beside it. The sequence then holds `pending_rows()` rows
+// past its committed state until the model commits a length (TargetModel::CommitSequenceState,
+// an explicit stage of the engine's step after acceptance, also run at a forward's start for a
+// sequence still pending): all the rows — the working copy becomes the state — or a prefix of
+// them — the kept rows' inputs are replayed from the committed state through the same kernels,
+// so the state holds the same bits the verify computed after its last accepted row, and a
+// rejected draft leaves nothing behind. Prefix caching cannot share these states and is refused
+// for hybrid targets. Not thread-safe (owned by the engine thread).
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace dscale {
+
+struct RecurrentStateShape {
+  std::vector<int32_t>
+      linear_index;          // [num_layers]: the layer's index among the linear ones, or −1
+  int64_t conv_values = 0;   // (conv_kernel − 1) · conv_dim per linear layer
+  int64_t delta_values = 0;  // value_heads · key_dim · value_dim per linear layer
+  int64_t input_values = 0;  // a row's replay inputs per linear layer: conv_dim + 2 · heads
+
+  int32_t linear_layers() const;
+  bool empty() const { return linear_layers() == 0; }
+  // f32 bytes of one request's committed state (the working copy doubles it while pending).
+  int64_t BytesPerSequence() const;
+};
+
+class RecurrentStates {
+ public:
+  RecurrentStates() = default;
+  explicit RecurrentStates(RecurrentStateShape shape) : shape_(std::move(shape)) {}
+
+  const RecurrentStateShape& shape() const { return shape_; }
+  // Sequence `seq` (a PagedKvCache id) at position 0: every state zero, nothing pending. No-op
+  // without linear layers.
+  void Reset(int32_t seq);
+  void Remove(int32_t seq);
+
+  int32_t position(int32_t seq) const;
+  int32_t pending_rows(int32_t seq) const;
+  // A forward of `rows` rows from the committed position (nothing may be pending): the working
+  // copy starts as the committed state.
+  void BeginSpan(int32_t seq, int32_t rows);
+  // The working copy of layer `layer` (a linear one) and its rows' inputs [rows, input_values].
+  float* WorkingConv(int32_t seq, int32_t layer);
+  float* WorkingDelta(int32_t seq, int32_t layer);
+  float* Inputs(int32_t seq, int32_t layer);
+  // The committed state of `layer` (what a replay advances).
+  float* Conv(int32_t seq, int32_t layer);
+  float* Delta(int32_t seq, int32_t layer);
+  // All pending rows kept: the working copy becomes the state.
+  void AdoptWorking(int32_t seq);
+  // After the caller replayed `rows` pending rows into the committed state: the position moves
+  // by `rows` and nothing is pending.
+  void FinishReplay(int32_t seq, int32_t rows);
+
+ private:
+  struct Sequence {
+    int32_t position = 0;
+    int32_t pending = 0;
+    std::vector<float> values;   // per linear layer: conv_values, then delta_values
+    std::vector<float> working;  // the same layout, while pending
+    std::vector<float> inputs;   // per linear layer: [pending, input_values]
+  };
+  Sequence& Live(int32_t seq);
+  const Sequence& Live(int32_t seq) const;
+  int64_t LayerOffset(int32_t layer) const;
+
+  RecurrentStateShape shape_;
+  std::vector<Sequence> sequences_;  // by sequence id
+};
+
+}  // namespace dscale

@@ -1,0 +1,175 @@
+// Qwen3.5 hybrid targets on the CPU backend: a request's linear-attention state carried across
+// forwards (a prefill cut into chunks at odd places, then one row at a time, against the whole
+// prefill), a request's bits independent of the requests beside it in a batch, rejected verify
+// rows leaving nothing behind, and a span that does not start at its state's position refused.
+// Logits against the float64 reference are tests/parity's (hybrid_reference.py).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/decoder_model.h"
+#include "model/random_checkpoint.h"
+#include "prefill_logits.h"
+#include "support/tiny_models.h"
+
+namespace dscale {
+namespace {
+
+// Odd sizes: 3 query heads over 1 KV head of 20 (8 dims rotated), 3 key heads over 6 value
+// heads of 10 and 7, conv kernel 3; layers linear, full, linear, linear, full.
+DecoderConfig OddHybridConfig() {
+  DecoderConfig c = TinyQwen3_5Config();
+  c.vocab_size = 301;
+  c.hidden_size = 75;
+  c.intermediate_size = 101;
+  c.num_hidden_layers = 5;
+  c.num_attention_heads = 3;
+  c.num_key_value_heads = 1;
+  c.head_dim = 20;
+  c.hybrid.partial_rotary_factor = 0.4;
+  c.hybrid.layer_types = {LayerKind::kLinearAttention, LayerKind::kFullAttention,
+                          LayerKind::kLinearAttention, LayerKind::kLinearAttention,
+                          LayerKind::kFullAttention};
+  c.hybrid.linear = {
+      .key_heads = 3, .value_heads = 6, .key_head_dim = 10, .value_head_dim = 7, .conv_kernel = 3};
+  return c;
+}
+
+// Logits of `tokens` forwarded in chunks cut at `cuts` (each chunk one forward of its own, the
+// state carried in the cache between them).
+std::vector<float> ChunkedLogits(DecoderModel& model, const std::vector<int32_t>& tokens,
+                                 const std::vector<int32_t>& cuts) {
+  const auto n = static_cast<int32_t>(tokens.size());
+  PagedKvCache cache(model.KvShape(16, (n + 15) / 16).WithDtype(KvDtype::kF32));
+  const int32_t seq = cache.AddSequence();
+  EXPECT_TRUE(cache.Reserve(seq, n).ok());
+  std::vector<int32_t> bounds = {0};
+  bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+  bounds.push_back(n);
+  std::vector<float> logits;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    StepBatch batch;
+    const std::vector<int32_t> chunk(tokens.begin() + bounds[i], tokens.begin() + bounds[i + 1]);
+    AddRequestRows(batch, seq, bounds[i], chunk, cache, /*all_logits=*/true);
+    ForwardOutput out;
+    EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
+    logits.insert(logits.end(), out.logits.begin(), out.logits.end());
+  }
+  return logits;
+}
+
+float MaxRelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float scale = 0, diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::fabs(b[i]));
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+  }
+  return diff / scale;
+}
+
+// The state carries over forwards: chunks and single rows give the whole prefill's logits (to
+// float rounding: a chunk's GEMMs and attention see other row counts), and a chunk forwarded
+// from a fresh state instead would be far off.
+TEST(Qwen3_5ModelTest, ChunkedPrefillCarriesTheRecurrentState) {
+  const DecoderConfig config = OddHybridConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 9, DType::kBF16));
+  const std::vector<int32_t> tokens = testing::RandomTokens(23, config.vocab_size, 5);
+  const std::vector<float> whole = testing::PrefillLogits(model, tokens);
+  std::vector<int32_t> every_row;
+  for (int32_t i = 1; i < 23; ++i) every_row.push_back(i);
+  for (const std::vector<int32_t>& cuts : {std::vector<int32_t>{1, 6, 7, 17}, every_row}) {
+    EXPECT_LT(MaxRelativeDifference(ChunkedLogits(model, tokens, cuts), whole), 1e-4f);
+  }
+  // The second half from a fresh sequence (no state, no K/V) is another computation.
+  const std::vector<int32_t> tail(tokens.begin() + 12, tokens.end());
+  const std::vector<float> fresh = testing::PrefillLogits(model, tail);
+  const std::vector<float> carried(whole.end() - static_cast<ptrdiff_t>(fresh.size()), whole.end());
+  EXPECT_GT(MaxRelativeDifference(fresh, carried), 1e-2f);
+}
+
+// Two requests in one batch give each the bits it gets alone.
+TEST(Qwen3_5ModelTest, RequestBitsDoNotDependOnTheBatch) {
+  const DecoderConfig config = OddHybridConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 4, DType::kBF16));
+  const std::vector<int32_t> a = testing::RandomTokens(13, config.vocab_size, 1);
+  const std::vector<int32_t> b = testing::RandomTokens(6, config.vocab_size, 2);
+  PagedKvCache cache(model.KvShape(16, 4).WithDtype(KvDtype::kF32));
+  const int32_t sa = cache.AddSequence(), sb = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(sa, 13).ok());
+  ASSERT_TRUE(cache.Reserve(sb, 6).ok());
+  StepBatch batch;
+  AddRequestRows(batch, sa, 0, a, cache, /*all_logits=*/true);
+  AddRequestRows(batch, sb, 0, b, cache, /*all_logits=*/true);
+  ForwardOutput out;
+  ASSERT_TRUE(model.Forward(batch, cache, &out).ok());
+  const std::vector<float> alone_a = testing::PrefillLogits(model, a);
+  const std::vector<float> alone_b = testing::PrefillLogits(model, b);
+  const auto split = static_cast<ptrdiff_t>(alone_a.size());
+  EXPECT_EQ(std::vector<float>(out.logits.begin(), out.logits.begin() + split), alone_a);
+  EXPECT_EQ(std::vector<float>(out.logits.begin() + split, out.logits.end()), alone_b);
+}
+
+// One forward of `tokens` at ctx_len for `seq`, every row's logits.
+std::vector<float> ForwardRows(DecoderModel& model, PagedKvCache& cache, int32_t seq,
+                               int32_t ctx_len, const std::vector<int32_t>& tokens) {
+  StepBatch batch;
+  AddRequestRows(batch, seq, ctx_len, tokens, cache, /*all_logits=*/true);
+  ForwardOutput out;
+  EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
+  return out.logits;
+}
+
+// A verify of four rows (the next token, one right draft, two wrong ones) whose first two rows
+// are kept leaves the sequence exactly where plain decoding of those two tokens leaves it: the
+// verified rows' logits and the next row's have plain decoding's bits, whether the kept length is
+// committed explicitly (the engine's stage) or at the next forward.
+TEST(Qwen3_5ModelTest, RejectedRowsLeaveNothingBehind) {
+  const DecoderConfig config = OddHybridConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 6, DType::kBF16));
+  const std::vector<int32_t> tokens = testing::RandomTokens(10, config.vocab_size, 8);
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 7);
+  const int64_t vocab = config.vocab_size;
+  // Plain: the prompt, then tokens 7, 8 and 9 one row at a time.
+  PagedKvCache plain_cache(model.KvShape(16, 1).WithDtype(KvDtype::kF32));
+  const int32_t plain = plain_cache.AddSequence();
+  ASSERT_TRUE(plain_cache.Reserve(plain, 10).ok());
+  ForwardRows(model, plain_cache, plain, 0, prompt);
+  std::vector<float> want;
+  for (int32_t pos = 7; pos < 10; ++pos) {
+    const std::vector<float> row = ForwardRows(model, plain_cache, plain, pos, {tokens[pos]});
+    want.insert(want.end(), row.begin(), row.end());
+  }
+  for (const bool explicit_commit : {true, false}) {
+    SCOPED_TRACE(explicit_commit ? "committed by the stage" : "committed at the next forward");
+    PagedKvCache cache(model.KvShape(16, 1).WithDtype(KvDtype::kF32));
+    const int32_t seq = cache.AddSequence();
+    ASSERT_TRUE(cache.Reserve(seq, 11).ok());
+    ForwardRows(model, cache, seq, 0, prompt);
+    const int32_t wrong = (tokens[9] + 1) % static_cast<int32_t>(vocab);
+    const std::vector<float> verify =
+        ForwardRows(model, cache, seq, 7, {tokens[7], tokens[8], wrong, wrong});
+    EXPECT_EQ(std::vector<float>(verify.begin(), verify.begin() + 2 * vocab),
+              std::vector<float>(want.begin(), want.begin() + 2 * vocab));
+    if (explicit_commit) model.CommitSequenceState(cache, seq, 9);
+    const std::vector<float> next = ForwardRows(model, cache, seq, 9, {tokens[9]});
+    EXPECT_EQ(next, std::vector<float>(want.begin() + 2 * vocab, want.end()));
+  }
+}
+
+TEST(Qwen3_5ModelTest, SpanAwayFromTheStatePositionIsABug) {
+  const DecoderConfig config = OddHybridConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 4, DType::kF32));
+  PagedKvCache cache(model.KvShape(16, 2).WithDtype(KvDtype::kF32));
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 8).ok());
+  StepBatch batch;
+  AddRequestRows(batch, seq, 3, std::vector<int32_t>{1, 2}, cache, /*all_logits=*/true);
+  ForwardOutput out;
+  EXPECT_DEATH((void)model.Forward(batch, cache, &out), "recurrent state's position");
+}
+
+}  // namespace
+}  // namespace dscale
