@@ -229,17 +229,10 @@ void Engine::Admit() {
   // pages, its group's share, a shared prompt being prefilled) does not hold up those behind it;
   // one waiting for pages is passed over at most max_running times, then nothing behind it
   // starts first (README, "Scheduling").
+  FinishCancelledInQueue();                   // whatever the room to start others
   std::vector<RequestState*> short_of_pages;  // passed over in this pass if a later one starts
   for (auto it = queue_.begin(); it != queue_.end() && running() < config_.max_running;) {
     RequestState& r = **it;
-    if (r.cancelled) {
-      r.finish = FinishReason::kCancelled;
-      r.result.finish_reason = FinishReason::kCancelled;
-      r.result.finished = Clock::now();
-      finished_.push_back(std::move(r.result));
-      it = queue_.erase(it);
-      continue;
-    }
     if (GroupAtShare(r) || (config_.prefix_cache && WaitsForSharedPrefill(r))) {
       ++it;
       continue;
@@ -255,6 +248,21 @@ void Engine::Admit() {
     for (RequestState* waiting : short_of_pages) {
       if (++waiting->passed_over >= config_.max_running) return;
     }
+  }
+}
+
+void Engine::FinishCancelledInQueue() {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    RequestState& r = **it;
+    if (!r.cancelled) {
+      ++it;
+      continue;
+    }
+    r.finish = FinishReason::kCancelled;
+    r.result.finish_reason = FinishReason::kCancelled;
+    r.result.finished = Clock::now();
+    finished_.push_back(std::move(r.result));
+    it = queue_.erase(it);
   }
 }
 

@@ -150,6 +150,8 @@ class Engine {
   // The stages of Step, in order (engine.cc: admission and retirement; step_stages.cc: the
   // rest). Each decode stage reads and writes step_.
   void Admit();
+  // Queued requests marked cancelled end (kCancelled) and leave the queue.
+  void FinishCancelledInQueue();
   // Whether r's group (GenerationParams::group) already runs its share of max_running.
   bool GroupAtShare(const RequestState& r) const;
   // Reserves r's KV pages (sharing cached prompt pages) and sets it up to run; false, with
