@@ -12,21 +12,14 @@
 #include <string>
 #include <tuple>
 
-#include "budget/sps_table.h"
-#include "budget/verify_budget.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
-#include "model/greedy_decode.h"
+#include "every_mode_lossless.h"
 #include "model/quantize_weights.h"
 #include "model/random_checkpoint.h"
-#include "planted_drafter.h"
 
 namespace dscale {
 namespace {
-
-using testing::EngineRun;
-using testing::RandomPrompts;
-using testing::RunPrompts;
 
 class HybridEngineTest : public ::testing::TestWithParam<std::tuple<int, WeightsMode>> {};
 
@@ -43,43 +36,7 @@ TEST_P(HybridEngineTest, GreedyOutputEqualsPlainDecodingInEveryModeAndConcurrenc
   }
   DecoderModel target(c, std::move(weights));
   target.set_activations(activations);
-  const dvl::Predictor predictor = testing::RandomPredictor(c.hidden_size, c.vocab_size, 3);
-  const auto prompts = RandomPrompts(24, c.vocab_size, 13);
-  std::vector<std::vector<int32_t>> expected;
-  for (const auto& p : prompts) {
-    expected.push_back(
-        GreedyDecode(target, p, {.max_new_tokens = 20, .stop_ids = c.eos_token_ids}).value());
-  }
-  std::unique_ptr<DFlashDrafter> dflash = testing::RandomDrafter(target, 9);
-  testing::PlantedDrafter planted(target, 16, /*salt=*/24);
-  const budget::SpsTable sps = {.tokens = {1, 16, 64, 512}, .steps_per_second = {500, 200, 60, 8}};
-  struct Mode {
-    const char* spec;
-    const char* budget;
-    Drafter* drafter;
-  };
-  for (const Mode& mode : {Mode{"none", "0.5", nullptr}, Mode{"dflash", "0.5", dflash.get()},
-                           Mode{"dflash", "0.5", &planted}, Mode{"fixed:4", "0.5", &planted},
-                           Mode{"fixed:16", "0.5", &planted}, Mode{"dscale", "0.5", dflash.get()},
-                           Mode{"dscale", "auto", &planted}, Mode{"dspark", "0.5", &planted}}) {
-    for (int32_t concurrency : {1, 16}) {
-      SCOPED_TRACE(::testing::Message()
-                   << mode.spec << " budget " << mode.budget << " c=" << concurrency);
-      EngineConfig config{
-          .policy = LengthPolicy::Parse(mode.spec).value(),
-          .max_running = concurrency,
-          .inputs = {.predictor = &predictor,
-                     .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()}};
-      if (config.policy.mode == SpecMode::kDSpark) config.inputs.sps_table = &sps;
-      const EngineRun run = RunPrompts(target, mode.drafter, config, prompts,
-                                       {.max_tokens = 20, .stop_ids = c.eos_token_ids});
-      EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "");
-      EXPECT_EQ(run.free_pages_after, run.total_pages);
-      if (mode.drafter == &planted && std::string(mode.budget) != "auto") {
-        EXPECT_GT(run.stats.tau(), 1.5) << "drafts must be accepted";
-      }
-    }
-  }
+  testing::ExpectEveryModeEqualsPlainDecoding(target);
 }
 
 INSTANTIATE_TEST_SUITE_P(RatioAndWeights, HybridEngineTest,
