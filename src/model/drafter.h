@@ -26,6 +26,9 @@ struct DraftOutput {
   std::vector<int32_t> tokens;  // [requests, candidates]
   std::vector<float> logits;    // [requests · candidates, vocab] draft logits
   std::vector<float> hidden;    // [requests · candidates, hidden] draft hidden vectors
+  // [requests, candidates] logits of a confidence head (DSpark's): σ of entry k estimates that
+  // candidate k survives verification given candidates < k did. Empty without a head.
+  std::vector<float> confidence;
 };
 
 // Committed rows whose target features enter the draft context.
