@@ -1,5 +1,6 @@
 // dscale draft: prefill the ids, take the target's greedy next token as the anchor, run one
-// drafting step, print the candidates and their draft logits.
+// drafting step, print the candidates, their draft logits and (a DSpark drafter with a confidence
+// head) their confidence logits.
 
 #include <iostream>
 #include <memory>
@@ -69,6 +70,9 @@ int RunDraft(const DraftArgs& args) {
                                         draft.logits.begin() + (j + 1) * vocab));
   }
   nlohmann::json result{{"bonus", bonus}, {"draft", draft.tokens}, {"draft_logits", logits}};
+  // One raw logit per candidate (σ of it: the head's estimate that the candidate is accepted
+  // given those before it were).
+  if (!draft.confidence.empty()) result["confidence"] = draft.confidence;
   // With a reduced vocabulary, column i of draft_logits is target token draft_vocab[i].
   if (const DraftVocab* subset = drafter->draft_vocab()) result["draft_vocab"] = subset->token_ids;
   std::cout << result.dump() << "\n";
@@ -79,9 +83,10 @@ int RunDraft(const DraftArgs& args) {
 
 void RegisterDraftCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<DraftArgs>();
-  CLI::App* cmd = app.add_subcommand("draft", "Prefill, then one DFlash drafting step");
+  CLI::App* cmd = app.add_subcommand("draft", "Prefill, then one drafting step");
   cmd->add_option("--target", args->target, "Target checkpoint directory")->required();
-  cmd->add_option("--drafter", args->drafter, "DFlash drafter checkpoint directory")->required();
+  cmd->add_option("--drafter", args->drafter, "DFlash or DSpark drafter checkpoint directory")
+      ->required();
   cmd->add_option("--ids", args->ids, "Comma-separated token ids")->required();
   AddKvDtypeOption(cmd, &args->kv_dtype);
   AddDrafterHeadOption(cmd, &args->head);

@@ -1,6 +1,8 @@
 // dscale make-tiny: writes a random Qwen3, Llama or Qwen3-MoE checkpoint in the real Hugging Face
 // layout, at the sizes given or at a named real shape (--shape qwen3-8b, llama-3.1-8b,
-// qwen3-30b-a3b, ...), optionally with fewer layers (--layers).
+// qwen3-30b-a3b, ...), optionally with fewer layers (--layers), and optionally a matching drafter:
+// z-lab's DFlash layout, or DeepSpec's DSpark layout (--drafter-arch dspark) with its heads and
+// its copies of the target's embedding and LM head.
 
 #include <cstdio>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "io/dflash_config.h"
 #include "io/llama_shapes.h"
 #include "io/qwen3_shapes.h"
+#include "io/safetensors.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale::cli {
@@ -40,8 +43,35 @@ struct MakeTinyArgs {
   int64_t eos = -1;
   std::string drafter_out;
   int64_t draft_layers = 1;
-  int32_t block_size = 16;
+  int32_t block_size = 0;  // the config's block_size; 0: 16 for DFlash (W), 15 for DSpark (B)
+  // --drafter-arch dspark: DeepSpec's Qwen3DSparkModel with these heads (io/dspark_config.h).
+  std::string drafter_arch = "dflash";
+  std::string markov_head_type = "vanilla";
+  int64_t markov_rank = 16;
+  // none, plain (proj · h) or markov (proj · [h; W1[prev]])
+  std::string confidence_head = "markov";
 };
+
+// The DSpark heads the flags ask for; errors name the flag.
+Result<DSparkHeadConfig> DSparkHeadsFromFlags(const MakeTinyArgs& args) {
+  DSparkHeadConfig heads{.markov_rank = args.markov_rank};
+  if (args.markov_rank > 0) {
+    Result<DSparkHeadConfig> parsed =
+        ParseDSparkHeadConfig({{"markov_rank", args.markov_rank},
+                               {"markov_head_type", args.markov_head_type},
+                               {"enable_confidence_head", false}},
+                              "--markov-head-type");
+    if (!parsed.ok()) return parsed.status();
+    heads.markov_head_type = parsed->markov_head_type;
+  }
+  if (args.confidence_head == "none") return heads;
+  heads.confidence_head = true;
+  heads.confidence_with_markov = args.confidence_head == "markov";
+  if (heads.confidence_with_markov && !heads.has_markov_head()) {
+    return InvalidArgument("--confidence-head markov: needs a Markov head (--markov-rank > 0)");
+  }
+  return heads;
+}
 
 // A DFlash drafter matching `target`: the same attention geometry and RoPE, Qwen3 layers
 // (whatever the target's family), `layers` draft layers, target layer ids by the documented
@@ -61,7 +91,48 @@ DFlashConfig TinyDrafterConfig(const DecoderConfig& target, int64_t layers, int3
   return c;
 }
 
+// The target's embedding and LM head as written to `target_dir`: a DSpark drafter's copies.
+Status ReadTargetCopies(const std::string& target_dir, const DecoderConfig& target,
+                        std::vector<float>* embed, std::vector<float>* lm_head) {
+  DSCALE_ASSIGN_OR_RETURN(const Checkpoint written, Checkpoint::Open(target_dir));
+  const std::vector<int64_t> shape{target.vocab_size, target.hidden_size};
+  DSCALE_ASSIGN_OR_RETURN(*embed, written.ReadF32(TargetEmbedName(target), shape));
+  if (target.tie_word_embeddings) {
+    *lm_head = *embed;
+    return Status::Ok();
+  }
+  DSCALE_ASSIGN_OR_RETURN(*lm_head, written.ReadF32(kTargetLmHeadName, shape));
+  return Status::Ok();
+}
+
+// The drafter --drafter-out asks for, matching `target` (already written to --out).
+Status WriteDrafter(const MakeTinyArgs& args, const DecoderConfig& target, DType dtype) {
+  const bool dspark = args.drafter_arch == "dspark";
+  const int32_t block = args.block_size > 0 ? args.block_size : (dspark ? 15 : 16);
+  DFlashConfig draft = TinyDrafterConfig(target, args.draft_layers, block);
+  if (dspark) {
+    DSCALE_ASSIGN_OR_RETURN(draft.dspark, DSparkHeadsFromFlags(args));
+  }
+  // Validate exactly as loading will.
+  DSCALE_ASSIGN_OR_RETURN(const DFlashConfig checked,
+                          ParseDFlashConfig(DFlashConfigToJson(draft), "--drafter-out", target));
+  if (!dspark) {
+    return WriteRandomDFlashCheckpoint(args.drafter_out, checked, target.hidden_size, args.seed + 1,
+                                       dtype);
+  }
+  std::vector<float> embed, lm_head;
+  DSCALE_RETURN_IF_ERROR(ReadTargetCopies(args.out, target, &embed, &lm_head));
+  return WriteRandomDSparkCheckpoint(args.drafter_out, checked, target.hidden_size, args.seed + 1,
+                                     dtype, std::move(embed), std::move(lm_head));
+}
+
 int RunMakeTiny(const MakeTinyArgs& args) {
+  if (args.drafter_arch == "dspark") {
+    // The heads' flags are checked before anything is written.
+    if (Result<DSparkHeadConfig> heads = DSparkHeadsFromFlags(args); !heads.ok()) {
+      return ReportError("make-tiny", heads.status());
+    }
+  }
   const std::optional<DType> dtype = DTypeFromName(args.dtype);
   if (!dtype) {
     return ReportError("make-tiny",
@@ -119,15 +190,10 @@ int RunMakeTiny(const MakeTinyArgs& args) {
   if (!status.ok()) return ReportError("make-tiny", status);
   std::printf("wrote %s (config.json, model.safetensors)\n", args.out.c_str());
   if (args.drafter_out.empty()) return 0;
-  const DFlashConfig draft = TinyDrafterConfig(*checked, args.draft_layers, args.block_size);
-  // Validate exactly as loading will.
-  Result<DFlashConfig> draft_checked =
-      ParseDFlashConfig(DFlashConfigToJson(draft), "--drafter-out", *checked);
-  if (!draft_checked.ok()) return ReportError("make-tiny", draft_checked.status());
-  status = WriteRandomDFlashCheckpoint(args.drafter_out, *draft_checked, checked->hidden_size,
-                                       args.seed + 1, *dtype);
+  status = WriteDrafter(args, *checked, *dtype);
   if (!status.ok()) return ReportError("make-tiny", status);
-  std::printf("wrote %s (DFlash drafter)\n", args.drafter_out.c_str());
+  std::printf("wrote %s (%s drafter)\n", args.drafter_out.c_str(),
+              args.drafter_arch == "dspark" ? "DSpark" : "DFlash");
   return 0;
 }
 
@@ -230,13 +296,31 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--eos", args->eos, "EOS token id (default: vocab - 1, or the shape's)");
   fixed.push_back(cmd->add_flag("--tie", c.tie_word_embeddings, "Tie lm_head to the embedding"));
   for (CLI::Option* option : fixed) shape->excludes(option);
-  cmd->add_option("--drafter-out", args->drafter_out, "Also write a matching DFlash drafter here");
+  cmd->add_option("--drafter-out", args->drafter_out, "Also write a matching drafter here");
+  cmd->add_option("--drafter-arch", args->drafter_arch,
+                  "Drafter layout: dflash (z-lab's DFlashDraftModel) or dspark (DeepSpec's "
+                  "Qwen3DSparkModel, with the heads below)")
+      ->check(CLI::IsMember({"dflash", "dspark"}))
+      ->capture_default_str();
+  cmd->add_option("--markov-head-type", args->markov_head_type,
+                  "DSpark Markov head: vanilla, gated or rnn (dspark)")
+      ->capture_default_str();
+  cmd->add_option("--markov-rank", args->markov_rank,
+                  "DSpark Markov head rank, 0: no Markov head (dspark)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->capture_default_str();
+  cmd->add_option("--confidence-head", args->confidence_head,
+                  "DSpark confidence head: none, plain (proj · h) or markov (proj · [h; "
+                  "W1[prev]]) (dspark)")
+      ->check(CLI::IsMember({"none", "plain", "markov"}))
+      ->capture_default_str();
   cmd->add_option("--draft-layers", args->draft_layers, "Drafter layers")
       ->check(AtLeast(1))
       ->capture_default_str();
-  cmd->add_option("--block-size", args->block_size, "Drafter block size W")
-      ->check(CLI::Range(2, 64))
-      ->capture_default_str();
+  cmd->add_option("--block-size", args->block_size,
+                  "The drafter config's block_size: W for DFlash (default 16), the rows drafted "
+                  "B = W - 1 for DSpark (default 15)")
+      ->check(CLI::Range(1, 64));
   cmd->callback([args, exit_code] { *exit_code = RunMakeTiny(*args); });
 }
 

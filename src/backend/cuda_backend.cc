@@ -73,9 +73,15 @@ struct DeviceModels {
   }
 };
 
-// The device drafter computes the original DFlash layout only: newer drafters' causal or
-// sliding-window layers and scaled embeddings run on the CPU backend.
+// The device drafter computes the original DFlash layout only: DSpark drafters (their heads),
+// newer drafters' causal or sliding-window layers and scaled embeddings run on the CPU backend.
 Status CheckDeviceDraftLayout(const DFlashConfig& c) {
+  if (c.is_dspark()) {
+    return InvalidArgument(std::string("drafter config field \"architectures\": ") +
+                           kDSparkArchitecture +
+                           " (a DSpark drafter) runs on the CPU backend only: its Markov and "
+                           "confidence heads have no device code (use --device cpu)");
+  }
   for (int64_t layer = 0; layer < c.draft.num_hidden_layers; ++layer) {
     if (c.LayerAttention(layer) != DraftAttention{}) {
       return InvalidArgument(

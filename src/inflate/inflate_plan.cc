@@ -67,6 +67,12 @@ Status CheckModel(const DecoderConfig& small, const InflateShape& shape, const c
 // The drafter shares the target's ε and head_dim: the constant dims make up both models' norms at
 // once (docs/INFLATE.md, "One ε").
 Status CheckDrafterBelongs(const DecoderConfig& target, const DFlashConfig& drafter) {
+  // The inflated drafter is written in z-lab's layout, and DSpark's heads have no inflation rule.
+  if (drafter.is_dspark()) {
+    return InvalidArgument(std::string("drafter config: field \"architectures\": ") +
+                           kDSparkArchitecture +
+                           " drafters are not inflated (dscale inflate takes DFlash drafters)");
+  }
   if (drafter.draft.rms_norm_eps != target.rms_norm_eps) {
     return InvalidArgument(
         "drafter config: field \"rms_norm_eps\": " + std::to_string(drafter.draft.rms_norm_eps) +

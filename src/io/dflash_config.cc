@@ -143,6 +143,105 @@ Status ReadDraftingFields(const nlohmann::json& root, const std::string& path, D
   return ReadDraftLayerLayout(root, path, out);
 }
 
+// Which reader a config goes to, by architectures[0]; a config without `architectures` is z-lab's
+// (every drafter this engine read before DSpark).
+enum class DrafterLayout { kDFlash, kDSpark };
+
+Result<DrafterLayout> LayoutOf(const nlohmann::json& root, const std::string& path) {
+  const nlohmann::json* archs = JsonMember(root, "architectures");
+  if (archs == nullptr) return DrafterLayout::kDFlash;
+  if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
+    return FieldError(path, "architectures",
+                      "expected a list of architecture names, got " + DescribeJson(*archs));
+  }
+  if ((*archs)[0] == kDFlashArchitecture) return DrafterLayout::kDFlash;
+  if ((*archs)[0] == kDSparkArchitecture) return DrafterLayout::kDSpark;
+  return FieldError(path, "architectures",
+                    "drafter architecture " + DescribeJson((*archs)[0]) +
+                        " is not supported (supported: \"" + kDFlashArchitecture + "\", \"" +
+                        kDSparkArchitecture + "\")");
+}
+
+// A drafting field DeepSpec's Qwen3DSparkModel reads from the top level of its config.
+Result<DraftingField> RequiredTopLevel(const nlohmann::json& root, const std::string& path,
+                                       const char* name, const char* expected) {
+  const nlohmann::json* value = JsonMember(root, name);
+  if (value == nullptr) {
+    return FieldError(path, name, std::string("missing (expected ") + expected + ")");
+  }
+  return DraftingField{value, name};
+}
+
+// What a Qwen3DSparkModel layer is: non-causal attention over all of its context and block (the
+// drafting pass passes is_causal=False whatever the config says), no embedding scale. A sliding
+// window is refused: DeepSpec's attention passes it to a kernel that may or may not apply it.
+Status CheckDSparkLayers(const std::string& path, DFlashConfig* out) {
+  for (int64_t layer = 0; layer < out->draft.num_hidden_layers; ++layer) {
+    if (out->LayerAttention(layer).window == 0) continue;
+    return FieldError(path, "layer_types[" + std::to_string(layer) + "]",
+                      "draft layer " + std::to_string(layer) +
+                          " is sliding-window; a Qwen3DSparkModel layer attends over all of its "
+                          "context and block (\"full_attention\")");
+  }
+  out->is_causal.reset();
+  if (out->input_embedding_scale != 1.0) {
+    return FieldError(path, "input_embedding_scale",
+                      "Qwen3DSparkModel does not scale its block's embeddings");
+  }
+  return Status::Ok();
+}
+
+// DeepSpec's layout (Qwen3DSparkModel, io/dflash_config.h): the drafting fields at the top level,
+// required as its constructor requires them, then the heads (io/dspark_config.h).
+Status ReadDSparkLayout(const nlohmann::json& root, const std::string& path, DFlashConfig* out) {
+  for (const char* foreign : {"dflash_config", "domino_config"}) {
+    if (JsonMember(root, foreign) != nullptr) {
+      return FieldError(path, foreign,
+                        std::string("not part of a ") + kDSparkArchitecture +
+                            " config (its fields sit at the top level; no Domino head)");
+    }
+  }
+  // W = block_size + 1 rows are verified: at most 64, as for DFlash.
+  DSCALE_ASSIGN_OR_RETURN(const DraftingField block,
+                          RequiredTopLevel(root, path, "block_size", "the rows drafted, 1 to 63"));
+  DSCALE_ASSIGN_OR_RETURN(
+      out->block_size,
+      ReadJsonIntAs<int32_t>(*block.value, JsonFieldName(path, block.name), 1, 63));
+  DSCALE_ASSIGN_OR_RETURN(const DraftingField mask,
+                          RequiredTopLevel(root, path, "mask_token_id", "a token id"));
+  DSCALE_ASSIGN_OR_RETURN(out->mask_token_id,
+                          ReadJsonInt(*mask.value, JsonFieldName(path, mask.name), 0,
+                                      std::numeric_limits<int32_t>::max()));
+  DSCALE_ASSIGN_OR_RETURN(const DraftingField ids,
+                          RequiredTopLevel(root, path, "target_layer_ids", "a list of layer ids"));
+  DSCALE_RETURN_IF_ERROR(ReadLayerIds(ids, path, out));
+  if (const nlohmann::json* n = JsonMember(root, "num_target_layers"); n != nullptr) {
+    DSCALE_ASSIGN_OR_RETURN(out->num_target_layers,
+                            ReadJsonInt(*n, JsonFieldName(path, "num_target_layers"), 1,
+                                        std::numeric_limits<int32_t>::max()));
+  }
+  DSCALE_RETURN_IF_ERROR(ReadDraftLayerLayout(root, path, out));
+  DSCALE_RETURN_IF_ERROR(CheckDSparkLayers(path, out));
+  DSCALE_ASSIGN_OR_RETURN(out->dspark, ParseDSparkHeadConfig(root, path));
+  return Status::Ok();
+}
+
+// DeepSpec's layout as its build_draft_config writes it: architectures, the drafting fields at
+// the top level, every layer full attention, untied (the frozen embedding and LM head copies are
+// tensors of their own), and the heads. num_anchors only sizes DeepSpec's training batches.
+void WriteDSparkLayout(const DFlashConfig& c, nlohmann::json& j) {
+  j["architectures"] = {kDSparkArchitecture};
+  j["block_size"] = c.block_size;
+  j["mask_token_id"] = c.mask_token_id;
+  j["target_layer_ids"] = c.target_layer_ids;
+  j["num_target_layers"] = c.num_target_layers;
+  j["num_anchors"] = 512;
+  j["tie_word_embeddings"] = false;
+  j["layer_types"] =
+      std::vector<std::string>(static_cast<size_t>(c.draft.num_hidden_layers), "full_attention");
+  WriteDSparkHeadConfig(*c.dspark, j);
+}
+
 Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
                              const DecoderConfig& target) {
   if (c.draft.hidden_size != target.hidden_size) {
@@ -172,6 +271,14 @@ Status ValidateAgainstTarget(const DFlashConfig& c, const std::string& path,
                         "layer " + std::to_string(id) + " is outside the target's " +
                             std::to_string(target.num_hidden_layers) + " layers");
     }
+    // DeepSpec trains and drafts from transformers' hidden_states[id + 1], which for the last
+    // layer is the final-normed state rather than the layer's output, and refuses it
+    // (assert_no_final_target_layer); so does dscale, which captures layer outputs.
+    if (c.is_dspark() && id == target.num_hidden_layers - 1) {
+      return FieldError(path, "target_layer_ids",
+                        "layer " + std::to_string(id) + " is the target's last, which a " +
+                            kDSparkArchitecture + " drafter may not read");
+    }
   }
   return Status::Ok();
 }
@@ -182,6 +289,10 @@ DraftAttention DFlashConfig::LayerAttention(int64_t layer) const {
   const bool sliding =
       !layer_types.empty() && layer_types[static_cast<size_t>(layer)] == DraftLayerType::kSliding;
   return {.causal = is_causal.value_or(sliding), .window = sliding ? sliding_window : 0};
+}
+
+DraftBlock DFlashConfig::Block() const {
+  return {.input_rows = block_size, .first_prediction_row = is_dspark() ? 0 : 1};
 }
 
 bool DFlashConfig::IsPlainLayout() const {
@@ -213,11 +324,16 @@ Result<DFlashConfig> ParseDFlashConfig(const std::string& json_text, const std::
   if (!root->is_object()) {
     return DataLoss(name + ": the config is " + DescribeJson(*root) + ", expected a JSON object");
   }
+  DSCALE_ASSIGN_OR_RETURN(const DrafterLayout layout, LayoutOf(*root, path));
   DFlashConfig config;
-  // The draft layers are Qwen3's whatever the target; `architectures` names the drafter.
+  // The draft layers are Qwen3's whatever the target.
   DSCALE_RETURN_IF_ERROR(ReadDraftTransformerConfig(ConfigFieldReader(*root, name), &config.draft));
-  DSCALE_RETURN_IF_ERROR(ReadDraftingFields(*root, path, &config));
-  DSCALE_ASSIGN_OR_RETURN(config.domino, ParseDominoHeadConfig(*root, path));
+  if (layout == DrafterLayout::kDSpark) {
+    DSCALE_RETURN_IF_ERROR(ReadDSparkLayout(*root, path, &config));
+  } else {
+    DSCALE_RETURN_IF_ERROR(ReadDraftingFields(*root, path, &config));
+    DSCALE_ASSIGN_OR_RETURN(config.domino, ParseDominoHeadConfig(*root, path));
+  }
   if (config.target_layer_ids.empty()) {
     const int64_t depth =
         config.num_target_layers > 0 ? config.num_target_layers : target.num_hidden_layers;
@@ -234,7 +350,11 @@ Result<DFlashConfig> LoadDFlashConfig(const std::string& path, const DecoderConf
 
 std::string DFlashConfigToJson(const DFlashConfig& c) {
   nlohmann::json j = Qwen3ConfigJson(c.draft);
-  j["architectures"] = {"DFlashDraftModel"};
+  if (c.is_dspark()) {
+    WriteDSparkLayout(c, j);
+    return j.dump(2);
+  }
+  j["architectures"] = {kDFlashArchitecture};
   j["block_size"] = c.block_size;
   j["num_target_layers"] = c.num_target_layers;
   j["dflash_config"] = {{"mask_token_id", c.mask_token_id},

@@ -203,12 +203,12 @@ struct CpuOps {
       std::memcpy(out + i * dim, x + rows[i] * dim, static_cast<size_t>(dim) * sizeof(float));
     }
   }
-  // out = rows 1 .. block−1 of each of `blocks` blocks of x, back to back.
-  static void GatherBlockTails(const float* x, int32_t blocks, int32_t block, int64_t dim,
-                               float* out) {
-    const int64_t tail = (block - 1) * dim;
+  // out = rows first .. block−1 of each of `blocks` blocks of x, back to back.
+  static void GatherBlockTails(const float* x, int32_t blocks, int32_t block, int32_t first,
+                               int64_t dim, float* out) {
+    const int64_t tail = (block - first) * dim;
     for (int32_t i = 0; i < blocks; ++i) {
-      std::memcpy(out + i * tail, x + (int64_t{i} * block + 1) * dim,
+      std::memcpy(out + i * tail, x + (int64_t{i} * block + first) * dim,
                   static_cast<size_t>(tail) * sizeof(float));
     }
   }

@@ -1,5 +1,8 @@
 #include "model/dflash_drafter.h"
 
+#include <set>
+
+#include "core/log.h"
 #include "io/safetensors.h"
 #include "model/dflash_forward.h"
 
@@ -9,6 +12,39 @@ namespace {
 constexpr const char* kFcName = "fc.weight";
 constexpr const char* kHiddenNormName = "hidden_norm.weight";
 constexpr const char* kFinalNormName = "norm.weight";
+
+// Says once, at load, which of the checkpoint's tensors the drafter does not read: a DSpark
+// drafter's frozen copies of its target's embedding and LM head (dscale reads the target's own).
+void NoteUnreadTensors(const Checkpoint& checkpoint, const std::string& prefix,
+                       const TensorShapes& read_shapes) {
+  std::set<std::string> read;
+  for (const auto& [name, shape] : read_shapes) read.insert(prefix + name);
+  std::string unread;
+  int64_t count = 0;
+  for (const std::string& name : checkpoint.TensorNames()) {
+    if (read.count(name) != 0) continue;
+    if (count++ < 4) unread += (unread.empty() ? "" : ", ") + name;
+  }
+  if (count == 0) return;
+  DSCALE_LOG(kInfo) << checkpoint.dir() << ": " << count << " drafter tensors left unread ("
+                    << unread << (count > 4 ? ", …" : "")
+                    << "); the drafter reads the target's embedding and LM head";
+}
+
+// What a DSpark drafter refuses at load: a Domino head and a draft vocabulary.
+Status CheckDSparkOptions(const std::string& dir, DrafterHead head, DraftVocabChoice vocab,
+                          bool has_subset) {
+  if (head == DrafterHead::kDomino) {
+    return InvalidArgument("--drafter-head domino: " + dir + " is a " + kDSparkArchitecture +
+                           " drafter, which has heads of its own (no Domino head)");
+  }
+  if (vocab == DraftVocabChoice::kSubset || has_subset) {
+    return InvalidArgument(dir + "/" + kDraftVocabFileName + ": a " + kDSparkArchitecture +
+                           " drafter drafts over the whole vocabulary (its Markov head's rows are "
+                           "the vocabulary's); use --draft-vocab full to ignore the file");
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -55,7 +91,7 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
                                           DrafterHead head, DraftVocabChoice vocab) {
   const std::string config_path = dir + "/config.json";
   DSCALE_ASSIGN_OR_RETURN(DFlashConfig config, LoadDFlashConfig(config_path, target.config()));
-  if (head == DrafterHead::kDomino && !config.domino.has_value()) {
+  if (head == DrafterHead::kDomino && !config.is_dspark() && !config.domino.has_value()) {
     return InvalidArgument(config_path +
                            ": field \"domino_config\": missing (--drafter-head domino needs a "
                            "drafter that declares a Domino head; docs/DOMINO.md)");
@@ -63,24 +99,37 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
   std::optional<DraftVocab> subset;
   if (vocab != DraftVocabChoice::kFull) {
     DSCALE_ASSIGN_OR_RETURN(subset, LoadDraftVocab(dir, target.config().vocab_size));
-    if (vocab == DraftVocabChoice::kSubset && !subset.has_value()) {
+    if (vocab == DraftVocabChoice::kSubset && !subset.has_value() && !config.is_dspark()) {
       return NotFound(dir + "/" + kDraftVocabFileName +
                       ": missing (--draft-vocab subset needs a drafter folder with a draft "
                       "vocabulary; dscale draft-vocab makes one)");
     }
   }
-  DSCALE_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-  const std::string prefix = DFlashTensorPrefix(checkpoint);
-  const TensorReader read =
-      CheckpointTensorReader(std::make_shared<const Checkpoint>(std::move(checkpoint)), prefix);
+  if (config.is_dspark()) {
+    DSCALE_RETURN_IF_ERROR(CheckDSparkOptions(dir, head, vocab, subset.has_value()));
+  }
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(dir));
+  const std::string prefix = DFlashTensorPrefix(opened);
+  const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened));
+  const TensorReader read = CheckpointTensorReader(checkpoint, prefix);
   const DecoderConfig& t = target.config();
   DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights, LoadDFlashWeights(config, t.hidden_size, read));
+  TensorShapes read_shapes = DFlashTensorShapes(config, t.hidden_size);
+  DSparkHeadWeights dspark;
+  if (config.is_dspark()) {
+    DSCALE_ASSIGN_OR_RETURN(
+        dspark, LoadDSparkHeadWeights(*config.dspark, t.hidden_size, t.vocab_size, read));
+    for (auto& entry : DSparkHeadTensorShapes(*config.dspark, t.hidden_size, t.vocab_size)) {
+      read_shapes.push_back(std::move(entry));
+    }
+  }
+  NoteUnreadTensors(*checkpoint, prefix, read_shapes);
   std::optional<DominoHeadWeights> head_weights;
   if (head == DrafterHead::kDomino) {
     DSCALE_ASSIGN_OR_RETURN(head_weights,
                             LoadDominoHeadFile(dir, *config.domino, t.hidden_size, t.vocab_size));
   }
-  DFlashDrafter drafter(config, std::move(weights), target);
+  DFlashDrafter drafter(config, std::move(weights), target, std::move(dspark));
   if (head_weights.has_value()) {
     drafter.AttachHead(
         DominoHead(*config.domino, std::move(*head_weights), target.weights().embed));
@@ -90,6 +139,7 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
 }
 
 void DFlashDrafter::AttachHead(DominoHead head) {
+  DSCALE_CHECK_MSG(!config_.is_dspark(), "a DSpark drafter takes no Domino head");
   DSCALE_CHECK(head.weights().gru_input.cols() == config_.draft.hidden_size);
   head_.emplace(std::move(head));
   if (draft_vocab_.has_value()) head_->RestrictVocab(draft_vocab_->token_ids);
@@ -97,6 +147,7 @@ void DFlashDrafter::AttachHead(DominoHead head) {
 
 void DFlashDrafter::RestrictVocab(DraftVocab vocab) {
   DSCALE_CHECK_MSG(!draft_vocab_.has_value(), "the draft vocabulary is restricted once");
+  DSCALE_CHECK_MSG(!config_.is_dspark(), "a DSpark drafter drafts over the whole vocabulary");
   DSCALE_CHECK(vocab.target_vocab_size == target_->config().vocab_size);
   draft_lm_head_ = target_->weights().LmHead().SelectRows(vocab.token_ids);
   if (head_.has_value()) head_->RestrictVocab(vocab.token_ids);
@@ -107,12 +158,17 @@ int64_t DFlashDrafter::draft_vocab_size() const {
   return draft_vocab_.has_value() ? draft_vocab_->size() : target_->config().vocab_size;
 }
 
-DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const DecoderModel& target)
+DFlashDrafter::DFlashDrafter(DFlashConfig config, DFlashWeights weights, const DecoderModel& target,
+                             DSparkHeadWeights dspark)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       target_(&target),
       dims_(LayerDims::From(config_.draft)) {
   DSCALE_CHECK(config_.draft.hidden_size == target.config().hidden_size);
+  if (config_.is_dspark()) {
+    dspark_head_.emplace(*config_.dspark, std::move(dspark), config_.draft.hidden_size,
+                         target.config().vocab_size);
+  }
   DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.draft.num_hidden_layers);
   for (const DecoderLayerWeights& w : weights_.layers) {
     context_kv_.push_back(w.qkv.RowRange(dims_.q_dim(), 2 * dims_.kv_dim()));
@@ -159,27 +215,30 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
                             int tile_rows, DraftOutput* out) {
   DSCALE_CHECK_MSG(store_.has_value(), "Bind the drafter to a KV cache first");
   DSCALE_CHECK(store_->num_slots() == cache.num_slots());
-  const int32_t block = config_.block_size;
+  const DraftBlock block = config_.Block();
   const int64_t vocab = target_->config().vocab_size;
-  StageDraftBlocks(requests, cache, static_cast<int32_t>(config_.mask_token_id), block, vocab,
-                   blocks_);
+  StageDraftBlocks(requests, cache, static_cast<int32_t>(config_.mask_token_id), block.input_rows,
+                   vocab, blocks_);
   blocks_.tile_rows = tile_rows;
-  const int32_t candidates = block - 1;
+  const int32_t candidates = block.candidates();
   const auto n = static_cast<int64_t>(requests.size()) * candidates;
   out->candidates = candidates;
   out->hidden.resize(n * dims_.hidden);
   const int64_t draft_vocab = draft_vocab_size();
   out->logits.resize(n * draft_vocab);
   out->tokens.resize(n);
+  const bool confident = dspark_head_.has_value() && dspark_head_->config().confidence_head;
+  out->confidence.resize(confident ? n : 0);
+  const bool sequential = head_.has_value() || dspark_head_.has_value();
   const DecoderWeights& target = target_->weights();
   const WeightMatrix& lm_head = draft_vocab_.has_value() ? draft_lm_head_ : target.LmHead();
   CpuOps ops{.activations = target_->activations()};
   RunDFlashDraft(ops, weights_, target.embed, lm_head, vocab, draft_vocab, dims_, block,
                  ViewOf(blocks_), layout(), *store_, scratch_,
-                 {.tokens = head_.has_value() ? nullptr : out->tokens.data(),
+                 {.tokens = sequential ? nullptr : out->tokens.data(),
                   .logits = out->logits.data(),
                   .hidden = out->hidden.data()});
-  if (!head_.has_value()) {
+  if (!sequential) {
     // The argmax gave subset columns; the engine and the target speak target ids.
     if (draft_vocab_.has_value()) {
       for (int32_t& token : out->tokens)
@@ -189,7 +248,12 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   }
   anchors_.clear();
   for (const DraftRequest& r : requests) anchors_.push_back(r.anchor);
-  head_->Refine(anchors_, candidates, out->hidden, out->logits, out->tokens);
+  if (dspark_head_.has_value()) {
+    dspark_head_->Walk(anchors_, candidates, out->hidden, out->logits, out->tokens,
+                       out->confidence);
+  } else {
+    head_->Refine(anchors_, candidates, out->hidden, out->logits, out->tokens);
+  }
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// The DFlash block-diffusion drafter on the CPU backend.
+// The DFlash block-diffusion drafter on the CPU backend, and DeepSpec's DSpark drafter, which is
+// the same backbone with another block rule and heads of its own.
 //
 // Context: for every committed token, the target's residual streams after target_layer_ids
 // (concatenated, [K·H_target]) go through fc → hidden_norm, and each draft layer's own k/v
@@ -16,6 +17,11 @@
 // With a reduced draft vocabulary (model/draft_vocab.h) the LM head is a compact copy of the
 // subset's rows, the draft logits have one column per subset token, and the candidates are
 // mapped back to target ids; the target verifies as ever, so what is committed does not change.
+// A DSpark drafter (config.dspark, io/dflash_config.h) stages B = block_size rows [anchor,
+// MASK × (B−1)] and takes all B of them through the final norm and LM head (row j proposes the
+// token at s + j + 1): B candidates, verified in blocks of W = B + 1 rows; then its Markov head
+// corrects the logits and proposes the candidates one after another, and its confidence head
+// scores them (model/dspark_head.h). Neither a Domino head nor a draft vocabulary goes with it.
 
 #include <cstdint>
 #include <optional>
@@ -33,6 +39,7 @@
 #include "model/domino_head.h"
 #include "model/draft_vocab.h"
 #include "model/drafter.h"
+#include "model/dspark_head.h"
 
 namespace dscale {
 
@@ -59,17 +66,22 @@ class DFlashDrafter : public Drafter {
   // With DrafterHead::kDomino the config must declare a head ("domino_config"), read from its
   // file in `dir`; with kNone a declared head is not loaded. `vocab` says whether the folder's
   // draft_vocab.json restricts the drafts (kSubset without one is an error naming the file).
+  // A DSpark drafter's heads are read from its checkpoint; it refuses kDomino, and a draft
+  // vocabulary (kSubset, or kAuto with a draft_vocab.json in `dir`), naming the flag or file.
   static Result<DFlashDrafter> Load(const std::string& dir, const DecoderModel& target,
                                     DrafterHead head = DrafterHead::kNone,
                                     DraftVocabChoice vocab = DraftVocabChoice::kFull);
-  DFlashDrafter(DFlashConfig config, DFlashWeights weights, const DecoderModel& target);
+  // `dspark`: a DSpark drafter's head weights (what config.dspark declares; ignored otherwise).
+  DFlashDrafter(DFlashConfig config, DFlashWeights weights, const DecoderModel& target,
+                DSparkHeadWeights dspark = {});
 
-  // Runs `head` on every draft from now on (its embedding must be the target's).
+  // Runs `head` on every draft from now on (its embedding must be the target's). Not on a DSpark
+  // drafter.
   void AttachHead(DominoHead head);
   const DominoHead* head() const { return head_.has_value() ? &*head_ : nullptr; }
   // Drafts over `vocab`'s tokens from now on (made for the target's vocabulary): gathers the
   // target LM head's rows of the subset once, as stored (f32, BF16 or int8), and the head's
-  // correction rows likewise. Once.
+  // correction rows likewise. Once; not on a DSpark drafter.
   void RestrictVocab(DraftVocab vocab);
   // The subset drafted over, or null for the target's whole vocabulary.
   const DraftVocab* draft_vocab() const {
@@ -80,7 +92,12 @@ class DFlashDrafter : public Drafter {
 
   const DFlashConfig& config() const { return config_; }
   const DFlashWeights& weights() const { return weights_; }
-  int32_t block_size() const override { return config_.block_size; }
+  // A DSpark drafter's heads, or null.
+  const DSparkHead* dspark_head() const {
+    return dspark_head_.has_value() ? &*dspark_head_ : nullptr;
+  }
+  // W, the verify block: DraftBlock::verify_rows() (config.block_size for DFlash, + 1 for DSpark).
+  int32_t block_size() const override { return config_.Block().verify_rows(); }
   const std::vector<int32_t>& feature_layers() const override { return config_.target_layer_ids; }
   // How the draft layers attend and the block is scaled (the config's layout).
   DraftLayout layout() const;
@@ -97,11 +114,12 @@ class DFlashDrafter : public Drafter {
   // their positions.
   void AppendContext(const ContextRows& rows) override;
 
-  // One drafting step over a StepBatch of the blocks (one span of W rows per request). The
-  // block's transient K/V are written at the slots of positions ctx_len .. ctx_len + block − 1
-  // (the verification that follows overwrites them). Candidates are the greedy argmax of the
-  // draft logits (the corrected ones with a head; `hidden` stays the backbone's), as target ids;
-  // the logits have draft_vocab_size() columns.
+  // One drafting step over a StepBatch of the blocks (one span of DraftBlock::input_rows rows per
+  // request). The block's transient K/V are written at the slots of positions ctx_len ..
+  // ctx_len + input_rows − 1 (the verification that follows overwrites them). Candidates
+  // (W − 1 per request) are the greedy argmax of the draft logits (the corrected ones with a
+  // Domino or Markov head; `hidden` stays the backbone's), as target ids; the logits have
+  // draft_vocab_size() columns; `confidence` holds a DSpark confidence head's logits (else empty).
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override;
 
@@ -117,11 +135,12 @@ class DFlashDrafter : public Drafter {
   std::vector<DraftAttention> layer_attention_;
   std::optional<KvStore> store_;  // set by Bind
   std::optional<DominoHead> head_;
+  std::optional<DSparkHead> dspark_head_;  // set iff config_.is_dspark()
   std::optional<DraftVocab> draft_vocab_;
   WeightMatrix draft_lm_head_;    // [subset, hidden]: the target LM head's subset rows
   std::vector<int32_t> anchors_;  // the head's input, one per drafted request
   // Scratch, reused across calls.
-  StepBatch blocks_;  // [anchor, MASK × (W − 1)] per request, non-causal
+  StepBatch blocks_;  // [anchor, MASK × (input_rows − 1)] per request, non-causal
   LayerScratch scratch_;
 };
 

@@ -6,11 +6,12 @@
 //   rows of its stacked qkv matrix (no input norm) → k_norm → RoPE at the rows' positions →
 //   stored at the rows' slots in the drafter's KV
 //
-//   draft: blocks [anchor, MASK × (W−1)] → the target's embedding (× the drafter's
+//   draft: blocks [anchor, MASK × (rows−1)] → the target's embedding (× the drafter's
 //   input_embedding_scale) → the draft layers (RunDecoderLayer over each request's context plus
-//   its block: non-causal, or as the layer's DraftAttention says) → rows 1 .. W−1
-//   of each block → final norm → the target's LM head (or its rows of the drafter's reduced
-//   vocabulary, model/draft_vocab.h) → argmax
+//   its block: non-causal, or as the layer's DraftAttention says) → each block's prediction rows
+//   (DraftBlock, io/dflash_config.h: rows 1 .. W−1 of a DFlash block, all B rows of a DSpark one)
+//   → final norm → the target's LM head (or its rows of the drafter's reduced vocabulary,
+//   model/draft_vocab.h) → argmax
 
 #include <cstdint>
 #include <span>
@@ -28,12 +29,12 @@ struct DraftLayout {
   float embedding_scale = 1.0f;
 };
 
-// Where a draft writes, in the backend's memory, for n blocks of W − 1 candidates each
-// (DraftOutput's layout, model/drafter.h).
+// Where a draft writes, in the backend's memory, for n blocks of C = DraftBlock::candidates()
+// candidates each (DraftOutput's layout, model/drafter.h).
 struct DraftOutputs {
-  int32_t* tokens = nullptr;  // [n · (W−1)] greedy candidates (draft-vocab columns); null: none
-  float* logits = nullptr;    // [n · (W−1), draft_vocab] draft logits
-  float* hidden = nullptr;    // [n · (W−1), hidden] after the final norm (the LM head's input)
+  int32_t* tokens = nullptr;  // [n · C] greedy candidates (draft-vocab columns); null: none
+  float* logits = nullptr;    // [n · C, draft_vocab] draft logits
+  float* hidden = nullptr;    // [n · C, hidden] after the final norm (the LM head's input)
 };
 
 // Projects the context rows' `features` [rows.rows, feature_width] into `kv` at rows.kv_slots,
@@ -64,15 +65,17 @@ void RunDFlashContext(Ops& ops, const auto& w, const auto& context_kv, const Lay
   }
 }
 
-// One draft over `blocks`: blocks.num_spans requests, request i's block of `block` rows at rows
-// i·block .. (i+1)·block − 1 (blocks.causal false; `layout` sets each layer's causality and
-// window). The block's transient K/V are stored at its slots.
+// One draft over `blocks`: blocks.num_spans requests, request i's block of R = block.input_rows
+// rows at rows i·R .. (i+1)·R − 1 (blocks.causal false; `layout` sets each layer's causality and
+// window); rows block.first_prediction_row .. R − 1 of each block give its candidates. The
+// block's transient K/V are stored at its slots.
 // `embed` [vocab, hidden] is the target's; `lm_head` [draft_vocab, hidden] the target's LM head
 // or the rows of it a reduced draft vocabulary keeps; `s` the scratch of blocks.rows rows.
 template <class Ops>
 void RunDFlashDraft(Ops& ops, const auto& w, const auto& embed, const auto& lm_head, int64_t vocab,
-                    int64_t draft_vocab, const LayerDims& d, int32_t block, const BatchView& blocks,
-                    const DraftLayout& layout, auto& kv, auto& s, const DraftOutputs& out) {
+                    int64_t draft_vocab, const LayerDims& d, const DraftBlock& block,
+                    const BatchView& blocks, const DraftLayout& layout, auto& kv, auto& s,
+                    const DraftOutputs& out) {
   const int32_t n = blocks.num_spans;
   if (n == 0) return;
   const int32_t rows = blocks.rows;
@@ -91,8 +94,8 @@ void RunDFlashDraft(Ops& ops, const auto& w, const auto& embed, const auto& lm_h
     }
     RunDecoderLayer(ops, w.layers[static_cast<size_t>(layer)], d, view, layer, kv, s, x);
   }
-  const int32_t candidates = n * (block - 1);
-  ops.GatherBlockTails(x, n, block, h, out.hidden);
+  const int32_t candidates = n * block.candidates();
+  ops.GatherBlockTails(x, n, block.input_rows, block.first_prediction_row, h, out.hidden);
   ops.RmsNorm(out.hidden, w.final_norm.data(), out.hidden, candidates, h, d.eps);
   ops.Gemm(out.hidden, h, lm_head, out.logits, draft_vocab, candidates, /*accumulate=*/false);
   if (out.tokens != nullptr) ops.Argmax(out.logits, candidates, draft_vocab, out.tokens);

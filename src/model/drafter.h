@@ -21,10 +21,13 @@ struct DraftRequest {
 };
 
 // A drafting step's candidates: W − 1 per request for a block of W rows (anchor + candidates).
+// However many rows the drafter's own pass stages (a DSpark pass stages W − 1), candidate k
+// proposes the token at ctx_len + 1 + k.
 struct DraftOutput {
   int32_t candidates = 0;       // per request: block_size − 1
   std::vector<int32_t> tokens;  // [requests, candidates]
-  std::vector<float> logits;    // [requests · candidates, vocab] draft logits
+  std::vector<float> logits;    // [requests · candidates, vocab] draft logits (the distribution
+                                // the candidates were drawn from: a head's corrected ones)
   std::vector<float> hidden;    // [requests · candidates, hidden] draft hidden vectors
   // [requests, candidates] logits of a confidence head (DSpark's): σ of entry k estimates that
   // candidate k survives verification given candidates < k did. Empty without a head.
@@ -41,7 +44,8 @@ struct ContextRows {
 class Drafter {
  public:
   virtual ~Drafter() = default;
-  // W: the anchor plus the candidates of one block.
+  // W: the anchor plus the candidates of one block, the rows a verification takes (what the
+  // engine reserves KV positions and verify rows for; a drafter's own pass may stage fewer).
   virtual int32_t block_size() const = 0;
   // Target layers whose residual streams the drafter consumes (possibly none).
   virtual const std::vector<int32_t>& feature_layers() const = 0;
@@ -60,7 +64,8 @@ class Drafter {
 
 // Stages each request's block [anchor, mask × (block − 1)] at positions ctx_len .. ctx_len +
 // block − 1 as one span of `blocks` (non-causal, no logit rows), with the preconditions of
-// Drafter::Draft CHECKed (anchors below `vocab`, block positions reserved).
+// Drafter::Draft CHECKed (anchors below `vocab`, block positions reserved). `block` is the rows
+// the drafter's pass stages (DraftBlock::input_rows, io/dflash_config.h), at most W.
 void StageDraftBlocks(std::span<const DraftRequest> requests, const PagedKvCache& cache,
                       int32_t mask_token, int32_t block, int64_t vocab, StepBatch& blocks);
 

@@ -6,8 +6,10 @@
 #include <map>
 #include <random>
 
+#include "core/check.h"
 #include "model/dflash_drafter.h"
 #include "model/domino_head.h"
+#include "model/dspark_head.h"
 
 namespace dscale {
 namespace {
@@ -17,21 +19,28 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Norm gains near 1; projections N(0, 1/in) so each layer keeps unit scale; the embedding
-// N(0, 1); the LM head a little wider so the top logits stand apart.
+// Norm gains near 1; biases in [−0.5, 0.5]; projections N(0, 1/in) so each layer keeps unit
+// scale; the embeddings (a DSpark Markov head's too) N(0, 1); the LM head and a Markov head's
+// output projection a little wider, so the top logits stand apart and the head moves some of
+// them.
 std::vector<float> RandomValues(const std::string& name, const std::vector<int64_t>& shape,
                                 std::mt19937_64& rng) {
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
   std::vector<float> values(count);
+  if (name.ends_with(".bias")) {
+    std::uniform_real_distribution<float> bias(-0.5f, 0.5f);
+    for (float& v : values) v = bias(rng);
+    return values;
+  }
   if (shape.size() == 1) {
     std::uniform_real_distribution<float> gain(0.8f, 1.2f);
     for (float& v : values) v = gain(rng);
     return values;
   }
   double stddev = 1.0 / std::sqrt(static_cast<double>(shape[1]));
-  if (name.ends_with("embed_tokens.weight")) stddev = 1.0;
-  if (name == kTargetLmHeadName) stddev *= 3.0;
+  if (name.ends_with("embed_tokens.weight") || name.ends_with("markov_w1.weight")) stddev = 1.0;
+  if (name == kTargetLmHeadName || name.ends_with("markov_w2.weight")) stddev *= 3.0;
   std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
   for (float& v : values) v = normal(rng);
   return values;
@@ -101,11 +110,15 @@ std::vector<TensorToWrite> RandomTensors(const TensorShapes& shapes, uint64_t se
   return tensors;
 }
 
+// Tensors written with the values given rather than random ones (already rounded to the dtype).
+using GivenTensors = std::map<std::string, std::vector<float>>;
+
 // config.json and model.safetensors with the random tensors of `shapes`, made and written one
-// at a time (an 8B-shaped checkpoint is written in the memory of its largest tensor).
+// at a time (an 8B-shaped checkpoint is written in the memory of its largest tensor); those in
+// `given` take its values and draw nothing from the generator.
 Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
                        const TensorShapes& shapes, uint64_t seed, DType dtype,
-                       bool zero_centred_norms = false) {
+                       bool zero_centred_norms = false, const GivenTensors& given = {}) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return IoError(dir + ": cannot create directory: " + error.message());
@@ -120,7 +133,8 @@ Status WriteCheckpoint(const std::string& dir, const std::string& config_json,
   }
   RandomTensorStream stream(seed, dtype, zero_centred_norms);
   return WriteSafetensorsStreaming(dir + "/model.safetensors", tensors, [&](size_t i) {
-    return stream.Next(tensors[i].name, tensors[i].shape);
+    const auto it = given.find(tensors[i].name);
+    return it != given.end() ? it->second : stream.Next(tensors[i].name, tensors[i].shape);
   });
 }
 
@@ -199,6 +213,37 @@ Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& c
                                    int64_t target_hidden, uint64_t seed, DType dtype) {
   return WriteCheckpoint(dir, DFlashConfigToJson(config), DFlashTensorShapes(config, target_hidden),
                          seed, dtype);
+}
+
+TensorShapes DSparkDrafterTensorShapes(const DFlashConfig& config, int64_t target_hidden,
+                                       int64_t vocab) {
+  DSCALE_CHECK(config.is_dspark());
+  TensorShapes shapes = DFlashTensorShapes(config, target_hidden);
+  for (auto& entry : DSparkHeadTensorShapes(*config.dspark, config.draft.hidden_size, vocab)) {
+    shapes.push_back(std::move(entry));
+  }
+  shapes.emplace_back(kDSparkEmbedCopyName, std::vector<int64_t>{vocab, target_hidden});
+  shapes.emplace_back(kDSparkLmHeadCopyName, std::vector<int64_t>{vocab, target_hidden});
+  return shapes;
+}
+
+std::vector<TensorToWrite> RandomDSparkHeadTensors(const DSparkHeadConfig& config, int64_t hidden,
+                                                   int64_t vocab, uint64_t seed, DType dtype) {
+  return RandomTensors(DSparkHeadTensorShapes(config, hidden, vocab), seed, dtype);
+}
+
+Status WriteRandomDSparkCheckpoint(const std::string& dir, const DFlashConfig& config,
+                                   int64_t target_hidden, uint64_t seed, DType dtype,
+                                   std::vector<float> embed, std::vector<float> lm_head) {
+  const int64_t vocab = config.draft.vocab_size;
+  DSCALE_CHECK(static_cast<int64_t>(embed.size()) == vocab * target_hidden);
+  DSCALE_CHECK(static_cast<int64_t>(lm_head.size()) == vocab * target_hidden);
+  GivenTensors copies;
+  copies[kDSparkEmbedCopyName] = std::move(embed);
+  copies[kDSparkLmHeadCopyName] = std::move(lm_head);
+  return WriteCheckpoint(dir, DFlashConfigToJson(config),
+                         DSparkDrafterTensorShapes(config, target_hidden, vocab), seed, dtype,
+                         /*zero_centred_norms=*/false, copies);
 }
 
 std::vector<TensorToWrite> RandomDominoHeadTensors(const DominoHeadConfig& config, int64_t hidden,

@@ -52,6 +52,25 @@ std::vector<TensorToWrite> RandomDFlashTensors(const DFlashConfig& config, int64
 Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
                                    int64_t target_hidden, uint64_t seed, DType dtype);
 
+// A DSpark drafter's checkpoint in DeepSpec's layout (config.dspark set): the backbone's tensors,
+// its heads' (model/dspark_head.h), and kDSparkEmbedCopyName / kDSparkLmHeadCopyName
+// [vocab, target_hidden], the frozen copies of the target's embedding and LM head DeepSpec saves
+// with a drafter (dscale leaves them unread).
+inline constexpr const char* kDSparkEmbedCopyName = "embed_tokens.weight";
+inline constexpr const char* kDSparkLmHeadCopyName = "lm_head.weight";
+TensorShapes DSparkDrafterTensorShapes(const DFlashConfig& config, int64_t target_hidden,
+                                       int64_t vocab);
+// A DSpark drafter's head tensors, random: the Markov embedding N(0, 1), its output projection
+// N(0, 9/r), so the head moves some of a random drafter's argmaxes; biases in [−0.5, 0.5].
+std::vector<TensorToWrite> RandomDSparkHeadTensors(const DSparkHeadConfig& config, int64_t hidden,
+                                                   int64_t vocab, uint64_t seed, DType dtype);
+// Writes `dir`/config.json (DeepSpec's layout) and `dir`/model.safetensors: the backbone and heads
+// random, the copies with the values given (the target's embedding and LM head [vocab,
+// target_hidden], already in `dtype`).
+Status WriteRandomDSparkCheckpoint(const std::string& dir, const DFlashConfig& config,
+                                   int64_t target_hidden, uint64_t seed, DType dtype,
+                                   std::vector<float> embed, std::vector<float> lm_head);
+
 // A Domino head (model/domino_head.h) for a target of `hidden` and `vocab`: projections
 // N(0, 1/in), so corrections are O(1) and move some of a random drafter's argmaxes.
 std::vector<TensorToWrite> RandomDominoHeadTensors(const DominoHeadConfig& config, int64_t hidden,

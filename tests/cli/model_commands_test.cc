@@ -159,6 +159,48 @@ TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
   }
 }
 
+// make-tiny --drafter-arch dspark writes DeepSpec's layout (Qwen3DSparkModel: the fields at the
+// top level, the heads' tensors, the target's embedding and LM head copied); `dscale draft` gives
+// B = block_size candidates and their confidence logits, and speculation on it equals plain
+// greedy decoding.
+TEST_F(ModelCommandsTest, DSparkDraftersAreMadeDraftedAndSpeculatedWith) {
+  const std::string drafter = *dir_ + "/dspark";
+  const std::string target = *dir_ + "/dspark-target";
+  const testing::CommandResult r = RunDscale(
+      "make-tiny --out " + target + " --drafter-out " + drafter +
+      " --seed 4 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 --kv-heads 2 "
+      "--head-dim 16 --drafter-arch dspark --block-size 7 --markov-head-type gated "
+      "--markov-rank 5 --confidence-head markov");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream config(drafter + "/config.json");
+  const nlohmann::json j = nlohmann::json::parse(config, nullptr, false);
+  EXPECT_EQ(j["architectures"], nlohmann::json::parse(R"(["Qwen3DSparkModel"])"));
+  EXPECT_EQ(j["block_size"], 7);
+  EXPECT_EQ(j["mask_token_id"], 95);
+  EXPECT_EQ(j["markov_head_type"], "gated");
+  EXPECT_EQ(j["confidence_head_with_markov"], true);
+  const Result<Checkpoint> written = Checkpoint::Open(drafter);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  const Result<Checkpoint> target_written = Checkpoint::Open(target);
+  ASSERT_TRUE(target_written.ok()) << target_written.status().message();
+  EXPECT_EQ(written->ReadF32("lm_head.weight", {97, 64}).value(),
+            target_written->ReadF32("lm_head.weight", {97, 64}).value());
+  EXPECT_NE(written->Find("markov_head.gate_proj.weight"), nullptr);
+
+  const nlohmann::json draft =
+      Json("draft --target " + target + " --drafter " + drafter + " --ids 5,17,3 --kv-dtype f32");
+  ASSERT_EQ(draft["draft"].size(), 7u);
+  ASSERT_EQ(draft["draft_logits"].size(), 7u);
+  ASSERT_EQ(draft["confidence"].size(), 7u);
+  for (size_t k = 0; k < 7; ++k) EXPECT_EQ(draft["draft"][k], Argmax(draft["draft_logits"][k]));
+  const std::string common = " --target " + target + " --drafter " + drafter +
+                             " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+  const nlohmann::json plain = Json("generate" + common + "none");
+  for (const char* mode : {"dflash", "fixed:5"}) {
+    EXPECT_EQ(OutputIds(Json("generate" + common + mode)), OutputIds(plain)) << mode;
+  }
+}
+
 // make-tiny --arch llama writes a LlamaForCausalLM checkpoint (no q/k norms, llama3
 // rope_scaling) and a drafter of Qwen3 layers with the target's RoPE; speculation on it equals
 // plain greedy decoding over 60 positions, past the scaling's original context of 32.

@@ -3,6 +3,7 @@
 // plain greedy decoding, token for token.
 
 #include "model/decoder_model.h"
+#include "model/drafter.h"
 
 namespace dscale::testing {
 
@@ -10,6 +11,10 @@ namespace dscale::testing {
 // dflash (a random DFlash drafter and the planted one), fixed:4, fixed:16, dscale at 0.5 and
 // auto, and dspark, each at c = 1 and 16, equals GreedyDecode's; every KV page is free after
 // each run, and the planted drafter's drafts are accepted (τ > 1.5) where the budget is fixed.
-void ExpectEveryModeEqualsPlainDecoding(DecoderModel& target);
+// With `drafter` (made for `target`; a DSpark drafter, say) every one of those policies drafts
+// with it instead; its block_size() must be 16 (fixed:16 and the DVL predictor's policies), and
+// where the budget is fixed its drafts must be accepted at τ > `min_tau` (0: not checked).
+void ExpectEveryModeEqualsPlainDecoding(DecoderModel& target, Drafter* drafter = nullptr,
+                                        double min_tau = 0.0);
 
 }  // namespace dscale::testing

@@ -362,5 +362,18 @@ TEST(InflatePlanTest, PadWeightCoversTheBounds) {
   EXPECT_NE(too_big.message().find("beyond BF16"), std::string::npos) << too_big.message();
 }
 
+// Inflation writes z-lab's layout and has no rule for DSpark's heads: a DSpark drafter is
+// refused by name.
+TEST(InflatePlanTest, ADSparkDrafterIsRefused) {
+  const DecoderConfig t = OddTinyConfig();
+  const Result<InflatePlan> plan =
+      PlanInflation(t, testing::TestDSparkConfig(t, {.markov_rank = 4}, 15), ShapeOf(t));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("\"architectures\": Qwen3DSparkModel drafters are not "
+                                         "inflated"),
+            std::string::npos)
+      << plan.status().message();
+}
+
 }  // namespace
 }  // namespace dscale

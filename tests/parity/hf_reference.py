@@ -32,6 +32,14 @@ from k_proj/v_proj of both c (no input_layernorm) and the normed block, k_norm o
 absolute positions (the drafter's own rope_theta and rope_scaling), no mask; the drafter's own
 norm, then the target's lm_head on rows 1...
 
+DSpark drafter (DeepSpec's Qwen3DSparkModel, deepspec/modeling/dspark/qwen3/modeling.py and
+deepspec/eval/dspark: _forward_backbone, forward_dspark_draft_block, build_dspark_proposal): the
+same backbone with its fields at the config's top level; the block is [anchor, mask x
+(block_size-1)], block_size = B the proposals drafted, and every one of its B rows (after the
+norm) goes through the LM head, row j proposing the token after its position; the embedding and
+LM head are the drafter's own `embed_tokens` and `lm_head` (DeepSpec's frozen copies of the
+target's). Its Markov and confidence heads: dspark_reference.py.
+
 The residual stream "after layer i" is the un-normed output of decoder layer i (what SGLang and
 training/qwen3_torch.py capture). transformers' output_hidden_states[i + 1] is the same tensor
 for every layer but the last, where that tuple holds the final-normed state instead.
@@ -252,9 +260,18 @@ class TargetReference:
 
 
 class DFlashReference:
+    """z-lab's DFlashDraftModel, or the backbone of DeepSpec's Qwen3DSparkModel (by the config's
+    architectures)."""
+
     def __init__(self, cfg, tensors, target):
         self.cfg, self.target = cfg, target
         prefix = "" if "fc.weight" in tensors else "model."
+        self.dspark = cfg.get("architectures", [None])[0] == "Qwen3DSparkModel"
+        # The block's rows that propose a token: DFlash's from 1 on (row 0 is the anchor's own
+        # position), all of DSpark's (row j proposes the token after position n + j).
+        self.first_row = 0 if self.dspark else 1
+        self.embed = tensors[prefix + "embed_tokens.weight"] if self.dspark else target.embed
+        self.lm_head = tensors[prefix + "lm_head.weight"] if self.dspark else target.lm_head
         self.fc = tensors[prefix + "fc.weight"]
         self.hidden_norm = tensors[prefix + "hidden_norm.weight"]
         self.norm = tensors[prefix + "norm.weight"]
@@ -278,14 +295,14 @@ class DFlashReference:
     def draft(self, streams, n, anchor):
         """One drafting step after a prefill of n tokens whose residual streams are `streams`.
 
-        Returns (draft logits [block_size-1, V], final-normed rows [block_size-1, H],
-        score gain S per draft layer)."""
+        Returns (draft logits [C, V], final-normed rows [C, H], score gain S per draft layer),
+        C = block_size - first_row proposals."""
         cfg, eps = self.cfg, self.cfg["rms_norm_eps"]
         feats = torch.cat([streams[i] for i in self.target_layer_ids], dim=-1)  # [n, K*H]
         c = rms_norm(feats @ self.fc.T, self.hidden_norm, eps)
         b = self.block_size
         block = torch.tensor([anchor] + [self.mask_token_id] * (b - 1))
-        h = self.target.embed[block]
+        h = self.embed[block]
         pos_ctx, pos_blk = torch.arange(n), torch.arange(n, n + b)
         score_gains = []
         for lw in self.layers:
@@ -295,8 +312,8 @@ class DFlashReference:
             h = h + a
             h = h + mlp(lw, rms_norm(h, lw.post_attention_layernorm, eps))
             score_gains.append(st)
-        out = rms_norm(h, self.norm, eps)[1:]
-        return out @ self.target.lm_head.T, out, score_gains
+        out = rms_norm(h, self.norm, eps)[self.first_row:]
+        return out @ self.lm_head.T, out, score_gains
 
 
 # ------------------------------------------------------------------------------------------

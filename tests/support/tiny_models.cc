@@ -162,6 +162,16 @@ DFlashConfig LayeredTestDrafterConfig(const DecoderConfig& target) {
   return c;
 }
 
+DFlashConfig TestDSparkConfig(const DecoderConfig& target, const DSparkHeadConfig& heads,
+                              int32_t rows) {
+  DFlashConfig c = TestDrafterConfig(target);
+  c.block_size = rows;
+  c.dspark = heads;
+  // DeepSpec's drafters may not read the target's last layer (io/dflash_config.h).
+  c.target_layer_ids = {0, static_cast<int32_t>(target.num_hidden_layers - 2)};
+  return c;
+}
+
 std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed) {
   return RandomDrafter(target, seed, TestDrafterConfig(target.config()));
 }
@@ -177,8 +187,23 @@ std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_
       [&](const std::string& name, const std::vector<int64_t>&) -> Result<std::vector<float>> {
         return by_name.at(name);
       });
+  DSparkHeadWeights heads;
+  if (config.is_dspark()) {
+    const DecoderConfig& t = target.config();
+    std::map<std::string, std::vector<float>> head_values;
+    for (TensorToWrite& w : RandomDSparkHeadTensors(*config.dspark, t.hidden_size, t.vocab_size,
+                                                    seed + 1, DType::kF32)) {
+      head_values[w.name] = std::move(w.values);
+    }
+    heads = LoadDSparkHeadWeights(
+                *config.dspark, t.hidden_size, t.vocab_size,
+                FromF32Reader([&](const std::string& name, const std::vector<int64_t>&)
+                                  -> Result<std::vector<float>> { return head_values.at(name); }))
+                .value();
+  }
   return std::make_unique<DFlashDrafter>(
-      config, LoadDFlashWeights(config, target.config().hidden_size, read).value(), target);
+      config, LoadDFlashWeights(config, target.config().hidden_size, read).value(), target,
+      std::move(heads));
 }
 
 DominoHeadConfig OddHeadConfig() {

@@ -68,12 +68,18 @@ DFlashConfig TestDrafterConfig(const DecoderConfig& target);
 // the full one is not), and block embeddings scaled by 0.375.
 DFlashConfig LayeredTestDrafterConfig(const DecoderConfig& target);
 
+// TestDrafterConfig as a DSpark drafter (DeepSpec's Qwen3DSparkModel) with `heads`, drafting
+// `rows` = B proposals per block (verified in blocks of W = B + 1).
+DFlashConfig TestDSparkConfig(const DecoderConfig& target, const DSparkHeadConfig& heads,
+                              int32_t rows);
+
 // `count` tokens uniform in [0, vocab).
 std::vector<int32_t> RandomTokens(int32_t count, int64_t vocab, uint32_t seed);
 
 // A random TestDrafterConfig drafter for `target` (f32 weights, no file round trip).
 std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed);
-// The same for `config` (made for target's config).
+// The same for `config` (made for target's config); a DSpark config gets random head weights
+// (RandomDSparkHeadTensors, seed + 1, f32).
 std::unique_ptr<DFlashDrafter> RandomDrafter(const DecoderModel& target, uint64_t seed,
                                              const DFlashConfig& config);
 

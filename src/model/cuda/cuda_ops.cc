@@ -96,11 +96,11 @@ void CudaOps::CaptureRows(const float* x, int32_t rows, int64_t dim, int32_t slo
                                       cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaOps::GatherBlockTails(const float* x, int32_t blocks, int32_t block, int64_t dim,
-                               float* out) const {
+void CudaOps::GatherBlockTails(const float* x, int32_t blocks, int32_t block, int32_t first,
+                               int64_t dim, float* out) const {
   const size_t row_bytes = Count(dim) * sizeof(float);
-  const size_t piece = row_bytes * Count(block - 1);
-  DSCALE_CUDA_CHECK(cudaMemcpy2DAsync(out, piece, x + dim, row_bytes * Count(block), piece,
+  const size_t piece = row_bytes * Count(block - first);
+  DSCALE_CUDA_CHECK(cudaMemcpy2DAsync(out, piece, x + first * dim, row_bytes * Count(block), piece,
                                       Count(blocks), cudaMemcpyDeviceToDevice, stream_));
 }
 

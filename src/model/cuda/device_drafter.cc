@@ -54,6 +54,7 @@ DeviceDFlashDrafter::DeviceDFlashDrafter(DFlashConfig config, DeviceDFlashWeight
       kv_(DraftKvShape(config_, target_kv)) {
   DSCALE_CHECK(config_.draft.hidden_size == target.config().hidden_size);
   DSCALE_CHECK(static_cast<int64_t>(weights_.layers.size()) == config_.draft.num_hidden_layers);
+  DSCALE_CHECK_MSG(!config_.is_dspark(), "the device drafter computes DFlash drafters only");
   DSCALE_CHECK(config_.block_size >= 2);
   DSCALE_CHECK(config_.mask_token_id >= 0 && config_.mask_token_id < target.config().vocab_size);
   for (const DeviceLayerWeights& w : weights_.layers) {
@@ -92,8 +93,8 @@ void DeviceDFlashDrafter::EnqueueDraft(const DeviceBatchView& blocks, DeviceDraf
   const DeviceDecoderWeights& target = target_->weights();
   CudaOps ops(gemm_, s.layer, stream);
   // The device drafter runs the original layout only (the CUDA backend refuses others).
-  RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab(), vocab(), dims_, block,
-                 blocks, DraftLayout{}, kv_, s.layer, out);
+  RunDFlashDraft(ops, weights_, target.embed, target.LmHead(), vocab(), vocab(), dims_,
+                 config_.Block(), blocks, DraftLayout{}, kv_, s.layer, out);
 }
 
 DeviceDraftScratch::DeviceDraftScratch(const DeviceDFlashDrafter& drafter, int32_t max_requests,

@@ -69,13 +69,14 @@ class DeviceDFlashDrafter {
  public:
   // `target` must outlive the drafter (its embedding and LM head are shared). The draft KV
   // cache gets `target_kv`'s pages (page size, page count) with the drafter's layers and heads.
-  // Creates the drafter's cuBLAS context on the current device.
+  // Creates the drafter's cuBLAS context on the current device. A DFlash drafter only: DSpark's
+  // heads have no device code (the CUDA backend refuses such a drafter by name).
   DeviceDFlashDrafter(DFlashConfig config, DeviceDFlashWeights weights,
                       const DeviceDecoderModel& target, const KvCacheShape& target_kv);
 
   const DFlashConfig& config() const { return config_; }
   const LayerDims& dims() const { return dims_; }
-  int32_t block_size() const { return config_.block_size; }
+  int32_t block_size() const { return config_.block_size; }  // W (DFlash: the input rows too)
   int64_t vocab() const { return target_->config().vocab_size; }
   // Width of the feature rows: K · target hidden.
   int64_t feature_width() const;

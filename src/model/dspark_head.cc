@@ -1,0 +1,182 @@
+#include "model/dspark_head.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/cpu/softmax.h"
+#include "model/decoder_layer.h"
+
+namespace dscale {
+namespace {
+
+constexpr const char* kW1Name = "markov_head.markov_w1.weight";
+constexpr const char* kW2Name = "markov_head.markov_w2.weight";
+constexpr const char* kGateName = "markov_head.gate_proj.weight";
+constexpr const char* kGateBiasName = "markov_head.gate_proj.bias";
+constexpr const char* kJointName = "markov_head.joint_proj.weight";
+constexpr const char* kJointBiasName = "markov_head.joint_proj.bias";
+constexpr const char* kConfidenceName = "confidence_head.proj.weight";
+constexpr const char* kConfidenceBiasName = "confidence_head.proj.bias";
+
+float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+int64_t ConfidenceInputs(const DSparkHeadConfig& c, int64_t hidden) {
+  return hidden + (c.confidence_with_markov ? c.markov_rank : 0);
+}
+
+// y = w · x + bias for one row x.
+void Affine(const WeightMatrix& w, const std::vector<float>& bias, const float* x, float* y) {
+  Project(x, w, y, /*rows=*/1);
+  for (size_t i = 0; i < bias.size(); ++i) y[i] += bias[i];
+}
+
+}  // namespace
+
+TensorShapes DSparkHeadTensorShapes(const DSparkHeadConfig& c, int64_t hidden, int64_t vocab) {
+  const int64_t r = c.markov_rank;
+  TensorShapes shapes;
+  if (c.has_markov_head()) {
+    shapes.emplace_back(kW1Name, std::vector<int64_t>{vocab, r});
+    shapes.emplace_back(kW2Name, std::vector<int64_t>{vocab, r});
+    if (c.markov_head_type == MarkovHeadType::kGated) {
+      shapes.emplace_back(kGateName, std::vector<int64_t>{r, hidden + r});
+      shapes.emplace_back(kGateBiasName, std::vector<int64_t>{r});
+    } else if (c.markov_head_type == MarkovHeadType::kRnn) {
+      shapes.emplace_back(kJointName, std::vector<int64_t>{3 * r, 2 * r + hidden});
+      shapes.emplace_back(kJointBiasName, std::vector<int64_t>{3 * r});
+    }
+  }
+  if (c.confidence_head) {
+    shapes.emplace_back(kConfidenceName, std::vector<int64_t>{1, ConfidenceInputs(c, hidden)});
+    shapes.emplace_back(kConfidenceBiasName, std::vector<int64_t>{1});
+  }
+  return shapes;
+}
+
+Result<DSparkHeadWeights> LoadDSparkHeadWeights(const DSparkHeadConfig& c, int64_t hidden,
+                                                int64_t vocab, const TensorReader& read) {
+  DSparkHeadWeights w;
+  for (const auto& [name, shape] : DSparkHeadTensorShapes(c, hidden, vocab)) {
+    DSCALE_ASSIGN_OR_RETURN(WeightMatrix m, read(name, shape));
+    if (name == kW1Name) {
+      w.markov_w1 = std::move(m);
+    } else if (name == kW2Name) {
+      w.markov_w2 = std::move(m);
+    } else if (name == kGateName) {
+      w.gate_proj = std::move(m);
+    } else if (name == kGateBiasName) {
+      w.gate_bias = m.ToF32();
+    } else if (name == kJointName) {
+      w.joint_proj = std::move(m);
+    } else if (name == kJointBiasName) {
+      w.joint_bias = m.ToF32();
+    } else if (name == kConfidenceName) {
+      w.confidence = std::move(m);
+    } else {
+      w.confidence_bias = m.ToF32()[0];
+    }
+  }
+  return w;
+}
+
+DSparkHead::DSparkHead(DSparkHeadConfig config, DSparkHeadWeights weights, int64_t hidden,
+                       int64_t vocab)
+    : config_(config), weights_(std::move(weights)), hidden_(hidden), vocab_(vocab) {
+  const int64_t r = config_.markov_rank;
+  if (config_.has_markov_head()) {
+    DSCALE_CHECK(weights_.markov_w1.rows() == vocab && weights_.markov_w1.cols() == r);
+    DSCALE_CHECK(weights_.markov_w2.rows() == vocab && weights_.markov_w2.cols() == r);
+    if (config_.markov_head_type == MarkovHeadType::kGated) {
+      DSCALE_CHECK(weights_.gate_proj.rows() == r && weights_.gate_proj.cols() == hidden + r);
+      DSCALE_CHECK(static_cast<int64_t>(weights_.gate_bias.size()) == r);
+    } else if (config_.markov_head_type == MarkovHeadType::kRnn) {
+      DSCALE_CHECK(weights_.joint_proj.rows() == 3 * r &&
+                   weights_.joint_proj.cols() == 2 * r + hidden);
+      DSCALE_CHECK(static_cast<int64_t>(weights_.joint_bias.size()) == 3 * r);
+    }
+  }
+  if (config_.confidence_head) {
+    DSCALE_CHECK(weights_.confidence.rows() == 1 &&
+                 weights_.confidence.cols() == ConfidenceInputs(config_, hidden));
+  }
+}
+
+void DSparkHead::MarkovInput(const float* h, const float* e, float* x) {
+  const int64_t r = config_.markov_rank;
+  switch (config_.markov_head_type) {
+    case MarkovHeadType::kVanilla:
+      std::memcpy(x, e, static_cast<size_t>(r) * sizeof(float));
+      return;
+    case MarkovHeadType::kGated: {
+      // [h ; e], hidden first, as DeepSpec concatenates them.
+      float* in = GrowBuffer(concat_, static_cast<size_t>(hidden_ + r));
+      std::memcpy(in, h, static_cast<size_t>(hidden_) * sizeof(float));
+      std::memcpy(in + hidden_, e, static_cast<size_t>(r) * sizeof(float));
+      float* gate = GrowBuffer(projected_, static_cast<size_t>(r));
+      Affine(weights_.gate_proj, weights_.gate_bias, in, gate);
+      for (int64_t i = 0; i < r; ++i) x[i] = Sigmoid(gate[i]) * e[i];
+      return;
+    }
+    case MarkovHeadType::kRnn: {
+      // [s ; e ; h] → (gate, candidate, output) thirds.
+      float* in = GrowBuffer(concat_, static_cast<size_t>(2 * r + hidden_));
+      std::memcpy(in, state_.data(), static_cast<size_t>(r) * sizeof(float));
+      std::memcpy(in + r, e, static_cast<size_t>(r) * sizeof(float));
+      std::memcpy(in + 2 * r, h, static_cast<size_t>(hidden_) * sizeof(float));
+      float* p = GrowBuffer(projected_, static_cast<size_t>(3 * r));
+      Affine(weights_.joint_proj, weights_.joint_bias, in, p);
+      for (int64_t i = 0; i < r; ++i) {
+        const float gate = Sigmoid(p[i]);
+        state_[i] = gate * state_[i] + (1.0f - gate) * std::tanh(p[r + i]);
+        x[i] = std::tanh(p[2 * r + i]);
+      }
+      return;
+    }
+  }
+}
+
+float DSparkHead::Confidence(const float* h, const float* e) {
+  const int64_t in = ConfidenceInputs(config_, hidden_);
+  float* z = GrowBuffer(concat_, static_cast<size_t>(in));
+  std::memcpy(z, h, static_cast<size_t>(hidden_) * sizeof(float));
+  if (config_.confidence_with_markov) {
+    std::memcpy(z + hidden_, e, static_cast<size_t>(config_.markov_rank) * sizeof(float));
+  }
+  float logit = 0.0f;
+  Project(z, weights_.confidence, &logit, /*rows=*/1);
+  return logit + weights_.confidence_bias;
+}
+
+void DSparkHead::Walk(std::span<const int32_t> anchors, int32_t candidates,
+                      std::span<const float> hidden, std::span<float> logits,
+                      std::span<int32_t> tokens, std::span<float> confidence) {
+  const auto requests = static_cast<int64_t>(anchors.size());
+  const int64_t rows = requests * candidates, r = config_.markov_rank;
+  DSCALE_CHECK(static_cast<int64_t>(hidden.size()) == rows * hidden_);
+  DSCALE_CHECK(static_cast<int64_t>(logits.size()) == rows * vocab_);
+  DSCALE_CHECK(static_cast<int64_t>(tokens.size()) == rows);
+  DSCALE_CHECK(static_cast<int64_t>(confidence.size()) == (config_.confidence_head ? rows : 0));
+  float* e = GrowBuffer(embedded_, static_cast<size_t>(r));
+  float* x = GrowBuffer(input_, static_cast<size_t>(r));
+  float* bias = GrowBuffer(bias_, static_cast<size_t>(vocab_));
+  for (int64_t q = 0; q < requests; ++q) {
+    state_.assign(static_cast<size_t>(r), 0.0f);
+    int32_t prev = anchors[static_cast<size_t>(q)];
+    for (int64_t j = q * candidates; j < (q + 1) * candidates; ++j) {
+      const float* h = hidden.data() + j * hidden_;
+      float* row = logits.data() + j * vocab_;
+      if (config_.has_markov_head()) {
+        GatherRows(weights_.markov_w1, &prev, 1, e);
+        MarkovInput(h, e, x);
+        Project(x, weights_.markov_w2, bias, /*rows=*/1);
+        for (int64_t v = 0; v < vocab_; ++v) row[v] += bias[v];
+      }
+      if (config_.confidence_head) confidence[static_cast<size_t>(j)] = Confidence(h, e);
+      cpu::ArgmaxRows(row, 1, vocab_, &tokens[static_cast<size_t>(j)]);
+      prev = tokens[static_cast<size_t>(j)];
+    }
+  }
+}
+
+}  // namespace dscale

@@ -1,0 +1,84 @@
+#pragma once
+// The heads of a DSpark drafter (DeepSpec's Qwen3DSparkModel; config in io/dspark_config.h) on
+// top of its DFlash-style backbone's B rows: a Markov head that makes the block's proposals
+// sequential, and a confidence head that scores each proposal.
+//
+// Walk of one request's block (greedy), h_j its backbone's final-normed row j (the LM head's
+// input), base_j that row's logits, W1[t] row t of the Markov embedding [vocab, r]:
+//   prev_0 = anchor
+//   for j = 0 .. B−1:
+//     x_j    = vanilla: W1[prev_j]
+//              gated:   σ(gate_proj · [h_j ; W1[prev_j]] + b) ⊙ W1[prev_j]
+//              rnn:     (g, c, o) = thirds of joint_proj · [s ; W1[prev_j] ; h_j] + b,
+//                       s ← σ(g) ⊙ s + (1 − σ(g)) ⊙ tanh(c) (s = 0 at the block's start),
+//                       x_j = tanh(o)
+//     logits_j = base_j + W2 · x_j          (W2 = markov_w2 [vocab, r]; no head: base_j)
+//     token_j  = argmax logits_j            (ties to the lowest id, as torch.argmax)
+//     confidence_j = proj · [h_j ; W1[prev_j]] + b   (or proj · h_j + b without the Markov input)
+//     prev_{j+1} = token_j
+// A request's walk reads only its own rows, one row at a time, so its bits never depend on the
+// other requests drafted beside it. Products run on the stored weights (WeightMatrix's Project)
+// with f32 activations; σ, tanh and the sums are f32.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "io/dspark_config.h"
+#include "model/decoder_weights.h"
+#include "model/weight_matrix.h"
+
+namespace dscale {
+
+// Tensors by DeepSpec's names, at the top level of the drafter checkpoint; only those the config
+// declares are present (empty otherwise).
+struct DSparkHeadWeights {
+  WeightMatrix markov_w1;         // "markov_head.markov_w1.weight" [vocab, r] (an embedding)
+  WeightMatrix markov_w2;         // "markov_head.markov_w2.weight" [vocab, r] (Linear r → vocab)
+  WeightMatrix gate_proj;         // gated: "markov_head.gate_proj.weight" [r, hidden + r]
+  std::vector<float> gate_bias;   // gated: "markov_head.gate_proj.bias" [r]
+  WeightMatrix joint_proj;        // rnn: "markov_head.joint_proj.weight" [3r, 2r + hidden]
+  std::vector<float> joint_bias;  // rnn: "markov_head.joint_proj.bias" [3r]
+  WeightMatrix confidence;        // "confidence_head.proj.weight" [1, hidden (+ r)]
+  float confidence_bias = 0.0f;   // "confidence_head.proj.bias" [1]
+};
+
+// (name, shape) of every head tensor `config` declares, for a drafter of `hidden` over `vocab`.
+TensorShapes DSparkHeadTensorShapes(const DSparkHeadConfig& config, int64_t hidden, int64_t vocab);
+// Reads them through `read` (errors name the tensor and the shape expected).
+Result<DSparkHeadWeights> LoadDSparkHeadWeights(const DSparkHeadConfig& config, int64_t hidden,
+                                                int64_t vocab, const TensorReader& read);
+
+// Not thread-safe: one walk at a time (it reuses its scratch).
+class DSparkHead {
+ public:
+  DSparkHead(DSparkHeadConfig config, DSparkHeadWeights weights, int64_t hidden, int64_t vocab);
+
+  const DSparkHeadConfig& config() const { return config_; }
+  const DSparkHeadWeights& weights() const { return weights_; }
+
+  // The walk above for anchors.size() requests of `candidates` rows each, request-major:
+  // hidden [requests · candidates, hidden], logits [requests · candidates, vocab] the backbone's
+  // on entry and the corrected ones (the drafter's q) on return, tokens [requests · candidates]
+  // their argmaxes, confidence [requests · candidates] the confidence logits (empty span: no
+  // confidence head).
+  void Walk(std::span<const int32_t> anchors, int32_t candidates, std::span<const float> hidden,
+            std::span<float> logits, std::span<int32_t> tokens, std::span<float> confidence);
+
+ private:
+  // x [r] of one row (above), from prev's embedding e [r] and the row h [hidden]; advances the
+  // rnn state.
+  void MarkovInput(const float* h, const float* e, float* x);
+  // The confidence logit of one row.
+  float Confidence(const float* h, const float* e);
+
+  DSparkHeadConfig config_;
+  DSparkHeadWeights weights_;
+  int64_t hidden_ = 0, vocab_ = 0;
+  // Scratch of one row: e [r], x [r], state [r], concatenated inputs, a product's output,
+  // the bias [vocab].
+  std::vector<float> embedded_, input_, state_, concat_, projected_, bias_;
+};
+
+}  // namespace dscale
