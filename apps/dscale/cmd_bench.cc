@@ -95,11 +95,16 @@ std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
 Result<RuntimeParts> PartsForModes(const BenchArgs& a, const std::vector<BenchMode>& modes) {
   bool need_drafter = false, need_predictor = false, need_domino = false;
   bool need_domino_predictor = false;
+  // Whether every mode wanting the main drafter's predictor could rank by a confidence head.
+  bool confidence_replaces_predictor = true;
   for (const BenchMode& m : modes) {
     if (!m.runnable) continue;
     DSCALE_ASSIGN_OR_RETURN(const LengthPolicy policy, LengthPolicy::Parse(m.policy));
     need_drafter |= policy.UsesDrafter() && !m.domino_head;
     need_predictor |= policy.UsesPredictor() && !m.domino_head;
+    if (policy.UsesPredictor() && !m.domino_head) {
+      confidence_replaces_predictor &= policy.RanksByConfidenceHead();
+    }
     need_domino |= m.domino_head;
     need_domino_predictor |= policy.UsesPredictor() && m.domino_head;
   }
@@ -110,7 +115,9 @@ Result<RuntimeParts> PartsForModes(const BenchArgs& a, const std::vector<BenchMo
   if (o.target.empty()) return InvalidArgument("--target is required without --url");
   // Without --drafter nothing is loaded for the modes that need one, and CheckInProcessModes
   // names them.
-  RuntimeParts parts{.drafter = need_drafter, .predictor = need_predictor};
+  RuntimeParts parts{.drafter = need_drafter,
+                     .predictor = need_predictor,
+                     .confidence_replaces_predictor = confidence_replaces_predictor};
   if (need_domino && !o.drafter.empty()) {
     parts.variant = DrafterVariantParts{.head = DrafterHead::kDomino,
                                         .predictor = need_domino_predictor,
@@ -178,6 +185,7 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<
       .domino_predictor = m.variant ? m.variant->predictor_or_null() : nullptr,
       .verify_budget = a.budget.VerifyBudget().value(),
       .sps_table = m.sps_table ? &*m.sps_table : nullptr,
+      .confidence_calibration = m.main.confidence_calibration_or_null(),
       .kv_dtype = a.kv_dtype,
       .prefix_cache = a.prefix_cache};
   const GenerationParams params{.max_tokens = a.max_tokens,

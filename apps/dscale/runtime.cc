@@ -59,7 +59,15 @@ Status LoadMainDrafting(const ModelOptions& options, const RuntimeParts& parts, 
   DSCALE_ASSIGN_OR_RETURN(runtime.main.drafter,
                           DFlashDrafter::Load(options.drafter, *runtime.target,
                                               options.drafter_head, options.draft_vocab));
-  if (!parts.predictor) return Status::Ok();
+  const bool confidence_head = runtime.main.drafter->has_confidence_head();
+  if (confidence_head) {
+    DSCALE_ASSIGN_OR_RETURN(runtime.main.confidence_calibration,
+                            LoadConfidenceCalibrationFor(options.confidence_calibration,
+                                                         options.drafter, *runtime.main.drafter));
+  }
+  if (!parts.predictor || (parts.confidence_replaces_predictor && confidence_head)) {
+    return Status::Ok();
+  }
   return LoadPredictor(options.predictor, "--predictor", /*load_context=*/"", options.drafter,
                        runtime.main);
 }
@@ -82,8 +90,10 @@ Result<std::unique_ptr<StepBackend>> BackendFor(std::string_view device, Runtime
 }  // namespace
 
 RuntimeParts PartsFor(const LengthPolicy& policy, TokenizerNeed tokenizer) {
-  return {
-      .tokenizer = tokenizer, .drafter = policy.UsesDrafter(), .predictor = policy.UsesPredictor()};
+  return {.tokenizer = tokenizer,
+          .drafter = policy.UsesDrafter(),
+          .predictor = policy.UsesPredictor(),
+          .confidence_replaces_predictor = policy.RanksByConfidenceHead()};
 }
 
 Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
@@ -117,6 +127,7 @@ Status PrepareSpsTable(Runtime& runtime, const BudgetFlags& budget, bool needed,
 Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, EngineConfig config,
                                            const EngineInputs& inputs) {
   config.inputs.predictor = runtime.main.predictor_or_null();
+  config.inputs.confidence_calibration = runtime.main.confidence_calibration_or_null();
   if (inputs.budget != nullptr) {
     // Not profiled without a drafter: Engine::Create refuses the policy first.
     DSCALE_RETURN_IF_ERROR(PrepareSpsTable(

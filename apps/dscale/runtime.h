@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/step_backend.h"
+#include "budget/confidence_survival.h"
 #include "budget/sps_table.h"
 #include "budget_options.h"
 #include "core/status.h"
@@ -44,6 +45,9 @@ struct RuntimeParts {
   TokenizerNeed tokenizer = TokenizerNeed::kIfFound;
   bool drafter = false;    // --drafter's, when given (the engine refuses a policy that lacks one)
   bool predictor = false;  // the drafter's DVL predictor (needs `drafter`)
+  // Skip the predictor when the drafter has a confidence head: every policy wanting the
+  // predictor ranks by the head instead (LengthPolicy::RanksByConfidenceHead).
+  bool confidence_replaces_predictor = false;
   std::optional<DrafterVariantParts> variant;
 };
 
@@ -56,10 +60,15 @@ struct Drafting {
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
   std::string predictor_path;  // the file `predictor` came from (the flag's, or the bundled one)
+  // A confidence head's STS temperatures (LoadConfidenceCalibrationFor); none: uncalibrated.
+  std::optional<budget::ConfidenceCalibration> confidence_calibration;
   std::unique_ptr<StepBackend> backend;
 
   int32_t block_size() const { return drafter ? drafter->block_size() : 1; }  // 1: no drafter
   const dvl::Predictor* predictor_or_null() const { return predictor ? &*predictor : nullptr; }
+  const budget::ConfidenceCalibration* confidence_calibration_or_null() const {
+    return confidence_calibration ? &*confidence_calibration : nullptr;
+  }
 };
 
 // The loaded models. Members refer to each other (the drafters share the target's embedding and LM

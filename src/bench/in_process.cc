@@ -78,7 +78,8 @@ Result<ModeSetup> SetUp(const InProcessModels& models, const BenchMode& mode) {
   }
   setup.inputs = {.predictor = mode.domino_head ? models.domino_predictor : models.predictor,
                   .verify_budget = models.verify_budget,
-                  .sps_table = models.sps_table};
+                  .sps_table = models.sps_table,
+                  .confidence_calibration = models.confidence_calibration};
   if (!mode.verify_budget.empty()) {
     DSCALE_ASSIGN_OR_RETURN(setup.inputs.verify_budget,
                             budget::VerifyBudget::Parse(mode.verify_budget));
@@ -104,6 +105,8 @@ Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchM
     DSCALE_RETURN_IF_ERROR(
         InContext(CheckPolicyInputs({.policy = setup.policy,
                                      .block = drafter != nullptr ? drafter->block_size() : 0,
+                                     .drafter_confidence =
+                                         drafter != nullptr && drafter->has_confidence_head(),
                                      .inputs = setup.inputs}),
                   mode));
   }

@@ -52,6 +52,8 @@ struct InProcessModels {
   const dvl::Predictor* domino_predictor = nullptr;  // trained on the head's drafts
   budget::VerifyBudget verify_budget;                // dscale modes without their own
   const budget::SpsTable* sps_table = nullptr;       // null: the dspark mode cannot run
+  // The drafter's confidence-head calibration (dspark over a DSpark drafter); null: none.
+  const budget::ConfidenceCalibration* confidence_calibration = nullptr;
   KvDtype kv_dtype = KvDtype::kBf16;                 // the engines' host KV caches
   bool prefix_cache = false;                         // the engines cache prompt pages
 };
