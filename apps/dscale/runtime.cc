@@ -73,13 +73,17 @@ Status LoadMainDrafting(const ModelOptions& options, const RuntimeParts& parts, 
 }
 
 Status LoadVariantDrafting(const ModelOptions& options, const DrafterVariantParts& parts,
-                           Runtime& runtime) {
-  Drafting& variant = runtime.variant.emplace();
-  DSCALE_ASSIGN_OR_RETURN(variant.drafter, DFlashDrafter::Load(options.drafter, *runtime.target,
-                                                               parts.head, options.draft_vocab));
+                           const DecoderModel& target, Drafting& variant) {
+  const std::string& dir = parts.drafter_dir.empty() ? options.drafter : parts.drafter_dir;
+  DSCALE_ASSIGN_OR_RETURN(variant.drafter,
+                          DFlashDrafter::Load(dir, target, parts.head, options.draft_vocab));
+  if (variant.drafter->has_confidence_head()) {
+    DSCALE_ASSIGN_OR_RETURN(variant.confidence_calibration,
+                            LoadConfidenceCalibrationFor("", dir, *variant.drafter));
+  }
   if (!parts.predictor) return Status::Ok();
-  return LoadPredictor(parts.predictor_file, parts.predictor_flag, parts.predictor_flag,
-                       options.drafter, variant);
+  return LoadPredictor(parts.predictor_file, parts.predictor_flag, parts.predictor_flag, dir,
+                       variant);
 }
 
 Result<std::unique_ptr<StepBackend>> BackendFor(std::string_view device, Runtime& runtime,
@@ -106,13 +110,16 @@ Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
   DSCALE_ASSIGN_OR_RETURN(runtime->tokenizer, LoadTokenizer(options, parts.tokenizer,
                                                             runtime->target->config().vocab_size));
   DSCALE_RETURN_IF_ERROR(LoadMainDrafting(options, parts, *runtime));
-  if (parts.variant) DSCALE_RETURN_IF_ERROR(LoadVariantDrafting(options, *parts.variant, *runtime));
   DSCALE_ASSIGN_OR_RETURN(runtime->main.backend,
                           BackendFor(options.device, *runtime, runtime->main));
-  // The variant's head runs on the CPU only.
-  if (runtime->variant) {
-    DSCALE_ASSIGN_OR_RETURN(runtime->variant->backend,
-                            BackendFor("cpu", *runtime, *runtime->variant));
+  // The variants run on the CPU only (the Domino head and the DSpark drafter have no device
+  // forward).
+  for (auto [variant_parts, variant] : {std::pair{&parts.variant, &runtime->variant},
+                                        std::pair{&parts.dspark, &runtime->dspark}}) {
+    if (!variant_parts->has_value()) continue;
+    DSCALE_RETURN_IF_ERROR(
+        LoadVariantDrafting(options, **variant_parts, *runtime->target, variant->emplace()));
+    DSCALE_ASSIGN_OR_RETURN((*variant)->backend, BackendFor("cpu", *runtime, **variant));
   }
   return runtime;
 }

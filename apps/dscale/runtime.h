@@ -31,9 +31,11 @@ enum class TokenizerNeed {
   kRequired,
 };
 
-// The --drafter folder's drafter with another head, beside the runtime's own (bench's domino
-// modes): `predictor_flag` names the flag `predictor` came from in errors.
+// A drafter beside the runtime's own, on the CPU: the --drafter folder's with another head
+// (bench's domino modes) or another folder's (bench's dspark-drafter modes). `predictor_flag`
+// names the flag `predictor` came from in errors.
 struct DrafterVariantParts {
+  std::string drafter_dir;  // empty: --drafter's folder
   DrafterHead head = DrafterHead::kDomino;
   bool predictor = false;      // load the predictor trained on this head's drafts
   std::string predictor_file;  // the flag's value; empty: the drafter folder's bundled file
@@ -48,7 +50,8 @@ struct RuntimeParts {
   // Skip the predictor when the drafter has a confidence head: every policy wanting the
   // predictor ranks by the head instead (LengthPolicy::RanksByConfidenceHead).
   bool confidence_replaces_predictor = false;
-  std::optional<DrafterVariantParts> variant;
+  std::optional<DrafterVariantParts> variant;  // bench's domino modes
+  std::optional<DrafterVariantParts> dspark;   // bench's dspark-drafter modes
 };
 
 // The parts `policy` runs with (LengthPolicy::UsesDrafter, UsesPredictor).
@@ -83,6 +86,7 @@ struct Runtime {
   std::optional<Tokenizer> tokenizer;
   Drafting main;                              // the drafter with --drafter-head, on --device
   std::optional<Drafting> variant;            // RuntimeParts::variant's, on the CPU
+  std::optional<Drafting> dspark;             // RuntimeParts::dspark's, on the CPU
   std::optional<budget::SpsTable> sps_table;  // dspark's (PrepareSpsTable)
 
   const Tokenizer* tokenizer_or_null() const { return tokenizer ? &*tokenizer : nullptr; }
