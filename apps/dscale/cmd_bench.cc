@@ -301,6 +301,9 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
           {"drafter", o.drafter},
           {"predictor", models != nullptr ? models->main.predictor_path : o.predictor},
           {"domino_predictor", DominoPredictorPath(a, models)},
+          {"dspark_drafter", a.dspark_drafter},
+          {"dspark_predictor", models != nullptr && models->dspark ? models->dspark->predictor_path
+                                                                   : a.dspark_predictor},
           {"url", a.url},
           {"server_prompts", a.url.empty() ? "" : a.server_prompts},
           {"datasets", a.datasets},
