@@ -32,6 +32,8 @@ using bench::BenchMode;
 struct BenchArgs {
   ModelOptions models;
   std::string domino_predictor;         // the domino+dscale mode's predictor
+  std::string dspark_drafter;           // the dspark-drafter modes' drafter folder
+  std::string dspark_predictor;         // their dscale modes' predictor
   std::string url, server_model;        // --server-model; empty: the one model the server lists
   std::string server_prompts = "text";  // --url: chat turns as text, or token ids (`ids`)
   std::string data_dir = "data";
@@ -90,32 +92,52 @@ std::string DefaultBaseline(const std::vector<BenchMode>& modes) {
 }
 
 // What the in-process modes load: the drafter without a head for the speculative modes, with
-// its Domino head (a variant on the CPU) for the domino modes, and each one's predictor for the
-// modes that predict.
+// its Domino head (a variant on the CPU) for the domino modes, --dspark-drafter (another variant)
+// for the dspark-drafter modes, and each one's predictor for the modes that predict (not for
+// dspark over a drafter with a confidence head, which ranks by the head).
 Result<RuntimeParts> PartsForModes(const BenchArgs& a, const std::vector<BenchMode>& modes) {
-  bool need_drafter = false, need_predictor = false, need_domino = false;
-  bool need_domino_predictor = false;
+  struct Need {
+    bool drafter = false, predictor = false;
+    // Whether every mode wanting the predictor could rank by a confidence head instead.
+    bool confidence_replaces_predictor = true;
+  };
+  std::map<bench::ModeDrafter, Need> need;
   for (const BenchMode& m : modes) {
     if (!m.runnable) continue;
     DSCALE_ASSIGN_OR_RETURN(const LengthPolicy policy, LengthPolicy::Parse(m.policy));
-    need_drafter |= policy.UsesDrafter() && !m.domino_head;
-    need_predictor |= policy.UsesPredictor() && !m.domino_head;
-    need_domino |= m.domino_head;
-    need_domino_predictor |= policy.UsesPredictor() && m.domino_head;
+    Need& n = need[m.drafter];
+    n.drafter |= policy.UsesDrafter() || m.drafter != bench::ModeDrafter::kMain;
+    n.predictor |= policy.UsesPredictor();
+    if (policy.UsesPredictor()) n.confidence_replaces_predictor &= policy.RanksByConfidenceHead();
   }
   const ModelOptions& o = a.models;
-  if (need_domino && o.device != "cpu") {
-    return InvalidArgument("the domino modes run on the CPU only (--device cpu)");
+  for (auto [drafter, name] : {std::pair{bench::ModeDrafter::kDomino, "domino"},
+                               std::pair{bench::ModeDrafter::kDSpark, "dspark-drafter"}}) {
+    if (need.count(drafter) && o.device != "cpu") {
+      return InvalidArgument(std::string("the ") + name + " modes run on the CPU only (--device cpu)");
+    }
   }
   if (o.target.empty()) return InvalidArgument("--target is required without --url");
-  // Without --drafter nothing is loaded for the modes that need one, and CheckInProcessModes
-  // names them.
-  RuntimeParts parts{.drafter = need_drafter, .predictor = need_predictor};
-  if (need_domino && !o.drafter.empty()) {
+  // Without --drafter (--dspark-drafter) nothing is loaded for the modes that need one, and
+  // CheckInProcessModes names them.
+  const Need main = need[bench::ModeDrafter::kMain];
+  RuntimeParts parts{.drafter = main.drafter,
+                     .predictor = main.predictor,
+                     .confidence_replaces_predictor = main.confidence_replaces_predictor};
+  if (need.count(bench::ModeDrafter::kDomino) && !o.drafter.empty()) {
     parts.variant = DrafterVariantParts{.head = DrafterHead::kDomino,
-                                        .predictor = need_domino_predictor,
+                                        .predictor = need[bench::ModeDrafter::kDomino].predictor,
                                         .predictor_file = a.domino_predictor,
                                         .predictor_flag = "--domino-predictor"};
+  }
+  if (const Need dspark = need[bench::ModeDrafter::kDSpark];
+      dspark.drafter && !a.dspark_drafter.empty()) {
+    parts.dspark = DrafterVariantParts{
+        .drafter_dir = a.dspark_drafter,
+        .head = DrafterHead::kNone,
+        .predictor = dspark.predictor && !dspark.confidence_replaces_predictor,
+        .predictor_file = a.dspark_predictor,
+        .predictor_flag = "--dspark-predictor"};
   }
   return parts;
 }
@@ -133,8 +155,10 @@ Result<std::unique_ptr<Runtime>> LoadModels(const BenchArgs& a, const std::vecto
   for (const BenchMode& mode : modes) need_sps |= mode.runnable && mode.policy == "dspark";
   int32_t most = 1;
   for (int32_t c : concurrency) most = std::max(most, c);
-  DSCALE_RETURN_IF_ERROR(
-      PrepareSpsTable(*runtime, a.budget, need_sps, int64_t{runtime->main.block_size()} * most));
+  // One table for every dspark mode: up to the widest block of the drafters they verify.
+  const int32_t widest =
+      std::max(runtime->main.block_size(), runtime->dspark ? runtime->dspark->block_size() : 1);
+  DSCALE_RETURN_IF_ERROR(PrepareSpsTable(*runtime, a.budget, need_sps, int64_t{widest} * most));
   return runtime;
 }
 
@@ -171,11 +195,18 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<
         auto ids, bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts, w.system));
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
   }
+  const auto models_of = [](const std::optional<Drafting>& d) {
+    return d ? bench::ModeModels{.backend = d->backend.get(),
+                                 .predictor = d->predictor_or_null(),
+                                 .confidence_calibration = d->confidence_calibration_or_null()}
+             : bench::ModeModels{};
+  };
   const bench::InProcessModels models{
-      .backend = m.main.backend.get(),
-      .predictor = m.main.predictor_or_null(),
-      .domino_backend = m.variant ? m.variant->backend.get() : nullptr,
-      .domino_predictor = m.variant ? m.variant->predictor_or_null() : nullptr,
+      .main = {.backend = m.main.backend.get(),
+               .predictor = m.main.predictor_or_null(),
+               .confidence_calibration = m.main.confidence_calibration_or_null()},
+      .domino = models_of(m.variant),
+      .dspark = models_of(m.dspark),
       .verify_budget = a.budget.VerifyBudget().value(),
       .sps_table = m.sps_table ? &*m.sps_table : nullptr,
       .kv_dtype = a.kv_dtype,
@@ -270,6 +301,9 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
           {"drafter", o.drafter},
           {"predictor", models != nullptr ? models->main.predictor_path : o.predictor},
           {"domino_predictor", DominoPredictorPath(a, models)},
+          {"dspark_drafter", a.dspark_drafter},
+          {"dspark_predictor", models != nullptr && models->dspark ? models->dspark->predictor_path
+                                                                   : a.dspark_predictor},
           {"url", a.url},
           {"server_prompts", a.url.empty() ? "" : a.server_prompts},
           {"datasets", a.datasets},
@@ -379,6 +413,12 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--domino-predictor", a->domino_predictor,
                   "DVL predictor trained on the Domino head's drafts (the domino+dscale mode; "
                   "default: the drafter folder's predictor-domino.bin)");
+  cmd->add_option("--dspark-drafter", a->dspark_drafter,
+                  "DSpark drafter checkpoint directory (Qwen3DSparkModel) for the dspark-drafter "
+                  "modes");
+  cmd->add_option("--dspark-predictor", a->dspark_predictor,
+                  "DVL predictor trained on the DSpark drafter's drafts (its dscale modes; "
+                  "default: that folder's predictor.bin)");
   cmd->add_option("--url", a->url, "Benchmark a running server instead (http://host:port)");
   cmd->add_option("--server-model", a->server_model,
                   "\"model\" field sent to the server (default: the one model its /v1/models "
@@ -397,7 +437,7 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
       ->capture_default_str();
   cmd->add_option("--modes", a->modes,
                   "none, dflash, fixed:K, dscale, dscale:auto or dscale:F, dspark, domino, "
-                  "domino+dscale (list)")
+                  "domino+dscale, dspark-drafter, dspark-drafter+POLICY (list)")
       ->capture_default_str();
   cmd->add_flag("--ablation", a->ablation,
                 "Preset: DFlash control, +tile routing, +DVL, +fixed-address workspaces/graphs");

@@ -1,10 +1,12 @@
 // dscale collect: full-width DFlash runs over prompt files, logging for every live request of
-// every verification step the DVL features and how many drafts full-width verification
-// accepted — the predictor's training data (format: docs/TRACE_FORMAT.md).
+// every verification step how many drafts full-width verification accepted, with the DVL
+// features (--out: the predictor's training data) and the drafter's confidence-head logits
+// (--confidence-out: a DSpark drafter's calibration data). Formats: docs/TRACE_FORMAT.md.
 
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "model_options.h"
 #include "prompt_input.h"
 #include "runtime.h"
+#include "train/confidence_traces.h"
 #include "train/trace_file.h"
 
 namespace dscale::cli {
@@ -24,7 +27,8 @@ namespace {
 struct CollectArgs {
   ModelOptions models;
   std::vector<std::string> prompt_files;
-  std::string out;
+  std::string out;             // DVL traces; empty: none
+  std::string confidence_out;  // confidence traces; empty: none
   int32_t concurrency = 16;
   int32_t max_tokens = 256;
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
@@ -32,40 +36,60 @@ struct CollectArgs {
   uint64_t projection_seed = 1;
 };
 
-// Writes one record per request of each observed step.
+// Writes one record per request of each observed step to each trace it was given.
 class TraceCollector {
  public:
-  TraceCollector(train::TraceWriter writer, dvl::Projections projections)
-      : writer_(std::move(writer)), projections_(std::move(projections)) {}
+  // `writer`: the DVL traces (with the features' projections); `confidence_out`: where the
+  // confidence traces of `positions` logits go at Finish. Either may be absent.
+  TraceCollector(std::optional<train::TraceWriter> writer, dvl::Projections projections,
+                 std::string confidence_out, int32_t positions)
+      : writer_(std::move(writer)),
+        projections_(std::move(projections)),
+        confidence_out_(std::move(confidence_out)) {
+    confidence_.positions = positions;
+  }
 
   void SetPromptId(RequestId id, uint32_t prompt) { prompt_of_[id] = prompt; }
 
   void Record(const StepRecord& step) {
     if (!status_.ok() || step.drafts == nullptr) return;
     const auto n = static_cast<int64_t>(step.ids.size());
-    features_.resize(n * dvl::kFeatureCount);
-    dvl::ExtractFeaturesBatch(step.drafts->logits.data(), step.drafts->hidden.data(), n, n,
-                              projections_, features_.data());
+    if (writer_) {
+      features_.resize(n * dvl::kFeatureCount);
+      dvl::ExtractFeaturesBatch(step.drafts->logits.data(), step.drafts->hidden.data(), n, n,
+                                projections_, features_.data());
+    }
     for (int64_t i = 0; i < n && status_.ok(); ++i) {
       const train::TraceMeta meta{.prompt_id = prompt_of_.at(step.ids[i]),
                                   .live_count = static_cast<uint32_t>(n),
                                   .step = static_cast<uint32_t>(step.step),
                                   .accepted = static_cast<uint32_t>(step.accepted[i])};
-      status_ = writer_.Append(meta, features_.data() + i * dvl::kFeatureCount);
+      if (writer_) status_ = writer_->Append(meta, features_.data() + i * dvl::kFeatureCount);
+      if (status_.ok() && !confidence_out_.empty()) {
+        status_ = confidence_.Append(meta.prompt_id, meta.step, meta.accepted,
+                                     step.drafts->confidence.data() + i * confidence_.positions);
+      }
       accepted_sum_ += step.accepted[i];
+      ++records_;
     }
   }
 
   Status Finish() {
     DSCALE_RETURN_IF_ERROR(status_);
-    return writer_.Close();
+    if (!confidence_out_.empty()) {
+      DSCALE_RETURN_IF_ERROR(train::WriteConfidenceTraces(confidence_, confidence_out_));
+    }
+    return writer_ ? writer_->Close() : Status::Ok();
   }
-  int64_t records() const { return writer_.records(); }
+  int64_t records() const { return records_; }
   double mean_accepted() const { return records() ? double(accepted_sum_) / records() : 0.0; }
 
  private:
-  train::TraceWriter writer_;
+  std::optional<train::TraceWriter> writer_;
   dvl::Projections projections_;
+  std::string confidence_out_;
+  train::ConfidenceTraces confidence_;
+  int64_t records_ = 0;
   std::map<RequestId, uint32_t> prompt_of_;
   std::vector<float> features_;
   Status status_;
@@ -82,18 +106,32 @@ Result<std::vector<std::vector<int32_t>>> LoadAllPrompts(const CollectArgs& args
   return all;
 }
 
-// A trace writer for `drafter`'s drafts, with the features' fixed projections.
+// The trace writers for `drafter`'s drafts that the flags ask for, the DVL one with the
+// features' fixed projections; each refuses a drafter that cannot supply its records.
 Result<std::unique_ptr<TraceCollector>> MakeCollector(const CollectArgs& args,
                                                       const DFlashDrafter& drafter) {
   const int64_t hidden = drafter.config().draft.hidden_size;
   // The features read the draft logits: one column per token drafted over.
   const int64_t vocab = drafter.draft_vocab_size();
-  const train::TraceHeader header{.drafter_hidden = static_cast<uint32_t>(hidden),
-                                  .drafter_vocab = static_cast<uint32_t>(vocab),
-                                  .projection_seed = args.projection_seed};
-  DSCALE_ASSIGN_OR_RETURN(train::TraceWriter writer, train::TraceWriter::Create(args.out, header));
-  return std::make_unique<TraceCollector>(
-      std::move(writer), dvl::MakeProjections(hidden, vocab, args.projection_seed));
+  std::optional<train::TraceWriter> writer;
+  if (!args.out.empty()) {
+    if (drafter.block_size() != dvl::kBlockWidth) {
+      return InvalidArgument("--out: DVL traces need a drafter whose verify block has " +
+                             std::to_string(dvl::kBlockWidth) + " rows, this one has " +
+                             std::to_string(drafter.block_size()));
+    }
+    const train::TraceHeader header{.drafter_hidden = static_cast<uint32_t>(hidden),
+                                    .drafter_vocab = static_cast<uint32_t>(vocab),
+                                    .projection_seed = args.projection_seed};
+    DSCALE_ASSIGN_OR_RETURN(writer, train::TraceWriter::Create(args.out, header));
+  }
+  if (!args.confidence_out.empty() && !drafter.has_confidence_head()) {
+    return InvalidArgument("--confidence-out: the drafter (" + args.models.drafter +
+                           ") has no confidence head (enable_confidence_head)");
+  }
+  return std::make_unique<TraceCollector>(std::move(writer),
+                                          dvl::MakeProjections(hidden, vocab, args.projection_seed),
+                                          args.confidence_out, drafter.block_size() - 1);
 }
 
 // Runs every prompt to its end, each request's records tagged with its prompt's index.
@@ -113,6 +151,9 @@ Status CollectAll(Engine& engine, const CollectArgs& args,
 
 int RunCollect(const CollectArgs& args) {
   auto fail = [](const Status& s) { return ReportError("collect", s); };
+  if (args.out.empty() && args.confidence_out.empty()) {
+    return fail(InvalidArgument("nothing to write: give --out, --confidence-out or both"));
+  }
   // Traces record full-width DFlash verification.
   const LengthPolicy policy{.mode = SpecMode::kDFlash};
   Result<std::unique_ptr<Runtime>> runtime =
@@ -137,9 +178,12 @@ int RunCollect(const CollectArgs& args) {
   if (Status s = CollectAll(**engine, args, *prompts, *rt.target, *collector); !s.ok()) {
     return fail(s);
   }
-  std::printf("wrote %s: %lld records from %zu prompts, mean accepted %.2f of 15\n",
-              args.out.c_str(), static_cast<long long>(collector->records()), prompts->size(),
-              collector->mean_accepted());
+  const std::string written = args.out.empty()              ? args.confidence_out
+                               : args.confidence_out.empty() ? args.out
+                                                             : args.out + " and " + args.confidence_out;
+  std::printf("wrote %s: %lld records from %zu prompts, mean accepted %.2f of %d\n",
+              written.c_str(), static_cast<long long>(collector->records()), prompts->size(),
+              collector->mean_accepted(), rt.main.block_size() - 1);
   return 0;
 }
 
@@ -153,7 +197,10 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
                   {.drafter_required = true, .predictor = false, .device = false});
   cmd->add_option("--prompts", args->prompt_files, "JSONL prompt files (see generate --prompts)")
       ->required();
-  cmd->add_option("--out", args->out, "Trace file to write")->required();
+  cmd->add_option("--out", args->out, "DVL trace file to write (the predictor's training data)");
+  cmd->add_option("--confidence-out", args->confidence_out,
+                  "Confidence trace file to write (a DSpark drafter's head; calibrate-confidence "
+                  "fits on it)");
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most")
       ->check(CLI::Range(1, kMaxRunningRequests))
       ->capture_default_str();

@@ -21,6 +21,8 @@ void RegisterDvlAllocateCommand(CLI::App& app, int* exit_code);
 // Predictor training and evaluation on trace files (cmd_predictor.cc).
 void RegisterTrainPredictorCommand(CLI::App& app, int* exit_code);
 void RegisterEvalPredictorCommand(CLI::App& app, int* exit_code);
+// A DSpark drafter's confidence calibration from traces (cmd_calibrate.cc).
+void RegisterCalibrateConfidenceCommand(CLI::App& app, int* exit_code);
 // The serving benchmark (cmd_bench.cc).
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
 // dscale serve: the OpenAI-compatible HTTP server (cmd_serve.cc).

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   dscale::cli::RegisterDvlAllocateCommand(app, &exit_code);
   dscale::cli::RegisterTrainPredictorCommand(app, &exit_code);
   dscale::cli::RegisterEvalPredictorCommand(app, &exit_code);
+  dscale::cli::RegisterCalibrateConfidenceCommand(app, &exit_code);
   dscale::cli::RegisterBenchCommand(app, &exit_code);
   dscale::cli::RegisterServeCommand(app, &exit_code);
   dscale::cli::RegisterInflateCommand(app, &exit_code);

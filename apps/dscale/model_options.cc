@@ -17,6 +17,10 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* options, const ModelFlags& fla
     cmd->add_option("--predictor", options->predictor,
                     "DVL predictor file (the dscale and dspark policies; default: the drafter "
                     "folder's predictor.bin, or predictor-domino.bin for its Domino head)");
+    cmd->add_option("--confidence-calibration", options->confidence_calibration,
+                    "Sequential temperature scaling of a DSpark drafter's confidence head "
+                    "(--spec dspark; default: the drafter folder's confidence_calibration.json "
+                    "when it has one; written by calibrate-confidence)");
   }
   cmd->add_option("--tokenizer", options->tokenizer, "Tokenizer folder (default: the target's)");
   if (flags.device) AddDeviceOption(cmd, &options->device);

@@ -21,6 +21,8 @@ struct ModelOptions {
   std::string target;     // --target folder
   std::string drafter;    // --drafter folder; empty: none given
   std::string predictor;  // --predictor file; empty: the drafter folder's (BundledPredictorPath)
+  // --confidence-calibration file; empty: the drafter folder's confidence_calibration.json if any
+  std::string confidence_calibration;
   std::string tokenizer;  // --tokenizer folder; empty: the target folder's
   std::string device{kDefaultDevice};  // --device: where the step backend runs the models
   WeightsMode weights = WeightsMode::kAsStored;
@@ -36,7 +38,7 @@ struct ModelOptions {
 struct ModelFlags {
   bool target_required = true;
   bool drafter_required = false;
-  bool predictor = true;     // --predictor
+  bool predictor = true;     // --predictor, --confidence-calibration
   bool device = true;        // --device
   bool drafter_head = true;  // --drafter-head
 };

@@ -45,4 +45,22 @@ Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDra
                          "collected with the same choice)");
 }
 
+Result<std::optional<budget::ConfidenceCalibration>> LoadConfidenceCalibrationFor(
+    const std::string& flag_value, const std::string& drafter_dir, const Drafter& drafter) {
+  std::string path = flag_value;
+  if (path.empty()) {
+    const std::string bundled =
+        (std::filesystem::path(drafter_dir) / budget::kConfidenceCalibrationFile).string();
+    std::error_code error;
+    if (drafter_dir.empty() || !std::filesystem::is_regular_file(bundled, error)) {
+      return std::optional<budget::ConfidenceCalibration>();
+    }
+    path = bundled;
+  }
+  Result<budget::ConfidenceCalibration> loaded =
+      budget::LoadConfidenceCalibration(path, drafter.block_size() - 1);
+  if (!loaded.ok()) return loaded.status().WithContext("--confidence-calibration");
+  return std::optional<budget::ConfidenceCalibration>(std::move(loaded).value());
+}
+
 }  // namespace dscale::cli

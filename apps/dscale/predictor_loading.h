@@ -1,10 +1,13 @@
 #pragma once
-// Finding and checking the DVL acceptance predictor for the dscale and dspark policies; runtime.h
-// loads it with these for generate, serve and bench.
+// Finding and checking the DVL acceptance predictor for the dscale and dspark policies, and the
+// confidence head's calibration for dspark over a DSpark drafter; runtime.h loads them with these
+// for generate, serve and bench.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "budget/confidence_survival.h"
 #include "core/status.h"
 #include "dvl/predictor.h"
 #include "model/dflash_drafter.h"
@@ -31,5 +34,11 @@ dvl::DrafterDims PredictorDimsFor(const DFlashDrafter& drafter);
 // vocabulary that does not match, which vocabulary the drafter drafts over (full or subset) and
 // the flag that chooses it.
 Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDrafter& drafter);
+
+// The STS temperatures for `drafter`'s confidence head: the file `flag_value` names, else the
+// drafter folder's confidence_calibration.json when it exists, else none (uncalibrated: the
+// strategy says so). Errors name the file; the temperatures must be one per candidate.
+Result<std::optional<budget::ConfidenceCalibration>> LoadConfidenceCalibrationFor(
+    const std::string& flag_value, const std::string& drafter_dir, const Drafter& drafter);
 
 }  // namespace dscale::cli

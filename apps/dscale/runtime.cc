@@ -59,19 +59,31 @@ Status LoadMainDrafting(const ModelOptions& options, const RuntimeParts& parts, 
   DSCALE_ASSIGN_OR_RETURN(runtime.main.drafter,
                           DFlashDrafter::Load(options.drafter, *runtime.target,
                                               options.drafter_head, options.draft_vocab));
-  if (!parts.predictor) return Status::Ok();
+  const bool confidence_head = runtime.main.drafter->has_confidence_head();
+  if (confidence_head) {
+    DSCALE_ASSIGN_OR_RETURN(runtime.main.confidence_calibration,
+                            LoadConfidenceCalibrationFor(options.confidence_calibration,
+                                                         options.drafter, *runtime.main.drafter));
+  }
+  if (!parts.predictor || (parts.confidence_replaces_predictor && confidence_head)) {
+    return Status::Ok();
+  }
   return LoadPredictor(options.predictor, "--predictor", /*load_context=*/"", options.drafter,
                        runtime.main);
 }
 
 Status LoadVariantDrafting(const ModelOptions& options, const DrafterVariantParts& parts,
-                           Runtime& runtime) {
-  Drafting& variant = runtime.variant.emplace();
-  DSCALE_ASSIGN_OR_RETURN(variant.drafter, DFlashDrafter::Load(options.drafter, *runtime.target,
-                                                               parts.head, options.draft_vocab));
+                           const DecoderModel& target, Drafting& variant) {
+  const std::string& dir = parts.drafter_dir.empty() ? options.drafter : parts.drafter_dir;
+  DSCALE_ASSIGN_OR_RETURN(variant.drafter,
+                          DFlashDrafter::Load(dir, target, parts.head, options.draft_vocab));
+  if (variant.drafter->has_confidence_head()) {
+    DSCALE_ASSIGN_OR_RETURN(variant.confidence_calibration,
+                            LoadConfidenceCalibrationFor("", dir, *variant.drafter));
+  }
   if (!parts.predictor) return Status::Ok();
-  return LoadPredictor(parts.predictor_file, parts.predictor_flag, parts.predictor_flag,
-                       options.drafter, variant);
+  return LoadPredictor(parts.predictor_file, parts.predictor_flag, parts.predictor_flag, dir,
+                       variant);
 }
 
 Result<std::unique_ptr<StepBackend>> BackendFor(std::string_view device, Runtime& runtime,
@@ -82,8 +94,10 @@ Result<std::unique_ptr<StepBackend>> BackendFor(std::string_view device, Runtime
 }  // namespace
 
 RuntimeParts PartsFor(const LengthPolicy& policy, TokenizerNeed tokenizer) {
-  return {
-      .tokenizer = tokenizer, .drafter = policy.UsesDrafter(), .predictor = policy.UsesPredictor()};
+  return {.tokenizer = tokenizer,
+          .drafter = policy.UsesDrafter(),
+          .predictor = policy.UsesPredictor(),
+          .confidence_replaces_predictor = policy.RanksByConfidenceHead()};
 }
 
 Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
@@ -96,13 +110,16 @@ Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
   DSCALE_ASSIGN_OR_RETURN(runtime->tokenizer, LoadTokenizer(options, parts.tokenizer,
                                                             runtime->target->config().vocab_size));
   DSCALE_RETURN_IF_ERROR(LoadMainDrafting(options, parts, *runtime));
-  if (parts.variant) DSCALE_RETURN_IF_ERROR(LoadVariantDrafting(options, *parts.variant, *runtime));
   DSCALE_ASSIGN_OR_RETURN(runtime->main.backend,
                           BackendFor(options.device, *runtime, runtime->main));
-  // The variant's head runs on the CPU only.
-  if (runtime->variant) {
-    DSCALE_ASSIGN_OR_RETURN(runtime->variant->backend,
-                            BackendFor("cpu", *runtime, *runtime->variant));
+  // The variants run on the CPU only (the Domino head and the DSpark drafter have no device
+  // forward).
+  for (auto [variant_parts, variant] : {std::pair{&parts.variant, &runtime->variant},
+                                        std::pair{&parts.dspark, &runtime->dspark}}) {
+    if (!variant_parts->has_value()) continue;
+    DSCALE_RETURN_IF_ERROR(
+        LoadVariantDrafting(options, **variant_parts, *runtime->target, variant->emplace()));
+    DSCALE_ASSIGN_OR_RETURN((*variant)->backend, BackendFor("cpu", *runtime, **variant));
   }
   return runtime;
 }
@@ -117,6 +134,7 @@ Status PrepareSpsTable(Runtime& runtime, const BudgetFlags& budget, bool needed,
 Result<std::unique_ptr<Engine>> MakeEngine(Runtime& runtime, EngineConfig config,
                                            const EngineInputs& inputs) {
   config.inputs.predictor = runtime.main.predictor_or_null();
+  config.inputs.confidence_calibration = runtime.main.confidence_calibration_or_null();
   if (inputs.budget != nullptr) {
     // Not profiled without a drafter: Engine::Create refuses the policy first.
     DSCALE_RETURN_IF_ERROR(PrepareSpsTable(

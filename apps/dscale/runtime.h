@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/step_backend.h"
+#include "budget/confidence_survival.h"
 #include "budget/sps_table.h"
 #include "budget_options.h"
 #include "core/status.h"
@@ -30,9 +31,11 @@ enum class TokenizerNeed {
   kRequired,
 };
 
-// The --drafter folder's drafter with another head, beside the runtime's own (bench's domino
-// modes): `predictor_flag` names the flag `predictor` came from in errors.
+// A drafter beside the runtime's own, on the CPU: the --drafter folder's with another head
+// (bench's domino modes) or another folder's (bench's dspark-drafter modes). `predictor_flag`
+// names the flag `predictor` came from in errors.
 struct DrafterVariantParts {
+  std::string drafter_dir;  // empty: --drafter's folder
   DrafterHead head = DrafterHead::kDomino;
   bool predictor = false;      // load the predictor trained on this head's drafts
   std::string predictor_file;  // the flag's value; empty: the drafter folder's bundled file
@@ -44,7 +47,11 @@ struct RuntimeParts {
   TokenizerNeed tokenizer = TokenizerNeed::kIfFound;
   bool drafter = false;    // --drafter's, when given (the engine refuses a policy that lacks one)
   bool predictor = false;  // the drafter's DVL predictor (needs `drafter`)
-  std::optional<DrafterVariantParts> variant;
+  // Skip the predictor when the drafter has a confidence head: every policy wanting the
+  // predictor ranks by the head instead (LengthPolicy::RanksByConfidenceHead).
+  bool confidence_replaces_predictor = false;
+  std::optional<DrafterVariantParts> variant;  // bench's domino modes
+  std::optional<DrafterVariantParts> dspark;   // bench's dspark-drafter modes
 };
 
 // The parts `policy` runs with (LengthPolicy::UsesDrafter, UsesPredictor).
@@ -56,10 +63,15 @@ struct Drafting {
   std::optional<DFlashDrafter> drafter;
   std::optional<dvl::Predictor> predictor;
   std::string predictor_path;  // the file `predictor` came from (the flag's, or the bundled one)
+  // A confidence head's STS temperatures (LoadConfidenceCalibrationFor); none: uncalibrated.
+  std::optional<budget::ConfidenceCalibration> confidence_calibration;
   std::unique_ptr<StepBackend> backend;
 
   int32_t block_size() const { return drafter ? drafter->block_size() : 1; }  // 1: no drafter
   const dvl::Predictor* predictor_or_null() const { return predictor ? &*predictor : nullptr; }
+  const budget::ConfidenceCalibration* confidence_calibration_or_null() const {
+    return confidence_calibration ? &*confidence_calibration : nullptr;
+  }
 };
 
 // The loaded models. Members refer to each other (the drafters share the target's embedding and LM
@@ -74,6 +86,7 @@ struct Runtime {
   std::optional<Tokenizer> tokenizer;
   Drafting main;                              // the drafter with --drafter-head, on --device
   std::optional<Drafting> variant;            // RuntimeParts::variant's, on the CPU
+  std::optional<Drafting> dspark;             // RuntimeParts::dspark's, on the CPU
   std::optional<budget::SpsTable> sps_table;  // dspark's (PrepareSpsTable)
 
   const Tokenizer* tokenizer_or_null() const { return tokenizer ? &*tokenizer : nullptr; }

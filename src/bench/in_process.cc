@@ -67,18 +67,36 @@ struct ModeSetup {
   PolicyInputs inputs;
 };
 
+// The flag that supplies a drafter's models, for errors.
+std::string DrafterFlags(ModeDrafter drafter) {
+  switch (drafter) {
+    case ModeDrafter::kDomino:
+      return " (the drafter's Domino head; its predictor: --domino-predictor)";
+    case ModeDrafter::kDSpark:
+      return " (DSpark's drafter: --dspark-drafter; its predictor: --dspark-predictor)";
+    case ModeDrafter::kMain:
+      return "";
+  }
+  return "";
+}
+
 Result<ModeSetup> SetUp(const InProcessModels& models, const BenchMode& mode) {
   ModeSetup setup;
   DSCALE_ASSIGN_OR_RETURN(setup.policy, LengthPolicy::Parse(mode.policy));
-  setup.backend = mode.domino_head ? models.domino_backend : models.backend;
+  const ModeModels& drafting = models.For(mode.drafter);
+  setup.backend = drafting.backend;
   if (setup.backend == nullptr) {
     return InvalidArgument("mode " + mode.label +
-                           (mode.domino_head ? " runs the drafter's Domino head: it needs --drafter"
-                                             : " has no models to run"));
+                           (mode.drafter == ModeDrafter::kDomino
+                                ? " runs the drafter's Domino head: it needs --drafter"
+                            : mode.drafter == ModeDrafter::kDSpark
+                                ? " runs DSpark's drafter: it needs --dspark-drafter"
+                                : " has no models to run"));
   }
-  setup.inputs = {.predictor = mode.domino_head ? models.domino_predictor : models.predictor,
+  setup.inputs = {.predictor = drafting.predictor,
                   .verify_budget = models.verify_budget,
-                  .sps_table = models.sps_table};
+                  .sps_table = models.sps_table,
+                  .confidence_calibration = drafting.confidence_calibration};
   if (!mode.verify_budget.empty()) {
     DSCALE_ASSIGN_OR_RETURN(setup.inputs.verify_budget,
                             budget::VerifyBudget::Parse(mode.verify_budget));
@@ -87,11 +105,7 @@ Result<ModeSetup> SetUp(const InProcessModels& models, const BenchMode& mode) {
 }
 
 Status InContext(const Status& s, const BenchMode& mode) {
-  return s.ok() ? s
-                : s.WithContext("mode " + mode.label +
-                                (mode.domino_head ? " (the drafter's Domino head; its predictor: "
-                                                    "--domino-predictor)"
-                                                  : ""));
+  return s.ok() ? s : s.WithContext("mode " + mode.label + DrafterFlags(mode.drafter));
 }
 
 }  // namespace
@@ -104,6 +118,8 @@ Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchM
     DSCALE_RETURN_IF_ERROR(
         InContext(CheckPolicyInputs({.policy = setup.policy,
                                      .block = drafter != nullptr ? drafter->block_size() : 0,
+                                     .drafter_confidence =
+                                         drafter != nullptr && drafter->has_confidence_head(),
                                      .inputs = setup.inputs}),
                   mode));
   }

@@ -43,17 +43,30 @@ struct CellRequests {
 CellRequests ManifestRequests(const Manifest& manifest,
                               std::span<const std::vector<int32_t>> prompts, uint64_t seed);
 
+// One drafter the modes may draft with: the backend that runs it beside the target, and what the
+// policies read besides its drafts.
+struct ModeModels {
+  StepBackend* backend = nullptr;  // null: the modes drafting with it cannot run
+  const dvl::Predictor* predictor = nullptr;  // trained on its drafts; null: dscale cannot run
+  // Its confidence head's calibration (dspark over a DSpark drafter); null: none or uncalibrated.
+  const budget::ConfidenceCalibration* confidence_calibration = nullptr;
+};
+
 struct InProcessModels {
-  // The target and the drafter (its drafter() null: only the none mode can run).
-  StepBackend* backend = nullptr;
-  const dvl::Predictor* predictor = nullptr;  // null: the dscale and dspark modes cannot run
-  // The target and the drafter with its Domino head (the domino modes); may be null.
-  StepBackend* domino_backend = nullptr;
-  const dvl::Predictor* domino_predictor = nullptr;  // trained on the head's drafts
-  budget::VerifyBudget verify_budget;                // dscale modes without their own
-  const budget::SpsTable* sps_table = nullptr;       // null: the dspark mode cannot run
-  KvDtype kv_dtype = KvDtype::kBf16;                 // the engines' host KV caches
-  bool prefix_cache = false;                         // the engines cache prompt pages
+  // --drafter's (its backend's drafter() null: only the none mode can run).
+  ModeModels main;
+  ModeModels domino;  // --drafter with its Domino head (the domino modes)
+  ModeModels dspark;  // --dspark-drafter (the dspark-drafter modes)
+  budget::VerifyBudget verify_budget;           // dscale modes without their own
+  const budget::SpsTable* sps_table = nullptr;  // null: the dspark modes cannot run
+  KvDtype kv_dtype = KvDtype::kBf16;            // the engines' host KV caches
+  bool prefix_cache = false;                    // the engines cache prompt pages
+
+  const ModeModels& For(ModeDrafter drafter) const {
+    return drafter == ModeDrafter::kDomino ? domino
+           : drafter == ModeDrafter::kDSpark ? dspark
+                                             : main;
+  }
 };
 
 // Whether every runnable mode has what its policy needs (CheckPolicyInputs, named by the mode):

@@ -1,6 +1,9 @@
 #include "bench/modes.h"
 
 #include <sstream>
+#include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "budget/verify_budget.h"
 #include "spec/length_policy.h"
@@ -39,15 +42,55 @@ Result<std::vector<int32_t>> ParsePositiveList(const std::string& text, const st
   return out;
 }
 
+namespace {
+
+constexpr std::string_view kDSparkDrafter = "dspark-drafter";
+
+// The drafter a listed mode names and the policy text after it: "domino" → (kDomino, dflash),
+// "domino+P" → (kDomino, P), "dspark-drafter" → (kDSpark, dspark), "dspark-drafter+P" →
+// (kDSpark, P), anything else → (kMain, itself).
+Result<std::pair<ModeDrafter, std::string>> SplitDrafter(const std::string& listed) {
+  for (const auto& [prefix, drafter, alone] :
+       {std::tuple{std::string_view("domino"), ModeDrafter::kDomino, "dflash"},
+        std::tuple{kDSparkDrafter, ModeDrafter::kDSpark, "dspark"}}) {
+    if (listed == prefix) return std::pair{drafter, std::string(alone)};
+    if (listed.size() > prefix.size() + 1 && listed.compare(0, prefix.size(), prefix) == 0 &&
+        listed[prefix.size()] == '+') {
+      return std::pair{drafter, listed.substr(prefix.size() + 1)};
+    }
+  }
+  return std::pair{ModeDrafter::kMain, listed};
+}
+
+std::string ModeNote(ModeDrafter drafter, SpecMode mode) {
+  switch (drafter) {
+    case ModeDrafter::kDomino:
+      return mode == SpecMode::kDFlash
+                 ? "Domino: the DFlash drafter with its Domino head, full-block verification"
+                 : "Domino head with this policy: the DVL predictor trained on the head's "
+                   "corrected drafts (--domino-predictor)";
+    case ModeDrafter::kDSpark:
+      return mode == SpecMode::kDSpark
+                 ? "DSpark as published: its drafter (Markov head), its confidence head "
+                   "(calibrated), its scheduler over a steps-per-second table"
+                 : "this policy on DSpark's drafter (--dspark-drafter)";
+    case ModeDrafter::kMain:
+      return mode == SpecMode::kDSpark
+                 ? "DSpark scheduler on the DFlash drafter: DSpark's walk with early stop over "
+                   "the DVL predictor's scores and a steps-per-second table profiled at start-up"
+                 : "";
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting tiles) {
   std::vector<BenchMode> modes;
   for (const std::string& listed : SplitList(list)) {
-    // domino and domino+dscale: the dflash and dscale policies drafting through the head.
-    const bool domino = listed == "domino" || listed.rfind("domino+", 0) == 0;
-    const std::string item = listed == "domino"
-                                 ? "dflash"
-                                 : (domino ? listed.substr(std::string("domino+").size()) : listed);
-    if (domino && item != "dflash" && item != "dscale") {
+    DSCALE_ASSIGN_OR_RETURN(const auto split, SplitDrafter(listed));
+    const auto& [drafter, item] = split;
+    if (drafter == ModeDrafter::kDomino && item != "dflash" && item != "dscale") {
       return InvalidArgument("--modes " + listed + ": expected domino or domino+dscale");
     }
     std::string budget;
@@ -60,29 +103,17 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
       budget = parsed->Name();
     }
     Result<LengthPolicy> policy = LengthPolicy::Parse(spec);
-    if (!policy.ok()) return policy.status().WithContext("--modes");
+    if (!policy.ok()) return policy.status().WithContext("--modes " + listed);
     const bool tiled =
         tiles == TileRouting::kAuto ? policy->mode != SpecMode::kDFlash : tiles == TileRouting::kOn;
-    BenchMode mode{.label = domino
-                                ? listed
-                                : (budget.empty() ? policy->Name() : policy->Name() + ":" + budget),
-                   .policy = policy->Name(),
-                   .verify_budget = budget,
-                   .tile_routing = tiled,
-                   .adaptive = budget == "auto" || policy->mode == SpecMode::kDSpark,
-                   .domino_head = domino};
-    if (domino) {
-      mode.note = policy->mode == SpecMode::kDFlash
-                      ? "Domino: the DFlash drafter with its Domino head, full-block verification"
-                      : "Domino head with DScale's verification: the DVL predictor trained on "
-                        "the head's corrected drafts (--domino-predictor)";
-    }
-    if (policy->mode == SpecMode::kDSpark) {
-      mode.note =
-          "DSpark scheduler on the DFlash drafter: DSpark's walk with early stop over the DVL "
-          "predictor's scores and a steps-per-second table profiled at start-up";
-    }
-    modes.push_back(std::move(mode));
+    const std::string name = budget.empty() ? policy->Name() : policy->Name() + ":" + budget;
+    modes.push_back({.label = drafter == ModeDrafter::kMain ? name : listed,
+                     .policy = policy->Name(),
+                     .verify_budget = budget,
+                     .tile_routing = tiled,
+                     .adaptive = budget == "auto" || policy->mode == SpecMode::kDSpark,
+                     .drafter = drafter,
+                     .note = ModeNote(drafter, policy->mode)});
   }
   if (modes.empty()) return InvalidArgument("--modes: empty list");
   return modes;

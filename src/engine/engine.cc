@@ -115,6 +115,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   DSCALE_ASSIGN_OR_RETURN(VerifyPlanner planner,
                           VerifyPlanner::Create({.policy = config.policy,
                                                  .block = drafter ? block : 0,
+                                                 .drafter_confidence =
+                                                     drafter && drafter->has_confidence_head(),
                                                  .inputs = config.inputs,
                                                  .step_times = step_times,
                                                  .max_running = config.max_running,

@@ -55,6 +55,8 @@ class Drafter {
   // Host bytes that storage takes per slot once written, for rows stored as `dtype` (0 when it
   // lives elsewhere).
   virtual int64_t KvBytesPerPosition(KvDtype dtype) const { return 0; }
+  // Whether Draft fills DraftOutput::confidence (a confidence head, DSpark's).
+  virtual bool has_confidence_head() const { return false; }
   virtual void AppendContext(const ContextRows& rows) = 0;
   // Every request's sequence has block_size positions reserved past ctx_len, and its anchor is in
   // the target vocabulary (CHECKed: requests are validated where they enter).

@@ -4,14 +4,27 @@
 
 namespace dscale {
 
+const float* DSparkStrategy::Survival(const DraftOutput& drafts, int64_t n) {
+  if (scores_.has_value()) {
+    scores_->Compute(drafts, n, /*live_count=*/n);
+    return scores_->q();
+  }
+  const int positions = width_ - 1;
+  DSCALE_CHECK_MSG(drafts.confidence.size() >= static_cast<size_t>(n * positions),
+                   "dspark over a confidence head: the drafts carry no confidences");
+  survival_.resize(static_cast<size_t>(n * width_));
+  budget::SurvivalFromConfidence(drafts.confidence.data(), n, positions, calibration_,
+                                 survival_.data());
+  return survival_.data();
+}
+
 Status DSparkStrategy::Decide(const StrategyInput& in, std::span<int32_t> k) {
   const int64_t n = in.requests();
   DSCALE_CHECK(in.drafted_requests == n);
-  scores_.Compute(in.drafts, n, /*live_count=*/n);
+  const float* q = Survival(in.drafts, n);
   const budget::SpsTable& sps = *sps_;
   budget::DSparkWalk(
-      scores_.q(), n, width_, [&sps](int64_t b) { return sps.StepsPerSecond(b); }, &scratch_,
-      k.data());
+      q, n, width_, [&sps](int64_t b) { return sps.StepsPerSecond(b); }, &scratch_, k.data());
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/dvl_shapes.h"
+#include "core/log.h"
 #include "plan/auto_budget_strategy.h"
 #include "plan/dscale_strategy.h"
 #include "plan/dspark_strategy.h"
@@ -25,6 +26,24 @@ std::unique_ptr<LengthStrategy> MakeDScale(const PlannerConfig& config, int32_t 
                                           config.inputs.verify_budget.fraction);
 }
 
+// dspark's survival: the drafter's confidence head where it has one, else the predictor; said
+// once per engine, since the two rank differently.
+std::unique_ptr<LengthStrategy> MakeDSpark(const PlannerConfig& config, int32_t width) {
+  const budget::SpsTable& sps = *config.inputs.sps_table;
+  if (!config.drafter_confidence) {
+    DSCALE_LOG(kInfo) << "--spec dspark ranks drafts by the DVL predictor (the drafter has no "
+                         "confidence head)";
+    return std::make_unique<DSparkStrategy>(*config.inputs.predictor, sps, width);
+  }
+  const budget::ConfidenceCalibration* calibration = config.inputs.confidence_calibration;
+  DSCALE_LOG(kInfo) << "--spec dspark ranks drafts by the drafter's confidence head, "
+                    << (calibration != nullptr && !calibration->temperatures.empty()
+                            ? "calibrated (sequential temperature scaling)"
+                            : "uncalibrated (no confidence_calibration.json)");
+  return std::make_unique<DSparkStrategy>(
+      calibration != nullptr ? *calibration : budget::ConfidenceCalibration{}, sps, width);
+}
+
 // The only switch over the policies.
 std::unique_ptr<LengthStrategy> NewStrategy(const PlannerConfig& config, int32_t width) {
   switch (config.policy.mode) {
@@ -37,8 +56,7 @@ std::unique_ptr<LengthStrategy> NewStrategy(const PlannerConfig& config, int32_t
     case SpecMode::kDScale:
       return MakeDScale(config, width);
     case SpecMode::kDSpark:
-      return std::make_unique<DSparkStrategy>(*config.inputs.predictor, *config.inputs.sps_table,
-                                              width);
+      return MakeDSpark(config, width);
   }
   DSCALE_CHECK_MSG(false, "unknown --spec mode");
 }
@@ -54,7 +72,8 @@ Status CheckPolicyInputs(const PlannerConfig& config) {
     return InvalidArgument(spec + ": the drafter's block has only " + std::to_string(config.block) +
                            " rows");
   }
-  if (policy.UsesPredictor()) {
+  const bool ranks_by_head = policy.RanksByConfidenceHead() && config.drafter_confidence;
+  if (policy.UsesPredictor() && !ranks_by_head) {
     if (config.block != dvl::kBlockWidth) {
       return InvalidArgument(spec + " needs a drafter with block size " +
                              std::to_string(dvl::kBlockWidth) + ", got " +

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "budget/confidence_survival.h"
 #include "budget/sps_table.h"
 #include "budget/step_time_source.h"
 #include "budget/verify_budget.h"
@@ -20,11 +21,15 @@ struct PolicyInputs {
   const dvl::Predictor* predictor = nullptr;    // dscale, dspark; must outlive the planner
   budget::VerifyBudget verify_budget;           // dscale
   const budget::SpsTable* sps_table = nullptr;  // dspark; must outlive the planner
+  // dspark over a drafter with a confidence head: its STS temperatures; null: uncalibrated
+  // (every T = 1). Must outlive the planner.
+  const budget::ConfidenceCalibration* confidence_calibration = nullptr;
 };
 
 struct PlannerConfig {
   LengthPolicy policy;
   int32_t block = 0;  // the drafter's block W; 0: no drafter
+  bool drafter_confidence = false;  // the drafter's drafts carry a confidence head's logits
   PolicyInputs inputs;
   // Where auto reads its step times; null: the clock (MeasuredStepTimes). Must outlive the
   // planner.
@@ -39,7 +44,8 @@ struct PlannerConfig {
 //   dflash   a drafter
 //   fixed:K  a drafter whose block has at least K rows
 //   dscale   a drafter of block 16 and the DVL predictor trained on its drafts
-//   dspark   the same and a steps-per-second table
+//   dspark   a steps-per-second table, and a drafter with a confidence head (DSpark's, ranked
+//            by its calibrated survival) or else what dscale needs (ranked by the predictor)
 // InvalidArgument naming the --spec value and the flag that supplies what is missing.
 Status CheckPolicyInputs(const PlannerConfig& config);
 

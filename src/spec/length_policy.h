@@ -26,6 +26,9 @@ struct LengthPolicy {
   bool UsesDrafter() const { return mode != SpecMode::kNone; }
   // dscale and dspark decide lengths from the DVL predictor's scores.
   bool UsesPredictor() const { return mode == SpecMode::kDScale || mode == SpecMode::kDSpark; }
+  // dspark ranks drafts by the drafter's own confidence head where it has one (DSpark's
+  // drafter), and by the predictor only otherwise (plan/planner_config.h, CheckPolicyInputs).
+  bool RanksByConfidenceHead() const { return mode == SpecMode::kDSpark; }
   // dspark schedules by steps per second at each verified row count (budget/sps_table.h).
   bool UsesSpsTable() const { return mode == SpecMode::kDSpark; }
 };

@@ -61,5 +61,23 @@ TEST(MakeLengthStrategyTest, RefusesMissingInputs) {
   EXPECT_TRUE(CheckPolicyInputs({.policy = Policy("none")}).ok());
 }
 
+// dspark over a drafter with a confidence head (DSpark's) ranks by the head: no predictor and any
+// block; the table is still needed. dscale still needs the predictor whatever the drafter has.
+TEST(MakeLengthStrategyTest, DSparkOverAConfidenceHeadNeedsNoPredictor) {
+  const budget::SpsTable sps{.tokens = {1}, .steps_per_second = {10}};
+  const PlannerConfig dspark{.policy = Policy("dspark"),
+                             .block = 8,
+                             .drafter_confidence = true,
+                             .inputs = {.sps_table = &sps}};
+  EXPECT_EQ(ErrorOf(dspark), "ok");
+  PlannerConfig no_table = dspark;
+  no_table.inputs.sps_table = nullptr;
+  EXPECT_EQ(ErrorOf(no_table),
+            "--spec dspark needs a steps-per-second table (profiled at start-up, or "
+            "--sps-table FILE)");
+  EXPECT_EQ(ErrorOf({.policy = Policy("dscale"), .block = 16, .drafter_confidence = true}),
+            "--spec dscale needs --predictor");
+}
+
 }  // namespace
 }  // namespace dscale

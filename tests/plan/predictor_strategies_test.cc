@@ -79,6 +79,26 @@ TEST(AutoBudgetStrategyTest, DraftedRequestsGetOneToWRowsOthersTheirAnchor) {
   EXPECT_DOUBLE_EQ(strategy.CapacityFraction(kW), 1.0);
 }
 
+// Over a confidence head the walk reads σ(l / T) products. Table: 50 steps/s up to 2 rows, 35 at
+// 3, time ∝ rows past that. Uncalibrated, request 0's first draft (survival σ(8)) pays at B = 3
+// (3.0 · 35 > 2 · 50) and its second does not (4.0 · 26.25 < 3.0 · 35); request 1's (σ(−8)) never
+// does. A temperature of 1000 on position 1 makes the first survival ≈ 0.5: 2.5 · 35 < 100, so the
+// walk stops before it.
+TEST(DSparkStrategyTest, RanksByTheDraftsConfidenceHead) {
+  constexpr int32_t kWidth = 4;  // γ = 3 drafts per block
+  const budget::SpsTable sps{.tokens = {1, 2, 3}, .steps_per_second = {50, 50, 35}};
+  const StepBatch blocks = MakeBlocks({kWidth, kWidth});
+  DraftOutput drafts{.candidates = kWidth - 1};
+  drafts.confidence = {8.0f, 8.0f, 8.0f, -8.0f, -8.0f, -8.0f};
+  DSparkStrategy uncalibrated(budget::ConfidenceCalibration{}, sps, kWidth);
+  EXPECT_EQ(DecideAll(uncalibrated, {.blocks = blocks, .drafts = drafts, .drafted_requests = 2}),
+            (std::vector<int32_t>{2, 1}));
+  DSparkStrategy cold(budget::ConfidenceCalibration{.temperatures = {1000.0f, 1.0f, 1.0f}}, sps,
+                      kWidth);
+  EXPECT_EQ(DecideAll(cold, {.blocks = blocks, .drafts = drafts, .drafted_requests = 2}),
+            (std::vector<int32_t>{1, 1}));
+}
+
 TEST(AutoBudgetStrategyTest, APlainStepKeepsEveryAnchor) {
   const dvl::Predictor predictor = MakePredictor(5);
   AutoBudgetStrategy strategy(predictor, kW, /*max_requests=*/8, budget::ClockStepTimes());

@@ -96,18 +96,40 @@ TEST(Modes, DominoRowsDraftThroughTheHead) {
   auto modes = ParseModes("dflash,domino,domino+dscale", TileRouting::kAuto);
   ASSERT_TRUE(modes.ok()) << modes.status().message();
   ASSERT_EQ(modes->size(), 3u);
-  EXPECT_FALSE((*modes)[0].domino_head);
+  EXPECT_EQ((*modes)[0].drafter, ModeDrafter::kMain);
   EXPECT_EQ((*modes)[1].label, "domino");
   EXPECT_EQ((*modes)[1].policy, "dflash");  // full-block verification, as Domino runs it
-  EXPECT_TRUE((*modes)[1].domino_head);
+  EXPECT_EQ((*modes)[1].drafter, ModeDrafter::kDomino);
   EXPECT_FALSE((*modes)[1].tile_routing);
   EXPECT_EQ((*modes)[2].label, "domino+dscale");
   EXPECT_EQ((*modes)[2].policy, "dscale");
-  EXPECT_TRUE((*modes)[2].domino_head);
+  EXPECT_EQ((*modes)[2].drafter, ModeDrafter::kDomino);
   EXPECT_TRUE((*modes)[2].tile_routing);
   const auto bad = ParseModes("domino+dspark", TileRouting::kAuto);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("domino+dscale"), std::string::npos);
+}
+
+// dspark-drafter alone is DSpark as published (its drafter, the dspark policy); with +P any
+// policy on that drafter.
+TEST(Modes, DSparkDrafterRowsDraftWithDSparksDrafter) {
+  auto modes = ParseModes("dspark,dspark-drafter,dspark-drafter+dscale:auto,dspark-drafter+dflash",
+                          TileRouting::kAuto);
+  ASSERT_TRUE(modes.ok()) << modes.status().message();
+  ASSERT_EQ(modes->size(), 4u);
+  EXPECT_EQ((*modes)[0].drafter, ModeDrafter::kMain);
+  EXPECT_EQ((*modes)[1].label, "dspark-drafter");
+  EXPECT_EQ((*modes)[1].policy, "dspark");
+  EXPECT_EQ((*modes)[1].drafter, ModeDrafter::kDSpark);
+  EXPECT_NE((*modes)[1].note.find("DSpark as published"), std::string::npos);
+  EXPECT_EQ((*modes)[2].policy, "dscale");
+  EXPECT_EQ((*modes)[2].verify_budget, "auto");
+  EXPECT_EQ((*modes)[2].drafter, ModeDrafter::kDSpark);
+  EXPECT_EQ((*modes)[3].policy, "dflash");
+  EXPECT_FALSE((*modes)[3].tile_routing);
+  const auto bad = ParseModes("dspark-drafter+fast", TileRouting::kAuto);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dspark-drafter+fast"), std::string::npos);
 }
 
 TEST(Modes, PresetsAndLists) {
