@@ -4,6 +4,9 @@
   python3 export.py drafter -> models/tiny-dflash (config, BF16 safetensors)
   python3 export.py domino  -> models/tiny-dflash/domino_head.safetensors (BF16) and the
                                "domino_config" entry of its config.json (docs/DOMINO.md)
+  python3 export.py dspark  -> models/tiny-dspark (DeepSpec's Qwen3DSparkModel layout: config,
+                               BF16 safetensors with copies of the target's embed_tokens and
+                               lm_head, as DeepSpec saves them)
 """
 import argparse
 import json
@@ -62,6 +65,20 @@ def export_drafter(ckpt, out):
     print(f"drafter -> {out}")
 
 
+def export_dspark(ckpt, out, target):
+    from generate_responses import load_target
+    ck = load_ckpt(ckpt)
+    tm = load_target(target)
+    tensors = dict(ck["model"])
+    tensors["embed_tokens.weight"] = tm.embed_tokens.weight
+    tensors["lm_head.weight"] = tm.lm_head.weight
+    os.makedirs(out, exist_ok=True)
+    save(os.path.join(out, "model.safetensors"), bf16(tensors), {"format": "pt"})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(ck["config"], f, indent=2)
+    print(f"DSpark drafter -> {out} (step {ck['step']} of {ck['steps']})")
+
+
 DOMINO_HEAD_FILE = "domino_head.safetensors"
 
 
@@ -82,9 +99,11 @@ def export_domino(ckpt, out):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("which", choices=["target", "drafter", "domino"])
+    ap.add_argument("which", choices=["target", "drafter", "domino", "dspark"])
     ap.add_argument("--ckpt")
     ap.add_argument("--out")
+    ap.add_argument("--target", default=os.path.join(ROOT, "models", "tiny-target"),
+                    help="dspark: the target whose embed_tokens and lm_head the folder copies")
     ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "tiny-target"),
                     help="folder of the tokenizer files the target ships (work/tokenizer after "
                          "stage 1)")
@@ -92,6 +111,9 @@ def main():
     if a.which == "target":
         export_target(a.ckpt or os.path.join(WORK, "target", "chosen.pt"),
                       a.out or os.path.join(ROOT, "models", "tiny-target"), a.tokenizer)
+    elif a.which == "dspark":
+        export_dspark(a.ckpt or os.path.join(WORK, "dspark", "ckpt.pt"),
+                      a.out or os.path.join(ROOT, "models", "tiny-dspark"), a.target)
     elif a.which == "domino":
         export_domino(a.ckpt or os.path.join(WORK, "domino", "ckpt.pt"),
                       a.out or os.path.join(ROOT, "models", "tiny-dflash"))

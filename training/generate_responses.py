@@ -85,7 +85,7 @@ def answer_with_dscale(args, prompts, stop):
             with open(path, "w") as pf:
                 for p in chunk:
                     pf.write(json.dumps({"ids": p}) + "\n")
-            cmd = [os.path.join(ROOT, "build", "dscale"), "generate", "--target", args.exported,
+            cmd = [args.dscale, "generate", "--target", args.exported,
                    "--spec", "none", "--prompts", path, "--max-tokens", str(args.max_new),
                    "--concurrency", str(args.batch), "--json"]
             out = json.loads(subprocess.check_output(cmd))
@@ -118,6 +118,10 @@ def main():
                     help="auto: PyTorch on CUDA when present, else dscale on the CPU")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--exported", default=os.path.join(ROOT, "models", "tiny-target"))
+    ap.add_argument("--dscale", default=os.environ.get("DSCALE_BIN",
+                                                       os.path.join(ROOT, "build", "dscale")),
+                    help="the dscale binary (a copy, when build/ is rebuilt meanwhile; "
+                         "default $DSCALE_BIN or build/dscale)")
     args = ap.parse_args()
     device = setup(args)
     torch.backends.cuda.matmul.allow_tf32 = False  # the served model computes in f32

@@ -62,23 +62,23 @@ def make_batch(batch, args, rng, pad, mask_id, device):
     return ids.to(device), anchors.to(device), lengths.to(device)
 
 
-def draft_blocks(target, drafter, ids, anchors, lengths, args, mask_id):
-    """The drafter's normed rows for every block [B, N, 15, H] (rows 1..15), their labels
-    [B, N, 15], which labels exist [B, N, 15], and the block tokens [B, N, 16]."""
+def run_blocks(target, drafter, ids, anchors, block, target_layers, mask_id, final=False):
+    """Every block [anchor, MASK x (block-1)] at positions anchor..anchor+block-1 through the
+    drafter: each row sees the target's features at positions strictly before its anchor and
+    its own block's rows (bidirectionally). Returns the drafter's normed rows [B, N, block, H],
+    the block tokens [B, N, block] and, with final, the target's normed last hidden states
+    [B, T, H] (else None)."""
     dev = ids.device
     B, T = ids.shape
-    N, Bk = anchors.shape[1], args.block
+    N, Bk = anchors.shape[1], block
     with torch.no_grad():
-        _, feats = target(ids, capture=set(args.target_layers))
-        ctx = torch.cat([feats[i] for i in args.target_layers], dim=-1)
+        last, feats = target(ids, capture=set(target_layers))
+        ctx = torch.cat([feats[i] for i in target_layers], dim=-1)
     offs = torch.arange(Bk, device=dev)
     blk_pos = (anchors[:, :, None] + offs).reshape(B, N * Bk)
     blk_ids = torch.full((B, N, Bk), mask_id, dtype=torch.long, device=dev)
     blk_ids[:, :, 0] = torch.gather(ids, 1, anchors)
     blk_emb = target.embed_tokens(blk_ids.reshape(B, N * Bk))
-    lab_pos = anchors[:, :, None] + offs[1:]  # [B,N,15]
-    labels = torch.gather(ids, 1, lab_pos.clamp(max=T - 1).reshape(B, -1)).reshape(B, N, Bk - 1)
-    valid = lab_pos < lengths[:, None, None]
     # Block row (n, k) sees target context j < anchor_n and the keys of its own block n.
     ctx_ok = torch.arange(T, device=dev)[None, None, :] < anchors[:, :, None]  # [B,N,T]
     ctx_ok = ctx_ok[:, :, None, :].expand(B, N, Bk, T).reshape(B, N * Bk, T)
@@ -87,8 +87,25 @@ def draft_blocks(target, drafter, ids, anchors, lengths, args, mask_id):
     ok = torch.cat([ctx_ok, blk_ok], dim=-1)
     mask = torch.zeros(ok.shape, device=dev).masked_fill(~ok, -1e30)[:, None]
     ctx_pos = torch.arange(T, device=dev)[None].expand(B, T)
-    out = drafter(ctx, ctx_pos, blk_emb, blk_pos, mask).reshape(B, N, Bk, -1)[:, :, 1:]
-    return out, labels, valid, blk_ids
+    out = drafter(ctx, ctx_pos, blk_emb, blk_pos, mask).reshape(B, N, Bk, -1)
+    return out, blk_ids, (last if final else None)
+
+
+def block_labels(ids, anchors, lengths, first, count):
+    """The tokens at anchor+first .. anchor+first+count-1 [B, N, count] and which exist."""
+    T = ids.shape[1]
+    lab_pos = anchors[:, :, None] + torch.arange(first, first + count, device=ids.device)
+    labels = torch.gather(ids, 1, lab_pos.clamp(max=T - 1).reshape(ids.shape[0], -1))
+    return labels.reshape(lab_pos.shape), lab_pos < lengths[:, None, None]
+
+
+def draft_blocks(target, drafter, ids, anchors, lengths, args, mask_id):
+    """The drafter's normed rows for every block [B, N, 15, H] (rows 1..15), their labels
+    [B, N, 15], which labels exist [B, N, 15], and the block tokens [B, N, 16]."""
+    out, blk_ids, _ = run_blocks(target, drafter, ids, anchors, args.block, args.target_layers,
+                                 mask_id)
+    labels, valid = block_labels(ids, anchors, lengths, 1, args.block - 1)
+    return out[:, :, 1:], labels, valid, blk_ids
 
 
 def block_loss(target, drafter, ids, anchors, lengths, args, mask_id, kw):
@@ -102,13 +119,16 @@ def block_loss(target, drafter, ids, anchors, lengths, args, mask_id, kw):
     return (ce * w).sum() / w.sum(), hit
 
 
-def init_from(drafter, folder):
+def init_from(drafter, folder, heads=()):
     """Loads an exported drafter's weights. A drafter with more layers than the export keeps the
     exported layers and starts each added one as the identity (its o_proj and down_proj zero), so
-    training continues from the exported drafter's predictions with more capacity."""
+    training continues from the exported drafter's predictions with more capacity. Parameters
+    under the prefixes in heads (a DSpark drafter's own heads) may be missing: they keep their
+    initialisation."""
     weights = {k: v.float() for k, v in
                load_safetensors(os.path.join(folder, "model.safetensors")).items()}
     missing, unexpected = drafter.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if not k.startswith(tuple(heads))] if heads else missing
     have = {int(k.split(".")[1]) for k in weights if k.startswith("layers.")}
     added = sorted({int(k.split(".")[1]) for k in missing if k.startswith("layers.")})
     if unexpected or any(not k.startswith("layers.") for k in missing) or \

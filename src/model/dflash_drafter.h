@@ -96,6 +96,10 @@ class DFlashDrafter : public Drafter {
   const DSparkHead* dspark_head() const {
     return dspark_head_.has_value() ? &*dspark_head_ : nullptr;
   }
+  // A DSpark drafter's confidence head ("enable_confidence_head").
+  bool has_confidence_head() const override {
+    return config_.is_dspark() && config_.dspark->confidence_head;
+  }
   // W, the verify block: DraftBlock::verify_rows() (config.block_size for DFlash, + 1 for DSpark).
   int32_t block_size() const override { return config_.Block().verify_rows(); }
   const std::vector<int32_t>& feature_layers() const override { return config_.target_layer_ids; }
