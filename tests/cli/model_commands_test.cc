@@ -201,6 +201,67 @@ TEST_F(ModelCommandsTest, DSparkDraftersAreMadeDraftedAndSpeculatedWith) {
   }
 }
 
+// DSpark as published, end to end: collect the confidence head's traces with full-width
+// verification, fit its sequential temperature scaling, and run --spec dspark, which ranks by the
+// calibrated head (and says so) without a predictor; greedy output equals plain decoding. A
+// calibration for another block, DVL traces for a block that is not 16, and confidence traces
+// from a drafter without a head are refused naming the flag.
+TEST_F(ModelCommandsTest, DSparkConfidenceIsCollectedCalibratedAndScheduledBy) {
+  const std::string drafter = *dir_ + "/dspark-sts";
+  const std::string target = *dir_ + "/dspark-sts-target";
+  testing::CommandResult r = RunDscale(
+      "make-tiny --out " + target + " --drafter-out " + drafter +
+      " --seed 5 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 --kv-heads 2 "
+      "--head-dim 16 --drafter-arch dspark --block-size 7 --markov-rank 5");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string prompts = *dir_ + "/dspark-prompts.jsonl";
+  {
+    std::ofstream file(prompts);
+    for (int i = 0; i < 10; ++i) file << "{\"ids\": [" << (i * 7) % 90 << ", " << i + 3 << "]}\n";
+  }
+  const std::string models = " --target " + target + " --drafter " + drafter + " --prompts " +
+                             prompts + " --max-tokens 16 --concurrency 4";
+  const std::string traces = *dir_ + "/confidence.bin";
+  r = RunDscale("collect" + models + " --confidence-out " + traces);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("from 10 prompts"), std::string::npos) << r.out;
+  r = RunDscale("collect" + models + " --out " + *dir_ + "/dvl.bin");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--out: DVL traces need a drafter whose verify block has 16 rows"),
+            std::string::npos)
+      << r.out;
+  r = RunDscale("collect --target " + Target() + " --drafter " + Drafter() + " --prompts " +
+                prompts + " --confidence-out " + traces + ".dflash");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--confidence-out: the drafter"), std::string::npos) << r.out;
+
+  const std::string calibration = drafter + "/confidence_calibration.json";
+  r = RunDscale("calibrate-confidence --traces " + traces + " --out " + calibration +
+                " --holdout-every 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_EQ(report["positions"].size(), 7u) << r.out;
+  EXPECT_GT(report["held_out_records"], 0);
+
+  const nlohmann::json plain = Json("generate --json --spec none" + models);
+  r = RunDscale("generate --json --spec dspark" + models);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("ranks drafts by the drafter's confidence head, calibrated"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json dspark = Json("generate --json --spec dspark" + models);
+  ASSERT_EQ(dspark["requests"].size(), 10u);
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(dspark["requests"][i]["output_ids"], plain["requests"][i]["output_ids"]) << i;
+  }
+  std::ofstream(calibration) << R"({"format": "dscale-confidence-calibration-v1", )"
+                             << R"("temperatures": [1, 1]})";
+  r = RunDscale("generate --spec dspark" + models);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--confidence-calibration"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expected 7 entries"), std::string::npos) << r.out;
+}
+
 // make-tiny --arch llama writes a LlamaForCausalLM checkpoint (no q/k norms, llama3
 // rope_scaling) and a drafter of Qwen3 layers with the target's RoPE; speculation on it equals
 // plain greedy decoding over 60 positions, past the scaling's original context of 32.
