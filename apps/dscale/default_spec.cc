@@ -4,9 +4,31 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
+#include "io/dflash_config.h"
+#include "io/file_util.h"
 #include "predictor_loading.h"
 
 namespace dscale::cli {
+namespace {
+
+// Whether the drafter folder's config.json declares DeepSpec's drafter with its confidence head.
+// A peek only: a config that does not parse is left to the drafter's loader to report.
+bool DeclaresConfidenceHead(const std::string& drafter_dir) {
+  Result<std::string> text =
+      ReadFileToString((std::filesystem::path(drafter_dir) / "config.json").string(), 1 << 20);
+  if (!text.ok()) return false;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  const auto architectures = j.find("architectures");
+  const auto head = j.find("enable_confidence_head");
+  return architectures != j.end() && architectures->is_array() && architectures->size() == 1 &&
+         (*architectures)[0] == kDSparkArchitecture && head != j.end() && head->is_boolean() &&
+         head->get<bool>();
+}
+
+}  // namespace
 
 DefaultSpec ChooseDefaultSpec(const std::string& drafter_dir, const std::string& predictor_flag,
                               DrafterHead head) {
@@ -18,6 +40,10 @@ DefaultSpec ChooseDefaultSpec(const std::string& drafter_dir, const std::string&
   std::error_code error;
   if (std::filesystem::is_regular_file(bundled, error)) {
     return {.spec = "dscale", .verify_budget = "auto", .reason = "predictor " + bundled};
+  }
+  if (DeclaresConfidenceHead(drafter_dir)) {
+    return {.spec = "dspark",
+            .reason = "a DSpark drafter with a confidence head and no predictor at " + bundled};
   }
   return {.spec = "dflash", .reason = "no predictor at " + bundled};
 }

@@ -2,8 +2,9 @@
 // The length policy generate and serve run when --spec is not given: the fastest lossless one the
 // folders allow. Plain decoding without a drafter; with a drafter and a DVL predictor (--predictor,
 // or the drafter folder's own file) DScale with the auto verify budget, which measures the step
-// costs and turns to plain decoding where speculation does not pay; with a drafter and no
-// predictor, DFlash.
+// costs and turns to plain decoding where speculation does not pay; with a DSpark drafter that
+// has a confidence head and no predictor, DSpark's own scheduler (dspark); with another drafter
+// and no predictor, DFlash.
 
 #include <string>
 

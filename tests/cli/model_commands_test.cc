@@ -203,7 +203,8 @@ TEST_F(ModelCommandsTest, DSparkDraftersAreMadeDraftedAndSpeculatedWith) {
 
 // DSpark as published, end to end: collect the confidence head's traces with full-width
 // verification, fit its sequential temperature scaling, and run --spec dspark, which ranks by the
-// calibrated head (and says so) without a predictor; greedy output equals plain decoding. A
+// calibrated head (and says so) without a predictor, and is the default policy for such a
+// drafter; greedy output equals plain decoding. A
 // calibration for another block, DVL traces for a block that is not 16, and confidence traces
 // from a drafter without a head are refused naming the flag.
 TEST_F(ModelCommandsTest, DSparkConfidenceIsCollectedCalibratedAndScheduledBy) {
@@ -254,6 +255,12 @@ TEST_F(ModelCommandsTest, DSparkConfidenceIsCollectedCalibratedAndScheduledBy) {
   for (size_t i = 0; i < 10; ++i) {
     EXPECT_EQ(dspark["requests"][i]["output_ids"], plain["requests"][i]["output_ids"]) << i;
   }
+  // Without --spec, a DSpark drafter with a confidence head and no predictor runs DSpark's own
+  // scheduler.
+  r = RunDscale("generate" + models);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("--spec dspark (a DSpark drafter with a confidence head"), std::string::npos)
+      << r.out;
   std::ofstream(calibration) << R"({"format": "dscale-confidence-calibration-v1", )"
                              << R"("temperatures": [1, 1]})";
   r = RunDscale("generate --spec dspark" + models);
