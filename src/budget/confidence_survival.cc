@@ -52,19 +52,9 @@ void SurvivalFromConfidence(const float* logits, int64_t n, int positions,
 }
 
 Result<ConfidenceCalibration> LoadConfidenceCalibration(const std::string& path, int positions) {
-  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, kMaxCalibrationBytes));
-  Result<nlohmann::json> parsed = ParseJsonDocument(text);
-  if (!parsed.ok()) return parsed.status().WithContext(path);
-  const nlohmann::json& j = *parsed;
-  if (!j.is_object()) {
-    return InvalidArgument(path + ": expected a JSON object, got " + DescribeJson(j));
-  }
+  DSCALE_ASSIGN_OR_RETURN(const nlohmann::json j,
+                          ReadTaggedJsonFile(path, kCalibrationFormat, kMaxCalibrationBytes));
   const auto field = [&](const char* name) { return JsonFieldName(path, name); };
-  const nlohmann::json* format = JsonMember(j, "format");
-  if (format == nullptr || !format->is_string() || *format != kCalibrationFormat) {
-    return InvalidArgument(field("format") + ": expected \"" + kCalibrationFormat + "\", got " +
-                           (format == nullptr ? std::string("nothing") : DescribeJson(*format)));
-  }
   const nlohmann::json* t = JsonMember(j, "temperatures");
   if (t == nullptr || !t->is_array()) {
     return InvalidArgument(field("temperatures") + ": expected an array, got " +

@@ -57,19 +57,9 @@ double SpsTable::StepsPerSecond(int64_t b) const {
 }
 
 Result<SpsTable> LoadSpsTable(const std::string& path) {
-  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, kMaxTableBytes));
-  Result<nlohmann::json> parsed = ParseJsonDocument(text);
-  if (!parsed.ok()) return parsed.status().WithContext(path);
-  const nlohmann::json& j = *parsed;
-  if (!j.is_object()) {
-    return InvalidArgument(path + ": expected a JSON object, got " + DescribeJson(j));
-  }
+  DSCALE_ASSIGN_OR_RETURN(const nlohmann::json j,
+                          ReadTaggedJsonFile(path, kFormat, kMaxTableBytes));
   const auto field = [&](const char* name) { return JsonFieldName(path, name); };
-  const nlohmann::json* format = JsonMember(j, "format");
-  if (format == nullptr || !format->is_string() || *format != kFormat) {
-    return InvalidArgument(field("format") + ": expected \"" + kFormat + "\", got " +
-                           (format == nullptr ? std::string("nothing") : DescribeJson(*format)));
-  }
   SpsTable table;
   const nlohmann::json* b = JsonMember(j, "verify_tokens");
   const nlohmann::json* s = JsonMember(j, "steps_per_second");

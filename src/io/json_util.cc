@@ -6,6 +6,8 @@
 #include <set>
 #include <vector>
 
+#include "io/file_util.h"
+
 namespace dscale {
 namespace {
 
@@ -256,6 +258,23 @@ Result<std::string> ReadJsonString(const nlohmann::json& value, std::string_view
 Result<bool> ReadJsonBool(const nlohmann::json& value, std::string_view what) {
   if (!value.is_boolean()) return Expected(what, "true or false", value);
   return value.get<bool>();
+}
+
+Result<nlohmann::json> ReadTaggedJsonFile(const std::string& path, std::string_view format,
+                                          size_t max_bytes) {
+  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path, max_bytes));
+  Result<nlohmann::json> parsed = ParseJsonDocument(text);
+  if (!parsed.ok()) return parsed.status().WithContext(path);
+  if (!parsed->is_object()) {
+    return InvalidArgument(path + ": expected a JSON object, got " + DescribeJson(*parsed));
+  }
+  const nlohmann::json* tag = JsonMember(*parsed, "format");
+  if (tag == nullptr || !tag->is_string() || *tag != format) {
+    return InvalidArgument(JsonFieldName(path, "format") + ": expected \"" + std::string(format) +
+                           "\", got " +
+                           (tag == nullptr ? std::string("nothing") : DescribeJson(*tag)));
+  }
+  return parsed;
 }
 
 }  // namespace dscale

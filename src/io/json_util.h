@@ -70,6 +70,11 @@ Result<double> ReadJsonNumber(const nlohmann::json& value, std::string_view what
 // A JSON string.
 Result<std::string> ReadJsonString(const nlohmann::json& value, std::string_view what);
 
+// A file the program writes for itself (tables, calibrations): at most `max_bytes`, one JSON
+// object whose "format" member is `format`. Errors name the file (and the field).
+Result<nlohmann::json> ReadTaggedJsonFile(const std::string& path, std::string_view format,
+                                          size_t max_bytes);
+
 // true or false.
 Result<bool> ReadJsonBool(const nlohmann::json& value, std::string_view what);
 
