@@ -82,6 +82,10 @@ struct InflatePlan {
   // The factor on the final norms' gains: √(d/D), and 1/λ when the LM head is the (λ-scaled)
   // embedding.
   double final_gain_scale() const;
+  // The factor on the small columns of a matrix that reads a final-normed row (the LM head's
+  // input; a Domino head's, the predictor's hidden projection): λ when the LM head is tied, as the
+  // rows then come out as y/λ, else 1. A power of two: exact.
+  float final_row_scale() const { return tied() ? residual_scale : 1.0f; }
 };
 
 // Validates `shape` against the source pair and works out the plan. Errors name the field (and
