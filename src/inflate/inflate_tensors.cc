@@ -170,6 +170,14 @@ Result<std::vector<InflatedTensor>> InflatedTargetTensors(
   return list.Take();
 }
 
+Result<std::vector<InflatedTensor>> InflatedTargetCopies(
+    const InflatePlan& p, std::shared_ptr<const Checkpoint> source_target) {
+  TensorList list(std::move(source_target), "");
+  DSCALE_RETURN_IF_ERROR(AddEmbedding(p, kDSparkEmbedCopyName, list));
+  DSCALE_RETURN_IF_ERROR(AddLmHead(p, kDSparkLmHeadCopyName, list));
+  return list.Take();
+}
+
 Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& p,
                                                            std::shared_ptr<const Checkpoint> source,
                                                            const std::string& source_prefix) {
