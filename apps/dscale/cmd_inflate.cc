@@ -1,5 +1,5 @@
-// dscale inflate: a trained small target + DFlash drafter rewritten at a Qwen3 or Llama 3 shape,
-// computing the same function (docs/INFLATE.md).
+// dscale inflate: a trained small target + DFlash or DSpark drafter rewritten at a Qwen3 or Llama 3
+// shape, computing the same function (docs/INFLATE.md).
 
 #include <cstdio>
 #include <memory>
@@ -82,9 +82,12 @@ void PrintSummary(const InflateArgs& args, const InflateResult& r) {
       p.pad_weight);
   std::printf("wrote %s (%.2f GB of tensors)\n", args.options.out_target.c_str(),
               static_cast<double>(r.target_bytes) * 1e-9);
-  const std::string head = p.large_drafter.domino.has_value()
-                               ? ", Domino head " + p.large_drafter.domino->head_file
-                               : "";
+  std::string head;
+  if (p.large_drafter.domino.has_value()) {
+    head = ", Domino head " + p.large_drafter.domino->head_file;
+  } else if (p.large_drafter.is_dspark()) {
+    head = ", DSpark heads";
+  }
   std::string predictors;
   for (const std::string& name : r.predictors) predictors += ", " + name;
   std::printf("wrote %s (%.2f GB of tensors%s%s)\n", args.options.out_drafter.c_str(),
@@ -107,10 +110,11 @@ void RegisterInflateCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<InflateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "inflate",
-      "Rewrite a target + DFlash drafter at a larger shape, computing the same function");
+      "Rewrite a target + DFlash or DSpark drafter at a larger shape, computing the same "
+      "function");
   InflateOptions& o = args->options;
   cmd->add_option("--target", o.target_dir, "Source target checkpoint directory")->required();
-  cmd->add_option("--drafter", o.drafter_dir, "Its DFlash drafter directory")->required();
+  cmd->add_option("--drafter", o.drafter_dir, "Its DFlash or DSpark drafter directory")->required();
   cmd->add_option("--shape", args->shape,
                   "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b (Qwen3 sources), llama-3.2-1b, "
                   "llama-3.2-3b or llama-3.1-8b (Llama sources); default: the source's own");

@@ -193,14 +193,34 @@ Status WriteDominoHead(const InflateOptions& o, InflateResult* result) {
   return Status::Ok();
 }
 
+// A DSpark drafter's heads and, as DeepSpec ships a drafter, copies of the (large) target's
+// embedding and LM head, appended to the drafter's tensors.
+Status AppendDSparkTensors(const InflateOptions& o, const InflatePlan& plan,
+                           std::shared_ptr<const Checkpoint> source, const std::string& prefix,
+                           std::vector<InflatedTensor>* tensors) {
+  DSCALE_ASSIGN_OR_RETURN(std::vector<InflatedTensor> heads,
+                          InflatedDSparkHeadTensors(plan, std::move(source), prefix));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint target, Checkpoint::Open(o.target_dir));
+  DSCALE_ASSIGN_OR_RETURN(
+      std::vector<InflatedTensor> copies,
+      InflatedTargetCopies(plan, std::make_shared<const Checkpoint>(std::move(target))));
+  for (auto* list : {&heads, &copies}) {
+    std::move(list->begin(), list->end(), std::back_inserter(*tensors));
+  }
+  return Status::Ok();
+}
+
 Status WriteDrafter(const InflateOptions& o, const NamedPredictors& predictors,
                     const std::optional<DraftVocab>& subset, InflateResult* result) {
   const InflatePlan& plan = result->plan;
-  DSCALE_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(o.drafter_dir));
-  const std::string prefix = DFlashTensorPrefix(source);
-  DSCALE_ASSIGN_OR_RETURN(
-      std::vector<InflatedTensor> tensors,
-      InflatedDrafterTensors(plan, std::make_shared<const Checkpoint>(std::move(source)), prefix));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(o.drafter_dir));
+  const std::string prefix = DFlashTensorPrefix(opened);
+  const auto source = std::make_shared<const Checkpoint>(std::move(opened));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<InflatedTensor> tensors,
+                          InflatedDrafterTensors(plan, source, prefix));
+  if (plan.large_drafter.is_dspark()) {
+    DSCALE_RETURN_IF_ERROR(AppendDSparkTensors(o, plan, source, prefix, &tensors));
+  }
   DSCALE_RETURN_IF_ERROR(
       WriteTensors(o.out_drafter, tensors, o.max_shard_bytes, &result->drafter_bytes));
   DSCALE_RETURN_IF_ERROR(WriteText(JoinPath(o.out_drafter, "config.json"),
@@ -237,6 +257,18 @@ Result<double> DominoCorrectionBound(const std::string& drafter_dir, const DFlas
   return MeasureCorrectionBound(file, head, target.hidden_size, target.vocab_size, final_gain);
 }
 
+// The bound on what the drafter's head adds to a real draft logit (SourceBounds::correction_bound):
+// a DSpark Markov head's bias, a declared Domino head's correction, else 0.
+Result<double> HeadCorrectionBound(const std::string& drafter_dir, const Checkpoint& drafter_source,
+                                   const DFlashConfig& drafter, const DecoderConfig& target,
+                                   double final_gain) {
+  if (drafter.is_dspark()) {
+    return MeasureMarkovBiasBound(drafter_source, DFlashTensorPrefix(drafter_source),
+                                  *drafter.dspark, target.vocab_size);
+  }
+  return DominoCorrectionBound(drafter_dir, drafter, target, final_gain);
+}
+
 // Loads the source pair as every command does (shapes, finite weights, the drafter against its
 // target), plans the inflation and sizes the pad rows.
 Result<InflatePlan> Plan(const InflateOptions& o) {
@@ -251,8 +283,8 @@ Result<InflatePlan> Plan(const InflateOptions& o) {
       MeasureSourceBounds(target_source, target.config(), drafter_source,
                           DFlashTensorPrefix(drafter_source), drafter.config()));
   DSCALE_ASSIGN_OR_RETURN(bounds.correction_bound,
-                          DominoCorrectionBound(o.drafter_dir, drafter.config(), target.config(),
-                                                bounds.drafter_final_gain));
+                          HeadCorrectionBound(o.drafter_dir, drafter_source, drafter.config(),
+                                              target.config(), bounds.drafter_final_gain));
   DSCALE_RETURN_IF_ERROR(SetPadRows(bounds, &plan));
   // The configs written must load as any other: round trip them through the parsers.
   DSCALE_ASSIGN_OR_RETURN(

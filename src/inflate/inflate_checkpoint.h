@@ -3,7 +3,10 @@
 // target and drafter as ordinary Hugging Face checkpoints (config.json, safetensors sharded when
 // large, the source's tokenizer and other files copied, and the drafter's DVL predictors inflated
 // when it has them). Tensors are made and written a block of rows at a time, so memory stays at
-// the source pair plus a few MB whatever the large shape.
+// the source pair plus a few MB whatever the large shape. A DSpark drafter is written in
+// DeepSpec's layout: its heads inflated, its copies of the target's embedding and LM head those of
+// the large target, its confidence_calibration.json copied (the confidence logits are the
+// source's).
 
 #include <cstdint>
 #include <string>
@@ -21,7 +24,7 @@ inline constexpr const char* kPredictorFileNames[] = {"predictor.bin", "predicto
 
 struct InflateOptions {
   std::string target_dir;   // the source target
-  std::string drafter_dir;  // its DFlash drafter
+  std::string drafter_dir;  // its DFlash or DSpark drafter
   InflateShape shape;
   std::string out_target;                    // created; must not exist or be empty
   std::string out_drafter;                   // likewise, and different from out_target

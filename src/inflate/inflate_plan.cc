@@ -67,12 +67,6 @@ Status CheckModel(const DecoderConfig& small, const InflateShape& shape, const c
 // The drafter shares the target's ε and head_dim: the constant dims make up both models' norms at
 // once (docs/INFLATE.md, "One ε").
 Status CheckDrafterBelongs(const DecoderConfig& target, const DFlashConfig& drafter) {
-  // The inflated drafter is written in z-lab's layout, and DSpark's heads have no inflation rule.
-  if (drafter.is_dspark()) {
-    return InvalidArgument(std::string("drafter config: field \"architectures\": ") +
-                           kDSparkArchitecture +
-                           " drafters are not inflated (dscale inflate takes DFlash drafters)");
-  }
   if (drafter.draft.rms_norm_eps != target.rms_norm_eps) {
     return InvalidArgument(
         "drafter config: field \"rms_norm_eps\": " + std::to_string(drafter.draft.rms_norm_eps) +
@@ -358,7 +352,9 @@ Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfi
   plan.large_drafter.draft.rms_norm_eps = plan.large_target.rms_norm_eps;
   plan.large_drafter.target_layer_ids = placement.feature_ids;
   plan.large_drafter.num_target_layers = shape.num_hidden_layers;
-  // A Domino head keeps its config (file name, G, B): only its hidden and vocabulary sides grow.
+  // A Domino head keeps its config (file name, G, B), a DSpark drafter its heads' (rank r, the
+  // head type, the confidence head's inputs) and layout: only their hidden and vocabulary sides
+  // grow.
 
   plan.hidden = Prefix(shape.hidden_size, target.hidden_size);
   plan.vocab = Prefix(shape.vocab_size, target.vocab_size);
@@ -385,13 +381,13 @@ Status SetPadRows(const SourceBounds& bounds, InflatePlan* plan) {
   plan->drafter_constant_gain = static_cast<float>(g_drafter);
   // The normed first constant is β·g / √(κ·(m + ε)) ≥ β·g / (√κ·R), so a pad logit
   // −2·M·β·g/√(κ·(m + ε)) ≤ −(Λ + margin) ≤ (top real logit) − margin once
-  // M = (Λ + C + margin)·√κ·R / (2·β·g), C the Domino head's correction bound (0 without).
+  // M = (Λ + C + margin)·√κ·R / (2·β·g), C the drafter head's correction bound (0 without).
   const double d = static_cast<double>(plan->small_target.hidden_size);
   const double lambda = plan->residual_scale;
   const double kappa = lambda * lambda * d / static_cast<double>(plan->large_target.hidden_size);
   const double beta = plan->constant_values[0];
-  // A Domino head adds at most correction_bound to a real draft logit's magnitude and nothing
-  // to a pad logit, so the margin must also cover it.
+  // A drafter head (Domino, DSpark) adds at most correction_bound to a real draft logit's
+  // magnitude and nothing to a pad logit, so the margin must also cover it.
   const double m = (bounds.logit_bound + bounds.correction_bound + kPadLogitMargin) *
                    std::sqrt(kappa) * bounds.residual_rms_bound /
                    (2.0 * beta * std::min(g_target, g_drafter));

@@ -1,9 +1,10 @@
 #pragma once
 // The plan of a function-preserving inflation (docs/INFLATE.md): a trained small Qwen3 or Llama 3
-// target and its DFlash drafter rewritten at a larger shape, so that the large pair computes the
-// small pair's logits, drafts and acceptance while holding and multiplying tensors of the large
-// shape. The plan is arithmetic on the two configs (index maps, the residual scale, the constant
-// dims, ε and rope_theta); SetPadRows adds what the padded vocabulary rows need from the weights.
+// target and its DFlash or DSpark drafter rewritten at a larger shape, so that the large pair
+// computes the small pair's logits, drafts and acceptance while holding and multiplying tensors of
+// the large shape. The plan is arithmetic on the two configs (index maps, the residual scale, the
+// constant dims, ε and rope_theta); SetPadRows adds what the padded vocabulary rows need from the
+// weights.
 
 #include <cstdint>
 #include <optional>
@@ -82,6 +83,10 @@ struct InflatePlan {
   // The factor on the final norms' gains: √(d/D), and 1/λ when the LM head is the (λ-scaled)
   // embedding.
   double final_gain_scale() const;
+  // The factor on the small columns of a matrix that reads a final-normed row (the LM head's
+  // input; a Domino or DSpark head's, the predictor's hidden projection): λ when the LM head is
+  // tied, as the rows then come out as y/λ, else 1. A power of two: exact.
+  float final_row_scale() const { return tied() ? residual_scale : 1.0f; }
 };
 
 // Validates `shape` against the source pair and works out the plan. Errors name the field (and
@@ -108,7 +113,9 @@ struct SourceBounds {
   double drafter_final_gain = 0.0;  // of the drafter's final norm
   double logit_bound = 0.0;         // Λ ≥ |every real logit| of the target and the drafter
   double residual_rms_bound = 0.0;  // R ≥ √(mean(x²) + ε) of every final residual row x
-  double correction_bound = 0.0;    // C ≥ |every Domino correction|; 0 without a head
+  // C ≥ |every correction a drafter's head adds to a real draft logit| (a Domino head's, a DSpark
+  // Markov head's bias); 0 without a head.
+  double correction_bound = 0.0;
 };
 
 // Every pad logit is at most the row's top real logit minus this.

@@ -70,7 +70,7 @@ Result<dvl::Predictor> InflatePredictor(const dvl::Predictor& small, const Infla
   large.vocab_size = large_vocab;
   large.seed = p.seed;
   // The drafter's final rows come out as y / λ when the LM head is the λ-scaled embedding.
-  const float hidden_scale = plan.tied() ? plan.residual_scale : 1.0f;
+  const float hidden_scale = plan.final_row_scale();
   large.hidden.assign(static_cast<size_t>(large.hidden_size) * dvl::kHiddenProjDim, 0.0f);
   for (int64_t i = 0; i < large.hidden_size; ++i) {
     const int64_t source = plan.hidden[static_cast<size_t>(i)];

@@ -1,8 +1,8 @@
-// Each large tensor from its small one (docs/INFLATE.md, "Tensor by tensor"): matrices copy the
-// small entries through the plan's row and column maps (writes into the residual stream scaled
-// by λ), norms' gains are scaled, and a few entries are set outright — the constant dims in the
-// embedding, the drafter's fc passing them on, the final norms' ±g on the first two, and the LM
-// head's pad rows (−M, +M there).
+// Each large tensor from its small one (docs/INFLATE.md): matrices copy the small entries through
+// the plan's row and column maps (writes into the residual stream scaled by λ), norms' gains are
+// scaled, and a few entries are set outright — the constant dims in the embedding, the drafter's
+// fc passing them on, the final norms' ±g on the first two, and the LM head's pad rows (−M, +M
+// there). The recipes themselves: tensor_recipes.h.
 
 #include "inflate/inflate_tensors.h"
 
@@ -10,138 +10,22 @@
 #include <cmath>
 #include <utility>
 
+#include "inflate/tensor_recipes.h"
 #include "model/decoder_weights.h"
 
 namespace dscale {
 namespace {
 
-using Map = std::shared_ptr<const IndexMap>;
-// Sets entries of one large row after the mapped copy: patch(row index, row values).
-using Patch = std::function<void(int64_t row, float* values)>;
-
-// out[i, j] = scale · source[rows[first + i], cols[j]] where both maps give an index, else 0;
-// then `patch` on each row. A null `source` (an identity layer's tensor) gives zeros.
-RowFiller MappedRows(std::shared_ptr<const std::vector<float>> source, int64_t source_cols,
-                     Map rows, Map cols, float scale, Patch patch) {
-  return [=](int64_t first, int64_t count, float* out) {
-    const auto width = static_cast<int64_t>(cols->size());
-    for (int64_t i = 0; i < count; ++i) {
-      float* row = out + i * width;
-      const int64_t r = source ? (*rows)[static_cast<size_t>(first + i)] : -1;
-      if (r < 0) {
-        std::fill(row, row + width, 0.0f);
-      } else {
-        const float* src = source->data() + r * source_cols;
-        for (int64_t j = 0; j < width; ++j) {
-          const int64_t c = (*cols)[static_cast<size_t>(j)];
-          row[j] = c >= 0 ? scale * src[c] : 0.0f;
-        }
-      }
-      if (patch) patch(first + i, row);
-    }
-  };
-}
-
-bool ExactInBf16(const std::vector<float>& values) {
-  return std::all_of(values.begin(), values.end(),
-                     [](float v) { return Bf16ToF32(F32ToBf16(v)) == v; });
-}
-
-// How one large matrix is made from one small one.
-struct MatrixRecipe {
-  std::string name;                   // the large tensor
-  std::vector<int64_t> shape;         // [rows, cols]
-  std::string source;                 // the small tensor (its dtype is kept, even when `zero`)
-  std::vector<int64_t> source_shape;  // [rows, cols]
-  Map rows, cols;                     // large index → small index, or −1 for zero
-  float scale = 1.0f;                 // λ for the matrices that write the residual stream
-  Patch patch = {};                   // entries set after the copy
-  bool zero = false;                  // all zeros (an identity layer's)
-};
-
-// Collects the tensors of one output checkpoint, reading sources as "<source prefix><name>".
-class TensorList {
- public:
-  TensorList(std::shared_ptr<const Checkpoint> source, std::string prefix)
-      : source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  Result<std::vector<float>> Read(const std::string& name,
-                                  const std::vector<int64_t>& shape) const {
-    return source_->ReadF32(prefix_ + name, shape);
-  }
-
-  // BF16 sources give BF16 matrices; F32 and F16 ones F32 (λ·x may leave F16's range).
-  Result<DType> MatrixType(const std::string& source_name) const {
-    const TensorInfo* info = source_->Find(prefix_ + source_name);
-    if (info == nullptr)
-      return NotFound(source_->dir() + ": no tensor \"" + prefix_ + source_name + "\"");
-    return info->dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  }
-
-  Status Matrix(MatrixRecipe r) {
-    DSCALE_ASSIGN_OR_RETURN(DType dtype, MatrixType(r.source));
-    // A scale that is not a power of two (a Llama q_proj's √(h'/h)) is not exact in BF16: such
-    // a matrix is written as F32, its values within one float rounding of the exact product.
-    int exponent = 0;
-    if (std::frexp(r.scale, &exponent) != 0.5f) dtype = DType::kF32;
-    auto prepare = [source = source_, full = prefix_ + r.source, r]() -> Result<RowFiller> {
-      std::shared_ptr<const std::vector<float>> values;
-      if (!r.zero) {
-        DSCALE_ASSIGN_OR_RETURN(std::vector<float> read, source->ReadF32(full, r.source_shape));
-        values = std::make_shared<const std::vector<float>>(std::move(read));
-      }
-      return MappedRows(values, r.source_shape.back(), r.rows, r.cols, r.scale, r.patch);
-    };
-    tensors_.push_back(
-        {.name = r.name, .dtype = dtype, .shape = r.shape, .prepare = std::move(prepare)});
-    return Status::Ok();
-  }
-
-  // A norm's gains, already computed.
-  Status Gains(std::string name, std::vector<float> values, const std::string& source_name) {
-    const TensorInfo* info = source_->Find(prefix_ + source_name);
-    const bool bf16 = info != nullptr && info->dtype == DType::kBF16 && ExactInBf16(values);
-    const auto n = static_cast<int64_t>(values.size());
-    auto shared = std::make_shared<const std::vector<float>>(std::move(values));
-    auto prepare = [shared]() -> Result<RowFiller> {
-      return RowFiller([shared](int64_t, int64_t, float* out) {
-        std::copy(shared->begin(), shared->end(), out);
-      });
-    };
-    tensors_.push_back({.name = std::move(name),
-                        .dtype = bf16 ? DType::kBF16 : DType::kF32,
-                        .shape = {n},
-                        .prepare = std::move(prepare)});
-    return Status::Ok();
-  }
-
-  std::vector<InflatedTensor> Take() { return std::move(tensors_); }
-
- private:
-  std::shared_ptr<const Checkpoint> source_;
-  std::string prefix_;
-  std::vector<InflatedTensor> tensors_;
-};
-
-// g'[j] = scale · g[map[j]] where the map gives an index, else 0.
-std::vector<float> MapGains(const std::vector<float>& small, const IndexMap& map, double scale) {
-  std::vector<float> out(map.size(), 0.0f);
-  for (size_t j = 0; j < map.size(); ++j) {
-    if (map[j] >= 0) out[j] = static_cast<float>(scale * small[static_cast<size_t>(map[j])]);
-  }
-  return out;
-}
-
 // The plan's maps, shared by the fillers.
 struct Maps {
-  Map hidden, vocab;
-  Map q_rows, kv_rows, intermediate;
+  SharedIndexMap hidden, vocab;
+  SharedIndexMap q_rows, kv_rows, intermediate;
   Maps(const InflatePlan& p, const ModelLayout& layout)
-      : hidden(std::make_shared<const IndexMap>(p.hidden)),
-        vocab(std::make_shared<const IndexMap>(p.vocab)),
-        q_rows(std::make_shared<const IndexMap>(layout.q_rows)),
-        kv_rows(std::make_shared<const IndexMap>(layout.kv_rows)),
-        intermediate(std::make_shared<const IndexMap>(layout.intermediate)) {}
+      : hidden(ShareMap(p.hidden)),
+        vocab(ShareMap(p.vocab)),
+        q_rows(ShareMap(layout.q_rows)),
+        kv_rows(ShareMap(layout.kv_rows)),
+        intermediate(ShareMap(layout.intermediate)) {}
 };
 
 // One large decoder layer, named with `prefix` in and out (the target's "model.", the drafter's
@@ -168,7 +52,7 @@ Status AddLayer(const InflatePlan& p, const ModelLayout& layout, const DecoderCo
     return list.Gains(out(suffix), std::move(values), in(suffix));
   };
   auto matrix = [&](const char* suffix, std::vector<int64_t> shape, std::vector<int64_t> source,
-                    Map rows, Map cols, float scale) {
+                    SharedIndexMap rows, SharedIndexMap cols, float scale) {
     return list.Matrix({.name = out(suffix),
                         .shape = std::move(shape),
                         .source = in(suffix),
@@ -218,7 +102,7 @@ Status AddFinalNorm(const InflatePlan& p, const std::string& name, const std::st
 
 // Embedding rows: real ones λ·E_v with the constants; pad rows the constants only, or, when the
 // matrix is also the LM head, the pad pattern (−M, +M) — pad ids never come from the tokenizer.
-Patch EmbeddingPatch(const InflatePlan& p) {
+RowPatch EmbeddingPatch(const InflatePlan& p) {
   return [c = p.constant_dims, values = p.constant_values, vocab = p.small_target.vocab_size,
           tied = p.tied(), weight = p.pad_weight](int64_t row, float* out) {
     if (c.empty()) return;
@@ -231,13 +115,42 @@ Patch EmbeddingPatch(const InflatePlan& p) {
   };
 }
 
-Patch PadRowPatch(const InflatePlan& p) {
+RowPatch PadRowPatch(const InflatePlan& p) {
   return [c = p.constant_dims, vocab = p.small_target.vocab_size, weight = p.pad_weight](
              int64_t row, float* out) {
     if (row < vocab || c.empty()) return;
     out[c[0]] = -weight;
     out[c[1]] = weight;
   };
+}
+
+// The large embedding, named `name`.
+Status AddEmbedding(const InflatePlan& p, const std::string& name, TensorList& list) {
+  const DecoderConfig& s = p.small_target;
+  const DecoderConfig& l = p.large_target;
+  return list.Matrix({.name = name,
+                      .shape = {l.vocab_size, l.hidden_size},
+                      .source = kTargetEmbedName,
+                      .source_shape = {s.vocab_size, s.hidden_size},
+                      .rows = ShareMap(p.vocab),
+                      .cols = ShareMap(p.hidden),
+                      .scale = p.residual_scale,
+                      .patch = EmbeddingPatch(p)});
+}
+
+// The large LM head, named `name`: the embedding when tied, else the small head's rows (the
+// small embedding's for a tied source) with the pad rows.
+Status AddLmHead(const InflatePlan& p, const std::string& name, TensorList& list) {
+  if (p.tied()) return AddEmbedding(p, name, list);
+  const DecoderConfig& s = p.small_target;
+  const DecoderConfig& l = p.large_target;
+  return list.Matrix({.name = name,
+                      .shape = {l.vocab_size, l.hidden_size},
+                      .source = s.tie_word_embeddings ? kTargetEmbedName : kTargetLmHeadName,
+                      .source_shape = {s.vocab_size, s.hidden_size},
+                      .rows = ShareMap(p.vocab),
+                      .cols = ShareMap(p.hidden),
+                      .patch = PadRowPatch(p)});
 }
 
 }  // namespace
@@ -247,30 +160,21 @@ Result<std::vector<InflatedTensor>> InflatedTargetTensors(
   TensorList list(std::move(source), "");
   const DecoderConfig& s = p.small_target;
   const DecoderConfig& l = p.large_target;
-  const Maps m(p, p.target);
-  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kTargetEmbedName,
-                                      .shape = {l.vocab_size, l.hidden_size},
-                                      .source = kTargetEmbedName,
-                                      .source_shape = {s.vocab_size, s.hidden_size},
-                                      .rows = m.vocab,
-                                      .cols = m.hidden,
-                                      .scale = p.residual_scale,
-                                      .patch = EmbeddingPatch(p)}));
+  DSCALE_RETURN_IF_ERROR(AddEmbedding(p, kTargetEmbedName, list));
   for (int64_t layer = 0; layer < l.num_hidden_layers; ++layer) {
     DSCALE_RETURN_IF_ERROR(AddLayer(p, p.target, s, l, layer, kTargetPrefix, list));
   }
   DSCALE_RETURN_IF_ERROR(
       AddFinalNorm(p, kTargetFinalNormName, kTargetFinalNormName, p.target_constant_gain, list));
-  if (!l.tie_word_embeddings) {
-    const char* head = s.tie_word_embeddings ? kTargetEmbedName : kTargetLmHeadName;
-    DSCALE_RETURN_IF_ERROR(list.Matrix({.name = kTargetLmHeadName,
-                                        .shape = {l.vocab_size, l.hidden_size},
-                                        .source = head,
-                                        .source_shape = {s.vocab_size, s.hidden_size},
-                                        .rows = m.vocab,
-                                        .cols = m.hidden,
-                                        .patch = PadRowPatch(p)}));
-  }
+  if (!l.tie_word_embeddings) DSCALE_RETURN_IF_ERROR(AddLmHead(p, kTargetLmHeadName, list));
+  return list.Take();
+}
+
+Result<std::vector<InflatedTensor>> InflatedTargetCopies(
+    const InflatePlan& p, std::shared_ptr<const Checkpoint> source_target) {
+  TensorList list(std::move(source_target), "");
+  DSCALE_RETURN_IF_ERROR(AddEmbedding(p, kDSparkEmbedCopyName, list));
+  DSCALE_RETURN_IF_ERROR(AddLmHead(p, kDSparkLmHeadCopyName, list));
   return list.Take();
 }
 
@@ -289,7 +193,7 @@ Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& p,
   for (int64_t k = 0; k < features; ++k) {
     for (const int64_t i : p.hidden) fc_cols.push_back(i >= 0 ? k * s.hidden_size + i : -1);
   }
-  Patch pass_constants = [c = p.constant_dims](int64_t row, float* out) {
+  RowPatch pass_constants = [c = p.constant_dims](int64_t row, float* out) {
     if (std::find(c.begin(), c.end(), row) != c.end()) out[row] = 1.0f;
   };
   DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "fc.weight",
@@ -297,7 +201,7 @@ Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& p,
                                       .source = "fc.weight",
                                       .source_shape = {s.hidden_size, features * s.hidden_size},
                                       .rows = m.hidden,
-                                      .cols = std::make_shared<const IndexMap>(fc_cols),
+                                      .cols = ShareMap(fc_cols),
                                       .patch = pass_constants}));
   DSCALE_ASSIGN_OR_RETURN(std::vector<float> hidden_norm,
                           list.Read("hidden_norm.weight", {s.hidden_size}));
@@ -321,15 +225,9 @@ Result<std::vector<InflatedTensor>> InflatedDominoHeadTensors(
   const int64_t gates = 3 * p.large_drafter.domino->gru_hidden_size;
   const int64_t state = p.large_drafter.domino->gru_hidden_size;
   const int64_t bottleneck = p.large_drafter.domino->bottleneck_size;
-  const Map hidden = std::make_shared<const IndexMap>(p.hidden);
-  const Map vocab_rows = std::make_shared<const IndexMap>(p.vocab);
-  auto identity = [](int64_t n) {
-    IndexMap map(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) map[static_cast<size_t>(i)] = i;
-    return std::make_shared<const IndexMap>(std::move(map));
-  };
-  const Map gate_rows = identity(gates), state_cols = identity(state);
-  const Map bottleneck_map = identity(bottleneck);
+  const SharedIndexMap hidden = ShareMap(p.hidden);
+  const SharedIndexMap gate_rows = IdentityMap(gates);
+  const SharedIndexMap bottleneck_map = IdentityMap(bottleneck);
   // The GRU input is a large embedding row: λ·e in the small dims, constants the columns skip.
   DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "gru.weight_ih_l0",
                                       .shape = {gates, big},
@@ -338,33 +236,24 @@ Result<std::vector<InflatedTensor>> InflatedDominoHeadTensors(
                                       .rows = gate_rows,
                                       .cols = hidden,
                                       .scale = 1.0f / p.residual_scale}));
-  DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "gru.weight_hh_l0",
-                                      .shape = {gates, state},
-                                      .source = "gru.weight_hh_l0",
-                                      .source_shape = {gates, state},
-                                      .rows = gate_rows,
-                                      .cols = state_cols}));
-  // [z; s]: z's small dims at the hidden map (its constant dims, ±g_c, get zero columns), s after
-  // the D columns of z. The z columns carry λ when the drafter's final rows are z/λ (tied).
-  IndexMap mlp_cols(p.hidden);
-  for (int64_t j = 0; j < state; ++j) mlp_cols.push_back(d + j);
-  const float z_scale = p.tied() ? p.residual_scale : 1.0f;
-  Patch scale_z = [big, z_scale](int64_t, float* row) {
-    for (int64_t i = 0; i < big; ++i) row[i] *= z_scale;
-  };
+  DSCALE_RETURN_IF_ERROR(list.Copy("gru.weight_hh_l0", {gates, state}));
+  // [z; s]: z, a final-normed row, then s after its D columns.
+  IndexMap mlp_cols;
+  const RowPatch scale_z = AppendFinalRowColumns(p, 0, &mlp_cols);
+  AppendKeptColumns(d, state, &mlp_cols);
   DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "correction.proj_in.weight",
                                       .shape = {bottleneck, big + state},
                                       .source = "correction.proj_in.weight",
                                       .source_shape = {bottleneck, d + state},
                                       .rows = bottleneck_map,
-                                      .cols = std::make_shared<const IndexMap>(mlp_cols),
+                                      .cols = ShareMap(std::move(mlp_cols)),
                                       .patch = scale_z}));
   // Pad rows get no correction: SetPadRows puts their logits below every corrected real one.
   DSCALE_RETURN_IF_ERROR(list.Matrix({.name = "correction.proj_out.weight",
                                       .shape = {large_vocab, bottleneck},
                                       .source = "correction.proj_out.weight",
                                       .source_shape = {vocab, bottleneck},
-                                      .rows = vocab_rows,
+                                      .rows = ShareMap(p.vocab),
                                       .cols = bottleneck_map}));
   return list.Take();
 }

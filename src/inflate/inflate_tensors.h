@@ -37,6 +37,12 @@ struct InflatedTensor {
 Result<std::vector<InflatedTensor>> InflatedTargetTensors(const InflatePlan& plan,
                                                           std::shared_ptr<const Checkpoint> source);
 
+// The large target's embedding and LM head (the embedding again when tied), named as DeepSpec
+// ships a DSpark drafter's copies of them (embed_tokens.weight, lm_head.weight), from the source
+// target: the same tensors as InflatedTargetTensors writes.
+Result<std::vector<InflatedTensor>> InflatedTargetCopies(
+    const InflatePlan& plan, std::shared_ptr<const Checkpoint> source_target);
+
 // The large drafter's tensors (written without a prefix), from the source drafter whose names
 // carry `source_prefix`.
 Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& plan,
@@ -52,5 +58,18 @@ Result<std::vector<InflatedTensor>> InflatedDrafterTensors(const InflatePlan& pl
 //   correction.proj_out.weight [V', B]: real rows copied, pad rows zero.
 Result<std::vector<InflatedTensor>> InflatedDominoHeadTensors(
     const InflatePlan& plan, std::shared_ptr<const Checkpoint> source);
+
+// A DSpark drafter's heads (docs/INFLATE.md, "The DSpark heads"), from the source drafter whose
+// names carry `source_prefix`; empty when the plan's drafter is not a DSpark one. Rank r is kept;
+// h, the drafter's final-normed row, is read through AppendFinalRowColumns:
+//   markov_head.markov_w1.weight [V', r]: real rows copied, pad rows zero (never gathered);
+//   markov_head.markov_w2.weight [V', r]: real rows copied, pad rows zero (no bias on a pad logit);
+//   markov_head.gate_proj.weight [r, D + r]: h columns, then the e columns at D + j;
+//   markov_head.joint_proj.weight [3r, 2r + D]: the s and e columns kept, then h columns;
+//   confidence_head.proj.weight [1, D (+ r)]: h columns (then e at D + j);
+//   the biases copied.
+Result<std::vector<InflatedTensor>> InflatedDSparkHeadTensors(
+    const InflatePlan& plan, std::shared_ptr<const Checkpoint> source,
+    const std::string& source_prefix);
 
 }  // namespace dscale

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "model/decoder_weights.h"
+#include "model/dspark_head.h"
 
 namespace dscale {
 namespace {
@@ -141,6 +142,33 @@ Result<double> MeasureCorrectionBound(const Checkpoint& head, const DominoHeadCo
     double sum = 0.0;
     for (int64_t b = 0; b < bottleneck; ++b)
       sum += std::fabs(double{out[v * bottleneck + b]}) * unit_bound[static_cast<size_t>(b)];
+    bound = std::max(bound, sum);
+  }
+  return bound;
+}
+
+Result<double> MeasureMarkovBiasBound(const Checkpoint& drafter, const std::string& prefix,
+                                      const DSparkHeadConfig& config, int64_t vocab) {
+  if (!config.has_markov_head()) return 0.0;
+  const int64_t r = config.markov_rank;
+  const Reader read{drafter, prefix};
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> w1, read.Read(kDSparkW1Name, {vocab, r}));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<float> w2, read.Read(kDSparkW2Name, {vocab, r}));
+  std::vector<double> input_bound(static_cast<size_t>(r), 1.0);
+  if (config.markov_head_type != MarkovHeadType::kRnn) {
+    std::fill(input_bound.begin(), input_bound.end(), 0.0);
+    for (int64_t t = 0; t < vocab; ++t) {
+      for (int64_t i = 0; i < r; ++i) {
+        double& x = input_bound[static_cast<size_t>(i)];
+        x = std::max(x, std::fabs(double{w1[t * r + i]}));
+      }
+    }
+  }
+  double bound = 0.0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < r; ++i)
+      sum += std::fabs(double{w2[v * r + i]}) * input_bound[static_cast<size_t>(i)];
     bound = std::max(bound, sum);
   }
   return bound;

@@ -10,6 +10,7 @@
 #include "io/decoder_config.h"
 #include "io/dflash_config.h"
 #include "io/domino_config.h"
+#include "io/dspark_config.h"
 #include "io/safetensors.h"
 
 namespace dscale {
@@ -30,5 +31,12 @@ Result<SourceBounds> MeasureSourceBounds(const Checkpoint& target,
 //   and C = max_v Σ_b |W_out[v, b]|·A_b.
 Result<double> MeasureCorrectionBound(const Checkpoint& head, const DominoHeadConfig& config,
                                       int64_t hidden, int64_t vocab, double final_gain);
+
+// C ≥ |every bias a DSpark Markov head (`config`; the drafter's tensors named `prefix` + DeepSpec's
+// names) adds to a draft logit: W2's input x has |x_i| ≤ X_i = max_t |W1[t, i]| (vanilla:
+// x = W1[prev]; gated: σ(·) ⊙ W1[prev], 0 < σ < 1) or X_i = 1 (rnn: x = tanh(·)), so
+// C = max_v Σ_i |W2[v, i]|·X_i. 0 without a Markov head.
+Result<double> MeasureMarkovBiasBound(const Checkpoint& drafter, const std::string& prefix,
+                                      const DSparkHeadConfig& config, int64_t vocab);
 
 }  // namespace dscale

@@ -10,15 +10,6 @@
 namespace dscale {
 namespace {
 
-constexpr const char* kW1Name = "markov_head.markov_w1.weight";
-constexpr const char* kW2Name = "markov_head.markov_w2.weight";
-constexpr const char* kGateName = "markov_head.gate_proj.weight";
-constexpr const char* kGateBiasName = "markov_head.gate_proj.bias";
-constexpr const char* kJointName = "markov_head.joint_proj.weight";
-constexpr const char* kJointBiasName = "markov_head.joint_proj.bias";
-constexpr const char* kConfidenceName = "confidence_head.proj.weight";
-constexpr const char* kConfidenceBiasName = "confidence_head.proj.bias";
-
 float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 int64_t ConfidenceInputs(const DSparkHeadConfig& c, int64_t hidden) {
@@ -37,19 +28,20 @@ TensorShapes DSparkHeadTensorShapes(const DSparkHeadConfig& c, int64_t hidden, i
   const int64_t r = c.markov_rank;
   TensorShapes shapes;
   if (c.has_markov_head()) {
-    shapes.emplace_back(kW1Name, std::vector<int64_t>{vocab, r});
-    shapes.emplace_back(kW2Name, std::vector<int64_t>{vocab, r});
+    shapes.emplace_back(kDSparkW1Name, std::vector<int64_t>{vocab, r});
+    shapes.emplace_back(kDSparkW2Name, std::vector<int64_t>{vocab, r});
     if (c.markov_head_type == MarkovHeadType::kGated) {
-      shapes.emplace_back(kGateName, std::vector<int64_t>{r, hidden + r});
-      shapes.emplace_back(kGateBiasName, std::vector<int64_t>{r});
+      shapes.emplace_back(kDSparkGateName, std::vector<int64_t>{r, hidden + r});
+      shapes.emplace_back(kDSparkGateBiasName, std::vector<int64_t>{r});
     } else if (c.markov_head_type == MarkovHeadType::kRnn) {
-      shapes.emplace_back(kJointName, std::vector<int64_t>{3 * r, 2 * r + hidden});
-      shapes.emplace_back(kJointBiasName, std::vector<int64_t>{3 * r});
+      shapes.emplace_back(kDSparkJointName, std::vector<int64_t>{3 * r, 2 * r + hidden});
+      shapes.emplace_back(kDSparkJointBiasName, std::vector<int64_t>{3 * r});
     }
   }
   if (c.confidence_head) {
-    shapes.emplace_back(kConfidenceName, std::vector<int64_t>{1, ConfidenceInputs(c, hidden)});
-    shapes.emplace_back(kConfidenceBiasName, std::vector<int64_t>{1});
+    shapes.emplace_back(kDSparkConfidenceName,
+                        std::vector<int64_t>{1, ConfidenceInputs(c, hidden)});
+    shapes.emplace_back(kDSparkConfidenceBiasName, std::vector<int64_t>{1});
   }
   return shapes;
 }
@@ -59,19 +51,19 @@ Result<DSparkHeadWeights> LoadDSparkHeadWeights(const DSparkHeadConfig& c, int64
   DSparkHeadWeights w;
   for (const auto& [name, shape] : DSparkHeadTensorShapes(c, hidden, vocab)) {
     DSCALE_ASSIGN_OR_RETURN(WeightMatrix m, read(name, shape));
-    if (name == kW1Name) {
+    if (name == kDSparkW1Name) {
       w.markov_w1 = std::move(m);
-    } else if (name == kW2Name) {
+    } else if (name == kDSparkW2Name) {
       w.markov_w2 = std::move(m);
-    } else if (name == kGateName) {
+    } else if (name == kDSparkGateName) {
       w.gate_proj = std::move(m);
-    } else if (name == kGateBiasName) {
+    } else if (name == kDSparkGateBiasName) {
       w.gate_bias = m.ToF32();
-    } else if (name == kJointName) {
+    } else if (name == kDSparkJointName) {
       w.joint_proj = std::move(m);
-    } else if (name == kJointBiasName) {
+    } else if (name == kDSparkJointBiasName) {
       w.joint_bias = m.ToF32();
-    } else if (name == kConfidenceName) {
+    } else if (name == kDSparkConfidenceName) {
       w.confidence = std::move(m);
     } else {
       w.confidence_bias = m.ToF32()[0];

@@ -31,8 +31,21 @@
 
 namespace dscale {
 
-// Tensors by DeepSpec's names, at the top level of the drafter checkpoint; only those the config
-// declares are present (empty otherwise).
+// DeepSpec's tensor names, at the top level of the drafter checkpoint.
+inline constexpr const char* kDSparkW1Name = "markov_head.markov_w1.weight";
+inline constexpr const char* kDSparkW2Name = "markov_head.markov_w2.weight";
+inline constexpr const char* kDSparkGateName = "markov_head.gate_proj.weight";
+inline constexpr const char* kDSparkGateBiasName = "markov_head.gate_proj.bias";
+inline constexpr const char* kDSparkJointName = "markov_head.joint_proj.weight";
+inline constexpr const char* kDSparkJointBiasName = "markov_head.joint_proj.bias";
+inline constexpr const char* kDSparkConfidenceName = "confidence_head.proj.weight";
+inline constexpr const char* kDSparkConfidenceBiasName = "confidence_head.proj.bias";
+// The frozen copies of the target's embedding and LM head [vocab, target hidden] DeepSpec saves
+// with a drafter (dscale reads the target's own and leaves these unread).
+inline constexpr const char* kDSparkEmbedCopyName = "embed_tokens.weight";
+inline constexpr const char* kDSparkLmHeadCopyName = "lm_head.weight";
+
+// Tensors by the names above; only those the config declares are present (empty otherwise).
 struct DSparkHeadWeights {
   WeightMatrix markov_w1;         // "markov_head.markov_w1.weight" [vocab, r] (an embedding)
   WeightMatrix markov_w2;         // "markov_head.markov_w2.weight" [vocab, r] (Linear r → vocab)

@@ -14,6 +14,7 @@
 #include "io/domino_config.h"
 #include "io/safetensors.h"
 #include "model/decoder_weights.h"
+#include "model/dspark_head.h"
 
 namespace dscale {
 
@@ -53,11 +54,8 @@ Status WriteRandomDFlashCheckpoint(const std::string& dir, const DFlashConfig& c
                                    int64_t target_hidden, uint64_t seed, DType dtype);
 
 // A DSpark drafter's checkpoint in DeepSpec's layout (config.dspark set): the backbone's tensors,
-// its heads' (model/dspark_head.h), and kDSparkEmbedCopyName / kDSparkLmHeadCopyName
-// [vocab, target_hidden], the frozen copies of the target's embedding and LM head DeepSpec saves
-// with a drafter (dscale leaves them unread).
-inline constexpr const char* kDSparkEmbedCopyName = "embed_tokens.weight";
-inline constexpr const char* kDSparkLmHeadCopyName = "lm_head.weight";
+// its heads', and kDSparkEmbedCopyName / kDSparkLmHeadCopyName [vocab, target_hidden], the frozen
+// copies of the target's embedding and LM head (model/dspark_head.h).
 TensorShapes DSparkDrafterTensorShapes(const DFlashConfig& config, int64_t target_hidden,
                                        int64_t vocab);
 // A DSpark drafter's head tensors, random: the Markov embedding N(0, 1), its output projection

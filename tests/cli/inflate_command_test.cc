@@ -1,6 +1,6 @@
 // dscale inflate end to end through the built binary: the checkpoints it writes load in every
-// command and give the source's logits and tokens; bad shapes, a foreign drafter and a used
-// output directory are refused with the field named.
+// command and give the source's logits and tokens (a DSpark pair's proposals and confidence too);
+// bad shapes, a foreign drafter and a used output directory are refused with the field named.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -199,6 +199,63 @@ TEST_F(InflateCommandTest, InflatesALlamaPair) {
   r = RunDscale("make-tiny --out " + Path("refused") + " --shape llama-9b");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("llama-3.1-8b"), std::string::npos) << r.out;
+}
+
+// A make-tiny DSpark pair (DeepSpec's layout, an rnn Markov head, a confidence head on h and e)
+// with a calibration, inflated through the binary: the output drafter is DeepSpec's again, with
+// the calibration copied, and `draft` and greedy speculation give the source's proposals,
+// confidence logits (within the tests' 1e-3), tokens and τ.
+TEST_F(InflateCommandTest, InflatesADSparkPair) {
+  ASSERT_EQ(
+      RunDscale("make-tiny --out " + Path("dspark") + " --drafter-out " + Path("dspark-drafter") +
+                " --seed 8 --vocab 97 --hidden 64 --intermediate 96 --layers 3 --heads 4 "
+                "--kv-heads 2 --head-dim 16 --drafter-arch dspark --block-size 7 "
+                "--markov-head-type rnn --markov-rank 5 --confidence-head markov")
+          .exit_code,
+      0);
+  const std::string calibration = "/confidence_calibration.json";
+  {
+    std::ofstream(Path("dspark-drafter") + calibration)
+        << R"({"format": "dscale-confidence-calibration-v1", "temperatures": )"
+        << "[1.5, 1.4, 1.3, 1.2, 1.1, 1.0, 0.9]}";
+  }
+  testing::CommandResult r = RunDscale(
+      "inflate --target " + Path("dspark") + " --drafter " + Path("dspark-drafter") +
+      " --out-target " + Path("dspark-wide") + " --out-drafter " + Path("dspark-wide-drafter") +
+      " --hidden 128 --intermediate 160 --layers 5 --heads 8 --kv-heads 4 --head-dim 32 "
+      "--vocab 120");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("DSpark heads"), std::string::npos) << r.out;
+  std::ifstream config(Path("dspark-wide-drafter") + "/config.json");
+  const nlohmann::json j = nlohmann::json::parse(config, nullptr, false);
+  EXPECT_EQ(j["architectures"], nlohmann::json::parse(R"(["Qwen3DSparkModel"])"));
+  EXPECT_EQ(j["markov_head_type"], "rnn");
+  EXPECT_EQ(j["hidden_size"], 128);
+  std::ifstream copied(Path("dspark-wide-drafter") + calibration);
+  std::ifstream original(Path("dspark-drafter") + calibration);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(copied), {}),
+            std::string(std::istreambuf_iterator<char>(original), {}));
+
+  const std::string ids = " --ids 5,17,3,42,8,8,1,60,33 --kv-dtype f32";
+  const nlohmann::json a =
+      Json("draft --target " + Path("dspark") + " --drafter " + Path("dspark-drafter") + ids);
+  const nlohmann::json b = Json("draft --target " + Path("dspark-wide") + " --drafter " +
+                                Path("dspark-wide-drafter") + ids);
+  EXPECT_EQ(b["draft"], a["draft"]);
+  ASSERT_EQ(b["confidence"].size(), 7u);
+  for (size_t k = 0; k < 7; ++k) {
+    EXPECT_NEAR(b["confidence"][k].get<double>(), a["confidence"][k].get<double>(), 1e-3) << k;
+  }
+  for (const char* spec : {"dflash", "fixed:5"}) {
+    const std::string args = " --ids 9,8,7,6,5 --max-tokens 24 --json --spec " + std::string(spec);
+    const nlohmann::json small =
+        Json("generate --target " + Path("dspark") + " --drafter " + Path("dspark-drafter") + args);
+    const nlohmann::json large = Json("generate --target " + Path("dspark-wide") + " --drafter " +
+                                      Path("dspark-wide-drafter") + args);
+    EXPECT_EQ(large["requests"][0]["output_ids"], small["requests"][0]["output_ids"]) << spec;
+    EXPECT_EQ(large["requests"][0]["accepted"], small["requests"][0]["accepted"]) << spec;
+    EXPECT_EQ(large["stats"]["tau"], small["stats"]["tau"]) << spec;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Greedy generation through the engine with every length policy, small pair against inflated
 // pair: the same tokens, the same drafts at every step and so the same accepted counts, on the
-// bundled trained pair (GSM8K questions in Qwen3's chat format) and on a random pair.
+// bundled trained pair (GSM8K questions in Qwen3's chat format), on random pairs, and on random
+// DSpark pairs with every kind of head.
 
 #include <gtest/gtest.h>
 
@@ -220,6 +221,53 @@ TEST(InflateGenerationTest, RandomPairEveryPolicy) {
   }
   CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, kRandomPairMaxExcused,
                      "random");
+}
+
+// Random DSpark pairs (B = 7, rank 5) with every kind of head (EveryDSparkHeadKind), inflated in
+// every dimension: greedy speculation with whole blocks (dflash) and with fixed:5 at c = 1 and 4
+// drafts the same proposals at every step and commits the same tokens and accepted counts, with
+// no request excused.
+TEST(InflateGenerationTest, RandomDSparkPairsEveryHead) {
+  ScopedTempDir dir;
+  const DecoderConfig config = testing::EngineTestTargetConfig();
+  const InflateShape shape{.hidden_size = 96,
+                           .intermediate_size = 128,
+                           .num_hidden_layers = 5,
+                           .num_attention_heads = 8,
+                           .num_key_value_heads = 4,
+                           .head_dim = 32,
+                           .vocab_size = 150,
+                           .tie_word_embeddings = false,
+                           .draft_layers = 3};
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    prompts.push_back(testing::RandomTokens(static_cast<int32_t>(5 + 7 * seed), 129, seed));
+  }
+  uint64_t seed = 13;
+  for (const DSparkHeadConfig& heads : testing::EveryDSparkHeadKind(5)) {
+    const std::string what = "dspark, " + testing::DescribeHeads(heads);
+    const std::string name = "dspark-" + std::to_string(seed);
+    const PairDirs source = testing::WriteRandomDSparkPair(
+        dir.File(name), config, testing::TestDSparkConfig(config, heads, 7), seed, DType::kBF16);
+    seed += 2;
+    const PairDirs out{dir.File(name + "-target"), dir.File(name + "-drafter")};
+    Result<InflateResult> result = testing::InflatePair(source, out, shape);
+    ASSERT_TRUE(result.ok()) << what << ": " << result.status().message();
+    const Pair small = LoadPair(source);
+    const Pair large = LoadPair(out);
+    for (const char* policy : {"dflash", "fixed:5"}) {
+      for (const int32_t c : {1, 4}) {
+        const std::string where = what + " " + policy + " c=" + std::to_string(c);
+        const auto a = Generate(*small.target, small.drafter.get(), policy, nullptr, prompts, c);
+        const auto b = Generate(*large.target, large.drafter.get(), policy, nullptr, prompts, c);
+        ExpectSameGeneration(small, a, large, b, prompts, /*exact_rows=*/true,
+                             /*max_excused=*/0, where);
+        if (std::string(policy) == "dflash" && c == 1) {
+          std::printf("%s: tau %.4f small, %.4f inflated\n", what.c_str(), a.tau, b.tau);
+        }
+      }
+    }
+  }
 }
 
 // A random Llama 3 pair (no q/k norms, llama3 RoPE scaling; EngineTestLlamaConfig) inflated to a

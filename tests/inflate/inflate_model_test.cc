@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 
+#include "budget/confidence_survival.h"
 #include "dvl/predictor.h"
 #include "inflate/inflate_checkpoint.h"
 #include "inflate_test_util.h"
 #include "io/file_util.h"
+#include "model/dspark_head.h"
 
 namespace dscale {
 namespace {
@@ -63,19 +67,23 @@ void ExpectSameRows(const std::vector<float>& small, const std::vector<float>& l
   }
 }
 
-// The head's GRU inputs are bit-identical in both pairs (λ·e against W/λ, exact power-of-two
-// scalings) and so are its weights; only z differs, by the backbone's float noise (relative
-// ~1e-6 of |z| ≤ √d·max|g|), through two bias-free projections of O(1) gain. 1e-3 absolute on
-// top of the backbone's bound is far above that and far below a logit gap that matters.
+// A head's inputs from the embedding side are bit-identical in both pairs (a Domino GRU's λ·e
+// against W/λ, a DSpark head's W1 rows: exact copies and power-of-two scalings) and so are its
+// weights; only the final-normed row z (h) differs, by the backbone's float noise (relative ~1e-6
+// of |z| ≤ √d·max|g|), through projections of O(1) gain (and σ, tanh, whose slopes are at most 1).
+// 1e-3 absolute on top of the backbone's bound, for corrected logits and for a DSpark head's
+// confidence logits, is far above that and far below a logit gap that matters.
 constexpr double kHeadTolerance = 1e-3;
 
 // Inflates `source` to `shape` and compares target logits on two prompts (one past a KV page)
 // and a draft after each, with K/V cached as each of `caches`.
-// With `head` = kDomino the drafts are the head's: the same proposals at every position, and
-// corrected logits within the backbone's pair bound plus kHeadTolerance.
+// With `head` = kDomino, or a DSpark drafter, the drafts are the head's: the same proposals at
+// every position, corrected logits within the backbone's pair bound plus kHeadTolerance, and a
+// DSpark confidence head's logits within kHeadTolerance. `check_output` looks at the files.
 void CheckInflation(const PairDirs& source, const InflateShape& shape, const std::string& what,
                     std::initializer_list<KvDtype> caches = {KvDtype::kF32},
-                    DrafterHead head = DrafterHead::kNone) {
+                    DrafterHead head = DrafterHead::kNone,
+                    const std::function<void(const PairDirs&)>& check_output = {}) {
   ScopedTempDir out_dir;
   const PairDirs out{out_dir.File("target"), out_dir.File("drafter")};
   Result<InflateResult> result = testing::InflatePair(source, out, shape);
@@ -83,6 +91,8 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
   Loaded small = Load(source, head);
   Loaded large = Load(out, head);
   ASSERT_TRUE(small.drafter && large.drafter) << what;
+  if (check_output) check_output(out);
+  const bool head_drafts = head == DrafterHead::kDomino || small.drafter->dspark_head() != nullptr;
   const int64_t vocab = small.target->config().vocab_size;
   const int64_t large_vocab = large.target->config().vocab_size;
   EXPECT_EQ(large.target->config().hidden_size, shape.hidden_size) << what;
@@ -113,9 +123,14 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
           testing::RunDraft(*large.target, *large.drafter, tokens, 5, kv);
       std::vector<double> bounds = testing::DraftPairBounds(
           *small.drafter, *small.target, *large.drafter, *large.target, length, kv);
-      if (head == DrafterHead::kDomino) {
+      if (head_drafts) {
         for (double& b : bounds) b += kHeadTolerance;
         EXPECT_EQ(large_draft.tokens, small_draft.tokens) << where << ", head proposals";
+      }
+      ASSERT_EQ(large_draft.confidence.size(), small_draft.confidence.size()) << where;
+      for (size_t k = 0; k < small_draft.confidence.size(); ++k) {
+        EXPECT_NEAR(large_draft.confidence[k], small_draft.confidence[k], kHeadTolerance)
+            << where << ", confidence " << k;
       }
       ExpectSameRows(small_draft.logits, large_draft.logits, vocab, large_vocab, bounds,
                      where + ", draft");
@@ -260,6 +275,96 @@ TEST_F(InflateRandomPairTest, RefusesAHeadFileOfTheWrongShape) {
   EXPECT_NE(result.status().message().find("gru.weight_ih_l0"), std::string::npos)
       << result.status().message();
   EXPECT_FALSE(std::filesystem::exists(out_dir.File("target") + "/config.json"));
+}
+
+// What a DSpark output holds besides its function: DeepSpec's layout (the source's heads and
+// drafting fields at the top level of config.json), the embedding and LM head copies equal to the
+// large target's own tensors, and the source's confidence calibration as it was.
+void ExpectDeepSpecOutput(const PairDirs& source, const PairDirs& out) {
+  auto config = [](const std::string& dir) {
+    return nlohmann::json::parse(ReadFileToString(dir + "/config.json").value());
+  };
+  const nlohmann::json small = config(source.drafter), large = config(out.drafter);
+  EXPECT_EQ(large["architectures"], nlohmann::json::array({kDSparkArchitecture}));
+  EXPECT_FALSE(large.contains("dflash_config"));
+  for (const char* field : {"block_size", "mask_token_id", "markov_rank", "markov_head_type",
+                            "enable_confidence_head", "confidence_head_with_markov"}) {
+    EXPECT_EQ(large.value(field, nlohmann::json()), small.value(field, nlohmann::json())) << field;
+  }
+  const DecoderConfig t = LoadDecoderConfig(out.target + "/config.json").value();
+  const Checkpoint target = Checkpoint::Open(out.target).value();
+  const Checkpoint drafter = Checkpoint::Open(out.drafter).value();
+  const std::vector<int64_t> shape{t.vocab_size, t.hidden_size};
+  const char* lm_head = t.tie_word_embeddings ? kTargetEmbedName : kTargetLmHeadName;
+  for (const auto& [copy, original] : {std::pair{kDSparkEmbedCopyName, kTargetEmbedName},
+                                       std::pair{kDSparkLmHeadCopyName, lm_head}}) {
+    ASSERT_NE(drafter.Find(copy), nullptr) << copy;
+    EXPECT_EQ(drafter.Find(copy)->dtype, target.Find(original)->dtype) << copy;
+    EXPECT_EQ(drafter.ReadF32(copy, shape).value(), target.ReadF32(original, shape).value())
+        << copy;
+  }
+  const std::string calibration = std::string("/") + budget::kConfidenceCalibrationFile;
+  EXPECT_EQ(PathExists(out.drafter + calibration), PathExists(source.drafter + calibration));
+  if (PathExists(source.drafter + calibration)) {
+    EXPECT_EQ(ReadFileToString(out.drafter + calibration).value(),
+              ReadFileToString(source.drafter + calibration).value());
+  }
+}
+
+// A random DSpark pair (B = 7, rank 5) with every kind of head (EveryDSparkHeadKind), inflated in
+// every dimension: the same proposals, corrected and confidence logits within the stated bounds,
+// in DeepSpec's layout. Its calibration and predictor are carried (copied; inflated).
+TEST_F(InflateRandomPairTest, DSparkHeadsDraftTheSameTokens) {
+  const DecoderConfig config = testing::OddTinyConfig();
+  uint64_t seed = 41;
+  for (const DSparkHeadConfig& heads : testing::EveryDSparkHeadKind(5)) {
+    const std::string what = "dspark, " + testing::DescribeHeads(heads);
+    const PairDirs source = testing::WriteRandomDSparkPair(
+        source_.File("dspark-" + std::to_string(seed)), config,
+        testing::TestDSparkConfig(config, heads, 7), seed, DType::kBF16);
+    seed += 2;
+    if (heads.confidence_head) {
+      const budget::ConfidenceCalibration calibration{.temperatures = std::vector<float>(7, 1.5f)};
+      ASSERT_TRUE(budget::SaveConfidenceCalibration(
+                      calibration, source.drafter + "/" + budget::kConfidenceCalibrationFile)
+                      .ok());
+    }
+    ASSERT_TRUE(testing::RandomPredictor(config.hidden_size, config.vocab_size, seed)
+                    .Save(source.drafter + "/predictor.bin")
+                    .ok());
+    CheckInflation(source, EveryDimensionShape(), what, {KvDtype::kF32}, DrafterHead::kNone,
+                   [&](const PairDirs& out) { ExpectDeepSpecOutput(source, out); });
+  }
+}
+
+// Tied DSpark pairs (F32), inflated tied, where h comes out as z/λ and the columns that read it
+// carry λ, and untied; every Markov head type with the confidence head on h and e.
+TEST_F(InflateRandomPairTest, DSparkHeadsOfTiedPairs) {
+  DecoderConfig config = testing::OddTinyConfig();
+  config.tie_word_embeddings = true;
+  InflateShape shape = ShapeOf(config);
+  shape.hidden_size = 100;
+  shape.vocab_size = 150;
+  shape.num_hidden_layers = 5;
+  uint64_t seed = 61;
+  for (const MarkovHeadType type :
+       {MarkovHeadType::kVanilla, MarkovHeadType::kGated, MarkovHeadType::kRnn}) {
+    const DSparkHeadConfig heads{.markov_rank = 6,
+                                 .markov_head_type = type,
+                                 .confidence_head = true,
+                                 .confidence_with_markov = true};
+    const PairDirs source = testing::WriteRandomDSparkPair(
+        source_.File("dspark-tied-" + std::to_string(seed)), config,
+        testing::TestDSparkConfig(config, heads, 6), seed, DType::kF32);
+    seed += 2;
+    const std::string what = "dspark tied, " + testing::DescribeHeads(heads);
+    for (const bool tie : {true, false}) {
+      shape.tie_word_embeddings = tie;
+      CheckInflation(source, shape, what + (tie ? "" : ", to untied"), {KvDtype::kF32},
+                     DrafterHead::kNone,
+                     [&](const PairDirs& out) { ExpectDeepSpecOutput(source, out); });
+    }
+  }
 }
 
 // The bundled trained pair (hidden 384, 8 layers, 6/2 heads × 64, vocab 4160, untied; a 2-layer

@@ -362,17 +362,35 @@ TEST(InflatePlanTest, PadWeightCoversTheBounds) {
   EXPECT_NE(too_big.message().find("beyond BF16"), std::string::npos) << too_big.message();
 }
 
-// Inflation writes z-lab's layout and has no rule for DSpark's heads: a DSpark drafter is
-// refused by name.
-TEST(InflatePlanTest, ADSparkDrafterIsRefused) {
-  const DecoderConfig t = OddTinyConfig();
-  const Result<InflatePlan> plan =
-      PlanInflation(t, testing::TestDSparkConfig(t, {.markov_rank = 4}, 15), ShapeOf(t));
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("\"architectures\": Qwen3DSparkModel drafters are not "
-                                         "inflated"),
-            std::string::npos)
-      << plan.status().message();
+// A DSpark drafter keeps its heads (rank, type, confidence inputs) and DeepSpec's layout; its
+// backbone is planned as a DFlash drafter's, and its written config loads as DeepSpec's again.
+TEST(InflatePlanTest, ADSparkDrafterKeepsItsHeads) {
+  const DecoderConfig t = BundledLikeTarget();
+  const DSparkHeadConfig heads{.markov_rank = 4,
+                               .markov_head_type = MarkovHeadType::kRnn,
+                               .confidence_head = true,
+                               .confidence_with_markov = true};
+  DFlashConfig drafter = testing::TestDSparkConfig(t, heads, 15);
+  drafter.target_layer_ids = {1, 3};
+  const Result<InflatePlan> plan = PlanInflation(t, drafter, Shape("qwen3-1.7b"));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_TRUE(plan->large_drafter.is_dspark());
+  EXPECT_EQ(*plan->large_drafter.dspark, heads);
+  EXPECT_EQ(plan->large_drafter.block_size, 15);
+  EXPECT_EQ(plan->large_drafter.draft.hidden_size, 2048);
+  EXPECT_EQ(plan->large_drafter.target_layer_ids, (std::vector<int32_t>{1, 25}));
+  const Result<DFlashConfig> written = ParseDFlashConfig(DFlashConfigToJson(plan->large_drafter),
+                                                         "inflated drafter", plan->large_target);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_EQ(written->dspark, plan->large_drafter.dspark);
+  // The LM head is tied at 1.7B only for a tied source: then a final-normed row is z/λ, and every
+  // matrix reading one multiplies its small columns by λ.
+  EXPECT_EQ(plan->final_row_scale(), 1.0f);
+  DecoderConfig tied = t;
+  tied.tie_word_embeddings = true;
+  const Result<InflatePlan> tied_plan = PlanInflation(tied, drafter, Shape("qwen3-1.7b"));
+  ASSERT_TRUE(tied_plan.ok()) << tied_plan.status().message();
+  EXPECT_EQ(tied_plan->final_row_scale(), tied_plan->residual_scale);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../dvl/scoped_temp_dir.h"
@@ -34,6 +35,48 @@ inline PairDirs WriteRandomPair(const std::string& dir, const DecoderConfig& con
                                           config.hidden_size, seed + 1, dtype)
                   .ok());
   return pair;
+}
+
+// A random target of `config` and a random DSpark drafter `drafter` (made for it, e.g. by
+// TestDSparkConfig) in DeepSpec's layout, whose embedding and LM head copies are the target's.
+inline PairDirs WriteRandomDSparkPair(const std::string& dir, const DecoderConfig& config,
+                                      const DFlashConfig& drafter, uint64_t seed, DType dtype) {
+  const PairDirs pair{dir + "/target", dir + "/drafter"};
+  EXPECT_TRUE(WriteRandomCheckpoint(pair.target, config, seed, dtype).ok());
+  const Checkpoint written = Checkpoint::Open(pair.target).value();
+  const std::vector<int64_t> shape{config.vocab_size, config.hidden_size};
+  std::vector<float> embed = written.ReadF32(kTargetEmbedName, shape).value();
+  std::vector<float> lm_head =
+      config.tie_word_embeddings ? embed : written.ReadF32(kTargetLmHeadName, shape).value();
+  EXPECT_TRUE(WriteRandomDSparkCheckpoint(pair.drafter, drafter, config.hidden_size, seed + 1,
+                                          dtype, std::move(embed), std::move(lm_head))
+                  .ok());
+  return pair;
+}
+
+// Every kind of DSpark head at rank `rank`: each Markov head type with each confidence option
+// (none, on h, on h and the Markov embedding), then a confidence head without a Markov head.
+inline std::vector<DSparkHeadConfig> EveryDSparkHeadKind(int64_t rank) {
+  std::vector<DSparkHeadConfig> kinds;
+  for (const MarkovHeadType type :
+       {MarkovHeadType::kVanilla, MarkovHeadType::kGated, MarkovHeadType::kRnn}) {
+    for (const int confidence : {0, 1, 2}) {
+      kinds.push_back({.markov_rank = rank,
+                       .markov_head_type = type,
+                       .confidence_head = confidence > 0,
+                       .confidence_with_markov = confidence == 2});
+    }
+  }
+  kinds.push_back({.markov_rank = 0, .confidence_head = true});
+  return kinds;
+}
+
+// "gated, confidence on h and e", for messages.
+inline std::string DescribeHeads(const DSparkHeadConfig& c) {
+  std::string s = c.has_markov_head() ? std::string(MarkovHeadTypeName(c.markov_head_type))
+                                      : std::string("no Markov head");
+  if (!c.confidence_head) return s + ", no confidence head";
+  return s + ", confidence on h" + (c.confidence_with_markov ? " and e" : "");
 }
 
 inline Result<InflateResult> InflatePair(const PairDirs& source, const PairDirs& out,
