@@ -148,6 +148,18 @@ void AddDraftVocabOption(CLI::App* cmd, DraftVocabChoice* choice) {
       ->default_str(std::string(DraftVocabChoiceName(kDefaultDraftVocab)));
 }
 
+void AddDraftSamplingOption(CLI::App* cmd, DraftSampling* mode) {
+  cmd->add_option_function<std::string>(
+         "--draft-sampling",
+         [mode](const std::string& name) { *mode = ParseDraftSampling(name).value(); },
+         "How requests at temperature > 0 draft: argmax (argmax drafts, seeded output equals "
+         "plain sampling's token for token) or distribution (drafts drawn from the drafter's "
+         "distribution and verified by speculative sampling with it: the target's law, more "
+         "drafts accepted at high temperature, seeded tokens depend on the drafts; CPU only)")
+      ->check(CLI::IsMember({"argmax", "distribution"}))
+      ->default_str(std::string(DraftSamplingName(DraftSampling::kArgmax)));
+}
+
 int64_t KvTokensForPrompts(int64_t flag, const std::vector<std::vector<int32_t>>& prompts,
                            int32_t concurrency, int32_t max_tokens, int32_t block) {
   if (flag > 0) return flag;

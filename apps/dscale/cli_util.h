@@ -12,6 +12,7 @@
 #include "model/decoder_weights.h"
 #include "model/domino_head.h"
 #include "model/draft_vocab.h"
+#include "spec/draft_distribution.h"
 
 namespace CLI {
 class App;
@@ -62,6 +63,10 @@ void AddDrafterHeadOption(CLI::App* cmd, DrafterHead* head);
 // never; subset: always, an error without one. The default is kDefaultDraftVocab.
 inline constexpr DraftVocabChoice kDefaultDraftVocab = DraftVocabChoice::kAuto;
 void AddDraftVocabOption(CLI::App* cmd, DraftVocabChoice* choice);
+
+// --draft-sampling argmax|distribution: how requests at temperature > 0 draft and are verified
+// (EngineConfig::draft_sampling, into `mode`; default argmax).
+void AddDraftSamplingOption(CLI::App* cmd, DraftSampling* mode);
 
 // --device cpu|cuda: which step backend runs the models (backend/backend.h), into `device`.
 void AddDeviceOption(CLI::App* cmd, std::string* device);

@@ -210,7 +210,8 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<
       .verify_budget = a.budget.VerifyBudget().value(),
       .sps_table = m.sps_table ? &*m.sps_table : nullptr,
       .kv_dtype = a.kv_dtype,
-      .prefix_cache = a.prefix_cache};
+      .prefix_cache = a.prefix_cache,
+      .draft_sampling = a.models.draft_sampling};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};
@@ -318,6 +319,8 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
                                 ? nlohmann::json("auto")
                                 : nlohmann::json(a.budget.VerifyBudget()->fraction)},
           {"tile_routing", a.tile_routing},
+          {"draft_sampling",
+           a.url.empty() ? std::string(DraftSamplingName(o.draft_sampling)) : "server"},
           {"device", a.url.empty() ? o.device : "server"},
           {"weights", a.url.empty() ? std::string(WeightsModeName(o.weights)) : "server"},
           {"activations",
@@ -360,6 +363,11 @@ Status RunBench(const BenchArgs& a) {
         "(dscale serve --weights)");
   }
   DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(a.models.device, a.models.weights));
+  if (!a.url.empty() && a.models.draft_sampling != DraftSampling::kArgmax) {
+    return InvalidArgument(
+        "--draft-sampling applies to in-process runs; a server drafts as it was started "
+        "(dscale serve --draft-sampling)");
+  }
   if (!a.url.empty() && (a.shared_prefix_tokens > 0 || a.prefix_cache)) {
     return InvalidArgument(
         "--shared-prefix-tokens and --prefix-cache apply to in-process runs (the system turn is "

@@ -194,7 +194,10 @@ void RegisterCollectCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd =
       app.add_subcommand("collect", "Log DVL features and full-width acceptance (traces)");
   AddModelOptions(cmd, &args->models,
-                  {.drafter_required = true, .predictor = false, .device = false});
+                  {.drafter_required = true,
+                   .predictor = false,
+                   .device = false,
+                   .draft_sampling = false});
   cmd->add_option("--prompts", args->prompt_files, "JSONL prompt files (see generate --prompts)")
       ->required();
   cmd->add_option("--out", args->out, "DVL trace file to write (the predictor's training data)");

@@ -172,7 +172,8 @@ int RunGenerate(const GenerateArgs& args) {
                   .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
                                                   args.max_tokens, rt.main.block_size()),
                   .kv_dtype = args.kv_dtype,
-                  .tile_routing = args.tile_routing},
+                  .tile_routing = args.tile_routing,
+                  .draft_sampling = args.models.draft_sampling},
                  {.budget = &args.budget, .token_text_of = &DisplayTokenText});
   if (!engine.ok()) return fail(engine.status());
   Result<std::map<RequestId, size_t>> order = SubmitAll(**engine, args, *prompts, *rt.target);

@@ -121,7 +121,8 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
                      .kv_tokens = kv_tokens,
                      .kv_dtype = args.kv_dtype,
                      .prefix_cache = args.prefix_cache && !recurrent,
-                     .tile_routing = args.tile_routing},
+                     .tile_routing = args.tile_routing,
+                     .draft_sampling = args.models.draft_sampling},
                     {.budget = &args.budget, .token_text_of = &server::OutputTokenText});
 }
 

@@ -28,6 +28,7 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* options, const ModelFlags& fla
   AddActivationsOption(cmd, &options->activations);
   AddInt8ActivationsOption(cmd, &options->int8_activations);
   if (flags.drafter_head) AddDrafterHeadOption(cmd, &options->drafter_head);
+  if (flags.draft_sampling) AddDraftSamplingOption(cmd, &options->draft_sampling);
   AddDraftVocabOption(cmd, &options->draft_vocab);
   AddThreadsOption(cmd);
 }

@@ -30,6 +30,9 @@ struct ModelOptions {
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
   DraftVocabChoice draft_vocab = kDefaultDraftVocab;
+  // --draft-sampling: how requests at temperature > 0 draft (the commands that run an engine set
+  // EngineConfig::draft_sampling from it; LoadRuntime refuses what --device cannot run).
+  DraftSampling draft_sampling = DraftSampling::kArgmax;
 };
 
 // Which of the shared flags a command takes beyond the ones every command has (--target,
@@ -41,6 +44,7 @@ struct ModelFlags {
   bool predictor = true;     // --predictor, --confidence-calibration
   bool device = true;        // --device
   bool drafter_head = true;  // --drafter-head
+  bool draft_sampling = true;  // --draft-sampling
 };
 
 // Registers the flags `flags` selects on `cmd`, into `options`.

@@ -103,6 +103,7 @@ RuntimeParts PartsFor(const LengthPolicy& policy, TokenizerNeed tokenizer) {
 Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
                                              const RuntimeParts& parts) {
   DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(options.device, options.weights));
+  DSCALE_RETURN_IF_ERROR(CheckDraftSamplingForDevice(options.device, options.draft_sampling));
   auto runtime = std::make_unique<Runtime>();
   DSCALE_ASSIGN_OR_RETURN(runtime->target, DecoderModel::Load(options.target, options.weights,
                                                               {.bf16 = options.activations,

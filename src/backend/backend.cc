@@ -15,6 +15,12 @@ Status CheckWeightsForDevice(std::string_view device, WeightsMode weights) {
                          std::string(device));
 }
 
+Status CheckDraftSamplingForDevice(std::string_view device, DraftSampling sampling) {
+  if (device == "cpu" || sampling == DraftSampling::kArgmax) return Status::Ok();
+  return InvalidArgument("--draft-sampling distribution: --device " + std::string(device) +
+                         " drafts by argmax only; use --device cpu, or --draft-sampling argmax");
+}
+
 Result<std::unique_ptr<StepBackend>> MakeBackend(std::string_view device, DecoderModel& host_target,
                                                  DFlashDrafter* host_drafter) {
   if (device == "cpu") {

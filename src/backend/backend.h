@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
+#include "spec/draft_distribution.h"
 
 namespace dscale {
 
@@ -23,6 +24,11 @@ inline constexpr std::string_view kDefaultDevice = "cpu";
 // `--weights int8` and `--weights int4` run on the CPU only: InvalidArgument saying so for another
 // device (checked before any model loads).
 Status CheckWeightsForDevice(std::string_view device, WeightsMode weights);
+
+// `--draft-sampling distribution` drafts on the CPU backend only (the CUDA backend's drafter
+// proposes argmax drafts): InvalidArgument naming both flags for another device (checked before
+// any model loads; Engine::Create checks the drafter itself).
+Status CheckDraftSamplingForDevice(std::string_view device, DraftSampling sampling);
 
 // The backend named `device`. `host_drafter` may be null (the none policy); a drafter with a
 // Domino head runs on the CPU only. The host models must outlive the result.

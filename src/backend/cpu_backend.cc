@@ -37,10 +37,13 @@ void CpuBackend::Accept(const TargetPass& pass, std::span<const AcceptRequest> r
     const std::span<const float> logits =
         std::span(pass.out->logits).subspan(r.logits_row * vocab, rows * vocab);
     const SamplingParams& sampling = *r.sampling;
-    Result<VerifyResult> accepted = sampling.greedy()
-                                        ? VerifyGreedyChecked(logits, vocab, r.drafts)
-                                        : VerifySampledAt(logits, vocab, r.drafts, sampling,
-                                                          sampling.seed, r.first_position, &probs_);
+    Result<VerifyResult> accepted =
+        sampling.greedy() ? VerifyGreedyChecked(logits, vocab, r.drafts)
+        : r.draft_rows.present()
+            ? VerifyWithDraftDistributionAt(logits, vocab, r.drafts, r.draft_rows, sampling,
+                                            sampling.seed, r.first_position, &distribution_)
+            : VerifySampledAt(logits, vocab, r.drafts, sampling, sampling.seed, r.first_position,
+                              &probs_);
     if (accepted.ok()) {
       outcomes[i] = {.result = *accepted, .status = Status::Ok()};
     } else {

@@ -1,7 +1,8 @@
 #pragma once
 // The host implementation of the step's stages: the models behind TargetModel / Drafter (the
 // loaded host models, or for a host-driven device model its adapter) and the host prefix
-// verifier (greedy, and sampling with position-indexed uniforms).
+// verifier (greedy, and sampling with position-indexed uniforms: one-hot drafts, or drafts drawn
+// from the drafter's distribution).
 
 #include <vector>
 
@@ -38,7 +39,8 @@ class CpuBackend final : public StepBackend {
 
   TargetModel& target_;
   Drafter* drafter_;
-  std::vector<double> probs_;  // sampled acceptance's scratch distribution
+  std::vector<double> probs_;         // sampled acceptance's scratch distribution
+  DistributionScratch distribution_;  // the same with the drafter's distribution
 };
 
 }  // namespace dscale

@@ -27,6 +27,7 @@
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
 #include "model/target_model.h"
+#include "spec/distribution_verifier.h"
 #include "spec/prefix_verifier.h"
 #include "spec/sampling.h"
 
@@ -53,6 +54,11 @@ struct AcceptRequest {
   bool logprobs = false;  // the engine reads this request's logits after Accept (host pass)
   int64_t logits_row = 0;
   std::span<const int32_t> drafts;  // the candidates verified after the anchor (k − 1)
+  // A sampled request whose drafts were drawn from the drafter's distribution (--draft-sampling
+  // distribution): the draft rows they came from, which its acceptance tests them against
+  // (spec/distribution_verifier.h). Absent (columns 0): the argmax rule, a one-hot test against
+  // the token plain sampling draws at each position (VerifySampledAt).
+  DraftRows draft_rows;
 };
 
 // Request i's outcome: `result` when `status` is ok; otherwise the request fails and commits

@@ -122,6 +122,8 @@ Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchM
                                          drafter != nullptr && drafter->has_confidence_head(),
                                      .inputs = setup.inputs}),
                   mode));
+    DSCALE_RETURN_IF_ERROR(
+        InContext(CheckDraftSampling(models.draft_sampling, setup.policy, *setup.backend), mode));
   }
   return Status::Ok();
 }
@@ -138,6 +140,7 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .kv_dtype = models.kv_dtype,
                       .prefix_cache = models.prefix_cache,
                       .tile_routing = mode.tile_routing,
+                      .draft_sampling = models.draft_sampling,
                       .inputs = setup.inputs};
   Result<std::unique_ptr<Engine>> created = Engine::Create(*setup.backend, std::move(config));
   if (!created.ok()) return InContext(created.status(), mode);

@@ -54,6 +54,26 @@ KvCacheShape CacheShape(const TargetModel& target, const EngineConfig& config) {
 
 }  // namespace
 
+Status CheckDraftSampling(DraftSampling sampling, const LengthPolicy& policy,
+                          StepBackend& backend) {
+  const Drafter* drafter = policy.UsesDrafter() ? backend.drafter() : nullptr;
+  if (sampling == DraftSampling::kArgmax || drafter == nullptr) return Status::Ok();
+  if (!drafter->samples_drafts()) {
+    return InvalidArgument("--draft-sampling distribution: the " + std::string(backend.name()) +
+                           " backend's drafter proposes argmax drafts only; use "
+                           "--draft-sampling argmax (or --device cpu)");
+  }
+  if (policy.UsesPredictor() && drafter->conditions_on_candidates()) {
+    return InvalidArgument(
+        "--draft-sampling distribution: --spec " + policy.Name() +
+        " sets each request's rows from its draft logits, which this drafter's head (Domino's, "
+        "or DSpark's Markov head) computes from the drafts it sampled, so which drafts are "
+        "verified would depend on the drafts themselves and sampling would no longer be exact; "
+        "use --spec dflash or fixed:K with this drafter, or --draft-sampling argmax");
+  }
+  return Status::Ok();
+}
+
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kNone:
@@ -96,6 +116,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   }
   if (!config.policy.UsesDrafter()) drafter = nullptr;
   const int32_t block = drafter ? drafter->block_size() : 1;
+  DSCALE_RETURN_IF_ERROR(CheckDraftSampling(config.draft_sampling, config.policy, backend));
   if (target.config().HasLinearAttentionLayers() && config.prefix_cache) {
     return InvalidArgument(
         "prefix caching: the target has linear_attention layers, whose recurrent state a shared "

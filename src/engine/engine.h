@@ -47,6 +47,7 @@
 #include "model/target_model.h"
 #include "plan/planner_config.h"
 #include "plan/verify_planner.h"
+#include "spec/draft_distribution.h"
 #include "spec/length_policy.h"
 
 namespace dscale {
@@ -77,6 +78,21 @@ struct EngineConfig {
   int32_t prefill_chunk = 512;    // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
+  // How requests at temperature > 0 draft and are verified (greedy ones are unaffected):
+  //   kArgmax        argmax drafts, each accepted iff it is the token plain sampling draws at its
+  //                  position: a seeded request's tokens are plain sampling's, whatever the
+  //                  policy, budget or concurrency;
+  //   kDistribution  drafts drawn from the drafter's distribution Q and verified by speculative
+  //                  sampling with it (spec/distribution_verifier.h): exact in law, more drafts
+  //                  accepted where the target's distribution is spread out, but a seeded
+  //                  request's tokens depend on the drafts.
+  // The law holds only if whether a draft is verified never depends on that draft given the
+  // ones before it. A policy's lengths are a function of the draft rows (dscale, dspark: the
+  // predictor's features or the confidence head read them); a Domino or Markov head computes
+  // each row from the drafts before it (Drafter::conditions_on_candidates), so there the lengths
+  // would follow the sampled drafts: Create refuses that pairing, and a drafter that cannot
+  // sample (the CUDA backend's).
+  DraftSampling draft_sampling = DraftSampling::kArgmax;
   // What `policy` decides from besides the drafts (plan/planner_config.h says which policy
   // needs what; Create checks it).
   PolicyInputs inputs;
@@ -86,6 +102,12 @@ struct EngineConfig {
   // strings are found in (engine/stop_strings.h); unset: stop strings are rejected at submit.
   std::function<std::string_view(int32_t id)> token_text;
 };
+
+// EngineConfig::draft_sampling's conditions on the drafter `backend` runs for `policy` and on
+// the policy (above); InvalidArgument naming the flag. Create checks them; the benchmark checks
+// its modes with it before any runs.
+Status CheckDraftSampling(DraftSampling sampling, const LengthPolicy& policy,
+                          StepBackend& backend);
 
 class Engine {
  public:
@@ -185,6 +207,8 @@ class Engine {
   void PublishPages(const RequestState& r, int32_t written);
 
   // Stage helpers.
+  // Whether r's drafts are drawn from the drafter's distribution (config_.draft_sampling).
+  bool DrawsDrafts(const RequestState& r) const;
   // The forward captures the drafter's feature layers only when some request will use them.
   void CaptureFeaturesFor(std::span<RequestState* const> requests, StepBatch& rows);
   // Sends rows [q_start, q_start + rows[i]) of `pass`'s spans whose requests have a draft

@@ -91,6 +91,10 @@ bool Engine::SelectDecoding() {
   return true;
 }
 
+bool Engine::DrawsDrafts(const RequestState& r) const {
+  return config_.draft_sampling == DraftSampling::kDistribution && !r.params.sampling.greedy();
+}
+
 Status Engine::Draft() {
   if (step_.drafted_count == 0) return Status::Ok();
   std::vector<DraftRequest> requests;
@@ -101,7 +105,8 @@ Status Engine::Draft() {
     requests.push_back({.seq = r.seq,
                         .ctx_len = r.committed,
                         .anchor = r.anchor(),
-                        .committed = std::span(r.tokens).first(r.committed)});
+                        .committed = std::span(r.tokens).first(r.committed),
+                        .sampling = DrawsDrafts(r) ? &r.params.sampling : nullptr});
   }
   return backend_.Draft(requests, cache_, TileRowsFor(block_, config_.tile_routing), &step_.drafts);
 }
@@ -129,18 +134,30 @@ Status Engine::Decide() {
 }
 
 // Verify: request i owns rows q_start .. q_start + k_i − 1 of the packed batch, every one with
-// logits: row 0 is the anchor at position `committed`, predicting the next position.
+// logits: row 0 is the anchor at position `committed`, predicting the next position. A request
+// whose drafts were drawn from the drafter's distribution hands its block's draft rows to Accept.
 Status Engine::Verify() {
   const StepBatch& packed = *step_.packed;
-  for (size_t i = 0; i < step_.requests.size(); ++i) {
+  const DraftOutput& drafts = step_.drafts;
+  for (size_t i = 0, d = 0; i < step_.requests.size(); ++i) {
     const RequestState& r = *step_.requests[i];
     const StepSpan& span = packed.spans()[i];
+    DraftRows rows;
+    if (step_.drafted[i] && DrawsDrafts(r)) {
+      const int64_t block_values =
+          static_cast<int64_t>(drafts.logits.size()) / step_.drafted_count;
+      rows = {.logits = std::span(drafts.logits).subspan(d * block_values, block_values),
+              .columns = block_values / drafts.candidates,
+              .column_ids = drafts.column_ids};
+    }
+    d += step_.drafted[i];
     step_.accepting.push_back(
         {.sampling = &r.params.sampling,
          .first_position = int64_t{r.committed} + 1,
          .logprobs = r.params.logprobs.enabled,
          .logits_row = span.q_start,
-         .drafts = packed.tokens().subspan(span.q_start + 1, span.q_len - 1)});
+         .drafts = packed.tokens().subspan(span.q_start + 1, span.q_len - 1),
+         .draft_rows = rows});
   }
   DSCALE_ASSIGN_OR_RETURN(step_.pass, backend_.Verify(packed, step_.accepting, cache_, &out_));
   return Status::Ok();

@@ -238,8 +238,25 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
                  {.tokens = sequential ? nullptr : out->tokens.data(),
                   .logits = out->logits.data(),
                   .hidden = out->hidden.data()});
+  out->column_ids = draft_vocab_.has_value() ? std::span<const int32_t>(draft_vocab_->token_ids)
+                                             : std::span<const int32_t>();
+  choices_.clear();
+  bool sampled = false;
+  for (const DraftRequest& r : requests) {
+    choices_.push_back(DraftChoiceFor(r.sampling, r.ctx_len));
+    sampled = sampled || choices_.back().temperature > 0.0f;
+  }
   if (!sequential) {
-    // The argmax gave subset columns; the engine and the target speak target ids.
+    // Sampled requests draw their columns in place of the argmax's.
+    for (size_t q = 0; sampled && q < requests.size(); ++q) {
+      if (choices_[q].temperature <= 0.0f) continue;
+      for (int32_t k = 0; k < candidates; ++k) {
+        const int64_t row = static_cast<int64_t>(q) * candidates + k;
+        out->tokens[row] =
+            choices_[q].Column(out->logits.data() + row * draft_vocab, draft_vocab, k, &draw_);
+      }
+    }
+    // Those are subset columns; the engine and the target speak target ids.
     if (draft_vocab_.has_value()) {
       for (int32_t& token : out->tokens)
         token = draft_vocab_->token_ids[static_cast<size_t>(token)];
@@ -250,9 +267,9 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   for (const DraftRequest& r : requests) anchors_.push_back(r.anchor);
   if (dspark_head_.has_value()) {
     dspark_head_->Walk(anchors_, candidates, out->hidden, out->logits, out->tokens,
-                       out->confidence);
+                       out->confidence, choices_);
   } else {
-    head_->Refine(anchors_, candidates, out->hidden, out->logits, out->tokens);
+    head_->Refine(anchors_, candidates, out->hidden, out->logits, out->tokens, choices_);
   }
   return Status::Ok();
 }

@@ -10,10 +10,10 @@
 // length) is embedded with the target's embedding, runs through the draft layers with
 // non-causal attention over the request's context plus the whole block (newer drafters: causal
 // and sliding-window layers, and scaled embeddings, as their config says; io/dflash_config.h),
-// the drafter's final norm, and the target's LM head on rows 1 .. block−1: block−1 greedy
-// candidates. With a Domino
-// head (model/domino_head.h) those logits are then corrected position by position from the
-// candidates proposed before each one, and the candidates are the corrected argmaxes.
+// the drafter's final norm, and the target's LM head on rows 1 .. block−1: block−1
+// candidates, greedy, or drawn from the draft logits under --draft-sampling distribution. With a
+// Domino head (model/domino_head.h) those logits are then corrected position by position from
+// the candidates proposed before each one, and the candidates are chosen from the corrected ones.
 // With a reduced draft vocabulary (model/draft_vocab.h) the LM head is a compact copy of the
 // subset's rows, the draft logits have one column per subset token, and the candidates are
 // mapped back to target ids; the target verifies as ever, so what is committed does not change.
@@ -100,6 +100,11 @@ class DFlashDrafter : public Drafter {
   bool has_confidence_head() const override {
     return config_.is_dspark() && config_.dspark->confidence_head;
   }
+  bool samples_drafts() const override { return true; }
+  // A Domino head, or a DSpark drafter's Markov head.
+  bool conditions_on_candidates() const override {
+    return head_.has_value() || (config_.is_dspark() && config_.dspark->has_markov_head());
+  }
   // W, the verify block: DraftBlock::verify_rows() (config.block_size for DFlash, + 1 for DSpark).
   int32_t block_size() const override { return config_.Block().verify_rows(); }
   const std::vector<int32_t>& feature_layers() const override { return config_.target_layer_ids; }
@@ -121,9 +126,11 @@ class DFlashDrafter : public Drafter {
   // One drafting step over a StepBatch of the blocks (one span of DraftBlock::input_rows rows per
   // request). The block's transient K/V are written at the slots of positions ctx_len ..
   // ctx_len + input_rows − 1 (the verification that follows overwrites them). Candidates
-  // (W − 1 per request) are the greedy argmax of the draft logits (the corrected ones with a
-  // Domino or Markov head; `hidden` stays the backbone's), as target ids; the logits have
-  // draft_vocab_size() columns; `confidence` holds a DSpark confidence head's logits (else empty).
+  // (W − 1 per request) are chosen from the draft logits (the corrected ones with a Domino or
+  // Markov head; `hidden` stays the backbone's) — the argmax, or a draw for a request with
+  // DraftRequest::sampling (model/draft_choice.h) — as target ids; the logits have
+  // draft_vocab_size() columns (column_ids maps a subset's); `confidence` holds a DSpark
+  // confidence head's logits (else empty).
   Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
                DraftOutput* out) override;
 
@@ -143,6 +150,8 @@ class DFlashDrafter : public Drafter {
   std::optional<DraftVocab> draft_vocab_;
   WeightMatrix draft_lm_head_;    // [subset, hidden]: the target LM head's subset rows
   std::vector<int32_t> anchors_;  // the head's input, one per drafted request
+  std::vector<DraftChoice> choices_;  // how each drafted request chooses its candidates
+  std::vector<double> draw_;          // Q while a choice draws
   // Scratch, reused across calls.
   StepBatch blocks_;  // [anchor, MASK × (input_rows − 1)] per request, non-causal
   LayerScratch scratch_;

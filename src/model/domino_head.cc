@@ -8,7 +8,6 @@
 #include "io/safetensors.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/recurrent.h"
-#include "kernels/cpu/softmax.h"
 #include "model/decoder_layer.h"
 
 namespace dscale {
@@ -82,9 +81,9 @@ void DominoHead::RestrictVocab(std::span<const int32_t> token_ids) {
   vocab_ = static_cast<int64_t>(token_ids.size());
 }
 
-int32_t DominoHead::ArgmaxToken(const float* logits) const {
-  int32_t column = 0;
-  cpu::ArgmaxRows(logits, 1, vocab_, &column);
+int32_t DominoHead::ChooseToken(const float* logits, const DraftChoice& choice,
+                                int32_t candidate) {
+  const int32_t column = choice.Column(logits, vocab_, candidate, &draw_);
   return token_ids_.empty() ? column : token_ids_[static_cast<size_t>(column)];
 }
 
@@ -118,8 +117,10 @@ void DominoHead::ComputeCorrection(int64_t requests, int32_t candidates, int32_t
 
 void DominoHead::Refine(std::span<const int32_t> anchors, int32_t candidates,
                         std::span<const float> hidden, std::span<float> logits,
-                        std::span<int32_t> tokens) {
+                        std::span<int32_t> tokens, std::span<const DraftChoice> choices) {
   const auto requests = static_cast<int64_t>(anchors.size());
+  DSCALE_CHECK(choices.empty() || static_cast<int64_t>(choices.size()) == requests);
+  const auto choice = [&](int64_t r) { return choices.empty() ? DraftChoice{} : choices[r]; };
   DSCALE_CHECK(static_cast<int64_t>(hidden.size()) == requests * candidates * hidden_);
   DSCALE_CHECK(static_cast<int64_t>(logits.size()) == requests * candidates * vocab_);
   DSCALE_CHECK(static_cast<int64_t>(tokens.size()) == requests * candidates);
@@ -128,7 +129,7 @@ void DominoHead::Refine(std::span<const int32_t> anchors, int32_t candidates,
   state_.assign(requests * config_.gru_hidden_size, 0.0f);
   AdvanceState(requests);  // s ← GRU(embed(anchor), 0)
   for (int64_t r = 0; r < requests; ++r) {
-    tokens[r * candidates] = ArgmaxToken(logits.data() + r * candidates * vocab_);
+    tokens[r * candidates] = ChooseToken(logits.data() + r * candidates * vocab_, choice(r), 0);
   }
   for (int32_t column = 1; column < candidates; ++column) {
     for (int64_t r = 0; r < requests; ++r) step_tokens_[r] = tokens[r * candidates + column - 1];
@@ -138,7 +139,7 @@ void DominoHead::Refine(std::span<const int32_t> anchors, int32_t candidates,
       float* row = logits.data() + (r * candidates + column) * vocab_;
       const float* correction = correction_.data() + r * vocab_;
       for (int64_t v = 0; v < vocab_; ++v) row[v] += correction[v];
-      tokens[r * candidates + column] = ArgmaxToken(row);
+      tokens[r * candidates + column] = ChooseToken(row, choice(r), column);
     }
   }
 }

@@ -6,11 +6,13 @@
 // back in logit space. File layout and training: docs/DOMINO.md.
 //
 // Rollout for one block (block − 1 candidates):
-//   proposal 1 = argmax of the backbone's logits, unchanged;
+//   proposal 1 = choice from the backbone's logits, unchanged;
 //   s = 0; s ← GRU(embed(anchor), s)
 //   for i = 2 .. block − 1:  s ← GRU(embed(proposal i−1), s)
 //                        logits_i ← logits_i + W_out · silu(W_in · [z_i; s])
-//                        proposal i = argmax logits_i
+//                        proposal i = choice from logits_i
+// where the choice is the argmax, or a draw from softmax(logits_i / T) under --draft-sampling
+// distribution (model/draft_choice.h); the GRU reads the proposal chosen either way.
 // z_i is the backbone's final-normed hidden row of position i, embed the target's embedding
 // table. The GRU is one bias-free layer; the MLP is bias-free. So the head runs block − 1 GRU steps
 // (15 for a 16-token block) and block − 2 corrections, each batched across the step's requests.
@@ -24,6 +26,7 @@
 #include "core/status.h"
 #include "io/domino_config.h"
 #include "model/decoder_weights.h"
+#include "model/draft_choice.h"
 #include "model/weight_matrix.h"
 
 namespace dscale {
@@ -70,10 +73,11 @@ class DominoHead {
   // The rollout above for anchors.size() requests of `candidates` candidates each, request-major:
   // hidden [requests · candidates, hidden] (the backbone's final-normed rows), logits
   // [requests · candidates, vocab()] the backbone's on entry and the corrected ones on return,
-  // tokens [requests · candidates] the proposals as target ids (argmax of the corrected logits;
-  // column 0 the backbone's).
+  // tokens [requests · candidates] the proposals as target ids (chosen from the corrected logits;
+  // column 0 from the backbone's). choices: one per request (empty: the argmax for all).
   void Refine(std::span<const int32_t> anchors, int32_t candidates, std::span<const float> hidden,
-              std::span<float> logits, std::span<int32_t> tokens);
+              std::span<float> logits, std::span<int32_t> tokens,
+              std::span<const DraftChoice> choices = {});
 
  private:
   // state ← GRU(embed(step_tokens_), state) for every request.
@@ -81,8 +85,8 @@ class DominoHead {
   // correction_ [requests, vocab] for candidate column `column`.
   void ComputeCorrection(int64_t requests, int32_t candidates, int32_t column,
                          std::span<const float> hidden);
-  // The target id of the largest of `logits`' vocab_ columns.
-  int32_t ArgmaxToken(const float* logits) const;
+  // The target id `choice` takes for candidate `candidate` from `logits`' vocab_ columns.
+  int32_t ChooseToken(const float* logits, const DraftChoice& choice, int32_t candidate);
 
   DominoHeadConfig config_;
   DominoHeadWeights weights_;
@@ -92,6 +96,7 @@ class DominoHead {
   // Scratch, grown on demand: [requests, ·] each.
   std::vector<int32_t> step_tokens_;
   std::vector<float> state_, embedded_, gates_x_, gates_h_, mlp_in_, mlp_mid_, correction_;
+  std::vector<double> draw_;  // Q while a choice draws
 };
 
 }  // namespace dscale

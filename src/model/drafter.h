@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "core/step_batch.h"
 #include "kv/paged_kv_cache.h"
+#include "spec/sampling.h"
 
 namespace dscale {
 
@@ -18,6 +19,11 @@ struct DraftRequest {
   int32_t ctx_len = 0;                 // committed positions; the block starts here
   int32_t anchor = 0;                  // the token at position ctx_len (the last bonus token)
   std::span<const int32_t> committed;  // the ctx_len committed tokens (prompt, then output)
+  // Set for a request whose candidates are drawn from the drafter's distribution rather than
+  // taken as the argmax (--draft-sampling distribution, temperature > 0): candidate k is drawn
+  // from softmax(its draft logits / temperature) with the draft stream's uniform at position
+  // ctx_len + 1 + k (model/draft_choice.h). Null: the argmax. Outlives the call.
+  const SamplingParams* sampling = nullptr;
 };
 
 // A drafting step's candidates: W − 1 per request for a block of W rows (anchor + candidates).
@@ -28,6 +34,9 @@ struct DraftOutput {
   std::vector<int32_t> tokens;  // [requests, candidates]
   std::vector<float> logits;    // [requests · candidates, vocab] draft logits (the distribution
                                 // the candidates were drawn from: a head's corrected ones)
+  // Column → target id of `logits` when the drafter drafts over a reduced vocabulary (the
+  // drafter's storage); empty: the columns are the target's ids.
+  std::span<const int32_t> column_ids;
   std::vector<float> hidden;    // [requests · candidates, hidden] draft hidden vectors
   // [requests, candidates] logits of a confidence head (DSpark's): σ of entry k estimates that
   // candidate k survives verification given candidates < k did. Empty without a head.
@@ -57,6 +66,13 @@ class Drafter {
   virtual int64_t KvBytesPerPosition(KvDtype dtype) const { return 0; }
   // Whether Draft fills DraftOutput::confidence (a confidence head, DSpark's).
   virtual bool has_confidence_head() const { return false; }
+  // Whether Draft honours DraftRequest::sampling (else it always proposes the argmax, and the
+  // engine refuses --draft-sampling distribution).
+  virtual bool samples_drafts() const { return false; }
+  // Whether a candidate's draft logits (and confidence) depend on the candidates before it (a
+  // Domino head, a DSpark Markov head): sampled candidates then show in the rows a length policy
+  // reads (EngineConfig::draft_sampling says why that matters).
+  virtual bool conditions_on_candidates() const { return false; }
   virtual void AppendContext(const ContextRows& rows) = 0;
   // Every request's sequence has block_size positions reserved past ctx_len, and its anchor is in
   // the target vocabulary (CHECKed: requests are validated where they enter).

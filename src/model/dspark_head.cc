@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/check.h"
-#include "kernels/cpu/softmax.h"
 #include "model/decoder_layer.h"
 
 namespace dscale {
@@ -142,8 +141,10 @@ float DSparkHead::Confidence(const float* h, const float* e) {
 
 void DSparkHead::Walk(std::span<const int32_t> anchors, int32_t candidates,
                       std::span<const float> hidden, std::span<float> logits,
-                      std::span<int32_t> tokens, std::span<float> confidence) {
+                      std::span<int32_t> tokens, std::span<float> confidence,
+                      std::span<const DraftChoice> choices) {
   const auto requests = static_cast<int64_t>(anchors.size());
+  DSCALE_CHECK(choices.empty() || static_cast<int64_t>(choices.size()) == requests);
   const int64_t rows = requests * candidates, r = config_.markov_rank;
   DSCALE_CHECK(static_cast<int64_t>(hidden.size()) == rows * hidden_);
   DSCALE_CHECK(static_cast<int64_t>(logits.size()) == rows * vocab_);
@@ -155,6 +156,7 @@ void DSparkHead::Walk(std::span<const int32_t> anchors, int32_t candidates,
   for (int64_t q = 0; q < requests; ++q) {
     state_.assign(static_cast<size_t>(r), 0.0f);
     int32_t prev = anchors[static_cast<size_t>(q)];
+    const DraftChoice choice = choices.empty() ? DraftChoice{} : choices[static_cast<size_t>(q)];
     for (int64_t j = q * candidates; j < (q + 1) * candidates; ++j) {
       const float* h = hidden.data() + j * hidden_;
       float* row = logits.data() + j * vocab_;
@@ -165,8 +167,9 @@ void DSparkHead::Walk(std::span<const int32_t> anchors, int32_t candidates,
         for (int64_t v = 0; v < vocab_; ++v) row[v] += bias[v];
       }
       if (config_.confidence_head) confidence[static_cast<size_t>(j)] = Confidence(h, e);
-      cpu::ArgmaxRows(row, 1, vocab_, &tokens[static_cast<size_t>(j)]);
-      prev = tokens[static_cast<size_t>(j)];
+      // The next row's bias follows the token chosen here, drawn or not.
+      prev = choice.Column(row, vocab_, static_cast<int32_t>(j - q * candidates), &draw_);
+      tokens[static_cast<size_t>(j)] = prev;
     }
   }
 }

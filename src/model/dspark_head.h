@@ -3,7 +3,7 @@
 // top of its DFlash-style backbone's B rows: a Markov head that makes the block's proposals
 // sequential, and a confidence head that scores each proposal.
 //
-// Walk of one request's block (greedy), h_j its backbone's final-normed row j (the LM head's
+// Walk of one request's block, h_j its backbone's final-normed row j (the LM head's
 // input), base_j that row's logits, W1[t] row t of the Markov embedding [vocab, r]:
 //   prev_0 = anchor
 //   for j = 0 .. B−1:
@@ -13,7 +13,9 @@
 //                       s ← σ(g) ⊙ s + (1 − σ(g)) ⊙ tanh(c) (s = 0 at the block's start),
 //                       x_j = tanh(o)
 //     logits_j = base_j + W2 · x_j          (W2 = markov_w2 [vocab, r]; no head: base_j)
-//     token_j  = argmax logits_j            (ties to the lowest id, as torch.argmax)
+//     token_j  = argmax logits_j            (ties to the lowest id, as torch.argmax), or under
+//                --draft-sampling distribution a draw from softmax(logits_j / T), as DeepSpec's
+//                sample_block_tokens draws (model/draft_choice.h)
 //     confidence_j = proj · [h_j ; W1[prev_j]] + b   (or proj · h_j + b without the Markov input)
 //     prev_{j+1} = token_j
 // A request's walk reads only its own rows, one row at a time, so its bits never depend on the
@@ -27,6 +29,7 @@
 #include "core/status.h"
 #include "io/dspark_config.h"
 #include "model/decoder_weights.h"
+#include "model/draft_choice.h"
 #include "model/weight_matrix.h"
 
 namespace dscale {
@@ -74,10 +77,11 @@ class DSparkHead {
   // The walk above for anchors.size() requests of `candidates` rows each, request-major:
   // hidden [requests · candidates, hidden], logits [requests · candidates, vocab] the backbone's
   // on entry and the corrected ones (the drafter's q) on return, tokens [requests · candidates]
-  // their argmaxes, confidence [requests · candidates] the confidence logits (empty span: no
-  // confidence head).
+  // the tokens chosen from them (choices: one per request; empty: the argmax for all),
+  // confidence [requests · candidates] the confidence logits (empty span: no confidence head).
   void Walk(std::span<const int32_t> anchors, int32_t candidates, std::span<const float> hidden,
-            std::span<float> logits, std::span<int32_t> tokens, std::span<float> confidence);
+            std::span<float> logits, std::span<int32_t> tokens, std::span<float> confidence,
+            std::span<const DraftChoice> choices = {});
 
  private:
   // x [r] of one row (above), from prev's embedding e [r] and the row h [hidden]; advances the
@@ -92,6 +96,7 @@ class DSparkHead {
   // Scratch of one row: e [r], x [r], state [r], concatenated inputs, a product's output,
   // the bias [vocab].
   std::vector<float> embedded_, input_, state_, concat_, projected_, bias_;
+  std::vector<double> draw_;  // Q while a choice draws
 };
 
 }  // namespace dscale

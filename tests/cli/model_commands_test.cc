@@ -159,6 +159,28 @@ TEST_F(ModelCommandsTest, SpeculativeGenerationEqualsPlainGreedy) {
   }
 }
 
+// --draft-sampling distribution: a seeded sampled run repeats itself, greedy output is plain
+// decoding's, and --device cuda refuses it by name before any model loads; an unknown mode is a
+// usage error.
+TEST_F(ModelCommandsTest, DraftSamplingDistributionRunsOnTheCpuOnly) {
+  const std::string common = "generate --target " + Target() + " --drafter " + Drafter() +
+                             " --ids 9,8,7,6,5 --max-tokens 24 --json --spec dflash";
+  const std::string sampled = " --temperature 1.2 --seed 3 --draft-sampling distribution";
+  const nlohmann::json first = Json(common + sampled);
+  EXPECT_FALSE(OutputIds(first).empty());
+  EXPECT_EQ(OutputIds(Json(common + sampled)), OutputIds(first));
+  EXPECT_EQ(OutputIds(Json(common + " --draft-sampling distribution")),
+            OutputIds(Json(common + " --draft-sampling argmax")));
+  testing::CommandResult r = RunDscale(common + sampled + " --device cuda");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--draft-sampling distribution: --device cuda drafts by argmax only"),
+            std::string::npos)
+      << r.out;
+  r = RunDscale(common + " --draft-sampling sample");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--draft-sampling"), std::string::npos) << r.out;
+}
+
 // make-tiny --drafter-arch dspark writes DeepSpec's layout (Qwen3DSparkModel: the fields at the
 // top level, the heads' tensors, the target's embedding and LM head copied); `dscale draft` gives
 // B = block_size candidates and their confidence logits, and speculation on it equals plain

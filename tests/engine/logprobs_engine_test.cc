@@ -104,6 +104,21 @@ TEST_F(LogprobsEngineTest, SampledLogprobsFollowTheTemperatureAndStreamWithTheir
   ExpectTargetLogprobs(target_, prompts, run, 2, 0.7, "dflash sampled");
 }
 
+// Drafts drawn from the drafter's distribution change which tokens are committed, never what
+// their log-probabilities are: the target's.
+TEST_F(LogprobsEngineTest, DistributionDraftingReportsTheTargetsLogprobs) {
+  const auto prompts = RandomPrompts(4, target_.config().vocab_size, 29);
+  const std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target_, 7);
+  const GenerationParams params{.max_tokens = 10,
+                                .sampling = {.temperature = 0.7f, .seed = 3},
+                                .logprobs = {.enabled = true, .top = 3}};
+  const EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(),
+                            .max_running = 4,
+                            .draft_sampling = DraftSampling::kDistribution};
+  const EngineRun run = RunPrompts(target_, drafter.get(), config, prompts, params);
+  ExpectTargetLogprobs(target_, prompts, run, 3, 0.7, "dflash distribution");
+}
+
 TEST_F(LogprobsEngineTest, RequestsWithoutLogprobsGetNoneAndTooManyTopAreRefused) {
   const auto prompts = RandomPrompts(2, target_.config().vocab_size, 5);
   const EngineConfig config{.policy = LengthPolicy::Parse("none").value()};

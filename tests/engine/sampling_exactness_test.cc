@@ -8,9 +8,16 @@
 // The reduced-vocabulary cases draft with a random DFlash drafter over 16 of 18 ids: the draft
 // distribution is zero outside the subset, and the two left-out ids, which the target samples,
 // come out through rejections and bonus draws only.
+//
+// --draft-sampling distribution (drafts drawn from the drafter's distribution, verified by
+// speculative sampling with it) is held to the same law with random DFlash drafters (full
+// vocabulary, a Domino head, a reduced vocabulary) and a random DSpark drafter whose Markov walk
+// follows its draws, under dflash, fixed and (for drafters without a head) dscale lengths; and
+// on the same pair at temperature 1 it accepts more drafts than argmax drafting does.
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <optional>
 
 #include "engine/engine.h"
@@ -18,6 +25,7 @@
 #include "model/random_checkpoint.h"
 #include "planted_drafter.h"
 #include "spec/chi_square.h"
+#include "spec/draft_distribution.h"
 
 namespace dscale {
 namespace {
@@ -59,12 +67,22 @@ std::vector<double> ExactJoint(DecoderModel& target, const std::vector<int32_t>&
   return joint;
 }
 
-// Which drafter proposes: the planted-error one, or a random DFlash drafter with a random Domino
-// head (its proposals are the head's corrected argmaxes).
-// kSubset / kDominoSubset: the same over a reduced draft vocabulary (all ids but 5 and 11).
-enum class Proposer { kPlanted, kDomino, kSubset, kDominoSubset };
+// Which drafter proposes: the planted-error one, a random DFlash drafter (kDFlash), the same with
+// a random Domino head (its proposals are the head's corrected choices), or a random DSpark
+// drafter of B = 15 with an rnn Markov head of rank 5 and a confidence head reading it (kDSpark).
+// kSubset / kDominoSubset: kDFlash / kDomino over a reduced draft vocabulary (all ids but 5 and
+// 11).
+enum class Proposer { kPlanted, kDFlash, kDomino, kSubset, kDominoSubset, kDSpark };
 
 std::unique_ptr<DFlashDrafter> RandomDFlashProposer(const DecoderModel& target, Proposer proposer) {
+  if (proposer == Proposer::kDSpark) {
+    const DSparkHeadConfig heads{.markov_rank = 5,
+                                 .markov_head_type = MarkovHeadType::kRnn,
+                                 .confidence_head = true,
+                                 .confidence_with_markov = true};
+    return testing::RandomDrafter(target, 21,
+                                  testing::TestDSparkConfig(target.config(), heads, 15));
+  }
   const bool head = proposer == Proposer::kDomino || proposer == Proposer::kDominoSubset;
   std::unique_ptr<DFlashDrafter> drafter =
       head ? testing::RandomDominoDrafter(target, 21) : testing::RandomDrafter(target, 21);
@@ -78,11 +96,27 @@ std::unique_ptr<DFlashDrafter> RandomDFlashProposer(const DecoderModel& target, 
   return drafter;
 }
 
-void ExpectExactSampling(const std::string& mode, const SamplingParams& base, int64_t vocab = 6,
-                         int length = 3, const std::string& budget = "0.5",
-                         Proposer proposer = Proposer::kPlanted,
-                         int64_t min_accepted = kSamples / 10,
-                         ModelFamily family = ModelFamily::kQwen3) {
+struct ExactRun {
+  std::string mode = "dflash";
+  SamplingParams base{.temperature = 1.0f};
+  int64_t vocab = 6;
+  int length = 3;
+  std::string budget = "0.5";
+  Proposer proposer = Proposer::kPlanted;
+  int64_t min_accepted = kSamples / 10;
+  ModelFamily family = ModelFamily::kQwen3;
+  DraftSampling draft_sampling = DraftSampling::kArgmax;
+};
+
+// kSamples seeded requests of `run`: their first `length` tokens must follow the target's exact
+// joint law, and at least min_accepted drafts be accepted. Returns the drafts accepted.
+int64_t ExpectExact(const ExactRun& run) {
+  const std::string& mode = run.mode;
+  const SamplingParams& base = run.base;
+  const int64_t vocab = run.vocab;
+  const int length = run.length;
+  const Proposer proposer = run.proposer;
+  const ModelFamily family = run.family;
   DecoderConfig config = testing::EngineTestTargetConfig(vocab);
   if (family == ModelFamily::kLlama) config = testing::EngineTestLlamaConfig(vocab);
   if (family == ModelFamily::kQwen3Moe) config = testing::EngineTestMoeConfig(true, vocab);
@@ -95,7 +129,8 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
   EngineConfig engine_config{
       .policy = LengthPolicy::Parse(mode).value(),
       .max_running = 64,
-      .inputs = {.verify_budget = budget::VerifyBudget::Parse(budget).value()}};
+      .draft_sampling = run.draft_sampling,
+      .inputs = {.verify_budget = budget::VerifyBudget::Parse(run.budget).value()}};
   // Hardware on which verified rows and drafting cost nothing, so that auto and dspark verify
   // drafts: a flat steps-per-second table, planted flat step times.
   const budget::SpsTable sps{.tokens = {1, 1024}, .steps_per_second = {100, 100}};
@@ -113,22 +148,40 @@ void ExpectExactSampling(const std::string& mode, const SamplingParams& base, in
   for (int i = 0; i < kSamples; ++i) {
     GenerationParams params{.max_tokens = length, .sampling = base};
     params.sampling.seed = 1000003ull * i + 7;
-    ASSERT_TRUE(engine->Submit(prompt, params).ok());
+    EXPECT_TRUE(engine->Submit(prompt, params).ok());
   }
-  ASSERT_TRUE(engine->RunToCompletion().ok());
+  EXPECT_TRUE(engine->RunToCompletion().ok());
   const std::vector<double> exact = ExactJoint(target, prompt, base, length);
   std::vector<int64_t> counts(exact.size(), 0);
   int64_t accepted_drafts = 0;
   for (const RequestResult& r : engine->TakeFinished()) {
-    ASSERT_EQ(r.output_ids.size(), static_cast<size_t>(length));
+    EXPECT_EQ(r.output_ids.size(), static_cast<size_t>(length));
+    if (r.output_ids.size() != static_cast<size_t>(length)) return 0;
     int64_t cell = 0;
     for (int32_t t : r.output_ids) cell = cell * vocab + t;
     ++counts[cell];
     for (int32_t a : r.accepted) accepted_drafts += a;
   }
   const testing::ChiSquareResult chi = testing::ChiSquareTest(counts, exact);
-  EXPECT_GT(chi.p_value, 0.001) << mode << ": chi2 " << chi.statistic << " dof " << chi.dof;
-  EXPECT_GT(accepted_drafts, min_accepted) << "the accept path must be exercised";
+  EXPECT_GT(chi.p_value, 0.001) << mode << " " << DraftSamplingName(run.draft_sampling)
+                                << ": chi2 " << chi.statistic << " dof " << chi.dof;
+  EXPECT_GT(accepted_drafts, run.min_accepted) << "the accept path must be exercised";
+  return accepted_drafts;
+}
+
+void ExpectExactSampling(const std::string& mode, const SamplingParams& base, int64_t vocab = 6,
+                         int length = 3, const std::string& budget = "0.5",
+                         Proposer proposer = Proposer::kPlanted,
+                         int64_t min_accepted = kSamples / 10,
+                         ModelFamily family = ModelFamily::kQwen3) {
+  ExpectExact({.mode = mode,
+               .base = base,
+               .vocab = vocab,
+               .length = length,
+               .budget = budget,
+               .proposer = proposer,
+               .min_accepted = min_accepted,
+               .family = family});
 }
 
 TEST(SamplingExactnessTest, DFlashAtTemperatureOne) {
@@ -188,6 +241,74 @@ TEST(SamplingExactnessTest, Qwen3MoeTargetWithDFlashAtTemperatureOne) {
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {
   ExpectExactSampling("dflash", {.temperature = 0.8f, .top_k = 4, .top_p = 0.9f});
+}
+
+// --draft-sampling distribution on the same pairs as argmax drafting, at temperature 1: both
+// exact, and the drafts drawn from the drafter's distribution are accepted more often (Σ min(P, Q)
+// per draft against P(argmax Q)). The counts are printed for the record.
+// `run`'s draft_sampling and min_accepted are the distribution run's; the argmax run need accept
+// none.
+void ExpectDistributionAcceptsMore(ExactRun run) {
+  run.draft_sampling = DraftSampling::kDistribution;
+  const int64_t distribution = ExpectExact(run);
+  run.draft_sampling = DraftSampling::kArgmax;
+  run.min_accepted = -1;
+  const int64_t argmax = ExpectExact(run);
+  std::printf("accepted drafts in %d requests, %s, vocab %lld: argmax %lld, distribution %lld\n",
+              kSamples, run.mode.c_str(), static_cast<long long>(run.vocab),
+              static_cast<long long>(argmax), static_cast<long long>(distribution));
+  EXPECT_GT(distribution, argmax);
+}
+
+TEST(SamplingExactnessTest, DistributionDraftingWithDFlashAcceptsMoreThanArgmax) {
+  ExpectDistributionAcceptsMore({.mode = "dflash", .proposer = Proposer::kDFlash});
+}
+
+TEST(SamplingExactnessTest, DistributionDraftingWithADominoHeadAcceptsMoreThanArgmax) {
+  ExpectDistributionAcceptsMore({.mode = "dflash", .proposer = Proposer::kDomino});
+}
+
+// The DSpark drafter's walk draws each proposal and feeds it to the next row's Markov bias.
+TEST(SamplingExactnessTest, DistributionDraftingWithADSparkDrafterAcceptsMoreThanArgmax) {
+  ExpectDistributionAcceptsMore({.mode = "fixed:6", .proposer = Proposer::kDSpark});
+}
+
+// Q is zero outside the subset: ids 5 and 11 come out through residual and bonus draws only.
+// The random drafter's argmax is a token the target rarely samples at temperature 1 (above);
+// its distribution overlaps the target's far more.
+TEST(SamplingExactnessTest, DistributionDraftingOverAReducedVocabularyAcceptsMoreThanArgmax) {
+  ExpectDistributionAcceptsMore({.mode = "dflash",
+                                 .vocab = 18,
+                                 .length = 2,
+                                 .proposer = Proposer::kSubset,
+                                 .min_accepted = kSamples / 20});
+}
+
+// dscale's lengths read a plain DFlash drafter's rows, which its draws do not change.
+TEST(SamplingExactnessTest, DistributionDraftingWithDScale) {
+  ExpectExact({.mode = "dscale",
+               .vocab = 16,
+               .length = 2,
+               .proposer = Proposer::kDFlash,
+               .draft_sampling = DraftSampling::kDistribution});
+}
+
+TEST(SamplingExactnessTest, DistributionDraftingOverAReducedVocabularyWithADominoHead) {
+  ExpectExact({.mode = "fixed:4",
+               .vocab = 18,
+               .length = 2,
+               .proposer = Proposer::kDominoSubset,
+               .min_accepted = kSamples / 20,
+               .draft_sampling = DraftSampling::kDistribution});
+}
+
+// P with top-k and top-p, Q unfiltered: drafts outside P's support are always rejected.
+TEST(SamplingExactnessTest, DistributionDraftingWithTopKAndTopP) {
+  ExpectExact({.mode = "dflash",
+               .base = {.temperature = 0.8f, .top_k = 4, .top_p = 0.9f},
+               .proposer = Proposer::kDFlash,
+               .min_accepted = kSamples / 20,
+               .draft_sampling = DraftSampling::kDistribution});
 }
 
 }  // namespace

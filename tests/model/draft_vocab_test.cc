@@ -18,6 +18,8 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "model/dflash_drafter.h"
 #include "model/random_checkpoint.h"
+#include "spec/draft_distribution.h"
+#include "spec/position_uniform.h"
 #include "support/tiny_models.h"
 
 namespace dscale {
@@ -191,9 +193,9 @@ class DraftVocabDrafterTest : public ::testing::TestWithParam<bool> {
                       : testing::RandomDrafter(target_, 4);
   }
 
-  // One draft after a prefill of `prompt` on a fresh f32 cache.
+  // One draft after a prefill of `prompt` on a fresh f32 cache (drawn when `sampling` is set).
   DraftOutput DraftAfter(DFlashDrafter& drafter, const std::vector<int32_t>& prompt,
-                         int32_t anchor) {
+                         int32_t anchor, const SamplingParams* sampling = nullptr) {
     const auto n = static_cast<int32_t>(prompt.size());
     PagedKvCache cache(target_.KvShape(16, 4).WithDtype(KvDtype::kF32));
     drafter.Bind(cache);
@@ -207,7 +209,8 @@ class DraftVocabDrafterTest : public ::testing::TestWithParam<bool> {
     drafter.AppendContext(
         {.features = out.features, .positions = batch.positions(), .slots = batch.kv_slots()});
     DraftOutput draft;
-    const DraftRequest request{.seq = seq, .ctx_len = n, .anchor = anchor, .committed = prompt};
+    const DraftRequest request{
+        .seq = seq, .ctx_len = n, .anchor = anchor, .committed = prompt, .sampling = sampling};
     EXPECT_TRUE(drafter.Draft(std::span(&request, 1), cache, 16, &draft).ok());
     return draft;
   }
@@ -279,6 +282,49 @@ TEST_P(DraftVocabDrafterTest, ProposalsAreTheSubsetsArgmaxAsTargetIds) {
     const auto column = std::max_element(begin, begin + s) - begin;
     EXPECT_EQ(got.tokens[static_cast<size_t>(j)], subset.token_ids[static_cast<size_t>(column)])
         << "position " << j;
+  }
+}
+
+// --draft-sampling distribution: each candidate is the draw from its own row's softmax(row / T)
+// with the draft stream's uniform at its position (mapped to a target id over a subset), the
+// first row is the backbone's whatever is drawn, and a head's later rows follow the drawn
+// tokens (they differ from the argmax run's once an earlier draw does).
+TEST_P(DraftVocabDrafterTest, SampledProposalsAreDrawsFromEachRowsDistribution) {
+  const std::vector<int32_t> prompt = testing::RandomTokens(10, 129, 8);
+  const auto n = static_cast<int64_t>(prompt.size());
+  DraftVocab subset{.target_vocab_size = target_.config().vocab_size, .token_ids = {}};
+  for (int32_t id = 0; id < target_.config().vocab_size; id += 2) subset.token_ids.push_back(id);
+  for (const bool restricted : {false, true}) {
+    std::unique_ptr<DFlashDrafter> drafter = MakeDrafter();
+    if (restricted) drafter->RestrictVocab(subset);
+    const int64_t columns = drafter->draft_vocab_size();
+    const DraftOutput argmax = DraftAfter(*drafter, prompt, 3);
+    int differing_draws = 0, followed = 0;
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      const SamplingParams sampling{.temperature = 1.5f, .seed = seed};
+      const DraftOutput got = DraftAfter(*drafter, prompt, 3, &sampling);
+      EXPECT_EQ(got.column_ids.size(), restricted ? subset.token_ids.size() : 0u);
+      std::vector<double> scratch;
+      for (int64_t j = 0; j < 15; ++j) {
+        const std::span<const float> row(got.logits.data() + j * columns,
+                                         static_cast<size_t>(columns));
+        const int32_t column =
+            SampleDraftColumn(row, 1.5f, StreamUniform(seed, n + 1 + j, UniformStream::kDraft),
+                              &scratch);
+        ASSERT_EQ(got.tokens[j], restricted ? subset.token_ids[column] : column)
+            << "position " << j << " seed " << seed;
+        const bool same_row = std::equal(row.begin(), row.end(), argmax.logits.begin() + j * columns);
+        if (j == 0 || !GetParam()) {
+          ASSERT_TRUE(same_row) << "the backbone's rows never change";
+        }
+        if (j > 0 && got.tokens[j - 1] != argmax.tokens[j - 1]) followed += !same_row;
+      }
+      differing_draws += got.tokens != argmax.tokens;
+    }
+    EXPECT_GT(differing_draws, 0) << "draws are not the argmax";
+    if (GetParam()) {
+      EXPECT_GT(followed, 0) << "the head reads the drawn tokens";
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,8 @@
 
 #include "model/dflash_drafter.h"
 #include "model/random_checkpoint.h"
+#include "spec/draft_distribution.h"
+#include "spec/position_uniform.h"
 #include "support/tiny_models.h"
 
 namespace dscale {
@@ -41,15 +44,18 @@ std::map<std::string, std::vector<float>> MarkovTensors() {
 struct Walked {
   std::vector<float> logits, confidence;
   std::vector<int32_t> tokens;
+
+  std::span<const float> logits_row(int j) const { return std::span(logits).subspan(j * 4, 4); }
 };
 
 Walked Walk(DSparkHead& head, const std::vector<int32_t>& anchors, int32_t rows,
-            const std::vector<float>& hidden, const std::vector<float>& base) {
+            const std::vector<float>& hidden, const std::vector<float>& base,
+            const std::vector<DraftChoice>& choices = {}) {
   Walked w{
       .logits = base,
       .confidence = std::vector<float>(head.config().confidence_head ? anchors.size() * rows : 0),
       .tokens = std::vector<int32_t>(anchors.size() * rows, -1)};
-  head.Walk(anchors, rows, hidden, w.logits, w.tokens, w.confidence);
+  head.Walk(anchors, rows, hidden, w.logits, w.tokens, w.confidence, choices);
   return w;
 }
 
@@ -66,6 +72,34 @@ TEST(DSparkHeadTest, VanillaWalkFeedsEachProposalToTheNextRow) {
   const Walked w = Walk(head, {0}, 3, std::vector<float>(6, 0.0f), base);
   EXPECT_EQ(w.tokens, (std::vector<int32_t>{2, 3, 2}));
   ExpectNear(w.logits, {0.5, 1, 2, -1, /**/ 0, -1, -2, 1.5, /**/ 3, 2, 4, -2});
+}
+
+// Under --draft-sampling distribution each row's token is drawn from softmax(row / T) with the
+// draft stream's uniform at its position, and the next row's bias follows the token drawn (as
+// DeepSpec's sample_block_tokens): the walk above redone by hand with the draws.
+TEST(DSparkHeadTest, SampledWalkFeedsEachDrawToTheNextRow) {
+  DSparkHead head = TinyHead({.markov_rank = 1}, MarkovTensors());
+  const std::vector<float> base = {0.5f, 0, 0, 0, /**/ 0, 0, 0, 0.5f, /**/ 3, 0, 0, 0};
+  const std::vector<std::vector<double>> bias_after = {
+      {0, 1, 2, -1}, {0, 0, 0, 0}, {0, -1, -2, 1}, {0, 2, 4, -2}};
+  int not_argmax = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const DraftChoice choice{.temperature = 1.2f, .seed = seed, .first_position = 40};
+    const Walked w = Walk(head, {0}, 3, std::vector<float>(6, 0.0f), base, {choice});
+    int32_t prev = 0;
+    std::vector<double> scratch;
+    for (int j = 0; j < 3; ++j) {
+      std::vector<float> row(4);
+      for (int v = 0; v < 4; ++v) row[v] = base[j * 4 + v] + static_cast<float>(bias_after[prev][v]);
+      for (int v = 0; v < 4; ++v) EXPECT_NEAR(w.logits[j * 4 + v], row[v], 1e-6) << "row " << j;
+      const int32_t drawn = SampleDraftColumn(
+          w.logits_row(j), 1.2f, StreamUniform(seed, 40 + j, UniformStream::kDraft), &scratch);
+      ASSERT_EQ(w.tokens[j], drawn) << "row " << j << " seed " << seed;
+      not_argmax += drawn != std::max_element(row.begin(), row.end()) - row.begin();
+      prev = drawn;
+    }
+  }
+  EXPECT_GT(not_argmax, 0);
 }
 
 // The gate reads [h ; W1[prev]], hidden first: a weight of ln 3 on h's first entry (1 in row 0,
