@@ -63,7 +63,13 @@ Status CheckDraftSampling(DraftSampling sampling, const LengthPolicy& policy,
                            " backend's drafter proposes argmax drafts only; use "
                            "--draft-sampling argmax (or --device cpu)");
   }
-  if (policy.UsesPredictor() && drafter->conditions_on_candidates()) {
+  // dspark over a confidence head stays exact: the head's logit for draft k reads the draws
+  // before k only, so the survival a_k that ranks (request, k) does not depend on draft k, nor
+  // does any candidate ranked above it (a_{k+1} ≤ a_k, ties to the earlier position); the walk
+  // takes (request, k) from those alone and stops at the first that does not pay (DSpark,
+  // Appendix A). The predictor reads every row of the block, so it anticipates.
+  const bool ranks_by_head = policy.RanksByConfidenceHead() && drafter->has_confidence_head();
+  if (policy.UsesPredictor() && !ranks_by_head && drafter->conditions_on_candidates()) {
     return InvalidArgument(
         "--draft-sampling distribution: --spec " + policy.Name() +
         " sets each request's rows from its draft logits, which this drafter's head (Domino's, "

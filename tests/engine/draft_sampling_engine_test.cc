@@ -61,13 +61,19 @@ TEST_F(DraftSamplingEngineTest, RefusesDraftersThatCannotSampleAndLengthsThatRea
                                                       &predictor_)),
             "");
 
-  // DSpark: a Markov head's rows (and its confidence) follow the draws; without one they do not.
+  // DSpark: a Markov head's rows follow the draws, so dscale's predictor may not read them; its
+  // confidence head reads only the draws before each draft, so dspark's walk over it may.
   const DecoderConfig& c = target_.config();
   const std::unique_ptr<DFlashDrafter> markov = testing::RandomDrafter(
       target_, 9,
       testing::TestDSparkConfig(
           c, {.markov_rank = 4, .confidence_head = true, .confidence_with_markov = true}, 15));
-  error = CreateError(target_, markov.get(), Config("dspark", kDist, 4, nullptr, &sps));
+  EXPECT_EQ(CreateError(target_, markov.get(), Config("dspark", kDist, 4, nullptr, &sps)), "");
+  error = CreateError(target_, markov.get(), Config("dscale", kDist, 4, &predictor_));
+  EXPECT_NE(error.find("--spec dscale"), std::string::npos) << error;
+  const std::unique_ptr<DFlashDrafter> headless = testing::RandomDrafter(
+      target_, 9, testing::TestDSparkConfig(c, {.markov_rank = 4}, 15));
+  error = CreateError(target_, headless.get(), Config("dspark", kDist, 4, &predictor_, &sps));
   EXPECT_NE(error.find("--spec dspark"), std::string::npos) << error;
   EXPECT_EQ(CreateError(target_, markov.get(), Config("fixed:8", kDist, 4)), "");
   const std::unique_ptr<DFlashDrafter> plain = testing::RandomDrafter(

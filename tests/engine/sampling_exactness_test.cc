@@ -273,6 +273,25 @@ TEST(SamplingExactnessTest, DistributionDraftingWithADSparkDrafterAcceptsMoreTha
   ExpectDistributionAcceptsMore({.mode = "fixed:6", .proposer = Proposer::kDSpark});
 }
 
+// DSpark as published: its drafter's walk draws the proposals, its confidence head (reading the
+// draws before each draft) ranks them, and DSpark's walk with early stop takes them.
+TEST(SamplingExactnessTest, DistributionDraftingWithDSparksDrafterUnderItsScheduler) {
+  ExpectExact({.mode = "dspark",
+               .vocab = 16,
+               .length = 2,
+               .proposer = Proposer::kDSpark,
+               .draft_sampling = DraftSampling::kDistribution});
+}
+
+// (about 1,700 drafts accepted in 20,000 requests)
+TEST(SamplingExactnessTest, DSparksDrafterUnderItsSchedulerWithArgmaxDrafts) {
+  ExpectExact({.mode = "dspark",
+               .vocab = 16,
+               .length = 2,
+               .proposer = Proposer::kDSpark,
+               .min_accepted = kSamples / 20});
+}
+
 // Q is zero outside the subset: ids 5 and 11 come out through residual and bonus draws only.
 // The random drafter's argmax is a token the target rarely samples at temperature 1 (above);
 // its distribution overlaps the target's far more.
