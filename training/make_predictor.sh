@@ -30,6 +30,11 @@
 #   --check        exit 1 unless both predictors' holdout figures are within the band below
 #   --install      copy the new predictor over models/tiny-dflash/predictor.bin (predictor-domino.bin)
 #
+# A DSpark drafter with a confidence head (models/tiny-dspark) also gets its confidence traces
+# from the same run (collect --confidence-out) and its sequential temperature scaling fitted on
+# them (calibrate-confidence: held-out ECE before and after); --install writes the calibration
+# into the folder as confidence_calibration.json, beside predictor.bin.
+#
 # Training is single-threaded and seeded, so the same traces give the same predictor bit for bit.
 # The traces are not bit-identical everywhere: OpenBLAS picks its kernels for the CPU and splits
 # work by thread count, which moves the logged features by up to ~2e-5 (measured on the previous
@@ -95,9 +100,18 @@ fi
 
 start=$SECONDS
 # One thread: spinning OpenMP threads slow generation on a busy machine (training/README.md).
+confidence=0
+if grep -q '"enable_confidence_head": *true' "$drafter/config.json"; then confidence=1; fi
+confidence_flags=()
+[ "$confidence" -eq 1 ] && confidence_flags=(--confidence-out "$out/confidence.bin")
 OMP_NUM_THREADS=1 "$dscale" collect --target "$target" --drafter "$drafter" \
   --prompts "$out/prompts.jsonl" --max-tokens 128 --concurrency 16 --projection-seed 1 \
-  --kv-dtype f32 --drafter-head "$head" --out "$out/traces.bin"
+  --kv-dtype f32 --drafter-head "$head" --out "$out/traces.bin" "${confidence_flags[@]}"
+if [ "$confidence" -eq 1 ]; then
+  "$dscale" calibrate-confidence --traces "$out/confidence.bin" \
+    --out "$out/confidence_calibration.json" > "$out/calibration.json"
+  awk '/"ece_before"|"ece_after"|_records"/' "$out/calibration.json" | head -4
+fi
 "$dscale" train-predictor --traces "$out/traces.bin" --out "$out/predictor.bin" \
   > "$out/train.log"
 grep -E '^(split|best epoch)' "$out/train.log"
@@ -148,6 +162,10 @@ fi
 if [ "$install" -eq 1 ]; then
   cp "$out/predictor.bin" "$bundled"
   echo "installed $bundled"
+  if [ "$confidence" -eq 1 ]; then
+    cp "$out/confidence_calibration.json" "$drafter/confidence_calibration.json"
+    echo "installed $drafter/confidence_calibration.json"
+  fi
 fi
 if [ "$failed" -eq 1 ]; then
   echo "make_predictor.sh: figures outside the band" >&2
