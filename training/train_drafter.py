@@ -142,6 +142,18 @@ def init_from(drafter, folder, heads=()):
                                         if added else ""))
 
 
+
+def start_drafter_run(args):
+    """What every drafter trainer starts from: the device, the seeded RNG, the mask and pad ids of
+    the bundled tokenizer, and the frozen target."""
+    device = setup(args)
+    rng = random.Random(args.seed)
+    tok = Tokenizer(args.tokenizer)
+    target = load_target(args.target, device)
+    for p in target.parameters():
+        p.requires_grad_(False)
+    return device, rng, tok.added["<|MASK|>"], tok.added["<|endoftext|>"], target
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=2)
@@ -161,14 +173,7 @@ def main():
     ap.add_argument("--init", help="start from these weights: an exported drafter folder")
     add_run_args(ap, seed=99, steps=2000, lr=2e-3)
     args = ap.parse_args()
-    device = setup(args)
-    rng = random.Random(args.seed)
-    tok = Tokenizer(args.tokenizer)
-    mask_id = tok.added["<|MASK|>"]
-    pad = tok.added["<|endoftext|>"]
-    target = load_target(args.target, device)
-    for p in target.parameters():
-        p.requires_grad_(False)
+    device, rng, mask_id, pad, target = start_drafter_run(args)
     cfg = drafter_config(target.cfg, args, mask_id)
     drafter = DFlashDrafter(cfg, args.target_layers).to(device)
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)

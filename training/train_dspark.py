@@ -11,18 +11,15 @@ layers and norm from an exported DFlash drafter; the heads start from scratch.
 import argparse
 import json
 import os
-import random
 
 import torch
 
 from common import ROOT, WORK
 from dspark_torch import (DSparkDrafter, accepted, dspark_config, dspark_loss, dspark_outputs,
                           load_dspark)
-from generate_responses import load_target
 from run_util import (Budget, Logger, add_run_args, autocast, elapsed, lr_at, resume, save_ckpt,
-                      say, setup)
-from tokenizer_bpe import Tokenizer
-from train_drafter import init_from, make_batch, read_responses
+                      say)
+from train_drafter import init_from, make_batch, read_responses, start_drafter_run
 
 
 def main():
@@ -58,14 +55,7 @@ def main():
                 args.target_layers = json.load(f)["target_layer_ids"]
         else:
             args.target_layers = [1, 3, 5, 6]
-    device = setup(args)
-    rng = random.Random(args.seed)
-    tok = Tokenizer(args.tokenizer)
-    mask_id = tok.added["<|MASK|>"]
-    pad = tok.added["<|endoftext|>"]
-    target = load_target(args.target, device)
-    for p in target.parameters():
-        p.requires_grad_(False)
+    device, rng, mask_id, pad, target = start_drafter_run(args)
     cfg = dspark_config(target.cfg, args, mask_id)
     drafter = DSparkDrafter(cfg).to(device)
     # DeepSpec trains without weight decay.
