@@ -1,6 +1,8 @@
 #include "plan/make_length_strategy.h"
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "core/check.h"
@@ -26,20 +28,30 @@ std::unique_ptr<LengthStrategy> MakeDScale(const PlannerConfig& config, int32_t 
                                           config.inputs.verify_budget.fraction);
 }
 
-// dspark's survival: the drafter's confidence head where it has one, else the predictor; said
-// once per engine, since the two rank differently.
+// Says `line` the first time this process makes a dspark strategy that ranks this way (bench
+// makes one engine per cell: the line would otherwise repeat for every cell).
+void SayOnce(const std::string& line) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(line).second) {
+    DSCALE_LOG(kInfo) << line;
+  }
+}
+
+// dspark's survival: the drafter's confidence head where it has one, else the predictor; said,
+// since the two rank differently.
 std::unique_ptr<LengthStrategy> MakeDSpark(const PlannerConfig& config, int32_t width) {
   const budget::SpsTable& sps = *config.inputs.sps_table;
   if (!config.drafter_confidence) {
-    DSCALE_LOG(kInfo) << "--spec dspark ranks drafts by the DVL predictor (the drafter has no "
-                         "confidence head)";
+    SayOnce("--spec dspark ranks drafts by the DVL predictor (the drafter has no confidence head)");
     return std::make_unique<DSparkStrategy>(*config.inputs.predictor, sps, width);
   }
   const budget::ConfidenceCalibration* calibration = config.inputs.confidence_calibration;
-  DSCALE_LOG(kInfo) << "--spec dspark ranks drafts by the drafter's confidence head, "
-                    << (calibration != nullptr && !calibration->temperatures.empty()
-                            ? "calibrated (sequential temperature scaling)"
-                            : "uncalibrated (no confidence_calibration.json)");
+  SayOnce(std::string("--spec dspark ranks drafts by the drafter's confidence head, ") +
+          (calibration != nullptr && !calibration->temperatures.empty()
+               ? "calibrated (sequential temperature scaling)"
+               : "uncalibrated (no confidence_calibration.json)"));
   return std::make_unique<DSparkStrategy>(
       calibration != nullptr ? *calibration : budget::ConfidenceCalibration{}, sps, width);
 }
