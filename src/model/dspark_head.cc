@@ -93,7 +93,7 @@ DSparkHead::DSparkHead(DSparkHeadConfig config, DSparkHeadWeights weights, int64
   }
 }
 
-void DSparkHead::MarkovInput(const float* h, const float* e, float* x) {
+void DSparkHead::MarkovInput(const float* h, const float* e, float* state, float* x) {
   const int64_t r = config_.markov_rank;
   switch (config_.markov_head_type) {
     case MarkovHeadType::kVanilla:
@@ -112,14 +112,14 @@ void DSparkHead::MarkovInput(const float* h, const float* e, float* x) {
     case MarkovHeadType::kRnn: {
       // [s ; e ; h] → (gate, candidate, output) thirds.
       float* in = GrowBuffer(concat_, static_cast<size_t>(2 * r + hidden_));
-      std::memcpy(in, state_.data(), static_cast<size_t>(r) * sizeof(float));
+      std::memcpy(in, state, static_cast<size_t>(r) * sizeof(float));
       std::memcpy(in + r, e, static_cast<size_t>(r) * sizeof(float));
       std::memcpy(in + 2 * r, h, static_cast<size_t>(hidden_) * sizeof(float));
       float* p = GrowBuffer(projected_, static_cast<size_t>(3 * r));
       Affine(weights_.joint_proj, weights_.joint_bias, in, p);
       for (int64_t i = 0; i < r; ++i) {
         const float gate = Sigmoid(p[i]);
-        state_[i] = gate * state_[i] + (1.0f - gate) * std::tanh(p[r + i]);
+        state[i] = gate * state[i] + (1.0f - gate) * std::tanh(p[r + i]);
         x[i] = std::tanh(p[2 * r + i]);
       }
       return;
@@ -150,26 +150,39 @@ void DSparkHead::Walk(std::span<const int32_t> anchors, int32_t candidates,
   DSCALE_CHECK(static_cast<int64_t>(logits.size()) == rows * vocab_);
   DSCALE_CHECK(static_cast<int64_t>(tokens.size()) == rows);
   DSCALE_CHECK(static_cast<int64_t>(confidence.size()) == (config_.confidence_head ? rows : 0));
-  float* e = GrowBuffer(embedded_, static_cast<size_t>(r));
-  float* x = GrowBuffer(input_, static_cast<size_t>(r));
-  float* bias = GrowBuffer(bias_, static_cast<size_t>(vocab_));
-  for (int64_t q = 0; q < requests; ++q) {
-    state_.assign(static_cast<size_t>(r), 0.0f);
-    int32_t prev = anchors[static_cast<size_t>(q)];
-    const DraftChoice choice = choices.empty() ? DraftChoice{} : choices[static_cast<size_t>(q)];
-    for (int64_t j = q * candidates; j < (q + 1) * candidates; ++j) {
-      const float* h = hidden.data() + j * hidden_;
+  // Position by position across the requests, so that the bias products of one position run as
+  // one product over the requests' rows; a row's bits do not depend on the rows beside it (the
+  // products are row-invariant), so each request's walk is the one it would have alone.
+  float* e = GrowBuffer(embedded_, static_cast<size_t>(requests * r));
+  float* x = GrowBuffer(input_, static_cast<size_t>(requests * r));
+  float* bias = GrowBuffer(bias_, static_cast<size_t>(requests * vocab_));
+  state_.assign(static_cast<size_t>(requests * r), 0.0f);
+  previous_.assign(anchors.begin(), anchors.end());
+  for (int32_t k = 0; k < candidates; ++k) {
+    // Row k of request q is row q · candidates + k of the block.
+    const auto row_of = [&](int64_t q) { return q * candidates + k; };
+    if (config_.has_markov_head()) {
+      GatherRows(weights_.markov_w1, previous_.data(), requests, e);
+      for (int64_t q = 0; q < requests; ++q) {
+        MarkovInput(hidden.data() + row_of(q) * hidden_, e + q * r, state_.data() + q * r,
+                    x + q * r);
+      }
+      Project(x, weights_.markov_w2, bias, /*rows=*/requests);
+    }
+    for (int64_t q = 0; q < requests; ++q) {
+      const int64_t j = row_of(q);
       float* row = logits.data() + j * vocab_;
       if (config_.has_markov_head()) {
-        GatherRows(weights_.markov_w1, &prev, 1, e);
-        MarkovInput(h, e, x);
-        Project(x, weights_.markov_w2, bias, /*rows=*/1);
-        for (int64_t v = 0; v < vocab_; ++v) row[v] += bias[v];
+        const float* b = bias + q * vocab_;
+        for (int64_t v = 0; v < vocab_; ++v) row[v] += b[v];
       }
-      if (config_.confidence_head) confidence[static_cast<size_t>(j)] = Confidence(h, e);
+      if (config_.confidence_head) {
+        confidence[static_cast<size_t>(j)] = Confidence(hidden.data() + j * hidden_, e + q * r);
+      }
       // The next row's bias follows the token chosen here, drawn or not.
-      prev = choice.Column(row, vocab_, static_cast<int32_t>(j - q * candidates), &draw_);
-      tokens[static_cast<size_t>(j)] = prev;
+      const DraftChoice choice = choices.empty() ? DraftChoice{} : choices[static_cast<size_t>(q)];
+      previous_[static_cast<size_t>(q)] = choice.Column(row, vocab_, k, &draw_);
+      tokens[static_cast<size_t>(j)] = previous_[static_cast<size_t>(q)];
     }
   }
 }

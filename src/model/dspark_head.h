@@ -85,17 +85,18 @@ class DSparkHead {
 
  private:
   // x [r] of one row (above), from prev's embedding e [r] and the row h [hidden]; advances the
-  // rnn state.
-  void MarkovInput(const float* h, const float* e, float* x);
+  // request's rnn state [r].
+  void MarkovInput(const float* h, const float* e, float* state, float* x);
   // The confidence logit of one row.
   float Confidence(const float* h, const float* e);
 
   DSparkHeadConfig config_;
   DSparkHeadWeights weights_;
   int64_t hidden_ = 0, vocab_ = 0;
-  // Scratch of one row: e [r], x [r], state [r], concatenated inputs, a product's output,
-  // the bias [vocab].
+  // Scratch: per request e [r], x [r], the rnn state [r] and the bias [vocab]; one row's
+  // concatenated inputs and a product's output; the requests' previous tokens.
   std::vector<float> embedded_, input_, state_, concat_, projected_, bias_;
+  std::vector<int32_t> previous_;
   std::vector<double> draw_;  // Q while a choice draws
 };
 
