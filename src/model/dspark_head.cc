@@ -150,9 +150,7 @@ void DSparkHead::Walk(std::span<const int32_t> anchors, int32_t candidates,
   DSCALE_CHECK(static_cast<int64_t>(logits.size()) == rows * vocab_);
   DSCALE_CHECK(static_cast<int64_t>(tokens.size()) == rows);
   DSCALE_CHECK(static_cast<int64_t>(confidence.size()) == (config_.confidence_head ? rows : 0));
-  // Position by position across the requests, so that the bias products of one position run as
-  // one product over the requests' rows; a row's bits do not depend on the rows beside it (the
-  // products are row-invariant), so each request's walk is the one it would have alone.
+  // Position by position across the requests (the header says why each walk stays its own).
   float* e = GrowBuffer(embedded_, static_cast<size_t>(requests * r));
   float* x = GrowBuffer(input_, static_cast<size_t>(requests * r));
   float* bias = GrowBuffer(bias_, static_cast<size_t>(requests * vocab_));

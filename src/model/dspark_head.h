@@ -18,9 +18,11 @@
 //                sample_block_tokens draws (model/draft_choice.h)
 //     confidence_j = proj · [h_j ; W1[prev_j]] + b   (or proj · h_j + b without the Markov input)
 //     prev_{j+1} = token_j
-// A request's walk reads only its own rows, one row at a time, so its bits never depend on the
-// other requests drafted beside it. Products run on the stored weights (WeightMatrix's Project)
-// with f32 activations; σ, tanh and the sums are f32.
+// The walk goes position by position over all the requests at once: a position's bias products
+// are one product over the requests' rows, and a row's bits do not depend on the rows beside it
+// (the products are row-invariant), so each request's walk is the one it would have alone.
+// Products run on the stored weights (WeightMatrix's Project) with f32 activations; σ, tanh and
+// the sums are f32.
 
 #include <cstdint>
 #include <span>
