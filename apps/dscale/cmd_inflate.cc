@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -15,6 +16,7 @@ namespace {
 
 struct InflateArgs {
   InflateOptions options;
+  std::vector<std::string> drafters, out_drafters;  // paired in order
   std::string shape;
   std::optional<int64_t> hidden, intermediate, layers, heads, kv_heads, head_dim, vocab;
   std::optional<int64_t> draft_layers;
@@ -51,8 +53,28 @@ Result<InflateShape> ResolveShape(const InflateArgs& args) {
   return shape;
 }
 
+// One output drafter: where it reads the target, and what it holds.
+void PrintDrafter(const InflateArgs& args, const InflatedDrafter& d, size_t index) {
+  const DFlashConfig& large = d.plan.large_drafter;
+  std::string ids;
+  for (const int32_t id : large.target_layer_ids) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  }
+  std::string head;
+  if (large.domino.has_value()) {
+    head = ", Domino head " + large.domino->head_file;
+  } else if (large.is_dspark()) {
+    head = ", DSpark heads";
+  }
+  std::string predictors;
+  for (const std::string& name : d.predictors) predictors += ", " + name;
+  std::printf("wrote %s (%.2f GB of tensors%s%s; target_layer_ids [%s])\n",
+              args.options.drafters[index].out.c_str(), static_cast<double>(d.bytes) * 1e-9,
+              predictors.c_str(), head.c_str(), ids.c_str());
+}
+
 void PrintSummary(const InflateArgs& args, const InflateResult& r) {
-  const InflatePlan& p = r.plan;
+  const InflatePlan& p = r.plan();
   const DecoderConfig& s = p.small_target;
   const DecoderConfig& l = p.large_target;
   std::printf(
@@ -71,33 +93,27 @@ void PrintSummary(const InflateArgs& args, const InflateResult& r) {
         "note: the source's LM head is not its embedding, so the output keeps a separate "
         "lm_head\n");
   }
-  std::string ids;
-  for (const int32_t id : p.large_drafter.target_layer_ids) {
-    ids += (ids.empty() ? "" : ",") + std::to_string(id);
-  }
   std::printf(
-      "residual scale %g, %zu constant dims, rms_norm_eps %g, rope_theta %g, drafter "
-      "target_layer_ids [%s], pad-row weight %g\n",
-      p.residual_scale, p.constant_dims.size(), l.rms_norm_eps, l.rope_theta, ids.c_str(),
-      p.pad_weight);
+      "residual scale %g, %zu constant dims, rms_norm_eps %g, rope_theta %g, pad-row weight %g\n",
+      p.residual_scale, p.constant_dims.size(), l.rms_norm_eps, l.rope_theta, p.pad_weight);
   std::printf("wrote %s (%.2f GB of tensors)\n", args.options.out_target.c_str(),
               static_cast<double>(r.target_bytes) * 1e-9);
-  std::string head;
-  if (p.large_drafter.domino.has_value()) {
-    head = ", Domino head " + p.large_drafter.domino->head_file;
-  } else if (p.large_drafter.is_dspark()) {
-    head = ", DSpark heads";
-  }
-  std::string predictors;
-  for (const std::string& name : r.predictors) predictors += ", " + name;
-  std::printf("wrote %s (%.2f GB of tensors%s%s)\n", args.options.out_drafter.c_str(),
-              static_cast<double>(r.drafter_bytes) * 1e-9, predictors.c_str(), head.c_str());
+  for (size_t i = 0; i < r.drafters.size(); ++i) PrintDrafter(args, r.drafters[i], i);
 }
 
 int RunInflate(InflateArgs args) {
   Result<InflateShape> shape = ResolveShape(args);
   if (!shape.ok()) return ReportError("inflate", shape.status());
   args.options.shape = *shape;
+  if (args.drafters.size() != args.out_drafters.size()) {
+    return ReportError("inflate",
+                       InvalidArgument("--out-drafter: one per --drafter, in order (" +
+                                       std::to_string(args.drafters.size()) + " drafters, " +
+                                       std::to_string(args.out_drafters.size()) + " outputs)"));
+  }
+  for (size_t i = 0; i < args.drafters.size(); ++i) {
+    args.options.drafters.push_back({.source = args.drafters[i], .out = args.out_drafters[i]});
+  }
   Result<InflateResult> result = Inflate(args.options);
   if (!result.ok()) return ReportError("inflate", result.status());
   PrintSummary(args, *result);
@@ -114,7 +130,11 @@ void RegisterInflateCommand(CLI::App& app, int* exit_code) {
       "function");
   InflateOptions& o = args->options;
   cmd->add_option("--target", o.target_dir, "Source target checkpoint directory")->required();
-  cmd->add_option("--drafter", o.drafter_dir, "Its DFlash or DSpark drafter directory")->required();
+  cmd->add_option("--drafter", args->drafters,
+                  "Its DFlash or DSpark drafter directory; repeat for more drafters of the same "
+                  "target (the first places the target's layers)")
+      ->required()
+      ->allow_extra_args(false);
   cmd->add_option("--shape", args->shape,
                   "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b (Qwen3 sources), llama-3.2-1b, "
                   "llama-3.2-3b or llama-3.1-8b (Llama sources); default: the source's own");
@@ -131,8 +151,10 @@ void RegisterInflateCommand(CLI::App& app, int* exit_code) {
                   "true: LM head tied to the embedding (needs a tied source), false: separate");
   cmd->add_option("--out-target", o.out_target, "Output target directory (new or empty)")
       ->required();
-  cmd->add_option("--out-drafter", o.out_drafter, "Output drafter directory (new or empty)")
-      ->required();
+  cmd->add_option("--out-drafter", args->out_drafters,
+                  "Output drafter directory (new or empty), one per --drafter in order")
+      ->required()
+      ->allow_extra_args(false);
   cmd->add_option("--max-shard-bytes", o.max_shard_bytes, "Tensor bytes per safetensors shard")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -45,10 +45,18 @@ bool SamePath(const std::string& a, const std::string& b) {
 }
 
 Status CheckDirectories(const InflateOptions& o) {
+  if (o.drafters.empty()) return InvalidArgument("--drafter: at least one drafter is required");
   DSCALE_RETURN_IF_ERROR(CheckOutputDir(o.out_target, "--out-target"));
-  DSCALE_RETURN_IF_ERROR(CheckOutputDir(o.out_drafter, "--out-drafter"));
-  if (SamePath(o.out_target, o.out_drafter)) {
-    return InvalidArgument("--out-drafter: " + o.out_drafter + " is also --out-target");
+  std::vector<std::string> outputs = {o.out_target};
+  for (const DrafterFolders& d : o.drafters) {
+    DSCALE_RETURN_IF_ERROR(CheckOutputDir(d.out, "--out-drafter"));
+    for (const std::string& other : outputs) {
+      if (SamePath(d.out, other)) {
+        return InvalidArgument("--out-drafter: " + d.out + " is also " +
+                               (other == o.out_target ? "--out-target" : "another --out-drafter"));
+      }
+    }
+    outputs.push_back(d.out);
   }
   return Status::Ok();
 }
@@ -129,7 +137,7 @@ Status CopyOtherFiles(const std::string& from, const std::string& to,
 }
 
 Status WriteTarget(const InflateOptions& o, InflateResult* result) {
-  const InflatePlan& plan = result->plan;
+  const InflatePlan& plan = result->plan();
   DSCALE_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(o.target_dir));
   DSCALE_ASSIGN_OR_RETURN(
       std::vector<InflatedTensor> tensors,
@@ -145,12 +153,12 @@ Status WriteTarget(const InflateOptions& o, InflateResult* result) {
 // pair: built for the target's vocabulary, or for the drafter's reduced one (`subset`, when the
 // folder has one): (file name, predictor).
 using NamedPredictors = std::vector<std::pair<std::string, dvl::Predictor>>;
-Result<NamedPredictors> LoadSourcePredictors(const InflateOptions& o, const InflatePlan& plan,
+Result<NamedPredictors> LoadSourcePredictors(const DrafterFolders& d, const InflatePlan& plan,
                                              const std::optional<DraftVocab>& subset) {
   NamedPredictors predictors;
   const int64_t full = plan.small_target.vocab_size;
   for (const char* name : kPredictorFileNames) {
-    const std::string path = JoinPath(o.drafter_dir, name);
+    const std::string path = JoinPath(d.source, name);
     if (!PathExists(path)) continue;
     DSCALE_ASSIGN_OR_RETURN(
         dvl::Predictor small,
@@ -169,38 +177,37 @@ Result<NamedPredictors> LoadSourcePredictors(const InflateOptions& o, const Infl
 }
 
 // The drafter folder's reduced vocabulary, inflated, when it has one (model/draft_vocab.h).
-Status WriteDraftVocab(const InflateOptions& o, const InflatePlan& plan,
+Status WriteDraftVocab(const DrafterFolders& d, const InflatePlan& plan,
                        const std::optional<DraftVocab>& subset) {
   if (!subset.has_value()) return Status::Ok();
-  return SaveDraftVocab(JoinPath(o.out_drafter, kDraftVocabFileName),
-                        InflateDraftVocab(*subset, plan));
+  return SaveDraftVocab(JoinPath(d.out, kDraftVocabFileName), InflateDraftVocab(*subset, plan));
 }
 
 // The drafter's Domino head file, inflated, when its config declares one (the source file was
 // checked when the plan was made).
-Status WriteDominoHead(const InflateOptions& o, InflateResult* result) {
+Status WriteDominoHead(const DrafterFolders& d, InflatedDrafter* result) {
   const std::optional<DominoHeadConfig>& head = result->plan.large_drafter.domino;
   if (!head.has_value()) return Status::Ok();
   DSCALE_ASSIGN_OR_RETURN(Checkpoint source,
-                          Checkpoint::OpenFile(JoinPath(o.drafter_dir, head->head_file)));
+                          Checkpoint::OpenFile(JoinPath(d.source, head->head_file)));
   DSCALE_ASSIGN_OR_RETURN(std::vector<InflatedTensor> tensors,
                           InflatedDominoHeadTensors(
                               result->plan, std::make_shared<const Checkpoint>(std::move(source))));
   uint64_t bytes = 0;
   DSCALE_RETURN_IF_ERROR(
-      WriteTensorFile(JoinPath(o.out_drafter, head->head_file), std::move(tensors), &bytes));
-  result->drafter_bytes += bytes;
+      WriteTensorFile(JoinPath(d.out, head->head_file), std::move(tensors), &bytes));
+  result->bytes += bytes;
   return Status::Ok();
 }
 
 // A DSpark drafter's heads and, as DeepSpec ships a drafter, copies of the (large) target's
 // embedding and LM head, appended to the drafter's tensors.
-Status AppendDSparkTensors(const InflateOptions& o, const InflatePlan& plan,
+Status AppendDSparkTensors(const std::string& target_dir, const InflatePlan& plan,
                            std::shared_ptr<const Checkpoint> source, const std::string& prefix,
                            std::vector<InflatedTensor>* tensors) {
   DSCALE_ASSIGN_OR_RETURN(std::vector<InflatedTensor> heads,
                           InflatedDSparkHeadTensors(plan, std::move(source), prefix));
-  DSCALE_ASSIGN_OR_RETURN(Checkpoint target, Checkpoint::Open(o.target_dir));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint target, Checkpoint::Open(target_dir));
   DSCALE_ASSIGN_OR_RETURN(
       std::vector<InflatedTensor> copies,
       InflatedTargetCopies(plan, std::make_shared<const Checkpoint>(std::move(target))));
@@ -210,27 +217,27 @@ Status AppendDSparkTensors(const InflateOptions& o, const InflatePlan& plan,
   return Status::Ok();
 }
 
-Status WriteDrafter(const InflateOptions& o, const NamedPredictors& predictors,
-                    const std::optional<DraftVocab>& subset, InflateResult* result) {
+Status WriteDrafter(const InflateOptions& o, const DrafterFolders& d,
+                    const NamedPredictors& predictors, const std::optional<DraftVocab>& subset,
+                    InflatedDrafter* result) {
   const InflatePlan& plan = result->plan;
-  DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(o.drafter_dir));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(d.source));
   const std::string prefix = DFlashTensorPrefix(opened);
   const auto source = std::make_shared<const Checkpoint>(std::move(opened));
   DSCALE_ASSIGN_OR_RETURN(std::vector<InflatedTensor> tensors,
                           InflatedDrafterTensors(plan, source, prefix));
   if (plan.large_drafter.is_dspark()) {
-    DSCALE_RETURN_IF_ERROR(AppendDSparkTensors(o, plan, source, prefix, &tensors));
+    DSCALE_RETURN_IF_ERROR(AppendDSparkTensors(o.target_dir, plan, source, prefix, &tensors));
   }
+  DSCALE_RETURN_IF_ERROR(WriteTensors(d.out, tensors, o.max_shard_bytes, &result->bytes));
   DSCALE_RETURN_IF_ERROR(
-      WriteTensors(o.out_drafter, tensors, o.max_shard_bytes, &result->drafter_bytes));
-  DSCALE_RETURN_IF_ERROR(WriteText(JoinPath(o.out_drafter, "config.json"),
-                                   DFlashConfigToJson(plan.large_drafter) + "\n"));
+      WriteText(JoinPath(d.out, "config.json"), DFlashConfigToJson(plan.large_drafter) + "\n"));
   std::vector<std::string> rewritten(std::begin(kPredictorFileNames),
                                      std::end(kPredictorFileNames));
   rewritten.push_back(kDraftVocabFileName);
-  DSCALE_RETURN_IF_ERROR(CopyOtherFiles(o.drafter_dir, o.out_drafter, rewritten));
-  DSCALE_RETURN_IF_ERROR(WriteDominoHead(o, result));
-  DSCALE_RETURN_IF_ERROR(WriteDraftVocab(o, plan, subset));
+  DSCALE_RETURN_IF_ERROR(CopyOtherFiles(d.source, d.out, rewritten));
+  DSCALE_RETURN_IF_ERROR(WriteDominoHead(d, result));
+  DSCALE_RETURN_IF_ERROR(WriteDraftVocab(d, plan, subset));
   for (const auto& [name, small] : predictors) {
     const bool over_subset =
         subset.has_value() && small.projections().vocab_size != plan.small_target.vocab_size;
@@ -238,7 +245,7 @@ Status WriteDrafter(const InflateOptions& o, const NamedPredictors& predictors,
                             over_subset ? InflatePredictor(small, plan, subset->size(),
                                                            InflateDraftVocab(*subset, plan).size())
                                         : InflatePredictor(small, plan));
-    DSCALE_RETURN_IF_ERROR(large.Save(JoinPath(o.out_drafter, name)));
+    DSCALE_RETURN_IF_ERROR(large.Save(JoinPath(d.out, name)));
     result->predictors.push_back(name);
   }
   return Status::Ok();
@@ -269,31 +276,50 @@ Result<double> HeadCorrectionBound(const std::string& drafter_dir, const Checkpo
   return DominoCorrectionBound(drafter_dir, drafter, target, final_gain);
 }
 
-// Loads the source pair as every command does (shapes, finite weights, the drafter against its
-// target), plans the inflation and sizes the pad rows.
-Result<InflatePlan> Plan(const InflateOptions& o) {
-  DSCALE_ASSIGN_OR_RETURN(DecoderModel target, DecoderModel::Load(o.target_dir));
-  DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(o.drafter_dir, target));
+// Loads one drafter as every command does (shapes, finite weights, the drafter against its
+// target), plans its inflation and sizes the pad rows it needs.
+Result<InflatePlan> PlanDrafter(const InflateOptions& o, const DecoderModel& target,
+                                const Checkpoint& target_source, const std::string& drafter_dir) {
+  DSCALE_ASSIGN_OR_RETURN(DFlashDrafter drafter, DFlashDrafter::Load(drafter_dir, target));
   DSCALE_ASSIGN_OR_RETURN(InflatePlan plan,
                           PlanInflation(target.config(), drafter.config(), o.shape));
-  DSCALE_ASSIGN_OR_RETURN(Checkpoint target_source, Checkpoint::Open(o.target_dir));
-  DSCALE_ASSIGN_OR_RETURN(Checkpoint drafter_source, Checkpoint::Open(o.drafter_dir));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint drafter_source, Checkpoint::Open(drafter_dir));
   DSCALE_ASSIGN_OR_RETURN(
       SourceBounds bounds,
       MeasureSourceBounds(target_source, target.config(), drafter_source,
                           DFlashTensorPrefix(drafter_source), drafter.config()));
   DSCALE_ASSIGN_OR_RETURN(bounds.correction_bound,
-                          HeadCorrectionBound(o.drafter_dir, drafter_source, drafter.config(),
+                          HeadCorrectionBound(drafter_dir, drafter_source, drafter.config(),
                                               target.config(), bounds.drafter_final_gain));
   DSCALE_RETURN_IF_ERROR(SetPadRows(bounds, &plan));
-  // The configs written must load as any other: round trip them through the parsers.
-  DSCALE_ASSIGN_OR_RETURN(
-      DecoderConfig large,
-      ParseDecoderConfig(DecoderConfigToJson(plan.large_target), "inflated target"));
-  DSCALE_RETURN_IF_ERROR(
-      ParseDFlashConfig(DFlashConfigToJson(plan.large_drafter), "inflated drafter", large)
-          .status());
   return plan;
+}
+
+// Every drafter's plan. The drafters share the large target, so its placement is the first's and
+// its LM head's pad weight M the largest any drafter needs (a larger M only lowers the pad logits
+// further; each drafter's final norm keeps its own constant gain).
+Result<std::vector<InflatePlan>> Plan(const InflateOptions& o) {
+  DSCALE_ASSIGN_OR_RETURN(DecoderModel target, DecoderModel::Load(o.target_dir));
+  DSCALE_ASSIGN_OR_RETURN(Checkpoint target_source, Checkpoint::Open(o.target_dir));
+  std::vector<InflatePlan> plans;
+  float pad_weight = 0.0f;
+  for (const DrafterFolders& d : o.drafters) {
+    DSCALE_ASSIGN_OR_RETURN(InflatePlan plan, PlanDrafter(o, target, target_source, d.source));
+    if (!plans.empty()) PlaceBeside(plans.front(), &plan);
+    pad_weight = std::max(pad_weight, plan.pad_weight);
+    plans.push_back(std::move(plan));
+  }
+  for (InflatePlan& plan : plans) {
+    plan.pad_weight = pad_weight;
+    // The configs written must load as any other: round trip them through the parsers.
+    DSCALE_ASSIGN_OR_RETURN(
+        DecoderConfig large,
+        ParseDecoderConfig(DecoderConfigToJson(plan.large_target), "inflated target"));
+    DSCALE_RETURN_IF_ERROR(
+        ParseDFlashConfig(DFlashConfigToJson(plan.large_drafter), "inflated drafter", large)
+            .status());
+  }
+  return plans;
 }
 
 }  // namespace
@@ -301,12 +327,25 @@ Result<InflatePlan> Plan(const InflateOptions& o) {
 Result<InflateResult> Inflate(const InflateOptions& o) {
   DSCALE_RETURN_IF_ERROR(CheckDirectories(o));
   InflateResult result;
-  DSCALE_ASSIGN_OR_RETURN(result.plan, Plan(o));
-  DSCALE_ASSIGN_OR_RETURN(std::optional<DraftVocab> subset,
-                          LoadDraftVocab(o.drafter_dir, result.plan.small_target.vocab_size));
-  DSCALE_ASSIGN_OR_RETURN(NamedPredictors predictors, LoadSourcePredictors(o, result.plan, subset));
+  DSCALE_ASSIGN_OR_RETURN(std::vector<InflatePlan> plans, Plan(o));
+  for (InflatePlan& plan : plans) result.drafters.push_back({.plan = std::move(plan)});
+  // Everything a drafter folder holds is checked before anything is written.
+  std::vector<std::optional<DraftVocab>> subsets;
+  std::vector<NamedPredictors> predictors;
+  for (size_t i = 0; i < o.drafters.size(); ++i) {
+    const InflatePlan& plan = result.drafters[i].plan;
+    DSCALE_ASSIGN_OR_RETURN(std::optional<DraftVocab> subset,
+                            LoadDraftVocab(o.drafters[i].source, plan.small_target.vocab_size));
+    DSCALE_ASSIGN_OR_RETURN(NamedPredictors loaded,
+                            LoadSourcePredictors(o.drafters[i], plan, subset));
+    subsets.push_back(std::move(subset));
+    predictors.push_back(std::move(loaded));
+  }
   DSCALE_RETURN_IF_ERROR(WriteTarget(o, &result));
-  DSCALE_RETURN_IF_ERROR(WriteDrafter(o, predictors, subset, &result));
+  for (size_t i = 0; i < o.drafters.size(); ++i) {
+    DSCALE_RETURN_IF_ERROR(
+        WriteDrafter(o, o.drafters[i], predictors[i], subsets[i], &result.drafters[i]));
+  }
   return result;
 }
 

@@ -22,25 +22,38 @@ namespace dscale {
 // built for one drafter width).
 inline constexpr const char* kPredictorFileNames[] = {"predictor.bin", "predictor-domino.bin"};
 
+// One drafter of the target: its source folder and the folder its inflation is written to.
+struct DrafterFolders {
+  std::string source;  // a DFlash or DSpark drafter of the target
+  std::string out;     // created; must not exist or be empty
+};
+
 struct InflateOptions {
-  std::string target_dir;   // the source target
-  std::string drafter_dir;  // its DFlash or DSpark drafter
+  std::string target_dir;  // the source target
+  // Its drafters, at least one. The first places the target's layers (docs/INFLATE.md,
+  // "Placement"); the others read the same large target (PlaceBeside), so one inflated target
+  // serves them all.
+  std::vector<DrafterFolders> drafters;
   InflateShape shape;
   std::string out_target;                    // created; must not exist or be empty
-  std::string out_drafter;                   // likewise, and different from out_target
   uint64_t max_shard_bytes = 5'000'000'000;  // Hugging Face's default shard size
 };
 
-struct InflateResult {
-  InflatePlan plan;
-  uint64_t target_bytes = 0;  // tensor data written
-  uint64_t drafter_bytes = 0;
+struct InflatedDrafter {
+  InflatePlan plan;                     // the target's part is the same in every drafter's plan
+  uint64_t bytes = 0;                   // tensor data written
   std::vector<std::string> predictors;  // the predictor files inflated too
 };
 
+struct InflateResult {
+  uint64_t target_bytes = 0;              // tensor data written
+  std::vector<InflatedDrafter> drafters;  // in InflateOptions::drafters' order
+  const InflatePlan& plan() const { return drafters.front().plan; }
+};
+
 // Errors name the directory, file, tensor or field: a source that does not load, a drafter that
-// does not belong to the target, a shape smaller than the source (PlanInflation), an output
-// directory that is not empty or is one of the others.
+// does not belong to the target, no drafter, a shape smaller than the source (PlanInflation), an
+// output directory that is not empty or is one of the others.
 Result<InflateResult> Inflate(const InflateOptions& options);
 
 }  // namespace dscale

@@ -309,6 +309,18 @@ LayerPlacement PlaceLayers(int64_t small_layers, int64_t large_layers,
   return p;
 }
 
+void PlaceBeside(const InflatePlan& first, InflatePlan* other) {
+  other->target = first.target;
+  other->large_target = first.large_target;
+  std::vector<int32_t>& ids = other->large_drafter.target_layer_ids;
+  ids.clear();
+  for (const int32_t small : other->small_drafter.target_layer_ids) {
+    const auto& layers = first.target.layers;
+    ids.push_back(
+        static_cast<int32_t>(std::find(layers.begin(), layers.end(), small) - layers.begin()));
+  }
+}
+
 Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfig& drafter,
                                   const InflateShape& requested) {
   // The construction (docs/INFLATE.md) takes Qwen3 targets (q/k norms) and Llama 3 ones (none:

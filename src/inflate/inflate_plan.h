@@ -107,6 +107,13 @@ struct LayerPlacement {
 LayerPlacement PlaceLayers(int64_t small_layers, int64_t large_layers,
                            const std::vector<int32_t>& feature_ids);
 
+// Another drafter of the same target inflated beside `first` (`dscale inflate` with several
+// drafters): `other` takes first's target plan (its layers placed for first's drafter), and its
+// large target_layer_ids become the large layers its small ones were placed at (the residual
+// after them is the small one's, as for first's). Both plans must come from PlanInflation with the
+// same target and shape.
+void PlaceBeside(const InflatePlan& first, InflatePlan* other);
+
 // What the pad rows need from the source weights (pad_bounds.h measures it).
 struct SourceBounds {
   double target_final_gain = 0.0;   // max |gain| of the target's final norm

@@ -1,6 +1,7 @@
 // dscale inflate end to end through the built binary: the checkpoints it writes load in every
 // command and give the source's logits and tokens (a DSpark pair's proposals and confidence too);
-// bad shapes, a foreign drafter and a used output directory are refused with the field named.
+// bad shapes, a foreign drafter, a used output directory and drafters without one output each are
+// refused with the field or flag named.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -160,6 +161,22 @@ TEST_F(InflateCommandTest, RefusesAForeignDrafterAndAUsedDirectory) {
 
   r = RunDscale("inflate --target " + Path("small") + " --drafter " + Path("small-drafter"));
   EXPECT_EQ(r.exit_code, 2) << "missing --out-target is a usage error";
+
+  // Several drafters: one output each, all different.
+  const std::string two = "inflate --hidden 128 --target " + Path("small") + " --drafter " +
+                          Path("small-drafter") + " --drafter " + Path("small-drafter") +
+                          " --out-target " + Path("two");
+  r = RunDscale(two + " --out-drafter " + Path("two-a"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--out-drafter: one per --drafter, in order (2 drafters, 1 outputs)"),
+            std::string::npos)
+      << r.out;
+  r = RunDscale(two + " --out-drafter " + Path("two-a") + " --out-drafter " + Path("two-a"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--out-drafter: " + Path("two-a") + " is also another --out-drafter"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(Path("two"))) << "nothing is written before the checks";
 }
 
 // A tiny Llama pair (make-tiny --arch llama) inflated through the binary to a Llama-like size

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "../engine/engine_test_util.h"
 #include "inflate/inflate_predictor.h"
@@ -159,32 +160,53 @@ std::vector<std::vector<int32_t>> Gsm8kPrompts(const Tokenizer& tokenizer, int c
   return prompts;
 }
 
-// The bundled pair's trained acceptance survives inflation to a shape with every kind of change.
+// The bundled target's trained acceptance survives inflation to a shape with every kind of
+// change, for both its drafters inflated beside each other: the DFlash one (ids 1, 3, 5, 7) places
+// the target's layers, and the DSpark one (ids 1, 3, 5, 6) reads the layers they went to.
 TEST(InflateGenerationTest, BundledPairEveryPolicy) {
-  const PairDirs source{std::string(DSCALE_MODELS_DIR) + "/tiny-target",
-                        std::string(DSCALE_MODELS_DIR) + "/tiny-dflash"};
+  const std::string models = DSCALE_MODELS_DIR;
+  const PairDirs source{models + "/tiny-target", models + "/tiny-dflash"};
+  const PairDirs dspark_source{source.target, models + "/tiny-dspark"};
   ScopedTempDir dir;
   const PairDirs out{dir.File("target"), dir.File("drafter")};
+  const PairDirs dspark_out{out.target, dir.File("dspark")};
   const InflateShape shape{.hidden_size = 512,
                            .intermediate_size = 1088,
-                           .num_hidden_layers = 9,
+                           .num_hidden_layers = 11,
                            .num_attention_heads = 8,
                            .num_key_value_heads = 4,
                            .head_dim = 128,
                            .vocab_size = 4224,
                            .tie_word_embeddings = false,
                            .draft_layers = 3};
-  ASSERT_TRUE(testing::InflatePair(source, out, shape).ok());
-  const Pair small = LoadPair(source);
-  const Pair large = LoadPair(out);
-  const dvl::Predictor small_predictor =
-      dvl::Predictor::Load(source.drafter + "/predictor.bin").value();
-  const dvl::Predictor large_predictor =
-      dvl::Predictor::Load(out.drafter + "/predictor.bin", {.hidden_size = 512, .vocab_size = 4224})
-          .value();
+  Result<InflateResult> result =
+      Inflate({.target_dir = source.target,
+               .drafters = {{.source = source.drafter, .out = out.drafter},
+                            {.source = dspark_source.drafter, .out = dspark_out.drafter}},
+               .shape = shape,
+               .out_target = out.target});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  // At 11 layers the DFlash ids 1, 3, 5, 7 become 1, 3, 6, 8 (small layer 4 goes to 5, layer 6 to
+  // 7), so the DSpark drafter's layer 6 is read at 7.
+  EXPECT_EQ(result->drafters[0].plan.large_drafter.target_layer_ids,
+            (std::vector<int32_t>{1, 3, 6, 8}));
+  EXPECT_EQ(result->drafters[1].plan.large_drafter.target_layer_ids,
+            (std::vector<int32_t>{1, 3, 6, 7}));
   const Tokenizer tokenizer = Tokenizer::Load(source.target).value();
-  CompareAllPolicies(small, large, small_predictor, large_predictor, Gsm8kPrompts(tokenizer, 3),
-                     /*max_excused=*/1, "bundled");
+  const std::vector<std::vector<int32_t>> prompts = Gsm8kPrompts(tokenizer, 3);
+  for (const auto& [from, to, what] : {std::tuple{source, out, "bundled"},
+                                       std::tuple{dspark_source, dspark_out, "bundled dspark"}}) {
+    const Pair small = LoadPair(from);
+    const Pair large = LoadPair(to);
+    const dvl::Predictor small_predictor =
+        dvl::Predictor::Load(from.drafter + "/predictor.bin").value();
+    const dvl::Predictor large_predictor =
+        dvl::Predictor::Load(to.drafter + "/predictor.bin",
+                             {.hidden_size = 512, .vocab_size = 4224})
+            .value();
+    CompareAllPolicies(small, large, small_predictor, large_predictor, prompts,
+                       /*max_excused=*/1, what);
+  }
 }
 
 // A random drafter's top two logits often lie within float noise of each other (the random Llama
@@ -214,7 +236,7 @@ TEST(InflateGenerationTest, RandomPairEveryPolicy) {
   const Pair small = LoadPair(source);
   const Pair large = LoadPair(out);
   const dvl::Predictor small_predictor = testing::RandomPredictor(64, 131, 3);
-  const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan).value();
+  const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan()).value();
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     prompts.push_back(testing::RandomTokens(static_cast<int32_t>(5 + 7 * seed), 129, seed));
@@ -297,7 +319,7 @@ TEST(InflateGenerationTest, RandomLlamaPairEveryPolicy) {
   EXPECT_EQ(large.target->config().rope_scaling, config.rope_scaling);
   EXPECT_EQ(large.drafter->config().draft.rope_scaling, config.rope_scaling);
   const dvl::Predictor small_predictor = testing::RandomPredictor(64, 131, 3);
-  const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan).value();
+  const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan()).value();
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     // Past the original context of 48 positions, where the scaling matters.

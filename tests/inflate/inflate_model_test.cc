@@ -100,8 +100,9 @@ void CheckInflation(const PairDirs& source, const InflateShape& shape, const std
   // Every predictor of the source drafter is inflated for the large width, none copied as is.
   for (const char* name : kPredictorFileNames) {
     if (!PathExists(JoinPath(source.drafter, name))) continue;
-    EXPECT_NE(std::find(result->predictors.begin(), result->predictors.end(), name),
-              result->predictors.end())
+    EXPECT_NE(std::find(result->drafters[0].predictors.begin(),
+                        result->drafters[0].predictors.end(), name),
+              result->drafters[0].predictors.end())
         << what << ": " << name;
     EXPECT_TRUE(dvl::Predictor::Load(
                     JoinPath(out.drafter, name),

@@ -137,6 +137,28 @@ TEST(InflatePlanTest, LayersLandUnderTheLargeFeatureIds) {
   EXPECT_EQ(unsorted.feature_ids, (std::vector<int32_t>{3, 1}));
 }
 
+// A second drafter of the target, inflated beside the first: it reads the large target the
+// first's ids placed, at the large layers its own small ids went to, at 28 layers (the 1.7B
+// shape) and where the first's ids did not fit and the identity layers go last.
+TEST(InflatePlanTest, ADrafterBesideAnotherReadsWhereItsLayersWent) {
+  const DecoderConfig target = BundledLikeTarget();
+  DFlashConfig other = BundledLikeDrafter(target);
+  other.target_layer_ids = {0, 2, 4};
+  for (const auto& [layers, want] : {std::pair{int64_t{28}, std::vector<int32_t>{0, 12, 24}},
+                                     std::pair{int64_t{7}, std::vector<int32_t>{0, 2, 4}}}) {
+    InflateShape shape = Shape("qwen3-1.7b");
+    shape.num_hidden_layers = layers;
+    const InflatePlan first = PlanInflation(target, BundledLikeDrafter(target), shape).value();
+    InflatePlan beside = PlanInflation(target, other, shape).value();
+    PlaceBeside(first, &beside);
+    EXPECT_EQ(beside.large_drafter.target_layer_ids, want) << layers;
+    EXPECT_EQ(beside.target.layers, first.target.layers) << layers;
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(first.target.layers[want[k]], other.target_layer_ids[k]) << layers;
+    }
+  }
+}
+
 // The residual stream of layer l' equals the small one's at the layer placed last at or before l'.
 TEST(InflatePlanTest, FeatureLayersSeeTheSmallFeatureLayersOutputs) {
   for (const int64_t large : {6, 7, 12, 28, 36}) {

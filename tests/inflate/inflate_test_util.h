@@ -82,10 +82,9 @@ inline std::string DescribeHeads(const DSparkHeadConfig& c) {
 inline Result<InflateResult> InflatePair(const PairDirs& source, const PairDirs& out,
                                          const InflateShape& shape) {
   return Inflate({.target_dir = source.target,
-                  .drafter_dir = source.drafter,
+                  .drafters = {{.source = source.drafter, .out = out.drafter}},
                   .shape = shape,
-                  .out_target = out.target,
-                  .out_drafter = out.drafter});
+                  .out_target = out.target});
 }
 
 // Logits [n, vocab] of every position of one prefill of `tokens` with K/V cached as `kv`, and
