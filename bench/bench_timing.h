@@ -8,6 +8,11 @@
 
 namespace dscale::bench {
 
+// Seconds on a steady clock, for timing one call.
+inline double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // Median seconds per call over 5 trials, each of as many calls as fill `fill_seconds` (after one
 // warm-up call): robust to a slow trial on a shared machine.
 inline double MedianSecondsPerCall(const std::function<void()>& call, double fill_seconds) {

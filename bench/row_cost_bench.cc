@@ -1,9 +1,9 @@
-// Row cost of a whole Qwen3 forward at real sizes: for 1 … 512 rows of one request verified after
-// a context of 512 positions, the step time against the machine's limits measured in the same
-// run (machine_limits.h): the weight bytes read per second as a fraction of the read bandwidth,
-// the arithmetic rate as a fraction of the sgemm rate, and the time over the roofline
-// max((weight + K/V bytes) ÷ bandwidth, FLOPs ÷ sgemm rate). A verify step whose extra rows cost
-// nothing until arithmetic dominates stays near 1.0 in the last column.
+// Row cost of a whole Qwen3 (or Qwen3.5 hybrid) forward at real sizes: for 1 … 512 rows of one
+// request verified after a context of 512 positions, the step time against the machine's limits
+// measured in the same run (machine_limits.h): the weight bytes read per second as a fraction of
+// the read bandwidth, the arithmetic rate as a fraction of the sgemm rate, and the time over the
+// roofline max((weight + K/V bytes) ÷ bandwidth, FLOPs ÷ sgemm rate). A verify step whose extra
+// rows cost nothing until arithmetic dominates stays near 1.0 in the last column.
 //
 // Checkpoints are random, of Qwen3's real shapes, made once (BF16, `make-tiny`'s writer) under
 // --checkpoints and loaded as `dscale generate` loads them (memory-mapped, used in place); or
@@ -16,7 +16,10 @@
 // comparison of f32 and BF16-rounded activations (gemm_bf16.h) after the roofline table;
 // --activations picks one mode for the roofline table alone.
 //
-//   build/row_cost_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|all]
+// A hybrid target (--shape qwen3.5-4b, qwen3.5-9b) also gets its sequence state's size and the
+// commit stage's cost by the rows a 16-row verify keeps (MeasureRollback).
+//
+//   build/row_cost_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b|qwen3.5-4b|...|all]
 //       [--target DIR] [--checkpoints /tmp/dscale-row-cost] [--context 512]
 //       [--rows 1,2,4,8,16,32,64,128,256,512] [--weights as-stored|int8|int4] [--activations
 //       f32|bf16]
@@ -80,7 +83,10 @@ Args ParseArgs(int argc, char** argv) {
     if (flag == "--shape") {
       bool found = false;
       for (const std::string& name : NamedQwen3ConfigNames()) {
-        if (value == name || value == "all") {
+        // "all": the dense Qwen3 shapes (the others need more memory than a small machine has).
+        const DecoderConfig config = *NamedQwen3Config(name);
+        const bool dense = !config.HasSparseLayers() && !config.HasLinearAttentionLayers();
+        if (value == name || (value == "all" && dense)) {
           a.shapes.push_back(name);
           found = true;
         }
@@ -126,27 +132,52 @@ std::string CheckpointFor(const std::string& shape, const std::string& root) {
   return dir;
 }
 
+int64_t FloatBytes(const std::vector<float>& v) {
+  return static_cast<int64_t>(v.size() * sizeof(float));
+}
+
 // Bytes of the weights one forward reads whatever its rows: every layer's projections and
-// norms, the final norm and the LM head (the embedding is read row by row).
+// norms (a Gated DeltaNet layer's in_proj, out_proj, conv taps and gains in place of attention's),
+// the final norm and the LM head (the embedding is read row by row).
 int64_t WeightBytesPerStep(const DecoderWeights& w) {
-  int64_t bytes = w.LmHead().bytes() + static_cast<int64_t>(w.final_norm.size() * sizeof(float));
+  int64_t bytes = w.LmHead().bytes() + FloatBytes(w.final_norm);
   for (const DecoderLayerWeights& l : w.layers) {
+    const GatedDeltaNetWeights& g = l.linear;
     bytes += l.qkv.bytes() + l.o_proj.bytes() + l.gate_up.bytes() + l.down.bytes();
-    bytes += static_cast<int64_t>(
-        (l.input_norm.size() + l.post_norm.size() + l.q_norm.size() + l.k_norm.size()) *
-        sizeof(float));
+    bytes += g.in_proj.bytes() + g.out_proj.bytes();
+    for (const std::vector<float>* v : {&l.input_norm, &l.post_norm, &l.q_norm, &l.k_norm, &g.conv,
+                                        &g.a_log, &g.dt_bias, &g.norm}) {
+      bytes += FloatBytes(*v);
+    }
   }
   return bytes;
 }
 
-// FLOPs of a forward of `rows` rows after `context` positions (multiply-adds count 2).
+// FLOPs of a forward of `rows` rows after `context` positions (multiply-adds count 2). A Gated
+// DeltaNet layer's recurrence costs about four multiply-adds per state value per row (decay,
+// kᵀS, the rank-one update, qᵀS) and its conv K per channel; an attention layer's QKᵀ and PV
+// 4·head_dim per visible key per head.
 double ForwardFlops(const DecoderConfig& c, int64_t rows, int64_t context) {
   const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
-  const double per_row_layer = 2 * (h * (q + 2 * kv) + q * h + h * 2 * inter + inter * h);
-  double attention = 0;  // QKᵀ and PV: 4·head_dim per visible key per head
-  for (int64_t j = 0; j < rows; ++j) attention += 4.0 * q * static_cast<double>(context + j + 1);
-  return c.num_hidden_layers * (rows * per_row_layer + attention) +
-         2.0 * rows * h * static_cast<double>(c.vocab_size);
+  const GatedDeltaNetConfig& g = c.hybrid.linear;
+  const double mlp = h * 2 * inter + inter * h;
+  double flops = 2.0 * rows * h * static_cast<double>(c.vocab_size);
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.IsLinearAttentionLayer(layer)) {
+      const double projections =
+          h * static_cast<double>(g.conv_dim() + g.value_dim() + 2 * g.value_heads) +
+          static_cast<double>(g.value_dim()) * h;
+      const double recurrence =
+          4.0 * static_cast<double>(g.value_heads * g.key_head_dim * g.value_head_dim) +
+          static_cast<double>(g.conv_dim() * g.conv_kernel);
+      flops += 2.0 * rows * (projections + recurrence + mlp);
+      continue;
+    }
+    const double projections = h * static_cast<double>(c.q_proj_rows() + 2 * kv) + q * h;
+    flops += 2.0 * rows * (projections + mlp);
+    for (int64_t j = 0; j < rows; ++j) flops += 4.0 * q * static_cast<double>(context + j + 1);
+  }
+  return flops;
 }
 
 std::vector<int32_t> RandomTokens(std::mt19937& rng, int64_t vocab, int32_t n) {
@@ -188,6 +219,44 @@ void MeasureActivationModes(DecoderModel& model, StepBatch& batch, PagedKvCache&
   }
 }
 
+// A hybrid target's sequence state: its size per request, and the commit stage after a 16-row
+// verify as a function of the rows kept (the kept rows replayed from the committed state; all 16:
+// the working copy adopted), against the one-row step. Each measurement runs on a fresh sequence
+// (the commit's cost does not depend on the context: the state is a fixed size).
+void MeasureRollback(DecoderModel& model, PagedKvCache& cache, std::mt19937& rng,
+                     double one_row_step) {
+  const RecurrentStateShape& shape = cache.recurrent().shape();
+  const double state_mb = static_cast<double>(shape.BytesPerSequence()) / (1 << 20);
+  std::printf(
+      "\nsequence state: %d linear-attention layers, %.1f MiB per request (twice that while a "
+      "verify is pending)\n",
+      shape.linear_layers(), state_mb);
+  constexpr int32_t kVerifyRows = 16;
+  std::printf("rows kept of %d %9s %12s %11s\n", kVerifyRows, "commit ms", "ms per row",
+              "/ one-row step");
+  StepBatch batch;
+  ForwardOutput out;
+  for (const int32_t kept : {1, 2, 4, 8, 12, 15, 16}) {
+    double best = 1e30;
+    for (int round = 0; round < 5; ++round) {
+      const int32_t seq = cache.AddSequence();
+      if (!cache.Reserve(seq, kVerifyRows).ok()) Usage("KV cache reservation failed");
+      batch.Clear();
+      AddRequestRows(batch, seq, 0, RandomTokens(rng, model.config().vocab_size, kVerifyRows),
+                     cache, true);
+      batch.tile_rows = kVerifyRows;
+      if (!model.Forward(batch, cache, &out).ok()) std::abort();
+      const double start = bench::NowSeconds();
+      model.CommitSequenceState(cache, seq, kept);
+      best = std::min(best, bench::NowSeconds() - start);
+      cache.RemoveSequence(seq);
+    }
+    std::printf("%16d %9.3f %12.3f %11.3f\n", kept, best * 1e3, best * 1e3 / kept,
+                best / one_row_step);
+    std::fflush(stdout);
+  }
+}
+
 void Measure(const std::string& dir, const Args& args, double sgemm) {
   Result<DecoderModel> loaded = DecoderModel::Load(dir, args.weights);
   if (!loaded.ok()) Usage(loaded.status().ToString());
@@ -195,7 +264,8 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
   const DecoderConfig& config = model.config();
   const int32_t max_rows = *std::max_element(args.rows.begin(), args.rows.end());
   const int32_t page_size = 16;
-  const KvCacheShape kv_shape = model.KvShape(page_size, (args.context + max_rows) / page_size + 2);
+  // Room for the measured sequence and the rollback's fresh 16-row ones.
+  const KvCacheShape kv_shape = model.KvShape(page_size, (args.context + max_rows) / page_size + 4);
   PagedKvCache cache(kv_shape);
   std::mt19937 rng(3);
   const int32_t seq = cache.AddSequence();
@@ -225,6 +295,7 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
   if (args.activations) model.set_activations({.bf16 = *args.activations});
   std::printf("%5s %10s %9s %8s %8s %8s %9s\n", "rows", "step ms", "rows/s", "bw GB/s", "bw frac",
               "sgemm fr", "/roofline");
+  double one_row_step = 0;
   for (const int32_t rows : args.rows) {
     batch.Clear();
     AddRequestRows(batch, seq, args.context, RandomTokens(rng, config.vocab_size, rows), cache,
@@ -240,11 +311,15 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
         },
         0.5);
     const double bandwidth = (bandwidth_before + bench::ReadBandwidth()) / 2;
+    if (rows == 1) one_row_step = s;
     const double flops = ForwardFlops(config, rows, args.context);
     const double roofline = std::max((weight_bytes + kv_bytes) / bandwidth, flops / sgemm);
     std::printf("%5d %10.2f %9.1f %8.1f %8.2f %8.2f %9.2f\n", rows, s * 1e3, rows / s,
                 bandwidth / 1e9, weight_bytes / s / bandwidth, flops / s / sgemm, s / roofline);
     std::fflush(stdout);
+  }
+  if (config.HasLinearAttentionLayers() && one_row_step > 0) {
+    MeasureRollback(model, cache, rng, one_row_step);
   }
   if (!args.activations &&
       model.weights().LmHead().blocks().front().format == WeightFormat::kBF16) {

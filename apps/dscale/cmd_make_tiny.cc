@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "io/dflash_config.h"
 #include "io/llama_shapes.h"
+#include "io/qwen3_5_config.h"
 #include "io/qwen3_shapes.h"
 #include "io/safetensors.h"
 #include "model/random_checkpoint.h"
@@ -158,7 +159,7 @@ int RunMakeTiny(const MakeTinyArgs& args) {
     }
     config = *named;
     if (args.eos >= 0) config.eos_token_ids = {args.eos};
-    if (args.layers_given) config.num_hidden_layers = args.config.num_hidden_layers;
+    if (args.layers_given) config = ShapeWithLayers(config, args.config.num_hidden_layers);
   } else if (*family == ModelFamily::kQwen3Moe) {
     config.family = ModelFamily::kQwen3Moe;
     config.moe = args.moe;
@@ -170,11 +171,8 @@ int RunMakeTiny(const MakeTinyArgs& args) {
                      .attention_output_gate = true,
                      .zero_centred_norms = true,
                      .multimodal_layout = args.multimodal};
-    for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
-      config.hybrid.layer_types.push_back((layer + 1) % args.full_attention_interval == 0
-                                              ? LayerKind::kFullAttention
-                                              : LayerKind::kLinearAttention);
-    }
+    config.hybrid.layer_types =
+        IntervalLayerTypes(config.num_hidden_layers, args.full_attention_interval);
   } else if (*family == ModelFamily::kLlama) {
     config.family = ModelFamily::kLlama;
     config.qk_norm = false;
@@ -207,7 +205,8 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   CLI::Option* shape = cmd->add_option(
       "--shape", args->shape,
       "A real model's config: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-30b-a3b, "
-      "llama-3.2-1b, llama-3.2-3b or llama-3.1-8b (excludes --arch, the RoPE, size and expert "
+      "qwen3.5-4b, qwen3.5-9b, qwen3.5-27b, llama-3.2-1b, llama-3.2-3b or llama-3.1-8b (excludes "
+      "--arch, the RoPE, size and expert "
       "flags and --tie; --layers keeps its first layers)");
   // The flags a named shape fixes.
   std::vector<CLI::Option*> fixed;

@@ -245,7 +245,9 @@ DecoderConfig LargeConfig(const DecoderConfig& small, const InflateShape& shape,
 std::optional<InflateShape> NamedInflateShape(std::string_view name) {
   std::optional<DecoderConfig> config = NamedQwen3Config(name);
   if (!config) config = NamedLlamaConfig(name);
-  if (!config || config->HasSparseLayers()) return std::nullopt;
+  if (!config || config->HasSparseLayers() || config->HasLinearAttentionLayers()) {
+    return std::nullopt;
+  }
   InflateShape shape = ShapeOf(*config);
   shape.family = config->family;
   return shape;

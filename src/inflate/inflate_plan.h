@@ -36,8 +36,8 @@ struct InflateShape {
 };
 
 // The shape of NamedQwen3Config(name) (io/qwen3_shapes.h) or NamedLlamaConfig(name)
-// (io/llama_shapes.h); nullopt for any other name, and for a mixture of experts (qwen3-30b-a3b:
-// inflation makes dense targets only).
+// (io/llama_shapes.h); nullopt for any other name, and for a mixture of experts (qwen3-30b-a3b)
+// or a hybrid (qwen3.5-4b, qwen3.5-9b): inflation makes dense attention-only targets.
 std::optional<InflateShape> NamedInflateShape(std::string_view name);
 // "qwen3-0.6b, ..., llama-3.1-8b", for messages.
 std::string NamedInflateShapes();

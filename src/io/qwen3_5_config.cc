@@ -39,10 +39,7 @@ Status ReadLayerTypes(const ConfigFieldReader& reader, int64_t layers,
   }
   std::optional<int64_t> interval;
   DSCALE_RETURN_IF_ERROR(reader.OptionalPositiveInt("full_attention_interval", &interval));
-  const int64_t every = interval.value_or(kDefaultFullAttentionInterval);
-  for (int64_t i = 0; i < layers; ++i) {
-    out->push_back((i + 1) % every == 0 ? LayerKind::kFullAttention : LayerKind::kLinearAttention);
-  }
+  *out = IntervalLayerTypes(layers, interval.value_or(kDefaultFullAttentionInterval));
   return Status::Ok();
 }
 
@@ -166,6 +163,14 @@ nlohmann::json TextConfigJson(const DecoderConfig& config) {
 }
 
 }  // namespace
+
+std::vector<LayerKind> IntervalLayerTypes(int64_t layers, int64_t every) {
+  std::vector<LayerKind> types;
+  for (int64_t i = 0; i < layers; ++i) {
+    types.push_back((i + 1) % every == 0 ? LayerKind::kFullAttention : LayerKind::kLinearAttention);
+  }
+  return types;
+}
 
 Status ReadQwen3_5Config(const ConfigFieldReader& reader, bool multimodal, DecoderConfig* config) {
   config->family = ModelFamily::kQwen3_5;

@@ -17,13 +17,19 @@
 // and the zero-centred norms. Refused: sliding windows, experts (num_experts > 0), any other
 // rope_type, a rotary dim that is odd or zero.
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/status.h"
 #include "io/config_fields.h"
 #include "io/decoder_config.h"
 
 namespace dscale {
+
+// The layer types `full_attention_interval` = `every` gives `layers` layers: layer i is full
+// attention when (i + 1) is a multiple of `every`, linear attention otherwise.
+std::vector<LayerKind> IntervalLayerTypes(int64_t layers, int64_t every);
 
 // `multimodal`: the …ForConditionalGeneration layout (fields under `text_config`).
 Status ReadQwen3_5Config(const ConfigFieldReader& reader, bool multimodal, DecoderConfig* config);

@@ -1,6 +1,9 @@
 #include "io/qwen3_shapes.h"
 
+#include <algorithm>
 #include <cstdint>
+
+#include "io/qwen3_5_config.h"
 
 namespace dscale {
 namespace {
@@ -38,10 +41,42 @@ DecoderConfig Qwen3_30bA3b() {
   return c;
 }
 
+// A dense Qwen3.5's text config (qwen3_shapes.h states what the published ones share).
+DecoderConfig DenseQwen3_5(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads,
+                           int64_t linear_value_heads, bool tie) {
+  return {.family = ModelFamily::kQwen3_5,
+          .vocab_size = 248320,
+          .hidden_size = hidden,
+          .intermediate_size = intermediate,
+          .num_hidden_layers = layers,
+          .num_attention_heads = heads,
+          .num_key_value_heads = 4,
+          .head_dim = 256,
+          .rms_norm_eps = 1e-6,
+          .rope_theta = 1e7,
+          .tie_word_embeddings = tie,
+          .max_position_embeddings = 262144,
+          .bos_token_ids = {},
+          .eos_token_ids = {248044},
+          .hybrid = {.layer_types = IntervalLayerTypes(layers, 4),
+                     .linear = {.key_heads = 16,
+                                .value_heads = linear_value_heads,
+                                .key_head_dim = 128,
+                                .value_head_dim = 128,
+                                .conv_kernel = 4},
+                     .partial_rotary_factor = 0.25,
+                     .attention_output_gate = true,
+                     .zero_centred_norms = true,
+                     .multimodal_layout = true}};
+}
+
 }  // namespace
 
 std::optional<DecoderConfig> NamedQwen3Config(std::string_view name) {
   if (name == "qwen3-30b-a3b") return Qwen3_30bA3b();
+  if (name == "qwen3.5-4b") return DenseQwen3_5(2560, 9216, 32, 16, 32, true);
+  if (name == "qwen3.5-9b") return DenseQwen3_5(4096, 12288, 32, 16, 32, false);
+  if (name == "qwen3.5-27b") return DenseQwen3_5(5120, 17408, 64, 24, 48, false);
   if (name == "qwen3-0.6b") return DenseQwen3(1024, 3072, 28, 16, true);
   if (name == "qwen3-1.7b") return DenseQwen3(2048, 6144, 28, 16, true);
   if (name == "qwen3-4b") return DenseQwen3(2560, 9728, 36, 32, true);
@@ -49,9 +84,21 @@ std::optional<DecoderConfig> NamedQwen3Config(std::string_view name) {
   return std::nullopt;
 }
 
+DecoderConfig ShapeWithLayers(DecoderConfig shape, int64_t layers) {
+  std::vector<LayerKind>& types = shape.hybrid.layer_types;
+  if (!types.empty()) {
+    const auto every =
+        std::find(types.begin(), types.end(), LayerKind::kFullAttention) - types.begin() + 1;
+    types = IntervalLayerTypes(layers, every);
+  }
+  shape.num_hidden_layers = layers;
+  return shape;
+}
+
 const std::vector<std::string>& NamedQwen3ConfigNames() {
-  static const std::vector<std::string> names = {"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b",
-                                                 "qwen3-30b-a3b"};
+  static const std::vector<std::string> names = {"qwen3-0.6b", "qwen3-1.7b",    "qwen3-4b",
+                                                 "qwen3-8b",   "qwen3-30b-a3b", "qwen3.5-4b",
+                                                 "qwen3.5-9b", "qwen3.5-27b"};
   return names;
 }
 

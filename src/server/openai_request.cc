@@ -380,6 +380,21 @@ Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest*) {
   return Unsupported(v, name, "{\"type\": \"text\"}");
 }
 
+// The chat template's arguments, as vLLM and SGLang take them: enable_thinking only (dscale's
+// chat formats are code, not templates that read arbitrary arguments).
+Error ParseChatTemplateKwargs(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_object()) return BadField(name, "expected an object" + Got(v));
+  for (const auto& [key, value] : v.items()) {
+    if (key != "enable_thinking") {
+      return BadField(name + "." + key, "is not supported; the only argument is enable_thinking");
+    }
+    if (!value.is_boolean()) return BadField(name + "." + key, "expected a boolean" + Got(value));
+    r->enable_thinking = value.get<bool>();
+  }
+  return std::nullopt;
+}
+
 enum EndpointMask : unsigned { kCompletionsOnly = 1, kChatOnly = 2, kBoth = 3 };
 
 struct FieldRule {
@@ -419,6 +434,7 @@ constexpr FieldRule kFields[] = {
     {"tool_choice", kChatOnly, ParseToolChoice},
     {"parallel_tool_calls", kChatOnly, ParseBool},
     {"response_format", kChatOnly, ParseResponseFormat},
+    {"chat_template_kwargs", kChatOnly, ParseChatTemplateKwargs},
 };
 
 const FieldRule* FindRule(const std::string& key, Endpoint endpoint) {

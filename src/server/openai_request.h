@@ -62,6 +62,9 @@ struct ApiRequest {
   int32_t n = 1;             // choices: independent completions of the same prompt
   bool logprobs = false;     // report each output token's log-probability (spec/logprobs.h)
   int32_t top_logprobs = 0;  // and this many most likely tokens' (0 .. kMaxTopLogprobs)
+  // /v1/chat/completions: chat_template_kwargs.enable_thinking, as vLLM and SGLang take it (the
+  // chat format's generation prompt opens a reasoning block, or closes an empty one).
+  bool enable_thinking = false;
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).

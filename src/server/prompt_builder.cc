@@ -34,13 +34,15 @@ std::string UniqueMarker(const std::vector<ChatMessage>& messages) {
 // Renders with each verbatim message's content replaced by marker + index + marker, then
 // encodes the template's text with added tokens and the contents as plain text.
 std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& messages,
-                                            const Tokenizer& tokenizer, std::vector<int32_t>* ids) {
+                                            const Tokenizer& tokenizer, std::vector<int32_t>* ids,
+                                            const ChatTemplateOptions& options) {
   const std::string marker = UniqueMarker(messages);
   std::vector<ChatMessage> masked = messages;
   for (size_t i = 0; i < masked.size(); ++i) {
     if (IsVerbatim(masked[i])) masked[i].content = marker + std::to_string(i) + marker;
   }
-  Result<std::string> text = ApplyChatTemplate(ChatFormatOf(tokenizer), masked);
+  const ChatFormat format = ChatFormatOf(tokenizer);
+  Result<std::string> text = ApplyChatTemplate(format, masked, options);
   if (!text.ok()) return BadField("messages", text.status().message());
   ids->clear();
   size_t pos = 0;
@@ -58,7 +60,8 @@ std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& mess
     const size_t close = text->find(marker, index_start);
     size_t index = 0;
     std::from_chars(text->data() + index_start, text->data() + close, index);
-    if (auto e = append(messages[index].content, false)) return e;
+    // The content as the template writes it (trimmed in some formats), as plain text.
+    if (auto e = append(ContentAsRendered(format, messages[index]), false)) return e;
     pos = close + marker.size();
   }
 }
@@ -118,16 +121,17 @@ int64_t PromptTextBytes(const ApiRequest& request) {
 }
 
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
-                                   const Tokenizer& tokenizer, std::vector<int32_t>* ids) {
+                                   const Tokenizer& tokenizer, std::vector<int32_t>* ids,
+                                   const ChatTemplateOptions& options) {
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!IsVerbatim(messages[i])) continue;
     Result<bool> spells = SpellsAddedToken(tokenizer, messages[i].content);
     if (!spells.ok()) {
       return BadField("messages[" + std::to_string(i) + "].content", spells.status().message());
     }
-    if (*spells) return EncodeChatSegmented(messages, tokenizer, ids);
+    if (*spells) return EncodeChatSegmented(messages, tokenizer, ids, options);
   }
-  Result<std::string> text = ApplyChatTemplate(ChatFormatOf(tokenizer), messages);
+  Result<std::string> text = ApplyChatTemplate(ChatFormatOf(tokenizer), messages, options);
   if (!text.ok()) return BadField("messages", text.status().message());
   Result<std::vector<int32_t>> encoded = tokenizer.Encode(*text);
   if (!encoded.ok()) return BadField("messages", encoded.status().message());
@@ -149,7 +153,8 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   const std::string input = chat ? "messages" : "prompt";
   std::optional<ApiError> error = CheckPromptBytes(request, model, input);
   if (error) return error;
-  error = chat ? EncodeChat(request.messages, tokenizer, &out->prompt)
+  error = chat ? EncodeChat(request.messages, tokenizer, &out->prompt,
+                            {.enable_thinking = request.enable_thinking})
                : CompletionPrompt(request, tokenizer, &out->prompt);
   if (error) return error;
 

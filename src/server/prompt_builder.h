@@ -58,8 +58,10 @@ int64_t PromptTextBytes(const ApiRequest& request);
 std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenizer& tokenizer,
                                        const ModelInfo& model, uint64_t seed, PreparedRequest* out);
 
-// The chat prompt's token ids (see the header comment). Errors name the message.
+// The chat prompt's token ids (see the header comment) in the tokenizer's chat format, with
+// `options` (thinking on or off). Errors name the message.
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
-                                   const Tokenizer& tokenizer, std::vector<int32_t>* ids);
+                                   const Tokenizer& tokenizer, std::vector<int32_t>* ids,
+                                   const ChatTemplateOptions& options = {});
 
 }  // namespace dscale::server

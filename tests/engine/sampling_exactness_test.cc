@@ -120,6 +120,7 @@ int64_t ExpectExact(const ExactRun& run) {
   DecoderConfig config = testing::EngineTestTargetConfig(vocab);
   if (family == ModelFamily::kLlama) config = testing::EngineTestLlamaConfig(vocab);
   if (family == ModelFamily::kQwen3Moe) config = testing::EngineTestMoeConfig(true, vocab);
+  if (family == ModelFamily::kQwen3_5) config = testing::EngineTestHybridConfig(2, 4, vocab);
   DecoderModel target(config, RandomDecoderWeights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
   testing::PlantedDrafter planted(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
@@ -163,8 +164,8 @@ int64_t ExpectExact(const ExactRun& run) {
     for (int32_t a : r.accepted) accepted_drafts += a;
   }
   const testing::ChiSquareResult chi = testing::ChiSquareTest(counts, exact);
-  EXPECT_GT(chi.p_value, 0.001) << mode << " " << DraftSamplingName(run.draft_sampling)
-                                << ": chi2 " << chi.statistic << " dof " << chi.dof;
+  EXPECT_GT(chi.p_value, 0.001) << mode << " " << DraftSamplingName(run.draft_sampling) << ": chi2 "
+                                << chi.statistic << " dof " << chi.dof;
   EXPECT_GT(accepted_drafts, run.min_accepted) << "the accept path must be exercised";
   return accepted_drafts;
 }
@@ -237,6 +238,19 @@ TEST(SamplingExactnessTest, LlamaTargetWithDScaleAndARandomDrafterAtTemperatureF
 TEST(SamplingExactnessTest, Qwen3MoeTargetWithDFlashAtTemperatureOne) {
   ExpectExactSampling("dflash", {.temperature = 1.0f}, 6, 3, "0.5", Proposer::kPlanted,
                       kSamples / 10, ModelFamily::kQwen3Moe);
+}
+
+// A Qwen3.5 hybrid target (Gated DeltaNet layers whose recurrent state each commit replays to the
+// accepted rows) under the planted drafter: whole blocks, and DScale's half budget. A state left
+// at a rejected draft would bias the next token's law.
+TEST(SamplingExactnessTest, Qwen3_5HybridTargetWithDFlashAtTemperatureOne) {
+  ExpectExactSampling("dflash", {.temperature = 1.0f}, 6, 3, "0.5", Proposer::kPlanted,
+                      kSamples / 10, ModelFamily::kQwen3_5);
+}
+
+TEST(SamplingExactnessTest, Qwen3_5HybridTargetWithDScaleAtTemperatureOne) {
+  ExpectExactSampling("dscale", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2, "0.5",
+                      Proposer::kPlanted, kSamples / 10, ModelFamily::kQwen3_5);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {

@@ -280,6 +280,7 @@ void ExpectError(const DecoderConfig& t, const DFlashConfig& d, const InflateSha
 // Inflation makes dense targets: a mixture of experts is neither a source nor a named shape.
 TEST(InflatePlanTest, MixturesOfExpertsAreRefused) {
   EXPECT_FALSE(NamedInflateShape("qwen3-30b-a3b").has_value());
+  EXPECT_FALSE(NamedInflateShape("qwen3.5-4b").has_value());
   EXPECT_EQ(NamedInflateShapes().find("a3b"), std::string::npos) << NamedInflateShapes();
   const DecoderConfig t = testing::EngineTestMoeConfig(true);
   ExpectError(t, TestDrafterConfig(t), ShapeOf(t),

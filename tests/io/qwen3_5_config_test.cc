@@ -1,13 +1,19 @@
 // The dense Qwen3.5 / Qwen3.6 family at the config seam: Qwen3.5-27B's config.json in both
 // layouts (…ForConditionalGeneration with `text_config`, …ForCausalLM at the top level), the
-// layer-type rule, the partial rotary dims, the fields' refusals and the round trip.
+// layer-type rule, the partial rotary dims, the fields' refusals, the round trip and the named
+// shapes.
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "io/config_test_util.h"
 #include "io/decoder_config.h"
+#include "io/qwen3_shapes.h"
 
 namespace dscale {
 namespace {
@@ -211,6 +217,54 @@ TEST(Qwen3_5ConfigTest, RoundTripsThroughItsJson) {
     ASSERT_TRUE(again.ok()) << again.status().message();
     EXPECT_EQ(*again, *config);
   }
+}
+
+// The named shapes (make-tiny --shape, the benchmarks) are the published configs: 27B's equals
+// the config above as read, and 4B's and 9B's sizes are their config.json's.
+TEST(Qwen3_5ConfigTest, NamedShapesAreThePublishedConfigs) {
+  const Result<DecoderConfig> published = Parse(Qwen3_5_27bJson());
+  ASSERT_TRUE(published.ok()) << published.status().message();
+  EXPECT_EQ(*NamedQwen3Config("qwen3.5-27b"), *published);
+  for (const auto& [name, hidden, intermediate, tied] :
+       {std::tuple{"qwen3.5-4b", 2560, 9216, true}, std::tuple{"qwen3.5-9b", 4096, 12288, false}}) {
+    const std::optional<DecoderConfig> shape = NamedQwen3Config(name);
+    ASSERT_TRUE(shape.has_value()) << name;
+    EXPECT_EQ(shape->hidden_size, hidden) << name;
+    EXPECT_EQ(shape->intermediate_size, intermediate) << name;
+    EXPECT_EQ(shape->tie_word_embeddings, tied) << name;
+    EXPECT_EQ(shape->num_hidden_layers, 32) << name;
+    EXPECT_EQ(shape->num_attention_heads, 16) << name;
+    EXPECT_EQ(shape->hybrid.linear.value_heads, 32) << name;
+    EXPECT_EQ(shape->hybrid.linear.key_heads, 16) << name;
+    // Every other field is the 27B's.
+    DecoderConfig same = *published;
+    same.hidden_size = hidden;
+    same.intermediate_size = intermediate;
+    same.tie_word_embeddings = tied;
+    same.num_hidden_layers = 32;
+    same.num_attention_heads = 16;
+    same.hybrid.linear.value_heads = 32;
+    same.hybrid.layer_types.resize(32);
+    EXPECT_EQ(*shape, same) << name;
+    const Result<DecoderConfig> again =
+        ParseDecoderConfig(DecoderConfigToJson(*shape), std::string(name));
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(*again, *shape) << name;
+  }
+}
+
+// A shape's first layers keep its spacing of full-attention layers (make-tiny --shape --layers).
+TEST(Qwen3_5ConfigTest, ShapeWithLayersKeepsTheSpacing) {
+  const DecoderConfig five = ShapeWithLayers(*NamedQwen3Config("qwen3.5-4b"), 5);
+  EXPECT_EQ(five.num_hidden_layers, 5);
+  EXPECT_EQ(five.hybrid.layer_types,
+            (std::vector<LayerKind>{LayerKind::kLinearAttention, LayerKind::kLinearAttention,
+                                    LayerKind::kLinearAttention, LayerKind::kFullAttention,
+                                    LayerKind::kLinearAttention}));
+  EXPECT_TRUE(ParseDecoderConfig(DecoderConfigToJson(five), "five").ok());
+  const DecoderConfig dense = ShapeWithLayers(*NamedQwen3Config("qwen3-8b"), 3);
+  EXPECT_EQ(dense.num_hidden_layers, 3);
+  EXPECT_TRUE(dense.hybrid.layer_types.empty());
 }
 
 }  // namespace

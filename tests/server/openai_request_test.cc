@@ -140,6 +140,12 @@ TEST(OpenAiRequestTest, ChatMessages) {
   EXPECT_EQ(r.messages[1].content, "Hi there");
   EXPECT_EQ(r.messages[2].content, "");
   EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_FALSE(r.enable_thinking);
+  // chat_template_kwargs, as vLLM and SGLang take it: enable_thinking only.
+  const std::string chat = R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_TRUE(ParseOk(kChat, chat + R"("chat_template_kwargs": {"enable_thinking": true}})")
+                  .enable_thinking);
+  EXPECT_FALSE(ParseOk(kChat, chat + R"("chat_template_kwargs": null})").enable_thinking);
 }
 
 struct BadCase {
@@ -253,6 +259,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object"}})", 400,
                 "response_format"},
+        BadCase{kChat, "{" + kChatOk + R"(, "chat_template_kwargs": [true]})", 400,
+                "chat_template_kwargs"},
+        BadCase{kChat, "{" + kChatOk + R"(, "chat_template_kwargs": {"enable_thinking": 1}})", 400,
+                "chat_template_kwargs.enable_thinking"},
+        BadCase{kChat, "{" + kChatOk + R"(, "chat_template_kwargs": {"tools": []}})", 400,
+                "chat_template_kwargs.tools"},
+        BadCase{kCompletions, "{" + kOk + R"(, "chat_template_kwargs": {}})", 400,
+                "chat_template_kwargs"},
         BadCase{kChat, "{" + kChatOk + R"(, "logprobs": 1})", 400, "logprobs"},
         BadCase{kChat, "{" + kChatOk + R"(, "top_logprobs": 2})", 400, "top_logprobs"},
         BadCase{kChat, "{" + kChatOk + R"(, "logprobs": true, "top_logprobs": 21})", 400,

@@ -418,6 +418,35 @@ TEST(BpeVocabTest, TheSplitPatternComesFromTokenizerJson) {
   EXPECT_EQ(*by_llama, (std::vector<int32_t>{'1', 261, '4', '5'}));
 }
 
+// Qwen3.5's split pattern (its 248k tokenizer.json; Qwen3.6's is the same): Qwen2's with
+// combining marks (\p{M}) in the letter runs and out of the symbol runs, so a letter keeps its
+// marks. "नमस्ते" is न म स ् त े: under Qwen2's pattern the virama and the vowel sign cut the
+// word into letter runs and mark runs; under Qwen3.5's it is one piece.
+constexpr std::string_view kQwen3_5SplitPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N})"
+    R"(| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+TEST(BpeVocabTest, Qwen3_5sSplitPatternKeepsCombiningMarksWithTheirLetters) {
+  const std::string word = "\u0928\u092e\u0938\u094d\u0924\u0947";  // नमस्ते
+  const std::string spaced_word = " " + word;
+  const std::string text = "say" + spaced_word + " 42";
+  auto split = [&](std::string_view pattern) {
+    Result<PreTokenizer> pre = PreTokenizer::Create(pattern);
+    EXPECT_TRUE(pre.ok()) << pre.status().ToString();
+    std::vector<std::string> pieces;
+    std::vector<std::string_view> views;
+    if (pre.ok() && pre->Split(text, &views).ok()) pieces.assign(views.begin(), views.end());
+    return pieces;
+  };
+  EXPECT_EQ(split(kQwen3_5SplitPattern),
+            (std::vector<std::string>{"say", spaced_word, " ", "4", "2"}));
+  // Qwen2's: " नमस", then the virama opens "्त" (a non-letter prefix before a letter run), and
+  // the vowel sign is a symbol run of its own.
+  EXPECT_EQ(split(kQwen2SplitPattern),
+            (std::vector<std::string>{"say", " \u0928\u092e\u0938", "\u094d\u0924", "\u0947", " ",
+                                      "4", "2"}));
+}
+
 // model.vocab and model.merges are checked entry by entry as the file is read: every kind of bad
 // entry, at the start, in the middle and at the end, is named, and the rest of the file after it
 // is still read without harm.

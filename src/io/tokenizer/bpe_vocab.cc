@@ -220,10 +220,28 @@ Result<std::vector<AddedToken>> MergeAddedTokens(
   return out;
 }
 
-// tokenizer_config.json: added_tokens_decoder and eos_token; everything else is ignored.
+// tokenizer_config.json's chat_template: a string, or a list of {name, template} whose "default"
+// entry is the one applied; anything else is left unread.
+std::string ChatTemplateOf(const json& doc) {
+  auto it = doc.find("chat_template");
+  if (it == doc.end()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) return {};
+  for (const json& entry : *it) {
+    if (entry.is_object() && entry.value("name", json()) == "default" &&
+        entry.value("template", json()).is_string()) {
+      return entry["template"].get<std::string>();
+    }
+  }
+  return {};
+}
+
+// tokenizer_config.json: added_tokens_decoder, eos_token and chat_template; everything else is
+// ignored.
 Status ParseTokenizerConfig(const json& doc, const std::string& path,
-                            std::map<int32_t, AddedToken>* decoded,
-                            std::optional<std::string>* eos) {
+                            std::map<int32_t, AddedToken>* decoded, std::optional<std::string>* eos,
+                            std::string* chat_template) {
+  *chat_template = ChatTemplateOf(doc);
   if (auto it = doc.find("added_tokens_decoder"); it != doc.end()) {
     if (!it->is_object()) return DataLoss(path + ": added_tokens_decoder: expected an object");
     for (const auto& [key, entry] : it->items()) {
@@ -550,8 +568,8 @@ Result<BpeVocab> LoadVocabAndMerges(const fs::path& vocab_json, const fs::path& 
   std::map<int32_t, AddedToken> decoded;
   if (!tokenizer_config_json.empty()) {
     DSCALE_ASSIGN_OR_RETURN(json doc, ParseJsonFile(tokenizer_config_json));
-    DSCALE_RETURN_IF_ERROR(
-        ParseTokenizerConfig(doc, tokenizer_config_json.string(), &decoded, &vocab.eos_token));
+    DSCALE_RETURN_IF_ERROR(ParseTokenizerConfig(doc, tokenizer_config_json.string(), &decoded,
+                                                &vocab.eos_token, &vocab.chat_template));
   }
   DSCALE_ASSIGN_OR_RETURN(vocab.added_tokens,
                           MergeAddedTokens(plain, decoded, added_tokens_json.string()));
@@ -621,22 +639,28 @@ Result<BpeVocab> LoadBpeVocab(const fs::path& dir) {
   auto optional_file = [&](const char* name) {
     return fs::exists(dir / name, ec) ? dir / name : fs::path();
   };
+  BpeVocab vocab;
   if (fs::exists(dir / "tokenizer.json", ec)) {
-    DSCALE_ASSIGN_OR_RETURN(BpeVocab vocab, LoadTokenizerJson(dir / "tokenizer.json"));
+    DSCALE_ASSIGN_OR_RETURN(vocab, LoadTokenizerJson(dir / "tokenizer.json"));
     if (fs::path config = optional_file("tokenizer_config.json"); !config.empty()) {
       DSCALE_ASSIGN_OR_RETURN(json doc, ParseJsonFile(config));
       std::map<int32_t, AddedToken> ignored;  // tokenizer.json's added_tokens take precedence
-      DSCALE_RETURN_IF_ERROR(
-          ParseTokenizerConfig(doc, config.string(), &ignored, &vocab.eos_token));
+      DSCALE_RETURN_IF_ERROR(ParseTokenizerConfig(doc, config.string(), &ignored, &vocab.eos_token,
+                                                  &vocab.chat_template));
     }
-    return vocab;
-  }
-  if (!fs::exists(dir / "vocab.json", ec)) {
+  } else if (fs::exists(dir / "vocab.json", ec)) {
+    DSCALE_ASSIGN_OR_RETURN(vocab, LoadVocabAndMerges(dir / "vocab.json", dir / "merges.txt",
+                                                      optional_file("added_tokens.json"),
+                                                      optional_file("tokenizer_config.json")));
+  } else {
     return NotFound(dir.string() + ": neither tokenizer.json nor vocab.json is there");
   }
-  return LoadVocabAndMerges(dir / "vocab.json", dir / "merges.txt",
-                            optional_file("added_tokens.json"),
-                            optional_file("tokenizer_config.json"));
+  // Newer checkpoints keep the template in its own file.
+  if (fs::path jinja = optional_file("chat_template.jinja");
+      vocab.chat_template.empty() && !jinja.empty()) {
+    DSCALE_ASSIGN_OR_RETURN(vocab.chat_template, ReadTokenizerFile(jinja));
+  }
+  return vocab;
 }
 
 }  // namespace dscale

@@ -48,6 +48,10 @@ struct BpeVocab {
   std::string split_pattern = std::string(kQwen2SplitPattern);
   // The end-of-sequence token's text, when the folder names one.
   std::optional<std::string> eos_token;
+  // The checkpoint's chat template (Jinja source): tokenizer_config.json's chat_template, else
+  // the folder's chat_template.jinja; empty when it has neither. Only read to tell the chat
+  // formats apart (chat_format.h); dscale applies its own code for each.
+  std::string chat_template;
   // Where vocab and merges came from (file paths), for error messages.
   std::string vocab_source = "vocab";
   std::string merges_source = "merges";

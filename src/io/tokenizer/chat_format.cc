@@ -14,15 +14,27 @@ constexpr std::array<std::string_view, 3> kLlama3Identifying = {"<|start_header_
                                                                 "<|end_header_id|>", "<|eot_id|>"};
 constexpr std::array<std::string_view, 2> kLlama3EndOfTurn = {"<|eot_id|>", "<|eom_id|>"};
 
+// Qwen3.5's and Qwen3.6's chat template opens a reasoning block in its generation prompt when
+// thinking is on ({{- '<think>\n' }}, the Jinja string's "\n" as written); Qwen3's has no such
+// statement. The tokens are Qwen3's.
+constexpr std::string_view kQwen3_5TemplateText = R"({{- '<think>\n' }})";
+
 // Most specific first: the last entry (no identifying tokens) is the default.
-constexpr std::array<ChatFormatTraits, 2> kFormats = {{
+constexpr std::array<ChatFormatTraits, 3> kFormats = {{
     {.format = ChatFormat::kLlama3,
      .name = "llama3",
      .identifying_tokens = kLlama3Identifying,
+     .identifying_template_text = {},
      .end_of_turn_tokens = kLlama3EndOfTurn},
+    {.format = ChatFormat::kQwen3_5,
+     .name = "qwen3.5",
+     .identifying_tokens = {},
+     .identifying_template_text = kQwen3_5TemplateText,
+     .end_of_turn_tokens = kQwen3EndOfTurn},
     {.format = ChatFormat::kQwen3,
      .name = "qwen3",
      .identifying_tokens = {},
+     .identifying_template_text = {},
      .end_of_turn_tokens = kQwen3EndOfTurn},
 }};
 
@@ -44,7 +56,11 @@ const ChatFormatTraits& TraitsOf(ChatFormat format) {
 
 ChatFormat ChatFormatOf(const Tokenizer& tokenizer) {
   for (const ChatFormatTraits& traits : kFormats) {
-    if (HasAll(tokenizer, traits.identifying_tokens)) return traits.format;
+    const std::string_view text = traits.identifying_template_text;
+    if (HasAll(tokenizer, traits.identifying_tokens) &&
+        (text.empty() || tokenizer.chat_template().find(text) != std::string::npos)) {
+      return traits.format;
+    }
   }
   return kFormats.back().format;
 }

@@ -11,7 +11,7 @@
 
 namespace dscale {
 
-enum class ChatFormat { kQwen3, kLlama3 };
+enum class ChatFormat { kQwen3, kQwen3_5, kLlama3 };
 
 struct ChatFormatTraits {
   ChatFormat format;
@@ -19,6 +19,9 @@ struct ChatFormatTraits {
   // Added tokens a tokenizer has only in this format; empty: the format of a tokenizer that has
   // no other's (Qwen3's ChatML).
   std::span<const std::string_view> identifying_tokens;
+  // Text the checkpoint's chat template (Tokenizer::chat_template) holds only in this format,
+  // for formats whose tokens are another's (Qwen3.5's are Qwen3's); empty: none needed.
+  std::string_view identifying_template_text;
   // Added tokens after which the assistant's turn is over (end of turn, end of text, end of a
   // tool call message).
   std::span<const std::string_view> end_of_turn_tokens;
@@ -27,7 +30,8 @@ struct ChatFormatTraits {
 const ChatFormatTraits& TraitsOf(ChatFormat format);
 
 class Tokenizer;
-// The format whose identifying tokens `tokenizer` has (all of them), else the default one.
+// The first format (most specific first) whose identifying tokens `tokenizer` has (all of them)
+// and whose identifying template text its chat template holds, else the default one (Qwen3's).
 ChatFormat ChatFormatOf(const Tokenizer& tokenizer);
 // The ids of its format's end-of-turn tokens that `tokenizer` has, in the table's order.
 std::vector<int32_t> EndOfTurnTokenIds(const Tokenizer& tokenizer);

@@ -1,64 +1,32 @@
+// Qwen3's chat format, written out in code (declared in chat_template.h), and the dispatch by
+// format.
+
 #include "io/tokenizer/chat_template.h"
 
 #include <cstdint>
 #include <string_view>
 
+#include "io/tokenizer/chat_template_text.h"
+
 namespace dscale {
 namespace {
 
-// Python's str.lstrip('\n') / rstrip('\n') / strip('\n'), as the template calls them.
-std::string_view LStripNewlines(std::string_view s) {
-  while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
-  return s;
-}
-std::string_view RStripNewlines(std::string_view s) {
-  while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
-  return s;
-}
-std::string_view StripNewlines(std::string_view s) { return RStripNewlines(LStripNewlines(s)); }
-
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
-
-bool IsToolResponse(std::string_view content) {
-  return content.starts_with("<tool_response>") && content.ends_with("</tool_response>");
-}
+using chat_text::LStripNewlines;
+using chat_text::StripNewlines;
 
 // The index of the last user message that is a real query (not a tool response wrapped as a
 // user turn); the template's ns.last_query_index, len - 1 when there is none.
 int64_t LastQueryIndex(std::span<const ChatMessage> messages) {
   for (int64_t i = static_cast<int64_t>(messages.size()) - 1; i >= 0; --i) {
-    if (messages[i].role == "user" && !IsToolResponse(messages[i].content)) return i;
+    if (messages[i].role == "user" && !chat_text::IsToolResponse(messages[i].content)) return i;
   }
   return static_cast<int64_t>(messages.size()) - 1;
 }
 
-// Splits an assistant message into (reasoning, answer) the way the template does:
-// reasoning is between the last "<think>" and the first "</think>", the answer follows the
-// last "</think>".
-void SplitThinking(const ChatMessage& message, std::string_view* reasoning,
-                   std::string_view* content) {
-  *content = message.content;
-  *reasoning = {};
-  if (message.reasoning_content) {
-    *reasoning = *message.reasoning_content;
-    return;
-  }
-  const size_t first_close = content->find(kThinkClose);
-  if (first_close == std::string_view::npos) return;
-  std::string_view before = RStripNewlines(content->substr(0, first_close));
-  if (const size_t open = before.rfind(kThinkOpen); open != std::string_view::npos) {
-    before = before.substr(open + kThinkOpen.size());
-  }
-  *reasoning = LStripNewlines(before);
-  const size_t last_close = content->rfind(kThinkClose);
-  *content = LStripNewlines(content->substr(last_close + kThinkClose.size()));
-}
-
 void AppendAssistant(std::span<const ChatMessage> messages, size_t i, int64_t last_query,
                      std::string* out) {
-  std::string_view reasoning, content;
-  SplitThinking(messages[i], &reasoning, &content);
+  const auto [reasoning, content] =
+      chat_text::SplitThinking(messages[i].content, messages[i].reasoning_content);
   const bool is_last = i + 1 == messages.size();
   *out += "<|im_start|>assistant\n";
   // Reasoning is shown only for turns after the last query, i.e. the turn being continued
@@ -86,16 +54,7 @@ void AppendTool(std::span<const ChatMessage> messages, size_t i, std::string* ou
 
 Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages,
                                            const ChatTemplateOptions& options) {
-  // The template reads messages[0] unconditionally and fails on an empty list.
-  if (messages.empty()) return InvalidArgument("messages: expected at least one message");
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string& role = messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
-      return InvalidArgument("messages[" + std::to_string(i) +
-                             "].role: expected system, user, assistant or tool, got \"" + role +
-                             "\"");
-    }
-  }
+  DSCALE_RETURN_IF_ERROR(chat_text::CheckRoles(messages));
   std::string out;
   const int64_t last_query = LastQueryIndex(messages);
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -114,6 +73,32 @@ Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages
     if (!options.enable_thinking) out += "<think>\n\n</think>\n\n";
   }
   return out;
+}
+
+std::string_view ContentAsRendered(ChatFormat format, const ChatMessage& message) {
+  switch (format) {
+    case ChatFormat::kQwen3_5:
+      return chat_text::Trim(message.content);
+    case ChatFormat::kLlama3:
+      return message.role == "tool" ? std::string_view(message.content)
+                                    : chat_text::Trim(message.content);
+    case ChatFormat::kQwen3:
+      break;
+  }
+  return message.content;
+}
+
+Result<std::string> ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,
+                                      const ChatTemplateOptions& options) {
+  switch (format) {
+    case ChatFormat::kLlama3:
+      return ApplyLlama3ChatTemplate(messages, options);
+    case ChatFormat::kQwen3_5:
+      return ApplyQwen3_5ChatTemplate(messages, options);
+    case ChatFormat::kQwen3:
+      break;
+  }
+  return ApplyQwen3ChatTemplate(messages, options);
 }
 
 }  // namespace dscale

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "io/tokenizer/chat_format.h"
@@ -40,6 +41,20 @@ struct ChatTemplateOptions {
 Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages,
                                            const ChatTemplateOptions& options = {});
 
+// Qwen3.5's and Qwen3.6's (their chat_template.jinja, text messages, no tools): Qwen3's ChatML
+// with these differences —
+//   - every message's content is trimmed (Jinja's trim: Python's str.strip());
+//   - a system message anywhere but first, and a list without a user message that is not a tool
+//     response, are InvalidArgument (the template raises);
+//   - an assistant turn after the last user query always shows its reasoning block,
+//     "<think>\n{reasoning, trimmed}\n</think>\n\n", even an empty one; earlier turns drop it;
+//   - a tool message first in the list opens no user turn;
+//   - the generation prompt "<|im_start|>assistant\n" is followed by "<think>\n" when thinking is
+//     on (the model writes its reasoning, then "</think>") and by "<think>\n\n</think>\n\n"
+//     when it is off.
+Result<std::string> ApplyQwen3_5ChatTemplate(std::span<const ChatMessage> messages,
+                                             const ChatTemplateOptions& options = {});
+
 // Llama 3.1's (Instruct checkpoints' template, no tools, the template's default date):
 //   "<|begin_of_text|>", then always a system turn
 //   "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
@@ -50,6 +65,12 @@ Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages
 //   reasoning_content have no place in it and are ignored. Errors as ApplyQwen3ChatTemplate's.
 Result<std::string> ApplyLlama3ChatTemplate(std::span<const ChatMessage> messages,
                                             const ChatTemplateOptions& options = {});
+
+// What `format`'s template writes for a message's content (an assistant's before its reasoning is
+// split off): as given in Qwen3's; trimmed (Jinja's trim) in Qwen3.5's, and in Llama 3's but for
+// tool results. The templates write contents through it, and the server's segmented encoding
+// (server/prompt_builder.cc) inserts it for each content it encodes as plain text.
+std::string_view ContentAsRendered(ChatFormat format, const ChatMessage& message);
 
 // `format`'s template (ChatFormatOf, chat_format.h, says which a tokenizer speaks).
 Result<std::string> ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,

@@ -35,6 +35,7 @@ Result<Tokenizer> Tokenizer::FromVocab(const BpeVocab& vocab) {
   tokenizer.nfc_ = vocab.nfc;
   tokenizer.vocab_source_ = vocab.vocab_source;
   tokenizer.added_source_ = vocab.added_source;
+  tokenizer.chat_template_ = vocab.chat_template;
   if (vocab.eos_token) {
     // Left unset when the named token is not an added token; generation_config.json is the
     // authority on stop tokens anyway.

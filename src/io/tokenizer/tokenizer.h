@@ -72,6 +72,8 @@ class Tokenizer {
   std::optional<int32_t> AddedTokenId(std::string_view content) const;
   // From tokenizer_config.json's eos_token, when the folder has one.
   std::optional<int32_t> eos_token_id() const { return eos_token_id_; }
+  // The checkpoint's chat template source (BpeVocab::chat_template); empty when it has none.
+  const std::string& chat_template() const { return chat_template_; }
   // One past the largest token id (unassigned ids below it may exist).
   int32_t id_limit() const { return static_cast<int32_t>(tokens_.size()); }
   // InvalidArgument naming the file and the token when a token's id is not below `vocab_size`,
@@ -100,6 +102,7 @@ class Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   bool nfc_ = true;
   std::optional<int32_t> eos_token_id_;
+  std::string chat_template_;
 };
 
 }  // namespace dscale
