@@ -21,6 +21,7 @@ struct InflateArgs {
   std::optional<int64_t> hidden, intermediate, layers, heads, kv_heads, head_dim, vocab;
   std::optional<int64_t> draft_layers;
   std::optional<bool> tie;
+  std::optional<int64_t> experts, experts_per_token, expert_intermediate;
 };
 
 // The named shape (or the source target's own), then the overrides.
@@ -50,6 +51,19 @@ Result<InflateShape> ResolveShape(const InflateArgs& args) {
   apply(args.vocab, &shape.vocab_size);
   apply(args.draft_layers, &shape.draft_layers);
   if (args.tie) shape.tie_word_embeddings = *args.tie;
+  // Expert flags make (or resize) a mixture of experts: renormalised, every layer sparse.
+  if (args.experts || args.experts_per_token || args.expert_intermediate) {
+    MoeConfig& moe = shape.moe;
+    apply(args.experts, &moe.num_experts);
+    apply(args.experts_per_token, &moe.experts_per_token);
+    apply(args.expert_intermediate, &moe.expert_intermediate_size);
+    moe.norm_topk_prob = true;
+    if (moe.num_experts == 0 || moe.experts_per_token == 0 || moe.expert_intermediate_size == 0) {
+      return InvalidArgument(
+          "--experts, --experts-per-token and --expert-intermediate: a mixture of experts needs "
+          "all three (or a named mixture-of-experts --shape)");
+    }
+  }
   return shape;
 }
 
@@ -88,6 +102,13 @@ void PrintSummary(const InflateArgs& args, const InflateResult& r) {
       static_cast<long long>(s.head_dim), static_cast<long long>(l.head_dim),
       static_cast<long long>(s.vocab_size), static_cast<long long>(l.vocab_size),
       l.tie_word_embeddings ? "tied" : "untied");
+  if (l.moe.num_experts > 0) {
+    std::printf("mixture of experts: %lld experts of %lld, top %lld, routed in %lld groups\n",
+                static_cast<long long>(l.moe.num_experts),
+                static_cast<long long>(l.moe.expert_intermediate_size),
+                static_cast<long long>(l.moe.experts_per_token),
+                static_cast<long long>(l.moe.num_experts / l.moe.experts_per_token));
+  }
   if (args.options.shape.tie_word_embeddings && !l.tie_word_embeddings) {
     std::printf(
         "note: the source's LM head is not its embedding, so the output keeps a separate "
@@ -136,8 +157,9 @@ void RegisterInflateCommand(CLI::App& app, int* exit_code) {
       ->required()
       ->allow_extra_args(false);
   cmd->add_option("--shape", args->shape,
-                  "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b (Qwen3 sources), llama-3.2-1b, "
-                  "llama-3.2-3b or llama-3.1-8b (Llama sources); default: the source's own");
+                  "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-30b-a3b (Qwen3 sources), "
+                  "llama-3.2-1b, llama-3.2-3b or llama-3.1-8b (Llama sources); default: the "
+                  "source's own");
   cmd->add_option("--hidden", args->hidden, "Override the hidden size");
   cmd->add_option("--intermediate", args->intermediate, "Override the MLP size");
   cmd->add_option("--layers", args->layers, "Override the target's decoder layers");
@@ -147,6 +169,12 @@ void RegisterInflateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--vocab", args->vocab, "Override the vocabulary rows");
   cmd->add_option("--draft-layers", args->draft_layers,
                   "Drafter layers (default: the source drafter's)");
+  cmd->add_option("--experts", args->experts,
+                  "A mixture-of-experts target: its experts (with --experts-per-token and "
+                  "--expert-intermediate)");
+  cmd->add_option("--experts-per-token", args->experts_per_token,
+                  "Experts a row is routed to (they are routed in groups of that many)");
+  cmd->add_option("--expert-intermediate", args->expert_intermediate, "Each expert's MLP width");
   cmd->add_option("--tie", args->tie,
                   "true: LM head tied to the embedding (needs a tied source), false: separate");
   cmd->add_option("--out-target", o.out_target, "Output target directory (new or empty)")

@@ -91,6 +91,7 @@ StepStats StatsDelta(const StepStats& after, const StepStats& before) {
   d.verify_s -= before.verify_s;
   d.acceptance_s -= before.acceptance_s;
   d.commit_s -= before.commit_s;
+  d.verify_experts_per_layer -= before.verify_experts_per_layer;
   return d;
 }
 
@@ -132,7 +133,8 @@ RunMetrics InProcessMetrics(const LoopOutcome& outcome, const StepStats& s) {
                         .decision_s = s.decision_s,
                         .verify_s = s.verify_s,
                         .acceptance_s = s.acceptance_s,
-                        .commit_s = s.commit_s};
+                        .commit_s = s.commit_s,
+                        .verify_experts_per_layer = s.verify_experts_per_layer};
   return m;
 }
 

@@ -102,6 +102,30 @@ std::string ProfileTable(const Report& report) {
   return out;
 }
 
+// A mixture-of-experts target: the distinct experts a sparse layer of each cell's verify steps
+// ran, beside the verify time (what rows cost there: docs/BENCHMARKS.md, "Mixture of experts").
+std::string ExpertsTable(const Report& report) {
+  std::string out;
+  const std::vector<int> widths = {10, 4, 14, 11, 14, 10};
+  for (const Cell& cell : report.cells) {
+    const auto s = Summarize(cell);
+    if (!s || !s->representative->stages) continue;
+    const StageTimes& t = *s->representative->stages;
+    if (t.verify_experts_per_layer <= 0 || t.decode_steps == 0) continue;
+    if (out.empty()) {
+      out = "\ndistinct experts per sparse layer per verify step:\n" +
+            Row({"dataset", "c", "mode", "rows/step", "experts/layer", "verify ms"}, widths);
+    }
+    const double per = 1.0 / double(t.decode_steps);
+    out += Row({cell.dataset, std::to_string(cell.concurrency), cell.mode,
+                Optional("%.2f", s->representative->rows_per_step),
+                Format("%.1f", t.verify_experts_per_layer * per),
+                Format("%.3f", t.verify_s * per * 1000.0)},
+               widths);
+  }
+  return out;
+}
+
 // For the adaptive modes: each cell's verified rows per request per step, window by window.
 std::string RowsOverTimeTable(const Report& report) {
   std::string out;
@@ -136,7 +160,7 @@ nlohmann::json StagesJson(const StageTimes& t) {
   return {{"decode_steps", t.decode_steps}, {"prefill_s", t.prefill_s},
           {"draft_s", t.draft_s},           {"decision_s", t.decision_s},
           {"verify_s", t.verify_s},         {"acceptance_s", t.acceptance_s},
-          {"commit_s", t.commit_s}};
+          {"commit_s", t.commit_s},         {"verify_experts_per_layer", t.verify_experts_per_layer}};
 }
 
 nlohmann::json DistributionJson(const Distribution& d) {
@@ -204,7 +228,7 @@ std::string RenderTable(const Report& report) {
     }
   }
   out += RowsOverTimeTable(report);
-  if (report.profile) out += ProfileTable(report);
+  if (report.profile) out += ProfileTable(report) + ExpertsTable(report);
   return out;
 }
 

@@ -168,6 +168,7 @@ Engine::Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineC
       drafter_(config.policy.UsesDrafter() ? backend.drafter() : nullptr),
       config_(std::move(config)),
       block_(block),
+      sparse_layers_(target_.config().SparseLayerCount()),
       cache_(CacheShape(target_, config_)),
       planner_(std::move(planner)) {
   if (config_.prefix_cache) cache_.EnablePrefixCache();

@@ -234,6 +234,7 @@ class Engine {
   Drafter* drafter_;     // backend_.drafter(), null when the policy drafts nothing
   EngineConfig config_;
   int32_t block_;  // W
+  int64_t sparse_layers_;  // the target's mixture-of-experts layers (0: dense)
   PagedKvCache cache_;
   VerifyPlanner planner_;
   RequestId next_id_ = 1;

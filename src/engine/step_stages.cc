@@ -160,6 +160,9 @@ Status Engine::Verify() {
          .draft_rows = rows});
   }
   DSCALE_ASSIGN_OR_RETURN(step_.pass, backend_.Verify(packed, step_.accepting, cache_, &out_));
+  if (sparse_layers_ > 0) {
+    stats_.verify_experts_per_layer += double(out_.experts_run) / double(sparse_layers_);
+  }
   return Status::Ok();
 }
 

@@ -32,6 +32,9 @@ struct StepStats {
   double verify_s = 0;
   double acceptance_s = 0;
   double commit_s = 0;
+  // A mixture of experts: Σ over decode steps of the distinct experts a sparse layer of the
+  // verify pass ran (their mean over the sparse layers); what a verify's rows cost there.
+  double verify_experts_per_layer = 0;
 
   // τ: mean tokens committed per request per verify step (accepted drafts + the new token).
   double tau() const {

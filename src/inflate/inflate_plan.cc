@@ -58,6 +58,36 @@ Status CheckHeads(const DecoderConfig& small, const InflateShape& shape, const c
   return Status::Ok();
 }
 
+// A sparse target from the dense source (docs/INFLATE.md, "Mixture-of-experts shapes"): groups
+// of k experts always routed together (k | E), each member holding ⌈I / k⌉ of the source's units,
+// weights renormalised so that a group's add up to one, every layer sparse.
+Status CheckExperts(const DecoderConfig& target, const MoeConfig& moe) {
+  if (moe.num_experts == 0) return Status::Ok();
+  const int64_t k = moe.experts_per_token;
+  if (k < 1 || moe.num_experts % k != 0) {
+    return ShapeError("num_experts", "--experts",
+                      std::to_string(moe.num_experts) +
+                          " is not a multiple of num_experts_per_tok " + std::to_string(k) +
+                          " (the experts are routed in groups of that many)");
+  }
+  const int64_t units = (target.intermediate_size + k - 1) / k;
+  if (moe.expert_intermediate_size < units) {
+    return ShapeError("moe_intermediate_size", "--expert-intermediate",
+                      std::to_string(moe.expert_intermediate_size) +
+                          " cannot hold the source's " +
+                          std::to_string(target.intermediate_size) + " MLP units split " +
+                          std::to_string(k) + " ways (" + std::to_string(units) + " each)");
+  }
+  if (!moe.norm_topk_prob) {
+    return ShapeError("norm_topk_prob", "--shape",
+                      "the groups' routing weights must be renormalised to add up to one");
+  }
+  if (moe.decoder_sparse_step != 1 || !moe.mlp_only_layers.empty()) {
+    return ShapeError("decoder_sparse_step", "--shape", "every layer must be sparse");
+  }
+  return Status::Ok();
+}
+
 Status CheckModel(const DecoderConfig& small, const InflateShape& shape, const char* whose) {
   DSCALE_RETURN_IF_ERROR(AtLeast("intermediate_size", "--intermediate", shape.intermediate_size,
                                  small.intermediate_size, whose));
@@ -100,6 +130,7 @@ Status CheckShape(const DecoderConfig& target, const DFlashConfig& drafter,
                                  drafter.draft.num_hidden_layers, "drafter"));
   DSCALE_RETURN_IF_ERROR(CheckModel(target, shape, "target"));
   DSCALE_RETURN_IF_ERROR(CheckModel(drafter.draft, shape, "drafter"));
+  DSCALE_RETURN_IF_ERROR(CheckExperts(target, shape.moe));
   const bool same_width = shape.hidden_size == target.hidden_size;
   if (same_width && (shape.head_dim != target.head_dim || shape.vocab_size != target.vocab_size)) {
     return ShapeError("hidden_size", "--hidden",
@@ -153,6 +184,20 @@ void MapHeads(const DecoderConfig& small, const DecoderConfig& large, const Inde
   }
 }
 
+// Member m of each group of k experts holds units [m·u, (m + 1)·u) of the small MLP in its first
+// rows (u = ⌈I / k⌉); the rest of its rows, and units past I, are zero.
+std::vector<IndexMap> ExpertUnits(int64_t small_intermediate, const MoeConfig& moe) {
+  std::vector<IndexMap> members;
+  if (moe.num_experts == 0) return members;
+  const int64_t k = moe.experts_per_token;
+  const int64_t u = (small_intermediate + k - 1) / k;
+  for (int64_t m = 0; m < k; ++m) {
+    IndexMap& rows = members.emplace_back(static_cast<size_t>(moe.expert_intermediate_size), -1);
+    for (int64_t j = 0; j < u && m * u + j < small_intermediate; ++j) rows[j] = m * u + j;
+  }
+  return members;
+}
+
 ModelLayout Layout(const DecoderConfig& small, const DecoderConfig& large, const IndexMap& head_dim,
                    std::vector<int32_t> layers) {
   ModelLayout layout;
@@ -160,6 +205,7 @@ ModelLayout Layout(const DecoderConfig& small, const DecoderConfig& large, const
   layout.intermediate.assign(static_cast<size_t>(large.intermediate_size), -1);
   for (int64_t i = 0; i < small.intermediate_size; ++i) layout.intermediate[i] = i;
   layout.layers = std::move(layers);
+  layout.expert_units = ExpertUnits(small.intermediate_size, large.moe);
   return layout;
 }
 
@@ -245,11 +291,10 @@ DecoderConfig LargeConfig(const DecoderConfig& small, const InflateShape& shape,
 std::optional<InflateShape> NamedInflateShape(std::string_view name) {
   std::optional<DecoderConfig> config = NamedQwen3Config(name);
   if (!config) config = NamedLlamaConfig(name);
-  if (!config || config->HasSparseLayers() || config->HasLinearAttentionLayers()) {
-    return std::nullopt;
-  }
+  if (!config || config->HasLinearAttentionLayers()) return std::nullopt;
   InflateShape shape = ShapeOf(*config);
-  shape.family = config->family;
+  // A mixture of experts' attention is its family's; the source family is the dense one.
+  shape.family = config->family == ModelFamily::kQwen3Moe ? ModelFamily::kQwen3 : config->family;
   return shape;
 }
 
@@ -272,7 +317,9 @@ InflateShape ShapeOf(const DecoderConfig& t) {
           .head_dim = t.head_dim,
           .vocab_size = t.vocab_size,
           .tie_word_embeddings = t.tie_word_embeddings,
-          .draft_layers = 0};
+          .draft_layers = 0,
+          .family = std::nullopt,
+          .moe = t.moe};
 }
 
 double InflatePlan::final_gain_scale() const {
@@ -357,6 +404,10 @@ Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfi
   const LayerPlacement placement =
       PlaceLayers(target.num_hidden_layers, shape.num_hidden_layers, drafter.target_layer_ids);
   plan.large_target = LargeConfig(target, shape, shape.num_hidden_layers, shape.intermediate_size);
+  if (shape.moe.num_experts > 0) {
+    plan.large_target.family = ModelFamily::kQwen3Moe;
+    plan.large_target.moe = shape.moe;
+  }
   // A tied large model needs a tied source: one matrix cannot be two different small ones.
   plan.large_target.tie_word_embeddings = shape.tie_word_embeddings && target.tie_word_embeddings;
   DSCALE_RETURN_IF_ERROR(PlanConstants(shape, &plan));

@@ -33,11 +33,16 @@ struct InflateShape {
   // A named shape's family: the source target must be of it (the sizes are the family's, the
   // layers the source's). Unset for a shape given by sizes alone.
   std::optional<ModelFamily> family;
+  // A mixture-of-experts target (num_experts > 0; docs/INFLATE.md, "Mixture-of-experts
+  // shapes"): every MLP of the dense source becomes a sparse block whose experts come in groups
+  // of experts_per_token that split its units and are always routed together. The drafter
+  // stays dense.
+  MoeConfig moe;
 };
 
-// The shape of NamedQwen3Config(name) (io/qwen3_shapes.h) or NamedLlamaConfig(name)
-// (io/llama_shapes.h); nullopt for any other name, and for a mixture of experts (qwen3-30b-a3b)
-// or a hybrid (qwen3.5-4b, qwen3.5-9b): inflation makes dense attention-only targets.
+// The shape of NamedQwen3Config(name) (io/qwen3_shapes.h, a mixture of experts as
+// qwen3-30b-a3b included) or NamedLlamaConfig(name) (io/llama_shapes.h); nullopt for any other
+// name, and for a hybrid (qwen3.5-4b, qwen3.5-9b): inflation makes attention-only targets.
 std::optional<InflateShape> NamedInflateShape(std::string_view name);
 // "qwen3-0.6b, ..., llama-3.1-8b", for messages.
 std::string NamedInflateShapes();
@@ -54,6 +59,10 @@ struct ModelLayout {
   IndexMap kv_rows;             // [G'·h']: small k_proj / v_proj row or −1
   IndexMap intermediate;        // [I']: small gate/up row (= down column) or −1
   std::vector<int32_t> layers;  // [L']: small layer, or −1 for an identity layer
+  // A sparse target's experts: for the m-th member of every group of k
+  // (m < experts_per_token), expert row j → small MLP unit, or −1: member m holds units
+  // [m·u, (m + 1)·u) of the dense MLP, u = ⌈I / k⌉, in its first u rows. Empty when dense.
+  std::vector<IndexMap> expert_units;
 };
 
 struct InflatePlan {
@@ -92,7 +101,9 @@ struct InflatePlan {
 // Validates `shape` against the source pair and works out the plan. Errors name the field (and
 // its flag): a dimension smaller than the source's, heads not a multiple of the KV heads, KV heads
 // too few for the source's grouping, an odd head_dim, a hidden size without room for the constant
-// dims, a drafter whose ε or head_dim differ from its target's.
+// dims, a drafter whose ε or head_dim differ from its target's; for a mixture of experts, experts
+// not a multiple of experts_per_token, experts too narrow to hold the source's MLP split k ways,
+// routing weights not renormalised, or dense layers among the sparse ones.
 Result<InflatePlan> PlanInflation(const DecoderConfig& target, const DFlashConfig& drafter,
                                   const InflateShape& shape);
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/dtype.h"
 #include "inflate/tensor_recipes.h"
 #include "model/decoder_weights.h"
 
@@ -27,6 +28,85 @@ struct Maps {
         kv_rows(ShareMap(layout.kv_rows)),
         intermediate(ShareMap(layout.intermediate)) {}
 };
+
+// A sparse target's router rows [E, D] for `layer`: each group of k experts shares one direction
+// over the small hidden dims — per dim a value uniform in [−1, 1) from a counter hash of (layer,
+// group, dim), in BF16 — so a row's top k is always one whole group (its members tie; a tie
+// between groups has probability zero), and which group varies from token to token.
+constexpr uint64_t kRouterSeed = 0x6a09e667f3bcc908;
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
+  return x ^ (x >> 31);
+}
+
+std::vector<float> RouterRows(const InflatePlan& p, int64_t layer) {
+  const MoeConfig& moe = p.large_target.moe;
+  const int64_t big = p.large_target.hidden_size;
+  std::vector<float> values(static_cast<size_t>(moe.num_experts * big), 0.0f);
+  for (int64_t e = 0; e < moe.num_experts; ++e) {
+    const auto group = static_cast<uint64_t>(e / moe.experts_per_token);
+    for (int64_t j = 0; j < big; ++j) {
+      const int64_t i = p.hidden[static_cast<size_t>(j)];
+      if (i < 0) continue;
+      const uint64_t h = SplitMix64(kRouterSeed ^ (static_cast<uint64_t>(layer) << 40) ^
+                                    (group << 24) ^ static_cast<uint64_t>(i));
+      const double uniform = static_cast<double>(h >> 11) * 0x1p-53 * 2.0 - 1.0;
+      values[static_cast<size_t>(e * big + j)] = Bf16ToF32(F32ToBf16(static_cast<float>(uniform)));
+    }
+  }
+  return values;
+}
+
+// A sparse MLP block from the small dense one (docs/INFLATE.md, "Mixture-of-experts shapes"):
+// the router (RouterRows), then every expert's projections — member m of each group holds the
+// units layout.expert_units[m] names, its down_proj scaled by λ·k, so the group's k outputs,
+// weighted 1/k each once renormalised, add up to the dense output. An identity layer keeps its
+// router (its routing, and so its cost, stays real) over zero experts.
+Status AddSparseMlp(const InflatePlan& p, const ModelLayout& layout, int64_t layer,
+                    const std::string& prefix, TensorList& list) {
+  const int32_t source_layer = layout.layers[static_cast<size_t>(layer)];
+  const bool identity = source_layer < 0;
+  const int64_t ref = identity ? 0 : source_layer;
+  auto in = [&](const char* suffix) { return LayerTensorName(prefix, ref, suffix); };
+  const DecoderConfig& small = p.small_target;
+  const DecoderConfig& large = p.large_target;
+  const MoeConfig& moe = large.moe;
+  const int64_t d = small.hidden_size, big = large.hidden_size;
+  const int64_t width = moe.expert_intermediate_size, small_inter = small.intermediate_size;
+  DSCALE_RETURN_IF_ERROR(list.Values(LayerTensorName(prefix, layer, "mlp.gate"),
+                                     {moe.num_experts, big}, RouterRows(p, layer),
+                                     in("mlp.gate_proj")));
+  const SharedIndexMap hidden = ShareMap(p.hidden);
+  std::vector<SharedIndexMap> units;
+  for (const IndexMap& member : layout.expert_units) units.push_back(ShareMap(member));
+  const float down_scale = p.residual_scale * static_cast<float>(moe.experts_per_token);
+  for (int64_t e = 0; e < moe.num_experts; ++e) {
+    const SharedIndexMap& rows = units[static_cast<size_t>(e % moe.experts_per_token)];
+    const std::string expert = "mlp.experts." + std::to_string(e) + ".";
+    auto matrix = [&](const char* name, const char* source, std::vector<int64_t> shape,
+                      std::vector<int64_t> source_shape, SharedIndexMap r, SharedIndexMap c,
+                      float scale) {
+      return list.Matrix({.name = LayerTensorName(prefix, layer, expert + name),
+                          .shape = std::move(shape),
+                          .source = in(source),
+                          .source_shape = std::move(source_shape),
+                          .rows = std::move(r),
+                          .cols = std::move(c),
+                          .scale = scale,
+                          .zero = identity});
+    };
+    DSCALE_RETURN_IF_ERROR(
+        matrix("gate_proj", "mlp.gate_proj", {width, big}, {small_inter, d}, rows, hidden, 1.0f));
+    DSCALE_RETURN_IF_ERROR(
+        matrix("up_proj", "mlp.up_proj", {width, big}, {small_inter, d}, rows, hidden, 1.0f));
+    DSCALE_RETURN_IF_ERROR(matrix("down_proj", "mlp.down_proj", {big, width}, {d, small_inter},
+                                  hidden, rows, down_scale));
+  }
+  return Status::Ok();
+}
 
 // One large decoder layer, named with `prefix` in and out (the target's "model.", the drafter's
 // ""): small layer layout.layers[layer], or an identity layer (zero weights: o_proj and down_proj
@@ -79,6 +159,7 @@ Status AddLayer(const InflatePlan& p, const ModelLayout& layout, const DecoderCo
     DSCALE_RETURN_IF_ERROR(gains("self_attn.k_norm", small.head_dim, p.head_dim, p.key_gain_scale));
   }
   DSCALE_RETURN_IF_ERROR(gains("post_attention_layernorm", d, p.hidden, p.hidden_gain_scale));
+  if (large.IsSparseLayer(layer)) return AddSparseMlp(p, layout, layer, prefix, list);
   const int64_t inter = large.intermediate_size, small_inter = small.intermediate_size;
   DSCALE_RETURN_IF_ERROR(
       matrix("mlp.gate_proj", {inter, big}, {small_inter, d}, m.intermediate, m.hidden, 1.0f));

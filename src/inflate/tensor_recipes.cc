@@ -109,17 +109,24 @@ Status TensorList::Copy(const std::string& name, const std::vector<int64_t>& sha
 
 Status TensorList::Gains(std::string name, std::vector<float> values,
                          const std::string& source_name) {
+  const auto n = static_cast<int64_t>(values.size());
+  return Values(std::move(name), {n}, std::move(values), source_name);
+}
+
+Status TensorList::Values(std::string name, std::vector<int64_t> shape, std::vector<float> values,
+                          const std::string& source_name) {
   const TensorInfo* info = source_->Find(prefix_ + source_name);
   const bool bf16 = info != nullptr && info->dtype == DType::kBF16 && ExactInBf16(values);
-  const auto n = static_cast<int64_t>(values.size());
+  const int64_t cols = shape.back();
   auto shared = std::make_shared<const std::vector<float>>(std::move(values));
-  auto prepare = [shared]() -> Result<RowFiller> {
-    return RowFiller(
-        [shared](int64_t, int64_t, float* out) { std::copy(shared->begin(), shared->end(), out); });
+  auto prepare = [shared, cols]() -> Result<RowFiller> {
+    return RowFiller([shared, cols](int64_t first, int64_t count, float* out) {
+      std::copy(shared->begin() + first * cols, shared->begin() + (first + count) * cols, out);
+    });
   };
   tensors_.push_back({.name = std::move(name),
                       .dtype = bf16 ? DType::kBF16 : DType::kF32,
-                      .shape = {n},
+                      .shape = std::move(shape),
                       .prepare = std::move(prepare)});
   return Status::Ok();
 }

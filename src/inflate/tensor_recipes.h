@@ -69,6 +69,10 @@ class TensorList {
   // A norm's gains, already computed: BF16 when the source's are and every value is exact in
   // BF16, else F32.
   Status Gains(std::string name, std::vector<float> values, const std::string& source_name);
+  // A tensor of `shape` whose values are computed outright (a sparse target's router), in the
+  // dtypes Gains picks.
+  Status Values(std::string name, std::vector<int64_t> shape, std::vector<float> values,
+                const std::string& source_name);
 
   std::vector<InflatedTensor> Take() { return std::move(tensors_); }
 

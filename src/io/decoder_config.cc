@@ -170,6 +170,12 @@ bool DecoderConfig::HasSparseLayers() const {
   return false;
 }
 
+int64_t DecoderConfig::SparseLayerCount() const {
+  int64_t count = 0;
+  for (int64_t layer = 0; layer < num_hidden_layers; ++layer) count += IsSparseLayer(layer);
+  return count;
+}
+
 std::string DecoderConfigToJson(const DecoderConfig& config) {
   nlohmann::json json;
   switch (config.family) {

@@ -120,6 +120,7 @@ struct DecoderConfig {
   // Dense layers use intermediate_size. The one statement of the rule.
   bool IsSparseLayer(int64_t layer) const;
   bool HasSparseLayers() const;
+  int64_t SparseLayerCount() const;
   // Whether layer `layer` is a Gated DeltaNet layer (hybrid.layer_types); the one statement of
   // the rule.
   bool IsLinearAttentionLayer(int64_t layer) const;

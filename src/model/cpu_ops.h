@@ -39,6 +39,9 @@ struct LayerScratch {
   std::vector<int32_t> route_ids;    // [rows, top_k]
   std::vector<float> route_weights;  // [rows, top_k]
   ExpertScratch experts;
+  // The distinct experts the forward's sparse layers ran, summed over those layers (reset by
+  // each forward; ForwardOutput::experts_run).
+  int64_t experts_run = 0;
 };
 
 struct CpuOps {
@@ -88,9 +91,9 @@ struct CpuOps {
   void ExpertProducts(const float* normed, const SparseMlpWeights& moe, const LayerDims& d,
                       int32_t rows, const int32_t* ids, const float* weights, LayerScratch& s,
                       float* x) const {
-    dscale::ExpertProducts(normed, moe, d.hidden, rows,
-                           {.ids = ids, .weights = weights, .k = d.moe.top_k}, activations,
-                           s.experts, x);
+    s.experts_run += dscale::ExpertProducts(normed, moe, d.hidden, rows,
+                                            {.ids = ids, .weights = weights, .k = d.moe.top_k},
+                                            activations, s.experts, x);
   }
   // Per span of `batch`, in order: the causal conv of its in_proj rows' qkv part (proj, row
   // stride proj_stride) into mixed [rows, conv_dim], then the delta rule into o [rows,

@@ -107,12 +107,14 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
     }
   }
   CpuOps ops{.activations = activations_, .recurrent = hybrid ? &recurrent : nullptr};
+  scratch_.experts_run = 0;
   RunDecoderForward(ops, weights_, dims_, config_.vocab_size, ViewOf(batch), batch.capture_layers,
                     cache.store(), scratch_,
                     {.logits = out->logits.data(),
                      .features = out->features.data(),
                      .logit_rows = num_logit_rows > 0 ? logit_rows.data() : &kNoRow,
                      .num_logit_rows = num_logit_rows});
+  out->experts_run = scratch_.experts_run;
   return Status::Ok();
 }
 

@@ -45,13 +45,13 @@ void RunExpert(const ExpertWeights& w, int64_t hidden, int64_t begin, int64_t n,
 
 }  // namespace
 
-void ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hidden, int32_t rows,
-                    const ExpertRoutes& routes, ActivationModes activations, ExpertScratch& s,
-                    float* x) {
+int32_t ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hidden,
+                       int32_t rows, const ExpertRoutes& routes, ActivationModes activations,
+                       ExpertScratch& s, float* x) {
   const auto experts = static_cast<int64_t>(moe.experts.size());
   const int32_t k = routes.k;
   const int64_t entries = int64_t{rows} * k;
-  if (entries == 0) return;
+  if (entries == 0) return 0;
   GroupByExpert(routes, rows, experts, s);
   const int64_t inter = moe.experts[0].down.cols();
   s.in.resize(static_cast<size_t>(entries * hidden));
@@ -66,9 +66,12 @@ void ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hi
                 static_cast<size_t>(hidden) * sizeof(float));
   }
   // Each expert routed to reads its weights once, for all its rows; Project threads within it.
+  int32_t run = 0;
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t begin = s.starts[e], n = s.starts[e + 1] - begin;
-    if (n > 0) RunExpert(moe.experts[static_cast<size_t>(e)], hidden, begin, n, activations, s);
+    if (n == 0) continue;
+    RunExpert(moe.experts[static_cast<size_t>(e)], hidden, begin, n, activations, s);
+    ++run;
   }
   // Per row: Σ_j weight_j · out_j in rank order, then one add to the residual stream.
 #pragma omp parallel for schedule(static) if (entries * hidden >= kParallelMinValues)
@@ -83,6 +86,7 @@ void ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hi
       xr[i] += sum;
     }
   }
+  return run;
 }
 
 }  // namespace dscale

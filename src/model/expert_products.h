@@ -39,9 +39,9 @@ struct ExpertRoutes {
 // x[rows, hidden] += Σ_{j<k} routes.weights[r, j] · expert_{routes.ids[r, j]}(normed[r]) for
 // every row r, the k terms summed in j order before the one add to x. normed: [rows, hidden];
 // moe.experts[e]: gate_up [2·I, hidden], down [hidden, I]. Products take their activations as
-// `activations` says.
-void ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hidden, int32_t rows,
-                    const ExpertRoutes& routes, ActivationModes activations, ExpertScratch& s,
-                    float* x);
+// `activations` says. Returns the distinct experts run (each read its weights once).
+int32_t ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hidden,
+                       int32_t rows, const ExpertRoutes& routes, ActivationModes activations,
+                       ExpertScratch& s, float* x);
 
 }  // namespace dscale

@@ -19,6 +19,9 @@ namespace dscale {
 struct ForwardOutput {
   std::vector<float> logits;    // [batch.logit_rows(), vocab]
   std::vector<float> features;  // [batch.rows(), capture_layers.size() · hidden], list order
+  // A mixture of experts: the distinct experts the forward ran (each read its weights once),
+  // summed over its sparse layers; 0 for a dense target.
+  int64_t experts_run = 0;
 };
 
 class TargetModel {

@@ -134,6 +134,12 @@ TEST_F(InflateCommandTest, RefusesShapesThatDoNotFitNamingTheField) {
       {"--layers 2", "field \"num_hidden_layers\" (--layers): 2 is smaller"},
       {"--vocab 100 --hidden 64", "a wider head_dim or vocabulary needs constant dims"},
       {"--draft-layers 1", "(--draft-layers): 1 is smaller than the source drafter's 2"},
+      {"--experts 16", "a mixture of experts needs all three"},
+      {"--experts 18 --experts-per-token 4 --expert-intermediate 32",
+       "field \"num_experts\" (--experts): 18 is not a multiple of num_experts_per_tok 4"},
+      {"--experts 16 --experts-per-token 4 --expert-intermediate 16",
+       "(--expert-intermediate): 16 cannot hold the source's 96 MLP units split 4 ways (24 "
+       "each)"},
   };
   for (const Case& c : cases) {
     const testing::CommandResult r = Inflate("refused", c.flags);
@@ -177,6 +183,25 @@ TEST_F(InflateCommandTest, RefusesAForeignDrafterAndAUsedDirectory) {
             std::string::npos)
       << r.out;
   EXPECT_FALSE(std::filesystem::exists(Path("two"))) << "nothing is written before the checks";
+}
+
+// The small pair inflated to a mixture of experts through the binary: a Qwen3-MoE checkpoint
+// whose speculative generation gives plain decoding's tokens.
+TEST_F(InflateCommandTest, InflatesToAMixtureOfExperts) {
+  const testing::CommandResult r =
+      Inflate("moe", "--hidden 96 --experts 16 --experts-per-token 4 --expert-intermediate 32");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("mixture of experts: 16 experts of 32, top 4, routed in 4 groups"),
+            std::string::npos)
+      << r.out;
+  std::ifstream config(Path("moe") + "/config.json");
+  const nlohmann::json j = nlohmann::json::parse(config, nullptr, false);
+  EXPECT_EQ(j["architectures"], nlohmann::json::parse(R"(["Qwen3MoeForCausalLM"])"));
+  EXPECT_EQ(j["num_experts"], 16);
+  const std::string args = " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+  const std::string pair = "generate --target " + Path("moe") + " --drafter " + Path("moe-drafter");
+  EXPECT_EQ(Json(pair + args + "dflash")["requests"][0]["output_ids"],
+            Json(pair + args + "none")["requests"][0]["output_ids"]);
 }
 
 // A tiny Llama pair (make-tiny --arch llama) inflated through the binary to a Llama-like size

@@ -3,7 +3,8 @@
 // c = 1 and 16 equals plain greedy decoding token for token, with norm_topk_prob both ways, as
 // stored (BF16) and with the experts in int4 under int8 activations. A verified row routes to its
 // experts and computes them as a decoded row does, whatever rows share the step
-// (tests/model/moe_layer_test.cc checks the block itself).
+// (tests/model/moe_layer_test.cc checks the block itself); the verify pass counts the experts
+// its rows wake.
 
 #include <gtest/gtest.h>
 
@@ -46,6 +47,33 @@ INSTANTIATE_TEST_SUITE_P(NormAndWeights, MoeEngineTest,
                                   "_" +
                                   (std::get<1>(info.param) == WeightsMode::kInt4 ? "int4" : "bf16");
                          });
+
+// The verify pass counts the experts its rows wake (StepStats::verify_experts_per_layer): one row
+// wakes exactly k per sparse layer, four rows between k and 4·k, and a dense target none.
+TEST(MoeEngineStatsTest, VerifyStepsCountTheExpertsTheirRowsWake) {
+  auto experts_per_step = [](const DecoderConfig& c, int32_t concurrency) {
+    DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+    auto engine = Engine::Create(target, nullptr,
+                                 {.policy = LengthPolicy::Parse("none").value(),
+                                  .max_running = concurrency})
+                      .value();
+    for (uint32_t i = 1; i <= 4; ++i) {
+      EXPECT_TRUE(engine->Submit(testing::RandomTokens(static_cast<int32_t>(4 + i), 120, i),
+                                 {.max_tokens = 6})
+                      .ok());
+    }
+    EXPECT_TRUE(engine->RunToCompletion().ok());
+    const StepStats& s = engine->stats();
+    EXPECT_GT(s.decode_steps, 0);
+    return s.verify_experts_per_layer / double(s.decode_steps);
+  };
+  const DecoderConfig moe = testing::EngineTestMoeConfig(true);  // 8 experts, top 2
+  EXPECT_DOUBLE_EQ(experts_per_step(moe, 1), 2.0);
+  const double four = experts_per_step(moe, 4);
+  EXPECT_GT(four, 2.0);
+  EXPECT_LE(four, 8.0);
+  EXPECT_EQ(experts_per_step(testing::EngineTestTargetConfig(), 4), 0.0);
+}
 
 }  // namespace
 }  // namespace dscale

@@ -1,11 +1,13 @@
 // Greedy generation through the engine with every length policy, small pair against inflated
 // pair: the same tokens, the same drafts at every step and so the same accepted counts, on the
-// bundled trained pair (GSM8K questions in Qwen3's chat format), on random pairs, and on random
-// DSpark pairs with every kind of head.
+// bundled trained pair (GSM8K questions in Qwen3's chat format) with both its drafters, on random
+// pairs (a Llama one, and one inflated to a mixture of experts), and on random DSpark pairs with
+// every kind of head.
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -215,34 +217,71 @@ TEST(InflateGenerationTest, BundledPairEveryPolicy) {
 // each parting is still checked against the stated bound.
 constexpr int kRandomPairMaxExcused = 2;
 
-// A random pair (which accepts almost nothing) with a random predictor, inflated in every
-// dimension; its prompts are random tokens.
-TEST(InflateGenerationTest, RandomPairEveryPolicy) {
+// The random pairs' large shape (EngineTestTargetConfig's pair inflated in every dimension).
+InflateShape RandomPairShape() {
+  return {.hidden_size = 96,
+          .intermediate_size = 128,
+          .num_hidden_layers = 5,
+          .num_attention_heads = 8,
+          .num_key_value_heads = 4,
+          .head_dim = 32,
+          .vocab_size = 150,
+          .tie_word_embeddings = false,
+          .draft_layers = 3};
+}
+
+// A random pair of `config` (weights seeded by `seed`, BF16; a random predictor) inflated to
+// `shape`, on six random prompts of first_length + 7·i tokens: every policy generates as the
+// source does, and on the inflated pair greedy speculation generates what plain decoding does at
+// c = 1 and 4. `check` looks at the inflated pair first.
+void ExpectRandomPairInflates(const DecoderConfig& config, uint64_t seed, const InflateShape& shape,
+                              int32_t first_length, const std::string& what,
+                              const std::function<void(const Pair& large)>& check) {
   ScopedTempDir dir;
-  const DecoderConfig config = testing::EngineTestTargetConfig();
-  const PairDirs source = testing::WriteRandomPair(dir.File("small"), config, 5, DType::kBF16);
+  const PairDirs source = testing::WriteRandomPair(dir.File("small"), config, seed, DType::kBF16);
   const PairDirs out{dir.File("target"), dir.File("drafter")};
-  const InflateShape shape{.hidden_size = 96,
-                           .intermediate_size = 128,
-                           .num_hidden_layers = 5,
-                           .num_attention_heads = 8,
-                           .num_key_value_heads = 4,
-                           .head_dim = 32,
-                           .vocab_size = 150,
-                           .tie_word_embeddings = false,
-                           .draft_layers = 3};
   Result<InflateResult> result = testing::InflatePair(source, out, shape);
-  ASSERT_TRUE(result.ok()) << result.status().message();
+  ASSERT_TRUE(result.ok()) << what << ": " << result.status().message();
   const Pair small = LoadPair(source);
   const Pair large = LoadPair(out);
+  check(large);
   const dvl::Predictor small_predictor = testing::RandomPredictor(64, 131, 3);
   const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan()).value();
   std::vector<std::vector<int32_t>> prompts;
-  for (uint32_t seed = 1; seed <= 6; ++seed) {
-    prompts.push_back(testing::RandomTokens(static_cast<int32_t>(5 + 7 * seed), 129, seed));
+  for (uint32_t i = 1; i <= 6; ++i) {
+    prompts.push_back(testing::RandomTokens(static_cast<int32_t>(first_length + 7 * i), 129, i));
   }
   CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, kRandomPairMaxExcused,
-                     "random");
+                     what);
+  const auto plain = Generate(*large.target, nullptr, "none", nullptr, prompts, 1);
+  for (const int32_t c : {1, 4}) {
+    const auto spec = Generate(*large.target, large.drafter.get(), "dflash", nullptr, prompts, c);
+    EXPECT_EQ(testing::FirstDifference(spec.outputs, plain.outputs), "") << what << " c=" << c;
+  }
+}
+
+// A random pair (which accepts almost nothing) with a random predictor, inflated in every
+// dimension; its prompts are random tokens.
+TEST(InflateGenerationTest, RandomPairEveryPolicy) {
+  ExpectRandomPairInflates(testing::EngineTestTargetConfig(), 5, RandomPairShape(), 5, "random",
+                           [](const Pair&) {});
+}
+
+// A random dense pair inflated to a mixture of experts (16 experts of 32 routed in groups of 4,
+// each member a quarter of the source's 96 MLP units; two identity layers with real routers):
+// every policy generates as the source does, and on the sparse pair greedy speculation generates
+// what plain decoding does.
+TEST(InflateGenerationTest, RandomPairToAMixtureOfExperts) {
+  InflateShape shape = RandomPairShape();
+  shape.moe = {.num_experts = 16,
+               .experts_per_token = 4,
+               .expert_intermediate_size = 32,
+               .norm_topk_prob = true};
+  ExpectRandomPairInflates(testing::EngineTestTargetConfig(), 5, shape, 5, "moe",
+                           [](const Pair& large) {
+                             EXPECT_EQ(large.target->config().family, ModelFamily::kQwen3Moe);
+                             EXPECT_TRUE(large.target->config().IsSparseLayer(4));
+                           });
 }
 
 // Random DSpark pairs (B = 7, rank 5) with every kind of head (EveryDSparkHeadKind), inflated in
@@ -252,15 +291,7 @@ TEST(InflateGenerationTest, RandomPairEveryPolicy) {
 TEST(InflateGenerationTest, RandomDSparkPairsEveryHead) {
   ScopedTempDir dir;
   const DecoderConfig config = testing::EngineTestTargetConfig();
-  const InflateShape shape{.hidden_size = 96,
-                           .intermediate_size = 128,
-                           .num_hidden_layers = 5,
-                           .num_attention_heads = 8,
-                           .num_key_value_heads = 4,
-                           .head_dim = 32,
-                           .vocab_size = 150,
-                           .tie_word_embeddings = false,
-                           .draft_layers = 3};
+  const InflateShape shape = RandomPairShape();
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t seed = 1; seed <= 4; ++seed) {
     prompts.push_back(testing::RandomTokens(static_cast<int32_t>(5 + 7 * seed), 129, seed));
@@ -297,43 +328,25 @@ TEST(InflateGenerationTest, RandomDSparkPairsEveryHead) {
 // F32): every policy generates as the source does, and on the inflated pair greedy speculation
 // generates what plain decoding does.
 TEST(InflateGenerationTest, RandomLlamaPairEveryPolicy) {
-  ScopedTempDir dir;
   const DecoderConfig config = testing::EngineTestLlamaConfig();
-  const PairDirs source = testing::WriteRandomPair(dir.File("small"), config, 7, DType::kBF16);
-  const PairDirs out{dir.File("target"), dir.File("drafter")};
-  const InflateShape shape{.hidden_size = 128,
-                           .intermediate_size = 160,
-                           .num_hidden_layers = 5,
-                           .num_attention_heads = 8,
-                           .num_key_value_heads = 2,
-                           .head_dim = 32,
-                           .vocab_size = 150,
-                           .tie_word_embeddings = false,
-                           .draft_layers = 3,
-                           .family = ModelFamily::kLlama};
-  Result<InflateResult> result = testing::InflatePair(source, out, shape);
-  ASSERT_TRUE(result.ok()) << result.status().message();
-  const Pair small = LoadPair(source);
-  const Pair large = LoadPair(out);
-  EXPECT_EQ(large.target->config().family, ModelFamily::kLlama);
-  EXPECT_EQ(large.target->config().rope_scaling, config.rope_scaling);
-  EXPECT_EQ(large.drafter->config().draft.rope_scaling, config.rope_scaling);
-  const dvl::Predictor small_predictor = testing::RandomPredictor(64, 131, 3);
-  const dvl::Predictor large_predictor = InflatePredictor(small_predictor, result->plan()).value();
-  std::vector<std::vector<int32_t>> prompts;
-  for (uint32_t seed = 1; seed <= 6; ++seed) {
-    // Past the original context of 48 positions, where the scaling matters.
-    prompts.push_back(testing::RandomTokens(static_cast<int32_t>(20 + 7 * seed), 129, seed));
-  }
-  CompareAllPolicies(small, large, small_predictor, large_predictor, prompts, kRandomPairMaxExcused,
-                     "llama");
-  // On the inflated pair alone: greedy speculation equals plain decoding, token for token, at
-  // either concurrency.
-  const auto plain = Generate(*large.target, nullptr, "none", nullptr, prompts, 1);
-  for (const int32_t c : {1, 4}) {
-    const auto spec = Generate(*large.target, large.drafter.get(), "dflash", nullptr, prompts, c);
-    EXPECT_EQ(testing::FirstDifference(spec.outputs, plain.outputs), "") << "c=" << c;
-  }
+  // Prompts past the original context of 48 positions, where the scaling matters.
+  ExpectRandomPairInflates(config, 7,
+                           {.hidden_size = 128,
+                            .intermediate_size = 160,
+                            .num_hidden_layers = 5,
+                            .num_attention_heads = 8,
+                            .num_key_value_heads = 2,
+                            .head_dim = 32,
+                            .vocab_size = 150,
+                            .tie_word_embeddings = false,
+                            .draft_layers = 3,
+                            .family = ModelFamily::kLlama},
+                           20, "llama", [&](const Pair& large) {
+                             EXPECT_EQ(large.target->config().family, ModelFamily::kLlama);
+                             EXPECT_EQ(large.target->config().rope_scaling, config.rope_scaling);
+                             EXPECT_EQ(large.drafter->config().draft.rope_scaling,
+                                       config.rope_scaling);
+                           });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "io/llama_shapes.h"
+#include "io/qwen3_shapes.h"
 #include "support/tiny_models.h"
 
 namespace dscale {
@@ -277,13 +278,50 @@ void ExpectError(const DecoderConfig& t, const DFlashConfig& d, const InflateSha
   EXPECT_NE(plan.status().message().find(needle), std::string::npos) << plan.status().message();
 }
 
-// Inflation makes dense targets: a mixture of experts is neither a source nor a named shape.
-TEST(InflatePlanTest, MixturesOfExpertsAreRefused) {
-  EXPECT_FALSE(NamedInflateShape("qwen3-30b-a3b").has_value());
+// A mixture of experts is not a source, but it is a shape: qwen3-30b-a3b's experts, routed in
+// groups of 8 that split the dense source's MLP (member m holds units [m·u, (m + 1)·u)).
+TEST(InflatePlanTest, MixturesOfExpertsAreShapesNotSources) {
   EXPECT_FALSE(NamedInflateShape("qwen3.5-4b").has_value());
-  EXPECT_EQ(NamedInflateShapes().find("a3b"), std::string::npos) << NamedInflateShapes();
-  const DecoderConfig t = testing::EngineTestMoeConfig(true);
-  ExpectError(t, TestDrafterConfig(t), ShapeOf(t),
+  const std::optional<InflateShape> a3b = NamedInflateShape("qwen3-30b-a3b");
+  ASSERT_TRUE(a3b.has_value());
+  EXPECT_EQ(a3b->family, ModelFamily::kQwen3);
+  EXPECT_EQ(a3b->moe, NamedQwen3Config("qwen3-30b-a3b")->moe);
+  EXPECT_NE(NamedInflateShapes().find("qwen3-30b-a3b"), std::string::npos);
+
+  const DecoderConfig t = BundledLikeTarget();  // intermediate 640
+  InflateShape shape = Shape("qwen3-1.7b");
+  shape.moe = {.num_experts = 16,
+               .experts_per_token = 4,
+               .expert_intermediate_size = 200,
+               .norm_topk_prob = true};
+  const InflatePlan plan = PlanInflation(t, BundledLikeDrafter(t), shape).value();
+  EXPECT_EQ(plan.large_target.family, ModelFamily::kQwen3Moe);
+  EXPECT_EQ(plan.large_target.moe, shape.moe);
+  EXPECT_TRUE(plan.large_drafter.draft.moe.num_experts == 0) << "the drafter stays dense";
+  ASSERT_EQ(plan.target.expert_units.size(), 4u);
+  for (int64_t m = 0; m < 4; ++m) {
+    const IndexMap& rows = plan.target.expert_units[m];
+    ASSERT_EQ(rows.size(), 200u);
+    for (int64_t j = 0; j < 200; ++j) EXPECT_EQ(rows[j], j < 160 ? m * 160 + j : -1) << m;
+  }
+  EXPECT_TRUE(plan.drafter.expert_units.empty());
+
+  auto with = [&](auto change) {
+    InflateShape s = shape;
+    change(s);
+    return s;
+  };
+  const DFlashConfig d = BundledLikeDrafter(t);
+  ExpectError(t, d, with([](InflateShape& s) { s.moe.num_experts = 18; }),
+              "field \"num_experts\" (--experts): 18 is not a multiple of num_experts_per_tok 4");
+  ExpectError(t, d, with([](InflateShape& s) { s.moe.expert_intermediate_size = 159; }),
+              "field \"moe_intermediate_size\" (--expert-intermediate): 159 cannot hold");
+  ExpectError(t, d, with([](InflateShape& s) { s.moe.norm_topk_prob = false; }),
+              "field \"norm_topk_prob\"");
+  ExpectError(t, d, with([](InflateShape& s) { s.moe.mlp_only_layers = {2}; }),
+              "every layer must be sparse");
+  const DecoderConfig moe = testing::EngineTestMoeConfig(true);
+  ExpectError(moe, TestDrafterConfig(moe), ShapeOf(moe),
               "inflate: a mixture-of-experts target (qwen3_moe) cannot be inflated yet");
 }
 
