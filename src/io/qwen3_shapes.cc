@@ -41,33 +41,29 @@ DecoderConfig Qwen3_30bA3b() {
   return c;
 }
 
-// A dense Qwen3.5's text config (qwen3_shapes.h states what the published ones share).
+// A dense Qwen3.5's text config (qwen3_shapes.h states what the published ones share): Qwen3's
+// fields where they agree (ε, the q/k norms), its own vocabulary, heads, RoPE and hybrid layout.
 DecoderConfig DenseQwen3_5(int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads,
                            int64_t linear_value_heads, bool tie) {
-  return {.family = ModelFamily::kQwen3_5,
-          .vocab_size = 248320,
-          .hidden_size = hidden,
-          .intermediate_size = intermediate,
-          .num_hidden_layers = layers,
-          .num_attention_heads = heads,
-          .num_key_value_heads = 4,
-          .head_dim = 256,
-          .rms_norm_eps = 1e-6,
-          .rope_theta = 1e7,
-          .tie_word_embeddings = tie,
-          .max_position_embeddings = 262144,
-          .bos_token_ids = {},
-          .eos_token_ids = {248044},
-          .hybrid = {.layer_types = IntervalLayerTypes(layers, 4),
-                     .linear = {.key_heads = 16,
-                                .value_heads = linear_value_heads,
-                                .key_head_dim = 128,
-                                .value_head_dim = 128,
-                                .conv_kernel = 4},
-                     .partial_rotary_factor = 0.25,
-                     .attention_output_gate = true,
-                     .zero_centred_norms = true,
-                     .multimodal_layout = true}};
+  DecoderConfig c = DenseQwen3(hidden, intermediate, layers, heads, tie);
+  c.family = ModelFamily::kQwen3_5;
+  c.vocab_size = 248320;
+  c.num_key_value_heads = 4;
+  c.head_dim = 256;
+  c.rope_theta = 1e7;
+  c.max_position_embeddings = 262144;
+  c.eos_token_ids = {248044};
+  c.hybrid = {.layer_types = IntervalLayerTypes(layers, 4),
+              .linear = {.key_heads = 16,
+                         .value_heads = linear_value_heads,
+                         .key_head_dim = 128,
+                         .value_head_dim = 128,
+                         .conv_kernel = 4},
+              .partial_rotary_factor = 0.25,
+              .attention_output_gate = true,
+              .zero_centred_norms = true,
+              .multimodal_layout = true};
+  return c;
 }
 
 }  // namespace
