@@ -157,10 +157,11 @@ std::string RowsOverTimeTable(const Report& report) {
 }
 
 nlohmann::json StagesJson(const StageTimes& t) {
-  return {{"decode_steps", t.decode_steps}, {"prefill_s", t.prefill_s},
-          {"draft_s", t.draft_s},           {"decision_s", t.decision_s},
-          {"verify_s", t.verify_s},         {"acceptance_s", t.acceptance_s},
-          {"commit_s", t.commit_s},         {"verify_experts_per_layer", t.verify_experts_per_layer}};
+  return {
+      {"decode_steps", t.decode_steps}, {"prefill_s", t.prefill_s},
+      {"draft_s", t.draft_s},           {"decision_s", t.decision_s},
+      {"verify_s", t.verify_s},         {"acceptance_s", t.acceptance_s},
+      {"commit_s", t.commit_s},         {"verify_experts_per_layer", t.verify_experts_per_layer}};
 }
 
 nlohmann::json DistributionJson(const Distribution& d) {

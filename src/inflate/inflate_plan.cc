@@ -73,8 +73,7 @@ Status CheckExperts(const DecoderConfig& target, const MoeConfig& moe) {
   const int64_t units = (target.intermediate_size + k - 1) / k;
   if (moe.expert_intermediate_size < units) {
     return ShapeError("moe_intermediate_size", "--expert-intermediate",
-                      std::to_string(moe.expert_intermediate_size) +
-                          " cannot hold the source's " +
+                      std::to_string(moe.expert_intermediate_size) + " cannot hold the source's " +
                           std::to_string(target.intermediate_size) + " MLP units split " +
                           std::to_string(k) + " ways (" + std::to_string(units) + " each)");
   }

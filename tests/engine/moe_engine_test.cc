@@ -53,13 +53,14 @@ INSTANTIATE_TEST_SUITE_P(NormAndWeights, MoeEngineTest,
 TEST(MoeEngineStatsTest, VerifyStepsCountTheExpertsTheirRowsWake) {
   auto experts_per_step = [](const DecoderConfig& c, int32_t concurrency) {
     DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
-    auto engine = Engine::Create(target, nullptr,
-                                 {.policy = LengthPolicy::Parse("none").value(),
-                                  .max_running = concurrency})
-                      .value();
+    auto engine =
+        Engine::Create(target, nullptr,
+                       {.policy = LengthPolicy::Parse("none").value(), .max_running = concurrency})
+            .value();
     for (uint32_t i = 1; i <= 4; ++i) {
-      EXPECT_TRUE(engine->Submit(testing::RandomTokens(static_cast<int32_t>(4 + i), 120, i),
-                                 {.max_tokens = 6})
+      EXPECT_TRUE(engine
+                      ->Submit(testing::RandomTokens(static_cast<int32_t>(4 + i), 120, i),
+                               {.max_tokens = 6})
                       .ok());
     }
     EXPECT_TRUE(engine->RunToCompletion().ok());

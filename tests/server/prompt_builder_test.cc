@@ -4,7 +4,6 @@
 #include "server/prompt_builder.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
