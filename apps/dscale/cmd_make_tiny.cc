@@ -1,8 +1,8 @@
-// dscale make-tiny: writes a random Qwen3, Llama or Qwen3-MoE checkpoint in the real Hugging Face
-// layout, at the sizes given or at a named real shape (--shape qwen3-8b, llama-3.1-8b,
-// qwen3-30b-a3b, ...), optionally with fewer layers (--layers), and optionally a matching drafter:
-// z-lab's DFlash layout, or DeepSpec's DSpark layout (--drafter-arch dspark) with its heads and
-// its copies of the target's embedding and LM head.
+// dscale make-tiny: writes a random Qwen3, Llama, Qwen3-MoE, Qwen3.5 or Qwen3.5-MoE checkpoint in
+// the real Hugging Face layout, at the sizes given or at a named real shape (--shape qwen3-8b,
+// llama-3.1-8b, qwen3-30b-a3b, qwen3.5-35b-a3b, ...), optionally with fewer layers (--layers), and
+// optionally a matching drafter: z-lab's DFlash layout, or DeepSpec's DSpark layout (--drafter-arch
+// dspark) with its heads and its copies of the target's embedding and LM head.
 
 #include <cstdio>
 #include <memory>
@@ -30,10 +30,12 @@ struct MakeTinyArgs {
   std::string arch = "qwen3";
   std::string shape;  // a named real config (family, sizes, RoPE, ε, BOS/EOS); excludes the sizes
   bool layers_given = false;  // --layers: with --shape, the shape's first layers only
-  // qwen3_moe only: the sparse MLP (TinyQwen3MoeConfig's by default).
+  // qwen3_moe, qwen3_5_moe: the sparse MLP (TinyQwen3MoeConfig's by default), and qwen3_5_moe's
+  // shared expert.
   MoeConfig moe = TinyQwen3MoeConfig().moe;
-  // qwen3_5 only: the Gated DeltaNet sizes, the attention layers' spacing, the rotated share of
-  // each head and the checkpoint layout (TinyQwen3_5Config's by default).
+  int64_t shared_expert_intermediate = 64;
+  // qwen3_5, qwen3_5_moe: the Gated DeltaNet sizes, the attention layers' spacing, the rotated
+  // share of each head and the checkpoint layout (TinyQwen3_5Config's by default).
   GatedDeltaNetConfig linear = TinyQwen3_5Config().hybrid.linear;
   int64_t full_attention_interval = 4;
   double partial_rotary_factor = 0.25;
@@ -84,6 +86,9 @@ DFlashConfig TinyDrafterConfig(const DecoderConfig& target, int64_t layers, int3
   c.draft.qk_norm = true;
   c.draft.moe = {};     // and dense
   c.draft.hybrid = {};  // and every layer plain attention
+  // A target without a dense MLP (every layer sparse) leaves the width to the drafter: Qwen3's
+  // 3 × hidden.
+  if (c.draft.intermediate_size == 0) c.draft.intermediate_size = 3 * target.hidden_size;
   c.draft.num_hidden_layers = layers;
   c.block_size = block;
   c.mask_token_id = target.vocab_size - 2;
@@ -143,7 +148,8 @@ int RunMakeTiny(const MakeTinyArgs& args) {
   if (!family) {
     return ReportError(
         "make-tiny",
-        InvalidArgument("--arch: expected qwen3, llama, qwen3_moe or qwen3_5, got " + args.arch));
+        InvalidArgument("--arch: expected qwen3, llama, qwen3_moe, qwen3_5 or qwen3_5_moe, got " +
+                        args.arch));
   }
   DecoderConfig config = args.config;
   if (!args.shape.empty()) {
@@ -163,8 +169,8 @@ int RunMakeTiny(const MakeTinyArgs& args) {
   } else if (*family == ModelFamily::kQwen3Moe) {
     config.family = ModelFamily::kQwen3Moe;
     config.moe = args.moe;
-  } else if (*family == ModelFamily::kQwen3_5) {
-    config.family = ModelFamily::kQwen3_5;
+  } else if (*family == ModelFamily::kQwen3_5 || *family == ModelFamily::kQwen3_5Moe) {
+    config.family = *family;
     config.rope_theta = TinyQwen3_5Config().rope_theta;
     config.hybrid = {.linear = args.linear,
                      .partial_rotary_factor = args.partial_rotary_factor,
@@ -173,6 +179,16 @@ int RunMakeTiny(const MakeTinyArgs& args) {
                      .multimodal_layout = args.multimodal};
     config.hybrid.layer_types =
         IntervalLayerTypes(config.num_hidden_layers, args.full_attention_interval);
+    if (*family == ModelFamily::kQwen3_5Moe) {
+      // Every layer sparse, the top k renormalised, the experts fused, a shared expert.
+      config.intermediate_size = 0;
+      config.moe = {.num_experts = args.moe.num_experts,
+                    .experts_per_token = args.moe.experts_per_token,
+                    .expert_intermediate_size = args.moe.expert_intermediate_size,
+                    .norm_topk_prob = true,
+                    .shared_expert_intermediate_size = args.shared_expert_intermediate,
+                    .fused_experts = true};
+    }
   } else if (*family == ModelFamily::kLlama) {
     config.family = ModelFamily::kLlama;
     config.qk_norm = false;
@@ -200,19 +216,20 @@ int RunMakeTiny(const MakeTinyArgs& args) {
 void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeTinyArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "make-tiny", "Write a random Qwen3, Llama, Qwen3-MoE or Qwen3.5 checkpoint (HF layout)");
+      "make-tiny",
+      "Write a random Qwen3, Llama, Qwen3-MoE, Qwen3.5 or Qwen3.5-MoE checkpoint (HF layout)");
   cmd->add_option("--out", args->out, "Output directory")->required();
   CLI::Option* shape = cmd->add_option(
       "--shape", args->shape,
       "A real model's config: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-30b-a3b, "
-      "qwen3.5-4b, qwen3.5-9b, qwen3.5-27b, llama-3.2-1b, llama-3.2-3b or llama-3.1-8b (excludes "
-      "--arch, the RoPE, size and expert "
-      "flags and --tie; --layers keeps its first layers)");
+      "qwen3.5-4b, qwen3.5-9b, qwen3.5-27b, qwen3.5-35b-a3b, llama-3.2-1b, llama-3.2-3b or "
+      "llama-3.1-8b (excludes --arch, the RoPE, size and expert flags and --tie; --layers keeps "
+      "its first layers)");
   // The flags a named shape fixes.
   std::vector<CLI::Option*> fixed;
-  fixed.push_back(
-      cmd->add_option("--arch", args->arch, "Model family: qwen3, llama, qwen3_moe or qwen3_5")
-          ->capture_default_str());
+  fixed.push_back(cmd->add_option("--arch", args->arch,
+                                  "Model family: qwen3, llama, qwen3_moe, qwen3_5 or qwen3_5_moe")
+                      ->capture_default_str());
   fixed.push_back(cmd->add_option("--rope-theta", args->rope_theta, "RoPE theta (llama)")
                       ->capture_default_str());
   RopeScaling& s = args->llama3;
@@ -241,49 +258,57 @@ void RegisterMakeTinyCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->each([args](const std::string&) { args->layers_given = true; });
   MoeConfig& moe = args->moe;
-  fixed.push_back(cmd->add_option("--experts", moe.num_experts, "Experts per layer (qwen3_moe)")
-                      ->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--experts", moe.num_experts, "Experts per layer (qwen3_moe, qwen3_5_moe)")
+          ->capture_default_str());
   fixed.push_back(cmd->add_option("--experts-per-token", moe.experts_per_token,
-                                  "Experts each token is routed to (qwen3_moe)")
+                                  "Experts each token is routed to (qwen3_moe, qwen3_5_moe)")
                       ->capture_default_str());
   fixed.push_back(cmd->add_option("--expert-intermediate", moe.expert_intermediate_size,
-                                  "Each expert's MLP size (qwen3_moe)")
+                                  "Each expert's MLP size (qwen3_moe, qwen3_5_moe)")
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_option("--shared-expert-intermediate", args->shared_expert_intermediate,
+                                  "The shared expert's MLP size (qwen3_5_moe)")
+                      ->check(AtLeast(1))
                       ->capture_default_str());
   fixed.push_back(cmd->add_option("--norm-topk-prob", moe.norm_topk_prob,
                                   "Renormalise the routing weights (qwen3_moe: true or false)")
                       ->capture_default_str());
   GatedDeltaNetConfig& l = args->linear;
+  fixed.push_back(cmd->add_option("--linear-key-heads", l.key_heads,
+                                  "Gated DeltaNet key heads (qwen3_5, qwen3_5_moe)")
+                      ->check(AtLeast(1))
+                      ->capture_default_str());
   fixed.push_back(
-      cmd->add_option("--linear-key-heads", l.key_heads, "Gated DeltaNet key heads (qwen3_5)")
-          ->check(AtLeast(1))
-          ->capture_default_str());
-  fixed.push_back(
-      cmd->add_option("--linear-value-heads", l.value_heads,
-                      "Gated DeltaNet value heads, a multiple of the key heads (qwen3_5)")
+      cmd->add_option(
+             "--linear-value-heads", l.value_heads,
+             "Gated DeltaNet value heads, a multiple of the key heads (qwen3_5, qwen3_5_moe)")
           ->check(AtLeast(1))
           ->capture_default_str());
   fixed.push_back(cmd->add_option("--linear-key-dim", l.key_head_dim,
-                                  "Gated DeltaNet key head dimension (qwen3_5)")
+                                  "Gated DeltaNet key head dimension (qwen3_5, qwen3_5_moe)")
                       ->check(AtLeast(1))
                       ->capture_default_str());
   fixed.push_back(cmd->add_option("--linear-value-dim", l.value_head_dim,
-                                  "Gated DeltaNet value head dimension (qwen3_5)")
+                                  "Gated DeltaNet value head dimension (qwen3_5, qwen3_5_moe)")
+                      ->check(AtLeast(1))
+                      ->capture_default_str());
+  fixed.push_back(cmd->add_option("--conv-kernel", l.conv_kernel,
+                                  "Gated DeltaNet causal conv kernel (qwen3_5, qwen3_5_moe)")
                       ->check(AtLeast(1))
                       ->capture_default_str());
   fixed.push_back(
-      cmd->add_option("--conv-kernel", l.conv_kernel, "Gated DeltaNet causal conv kernel (qwen3_5)")
+      cmd->add_option("--full-attention-interval", args->full_attention_interval,
+                      "Every this many layers one full attention (qwen3_5, qwen3_5_moe)")
           ->check(AtLeast(1))
           ->capture_default_str());
-  fixed.push_back(cmd->add_option("--full-attention-interval", args->full_attention_interval,
-                                  "Every this many layers one full attention (qwen3_5)")
-                      ->check(AtLeast(1))
-                      ->capture_default_str());
-  fixed.push_back(cmd->add_option("--partial-rotary", args->partial_rotary_factor,
-                                  "Share of each attention head RoPE rotates (qwen3_5)")
-                      ->capture_default_str());
+  fixed.push_back(
+      cmd->add_option("--partial-rotary", args->partial_rotary_factor,
+                      "Share of each attention head RoPE rotates (qwen3_5, qwen3_5_moe)")
+          ->capture_default_str());
   fixed.push_back(cmd->add_flag("--multimodal", args->multimodal,
                                 "Qwen3_5ForConditionalGeneration layout: text_config, weights "
-                                "under model.language_model. (qwen3_5)"));
+                                "under model.language_model. (qwen3_5, qwen3_5_moe)"));
   fixed.push_back(
       cmd->add_option("--heads", c.num_attention_heads, "Query heads")->capture_default_str());
   fixed.push_back(

@@ -130,10 +130,13 @@ Status ConfigFieldReader::PositiveIntValue(const char* field, const nlohmann::js
 }
 
 Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config,
-                         bool read_rope_theta) {
+                         bool read_rope_theta, bool dense_mlp) {
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("vocab_size", &config->vocab_size));
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("hidden_size", &config->hidden_size));
-  DSCALE_RETURN_IF_ERROR(reader.PositiveInt("intermediate_size", &config->intermediate_size));
+  config->intermediate_size = 0;
+  if (dense_mlp) {
+    DSCALE_RETURN_IF_ERROR(reader.PositiveInt("intermediate_size", &config->intermediate_size));
+  }
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_hidden_layers", &config->num_hidden_layers));
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_attention_heads", &config->num_attention_heads));
   DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_key_value_heads", &config->num_key_value_heads));
@@ -172,6 +175,18 @@ Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config,
                                         " is odd; rotary embeddings rotate pairs of dims");
   }
   return Status::Ok();
+}
+
+Status ReadExpertFields(const ConfigFieldReader& reader, MoeConfig* moe) {
+  *moe = {};
+  DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_experts", &moe->num_experts));
+  DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_experts_per_tok", &moe->experts_per_token));
+  if (moe->experts_per_token > moe->num_experts) {
+    return reader.Error("num_experts_per_tok", std::to_string(moe->experts_per_token) +
+                                                   " is more than num_experts " +
+                                                   std::to_string(moe->num_experts));
+  }
+  return reader.PositiveInt("moe_intermediate_size", &moe->expert_intermediate_size);
 }
 
 Status CheckDenseDecoderFeatures(const ConfigFieldReader& reader) {

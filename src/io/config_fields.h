@@ -52,9 +52,14 @@ class ConfigFieldReader {
 // The fields every dense decoder reads the same way: sizes, ε, θ, positions, tied head, BOS/EOS
 // and head_dim (hidden_size / num_attention_heads when absent), then the cross-field checks
 // (heads a multiple of kv heads, even head_dim). Without `read_rope_theta` θ is left to the
-// family's reader (Qwen3.5 keeps it in `rope_parameters`).
+// family's reader (Qwen3.5 keeps it in `rope_parameters`); without `dense_mlp` intermediate_size
+// is not read (0: every layer's MLP is sparse, as in Qwen3.5-MoE).
 Status ReadDecoderFields(const ConfigFieldReader& reader, DecoderConfig* config,
-                         bool read_rope_theta = true);
+                         bool read_rope_theta = true, bool dense_mlp = true);
+
+// The fields every mixture-of-experts family reads the same way into a cleared `moe`:
+// num_experts, num_experts_per_tok (at most num_experts) and moe_intermediate_size.
+Status ReadExpertFields(const ConfigFieldReader& reader, MoeConfig* moe);
 
 // Checks common to the supported families: hidden_act "silu", no attention or MLP bias.
 Status CheckDenseDecoderFeatures(const ConfigFieldReader& reader);

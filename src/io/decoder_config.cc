@@ -29,6 +29,8 @@ constexpr FamilyNames kFamilies[] = {
     {ModelFamily::kQwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM"},
     {ModelFamily::kQwen3_5, "qwen3_5", "Qwen3_5ForConditionalGeneration", true},
     {ModelFamily::kQwen3_5, "qwen3_5_text", "Qwen3_5ForCausalLM"},
+    {ModelFamily::kQwen3_5Moe, "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", true},
+    {ModelFamily::kQwen3_5Moe, "qwen3_5_moe_text", "Qwen3_5MoeForCausalLM"},
 };
 constexpr FamilyNames kDefaultFamily = kFamilies[0];
 
@@ -104,7 +106,9 @@ Result<DecoderConfig> ParseDecoderConfig(const std::string& json_text, const std
       DSCALE_RETURN_IF_ERROR(ReadQwen3MoeConfig(reader, &config));
       break;
     case ModelFamily::kQwen3_5:
-      DSCALE_RETURN_IF_ERROR(ReadQwen3_5Config(reader, family.multimodal, &config));
+    case ModelFamily::kQwen3_5Moe:
+      DSCALE_RETURN_IF_ERROR(ReadQwen3_5Config(reader, family.multimodal,
+                                               family.family == ModelFamily::kQwen3_5Moe, &config));
       break;
   }
   return config;
@@ -189,6 +193,7 @@ std::string DecoderConfigToJson(const DecoderConfig& config) {
       json = Qwen3MoeConfigJson(config);
       break;
     case ModelFamily::kQwen3_5:
+    case ModelFamily::kQwen3_5Moe:
       json = Qwen3_5ConfigJson(config);
       break;
   }

@@ -23,16 +23,21 @@ enum class ModelFamily {
   // Qwen3_5ForConditionalGeneration / Qwen3_5ForCausalLM (Qwen3.5 and Qwen3.6, dense): Gated
   // DeltaNet layers among gated full-attention layers (HybridConfig), zero-centred norms
   kQwen3_5,
+  // Qwen3_5MoeForConditionalGeneration / Qwen3_5MoeForCausalLM (Qwen3.5 and Qwen3.6 mixtures of
+  // experts): Qwen3.5's layers with a sparse MLP in every layer, its experts stored fused and a
+  // shared expert beside them (MoeConfig)
+  kQwen3_5Moe,
 };
 
-// "qwen3", "llama", "qwen3_moe", "qwen3_5": the spelling of `model_type` and of
+// "qwen3", "llama", "qwen3_moe", "qwen3_5", "qwen3_5_moe": the spelling of `model_type` and of
 // `make-tiny --arch`.
 std::string_view ModelFamilyName(ModelFamily family);
 std::optional<ModelFamily> ModelFamilyFromName(std::string_view name);
 
-// The sparse MLP layers of a mixture-of-experts family (Qwen3-MoE): a router picks each row's
-// top `experts_per_token` of `num_experts` SwiGLU experts of width `expert_intermediate_size`.
-// num_experts 0: every layer is dense.
+// The sparse MLP layers of a mixture-of-experts family (Qwen3-MoE, Qwen3.5-MoE): a router picks
+// each row's top `experts_per_token` of `num_experts` SwiGLU experts of width
+// `expert_intermediate_size`; Qwen3.5-MoE adds a shared expert every row runs, its output scaled
+// by sigmoid(shared_expert_gate · x). num_experts 0: every layer is dense.
 struct MoeConfig {
   int64_t num_experts = 0;               // `num_experts`
   int64_t experts_per_token = 0;         // `num_experts_per_tok`, in [1, num_experts]
@@ -40,6 +45,11 @@ struct MoeConfig {
   bool norm_topk_prob = false;           // renormalise the k routing weights to sum 1
   int64_t decoder_sparse_step = 1;       // `decoder_sparse_step`
   std::vector<int64_t> mlp_only_layers;  // dense whatever the step; each in [0, layers)
+  int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
+  // The experts stored as two tensors per layer, `mlp.experts.gate_up_proj` [experts, 2·I,
+  // hidden] and `mlp.experts.down_proj` [experts, hidden, I] (Qwen3.5-MoE), not one set of
+  // `mlp.experts.{e}.{gate,up,down}_proj.weight` per expert (Qwen3-MoE).
+  bool fused_experts = false;
 
   bool operator==(const MoeConfig&) const = default;
 };
@@ -91,7 +101,7 @@ struct DecoderConfig {
   ModelFamily family = ModelFamily::kQwen3;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;
+  int64_t intermediate_size = 0;  // the dense MLP's; 0 where every layer is sparse (Qwen3.5-MoE)
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
@@ -104,8 +114,8 @@ struct DecoderConfig {
   int64_t max_position_embeddings = 0;
   std::vector<int64_t> bos_token_ids;  // may be empty (Qwen3 has bos null)
   std::vector<int64_t> eos_token_ids;  // `eos_token_id` may be an int or a list
-  MoeConfig moe;                       // kQwen3Moe only; empty (all layers dense) otherwise
-  HybridConfig hybrid;                 // kQwen3_5 only; empty otherwise
+  MoeConfig moe;        // kQwen3Moe, kQwen3_5Moe only; empty (all layers dense) otherwise
+  HybridConfig hybrid;  // kQwen3_5, kQwen3_5Moe only; empty otherwise
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }

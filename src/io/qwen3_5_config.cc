@@ -114,22 +114,63 @@ Status CheckHybridFeatures(const ConfigFieldReader& reader) {
                         "this family's attention always gates its output; expected true, got " +
                             reader.Describe("attn_output_gate"));
   }
-  if (!reader.IsAbsentOr("num_experts", 0)) {
-    return reader.Error("num_experts", "the Qwen3.5 mixture of experts is not supported, got " +
-                                           reader.Describe("num_experts"));
+  return Status::Ok();
+}
+
+// Qwen3.5-MoE's experts: every layer sparse, the top k always renormalised, the experts fused,
+// a shared expert of `shared_expert_intermediate_size`. Fields the family fixes must be absent
+// or say what it does.
+Status ReadSparseMlp(const ConfigFieldReader& reader, MoeConfig* moe) {
+  DSCALE_RETURN_IF_ERROR(ReadExpertFields(reader, moe));
+  DSCALE_RETURN_IF_ERROR(
+      reader.PositiveInt("shared_expert_intermediate_size", &moe->shared_expert_intermediate_size));
+  moe->norm_topk_prob = true;
+  moe->fused_experts = true;
+  if (!reader.IsAbsentOr("norm_topk_prob", true)) {
+    return reader.Error("norm_topk_prob",
+                        "this family always renormalises its top-k weights; expected true, got " +
+                            reader.Describe("norm_topk_prob"));
+  }
+  if (!reader.IsAbsentOr("decoder_sparse_step", 1)) {
+    return reader.Error("decoder_sparse_step",
+                        "every layer of this family is sparse; expected 1, got " +
+                            reader.Describe("decoder_sparse_step"));
+  }
+  if (const nlohmann::json* dense = reader.Get("mlp_only_layers");
+      dense != nullptr && !(dense->is_array() && dense->empty())) {
+    return reader.Error(
+        "mlp_only_layers",
+        "every layer of this family is sparse; expected [], got " + DescribeJson(*dense));
   }
   return Status::Ok();
+}
+
+bool IsMoe(const DecoderConfig& config) { return config.family == ModelFamily::kQwen3_5Moe; }
+
+// The text model's `model_type`.
+const char* TextModelType(const DecoderConfig& config) {
+  return IsMoe(config) ? "qwen3_5_moe_text" : "qwen3_5_text";
 }
 
 // The text model's fields (the whole config, or its `text_config`).
 Status ReadTextConfig(const ConfigFieldReader& t, DecoderConfig* config) {
   int64_t head_dim = 0;
   DSCALE_RETURN_IF_ERROR(t.PositiveInt("head_dim", &head_dim));
-  DSCALE_RETURN_IF_ERROR(ReadDecoderFields(t, config, /*read_rope_theta=*/false));
-  if (!t.IsAbsentOr("model_type", "qwen3_5_text")) {
-    return t.Error("model_type", "expected \"qwen3_5_text\", got " + t.Describe("model_type"));
+  DSCALE_RETURN_IF_ERROR(
+      ReadDecoderFields(t, config, /*read_rope_theta=*/false, /*dense_mlp=*/!IsMoe(*config)));
+  const std::string model_type = TextModelType(*config);
+  if (!t.IsAbsentOr("model_type", model_type)) {
+    return t.Error("model_type",
+                   "expected \"" + model_type + "\", got " + t.Describe("model_type"));
   }
   DSCALE_RETURN_IF_ERROR(CheckHybridFeatures(t));
+  if (IsMoe(*config)) {
+    DSCALE_RETURN_IF_ERROR(ReadSparseMlp(t, &config->moe));
+  } else if (!t.IsAbsentOr("num_experts", 0)) {
+    return t.Error("num_experts",
+                   "a dense Qwen3.5 has no mixture of experts (Qwen3_5Moe… has), got " +
+                       t.Describe("num_experts"));
+  }
   DSCALE_RETURN_IF_ERROR(ReadRope(t, config));
   DSCALE_RETURN_IF_ERROR(ReadLayerTypes(t, config->num_hidden_layers, &config->hybrid.layer_types));
   return ReadLinearFields(t, &config->hybrid.linear);
@@ -144,8 +185,19 @@ nlohmann::json TextConfigJson(const DecoderConfig& config) {
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     types.push_back(config.IsLinearAttentionLayer(i) ? "linear_attention" : "full_attention");
   }
+  if (IsMoe(config)) {
+    const MoeConfig& m = config.moe;
+    json.erase("intermediate_size");
+    json.update({
+        {"moe_intermediate_size", m.expert_intermediate_size},
+        {"num_experts", m.num_experts},
+        {"num_experts_per_tok", m.experts_per_token},
+        {"shared_expert_intermediate_size", m.shared_expert_intermediate_size},
+    });
+  }
   json.update({
-      {"architectures", nlohmann::json::array({"Qwen3_5ForCausalLM"})},
+      {"architectures",
+       nlohmann::json::array({IsMoe(config) ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"})},
       {"attn_output_gate", true},
       {"layer_types", types},
       {"linear_conv_kernel_dim", l.conv_kernel},
@@ -153,7 +205,7 @@ nlohmann::json TextConfigJson(const DecoderConfig& config) {
       {"linear_num_key_heads", l.key_heads},
       {"linear_num_value_heads", l.value_heads},
       {"linear_value_head_dim", l.value_head_dim},
-      {"model_type", "qwen3_5_text"},
+      {"model_type", TextModelType(config)},
       {"rope_parameters",
        {{"rope_type", "default"},
         {"rope_theta", NumberToJson(config.rope_theta)},
@@ -172,8 +224,9 @@ std::vector<LayerKind> IntervalLayerTypes(int64_t layers, int64_t every) {
   return types;
 }
 
-Status ReadQwen3_5Config(const ConfigFieldReader& reader, bool multimodal, DecoderConfig* config) {
-  config->family = ModelFamily::kQwen3_5;
+Status ReadQwen3_5Config(const ConfigFieldReader& reader, bool multimodal, bool moe,
+                         DecoderConfig* config) {
+  config->family = moe ? ModelFamily::kQwen3_5Moe : ModelFamily::kQwen3_5;
   config->qk_norm = true;
   config->hybrid = {
       .attention_output_gate = true, .zero_centred_norms = true, .multimodal_layout = multimodal};
@@ -204,8 +257,9 @@ nlohmann::json Qwen3_5ConfigJson(const DecoderConfig& config) {
   if (!config.hybrid.multimodal_layout) return text;
   text.erase("architectures");
   return {
-      {"architectures", nlohmann::json::array({"Qwen3_5ForConditionalGeneration"})},
-      {"model_type", "qwen3_5"},
+      {"architectures", nlohmann::json::array({IsMoe(config) ? "Qwen3_5MoeForConditionalGeneration"
+                                                             : "Qwen3_5ForConditionalGeneration"})},
+      {"model_type", IsMoe(config) ? "qwen3_5_moe" : "qwen3_5"},
       {"text_config", text},
       {"tie_word_embeddings", config.tie_word_embeddings},
   };

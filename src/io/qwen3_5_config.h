@@ -14,8 +14,14 @@
 // older configs, top-level `rope_theta` / `partial_rotary_factor`. M-RoPE's sections rotate
 // every text position by the same angles as plain RoPE over the rotary dims, so they are not
 // used. The family fixes the gated attention output (`attn_output_gate` must be absent or true)
-// and the zero-centred norms. Refused: sliding windows, experts (num_experts > 0), any other
+// and the zero-centred norms. Refused: sliding windows, experts in the dense family, any other
 // rope_type, a rotary dim that is odd or zero.
+//
+// The mixture of experts (transformers' Qwen3_5MoeConfig / Qwen3_5MoeTextConfig, which builds on
+// Qwen3NextConfig) has no dense MLP (intermediate_size unread) and reads `num_experts`,
+// `num_experts_per_tok`, `moe_intermediate_size` and `shared_expert_intermediate_size`; every
+// layer is sparse, its top k always renormalised (`decoder_sparse_step`, `mlp_only_layers` and
+// `norm_topk_prob` must be absent or say so).
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -31,8 +37,10 @@ namespace dscale {
 // attention when (i + 1) is a multiple of `every`, linear attention otherwise.
 std::vector<LayerKind> IntervalLayerTypes(int64_t layers, int64_t every);
 
-// `multimodal`: the …ForConditionalGeneration layout (fields under `text_config`).
-Status ReadQwen3_5Config(const ConfigFieldReader& reader, bool multimodal, DecoderConfig* config);
+// `multimodal`: the …ForConditionalGeneration layout (fields under `text_config`); `moe`: the
+// mixture of experts (Qwen3_5Moe…, model_type "qwen3_5_moe" / "qwen3_5_moe_text").
+Status ReadQwen3_5Config(const ConfigFieldReader& reader, bool multimodal, bool moe,
+                         DecoderConfig* config);
 // The config.json of config.hybrid.multimodal_layout's class.
 nlohmann::json Qwen3_5ConfigJson(const DecoderConfig& config);
 

@@ -64,15 +64,7 @@ Status ReadMlpOnlyLayers(const ConfigFieldReader& reader, const std::string& pat
 Status ReadMoeFields(const ConfigFieldReader& reader, const std::string& path,
                      DecoderConfig* config) {
   MoeConfig& m = config->moe;
-  m = {};
-  DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_experts", &m.num_experts));
-  DSCALE_RETURN_IF_ERROR(reader.PositiveInt("num_experts_per_tok", &m.experts_per_token));
-  if (m.experts_per_token > m.num_experts) {
-    return reader.Error("num_experts_per_tok", std::to_string(m.experts_per_token) +
-                                                   " is more than num_experts " +
-                                                   std::to_string(m.num_experts));
-  }
-  DSCALE_RETURN_IF_ERROR(reader.PositiveInt("moe_intermediate_size", &m.expert_intermediate_size));
+  DSCALE_RETURN_IF_ERROR(ReadExpertFields(reader, &m));
   DSCALE_RETURN_IF_ERROR(reader.OptionalBool("norm_topk_prob", &m.norm_topk_prob));
   std::optional<int64_t> step;
   DSCALE_RETURN_IF_ERROR(reader.OptionalPositiveInt("decoder_sparse_step", &step));

@@ -66,10 +66,27 @@ DecoderConfig DenseQwen3_5(int64_t hidden, int64_t intermediate, int64_t layers,
   return c;
 }
 
+// Qwen3.5-35B-A3B's text config: the hybrid layout at hidden 2048 over 40 layers, 16 query heads
+// over 2 KV heads, every MLP sparse (256 experts of 512, top 8, and a shared expert of 512),
+// untied.
+DecoderConfig Qwen3_5_35bA3b() {
+  DecoderConfig c = DenseQwen3_5(2048, 0, 40, 16, 32, false);
+  c.family = ModelFamily::kQwen3_5Moe;
+  c.num_key_value_heads = 2;
+  c.moe = {.num_experts = 256,
+           .experts_per_token = 8,
+           .expert_intermediate_size = 512,
+           .norm_topk_prob = true,
+           .shared_expert_intermediate_size = 512,
+           .fused_experts = true};
+  return c;
+}
+
 }  // namespace
 
 std::optional<DecoderConfig> NamedQwen3Config(std::string_view name) {
   if (name == "qwen3-30b-a3b") return Qwen3_30bA3b();
+  if (name == "qwen3.5-35b-a3b") return Qwen3_5_35bA3b();
   if (name == "qwen3.5-4b") return DenseQwen3_5(2560, 9216, 32, 16, 32, true);
   if (name == "qwen3.5-9b") return DenseQwen3_5(4096, 12288, 32, 16, 32, false);
   if (name == "qwen3.5-27b") return DenseQwen3_5(5120, 17408, 64, 24, 48, false);
@@ -94,7 +111,7 @@ DecoderConfig ShapeWithLayers(DecoderConfig shape, int64_t layers) {
 const std::vector<std::string>& NamedQwen3ConfigNames() {
   static const std::vector<std::string> names = {"qwen3-0.6b", "qwen3-1.7b",    "qwen3-4b",
                                                  "qwen3-8b",   "qwen3-30b-a3b", "qwen3.5-4b",
-                                                 "qwen3.5-9b", "qwen3.5-27b"};
+                                                 "qwen3.5-9b", "qwen3.5-27b",   "qwen3.5-35b-a3b"};
   return names;
 }
 

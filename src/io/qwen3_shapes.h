@@ -21,8 +21,11 @@ namespace dscale {
 // "qwen3-30b-a3b" (Qwen3MoeForCausalLM: hidden 2048, 48 layers, 128 experts of 768, top 8,
 // norm_topk_prob, dense intermediate 6144 unused), or the hybrids "qwen3.5-4b" (hidden 2560,
 // intermediate 9216, 32 layers, 16 query heads, 32 linear value heads, tied), "qwen3.5-9b" (4096,
-// 12288, 32, 16, 32, untied) and "qwen3.5-27b" (5120, 17408, 64, 24, 48, untied), in the
-// multimodal layout; nullopt for any other.
+// 12288, 32, 16, 32, untied) and "qwen3.5-27b" (5120, 17408, 64, 24, 48, untied), and their
+// mixture of experts "qwen3.5-35b-a3b" (Qwen3_5MoeForConditionalGeneration: hidden 2048, 40
+// layers, 16 query heads over 2 KV heads, 32 linear value heads, 256 experts of 512, top 8, a
+// shared expert of 512, untied; as transformers' Qwen3_5MoeTextConfig defaults and the published
+// training recipes give it), in the multimodal layout; nullopt for any other.
 std::optional<DecoderConfig> NamedQwen3Config(std::string_view name);
 
 // `shape` with `layers` layers (the first ones, or more of the same kind): a hybrid's in its

@@ -55,11 +55,24 @@ void AddLayerShapes(const DecoderConfig& c, const std::string& prefix, int64_t l
   }
   const int64_t experts = c.moe.num_experts, expert_inter = c.moe.expert_intermediate_size;
   add("mlp.gate", {experts, h});
-  for (int64_t e = 0; e < experts; ++e) {
-    const std::string expert = "mlp.experts." + std::to_string(e) + ".";
-    add(expert + "gate_proj", {expert_inter, h});
-    add(expert + "up_proj", {expert_inter, h});
-    add(expert + "down_proj", {h, expert_inter});
+  if (c.moe.fused_experts) {
+    // Parameters of the experts module, named without ".weight".
+    const std::string at = prefix + "layers." + std::to_string(layer) + ".mlp.experts.";
+    shapes->emplace_back(at + "gate_up_proj", std::vector<int64_t>{experts, 2 * expert_inter, h});
+    shapes->emplace_back(at + "down_proj", std::vector<int64_t>{experts, h, expert_inter});
+  } else {
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string expert = "mlp.experts." + std::to_string(e) + ".";
+      add(expert + "gate_proj", {expert_inter, h});
+      add(expert + "up_proj", {expert_inter, h});
+      add(expert + "down_proj", {h, expert_inter});
+    }
+  }
+  if (const int64_t shared = c.moe.shared_expert_intermediate_size; shared > 0) {
+    add("mlp.shared_expert.gate_proj", {shared, h});
+    add("mlp.shared_expert.up_proj", {shared, h});
+    add("mlp.shared_expert.down_proj", {h, shared});
+    add("mlp.shared_expert_gate", {1, h});
   }
 }
 
@@ -112,6 +125,43 @@ Result<WeightMatrix> ReadAttentionInputs(const DecoderConfig& c, const TensorRea
   return WeightMatrix::Stack(matrices);
 }
 
+// The experts of a fused layer: gate_up [E, 2·I, hidden] and down [E, hidden, I], each
+// expert's slice used in place.
+Result<std::vector<ExpertWeights>> ReadFusedExperts(const TensorReader& read,
+                                                    const ShapeList& parts) {
+  DSCALE_ASSIGN_OR_RETURN(WeightMatrix gate_up, read(parts[0].first, parts[0].second));
+  DSCALE_ASSIGN_OR_RETURN(WeightMatrix down, read(parts[1].first, parts[1].second));
+  const std::vector<int64_t>& g = parts[0].second;
+  const std::vector<int64_t>& d = parts[1].second;
+  std::vector<ExpertWeights> experts(static_cast<size_t>(g[0]));
+  for (int64_t e = 0; e < g[0]; ++e) {
+    experts[static_cast<size_t>(e)] = {.gate_up = gate_up.RowRange(e, 1).Reshaped(g[1]),
+                                       .down = down.RowRange(e, 1).Reshaped(d[1])};
+  }
+  return experts;
+}
+
+Result<SparseMlpWeights> ReadSparseMlp(const DecoderConfig& c, const TensorReader& read,
+                                       const auto& next) {
+  SparseMlpWeights w;
+  DSCALE_ASSIGN_OR_RETURN(w.router, ReadStacked(read, next(1)));
+  if (c.moe.fused_experts) {
+    DSCALE_ASSIGN_OR_RETURN(w.experts, ReadFusedExperts(read, next(2)));
+  } else {
+    w.experts.resize(static_cast<size_t>(c.moe.num_experts));
+    for (ExpertWeights& expert : w.experts) {
+      DSCALE_ASSIGN_OR_RETURN(expert.gate_up, ReadStacked(read, next(2)));
+      DSCALE_ASSIGN_OR_RETURN(expert.down, ReadStacked(read, next(1)));
+    }
+  }
+  if (c.moe.shared_expert_intermediate_size > 0) {
+    DSCALE_ASSIGN_OR_RETURN(w.shared.gate_up, ReadStacked(read, next(2)));
+    DSCALE_ASSIGN_OR_RETURN(w.shared.down, ReadStacked(read, next(1)));
+    DSCALE_ASSIGN_OR_RETURN(w.shared_gate, ReadStacked(read, next(1)));
+  }
+  return w;
+}
+
 Result<GatedDeltaNetWeights> ReadLinearAttention(const TensorReader& read, const auto& next) {
   GatedDeltaNetWeights w;
   DSCALE_ASSIGN_OR_RETURN(w.in_proj, ReadStacked(read, next(4)));
@@ -150,12 +200,7 @@ Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& c, const std::
   }
   DSCALE_ASSIGN_OR_RETURN(w.post_norm, ReadGains(c, read, next(1)[0]));
   if (c.IsSparseLayer(layer)) {
-    DSCALE_ASSIGN_OR_RETURN(w.moe.router, ReadStacked(read, next(1)));
-    w.moe.experts.resize(static_cast<size_t>(c.moe.num_experts));
-    for (ExpertWeights& expert : w.moe.experts) {
-      DSCALE_ASSIGN_OR_RETURN(expert.gate_up, ReadStacked(read, next(2)));
-      DSCALE_ASSIGN_OR_RETURN(expert.down, ReadStacked(read, next(1)));
-    }
+    DSCALE_ASSIGN_OR_RETURN(w.moe, ReadSparseMlp(c, read, next));
   } else {
     DSCALE_ASSIGN_OR_RETURN(w.gate_up, ReadStacked(read, next(2)));
     DSCALE_ASSIGN_OR_RETURN(w.down, ReadStacked(read, next(1)));

@@ -28,12 +28,17 @@ struct ExpertWeights {
   WeightMatrix down;     // [hidden, expert_intermediate]
 };
 
-// A sparse MLP layer's weights (`mlp.gate`, `mlp.experts.{e}.*`); empty in a dense layer.
+// A sparse MLP layer's weights (`mlp.gate`, `mlp.experts.{e}.*` or the fused
+// `mlp.experts.{gate_up,down}_proj`, and Qwen3.5-MoE's `mlp.shared_expert.*` and
+// `mlp.shared_expert_gate`); empty in a dense layer.
 struct SparseMlpWeights {
   WeightMatrix router;                 // [num_experts, hidden]; held as stored in every mode
   std::vector<ExpertWeights> experts;  // [num_experts]
+  ExpertWeights shared;      // [2·shared_intermediate, hidden], [hidden, shared_intermediate]
+  WeightMatrix shared_gate;  // [1, hidden]; held as stored in every mode
 
   bool empty() const { return experts.empty(); }
+  bool has_shared() const { return !shared.down.empty(); }
 };
 
 // A Gated DeltaNet layer's token mixer (`linear_attn.*`); empty in an attention layer. Sizes from
@@ -81,9 +86,12 @@ struct DecoderWeights {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// Hugging Face tensor names of a Qwen3ForCausalLM, LlamaForCausalLM, Qwen3MoeForCausalLM or
-// Qwen3.5 checkpoint (the same but for Llama's missing q_norm/k_norm, a sparse layer's "mlp.gate"
-// and "mlp.experts.{e}.{gate,up,down}_proj" in place of the dense MLP, and a linear-attention
+// Hugging Face tensor names of a Qwen3ForCausalLM, LlamaForCausalLM, Qwen3MoeForCausalLM,
+// Qwen3.5 or Qwen3.5-MoE checkpoint (the same but for Llama's missing q_norm/k_norm, a sparse
+// layer's "mlp.gate" and "mlp.experts.{e}.{gate,up,down}_proj" in place of the dense MLP — fused,
+// "mlp.experts.gate_up_proj" [E, 2·I, hidden] and "mlp.experts.down_proj" [E, hidden, I] without
+// ".weight", and the shared expert's "mlp.shared_expert.{gate,up,down}_proj" and
+// "mlp.shared_expert_gate" in Qwen3.5-MoE — and a linear-attention
 // layer's "linear_attn.{in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,conv1d,norm,out_proj}.weight",
 // "linear_attn.A_log" and "linear_attn.dt_bias" in place of "self_attn.*"): `prefix` +
 // "layers.{layer}." + suffix + ".weight", e.g. suffix "self_attn.q_proj". The target's prefix is
@@ -102,7 +110,8 @@ std::string TargetFinalNormName(const DecoderConfig& config);
 // (name, shape) of every tensor a checkpoint with `config` must hold, in a stable order.
 TensorShapes DecoderTensorShapes(const DecoderConfig& config);
 // (name, shape) of the tensors of one decoder layer: 11, or 9 without qk_norm; a sparse layer
-// has 1 + 3 · num_experts MLP tensors in place of the dense 3; a linear-attention layer 9 token-
+// has 1 + 3 · num_experts MLP tensors in place of the dense 3 (fused: 3, and 4 more with a shared
+// expert); a linear-attention layer 9 token-
 // mixer tensors in place of the 6 attention ones (14 in all).
 TensorShapes DecoderLayerShapes(const DecoderConfig& config, const std::string& prefix,
                                 int64_t layer);

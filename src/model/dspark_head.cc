@@ -4,12 +4,11 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/cpu/activation.h"
 #include "model/decoder_layer.h"
 
 namespace dscale {
 namespace {
-
-float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 int64_t ConfidenceInputs(const DSparkHeadConfig& c, int64_t hidden) {
   return hidden + (c.confidence_with_markov ? c.markov_rank : 0);
@@ -106,7 +105,7 @@ void DSparkHead::MarkovInput(const float* h, const float* e, float* state, float
       std::memcpy(in + hidden_, e, static_cast<size_t>(r) * sizeof(float));
       float* gate = GrowBuffer(projected_, static_cast<size_t>(r));
       Affine(weights_.gate_proj, weights_.gate_bias, in, gate);
-      for (int64_t i = 0; i < r; ++i) x[i] = Sigmoid(gate[i]) * e[i];
+      for (int64_t i = 0; i < r; ++i) x[i] = cpu::Sigmoid(gate[i]) * e[i];
       return;
     }
     case MarkovHeadType::kRnn: {
@@ -118,7 +117,7 @@ void DSparkHead::MarkovInput(const float* h, const float* e, float* state, float
       float* p = GrowBuffer(projected_, static_cast<size_t>(3 * r));
       Affine(weights_.joint_proj, weights_.joint_bias, in, p);
       for (int64_t i = 0; i < r; ++i) {
-        const float gate = Sigmoid(p[i]);
+        const float gate = cpu::Sigmoid(p[i]);
         state[i] = gate * state[i] + (1.0f - gate) * std::tanh(p[r + i]);
         x[i] = std::tanh(p[2 * r + i]);
       }

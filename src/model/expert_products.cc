@@ -43,6 +43,23 @@ void RunExpert(const ExpertWeights& w, int64_t hidden, int64_t begin, int64_t n,
   Project(act, w.down, s.out.data() + begin * hidden, n, /*accumulate=*/false, activations);
 }
 
+// The shared expert over every row, into s.shared_out [rows, hidden], and its gate's logits into
+// s.shared_logit [rows].
+void RunSharedExpert(const float* normed, const SparseMlpWeights& moe, int64_t hidden, int32_t rows,
+                     ActivationModes activations, ExpertScratch& s) {
+  const int64_t inter = moe.shared.down.cols();
+  s.shared_gate_up.resize(static_cast<size_t>(rows * 2 * inter));
+  s.shared_act.resize(static_cast<size_t>(rows * inter));
+  s.shared_out.resize(static_cast<size_t>(rows * hidden));
+  s.shared_logit.resize(static_cast<size_t>(rows));
+  Project(normed, moe.shared.gate_up, s.shared_gate_up.data(), rows, /*accumulate=*/false,
+          activations);
+  cpu::SwiGlu(s.shared_gate_up.data(), s.shared_act.data(), rows, inter);
+  Project(s.shared_act.data(), moe.shared.down, s.shared_out.data(), rows, /*accumulate=*/false,
+          activations);
+  Project(normed, moe.shared_gate, s.shared_logit.data(), rows, /*accumulate=*/false, activations);
+}
+
 }  // namespace
 
 int32_t ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hidden,
@@ -73,16 +90,22 @@ int32_t ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t
     RunExpert(moe.experts[static_cast<size_t>(e)], hidden, begin, n, activations, s);
     ++run;
   }
-  // Per row: Σ_j weight_j · out_j in rank order, then one add to the residual stream.
+  const bool shared = moe.has_shared();
+  if (shared) RunSharedExpert(normed, moe, hidden, rows, activations, s);
+    // Per row: Σ_j weight_j · out_j in rank order, plus the gated shared expert, then one add to
+    // the residual stream.
 #pragma omp parallel for schedule(static) if (entries * hidden >= kParallelMinValues)
   for (int32_t r = 0; r < rows; ++r) {
     float* xr = x + int64_t{r} * hidden;
+    const float gate = shared ? cpu::Sigmoid(s.shared_logit[static_cast<size_t>(r)]) : 0.0f;
+    const float* shared_row = shared ? s.shared_out.data() + int64_t{r} * hidden : nullptr;
     for (int64_t i = 0; i < hidden; ++i) {
       float sum = 0.0f;
       for (int32_t j = 0; j < k; ++j) {
         const int64_t at = s.entry[static_cast<size_t>(int64_t{r} * k + j)];
         sum += routes.weights[int64_t{r} * k + j] * s.out[static_cast<size_t>(at * hidden + i)];
       }
+      if (shared) sum += gate * shared_row[i];
       xr[i] += sum;
     }
   }

@@ -28,6 +28,11 @@ struct ExpertScratch {
   std::vector<float> gate_up;   // [rows·k, 2·expert_intermediate]
   std::vector<float> act;       // [rows·k, expert_intermediate]
   std::vector<float> out;       // [rows·k, hidden]: the experts' outputs, grouped
+  // The shared expert's (Qwen3.5-MoE), by row.
+  std::vector<float> shared_gate_up;  // [rows, 2·shared_intermediate]
+  std::vector<float> shared_act;      // [rows, shared_intermediate]
+  std::vector<float> shared_out;      // [rows, hidden]
+  std::vector<float> shared_logit;    // [rows]: shared_expert_gate · normed row
 };
 
 struct ExpertRoutes {
@@ -37,9 +42,10 @@ struct ExpertRoutes {
 };
 
 // x[rows, hidden] += Σ_{j<k} routes.weights[r, j] · expert_{routes.ids[r, j]}(normed[r]) for
-// every row r, the k terms summed in j order before the one add to x. normed: [rows, hidden];
+// every row r, the k terms summed in j order, plus (with a shared expert) sigmoid(shared_gate ·
+// normed[r]) · shared(normed[r]), before the one add to x. normed: [rows, hidden];
 // moe.experts[e]: gate_up [2·I, hidden], down [hidden, I]. Products take their activations as
-// `activations` says. Returns the distinct experts run (each read its weights once).
+// `activations` says. Returns the distinct routed experts run (each read its weights once).
 int32_t ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t hidden,
                        int32_t rows, const ExpertRoutes& routes, ActivationModes activations,
                        ExpertScratch& s, float* x);

@@ -71,6 +71,10 @@ void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode) {
     expert.gate_up = quantize(expert.gate_up);
     expert.down = quantize(expert.down);
   }
+  if (layer->moe.has_shared()) {
+    layer->moe.shared.gate_up = quantize(layer->moe.shared.gate_up);
+    layer->moe.shared.down = quantize(layer->moe.shared.down);
+  }
 }
 
 void QuantizeProjections(DecoderWeights* weights, WeightsMode mode) {

@@ -38,7 +38,7 @@ std::vector<float> RandomValues(const std::string& name, const std::vector<int64
     for (float& v : values) v = gain(rng);
     return values;
   }
-  double stddev = 1.0 / std::sqrt(static_cast<double>(shape[1]));
+  double stddev = 1.0 / std::sqrt(static_cast<double>(shape.back()));  // the inputs' dim
   if (name.ends_with("embed_tokens.weight") || name.ends_with("markov_w1.weight")) stddev = 1.0;
   if (name == kTargetLmHeadName || name.ends_with("markov_w2.weight")) stddev *= 3.0;
   std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
@@ -196,6 +196,16 @@ DecoderConfig TinyQwen3_5Config() {
               .attention_output_gate = true,
               .zero_centred_norms = true,
               .multimodal_layout = false};
+  return c;
+}
+
+DecoderConfig TinyQwen3_5MoeConfig() {
+  DecoderConfig c = TinyQwen3_5Config();
+  c.family = ModelFamily::kQwen3_5Moe;
+  c.intermediate_size = 0;
+  c.moe = TinyQwen3MoeConfig().moe;
+  c.moe.shared_expert_intermediate_size = 64;
+  c.moe.fused_experts = true;
   return c;
 }
 

@@ -34,6 +34,9 @@ DecoderConfig TinyQwen3MoeConfig();
 // linear, linear, full attention; Gated DeltaNet 2 key heads over 4 value heads of 16, conv
 // kernel 4; a quarter of each 32-dim attention head rotated (8 dims), θ 1e7; zero-centred norms.
 DecoderConfig TinyQwen3_5Config();
+// TinyQwen3_5Config's layers with TinyQwen3MoeConfig's experts in every layer, fused, and a
+// shared expert of 64 (Qwen3_5MoeForCausalLM).
+DecoderConfig TinyQwen3_5MoeConfig();
 
 // Every tensor of DecoderTensorShapes(config), seeded; values are already rounded to `dtype`, so
 // loading the written file gives exactly these values back.

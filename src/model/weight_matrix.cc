@@ -171,6 +171,17 @@ WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
   return m;
 }
 
+WeightMatrix WeightMatrix::Reshaped(int64_t rows) const {
+  DSCALE_CHECK(blocks_.size() == 1 && rows > 0 && static_cast<int64_t>(size()) % rows == 0);
+  const Block& b = blocks_[0];
+  DSCALE_CHECK(b.format == WeightFormat::kF32 || b.format == WeightFormat::kBF16);
+  WeightMatrix m = *this;
+  m.rows_ = rows;
+  m.cols_ = static_cast<int64_t>(size()) / rows;
+  m.blocks_[0].rows = rows;
+  return m;
+}
+
 namespace {
 
 // The selected rows that lie in blocks of one format, copied back to back.

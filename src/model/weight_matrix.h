@@ -64,6 +64,9 @@ class WeightMatrix {
 
   // Rows [begin, begin + count), sharing this matrix's storage.
   WeightMatrix RowRange(int64_t begin, int64_t count) const;
+  // The same elements as `rows` rows of size() / rows columns, sharing this matrix's storage
+  // (one slice of a stacked 3-D tensor as the matrix it is). One f32 or BF16 block only.
+  WeightMatrix Reshaped(int64_t rows) const;
   // Rows rows[0], rows[1], ... copied into owned storage in the format each is stored in (f32,
   // BF16 bits, or int8 or int4 values with their scales), so a product over them reads only those
   // rows and gives, row for row, what the source's rows give. Every entry is a valid row.

@@ -329,8 +329,9 @@ TEST_F(ModelCommandsTest, LlamaTargetsAreMadeLoadedAndSpeculatedOn) {
   }
   const testing::CommandResult bad = RunDscale("make-tiny --arch mistral --out " + target);
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.out.find("--arch: expected qwen3, llama, qwen3_moe or qwen3_5, got mistral"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.out.find("--arch: expected qwen3, llama, qwen3_moe, qwen3_5 or qwen3_5_moe, got mistral"),
+      std::string::npos)
       << bad.out;
 }
 
@@ -400,6 +401,41 @@ TEST_F(ModelCommandsTest, Qwen3_5TargetsAreMadeLoadedAndSpeculatedOn) {
         EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
                   OutputIds(plain));
       }
+    }
+  }
+}
+
+// make-tiny --arch qwen3_5_moe writes a Qwen3_5MoeForConditionalGeneration checkpoint (fused
+// experts and a shared expert in every layer, no dense MLP) and a dense drafter of 3 × hidden;
+// speculation on it equals plain greedy decoding, as stored and with int4 weights.
+TEST_F(ModelCommandsTest, Qwen3_5MoeTargetsAreMadeLoadedAndSpeculatedOn) {
+  const std::string target = *dir_ + "/hybrid-moe-target", drafter = target + "-drafter";
+  const testing::CommandResult r = RunDscale(
+      "make-tiny --arch qwen3_5_moe --multimodal --out " + target + " --drafter-out " + drafter +
+      " --seed 4 --vocab 97 --hidden 64 --layers 4 --heads 3 --kv-heads 1 --head-dim 16"
+      " --linear-key-heads 2 --linear-value-heads 4 --linear-key-dim 8 --linear-value-dim 12"
+      " --conv-kernel 3 --full-attention-interval 2 --partial-rotary 0.5 --experts 6"
+      " --experts-per-token 2 --expert-intermediate 20 --shared-expert-intermediate 12");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream target_config(target + "/config.json");
+  const nlohmann::json t = nlohmann::json::parse(target_config, nullptr, false);
+  EXPECT_EQ(t["architectures"][0], "Qwen3_5MoeForConditionalGeneration");
+  EXPECT_EQ(t["text_config"]["shared_expert_intermediate_size"], 12);
+  EXPECT_FALSE(t["text_config"].contains("intermediate_size"));
+  std::ifstream drafter_config(drafter + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(drafter_config, nullptr, false)["intermediate_size"], 3 * 64);
+  Result<DecoderModel> loaded = DecoderModel::Load(target);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->weights().layers[0].moe.experts.size(), 6u);
+  EXPECT_TRUE(loaded->weights().layers[3].moe.has_shared());
+  const std::string common = " --target " + target + " --drafter " + drafter +
+                             " --ids 5,9,14,3,3,70,41 --max-tokens 20 --json --spec ";
+  for (const char* weights : {"", " --weights int4"}) {
+    const nlohmann::json plain = Json("generate" + std::string(weights) + common + "none");
+    for (const char* mode : {"dflash", "fixed:5"}) {
+      SCOPED_TRACE(std::string(mode) + weights);
+      EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
+                OutputIds(plain));
     }
   }
 }

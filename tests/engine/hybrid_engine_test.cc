@@ -2,10 +2,10 @@
 // attention layers mixed): greedy output in every mode — none, dflash, fixed:K, dscale at a
 // fraction and with auto, dspark — at c = 1 and 16 equals plain greedy decoding token for token,
 // with key/value head ratios 1 and 2, as stored (BF16) and with int4 projections under int8
-// activations. A verify runs every row from the committed recurrent state on a working copy, and
-// acceptance commits the kept prefix by replaying those rows' inputs (kv/recurrent_state.h): a
-// state left at a rejected draft would change the next tokens, which the planted drafter's
-// mixture of accepted and rejected drafts would show.
+// activations; and the same for the Qwen3.5 mixture of experts. A verify runs every row from the
+// committed recurrent state on a working copy, and acceptance commits the kept prefix by replaying
+// those rows' inputs (kv/recurrent_state.h): a state left at a rejected draft would change the next
+// tokens, which the planted drafter's mixture of accepted and rejected drafts would show.
 
 #include <gtest/gtest.h>
 
@@ -46,6 +46,30 @@ INSTANTIATE_TEST_SUITE_P(RatioAndWeights, HybridEngineTest,
                          [](const ::testing::TestParamInfo<std::tuple<int, WeightsMode>>& info) {
                            return "ratio" + std::to_string(std::get<0>(info.param)) + "_" +
                                   (std::get<1>(info.param) == WeightsMode::kInt4 ? "int4" : "bf16");
+                         });
+
+// The Qwen3.5 mixture of experts (every MLP sparse, fused experts, a shared expert), as stored
+// and in 4 bits: a verified row routes and runs its experts as a decoded row does.
+class HybridMoeEngineTest : public ::testing::TestWithParam<WeightsMode> {};
+
+TEST_P(HybridMoeEngineTest, GreedyOutputEqualsPlainDecodingInEveryModeAndConcurrency) {
+  const DecoderConfig c = testing::EngineTestHybridMoeConfig();
+  DecoderWeights weights = RandomDecoderWeights(c, 5, DType::kBF16);
+  ASSERT_TRUE(weights.layers[1].moe.has_shared());
+  ActivationModes activations;
+  if (GetParam() != WeightsMode::kAsStored) {
+    QuantizeProjections(&weights, GetParam());
+    activations.int8 = cpu::Int8Activations::kInt8;
+  }
+  DecoderModel target(c, std::move(weights));
+  target.set_activations(activations);
+  testing::ExpectEveryModeEqualsPlainDecoding(target);
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, HybridMoeEngineTest,
+                         ::testing::Values(WeightsMode::kAsStored, WeightsMode::kInt4),
+                         [](const ::testing::TestParamInfo<WeightsMode>& info) {
+                           return info.param == WeightsMode::kInt4 ? "int4" : "bf16";
                          });
 
 // Prefix caching cannot restore a recurrent state: refused for a hybrid target by name.

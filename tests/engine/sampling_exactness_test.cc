@@ -121,6 +121,7 @@ int64_t ExpectExact(const ExactRun& run) {
   if (family == ModelFamily::kLlama) config = testing::EngineTestLlamaConfig(vocab);
   if (family == ModelFamily::kQwen3Moe) config = testing::EngineTestMoeConfig(true, vocab);
   if (family == ModelFamily::kQwen3_5) config = testing::EngineTestHybridConfig(2, 4, vocab);
+  if (family == ModelFamily::kQwen3_5Moe) config = testing::EngineTestHybridMoeConfig(vocab);
   DecoderModel target(config, RandomDecoderWeights(config, 31, DType::kF32));
   const std::vector<int32_t> prompt = {1, 4, 2, 0};
   testing::PlantedDrafter planted(target, 16, /*salt=*/13, /*error_free_share=*/0.3);
@@ -251,6 +252,12 @@ TEST(SamplingExactnessTest, Qwen3_5HybridTargetWithDFlashAtTemperatureOne) {
 TEST(SamplingExactnessTest, Qwen3_5HybridTargetWithDScaleAtTemperatureOne) {
   ExpectExactSampling("dscale", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2, "0.5",
                       Proposer::kPlanted, kSamples / 10, ModelFamily::kQwen3_5);
+}
+
+// A Qwen3.5 mixture of experts (the hybrid's layers, experts and a shared expert in every MLP).
+TEST(SamplingExactnessTest, Qwen3_5MoeHybridTargetWithDScaleAtTemperatureOne) {
+  ExpectExactSampling("dscale", {.temperature = 1.0f}, /*vocab=*/16, /*length=*/2, "0.5",
+                      Proposer::kPlanted, kSamples / 10, ModelFamily::kQwen3_5Moe);
 }
 
 TEST(SamplingExactnessTest, DFlashWithTopKAndTopP) {

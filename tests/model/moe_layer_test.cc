@@ -1,10 +1,10 @@
-// The sparse MLP layer (Qwen3-MoE) on the CPU: the router's tie rule (its softmax, top-k and
-// renormalisation against the double reference are the op table's route_top_k rows), and the
-// whole block (router product, routing,
-// experts grouped by expert) giving a row the same bits alone as in any batch — beside rows that
-// share both its experts, one of them, or none — in every weight format and activation mode, on
-// one and two threads. Speculative decoding is lossless only if a verified row's experts compute
-// what a decoded row's do.
+// The sparse MLP layer (Qwen3-MoE, and Qwen3.5-MoE's with a shared expert) on the CPU: the router's
+// tie rule (its softmax, top-k and renormalisation against the double reference are the op table's
+// route_top_k rows), and the whole block (router product, routing, experts grouped by expert)
+// giving a row the same bits alone as in any batch — beside rows that share both its experts, one
+// of them, or none — in every weight format and activation mode, on one and two threads.
+// Speculative decoding is lossless only if a verified row's experts compute what a decoded row's
+// do.
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -29,6 +29,7 @@ constexpr int64_t kHidden = 37;
 constexpr int32_t kExperts = 6;
 constexpr int32_t kTopK = 2;
 constexpr int64_t kInter = 19;
+constexpr int64_t kShared = 11;  // the shared expert's width (Qwen3.5-MoE)
 
 std::vector<float> Normal(std::mt19937& rng, size_t n, float stddev) {
   std::normal_distribution<float> dist(0.0f, stddev);
@@ -56,8 +57,9 @@ WeightMatrix InFormat(std::vector<float> values, int64_t rows, int64_t cols, Wei
 }
 
 // Router row e = 3·(unit vector e): a row whose input has spikes at dims a and b routes to
-// experts a and b. Experts' matrices N(0, 1/in) in format `f`; the router stays f32.
-SparseMlpWeights MakeWeights(WeightFormat f, uint32_t seed) {
+// experts a and b. Experts' matrices N(0, 1/in) in format `f`; the router stays f32. With
+// `shared`, a shared expert in format `f` and its gate (f32) too.
+SparseMlpWeights MakeWeights(WeightFormat f, uint32_t seed, bool shared = false) {
   std::mt19937 rng(seed);
   SparseMlpWeights w;
   std::vector<float> router(static_cast<size_t>(kExperts * kHidden), 0.0f);
@@ -70,6 +72,14 @@ SparseMlpWeights MakeWeights(WeightFormat f, uint32_t seed) {
     x.down = InFormat(Normal(rng, kHidden * kInter, 1.0f / std::sqrt(float(kInter))), kHidden,
                       kInter, f);
     w.experts.push_back(std::move(x));
+  }
+  if (shared) {
+    w.shared.gate_up =
+        InFormat(Normal(rng, 2 * kShared * kHidden, 1.0f / std::sqrt(float(kHidden))), 2 * kShared,
+                 kHidden, f);
+    w.shared.down = InFormat(Normal(rng, kHidden * kShared, 1.0f / std::sqrt(float(kShared))),
+                             kHidden, kShared, f);
+    w.shared_gate = WeightMatrix::FromF32(Normal(rng, kHidden, 0.5f), 1, kHidden);
   }
   return w;
 }
@@ -158,6 +168,33 @@ std::vector<Case> Cases() {
           {WeightFormat::kInt4, {.int8 = I::kInt8}, "int4 x int8-activations"}};
 }
 
+std::vector<std::pair<Case, bool>> CasesWithAndWithoutSharedExpert() {
+  std::vector<std::pair<Case, bool>> out;
+  for (const Case& c : Cases()) {
+    out.emplace_back(c, false);
+    out.emplace_back(Case{c.format, c.activations, c.name + " + shared expert"}, true);
+  }
+  return out;
+}
+
+// Double SwiGLU of one expert's f32 weights (gate_up [2·inter, hidden], down [hidden, inter]).
+std::vector<double> ExpertD(const ExpertWeights& w, int64_t inter, const float* in) {
+  const std::vector<float> gu = w.gate_up.ToF32(), dn = w.down.ToF32();
+  std::vector<double> act(inter), y(kHidden, 0.0);
+  for (int64_t j = 0; j < inter; ++j) {
+    double g = 0, u = 0;
+    for (int64_t i = 0; i < kHidden; ++i) {
+      g += double(gu[j * kHidden + i]) * in[i];
+      u += double(gu[(inter + j) * kHidden + i]) * in[i];
+    }
+    act[j] = g / (1 + std::exp(-g)) * u;
+  }
+  for (int64_t o = 0; o < kHidden; ++o) {
+    for (int64_t j = 0; j < inter; ++j) y[o] += double(dn[o * inter + j]) * act[j];
+  }
+  return y;
+}
+
 // Rows 0-1 share both experts, row 2 shares one with them, row 3 is alone on experts 4 and 5,
 // and 150 more rows (past a row block, kernels/cpu/row_blocks.h) route among experts 0-3.
 TEST(SparseMlpTest, ARowsBitsDoNotDependOnTheRowsBesideIt) {
@@ -174,8 +211,8 @@ TEST(SparseMlpTest, ARowsBitsDoNotDependOnTheRowsBesideIt) {
     normed.insert(normed.end(), row.begin(), row.end());
   }
   x = Normal(rng, normed.size(), 1.0f);
-  for (const Case& c : Cases()) {
-    const SparseMlpWeights w = MakeWeights(c.format, 5);
+  for (const auto& [c, shared] : CasesWithAndWithoutSharedExpert()) {
+    const SparseMlpWeights w = MakeWeights(c.format, 5, shared);
     for (const bool normalize : {true, false}) {
       const LayerDims d = Dims(normalize);
       for (const int threads : {1, 2}) {
@@ -202,12 +239,14 @@ TEST(SparseMlpTest, ARowsBitsDoNotDependOnTheRowsBesideIt) {
   }
 }
 
-// The block against a double computation of the same function on the same (f32) weights.
+// The block against a double computation of the same function on the same (f32) weights, with
+// and without a shared expert (its output scaled by sigmoid(shared_gate · x) and added).
 TEST(SparseMlpTest, ComputesTheWeightedSumOfTheRoutedExperts) {
   std::mt19937 rng(4);
-  const SparseMlpWeights w = MakeWeights(WeightFormat::kF32, 9);
   const std::vector<std::pair<int32_t, int32_t>> routes = {{0, 3}, {5, 2}, {1, 4}};
-  for (const bool normalize : {true, false}) {
+  for (const auto& [normalize, shared] :
+       {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {
+    const SparseMlpWeights w = MakeWeights(WeightFormat::kF32, 9, shared);
     std::vector<float> normed;
     for (const auto& [a, b] : routes) {
       const std::vector<float> row = RoutedRow(rng, a, b);
@@ -230,25 +269,19 @@ TEST(SparseMlpTest, ComputesTheWeightedSumOfTheRoutedExperts) {
       std::vector<double> y(kHidden, 0.0);
       for (const int32_t e : want) {
         const double weight = normalize ? p[e] / chosen : p[e] / sum;
-        const std::vector<float> gu = w.experts[e].gate_up.ToF32(), dn = w.experts[e].down.ToF32();
-        std::vector<double> act(kInter);
-        for (int64_t j = 0; j < kInter; ++j) {
-          double g = 0, u = 0;
-          for (int64_t i = 0; i < kHidden; ++i) {
-            g += double(gu[j * kHidden + i]) * in[i];
-            u += double(gu[(kInter + j) * kHidden + i]) * in[i];
-          }
-          act[j] = g / (1 + std::exp(-g)) * u;
-        }
-        for (int64_t o = 0; o < kHidden; ++o) {
-          double v = 0;
-          for (int64_t j = 0; j < kInter; ++j) v += double(dn[o * kInter + j]) * act[j];
-          y[o] += weight * v;
-        }
+        const std::vector<double> v = ExpertD(w.experts[e], kInter, in);
+        for (int64_t o = 0; o < kHidden; ++o) y[o] += weight * v[o];
+      }
+      if (shared) {
+        const std::vector<float> g = w.shared_gate.ToF32();
+        double logit = 0;
+        for (int64_t i = 0; i < kHidden; ++i) logit += double(g[i]) * in[i];
+        const std::vector<double> v = ExpertD(w.shared, kShared, in);
+        for (int64_t o = 0; o < kHidden; ++o) y[o] += v[o] / (1 + std::exp(-logit));
       }
       for (int64_t o = 0; o < kHidden; ++o) {
         EXPECT_NEAR(got[r * kHidden + o], y[o], 1e-5 * (1 + std::fabs(y[o])))
-            << "row " << r << " normalize " << normalize;
+            << "row " << r << " normalize " << normalize << " shared " << shared;
       }
     }
   }

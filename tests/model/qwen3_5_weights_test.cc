@@ -1,7 +1,7 @@
 // Qwen3.5 checkpoints at the weights seam: the tensor list of a hybrid model (Gated DeltaNet
 // layers in place of the attention tensors, q_proj doubled by the output gate), both layouts'
-// names, the zero-centred norms held as 1 + w (the gated norm as stored), and a missing tensor
-// refused by name.
+// names, the zero-centred norms held as 1 + w (the gated norm as stored), the mixture of experts'
+// fused experts and shared expert, and a missing tensor refused by name.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -98,6 +98,59 @@ TEST(Qwen3_5WeightsTest, LoadsBothLayoutsWithCentredNormsAsOnePlusW) {
     ExpectLoadsAsWritten(config, dir);
     std::filesystem::remove_all(dir);
   }
+}
+
+// Qwen3.5-MoE: a sparse layer's MLP tensors are the router, the two fused expert tensors
+// (parameters, named without ".weight") and the shared expert's four; loaded, expert e's matrices
+// are the fused tensors' slice e (BF16 used in place), the shared expert's gate/up stacked.
+TEST(Qwen3_5WeightsTest, MoeLoadsFusedExpertsAndTheSharedExpertAsWritten) {
+  const DecoderConfig config = TinyQwen3_5MoeConfig();
+  const MoeConfig& m = config.moe;
+  const int64_t h = config.hidden_size, e = m.num_experts, i = m.expert_intermediate_size;
+  const int64_t si = m.shared_expert_intermediate_size;
+  const TensorShapes layer = DecoderLayerShapes(config, "model.", 3);
+  const std::string at = "model.layers.3.";
+  const TensorShapes want = {{at + "mlp.gate.weight", {e, h}},
+                             {at + "mlp.experts.gate_up_proj", {e, 2 * i, h}},
+                             {at + "mlp.experts.down_proj", {e, h, i}},
+                             {at + "mlp.shared_expert.gate_proj.weight", {si, h}},
+                             {at + "mlp.shared_expert.up_proj.weight", {si, h}},
+                             {at + "mlp.shared_expert.down_proj.weight", {h, si}},
+                             {at + "mlp.shared_expert_gate.weight", {1, h}}};
+  EXPECT_EQ(TensorShapes(layer.end() - 7, layer.end()), want);
+
+  const std::string dir = TempDir("moe");
+  ASSERT_TRUE(WriteRandomCheckpoint(dir, config, 11, DType::kBF16).ok());
+  Result<Checkpoint> opened = Checkpoint::Open(dir);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  const auto checkpoint = std::make_shared<const Checkpoint>(std::move(opened).value());
+  Result<DecoderWeights> w = LoadDecoderWeights(config, CheckpointTensorReader(checkpoint));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  std::map<std::string, std::vector<float>> written;
+  for (TensorToWrite& t : RandomDecoderTensors(config, 11, DType::kBF16)) {
+    written[t.name] = std::move(t.values);
+  }
+  const SparseMlpWeights& moe = w->layers[3].moe;
+  ASSERT_EQ(static_cast<int64_t>(moe.experts.size()), e);
+  const std::vector<float>& gate_up = written.at(at + "mlp.experts.gate_up_proj");
+  const std::vector<float>& down = written.at(at + "mlp.experts.down_proj");
+  for (const int64_t expert : {int64_t{0}, int64_t{5}, e - 1}) {
+    const ExpertWeights& x = moe.experts[static_cast<size_t>(expert)];
+    EXPECT_EQ(x.gate_up.rows(), 2 * i);
+    EXPECT_EQ(x.down.rows(), h);
+    EXPECT_EQ(x.gate_up.ToF32(), std::vector<float>(gate_up.begin() + expert * 2 * i * h,
+                                                    gate_up.begin() + (expert + 1) * 2 * i * h));
+    EXPECT_EQ(x.down.ToF32(), std::vector<float>(down.begin() + expert * h * i,
+                                                 down.begin() + (expert + 1) * h * i));
+  }
+  std::vector<float> shared_gate_up = written.at(at + "mlp.shared_expert.gate_proj.weight");
+  const std::vector<float>& up = written.at(at + "mlp.shared_expert.up_proj.weight");
+  shared_gate_up.insert(shared_gate_up.end(), up.begin(), up.end());
+  EXPECT_EQ(moe.shared.gate_up.ToF32(), shared_gate_up);
+  EXPECT_EQ(moe.shared.down.ToF32(), written.at(at + "mlp.shared_expert.down_proj.weight"));
+  EXPECT_EQ(moe.shared_gate.ToF32(), written.at(at + "mlp.shared_expert_gate.weight"));
+  EXPECT_TRUE(w->layers[3].gate_up.empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Qwen3_5WeightsTest, MissingTensorIsRefusedByName) {

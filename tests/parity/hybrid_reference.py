@@ -40,6 +40,17 @@ linear_num_value_heads, dk / dv their head dims, key_dim = Hk·dk, value_dim = H
   o = RMSNorm(o) · w · SiLU(z) per value head (Qwen3NextRMSNormGated: the weight plain, not
   1 + w), then out_proj.
 
+The mixture of experts (Qwen3_5MoeForConditionalGeneration / Qwen3_5MoeForCausalLM:
+transformers' models/qwen3_5_moe/modular_qwen3_5_moe.py, whose layer is Qwen3NextDecoderLayer's
+with Qwen3NextSparseMoeBlock in every layer): the router mlp.gate [E, H] gives logits, softmax
+over the experts in float, the num_experts_per_tok largest (an exact tie goes to the lower index,
+the rule dscale states), their probabilities always renormalised to sum 1 (Qwen3VLMoe's
+TopKRouter); the experts are two fused tensors per layer, mlp.experts.gate_up_proj [E, 2·I, H]
+(expert e's gate rows, then its up rows: `chunk(2)` of its output) and mlp.experts.down_proj
+[E, H, I]; the layer's output is Σ_j w_j · down_e(SiLU(gate_e(x)) · up_e(x)) plus a shared
+expert, the same SwiGLU of width shared_expert_intermediate_size (mlp.shared_expert.*), scaled
+by sigmoid(mlp.shared_expert_gate(x)) [1, H].
+
 Everything runs in float64 on the checkpoint's own values. The forward takes the prompt in
 chunks (any split points): attention layers keep K and V, Gated DeltaNet layers carry their conv
 and recurrent states across chunks, so a split prefill computes what the whole one does.
@@ -52,10 +63,15 @@ import hf_reference as ref
 
 F64 = torch.float64
 ARCHITECTURES = ("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM")
+MOE_ARCHITECTURES = ("Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM")
 
 
 def is_hybrid(cfg):
-    return cfg.get("architectures", [None])[0] in ARCHITECTURES
+    return cfg.get("architectures", [None])[0] in ARCHITECTURES + MOE_ARCHITECTURES
+
+
+def is_moe(cfg):
+    return cfg.get("architectures", [None])[0] in MOE_ARCHITECTURES
 
 
 def text_config(cfg):
@@ -146,14 +162,27 @@ class GdnState:
 
 
 class HybridLayer:
-    def __init__(self, tc, tensors, prefix, kind):
+    def __init__(self, tc, tensors, prefix, kind, moe):
         def w(name):
             return tensors[prefix + name]
         self.kind = kind
         self.input_layernorm = w("input_layernorm.weight")
         self.post_attention_layernorm = w("post_attention_layernorm.weight")
-        self.gate_proj, self.up_proj = w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")
-        self.down_proj = w("mlp.down_proj.weight")
+        self.sparse = moe
+        if moe:
+            assert prefix + "mlp.gate_proj.weight" not in tensors
+            i = tc["moe_intermediate_size"]
+            self.router = w("mlp.gate.weight")
+            gate_up = w("mlp.experts.gate_up_proj")  # [E, 2I, H]
+            self.experts = [(gate_up[e, :i], gate_up[e, i:], down)
+                            for e, down in enumerate(w("mlp.experts.down_proj"))]
+            self.shared = (w("mlp.shared_expert.gate_proj.weight"),
+                           w("mlp.shared_expert.up_proj.weight"),
+                           w("mlp.shared_expert.down_proj.weight"))
+            self.shared_expert_gate = w("mlp.shared_expert_gate.weight")
+        else:
+            self.gate_proj, self.up_proj = w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")
+            self.down_proj = w("mlp.down_proj.weight")
         if kind == "linear_attention":
             la = "linear_attn."
             self.in_proj_qkv, self.in_proj_z = w(la + "in_proj_qkv.weight"), w(la + "in_proj_z.weight")
@@ -166,6 +195,30 @@ class HybridLayer:
             self.q_proj, self.k_proj = w(sa + "q_proj.weight"), w(sa + "k_proj.weight")
             self.v_proj, self.o_proj = w(sa + "v_proj.weight"), w(sa + "o_proj.weight")
             self.q_norm, self.k_norm = w(sa + "q_norm.weight"), w(sa + "k_norm.weight")
+
+
+def swiglu(x, gate, up, down):
+    return (silu(x @ gate.T) * (x @ up.T)) @ down.T
+
+
+def sparse_moe(tc, lw, x):
+    """Qwen3_5MoeSparseMoeBlock on the normed rows x [T, H] -> [T, H]."""
+    k = tc["num_experts_per_tok"]
+    logits, order = ref.route(tc, lw, x)
+    chosen = order[:, :k]
+    weights = torch.gather(torch.softmax(logits, dim=-1), 1, chosen)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for j in range(k):
+            out[t] += weights[t, j] * swiglu(x[t], *lw.experts[int(chosen[t, j])])
+    return out + torch.sigmoid(x @ lw.shared_expert_gate.T) * swiglu(x, *lw.shared)
+
+
+def mlp(tc, lw, x):
+    if lw.sparse:
+        return sparse_moe(tc, lw, x)
+    return swiglu(x, lw.gate_proj, lw.up_proj, lw.down_proj)
 
 
 def gated_delta_net(tc, lw, x, state):
@@ -225,8 +278,9 @@ class Qwen3_5Reference:
         p = tensor_prefix(cfg)
         self.types = layer_types(self.cfg)
         self.embed = tensors[p + "embed_tokens.weight"]
-        self.layers = [HybridLayer(self.cfg, tensors, f"{p}layers.{i}.", kind)
+        self.layers = [HybridLayer(self.cfg, tensors, f"{p}layers.{i}.", kind, is_moe(cfg))
                        for i, kind in enumerate(self.types)]
+        self.router_inputs = {}  # the latest forward's normed MLP inputs by sparse layer
         self.norm = tensors[p + "norm.weight"]
         self.lm_head = self.embed if tied(cfg) else tensors["lm_head.weight"]
 
@@ -242,7 +296,7 @@ class Qwen3_5Reference:
         pos = torch.arange(start, start + len(ids))
         h = self.embed[torch.tensor(ids)]
         streams, gains = [], []
-        for lw, layer_state in zip(self.layers, state):
+        for i, (lw, layer_state) in enumerate(zip(self.layers, state)):
             x = centred_norm(h, lw.input_layernorm, eps)
             if lw.kind == "linear_attention":
                 h = h + gated_delta_net(tc, lw, x, layer_state)
@@ -252,10 +306,18 @@ class Qwen3_5Reference:
                 h = h + a
                 gains.append(gain)
             x = centred_norm(h, lw.post_attention_layernorm, eps)
-            h = h + (silu(x @ lw.gate_proj.T) * (x @ lw.up_proj.T)) @ lw.down_proj.T
+            if lw.sparse:
+                kept = self.router_inputs.get(i)
+                self.router_inputs[i] = x if start == 0 or kept is None else torch.cat((kept, x))
+            h = h + mlp(tc, lw, x)
             streams.append(h)
         out = centred_norm(h, self.norm, eps)
         return out @ self.lm_head.T, out, streams, gains
+
+    def router_margins(self, eps):
+        """hf_reference.router_margin per sparse layer over the latest forward's rows."""
+        return {i: ref.router_margin(self.cfg, self.layers[i], x, eps)
+                for i, x in self.router_inputs.items()}
 
     def forward(self, ids, splits=()):
         """The prompt as chunks cut at `splits` (positions, ascending), states carried across
@@ -278,9 +340,22 @@ class Qwen3_5Reference:
 # step a contraction: |I − β k kᵀ| ≤ 1 and exp(g) ≤ 1 do not amplify an earlier error), the gated
 # RMSNorm (dv) and its SiLU gate, and out_proj (value_dim).
 
+def _mlp_squared(tc):
+    """The MLP's stages: hf_reference's dense or sparse ones; with experts, the shared expert's
+    gate/up · SiLU, down and sigmoid gate, and its add, counted in series with the routed ones
+    (an upper bound: the two run side by side)."""
+    h = tc["hidden_size"]
+    if "num_experts" not in tc:
+        return (h + 2) + (h + 2) + (tc["intermediate_size"] + 2)
+    e, k = tc["num_experts"], tc["num_experts_per_tok"]
+    mi, si = tc["moe_intermediate_size"], tc["shared_expert_intermediate_size"]
+    routed = (h + 2) + (h + 2) + (e + 2 + k) + (h + 2) + (mi + 2) + (k + 2)
+    return routed + (h + 2) + (si + 2) + (h + 2) + 3
+
+
 def _hybrid_layer_squared(tc, n, kind, score_gain):
-    h, i = tc["hidden_size"], tc["intermediate_size"]
-    mlp = (h + 2) + (h + 2) + (i + 2)
+    h = tc["hidden_size"]
+    mlp = _mlp_squared(tc)
     if kind == "linear_attention":
         dk, dv, k = tc["linear_key_head_dim"], tc["linear_value_head_dim"], tc["linear_conv_kernel_dim"]
         value_dim = tc["linear_num_value_heads"] * dv

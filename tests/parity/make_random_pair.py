@@ -134,6 +134,22 @@ HYBRID_TEXT = {
     "rope_theta": 5000.0, "partial_rotary_factor": 0.5,
     "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
 }
+# The mixtures of experts: HYBRID_MOE_MM is HYBRID_MM's text model with 7 experts of 13, top 3,
+# and a shared expert of 11 in place of the dense MLP (Qwen3_5MoeForConditionalGeneration);
+# HYBRID_MOE_TEXT is HYBRID_TEXT's with 5 experts of 17, top 2, a shared expert of 9
+# (Qwen3_5MoeForCausalLM).
+def _moe_text(text, model_type, experts, top_k, inter, shared):
+    out = {k: v for k, v in text.items() if k != "intermediate_size"}
+    out.update({"model_type": model_type, "num_experts": experts, "num_experts_per_tok": top_k,
+                "moe_intermediate_size": inter, "shared_expert_intermediate_size": shared})
+    return out
+
+
+HYBRID_MOE_MM = dict(HYBRID_MM, architectures=["Qwen3_5MoeForConditionalGeneration"],
+                     model_type="qwen3_5_moe",
+                     text_config=_moe_text(HYBRID_MM_TEXT, "qwen3_5_moe_text", 7, 3, 13, 11))
+HYBRID_MOE_TEXT = dict(_moe_text(HYBRID_TEXT, "qwen3_5_moe_text", 5, 2, 17, 9),
+                       architectures=["Qwen3_5MoeForCausalLM"])
 
 # name: (target dtype, target shards, tied, drafter config, drafter dtype, drafter shards, prefix,
 #        target config)
@@ -230,7 +246,9 @@ def _hybrid_layer_types(tc):
 
 
 def hybrid_target_tensors(cfg, seed, tied):
-    """A dense Qwen3.5 target's tensors (both layouts), named as transformers' state dict. Norms
+    """A Qwen3.5 target's tensors (both layouts, dense or with experts: the router N(0, 1/H), the
+    fused experts and the shared expert's projections N(0, 1/in)), named as transformers' state
+    dict. Norms
     zero-centred 0.2·N(0, 1) (the model multiplies by 1 + w) but the Gated DeltaNet's own gated
     norm, 1 + 0.2·N(0, 1); conv taps N(0, 1/K); A_log U(−2, 0.5) and dt_bias U(−1, 1), so the
     state decays by 0.3..0.95 a step and carries over positions. The multimodal layout also gets
@@ -239,7 +257,7 @@ def hybrid_target_tensors(cfg, seed, tied):
     multimodal = "text_config" in cfg
     tc = cfg["text_config"] if multimodal else cfg
     p = "model.language_model." if multimodal else "model."
-    h, v, inter = tc["hidden_size"], tc["vocab_size"], tc["intermediate_size"]
+    h, v, inter = tc["hidden_size"], tc["vocab_size"], tc.get("intermediate_size")
     hd, nh, nkv = tc["head_dim"], tc["num_attention_heads"], tc["num_key_value_heads"]
     hk, hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
     dk, dv, kernel = tc["linear_key_head_dim"], tc["linear_value_head_dim"], tc["linear_conv_kernel_dim"]
@@ -277,10 +295,23 @@ def hybrid_target_tensors(cfg, seed, tied):
                     (sa + "o_proj.weight", mat(h, nh * hd)),
                     (sa + "q_norm.weight", centred(hd)),
                     (sa + "k_norm.weight", centred(hd))]
-        out += [(at + "mlp.gate_proj.weight", mat(inter, h)),
-                (at + "mlp.up_proj.weight", mat(inter, h)),
-                (at + "mlp.down_proj.weight", mat(h, inter)),
-                (at + "input_layernorm.weight", centred(h)),
+        if "num_experts" in tc:
+            e, mi, si = tc["num_experts"], tc["moe_intermediate_size"], tc["shared_expert_intermediate_size"]
+            # Fused experts: parameters named without ".weight".
+            out += [(at + "mlp.gate.weight", mat(e, h)),
+                    (at + "mlp.experts.gate_up_proj",
+                     torch.randn(e, 2 * mi, h, generator=gen, dtype=torch.float64) / h ** 0.5),
+                    (at + "mlp.experts.down_proj",
+                     torch.randn(e, h, mi, generator=gen, dtype=torch.float64) / mi ** 0.5),
+                    (at + "mlp.shared_expert.gate_proj.weight", mat(si, h)),
+                    (at + "mlp.shared_expert.up_proj.weight", mat(si, h)),
+                    (at + "mlp.shared_expert.down_proj.weight", mat(h, si)),
+                    (at + "mlp.shared_expert_gate.weight", mat(1, h))]
+        else:
+            out += [(at + "mlp.gate_proj.weight", mat(inter, h)),
+                    (at + "mlp.up_proj.weight", mat(inter, h)),
+                    (at + "mlp.down_proj.weight", mat(h, inter))]
+        out += [(at + "input_layernorm.weight", centred(h)),
                 (at + "post_attention_layernorm.weight", centred(h))]
     out.append((p + "norm.weight", centred(h)))
     lm_head = 2.0 * torch.randn(v, h, generator=gen, dtype=torch.float64) / h ** 0.5
@@ -298,6 +329,8 @@ HYBRID_VARIANTS = {
     "hybrid_mm_f32_tied": (HYBRID_MM, "F32", 1, True),
     "hybrid_text_bf16": (HYBRID_TEXT, "BF16", 1, False),
     "hybrid_text_f16_tied": (HYBRID_TEXT, "F16", 1, True),
+    "hybrid_moe_mm_bf16": (HYBRID_MOE_MM, "BF16", 2, False),
+    "hybrid_moe_text_f32_tied": (HYBRID_MOE_TEXT, "F32", 1, True),
 }
 
 

@@ -27,8 +27,8 @@ reference's top-1 logit leads every other by more than the two logits' tolerance
 elsewhere dscale's token must be one of those within that margin of the top.
 
 The float64 Qwen3.5 reference (hybrid_reference.py) is checked on its own first
-(HybridReferenceTest): its conv, delta rule and partial RoPE against independent statements of
-them, and a prefill split into chunks against the whole one on random hybrid targets; then
+(HybridReferenceTest): its conv, delta rule, partial RoPE and sparse MLP against independent
+statements of them, and a prefill split into chunks against the whole one on random hybrid targets; then
 `dscale logits` on those targets against it (HybridParityTest), within the same kind of budget
 extended to the Gated DeltaNet's stages.
 
@@ -453,6 +453,38 @@ class HybridReferenceTest(unittest.TestCase):
         self.assertLess((got[..., :6] - ref.apply_rope(x[..., :6], cos, sin)).abs().max().item(), 1e-13)
         self.assertTrue(torch.equal(got[..., 6:], x[..., 6:]))
 
+    def test_sparse_moe_is_the_dense_sum_over_chosen_experts(self):
+        # Every expert chosen (k = E): the block is Σ_e p_e · expert_e + σ(g·x) · shared, with
+        # p the softmax itself (renormalising a full softmax changes nothing); a fused expert's
+        # gate rows come first.
+        gen = torch.Generator().manual_seed(4)
+        h, e, i, si = 6, 3, 4, 5
+
+        def rnd(*shape):
+            return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+        gate_up, down = rnd(e, 2 * i, h), rnd(e, h, i)
+        tensors = {"mlp.gate.weight": rnd(e, h), "mlp.experts.gate_up_proj": gate_up,
+                   "mlp.experts.down_proj": down, "mlp.shared_expert_gate.weight": rnd(1, h),
+                   "input_layernorm.weight": rnd(h), "post_attention_layernorm.weight": rnd(h)}
+        for part, shape in (("gate", (si, h)), ("up", (si, h)), ("down", (h, si))):
+            tensors[f"mlp.shared_expert.{part}_proj.weight"] = rnd(*shape)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"):
+            tensors[f"self_attn.{name}.weight"] = rnd(1)
+        tc = {"num_experts": e, "num_experts_per_tok": e, "moe_intermediate_size": i}
+        lw = hybrid.HybridLayer(tc, tensors, "", "full_attention", True)
+        x = rnd(4, h)
+        p = torch.softmax(x @ tensors["mlp.gate.weight"].T, dim=-1)
+        want = torch.zeros_like(x)
+        silu = torch.nn.functional.silu
+        for j in range(e):
+            y = (silu(x @ gate_up[j, :i].T) * (x @ gate_up[j, i:].T)) @ down[j].T
+            want += p[:, j:j + 1] * y
+        sg = [tensors[f"mlp.shared_expert.{part}_proj.weight"] for part in ("gate", "up", "down")]
+        shared = (silu(x @ sg[0].T) * (x @ sg[1].T)) @ sg[2].T
+        want += torch.sigmoid(x @ tensors["mlp.shared_expert_gate.weight"].T) * shared
+        self.assertLess((hybrid.sparse_moe(tc, lw, x) - want).abs().max().item(), 1e-12)
+
     def test_split_prefill_equals_the_whole_prefill(self):
         ids = RANDOM_IDS
         with tempfile.TemporaryDirectory(prefix="dscale_hybrid_ref_") as tmp:
@@ -468,7 +500,8 @@ class HybridReferenceTest(unittest.TestCase):
 
 class HybridParityTest(unittest.TestCase):
     """`dscale logits` on the random Qwen3.5 targets (both layouts, key/value head ratios 1 and 2,
-    tied and untied, BF16/F16/F32) against the float64 reference, every position within the
+    tied and untied, BF16/F16/F32, dense and with experts, whose routing must be clear of float32
+    rounding: hf_reference.router_margin) against the float64 reference, every position within the
     budget (hybrid_reference.logits_budget); the multimodal layout's vision and mtp tensors are
     left unread and said so."""
 
@@ -489,6 +522,9 @@ class HybridParityTest(unittest.TestCase):
                     got = torch.tensor(json.loads(out)["logits"], dtype=torch.float64)
                     self.assertEqual(tuple(got.shape), tuple(logits.shape))
                     eps = hybrid.logits_budget(target.cfg, len(ids), gains)
+                    for layer, margin in target.router_margins(eps).items():
+                        self.assertGreater(margin, 1.0, f"{name} layer {layer}: a routing "
+                                           "near-tie (the checkpoint is unsuited, not dscale)")
                     tol = ref.logit_tolerance(eps, hidden, target.lm_head)
                     diff = (got - logits).abs()
                     report(f"{name} logits", diff, tol)

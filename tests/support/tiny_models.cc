@@ -90,6 +90,19 @@ DecoderConfig EngineTestHybridConfig(int64_t key_heads, int64_t value_heads, int
   return c;
 }
 
+DecoderConfig EngineTestHybridMoeConfig(int64_t vocab) {
+  DecoderConfig c = EngineTestHybridConfig(2, 4, vocab);
+  c.family = ModelFamily::kQwen3_5Moe;
+  c.intermediate_size = 0;
+  c.moe = {.num_experts = 8,
+           .experts_per_token = 2,
+           .expert_intermediate_size = 24,
+           .norm_topk_prob = true,
+           .shared_expert_intermediate_size = 16,
+           .fused_experts = true};
+  return c;
+}
+
 DecoderConfig EngineLoopConfig() {
   return {.vocab_size = 512,
           .hidden_size = 32,

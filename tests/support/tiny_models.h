@@ -45,6 +45,9 @@ DecoderConfig EngineTestMoeConfig(bool norm_topk_prob, int64_t vocab = 131);
 // gated attention (half of each head rotated) at odd ones; Gated DeltaNet key_heads over
 // value_heads of 12 and 9, conv kernel 4.
 DecoderConfig EngineTestHybridConfig(int64_t key_heads, int64_t value_heads, int64_t vocab = 131);
+// EngineTestHybridConfig(2, 4, vocab) as a Qwen3.5 mixture of experts: every MLP sparse, 8 fused
+// experts of 24, top 2, renormalised, and a shared expert of 16.
+DecoderConfig EngineTestHybridMoeConfig(int64_t vocab = 131);
 
 // The server loop's target: vocab 512, hidden 32, intermediate 48, 2 layers, 2 heads over one KV
 // head of 16, 2048 positions, untied, no EOS.

@@ -4,11 +4,12 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/activation.h"
+
 namespace dscale::cpu {
 namespace {
 
 float Silu(float x) { return x / (1.0f + std::exp(-x)); }
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // torch's softplus (threshold 20: linear above it).
 float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
