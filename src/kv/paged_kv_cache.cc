@@ -60,11 +60,12 @@ void PageAllocator::Free(int32_t page) {
 }
 
 KvStore::KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t num_slots,
-                 int32_t page_size, KvDtype dtype)
+                 int32_t page_size, KvDtype dtype, std::vector<int32_t> layer_index)
     : row_elements_(static_cast<int64_t>(kv_heads) * head_dim),
       num_slots_(num_slots),
       page_size_(page_size),
-      dtype_(dtype) {
+      dtype_(dtype),
+      layer_index_(std::move(layer_index)) {
   DSCALE_CHECK(num_layers >= 0 && kv_heads > 0 && head_dim > 0 && num_slots > 0 && page_size > 0);
   const int64_t bytes = num_slots * row_elements_ * KvDtypeSize(dtype);
   for (int32_t layer = 0; layer < num_layers; ++layer) {
@@ -73,26 +74,36 @@ KvStore::KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t
   }
 }
 
+size_t KvStore::Place(int32_t layer) const {
+  int32_t place = layer;
+  if (!layer_index_.empty()) {
+    DSCALE_CHECK(layer >= 0 && layer < static_cast<int32_t>(layer_index_.size()));
+    place = layer_index_[static_cast<size_t>(layer)];
+  }
+  DSCALE_CHECK_MSG(place >= 0 && place < num_layers(), "the layer keeps no K/V");
+  return static_cast<size_t>(place);
+}
+
 void KvStore::Store(int32_t layer, int32_t slot, const float* k, const float* v) {
-  DSCALE_CHECK(layer >= 0 && layer < num_layers());
+  const size_t place = Place(layer);
   DSCALE_CHECK(slot >= 0 && slot < num_slots_);
   const int64_t offset = slot * row_elements_ * KvDtypeSize(dtype_);
-  StoreRow(k, row_elements_, dtype_, k_[layer].data() + offset);
-  StoreRow(v, row_elements_, dtype_, v_[layer].data() + offset);
+  StoreRow(k, row_elements_, dtype_, k_[place].data() + offset);
+  StoreRow(v, row_elements_, dtype_, v_[place].data() + offset);
 }
 
 void KvStore::Read(int32_t layer, int32_t slot, float* k, float* v) const {
-  DSCALE_CHECK(layer >= 0 && layer < num_layers());
+  const size_t place = Place(layer);
   DSCALE_CHECK(slot >= 0 && slot < num_slots_);
   const int64_t offset = slot * row_elements_ * KvDtypeSize(dtype_);
-  ReadRow(k_[layer].data() + offset, row_elements_, dtype_, k);
-  ReadRow(v_[layer].data() + offset, row_elements_, dtype_, v);
+  ReadRow(k_[place].data() + offset, row_elements_, dtype_, k);
+  ReadRow(v_[place].data() + offset, row_elements_, dtype_, v);
 }
 
 cpu::PagedKvLayer KvStore::Layer(int32_t layer) const {
-  DSCALE_CHECK(layer >= 0 && layer < num_layers());
-  const std::byte* k = k_[layer].data();
-  const std::byte* v = v_[layer].data();
+  const size_t place = Place(layer);
+  const std::byte* k = k_[place].data();
+  const std::byte* v = v_[place].data();
   if (dtype_ == KvDtype::kBf16) {
     return {.page_size = page_size_,
             .k_bf16 = reinterpret_cast<const uint16_t*>(k),
@@ -107,7 +118,8 @@ PagedKvCache::PagedKvCache(const KvCacheShape& shape)
     : shape_(shape),
       allocator_(shape.num_pages),
       store_(shape.num_layers, shape.kv_heads, shape.head_dim,
-             static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size, shape.dtype),
+             static_cast<int64_t>(shape.num_pages) * shape.page_size, shape.page_size, shape.dtype,
+             shape.attention_index),
       recurrent_(shape.recurrent),
       id_(NextCacheId()) {
   DSCALE_CHECK_MSG(int64_t{shape.num_pages} * shape.page_size <= MaxKvPositions(shape.page_size),

@@ -43,6 +43,9 @@ struct KvCacheShape {
   int32_t num_pages = 0;
   KvDtype dtype = KvDtype::kBf16;  // how the host rows are stored (a device cache keeps f32)
   RecurrentStateShape recurrent;   // a hybrid target's linear layers; empty otherwise
+  // [model layers]: the layer's place among the num_layers that keep K/V, or −1 (a hybrid's
+  // linear-attention layer keeps none); empty: model layer i keeps place i.
+  std::vector<int32_t> attention_index;
 
   KvCacheShape WithDtype(KvDtype d) const {
     KvCacheShape shape = *this;
@@ -75,8 +78,10 @@ class PageAllocator {
 // at the same slot as its target K/V and the page tables serve both.
 class KvStore {
  public:
+  // `layer_index`: KvCacheShape::attention_index (empty: layer i is stored at place i). Every
+  // method takes a model layer, one that keeps K/V.
   KvStore(int32_t num_layers, int32_t kv_heads, int32_t head_dim, int64_t num_slots,
-          int32_t page_size, KvDtype dtype);
+          int32_t page_size, KvDtype dtype, std::vector<int32_t> layer_index = {});
 
   // Writes one position's K and V rows ([kv_heads · head_dim] f32 each) at `slot` of `layer`,
   // rounded to the store's dtype. The same f32 rows always store the same bits.
@@ -85,17 +90,22 @@ class KvStore {
   void Read(int32_t layer, int32_t slot, float* k, float* v) const;
   // The layer's rows for attention: the f32 pair or the BF16 pair set, as stored.
   cpu::PagedKvLayer Layer(int32_t layer) const;
+  // The layers stored.
   int32_t num_layers() const { return static_cast<int32_t>(k_.size()); }
   int64_t num_slots() const { return num_slots_; }
   KvDtype dtype() const { return dtype_; }
 
  private:
+  // Where model layer `layer` is stored (CHECKed to keep K/V).
+  size_t Place(int32_t layer) const;
+
   int64_t row_elements_;  // kv_heads · head_dim
   int64_t num_slots_;
   int32_t page_size_;
   KvDtype dtype_;
   std::vector<ZeroMappedBytes> k_;
   std::vector<ZeroMappedBytes> v_;
+  std::vector<int32_t> layer_index_;
 };
 
 class PagedKvCache {

@@ -78,12 +78,21 @@ RecurrentStateShape RecurrentShapeOf(const DecoderConfig& c) {
 }  // namespace
 
 KvCacheShape DecoderModel::KvShape(int32_t page_size, int32_t num_pages) const {
-  return {.num_layers = static_cast<int32_t>(config_.num_hidden_layers),
-          .kv_heads = static_cast<int32_t>(config_.num_key_value_heads),
-          .head_dim = static_cast<int32_t>(config_.head_dim),
-          .page_size = page_size,
-          .num_pages = num_pages,
-          .recurrent = RecurrentShapeOf(config_)};
+  KvCacheShape shape{.num_layers = static_cast<int32_t>(config_.num_hidden_layers),
+                     .kv_heads = static_cast<int32_t>(config_.num_key_value_heads),
+                     .head_dim = static_cast<int32_t>(config_.head_dim),
+                     .page_size = page_size,
+                     .num_pages = num_pages,
+                     .recurrent = RecurrentShapeOf(config_)};
+  if (config_.HasLinearAttentionLayers()) {
+    // K/V only for the attention layers: a linear one keeps its recurrent state instead.
+    shape.num_layers = 0;
+    for (int64_t layer = 0; layer < config_.num_hidden_layers; ++layer) {
+      shape.attention_index.push_back(config_.IsLinearAttentionLayer(layer) ? -1
+                                                                            : shape.num_layers++);
+    }
+  }
+  return shape;
 }
 
 Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, ForwardOutput* out) {

@@ -159,6 +159,27 @@ TEST(Qwen3_5ModelTest, RejectedRowsLeaveNothingBehind) {
   }
 }
 
+// Only the full-attention layers keep K/V rows (the linear ones keep their recurrent state), so
+// a position costs their K/V alone.
+TEST(Qwen3_5ModelTest, KvIsKeptForTheAttentionLayersOnly) {
+  const DecoderConfig c = OddHybridConfig();  // layers linear, full, linear, linear, full
+  DecoderModel model(c, RandomDecoderWeights(c, 3, DType::kF32));
+  const KvCacheShape shape = model.KvShape(16, 4);
+  EXPECT_EQ(shape.num_layers, 2);
+  EXPECT_EQ(shape.attention_index, (std::vector<int32_t>{-1, 0, -1, -1, 1}));
+  PagedKvCache cache(shape.WithDtype(KvDtype::kF32));
+  EXPECT_EQ(cache.store().num_layers(), 2);
+  // Layer 4's rows are the store's second pair.
+  const std::vector<float> k(20, 1.5f), v(20, -2.0f);
+  cache.store().Store(4, 7, k.data(), v.data());
+  std::vector<float> k_read(20), v_read(20);
+  cache.store().Read(4, 7, k_read.data(), v_read.data());
+  EXPECT_EQ(k_read, k);
+  EXPECT_EQ(v_read, v);
+  cache.store().Read(1, 7, k_read.data(), v_read.data());
+  EXPECT_EQ(k_read, std::vector<float>(20, 0.0f));
+}
+
 TEST(Qwen3_5ModelTest, SpanAwayFromTheStatePositionIsABug) {
   const DecoderConfig config = OddHybridConfig();
   DecoderModel model(config, RandomDecoderWeights(config, 4, DType::kF32));
