@@ -1,8 +1,10 @@
 // The budget policies in the cost model's simulation mode (budget/simulation.h): a closed loop
 // against planted step times, auto against plain decoding, fixed:K (K = 4, 8, 12), dflash
-// (fixed:W) and the paper's W·N/2.
+// (fixed:W) and the paper's W·N/2; on the mixture of experts (--pair cpu-a3b) auto pricing rows
+// by the experts they wake and by their count alone (auto-rows).
 //
-//   build/budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k] [--knee ROWS] [--concurrency 16]
+//   build/budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-a3b] [--knee ROWS]
+//       [--concurrency 16]
 //       [--steps 400] [--requests 0] [--tokens 64] [--seed 1] [--trace]
 //
 // --requests R: a finite run of R requests of --tokens tokens each (all steps until the last
@@ -64,7 +66,7 @@ bool Parse(int argc, char** argv, Args* a) {
     }
   }
   return (a->pair == "gpu" || a->pair == "cpu" || a->pair == "cpu17b" ||
-          a->pair == "cpu17b-gsm8k") &&
+          a->pair == "cpu17b-gsm8k" || a->pair == "cpu-a3b") &&
          a->concurrency >= 1 && a->steps >= 1 && a->requests >= 0 && a->tokens >= 1;
 }
 
@@ -75,12 +77,18 @@ int Run(const Args& a) {
                                   .requests = a.requests,
                                   .seed = a.seed};
   const int64_t knee = a.knee > 0 ? a.knee : int64_t{options.width} * a.concurrency / 2;
-  const SimulatedPair pair = a.pair == "gpu"      ? GpuShapedPair(knee)
-                             : a.pair == "cpu"    ? CpuShapedPair()
-                             : a.pair == "cpu17b" ? Cpu17BShapedPair()
-                                                  : Cpu17BRealisticPair();
-  AutoBudget controller({.width = options.width});
+  const SimulatedPair pair = a.pair == "gpu"       ? GpuShapedPair(knee)
+                             : a.pair == "cpu"     ? CpuShapedPair()
+                             : a.pair == "cpu17b"  ? Cpu17BShapedPair()
+                             : a.pair == "cpu-a3b" ? CpuA3BShapedPair()
+                                                   : Cpu17BRealisticPair();
+  const ExpertShape experts{.experts = pair.experts.experts,
+                            .top_k = pair.experts.top_k,
+                            .expert_share = 0.43};  // the A3B shape's (ExpertShapeOf)
+  AutoBudget controller({.width = options.width, .experts = experts});
   const SimulationResult automatic = Simulate(pair, {}, options, &controller);
+  AutoBudget by_rows({.width = options.width});
+  const SimulationResult rows_only = Simulate(pair, {}, options, &by_rows);
   const SimulationResult paper =
       Simulate(pair, {.kind = SimulatedPolicy::kFraction, .fraction = 0.5}, options, nullptr);
   const SimulationResult plain =
@@ -106,6 +114,11 @@ int Run(const Args& a) {
   std::printf("  auto          %9.1f tok/s  mode %s, median rows per drafted step (2nd half) %s\n",
               automatic.tokens_per_second, AutoModeName(controller.mode()),
               rows.empty() ? "-" : std::to_string(rows[rows.size() / 2]).c_str());
+  if (experts.sparse()) {
+    std::printf("  auto-rows     %9.1f tok/s  mode %s (%.4f of plain)\n",
+                rows_only.tokens_per_second, AutoModeName(by_rows.mode()),
+                rows_only.tokens_per_second / plain.tokens_per_second);
+  }
   std::printf("  fixed 0.5     %9.1f tok/s\n", paper.tokens_per_second);
   std::printf("  plain         %9.1f tok/s\n", plain.tokens_per_second);
   std::printf(" %s tok/s (fixed:%d is dflash)\n", fixed.c_str(), options.width);
@@ -134,10 +147,11 @@ int Run(const Args& a) {
 int main(int argc, char** argv) {
   dscale::budget::Args args;
   if (!dscale::budget::Parse(argc, argv, &args)) {
-    std::fprintf(stderr,
-                 "usage: budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k] [--knee ROWS] "
-                 "[--concurrency N] "
-                 "[--steps N] [--requests N] [--tokens N] [--seed N] [--trace]\n");
+    std::fprintf(
+        stderr,
+        "usage: budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-a3b] [--knee ROWS] "
+        "[--concurrency N] "
+        "[--steps N] [--requests N] [--tokens N] [--seed N] [--trace]\n");
     return 2;
   }
   return dscale::budget::Run(args);

@@ -16,7 +16,8 @@ void AddBudgetOptions(CLI::App* cmd, BudgetFlags* flags) {
   cmd->add_option("--verify-budget", flags->verify_budget,
                   "dscale: verified rows per step as a fraction of W·N in (0, 1], or auto (per "
                   "step, what maximises committed tokens per second under a step-cost model "
-                  "fitted online)")
+                  "fitted online; a mixture of experts' rows priced by the experts they wake), "
+                  "or auto-rows (rows priced by their count alone)")
       ->check([](const std::string& text) {
         const Result<budget::VerifyBudget> parsed = budget::VerifyBudget::Parse(text);
         return parsed.ok() ? std::string() : parsed.status().message();

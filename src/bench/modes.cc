@@ -94,6 +94,7 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
       return InvalidArgument("--modes " + listed + ": expected domino or domino+dscale");
     }
     std::string budget;
+    bool automatic = false;
     std::string spec = item;
     if (item.rfind("dscale:", 0) == 0) {
       budget = item.substr(7);
@@ -101,6 +102,7 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
       Result<budget::VerifyBudget> parsed = budget::VerifyBudget::Parse(budget);
       if (!parsed.ok()) return parsed.status().WithContext("--modes " + item);
       budget = parsed->Name();
+      automatic = parsed->automatic;
     }
     Result<LengthPolicy> policy = LengthPolicy::Parse(spec);
     if (!policy.ok()) return policy.status().WithContext("--modes " + listed);
@@ -111,7 +113,7 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
                      .policy = policy->Name(),
                      .verify_budget = budget,
                      .tile_routing = tiled,
-                     .adaptive = budget == "auto" || policy->mode == SpecMode::kDSpark,
+                     .adaptive = automatic || policy->mode == SpecMode::kDSpark,
                      .drafter = drafter,
                      .note = ModeNote(drafter, policy->mode)});
   }

@@ -44,6 +44,22 @@ AutoBudget::AutoBudget(AutoBudgetOptions options)
   DSCALE_CHECK(options_.probe_period >= 1 && options_.smoothing > 0 && options_.smoothing <= 1);
   DSCALE_CHECK(options_.explore_allowance_steps >= 0 && options_.explore_share >= 0);
   if (!options_.cold_start) ramp_ = Ramp::kDone;
+  if (options_.experts.sparse()) {
+    experts_.emplace(options_.experts, options_.width, options_.max_requests);
+  }
+}
+
+std::span<const double> AutoBudget::RowCosts() const {
+  if (!experts_) return {};
+  return experts_->row_costs();
+}
+
+double AutoBudget::VerifySeconds(double rows, int64_t requests, double cost) const {
+  const auto n = static_cast<int32_t>(requests);
+  if (experts_ && experts_->ready(n) && rows > double(requests)) {
+    return experts_->VerifySeconds(n, cost, model_.VerifySeconds(double(requests)));
+  }
+  return model_.VerifySeconds(rows);
 }
 
 bool AutoBudget::FeedNewRequest() {
@@ -135,7 +151,10 @@ bool AutoBudget::RampCanWait(int64_t n, int64_t rows, int32_t requests) const {
 double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s,
                              PastSeen past_seen) const {
   const double seen = model_.verify().max_observed_x();
-  const auto verify_s = [&](double rows) {
+  const auto verify_s = [&](double rows, double cost) {
+    if (experts_ && experts_->ready(static_cast<int32_t>(total))) {
+      return VerifySeconds(rows, total, cost);
+    }
     return model_.VerifySeconds(past_seen == PastSeen::kFree ? std::min(rows, seen) : rows);
   };
   const double n = static_cast<double>(curve.n);
@@ -149,7 +168,8 @@ double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, doubl
       break;
     }
     const double tokens = scale * ExpectedTokens(curve, m, 0, calibration);
-    const double seconds = draft + feed * tokens + verify_s(scale * double(m));
+    const double seconds =
+        draft + feed * tokens + verify_s(scale * double(m), scale * curve.CostAt(m));
     best_rate = std::max(best_rate, tokens / seconds);
   }
   const double plain_rate = static_cast<double>(total) / model_.VerifySeconds(total);
@@ -181,7 +201,8 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   const double feed = model_.FeedSecondsPerRow();
   const auto seconds = [&](int64_t m) {
     const double fed_tokens = ExpectedTokens(curve, m, 0, calibration);
-    return std::max(1e-9, draft_s + feed * fed_tokens + model_.VerifySeconds(other + m));
+    return std::max(1e-9, draft_s + feed * fed_tokens +
+                              VerifySeconds(double(other + m), n + other, curve.CostAt(m)));
   };
   const int64_t best = BestRows(curve, other, calibration, seconds);
   int64_t rows = best;
@@ -213,12 +234,19 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   pending_ = true;
   pending_n_ = static_cast<int32_t>(n);
   pending_expected_ = curve.At(rows);
+  pending_cost_ = curve.CostAt(rows);
   last_rows_ = rows;
   last_drafted_ = static_cast<int32_t>(n);
   return rows;
 }
 
 void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
+  if (experts_) {
+    experts_->AddOccupancy(sample.occupancy);
+    const double cost = sample.drafted > 0 && pending_ ? pending_cost_ : 0.0;
+    experts_->AddStep(sample.requests, cost, sample.experts, sample.verify_s,
+                      model_.VerifySeconds(double(sample.requests)));
+  }
   model_.Add(sample);
   const double step_s = sample.draft_s + sample.feed_s + sample.verify_s;
   run_s_ += step_s;
@@ -307,7 +335,9 @@ void AutoBudget::AdvanceRamp(const StepSample& sample) {
   const double step_draft_s = model_.DraftSeconds(n);
   const auto seconds = [&](int64_t m) {
     const double fed_tokens = ExpectedTokens(ramp_curve_, m, 0, calibration);
-    return std::max(1e-9, step_draft_s + feed * fed_tokens + model_.VerifySeconds(ramp_other_ + m));
+    return std::max(1e-9, step_draft_s + feed * fed_tokens +
+                              VerifySeconds(double(ramp_other_ + m), ramp_curve_.n + ramp_other_,
+                                            ramp_curve_.CostAt(m)));
   };
   const int64_t best = BestRows(ramp_curve_, ramp_other_, calibration, seconds);
   const int64_t seen = RampRows(ramp_curve_.n);

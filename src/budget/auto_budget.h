@@ -9,9 +9,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "budget/expert_cost_model.h"
 #include "budget/step_cost_model.h"
 #include "dvl/budget_curve.h"
 
@@ -32,6 +35,9 @@ struct AutoBudgetOptions {
   int32_t max_probe_period = 1024;
   int32_t probe_draft_every = 4;
   int32_t probe_steps = 4;  // drafted steps a probe has to turn auto to speculation
+  // A mixture of experts whose draft rows are priced by the experts they wake
+  // (expert_cost_model.h); none: by rows alone.
+  ExpertShape experts;
 };
 
 enum class AutoMode { kSpeculate, kPlain };
@@ -75,6 +81,9 @@ class AutoBudget {
   // Before drafting, with `fed` of the step's `requests` holding a draft context: how many of
   // the fed requests this step drafts (0: a plain step), in [0, fed].
   int32_t DraftCount(int32_t fed, int32_t requests);
+  // What the curve's draft rows cost at each position in a request (ExpectedTokensCurve's
+  // row_costs): a sparse target's experts they add (expert_cost_model.h); empty otherwise.
+  std::span<const double> RowCosts() const;
   // After drafting the curve's n requests (`other` more verify their anchor only);
   // `draft_s`: seconds this step has spent drafting and deciding so far. Returns M.
   int64_t ChooseRows(const dvl::BudgetCurve& curve, int64_t other, double draft_s);
@@ -86,6 +95,8 @@ class AutoBudget {
 
   AutoMode mode() const { return mode_; }
   const StepCostModel& model() const { return model_; }
+  // The sparse target's expert model; null for a dense one (or rows priced alone).
+  const ExpertCostModel* experts() const { return experts_ ? &*experts_ : nullptr; }
   AutoBudgetSnapshot Snapshot() const;
 
  private:
@@ -93,9 +104,15 @@ class AutoBudget {
   // with the curve's per-request expectations. past_seen: how verify costs past the largest
   // rows seen count — as the fit extrapolates them, at their lower bound (the cost of the
   // largest seen), or not at all (only M within the rows seen compete).
+  // A sparse target priced by its experts ignores kFree: its draft rows cost what the expert
+  // model predicts.
   enum class PastSeen { kExtrapolate, kFree, kExcluded };
   double FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s,
                    PastSeen past_seen) const;
+  // A verify step of `rows` rows over `requests` requests whose draft rows cost `cost`
+  // (BudgetCurve::CostAt): priced by the experts they wake on a sparse target once plain steps
+  // have shown its anchors' experts, else by the rows curve.
+  double VerifySeconds(double rows, int64_t requests, double cost) const;
   // The fleet gain of the latest ramp step's curve over the rows measured only.
   double MeasuredGain(int32_t requests) const;
   int64_t ExploreRows(int64_t best, int64_t n);
@@ -122,6 +139,7 @@ class AutoBudget {
 
   AutoBudgetOptions options_;
   StepCostModel model_;
+  std::optional<ExpertCostModel> experts_;
   AutoMode mode_ = AutoMode::kSpeculate;
   enum class Ramp { kRequests, kRows, kDone };
   Ramp ramp_ = Ramp::kRequests;
@@ -146,6 +164,7 @@ class AutoBudget {
   bool pending_ = false;
   int32_t pending_n_ = 0;
   double pending_expected_ = 0;   // E(M) of the chosen M, uncalibrated
+  double pending_cost_ = 0;       // the chosen M's row cost (BudgetCurve::CostAt)
   double pending_gain_ = 0;       // 0: not counted (a ramp step)
   bool pending_explore_ = false;  // a ramp or exploration step: its loss is charged
   int64_t last_rows_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/check.h"
 #include "dvl/budget_allocator.h"
@@ -61,6 +62,7 @@ class Loop {
 
   SimRequest Admit() {
     const uint64_t index = admitted_++;
+    AddPromptOccupancy();
     SimRequest r{.fed = policy_.kind == SimulatedPolicy::kAuto
                             ? auto_->FeedNewRequest()
                             : policy_.kind != SimulatedPolicy::kPlain,
@@ -69,6 +71,17 @@ class Loop {
     const double u = r.accept_rng.NextUniform();
     r.acceptance = pair_.acceptance_lo + u * (pair_.acceptance_hi - pair_.acceptance_lo);
     return r;
+  }
+
+  // A mixture of experts: an admitted request's prompt reports what its first m rows wake.
+  void AddPromptOccupancy() {
+    const SimulatedExperts& x = pair_.experts;
+    if (x.experts == 0) return;
+    for (int p = 0; p < ExpertOccupancy::kPoints; ++p) {
+      const auto i = static_cast<size_t>(p);
+      occupancy_.distinct[i] += x.Woken({ExpertOccupancy::kRows[i]});
+      ++occupancy_.count[i];
+    }
   }
 
   // The step's noise factors, drawn whether or not the step drafts: verify, draft, feed.
@@ -118,7 +131,7 @@ class Loop {
       return dvl::BudgetFromFraction(n, o_.width, policy_.fraction).value();
     }
     if (policy_.kind == SimulatedPolicy::kFixed) return n * FixedRows();
-    dvl::ExpectedTokensCurve(q_.data(), n, o_.width, &curve_);
+    dvl::ExpectedTokensCurve(q_.data(), n, o_.width, &curve_, auto_->RowCosts());
     return auto_->ChooseRows(curve_, other, draft_s);
   }
 
@@ -166,7 +179,15 @@ class Loop {
       if (!r.fed) ++r.produced;
     }
     const double feed_s = noise.feed * pair_.feed_seconds_per_row * double(fed_rows);
-    const double verify_s = noise.verify * pair_.verify_seconds(step.rows);
+    const SimulatedExperts& x = pair_.experts;
+    double experts = 0;
+    if (x.experts > 0) {
+      std::vector<int32_t> rows(k);
+      rows.resize(static_cast<size_t>(live), 1);  // the unfed requests' anchors
+      experts = x.Woken(rows);
+    }
+    const double verify_s = noise.verify * (x.experts > 0 ? x.base_s + x.per_expert_s * experts
+                                                          : pair_.verify_seconds(step.rows));
     step.seconds = draft_s + feed_s + verify_s;
     if (policy_.kind == SimulatedPolicy::kAuto) {
       auto_->Record({.requests = live,
@@ -175,7 +196,9 @@ class Loop {
                      .fed_rows = fed_rows,
                      .draft_s = draft_s,
                      .feed_s = feed_s,
-                     .verify_s = verify_s},
+                     .verify_s = verify_s,
+                     .experts = experts,
+                     .occupancy = std::exchange(occupancy_, {})},
                     drafted_committed);
       if (auto_->TakeDetach()) {
         for (SimRequest& r : requests_) r.fed = false;
@@ -207,9 +230,17 @@ class Loop {
   std::vector<SimRequest> requests_;
   std::vector<float> probs_, q_;
   dvl::BudgetCurve curve_;
+  ExpertOccupancy occupancy_;  // since the last recorded step
 };
 
 }  // namespace
+
+double SimulatedExperts::Woken(const std::vector<int32_t>& k) const {
+  double independent = 0;
+  for (const int32_t rows : k) independent += std::pow(double(rows), own_exponent);
+  const double e = experts;
+  return e * (1.0 - std::pow(1.0 - double(top_k) / e, std::pow(independent, anchor_exponent)));
+}
 
 SimulatedPair GpuShapedPair(int64_t knee_rows) {
   return {
@@ -240,6 +271,14 @@ SimulatedPair Cpu17BRealisticPair() {
           .draft_seconds = [](int64_t n) { return 11e-3 + 100e-3 * double(n); },
           .acceptance_lo = 0.3,
           .acceptance_hi = 0.87};
+}
+
+SimulatedPair CpuA3BShapedPair() {
+  SimulatedPair pair = Cpu17BRealisticPair();
+  pair.verify_seconds = nullptr;
+  pair.draft_seconds = [](int64_t n) { return 20e-3 + 25e-3 * double(n); };
+  pair.experts = {.experts = 128, .top_k = 8, .base_s = 30e-3, .per_expert_s = 4.2e-3};
+  return pair;
 }
 
 SimulationResult Simulate(const SimulatedPair& pair, const SimulatedPolicy& policy,

@@ -13,6 +13,20 @@
 
 namespace dscale::budget {
 
+// A mixture of experts' verify (when `experts` > 0 it replaces verify_seconds): the step wakes
+// X = E · (1 − (1 − k/E)^(Σ_i k_i^own_exponent)^anchor_exponent) distinct experts per layer for
+// k_i rows of request i — a request's own rows share experts (own_exponent < 1) and other
+// requests' share some more (anchor_exponent < 1) — and costs base_s + per_expert_s · X. Each
+// admitted request's prompt reports what m of its rows wake (the engine's span occupancy).
+struct SimulatedExperts {
+  int32_t experts = 0, top_k = 0;
+  double own_exponent = 0.66, anchor_exponent = 0.82;
+  double base_s = 0, per_expert_s = 0;
+
+  // X for requests verifying k[i] rows each.
+  double Woken(const std::vector<int32_t>& k) const;
+};
+
 struct SimulatedPair {
   std::function<double(int64_t rows)> verify_seconds;    // true V
   std::function<double(int64_t drafted)> draft_seconds;  // true D (drafting + decision)
@@ -21,6 +35,7 @@ struct SimulatedPair {
   double outlier_share = 0.02;
   double acceptance_lo = 0.6, acceptance_hi = 0.95;  // α_r uniform in [lo, hi]
   double predictor_noise = 0.1;
+  SimulatedExperts experts;  // a mixture of experts, or none (experts 0)
 };
 
 // A GPU serving a large target: a verify step is memory-bound (20 ms whatever the rows) up to
@@ -46,6 +61,11 @@ SimulatedPair Cpu17BShapedPair();
 // (1.2% reach the cap, 15); τ 2.67 at 8 rows. Here speculating pays at one request (4–8 rows)
 // and not at two or more.
 SimulatedPair Cpu17BRealisticPair();
+// The bundled pair inflated to Qwen3-30B-A3B's width at 10 layers on the same 2-vCPU Xeon
+// (docs/BENCHMARKS.md, "The whole model at Qwen3-30B-A3B's width", rounded): 128 experts, top 8;
+// a verify step 30 ms + 4.2 ms per distinct expert per layer (64 ms plain at one request, 280 at
+// sixteen); drafting 20 ms + 25 ms a request; acceptance as Cpu17BRealisticPair's.
+SimulatedPair CpuA3BShapedPair();
 
 // What decides the rows: auto, a fixed fraction of W·N allocated by the predictor (the
 // paper's 0.5), the same rows for every drafted request (fixed:K; dflash is fixed:W), or plain

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "budget/cost_curve.h"
+#include "core/expert_occupancy.h"
 
 namespace dscale::budget {
 
@@ -28,6 +29,10 @@ struct StepSample {
   double draft_s = 0;    // drafting + decision stage
   double feed_s = 0;     // appending fed_rows to the draft context
   double verify_s = 0;   // verify forward + acceptance + commit, less feed_s
+  // A mixture of experts: the distinct experts per sparse layer the verify woke, and the experts
+  // the first rows of this step's spans (its prefill chunks and verified blocks) woke.
+  double experts = 0;
+  ExpertOccupancy occupancy;
 };
 
 class StepCostModel {

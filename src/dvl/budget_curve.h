@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace dscale::dvl {
@@ -23,15 +25,26 @@ struct BudgetCurve {
   int64_t n = 0;               // requests
   int width = 0;               // W
   std::vector<double> tokens;  // [(W − 1)·n + 1]: tokens[M − n] = E(M) for M = n .. W·n
-  std::vector<float> shrink;   // scratch: verified non-anchor scores, ascending
-  std::vector<float> grow;     // scratch: unverified scores, descending
+  // [(W − 1)·n + 1] or empty: with row costs c, cost[M − n] = Σ_i Σ_{1≤j<k_i(M)} c[j], what the
+  // draft rows of M's allocation cost (a mixture of experts: the experts they add to their
+  // requests' own, budget/expert_cost_model.h)
+  std::vector<double> cost;
+  // scratch: (score, position in its row) of the verified non-anchor slots, ascending, and of the
+  // unverified ones, descending
+  std::vector<std::pair<float, int32_t>> shrink, grow;
 
   int64_t min_rows() const { return n; }
   int64_t max_rows() const { return static_cast<int64_t>(width) * n; }
   double At(int64_t rows) const { return tokens[static_cast<size_t>(rows - n)]; }
+  double CostAt(int64_t rows) const {
+    return cost.empty() ? 0.0 : cost[static_cast<size_t>(rows - n)];
+  }
 };
 
-// Fills `curve` for prefix scores q [n, width]; n ≥ 1, width ≥ 2. Sums are in double.
-void ExpectedTokensCurve(const float* q, int64_t n, int width, BudgetCurve* curve);
+// Fills `curve` for prefix scores q [n, width]; n ≥ 1, width ≥ 2. Sums are in double. With
+// `row_costs` ([width]: the cost of a request's row at each position; position 0, the anchor,
+// is never counted), curve->cost too; without, it is left empty.
+void ExpectedTokensCurve(const float* q, int64_t n, int width, BudgetCurve* curve,
+                         std::span<const double> row_costs = {});
 
 }  // namespace dscale::dvl

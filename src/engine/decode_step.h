@@ -34,6 +34,7 @@ struct DecodeStep {
   std::vector<Acceptance> outcomes;      // [N]
   std::vector<int32_t> committed_rows;   // [N] rows committed (a_i + 1; 0 for a failed request)
   int64_t fed_rows = 0;                  // committed rows that joined the draft context
+  double experts_per_layer = 0;          // a mixture of experts: distinct experts the verify woke
   StageSeconds seconds;
 
   int32_t size() const { return static_cast<int32_t>(requests.size()); }
@@ -48,6 +49,7 @@ struct DecodeStep {
     outcomes.clear();
     committed_rows.clear();
     fed_rows = 0;
+    experts_per_layer = 0;
     seconds = {};
   }
 };

@@ -139,15 +139,16 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
     return InvalidArgument("kv_tokens: expected 1 to " + std::to_string(max_kv_tokens) +
                            " positions, got " + std::to_string(config.kv_tokens));
   }
-  DSCALE_ASSIGN_OR_RETURN(VerifyPlanner planner,
-                          VerifyPlanner::Create({.policy = config.policy,
-                                                 .block = drafter ? block : 0,
-                                                 .drafter_confidence =
-                                                     drafter && drafter->has_confidence_head(),
-                                                 .inputs = config.inputs,
-                                                 .step_times = step_times,
-                                                 .max_running = config.max_running,
-                                                 .tile_routing = config.tile_routing}));
+  DSCALE_ASSIGN_OR_RETURN(
+      VerifyPlanner planner,
+      VerifyPlanner::Create({.policy = config.policy,
+                             .block = drafter ? block : 0,
+                             .drafter_confidence = drafter && drafter->has_confidence_head(),
+                             .inputs = config.inputs,
+                             .step_times = step_times,
+                             .max_running = config.max_running,
+                             .experts = budget::ExpertShapeOf(target.config()),
+                             .tile_routing = config.tile_routing}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
   DSCALE_CHECK(buckets.buckets.back() == kMaxRunningRequests);

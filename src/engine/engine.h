@@ -244,6 +244,9 @@ class Engine {
   StepStats stats_;
   // Step state and scratch, reused.
   StepBatch prefill_;  // this step's prompt chunks
+  // The experts the first rows of this step's spans woke (its prefill and verify passes; a
+  // mixture of experts' budget::StepSample::occupancy).
+  ExpertOccupancy occupancy_;
   DecodeStep step_;    // this step's decode stages
   ForwardOutput out_;  // the target's host pass (prefill, then verification)
   std::vector<double> probs_;

@@ -2,6 +2,7 @@
 // reads and writes step_ (engine/decode_step.h); timing is Step's, around the stages.
 
 #include <algorithm>
+#include <utility>
 
 #include "engine/engine.h"
 
@@ -41,6 +42,7 @@ Status Engine::Prefill() {
   CaptureFeaturesFor(chunked, prefill_);
   DSCALE_ASSIGN_OR_RETURN(const TargetPass pass, backend_.Prefill(prefill_, cache_, &out_));
   stats_.prefill_rows += prefill_.rows();
+  occupancy_.Add(out_.expert_occupancy);
   // Every prompt row is kept (a hybrid target's recurrent state moves past the chunk).
   for (RequestState* r : chunked) target_.CommitSequenceState(cache_, r->seq, r->prefilled);
   FeedDrafter(pass, chunked, chunk_rows);
@@ -161,7 +163,9 @@ Status Engine::Verify() {
   }
   DSCALE_ASSIGN_OR_RETURN(step_.pass, backend_.Verify(packed, step_.accepting, cache_, &out_));
   if (sparse_layers_ > 0) {
-    stats_.verify_experts_per_layer += double(out_.experts_run) / double(sparse_layers_);
+    step_.experts_per_layer = double(out_.experts_run) / double(sparse_layers_);
+    stats_.verify_experts_per_layer += step_.experts_per_layer;
+    occupancy_.Add(out_.expert_occupancy);
   }
   return Status::Ok();
 }
@@ -271,6 +275,8 @@ void Engine::Learn() {
   sample.feed_s = t.feed;
   sample.rows = packed.rows();
   sample.verify_s = t.verify + t.accept + t.commit;
+  sample.experts = step_.experts_per_layer;
+  sample.occupancy = std::exchange(occupancy_, {});
   planner_.Record(sample, drafted_committed);
   if (planner_.DropDraftContexts()) {
     for (auto& r : running_) r->draft_context = false;

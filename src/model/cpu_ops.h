@@ -4,11 +4,13 @@
 // in a KvStore. The reference the CUDA backend (model/cuda/cuda_ops.h) is tested against.
 // Everything is inline, so a template instantiated with CpuOps is the plain CPU code.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "core/expert_occupancy.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/expert_router.h"
@@ -39,9 +41,12 @@ struct LayerScratch {
   std::vector<int32_t> route_ids;    // [rows, top_k]
   std::vector<float> route_weights;  // [rows, top_k]
   ExpertScratch experts;
-  // The distinct experts the forward's sparse layers ran, summed over those layers (reset by
-  // each forward; ForwardOutput::experts_run).
+  // The distinct experts the forward's sparse layers ran, summed over those layers, and the
+  // experts its spans' first rows woke (reset by each forward; ForwardOutput::experts_run and
+  // ::expert_occupancy).
   int64_t experts_run = 0;
+  ExpertOccupancy occupancy;
+  std::vector<uint64_t> expert_bits;  // one span's experts seen so far, a bit each
 };
 
 struct CpuOps {
@@ -86,6 +91,32 @@ struct CpuOps {
   static void RouteTopK(float* logits, int32_t rows, const MoeDims& m, int32_t* ids,
                         float* weights) {
     cpu::RouteTopK(logits, rows, m.experts, m.top_k, m.normalize, ids, weights);
+  }
+  // Adds to s.occupancy the distinct experts among the first 1, 2, 4, 8 and 16 rows of every
+  // span of `batch` that long (ids [rows, top_k]: each row's experts).
+  static void CountSpanExperts(const BatchView& batch, const int32_t* ids, const MoeDims& m,
+                               LayerScratch& s) {
+    s.expert_bits.resize(static_cast<size_t>((m.experts + 63) / 64));
+    for (int32_t i = 0; i < batch.num_spans; ++i) {
+      const StepSpan& span = batch.spans[i];
+      std::fill(s.expert_bits.begin(), s.expert_bits.end(), uint64_t{0});
+      int32_t distinct = 0;
+      for (int p = 0, r = 0; p < ExpertOccupancy::kPoints; ++p) {
+        const int32_t upto = ExpertOccupancy::kRows[static_cast<size_t>(p)];
+        if (span.q_len < upto) break;
+        for (; r < upto; ++r) {
+          for (int32_t j = 0; j < m.top_k; ++j) {
+            const int32_t e = ids[int64_t{span.q_start + r} * m.top_k + j];
+            uint64_t& word = s.expert_bits[static_cast<size_t>(e / 64)];
+            const uint64_t bit = uint64_t{1} << (e % 64);
+            distinct += (word & bit) == 0;
+            word |= bit;
+          }
+        }
+        s.occupancy.distinct[static_cast<size_t>(p)] += distinct;
+        ++s.occupancy.count[static_cast<size_t>(p)];
+      }
+    }
   }
   // x[rows, hidden] += each row's routed experts' outputs, weighted (expert_products.h).
   void ExpertProducts(const float* normed, const SparseMlpWeights& moe, const LayerDims& d,

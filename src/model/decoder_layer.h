@@ -84,15 +84,18 @@ void RunDenseMlp(Ops& ops, const auto& w, const LayerDims& d, int32_t rows, cons
 // x [rows, hidden] += the row's routed experts' outputs, weighted (the sparse MLP of the file's
 // comment): the router's logits [rows, experts] in f32, each row's top-k ids and weights [rows, k],
 // then the experts' products, which must give a row the same bits whatever rows share the step.
+// With `batch` (whose spans tile the rows), the experts its spans' first rows wake are counted
+// (core/expert_occupancy.h).
 template <class Ops>
 void RunSparseMlp(Ops& ops, const auto& moe, const LayerDims& d, int32_t rows, const float* normed,
-                  auto& s, float* x) {
+                  auto& s, float* x, const BatchView* batch = nullptr) {
   const MoeDims& m = d.moe;
   float* logits = ops.Buffer(s.router_logits, int64_t{rows} * m.experts);
   ops.Gemm(normed, d.hidden, moe.router, logits, m.experts, rows, /*accumulate=*/false);
   int32_t* ids = ops.IndexBuffer(s.route_ids, int64_t{rows} * m.top_k);
   float* weights = ops.Buffer(s.route_weights, int64_t{rows} * m.top_k);
   ops.RouteTopK(logits, rows, m, ids, weights);
+  if (batch != nullptr) ops.CountSpanExperts(*batch, ids, m, s);
   ops.ExpertProducts(normed, moe, d, rows, ids, weights, s, x);
 }
 
@@ -117,13 +120,14 @@ void RunGatedDeltaNet(Ops& ops, const auto& w, const LayerDims& d, const BatchVi
 
 // The layer's second half: x += MLP(RMSNorm(x)), dense or sparse; `normed` is overwritten.
 template <class Ops>
-void RunLayerMlp(Ops& ops, const auto& w, const LayerDims& d, int32_t rows, float* normed, auto& s,
-                 float* x) {
+void RunLayerMlp(Ops& ops, const auto& w, const LayerDims& d, const BatchView& batch, float* normed,
+                 auto& s, float* x) {
+  const int32_t rows = batch.rows;
   ops.RmsNorm(x, w.post_norm.data(), normed, rows, d.hidden, d.eps);
   if (w.moe.empty()) {
     RunDenseMlp(ops, w, d, rows, normed, s, x);
   } else {
-    RunSparseMlp(ops, w.moe, d, rows, normed, s, x);
+    RunSparseMlp(ops, w.moe, d, rows, normed, s, x, &batch);
   }
 }
 
@@ -142,7 +146,7 @@ void RunDecoderLayer(Ops& ops, const auto& w, const LayerDims& d, const BatchVie
   if constexpr (Ops::kLinearAttention) {
     if (!w.linear.empty()) {
       RunGatedDeltaNet(ops, w.linear, d, batch, layer, normed, s, x);
-      RunLayerMlp(ops, w, d, rows, normed, s, x);
+      RunLayerMlp(ops, w, d, batch, normed, s, x);
       return;
     }
   }
@@ -167,7 +171,7 @@ void RunDecoderLayer(Ops& ops, const auto& w, const LayerDims& d, const BatchVie
     if (d.output_gate) ops.SigmoidGate(attn, qkv + q_dim, cols, rows, q_dim);
   }
   ops.Gemm(attn, q_dim, w.o_proj, x, d.hidden, rows, /*accumulate=*/true);
-  RunLayerMlp(ops, w, d, rows, normed, s, x);
+  RunLayerMlp(ops, w, d, batch, normed, s, x);
 }
 
 // Grows `buffer` to at least `size` elements and returns its data.

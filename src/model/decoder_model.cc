@@ -117,6 +117,7 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
   }
   CpuOps ops{.activations = activations_, .recurrent = hybrid ? &recurrent : nullptr};
   scratch_.experts_run = 0;
+  scratch_.occupancy = {};
   RunDecoderForward(ops, weights_, dims_, config_.vocab_size, ViewOf(batch), batch.capture_layers,
                     cache.store(), scratch_,
                     {.logits = out->logits.data(),
@@ -124,6 +125,7 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
                      .logit_rows = num_logit_rows > 0 ? logit_rows.data() : &kNoRow,
                      .num_logit_rows = num_logit_rows});
   out->experts_run = scratch_.experts_run;
+  out->expert_occupancy = scratch_.occupancy;
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/expert_occupancy.h"
 #include "core/status.h"
 #include "core/step_batch.h"
 #include "io/decoder_config.h"
@@ -22,6 +23,9 @@ struct ForwardOutput {
   // A mixture of experts: the distinct experts the forward ran (each read its weights once),
   // summed over its sparse layers; 0 for a dense target.
   int64_t experts_run = 0;
+  // And the experts the first rows of its spans woke (core/expert_occupancy.h); empty for a
+  // dense target.
+  ExpertOccupancy expert_occupancy;
 };
 
 class TargetModel {

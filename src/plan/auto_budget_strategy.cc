@@ -7,8 +7,10 @@ namespace dscale {
 
 AutoBudgetStrategy::AutoBudgetStrategy(const dvl::Predictor& predictor, int32_t width,
                                        int32_t max_requests,
-                                       const budget::StepTimeSource& step_times)
-    : auto_(budget::AutoBudgetOptions{.width = width, .max_requests = max_requests}),
+                                       const budget::StepTimeSource& step_times,
+                                       budget::ExpertShape experts)
+    : auto_(budget::AutoBudgetOptions{
+          .width = width, .max_requests = max_requests, .experts = experts}),
       step_times_(step_times),
       scores_(predictor) {}
 
@@ -24,7 +26,7 @@ Status AutoBudgetStrategy::Decide(const StrategyInput& in, std::span<int32_t> k)
   if (rows == 0) return Status::Ok();  // a plain step: every k_i stays 1
   scores_.Compute(in.drafts, rows, /*live_count=*/n);
   const double draft_s = DraftSeconds(in);
-  dvl::ExpectedTokensCurve(scores_.q(), rows, dvl::kBlockWidth, &curve_);
+  dvl::ExpectedTokensCurve(scores_.q(), rows, dvl::kBlockWidth, &curve_, auto_.RowCosts());
   const int64_t m = auto_.ChooseRows(curve_, n - rows, draft_s);
   drafted_k_.resize(rows);
   seed_.resize(rows);

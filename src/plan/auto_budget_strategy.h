@@ -23,9 +23,10 @@ namespace dscale {
 class AutoBudgetStrategy final : public LengthStrategy {
  public:
   // `predictor` and `step_times` must outlive the strategy. `width`: W; `max_requests`: N at
-  // most.
+  // most; `experts`: a sparse target's, whose draft rows are then priced by the experts they
+  // wake (budget/expert_cost_model.h).
   AutoBudgetStrategy(const dvl::Predictor& predictor, int32_t width, int32_t max_requests,
-                     const budget::StepTimeSource& step_times);
+                     const budget::StepTimeSource& step_times, budget::ExpertShape experts = {});
 
   // Any step may verify every row.
   double CapacityFraction(int32_t) const override { return 1.0; }

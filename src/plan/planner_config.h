@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "budget/confidence_survival.h"
+#include "budget/expert_cost_model.h"
 #include "budget/sps_table.h"
 #include "budget/step_time_source.h"
 #include "budget/verify_budget.h"
@@ -35,6 +36,8 @@ struct PlannerConfig {
   // planner.
   const budget::StepTimeSource* step_times = nullptr;
   int32_t max_running = 16;  // N at most (auto's cost-model range)
+  // A sparse target's experts (budget::ExpertShapeOf): auto prices its draft rows by them.
+  budget::ExpertShape experts;
   bool tile_routing = true;  // the packed batch's attention tile (TileRowsFor)
 };
 

@@ -264,6 +264,34 @@ TEST(AutoBudgetTest, FindsTheBestPolicyOnA17BShapedCpuPairWithRealisticAcceptanc
   }
 }
 
+// The bundled pair at Qwen3-30B-A3B's width (CpuA3BShapedPair): a verify step pays for the
+// distinct experts its rows wake, a request's own rows share experts, drafting costs 20 ms + 25
+// ms a request, so plain decoding is the best policy at 1, 4 and 16 requests. Auto pricing rows
+// by their experts stays within 3% of it, as auto pricing rows by their count does; its row costs
+// are what the prompts showed a request's own rows to wake (the planted law's increments).
+TEST(AutoBudgetTest, PricesRowsByTheirExpertsOnAnA3BShapedCpuPair) {
+  const SimulatedPair pair = CpuA3BShapedPair();
+  const ExpertShape experts{.experts = 128, .top_k = 8, .expert_share = 0.43};
+  for (int32_t c : {1, 4, 16}) {
+    double automatic = 0, by_rows = 0, best = 0;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      const SimulationOptions options{.concurrency = c, .steps = 2000, .seed = seed};
+      AutoBudget controller({.experts = experts});
+      automatic += Simulate(pair, {}, options, &controller).tokens_per_second;
+      AutoBudget rows_only;
+      by_rows += Simulate(pair, {}, options, &rows_only).tokens_per_second;
+      best += BestOtherPolicy(pair, options);
+      ASSERT_NE(controller.experts(), nullptr);
+      EXPECT_EQ(rows_only.experts(), nullptr);
+      const std::vector<double>& cost = controller.experts()->row_costs();
+      EXPECT_NEAR(cost[1], pair.experts.Woken({2}) - pair.experts.Woken({1}), 1e-6);
+      EXPECT_NEAR(cost[9], (pair.experts.Woken({16}) - pair.experts.Woken({8})) / 8, 1e-6);
+    }
+    EXPECT_GE(automatic, 0.97 * best) << "c " << c;
+    EXPECT_GE(by_rows, 0.97 * best) << "c " << c;
+  }
+}
+
 // Without timing noise the first request's ramp is the figures' own: one request drafted with
 // its anchor only (it measures drafting), then ten plain steps while the budget grows, then 2,
 // 4, 8 rows as each fits, and the cold start ends in speculation (the fit chooses 4–7 rows).

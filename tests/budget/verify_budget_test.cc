@@ -8,6 +8,11 @@ namespace {
 TEST(VerifyBudgetTest, ParsesAutoAndFractions) {
   EXPECT_TRUE(VerifyBudget::Parse("auto")->automatic);
   EXPECT_EQ(VerifyBudget::Parse("auto")->Name(), "auto");
+  EXPECT_TRUE(VerifyBudget::Parse("auto")->price_experts);
+  // auto-rows: a mixture of experts' rows priced by their count alone.
+  EXPECT_TRUE(VerifyBudget::Parse("auto-rows")->automatic);
+  EXPECT_FALSE(VerifyBudget::Parse("auto-rows")->price_experts);
+  EXPECT_EQ(VerifyBudget::Parse("auto-rows")->Name(), "auto-rows");
   EXPECT_DOUBLE_EQ(VerifyBudget::Parse("0.5")->fraction, 0.5);
   EXPECT_FALSE(VerifyBudget::Parse("0.5")->automatic);
   EXPECT_EQ(VerifyBudget::Parse("0.25")->Name(), "0.25");
@@ -15,7 +20,7 @@ TEST(VerifyBudgetTest, ParsesAutoAndFractions) {
 }
 
 TEST(VerifyBudgetTest, RejectsOtherValuesNamingTheFlag) {
-  for (const char* bad : {"0", "-0.5", "1.5", "half", "", "0.5x", "nan", "AUTO"}) {
+  for (const char* bad : {"0", "-0.5", "1.5", "half", "", "0.5x", "nan", "AUTO", "auto-experts"}) {
     const Result<VerifyBudget> r = VerifyBudget::Parse(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("--verify-budget"), std::string::npos) << bad;

@@ -42,6 +42,47 @@ double AllocatorValue(const std::vector<float>& q, int64_t n, int w, int64_t m) 
   return total;
 }
 
+// Σ_i Σ_{1≤j<k_i} cost[j] of the allocator's own result for budget m.
+double AllocatorCost(const std::vector<float>& q, int64_t n, int w, int64_t m,
+                     const std::vector<double>& cost) {
+  Result<Allocation> a = Allocate(q.data(), n, w, m);
+  EXPECT_TRUE(a.ok());
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int j = 1; j < a->k[static_cast<size_t>(i)]; ++j) total += cost[static_cast<size_t>(j)];
+  }
+  return total;
+}
+
+// With row costs, the curve's cost at every budget is what Algorithm 1's allocation for it
+// costs (scores distinct across rows, so the allocation is the only one of its value).
+TEST(BudgetCurveTest, CostIsTheAllocationsRowCostAtEveryBudget) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(0.05f, 0.95f);
+  BudgetCurve curve;
+  std::vector<double> cost(kBlockWidth);
+  for (int j = 1; j < kBlockWidth; ++j) cost[static_cast<size_t>(j)] = 8.0 / (1 + 0.3 * j);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 9);
+    std::vector<float> probs(static_cast<size_t>(n) * (kBlockWidth - 1));
+    for (int64_t i = 0; i < n; ++i) {
+      float p = 1;
+      for (int j = 0; j < kBlockWidth - 1; ++j) probs[i * (kBlockWidth - 1) + j] = p *= unit(rng);
+    }
+    std::vector<float> q(static_cast<size_t>(n) * kBlockWidth);
+    PrefixScoresFromProbs(probs.data(), n, kBlockWidth, q.data());
+    ExpectedTokensCurve(q.data(), n, kBlockWidth, &curve, cost);
+    ASSERT_EQ(curve.cost.size(), curve.tokens.size());
+    for (int64_t m = n; m <= kBlockWidth * n; ++m) {
+      ASSERT_NEAR(curve.CostAt(m), AllocatorCost(q, n, kBlockWidth, m, cost), 1e-9 * double(m))
+          << "trial " << trial << " n " << n << " M " << m;
+    }
+    ExpectedTokensCurve(q.data(), n, kBlockWidth, &curve);
+    EXPECT_TRUE(curve.cost.empty());
+    EXPECT_EQ(curve.CostAt(n + 1), 0.0);
+  }
+}
+
 // The curve is Algorithm 1's value at every budget, on random cases of both widths the engine
 // and the tests use, budgets above, at and below the seed sum included.
 TEST(BudgetCurveTest, EqualsTheAllocatorAtEveryBudget) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -237,6 +238,34 @@ TEST(SparseMlpTest, ARowsBitsDoNotDependOnTheRowsBesideIt) {
       omp_set_num_threads(1);
     }
   }
+}
+
+// With the batch's spans the block counts the distinct experts among each span's first 1, 2, 4,
+// 8 and 16 rows (core/expert_occupancy.h): a span of 4 rows routed to {0,1}, {0,1}, {1,2},
+// {3,4} wakes 2, 2 and 5; a span of one row {5,4} wakes 2; neither reaches 8 rows.
+TEST(SparseMlpTest, CountsTheExpertsEachSpansFirstRowsWake) {
+  std::mt19937 rng(6);
+  const SparseMlpWeights w = MakeWeights(WeightFormat::kF32, 3);
+  std::vector<float> normed;
+  for (const auto& [a, b] :
+       std::vector<std::pair<int32_t, int32_t>>{{0, 1}, {0, 1}, {1, 2}, {3, 4}, {5, 4}}) {
+    const std::vector<float> row = RoutedRow(rng, a, b);
+    normed.insert(normed.end(), row.begin(), row.end());
+  }
+  std::vector<float> x(normed.size(), 0.0f);
+  const StepSpan spans[] = {{.q_start = 0, .q_len = 4}, {.q_start = 4, .q_len = 1}};
+  const BatchView batch{.rows = 5, .spans = spans, .num_spans = 2};
+  CpuOps ops;
+  LayerScratch s;
+  RunSparseMlp(ops, w, Dims(true), 5, normed.data(), s, x.data(), &batch);
+  EXPECT_EQ(s.occupancy.distinct, (std::array<double, 5>{4, 2, 5, 0, 0}));
+  EXPECT_EQ(s.occupancy.count, (std::array<int64_t, 5>{2, 1, 1, 0, 0}));
+  // Without a batch nothing is counted; the output is the same.
+  LayerScratch plain;
+  std::vector<float> y(normed.size(), 0.0f);
+  RunSparseMlp(ops, w, Dims(true), 5, normed.data(), plain, y.data());
+  EXPECT_TRUE(plain.occupancy.empty());
+  EXPECT_EQ(x, y);
 }
 
 // The block against a double computation of the same function on the same (f32) weights, with

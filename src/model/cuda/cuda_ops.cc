@@ -49,6 +49,11 @@ void CudaOps::ExpertProducts(const float* /*normed*/, const DeviceSparseMlp& /*m
   DSCALE_CHECK_MSG(false, "mixture-of-experts expert products are not supported on the device yet");
 }
 
+void CudaOps::CountSpanExperts(const BatchView& /*batch*/, const int32_t* /*ids*/,
+                               const MoeDims& /*m*/, DeviceForwardScratch& /*s*/) {
+  DSCALE_CHECK_MSG(false, "mixture-of-experts routing is not supported on the device yet");
+}
+
 void CudaOps::Gemm(const float* in, int64_t in_dim, const Bf16* w, float* out, int64_t out_dim,
                    int64_t rows, bool accumulate) const {
   DSCALE_CHECK(rows * in_dim <= static_cast<int64_t>(gemm_in_.size()));

@@ -77,6 +77,8 @@ class CudaOps {
   static void ExpertProducts(const float* normed, const DeviceSparseMlp& moe, const LayerDims& d,
                              int32_t rows, const int32_t* ids, const float* weights,
                              DeviceForwardScratch& s, float* x);
+  static void CountSpanExperts(const BatchView& batch, const int32_t* ids, const MoeDims& m,
+                               DeviceForwardScratch& s);
   // out[rows, out_dim] (+)= bf16(in[rows, in_dim]) · w[out_dim, in_dim]ᵀ.
   void Gemm(const float* in, int64_t in_dim, const Bf16* w, float* out, int64_t out_dim,
             int64_t rows, bool accumulate) const;

@@ -1,0 +1,162 @@
+#include "budget/expert_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace dscale::budget {
+namespace {
+
+constexpr double kOccupancyDecay = 0.95;  // per step: the sharing of recent text counts most
+constexpr double kSmoothing = 0.25;       // weight of the newest drafted step in σ and ρ
+
+}  // namespace
+
+ExpertShape ExpertShapeOf(const DecoderConfig& c) {
+  if (!c.HasSparseLayers()) return {};
+  const double h = double(c.hidden_size);
+  const MoeConfig& m = c.moe;
+  double dense = double(c.vocab_size) * h;  // the LM head
+  double experts = 0;
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.IsLinearAttentionLayer(layer)) {
+      const GatedDeltaNetConfig& l = c.hybrid.linear;
+      dense += double(l.conv_dim() + 2 * l.value_dim() + 2 * l.value_heads) * h;
+    } else {
+      dense += double(c.q_proj_rows() + 2 * c.kv_dim() + c.q_dim()) * h;
+    }
+    if (!c.IsSparseLayer(layer)) {
+      dense += 3.0 * double(c.intermediate_size) * h;
+      continue;
+    }
+    dense += double(m.num_experts) * h;  // the router
+    if (m.shared_expert_intermediate_size > 0) {
+      dense += (3.0 * double(m.shared_expert_intermediate_size) + 1) * h;  // and its gate
+    }
+    experts += double(m.experts_per_token) * 3.0 * double(m.expert_intermediate_size) * h;
+  }
+  return {.experts = static_cast<int32_t>(m.num_experts),
+          .top_k = static_cast<int32_t>(m.experts_per_token),
+          .expert_share = experts / (dense + experts)};
+}
+
+ExpertCostModel::ExpertCostModel(ExpertShape shape, int width, int32_t max_requests)
+    : shape_(shape),
+      width_(width),
+      occupancy_sum_(ExpertOccupancy::kPoints, 0.0),
+      occupancy_count_(ExpertOccupancy::kPoints, 0.0),
+      anchor_experts_(static_cast<size_t>(max_requests) + 1, -1.0) {
+  DSCALE_CHECK(shape_.sparse() && shape_.top_k >= 1 && shape_.top_k <= shape_.experts);
+  DSCALE_CHECK(shape_.expert_share > 0 && shape_.expert_share < 1 && width >= 2);
+  UpdateRowCosts();
+}
+
+void ExpertCostModel::AddOccupancy(const ExpertOccupancy& occupancy) {
+  if (occupancy.empty()) return;
+  for (int p = 0; p < ExpertOccupancy::kPoints; ++p) {
+    const auto i = static_cast<size_t>(p);
+    occupancy_sum_[i] = kOccupancyDecay * occupancy_sum_[i] + occupancy.distinct[i];
+    occupancy_count_[i] = kOccupancyDecay * occupancy_count_[i] + double(occupancy.count[i]);
+  }
+  UpdateRowCosts();
+}
+
+// u(m) at m = 1 .. W: the measured points, linear between them; past the last one measured, its
+// last increment per row goes on (with only u(1), the prior: k new experts a row); at most E,
+// never decreasing. c_j = u(j + 1) − u(j).
+void ExpertCostModel::UpdateRowCosts() {
+  const double e = shape_.experts, k = shape_.top_k;
+  std::vector<double> xs, ys;
+  for (int p = 0; p < ExpertOccupancy::kPoints; ++p) {
+    const auto i = static_cast<size_t>(p);
+    if (occupancy_count_[i] < 0.5) break;
+    xs.push_back(ExpertOccupancy::kRows[i]);
+    ys.push_back(occupancy_sum_[i] / occupancy_count_[i]);
+  }
+  if (xs.empty()) {
+    xs = {1.0};
+    ys = {k};
+  }
+  const double slope =
+      xs.size() >= 2 ? (ys.back() - ys[ys.size() - 2]) / (xs.back() - xs[xs.size() - 2]) : k;
+  std::vector<double> u(static_cast<size_t>(width_) + 1, 0.0);
+  for (int m = 1; m <= width_; ++m) {
+    double value;
+    if (m >= xs.back()) {
+      value = ys.back() + slope * (m - xs.back());
+    } else {
+      size_t hi = 1;
+      while (xs[hi] < m) ++hi;
+      const double f = (m - xs[hi - 1]) / (xs[hi] - xs[hi - 1]);
+      value = ys[hi - 1] + f * (ys[hi] - ys[hi - 1]);
+    }
+    u[static_cast<size_t>(m)] = std::clamp(value, u[static_cast<size_t>(m) - 1], e);
+  }
+  row_costs_.assign(static_cast<size_t>(width_), 0.0);
+  for (int j = 1; j < width_; ++j) {
+    row_costs_[static_cast<size_t>(j)] = u[static_cast<size_t>(j) + 1] - u[static_cast<size_t>(j)];
+  }
+}
+
+bool ExpertCostModel::ready(int32_t /*requests*/) const {
+  return std::any_of(anchor_experts_.begin(), anchor_experts_.end(),
+                     [](double x) { return x >= 0; });
+}
+
+double ExpertCostModel::AnchorExperts(int32_t requests) const {
+  const auto size = static_cast<int32_t>(anchor_experts_.size());
+  const int32_t n = std::clamp(requests, 0, size - 1);
+  for (int32_t d = 0; d < size; ++d) {
+    for (const int32_t at : {n - d, n + d}) {
+      if (at >= 0 && at < size && anchor_experts_[static_cast<size_t>(at)] >= 0) {
+        return anchor_experts_[static_cast<size_t>(at)];
+      }
+    }
+  }
+  return std::min<double>(shape_.experts, double(shape_.top_k) * requests);
+}
+
+double ExpertCostModel::Experts(int32_t requests, double cost) const {
+  const double e = shape_.experts, anchors = AnchorExperts(requests);
+  return std::min(e, anchors + sigma_ * cost * (1.0 - anchors / e));
+}
+
+double ExpertCostModel::SecondsPerExpert(int32_t requests, double plain_s) const {
+  const double share = shape_.expert_share, per_expert = share / shape_.top_k;
+  return rho_ * plain_s * per_expert / ((1.0 - share) + AnchorExperts(requests) * per_expert);
+}
+
+double ExpertCostModel::VerifySeconds(int32_t requests, double cost, double plain_s) const {
+  const double added = Experts(requests, cost) - AnchorExperts(requests);
+  return plain_s + SecondsPerExpert(requests, plain_s) * std::max(0.0, added);
+}
+
+void ExpertCostModel::AddStep(int32_t requests, double cost, double experts, double verify_s,
+                              double plain_s) {
+  if (experts <= 0 || requests <= 0) return;
+  const auto n =
+      static_cast<size_t>(std::min<int32_t>(requests, int32_t(anchor_experts_.size()) - 1));
+  if (cost <= 0) {
+    double& x = anchor_experts_[n];
+    x = x < 0 ? experts : (1 - kSmoothing) * x + kSmoothing * experts;
+    return;
+  }
+  if (!ready(requests)) return;
+  const double anchors = AnchorExperts(requests);
+  const double predicted = cost * (1.0 - anchors / shape_.experts);
+  const double added = experts - anchors;
+  if (predicted >= 0.5) {
+    const double ratio = std::clamp(added / predicted, 0.05, 2.0);
+    sigma_ = sigma_seen_ ? (1 - kSmoothing) * sigma_ + kSmoothing * ratio : ratio;
+    sigma_seen_ = true;
+  }
+  if (added >= 1.0) {
+    const double prior = SecondsPerExpert(requests, plain_s) / rho_;
+    const double ratio = std::clamp((verify_s - plain_s) / added / prior, 0.25, 4.0);
+    rho_ = rho_seen_ ? (1 - kSmoothing) * rho_ + kSmoothing * ratio : ratio;
+    rho_seen_ = true;
+  }
+}
+
+}  // namespace dscale::budget

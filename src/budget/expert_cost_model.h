@@ -1,0 +1,84 @@
+#pragma once
+// A mixture of experts' verify step costs the experts its rows wake: each distinct expert's
+// weights are read once per step, so a dense target's nearly flat cost in rows becomes, on a
+// sparse one, a cost that grows with the distinct experts (docs/BENCHMARKS.md, "Mixture of
+// experts"). This model predicts that cost for a step that has not been run, so the auto budget
+// can price draft rows before verifying them (docs/VERIFY_BUDGET.md, "Pricing rows by the experts
+// they wake"):
+//
+//   a request's m consecutive rows wake u(m) distinct experts per sparse layer — measured on the
+//     spans every forward runs (prompt chunks and verified blocks, core/expert_occupancy.h), so
+//     known from the first prefill on; a request's (j+1)-th row adds c_j = u(j+1) − u(j);
+//   a step over N requests wakes X_N experts per layer on its anchors (plain steps measure it),
+//     and draft rows whose costs sum to C add σ · C · (1 − X_N / E) more: the share of the
+//     experts still asleep, times σ, the measured ratio of experts the drafted steps added to
+//     that prediction (other requests' rows share some of them);
+//   each expert woken costs t seconds: the plain step's time times the experts' share of its
+//     weight bytes, per expert (memory-bound; the prior), times ρ, the measured ratio of what
+//     drafted steps paid per added expert to that prior.
+//
+// So verify(N, C) = V_plain(N) + t · (X̂ − X_N), X̂ = min(E, X_N + σ · C · (1 − X_N / E)).
+
+#include <cstdint>
+#include <vector>
+
+#include "core/expert_occupancy.h"
+#include "io/decoder_config.h"
+
+namespace dscale::budget {
+
+// What the model needs of the target; experts 0: a dense target.
+struct ExpertShape {
+  int32_t experts = 0;  // E per sparse layer
+  int32_t top_k = 0;
+  // The share of a one-row plain step's weight bytes that its k experts (in every sparse layer)
+  // are, in (0, 1).
+  double expert_share = 0;
+
+  bool sparse() const { return experts > 0; }
+};
+
+// From the config's parameter counts (every projection stored alike): the layers' attention or
+// Gated DeltaNet, routers, shared experts and dense MLPs, and the LM head, against k experts in
+// each sparse layer.
+ExpertShape ExpertShapeOf(const DecoderConfig& config);
+
+class ExpertCostModel {
+ public:
+  // `width`: W, the rows a request may verify; `max_requests`: N at most.
+  ExpertCostModel(ExpertShape shape, int width, int32_t max_requests);
+
+  // The first rows of a step's spans (any forward: prefill, verify).
+  void AddOccupancy(const ExpertOccupancy& occupancy);
+  // A verify step over `requests` requests: `cost` the Σ c_j its draft rows were predicted to add
+  // (0: a plain step), `experts` the distinct experts per sparse layer it woke, `verify_s` its
+  // time, `plain_s` a plain step's at that N (the step-cost model's).
+  void AddStep(int32_t requests, double cost, double experts, double verify_s, double plain_s);
+
+  // [W]: c_j at position j (c_0 = 0: the anchor is verified anyway).
+  const std::vector<double>& row_costs() const { return row_costs_; }
+  // Whether a plain step at about N requests has been seen (the anchors' experts are known).
+  bool ready(int32_t requests) const;
+  // X̂ for N requests whose draft rows cost `cost`.
+  double Experts(int32_t requests, double cost) const;
+  // The verify seconds of that step, from a plain step's `plain_s` at N.
+  double VerifySeconds(int32_t requests, double cost, double plain_s) const;
+
+  double sharing() const { return sigma_; }                         // σ
+  double time_ratio() const { return rho_; }                        // ρ
+  double AnchorExperts(int32_t requests) const;                     // X_N (nearest N seen)
+  double SecondsPerExpert(int32_t requests, double plain_s) const;  // t
+
+ private:
+  void UpdateRowCosts();
+
+  ExpertShape shape_;
+  int width_;
+  std::vector<double> occupancy_sum_, occupancy_count_;  // per ExpertOccupancy point, decayed
+  std::vector<double> row_costs_;                        // [W]
+  std::vector<double> anchor_experts_;                   // [max_requests + 1]; < 0: not seen
+  double sigma_ = 1.0, rho_ = 1.0;
+  bool sigma_seen_ = false, rho_seen_ = false;
+};
+
+}  // namespace dscale::budget

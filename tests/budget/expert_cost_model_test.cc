@@ -1,0 +1,102 @@
+// The expert cost model (budget/expert_cost_model.h): the experts' share of a step's weight
+// bytes from a config's parameter counts, a request's row costs from the experts its spans' first
+// rows woke (and the prior without them), the predicted experts and verify time of a step not
+// yet run, and σ and ρ learned from the drafted steps that were.
+
+#include "budget/expert_cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "model/random_checkpoint.h"
+
+namespace dscale::budget {
+namespace {
+
+constexpr int kWidth = 16;
+
+ExpertShape A3BLike() { return {.experts = 128, .top_k = 8, .expert_share = 0.43}; }
+
+// Occupancy whose m-row points are `u` (m = 1, 2, 4, 8, 16), one span each.
+ExpertOccupancy Occupancy(const std::vector<double>& u) {
+  ExpertOccupancy o;
+  for (size_t i = 0; i < u.size(); ++i) {
+    o.distinct[i] = u[i];
+    o.count[i] = 1;
+  }
+  return o;
+}
+
+// TinyQwen3MoeConfig: hidden 128, vocab 512, 4 layers of 4 query heads over 2 KV heads of 32,
+// 8 experts of 64, top 2, untied: per layer the attention's q, k, v and o (128 + 64 + 64 + 128
+// rows of 128) and the router (8 rows), k = 2 experts of 3 · 64 rows; the LM head's 512 rows.
+TEST(ExpertCostModelTest, TheExpertsShareComesFromTheParameterCounts) {
+  const ExpertShape shape = ExpertShapeOf(TinyQwen3MoeConfig());
+  EXPECT_EQ(shape.experts, 8);
+  EXPECT_EQ(shape.top_k, 2);
+  const double attention = (128 + 2 * 64 + 128) * 128.0, router = 8 * 128.0;
+  const double experts = 4 * 2 * 3 * 64 * 128.0, dense = 4 * (attention + router) + 512 * 128.0;
+  EXPECT_DOUBLE_EQ(shape.expert_share, experts / (dense + experts));
+  EXPECT_FALSE(ExpertShapeOf(TinyQwen3Config()).sparse());
+  // Qwen3.5-MoE: the shared expert and its gate count with the dense bytes.
+  const ExpertShape hybrid = ExpertShapeOf(TinyQwen3_5MoeConfig());
+  EXPECT_TRUE(hybrid.sparse());
+  EXPECT_LT(hybrid.expert_share, shape.expert_share);
+}
+
+TEST(ExpertCostModelTest, RowCostsFollowWhatARequestsOwnRowsWake) {
+  ExpertCostModel model(A3BLike(), kWidth, 16);
+  // No occupancy yet: every row k new experts (rows assumed independent, the dearest case).
+  EXPECT_EQ(model.row_costs()[0], 0.0);
+  for (int j = 1; j < kWidth; ++j) EXPECT_EQ(model.row_costs()[static_cast<size_t>(j)], 8.0) << j;
+  // The A3B measurements at one request: 8, 13.4, 22.2, 31.9, 41.8 experts for 1-16 rows.
+  model.AddOccupancy(Occupancy({8, 13.4, 22.2, 31.9, 41.8}));
+  const std::vector<double>& c = model.row_costs();
+  EXPECT_NEAR(c[1], 5.4, 1e-9);
+  EXPECT_NEAR(c[2], 4.4, 1e-9);
+  EXPECT_NEAR(c[3], 4.4, 1e-9);
+  EXPECT_NEAR(c[5], 9.7 / 4, 1e-9);
+  EXPECT_NEAR(c[12], 9.9 / 8, 1e-9);
+  EXPECT_NEAR(std::accumulate(c.begin(), c.end(), 0.0), 41.8 - 8, 1e-9);
+  // Only short spans seen: past them the last increment per row goes on.
+  ExpertCostModel short_spans(A3BLike(), kWidth, 16);
+  short_spans.AddOccupancy(Occupancy({8, 13.4}));
+  EXPECT_NEAR(short_spans.row_costs()[9], 5.4, 1e-9);
+}
+
+TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
+  ExpertCostModel model(A3BLike(), kWidth, 16);
+  EXPECT_FALSE(model.ready(4));
+  model.AddStep(4, /*cost=*/0, /*experts=*/24, /*verify_s=*/0.125, /*plain_s=*/0.125);
+  ASSERT_TRUE(model.ready(4));
+  EXPECT_EQ(model.AnchorExperts(4), 24);
+  EXPECT_EQ(model.AnchorExperts(5), 24);  // the nearest N seen
+  // Draft rows adding 20 experts to their requests' own: the asleep share (1 − 24/128) of them.
+  EXPECT_DOUBLE_EQ(model.Experts(4, 20), 24 + 20 * (1 - 24.0 / 128));
+  const double per_expert = 0.125 * (0.43 / 8) / (0.57 + 24 * 0.43 / 8);
+  EXPECT_DOUBLE_EQ(model.SecondsPerExpert(4, 0.125), per_expert);
+  EXPECT_DOUBLE_EQ(model.VerifySeconds(4, 20, 0.125), 0.125 + per_expert * 20 * (1 - 24.0 / 128));
+  EXPECT_EQ(model.VerifySeconds(4, 0, 0.125), 0.125);
+  EXPECT_DOUBLE_EQ(model.Experts(4, 1e6), 128);  // at most every expert
+}
+
+TEST(ExpertCostModelTest, LearnsSharingAndTimePerExpertFromDraftedSteps) {
+  ExpertCostModel model(A3BLike(), kWidth, 16);
+  model.AddStep(4, 0, 24, 0.125, 0.125);
+  const double per_expert = model.SecondsPerExpert(4, 0.125);
+  // Predicted 20 · (1 − 24/128) = 16.25 more experts; 13 woke (σ = 0.8), each costing twice the
+  // prior (ρ = 2).
+  model.AddStep(4, 20, 24 + 13, 0.125 + 2 * per_expert * 13, 0.125);
+  EXPECT_NEAR(model.sharing(), 13 / 16.25, 1e-9);
+  EXPECT_NEAR(model.time_ratio(), 2.0, 1e-9);
+  EXPECT_NEAR(model.VerifySeconds(4, 20, 0.125), 0.125 + 2 * per_expert * 13, 1e-9);
+  // Later steps move them by a quarter of the way.
+  model.AddStep(4, 20, 24 + 16.25, 0.125 + per_expert * 16.25, 0.125);
+  EXPECT_NEAR(model.sharing(), 0.75 * 0.8 + 0.25, 1e-9);
+  EXPECT_NEAR(model.time_ratio(), 0.75 * 2 + 0.25, 1e-9);
+}
+
+}  // namespace
+}  // namespace dscale::budget
