@@ -105,7 +105,8 @@ TEST(LlamaConfigTest, UnknownArchitectureIsRefusedByName) {
   ExpectError(json, "architectures",
               "architecture \"MistralForCausalLM\" is not supported (supported: "
               "\"Qwen3ForCausalLM\", \"LlamaForCausalLM\", \"Qwen3MoeForCausalLM\", "
-              "\"Qwen3_5ForConditionalGeneration\", \"Qwen3_5ForCausalLM\")");
+              "\"Qwen3_5ForConditionalGeneration\", \"Qwen3_5ForCausalLM\", "
+              "\"Qwen3_5MoeForConditionalGeneration\", \"Qwen3_5MoeForCausalLM\")");
   json.erase("architectures");
   json["model_type"] = "gemma3";
   ExpectError(json, "model_type", "model type \"gemma3\" is not supported");
