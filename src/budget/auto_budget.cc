@@ -243,8 +243,9 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
 void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
   if (experts_) {
     experts_->AddOccupancy(sample.occupancy);
+    const bool anchors_only = sample.rows <= sample.requests;
     const double cost = sample.drafted > 0 && pending_ ? pending_cost_ : 0.0;
-    experts_->AddStep(sample.requests, cost, sample.experts, sample.verify_s,
+    experts_->AddStep(sample.requests, anchors_only, cost, sample.experts, sample.verify_s,
                       model_.VerifySeconds(double(sample.requests)));
   }
   model_.Add(sample);

@@ -132,12 +132,12 @@ double ExpertCostModel::VerifySeconds(int32_t requests, double cost, double plai
   return plain_s + SecondsPerExpert(requests, plain_s) * std::max(0.0, added);
 }
 
-void ExpertCostModel::AddStep(int32_t requests, double cost, double experts, double verify_s,
-                              double plain_s) {
+void ExpertCostModel::AddStep(int32_t requests, bool anchors_only, double cost, double experts,
+                              double verify_s, double plain_s) {
   if (experts <= 0 || requests <= 0) return;
   const auto n =
       static_cast<size_t>(std::min<int32_t>(requests, int32_t(anchor_experts_.size()) - 1));
-  if (cost <= 0) {
+  if (anchors_only) {
     double& x = anchor_experts_[n];
     x = x < 0 ? experts : (1 - kSmoothing) * x + kSmoothing * experts;
     return;

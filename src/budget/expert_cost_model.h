@@ -50,10 +50,12 @@ class ExpertCostModel {
 
   // The first rows of a step's spans (any forward: prefill, verify).
   void AddOccupancy(const ExpertOccupancy& occupancy);
-  // A verify step over `requests` requests: `cost` the Σ c_j its draft rows were predicted to add
-  // (0: a plain step), `experts` the distinct experts per sparse layer it woke, `verify_s` its
-  // time, `plain_s` a plain step's at that N (the step-cost model's).
-  void AddStep(int32_t requests, double cost, double experts, double verify_s, double plain_s);
+  // A verify step over `requests` requests: `anchors_only` when it verified no draft row, else
+  // `cost` the Σ c_j its draft rows were predicted to add; `experts` the distinct experts per
+  // sparse layer it woke, `verify_s` its time, `plain_s` a plain step's at that N (the step-cost
+  // model's).
+  void AddStep(int32_t requests, bool anchors_only, double cost, double experts, double verify_s,
+               double plain_s);
 
   // [W]: c_j at position j (c_0 = 0: the anchor is verified anyway).
   const std::vector<double>& row_costs() const { return row_costs_; }

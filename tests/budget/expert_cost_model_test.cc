@@ -69,7 +69,8 @@ TEST(ExpertCostModelTest, RowCostsFollowWhatARequestsOwnRowsWake) {
 TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
   ExpertCostModel model(A3BLike(), kWidth, 16);
   EXPECT_FALSE(model.ready(4));
-  model.AddStep(4, /*cost=*/0, /*experts=*/24, /*verify_s=*/0.125, /*plain_s=*/0.125);
+  model.AddStep(4, /*anchors_only=*/true, /*cost=*/0, /*experts=*/24, /*verify_s=*/0.125,
+                /*plain_s=*/0.125);
   ASSERT_TRUE(model.ready(4));
   EXPECT_EQ(model.AnchorExperts(4), 24);
   EXPECT_EQ(model.AnchorExperts(5), 24);  // the nearest N seen
@@ -84,16 +85,16 @@ TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
 
 TEST(ExpertCostModelTest, LearnsSharingAndTimePerExpertFromDraftedSteps) {
   ExpertCostModel model(A3BLike(), kWidth, 16);
-  model.AddStep(4, 0, 24, 0.125, 0.125);
+  model.AddStep(4, true, 0, 24, 0.125, 0.125);
   const double per_expert = model.SecondsPerExpert(4, 0.125);
   // Predicted 20 · (1 − 24/128) = 16.25 more experts; 13 woke (σ = 0.8), each costing twice the
   // prior (ρ = 2).
-  model.AddStep(4, 20, 24 + 13, 0.125 + 2 * per_expert * 13, 0.125);
+  model.AddStep(4, false, 20, 24 + 13, 0.125 + 2 * per_expert * 13, 0.125);
   EXPECT_NEAR(model.sharing(), 13 / 16.25, 1e-9);
   EXPECT_NEAR(model.time_ratio(), 2.0, 1e-9);
   EXPECT_NEAR(model.VerifySeconds(4, 20, 0.125), 0.125 + 2 * per_expert * 13, 1e-9);
   // Later steps move them by a quarter of the way.
-  model.AddStep(4, 20, 24 + 16.25, 0.125 + per_expert * 16.25, 0.125);
+  model.AddStep(4, false, 20, 24 + 16.25, 0.125 + per_expert * 16.25, 0.125);
   EXPECT_NEAR(model.sharing(), 0.75 * 0.8 + 0.25, 1e-9);
   EXPECT_NEAR(model.time_ratio(), 0.75 * 2 + 0.25, 1e-9);
 }
