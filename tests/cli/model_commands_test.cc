@@ -22,6 +22,10 @@ namespace {
 
 using testing::RunDscale;
 
+std::vector<int32_t> OutputIds(const nlohmann::json& generated) {
+  return generated["requests"][0]["output_ids"].get<std::vector<int32_t>>();
+}
+
 class ModelCommandsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -49,6 +53,23 @@ class ModelCommandsTest : public ::testing::Test {
     const testing::CommandResult r = RunDscale(args, /*merge_stderr=*/false);
     EXPECT_EQ(r.exit_code, 0) << args;
     return nlohmann::json::parse(r.out, nullptr, false);
+  }
+
+  // Greedy `generate` of a fixed prompt on target and drafter gives plain decoding's tokens under
+  // dflash and fixed:5, for each of `weights` (extra flags: "" as stored, " --weights int4", …).
+  static void ExpectSpeculationEqualsPlain(const std::string& target, const std::string& drafter,
+                                           int max_tokens,
+                                           const std::vector<std::string>& weights) {
+    const std::string common = " --target " + target + " --drafter " + drafter +
+                               " --ids 5,9,14,3,3,70,41 --max-tokens " +
+                               std::to_string(max_tokens) + " --json --spec ";
+    for (const std::string& w : weights) {
+      const nlohmann::json plain = Json("generate" + w + common + "none");
+      for (const char* mode : {"dflash", "fixed:5"}) {
+        SCOPED_TRACE(mode + w);
+        EXPECT_EQ(OutputIds(Json("generate" + w + common + mode)), OutputIds(plain));
+      }
+    }
   }
 
   // The target's logits after `ids` (its last row), from `dscale logits` (`flags`: e.g. its
@@ -97,10 +118,6 @@ float ModelCommandsTest::tie_ = 0;
 int Argmax(const nlohmann::json& row) {
   const std::vector<float> v = row.get<std::vector<float>>();
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-std::vector<int32_t> OutputIds(const nlohmann::json& generated) {
-  return generated["requests"][0]["output_ids"].get<std::vector<int32_t>>();
 }
 
 TEST_F(ModelCommandsTest, MakeTinyWritesTheHuggingFaceLayout) {
@@ -355,16 +372,7 @@ TEST_F(ModelCommandsTest, Qwen3MoeTargetsAreMadeLoadedAndSpeculatedOn) {
   Result<DecoderModel> loaded = DecoderModel::Load(target);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->weights().layers[2].moe.experts.size(), 6u);
-  const std::string common = " --target " + target + " --drafter " + drafter +
-                             " --ids 5,9,14,3,3,70,41 --max-tokens 30 --json --spec ";
-  for (const char* weights : {"", " --weights int4"}) {
-    const nlohmann::json plain = Json("generate" + std::string(weights) + common + "none");
-    for (const char* mode : {"dflash", "fixed:5"}) {
-      SCOPED_TRACE(std::string(mode) + weights);
-      EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
-                OutputIds(plain));
-    }
-  }
+  ExpectSpeculationEqualsPlain(target, drafter, 30, {"", " --weights int4"});
 }
 
 // make-tiny --arch qwen3_5 writes a dense Qwen3.5 checkpoint (both layouts) with its Gated
@@ -392,16 +400,7 @@ TEST_F(ModelCommandsTest, Qwen3_5TargetsAreMadeLoadedAndSpeculatedOn) {
     Result<DecoderModel> loaded = DecoderModel::Load(target);
     ASSERT_TRUE(loaded.ok()) << loaded.status().message();
     EXPECT_FALSE(loaded->weights().layers[0].linear.empty());
-    const std::string common = " --target " + target + " --drafter " + drafter +
-                               " --ids 5,9,14,3,3,70,41 --max-tokens 20 --json --spec ";
-    for (const char* weights : {"", " --weights int8", " --weights int4"}) {
-      const nlohmann::json plain = Json("generate" + std::string(weights) + common + "none");
-      for (const char* mode : {"dflash", "fixed:5"}) {
-        SCOPED_TRACE(std::string(mode) + weights);
-        EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
-                  OutputIds(plain));
-      }
-    }
+    ExpectSpeculationEqualsPlain(target, drafter, 20, {"", " --weights int8", " --weights int4"});
   }
 }
 
@@ -428,16 +427,7 @@ TEST_F(ModelCommandsTest, Qwen3_5MoeTargetsAreMadeLoadedAndSpeculatedOn) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->weights().layers[0].moe.experts.size(), 6u);
   EXPECT_TRUE(loaded->weights().layers[3].moe.has_shared());
-  const std::string common = " --target " + target + " --drafter " + drafter +
-                             " --ids 5,9,14,3,3,70,41 --max-tokens 20 --json --spec ";
-  for (const char* weights : {"", " --weights int4"}) {
-    const nlohmann::json plain = Json("generate" + std::string(weights) + common + "none");
-    for (const char* mode : {"dflash", "fixed:5"}) {
-      SCOPED_TRACE(std::string(mode) + weights);
-      EXPECT_EQ(OutputIds(Json("generate" + std::string(weights) + common + mode)),
-                OutputIds(plain));
-    }
-  }
+  ExpectSpeculationEqualsPlain(target, drafter, 20, {"", " --weights int4"});
 }
 
 // --threads sets the kernels' thread count; other counts split the work differently, and no

@@ -19,6 +19,7 @@ namespace dscale {
 namespace {
 
 using testing_io::ExpectError;
+using testing_io::ExpectRoundTrips;
 using testing_io::Parse;
 
 // Qwen3.5-27B's config.json (its text config as published; the vision config left out, which
@@ -209,14 +210,7 @@ TEST(Qwen3_5ConfigTest, RefusalsNameTheField) {
 }
 
 TEST(Qwen3_5ConfigTest, RoundTripsThroughItsJson) {
-  for (const nlohmann::json& json : {Qwen3_5_27bJson(), CausalLmJson()}) {
-    const Result<DecoderConfig> config = Parse(json);
-    ASSERT_TRUE(config.ok()) << config.status().message();
-    const Result<DecoderConfig> again =
-        ParseDecoderConfig(DecoderConfigToJson(*config), "round/trip/config.json");
-    ASSERT_TRUE(again.ok()) << again.status().message();
-    EXPECT_EQ(*again, *config);
-  }
+  for (const nlohmann::json& json : {Qwen3_5_27bJson(), CausalLmJson()}) ExpectRoundTrips(json);
 }
 
 // The named shapes (make-tiny --shape, the benchmarks) are the published configs: 27B's equals

@@ -17,6 +17,7 @@ namespace dscale {
 namespace {
 
 using testing_io::ExpectError;
+using testing_io::ExpectRoundTrips;
 using testing_io::Parse;
 
 // Qwen3.5-35B-A3B's text model (the sizes of transformers' Qwen3_5MoeTextConfig defaults and
@@ -126,14 +127,7 @@ TEST(Qwen3_5MoeConfigTest, RefusalsNameTheField) {
 }
 
 TEST(Qwen3_5MoeConfigTest, RoundTripsThroughItsJson) {
-  for (const nlohmann::json& json : {Qwen3_5_35bA3bJson(), CausalLmJson()}) {
-    const Result<DecoderConfig> config = Parse(json);
-    ASSERT_TRUE(config.ok()) << config.status().message();
-    const Result<DecoderConfig> again =
-        ParseDecoderConfig(DecoderConfigToJson(*config), "round/trip/config.json");
-    ASSERT_TRUE(again.ok()) << again.status().message();
-    EXPECT_EQ(*again, *config);
-  }
+  for (const nlohmann::json& json : {Qwen3_5_35bA3bJson(), CausalLmJson()}) ExpectRoundTrips(json);
 }
 
 TEST(Qwen3_5MoeConfigTest, TheNamedShapeIsThisConfig) {
