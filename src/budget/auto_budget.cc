@@ -55,9 +55,9 @@ std::span<const double> AutoBudget::RowCosts() const {
 }
 
 double AutoBudget::VerifySeconds(double rows, int64_t requests, double cost) const {
-  const auto n = static_cast<int32_t>(requests);
-  if (experts_ && experts_->ready(n) && rows > double(requests)) {
-    return experts_->VerifySeconds(n, cost, model_.VerifySeconds(double(requests)));
+  if (experts_ && experts_->ready() && rows > double(requests)) {
+    return experts_->VerifySeconds(static_cast<int32_t>(requests), cost,
+                                   model_.VerifySeconds(double(requests)));
   }
   return model_.VerifySeconds(rows);
 }
@@ -152,7 +152,7 @@ double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, doubl
                              PastSeen past_seen) const {
   const double seen = model_.verify().max_observed_x();
   const auto verify_s = [&](double rows, double cost) {
-    if (experts_ && experts_->ready(static_cast<int32_t>(total))) {
+    if (experts_ && experts_->ready()) {
       return VerifySeconds(rows, total, cost);
     }
     return model_.VerifySeconds(past_seen == PastSeen::kFree ? std::min(rows, seen) : rows);

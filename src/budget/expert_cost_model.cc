@@ -99,7 +99,7 @@ void ExpertCostModel::UpdateRowCosts() {
   }
 }
 
-bool ExpertCostModel::ready(int32_t /*requests*/) const {
+bool ExpertCostModel::ready() const {
   return std::any_of(anchor_experts_.begin(), anchor_experts_.end(),
                      [](double x) { return x >= 0; });
 }
@@ -142,7 +142,7 @@ void ExpertCostModel::AddStep(int32_t requests, bool anchors_only, double cost, 
     x = x < 0 ? experts : (1 - kSmoothing) * x + kSmoothing * experts;
     return;
   }
-  if (!ready(requests)) return;
+  if (!ready()) return;
   const double anchors = AnchorExperts(requests);
   const double predicted = cost * (1.0 - anchors / shape_.experts);
   const double added = experts - anchors;

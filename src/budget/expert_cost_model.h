@@ -59,8 +59,9 @@ class ExpertCostModel {
 
   // [W]: c_j at position j (c_0 = 0: the anchor is verified anyway).
   const std::vector<double>& row_costs() const { return row_costs_; }
-  // Whether a plain step at about N requests has been seen (the anchors' experts are known).
-  bool ready(int32_t requests) const;
+  // Whether a step of anchors only has been seen (the anchors' experts are known, at the nearest
+  // N seen for any other).
+  bool ready() const;
   // X̂ for N requests whose draft rows cost `cost`.
   double Experts(int32_t requests, double cost) const;
   // The verify seconds of that step, from a plain step's `plain_s` at N.

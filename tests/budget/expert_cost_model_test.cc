@@ -68,10 +68,10 @@ TEST(ExpertCostModelTest, RowCostsFollowWhatARequestsOwnRowsWake) {
 
 TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
   ExpertCostModel model(A3BLike(), kWidth, 16);
-  EXPECT_FALSE(model.ready(4));
+  EXPECT_FALSE(model.ready());
   model.AddStep(4, /*anchors_only=*/true, /*cost=*/0, /*experts=*/24, /*verify_s=*/0.125,
                 /*plain_s=*/0.125);
-  ASSERT_TRUE(model.ready(4));
+  ASSERT_TRUE(model.ready());
   EXPECT_EQ(model.AnchorExperts(4), 24);
   EXPECT_EQ(model.AnchorExperts(5), 24);  // the nearest N seen
   // Draft rows adding 20 experts to their requests' own: the asleep share (1 − 24/128) of them.
