@@ -61,19 +61,25 @@ nlohmann::json AutoBudgetJson(const budget::AutoBudgetSnapshot& a) {
   const auto fit = [](const budget::RooflineFit& f) {
     return nlohmann::json{{"a", f.a}, {"b", f.b}, {"c", f.c}, {"knee", f.knee()}};
   };
-  return {{"mode", budget::AutoModeName(a.mode)},
-          {"last_drafted_rows", a.last_rows},
-          {"last_drafted_requests", a.last_drafted},
-          {"gain", a.gain},
-          {"calibration", a.calibration},
-          {"drafted_steps", a.drafted_steps},
-          {"plain_steps", a.plain_steps},
-          {"verify_seconds_fit", fit(a.verify_fit)},
-          {"verify_rows_seen", {a.verify_min_rows, a.verify_max_rows}},
-          {"verify_bins", a.verify_bins},
-          {"verify_samples", a.verify_samples},
-          {"draft_seconds_fit", fit(a.draft_fit)},
-          {"feed_seconds_per_row", a.feed_s_per_row}};
+  nlohmann::json j = {{"mode", budget::AutoModeName(a.mode)},
+                      {"last_drafted_rows", a.last_rows},
+                      {"last_drafted_requests", a.last_drafted},
+                      {"gain", a.gain},
+                      {"calibration", a.calibration},
+                      {"drafted_steps", a.drafted_steps},
+                      {"plain_steps", a.plain_steps},
+                      {"verify_seconds_fit", fit(a.verify_fit)},
+                      {"verify_rows_seen", {a.verify_min_rows, a.verify_max_rows}},
+                      {"verify_bins", a.verify_bins},
+                      {"verify_samples", a.verify_samples},
+                      {"draft_seconds_fit", fit(a.draft_fit)},
+                      {"feed_seconds_per_row", a.feed_s_per_row}};
+  if (a.experts_priced) {
+    j["experts"] = {{"sharing", a.expert_sharing},
+                    {"time_ratio", a.expert_time_ratio},
+                    {"own_rows", a.expert_own_rows}};
+  }
+  return j;
 }
 
 }  // namespace dscale::cli

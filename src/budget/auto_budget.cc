@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/check.h"
 
@@ -404,6 +405,13 @@ AutoBudgetSnapshot AutoBudget::Snapshot() const {
                        .verify_samples = model_.verify().samples(),
                        .verify_min_rows = model_.verify().min_observed_x(),
                        .verify_max_rows = model_.verify().max_observed_x()};
+  if (experts_) {
+    s.experts_priced = true;
+    s.expert_sharing = experts_->sharing();
+    s.expert_time_ratio = experts_->time_ratio();
+    const std::vector<double>& cost = experts_->row_costs();
+    s.expert_own_rows = std::accumulate(cost.begin(), cost.end(), 0.0);
+  }
   return s;
 }
 

@@ -119,6 +119,12 @@ void RenderEngine(const EngineMetrics& m, Writer& w) {
   w.One("verified_rows_per_step", "gauge", "Mean rows verified per decode step.",
         s.rows_per_step());
   w.One("tau", "gauge", "Mean tokens committed per request per decode step.", s.tau());
+  if (s.verify_experts_per_layer > 0 && s.decode_steps > 0) {
+    w.One("verify_experts_per_layer", "gauge",
+          "A mixture of experts: mean distinct experts a decode step's verify woke per sparse "
+          "layer.",
+          s.verify_experts_per_layer / double(s.decode_steps));
+  }
 
   w.Family("accepted_length", "histogram", "Draft tokens accepted per request per step.");
   const size_t buckets = std::clamp<size_t>(m.block_size, 1, s.accepted_histogram.size());
@@ -195,6 +201,14 @@ void RenderBudget(const EngineMetrics& m, Writer& w) {
   w.One("auto_cost_feed_seconds_per_row", "gauge",
         "Step-cost model: seconds to append one committed row to the draft context.",
         a.feed_s_per_row);
+  if (!a.experts_priced) return;
+  w.Family("auto_cost_experts", "gauge",
+           "Expert model: sharing (woken over predicted experts), time_ratio (seconds per woken "
+           "expert over the memory-bound prior), own_rows (experts a request's 16 rows add to its "
+           "first).");
+  w.Sample("auto_cost_experts", "term=\"sharing\"", a.expert_sharing);
+  w.Sample("auto_cost_experts", "term=\"time_ratio\"", a.expert_time_ratio);
+  w.Sample("auto_cost_experts", "term=\"own_rows\"", a.expert_own_rows);
 }
 
 }  // namespace

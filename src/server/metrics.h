@@ -10,12 +10,15 @@
 //   kv_pages_free, kv_pages_total         (gauges)
 //   decode_steps_total, verified_rows_total, committed_tokens_total, prefill_rows_total
 //   verified_rows_per_step, tau           (gauges: means since start)
+//   verify_experts_per_layer              (a mixture of experts: mean distinct experts a verify
+//                                         woke per sparse layer)
 //   accepted_length                       histogram of drafts accepted per request-step
 //   step_seconds_total{stage}             prefill, draft, decision, verify, acceptance, commit
 //   time_to_first_token_seconds, request_duration_seconds (histograms)
 //   verify_budget_rows, verify_budget_requests, verify_budget_fraction (gauges: latest step)
 //   auto_budget_*, auto_cost_*             --verify-budget auto: mode, gain, calibration, step
-//                                         counts, and the step-cost model's fitted parameters
+//                                         counts, the step-cost model's fitted parameters and, on
+//                                         a mixture of experts, the expert model's
 //   draining                              1 after SIGTERM
 
 #include <cstdint>

@@ -778,6 +778,8 @@ TEST_F(ModelCommandsTest, CollectTrainAndServeDScale) {
   const nlohmann::json automatic =
       Json("generate --spec dscale --verify-budget auto" + with_predictor);
   EXPECT_TRUE(automatic["stats"].contains("auto_budget"));
+  // A dense target: no expert model.
+  EXPECT_FALSE(automatic["stats"]["auto_budget"].contains("experts"));
   const nlohmann::json profiled =
       Json("generate --spec dspark --sps-table-out " + sps + with_predictor);
   ASSERT_TRUE(std::filesystem::exists(sps));

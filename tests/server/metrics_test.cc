@@ -120,6 +120,21 @@ TEST(MetricsTest, RendersTheVerifyBudgetAndAutosCostModel) {
   EXPECT_TRUE(Has(text, "dscale_auto_cost_verify_rows_seen{bound=\"max\"} 128"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_verify_samples_total 96"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_feed_seconds_per_row 2e-05"));
+  EXPECT_EQ(text.find("auto_cost_experts"), std::string::npos) << "only on a mixture of experts";
+  EXPECT_EQ(text.find("verify_experts_per_layer"), std::string::npos);
+
+  // A mixture of experts whose rows auto prices by their experts.
+  m.engine.stats.decode_steps = 4;
+  m.engine.stats.verify_experts_per_layer = 100;
+  m.engine.stats.auto_budget->experts_priced = true;
+  m.engine.stats.auto_budget->expert_sharing = 0.75;
+  m.engine.stats.auto_budget->expert_time_ratio = 1.5;
+  m.engine.stats.auto_budget->expert_own_rows = 33.5;
+  text = RenderPrometheus(m);
+  EXPECT_TRUE(Has(text, "dscale_verify_experts_per_layer 25"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"sharing\"} 0.75"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"time_ratio\"} 1.5"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"own_rows\"} 33.5"));
 }
 
 TEST(MetricsTest, LabelValuesAreEscaped) {
