@@ -4,7 +4,7 @@
 // stored (BF16) and with the experts in int4 under int8 activations. A verified row routes to its
 // experts and computes them as a decoded row does, whatever rows share the step
 // (tests/model/moe_layer_test.cc checks the block itself); the verify pass counts the experts
-// its rows wake.
+// its rows wake, and auto prices draft rows by them.
 
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "every_mode_lossless.h"
 #include "model/quantize_weights.h"
 #include "model/random_checkpoint.h"
+#include "planted_drafter.h"
 
 namespace dscale {
 namespace {
@@ -74,6 +75,37 @@ TEST(MoeEngineStatsTest, VerifyStepsCountTheExpertsTheirRowsWake) {
   EXPECT_GT(four, 2.0);
   EXPECT_LE(four, 8.0);
   EXPECT_EQ(experts_per_step(testing::EngineTestTargetConfig(), 4), 0.0);
+}
+
+// With --verify-budget auto on a sparse target the budget prices draft rows by their experts: the
+// engine hands it each step's span occupancy (prompts of at least 16 tokens show u(16)) and the
+// experts its verify woke. auto-rows, and any dense target, keep no expert model.
+TEST(MoeEngineStatsTest, AutoPricesDraftRowsByTheExpertsThePromptsShowed) {
+  const DecoderConfig moe = testing::EngineTestMoeConfig(true);  // 8 experts, top 2
+  const auto run = [](const DecoderConfig& c, const char* budget) {
+    DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+    const dvl::Predictor predictor = testing::RandomPredictor(c.hidden_size, c.vocab_size, 3);
+    testing::PlantedDrafter planted(target, 16, /*salt=*/24);
+    std::vector<std::vector<int32_t>> prompts;
+    for (uint32_t i = 0; i < 6; ++i) {
+      prompts.push_back(testing::RandomTokens(static_cast<int32_t>(18 + i), 120, i + 1));
+    }
+    const EngineConfig config{
+        .policy = LengthPolicy::Parse("dscale").value(),
+        .max_running = 4,
+        .inputs = {.predictor = &predictor,
+                   .verify_budget = budget::VerifyBudget::Parse(budget).value()}};
+    return testing::RunPrompts(target, &planted, config, prompts, {.max_tokens = 12});
+  };
+  const testing::EngineRun priced = run(moe, "auto");
+  ASSERT_TRUE(priced.stats.auto_budget.has_value());
+  const budget::AutoBudgetSnapshot& a = *priced.stats.auto_budget;
+  EXPECT_TRUE(a.experts_priced);
+  // u(16) − u(1): more than none, at most the experts a request's first row left asleep.
+  EXPECT_GT(a.expert_own_rows, 0.0);
+  EXPECT_LE(a.expert_own_rows, 8.0 - 2.0);
+  EXPECT_FALSE(run(moe, "auto-rows").stats.auto_budget->experts_priced);
+  EXPECT_FALSE(run(testing::EngineTestTargetConfig(), "auto").stats.auto_budget->experts_priced);
 }
 
 }  // namespace
