@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "dvl/deterministic_random.h"
 #include "inflate/tensor_recipes.h"
 #include "model/decoder_weights.h"
 
@@ -35,13 +36,6 @@ struct Maps {
 // between groups has probability zero), and which group varies from token to token.
 constexpr uint64_t kRouterSeed = 0x6a09e667f3bcc908;
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
-  return x ^ (x >> 31);
-}
-
 std::vector<float> RouterRows(const InflatePlan& p, int64_t layer) {
   const MoeConfig& moe = p.large_target.moe;
   const int64_t big = p.large_target.hidden_size;
@@ -51,7 +45,7 @@ std::vector<float> RouterRows(const InflatePlan& p, int64_t layer) {
     for (int64_t j = 0; j < big; ++j) {
       const int64_t i = p.hidden[static_cast<size_t>(j)];
       if (i < 0) continue;
-      const uint64_t h = SplitMix64(kRouterSeed ^ (static_cast<uint64_t>(layer) << 40) ^
+      const uint64_t h = dvl::SplitMix64Mix(kRouterSeed ^ (static_cast<uint64_t>(layer) << 40) ^
                                     (group << 24) ^ static_cast<uint64_t>(i));
       const double uniform = static_cast<double>(h >> 11) * 0x1p-53 * 2.0 - 1.0;
       values[static_cast<size_t>(e * big + j)] = Bf16ToF32(F32ToBf16(static_cast<float>(uniform)));
