@@ -46,7 +46,7 @@ std::vector<float> RouterRows(const InflatePlan& p, int64_t layer) {
       const int64_t i = p.hidden[static_cast<size_t>(j)];
       if (i < 0) continue;
       const uint64_t h = dvl::SplitMix64Mix(kRouterSeed ^ (static_cast<uint64_t>(layer) << 40) ^
-                                    (group << 24) ^ static_cast<uint64_t>(i));
+                                            (group << 24) ^ static_cast<uint64_t>(i));
       const double uniform = static_cast<double>(h >> 11) * 0x1p-53 * 2.0 - 1.0;
       values[static_cast<size_t>(e * big + j)] = Bf16ToF32(F32ToBf16(static_cast<float>(uniform)));
     }
