@@ -30,9 +30,18 @@
 // columns alternating: their times, the weight bytes each reads per second as a fraction of the
 // read bandwidth probed before, and int8 over int4.
 //
+// With --roofs 1 it prints instead each weight format's layer as the model runs it — BF16 as
+// stored (LinearBf16 in this CPU's default activation mode), int8 and 4-bit (int8 activations) —
+// over four copies of the layer (past the L3) at 1, 2, 4, 8, 16 rows, each the best of 10 calls
+// with the columns alternating, against its roof measured in the same run: max(weight bytes ÷
+// read bandwidth, multiply-adds ÷ the rate of the instruction its tiles multiply with on all
+// threads: vdpbf16ps for BF16 activations, vfmadd231ps for f32 ones, vpdpbusd for int8 ones; on
+// 512-bit vectors where the CPU has them). "of roof" is roof ÷ time: 1.0 is the machine's limit.
+// (Where AMX multiplies, its tiles beat the vector roof at many rows.)
+//
 //   build/linear_bf16_bench [--shape qwen3-0.6b|qwen3-1.7b|qwen3-4b|qwen3-8b] [--max-rows 512]
 //                           [--int8-variants 1] [--activations 1] [--int8-activations 1]
-//                           [--int4 1]
+//                           [--int4 1] [--roofs 1]
 
 #include <cblas.h>
 #include <omp.h>
@@ -49,6 +58,7 @@
 
 #include "bench_timing.h"
 #include "core/dtype.h"
+#include "instruction_rates.h"
 #include "io/qwen3_shapes.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -119,6 +129,7 @@ struct Args {
   bool activations = false;
   bool int8_activations = false;
   bool int4 = false;
+  bool roofs = false;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -131,6 +142,8 @@ Args ParseArgs(int argc, char** argv) {
       a.activations = value != "0";
     } else if (flag == "--int8-activations") {
       a.int8_activations = value != "0";
+    } else if (flag == "--roofs") {
+      a.roofs = value != "0";
     } else if (flag == "--int4") {
       a.int4 = value != "0";
     } else if (flag == "--int8-variants") {
@@ -428,6 +441,95 @@ void RunInt4(const Args& args) {
   }
 }
 
+// Multiply-adds a second of `op` on all threads, on zmm where the CPU has it (else ymm; the f32
+// FMA's where it has neither, which is what the tiles then multiply with).
+double MultiplyAddRate(bench::MultiplyAdd op) {
+  const cpu::CpuFeatures& f = cpu::DetectedCpuFeatures();
+  const bench::VectorWidth width = bench::CanRun(op, bench::VectorWidth::kZmm, f)
+                                       ? bench::VectorWidth::kZmm
+                                       : bench::VectorWidth::kYmm;
+  if (!bench::CanRun(op, width, f)) {
+    return op == bench::MultiplyAdd::kFmaF32 ? 0 : MultiplyAddRate(bench::MultiplyAdd::kFmaF32);
+  }
+  return bench::InstructionRate(op, width, omp_get_max_threads()) *
+         bench::MultiplyAddsPerInstruction(op, width);
+}
+
+// --roofs 1: each weight format's layer against the machine's roof.
+void RunRoofs(const Args& args) {
+  const LayerShape& shape = args.shape;
+  struct Quantized {
+    int64_t out, in;
+    std::vector<int8_t> int8;
+    std::vector<uint8_t> int4;
+    std::vector<cpu::Int8Scale> scales8, scales4;
+    std::vector<uint16_t> bf16;
+  };
+  std::vector<Quantized> layers;
+  double params = 0;
+  for (int copy = 0; copy < 4; ++copy) {
+    for (Matrix& m : LayerMatrices(shape)) {
+      Quantized q{.out = m.out, .in = m.in};
+      q.int4.resize(m.out * cpu::Int4RowBytes(m.in));
+      q.scales4.resize(m.out * cpu::Int8Groups(m.in));
+      cpu::QuantizeInt4Weights(m.f32.data(), m.out, m.in, q.int4.data(), q.scales4.data());
+      q.int8 = std::move(m.int8);
+      q.scales8 = std::move(m.scales);
+      q.bf16 = std::move(m.bf16);
+      params += static_cast<double>(m.out * m.in);
+      layers.push_back(std::move(q));
+    }
+  }
+  const double scale_bytes = double{sizeof(cpu::Int8Scale)} / cpu::kInt8GroupSize;
+  const double bytes[3] = {2.0 * params, (1.0 + scale_bytes) * params,
+                           (0.5 + scale_bytes) * params};
+  const cpu::Bf16Activations bf16_mode = cpu::PreferredBf16Activations();
+  const double bandwidth = bench::ReadBandwidth();
+  const double rates[3] = {
+      MultiplyAddRate(bf16_mode == cpu::Bf16Activations::kBf16 ? bench::MultiplyAdd::kDotBf16
+                                                               : bench::MultiplyAdd::kFmaF32),
+      MultiplyAddRate(bench::MultiplyAdd::kDotInt8), MultiplyAddRate(bench::MultiplyAdd::kDotInt8)};
+  std::printf(
+      "%s layer (qkv, o, gate_up, down) x 4 copies: BF16 (%s activations) %.0f MB, int8 %.0f MB, "
+      "4-bit %.0f MB; %d threads\ncpu: %s\nroofs: read bandwidth %.1f GB/s; %.0f G "
+      "multiply-adds/s for BF16, %.0f G for int8 activations\n\n",
+      shape.name.c_str(), std::string(cpu::Bf16ActivationsName(bf16_mode)).c_str(), bytes[0] / 1e6,
+      bytes[1] / 1e6, bytes[2] / 1e6, omp_get_max_threads(), bench::KernelCpuFeatures().c_str(),
+      bandwidth / 1e9, rates[0] / 1e9, rates[1] / 1e9);
+  const char* names[3] = {"bf16", "int8", "int4"};
+  std::printf("%5s", "rows");
+  for (const char* name : names) std::printf(" %9s ms %8s", name, "of roof");
+  std::printf("\n");
+  const int64_t max_rows = 16;
+  std::vector<float> x(max_rows * std::max(shape.hidden, shape.intermediate)),
+      y(max_rows * std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> unit;
+  for (float& v : x) v = unit(rng);
+  for (const int64_t rows : {1, 2, 4, 8, 16}) {
+    const std::vector<double> seconds = BestAlternating(3, 10, [&](size_t column) {
+      for (const Quantized& m : layers) {
+        if (column == 0) {
+          cpu::LinearBf16(x.data(), m.bf16.data(), y.data(), rows, m.in, m.out, false, 0,
+                          bf16_mode);
+        } else if (column == 1) {
+          cpu::LinearInt8(x.data(), m.int8.data(), m.scales8.data(), y.data(), rows, m.in, m.out,
+                          false, 0, cpu::Int8Activations::kInt8);
+        } else {
+          cpu::LinearInt4(x.data(), m.int4.data(), m.scales4.data(), y.data(), rows, m.in, m.out,
+                          false, 0, cpu::Int8Activations::kInt8);
+        }
+      }
+    });
+    std::printf("%5lld", static_cast<long long>(rows));
+    for (size_t c = 0; c < 3; ++c) {
+      const double roof = std::max(bytes[c] / bandwidth, rows * params / rates[c]);
+      std::printf(" %12.3f %8.2f", seconds[c] * 1e3, roof / seconds[c]);
+    }
+    std::printf("\n");
+  }
+}
+
 void Run(const Args& args) {
   const LayerShape& shape = args.shape;
   const std::vector<Matrix> layer = LayerMatrices(shape);
@@ -511,7 +613,9 @@ void Run(const Args& args) {
 int main(int argc, char** argv) {
   dscale::cpu::ReexecForMatchingOpenBlasKernels(argv);
   const dscale::Args args = dscale::ParseArgs(argc, argv);
-  if (args.int4) {
+  if (args.roofs) {
+    dscale::RunRoofs(args);
+  } else if (args.int4) {
     dscale::RunInt4(args);
   } else if (args.int8_activations) {
     dscale::RunInt8Activations(args);

@@ -54,6 +54,10 @@ constexpr int64_t kLineWeights = 32;
 // always_inline: GCC 12 treats an out-of-line function of prefetches alone as const and drops
 // its calls.
 // kLineWeights f32 weights span two lines, both fetched.
+// The BF16 dot-product tiles prefetch only in a group's first tile: the later tiles of its rows
+// (7 rows and more) find the weights in cache, and their prefetches cost 8-30% of a 16-row call
+// on the 2-vCPU Zen 5 (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels against
+// them").
 template <int kOuts, typename W>
 __attribute__((always_inline)) inline void PrefetchLines(const W* wo, int64_t in, int64_t k) {
   constexpr int64_t kBytes = kOuts == 1 ? kSingleStreamPrefetchBytes : kPrefetchBytes;
@@ -263,6 +267,48 @@ DSCALE_AVX512 inline __m512 LoadBf16x16(const uint16_t* p) {
 DSCALE_AVX512 inline __m512 LoadWeights16(const uint16_t* p) { return LoadBf16x16(p); }
 DSCALE_AVX512 inline __m512 LoadWeights16(const float* p) { return _mm512_loadu_ps(p); }
 
+// The sums of the lanes of four vectors, each added in _mm512_reduce_add_ps's order (lanes i and
+// i + 8, then i + 4, then i + 2, then i + 1: floating-point addition commutes, so each sum is the
+// same bits as that reduction's), the four done together in 13 instructions where four
+// reductions take about 32: with 24 sums a tile and 64 steps of 24 dot products at 2,048 inputs,
+// the separate reductions cost a fifth of a tile's time on a CPU that issues two dot products a
+// cycle.
+DSCALE_AVX512 inline void ReduceAdd4(__m512 a, __m512 b, __m512 c, __m512 d, float sums[4]) {
+  // [a0..7 + a8..15 | b0..7 + b8..15], and the same of c, d.
+  const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+  // 128-bit lane q: vector q's lanes i + (i + 4) of the above.
+  const __m512 quads = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 pairs =
+      _mm512_add_ps(quads, _mm512_permute_ps(quads, _MM_SHUFFLE(1, 0, 3, 2)));  // i + (i + 2)
+  const __m512 ones =
+      _mm512_add_ps(pairs, _mm512_permute_ps(pairs, _MM_SHUFFLE(2, 3, 0, 1)));  // i + (i + 1)
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, ones);
+  sums[0] = lanes[0];
+  sums[1] = lanes[4];
+  sums[2] = lanes[8];
+  sums[3] = lanes[12];
+}
+
+// The sums of a tile's accumulators, acc[r][g] into sums[r][g], each in _mm512_reduce_add_ps's
+// order.
+template <int kRows, int kOuts>
+DSCALE_AVX512 inline void ReduceTile(const __m512 (&acc)[kRows][kOuts], float sums[kRows][kOuts]) {
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    if constexpr (kOuts == 4) {
+      ReduceAdd4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], sums[r]);
+    } else {
+      DSCALE_UNROLL
+      for (int g = 0; g < kOuts; ++g) sums[r][g] = _mm512_reduce_add_ps(acc[r][g]);
+    }
+  }
+}
+
 template <int kRows, int kOuts, typename W>
 DSCALE_AVX512 void TileAvx512(const float* x, const W* wo, int64_t in, float sums[kRows][kOuts]) {
   __m512 acc[kRows][kOuts];
@@ -323,41 +369,50 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const W* wo, float* y, int64_t in,
 template <typename Rows, typename T, typename W>
 __attribute__((always_inline)) inline void TileRows(const T* x, const W* wo, float* y, int64_t in,
                                                     int64_t out, bool accumulate, int64_t r,
-                                                    int64_t o, int64_t rows) {
+                                                    int64_t o, int64_t rows, bool prefetch) {
   const bool single_stream = rows * in * static_cast<int64_t>(sizeof(T)) <= kSingleStreamInputBytes;
   switch (rows) {
     case 6:
-      return Rows::template Run<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
     case 5:
-      return Rows::template Run<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
     case 4:
-      return Rows::template Run<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
     case 3:
-      return Rows::template Run<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return Rows::template Run<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
     case 2:
-      return single_stream ? Rows::template Run<2, 1>(x, wo, y, in, out, accumulate, r, o)
-                           : Rows::template Run<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return single_stream
+                 ? Rows::template Run<2, 1>(x, wo, y, in, out, accumulate, r, o, prefetch)
+                 : Rows::template Run<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
     default:
-      return single_stream ? Rows::template Run<1, 1>(x, wo, y, in, out, accumulate, r, o)
-                           : Rows::template Run<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o);
+      return single_stream
+                 ? Rows::template Run<1, 1>(x, wo, y, in, out, accumulate, r, o, prefetch)
+                 : Rows::template Run<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
   }
 }
 
-// Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows: the rows go in the
-// fewest tiles of at most 6, of heights differing by at most one (8 rows: 4 + 4, not 6 + 2, whose
-// 2-row tile would run at half the FMA rate). Returns the first output left over.
+// Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows, in the tiles of
+// TileCount and TileHeight. Returns the first output left over.
+// The AVX-512 tiles' partition of `rows` rows: the fewest tiles of at most 6, of heights differing
+// by at most one (8 rows: 4 + 4, not 6 + 2, whose 2-row tile would run at half the FMA rate),
+// the taller first.
+inline int64_t TileCount(int64_t rows) { return (rows + 5) / 6; }
+inline int64_t TileHeight(int64_t rows, int64_t tiles, int64_t t) {
+  return rows / tiles + (t < rows % tiles ? 1 : 0);
+}
+
 template <typename Rows, typename T, typename W>
 __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w, float* y,
                                                           int64_t rows, int64_t in, int64_t out,
                                                           bool accumulate, int64_t o_begin,
                                                           int64_t o_end) {
-  const int64_t tiles = (rows + 5) / 6;
+  const int64_t tiles = TileCount(rows);
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const W* wo = w + o * in;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
-      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-      TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height);
+      const int64_t height = TileHeight(rows, tiles, t);
+      TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height, /*prefetch=*/t == 0);
       r += height;
     }
   }
@@ -367,7 +422,8 @@ __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w
 struct Avx512Rows {
   template <int kRows, int kOuts, typename W>
   DSCALE_AVX512 static void Run(const float* x, const W* wo, float* y, int64_t in, int64_t out,
-                                bool accumulate, int64_t r, int64_t o) {
+                                bool accumulate, int64_t r, int64_t o, bool /*prefetch*/) {
+    // The f32 tiles prefetch in every tile, as tuned on the CPUs that run them by default.
     RowsAvx512<kRows, kOuts, W>(x, wo, y, in, out, accumulate, r, o);
   }
 };
@@ -382,7 +438,17 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const W* w, float* y, int64_t row
 // ---- AVX512-BF16: vdpbf16ps multiplies 32 BF16 pairs into 16 f32 lanes per instruction, so a
 // step covers one 64-byte line of each weight row; tiles as for AVX-512 (4 outputs × up to 6
 // rows, one output per pass for one or two rows of short inputs), the activations already
-// rounded to BF16 bits.
+// rounded to BF16 bits and packed by PackRoundedTiles: each tile's rows step by step, the kRows
+// lines of a step one after another (zeros past the inputs' end, to a whole step), so that a tile
+// reads its activations as one sequential stream beside its 4 weight rows. Read row by row, a
+// verify's 16 rows were 6 more streams, which the prefetchers did not keep in L1 once the rows
+// outgrew it: 0.6-0.7 of the dot-product rate at 2,048 inputs and 0.4 at 6,144, against
+// 0.65-0.7 packed (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels against them").
+
+// Inputs a packed step holds: the inputs rounded up to a whole step.
+inline int64_t PackedInputs(int64_t in) {
+  return (in + kLineWeights - 1) / kLineWeights * kLineWeights;
+}
 
 DSCALE_AVX512BF16 inline __m512bh LoadBh(const uint16_t* p) {
   return __builtin_bit_cast(__m512bh, _mm512_loadu_si512(p));
@@ -394,9 +460,10 @@ DSCALE_AVX512BF16 inline __m512bh LoadBhHead(const uint16_t* p, int64_t count) {
   return __builtin_bit_cast(__m512bh, _mm512_maskz_loadu_epi16(mask, p));
 }
 
+// x: the tile's packed activations (row r's inputs [k, k + 32) at x + k·kRows + 32·r).
 template <int kRows, int kOuts>
 DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in,
-                               float sums[kRows][kOuts]) {
+                               float sums[kRows][kOuts], bool prefetch) {
   __m512 acc[kRows][kOuts];
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
@@ -405,13 +472,13 @@ DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in
   }
   int64_t k = 0;
   for (; k + kLineWeights <= in; k += kLineWeights) {
-    PrefetchLines<kOuts>(wo, in, k);
+    if (prefetch) PrefetchLines<kOuts>(wo, in, k);
     __m512bh wv[kOuts];
     DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) wv[g] = LoadBh(wo + g * in + k);
     DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const __m512bh xv = LoadBh(x + r * in + k);
+      const __m512bh xv = LoadBh(x + k * kRows + r * kLineWeights);
       DSCALE_UNROLL
       for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], xv, wv[g]);
     }
@@ -423,25 +490,22 @@ DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in
     for (int g = 0; g < kOuts; ++g) wv[g] = LoadBhHead(wo + g * in + k, count);
     DSCALE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const __m512bh xv = LoadBhHead(x + r * in + k, count);
+      const __m512bh xv = LoadBh(x + k * kRows + r * kLineWeights);  // zeros past the end
       DSCALE_UNROLL
       for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], xv, wv[g]);
     }
   }
-  DSCALE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    DSCALE_UNROLL
-    for (int g = 0; g < kOuts; ++g) sums[r][g] = _mm512_reduce_add_ps(acc[r][g]);
-  }
+  ReduceTile<kRows, kOuts>(acc, sums);
 }
 
 // As RowsAvx512: every output is the same sum in the same order whatever kOuts.
+// x: the call's packed activations, the tile from row r.
 template <int kRows, int kOuts>
 DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
-                               int64_t out, bool accumulate, int64_t r, int64_t o) {
+                               int64_t out, bool accumulate, int64_t r, int64_t o, bool prefetch) {
   for (int g0 = 0; g0 < kOutGroup; g0 += kOuts) {
     float sums[kRows][kOuts];
-    TileDot<kRows, kOuts>(x + r * in, wo + g0 * in, in, sums);
+    TileDot<kRows, kOuts>(x + r * PackedInputs(in), wo + g0 * in, in, sums, prefetch);
     for (int i = 0; i < kRows; ++i) {
       DSCALE_UNROLL
       for (int g = 0; g < kOuts; ++g) Put(y + (r + i) * out + o + g0 + g, sums[i][g], accumulate);
@@ -452,21 +516,51 @@ DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, 
 struct DotRows {
   template <int kRows, int kOuts>
   DSCALE_AVX512BF16 static void Run(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
-                                    int64_t out, bool accumulate, int64_t r, int64_t o) {
-    RowsDot<kRows, kOuts>(x, wo, y, in, out, accumulate, r, o);
+                                    int64_t out, bool accumulate, int64_t r, int64_t o,
+                                    bool prefetch) {
+    RowsDot<kRows, kOuts>(x, wo, y, in, out, accumulate, r, o, prefetch);
   }
 };
 
-// The outputs left over from whole groups, one at a time, in the same tile (so the same sums).
+// Output o alone for the tile of `height` rows from row r (the same sums as in a group).
+template <int kRows>
+DSCALE_AVX512BF16 void OneOutputDot(const uint16_t* x, const uint16_t* w, float* y, int64_t in,
+                                    int64_t out, bool accumulate, int64_t r, int64_t o) {
+  float sums[kRows][1];
+  TileDot<kRows, 1>(x + r * PackedInputs(in), w + o * in, in, sums, /*prefetch=*/r == 0);
+  for (int i = 0; i < kRows; ++i) Put(y + (r + i) * out + o, sums[i][0], accumulate);
+}
+
+// The outputs left over from whole groups, one at a time, in the same tiles (so the same sums).
 DSCALE_AVX512BF16 void TiledDot(const uint16_t* x, const uint16_t* w, float* y, int64_t rows,
                                 int64_t in, int64_t out, bool accumulate, int64_t o_begin,
                                 int64_t o_end) {
   int64_t o = TiledGroups<DotRows>(x, w, y, rows, in, out, accumulate, o_begin, o_end);
+  const int64_t tiles = TileCount(rows);
   for (; o < o_end; ++o) {
-    for (int64_t r = 0; r < rows; ++r) {
-      float sums[1][1];
-      TileDot<1, 1>(x + r * in, w + o * in, in, sums);
-      Put(y + r * out + o, sums[0][0], accumulate);
+    for (int64_t t = 0, r = 0; t < tiles; ++t) {
+      const int64_t height = TileHeight(rows, tiles, t);
+      switch (height) {
+        case 6:
+          OneOutputDot<6>(x, w, y, in, out, accumulate, r, o);
+          break;
+        case 5:
+          OneOutputDot<5>(x, w, y, in, out, accumulate, r, o);
+          break;
+        case 4:
+          OneOutputDot<4>(x, w, y, in, out, accumulate, r, o);
+          break;
+        case 3:
+          OneOutputDot<3>(x, w, y, in, out, accumulate, r, o);
+          break;
+        case 2:
+          OneOutputDot<2>(x, w, y, in, out, accumulate, r, o);
+          break;
+        default:
+          OneOutputDot<1>(x, w, y, in, out, accumulate, r, o);
+          break;
+      }
+      r += height;
     }
   }
 }
@@ -491,6 +585,34 @@ DSCALE_AVX512 void RoundBitsAvx512(const float* src, int64_t n, uint16_t* dst) {
                         _mm512_cvtepi32_epi16(RoundBf16x16(src + i)));
   }
   for (; i < n; ++i) dst[i] = F32ToBf16(src[i]);
+}
+
+// `rows` rows of `in` activations at x, rounded to BF16 and packed for TileDot: tile by tile
+// (TileCount, TileHeight), each step's kRows lines of 32 in a row, zeros past the inputs' end.
+// dst holds rows · PackedInputs(in) values.
+DSCALE_AVX512 void PackRoundedTiles(const float* x, int64_t rows, int64_t in, uint16_t* dst) {
+  const int64_t packed = PackedInputs(in), tiles = TileCount(rows);
+  for (int64_t t = 0, r = 0; t < tiles; ++t) {
+    const int64_t height = TileHeight(rows, tiles, t);
+    uint16_t* tile = dst + r * packed;
+    for (int64_t i = 0; i < height; ++i) {
+      const float* src = x + (r + i) * in;
+      for (int64_t k = 0; k < packed; k += kLineWeights) {
+        uint16_t* line = tile + k * height + i * kLineWeights;
+        if (k + kLineWeights <= in) {
+          for (int64_t h = 0; h < kLineWeights; h += 16) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(line + h),
+                                _mm512_cvtepi32_epi16(RoundBf16x16(src + k + h)));
+          }
+        } else {
+          for (int64_t j = 0; j < kLineWeights; ++j) {
+            line[j] = k + j < in ? F32ToBf16(src[k + j]) : uint16_t{0};
+          }
+        }
+      }
+    }
+    r += height;
+  }
 }
 
 DSCALE_AVX512 void RoundWideAvx512(const float* src, int64_t n, float* dst) {
@@ -630,11 +752,11 @@ void RunRounded(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int
     return;
   }
   if (isa == Bf16DotIsa::kAvx512Bf16) {
-    rounded_bits.resize(static_cast<size_t>(n));
-    RoundBitsAvx512(x, n, rounded_bits.data());
     const int64_t groups = (out + kOutGroup - 1) / kOutGroup;
     ForRowBlocks(rows, [&](int64_t r0, int64_t block_rows) {
-      const uint16_t* xb = rounded_bits.data() + r0 * in;
+      rounded_bits.resize(static_cast<size_t>(block_rows * PackedInputs(in)));
+      PackRoundedTiles(x + r0 * in, block_rows, in, rounded_bits.data());
+      const uint16_t* xb = rounded_bits.data();
       float* yb = y + r0 * ldy;
 #pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)
       for (int64_t g = 0; g < groups; ++g) {
