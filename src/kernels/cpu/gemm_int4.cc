@@ -50,6 +50,14 @@ constexpr int64_t kFusedPrefetchBytes = 2048;
 // Outputs per unit of work the threads share in the fused kernel.
 constexpr int64_t kFusedOutBlock = 16;
 
+// Whether a call of `rows` rows with int8 activations runs LinearInt4Vnni512: on CPUs whose best
+// int8 dot product is AVX512-VNNI (AMD Zen 4 and 5), where the fused AVX2 kernel reached 0.47 of
+// the read bandwidth at two rows and unpacking 0.2-0.3 at 4-16 (docs/BENCHMARKS.md, "AMD Zen 5:
+// the limits, and the kernels against them"). CPUs with AMX keep the paths measured on them.
+bool UseInt4Vnni512(int64_t rows) {
+  return rows <= kInt4Vnni512MaxRows && BestInt8DotIsa() == Int8DotIsa::kAvx512Vnni;
+}
+
 int64_t ChunkOutputs(int64_t in) {
   return std::max(kChunkAlign, kChunkBytes / in / kChunkAlign * kChunkAlign);
 }
@@ -224,6 +232,15 @@ void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, floa
   const bool int8_dot = activations == Int8Activations::kInt8;
   const Int8ActivationRows xq =
       int8_dot ? QuantizeInt8ActivationRows(x, rows, in) : Int8ActivationRows{};
+  if (int8_dot && UseInt4Vnni512(rows)) {
+    // Whole panels of 16 outputs there; the outputs after them below.
+    const int64_t done = LinearInt4Vnni512(xq, rows, w4, scales, in, out, y, ldy, accumulate);
+    if (done == out) return;
+    w4 += done * Int4RowBytes(in);
+    scales += done * Int8Groups(in);
+    y += done;
+    out -= done;
+  }
   const bool avx2 = HasAvx2Fma();
   if (int8_dot && avx2 && rows <= kFusedMaxRows) {
     return Fused(xq, rows, w4, scales, in, out, y, ldy, accumulate);

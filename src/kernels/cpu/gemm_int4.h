@@ -10,9 +10,12 @@
 //
 // An int4 matrix is the int8 matrix with the same scales and the values q, so the products run
 // the int8 kernels: each thread unpacks a chunk of outputs into int8 in cache (UnpackInt4Rows)
-// and multiplies it as LinearInt8 would, with the same activations mode. Every output therefore
-// has the bits LinearInt8 gives on the unpacked matrix, on every CPU, for every row count: a
-// decode row and a verified row compute the same model, and the int8 format's bounds hold.
+// and multiplies it as LinearInt8 would, with the same activations mode; with int8 activations,
+// few rows multiply the nibbles as they lie instead (AVX2, or up to 16 rows on CPUs whose best
+// int8 product is AVX512-VNNI: LinearInt4Vnni512), with the int8 kernels' terms in their order.
+// Every output therefore has the bits LinearInt8 gives on the unpacked matrix, on every CPU, for
+// every row count: a decode row and a verified row compute the same model, and the int8
+// format's bounds hold.
 
 #include <cstdint>
 

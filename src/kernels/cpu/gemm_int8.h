@@ -143,6 +143,17 @@ struct Int8ActivationRows {
 // call of this or of LinearInt8Dot (and readable by every thread meanwhile).
 Int8ActivationRows QuantizeInt8ActivationRows(const float* x, int64_t rows, int64_t in);
 
+// 4-bit weights (gemm_int4.h's format) × quantised activations on AVX512-VNNI, without unpacking:
+// each group of 16 outputs' nibbles transposed in registers and multiplied at once, for calls of
+// 1 … kInt4Vnni512MaxRows rows (a verify's rows in one pass over the weights). Whole panels of 16
+// outputs only: returns the outputs done, a multiple of 16 (the caller runs the rest). Every
+// output has the bits LinearInt8DotQuantized gives on the unpacked weights. The CPU must support
+// Int8DotIsa::kAvx512Vnni.
+inline constexpr int64_t kInt4Vnni512MaxRows = 16;
+int64_t LinearInt4Vnni512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
+                          const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                          bool accumulate);
+
 // LinearInt8Dot on activations quantised once for several products (the int4 format's chunks,
 // gemm_int4.h). Inside a parallel region it runs on the calling thread alone.
 void LinearInt8DotQuantized(Int8DotIsa isa, const Int8ActivationRows& xq, int64_t rows,

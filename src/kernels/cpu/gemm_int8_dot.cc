@@ -66,6 +66,7 @@ constexpr int kMaxTileRows256 = 8;
 // "Measurements behind the kernels' constants").
 constexpr int kFewRowsAvx2 = 5;
 constexpr int kMaxTileRows512 = 16;
+static_assert(kInt4Vnni512MaxRows <= kMaxTileRows512, "a 4-bit call's rows fit one tile");
 // Lanes (outputs) of a panel.
 constexpr int kLanes512 = 16;
 constexpr int kLanes256 = 8;
@@ -482,9 +483,10 @@ DSCALE_AVX512VNNI inline __m512 PanelScales512(const Panel& p, int64_t g, __m512
   return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
 }
 
-// Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed (offset) weights are
-// wv and scales dw: a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
-template <int kRows>
+// Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed weights, offset by
+// kOffset (128: int8 weights flipped; 8: 4-bit ones as stored), are wv and scales dw:
+// a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
+template <int kRows, int kOffset = 128>
 [[gnu::always_inline]] DSCALE_AVX512VNNI inline void GroupVnni512(const QuantRows& xq, int64_t r0,
                                                                   int64_t g,
                                                                   const __m512i wv[kSteps],
@@ -494,7 +496,7 @@ template <int kRows>
     const int64_t row = r0 + r;
     const int8_t* xr = xq.q + (row * xq.groups + g) * kGroup;
     // Two chains of 4 steps (integer sums: exact in any order) halve the latency a row waits.
-    __m512i dot0 = _mm512_set1_epi32(-128 * xq.sum[row * xq.groups + g]);
+    __m512i dot0 = _mm512_set1_epi32(-kOffset * xq.sum[row * xq.groups + g]);
     __m512i dot1 = _mm512_setzero_si512();
     DSCALE_UNROLL
     for (int s = 0; s < kSteps; s += 2) {
@@ -556,6 +558,85 @@ DSCALE_AVX512VNNI void UnpackedVnni512(const QuantRows& xq, const Panel& p, floa
     DSCALE_UNROLL
     for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_load_si512(packed + s * 64);
     GroupVnni512<kRows>(xq, 0, full, wv, _mm512_load_ps(ps), a);
+  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
+}
+
+// ---- 4-bit weights on AVX512-VNNI (gemm_int4.h's format: byte j of a group holds inputs j and
+// 16 + j as nibbles q + 8). A group of 16 outputs is 16 rows × 16 bytes: transposed as
+// Transpose16 transposes int8 groups, dword s of every output in one vector, then its low nibbles
+// are step s (inputs 4s … 4s + 3) and its high ones step s + 4 (inputs 16 + 4s …), unsigned
+// q + 8 against the signed activations, each group's dot product corrected by −8 · Σ q_x. The
+// terms are then the int8 path's in its order: every output has the bits the unpacked matrix
+// gives through LinearInt8Dot.
+
+// Outputs of a 4-bit panel: row o at w4 + o · row_bytes, scales `groups` apart.
+struct Int4Panel {
+  const uint8_t* w4;
+  const Int8Scale* scales;
+  int64_t row_bytes, groups;
+  bool scales_follow;  // as Panel's
+};
+
+// Group g of 16 rows as the 8 steps' vectors (lane l = row l). Row i + 4j goes to 128-bit lane j
+// of load i, so that the 4 × 4 dword transposes within the lanes leave lane 4j + i holding row
+// 4j + i.
+DSCALE_AVX512VNNI inline void TransposeNibbles16(const uint8_t* src, int64_t row_bytes,
+                                                 __m512i out[kSteps]) {
+  const auto row = [&](int l) DSCALE_AVX512VNNI {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + l * row_bytes));
+  };
+  __m512i z[4];
+  DSCALE_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    z[i] = _mm512_castsi128_si512(row(i));
+    z[i] = _mm512_inserti32x4(z[i], row(4 + i), 1);
+    z[i] = _mm512_inserti32x4(z[i], row(8 + i), 2);
+    z[i] = _mm512_inserti32x4(z[i], row(12 + i), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  const __m512i dwords[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                             _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  DSCALE_UNROLL
+  for (int s = 0; s < 4; ++s) {
+    out[s] = _mm512_and_si512(dwords[s], low);
+    out[s + 4] = _mm512_and_si512(_mm512_srli_epi16(dwords[s], 4), low);
+  }
+}
+
+// Every row (kRows ≤ kMaxTileRows512) against a panel of 16 4-bit outputs, group by group.
+// A row's group is 16 bytes, so 16 rows are 16 streams; each is prefetched a line (4 groups)
+// kPrefetchBytes ahead.
+template <int kRows>
+DSCALE_AVX512VNNI void Int4Vnni512(const QuantRows& xq, const Int4Panel& p, float* acc) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
+  const Panel scales{.w = nullptr,
+                     .scales = p.scales,
+                     .in = 0,
+                     .groups = p.groups,
+                     .n = kLanes512,
+                     .scales_follow = p.scales_follow};
+  constexpr int64_t kGroupBytes = kGroup / 2;
+  __m512 a[kRows];
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < p.groups; ++g) {
+    if (g % 4 == 0) {
+      DSCALE_UNROLL
+      for (int l = 0; l < kLanes512; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(p.w4 + l * p.row_bytes + g * kGroupBytes +
+                                                   kPrefetchBytes),
+                     _MM_HINT_T0);
+      }
+    }
+    __m512i wv[kSteps];
+    TransposeNibbles16(p.w4 + g * kGroupBytes, p.row_bytes, wv);
+    GroupVnni512<kRows, 8>(xq, 0, g, wv, PanelScales512(scales, g, idx), a);
   }
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
@@ -769,6 +850,31 @@ void LinearInt8DotQuantized(Int8DotIsa isa, const Int8ActivationRows& xq, int64_
   CheckDotIsaSupported(isa);
   if (rows == 0 || out == 0) return;
   RunDot(isa, xq, rows, w, scales, in, out, y, ldy, accumulate);
+}
+
+int64_t LinearInt4Vnni512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
+                          const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                          bool accumulate) {
+  DSCALE_CHECK(rows >= 1 && rows <= kInt4Vnni512MaxRows && xq.groups == Int8Groups(in));
+  CheckDotIsaSupported(Int8DotIsa::kAvx512Vnni);
+  const int64_t panels = out / kLanes512, groups = xq.groups, row_bytes = groups * (kGroup / 2);
+#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
+  for (int64_t b = 0; b < panels; ++b) {
+    const int64_t o0 = b * kLanes512;
+    const Int4Panel panel{.w4 = w4 + o0 * row_bytes,
+                          .scales = scales + o0 * groups,
+                          .row_bytes = row_bytes,
+                          .groups = groups,
+                          .scales_follow = o0 + kLanes512 < out};
+    alignas(64) float acc[kMaxTileRows512 * kLanes512];
+    WithRows<kMaxTileRows512>(static_cast<int>(rows),
+                              [&]<int kRows>() { Int4Vnni512<kRows>(xq, panel, acc); });
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int l = 0; l < kLanes512; ++l)
+        Put(y + r * ldy + o0 + l, acc[r * kLanes512 + l], accumulate);
+    }
+  }
+  return panels * kLanes512;
 }
 
 Int8DotIsa Int8DotIsaFor(int64_t rows) {
