@@ -607,9 +607,12 @@ DSCALE_AVX512VNNI inline void TransposeNibbles16(const uint8_t* src, int64_t row
   }
 }
 
-// Every row (kRows ≤ kMaxTileRows512) against a panel of 16 4-bit outputs, group by group.
-// A row's group is 16 bytes, so 16 rows are 16 streams; each is prefetched a line (4 groups)
-// kPrefetchBytes ahead.
+// Every row (kRows ≤ kMaxTileRows512) against a panel of 16 4-bit outputs, group by group. A
+// panel's 16 rows lie one after another, groups · 256 bytes in all, so each group fetches 256
+// bytes of the next panel into L2, front to back: the next panel arrives as one sequential
+// stream (prefetching 16 rows side by side a few groups ahead, as the int8 packer does, ran 1.4×
+// slower at one row on the 2-vCPU Zen 5). Each gather of scales reads two groups' (the BF16
+// scale of group g and g + 1 share a dword), halving the gathers.
 template <int kRows>
 DSCALE_AVX512VNNI void Int4Vnni512(const QuantRows& xq, const Int4Panel& p, float* acc) {
   const __m512i idx =
@@ -625,18 +628,28 @@ DSCALE_AVX512VNNI void Int4Vnni512(const QuantRows& xq, const Int4Panel& p, floa
   __m512 a[kRows];
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
+  constexpr int64_t kPanelGroupBytes = kLanes512 * kGroupBytes;  // 256: 4 lines
+  const char* next_panel = reinterpret_cast<const char*>(p.w4 + kLanes512 * p.row_bytes);
+  __m512 dw_next = _mm512_setzero_ps();
   for (int64_t g = 0; g < p.groups; ++g) {
-    if (g % 4 == 0) {
-      DSCALE_UNROLL
-      for (int l = 0; l < kLanes512; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(p.w4 + l * p.row_bytes + g * kGroupBytes +
-                                                   kPrefetchBytes),
-                     _MM_HINT_T0);
-      }
+    DSCALE_UNROLL
+    for (int64_t line = 0; line < kPanelGroupBytes; line += 64) {
+      _mm_prefetch(next_panel + g * kPanelGroupBytes + line, _MM_HINT_T1);
     }
     __m512i wv[kSteps];
     TransposeNibbles16(p.w4 + g * kGroupBytes, p.row_bytes, wv);
-    GroupVnni512<kRows, 8>(xq, 0, g, wv, PanelScales512(scales, g, idx), a);
+    __m512 dw;
+    if (g % 2 == 1) {
+      dw = dw_next;
+    } else if (g + 1 < p.groups) {
+      const __m512i two = _mm512_i32gather_epi32(idx, p.scales + g, sizeof(Int8Scale));
+      dw = _mm512_castsi512_ps(_mm512_slli_epi32(two, 16));
+      dw_next = _mm512_castsi512_ps(
+          _mm512_and_si512(two, _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u))));
+    } else {
+      dw = PanelScales512(scales, g, idx);
+    }
+    GroupVnni512<kRows, 8>(xq, 0, g, wv, dw, a);
   }
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
