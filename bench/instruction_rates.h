@@ -60,22 +60,20 @@ namespace detail {
 // clang-format off
 // One instruction into accumulator register n.
 #define DSCALE_RATE_1(op, src, reg, n) op " " src ", %%" reg #n "\n\t"
-// 24 accumulators (registers 0-23), the sources in registers 30 and 31 (EVEX forms).
-#define DSCALE_RATE_24(op, src, reg)                                                            \
-  DSCALE_RATE_1(op, src, reg, 0)  DSCALE_RATE_1(op, src, reg, 1)  DSCALE_RATE_1(op, src, reg, 2)  \
-  DSCALE_RATE_1(op, src, reg, 3)  DSCALE_RATE_1(op, src, reg, 4)  DSCALE_RATE_1(op, src, reg, 5)  \
-  DSCALE_RATE_1(op, src, reg, 6)  DSCALE_RATE_1(op, src, reg, 7)  DSCALE_RATE_1(op, src, reg, 8)  \
-  DSCALE_RATE_1(op, src, reg, 9)  DSCALE_RATE_1(op, src, reg, 10) DSCALE_RATE_1(op, src, reg, 11) \
-  DSCALE_RATE_1(op, src, reg, 12) DSCALE_RATE_1(op, src, reg, 13) DSCALE_RATE_1(op, src, reg, 14) \
-  DSCALE_RATE_1(op, src, reg, 15) DSCALE_RATE_1(op, src, reg, 16) DSCALE_RATE_1(op, src, reg, 17) \
-  DSCALE_RATE_1(op, src, reg, 18) DSCALE_RATE_1(op, src, reg, 19) DSCALE_RATE_1(op, src, reg, 20) \
-  DSCALE_RATE_1(op, src, reg, 21) DSCALE_RATE_1(op, src, reg, 22) DSCALE_RATE_1(op, src, reg, 23)
-// The VEX forms reach registers 0-15 only: 12 accumulators (0-11), each taking two of the 24.
+// 12 accumulators: registers 0-11, or 12-23.
 #define DSCALE_RATE_12(op, src, reg)                                                            \
   DSCALE_RATE_1(op, src, reg, 0)  DSCALE_RATE_1(op, src, reg, 1)  DSCALE_RATE_1(op, src, reg, 2)  \
   DSCALE_RATE_1(op, src, reg, 3)  DSCALE_RATE_1(op, src, reg, 4)  DSCALE_RATE_1(op, src, reg, 5)  \
   DSCALE_RATE_1(op, src, reg, 6)  DSCALE_RATE_1(op, src, reg, 7)  DSCALE_RATE_1(op, src, reg, 8)  \
   DSCALE_RATE_1(op, src, reg, 9)  DSCALE_RATE_1(op, src, reg, 10) DSCALE_RATE_1(op, src, reg, 11)
+#define DSCALE_RATE_12_HIGH(op, src, reg)                                                       \
+  DSCALE_RATE_1(op, src, reg, 12) DSCALE_RATE_1(op, src, reg, 13) DSCALE_RATE_1(op, src, reg, 14) \
+  DSCALE_RATE_1(op, src, reg, 15) DSCALE_RATE_1(op, src, reg, 16) DSCALE_RATE_1(op, src, reg, 17) \
+  DSCALE_RATE_1(op, src, reg, 18) DSCALE_RATE_1(op, src, reg, 19) DSCALE_RATE_1(op, src, reg, 20) \
+  DSCALE_RATE_1(op, src, reg, 21) DSCALE_RATE_1(op, src, reg, 22) DSCALE_RATE_1(op, src, reg, 23)
+// 24 accumulators (registers 0-23), the sources in registers 30 and 31 (EVEX forms).
+#define DSCALE_RATE_24(op, src, reg) DSCALE_RATE_12(op, src, reg) DSCALE_RATE_12_HIGH(op, src, reg)
+// The VEX forms reach registers 0-15 only: 12 accumulators, each taking two of the 24.
 #define DSCALE_RATE_12X2(op, src, reg) DSCALE_RATE_12(op, src, reg) DSCALE_RATE_12(op, src, reg)
 
 #define DSCALE_CLOBBER_ZMM                                                                     \
@@ -118,6 +116,7 @@ DSCALE_RATE_LOOP(DotInt8YmmVex, "avx2,avxvnni", DSCALE_ZERO_VEX,
 #undef DSCALE_RATE_24
 #undef DSCALE_RATE_12X2
 #undef DSCALE_RATE_12
+#undef DSCALE_RATE_12_HIGH
 #undef DSCALE_RATE_1
 #undef DSCALE_CLOBBER_ZMM
 #undef DSCALE_CLOBBER_YMM

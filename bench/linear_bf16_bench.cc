@@ -318,17 +318,27 @@ std::vector<double> BestAlternating(size_t columns, int trials,
   return seconds;
 }
 
+// `rows` rows of random activations as wide as the layer's widest input, and room for `rows` rows
+// of its widest output.
+std::vector<float> RandomActivations(const LayerShape& shape, int64_t rows) {
+  std::vector<float> x(rows * std::max(shape.hidden, shape.intermediate));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> unit;
+  for (float& v : x) v = unit(rng);
+  return x;
+}
+std::vector<float> OutputRows(const LayerShape& shape, int64_t rows) {
+  return std::vector<float>(rows *
+                            std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
+}
+
 // --int8-activations 1: the quantised layer with f32 activations against int8 ones.
 void RunInt8Activations(const Args& args) {
   const LayerShape& shape = args.shape;
   const std::vector<Matrix> layer = LayerMatrices(shape);
   const std::vector<int64_t> row_counts = {1, 2, 3, 4, 6, 8, 10, 12, 14, 16};
   const int64_t max_rows = row_counts.back();
-  std::vector<float> x(max_rows * std::max(shape.hidden, shape.intermediate)),
-      y(max_rows * std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
-  std::mt19937 rng(3);
-  std::normal_distribution<float> unit;
-  for (float& v : x) v = unit(rng);
+  std::vector<float> x = RandomActivations(shape, max_rows), y = OutputRows(shape, max_rows);
   const std::vector<cpu::Int8DotIsa> dot_isas = VectorVariants(cpu::SupportedInt8DotIsas());
   // Where the CPU has AVX-512, the AVX2 f32 tiles too: what an AVX2 machine's int8 variants
   // (avx2, avxvnni) compete with there.
@@ -408,12 +418,7 @@ void RunInt4(const Args& args) {
       int4.push_back(std::move(q));
     }
   }
-  const int64_t max_rows = 16;
-  std::vector<float> x(max_rows * std::max(shape.hidden, shape.intermediate)),
-      y(max_rows * std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
-  std::mt19937 rng(3);
-  std::normal_distribution<float> unit;
-  for (float& v : x) v = unit(rng);
+  std::vector<float> x = RandomActivations(shape, 16), y = OutputRows(shape, 16);
   const double bandwidth = bench::ReadBandwidth();
   std::printf(
       "%s layer (qkv, o, gate_up, down) x 4 copies, int8 activations: int8 weights (%.0f MB) "
@@ -500,12 +505,7 @@ void RunRoofs(const Args& args) {
   std::printf("%5s", "rows");
   for (const char* name : names) std::printf(" %9s ms %8s", name, "of roof");
   std::printf("\n");
-  const int64_t max_rows = 16;
-  std::vector<float> x(max_rows * std::max(shape.hidden, shape.intermediate)),
-      y(max_rows * std::max(2 * shape.intermediate, shape.q_dim + 2 * shape.kv_dim));
-  std::mt19937 rng(3);
-  std::normal_distribution<float> unit;
-  for (float& v : x) v = unit(rng);
+  std::vector<float> x = RandomActivations(shape, 16), y = OutputRows(shape, 16);
   for (const int64_t rows : {1, 2, 4, 8, 16}) {
     const std::vector<double> seconds = BestAlternating(3, 10, [&](size_t column) {
       for (const Quantized& m : layers) {

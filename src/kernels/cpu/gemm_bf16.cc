@@ -522,6 +522,15 @@ struct DotRows {
   }
 };
 
+// run.template operator()<kRows>() for kRows = height, 1 … kMax.
+template <int kMax = 6, typename Run>
+__attribute__((always_inline)) inline void WithTileHeight(int64_t height, Run run) {
+  if constexpr (kMax > 1) {
+    if (height < kMax) return WithTileHeight<kMax - 1>(height, run);
+  }
+  run.template operator()<kMax>();
+}
+
 // Output o alone for the tile of `height` rows from row r (the same sums as in a group).
 template <int kRows>
 DSCALE_AVX512BF16 void OneOutputDot(const uint16_t* x, const uint16_t* w, float* y, int64_t in,
@@ -540,26 +549,9 @@ DSCALE_AVX512BF16 void TiledDot(const uint16_t* x, const uint16_t* w, float* y, 
   for (; o < o_end; ++o) {
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = TileHeight(rows, tiles, t);
-      switch (height) {
-        case 6:
-          OneOutputDot<6>(x, w, y, in, out, accumulate, r, o);
-          break;
-        case 5:
-          OneOutputDot<5>(x, w, y, in, out, accumulate, r, o);
-          break;
-        case 4:
-          OneOutputDot<4>(x, w, y, in, out, accumulate, r, o);
-          break;
-        case 3:
-          OneOutputDot<3>(x, w, y, in, out, accumulate, r, o);
-          break;
-        case 2:
-          OneOutputDot<2>(x, w, y, in, out, accumulate, r, o);
-          break;
-        default:
-          OneOutputDot<1>(x, w, y, in, out, accumulate, r, o);
-          break;
-      }
+      WithTileHeight(height, [&]<int kRows>() DSCALE_AVX512BF16 {
+        OneOutputDot<kRows>(x, w, y, in, out, accumulate, r, o);
+      });
       r += height;
     }
   }
