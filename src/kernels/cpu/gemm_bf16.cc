@@ -391,8 +391,6 @@ __attribute__((always_inline)) inline void TileRows(const T* x, const W* wo, flo
   }
 }
 
-// Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows, in the tiles of
-// TileCount and TileHeight. Returns the first output left over.
 // The AVX-512 tiles' partition of `rows` rows: the fewest tiles of at most 6, of heights differing
 // by at most one (8 rows: 4 + 4, not 6 + 2, whose 2-row tile would run at half the FMA rate),
 // the taller first.
@@ -401,6 +399,9 @@ inline int64_t TileHeight(int64_t rows, int64_t tiles, int64_t t) {
   return rows / tiles + (t < rows % tiles ? 1 : 0);
 }
 
+// Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows, in the tiles of
+// TileCount and TileHeight (only each group's first tile prefetches). Returns the first output
+// left over.
 template <typename Rows, typename T, typename W>
 __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w, float* y,
                                                           int64_t rows, int64_t in, int64_t out,
@@ -442,8 +443,9 @@ DSCALE_AVX512 void TiledAvx512(const float* x, const W* w, float* y, int64_t row
 // lines of a step one after another (zeros past the inputs' end, to a whole step), so that a tile
 // reads its activations as one sequential stream beside its 4 weight rows. Read row by row, a
 // verify's 16 rows were 6 more streams, which the prefetchers did not keep in L1 once the rows
-// outgrew it: 0.6-0.7 of the dot-product rate at 2,048 inputs and 0.4 at 6,144, against
-// 0.65-0.7 packed (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels against them").
+// outgrew it: a tile copy, one core, 18 rows, ran at 0.5-0.55 of the core's dot-product rate at
+// 2,048 inputs and 0.43 at 6,144, against 0.6-0.7 packed (docs/BENCHMARKS.md, "AMD Zen 5: the
+// limits, and the kernels against them").
 
 // Inputs a packed step holds: the inputs rounded up to a whole step.
 inline int64_t PackedInputs(int64_t in) {
