@@ -618,6 +618,7 @@ DSCALE_AVX512VNNI void Int4Vnni512(const QuantRows& xq, const Int4Panel& p, floa
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(p.groups)));
+  // The scales' view PanelScales512 reads (it reads no weights).
   const Panel scales{.w = nullptr,
                      .scales = p.scales,
                      .in = 0,
