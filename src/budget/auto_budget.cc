@@ -97,7 +97,7 @@ int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
   // safe choice, and probes keep gathering evidence at their own small cost.
   ramp_ = Ramp::kDone;
   if (gain_set_ && MeasuredGain(requests) > 1 + options_.margin) return fed;
-  SwitchToPlain();
+  SwitchToPlain(/*detach=*/true);
   return 0;
 }
 
@@ -254,7 +254,9 @@ void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
   run_s_ += step_s;
   if (sample.drafted == 0) {
     ++plain_steps_;
-    if (ramp_waiting_) explore_loss_s_ += sample.feed_s;
+    // Feeding without drafting (a ramp step waiting for the budget; a pause's or a probe's
+    // requests between their drafted steps) is what plain decoding would not pay.
+    if (ramp_waiting_ || mode_ == AutoMode::kPlain) explore_loss_s_ += sample.feed_s;
     ramp_waiting_ = false;
     return;
   }
@@ -311,7 +313,7 @@ void AutoBudget::AdvanceRamp(const StepSample& sample) {
   ramp_losing_steps_ = draft_known && gain_ < 1 - options_.margin ? ramp_losing_steps_ + 1 : 0;
   if (ramp_losing_steps_ >= 2) {
     ramp_ = Ramp::kDone;
-    SwitchToPlain();
+    SwitchToPlain(/*detach=*/true);
     return;
   }
   const bool slowed = LooksSlowed(sample);
@@ -373,17 +375,22 @@ int32_t AutoBudget::NextRampRequests(int32_t n, int32_t requests) const {
   return next;
 }
 
+// Leaving speculation after it paid is a pause: the running requests keep their draft contexts
+// and are probed like a probe's requests, so a stretch of hard drafts does not end speculation
+// for good (a request can be fed again only from its admission: at one request, the rest of it
+// would decode plainly). Only a pause whose probes fail drops them.
 void AutoBudget::UpdateMode() {
   if (mode_ == AutoMode::kSpeculate && gain_ < 1 - options_.margin) {
-    SwitchToPlain();
+    SwitchToPlain(/*detach=*/false);
+    probe_steps_ = 0;
   } else if (mode_ == AutoMode::kPlain && gain_ > 1 + options_.margin) {
     mode_ = AutoMode::kSpeculate;
   }
 }
 
-void AutoBudget::SwitchToPlain() {
+void AutoBudget::SwitchToPlain(bool detach) {
   mode_ = AutoMode::kPlain;
-  detach_ = true;
+  detach_ = detach;
   admissions_ = 0;
   probe_period_ = options_.probe_period;
 }

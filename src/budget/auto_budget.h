@@ -94,7 +94,8 @@ class AutoBudget {
   // After the step: its timings, and the tokens the drafted requests committed.
   void Record(const StepSample& sample, int64_t drafted_committed);
 
-  // True once after each switch to plain: the caller stops feeding the running requests.
+  // True once after each switch to plain that drops the draft contexts, and after a failed
+  // probe or pause: the caller stops feeding the running requests.
   bool TakeDetach();
 
   AutoMode mode() const { return mode_; }
@@ -136,7 +137,8 @@ class AutoBudget {
   bool RampCanWait(int64_t n, int64_t rows, int32_t requests) const;
   // Seconds per token of plain decoding with `requests` running (the fitted V(N) / N).
   double PlainSecondsPerToken(int32_t requests) const;
-  void SwitchToPlain();
+  // detach: the running requests drop their draft contexts now (TakeDetach); otherwise a pause.
+  void SwitchToPlain(bool detach);
   // Realized / predicted speculative tokens (smoothed), in [0.25, 2]; 1 before any evidence.
   double Calibration() const;
   void UpdateMode();

@@ -17,7 +17,12 @@ namespace {
 // draws in the order each request is drafted, same predictor noise) and see the same timing
 // noise at the same step. Without this a comparison between policies measures mostly which
 // requests each run happened to draw.
-enum StreamKind : uint64_t { kRequestStream = 1, kPredictorStream = 2, kTimingStream = 3 };
+enum StreamKind : uint64_t {
+  kRequestStream = 1,
+  kPredictorStream = 2,
+  kTimingStream = 3,
+  kStretchStream = 4
+};
 
 dvl::DeterministicRandom Stream(uint64_t seed, StreamKind kind, uint64_t index) {
   return dvl::DeterministicRandom(
@@ -25,7 +30,8 @@ dvl::DeterministicRandom Stream(uint64_t seed, StreamKind kind, uint64_t index) 
 }
 
 struct SimRequest {
-  double acceptance = 0;
+  uint64_t index = 0;     // admission order
+  double acceptance = 0;  // α_r
   int32_t produced = 0;
   bool fed = true;
   dvl::DeterministicRandom accept_rng{0};     // acceptance draws of this request
@@ -63,7 +69,8 @@ class Loop {
   SimRequest Admit() {
     const uint64_t index = admitted_++;
     AddPromptOccupancy();
-    SimRequest r{.fed = policy_.kind == SimulatedPolicy::kAuto
+    SimRequest r{.index = index,
+                 .fed = policy_.kind == SimulatedPolicy::kAuto
                             ? auto_->FeedNewRequest()
                             : policy_.kind != SimulatedPolicy::kPlain,
                  .accept_rng = Stream(o_.seed, kRequestStream, index),
@@ -102,10 +109,19 @@ class Loop {
     return noise;
   }
 
+  // Request r's acceptance at its current token: α_r, or hard_acceptance in a hard stretch.
+  double AcceptanceNow(const SimRequest& r) const {
+    if (pair_.hard_share <= 0) return r.acceptance;
+    const auto stretch = static_cast<uint64_t>(r.produced / pair_.hard_stretch_tokens);
+    dvl::DeterministicRandom rng = Stream(o_.seed, kStretchStream, (r.index << 24) + stretch);
+    return rng.NextUniform() < pair_.hard_share ? pair_.hard_acceptance : r.acceptance;
+  }
+
   // Drafts accepted by request r when verifying k rows: y with P(y ≥ j) = α^j, capped.
   int32_t Accepted(SimRequest& r, int32_t k) {
+    const double acceptance = AcceptanceNow(r);
     int32_t y = 0;
-    while (y < o_.width - 1 && r.accept_rng.NextUniform() < r.acceptance) ++y;
+    while (y < o_.width - 1 && r.accept_rng.NextUniform() < acceptance) ++y;
     return std::min(y, k - 1);
   }
 
@@ -115,7 +131,7 @@ class Loop {
     probs_.assign(drafted.size() * (w - 1), 0.0f);
     for (size_t i = 0; i < drafted.size(); ++i) {
       const double a =
-          std::clamp(drafted[i]->acceptance *
+          std::clamp(AcceptanceNow(*drafted[i]) *
                          (1 + pair_.predictor_noise * drafted[i]->predictor_rng.NextNormal()),
                      0.0, 0.999);
       double p = 1;
@@ -271,6 +287,16 @@ SimulatedPair Cpu17BRealisticPair() {
           .draft_seconds = [](int64_t n) { return 11e-3 + 100e-3 * double(n); },
           .acceptance_lo = 0.3,
           .acceptance_hi = 0.87};
+}
+
+SimulatedPair CpuZen5ShapedPair() {
+  return {.verify_seconds = [](int64_t r) { return 81e-3 + 5.2e-3 * double(r); },
+          .draft_seconds = [](int64_t n) { return 36e-3 * double(n); },
+          .acceptance_lo = 0.6,
+          .acceptance_hi = 0.9,
+          .hard_share = 0.25,
+          .hard_stretch_tokens = 16,
+          .hard_acceptance = 0.1};
 }
 
 SimulatedPair CpuA3BShapedPair() {

@@ -34,6 +34,13 @@ struct SimulatedPair {
   double noise = 0.05;  // σ of the lognormal factor
   double outlier_share = 0.02;
   double acceptance_lo = 0.6, acceptance_hi = 0.95;  // α_r uniform in [lo, hi]
+  // Stretches of a text its drafter gets wrong (a calculation, a name): each run of
+  // hard_stretch_tokens tokens of a request is hard with probability hard_share, and there
+  // accepts at hard_acceptance instead of α_r. The predictor sees it, as a drafter's confidence
+  // falls with its acceptance.
+  double hard_share = 0;
+  int32_t hard_stretch_tokens = 16;
+  double hard_acceptance = 0.1;
   double predictor_noise = 0.1;
   SimulatedExperts experts;  // a mixture of experts, or none (experts 0)
 };
@@ -61,6 +68,13 @@ SimulatedPair Cpu17BShapedPair();
 // (1.2% reach the cap, 15); τ 2.67 at 8 rows. Here speculating pays at one request (4–8 rows)
 // and not at two or more.
 SimulatedPair Cpu17BRealisticPair();
+// The bundled pair inflated to Qwen3-1.7B's shape on a 2-vCPU AMD Zen 5 (docs/BENCHMARKS.md,
+// "AMD Zen 5: the limits, and the kernels against them", one request, rounded): a plain step
+// 86 ms, V(r) = 81 + 5.2·r ms (120 at 8 rows, 165 at 16), drafting 36 ms a request; the trained
+// pair's GSM8K acceptance (τ 4 at full width) with α in [0.6, 0.9], and a quarter of its
+// 16-token stretches hard (α 0.1). Speculation pays here at one request over a whole text, not
+// within its hard stretches.
+SimulatedPair CpuZen5ShapedPair();
 // The bundled pair inflated to Qwen3-30B-A3B's width at 10 layers on the same 2-vCPU Xeon
 // (docs/BENCHMARKS.md, "The whole model at Qwen3-30B-A3B's width", rounded): 128 experts, top 8;
 // a verify step 30 ms + 4.2 ms per distinct expert per layer (64 ms plain at one request, 280 at
