@@ -266,11 +266,11 @@ TEST(AutoBudgetTest, FindsTheBestPolicyOnA17BShapedCpuPairWithRealisticAcceptanc
 
 // One request at a time on the 1.7B shape on an AMD Zen 5 (CpuZen5ShapedPair), where a quarter
 // of each text's 16-token stretches are hard for the drafter: speculation pays over a text (the
-// best fixed policy 1.3-1.5× plain) but not within a hard stretch, where the smoothed gain falls
-// below 1 − margin. Leaving speculation there is a pause: the request keeps its draft context
-// and the probes bring it back once the stretch ends. When the switch dropped the draft context
-// instead, the request decoded plainly to its end (it could be fed again only from its
-// admission): auto 0.78-0.90× the best other policy per seed, 0.84× on average; now 0.80-1.07×,
+// best fixed policy 1.13-1.40× plain over the seeds) but not within a hard stretch, where the
+// smoothed gain falls below 1 − margin. Leaving speculation there is a pause: the request keeps its
+// draft context and the probes bring it back once the stretch ends. When the switch dropped the
+// draft context instead, the request decoded plainly to its end (it could be fed again only from
+// its admission): auto 0.78-0.90× the best other policy per seed, 0.84× on average; now 0.80-1.07×,
 // 0.95× on average (the lowest seeds: a first request too poor for the cold start to find
 // speculation, which ends in plain decoding and detached contexts as before).
 TEST(AutoBudgetTest, PausesThroughHardStretchesWhereSpeculationPaysOverATextAtOneRequest) {
