@@ -106,7 +106,10 @@ def text_config(config):
 
 
 def rope_theta(cfg):
-    return float(cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta"))
+    theta = cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta")
+    if theta is None:
+        sys.exit("to_gguf.py: config.json: no rope_theta (nor rope_parameters.rope_theta)")
+    return float(theta)
 
 
 def partial_rotary(cfg):

@@ -382,7 +382,6 @@ int32_t AutoBudget::NextRampRequests(int32_t n, int32_t requests) const {
 void AutoBudget::UpdateMode() {
   if (mode_ == AutoMode::kSpeculate && gain_ < 1 - options_.margin) {
     SwitchToPlain(/*detach=*/false);
-    probe_steps_ = 0;
   } else if (mode_ == AutoMode::kPlain && gain_ > 1 + options_.margin) {
     mode_ = AutoMode::kSpeculate;
   }
@@ -391,6 +390,7 @@ void AutoBudget::UpdateMode() {
 void AutoBudget::SwitchToPlain(bool detach) {
   mode_ = AutoMode::kPlain;
   detach_ = detach;
+  probe_steps_ = 0;  // a pause is probed from its first drafted step
   admissions_ = 0;
   probe_period_ = options_.probe_period;
 }
