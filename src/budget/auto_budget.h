@@ -82,8 +82,9 @@ class AutoBudget {
 
   // At admission: whether the new request gets a draft context.
   bool FeedNewRequest();
-  // Before drafting, with `fed` of the step's `requests` holding a draft context: how many of
-  // the fed requests this step drafts (0: a plain step), in [0, fed].
+  // Before drafting, with `fed` of the step's `requests` able to use a draft (a draft context
+  // and more than one token left): how many of the fed requests this step drafts (0: a plain step),
+  // in [0, fed].
   int32_t DraftCount(int32_t fed, int32_t requests);
   // What the curve's draft rows cost at each position in a request (ExpectedTokensCurve's
   // row_costs): a sparse target's experts they add (expert_cost_model.h); empty otherwise.

@@ -34,6 +34,9 @@ struct RequestState {
   int32_t anchor() const { return tokens.back(); }
   // The output so far: held once, in `tokens`, and copied into the result at retirement.
   std::span<const int32_t> output() const { return std::span(tokens).subspan(prompt_len); }
+  // The output tokens it may still commit (max_tokens less the output so far; ≥ 1 while
+  // decoding): a verification of more rows than this commits no more.
+  int32_t tokens_left() const { return params.max_tokens - static_cast<int32_t>(output().size()); }
 };
 
 }  // namespace dscale

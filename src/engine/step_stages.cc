@@ -78,15 +78,18 @@ bool Engine::SelectDecoding() {
     step_.requests.push_back(r.get());
   }
   if (step_.requests.empty()) return false;
-  // The planner says how many of the requests with a draft context are drafted this step (the
-  // first ones in batch order); the others verify their anchor only, and all stay fed.
-  int32_t fed = 0;
-  for (const RequestState* r : step_.requests) fed += r->draft_context ? 1 : 0;
+  // The planner says how many of the requests that can use a draft — a draft context and more
+  // than one token left to commit — are drafted this step (the first ones in batch order); the
+  // others verify their anchor only, and all stay fed.
+  const auto draftable = [](const RequestState* r) {
+    return r->draft_context && r->tokens_left() > 1;
+  };
+  const auto fed = static_cast<int32_t>(std::ranges::count_if(step_.requests, draftable));
   const int32_t to_draft = fed > 0 ? planner_.DraftCount(fed, step_.size()) : 0;
   DSCALE_CHECK(to_draft >= 0 && to_draft <= fed);
   step_.drafted.assign(step_.requests.size(), 0);
   for (size_t i = 0; i < step_.requests.size() && step_.drafted_count < to_draft; ++i) {
-    if (!step_.requests[i]->draft_context) continue;
+    if (!draftable(step_.requests[i])) continue;
     step_.drafted[i] = 1;
     ++step_.drafted_count;
   }
@@ -114,7 +117,9 @@ Status Engine::Draft() {
 }
 
 // Decide: each request's block — [anchor, candidates…] when drafted, the anchor alone
-// otherwise — and the planner's k_i rows of it, packed (with the blocks' capture layers).
+// otherwise — and the planner's k_i rows of it, packed (with the blocks' capture layers). A
+// block holds no more rows than the request's tokens_left: k verified rows commit at most k
+// tokens, so rows past the end of its output would be verified for nothing.
 Status Engine::Decide() {
   StepBatch& blocks = step_.blocks;
   blocks.Clear();
@@ -125,7 +130,8 @@ Status Engine::Decide() {
     blocks.AddRow(r.anchor(), cache_.Slot(r.seq, r.committed), /*logits=*/true);
     if (!step_.drafted[i]) continue;
     const int32_t* candidates = drafts.tokens.data() + d++ * drafts.candidates;
-    for (int32_t j = 1; j <= drafts.candidates; ++j) {
+    const int32_t kept = std::min(drafts.candidates, r.tokens_left() - 1);
+    for (int32_t j = 1; j <= kept; ++j) {
       blocks.AddRow(candidates[j - 1], cache_.Slot(r.seq, r.committed + j), /*logits=*/true);
     }
   }

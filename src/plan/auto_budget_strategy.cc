@@ -24,7 +24,7 @@ double AutoBudgetStrategy::DraftSeconds(const StrategyInput& in) const {
 Status AutoBudgetStrategy::Decide(const StrategyInput& in, std::span<int32_t> k) {
   const int64_t n = in.requests(), rows = in.drafted_requests;
   if (rows == 0) return Status::Ok();  // a plain step: every k_i stays 1
-  scores_.Compute(in.drafts, rows, /*live_count=*/n);
+  scores_.Compute(in);
   const double draft_s = DraftSeconds(in);
   dvl::ExpectedTokensCurve(scores_.q(), rows, dvl::kBlockWidth, &curve_, auto_.RowCosts());
   const int64_t m = auto_.ChooseRows(curve_, n - rows, draft_s);

@@ -4,10 +4,12 @@
 
 namespace dscale {
 
-const float* DSparkStrategy::Survival(const DraftOutput& drafts, int64_t n) {
+const float* DSparkStrategy::Survival(const StrategyInput& in) {
+  const DraftOutput& drafts = in.drafts;
+  const int64_t n = in.drafted_requests;
   if (scores_.has_value()) {
-    scores_->Compute(drafts, n, /*live_count=*/n);
-    return scores_->q();
+    scores_->Compute(in);
+    return ScoresForEveryRequest(in, width_, scores_->q(), &all_survival_);
   }
   const int positions = width_ - 1;
   DSCALE_CHECK_MSG(drafts.confidence.size() >= static_cast<size_t>(n * positions),
@@ -15,13 +17,13 @@ const float* DSparkStrategy::Survival(const DraftOutput& drafts, int64_t n) {
   survival_.resize(static_cast<size_t>(n * width_));
   budget::SurvivalFromConfidence(drafts.confidence.data(), n, positions, calibration_,
                                  survival_.data());
-  return survival_.data();
+  ZeroPastSpans(in, width_, survival_.data());
+  return ScoresForEveryRequest(in, width_, survival_.data(), &all_survival_);
 }
 
 Status DSparkStrategy::Decide(const StrategyInput& in, std::span<int32_t> k) {
   const int64_t n = in.requests();
-  DSCALE_CHECK(in.drafted_requests == n);
-  const float* q = Survival(in.drafts, n);
+  const float* q = Survival(in);
   const budget::SpsTable& sps = *sps_;
   budget::DSparkWalk(
       q, n, width_, [&sps](int64_t b) { return sps.StepsPerSecond(b); }, &scratch_, k.data());

@@ -1,8 +1,8 @@
 #pragma once
 // --spec dspark: DSpark's scheduler (budget/dspark_walk.h). Every request's drafts are ranked by
 // their survival and the walk takes them while the steps-per-second table says throughput still
-// grows. Every request must be drafted. Survival comes from one of two places, chosen when the
-// engine is made (MakeLengthStrategy):
+// grows. Every request is drafted but one with a single token left (its anchor alone). Survival
+// comes from one of two places, chosen when the engine is made (MakeLengthStrategy):
 //   - the drafter's confidence head (DSpark's drafter): a_k = Π_{j≤k} σ(l_j / T_j) with the STS
 //     temperatures of its calibration (budget/confidence_survival.h) — DSpark as published;
 //   - DScale's predictor (any drafter of block 16): its prefix scores, "DSpark's scheduler on the
@@ -35,12 +35,14 @@ class DSparkStrategy final : public LengthStrategy {
   Status Decide(const StrategyInput& in, std::span<int32_t> k) override;
 
  private:
-  // The prefix survival q [n, W] of this step's drafts.
-  const float* Survival(const DraftOutput& drafts, int64_t n);
+  // The prefix survival q [n, W] of this step's requests (0 past a span cut short; a request
+  // without drafts, which has one token left, survives at its anchor only).
+  const float* Survival(const StrategyInput& in);
 
   std::optional<PredictorScores> scores_;  // set: rank by the predictor
   budget::ConfidenceCalibration calibration_;
-  std::vector<float> survival_;  // [n, W] from the confidence head
+  std::vector<float> survival_;      // [drafted, W] from the confidence head
+  std::vector<float> all_survival_;  // [n, W] where some request has no drafts
   const budget::SpsTable* sps_;
   int32_t width_;
   budget::DSparkScratch scratch_;

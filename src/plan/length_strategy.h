@@ -51,13 +51,16 @@ class LengthStrategy {
   virtual double CapacityFraction(int32_t width) const = 0;
 
   // Writes k [n] for the step's n requests. k arrives filled with 1 (the anchor alone); each
-  // k_i must end in [1, span i's rows] with Σ k_i within CapacityFraction's share.
+  // k_i must end in [1, W] with Σ k_i within CapacityFraction's share. A drafted span holds
+  // fewer than W rows when the request's output ends within the block; the planner clamps k_i
+  // to span i's rows, and the predictor's scores are 0 past it (plan/predictor_scores.h).
   virtual Status Decide(const StrategyInput& in, std::span<int32_t> k) = 0;
 
   // At admission: whether the new request's context is fed to the drafter.
   virtual bool FeedNewRequest() { return true; }
-  // Before drafting, with `fed` of the step's `requests` holding a draft context: how many of
-  // them this step drafts (the first ones in batch order).
+  // Before drafting, with `fed` of the step's `requests` able to use a draft (a draft context
+  // and more than one token left): how many of them this step drafts (the first ones in batch
+  // order).
   virtual int32_t DraftCount(int32_t fed, int32_t /*requests*/) { return fed; }
   // After the step: its timings and the tokens the drafted requests committed.
   virtual void Record(const budget::StepSample& /*sample*/, int64_t /*drafted_committed*/) {}

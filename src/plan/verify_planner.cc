@@ -1,5 +1,6 @@
 #include "plan/verify_planner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -16,6 +17,13 @@ int64_t DraftedRequests(std::span<const uint8_t> drafted, int64_t n) {
   int64_t rows = 0;
   for (uint8_t d : drafted) rows += d;
   return rows;
+}
+
+// A policy's k_i may reach past a span cut short where the request's output ends (Algorithm 1
+// grows into rows scored 0 once every scored row is taken); those rows could commit nothing.
+void ClampToSpans(const StepBatch& blocks, std::span<int32_t> k) {
+  const std::span<const StepSpan> spans = blocks.spans();
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::min(k[i], spans[i].q_len);
 }
 
 }  // namespace
@@ -50,6 +58,7 @@ Result<const StepBatch*> VerifyPlanner::Plan(const StepBatch& blocks, const Draf
                          .started = started};
   k_.assign(n, 1);
   DSCALE_RETURN_IF_ERROR(strategy_->Decide(in, k_));
+  ClampToSpans(blocks, k_);
   DSCALE_RETURN_IF_ERROR(dvl::Pack(blocks, k_, bucket));
   StepBatch& packed = bucket->batch();
   packed.capture_layers = blocks.capture_layers;

@@ -30,8 +30,9 @@ class VerifyPlanner {
   // At admission: whether the new request's context is fed to the drafter (always, except for
   // auto while plain decoding pays better).
   bool FeedNewRequest() { return strategy_->FeedNewRequest(); }
-  // Before drafting, with `fed` of the step's `requests` holding a draft context: how many of
-  // them this step drafts (the first ones in batch order; all but auto: every fed one).
+  // Before drafting, with `fed` of the step's `requests` able to use a draft (a draft context
+  // and more than one token left): how many of them this step drafts (the first ones in batch
+  // order; all but auto: every fed one).
   int32_t DraftCount(int32_t fed, int32_t requests) { return strategy_->DraftCount(fed, requests); }
 
   // Decides k for the n requests of `blocks` (one span per request: [anchor, candidates…] for a

@@ -75,12 +75,13 @@ INSTANTIATE_TEST_SUITE_P(KvDtypes, EngineKvDtypeTest,
                          ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
 // The planted-error drafter proposes the true greedy continuation with one wrong token per step;
-// the accepted count must equal the drafts before that error (capped by the rows verified).
+// the accepted count must equal the drafts before that error, capped by the rows verified: the
+// policy's, and no more than the tokens the request may still commit.
 TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
   const auto prompts = RandomPrompts(24, target_.config().vocab_size, 2);
   const int32_t max_tokens = 40;
   // The continuation past EOS too: the last step may verify drafts beyond the stop token.
-  const auto expected = Reference(prompts, max_tokens + 16, /*ignore_eos=*/true);
+  const auto expected = Reference(prompts, max_tokens, /*ignore_eos=*/true);
   for (const std::string mode : {"dflash", "fixed:4", "fixed:9"}) {
     testing::PlantedDrafter drafter(target_, 16, /*salt=*/7);
     const LengthPolicy policy = LengthPolicy::Parse(mode).value();
@@ -101,7 +102,8 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
       size_t produced = 1;
       for (int32_t accepted : run.results[i].accepted) {
         const int32_t error = drafter.ErrorPosition(context);
-        EXPECT_EQ(accepted, std::min(error - 1, rows - 1)) << mode;
+        const auto tokens_left = static_cast<int32_t>(max_tokens - produced);
+        EXPECT_EQ(accepted, std::min({error - 1, rows - 1, tokens_left - 1})) << mode;
         (accepted >= 8 ? long_accepts : short_accepts)++;
         context.insert(context.end(), truth.begin() + produced,
                        truth.begin() + produced + accepted + 1);
@@ -448,27 +450,38 @@ TEST_P(DScaleEngineKvDtypeTest, GreedyOutputEqualsPlainDecodingAtHighConcurrency
 INSTANTIATE_TEST_SUITE_P(KvDtypes, DScaleEngineKvDtypeTest,
                          ::testing::Values(KvDtype::kBf16, KvDtype::kF32), testing::KvDtypeCase);
 
-// Every decode step verifies exactly W·N/2 rows, and the lengths differ between requests.
+// Every decode step verifies W·N/2 rows — fewer only where the requests' blocks, cut at the
+// tokens each may still commit, hold fewer — and the lengths differ between requests.
 TEST_F(DScaleEngineTest, VerifiesHalfTheBlockCapacityEveryStep) {
   const auto prompts = RandomPrompts(24, target_.config().vocab_size, 8);
   testing::PlantedDrafter planted(target_, 16, /*salt=*/6);
+  constexpr int32_t kMaxTokens = 30;
+  std::map<RequestId, int32_t> produced;  // output tokens before the step (the first: prefill's)
+  int64_t steps_seen = 0, cut_steps = 0;
   EngineConfig config{.policy = LengthPolicy::Parse("dscale").value(),
                       .max_running = 16,
-                      .inputs = {.predictor = &predictor_}};
+                      .inputs = {.predictor = &predictor_},
+                      .on_step = [&](const StepRecord& step) {
+                        int64_t rows = 0, block_rows = 0;
+                        for (size_t i = 0; i < step.ids.size(); ++i) {
+                          const int32_t left =
+                              kMaxTokens - produced.try_emplace(step.ids[i], 1).first->second;
+                          EXPECT_LE(step.rows[i], left) << "a row past the output's end";
+                          rows += step.rows[i];
+                          block_rows += std::min(16, left);
+                          produced[step.ids[i]] += step.accepted[i] + 1;
+                        }
+                        const auto half = static_cast<int64_t>(8 * step.ids.size());
+                        EXPECT_EQ(rows, std::min(half, block_rows)) << "step " << step.step;
+                        ++steps_seen;
+                        cut_steps += block_rows < half ? 1 : 0;
+                      }};
   auto engine = Engine::Create(target_, &planted, config).value();
-  for (const auto& p : prompts) ASSERT_TRUE(engine->Submit(p, {.max_tokens = 30}).ok());
-  int64_t steps_seen = 0;
+  for (const auto& p : prompts) ASSERT_TRUE(engine->Submit(p, {.max_tokens = kMaxTokens}).ok());
+  ASSERT_TRUE(engine->RunToCompletion().ok());
   std::set<int32_t> accepted_lengths;
-  while (true) {
-    const int64_t before = engine->stats().decode_steps;
-    Result<bool> worked = engine->Step();
-    ASSERT_TRUE(worked.ok());
-    if (!*worked) break;
-    if (engine->stats().decode_steps == before) continue;
-    ++steps_seen;
-    EXPECT_EQ(engine->stats().last_step_rows, 8 * engine->stats().last_step_requests);
-  }
   EXPECT_GT(steps_seen, 5);
+  EXPECT_GT(cut_steps, 0);
   for (const RequestResult& r : engine->TakeFinished()) {
     accepted_lengths.insert(r.accepted.begin(), r.accepted.end());
   }

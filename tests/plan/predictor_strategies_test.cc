@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "plan/auto_budget_strategy.h"
 #include "plan/dscale_strategy.h"
 #include "plan/dspark_strategy.h"
+#include "plan/predictor_scores.h"
 #include "strategy_test_util.h"
 
 namespace dscale {
@@ -46,16 +48,42 @@ TEST(DScaleStrategyTest, SpendsExactlyTheBudget) {
   }
 }
 
-TEST(DScaleStrategyTest, RefusesAShortBlock) {
+// A block cut short where its request's output ends scores 0 past its rows, so Algorithm 1
+// spends the budget on the other blocks' rows before any of those.
+TEST(DScaleStrategyTest, SpendsTheBudgetOnRowsThatCanCommit) {
   const dvl::Predictor predictor = MakePredictor(3);
-  const StepBatch blocks = MakeBlocks({kW, 1});
-  const DraftOutput drafts = MakeDrafts(2, 5);
-  DScaleStrategy strategy(predictor, 0.5);
-  std::vector<int32_t> k(2, 1);
-  const Status status =
-      strategy.Decide({.blocks = blocks, .drafts = drafts, .drafted_requests = 2}, k);
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("every block must hold W = 16 rows, got 1"), std::string::npos);
+  for (const int32_t short_rows : {1, 2, 5}) {
+    const StepBatch blocks = MakeBlocks({kW, short_rows, kW});
+    const DraftOutput drafts = MakeDrafts(3, 5);
+    for (const double fraction : {0.5, 0.9}) {
+      DScaleStrategy strategy(predictor, fraction);
+      const std::vector<int32_t> k =
+          DecideAll(strategy, {.blocks = blocks, .drafts = drafts, .drafted_requests = 3});
+      const int64_t budget = dvl::BudgetFromFraction(3, kW, fraction).value();
+      SCOPED_TRACE(::testing::Message() << "short " << short_rows << ", fraction " << fraction);
+      // Only once every scored row is taken does the budget reach rows the planner drops.
+      const int64_t usable = kW + short_rows + kW;
+      if (budget <= usable) {
+        EXPECT_LE(k[1], short_rows);
+      }
+      EXPECT_EQ(k[0] + std::min(k[1], short_rows) + k[2], std::min(budget, usable));
+    }
+  }
+}
+
+TEST(PredictorScoresTest, ScoresZeroPastACutSpanOnly) {
+  const dvl::Predictor predictor = MakePredictor(4);
+  const StepBatch blocks = MakeBlocks({kW, 1, 4, kW});
+  const DraftOutput drafts = MakeDrafts(3, 9);
+  const std::vector<uint8_t> drafted = {1, 0, 1, 1};
+  PredictorScores scores(predictor);
+  scores.Compute({.blocks = blocks, .drafts = drafts, .drafted = drafted, .drafted_requests = 3});
+  // Rows of q: requests 0, 2 (4 rows) and 3.
+  for (int j = 0; j < kW; ++j) {
+    EXPECT_GT(scores.q()[j], 0.0f) << j;
+    EXPECT_EQ(scores.q()[kW + j] > 0.0f, j < 4) << j;
+    EXPECT_GT(scores.q()[2 * kW + j], 0.0f) << j;
+  }
 }
 
 TEST(AutoBudgetStrategyTest, DraftedRequestsGetOneToWRowsOthersTheirAnchor) {

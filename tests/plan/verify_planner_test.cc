@@ -85,6 +85,25 @@ TEST(VerifyPlannerTest, PacksTheStrategysRows) {
   EXPECT_FALSE(planner.AutoSnapshot().has_value());
 }
 
+// Every policy verifies no row past a span cut where its request's output ends: dflash's whole
+// block, fixed:K and dscale's allocation alike.
+TEST(VerifyPlannerTest, NoPolicyVerifiesPastACutSpan) {
+  const dvl::Predictor predictor = MakePredictor(6);
+  const StepBatch blocks = MakeBlocks({kW, 3, kW, 1});
+  const DraftOutput drafts = MakeDrafts(4, 41);
+  for (const char* spec : {"dflash", "fixed:8", "dscale"}) {
+    PlannerConfig config{.policy = LengthPolicy::Parse(spec).value(),
+                         .block = kW,
+                         .inputs = {.predictor = &predictor}};
+    config.inputs.verify_budget.fraction = 0.9;  // more than the two whole blocks can use
+    VerifyPlanner planner = VerifyPlanner::Create(config).value();
+    const StepBatch* packed = planner.Plan(blocks, drafts).value();
+    SCOPED_TRACE(spec);
+    EXPECT_LE(packed->spans()[1].q_len, 3);
+    EXPECT_EQ(packed->spans()[3].q_len, 1);
+  }
+}
+
 TEST(VerifyPlannerTest, RefusesACapacityAboveTheBlock) {
   const Result<VerifyPlanner> planner =
       VerifyPlanner::Create({.policy = LengthPolicy::Parse("fixed:8").value(), .block = 4});
