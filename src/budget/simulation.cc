@@ -34,6 +34,7 @@ struct SimRequest {
   double acceptance = 0;  // α_r
   int32_t produced = 0;
   bool fed = true;
+  int32_t k = 0;                              // rows verified this step when drafted; 0 when not
   dvl::DeterministicRandom accept_rng{0};     // acceptance draws of this request
   dvl::DeterministicRandom predictor_rng{0};  // the predictor's noise on this request
 };
@@ -125,7 +126,11 @@ class Loop {
     return std::min(y, k - 1);
   }
 
-  // Predicted prefix scores [n, W] for the drafted requests.
+  // Tokens request r may still commit (the engine's RequestState::tokens_left).
+  int32_t TokensLeft(const SimRequest& r) const { return o_.tokens_per_request - r.produced; }
+
+  // Predicted prefix scores [n, W] for the drafted requests, 0 past the tokens each may still
+  // commit (the engine cuts a block there).
   void Predict(const std::vector<SimRequest*>& drafted) {
     const int w = o_.width;
     probs_.assign(drafted.size() * (w - 1), 0.0f);
@@ -139,6 +144,9 @@ class Loop {
     }
     q_.resize(drafted.size() * w);
     dvl::PrefixScoresFromProbs(probs_.data(), static_cast<int64_t>(drafted.size()), w, q_.data());
+    for (size_t i = 0; i < drafted.size(); ++i) {
+      for (int j = TokensLeft(*drafted[i]); j < w; ++j) q_[i * w + j] = 0.0f;
+    }
   }
 
   int64_t ChooseRows(const std::vector<SimRequest*>& drafted, int64_t other, double draft_s) {
@@ -155,40 +163,45 @@ class Loop {
     const auto live = static_cast<int32_t>(requests_.size());
     const StepNoise noise = NoiseAt(step_index);
     SimulatedStep step{.mode = auto_ ? auto_->mode() : AutoMode::kSpeculate, .requests = live};
-    std::vector<SimRequest*> fed;
+    // Drafted: the first n_draft fed requests with more than one token left (as the engine's
+    // SelectDecoding); the other fed ones are fed but verify only their anchor, like the unfed.
+    std::vector<SimRequest*> fed, draftable;
     for (SimRequest& r : requests_) {
+      r.k = 0;
       if (r.fed) fed.push_back(&r);
+      if (r.fed && TokensLeft(r) > 1) draftable.push_back(&r);
     }
-    int32_t n_draft = policy_.kind == SimulatedPolicy::kPlain ? 0 : int32_t(fed.size());
+    int32_t n_draft = policy_.kind == SimulatedPolicy::kPlain ? 0 : int32_t(draftable.size());
     if (n_draft > 0 && policy_.kind == SimulatedPolicy::kAuto) {
       n_draft = auto_->DraftCount(n_draft, live);
     }
-    // The first n_draft fed requests are drafted; the other fed ones are fed but verify only
-    // their anchor, like the unfed ones.
-    std::vector<SimRequest*> drafted(fed.begin(), fed.begin() + n_draft);
+    std::vector<SimRequest*> drafted(draftable.begin(), draftable.begin() + n_draft);
     const bool draft = n_draft > 0;
-    std::vector<int32_t> k(fed.size(), 1);
     double draft_s = 0;
     if (draft) {
       draft_s = noise.draft * pair_.draft_seconds(n_draft);
       Predict(drafted);
       const int64_t other = live - n_draft;
-      step.drafted_rows = ChooseRows(drafted, other, draft_s);
+      const int64_t chosen = ChooseRows(drafted, other, draft_s);
       const std::vector<int32_t> drafted_k =
           policy_.kind == SimulatedPolicy::kFixed
               ? std::vector<int32_t>(n_draft, FixedRows())
-              : dvl::Allocate(q_.data(), n_draft, o_.width, step.drafted_rows).value().k;
-      std::copy(drafted_k.begin(), drafted_k.end(), k.begin());
+              : dvl::Allocate(q_.data(), n_draft, o_.width, chosen).value().k;
+      // No block reaches past the tokens its request may still commit (VerifyPlanner's clamp).
+      for (int32_t i = 0; i < n_draft; ++i) {
+        drafted[i]->k = std::min(drafted_k[i], TokensLeft(*drafted[i]));
+        step.drafted_rows += drafted[i]->k;
+      }
       step.drafted = n_draft;
     }
-    step.rows = live - n_draft + (draft ? step.drafted_rows : n_draft);
+    step.rows = live - n_draft + step.drafted_rows;
     int64_t fed_rows = 0, drafted_committed = 0;
-    for (size_t i = 0; i < fed.size(); ++i) {
-      const bool drafted_i = static_cast<int32_t>(i) < n_draft;
-      const int32_t tokens = (drafted_i ? Accepted(*fed[i], k[i]) : 0) + 1;
+    for (SimRequest* r : fed) {
+      const bool drafted_r = r->k > 0;
+      const int32_t tokens = (drafted_r ? Accepted(*r, r->k) : 0) + 1;
       fed_rows += tokens;
-      drafted_committed += drafted_i ? tokens : 0;
-      fed[i]->produced += tokens;
+      drafted_committed += drafted_r ? tokens : 0;
+      r->produced += tokens;
     }
     step.committed = live - static_cast<int64_t>(fed.size()) + fed_rows;
     for (SimRequest& r : requests_) {
@@ -198,8 +211,8 @@ class Loop {
     const SimulatedExperts& x = pair_.experts;
     double experts = 0;
     if (x.experts > 0) {
-      std::vector<int32_t> rows(k);
-      rows.resize(static_cast<size_t>(live), 1);  // the unfed requests' anchors
+      std::vector<int32_t> rows;  // [live]: the undrafted requests' anchors
+      for (const SimRequest& r : requests_) rows.push_back(std::max(r.k, 1));
       experts = x.Woken(rows);
     }
     const double verify_s = noise.verify * (x.experts > 0 ? x.base_s + x.per_expert_s * experts
