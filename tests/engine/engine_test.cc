@@ -118,6 +118,34 @@ TEST_F(EngineTest, PlantedErrorsSetTheAcceptedLengthsExactly) {
   }
 }
 
+// A block is cut at the tokens its request may still commit, and a request with one token left
+// is not drafted: one request at a time, the drafter's whole block under dflash, every max_tokens
+// from 1 to 6; the output is plain decoding's.
+TEST_F(EngineTest, NoRowIsVerifiedPastTheOutputsEnd) {
+  const auto prompts = RandomPrompts(1, target_.config().vocab_size, 12);
+  testing::PlantedDrafter drafter(target_, 16, /*salt=*/9, /*error_free_share=*/1.0);
+  for (int32_t max_tokens = 1; max_tokens <= 6; ++max_tokens) {
+    SCOPED_TRACE("max_tokens " + std::to_string(max_tokens));
+    int32_t produced = 1;  // the prefill's token
+    int64_t steps = 0;
+    EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(),
+                        .max_running = 1,
+                        .on_step = [&](const StepRecord& step) {
+                          const int32_t left = max_tokens - produced;
+                          EXPECT_EQ(step.rows[0], left) << "the whole block, cut at the end";
+                          EXPECT_EQ(step.drafts == nullptr, left == 1)
+                              << "drafted iff it can use it";
+                          produced += step.accepted[0] + 1;
+                          ++steps;
+                        }};
+    const EngineRun run =
+        RunPrompts(target_, &drafter, config, prompts, {.max_tokens = max_tokens});
+    EXPECT_EQ(testing::FirstDifference(run.outputs, Reference(prompts, max_tokens, true)), "");
+    EXPECT_EQ(produced, std::max(max_tokens, 1));
+    EXPECT_LE(steps, 1) << "drafts that are all right finish it in one step";
+  }
+}
+
 TEST_F(EngineTest, RequestsJoiningAndLeavingDoNotDisturbEachOther) {
   const auto prompts = RandomPrompts(12, target_.config().vocab_size, 3);
   const auto expected = Reference(prompts, 48, /*ignore_eos=*/true);
