@@ -2,9 +2,9 @@
 // --spec dscale at a fixed --verify-budget fraction (paper Algorithm 1): predictor scores of
 // every request's drafts → seeds → budget adjustment to Σ k_i = M = round(fraction · W · N),
 // clamped to [N, W · N] (W · N / 2 by default). Every request is drafted but one with a single
-// token left, which keeps its anchor (scored 1, then 0). A block cut
-// short where its request's output ends scores 0 past its rows, so M goes to the other
-// requests first; Σ k_i is then min(M, the rows the blocks hold) once the planner clamps.
+// token left, which keeps its anchor (scored 1, then 0). A block cut short where its request's
+// output ends scores 0 past its rows, so M goes to the other requests first; Σ k_i is then
+// min(M, the rows the blocks hold) once the planner clamps.
 
 #include <cstdint>
 #include <vector>
