@@ -170,6 +170,7 @@ int RunCollect(const CollectArgs& args) {
            .kv_tokens = KvTokensForPrompts(args.kv_tokens, *prompts, args.concurrency,
                                            args.max_tokens, rt.main.block_size()),
            .kv_dtype = args.kv_dtype,
+           .cut_blocks_at_output_end = false,  // labels of whole blocks
            .on_step = [&collector](const StepRecord& step) { collector->Record(step); }});
   if (!engine.ok()) return fail(engine.status());
   Result<std::unique_ptr<TraceCollector>> made = MakeCollector(args, *rt.main.drafter);

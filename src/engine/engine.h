@@ -96,6 +96,11 @@ struct EngineConfig {
   // What `policy` decides from besides the drafts (plan/planner_config.h says which policy
   // needs what; Create checks it).
   PolicyInputs inputs;
+  // True: a block holds no more rows than the tokens its request may still commit, and a request
+  // with one token left is not drafted (rows past the output's end commit nothing). False: every
+  // drafted block keeps its rows to the end and every fed request drafts, for `collect`, whose
+  // traces label whole blocks by the drafts the target accepts (a cut block would censor them).
+  bool cut_blocks_at_output_end = true;
   // Called after every decode step's acceptance, on the engine thread.
   std::function<void(const StepRecord&)> on_step;
   // The bytes token `id` adds to an output's text (empty for a token that adds none), which stop
@@ -207,6 +212,9 @@ class Engine {
   void PublishPages(const RequestState& r, int32_t written);
 
   // Stage helpers.
+  // The draft rows r's block may hold past its anchor (config_.cut_blocks_at_output_end: up to
+  // its tokens left less one; 0: nothing to draft for).
+  int32_t DraftRowsFor(const RequestState& r) const;
   // Whether r's drafts are drawn from the drafter's distribution (config_.draft_sampling).
   bool DrawsDrafts(const RequestState& r) const;
   // The forward captures the drafter's feature layers only when some request will use them.

@@ -81,8 +81,8 @@ bool Engine::SelectDecoding() {
   // The planner says how many of the requests that can use a draft — a draft context and more
   // than one token left to commit — are drafted this step (the first ones in batch order); the
   // others verify their anchor only, and all stay fed.
-  const auto draftable = [](const RequestState* r) {
-    return r->draft_context && r->tokens_left() > 1;
+  const auto draftable = [this](const RequestState* r) {
+    return r->draft_context && DraftRowsFor(*r) > 0;
   };
   const auto fed = static_cast<int32_t>(std::ranges::count_if(step_.requests, draftable));
   const int32_t to_draft = fed > 0 ? planner_.DraftCount(fed, step_.size()) : 0;
@@ -94,6 +94,10 @@ bool Engine::SelectDecoding() {
     ++step_.drafted_count;
   }
   return true;
+}
+
+int32_t Engine::DraftRowsFor(const RequestState& r) const {
+  return config_.cut_blocks_at_output_end ? r.tokens_left() - 1 : block_ - 1;
 }
 
 bool Engine::DrawsDrafts(const RequestState& r) const {
@@ -130,7 +134,7 @@ Status Engine::Decide() {
     blocks.AddRow(r.anchor(), cache_.Slot(r.seq, r.committed), /*logits=*/true);
     if (!step_.drafted[i]) continue;
     const int32_t* candidates = drafts.tokens.data() + d++ * drafts.candidates;
-    const int32_t kept = std::min(drafts.candidates, r.tokens_left() - 1);
+    const int32_t kept = std::min(drafts.candidates, DraftRowsFor(r));
     for (int32_t j = 1; j <= kept; ++j) {
       blocks.AddRow(candidates[j - 1], cache_.Slot(r.seq, r.committed + j), /*logits=*/true);
     }

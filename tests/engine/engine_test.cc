@@ -146,6 +146,26 @@ TEST_F(EngineTest, NoRowIsVerifiedPastTheOutputsEnd) {
   }
 }
 
+// collect's engine keeps whole blocks to the end (cut_blocks_at_output_end = false): its traces
+// label every draft of a block by whether the target accepts it.
+TEST_F(EngineTest, UncutBlocksVerifyTheWholeBlockToTheEnd) {
+  const auto prompts = RandomPrompts(1, target_.config().vocab_size, 12);
+  testing::PlantedDrafter drafter(target_, 16, /*salt=*/9, /*error_free_share=*/1.0);
+  int64_t steps = 0;
+  EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(),
+                      .max_running = 1,
+                      .cut_blocks_at_output_end = false,
+                      .on_step = [&](const StepRecord& step) {
+                        EXPECT_EQ(step.rows[0], 16);
+                        EXPECT_NE(step.drafts, nullptr);
+                        EXPECT_EQ(step.accepted[0], 15) << "every planted draft is right";
+                        ++steps;
+                      }};
+  const EngineRun run = RunPrompts(target_, &drafter, config, prompts, {.max_tokens = 2});
+  EXPECT_EQ(testing::FirstDifference(run.outputs, Reference(prompts, 2, true)), "");
+  EXPECT_EQ(steps, 1);
+}
+
 TEST_F(EngineTest, RequestsJoiningAndLeavingDoNotDisturbEachOther) {
   const auto prompts = RandomPrompts(12, target_.config().vocab_size, 3);
   const auto expected = Reference(prompts, 48, /*ignore_eos=*/true);
