@@ -3,7 +3,8 @@
 // (fixed:W) and the paper's W·N/2; on the mixture of experts (--pair cpu-a3b) auto pricing rows
 // by the experts they wake and by their count alone (auto-rows).
 //
-//   build/budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-a3b] [--knee ROWS]
+//   build/budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-a3b|cpu-a3b-avx2]
+//   [--knee ROWS]
 //       [--concurrency 16]
 //       [--steps 400] [--requests 0] [--tokens 64] [--seed 1] [--trace]
 //
@@ -66,7 +67,8 @@ bool Parse(int argc, char** argv, Args* a) {
     }
   }
   return (a->pair == "gpu" || a->pair == "cpu" || a->pair == "cpu17b" ||
-          a->pair == "cpu17b-gsm8k" || a->pair == "cpu-zen5" || a->pair == "cpu-a3b") &&
+          a->pair == "cpu17b-gsm8k" || a->pair == "cpu-zen5" || a->pair == "cpu-a3b" ||
+          a->pair == "cpu-a3b-avx2") &&
          a->concurrency >= 1 && a->steps >= 1 && a->requests >= 0 && a->tokens >= 1;
 }
 
@@ -77,12 +79,13 @@ int Run(const Args& a) {
                                   .requests = a.requests,
                                   .seed = a.seed};
   const int64_t knee = a.knee > 0 ? a.knee : int64_t{options.width} * a.concurrency / 2;
-  const SimulatedPair pair = a.pair == "gpu"        ? GpuShapedPair(knee)
-                             : a.pair == "cpu"      ? CpuShapedPair()
-                             : a.pair == "cpu17b"   ? Cpu17BShapedPair()
-                             : a.pair == "cpu-a3b"  ? CpuA3BShapedPair()
-                             : a.pair == "cpu-zen5" ? CpuZen5ShapedPair()
-                                                    : Cpu17BRealisticPair();
+  const SimulatedPair pair = a.pair == "gpu"            ? GpuShapedPair(knee)
+                             : a.pair == "cpu"          ? CpuShapedPair()
+                             : a.pair == "cpu17b"       ? Cpu17BShapedPair()
+                             : a.pair == "cpu-a3b"      ? CpuA3BShapedPair()
+                             : a.pair == "cpu-a3b-avx2" ? CpuA3BWithoutTilesPair()
+                             : a.pair == "cpu-zen5"     ? CpuZen5ShapedPair()
+                                                        : Cpu17BRealisticPair();
   const ExpertShape experts{.experts = pair.experts.experts,
                             .top_k = pair.experts.top_k,
                             .expert_share = 0.43};  // the A3B shape's (ExpertShapeOf)
@@ -149,7 +152,8 @@ int main(int argc, char** argv) {
   dscale::budget::Args args;
   if (!dscale::budget::Parse(argc, argv, &args)) {
     std::fprintf(stderr,
-                 "usage: budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-a3b] "
+                 "usage: budget_sim_bench [--pair "
+                 "gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-a3b|cpu-a3b-avx2] "
                  "[--knee ROWS] "
                  "[--concurrency N] "
                  "[--steps N] [--requests N] [--tokens N] [--seed N] [--trace]\n");

@@ -77,6 +77,7 @@ nlohmann::json AutoBudgetJson(const budget::AutoBudgetSnapshot& a) {
   if (a.experts_priced) {
     j["experts"] = {{"sharing", a.expert_sharing},
                     {"time_ratio", a.expert_time_ratio},
+                    {"row_seconds", a.expert_row_s},
                     {"own_rows", a.expert_own_rows}};
   }
   return j;

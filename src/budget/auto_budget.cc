@@ -57,7 +57,7 @@ std::span<const double> AutoBudget::RowCosts() const {
 
 double AutoBudget::VerifySeconds(double rows, int64_t requests, double cost) const {
   if (experts_ && experts_->ready() && rows > double(requests)) {
-    return experts_->VerifySeconds(static_cast<int32_t>(requests), cost,
+    return experts_->VerifySeconds(static_cast<int32_t>(requests), rows - double(requests), cost,
                                    model_.VerifySeconds(double(requests)));
   }
   return model_.VerifySeconds(rows);
@@ -244,9 +244,9 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
 void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
   if (experts_) {
     experts_->AddOccupancy(sample.occupancy);
-    const bool anchors_only = sample.rows <= sample.requests;
+    const int64_t draft_rows = std::max<int64_t>(0, sample.rows - sample.requests);
     const double cost = sample.drafted > 0 && pending_ ? pending_cost_ : 0.0;
-    experts_->AddStep(sample.requests, anchors_only, cost, sample.experts, sample.verify_s,
+    experts_->AddStep(sample.requests, draft_rows, cost, sample.experts, sample.verify_s,
                       model_.VerifySeconds(double(sample.requests)));
   }
   model_.Add(sample);
@@ -416,6 +416,7 @@ AutoBudgetSnapshot AutoBudget::Snapshot() const {
     s.experts_priced = true;
     s.expert_sharing = experts_->sharing();
     s.expert_time_ratio = experts_->time_ratio();
+    s.expert_row_s = experts_->row_seconds();
     const std::vector<double>& cost = experts_->row_costs();
     s.expert_own_rows = std::accumulate(cost.begin(), cost.end(), 0.0);
   }

@@ -60,10 +60,10 @@ struct AutoBudgetSnapshot {
   int verify_bins = 0;
   int64_t verify_samples = 0;
   double verify_min_rows = 0, verify_max_rows = 0;  // the range V has seen
-  // A mixture of experts priced by its experts (expert_cost_model.h): whether, σ, ρ, and the
-  // experts a request's 16 rows add to its first one's.
+  // A mixture of experts priced by its experts (expert_cost_model.h): whether, σ, ρ, r (seconds
+  // per draft row), and the experts a request's 16 rows add to its first one's.
   bool experts_priced = false;
-  double expert_sharing = 0, expert_time_ratio = 0, expert_own_rows = 0;
+  double expert_sharing = 0, expert_time_ratio = 0, expert_row_s = 0, expert_own_rows = 0;
 };
 
 // Expected committed tokens at M rows for the curve's requests plus `other` anchor-only ones,

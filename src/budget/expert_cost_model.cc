@@ -9,7 +9,22 @@ namespace dscale::budget {
 namespace {
 
 constexpr double kOccupancyDecay = 0.95;  // per step: the sharing of recent text counts most
-constexpr double kSmoothing = 0.25;       // weight of the newest drafted step in σ and ρ
+constexpr double kSmoothing = 0.25;       // weight of the newest drafted step in σ
+// The time fit: each drafted step's weight decays by kFitDecay per drafted step after it (about
+// the last seven count), and the priors (ρ = 1, r = 0) weigh kPriorShare of the data's own
+// weight in each direction: where the steps cannot tell experts from rows (one step, or rows
+// and experts growing in proportion), a cost above the prior is split between them evenly.
+constexpr double kFitDecay = 0.85;
+constexpr double kPriorShare = 0.05;
+constexpr double kMinRatio = 0.25, kMaxRatio = 4.0;  // ρ's range
+// A step slowed by other work (noise is one-sided) must not move the fit for the next several
+// steps: once kSettleSteps steps are fitted, a time above the model's prediction by more than
+// kSlowedResiduals typical residuals (their decayed mean, at least kResidualFloor of a plain
+// step) counts at that bound.
+constexpr int kSettleSteps = 3;
+constexpr double kSlowedResiduals = 3.0;
+constexpr double kResidualFloor = 0.02;
+constexpr double kResidualDecay = 0.9;
 
 }  // namespace
 
@@ -127,17 +142,19 @@ double ExpertCostModel::SecondsPerExpert(int32_t requests, double plain_s) const
   return rho_ * plain_s * per_expert / ((1.0 - share) + AnchorExperts(requests) * per_expert);
 }
 
-double ExpertCostModel::VerifySeconds(int32_t requests, double cost, double plain_s) const {
+double ExpertCostModel::VerifySeconds(int32_t requests, double draft_rows, double cost,
+                                      double plain_s) const {
   const double added = Experts(requests, cost) - AnchorExperts(requests);
-  return plain_s + SecondsPerExpert(requests, plain_s) * std::max(0.0, added);
+  return plain_s + SecondsPerExpert(requests, plain_s) * std::max(0.0, added) +
+         row_s_ * std::max(0.0, draft_rows);
 }
 
-void ExpertCostModel::AddStep(int32_t requests, bool anchors_only, double cost, double experts,
+void ExpertCostModel::AddStep(int32_t requests, int64_t draft_rows, double cost, double experts,
                               double verify_s, double plain_s) {
   if (experts <= 0 || requests <= 0) return;
   const auto n =
       static_cast<size_t>(std::min<int32_t>(requests, int32_t(anchor_experts_.size()) - 1));
-  if (anchors_only) {
+  if (draft_rows <= 0) {
     double& x = anchor_experts_[n];
     x = x < 0 ? experts : (1 - kSmoothing) * x + kSmoothing * experts;
     return;
@@ -145,18 +162,58 @@ void ExpertCostModel::AddStep(int32_t requests, bool anchors_only, double cost, 
   if (!ready()) return;
   const double anchors = AnchorExperts(requests);
   const double predicted = cost * (1.0 - anchors / shape_.experts);
-  const double added = experts - anchors;
+  const double added = std::max(0.0, experts - anchors);
   if (predicted >= 0.5) {
     const double ratio = std::clamp(added / predicted, 0.05, 2.0);
     sigma_ = sigma_seen_ ? (1 - kSmoothing) * sigma_ + kSmoothing * ratio : ratio;
     sigma_seen_ = true;
   }
-  if (added >= 1.0) {
-    const double prior = SecondsPerExpert(requests, plain_s) / rho_;
-    const double ratio = std::clamp((verify_s - plain_s) / added / prior, 0.25, 4.0);
-    rho_ = rho_seen_ ? (1 - kSmoothing) * rho_ + kSmoothing * ratio : ratio;
-    rho_seen_ = true;
+  const double prior_s = SecondsPerExpert(requests, plain_s) / rho_ * added;
+  FitTime(prior_s, double(draft_rows), verify_s - plain_s, plain_s);
+}
+
+// Minimises Σ w (y − ρ a − r b)² + λ_a (ρ − 1)² + λ_b r² over ρ in [kMinRatio, kMaxRatio] and
+// r ≥ 0 (λ the priors' share of Σ w a², Σ w b²): the unconstrained solution of the 2 × 2 normal
+// equations, else the best with one of them held at its bound.
+void ExpertCostModel::FitTime(double a, double b, double y, double plain_s) {
+  const double predicted = rho_ * a + row_s_ * b;
+  if (fitted_steps_ >= kSettleSteps) {
+    const double scale = std::max(residual_s_, kResidualFloor * plain_s);
+    y = std::min(y, predicted + kSlowedResiduals * scale);
+    residual_s_ = kResidualDecay * residual_s_ + (1 - kResidualDecay) * std::abs(y - predicted);
+  } else {
+    residual_s_ = (residual_s_ * fitted_steps_ + std::abs(y - predicted)) / (fitted_steps_ + 1);
   }
+  ++fitted_steps_;
+  fit_aa_ = kFitDecay * fit_aa_ + a * a;
+  fit_ab_ = kFitDecay * fit_ab_ + a * b;
+  fit_bb_ = kFitDecay * fit_bb_ + b * b;
+  fit_ay_ = kFitDecay * fit_ay_ + a * y;
+  fit_by_ = kFitDecay * fit_by_ + b * y;
+  const double aa = (1 + kPriorShare) * fit_aa_, bb = (1 + kPriorShare) * fit_bb_;
+  const double ay = fit_ay_ + kPriorShare * fit_aa_;  // the prior ρ = 1
+  const auto rows_given = [&](double rho) {
+    return bb > 0 ? std::max(0.0, (fit_by_ - rho * fit_ab_) / bb) : 0.0;
+  };
+  double rho = 1.0, row_s = 0.0;
+  const double det = aa * bb - fit_ab_ * fit_ab_;
+  if (aa <= 0) {  // no step woke an expert past its anchors: the rows alone
+    row_s = rows_given(rho_);
+    rho = rho_;
+  } else if (det > 1e-12 * aa * bb) {
+    rho = (ay * bb - fit_ab_ * fit_by_) / det;
+    row_s = (aa * fit_by_ - fit_ab_ * ay) / det;
+  }
+  if (aa > 0 && (row_s < 0 || det <= 1e-12 * aa * bb)) {
+    row_s = 0;
+    rho = ay / aa;
+  }
+  if (rho < kMinRatio || rho > kMaxRatio) {
+    rho = std::clamp(rho, kMinRatio, kMaxRatio);
+    row_s = rows_given(rho);
+  }
+  rho_ = rho;
+  row_s_ = row_s;
 }
 
 }  // namespace dscale::budget

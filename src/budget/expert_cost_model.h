@@ -14,10 +14,16 @@
 //     experts still asleep, times σ, the measured ratio of experts the drafted steps added to
 //     that prediction (other requests' rows share some of them);
 //   each expert woken costs t seconds: the plain step's time times the experts' share of its
-//     weight bytes, per expert (memory-bound; the prior), times ρ, the measured ratio of what
-//     drafted steps paid per added expert to that prior.
+//     weight bytes, per expert (memory-bound; the prior), times ρ;
+//   each draft row costs r seconds besides the experts it wakes: its arithmetic (attention, the
+//     router, its expert products, the LM head), which a CPU without matrix tiles pays in full
+//     even where the anchors already woke the row's experts (0: the prior);
+//   ρ and r are fitted together on the drafted steps' verify time over the plain step's, by
+//     decayed least squares shrunk toward the priors, so a step of few rows on many new experts
+//     and one of many rows on experts already awake tell the two apart.
 //
-// So verify(N, C) = V_plain(N) + t · (X̂ − X_N), X̂ = min(E, X_N + σ · C · (1 − X_N / E)).
+// So verify(N, R, C) = V_plain(N) + t · (X̂ − X_N) + r · R for R draft rows,
+// X̂ = min(E, X_N + σ · C · (1 − X_N / E)).
 
 #include <cstdint>
 #include <vector>
@@ -50,11 +56,11 @@ class ExpertCostModel {
 
   // The first rows of a step's spans (any forward: prefill, verify).
   void AddOccupancy(const ExpertOccupancy& occupancy);
-  // A verify step over `requests` requests: `anchors_only` when it verified no draft row, else
-  // `cost` the Σ c_j its draft rows were predicted to add; `experts` the distinct experts per
-  // sparse layer it woke, `verify_s` its time, `plain_s` a plain step's at that N (the step-cost
-  // model's).
-  void AddStep(int32_t requests, bool anchors_only, double cost, double experts, double verify_s,
+  // A verify step over `requests` requests and `draft_rows` rows past their anchors (0: anchors
+  // only), whose draft rows were predicted to add `cost` (Σ c_j); `experts` the distinct experts
+  // per sparse layer it woke, `verify_s` its time, `plain_s` a plain step's at that N (the
+  // step-cost model's).
+  void AddStep(int32_t requests, int64_t draft_rows, double cost, double experts, double verify_s,
                double plain_s);
 
   // [W]: c_j at position j (c_0 = 0: the anchor is verified anyway).
@@ -64,24 +70,34 @@ class ExpertCostModel {
   bool ready() const;
   // X̂ for N requests whose draft rows cost `cost`.
   double Experts(int32_t requests, double cost) const;
-  // The verify seconds of that step, from a plain step's `plain_s` at N.
-  double VerifySeconds(int32_t requests, double cost, double plain_s) const;
+  // The verify seconds of that step with `draft_rows` rows past the anchors, from a plain
+  // step's `plain_s` at N.
+  double VerifySeconds(int32_t requests, double draft_rows, double cost, double plain_s) const;
 
   double sharing() const { return sigma_; }                         // σ
   double time_ratio() const { return rho_; }                        // ρ
+  double row_seconds() const { return row_s_; }                     // r
   double AnchorExperts(int32_t requests) const;                     // X_N (nearest N seen)
   double SecondsPerExpert(int32_t requests, double plain_s) const;  // t
 
  private:
   void UpdateRowCosts();
+  // ρ and r from the drafted steps seen: y = verify − plain ≈ ρ · a + r · b, a the experts'
+  // prior seconds (t / ρ · added), b the draft rows; a step slowed by other work counts at a
+  // bound above the prediction.
+  void FitTime(double a, double b, double y, double plain_s);
 
   ExpertShape shape_;
   int width_;
   std::vector<double> occupancy_sum_, occupancy_count_;  // per ExpertOccupancy point, decayed
   std::vector<double> row_costs_;                        // [W]
   std::vector<double> anchor_experts_;                   // [max_requests + 1]; < 0: not seen
-  double sigma_ = 1.0, rho_ = 1.0;
-  bool sigma_seen_ = false, rho_seen_ = false;
+  double sigma_ = 1.0, rho_ = 1.0, row_s_ = 0.0;
+  bool sigma_seen_ = false;
+  // Decayed sums of the time fit's normal equations: Σ a², Σ ab, Σ b², Σ ay, Σ by.
+  double fit_aa_ = 0, fit_ab_ = 0, fit_bb_ = 0, fit_ay_ = 0, fit_by_ = 0;
+  int fitted_steps_ = 0;
+  double residual_s_ = 0;  // the typical |y − ρ a − r b|
 };
 
 }  // namespace dscale::budget

@@ -215,7 +215,8 @@ class Loop {
       for (const SimRequest& r : requests_) rows.push_back(std::max(r.k, 1));
       experts = x.Woken(rows);
     }
-    const double verify_s = noise.verify * (x.experts > 0 ? x.base_s + x.per_expert_s * experts
+    const double verify_s = noise.verify * (x.experts > 0 ? x.base_s + x.per_expert_s * experts +
+                                                                x.per_row_s * double(step.rows)
                                                           : pair_.verify_seconds(step.rows));
     step.seconds = draft_s + feed_s + verify_s;
     if (policy_.kind == SimulatedPolicy::kAuto) {
@@ -317,6 +318,15 @@ SimulatedPair CpuA3BShapedPair() {
   pair.verify_seconds = nullptr;
   pair.draft_seconds = [](int64_t n) { return 20e-3 + 25e-3 * double(n); };
   pair.experts = {.experts = 128, .top_k = 8, .base_s = 30e-3, .per_expert_s = 4.2e-3};
+  return pair;
+}
+
+SimulatedPair CpuA3BWithoutTilesPair() {
+  SimulatedPair pair = CpuA3BShapedPair();
+  pair.draft_seconds = [](int64_t n) { return 10e-3 + 12e-3 * double(n); };
+  pair.experts.per_row_s = 11e-3;
+  pair.experts.base_s = 50e-3;
+  pair.experts.per_expert_s = 2.7e-3;
   return pair;
 }
 

@@ -16,12 +16,14 @@ namespace dscale::budget {
 // A mixture of experts' verify (when `experts` > 0 it replaces verify_seconds): the step wakes
 // X = E · (1 − (1 − k/E)^(Σ_i k_i^own_exponent)^anchor_exponent) distinct experts per layer for
 // k_i rows of request i — a request's own rows share experts (own_exponent < 1) and other
-// requests' share some more (anchor_exponent < 1) — and costs base_s + per_expert_s · X. Each
-// admitted request's prompt reports what m of its rows wake (the engine's span occupancy).
+// requests' share some more (anchor_exponent < 1) — and costs base_s + per_expert_s · X +
+// per_row_s · Σ k_i (a row's arithmetic, which a CPU without matrix tiles pays whatever experts
+// it wakes). Each admitted request's prompt reports what m of its rows wake (the engine's span
+// occupancy).
 struct SimulatedExperts {
   int32_t experts = 0, top_k = 0;
   double own_exponent = 0.66, anchor_exponent = 0.82;
-  double base_s = 0, per_expert_s = 0;
+  double base_s = 0, per_expert_s = 0, per_row_s = 0;
 
   // X for requests verifying k[i] rows each.
   double Woken(const std::vector<int32_t>& k) const;
@@ -80,6 +82,13 @@ SimulatedPair CpuZen5ShapedPair();
 // a verify step 30 ms + 4.2 ms per distinct expert per layer (64 ms plain at one request, 280 at
 // sixteen); drafting 20 ms + 25 ms a request; acceptance as Cpu17BRealisticPair's.
 SimulatedPair CpuA3BShapedPair();
+// The same target on a 2-vCPU AMD EPYC with AVX2 only (docs/BENCHMARKS.md, "Rows priced by their
+// arithmetic too", rounded), with a drafter over a reduced vocabulary: without matrix tiles a
+// verified row pays its arithmetic whatever experts it wakes, so a verify step costs 50 ms +
+// 2.7 ms per distinct expert per layer + 11 ms per row (83 ms plain at one request, 381 at
+// sixteen, where the anchors already wake 57 experts and a draft row adds few); drafting
+// 10 ms + 12 ms a request; acceptance as Cpu17BRealisticPair's.
+SimulatedPair CpuA3BWithoutTilesPair();
 
 // What decides the rows: auto, a fixed fraction of W·N allocated by the predictor (the
 // paper's 0.5), the same rows for every drafted request (fixed:K; dflash is fixed:W), or plain

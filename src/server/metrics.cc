@@ -204,10 +204,11 @@ void RenderBudget(const EngineMetrics& m, Writer& w) {
   if (!a.experts_priced) return;
   w.Family("auto_cost_experts", "gauge",
            "Expert model: sharing (woken over predicted experts), time_ratio (seconds per woken "
-           "expert over the memory-bound prior), own_rows (experts a request's 16 rows add to its "
-           "first).");
+           "expert over the memory-bound prior), row_seconds (seconds per draft row besides its "
+           "experts), own_rows (experts a request's 16 rows add to its first).");
   w.Sample("auto_cost_experts", "term=\"sharing\"", a.expert_sharing);
   w.Sample("auto_cost_experts", "term=\"time_ratio\"", a.expert_time_ratio);
+  w.Sample("auto_cost_experts", "term=\"row_seconds\"", a.expert_row_s);
   w.Sample("auto_cost_experts", "term=\"own_rows\"", a.expert_own_rows);
 }
 

@@ -1,7 +1,7 @@
 // The expert cost model (budget/expert_cost_model.h): the experts' share of a step's weight
 // bytes from a config's parameter counts, a request's row costs from the experts its spans' first
 // rows woke (and the prior without them), the predicted experts and verify time of a step not
-// yet run, and σ and ρ learned from the drafted steps that were.
+// yet run, and σ, ρ and the per-row seconds r learned from the drafted steps that were.
 
 #include "budget/expert_cost_model.h"
 
@@ -69,7 +69,7 @@ TEST(ExpertCostModelTest, RowCostsFollowWhatARequestsOwnRowsWake) {
 TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
   ExpertCostModel model(A3BLike(), kWidth, 16);
   EXPECT_FALSE(model.ready());
-  model.AddStep(4, /*anchors_only=*/true, /*cost=*/0, /*experts=*/24, /*verify_s=*/0.125,
+  model.AddStep(4, /*draft_rows=*/0, /*cost=*/0, /*experts=*/24, /*verify_s=*/0.125,
                 /*plain_s=*/0.125);
   ASSERT_TRUE(model.ready());
   EXPECT_EQ(model.AnchorExperts(4), 24);
@@ -78,25 +78,78 @@ TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
   EXPECT_DOUBLE_EQ(model.Experts(4, 20), 24 + 20 * (1 - 24.0 / 128));
   const double per_expert = 0.125 * (0.43 / 8) / (0.57 + 24 * 0.43 / 8);
   EXPECT_DOUBLE_EQ(model.SecondsPerExpert(4, 0.125), per_expert);
-  EXPECT_DOUBLE_EQ(model.VerifySeconds(4, 20, 0.125), 0.125 + per_expert * 20 * (1 - 24.0 / 128));
-  EXPECT_EQ(model.VerifySeconds(4, 0, 0.125), 0.125);
+  EXPECT_DOUBLE_EQ(model.VerifySeconds(4, 6, 20, 0.125),
+                   0.125 + per_expert * 20 * (1 - 24.0 / 128));
+  EXPECT_EQ(model.VerifySeconds(4, 0, 0, 0.125), 0.125);
   EXPECT_DOUBLE_EQ(model.Experts(4, 1e6), 128);  // at most every expert
 }
 
-TEST(ExpertCostModelTest, LearnsSharingAndTimePerExpertFromDraftedSteps) {
+TEST(ExpertCostModelTest, LearnsSharingFromDraftedSteps) {
   ExpertCostModel model(A3BLike(), kWidth, 16);
-  model.AddStep(4, true, 0, 24, 0.125, 0.125);
-  const double per_expert = model.SecondsPerExpert(4, 0.125);
-  // Predicted 20 · (1 − 24/128) = 16.25 more experts; 13 woke (σ = 0.8), each costing twice the
-  // prior (ρ = 2).
-  model.AddStep(4, false, 20, 24 + 13, 0.125 + 2 * per_expert * 13, 0.125);
+  model.AddStep(4, 0, 0, 24, 0.125, 0.125);
+  // Predicted 20 · (1 − 24/128) = 16.25 more experts; 13 woke: σ = 0.8.
+  model.AddStep(4, 6, 20, 24 + 13, 0.2, 0.125);
   EXPECT_NEAR(model.sharing(), 13 / 16.25, 1e-9);
-  EXPECT_NEAR(model.time_ratio(), 2.0, 1e-9);
-  EXPECT_NEAR(model.VerifySeconds(4, 20, 0.125), 0.125 + 2 * per_expert * 13, 1e-9);
-  // Later steps move them by a quarter of the way.
-  model.AddStep(4, false, 20, 24 + 16.25, 0.125 + per_expert * 16.25, 0.125);
+  // Later steps move it by a quarter of the way.
+  model.AddStep(4, 6, 20, 24 + 16.25, 0.2, 0.125);
   EXPECT_NEAR(model.sharing(), 0.75 * 0.8 + 0.25, 1e-9);
-  EXPECT_NEAR(model.time_ratio(), 0.75 * 2 + 0.25, 1e-9);
+}
+
+// Steps planted with twice the memory-bound prior per expert (ρ = 2) and 3 ms of arithmetic per
+// draft row: rows and the experts they add vary apart (a few rows waking many experts at low
+// concurrency, many rows on experts already awake at high), so the fit finds both, within the
+// priors' 5% pull, and predicts a step of another shape.
+TEST(ExpertCostModelTest, FitsTimePerExpertAndPerRowTogether) {
+  ExpertCostModel model(A3BLike(), kWidth, 16);
+  const double plain_s = 0.125;
+  model.AddStep(4, 0, 0, 24, plain_s, plain_s);
+  const double per_expert = model.SecondsPerExpert(4, plain_s);
+  EXPECT_EQ(model.row_seconds(), 0.0);
+  const auto planted = [&](double rows, double added) {
+    return plain_s + 2 * per_expert * added + 3e-3 * rows;
+  };
+  struct Step {
+    int64_t rows;
+    double added;
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (const Step s : {Step{2, 10}, Step{12, 14}, Step{24, 6}, Step{6, 20}, Step{40, 2}}) {
+      model.AddStep(4, s.rows, 16, 24 + s.added, planted(double(s.rows), s.added), plain_s);
+    }
+  }
+  EXPECT_NEAR(model.time_ratio(), 2.0, 0.1);
+  EXPECT_NEAR(model.row_seconds(), 3e-3, 0.15e-3);
+  // 30 rows whose predicted cost adds σ · C · (1 − 24/128) experts.
+  const double added = model.Experts(4, 24) - 24;
+  EXPECT_NEAR(model.VerifySeconds(4, 30, 24, plain_s), planted(30, added),
+              0.03 * planted(30, added));
+}
+
+// One drafted step cannot tell its experts from its rows: the excess over the memory-bound prior
+// goes half to each, so that step is predicted at its own time (less the priors' pull), and a
+// step that woke no expert past the anchors prices its rows alone.
+TEST(ExpertCostModelTest, SplitsWhatOneStepCannotTellApart) {
+  ExpertCostModel model(A3BLike(), kWidth, 16);
+  const double plain_s = 0.125;
+  model.AddStep(4, 0, 0, 24, plain_s, plain_s);
+  const double per_expert = model.SecondsPerExpert(4, plain_s);
+  const double prior = per_expert * 13, excess = 0.03;
+  model.AddStep(4, 6, 16, 24 + 13, plain_s + prior + excess, plain_s);
+  EXPECT_NEAR(model.time_ratio() * prior - prior, model.row_seconds() * 6, 1e-9);
+  EXPECT_NEAR(model.row_seconds() * 6, excess / 2.05, 1e-9);
+
+  ExpertCostModel saturated(A3BLike(), kWidth, 16);
+  saturated.AddStep(16, 0, 0, 120, plain_s, plain_s);
+  saturated.AddStep(16, 20, 16, 120, plain_s + 0.04, plain_s);
+  EXPECT_EQ(saturated.time_ratio(), 1.0);
+  EXPECT_NEAR(saturated.row_seconds(), 0.04 / 20 / 1.05, 1e-12);
+  // A step cheaper than the prior: no negative row cost, ρ below 1.
+  ExpertCostModel cheap(A3BLike(), kWidth, 16);
+  cheap.AddStep(4, 0, 0, 24, plain_s, plain_s);
+  cheap.AddStep(4, 6, 16, 24 + 13, plain_s + 0.5 * prior, plain_s);
+  EXPECT_EQ(cheap.row_seconds(), 0.0);
+  EXPECT_LT(cheap.time_ratio(), 1.0);
+  EXPECT_GE(cheap.time_ratio(), 0.25);
 }
 
 }  // namespace

@@ -129,11 +129,13 @@ TEST(MetricsTest, RendersTheVerifyBudgetAndAutosCostModel) {
   m.engine.stats.auto_budget->experts_priced = true;
   m.engine.stats.auto_budget->expert_sharing = 0.75;
   m.engine.stats.auto_budget->expert_time_ratio = 1.5;
+  m.engine.stats.auto_budget->expert_row_s = 0.004;
   m.engine.stats.auto_budget->expert_own_rows = 33.5;
   text = RenderPrometheus(m);
   EXPECT_TRUE(Has(text, "dscale_verify_experts_per_layer 25"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"sharing\"} 0.75"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"time_ratio\"} 1.5"));
+  EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"row_seconds\"} 0.004"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"own_rows\"} 33.5"));
 }
 
