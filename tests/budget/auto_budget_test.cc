@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -290,6 +291,31 @@ TEST(AutoBudgetTest, PausesThroughHardStretchesWhereSpeculationPaysOverATextAtOn
   EXPECT_GE(sum / kSeeds, 0.93);
 }
 
+// Auto pricing rows by their experts and auto pricing them by their count, against the best
+// other policy, at `concurrency` requests, summed over seeds 1-4; `check` sees each seed's
+// expert-priced controller after its run.
+struct BothAutoBudgets {
+  double automatic = 0, by_rows = 0, best = 0;
+};
+
+BothAutoBudgets RunBothAutoBudgets(const SimulatedPair& pair, int32_t concurrency,
+                                   const std::function<void(uint64_t, const AutoBudget&)>& check) {
+  const ExpertShape experts{.experts = 128, .top_k = 8, .expert_share = 0.43};
+  BothAutoBudgets sums;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const SimulationOptions options{.concurrency = concurrency, .steps = 2000, .seed = seed};
+    AutoBudget controller({.experts = experts});
+    sums.automatic += Simulate(pair, {}, options, &controller).tokens_per_second;
+    AutoBudget rows_only;
+    sums.by_rows += Simulate(pair, {}, options, &rows_only).tokens_per_second;
+    sums.best += BestOtherPolicy(pair, options);
+    EXPECT_EQ(rows_only.experts(), nullptr);
+    EXPECT_NE(controller.experts(), nullptr);
+    if (controller.experts() != nullptr) check(seed, controller);
+  }
+  return sums;
+}
+
 // The bundled pair at Qwen3-30B-A3B's width (CpuA3BShapedPair): a verify step pays for the
 // distinct experts its rows wake, a request's own rows share experts, drafting costs 20 ms + 25
 // ms a request, so plain decoding is the best policy at 1, 4 and 16 requests. Auto pricing rows
@@ -297,69 +323,49 @@ TEST(AutoBudgetTest, PausesThroughHardStretchesWhereSpeculationPaysOverATextAtOn
 // are what the prompts showed a request's own rows to wake (the planted law's increments).
 TEST(AutoBudgetTest, PricesRowsByTheirExpertsOnAnA3BShapedCpuPair) {
   const SimulatedPair pair = CpuA3BShapedPair();
-  const ExpertShape experts{.experts = 128, .top_k = 8, .expert_share = 0.43};
   for (int32_t c : {1, 4, 16}) {
-    double automatic = 0, by_rows = 0, best = 0;
-    for (uint64_t seed = 1; seed <= 4; ++seed) {
-      const SimulationOptions options{.concurrency = c, .steps = 2000, .seed = seed};
-      AutoBudget controller({.experts = experts});
-      automatic += Simulate(pair, {}, options, &controller).tokens_per_second;
-      AutoBudget rows_only;
-      by_rows += Simulate(pair, {}, options, &rows_only).tokens_per_second;
-      best += BestOtherPolicy(pair, options);
-      ASSERT_NE(controller.experts(), nullptr);
-      EXPECT_EQ(rows_only.experts(), nullptr);
-      const std::vector<double>& cost = controller.experts()->row_costs();
+    const BothAutoBudgets run = RunBothAutoBudgets(pair, c, [&](uint64_t, const AutoBudget& a) {
+      const std::vector<double>& cost = a.experts()->row_costs();
       EXPECT_NEAR(cost[1], pair.experts.Woken({2}) - pair.experts.Woken({1}), 1e-6);
       EXPECT_NEAR(cost[9], (pair.experts.Woken({16}) - pair.experts.Woken({8})) / 8, 1e-6);
-    }
-    EXPECT_GE(automatic, 0.97 * best) << "c " << c;
-    EXPECT_GE(by_rows, 0.97 * best) << "c " << c;
+    });
+    EXPECT_GE(run.automatic, 0.97 * run.best) << "c " << c;
+    EXPECT_GE(run.by_rows, 0.97 * run.best) << "c " << c;
   }
 }
 
 // The same target on a CPU without matrix tiles (CpuA3BWithoutTilesPair): a verified row pays
 // 11 ms of arithmetic besides the experts it wakes, and at sixteen requests the anchors already
 // wake 57 of 128 experts, so a draft row adds few experts and costs mostly its arithmetic.
-// Auto pricing rows by their experts learns that per-row time from its drafted steps (the model
-// with a time per expert alone would see such rows as nearly free) and stays within 3% of the
-// best policy at 1, 4 and 16 requests, as auto pricing rows by their count does.
+// Auto pricing rows by their experts fits that per-row time beside the time per expert (a time
+// per expert alone, carrying the rows' arithmetic measured on steps of another mix, priced
+// these steps 25-45% over), predicts them within 20%, and stays within 3% of the best policy
+// at 1, 4 and 16 requests, as auto pricing rows by their count does.
 TEST(AutoBudgetTest, PricesEachRowsArithmeticOnAnA3BShapedCpuWithoutMatrixTiles) {
   const SimulatedPair pair = CpuA3BWithoutTilesPair();
-  const ExpertShape experts{.experts = 128, .top_k = 8, .expert_share = 0.43};
-  for (int32_t c : {1, 4, 16}) {
-    double automatic = 0, by_rows = 0, best = 0;
-    for (uint64_t seed = 1; seed <= 4; ++seed) {
-      const SimulationOptions options{.concurrency = c, .steps = 2000, .seed = seed};
-      AutoBudget controller({.experts = experts});
-      automatic += Simulate(pair, {}, options, &controller).tokens_per_second;
-      AutoBudget rows_only;
-      by_rows += Simulate(pair, {}, options, &rows_only).tokens_per_second;
-      best += BestOtherPolicy(pair, options);
-      if (c == 16) {
-        // Its prediction of a step of 16 anchors and 1 or 3 draft rows each, against the
-        // planted time (without noise).
-        const ExpertCostModel& model = *controller.experts();
-        const double plain_s =
-            pair.experts.base_s +
-            pair.experts.per_expert_s * pair.experts.Woken(std::vector<int32_t>(16, 1)) +
-            pair.experts.per_row_s * 16;
-        for (const int32_t rows : {2, 4}) {
-          const std::vector<int32_t> each(16, rows);
-          const double planted = pair.experts.base_s +
-                                 pair.experts.per_expert_s * pair.experts.Woken(each) +
-                                 pair.experts.per_row_s * 16 * rows;
-          const std::vector<double>& cost = model.row_costs();
-          const double own = std::accumulate(cost.begin(), cost.begin() + rows, 0.0);
-          EXPECT_NEAR(model.VerifySeconds(16, 16.0 * (rows - 1), 16 * own, plain_s), planted,
-                      0.2 * planted)
-              << "seed " << seed << ", " << rows << " rows a request";
-        }
-        EXPECT_GT(model.row_seconds(), 0.3 * pair.experts.per_row_s) << "seed " << seed;
-      }
+  const SimulatedExperts& x = pair.experts;
+  // The planted time of a step of sixteen requests verifying `rows` rows each, without noise.
+  const auto planted = [&](int32_t rows) {
+    return x.base_s + x.per_expert_s * x.Woken(std::vector<int32_t>(16, rows)) +
+           x.per_row_s * 16 * rows;
+  };
+  using Check = std::function<void(uint64_t, const AutoBudget&)>;
+  const Check check = [&](uint64_t seed, const AutoBudget& a) {
+    const ExpertCostModel& model = *a.experts();
+    const std::vector<double>& cost = model.row_costs();
+    for (const int32_t rows : {2, 4}) {
+      const double own = std::accumulate(cost.begin(), cost.begin() + rows, 0.0);
+      EXPECT_NEAR(model.VerifySeconds(16, 16.0 * (rows - 1), 16 * own, planted(1)), planted(rows),
+                  0.2 * planted(rows))
+          << "seed " << seed << ", " << rows << " rows a request";
     }
-    EXPECT_GE(automatic, 0.97 * best) << "c " << c;
-    EXPECT_GE(by_rows, 0.97 * best) << "c " << c;
+    EXPECT_GT(model.row_seconds(), 0.3 * x.per_row_s) << "seed " << seed;
+  };
+  for (int32_t c : {1, 4, 16}) {
+    const BothAutoBudgets run =
+        RunBothAutoBudgets(pair, c, c == 16 ? check : Check([](uint64_t, const AutoBudget&) {}));
+    EXPECT_GE(run.automatic, 0.97 * run.best) << "c " << c;
+    EXPECT_GE(run.by_rows, 0.97 * run.best) << "c " << c;
   }
 }
 
