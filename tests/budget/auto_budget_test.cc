@@ -339,7 +339,7 @@ TEST(AutoBudgetTest, PricesRowsByTheirExpertsOnAnA3BShapedCpuPair) {
 // wake 57 of 128 experts, so a draft row adds few experts and costs mostly its arithmetic.
 // Auto pricing rows by their experts fits that per-row time beside the time per expert (a time
 // per expert alone, carrying the rows' arithmetic measured on steps of another mix, priced
-// these steps 25-45% over), predicts them within 20%, and stays within 3% of the best policy
+// these steps 22-44% over), predicts them within 20%, and stays within 3% of the best policy
 // at 1, 4 and 16 requests, as auto pricing rows by their count does.
 TEST(AutoBudgetTest, PricesEachRowsArithmeticOnAnA3BShapedCpuWithoutMatrixTiles) {
   const SimulatedPair pair = CpuA3BWithoutTilesPair();
