@@ -8,7 +8,10 @@
 namespace dscale::budget {
 namespace {
 
-constexpr double kOccupancyDecay = 0.95;  // per step: the sharing of recent text counts most
+// Per step that brings spans of a point's length: the sharing of recent text counts most. A
+// point no step brings keeps its average (a stretch of short verifies must not leave only the
+// steep start of the curve to extrapolate from).
+constexpr double kOccupancyDecay = 0.95;
 constexpr double kSmoothing = 0.25;       // weight of the newest drafted step in σ
 // The time fit: each drafted step's weight decays by kFitDecay per drafted step after it (about
 // the last seven count), and the priors (ρ = 1, r = 0) weigh kPriorShare of the data's own
@@ -71,6 +74,7 @@ void ExpertCostModel::AddOccupancy(const ExpertOccupancy& occupancy) {
   if (occupancy.empty()) return;
   for (int p = 0; p < ExpertOccupancy::kPoints; ++p) {
     const auto i = static_cast<size_t>(p);
+    if (occupancy.count[i] == 0) continue;
     occupancy_sum_[i] = kOccupancyDecay * occupancy_sum_[i] + occupancy.distinct[i];
     occupancy_count_[i] = kOccupancyDecay * occupancy_count_[i] + double(occupancy.count[i]);
   }

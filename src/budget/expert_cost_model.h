@@ -89,7 +89,8 @@ class ExpertCostModel {
 
   ExpertShape shape_;
   int width_;
-  std::vector<double> occupancy_sum_, occupancy_count_;  // per ExpertOccupancy point, decayed
+  // Per ExpertOccupancy point, decayed by the steps that bring spans of its length.
+  std::vector<double> occupancy_sum_, occupancy_count_;
   std::vector<double> row_costs_;                        // [W]
   std::vector<double> anchor_experts_;                   // [max_requests + 1]; < 0: not seen
   double sigma_ = 1.0, rho_ = 1.0, row_s_ = 0.0;

@@ -60,6 +60,11 @@ TEST(ExpertCostModelTest, RowCostsFollowWhatARequestsOwnRowsWake) {
   EXPECT_NEAR(c[5], 9.7 / 4, 1e-9);
   EXPECT_NEAR(c[12], 9.9 / 8, 1e-9);
   EXPECT_NEAR(std::accumulate(c.begin(), c.end(), 0.0), 41.8 - 8, 1e-9);
+  // A long stretch of steps verifying one or two rows a request moves the short points only:
+  // the long ones keep what longer spans showed.
+  for (int step = 0; step < 200; ++step) model.AddOccupancy(Occupancy({8, 12.4}));
+  EXPECT_NEAR(model.row_costs()[1], 12.4 - 8, 0.01);
+  EXPECT_NEAR(model.row_costs()[12], 9.9 / 8, 1e-9);
   // Only short spans seen: past them the last increment per row goes on.
   ExpertCostModel short_spans(A3BLike(), kWidth, 16);
   short_spans.AddOccupancy(Occupancy({8, 13.4}));
