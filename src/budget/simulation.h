@@ -83,11 +83,12 @@ SimulatedPair CpuZen5ShapedPair();
 // sixteen); drafting 20 ms + 25 ms a request; acceptance as Cpu17BRealisticPair's.
 SimulatedPair CpuA3BShapedPair();
 // The same target on a 2-vCPU AMD EPYC with AVX2 only (docs/BENCHMARKS.md, "Rows priced by their
-// arithmetic too", rounded), with a drafter over a reduced vocabulary: without matrix tiles a
-// verified row pays its arithmetic whatever experts it wakes, so a verify step costs 50 ms +
-// 2.7 ms per distinct expert per layer + 11 ms per row (83 ms plain at one request, 381 at
-// sixteen, where the anchors already wake 57 experts and a draft row adds few); drafting
-// 10 ms + 12 ms a request; acceptance as Cpu17BRealisticPair's.
+// arithmetic too", rounded): without matrix tiles a verified row pays its arithmetic whatever
+// experts it wakes, so a verify step costs 50 ms + 2.7 ms per distinct expert per layer + 11 ms
+// per row (83 ms plain at one request, 381 at sixteen, where the anchors already wake 57 experts
+// and a draft row adds few). Drafting 10 ms + 12 ms a request, a quarter of what that CPU took
+// over a draft subset (50 ms), so that a few rows pay at one request; acceptance as
+// Cpu17BRealisticPair's.
 SimulatedPair CpuA3BWithoutTilesPair();
 
 // What decides the rows: auto, a fixed fraction of W·N allocated by the predictor (the
