@@ -4,8 +4,7 @@
 // by the experts they wake and by their count alone (auto-rows).
 //
 //   build/budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-a3b|cpu-a3b-avx2]
-//   [--knee ROWS]
-//       [--concurrency 16]
+//       [--knee ROWS] [--concurrency 16]
 //       [--steps 400] [--requests 0] [--tokens 64] [--seed 1] [--trace]
 //
 // --requests R: a finite run of R requests of --tokens tokens each (all steps until the last

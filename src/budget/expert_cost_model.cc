@@ -199,18 +199,19 @@ void ExpertCostModel::FitTime(double a, double b, double y, double plain_s) {
   const auto rows_given = [&](double rho) {
     return bb > 0 ? std::max(0.0, (fit_by_ - rho * fit_ab_) / bb) : 0.0;
   };
-  double rho = 1.0, row_s = 0.0;
-  const double det = aa * bb - fit_ab_ * fit_ab_;
+  double rho = rho_, row_s = 0.0;
   if (aa <= 0) {  // no step woke an expert past its anchors: the rows alone
-    row_s = rows_given(rho_);
-    rho = rho_;
-  } else if (det > 1e-12 * aa * bb) {
+    row_s = rows_given(rho);
+  } else {
+    // det > 0: the priors' share keeps the system regular ((Σ ab)² ≤ Σ a² · Σ b², by
+    // Cauchy–Schwarz).
+    const double det = aa * bb - fit_ab_ * fit_ab_;
     rho = (ay * bb - fit_ab_ * fit_by_) / det;
     row_s = (aa * fit_by_ - fit_ab_ * ay) / det;
-  }
-  if (aa > 0 && (row_s < 0 || det <= 1e-12 * aa * bb)) {
-    row_s = 0;
-    rho = ay / aa;
+    if (row_s < 0) {
+      row_s = 0;
+      rho = ay / aa;
+    }
   }
   if (rho < kMinRatio || rho > kMaxRatio) {
     rho = std::clamp(rho, kMinRatio, kMaxRatio);
