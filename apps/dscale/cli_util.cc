@@ -88,6 +88,13 @@ void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype) {
       ->default_str(std::string(KvDtypeName(*dtype)));
 }
 
+void AddMixedPrefillFlag(CLI::App* cmd, bool* mixed) {
+  cmd->add_flag("!--no-mixed-prefill", *mixed,
+                "Run prompt chunks in passes of their own instead of in the verify pass of a step "
+                "where other requests decode (the same outputs; mixed, the weights are read once "
+                "for both)");
+}
+
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
   cmd->add_option_function<std::string>(
          "--weights",

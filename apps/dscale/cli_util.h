@@ -74,6 +74,8 @@ void AddDeviceOption(CLI::App* cmd, std::string* device);
 // --kv-dtype bf16|f32: how the host KV caches (the target's and the drafter's) store K and V
 // into `dtype`; bf16 (the default) takes half of f32's memory and attention bandwidth.
 void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype);
+// --no-mixed-prefill: clears *mixed (EngineConfig::mixed_prefill).
+void AddMixedPrefillFlag(CLI::App* cmd, bool* mixed);
 
 // A whole number of at least `min`, refused with "must be at least MIN, got TEXT" (CLI11's own
 // PositiveNumber names its upper bound, the largest double, in 300 digits).

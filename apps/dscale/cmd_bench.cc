@@ -52,6 +52,7 @@ struct BenchArgs {
   bool profile = false, no_progress = false;
   int32_t shared_prefix_tokens = 0;  // a system turn of about this many tokens before every prompt
   bool prefix_cache = false;
+  bool mixed_prefill = true;
   std::string out;
   std::string compare;  // an earlier run's results.json
   bool modes_given = false;
@@ -211,6 +212,7 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<
       .sps_table = m.sps_table ? &*m.sps_table : nullptr,
       .kv_dtype = a.kv_dtype,
       .prefix_cache = a.prefix_cache,
+      .mixed_prefill = a.mixed_prefill,
       .draft_sampling = a.models.draft_sampling};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
@@ -330,6 +332,7 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
           {"kv_dtype", a.url.empty() ? std::string(KvDtypeName(a.kv_dtype)) : "server"},
           {"shared_prefix_tokens", a.shared_prefix_tokens},
           {"prefix_cache", a.prefix_cache},
+          {"mixed_prefill", a.url.empty() ? nlohmann::json(a.mixed_prefill) : "server"},
           {"draft_vocab", DraftVocabJson(a, models)}};
 }
 
@@ -483,6 +486,7 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--prefix-cache", a->prefix_cache,
                 "In-process engines reuse the KV pages of prompts that start alike");
+  AddMixedPrefillFlag(cmd, &a->mixed_prefill);
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->add_option("--out", a->out, "Folder for results.json, results.csv, table.txt, plots");
   cmd->add_option("--compare", a->compare,

@@ -38,6 +38,7 @@ struct GenerateArgs {
   KvDtype kv_dtype = KvDtype::kBf16;
   BudgetFlags budget;
   bool tile_routing = true;
+  bool mixed_prefill = true;
   bool json = false;
 };
 
@@ -173,6 +174,7 @@ int RunGenerate(const GenerateArgs& args) {
                                                   args.max_tokens, rt.main.block_size()),
                   .kv_dtype = args.kv_dtype,
                   .tile_routing = args.tile_routing,
+                  .mixed_prefill = args.mixed_prefill,
                   .draft_sampling = args.models.draft_sampling},
                  {.budget = &args.budget, .token_text_of = &DisplayTokenText});
   if (!engine.ok()) return fail(engine.status());
@@ -223,6 +225,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tile-routing", args->tile_routing,
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
+  AddMixedPrefillFlag(cmd, &args->mixed_prefill);
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->callback([args, exit_code, cmd] {
     ApplyDefaultSpec(*cmd, "generate", args->models.drafter, args->models.predictor,

@@ -62,6 +62,7 @@ struct ServeArgs {
   bool reuse_port = false;
   bool tile_routing = true;
   bool prefix_cache = true;
+  bool mixed_prefill = true;
   BudgetFlags budget;
 };
 
@@ -122,6 +123,7 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
                      .kv_dtype = args.kv_dtype,
                      .prefix_cache = args.prefix_cache && !recurrent,
                      .tile_routing = args.tile_routing,
+                     .mixed_prefill = args.mixed_prefill,
                      .draft_sampling = args.models.draft_sampling},
                     {.budget = &args.budget, .token_text_of = &server::OutputTokenText});
 }
@@ -348,6 +350,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("!--no-prefix-cache", args->prefix_cache,
                 "Compute every prompt in full instead of reusing the KV pages of earlier requests "
                 "that start the same way");
+  AddMixedPrefillFlag(cmd, &args->mixed_prefill);
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
       ->check(AtLeast(1))

@@ -25,6 +25,8 @@ class CpuBackend final : public StepBackend {
                DraftOutput* out) override;
   Result<TargetPass> Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
                             PagedKvCache& cache, ForwardOutput* out) override;
+  // The target's Forward runs any spans: prompt chunks ride in the verify's pass.
+  bool VerifyTakesPromptRows() const override { return true; }
   void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,
               std::span<Acceptance> outcomes) override;
   void AppendContext(const TargetPass& pass, int32_t first, int32_t count) override;

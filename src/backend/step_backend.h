@@ -90,6 +90,11 @@ class StepBackend {
   virtual Result<TargetPass> Verify(const StepBatch& packed,
                                     std::span<const AcceptRequest> requests, PagedKvCache& cache,
                                     ForwardOutput* out) = 0;
+  // Whether Verify takes a batch whose packed spans are followed by prompt chunks (mixed
+  // prefill, EngineConfig::mixed_prefill): each with its last row's logits after the packed
+  // rows' and its rows kept as Prefill's would be. A backend whose verify runs in fixed device
+  // workspaces keeps prompts in passes of their own.
+  virtual bool VerifyTakesPromptRows() const { return false; }
   // Accept: the outcome of each request of `pass` (sizes equal). A host pass reads each request's
   // logits rows; a device pass hands back its own outcomes (requests[i] is span i).
   virtual void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,

@@ -79,6 +79,7 @@ StepStats StatsDelta(const StepStats& after, const StepStats& before) {
   d.verified_rows -= before.verified_rows;
   d.committed_tokens -= before.committed_tokens;
   d.prefill_rows -= before.prefill_rows;
+  d.mixed_prefill_rows -= before.mixed_prefill_rows;
   d.prefix_query_tokens -= before.prefix_query_tokens;
   d.prefix_hit_tokens -= before.prefix_hit_tokens;
   d.output_tokens -= before.output_tokens;
@@ -92,6 +93,7 @@ StepStats StatsDelta(const StepStats& after, const StepStats& before) {
   d.acceptance_s -= before.acceptance_s;
   d.commit_s -= before.commit_s;
   d.verify_experts_per_layer -= before.verify_experts_per_layer;
+  d.expert_counted_steps -= before.expert_counted_steps;
   return d;
 }
 
@@ -134,7 +136,10 @@ RunMetrics InProcessMetrics(const LoopOutcome& outcome, const StepStats& s) {
                         .verify_s = s.verify_s,
                         .acceptance_s = s.acceptance_s,
                         .commit_s = s.commit_s,
-                        .verify_experts_per_layer = s.verify_experts_per_layer};
+                        .verify_experts_per_layer = s.verify_experts_per_layer,
+                        .expert_counted_steps = s.expert_counted_steps,
+                        .prefill_rows = s.prefill_rows,
+                        .mixed_prefill_rows = s.mixed_prefill_rows};
   return m;
 }
 

@@ -140,6 +140,7 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .kv_dtype = models.kv_dtype,
                       .prefix_cache = models.prefix_cache,
                       .tile_routing = mode.tile_routing,
+                      .mixed_prefill = models.mixed_prefill,
                       .draft_sampling = models.draft_sampling,
                       .inputs = setup.inputs};
   Result<std::unique_ptr<Engine>> created = Engine::Create(*setup.backend, std::move(config));

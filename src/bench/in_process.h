@@ -61,6 +61,7 @@ struct InProcessModels {
   const budget::SpsTable* sps_table = nullptr;  // null: the dspark modes cannot run
   KvDtype kv_dtype = KvDtype::kBf16;            // the engines' host KV caches
   bool prefix_cache = false;                    // the engines cache prompt pages
+  bool mixed_prefill = true;                    // EngineConfig::mixed_prefill
   DraftSampling draft_sampling = DraftSampling::kArgmax;  // the engines' (EngineConfig's)
 
   const ModeModels& For(ModeDrafter drafter) const {

@@ -25,9 +25,13 @@ struct RequestSample {
 struct StageTimes {
   int64_t decode_steps = 0;
   double prefill_s = 0, draft_s = 0, decision_s = 0, verify_s = 0, acceptance_s = 0, commit_s = 0;
-  // A mixture of experts: Σ over decode steps of the distinct experts per sparse layer the
-  // verify pass ran (StepStats::verify_experts_per_layer); 0 for a dense target.
+  // A mixture of experts: Σ over decode steps without prompt rows (expert_counted_steps) of the
+  // distinct experts per sparse layer the verify pass ran (StepStats::verify_experts_per_layer);
+  // 0 for a dense target.
   double verify_experts_per_layer = 0;
+  int64_t expert_counted_steps = 0;
+  // Prompt rows prefilled, and of them those that ran in a verify's pass (mixed prefill).
+  int64_t prefill_rows = 0, mixed_prefill_rows = 0;
 };
 
 // Verified rows over one stretch of the measured window (the budget over time).

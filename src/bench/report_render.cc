@@ -82,10 +82,12 @@ std::string MainTable(const Report& report, const RatioMap& ratios) {
 }
 
 std::string ProfileTable(const Report& report) {
-  const std::vector<int> widths = {10, 4, 14, 7, 9, 9, 9, 9, 9, 9};
+  // mixed: the share of prompt rows that ran in a verify's pass (mixed prefill), whose time is
+  // then the verify's rather than prefill_s.
+  const std::vector<int> widths = {10, 4, 14, 7, 9, 9, 9, 9, 9, 9, 6};
   std::string out = "\nstep time per decode step (ms):\n" +
                     Row({"dataset", "c", "mode", "steps", "draft", "decision", "verify", "accept",
-                         "commit", "prefill_s"},
+                         "commit", "prefill_s", "mixed"},
                         widths);
   for (const Cell& cell : report.cells) {
     const auto s = Summarize(cell);
@@ -96,14 +98,19 @@ std::string ProfileTable(const Report& report) {
         {cell.dataset, std::to_string(cell.concurrency), cell.mode, std::to_string(t.decode_steps),
          Format("%.3f", t.draft_s * per), Format("%.3f", t.decision_s * per),
          Format("%.3f", t.verify_s * per), Format("%.3f", t.acceptance_s * per),
-         Format("%.3f", t.commit_s * per), Format("%.3f", t.prefill_s)},
+         Format("%.3f", t.commit_s * per), Format("%.3f", t.prefill_s),
+         t.prefill_rows > 0
+             ? Format("%.0f%%", 100.0 * double(t.mixed_prefill_rows) / double(t.prefill_rows))
+             : "-"},
         widths);
   }
   return out;
 }
 
 // A mixture-of-experts target: the distinct experts a sparse layer of each cell's verify steps
-// ran, beside the verify time (what rows cost there: docs/BENCHMARKS.md, "Mixture of experts").
+// ran (steps whose pass ran no prompt rows), beside the verify time per decode step (what rows
+// cost there: docs/BENCHMARKS.md, "Mixture of experts"; with mixed prefill it carries the prompt
+// rows that rode in verify passes, --no-mixed-prefill leaves the verify alone).
 std::string ExpertsTable(const Report& report) {
   std::string out;
   const std::vector<int> widths = {10, 4, 14, 11, 14, 10};
@@ -111,16 +118,15 @@ std::string ExpertsTable(const Report& report) {
     const auto s = Summarize(cell);
     if (!s || !s->representative->stages) continue;
     const StageTimes& t = *s->representative->stages;
-    if (t.verify_experts_per_layer <= 0 || t.decode_steps == 0) continue;
+    if (t.verify_experts_per_layer <= 0 || t.expert_counted_steps == 0) continue;
     if (out.empty()) {
       out = "\ndistinct experts per sparse layer per verify step:\n" +
             Row({"dataset", "c", "mode", "rows/step", "experts/layer", "verify ms"}, widths);
     }
-    const double per = 1.0 / double(t.decode_steps);
     out += Row({cell.dataset, std::to_string(cell.concurrency), cell.mode,
                 Optional("%.2f", s->representative->rows_per_step),
-                Format("%.1f", t.verify_experts_per_layer * per),
-                Format("%.3f", t.verify_s * per * 1000.0)},
+                Format("%.1f", t.verify_experts_per_layer / double(t.expert_counted_steps)),
+                Format("%.3f", t.verify_s / double(t.decode_steps) * 1000.0)},
                widths);
   }
   return out;
@@ -157,11 +163,17 @@ std::string RowsOverTimeTable(const Report& report) {
 }
 
 nlohmann::json StagesJson(const StageTimes& t) {
-  return {
-      {"decode_steps", t.decode_steps}, {"prefill_s", t.prefill_s},
-      {"draft_s", t.draft_s},           {"decision_s", t.decision_s},
-      {"verify_s", t.verify_s},         {"acceptance_s", t.acceptance_s},
-      {"commit_s", t.commit_s},         {"verify_experts_per_layer", t.verify_experts_per_layer}};
+  return {{"decode_steps", t.decode_steps},
+          {"prefill_s", t.prefill_s},
+          {"draft_s", t.draft_s},
+          {"decision_s", t.decision_s},
+          {"verify_s", t.verify_s},
+          {"acceptance_s", t.acceptance_s},
+          {"commit_s", t.commit_s},
+          {"verify_experts_per_layer", t.verify_experts_per_layer},
+          {"expert_counted_steps", t.expert_counted_steps},
+          {"prefill_rows", t.prefill_rows},
+          {"mixed_prefill_rows", t.mixed_prefill_rows}};
 }
 
 nlohmann::json DistributionJson(const Distribution& d) {

@@ -241,13 +241,22 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   return rows;
 }
 
-void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
+// A step whose pass also ran prompt rows (mixed prefill) timed them with its verify: the fits
+// learn nothing of the verify from it, the step counts as taking the verify time they predict,
+// and a ramp step is taken again (its rows are still unmeasured).
+void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
+  const double cost = measured.drafted > 0 && pending_ ? pending_cost_ : 0.0;
+  StepSample sample = measured;
+  if (!measured.VerifyTimed()) {
+    sample.verify_s = VerifySeconds(double(measured.rows), measured.requests, cost);
+  }
   if (experts_) {
     experts_->AddOccupancy(sample.occupancy);
     const int64_t draft_rows = std::max<int64_t>(0, sample.rows - sample.requests);
-    const double cost = sample.drafted > 0 && pending_ ? pending_cost_ : 0.0;
-    experts_->AddStep(sample.requests, draft_rows, cost, sample.experts, sample.verify_s,
-                      model_.VerifySeconds(double(sample.requests)));
+    if (measured.VerifyTimed()) {
+      experts_->AddStep(sample.requests, draft_rows, cost, sample.experts, sample.verify_s,
+                        model_.VerifySeconds(double(sample.requests)));
+    }
   }
   model_.Add(sample);
   const double step_s = sample.draft_s + sample.feed_s + sample.verify_s;
@@ -278,7 +287,7 @@ void AutoBudget::Record(const StepSample& sample, int64_t drafted_committed) {
     predicted_extra_ = (1 - c) * predicted_extra_ + c * predicted;
   }
   if (ramp_ != Ramp::kDone) {
-    AdvanceRamp(sample);
+    if (measured.VerifyTimed()) AdvanceRamp(sample);
   } else if (pending_gain_ > 0) {
     // A probe's first step starts the gain afresh: what turned auto to plain was measured on
     // other requests (at low concurrency, on one request of its own acceptance).

@@ -16,7 +16,7 @@ StepCostModel::StepCostModel(int64_t max_rows, int32_t max_requests)
 
 void StepCostModel::Add(const StepSample& s) {
   if (s.requests < 1 || s.rows < 1) return;
-  verify_.Add(s.rows, s.verify_s);
+  if (s.VerifyTimed()) verify_.Add(s.rows, s.verify_s);
   if (s.drafted > 0) draft_.Add(s.drafted, s.draft_s);
   if (s.fed_rows > 0) {
     const double per_row = s.feed_s / static_cast<double>(s.fed_rows);

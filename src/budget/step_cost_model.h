@@ -29,10 +29,15 @@ struct StepSample {
   double draft_s = 0;    // drafting + decision stage
   double feed_s = 0;     // appending fed_rows to the draft context
   double verify_s = 0;   // verify forward + acceptance + commit, less feed_s
+  // Prompt rows that ran in the verify's pass (mixed prefill): verify_s then holds their time
+  // too, so the step says nothing of what the verify alone costs (VerifyTimed).
+  int64_t prompt_rows = 0;
   // A mixture of experts: the distinct experts per sparse layer the verify woke, and the experts
   // the first rows of this step's spans (its prefill chunks and verified blocks) woke.
   double experts = 0;
   ExpertOccupancy occupancy;
+
+  bool VerifyTimed() const { return prompt_rows == 0; }
 };
 
 class StepCostModel {
@@ -40,6 +45,8 @@ class StepCostModel {
   // Rows and requests beyond these are clamped (the bins' range).
   StepCostModel(int64_t max_rows, int32_t max_requests);
 
+  // Learns the verify from a step that timed it alone (StepSample::VerifyTimed); drafting and
+  // feeding from every step.
   void Add(const StepSample& s);
 
   double VerifySeconds(double rows) const { return verify_.Predict(rows); }

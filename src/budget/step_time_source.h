@@ -46,6 +46,7 @@ class PlantedStepTimes final : public StepTimeSource {
     s.draft_s = s.drafted > 0 ? pair_.draft_seconds(s.drafted) : 0.0;
     s.feed_s = pair_.feed_seconds_per_row * double(s.fed_rows);
     s.verify_s = pair_.verify_seconds(s.rows);
+    s.prompt_rows = 0;  // the planted verify time is the verify's alone
     return s;
   }
 

@@ -42,6 +42,29 @@ void StepBatch::AddRow(int32_t token, int32_t kv_slot, bool logits) {
   ++rows_;
 }
 
+void StepBatch::Append(const StepBatch& other) {
+  const int32_t first_row = rows_, first_span = num_spans_, first_logit = num_logits_;
+  EnsureCapacity(rows_ + other.rows_, num_spans_ + other.num_spans_);
+  for (int32_t s = 0; s < other.num_spans_; ++s) {
+    StepSpan span = other.spans_[Count(s)];
+    span.q_start += first_row;
+    spans_[Count(first_span + s)] = span;
+  }
+  for (int32_t r = 0; r < other.rows_; ++r) {
+    const auto from = Count(r), to = Count(first_row + r);
+    tokens_[to] = other.tokens_[from];
+    positions_[to] = other.positions_[from];
+    kv_slots_[to] = other.kv_slots_[from];
+    owners_[to] = other.owners_[from] + first_span;
+  }
+  for (int32_t l = 0; l < other.num_logits_; ++l) {
+    logit_rows_[Count(first_logit + l)] = other.logit_rows_[Count(l)] + first_row;
+  }
+  rows_ += other.rows_;
+  num_spans_ += other.num_spans_;
+  num_logits_ += other.num_logits_;
+}
+
 void StepBatch::SetLive(int32_t rows, int32_t spans, int32_t logit_rows) {
   DSCALE_CHECK(rows >= 0 && rows <= row_capacity());
   DSCALE_CHECK(spans >= 0 && spans <= span_capacity());

@@ -53,6 +53,10 @@ class StepBatch {
   // Appends a row to the last span (at position ctx_len + its index in the span); its logits are
   // wanted when `logits`.
   void AddRow(int32_t token, int32_t kv_slot, bool logits);
+  // Appends `other`'s spans and rows after this batch's, its logit rows after this batch's
+  // (a decode step's verify rows, then prompt chunks that run in the same pass). Only the rows
+  // are copied: tile height, causality and capture layers stay this batch's.
+  void Append(const StepBatch& other);
   // Sets the live counts after a writer filled the storage directly (the packer).
   void SetLive(int32_t rows, int32_t spans, int32_t logit_rows);
 

@@ -34,6 +34,9 @@ struct DecodeStep {
   std::vector<Acceptance> outcomes;      // [N]
   std::vector<int32_t> committed_rows;   // [N] rows committed (a_i + 1; 0 for a failed request)
   int64_t fed_rows = 0;                  // committed rows that joined the draft context
+  // Mixed prefill: the prompt rows that ran in this step's verify pass after the packed rows
+  // (its verify time is not the verify's alone).
+  int64_t prompt_rows = 0;
   double experts_per_layer = 0;          // a mixture of experts: distinct experts the verify woke
   StageSeconds seconds;
 
@@ -49,6 +52,7 @@ struct DecodeStep {
     outcomes.clear();
     committed_rows.clear();
     fed_rows = 0;
+    prompt_rows = 0;
     experts_per_layer = 0;
     seconds = {};
   }

@@ -327,13 +327,22 @@ Result<bool> Engine::Step() {
   Retire();
   Admit();
   if (running_.empty()) return false;
-  DSCALE_RETURN_IF_ERROR(Timed(&stats_.prefill_s, [this] { return Prefill(); }));
+  // Prompts that run alone run first, so that one finishing here decodes in this same step; a
+  // mixed step's requests were decoding already, and its prompts decode from the next step.
+  const bool mixed = MixesPrompts();
+  if (!mixed) DSCALE_RETURN_IF_ERROR(Timed(&stats_.prefill_s, [this] { return Prefill(); }));
   if (SelectDecoding()) {
+    if (mixed) {
+      GatherPromptChunks();
+      step_.prompt_rows = prefill_.rows();
+      stats_.mixed_prefill_rows += step_.prompt_rows;
+    }
     StageSeconds& t = step_.seconds;
     DSCALE_RETURN_IF_ERROR(Timed(&t.draft, [this] { return Draft(); }));
     DSCALE_RETURN_IF_ERROR(Timed(&t.decide, [this] { return Decide(); }));
     DSCALE_RETURN_IF_ERROR(Timed(&t.verify, [this] { return Verify(); }));
     Timed(&t.accept, [this] { Accept(); });
+    if (mixed) Timed(&stats_.prefill_s, [this] { FinishMixedPrompts(); });
     Timed(&t.commit, [this] { Commit(); });
     Timed(&t.feed, [this] { FeedCommitted(); });
     Learn();

@@ -4,13 +4,17 @@
 // runs these stages, in this order, each a member function of its name:
 //
 //   Admit          queued requests that fit (max_running, KV pages) start running
-//   Prefill        prompt chunks through the target; a finished prompt's first token is accepted
-//                  from its last row's logits
+//   Prefill        prompt chunks through the target in a pass of their own, when no request
+//                  decodes this step (or mixing is off); a finished prompt's first token is
+//                  accepted from its last row's logits
 //   SelectDecoding the requests that decode this step, and which of them draft (DecodeStep)
 //   Draft          one DFlash block per drafting request
 //   Decide         rows k_i per request (the length policy) packed into the bucket's batch
-//   Verify         the target over the packed rows (tile-routed)
-//   Accept         prefix verifier: accepted a_i and the next token per request
+//   Verify         the target over the packed rows (tile-routed), and, mixed prefill, this
+//                  step's prompt chunks after them in the same pass: one read of the weights
+//                  serves both (what a prompt costs a running fleet is its own arithmetic)
+//   Accept         prefix verifier: accepted a_i and the next token per request; then the
+//                  prompt chunks that rode in the pass finish as Prefill's would
 //   Commit         outputs, stop rules, logprobs, streaming
 //   FeedCommitted  the committed rows join the draft context
 //   Learn          counters, and the planner's record of the step's cost
@@ -78,6 +82,11 @@ struct EngineConfig {
   int32_t prefill_chunk = 512;    // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
+  // Mixed prefill: where the backend can (StepBackend::VerifyTakesPromptRows), a step in which
+  // some request decodes runs its prompt chunks in the verify's pass rather than in a pass of
+  // their own. Outputs are the same bits either way (every kernel gives a row the same bits
+  // whatever rows share its pass); off: every prompt chunk runs alone, before the decode step.
+  bool mixed_prefill = true;
   // How requests at temperature > 0 draft and are verified (greedy ones are unaffected):
   //   kArgmax        argmax drafts, each accepted iff it is the token plain sampling draws at its
   //                  position: a seeded request's tokens are plain sampling's, whatever the
@@ -184,13 +193,29 @@ class Engine {
   // Reserves r's KV pages (sharing cached prompt pages) and sets it up to run; false, with
   // nothing changed, when the free pages are too few.
   bool TryStart(RequestState& r);
+  // Whether this step's prompt chunks ride in its verify pass (EngineConfig::mixed_prefill,
+  // a backend that can, a prompt to prefill and a request that decodes).
+  bool MixesPrompts() const;
+  // Prompt chunks into prefill_ (up to prefill_chunk rows per request, prefill_budget in all),
+  // their requests and rows into prompt_requests_ / prompt_rows_; the requests' `prefilled`
+  // moves past them.
+  void GatherPromptChunks();
+  // Gather and run the chunks in a pass of their own, then FinishPromptChunks.
   Status Prefill();
+  // After the pass that ran prefill_ as its spans from `first_span` on, each with its one logits
+  // row (its last row's) from `first_logits_row` on: the rows are kept (hybrid state), join the
+  // draft context, and a finished prompt's first token is accepted and committed.
+  void FinishPromptChunks(const TargetPass& pass, int32_t first_span, int64_t first_logits_row);
   // Chooses the requests that decode this step and which of them draft; false: none decodes.
   bool SelectDecoding();
   Status Draft();
   Status Decide();
   Status Verify();
+  // The rows Verify's pass runs (the packed batch, or mixed_ in a mixed step).
+  const StepBatch& PassRows();
   void Accept();
+  // A mixed step's prompt chunks finish (FinishPromptChunks) after the packed spans of its pass.
+  void FinishMixedPrompts();
   void Commit();
   void FeedCommitted();
   // The step's counters, the planner's record of what the step cost and committed, observers.
@@ -219,10 +244,10 @@ class Engine {
   bool DrawsDrafts(const RequestState& r) const;
   // The forward captures the drafter's feature layers only when some request will use them.
   void CaptureFeaturesFor(std::span<RequestState* const> requests, StepBatch& rows);
-  // Sends rows [q_start, q_start + rows[i]) of `pass`'s spans whose requests have a draft
-  // context to the drafter, adjacent ranges in one call; returns the rows sent.
+  // Sends rows [q_start, q_start + rows[i]) of span first_span + i of `pass`, for requests[i]
+  // that have a draft context, to the drafter, adjacent ranges in one call; returns the rows sent.
   int64_t FeedDrafter(const TargetPass& pass, std::span<RequestState* const> requests,
-                      std::span<const int32_t> rows);
+                      std::span<const int32_t> rows, int32_t first_span = 0);
   // Commits r's accepted drafts and next token (or fails r when its outcome did).
   void CommitOutcome(RequestState& r, const TargetPass& pass, const AcceptRequest& accepting,
                      const Acceptance& outcome);
@@ -252,6 +277,9 @@ class Engine {
   StepStats stats_;
   // Step state and scratch, reused.
   StepBatch prefill_;  // this step's prompt chunks
+  std::vector<RequestState*> prompt_requests_;  // the request of each span of prefill_
+  std::vector<int32_t> prompt_rows_;            // [spans of prefill_] rows of each chunk
+  StepBatch mixed_;  // a mixed step's verify pass: the packed rows, then prefill_'s
   // The experts the first rows of this step's spans woke (its prefill and verify passes; a
   // mixture of experts' budget::StepSample::occupancy).
   ExpertOccupancy occupancy_;

@@ -18,13 +18,17 @@ void Engine::CaptureFeaturesFor(std::span<RequestState* const> requests, StepBat
   }
 }
 
-// Prefill: up to prefill_chunk prompt rows per request and prefill_budget per step, through
-// the target; a prompt that finishes here gets its first output token from its last row's
-// logits, accepted as an anchor with no drafts.
-Status Engine::Prefill() {
+bool Engine::MixesPrompts() const {
+  if (!config_.mixed_prefill || !backend_.VerifyTakesPromptRows()) return false;
+  const auto prefilling = [](const auto& r) { return !r->prefill_done() && !r->cancelled; };
+  const auto decoding = [](const auto& r) { return r->decoding(); };
+  return std::ranges::any_of(running_, prefilling) && std::ranges::any_of(running_, decoding);
+}
+
+void Engine::GatherPromptChunks() {
   prefill_.Clear();
-  std::vector<RequestState*> chunked;  // every request of the batch, in batch order
-  std::vector<int32_t> chunk_rows;     // [chunked] rows of each
+  prompt_requests_.clear();
+  prompt_rows_.clear();
   int32_t budget = config_.prefill_budget;
   for (auto& owned : running_) {
     RequestState& r = *owned;
@@ -34,24 +38,37 @@ Status Engine::Prefill() {
                    cache_, /*all_logits=*/false);
     budget -= n;
     r.prefilled += n;
-    chunked.push_back(&r);
-    chunk_rows.push_back(n);
+    prompt_requests_.push_back(&r);
+    prompt_rows_.push_back(n);
   }
-  if (prefill_.rows() == 0) return Status::Ok();
   prefill_.tile_rows = 128;  // prefill keeps the wide tile
-  CaptureFeaturesFor(chunked, prefill_);
-  DSCALE_ASSIGN_OR_RETURN(const TargetPass pass, backend_.Prefill(prefill_, cache_, &out_));
-  stats_.prefill_rows += prefill_.rows();
-  occupancy_.Add(out_.expert_occupancy);
-  // Every prompt row is kept (a hybrid target's recurrent state moves past the chunk).
-  for (RequestState* r : chunked) target_.CommitSequenceState(cache_, r->seq, r->prefilled);
-  FeedDrafter(pass, chunked, chunk_rows);
+  CaptureFeaturesFor(prompt_requests_, prefill_);
+}
 
-  // Span i's one logits row (its last row's) is row i of the pass.
+// Prefill: the step's prompt chunks in a pass of their own (no request decodes this step, or
+// mixed prefill is off).
+Status Engine::Prefill() {
+  GatherPromptChunks();
+  if (prefill_.rows() == 0) return Status::Ok();
+  DSCALE_ASSIGN_OR_RETURN(const TargetPass pass, backend_.Prefill(prefill_, cache_, &out_));
+  occupancy_.Add(out_.expert_occupancy);
+  FinishPromptChunks(pass, /*first_span=*/0, /*first_logits_row=*/0);
+  return Status::Ok();
+}
+
+void Engine::FinishPromptChunks(const TargetPass& pass, int32_t first_span,
+                                int64_t first_logits_row) {
+  stats_.prefill_rows += prefill_.rows();
+  // Every prompt row is kept (a hybrid target's recurrent state moves past the chunk).
+  for (RequestState* r : prompt_requests_)
+    target_.CommitSequenceState(cache_, r->seq, r->prefilled);
+  FeedDrafter(pass, prompt_requests_, prompt_rows_, first_span);
+
+  // Chunk i's one logits row (its last row's) is row first_logits_row + i of the pass.
   std::vector<RequestState*> finished;
   std::vector<AcceptRequest> accepting;
-  for (size_t i = 0; i < chunked.size(); ++i) {
-    RequestState& r = *chunked[i];
+  for (size_t i = 0; i < prompt_requests_.size(); ++i) {
+    RequestState& r = *prompt_requests_[i];
     if (!r.prefill_done()) continue;
     PublishPages(r, r.prompt_len);
     r.committed = r.prompt_len;
@@ -59,7 +76,7 @@ Status Engine::Prefill() {
     accepting.push_back({.sampling = &r.params.sampling,
                          .first_position = r.prompt_len,
                          .logprobs = r.params.logprobs.enabled,
-                         .logits_row = static_cast<int64_t>(i)});
+                         .logits_row = first_logits_row + static_cast<int64_t>(i)});
   }
   std::vector<Acceptance> outcomes(accepting.size());
   backend_.Accept(pass, accepting, outcomes);
@@ -67,7 +84,6 @@ Status Engine::Prefill() {
     if (outcomes[i].status.ok()) finished[i]->result.first_token = Clock::now();
     CommitOutcome(*finished[i], pass, accepting[i], outcomes[i]);
   }
-  return Status::Ok();
 }
 
 bool Engine::SelectDecoding() {
@@ -171,13 +187,39 @@ Status Engine::Verify() {
          .drafts = packed.tokens().subspan(span.q_start + 1, span.q_len - 1),
          .draft_rows = rows});
   }
-  DSCALE_ASSIGN_OR_RETURN(step_.pass, backend_.Verify(packed, step_.accepting, cache_, &out_));
+  DSCALE_ASSIGN_OR_RETURN(step_.pass, backend_.Verify(PassRows(), step_.accepting, cache_, &out_));
   if (sparse_layers_ > 0) {
     step_.experts_per_layer = double(out_.experts_run) / double(sparse_layers_);
-    stats_.verify_experts_per_layer += step_.experts_per_layer;
     occupancy_.Add(out_.expert_occupancy);
+    if (step_.prompt_rows == 0) {
+      stats_.verify_experts_per_layer += step_.experts_per_layer;
+      ++stats_.expert_counted_steps;
+    }
   }
   return Status::Ok();
+}
+
+// The verify pass's rows: the packed batch, or in a mixed step the packed rows and then the
+// prompt chunks (their logits rows after the packed rows', so request i's rows are where Accept
+// reads them either way). Tiles do not change a row's bits (kernels/cpu/attention.h): the pass
+// takes the prompts' wide tile.
+const StepBatch& Engine::PassRows() {
+  const StepBatch& packed = *step_.packed;
+  if (step_.prompt_rows == 0) return packed;
+  mixed_.Clear();
+  mixed_.Append(packed);
+  mixed_.Append(prefill_);
+  mixed_.tile_rows = std::max(packed.tile_rows, prefill_.tile_rows);
+  mixed_.causal = true;
+  mixed_.capture_layers =
+      packed.capture_layers.empty() ? prefill_.capture_layers : packed.capture_layers;
+  return mixed_;
+}
+
+void Engine::FinishMixedPrompts() {
+  const StepBatch& packed = *step_.packed;
+  FinishPromptChunks(step_.pass, packed.num_spans(),
+                     static_cast<int64_t>(packed.logit_rows().size()));
 }
 
 void Engine::Accept() {
@@ -235,12 +277,12 @@ void Engine::FeedCommitted() {
 }
 
 int64_t Engine::FeedDrafter(const TargetPass& pass, std::span<RequestState* const> requests,
-                            std::span<const int32_t> rows) {
+                            std::span<const int32_t> rows, int32_t first_span) {
   int64_t fed = 0;
   int32_t first = 0, count = 0;  // the pending run of adjacent rows
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!requests[i]->draft_context) continue;
-    const int32_t start = pass.rows->spans()[i].q_start;
+    const int32_t start = pass.rows->spans()[static_cast<size_t>(first_span) + i].q_start;
     if (count > 0 && first + count != start) {
       backend_.AppendContext(pass, first, count);
       count = 0;
@@ -285,6 +327,7 @@ void Engine::Learn() {
   sample.feed_s = t.feed;
   sample.rows = packed.rows();
   sample.verify_s = t.verify + t.accept + t.commit;
+  sample.prompt_rows = step_.prompt_rows;
   sample.experts = step_.experts_per_layer;
   sample.occupancy = std::exchange(occupancy_, {});
   planner_.Record(sample, drafted_committed);

@@ -15,6 +15,7 @@ struct StepStats {
   int64_t verified_rows = 0;         // Σ k_i
   int64_t committed_tokens = 0;      // Σ (a_i + 1) over verify steps
   int64_t prefill_rows = 0;
+  int64_t mixed_prefill_rows = 0;  // of prefill_rows, those that ran in a decode step's verify
   // Prefix caching: prompt tokens of admitted requests, and those whose K/V came from the cache.
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
@@ -32,9 +33,11 @@ struct StepStats {
   double verify_s = 0;
   double acceptance_s = 0;
   double commit_s = 0;
-  // A mixture of experts: Σ over decode steps of the distinct experts a sparse layer of the
-  // verify pass ran (their mean over the sparse layers); what a verify's rows cost there.
+  // A mixture of experts: Σ over the decode steps whose verify pass ran no prompt rows
+  // (expert_counted_steps of them) of the distinct experts a sparse layer of the pass ran
+  // (their mean over the sparse layers); what a verify's rows cost there.
   double verify_experts_per_layer = 0;
+  int64_t expert_counted_steps = 0;
 
   // τ: mean tokens committed per request per verify step (accepted drafts + the new token).
   double tau() const {

@@ -112,6 +112,9 @@ void RenderEngine(const EngineMetrics& m, Writer& w) {
   w.One("committed_tokens_total", "counter", "Tokens committed by verification steps.",
         s.committed_tokens);
   w.One("prefill_rows_total", "counter", "Prompt rows prefilled.", s.prefill_rows);
+  w.One("mixed_prefill_rows_total", "counter",
+        "Prompt rows prefilled in a decode step's verify pass (mixed prefill).",
+        s.mixed_prefill_rows);
   w.One("prefix_cache_query_tokens_total", "counter",
         "Prompt tokens of admitted requests, with prefix caching on.", s.prefix_query_tokens);
   w.One("prefix_cache_hit_tokens_total", "counter",
@@ -119,11 +122,11 @@ void RenderEngine(const EngineMetrics& m, Writer& w) {
   w.One("verified_rows_per_step", "gauge", "Mean rows verified per decode step.",
         s.rows_per_step());
   w.One("tau", "gauge", "Mean tokens committed per request per decode step.", s.tau());
-  if (s.verify_experts_per_layer > 0 && s.decode_steps > 0) {
+  if (s.verify_experts_per_layer > 0 && s.expert_counted_steps > 0) {
     w.One("verify_experts_per_layer", "gauge",
           "A mixture of experts: mean distinct experts a decode step's verify woke per sparse "
-          "layer.",
-          s.verify_experts_per_layer / double(s.decode_steps));
+          "layer (steps whose pass ran no prompt rows).",
+          s.verify_experts_per_layer / double(s.expert_counted_steps));
   }
 
   w.Family("accepted_length", "histogram", "Draft tokens accepted per request per step.");

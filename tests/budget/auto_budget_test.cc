@@ -109,6 +109,48 @@ TEST(AutoBudgetTest, ColdStartRampsFromOneRequestToEveryRequestThenDoublesRowsPa
   EXPECT_EQ(controller.ChooseRows(RandomCurve(rng, 8), 0, 1.6e-3), 64);
 }
 
+// Mixed prefill: a step whose pass also ran prompt rows timed them with the verify. Here each
+// ramp step first comes with a prompt that makes it 10× slower: the ramp takes it again, and the
+// steps it climbs by, the fitted verify and the mode are those of the ramp without prompts.
+TEST(AutoBudgetTest, AStepThatAlsoRanPromptRowsTeachesNothingOfTheVerify) {
+  std::mt19937 rng(6);
+  AutoBudget controller;
+  std::vector<std::pair<int32_t, int64_t>> ramp;  // (drafted requests, M) of the timed steps
+  int64_t untimed = 0;
+  while (controller.Snapshot().cold_start || ramp.empty()) {
+    ASSERT_LT(ramp.size(), 20u);
+    for (const int64_t prompt_rows : {int64_t{300}, int64_t{0}}) {
+      const int32_t n = controller.DraftCount(8, 8);
+      ASSERT_GT(n, 0) << "the ramp is affordable here";
+      const dvl::BudgetCurve curve = RandomCurve(rng, n);
+      const int64_t m = controller.ChooseRows(curve, 8 - n, 0.2e-3 * n);
+      const int64_t rows = 8 - n + m;
+      const double verify_s = GpuVerifySeconds(rows) * (prompt_rows > 0 ? 10.0 : 1.0);
+      if (prompt_rows == 0) {
+        ramp.emplace_back(n, m);
+      } else {
+        ++untimed;
+      }
+      controller.Record({.requests = 8,
+                         .drafted = n,
+                         .rows = rows,
+                         .draft_s = 0.2e-3 * n,
+                         .verify_s = verify_s,
+                         .prompt_rows = prompt_rows},
+                        std::llround(curve.At(m)));
+      if (!controller.Snapshot().cold_start && prompt_rows == 0) break;
+    }
+  }
+  using Steps = std::vector<std::pair<int32_t, int64_t>>;
+  EXPECT_EQ(ramp, (Steps{{1, 1}, {8, 16}, {8, 32}, {8, 64}, {8, 128}}));
+  EXPECT_EQ(untimed, static_cast<int64_t>(ramp.size()));
+  EXPECT_EQ(controller.model().verify().samples(), static_cast<int64_t>(ramp.size()))
+      << "only the steps that timed the verify alone are fitted";
+  EXPECT_EQ(controller.mode(), AutoMode::kSpeculate);
+  ASSERT_EQ(controller.DraftCount(8, 8), 8);
+  EXPECT_EQ(controller.ChooseRows(RandomCurve(rng, 8), 0, 1.6e-3), 64);
+}
+
 // Timing noise is one-sided: a step slowed 3× by other work, alone in its bin, is capped at the
 // cheapest bin of more rows instead of being averaged with its neighbours (which made rows past
 // the knee look free and the controller verify past it).

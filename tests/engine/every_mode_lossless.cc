@@ -43,6 +43,7 @@ void ExpectEveryModeEqualsPlainDecoding(DecoderModel& target, Drafter* drafter, 
                         Mode{"dflash", "0.5", accepted},   Mode{"fixed:4", "0.5", accepted},
                         Mode{"fixed:16", "0.5", accepted}, Mode{"dscale", "0.5", random},
                         Mode{"dscale", "auto", accepted},  Mode{"dspark", "0.5", accepted}};
+  int64_t mixed_prefill_rows = 0;  // prompt rows that rode in a verify pass, over every run
   for (size_t i = 0; i < std::size(modes); ++i) {
     const Mode& mode = modes[i];
     if (i == 2 && modes[1].drafter == mode.drafter) continue;  // one drafter given: dflash once
@@ -59,12 +60,15 @@ void ExpectEveryModeEqualsPlainDecoding(DecoderModel& target, Drafter* drafter, 
                                        {.max_tokens = 20, .stop_ids = c.eos_token_ids});
       EXPECT_EQ(FirstDifference(run.outputs, expected), "");
       EXPECT_EQ(run.free_pages_after, run.total_pages);
+      mixed_prefill_rows += run.stats.mixed_prefill_rows;
       // (auto reads the clock and may find that nothing pays: then it decodes plainly.)
       if (mode.drafter == accepted && std::string(mode.budget) != "auto" && tau_floor > 0) {
         EXPECT_GT(run.stats.tau(), tau_floor) << "drafts must be accepted";
       }
     }
   }
+  EXPECT_GT(mixed_prefill_rows, 0) << "requests admitted while others decode prefill in their "
+                                      "verify passes (mixed prefill)";
 }
 
 }  // namespace dscale::testing

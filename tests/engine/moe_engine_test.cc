@@ -67,7 +67,10 @@ TEST(MoeEngineStatsTest, VerifyStepsCountTheExpertsTheirRowsWake) {
     EXPECT_TRUE(engine->RunToCompletion().ok());
     const StepStats& s = engine->stats();
     EXPECT_GT(s.decode_steps, 0);
-    return s.verify_experts_per_layer / double(s.decode_steps);
+    EXPECT_EQ(s.expert_counted_steps, c.SparseLayerCount() > 0 ? s.decode_steps : 0)
+        << "no prompt rode in a verify pass here (the prompts start together)";
+    return s.expert_counted_steps > 0 ? s.verify_experts_per_layer / double(s.expert_counted_steps)
+                                      : 0.0;
   };
   const DecoderConfig moe = testing::EngineTestMoeConfig(true);  // 8 experts, top 2
   EXPECT_DOUBLE_EQ(experts_per_step(moe, 1), 2.0);

@@ -1,0 +1,146 @@
+// Mixed prefill (EngineConfig::mixed_prefill): a step in which some request decodes runs the
+// prompt chunks of the others in its verify pass, after the packed rows. Every kernel gives a row
+// the same bits whatever rows share its pass, so a prompt's K/V rows, recurrent state, features
+// and first token are those a pass of its own gives: the outputs equal plain greedy decoding and
+// each request's drafts (which read the prompt's features through the draft context) equal those
+// of the engine that prefills alone. On a dense, a hybrid (Gated DeltaNet) and a
+// mixture-of-experts target, prompts cut into 7-row chunks so that most of them ride in verify
+// passes over several steps.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/cpu_backend.h"
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "model/greedy_decode.h"
+#include "model/random_checkpoint.h"
+
+namespace dscale {
+namespace {
+
+DecoderConfig TargetConfig(const std::string& family) {
+  if (family == "hybrid") return testing::EngineTestHybridConfig(2, 4);
+  if (family == "moe") return testing::EngineTestMoeConfig(/*norm_topk_prob=*/true);
+  return testing::EngineTestTargetConfig();
+}
+
+// Each request's drafted blocks, in order (a request's blocks depend only on its own context).
+using DraftsById = std::map<RequestId, std::vector<std::vector<int32_t>>>;
+
+class MixedPrefillEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MixedPrefillEngineTest, PromptsInTheVerifyPassChangeNoTokenAndNoDraft) {
+  const DecoderConfig c = TargetConfig(GetParam());
+  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+  std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target, 6);
+  const auto prompts = testing::RandomPrompts(12, c.vocab_size, 29, /*max_length=*/60);
+  std::vector<std::vector<int32_t>> expected;
+  int64_t prompt_rows = 0;
+  for (const auto& p : prompts) {
+    expected.push_back(
+        GreedyDecode(target, p, {.max_new_tokens = 16, .stop_ids = c.eos_token_ids}).value());
+    prompt_rows += static_cast<int64_t>(p.size());
+  }
+  for (const char* spec : {"none", "fixed:8"}) {
+    std::map<bool, DraftsById> drafts;
+    for (const bool mixed : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << spec << (mixed ? " mixed" : " separate"));
+      DraftsById& blocks = drafts[mixed];
+      EngineConfig config{.policy = LengthPolicy::Parse(spec).value(),
+                          .max_running = 4,
+                          .prefill_chunk = 7,
+                          .mixed_prefill = mixed,
+                          .cut_blocks_at_output_end = false};  // every fed request drafts
+      config.on_step = [&blocks](const StepRecord& step) {
+        if (step.drafts == nullptr) return;
+        const int32_t width = step.drafts->candidates;
+        for (size_t i = 0; i < step.ids.size(); ++i) {
+          const auto first = step.drafts->tokens.begin() + static_cast<int64_t>(i) * width;
+          blocks[step.ids[i]].emplace_back(first, first + width);
+        }
+      };
+      Drafter* drafting = config.policy.UsesDrafter() ? drafter.get() : nullptr;
+      const testing::EngineRun run = testing::RunPrompts(
+          target, drafting, config, prompts, {.max_tokens = 16, .stop_ids = c.eos_token_ids});
+      EXPECT_EQ(testing::FirstDifference(run.outputs, expected), "");
+      EXPECT_EQ(run.stats.prefill_rows, prompt_rows);
+      if (mixed) {
+        EXPECT_GT(run.stats.mixed_prefill_rows, prompt_rows / 3)
+            << "most prompts arrive while others decode";
+      } else {
+        EXPECT_EQ(run.stats.mixed_prefill_rows, 0);
+      }
+      EXPECT_EQ(run.free_pages_after, run.total_pages);
+    }
+    EXPECT_EQ(drafts[true], drafts[false]) << spec;
+    if (std::string(spec) != "none") {
+      EXPECT_EQ(drafts[true].size(), prompts.size()) << "every request drafted";
+      std::set<int32_t> tokens;
+      for (const auto& [id, blocks] : drafts[true]) {
+        for (const auto& block : blocks) tokens.insert(block.begin(), block.end());
+      }
+      EXPECT_GE(tokens.size(), 5u) << "drafts that follow their contexts (a seed whose drafter "
+                                      "proposes one token everywhere would compare nothing)";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MixedPrefillEngineTest,
+                         ::testing::Values("dense", "hybrid", "moe"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// Mixed prefill needs a backend whose verify takes prompt rows; the engine over one that cannot
+// (a device verify in fixed workspaces) prefills alone, and the CPU backend says it can.
+TEST(MixedPrefillEngineTest, OnlyABackendWhoseVerifyTakesPromptRowsMixes) {
+  const DecoderConfig c = testing::EngineTestTargetConfig();
+  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+  CpuBackend cpu(target, nullptr);
+  EXPECT_TRUE(cpu.VerifyTakesPromptRows());
+  struct Separate final : StepBackend {
+    explicit Separate(StepBackend& inner) : inner(inner) {}
+    std::string_view name() const override { return "separate"; }
+    TargetModel& target() override { return inner.target(); }
+    Drafter* drafter() override { return inner.drafter(); }
+    Result<TargetPass> Prefill(const StepBatch& chunks, PagedKvCache& cache,
+                               ForwardOutput* out) override {
+      return inner.Prefill(chunks, cache, out);
+    }
+    Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
+                 DraftOutput* out) override {
+      return inner.Draft(requests, cache, tile_rows, out);
+    }
+    Result<TargetPass> Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
+                              PagedKvCache& cache, ForwardOutput* out) override {
+      EXPECT_EQ(packed.num_spans(), static_cast<int32_t>(requests.size()))
+          << "no prompt span rides in this backend's verify";
+      return inner.Verify(packed, requests, cache, out);
+    }
+    void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,
+                std::span<Acceptance> outcomes) override {
+      inner.Accept(pass, requests, outcomes);
+    }
+    void AppendContext(const TargetPass& pass, int32_t first, int32_t count) override {
+      inner.AppendContext(pass, first, count);
+    }
+    StepBackend& inner;
+  } separate(cpu);
+  const auto prompts = testing::RandomPrompts(8, c.vocab_size, 31, /*max_length=*/40);
+  const testing::EngineRun run = testing::RunPrompts(
+      separate,
+      {.policy = LengthPolicy::Parse("none").value(), .max_running = 3, .prefill_chunk = 5},
+      prompts, {.max_tokens = 8});
+  EXPECT_EQ(run.stats.mixed_prefill_rows, 0);
+  EXPECT_EQ(run.outputs.size(), prompts.size());
+}
+
+}  // namespace
+}  // namespace dscale
