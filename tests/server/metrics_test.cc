@@ -34,6 +34,8 @@ TEST(MetricsTest, RendersEveryFamily) {
   m.engine.stats.committed_tokens = 50;
   m.engine.stats.prefix_query_tokens = 640;
   m.engine.stats.prefix_hit_tokens = 512;
+  m.engine.stats.prefill_rows = 300;
+  m.engine.stats.mixed_prefill_rows = 120;
   m.engine.stats.accepted_histogram[0] = 5;
   m.engine.stats.accepted_histogram[2] = 10;
   m.engine.stats.accepted_histogram[3] = 4;
@@ -58,6 +60,8 @@ TEST(MetricsTest, RendersEveryFamily) {
   EXPECT_TRUE(Has(text, "dscale_kv_pages_free 90"));
   EXPECT_TRUE(Has(text, "dscale_verified_rows_per_step 8"));
   EXPECT_TRUE(Has(text, "dscale_prefix_cache_query_tokens_total 640"));
+  EXPECT_TRUE(Has(text, "dscale_prefill_rows_total 300"));
+  EXPECT_TRUE(Has(text, "dscale_mixed_prefill_rows_total 120"));
   EXPECT_TRUE(Has(text, "dscale_prefix_cache_hit_tokens_total 512"));
   EXPECT_TRUE(Has(text, "dscale_tau 2.5"));
   EXPECT_TRUE(Has(text, "# TYPE dscale_accepted_length histogram"));
@@ -124,7 +128,8 @@ TEST(MetricsTest, RendersTheVerifyBudgetAndAutosCostModel) {
   EXPECT_EQ(text.find("verify_experts_per_layer"), std::string::npos);
 
   // A mixture of experts whose rows auto prices by their experts.
-  m.engine.stats.decode_steps = 4;
+  m.engine.stats.decode_steps = 5;  // one of them ran prompt rows: its experts are not counted
+  m.engine.stats.expert_counted_steps = 4;
   m.engine.stats.verify_experts_per_layer = 100;
   m.engine.stats.auto_budget->experts_priced = true;
   m.engine.stats.auto_budget->expert_sharing = 0.75;
