@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -140,6 +141,47 @@ TEST(MixedPrefillEngineTest, OnlyABackendWhoseVerifyTakesPromptRowsMixes) {
       prompts, {.max_tokens = 8});
   EXPECT_EQ(run.stats.mixed_prefill_rows, 0);
   EXPECT_EQ(run.outputs.size(), prompts.size());
+}
+
+// A prompt's first token comes from the mixed pass's logits row after the packed rows': seeded
+// sampling with log-probabilities gives the same tokens and the same log-probabilities, bit for
+// bit, mixed or not (the first token's included), while other requests draft and verify beside it.
+TEST(MixedPrefillEngineTest, SampledTokensAndLogprobsAreThoseOfPromptsPrefilledAlone) {
+  const DecoderConfig c = testing::EngineTestTargetConfig();
+  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+  std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target, 6);
+  const auto prompts = testing::RandomPrompts(10, c.vocab_size, 37, /*max_length=*/50);
+  const GenerationParams params{.max_tokens = 12,
+                                .sampling = {.temperature = 0.8f, .seed = 11},
+                                .logprobs = {.enabled = true, .top = 3}};
+  std::map<bool, testing::EngineRun> runs;
+  for (const bool mixed : {false, true}) {
+    runs[mixed] = testing::RunPrompts(target, drafter.get(),
+                                      {.policy = LengthPolicy::Parse("fixed:8").value(),
+                                       .max_running = 4,
+                                       .prefill_chunk = 9,
+                                       .mixed_prefill = mixed},
+                                      prompts, params);
+  }
+  EXPECT_GT(runs[true].stats.mixed_prefill_rows, 0);
+  EXPECT_EQ(testing::FirstDifference(runs[true].outputs, runs[false].outputs), "");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto& got = runs[true].results[p].logprobs;
+    const auto& want = runs[false].results[p].logprobs;
+    ASSERT_EQ(got.size(), want.size()) << "prompt " << p;
+    ASSERT_EQ(got.size(), runs[true].outputs[p].size());
+    for (size_t t = 0; t < got.size(); ++t) {
+      SCOPED_TRACE(::testing::Message() << "prompt " << p << " token " << t);
+      EXPECT_EQ(got[t].token, want[t].token);
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[t].logprob), std::bit_cast<uint32_t>(want[t].logprob));
+      ASSERT_EQ(got[t].top.size(), want[t].top.size());
+      for (size_t k = 0; k < got[t].top.size(); ++k) {
+        EXPECT_EQ(got[t].top[k].token, want[t].top[k].token);
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[t].top[k].logprob),
+                  std::bit_cast<uint32_t>(want[t].top[k].logprob));
+      }
+    }
+  }
 }
 
 }  // namespace
