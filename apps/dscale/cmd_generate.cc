@@ -50,6 +50,8 @@ nlohmann::json StatsJson(const StepStats& s, double seconds, const std::string& 
           {"decode_steps", s.decode_steps},
           {"tau", s.tau()},
           {"verified_rows_per_step", s.rows_per_step()},
+          {"prefill_rows", s.prefill_rows},
+          {"mixed_prefill_rows", s.mixed_prefill_rows},  // of them, run in a verify's pass
           {"step_time_s",
            {{"prefill", s.prefill_s},
             {"draft", s.draft_s},
