@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -213,14 +214,21 @@ TEST(BenchCommand, AgainstAServerWithTokenIdPrompts) {
 
 class InProcessBench : public ::testing::Test {
  protected:
+  // ctest runs every test of this suite in its own process, two at a time: the process id keeps
+  // one process's pair from being rewritten while another reads it.
   static void SetUpTestSuite() {
-    dir_ = std::filesystem::path(::testing::TempDir()) / "bench_tiny";
+    dir_ =
+        std::filesystem::path(::testing::TempDir()) / ("bench_tiny_" + std::to_string(::getpid()));
     const auto r = testing::RunDscale(
         "make-tiny --out " + (dir_ / "target").string() + " --drafter-out " +
         (dir_ / "drafter").string() +
         " --vocab 151936 --hidden 32 --intermediate 48 --layers 1 --heads 2 --kv-heads 1"
         " --head-dim 16 --tie --block-size 8");
     ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  static void TearDownTestSuite() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
   static std::string Models() {
     return " --target " + (dir_ / "target").string() + " --drafter " + (dir_ / "drafter").string() +
