@@ -50,9 +50,6 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
                                   int32_t concurrency, const GenerationParams& params,
                                   const std::function<void()>& on_done);
 
-// after − before, field by field (counters and stage seconds).
-StepStats StatsDelta(const StepStats& after, const StepStats& before);
-
 // The loop's decode steps in `windows` equal stretches of [0, window_s] (empty stretches left out).
 std::vector<BudgetWindow> RowsOverTime(std::span<const StepPoint> steps, double window_s,
                                        int windows);

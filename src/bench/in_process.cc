@@ -151,7 +151,7 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
   const StepStats before = engine->stats();
   DSCALE_ASSIGN_OR_RETURN(LoopOutcome measured,
                           RunClosedLoop(*engine, requests.measured, concurrency, params, on_done));
-  return InProcessMetrics(measured, StatsDelta(engine->stats(), before));
+  return InProcessMetrics(measured, engine->stats().Since(before));
 }
 
 }  // namespace dscale::bench

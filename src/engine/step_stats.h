@@ -47,6 +47,11 @@ struct StepStats {
     return decode_steps ? double(verified_rows) / double(decode_steps) : 0.0;
   }
   double decode_step_s() const { return draft_s + decision_s + verify_s + acceptance_s + commit_s; }
+
+  // What was counted since `before` (a copy of these stats taken earlier): every counter and
+  // stage time less its value then; the latest step's fields and the auto snapshot as they are.
+  // A field added above is counted here too.
+  StepStats Since(const StepStats& before) const;
 };
 
 }  // namespace dscale

@@ -10,6 +10,18 @@
 
 namespace dscale::testing {
 
+DecoderModel RandomTarget(const DecoderConfig& c, WeightsMode weights) {
+  DecoderWeights w = RandomDecoderWeights(c, 5, DType::kBF16);
+  ActivationModes activations;
+  if (weights != WeightsMode::kAsStored) {
+    QuantizeProjections(&w, weights);
+    activations.int8 = cpu::Int8Activations::kInt8;
+  }
+  DecoderModel target(c, std::move(w));
+  target.set_activations(activations);
+  return target;
+}
+
 EngineFixture::EngineFixture()
     : target_(EngineTestTargetConfig(),
               RandomDecoderWeights(EngineTestTargetConfig(), 5, DType::kF32)),

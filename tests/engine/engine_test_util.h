@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "model/decoder_model.h"
 #include "model/dflash_drafter.h"
+#include "model/quantize_weights.h"
 #include "support/tiny_models.h"
 
 namespace dscale::testing {
@@ -29,6 +30,10 @@ struct EngineRun {
 // like), of 3 … max_length tokens, from `seed`.
 std::vector<std::vector<int32_t>> RandomPrompts(int count, int64_t vocab, uint32_t seed,
                                                 int32_t max_length = 40);
+
+// A target of config `c` with random BF16 weights (seed 5): as stored (kAsStored), or with its
+// projections quantised to `weights` (int8 or int4) under int8 activations.
+DecoderModel RandomTarget(const DecoderConfig& c, WeightsMode weights);
 
 // Submits every prompt at once and runs to completion (fatal test failure on errors).
 // `step_times`: what --verify-budget auto reads (null: the clock).

@@ -25,17 +25,10 @@ class HybridEngineTest : public ::testing::TestWithParam<std::tuple<int, Weights
 
 TEST_P(HybridEngineTest, GreedyOutputEqualsPlainDecodingInEveryModeAndConcurrency) {
   const auto [ratio, weights_mode] = GetParam();
-  const DecoderConfig c = testing::EngineTestHybridConfig(2, 2 * ratio);
-  DecoderWeights weights = RandomDecoderWeights(c, 5, DType::kBF16);
-  ASSERT_FALSE(weights.layers[0].linear.empty());
-  ASSERT_TRUE(weights.layers[1].linear.empty());
-  ActivationModes activations;
-  if (weights_mode != WeightsMode::kAsStored) {
-    QuantizeProjections(&weights, weights_mode);
-    activations.int8 = cpu::Int8Activations::kInt8;
-  }
-  DecoderModel target(c, std::move(weights));
-  target.set_activations(activations);
+  DecoderModel target =
+      testing::RandomTarget(testing::EngineTestHybridConfig(2, 2 * ratio), weights_mode);
+  ASSERT_FALSE(target.weights().layers[0].linear.empty());
+  ASSERT_TRUE(target.weights().layers[1].linear.empty());
   testing::ExpectEveryModeEqualsPlainDecoding(target);
 }
 
@@ -53,16 +46,8 @@ INSTANTIATE_TEST_SUITE_P(RatioAndWeights, HybridEngineTest,
 class HybridMoeEngineTest : public ::testing::TestWithParam<WeightsMode> {};
 
 TEST_P(HybridMoeEngineTest, GreedyOutputEqualsPlainDecodingInEveryModeAndConcurrency) {
-  const DecoderConfig c = testing::EngineTestHybridMoeConfig();
-  DecoderWeights weights = RandomDecoderWeights(c, 5, DType::kBF16);
-  ASSERT_TRUE(weights.layers[1].moe.has_shared());
-  ActivationModes activations;
-  if (GetParam() != WeightsMode::kAsStored) {
-    QuantizeProjections(&weights, GetParam());
-    activations.int8 = cpu::Int8Activations::kInt8;
-  }
-  DecoderModel target(c, std::move(weights));
-  target.set_activations(activations);
+  DecoderModel target = testing::RandomTarget(testing::EngineTestHybridMoeConfig(), GetParam());
+  ASSERT_TRUE(target.weights().layers[1].moe.has_shared());
   testing::ExpectEveryModeEqualsPlainDecoding(target);
 }
 

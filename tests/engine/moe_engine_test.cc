@@ -25,17 +25,10 @@ class MoeEngineTest : public ::testing::TestWithParam<std::tuple<bool, WeightsMo
 
 TEST_P(MoeEngineTest, GreedyOutputEqualsPlainDecodingInEveryModeAndConcurrency) {
   const auto [norm_topk_prob, weights_mode] = GetParam();
-  const DecoderConfig c = testing::EngineTestMoeConfig(norm_topk_prob);
-  DecoderWeights weights = RandomDecoderWeights(c, 5, DType::kBF16);
-  ASSERT_FALSE(weights.layers[0].moe.empty());
-  ASSERT_TRUE(weights.layers[1].moe.empty());
-  ActivationModes activations;
-  if (weights_mode != WeightsMode::kAsStored) {
-    QuantizeProjections(&weights, weights_mode);
-    activations.int8 = cpu::Int8Activations::kInt8;
-  }
-  DecoderModel target(c, std::move(weights));
-  target.set_activations(activations);
+  DecoderModel target =
+      testing::RandomTarget(testing::EngineTestMoeConfig(norm_topk_prob), weights_mode);
+  ASSERT_FALSE(target.weights().layers[0].moe.empty());
+  ASSERT_TRUE(target.weights().layers[1].moe.empty());
   testing::ExpectEveryModeEqualsPlainDecoding(target);
 }
 
