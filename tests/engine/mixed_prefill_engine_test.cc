@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
+#include "model/poisoned_target.h"
 #include "model/random_checkpoint.h"
 
 namespace dscale {
@@ -182,6 +184,66 @@ TEST(MixedPrefillEngineTest, SampledTokensAndLogprobsAreThoseOfPromptsPrefilledA
       }
     }
   }
+}
+
+// A prompt cut off while it rides in verify passes — cancelled by its client, or its first
+// token's logits NaN — ends alone: its K/V pages and draft context are freed, and the requests
+// decoding beside it (and the next prompt, which rides in their passes after it) commit plain
+// decoding's tokens.
+TEST(MixedPrefillEngineTest, APromptCancelledOrFailingInAVerifyPassEndsAlone) {
+  const DecoderConfig c = testing::EngineTestTargetConfig();
+  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+  std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target, 6);
+  const int32_t marker = static_cast<int32_t>(c.vocab_size) - 1;  // RandomPrompts never draws it
+  auto prompts = testing::RandomPrompts(4, c.vocab_size, 41, /*max_length=*/12);
+  prompts[2].assign(60, 7);  // 60 rows: nine 7-row chunks, over several decode steps
+  prompts[2][0] = marker;
+  const GenerationParams params{.max_tokens = 24};  // no stop ids: every request runs 24
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : prompts) {
+    expected.push_back(GreedyDecode(target, p, {.max_new_tokens = 24}).value());
+  }
+  testing::PoisonedTarget poisoned(target, marker, /*from_position=*/0);
+  for (const bool cancel : {true, false}) {
+    SCOPED_TRACE(cancel ? "cancelled" : "NaN logits");
+    TargetModel& model = cancel ? static_cast<TargetModel&>(target) : poisoned;
+    auto engine = Engine::Create(model, drafter.get(),
+                                 {.policy = LengthPolicy::Parse("fixed:8").value(),
+                                  .max_running = 4,
+                                  .prefill_chunk = 7})
+                      .value();
+    std::vector<RequestId> ids;
+    for (int i = 0; i < 2; ++i) ids.push_back(engine->Submit(prompts[i], params).value());
+    ASSERT_TRUE(engine->Step().ok());  // both prompts prefilled; they decode from here
+    ids.push_back(engine->Submit(prompts[2], params).value());
+    ids.push_back(engine->Submit(prompts[3], params).value());
+    for (int step = 0; step < 3; ++step) ASSERT_TRUE(engine->Step().ok());
+    EXPECT_GT(engine->stats().mixed_prefill_rows, 0) << "the long prompt rides in verify passes";
+    EXPECT_LT(engine->stats().prefill_rows,
+              static_cast<int64_t>(prompts[0].size() + prompts[1].size() + prompts[2].size() +
+                                   prompts[3].size()))
+        << "the long prompt is still being prefilled";
+    if (cancel) engine->Cancel(ids[2]);
+    ASSERT_TRUE(engine->RunToCompletion().ok());
+    int finished = 0;
+    for (const RequestResult& r : engine->TakeFinished()) {
+      const size_t i = std::find(ids.begin(), ids.end(), r.id) - ids.begin();
+      ++finished;
+      if (i == 2) {
+        EXPECT_EQ(r.finish_reason, cancel ? FinishReason::kCancelled : FinishReason::kError);
+        if (!cancel) {
+          EXPECT_NE(r.error.find("NaN"), std::string::npos) << r.error;
+        }
+        EXPECT_TRUE(r.output_ids.empty());
+        continue;
+      }
+      EXPECT_EQ(r.finish_reason, FinishReason::kLength) << r.error;
+      EXPECT_EQ(testing::FirstDifference(r.output_ids, expected[i]), "") << "request " << i;
+    }
+    EXPECT_EQ(finished, 4);
+    EXPECT_EQ(engine->free_kv_pages(), engine->total_kv_pages());
+  }
+  EXPECT_GT(poisoned.poisoned_rows(), 0);
 }
 
 }  // namespace
