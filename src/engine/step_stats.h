@@ -50,7 +50,7 @@ struct StepStats {
 
   // What was counted since `before` (a copy of these stats taken earlier): every counter and
   // stage time less its value then; the latest step's fields and the auto snapshot as they are.
-  // A field added above is counted here too.
+  // A counter or stage time added above is subtracted there too.
   StepStats Since(const StepStats& before) const;
 };
 
