@@ -1,5 +1,6 @@
 #include "bench/modes.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string_view>
 #include <tuple>
@@ -109,7 +110,13 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
     const bool tiled =
         tiles == TileRouting::kAuto ? policy->mode != SpecMode::kDFlash : tiles == TileRouting::kOn;
     const std::string name = budget.empty() ? policy->Name() : policy->Name() + ":" + budget;
-    modes.push_back({.label = drafter == ModeDrafter::kMain ? name : listed,
+    const std::string label = drafter == ModeDrafter::kMain ? name : listed;
+    // The report keys cells by label: a second run of a mode would overwrite the first's.
+    if (std::ranges::any_of(modes, [&](const BenchMode& m) { return m.label == label; })) {
+      return InvalidArgument("--modes " + listed + ": " + label +
+                             " is listed twice (for alternating runs of the modes give --repeats)");
+    }
+    modes.push_back({.label = label,
                      .policy = policy->Name(),
                      .verify_budget = budget,
                      .tile_routing = tiled,

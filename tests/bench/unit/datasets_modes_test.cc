@@ -72,6 +72,18 @@ TEST(Modes, ParseWithAutomaticTiles) {
   EXPECT_FALSE(ParseModes("", TileRouting::kAuto).ok());
 }
 
+// The report keys each cell by its mode's label, so a mode given twice (also under another
+// spelling of the same policy) is refused, naming --repeats for alternating runs.
+TEST(Modes, AModeListedTwiceIsRefused) {
+  for (const char* list : {"none,dscale:auto,none", "fixed:8,dflash,fixed:08"}) {
+    const auto twice = ParseModes(list, TileRouting::kAuto);
+    ASSERT_FALSE(twice.ok()) << list;
+    EXPECT_NE(twice.status().message().find("listed twice"), std::string::npos);
+    EXPECT_NE(twice.status().message().find("--repeats"), std::string::npos);
+  }
+  EXPECT_TRUE(ParseModes("dscale,dscale:auto,dscale:auto-rows", TileRouting::kAuto).ok());
+}
+
 TEST(Modes, DScaleWithItsOwnBudgetAndTheDSparkBaseline) {
   auto modes = ParseModes("dscale,dscale:auto,dscale:0.25,dspark", TileRouting::kAuto);
   ASSERT_TRUE(modes.ok()) << modes.status().message();
