@@ -1,6 +1,7 @@
 #include "bench/plots.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -55,6 +56,18 @@ std::string Panels(const Report& report, const std::string& dir, const std::stri
   return out + "unset multiplot\n";
 }
 
+// The x range half a doubling beyond the smallest and largest concurrency, so the end points
+// sit off the frame; gnuplot's own range from a single concurrency would be empty (it widens
+// it with a warning on the terminal).
+std::string ConcurrencyRange(const std::vector<int32_t>& concurrency) {
+  if (concurrency.empty()) return "";
+  const auto [lo, hi] = std::ranges::minmax(concurrency);
+  char range[96];
+  std::snprintf(range, sizeof range, "set xrange [%g:%g]\n", lo / std::sqrt(2.0),
+                hi * std::sqrt(2.0));
+  return range;
+}
+
 bool GnuplotInstalled() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 }  // namespace
@@ -77,7 +90,7 @@ std::string GnuplotScript(const Report& report, const std::string& dir) {
   for (size_t i = 0; i < report.concurrency.size(); ++i) {
     out += (i ? ", " : "") + std::to_string(report.concurrency[i]);
   }
-  out += ")\nset yrange [0:*]\n";
+  out += ")\n" + ConcurrencyRange(report.concurrency) + "set yrange [0:*]\n";
   out += Panels(report, dir, "throughput.png", "output tokens / s", 2);
   out += Panels(report, dir, "latency.png", "p50 end-to-end latency (s)", 3);
   return out;

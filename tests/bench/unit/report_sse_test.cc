@@ -159,6 +159,8 @@ TEST(Report, GnuplotScriptPlotsEveryModePerDataset) {
   EXPECT_NE(script.find("'/o/plot_data_humaneval.dat' using 1:4 with linespoints title 'fast'"),
             std::string::npos);
   EXPECT_NE(script.find("set output '/o/latency.png'"), std::string::npos);
+  // One concurrency: a range around it (gnuplot's own would be empty, and warn).
+  EXPECT_NE(script.find("set xrange [5.65685:11.3137]"), std::string::npos) << script;
 }
 
 TEST(Sweep, RunsEveryCellPerRepeatAndChecksTheBaseline) {
