@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "io/file_util.h"
 #include "io/json_util.h"
@@ -69,7 +70,14 @@ Result<Dataset> LoadDataset(const std::string& data_dir, const std::string& data
   if (max_distinct < 1) return InvalidArgument("distinct prompts must be at least 1");
   const Source source = SourceOf(dataset);
   const std::string path = data_dir + "/" + source.file;
-  DSCALE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  Result<std::string> read = ReadFileToString(path);
+  if (!read.ok()) {
+    // The default folder is relative: from outside the repository it is the wrong one.
+    return Status(read.status().code(), read.status().message() +
+                                            " (--data-dir names the folder holding " + source.file +
+                                            "; default: data, relative to the working directory)");
+  }
+  const std::string text = std::move(*read);
   Dataset out{.name = dataset};
   std::istringstream lines(text);
   std::string line;

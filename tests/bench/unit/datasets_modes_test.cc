@@ -45,6 +45,7 @@ TEST(Datasets, ErrorsNameTheProblem) {
   Result<Dataset> missing = LoadDataset("/nonexistent", "gsm8k", 4);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("gsm8k/test.jsonl"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("--data-dir"), std::string::npos);
 }
 
 TEST(Datasets, ChatPromptsUseTheTemplateWithThinkingOff) {
