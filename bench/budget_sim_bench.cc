@@ -3,7 +3,8 @@
 // (fixed:W) and the paper's W·N/2; on the mixture of experts (--pair cpu-a3b) auto pricing rows
 // by the experts they wake and by their count alone (auto-rows).
 //
-//   build/budget_sim_bench [--pair gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-a3b|cpu-a3b-avx2]
+//   build/budget_sim_bench [--pair
+//   gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-avx2-subset|cpu-a3b|cpu-a3b-avx2]
 //       [--knee ROWS] [--concurrency 16]
 //       [--steps 400] [--requests 0] [--tokens 64] [--seed 1] [--trace]
 //
@@ -25,6 +26,36 @@
 
 namespace dscale::budget {
 namespace {
+
+// --pair's names and the simulated pairs they select (the GPU's knee: --knee, else W·N/2).
+struct PairChoice {
+  const char* name;
+  SimulatedPair (*make)(int64_t knee);
+};
+constexpr PairChoice kPairs[] = {
+    {"gpu", [](int64_t knee) { return GpuShapedPair(knee); }},
+    {"cpu", [](int64_t) { return CpuShapedPair(); }},
+    {"cpu17b", [](int64_t) { return Cpu17BShapedPair(); }},
+    {"cpu17b-gsm8k", [](int64_t) { return Cpu17BRealisticPair(); }},
+    {"cpu-zen5", [](int64_t) { return CpuZen5ShapedPair(); }},
+    {"cpu-avx2-subset", [](int64_t) { return CpuAvx2SubsetPair(); }},
+    {"cpu-a3b", [](int64_t) { return CpuA3BShapedPair(); }},
+    {"cpu-a3b-avx2", [](int64_t) { return CpuA3BWithoutTilesPair(); }},
+};
+
+const PairChoice* FindPair(const std::string& name) {
+  for (const PairChoice& choice : kPairs) {
+    if (name == choice.name) return &choice;
+  }
+  return nullptr;
+}
+
+std::string PairNames() {
+  std::string names;
+  for (const PairChoice& choice : kPairs)
+    names += (names.empty() ? "" : "|") + std::string(choice.name);
+  return names;
+}
 
 struct Args {
   std::string pair = "gpu";
@@ -65,10 +96,8 @@ bool Parse(int argc, char** argv, Args* a) {
       return false;
     }
   }
-  return (a->pair == "gpu" || a->pair == "cpu" || a->pair == "cpu17b" ||
-          a->pair == "cpu17b-gsm8k" || a->pair == "cpu-zen5" || a->pair == "cpu-a3b" ||
-          a->pair == "cpu-a3b-avx2") &&
-         a->concurrency >= 1 && a->steps >= 1 && a->requests >= 0 && a->tokens >= 1;
+  return FindPair(a->pair) != nullptr && a->concurrency >= 1 && a->steps >= 1 && a->requests >= 0 &&
+         a->tokens >= 1;
 }
 
 int Run(const Args& a) {
@@ -78,13 +107,7 @@ int Run(const Args& a) {
                                   .requests = a.requests,
                                   .seed = a.seed};
   const int64_t knee = a.knee > 0 ? a.knee : int64_t{options.width} * a.concurrency / 2;
-  const SimulatedPair pair = a.pair == "gpu"            ? GpuShapedPair(knee)
-                             : a.pair == "cpu"          ? CpuShapedPair()
-                             : a.pair == "cpu17b"       ? Cpu17BShapedPair()
-                             : a.pair == "cpu-a3b"      ? CpuA3BShapedPair()
-                             : a.pair == "cpu-a3b-avx2" ? CpuA3BWithoutTilesPair()
-                             : a.pair == "cpu-zen5"     ? CpuZen5ShapedPair()
-                                                        : Cpu17BRealisticPair();
+  const SimulatedPair pair = FindPair(a.pair)->make(knee);
   const ExpertShape experts{.experts = pair.experts.experts,
                             .top_k = pair.experts.top_k,
                             .expert_share = 0.43};  // the A3B shape's (ExpertShapeOf)
@@ -151,11 +174,9 @@ int main(int argc, char** argv) {
   dscale::budget::Args args;
   if (!dscale::budget::Parse(argc, argv, &args)) {
     std::fprintf(stderr,
-                 "usage: budget_sim_bench [--pair "
-                 "gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-a3b|cpu-a3b-avx2] "
-                 "[--knee ROWS] "
-                 "[--concurrency N] "
-                 "[--steps N] [--requests N] [--tokens N] [--seed N] [--trace]\n");
+                 "usage: budget_sim_bench [--pair %s] [--knee ROWS] [--concurrency N] "
+                 "[--steps N] [--requests N] [--tokens N] [--seed N] [--trace]\n",
+                 dscale::budget::PairNames().c_str());
     return 2;
   }
   return dscale::budget::Run(args);

@@ -275,16 +275,14 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
     const int64_t committed = drafted_committed + (sample.requests - sample.drafted);
     explore_loss_s_ += step_s - double(committed) * PlainSecondsPerToken(sample.requests);
   }
-  const double a = options_.smoothing;
   const double predicted = pending_expected_ - pending_n_;
   if (predicted > 0.01 * pending_n_) {
-    // The prior is a calibrated predictor: the first step is weighed like any later one.
-    // Its weight is small: the predictor's bias is a property of the predictor, while a
-    // step's committed tokens vary with the acceptance draws (by about their mean).
+    // Slowly: the predictor's bias is a property of the predictor, while a step's committed
+    // tokens vary with the acceptance draws (by about their mean). See Calibration().
     const double c = options_.calibration_smoothing;
-    if (predicted_extra_ <= 0) realized_extra_ = predicted_extra_ = predicted;
     realized_extra_ = (1 - c) * realized_extra_ + c * double(drafted_committed - pending_n_);
     predicted_extra_ = (1 - c) * predicted_extra_ + c * predicted;
+    calibration_prior_weight_ *= 1 - c;
   }
   if (ramp_ != Ramp::kDone) {
     if (measured.VerifyTimed()) AdvanceRamp(sample);
@@ -293,8 +291,7 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
     // other requests (at low concurrency, on one request of its own acceptance).
     const bool probe = mode_ == AutoMode::kPlain;
     const bool fresh = !gain_set_ || (probe && probe_steps_ == 0);
-    gain_ = fresh ? pending_gain_ : (1 - a) * gain_ + a * pending_gain_;
-    gain_set_ = true;
+    AddGainSample(pending_gain_, fresh);
     UpdateMode();
     // A probe that has not turned auto to speculation within probe_steps drafted steps ends:
     // its requests stop drafting and feeding until the next probe.
@@ -304,22 +301,23 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
   }
 }
 
-// The gain is judged on the fit as it stands after the step, with rows past the largest seen
-// costing no more than it (their least possible cost: more rows never cost less), so
-// g < 1 − margin means speculation does not pay even if those rows were free. Plain is chosen
-// only after two ramp steps in a row say so (one slowed step must not decide), and only once
-// D has
-// been seen at two request counts (or for every request): one point cannot tell drafting's
-// fixed cost from its per-request cost, and proportional extrapolation from one request would
-// overstate the fleet's drafting where the fixed cost dominates (a GPU).
+// Each ramp step's gain is judged on the fit as it stands after the step, with rows past the
+// largest seen costing no more than it (their least possible cost: more rows never cost less),
+// so a gain below 1 − margin means speculation does not pay even if those rows were free. Plain
+// is chosen only after two ramp steps in a row say so (one slowed step must not decide), and
+// only once D has been seen at two request counts (or for every request): one point cannot tell
+// drafting's fixed cost from its per-request cost, and proportional extrapolation from one
+// request would overstate the fleet's drafting where the fixed cost dominates (a GPU). g
+// averages the ramp's gains (AddGainSample): at one request one draft's curve says little of
+// the next one's.
 void AutoBudget::AdvanceRamp(const StepSample& sample) {
   const int32_t requests = sample.requests;
   const int32_t n = sample.drafted;
   const double draft_s = n == requests ? sample.draft_s : 0.0;
-  gain_ = FleetGain(ramp_curve_, requests, draft_s, PastSeen::kFree);
-  gain_set_ = true;
+  const double step_gain = FleetGain(ramp_curve_, requests, draft_s, PastSeen::kFree);
+  AddGainSample(step_gain, /*fresh=*/!gain_set_);
   const bool draft_known = model_.draft().observed_bins() >= 2 || n == requests;
-  ramp_losing_steps_ = draft_known && gain_ < 1 - options_.margin ? ramp_losing_steps_ + 1 : 0;
+  ramp_losing_steps_ = draft_known && step_gain < 1 - options_.margin ? ramp_losing_steps_ + 1 : 0;
   if (ramp_losing_steps_ >= 2) {
     ramp_ = Ramp::kDone;
     SwitchToPlain(/*detach=*/true);
@@ -432,9 +430,26 @@ AutoBudgetSnapshot AutoBudget::Snapshot() const {
   return s;
 }
 
+// The realized / predicted ratio of the steps so far (decayed alike), mixed with the prior 1
+// by the weight the prior keeps: 1 before any step, (1 − c)^k after k. Both sums decay from
+// zero, so the prior's weight does not depend on how many draft tokens the first steps
+// predicted (a cold start's first steps verify one or two draft rows, and weighing the prior
+// like the first step's prediction let a few early misses halve the calibration).
 double AutoBudget::Calibration() const {
   if (predicted_extra_ <= 0) return 1.0;
-  return std::clamp(realized_extra_ / predicted_extra_, 0.25, 2.0);
+  const double data_weight = 1 - calibration_prior_weight_;
+  return std::clamp(data_weight * realized_extra_ / predicted_extra_ + calibration_prior_weight_,
+                    0.25, 2.0);
+}
+
+// A fresh start averages its first samples equally, then smooths: an exponential average
+// started at one sample would keep that sample's weight far beyond a's for several steps, and
+// a probe is judged on its first probe_steps.
+void AutoBudget::AddGainSample(double gain, bool fresh) {
+  gain_samples_ = fresh ? 1 : gain_samples_ + 1;
+  const double weight = std::max(options_.smoothing, 1.0 / double(gain_samples_));
+  gain_ = gain_set_ && !fresh ? (1 - weight) * gain_ + weight * gain : gain;
+  gain_set_ = true;
 }
 
 }  // namespace dscale::budget

@@ -142,6 +142,8 @@ class AutoBudget {
   void SwitchToPlain(bool detach);
   // Realized / predicted speculative tokens (smoothed), in [0.25, 2]; 1 before any evidence.
   double Calibration() const;
+  // g's update by one drafted step's fleet gain; fresh: g starts again from it.
+  void AddGainSample(double gain, bool fresh);
   void UpdateMode();
 
   AutoBudgetOptions options_;
@@ -179,7 +181,11 @@ class AutoBudget {
   // Smoothed state.
   double gain_ = 0;
   bool gain_set_ = false;
+  int64_t gain_samples_ = 0;  // samples in g since its latest fresh start
+  // Decayed sums of the drafted steps' realized and predicted draft tokens, and the weight the
+  // prior (a calibrated predictor) keeps beside them.
   double realized_extra_ = 0, predicted_extra_ = 0;
+  double calibration_prior_weight_ = 1;
 };
 
 }  // namespace dscale::budget

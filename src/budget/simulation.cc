@@ -110,8 +110,10 @@ class Loop {
     return noise;
   }
 
-  // Request r's acceptance at its current token: α_r, or hard_acceptance in a hard stretch.
-  double AcceptanceNow(const SimRequest& r) const {
+  // Request r's acceptance at its current token: α_r, or hard_acceptance in a hard stretch (or
+  // in the text's opening, which the predictor does not see: `predicted`).
+  double AcceptanceNow(const SimRequest& r, bool predicted = false) const {
+    if (!predicted && r.produced < pair_.hard_opening_tokens) return pair_.hard_acceptance;
     if (pair_.hard_share <= 0) return r.acceptance;
     const auto stretch = static_cast<uint64_t>(r.produced / pair_.hard_stretch_tokens);
     dvl::DeterministicRandom rng = Stream(o_.seed, kStretchStream, (r.index << 24) + stretch);
@@ -136,7 +138,7 @@ class Loop {
     probs_.assign(drafted.size() * (w - 1), 0.0f);
     for (size_t i = 0; i < drafted.size(); ++i) {
       const double a =
-          std::clamp(AcceptanceNow(*drafted[i]) *
+          std::clamp(AcceptanceNow(*drafted[i], /*predicted=*/true) *
                          (1 + pair_.predictor_noise * drafted[i]->predictor_rng.NextNormal()),
                      0.0, 0.999);
       double p = 1;
@@ -311,6 +313,17 @@ SimulatedPair CpuZen5ShapedPair() {
           .hard_share = 0.25,
           .hard_stretch_tokens = 16,
           .hard_acceptance = 0.1};
+}
+
+SimulatedPair CpuAvx2SubsetPair() {
+  return {.verify_seconds =
+              [](int64_t r) { return std::max(185e-3 + 16e-3 * double(r), 38e-3 * double(r)); },
+          .draft_seconds = [](int64_t n) { return 65e-3 * double(n); },
+          .acceptance_lo = 0.6,
+          .acceptance_hi = 0.9,
+          .hard_acceptance = 0.1,
+          .hard_opening_tokens = 8,
+          .predictor_noise = 0.4};
 }
 
 SimulatedPair CpuA3BShapedPair() {
