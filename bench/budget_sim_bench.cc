@@ -3,9 +3,7 @@
 // (fixed:W) and the paper's W·N/2; on the mixture of experts (--pair cpu-a3b) auto pricing rows
 // by the experts they wake and by their count alone (auto-rows).
 //
-//   build/budget_sim_bench [--pair
-//   gpu|cpu|cpu17b|cpu17b-gsm8k|cpu-zen5|cpu-avx2-subset|cpu-a3b|cpu-a3b-avx2]
-//       [--knee ROWS] [--concurrency 16]
+//   build/budget_sim_bench [--pair gpu] (the names: kPairs below) [--knee ROWS] [--concurrency 16]
 //       [--steps 400] [--requests 0] [--tokens 64] [--seed 1] [--trace]
 //
 // --requests R: a finite run of R requests of --tokens tokens each (all steps until the last

@@ -96,7 +96,7 @@ int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
   // request goes on drafting (the fit decides M from here); otherwise plain decoding is the
   // safe choice, and probes keep gathering evidence at their own small cost.
   ramp_ = Ramp::kDone;
-  if (gain_set_ && MeasuredGain(requests) > 1 + options_.margin) return fed;
+  if (gain_samples_ > 0 && MeasuredGain(requests) > 1 + options_.margin) return fed;
   SwitchToPlain(/*detach=*/true);
   return 0;
 }
@@ -141,7 +141,7 @@ double AutoBudget::BudgetShortfall(int64_t n, int64_t rows, int32_t requests) co
 // rows past those seen free (an upper bound), does not yet show a loss, and a step that fits
 // within ramp_wait_steps.
 bool AutoBudget::RampCanWait(int64_t n, int64_t rows, int32_t requests) const {
-  if (!gain_set_ || gain_ < 1 - options_.margin) return false;
+  if (gain_samples_ == 0 || gain_ < 1 - options_.margin) return false;
   const double plain_s = model_.VerifySeconds(requests);
   const double growth =
       options_.explore_share * plain_s - model_.FeedSecondsPerRow() * double(ramp_fed_);
@@ -290,7 +290,7 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
     // A probe's first step starts the gain afresh: what turned auto to plain was measured on
     // other requests (at low concurrency, on one request of its own acceptance).
     const bool probe = mode_ == AutoMode::kPlain;
-    const bool fresh = !gain_set_ || (probe && probe_steps_ == 0);
+    const bool fresh = gain_samples_ == 0 || (probe && probe_steps_ == 0);
     AddGainSample(pending_gain_, fresh);
     UpdateMode();
     // A probe that has not turned auto to speculation within probe_steps drafted steps ends:
@@ -315,7 +315,7 @@ void AutoBudget::AdvanceRamp(const StepSample& sample) {
   const int32_t n = sample.drafted;
   const double draft_s = n == requests ? sample.draft_s : 0.0;
   const double step_gain = FleetGain(ramp_curve_, requests, draft_s, PastSeen::kFree);
-  AddGainSample(step_gain, /*fresh=*/!gain_set_);
+  AddGainSample(step_gain, /*fresh=*/gain_samples_ == 0);
   const bool draft_known = model_.draft().observed_bins() >= 2 || n == requests;
   ramp_losing_steps_ = draft_known && step_gain < 1 - options_.margin ? ramp_losing_steps_ + 1 : 0;
   if (ramp_losing_steps_ >= 2) {
@@ -406,7 +406,7 @@ AutoBudgetSnapshot AutoBudget::Snapshot() const {
   AutoBudgetSnapshot s{.mode = mode_,
                        .last_rows = last_rows_,
                        .last_drafted = last_drafted_,
-                       .gain = gain_set_ ? gain_ : 0.0,
+                       .gain = gain_samples_ > 0 ? gain_ : 0.0,
                        .cold_start = ramp_ != Ramp::kDone,
                        .explore_loss_s = explore_loss_s_,
                        .calibration = Calibration(),
@@ -448,8 +448,7 @@ double AutoBudget::Calibration() const {
 void AutoBudget::AddGainSample(double gain, bool fresh) {
   gain_samples_ = fresh ? 1 : gain_samples_ + 1;
   const double weight = std::max(options_.smoothing, 1.0 / double(gain_samples_));
-  gain_ = gain_set_ && !fresh ? (1 - weight) * gain_ + weight * gain : gain;
-  gain_set_ = true;
+  gain_ = (1 - weight) * gain_ + weight * gain;  // weight 1 at a fresh start
 }
 
 }  // namespace dscale::budget

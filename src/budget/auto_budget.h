@@ -180,8 +180,7 @@ class AutoBudget {
   int32_t last_drafted_ = 0;
   // Smoothed state.
   double gain_ = 0;
-  bool gain_set_ = false;
-  int64_t gain_samples_ = 0;  // samples in g since its latest fresh start
+  int64_t gain_samples_ = 0;  // samples in g since its latest fresh start (0: g not set yet)
   // Decayed sums of the drafted steps' realized and predicted draft tokens, and the weight the
   // prior (a calibrated predictor) keeps beside them.
   double realized_extra_ = 0, predicted_extra_ = 0;

@@ -19,18 +19,24 @@ namespace {
 
 constexpr int kW = 16;
 
-dvl::BudgetCurve RandomCurve(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> unit(0.02f, 0.98f);
+// The curve of n requests whose draft j survives with probability p_j = p_{j−1} · factor(),
+// p_{−1} = 1.
+dvl::BudgetCurve CurveOfSurvivals(int64_t n, const std::function<float()>& factor) {
   std::vector<float> probs(static_cast<size_t>(n) * (kW - 1));
   for (int64_t i = 0; i < n; ++i) {
     float p = 1;
-    for (int j = 0; j < kW - 1; ++j) probs[i * (kW - 1) + j] = p *= std::sqrt(unit(rng));
+    for (int j = 0; j < kW - 1; ++j) probs[i * (kW - 1) + j] = p *= factor();
   }
   std::vector<float> q(static_cast<size_t>(n) * kW);
   dvl::PrefixScoresFromProbs(probs.data(), n, kW, q.data());
   dvl::BudgetCurve curve;
   dvl::ExpectedTokensCurve(q.data(), n, kW, &curve);
   return curve;
+}
+
+dvl::BudgetCurve RandomCurve(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> unit(0.02f, 0.98f);
+  return CurveOfSurvivals(n, [&] { return std::sqrt(unit(rng)); });
 }
 
 // Step-time shapes: linear (a CPU), roofline (a GPU: flat until the compute knee), stepped
@@ -193,16 +199,7 @@ TEST(AutoBudgetTest, CalibrationFollowsTheTokensActuallyCommitted) {
 
 // Request i's draft j survives with probability alpha^(j+1) (n requests).
 dvl::BudgetCurve GeometricCurve(int64_t n, float alpha) {
-  std::vector<float> probs(static_cast<size_t>(n) * (kW - 1));
-  for (int64_t i = 0; i < n; ++i) {
-    float p = 1;
-    for (int j = 0; j < kW - 1; ++j) probs[i * (kW - 1) + j] = p *= alpha;
-  }
-  std::vector<float> q(static_cast<size_t>(n) * kW);
-  dvl::PrefixScoresFromProbs(probs.data(), n, kW, q.data());
-  dvl::BudgetCurve curve;
-  dvl::ExpectedTokensCurve(q.data(), n, kW, &curve);
-  return curve;
+  return CurveOfSurvivals(n, [alpha] { return alpha; });
 }
 
 // The prior (a calibrated predictor) keeps its weight, (1 − 1/32)^k after k drafted steps,
