@@ -37,9 +37,12 @@ int64_t BestRows(const dvl::BudgetCurve& curve, int64_t other, double calibratio
 AutoBudget::AutoBudget(AutoBudgetOptions options)
     : options_(std::move(options)),
       model_(int64_t{options_.width} * options_.max_requests, options_.max_requests),
-      probe_period_(options_.probe_period) {
+      probe_period_(options_.probe_period),
+      probe_draft_every_(options_.probe_draft_every) {
   DSCALE_CHECK(options_.width >= 2 && options_.max_requests >= 1);
   DSCALE_CHECK(options_.explore_every >= 1 && options_.probe_draft_every >= 1);
+  DSCALE_CHECK(options_.max_probe_draft_every >= options_.probe_draft_every);
+  DSCALE_CHECK(options_.pause_feed_share >= 0);
   DSCALE_CHECK(options_.ramp_wait_steps >= 0 && options_.probe_steps >= 1);
   DSCALE_CHECK(options_.calibration_smoothing > 0 && options_.calibration_smoothing <= 1);
   DSCALE_CHECK(options_.probe_period >= 1 && options_.smoothing > 0 && options_.smoothing <= 1);
@@ -77,7 +80,7 @@ int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
   if (mode_ == AutoMode::kPlain) {
     // A probe step is exploration: taken only where drafting its requests (anchors only, the
     // least it can verify) fits the loss budget, and charged to it.
-    if (++plain_clock_ % options_.probe_draft_every != 0) return 0;
+    if (++plain_clock_ % probe_draft_every_ != 0) return 0;
     return Affordable(fed, requests, requests) ? fed : 0;
   }
   if (ramp_ == Ramp::kDone) return fed;
@@ -97,7 +100,7 @@ int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
   // safe choice, and probes keep gathering evidence at their own small cost.
   ramp_ = Ramp::kDone;
   if (gain_samples_ > 0 && MeasuredGain(requests) > 1 + options_.margin) return fed;
-  SwitchToPlain(/*detach=*/true);
+  SwitchToPlain(/*keep_contexts=*/CanKeepContexts(fed, requests));
   return 0;
 }
 
@@ -112,6 +115,21 @@ int64_t AutoBudget::RampRows(int64_t n) const {
 
 double AutoBudget::PlainSecondsPerToken(int32_t requests) const {
   return model_.VerifySeconds(requests) / requests;
+}
+
+// Only one request: a request can be fed only from its admission, and with one running none
+// comes before it ends, so dropping its context decodes the rest of its text plainly; with more,
+// their ends bring admissions and probes, and re-probing the same requests (their gain averaged
+// over them) cost about 1% of the run in the simulated loop where nothing paid. A plain step
+// feeds the request its one committed token; the loss budget grows by explore_share of each
+// step, so feeding within a share of that growth leaves the rest for the probes and keeps the
+// loss bounded by the budget however long the text runs.
+bool AutoBudget::CanKeepContexts(int32_t fed, int32_t requests) const {
+  if (requests != 1) return false;
+  if (model_.verify().samples() == 0) return true;
+  const double feed_s = model_.FeedSecondsPerRow() * double(fed);
+  return feed_s <=
+         options_.pause_feed_share * options_.explore_share * model_.VerifySeconds(requests);
 }
 
 // Worst case from what was measured: the largest n₀ and x₀ seen bound D and V past them
@@ -296,7 +314,7 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
     // A probe that has not turned auto to speculation within probe_steps drafted steps ends:
     // its requests stop drafting and feeding until the next probe.
     if (probe && mode_ == AutoMode::kPlain && ++probe_steps_ >= options_.probe_steps) {
-      detach_ = true;
+      EndFailedProbe(sample.drafted, sample.requests);
     }
   }
 }
@@ -320,7 +338,7 @@ void AutoBudget::AdvanceRamp(const StepSample& sample) {
   ramp_losing_steps_ = draft_known && step_gain < 1 - options_.margin ? ramp_losing_steps_ + 1 : 0;
   if (ramp_losing_steps_ >= 2) {
     ramp_ = Ramp::kDone;
-    SwitchToPlain(/*detach=*/true);
+    SwitchToPlain(/*keep_contexts=*/CanKeepContexts(ramp_fed_, requests));
     return;
   }
   const bool slowed = LooksSlowed(sample);
@@ -385,21 +403,33 @@ int32_t AutoBudget::NextRampRequests(int32_t n, int32_t requests) const {
 // Leaving speculation after it paid is a pause: the running requests keep their draft contexts
 // and are probed like a probe's requests, so a stretch of hard drafts does not end speculation
 // for good (a request can be fed again only from its admission: at one request, the rest of it
-// would decode plainly). Only a pause whose probes fail drops them.
+// would decode plainly). A pause whose probes fail ends as a failed probe does.
 void AutoBudget::UpdateMode() {
   if (mode_ == AutoMode::kSpeculate && gain_ < 1 - options_.margin) {
-    SwitchToPlain(/*detach=*/false);
+    SwitchToPlain(/*keep_contexts=*/true);
   } else if (mode_ == AutoMode::kPlain && gain_ > 1 + options_.margin) {
     mode_ = AutoMode::kSpeculate;
   }
 }
 
-void AutoBudget::SwitchToPlain(bool detach) {
+void AutoBudget::SwitchToPlain(bool keep_contexts) {
   mode_ = AutoMode::kPlain;
-  detach_ = detach;
+  detach_ = !keep_contexts;
   probe_steps_ = 0;  // a pause is probed from its first drafted step
+  probe_draft_every_ = options_.probe_draft_every;
+  plain_clock_ = 0;
   admissions_ = 0;
   probe_period_ = options_.probe_period;
+}
+
+void AutoBudget::EndFailedProbe(int32_t fed, int32_t requests) {
+  probe_steps_ = 0;
+  if (!CanKeepContexts(fed, requests)) {
+    detach_ = true;
+    return;
+  }
+  probe_draft_every_ = std::min(2 * probe_draft_every_, options_.max_probe_draft_every);
+  plain_clock_ = 0;
 }
 
 AutoBudgetSnapshot AutoBudget::Snapshot() const {

@@ -34,7 +34,14 @@ struct AutoBudgetOptions {
   int32_t probe_period = 1;
   int32_t max_probe_period = 1024;
   int32_t probe_draft_every = 4;
+  // A failed probe whose requests keep their draft contexts (below) doubles the spacing of its
+  // next one's drafted steps, up to this.
+  int32_t max_probe_draft_every = 256;
   int32_t probe_steps = 4;  // drafted steps a probe has to turn auto to speculation
+  // Turning to plain at one request keeps its draft context (a pause, probed) where feeding it
+  // costs at most this share of the loss budget's growth per plain step (explore_share · V(1));
+  // dearer feeding, or more requests, drop them.
+  double pause_feed_share = 0.5;
   // A mixture of experts whose draft rows are priced by the experts they wake
   // (expert_cost_model.h); none: by rows alone.
   ExpertShape experts;
@@ -96,7 +103,8 @@ class AutoBudget {
   void Record(const StepSample& sample, int64_t drafted_committed);
 
   // True once after each switch to plain that drops the draft contexts, and after a failed
-  // probe or pause: the caller stops feeding the running requests.
+  // probe or pause whose requests' feeding is too dear to keep: the caller stops feeding the
+  // running requests.
   bool TakeDetach();
 
   AutoMode mode() const { return mode_; }
@@ -138,8 +146,16 @@ class AutoBudget {
   bool RampCanWait(int64_t n, int64_t rows, int32_t requests) const;
   // Seconds per token of plain decoding with `requests` running (the fitted V(N) / N).
   double PlainSecondsPerToken(int32_t requests) const;
-  // detach: the running requests drop their draft contexts now (TakeDetach); otherwise a pause.
-  void SwitchToPlain(bool detach);
+  // Whether the running requests (`fed` of `requests` with draft contexts) keep them through
+  // plain steps: one request whose feeding costs at most pause_feed_share of the loss budget's
+  // growth per step.
+  bool CanKeepContexts(int32_t fed, int32_t requests) const;
+  // To plain decoding: the running requests keep their draft contexts and are probed (a pause),
+  // or drop them now (TakeDetach).
+  void SwitchToPlain(bool keep_contexts);
+  // A probe (or pause) that did not turn auto to speculation: its requests keep their contexts,
+  // the next probe's drafted steps twice as far apart, where CanKeepContexts; else they drop them.
+  void EndFailedProbe(int32_t fed, int32_t requests);
   // Realized / predicted speculative tokens (smoothed), in [0.25, 2]; 1 before any evidence.
   double Calibration() const;
   // g's update by one drafted step's fleet gain; fresh: g starts again from it.
@@ -167,6 +183,7 @@ class AutoBudget {
   int64_t drafted_steps_ = 0, plain_steps_ = 0, explore_turn_ = 0;
   int32_t admissions_ = 0, probe_period_;
   int32_t probe_steps_ = 0;  // drafted steps of the current probe
+  int32_t probe_draft_every_;  // plain steps between a probe's drafted steps (doubling, above)
   int64_t plain_clock_ = 0;
   bool detach_ = false;
   // Set by ChooseRows, consumed by Record.

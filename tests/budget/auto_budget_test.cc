@@ -391,6 +391,96 @@ TEST(AutoBudgetTest, ShortRunsWhoseTextsOpenHardStillSpeculateAtOneRequest) {
   EXPECT_GE(sum / kSeeds, 0.88);
 }
 
+// A pair on which speculation never pays at one request: drafting costs most of a plain step
+// (130 ms), a verified row 30 ms more, and drafts are mostly rejected (α in [0.1, 0.3]);
+// feeding a draft context costs `feed_s_per_row` a committed token.
+SimulatedPair SpeculationNeverPaysPair(double feed_s_per_row) {
+  SimulatedPair pair;
+  pair.verify_seconds = [](int64_t rows) { return 0.1 + 0.03 * double(rows); };
+  pair.draft_seconds = [](int64_t drafted) { return 0.1 * double(drafted); };
+  pair.feed_seconds_per_row = feed_s_per_row;
+  pair.acceptance_lo = 0.1;
+  pair.acceptance_hi = 0.3;
+  return pair;
+}
+
+// Drafted steps of `run` from step `from` to step `to`.
+int64_t DraftedSteps(const SimulationResult& run, size_t from, size_t to) {
+  int64_t drafted = 0;
+  for (size_t i = from; i < std::min(to, run.steps.size()); ++i)
+    drafted += run.steps[i].drafted > 0;
+  return drafted;
+}
+
+// One request of 3,000 tokens where nothing speculative pays: the cold start ends in plain
+// decoding. Where feeding the request's draft context costs less than half the loss budget's
+// growth per plain step (0.1 ms against 2% of a 130 ms step), the request keeps it and is
+// probed through its whole text, each failed probe's successor twice as sparse; where feeding
+// costs more (5 ms), it drops the context at once and no step drafts again (one request: no
+// admission brings a probe). Either way plain decoding's speed within the loss budget.
+TEST(AutoBudgetTest, AColdStartEndingInPlainKeepsCheapDraftContextsAndProbesThemLessAndLessOften) {
+  const SimulationOptions options{
+      .concurrency = 1, .tokens_per_request = 3000, .steps = 100000, .requests = 1, .seed = 3};
+  for (const double feed_s : {0.1e-3, 5e-3}) {
+    const SimulatedPair pair = SpeculationNeverPaysPair(feed_s);
+    AutoBudget controller;
+    const SimulationResult run = Simulate(pair, {}, options, &controller);
+    EXPECT_EQ(controller.mode(), AutoMode::kPlain) << "feed " << feed_s;
+    size_t first_plain = run.steps.size();
+    for (size_t i = 0; i < run.steps.size(); ++i) {
+      if (run.steps[i].mode == AutoMode::kPlain) {
+        first_plain = i;
+        break;
+      }
+    }
+    EXPECT_LE(first_plain, 12u) << "feed " << feed_s;
+    const size_t half = run.steps.size() / 2;
+    if (feed_s < 1e-3) {
+      const int64_t early = DraftedSteps(run, first_plain, half);
+      const int64_t late = DraftedSteps(run, half, run.steps.size());
+      EXPECT_GE(late, 1) << "still probed in the text's second half";
+      EXPECT_LT(late, early) << "probes back off";
+      EXPECT_LE(early + late, 60);
+    } else {
+      EXPECT_EQ(DraftedSteps(run, first_plain + 1, run.steps.size()), 0);
+    }
+    const SimulationResult plain =
+        Simulate(pair, {.kind = SimulatedPolicy::kPlain}, options, nullptr);
+    EXPECT_GE(run.tokens_per_second, 0.97 * plain.tokens_per_second) << "feed " << feed_s;
+  }
+}
+
+// One long text at one request (1,024 tokens) where speculation pays over the text but the cold
+// start may end in plain decoding: on the AVX2-only EPYC over the draft subset
+// (CpuAvx2SubsetPair) the text opens with tokens the drafter misses, and an outlier step can
+// cost three plain steps; on the Zen 5 (CpuZen5ShapedPair) a quarter of the text's stretches are
+// hard. Feeding costs about 0.5% of a plain step a token there, so the request keeps its draft
+// context and its probes find the stretches that pay. When the cold start dropped the context,
+// the rest of the text decoded plainly: over seeds 1-16, auto 0.34-0.94× the best other policy
+// over the subset (0.78× on average) and 0.55-1.00× on the Zen 5 (0.85×), 1.00-2.58× plain; now
+// 0.80-0.94× (0.86×) and 1.02-1.26× (1.09×), 1.14-2.58× plain.
+TEST(AutoBudgetTest, ALongTextAtOneRequestIsProbedAgainAfterAColdStartEndingInPlain) {
+  constexpr int kSeeds = 16;
+  for (const bool subset : {true, false}) {
+    const SimulatedPair pair = subset ? CpuAvx2SubsetPair() : CpuZen5ShapedPair();
+    double sum = 0;
+    for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+      const SimulationOptions options{.concurrency = 1,
+                                      .tokens_per_request = 1024,
+                                      .steps = 100000,
+                                      .requests = 1,
+                                      .seed = seed};
+      AutoBudget controller;
+      const double automatic = Simulate(pair, {}, options, &controller).tokens_per_second;
+      const double plain =
+          Simulate(pair, {.kind = SimulatedPolicy::kPlain}, options, nullptr).tokens_per_second;
+      EXPECT_GE(automatic, 1.1 * plain) << (subset ? "subset" : "zen 5") << ", seed " << seed;
+      sum += automatic / BestOtherPolicy(pair, options);
+    }
+    EXPECT_GE(sum / kSeeds, subset ? 0.83 : 1.0) << (subset ? "subset" : "zen 5");
+  }
+}
+
 // Auto pricing rows by their experts and auto pricing them by their count, against the best
 // other policy, at `concurrency` requests, summed over seeds 1-4; `check` sees each seed's
 // expert-priced controller after its run.
