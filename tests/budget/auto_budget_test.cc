@@ -261,6 +261,14 @@ TEST(AutoBudgetTest, ConvergesNearHalfTheBlockOnAGpuShapedCurve) {
   EXPECT_GT(run.tokens_per_second, 1.5 * plain.tokens_per_second);
 }
 
+// The first step `run` took in plain mode (its length if none).
+size_t FirstPlainStep(const SimulationResult& run) {
+  const auto plain = std::find_if(run.steps.begin(), run.steps.end(), [](const SimulatedStep& s) {
+    return s.mode == AutoMode::kPlain;
+  });
+  return static_cast<size_t>(plain - run.steps.begin());
+}
+
 TEST(AutoBudgetTest, SettlesOnPlainDecodingWhenSpeculationCostsMoreThanItReturns) {
   for (int32_t c : {1, 4, 16}) {
     AutoBudget controller;
@@ -268,13 +276,7 @@ TEST(AutoBudgetTest, SettlesOnPlainDecodingWhenSpeculationCostsMoreThanItReturns
     const SimulationResult run = Simulate(CpuLike(), {}, options, &controller);
     EXPECT_EQ(controller.mode(), AutoMode::kPlain) << "c " << c;
     // Bounded: plain within the cold steps and a few more drafted steps.
-    size_t first_plain = run.steps.size();
-    for (size_t i = 0; i < run.steps.size(); ++i) {
-      if (run.steps[i].mode == AutoMode::kPlain) {
-        first_plain = i;
-        break;
-      }
-    }
+    const size_t first_plain = FirstPlainStep(run);
     EXPECT_LE(first_plain, 12u) << "c " << c;
     const SimulationResult plain =
         Simulate(CpuLike(), {.kind = SimulatedPolicy::kPlain}, options, nullptr);
@@ -426,13 +428,7 @@ TEST(AutoBudgetTest, AColdStartEndingInPlainKeepsCheapDraftContextsAndProbesThem
     AutoBudget controller;
     const SimulationResult run = Simulate(pair, {}, options, &controller);
     EXPECT_EQ(controller.mode(), AutoMode::kPlain) << "feed " << feed_s;
-    size_t first_plain = run.steps.size();
-    for (size_t i = 0; i < run.steps.size(); ++i) {
-      if (run.steps[i].mode == AutoMode::kPlain) {
-        first_plain = i;
-        break;
-      }
-    }
+    const size_t first_plain = FirstPlainStep(run);
     EXPECT_LE(first_plain, 12u) << "feed " << feed_s;
     const size_t half = run.steps.size() / 2;
     if (feed_s < 1e-3) {
