@@ -27,6 +27,7 @@ class CpuBackend final : public StepBackend {
                             PagedKvCache& cache, ForwardOutput* out) override;
   // The target's Forward runs any spans: prompt chunks ride in the verify's pass.
   bool VerifyTakesPromptRows() const override { return true; }
+  bool PassesOnHost() const override { return true; }
   void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,
               std::span<Acceptance> outcomes) override;
   void AppendContext(const TargetPass& pass, int32_t first, int32_t count) override;

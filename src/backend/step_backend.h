@@ -95,6 +95,9 @@ class StepBackend {
   // rows' and its rows kept as Prefill's would be. A backend whose verify runs in fixed device
   // workspaces keeps prompts in passes of their own.
   virtual bool VerifyTakesPromptRows() const { return false; }
+  // Whether every pass is a host pass (TargetPass::out): the engine may then hold a request's
+  // committed rows and append them to its draft context later (engine/held_context.h).
+  virtual bool PassesOnHost() const { return false; }
   // Accept: the outcome of each request of `pass` (sizes equal). A host pass reads each request's
   // logits rows; a device pass hands back its own outcomes (requests[i] is span i).
   virtual void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,

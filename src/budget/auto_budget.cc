@@ -120,13 +120,15 @@ double AutoBudget::PlainSecondsPerToken(int32_t requests) const {
 // Only one request: a request can be fed only from its admission, and with one running none
 // comes before it ends, so dropping its context decodes the rest of its text plainly; with more,
 // their ends bring admissions and probes, and re-probing the same requests (their gain averaged
-// over them) cost about 1% of the run in the simulated loop where nothing paid. A plain step
-// feeds the request its one committed token; the loss budget grows by explore_share of each
-// step, so feeding within a share of that growth leaves the rest for the probes and keeps the
-// loss bounded by the budget however long the text runs.
+// over them) cost about 1% of the run in the simulated loop where nothing paid. Where the engine
+// holds the rows, a plain step copies the request's one committed row and the rows join the
+// context in one pass at the next probe (charged to it). Otherwise a plain step feeds it its one
+// row; the loss budget grows by explore_share of each step, so feeding within a share of that
+// growth leaves the rest for the probes and keeps the loss bounded by the budget however long
+// the text runs.
 bool AutoBudget::CanKeepContexts(int32_t fed, int32_t requests) const {
   if (requests != 1) return false;
-  if (model_.verify().samples() == 0) return true;
+  if (options_.held_draft_contexts || model_.verify().samples() == 0) return true;
   const double feed_s = model_.FeedSecondsPerRow() * double(fed);
   return feed_s <=
          options_.pause_feed_share * options_.explore_share * model_.VerifySeconds(requests);

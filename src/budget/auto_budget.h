@@ -45,6 +45,10 @@ struct AutoBudgetOptions {
   // A mixture of experts whose draft rows are priced by the experts they wake
   // (expert_cost_model.h); none: by rows alone.
   ExpertShape experts;
+  // The engine holds a plain step's fed rows on the host and appends them right before the
+  // request next drafts (engine/held_context.h): keeping a context costs a copy a step, whatever
+  // feeding it row by row would.
+  bool held_draft_contexts = false;
 };
 
 enum class AutoMode { kSpeculate, kPlain };
@@ -147,8 +151,8 @@ class AutoBudget {
   // Seconds per token of plain decoding with `requests` running (the fitted V(N) / N).
   double PlainSecondsPerToken(int32_t requests) const;
   // Whether the running requests (`fed` of `requests` with draft contexts) keep them through
-  // plain steps: one request whose feeding costs at most pause_feed_share of the loss budget's
-  // growth per step.
+  // plain steps: one request whose rows are held (options_.held_draft_contexts) or whose
+  // feeding costs at most pause_feed_share of the loss budget's growth per step.
   bool CanKeepContexts(int32_t fed, int32_t requests) const;
   // To plain decoding: the running requests keep their draft contexts and are probed (a pause),
   // or drop them now (TakeDetach).

@@ -26,6 +26,7 @@ struct DecodeStep {
   std::vector<RequestState*> requests;  // [N] the decoding requests, in batch order
   std::vector<uint8_t> drafted;         // [N] 1: drafted this step
   int32_t drafted_count = 0;
+  std::vector<RequestState*> drafting;   // the drafted requests, in batch order
   DraftOutput drafts;                    // the drafted requests' blocks, in batch order
   StepBatch blocks;                      // span i: [anchor, candidates…] of request i
   const StepBatch* packed = nullptr;     // the decision: span i holds request i's k_i rows
@@ -33,7 +34,9 @@ struct DecodeStep {
   TargetPass pass;                       // the verification
   std::vector<Acceptance> outcomes;      // [N]
   std::vector<int32_t> committed_rows;   // [N] rows committed (a_i + 1; 0 for a failed request)
-  int64_t fed_rows = 0;                  // committed rows that joined the draft context
+  // Rows appended to the draft context this step: committed ones, and held ones released
+  // (RequestState::held_context; rows held this step are not counted).
+  int64_t fed_rows = 0;
   // Mixed prefill: the prompt rows that ran in this step's verify pass after the packed rows
   // (its verify time is not the verify's alone).
   int64_t prompt_rows = 0;
@@ -46,6 +49,7 @@ struct DecodeStep {
     requests.clear();
     drafted.clear();
     drafted_count = 0;
+    drafting.clear();
     packed = nullptr;
     accepting.clear();
     pass = {};

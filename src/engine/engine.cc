@@ -148,7 +148,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
                              .step_times = step_times,
                              .max_running = config.max_running,
                              .experts = budget::ExpertShapeOf(target.config()),
-                             .tile_routing = config.tile_routing}));
+                             .tile_routing = config.tile_routing,
+                             .held_draft_contexts = backend.PassesOnHost()}));
   // Every live count up to max_running needs a bucket.
   dvl::BucketConfig buckets;
   DSCALE_CHECK(buckets.buckets.back() == kMaxRunningRequests);
@@ -338,6 +339,7 @@ Result<bool> Engine::Step() {
       stats_.mixed_prefill_rows += step_.prompt_rows;
     }
     StageSeconds& t = step_.seconds;
+    Timed(&t.feed, [this] { ReleaseHeldRowsOfDrafted(); });
     DSCALE_RETURN_IF_ERROR(Timed(&t.draft, [this] { return Draft(); }));
     DSCALE_RETURN_IF_ERROR(Timed(&t.decide, [this] { return Decide(); }));
     DSCALE_RETURN_IF_ERROR(Timed(&t.verify, [this] { return Verify(); }));
@@ -391,8 +393,13 @@ void Engine::Retire() {
     RequestState& r = *owned;
     if (r.cancelled && r.finish == FinishReason::kNone) r.finish = FinishReason::kCancelled;
     if (r.finish == FinishReason::kNone) continue;
-    // A failed request's rows may not be finite: nothing of it is kept.
+    // A failed request's rows may not be finite: nothing of it is kept. The pages it publishes
+    // hold the drafter's rows where it has a draft context: its held rows join it first.
     if (r.finish != FinishReason::kError) {
+      if (r.draft_context) {
+        RequestState* const retiring[] = {&r};
+        ReleaseHeldRows(retiring);
+      }
       PublishPages(r, r.prefill_done() ? r.committed : r.prefilled);
     }
     cache_.RemoveSequence(r.seq);

@@ -245,9 +245,20 @@ class Engine {
   // The forward captures the drafter's feature layers only when some request will use them.
   void CaptureFeaturesFor(std::span<RequestState* const> requests, StepBatch& rows);
   // Sends rows [q_start, q_start + rows[i]) of span first_span + i of `pass`, for requests[i]
-  // that have a draft context, to the drafter, adjacent ranges in one call; returns the rows sent.
+  // that have a draft context, to the drafter, adjacent ranges in one call (after any rows the
+  // request held), or with `hold` keeps them in the request's held_context (at most
+  // HeldContext::kMaxRows: past that they go at once); returns the rows sent (held ones not).
   int64_t FeedDrafter(const TargetPass& pass, std::span<RequestState* const> requests,
-                      std::span<const int32_t> rows, int32_t first_span = 0);
+                      std::span<const int32_t> rows, int32_t first_span = 0, bool hold = false);
+  // Whether this step's committed rows are held rather than fed: the planner drafts no request
+  // but at its probes (auto decoding plainly), on a backend whose passes are all host passes
+  // (the planner was told so: PlannerConfig::held_draft_contexts).
+  bool HoldsCommittedRows(const TargetPass& pass) const;
+  // The held rows of `requests` join their draft contexts, in one call to the drafter; returns
+  // how many.
+  int64_t ReleaseHeldRows(std::span<RequestState* const> requests);
+  // Before Draft: the drafting requests' held rows join their contexts.
+  void ReleaseHeldRowsOfDrafted();
   // Commits r's accepted drafts and next token (or fails r when its outcome did).
   void CommitOutcome(RequestState& r, const TargetPass& pass, const AcceptRequest& accepting,
                      const Acceptance& outcome);
@@ -270,6 +281,8 @@ class Engine {
   int64_t sparse_layers_;  // the target's mixture-of-experts layers (0: dense)
   PagedKvCache cache_;
   VerifyPlanner planner_;
+  HeldContext held_scratch_;  // ReleaseHeldRows's rows of all its requests together
+  std::vector<HeldContext*> held_;
   RequestId next_id_ = 1;
   std::deque<std::unique_ptr<RequestState>> queue_;
   std::vector<std::unique_ptr<RequestState>> running_;

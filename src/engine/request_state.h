@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/held_context.h"
 #include "engine/request.h"
 #include "engine/stop_strings.h"
 
@@ -18,7 +19,10 @@ struct RequestState {
   int32_t committed = 0;  // positions in the KV cache once decoding (tokens.size() − 1)
   GenerationParams params;
   int32_t seq = -1;
-  bool draft_context = false;  // the drafter holds every committed position of this request
+  // The drafter holds every committed position of this request, or it waits in held_context
+  // until the request next drafts.
+  bool draft_context = false;
+  HeldContext held_context;
   bool cancelled = false;
   // Times a later request started while this one waited for KV pages (Engine::Admit).
   int32_t passed_over = 0;

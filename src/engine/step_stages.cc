@@ -273,26 +273,63 @@ void Engine::Commit() {
 }
 
 void Engine::FeedCommitted() {
-  step_.fed_rows = FeedDrafter(step_.pass, step_.requests, step_.committed_rows);
+  step_.fed_rows += FeedDrafter(step_.pass, step_.requests, step_.committed_rows,
+                                /*first_span=*/0, HoldsCommittedRows(step_.pass));
+}
+
+bool Engine::HoldsCommittedRows(const TargetPass& pass) const {
+  return backend_.PassesOnHost() && planner_.HoldsDraftContexts() && !pass.on_device() &&
+         pass.out != nullptr;
 }
 
 int64_t Engine::FeedDrafter(const TargetPass& pass, std::span<RequestState* const> requests,
-                            std::span<const int32_t> rows, int32_t first_span) {
+                            std::span<const int32_t> rows, int32_t first_span, bool hold) {
+  const int64_t width =
+      static_cast<int64_t>(pass.rows->capture_layers.size()) * target_.config().hidden_size;
   int64_t fed = 0;
   int32_t first = 0, count = 0;  // the pending run of adjacent rows
+  const auto send_run = [&] {
+    if (count > 0) backend_.AppendContext(pass, first, count);
+    count = 0;
+  };
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (!requests[i]->draft_context) continue;
+    RequestState& r = *requests[i];
+    if (!r.draft_context) continue;
     const int32_t start = pass.rows->spans()[static_cast<size_t>(first_span) + i].q_start;
-    if (count > 0 && first + count != start) {
-      backend_.AppendContext(pass, first, count);
-      count = 0;
+    if (hold && r.held_context.rows() + rows[i] <= HeldContext::kMaxRows) {
+      r.held_context.Hold(pass, width, start, rows[i]);
+      continue;
     }
+    // The rows it held come first (the drafter's rows of a position never depend on the order
+    // they arrive in; this keeps the positions ascending all the same).
+    if (!r.held_context.empty()) {
+      send_run();
+      fed += ReleaseHeldRows(std::span(&requests[i], 1));
+    }
+    fed += rows[i];
+    if (count > 0 && first + count != start) send_run();
     if (count == 0) first = start;
     count += rows[i];
-    fed += rows[i];
   }
-  if (count > 0) backend_.AppendContext(pass, first, count);
+  send_run();
   return fed;
+}
+
+int64_t Engine::ReleaseHeldRows(std::span<RequestState* const> requests) {
+  held_.clear();
+  for (RequestState* r : requests) {
+    if (!r->held_context.empty()) held_.push_back(&r->held_context);
+  }
+  if (held_.empty()) return 0;
+  DSCALE_CHECK_MSG(drafter_ != nullptr, "held draft-context rows need a drafter");
+  return HeldContext::Release(held_, *drafter_, held_scratch_);
+}
+
+void Engine::ReleaseHeldRowsOfDrafted() {
+  for (size_t i = 0; i < step_.requests.size(); ++i) {
+    if (step_.drafted[i]) step_.drafting.push_back(step_.requests[i]);
+  }
+  step_.fed_rows += ReleaseHeldRows(step_.drafting);
 }
 
 void Engine::Learn() {
@@ -332,7 +369,10 @@ void Engine::Learn() {
   sample.occupancy = std::exchange(occupancy_, {});
   planner_.Record(sample, drafted_committed);
   if (planner_.DropDraftContexts()) {
-    for (auto& r : running_) r->draft_context = false;
+    for (auto& r : running_) {
+      r->draft_context = false;
+      r->held_context.Clear();
+    }
   }
   stats_.auto_budget = planner_.AutoSnapshot();
 }

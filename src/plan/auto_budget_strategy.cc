@@ -8,9 +8,11 @@ namespace dscale {
 AutoBudgetStrategy::AutoBudgetStrategy(const dvl::Predictor& predictor, int32_t width,
                                        int32_t max_requests,
                                        const budget::StepTimeSource& step_times,
-                                       budget::ExpertShape experts)
-    : auto_(budget::AutoBudgetOptions{
-          .width = width, .max_requests = max_requests, .experts = experts}),
+                                       budget::ExpertShape experts, bool held_draft_contexts)
+    : auto_(budget::AutoBudgetOptions{.width = width,
+                                      .max_requests = max_requests,
+                                      .experts = experts,
+                                      .held_draft_contexts = held_draft_contexts}),
       step_times_(step_times),
       scores_(predictor) {}
 

@@ -26,7 +26,8 @@ class AutoBudgetStrategy final : public LengthStrategy {
   // most; `experts`: a sparse target's, whose draft rows are then priced by the experts they
   // wake (budget/expert_cost_model.h).
   AutoBudgetStrategy(const dvl::Predictor& predictor, int32_t width, int32_t max_requests,
-                     const budget::StepTimeSource& step_times, budget::ExpertShape experts = {});
+                     const budget::StepTimeSource& step_times, budget::ExpertShape experts = {},
+                     bool held_draft_contexts = false);
 
   // Any step may verify every row.
   double CapacityFraction(int32_t) const override { return 1.0; }
@@ -38,6 +39,7 @@ class AutoBudgetStrategy final : public LengthStrategy {
   }
   void Record(const budget::StepSample& sample, int64_t drafted_committed) override;
   bool DropDraftContexts() override { return auto_.TakeDetach(); }
+  bool HoldsDraftContexts() const override { return auto_.mode() == budget::AutoMode::kPlain; }
   std::optional<budget::AutoBudgetSnapshot> AutoSnapshot() const override {
     return auto_.Snapshot();
   }

@@ -66,6 +66,8 @@ class LengthStrategy {
   virtual void Record(const budget::StepSample& /*sample*/, int64_t /*drafted_committed*/) {}
   // True once after the policy turned to plain decoding: running requests stop being fed.
   virtual bool DropDraftContexts() { return false; }
+  // Whether the fed requests draft only at probes (VerifyPlanner::HoldsDraftContexts).
+  virtual bool HoldsDraftContexts() const { return false; }
   // The auto budget's state, for /metrics and reports.
   virtual std::optional<budget::AutoBudgetSnapshot> AutoSnapshot() const { return std::nullopt; }
 };

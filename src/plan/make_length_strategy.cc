@@ -23,7 +23,8 @@ std::unique_ptr<LengthStrategy> MakeDScale(const PlannerConfig& config, int32_t 
     return std::make_unique<AutoBudgetStrategy>(
         *config.inputs.predictor, width, config.max_running,
         config.step_times != nullptr ? *config.step_times : budget::ClockStepTimes(),
-        config.inputs.verify_budget.price_experts ? config.experts : budget::ExpertShape{});
+        config.inputs.verify_budget.price_experts ? config.experts : budget::ExpertShape{},
+        config.held_draft_contexts);
   }
   return std::make_unique<DScaleStrategy>(*config.inputs.predictor,
                                           config.inputs.verify_budget.fraction);

@@ -39,6 +39,10 @@ struct PlannerConfig {
   // A sparse target's experts (budget::ExpertShapeOf): auto prices its draft rows by them.
   budget::ExpertShape experts;
   bool tile_routing = true;  // the packed batch's attention tile (TileRowsFor)
+  // The engine holds the committed rows of requests that draft only at probes and appends them
+  // right before they next draft (VerifyPlanner::HoldsDraftContexts; a host backend): auto then
+  // keeps a context for the cost of a copy a step.
+  bool held_draft_contexts = false;
 };
 
 // What each policy needs, the only place that says it (MakeLengthStrategy checks it when an

@@ -50,6 +50,9 @@ class VerifyPlanner {
   }
   // True once after auto turned to plain decoding: running requests stop being fed.
   bool DropDraftContexts() { return strategy_->DropDraftContexts(); }
+  // Whether the fed requests draft only at probes (auto decoding plainly): their committed rows
+  // may wait on the host and join the draft context right before they next draft.
+  bool HoldsDraftContexts() const { return strategy_->HoldsDraftContexts(); }
   // auto's state, for /metrics and reports; nullopt for the other policies.
   std::optional<budget::AutoBudgetSnapshot> AutoSnapshot() const {
     return strategy_->AutoSnapshot();

@@ -79,8 +79,8 @@ EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& 
 
 EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
-                     const GenerationParams& params) {
-  return RunOnEngine(Engine::Create(backend, config), prompts, params);
+                     const GenerationParams& params, const budget::StepTimeSource* step_times) {
+  return RunOnEngine(Engine::Create(backend, config, step_times), prompts, params);
 }
 
 std::string FirstDifference(const std::vector<int32_t>& got, const std::vector<int32_t>& want) {

@@ -44,7 +44,8 @@ EngineRun RunPrompts(TargetModel& target, Drafter* drafter, const EngineConfig& 
 // The same on an engine over `backend`.
 EngineRun RunPrompts(StepBackend& backend, const EngineConfig& config,
                      const std::vector<std::vector<int32_t>>& prompts,
-                     const GenerationParams& params);
+                     const GenerationParams& params,
+                     const budget::StepTimeSource* step_times = nullptr);
 
 // The target's logits [vocab] for the token after `context`, from one plain forward over it (K/V
 // cached as `kv`).
@@ -81,6 +82,40 @@ bool SameGreedyOutputUpToTies(TargetModel& target, const std::vector<int32_t>& p
 inline std::string KvDtypeCase(const ::testing::TestParamInfo<KvDtype>& info) {
   return std::string(KvDtypeName(info.param));
 }
+
+// A backend that runs every stage on `inner` and claims none of its capabilities
+// (VerifyTakesPromptRows, PassesOnHost: false), as a device backend would; a test overrides what
+// it watches.
+class DelegatingBackend : public StepBackend {
+ public:
+  explicit DelegatingBackend(StepBackend& inner) : inner_(inner) {}
+
+  std::string_view name() const override { return inner_.name(); }
+  TargetModel& target() override { return inner_.target(); }
+  Drafter* drafter() override { return inner_.drafter(); }
+  Result<TargetPass> Prefill(const StepBatch& chunks, PagedKvCache& cache,
+                             ForwardOutput* out) override {
+    return inner_.Prefill(chunks, cache, out);
+  }
+  Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
+               DraftOutput* out) override {
+    return inner_.Draft(requests, cache, tile_rows, out);
+  }
+  Result<TargetPass> Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
+                            PagedKvCache& cache, ForwardOutput* out) override {
+    return inner_.Verify(packed, requests, cache, out);
+  }
+  void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,
+              std::span<Acceptance> outcomes) override {
+    inner_.Accept(pass, requests, outcomes);
+  }
+  void AppendContext(const TargetPass& pass, int32_t first, int32_t count) override {
+    inner_.AppendContext(pass, first, count);
+  }
+
+ private:
+  StepBackend& inner_;
+};
 
 // The engine tests' models: an EngineTestTargetConfig() target with f32 weights (seed 5) and a
 // random predictor for its drafters (seed 3).

@@ -108,33 +108,14 @@ TEST(MixedPrefillEngineTest, OnlyABackendWhoseVerifyTakesPromptRowsMixes) {
   DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
   CpuBackend cpu(target, nullptr);
   EXPECT_TRUE(cpu.VerifyTakesPromptRows());
-  struct Separate final : StepBackend {
-    explicit Separate(StepBackend& inner) : inner(inner) {}
-    std::string_view name() const override { return "separate"; }
-    TargetModel& target() override { return inner.target(); }
-    Drafter* drafter() override { return inner.drafter(); }
-    Result<TargetPass> Prefill(const StepBatch& chunks, PagedKvCache& cache,
-                               ForwardOutput* out) override {
-      return inner.Prefill(chunks, cache, out);
-    }
-    Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
-                 DraftOutput* out) override {
-      return inner.Draft(requests, cache, tile_rows, out);
-    }
+  struct Separate final : testing::DelegatingBackend {
+    using DelegatingBackend::DelegatingBackend;
     Result<TargetPass> Verify(const StepBatch& packed, std::span<const AcceptRequest> requests,
                               PagedKvCache& cache, ForwardOutput* out) override {
       EXPECT_EQ(packed.num_spans(), static_cast<int32_t>(requests.size()))
           << "no prompt span rides in this backend's verify";
-      return inner.Verify(packed, requests, cache, out);
+      return DelegatingBackend::Verify(packed, requests, cache, out);
     }
-    void Accept(const TargetPass& pass, std::span<const AcceptRequest> requests,
-                std::span<Acceptance> outcomes) override {
-      inner.Accept(pass, requests, outcomes);
-    }
-    void AppendContext(const TargetPass& pass, int32_t first, int32_t count) override {
-      inner.AppendContext(pass, first, count);
-    }
-    StepBackend& inner;
   } separate(cpu);
   const auto prompts = testing::RandomPrompts(8, c.vocab_size, 31, /*max_length=*/40);
   const testing::EngineRun run = testing::RunPrompts(
