@@ -71,7 +71,11 @@ bool AutoBudget::FeedNewRequest() {
   if (++admissions_ < probe_period_) return false;
   admissions_ = 0;
   probe_period_ = std::min(2 * probe_period_, options_.max_probe_period);
+  // A new request is new evidence: its probe starts at the first spacing, whatever the failed
+  // probes of a request kept before it backed off to.
   probe_steps_ = 0;
+  probe_draft_every_ = options_.probe_draft_every;
+  plain_clock_ = 0;
   return true;
 }
 
