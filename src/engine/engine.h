@@ -253,7 +253,7 @@ class Engine {
   // Whether this step's committed rows are held rather than fed: the planner drafts no request
   // but at its probes (auto decoding plainly), on a backend whose passes are all host passes
   // (the planner was told so: PlannerConfig::held_draft_contexts).
-  bool HoldsCommittedRows(const TargetPass& pass) const;
+  bool HoldsCommittedRows() const;
   // The held rows of `requests` join their draft contexts, in one call to the drafter; returns
   // how many.
   int64_t ReleaseHeldRows(std::span<RequestState* const> requests);

@@ -23,6 +23,16 @@ void HeldContext::Clear() {
 
 int64_t HeldContext::Release(std::span<HeldContext* const> held, Drafter& drafter,
                              HeldContext& scratch) {
+  if (held.size() == 1) {  // one request (the usual case): its rows as they lie
+    HeldContext& h = *held[0];
+    const int64_t rows = h.rows();
+    if (rows > 0) {
+      drafter.AppendContext(
+          {.features = h.features_, .positions = h.positions_, .slots = h.slots_});
+    }
+    h.Clear();
+    return rows;
+  }
   scratch.Clear();
   for (HeldContext* h : held) {
     scratch.features_.insert(scratch.features_.end(), h->features_.begin(), h->features_.end());

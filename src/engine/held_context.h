@@ -31,7 +31,8 @@ class HeldContext {
   void Clear();
 
   // Every request's held rows to `drafter` in one AppendContext call (`scratch` holds them
-  // together), in the order given; each HeldContext is emptied. Returns the rows appended.
+  // together where there are several), in the order given; each HeldContext is emptied. Returns
+  // the rows appended.
   static int64_t Release(std::span<HeldContext* const> held, Drafter& drafter,
                          HeldContext& scratch);
 

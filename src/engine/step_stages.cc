@@ -274,12 +274,11 @@ void Engine::Commit() {
 
 void Engine::FeedCommitted() {
   step_.fed_rows += FeedDrafter(step_.pass, step_.requests, step_.committed_rows,
-                                /*first_span=*/0, HoldsCommittedRows(step_.pass));
+                                /*first_span=*/0, HoldsCommittedRows());
 }
 
-bool Engine::HoldsCommittedRows(const TargetPass& pass) const {
-  return backend_.PassesOnHost() && planner_.HoldsDraftContexts() && !pass.on_device() &&
-         pass.out != nullptr;
+bool Engine::HoldsCommittedRows() const {
+  return backend_.PassesOnHost() && planner_.HoldsDraftContexts();
 }
 
 int64_t Engine::FeedDrafter(const TargetPass& pass, std::span<RequestState* const> requests,
