@@ -25,18 +25,23 @@ constexpr int64_t kTilePairs = kTileInputs / 2;
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 
 // The tiles of a call with `cols` activation rows per tile, in ldtilecfg's 64-byte layout: the
-// sums in tmm0, the weights in tmm1 and tmm2 in turn, the activations in tmm3 and tmm4 in turn.
+// sums of up to kGroupTiles activation tiles in tmm0-tmm3, the weights in tmm4 and tmm5 in turn,
+// the activations in tmm6 and tmm7 in turn.
 //
-// One output tile at a time, one sum: a thread streams 16 weight rows, fetched a few steps ahead
+// One output tile at a time: a thread streams 16 weight rows, fetched a few steps ahead
 // (kPrefetchSteps, below), and the weights are read in place, in the checkpoint's layout (sharing
 // activation tiles among more output tiles, and weights repacked into tile order, gained nothing
-// streaming from memory: docs/BENCHMARKS.md, "Measurements behind the kernels' constants").
+// streaming from memory: docs/BENCHMARKS.md, "Measurements behind the kernels' constants"). Each
+// weight tile serves up to kGroupTiles activation tiles, each into a sum of its own: one sum's
+// tdpbf16ps waits for the one before it, so a lone chain runs at the instruction's latency, and
+// several independent chains (a prompt's rows) fill its throughput.
+constexpr int kGroupTiles = 4;
 TileConfig ConfigFor(int64_t cols) {
   TileConfig config;
   const auto activation_bytes = static_cast<int>(cols * 4);
-  config.Set(0, kTileOutputs, activation_bytes);
-  for (int t = 1; t <= 2; ++t) config.Set(t, kTileOutputs, kTileInputs * 2);
-  for (int t = 3; t <= 4; ++t) config.Set(t, kTilePairs, activation_bytes);
+  for (int t = 0; t < kGroupTiles; ++t) config.Set(t, kTileOutputs, activation_bytes);
+  for (int t = 4; t <= 5; ++t) config.Set(t, kTileOutputs, kTileInputs * 2);
+  for (int t = 6; t <= 7; ++t) config.Set(t, kTilePairs, activation_bytes);
   return config;
 }
 
@@ -95,42 +100,6 @@ inline void PrefetchStep(const uint16_t* rows, int64_t in, int64_t step) {
   }
 }
 
-// The sum tile of one output tile's weight rows and one activation tile `b`, every input step in
-// order, into scratch.sums. (The tile intrinsics name registers by literal numbers: even steps use
-// tmm1 and tmm3, odd steps tmm2 and tmm4, so a step's loads need not wait for the last product.)
-DSCALE_AMX_BF16 void MultiplyTile(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
-                                  AmxScratch& scratch) {
-  const int64_t a_stride = call.in * 2;
-  const int64_t b_stride = call.cols * 4;
-  const int64_t b_step = kTilePairs * call.cols;
-  _tile_zero(0);
-  int64_t s = 0;
-  for (; s + 2 <= call.full_steps; s += 2) {
-    if (s + kPrefetchSteps + 2 <= call.full_steps) {
-      PrefetchStep(rows, call.in, s + kPrefetchSteps);
-      PrefetchStep(rows, call.in, s + kPrefetchSteps + 1);
-    }
-    _tile_loadd(3, b + s * b_step, b_stride);
-    _tile_loadd(1, rows + s * kTileInputs, a_stride);
-    _tile_dpbf16ps(0, 1, 3);
-    _tile_loadd(4, b + (s + 1) * b_step, b_stride);
-    _tile_loadd(2, rows + (s + 1) * kTileInputs, a_stride);
-    _tile_dpbf16ps(0, 2, 4);
-  }
-  if (s < call.full_steps) {
-    _tile_loadd(3, b + s * b_step, b_stride);
-    _tile_loadd(1, rows + s * kTileInputs, a_stride);
-    _tile_dpbf16ps(0, 1, 3);
-    ++s;
-  }
-  if (s < call.steps) {
-    _tile_loadd(4, b + s * b_step, b_stride);
-    _tile_loadd(2, scratch.tail, kTileInputs * 2);
-    _tile_dpbf16ps(0, 2, 4);
-  }
-  _tile_stored(0, scratch.sums, kTileRows * 4);
-}
-
 // y's block of output tile `tile` and activation rows [row0, row0 + cols) from scratch.sums.
 void StoreSums(const AmxCall& call, int64_t tile, int64_t row0, const AmxScratch& scratch) {
   const int64_t first_output = tile * kTileOutputs;
@@ -139,15 +108,108 @@ void StoreSums(const AmxCall& call, int64_t tile, int64_t row0, const AmxScratch
                 call.ldy, call.accumulate);
 }
 
-// Output tile `tile` for every activation tile: its weights (16 rows × in) stay in cache from the
-// first activation tile to the last.
+// One input step: the weight tile `w` into tmm W, then for each of the G activation tiles (`b`,
+// `b_tile` apart) its step into tmm6 or tmm7 in turn and tdpbf16ps into its sum, tmm0 + i. The
+// tile intrinsics take register numbers as literals (they are spelled into the instruction), so
+// each weight register has its function.
+#define DSCALE_AMX_GROUP_STEP(NAME, W)                                                     \
+  template <int G>                                                                         \
+  DSCALE_AMX_BF16 inline void NAME(const uint16_t* w, int64_t w_stride, const uint32_t* b, \
+                                   int64_t b_tile, int64_t b_stride) {                     \
+    _tile_loadd(W, w, w_stride);                                                           \
+    _tile_loadd(6, b, b_stride);                                                           \
+    _tile_dpbf16ps(0, W, 6);                                                               \
+    if constexpr (G > 1) {                                                                 \
+      _tile_loadd(7, b + b_tile, b_stride);                                                \
+      _tile_dpbf16ps(1, W, 7);                                                             \
+    }                                                                                      \
+    if constexpr (G > 2) {                                                                 \
+      _tile_loadd(6, b + 2 * b_tile, b_stride);                                            \
+      _tile_dpbf16ps(2, W, 6);                                                             \
+    }                                                                                      \
+    if constexpr (G > 3) {                                                                 \
+      _tile_loadd(7, b + 3 * b_tile, b_stride);                                            \
+      _tile_dpbf16ps(3, W, 7);                                                             \
+    }                                                                                      \
+  }
+DSCALE_AMX_GROUP_STEP(EvenStep, 4)
+DSCALE_AMX_GROUP_STEP(OddStep, 5)
+#undef DSCALE_AMX_GROUP_STEP
+
+// The sum tiles of one output tile's weight rows and G activation tiles from `b` (each
+// call.steps · kTilePairs · call.cols values), every input step in order, each sum on its own;
+// then each sum through scratch.sums into y (StoreSums), activation rows from row0 on. Even
+// steps load the weights into tmm4, odd ones into tmm5, so a step's load need not wait for the
+// last step's products.
+template <int G>
+DSCALE_AMX_BF16 void MultiplyTiles(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
+                                   int64_t tile, int64_t row0, AmxScratch& scratch) {
+  static_assert(G >= 1 && G <= kGroupTiles);
+  const int64_t a_stride = call.in * 2;
+  const int64_t b_stride = call.cols * 4;
+  const int64_t b_step = kTilePairs * call.cols;
+  const int64_t b_tile = call.steps * b_step;
+  _tile_zero(0);
+  if constexpr (G > 1) _tile_zero(1);
+  if constexpr (G > 2) _tile_zero(2);
+  if constexpr (G > 3) _tile_zero(3);
+  int64_t s = 0;
+  for (; s + 2 <= call.full_steps; s += 2) {
+    if (s + kPrefetchSteps + 2 <= call.full_steps) {
+      PrefetchStep(rows, call.in, s + kPrefetchSteps);
+      PrefetchStep(rows, call.in, s + kPrefetchSteps + 1);
+    }
+    EvenStep<G>(rows + s * kTileInputs, a_stride, b + s * b_step, b_tile, b_stride);
+    OddStep<G>(rows + (s + 1) * kTileInputs, a_stride, b + (s + 1) * b_step, b_tile, b_stride);
+  }
+  if (s < call.full_steps) {
+    EvenStep<G>(rows + s * kTileInputs, a_stride, b + s * b_step, b_tile, b_stride);
+    ++s;
+  }
+  if (s < call.steps) {
+    OddStep<G>(scratch.tail, kTileInputs * 2, b + s * b_step, b_tile, b_stride);
+  }
+  const int64_t sums_stride = kTileRows * 4;
+  _tile_stored(0, scratch.sums, sums_stride);
+  StoreSums(call, tile, row0, scratch);
+  if constexpr (G > 1) {
+    _tile_stored(1, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + call.cols, scratch);
+  }
+  if constexpr (G > 2) {
+    _tile_stored(2, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + 2 * call.cols, scratch);
+  }
+  if constexpr (G > 3) {
+    _tile_stored(3, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + 3 * call.cols, scratch);
+  }
+}
+
+// Output tile `tile` for every activation tile, up to kGroupTiles at a time: its weights (16
+// rows × in) stay in cache from the first activation tile to the last.
 void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
   const uint16_t* rows = RowsOfTile(call, tile, scratch);
   if (call.steps > call.full_steps) FillTail(call, rows, scratch);
   const int64_t row_tiles = (call.rows + call.cols - 1) / call.cols;
-  for (int64_t rt = 0; rt < row_tiles; ++rt) {
-    MultiplyTile(call, rows, call.packed + rt * call.steps * kTilePairs * call.cols, scratch);
-    StoreSums(call, tile, rt * call.cols, scratch);
+  const int64_t tile_size = call.steps * kTilePairs * call.cols;
+  for (int64_t rt = 0; rt < row_tiles; rt += kGroupTiles) {
+    const uint32_t* b = call.packed + rt * tile_size;
+    const int64_t row0 = rt * call.cols;
+    switch (std::min<int64_t>(kGroupTiles, row_tiles - rt)) {
+      case 1:
+        MultiplyTiles<1>(call, rows, b, tile, row0, scratch);
+        break;
+      case 2:
+        MultiplyTiles<2>(call, rows, b, tile, row0, scratch);
+        break;
+      case 3:
+        MultiplyTiles<3>(call, rows, b, tile, row0, scratch);
+        break;
+      default:
+        MultiplyTiles<4>(call, rows, b, tile, row0, scratch);
+        break;
+    }
   }
 }
 
