@@ -39,6 +39,7 @@ constexpr PairChoice kPairs[] = {
     {"cpu-avx2-subset", [](int64_t) { return CpuAvx2SubsetPair(); }},
     {"cpu-a3b", [](int64_t) { return CpuA3BShapedPair(); }},
     {"cpu-a3b-avx2", [](int64_t) { return CpuA3BWithoutTilesPair(); }},
+    {"cpu-a3b-amx", [](int64_t) { return CpuA3BAmxPair(); }},
 };
 
 const PairChoice* FindPair(const std::string& name) {

@@ -343,6 +343,15 @@ SimulatedPair CpuA3BWithoutTilesPair() {
   return pair;
 }
 
+SimulatedPair CpuA3BAmxPair() {
+  SimulatedPair pair = CpuA3BShapedPair();
+  pair.draft_seconds = [](int64_t n) { return 22e-3 + 16e-3 * double(n); };
+  pair.experts.base_s = 36e-3;
+  pair.experts.per_expert_s = 5.3e-3;
+  pair.experts.per_row_s = 0.5e-3;
+  return pair;
+}
+
 SimulationResult Simulate(const SimulatedPair& pair, const SimulatedPolicy& policy,
                           const SimulationOptions& options, AutoBudget* controller) {
   DSCALE_CHECK(options.concurrency >= 1 && options.width >= 2 && options.tokens_per_request >= 1);

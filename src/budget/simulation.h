@@ -102,6 +102,11 @@ SimulatedPair CpuA3BShapedPair();
 // over a draft subset (50 ms), so that a few rows pay at one request; acceptance as
 // Cpu17BRealisticPair's.
 SimulatedPair CpuA3BWithoutTilesPair();
+// The same target on another 2-vCPU Xeon with AMX (docs/BENCHMARKS.md, "The modes again on an
+// AMX Xeon", fitted and rounded): a verify step 36 ms + 5.3 ms per distinct expert per layer +
+// 0.5 ms per row (79 ms plain at one request, 340 at sixteen); drafting 22 ms + 16 ms a request;
+// acceptance as Cpu17BRealisticPair's. There a few rows a step paid at one request.
+SimulatedPair CpuA3BAmxPair();
 
 // What decides the rows: auto, a fixed fraction of W·N allocated by the predictor (the
 // paper's 0.5), the same rows for every drafted request (fixed:K; dflash is fixed:W), or plain
