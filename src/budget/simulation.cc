@@ -334,22 +334,27 @@ SimulatedPair CpuA3BShapedPair() {
   return pair;
 }
 
-SimulatedPair CpuA3BWithoutTilesPair() {
+namespace {
+
+// CpuA3BShapedPair's target and acceptance on another CPU: drafting `draft_s` + `per_request_s`
+// a request, and a verify step's times (SimulatedExperts' base_s, per_expert_s, per_row_s).
+SimulatedPair CpuA3BOn(double draft_s, double per_request_s, SimulatedExperts times) {
   SimulatedPair pair = CpuA3BShapedPair();
-  pair.draft_seconds = [](int64_t n) { return 10e-3 + 12e-3 * double(n); };
-  pair.experts.per_row_s = 11e-3;
-  pair.experts.base_s = 50e-3;
-  pair.experts.per_expert_s = 2.7e-3;
+  pair.draft_seconds = [=](int64_t n) { return draft_s + per_request_s * double(n); };
+  pair.experts.base_s = times.base_s;
+  pair.experts.per_expert_s = times.per_expert_s;
+  pair.experts.per_row_s = times.per_row_s;
   return pair;
 }
 
+}  // namespace
+
+SimulatedPair CpuA3BWithoutTilesPair() {
+  return CpuA3BOn(10e-3, 12e-3, {.base_s = 50e-3, .per_expert_s = 2.7e-3, .per_row_s = 11e-3});
+}
+
 SimulatedPair CpuA3BAmxPair() {
-  SimulatedPair pair = CpuA3BShapedPair();
-  pair.draft_seconds = [](int64_t n) { return 22e-3 + 16e-3 * double(n); };
-  pair.experts.base_s = 36e-3;
-  pair.experts.per_expert_s = 5.3e-3;
-  pair.experts.per_row_s = 0.5e-3;
-  return pair;
+  return CpuA3BOn(22e-3, 16e-3, {.base_s = 36e-3, .per_expert_s = 5.3e-3, .per_row_s = 0.5e-3});
 }
 
 SimulationResult Simulate(const SimulatedPair& pair, const SimulatedPolicy& policy,
