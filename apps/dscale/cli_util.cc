@@ -95,6 +95,17 @@ void AddMixedPrefillFlag(CLI::App* cmd, bool* mixed) {
                 "for both)");
 }
 
+void AddStepTraceOption(CLI::App* cmd, std::string* path) {
+  cmd->add_option("--step-trace", *path,
+                  "Write one JSON line per decode step to FILE: requests, drafts, rows, stage "
+                  "times and the auto budget's state (docs/VERIFY_BUDGET.md, \"Step trace\")");
+}
+
+Result<std::unique_ptr<StepTrace>> OpenStepTrace(const std::string& path) {
+  if (path.empty()) return std::unique_ptr<StepTrace>();
+  return StepTrace::Open(path);
+}
+
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
   cmd->add_option_function<std::string>(
          "--weights",

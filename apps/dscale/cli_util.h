@@ -2,10 +2,12 @@
 // Small helpers shared by the subcommands.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "engine/step_trace.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kv/kv_dtype.h"
@@ -76,6 +78,10 @@ void AddDeviceOption(CLI::App* cmd, std::string* device);
 void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype);
 // --no-mixed-prefill: clears *mixed (EngineConfig::mixed_prefill).
 void AddMixedPrefillFlag(CLI::App* cmd, bool* mixed);
+// --step-trace FILE: one JSON line per decode step (engine/step_trace.h).
+void AddStepTraceOption(CLI::App* cmd, std::string* path);
+// The trace at `path`, created; null for an empty path (no --step-trace).
+Result<std::unique_ptr<StepTrace>> OpenStepTrace(const std::string& path);
 
 // A whole number of at least `min`, refused with "must be at least MIN, got TEXT" (CLI11's own
 // PositiveNumber names its upper bound, the largest double, in 300 digits).

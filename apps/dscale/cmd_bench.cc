@@ -3,6 +3,7 @@
 // a table on the terminal, and JSON, CSV and PNG plots with --out.
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -34,6 +35,7 @@ struct BenchArgs {
   std::string domino_predictor;         // the domino+dscale mode's predictor
   std::string dspark_drafter;           // the dspark-drafter modes' drafter folder
   std::string dspark_predictor;         // their dscale modes' predictor
+  std::string step_trace;               // --step-trace DIR; empty: none
   std::string url, server_model;        // --server-model; empty: the one model the server lists
   std::string server_prompts = "text";  // --url: chat turns as text, or token ids (`ids`)
   std::string data_dir = "data";
@@ -188,6 +190,14 @@ size_t IndexOf(const Workload& w, const std::string& dataset) {
   return 0;
 }
 
+// A mode label as part of a file name: "dscale:auto" → "dscale_auto".
+std::string FileNamePart(std::string label) {
+  for (char& ch : label) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') ch = '_';
+  }
+  return label;
+}
+
 Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<BenchMode>& modes,
                                           const Workload& w, Runtime& m) {
   auto cells = std::make_shared<std::vector<bench::CellRequests>>();
@@ -218,9 +228,21 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<
                                 .sampling = {.temperature = a.temperature},
                                 .stop_ids = m.target->config().eos_token_ids};
   DSCALE_RETURN_IF_ERROR(bench::CheckInProcessModes(models, modes));
-  return bench::CellRunner([=, &w](const BenchMode& mode, const std::string& dataset, int32_t c,
-                                   const std::function<void()>& on_done) {
-    return bench::RunInProcessCell(models, mode, (*cells)[IndexOf(w, dataset)], c, params, on_done);
+  // --step-trace DIR: a trace per cell run, DIR/<dataset>-c<c>-<mode>-<run>.jsonl.
+  auto runs = std::make_shared<std::map<std::string, int>>();
+  return bench::CellRunner([=, &w](
+                               const BenchMode& mode, const std::string& dataset, int32_t c,
+                               const std::function<void()>& on_done) -> Result<bench::RunMetrics> {
+    std::unique_ptr<StepTrace> trace;
+    if (!a.step_trace.empty()) {
+      const std::string key = dataset + "-c" + std::to_string(c) + "-" + FileNamePart(mode.label);
+      const std::string path = (std::filesystem::path(a.step_trace) /
+                                (key + "-" + std::to_string((*runs)[key]++) + ".jsonl"))
+                                   .string();
+      DSCALE_ASSIGN_OR_RETURN(trace, StepTrace::Open(path));
+    }
+    return bench::RunInProcessCell(models, mode, (*cells)[IndexOf(w, dataset)], c, params, on_done,
+                                   trace.get());
   });
 }
 
@@ -360,6 +382,16 @@ Status WriteOutputs(const bench::Report& report, const std::optional<bench::Agre
 
 Status RunBench(const BenchArgs& a) {
   DSCALE_ASSIGN_OR_RETURN(std::vector<BenchMode> modes, SelectModes(a));
+  if (!a.url.empty() && !a.step_trace.empty()) {
+    return InvalidArgument(
+        "--step-trace applies to in-process runs (a server writes its own: "
+        "dscale serve --step-trace)");
+  }
+  if (!a.step_trace.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(a.step_trace, error);
+    if (error) return InvalidArgument("--step-trace " + a.step_trace + ": " + error.message());
+  }
   if (!a.url.empty() && a.models.weights != WeightsMode::kAsStored) {
     return InvalidArgument(
         "--weights applies to in-process runs; a server holds the weights it was started with "
@@ -480,6 +512,9 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--seed", a->seed, "Manifest order and sampling seeds")->capture_default_str();
   AddBudgetOptions(cmd, &a->budget);
   cmd->add_flag("--profile", a->profile, "Add the step-time breakdown table");
+  cmd->add_option("--step-trace", a->step_trace,
+                  "In-process runs: a step trace per cell run in this folder, "
+                  "<dataset>-c<c>-<mode>-<run>.jsonl (docs/VERIFY_BUDGET.md, \"Step trace\")");
   cmd->add_option("--shared-prefix-tokens", a->shared_prefix_tokens,
                   "Shared-prefix workload: a system turn of about N tokens before every prompt "
                   "(0: none)")

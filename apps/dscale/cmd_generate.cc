@@ -40,6 +40,7 @@ struct GenerateArgs {
   bool tile_routing = true;
   bool mixed_prefill = true;
   bool json = false;
+  std::string step_trace;  // --step-trace FILE; empty: none
 };
 
 nlohmann::json StatsJson(const StepStats& s, double seconds, const std::string& mode) {
@@ -168,6 +169,8 @@ int RunGenerate(const GenerateArgs& args) {
   const Tokenizer* tok = rt.tokenizer_or_null();
   Result<std::vector<std::vector<int32_t>>> prompts = LoadPrompts(args.prompts, tok);
   if (!prompts.ok()) return fail(prompts.status());
+  Result<std::unique_ptr<StepTrace>> trace = OpenStepTrace(args.step_trace);
+  if (!trace.ok()) return fail(trace.status());
   Result<std::unique_ptr<Engine>> engine =
       MakeEngine(rt,
                  {.policy = *policy,
@@ -177,7 +180,8 @@ int RunGenerate(const GenerateArgs& args) {
                   .kv_dtype = args.kv_dtype,
                   .tile_routing = args.tile_routing,
                   .mixed_prefill = args.mixed_prefill,
-                  .draft_sampling = args.models.draft_sampling},
+                  .draft_sampling = args.models.draft_sampling,
+                  .step_trace = trace->get()},
                  {.budget = &args.budget, .token_text_of = &DisplayTokenText});
   if (!engine.ok()) return fail(engine.status());
   Result<std::map<RequestId, size_t>> order = SubmitAll(**engine, args, *prompts, *rt.target);
@@ -229,6 +233,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddMixedPrefillFlag(cmd, &args->mixed_prefill);
   cmd->add_flag("--json", args->json, "Print JSON");
+  AddStepTraceOption(cmd, &args->step_trace);
   cmd->callback([args, exit_code, cmd] {
     ApplyDefaultSpec(*cmd, "generate", args->models.drafter, args->models.predictor,
                      args->models.drafter_head, &args->spec, &args->budget);

@@ -64,6 +64,7 @@ struct ServeArgs {
   bool prefix_cache = true;
   bool mixed_prefill = true;
   BudgetFlags budget;
+  std::string step_trace;  // --step-trace FILE; empty: none
 };
 
 std::string ModelName(const ServeArgs& args) {
@@ -107,7 +108,7 @@ Result<int64_t> ServeKvTokens(const ServeArgs& args, Runtime& runtime) {
 
 // The engine, after the start-up line with the size of its KV cache.
 Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const LengthPolicy& policy,
-                                                Runtime& runtime) {
+                                                Runtime& runtime, StepTrace* trace) {
   DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, runtime));
   std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
               std::string(KvDtypeName(args.kv_dtype)).c_str());
@@ -124,7 +125,8 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
                      .prefix_cache = args.prefix_cache && !recurrent,
                      .tile_routing = args.tile_routing,
                      .mixed_prefill = args.mixed_prefill,
-                     .draft_sampling = args.models.draft_sampling},
+                     .draft_sampling = args.models.draft_sampling,
+                     .step_trace = trace},
                     {.budget = &args.budget, .token_text_of = &server::OutputTokenText});
 }
 
@@ -306,7 +308,9 @@ int RunServe(const ServeArgs& args) {
       LoadRuntime(args.models, PartsFor(*policy, TokenizerNeed::kRequired));
   if (!runtime.ok()) return ReportError("serve", runtime.status());
   Runtime& rt = **runtime;
-  Result<std::unique_ptr<Engine>> engine = MakeServeEngine(args, *policy, rt);
+  Result<std::unique_ptr<StepTrace>> trace = OpenStepTrace(args.step_trace);
+  if (!trace.ok()) return ReportError("serve", trace.status());
+  Result<std::unique_ptr<Engine>> engine = MakeServeEngine(args, *policy, rt, trace->get());
   if (!engine.ok()) return ReportError("serve", engine.status());
   if (Status s = CheckServesOneRequest(**engine, args); !s.ok()) return ReportError("serve", s);
   startup.Finish();
@@ -351,6 +355,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "Compute every prompt in full instead of reusing the KV pages of earlier requests "
                 "that start the same way");
   AddMixedPrefillFlag(cmd, &args->mixed_prefill);
+  AddStepTraceOption(cmd, &args->step_trace);
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
       ->check(AtLeast(1))

@@ -131,7 +131,7 @@ Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchM
 Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMode& mode,
                                     const CellRequests& requests, int32_t concurrency,
                                     const GenerationParams& params,
-                                    const std::function<void()>& on_done) {
+                                    const std::function<void()>& on_done, StepTrace* trace) {
   DSCALE_ASSIGN_OR_RETURN(ModeSetup setup, SetUp(models, mode));
   const int64_t per_request = requests.longest_prompt + params.max_tokens + kKvSlackPerRequest;
   EngineConfig config{.policy = setup.policy,
@@ -142,7 +142,8 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .tile_routing = mode.tile_routing,
                       .mixed_prefill = models.mixed_prefill,
                       .draft_sampling = models.draft_sampling,
-                      .inputs = setup.inputs};
+                      .inputs = setup.inputs,
+                      .step_trace = trace};
   Result<std::unique_ptr<Engine>> created = Engine::Create(*setup.backend, std::move(config));
   if (!created.ok()) return InContext(created.status(), mode);
   std::unique_ptr<Engine> engine = std::move(created).value();

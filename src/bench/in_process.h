@@ -76,10 +76,12 @@ struct InProcessModels {
 Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchMode> modes);
 
 // Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.
-// `params` gives max_tokens, temperature and stop ids.
+// `params` gives max_tokens, temperature and stop ids. `trace` (may be null) gets both loops'
+// steps.
 Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMode& mode,
                                     const CellRequests& requests, int32_t concurrency,
                                     const GenerationParams& params,
-                                    const std::function<void()>& on_done);
+                                    const std::function<void()>& on_done,
+                                    StepTrace* trace = nullptr);
 
 }  // namespace dscale::bench

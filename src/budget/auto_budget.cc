@@ -151,12 +151,14 @@ double AutoBudget::BudgetShortfall(int64_t n, int64_t rows, int32_t requests) co
     const double seen = curve.max_observed_x();
     return x <= seen ? curve.Predict(x) : curve.Predict(seen) * x / seen;
   };
-  const double plain_s = model_.VerifySeconds(requests);
-  const double worst_loss =
-      bound(model_.draft(), double(n)) + bound(model_.verify(), double(rows)) - plain_s;
-  const double budget =
-      options_.explore_allowance_steps * plain_s + options_.explore_share * run_s_;
-  return explore_loss_s_ + worst_loss - budget;
+  const double worst_loss = bound(model_.draft(), double(n)) +
+                            bound(model_.verify(), double(rows)) - model_.VerifySeconds(requests);
+  return explore_loss_s_ + worst_loss - ExploreBudget(requests);
+}
+
+double AutoBudget::ExploreBudget(int32_t requests) const {
+  return options_.explore_allowance_steps * model_.VerifySeconds(requests) +
+         options_.explore_share * run_s_;
 }
 
 // A waiting step is a plain step whose fed requests still feed their draft contexts; that
@@ -283,6 +285,8 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
     }
   }
   model_.Add(sample);
+  last_requests_ = sample.requests;
+  last_step_gain_ = 0;
   const double step_s = sample.draft_s + sample.feed_s + sample.verify_s;
   run_s_ += step_s;
   if (sample.drafted == 0) {
@@ -316,6 +320,7 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
     const bool probe = mode_ == AutoMode::kPlain;
     const bool fresh = gain_samples_ == 0 || (probe && probe_steps_ == 0);
     AddGainSample(pending_gain_, fresh);
+    last_step_gain_ = pending_gain_;
     UpdateMode();
     // A probe that has not turned auto to speculation within probe_steps drafted steps ends:
     // its requests stop drafting and feeding until the next probe.
@@ -340,6 +345,7 @@ void AutoBudget::AdvanceRamp(const StepSample& sample) {
   const double draft_s = n == requests ? sample.draft_s : 0.0;
   const double step_gain = FleetGain(ramp_curve_, requests, draft_s, PastSeen::kFree);
   AddGainSample(step_gain, /*fresh=*/gain_samples_ == 0);
+  last_step_gain_ = step_gain;
   const bool draft_known = model_.draft().observed_bins() >= 2 || n == requests;
   ramp_losing_steps_ = draft_known && step_gain < 1 - options_.margin ? ramp_losing_steps_ + 1 : 0;
   if (ramp_losing_steps_ >= 2) {
@@ -443,8 +449,12 @@ AutoBudgetSnapshot AutoBudget::Snapshot() const {
                        .last_rows = last_rows_,
                        .last_drafted = last_drafted_,
                        .gain = gain_samples_ > 0 ? gain_ : 0.0,
+                       .step_gain = last_step_gain_,
                        .cold_start = ramp_ != Ramp::kDone,
                        .explore_loss_s = explore_loss_s_,
+                       .explore_budget_s = last_requests_ > 0 && model_.verify().samples() > 0
+                                               ? ExploreBudget(last_requests_)
+                                               : 0.0,
                        .calibration = Calibration(),
                        .drafted_steps = drafted_steps_,
                        .plain_steps = plain_steps_,

@@ -60,8 +60,10 @@ struct AutoBudgetSnapshot {
   int64_t last_rows = 0;      // M of the latest drafted step (its drafted requests' rows)
   int32_t last_drafted = 0;   // n of that step
   double gain = 0;            // smoothed g (0 until the first ramp step)
+  double step_gain = 0;       // the latest step's fleet gain (0: that step computed none)
   bool cold_start = false;    // the ramp is still running
   double explore_loss_s = 0;  // exploration's measured loss against plain decoding
+  double explore_budget_s = 0;  // what it may lose by now (at the latest step's requests)
   double calibration = 1;
   int64_t drafted_steps = 0;
   int64_t plain_steps = 0;
@@ -146,6 +148,8 @@ class AutoBudget {
   bool Affordable(int64_t n, int64_t rows, int32_t requests) const;
   // By how many seconds that step's worst-case loss exceeds the budget left (≤ 0: it fits).
   double BudgetShortfall(int64_t n, int64_t rows, int32_t requests) const;
+  // The loss exploration may have taken by now, with `requests` running.
+  double ExploreBudget(int32_t requests) const;
   // Whether the ramp's next step (which does not fit yet) is worth waiting for in plain steps.
   bool RampCanWait(int64_t n, int64_t rows, int32_t requests) const;
   // Seconds per token of plain decoding with `requests` running (the fitted V(N) / N).
@@ -198,6 +202,8 @@ class AutoBudget {
   double pending_gain_ = 0;       // 0: not counted (a ramp step)
   bool pending_explore_ = false;  // a ramp or exploration step: its loss is charged
   int64_t last_rows_ = 0;
+  int32_t last_requests_ = 0;  // N of the latest recorded step
+  double last_step_gain_ = 0;  // that step's fleet gain (0: none computed)
   int32_t last_drafted_ = 0;
   // Smoothed state.
   double gain_ = 0;

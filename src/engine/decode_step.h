@@ -25,6 +25,7 @@ struct StageSeconds {
 struct DecodeStep {
   std::vector<RequestState*> requests;  // [N] the decoding requests, in batch order
   std::vector<uint8_t> drafted;         // [N] 1: drafted this step
+  int32_t fed_count = 0;                // requests that could draft (a draft context, tokens left)
   int32_t drafted_count = 0;
   std::vector<RequestState*> drafting;   // the drafted requests, in batch order
   DraftOutput drafts;                    // the drafted requests' blocks, in batch order
@@ -48,6 +49,7 @@ struct DecodeStep {
   void Reset() {
     requests.clear();
     drafted.clear();
+    fed_count = 0;
     drafted_count = 0;
     drafting.clear();
     packed = nullptr;

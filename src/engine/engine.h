@@ -46,6 +46,7 @@
 #include "engine/request.h"
 #include "engine/request_state.h"
 #include "engine/step_stats.h"
+#include "engine/step_trace.h"
 #include "kv/paged_kv_cache.h"
 #include "model/drafter.h"
 #include "model/target_model.h"
@@ -112,6 +113,9 @@ struct EngineConfig {
   bool cut_blocks_at_output_end = true;
   // Called after every decode step's acceptance, on the engine thread.
   std::function<void(const StepRecord&)> on_step;
+  // Where every decode step's line goes (engine/step_trace.h); null: none. Not owned: it
+  // outlives the engine.
+  StepTrace* step_trace = nullptr;
   // The bytes token `id` adds to an output's text (empty for a token that adds none), which stop
   // strings are found in (engine/stop_strings.h); unset: stop strings are rejected at submit.
   std::function<std::string_view(int32_t id)> token_text;
@@ -222,6 +226,8 @@ class Engine {
   void Learn();
   // Shows the step to config_.on_step (called by Learn when it is set).
   void Observe();
+  // Writes the step's line to config_.step_trace (called by Learn when it is set).
+  void Trace();
   void Retire();
 
   // Admission.

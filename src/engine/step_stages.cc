@@ -101,6 +101,7 @@ bool Engine::SelectDecoding() {
     return r->draft_context && DraftRowsFor(*r) > 0;
   };
   const auto fed = static_cast<int32_t>(std::ranges::count_if(step_.requests, draftable));
+  step_.fed_count = fed;
   const int32_t to_draft = fed > 0 ? planner_.DraftCount(fed, step_.size()) : 0;
   DSCALE_CHECK(to_draft >= 0 && to_draft <= fed);
   step_.drafted.assign(step_.requests.size(), 0);
@@ -374,6 +375,24 @@ void Engine::Learn() {
     }
   }
   stats_.auto_budget = planner_.AutoSnapshot();
+  if (config_.step_trace != nullptr) Trace();
+}
+
+void Engine::Trace() {
+  int64_t committed = 0;
+  for (const int32_t rows : step_.committed_rows) committed += rows;
+  std::optional<double> experts;
+  if (sparse_layers_ > 0) experts = step_.experts_per_layer;  // prompt rows' too in a mixed step
+  config_.step_trace->Write({.step = stats_.decode_steps - 1,
+                             .requests = step_.size(),
+                             .fed = step_.fed_count,
+                             .drafted = step_.drafted_count,
+                             .rows = step_.packed->rows(),
+                             .committed = committed,
+                             .prompt_rows = step_.prompt_rows,
+                             .seconds = step_.seconds,
+                             .experts_per_layer = experts,
+                             .auto_budget = stats_.auto_budget});
 }
 
 void Engine::Observe() {

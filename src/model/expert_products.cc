@@ -11,6 +11,23 @@ namespace {
 // Below this many values the row loops stay on one thread.
 constexpr int64_t kParallelMinValues = int64_t{1} << 15;
 
+// Experts smaller than this (hidden · intermediate) run one after another, each on the threads.
+constexpr int64_t kParallelMinExpertWeights = int64_t{1} << 16;
+
+bool HasF32Blocks(const WeightMatrix& w) {
+  for (const WeightMatrix::Block& b : w.blocks()) {
+    if (b.format == WeightFormat::kF32) return true;
+  }
+  return false;
+}
+
+bool HasF32Blocks(const SparseMlpWeights& moe) {
+  for (const ExpertWeights& e : moe.experts) {
+    if (HasF32Blocks(e.gate_up) || HasF32Blocks(e.down)) return true;
+  }
+  return false;
+}
+
 // s.starts and s.order: a counting sort of the entries r·k + j by expert, stable (rows
 // ascending within an expert); s.entry the inverse.
 void GroupByExpert(const ExpertRoutes& routes, int32_t rows, int64_t experts, ExpertScratch& s) {
@@ -82,13 +99,23 @@ int32_t ExpertProducts(const float* normed, const SparseMlpWeights& moe, int64_t
     std::memcpy(s.in.data() + at * hidden, normed + row * hidden,
                 static_cast<size_t>(hidden) * sizeof(float));
   }
-  // Each expert routed to reads its weights once, for all its rows; Project threads within it.
-  int32_t run = 0;
+  // Each expert routed to reads its weights once, for all its rows.
+  s.routed.clear();
   for (int64_t e = 0; e < experts; ++e) {
+    if (s.starts[e + 1] > s.starts[e]) s.routed.push_back(static_cast<int32_t>(e));
+  }
+  const auto run = static_cast<int32_t>(s.routed.size());
+  // Whole experts to each thread, taken in turn as threads free up: one fork and join per
+  // layer rather than two per expert, and each thread streams whole weight matrices. Its
+  // products run on the calling thread (a nested region has one), and a product's bits do not
+  // depend on the thread that computes it. OpenBLAS's f32 products keep their own threads.
+  const bool across_experts =
+      run > 1 && !HasF32Blocks(moe) && hidden * inter >= kParallelMinExpertWeights;
+#pragma omp parallel for schedule(dynamic, 1) if (across_experts)
+  for (int32_t i = 0; i < run; ++i) {
+    const int32_t e = s.routed[static_cast<size_t>(i)];
     const int64_t begin = s.starts[e], n = s.starts[e + 1] - begin;
-    if (n == 0) continue;
     RunExpert(moe.experts[static_cast<size_t>(e)], hidden, begin, n, activations, s);
-    ++run;
   }
   const bool shared = moe.has_shared();
   if (shared) RunSharedExpert(normed, moe, hidden, rows, activations, s);

@@ -24,6 +24,7 @@ struct ExpertScratch {
   std::vector<int32_t> order;   // [rows·k]: entries r·k + j grouped by expert, rows ascending
   std::vector<int32_t> entry;   // [rows·k]: where entry r·k + j lies in `order`
   std::vector<int32_t> next;    // [experts]: the counting sort's cursors
+  std::vector<int32_t> routed;  // the experts with rows this call, ascending
   std::vector<float> in;        // [rows·k, hidden]: the rows each expert reads, grouped
   std::vector<float> gate_up;   // [rows·k, 2·expert_intermediate]
   std::vector<float> act;       // [rows·k, expert_intermediate]

@@ -373,6 +373,24 @@ TEST_F(ModelCommandsTest, Qwen3MoeTargetsAreMadeLoadedAndSpeculatedOn) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->weights().layers[2].moe.experts.size(), 6u);
   ExpectSpeculationEqualsPlain(target, drafter, 30, {"", " --weights int4"});
+
+  // --step-trace: a line per decode step, each with the experts its pass woke.
+  const std::string trace = *dir_ + "/moe-trace.jsonl";
+  const nlohmann::json run = Json("generate --target " + target + " --drafter " + drafter +
+                                  " --ids 5,9,14,3 --max-tokens 12 --json --spec dflash"
+                                  " --step-trace " +
+                                  trace);
+  std::ifstream lines(trace);
+  int64_t count = 0, committed = 0;
+  for (std::string text; std::getline(lines, text); ++count) {
+    const nlohmann::json line = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_FALSE(line.is_discarded()) << text;
+    EXPECT_GE(line["experts"].get<double>(), 2.0) << text;  // at least the anchor's top 2
+    EXPECT_FALSE(line.contains("auto")) << text;            // not under --verify-budget auto
+    committed += line["committed"].get<int64_t>();
+  }
+  EXPECT_EQ(count, run["stats"]["decode_steps"].get<int64_t>());
+  EXPECT_EQ(committed, 11);  // the first token comes from the prompt's pass
 }
 
 // make-tiny --arch qwen3_5 writes a dense Qwen3.5 checkpoint (both layouts) with its Gated
@@ -574,6 +592,12 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --kv-dtype f16");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--kv-dtype"), std::string::npos) << r.out;
+  r = RunDscale("generate --target " + Target() +
+                " --spec none --ids 1 --step-trace /nonexistent-dir/trace.jsonl");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--step-trace /nonexistent-dir/trace.jsonl: cannot create it"),
+            std::string::npos)
+      << r.out;
   r = RunDscale("generate --target " + Target() + " --spec none --prompts /dev/zero");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("--prompts: /dev/zero: not a regular file"), std::string::npos) << r.out;
