@@ -24,24 +24,6 @@ void FillNormal(std::vector<float>& m, int64_t rows, int64_t cols, uint64_t stre
   for (float& v : m) v = static_cast<float>(rng.NextNormal() * scale);
 }
 
-// The 16 largest values of x[0, n), descending, by insertion into a sorted window: O(n) with
-// rare insertions, never a full sort.
-std::array<float, kTopRanks> TopRanks(const float* x, int64_t n) {
-  std::array<float, kTopRanks> top{};
-  int count = 0;
-  for (int64_t v = 0; v < n; ++v) {
-    const float value = x[v];
-    if (count == kTopRanks && !(value > top[kTopRanks - 1])) continue;
-    int pos = count < kTopRanks ? count++ : kTopRanks - 1;
-    while (pos > 0 && top[pos - 1] < value) {
-      top[pos] = top[pos - 1];
-      --pos;
-    }
-    top[pos] = value;
-  }
-  return top;
-}
-
 // Mean of x[0, n): eight independent float lanes (so the loop vectorises without reassociating
 // one long dependency chain), combined in double.
 double Mean(const float* x, int64_t n) {
@@ -101,7 +83,8 @@ void SetLogitColumnSums(Projections& p) {
 
 void ConfidenceFeatures(const float* logits, int64_t vocab, float* out18) {
   DSCALE_CHECK(vocab >= kTopRanks);
-  const std::array<float, kTopRanks> top = TopRanks(logits, vocab);
+  std::array<float, kTopRanks> top;
+  cpu::LargestValues(logits, vocab, kTopRanks, top.data());
   const float max_logit = top[0];
   // Softmax statistics relative to the maximum: z = Σ e^(x−max), s = Σ e^(x−max)·(x−max);
   // log p_top = −log z and entropy = log z − s / z.

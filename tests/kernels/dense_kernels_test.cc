@@ -288,6 +288,33 @@ TEST(ShiftedExpMomentsTest, MatchesReferenceAtOddSizesAndShifts) {
   }
 }
 
+// LargestValues: exactly the sorted reference's first values, for counts up to the maximum, at
+// sizes around the vector blocks, with repeated values, −inf entries, and rising rows (where
+// every block holds a new value).
+TEST(LargestValuesTest, EqualsTheSortedReferenceExactly) {
+  std::mt19937 rng(113);
+  for (const int64_t n : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{63}, int64_t{65},
+                          int64_t{4099}, int64_t{151936}}) {
+    for (const int count : {1, 2, 16, 64}) {
+      if (count > n) continue;
+      auto noise = RandomNormal(rng, n, 0.0f, 4.0f);
+      auto repeated = noise;
+      for (float& v : repeated) v = std::round(v);  // many equal values
+      auto masked = noise;
+      for (int64_t i = 0; i < n; i += 3) masked[i] = -std::numeric_limits<float>::infinity();
+      std::vector<float> rising(n);
+      for (int64_t i = 0; i < n; ++i) rising[i] = static_cast<float>(i) * 0.5f - 7.0f;
+      for (const auto* x : {&noise, &repeated, &masked, &rising}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " count=" << count);
+        std::vector<float> got(count), want(count);
+        cpu::LargestValues(x->data(), n, count, got.data());
+        ref::LargestValues(x->data(), n, count, want.data());
+        EXPECT_EQ(got, want);
+      }
+    }
+  }
+}
+
 TEST(ArgmaxTest, MatchesReferenceOnRandomRows) {
   std::mt19937 rng(109);
   for (const int64_t rows : kTestRows) {

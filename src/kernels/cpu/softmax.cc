@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/check.h"
 #include "kernels/cpu/simd.h"
 
 namespace dscale::cpu {
@@ -102,6 +103,47 @@ void ArgmaxRows(const float* x, int64_t rows, int64_t n, int32_t* out) {
     while (best < n && xr[best] != m) ++best;
     out[r] = static_cast<int32_t>(best < n ? best : 0);
   }
+}
+
+namespace {
+
+// Inserts `value` into top[0, count) (descending, `*held` filled so far) where it belongs, or
+// drops it when the window is full and it is not above the last.
+inline void InsertLargest(float value, int count, float* top, int* held) {
+  if (*held == count && !(value > top[count - 1])) return;
+  int pos = *held < count ? (*held)++ : count - 1;
+  while (pos > 0 && top[pos - 1] < value) {
+    top[pos] = top[pos - 1];
+    --pos;
+  }
+  top[pos] = value;
+}
+
+// Whether any lane of x[0, 4·kLanes) exceeds `threshold`.
+inline bool AnyAbove(const float* x, float threshold) {
+  const simd::Floats t = simd::Splat(threshold);
+  const simd::Ints above = (simd::Load(x) > t) | (simd::Load(x + kLanes) > t) |
+                           (simd::Load(x + 2 * kLanes) > t) | (simd::Load(x + 3 * kLanes) > t);
+  int32_t any = 0;
+  for (int i = 0; i < kLanes; ++i) any |= above[i];
+  return any != 0;
+}
+
+}  // namespace
+
+void LargestValues(const float* x, int64_t n, int count, float* out) {
+  DSCALE_CHECK(count >= 1 && count <= kMaxLargestValues && count <= n);
+  int held = 0;
+  int64_t i = 0;
+  for (; i < count; ++i) InsertLargest(x[i], count, out, &held);
+  // Every value of a skipped block is at most the threshold it was compared with, which only
+  // grows: the scalar insertion would have dropped each of them too, so the result is its own.
+  constexpr int64_t kBlock = 4 * kLanes;
+  for (; i + kBlock <= n; i += kBlock) {
+    if (!AnyAbove(x + i, out[count - 1])) continue;
+    for (int64_t j = i; j < i + kBlock; ++j) InsertLargest(x[j], count, out, &held);
+  }
+  for (; i < n; ++i) InsertLargest(x[i], count, out, &held);
 }
 
 }  // namespace dscale::cpu

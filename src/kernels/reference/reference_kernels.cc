@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -283,6 +284,12 @@ cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift) {
     m.weighted += e * shifted;
   }
   return m;
+}
+
+void LargestValues(const float* x, int64_t n, int count, float* out) {
+  std::vector<float> sorted(x, x + n);
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  std::copy_n(sorted.begin(), count, out);
 }
 
 namespace {

@@ -63,6 +63,8 @@ void RouteTopK(const float* logits, int64_t rows, int64_t experts, int64_t k, bo
                int32_t* ids, float* weights);
 void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out);
 cpu::ExpMoments ShiftedExpMoments(const float* x, int64_t n, float shift);
+// cpu::LargestValues by a full sort.
+void LargestValues(const float* x, int64_t n, int count, float* out);
 // Row by row: scores over the visible keys, full softmax, weighted sum of values (BF16 K/V
 // widened exactly).
 void PagedAttention(const cpu::AttentionParams& params);
