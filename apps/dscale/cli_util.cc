@@ -95,6 +95,15 @@ void AddMixedPrefillFlag(CLI::App* cmd, bool* mixed) {
                 "for both)");
 }
 
+void AddPromptWaitOption(CLI::App* cmd, int32_t* steps) {
+  cmd->add_option("--prompt-wait-steps", *steps,
+                  "A mixture of experts: decode steps a prompt may wait while a running "
+                  "request finishes, to prefill with the next request's prompt in one read of "
+                  "the experts (0: never; dense targets never wait)")
+      ->check(InRange(0, 64))
+      ->capture_default_str();
+}
+
 void AddStepTraceOption(CLI::App* cmd, std::string* path) {
   cmd->add_option("--step-trace", *path,
                   "Write one JSON line per decode step to FILE: requests, drafts, rows, stage "

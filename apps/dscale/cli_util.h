@@ -78,6 +78,8 @@ void AddDeviceOption(CLI::App* cmd, std::string* device);
 void AddKvDtypeOption(CLI::App* cmd, KvDtype* dtype);
 // --no-mixed-prefill: clears *mixed (EngineConfig::mixed_prefill).
 void AddMixedPrefillFlag(CLI::App* cmd, bool* mixed);
+// --prompt-wait-steps N (EngineConfig::prompt_wait_steps).
+void AddPromptWaitOption(CLI::App* cmd, int32_t* steps);
 // --step-trace FILE: one JSON line per decode step (engine/step_trace.h).
 void AddStepTraceOption(CLI::App* cmd, std::string* path);
 // The trace at `path`, created; null for an empty path (no --step-trace).

@@ -55,6 +55,7 @@ struct BenchArgs {
   int32_t shared_prefix_tokens = 0;  // a system turn of about this many tokens before every prompt
   bool prefix_cache = false;
   bool mixed_prefill = true;
+  int32_t prompt_wait_steps = EngineConfig{}.prompt_wait_steps;
   std::string out;
   std::string compare;  // an earlier run's results.json
   bool modes_given = false;
@@ -223,6 +224,7 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<
       .kv_dtype = a.kv_dtype,
       .prefix_cache = a.prefix_cache,
       .mixed_prefill = a.mixed_prefill,
+      .prompt_wait_steps = a.prompt_wait_steps,
       .draft_sampling = a.models.draft_sampling};
   const GenerationParams params{.max_tokens = a.max_tokens,
                                 .sampling = {.temperature = a.temperature},
@@ -355,6 +357,8 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
           {"shared_prefix_tokens", a.shared_prefix_tokens},
           {"prefix_cache", a.prefix_cache},
           {"mixed_prefill", a.url.empty() ? nlohmann::json(a.mixed_prefill) : "server"},
+          {"prompt_wait_steps",
+           a.url.empty() ? nlohmann::json(a.prompt_wait_steps) : nlohmann::json("server")},
           {"draft_vocab", DraftVocabJson(a, models)}};
 }
 
@@ -522,6 +526,7 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_flag("--prefix-cache", a->prefix_cache,
                 "In-process engines reuse the KV pages of prompts that start alike");
   AddMixedPrefillFlag(cmd, &a->mixed_prefill);
+  AddPromptWaitOption(cmd, &a->prompt_wait_steps);
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->add_option("--out", a->out, "Folder for results.json, results.csv, table.txt, plots");
   cmd->add_option("--compare", a->compare,

@@ -39,6 +39,7 @@ struct GenerateArgs {
   BudgetFlags budget;
   bool tile_routing = true;
   bool mixed_prefill = true;
+  int32_t prompt_wait_steps = EngineConfig{}.prompt_wait_steps;
   bool json = false;
   std::string step_trace;  // --step-trace FILE; empty: none
 };
@@ -53,6 +54,7 @@ nlohmann::json StatsJson(const StepStats& s, double seconds, const std::string& 
           {"verified_rows_per_step", s.rows_per_step()},
           {"prefill_rows", s.prefill_rows},
           {"mixed_prefill_rows", s.mixed_prefill_rows},  // of them, run in a verify's pass
+          {"prompt_wait_steps", s.prompt_wait_steps},    // steps a lone prompt waited
           {"step_time_s",
            {{"prefill", s.prefill_s},
             {"draft", s.draft_s},
@@ -180,6 +182,7 @@ int RunGenerate(const GenerateArgs& args) {
                   .kv_dtype = args.kv_dtype,
                   .tile_routing = args.tile_routing,
                   .mixed_prefill = args.mixed_prefill,
+                  .prompt_wait_steps = args.prompt_wait_steps,
                   .draft_sampling = args.models.draft_sampling,
                   .step_trace = trace->get()},
                  {.budget = &args.budget, .token_text_of = &DisplayTokenText});
@@ -232,6 +235,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "on: 16-row attention tile for drafting and verification; off: 128 everywhere")
       ->capture_default_str();
   AddMixedPrefillFlag(cmd, &args->mixed_prefill);
+  AddPromptWaitOption(cmd, &args->prompt_wait_steps);
   cmd->add_flag("--json", args->json, "Print JSON");
   AddStepTraceOption(cmd, &args->step_trace);
   cmd->callback([args, exit_code, cmd] {

@@ -63,6 +63,7 @@ struct ServeArgs {
   bool tile_routing = true;
   bool prefix_cache = true;
   bool mixed_prefill = true;
+  int32_t prompt_wait_steps = EngineConfig{}.prompt_wait_steps;
   BudgetFlags budget;
   std::string step_trace;  // --step-trace FILE; empty: none
 };
@@ -125,6 +126,7 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
                      .prefix_cache = args.prefix_cache && !recurrent,
                      .tile_routing = args.tile_routing,
                      .mixed_prefill = args.mixed_prefill,
+                     .prompt_wait_steps = args.prompt_wait_steps,
                      .draft_sampling = args.models.draft_sampling,
                      .step_trace = trace},
                     {.budget = &args.budget, .token_text_of = &server::OutputTokenText});
@@ -355,6 +357,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "Compute every prompt in full instead of reusing the KV pages of earlier requests "
                 "that start the same way");
   AddMixedPrefillFlag(cmd, &args->mixed_prefill);
+  AddPromptWaitOption(cmd, &args->prompt_wait_steps);
   AddStepTraceOption(cmd, &args->step_trace);
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")

@@ -141,6 +141,7 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
                       .prefix_cache = models.prefix_cache,
                       .tile_routing = mode.tile_routing,
                       .mixed_prefill = models.mixed_prefill,
+                      .prompt_wait_steps = models.prompt_wait_steps,
                       .draft_sampling = models.draft_sampling,
                       .inputs = setup.inputs,
                       .step_trace = trace};

@@ -62,6 +62,7 @@ struct InProcessModels {
   KvDtype kv_dtype = KvDtype::kBf16;            // the engines' host KV caches
   bool prefix_cache = false;                    // the engines cache prompt pages
   bool mixed_prefill = true;                    // EngineConfig::mixed_prefill
+  int32_t prompt_wait_steps = EngineConfig{}.prompt_wait_steps;  // EngineConfig's
   DraftSampling draft_sampling = DraftSampling::kArgmax;  // the engines' (EngineConfig's)
 
   const ModeModels& For(ModeDrafter drafter) const {

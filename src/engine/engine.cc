@@ -330,8 +330,11 @@ Result<bool> Engine::Step() {
   if (running_.empty()) return false;
   // Prompts that run alone run first, so that one finishing here decodes in this same step; a
   // mixed step's requests were decoding already, and its prompts decode from the next step.
-  const bool mixed = MixesPrompts();
-  if (!mixed) DSCALE_RETURN_IF_ERROR(Timed(&stats_.prefill_s, [this] { return Prefill(); }));
+  const bool waits = PromptWaitsForCompany();
+  const bool mixed = !waits && MixesPrompts();
+  if (!mixed && !waits) {
+    DSCALE_RETURN_IF_ERROR(Timed(&stats_.prefill_s, [this] { return Prefill(); }));
+  }
   if (SelectDecoding()) {
     if (mixed) {
       GatherPromptChunks();

@@ -88,6 +88,12 @@ struct EngineConfig {
   // their own. Outputs are the same bits either way (every kernel gives a row the same bits
   // whatever rows share its pass); off: every prompt chunk runs alone, before the decode step.
   bool mixed_prefill = true;
+  // A mixture of experts: a prompt's pass reads nearly every expert whatever its rows, so two
+  // prompts in one pass cost little more than one. Pending prompts wait at most this many decode
+  // steps while a running request will finish within them (its max_tokens says so), so that the
+  // request that takes the freed slot prefills with them; 0: prompts never wait. Dense targets
+  // never wait. Outputs are the same bits either way.
+  int32_t prompt_wait_steps = 4;
   // How requests at temperature > 0 draft and are verified (greedy ones are unaffected):
   //   kArgmax        argmax drafts, each accepted iff it is the token plain sampling draws at its
   //                  position: a seeded request's tokens are plain sampling's, whatever the
@@ -200,6 +206,9 @@ class Engine {
   // Whether this step's prompt chunks ride in its verify pass (EngineConfig::mixed_prefill,
   // a backend that can, a prompt to prefill and a request that decodes).
   bool MixesPrompts() const;
+  // Whether this step's pending prompts wait (EngineConfig::prompt_wait_steps): counts the wait
+  // when they do.
+  bool PromptWaitsForCompany();
   // Prompt chunks into prefill_ (up to prefill_chunk rows per request, prefill_budget in all),
   // their requests and rows into prompt_requests_ / prompt_rows_; the requests' `prefilled`
   // moves past them.

@@ -26,6 +26,8 @@ struct RequestState {
   bool cancelled = false;
   // Times a later request started while this one waited for KV pages (Engine::Admit).
   int32_t passed_over = 0;
+  // Decode steps its prompt waited for others to share its pass (Engine::PromptWaitsForCompany).
+  int32_t prompt_waits = 0;
   FinishReason finish = FinishReason::kNone;
   RequestResult result;
   std::vector<TokenLogprobs> logprobs;  // one per output token when params.logprobs asked

@@ -25,6 +25,32 @@ bool Engine::MixesPrompts() const {
   return std::ranges::any_of(running_, prefilling) && std::ranges::any_of(running_, decoding);
 }
 
+// The pending prompts wait only while a decoding request is sure to finish (its max_tokens)
+// before the shortest of their waits runs out: a request that finishes frees its slot for the
+// next one queued (or, in a closed loop, the next one its client sends), which is admitted the
+// step after and runs its prompt in the same pass as theirs. With none decoding, or a wait
+// spent, the prompts run.
+bool Engine::PromptWaitsForCompany() {
+  if (sparse_layers_ == 0 || config_.prompt_wait_steps == 0) return false;
+  int32_t steps_left = config_.prompt_wait_steps;
+  bool pending = false;
+  for (auto& r : running_) {
+    if (r->prefill_done() || r->cancelled) continue;
+    pending = true;
+    steps_left = std::min(steps_left, config_.prompt_wait_steps - r->prompt_waits);
+  }
+  if (!pending || steps_left <= 0) return false;
+  const auto finishes_soon = [steps_left](const auto& r) {
+    return r->decoding() && r->tokens_left() <= steps_left;
+  };
+  if (!std::ranges::any_of(running_, finishes_soon)) return false;
+  for (auto& r : running_) {
+    if (!r->prefill_done() && !r->cancelled) ++r->prompt_waits;
+  }
+  ++stats_.prompt_wait_steps;
+  return true;
+}
+
 void Engine::GatherPromptChunks() {
   prefill_.Clear();
   prompt_requests_.clear();

@@ -10,6 +10,7 @@ StepStats StepStats::Since(const StepStats& before) const {
   d.committed_tokens -= before.committed_tokens;
   d.prefill_rows -= before.prefill_rows;
   d.mixed_prefill_rows -= before.mixed_prefill_rows;
+  d.prompt_wait_steps -= before.prompt_wait_steps;
   d.prefix_query_tokens -= before.prefix_query_tokens;
   d.prefix_hit_tokens -= before.prefix_hit_tokens;
   d.output_tokens -= before.output_tokens;

@@ -16,6 +16,9 @@ struct StepStats {
   int64_t committed_tokens = 0;      // Σ (a_i + 1) over verify steps
   int64_t prefill_rows = 0;
   int64_t mixed_prefill_rows = 0;  // of prefill_rows, those that ran in a decode step's verify
+  // Decode steps in which pending prompts waited for another to share their pass (a mixture of
+  // experts, EngineConfig::prompt_wait_steps).
+  int64_t prompt_wait_steps = 0;
   // Prefix caching: prompt tokens of admitted requests, and those whose K/V came from the cache.
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;

@@ -115,6 +115,9 @@ void RenderEngine(const EngineMetrics& m, Writer& w) {
   w.One("mixed_prefill_rows_total", "counter",
         "Prompt rows prefilled in a decode step's verify pass (mixed prefill).",
         s.mixed_prefill_rows);
+  w.One("prompt_wait_steps_total", "counter",
+        "Decode steps in which prompts waited to prefill with the next one (a mixture of experts).",
+        s.prompt_wait_steps);
   w.One("prefix_cache_query_tokens_total", "counter",
         "Prompt tokens of admitted requests, with prefix caching on.", s.prefix_query_tokens);
   w.One("prefix_cache_hit_tokens_total", "counter",

@@ -10,6 +10,7 @@
 //   kv_pages_free, kv_pages_total         (gauges)
 //   decode_steps_total, verified_rows_total, committed_tokens_total, prefill_rows_total,
 //   mixed_prefill_rows_total              (of the prompt rows, those run in a verify's pass)
+//   prompt_wait_steps_total               (steps a lone prompt waited for company, MoE)
 //   verified_rows_per_step, tau           (gauges: means since start)
 //   verify_experts_per_layer              (a mixture of experts: mean distinct experts a verify
 //                                         woke per sparse layer)

@@ -7,11 +7,16 @@
 // its rows wake, and auto prices draft rows by them.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 
 #include "engine/engine.h"
+#include "engine/step_trace.h"
 #include "engine_test_util.h"
 #include "every_mode_lossless.h"
 #include "model/quantize_weights.h"
@@ -71,6 +76,67 @@ TEST(MoeEngineStatsTest, VerifyStepsCountTheExpertsTheirRowsWake) {
   EXPECT_GT(four, 2.0);
   EXPECT_LE(four, 8.0);
   EXPECT_EQ(experts_per_step(testing::EngineTestTargetConfig(), 4), 0.0);
+}
+
+// A prompt on a mixture of experts waits (EngineConfig::prompt_wait_steps, the default) while a
+// running request is about to finish, and then prefills in one pass with the prompt of the
+// request that takes the freed slot; with the wait off each prompt rides alone. Outputs are the
+// same tokens.
+// Three running: A (3 tokens), B (4), C (12); D and E queued. A finishes after step 2, and D,
+// admitted at step 3, finds B one token from its end: it waits a step, and E, admitted at step 4
+// in B's slot, prefills with it.
+TEST(MoePromptWaitTest, ALonePromptWaitsForTheNextFinishedRequestsPrompt) {
+  const DecoderConfig c = testing::EngineTestMoeConfig(true);
+  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+  const std::vector<int32_t> max_tokens = {3, 4, 12, 5, 5};
+  const auto run = [&](int32_t wait_steps, std::vector<int64_t>* prompt_rows) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("dscale_prompt_wait_" + std::to_string(::getpid()) + ".jsonl"))
+                                 .string();
+    std::vector<std::vector<int32_t>> outputs;
+    {
+      std::unique_ptr<StepTrace> trace = StepTrace::Open(path).value();
+      auto engine = Engine::Create(target, nullptr,
+                                   {.policy = LengthPolicy::Parse("none").value(),
+                                    .max_running = 3,
+                                    .prompt_wait_steps = wait_steps,
+                                    .step_trace = trace.get()})
+                        .value();
+      std::vector<RequestId> ids;
+      for (uint32_t i = 0; i < max_tokens.size(); ++i) {
+        ids.push_back(engine
+                          ->Submit(testing::RandomTokens(static_cast<int32_t>(6 + i), 120, i + 1),
+                                   {.max_tokens = max_tokens[i]})
+                          .value());
+      }
+      EXPECT_TRUE(engine->RunToCompletion().ok());
+      EXPECT_EQ(engine->stats().prompt_wait_steps, wait_steps > 0 ? 1 : 0);
+      std::vector<RequestResult> results = engine->TakeFinished();
+      for (const RequestId id : ids) {
+        for (const RequestResult& r : results) {
+          if (r.id == id) outputs.push_back(r.output_ids);
+        }
+      }
+    }
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      prompt_rows->push_back(nlohmann::json::parse(line)["prompt_rows"].get<int64_t>());
+    }
+    std::filesystem::remove(path);
+    return outputs;
+  };
+  std::vector<int64_t> waiting_rows, riding_rows;
+  const auto waiting = run(EngineConfig{}.prompt_wait_steps, &waiting_rows);
+  const auto riding = run(0, &riding_rows);
+  EXPECT_EQ(waiting, riding);
+  const int64_t d_rows = 6 + 3, e_rows = 6 + 4;
+  // Steps 1-2 decode the first three (their prompts ran alone, before step 1 decoded).
+  ASSERT_GE(riding_rows.size(), 5u);
+  EXPECT_EQ(riding_rows[2], d_rows);  // step 3: D rides alone
+  EXPECT_EQ(riding_rows[3], e_rows);  // step 4: E rides alone
+  ASSERT_GE(waiting_rows.size(), 5u);
+  EXPECT_EQ(waiting_rows[2], 0);                // step 3: D waits
+  EXPECT_EQ(waiting_rows[3], d_rows + e_rows);  // step 4: D and E in one pass (C runs on)
 }
 
 // With --verify-budget auto on a sparse target the budget prices draft rows by their experts: the

@@ -15,6 +15,7 @@ TEST(StepStatsTest, SinceTakesEveryCounterAndStageTimeOutAndKeepsTheLatestStep) 
   before.committed_tokens = 11;
   before.prefill_rows = 13;
   before.mixed_prefill_rows = 2;
+  before.prompt_wait_steps = 6;
   before.prefix_query_tokens = 17;
   before.prefix_hit_tokens = 4;
   before.output_tokens = 19;
@@ -38,6 +39,7 @@ TEST(StepStatsTest, SinceTakesEveryCounterAndStageTimeOutAndKeepsTheLatestStep) 
   after.committed_tokens += 5;
   after.prefill_rows += 8;
   after.mixed_prefill_rows += 8;
+  after.prompt_wait_steps += 2;
   after.prefix_query_tokens += 8;
   after.prefix_hit_tokens += 3;
   after.output_tokens += 5;
@@ -60,6 +62,7 @@ TEST(StepStatsTest, SinceTakesEveryCounterAndStageTimeOutAndKeepsTheLatestStep) 
   EXPECT_EQ(d.committed_tokens, 5);
   EXPECT_EQ(d.prefill_rows, 8);
   EXPECT_EQ(d.mixed_prefill_rows, 8);
+  EXPECT_EQ(d.prompt_wait_steps, 2);
   EXPECT_EQ(d.prefix_query_tokens, 8);
   EXPECT_EQ(d.prefix_hit_tokens, 3);
   EXPECT_EQ(d.output_tokens, 5);

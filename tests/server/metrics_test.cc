@@ -36,6 +36,7 @@ TEST(MetricsTest, RendersEveryFamily) {
   m.engine.stats.prefix_hit_tokens = 512;
   m.engine.stats.prefill_rows = 300;
   m.engine.stats.mixed_prefill_rows = 120;
+  m.engine.stats.prompt_wait_steps = 7;
   m.engine.stats.accepted_histogram[0] = 5;
   m.engine.stats.accepted_histogram[2] = 10;
   m.engine.stats.accepted_histogram[3] = 4;
@@ -62,6 +63,7 @@ TEST(MetricsTest, RendersEveryFamily) {
   EXPECT_TRUE(Has(text, "dscale_prefix_cache_query_tokens_total 640"));
   EXPECT_TRUE(Has(text, "dscale_prefill_rows_total 300"));
   EXPECT_TRUE(Has(text, "dscale_mixed_prefill_rows_total 120"));
+  EXPECT_TRUE(Has(text, "dscale_prompt_wait_steps_total 7"));
   EXPECT_TRUE(Has(text, "dscale_prefix_cache_hit_tokens_total 512"));
   EXPECT_TRUE(Has(text, "dscale_tau 2.5"));
   EXPECT_TRUE(Has(text, "# TYPE dscale_accepted_length histogram"));
