@@ -50,9 +50,12 @@ void ExpectEveryModeEqualsPlainDecoding(DecoderModel& target, Drafter* drafter, 
     for (int32_t concurrency : {1, 16}) {
       SCOPED_TRACE(::testing::Message()
                    << mode.spec << " budget " << mode.budget << " c=" << concurrency);
+      // Every other mode's prompts never wait for company (a mixture of experts' prompts
+      // otherwise may, EngineConfig::prompt_wait_steps), so that some ride in verify passes.
       EngineConfig config{
           .policy = LengthPolicy::Parse(mode.spec).value(),
           .max_running = concurrency,
+          .prompt_wait_steps = i % 2 == 0 ? EngineConfig{}.prompt_wait_steps : 0,
           .inputs = {.predictor = &predictor,
                      .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()}};
       if (config.policy.UsesSpsTable()) config.inputs.sps_table = &sps;
