@@ -58,10 +58,14 @@ Result<int64_t> AvailableMemoryBytes() {
   return IoError("/proc/meminfo: no \"MemAvailable: N kB\" line");
 }
 
+int64_t KvTokensThatFitIn(int64_t available_bytes, int64_t bytes_per_position, double fraction) {
+  if (bytes_per_position <= 0) return int64_t{1} << 40;
+  return static_cast<int64_t>(static_cast<double>(available_bytes) * fraction) / bytes_per_position;
+}
+
 Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction) {
   DSCALE_ASSIGN_OR_RETURN(const int64_t available, AvailableMemoryBytes());
-  if (bytes_per_position <= 0) return int64_t{1} << 40;
-  return static_cast<int64_t>(static_cast<double>(available) * fraction) / bytes_per_position;
+  return KvTokensThatFitIn(available, bytes_per_position, fraction);
 }
 
 Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position) {

@@ -44,7 +44,11 @@ int64_t KvTokensForDemand(int64_t requests, int64_t longest_prompt, int64_t max_
 // counting reclaimable page cache.
 Result<int64_t> AvailableMemoryBytes();
 
-// The most positions of `bytes_per_position` that fit in `fraction` of the available memory.
+// The most positions of `bytes_per_position` that fit in `fraction` of `available_bytes`
+// (unbounded, 2^40, when a position costs nothing).
+int64_t KvTokensThatFitIn(int64_t available_bytes, int64_t bytes_per_position, double fraction);
+
+// KvTokensThatFitIn the memory available now (AvailableMemoryBytes).
 Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction);
 
 // kResourceExhausted naming the sizes when `positions` of `bytes_per_position` exceed the
