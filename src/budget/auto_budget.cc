@@ -263,6 +263,9 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   pending_expected_ = curve.At(rows);
   pending_cost_ = curve.CostAt(rows);
   last_rows_ = rows;
+  last_best_rows_ = best;
+  last_verify_predicted_s_ = VerifySeconds(double(other + rows), n + other, curve.CostAt(rows));
+  last_tokens_predicted_ = ExpectedTokens(curve, rows, other, calibration);
   last_drafted_ = static_cast<int32_t>(n);
   return rows;
 }
@@ -447,6 +450,9 @@ void AutoBudget::EndFailedProbe(int32_t fed, int32_t requests) {
 AutoBudgetSnapshot AutoBudget::Snapshot() const {
   AutoBudgetSnapshot s{.mode = mode_,
                        .last_rows = last_rows_,
+                       .last_best_rows = last_best_rows_,
+                       .last_verify_predicted_s = last_verify_predicted_s_,
+                       .last_tokens_predicted = last_tokens_predicted_,
                        .last_drafted = last_drafted_,
                        .gain = gain_samples_ > 0 ? gain_ : 0.0,
                        .step_gain = last_step_gain_,

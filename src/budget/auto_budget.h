@@ -58,6 +58,12 @@ const char* AutoModeName(AutoMode mode);  // "speculate", "plain"
 struct AutoBudgetSnapshot {
   AutoMode mode = AutoMode::kSpeculate;
   int64_t last_rows = 0;      // M of the latest drafted step (its drafted requests' rows)
+  // That step's M* (before a ramp, probe or exploration moved it), and the verify seconds and
+  // committed tokens (every request's, anchors included) the controller predicted for M: what
+  // a step trace compares with the step's measured ones.
+  int64_t last_best_rows = 0;
+  double last_verify_predicted_s = 0;
+  double last_tokens_predicted = 0;
   int32_t last_drafted = 0;   // n of that step
   double gain = 0;            // smoothed g (0 until the first ramp step)
   double step_gain = 0;       // the latest step's fleet gain (0: that step computed none)
@@ -202,6 +208,8 @@ class AutoBudget {
   double pending_gain_ = 0;       // 0: not counted (a ramp step)
   bool pending_explore_ = false;  // a ramp or exploration step: its loss is charged
   int64_t last_rows_ = 0;
+  int64_t last_best_rows_ = 0;
+  double last_verify_predicted_s_ = 0, last_tokens_predicted_ = 0;
   int32_t last_requests_ = 0;  // N of the latest recorded step
   double last_step_gain_ = 0;  // that step's fleet gain (0: none computed)
   int32_t last_drafted_ = 0;

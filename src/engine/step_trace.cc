@@ -42,10 +42,16 @@ class JsonObject {
   bool first_ = true;
 };
 
-void WriteAuto(const budget::AutoBudgetSnapshot& a, std::string* out) {
+// `drafted`: whether the step drafted, so the controller's predictions are this step's.
+void WriteAuto(const budget::AutoBudgetSnapshot& a, bool drafted, std::string* out) {
   JsonObject o(out);
   o.String("mode", budget::AutoModeName(a.mode));
   o.Bool("cold_start", a.cold_start);
+  if (drafted) {
+    o.Int("best_rows", a.last_best_rows);
+    o.Number("verify_predicted_ms", 1e3 * a.last_verify_predicted_s, 3);
+    o.Number("committed_predicted", a.last_tokens_predicted, 3);
+  }
   o.Number("step_gain", a.step_gain, 4);
   o.Number("gain", a.gain, 4);
   o.Number("loss_s", a.explore_loss_s, 4);
@@ -77,7 +83,7 @@ std::string StepTraceJson(const StepTraceLine& line, double t_ms) {
   if (line.experts_per_layer) o.Number("experts", *line.experts_per_layer, 2);
   if (line.auto_budget) {
     o.Key("auto");
-    WriteAuto(*line.auto_budget, &out);
+    WriteAuto(*line.auto_budget, line.drafted > 0, &out);
   }
   o.Close();
   return out;

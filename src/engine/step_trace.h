@@ -10,10 +10,15 @@
 //   {"step": 12, "t_ms": 1834.2, "requests": 4, "fed": 4, "drafted": 4, "rows": 12,
 //    "committed": 9, "prompt_rows": 0, "draft_ms": 61.0, "decide_ms": 0.6, "verify_ms": 198.3,
 //    "accept_ms": 0.2, "commit_ms": 0.1, "feed_ms": 0.4, "experts": 31.2,
-//    "auto": {"mode": "speculate", "cold_start": false, "step_gain": 1.04, "gain": 1.02,
-//             "loss_s": 0.41, "budget_s": 0.95, "calibration": 0.97}}
+//    "auto": {"mode": "speculate", "cold_start": false, "best_rows": 12,
+//             "verify_predicted_ms": 191.0, "committed_predicted": 8.6, "step_gain": 1.04,
+//             "gain": 1.02, "loss_s": 0.41, "budget_s": 0.95, "calibration": 0.97}}
 // t_ms: from the trace's opening to the step's end. committed: tokens the step committed.
-// step_gain: 0 on a step whose gain was not computed (a plain step, an exploration step).
+// best_rows, verify_predicted_ms, committed_predicted (drafted steps only): the controller's M*,
+// and the verify time and committed tokens it predicted for the rows it chose ("rows": M* unless
+// a ramp, probe or exploration step moved it), against the step's measured "verify_ms" and
+// "committed". step_gain: 0 on a step whose gain was not computed (a plain step, an exploration
+// step).
 
 #include <chrono>
 #include <cstdint>

@@ -53,6 +53,9 @@ TEST(StepTraceJsonTest, WritesTheStagesInMillisecondsAndOnlyTheSectionsThatApply
             "\"commit_ms\": 0.000, \"feed_ms\": 0.000}");
   line.experts_per_layer = 12.5;
   line.auto_budget = budget::AutoBudgetSnapshot{.mode = budget::AutoMode::kPlain,
+                                                .last_best_rows = 12,
+                                                .last_verify_predicted_s = 0.2,
+                                                .last_tokens_predicted = 6.5,
                                                 .gain = 0.9,
                                                 .step_gain = 0.85,
                                                 .explore_loss_s = 0.5,
@@ -66,6 +69,14 @@ TEST(StepTraceJsonTest, WritesTheStagesInMillisecondsAndOnlyTheSectionsThatApply
   EXPECT_EQ(parsed["auto"]["loss_s"], 0.5);
   EXPECT_EQ(parsed["auto"]["budget_s"], 1.25);
   EXPECT_EQ(parsed["auto"]["calibration"], 1.0);
+  // The controller's predictions are the step's own only where it drafted.
+  EXPECT_EQ(parsed["auto"]["best_rows"], 12);
+  EXPECT_EQ(parsed["auto"]["verify_predicted_ms"], 200.0);
+  EXPECT_EQ(parsed["auto"]["committed_predicted"], 6.5);
+  line.drafted = 0;
+  const nlohmann::json plain = nlohmann::json::parse(StepTraceJson(line, 0));
+  EXPECT_FALSE(plain["auto"].contains("best_rows"));
+  EXPECT_FALSE(plain["auto"].contains("verify_predicted_ms"));
 }
 
 TEST(StepTraceOpenTest, NamesTheFlagAndThePathItCannotCreate) {
