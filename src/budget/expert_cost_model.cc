@@ -59,16 +59,6 @@ ExpertShape ExpertShapeOf(const DecoderConfig& c) {
           .expert_share = experts / (dense + experts)};
 }
 
-double ExpertShareOfStep(const ExpertShape& shape, double awake) {
-  const double share = shape.expert_share, per_expert = share / shape.top_k;
-  return per_expert / ((1.0 - share) + awake * per_expert);
-}
-
-double PromptSharingSlotSteps(const ExpertShape& shape, double awake, int32_t slots) {
-  const double clamped = std::clamp(awake, 0.0, double(shape.experts));
-  return double(slots) * (double(shape.experts) - clamped) * ExpertShareOfStep(shape, clamped);
-}
-
 ExpertCostModel::ExpertCostModel(ExpertShape shape, int width, int32_t max_requests)
     : shape_(shape),
       width_(width),
@@ -152,7 +142,8 @@ double ExpertCostModel::Experts(int32_t requests, double cost) const {
 }
 
 double ExpertCostModel::SecondsPerExpert(int32_t requests, double plain_s) const {
-  return rho_ * plain_s * ExpertShareOfStep(shape_, AnchorExperts(requests));
+  const double share = shape_.expert_share, per_expert = share / shape_.top_k;
+  return rho_ * plain_s * per_expert / ((1.0 - share) + AnchorExperts(requests) * per_expert);
 }
 
 double ExpertCostModel::VerifySeconds(int32_t requests, double draft_rows, double cost,

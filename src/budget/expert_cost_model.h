@@ -49,18 +49,6 @@ struct ExpertShape {
 // each sparse layer.
 ExpertShape ExpertShapeOf(const DecoderConfig& config);
 
-// The memory-bound prior: in a step whose pass wakes `awake` experts per sparse layer, one more
-// expert costs this share of the step's time — its bytes over the step's, (φ/k) / ((1 − φ) +
-// awake · φ/k), φ the shape's expert_share.
-double ExpertShareOfStep(const ExpertShape& shape, double awake);
-
-// What prompts riding together in one pass save, in slot-steps of a pass over `slots` requests
-// that wakes `awake` experts per sparse layer: the pass's read of the experts it leaves asleep,
-// (E − awake) · ExpertShareOfStep · slots (an empty slot costs 1/slots of a step). Prompts wake
-// every expert, so a prompt riding alone reads them, and a second one riding with it reads them
-// free.
-double PromptSharingSlotSteps(const ExpertShape& shape, double awake, int32_t slots);
-
 class ExpertCostModel {
  public:
   // `width`: W, the rows a request may verify; `max_requests`: N at most.

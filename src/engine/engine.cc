@@ -171,7 +171,6 @@ Engine::Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineC
       config_(std::move(config)),
       block_(block),
       sparse_layers_(target_.config().SparseLayerCount()),
-      expert_shape_(budget::ExpertShapeOf(target_.config())),
       cache_(CacheShape(target_, config_)),
       planner_(std::move(planner)) {
   if (config_.prefix_cache) cache_.EnablePrefixCache();

@@ -40,7 +40,6 @@
 #include <vector>
 
 #include "backend/step_backend.h"
-#include "budget/expert_cost_model.h"
 #include "budget/step_time_source.h"
 #include "core/status.h"
 #include "engine/decode_step.h"
@@ -295,10 +294,6 @@ class Engine {
   EngineConfig config_;
   int32_t block_;  // W
   int64_t sparse_layers_;  // the target's mixture-of-experts layers (0: dense)
-  budget::ExpertShape expert_shape_;  // the target's experts, for the prompts' wait
-  // Distinct experts per sparse layer that the latest decode pass without prompt rows woke:
-  // what a pass leaves asleep for prompts to wake (0 before the first).
-  double awake_experts_ = 0;
   PagedKvCache cache_;
   VerifyPlanner planner_;
   HeldContext held_scratch_;  // ReleaseHeldRows's rows of all its requests together

@@ -29,25 +29,17 @@ bool Engine::MixesPrompts() const {
 // before the shortest of their waits runs out: a request that finishes frees its slot for the
 // next one queued (or, in a closed loop, the next one its client sends), which is admitted the
 // step after and runs its prompt in the same pass as theirs. With none decoding, or a wait
-// spent, the prompts run. Each step they wait leaves their slots empty, so they also run once
-// the slot-steps spent waiting, with this one, would exceed what sharing a pass saves
-// (budget::PromptSharingSlotSteps: the read of the experts the decode pass leaves asleep) —
-// a lone prompt waits where few experts are awake, a crowd of them does not wait for more.
+// spent, the prompts run.
 bool Engine::PromptWaitsForCompany() {
   if (sparse_layers_ == 0 || config_.prompt_wait_steps == 0) return false;
   int32_t steps_left = config_.prompt_wait_steps;
-  int32_t pending = 0;
-  int64_t waited = 0;  // slot-steps the pending prompts have waited
+  bool pending = false;
   for (auto& r : running_) {
     if (r->prefill_done() || r->cancelled) continue;
-    ++pending;
-    waited += r->prompt_waits;
+    pending = true;
     steps_left = std::min(steps_left, config_.prompt_wait_steps - r->prompt_waits);
   }
-  if (pending == 0 || steps_left <= 0) return false;
-  const double saved = budget::PromptSharingSlotSteps(expert_shape_, awake_experts_,
-                                                      static_cast<int32_t>(running_.size()));
-  if (static_cast<double>(waited + pending) > saved) return false;
+  if (!pending || steps_left <= 0) return false;
   const auto finishes_soon = [steps_left](const auto& r) {
     return r->decoding() && r->tokens_left() <= steps_left;
   };
@@ -400,7 +392,6 @@ void Engine::Learn() {
   sample.verify_s = t.verify + t.accept + t.commit;
   sample.prompt_rows = step_.prompt_rows;
   sample.experts = step_.experts_per_layer;
-  if (sparse_layers_ > 0 && step_.prompt_rows == 0) awake_experts_ = step_.experts_per_layer;
   sample.occupancy = std::exchange(occupancy_, {});
   planner_.Record(sample, drafted_committed);
   if (planner_.DropDraftContexts()) {

@@ -46,18 +46,6 @@ TEST(ExpertCostModelTest, TheExpertsShareComesFromTheParameterCounts) {
   EXPECT_LT(hybrid.expert_share, shape.expert_share);
 }
 
-// φ = 0.4 of a one-row step's bytes in its k = 8 of E = 128 experts: one more expert is
-// (0.4 / 8) / (0.6 + X · 0.4 / 8) of a step that wakes X. A pass waking 8 leaves 120 asleep:
-// 120 · 0.05 / 1.0 = 6 steps' worth, 24 slot-steps at four requests; waking 72, 56 · 0.05 / 4.2.
-TEST(ExpertCostModelTest, PromptsSharingAPassSaveTheExpertsItLeavesAsleep) {
-  const ExpertShape shape{.experts = 128, .top_k = 8, .expert_share = 0.4};
-  EXPECT_DOUBLE_EQ(ExpertShareOfStep(shape, 8), 0.05);
-  EXPECT_DOUBLE_EQ(PromptSharingSlotSteps(shape, 8, 4), 24.0);
-  EXPECT_NEAR(PromptSharingSlotSteps(shape, 72, 16), 16 * 56 * 0.05 / 4.2, 1e-12);
-  EXPECT_EQ(PromptSharingSlotSteps(shape, 128, 16), 0.0);  // every expert awake: nothing saved
-  EXPECT_EQ(PromptSharingSlotSteps(shape, 200, 16), 0.0);
-}
-
 TEST(ExpertCostModelTest, RowCostsFollowWhatARequestsOwnRowsWake) {
   ExpertCostModel model(A3BLike(), kWidth, 16);
   // No occupancy yet: every row k new experts (rows assumed independent, the dearest case).

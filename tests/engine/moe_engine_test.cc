@@ -78,94 +78,65 @@ TEST(MoeEngineStatsTest, VerifyStepsCountTheExpertsTheirRowsWake) {
   EXPECT_EQ(experts_per_step(testing::EngineTestTargetConfig(), 4), 0.0);
 }
 
-// Many wide experts, so that few are awake in a decode pass and a prompt's read of the rest is
-// worth several slot-steps of waiting (budget::PromptSharingSlotSteps).
-DecoderConfig ManyExpertsConfig() {
-  DecoderConfig c = testing::EngineTestMoeConfig(true);
-  c.moe.num_experts = 64;
-  c.moe.expert_intermediate_size = 96;
-  return c;
-}
-
-// Three running: A (3 tokens), B (4), C (12); D and E queued. A finishes after step 2, and D is
-// admitted at step 3 with B one token from its end. Returns the outputs in submission order;
-// `prompt_rows`: each step's prompt rows riding in its pass; `waits`: the engine's prompt waits.
-std::vector<std::vector<int32_t>> RunFiveRequests(const DecoderConfig& c, int32_t wait_steps,
-                                                  std::vector<int64_t>* prompt_rows,
-                                                  int64_t* waits) {
-  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
-  const std::vector<int32_t> max_tokens = {3, 4, 12, 5, 5};
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("dscale_prompt_wait_" + std::to_string(::getpid()) + ".jsonl"))
-                               .string();
-  std::vector<std::vector<int32_t>> outputs;
-  {
-    std::unique_ptr<StepTrace> trace = StepTrace::Open(path).value();
-    auto engine = Engine::Create(target, nullptr,
-                                 {.policy = LengthPolicy::Parse("none").value(),
-                                  .max_running = 3,
-                                  .prompt_wait_steps = wait_steps,
-                                  .step_trace = trace.get()})
-                      .value();
-    std::vector<RequestId> ids;
-    for (uint32_t i = 0; i < max_tokens.size(); ++i) {
-      ids.push_back(engine
-                        ->Submit(testing::RandomTokens(static_cast<int32_t>(6 + i), 120, i + 1),
-                                 {.max_tokens = max_tokens[i]})
-                        .value());
-    }
-    EXPECT_TRUE(engine->RunToCompletion().ok());
-    *waits = engine->stats().prompt_wait_steps;
-    std::vector<RequestResult> results = engine->TakeFinished();
-    for (const RequestId id : ids) {
-      for (const RequestResult& r : results) {
-        if (r.id == id) outputs.push_back(r.output_ids);
-      }
-    }
-  }
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    prompt_rows->push_back(nlohmann::json::parse(line)["prompt_rows"].get<int64_t>());
-  }
-  std::filesystem::remove(path);
-  return outputs;
-}
-
-constexpr int64_t kPromptRowsD = 6 + 3, kPromptRowsE = 6 + 4;
-
 // A prompt on a mixture of experts waits (EngineConfig::prompt_wait_steps, the default) while a
 // running request is about to finish, and then prefills in one pass with the prompt of the
 // request that takes the freed slot; with the wait off each prompt rides alone. Outputs are the
-// same tokens. D waits a step, and E, admitted at step 4 in B's slot, prefills with it.
+// same tokens.
+// Three running: A (3 tokens), B (4), C (12); D and E queued. A finishes after step 2, and D,
+// admitted at step 3, finds B one token from its end: it waits a step, and E, admitted at step 4
+// in B's slot, prefills with it.
 TEST(MoePromptWaitTest, ALonePromptWaitsForTheNextFinishedRequestsPrompt) {
-  const DecoderConfig c = ManyExpertsConfig();
+  const DecoderConfig c = testing::EngineTestMoeConfig(true);
+  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+  const std::vector<int32_t> max_tokens = {3, 4, 12, 5, 5};
+  const auto run = [&](int32_t wait_steps, std::vector<int64_t>* prompt_rows) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("dscale_prompt_wait_" + std::to_string(::getpid()) + ".jsonl"))
+                                 .string();
+    std::vector<std::vector<int32_t>> outputs;
+    {
+      std::unique_ptr<StepTrace> trace = StepTrace::Open(path).value();
+      auto engine = Engine::Create(target, nullptr,
+                                   {.policy = LengthPolicy::Parse("none").value(),
+                                    .max_running = 3,
+                                    .prompt_wait_steps = wait_steps,
+                                    .step_trace = trace.get()})
+                        .value();
+      std::vector<RequestId> ids;
+      for (uint32_t i = 0; i < max_tokens.size(); ++i) {
+        ids.push_back(engine
+                          ->Submit(testing::RandomTokens(static_cast<int32_t>(6 + i), 120, i + 1),
+                                   {.max_tokens = max_tokens[i]})
+                          .value());
+      }
+      EXPECT_TRUE(engine->RunToCompletion().ok());
+      EXPECT_EQ(engine->stats().prompt_wait_steps, wait_steps > 0 ? 1 : 0);
+      std::vector<RequestResult> results = engine->TakeFinished();
+      for (const RequestId id : ids) {
+        for (const RequestResult& r : results) {
+          if (r.id == id) outputs.push_back(r.output_ids);
+        }
+      }
+    }
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      prompt_rows->push_back(nlohmann::json::parse(line)["prompt_rows"].get<int64_t>());
+    }
+    std::filesystem::remove(path);
+    return outputs;
+  };
   std::vector<int64_t> waiting_rows, riding_rows;
-  int64_t waits = 0, no_waits = 0;
-  const auto waiting = RunFiveRequests(c, EngineConfig{}.prompt_wait_steps, &waiting_rows, &waits);
-  const auto riding = RunFiveRequests(c, 0, &riding_rows, &no_waits);
+  const auto waiting = run(EngineConfig{}.prompt_wait_steps, &waiting_rows);
+  const auto riding = run(0, &riding_rows);
   EXPECT_EQ(waiting, riding);
-  EXPECT_EQ(waits, 1);
-  EXPECT_EQ(no_waits, 0);
+  const int64_t d_rows = 6 + 3, e_rows = 6 + 4;
   // Steps 1-2 decode the first three (their prompts ran alone, before step 1 decoded).
   ASSERT_GE(riding_rows.size(), 5u);
-  EXPECT_EQ(riding_rows[2], kPromptRowsD);  // step 3: D rides alone
-  EXPECT_EQ(riding_rows[3], kPromptRowsE);  // step 4: E rides alone
+  EXPECT_EQ(riding_rows[2], d_rows);  // step 3: D rides alone
+  EXPECT_EQ(riding_rows[3], e_rows);  // step 4: E rides alone
   ASSERT_GE(waiting_rows.size(), 5u);
-  EXPECT_EQ(waiting_rows[2], 0);                            // step 3: D waits
-  EXPECT_EQ(waiting_rows[3], kPromptRowsD + kPromptRowsE);  // step 4: D and E in one pass
-}
-
-// Where the decode pass already wakes most experts (8 of them, top 2, three requests running),
-// what D's pass would read beyond it is worth less than a slot-step of waiting: D rides at once.
-TEST(MoePromptWaitTest, APromptRidesAtOnceWhereTheDecodePassWakesMostExperts) {
-  const DecoderConfig c = testing::EngineTestMoeConfig(true);
-  std::vector<int64_t> rows;
-  int64_t waits = -1;
-  RunFiveRequests(c, EngineConfig{}.prompt_wait_steps, &rows, &waits);
-  EXPECT_EQ(waits, 0);
-  ASSERT_GE(rows.size(), 5u);
-  EXPECT_EQ(rows[2], kPromptRowsD);
-  EXPECT_EQ(rows[3], kPromptRowsE);
+  EXPECT_EQ(waiting_rows[2], 0);                // step 3: D waits
+  EXPECT_EQ(waiting_rows[3], d_rows + e_rows);  // step 4: D and E in one pass (C runs on)
 }
 
 // With --verify-budget auto on a sparse target the budget prices draft rows by their experts: the
