@@ -16,9 +16,10 @@
 // t_ms: from the trace's opening to the step's end. committed: tokens the step committed.
 // best_rows, verify_predicted_ms, committed_predicted (drafted steps only): the controller's M*,
 // and the verify time and committed tokens it predicted for the rows it chose ("rows": M* unless
-// a ramp, probe or exploration step moved it), against the step's measured "verify_ms" and
-// "committed". step_gain: 0 on a step whose gain was not computed (a plain step, an exploration
-// step).
+// a ramp, probe or exploration step moved it), against the step's measured "verify_ms" (plus
+// "accept_ms" and "commit_ms", which its cost model counts with the verify; prompt rows riding
+// in the pass are not predicted) and "committed". step_gain: 0 on a step whose gain was not
+// computed (a plain step, an exploration step).
 
 #include <chrono>
 #include <cstdint>
