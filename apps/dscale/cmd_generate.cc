@@ -54,7 +54,7 @@ nlohmann::json StatsJson(const StepStats& s, double seconds, const std::string& 
           {"verified_rows_per_step", s.rows_per_step()},
           {"prefill_rows", s.prefill_rows},
           {"mixed_prefill_rows", s.mixed_prefill_rows},  // of them, run in a verify's pass
-          {"prompt_wait_steps", s.prompt_wait_steps},    // steps a lone prompt waited
+          {"prompt_wait_steps", s.prompt_wait_steps},    // decode steps pending prompts waited
           {"step_time_s",
            {{"prefill", s.prefill_s},
             {"draft", s.draft_s},
