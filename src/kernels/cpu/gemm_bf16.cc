@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/cache_aligned.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
@@ -731,8 +732,8 @@ const std::vector<Bf16DotIsa>& DotIsas() {
 
 // Activation rows rounded once per call, read by every thread of the call (the calling thread's
 // buffers: a call's tiles never outlive it).
-thread_local std::vector<uint16_t> rounded_bits;
-thread_local std::vector<float> rounded_wide;
+thread_local CacheAlignedVector<uint16_t> rounded_bits;
+thread_local CacheAlignedVector<float> rounded_wide;
 
 // LinearBf16 with BF16-rounded activations: AMX's tiles or `isa`'s register tiles, for any row
 // count.

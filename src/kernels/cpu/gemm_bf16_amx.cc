@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cache_aligned.h"
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/isa_targets.h"
@@ -235,7 +236,7 @@ DSCALE_AVX512 void PackWholeTile(const uint16_t* x, int64_t in, uint32_t* dst) {
 // packed[rt][s][p][c] = the BF16 pair (xb[row][32s + 2p], xb[row][32s + 2p + 1]) of row
 // rt·cols + c, zero past `in` and past the last row.
 void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols, int64_t steps,
-                     std::vector<uint32_t>& packed) {
+                     CacheAlignedVector<uint32_t>& packed) {
   const int64_t row_tiles = (rows + cols - 1) / cols;
   const int64_t tile_size = steps * kTilePairs * cols;
   packed.assign(static_cast<size_t>(row_tiles * tile_size), 0);
@@ -259,7 +260,7 @@ void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols,
   }
 }
 
-thread_local std::vector<uint32_t> packed_activations;
+thread_local CacheAlignedVector<uint32_t> packed_activations;
 
 }  // namespace
 

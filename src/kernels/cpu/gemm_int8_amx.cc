@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cache_aligned.h"
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/gemm_int8.h"
@@ -206,7 +207,8 @@ DSCALE_AMX_INT8 void RunTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scrat
 // the last row); scales_t[rt][g][c] = that row's d_x of group g (zero past the last row and in
 // lanes c ≥ cols).
 void PackActivations(const int8_t* q, const float* x_scales, int64_t rows, int64_t groups,
-                     int64_t cols, std::vector<uint32_t>& packed, std::vector<float>& scales_t) {
+                     int64_t cols, CacheAlignedVector<uint32_t>& packed,
+                     std::vector<float>& scales_t) {
   const int64_t row_tiles = (rows + cols - 1) / cols;
   packed.assign(static_cast<size_t>(row_tiles * groups * kQuads * cols), 0);
   scales_t.assign(static_cast<size_t>(row_tiles * groups * kTileRows), 0.0f);
@@ -223,7 +225,7 @@ void PackActivations(const int8_t* q, const float* x_scales, int64_t rows, int64
   }
 }
 
-thread_local std::vector<uint32_t> packed_activations;
+thread_local CacheAlignedVector<uint32_t> packed_activations;
 thread_local std::vector<float> packed_scales;
 
 }  // namespace
