@@ -66,9 +66,14 @@ double AutoBudget::VerifySeconds(double rows, int64_t requests, double cost) con
   return model_.VerifySeconds(rows);
 }
 
+// Where the engine holds plain steps' rows (options_.held_draft_contexts), every new request
+// keeps a draft context at the cost of a copy a step, so that speculation, once a probe shows it
+// pays, has every running request to draft (at sixteen requests of which a probe's four alone had
+// contexts, auto drafted those four and decoded the rest plainly); only a probe admission starts
+// a probe.
 bool AutoBudget::FeedNewRequest() {
   if (mode_ == AutoMode::kSpeculate) return true;
-  if (++admissions_ < probe_period_) return false;
+  if (++admissions_ < probe_period_) return options_.held_draft_contexts;
   admissions_ = 0;
   probe_period_ = std::min(2 * probe_period_, options_.max_probe_period);
   // A new request is new evidence: its probe starts at the first spacing, whatever the failed
@@ -121,18 +126,19 @@ double AutoBudget::PlainSecondsPerToken(int32_t requests) const {
   return model_.VerifySeconds(requests) / requests;
 }
 
-// Only one request: a request can be fed only from its admission, and with one running none
-// comes before it ends, so dropping its context decodes the rest of its text plainly; with more,
-// their ends bring admissions and probes, and re-probing the same requests (their gain averaged
-// over them) cost about 1% of the run in the simulated loop where nothing paid. Where the engine
-// holds the rows, a plain step copies the request's one committed row and the rows join the
-// context in one pass at the next probe (charged to it). Otherwise a plain step feeds it its one
-// row; the loss budget grows by explore_share of each step, so feeding within a share of that
-// growth leaves the rest for the probes and keeps the loss bounded by the budget however long
-// the text runs.
+// Where the engine holds the rows, a plain step copies each request's one committed row and the
+// rows join the contexts in one pass at the next probe (charged to it), so every running request
+// keeps its context: a request can be fed only from its admission. Otherwise only one request:
+// with one running no admission comes before it ends, so dropping its context decodes the rest
+// of its text plainly; with more, their ends bring admissions and probes, and re-probing the same
+// requests fed row by row (their gain averaged over them) cost about 1% of the run in the
+// simulated loop where nothing paid. A plain step feeds the one request its one row; the loss
+// budget grows by explore_share of each step, so feeding within a share of that growth leaves
+// the rest for the probes and keeps the loss bounded by the budget however long the text runs.
 bool AutoBudget::CanKeepContexts(int32_t fed, int32_t requests) const {
+  if (options_.held_draft_contexts) return true;
   if (requests != 1) return false;
-  if (options_.held_draft_contexts || model_.verify().samples() == 0) return true;
+  if (model_.verify().samples() == 0) return true;
   const double feed_s = model_.FeedSecondsPerRow() * double(fed);
   return feed_s <=
          options_.pause_feed_share * options_.explore_share * model_.VerifySeconds(requests);

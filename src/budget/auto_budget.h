@@ -99,7 +99,8 @@ class AutoBudget {
  public:
   explicit AutoBudget(AutoBudgetOptions options = {});
 
-  // At admission: whether the new request gets a draft context.
+  // At admission: whether the new request gets a draft context (in plain mode: a probe's, or
+  // any where the engine holds plain steps' rows).
   bool FeedNewRequest();
   // Before drafting, with `fed` of the step's `requests` able to use a draft (a draft context
   // and more than one token left): how many of the fed requests this step drafts (0: a plain step),
@@ -161,7 +162,7 @@ class AutoBudget {
   // Seconds per token of plain decoding with `requests` running (the fitted V(N) / N).
   double PlainSecondsPerToken(int32_t requests) const;
   // Whether the running requests (`fed` of `requests` with draft contexts) keep them through
-  // plain steps: one request whose rows are held (options_.held_draft_contexts) or whose
+  // plain steps: any whose rows are held (options_.held_draft_contexts), or one request whose
   // feeding costs at most pause_feed_share of the loss budget's growth per step.
   bool CanKeepContexts(int32_t fed, int32_t requests) const;
   // To plain decoding: the running requests keep their draft contexts and are probed (a pause),

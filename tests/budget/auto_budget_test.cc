@@ -455,6 +455,27 @@ TEST(AutoBudgetTest, AColdStartEndingInPlainKeepsCheapDraftContextsAndProbesThem
   }
 }
 
+// Admissions while auto decodes plainly: without held rows only a probe's admissions get a draft
+// context (the first after the switch, then every second, fourth, ...: feeding the others row by
+// row would cost every plain step); where the engine holds plain steps' rows every admission
+// keeps one, so that speculation, once a probe shows it pays, has every running request to draft.
+TEST(AutoBudgetTest, AdmissionsWhilePlainKeepDraftContextsWhereRowsAreHeld) {
+  const SimulationOptions options{
+      .concurrency = 1, .tokens_per_request = 400, .steps = 100000, .requests = 1, .seed = 3};
+  for (const bool held : {false, true}) {
+    AutoBudget controller({.held_draft_contexts = held});
+    Simulate(SpeculationNeverPaysPair(0.1e-3), {}, options, &controller);
+    ASSERT_EQ(controller.mode(), AutoMode::kPlain);
+    std::vector<bool> fed;
+    for (int i = 0; i < 8; ++i) fed.push_back(controller.FeedNewRequest());
+    if (held) {
+      EXPECT_EQ(fed, std::vector<bool>(8, true));
+    } else {
+      EXPECT_EQ(fed, (std::vector<bool>{true, false, true, false, false, false, true, false}));
+    }
+  }
+}
+
 // One long text at one request (1,024 tokens) where speculation pays over the text but the cold
 // start may end in plain decoding: on the AVX2-only EPYC over the draft subset
 // (CpuAvx2SubsetPair) the text opens with tokens the drafter misses, and an outlier step can

@@ -262,44 +262,10 @@ void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols,
 
 thread_local CacheAlignedVector<uint32_t> packed_activations;
 
-// Activation rows per call at most: every output tile reads all of a call's packed activations, so
-// past L2 they would stream from L3 once per 16 outputs (a 1,440-row prefill of the Qwen3-1.7B
-// shape took 1.8 times as long in one call: docs/BENCHMARKS.md, "Panels of activation rows for
-// the AMX tiles"). Whole groups of kGroupTiles tiles, at least one group however wide the input.
-// Panels never change a result: each row is computed the same way in any of them.
-constexpr int64_t kPanelBytes = int64_t{512} << 10;
-int64_t PanelRows(int64_t in) {
-  constexpr int64_t kGroupRows = kTileRows * kGroupTiles;
-  return std::max(kGroupRows, kPanelBytes / (in * 2) / kGroupRows * kGroupRows);
-}
-
-}  // namespace
-
-bool HasAmxBf16() {
-  static const bool has = HasAmxBf16(CpuFeaturesInUse());
-  return has;
-}
-
-bool HasAmxBf16(CpuIsaCap cap) { return HasAmxBf16(CpuFeaturesFor(cap)); }
-
-bool HasAmxBf16(const CpuFeatures& features) { return features.amx_bf16; }
-
-void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
-                   int64_t out, bool accumulate, int64_t ldy) {
-  DSCALE_CHECK_MSG(HasAmxBf16(), "this CPU cannot run the AMX BF16 kernel");
-  DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
-  const int64_t panel = PanelRows(in);
-  if (rows > panel) {
-    // Balanced panels of whole activation tiles, each a call of its own.
-    const int64_t panels = (rows + panel - 1) / panel;
-    const int64_t per_panel =
-        ((rows + panels - 1) / panels + kTileRows - 1) / kTileRows * kTileRows;
-    for (int64_t r0 = 0; r0 < rows; r0 += per_panel) {
-      LinearAmxBf16(xb + r0 * in, w, y + r0 * ldy, std::min(per_panel, rows - r0), in, out,
-                    accumulate, ldy);
-    }
-    return;
-  }
+// One panel of rows (ForActivationPanels): its activations packed once, the threads splitting
+// the output tiles.
+void RunPanel(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
+              int64_t out, bool accumulate, int64_t ldy) {
   AmxCall call{};
   call.cols = std::min(rows, kTileRows);
   call.full_steps = in / kTileInputs;
@@ -323,6 +289,26 @@ void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows
   RunTilesInParallel(config, tiles, in * out >= kParallelMinWeights, [&call](int64_t t) {
     thread_local AmxScratch scratch;
     RunTile(call, t, scratch);
+  });
+}
+
+}  // namespace
+
+bool HasAmxBf16() {
+  static const bool has = HasAmxBf16(CpuFeaturesInUse());
+  return has;
+}
+
+bool HasAmxBf16(CpuIsaCap cap) { return HasAmxBf16(CpuFeaturesFor(cap)); }
+
+bool HasAmxBf16(const CpuFeatures& features) { return features.amx_bf16; }
+
+void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
+                   int64_t out, bool accumulate, int64_t ldy) {
+  DSCALE_CHECK_MSG(HasAmxBf16(), "this CPU cannot run the AMX BF16 kernel");
+  DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
+  ForActivationPanels(rows, in * 2, kTileRows * kGroupTiles, [&](int64_t r0, int64_t n) {
+    RunPanel(xb + r0 * in, w, y + r0 * ldy, n, in, out, accumulate, ldy);
   });
 }
 
