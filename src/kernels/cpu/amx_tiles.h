@@ -37,9 +37,10 @@ void StoreTileSums(const float* sums, int64_t outputs, int64_t rows, float* y, i
 // the kernel packs at `packed_bytes_per_row`: every output tile of an AMX kernel reads all of its
 // call's packed activations, so past L2 they would stream from L3 once per 16 outputs (a
 // 1,440-row prefill of the Qwen3-1.7B shape took 1.8 times as long in one call: docs/BENCHMARKS.md,
-// "Panels of activation rows for the AMX tiles"). Panels of at most kAmxPanelBytes, balanced, in
-// whole groups of `group_rows` (the rows one weight tile multiplies at a time), at least one group
-// however wide the rows. Panels never change a result: each row is computed the same way in any.
+// "Panels of activation rows for the AMX tiles"). The fewest panels of at most kAmxPanelBytes,
+// that limit a whole number of groups of `group_rows` (the rows one weight tile multiplies at a
+// time; at least one group however wide the rows), balanced in whole 16-row tiles. Panels never
+// change a result: each row is computed the same way in any.
 inline constexpr int64_t kAmxPanelBytes = int64_t{512} << 10;
 template <typename Panel>
 void ForActivationPanels(int64_t rows, int64_t packed_bytes_per_row, int64_t group_rows,
