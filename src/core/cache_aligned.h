@@ -1,13 +1,11 @@
 #pragma once
-// Vectors and arrays whose storage starts on a 64-byte cache line. A tile or vector load of 64
-// bytes from such storage touches one line, where std::vector's heap blocks (16-byte aligned) split
-// every such load across two: the AMX tiles read their packed activations about 1.5 times faster
-// from aligned buffers (docs/BENCHMARKS.md, "Cache-line alignment of the AMX operands").
+// Vectors whose storage starts on a 64-byte cache line. A tile or vector load of 64 bytes from
+// such storage touches one line, where std::vector's heap blocks (16-byte aligned) split every
+// such load across two: the AMX tiles read their packed activations about 1.5 times faster from
+// aligned buffers (docs/BENCHMARKS.md, "Cache-line alignment of the AMX operands").
 
 #include <cstddef>
-#include <memory>
 #include <new>
-#include <type_traits>
 #include <vector>
 
 namespace dscale {
@@ -37,23 +35,5 @@ struct CacheLineAllocator {
 
 template <typename T>
 using CacheAlignedVector = std::vector<T, CacheLineAllocator<T>>;
-
-// An array of trivial values on a cache line, left uninitialised (its users' first writes fault
-// its pages in, each thread its own part).
-struct CacheLineDelete {
-  void operator()(void* p) const noexcept {
-    ::operator delete (p, std::align_val_t{kCacheLineBytes});
-  }
-};
-template <typename T>
-using CacheAlignedArray = std::unique_ptr<T[], CacheLineDelete>;
-
-template <typename T>
-CacheAlignedArray<T> MakeCacheAlignedArray(std::size_t n) {
-  static_assert(std::is_trivially_default_constructible_v<T> &&
-                std::is_trivially_destructible_v<T>);
-  return CacheAlignedArray<T>(
-      static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kCacheLineBytes})));
-}
 
 }  // namespace dscale

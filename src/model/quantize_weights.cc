@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/cache_aligned.h"
 #include "core/check.h"
 #include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
@@ -15,13 +14,12 @@ namespace {
 // `w`'s rows quantised on the threads by quantise(row, cols, dst_row, scales_row) into
 // rows · row_bytes values of type T and their scales.
 template <typename T, typename Quantise>
-std::pair<CacheAlignedArray<T>, std::unique_ptr<cpu::Int8Scale[]>> QuantizeRows(
+std::pair<std::unique_ptr<T[]>, std::unique_ptr<cpu::Int8Scale[]>> QuantizeRows(
     const WeightMatrix& w, int64_t row_bytes, Quantise quantise) {
   const int64_t rows = w.rows(), cols = w.cols(), groups = cpu::Int8Groups(cols);
   // Not zeroed: the threads' first writes fault the pages in, each its own rows (zeroing them
-  // first, on one thread, was 0.5-1 s of a 1.7B model's 4 s load). On a cache line, so the AMX
-  // tiles' 64-byte weight rows each touch one line.
-  auto q = MakeCacheAlignedArray<T>(static_cast<size_t>(rows * row_bytes));
+  // first, on one thread, was 0.5-1 s of a 1.7B model's 4 s load).
+  auto q = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(rows * row_bytes));
   auto scales =
       std::make_unique_for_overwrite<cpu::Int8Scale[]>(static_cast<size_t>(rows * groups));
 #pragma omp parallel

@@ -11,7 +11,6 @@
 #include <span>
 #include <vector>
 
-#include "core/cache_aligned.h"
 #include "core/dtype.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int4.h"
@@ -42,7 +41,7 @@ class WeightMatrix {
   static WeightMatrix FromInt8(std::vector<int8_t> values, std::vector<cpu::Int8Scale> scales,
                                int64_t rows, int64_t cols);
   // The same from arrays of those sizes (QuantizeInt8 fills them unzeroed, on the threads).
-  static WeightMatrix FromInt8(CacheAlignedArray<int8_t> values,
+  static WeightMatrix FromInt8(std::unique_ptr<int8_t[]> values,
                                std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
                                int64_t cols);
   // A checkpoint tensor of `shape`: shape[0] rows of the remaining dims (a vector, or a scalar,
@@ -76,7 +75,7 @@ class WeightMatrix {
   void RowToF32(int64_t row, float* dst) const;
   // `packed` [rows, cpu::Int4RowBytes(cols)] and `scales` [rows, cpu::Int8Groups(cols)] in
   // cpu::LinearInt4's format.
-  static WeightMatrix FromInt4(CacheAlignedArray<uint8_t> packed,
+  static WeightMatrix FromInt4(std::unique_ptr<uint8_t[]> packed,
                                std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
                                int64_t cols);
   static WeightMatrix FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,

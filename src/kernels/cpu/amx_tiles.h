@@ -3,7 +3,6 @@
 // block, the tiles' loading and release, and the sum tiles' store. Whether the CPU has AMX and the
 // process may use the tiles is CpuFeatures' amx_bf16 and amx_int8 (cpu_features.h).
 
-#include <algorithm>
 #include <cstdint>
 
 namespace dscale::cpu {
@@ -32,26 +31,6 @@ void ReleaseTiles();
 // With AVX-512 (every AMX CPU has it): each row's column gathered at once, the same sums and adds.
 void StoreTileSums(const float* sums, int64_t outputs, int64_t rows, float* y, int64_t ldy,
                    bool accumulate);
-
-// Calls panel(r0, n) for consecutive panels [r0, r0 + n) covering [0, rows), whose activations
-// the kernel packs at `packed_bytes_per_row`: every output tile of an AMX kernel reads all of its
-// call's packed activations, so past L2 they would stream from L3 once per 16 outputs (a
-// 1,440-row prefill of the Qwen3-1.7B shape took 1.8 times as long in one call: docs/BENCHMARKS.md,
-// "Panels of activation rows for the AMX tiles"). The fewest panels of at most kAmxPanelBytes,
-// that limit a whole number of groups of `group_rows` (the rows one weight tile multiplies at a
-// time; at least one group however wide the rows), balanced in whole 16-row tiles. Panels never
-// change a result: each row is computed the same way in any.
-inline constexpr int64_t kAmxPanelBytes = int64_t{512} << 10;
-template <typename Panel>
-void ForActivationPanels(int64_t rows, int64_t packed_bytes_per_row, int64_t group_rows,
-                         const Panel& panel) {
-  const int64_t limit =
-      std::max(group_rows, kAmxPanelBytes / packed_bytes_per_row / group_rows * group_rows);
-  const int64_t panels = (rows + limit - 1) / limit;
-  constexpr int64_t kTileRows = 16;
-  const int64_t per_panel = ((rows + panels - 1) / panels + kTileRows - 1) / kTileRows * kTileRows;
-  for (int64_t r0 = 0; r0 < rows; r0 += per_panel) panel(r0, std::min(per_panel, rows - r0));
-}
 
 // run_tile(t) for every output tile t in [0, tiles), split statically among the OpenMP threads
 // (one thread unless `parallel`), each thread with `config` loaded for its share.

@@ -262,6 +262,25 @@ void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols,
 
 thread_local CacheAlignedVector<uint32_t> packed_activations;
 
+// Calls panel(r0, n) for consecutive panels [r0, r0 + n) covering [0, rows), whose activations
+// the kernel packs at `packed_bytes_per_row`: every output tile reads all of its call's packed
+// activations, so past L2 they would stream from L3 once per 16 outputs (a
+// 1,440-row prefill of the Qwen3-1.7B shape took 1.8 times as long in one call: docs/BENCHMARKS.md,
+// "Panels of activation rows for the AMX tiles"). The fewest panels of at most kAmxPanelBytes,
+// that limit a whole number of groups of `group_rows` (the rows one weight tile multiplies at a
+// time; at least one group however wide the rows), balanced in whole 16-row tiles. Panels never
+// change a result: each row is computed the same way in any.
+constexpr int64_t kAmxPanelBytes = int64_t{512} << 10;
+template <typename Panel>
+void ForActivationPanels(int64_t rows, int64_t packed_bytes_per_row, int64_t group_rows,
+                         const Panel& panel) {
+  const int64_t limit =
+      std::max(group_rows, kAmxPanelBytes / packed_bytes_per_row / group_rows * group_rows);
+  const int64_t panels = (rows + limit - 1) / limit;
+  const int64_t per_panel = ((rows + panels - 1) / panels + kTileRows - 1) / kTileRows * kTileRows;
+  for (int64_t r0 = 0; r0 < rows; r0 += per_panel) panel(r0, std::min(per_panel, rows - r0));
+}
+
 // One panel of rows (ForActivationPanels): its activations packed once, the threads splitting
 // the output tiles.
 void RunPanel(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,

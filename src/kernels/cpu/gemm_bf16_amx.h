@@ -24,7 +24,8 @@ bool HasAmxBf16(const CpuFeatures& features);
 
 // y[rows, out] (+)= xb[rows, in] · w[out, in]ᵀ with xb the activations' BF16 bits and w BF16
 // weights in PyTorch's Linear layout, any alignment; rows of y are `ldy` floats apart. Requires
-// HasAmxBf16(). The threads split the outputs; many rows run in panels (amx_tiles.h).
+// HasAmxBf16(). The threads split the outputs; many rows run in panels of at most 512 KiB of
+// packed activations.
 void LinearAmxBf16(const uint16_t* xb, const uint16_t* w, float* y, int64_t rows, int64_t in,
                    int64_t out, bool accumulate, int64_t ldy);
 

@@ -228,11 +228,22 @@ void PackActivations(const int8_t* q, const float* x_scales, int64_t rows, int64
 thread_local CacheAlignedVector<uint32_t> packed_activations;
 thread_local std::vector<float> packed_scales;
 
-// One panel of rows (ForActivationPanels): its activations packed once, the threads splitting
-// the output tiles.
-void RunPanel(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
-              const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
-              bool accumulate) {
+}  // namespace
+
+bool HasAmxInt8() {
+  static const bool has = HasAmxInt8(CpuFeaturesInUse());
+  return has;
+}
+
+bool HasAmxInt8(CpuIsaCap cap) { return HasAmxInt8(CpuFeaturesFor(cap)); }
+
+bool HasAmxInt8(const CpuFeatures& features) { return features.amx_int8 && features.avx512f; }
+
+void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
+                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   bool accumulate) {
+  DSCALE_CHECK_MSG(HasAmxInt8(), "this CPU cannot run the AMX int8 kernel");
+  DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
   const int64_t cols = std::min(rows, kTileRows);
   const int64_t groups = Int8Groups(in);
   PackActivations(q, x_scales, rows, groups, cols, packed_activations, packed_scales);
@@ -254,30 +265,6 @@ void RunPanel(const int8_t* q, const float* x_scales, int64_t rows, const int8_t
   RunTilesInParallel(config, tiles, in * out >= kParallelMinWeights, [&call](int64_t t) {
     thread_local AmxInt8Scratch scratch;
     RunTile(call, t, scratch);
-  });
-}
-
-}  // namespace
-
-bool HasAmxInt8() {
-  static const bool has = HasAmxInt8(CpuFeaturesInUse());
-  return has;
-}
-
-bool HasAmxInt8(CpuIsaCap cap) { return HasAmxInt8(CpuFeaturesFor(cap)); }
-
-bool HasAmxInt8(const CpuFeatures& features) { return features.amx_int8 && features.avx512f; }
-
-void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
-                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
-                   bool accumulate) {
-  DSCALE_CHECK_MSG(HasAmxInt8(), "this CPU cannot run the AMX int8 kernel");
-  DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
-  const int64_t groups = Int8Groups(in);
-  const auto packed_bytes_per_row = static_cast<int64_t>(groups * (kGroup + sizeof(float)));
-  ForActivationPanels(rows, packed_bytes_per_row, kTileRows, [&](int64_t r0, int64_t n) {
-    RunPanel(q + r0 * groups * kGroup, x_scales + r0 * groups, n, w, w_scales, in, out,
-             y + r0 * ldy, ldy, accumulate);
   });
 }
 

@@ -23,8 +23,7 @@ bool HasAmxInt8(const CpuFeatures& features);
 // y[rows, out] (+)= the products of gemm_int8.h for activations already quantised — q [rows,
 // groups · 32] (each row zero-padded to whole groups) and their scales [rows, groups] — and
 // weights w [out, in] int8 with scales [out, groups], groups = Int8Groups(in); rows of y are
-// `ldy` floats apart. Requires HasAmxInt8(). The threads split the outputs; many rows run in
-// panels (amx_tiles.h).
+// `ldy` floats apart. Requires HasAmxInt8(). The threads split the outputs.
 void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
                    const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
                    bool accumulate);
