@@ -58,10 +58,11 @@ std::span<const double> AutoBudget::RowCosts() const {
   return experts_->row_costs();
 }
 
-double AutoBudget::VerifySeconds(double rows, int64_t requests, double cost) const {
+double AutoBudget::VerifySeconds(double rows, int64_t requests, double cost,
+                                 double prompt_experts) const {
   if (experts_ && experts_->ready() && rows > double(requests)) {
     return experts_->VerifySeconds(static_cast<int32_t>(requests), rows - double(requests), cost,
-                                   model_.VerifySeconds(double(requests)));
+                                   model_.VerifySeconds(double(requests)), prompt_experts);
   }
   return model_.VerifySeconds(rows);
 }
@@ -84,9 +85,20 @@ bool AutoBudget::FeedNewRequest() {
   return true;
 }
 
-int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
+int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests,
+                               std::span<const int32_t> prompt_chunks) {
+  prompt_step_ = false;
+  prompt_experts_ = experts_ && experts_->ready() && !prompt_chunks.empty()
+                        ? experts_->PromptExperts(prompt_chunks)
+                        : 0.0;
   if (fed == 0) return 0;
   if (mode_ == AutoMode::kPlain) {
+    // Not exploration: the step's prompts wake the experts the drafts would, so it is judged on
+    // its own prediction, and leaves the mode and the probes' schedule as they were.
+    if (prompt_experts_ > 0 && ramp_ == Ramp::kDone && PromptStepPays(requests)) {
+      prompt_step_ = true;
+      return fed;
+    }
     // A probe step is exploration: taken only where drafting its requests (anchors only, the
     // least it can verify) fits the loss budget, and charged to it.
     if (++plain_clock_ % probe_draft_every_ != 0) return 0;
@@ -111,6 +123,12 @@ int32_t AutoBudget::DraftCount(int32_t fed, int32_t requests) {
   if (gain_samples_ > 0 && MeasuredGain(requests) > 1 + options_.margin) return fed;
   SwitchToPlain(/*keep_contexts=*/CanKeepContexts(fed, requests));
   return 0;
+}
+
+bool AutoBudget::PromptStepPays(int32_t requests) const {
+  if (last_curve_.n == 0) return false;
+  return FleetGain(last_curve_, requests, model_.DraftSeconds(requests), PastSeen::kExtrapolate,
+                   prompt_experts_) > 1 + options_.margin;
 }
 
 double AutoBudget::MeasuredGain(int32_t requests) const {
@@ -182,11 +200,11 @@ bool AutoBudget::RampCanWait(int64_t n, int64_t rows, int32_t requests) const {
 }
 
 double AutoBudget::FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s,
-                             PastSeen past_seen) const {
+                             PastSeen past_seen, double prompt_experts) const {
   const double seen = model_.verify().max_observed_x();
   const auto verify_s = [&](double rows, double cost) {
     if (experts_ && experts_->ready()) {
-      return VerifySeconds(rows, total, cost);
+      return VerifySeconds(rows, total, cost, prompt_experts);
     }
     return model_.VerifySeconds(past_seen == PastSeen::kFree ? std::min(rows, seen) : rows);
   };
@@ -234,14 +252,17 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   const double feed = model_.FeedSecondsPerRow();
   const auto seconds = [&](int64_t m) {
     const double fed_tokens = ExpectedTokens(curve, m, 0, calibration);
-    return std::max(1e-9, draft_s + feed * fed_tokens +
-                              VerifySeconds(double(other + m), n + other, curve.CostAt(m)));
+    return std::max(
+        1e-9, draft_s + feed * fed_tokens +
+                  VerifySeconds(double(other + m), n + other, curve.CostAt(m), prompt_experts_));
   };
   const int64_t best = BestRows(curve, other, calibration, seconds);
   int64_t rows = best;
   pending_gain_ = 0;
   pending_explore_ = false;
-  if (ramp_ != Ramp::kDone) {
+  if (prompt_step_) {
+    ++prompt_steps_;  // rows = M*, uncharged, no gain sample (DraftCount)
+  } else if (ramp_ != Ramp::kDone) {
     rows = std::clamp(RampRows(n), n, curve.max_rows());
     ramp_curve_ = curve;
     ramp_other_ = other;
@@ -268,22 +289,31 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   pending_n_ = static_cast<int32_t>(n);
   pending_expected_ = curve.At(rows);
   pending_cost_ = curve.CostAt(rows);
+  pending_prompt_experts_ = prompt_experts_;
+  last_curve_.n = curve.n;
+  last_curve_.width = curve.width;
+  last_curve_.tokens.assign(curve.tokens.begin(), curve.tokens.end());
+  last_curve_.cost.assign(curve.cost.begin(), curve.cost.end());
   last_rows_ = rows;
   last_best_rows_ = best;
-  last_verify_predicted_s_ = VerifySeconds(double(other + rows), n + other, curve.CostAt(rows));
+  last_verify_predicted_s_ =
+      VerifySeconds(double(other + rows), n + other, curve.CostAt(rows), prompt_experts_);
   last_tokens_predicted_ = ExpectedTokens(curve, rows, other, calibration);
   last_drafted_ = static_cast<int32_t>(n);
   return rows;
 }
 
 // A step whose pass also ran prompt rows (mixed prefill) timed them with its verify: the fits
-// learn nothing of the verify from it, the step counts as taking the verify time they predict,
-// and a ramp step is taken again (its rows are still unmeasured).
+// learn nothing of the verify from it, the step counts as taking the verify time they predict
+// (with the experts its prompts woke awake), and a ramp step is taken again (its rows are still
+// unmeasured).
 void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
-  const double cost = measured.drafted > 0 && pending_ ? pending_cost_ : 0.0;
+  const bool chosen = measured.drafted > 0 && pending_;
+  const double cost = chosen ? pending_cost_ : 0.0;
   StepSample sample = measured;
   if (!measured.VerifyTimed()) {
-    sample.verify_s = VerifySeconds(double(measured.rows), measured.requests, cost);
+    sample.verify_s = VerifySeconds(double(measured.rows), measured.requests, cost,
+                                    chosen ? pending_prompt_experts_ : 0.0);
   }
   if (experts_) {
     experts_->AddOccupancy(sample.occupancy);
@@ -470,6 +500,7 @@ AutoBudgetSnapshot AutoBudget::Snapshot() const {
                        .calibration = Calibration(),
                        .drafted_steps = drafted_steps_,
                        .plain_steps = plain_steps_,
+                       .prompt_steps = prompt_steps_,
                        .feed_s_per_row = model_.FeedSecondsPerRow(),
                        .verify_fit = model_.verify().fit(),
                        .draft_fit = model_.draft().fit(),

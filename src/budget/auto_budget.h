@@ -73,6 +73,7 @@ struct AutoBudgetSnapshot {
   double calibration = 1;
   int64_t drafted_steps = 0;
   int64_t plain_steps = 0;
+  int64_t prompt_steps = 0;  // drafted while plain, for the experts their prompts woke
   double feed_s_per_row = 0;
   RooflineFit verify_fit;  // V(rows) ≈ max(a + b·rows, c·rows)
   RooflineFit draft_fit;   // D(requests)
@@ -103,14 +104,18 @@ class AutoBudget {
   // any where the engine holds plain steps' rows).
   bool FeedNewRequest();
   // Before drafting, with `fed` of the step's `requests` able to use a draft (a draft context
-  // and more than one token left): how many of the fed requests this step drafts (0: a plain step),
-  // in [0, fed].
-  int32_t DraftCount(int32_t fed, int32_t requests);
+  // and more than one token left), and the rows of the prompt chunks riding in the step's
+  // verify pass (mixed prefill): how many of the fed requests this step drafts (0: a plain
+  // step), in [0, fed]. On a sparse target priced by its experts, draft rows in a pass whose
+  // prompts wake most experts cost little more than their arithmetic: while decoding plainly,
+  // such a step drafts where the latest drafted step's curve says that pays (a prompt step).
+  int32_t DraftCount(int32_t fed, int32_t requests, std::span<const int32_t> prompt_chunks = {});
   // What the curve's draft rows cost at each position in a request (ExpectedTokensCurve's
   // row_costs): a sparse target's experts they add (expert_cost_model.h); empty otherwise.
   std::span<const double> RowCosts() const;
   // After drafting the curve's n requests (`other` more verify their anchor only);
-  // `draft_s`: seconds this step has spent drafting and deciding so far. Returns M.
+  // `draft_s`: seconds this step has spent drafting and deciding so far. Returns M, priced with
+  // the experts the step's prompt chunks (DraftCount's) wake.
   int64_t ChooseRows(const dvl::BudgetCurve& curve, int64_t other, double draft_s);
   // After the step: its timings, and the tokens the drafted requests committed.
   void Record(const StepSample& sample, int64_t drafted_committed);
@@ -134,12 +139,17 @@ class AutoBudget {
   // A sparse target priced by its experts ignores kFree: its draft rows cost what the expert
   // model predicts.
   enum class PastSeen { kExtrapolate, kFree, kExcluded };
-  double FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s,
-                   PastSeen past_seen) const;
+  // `prompt_experts`: those the step's prompt chunks wake (ExpertCostModel::PromptExperts).
+  double FleetGain(const dvl::BudgetCurve& curve, int64_t total, double draft_s, PastSeen past_seen,
+                   double prompt_experts = 0) const;
   // A verify step of `rows` rows over `requests` requests whose draft rows cost `cost`
   // (BudgetCurve::CostAt): priced by the experts they wake on a sparse target once plain steps
-  // have shown its anchors' experts, else by the rows curve.
-  double VerifySeconds(double rows, int64_t requests, double cost) const;
+  // have shown its anchors' experts (those prompt chunks in its pass wake, `prompt_experts`,
+  // awake already, and the prompts' own time left out), else by the rows curve.
+  double VerifySeconds(double rows, int64_t requests, double cost, double prompt_experts = 0) const;
+  // While decoding plainly: whether drafting the step's `requests` pays with the experts its
+  // prompt chunks wake (prompt_experts_) awake, by the latest drafted step's curve.
+  bool PromptStepPays(int32_t requests) const;
   // The fleet gain of the latest ramp step's curve over the rows measured only.
   double MeasuredGain(int32_t requests) const;
   int64_t ExploreRows(int64_t best, int64_t n);
@@ -208,6 +218,13 @@ class AutoBudget {
   double pending_cost_ = 0;       // the chosen M's row cost (BudgetCurve::CostAt)
   double pending_gain_ = 0;       // 0: not counted (a ramp step)
   bool pending_explore_ = false;  // a ramp or exploration step: its loss is charged
+  // The experts the current step's prompt chunks wake (0: none, or not priced by experts), and
+  // whether it drafts while decoding plainly for them (PromptStepPays).
+  double prompt_experts_ = 0;
+  bool prompt_step_ = false;
+  double pending_prompt_experts_ = 0;  // the chosen step's, for Record
+  dvl::BudgetCurve last_curve_;        // the latest drafted step's (n = 0: none yet)
+  int64_t prompt_steps_ = 0;           // steps drafted while plain for their prompts
   int64_t last_rows_ = 0;
   int64_t last_best_rows_ = 0;
   double last_verify_predicted_s_ = 0, last_tokens_predicted_ = 0;

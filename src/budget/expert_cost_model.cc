@@ -28,6 +28,22 @@ constexpr int kSettleSteps = 3;
 constexpr double kSlowedResiduals = 3.0;
 constexpr double kResidualFloor = 0.02;
 constexpr double kResidualDecay = 0.9;
+constexpr double kMinSharing = 0.05, kMaxSharing = 2.0;  // σ's range
+
+// What draft rows whose own experts number `cost` (σ-scaled) add to `awake` of E: each lands on
+// an expert at random, so the share still asleep shrinks as they land — other requests' draft
+// rows wake some of the same ones: (E − awake) · (1 − exp(−σ · C / E)), σ · C · (1 − awake / E)
+// for few.
+double AddedExperts(double e, double awake, double cost, double sigma) {
+  return (e - awake) * -std::expm1(-sigma * cost / e);
+}
+
+// The σ for which AddedExperts gives `added`.
+double SharingFor(double e, double awake, double cost, double added) {
+  const double asleep = e - awake;
+  if (added >= asleep) return kMaxSharing;
+  return std::clamp(-e / cost * std::log1p(-added / asleep), kMinSharing, kMaxSharing);
+}
 
 }  // namespace
 
@@ -81,41 +97,63 @@ void ExpertCostModel::AddOccupancy(const ExpertOccupancy& occupancy) {
   UpdateRowCosts();
 }
 
-// u(m) at m = 1 .. W: the measured points, linear between them; past the last one measured, its
-// last increment per row goes on (with only u(1), the prior: k new experts a row); at most E,
-// never decreasing. c_j = u(j + 1) − u(j).
+// The measured points of u, and the slope past the last one: its last increment per row (with
+// only u(1), the prior: k new experts a row); then c_j = u(j + 1) − u(j) for j < W.
 void ExpertCostModel::UpdateRowCosts() {
-  const double e = shape_.experts, k = shape_.top_k;
-  std::vector<double> xs, ys;
+  points_rows_.clear();
+  points_experts_.clear();
   for (int p = 0; p < ExpertOccupancy::kPoints; ++p) {
     const auto i = static_cast<size_t>(p);
     if (occupancy_count_[i] < 0.5) break;
-    xs.push_back(ExpertOccupancy::kRows[i]);
-    ys.push_back(occupancy_sum_[i] / occupancy_count_[i]);
+    // Longer spans are fewer (a point averages those at least its length), so the averages
+    // may dip where u itself never does: the points keep their running maximum.
+    const double mean = occupancy_sum_[i] / occupancy_count_[i];
+    points_rows_.push_back(ExpertOccupancy::kRows[i]);
+    points_experts_.push_back(p == 0 ? mean : std::max(mean, points_experts_.back()));
   }
-  if (xs.empty()) {
-    xs = {1.0};
-    ys = {k};
+  if (points_rows_.empty()) {
+    points_rows_ = {1.0};
+    points_experts_ = {double(shape_.top_k)};
   }
-  const double slope =
-      xs.size() >= 2 ? (ys.back() - ys[ys.size() - 2]) / (xs.back() - xs[xs.size() - 2]) : k;
-  std::vector<double> u(static_cast<size_t>(width_) + 1, 0.0);
-  for (int m = 1; m <= width_; ++m) {
-    double value;
-    if (m >= xs.back()) {
-      value = ys.back() + slope * (m - xs.back());
-    } else {
-      size_t hi = 1;
-      while (xs[hi] < m) ++hi;
-      const double f = (m - xs[hi - 1]) / (xs[hi] - xs[hi - 1]);
-      value = ys[hi - 1] + f * (ys[hi] - ys[hi - 1]);
-    }
-    u[static_cast<size_t>(m)] = std::clamp(value, u[static_cast<size_t>(m) - 1], e);
-  }
+  const size_t last = points_rows_.size() - 1;
+  tail_slope_ = last >= 1 ? (points_experts_[last] - points_experts_[last - 1]) /
+                                (points_rows_[last] - points_rows_[last - 1])
+                          : double(shape_.top_k);
   row_costs_.assign(static_cast<size_t>(width_), 0.0);
+  double previous = SpanExperts(1);
   for (int j = 1; j < width_; ++j) {
-    row_costs_[static_cast<size_t>(j)] = u[static_cast<size_t>(j) + 1] - u[static_cast<size_t>(j)];
+    const double next = SpanExperts(j + 1);
+    row_costs_[static_cast<size_t>(j)] = next - previous;
+    previous = next;
   }
+}
+
+// u(m): the measured points, linear between them (and from 0 to the first); past the last one
+// measured, its slope goes on; at most E.
+double ExpertCostModel::SpanExperts(double rows) const {
+  if (rows <= 0) return 0;
+  const double e = shape_.experts;
+  const std::vector<double>& xs = points_rows_;
+  const std::vector<double>& ys = points_experts_;
+  double value;
+  if (rows >= xs.back()) {
+    value = ys.back() + std::max(0.0, tail_slope_) * (rows - xs.back());
+  } else if (rows <= xs.front()) {
+    value = ys.front() * rows / xs.front();
+  } else {
+    size_t hi = 1;
+    while (xs[hi] < rows) ++hi;
+    const double f = (rows - xs[hi - 1]) / (xs[hi] - xs[hi - 1]);
+    value = ys[hi - 1] + f * (ys[hi] - ys[hi - 1]);
+  }
+  return std::min(value, e);
+}
+
+double ExpertCostModel::PromptExperts(std::span<const int32_t> chunks) const {
+  const double e = shape_.experts;
+  double asleep = 1.0;
+  for (const int32_t rows : chunks) asleep *= 1.0 - SpanExperts(rows) / e;
+  return e * (1.0 - asleep);
 }
 
 bool ExpertCostModel::ready() const {
@@ -136,9 +174,14 @@ double ExpertCostModel::AnchorExperts(int32_t requests) const {
   return std::min<double>(shape_.experts, double(shape_.top_k) * requests);
 }
 
-double ExpertCostModel::Experts(int32_t requests, double cost) const {
+double ExpertCostModel::AwakeExperts(int32_t requests, double prompt_experts) const {
   const double e = shape_.experts, anchors = AnchorExperts(requests);
-  return std::min(e, anchors + sigma_ * cost * (1.0 - anchors / e));
+  return e - (e - anchors) * (1.0 - std::clamp(prompt_experts, 0.0, e) / e);
+}
+
+double ExpertCostModel::Experts(int32_t requests, double cost, double prompt_experts) const {
+  const double awake = AwakeExperts(requests, prompt_experts);
+  return awake + AddedExperts(shape_.experts, awake, std::max(0.0, cost), sigma_);
 }
 
 double ExpertCostModel::SecondsPerExpert(int32_t requests, double plain_s) const {
@@ -147,8 +190,9 @@ double ExpertCostModel::SecondsPerExpert(int32_t requests, double plain_s) const
 }
 
 double ExpertCostModel::VerifySeconds(int32_t requests, double draft_rows, double cost,
-                                      double plain_s) const {
-  const double added = Experts(requests, cost) - AnchorExperts(requests);
+                                      double plain_s, double prompt_experts) const {
+  const double added =
+      Experts(requests, cost, prompt_experts) - AwakeExperts(requests, prompt_experts);
   return plain_s + SecondsPerExpert(requests, plain_s) * std::max(0.0, added) +
          row_s_ * std::max(0.0, draft_rows);
 }
@@ -164,11 +208,10 @@ void ExpertCostModel::AddStep(int32_t requests, int64_t draft_rows, double cost,
     return;
   }
   if (!ready()) return;
-  const double anchors = AnchorExperts(requests);
-  const double predicted = cost * (1.0 - anchors / shape_.experts);
+  const double e = shape_.experts, anchors = AnchorExperts(requests);
   const double added = std::max(0.0, experts - anchors);
-  if (predicted >= 0.5) {
-    const double ratio = std::clamp(added / predicted, 0.05, 2.0);
+  if (cost * (1.0 - anchors / e) >= 0.5) {  // at least half an expert predicted
+    const double ratio = SharingFor(e, anchors, cost, added);
     sigma_ = sigma_seen_ ? (1 - kSmoothing) * sigma_ + kSmoothing * ratio : ratio;
     sigma_seen_ = true;
   }

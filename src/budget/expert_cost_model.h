@@ -10,9 +10,10 @@
 //     spans every forward runs (prompt chunks and verified blocks, core/expert_occupancy.h), so
 //     known from the first prefill on; a request's (j+1)-th row adds c_j = u(j+1) − u(j);
 //   a step over N requests wakes X_N experts per layer on its anchors (plain steps measure it),
-//     and draft rows whose costs sum to C add σ · C · (1 − X_N / E) more: the share of the
-//     experts still asleep, times σ, the measured ratio of experts the drafted steps added to
-//     that prediction (other requests' rows share some of them);
+//     and draft rows whose costs sum to C add (E − X_N) · (1 − exp(−σ · C / E)) more: each of
+//     their own experts lands at random, so the share still asleep shrinks as they land (other
+//     requests' draft rows wake some of the same ones; σ · C · (1 − X_N / E) for few), σ fitted
+//     so that the drafted steps' experts match;
 //   each expert woken costs t seconds: the plain step's time times the experts' share of its
 //     weight bytes, per expert (memory-bound; the prior), times ρ;
 //   each draft row costs r seconds besides the experts it wakes: its arithmetic (attention, the
@@ -23,9 +24,16 @@
 //     and one of many rows on experts already awake tell the two apart.
 //
 // So verify(N, R, C) = V_plain(N) + t · (X̂ − X_N) + r · R for R draft rows,
-// X̂ = min(E, X_N + σ · C · (1 − X_N / E)).
+// X̂ = X_N + (E − X_N) · (1 − exp(−σ · C / E)).
+//
+// A verify pass that also runs prompt chunks (mixed prefill) wakes what the chunks wake too,
+// u(P) for a chunk of P rows (the same points, measured up to 256 rows), each chunk and the
+// anchors independently: X_N becomes X_A = E − (E − X_N) · Π (1 − u(P_i) / E) in both terms, so
+// the draft rows pay for the experts still asleep after the prompts, and the prompts' own time
+// (which plain decoding pays too) is left out of the step's price.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/expert_occupancy.h"
@@ -68,11 +76,19 @@ class ExpertCostModel {
   // Whether a step of anchors only has been seen (the anchors' experts are known, at the nearest
   // N seen for any other).
   bool ready() const;
-  // X̂ for N requests whose draft rows cost `cost`.
-  double Experts(int32_t requests, double cost) const;
+  // u(m): the distinct experts per sparse layer among a span's first m rows (any m ≥ 0).
+  double SpanExperts(double rows) const;
+  // The distinct experts per sparse layer that prompt chunks of these rows wake together.
+  double PromptExperts(std::span<const int32_t> chunks) const;
+  // X_A: the anchors' experts at N with those of prompt chunks riding in the pass
+  // (`prompt_experts`, PromptExperts; 0: none), per sparse layer.
+  double AwakeExperts(int32_t requests, double prompt_experts = 0) const;
+  // X̂ for N requests whose draft rows cost `cost`, in a pass with `prompt_experts`.
+  double Experts(int32_t requests, double cost, double prompt_experts = 0) const;
   // The verify seconds of that step with `draft_rows` rows past the anchors, from a plain
-  // step's `plain_s` at N.
-  double VerifySeconds(int32_t requests, double draft_rows, double cost, double plain_s) const;
+  // step's `plain_s` at N; in a pass with `prompt_experts`, without the prompts' own time.
+  double VerifySeconds(int32_t requests, double draft_rows, double cost, double plain_s,
+                       double prompt_experts = 0) const;
 
   double sharing() const { return sigma_; }                         // σ
   double time_ratio() const { return rho_; }                        // ρ
@@ -91,6 +107,9 @@ class ExpertCostModel {
   int width_;
   // Per ExpertOccupancy point, decayed by the steps that bring spans of its length.
   std::vector<double> occupancy_sum_, occupancy_count_;
+  // u's measured points (rows, experts) and its slope past the last.
+  std::vector<double> points_rows_, points_experts_;
+  double tail_slope_ = 0;
   std::vector<double> row_costs_;                        // [W]
   std::vector<double> anchor_experts_;                   // [max_requests + 1]; < 0: not seen
   double sigma_ = 1.0, rho_ = 1.0, row_s_ = 0.0;

@@ -335,7 +335,10 @@ Result<bool> Engine::Step() {
   if (!mixed && !waits) {
     DSCALE_RETURN_IF_ERROR(Timed(&stats_.prefill_s, [this] { return Prefill(); }));
   }
-  if (SelectDecoding()) {
+  // A mixed step's chunks are planned first: the planner prices its draft rows with the
+  // experts they wake.
+  if (mixed) PlanPromptChunks();
+  if (SelectDecoding(mixed ? std::span<const int32_t>(prompt_rows_) : std::span<const int32_t>())) {
     if (mixed) {
       GatherPromptChunks();
       step_.prompt_rows = prefill_.rows();

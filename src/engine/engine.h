@@ -209,9 +209,10 @@ class Engine {
   // Whether this step's pending prompts wait (EngineConfig::prompt_wait_steps): counts the wait
   // when they do.
   bool PromptWaitsForCompany();
-  // Prompt chunks into prefill_ (up to prefill_chunk rows per request, prefill_budget in all),
-  // their requests and rows into prompt_requests_ / prompt_rows_; the requests' `prefilled`
-  // moves past them.
+  // The step's prompt chunks (up to prefill_chunk rows per request, prefill_budget in all):
+  // their requests and rows into prompt_requests_ / prompt_rows_, nothing else changed.
+  void PlanPromptChunks();
+  // Those chunks into prefill_; the requests' `prefilled` moves past them.
   void GatherPromptChunks();
   // Gather and run the chunks in a pass of their own, then FinishPromptChunks.
   Status Prefill();
@@ -219,8 +220,9 @@ class Engine {
   // row (its last row's) from `first_logits_row` on: the rows are kept (hybrid state), join the
   // draft context, and a finished prompt's first token is accepted and committed.
   void FinishPromptChunks(const TargetPass& pass, int32_t first_span, int64_t first_logits_row);
-  // Chooses the requests that decode this step and which of them draft; false: none decodes.
-  bool SelectDecoding();
+  // Chooses the requests that decode this step and which of them draft, with the rows of the
+  // prompt chunks riding in its verify pass (empty: none); false: none decodes.
+  bool SelectDecoding(std::span<const int32_t> prompt_chunks);
   Status Draft();
   Status Decide();
   Status Verify();

@@ -51,8 +51,7 @@ bool Engine::PromptWaitsForCompany() {
   return true;
 }
 
-void Engine::GatherPromptChunks() {
-  prefill_.Clear();
+void Engine::PlanPromptChunks() {
   prompt_requests_.clear();
   prompt_rows_.clear();
   int32_t budget = config_.prefill_budget;
@@ -60,12 +59,21 @@ void Engine::GatherPromptChunks() {
     RequestState& r = *owned;
     if (r.prefill_done() || r.cancelled || budget == 0) continue;
     const int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
-    AddRequestRows(prefill_, r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n),
-                   cache_, /*all_logits=*/false);
     budget -= n;
-    r.prefilled += n;
     prompt_requests_.push_back(&r);
     prompt_rows_.push_back(n);
+  }
+}
+
+void Engine::GatherPromptChunks() {
+  PlanPromptChunks();
+  prefill_.Clear();
+  for (size_t i = 0; i < prompt_requests_.size(); ++i) {
+    RequestState& r = *prompt_requests_[i];
+    const int32_t n = prompt_rows_[i];
+    AddRequestRows(prefill_, r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n),
+                   cache_, /*all_logits=*/false);
+    r.prefilled += n;
   }
   prefill_.tile_rows = 128;  // prefill keeps the wide tile
   CaptureFeaturesFor(prompt_requests_, prefill_);
@@ -112,7 +120,7 @@ void Engine::FinishPromptChunks(const TargetPass& pass, int32_t first_span,
   }
 }
 
-bool Engine::SelectDecoding() {
+bool Engine::SelectDecoding(std::span<const int32_t> prompt_chunks) {
   step_.Reset();
   for (auto& r : running_) {
     if (!r->decoding()) continue;
@@ -128,7 +136,7 @@ bool Engine::SelectDecoding() {
   };
   const auto fed = static_cast<int32_t>(std::ranges::count_if(step_.requests, draftable));
   step_.fed_count = fed;
-  const int32_t to_draft = fed > 0 ? planner_.DraftCount(fed, step_.size()) : 0;
+  const int32_t to_draft = fed > 0 ? planner_.DraftCount(fed, step_.size(), prompt_chunks) : 0;
   DSCALE_CHECK(to_draft >= 0 && to_draft <= fed);
   step_.drafted.assign(step_.requests.size(), 0);
   for (size_t i = 0; i < step_.requests.size() && step_.drafted_count < to_draft; ++i) {

@@ -92,8 +92,8 @@ struct CpuOps {
                         float* weights) {
     cpu::RouteTopK(logits, rows, m.experts, m.top_k, m.normalize, ids, weights);
   }
-  // Adds to s.occupancy the distinct experts among the first 1, 2, 4, 8 and 16 rows of every
-  // span of `batch` that long (ids [rows, top_k]: each row's experts).
+  // Adds to s.occupancy the distinct experts among the first 1, 2, 4, … 256 rows of every span
+  // of `batch` that long (core/expert_occupancy.h; ids [rows, top_k]: each row's experts).
   static void CountSpanExperts(const BatchView& batch, const int32_t* ids, const MoeDims& m,
                                LayerScratch& s) {
     s.expert_bits.resize(static_cast<size_t>((m.experts + 63) / 64));

@@ -34,8 +34,9 @@ class AutoBudgetStrategy final : public LengthStrategy {
   Status Decide(const StrategyInput& in, std::span<int32_t> k) override;
 
   bool FeedNewRequest() override { return auto_.FeedNewRequest(); }
-  int32_t DraftCount(int32_t fed, int32_t requests) override {
-    return auto_.DraftCount(fed, requests);
+  int32_t DraftCount(int32_t fed, int32_t requests,
+                     std::span<const int32_t> prompt_chunks) override {
+    return auto_.DraftCount(fed, requests, prompt_chunks);
   }
   void Record(const budget::StepSample& sample, int64_t drafted_committed) override;
   bool DropDraftContexts() override { return auto_.TakeDetach(); }

@@ -59,9 +59,12 @@ class LengthStrategy {
   // At admission: whether the new request's context is fed to the drafter.
   virtual bool FeedNewRequest() { return true; }
   // Before drafting, with `fed` of the step's `requests` able to use a draft (a draft context
-  // and more than one token left): how many of them this step drafts (the first ones in batch
-  // order).
-  virtual int32_t DraftCount(int32_t fed, int32_t /*requests*/) { return fed; }
+  // and more than one token left), and the rows of the prompt chunks riding in the step's verify
+  // pass: how many of them this step drafts (the first ones in batch order).
+  virtual int32_t DraftCount(int32_t fed, int32_t /*requests*/,
+                             std::span<const int32_t> /*prompt_chunks*/) {
+    return fed;
+  }
   // After the step: its timings and the tokens the drafted requests committed.
   virtual void Record(const budget::StepSample& /*sample*/, int64_t /*drafted_committed*/) {}
   // True once after the policy turned to plain decoding: running requests stop being fed.

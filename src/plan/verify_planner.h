@@ -31,9 +31,12 @@ class VerifyPlanner {
   // auto while plain decoding pays better).
   bool FeedNewRequest() { return strategy_->FeedNewRequest(); }
   // Before drafting, with `fed` of the step's `requests` able to use a draft (a draft context
-  // and more than one token left): how many of them this step drafts (the first ones in batch
-  // order; all but auto: every fed one).
-  int32_t DraftCount(int32_t fed, int32_t requests) { return strategy_->DraftCount(fed, requests); }
+  // and more than one token left), and the rows of the prompt chunks riding in the step's verify
+  // pass (mixed prefill; empty: none): how many of them this step drafts (the first ones in
+  // batch order; all but auto: every fed one).
+  int32_t DraftCount(int32_t fed, int32_t requests, std::span<const int32_t> prompt_chunks = {}) {
+    return strategy_->DraftCount(fed, requests, prompt_chunks);
+  }
 
   // Decides k for the n requests of `blocks` (one span per request: [anchor, candidates…] for a
   // drafted request, the anchor alone for the others) and packs them into the bucket's

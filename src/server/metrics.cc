@@ -216,6 +216,10 @@ void RenderBudget(const EngineMetrics& m, Writer& w) {
   w.Sample("auto_cost_experts", "term=\"time_ratio\"", a.expert_time_ratio);
   w.Sample("auto_cost_experts", "term=\"row_seconds\"", a.expert_row_s);
   w.Sample("auto_cost_experts", "term=\"own_rows\"", a.expert_own_rows);
+  w.One("auto_budget_prompt_steps_total", "counter",
+        "Steps drafted while decoding plainly because the prompts in their pass woke the experts "
+        "the drafts would.",
+        a.prompt_steps);
 }
 
 }  // namespace

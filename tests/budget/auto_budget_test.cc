@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -20,8 +21,9 @@ namespace {
 constexpr int kW = 16;
 
 // The curve of n requests whose draft j survives with probability p_j = p_{j−1} · factor(),
-// p_{−1} = 1.
-dvl::BudgetCurve CurveOfSurvivals(int64_t n, const std::function<float()>& factor) {
+// p_{−1} = 1 (with `row_costs`, what each row position costs: AutoBudget::RowCosts).
+dvl::BudgetCurve CurveOfSurvivals(int64_t n, const std::function<float()>& factor,
+                                  std::span<const double> row_costs = {}) {
   std::vector<float> probs(static_cast<size_t>(n) * (kW - 1));
   for (int64_t i = 0; i < n; ++i) {
     float p = 1;
@@ -30,7 +32,7 @@ dvl::BudgetCurve CurveOfSurvivals(int64_t n, const std::function<float()>& facto
   std::vector<float> q(static_cast<size_t>(n) * kW);
   dvl::PrefixScoresFromProbs(probs.data(), n, kW, q.data());
   dvl::BudgetCurve curve;
-  dvl::ExpectedTokensCurve(q.data(), n, kW, &curve);
+  dvl::ExpectedTokensCurve(q.data(), n, kW, &curve, row_costs);
   return curve;
 }
 
@@ -507,6 +509,82 @@ TEST(AutoBudgetTest, ALongTextAtOneRequestIsProbedAgainAfterAColdStartEndingInPl
     }
     EXPECT_GE(sum / kSeeds, subset ? 0.83 : 1.0) << (subset ? "subset" : "zen 5");
   }
+}
+
+// A verify pass carrying prompt chunks wakes most experts whatever its draft rows: priced by its
+// experts, auto verifies more rows there than in a step without prompts, and while it decodes
+// plainly (the experts draft rows wake cost more than the drafts return) it drafts the steps
+// whose prompts woke them, where the latest drafted step's curve says that pays: not a probe, so
+// the mode, the exploration's loss and the probes' schedule stay as they were.
+TEST(AutoBudgetTest, PromptsInTheVerifyPassMakeDraftRowsCheapOnAMixtureOfExperts) {
+  const ExpertShape shape{.experts = 128, .top_k = 8, .expert_share = 0.43};
+  AutoBudget controller({.cold_start = false, .experts = shape});
+  ExpertOccupancy occupancy;
+  const std::vector<double> u = {8, 13.4, 22.2, 31.9, 41.8, 58, 80, 104};
+  for (size_t i = 0; i < u.size(); ++i) {
+    occupancy.distinct[i] = u[i];
+    occupancy.count[i] = 1;
+  }
+  const double plain_s = 0.15;
+  const auto plain_step = [&] {
+    return StepSample{
+        .requests = 4, .rows = 4, .verify_s = plain_s, .experts = 24, .occupancy = occupancy};
+  };
+  controller.Record(plain_step(), 0);
+  ASSERT_NE(controller.experts(), nullptr);
+  ASSERT_TRUE(controller.experts()->ready());
+  const dvl::BudgetCurve curve = CurveOfSurvivals(
+      4, [] { return 0.6f; }, controller.RowCosts());
+  const std::vector<int32_t> prompts = {128, 96};
+
+  ASSERT_EQ(controller.DraftCount(4, 4), 4);
+  const int64_t alone = controller.ChooseRows(curve, 0, 0.01);
+  ASSERT_EQ(controller.DraftCount(4, 4, prompts), 4);
+  const int64_t with_prompts = controller.ChooseRows(curve, 0, 0.01);
+  EXPECT_LT(alone, curve.max_rows() / 2);
+  EXPECT_GT(with_prompts, 2 * alone);
+
+  // Drafted steps at twice the memory-bound time per expert woken (the prior's t at four
+  // requests, 24 experts awake) and 2 ms per draft row, their rows and experts varied apart:
+  // rows whose experts cost more than the drafts return.
+  const double per_expert = plain_s * (0.43 / 8) / (0.57 + 24 * 0.43 / 8);
+  for (int step = 0; step < 12 && controller.mode() == AutoMode::kSpeculate; ++step) {
+    controller.DraftCount(4, 4);
+    controller.ChooseRows(curve, 0, 0.01);  // the step's rows are planted below
+    const int64_t draft_rows = step % 2 == 0 ? 4 : 12;
+    const double experts = step % 4 < 2 ? 40 : 70;
+    const double verify_s = plain_s + 2 * per_expert * (experts - 24) + 2e-3 * double(draft_rows);
+    controller.Record({.requests = 4,
+                       .drafted = 4,
+                       .rows = 4 + draft_rows,
+                       .draft_s = 0.01,
+                       .verify_s = verify_s,
+                       .experts = experts,
+                       .occupancy = occupancy},
+                      std::llround(curve.At(4 + draft_rows)));
+  }
+  ASSERT_EQ(controller.mode(), AutoMode::kPlain);
+  const AutoBudgetSnapshot before = controller.Snapshot();
+  EXPECT_EQ(controller.DraftCount(4, 4), 0) << "not a probe's step";
+  controller.Record(plain_step(), 0);
+
+  ASSERT_EQ(controller.DraftCount(4, 4, prompts), 4);
+  const int64_t rows = controller.ChooseRows(curve, 0, 0.01);
+  EXPECT_GT(rows, 4);
+  controller.Record({.requests = 4,
+                     .drafted = 4,
+                     .rows = rows,
+                     .draft_s = 0.01,
+                     .verify_s = 0.9,
+                     .prompt_rows = 224,
+                     .experts = 127},
+                    std::llround(curve.At(rows)));
+  const AutoBudgetSnapshot after = controller.Snapshot();
+  EXPECT_EQ(after.mode, AutoMode::kPlain);
+  EXPECT_EQ(after.prompt_steps, 1);
+  EXPECT_EQ(after.explore_loss_s, before.explore_loss_s);
+  EXPECT_EQ(after.gain, before.gain);
+  EXPECT_EQ(controller.DraftCount(4, 4), 0) << "the probes' schedule goes on where it was";
 }
 
 // Auto pricing rows by their experts and auto pricing them by their count, against the best

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -19,7 +20,7 @@ constexpr int kWidth = 16;
 
 ExpertShape A3BLike() { return {.experts = 128, .top_k = 8, .expert_share = 0.43}; }
 
-// Occupancy whose m-row points are `u` (m = 1, 2, 4, 8, 16), one span each.
+// Occupancy whose m-row points are `u` (m = 1, 2, 4, … 256), one span each.
 ExpertOccupancy Occupancy(const std::vector<double>& u) {
   ExpertOccupancy o;
   for (size_t i = 0; i < u.size(); ++i) {
@@ -79,25 +80,66 @@ TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
   ASSERT_TRUE(model.ready());
   EXPECT_EQ(model.AnchorExperts(4), 24);
   EXPECT_EQ(model.AnchorExperts(5), 24);  // the nearest N seen
-  // Draft rows adding 20 experts to their requests' own: the asleep share (1 − 24/128) of them.
-  EXPECT_DOUBLE_EQ(model.Experts(4, 20), 24 + 20 * (1 - 24.0 / 128));
+  // Draft rows adding 20 experts to their requests' own: those landing on the 104 asleep, each
+  // at random, (128 − 24) · (1 − exp(−20/128)); about the asleep share (1 − 24/128) of them.
+  const double added = 104 * (1 - std::exp(-20.0 / 128));
+  EXPECT_DOUBLE_EQ(model.Experts(4, 20), 24 + added);
+  EXPECT_NEAR(added, 20 * (1 - 24.0 / 128), 1.5);
+  EXPECT_NEAR(model.Experts(4, 0.01), 24 + 0.01 * (1 - 24.0 / 128), 1e-6);
   const double per_expert = 0.125 * (0.43 / 8) / (0.57 + 24 * 0.43 / 8);
   EXPECT_DOUBLE_EQ(model.SecondsPerExpert(4, 0.125), per_expert);
-  EXPECT_DOUBLE_EQ(model.VerifySeconds(4, 6, 20, 0.125),
-                   0.125 + per_expert * 20 * (1 - 24.0 / 128));
+  EXPECT_DOUBLE_EQ(model.VerifySeconds(4, 6, 20, 0.125), 0.125 + per_expert * added);
   EXPECT_EQ(model.VerifySeconds(4, 0, 0, 0.125), 0.125);
-  EXPECT_DOUBLE_EQ(model.Experts(4, 1e6), 128);  // at most every expert
+  EXPECT_NEAR(model.Experts(4, 1e6), 128, 1e-9);  // at most every expert
+}
+
+// Prompt chunks riding in the verify pass wake u(P) each (the points measured up to 64 rows, the
+// slope past them), independently of each other and of the anchors; draft rows then add only
+// the share of their experts still asleep, and the prompts' own time is not the draft rows'.
+TEST(ExpertCostModelTest, DraftRowsInAPassWithPromptsPayForTheExpertsStillAsleep) {
+  ExpertCostModel model(A3BLike(), kWidth, 16);
+  model.AddOccupancy(Occupancy({8, 13.4, 22.2, 31.9, 41.8, 58, 80}));
+  EXPECT_NEAR(model.SpanExperts(16), 41.8, 1e-9);
+  EXPECT_NEAR(model.SpanExperts(48), 69, 1e-9);
+  EXPECT_NEAR(model.SpanExperts(96), 80 + 22.0 / 32 * 32, 1e-9);  // the last slope goes on
+  EXPECT_EQ(model.SpanExperts(1000), 128);
+  // Row costs still come from the points up to W.
+  EXPECT_NEAR(model.row_costs()[12], 9.9 / 8, 1e-9);
+  const std::vector<int32_t> one = {48}, two = {48, 48};
+  EXPECT_NEAR(model.PromptExperts(one), 69, 1e-9);
+  EXPECT_NEAR(model.PromptExperts(two), 128 * (1 - (59.0 / 128) * (59.0 / 128)), 1e-9);
+
+  const double plain_s = 0.125;
+  model.AddStep(4, 0, 0, 24, plain_s, plain_s);
+  const double prompts = model.PromptExperts(two);
+  const double awake = 128 - (128 - 24) * (1 - prompts / 128);
+  EXPECT_NEAR(model.AwakeExperts(4, prompts), awake, 1e-9);
+  EXPECT_EQ(model.AwakeExperts(4), 24);
+  const double added = (128 - awake) * (1 - std::exp(-20.0 / 128));
+  EXPECT_NEAR(model.Experts(4, 20, prompts), awake + added, 1e-9);
+  const double per_expert = model.SecondsPerExpert(4, plain_s);
+  EXPECT_NEAR(model.VerifySeconds(4, 6, 20, plain_s, prompts), plain_s + per_expert * added, 1e-12);
+  EXPECT_LT(model.VerifySeconds(4, 6, 20, plain_s, prompts),
+            model.VerifySeconds(4, 6, 20, plain_s));
+  // Prompts that wake every expert leave the draft rows their arithmetic alone.
+  EXPECT_EQ(model.VerifySeconds(4, 6, 20, plain_s, 128), plain_s);
 }
 
 TEST(ExpertCostModelTest, LearnsSharingFromDraftedSteps) {
   ExpertCostModel model(A3BLike(), kWidth, 16);
   model.AddStep(4, 0, 0, 24, 0.125, 0.125);
-  // Predicted 20 · (1 − 24/128) = 16.25 more experts; 13 woke: σ = 0.8.
+  // Draft rows of 20 own experts woke 13 of the 104 asleep: σ solves
+  // 104 · (1 − exp(−σ · 20/128)) = 13, and the model then predicts that step.
   model.AddStep(4, 6, 20, 24 + 13, 0.2, 0.125);
-  EXPECT_NEAR(model.sharing(), 13 / 16.25, 1e-9);
-  // Later steps move it by a quarter of the way.
-  model.AddStep(4, 6, 20, 24 + 16.25, 0.2, 0.125);
-  EXPECT_NEAR(model.sharing(), 0.75 * 0.8 + 0.25, 1e-9);
+  const double sigma = -128.0 / 20 * std::log(1 - 13.0 / 104);
+  EXPECT_NEAR(model.sharing(), sigma, 1e-9);
+  EXPECT_NEAR(model.Experts(4, 20), 24 + 13, 1e-9);
+  // Later steps move it by a quarter of the way: σ = 1 woke 104 · (1 − exp(−20/128)).
+  model.AddStep(4, 6, 20, 24 + 104 * (1 - std::exp(-20.0 / 128)), 0.2, 0.125);
+  EXPECT_NEAR(model.sharing(), 0.75 * sigma + 0.25, 1e-9);
+  // Drafts that woke every expert asleep: σ at its bound.
+  model.AddStep(4, 6, 20, 128, 0.2, 0.125);
+  EXPECT_NEAR(model.sharing(), 0.75 * (0.75 * sigma + 0.25) + 0.25 * 2, 1e-9);
 }
 
 // Steps planted with twice the memory-bound prior per expert (ρ = 2) and 3 ms of arithmetic per

@@ -241,7 +241,7 @@ TEST(SparseMlpTest, ARowsBitsDoNotDependOnTheRowsBesideIt) {
 }
 
 // With the batch's spans the block counts the distinct experts among each span's first 1, 2, 4,
-// 8 and 16 rows (core/expert_occupancy.h): a span of 4 rows routed to {0,1}, {0,1}, {1,2},
+// … 256 rows (core/expert_occupancy.h): a span of 4 rows routed to {0,1}, {0,1}, {1,2},
 // {3,4} wakes 2, 2 and 5; a span of one row {5,4} wakes 2; neither reaches 8 rows.
 TEST(SparseMlpTest, CountsTheExpertsEachSpansFirstRowsWake) {
   std::mt19937 rng(6);
@@ -258,8 +258,8 @@ TEST(SparseMlpTest, CountsTheExpertsEachSpansFirstRowsWake) {
   CpuOps ops;
   LayerScratch s;
   RunSparseMlp(ops, w, Dims(true), 5, normed.data(), s, x.data(), &batch);
-  EXPECT_EQ(s.occupancy.distinct, (std::array<double, 5>{4, 2, 5, 0, 0}));
-  EXPECT_EQ(s.occupancy.count, (std::array<int64_t, 5>{2, 1, 1, 0, 0}));
+  EXPECT_EQ(s.occupancy.distinct, (std::array<double, 9>{4, 2, 5, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(s.occupancy.count, (std::array<int64_t, 9>{2, 1, 1, 0, 0, 0, 0, 0, 0}));
   // Without a batch nothing is counted; the output is the same.
   LayerScratch plain;
   std::vector<float> y(normed.size(), 0.0f);

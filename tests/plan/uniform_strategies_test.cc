@@ -54,7 +54,7 @@ TEST(FixedRowsStrategyTest, VerifiesKRowsOrTheShorterSpan) {
 TEST(FixedRowsStrategyTest, KeepsTheDefaultAdmissionAndDrafting) {
   FixedRowsStrategy strategy(2);
   EXPECT_TRUE(strategy.FeedNewRequest());
-  EXPECT_EQ(strategy.DraftCount(3, 5), 3);
+  EXPECT_EQ(strategy.DraftCount(3, 5, {}), 3);
   EXPECT_FALSE(strategy.DropDraftContexts());
   EXPECT_FALSE(strategy.AutoSnapshot().has_value());
 }
