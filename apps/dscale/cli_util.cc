@@ -126,6 +126,18 @@ void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
       ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
 }
 
+void AddDrafterWeightsOption(CLI::App* cmd, WeightsMode* weights) {
+  cmd->add_option_function<std::string>(
+         "--drafter-weights",
+         [weights](const std::string& name) { *weights = ParseWeightsMode(name).value(); },
+         "The drafter's projection weights: as-stored, int8 (its layers, fc and a draft "
+         "vocabulary's LM head rows quantised at load, a scale per 32 inputs; CPU only), or int4 "
+         "(its layers' projections to 4 bits, the rest int8; CPU only). Drafting reads about half "
+         "(a quarter) the bytes; the drafts may change, the output does not")
+      ->check(CLI::IsMember({"as-stored", "int8", "int4"}))
+      ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
+}
+
 cpu::Bf16Activations DefaultActivations() { return cpu::PreferredBf16Activations(); }
 
 void AddActivationsOption(CLI::App* cmd, cpu::Bf16Activations* activations) {

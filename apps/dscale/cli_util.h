@@ -37,6 +37,9 @@ void AddThreadsOption(CLI::App* cmd);
 // --weights as-stored|int8|int4: how the target's projections are held (WeightsMode, into
 // `weights`; default as-stored). Another value is a usage error naming the accepted ones.
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights);
+// --drafter-weights as-stored|int8|int4: how the drafter's projections are held
+// (DFlashDrafter::Load; default as-stored).
+void AddDrafterWeightsOption(CLI::App* cmd, WeightsMode* weights);
 
 // --activations bf16|f32: how the CPU backend's BF16 projections (the target's and the
 // drafter's) take their activations (cpu::Bf16Activations, into `activations`): each row rounded

@@ -396,12 +396,16 @@ Status RunBench(const BenchArgs& a) {
     std::filesystem::create_directories(a.step_trace, error);
     if (error) return InvalidArgument("--step-trace " + a.step_trace + ": " + error.message());
   }
-  if (!a.url.empty() && a.models.weights != WeightsMode::kAsStored) {
-    return InvalidArgument(
-        "--weights applies to in-process runs; a server holds the weights it was started with "
-        "(dscale serve --weights)");
+  for (const auto& [flag, mode] : {std::pair{"--weights", a.models.weights},
+                                   std::pair{"--drafter-weights", a.models.drafter_weights}}) {
+    if (!a.url.empty() && mode != WeightsMode::kAsStored) {
+      return InvalidArgument(std::string(flag) +
+                             " applies to in-process runs; a server holds the weights it was "
+                             "started with (dscale serve " +
+                             flag + ")");
+    }
+    DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(a.models.device, mode, flag));
   }
-  DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(a.models.device, a.models.weights));
   if (!a.url.empty() && a.models.draft_sampling != DraftSampling::kArgmax) {
     return InvalidArgument(
         "--draft-sampling applies to in-process runs; a server drafts as it was started "

@@ -25,6 +25,7 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* options, const ModelFlags& fla
   cmd->add_option("--tokenizer", options->tokenizer, "Tokenizer folder (default: the target's)");
   if (flags.device) AddDeviceOption(cmd, &options->device);
   AddWeightsOption(cmd, &options->weights);
+  AddDrafterWeightsOption(cmd, &options->drafter_weights);
   AddActivationsOption(cmd, &options->activations);
   AddInt8ActivationsOption(cmd, &options->int8_activations);
   if (flags.drafter_head) AddDrafterHeadOption(cmd, &options->drafter_head);

@@ -26,6 +26,7 @@ struct ModelOptions {
   std::string tokenizer;  // --tokenizer folder; empty: the target folder's
   std::string device{kDefaultDevice};  // --device: where the step backend runs the models
   WeightsMode weights = WeightsMode::kAsStored;
+  WeightsMode drafter_weights = WeightsMode::kAsStored;  // --drafter-weights
   cpu::Bf16Activations activations = DefaultActivations();
   cpu::Int8Activations int8_activations = kDefaultInt8Activations;
   DrafterHead drafter_head = DrafterHead::kNone;
@@ -36,8 +37,8 @@ struct ModelOptions {
 };
 
 // Which of the shared flags a command takes beyond the ones every command has (--target,
-// --drafter, --tokenizer, --weights, --activations, --int8-activations, --draft-vocab,
-// --threads), and which it requires.
+// --drafter, --tokenizer, --weights, --drafter-weights, --activations, --int8-activations,
+// --draft-vocab, --threads), and which it requires.
 struct ModelFlags {
   bool target_required = true;
   bool drafter_required = false;

@@ -56,9 +56,10 @@ Status LoadMainDrafting(const ModelOptions& options, const RuntimeParts& parts, 
   // Without --drafter nothing is loaded; the engine's policy check names the flag
   // (CheckPolicyInputs, plan/planner_config.h).
   if (!parts.drafter || options.drafter.empty()) return Status::Ok();
-  DSCALE_ASSIGN_OR_RETURN(runtime.main.drafter,
-                          DFlashDrafter::Load(options.drafter, *runtime.target,
-                                              options.drafter_head, options.draft_vocab));
+  DSCALE_ASSIGN_OR_RETURN(
+      runtime.main.drafter,
+      DFlashDrafter::Load(options.drafter, *runtime.target, options.drafter_head,
+                          options.draft_vocab, options.drafter_weights));
   const bool confidence_head = runtime.main.drafter->has_confidence_head();
   if (confidence_head) {
     DSCALE_ASSIGN_OR_RETURN(runtime.main.confidence_calibration,
@@ -75,8 +76,9 @@ Status LoadMainDrafting(const ModelOptions& options, const RuntimeParts& parts, 
 Status LoadVariantDrafting(const ModelOptions& options, const DrafterVariantParts& parts,
                            const DecoderModel& target, Drafting& variant) {
   const std::string& dir = parts.drafter_dir.empty() ? options.drafter : parts.drafter_dir;
-  DSCALE_ASSIGN_OR_RETURN(variant.drafter,
-                          DFlashDrafter::Load(dir, target, parts.head, options.draft_vocab));
+  DSCALE_ASSIGN_OR_RETURN(
+      variant.drafter,
+      DFlashDrafter::Load(dir, target, parts.head, options.draft_vocab, options.drafter_weights));
   if (variant.drafter->has_confidence_head()) {
     DSCALE_ASSIGN_OR_RETURN(variant.confidence_calibration,
                             LoadConfidenceCalibrationFor("", dir, *variant.drafter));
@@ -103,6 +105,8 @@ RuntimeParts PartsFor(const LengthPolicy& policy, TokenizerNeed tokenizer) {
 Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,
                                              const RuntimeParts& parts) {
   DSCALE_RETURN_IF_ERROR(CheckWeightsForDevice(options.device, options.weights));
+  DSCALE_RETURN_IF_ERROR(
+      CheckWeightsForDevice(options.device, options.drafter_weights, "--drafter-weights"));
   DSCALE_RETURN_IF_ERROR(CheckDraftSamplingForDevice(options.device, options.draft_sampling));
   auto runtime = std::make_unique<Runtime>();
   DSCALE_ASSIGN_OR_RETURN(runtime->target, DecoderModel::Load(options.target, options.weights,

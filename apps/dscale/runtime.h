@@ -92,7 +92,8 @@ struct Runtime {
   const Tokenizer* tokenizer_or_null() const { return tokenizer ? &*tokenizer : nullptr; }
 };
 
-// Loads, in this order (the first failure is the error): --weights checked against --device, the
+// Loads, in this order (the first failure is the error): --weights and --drafter-weights checked
+// against --device, the
 // target, the tokenizer, the drafter and its predictor, the variant drafter and its predictor,
 // then the backends.
 Result<std::unique_ptr<Runtime>> LoadRuntime(const ModelOptions& options,

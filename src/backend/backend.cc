@@ -7,12 +7,11 @@
 
 namespace dscale {
 
-Status CheckWeightsForDevice(std::string_view device, WeightsMode weights) {
+Status CheckWeightsForDevice(std::string_view device, WeightsMode weights, std::string_view flag) {
   if (device == "cpu" || weights == WeightsMode::kAsStored) return Status::Ok();
-  return InvalidArgument("--weights " + std::string(WeightsModeName(weights)) +
-                         ": quantised weights run on the CPU only; use --device cpu, or "
-                         "--weights as-stored with --device " +
-                         std::string(device));
+  return InvalidArgument(std::string(flag) + " " + std::string(WeightsModeName(weights)) +
+                         ": quantised weights run on the CPU only; use --device cpu, or " +
+                         std::string(flag) + " as-stored with --device " + std::string(device));
 }
 
 Status CheckDraftSamplingForDevice(std::string_view device, DraftSampling sampling) {

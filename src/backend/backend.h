@@ -21,9 +21,10 @@ namespace dscale {
 inline constexpr std::array<std::string_view, 2> kDeviceNames = {"cpu", "cuda"};
 inline constexpr std::string_view kDefaultDevice = "cpu";
 
-// `--weights int8` and `--weights int4` run on the CPU only: InvalidArgument saying so for another
-// device (checked before any model loads).
-Status CheckWeightsForDevice(std::string_view device, WeightsMode weights);
+// `--weights int8` and `--weights int4` (and `--drafter-weights`, `flag`) run on the CPU only:
+// InvalidArgument saying so for another device (checked before any model loads).
+Status CheckWeightsForDevice(std::string_view device, WeightsMode weights,
+                             std::string_view flag = "--weights");
 
 // `--draft-sampling distribution` drafts on the CPU backend only (the CUDA backend's drafter
 // proposes argmax drafts): InvalidArgument naming both flags for another device (checked before

@@ -1,10 +1,12 @@
 #include "model/dflash_drafter.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "model/dflash_forward.h"
+#include "model/quantize_weights.h"
 
 namespace dscale {
 namespace {
@@ -88,7 +90,8 @@ Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hi
 }
 
 Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderModel& target,
-                                          DrafterHead head, DraftVocabChoice vocab) {
+                                          DrafterHead head, DraftVocabChoice vocab,
+                                          WeightsMode weights_mode) {
   const std::string config_path = dir + "/config.json";
   DSCALE_ASSIGN_OR_RETURN(DFlashConfig config, LoadDFlashConfig(config_path, target.config()));
   if (head == DrafterHead::kDomino && !config.is_dspark() && !config.domino.has_value()) {
@@ -114,6 +117,11 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
   const TensorReader read = CheckpointTensorReader(checkpoint, prefix);
   const DecoderConfig& t = target.config();
   DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights, LoadDFlashWeights(config, t.hidden_size, read));
+  const bool quantized = weights_mode != WeightsMode::kAsStored;
+  if (quantized) {
+    weights.fc = QuantizeInt8(weights.fc);
+    for (DecoderLayerWeights& layer : weights.layers) QuantizeLayer(&layer, weights_mode);
+  }
   TensorShapes read_shapes = DFlashTensorShapes(config, t.hidden_size);
   DSparkHeadWeights dspark;
   if (config.is_dspark()) {
@@ -134,7 +142,13 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
     drafter.AttachHead(
         DominoHead(*config.domino, std::move(*head_weights), target.weights().embed));
   }
-  if (subset.has_value()) drafter.RestrictVocab(std::move(*subset));
+  if (subset.has_value()) {
+    drafter.RestrictVocab(std::move(*subset));
+    const auto int8 = [](const WeightMatrix::Block& b) { return b.format == WeightFormat::kInt8; };
+    if (quantized && !std::ranges::all_of(drafter.draft_lm_head_.blocks(), int8)) {
+      drafter.draft_lm_head_ = QuantizeInt8(drafter.draft_lm_head_);
+    }
+  }
   return drafter;
 }
 
@@ -231,9 +245,8 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   out->confidence.resize(confident ? n : 0);
   const bool sequential = head_.has_value() || dspark_head_.has_value();
   const DecoderWeights& target = target_->weights();
-  const WeightMatrix& lm_head = draft_vocab_.has_value() ? draft_lm_head_ : target.LmHead();
   CpuOps ops{.activations = target_->activations()};
-  RunDFlashDraft(ops, weights_, target.embed, lm_head, vocab, draft_vocab, dims_, block,
+  RunDFlashDraft(ops, weights_, target.embed, lm_head(), vocab, draft_vocab, dims_, block,
                  ViewOf(blocks_), layout(), *store_, scratch_,
                  {.tokens = sequential ? nullptr : out->tokens.data(),
                   .logits = out->logits.data(),

@@ -68,9 +68,14 @@ class DFlashDrafter : public Drafter {
   // draft_vocab.json restricts the drafts (kSubset without one is an error naming the file).
   // A DSpark drafter's heads are read from its checkpoint; it refuses kDomino, and a draft
   // vocabulary (kSubset, or kAuto with a draft_vocab.json in `dir`), naming the flag or file.
+  // `weights` (`--drafter-weights`): int8 or int4 quantise the drafter's projections at load as
+  // QuantizeLayer does a target's, its fc and a draft vocabulary's LM head rows to int8 in either
+  // mode (over the whole vocabulary it shares the target's head as the target holds it). The
+  // drafts may change; what is committed does not (the target verifies every token).
   static Result<DFlashDrafter> Load(const std::string& dir, const DecoderModel& target,
                                     DrafterHead head = DrafterHead::kNone,
-                                    DraftVocabChoice vocab = DraftVocabChoice::kFull);
+                                    DraftVocabChoice vocab = DraftVocabChoice::kFull,
+                                    WeightsMode weights = WeightsMode::kAsStored);
   // `dspark`: a DSpark drafter's head weights (what config.dspark declares; ignored otherwise).
   DFlashDrafter(DFlashConfig config, DFlashWeights weights, const DecoderModel& target,
                 DSparkHeadWeights dspark = {});
@@ -89,6 +94,11 @@ class DFlashDrafter : public Drafter {
   }
   // Columns of DraftOutput::logits: the subset's size, or the target's vocabulary.
   int64_t draft_vocab_size() const;
+  // The LM head the drafts are scored with: the subset's rows (int8 where the drafter's weights
+  // are quantised), or the target's.
+  const WeightMatrix& lm_head() const {
+    return draft_vocab_.has_value() ? draft_lm_head_ : target_->weights().LmHead();
+  }
 
   const DFlashConfig& config() const { return config_; }
   const DFlashWeights& weights() const { return weights_; }

@@ -90,6 +90,10 @@ TEST_F(BackendTest, ChosenByName) {
   EXPECT_TRUE(CheckWeightsForDevice("cuda", WeightsMode::kAsStored).ok());
   const Status int8 = CheckWeightsForDevice("cuda", WeightsMode::kInt8);
   EXPECT_NE(int8.message().find("CPU only"), std::string::npos) << int8.message();
+  const Status int4 = CheckWeightsForDevice("cuda", WeightsMode::kInt4, "--drafter-weights");
+  EXPECT_NE(int4.message().find("--drafter-weights int4: quantised weights run on the CPU only"),
+            std::string::npos)
+      << int4.message();
 
   std::unique_ptr<DFlashDrafter> domino = testing::RandomDominoDrafter(target_, 9);
   const Result<std::unique_ptr<StepBackend>> on_device = MakeBackend("cuda", target_, domino.get());

@@ -9,9 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
+#include <set>
 
 #include "logit_bounds.h"
+#include "model/draft_vocab.h"
 #include "model/random_checkpoint.h"
 #include "reference_drafter.h"
 #include "support/tiny_models.h"
@@ -230,6 +233,78 @@ TEST_F(DFlashDrafterTest, LoadsWhatMakeTinyWritesAndValidatesAgainstTheTarget) {
   const Result<DFlashDrafter> bad = DFlashDrafter::Load(dir, target_);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("fc.weight"), std::string::npos) << bad.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// --drafter-weights int8 | int4: the drafter's projections quantised at load as a target's are
+// (its fc and a draft vocabulary's LM head rows to int8 in either mode); the drafts stay close to
+// those of the weights as stored.
+TEST_F(DFlashDrafterTest, QuantisedDrafterWeightsDraftCloseToTheStoredOnes) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dscale_drafter_weights_test_" + std::to_string(::getpid())))
+                              .string();
+  const DFlashConfig config = testing::TestDrafterConfig(target_.config());
+  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, config, 72, 4, DType::kBF16).ok());
+  DraftVocab subset{.target_vocab_size = target_.config().vocab_size};
+  for (int32_t id = 0; id < subset.target_vocab_size; id += 2) subset.token_ids.push_back(id);
+  ASSERT_TRUE(SaveDraftVocab(dir + "/" + kDraftVocabFileName, subset).ok());
+
+  const std::vector<int32_t> tokens = RandomTokens(12, 129, 5);
+  const auto draft = [&](WeightsMode mode, std::optional<DFlashDrafter>* kept) {
+    Result<DFlashDrafter> loaded =
+        DFlashDrafter::Load(dir, target_, DrafterHead::kNone, DraftVocabChoice::kSubset, mode);
+    EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+    kept->emplace(std::move(*loaded));
+    DFlashDrafter& drafter = **kept;
+    PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
+    drafter.Bind(cache);
+    const int32_t seq = cache.AddSequence();
+    EXPECT_TRUE(cache.Reserve(seq, 12 + kBlock).ok());
+    StepBatch batch;
+    AddRequestRows(batch, seq, 0, tokens, cache, false);
+    batch.tile_rows = 128;
+    batch.capture_layers = drafter.feature_layers();
+    ForwardOutput out;
+    EXPECT_TRUE(target_.Forward(batch, cache, &out).ok());
+    drafter.AppendContext(
+        {.features = out.features, .positions = batch.positions(), .slots = batch.kv_slots()});
+    DraftOutput drafts;
+    const DraftRequest request{.seq = seq, .ctx_len = 12, .anchor = 7};
+    EXPECT_TRUE(drafter.Draft(std::span(&request, 1), cache, 16, &drafts).ok());
+    return drafts;
+  };
+  const auto formats = [](const WeightMatrix& w) {
+    std::set<WeightFormat> seen;
+    for (const WeightMatrix::Block& b : w.blocks()) seen.insert(b.format);
+    return seen;
+  };
+  using Formats = std::set<WeightFormat>;
+  std::optional<DFlashDrafter> stored, int8, int4;
+  const DraftOutput reference = draft(WeightsMode::kAsStored, &stored);
+  EXPECT_EQ(formats(stored->lm_head()), Formats{WeightFormat::kF32});  // the target's, as stored
+  for (const auto& [mode, drafter] :
+       {std::pair{WeightsMode::kInt8, &int8}, std::pair{WeightsMode::kInt4, &int4}}) {
+    const DraftOutput quantised = draft(mode, drafter);
+    const WeightFormat layers =
+        mode == WeightsMode::kInt8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
+    const DFlashWeights& w = (*drafter)->weights();
+    EXPECT_EQ(formats(w.fc), Formats{WeightFormat::kInt8});
+    EXPECT_EQ(formats((*drafter)->lm_head()), Formats{WeightFormat::kInt8});
+    for (const DecoderLayerWeights& layer : w.layers) {
+      for (const WeightMatrix* m : {&layer.qkv, &layer.o_proj, &layer.gate_up, &layer.down}) {
+        EXPECT_EQ(formats(*m), Formats{layers}) << WeightsModeName(mode);
+      }
+    }
+    ASSERT_EQ(quantised.logits.size(), reference.logits.size());
+    float largest = 0, moved = 0;
+    for (size_t i = 0; i < reference.logits.size(); ++i) {
+      largest = std::max(largest, std::abs(reference.logits[i]));
+      moved = std::max(moved, std::abs(quantised.logits[i] - reference.logits[i]));
+    }
+    EXPECT_GT(moved, 0.0f) << WeightsModeName(mode) << ": the weights were quantised";
+    EXPECT_LT(moved, (mode == WeightsMode::kInt8 ? 0.05f : 0.25f) * largest)
+        << WeightsModeName(mode);
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -127,6 +127,7 @@ TEST(MetricsTest, RendersTheVerifyBudgetAndAutosCostModel) {
   EXPECT_TRUE(Has(text, "dscale_auto_cost_verify_samples_total 96"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_feed_seconds_per_row 2e-05"));
   EXPECT_EQ(text.find("auto_cost_experts"), std::string::npos) << "only on a mixture of experts";
+  EXPECT_EQ(text.find("prompt_steps_total"), std::string::npos);
   EXPECT_EQ(text.find("verify_experts_per_layer"), std::string::npos);
 
   // A mixture of experts whose rows auto prices by their experts.
@@ -138,12 +139,14 @@ TEST(MetricsTest, RendersTheVerifyBudgetAndAutosCostModel) {
   m.engine.stats.auto_budget->expert_time_ratio = 1.5;
   m.engine.stats.auto_budget->expert_row_s = 0.004;
   m.engine.stats.auto_budget->expert_own_rows = 33.5;
+  m.engine.stats.auto_budget->prompt_steps = 3;
   text = RenderPrometheus(m);
   EXPECT_TRUE(Has(text, "dscale_verify_experts_per_layer 25"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"sharing\"} 0.75"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"time_ratio\"} 1.5"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"row_seconds\"} 0.004"));
   EXPECT_TRUE(Has(text, "dscale_auto_cost_experts{term=\"own_rows\"} 33.5"));
+  EXPECT_TRUE(Has(text, "dscale_auto_budget_prompt_steps_total 3"));
 }
 
 TEST(MetricsTest, LabelValuesAreEscaped) {
