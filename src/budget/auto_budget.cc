@@ -289,11 +289,12 @@ int64_t AutoBudget::ChooseRows(const dvl::BudgetCurve& curve, int64_t other, dou
   pending_n_ = static_cast<int32_t>(n);
   pending_expected_ = curve.At(rows);
   pending_cost_ = curve.CostAt(rows);
-  pending_prompt_experts_ = prompt_experts_;
-  last_curve_.n = curve.n;
-  last_curve_.width = curve.width;
-  last_curve_.tokens.assign(curve.tokens.begin(), curve.tokens.end());
-  last_curve_.cost.assign(curve.cost.begin(), curve.cost.end());
+  if (experts_) {  // PromptStepPays's curve (a dense target has no prompt steps)
+    last_curve_.n = curve.n;
+    last_curve_.width = curve.width;
+    last_curve_.tokens.assign(curve.tokens.begin(), curve.tokens.end());
+    last_curve_.cost.assign(curve.cost.begin(), curve.cost.end());
+  }
   last_rows_ = rows;
   last_best_rows_ = best;
   last_verify_predicted_s_ =
@@ -313,7 +314,7 @@ void AutoBudget::Record(const StepSample& measured, int64_t drafted_committed) {
   StepSample sample = measured;
   if (!measured.VerifyTimed()) {
     sample.verify_s = VerifySeconds(double(measured.rows), measured.requests, cost,
-                                    chosen ? pending_prompt_experts_ : 0.0);
+                                    chosen ? prompt_experts_ : 0.0);
   }
   if (experts_) {
     experts_->AddOccupancy(sample.occupancy);

@@ -218,12 +218,12 @@ class AutoBudget {
   double pending_cost_ = 0;       // the chosen M's row cost (BudgetCurve::CostAt)
   double pending_gain_ = 0;       // 0: not counted (a ramp step)
   bool pending_explore_ = false;  // a ramp or exploration step: its loss is charged
-  // The experts the current step's prompt chunks wake (0: none, or not priced by experts), and
-  // whether it drafts while decoding plainly for them (PromptStepPays).
+  // The experts the current step's prompt chunks wake (0: none, or not priced by experts), set by
+  // DraftCount and read until the step's Record; whether it drafts while decoding plainly for
+  // them (PromptStepPays).
   double prompt_experts_ = 0;
   bool prompt_step_ = false;
-  double pending_prompt_experts_ = 0;  // the chosen step's, for Record
-  dvl::BudgetCurve last_curve_;        // the latest drafted step's (n = 0: none yet)
+  dvl::BudgetCurve last_curve_;  // the latest drafted step's on a sparse target (n = 0: none yet)
   int64_t prompt_steps_ = 0;           // steps drafted while plain for their prompts
   int64_t last_rows_ = 0;
   int64_t last_best_rows_ = 0;
