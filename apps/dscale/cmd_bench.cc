@@ -1,6 +1,7 @@
-// dscale bench: the serving benchmark. Closed-loop clients over fixed request manifests, for
-// every (mode, dataset, concurrency) cell, on an in-process engine or a running server (--url);
-// a table on the terminal, and JSON, CSV and PNG plots with --out.
+// dscale bench: the serving benchmark. Closed-loop clients (or open-loop arrivals, --request-rate)
+// over fixed request manifests, for every (mode, dataset, concurrency) cell, on an in-process
+// engine or a running server (--url); a table on the terminal, and JSON, CSV and PNG plots with
+// --out.
 
 #include <algorithm>
 #include <cctype>
@@ -48,6 +49,7 @@ struct BenchArgs {
   std::string tile_routing = "auto";
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t warmup = 32, requests = 512, distinct = 256, max_tokens = 2048, repeats = 1;
+  double request_rate = 0;  // open loop: Poisson arrivals a second; 0: closed loop
   float temperature = 0.0f;
   uint64_t seed = 0;
   BudgetFlags budget;
@@ -199,6 +201,13 @@ std::string FileNamePart(std::string label) {
   return label;
 }
 
+// The measured requests' arrival times: an open loop at --request-rate, the same for every cell
+// (PoissonArrivals); none for a closed loop.
+std::vector<double> MeasuredArrivals(const BenchArgs& a) {
+  return a.request_rate > 0 ? bench::PoissonArrivals(a.requests, a.request_rate, a.seed)
+                            : std::vector<double>();
+}
+
 Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<BenchMode>& modes,
                                           const Workload& w, Runtime& m) {
   auto cells = std::make_shared<std::vector<bench::CellRequests>>();
@@ -206,6 +215,7 @@ Result<bench::CellRunner> InProcessRunner(const BenchArgs& a, const std::vector<
     DSCALE_ASSIGN_OR_RETURN(
         auto ids, bench::EncodeChatPrompts(*m.tokenizer, w.datasets[i].prompts, w.system));
     cells->push_back(bench::ManifestRequests(w.manifests[i], ids, a.seed));
+    cells->back().arrivals = MeasuredArrivals(a);
   }
   const auto models_of = [](const std::optional<Drafting>& d) {
     return d ? bench::ModeModels{.backend = d->backend.get(),
@@ -294,13 +304,17 @@ Result<bench::CellRunner> ServerRunner(const BenchArgs& a, const Workload& w) {
     for (int32_t p : w.manifests[i].warmup) add(warm, p);
     for (int32_t p : w.manifests[i].measured) add(measured, p);
   }
+  const std::vector<double> arrivals = MeasuredArrivals(a);
   return bench::CellRunner(
       [=, &w](const BenchMode&, const std::string& dataset, int32_t c,
               const std::function<void()>& on_done) -> Result<bench::RunMetrics> {
         const auto& [warm, measured] = (*split)[IndexOf(w, dataset)];
-        DSCALE_RETURN_IF_ERROR(bench::RunServerClosedLoop(target, warm, c, on_done).status());
-        DSCALE_ASSIGN_OR_RETURN(bench::LoopOutcome outcome,
-                                bench::RunServerClosedLoop(target, measured, c, on_done));
+        DSCALE_RETURN_IF_ERROR(
+            bench::RunServerLoop(target, warm, {.concurrency = c}, on_done).status());
+        DSCALE_ASSIGN_OR_RETURN(
+            bench::LoopOutcome outcome,
+            bench::RunServerLoop(target, measured, {.concurrency = c, .arrivals = arrivals},
+                                 on_done));
         return bench::MetricsFrom(outcome.samples, outcome.window_s);
       });
 }
@@ -336,6 +350,7 @@ nlohmann::json ConfigJson(const BenchArgs& a, const Runtime* models) {
           {"datasets", a.datasets},
           {"warmup", a.warmup},
           {"requests", a.requests},
+          {"request_rate", a.request_rate},
           {"distinct", a.distinct},
           {"max_tokens", a.max_tokens},
           {"repeats", a.repeats},
@@ -448,6 +463,7 @@ Status RunBench(const BenchArgs& a) {
   DSCALE_ASSIGN_OR_RETURN(bench::Report report, bench::RunSweep(plan, baseline, runner, &progress));
   progress.Finish();
   report.profile = a.profile;
+  report.request_rate = a.request_rate;
   report.config = ConfigJson(a, models.get());
   std::fputs(bench::RenderTable(report).c_str(), stdout);
   std::optional<bench::Agreement> agreement;
@@ -484,7 +500,9 @@ void AddOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--data-dir", a->data_dir, "Dataset folder")->capture_default_str();
   cmd->add_option("--datasets", a->datasets, "gsm8k, math500, humaneval, mbpp (list)")
       ->capture_default_str();
-  cmd->add_option("--concurrency", a->concurrency, "Closed-loop workers c (list)")
+  cmd->add_option("--concurrency", a->concurrency,
+                  "Client workers c (list): requests in flight (closed loop), or at most in "
+                  "flight (--request-rate)")
       ->capture_default_str();
   cmd->add_option("--modes", a->modes,
                   "none, dflash, fixed:K, dscale, dscale:auto or dscale:F, dspark, domino, "
@@ -516,6 +534,13 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
   cmd->add_option("--repeats", a->repeats, "Repetitions per cell (median and spread reported)")
       ->check(AtLeast(1))
       ->capture_default_str();
+  cmd->add_option("--request-rate", a->request_rate,
+                  "Open loop: measured requests arrive at this many a second (Poisson, the same "
+                  "times for every mode and c, from --seed), at most c in flight, latency counted "
+                  "from arrival; the ratios then compare mean latency (0: closed loop, each "
+                  "worker sends its next request when the last one ends)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Manifest order and sampling seeds")->capture_default_str();
   AddBudgetOptions(cmd, &a->budget);
@@ -542,7 +567,7 @@ void AddProtocolOptions(CLI::App* cmd, BenchArgs* a) {
 
 void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand("bench", "Closed-loop serving benchmark over modes");
+  CLI::App* cmd = app.add_subcommand("bench", "Serving benchmark over modes");
   AddOptions(cmd, args.get());
   AddProtocolOptions(cmd, args.get());
   cmd->callback([args, cmd, exit_code] {

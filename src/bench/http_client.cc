@@ -7,20 +7,24 @@
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
+#include "core/check.h"
 #include "io/json_util.h"
 
 namespace dscale::bench {
 namespace {
 
-// Reads the whole reply of one streamed request.
+// Reads the whole reply of one streamed request, sent now; its latency counts from `arrived`
+// (an open loop's arrival time, when it may have waited for a worker; else now).
 Result<RequestSample> StreamOne(httplib::Client& client, const ServerTarget& target,
-                                const ChatRequest& request) {
+                                const ChatRequest& request,
+                                std::optional<Clock::time_point> arrived) {
   SseParser parser;
   StreamTally tally;
   std::vector<std::string> events;
-  const Clock::time_point submitted = Clock::now();
+  const Clock::time_point submitted = arrived.value_or(Clock::now());
   Clock::time_point first = submitted;
   bool seen_content = false;
   httplib::Request req;
@@ -169,19 +173,27 @@ Result<std::string> ServedModelId(const std::string& url) {
   return ids[0];
 }
 
-Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,
-                                        std::span<const ChatRequest> requests, int32_t concurrency,
-                                        const std::function<void()>& on_done) {
+Result<LoopOutcome> RunServerLoop(const ServerTarget& target, std::span<const ChatRequest> requests,
+                                  const LoopShape& shape, const std::function<void()>& on_done) {
+  DSCALE_CHECK(shape.concurrency >= 1);
+  DSCALE_CHECK(shape.arrivals.empty() || shape.arrivals.size() == requests.size());
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;  // guards outcome, error and on_done
   LoopOutcome outcome;
   Status error;
+  const Clock::time_point start = Clock::now();
   auto worker = [&] {
     httplib::Client client(target.url);
     client.set_read_timeout(3600, 0);
     for (size_t i; !failed && (i = next.fetch_add(1)) < requests.size();) {
-      Result<RequestSample> sample = StreamOne(client, target, requests[i]);
+      std::optional<Clock::time_point> arrived;
+      if (!shape.arrivals.empty()) {
+        arrived = start + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(shape.arrivals[i]));
+        std::this_thread::sleep_until(*arrived);
+      }
+      Result<RequestSample> sample = StreamOne(client, target, requests[i], arrived);
       std::lock_guard<std::mutex> lock(mu);
       if (!sample.ok()) {
         if (!failed.exchange(true)) error = sample.status();
@@ -191,9 +203,8 @@ Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,
       if (on_done) on_done();
     }
   };
-  const Clock::time_point start = Clock::now();
   std::vector<std::thread> threads;
-  for (int32_t w = 0; w < concurrency; ++w) threads.emplace_back(worker);
+  for (int32_t w = 0; w < shape.concurrency; ++w) threads.emplace_back(worker);
   for (std::thread& t : threads) t.join();
   outcome.window_s = SecondsBetween(start, Clock::now());
   if (failed) return error;

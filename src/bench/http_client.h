@@ -1,12 +1,13 @@
 #pragma once
-// The closed loop against a running server speaking OpenAI's protocol: chat turns to
+// The request loop against a running server speaking OpenAI's protocol: chat turns to
 // POST /v1/chat/completions, or a prompt of token ids (the chat template applied by the client,
 // so that every engine sees the same tokens) to POST /v1/completions; "stream": true either way
 // (the reply is server-sent events whose data lines are JSON chunks, ending with
 // "data: [DONE]"). c client threads each send their next request when the previous reply has
-// ended. Time to first token is the arrival of the first chunk with generated text; output
-// tokens come from the final chunk's usage.completion_tokens (requested with
-// stream_options.include_usage), else from the number of chunks with text.
+// ended (closed), or not before its arrival time (open; its latency then counts from that time,
+// as in the in-process loop, request_loop.h). Time to first token is the arrival of the first chunk
+// with generated text; output tokens come from the final chunk's usage.completion_tokens (requested
+// with stream_options.include_usage), else from the number of chunks with text.
 
 #include <cstdint>
 #include <functional>
@@ -15,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/closed_loop.h"
+#include "bench/request_loop.h"
 #include "core/status.h"
 
 namespace dscale::bench {
@@ -74,10 +75,10 @@ std::string RequestPath(const ServerTarget& target, const ChatRequest& request);
 // no answer, another status, a body without model ids, or several models (listed, to choose one).
 Result<std::string> ServedModelId(const std::string& url);
 
-// Runs `requests` against the server with `concurrency` client threads. The first failure
-// (connection, HTTP status, error chunk, stream without [DONE]) stops the run and is returned.
-Result<LoopOutcome> RunServerClosedLoop(const ServerTarget& target,
-                                        std::span<const ChatRequest> requests, int32_t concurrency,
-                                        const std::function<void()>& on_done);
+// Runs `requests` against the server with `shape.concurrency` client threads, at the shape's
+// arrival times when it has them. The first failure (connection, HTTP status, error chunk,
+// stream without [DONE]) stops the run and is returned.
+Result<LoopOutcome> RunServerLoop(const ServerTarget& target, std::span<const ChatRequest> requests,
+                                  const LoopShape& shape, const std::function<void()>& on_done);
 
 }  // namespace dscale::bench

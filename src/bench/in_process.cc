@@ -149,10 +149,13 @@ Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMo
   if (!created.ok()) return InContext(created.status(), mode);
   std::unique_ptr<Engine> engine = std::move(created).value();
   DSCALE_RETURN_IF_ERROR(
-      RunClosedLoop(*engine, requests.warmup, concurrency, params, on_done).status());
+      RunEngineLoop(*engine, requests.warmup, {.concurrency = concurrency}, params, on_done)
+          .status());
   const StepStats before = engine->stats();
-  DSCALE_ASSIGN_OR_RETURN(LoopOutcome measured,
-                          RunClosedLoop(*engine, requests.measured, concurrency, params, on_done));
+  DSCALE_ASSIGN_OR_RETURN(
+      LoopOutcome measured,
+      RunEngineLoop(*engine, requests.measured,
+                    {.concurrency = concurrency, .arrivals = requests.arrivals}, params, on_done));
   return InProcessMetrics(measured, engine->stats().Since(before));
 }
 

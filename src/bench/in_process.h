@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/closed_loop.h"
 #include "bench/manifest.h"
 #include "bench/modes.h"
+#include "bench/request_loop.h"
 #include "budget/sps_table.h"
 #include "budget/verify_budget.h"
 #include "core/status.h"
@@ -38,6 +38,9 @@ Result<std::string> SharedSystemPrompt(const Tokenizer& tokenizer, int32_t token
 struct CellRequests {
   std::vector<LoopRequest> warmup;
   std::vector<LoopRequest> measured;
+  // When each measured request arrives (an open loop, PoissonArrivals); empty: a closed loop.
+  // Warm-up runs closed either way.
+  std::vector<double> arrivals;
   int32_t longest_prompt = 0;
 };
 CellRequests ManifestRequests(const Manifest& manifest,
@@ -76,7 +79,8 @@ struct InProcessModels {
 // checked once, before the first cell runs.
 Status CheckInProcessModes(const InProcessModels& models, std::span<const BenchMode> modes);
 
-// Warm-up loop, then the measured loop, on a fresh engine; metrics cover the measured loop.
+// Warm-up loop, then the measured loop (open where `requests` has arrival times), on a fresh
+// engine with `concurrency` running at most; metrics cover the measured loop.
 // `params` gives max_tokens, temperature and stop ids. `trace` (may be null) gets both loops'
 // steps.
 Result<RunMetrics> RunInProcessCell(const InProcessModels& models, const BenchMode& mode,

@@ -1,5 +1,6 @@
 #include "bench/manifest.h"
 
+#include <cmath>
 #include <numeric>
 #include <utility>
 
@@ -37,6 +38,22 @@ Manifest BuildManifest(int32_t distinct, int32_t warmup, int32_t measured, uint6
     (i < warmup ? m.warmup : m.measured).push_back(prompt);
   }
   return m;
+}
+
+std::vector<double> PoissonArrivals(int32_t count, double rate, uint64_t seed) {
+  DSCALE_CHECK(count >= 0 && rate > 0);
+  std::vector<double> at;
+  at.reserve(static_cast<size_t>(count));
+  // A stream of its own, apart from the manifest's permutation of the same seed.
+  uint64_t state = seed ^ 0xA5A5A5A5A5A5A5A5ull;
+  double t = 0;
+  for (int32_t i = 0; i < count; ++i) {
+    at.push_back(t);
+    // u uniform in (0, 1] from the top 53 bits; the gap −ln(u) / rate is exponential.
+    const double u = static_cast<double>((SplitMix64(state) >> 11) + 1) * 0x1p-53;
+    t += -std::log(u) / rate;
+  }
+  return at;
 }
 
 }  // namespace dscale::bench

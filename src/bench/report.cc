@@ -22,9 +22,14 @@ RunMetrics MetricsFrom(std::span<const RequestSample> samples, double window_s) 
 
 std::optional<CellSummary> Summarize(const Cell& cell) {
   if (cell.runs.empty()) return std::nullopt;
-  std::vector<double> throughputs;
-  for (const RunMetrics& r : cell.runs) throughputs.push_back(r.throughput);
-  CellSummary s{.throughput = Median(throughputs), .spread = RelativeSpread(throughputs)};
+  std::vector<double> throughputs, latencies;
+  for (const RunMetrics& r : cell.runs) {
+    throughputs.push_back(r.throughput);
+    latencies.push_back(r.latency_s.mean);
+  }
+  CellSummary s{.throughput = Median(throughputs),
+                .spread = RelativeSpread(throughputs),
+                .latency_mean = Median(latencies)};
   double best = std::numeric_limits<double>::infinity();
   for (const RunMetrics& r : cell.runs) {
     const double distance = std::abs(r.throughput - s.throughput);
@@ -43,7 +48,8 @@ const Cell* Report::Find(const std::string& mode, const std::string& dataset, in
   return nullptr;
 }
 
-std::vector<RatioRow> ThroughputRatios(const Report& report) {
+std::vector<RatioRow> BaselineRatios(const Report& report) {
+  const bool open = report.request_rate > 0;
   std::vector<RatioRow> rows;
   for (const ModeInfo& mode : report.modes) {
     RatioRow row{.mode = mode.label};
@@ -52,12 +58,16 @@ std::vector<RatioRow> ThroughputRatios(const Report& report) {
       for (int32_t c : report.concurrency) {
         const Cell* cell = report.Find(mode.label, dataset, c);
         const Cell* base = report.Find(report.baseline, dataset, c);
-        const auto a = cell ? Summarize(*cell) : std::nullopt;
-        const auto b = base ? Summarize(*base) : std::nullopt;
         double ratio = std::numeric_limits<double>::quiet_NaN();
-        if (a && b && b->throughput > 0) {
-          ratio = a->throughput / b->throughput;
-          present.push_back(ratio);
+        if (cell != nullptr && base != nullptr && !cell->runs.empty() && !base->runs.empty()) {
+          const CellSummary a = *Summarize(*cell), b = *Summarize(*base);
+          // A ratio of positive figures only (NaN where the divisor is 0).
+          const double num = open ? b.latency_mean : a.throughput;
+          const double den = open ? a.latency_mean : b.throughput;
+          if (den > 0) {
+            ratio = num / den;
+            present.push_back(ratio);
+          }
         }
         row.ratios.push_back(ratio);
       }

@@ -66,11 +66,12 @@ struct Cell {
   std::vector<RunMetrics> runs;  // one per repeat; empty when the mode was not run
 };
 
-// A cell over its repeats: the median throughput and its spread; the other metrics come from
-// the run whose throughput is nearest the median.
+// A cell over its repeats: the median throughput and its spread, and the median of the repeats'
+// mean latencies; the other metrics come from the run whose throughput is nearest the median.
 struct CellSummary {
   double throughput = 0;
   double spread = 0;  // (max − min) / median of the repeats' throughputs
+  double latency_mean = 0;
   const RunMetrics* representative = nullptr;
 };
 std::optional<CellSummary> Summarize(const Cell& cell);
@@ -87,6 +88,8 @@ struct Report {
   std::vector<std::string> datasets;
   std::vector<int32_t> concurrency;
   std::string baseline;                              // mode label the ratios divide by
+  // Requests a second arriving in an open loop (Poisson, at most c in flight); 0: a closed loop.
+  double request_rate = 0;
   bool profile = false;                              // render the step-time breakdown
   nlohmann::json config = nlohmann::json::object();  // the run's settings, echoed in JSON
   std::vector<Cell> cells;
@@ -94,14 +97,15 @@ struct Report {
   const Cell* Find(const std::string& mode, const std::string& dataset, int32_t c) const;
 };
 
-// Throughput of `mode` / throughput of the baseline, per (dataset, c) cell that both measured,
-// and their geometric mean.
+// Per (dataset, c) cell that both measured, and their geometric mean: in a closed loop the
+// throughput of `mode` / the baseline's; in an open loop, where the arrivals set the throughput,
+// the baseline's mean latency / `mode`'s (above 1: the mode serves the same load faster).
 struct RatioRow {
   std::string mode;
   std::vector<double> ratios;  // in (dataset, c) order; NaN where a side is missing
   double geomean = 0;          // over the cells with a ratio; NaN when none
 };
-std::vector<RatioRow> ThroughputRatios(const Report& report);
+std::vector<RatioRow> BaselineRatios(const Report& report);
 
 // Cells whose runs' outputs differ from the baseline mode's in the same (dataset, c) — or
 // between their own repeats — as "mode dataset c=N"; nullopt when no run has a digest.

@@ -21,12 +21,12 @@ std::string Optional(const char* format, const std::optional<double>& value) {
   return value ? Format(format, *value) : "-";
 }
 
-// ratio per (mode, dataset, c), from ThroughputRatios.
+// ratio per (mode, dataset, c), from BaselineRatios.
 using RatioMap = std::map<std::tuple<std::string, std::string, int32_t>, double>;
 
 RatioMap RatiosByCell(const Report& report) {
   RatioMap out;
-  for (const RatioRow& row : ThroughputRatios(report)) {
+  for (const RatioRow& row : BaselineRatios(report)) {
     size_t i = 0;
     for (const std::string& dataset : report.datasets) {
       for (int32_t c : report.concurrency) out[{row.mode, dataset, c}] = row.ratios[i++];
@@ -217,8 +217,13 @@ nlohmann::json RunJson(const RunMetrics& r) {
 std::string RenderTable(const Report& report) {
   const RatioMap ratios = RatiosByCell(report);
   std::string out = MainTable(report, ratios);
-  out += "\nthroughput vs " + report.baseline + ", geometric mean over dataset x concurrency:\n";
-  for (const RatioRow& row : ThroughputRatios(report)) {
+  out +=
+      report.request_rate > 0
+          ? "\nopen loop, " + Format("%.3g", report.request_rate) +
+                " requests/s arriving (Poisson), at most c in flight: " + report.baseline +
+                "'s mean latency / the mode's, geometric mean over dataset x concurrency:\n"
+          : "\nthroughput vs " + report.baseline + ", geometric mean over dataset x concurrency:\n";
+  for (const RatioRow& row : BaselineRatios(report)) {
     out += "  " + row.mode + ": " + Format("%.3fx", row.geomean) + "\n";
   }
   for (const ModeInfo& mode : report.modes) {
@@ -303,7 +308,7 @@ nlohmann::json RenderJson(const Report& report) {
                      {"runs", runs}});
   }
   nlohmann::json geomeans = nlohmann::json::object();
-  for (const RatioRow& row : ThroughputRatios(report)) geomeans[row.mode] = row.geomean;
+  for (const RatioRow& row : BaselineRatios(report)) geomeans[row.mode] = row.geomean;
   nlohmann::json output_check;  // null when no run has output digests
   if (const auto mismatches = OutputMismatches(report)) {
     output_check = {{"identical_to_baseline", mismatches->empty()},

@@ -21,6 +21,7 @@
 #include "bench/datasets.h"
 #include "bench/http_client.h"
 #include "bench/in_process.h"
+#include "bench/manifest.h"
 #include "io/tokenizer/tokenizer.h"
 #include "run_command.h"
 
@@ -116,7 +117,7 @@ TEST(ServerClosedLoop, KeepsCRequestsInFlightAndCountsTokens) {
   std::vector<ChatRequest> requests(9, ChatRequest{.prompt = "hi", .max_tokens = 6});
   int done = 0;
   Result<LoopOutcome> outcome =
-      RunServerClosedLoop({.url = server.url()}, requests, 3, [&] { ++done; });
+      RunServerLoop({.url = server.url()}, requests, {.concurrency = 3}, [&] { ++done; });
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_EQ(done, 9);
   EXPECT_EQ(server.served(), 9);
@@ -131,9 +132,31 @@ TEST(ServerClosedLoop, KeepsCRequestsInFlightAndCountsTokens) {
   EXPECT_GT(outcome->window_s, 0.0);
 }
 
+// An open loop sends no request before its arrival time, and counts its latency from then: a
+// request that waited for the one worker paid that wait too.
+TEST(ServerOpenLoop, SendsAtTheArrivalTimesAndCountsLatencyFromThem) {
+  MockServer server;
+  std::vector<ChatRequest> requests(4, ChatRequest{.prompt = "hi", .max_tokens = 6});
+  const std::vector<double> spread_out = {0.0, 0.2, 0.4, 0.6};
+  Result<LoopOutcome> outcome = RunServerLoop({.url = server.url()}, requests,
+                                              {.concurrency = 3, .arrivals = spread_out}, {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_GE(outcome->window_s, 0.6);
+  EXPECT_EQ(server.peak(), 1);  // each reply (about 30 ms) ends before the next arrival
+  const std::vector<double> together = {0.0, 0.0, 0.0, 0.0};
+  outcome =
+      RunServerLoop({.url = server.url()}, requests, {.concurrency = 1, .arrivals = together}, {});
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  ASSERT_EQ(outcome->samples.size(), 4u);
+  // The last to be served waited for three replies before its own.
+  EXPECT_GE(outcome->samples.back().latency_s, 4 * 0.025);
+  EXPECT_GE(outcome->samples.back().ttft_s, 3 * 0.025);
+}
+
 TEST(ServerClosedLoop, ReportsAnUnreachableServer) {
   std::vector<ChatRequest> requests(2);
-  Result<LoopOutcome> outcome = RunServerClosedLoop({.url = "http://127.0.0.1:1"}, requests, 2, {});
+  Result<LoopOutcome> outcome =
+      RunServerLoop({.url = "http://127.0.0.1:1"}, requests, {.concurrency = 2}, {});
   ASSERT_FALSE(outcome.ok());
   EXPECT_NE(outcome.status().message().find("127.0.0.1:1"), std::string::npos);
 }
@@ -292,6 +315,30 @@ TEST_F(InProcessBench, SweepsModesAndWritesEveryOutput) {
 
 // The bundled drafter ships both predictors: without --predictor and --domino-predictor the
 // dscale and domino+dscale modes load them from its folder, and the report names the files.
+// --request-rate: the measured requests arrive at their Poisson times; the table says so and
+// compares mean latency, and the outputs are the closed loop's (greedy, lossless).
+TEST_F(InProcessBench, AnOpenLoopComparesLatencyAndGeneratesTheSameTokens) {
+  const std::filesystem::path out = dir_ / "open";
+  const auto r = testing::RunDscale(
+      "bench" + Models() +
+      " --datasets gsm8k --concurrency 2 --modes none,fixed:4 --warmup 1 --requests 5"
+      " --max-tokens 6 --request-rate 20 --out " +
+      out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("open loop, 20 requests/s arriving (Poisson)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outputs: every run generated the same tokens as none"), std::string::npos)
+      << r.out;
+  std::ifstream json(out / "results.json");
+  const nlohmann::json j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["config"]["request_rate"], 20.0);
+  // The last measured request arrives at its Poisson time, so the window lasts at least that.
+  const double last_arrival = PoissonArrivals(5, 20.0, 0).back();
+  for (const nlohmann::json& cell : j["cells"]) {
+    EXPECT_EQ(cell["runs"][0]["requests"], 5);
+    EXPECT_GE(cell["runs"][0]["window_s"].get<double>(), last_arrival);
+  }
+}
+
 TEST_F(InProcessBench, PredictorsDefaultToTheDrafterFolders) {
   const std::string drafter = DSCALE_MODELS_DIR "/tiny-dflash";
   const std::filesystem::path out = dir_ / "bundled";

@@ -39,6 +39,28 @@ TEST(Manifest, PermutationIsFixedAcrossPlatforms) {
   EXPECT_EQ(p, SeededPermutation(6, 0));
 }
 
+// An open loop's arrivals: the same times for the same seed, nondecreasing from 0, and gaps of
+// mean 1 / rate whose spread is an exponential's (standard deviation equal to the mean).
+TEST(Manifest, PoissonArrivalsAreSeededAndSpacedAtTheRate) {
+  const std::vector<double> t = PoissonArrivals(20000, 4.0, 3);
+  ASSERT_EQ(t.size(), 20000u);
+  EXPECT_EQ(t, PoissonArrivals(20000, 4.0, 3));
+  EXPECT_NE(t, PoissonArrivals(20000, 4.0, 4));
+  EXPECT_EQ(t[0], 0.0);
+  std::vector<double> gaps;
+  for (size_t i = 1; i < t.size(); ++i) gaps.push_back(t[i] - t[i - 1]);
+  EXPECT_GE(*std::min_element(gaps.begin(), gaps.end()), 0.0);
+  const double mean = Mean(gaps);
+  double square = 0;
+  for (double g : gaps) square += (g - mean) * (g - mean);
+  EXPECT_NEAR(mean, 0.25, 0.25 * 0.03);
+  EXPECT_NEAR(std::sqrt(square / double(gaps.size())), 0.25, 0.25 * 0.05);
+  // Twice the rate, the same draws: every time halves.
+  const std::vector<double> fast = PoissonArrivals(20000, 8.0, 3);
+  EXPECT_NEAR(fast.back(), t.back() / 2, 1e-9 * t.back());
+  EXPECT_TRUE(PoissonArrivals(0, 1.0, 0).empty());
+}
+
 TEST(Stats, PercentileInterpolatesBetweenRanks) {
   const std::vector<double> v = {4, 1, 3, 2};
   EXPECT_DOUBLE_EQ(Percentile(v, 0), 1.0);

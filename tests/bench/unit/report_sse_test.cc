@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/closed_loop.h"
 #include "bench/http_client.h"
 #include "bench/plots.h"
 #include "bench/report.h"
+#include "bench/request_loop.h"
 #include "bench/sweep.h"
 
 namespace dscale::bench {
@@ -78,7 +78,7 @@ TEST(Report, MetricsFromSamples) {
 }
 
 TEST(Report, RatiosAndGeometricMean) {
-  const std::vector<RatioRow> rows = ThroughputRatios(TwoModeReport());
+  const std::vector<RatioRow> rows = BaselineRatios(TwoModeReport());
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_DOUBLE_EQ(rows[0].geomean, 1.0);
   ASSERT_EQ(rows[1].ratios.size(), 2u);
@@ -87,10 +87,34 @@ TEST(Report, RatiosAndGeometricMean) {
   EXPECT_DOUBLE_EQ(rows[1].geomean, 4.0);
 }
 
+// In an open loop the arrivals set the throughput, so the ratios compare mean latency: the
+// baseline's over the mode's, the median of the repeats' means.
+TEST(Report, AnOpenLoopComparesMeanLatency) {
+  Report r = TwoModeReport();
+  r.request_rate = 2.0;
+  auto latency = [](double seconds) {
+    RunMetrics m = FakeRun(10);
+    m.latency_s.mean = seconds;
+    return m;
+  };
+  r.cells[0].runs = {latency(4.0)};
+  r.cells[1].runs = {latency(6.0)};
+  r.cells[2].runs = {latency(2.0)};
+  r.cells[3].runs = {latency(1.0), latency(3.0), latency(2.0)};
+  const std::vector<RatioRow> rows = BaselineRatios(r);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[1].ratios[0], 2.0);
+  EXPECT_DOUBLE_EQ(rows[1].ratios[1], 3.0);
+  EXPECT_NE(RenderTable(r).find("open loop, 2 requests/s arriving (Poisson), at most c in flight: "
+                                "base's mean latency / the mode's"),
+            std::string::npos)
+      << RenderTable(r);
+}
+
 TEST(Report, MissingCellsHaveNoRatio) {
   Report r = TwoModeReport();
   r.cells[3].runs.clear();
-  const std::vector<RatioRow> rows = ThroughputRatios(r);
+  const std::vector<RatioRow> rows = BaselineRatios(r);
   EXPECT_TRUE(std::isnan(rows[1].ratios[1]));
   EXPECT_DOUBLE_EQ(rows[1].geomean, 2.0);
 }

@@ -1,10 +1,13 @@
-#include "bench/closed_loop.h"
+#include "bench/request_loop.h"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <unordered_map>
+
+#include "core/check.h"
 
 namespace dscale::bench {
 
@@ -29,14 +32,32 @@ uint64_t OutputsDigest(std::span<const uint64_t> request_hashes) {
   return h;
 }
 
-Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> requests,
-                                  int32_t concurrency, const GenerationParams& params,
+namespace {
+
+Clock::duration SecondsToDuration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+Result<LoopOutcome> RunEngineLoop(Engine& engine, std::span<const LoopRequest> requests,
+                                  const LoopShape& shape, const GenerationParams& params,
                                   const std::function<void()>& on_done) {
+  DSCALE_CHECK(shape.concurrency >= 1);
+  DSCALE_CHECK(shape.arrivals.empty() || shape.arrivals.size() == requests.size());
+  const bool open = !shape.arrivals.empty();
   LoopOutcome outcome;
   outcome.output_hashes.assign(requests.size(), 0);
   std::unordered_map<RequestId, size_t> manifest_index;
   size_t next = 0;
   int32_t in_flight = 0;
+  const Clock::time_point start = Clock::now();
+  auto arrival = [&](size_t i) { return start + SecondsToDuration(shape.arrivals[i]); };
+  // Whether the next request may be sent now: one is left, a worker is free and it has arrived.
+  auto sendable = [&] {
+    return next < requests.size() && in_flight < shape.concurrency &&
+           (!open || arrival(next) <= Clock::now());
+  };
   auto submit = [&]() -> Status {
     GenerationParams p = params;
     p.sampling.seed = requests[next].seed;
@@ -47,9 +68,12 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
     ++in_flight;
     return Status::Ok();
   };
-  const Clock::time_point start = Clock::now();
-  while (next < requests.size() && in_flight < concurrency) DSCALE_RETURN_IF_ERROR(submit());
-  while (in_flight > 0) {
+  while (next < requests.size() || in_flight > 0) {
+    while (sendable()) DSCALE_RETURN_IF_ERROR(submit());
+    if (in_flight == 0) {  // open loop, idle until the next arrival
+      std::this_thread::sleep_until(arrival(next));
+      continue;
+    }
     const int64_t steps_before = engine.stats().decode_steps;
     DSCALE_ASSIGN_OR_RETURN(bool worked, engine.Step());
     if (!worked) return Status(StatusCode::kInternal, "engine idle with requests in flight");
@@ -59,13 +83,14 @@ Result<LoopOutcome> RunClosedLoop(Engine& engine, std::span<const LoopRequest> r
                                .requests = engine.stats().last_step_requests});
     }
     for (const RequestResult& r : engine.TakeFinished()) {
-      outcome.samples.push_back({.latency_s = SecondsBetween(r.submitted, r.finished),
-                                 .ttft_s = SecondsBetween(r.submitted, r.first_token),
+      const size_t index = manifest_index.at(r.id);
+      const Clock::time_point sent = open ? arrival(index) : r.submitted;
+      outcome.samples.push_back({.latency_s = SecondsBetween(sent, r.finished),
+                                 .ttft_s = SecondsBetween(sent, r.first_token),
                                  .output_tokens = static_cast<int64_t>(r.output_ids.size())});
-      outcome.output_hashes[manifest_index.at(r.id)] = HashTokens(r.output_ids);
+      outcome.output_hashes[index] = HashTokens(r.output_ids);
       --in_flight;
       if (on_done) on_done();
-      if (next < requests.size()) DSCALE_RETURN_IF_ERROR(submit());
     }
   }
   outcome.window_s = SecondsBetween(start, Clock::now());
