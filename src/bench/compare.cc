@@ -37,6 +37,15 @@ Result<PriorCell> ParsePriorCell(const nlohmann::json& j, size_t index) {
     if (!x.ok()) return InvalidArgument(where + "." + key + " must be a number");
     *field = *x;
   }
+  // Written since open loops were added; an older file has no latency to compare.
+  for (const auto& [key, field] : {std::pair{"latency_mean_s", &cell.latency_mean},
+                                   std::pair{"latency_spread", &cell.latency_spread}}) {
+    const nlohmann::json* value = JsonMember(j, key);
+    const Result<double> x =
+        value == nullptr ? Result<double>(NAN) : ReadJsonNumber(*value, where + "." + key);
+    if (!x.ok()) return InvalidArgument(where + "." + key + " must be a number");
+    *field = *x;
+  }
   return cell;
 }
 
@@ -92,7 +101,8 @@ int64_t Agreement::agreeing() const {
 }
 
 Agreement CompareRuns(const Report& now, const PriorRun& prior_run) {
-  Agreement result{.settings_differ = DifferingSettings(now.config, prior_run.config)};
+  Agreement result{.latency = now.request_rate > 0,
+                   .settings_differ = DifferingSettings(now.config, prior_run.config)};
   const std::vector<PriorCell>& before = prior_run.cells;
   for (const Cell& cell : now.cells) {
     const std::optional<CellSummary> s = Summarize(cell);
@@ -101,14 +111,16 @@ Agreement CompareRuns(const Report& now, const PriorRun& prior_run) {
       return p.mode == cell.mode && p.dataset == cell.dataset && p.concurrency == cell.concurrency;
     });
     if (prior == before.end()) continue;
+    const bool latency = result.latency;
     CellAgreement a{.mode = cell.mode,
                     .dataset = cell.dataset,
                     .concurrency = cell.concurrency,
-                    .before = prior->throughput,
-                    .now = s->throughput,
-                    .spread_before = prior->spread,
-                    .spread_now = s->spread};
-    a.difference = prior->throughput > 0 ? std::abs(a.now - a.before) / a.before : NAN;
+                    .before = latency ? prior->latency_mean : prior->throughput,
+                    .now = latency ? s->latency_mean : s->throughput,
+                    .spread_before = latency ? prior->latency_spread : prior->spread,
+                    .spread_now = latency ? s->latency_spread : s->spread};
+    a.difference = a.before > 0 ? std::abs(a.now - a.before) / a.before : NAN;
+    // NaN (an earlier file without latencies) never agrees.
     a.agree = a.difference <= std::max(a.spread_before, a.spread_now);
     result.cells.push_back(std::move(a));
   }
@@ -116,14 +128,18 @@ Agreement CompareRuns(const Report& now, const PriorRun& prior_run) {
 }
 
 std::string RenderAgreement(const Agreement& agreement) {
-  std::string out = "\nagreement with the earlier run (|now - before| / before <= max spread):\n";
+  std::string out = std::string("\nagreement with the earlier run in ") +
+                    (agreement.latency ? "mean latency (s)" : "throughput (tok/s)") +
+                    " (|now - before| / before <= max spread):\n";
   char line[160];
   std::snprintf(line, sizeof(line), "%-10s %-4s %-12s %10s %10s %8s %8s %14s  %s\n", "dataset", "c",
                 "mode", "before", "now", "diff", "spread", "spread_before", "agree");
   out += line;
   for (const CellAgreement& c : agreement.cells) {
     std::snprintf(
-        line, sizeof(line), "%-10s %-4d %-12s %10.1f %10.1f %7.1f%% %7.1f%% %13.1f%%  %s\n",
+        line, sizeof(line),
+        agreement.latency ? "%-10s %-4d %-12s %10.3f %10.3f %7.1f%% %7.1f%% %13.1f%%  %s\n"
+                          : "%-10s %-4d %-12s %10.1f %10.1f %7.1f%% %7.1f%% %13.1f%%  %s\n",
         c.dataset.c_str(), c.concurrency, c.mode.c_str(), c.before, c.now, 100 * c.difference,
         100 * c.spread_now, 100 * c.spread_before, c.agree ? "yes" : "NO");
     out += line;
@@ -149,8 +165,8 @@ nlohmann::json AgreementJson(const Agreement& agreement) {
     cells.push_back({{"mode", c.mode},
                      {"dataset", c.dataset},
                      {"concurrency", c.concurrency},
-                     {"before_tok_s", c.before},
-                     {"now_tok_s", c.now},
+                     {agreement.latency ? "before_latency_s" : "before_tok_s", c.before},
+                     {agreement.latency ? "now_latency_s" : "now_tok_s", c.now},
                      {"spread_before", c.spread_before},
                      {"spread_now", c.spread_now},
                      {"difference", c.difference},

@@ -1,7 +1,8 @@
 #pragma once
 // Repeat agreement: a run compared cell by cell with an earlier run of the same configuration
-// (its results.json). Two runs agree on a cell when their median throughputs differ by no more
-// than the larger of the two spreads the harness reported for that cell:
+// (its results.json). Two runs agree on a cell when their median throughputs (in an open loop,
+// --request-rate, whose arrivals set the throughput: their median mean latencies) differ by no
+// more than the larger of the two spreads the harness reported for that cell:
 //   |now − before| / before ≤ max(spread_now, spread_before),  spread = (max − min) / median.
 // With one repeat per cell the spread is 0 and only identical medians agree, so agreement is
 // meaningful from --repeats 2 up (3 or more is better).
@@ -23,6 +24,8 @@ struct PriorCell {
   int32_t concurrency = 0;
   double throughput = 0;  // median over its repeats
   double spread = 0;
+  // Median over its repeats of their mean latency, and its spread; NaN where the file has none.
+  double latency_mean = 0, latency_spread = 0;
 };
 
 // The measured cells of a results.json document. Errors name the offending field.
@@ -40,13 +43,14 @@ struct CellAgreement {
   std::string mode;
   std::string dataset;
   int32_t concurrency = 0;
-  double before = 0, now = 0;                // median throughputs
+  double before = 0, now = 0;                // median throughputs, or mean latencies (open)
   double spread_before = 0, spread_now = 0;  // relative spreads
   double difference = 0;                     // |now − before| / before
   bool agree = false;
 };
 
 struct Agreement {
+  bool latency = false;              // an open loop: the cells compare mean latency
   std::vector<CellAgreement> cells;  // cells measured in both runs, in the current run's order
   std::vector<std::string> settings_differ;  // config keys whose values differ between the runs
   int64_t agreeing() const;

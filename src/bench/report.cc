@@ -29,7 +29,8 @@ std::optional<CellSummary> Summarize(const Cell& cell) {
   }
   CellSummary s{.throughput = Median(throughputs),
                 .spread = RelativeSpread(throughputs),
-                .latency_mean = Median(latencies)};
+                .latency_mean = Median(latencies),
+                .latency_spread = RelativeSpread(latencies)};
   double best = std::numeric_limits<double>::infinity();
   for (const RunMetrics& r : cell.runs) {
     const double distance = std::abs(r.throughput - s.throughput);

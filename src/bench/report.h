@@ -67,11 +67,13 @@ struct Cell {
 };
 
 // A cell over its repeats: the median throughput and its spread, and the median of the repeats'
-// mean latencies; the other metrics come from the run whose throughput is nearest the median.
+// mean latencies and its spread (what an open loop compares); the other metrics come from the run
+// whose throughput is nearest the median.
 struct CellSummary {
   double throughput = 0;
   double spread = 0;  // (max − min) / median of the repeats' throughputs
   double latency_mean = 0;
+  double latency_spread = 0;
   const RunMetrics* representative = nullptr;
 };
 std::optional<CellSummary> Summarize(const Cell& cell);

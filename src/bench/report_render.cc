@@ -65,8 +65,10 @@ std::string MainTable(const Report& report, const RatioMap& ratios) {
           continue;
         }
         const RunMetrics& r = *s->representative;
+        // The spread of the figure the ratio compares: mean latency in an open loop.
+        const double spread = report.request_rate > 0 ? s->latency_spread : s->spread;
         for (const std::string& v :
-             {Format("%.1f", s->throughput), Format("%.1f%%", 100 * s->spread),
+             {Format("%.1f", s->throughput), Format("%.1f%%", 100 * spread),
               Format("%.3f", r.latency_s.mean), Format("%.3f", r.latency_s.p50),
               Format("%.3f", r.latency_s.p95), Format("%.3f", r.latency_s.p99),
               Format("%.3f", r.ttft_s.p50), Format("%.3f", r.ttft_s.p95), Optional("%.2f", r.tau),
@@ -304,6 +306,8 @@ nlohmann::json RenderJson(const Report& report) {
                      {"concurrency", cell.concurrency},
                      {"throughput_tok_s", s ? nlohmann::json(s->throughput) : nlohmann::json()},
                      {"throughput_spread", s ? nlohmann::json(s->spread) : nlohmann::json()},
+                     {"latency_mean_s", s ? nlohmann::json(s->latency_mean) : nlohmann::json()},
+                     {"latency_spread", s ? nlohmann::json(s->latency_spread) : nlohmann::json()},
                      {"ratio_vs_baseline", ratios.at({cell.mode, cell.dataset, cell.concurrency})},
                      {"runs", runs}});
   }

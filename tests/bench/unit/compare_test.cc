@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,38 @@ TEST(Compare, AgreesWhenTheMediansDifferByLessThanTheLargerSpread) {
   EXPECT_NE(text.find("1 of 2 cells agree"), std::string::npos) << text;
   EXPECT_NE(text.find("NO"), std::string::npos) << text;
   EXPECT_EQ(AgreementJson(agreement)["agreeing"], 1);
+}
+
+// In an open loop the arrivals set the throughput: the runs agree or not on mean latency.
+TEST(Compare, AnOpenLoopComparesMeanLatency) {
+  auto open = [](std::vector<double> c8_latency, std::vector<double> c16_latency) {
+    Report r = ReportWith(std::vector<double>(c8_latency.size(), 100),
+                          std::vector<double>(c16_latency.size(), 100));
+    r.request_rate = 2;
+    for (size_t i = 0; i < c8_latency.size(); ++i)
+      r.cells[0].runs[i].latency_s.mean = c8_latency[i];
+    for (size_t i = 0; i < c16_latency.size(); ++i) {
+      r.cells[1].runs[i].latency_s.mean = c16_latency[i];
+    }
+    return r;
+  };
+  const Result<PriorRun> before = RoundTrip(open({4.0, 4.4, 4.2}, {8.0, 8.2, 8.4}));
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  // Same throughputs throughout; c = 16's latency 20% higher, beyond either spread.
+  const Agreement agreement = CompareRuns(open({4.1, 4.3, 4.2}, {9.9, 10.0, 10.1}), *before);
+  ASSERT_EQ(agreement.cells.size(), 2u);
+  EXPECT_TRUE(agreement.latency);
+  EXPECT_TRUE(agreement.cells[0].agree);
+  EXPECT_DOUBLE_EQ(agreement.cells[1].before, 8.2);
+  EXPECT_DOUBLE_EQ(agreement.cells[1].now, 10.0);
+  EXPECT_FALSE(agreement.cells[1].agree);
+  EXPECT_NE(RenderAgreement(agreement).find("in mean latency (s)"), std::string::npos);
+  EXPECT_TRUE(AgreementJson(agreement)["cells"][1].contains("now_latency_s"));
+  // A closed-loop file has latencies too, but one without them compares nothing and agrees on
+  // nothing.
+  PriorRun old = *before;
+  for (PriorCell& cell : old.cells) cell.latency_mean = cell.latency_spread = NAN;
+  EXPECT_EQ(CompareRuns(open({4.2}, {8.2}), old).agreeing(), 0);
 }
 
 TEST(Compare, OneRepeatHasNoSpreadAndSaysSo) {
