@@ -29,6 +29,8 @@ constexpr double kSlowedResiduals = 3.0;
 constexpr double kResidualFloor = 0.02;
 constexpr double kResidualDecay = 0.9;
 constexpr double kMinSharing = 0.05, kMaxSharing = 2.0;  // σ's range
+// The least growth exponent of the anchors' expert landings in N (AnchorExperts).
+constexpr double kMinAnchorGrowth = 0.25;
 
 // What draft rows whose own experts number `cost` (σ-scaled) add to `awake` of E: each lands on
 // an expert at random, so the share still asleep shrinks as they land — other requests' draft
@@ -37,6 +39,10 @@ constexpr double kMinSharing = 0.05, kMaxSharing = 2.0;  // σ's range
 double AddedExperts(double e, double awake, double cost, double sigma) {
   return (e - awake) * -std::expm1(-sigma * cost / e);
 }
+
+// −ln(1 − x / E): the expected landings per expert that leave x of E awake (x capped half an
+// expert short of E, so the landings stay finite).
+double AnchorLandings(double e, double x) { return -std::log1p(-std::min(x, e - 0.5) / e); }
 
 // The σ for which AddedExperts gives `added`.
 double SharingFor(double e, double awake, double cost, double added) {
@@ -164,14 +170,30 @@ bool ExpertCostModel::ready() const {
 double ExpertCostModel::AnchorExperts(int32_t requests) const {
   const auto size = static_cast<int32_t>(anchor_experts_.size());
   const int32_t n = std::clamp(requests, 0, size - 1);
-  for (int32_t d = 0; d < size; ++d) {
-    for (const int32_t at : {n - d, n + d}) {
-      if (at >= 0 && at < size && anchor_experts_[static_cast<size_t>(at)] >= 0) {
-        return anchor_experts_[static_cast<size_t>(at)];
-      }
-    }
+  const double e = shape_.experts;
+  if (n == 0) return 0;
+  if (anchor_experts_[static_cast<size_t>(n)] >= 0) return anchor_experts_[static_cast<size_t>(n)];
+  int32_t nearest = -1, lo = -1, hi = -1;
+  for (int32_t at = 1; at < size; ++at) {
+    if (anchor_experts_[static_cast<size_t>(at)] < 0) continue;
+    if (nearest < 0 || std::abs(at - n) < std::abs(nearest - n)) nearest = at;
+    if (lo < 0) lo = at;
+    hi = at;
   }
-  return std::min<double>(shape_.experts, double(shape_.top_k) * requests);
+  if (nearest < 0) return std::min<double>(e, double(shape_.top_k) * requests);
+  // Landings grow as N^γ: γ = 1 where other requests' anchors share experts by chance only, less
+  // where they share more (one text's language routes alike), fitted between the smallest and
+  // largest N seen.
+  const auto landings = [&](int32_t at) {
+    return AnchorLandings(e, anchor_experts_[static_cast<size_t>(at)]);
+  };
+  double gamma = 1.0;
+  if (hi > lo) {
+    gamma = std::clamp(std::log(landings(hi) / landings(lo)) / std::log(double(hi) / double(lo)),
+                       kMinAnchorGrowth, 1.0);
+  }
+  const double l = landings(nearest) * std::pow(double(n) / double(nearest), gamma);
+  return -e * std::expm1(-l);
 }
 
 double ExpertCostModel::AwakeExperts(int32_t requests, double prompt_experts) const {

@@ -9,7 +9,9 @@
 //   a request's m consecutive rows wake u(m) distinct experts per sparse layer — measured on the
 //     spans every forward runs (prompt chunks and verified blocks, core/expert_occupancy.h), so
 //     known from the first prefill on; a request's (j+1)-th row adds c_j = u(j+1) − u(j);
-//   a step over N requests wakes X_N experts per layer on its anchors (plain steps measure it),
+//   a step over N requests wakes X_N experts per layer on its anchors (plain steps measure it;
+//     at an N not seen, from the nearest N₀ seen: the asleep share 1 − X/E = exp(−L), L growing
+//     as (N / N₀)^γ, γ fitted between the smallest and largest N seen, 1 with one),
 //     and draft rows whose costs sum to C add (E − X_N) · (1 − exp(−σ · C / E)) more: each of
 //     their own experts lands at random, so the share still asleep shrinks as they land (other
 //     requests' draft rows wake some of the same ones; σ · C · (1 − X_N / E) for few), σ fitted
@@ -73,8 +75,8 @@ class ExpertCostModel {
 
   // [W]: c_j at position j (c_0 = 0: the anchor is verified anyway).
   const std::vector<double>& row_costs() const { return row_costs_; }
-  // Whether a step of anchors only has been seen (the anchors' experts are known, at the nearest
-  // N seen for any other).
+  // Whether a step of anchors only has been seen (the anchors' experts are known, and follow from
+  // the nearest N seen at any other).
   bool ready() const;
   // u(m): the distinct experts per sparse layer among a span's first m rows (any m ≥ 0).
   double SpanExperts(double rows) const;
@@ -93,7 +95,7 @@ class ExpertCostModel {
   double sharing() const { return sigma_; }                         // σ
   double time_ratio() const { return rho_; }                        // ρ
   double row_seconds() const { return row_s_; }                     // r
-  double AnchorExperts(int32_t requests) const;                     // X_N (nearest N seen)
+  double AnchorExperts(int32_t requests) const;                     // X_N
   double SecondsPerExpert(int32_t requests, double plain_s) const;  // t
 
  private:

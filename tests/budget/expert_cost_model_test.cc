@@ -79,7 +79,9 @@ TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
                 /*plain_s=*/0.125);
   ASSERT_TRUE(model.ready());
   EXPECT_EQ(model.AnchorExperts(4), 24);
-  EXPECT_EQ(model.AnchorExperts(5), 24);  // the nearest N seen
+  // At an N not seen, the nearest N seen with its anchors' experts landing as at random: five
+  // anchors leave (1 − 24/128)^(5/4) of the experts asleep.
+  EXPECT_NEAR(model.AnchorExperts(5), 128 * (1 - std::pow(1 - 24.0 / 128, 5.0 / 4)), 1e-9);
   // Draft rows adding 20 experts to their requests' own: those landing on the 104 asleep, each
   // at random, (128 − 24) · (1 − exp(−20/128)); about the asleep share (1 − 24/128) of them.
   const double added = 104 * (1 - std::exp(-20.0 / 128));
@@ -91,6 +93,32 @@ TEST(ExpertCostModelTest, PredictsAStepFromItsAnchorsAndItsDraftRows) {
   EXPECT_DOUBLE_EQ(model.VerifySeconds(4, 6, 20, 0.125), 0.125 + per_expert * added);
   EXPECT_EQ(model.VerifySeconds(4, 0, 0, 0.125), 0.125);
   EXPECT_NEAR(model.Experts(4, 1e6), 128, 1e-9);  // at most every expert
+}
+
+// Under requests arriving over time the plain steps seen may all be at one or two requests while
+// the drafted ones run at many: the anchors' experts there follow the growth the seen N show
+// (ln(1 − X/E) as N^γ), not the nearest N's. The A3B-width pair's anchors woke 8 at one request,
+// 14.4 at two and about 43 at nine.
+TEST(ExpertCostModelTest, AnchorsAtAnUnseenRequestCountGrowAsTheSeenOnesDo) {
+  ExpertCostModel model(A3BLike(), kWidth, 16);
+  model.AddStep(1, 0, 0, /*experts=*/8, 0.09, 0.09);
+  model.AddStep(2, 0, 0, /*experts=*/14.4, 0.105, 0.105);
+  const double l1 = -std::log(1 - 8.0 / 128), l2 = -std::log(1 - 14.4 / 128);
+  const double gamma = std::log(l2 / l1) / std::log(2.0);
+  EXPECT_NEAR(gamma, 0.88, 0.01);  // other requests' anchors share experts beyond chance
+  const double nine = model.AnchorExperts(9);
+  EXPECT_NEAR(nine, 128 * (1 - std::exp(-l2 * std::pow(4.5, gamma))), 1e-9);
+  EXPECT_NEAR(nine, 43, 0.1 * 43);
+  EXPECT_EQ(model.AnchorExperts(2), 14.4);  // a seen N as seen
+  // More requests never wake fewer experts, and never more than E.
+  for (int n = 1; n < 16; ++n) EXPECT_LT(model.AnchorExperts(n), model.AnchorExperts(n + 1));
+  EXPECT_LT(model.AnchorExperts(16), 128);
+  // Every expert awake at one N seen (a long prompt's worth of anchors): still finite and at most
+  // E.
+  ExpertCostModel saturated(A3BLike(), kWidth, 16);
+  saturated.AddStep(12, 0, 0, /*experts=*/128, 0.4, 0.4);
+  EXPECT_LE(saturated.AnchorExperts(14), 128);
+  EXPECT_GT(saturated.AnchorExperts(6), 100);
 }
 
 // Prompt chunks riding in the verify pass wake u(P) each (the points measured up to 64 rows, the
