@@ -16,8 +16,8 @@ namespace dscale::bench {
 
 // One finished request of the measured window.
 struct RequestSample {
-  double latency_s = 0;  // finished − submitted
-  double ttft_s = 0;     // first token − submitted
+  double latency_s = 0;  // finished − submitted (in an open loop, − arrived)
+  double ttft_s = 0;     // first token − submitted (or arrived)
   int64_t output_tokens = 0;
 };
 
