@@ -86,7 +86,8 @@ ExpertCostModel::ExpertCostModel(ExpertShape shape, int width, int32_t max_reque
       width_(width),
       occupancy_sum_(ExpertOccupancy::kPoints, 0.0),
       occupancy_count_(ExpertOccupancy::kPoints, 0.0),
-      anchor_experts_(static_cast<size_t>(max_requests) + 1, -1.0) {
+      anchor_seen_(static_cast<size_t>(max_requests) + 1, -1.0),
+      anchor_experts_(anchor_seen_.size(), 0.0) {
   DSCALE_CHECK(shape_.sparse() && shape_.top_k >= 1 && shape_.top_k <= shape_.experts);
   DSCALE_CHECK(shape_.expert_share > 0 && shape_.expert_share < 1 && width >= 2);
   UpdateRowCosts();
@@ -163,37 +164,46 @@ double ExpertCostModel::PromptExperts(std::span<const int32_t> chunks) const {
 }
 
 bool ExpertCostModel::ready() const {
-  return std::any_of(anchor_experts_.begin(), anchor_experts_.end(),
-                     [](double x) { return x >= 0; });
+  return std::any_of(anchor_seen_.begin(), anchor_seen_.end(), [](double x) { return x >= 0; });
 }
 
-double ExpertCostModel::AnchorExperts(int32_t requests) const {
-  const auto size = static_cast<int32_t>(anchor_experts_.size());
-  const int32_t n = std::clamp(requests, 0, size - 1);
+// X_N for every N from the N seen: as seen where seen; elsewhere carried from the nearest N₀
+// seen, the landings growing as N^γ — γ = 1 where other requests' anchors share experts by chance
+// only, less where they share more (one text's language routes alike), fitted between the
+// smallest and largest N seen.
+void ExpertCostModel::UpdateAnchorExperts() {
+  const auto size = static_cast<int32_t>(anchor_seen_.size());
   const double e = shape_.experts;
-  if (n == 0) return 0;
-  if (anchor_experts_[static_cast<size_t>(n)] >= 0) return anchor_experts_[static_cast<size_t>(n)];
-  int32_t nearest = -1, lo = -1, hi = -1;
+  const auto seen = [&](int32_t at) { return anchor_seen_[static_cast<size_t>(at)]; };
+  int32_t lo = -1, hi = -1;
   for (int32_t at = 1; at < size; ++at) {
-    if (anchor_experts_[static_cast<size_t>(at)] < 0) continue;
-    if (nearest < 0 || std::abs(at - n) < std::abs(nearest - n)) nearest = at;
+    if (seen(at) < 0) continue;
     if (lo < 0) lo = at;
     hi = at;
   }
-  if (nearest < 0) return std::min<double>(e, double(shape_.top_k) * requests);
-  // Landings grow as N^γ: γ = 1 where other requests' anchors share experts by chance only, less
-  // where they share more (one text's language routes alike), fitted between the smallest and
-  // largest N seen.
-  const auto landings = [&](int32_t at) {
-    return AnchorLandings(e, anchor_experts_[static_cast<size_t>(at)]);
-  };
+  if (lo < 0) return;
   double gamma = 1.0;
   if (hi > lo) {
-    gamma = std::clamp(std::log(landings(hi) / landings(lo)) / std::log(double(hi) / double(lo)),
+    gamma = std::clamp(std::log(AnchorLandings(e, seen(hi)) / AnchorLandings(e, seen(lo))) /
+                           std::log(double(hi) / double(lo)),
                        kMinAnchorGrowth, 1.0);
   }
-  const double l = landings(nearest) * std::pow(double(n) / double(nearest), gamma);
-  return -e * std::expm1(-l);
+  for (int32_t n = 1; n < size; ++n) {
+    int32_t nearest = lo;  // ties to the smaller N
+    for (int32_t at = lo; at <= hi; ++at) {
+      if (seen(at) >= 0 && std::abs(at - n) < std::abs(nearest - n)) nearest = at;
+    }
+    const double l =
+        AnchorLandings(e, seen(nearest)) * std::pow(double(n) / double(nearest), gamma);
+    anchor_experts_[static_cast<size_t>(n)] = nearest == n ? seen(n) : -e * std::expm1(-l);
+  }
+}
+
+double ExpertCostModel::AnchorExperts(int32_t requests) const {
+  const int32_t n = std::clamp(requests, 0, static_cast<int32_t>(anchor_experts_.size()) - 1);
+  if (n == 0) return 0;
+  if (!ready()) return std::min<double>(shape_.experts, double(shape_.top_k) * requests);
+  return anchor_experts_[static_cast<size_t>(n)];
 }
 
 double ExpertCostModel::AwakeExperts(int32_t requests, double prompt_experts) const {
@@ -222,11 +232,11 @@ double ExpertCostModel::VerifySeconds(int32_t requests, double draft_rows, doubl
 void ExpertCostModel::AddStep(int32_t requests, int64_t draft_rows, double cost, double experts,
                               double verify_s, double plain_s) {
   if (experts <= 0 || requests <= 0) return;
-  const auto n =
-      static_cast<size_t>(std::min<int32_t>(requests, int32_t(anchor_experts_.size()) - 1));
+  const auto n = static_cast<size_t>(std::min<int32_t>(requests, int32_t(anchor_seen_.size()) - 1));
   if (draft_rows <= 0) {
-    double& x = anchor_experts_[n];
+    double& x = anchor_seen_[n];
     x = x < 0 ? experts : (1 - kSmoothing) * x + kSmoothing * experts;
+    UpdateAnchorExperts();
     return;
   }
   if (!ready()) return;

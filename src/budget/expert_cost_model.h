@@ -100,6 +100,7 @@ class ExpertCostModel {
 
  private:
   void UpdateRowCosts();
+  void UpdateAnchorExperts();
   // ρ and r from the drafted steps seen: y = verify − plain ≈ ρ · a + r · b, a the experts'
   // prior seconds (t / ρ · added), b the draft rows; a step slowed by other work counts at a
   // bound above the prediction.
@@ -113,7 +114,8 @@ class ExpertCostModel {
   std::vector<double> points_rows_, points_experts_;
   double tail_slope_ = 0;
   std::vector<double> row_costs_;                        // [W]
-  std::vector<double> anchor_experts_;                   // [max_requests + 1]; < 0: not seen
+  std::vector<double> anchor_seen_;     // [max_requests + 1]: X_N measured; < 0: not seen
+  std::vector<double> anchor_experts_;  // [max_requests + 1]: X_N for every N (UpdateAnchorExperts)
   double sigma_ = 1.0, rho_ = 1.0, row_s_ = 0.0;
   bool sigma_seen_ = false;
   // Decayed sums of the time fit's normal equations: Σ a², Σ ab, Σ b², Σ ay, Σ by.
