@@ -62,6 +62,7 @@ struct ServeArgs {
   bool reuse_port = false;
   bool tile_routing = true;
   bool prefix_cache = true;
+  int32_t prefix_cache_states = EngineConfig{}.prefix_cache_states;
   bool mixed_prefill = true;
   int32_t prompt_wait_steps = EngineConfig{}.prompt_wait_steps;
   BudgetFlags budget;
@@ -113,17 +114,13 @@ Result<std::unique_ptr<Engine>> MakeServeEngine(const ServeArgs& args, const Len
   DSCALE_ASSIGN_OR_RETURN(const int64_t kv_tokens, ServeKvTokens(args, runtime));
   std::printf("dscale serve: KV cache of %lld positions (%s)\n", static_cast<long long>(kv_tokens),
               std::string(KvDtypeName(args.kv_dtype)).c_str());
-  // A shared prefix's pages hold K/V but not the recurrent state after them.
-  const bool recurrent = runtime.target->config().HasLinearAttentionLayers();
-  if (recurrent && args.prefix_cache) {
-    std::printf("dscale serve: prefix caching off (the target has linear_attention layers)\n");
-  }
   return MakeEngine(runtime,
                     {.policy = policy,
                      .max_running = args.max_running,
                      .kv_tokens = kv_tokens,
                      .kv_dtype = args.kv_dtype,
-                     .prefix_cache = args.prefix_cache && !recurrent,
+                     .prefix_cache = args.prefix_cache,
+                     .prefix_cache_states = args.prefix_cache_states,
                      .tile_routing = args.tile_routing,
                      .mixed_prefill = args.mixed_prefill,
                      .prompt_wait_steps = args.prompt_wait_steps,
@@ -356,6 +353,12 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("!--no-prefix-cache", args->prefix_cache,
                 "Compute every prompt in full instead of reusing the KV pages of earlier requests "
                 "that start the same way");
+  cmd->add_option("--prefix-cache-states", args->prefix_cache_states,
+                  "A hybrid target (linear_attention layers): prompt prefixes whose recurrent "
+                  "state is kept for reuse, at most (each takes the state's size; 0: a hybrid's "
+                  "prompts are computed in full)")
+      ->check(AtLeast(0))
+      ->capture_default_str();
   AddMixedPrefillFlag(cmd, &args->mixed_prefill);
   AddPromptWaitOption(cmd, &args->prompt_wait_steps);
   AddStepTraceOption(cmd, &args->step_trace);

@@ -123,17 +123,19 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   if (!config.policy.UsesDrafter()) drafter = nullptr;
   const int32_t block = drafter ? drafter->block_size() : 1;
   DSCALE_RETURN_IF_ERROR(CheckDraftSampling(config.draft_sampling, config.policy, backend));
-  if (target.config().HasLinearAttentionLayers() && config.prefix_cache) {
-    return InvalidArgument(
-        "prefix caching: the target has linear_attention layers, whose recurrent state a shared "
-        "prefix does not carry; turn prefix caching off");
-  }
   if (config.kv_tokens < 1) return InvalidArgument("kv_tokens: must be at least 1");
   // The whole cache may be written: it must fit in memory with the models loaded.
   const int64_t kv_positions =
       (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
   DSCALE_RETURN_IF_ERROR(
       CheckKvFitsInMemory(kv_positions, KvBytesPerPosition(target, drafter, config.kv_dtype)));
+  if (config.prefix_cache_states < 0) {
+    return InvalidArgument("prefix_cache_states: must be at least 0");
+  }
+  if (config.prefix_cache) {
+    DSCALE_RETURN_IF_ERROR(CheckPrefixStatesFitInMemory(
+        config.prefix_cache_states, CacheShape(target, config).recurrent.BytesPerSequence()));
+  }
   const int64_t max_kv_tokens = MaxKvPositions(config.page_size);  // slots are int32
   if (config.kv_tokens > max_kv_tokens) {
     return InvalidArgument("kv_tokens: expected 1 to " + std::to_string(max_kv_tokens) +
@@ -173,7 +175,7 @@ Engine::Engine(StepBackend& backend, std::unique_ptr<StepBackend> owned, EngineC
       sparse_layers_(target_.config().SparseLayerCount()),
       cache_(CacheShape(target_, config_)),
       planner_(std::move(planner)) {
-  if (config_.prefix_cache) cache_.EnablePrefixCache();
+  if (config_.prefix_cache) cache_.EnablePrefixCache(config_.prefix_cache_states);
   if (drafter_ != nullptr) drafter_->Bind(cache_);
   prefill_.EnsureCapacity(config_.prefill_budget, config_.max_running);
   step_.blocks.EnsureCapacity(config_.max_running * std::max(block_, 1), config_.max_running);
@@ -265,7 +267,12 @@ void Engine::Admit() {
   std::vector<RequestState*> short_of_pages;  // passed over in this pass if a later one starts
   for (auto it = queue_.begin(); it != queue_.end() && running() < config_.max_running;) {
     RequestState& r = **it;
-    if (GroupAtShare(r) || (config_.prefix_cache && WaitsForSharedPrefill(r))) {
+    if (GroupAtShare(r)) {
+      ++it;
+      continue;
+    }
+    if (RequestState* writer = config_.prefix_cache ? SharedPrefillToWaitFor(r) : nullptr) {
+      KeepStateWhereShared(*writer, r);
       ++it;
       continue;
     }
@@ -310,12 +317,15 @@ bool Engine::TryStart(RequestState& r) {
   // Cached pages may hold the prompt's start, up to its last token (whose logits give the
   // first output token, so it is always computed), with the drafter's rows where it drafts.
   const int32_t page_size = cache_.shape().page_size;
-  const std::vector<int32_t> shared = cache_.MatchPrefix(
+  std::vector<int32_t> shared = cache_.MatchPrefix(
       std::span(r.tokens).first(r.prompt_len), (r.prompt_len - 1) / page_size, drafter_ != nullptr);
+  const auto matched_pages = static_cast<int32_t>(shared.size());
+  shared.resize(static_cast<size_t>(cache_.ResumablePages(shared)));
   const auto shared_pages = static_cast<int32_t>(shared.size());
   if (PagesFor(r) - shared_pages > cache_.FreePagesSharing(shared)) return false;
   r.seq = cache_.AddSequence(shared);
   r.prefilled = shared_pages * page_size;
+  PlanKeptStates(r, matched_pages);
   stats_.prefix_query_tokens += config_.prefix_cache ? r.prompt_len : 0;
   stats_.prefix_hit_tokens += r.prefilled;
   r.draft_context = drafter_ != nullptr && planner_.FeedNewRequest();
@@ -372,9 +382,29 @@ std::vector<RequestResult> Engine::TakeFinished() {
   return done;
 }
 
-bool Engine::WaitsForSharedPrefill(const RequestState& r) const {
+bool Engine::KeepsPrefixStates() const {
+  return config_.prefix_cache && config_.prefix_cache_states > 0 &&
+         target_.config().HasLinearAttentionLayers();
+}
+
+// A hybrid target's request keeps its recurrent state where a later prompt may resume: where
+// its match with the cached pages ended (a shared prefix, e.g. a system turn, ends about there:
+// the next request that shares it resumes at that page), and at its prompt's last whole page (a
+// repeat, or the next turn of a conversation).
+void Engine::PlanKeptStates(RequestState& r, int32_t matched_pages) const {
+  r.state_points.clear();
+  if (!KeepsPrefixStates()) return;
   const int32_t page_size = cache_.shape().page_size;
-  if ((r.prompt_len - 1) / page_size == 0) return false;  // no page of r could be reused
+  for (const int32_t at : {matched_pages * page_size, (r.prompt_len - 1) / page_size * page_size}) {
+    if (at > r.prefilled && (r.state_points.empty() || at > r.state_points.back())) {
+      r.state_points.push_back(at);
+    }
+  }
+}
+
+RequestState* Engine::SharedPrefillToWaitFor(const RequestState& r) const {
+  const int32_t page_size = cache_.shape().page_size;
+  if ((r.prompt_len - 1) / page_size == 0) return nullptr;  // no page of r could be reused
   const auto first_page = std::span(r.tokens).first(page_size);
   for (const auto& owned : running_) {
     const RequestState& other = *owned;
@@ -382,9 +412,27 @@ bool Engine::WaitsForSharedPrefill(const RequestState& r) const {
     // only when the drafter holds them (Admit's MatchPrefix).
     if (other.prefill_done() || other.cancelled || other.prompt_len < page_size) continue;
     if (drafter_ != nullptr && !other.draft_context) continue;
-    if (std::ranges::equal(first_page, std::span(other.tokens).first(page_size))) return true;
+    if (std::ranges::equal(first_page, std::span(other.tokens).first(page_size))) {
+      return owned.get();
+    }
   }
-  return false;
+  return nullptr;
+}
+
+// The writer of a shared prompt start keeps its recurrent state where the prompt of a request
+// waiting for its pages parts from its own (a system turn's end, say), so that the waiting
+// request, and every later one with that start, resumes there.
+void Engine::KeepStateWhereShared(RequestState& writer, const RequestState& reader) const {
+  if (!KeepsPrefixStates()) return;
+  const auto written = std::span(writer.tokens).first(writer.prompt_len);
+  const auto common = static_cast<int32_t>(
+      std::ranges::mismatch(written, std::span(reader.tokens).first(reader.prompt_len)).in1 -
+      written.begin());
+  const int32_t page_size = cache_.shape().page_size;
+  const int32_t at = std::min(common, reader.prompt_len - 1) / page_size * page_size;
+  std::vector<int32_t>& points = writer.state_points;
+  if (at <= writer.prefilled || std::ranges::binary_search(points, at)) return;
+  points.insert(std::ranges::upper_bound(points, at), at);
 }
 
 void Engine::PublishPages(const RequestState& r, int32_t written) {

@@ -80,6 +80,9 @@ struct EngineConfig {
   // Automatic prefix caching (kv/prefix_index.h): a prompt starting with the tokens of full
   // pages an earlier request wrote shares those pages instead of prefilling them again.
   bool prefix_cache = false;
+  // A hybrid target's prefix caching: the recurrent states kept after published pages, at most
+  // (each RecurrentStateShape::BytesPerSequence; kv/recurrent_snapshots.h).
+  int32_t prefix_cache_states = 16;
   int32_t prefill_chunk = 512;    // prompt rows per request per step
   int32_t prefill_budget = 2048;  // prompt rows per step over all requests
   bool tile_routing = true;       // 16-row tile for verification/drafting; off: 128 everywhere
@@ -246,10 +249,17 @@ class Engine {
   int32_t PagesFor(int64_t prompt_len, int32_t max_tokens) const;
   // CheckRequest's length rule (OutOfRange naming "prompt" or "max_tokens").
   Status CheckRequestLength(int64_t prompt_len, int64_t max_tokens) const;
-  // True when a running request is still prefilling a prompt whose first page r's prompt starts
-  // with: r waits until those pages are published, then reuses them rather than computing them
+  // A running request still prefilling a prompt whose first page r's prompt starts with, or
+  // null: r waits until those pages are published, then reuses them rather than computing them
   // again (n choices of one prompt, a system prompt that many requests send at once).
-  bool WaitsForSharedPrefill(const RequestState& r) const;
+  RequestState* SharedPrefillToWaitFor(const RequestState& r) const;
+  // Prefix caching on a hybrid target with room for recurrent states: prompts keep theirs at
+  // some page ends (kv/recurrent_snapshots.h).
+  bool KeepsPrefixStates() const;
+  // A hybrid target's `writer` keeps its recurrent state where `reader`'s prompt parts from it.
+  void KeepStateWhereShared(RequestState& writer, const RequestState& reader) const;
+  // r.state_points, for a request whose prompt matched `matched_pages` cached pages.
+  void PlanKeptStates(RequestState& r, int32_t matched_pages) const;
   // Publishes r's full pages of written positions for reuse (prefix caching).
   void PublishPages(const RequestState& r, int32_t written);
 

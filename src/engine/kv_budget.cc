@@ -81,4 +81,15 @@ Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position) {
       "number of requests running at once");
 }
 
+Status CheckPrefixStatesFitInMemory(int64_t states, int64_t bytes_per_state) {
+  const int64_t needed = states * bytes_per_state;
+  if (needed == 0) return Status::Ok();
+  DSCALE_ASSIGN_OR_RETURN(const int64_t available, AvailableMemoryBytes());
+  if (needed <= available) return Status::Ok();
+  return ResourceExhausted("prefix_cache_states: " + std::to_string(states) +
+                           " recurrent states × " + std::to_string(bytes_per_state) +
+                           " bytes = " + GiB(needed) + ", but only " + GiB(available) +
+                           " of memory is available with the models loaded; keep fewer");
+}
+
 }  // namespace dscale

@@ -55,4 +55,8 @@ Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction);
 // memory available now (the models are already loaded, so their weights are not counted twice).
 Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position);
 
+// The same for a hybrid target's prefix caching: kResourceExhausted naming prefix_cache_states
+// when `states` recurrent states of `bytes_per_state` exceed the memory available now.
+Status CheckPrefixStatesFitInMemory(int64_t states, int64_t bytes_per_state);
+
 }  // namespace dscale

@@ -28,6 +28,9 @@ struct RequestState {
   int32_t passed_over = 0;
   // Decode steps its prompt waited for others to share its pass (Engine::PromptWaitsForCompany).
   int32_t prompt_waits = 0;
+  // A hybrid target's prefix caching: prompt positions (page ends, ascending, past `prefilled`)
+  // where the prompt's chunks end and its recurrent state is kept (Engine::PlanKeptStates).
+  std::vector<int32_t> state_points;
   FinishReason finish = FinishReason::kNone;
   RequestResult result;
   std::vector<TokenLogprobs> logprobs;  // one per output token when params.logprobs asked

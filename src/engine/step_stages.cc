@@ -58,7 +58,8 @@ void Engine::PlanPromptChunks() {
   for (auto& owned : running_) {
     RequestState& r = *owned;
     if (r.prefill_done() || r.cancelled || budget == 0) continue;
-    const int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
+    int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
+    if (!r.state_points.empty()) n = std::min(n, r.state_points.front() - r.prefilled);
     budget -= n;
     prompt_requests_.push_back(&r);
     prompt_rows_.push_back(n);
@@ -94,8 +95,13 @@ void Engine::FinishPromptChunks(const TargetPass& pass, int32_t first_span,
                                 int64_t first_logits_row) {
   stats_.prefill_rows += prefill_.rows();
   // Every prompt row is kept (a hybrid target's recurrent state moves past the chunk).
-  for (RequestState* r : prompt_requests_)
+  for (RequestState* r : prompt_requests_) {
     target_.CommitSequenceState(cache_, r->seq, r->prefilled);
+    if (!r->state_points.empty() && r->state_points.front() == r->prefilled) {
+      cache_.KeepRecurrentState(r->seq, std::span(r->tokens).first(r->prefilled));
+      r->state_points.erase(r->state_points.begin());
+    }
+  }
   FeedDrafter(pass, prompt_requests_, prompt_rows_, first_span);
 
   // Chunk i's one logits row (its last row's) is row first_logits_row + i of the pass.

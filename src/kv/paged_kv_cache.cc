@@ -126,10 +126,12 @@ PagedKvCache::PagedKvCache(const KvCacheShape& shape)
                    "KV slots must fit int32");
 }
 
-void PagedKvCache::EnablePrefixCache() {
+void PagedKvCache::EnablePrefixCache(int32_t recurrent_states) {
   DSCALE_CHECK_MSG(num_sequences() == 0, "prefix caching starts on an empty cache");
+  DSCALE_CHECK(recurrent_states >= 0);
   prefix_.emplace(shape_.num_pages, shape_.page_size);
   refs_.assign(static_cast<size_t>(shape_.num_pages), 0);
+  snapshots_ = RecurrentSnapshots(shape_.recurrent.empty() ? 0 : recurrent_states);
 }
 
 int32_t PagedKvCache::TakePage() {
@@ -137,6 +139,7 @@ int32_t PagedKvCache::TakePage() {
   if (page < 0 && prefix_) {
     page = prefix_->EvictOldest();
     DSCALE_CHECK(page >= 0 && refs_[page] == 0);
+    snapshots_.Drop(page);
   }
   DSCALE_CHECK_MSG(page >= 0, "no page to take");
   if (prefix_) refs_[page] = 1;
@@ -170,9 +173,22 @@ std::vector<int32_t> PagedKvCache::MatchPrefix(std::span<const int32_t> tokens, 
   return pages;
 }
 
+int32_t PagedKvCache::ResumablePages(std::span<const int32_t> pages) const {
+  if (shape_.recurrent.empty()) return static_cast<int32_t>(pages.size());
+  auto n = static_cast<int32_t>(pages.size());
+  while (n > 0 && !snapshots_.Has(pages[static_cast<size_t>(n) - 1])) --n;
+  return n;
+}
+
+int32_t PagedKvCache::PublishedPageFor(std::span<const int32_t> tokens) const {
+  const auto pages = static_cast<int32_t>(tokens.size()) / shape_.page_size;
+  const std::vector<int32_t> match = MatchPrefix(tokens, pages, /*draft_rows=*/false);
+  return pages > 0 && static_cast<int32_t>(match.size()) == pages ? match.back() : -1;
+}
+
 void PagedKvCache::PublishPrefix(int32_t seq, std::span<const int32_t> tokens, bool draft_rows) {
   if (!prefix_) return;
-  const Sequence& s = Live(seq);
+  Sequence& s = Live(seq);
   const int32_t ps = shape_.page_size;
   const auto full = std::min<size_t>(tokens.size() / ps, s.pages.size());
   int32_t parent = -1;
@@ -180,10 +196,32 @@ void PagedKvCache::PublishPrefix(int32_t seq, std::span<const int32_t> tokens, b
     const int32_t page = s.pages[i];
     if (!prefix_->published(page) &&
         !prefix_->Publish(page, parent, tokens.subspan(i * ps, ps), draft_rows)) {
-      return;
+      break;
     }
     parent = page;
   }
+  std::erase_if(s.kept_states, [&](const KeptState& kept) {
+    if (static_cast<size_t>(kept.length) > tokens.size()) return false;
+    const int32_t page = PublishedPageFor(tokens.first(static_cast<size_t>(kept.length)));
+    if (page >= 0) snapshots_.Put(page, kept.values);
+    return page >= 0;
+  });
+}
+
+void PagedKvCache::KeepRecurrentState(int32_t seq, std::span<const int32_t> tokens) {
+  if (!prefix_ || snapshots_.capacity() == 0) return;
+  Sequence& s = Live(seq);
+  const auto length = static_cast<int32_t>(tokens.size());
+  DSCALE_CHECK_MSG(
+      length > 0 && length % shape_.page_size == 0 && recurrent_.position(seq) == length,
+      "a recurrent state is kept at a page's end, where it stands");
+  const std::span<const float> state = recurrent_.Committed(seq);
+  if (const int32_t page = PublishedPageFor(tokens); page >= 0) {
+    snapshots_.Put(page, state);
+    return;
+  }
+  std::erase_if(s.kept_states, [&](const KeptState& kept) { return kept.length == length; });
+  s.kept_states.push_back({.length = length, .values = {state.begin(), state.end()}});
 }
 
 int32_t PagedKvCache::FreePagesSharing(std::span<const int32_t> shared) const {
@@ -203,8 +241,8 @@ int32_t PagedKvCache::AddSequence(std::span<const int32_t> shared) {
   }
   sequences_[id] = Sequence{.live = true, .length = 0, .pages = {}};
   DSCALE_CHECK(shared.empty() || prefix_);
-  DSCALE_CHECK_MSG(shared.empty() || shape_.recurrent.empty(),
-                   "shared pages cannot restore a recurrent state");
+  DSCALE_CHECK_MSG(ResumablePages(shared) == static_cast<int32_t>(shared.size()),
+                   "a hybrid target's shared pages end at one carrying a recurrent state");
   recurrent_.Reset(id);
   for (const int32_t page : shared) {
     prefix_->Acquire(page);
@@ -212,6 +250,9 @@ int32_t PagedKvCache::AddSequence(std::span<const int32_t> shared) {
     sequences_[id].pages.push_back(page);
   }
   sequences_[id].length = static_cast<int32_t>(shared.size()) * shape_.page_size;
+  if (!shape_.recurrent.empty() && !shared.empty()) {
+    recurrent_.Restore(id, snapshots_.Use(shared.back()), sequences_[id].length);
+  }
   return id;
 }
 

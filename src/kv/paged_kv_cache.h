@@ -19,6 +19,9 @@
 // with published pages of earlier ones (kv/prefix_index.h) and share them; a published page no
 // sequence holds stays cached, counts as free, and is evicted (least recently released first)
 // only when a page is needed and none is free.
+// A hybrid target's sequence also needs the recurrent state after the shared pages: it may start
+// only with pages the last of which carries one (kv/recurrent_snapshots.h; KeepRecurrentState
+// makes them, ResumablePages bounds a match by them).
 
 #include <cstdint>
 #include <optional>
@@ -30,6 +33,7 @@
 #include "kernels/cpu/attention.h"
 #include "kv/kv_dtype.h"
 #include "kv/prefix_index.h"
+#include "kv/recurrent_snapshots.h"
 #include "kv/recurrent_state.h"
 #include "kv/zero_mapped_bytes.h"
 
@@ -121,17 +125,28 @@ class PagedKvCache {
   // Releases every page of `seq` (freed, or kept cached when published); the id becomes invalid.
   void RemoveSequence(int32_t seq);
 
-  // Prefix caching from now on (before any sequence exists).
-  void EnablePrefixCache();
+  // Prefix caching from now on (before any sequence exists), with at most `recurrent_states`
+  // pages carrying a hybrid target's recurrent state (none without linear-attention layers).
+  void EnablePrefixCache(int32_t recurrent_states = 0);
   bool prefix_cache() const { return prefix_.has_value(); }
   // The published pages holding tokens[0 .. k · page_size) for the largest k ≤ max_pages, each
   // with the drafter's rows too when `draft_rows`. Empty without prefix caching.
   std::vector<int32_t> MatchPrefix(std::span<const int32_t> tokens, int32_t max_pages,
                                    bool draft_rows) const;
+  // How many of `pages` (a MatchPrefix) a new sequence may start with: all of them without
+  // linear-attention layers, else up to the last that carries a recurrent state.
+  int32_t ResumablePages(std::span<const int32_t> pages) const;
   // Publishes the full pages of `seq` holding `tokens` (its positions 0 .. tokens.size() − 1,
   // whose K/V rows are written and final), in order, stopping at the first that another page
-  // already stands for. No-op without prefix caching.
+  // already stands for; then the state KeepRecurrentState kept goes to the page that now stands
+  // for its prefix. No-op without prefix caching.
   void PublishPrefix(int32_t seq, std::span<const int32_t> tokens, bool draft_rows);
+  // A hybrid target's `seq` stands after its first tokens.size() positions, a whole number of
+  // pages (`tokens`: theirs), its recurrent state committed there: the page standing for that
+  // prefix carries a copy of the state, now if one is published, else once PublishPrefix
+  // publishes one (a prompt's pages are published when its prefill ends, so the copies of its
+  // chunks' ends wait until then). No-op without prefix caching.
+  void KeepRecurrentState(int32_t seq, std::span<const int32_t> tokens);
   // Free pages once `shared` are taken by a new sequence (cached ones among them stop counting).
   int32_t FreePagesSharing(std::span<const int32_t> shared) const;
 
@@ -168,10 +183,16 @@ class PagedKvCache {
   uint64_t id() const { return id_; }
 
  private:
+  struct KeptState {
+    int32_t length = 0;  // the prefix it stands after
+    std::vector<float> values;
+  };
   struct Sequence {
     bool live = false;
     int32_t length = 0;
     std::vector<int32_t> pages;
+    // KeepRecurrentState's copies waiting for their pages to be published.
+    std::vector<KeptState> kept_states;
   };
   const Sequence& Live(int32_t seq) const;
   Sequence& Live(int32_t seq);
@@ -179,6 +200,8 @@ class PagedKvCache {
   int32_t TakePage();
   // A sequence lets go of `page`.
   void ReleasePage(int32_t page);
+  // The published page standing for `tokens` (whole pages), or −1.
+  int32_t PublishedPageFor(std::span<const int32_t> tokens) const;
 
   KvCacheShape shape_;
   PageAllocator allocator_;
@@ -188,6 +211,7 @@ class PagedKvCache {
   std::vector<int32_t> free_ids_;
   std::optional<PrefixIndex> prefix_;
   std::vector<int32_t> refs_;  // [num_pages] sequences holding each page (prefix caching)
+  RecurrentSnapshots snapshots_;  // the states after published pages (a hybrid target's)
   uint64_t id_;
 };
 

@@ -53,6 +53,20 @@ int32_t RecurrentStates::position(int32_t seq) const { return Live(seq).position
 
 int32_t RecurrentStates::pending_rows(int32_t seq) const { return Live(seq).pending; }
 
+std::span<const float> RecurrentStates::Committed(int32_t seq) const {
+  const Sequence& s = Live(seq);
+  DSCALE_CHECK_MSG(s.pending == 0, "a state is copied once committed");
+  return s.values;
+}
+
+void RecurrentStates::Restore(int32_t seq, std::span<const float> values, int32_t position) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(s.position == 0 && s.pending == 0 && values.size() == s.values.size());
+  DSCALE_CHECK(position >= 0);
+  std::copy(values.begin(), values.end(), s.values.begin());
+  s.position = position;
+}
+
 void RecurrentStates::BeginSpan(int32_t seq, int32_t rows) {
   Sequence& s = Live(seq);
   DSCALE_CHECK_MSG(s.pending == 0, "a span starts from a committed state");

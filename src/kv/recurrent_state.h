@@ -13,10 +13,13 @@
 // sequence still pending): all the rows — the working copy becomes the state — or a prefix of
 // them — the kept rows' inputs are replayed from the committed state through the same kernels,
 // so the state holds the same bits the verify computed after its last accepted row, and a
-// rejected draft leaves nothing behind. Prefix caching cannot share these states and is refused
-// for hybrid targets. Not thread-safe (owned by the engine thread).
+// rejected draft leaves nothing behind. Each row advances the state on its own, in row order, so
+// the state after a position holds the same bits however the rows before it were split into
+// spans: prefix caching copies it at a page's end (kv/recurrent_snapshots.h) and a later
+// sequence starts from the copy. Not thread-safe (owned by the engine thread).
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -48,6 +51,11 @@ class RecurrentStates {
 
   int32_t position(int32_t seq) const;
   int32_t pending_rows(int32_t seq) const;
+  // The committed state (nothing may be pending): per linear layer its conv values, then its
+  // delta values.
+  std::span<const float> Committed(int32_t seq) const;
+  // `seq`, just Reset, continues from `values`: a committed state standing after `position`.
+  void Restore(int32_t seq, std::span<const float> values, int32_t position);
   // A forward of `rows` rows from the committed position (nothing may be pending): the working
   // copy starts as the committed state.
   void BeginSpan(int32_t seq, int32_t rows);

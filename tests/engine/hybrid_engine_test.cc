@@ -57,14 +57,16 @@ INSTANTIATE_TEST_SUITE_P(Weights, HybridMoeEngineTest,
                            return info.param == WeightsMode::kInt4 ? "int4" : "bf16";
                          });
 
-// Prefix caching cannot restore a recurrent state: refused for a hybrid target by name.
-TEST(HybridEngineConfigTest, PrefixCachingIsRefused) {
+// A negative bound on the prefix states kept is refused by name.
+TEST(HybridEngineConfigTest, ANegativeCountOfPrefixStatesIsRefused) {
   const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
   DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kF32));
-  const auto engine = Engine::Create(
-      target, nullptr, {.policy = LengthPolicy::Parse("none").value(), .prefix_cache = true});
+  const auto engine = Engine::Create(target, nullptr,
+                                     {.policy = LengthPolicy::Parse("none").value(),
+                                      .prefix_cache = true,
+                                      .prefix_cache_states = -1});
   ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("linear_attention"), std::string::npos)
+  EXPECT_NE(engine.status().message().find("prefix_cache_states"), std::string::npos)
       << engine.status().message();
 }
 

@@ -83,6 +83,16 @@ TEST(KvBudgetTest, ACacheLargerThanMemoryIsAClearError) {
   EXPECT_NE(s.message().find("--kv-tokens"), std::string::npos) << s.message();
 }
 
+TEST(KvBudgetTest, PrefixStatesLargerThanMemoryAreAClearError) {
+  EXPECT_TRUE(CheckPrefixStatesFitInMemory(16, 1 << 20).ok());
+  EXPECT_TRUE(CheckPrefixStatesFitInMemory(1 << 20, 0).ok());  // a dense target keeps none
+  const Status s = CheckPrefixStatesFitInMemory(1 << 20, int64_t{1} << 30);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("prefix_cache_states: 1048576 recurrent states × 1073741824 bytes"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(KvBudgetTest, EngineRefusesACacheThatCannotFit) {
   const DecoderConfig config = testing::EngineTestTargetConfig();
   DecoderModel target(config, RandomDecoderWeights(config, 1, DType::kF32));

@@ -1,7 +1,8 @@
 // Prefix caching through the engine: requests whose prompts share starts (system prompts, a
 // conversation's earlier turns, prompts equal but for the last token) reuse the pages earlier
 // requests wrote, and the outputs are those of the engine without the cache, in every mode,
-// also when the cache is small enough that cached pages are evicted all the time.
+// also when the cache is small enough that cached pages are evicted all the time; on a hybrid
+// target with the recurrent states kept after some pages, bit for bit in every log-probability.
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "model/random_checkpoint.h"
 #include "planted_drafter.h"
 
 namespace dscale {
@@ -144,6 +146,95 @@ TEST_F(PrefixCacheEngineTest, TheDrafterReadsTheCachedContextRows) {
   // Float noise moves logits by a few BF16 roundings of K/V at most; context rows that were
   // missing or stale would move them by about their own size.
   EXPECT_LE(worst, 0.02f * largest) << "largest logit " << largest;
+}
+
+// A hybrid target (Gated DeltaNet layers among attention layers) resumes a shared prefix from
+// the recurrent state kept after its last page: the first request of a start keeps the state at
+// its prompt's last whole page, the next ones at the page where their match ended, and every later
+// prompt of that start resumes there. Greedy tokens and every log-probability equal the uncached
+// engine's bit for bit in each mode, with a roomy cache and with one that evicts pages (and their
+// states) all the time, with room for many states and for one.
+TEST(HybridPrefixCacheEngineTest, OutputsAndLogprobsEqualTheUncachedEngineBitForBit) {
+  const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
+  DecoderModel target = testing::RandomTarget(c, WeightsMode::kAsStored);
+  const auto prompts = SharedPrefixPrompts(c.vocab_size);
+  testing::PlantedDrafter planted(target, 16, /*salt=*/13);
+  const GenerationParams params{.max_tokens = 10, .logprobs = {.enabled = true, .top = 2}};
+  for (const char* mode : {"none", "dflash", "fixed:4"}) {
+    Drafter* drafter = std::string(mode) == "none" ? nullptr : &planted;
+    for (const int64_t kv_tokens : {int64_t{1} << 14, int64_t{4} * 96}) {
+      for (const int32_t states : {16, 1}) {
+        EngineConfig config{
+            .policy = LengthPolicy::Parse(mode).value(), .max_running = 4, .kv_tokens = kv_tokens};
+        const EngineRun plain = RunPrompts(target, drafter, config, prompts, params);
+        config.prefix_cache = true;
+        config.prefix_cache_states = states;
+        const EngineRun cached = RunPrompts(target, drafter, config, prompts, params);
+        const std::string what = std::string(mode) + " kv_tokens=" + std::to_string(kv_tokens) +
+                                 " states=" + std::to_string(states);
+        EXPECT_EQ(testing::FirstDifference(cached.outputs, plain.outputs), "") << what;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          const auto& got = cached.results[i].logprobs;
+          const auto& want = plain.results[i].logprobs;
+          ASSERT_EQ(got.size(), want.size()) << what << " prompt " << i;
+          for (size_t t = 0; t < got.size(); ++t) {
+            EXPECT_EQ(got[t].logprob, want[t].logprob) << what << " prompt " << i << " token " << t;
+            ASSERT_EQ(got[t].top.size(), want[t].top.size()) << what;
+            for (size_t k = 0; k < got[t].top.size(); ++k) {
+              EXPECT_EQ(got[t].top[k].logprob, want[t].top[k].logprob) << what;
+            }
+          }
+        }
+        // With room, nearly every prompt after the first ones resumes two pages in or more; with
+        // one state, the three starts taking turns evict each other's, and only a prompt that
+        // follows one of its own start resumes.
+        EXPECT_GE(cached.stats.prefix_hit_tokens, (states > 1 ? 22 : 1) * 32) << what;
+        EXPECT_EQ(cached.stats.prefill_rows + cached.stats.prefix_hit_tokens,
+                  plain.stats.prefill_rows)
+            << what;
+        EXPECT_EQ(cached.free_pages_after, cached.total_pages) << what;
+      }
+    }
+  }
+}
+
+// Four prompts behind one start of 37 tokens, submitted together: the first writes the start's
+// pages and, learning that the others wait for them, keeps its state where their prompts part
+// from its own (32 positions in, before its own last whole page at 48); the other three resume
+// there.
+TEST(HybridPrefixCacheEngineTest, RequestsSubmittedTogetherResumeWhereTheirPromptsPart) {
+  const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
+  DecoderModel target = testing::RandomTarget(c, WeightsMode::kAsStored);
+  const auto vocab = static_cast<int32_t>(c.vocab_size) - 3;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t i = 0; i < 4; ++i) {
+    std::vector<int32_t> p(37);
+    for (int32_t j = 0; j < 37; ++j) p[j] = (j * 7 + 3) % vocab;
+    for (int32_t j = 0; j < 20 + i; ++j) p.push_back((31 * i + j) % vocab);
+    prompts.push_back(std::move(p));
+  }
+  EngineConfig config{.policy = LengthPolicy::Parse("none").value(), .max_running = 4};
+  const EngineRun plain = RunPrompts(target, nullptr, config, prompts, {.max_tokens = 6});
+  config.prefix_cache = true;
+  const EngineRun cached = RunPrompts(target, nullptr, config, prompts, {.max_tokens = 6});
+  EXPECT_EQ(testing::FirstDifference(cached.outputs, plain.outputs), "");
+  EXPECT_EQ(cached.stats.prefix_hit_tokens, 3 * 32);
+  EXPECT_EQ(cached.stats.prefill_rows, plain.stats.prefill_rows - 3 * 32);
+}
+
+// Without room for a state, a hybrid's prompts are computed in full (and the same).
+TEST(HybridPrefixCacheEngineTest, NoStatesKeptMeansNoPagesShared) {
+  const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
+  DecoderModel target = testing::RandomTarget(c, WeightsMode::kAsStored);
+  const auto prompts = SharedPrefixPrompts(c.vocab_size);
+  EngineConfig config{.policy = LengthPolicy::Parse("none").value(), .max_running = 4};
+  const EngineRun plain = RunPrompts(target, nullptr, config, prompts, {.max_tokens = 6});
+  config.prefix_cache = true;
+  config.prefix_cache_states = 0;
+  const EngineRun cached = RunPrompts(target, nullptr, config, prompts, {.max_tokens = 6});
+  EXPECT_EQ(testing::FirstDifference(cached.outputs, plain.outputs), "");
+  EXPECT_EQ(cached.stats.prefix_hit_tokens, 0);
+  EXPECT_EQ(cached.stats.prefill_rows, plain.stats.prefill_rows);
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
 // Prefix caching in the paged KV cache: published pages are found by their token prefix, shared
 // with reference counts, kept after their sequences end, and evicted least recently released
-// first only when a page is needed and none is free.
+// first only when a page is needed and none is free; a hybrid target's pages share only up to one
+// that carries the recurrent state after it.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
 #include <vector>
 
 #include "kv/paged_kv_cache.h"
 #include "kv/prefix_index.h"
+#include "kv/recurrent_snapshots.h"
 
 namespace dscale {
 namespace {
@@ -118,6 +122,116 @@ TEST(PrefixCacheTest, WithoutPrefixCachingNothingIsKept) {
   EXPECT_TRUE(cache.MatchPrefix(Tokens(8), 2, false).empty());
   cache.RemoveSequence(a);
   EXPECT_EQ(cache.free_pages(), 2);
+}
+
+// A hybrid's cache: model layer 0 a linear-attention layer (a state of 2 conv and 3 delta
+// values), layer 1 an attention layer.
+KvCacheShape HybridShape(int32_t num_pages) {
+  KvCacheShape shape = Shape(num_pages);
+  shape.attention_index = {-1, 0};
+  shape.recurrent = {
+      .linear_index = {0, -1}, .conv_values = 2, .delta_values = 3, .input_values = 1};
+  return shape;
+}
+
+// `seq` advanced by `rows` positions to a state of five values from `first` on.
+void Advance(PagedKvCache& cache, int32_t seq, int32_t rows, float first) {
+  RecurrentStates& states = cache.recurrent();
+  states.BeginSpan(seq, rows);
+  float* working = states.WorkingConv(seq, 0);
+  for (int i = 0; i < 5; ++i) working[i] = first + static_cast<float>(i);
+  states.AdoptWorking(seq);
+}
+
+std::vector<float> Committed(PagedKvCache& cache, int32_t seq) {
+  const std::span<const float> state = cache.recurrent().Committed(seq);
+  return {state.begin(), state.end()};
+}
+
+TEST(HybridPrefixCacheTest, ASequenceResumesOnlyAfterAPageCarryingItsState) {
+  PagedKvCache cache(HybridShape(8));
+  cache.EnablePrefixCache(/*recurrent_states=*/4);
+  const int32_t a = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(a, 10).ok());
+  Advance(cache, a, 8, 1.0f);
+  // Kept before its pages are published: it waits for them.
+  cache.KeepRecurrentState(a, Tokens(8));
+  const std::vector<float> at_eight = Committed(cache, a);
+  Advance(cache, a, 2, 50.0f);
+  cache.PublishPrefix(a, Tokens(10), false);
+  const std::vector<int32_t> pages = cache.MatchPrefix(Tokens(10), 2, false);
+  ASSERT_EQ(pages.size(), 2u);
+  EXPECT_EQ(cache.ResumablePages(pages), 2);
+  EXPECT_EQ(cache.ResumablePages(std::span(pages).first(1)), 0);  // no state after page one
+  // b resumes after both pages with a's state there, not a's state now.
+  const int32_t b = cache.AddSequence(pages);
+  EXPECT_EQ(cache.recurrent().position(b), 8);
+  EXPECT_EQ(Committed(cache, b), at_eight);
+  // Kept where a published page stands already: carried at once.
+  const int32_t c = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(c, 4).ok());
+  Advance(cache, c, 4, 7.0f);
+  cache.KeepRecurrentState(c, Tokens(4));
+  EXPECT_EQ(cache.ResumablePages(std::span(pages).first(1)), 1);
+  const int32_t d = cache.AddSequence(std::span(pages).first(1));
+  EXPECT_EQ(cache.recurrent().position(d), 4);
+  EXPECT_EQ(Committed(cache, d), Committed(cache, c));
+}
+
+TEST(HybridPrefixCacheTest, StatesGoLeastRecentlyUsedFirstAndWithTheirPages) {
+  PagedKvCache cache(HybridShape(4));
+  cache.EnablePrefixCache(/*recurrent_states=*/1);
+  const int32_t a = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(a, 8).ok());
+  Advance(cache, a, 4, 1.0f);
+  cache.KeepRecurrentState(a, Tokens(4));
+  Advance(cache, a, 4, 2.0f);
+  cache.KeepRecurrentState(a, Tokens(8));  // both copies wait for their pages
+  cache.PublishPrefix(a, Tokens(8), false);
+  const std::vector<int32_t> pages = cache.MatchPrefix(Tokens(8), 2, false);
+  // Room for one: the later copy carried last stays.
+  EXPECT_EQ(cache.ResumablePages(pages), 2);
+  EXPECT_EQ(cache.ResumablePages(std::span(pages).first(1)), 0);
+  // One state at most: keeping another drops the older.
+  const int32_t b = cache.AddSequence(std::span(pages).first(2));
+  Advance(cache, b, 0 + 4, 3.0f);
+  ASSERT_TRUE(cache.Reserve(b, 12).ok());
+  cache.PublishPrefix(b, Tokens(12), false);
+  cache.KeepRecurrentState(b, Tokens(12));
+  const std::vector<int32_t> three = cache.MatchPrefix(Tokens(12), 3, false);
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(cache.ResumablePages(three), 3);
+  EXPECT_EQ(cache.ResumablePages(std::span(three).first(2)), 0);
+  // The page evicted for another sequence's room takes its state along.
+  cache.RemoveSequence(a);
+  cache.RemoveSequence(b);
+  const int32_t c = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(c, 16).ok());
+  EXPECT_TRUE(cache.MatchPrefix(Tokens(12), 3, false).empty());
+  cache.RemoveSequence(c);
+  const int32_t d = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(d, 12).ok());
+  cache.PublishPrefix(d, Tokens(12, 500), false);
+  EXPECT_EQ(cache.ResumablePages(cache.MatchPrefix(Tokens(12, 500), 3, false)), 0);
+}
+
+TEST(RecurrentSnapshotsTest, KeepsAtMostItsCapacityLeastRecentlyUsedFirst) {
+  RecurrentSnapshots snapshots(2);
+  const std::vector<float> one = {1.0f}, two = {2.0f}, three = {3.0f};
+  snapshots.Put(5, one);
+  snapshots.Put(6, two);
+  EXPECT_EQ(snapshots.Use(5)[0], 1.0f);  // 6 is now the least recently used
+  snapshots.Put(7, three);
+  EXPECT_TRUE(snapshots.Has(5));
+  EXPECT_FALSE(snapshots.Has(6));
+  EXPECT_TRUE(snapshots.Has(7));
+  snapshots.Put(5, three);  // the same prefix: kept as it was
+  EXPECT_EQ(snapshots.Use(5)[0], 1.0f);
+  snapshots.Drop(5);
+  EXPECT_EQ(snapshots.size(), 1);
+  RecurrentSnapshots none(0);
+  none.Put(1, one);
+  EXPECT_FALSE(none.Has(1));
 }
 
 }  // namespace
