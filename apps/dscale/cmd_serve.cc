@@ -91,15 +91,18 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Runtime& runtime,
 
 // --kv-tokens, or by default room for every running request at the full context length (with
 // the positions each reserves past it for its last step's block, KvPositionsForRequest), capped
-// at 90% of the memory available with the models loaded (rows take memory only once written,
-// but every slot may be).
+// at 90% of the memory available with the models loaded, less a hybrid target's recurrent
+// states (rows take memory only once written, but every slot may be).
 Result<int64_t> ServeKvTokens(const ServeArgs& args, Runtime& runtime) {
   if (args.kv_tokens > 0) return args.kv_tokens;
   StepBackend& backend = *runtime.main.backend;
   TargetModel& target = backend.target();
+  const int64_t state_bytes = RecurrentStateBytes(target, args.max_running,
+                                                  args.prefix_cache ? args.prefix_cache_states : 0);
   DSCALE_ASSIGN_OR_RETURN(
       const int64_t fit,
-      KvTokensThatFit(KvBytesPerPosition(target, backend.drafter(), args.kv_dtype), 0.9));
+      KvTokensThatFit(KvBytesPerPosition(target, backend.drafter(), args.kv_dtype), 0.9,
+                      state_bytes));
   const int32_t page_size = EngineConfig{}.page_size;
   // With the block the engine stages per request (1 when the policy runs no drafter).
   const int64_t full =

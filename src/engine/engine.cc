@@ -124,18 +124,17 @@ Result<std::unique_ptr<Engine>> Engine::Create(StepBackend& backend,
   const int32_t block = drafter ? drafter->block_size() : 1;
   DSCALE_RETURN_IF_ERROR(CheckDraftSampling(config.draft_sampling, config.policy, backend));
   if (config.kv_tokens < 1) return InvalidArgument("kv_tokens: must be at least 1");
-  // The whole cache may be written: it must fit in memory with the models loaded.
-  const int64_t kv_positions =
-      (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
-  DSCALE_RETURN_IF_ERROR(
-      CheckKvFitsInMemory(kv_positions, KvBytesPerPosition(target, drafter, config.kv_dtype)));
   if (config.prefix_cache_states < 0) {
     return InvalidArgument("prefix_cache_states: must be at least 0");
   }
-  if (config.prefix_cache) {
-    DSCALE_RETURN_IF_ERROR(CheckPrefixStatesFitInMemory(
-        config.prefix_cache_states, CacheShape(target, config).recurrent.BytesPerSequence()));
-  }
+  // The whole cache may be written, and every state held: they must fit in memory with the
+  // models loaded.
+  const int64_t kv_positions =
+      (config.kv_tokens + config.page_size - 1) / config.page_size * config.page_size;
+  DSCALE_RETURN_IF_ERROR(CheckKvFitsInMemory(
+      kv_positions, KvBytesPerPosition(target, drafter, config.kv_dtype),
+      RecurrentStateBytes(target, config.max_running,
+                          config.prefix_cache ? config.prefix_cache_states : 0)));
   const int64_t max_kv_tokens = MaxKvPositions(config.page_size);  // slots are int32
   if (config.kv_tokens > max_kv_tokens) {
     return InvalidArgument("kv_tokens: expected 1 to " + std::to_string(max_kv_tokens) +

@@ -58,38 +58,43 @@ Result<int64_t> AvailableMemoryBytes() {
   return IoError("/proc/meminfo: no \"MemAvailable: N kB\" line");
 }
 
-int64_t KvTokensThatFitIn(int64_t available_bytes, int64_t bytes_per_position, double fraction) {
+int64_t RecurrentStateBytes(int64_t bytes_per_state, int64_t max_running, int64_t prefix_states) {
+  return bytes_per_state * (2 * max_running + prefix_states);
+}
+
+int64_t RecurrentStateBytes(const TargetModel& target, int64_t max_running, int64_t prefix_states) {
+  const int64_t bytes_per_state =
+      target.KvShape(/*page_size=*/1, /*num_pages=*/1).recurrent.BytesPerSequence();
+  return RecurrentStateBytes(bytes_per_state, max_running, prefix_states);
+}
+
+int64_t KvTokensThatFitIn(int64_t available_bytes, int64_t bytes_per_position, double fraction,
+                          int64_t reserved_bytes) {
   if (bytes_per_position <= 0) return int64_t{1} << 40;
-  return static_cast<int64_t>(static_cast<double>(available_bytes) * fraction) / bytes_per_position;
+  const auto room = static_cast<int64_t>(static_cast<double>(available_bytes) * fraction);
+  return std::max<int64_t>(0, room - reserved_bytes) / bytes_per_position;
 }
 
-Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction) {
+Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction,
+                                int64_t reserved_bytes) {
   DSCALE_ASSIGN_OR_RETURN(const int64_t available, AvailableMemoryBytes());
-  return KvTokensThatFitIn(available, bytes_per_position, fraction);
+  return KvTokensThatFitIn(available, bytes_per_position, fraction, reserved_bytes);
 }
 
-Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position) {
-  const int64_t needed = positions * bytes_per_position;
+Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position, int64_t state_bytes) {
+  const int64_t needed = positions * bytes_per_position + state_bytes;
   if (needed == 0) return Status::Ok();
   DSCALE_ASSIGN_OR_RETURN(const int64_t available, AvailableMemoryBytes());
   if (needed <= available) return Status::Ok();
+  const std::string states =
+      state_bytes > 0 ? " + " + GiB(state_bytes) + " of recurrent states" : std::string();
   return ResourceExhausted(
       "KV cache of " + std::to_string(positions) + " positions × " +
-      std::to_string(bytes_per_position) + " bytes (K and V of every layer) = " + GiB(needed) +
-      ", but only " + GiB(available) +
-      " of memory is available with the models loaded; lower --kv-tokens or the "
-      "number of requests running at once");
-}
-
-Status CheckPrefixStatesFitInMemory(int64_t states, int64_t bytes_per_state) {
-  const int64_t needed = states * bytes_per_state;
-  if (needed == 0) return Status::Ok();
-  DSCALE_ASSIGN_OR_RETURN(const int64_t available, AvailableMemoryBytes());
-  if (needed <= available) return Status::Ok();
-  return ResourceExhausted("prefix_cache_states: " + std::to_string(states) +
-                           " recurrent states × " + std::to_string(bytes_per_state) +
-                           " bytes = " + GiB(needed) + ", but only " + GiB(available) +
-                           " of memory is available with the models loaded; keep fewer");
+      std::to_string(bytes_per_position) + " bytes (K and V of every layer)" + states + " = " +
+      GiB(needed) + ", but only " + GiB(available) +
+      " of memory is available with the models loaded; lower --kv-tokens, the number of "
+      "requests running at once" +
+      (state_bytes > 0 ? std::string(" or --prefix-cache-states") : std::string()));
 }
 
 }  // namespace dscale

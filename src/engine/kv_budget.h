@@ -44,19 +44,26 @@ int64_t KvTokensForDemand(int64_t requests, int64_t longest_prompt, int64_t max_
 // counting reclaimable page cache.
 Result<int64_t> AvailableMemoryBytes();
 
-// The most positions of `bytes_per_position` that fit in `fraction` of `available_bytes`
-// (unbounded, 2^40, when a position costs nothing).
-int64_t KvTokensThatFitIn(int64_t available_bytes, int64_t bytes_per_position, double fraction);
+// The bytes a hybrid target's recurrent states may take beside the K/V (kv/recurrent_state.h):
+// each of `max_running` requests' state and its working copy while a verify is pending, and the
+// `prefix_states` the prefix cache keeps (kv/recurrent_snapshots.h). 0 without such layers.
+int64_t RecurrentStateBytes(int64_t bytes_per_state, int64_t max_running, int64_t prefix_states);
+// The same for `target`'s state (RecurrentStateShape::BytesPerSequence).
+int64_t RecurrentStateBytes(const TargetModel& target, int64_t max_running, int64_t prefix_states);
+
+// The most positions of `bytes_per_position` that fit in `fraction` of `available_bytes` less
+// `reserved_bytes` (other memory the engine will take; unbounded, 2^40, when a position costs
+// nothing).
+int64_t KvTokensThatFitIn(int64_t available_bytes, int64_t bytes_per_position, double fraction,
+                          int64_t reserved_bytes = 0);
 
 // KvTokensThatFitIn the memory available now (AvailableMemoryBytes).
-Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction);
+Result<int64_t> KvTokensThatFit(int64_t bytes_per_position, double fraction,
+                                int64_t reserved_bytes = 0);
 
-// kResourceExhausted naming the sizes when `positions` of `bytes_per_position` exceed the
-// memory available now (the models are already loaded, so their weights are not counted twice).
-Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position);
-
-// The same for a hybrid target's prefix caching: kResourceExhausted naming prefix_cache_states
-// when `states` recurrent states of `bytes_per_state` exceed the memory available now.
-Status CheckPrefixStatesFitInMemory(int64_t states, int64_t bytes_per_state);
+// kResourceExhausted naming the sizes when `positions` of `bytes_per_position` and
+// `state_bytes` of recurrent states (RecurrentStateBytes) exceed the memory available now (the
+// models are already loaded, so their weights are not counted twice).
+Status CheckKvFitsInMemory(int64_t positions, int64_t bytes_per_position, int64_t state_bytes = 0);
 
 }  // namespace dscale

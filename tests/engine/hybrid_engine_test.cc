@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <tuple>
 
@@ -57,17 +58,22 @@ INSTANTIATE_TEST_SUITE_P(Weights, HybridMoeEngineTest,
                            return info.param == WeightsMode::kInt4 ? "int4" : "bf16";
                          });
 
-// A negative bound on the prefix states kept is refused by name.
-TEST(HybridEngineConfigTest, ANegativeCountOfPrefixStatesIsRefused) {
+// A negative bound on the prefix states kept is refused by name, and so is one whose states
+// the memory cannot hold.
+TEST(HybridEngineConfigTest, PrefixStatesOutOfRangeOrBeyondMemoryAreRefused) {
   const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
   DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kF32));
-  const auto engine = Engine::Create(target, nullptr,
-                                     {.policy = LengthPolicy::Parse("none").value(),
-                                      .prefix_cache = true,
-                                      .prefix_cache_states = -1});
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("prefix_cache_states"), std::string::npos)
-      << engine.status().message();
+  for (const int32_t states : {-1, std::numeric_limits<int32_t>::max()}) {
+    const auto engine = Engine::Create(target, nullptr,
+                                       {.policy = LengthPolicy::Parse("none").value(),
+                                        .prefix_cache = true,
+                                        .prefix_cache_states = states});
+    ASSERT_FALSE(engine.ok()) << states;
+    const std::string& message = engine.status().message();
+    EXPECT_NE(message.find(states < 0 ? "prefix_cache_states" : "--prefix-cache-states"),
+              std::string::npos)
+        << message;
+  }
 }
 
 }  // namespace

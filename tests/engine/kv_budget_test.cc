@@ -83,14 +83,18 @@ TEST(KvBudgetTest, ACacheLargerThanMemoryIsAClearError) {
   EXPECT_NE(s.message().find("--kv-tokens"), std::string::npos) << s.message();
 }
 
-TEST(KvBudgetTest, PrefixStatesLargerThanMemoryAreAClearError) {
-  EXPECT_TRUE(CheckPrefixStatesFitInMemory(16, 1 << 20).ok());
-  EXPECT_TRUE(CheckPrefixStatesFitInMemory(1 << 20, 0).ok());  // a dense target keeps none
-  const Status s = CheckPrefixStatesFitInMemory(1 << 20, int64_t{1} << 30);
+TEST(KvBudgetTest, RecurrentStatesCountBesideTheKvCache) {
+  // Each running request's state and its working copy, and the prefix cache's.
+  EXPECT_EQ(RecurrentStateBytes(1000, 16, 4), 1000 * (2 * 16 + 4));
+  EXPECT_EQ(RecurrentStateBytes(0, 16, 4), 0);  // a target without linear-attention layers
+  EXPECT_EQ(KvTokensThatFitIn(int64_t{3} << 30, 1 << 20, 0.5, int64_t{512} << 20), 1024);
+  EXPECT_EQ(KvTokensThatFitIn(1000, 7, 1.0, 2000), 0);  // the states alone exceed the room
+  EXPECT_TRUE(CheckKvFitsInMemory(1024, 1024, 1 << 20).ok());
+  const Status s = CheckKvFitsInMemory(1024, 1024, int64_t{1} << 50);
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(s.message().find("prefix_cache_states: 1048576 recurrent states × 1073741824 bytes"),
-            std::string::npos)
+  EXPECT_NE(s.message().find("+ 1048576.00 GiB of recurrent states"), std::string::npos)
       << s.message();
+  EXPECT_NE(s.message().find("--prefix-cache-states"), std::string::npos) << s.message();
 }
 
 TEST(KvBudgetTest, EngineRefusesACacheThatCannotFit) {
