@@ -185,6 +185,8 @@ class Engine {
   int32_t block_size() const { return block_; }  // W (1 without a drafter)
   int32_t free_kv_pages() const { return cache_.free_pages(); }
   int32_t total_kv_pages() const { return cache_.shape().num_pages; }
+  // A hybrid target's recurrent states kept for the prefix cache (kv/recurrent_snapshots.h).
+  int32_t prefix_cache_states() const { return cache_.recurrent_snapshots(); }
   const StepStats& stats() const { return stats_; }
   const EngineConfig& config() const { return config_; }
 

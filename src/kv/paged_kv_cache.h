@@ -178,6 +178,8 @@ class PagedKvCache {
     return allocator_.free_pages() + (prefix_ ? prefix_->evictable_count() : 0);
   }
   int32_t num_sequences() const;
+  // The recurrent states published pages carry (prefix caching on a hybrid target).
+  int32_t recurrent_snapshots() const { return snapshots_.size(); }
   // Distinct for every cache constructed in this process: lets a model that keeps K/V rows of
   // its own (DeviceTarget) tell which cache's page tables a batch refers to.
   uint64_t id() const { return id_; }

@@ -249,6 +249,7 @@ void EngineLoop::Publish() {
   metrics_.running = engine_.running();
   metrics_.free_kv_pages = engine_.free_kv_pages();
   metrics_.total_kv_pages = engine_.total_kv_pages();
+  metrics_.prefix_cache_states = engine_.prefix_cache_states();
 }
 
 EngineMetrics EngineLoop::Metrics() const {

@@ -96,6 +96,9 @@ void RenderRequests(const MetricsSnapshot& snapshot, Writer& w) {
         int64_t{m.request_slots});
   w.One("kv_pages_free", "gauge", "Free KV cache pages.", int64_t{m.free_kv_pages});
   w.One("kv_pages_total", "gauge", "KV cache pages.", int64_t{m.total_kv_pages});
+  w.One("prefix_cache_states", "gauge",
+        "A hybrid target: recurrent states the prefix cache keeps after reusable pages.",
+        int64_t{m.prefix_cache_states});
   w.One("draining", "gauge", "1 while the server finishes in-flight requests before exiting.",
         int64_t{snapshot.draining ? 1 : 0});
   w.One("http_connections_open", "gauge", "Open client connections.",

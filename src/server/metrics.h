@@ -8,6 +8,8 @@
 //   prompt_tokens_total, generation_tokens_total
 //   requests_waiting, requests_running, request_slots (gauges: queue depth, running, bound)
 //   kv_pages_free, kv_pages_total         (gauges)
+//   prefix_cache_states                   (gauge: a hybrid target's recurrent states kept for
+//                                         reused prefixes)
 //   decode_steps_total, verified_rows_total, committed_tokens_total, prefill_rows_total,
 //   mixed_prefill_rows_total              (of the prompt rows, those run in a verify's pass)
 //   prompt_wait_steps_total               (steps a lone prompt waited for company, MoE)
@@ -67,6 +69,7 @@ struct EngineMetrics {
   int32_t request_slots = 0;  // running + waiting at most (beyond: 503)
   int32_t free_kv_pages = 0;
   int32_t total_kv_pages = 0;
+  int32_t prefix_cache_states = 0;  // a hybrid target's recurrent states the prefix cache keeps
   int64_t finished[kOutcomes] = {};
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;

@@ -66,6 +66,7 @@ EngineRun RunOnEngine(Result<std::unique_ptr<Engine>> engine,
   run.stats = (*engine)->stats();
   run.free_pages_after = (*engine)->free_kv_pages();
   run.total_pages = (*engine)->total_kv_pages();
+  run.prefix_cache_states_after = (*engine)->prefix_cache_states();
   return run;
 }
 

@@ -24,6 +24,7 @@ struct EngineRun {
   StepStats stats;
   int32_t free_pages_after = 0;
   int32_t total_pages = 0;
+  int32_t prefix_cache_states_after = 0;  // a hybrid's recurrent states the prefix cache keeps
 };
 
 // `count` prompts of random tokens in [0, vocab − 3) (the top ids stay free for EOS and the

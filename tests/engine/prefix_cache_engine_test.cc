@@ -193,6 +193,9 @@ TEST(HybridPrefixCacheEngineTest, OutputsAndLogprobsEqualTheUncachedEngineBitFor
                   plain.stats.prefill_rows)
             << what;
         EXPECT_EQ(cached.free_pages_after, cached.total_pages) << what;
+        EXPECT_GE(cached.prefix_cache_states_after, 1) << what;
+        EXPECT_LE(cached.prefix_cache_states_after, states) << what;
+        EXPECT_EQ(plain.prefix_cache_states_after, 0) << what;
       }
     }
   }

@@ -46,6 +46,7 @@ TEST(MetricsTest, RendersEveryFamily) {
   m.engine.running = 2;
   m.engine.free_kv_pages = 90;
   m.engine.total_kv_pages = 100;
+  m.engine.prefix_cache_states = 6;
   m.engine.finished[static_cast<int>(Outcome::kLength)] = 7;
   m.engine.time_to_first_token.Observe(0.02);
   m.http_responses[{"/v1/completions", 200}] = 12;
@@ -59,6 +60,7 @@ TEST(MetricsTest, RendersEveryFamily) {
   EXPECT_TRUE(Has(text, "dscale_requests_waiting 3"));
   EXPECT_TRUE(Has(text, "dscale_requests_running 2"));
   EXPECT_TRUE(Has(text, "dscale_kv_pages_free 90"));
+  EXPECT_TRUE(Has(text, "dscale_prefix_cache_states 6"));
   EXPECT_TRUE(Has(text, "dscale_verified_rows_per_step 8"));
   EXPECT_TRUE(Has(text, "dscale_prefix_cache_query_tokens_total 640"));
   EXPECT_TRUE(Has(text, "dscale_prefill_rows_total 300"));
