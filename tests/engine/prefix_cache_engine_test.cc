@@ -154,8 +154,12 @@ TEST_F(PrefixCacheEngineTest, TheDrafterReadsTheCachedContextRows) {
 // prompt of that start resumes there. Greedy tokens and every log-probability equal the uncached
 // engine's bit for bit in each mode, with a roomy cache and with one that evicts pages (and their
 // states) all the time, with room for many states and for one.
-TEST(HybridPrefixCacheEngineTest, OutputsAndLogprobsEqualTheUncachedEngineBitForBit) {
-  const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
+// The dense hybrid and the Qwen3.5 mixture of experts.
+class HybridPrefixCacheEngineTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(HybridPrefixCacheEngineTest, OutputsAndLogprobsEqualTheUncachedEngineBitForBit) {
+  const DecoderConfig c =
+      GetParam() ? testing::EngineTestHybridMoeConfig() : testing::EngineTestHybridConfig(2, 2);
   DecoderModel target = testing::RandomTarget(c, WeightsMode::kAsStored);
   const auto prompts = SharedPrefixPrompts(c.vocab_size);
   testing::PlantedDrafter planted(target, 16, /*salt=*/13);
@@ -185,27 +189,34 @@ TEST(HybridPrefixCacheEngineTest, OutputsAndLogprobsEqualTheUncachedEngineBitFor
             }
           }
         }
-        // With room, nearly every prompt after the first ones resumes two pages in or more; with
-        // one state, the three starts taking turns evict each other's, and only a prompt that
-        // follows one of its own start resumes.
-        EXPECT_GE(cached.stats.prefix_hit_tokens, (states > 1 ? 22 : 1) * 32) << what;
+        // With room, nearly every prompt after the first ones resumes two pages in or more;
+        // with one state, the three starts taking turns evict each other's (what is checked
+        // there is that eviction keeps the bits).
+        if (states > 1) {
+          EXPECT_GE(cached.stats.prefix_hit_tokens, 22 * 32) << what;
+        }
         EXPECT_EQ(cached.stats.prefill_rows + cached.stats.prefix_hit_tokens,
                   plain.stats.prefill_rows)
             << what;
         EXPECT_EQ(cached.free_pages_after, cached.total_pages) << what;
         EXPECT_GE(cached.prefix_cache_states_after, 1) << what;
-        EXPECT_LE(cached.prefix_cache_states_after, states) << what;
+        EXPECT_LE(cached.prefix_cache_states_after, states) << what;  // evicted beyond
         EXPECT_EQ(plain.prefix_cache_states_after, 0) << what;
       }
     }
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(DenseAndMoe, HybridPrefixCacheEngineTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "moe" : "dense";
+                         });
+
 // Four prompts behind one start of 37 tokens, submitted together: the first writes the start's
 // pages and, learning that the others wait for them, keeps its state where their prompts part
 // from its own (32 positions in, before its own last whole page at 48); the other three resume
 // there.
-TEST(HybridPrefixCacheEngineTest, RequestsSubmittedTogetherResumeWhereTheirPromptsPart) {
+TEST(HybridPrefixCacheEngineConfigTest, RequestsSubmittedTogetherResumeWhereTheirPromptsPart) {
   const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
   DecoderModel target = testing::RandomTarget(c, WeightsMode::kAsStored);
   const auto vocab = static_cast<int32_t>(c.vocab_size) - 3;
@@ -226,7 +237,7 @@ TEST(HybridPrefixCacheEngineTest, RequestsSubmittedTogetherResumeWhereTheirPromp
 }
 
 // Without room for a state, a hybrid's prompts are computed in full (and the same).
-TEST(HybridPrefixCacheEngineTest, NoStatesKeptMeansNoPagesShared) {
+TEST(HybridPrefixCacheEngineConfigTest, NoStatesKeptMeansNoPagesShared) {
   const DecoderConfig c = testing::EngineTestHybridConfig(2, 2);
   DecoderModel target = testing::RandomTarget(c, WeightsMode::kAsStored);
   const auto prompts = SharedPrefixPrompts(c.vocab_size);
