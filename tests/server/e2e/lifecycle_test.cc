@@ -698,6 +698,53 @@ TEST(LifecycleTest, MaxRunningFullContextsRunAtOnce) {
   EXPECT_EQ(server->Terminate(), 0) << server->Log();
 }
 
+// A hybrid target (Gated DeltaNet layers) behind the server: prompts that share a start resume
+// from the recurrent state kept after the shared pages, and answer what a server keeping no
+// states (so computing every prompt in full) answers.
+TEST(LifecycleTest, AHybridTargetResumesSharedPromptsFromTheirRecurrentState) {
+  const auto answers = [](const std::vector<std::string>& flags, json* metrics) {
+    std::vector<std::string> extra = {"--target", E2eDir() + "/tiny-hybrid", "--drafter",
+                                      E2eDir() + "/tiny-hybrid-drafter"};
+    extra.insert(extra.end(), flags.begin(), flags.end());
+    auto server = ServerProcess::Start(extra);
+    std::vector<std::string> texts;
+    if (server->port() <= 0) return texts;
+    httplib::Client client("127.0.0.1", server->port());
+    for (int i = 0; i < 3; ++i) {
+      std::vector<int> prompt;
+      for (int j = 0; j < 200; ++j) prompt.push_back(3 + (j * 37) % 500);  // the shared start
+      for (int j = 0; j < 5 + i; ++j) prompt.push_back(100 + 50 * i + j);
+      const httplib::Result res = client.Post(
+          "/v1/completions",
+          json{{"model", "tiny-hybrid"}, {"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}}
+              .dump(),
+          "application/json");
+      EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+      if (res && res->status == 200)
+        texts.push_back(json::parse(res->body, nullptr, false)["choices"][0]["text"]);
+    }
+    const httplib::Result m = client.Get("/metrics");
+    EXPECT_TRUE(m);
+    if (m) {
+      (*metrics)["hit"] = MetricValue(m->body, "dscale_prefix_cache_hit_tokens_total");
+      (*metrics)["states"] = MetricValue(m->body, "dscale_prefix_cache_states");
+    }
+    EXPECT_EQ(server->Terminate(), 0) << server->Log();
+    return texts;
+  };
+  json kept, none;
+  const std::vector<std::string> with_states = answers({}, &kept);
+  const std::vector<std::string> in_full = answers({"--prefix-cache-states", "0"}, &none);
+  ASSERT_EQ(with_states.size(), 3u);
+  EXPECT_EQ(with_states, in_full);
+  // The first prompt keeps its state after its last whole page (192 positions); the next two
+  // resume there.
+  EXPECT_EQ(kept["hit"], 2 * 192) << kept.dump();
+  EXPECT_GE(kept["states"], 1) << kept.dump();
+  EXPECT_EQ(none["hit"], 0) << none.dump();
+  EXPECT_EQ(none["states"], 0) << none.dump();
+}
+
 TEST(LifecycleTest, APortInUseIsRefused) {
   auto first = ServerProcess::Start();
   ASSERT_GT(first->port(), 0);
