@@ -99,11 +99,13 @@ Result<int64_t> ServeKvTokens(const ServeArgs& args, Runtime& runtime) {
   TargetModel& target = backend.target();
   const int64_t state_bytes = RecurrentStateBytes(target, args.max_running,
                                                   args.prefix_cache ? args.prefix_cache_states : 0);
-  DSCALE_ASSIGN_OR_RETURN(
-      const int64_t fit,
-      KvTokensThatFit(KvBytesPerPosition(target, backend.drafter(), args.kv_dtype), 0.9,
-                      state_bytes));
+  const int64_t bytes_per_position = KvBytesPerPosition(target, backend.drafter(), args.kv_dtype);
+  DSCALE_ASSIGN_OR_RETURN(const int64_t fit, KvTokensThatFit(bytes_per_position, 0.9, state_bytes));
   const int32_t page_size = EngineConfig{}.page_size;
+  // The states leave no room for a page: say so with the sizes (and what to lower).
+  if (fit < page_size) {
+    DSCALE_RETURN_IF_ERROR(CheckKvFitsInMemory(page_size, bytes_per_position, state_bytes));
+  }
   // With the block the engine stages per request (1 when the policy runs no drafter).
   const int64_t full =
       KvTokensForDemand(args.max_running, target.config().max_position_embeddings - 1,

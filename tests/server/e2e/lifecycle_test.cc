@@ -745,6 +745,18 @@ TEST(LifecycleTest, AHybridTargetResumesSharedPromptsFromTheirRecurrentState) {
   EXPECT_EQ(none["states"], 0) << none.dump();
 }
 
+// Recurrent states the memory cannot hold are refused at start-up, naming the flag to lower.
+TEST(LifecycleTest, PrefixStatesBeyondTheMemoryAreRefusedAtStartUp) {
+  auto server = ServerProcess::Spawn(
+      {"--target", E2eDir() + "/tiny-hybrid", "--drafter", E2eDir() + "/tiny-hybrid-drafter",
+       "--prefix-cache-states", "2000000000"},
+      30s);
+  EXPECT_EQ(server->port(), -1);
+  EXPECT_EQ(server->WaitExit(30s), 1) << server->Log();
+  EXPECT_NE(server->Log().find("of recurrent states"), std::string::npos) << server->Log();
+  EXPECT_NE(server->Log().find("--prefix-cache-states"), std::string::npos) << server->Log();
+}
+
 TEST(LifecycleTest, APortInUseIsRefused) {
   auto first = ServerProcess::Start();
   ASSERT_GT(first->port(), 0);
