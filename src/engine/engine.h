@@ -262,6 +262,10 @@ class Engine {
   void KeepStateWhereShared(RequestState& writer, const RequestState& reader) const;
   // r.state_points, for a request whose prompt matched `matched_pages` cached pages.
   void PlanKeptStates(RequestState& r, int32_t matched_pages) const;
+  // The forward of r's prompt chunk ending at `end` copies the states at the points it passes,
+  // and after it they are kept for the prefix cache.
+  void CaptureStatePoints(RequestState& r, int32_t end);
+  void KeepCapturedStates(RequestState& r);
   // Publishes r's full pages of written positions for reuse (prefix caching).
   void PublishPages(const RequestState& r, int32_t written);
 

@@ -29,7 +29,8 @@ struct RequestState {
   // Decode steps its prompt waited for others to share its pass (Engine::PromptWaitsForCompany).
   int32_t prompt_waits = 0;
   // A hybrid target's prefix caching: prompt positions (page ends, ascending, past `prefilled`)
-  // where the prompt's chunks end and its recurrent state is kept (Engine::PlanKeptStates).
+  // after which the prompt's recurrent state is kept (Engine::PlanKeptStates), copied by the
+  // forward of the chunk that passes them.
   std::vector<int32_t> state_points;
   FinishReason finish = FinishReason::kNone;
   RequestResult result;

@@ -58,8 +58,7 @@ void Engine::PlanPromptChunks() {
   for (auto& owned : running_) {
     RequestState& r = *owned;
     if (r.prefill_done() || r.cancelled || budget == 0) continue;
-    int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
-    if (!r.state_points.empty()) n = std::min(n, r.state_points.front() - r.prefilled);
+    const int32_t n = std::min({config_.prefill_chunk, r.prompt_len - r.prefilled, budget});
     budget -= n;
     prompt_requests_.push_back(&r);
     prompt_rows_.push_back(n);
@@ -74,10 +73,31 @@ void Engine::GatherPromptChunks() {
     const int32_t n = prompt_rows_[i];
     AddRequestRows(prefill_, r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n),
                    cache_, /*all_logits=*/false);
+    CaptureStatePoints(r, r.prefilled + n);
     r.prefilled += n;
   }
   prefill_.tile_rows = 128;  // prefill keeps the wide tile
   CaptureFeaturesFor(prompt_requests_, prefill_);
+}
+
+// The state points a chunk of r's prompt ending at `end` passes are captured by its forward.
+void Engine::CaptureStatePoints(RequestState& r, int32_t end) {
+  const auto last = std::ranges::upper_bound(r.state_points, end);
+  if (last == r.state_points.begin()) return;
+  cache_.recurrent().CaptureAfter(r.seq, std::span(r.state_points.begin(), last));
+}
+
+// After the chunk's forward: the captured states go to the pages that stand for their prefixes.
+void Engine::KeepCapturedStates(RequestState& r) {
+  if (r.state_points.empty() || r.state_points.front() > r.prefilled) return;
+  RecurrentStates& states = cache_.recurrent();
+  const std::span<const int32_t> captured = states.capture_positions(r.seq);
+  for (size_t i = 0; i < captured.size(); ++i) {
+    cache_.KeepRecurrentState(r.seq, std::span(r.tokens).first(captured[i]),
+                              states.CapturedState(r.seq, i));
+  }
+  r.state_points.erase(r.state_points.begin(), r.state_points.begin() + captured.size());
+  states.ClearCaptures(r.seq);
 }
 
 // Prefill: the step's prompt chunks in a pass of their own (no request decodes this step, or
@@ -97,10 +117,7 @@ void Engine::FinishPromptChunks(const TargetPass& pass, int32_t first_span,
   // Every prompt row is kept (a hybrid target's recurrent state moves past the chunk).
   for (RequestState* r : prompt_requests_) {
     target_.CommitSequenceState(cache_, r->seq, r->prefilled);
-    if (!r->state_points.empty() && r->state_points.front() == r->prefilled) {
-      cache_.KeepRecurrentState(r->seq, std::span(r->tokens).first(r->prefilled));
-      r->state_points.erase(r->state_points.begin());
-    }
+    KeepCapturedStates(*r);
   }
   FeedDrafter(pass, prompt_requests_, prompt_rows_, first_span);
 

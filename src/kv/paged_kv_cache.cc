@@ -208,14 +208,14 @@ void PagedKvCache::PublishPrefix(int32_t seq, std::span<const int32_t> tokens, b
   });
 }
 
-void PagedKvCache::KeepRecurrentState(int32_t seq, std::span<const int32_t> tokens) {
+void PagedKvCache::KeepRecurrentState(int32_t seq, std::span<const int32_t> tokens,
+                                      std::span<const float> state) {
   if (!prefix_ || snapshots_.capacity() == 0) return;
   Sequence& s = Live(seq);
   const auto length = static_cast<int32_t>(tokens.size());
-  DSCALE_CHECK_MSG(
-      length > 0 && length % shape_.page_size == 0 && recurrent_.position(seq) == length,
-      "a recurrent state is kept at a page's end, where it stands");
-  const std::span<const float> state = recurrent_.Committed(seq);
+  DSCALE_CHECK_MSG(length > 0 && length % shape_.page_size == 0 &&
+                       state.size() == static_cast<size_t>(recurrent_.StateValues()),
+                   "a recurrent state is kept at a page's end");
   if (const int32_t page = PublishedPageFor(tokens); page >= 0) {
     snapshots_.Put(page, state);
     return;

@@ -141,12 +141,13 @@ class PagedKvCache {
   // already stands for; then the state KeepRecurrentState kept goes to the page that now stands
   // for its prefix. No-op without prefix caching.
   void PublishPrefix(int32_t seq, std::span<const int32_t> tokens, bool draft_rows);
-  // A hybrid target's `seq` stands after its first tokens.size() positions, a whole number of
-  // pages (`tokens`: theirs), its recurrent state committed there: the page standing for that
-  // prefix carries a copy of the state, now if one is published, else once PublishPrefix
-  // publishes one (a prompt's pages are published when its prefill ends, so the copies of its
-  // chunks' ends wait until then). No-op without prefix caching.
-  void KeepRecurrentState(int32_t seq, std::span<const int32_t> tokens);
+  // `state`: a hybrid target's recurrent state of `seq` after its first tokens.size() positions,
+  // a whole number of pages (`tokens`: theirs). The page standing for that prefix carries a copy
+  // of it, now if one is published, else once PublishPrefix publishes one (a prompt's pages are
+  // published when its prefill ends, so the copies taken in its chunks wait until then). No-op
+  // without prefix caching.
+  void KeepRecurrentState(int32_t seq, std::span<const int32_t> tokens,
+                          std::span<const float> state);
   // Free pages once `shared` are taken by a new sequence (cached ones among them stop counting).
   int32_t FreePagesSharing(std::span<const int32_t> shared) const;
 

@@ -21,9 +21,7 @@ void RecurrentStates::Reset(int32_t seq) {
   if (static_cast<size_t>(seq) >= sequences_.size()) sequences_.resize(seq + 1);
   Sequence& s = sequences_[seq];
   s = Sequence{};
-  s.values.assign(
-      static_cast<size_t>(shape_.linear_layers() * (shape_.conv_values + shape_.delta_values)),
-      0.0f);
+  s.values.assign(static_cast<size_t>(StateValues()), 0.0f);
 }
 
 void RecurrentStates::Remove(int32_t seq) {
@@ -65,6 +63,42 @@ void RecurrentStates::Restore(int32_t seq, std::span<const float> values, int32_
   DSCALE_CHECK(position >= 0);
   std::copy(values.begin(), values.end(), s.values.begin());
   s.position = position;
+}
+
+int64_t RecurrentStates::StateValues() const {
+  return shape_.linear_layers() * (shape_.conv_values + shape_.delta_values);
+}
+
+void RecurrentStates::CaptureAfter(int32_t seq, std::span<const int32_t> positions) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(std::ranges::is_sorted(positions) &&
+               (positions.empty() || positions.front() > s.position));
+  s.capture_at.assign(positions.begin(), positions.end());
+  s.captured.assign(static_cast<size_t>(StateValues()) * positions.size(), 0.0f);
+}
+
+std::span<const int32_t> RecurrentStates::capture_positions(int32_t seq) const {
+  return Live(seq).capture_at;
+}
+
+float* RecurrentStates::Capture(int32_t seq, size_t i, int32_t layer) {
+  Sequence& s = Live(seq);
+  DSCALE_CHECK(i < s.capture_at.size());
+  return s.captured.data() + static_cast<int64_t>(i) * StateValues() +
+         LayerOffset(layer) * (shape_.conv_values + shape_.delta_values);
+}
+
+std::span<const float> RecurrentStates::CapturedState(int32_t seq, size_t i) const {
+  const Sequence& s = Live(seq);
+  DSCALE_CHECK(i < s.capture_at.size());
+  return std::span(s.captured)
+      .subspan(i * static_cast<size_t>(StateValues()), static_cast<size_t>(StateValues()));
+}
+
+void RecurrentStates::ClearCaptures(int32_t seq) {
+  Sequence& s = Live(seq);
+  s.capture_at.clear();
+  s.captured.clear();
 }
 
 void RecurrentStates::BeginSpan(int32_t seq, int32_t rows) {

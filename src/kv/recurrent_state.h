@@ -52,10 +52,23 @@ class RecurrentStates {
   int32_t position(int32_t seq) const;
   int32_t pending_rows(int32_t seq) const;
   // The committed state (nothing may be pending): per linear layer its conv values, then its
-  // delta values.
+  // delta values (StateValues() in all).
   std::span<const float> Committed(int32_t seq) const;
   // `seq`, just Reset, continues from `values`: a committed state standing after `position`.
   void Restore(int32_t seq, std::span<const float> values, int32_t position);
+  // Positions inside `seq`'s next span (ascending, past its first row) after which the forward
+  // copies the working state (CpuOps::RecurrentSpans): the page ends a prompt keeps for the
+  // prefix cache, taken in the pass that computes them instead of a pass ending there. Kept
+  // until ClearCaptures.
+  void CaptureAfter(int32_t seq, std::span<const int32_t> positions);
+  std::span<const int32_t> capture_positions(int32_t seq) const;
+  // Where the forward copies layer `layer`'s working state after capture_positions()[i].
+  float* Capture(int32_t seq, size_t i, int32_t layer);
+  // The whole state after capture_positions()[i] (the layout of Committed).
+  std::span<const float> CapturedState(int32_t seq, size_t i) const;
+  void ClearCaptures(int32_t seq);
+  // Floats in one sequence's state: per linear layer conv_values + delta_values.
+  int64_t StateValues() const;
   // A forward of `rows` rows from the committed position (nothing may be pending): the working
   // copy starts as the committed state.
   void BeginSpan(int32_t seq, int32_t rows);
@@ -79,6 +92,8 @@ class RecurrentStates {
     std::vector<float> values;   // per linear layer: conv_values, then delta_values
     std::vector<float> working;  // the same layout, while pending
     std::vector<float> inputs;   // per linear layer: [pending, input_values]
+    std::vector<int32_t> capture_at;
+    std::vector<float> captured;  // [capture_at.size(), StateValues()]
   };
   Sequence& Live(int32_t seq);
   const Sequence& Live(int32_t seq) const;

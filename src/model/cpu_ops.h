@@ -146,10 +146,28 @@ struct CpuOps {
         std::memcpy(inputs + r * width + conv_dim, row + ba_offset,
                     static_cast<size_t>(2 * l.value_heads) * sizeof(float));
       }
-      RecurrentRows(w, l, proj + r0 * proj_stride, proj_stride, proj + r0 * proj_stride + ba_offset,
-                    span.q_len, recurrent->WorkingConv(span.seq, layer),
-                    recurrent->WorkingDelta(span.seq, layer), mixed + r0 * conv_dim,
-                    o + r0 * l.value_width());
+      // The rows in segments ending at the span's capture positions, whose states are copied
+      // (RecurrentStates::CaptureAfter): a row's step depends only on the state before it, so
+      // the segments give the bits of one call.
+      const std::span<const int32_t> captures = recurrent->capture_positions(span.seq);
+      float* conv_window = recurrent->WorkingConv(span.seq, layer);
+      float* delta = recurrent->WorkingDelta(span.seq, layer);
+      int64_t done = 0;
+      for (size_t c = 0; c <= captures.size(); ++c) {
+        if (c == captures.size() && done == span.q_len) break;  // captured at the span's end
+        const int64_t end = c < captures.size() ? captures[c] - span.ctx_len : span.q_len;
+        DSCALE_CHECK_MSG(end > done && end <= span.q_len,
+                         "a capture position lies within its span, past its first row");
+        const int64_t r = r0 + done;
+        RecurrentRows(w, l, proj + r * proj_stride, proj_stride, proj + r * proj_stride + ba_offset,
+                      end - done, conv_window, delta, mixed + r * conv_dim,
+                      o + r * l.value_width());
+        done = end;
+        if (c < captures.size()) {
+          const int64_t values = recurrent->shape().conv_values + recurrent->shape().delta_values;
+          std::copy_n(conv_window, values, recurrent->Capture(span.seq, c, layer));
+        }
+      }
     }
   }
   // `rows` rows of one request through the conv and the delta rule, from and into the states

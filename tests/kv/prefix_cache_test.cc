@@ -143,6 +143,11 @@ void Advance(PagedKvCache& cache, int32_t seq, int32_t rows, float first) {
   states.AdoptWorking(seq);
 }
 
+// Keeps `seq`'s committed state after `tokens`.
+void Keep(PagedKvCache& cache, int32_t seq, const std::vector<int32_t>& tokens) {
+  cache.KeepRecurrentState(seq, tokens, cache.recurrent().Committed(seq));
+}
+
 std::vector<float> Committed(PagedKvCache& cache, int32_t seq) {
   const std::span<const float> state = cache.recurrent().Committed(seq);
   return {state.begin(), state.end()};
@@ -155,7 +160,7 @@ TEST(HybridPrefixCacheTest, ASequenceResumesOnlyAfterAPageCarryingItsState) {
   ASSERT_TRUE(cache.Reserve(a, 10).ok());
   Advance(cache, a, 8, 1.0f);
   // Kept before its pages are published: it waits for them.
-  cache.KeepRecurrentState(a, Tokens(8));
+  Keep(cache, a, Tokens(8));
   const std::vector<float> at_eight = Committed(cache, a);
   Advance(cache, a, 2, 50.0f);
   cache.PublishPrefix(a, Tokens(10), false);
@@ -171,7 +176,7 @@ TEST(HybridPrefixCacheTest, ASequenceResumesOnlyAfterAPageCarryingItsState) {
   const int32_t c = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(c, 4).ok());
   Advance(cache, c, 4, 7.0f);
-  cache.KeepRecurrentState(c, Tokens(4));
+  Keep(cache, c, Tokens(4));
   EXPECT_EQ(cache.ResumablePages(std::span(pages).first(1)), 1);
   const int32_t d = cache.AddSequence(std::span(pages).first(1));
   EXPECT_EQ(cache.recurrent().position(d), 4);
@@ -184,9 +189,9 @@ TEST(HybridPrefixCacheTest, StatesGoLeastRecentlyUsedFirstAndWithTheirPages) {
   const int32_t a = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(a, 8).ok());
   Advance(cache, a, 4, 1.0f);
-  cache.KeepRecurrentState(a, Tokens(4));
+  Keep(cache, a, Tokens(4));
   Advance(cache, a, 4, 2.0f);
-  cache.KeepRecurrentState(a, Tokens(8));  // both copies wait for their pages
+  Keep(cache, a, Tokens(8));  // both copies wait for their pages
   cache.PublishPrefix(a, Tokens(8), false);
   const std::vector<int32_t> pages = cache.MatchPrefix(Tokens(8), 2, false);
   // Room for one: the later copy carried last stays.
@@ -197,7 +202,7 @@ TEST(HybridPrefixCacheTest, StatesGoLeastRecentlyUsedFirstAndWithTheirPages) {
   Advance(cache, b, 0 + 4, 3.0f);
   ASSERT_TRUE(cache.Reserve(b, 12).ok());
   cache.PublishPrefix(b, Tokens(12), false);
-  cache.KeepRecurrentState(b, Tokens(12));
+  Keep(cache, b, Tokens(12));
   const std::vector<int32_t> three = cache.MatchPrefix(Tokens(12), 3, false);
   ASSERT_EQ(three.size(), 3u);
   EXPECT_EQ(cache.ResumablePages(three), 3);

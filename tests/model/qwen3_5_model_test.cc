@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "model/decoder_model.h"
 #include "model/random_checkpoint.h"
@@ -178,6 +180,47 @@ TEST(Qwen3_5ModelTest, KvIsKeptForTheAttentionLayersOnly) {
   EXPECT_EQ(v_read, v);
   cache.store().Read(1, 7, k_read.data(), v_read.data());
   EXPECT_EQ(k_read, std::vector<float>(20, 0.0f));
+}
+
+// A span's forward copies its state after the positions asked (RecurrentStates::CaptureAfter,
+// for the prefix cache): each copy holds the bits of the committed state of a sequence that ran
+// only the rows up to it, in any chunks, and the span's own state and logits are unchanged.
+TEST(Qwen3_5ModelTest, StatesCapturedInsideASpanEqualThoseOfShorterSequences) {
+  const DecoderConfig config = OddHybridConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 6, DType::kBF16));
+  const std::vector<int32_t> tokens = testing::RandomTokens(23, config.vocab_size, 9);
+  const auto first = [&](int32_t n) {
+    return std::vector<int32_t>(tokens.begin(), tokens.begin() + n);
+  };
+  PagedKvCache cache(model.KvShape(16, 8).WithDtype(KvDtype::kF32));
+  RecurrentStates& states = cache.recurrent();
+  // One span of 23 rows, captured after 7 and 16 positions and at its end.
+  const int32_t whole = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(whole, 23).ok());
+  const std::vector<int32_t> at = {7, 16, 23};
+  states.CaptureAfter(whole, at);
+  const std::vector<float> logits = ForwardRows(model, cache, whole, 0, tokens);
+  model.CommitSequenceState(cache, whole, 23);
+  for (size_t i = 0; i < at.size(); ++i) {
+    // The same prefix in two chunks, split before the capture point.
+    const int32_t part = cache.AddSequence();
+    ASSERT_TRUE(cache.Reserve(part, at[i]).ok());
+    const std::vector<int32_t> prefix = first(at[i]);
+    ForwardRows(model, cache, part, 0, std::vector<int32_t>(prefix.begin(), prefix.begin() + 3));
+    ForwardRows(model, cache, part, 3, std::vector<int32_t>(prefix.begin() + 3, prefix.end()));
+    model.CommitSequenceState(cache, part, at[i]);
+    const std::span<const float> got = states.CapturedState(whole, i),
+                                 want = states.Committed(part);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << "after " << at[i];
+  }
+  const std::span<const float> end = states.CapturedState(whole, 2),
+                               committed = states.Committed(whole);
+  EXPECT_TRUE(std::equal(end.begin(), end.end(), committed.begin(), committed.end()));
+  states.ClearCaptures(whole);
+  // Without captures the same span gives the same logits.
+  const int32_t again = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(again, 23).ok());
+  EXPECT_EQ(ForwardRows(model, cache, again, 0, tokens), logits);
 }
 
 TEST(Qwen3_5ModelTest, SpanAwayFromTheStatePositionIsABug) {
