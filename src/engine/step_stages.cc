@@ -80,10 +80,11 @@ void Engine::GatherPromptChunks() {
   CaptureFeaturesFor(prompt_requests_, prefill_);
 }
 
-// The state points a chunk of r's prompt ending at `end` passes are captured by its forward.
+// The state points a chunk of r's prompt ending at `end` passes are captured by its forward
+// (set for every chunk of a hybrid's prompt, so none is left from a pass that failed).
 void Engine::CaptureStatePoints(RequestState& r, int32_t end) {
+  if (!KeepsPrefixStates()) return;
   const auto last = std::ranges::upper_bound(r.state_points, end);
-  if (last == r.state_points.begin()) return;
   cache_.recurrent().CaptureAfter(r.seq, std::span(r.state_points.begin(), last));
 }
 
