@@ -198,9 +198,9 @@ TEST(HybridPrefixCacheTest, StatesGoLeastRecentlyUsedFirstAndWithTheirPages) {
   EXPECT_EQ(cache.ResumablePages(pages), 2);
   EXPECT_EQ(cache.ResumablePages(std::span(pages).first(1)), 0);
   // One state at most: keeping another drops the older.
-  const int32_t b = cache.AddSequence(std::span(pages).first(2));
-  Advance(cache, b, 0 + 4, 3.0f);
+  const int32_t b = cache.AddSequence(pages);  // resumes after 8 positions
   ASSERT_TRUE(cache.Reserve(b, 12).ok());
+  Advance(cache, b, 4, 3.0f);
   cache.PublishPrefix(b, Tokens(12), false);
   Keep(cache, b, Tokens(12));
   const std::vector<int32_t> three = cache.MatchPrefix(Tokens(12), 3, false);
