@@ -19,20 +19,28 @@ void RecurrentStates::Reset(int32_t seq) {
   if (shape_.empty()) return;
   DSCALE_CHECK(seq >= 0);
   if (static_cast<size_t>(seq) >= sequences_.size()) sequences_.resize(seq + 1);
+  // The id's buffers from its last sequence are reused: a state is tens of MB, and memory the
+  // process returned and maps again costs a page fault per 4 KB on the next request's first span.
   Sequence& s = sequences_[seq];
-  s = Sequence{};
+  s.live = true;
+  s.position = 0;
+  s.pending = 0;
   s.values.assign(static_cast<size_t>(StateValues()), 0.0f);
+  s.working.clear();
+  s.inputs.clear();
+  s.capture_at.clear();
+  s.captured.clear();
 }
 
 void RecurrentStates::Remove(int32_t seq) {
   if (shape_.empty()) return;
-  Live(seq) = Sequence{};
+  Live(seq).live = false;  // its buffers stay for the id's next sequence (Reset)
 }
 
 RecurrentStates::Sequence& RecurrentStates::Live(int32_t seq) {
   DSCALE_CHECK(seq >= 0 && static_cast<size_t>(seq) < sequences_.size());
   Sequence& s = sequences_[seq];
-  DSCALE_CHECK_MSG(!s.values.empty(), "no recurrent state for this sequence");
+  DSCALE_CHECK_MSG(s.live, "no recurrent state for this sequence");
   return s;
 }
 
@@ -106,7 +114,9 @@ void RecurrentStates::BeginSpan(int32_t seq, int32_t rows) {
   DSCALE_CHECK_MSG(s.pending == 0, "a span starts from a committed state");
   DSCALE_CHECK(rows > 0);
   s.pending = rows;
-  s.working = s.values;
+  // Sized, not copied: the forward writes every layer's state after the span there, reading the
+  // committed one (CpuOps::RecurrentSpans).
+  s.working.resize(s.values.size());
   s.inputs.resize(static_cast<size_t>(shape_.linear_layers() * rows * shape_.input_values));
 }
 

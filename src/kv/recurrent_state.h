@@ -6,16 +6,17 @@
 // ([K − 1, conv_dim], oldest first) and the delta rule's state ([value_heads, key_dim,
 // value_dim]), f32, zero at position 0, standing after exactly position(seq) positions. Unlike
 // K/V rows it cannot be overwritten back, so a forward never changes it: a span starts at
-// ctx_len == position(seq) (BeginSpan) and runs on a working copy, keeping each row's layer
-// inputs (in_proj's qkv, b and a rows) beside it. The sequence then holds `pending_rows()` rows
-// past its committed state until the model commits a length (TargetModel::CommitSequenceState,
-// an explicit stage of the engine's step after acceptance, also run at a forward's start for a
-// sequence still pending): all the rows — the working copy becomes the state — or a prefix of
-// them — the kept rows' inputs are replayed from the committed state through the same kernels,
-// so the state holds the same bits the verify computed after its last accepted row, and a
-// rejected draft leaves nothing behind. Each row advances the state on its own, in row order, so
-// the state after a position holds the same bits however the rows before it were split into
-// spans: prefix caching copies it at a page's end (kv/recurrent_snapshots.h) and a later
+// ctx_len == position(seq) (BeginSpan) and runs on a working copy (each layer's kernels read the
+// committed state and write the state after the span there, so it is never copied whole), keeping
+// each row's layer inputs (in_proj's qkv, b and a rows) beside it. The sequence then holds
+// `pending_rows()` rows past its committed state until the model commits a length
+// (TargetModel::CommitSequenceState, an explicit stage of the engine's step after acceptance, also
+// run at a forward's start for a sequence still pending): all the rows — the working copy becomes
+// the state — or a prefix of them — the kept rows' inputs are replayed from the committed state
+// through the same kernels, so the state holds the same bits the verify computed after its last
+// accepted row, and a rejected draft leaves nothing behind. Each row advances the state on its own,
+// in row order, so the state after a position holds the same bits however the rows before it were
+// split into spans: prefix caching copies it at a page's end (kv/recurrent_snapshots.h) and a later
 // sequence starts from the copy. Not thread-safe (owned by the engine thread).
 
 #include <cstdint>
@@ -70,7 +71,7 @@ class RecurrentStates {
   // Floats in one sequence's state: per linear layer conv_values + delta_values.
   int64_t StateValues() const;
   // A forward of `rows` rows from the committed position (nothing may be pending): the working
-  // copy starts as the committed state.
+  // copy is sized for the forward to fill, each linear layer's from the committed state.
   void BeginSpan(int32_t seq, int32_t rows);
   // The working copy of layer `layer` (a linear one) and its rows' inputs [rows, input_values].
   float* WorkingConv(int32_t seq, int32_t layer);
@@ -86,7 +87,9 @@ class RecurrentStates {
   void FinishReplay(int32_t seq, int32_t rows);
 
  private:
+  // A sequence id's state and buffers; a removed id keeps its buffers (not live) for the next.
   struct Sequence {
+    bool live = false;
     int32_t position = 0;
     int32_t pending = 0;
     std::vector<float> values;   // per linear layer: conv_values, then delta_values

@@ -152,6 +152,11 @@ struct CpuOps {
       const std::span<const int32_t> captures = recurrent->capture_positions(span.seq);
       float* conv_window = recurrent->WorkingConv(span.seq, layer);
       float* delta = recurrent->WorkingDelta(span.seq, layer);
+      // The working copy starts as the committed state: the conv's window copied (K − 1 rows),
+      // the delta state read by the first segment's delta rule as it writes the copy (a pass
+      // over tens of MB a request saved).
+      std::copy_n(recurrent->Conv(span.seq, layer), recurrent->shape().conv_values, conv_window);
+      const float* delta_in = recurrent->Delta(span.seq, layer);
       int64_t done = 0;
       for (size_t c = 0; c <= captures.size(); ++c) {
         if (c == captures.size() && done == span.q_len) break;  // captured at the span's end
@@ -160,8 +165,9 @@ struct CpuOps {
                          "a capture position lies within its span, past its first row");
         const int64_t r = r0 + done;
         RecurrentRows(w, l, proj + r * proj_stride, proj_stride, proj + r * proj_stride + ba_offset,
-                      end - done, conv_window, delta, mixed + r * conv_dim,
+                      end - done, conv_window, delta_in, delta, mixed + r * conv_dim,
                       o + r * l.value_width());
+        delta_in = delta;
         done = end;
         if (c < captures.size()) {
           const int64_t values = recurrent->shape().conv_values + recurrent->shape().delta_values;
@@ -170,12 +176,13 @@ struct CpuOps {
       }
     }
   }
-  // `rows` rows of one request through the conv and the delta rule, from and into the states
-  // conv_window and delta: qkv rows and their b, a rows (stride `stride` both) in, mixed [rows,
-  // conv_dim] and o [rows, value_width] out. The one path of a forward's span and a replay.
+  // `rows` rows of one request through the conv and the delta rule: the conv from and into
+  // conv_window, the delta rule from delta_in (may be delta) into delta; qkv rows and their b, a
+  // rows (stride `stride` both) in, mixed [rows, conv_dim] and o [rows, value_width] out. The
+  // one path of a forward's span and a replay.
   static void RecurrentRows(const GatedDeltaNetWeights& w, const LinearDims& l, const float* qkv,
                             int64_t stride, const float* ba, int64_t rows, float* conv_window,
-                            float* delta, float* mixed, float* o) {
+                            const float* delta_in, float* delta, float* mixed, float* o) {
     const int64_t conv_dim = l.conv_dim();
     cpu::CausalConv1d(qkv, stride, rows, conv_dim, l.conv_kernel, w.conv.data(), conv_window, mixed,
                       conv_dim);
@@ -188,6 +195,7 @@ struct CpuOps {
                          .a_log = w.a_log.data(),
                          .dt_bias = w.dt_bias.data(),
                          .state = delta,
+                         .state_in = delta_in,
                          .out = o,
                          .out_stride = l.value_width(),
                          .rows = rows,

@@ -149,8 +149,9 @@ void DecoderModel::CommitSequenceState(PagedKvCache& cache, int32_t seq, int32_t
     const GatedDeltaNetWeights& w = weights_.layers[static_cast<size_t>(layer)].linear;
     if (w.empty() || keep == 0) continue;
     const float* inputs = states.Inputs(seq, layer);
+    float* delta = states.Delta(seq, layer);
     CpuOps::RecurrentRows(w, l, inputs, width, inputs + l.conv_dim(), keep, states.Conv(seq, layer),
-                          states.Delta(seq, layer), mixed, o);
+                          delta, delta, mixed, o);
   }
   states.FinishReplay(seq, keep);
 }

@@ -162,10 +162,23 @@ Result<SparseMlpWeights> ReadSparseMlp(const DecoderConfig& c, const TensorReade
   return w;
 }
 
+// A depthwise conv's taps [channels, kernel] (a checkpoint's [channels, 1, kernel]) as
+// [kernel, channels].
+std::vector<float> TapMajor(const std::vector<float>& by_channel, int64_t kernel) {
+  const auto channels = static_cast<int64_t>(by_channel.size()) / kernel;
+  std::vector<float> taps(by_channel.size());
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t j = 0; j < kernel; ++j) taps[j * channels + c] = by_channel[c * kernel + j];
+  }
+  return taps;
+}
+
 Result<GatedDeltaNetWeights> ReadLinearAttention(const TensorReader& read, const auto& next) {
   GatedDeltaNetWeights w;
   DSCALE_ASSIGN_OR_RETURN(w.in_proj, ReadStacked(read, next(4)));
-  DSCALE_ASSIGN_OR_RETURN(w.conv, ReadValues(read, next(1)[0]));
+  const ShapeList conv = next(1);
+  DSCALE_ASSIGN_OR_RETURN(const std::vector<float> by_channel, ReadValues(read, conv[0]));
+  w.conv = TapMajor(by_channel, conv[0].second.back());
   DSCALE_ASSIGN_OR_RETURN(w.a_log, ReadValues(read, next(1)[0]));
   DSCALE_ASSIGN_OR_RETURN(w.dt_bias, ReadValues(read, next(1)[0]));
   DSCALE_ASSIGN_OR_RETURN(w.norm, ReadValues(read, next(1)[0]));

@@ -47,7 +47,9 @@ struct GatedDeltaNetWeights {
   // [conv_dim + value_dim + 2·value_heads, hidden]: in_proj_qkv rows (q, k, v), in_proj_z,
   // in_proj_b, in_proj_a
   WeightMatrix in_proj;
-  std::vector<float> conv;     // [conv_dim, conv_kernel] depthwise causal taps, oldest input first
+  // [conv_kernel, conv_dim] depthwise causal taps, oldest input first: conv1d.weight [conv_dim, 1,
+  // conv_kernel] transposed at load (cpu::CausalConv1d reads a tap's channels as one stream)
+  std::vector<float> conv;
   std::vector<float> a_log;    // [value_heads] A_log
   std::vector<float> dt_bias;  // [value_heads]
   std::vector<float> norm;     // [value_head_dim] the gated RMSNorm's gain (plain, not 1 + w)

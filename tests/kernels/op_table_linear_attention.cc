@@ -14,6 +14,8 @@
 #include <random>
 
 #include "kernel_test_util.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/linear_attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/reference/reference_kernels.h"
@@ -26,6 +28,14 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kGatedNormEps = 1e-6f;
 
 std::vector<OpVariant> DispatchOnly(OpFormat) { return {DispatchVariant()}; }
+
+// The delta rule's column blocks in each vector width, and its dispatch.
+std::vector<OpVariant> DeltaRuleVariants(OpFormat) {
+  return {{"build_vectors", static_cast<int>(cpu::DeltaRuleVectors::kBuild), true},
+          {"avx512", static_cast<int>(cpu::DeltaRuleVectors::kAvx512),
+           cpu::CpuFeaturesInUse().Avx512()},
+          DispatchVariant()};
+}
 
 std::vector<double> Within(const std::vector<float>& want, double rel) {
   return RelativeTolerance(want, rel, 1e-5);
@@ -79,7 +89,8 @@ OpCall MakeDelta(const OpShape& s, OpFormat format, uint32_t seed) {
   return c;
 }
 
-void RunDelta(const OpCall& c, float* y, bool reference) {
+// `variant`: a DeltaRuleVectors, kDispatchVariant, or the reference (nullptr).
+void RunDelta(const OpCall& c, float* y, const OpVariant* variant) {
   const OpShape& s = c.shape;
   const int64_t v_width = s.heads * s.out;
   const cpu::GatedDeltaSpan span{.qk = c.x.data(),
@@ -98,7 +109,9 @@ void RunDelta(const OpCall& c, float* y, bool reference) {
                                  .value_heads = s.heads,
                                  .key_dim = s.in,
                                  .value_dim = s.out};
-  (reference ? ref::GatedDeltaRule : cpu::GatedDeltaRule)(span);
+  if (variant == nullptr) return ref::GatedDeltaRule(span);
+  if (variant->id == kDispatchVariant) return cpu::GatedDeltaRule(span);
+  cpu::GatedDeltaRuleIn(span, static_cast<cpu::DeltaRuleVectors>(variant->id));
 }
 
 // ---- Gated RMSNorm: in place over y0 [rows, heads · in]; x = z [rows, heads · in]; w = gain
@@ -158,20 +171,23 @@ OpSpec GatedDeltaRuleOp() {
       .formats = {OpFormat::kF32},
       .test_shapes = {{.rows = 1, .in = 16, .out = 13, .heads = 6, .kv_heads = 3},
                       {.rows = 5, .in = 23, .out = 8, .heads = 3, .kv_heads = 3},
-                      {.rows = 17, .in = 12, .out = 9, .heads = 4, .kv_heads = 2}},
+                      {.rows = 17, .in = 12, .out = 9, .heads = 4, .kv_heads = 2},
+                      // a whole column block of either width, a vector and single columns
+                      {.rows = 9, .in = 20, .out = 83, .heads = 4, .kv_heads = 2}},
       // Qwen3.5-4B's: 32 value heads over 16 key heads, 128 dims each.
       .model_shapes = {{.rows = 1, .in = 128, .out = 128, .heads = 32, .kv_heads = 16},
                        {.rows = 16, .in = 128, .out = 128, .heads = 32, .kv_heads = 16},
                        {.rows = 128, .in = 128, .out = 128, .heads = 32, .kv_heads = 16}},
       .bound = "1e-4·|want| + 1e-5",
       .make = MakeDelta,
-      .run_reference = [](const OpCall& c, float* y) { RunDelta(c, y, true); },
+      .run_reference = [](const OpCall& c, float* y) { RunDelta(c, y, nullptr); },
       .tolerance = [](const OpCall&, const std::vector<float>& want) { return Within(want, 1e-4); },
-      .variants = DispatchOnly,
-      .run_variant = [](const OpCall& c, const OpVariant&, float* y) { RunDelta(c, y, false); },
+      .variants = DeltaRuleVariants,
+      .run_variant = [](const OpCall& c, const OpVariant& v, float* y) { RunDelta(c, y, &v); },
       .cost =
           [](const OpShape& s, OpFormat) {
-            // The state is read and written once per span; each row 3 passes over it.
+            // The state is read and written once per span; each row three multiply-adds (Sᵀk̂, the
+            // update, the output) and a multiply (the decay) per state value.
             const double state = static_cast<double>(s.heads) * s.in * s.out;
             return OpCost{
                 .bytes = 8.0 * state + 4.0 * s.rows * (2 * s.kv_heads * s.in + 2 * s.heads * s.out),

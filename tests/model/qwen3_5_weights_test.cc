@@ -75,7 +75,14 @@ void ExpectLoadsAsWritten(const DecoderConfig& config, const std::string& dir) {
       EXPECT_TRUE(lw.qkv.empty());
       EXPECT_EQ(lw.linear.in_proj.rows(), l.conv_dim() + l.value_dim() + 2 * l.value_heads);
       EXPECT_EQ(lw.linear.in_proj.cols(), config.hidden_size);
-      EXPECT_EQ(lw.linear.conv, written.at(at + "linear_attn.conv1d.weight"));
+      // conv1d.weight [conv_dim, 1, kernel], kept tap-major: [kernel, conv_dim].
+      const std::vector<float>& conv = written.at(at + "linear_attn.conv1d.weight");
+      ASSERT_EQ(lw.linear.conv.size(), conv.size());
+      for (int64_t c = 0; c < l.conv_dim(); ++c) {
+        for (int64_t j = 0; j < l.conv_kernel; ++j) {
+          EXPECT_EQ(lw.linear.conv[j * l.conv_dim() + c], conv[c * l.conv_kernel + j]);
+        }
+      }
       EXPECT_EQ(lw.linear.a_log, written.at(at + "linear_attn.A_log"));
       EXPECT_EQ(lw.linear.dt_bias, written.at(at + "linear_attn.dt_bias"));
       EXPECT_EQ(lw.linear.norm, written.at(at + "linear_attn.norm.weight"));  // plain gain

@@ -1,48 +1,61 @@
 #include "kernels/cpu/linear_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "core/check.h"
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/delta_rule.h"
+
+#define DSCALE_DELTA_VARIANT build_vectors
+#include "kernels/cpu/delta_rule_columns.h"
 
 namespace dscale::cpu {
+
+void DeltaRuleColumnsBuild(const DeltaRuleRows& rows, const float* state_in, float* state,
+                           int64_t head, int64_t first, int64_t count) {
+  build_vectors::DeltaRuleColumns(rows, state_in, state, head, first, count);
+}
+int64_t DeltaRuleBlockBuild() { return build_vectors::kBlockColumns; }
+
 namespace {
 
-float Silu(float x) { return x / (1.0f + std::exp(-x)); }
+using simd::kLanes;
+
 // torch's softplus (threshold 20: linear above it).
 float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-// 1 / sqrt(Σ x² + eps) over n values, summed in double (one rounding).
+// 1 / sqrt(Σ x² + eps) over n values, summed in double (simd::SumSquares' order, one rounding).
 float InverseL2(const float* x, int64_t n, double eps) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  return static_cast<float>(1.0 / std::sqrt(sum + eps));
+  return static_cast<float>(1.0 / std::sqrt(simd::SumSquares(x, n) + eps));
 }
 
-// One row's update of one value head's state s [key_dim, value_dim] and its output.
-void DeltaStep(float* s, const float* k, const float* q, const float* v, float decay, float beta,
-               int64_t dk, int64_t dv, float* kv_mem, float* out) {
-  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = 0.0f;
+// Work below this many state values a span (value heads · key_dim · value_dim · rows) runs on
+// one thread.
+constexpr int64_t kDeltaParallelMin = int64_t{1} << 18;
+// Rows whose q̂, k̂ and gates are prepared at once (at Qwen3.5's 16 key heads of 128, 1 MB).
+constexpr int64_t kDeltaChunkRows = 64;
+
+// Row r's q̂ and k̂ for key head kh, and its gates for value head h (GatedDeltaRule's contract).
+void PrepareKeyHead(const GatedDeltaSpan& p, int64_t r, int64_t kh, float* qk_hat) {
+  const int64_t dk = p.key_dim;
+  const float* q = p.qk + r * p.qk_stride + kh * dk;
+  const float* k = q + p.key_heads * dk;
+  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+  const float qn = InverseL2(q, dk, 1e-6) * q_scale, kn = InverseL2(k, dk, 1e-6);
   for (int64_t i = 0; i < dk; ++i) {
-    float* row = s + i * dv;
-#pragma omp simd
-    for (int64_t j = 0; j < dv; ++j) {
-      row[j] *= decay;
-      kv_mem[j] += row[j] * k[i];
-    }
+    qk_hat[i] = q[i] * qn;
+    qk_hat[dk + i] = k[i] * kn;
   }
-#pragma omp simd
-  for (int64_t j = 0; j < dv; ++j) kv_mem[j] = (v[j] - kv_mem[j]) * beta;  // now the delta
-  for (int64_t j = 0; j < dv; ++j) out[j] = 0.0f;
-  for (int64_t i = 0; i < dk; ++i) {
-    float* row = s + i * dv;
-#pragma omp simd
-    for (int64_t j = 0; j < dv; ++j) {
-      row[j] += k[i] * kv_mem[j];
-      out[j] += row[j] * q[i];
-    }
-  }
+}
+void PrepareGates(const GatedDeltaSpan& p, int64_t r, int64_t h, float* gates) {
+  const float* ba = p.ba + r * p.ba_stride;
+  const float g = -std::exp(p.a_log[h]) * Softplus(ba[p.value_heads + h] + p.dt_bias[h]);
+  gates[0] = std::exp(g);
+  gates[1] = Sigmoid(ba[h]);
 }
 
 }  // namespace
@@ -51,73 +64,120 @@ void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t chan
                   int64_t kernel, const float* taps, float* window, float* out,
                   int64_t out_stride) {
   const int64_t past = kernel - 1;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = in + r * in_stride;
-    float* y = out + r * out_stride;
-#pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < past; ++j) acc += taps[c * kernel + j] * window[j * channels + c];
-      acc += taps[c * kernel + past] * x[c];
-      y[c] = Silu(acc);
+  // Input u_m of the sequence the window's rows begin (m < past: window row m; else span row
+  // m − past).
+  const auto input = [&](int64_t m) {
+    return m < past ? window + m * channels : in + (m - past) * in_stride;
+  };
+  const auto conv = [&](int64_t r, int64_t c, auto lanes) {
+    using T = decltype(lanes);
+    T acc{};
+    for (int64_t j = 0; j < kernel; ++j) {
+      if constexpr (std::is_same_v<T, float>) {
+        acc = taps[j * channels + c] * input(r + j)[c] + acc;
+      } else {
+        acc = simd::Load(taps + j * channels + c) * simd::Load(input(r + j) + c) + acc;
+      }
     }
-    if (past == 0) continue;
-    std::memmove(window, window + channels,
-                 static_cast<size_t>((past - 1) * channels) * sizeof(float));
-    std::memcpy(window + (past - 1) * channels, x, static_cast<size_t>(channels) * sizeof(float));
+    return acc;
+  };
+  // Channels are independent: blocks of a vector's lanes run every row, then the tail.
+  const int64_t whole = channels / kLanes * kLanes;
+#pragma omp parallel for schedule(static) if (rows * channels >= (int64_t{1} << 16))
+  for (int64_t c = 0; c < whole; c += kLanes) {
+    for (int64_t r = 0; r < rows; ++r) {
+      simd::Store(out + r * out_stride + c, simd::Silu(conv(r, c, simd::Floats{})));
+    }
+  }
+  for (int64_t c = whole; c < channels; ++c) {
+    for (int64_t r = 0; r < rows; ++r) out[r * out_stride + c] = Silu(conv(r, c, 0.0f));
+  }
+  // The window keeps the sequence's last `past` inputs; row m moves to m (m ascending reads only
+  // rows at or after the one it writes).
+  for (int64_t m = 0; m < past; ++m) {
+    const float* from = input(rows + m);
+    if (from != window + m * channels) {
+      std::memmove(window + m * channels, from, static_cast<size_t>(channels) * sizeof(float));
+    }
   }
 }
 
-void GatedDeltaRule(const GatedDeltaSpan& p) {
-  const int64_t dk = p.key_dim, dv = p.value_dim, group = p.value_heads / p.key_heads;
-  const int64_t key_width = p.key_heads * dk;
-  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
-  // Heads are independent: each runs its rows in order on one thread.
-#pragma omp parallel if (p.value_heads * dk * dv * p.rows >= (int64_t{1} << 18))
-  {
-    std::vector<float> q(static_cast<size_t>(dk)), k(static_cast<size_t>(dk));
-    std::vector<float> scratch(static_cast<size_t>(dv));
+void GatedDeltaRule(const GatedDeltaSpan& span) {
+  GatedDeltaRuleIn(
+      span, CpuFeaturesInUse().Avx512() ? DeltaRuleVectors::kAvx512 : DeltaRuleVectors::kBuild);
+}
+
+void GatedDeltaRuleIn(const GatedDeltaSpan& p, DeltaRuleVectors vectors) {
+  const int64_t dk = p.key_dim, dv = p.value_dim;
+  const bool avx512 = vectors == DeltaRuleVectors::kAvx512;
+  DSCALE_CHECK_MSG(!avx512 || CpuFeaturesInUse().Avx512(), "AVX-512 blocks on a CPU without it");
+  const int64_t block = avx512 ? DeltaRuleBlockAvx512() : DeltaRuleBlockBuild();
+  const auto columns = avx512 ? DeltaRuleColumnsAvx512 : DeltaRuleColumnsBuild;
+  const int64_t blocks = (dv + block - 1) / block;
+  const int64_t chunk = std::min(p.rows, kDeltaChunkRows);
+  std::vector<float> qk_hat(static_cast<size_t>(chunk * p.key_heads * 2 * dk));
+  std::vector<float> gates(static_cast<size_t>(chunk * p.value_heads * 2));
+#pragma omp parallel if (p.value_heads * dk * dv * p.rows >= kDeltaParallelMin)
+  for (int64_t r0 = 0; r0 < p.rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, p.rows - r0);
 #pragma omp for schedule(static)
-    for (int64_t h = 0; h < p.value_heads; ++h) {
-      float* s = p.state + h * dk * dv;
-      const int64_t kh = h / group;
-      for (int64_t r = 0; r < p.rows; ++r) {
-        const float* qr = p.qk + r * p.qk_stride + kh * dk;
-        const float* kr = qr + key_width;
-        const float qn = InverseL2(qr, dk, 1e-6) * q_scale, kn = InverseL2(kr, dk, 1e-6);
-        for (int64_t i = 0; i < dk; ++i) {
-          q[static_cast<size_t>(i)] = qr[i] * qn;
-          k[static_cast<size_t>(i)] = kr[i] * kn;
-        }
-        const float* ba = p.ba + r * p.ba_stride;
-        const float g = -std::exp(p.a_log[h]) * Softplus(ba[p.value_heads + h] + p.dt_bias[h]);
-        DeltaStep(s, k.data(), q.data(), p.v + r * p.v_stride + h * dv, std::exp(g), Sigmoid(ba[h]),
-                  dk, dv, scratch.data(), p.out + r * p.out_stride + h * dv);
-      }
+    for (int64_t i = 0; i < n * p.key_heads; ++i) {
+      PrepareKeyHead(p, r0 + i / p.key_heads, i % p.key_heads, qk_hat.data() + i * 2 * dk);
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n * p.value_heads; ++i) {
+      PrepareGates(p, r0 + i / p.value_heads, i % p.value_heads, gates.data() + i * 2);
+    }
+    const DeltaRuleRows rows{.qk_hat = qk_hat.data(),
+                             .gates = gates.data(),
+                             .v = p.v + r0 * p.v_stride,
+                             .v_stride = p.v_stride,
+                             .out = p.out + r0 * p.out_stride,
+                             .out_stride = p.out_stride,
+                             .rows = n,
+                             .key_heads = p.key_heads,
+                             .value_heads = p.value_heads,
+                             .key_dim = dk,
+                             .value_dim = dv};
+    // Heads and their column blocks are independent: each runs the chunk's rows in order.
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < p.value_heads * blocks; ++item) {
+      const int64_t head = item / blocks, first = item % blocks * block;
+      // The first chunk reads the state before the span; later ones the state it left.
+      const float* from = r0 == 0 && p.state_in != nullptr ? p.state_in : p.state;
+      columns(rows, from, p.state, head, first, std::min(block, dv - first));
     }
   }
 }
 
 void GatedRmsNorm(float* x, const float* z, int64_t z_stride, const float* gain, int64_t rows,
                   int64_t heads, int64_t head_dim, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t h = 0; h < heads; ++h) {
-      float* xh = x + (r * heads + h) * head_dim;
-      const float* zh = z + r * z_stride + h * head_dim;
-      double sum = 0;
-      for (int64_t i = 0; i < head_dim; ++i) sum += static_cast<double>(xh[i]) * xh[i];
-      const auto inv =
-          static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(head_dim) + eps));
-      for (int64_t i = 0; i < head_dim; ++i) xh[i] = xh[i] * inv * gain[i] * Silu(zh[i]);
+  const int64_t whole = head_dim / kLanes * kLanes;
+#pragma omp parallel for schedule(static) if (rows * heads * head_dim >= (int64_t{1} << 16))
+  for (int64_t rh = 0; rh < rows * heads; ++rh) {
+    float* xh = x + rh * head_dim;
+    const float* zh = z + rh / heads * z_stride + rh % heads * head_dim;
+    const double mean = simd::SumSquares(xh, head_dim) / static_cast<double>(head_dim);
+    const auto inv = static_cast<float>(1.0 / std::sqrt(mean + eps));
+    const simd::Floats inv_lanes = simd::Splat(inv);
+    for (int64_t i = 0; i < whole; i += kLanes) {
+      simd::Store(xh + i, simd::Load(xh + i) * inv_lanes * simd::Load(gain + i) *
+                              simd::Silu(simd::Load(zh + i)));
     }
+    for (int64_t i = whole; i < head_dim; ++i) xh[i] = xh[i] * inv * gain[i] * Silu(zh[i]);
   }
 }
 
 void SigmoidGate(float* x, const float* gate, int64_t gate_stride, int64_t rows, int64_t dim) {
+  const int64_t whole = dim / kLanes * kLanes;
+#pragma omp parallel for schedule(static) if (rows * dim >= (int64_t{1} << 16))
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate + r * gate_stride;
     float* xr = x + r * dim;
-    for (int64_t i = 0; i < dim; ++i) xr[i] *= Sigmoid(g[i]);
+    for (int64_t i = 0; i < whole; i += kLanes) {
+      simd::Store(xr + i, simd::Load(xr + i) * simd::Sigmoid(simd::Load(g + i)));
+    }
+    for (int64_t i = whole; i < dim; ++i) xr[i] *= Sigmoid(g[i]);
   }
 }
 

@@ -10,10 +10,12 @@
 namespace dscale::cpu {
 
 // The depthwise causal conv of one span, then SiLU: for row r and channel c,
-//   out[r, c] = silu(Σ_{j<K} taps[c, j] · u_{r−K+1+j}[c])
+//   out[r, c] = silu(Σ_{j<K} taps[j, c] · u_{r−K+1+j}[c])
 // where u is the window (the K − 1 inputs before the span, `window` [K − 1, channels], oldest
-// first) followed by the span's rows in[r, :] (row stride in_stride). `window` ends holding the
-// last K − 1 inputs. The sum runs j = 0 .. K − 1 in that order. out rows are out_stride apart.
+// first) followed by the span's rows in[r, :] (row stride in_stride), and taps [K, channels] are
+// tap-major (a checkpoint's [channels, 1, K] transposed: a tap's channels are one stream). The
+// sum runs j = 0 .. K − 1 in that order. `window` ends holding the last K − 1 inputs. out rows
+// are out_stride apart and lie apart from in and window.
 void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t channels,
                   int64_t kernel, const float* taps, float* window, float* out, int64_t out_stride);
 
@@ -35,7 +37,10 @@ struct GatedDeltaSpan {
   int64_t ba_stride = 0;
   const float* a_log = nullptr;    // [value_heads]
   const float* dt_bias = nullptr;  // [value_heads]
-  float* state = nullptr;          // [value_heads, key_dim, value_dim]
+  float* state = nullptr;          // [value_heads, key_dim, value_dim]: the state after the span
+  // The state before the span, the same layout: `state` itself where null, else read once and
+  // never written (a verify reads its request's committed state and writes its working copy).
+  const float* state_in = nullptr;
   float* out = nullptr;
   int64_t out_stride = 0;
   int64_t rows = 0;

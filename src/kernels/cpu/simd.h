@@ -90,5 +90,33 @@ inline Floats ExpNonPositive(Floats x) {
   return x < kMinArg ? Floats{} : poly * two_n;
 }
 
+// σ(x) = 1/(1 + e^−x) per lane from e = e^−|x| ∈ (0, 1]: 1/(1 + e) for x ≥ 0 and e/(1 + e)
+// otherwise, so nothing overflows for any finite x and σ of a very negative x underflows to 0.
+inline Floats Sigmoid(Floats x) {
+  const Floats e = ExpNonPositive(x < 0.0f ? x : -x);
+  const Floats inv = 1.0f / (1.0f + e);
+  return x >= 0.0f ? inv : e * inv;
+}
+
+// silu(x) = x·σ(x) per lane (σ as Sigmoid's: a very negative x gives −0, its limit).
+inline Floats Silu(Floats x) { return x * Sigmoid(x); }
+
+// Σ x[i]² over n values in double: lane l sums x[l], x[l + kLanes], … in order, the lanes are
+// added in lane order, then the tail in order. A fixed order, so the sum of a row depends on its
+// values alone.
+inline double SumSquares(const float* x, int64_t n) {
+  using Doubles = double __attribute__((vector_size(kLanes * sizeof(double))));
+  Doubles lanes{};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Doubles d = __builtin_convertvector(Load(x + i), Doubles);
+    lanes += d * d;
+  }
+  double sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 }  // namespace DSCALE_SIMD_WIDTH
 }  // namespace dscale::cpu::simd

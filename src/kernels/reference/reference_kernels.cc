@@ -376,7 +376,7 @@ void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t chan
     for (int64_t c = 0; c < channels; ++c) {
       double acc = 0;
       for (int64_t j = 0; j < kernel; ++j) {
-        acc += static_cast<double>(taps[c * kernel + j]) * u[(r + j) * channels + c];
+        acc += static_cast<double>(taps[j * channels + c]) * u[(r + j) * channels + c];
       }
       out[r * out_stride + c] = static_cast<float>(SiluD(acc));
     }
