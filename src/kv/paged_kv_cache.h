@@ -28,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/status.h"
 #include "core/step_batch.h"
 #include "kernels/cpu/attention.h"
@@ -188,7 +189,7 @@ class PagedKvCache {
  private:
   struct KeptState {
     int32_t length = 0;  // the prefix it stands after
-    std::vector<float> values;
+    HugePageVector<float> values;
   };
   struct Sequence {
     bool live = false;

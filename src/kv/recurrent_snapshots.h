@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/huge_pages.h"
+
 namespace dscale {
 
 class RecurrentSnapshots {
@@ -33,7 +35,7 @@ class RecurrentSnapshots {
 
  private:
   struct State {
-    std::vector<float> values;
+    HugePageVector<float> values;
     std::list<int32_t>::iterator use;  // in uses_
   };
   void Touch(State& state);

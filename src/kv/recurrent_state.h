@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/huge_pages.h"
+
 namespace dscale {
 
 struct RecurrentStateShape {
@@ -92,11 +94,11 @@ class RecurrentStates {
     bool live = false;
     int32_t position = 0;
     int32_t pending = 0;
-    std::vector<float> values;   // per linear layer: conv_values, then delta_values
-    std::vector<float> working;  // the same layout, while pending
-    std::vector<float> inputs;   // per linear layer: [pending, input_values]
+    HugePageVector<float> values;   // per linear layer: conv_values, then delta_values
+    HugePageVector<float> working;  // the same layout, while pending
+    HugePageVector<float> inputs;   // per linear layer: [pending, input_values]
     std::vector<int32_t> capture_at;
-    std::vector<float> captured;  // [capture_at.size(), StateValues()]
+    HugePageVector<float> captured;  // [capture_at.size(), StateValues()]
   };
   Sequence& Live(int32_t seq);
   const Sequence& Live(int32_t seq) const;
