@@ -1,5 +1,7 @@
 #include "kernels/cpu/linear_attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,37 +62,65 @@ void PrepareGates(const GatedDeltaSpan& p, int64_t r, int64_t h, float* gates) {
 
 }  // namespace
 
+namespace {
+
+// One row of the conv over channels [begin, end) (whole vectors) and [end, tail_end) (single
+// channels): u[j] is input u_{r−K+1+j}, taps [kKernel, channels]. kKernel 0: `kernel` at run time.
+template <int64_t kKernel>
+void ConvRow(const float* const* u, const float* taps, int64_t channels, int64_t kernel,
+             int64_t begin, int64_t end, int64_t tail_end, float* y) {
+  const int64_t k = kKernel > 0 ? kKernel : kernel;
+  for (int64_t c = begin; c < end; c += kLanes) {
+    simd::Floats acc{};
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < k; ++j) {
+      acc = simd::Load(taps + j * channels + c) * simd::Load(u[j] + c) + acc;
+    }
+    simd::Store(y + c, simd::Silu(acc));
+  }
+  for (int64_t c = end; c < tail_end; ++c) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < k; ++j) acc = taps[j * channels + c] * u[j][c] + acc;
+    y[c] = Silu(acc);
+  }
+}
+
+// The kernel widths compiled with their width fixed (Qwen3.5's is 4); others run with it at run
+// time, the same arithmetic.
+constexpr int64_t kMaxConvKernel = 8;
+
+}  // namespace
+
 void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t channels,
                   int64_t kernel, const float* taps, float* window, float* out,
                   int64_t out_stride) {
+  DSCALE_CHECK_MSG(kernel >= 1 && kernel <= kMaxConvKernel, "conv kernel width out of range");
   const int64_t past = kernel - 1;
   // Input u_m of the sequence the window's rows begin (m < past: window row m; else span row
   // m − past).
   const auto input = [&](int64_t m) {
     return m < past ? window + m * channels : in + (m - past) * in_stride;
   };
-  const auto conv = [&](int64_t r, int64_t c, auto lanes) {
-    using T = decltype(lanes);
-    T acc{};
-    for (int64_t j = 0; j < kernel; ++j) {
-      if constexpr (std::is_same_v<T, float>) {
-        acc = taps[j * channels + c] * input(r + j)[c] + acc;
+  // Channels are independent: each thread takes a run of whole vectors (the tail's channels go to
+  // the last) and walks the rows in order, so the K inputs a row reads were read by the rows just
+  // before it.
+  const int64_t vectors = channels / kLanes;
+#pragma omp parallel if (rows * channels >= (int64_t{1} << 16))
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = vectors * t / threads * kLanes,
+                  end = vectors * (t + 1) / threads * kLanes;
+    const int64_t tail_end = t + 1 == threads ? channels : end;
+    const float* u[kMaxConvKernel];
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < kernel; ++j) u[j] = input(r + j);
+      float* y = out + r * out_stride;
+      if (kernel == 4) {
+        ConvRow<4>(u, taps, channels, kernel, begin, end, tail_end, y);
       } else {
-        acc = simd::Load(taps + j * channels + c) * simd::Load(input(r + j) + c) + acc;
+        ConvRow<0>(u, taps, channels, kernel, begin, end, tail_end, y);
       }
     }
-    return acc;
-  };
-  // Channels are independent: blocks of a vector's lanes run every row, then the tail.
-  const int64_t whole = channels / kLanes * kLanes;
-#pragma omp parallel for schedule(static) if (rows * channels >= (int64_t{1} << 16))
-  for (int64_t c = 0; c < whole; c += kLanes) {
-    for (int64_t r = 0; r < rows; ++r) {
-      simd::Store(out + r * out_stride + c, simd::Silu(conv(r, c, simd::Floats{})));
-    }
-  }
-  for (int64_t c = whole; c < channels; ++c) {
-    for (int64_t r = 0; r < rows; ++r) out[r * out_stride + c] = Silu(conv(r, c, 0.0f));
   }
   // The window keeps the sequence's last `past` inputs; row m moves to m (m ascending reads only
   // rows at or after the one it writes).
