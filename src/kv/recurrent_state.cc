@@ -26,7 +26,7 @@ void RecurrentStates::Reset(int32_t seq) {
   s.position = 0;
   s.pending = 0;
   s.values.assign(static_cast<size_t>(StateValues()), 0.0f);
-  s.working.clear();
+  // `working` keeps its size: a span's forward writes all of it (BeginSpan).
   s.inputs.clear();
   s.capture_at.clear();
   s.captured.clear();

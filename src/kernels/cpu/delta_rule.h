@@ -4,9 +4,11 @@
 // column j of S meets only v[j], its own (Sᵀk̂)[j] and its own output, so a block of columns runs
 // every row of a span while it stays in L1, where a row-by-row loop over the whole state streamed
 // it from memory twice a row. Each element's arithmetic is the same in every blocking and vector
-// width, so every variant gives the same bits: per row, S[i][j] ← S[i][j]·e^g, then
-// (Sᵀk̂)[j] summed over i in order (a fused multiply-add each); then δ[j] = (v[j] − (Sᵀk̂)[j])·β,
-// S[i][j] ← k̂[i]·δ[j] + S[i][j] and out[j] = Σ_i S[i][j]·q̂[i] in order.
+// width: per row, S[i][j] ← S[i][j]·e^g, then (Sᵀk̂)[j] summed over i in order (a multiply-add
+// each); then δ[j] = (v[j] − (Sᵀk̂)[j])·β, S[i][j] ← k̂[i]·δ[j] + S[i][j] and out[j] =
+// Σ_i S[i][j]·q̂[i] in order. So a span's bits never depend on how its rows were split, and both
+// widths give the same bits where both fuse the multiply-adds (the build's x86-64-v3 vectors, as
+// AVX-512's; a build for plain x86-64 rounds them in two steps).
 
 #include <cstdint>
 
