@@ -41,7 +41,7 @@ constexpr int64_t kDeltaParallelMin = int64_t{1} << 18;
 // Rows whose q̂, k̂ and gates are prepared at once (at Qwen3.5's 16 key heads of 128, 1 MB).
 constexpr int64_t kDeltaChunkRows = 64;
 
-// Row r's q̂ and k̂ for key head kh, and its gates for value head h (GatedDeltaRule's contract).
+// Row r's q̂ and k̂ for key head kh (GatedDeltaRule's contract).
 void PrepareKeyHead(const GatedDeltaSpan& p, int64_t r, int64_t kh, float* qk_hat) {
   const int64_t dk = p.key_dim;
   const float* q = p.qk + r * p.qk_stride + kh * dk;
@@ -53,16 +53,13 @@ void PrepareKeyHead(const GatedDeltaSpan& p, int64_t r, int64_t kh, float* qk_ha
     qk_hat[dk + i] = k[i] * kn;
   }
 }
+// Row r's e^g and β for value head h.
 void PrepareGates(const GatedDeltaSpan& p, int64_t r, int64_t h, float* gates) {
   const float* ba = p.ba + r * p.ba_stride;
   const float g = -std::exp(p.a_log[h]) * Softplus(ba[p.value_heads + h] + p.dt_bias[h]);
   gates[0] = std::exp(g);
   gates[1] = Sigmoid(ba[h]);
 }
-
-}  // namespace
-
-namespace {
 
 // One row of the conv over channels [begin, end) (whole vectors) and [end, tail_end) (single
 // channels): u[j] is input u_{r−K+1+j}, taps [kKernel, channels]. kKernel 0: `kernel` at run time.
@@ -85,16 +82,11 @@ void ConvRow(const float* const* u, const float* taps, int64_t channels, int64_t
   }
 }
 
-// The kernel widths compiled with their width fixed (Qwen3.5's is 4); others run with it at run
-// time, the same arithmetic.
-constexpr int64_t kMaxConvKernel = 8;
-
 }  // namespace
 
 void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t channels,
                   int64_t kernel, const float* taps, float* window, float* out,
                   int64_t out_stride) {
-  DSCALE_CHECK_MSG(kernel >= 1 && kernel <= kMaxConvKernel, "conv kernel width out of range");
   const int64_t past = kernel - 1;
   // Input u_m of the sequence the window's rows begin (m < past: window row m; else span row
   // m − past).
@@ -111,14 +103,15 @@ void CausalConv1d(const float* in, int64_t in_stride, int64_t rows, int64_t chan
     const int64_t begin = vectors * t / threads * kLanes,
                   end = vectors * (t + 1) / threads * kLanes;
     const int64_t tail_end = t + 1 == threads ? channels : end;
-    const float* u[kMaxConvKernel];
+    std::vector<const float*> u(static_cast<size_t>(kernel));
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < kernel; ++j) u[j] = input(r + j);
+      for (int64_t j = 0; j < kernel; ++j) u[static_cast<size_t>(j)] = input(r + j);
       float* y = out + r * out_stride;
+      // Qwen3.5's width compiled fixed; any other at run time, the same arithmetic.
       if (kernel == 4) {
-        ConvRow<4>(u, taps, channels, kernel, begin, end, tail_end, y);
+        ConvRow<4>(u.data(), taps, channels, kernel, begin, end, tail_end, y);
       } else {
-        ConvRow<0>(u, taps, channels, kernel, begin, end, tail_end, y);
+        ConvRow<0>(u.data(), taps, channels, kernel, begin, end, tail_end, y);
       }
     }
   }
