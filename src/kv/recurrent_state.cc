@@ -34,7 +34,14 @@ void RecurrentStates::Reset(int32_t seq) {
 
 void RecurrentStates::Remove(int32_t seq) {
   if (shape_.empty()) return;
-  Live(seq).live = false;  // its buffers stay for the id's next sequence (Reset)
+  // The two states (what the memory budget counts a running request) stay for the id's next
+  // sequence (Reset); the rows' inputs, up to a prompt chunk's (400 MB at 512 rows of
+  // Qwen3.5-4B), and any captured states go.
+  Sequence& s = Live(seq);
+  s.live = false;
+  HugePageVector<float>().swap(s.inputs);
+  HugePageVector<float>().swap(s.captured);
+  s.capture_at.clear();
 }
 
 RecurrentStates::Sequence& RecurrentStates::Live(int32_t seq) {

@@ -37,7 +37,7 @@ struct RecurrentStateShape {
 
   int32_t linear_layers() const;
   bool empty() const { return linear_layers() == 0; }
-  // f32 bytes of one request's committed state (the working copy doubles it while pending).
+  // f32 bytes of one request's committed state (its working copy doubles it).
   int64_t BytesPerSequence() const;
 };
 
@@ -89,13 +89,13 @@ class RecurrentStates {
   void FinishReplay(int32_t seq, int32_t rows);
 
  private:
-  // A sequence id's state and buffers; a removed id keeps its buffers (not live) for the next.
+  // A sequence id's state and buffers; a removed id (not live) keeps its two states for the next.
   struct Sequence {
     bool live = false;
     int32_t position = 0;
     int32_t pending = 0;
     HugePageVector<float> values;   // per linear layer: conv_values, then delta_values
-    HugePageVector<float> working;  // the same layout, while pending
+    HugePageVector<float> working;  // the same layout: the state after a pending span
     HugePageVector<float> inputs;   // per linear layer: [pending, input_values]
     std::vector<int32_t> capture_at;
     HugePageVector<float> captured;  // [capture_at.size(), StateValues()]
