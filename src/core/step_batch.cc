@@ -22,10 +22,14 @@ void StepBatch::Clear() {
   num_logits_ = 0;
 }
 
-void StepBatch::BeginSpan(int32_t seq, int32_t ctx_len, const int32_t* page_table) {
+void StepBatch::BeginSpan(int32_t seq, int32_t ctx_len, const int32_t* page_table, SpanRows rows) {
   if (num_spans_ == span_capacity()) EnsureCapacity(row_capacity(), std::max(1, 2 * num_spans_));
-  spans_[Count(num_spans_++)] = {
-      .q_start = rows_, .q_len = 0, .ctx_len = ctx_len, .page_table = page_table, .seq = seq};
+  spans_[Count(num_spans_++)] = {.q_start = rows_,
+                                 .q_len = 0,
+                                 .ctx_len = ctx_len,
+                                 .page_table = page_table,
+                                 .seq = seq,
+                                 .always_kept = rows == SpanRows::kAlwaysKept};
 }
 
 void StepBatch::AddRow(int32_t token, int32_t kv_slot, bool logits) {

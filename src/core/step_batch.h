@@ -27,7 +27,14 @@ struct StepSpan {
   int32_t ctx_len = 0;                  // positions before the first row
   const int32_t* page_table = nullptr;  // ⌈(ctx_len + q_len) / page_size⌉ page ids of seq
   int32_t seq = -1;                     // KV sequence
+  // Every row commits whatever acceptance finds (a prompt chunk, or a request's next token
+  // alone), so a hybrid target advances its recurrent state in place, with no working copy for a
+  // rejection to discard (kv/recurrent_state.h).
+  bool always_kept = false;
 };
+
+// Whether a span's rows may be rejected (verification rows) or all commit (StepSpan::always_kept).
+enum class SpanRows { kVerified, kAlwaysKept };
 
 // The attention tile height for a batch whose longest span has `max_query_rows` rows: the
 // 16-row tile for verification and drafting blocks when tile routing is on, else 128.
@@ -49,7 +56,8 @@ class StepBatch {
   void Clear();
 
   // Starts a span for `seq` at the next row; its rows follow with AddRow.
-  void BeginSpan(int32_t seq, int32_t ctx_len, const int32_t* page_table);
+  void BeginSpan(int32_t seq, int32_t ctx_len, const int32_t* page_table,
+                 SpanRows rows = SpanRows::kVerified);
   // Appends a row to the last span (at position ctx_len + its index in the span); its logits are
   // wanted when `logits`.
   void AddRow(int32_t token, int32_t kv_slot, bool logits);

@@ -108,11 +108,14 @@ Status Pack(const StepBatch& blocks, std::span<const int32_t> k, BucketStep* out
     const StepSpan& block = blocks.spans()[i];
     const int32_t offset = out->offsets_[i];
     CopyRows(blocks, block.q_start, k[i], offset, i, batch);
+    // A block's first row is the request's next token, committed whatever is accepted: a span
+    // of it alone is always kept.
     spans[i] = {.q_start = offset,
                 .q_len = k[i],
                 .ctx_len = block.ctx_len,
                 .page_table = block.page_table,
-                .seq = block.seq};
+                .seq = block.seq,
+                .always_kept = k[i] == 1};
     out->k_[i] = k[i];
     out->offsets_[i + 1] = offset + k[i];
   }

@@ -72,7 +72,7 @@ void Engine::GatherPromptChunks() {
     RequestState& r = *prompt_requests_[i];
     const int32_t n = prompt_rows_[i];
     AddRequestRows(prefill_, r.seq, r.prefilled, std::span(r.tokens).subspan(r.prefilled, n),
-                   cache_, /*all_logits=*/false);
+                   cache_, /*all_logits=*/false, SpanRows::kAlwaysKept);
     CaptureStatePoints(r, r.prefilled + n);
     r.prefilled += n;
   }

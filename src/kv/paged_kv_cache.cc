@@ -294,11 +294,11 @@ int32_t PagedKvCache::Slot(int32_t seq, int32_t pos) const {
 }
 
 void AddRequestRows(StepBatch& batch, int32_t seq, int32_t ctx_len, std::span<const int32_t> tokens,
-                    const PagedKvCache& cache, bool all_logits) {
+                    const PagedKvCache& cache, bool all_logits, SpanRows rows) {
   const auto n = static_cast<int32_t>(tokens.size());
   DSCALE_CHECK(n > 0);
   DSCALE_CHECK_MSG(cache.Length(seq) >= ctx_len + n, "KV positions not reserved");
-  batch.BeginSpan(seq, ctx_len, cache.PageTable(seq).data());
+  batch.BeginSpan(seq, ctx_len, cache.PageTable(seq).data(), rows);
   for (int32_t j = 0; j < n; ++j) {
     batch.AddRow(tokens[static_cast<size_t>(j)], cache.Slot(seq, ctx_len + j),
                  all_logits || j == n - 1);

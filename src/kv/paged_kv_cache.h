@@ -221,9 +221,10 @@ class PagedKvCache {
 
 // Appends `tokens` to `batch` as one span: sequence `seq`'s positions ctx_len .. ctx_len + n − 1
 // (reserved in `cache`) at their slots, with logits wanted for every row (all_logits) or for
-// the last one only.
+// the last one only; `rows` says whether they all commit (StepSpan::always_kept).
 void AddRequestRows(StepBatch& batch, int32_t seq, int32_t ctx_len, std::span<const int32_t> tokens,
-                    const PagedKvCache& cache, bool all_logits);
+                    const PagedKvCache& cache, bool all_logits,
+                    SpanRows rows = SpanRows::kVerified);
 
 // Positions a cache may hold: slots are int32.
 int64_t MaxKvPositions(int32_t page_size);

@@ -116,21 +116,26 @@ void RecurrentStates::ClearCaptures(int32_t seq) {
   s.captured.clear();
 }
 
-void RecurrentStates::BeginSpan(int32_t seq, int32_t rows) {
+void RecurrentStates::BeginSpan(int32_t seq, int32_t rows, bool in_place) {
   Sequence& s = Live(seq);
   DSCALE_CHECK_MSG(s.pending == 0, "a span starts from a committed state");
   DSCALE_CHECK(rows > 0);
   s.pending = rows;
+  s.in_place = in_place;
+  if (in_place) return;
   // Sized, not copied: the forward writes every layer's state after the span there, reading the
   // committed one (CpuOps::RecurrentSpans).
   s.working.resize(s.values.size());
   s.inputs.resize(static_cast<size_t>(shape_.linear_layers() * rows * shape_.input_values));
 }
 
+bool RecurrentStates::in_place(int32_t seq) const { return Live(seq).in_place; }
+
 float* RecurrentStates::WorkingConv(int32_t seq, int32_t layer) {
   Sequence& s = Live(seq);
   DSCALE_CHECK(s.pending > 0);
-  return s.working.data() + LayerOffset(layer) * (shape_.conv_values + shape_.delta_values);
+  float* state = s.in_place ? s.values.data() : s.working.data();
+  return state + LayerOffset(layer) * (shape_.conv_values + shape_.delta_values);
 }
 
 float* RecurrentStates::WorkingDelta(int32_t seq, int32_t layer) {
@@ -139,7 +144,7 @@ float* RecurrentStates::WorkingDelta(int32_t seq, int32_t layer) {
 
 float* RecurrentStates::Inputs(int32_t seq, int32_t layer) {
   Sequence& s = Live(seq);
-  DSCALE_CHECK(s.pending > 0);
+  DSCALE_CHECK(s.pending > 0 && !s.in_place);
   return s.inputs.data() + LayerOffset(layer) * s.pending * shape_.input_values;
 }
 
@@ -154,7 +159,7 @@ float* RecurrentStates::Delta(int32_t seq, int32_t layer) {
 void RecurrentStates::AdoptWorking(int32_t seq) {
   Sequence& s = Live(seq);
   DSCALE_CHECK(s.pending > 0);
-  std::swap(s.values, s.working);
+  if (!s.in_place) std::swap(s.values, s.working);
   s.position += s.pending;
   s.pending = 0;
 }
@@ -162,6 +167,8 @@ void RecurrentStates::AdoptWorking(int32_t seq) {
 void RecurrentStates::FinishReplay(int32_t seq, int32_t rows) {
   Sequence& s = Live(seq);
   DSCALE_CHECK(rows >= 0 && rows <= s.pending);
+  DSCALE_CHECK_MSG(!s.in_place || rows == s.pending,
+                   "a span that ran in place on the committed state keeps all its rows");
   s.position += rows;
   s.pending = 0;
 }

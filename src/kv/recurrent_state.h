@@ -5,11 +5,15 @@
 // Contract. Per sequence, a committed state: per linear layer the conv's last K − 1 inputs
 // ([K − 1, conv_dim], oldest first) and the delta rule's state ([value_heads, key_dim,
 // value_dim]), f32, zero at position 0, standing after exactly position(seq) positions. Unlike
-// K/V rows it cannot be overwritten back, so a forward never changes it: a span starts at
-// ctx_len == position(seq) (BeginSpan) and runs on a working copy (each layer's kernels read the
-// committed state and write the state after the span there, so it is never copied whole), keeping
-// each row's layer inputs (in_proj's qkv, b and a rows) beside it. The sequence then holds
-// `pending_rows()` rows past its committed state until the model commits a length
+// K/V rows it cannot be overwritten back, so a forward of rows that may be rejected never changes
+// it: a span starts at ctx_len == position(seq) (BeginSpan) and runs on a working copy (each
+// layer's kernels read the committed state and write the state after the span there, so it is
+// never copied whole), keeping each row's layer inputs (in_proj's qkv, b and a rows) beside it. A
+// span whose rows all commit whatever is accepted (StepSpan::always_kept: a prompt chunk, a
+// request's next token alone) runs on the committed state in place and keeps no inputs: a
+// separate copy would cost a one-row step another stream over the state (2 MiB a layer at
+// Qwen3.5's shapes; at many requests the step's largest cost after the weights). The sequence
+// then holds `pending_rows()` rows past its committed state until the model commits a length
 // (TargetModel::CommitSequenceState, an explicit stage of the engine's step after acceptance, also
 // run at a forward's start for a sequence still pending): all the rows — the working copy becomes
 // the state — or a prefix of them — the kept rows' inputs are replayed from the committed state
@@ -73,9 +77,12 @@ class RecurrentStates {
   // Floats in one sequence's state: per linear layer conv_values + delta_values.
   int64_t StateValues() const;
   // A forward of `rows` rows from the committed position (nothing may be pending): the working
-  // copy is sized for the forward to fill, each linear layer's from the committed state.
-  void BeginSpan(int32_t seq, int32_t rows);
-  // The working copy of layer `layer` (a linear one) and its rows' inputs [rows, input_values].
+  // copy is sized for the forward to fill, each linear layer's from the committed state; or,
+  // `in_place` (rows that all commit), the forward advances the committed state itself.
+  void BeginSpan(int32_t seq, int32_t rows, bool in_place);
+  bool in_place(int32_t seq) const;
+  // The working copy of layer `layer` (a linear one; the committed state itself in place) and
+  // its rows' inputs [rows, input_values] (none in place).
   float* WorkingConv(int32_t seq, int32_t layer);
   float* WorkingDelta(int32_t seq, int32_t layer);
   float* Inputs(int32_t seq, int32_t layer);
@@ -85,7 +92,7 @@ class RecurrentStates {
   // All pending rows kept: the working copy becomes the state.
   void AdoptWorking(int32_t seq);
   // After the caller replayed `rows` pending rows into the committed state: the position moves
-  // by `rows` and nothing is pending.
+  // by `rows` and nothing is pending. A span that ran in place keeps all its rows.
   void FinishReplay(int32_t seq, int32_t rows);
 
  private:
@@ -94,6 +101,7 @@ class RecurrentStates {
     bool live = false;
     int32_t position = 0;
     int32_t pending = 0;
+    bool in_place = false;          // the pending span runs on `values`
     HugePageVector<float> values;   // per linear layer: conv_values, then delta_values
     HugePageVector<float> working;  // the same layout: the state after a pending span
     HugePageVector<float> inputs;   // per linear layer: [pending, input_values]

@@ -128,8 +128,8 @@ struct CpuOps {
   }
   // Per span of `batch`, in order: the causal conv of its in_proj rows' qkv part (proj, row
   // stride proj_stride) into mixed [rows, conv_dim], then the delta rule into o [rows,
-  // value_width], on the span's working state of layer `layer` (kv/recurrent_state.h), whose
-  // replay inputs (the rows' qkv, b and a) are kept.
+  // value_width], on the span's working state of layer `layer` (kv/recurrent_state.h), keeping
+  // the replay inputs (the rows' qkv, b and a) of rows that may be rejected.
   void RecurrentSpans(const BatchView& batch, int32_t layer, const GatedDeltaNetWeights& w,
                       const LinearDims& l, const float* proj, int64_t proj_stride, float* mixed,
                       float* o) const {
@@ -139,11 +139,12 @@ struct CpuOps {
     for (int32_t i = 0; i < batch.num_spans; ++i) {
       const StepSpan& span = batch.spans[i];
       const int64_t r0 = span.q_start;
-      float* inputs = recurrent->Inputs(span.seq, layer);
-      for (int32_t r = 0; r < span.q_len; ++r) {
+      // Rows that may be rejected keep their inputs for the commit's replay.
+      for (int32_t r = 0; r < span.q_len && !recurrent->in_place(span.seq); ++r) {
+        float* inputs = recurrent->Inputs(span.seq, layer) + r * width;
         const float* row = proj + (r0 + r) * proj_stride;
-        std::memcpy(inputs + r * width, row, static_cast<size_t>(conv_dim) * sizeof(float));
-        std::memcpy(inputs + r * width + conv_dim, row + ba_offset,
+        std::memcpy(inputs, row, static_cast<size_t>(conv_dim) * sizeof(float));
+        std::memcpy(inputs + conv_dim, row + ba_offset,
                     static_cast<size_t>(2 * l.value_heads) * sizeof(float));
       }
       // The rows in segments ending at the span's capture positions, whose states are copied
@@ -154,8 +155,11 @@ struct CpuOps {
       float* delta = recurrent->WorkingDelta(span.seq, layer);
       // The working copy starts as the committed state: the conv's window copied (K − 1 rows),
       // the delta state read by the first segment's delta rule as it writes the copy (a pass
-      // over tens of MB a request saved).
-      std::copy_n(recurrent->Conv(span.seq, layer), recurrent->shape().conv_values, conv_window);
+      // over tens of MB a request saved). In place the working state is the committed one.
+      const float* committed_conv = recurrent->Conv(span.seq, layer);
+      if (committed_conv != conv_window) {
+        std::copy_n(committed_conv, recurrent->shape().conv_values, conv_window);
+      }
       const float* delta_in = recurrent->Delta(span.seq, layer);
       int64_t done = 0;
       for (size_t c = 0; c <= captures.size(); ++c) {

@@ -104,7 +104,7 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
   out->logits.resize(static_cast<size_t>(num_logit_rows) * config_.vocab_size);
   static constexpr int32_t kNoRow = 0;  // never null: null would mean every row
   // kv/recurrent_state.h: a sequence still pending keeps the positions before this span, then
-  // the span runs on a working copy of its committed state.
+  // the span runs on a working copy of its committed state (in place where it is always kept).
   RecurrentStates& recurrent = cache.recurrent();
   const bool hybrid = !recurrent.shape().empty();
   if (hybrid) {
@@ -112,7 +112,7 @@ Status DecoderModel::Forward(const StepBatch& batch, PagedKvCache& cache, Forwar
       if (recurrent.pending_rows(span.seq) > 0) CommitSequenceState(cache, span.seq, span.ctx_len);
       DSCALE_CHECK_MSG(recurrent.position(span.seq) == span.ctx_len,
                        "a span of a hybrid target must start at its recurrent state's position");
-      recurrent.BeginSpan(span.seq, span.q_len);
+      recurrent.BeginSpan(span.seq, span.q_len, span.always_kept);
     }
   }
   CpuOps ops{.activations = activations_, .recurrent = hybrid ? &recurrent : nullptr};
@@ -141,6 +141,8 @@ void DecoderModel::CommitSequenceState(PagedKvCache& cache, int32_t seq, int32_t
     states.AdoptWorking(seq);
     return;
   }
+  DSCALE_CHECK_MSG(!states.in_place(seq),
+                   "a span that ran in place on the committed state keeps all its rows");
   const LinearDims& l = dims_.linear;
   const int64_t width = states.shape().input_values;
   float* mixed = CpuOps::Buffer(scratch_.conv, int64_t{keep} * l.conv_dim());

@@ -33,7 +33,7 @@ Result<std::vector<int32_t>> GreedyDecode(TargetModel& model, const std::vector<
     const int32_t n = std::min(chunk, prompt_len - done);
     batch.Clear();
     AddRequestRows(batch, seq, done, std::span(prompt).subspan(done, n), cache,
-                   /*all_logits=*/false);
+                   /*all_logits=*/false, SpanRows::kAlwaysKept);
     batch.tile_rows = 128;
     DSCALE_RETURN_IF_ERROR(model.Forward(batch, cache, &out));
     done += n;
@@ -49,7 +49,8 @@ Result<std::vector<int32_t>> GreedyDecode(TargetModel& model, const std::vector<
                       options.stop_ids.end();
     if (stop || step + 1 == options.max_new_tokens) break;
     batch.Clear();
-    AddRequestRows(batch, seq, prompt_len + step, std::span(&generated.back(), 1), cache, false);
+    AddRequestRows(batch, seq, prompt_len + step, std::span(&generated.back(), 1), cache,
+                   /*all_logits=*/false, SpanRows::kAlwaysKept);
     batch.tile_rows = 16;
     DSCALE_RETURN_IF_ERROR(model.Forward(batch, cache, &out));
   }

@@ -19,7 +19,7 @@ TEST(StepBatchTest, AppendPlacesTheOtherBatchsRowsSpansAndLogitRowsAfterThisOnes
   verify.tile_rows = 16;
 
   StepBatch prompt;
-  prompt.BeginSpan(/*seq=*/5, /*ctx_len=*/0, pages_c.data());
+  prompt.BeginSpan(/*seq=*/5, /*ctx_len=*/0, pages_c.data(), SpanRows::kAlwaysKept);
   for (int32_t r = 0; r < 3; ++r) prompt.AddRow(20 + r, 16 + r, /*logits=*/r == 2);
   prompt.tile_rows = 128;
 
@@ -45,6 +45,8 @@ TEST(StepBatchTest, AppendPlacesTheOtherBatchsRowsSpansAndLogitRowsAfterThisOnes
   EXPECT_EQ(last.ctx_len, 0);
   EXPECT_EQ(last.seq, 5);
   EXPECT_EQ(last.page_table, pages_c.data());
+  EXPECT_TRUE(last.always_kept);
+  EXPECT_FALSE(mixed.spans()[0].always_kept);
   EXPECT_EQ(mixed.spans()[1].q_start, 2);
   EXPECT_EQ(mixed.MaxQueryLen(), 3);
 }

@@ -57,6 +57,7 @@ void ExpectPacked(const Blocks& b, const BucketStep& ws) {
     EXPECT_EQ(span.ctx_len, 100 + 10 * i);
     EXPECT_EQ(span.seq, 7 + i);
     EXPECT_EQ(span.page_table, b.page_table.data());
+    EXPECT_EQ(span.always_kept, b.k[i] == 1);  // the request's next token alone
     for (int j = 0; j < b.k[i]; ++j) {
       const size_t s = static_cast<size_t>(offset + j);
       ASSERT_EQ(step.tokens()[s], 1000 * i + j);

@@ -137,7 +137,7 @@ KvCacheShape HybridShape(int32_t num_pages) {
 // `seq` advanced by `rows` positions to a state of five values from `first` on.
 void Advance(PagedKvCache& cache, int32_t seq, int32_t rows, float first) {
   RecurrentStates& states = cache.recurrent();
-  states.BeginSpan(seq, rows);
+  states.BeginSpan(seq, rows, /*in_place=*/false);
   float* working = states.WorkingConv(seq, 0);
   for (int i = 0; i < 5; ++i) working[i] = first + static_cast<float>(i);
   states.AdoptWorking(seq);

@@ -114,11 +114,14 @@ TEST(Qwen3_5ModelTest, RequestBitsDoNotDependOnTheBatch) {
   EXPECT_EQ(std::vector<float>(out.logits.begin() + split, out.logits.end()), alone_b);
 }
 
-// One forward of `tokens` at ctx_len for `seq`, every row's logits.
+// One forward of `tokens` at ctx_len for `seq`, every row's logits; rows that all commit
+// (kAlwaysKept) advance the recurrent state in place, as the engine's prompt chunks and plain
+// steps do.
 std::vector<float> ForwardRows(DecoderModel& model, PagedKvCache& cache, int32_t seq,
-                               int32_t ctx_len, const std::vector<int32_t>& tokens) {
+                               int32_t ctx_len, const std::vector<int32_t>& tokens,
+                               SpanRows rows = SpanRows::kVerified) {
   StepBatch batch;
-  AddRequestRows(batch, seq, ctx_len, tokens, cache, /*all_logits=*/true);
+  AddRequestRows(batch, seq, ctx_len, tokens, cache, /*all_logits=*/true, rows);
   ForwardOutput out;
   EXPECT_TRUE(model.Forward(batch, cache, &out).ok());
   return out.logits;
@@ -126,7 +129,8 @@ std::vector<float> ForwardRows(DecoderModel& model, PagedKvCache& cache, int32_t
 
 // A verify of four rows (the next token, one right draft, two wrong ones) whose first two rows
 // are kept leaves the sequence exactly where plain decoding of those two tokens leaves it: the
-// verified rows' logits and the next row's have plain decoding's bits, whether the kept length is
+// verified rows' logits and the next row's have plain decoding's bits (plain decoding's rows run
+// in place on the committed state, the verify's on a working copy), whether the kept length is
 // committed explicitly (the engine's stage) or at the next forward.
 TEST(Qwen3_5ModelTest, RejectedRowsLeaveNothingBehind) {
   const DecoderConfig config = OddHybridConfig();
@@ -138,10 +142,11 @@ TEST(Qwen3_5ModelTest, RejectedRowsLeaveNothingBehind) {
   PagedKvCache plain_cache(model.KvShape(16, 1).WithDtype(KvDtype::kF32));
   const int32_t plain = plain_cache.AddSequence();
   ASSERT_TRUE(plain_cache.Reserve(plain, 10).ok());
-  ForwardRows(model, plain_cache, plain, 0, prompt);
+  ForwardRows(model, plain_cache, plain, 0, prompt, SpanRows::kAlwaysKept);
   std::vector<float> want;
   for (int32_t pos = 7; pos < 10; ++pos) {
-    const std::vector<float> row = ForwardRows(model, plain_cache, plain, pos, {tokens[pos]});
+    const std::vector<float> row =
+        ForwardRows(model, plain_cache, plain, pos, {tokens[pos]}, SpanRows::kAlwaysKept);
     want.insert(want.end(), row.begin(), row.end());
   }
   for (const bool explicit_commit : {true, false}) {
@@ -194,12 +199,13 @@ TEST(Qwen3_5ModelTest, StatesCapturedInsideASpanEqualThoseOfShorterSequences) {
   };
   PagedKvCache cache(model.KvShape(16, 8).WithDtype(KvDtype::kF32));
   RecurrentStates& states = cache.recurrent();
-  // One span of 23 rows, captured after 7 and 16 positions and at its end.
+  // One span of 23 rows (a prompt's, in place), captured after 7 and 16 positions and at its end.
   const int32_t whole = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(whole, 23).ok());
   const std::vector<int32_t> at = {7, 16, 23};
   states.CaptureAfter(whole, at);
-  const std::vector<float> logits = ForwardRows(model, cache, whole, 0, tokens);
+  const std::vector<float> logits =
+      ForwardRows(model, cache, whole, 0, tokens, SpanRows::kAlwaysKept);
   model.CommitSequenceState(cache, whole, 23);
   for (size_t i = 0; i < at.size(); ++i) {
     // The same prefix in two chunks, split before the capture point.
@@ -217,10 +223,25 @@ TEST(Qwen3_5ModelTest, StatesCapturedInsideASpanEqualThoseOfShorterSequences) {
                                committed = states.Committed(whole);
   EXPECT_TRUE(std::equal(end.begin(), end.end(), committed.begin(), committed.end()));
   states.ClearCaptures(whole);
-  // Without captures the same span gives the same logits.
+  // Without captures, on a working copy, the same span gives the same logits.
   const int32_t again = cache.AddSequence();
   ASSERT_TRUE(cache.Reserve(again, 23).ok());
   EXPECT_EQ(ForwardRows(model, cache, again, 0, tokens), logits);
+}
+
+// A span whose rows all commit runs on the committed state itself (no working copy, no replay
+// inputs): committing fewer of its rows is a bug, caught.
+TEST(Qwen3_5ModelTest, AnAlwaysKeptSpanCannotBeCommittedShort) {
+  const DecoderConfig config = OddHybridConfig();
+  DecoderModel model(config, RandomDecoderWeights(config, 4, DType::kF32));
+  PagedKvCache cache(model.KvShape(16, 2).WithDtype(KvDtype::kF32));
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 8).ok());
+  ForwardRows(model, cache, seq, 0, {5, 6, 7}, SpanRows::kAlwaysKept);
+  EXPECT_TRUE(cache.recurrent().in_place(seq));
+  EXPECT_DEATH(model.CommitSequenceState(cache, seq, 2), "keeps all its rows");
+  model.CommitSequenceState(cache, seq, 3);
+  EXPECT_EQ(cache.recurrent().position(seq), 3);
 }
 
 TEST(Qwen3_5ModelTest, SpanAwayFromTheStatePositionIsABug) {
