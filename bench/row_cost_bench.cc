@@ -112,7 +112,7 @@ Args ParseArgs(int argc, char** argv) {
       Usage("unknown flag " + flag);
     }
   }
-  if (a.activations && a.weights != WeightsMode::kAsStored) {
+  if (a.activations && IsQuantized(a.weights)) {
     Usage(
         "--activations picks how BF16 weights meet the activations; with --weights int8 or int4 "
         "both int8 activation modes run");
@@ -301,7 +301,7 @@ void Measure(const std::string& dir, const Args& args, double sgemm) {
       "context %d\n",
       dir.c_str(), static_cast<long long>(config.num_hidden_layers),
       static_cast<long long>(config.hidden_size), weight_bytes / 1e9, kv_bytes / 1e6, args.context);
-  if (args.weights != WeightsMode::kAsStored) {
+  if (IsQuantized(args.weights)) {
     // f32 activations, and activations quantised per 32 inputs (gemm_int8.h).
     return MeasureActivationModes(
         model, batch, cache, out, args, seq, rng, {"f32", "int8"},

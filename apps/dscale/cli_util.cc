@@ -117,13 +117,13 @@ Result<std::unique_ptr<StepTrace>> OpenStepTrace(const std::string& path) {
 
 namespace {
 
-// A WeightsMode flag: as-stored, int8 or int4 (default as-stored).
+// A WeightsMode flag: as-stored, mapped, int8 or int4 (default as-stored).
 void AddWeightsModeOption(CLI::App* cmd, const std::string& flag, WeightsMode* weights,
                           const std::string& help) {
   cmd->add_option_function<std::string>(
          flag, [weights](const std::string& name) { *weights = ParseWeightsMode(name).value(); },
          help)
-      ->check(CLI::IsMember({"as-stored", "int8", "int4"}))
+      ->check(CLI::IsMember({"as-stored", "mapped", "int8", "int4"}))
       ->default_str(std::string(WeightsModeName(WeightsMode::kAsStored)));
 }
 
@@ -132,15 +132,17 @@ void AddWeightsModeOption(CLI::App* cmd, const std::string& flag, WeightsMode* w
 void AddWeightsOption(CLI::App* cmd, WeightsMode* weights) {
   AddWeightsModeOption(
       cmd, "--weights", weights,
-      "The target's projection weights: as-stored (BF16 used in place, F32/F16 as f32), int8 "
-      "(quantised at load, a scale per 32 inputs; CPU only), or int4 (the layers' projections "
-      "to 4 bits, a scale per 32 inputs, the LM head to int8; CPU only)");
+      "The target's projection weights: as-stored (BF16 as stored, copied onto huge pages at "
+      "load; F32/F16 as f32), mapped (the same, BF16 read in place from the checkpoint's memory "
+      "mapping: no copy at load and the page cache shared, steps slower), int8 (quantised at "
+      "load, a scale per 32 inputs; CPU only), or int4 (the layers' projections to 4 bits, a "
+      "scale per 32 inputs, the LM head to int8; CPU only)");
 }
 
 void AddDrafterWeightsOption(CLI::App* cmd, WeightsMode* weights) {
   AddWeightsModeOption(
       cmd, "--drafter-weights", weights,
-      "The drafter's projection weights: as-stored, int8 (its layers, fc and a draft "
+      "The drafter's projection weights: as-stored, mapped, int8 (its layers, fc and a draft "
       "vocabulary's LM head rows quantised at load, a scale per 32 inputs; CPU only), or int4 "
       "(its layers' projections to 4 bits, the rest int8; CPU only). Drafting reads about half "
       "(a third) the bytes; the drafts may change, the output does not");

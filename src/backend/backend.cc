@@ -8,7 +8,7 @@
 namespace dscale {
 
 Status CheckWeightsForDevice(std::string_view device, WeightsMode weights, std::string_view flag) {
-  if (device == "cpu" || weights == WeightsMode::kAsStored) return Status::Ok();
+  if (device == "cpu" || !IsQuantized(weights)) return Status::Ok();
   return InvalidArgument(std::string(flag) + " " + std::string(WeightsModeName(weights)) +
                          ": quantised weights run on the CPU only; use --device cpu, or " +
                          std::string(flag) + " as-stored with --device " + std::string(device));

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "model/quantize_weights.h"
+#include "model/resident_weights.h"
 
 namespace dscale {
 namespace {
@@ -222,6 +223,28 @@ Result<DecoderLayerWeights> LoadDecoderLayer(const DecoderConfig& c, const std::
   return w;
 }
 
+void ForEachProjection(DecoderLayerWeights& layer, const std::function<void(WeightMatrix&)>& fn) {
+  if (layer.linear.empty()) {
+    fn(layer.qkv);
+    fn(layer.o_proj);
+  } else {
+    fn(layer.linear.in_proj);
+    fn(layer.linear.out_proj);
+  }
+  if (layer.moe.empty()) {
+    fn(layer.gate_up);
+    fn(layer.down);
+  }
+  for (ExpertWeights& expert : layer.moe.experts) {
+    fn(expert.gate_up);
+    fn(expert.down);
+  }
+  if (layer.moe.has_shared()) {
+    fn(layer.moe.shared.gate_up);
+    fn(layer.moe.shared.down);
+  }
+}
+
 TensorReader FromF32Reader(F32TensorReader read) {
   return [read = std::move(read)](const std::string& name,
                                   const std::vector<int64_t>& shape) -> Result<WeightMatrix> {
@@ -276,8 +299,14 @@ ShapeList DecoderTensorShapes(const DecoderConfig& c) {
   return shapes;
 }
 
+bool IsQuantized(WeightsMode mode) {
+  return mode == WeightsMode::kInt8 || mode == WeightsMode::kInt4;
+}
+
 std::string_view WeightsModeName(WeightsMode mode) {
   switch (mode) {
+    case WeightsMode::kMapped:
+      return "mapped";
     case WeightsMode::kInt8:
       return "int8";
     case WeightsMode::kInt4:
@@ -289,16 +318,17 @@ std::string_view WeightsModeName(WeightsMode mode) {
 }
 
 Result<WeightsMode> ParseWeightsMode(std::string_view name) {
-  for (const WeightsMode mode : {WeightsMode::kAsStored, WeightsMode::kInt8, WeightsMode::kInt4}) {
+  for (const WeightsMode mode :
+       {WeightsMode::kAsStored, WeightsMode::kMapped, WeightsMode::kInt8, WeightsMode::kInt4}) {
     if (name == WeightsModeName(mode)) return mode;
   }
-  return InvalidArgument("--weights: expected as-stored, int8 or int4, got \"" + std::string(name) +
-                         "\"");
+  return InvalidArgument("--weights: expected as-stored, mapped, int8 or int4, got \"" +
+                         std::string(name) + "\"");
 }
 
 Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorReader& read,
                                           const WeightsLoad& how) {
-  const bool quantized = how.mode != WeightsMode::kAsStored;
+  const bool quantized = IsQuantized(how.mode), copied = how.mode == WeightsMode::kAsStored;
   const auto drop = [&how](const std::string& name) {
     if (how.drop_resident) how.drop_resident(name);
   };
@@ -315,21 +345,25 @@ Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorRe
       drop(kTargetLmHeadName);
     }
     w.lm_head = QuantizeInt8(head);
-    drop(embed_name);  // lookups fault in only the rows they read
+  } else if (!c.tie_word_embeddings) {
+    DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
   }
+  if (copied) {
+    CopyToHugePages(c.tie_word_embeddings ? &w.embed : &w.lm_head);  // read every step
+    if (!c.tie_word_embeddings) drop(kTargetLmHeadName);
+  }
+  if (quantized || copied) drop(embed_name);  // lookups fault in only the rows they read
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     DSCALE_ASSIGN_OR_RETURN(DecoderLayerWeights lw, LoadDecoderLayer(c, prefix, layer, read));
-    if (quantized) {
-      QuantizeLayer(&lw, how.mode);
+    if (quantized) QuantizeLayer(&lw, how.mode);
+    if (copied) CopyLayerToHugePages(&lw);
+    if (quantized || copied) {
       for (const auto& [name, shape] : DecoderLayerShapes(c, prefix, layer)) drop(name);
     }
     w.layers.push_back(std::move(lw));
   }
   DSCALE_ASSIGN_OR_RETURN(w.final_norm,
                           ReadGains(c, read, {TargetFinalNormName(c), {c.hidden_size}}));
-  if (!c.tie_word_embeddings && !quantized) {
-    DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
-  }
   return w;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // Decoder target weights (Qwen3, Llama, Qwen3-MoE) laid out for the forward pass. Matrices are
-// WeightMatrix: BF16 checkpoints are used in place from their memory mapping; F32 ones (and F16,
-// widened at load) are held as f32. q/k/v projections are stacked into one matrix and gate/up into
-// another, without copying, so a layer runs three projections plus the output and down projections.
+// WeightMatrix: BF16 checkpoints are read from their memory mapping, and the matrices a step
+// streams are then copied onto huge pages at load (LoadDecoderWeights, resident_weights.h); F32
+// ones (and F16, widened at load) are held as f32. q/k/v projections are stacked into one matrix
+// and gate/up into another, so a layer runs three projections plus the output and down projections.
 // Norm gains are f32. A sparse MLP layer (Qwen3-MoE) holds its router and, per expert, gate/up
 // stacked and down, the same way. A hybrid family's (Qwen3.5) linear-attention layer holds its
 // Gated DeltaNet in place of q/k/v/o; its zero-centred norm gains are held as 1 + w, so every
@@ -77,6 +78,11 @@ struct DecoderLayerWeights {
   GatedDeltaNetWeights linear;
 };
 
+// The layer's projections, each passed to `fn`: qkv and o_proj, or a linear-attention layer's
+// in_proj and out_proj; gate_up and down, or a sparse layer's experts' and its shared expert's
+// (not its router or shared-expert gate).
+void ForEachProjection(DecoderLayerWeights& layer, const std::function<void(WeightMatrix&)>& fn);
+
 struct DecoderWeights {
   WeightMatrix embed;  // [vocab, hidden]
   std::vector<DecoderLayerWeights> layers;
@@ -133,28 +139,33 @@ TensorReader CheckpointTensorReader(std::shared_ptr<const Checkpoint> checkpoint
                                     std::string prefix = "");
 
 // How the CPU forward holds the projection matrices (q/k/v/o, gate/up, down, the experts' and the
-// LM head): as the checkpoint stores them (BF16 in place, F32 and F16 as f32), or quantised at
-// load (quantize_weights.h): to int8 (`--weights int8`), or the layers' projections to 4 bits and
-// the LM head to int8 (`--weights int4`). Embeddings, norm gains and routers are held as stored
-// either way.
-enum class WeightsMode { kAsStored, kInt8, kInt4 };
-// "as-stored", "int8", "int4": the spellings of `--weights`.
+// LM head): as the checkpoint stores them (BF16 copied onto huge pages at load, F32 and F16 as
+// f32), the same with BF16 read in place from the checkpoint's mapping (`--weights mapped`: no
+// copy at load, the page cache shared between processes, steps streaming the weights slower:
+// resident_weights.h), or quantised at load (quantize_weights.h): to int8 (`--weights int8`), or
+// the layers' projections to 4 bits and the LM head to int8 (`--weights int4`). Embeddings, norm
+// gains and routers are held as stored either way.
+enum class WeightsMode { kAsStored, kMapped, kInt8, kInt4 };
+// kInt8 and kInt4.
+bool IsQuantized(WeightsMode mode);
+// "as-stored", "mapped", "int8", "int4": the spellings of `--weights`.
 std::string_view WeightsModeName(WeightsMode mode);
 // InvalidArgument naming `--weights` and the accepted spellings for anything else.
 Result<WeightsMode> ParseWeightsMode(std::string_view name);
 
 struct WeightsLoad {
   WeightsMode mode = WeightsMode::kAsStored;
-  // kInt8, kInt4: called with the name of every tensor the loader has made its own copy of, and of
-  // the embedding (whose lookups fault in only the rows they read), so a memory-mapped checkpoint
-  // can drop those pages from the process's resident memory (Checkpoint::DropResident). May be
-  // empty.
+  // Called with the name of every tensor the loader has made its own copy of (quantised, or BF16
+  // copied onto huge pages: resident_weights.h), and of the embedding (whose lookups fault in
+  // only the rows they read), so a memory-mapped checkpoint can drop those pages from the
+  // process's resident memory (Checkpoint::DropResident). May be empty.
   std::function<void(const std::string& name)> drop_resident;
 };
 
-// Reads every tensor of DecoderTensorShapes(config) through `read` and lays them out; with
-// WeightsMode::kInt8 or kInt4 the LM head and then each layer's projections are quantised as soon
-// as they are read, so a checkpoint's pages need not all be resident at once.
+// Reads every tensor of DecoderTensorShapes(config) through `read` and lays them out: the LM head
+// and then each layer's projections are quantised (WeightsMode::kInt8, kInt4) or their BF16
+// copied onto huge pages (kAsStored: resident_weights.h) as soon as they are read, so a
+// checkpoint's pages need not all be resident at once (kMapped reads them in place).
 Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& config, const TensorReader& read,
                                           const WeightsLoad& how = {});
 // Reads one decoder layer's tensors (DecoderLayerShapes) and lays them out.

@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "model/dflash_forward.h"
 #include "model/quantize_weights.h"
+#include "model/resident_weights.h"
 
 namespace dscale {
 namespace {
@@ -117,10 +118,13 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
   const TensorReader read = CheckpointTensorReader(checkpoint, prefix);
   const DecoderConfig& t = target.config();
   DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights, LoadDFlashWeights(config, t.hidden_size, read));
-  const bool quantized = weights_mode != WeightsMode::kAsStored;
+  const bool quantized = IsQuantized(weights_mode);
   if (quantized) {
     weights.fc = QuantizeInt8(weights.fc);
     for (DecoderLayerWeights& layer : weights.layers) QuantizeLayer(&layer, weights_mode);
+  } else if (weights_mode == WeightsMode::kAsStored) {
+    CopyToHugePages(&weights.fc);
+    for (DecoderLayerWeights& layer : weights.layers) CopyLayerToHugePages(&layer);
   }
   TensorShapes read_shapes = DFlashTensorShapes(config, t.hidden_size);
   DSparkHeadWeights dspark;

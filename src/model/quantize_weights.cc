@@ -54,27 +54,9 @@ WeightMatrix QuantizeInt4(const WeightMatrix& w) {
 }
 
 void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode) {
-  DSCALE_CHECK(mode != WeightsMode::kAsStored);
+  DSCALE_CHECK(IsQuantized(mode));
   const auto quantize = mode == WeightsMode::kInt4 ? QuantizeInt4 : QuantizeInt8;
-  if (layer->linear.empty()) {
-    layer->qkv = quantize(layer->qkv);
-    layer->o_proj = quantize(layer->o_proj);
-  } else {
-    layer->linear.in_proj = quantize(layer->linear.in_proj);
-    layer->linear.out_proj = quantize(layer->linear.out_proj);
-  }
-  if (layer->moe.empty()) {
-    layer->gate_up = quantize(layer->gate_up);
-    layer->down = quantize(layer->down);
-  }
-  for (ExpertWeights& expert : layer->moe.experts) {
-    expert.gate_up = quantize(expert.gate_up);
-    expert.down = quantize(expert.down);
-  }
-  if (layer->moe.has_shared()) {
-    layer->moe.shared.gate_up = quantize(layer->moe.shared.gate_up);
-    layer->moe.shared.down = quantize(layer->moe.shared.down);
-  }
+  ForEachProjection(*layer, [&](WeightMatrix& m) { m = quantize(m); });
 }
 
 void QuantizeProjections(DecoderWeights* weights, WeightsMode mode) {

@@ -19,7 +19,7 @@ WeightMatrix QuantizeInt8(const WeightMatrix& w);
 WeightMatrix QuantizeInt4(const WeightMatrix& w);
 
 // The layer's projections (qkv, o_proj, gate_up, down, or a sparse layer's experts' gate_up and
-// down) replaced by int8 copies, or int4 ones for WeightsMode::kInt4 (`mode` is not kAsStored);
+// down) replaced by int8 copies, or int4 ones for WeightsMode::kInt4 (`mode` is quantised);
 // the norm gains stay f32, and a sparse layer's router as stored: it is small (num_experts rows)
 // and its logits choose the experts, so its rounding would move rows between experts.
 void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode);

@@ -489,6 +489,19 @@ TEST_F(ModelCommandsTest, DeviceCudaRunsOrSaysWhyNot) {
   EXPECT_NE(bad.out.find("--device"), std::string::npos) << bad.out;
 }
 
+// --weights mapped reads the same BF16 values in place: the same tokens as the default's copy,
+// plainly and speculatively, on target and drafter.
+TEST_F(ModelCommandsTest, MappedWeightsGiveTheCopiedWeightsTokens) {
+  const std::string common = " --target " + Target() + " --drafter " + Drafter() +
+                             " --ids 9,8,7,6,5 --max-tokens 24 --json --spec ";
+  for (const char* spec : {"none", "dflash"}) {
+    SCOPED_TRACE(spec);
+    EXPECT_EQ(
+        OutputIds(Json("generate" + common + spec + " --weights mapped --drafter-weights mapped")),
+        OutputIds(Json("generate" + common + spec)));
+  }
+}
+
 // --weights int8 and int4 (on generate, bench, serve, collect and logits): speculative
 // generation equals plain greedy decoding of the quantised target, with int8 activations (the
 // default) and f32 ones; the CUDA device and unknown values are refused.

@@ -13,7 +13,7 @@ namespace dscale::testing {
 DecoderModel RandomTarget(const DecoderConfig& c, WeightsMode weights) {
   DecoderWeights w = RandomDecoderWeights(c, 5, DType::kBF16);
   ActivationModes activations;
-  if (weights != WeightsMode::kAsStored) {
+  if (IsQuantized(weights)) {
     QuantizeProjections(&w, weights);
     activations.int8 = cpu::Int8Activations::kInt8;
   }

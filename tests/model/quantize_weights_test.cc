@@ -315,9 +315,12 @@ INSTANTIATE_TEST_SUITE_P(Modes, QuantizedForwardTest,
                          });
 
 TEST(QuantizeInt8Test, WeightsModeSpellings) {
-  for (const WeightsMode mode : {WeightsMode::kAsStored, WeightsMode::kInt8, WeightsMode::kInt4}) {
+  for (const WeightsMode mode :
+       {WeightsMode::kAsStored, WeightsMode::kMapped, WeightsMode::kInt8, WeightsMode::kInt4}) {
     EXPECT_EQ(ParseWeightsMode(WeightsModeName(mode)).value(), mode);
+    EXPECT_EQ(IsQuantized(mode), mode == WeightsMode::kInt8 || mode == WeightsMode::kInt4);
   }
+  EXPECT_EQ(WeightsModeName(WeightsMode::kMapped), "mapped");
   EXPECT_EQ(WeightsModeName(WeightsMode::kInt4), "int4");
   const Result<WeightsMode> bad = ParseWeightsMode("int3");
   ASSERT_FALSE(bad.ok());

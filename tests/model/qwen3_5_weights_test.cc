@@ -109,7 +109,7 @@ TEST(Qwen3_5WeightsTest, LoadsBothLayoutsWithCentredNormsAsOnePlusW) {
 
 // Qwen3.5-MoE: a sparse layer's MLP tensors are the router, the two fused expert tensors
 // (parameters, named without ".weight") and the shared expert's four; loaded, expert e's matrices
-// are the fused tensors' slice e (BF16 used in place), the shared expert's gate/up stacked.
+// are the fused tensors' slice e, the shared expert's gate/up stacked.
 TEST(Qwen3_5WeightsTest, MoeLoadsFusedExpertsAndTheSharedExpertAsWritten) {
   const DecoderConfig config = TinyQwen3_5MoeConfig();
   const MoeConfig& m = config.moe;
