@@ -14,14 +14,15 @@ namespace {
 // `w`'s rows quantised on the threads by quantise(row, cols, dst_row, scales_row) into
 // rows · row_bytes values of type T and their scales.
 template <typename T, typename Quantise>
-std::pair<std::unique_ptr<T[]>, std::unique_ptr<cpu::Int8Scale[]>> QuantizeRows(
-    const WeightMatrix& w, int64_t row_bytes, Quantise quantise) {
+std::pair<HugePageArray<T>, HugePageArray<cpu::Int8Scale>> QuantizeRows(const WeightMatrix& w,
+                                                                        int64_t row_bytes,
+                                                                        Quantise quantise) {
   const int64_t rows = w.rows(), cols = w.cols(), groups = cpu::Int8Groups(cols);
   // Not zeroed: the threads' first writes fault the pages in, each its own rows (zeroing them
-  // first, on one thread, was 0.5-1 s of a 1.7B model's 4 s load).
-  auto q = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(rows * row_bytes));
-  auto scales =
-      std::make_unique_for_overwrite<cpu::Int8Scale[]>(static_cast<size_t>(rows * groups));
+  // first, on one thread, was 0.5-1 s of a 1.7B model's 4 s load). On huge pages, as the BF16
+  // weights are (resident_weights.h).
+  auto q = MakeHugePageArray<T>(static_cast<size_t>(rows * row_bytes));
+  auto scales = MakeHugePageArray<cpu::Int8Scale>(static_cast<size_t>(rows * groups));
 #pragma omp parallel
   {
     std::vector<float> row(static_cast<size_t>(cols));

@@ -38,11 +38,8 @@ void CopyInto(const std::vector<WeightMatrix*>& matrices) {
   int64_t total = 0;
   for (const WeightMatrix* m : matrices) total += AlignedValues(*m);
   if (total == 0) return;
-  const auto n = static_cast<size_t>(total);
-  uint16_t* values = HugePageAllocator<uint16_t>().allocate(n);
-  const std::shared_ptr<const void> owner(values, [n](const uint16_t* p) {
-    HugePageAllocator<uint16_t>().deallocate(const_cast<uint16_t*>(p), n);
-  });
+  const std::shared_ptr<uint16_t[]> owner = MakeHugePageArray<uint16_t>(static_cast<size_t>(total));
+  uint16_t* values = owner.get();
   constexpr size_t kPieceBytes = size_t{4} << 20;
   std::vector<Piece> pieces;
   std::vector<uint16_t*> starts;

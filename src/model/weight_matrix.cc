@@ -65,13 +65,12 @@ WeightMatrix WeightMatrix::FromInt8(std::vector<int8_t> values, std::vector<cpu:
                         cols);
 }
 
-WeightMatrix WeightMatrix::FromInt8(std::unique_ptr<int8_t[]> values,
-                                    std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
+WeightMatrix WeightMatrix::FromInt8(HugePageArray<int8_t> values,
+                                    HugePageArray<cpu::Int8Scale> scales, int64_t rows,
                                     int64_t cols) {
   DSCALE_CHECK(rows >= 0 && cols >= 0);
-  auto owner =
-      std::make_shared<std::pair<std::unique_ptr<int8_t[]>, std::unique_ptr<cpu::Int8Scale[]>>>(
-          std::move(values), std::move(scales));
+  auto owner = std::make_shared<std::pair<HugePageArray<int8_t>, HugePageArray<cpu::Int8Scale>>>(
+      std::move(values), std::move(scales));
   return OwnedQuantized(WeightFormat::kInt8, owner, owner->first.get(), owner->second.get(), rows,
                         cols);
 }
@@ -87,13 +86,12 @@ WeightMatrix WeightMatrix::FromInt4(std::vector<uint8_t> packed, std::vector<cpu
                         cols);
 }
 
-WeightMatrix WeightMatrix::FromInt4(std::unique_ptr<uint8_t[]> packed,
-                                    std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
+WeightMatrix WeightMatrix::FromInt4(HugePageArray<uint8_t> packed,
+                                    HugePageArray<cpu::Int8Scale> scales, int64_t rows,
                                     int64_t cols) {
   DSCALE_CHECK(rows >= 0 && cols >= 0);
-  auto owner =
-      std::make_shared<std::pair<std::unique_ptr<uint8_t[]>, std::unique_ptr<cpu::Int8Scale[]>>>(
-          std::move(packed), std::move(scales));
+  auto owner = std::make_shared<std::pair<HugePageArray<uint8_t>, HugePageArray<cpu::Int8Scale>>>(
+      std::move(packed), std::move(scales));
   return OwnedQuantized(WeightFormat::kInt4, owner, owner->first.get(), owner->second.get(), rows,
                         cols);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/huge_pages.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
@@ -40,10 +41,10 @@ class WeightMatrix {
   // `values` [rows, cols] and `scales` [rows, cpu::Int8Groups(cols)] in cpu::LinearInt8's format.
   static WeightMatrix FromInt8(std::vector<int8_t> values, std::vector<cpu::Int8Scale> scales,
                                int64_t rows, int64_t cols);
-  // The same from arrays of those sizes (QuantizeInt8 fills them unzeroed, on the threads).
-  static WeightMatrix FromInt8(std::unique_ptr<int8_t[]> values,
-                               std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
-                               int64_t cols);
+  // The same from arrays of those sizes on huge pages (QuantizeInt8 fills them unzeroed, on the
+  // threads).
+  static WeightMatrix FromInt8(HugePageArray<int8_t> values, HugePageArray<cpu::Int8Scale> scales,
+                               int64_t rows, int64_t cols);
   // A checkpoint tensor of `shape`: shape[0] rows of the remaining dims (a vector, or a scalar,
   // is one column).
   static WeightMatrix FromF32(std::vector<float> values, const std::vector<int64_t>& shape);
@@ -75,9 +76,8 @@ class WeightMatrix {
   void RowToF32(int64_t row, float* dst) const;
   // `packed` [rows, cpu::Int4RowBytes(cols)] and `scales` [rows, cpu::Int8Groups(cols)] in
   // cpu::LinearInt4's format.
-  static WeightMatrix FromInt4(std::unique_ptr<uint8_t[]> packed,
-                               std::unique_ptr<cpu::Int8Scale[]> scales, int64_t rows,
-                               int64_t cols);
+  static WeightMatrix FromInt4(HugePageArray<uint8_t> packed, HugePageArray<cpu::Int8Scale> scales,
+                               int64_t rows, int64_t cols);
   static WeightMatrix FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,
                                int64_t rows, int64_t cols);
   // Every element widened to f32 (references, uploads, tests).
