@@ -1,5 +1,8 @@
 #include "model/resident_weights.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
