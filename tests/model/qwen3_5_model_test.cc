@@ -229,14 +229,23 @@ TEST(Qwen3_5ModelTest, StatesCapturedInsideASpanEqualThoseOfShorterSequences) {
   EXPECT_EQ(ForwardRows(model, cache, again, 0, tokens), logits);
 }
 
+// The odd hybrid (f32 weights) and a cache with one sequence of 8 positions reserved.
+struct OneSequence {
+  DecoderConfig config = OddHybridConfig();
+  DecoderModel model{config, RandomDecoderWeights(config, 4, DType::kF32)};
+  PagedKvCache cache{model.KvShape(16, 2).WithDtype(KvDtype::kF32)};
+  int32_t seq = cache.AddSequence();
+  bool reserved = cache.Reserve(seq, 8).ok();
+};
+
 // A span whose rows all commit runs on the committed state itself (no working copy, no replay
 // inputs): committing fewer of its rows is a bug, caught.
 TEST(Qwen3_5ModelTest, AnAlwaysKeptSpanCannotBeCommittedShort) {
-  const DecoderConfig config = OddHybridConfig();
-  DecoderModel model(config, RandomDecoderWeights(config, 4, DType::kF32));
-  PagedKvCache cache(model.KvShape(16, 2).WithDtype(KvDtype::kF32));
-  const int32_t seq = cache.AddSequence();
-  ASSERT_TRUE(cache.Reserve(seq, 8).ok());
+  OneSequence one;
+  ASSERT_TRUE(one.reserved);
+  DecoderModel& model = one.model;
+  PagedKvCache& cache = one.cache;
+  const int32_t seq = one.seq;
   ForwardRows(model, cache, seq, 0, {5, 6, 7}, SpanRows::kAlwaysKept);
   EXPECT_TRUE(cache.recurrent().in_place(seq));
   EXPECT_DEATH(model.CommitSequenceState(cache, seq, 2), "keeps all its rows");
@@ -245,15 +254,12 @@ TEST(Qwen3_5ModelTest, AnAlwaysKeptSpanCannotBeCommittedShort) {
 }
 
 TEST(Qwen3_5ModelTest, SpanAwayFromTheStatePositionIsABug) {
-  const DecoderConfig config = OddHybridConfig();
-  DecoderModel model(config, RandomDecoderWeights(config, 4, DType::kF32));
-  PagedKvCache cache(model.KvShape(16, 2).WithDtype(KvDtype::kF32));
-  const int32_t seq = cache.AddSequence();
-  ASSERT_TRUE(cache.Reserve(seq, 8).ok());
+  OneSequence one;
+  ASSERT_TRUE(one.reserved);
   StepBatch batch;
-  AddRequestRows(batch, seq, 3, std::vector<int32_t>{1, 2}, cache, /*all_logits=*/true);
+  AddRequestRows(batch, one.seq, 3, std::vector<int32_t>{1, 2}, one.cache, /*all_logits=*/true);
   ForwardOutput out;
-  EXPECT_DEATH((void)model.Forward(batch, cache, &out), "recurrent state's position");
+  EXPECT_DEATH((void)one.model.Forward(batch, one.cache, &out), "recurrent state's position");
 }
 
 }  // namespace
