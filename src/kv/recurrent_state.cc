@@ -5,6 +5,10 @@
 #include "core/check.h"
 
 namespace dscale {
+namespace {
+constexpr const char* kInPlaceKeepsAll =
+    "a span that ran in place on the committed state keeps all its rows (no replay inputs)";
+}  // namespace
 
 int32_t RecurrentStateShape::linear_layers() const {
   return static_cast<int32_t>(
@@ -144,7 +148,8 @@ float* RecurrentStates::WorkingDelta(int32_t seq, int32_t layer) {
 
 float* RecurrentStates::Inputs(int32_t seq, int32_t layer) {
   Sequence& s = Live(seq);
-  DSCALE_CHECK(s.pending > 0 && !s.in_place);
+  DSCALE_CHECK(s.pending > 0);
+  DSCALE_CHECK_MSG(!s.in_place, kInPlaceKeepsAll);
   return s.inputs.data() + LayerOffset(layer) * s.pending * shape_.input_values;
 }
 
@@ -167,8 +172,7 @@ void RecurrentStates::AdoptWorking(int32_t seq) {
 void RecurrentStates::FinishReplay(int32_t seq, int32_t rows) {
   Sequence& s = Live(seq);
   DSCALE_CHECK(rows >= 0 && rows <= s.pending);
-  DSCALE_CHECK_MSG(!s.in_place || rows == s.pending,
-                   "a span that ran in place on the committed state keeps all its rows");
+  DSCALE_CHECK_MSG(!s.in_place || rows == s.pending, kInPlaceKeepsAll);
   s.position += rows;
   s.pending = 0;
 }

@@ -140,8 +140,8 @@ struct CpuOps {
       const StepSpan& span = batch.spans[i];
       const int64_t r0 = span.q_start;
       // Rows that may be rejected keep their inputs for the commit's replay.
-      for (int32_t r = 0; r < span.q_len && !recurrent->in_place(span.seq); ++r) {
-        float* inputs = recurrent->Inputs(span.seq, layer) + r * width;
+      float* inputs = recurrent->in_place(span.seq) ? nullptr : recurrent->Inputs(span.seq, layer);
+      for (int32_t r = 0; inputs != nullptr && r < span.q_len; ++r, inputs += width) {
         const float* row = proj + (r0 + r) * proj_stride;
         std::memcpy(inputs, row, static_cast<size_t>(conv_dim) * sizeof(float));
         std::memcpy(inputs + conv_dim, row + ba_offset,

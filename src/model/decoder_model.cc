@@ -141,8 +141,6 @@ void DecoderModel::CommitSequenceState(PagedKvCache& cache, int32_t seq, int32_t
     states.AdoptWorking(seq);
     return;
   }
-  DSCALE_CHECK_MSG(!states.in_place(seq),
-                   "a span that ran in place on the committed state keeps all its rows");
   const LinearDims& l = dims_.linear;
   const int64_t width = states.shape().input_values;
   float* mixed = CpuOps::Buffer(scratch_.conv, int64_t{keep} * l.conv_dim());

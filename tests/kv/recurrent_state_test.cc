@@ -72,7 +72,7 @@ TEST(RecurrentStatesTest, RowsThatAllCommitRunOnTheCommittedStateInPlace) {
 TEST(RecurrentStatesTest, AnInPlaceSpanKeepsNoReplayInputsAndAllItsRows) {
   RecurrentStates states = TwoLinearLayers();
   states.BeginSpan(0, 4, /*in_place=*/true);
-  EXPECT_DEATH(states.Inputs(0, 0), "in_place");
+  EXPECT_DEATH(states.Inputs(0, 0), "keeps all its rows");
   EXPECT_DEATH(states.FinishReplay(0, 3), "keeps all its rows");
   states.FinishReplay(0, 4);
   EXPECT_EQ(states.position(0), 4);
