@@ -26,9 +26,10 @@
 //
 // With --int4 1 it prints instead the layer's int8 weights (`--weights int8`) against its 4-bit
 // ones (`--weights int4`, LinearInt4, gemm_int4.h), both with int8 activations, over four copies
-// of the layer (past the L3 in either format) at 1 … 16 rows, each the best of 20 calls with the
+// of the layer (past the L3 in either format) at 1 … 128 rows, each the best of 20 calls with the
 // columns alternating: their times, the weight bytes each reads per second as a fraction of the
-// read bandwidth probed before, and int8 over int4.
+// read bandwidth probed before, int8 over int4, and the time of each 4-bit kernel this CPU runs
+// (LinearInt4Via), of which LinearInt4 picks one by the row count.
 //
 // With --roofs 1 it prints instead each weight format's layer as the model runs it — BF16 as
 // stored (LinearBf16 in this CPU's default activation mode), int8 and 4-bit (int8 activations) —
@@ -418,31 +419,41 @@ void RunInt4(const Args& args) {
       int4.push_back(std::move(q));
     }
   }
-  std::vector<float> x = RandomActivations(shape, 16), y = OutputRows(shape, 16);
+  std::vector<float> x = RandomActivations(shape, 128), y = OutputRows(shape, 128);
   const double bandwidth = bench::ReadBandwidth();
   std::printf(
       "%s layer (qkv, o, gate_up, down) x 4 copies, int8 activations: int8 weights (%.0f MB) "
       "against 4-bit ones (%.0f MB); read bandwidth %.1f GB/s; %d threads\n\n",
       shape.name.c_str(), bytes8 / 1e6, bytes4 / 1e6, bandwidth / 1e9, omp_get_max_threads());
-  std::printf("%5s %10s %10s %9s %9s %10s\n", "rows", "int8 ms", "int4 ms", "int8 bw", "int4 bw",
+  const std::vector<cpu::Int4Kernel> kernels = cpu::SupportedInt4Kernels();
+  std::printf("%5s %10s %10s %9s %9s %10s", "rows", "int8 ms", "int4 ms", "int8 bw", "int4 bw",
               "int8/int4");
-  for (const int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16}) {
-    const std::vector<double> seconds = BestAlternating(2, 20, [&](size_t column) {
+  for (const cpu::Int4Kernel kernel : kernels) {
+    std::printf(" %15s", (std::string(cpu::Int4KernelName(kernel)) + " ms").c_str());
+  }
+  std::printf("\n");
+  for (const int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 32, 64, 128}) {
+    const std::vector<double> seconds = BestAlternating(2 + kernels.size(), 20, [&](size_t column) {
       for (size_t i = 0; i < int8.size(); ++i) {
+        const Int4Matrix& m4 = int4[i];
         if (column == 0) {
           const Matrix& m = int8[i];
           cpu::LinearInt8(x.data(), m.int8.data(), m.scales.data(), y.data(), rows, m.in, m.out,
                           false, 0, cpu::Int8Activations::kInt8);
+        } else if (column == 1) {
+          cpu::LinearInt4(x.data(), m4.packed.data(), m4.scales.data(), y.data(), rows, m4.in,
+                          m4.out, false, 0, cpu::Int8Activations::kInt8);
         } else {
-          const Int4Matrix& m = int4[i];
-          cpu::LinearInt4(x.data(), m.packed.data(), m.scales.data(), y.data(), rows, m.in, m.out,
-                          false, 0, cpu::Int8Activations::kInt8);
+          cpu::LinearInt4Via(kernels[column - 2], x.data(), m4.packed.data(), m4.scales.data(),
+                             y.data(), rows, m4.in, m4.out, false);
         }
       }
     });
-    std::printf("%5lld %10.3f %10.3f %9.2f %9.2f %10.2f\n", static_cast<long long>(rows),
+    std::printf("%5lld %10.3f %10.3f %9.2f %9.2f %10.2f", static_cast<long long>(rows),
                 seconds[0] * 1e3, seconds[1] * 1e3, bytes8 / seconds[0] / bandwidth,
                 bytes4 / seconds[1] / bandwidth, seconds[0] / seconds[1]);
+    for (size_t k = 0; k < kernels.size(); ++k) std::printf(" %15.3f", seconds[2 + k] * 1e3);
+    std::printf("\n");
   }
 }
 

@@ -13,7 +13,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -129,20 +131,28 @@ TEST(QuantizeInt4WeightsTest, AllZeroGroupHasScaleZero) {
   for (const uint8_t byte : packed) EXPECT_EQ(byte, 0x88);
 }
 
-// LinearInt4 against LinearInt8 over the unpacked values: the same bits.
+// LinearInt4 (or one kernel of it) against LinearInt8 over the unpacked values: the same bits.
 void ExpectInt8Bits(std::mt19937& rng, int64_t rows, int64_t in, int64_t out,
-                    cpu::Int8Activations activations, bool accumulate, int64_t ldy) {
-  SCOPED_TRACE(::testing::Message() << rows << " rows, in " << in << ", out " << out << ", "
-                                    << cpu::Int8ActivationsName(activations)
-                                    << (accumulate ? ", accumulate" : "") << ", ldy " << ldy);
+                    cpu::Int8Activations activations, bool accumulate, int64_t ldy,
+                    std::optional<cpu::Int4Kernel> kernel = std::nullopt) {
+  SCOPED_TRACE(::testing::Message()
+               << rows << " rows, in " << in << ", out " << out << ", "
+               << cpu::Int8ActivationsName(activations) << (accumulate ? ", accumulate" : "")
+               << ", ldy " << ldy << ", kernel "
+               << (kernel ? cpu::Int4KernelName(*kernel) : std::string_view("dispatched")));
   const Int4Matrix m = Quantized(rng, out, in);
   const std::vector<int8_t> q = Unpacked(m, out, in);
   std::vector<float> x = RandomNormal(rng, rows * in);
   if (rows > 1) std::fill(x.begin() + in, x.begin() + 2 * in, 0.0f);  // an all-zero row
   const std::vector<float> y0 = RandomNormal(rng, rows * ldy);
   std::vector<float> got = y0, want = y0;
-  cpu::LinearInt4(x.data(), m.data(), m.scales.data(), got.data(), rows, in, out, accumulate, ldy,
-                  activations);
+  if (kernel) {
+    cpu::LinearInt4Via(*kernel, x.data(), m.data(), m.scales.data(), got.data(), rows, in, out,
+                       accumulate, ldy, activations);
+  } else {
+    cpu::LinearInt4(x.data(), m.data(), m.scales.data(), got.data(), rows, in, out, accumulate, ldy,
+                    activations);
+  }
   cpu::LinearInt8(x.data(), q.data(), m.scales.data(), want.data(), rows, in, out, accumulate, ldy,
                   activations);
   ExpectSameBits(got, want);
@@ -159,6 +169,39 @@ TEST(LinearInt4Test, GivesLinearInt8sBitsOnTheUnpackedValues) {
         }
       }
     }
+  }
+}
+
+// Each kernel this CPU runs, for any row count (in passes where it takes fewer rows at once):
+// whole panels and tiles of 16 outputs and the outputs after them, short last groups, several
+// passes and row tiles. (The kernels are named by SupportedInt4Kernels; a CPU without one checks
+// the others, and the op table's parity test names the ones it skips.)
+TEST(LinearInt4Test, EveryKernelGivesLinearInt8sBits) {
+  std::mt19937 rng(29);
+  for (const cpu::Int4Kernel kernel : cpu::SupportedInt4Kernels()) {
+    for (const int64_t rows : {1, 2, 7, 8, 15, 16, 17, 33}) {
+      for (const int64_t in : {31, 257, 520}) {
+        for (const int64_t out : {1, 16, 40}) {
+          ExpectInt8Bits(rng, rows, in, out, cpu::Int8Activations::kInt8, /*accumulate=*/false, out,
+                         kernel);
+        }
+      }
+      ExpectInt8Bits(rng, rows, 96, 37, cpu::Int8Activations::kInt8, /*accumulate=*/true, 45,
+                     kernel);
+    }
+  }
+}
+
+TEST(LinearInt4Test, OnlyUnpackedChunksTakeF32Activations) {
+  const std::vector<cpu::Int4Kernel> kernels = cpu::SupportedInt4Kernels();
+  ASSERT_EQ(kernels.front(), cpu::Int4Kernel::kUnpacked);
+  std::vector<float> x(32, 1.0f), y(1);
+  std::vector<uint8_t> w(16, 0x88);
+  std::vector<cpu::Int8Scale> scales(1, 0);
+  for (size_t k = 1; k < kernels.size(); ++k) {
+    EXPECT_DEATH(cpu::LinearInt4Via(kernels[k], x.data(), w.data(), scales.data(), y.data(), 1, 32,
+                                    1, false, 0, cpu::Int8Activations::kF32),
+                 "f32 activations");
   }
 }
 

@@ -192,9 +192,11 @@ std::vector<OpVariant> LinearVariants(OpFormat format) {
     case OpFormat::kInt8Int8Act:
       variants = EnumVariants(5, cpu::Int8DotIsaName, cpu::SupportedInt8DotIsas());
       break;
-    case OpFormat::kInt4:
     case OpFormat::kInt4Int8Act:
-      break;  // one entry point: LinearInt4 runs LinearInt8's best variant
+      variants = EnumVariants(4, cpu::Int4KernelName, cpu::SupportedInt4Kernels());
+      break;
+    case OpFormat::kInt4:
+      break;  // f32 activations: one kernel, unpacked chunks through LinearInt8's
   }
   variants.push_back(DispatchVariant());
   return variants;
@@ -245,8 +247,10 @@ void RunLinear(const OpCall& c, const OpVariant& v, float* y) {
     case OpFormat::kInt8Int8Act:
       return cpu::LinearInt8Dot(static_cast<cpu::Int8DotIsa>(v.id), c.x.data(), c.w_int8.data(),
                                 c.scales.data(), y, s.rows, s.in, s.out, acc);
-    case OpFormat::kInt4:
     case OpFormat::kInt4Int8Act:
+      return cpu::LinearInt4Via(static_cast<cpu::Int4Kernel>(v.id), c.x.data(), c.w_int4.data(),
+                                c.scales.data(), y, s.rows, s.in, s.out, acc);
+    case OpFormat::kInt4:
       return LinearDispatch(c, y);
   }
 }

@@ -1,19 +1,22 @@
 #include "kernels/cpu/gemm_int4.h"
 
-// Few rows with int8 activations (decode, short verify blocks) run a fused AVX2 kernel that
-// reads each output's packed row front to back, as the int8 path's few-row kernel reads int8
-// ones (gemm_int8_dot.cc, FewRowsAvx2), but multiplies the nibbles as they are: vpmaddubsw takes
-// the unsigned nibble q + 8 (0 … 15) against the signed activation, pairs summing to at most
-// 2 · 15 · 127, and each group's integer dot product is corrected by 8 · Σ q_x, which the
-// activation quantiser supplies. The result is Σ q·q_x exactly, taken with the int8 path's FMAs
-// in its group order: the same bits. No sign trick is needed, so a group costs about as many
-// instructions as an int8 one while reading half the bytes.
-//
-// Every other call (more rows, f32 activations, a CPU without AVX2): each thread takes chunks of
-// outputs, unpacks a chunk's rows into int8 (about 64 KiB, in L2 while the int8 kernel reads it)
-// and runs the int8 kernel of the call's activations mode on it, on the calling thread (its own
-// parallel loops are nested and inactive there). With int8 activations the rows are quantised
-// once per call, before the chunks, as LinearInt8Dot quantises them once per call.
+// Calls with int8 activations run one of four kernels by their row count and the CPU
+// (Int4PathFor below says which, and why):
+// - the fused AVX2 kernel, which reads each output's packed row front to back, as the int8 path's
+//   few-row kernel reads int8 ones (gemm_int8_dot.cc, FewRowsAvx2), but multiplies the nibbles as
+//   they are: vpmaddubsw takes the unsigned nibble q + 8 (0 … 15) against the signed activation,
+//   pairs summing to at most 2 · 15 · 127, and each group's integer dot product is corrected by
+//   8 · Σ q_x, which the activation quantiser supplies. The result is Σ q·q_x exactly, taken with
+//   the int8 path's FMAs in its group order: the same bits. No sign trick is needed, so a group
+//   costs about as many instructions as an int8 one while reading half the bytes;
+// - LinearInt4Vnni512 (gemm_int8_dot.cc), the same nibbles for 16 outputs at once;
+// - LinearAmxInt4 (gemm_int8_amx.cc), the AMX tiles, each output tile unpacked once for all rows;
+// - unpacked chunks: each thread takes chunks of outputs, unpacks a chunk's rows into int8 (about
+//   64 KiB, in L2 while the int8 kernel reads it) and runs the int8 kernel of the call's
+//   activations mode on it, on the calling thread (its own parallel loops are nested and inactive
+//   there). Calls with f32 activations always run these.
+// With int8 activations the rows are quantised once per call, before any kernel, as LinearInt8Dot
+// quantises them once per call.
 
 #include <immintrin.h>
 
@@ -25,6 +28,7 @@
 #include "core/check.h"
 #include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/int8_avx2.h"
 #include "kernels/cpu/isa_targets.h"
 
@@ -50,12 +54,44 @@ constexpr int64_t kFusedPrefetchBytes = 2048;
 // Outputs per unit of work the threads share in the fused kernel.
 constexpr int64_t kFusedOutBlock = 16;
 
-// Whether a call of `rows` rows with int8 activations runs LinearInt4Vnni512: on CPUs whose best
-// int8 dot product is AVX512-VNNI (AMD Zen 4 and 5), where the fused AVX2 kernel reached 0.47 of
-// the read bandwidth at two rows and unpacking 0.2-0.3 at 4-16 (docs/BENCHMARKS.md, "AMD Zen 5:
-// the limits, and the kernels against them"). CPUs with AMX keep the paths measured on them.
-bool UseInt4Vnni512(int64_t rows) {
-  return rows <= kInt4Vnni512MaxRows && BestInt8DotIsa() == Int8DotIsa::kAvx512Vnni;
+bool SupportsAvx512Vnni() {
+  static const bool supports = [] {
+    const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas();
+    return std::find(isas.begin(), isas.end(), Int8DotIsa::kAvx512Vnni) != isas.end();
+  }();
+  return supports;
+}
+
+// The kernel a call of `rows` rows with int8 activations runs, by `linear_bf16_bench --int4 1`'s
+// columns (docs/BENCHMARKS.md, "4-bit weights on VNNI" and "4-bit verification on AMX"). Where
+// the CPU has AVX512-VNNI its panels take 1-16 rows, in one pass over the weights. On AMX CPUs
+// (measured on a Sapphire Rapids class Xeon) the fused kernel reads one row's weights 7-15%
+// faster, the panels take 2-31 rows (1.2-4× ahead of the fused kernel and of unpacking at 2-16,
+// 17-31 in two passes), and the AMX tiles 32 rows and more (level with two passes at 32, 1.2-1.3×
+// ahead of more passes beyond, 5× ahead of unpacked chunks). Without AMX, the fused kernel takes
+// up to kFusedMaxRows rows where the panels do not, and unpacked chunks the rest.
+constexpr int64_t kAmxInt4MinRows = 32;
+
+Int4Kernel Int4KernelFor(int64_t rows) {
+  const bool amx = HasAmxInt8();
+  if (amx && rows >= kAmxInt4MinRows) return Int4Kernel::kAmx;
+  if (SupportsAvx512Vnni() && (amx ? rows > 1 : rows <= kInt4Vnni512MaxRows)) {
+    return Int4Kernel::kVnni512;
+  }
+  if (rows <= kFusedMaxRows && HasAvx2Fma()) return Int4Kernel::kFused;
+  return Int4Kernel::kUnpacked;
+}
+
+// Rows [r0, …) of quantised activations.
+Int8ActivationRows RowsFrom(const Int8ActivationRows& xq, int64_t r0) {
+  const int64_t at = r0 * xq.groups;
+  return {.q = xq.q + at * kGroup, .scale = xq.scale + at, .sum = xq.sum + at, .groups = xq.groups};
+}
+
+// Rows [0, rows) in passes of at most `most`: pass(first row, rows of the pass).
+template <typename Pass>
+void InPasses(int64_t rows, int64_t most, Pass pass) {
+  for (int64_t r0 = 0; r0 < rows; r0 += most) pass(r0, std::min(most, rows - r0));
 }
 
 int64_t ChunkOutputs(int64_t in) {
@@ -223,28 +259,14 @@ void DequantizeInt4Rows(const uint8_t* w4, const Int8Scale* scales, int64_t rows
   }
 }
 
-void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, float* y, int64_t rows,
-                int64_t in, int64_t out, bool accumulate, int64_t ldy,
-                Int8Activations activations) {
-  if (ldy == 0) ldy = out;
-  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
-  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
-  const bool int8_dot = activations == Int8Activations::kInt8;
-  const Int8ActivationRows xq =
-      int8_dot ? QuantizeInt8ActivationRows(x, rows, in) : Int8ActivationRows{};
-  if (int8_dot && UseInt4Vnni512(rows)) {
-    // Whole panels of 16 outputs there; the outputs after them below.
-    const int64_t done = LinearInt4Vnni512(xq, rows, w4, scales, in, out, y, ldy, accumulate);
-    if (done == out) return;
-    w4 += done * Int4RowBytes(in);
-    scales += done * Int8Groups(in);
-    y += done;
-    out -= done;
-  }
+namespace {
+
+// Outputs of `rows` rows through unpacked chunks, in the activations mode: xq with int8
+// activations, x with f32 ones.
+void UnpackedChunks(const float* x, const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
+                    const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                    bool accumulate, bool int8_dot) {
   const bool avx2 = HasAvx2Fma();
-  if (int8_dot && avx2 && rows <= kFusedMaxRows) {
-    return Fused(xq, rows, w4, scales, in, out, y, ldy, accumulate);
-  }
   const int64_t groups = Int8Groups(in);
   const Int8DotIsa isa = Int8DotIsaFor(rows);
   const int64_t chunk = ChunkOutputs(in);
@@ -268,6 +290,99 @@ void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, floa
       }
     }
   }
+}
+
+void FusedPasses(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
+                 const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                 bool accumulate) {
+  InPasses(rows, kFusedMaxRows, [&](int64_t r0, int64_t n) {
+    Fused(RowsFrom(xq, r0), n, w4, scales, in, out, y + r0 * ldy, ldy, accumulate);
+  });
+}
+
+// The panels take whole panels of 16 outputs; the fused kernel (every AVX512-VNNI CPU has AVX2)
+// the outputs after them.
+void Vnni512Passes(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
+                   const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   bool accumulate) {
+  int64_t done = 0;
+  InPasses(rows, kInt4Vnni512MaxRows, [&](int64_t r0, int64_t n) {
+    done =
+        LinearInt4Vnni512(RowsFrom(xq, r0), n, w4, scales, in, out, y + r0 * ldy, ldy, accumulate);
+  });
+  if (done < out) {
+    FusedPasses(xq, rows, w4 + done * Int4RowBytes(in), scales + done * Int8Groups(in), in,
+                out - done, y + done, ldy, accumulate);
+  }
+}
+
+void Run(Int4Kernel kernel, const float* x, const uint8_t* w4, const Int8Scale* scales, float* y,
+         int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy,
+         Int8Activations activations) {
+  const bool int8_dot = activations == Int8Activations::kInt8;
+  // With int8 activations the rows are quantised once per call, before any kernel.
+  const Int8ActivationRows xq =
+      int8_dot ? QuantizeInt8ActivationRows(x, rows, in) : Int8ActivationRows{};
+  switch (kernel) {
+    case Int4Kernel::kAmx:
+      return LinearAmxInt4(xq.q, xq.scale, rows, w4, scales, in, out, y, ldy, accumulate);
+    case Int4Kernel::kVnni512:
+      return Vnni512Passes(xq, rows, w4, scales, in, out, y, ldy, accumulate);
+    case Int4Kernel::kFused:
+      return FusedPasses(xq, rows, w4, scales, in, out, y, ldy, accumulate);
+    case Int4Kernel::kUnpacked:
+      break;
+  }
+  UnpackedChunks(x, xq, rows, w4, scales, in, out, y, ldy, accumulate, int8_dot);
+}
+
+}  // namespace
+
+std::string_view Int4KernelName(Int4Kernel kernel) {
+  switch (kernel) {
+    case Int4Kernel::kFused:
+      return "fused-avx2";
+    case Int4Kernel::kVnni512:
+      return "vnni512-panels";
+    case Int4Kernel::kAmx:
+      return "amx";
+    case Int4Kernel::kUnpacked:
+      break;
+  }
+  return "unpacked";
+}
+
+std::vector<Int4Kernel> SupportedInt4Kernels() {
+  std::vector<Int4Kernel> kernels = {Int4Kernel::kUnpacked};
+  if (HasAvx2Fma()) kernels.push_back(Int4Kernel::kFused);
+  if (SupportsAvx512Vnni()) kernels.push_back(Int4Kernel::kVnni512);
+  if (HasAmxInt8()) kernels.push_back(Int4Kernel::kAmx);
+  return kernels;
+}
+
+void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, float* y, int64_t rows,
+                int64_t in, int64_t out, bool accumulate, int64_t ldy,
+                Int8Activations activations) {
+  if (ldy == 0) ldy = out;
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
+  const Int4Kernel kernel =
+      activations == Int8Activations::kInt8 ? Int4KernelFor(rows) : Int4Kernel::kUnpacked;
+  Run(kernel, x, w4, scales, y, rows, in, out, accumulate, ldy, activations);
+}
+
+void LinearInt4Via(Int4Kernel kernel, const float* x, const uint8_t* w4, const Int8Scale* scales,
+                   float* y, int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy,
+                   Int8Activations activations) {
+  if (ldy == 0) ldy = out;
+  DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
+  const std::vector<Int4Kernel> supported = SupportedInt4Kernels();
+  DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), kernel) != supported.end(),
+                   "this CPU cannot run the requested 4-bit kernel");
+  DSCALE_CHECK_MSG(kernel == Int4Kernel::kUnpacked || activations == Int8Activations::kInt8,
+                   "only unpacked chunks take f32 activations");
+  if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
+  Run(kernel, x, w4, scales, y, rows, in, out, accumulate, ldy, activations);
 }
 
 }  // namespace dscale::cpu

@@ -11,13 +11,16 @@
 // An int4 matrix is the int8 matrix with the same scales and the values q, so the products run
 // the int8 kernels: each thread unpacks a chunk of outputs into int8 in cache (UnpackInt4Rows)
 // and multiplies it as LinearInt8 would, with the same activations mode; with int8 activations,
-// few rows multiply the nibbles as they lie instead (AVX2, or up to 16 rows on CPUs whose best
-// int8 product is AVX512-VNNI: LinearInt4Vnni512), with the int8 kernels' terms in their order.
+// few rows multiply the nibbles as they lie instead (AVX2; up to 16 rows on CPUs with AVX512-VNNI:
+// LinearInt4Vnni512), and more rows on CPUs with AMX run its tiles, each tile of 16 outputs
+// unpacked once for all of them (LinearAmxInt4), with the int8 kernels' terms in their order.
 // Every output therefore has the bits LinearInt8 gives on the unpacked matrix, on every CPU, for
 // every row count: a decode row and a verified row compute the same model, and the int8
 // format's bounds hold.
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "kernels/cpu/gemm_int8.h"
 
@@ -34,6 +37,24 @@ inline constexpr int kInt4Max = 7;
 void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, float* y, int64_t rows,
                 int64_t in, int64_t out, bool accumulate = false, int64_t ldy = 0,
                 Int8Activations activations = Int8Activations::kF32);
+
+// The kernels LinearInt4 chooses among by the call's rows and the CPU (gemm_int4.cc says which
+// and why). Every one gives the bits LinearInt8 gives on the unpacked matrix.
+enum class Int4Kernel {
+  kUnpacked,  // chunks of outputs unpacked to int8, the int8 kernel of the activations mode
+  kFused,     // AVX2: one output's nibbles at a time, up to 7 rows a pass
+  kVnni512,   // AVX512-VNNI: 16 outputs' nibbles transposed in registers, up to 16 rows a pass
+  kAmx,       // AMX tiles: each tile of 16 outputs unpacked once for every row
+};
+std::string_view Int4KernelName(Int4Kernel kernel);
+// The kernels this CPU runs under DSCALE_CPU_ISA's cap, kUnpacked first.
+std::vector<Int4Kernel> SupportedInt4Kernels();
+
+// LinearInt4 through one kernel (parity tests and benchmarks), which must be in
+// SupportedInt4Kernels() and, but for kUnpacked, take int8 activations.
+void LinearInt4Via(Int4Kernel kernel, const float* x, const uint8_t* w4, const Int8Scale* scales,
+                   float* y, int64_t rows, int64_t in, int64_t out, bool accumulate,
+                   int64_t ldy = 0, Int8Activations activations = Int8Activations::kInt8);
 
 // dst[rows, in] = the values q of w4's rows as int8 (the int8 format's layout: rows `in` apart);
 // with AVX2 where the CPU has it unless `vector` is false (the same bytes either way).

@@ -9,6 +9,7 @@
 #include "core/cache_aligned.h"
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/isa_targets.h"
 
@@ -50,7 +51,8 @@ TileConfig ConfigFor(int64_t cols) {
 struct AmxInt8Call {
   const uint32_t* packed;  // [row tiles][groups][kQuads][cols] quads of int8
   const float* x_scales;   // [row tiles][groups][kTileRows] d_x, zero past the last row
-  const int8_t* w;
+  const int8_t* w;         // int8 weights, or null with 4-bit ones
+  const uint8_t* w4;       // 4-bit weights, or null with int8 ones
   const Int8Scale* w_scales;
   float* y;
   int64_t rows, in, out, ldy, groups;
@@ -59,8 +61,9 @@ struct AmxInt8Call {
   bool accumulate;
 };
 
-// A thread's scratch: an output tile past `out` (weights zero-padded, scales zero), the short last
-// group of a tile's rows zero-padded, the sums of a group on their way to the accumulators.
+// A thread's scratch: an output tile past `out` (weights zero-padded, scales zero) or a tile of
+// 4-bit weights unpacked, the short last group of a tile's rows zero-padded, the sums of a group on
+// their way to the accumulators.
 struct AmxInt8Scratch {
   std::vector<int8_t> partial;            // [16][in]
   std::vector<Int8Scale> partial_scales;  // [16][groups]
@@ -77,14 +80,19 @@ struct TileWeights {
 
 TileWeights WeightsOfTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
   const int64_t first = tile * kTileOutputs;
-  if (first + kTileOutputs <= call.out) {
-    return {call.w + first * call.in, call.w_scales + first * call.groups};
+  const int64_t n = std::min(kTileOutputs, call.out - first);
+  const Int8Scale* scales = call.w_scales + first * call.groups;
+  if (n == kTileOutputs && call.w4 == nullptr) return {call.w + first * call.in, scales};
+  scratch.partial.resize(static_cast<size_t>(kTileOutputs * call.in));
+  if (call.w4 != nullptr) {
+    UnpackInt4Rows(call.w4 + first * Int4RowBytes(call.in), n, call.in, scratch.partial.data());
+  } else {
+    std::memcpy(scratch.partial.data(), call.w + first * call.in, static_cast<size_t>(n * call.in));
   }
-  const int64_t n = call.out - first;
-  scratch.partial.assign(static_cast<size_t>(kTileOutputs * call.in), 0);
-  std::memcpy(scratch.partial.data(), call.w + first * call.in, static_cast<size_t>(n * call.in));
+  if (n == kTileOutputs) return {scratch.partial.data(), scales};
+  std::fill(scratch.partial.begin() + n * call.in, scratch.partial.end(), int8_t{0});
   scratch.partial_scales.assign(static_cast<size_t>(kTileOutputs * call.groups), Int8Scale{0});
-  std::memcpy(scratch.partial_scales.data(), call.w_scales + first * call.groups,
+  std::memcpy(scratch.partial_scales.data(), scales,
               static_cast<size_t>(n * call.groups) * sizeof(Int8Scale));
   return {scratch.partial.data(), scratch.partial_scales.data()};
 }
@@ -239,9 +247,12 @@ bool HasAmxInt8(CpuIsaCap cap) { return HasAmxInt8(CpuFeaturesFor(cap)); }
 
 bool HasAmxInt8(const CpuFeatures& features) { return features.amx_int8 && features.avx512f; }
 
-void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
-                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
-                   bool accumulate) {
+namespace {
+
+// LinearAmxInt8 (w set) and LinearAmxInt4 (w4 set).
+void LinearAmx(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
+               const uint8_t* w4, const Int8Scale* w_scales, int64_t in, int64_t out, float* y,
+               int64_t ldy, bool accumulate) {
   DSCALE_CHECK_MSG(HasAmxInt8(), "this CPU cannot run the AMX int8 kernel");
   DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
   const int64_t cols = std::min(rows, kTileRows);
@@ -250,6 +261,7 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
   const AmxInt8Call call{.packed = packed_activations.data(),
                          .x_scales = packed_scales.data(),
                          .w = w,
+                         .w4 = w4,
                          .w_scales = w_scales,
                          .y = y,
                          .rows = rows,
@@ -266,6 +278,20 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
     thread_local AmxInt8Scratch scratch;
     RunTile(call, t, scratch);
   });
+}
+
+}  // namespace
+
+void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
+                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   bool accumulate) {
+  LinearAmx(q, x_scales, rows, w, nullptr, w_scales, in, out, y, ldy, accumulate);
+}
+
+void LinearAmxInt4(const int8_t* q, const float* x_scales, int64_t rows, const uint8_t* w4,
+                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
+                   bool accumulate) {
+  LinearAmx(q, x_scales, rows, nullptr, w4, w_scales, in, out, y, ldy, accumulate);
 }
 
 }  // namespace dscale::cpu
