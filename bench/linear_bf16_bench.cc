@@ -59,6 +59,7 @@
 
 #include "bench_timing.h"
 #include "core/dtype.h"
+#include "core/huge_pages.h"
 #include "instruction_rates.h"
 #include "io/qwen3_shapes.h"
 #include "kernels/cpu/gemm.h"
@@ -395,24 +396,34 @@ void RunInt8Activations(const Args& args) {
 // --int4 1: the layer as int8 weights against 4-bit ones, int8 activations.
 void RunInt4(const Args& args) {
   const LayerShape& shape = args.shape;
+  // Both layouts on huge pages, as the model holds its weights.
   struct Int4Matrix {
     int64_t out, in;
-    std::vector<uint8_t> packed;
-    std::vector<cpu::Int8Scale> scales;
+    HugePageArray<uint8_t> packed, panels;
+    HugePageArray<cpu::Int8Scale> scales, panel_scales;
+    cpu::Int4Matrix In(cpu::Int4Layout layout) const {
+      if (layout == cpu::Int4Layout::kRows) return {packed.get(), scales.get()};
+      return {panels.get(), panel_scales.get(), layout};
+    }
   };
   std::vector<Matrix> int8;
   std::vector<Int4Matrix> int4;
   double bytes8 = 0, bytes4 = 0;
   for (int copy = 0; copy < 4; ++copy) {
     for (Matrix& m : LayerMatrices(shape)) {
-      const int64_t groups = cpu::Int8Groups(m.in);
-      Int4Matrix q{.out = m.out,
-                   .in = m.in,
-                   .packed = std::vector<uint8_t>(m.out * cpu::Int4RowBytes(m.in)),
-                   .scales = std::vector<cpu::Int8Scale>(m.out * groups)};
-      cpu::QuantizeInt4Weights(m.f32.data(), m.out, m.in, q.packed.data(), q.scales.data());
+      const int64_t groups = cpu::Int8Groups(m.in), panels = cpu::Int4Panels(0, m.out);
+      Int4Matrix q{
+          .out = m.out,
+          .in = m.in,
+          .packed = MakeHugePageArray<uint8_t>(m.out * cpu::Int4RowBytes(m.in)),
+          .panels = MakeHugePageArray<uint8_t>(panels * cpu::Int4PanelBytes(m.in)),
+          .scales = MakeHugePageArray<cpu::Int8Scale>(m.out * groups),
+          .panel_scales = MakeHugePageArray<cpu::Int8Scale>(panels * cpu::Int4PanelScales(m.in))};
+      cpu::QuantizeInt4Weights(m.f32.data(), m.out, m.in, q.packed.get(), q.scales.get());
+      cpu::PackInt4Panels(q.packed.get(), q.scales.get(), m.out, m.in, q.panels.get(),
+                          q.panel_scales.get());
       bytes8 += static_cast<double>(m.int8.size() + 2 * m.scales.size());
-      bytes4 += static_cast<double>(q.packed.size() + 2 * q.scales.size());
+      bytes4 += static_cast<double>(m.out * (cpu::Int4RowBytes(m.in) + 2 * groups));
       m.f32 = {};
       m.bf16 = {};
       int8.push_back(std::move(m));
@@ -425,14 +436,22 @@ void RunInt4(const Args& args) {
       "%s layer (qkv, o, gate_up, down) x 4 copies, int8 activations: int8 weights (%.0f MB) "
       "against 4-bit ones (%.0f MB); read bandwidth %.1f GB/s; %d threads\n\n",
       shape.name.c_str(), bytes8 / 1e6, bytes4 / 1e6, bandwidth / 1e9, omp_get_max_threads());
+  // Each kernel on the layout LinearInt4 gets here where it reads that one, else on the other.
+  const cpu::Int4Layout preferred = cpu::PreferredInt4Layout();
   const std::vector<cpu::Int4Kernel> kernels = cpu::SupportedInt4Kernels();
+  const auto layout_of = [&](cpu::Int4Kernel kernel) {
+    if (cpu::Int4KernelReads(kernel, preferred)) return preferred;
+    return preferred == cpu::Int4Layout::kRows ? cpu::Int4Layout::kPanels : cpu::Int4Layout::kRows;
+  };
+  std::printf("4-bit weights in the %s layout (this CPU's)\n\n",
+              std::string(cpu::Int4LayoutName(preferred)).c_str());
   std::printf("%5s %10s %10s %9s %9s %10s", "rows", "int8 ms", "int4 ms", "int8 bw", "int4 bw",
               "int8/int4");
   for (const cpu::Int4Kernel kernel : kernels) {
-    std::printf(" %15s", (std::string(cpu::Int4KernelName(kernel)) + " ms").c_str());
+    std::printf(" %22s", (std::string(cpu::Int4KernelName(kernel)) + " ms").c_str());
   }
   std::printf("\n");
-  for (const int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 32, 64, 128}) {
+  for (const int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 32, 64, 96, 128}) {
     const std::vector<double> seconds = BestAlternating(2 + kernels.size(), 20, [&](size_t column) {
       for (size_t i = 0; i < int8.size(); ++i) {
         const Int4Matrix& m4 = int4[i];
@@ -441,18 +460,19 @@ void RunInt4(const Args& args) {
           cpu::LinearInt8(x.data(), m.int8.data(), m.scales.data(), y.data(), rows, m.in, m.out,
                           false, 0, cpu::Int8Activations::kInt8);
         } else if (column == 1) {
-          cpu::LinearInt4(x.data(), m4.packed.data(), m4.scales.data(), y.data(), rows, m4.in,
-                          m4.out, false, 0, cpu::Int8Activations::kInt8);
+          cpu::LinearInt4(x.data(), m4.In(preferred), y.data(), rows, m4.in, m4.out, false, 0,
+                          cpu::Int8Activations::kInt8);
         } else {
-          cpu::LinearInt4Via(kernels[column - 2], x.data(), m4.packed.data(), m4.scales.data(),
-                             y.data(), rows, m4.in, m4.out, false);
+          const cpu::Int4Kernel kernel = kernels[column - 2];
+          cpu::LinearInt4Via(kernel, x.data(), m4.In(layout_of(kernel)), y.data(), rows, m4.in,
+                             m4.out, false);
         }
       }
     });
     std::printf("%5lld %10.3f %10.3f %9.2f %9.2f %10.2f", static_cast<long long>(rows),
                 seconds[0] * 1e3, seconds[1] * 1e3, bytes8 / seconds[0] / bandwidth,
                 bytes4 / seconds[1] / bandwidth, seconds[0] / seconds[1]);
-    for (size_t k = 0; k < kernels.size(); ++k) std::printf(" %15.3f", seconds[2 + k] * 1e3);
+    for (size_t k = 0; k < kernels.size(); ++k) std::printf(" %22.3f", seconds[2 + k] * 1e3);
     std::printf("\n");
   }
 }
@@ -482,6 +502,7 @@ void RunRoofs(const Args& args) {
     std::vector<uint16_t> bf16;
   };
   std::vector<Quantized> layers;
+  const cpu::Int4Layout int4_layout = cpu::PreferredInt4Layout();
   double params = 0;
   for (int copy = 0; copy < 4; ++copy) {
     for (Matrix& m : LayerMatrices(shape)) {
@@ -489,6 +510,14 @@ void RunRoofs(const Args& args) {
       q.int4.resize(m.out * cpu::Int4RowBytes(m.in));
       q.scales4.resize(m.out * cpu::Int8Groups(m.in));
       cpu::QuantizeInt4Weights(m.f32.data(), m.out, m.in, q.int4.data(), q.scales4.data());
+      if (int4_layout == cpu::Int4Layout::kPanels) {  // as the model loads them on this CPU
+        std::vector<uint8_t> panels(cpu::Int4Panels(0, m.out) * cpu::Int4PanelBytes(m.in));
+        std::vector<cpu::Int8Scale> scales(cpu::Int4Panels(0, m.out) * cpu::Int4PanelScales(m.in));
+        cpu::PackInt4Panels(q.int4.data(), q.scales4.data(), m.out, m.in, panels.data(),
+                            scales.data());
+        q.int4 = std::move(panels);
+        q.scales4 = std::move(scales);
+      }
       q.int8 = std::move(m.int8);
       q.scales8 = std::move(m.scales);
       q.bf16 = std::move(m.bf16);
@@ -527,8 +556,8 @@ void RunRoofs(const Args& args) {
           cpu::LinearInt8(x.data(), m.int8.data(), m.scales8.data(), y.data(), rows, m.in, m.out,
                           false, 0, cpu::Int8Activations::kInt8);
         } else {
-          cpu::LinearInt4(x.data(), m.int4.data(), m.scales4.data(), y.data(), rows, m.in, m.out,
-                          false, 0, cpu::Int8Activations::kInt8);
+          cpu::LinearInt4(x.data(), {m.int4.data(), m.scales4.data(), int4_layout}, y.data(), rows,
+                          m.in, m.out, false, 0, cpu::Int8Activations::kInt8);
         }
       }
     });

@@ -1,5 +1,6 @@
 #include "model/quantize_weights.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -46,18 +47,50 @@ WeightMatrix QuantizeInt8(const WeightMatrix& w) {
 }
 
 WeightMatrix QuantizeInt4(const WeightMatrix& w) {
-  auto [q, scales] =
-      QuantizeRows<uint8_t>(w, cpu::Int4RowBytes(w.cols()),
-                            [](const float* row, int64_t cols, uint8_t* dst, cpu::Int8Scale* s) {
-                              cpu::QuantizeInt4Weights(row, 1, cols, dst, s);
-                            });
-  return WeightMatrix::FromInt4(std::move(q), std::move(scales), w.rows(), w.cols());
+  return QuantizeInt4(w, cpu::PreferredInt4Layout());
+}
+
+WeightMatrix QuantizeInt4(const WeightMatrix& w, cpu::Int4Layout layout) {
+  if (layout == cpu::Int4Layout::kRows) {
+    auto [q, scales] =
+        QuantizeRows<uint8_t>(w, cpu::Int4RowBytes(w.cols()),
+                              [](const float* row, int64_t cols, uint8_t* dst, cpu::Int8Scale* s) {
+                                cpu::QuantizeInt4Weights(row, 1, cols, dst, s);
+                              });
+    return WeightMatrix::FromInt4(std::move(q), std::move(scales), w.rows(), w.cols());
+  }
+  // Each panel's rows quantised in the rows layout on its thread, then packed into place.
+  const int64_t rows = w.rows(), cols = w.cols(), panels = cpu::Int4Panels(0, rows);
+  const int64_t lanes = cpu::kInt4PanelOutputs, groups = cpu::Int8Groups(cols);
+  auto q = MakeHugePageArray<uint8_t>(static_cast<size_t>(panels * cpu::Int4PanelBytes(cols)));
+  auto scales =
+      MakeHugePageArray<cpu::Int8Scale>(static_cast<size_t>(panels * cpu::Int4PanelScales(cols)));
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(cols));
+    std::vector<uint8_t> packed(static_cast<size_t>(lanes * cpu::Int4RowBytes(cols)));
+    std::vector<cpu::Int8Scale> row_scales(static_cast<size_t>(lanes * groups));
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t n = std::min(lanes, rows - p * lanes);
+      for (int64_t l = 0; l < n; ++l) {
+        w.RowToF32(p * lanes + l, row.data());
+        cpu::QuantizeInt4Weights(row.data(), 1, cols, packed.data() + l * cpu::Int4RowBytes(cols),
+                                 row_scales.data() + l * groups);
+      }
+      cpu::PackInt4Panels(packed.data(), row_scales.data(), n, cols,
+                          q.get() + p * cpu::Int4PanelBytes(cols),
+                          scales.get() + p * cpu::Int4PanelScales(cols));
+    }
+  }
+  return WeightMatrix::FromInt4(std::move(q), std::move(scales), rows, cols, layout);
 }
 
 void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode) {
   DSCALE_CHECK(IsQuantized(mode));
-  const auto quantize = mode == WeightsMode::kInt4 ? QuantizeInt4 : QuantizeInt8;
-  ForEachProjection(*layer, [&](WeightMatrix& m) { m = quantize(m); });
+  ForEachProjection(*layer, [&](WeightMatrix& m) {
+    m = mode == WeightsMode::kInt4 ? QuantizeInt4(m) : QuantizeInt8(m);
+  });
 }
 
 void QuantizeProjections(DecoderWeights* weights, WeightsMode mode) {

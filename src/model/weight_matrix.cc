@@ -32,6 +32,27 @@ bool HasScales(WeightFormat format) {
   return format == WeightFormat::kInt8 || format == WeightFormat::kInt4;
 }
 
+bool IsInt4Panels(const WeightMatrix::Block& b) {
+  return b.format == WeightFormat::kInt4 && b.int4_layout == cpu::Int4Layout::kPanels;
+}
+
+cpu::Int4Matrix Int4Of(const WeightMatrix::Block& b) {
+  return {.values = static_cast<const uint8_t*>(b.data),
+          .scales = b.scales,
+          .layout = b.int4_layout,
+          .first = b.first};
+}
+
+// Bytes of values and scales a 4-bit matrix of `rows` rows takes in `layout`, from lane `first`.
+std::pair<int64_t, int64_t> Int4Sizes(cpu::Int4Layout layout, int64_t first, int64_t rows,
+                                      int64_t cols) {
+  if (layout == cpu::Int4Layout::kRows) {
+    return {rows * cpu::Int4RowBytes(cols), rows * cpu::Int8Groups(cols)};
+  }
+  const int64_t panels = cpu::Int4Panels(first, rows);
+  return {panels * cpu::Int4PanelBytes(cols), panels * cpu::Int4PanelScales(cols)};
+}
+
 template <typename T>
 WeightMatrix Owned(std::vector<T> values, DType dtype, int64_t rows, int64_t cols) {
   DSCALE_CHECK(rows >= 0 && cols >= 0 && static_cast<int64_t>(values.size()) == rows * cols);
@@ -76,35 +97,37 @@ WeightMatrix WeightMatrix::FromInt8(HugePageArray<int8_t> values,
 }
 
 WeightMatrix WeightMatrix::FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,
-                                    int64_t rows, int64_t cols) {
-  DSCALE_CHECK(rows >= 0 && cols >= 0 &&
-               static_cast<int64_t>(packed.size()) == rows * cpu::Int4RowBytes(cols) &&
-               static_cast<int64_t>(scales.size()) == rows * cpu::Int8Groups(cols));
+                                    int64_t rows, int64_t cols, cpu::Int4Layout layout) {
+  DSCALE_CHECK(rows >= 0 && cols >= 0);
+  const auto [value_bytes, scale_count] = Int4Sizes(layout, 0, rows, cols);
+  DSCALE_CHECK(static_cast<int64_t>(packed.size()) == value_bytes &&
+               static_cast<int64_t>(scales.size()) == scale_count);
   auto owner = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<cpu::Int8Scale>>>(
       std::move(packed), std::move(scales));
   return OwnedQuantized(WeightFormat::kInt4, owner, owner->first.data(), owner->second.data(), rows,
-                        cols);
+                        cols, layout);
 }
 
 WeightMatrix WeightMatrix::FromInt4(HugePageArray<uint8_t> packed,
                                     HugePageArray<cpu::Int8Scale> scales, int64_t rows,
-                                    int64_t cols) {
+                                    int64_t cols, cpu::Int4Layout layout) {
   DSCALE_CHECK(rows >= 0 && cols >= 0);
   auto owner = std::make_shared<std::pair<HugePageArray<uint8_t>, HugePageArray<cpu::Int8Scale>>>(
       std::move(packed), std::move(scales));
   return OwnedQuantized(WeightFormat::kInt4, owner, owner->first.get(), owner->second.get(), rows,
-                        cols);
+                        cols, layout);
 }
 
 WeightMatrix WeightMatrix::OwnedQuantized(WeightFormat format, std::shared_ptr<const void> owner,
                                           const void* values, const cpu::Int8Scale* scales,
-                                          int64_t rows, int64_t cols) {
+                                          int64_t rows, int64_t cols, cpu::Int4Layout layout) {
   // One owner for both arrays, so row ranges and stacks keep them alive together.
   WeightMatrix m;
   m.rows_ = rows;
   m.cols_ = cols;
   if (rows > 0) {
-    m.blocks_.push_back({.format = format, .data = values, .scales = scales, .rows = rows});
+    m.blocks_.push_back(
+        {.format = format, .data = values, .scales = scales, .rows = rows, .int4_layout = layout});
   }
   m.owners_.push_back(std::move(owner));
   return m;
@@ -138,6 +161,11 @@ WeightMatrix WeightMatrix::Stack(const std::vector<WeightMatrix>& parts) {
 int64_t WeightMatrix::bytes() const {
   int64_t total = 0;
   for (const Block& b : blocks_) {
+    if (b.format == WeightFormat::kInt4) {
+      const auto [value_bytes, scale_count] = Int4Sizes(b.int4_layout, b.first, b.rows, cols_);
+      total += value_bytes + scale_count * static_cast<int64_t>(sizeof(cpu::Int8Scale));
+      continue;
+    }
     total += b.rows * static_cast<int64_t>(RowBytes(b.format, cols_));
     if (HasScales(b.format)) {
       total += b.rows * cpu::Int8Groups(cols_) * static_cast<int64_t>(sizeof(cpu::Int8Scale));
@@ -145,6 +173,30 @@ int64_t WeightMatrix::bytes() const {
   }
   return total;
 }
+
+namespace {
+
+// Rows [begin, begin + count) of a block in the rows layout, and of one in the panel layout.
+WeightMatrix::Block Rows(const WeightMatrix::Block& b, int64_t begin, int64_t count, int64_t cols) {
+  WeightMatrix::Block part = b;
+  part.data =
+      static_cast<const std::byte*>(b.data) + static_cast<size_t>(begin) * RowBytes(b.format, cols);
+  if (b.scales != nullptr) part.scales = b.scales + begin * cpu::Int8Groups(cols);
+  part.rows = count;
+  return part;
+}
+WeightMatrix::Block PanelRows(const WeightMatrix::Block& b, int64_t begin, int64_t count,
+                              int64_t cols) {
+  const int64_t lane = b.first + begin, panel = lane / cpu::kInt4PanelOutputs;
+  WeightMatrix::Block part = b;
+  part.data = static_cast<const uint8_t*>(b.data) + panel * cpu::Int4PanelBytes(cols);
+  part.scales = b.scales + panel * cpu::Int4PanelScales(cols);
+  part.rows = count;
+  part.first = lane % cpu::kInt4PanelOutputs;
+  return part;
+}
+
+}  // namespace
 
 WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
   DSCALE_CHECK(begin >= 0 && count >= 0 && begin + count <= rows_);
@@ -155,13 +207,8 @@ WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
   for (const Block& b : blocks_) {
     const int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + b.rows);
     if (lo < hi) {
-      const auto offset = static_cast<size_t>(lo - first) * RowBytes(b.format, cols_);
-      const cpu::Int8Scale* scales =
-          b.scales == nullptr ? nullptr : b.scales + (lo - first) * cpu::Int8Groups(cols_);
-      m.blocks_.push_back({.format = b.format,
-                           .data = static_cast<const std::byte*>(b.data) + offset,
-                           .scales = scales,
-                           .rows = hi - lo});
+      m.blocks_.push_back(IsInt4Panels(b) ? PanelRows(b, lo - first, hi - lo, cols_)
+                                          : Rows(b, lo - first, hi - lo, cols_));
       m.rows_ += hi - lo;
     }
     first += b.rows;
@@ -226,11 +273,19 @@ WeightMatrix WeightMatrix::SelectRows(std::span<const int32_t> rows) const {
     }
     run.format = block->format;
     const size_t row_bytes = RowBytes(block->format, cols_);
-    const auto* source = static_cast<const std::byte*>(block->data) + row * row_bytes;
-    run.values.insert(run.values.end(), source, source + row_bytes);
-    if (HasScales(block->format)) {
-      run.scales.insert(run.scales.end(), block->scales + row * groups,
-                        block->scales + (row + 1) * groups);
+    if (block->format == WeightFormat::kInt4) {  // copied to the rows layout from either
+      run.values.resize(run.values.size() + row_bytes);
+      run.scales.resize(run.scales.size() + static_cast<size_t>(groups));
+      cpu::Int4RowOf(Int4Of(*block), cols_, row,
+                     reinterpret_cast<uint8_t*>(run.values.data() + run.values.size() - row_bytes),
+                     run.scales.data() + run.scales.size() - groups);
+    } else {
+      const auto* source = static_cast<const std::byte*>(block->data) + row * row_bytes;
+      run.values.insert(run.values.end(), source, source + row_bytes);
+      if (HasScales(block->format)) {
+        run.scales.insert(run.scales.end(), block->scales + row * groups,
+                          block->scales + (row + 1) * groups);
+      }
     }
     ++run.rows;
   }
@@ -244,17 +299,23 @@ void WeightMatrix::RowToF32(int64_t row, float* dst) const {
   DSCALE_CHECK(row >= 0 && row < rows_);
   for (const Block& b : blocks_) {
     if (row < b.rows) {
-      const size_t offset = static_cast<size_t>(row) * RowBytes(b.format, cols_);
+      // (int4 rows are found by Int4RowOf: the panel layout has no row offset)
+      const size_t offset = b.format == WeightFormat::kInt4
+                                ? 0
+                                : static_cast<size_t>(row) * RowBytes(b.format, cols_);
       const std::byte* data = static_cast<const std::byte*>(b.data) + offset;
       switch (b.format) {
         case WeightFormat::kInt8:
           cpu::DequantizeInt8Rows(reinterpret_cast<const int8_t*>(data),
                                   b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
           return;
-        case WeightFormat::kInt4:
-          cpu::DequantizeInt4Rows(reinterpret_cast<const uint8_t*>(data),
-                                  b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
+        case WeightFormat::kInt4: {
+          std::vector<uint8_t> packed(static_cast<size_t>(cpu::Int4RowBytes(cols_)));
+          std::vector<cpu::Int8Scale> scales(static_cast<size_t>(cpu::Int8Groups(cols_)));
+          cpu::Int4RowOf(Int4Of(b), cols_, row, packed.data(), scales.data());
+          cpu::DequantizeInt4Rows(packed.data(), scales.data(), 1, cols_, dst);
           return;
+        }
         case WeightFormat::kBF16:
           ConvertToF32(DType::kBF16, data, static_cast<size_t>(cols_), dst);
           return;
@@ -308,8 +369,8 @@ void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool
       cpu::LinearInt8(x, static_cast<const int8_t*>(b.data), b.scales, y + column, rows, w.cols(),
                       b.rows, accumulate, w.rows(), activations.int8);
     } else if (b.format == WeightFormat::kInt4) {
-      cpu::LinearInt4(x, static_cast<const uint8_t*>(b.data), b.scales, y + column, rows, w.cols(),
-                      b.rows, accumulate, w.rows(), activations.int8);
+      cpu::LinearInt4(x, Int4Of(b), y + column, rows, w.cols(), b.rows, accumulate, w.rows(),
+                      activations.int8);
     } else {
       cpu::Linear(x, static_cast<const float*>(b.data), y + column, rows, w.cols(), b.rows,
                   accumulate, w.rows());

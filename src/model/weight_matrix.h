@@ -32,6 +32,10 @@ class WeightMatrix {
     // kInt8, kInt4: [rows, cpu::Int8Groups(cols)] (gemm_int8.h)
     const cpu::Int8Scale* scales = nullptr;
     int64_t rows = 0;
+    // kInt4 in the panel layout (gemm_int4.h): data and scales are those of the panels, the
+    // block's first row in lane `first` of the first.
+    cpu::Int4Layout int4_layout = cpu::Int4Layout::kRows;
+    int64_t first = 0;
   };
 
   WeightMatrix() = default;
@@ -74,12 +78,15 @@ class WeightMatrix {
   WeightMatrix SelectRows(std::span<const int32_t> rows) const;
   // Row `row` widened to f32 into dst[0, cols) (int8, int4: the values Project multiplies by).
   void RowToF32(int64_t row, float* dst) const;
-  // `packed` [rows, cpu::Int4RowBytes(cols)] and `scales` [rows, cpu::Int8Groups(cols)] in
-  // cpu::LinearInt4's format.
+  // `packed` and `scales` in cpu::LinearInt4's format, in `layout`: [rows,
+  // cpu::Int4RowBytes(cols)] and [rows, cpu::Int8Groups(cols)], or the panels from lane 0
+  // (gemm_int4.h: cpu::PackInt4Panels).
   static WeightMatrix FromInt4(HugePageArray<uint8_t> packed, HugePageArray<cpu::Int8Scale> scales,
-                               int64_t rows, int64_t cols);
+                               int64_t rows, int64_t cols,
+                               cpu::Int4Layout layout = cpu::Int4Layout::kRows);
   static WeightMatrix FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,
-                               int64_t rows, int64_t cols);
+                               int64_t rows, int64_t cols,
+                               cpu::Int4Layout layout = cpu::Int4Layout::kRows);
   // Every element widened to f32 (references, uploads, tests).
   std::vector<float> ToF32() const;
   // Every element as BF16 bits (f32 rounded to nearest even).
@@ -89,7 +96,7 @@ class WeightMatrix {
   // One int8 or int4 block whose values and scales `owner` keeps alive.
   static WeightMatrix OwnedQuantized(WeightFormat format, std::shared_ptr<const void> owner,
                                      const void* values, const cpu::Int8Scale* scales, int64_t rows,
-                                     int64_t cols);
+                                     int64_t cols, cpu::Int4Layout layout = cpu::Int4Layout::kRows);
 
   std::vector<Block> blocks_;
   int64_t rows_ = 0;

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <random>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -131,32 +133,63 @@ TEST(QuantizeInt4WeightsTest, AllZeroGroupHasScaleZero) {
   for (const uint8_t byte : packed) EXPECT_EQ(byte, 0x88);
 }
 
+// m's outputs in the panel layout, the first `first` of them only filling lanes before the view.
+struct Panels {
+  std::vector<uint8_t> values;
+  std::vector<cpu::Int8Scale> scales;
+};
+Panels PackedPanels(const Int4Matrix& m, int64_t rows, int64_t in) {
+  Panels p;
+  p.values.resize(static_cast<size_t>(cpu::Int4Panels(0, rows) * cpu::Int4PanelBytes(in)));
+  p.scales.resize(static_cast<size_t>(cpu::Int4Panels(0, rows) * cpu::Int4PanelScales(in)));
+  cpu::PackInt4Panels(m.data(), m.scales.data(), rows, in, p.values.data(), p.scales.data());
+  return p;
+}
+
+// How a case lays its matrix out: rows, or panels viewed from lane `first`.
+struct Layout {
+  cpu::Int4Layout layout = cpu::Int4Layout::kRows;
+  int64_t first = 0;
+};
+
 // LinearInt4 (or one kernel of it) against LinearInt8 over the unpacked values: the same bits.
 void ExpectInt8Bits(std::mt19937& rng, int64_t rows, int64_t in, int64_t out,
                     cpu::Int8Activations activations, bool accumulate, int64_t ldy,
-                    std::optional<cpu::Int4Kernel> kernel = std::nullopt) {
+                    std::optional<cpu::Int4Kernel> kernel = std::nullopt, Layout layout = {}) {
   SCOPED_TRACE(::testing::Message()
                << rows << " rows, in " << in << ", out " << out << ", "
                << cpu::Int8ActivationsName(activations) << (accumulate ? ", accumulate" : "")
                << ", ldy " << ldy << ", kernel "
-               << (kernel ? cpu::Int4KernelName(*kernel) : std::string_view("dispatched")));
-  const Int4Matrix m = Quantized(rng, out, in);
-  const std::vector<int8_t> q = Unpacked(m, out, in);
+               << (kernel ? cpu::Int4KernelName(*kernel) : std::string_view("dispatched")) << ", "
+               << cpu::Int4LayoutName(layout.layout) << " from lane " << layout.first);
+  const int64_t first = layout.first;
+  const Int4Matrix m = Quantized(rng, first + out, in);
+  const std::vector<int8_t> all = Unpacked(m, first + out, in);
+  const std::vector<int8_t> q(all.begin() + first * in, all.end());
+  const Panels panels = PackedPanels(m, first + out, in);
+  const cpu::Int4Matrix w = layout.layout == cpu::Int4Layout::kRows
+                                ? cpu::Int4Matrix{.values = m.data(), .scales = m.scales.data()}
+                                : cpu::Int4Matrix{.values = panels.values.data(),
+                                                  .scales = panels.scales.data(),
+                                                  .layout = cpu::Int4Layout::kPanels,
+                                                  .first = first};
   std::vector<float> x = RandomNormal(rng, rows * in);
   if (rows > 1) std::fill(x.begin() + in, x.begin() + 2 * in, 0.0f);  // an all-zero row
   const std::vector<float> y0 = RandomNormal(rng, rows * ldy);
   std::vector<float> got = y0, want = y0;
   if (kernel) {
-    cpu::LinearInt4Via(*kernel, x.data(), m.data(), m.scales.data(), got.data(), rows, in, out,
-                       accumulate, ldy, activations);
+    cpu::LinearInt4Via(*kernel, x.data(), w, got.data(), rows, in, out, accumulate, ldy,
+                       activations);
   } else {
-    cpu::LinearInt4(x.data(), m.data(), m.scales.data(), got.data(), rows, in, out, accumulate, ldy,
-                    activations);
+    cpu::LinearInt4(x.data(), w, got.data(), rows, in, out, accumulate, ldy, activations);
   }
-  cpu::LinearInt8(x.data(), q.data(), m.scales.data(), want.data(), rows, in, out, accumulate, ldy,
-                  activations);
+  cpu::LinearInt8(x.data(), q.data(), m.scales.data() + first * cpu::Int8Groups(in), want.data(),
+                  rows, in, out, accumulate, ldy, activations);
   ExpectSameBits(got, want);
 }
+
+// Matrices in the panel layout from each of these lanes.
+constexpr int64_t kPanelFirsts[] = {0, 5, 15};
 
 TEST(LinearInt4Test, GivesLinearInt8sBitsOnTheUnpackedValues) {
   std::mt19937 rng(11);
@@ -182,12 +215,106 @@ TEST(LinearInt4Test, EveryKernelGivesLinearInt8sBits) {
     for (const int64_t rows : {1, 2, 7, 8, 15, 16, 17, 33}) {
       for (const int64_t in : {31, 257, 520}) {
         for (const int64_t out : {1, 16, 40}) {
-          ExpectInt8Bits(rng, rows, in, out, cpu::Int8Activations::kInt8, /*accumulate=*/false, out,
-                         kernel);
+          for (const Layout layout : {Layout{}, Layout{cpu::Int4Layout::kPanels, 0},
+                                      Layout{cpu::Int4Layout::kPanels, 15}}) {
+            if (!cpu::Int4KernelReads(kernel, layout.layout)) continue;
+            ExpectInt8Bits(rng, rows, in, out, cpu::Int8Activations::kInt8, /*accumulate=*/false,
+                           out, kernel, layout);
+          }
         }
       }
-      ExpectInt8Bits(rng, rows, 96, 37, cpu::Int8Activations::kInt8, /*accumulate=*/true, 45,
-                     kernel);
+      for (const Layout layout : {Layout{}, Layout{cpu::Int4Layout::kPanels, 5}}) {
+        if (!cpu::Int4KernelReads(kernel, layout.layout)) continue;
+        ExpectInt8Bits(rng, rows, 96, 37, cpu::Int8Activations::kInt8, /*accumulate=*/true, 45,
+                       kernel, layout);
+      }
+    }
+  }
+}
+
+// The panel layout through LinearInt4's own choice, in both activation modes, from several
+// lanes of the first panel and across threads: every CPU reads it (unpacked chunks where it has
+// no panel kernel).
+TEST(LinearInt4Test, PanelLayoutGivesLinearInt8sBits) {
+  std::mt19937 rng(31);
+  for (const cpu::Int8Activations activations :
+       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+    for (const int64_t first : kPanelFirsts) {
+      for (const int64_t rows : {1, 3, 16, 17, 40}) {
+        for (const int64_t out : {1, 11, 16, 33}) {
+          ExpectInt8Bits(rng, rows, 100, out, activations, /*accumulate=*/false, out, std::nullopt,
+                         {cpu::Int4Layout::kPanels, first});
+        }
+      }
+      ExpectInt8Bits(rng, 2, 2048, 300, activations, /*accumulate=*/true, 301, std::nullopt,
+                     {cpu::Int4Layout::kPanels, first});
+    }
+  }
+}
+
+TEST(Int4PanelsTest, RowsAndUnpackedOutputsComeBackFromEveryLane) {
+  std::mt19937 rng(37);
+  for (const int64_t in : {1, 31, 32, 33, 100, 257}) {
+    const int64_t rows = 37, groups = cpu::Int8Groups(in);
+    const Int4Matrix m = Quantized(rng, rows, in);
+    const Panels p = PackedPanels(m, rows, in);
+    // Spare lanes of the last panel: q = 0, scale 0.
+    const std::vector<int8_t> want = Unpacked(m, rows, in);
+    for (const int64_t first : kPanelFirsts) {
+      if (first >= rows) continue;
+      const cpu::Int4Matrix w{.values = p.values.data() + 0,
+                              .scales = p.scales.data(),
+                              .layout = cpu::Int4Layout::kPanels,
+                              .first = first};
+      for (const bool vector : {true, false}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "in " << in << ", lane " << first << (vector ? ", vector" : ", portable"));
+        const int64_t n = rows - first;
+        std::vector<int8_t> q(static_cast<size_t>(n * in));
+        std::vector<cpu::Int8Scale> scales(static_cast<size_t>(n * groups));
+        cpu::UnpackInt4Outputs(w, in, 0, n, q.data(), scales.data(), vector);
+        EXPECT_TRUE(std::equal(q.begin(), q.end(), want.begin() + first * in));
+        EXPECT_TRUE(std::equal(scales.begin(), scales.end(), m.scales.begin() + first * groups));
+        // A range inside one panel, and one across two.
+        for (const auto& [o0, count] : {std::pair<int64_t, int64_t>{1, 3}, {2, 17}}) {
+          if (o0 + count > n) continue;
+          std::vector<int8_t> part(static_cast<size_t>(count * in));
+          std::vector<cpu::Int8Scale> part_scales(static_cast<size_t>(count * groups));
+          cpu::UnpackInt4Outputs(w, in, o0, count, part.data(), part_scales.data(), vector);
+          EXPECT_TRUE(std::equal(part.begin(), part.end(), want.begin() + (first + o0) * in));
+        }
+      }
+      std::vector<uint8_t> row(static_cast<size_t>(cpu::Int4RowBytes(in)));
+      std::vector<cpu::Int8Scale> row_scales(static_cast<size_t>(groups));
+      for (int64_t o = 0; o + first < rows; o += 7) {
+        cpu::Int4RowOf(w, in, o, row.data(), row_scales.data());
+        const uint8_t* source = m.data() + (first + o) * cpu::Int4RowBytes(in);
+        EXPECT_TRUE(std::equal(row.begin(), row.end(), source)) << "row " << o;
+        EXPECT_TRUE(std::equal(row_scales.begin(), row_scales.end(),
+                               m.scales.begin() + (first + o) * groups));
+      }
+    }
+    // The last panel's spare lanes hold q = 0 and scale 0.
+    const cpu::Int4Matrix last{
+        .values = p.values.data(), .scales = p.scales.data(), .layout = cpu::Int4Layout::kPanels};
+    std::vector<uint8_t> row(static_cast<size_t>(cpu::Int4RowBytes(in)));
+    std::vector<cpu::Int8Scale> row_scales(static_cast<size_t>(groups));
+    cpu::Int4RowOf(last, in, rows, row.data(), row_scales.data());
+    for (const uint8_t byte : row) ASSERT_EQ(byte, 0x88);
+    for (const cpu::Int8Scale scale : row_scales) ASSERT_EQ(scale, 0);
+  }
+}
+
+TEST(LinearInt4Test, KernelsReadTheirLayoutsOnly) {
+  std::vector<float> x(32, 1.0f), y(1);
+  std::vector<uint8_t> w(cpu::Int4PanelBytes(32), 0x88);
+  std::vector<cpu::Int8Scale> scales(cpu::Int4PanelScales(32), 0);
+  for (const cpu::Int4Kernel kernel : cpu::SupportedInt4Kernels()) {
+    for (const cpu::Int4Layout layout : {cpu::Int4Layout::kRows, cpu::Int4Layout::kPanels}) {
+      if (cpu::Int4KernelReads(kernel, layout)) continue;
+      EXPECT_DEATH(cpu::LinearInt4Via(kernel, x.data(), {w.data(), scales.data(), layout}, y.data(),
+                                      1, 32, 1, false),
+                   "does not read this layout");
     }
   }
 }
@@ -199,8 +326,16 @@ TEST(LinearInt4Test, OnlyUnpackedChunksTakeF32Activations) {
   std::vector<uint8_t> w(16, 0x88);
   std::vector<cpu::Int8Scale> scales(1, 0);
   for (size_t k = 1; k < kernels.size(); ++k) {
-    EXPECT_DEATH(cpu::LinearInt4Via(kernels[k], x.data(), w.data(), scales.data(), y.data(), 1, 32,
-                                    1, false, 0, cpu::Int8Activations::kF32),
+    const cpu::Int4Layout layout = cpu::Int4KernelReads(kernels[k], cpu::Int4Layout::kRows)
+                                       ? cpu::Int4Layout::kRows
+                                       : cpu::Int4Layout::kPanels;
+    std::vector<uint8_t> panel(cpu::Int4PanelBytes(32), 0x88);
+    std::vector<cpu::Int8Scale> panel_scales(cpu::Int4PanelScales(32), 0);
+    const cpu::Int4Matrix m = layout == cpu::Int4Layout::kRows
+                                  ? cpu::Int4Matrix{w.data(), scales.data()}
+                                  : cpu::Int4Matrix{panel.data(), panel_scales.data(), layout};
+    EXPECT_DEATH(cpu::LinearInt4Via(kernels[k], x.data(), m, y.data(), 1, 32, 1, false, 0,
+                                    cpu::Int8Activations::kF32),
                  "f32 activations");
   }
 }

@@ -193,7 +193,7 @@ std::vector<OpVariant> LinearVariants(OpFormat format) {
       variants = EnumVariants(5, cpu::Int8DotIsaName, cpu::SupportedInt8DotIsas());
       break;
     case OpFormat::kInt4Int8Act:
-      variants = EnumVariants(4, cpu::Int4KernelName, cpu::SupportedInt4Kernels());
+      variants = EnumVariants(5, cpu::Int4KernelName, cpu::SupportedInt4Kernels());
       break;
     case OpFormat::kInt4:
       break;  // f32 activations: one kernel, unpacked chunks through LinearInt8's
@@ -202,7 +202,23 @@ std::vector<OpVariant> LinearVariants(OpFormat format) {
   return variants;
 }
 
-// The kernels' own entry points, one per format (what the model calls).
+// A 4-bit call's weights in `layout` (the panels packed into `panels`).
+struct Int4Panels {
+  std::vector<uint8_t> values;
+  std::vector<cpu::Int8Scale> scales;
+};
+cpu::Int4Matrix Int4In(const OpCall& c, cpu::Int4Layout layout, Int4Panels& panels) {
+  if (layout == cpu::Int4Layout::kRows) return {c.w_int4.data(), c.scales.data()};
+  const OpShape& s = c.shape;
+  panels.values.resize(cpu::Int4Panels(0, s.out) * cpu::Int4PanelBytes(s.in));
+  panels.scales.resize(cpu::Int4Panels(0, s.out) * cpu::Int4PanelScales(s.in));
+  cpu::PackInt4Panels(c.w_int4.data(), c.scales.data(), s.out, s.in, panels.values.data(),
+                      panels.scales.data());
+  return {panels.values.data(), panels.scales.data(), layout};
+}
+
+// The kernels' own entry points, one per format (what the model calls: 4-bit weights in the
+// layout it loads them in).
 void LinearDispatch(const OpCall& c, float* y) {
   const OpShape& s = c.shape;
   const bool acc = s.accumulate;
@@ -221,9 +237,11 @@ void LinearDispatch(const OpCall& c, float* y) {
       return cpu::LinearInt8(c.x.data(), c.w_int8.data(), c.scales.data(), y, s.rows, s.in, s.out,
                              acc, 0, act);
     case OpFormat::kInt4:
-    case OpFormat::kInt4Int8Act:
-      return cpu::LinearInt4(c.x.data(), c.w_int4.data(), c.scales.data(), y, s.rows, s.in, s.out,
-                             acc, 0, act);
+    case OpFormat::kInt4Int8Act: {
+      Int4Panels panels;
+      return cpu::LinearInt4(c.x.data(), Int4In(c, cpu::PreferredInt4Layout(), panels), y, s.rows,
+                             s.in, s.out, acc, 0, act);
+    }
   }
 }
 
@@ -247,9 +265,15 @@ void RunLinear(const OpCall& c, const OpVariant& v, float* y) {
     case OpFormat::kInt8Int8Act:
       return cpu::LinearInt8Dot(static_cast<cpu::Int8DotIsa>(v.id), c.x.data(), c.w_int8.data(),
                                 c.scales.data(), y, s.rows, s.in, s.out, acc);
-    case OpFormat::kInt4Int8Act:
-      return cpu::LinearInt4Via(static_cast<cpu::Int4Kernel>(v.id), c.x.data(), c.w_int4.data(),
-                                c.scales.data(), y, s.rows, s.in, s.out, acc);
+    case OpFormat::kInt4Int8Act: {
+      const auto kernel = static_cast<cpu::Int4Kernel>(v.id);
+      const cpu::Int4Layout layout = cpu::Int4KernelReads(kernel, cpu::Int4Layout::kRows)
+                                         ? cpu::Int4Layout::kRows
+                                         : cpu::Int4Layout::kPanels;
+      Int4Panels panels;
+      return cpu::LinearInt4Via(kernel, c.x.data(), Int4In(c, layout, panels), y, s.rows, s.in,
+                                s.out, acc);
+    }
     case OpFormat::kInt4:
       return LinearDispatch(c, y);
   }

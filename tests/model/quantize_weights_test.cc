@@ -135,70 +135,97 @@ TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRanges) {
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
 }
 
-TEST(QuantizeInt4Test, MatrixBecomesOneOwnedInt4BlockWithRowRangesAndSelections) {
+constexpr cpu::Int4Layout kInt4Layouts[] = {cpu::Int4Layout::kRows, cpu::Int4Layout::kPanels};
+
+// An int4 block's matrix as the kernels take it.
+cpu::Int4Matrix Int4Of(const WeightMatrix::Block& b) {
+  return {static_cast<const uint8_t*>(b.data), b.scales, b.int4_layout, b.first};
+}
+
+TEST(QuantizeInt4Test, LoadsInTheLayoutThisCpuReadsFastest) {
   std::mt19937 rng(4);
-  const int64_t cols = 45;
-  const WeightMatrix source = MixedMatrix(rng, cols);
-  const WeightMatrix m = QuantizeInt4(source);
+  const WeightMatrix m = QuantizeInt4(MixedMatrix(rng, 45));
   ASSERT_EQ(m.blocks().size(), 1u);
-  EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt4);
-  EXPECT_EQ(m.rows(), 12);
-  EXPECT_EQ(m.bytes(),
-            12 * cpu::Int4RowBytes(cols) + 12 * Int8Groups(cols) * int64_t{sizeof(cpu::Int8Scale)});
-  // The same values as quantising the widened rows directly.
-  const std::vector<float> wide = source.ToF32();
-  std::vector<uint8_t> packed(static_cast<size_t>(12 * cpu::Int4RowBytes(cols)));
-  std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
-  std::vector<float> want(wide.size());
-  cpu::QuantizeInt4Weights(wide.data(), 12, cols, packed.data(), scales.data());
-  cpu::DequantizeInt4Rows(packed.data(), scales.data(), 12, cols, want.data());
-  const std::vector<float> all = m.ToF32();
-  EXPECT_EQ(all, want);
-  // Row ranges, stacks and selections keep values and scales paired.
-  const WeightMatrix middle = m.RowRange(5, 4);
-  EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
-  const WeightMatrix stacked = WeightMatrix::Stack({source.RowRange(0, 2), middle});
-  std::vector<float> row(cols);
-  stacked.RowToF32(5, row.data());
-  EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
-  const std::vector<int32_t> picked = {11, 0, 6};
-  const WeightMatrix selected = m.SelectRows(picked);
-  ASSERT_EQ(selected.blocks().size(), 1u);
-  EXPECT_EQ(selected.blocks()[0].format, WeightFormat::kInt4);
-  for (size_t i = 0; i < picked.size(); ++i) {
-    selected.RowToF32(static_cast<int64_t>(i), row.data());
-    EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
-                                      all.begin() + (picked[i] + 1) * cols));
+  EXPECT_EQ(m.blocks()[0].int4_layout, cpu::PreferredInt4Layout());
+}
+
+TEST(QuantizeInt4Test, MatrixBecomesOneOwnedInt4BlockWithRowRangesAndSelections) {
+  for (const cpu::Int4Layout layout : kInt4Layouts) {
+    SCOPED_TRACE(cpu::Int4LayoutName(layout));
+    std::mt19937 rng(4);
+    const int64_t cols = 45;
+    const WeightMatrix source = MixedMatrix(rng, cols);
+    const WeightMatrix m = QuantizeInt4(source, layout);
+    ASSERT_EQ(m.blocks().size(), 1u);
+    EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt4);
+    EXPECT_EQ(m.blocks()[0].int4_layout, layout);
+    EXPECT_EQ(m.rows(), 12);
+    const int64_t scale_bytes = int64_t{sizeof(cpu::Int8Scale)};
+    EXPECT_EQ(m.bytes(),
+              layout == cpu::Int4Layout::kRows
+                  ? 12 * cpu::Int4RowBytes(cols) + 12 * Int8Groups(cols) * scale_bytes
+                  : cpu::Int4PanelBytes(cols) + cpu::Int4PanelScales(cols) * scale_bytes);
+    // The same values as quantising the widened rows directly.
+    const std::vector<float> wide = source.ToF32();
+    std::vector<uint8_t> packed(static_cast<size_t>(12 * cpu::Int4RowBytes(cols)));
+    std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
+    std::vector<float> want(wide.size());
+    cpu::QuantizeInt4Weights(wide.data(), 12, cols, packed.data(), scales.data());
+    cpu::DequantizeInt4Rows(packed.data(), scales.data(), 12, cols, want.data());
+    const std::vector<float> all = m.ToF32();
+    EXPECT_EQ(all, want);
+    // Row ranges (of ranges: lanes 5 and 7 of a panel), stacks and selections keep values and
+    // scales paired.
+    const WeightMatrix middle = m.RowRange(5, 4);
+    EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
+    EXPECT_EQ(middle.RowRange(2, 2).ToF32(),
+              std::vector<float>(all.begin() + 7 * cols, all.begin() + 9 * cols));
+    const WeightMatrix stacked = WeightMatrix::Stack({source.RowRange(0, 2), middle});
+    std::vector<float> row(cols);
+    stacked.RowToF32(5, row.data());
+    EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
+    const std::vector<int32_t> picked = {11, 0, 6};
+    const WeightMatrix selected = m.SelectRows(picked);
+    ASSERT_EQ(selected.blocks().size(), 1u);
+    EXPECT_EQ(selected.blocks()[0].format, WeightFormat::kInt4);
+    for (size_t i = 0; i < picked.size(); ++i) {
+      selected.RowToF32(static_cast<int64_t>(i), row.data());
+      EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
+                                        all.begin() + (picked[i] + 1) * cols));
+    }
+    const std::vector<uint16_t> bits = m.ToBf16();
+    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
   }
-  const std::vector<uint16_t> bits = m.ToBf16();
-  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
 }
 
 // An int4 block computes what the int8 block of its values does, bit for bit (gemm_int4.h), in
-// a stack beside BF16 rows, in both activation modes.
+// either layout, whole or as a row range from inside a panel, in a stack beside BF16 rows, in
+// both activation modes.
 TEST(QuantizeInt4Test, ProjectGivesTheInt8BlockOfTheSameValuesBits) {
   std::mt19937 rng(5);
-  for (const cpu::Int8Activations activations :
-       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
-    for (const int64_t rows : {1, 4, 16, 40}) {
-      for (const int64_t in : {5, 33, 130}) {
-        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " "
-                                          << cpu::Int8ActivationsName(activations));
-        const WeightMatrix source = MixedMatrix(rng, in);
-        const WeightMatrix int4 = QuantizeInt4(source.RowRange(3, 9));
-        const auto& b = int4.blocks()[0];
-        std::vector<int8_t> values(static_cast<size_t>(9 * in));
-        cpu::UnpackInt4Rows(static_cast<const uint8_t*>(b.data), 9, in, values.data());
-        std::vector<cpu::Int8Scale> scales(b.scales, b.scales + 9 * Int8Groups(in));
-        const WeightMatrix int8 =
-            WeightMatrix::FromInt8(std::move(values), std::move(scales), 9, in);
-        const WeightMatrix w4 = WeightMatrix::Stack({source.RowRange(0, 3), int4});
-        const WeightMatrix w8 = WeightMatrix::Stack({source.RowRange(0, 3), int8});
-        const std::vector<float> x = Normal(rng, rows * in);
-        std::vector<float> got(static_cast<size_t>(rows * 12)), want(got.size());
-        Project(x.data(), w4, got.data(), rows, false, {.int8 = activations});
-        Project(x.data(), w8, want.data(), rows, false, {.int8 = activations});
-        ASSERT_EQ(got, want);
+  for (const cpu::Int4Layout layout : kInt4Layouts) {
+    for (const cpu::Int8Activations activations :
+         {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+      for (const int64_t rows : {1, 4, 16, 40}) {
+        for (const int64_t in : {5, 33, 130}) {
+          SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " "
+                                            << cpu::Int8ActivationsName(activations) << " "
+                                            << cpu::Int4LayoutName(layout));
+          const WeightMatrix source = MixedMatrix(rng, in);
+          const WeightMatrix int4 = QuantizeInt4(source, layout).RowRange(1, 9);
+          std::vector<int8_t> values(static_cast<size_t>(9 * in));
+          std::vector<cpu::Int8Scale> scales(9 * Int8Groups(in));
+          cpu::UnpackInt4Outputs(Int4Of(int4.blocks()[0]), in, 0, 9, values.data(), scales.data());
+          const WeightMatrix int8 =
+              WeightMatrix::FromInt8(std::move(values), std::move(scales), 9, in);
+          const WeightMatrix w4 = WeightMatrix::Stack({source.RowRange(0, 3), int4});
+          const WeightMatrix w8 = WeightMatrix::Stack({source.RowRange(0, 3), int8});
+          const std::vector<float> x = Normal(rng, rows * in);
+          std::vector<float> got(static_cast<size_t>(rows * 12)), want(got.size());
+          Project(x.data(), w4, got.data(), rows, false, {.int8 = activations});
+          Project(x.data(), w8, want.data(), rows, false, {.int8 = activations});
+          ASSERT_EQ(got, want);
+        }
       }
     }
   }

@@ -1,7 +1,7 @@
 #include "kernels/cpu/gemm_int4.h"
 
-// Calls with int8 activations run one of four kernels by their row count and the CPU
-// (Int4PathFor below says which, and why):
+// Calls with int8 activations run one of five kernels by their row count, the layout and the CPU
+// (Int4KernelFor below says which, and why):
 // - the fused AVX2 kernel, which reads each output's packed row front to back, as the int8 path's
 //   few-row kernel reads int8 ones (gemm_int8_dot.cc, FewRowsAvx2), but multiplies the nibbles as
 //   they are: vpmaddubsw takes the unsigned nibble q + 8 (0 … 15) against the signed activation,
@@ -10,6 +10,7 @@
 //   the int8 path's FMAs in its group order: the same bits. No sign trick is needed, so a group
 //   costs about as many instructions as an int8 one while reading half the bytes;
 // - LinearInt4Vnni512 (gemm_int8_dot.cc), the same nibbles for 16 outputs at once;
+// - LinearInt4Panels512 (gemm_int8_dot.cc), the panel layout's nibbles as they lie;
 // - LinearAmxInt4 (gemm_int8_amx.cc), the AMX tiles, each output tile unpacked once for all rows;
 // - unpacked chunks: each thread takes chunks of outputs, unpacks a chunk's rows into int8 (about
 //   64 KiB, in L2 while the int8 kernel reads it) and runs the int8 kernel of the call's
@@ -54,26 +55,31 @@ constexpr int64_t kFusedPrefetchBytes = 2048;
 // Outputs per unit of work the threads share in the fused kernel.
 constexpr int64_t kFusedOutBlock = 16;
 
-bool SupportsAvx512Vnni() {
-  static const bool supports = [] {
-    const std::vector<Int8DotIsa> isas = SupportedInt8DotIsas();
-    return std::find(isas.begin(), isas.end(), Int8DotIsa::kAvx512Vnni) != isas.end();
-  }();
-  return supports;
-}
+bool SupportsAvx512Vnni() { return HasInt8DotIsa(Int8DotIsa::kAvx512Vnni); }
 
-// The kernel a call of `rows` rows with int8 activations runs, by `linear_bf16_bench --int4 1`'s
-// columns (docs/BENCHMARKS.md, "4-bit weights on VNNI" and "4-bit verification on AMX"). Where
-// the CPU has AVX512-VNNI its panels take 1-16 rows, in one pass over the weights. On AMX CPUs
-// (measured on a Sapphire Rapids class Xeon) the fused kernel reads one row's weights 7-15%
-// faster, the panels take 2-31 rows (1.2-4× ahead of the fused kernel and of unpacking at 2-16,
-// 17-31 in two passes), and the AMX tiles 32 rows and more (level with two passes at 32, 1.2-1.3×
-// ahead of more passes beyond, 5× ahead of unpacked chunks). Without AMX, the fused kernel takes
-// up to kFusedMaxRows rows where the panels do not, and unpacked chunks the rest.
+// The kernel a call of `rows` rows with int8 activations runs on a matrix in `layout`, by
+// `linear_bf16_bench --int4 1`'s columns (docs/BENCHMARKS.md, "4-bit weights on VNNI", "4-bit
+// verification on AMX" and "The 4-bit panel layout"). Rows layout: where the CPU has
+// AVX512-VNNI its register-transposing panels take 1-16 rows, in one pass over the weights. On
+// AMX CPUs (measured on a Sapphire Rapids class Xeon) the fused kernel reads one row's weights
+// 7-15% faster, the panels take 2-31 rows (1.2-4× ahead of the fused kernel and of unpacking at
+// 2-16, 17-31 in two passes), and the AMX tiles 32 rows and more (level with two passes at 32,
+// 1.2-1.3× ahead of more passes beyond, 5× ahead of unpacked chunks). Without AMX, the fused
+// kernel takes up to kFusedMaxRows rows where the panels do not, and unpacked chunks the rest.
+// Panel layout (only preferred where the CPU has AVX512-VNNI): its kernel takes every row count
+// in passes of 16, but for 96 rows and more on AMX CPUs: it reads one row's weights 1.25× faster
+// than the fused kernel (0.85 of the bandwidth) and 2-16 rows 1.2-1.4× faster than the
+// register-transposing panels; the AMX tiles, whose tiles are unpacked from the panels for each
+// call, are 1.3× behind its passes at 32 rows, level at 64, 4% ahead at 96 and 5-9% at 128.
 constexpr int64_t kAmxInt4MinRows = 32;
+constexpr int64_t kAmxInt4PanelsMinRows = 96;
 
-Int4Kernel Int4KernelFor(int64_t rows) {
+Int4Kernel Int4KernelFor(int64_t rows, Int4Layout layout) {
   const bool amx = HasAmxInt8();
+  if (layout == Int4Layout::kPanels) {
+    if (amx && rows >= kAmxInt4PanelsMinRows) return Int4Kernel::kAmx;
+    return SupportsAvx512Vnni() ? Int4Kernel::kPanels512 : Int4Kernel::kUnpacked;
+  }
   if (amx && rows >= kAmxInt4MinRows) return Int4Kernel::kAmx;
   if (SupportsAvx512Vnni() && (amx ? rows > 1 : rows <= kInt4Vnni512MaxRows)) {
     return Int4Kernel::kVnni512;
@@ -263,10 +269,9 @@ namespace {
 
 // Outputs of `rows` rows through unpacked chunks, in the activations mode: xq with int8
 // activations, x with f32 ones.
-void UnpackedChunks(const float* x, const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
-                    const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
-                    bool accumulate, bool int8_dot) {
-  const bool avx2 = HasAvx2Fma();
+void UnpackedChunks(const float* x, const Int8ActivationRows& xq, int64_t rows, const Int4Matrix& w,
+                    int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate,
+                    bool int8_dot) {
   const int64_t groups = Int8Groups(in);
   const Int8DotIsa isa = Int8DotIsaFor(rows);
   const int64_t chunk = ChunkOutputs(in);
@@ -274,18 +279,18 @@ void UnpackedChunks(const float* x, const Int8ActivationRows& xq, int64_t rows, 
 #pragma omp parallel if (in * out >= kParallelMinWeights)
   {
     thread_local std::vector<int8_t> unpacked;
+    thread_local std::vector<Int8Scale> scales;
     unpacked.resize(static_cast<size_t>(chunk * in));
+    scales.resize(static_cast<size_t>(chunk * groups));
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t o0 = c * chunk, n = std::min(chunk, out - o0);
-      for (int64_t o = 0; o < n; ++o) {
-        UnpackRow(w4 + (o0 + o) * Int4RowBytes(in), in, unpacked.data() + o * in, avx2);
-      }
+      UnpackInt4Outputs(w, in, o0, n, unpacked.data(), scales.data());
       if (int8_dot) {
-        LinearInt8DotQuantized(isa, xq, rows, unpacked.data(), scales + o0 * groups, in, n, y + o0,
-                               ldy, accumulate);
+        LinearInt8DotQuantized(isa, xq, rows, unpacked.data(), scales.data(), in, n, y + o0, ldy,
+                               accumulate);
       } else {
-        LinearInt8(x, unpacked.data(), scales + o0 * groups, y + o0, rows, in, n, accumulate, ldy,
+        LinearInt8(x, unpacked.data(), scales.data(), y + o0, rows, in, n, accumulate, ldy,
                    Int8Activations::kF32);
       }
     }
@@ -316,24 +321,33 @@ void Vnni512Passes(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4
   }
 }
 
-void Run(Int4Kernel kernel, const float* x, const uint8_t* w4, const Int8Scale* scales, float* y,
-         int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy,
-         Int8Activations activations) {
+void Panels512Passes(const Int8ActivationRows& xq, int64_t rows, const Int4Matrix& w, int64_t in,
+                     int64_t out, float* y, int64_t ldy, bool accumulate) {
+  InPasses(rows, kInt4Vnni512MaxRows, [&](int64_t r0, int64_t n) {
+    LinearInt4Panels512(RowsFrom(xq, r0), n, w.values, w.scales, w.first, in, out, y + r0 * ldy,
+                        ldy, accumulate);
+  });
+}
+
+void Run(Int4Kernel kernel, const float* x, const Int4Matrix& w, float* y, int64_t rows, int64_t in,
+         int64_t out, bool accumulate, int64_t ldy, Int8Activations activations) {
   const bool int8_dot = activations == Int8Activations::kInt8;
   // With int8 activations the rows are quantised once per call, before any kernel.
   const Int8ActivationRows xq =
       int8_dot ? QuantizeInt8ActivationRows(x, rows, in) : Int8ActivationRows{};
   switch (kernel) {
     case Int4Kernel::kAmx:
-      return LinearAmxInt4(xq.q, xq.scale, rows, w4, scales, in, out, y, ldy, accumulate);
+      return LinearAmxInt4(xq.q, xq.scale, rows, w, in, out, y, ldy, accumulate);
+    case Int4Kernel::kPanels512:
+      return Panels512Passes(xq, rows, w, in, out, y, ldy, accumulate);
     case Int4Kernel::kVnni512:
-      return Vnni512Passes(xq, rows, w4, scales, in, out, y, ldy, accumulate);
+      return Vnni512Passes(xq, rows, w.values, w.scales, in, out, y, ldy, accumulate);
     case Int4Kernel::kFused:
-      return FusedPasses(xq, rows, w4, scales, in, out, y, ldy, accumulate);
+      return FusedPasses(xq, rows, w.values, w.scales, in, out, y, ldy, accumulate);
     case Int4Kernel::kUnpacked:
       break;
   }
-  UnpackedChunks(x, xq, rows, w4, scales, in, out, y, ldy, accumulate, int8_dot);
+  UnpackedChunks(x, xq, rows, w, in, out, y, ldy, accumulate, int8_dot);
 }
 
 }  // namespace
@@ -344,6 +358,8 @@ std::string_view Int4KernelName(Int4Kernel kernel) {
       return "fused-avx2";
     case Int4Kernel::kVnni512:
       return "vnni512-panels";
+    case Int4Kernel::kPanels512:
+      return "vnni512-panel-layout";
     case Int4Kernel::kAmx:
       return "amx";
     case Int4Kernel::kUnpacked:
@@ -352,37 +368,66 @@ std::string_view Int4KernelName(Int4Kernel kernel) {
   return "unpacked";
 }
 
+bool Int4KernelReads(Int4Kernel kernel, Int4Layout layout) {
+  switch (kernel) {
+    case Int4Kernel::kFused:
+    case Int4Kernel::kVnni512:
+      return layout == Int4Layout::kRows;
+    case Int4Kernel::kPanels512:
+      return layout == Int4Layout::kPanels;
+    case Int4Kernel::kAmx:
+    case Int4Kernel::kUnpacked:
+      break;
+  }
+  return true;
+}
+
 std::vector<Int4Kernel> SupportedInt4Kernels() {
   std::vector<Int4Kernel> kernels = {Int4Kernel::kUnpacked};
   if (HasAvx2Fma()) kernels.push_back(Int4Kernel::kFused);
-  if (SupportsAvx512Vnni()) kernels.push_back(Int4Kernel::kVnni512);
+  if (SupportsAvx512Vnni()) {
+    kernels.push_back(Int4Kernel::kVnni512);
+    kernels.push_back(Int4Kernel::kPanels512);
+  }
   if (HasAmxInt8()) kernels.push_back(Int4Kernel::kAmx);
   return kernels;
+}
+
+Int4Layout PreferredInt4Layout() {
+  return SupportsAvx512Vnni() ? Int4Layout::kPanels : Int4Layout::kRows;
 }
 
 void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, float* y, int64_t rows,
                 int64_t in, int64_t out, bool accumulate, int64_t ldy,
                 Int8Activations activations) {
+  LinearInt4(x, Int4Matrix{.values = w4, .scales = scales}, y, rows, in, out, accumulate, ldy,
+             activations);
+}
+
+void LinearInt4(const float* x, const Int4Matrix& w, float* y, int64_t rows, int64_t in,
+                int64_t out, bool accumulate, int64_t ldy, Int8Activations activations) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
   if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
   const Int4Kernel kernel =
-      activations == Int8Activations::kInt8 ? Int4KernelFor(rows) : Int4Kernel::kUnpacked;
-  Run(kernel, x, w4, scales, y, rows, in, out, accumulate, ldy, activations);
+      activations == Int8Activations::kInt8 ? Int4KernelFor(rows, w.layout) : Int4Kernel::kUnpacked;
+  Run(kernel, x, w, y, rows, in, out, accumulate, ldy, activations);
 }
 
-void LinearInt4Via(Int4Kernel kernel, const float* x, const uint8_t* w4, const Int8Scale* scales,
-                   float* y, int64_t rows, int64_t in, int64_t out, bool accumulate, int64_t ldy,
+void LinearInt4Via(Int4Kernel kernel, const float* x, const Int4Matrix& w, float* y, int64_t rows,
+                   int64_t in, int64_t out, bool accumulate, int64_t ldy,
                    Int8Activations activations) {
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);
   const std::vector<Int4Kernel> supported = SupportedInt4Kernels();
   DSCALE_CHECK_MSG(std::find(supported.begin(), supported.end(), kernel) != supported.end(),
                    "this CPU cannot run the requested 4-bit kernel");
+  DSCALE_CHECK_MSG(Int4KernelReads(kernel, w.layout),
+                   "the requested 4-bit kernel does not read this layout");
   DSCALE_CHECK_MSG(kernel == Int4Kernel::kUnpacked || activations == Int8Activations::kInt8,
                    "only unpacked chunks take f32 activations");
   if (EmptyProductDone(y, rows, in, out, ldy, accumulate)) return;
-  Run(kernel, x, w4, scales, y, rows, in, out, accumulate, ldy, activations);
+  Run(kernel, x, w, y, rows, in, out, accumulate, ldy, activations);
 }
 
 }  // namespace dscale::cpu

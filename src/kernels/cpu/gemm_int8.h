@@ -117,6 +117,8 @@ std::vector<Int8DotIsa> SupportedInt8DotIsas();
 std::vector<Int8DotIsa> SupportedInt8DotIsas(CpuIsaCap cap);
 std::vector<Int8DotIsa> SupportedInt8DotIsas(const CpuFeatures& features);
 Int8DotIsa BestInt8DotIsa();
+// Whether `isa` is among SupportedInt8DotIsas().
+bool HasInt8DotIsa(Int8DotIsa isa);
 // The variant LinearInt8 runs for a call of `rows` rows: the best, except that AMX takes calls
 // of kAmxInt8MinRows rows or more and AVX512-VNNI fewer (at one row AMX folds a tile of 16 × 16
 // sums for one row's worth of products; every variant gives the same bits, so the choice never
@@ -153,6 +155,13 @@ inline constexpr int64_t kInt4Vnni512MaxRows = 16;
 int64_t LinearInt4Vnni512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
                           const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
                           bool accumulate);
+
+// The same on gemm_int4.h's panel layout, whose 16 outputs' nibbles lie as vpdpbusd takes them:
+// outputs [0, out) of the panels from lane `first` (0 … 15) of the first, all of them (a panel's
+// lanes outside them are computed and dropped). 1 … kInt4Vnni512MaxRows rows.
+void LinearInt4Panels512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* panels,
+                         const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
+                         float* y, int64_t ldy, bool accumulate);
 
 // LinearInt8Dot on activations quantised once for several products (the int4 format's chunks,
 // gemm_int4.h). Inside a parallel region it runs on the calling thread alone.

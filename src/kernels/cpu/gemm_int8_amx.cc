@@ -52,8 +52,8 @@ struct AmxInt8Call {
   const uint32_t* packed;  // [row tiles][groups][kQuads][cols] quads of int8
   const float* x_scales;   // [row tiles][groups][kTileRows] d_x, zero past the last row
   const int8_t* w;         // int8 weights, or null with 4-bit ones
-  const uint8_t* w4;       // 4-bit weights, or null with int8 ones
-  const Int8Scale* w_scales;
+  const Int8Scale* w_scales;  // the int8 weights' scales
+  const Int4Matrix* w4;       // 4-bit weights with their scales, or null with int8 ones
   float* y;
   int64_t rows, in, out, ldy, groups;
   int64_t cols;         // activation rows per tile: min(rows, 16)
@@ -81,19 +81,22 @@ struct TileWeights {
 TileWeights WeightsOfTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
   const int64_t first = tile * kTileOutputs;
   const int64_t n = std::min(kTileOutputs, call.out - first);
-  const Int8Scale* scales = call.w_scales + first * call.groups;
-  if (n == kTileOutputs && call.w4 == nullptr) return {call.w + first * call.in, scales};
+  if (n == kTileOutputs && call.w4 == nullptr) {
+    return {call.w + first * call.in, call.w_scales + first * call.groups};
+  }
   scratch.partial.resize(static_cast<size_t>(kTileOutputs * call.in));
+  scratch.partial_scales.resize(static_cast<size_t>(kTileOutputs * call.groups));
   if (call.w4 != nullptr) {
-    UnpackInt4Rows(call.w4 + first * Int4RowBytes(call.in), n, call.in, scratch.partial.data());
+    UnpackInt4Outputs(*call.w4, call.in, first, n, scratch.partial.data(),
+                      scratch.partial_scales.data());
   } else {
     std::memcpy(scratch.partial.data(), call.w + first * call.in, static_cast<size_t>(n * call.in));
+    std::memcpy(scratch.partial_scales.data(), call.w_scales + first * call.groups,
+                static_cast<size_t>(n * call.groups) * sizeof(Int8Scale));
   }
-  if (n == kTileOutputs) return {scratch.partial.data(), scales};
   std::fill(scratch.partial.begin() + n * call.in, scratch.partial.end(), int8_t{0});
-  scratch.partial_scales.assign(static_cast<size_t>(kTileOutputs * call.groups), Int8Scale{0});
-  std::memcpy(scratch.partial_scales.data(), scales,
-              static_cast<size_t>(n * call.groups) * sizeof(Int8Scale));
+  std::fill(scratch.partial_scales.begin() + n * call.groups, scratch.partial_scales.end(),
+            Int8Scale{0});
   return {scratch.partial.data(), scratch.partial_scales.data()};
 }
 
@@ -251,7 +254,7 @@ namespace {
 
 // LinearAmxInt8 (w set) and LinearAmxInt4 (w4 set).
 void LinearAmx(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
-               const uint8_t* w4, const Int8Scale* w_scales, int64_t in, int64_t out, float* y,
+               const Int8Scale* w_scales, const Int4Matrix* w4, int64_t in, int64_t out, float* y,
                int64_t ldy, bool accumulate) {
   DSCALE_CHECK_MSG(HasAmxInt8(), "this CPU cannot run the AMX int8 kernel");
   DSCALE_CHECK(rows > 0 && in > 0 && out > 0 && ldy >= out);
@@ -261,8 +264,8 @@ void LinearAmx(const int8_t* q, const float* x_scales, int64_t rows, const int8_
   const AmxInt8Call call{.packed = packed_activations.data(),
                          .x_scales = packed_scales.data(),
                          .w = w,
-                         .w4 = w4,
                          .w_scales = w_scales,
+                         .w4 = w4,
                          .y = y,
                          .rows = rows,
                          .in = in,
@@ -285,13 +288,12 @@ void LinearAmx(const int8_t* q, const float* x_scales, int64_t rows, const int8_
 void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const int8_t* w,
                    const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
                    bool accumulate) {
-  LinearAmx(q, x_scales, rows, w, nullptr, w_scales, in, out, y, ldy, accumulate);
+  LinearAmx(q, x_scales, rows, w, w_scales, nullptr, in, out, y, ldy, accumulate);
 }
 
-void LinearAmxInt4(const int8_t* q, const float* x_scales, int64_t rows, const uint8_t* w4,
-                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
-                   bool accumulate) {
-  LinearAmx(q, x_scales, rows, nullptr, w4, w_scales, in, out, y, ldy, accumulate);
+void LinearAmxInt4(const int8_t* q, const float* x_scales, int64_t rows, const Int4Matrix& w4,
+                   int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  LinearAmx(q, x_scales, rows, nullptr, nullptr, &w4, in, out, y, ldy, accumulate);
 }
 
 }  // namespace dscale::cpu

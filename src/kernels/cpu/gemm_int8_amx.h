@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 
 namespace dscale::cpu {
@@ -28,12 +29,11 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
                    const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
                    bool accumulate);
 
-// The same with 4-bit weights w4 [out, Int4RowBytes(in)] (gemm_int4.h's format, the values q as
-// the int8 weights): each output tile's 16 rows are unpacked to int8 once, into the thread's
-// scratch (16 × in bytes, in L2), and multiplied by every row tile from there. The bits are those
-// of LinearAmxInt8 on the unpacked matrix.
-void LinearAmxInt4(const int8_t* q, const float* x_scales, int64_t rows, const uint8_t* w4,
-                   const Int8Scale* w_scales, int64_t in, int64_t out, float* y, int64_t ldy,
-                   bool accumulate);
+// The same with 4-bit weights w4 [out, in] in either layout (gemm_int4.h; the values q as the
+// int8 weights): each output tile's 16 rows are unpacked to int8 once, into the thread's scratch
+// (16 × in bytes, in L2), and multiplied by every row tile from there. The bits are those of
+// LinearAmxInt8 on the unpacked matrix.
+void LinearAmxInt4(const int8_t* q, const float* x_scales, int64_t rows, const Int4Matrix& w4,
+                   int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate);
 
 }  // namespace dscale::cpu
