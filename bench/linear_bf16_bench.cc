@@ -29,7 +29,8 @@
 // of the layer (past the L3 in either format) at 1 … 128 rows, each the best of 20 calls with the
 // columns alternating: their times, the weight bytes each reads per second as a fraction of the
 // read bandwidth probed before, int8 over int4, and the time of each 4-bit kernel this CPU runs
-// (LinearInt4Via), of which LinearInt4 picks one by the row count.
+// (LinearInt4Via; each on the layout this CPU loads where it reads that one, else on the other),
+// of which LinearInt4 picks one by the row count. The 4-bit matrices lie on huge pages.
 //
 // With --roofs 1 it prints instead each weight format's layer as the model runs it — BF16 as
 // stored (LinearBf16 in this CPU's default activation mode), int8 and 4-bit (int8 activations) —
