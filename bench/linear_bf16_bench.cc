@@ -350,8 +350,10 @@ void RunInt8Activations(const Args& args) {
   std::printf(
       "%s layer (qkv, o, gate_up, down), int8 weights: f32 activations against int8 ones "
       "(LinearInt8 runs %s at one row, %s at 16); %d threads\n\n",
-      shape.name.c_str(), std::string(cpu::Int8DotIsaName(cpu::Int8DotIsaFor(1))).c_str(),
-      std::string(cpu::Int8DotIsaName(cpu::Int8DotIsaFor(16))).c_str(), omp_get_max_threads());
+      shape.name.c_str(),
+      std::string(cpu::Int8DotIsaName(cpu::Int8DotIsaFor(1, shape.hidden))).c_str(),
+      std::string(cpu::Int8DotIsaName(cpu::Int8DotIsaFor(16, shape.hidden))).c_str(),
+      omp_get_max_threads());
   std::printf("%5s %10s", "rows", "f32 ms");
   for (const cpu::Int8DotIsa isa : dot_isas) {
     std::printf(" %15s", ("int8 " + std::string(cpu::Int8DotIsaName(isa)) + " ms").c_str());

@@ -225,12 +225,17 @@ TEST(LinearInt8DotTest, NamesAndVariants) {
   ASSERT_FALSE(isas.empty());
   EXPECT_EQ(isas.front(), cpu::Int8DotIsa::kPortable);
   EXPECT_EQ(isas.back(), cpu::BestInt8DotIsa());
-  // LinearInt8's choice by row count: the best variant, but AMX only from kAmxInt8MinRows rows.
-  EXPECT_EQ(cpu::Int8DotIsaFor(cpu::kAmxInt8MinRows), cpu::BestInt8DotIsa());
+  // LinearInt8's choice by row count: the best variant, but AMX only from kAmxInt8MinRows rows,
+  // and on AMX CPUs one row of up to kInt8OneRowAvx2MaxIn inputs through AVX2.
+  const int64_t long_row = cpu::kInt8OneRowAvx2MaxIn + 1;
+  EXPECT_EQ(cpu::Int8DotIsaFor(cpu::kAmxInt8MinRows, 2048), cpu::BestInt8DotIsa());
   if (cpu::BestInt8DotIsa() == cpu::Int8DotIsa::kAmx) {
-    EXPECT_EQ(cpu::Int8DotIsaFor(1), isas[isas.size() - 2]);
+    EXPECT_EQ(cpu::Int8DotIsaFor(1, 2048), cpu::Int8DotIsa::kAvx2);
+    EXPECT_EQ(cpu::Int8DotIsaFor(1, long_row), isas[isas.size() - 2]);
+    EXPECT_EQ(cpu::Int8DotIsaFor(2, 2048), isas[isas.size() - 2]);
   } else {
-    EXPECT_EQ(cpu::Int8DotIsaFor(1), cpu::BestInt8DotIsa());
+    EXPECT_EQ(cpu::Int8DotIsaFor(1, 2048), cpu::BestInt8DotIsa());
+    EXPECT_EQ(cpu::Int8DotIsaFor(1, long_row), cpu::BestInt8DotIsa());
   }
 }
 

@@ -273,7 +273,7 @@ void UnpackedChunks(const float* x, const Int8ActivationRows& xq, int64_t rows, 
                     int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate,
                     bool int8_dot) {
   const int64_t groups = Int8Groups(in);
-  const Int8DotIsa isa = Int8DotIsaFor(rows);
+  const Int8DotIsa isa = Int8DotIsaFor(rows, in);
   const int64_t chunk = ChunkOutputs(in);
   const int64_t chunks = (out + chunk - 1) / chunk;
 #pragma omp parallel if (in * out >= kParallelMinWeights)

@@ -535,7 +535,7 @@ void LinearInt8(const float* x, const int8_t* w, const Int8Scale* scales, float*
                 int64_t in, int64_t out, bool accumulate, int64_t ldy,
                 Int8Activations activations) {
   if (activations == Int8Activations::kInt8) {
-    return LinearInt8Dot(Int8DotIsaFor(rows), x, w, scales, y, rows, in, out, accumulate, ldy);
+    return LinearInt8Dot(Int8DotIsaFor(rows, in), x, w, scales, y, rows, in, out, accumulate, ldy);
   }
   if (ldy == 0) ldy = out;
   DSCALE_CHECK(rows >= 0 && in >= 0 && out >= 0 && ldy >= out);

@@ -119,12 +119,17 @@ std::vector<Int8DotIsa> SupportedInt8DotIsas(const CpuFeatures& features);
 Int8DotIsa BestInt8DotIsa();
 // Whether `isa` is among SupportedInt8DotIsas().
 bool HasInt8DotIsa(Int8DotIsa isa);
-// The variant LinearInt8 runs for a call of `rows` rows: the best, except that AMX takes calls
-// of kAmxInt8MinRows rows or more and AVX512-VNNI fewer (at one row AMX folds a tile of 16 × 16
-// sums for one row's worth of products; every variant gives the same bits, so the choice never
-// changes a result).
+// The variant LinearInt8 runs for a call of `rows` rows of `in` inputs: the best, except that
+// AMX takes calls of kAmxInt8MinRows rows or more and AVX512-VNNI fewer (at one row AMX folds a
+// tile of 16 × 16 sums for one row's worth of products), and that on AMX CPUs one row of at most
+// kInt8OneRowAvx2MaxIn inputs runs the AVX2 variant, which reads each output's row front to back:
+// from memory, on a 2-vCPU Sapphire Rapids class Xeon, it read 29.8-32.7 GB/s against
+// AVX512-VNNI's 23.1-30.3 at 2,048-8,192 inputs (the LM heads of Qwen3 and Qwen3.5 1.04-1.31×
+// faster), but 26.7 against 30.2 at 9,216 (docs/BENCHMARKS.md, "One int8 row on AMX CPUs"). Every
+// variant gives the same bits, so the choice never changes a result.
 inline constexpr int64_t kAmxInt8MinRows = 4;
-Int8DotIsa Int8DotIsaFor(int64_t rows);
+inline constexpr int64_t kInt8OneRowAvx2MaxIn = 8192;
+Int8DotIsa Int8DotIsaFor(int64_t rows, int64_t in);
 
 // LinearInt8 with Int8Activations::kInt8 through one variant, which must be in
 // SupportedInt8DotIsas() (parity tests and benchmarks). Rows of y are `ldy` floats apart (0: out).

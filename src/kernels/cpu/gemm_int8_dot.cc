@@ -961,10 +961,11 @@ void LinearInt4Panels512(const Int8ActivationRows& xq, int64_t rows, const uint8
   }
 }
 
-Int8DotIsa Int8DotIsaFor(int64_t rows) {
+Int8DotIsa Int8DotIsaFor(int64_t rows, int64_t in) {
   const std::vector<Int8DotIsa>& isas = DotIsas();
-  if (isas.back() == Int8DotIsa::kAmx && rows < kAmxInt8MinRows) return isas[isas.size() - 2];
-  return isas.back();
+  if (isas.back() != Int8DotIsa::kAmx || rows >= kAmxInt8MinRows) return isas.back();
+  if (rows == 1 && in <= kInt8OneRowAvx2MaxIn) return Int8DotIsa::kAvx2;
+  return isas[isas.size() - 2];
 }
 
 void LinearInt8Dot(Int8DotIsa isa, const float* x, const int8_t* w, const Int8Scale* scales,
