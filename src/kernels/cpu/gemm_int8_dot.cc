@@ -662,8 +662,9 @@ DSCALE_AVX512VNNI void Int4Vnni512(const QuantRows& xq, const Int4Panel& p, floa
 // vectors TransposeNibbles16 builds, here loaded as they lie — and its 16 scales one 32-byte load.
 // The same terms in the same order as Int4Vnni512.
 
-// How far ahead of its loads the panel kernel prefetches its stream (8 groups: 2 KiB), into L1:
-// the hardware prefetchers alone left one row's product at 0.75 of the read bandwidth.
+// How far ahead of its loads the panel kernel prefetches its one stream, into L1: 8 groups, 2 KiB
+// (the fused 4-bit kernel's distance, with which the layout's one-row prototype read its weights
+// at 0.9 of the read bandwidth).
 constexpr int64_t kPanelPrefetchBytes = 2048;
 
 template <int kRows>
