@@ -298,34 +298,27 @@ WeightMatrix WeightMatrix::SelectRows(std::span<const int32_t> rows) const {
 void WeightMatrix::RowToF32(int64_t row, float* dst) const {
   DSCALE_CHECK(row >= 0 && row < rows_);
   for (const Block& b : blocks_) {
-    if (row < b.rows) {
-      // (int4 rows are found by Int4RowOf: the panel layout has no row offset)
-      const size_t offset = b.format == WeightFormat::kInt4
-                                ? 0
-                                : static_cast<size_t>(row) * RowBytes(b.format, cols_);
-      const std::byte* data = static_cast<const std::byte*>(b.data) + offset;
-      switch (b.format) {
-        case WeightFormat::kInt8:
-          cpu::DequantizeInt8Rows(reinterpret_cast<const int8_t*>(data),
-                                  b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
-          return;
-        case WeightFormat::kInt4: {
-          std::vector<uint8_t> packed(static_cast<size_t>(cpu::Int4RowBytes(cols_)));
-          std::vector<cpu::Int8Scale> scales(static_cast<size_t>(cpu::Int8Groups(cols_)));
-          cpu::Int4RowOf(Int4Of(b), cols_, row, packed.data(), scales.data());
-          cpu::DequantizeInt4Rows(packed.data(), scales.data(), 1, cols_, dst);
-          return;
-        }
-        case WeightFormat::kBF16:
-          ConvertToF32(DType::kBF16, data, static_cast<size_t>(cols_), dst);
-          return;
-        case WeightFormat::kF32:
-          break;
-      }
-      ConvertToF32(DType::kF32, data, static_cast<size_t>(cols_), dst);
+    if (row >= b.rows) {
+      row -= b.rows;
+      continue;
+    }
+    if (b.format == WeightFormat::kInt4) {  // found by Int4RowOf: panels have no row offset
+      std::vector<uint8_t> packed(static_cast<size_t>(cpu::Int4RowBytes(cols_)));
+      std::vector<cpu::Int8Scale> scales(static_cast<size_t>(cpu::Int8Groups(cols_)));
+      cpu::Int4RowOf(Int4Of(b), cols_, row, packed.data(), scales.data());
+      cpu::DequantizeInt4Rows(packed.data(), scales.data(), 1, cols_, dst);
       return;
     }
-    row -= b.rows;
+    const std::byte* data = static_cast<const std::byte*>(b.data) +
+                            static_cast<size_t>(row) * RowBytes(b.format, cols_);
+    if (b.format == WeightFormat::kInt8) {
+      cpu::DequantizeInt8Rows(reinterpret_cast<const int8_t*>(data),
+                              b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
+      return;
+    }
+    const DType dtype = b.format == WeightFormat::kBF16 ? DType::kBF16 : DType::kF32;
+    ConvertToF32(dtype, data, static_cast<size_t>(cols_), dst);
+    return;
   }
 }
 

@@ -262,7 +262,7 @@ TEST(Int4PanelsTest, RowsAndUnpackedOutputsComeBackFromEveryLane) {
     const std::vector<int8_t> want = Unpacked(m, rows, in);
     for (const int64_t first : kPanelFirsts) {
       if (first >= rows) continue;
-      const cpu::Int4Matrix w{.values = p.values.data() + 0,
+      const cpu::Int4Matrix w{.values = p.values.data(),
                               .scales = p.scales.data(),
                               .layout = cpu::Int4Layout::kPanels,
                               .first = first};
