@@ -3,6 +3,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -35,10 +36,42 @@ std::vector<float> Probabilities(int64_t n, uint32_t seed) {
   return p;
 }
 
+// The projections for (hidden, vocab), with the logit projection folded through a random LM head
+// [vocab, hidden] when `folded` (as the runtime folds it for a drafter without a correcting head).
+Projections ProjectionsFor(int64_t hidden, int64_t vocab, bool folded) {
+  Projections proj = MakeProjections(hidden, vocab, 1);
+  if (folded) {
+    FoldLogitProjection(proj, [hidden](int64_t first, int64_t count, float* out) {
+      const std::vector<float> rows = Normal(count * hidden, 0.02f, static_cast<uint32_t>(first));
+      std::copy(rows.begin(), rows.end(), out);
+    });
+  }
+  return proj;
+}
+
+// Folding at load: one pass over the LM head.
+void BM_FoldLogitProjection(benchmark::State& state) {
+  const int64_t vocab = state.range(0);
+  const int64_t hidden = state.range(1);
+  const std::vector<float> head = Normal(vocab * hidden, 0.02f, 5);
+  const Projections made = MakeProjections(hidden, vocab, 1);
+  for (auto _ : state) {
+    state.PauseTiming();
+    Projections proj = made;
+    state.ResumeTiming();
+    FoldLogitProjection(proj, [&](int64_t first, int64_t count, float* out) {
+      std::copy_n(head.data() + first * hidden, count * hidden, out);
+    });
+    benchmark::DoNotOptimize(proj.head_logit.data());
+  }
+}
+BENCHMARK(BM_FoldLogitProjection)->Args({151936, 2048})->Unit(benchmark::kMillisecond);
+
+// Args: vocabulary, hidden size, whether the logit projection is folded through the head.
 void BM_ExtractFeatures(benchmark::State& state) {
   const int64_t vocab = state.range(0);
   const int64_t hidden = state.range(1);
-  const Projections proj = MakeProjections(hidden, vocab, 1);
+  const Projections proj = ProjectionsFor(hidden, vocab, state.range(2) != 0);
   const std::vector<float> logits = Normal(kDraftPositions * vocab, 3.0f, 2);
   const std::vector<float> hidden_states = Normal(kDraftPositions * hidden, 1.0f, 3);
   std::vector<float> out(kFeatureCount);
@@ -49,16 +82,19 @@ void BM_ExtractFeatures(benchmark::State& state) {
   state.SetLabel("per request");
 }
 BENCHMARK(BM_ExtractFeatures)
-    ->Args({151936, 4096})
-    ->Args({151936, 2560})
+    ->Args({151936, 4096, 0})
+    ->Args({151936, 4096, 1})
+    ->Args({151936, 2560, 0})
+    ->Args({151936, 2560, 1})
     ->Unit(benchmark::kMillisecond);
 
-// One step's batch: the whole decision input of n requests at once.
+// One step's batch: the whole decision input of n requests at once (args: vocabulary, hidden
+// size, n, folded).
 void BM_ExtractFeaturesBatch(benchmark::State& state) {
   const int64_t vocab = state.range(0);
   const int64_t hidden = state.range(1);
   const int64_t n = state.range(2);
-  const Projections proj = MakeProjections(hidden, vocab, 1);
+  const Projections proj = ProjectionsFor(hidden, vocab, state.range(3) != 0);
   const std::vector<float> logits = Normal(n * kDraftPositions * vocab, 3.0f, 2);
   const std::vector<float> hidden_states = Normal(n * kDraftPositions * hidden, 1.0f, 3);
   std::vector<float> out(n * kFeatureCount);
@@ -69,8 +105,10 @@ void BM_ExtractFeaturesBatch(benchmark::State& state) {
   state.SetLabel("per step");
 }
 BENCHMARK(BM_ExtractFeaturesBatch)
-    ->Args({4160, 256, 16})  // the bundled tiny pair at c = 16
-    ->Args({151936, 4096, 8})
+    ->Args({4160, 256, 16, 0})  // the bundled tiny pair at c = 16
+    ->Args({4160, 256, 16, 1})
+    ->Args({151936, 4096, 8, 0})
+    ->Args({151936, 4096, 8, 1})
     ->Unit(benchmark::kMillisecond);
 
 void BM_PredictorForward(benchmark::State& state) {

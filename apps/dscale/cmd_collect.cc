@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "model/dflash_drafter.h"
 #include "model_options.h"
+#include "predictor_loading.h"
 #include "prompt_input.h"
 #include "runtime.h"
 #include "train/confidence_traces.h"
@@ -129,8 +130,10 @@ Result<std::unique_ptr<TraceCollector>> MakeCollector(const CollectArgs& args,
     return InvalidArgument("--confidence-out: the drafter (" + args.models.drafter +
                            ") has no confidence head (enable_confidence_head)");
   }
-  return std::make_unique<TraceCollector>(std::move(writer),
-                                          dvl::MakeProjections(hidden, vocab, args.projection_seed),
+  dvl::Projections projections = dvl::MakeProjections(hidden, vocab, args.projection_seed);
+  // The features as the runtime computes them for the predictor these traces train.
+  if (writer) FoldLogitProjectionFor(drafter, projections);
+  return std::make_unique<TraceCollector>(std::move(writer), std::move(projections),
                                           args.confidence_out, drafter.block_size() - 1);
 }
 

@@ -32,8 +32,16 @@ dvl::DrafterDims PredictorDimsFor(const DFlashDrafter& drafter);
 
 // Predictor::Load(path, PredictorDimsFor(drafter)), its errors naming the file and, for a
 // vocabulary that does not match, which vocabulary the drafter drafts over (full or subset) and
-// the flag that chooses it.
+// the flag that chooses it; its logit projection folded through the drafter's head (below).
 Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDrafter& drafter);
+
+// Folds the features' logit projection through `drafter`'s LM head (dvl::FoldLogitProjection)
+// where its draft logits are that head's output on the hidden vectors the features read — not
+// where a Domino or Markov head corrects them. Every predictor the runtime loads and every trace
+// `collect` writes goes through it, so that training and serving compute the features alike.
+// Returns whether it folded.
+bool FoldLogitProjectionFor(const DFlashDrafter& drafter, dvl::Projections& projections);
+bool FoldLogitProjectionFor(const DFlashDrafter& drafter, dvl::Predictor& predictor);
 
 // The STS temperatures for `drafter`'s confidence head: the file `flag_value` names, else the
 // drafter folder's confidence_calibration.json when it exists, else none (uncalibrated: the

@@ -46,8 +46,8 @@ void BatchContext(int64_t live_count, float* out25) {
 }
 
 // The confidence block of every (request, position) row of logits [rows, V] into out
-// [rows / 15, 1735], and each row's mean into mean[rows]. Rows run on the OpenMP threads for
-// large batches (each writes only its own slots).
+// [rows / 15, 1735], and each row's mean into mean[rows] unless `mean` is null. Rows run on the
+// OpenMP threads for large batches (each writes only its own slots).
 void ConfidenceRows(const float* logits, int64_t rows, int64_t vocab, double* mean, float* out) {
 #pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinLogits)
   for (int64_t row = 0; row < rows; ++row) {
@@ -55,7 +55,36 @@ void ConfidenceRows(const float* logits, int64_t rows, int64_t vocab, double* me
     float* request_out = out + (row / kDraftPositions) * kFeatureCount;
     const int64_t j = row % kDraftPositions;
     ConfidenceFeatures(x, vocab, request_out + kConfidenceOffset + j * kConfidencePerPosition);
-    mean[row] = Mean(x, vocab);
+    if (mean != nullptr) mean[row] = Mean(x, vocab);
+  }
+}
+
+// The logit block of every row, out as in ConfidenceRows: (x − m·1)·P = x·P − m·(1ᵀP), one
+// product over the batch's logits [rows, V] centred afterwards with the column sums 1ᵀP in
+// double, or h·F over its hidden rows [rows, H] where the projection is folded through the head.
+void LogitProjectionRows(const float* logits, const float* hidden, int64_t rows,
+                         const double* logit_mean, const Projections& proj, float* out) {
+  thread_local std::vector<float> logit_proj;
+  logit_proj.resize(rows * kLogitProjDim);
+  const bool folded = !proj.head_logit.empty();
+  if (folded) {
+    cpu::MatMul(hidden, proj.head_logit.data(), logit_proj.data(), rows, proj.hidden_size,
+                kLogitProjDim);
+  } else {
+    cpu::MatMul(logits, proj.logit.data(), logit_proj.data(), rows, proj.vocab_size, kLogitProjDim);
+  }
+  const std::vector<double>& column_sum = proj.logit_column_sum;
+  for (int64_t row = 0; row < rows; ++row) {
+    float* centred = out + (row / kDraftPositions) * kFeatureCount + kLogitProjOffset +
+                     (row % kDraftPositions) * kLogitProjDim;
+    const float* projected = logit_proj.data() + row * kLogitProjDim;
+    if (folded) {
+      std::copy_n(projected, kLogitProjDim, centred);
+      continue;
+    }
+    for (int k = 0; k < kLogitProjDim; ++k) {
+      centred[k] = static_cast<float>(projected[k] - logit_mean[row] * column_sum[k]);
+    }
   }
 }
 
@@ -79,6 +108,36 @@ void SetLogitColumnSums(Projections& p) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int k = 0; k < kLogitProjDim; ++k) p.logit_column_sum[k] += p.logit[r * kLogitProjDim + k];
   }
+}
+
+void FoldLogitProjection(Projections& p, const HeadRows& head_rows) {
+  const int64_t vocab = p.vocab_size, hidden = p.hidden_size;
+  DSCALE_CHECK(static_cast<int64_t>(p.logit.size()) == vocab * kLogitProjDim);
+  DSCALE_CHECK(p.logit_column_sum.size() == kLogitProjDim);
+  // Rows of W a block: [1024, H] f32 (8 MiB at H = 2,048) beside the product [32, H].
+  constexpr int64_t kBlockRows = 1024;
+  std::vector<float> w(static_cast<size_t>(std::min(vocab, kBlockRows) * hidden));
+  std::vector<float> centred(static_cast<size_t>(std::min(vocab, kBlockRows) * kLogitProjDim));
+  std::vector<float> product(static_cast<size_t>(hidden * kLogitProjDim));
+  std::vector<double> folded(product.size(), 0.0);
+  for (int64_t first = 0; first < vocab; first += kBlockRows) {
+    const int64_t count = std::min(kBlockRows, vocab - first);
+    head_rows(first, count, w.data());
+    for (int64_t r = 0; r < count; ++r) {
+      for (int k = 0; k < kLogitProjDim; ++k) {
+        centred[r * kLogitProjDim + k] =
+            static_cast<float>(p.logit[(first + r) * kLogitProjDim + k] -
+                               p.logit_column_sum[k] / static_cast<double>(vocab));
+      }
+    }
+    // [32, H] = P̃ᵀ·W, added into F [H, 32] transposed.
+    cpu::MatMulTransposedA(centred.data(), w.data(), product.data(), count, kLogitProjDim, hidden);
+    for (int64_t i = 0; i < hidden; ++i) {
+      for (int k = 0; k < kLogitProjDim; ++k)
+        folded[i * kLogitProjDim + k] += product[k * hidden + i];
+    }
+  }
+  p.head_logit.assign(folded.begin(), folded.end());
 }
 
 void ConfidenceFeatures(const float* logits, int64_t vocab, float* out18) {
@@ -112,34 +171,27 @@ void ExtractFeaturesBatch(const float* logits, const float* hidden, int64_t n, i
   DSCALE_CHECK(static_cast<int64_t>(proj.hidden.size()) == hidden_size * kHiddenProjDim);
   DSCALE_CHECK_MSG(proj.logit_column_sum.size() == kLogitProjDim,
                    "Projections without column sums: call SetLogitColumnSums after setting logit");
+  const bool folded = !proj.head_logit.empty();
+  DSCALE_CHECK(!folded ||
+               static_cast<int64_t>(proj.head_logit.size()) == hidden_size * kLogitProjDim);
   const int64_t rows = n * kDraftPositions;  // one per (request, draft position)
   if (rows == 0) return;
 
   // Reused across calls on this thread, so a serving loop allocates only while batches grow.
   thread_local std::vector<double> logit_mean;
   thread_local std::vector<float> hidden_proj;
-  thread_local std::vector<float> logit_proj;
-  logit_mean.resize(rows);
+  logit_mean.resize(folded ? 0 : rows);
   hidden_proj.resize(rows * kHiddenProjDim);
-  logit_proj.resize(rows * kLogitProjDim);
 
-  ConfidenceRows(logits, rows, vocab, logit_mean.data(), out);
-  // Both projections as one product over all rows of the batch. The logits are centred
-  // afterwards: (x − m·1)·P = x·P − m·(1ᵀP), with the column sums 1ᵀP in double.
+  ConfidenceRows(logits, rows, vocab, folded ? nullptr : logit_mean.data(), out);
+  // Each projection as one product over all rows of the batch.
   cpu::MatMul(hidden, proj.hidden.data(), hidden_proj.data(), rows, hidden_size, kHiddenProjDim);
-  cpu::MatMul(logits, proj.logit.data(), logit_proj.data(), rows, vocab, kLogitProjDim);
-  const std::vector<double>& column_sum = proj.logit_column_sum;
   for (int64_t row = 0; row < rows; ++row) {
-    float* request_out = out + (row / kDraftPositions) * kFeatureCount;
-    const int64_t j = row % kDraftPositions;
     std::copy_n(hidden_proj.data() + row * kHiddenProjDim, kHiddenProjDim,
-                request_out + kHiddenProjOffset + j * kHiddenProjDim);
-    float* centred = request_out + kLogitProjOffset + j * kLogitProjDim;
-    for (int k = 0; k < kLogitProjDim; ++k) {
-      centred[k] =
-          static_cast<float>(logit_proj[row * kLogitProjDim + k] - logit_mean[row] * column_sum[k]);
-    }
+                out + (row / kDraftPositions) * kFeatureCount + kHiddenProjOffset +
+                    (row % kDraftPositions) * kHiddenProjDim);
   }
+  LogitProjectionRows(logits, hidden, rows, logit_mean.data(), proj, out);
   for (int64_t i = 0; i < n; ++i) {
     BatchContext(live_count, out + i * kFeatureCount + kBatchContextOffset);
   }

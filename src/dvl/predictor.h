@@ -52,6 +52,12 @@ class Predictor {
   const Projections& projections() const { return projections_; }
   const PredictorWeights& weights() const { return weights_; }
 
+  // Folds the logit projection through the running drafter's LM head (dvl/features.h,
+  // FoldLogitProjection): the features' logit block from the hidden vectors from now on.
+  void FoldLogitProjection(const HeadRows& head_rows) {
+    dvl::FoldLogitProjection(projections_, head_rows);
+  }
+
  private:
   Projections projections_;
   PredictorWeights weights_;

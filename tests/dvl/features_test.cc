@@ -105,6 +105,80 @@ TEST(FeaturesTest, MatchesNaiveComputationSlotBySlot) {
   EXPECT_GT(f[3], 0.0f);
 }
 
+// Logits that are an LM head's products W·h: the logit block folded through W equals the
+// centred projection of the exact logits within the floats' bound, for a head of more rows
+// than one fold block (1,024), and every other feature is the same bits as without the fold.
+TEST(FeaturesTest, LogitProjectionFoldedThroughTheHead) {
+  constexpr int64_t kVocab = 2100;
+  constexpr int64_t kHidden = 24;
+  constexpr int64_t kRequests = 2;
+  std::mt19937 rng(3);
+  std::vector<float> head = RandomVector(kVocab * kHidden, rng, 0.5f);  // W [V, H]
+  std::vector<float> hidden = RandomVector(kRequests * kDraftPositions * kHidden, rng, 1.0f);
+  // Input 0 lifts every logit by 6, so that the centring shows.
+  for (int64_t v = 0; v < kVocab; ++v) head[v * kHidden] = 2.0f;
+  for (int64_t row = 0; row < kRequests * kDraftPositions; ++row) hidden[row * kHidden] = 3.0f;
+  std::vector<double> exact(kRequests * kDraftPositions * kVocab);
+  std::vector<float> logits(exact.size());
+  for (int64_t row = 0; row < kRequests * kDraftPositions; ++row) {
+    for (int64_t v = 0; v < kVocab; ++v) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < kHidden; ++i) {
+        sum += double{hidden[row * kHidden + i]} * head[v * kHidden + i];
+      }
+      exact[row * kVocab + v] = sum;
+      logits[row * kVocab + v] = static_cast<float>(sum);
+    }
+  }
+  const Projections plain = MakeProjections(kHidden, kVocab, 5);
+  Projections folded = plain;
+  int64_t rows_read = 0;
+  FoldLogitProjection(folded, [&](int64_t first, int64_t count, float* out) {
+    std::copy_n(head.data() + first * kHidden, count * kHidden, out);
+    rows_read += count;
+  });
+  EXPECT_EQ(rows_read, kVocab);
+  ASSERT_EQ(folded.head_logit.size(), static_cast<size_t>(kHidden * kLogitProjDim));
+
+  std::vector<float> a(kRequests * kFeatureCount), b(a.size());
+  ExtractFeaturesBatch(logits.data(), hidden.data(), kRequests, 4, plain, a.data());
+  ExtractFeaturesBatch(logits.data(), hidden.data(), kRequests, 4, folded, b.data());
+  for (int64_t i = 0; i < kRequests; ++i) {
+    for (int64_t f = 0; f < kFeatureCount; ++f) {
+      const bool logit_block =
+          f >= kLogitProjOffset && f < kLogitProjOffset + kDraftPositions * kLogitProjDim;
+      if (!logit_block) {
+        ASSERT_EQ(a[i * kFeatureCount + f], b[i * kFeatureCount + f]) << f;
+      }
+    }
+  }
+  // F = Wᵀ·(P − 1·(1ᵀP)/V) is summed in floats over V terms a column (each P entry shifted and
+  // rounded once), then h·F over H: each result within γ_(V+H+1)·Σ_i Σ_v |h_i·W_vi·P̃_vc| of
+  // the exact centred projection, plus its own rounding.
+  const double u = testing::kFloatUnitRoundoff;
+  for (int64_t row = 0; row < kRequests * kDraftPositions; ++row) {
+    SCOPED_TRACE("row " + std::to_string(row));
+    double mean = 0.0;
+    for (int64_t v = 0; v < kVocab; ++v) mean += exact[row * kVocab + v];
+    mean /= kVocab;
+    for (int c = 0; c < kLogitProjDim; ++c) {
+      const double shift = plain.logit_column_sum[c] / kVocab;
+      double want = 0.0, mass = 0.0;
+      for (int64_t v = 0; v < kVocab; ++v) {
+        const double p = plain.logit[v * kLogitProjDim + c];
+        want += (exact[row * kVocab + v] - mean) * p;
+        for (int64_t i = 0; i < kHidden; ++i) {
+          mass += std::abs(double{hidden[row * kHidden + i]} * head[v * kHidden + i] * (p - shift));
+        }
+      }
+      const float got = b[(row / kDraftPositions) * kFeatureCount + kLogitProjOffset +
+                          (row % kDraftPositions) * kLogitProjDim + c];
+      EXPECT_NEAR(got, want, testing::FloatGamma(kVocab + kHidden + 1) * mass + u * std::abs(want))
+          << "column " << c;
+    }
+  }
+}
+
 TEST(FeaturesTest, BatchContextLayout) {
   const Projections proj = MakeProjections(8, 20, 1);
   const std::vector<float> logits(kDraftPositions * 20, 0.5f);

@@ -69,6 +69,35 @@ TEST(MatMulTest, MatchesReferenceAtOddSizes) {
   }
 }
 
+// aᵀ·b against the reference product of the transposed a, within the float dot product's bound.
+TEST(MatMulTest, TransposedAMatchesReferenceAtOddSizes) {
+  std::mt19937 rng(112);
+  for (const int64_t k : {int64_t{1}, int64_t{67}, int64_t{1031}}) {
+    for (const int64_t m : {int64_t{1}, int64_t{17}, int64_t{72}}) {
+      for (const int64_t n : {int64_t{1}, int64_t{32}}) {
+        SCOPED_TRACE(::testing::Message() << "k=" << k << " m=" << m << " n=" << n);
+        const auto a = RandomNormal(rng, k * m);  // [k, m]
+        const auto b = RandomNormal(rng, k * n);  // [k, n]
+        std::vector<float> a_t(m * k), y(m * n, NAN), expected(m * n);
+        for (int64_t i = 0; i < k; ++i) {
+          for (int64_t r = 0; r < m; ++r) a_t[r * k + i] = a[i * m + r];
+        }
+        cpu::MatMulTransposedA(a.data(), b.data(), y.data(), k, m, n);
+        ref::MatMul(a_t.data(), b.data(), expected.data(), m, k, n);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t o = 0; o < n; ++o) {
+            double mass = 0.0;
+            for (int64_t i = 0; i < k; ++i) mass += std::fabs(a[i * m + r] * b[i * n + o]);
+            ASSERT_LE(std::fabs(y[r * n + o] - expected[r * n + o]),
+                      static_cast<double>(k) * kFloatEps * mass)
+                << "r=" << r << " o=" << o;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(RmsNormTest, MatchesReferenceAtOddSizes) {
   std::mt19937 rng(102);
   for (const int64_t rows : kTestRows) {

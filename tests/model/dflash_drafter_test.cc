@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "float_bounds.h"
 #include "logit_bounds.h"
 #include "model/draft_vocab.h"
 #include "model/random_checkpoint.h"
@@ -77,6 +78,38 @@ TEST_F(DFlashDrafterTest, DraftShapes) {
   for (int32_t j = 0; j < 15; ++j) {
     const auto row = out.logits.begin() + j * 131;
     EXPECT_EQ(std::max_element(row, row + 131) - row, out.tokens[j]) << "candidates are greedy";
+  }
+}
+
+// The draft logits are lm_head() applied to DraftOutput::hidden and nothing more: what the DVL
+// features rely on when they fold their logit projection through the head
+// (dvl::FoldLogitProjection). Each logit within a float dot product's bound of the exact one.
+TEST_F(DFlashDrafterTest, DraftLogitsAreTheHeadsProductsOfTheHiddenRows) {
+  const std::vector<int32_t> tokens = RandomTokens(10, 129, 6);
+  PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
+  drafter_->Bind(cache);
+  const int32_t seq = cache.AddSequence();
+  ASSERT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
+  PrefillRange(cache, seq, tokens, 0, 10);
+  const DraftOutput out = DraftAt(cache, seq, 10, 7);
+  ASSERT_FALSE(drafter_->conditions_on_candidates());
+  const WeightMatrix& head = drafter_->lm_head();
+  const int64_t vocab = drafter_->draft_vocab_size(), hidden = head.cols();
+  ASSERT_EQ(head.rows(), vocab);
+  ASSERT_EQ(out.hidden.size(), static_cast<size_t>(out.candidates * hidden));
+  std::vector<float> w(hidden);
+  for (int64_t v = 0; v < vocab; ++v) {
+    head.RowToF32(v, w.data());
+    for (int32_t j = 0; j < out.candidates; ++j) {
+      double exact = 0.0, mass = 0.0;
+      for (int64_t i = 0; i < hidden; ++i) {
+        const double term = double{out.hidden[j * hidden + i]} * w[i];
+        exact += term;
+        mass += std::abs(term);
+      }
+      ASSERT_NEAR(out.logits[j * vocab + v], exact, testing::FloatGamma(hidden + 1) * mass)
+          << "token " << v << ", candidate " << j;
+    }
   }
 }
 

@@ -45,4 +45,16 @@ void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, 
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
 }
 
+void MatMulTransposedA(const float* a, const float* b, float* y, int64_t k, int64_t m, int64_t n) {
+  DSCALE_CHECK(FitsBlasInt(k) && FitsBlasInt(m) && FitsBlasInt(n));
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::memset(y, 0, static_cast<size_t>(m * n) * sizeof(float));
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(m), b,
+              static_cast<blasint>(n), 0.0f, y, static_cast<blasint>(n));
+}
+
 }  // namespace dscale::cpu

@@ -33,4 +33,8 @@ void LinearF32Tiled(Bf16Isa isa, const float* x, const float* w, float* y, int64
 // what the model computes.
 void MatMul(const float* x, const float* w, float* y, int64_t rows, int64_t in, int64_t out);
 
+// y[m, n] = a[k, m]ᵀ · b[k, n]: the product over a's rows, a and b row-major and dense (the DVL
+// logit projection folded through an LM head, dvl/features.h). OpenBLAS, as MatMul.
+void MatMulTransposedA(const float* a, const float* b, float* y, int64_t k, int64_t m, int64_t n);
+
 }  // namespace dscale::cpu
