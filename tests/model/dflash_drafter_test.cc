@@ -59,18 +59,23 @@ class DFlashDrafterTest : public ::testing::Test {
     return out;
   }
 
+  // The drafts from anchor 7 after a prompt of 10 random tokens (from `seed`), on a fresh cache.
+  DraftOutput DraftAfterPrompt(uint32_t seed) {
+    const std::vector<int32_t> tokens = RandomTokens(10, 129, seed);
+    PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
+    drafter_->Bind(cache);
+    const int32_t seq = cache.AddSequence();
+    EXPECT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
+    PrefillRange(cache, seq, tokens, 0, 10);
+    return DraftAt(cache, seq, 10, 7);
+  }
+
   DecoderModel target_;
   std::unique_ptr<DFlashDrafter> drafter_;
 };
 
 TEST_F(DFlashDrafterTest, DraftShapes) {
-  const std::vector<int32_t> tokens = RandomTokens(10, 129, 1);
-  PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
-  drafter_->Bind(cache);
-  const int32_t seq = cache.AddSequence();
-  ASSERT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
-  PrefillRange(cache, seq, tokens, 0, 10);
-  const DraftOutput out = DraftAt(cache, seq, 10, 7);
+  const DraftOutput out = DraftAfterPrompt(1);
   EXPECT_EQ(out.candidates, kBlock - 1);
   ASSERT_EQ(out.tokens.size(), 15u);
   EXPECT_EQ(out.logits.size(), 15u * 131);
@@ -85,13 +90,7 @@ TEST_F(DFlashDrafterTest, DraftShapes) {
 // features rely on when they fold their logit projection through the head
 // (dvl::FoldLogitProjection). Each logit within a float dot product's bound of the exact one.
 TEST_F(DFlashDrafterTest, DraftLogitsAreTheHeadsProductsOfTheHiddenRows) {
-  const std::vector<int32_t> tokens = RandomTokens(10, 129, 6);
-  PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
-  drafter_->Bind(cache);
-  const int32_t seq = cache.AddSequence();
-  ASSERT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
-  PrefillRange(cache, seq, tokens, 0, 10);
-  const DraftOutput out = DraftAt(cache, seq, 10, 7);
+  const DraftOutput out = DraftAfterPrompt(6);
   ASSERT_FALSE(drafter_->conditions_on_candidates());
   const WeightMatrix& head = drafter_->lm_head();
   const int64_t vocab = drafter_->draft_vocab_size(), hidden = head.cols();
