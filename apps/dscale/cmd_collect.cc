@@ -132,7 +132,8 @@ Result<std::unique_ptr<TraceCollector>> MakeCollector(const CollectArgs& args,
   }
   dvl::Projections projections = dvl::MakeProjections(hidden, vocab, args.projection_seed);
   // The features as the runtime computes them for the predictor these traces train.
-  if (writer) FoldLogitProjectionFor(drafter, projections);
+  const std::optional<dvl::HeadRows> head_rows = LinearHeadRows(drafter);
+  if (writer && head_rows) dvl::FoldLogitProjection(projections, *head_rows);
   return std::make_unique<TraceCollector>(std::move(writer), std::move(projections),
                                           args.confidence_out, drafter.block_size() - 1);
 }

@@ -5,23 +5,6 @@
 #include <system_error>
 
 namespace dscale::cli {
-namespace {
-
-// The rows of `drafter`'s LM head as f32, where its draft logits are that head's products of the
-// hidden vectors DraftOutput carries (the head as the drafter holds it: BF16, int8 or a draft
-// vocabulary's rows); none where a head corrects the logits.
-std::optional<dvl::HeadRows> LinearHeadRows(const DFlashDrafter& drafter) {
-  const WeightMatrix& head = drafter.lm_head();
-  if (drafter.conditions_on_candidates() || head.rows() != drafter.draft_vocab_size() ||
-      head.cols() != drafter.config().draft.hidden_size) {
-    return std::nullopt;
-  }
-  return [&head](int64_t first, int64_t count, float* out) {
-    for (int64_t r = 0; r < count; ++r) head.RowToF32(first + r, out + r * head.cols());
-  };
-}
-
-}  // namespace
 
 std::string BundledPredictorPath(const std::string& drafter_dir, DrafterHead head) {
   const char* name = head == DrafterHead::kDomino ? "predictor-domino.bin" : "predictor.bin";
@@ -50,7 +33,9 @@ Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDra
                           dvl::Predictor::Load(path, {.hidden_size = dims.hidden_size}));
   const int64_t built_for = predictor.projections().vocab_size;
   if (built_for == dims.vocab_size) {
-    FoldLogitProjectionFor(drafter, predictor);
+    if (const std::optional<dvl::HeadRows> rows = LinearHeadRows(drafter)) {
+      predictor.FoldLogitProjection(*rows);
+    }
     return predictor;
   }
   const DraftVocab* subset = drafter.draft_vocab();
@@ -66,16 +51,15 @@ Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDra
                          "collected with the same choice)");
 }
 
-bool FoldLogitProjectionFor(const DFlashDrafter& drafter, dvl::Projections& projections) {
-  const std::optional<dvl::HeadRows> rows = LinearHeadRows(drafter);
-  if (rows) dvl::FoldLogitProjection(projections, *rows);
-  return rows.has_value();
-}
-
-bool FoldLogitProjectionFor(const DFlashDrafter& drafter, dvl::Predictor& predictor) {
-  const std::optional<dvl::HeadRows> rows = LinearHeadRows(drafter);
-  if (rows) predictor.FoldLogitProjection(*rows);
-  return rows.has_value();
+std::optional<dvl::HeadRows> LinearHeadRows(const DFlashDrafter& drafter) {
+  const WeightMatrix& head = drafter.lm_head();
+  if (drafter.conditions_on_candidates() || head.rows() != drafter.draft_vocab_size() ||
+      head.cols() != drafter.config().draft.hidden_size) {
+    return std::nullopt;
+  }
+  return [&head](int64_t first, int64_t count, float* out) {
+    for (int64_t r = 0; r < count; ++r) head.RowToF32(first + r, out + r * head.cols());
+  };
 }
 
 Result<std::optional<budget::ConfidenceCalibration>> LoadConfidenceCalibrationFor(

@@ -35,13 +35,12 @@ dvl::DrafterDims PredictorDimsFor(const DFlashDrafter& drafter);
 // the flag that chooses it; its logit projection folded through the drafter's head (below).
 Result<dvl::Predictor> LoadPredictorFor(const std::string& path, const DFlashDrafter& drafter);
 
-// Folds the features' logit projection through `drafter`'s LM head (dvl::FoldLogitProjection)
-// where its draft logits are that head's output on the hidden vectors the features read — not
+// The rows of `drafter`'s LM head as f32 (as it holds them: BF16, int8, a draft vocabulary's
+// rows), for folding the features' logit projection through the head (dvl::FoldLogitProjection),
+// where its draft logits are that head's output on the hidden vectors the features read; none
 // where a Domino or Markov head corrects them. Every predictor the runtime loads and every trace
-// `collect` writes goes through it, so that training and serving compute the features alike.
-// Returns whether it folded.
-bool FoldLogitProjectionFor(const DFlashDrafter& drafter, dvl::Projections& projections);
-bool FoldLogitProjectionFor(const DFlashDrafter& drafter, dvl::Predictor& predictor);
+// `collect` writes is folded with it, so that training and serving compute the features alike.
+std::optional<dvl::HeadRows> LinearHeadRows(const DFlashDrafter& drafter);
 
 // The STS temperatures for `drafter`'s confidence head: the file `flag_value` names, else the
 // drafter folder's confidence_calibration.json when it exists, else none (uncalibrated: the
