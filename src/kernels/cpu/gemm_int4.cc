@@ -11,7 +11,9 @@
 //   costs about as many instructions as an int8 one while reading half the bytes;
 // - LinearInt4Vnni512 (gemm_int8_dot.cc), the same nibbles for 16 outputs at once;
 // - LinearInt4Panels512 (gemm_int8_dot.cc), the panel layout's nibbles as they lie;
-// - LinearAmxInt4 (gemm_int8_amx.cc), the AMX tiles, each output tile unpacked once for all rows;
+// - LinearAmxInt4 (gemm_int8_amx.cc, gemm_int4_amx.cc), the AMX tiles: the panel layout's groups
+//   as the tile product's weight operand, each unpacked once for all rows; the rows layout's
+//   output tiles unpacked to int8 once for all rows;
 // - unpacked chunks: each thread takes chunks of outputs, unpacks a chunk's rows into int8 (about
 //   64 KiB, in L2 while the int8 kernel reads it) and runs the int8 kernel of the call's
 //   activations mode on it, on the calling thread (its own parallel loops are nested and inactive
@@ -67,12 +69,13 @@ bool SupportsAvx512Vnni() { return HasInt8DotIsa(Int8DotIsa::kAvx512Vnni); }
 // 1.2-1.3× ahead of more passes beyond, 5× ahead of unpacked chunks). Without AMX, the fused
 // kernel takes up to kFusedMaxRows rows where the panels do not, and unpacked chunks the rest.
 // Panel layout (only preferred where the CPU has AVX512-VNNI): its kernel takes every row count
-// in passes of 16, but for 96 rows and more on AMX CPUs: it reads one row's weights 1.25× faster
+// in passes of 16, but for 12 rows and more on AMX CPUs: it reads one row's weights 1.25× faster
 // than the fused kernel (0.85 of the bandwidth) and 2-16 rows 1.2-1.4× faster than the
-// register-transposing panels; the AMX tiles, whose tiles are unpacked from the panels for each
-// call, are 1.3× behind its passes at 32 rows, level at 64, 4% ahead at 96 and 5-9% at 128.
+// register-transposing panels; the AMX tiles, which take the panels' groups as their weight
+// operand (gemm_int4_amx.cc), are level with its passes at 1-8 rows, 7% ahead at 12, 1.2× at 16
+// and 1.3-1.6× from 17 to 128, where its passes read the weights again every 16 rows.
 constexpr int64_t kAmxInt4MinRows = 32;
-constexpr int64_t kAmxInt4PanelsMinRows = 96;
+constexpr int64_t kAmxInt4PanelsMinRows = 12;
 
 Int4Kernel Int4KernelFor(int64_t rows, Int4Layout layout) {
   const bool amx = HasAmxInt8();
@@ -337,7 +340,7 @@ void Run(Int4Kernel kernel, const float* x, const Int4Matrix& w, float* y, int64
       int8_dot ? QuantizeInt8ActivationRows(x, rows, in) : Int8ActivationRows{};
   switch (kernel) {
     case Int4Kernel::kAmx:
-      return LinearAmxInt4(xq.q, xq.scale, rows, w, in, out, y, ldy, accumulate);
+      return LinearAmxInt4(xq, rows, w, in, out, y, ldy, accumulate);
     case Int4Kernel::kPanels512:
       return Panels512Passes(xq, rows, w, in, out, y, ldy, accumulate);
     case Int4Kernel::kVnni512:

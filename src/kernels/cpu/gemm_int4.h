@@ -23,7 +23,7 @@
 // and multiplies it as LinearInt8 would, with the same activations mode; with int8 activations,
 // few rows multiply the nibbles as they lie instead (rows: AVX2 fused, or up to 16 rows on CPUs
 // with AVX512-VNNI: LinearInt4Vnni512; panels: LinearInt4Panels512), and more rows on CPUs with
-// AMX run its tiles, each tile of 16 outputs unpacked once for all of them (LinearAmxInt4), with
+// AMX run its tiles, each group of 16 outputs unpacked once for all of them (LinearAmxInt4), with
 // the int8 kernels' terms in their order. Every output therefore has the bits LinearInt8 gives on
 // the unpacked matrix, on every CPU, for every row count and either layout: a decode row and a
 // verified row compute the same model, and the int8 format's bounds hold.
@@ -102,7 +102,7 @@ enum class Int4Kernel {
   kFused,      // AVX2: one output's nibbles at a time, up to 7 rows a pass
   kVnni512,    // AVX512-VNNI: 16 outputs' nibbles transposed in registers, up to 16 rows a pass
   kPanels512,  // AVX512-VNNI on the panel layout: 16 outputs' nibbles as they lie, 16 rows a pass
-  kAmx,        // AMX tiles: each tile of 16 outputs unpacked once for every row
+  kAmx,        // AMX tiles: each group of 16 outputs unpacked once for every row
 };
 std::string_view Int4KernelName(Int4Kernel kernel);
 // Whether `kernel` reads matrices in `layout` (kFused and kVnni512 read rows, kPanels512 panels,

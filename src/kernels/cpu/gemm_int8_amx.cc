@@ -291,9 +291,13 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
   LinearAmx(q, x_scales, rows, w, w_scales, nullptr, in, out, y, ldy, accumulate);
 }
 
-void LinearAmxInt4(const int8_t* q, const float* x_scales, int64_t rows, const Int4Matrix& w4,
-                   int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate) {
-  LinearAmx(q, x_scales, rows, nullptr, nullptr, &w4, in, out, y, ldy, accumulate);
+void LinearAmxInt4(const Int8ActivationRows& xq, int64_t rows, const Int4Matrix& w4, int64_t in,
+                   int64_t out, float* y, int64_t ldy, bool accumulate) {
+  if (w4.layout == Int4Layout::kPanels) {
+    return LinearAmxInt4Panels(xq, rows, w4.values, w4.scales, w4.first, in, out, y, ldy,
+                               accumulate);
+  }
+  LinearAmx(xq.q, xq.scale, rows, nullptr, nullptr, &w4, in, out, y, ldy, accumulate);
 }
 
 }  // namespace dscale::cpu

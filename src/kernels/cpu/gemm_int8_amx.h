@@ -30,10 +30,18 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
                    bool accumulate);
 
 // The same with 4-bit weights w4 [out, in] in either layout (gemm_int4.h; the values q as the
-// int8 weights): each output tile's 16 rows are unpacked to int8 once, into the thread's scratch
-// (16 × in bytes, in L2), and multiplied by every row tile from there. The bits are those of
-// LinearAmxInt8 on the unpacked matrix.
-void LinearAmxInt4(const int8_t* q, const float* x_scales, int64_t rows, const Int4Matrix& w4,
-                   int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate);
+// int8 weights), the bits of LinearAmxInt8 on the unpacked matrix. The panel layout runs
+// LinearAmxInt4Panels; the rows layout unpacks each output tile's 16 rows to int8 once, into the
+// thread's scratch (16 × in bytes, in L2), and multiplies every row tile from there.
+void LinearAmxInt4(const Int8ActivationRows& xq, int64_t rows, const Int4Matrix& w4, int64_t in,
+                   int64_t out, float* y, int64_t ldy, bool accumulate);
+
+// 4-bit weights in the panel layout from lane `first` (gemm_int4.h) on AMX tiles
+// (gemm_int4_amx.cc): each panel's groups unpacked once into weight tiles, as tdpbssd reads its
+// second operand, and multiplied by tiles of up to 16 activation rows read where they lie.
+// Requires HasAmxInt8().
+void LinearAmxInt4Panels(const Int8ActivationRows& xq, int64_t rows, const uint8_t* panels,
+                         const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
+                         float* y, int64_t ldy, bool accumulate);
 
 }  // namespace dscale::cpu
