@@ -67,12 +67,12 @@ void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& wan
 }
 
 // More groups than one pack (32), so the lanes' sums carry across packs; outputs over several
-// panels and threads.
+// panels and threads; rows over several row tiles, the last one short.
 TEST(LinearInt8DotTest, WideInputsGiveTheReferencesBits) {
   std::mt19937 rng(5);
   for (const cpu::Int8DotIsa isa : cpu::SupportedInt8DotIsas()) {
     for (const int64_t in : {1025, 2080, 3000}) {
-      for (const int64_t rows : {1, 6, 16}) {
+      for (const int64_t rows : {1, 6, 16, 37}) {
         SCOPED_TRACE(::testing::Message()
                      << cpu::Int8DotIsaName(isa) << " rows=" << rows << " in=" << in);
         const int64_t out = 67;
