@@ -9,6 +9,7 @@
 #include "core/cache_aligned.h"
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm_int4.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/isa_targets.h"
@@ -67,15 +68,18 @@ struct AmxInt8Call {
 struct AmxInt8Scratch {
   std::vector<int8_t> partial;            // [16][in]
   std::vector<Int8Scale> partial_scales;  // [16][groups]
+  std::vector<float> scales;              // [16][groups]: the output tile's scales as f32
   alignas(64) int8_t tail[kTileOutputs * kGroup];
   alignas(64) int32_t sums[kTileOutputs * kTileRows] = {};
   alignas(64) float acc[kTileOutputs * kTileRows];
 };
 
-// An output tile's 16 weight rows (`in` bytes apart) and their scales (`groups` apart).
+// An output tile's 16 weight rows (`in` bytes apart) and their scales (`groups` apart), and the
+// same scales as f32 (converted once a tile: each group's fold broadcasts them from memory).
 struct TileWeights {
   const int8_t* rows;
   const Int8Scale* scales;
+  const float* scales_f32 = nullptr;
 };
 
 TileWeights WeightsOfTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
@@ -124,8 +128,7 @@ DSCALE_AMX_INT8 inline void FoldGroup(const AmxInt8Call& call, const TileWeights
   const __m512 dx = _mm512_loadu_ps(dx_g);
   DSCALE_UNROLL
   for (int m = 0; m < kTileOutputs; ++m) {
-    const __m512 p =
-        _mm512_mul_ps(_mm512_set1_ps(Int8ScaleValue(tw.scales[m * call.groups + g])), dx);
+    const __m512 p = _mm512_mul_ps(_mm512_set1_ps(tw.scales_f32[m * call.groups + g]), dx);
     const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(scratch.sums + m * kTileRows));
     acc[m] = _mm512_fmadd_ps(p, dot, acc[m]);
   }
@@ -200,7 +203,11 @@ DSCALE_AMX_INT8 void StoreOutputs(const AmxInt8Call& call, int64_t tile, int64_t
 }
 
 DSCALE_AMX_INT8 void RunTile(const AmxInt8Call& call, int64_t tile, AmxInt8Scratch& scratch) {
-  const TileWeights tw = WeightsOfTile(call, tile, scratch);
+  TileWeights tw = WeightsOfTile(call, tile, scratch);
+  scratch.scales.resize(static_cast<size_t>(kTileOutputs * call.groups));
+  // A scale is BF16 bits (gemm_int8.h); every AMX CPU has AVX-512.
+  WidenBf16For(Bf16Isa::kAvx512)(tw.scales, kTileOutputs * call.groups, scratch.scales.data());
+  tw.scales_f32 = scratch.scales.data();
   if (call.groups > call.full_groups) FillTail(call, tw.rows, scratch);
   const int64_t row_tiles = (call.rows + call.cols - 1) / call.cols;
   for (int64_t rt = 0; rt < row_tiles; ++rt) {
