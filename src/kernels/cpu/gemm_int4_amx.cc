@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "core/cache_aligned.h"
 #include "core/check.h"
@@ -29,6 +28,7 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/isa_targets.h"
+#include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
 namespace {
@@ -233,14 +233,6 @@ DSCALE_AMX_INT8 void RowTile(const PanelCall& call, int64_t b, int64_t rt, const
 
 #pragma GCC diagnostic pop
 
-template <int kMax, typename F>
-void WithTileRows(int rows, F f) {
-  if constexpr (kMax > 1) {
-    if (rows < kMax) return WithTileRows<kMax - 1>(rows, f);
-  }
-  f.template operator()<kMax>();
-}
-
 void RunPanel(const PanelCall& call, int64_t b, PanelScratch& scratch) {
   const int64_t in = call.groups * kGroup;
   const uint8_t* panel = call.panels + b * Int4PanelBytes(in);
@@ -259,7 +251,7 @@ void RunPanel(const PanelCall& call, int64_t b, PanelScratch& scratch) {
       UnpackPanel(panel + g0 * kInt4PanelGroupBytes, chunk.groups, scratch.weights);
       for (int64_t rt = rt0; rt < rt1; ++rt) {
         const int rows = static_cast<int>(std::min(kTileRows, call.rows - rt * kTileRows));
-        WithTileRows<kTileRows>(
+        WithRows<kTileRows>(
             rows, [&]<int kRows>() { RowTile<kRows>(call, b, rt, chunk, scratch, l0, l1); });
       }
     }

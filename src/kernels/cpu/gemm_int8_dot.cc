@@ -38,6 +38,7 @@
 #include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/int8_avx2.h"
 #include "kernels/cpu/isa_targets.h"
+#include "kernels/cpu/row_blocks.h"
 
 namespace dscale::cpu {
 namespace {
@@ -192,15 +193,6 @@ inline void ForEachRowTile(int64_t rows, int max_height, Tile tile) {
     tile(r, static_cast<int>(height));
     r += height;
   }
-}
-
-// A height 1 … kMax as a template argument: run.template operator()<kRows>().
-template <int kMax, typename Run>
-inline void WithRows(int rows, Run run) {
-  if constexpr (kMax > 1) {
-    if (rows < kMax) return WithRows<kMax - 1>(rows, run);
-  }
-  run.template operator()<kMax>();
 }
 
 // ---- 256-bit packing: 8 outputs, an 8 × 8 dword transpose per group.

@@ -4,7 +4,8 @@
 // (prefill) are cut into blocks that each pass over the weights once, their activations still in
 // cache (the tiles apply each weight to every row of a tile; a tile's rows re-read the block's
 // activations per output group). Blocking never changes a result: each row is computed the same
-// way in any block.
+// way in any block. And WithRows: a tile's row count as a template argument (the int8 and 4-bit
+// tiles, gemm_int8_dot.cc and gemm_int4_amx.cc).
 
 #include <algorithm>
 #include <cstdint>
@@ -29,6 +30,16 @@ void ForRowBlocks(int64_t rows, const Block& block) {
   const int64_t per_block = (rows + blocks - 1) / blocks;
   const int64_t limit = (per_block + kRowBlockQuantum - 1) / kRowBlockQuantum * kRowBlockQuantum;
   for (int64_t r0 = 0; r0 < rows; r0 += limit) block(r0, std::min(limit, rows - r0));
+}
+
+// A tile's row count 1 … kMax as a template argument, so that the tile's loops over its rows
+// unroll: run.template operator()<kRows>() with kRows = rows.
+template <int kMax, typename Run>
+inline void WithRows(int rows, Run run) {
+  if constexpr (kMax > 1) {
+    if (rows < kMax) return WithRows<kMax - 1>(rows, run);
+  }
+  run.template operator()<kMax>();
 }
 
 }  // namespace dscale::cpu
