@@ -234,13 +234,13 @@ TEST(LinearInt4Test, EveryKernelGivesLinearInt8sBits) {
 
 // Many rows against long panels, through each kernel that reads the panel layout: the AMX tiles
 // take a panel's groups in chunks and the rows in blocks of row tiles (gemm_int4_amx.cc), so these
-// cross several chunks (the last one short), several blocks (the last one short) and a last row
-// tile short of 16 rows.
+// cross several chunks (the last one short), several blocks (the last one short), and end in
+// whole tiles, a last row taken by AVX512-VNNI, or a last tile of 10 rows.
 TEST(LinearInt4Test, PanelKernelsAcrossChunksAndRowBlocks) {
   std::mt19937 rng(41);
   for (const cpu::Int4Kernel kernel : cpu::SupportedInt4Kernels()) {
     if (!cpu::Int4KernelReads(kernel, cpu::Int4Layout::kPanels)) continue;
-    for (const int64_t rows : {64, 81}) {
+    for (const int64_t rows : {64, 81, 90}) {
       for (const bool accumulate : {false, true}) {
         ExpectInt8Bits(rng, rows, 1100, 37, cpu::Int8Activations::kInt8, accumulate, 41, kernel,
                        {cpu::Int4Layout::kPanels, 5});

@@ -168,6 +168,14 @@ void LinearInt4Panels512(const Int8ActivationRows& xq, int64_t rows, const uint8
                          const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
                          float* y, int64_t ldy, bool accumulate);
 
+// One panel's part of LinearInt4Panels512: rows [r0, r0 + rows) (rows ≤ kInt4Vnni512MaxRows)
+// against groups [g0, g0 + ng) of the panel at `panel` with its `scales`, into acc[rows][16] —
+// from zero when `first`, else carried on from acc, so a panel's groups may come in chunks (the
+// AMX tiles' last few rows, gemm_int4_amx.cc).
+void Int4PanelGroups512(const Int8ActivationRows& xq, int64_t r0, int64_t rows,
+                        const uint8_t* panel, const Int8Scale* scales, int64_t g0, int64_t ng,
+                        float* acc, bool first);
+
 // LinearInt8Dot on activations quantised once for several products (the int4 format's chunks,
 // gemm_int4.h). Inside a parallel region it runs on the calling thread alone.
 void LinearInt8DotQuantized(Int8DotIsa isa, const Int8ActivationRows& xq, int64_t rows,

@@ -659,15 +659,20 @@ DSCALE_AVX512VNNI void Int4Vnni512(const QuantRows& xq, const Int4Panel& p, floa
 // at 0.9 of the read bandwidth).
 constexpr int64_t kPanelPrefetchBytes = 2048;
 
+// Rows [r0, r0 + kRows) against groups [g0, g0 + ng) of one panel (`panel` and `scales` at its
+// group 0): acc[kRows][16] from zero when `first`, else carried on from acc.
 template <int kRows>
-DSCALE_AVX512VNNI void Int4Panel512(const QuantRows& xq, const uint8_t* panel,
-                                    const Int8Scale* scales, float* acc) {
+DSCALE_AVX512VNNI void Int4Panel512(const QuantRows& xq, int64_t r0, const uint8_t* panel,
+                                    const Int8Scale* scales, int64_t g0, int64_t ng, float* acc,
+                                    bool first) {
   constexpr int64_t kBytes = kInt4PanelGroupBytes;
   __m512 a[kRows];
   DSCALE_UNROLL
-  for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
+  for (int r = 0; r < kRows; ++r) {
+    a[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * kLanes512);
+  }
   const __m512i low = _mm512_set1_epi8(0x0f);
-  for (int64_t g = 0; g < xq.groups; ++g) {
+  for (int64_t g = g0; g < g0 + ng; ++g) {
     const uint8_t* pg = panel + g * kBytes;
     DSCALE_UNROLL
     for (int64_t line = 0; line < kBytes; line += 64) {
@@ -683,7 +688,7 @@ DSCALE_AVX512VNNI void Int4Panel512(const QuantRows& xq, const uint8_t* panel,
     const __m256i bits =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + g * kInt4PanelOutputs));
     const __m512 dw = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-    GroupVnni512<kRows, 8>(xq, 0, g, wv, dw, a);
+    GroupVnni512<kRows, 8>(xq, r0, g, wv, dw, a);
   }
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
@@ -929,6 +934,14 @@ int64_t LinearInt4Vnni512(const Int8ActivationRows& xq, int64_t rows, const uint
   return panels * kLanes512;
 }
 
+void Int4PanelGroups512(const Int8ActivationRows& xq, int64_t r0, int64_t rows,
+                        const uint8_t* panel, const Int8Scale* scales, int64_t g0, int64_t ng,
+                        float* acc, bool first) {
+  WithRows<kMaxTileRows512>(static_cast<int>(rows), [&]<int kRows>() {
+    Int4Panel512<kRows>(xq, r0, panel, scales, g0, ng, acc, first);
+  });
+}
+
 void LinearInt4Panels512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* panels,
                          const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
                          float* y, int64_t ldy, bool accumulate) {
@@ -940,10 +953,8 @@ void LinearInt4Panels512(const Int8ActivationRows& xq, int64_t rows, const uint8
 #pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
   for (int64_t b = 0; b < count; ++b) {
     alignas(64) float acc[kMaxTileRows512 * kLanes512];
-    WithRows<kMaxTileRows512>(static_cast<int>(rows), [&]<int kRows>() {
-      Int4Panel512<kRows>(xq, panels + b * Int4PanelBytes(in),
-                          panel_scales + b * Int4PanelScales(in), acc);
-    });
+    Int4PanelGroups512(xq, 0, rows, panels + b * Int4PanelBytes(in),
+                       panel_scales + b * Int4PanelScales(in), 0, xq.groups, acc, true);
     // Lane l is output b·16 + l − first; the first and last panels may hold others' lanes.
     const int64_t o0 = b * kLanes512 - first;
     const int l0 = static_cast<int>(std::max<int64_t>(0, -o0));
