@@ -38,8 +38,8 @@ void LinearAmxInt4(const Int8ActivationRows& xq, int64_t rows, const Int4Matrix&
 
 // 4-bit weights in the panel layout from lane `first` (gemm_int4.h) on AMX tiles
 // (gemm_int4_amx.cc): each panel's groups unpacked once into weight tiles, as tdpbssd reads its
-// second operand, and multiplied by tiles of up to 16 activation rows read where they lie.
-// Requires HasAmxInt8().
+// second operand, and multiplied by tiles of up to 16 activation rows packed once per call (a
+// last tile of one or two rows through Int4PanelGroups512 instead). Requires HasAmxInt8().
 void LinearAmxInt4Panels(const Int8ActivationRows& xq, int64_t rows, const uint8_t* panels,
                          const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
                          float* y, int64_t ldy, bool accumulate);

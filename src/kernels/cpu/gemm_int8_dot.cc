@@ -937,6 +937,7 @@ int64_t LinearInt4Vnni512(const Int8ActivationRows& xq, int64_t rows, const uint
 void Int4PanelGroups512(const Int8ActivationRows& xq, int64_t r0, int64_t rows,
                         const uint8_t* panel, const Int8Scale* scales, int64_t g0, int64_t ng,
                         float* acc, bool first) {
+  DSCALE_CHECK(rows >= 1 && rows <= kInt4Vnni512MaxRows && g0 >= 0 && g0 + ng <= xq.groups);
   WithRows<kMaxTileRows512>(static_cast<int>(rows), [&]<int kRows>() {
     Int4Panel512<kRows>(xq, r0, panel, scales, g0, ng, acc, first);
   });
