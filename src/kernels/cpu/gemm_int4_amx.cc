@@ -194,15 +194,13 @@ DSCALE_AMX_INT8 void MultiplyRowTile(const int8_t* a, int64_t a_bytes, const flo
 #undef DSCALE_STEP
 #undef DSCALE_ISSUE_GROUP
 
-// y's lanes [l0, l1) of rows [0, kRows) from `acc` (y already offset to the panel's lane 0).
-template <int kRows>
-DSCALE_AMX_INT8 void StoreRows(const __m512 acc[kRows], int l0, int l1, float* y, int64_t ldy,
-                               bool accumulate) {
+// y's lanes [l0, l1) of `rows` rows from acc[rows][16] (y already offset to the panel's lane 0).
+DSCALE_AVX512 void StoreAccumulated(const float* acc, int64_t rows, int l0, int l1, float* y,
+                                    int64_t ldy, bool accumulate) {
   const auto mask = static_cast<__mmask16>(((1u << l1) - 1u) & ~((1u << l0) - 1u));
-  DSCALE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * ldy;
-    __m512 v = acc[r];
+    __m512 v = _mm512_load_ps(acc + r * kLanes);
     if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yr), v);
     _mm512_mask_storeu_ps(yr, mask, v);
   }
@@ -231,25 +229,12 @@ DSCALE_AMX_INT8 void RowTile(const PanelCall& call, int64_t b, int64_t rt, const
       call.packed_scales + (chunk.g0 * call.row_tiles + rt * chunk.groups) * kTileRows,
       call.panel_scales + b * Int4PanelScales(call.groups * kGroup) + chunk.g0 * kLanes,
       chunk.groups, scratch, acc);
-  if (!chunk.last) {
-    DSCALE_UNROLL
-    for (int r = 0; r < kRows; ++r) _mm512_store_ps(saved + r * kLanes, acc[r]);
-    return;
-  }
-  float* y = call.y + rt * kTileRows * call.ldy + b * kLanes - call.first;
-  StoreRows<kRows>(acc, l0, l1, y, call.ldy, call.accumulate);
-}
-
-// y's lanes [l0, l1) of `rows` rows from acc[rows][16] (y already offset to the panel's lane 0).
-DSCALE_AVX512 void StoreAccumulated(const float* acc, int64_t rows, int l0, int l1, float* y,
-                                    int64_t ldy, bool accumulate) {
-  const auto mask = static_cast<__mmask16>(((1u << l1) - 1u) & ~((1u << l0) - 1u));
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y + r * ldy;
-    __m512 v = _mm512_load_ps(acc + r * kLanes);
-    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yr), v);
-    _mm512_mask_storeu_ps(yr, mask, v);
-  }
+  DSCALE_UNROLL
+  for (int r = 0; r < kRows; ++r) _mm512_store_ps(saved + r * kLanes, acc[r]);
+  if (!chunk.last) return;
+  StoreAccumulated(saved, kRows, l0, l1,
+                   call.y + rt * kTileRows * call.ldy + b * kLanes - call.first, call.ldy,
+                   call.accumulate);
 }
 
 #pragma GCC diagnostic pop
