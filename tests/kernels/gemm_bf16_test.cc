@@ -159,9 +159,10 @@ TEST(LinearBf16ActivationsTest, WideInputsMatchTheReference) {
 
 // Lossless speculation in the BF16-activation mode: a verified row gets the bits a decode row
 // would, in every variant and through the dispatched kernel within its tiled range (rows up to a
-// verify block and past it, and up to six 16-row tiles, which AMX multiplies up to four at a time
-// by each weight tile; AMX reads one row of whole 32-input steps in place, more rows packed, hence
-// in = 1024).
+// verify block and past it, and up to seven 16-row tiles, which AMX multiplies up to six at a time
+// by each weight tile, four with the weights and activations in two registers each, five or six
+// with fewer: 65, 81 and 96 rows take one pass of five or six tiles, 97 two of four and three;
+// AMX reads one row of whole 32-input steps in place, more rows packed, hence in = 1024).
 TEST(LinearBf16ActivationsTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
   std::mt19937 rng(14);
   constexpr int64_t kOut = 11;
@@ -179,7 +180,7 @@ TEST(LinearBf16ActivationsTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
       }
     }
   };
-  for (const int64_t rows : {2, 3, 5, 8, 13, 16, 17, 33, 50, 64, 81}) {
+  for (const int64_t rows : {2, 3, 5, 8, 13, 16, 17, 33, 50, 64, 65, 81, 96, 97}) {
     for (const int64_t in :
          {int64_t{17}, int64_t{1024}, int64_t{1031}, int64_t{2053}, int64_t{4099}}) {
       for (const cpu::Bf16DotIsa isa : cpu::SupportedBf16DotIsas()) {

@@ -27,16 +27,20 @@ constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 
 // The tiles of a call with `cols` activation rows per tile, in ldtilecfg's 64-byte layout: the
 // sums of up to kGroupTiles activation tiles in tmm0-tmm3, the weights in tmm4 and tmm5 in turn,
-// the activations in tmm6 and tmm7 in turn.
+// the activations in tmm6 and tmm7 in turn. With whole 16-row tiles every register is 16 rows of
+// 64 bytes, so the wide groups (MultiplyWideTiles: five or six sums) reuse the same configuration.
 //
 // One output tile at a time: a thread streams 16 weight rows, fetched a few steps ahead
 // (kPrefetchSteps, below), and the weights are read in place, in the checkpoint's layout (sharing
 // activation tiles among more output tiles, and weights repacked into tile order, gained nothing
 // streaming from memory: docs/BENCHMARKS.md, "Measurements behind the kernels' constants"). Each
-// weight tile serves up to kGroupTiles activation tiles, each into a sum of its own: one sum's
-// tdpbf16ps waits for the one before it, so a lone chain runs at the instruction's latency, and
-// several independent chains (a prompt's rows) fill its throughput.
+// weight tile serves up to kGroupTiles activation tiles, each into a sum of its own, with the
+// weight and activation loads double buffered (so a load need not wait for the product before
+// it), and up to kMaxGroupTiles with fewer registers for the loads (MultiplyWideTiles): a call
+// runs its activation tiles in the fewest passes over each weight tile (RunTile), since every pass
+// after the first streams the tile's weights again from L2 at about the cost of its products.
 constexpr int kGroupTiles = 4;
+constexpr int kMaxGroupTiles = 6;
 TileConfig ConfigFor(int64_t cols) {
   TileConfig config;
   const auto activation_bytes = static_cast<int>(cols * 4);
@@ -109,6 +113,36 @@ void StoreSums(const AmxCall& call, int64_t tile, int64_t row0, const AmxScratch
                 call.ldy, call.accumulate);
 }
 
+// The G sum tiles tmm0 … tmm(G − 1) through scratch.sums into y (StoreSums), activation rows from
+// row0 on, a tile's `cols` rows each.
+template <int G>
+DSCALE_AMX_BF16 void StoreSumTiles(const AmxCall& call, int64_t tile, int64_t row0,
+                                   AmxScratch& scratch) {
+  const int64_t sums_stride = kTileRows * 4;
+  _tile_stored(0, scratch.sums, sums_stride);
+  StoreSums(call, tile, row0, scratch);
+  if constexpr (G > 1) {
+    _tile_stored(1, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + call.cols, scratch);
+  }
+  if constexpr (G > 2) {
+    _tile_stored(2, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + 2 * call.cols, scratch);
+  }
+  if constexpr (G > 3) {
+    _tile_stored(3, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + 3 * call.cols, scratch);
+  }
+  if constexpr (G > 4) {
+    _tile_stored(4, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + 4 * call.cols, scratch);
+  }
+  if constexpr (G > 5) {
+    _tile_stored(5, scratch.sums, sums_stride);
+    StoreSums(call, tile, row0 + 5 * call.cols, scratch);
+  }
+}
+
 // One input step: the weight tile `w` into tmm W, then for each of the G activation tiles (`b`,
 // `b_tile` apart) its step into tmm6 or tmm7 in turn and tdpbf16ps into its sum, tmm0 + i. The
 // tile intrinsics take register numbers as literals (they are spelled into the instruction), so
@@ -170,34 +204,84 @@ DSCALE_AMX_BF16 void MultiplyTiles(const AmxCall& call, const uint16_t* rows, co
   if (s < call.steps) {
     OddStep<G>(scratch.tail, kTileInputs * 2, b + s * b_step, b_tile, b_stride);
   }
-  const int64_t sums_stride = kTileRows * 4;
-  _tile_stored(0, scratch.sums, sums_stride);
-  StoreSums(call, tile, row0, scratch);
-  if constexpr (G > 1) {
-    _tile_stored(1, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + call.cols, scratch);
-  }
-  if constexpr (G > 2) {
-    _tile_stored(2, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + 2 * call.cols, scratch);
-  }
-  if constexpr (G > 3) {
-    _tile_stored(3, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + 3 * call.cols, scratch);
-  }
+  StoreSumTiles<G>(call, tile, row0, scratch);
 }
 
-// Output tile `tile` for every activation tile, up to kGroupTiles at a time: its weights (16
-// rows × in) stay in cache from the first activation tile to the last.
+// Five or six activation tiles to a weight tile, for whole 16-row tiles (call.cols == 16): the
+// sums in tmm0 … tmm(G − 1), so the weights have one register left (tmm5 for five, tmm6 for six)
+// and the activations two in turn (tmm6, tmm7) or one (tmm7). A step's weight load then waits for
+// the last step's products, and with six each activation load for the product before it; but a
+// call of 65-96 rows runs in one pass over the weights instead of two, and each pass after the
+// first streams a tile's weight rows again from L2 at about what its products cost
+// (docs/BENCHMARKS.md, "AMX tiles: five and six activation tiles to a weight tile"). Every sum is
+// the same steps in the same order as in MultiplyTiles.
+template <int G>
+DSCALE_AMX_BF16 void MultiplyWideTiles(const AmxCall& call, const uint16_t* rows, const uint32_t* b,
+                                       int64_t tile, int64_t row0, AmxScratch& scratch) {
+  static_assert(G == 5 || G == 6);
+  DSCALE_CHECK(call.cols == kTileRows);
+  const int64_t b_stride = call.cols * 4;
+  const int64_t b_step = kTilePairs * call.cols;
+  const int64_t b_tile = call.steps * b_step;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  if constexpr (G > 5) _tile_zero(5);
+  for (int64_t s = 0; s < call.steps; ++s) {
+    if (s + kPrefetchSteps < call.full_steps) PrefetchStep(rows, call.in, s + kPrefetchSteps);
+    const bool whole = s < call.full_steps;
+    const uint16_t* a = whole ? rows + s * kTileInputs : scratch.tail;
+    const int64_t a_stride = whole ? call.in * 2 : kTileInputs * 2;
+    const uint32_t* bs = b + s * b_step;
+    if constexpr (G == 5) {
+      _tile_loadd(5, a, a_stride);
+      _tile_loadd(6, bs, b_stride);
+      _tile_dpbf16ps(0, 5, 6);
+      _tile_loadd(7, bs + b_tile, b_stride);
+      _tile_dpbf16ps(1, 5, 7);
+      _tile_loadd(6, bs + 2 * b_tile, b_stride);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_loadd(7, bs + 3 * b_tile, b_stride);
+      _tile_dpbf16ps(3, 5, 7);
+      _tile_loadd(6, bs + 4 * b_tile, b_stride);
+      _tile_dpbf16ps(4, 5, 6);
+    } else {
+      _tile_loadd(6, a, a_stride);
+      _tile_loadd(7, bs, b_stride);
+      _tile_dpbf16ps(0, 6, 7);
+      _tile_loadd(7, bs + b_tile, b_stride);
+      _tile_dpbf16ps(1, 6, 7);
+      _tile_loadd(7, bs + 2 * b_tile, b_stride);
+      _tile_dpbf16ps(2, 6, 7);
+      _tile_loadd(7, bs + 3 * b_tile, b_stride);
+      _tile_dpbf16ps(3, 6, 7);
+      _tile_loadd(7, bs + 4 * b_tile, b_stride);
+      _tile_dpbf16ps(4, 6, 7);
+      _tile_loadd(7, bs + 5 * b_tile, b_stride);
+      _tile_dpbf16ps(5, 6, 7);
+    }
+  }
+  StoreSumTiles<G>(call, tile, row0, scratch);
+}
+
+// Output tile `tile` for every activation tile, in the fewest passes of at most kMaxGroupTiles
+// activation tiles, as even as possible (15 tiles: three passes of five): its weights (16 rows ×
+// in) come from memory in the first pass and from cache in the others, each of which costs about
+// a stream of them from L2 whatever its products (a 65th row cost a 64-row call a third more as
+// a pass of its own).
 void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
   const uint16_t* rows = RowsOfTile(call, tile, scratch);
   if (call.steps > call.full_steps) FillTail(call, rows, scratch);
   const int64_t row_tiles = (call.rows + call.cols - 1) / call.cols;
   const int64_t tile_size = call.steps * kTilePairs * call.cols;
-  for (int64_t rt = 0; rt < row_tiles; rt += kGroupTiles) {
+  int64_t passes = (row_tiles + kMaxGroupTiles - 1) / kMaxGroupTiles;
+  for (int64_t rt = 0; rt < row_tiles; --passes) {
+    const int64_t group = (row_tiles - rt + passes - 1) / passes;
     const uint32_t* b = call.packed + rt * tile_size;
     const int64_t row0 = rt * call.cols;
-    switch (std::min<int64_t>(kGroupTiles, row_tiles - rt)) {
+    switch (group) {
       case 1:
         MultiplyTiles<1>(call, rows, b, tile, row0, scratch);
         break;
@@ -207,10 +291,17 @@ void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
       case 3:
         MultiplyTiles<3>(call, rows, b, tile, row0, scratch);
         break;
-      default:
+      case 4:
         MultiplyTiles<4>(call, rows, b, tile, row0, scratch);
         break;
+      case 5:
+        MultiplyWideTiles<5>(call, rows, b, tile, row0, scratch);
+        break;
+      default:
+        MultiplyWideTiles<6>(call, rows, b, tile, row0, scratch);
+        break;
     }
+    rt += group;
   }
 }
 
