@@ -207,6 +207,24 @@ DSCALE_AMX_BF16 void MultiplyTiles(const AmxCall& call, const uint16_t* rows, co
   StoreSumTiles<G>(call, tile, row0, scratch);
 }
 
+// A wide group's step, with `a`, `a_stride`, `bs`, `b_tile` and `b_stride` in scope: the weight
+// tile into tmm A, then activation tiles 0-4 into tmm BE and BO in turn, each multiplied into its
+// sum tmm0-tmm4 (the register numbers are literals, as for DSCALE_AMX_GROUP_STEP).
+#define DSCALE_AMX_WIDE_STEP(A, BE, BO)         \
+  do {                                          \
+    _tile_loadd(A, a, a_stride);                \
+    _tile_loadd(BE, bs, b_stride);              \
+    _tile_dpbf16ps(0, A, BE);                   \
+    _tile_loadd(BO, bs + b_tile, b_stride);     \
+    _tile_dpbf16ps(1, A, BO);                   \
+    _tile_loadd(BE, bs + 2 * b_tile, b_stride); \
+    _tile_dpbf16ps(2, A, BE);                   \
+    _tile_loadd(BO, bs + 3 * b_tile, b_stride); \
+    _tile_dpbf16ps(3, A, BO);                   \
+    _tile_loadd(BE, bs + 4 * b_tile, b_stride); \
+    _tile_dpbf16ps(4, A, BE);                   \
+  } while (0)
+
 // Five or six activation tiles to a weight tile, for whole 16-row tiles (call.cols == 16): the
 // sums in tmm0 … tmm(G − 1), so the weights have one register left (tmm5 for five, tmm6 for six)
 // and the activations two in turn (tmm6, tmm7) or one (tmm7). A step's weight load then waits for
@@ -236,35 +254,17 @@ DSCALE_AMX_BF16 void MultiplyWideTiles(const AmxCall& call, const uint16_t* rows
     const int64_t a_stride = whole ? call.in * 2 : kTileInputs * 2;
     const uint32_t* bs = b + s * b_step;
     if constexpr (G == 5) {
-      _tile_loadd(5, a, a_stride);
-      _tile_loadd(6, bs, b_stride);
-      _tile_dpbf16ps(0, 5, 6);
-      _tile_loadd(7, bs + b_tile, b_stride);
-      _tile_dpbf16ps(1, 5, 7);
-      _tile_loadd(6, bs + 2 * b_tile, b_stride);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_loadd(7, bs + 3 * b_tile, b_stride);
-      _tile_dpbf16ps(3, 5, 7);
-      _tile_loadd(6, bs + 4 * b_tile, b_stride);
-      _tile_dpbf16ps(4, 5, 6);
+      DSCALE_AMX_WIDE_STEP(5, 6, 7);
     } else {
-      _tile_loadd(6, a, a_stride);
-      _tile_loadd(7, bs, b_stride);
-      _tile_dpbf16ps(0, 6, 7);
-      _tile_loadd(7, bs + b_tile, b_stride);
-      _tile_dpbf16ps(1, 6, 7);
-      _tile_loadd(7, bs + 2 * b_tile, b_stride);
-      _tile_dpbf16ps(2, 6, 7);
-      _tile_loadd(7, bs + 3 * b_tile, b_stride);
-      _tile_dpbf16ps(3, 6, 7);
-      _tile_loadd(7, bs + 4 * b_tile, b_stride);
-      _tile_dpbf16ps(4, 6, 7);
+      DSCALE_AMX_WIDE_STEP(6, 7, 7);
       _tile_loadd(7, bs + 5 * b_tile, b_stride);
       _tile_dpbf16ps(5, 6, 7);
     }
   }
   StoreSumTiles<G>(call, tile, row0, scratch);
 }
+
+#undef DSCALE_AMX_WIDE_STEP
 
 // Output tile `tile` for every activation tile, in the fewest passes of at most kMaxGroupTiles
 // activation tiles, as even as possible (15 tiles: three passes of five): its weights (16 rows ×
