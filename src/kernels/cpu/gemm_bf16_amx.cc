@@ -115,33 +115,24 @@ void StoreSums(const AmxCall& call, int64_t tile, int64_t row0, const AmxScratch
 
 // The G sum tiles tmm0 … tmm(G − 1) through scratch.sums into y (StoreSums), activation rows from
 // row0 on, a tile's `cols` rows each.
+#define DSCALE_AMX_STORE_SUM(T)                             \
+  do {                                                      \
+    if constexpr (G > (T)) {                                \
+      _tile_stored(T, scratch.sums, kTileRows * 4);         \
+      StoreSums(call, tile, row0 + (T)*call.cols, scratch); \
+    }                                                       \
+  } while (0)
 template <int G>
 DSCALE_AMX_BF16 void StoreSumTiles(const AmxCall& call, int64_t tile, int64_t row0,
                                    AmxScratch& scratch) {
-  const int64_t sums_stride = kTileRows * 4;
-  _tile_stored(0, scratch.sums, sums_stride);
-  StoreSums(call, tile, row0, scratch);
-  if constexpr (G > 1) {
-    _tile_stored(1, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + call.cols, scratch);
-  }
-  if constexpr (G > 2) {
-    _tile_stored(2, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + 2 * call.cols, scratch);
-  }
-  if constexpr (G > 3) {
-    _tile_stored(3, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + 3 * call.cols, scratch);
-  }
-  if constexpr (G > 4) {
-    _tile_stored(4, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + 4 * call.cols, scratch);
-  }
-  if constexpr (G > 5) {
-    _tile_stored(5, scratch.sums, sums_stride);
-    StoreSums(call, tile, row0 + 5 * call.cols, scratch);
-  }
+  DSCALE_AMX_STORE_SUM(0);
+  DSCALE_AMX_STORE_SUM(1);
+  DSCALE_AMX_STORE_SUM(2);
+  DSCALE_AMX_STORE_SUM(3);
+  DSCALE_AMX_STORE_SUM(4);
+  DSCALE_AMX_STORE_SUM(5);
 }
+#undef DSCALE_AMX_STORE_SUM
 
 // One input step: the weight tile `w` into tmm W, then for each of the G activation tiles (`b`,
 // `b_tile` apart) its step into tmm6 or tmm7 in turn and tdpbf16ps into its sum, tmm0 + i. The
