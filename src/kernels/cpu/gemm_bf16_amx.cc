@@ -349,9 +349,9 @@ thread_local CacheAlignedVector<uint32_t> packed_activations;
 // activations, so past L2 they would stream from L3 once per 16 outputs (a
 // 1,440-row prefill of the Qwen3-1.7B shape took 1.8 times as long in one call: docs/BENCHMARKS.md,
 // "Panels of activation rows for the AMX tiles"). The fewest panels of at most kAmxPanelBytes,
-// that limit a whole number of groups of `group_rows` (the rows one weight tile multiplies at a
-// time; at least one group however wide the rows), balanced in whole 16-row tiles. Panels never
-// change a result: each row is computed the same way in any.
+// that limit a whole number of groups of `group_rows` (the kernel's: four double-buffered
+// activation tiles, 64 rows; at least one group however wide the rows), balanced in whole 16-row
+// tiles. Panels never change a result: each row is computed the same way in any.
 constexpr int64_t kAmxPanelBytes = int64_t{512} << 10;
 template <typename Panel>
 void ForActivationPanels(int64_t rows, int64_t packed_bytes_per_row, int64_t group_rows,
