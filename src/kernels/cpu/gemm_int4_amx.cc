@@ -92,7 +92,7 @@ struct PanelCall {
 // f32 accumulators between chunks, and a group's sums on their way to them.
 struct PanelScratch {
   alignas(64) int8_t weights[kChunkGroups * kWeightTileBytes];
-  CacheAlignedVector<float> acc;  // [row tiles + 1][kTileRows][kLanes]: the last the VNNI rows'
+  CacheAlignedVector<float> acc;  // [row tiles + 1][kTileRows][kLanes]; the last: VNNI rows'
   alignas(64) int32_t sums[4][kTileRows * kLanes];  // one per sums tile
 };
 
