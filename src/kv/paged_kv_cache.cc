@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 namespace dscale {
 namespace {
@@ -22,8 +23,7 @@ void StoreRow(const float* src, int64_t n, KvDtype dtype, std::byte* dst) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
     return;
   }
-  auto* out = reinterpret_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) out[i] = F32ToBf16(src[i]);
+  cpu::RoundToBf16(src, n, reinterpret_cast<uint16_t*>(dst));
 }
 
 // `n` values stored as `dtype` at `src`, as f32.

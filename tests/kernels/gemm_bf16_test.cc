@@ -12,7 +12,9 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -199,6 +201,28 @@ TEST(LinearBf16ActivationsTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {
           },
           rows, in);
     }
+  }
+}
+
+// The kernels keep their packed activations between calls (AMX packs a call's row tiles on the
+// threads into a buffer it reuses): a call's padding past its inputs and rows must be its own
+// zeros, whatever an earlier, wider call left there. NaN activations before make any stale pair
+// show as NaN outputs after.
+TEST(LinearBf16ActivationsTest, ACallReadsNothingAnEarlierCallLeft) {
+  std::mt19937 rng(17);
+  for (const auto& [rows, in] : {std::pair<int64_t, int64_t>{40, 2053}, {33, 4099}, {7, 1031}}) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in);
+    constexpr int64_t kWideIn = 4160, kOut = 5;
+    const std::vector<float> nan_x(48 * kWideIn, std::numeric_limits<float>::quiet_NaN());
+    const Case wide = MakeCase(rng, 48, kWideIn, kOut);
+    std::vector<float> scratch(48 * kOut);
+    cpu::LinearBf16(nan_x.data(), wide.w.data() + 1, scratch.data(), 48, kWideIn, kOut, false, 0,
+                    cpu::Bf16Activations::kBf16);
+    const Case c = MakeCase(rng, rows, in, kOut);
+    std::vector<float> y(rows * kOut);
+    cpu::LinearBf16(c.x.data(), c.w.data() + 1, y.data(), rows, in, kOut, false, 0,
+                    cpu::Bf16Activations::kBf16);
+    ExpectWithinBf16ActivationBound(c, y, rows, in, kOut, false);
   }
 }
 

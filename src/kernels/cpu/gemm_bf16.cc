@@ -735,6 +735,18 @@ const std::vector<Bf16DotIsa>& DotIsas() {
 thread_local CacheAlignedVector<uint16_t> rounded_bits;
 thread_local CacheAlignedVector<float> rounded_wide;
 
+// RoundBitsAvx512 in blocks on the threads where there are many values (a prompt's rows), which
+// on the calling thread alone waited for it (docs/BENCHMARKS.md, "A prompt's activations rounded
+// and packed on the threads").
+void RoundBitsOnThreads(const float* src, int64_t n, uint16_t* dst) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinWeights)
+  for (int64_t b = 0; b < blocks; ++b) {
+    RoundBitsAvx512(src + b * kBlock, std::min(kBlock, n - b * kBlock), dst + b * kBlock);
+  }
+}
+
 // LinearBf16 with BF16-rounded activations: AMX's tiles or `isa`'s register tiles, for any row
 // count.
 void RunRounded(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int64_t rows,
@@ -742,7 +754,7 @@ void RunRounded(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int
   const int64_t n = rows * in;
   if (isa == Bf16DotIsa::kAmx) {
     rounded_bits.resize(static_cast<size_t>(n));
-    RoundBitsAvx512(x, n, rounded_bits.data());
+    RoundBitsOnThreads(x, n, rounded_bits.data());
     LinearAmxBf16(rounded_bits.data(), w, y, rows, in, out, accumulate, ldy);
     return;
   }

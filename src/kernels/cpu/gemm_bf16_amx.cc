@@ -24,6 +24,8 @@ constexpr int64_t kTileRows = 16;
 constexpr int64_t kTilePairs = kTileInputs / 2;
 // Below this many weights a call runs on one thread (as the other BF16 paths).
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+// Below this many activations a call packs them on one thread.
+constexpr int64_t kParallelMinActivations = int64_t{1} << 16;
 
 // The tiles of a call with `cols` activation rows per tile, in ldtilecfg's 64-byte layout: the
 // sums of up to kGroupTiles activation tiles in tmm0-tmm3, the weights in tmm4 and tmm5 in turn,
@@ -298,7 +300,7 @@ void RunTile(const AmxCall& call, int64_t tile, AmxScratch& scratch) {
 
 // A whole activation tile (16 rows of `in` BF16 values from x) into its packed tile `dst`:
 // dst[j · 16 + c] = row c's pair j, each pair j's 16 rows gathered at once (AVX-512, which every
-// AMX CPU has). Past the last pair `dst` stays as the caller zeroed it.
+// AMX CPU has). Past the last pair `dst` is left as it was.
 DSCALE_AVX512 void PackWholeTile(const uint16_t* x, int64_t in, uint32_t* dst) {
   const __m512i row_bytes =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -315,30 +317,42 @@ DSCALE_AVX512 void PackWholeTile(const uint16_t* x, int64_t in, uint32_t* dst) {
   }
 }
 
+// Row tile `rt` of PackActivations: its pairs, zeros past `in` and past the last row.
+void PackRowTile(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols, int64_t tile_size,
+                 int64_t rt, uint32_t* tile) {
+  const int64_t first = rt * cols;
+  const int64_t pairs = in / 2;
+  if (cols == kTileRows && first + kTileRows <= rows) {
+    PackWholeTile(xb + first * in, in, tile);
+    const int64_t packed_pairs = pairs + in % 2;
+    std::fill(tile + packed_pairs * kTileRows, tile + tile_size, uint32_t{0});
+    return;
+  }
+  std::fill(tile, tile + tile_size, uint32_t{0});
+  for (int64_t c = 0; c < std::min(cols, rows - first); ++c) {
+    const uint16_t* x = xb + (first + c) * in;
+    for (int64_t j = 0; j < pairs; ++j) {
+      uint32_t pair;
+      std::memcpy(&pair, x + 2 * j, sizeof(pair));
+      tile[j * cols + c] = pair;
+    }
+    if (in % 2 != 0) tile[pairs * cols + c] = x[in - 1];
+  }
+}
+
 // packed[rt][s][p][c] = the BF16 pair (xb[row][32s + 2p], xb[row][32s + 2p + 1]) of row
-// rt·cols + c, zero past `in` and past the last row.
+// rt·cols + c, zero past `in` and past the last row. The row tiles are packed on the threads where
+// there are many (a prompt's), which on the calling thread alone waited for it
+// (docs/BENCHMARKS.md, "A prompt's activations rounded and packed on the threads").
 void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols, int64_t steps,
                      CacheAlignedVector<uint32_t>& packed) {
   const int64_t row_tiles = (rows + cols - 1) / cols;
   const int64_t tile_size = steps * kTilePairs * cols;
-  packed.assign(static_cast<size_t>(row_tiles * tile_size), 0);
+  packed.resize(static_cast<size_t>(row_tiles * tile_size));
+  uint32_t* tiles = packed.data();
+#pragma omp parallel for schedule(static) if (rows * in >= kParallelMinActivations)
   for (int64_t rt = 0; rt < row_tiles; ++rt) {
-    uint32_t* tile = packed.data() + rt * tile_size;
-    const int64_t first = rt * cols;
-    if (cols == kTileRows && first + kTileRows <= rows) {
-      PackWholeTile(xb + first * in, in, tile);
-      continue;
-    }
-    for (int64_t c = 0; c < std::min(cols, rows - first); ++c) {
-      const uint16_t* x = xb + (first + c) * in;
-      const int64_t pairs = in / 2;
-      for (int64_t j = 0; j < pairs; ++j) {
-        uint32_t pair;
-        std::memcpy(&pair, x + 2 * j, sizeof(pair));
-        tile[j * cols + c] = pair;
-      }
-      if (in % 2 != 0) tile[pairs * cols + c] = x[in - 1];
-    }
+    PackRowTile(xb, rows, in, cols, tile_size, rt, tiles + rt * tile_size);
   }
 }
 
