@@ -342,7 +342,8 @@ void PackRowTile(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols, int
 
 // packed[rt][s][p][c] = the BF16 pair (xb[row][32s + 2p], xb[row][32s + 2p + 1]) of row
 // rt·cols + c, zero past `in` and past the last row. The row tiles are packed on the threads where
-// there are many (a prompt's), which on the calling thread alone waited for it
+// there are several and many activations (a prompt's, not a decode step's one tile), which on the
+// calling thread alone waited for it
 // (docs/BENCHMARKS.md, "A prompt's activations rounded and packed on the threads").
 void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols, int64_t steps,
                      CacheAlignedVector<uint32_t>& packed) {
@@ -350,7 +351,7 @@ void PackActivations(const uint16_t* xb, int64_t rows, int64_t in, int64_t cols,
   const int64_t tile_size = steps * kTilePairs * cols;
   packed.resize(static_cast<size_t>(row_tiles * tile_size));
   uint32_t* tiles = packed.data();
-#pragma omp parallel for schedule(static) if (rows * in >= kParallelMinActivations)
+#pragma omp parallel for schedule(static) if (row_tiles > 1 && rows * in >= kParallelMinActivations)
   for (int64_t rt = 0; rt < row_tiles; ++rt) {
     PackRowTile(xb, rows, in, cols, tile_size, rt, tiles + rt * tile_size);
   }
