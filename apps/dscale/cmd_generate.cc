@@ -1,6 +1,7 @@
 // dscale generate: runs prompts through the engine with a length policy and prints outputs.
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -32,7 +33,10 @@ struct GenerateArgs {
   float temperature = 0.0f;
   float top_p = 1.0f;
   int32_t top_k = 0;
+  float min_p = 0.0f;
   uint64_t seed = 0;
+  LogitRules rules;                     // the penalties; its logit_bias from --logit-bias
+  std::vector<std::string> logit_bias;  // --logit-bias ID=BIAS, repeatable
   int32_t concurrency = 1;
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   KvDtype kv_dtype = KvDtype::kBf16;
@@ -129,15 +133,48 @@ std::string_view DisplayTokenText(const Tokenizer& tokenizer, int32_t id) {
   return token != nullptr ? std::string_view(*token) : std::string_view();
 }
 
+// --logit-bias ID=BIAS flags as (token, bias) pairs, tokens ascending; the ranges are the engine's
+// check (spec/logit_rules.h).
+Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(
+    const std::vector<std::string>& flags) {
+  std::vector<std::pair<int32_t, float>> bias;
+  for (const std::string& flag : flags) {
+    const size_t eq = flag.find('=');
+    int32_t token = 0;
+    float value = 0.0f;
+    const char* end = flag.data() + flag.size();
+    const auto id = std::from_chars(flag.data(), flag.data() + std::min(eq, flag.size()), token);
+    const auto number =
+        eq == std::string::npos ? id : std::from_chars(flag.data() + eq + 1, end, value);
+    if (eq == std::string::npos || id.ec != std::errc() || id.ptr != flag.data() + eq ||
+        number.ec != std::errc() || number.ptr != end || eq + 1 == flag.size()) {
+      return InvalidArgument("--logit-bias: expected TOKEN_ID=BIAS, got \"" + flag + "\"");
+    }
+    bias.emplace_back(token, value);
+  }
+  std::ranges::sort(bias);
+  for (size_t i = 1; i < bias.size(); ++i) {
+    if (bias[i].first == bias[i - 1].first) {
+      return InvalidArgument("--logit-bias: token " + std::to_string(bias[i].first) +
+                             " is given twice");
+    }
+  }
+  return bias;
+}
+
 // Submits every prompt (prompt i samples with seed + i); maps each request to its prompt's index.
 Result<std::map<RequestId, size_t>> SubmitAll(Engine& engine, const GenerateArgs& args,
                                               const std::vector<std::vector<int32_t>>& prompts,
                                               const DecoderModel& target) {
+  LogitRules rules = args.rules;
+  DSCALE_ASSIGN_OR_RETURN(rules.logit_bias, ParseLogitBias(args.logit_bias));
   GenerationParams params{.max_tokens = args.max_tokens,
                           .sampling = {.temperature = args.temperature,
                                        .top_k = args.top_k,
                                        .top_p = args.top_p,
-                                       .seed = args.seed},
+                                       .min_p = args.min_p,
+                                       .seed = args.seed,
+                                       .rules = std::move(rules)},
                           .stop_ids = target.config().eos_token_ids,
                           .stop_strings = args.stop};
   std::map<RequestId, size_t> order;
@@ -222,7 +259,21 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--temperature", args->temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--top-p", args->top_p, "Nucleus mass")->capture_default_str();
   cmd->add_option("--top-k", args->top_k, "0: off")->capture_default_str();
+  cmd->add_option("--min-p", args->min_p, "Keep tokens at least this times as likely as the top")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--presence-penalty", args->rules.presence_penalty,
+                  "Subtracted from the logit of every token the output holds [-2, 2]")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", args->rules.frequency_penalty,
+                  "Subtracted per occurrence in the output [-2, 2]")
+      ->capture_default_str();
+  cmd->add_option(
+         "--repetition-penalty", args->rules.repetition_penalty,
+         "Divides positive, multiplies negative logits of prompt and output tokens (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--logit-bias", args->logit_bias,
+                  "TOKEN_ID=BIAS added to that token's logit, -100 to 100 (repeatable)");
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")
       ->check(InRange(1, kMaxRunningRequests))
       ->capture_default_str();

@@ -10,11 +10,12 @@
 //            verify_step.h: target forward over the packed rows → argmax → greedy acceptance →
 //            outputs), eager on a workspace's first step and then replayed from a graph captured
 //            for it; only the accepted counts and next tokens come back. Otherwise (a sampled
-//            request, one asking for logprobs, another block width, no drafter): DeviceTarget's
-//            forward returns the logits and the host prefix verifier runs, since the device's
-//            sampled acceptance draws from a request's uniform stream and the host's by position,
-//            and seeded outputs must not depend on the device. The device greedy pass does not test
-//            logits for NaN or infinity (the host path fails such a request)
+//            request, one asking for logprobs or with logit rules, another block width, no
+//            drafter): DeviceTarget's forward returns the logits and the host prefix verifier runs,
+//            since the device's sampled acceptance draws from a request's uniform stream and the
+//            host's by position, and seeded outputs must not depend on the device. The device
+//            greedy pass does not test logits for NaN or infinity (the host path fails such a
+//            request)
 //   commit   the committed rows' features (on the device after a device pass: those rows are
 //            copied back) go to the drafter's adapter
 
@@ -213,7 +214,7 @@ class CudaBackend final : public StepBackend {
     const size_t bucket = packed.span_storage().size(), capacity = packed.token_storage().size();
     if (capacity < bucket || capacity > bucket * dvl::kBlockWidth) return false;
     for (const AcceptRequest& r : requests) {
-      if (!r.sampling->greedy() || r.logprobs) return false;
+      if (!r.sampling->greedy() || r.logprobs || !r.sampling->rules.empty()) return false;
     }
     return true;
   }

@@ -31,6 +31,7 @@ Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
   }
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return InvalidArgument("top_p: must be in (0, 1]");
   if (s.top_k < 0) return InvalidArgument("top_k: must be >= 0");
+  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) return InvalidArgument("min_p: must be in [0, 1]");
   if (p.logprobs.top < 0 || p.logprobs.top > kMaxTopLogprobs) {
     return InvalidArgument("top_logprobs: expected 0 to " + std::to_string(kMaxTopLogprobs) +
                            ", got " + std::to_string(p.logprobs.top));
@@ -201,6 +202,7 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerationPar
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   DSCALE_RETURN_IF_ERROR(CheckTokenIds(prompt, target_.config().vocab_size, "prompt"));
   DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.token_text)));
+  DSCALE_RETURN_IF_ERROR(CheckLogitRules(params.sampling.rules, target_.config().vocab_size));
   return CheckRequestLength(static_cast<int64_t>(prompt.size()), params.max_tokens);
 }
 

@@ -234,6 +234,10 @@ class Engine {
   // The rows Verify's pass runs (the packed batch, or mixed_ in a mixed step).
   const StepBatch& PassRows();
   void Accept();
+  // Acceptance of a host pass's rows: first each request's logit rules (spec/logit_rules.h) on
+  // its rows of out_, row j after its tokens and drafts 0 .. j − 1, then the backend's test.
+  void AcceptRows(const TargetPass& pass, std::span<RequestState* const> requests,
+                  std::span<const AcceptRequest> accepting, std::span<Acceptance> outcomes);
   // A mixed step's prompt chunks finish (FinishPromptChunks) after the packed spans of its pass.
   void FinishMixedPrompts();
   void Commit();

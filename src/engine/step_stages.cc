@@ -137,7 +137,7 @@ void Engine::FinishPromptChunks(const TargetPass& pass, int32_t first_span,
                          .logits_row = first_logits_row + static_cast<int64_t>(i)});
   }
   std::vector<Acceptance> outcomes(accepting.size());
-  backend_.Accept(pass, accepting, outcomes);
+  AcceptRows(pass, finished, accepting, outcomes);
   for (size_t i = 0; i < finished.size(); ++i) {
     if (outcomes[i].status.ok()) finished[i]->result.first_token = Clock::now();
     CommitOutcome(*finished[i], pass, accepting[i], outcomes[i]);
@@ -283,7 +283,24 @@ void Engine::FinishMixedPrompts() {
 
 void Engine::Accept() {
   step_.outcomes.resize(step_.requests.size());
-  backend_.Accept(step_.pass, step_.accepting, step_.outcomes);
+  AcceptRows(step_.pass, step_.requests, step_.accepting, step_.outcomes);
+}
+
+void Engine::AcceptRows(const TargetPass& pass, std::span<RequestState* const> requests,
+                        std::span<const AcceptRequest> accepting, std::span<Acceptance> outcomes) {
+  const int64_t vocab = target_.config().vocab_size;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RequestState& r = *requests[i];
+    const LogitRules& rules = r.params.sampling.rules;
+    if (rules.empty()) continue;
+    // A request with rules never gets a device pass (backend/cuda_backend.cc, OnDevice).
+    DSCALE_CHECK(!pass.on_device() && pass.out == &out_);
+    const AcceptRequest& a = accepting[i];
+    const auto rows = static_cast<int64_t>(a.drafts.size()) + 1;
+    ApplyLogitRules(rules, std::span(r.tokens).first(r.prompt_len), r.output(), a.drafts,
+                    std::span(out_.logits).subspan(a.logits_row * vocab, rows * vocab), vocab);
+  }
+  backend_.Accept(pass, accepting, outcomes);
 }
 
 void Engine::CommitOutcome(RequestState& r, const TargetPass& pass, const AcceptRequest& accepting,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,15 @@ using json = nlohmann::json;
 using Error = std::optional<ApiError>;
 
 std::string Got(const json& value) { return ", got " + DescribeJson(value); }
+
+// A field name for messages: at most 64 bytes, cut on a character boundary.
+std::string ShortKey(const std::string& key) {
+  size_t end = std::min<size_t>(key.size(), 64);
+  while (end < key.size() && end > 0 && (static_cast<unsigned char>(key[end]) & 0xc0) == 0x80) {
+    --end;
+  }
+  return end < key.size() ? key.substr(0, end) + "..." : key;
+}
 
 // An integer as clients send one: a JSON integer, or a float without a fractional part (clients
 // that serialise every number as a float send 1.0 for 1), within int64. Ranges are the caller's.
@@ -308,14 +318,77 @@ Error Unsupported(const json& v, const std::string& name, const std::string& wha
   return BadField(name, "is not supported (only " + what + ")" + Got(v));
 }
 
-Error ParsePenalty(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || JsonNumber(v) == 0.0) return std::nullopt;
-  return Unsupported(v, name, "0");
+// A number in [lo, hi] into *out (null: left as it is).
+Error ParseNumberIn(const json& v, const std::string& name, double lo, double hi, float* out) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<double> x = JsonNumber(v);
+  if (!x || *x < lo || *x > hi) {
+    // The bounds are whole numbers (the ranges of OpenAI's fields).
+    return BadField(name, "expected a number from " + std::to_string(std::lround(lo)) + " to " +
+                              std::to_string(std::lround(hi)) + Got(v));
+  }
+  *out = static_cast<float>(*x);
+  return std::nullopt;
 }
 
-Error ParseLogitBias(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || (v.is_object() && v.empty())) return std::nullopt;
-  return Unsupported(v, name, "an empty object");
+Error ParsePresencePenalty(const json& v, const std::string& name, ApiRequest* r) {
+  return ParseNumberIn(v, name, -kMaxPenalty, kMaxPenalty, &r->rules.presence_penalty);
+}
+
+Error ParseFrequencyPenalty(const json& v, const std::string& name, ApiRequest* r) {
+  return ParseNumberIn(v, name, -kMaxPenalty, kMaxPenalty, &r->rules.frequency_penalty);
+}
+
+Error ParseRepetitionPenalty(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<double> x = JsonNumber(v);
+  if (!x || !(*x > 0.0) || *x > std::numeric_limits<float>::max()) {
+    return BadField(name, "expected a number > 0 (1: off)" + Got(v));
+  }
+  r->rules.repetition_penalty = static_cast<float>(*x);
+  return std::nullopt;
+}
+
+Error ParseMinP(const json& v, const std::string& name, ApiRequest* r) {
+  return ParseNumberIn(v, name, 0.0, 1.0, &r->min_p);
+}
+
+// A token id as logit_bias keys it: decimal digits only.
+std::optional<int32_t> TokenKey(const std::string& key) {
+  int32_t id = 0;
+  const char* end = key.data() + key.size();
+  const auto [stop, error] = std::from_chars(key.data(), end, id);
+  if (key.empty() || key[0] == '-' || error != std::errc() || stop != end) return std::nullopt;
+  return id;
+}
+
+// {"token id": bias, ...}; whether each id is in the vocabulary is the engine's check.
+Error ParseLogitBias(const json& v, const std::string& name, ApiRequest* r) {
+  r->rules.logit_bias.clear();
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_object()) return BadField(name, "expected an object of token ids to biases" + Got(v));
+  if (v.size() > static_cast<size_t>(kMaxLogitBiasTokens)) {
+    return BadField(name, "at most " + std::to_string(kMaxLogitBiasTokens) + " tokens, got " +
+                              std::to_string(v.size()));
+  }
+  for (const auto& [key, value] : v.items()) {
+    const std::string field = name + "." + ShortKey(key);
+    const std::optional<int32_t> token = TokenKey(key);
+    if (!token)
+      return BadField(field, "expected a token id (a non-negative 32-bit integer) as key");
+    float bias = 0.0f;
+    if (value.is_null()) return BadField(field, "expected a number from -100 to 100, got null");
+    if (Error e = ParseNumberIn(value, field, -kMaxLogitBias, kMaxLogitBias, &bias)) return e;
+    r->rules.logit_bias.emplace_back(*token, bias);
+  }
+  std::ranges::sort(r->rules.logit_bias);
+  for (size_t i = 1; i < r->rules.logit_bias.size(); ++i) {
+    if (r->rules.logit_bias[i].first == r->rules.logit_bias[i - 1].first) {
+      return BadField(name,
+                      "token " + std::to_string(r->rules.logit_bias[i].first) + " is keyed twice");
+    }
+  }
+  return std::nullopt;
 }
 
 // 0 .. kMaxTopLogprobs into *out.
@@ -421,8 +494,10 @@ constexpr FieldRule kFields[] = {
     {"user", kBoth, ParseString},
     {"metadata", kBoth, ParseObject},
     {"store", kBoth, ParseBool},
-    {"presence_penalty", kBoth, ParsePenalty},
-    {"frequency_penalty", kBoth, ParsePenalty},
+    {"min_p", kBoth, ParseMinP},
+    {"presence_penalty", kBoth, ParsePresencePenalty},
+    {"frequency_penalty", kBoth, ParseFrequencyPenalty},
+    {"repetition_penalty", kBoth, ParseRepetitionPenalty},
     {"logit_bias", kBoth, ParseLogitBias},
     {"logprobs", kCompletionsOnly, ParseCompletionLogprobs},
     {"logprobs", kChatOnly, ParseChatLogprobs},
@@ -466,15 +541,6 @@ std::string MediaType(std::string_view content_type) {
   std::string lower(media);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return lower;
-}
-
-// A field name for messages: at most 64 bytes, cut on a character boundary.
-std::string ShortKey(const std::string& key) {
-  size_t end = std::min<size_t>(key.size(), 64);
-  while (end < key.size() && end > 0 && (static_cast<unsigned char>(key[end]) & 0xc0) == 0x80) {
-    --end;
-  }
-  return end < key.size() ? key.substr(0, end) + "..." : key;
 }
 
 }  // namespace

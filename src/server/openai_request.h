@@ -5,11 +5,13 @@
 //
 // Accepted fields (anything else is a 400 naming it):
 //   both      model (required), max_tokens, temperature [0, 2], top_p (0, 1], top_k (-1 or
-//             0 = off), seed, stop (string or up to 4 strings), n (1 to kMaxChoices), stream,
-//             stream_options {include_usage}, user, metadata, store,
-//             presence_penalty / frequency_penalty (0 only), logit_bias (empty only),
-//             ignore_eos (vLLM's extension: generate max_tokens tokens
-//             even past end-of-sequence tokens, as benchmarks need)
+//             0 = off), min_p [0, 1], seed, stop (string or up to 4 strings), n (1 to
+//             kMaxChoices), stream, stream_options {include_usage}, user, metadata, store,
+//             presence_penalty / frequency_penalty [-2, 2], repetition_penalty (> 0, 1 = off),
+//             logit_bias ({"token id": bias in [-100, 100]}, at most kMaxLogitBiasTokens; the
+//             rules of spec/logit_rules.h), ignore_eos (vLLM's extension: generate max_tokens
+//             tokens even past end-of-sequence tokens, as benchmarks need); top_k, min_p and
+//             repetition_penalty are vLLM's and SGLang's extensions
 //   completions  prompt (required: a string, token ids, or a one-element array of either),
 //             logprobs (null, or 0 to 20: the chosen token's and that many top tokens'),
 //             echo (false only), best_of (1 only), suffix (empty only)
@@ -29,6 +31,7 @@
 
 #include "io/tokenizer/chat_template.h"
 #include "server/api_error.h"
+#include "spec/logit_rules.h"
 
 namespace dscale::server {
 
@@ -54,6 +57,8 @@ struct ApiRequest {
   float temperature = 1.0f;           // OpenAI's default; 0 is greedy
   float top_p = 1.0f;
   int32_t top_k = 0;  // 0: off
+  float min_p = 0.0f;  // 0: off
+  LogitRules rules;    // logit_bias and the penalties
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool stream = false;

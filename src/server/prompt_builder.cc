@@ -165,7 +165,9 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   p.sampling = {.temperature = request.temperature,
                 .top_k = request.top_k,
                 .top_p = request.top_p,
-                .seed = request.seed.value_or(seed)};
+                .min_p = request.min_p,
+                .seed = request.seed.value_or(seed),
+                .rules = request.rules};
   if (!request.ignore_eos) {
     p.stop_ids = model.stop_ids;
     if (chat) {

@@ -5,9 +5,10 @@
 // target's at that position).
 //
 // The distribution: for a sampled request (temperature > 0), P of spec/sampling.h
-// (softmax(logits / T) restricted to top-k, then top-p, renormalised), so a token outside the
-// filters has log-probability −∞ and is never listed among the top; for a greedy request,
+// (softmax(logits / T) restricted to min-p, top-k, then top-p, renormalised), so a token outside
+// the filters has log-probability −∞ and is never listed among the top; for a greedy request,
 // softmax(logits), the model's own distribution (temperature 0 has no distribution of its own).
+// Either way the logits are those after the request's logit rules (spec/logit_rules.h).
 
 #include <cstdint>
 #include <span>

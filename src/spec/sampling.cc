@@ -56,6 +56,14 @@ void KeepTopKTopP(const SamplingParams& params, std::vector<double>* probs) {
   for (size_t r = keep; r < order.size(); ++r) (*probs)[order[r]] = 0.0;
 }
 
+// Drops the tokens less likely than min_p times the likeliest (probs sum to 1).
+void KeepAboveMinP(float min_p, std::vector<double>* probs) {
+  const double floor = min_p * *std::max_element(probs->begin(), probs->end());
+  for (double& p : *probs) {
+    if (p < floor) p = 0.0;
+  }
+}
+
 }  // namespace
 
 Status MakeTargetDistribution(std::span<const float> logits, const SamplingParams& params,
@@ -72,6 +80,10 @@ Status MakeTargetDistribution(std::span<const float> logits, const SamplingParam
     (*probs)[i] = std::exp((static_cast<double>(logits[i]) - max_logit) * inv_t);
   }
   DSCALE_RETURN_IF_ERROR(Renormalise(probs));
+  if (params.min_p > 0.0f) {
+    KeepAboveMinP(params.min_p, probs);
+    DSCALE_RETURN_IF_ERROR(Renormalise(probs));
+  }
   const bool use_top_k = params.top_k > 0 && params.top_k < static_cast<int32_t>(logits.size());
   if (!use_top_k && params.top_p >= 1.0f) return Status::Ok();
   KeepTopKTopP(params, probs);

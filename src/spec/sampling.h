@@ -1,6 +1,8 @@
 #pragma once
-// The target distribution P a request samples from: softmax(logits / T) restricted to the top-k
-// tokens and then to the top-p nucleus, renormalised. Temperature 0 means greedy (argmax).
+// The target distribution P a request samples from: softmax(logits / T) restricted to the tokens
+// at least min_p times as likely as the likeliest, then to the top-k of those and then to the
+// top-p nucleus, renormalised (vLLM's order). Temperature 0 means greedy (argmax). The logits are
+// the target's after the request's logit rules (spec/logit_rules.h), whichever way it chooses.
 // The prefix verifier accepts drafts against exactly this P, so speculative sampling draws from
 // the same distribution as plain sampling.
 
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "spec/logit_rules.h"
 
 namespace dscale {
 
@@ -17,7 +20,9 @@ struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy
   int32_t top_k = 0;         // 0: no top-k filter
   float top_p = 1.0f;        // 1: no nucleus filter
+  float min_p = 0.0f;        // 0: no floor relative to the likeliest token
   uint64_t seed = 0;         // per-request RNG seed
+  LogitRules rules;          // bias and penalties, applied before either way of choosing
 
   bool greedy() const { return temperature <= 0.0f; }
 };
@@ -32,8 +37,9 @@ class RequestRng {
   std::mt19937_64 engine_;
 };
 
-// probs[vocab] = P for one row of logits (temperature > 0). Tokens outside the top-k / top-p
-// set get probability 0. Ties at the top-k / top-p boundary keep the lower token ids.
+// probs[vocab] = P for one row of logits (temperature > 0). Tokens outside the min-p / top-k /
+// top-p set get probability 0. Ties at the top-k / top-p boundary keep the lower token ids; a
+// token exactly at the min-p floor is kept.
 // A row with a NaN or infinite logit (a model whose activations overflowed) defines no
 // distribution: InvalidArgument naming the first such token, and *probs is unspecified.
 Status MakeTargetDistribution(std::span<const float> logits, const SamplingParams& params,

@@ -94,6 +94,25 @@ TEST(OpenAiRequestTest, IntegralFloatsAreIntegers) {
             "seed");
 }
 
+TEST(OpenAiRequestTest, PenaltiesBiasAndMinP) {
+  const ApiRequest off = ParseOk(kCompletions, R"({"model": "m", "prompt": "x",
+      "presence_penalty": null, "frequency_penalty": 0, "repetition_penalty": 1.0,
+      "logit_bias": {}, "min_p": 0})");
+  EXPECT_TRUE(off.rules.empty());
+  EXPECT_EQ(off.min_p, 0.0f);
+  const ApiRequest on = ParseOk(kChat, R"({"model": "m",
+      "messages": [{"role": "user", "content": "x"}], "presence_penalty": -2,
+      "frequency_penalty": 1.5, "repetition_penalty": 1.3, "min_p": 0.05,
+      "logit_bias": {"50256": -100, "7": 2.5, "0012": 100}})");
+  EXPECT_FLOAT_EQ(on.rules.presence_penalty, -2.0f);
+  EXPECT_FLOAT_EQ(on.rules.frequency_penalty, 1.5f);
+  EXPECT_FLOAT_EQ(on.rules.repetition_penalty, 1.3f);
+  EXPECT_FLOAT_EQ(on.min_p, 0.05f);
+  // Ascending by token, as the engine's rules hold them.
+  const std::vector<std::pair<int32_t, float>> bias = {{7, 2.5f}, {12, 100.0f}, {50256, -100.0f}};
+  EXPECT_EQ(on.rules.logit_bias, bias);
+}
+
 TEST(OpenAiRequestTest, LogprobsInEachEndpointsForm) {
   const ApiRequest none = ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})");
   EXPECT_FALSE(none.logprobs);
@@ -254,8 +273,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kCompletions, "{" + kOk + R"(, "logprobs": true})", 400, "logprobs"},
         BadCase{kCompletions, "{" + kOk + R"(, "top_logprobs": 2})", 400, "top_logprobs"},
         BadCase{kCompletions, "{" + kOk + R"(, "suffix": "end"})", 400, "suffix"},
-        BadCase{kCompletions, "{" + kOk + R"(, "presence_penalty": 0.5})", 400, "presence_penalty"},
-        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": 1}})", 400, "logit_bias"},
+        BadCase{kCompletions, "{" + kOk + R"(, "presence_penalty": 2.5})", 400, "presence_penalty"},
+        BadCase{kChat, "{" + kChatOk + R"(, "frequency_penalty": "1"})", 400, "frequency_penalty"},
+        BadCase{kCompletions, "{" + kOk + R"(, "repetition_penalty": 0})", 400,
+                "repetition_penalty"},
+        BadCase{kCompletions, "{" + kOk + R"(, "repetition_penalty": -1})", 400,
+                "repetition_penalty"},
+        BadCase{kCompletions, "{" + kOk + R"(, "min_p": 1.5})", 400, "min_p"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": [1]})", 400, "logit_bias"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": 101}})", 400, "logit_bias.5"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": null}})", 400, "logit_bias.5"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"-5": 1}})", 400, "logit_bias.-5"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"five": 1}})", 400,
+                "logit_bias.five"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"9999999999": 1}})", 400,
+                "logit_bias.9999999999"},
+        BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": 1, "05": 2}})", 400,
+                "logit_bias"},
         BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object"}})", 400,
                 "response_format"},

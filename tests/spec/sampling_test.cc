@@ -52,6 +52,31 @@ TEST(SamplingTest, TopPKeepsTheSmallestNucleus) {
   EXPECT_NEAR(probs[0], 1.0, 1e-9);
 }
 
+TEST(SamplingTest, MinPKeepsTokensNearTheLikeliestBeforeTopKAndTopP) {
+  // Probabilities 0.5, 0.3, 0.15, 0.05: min_p 0.2 puts the floor at 0.1.
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f),
+                                     std::log(0.05f)};
+  std::vector<double> probs;
+  TargetDistribution(logits, {.temperature = 1.0f, .min_p = 0.2f}, &probs);
+  EXPECT_NEAR(probs[0], 0.5 / 0.95, 1e-6);
+  EXPECT_NEAR(probs[1], 0.3 / 0.95, 1e-6);
+  EXPECT_NEAR(probs[2], 0.15 / 0.95, 1e-6);
+  EXPECT_EQ(probs[3], 0.0);
+  // The floor is relative to the likeliest at this temperature: at T = 2 the probabilities are
+  // ∝ √p, so the last is 0.316 of the first and stays above a floor of 0.3.
+  TargetDistribution(logits, {.temperature = 2.0f, .min_p = 0.3f}, &probs);
+  EXPECT_GT(probs[3], 0.0);
+  // min_p first, then top-p over what it kept: 0.5 / 0.95 = 0.526 ≥ 0.52 keeps one token, where
+  // top-p alone (0.5 < 0.52) would keep two.
+  TargetDistribution(logits, {.temperature = 1.0f, .top_p = 0.52f, .min_p = 0.2f}, &probs);
+  EXPECT_NEAR(probs[0], 1.0, 1e-9);
+  TargetDistribution(logits, {.temperature = 1.0f, .top_p = 0.52f}, &probs);
+  EXPECT_GT(probs[1], 0.0);
+  // min_p 1 keeps the likeliest alone.
+  TargetDistribution(logits, {.temperature = 1.0f, .min_p = 1.0f}, &probs);
+  EXPECT_EQ(probs[0], 1.0);
+}
+
 TEST(SamplingTest, SampleIndexInvertsTheCdf) {
   const std::vector<double> probs = {0.25, 0.0, 0.5, 0.25};
   EXPECT_EQ(SampleIndex(probs, 0.0), 0);

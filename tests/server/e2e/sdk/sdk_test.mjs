@@ -1,7 +1,7 @@
 // Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
 // models, chat and text completions, streamed and not, usage, stream_options.include_usage,
-// stop strings, logprobs, n choices and error handling. Greedy decoding makes streamed and non-streamed text
-// equal.
+// stop strings, logprobs, n choices, logit_bias and the penalties, and error handling. Greedy
+// decoding makes streamed and non-streamed text equal.
 //
 // Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
 
@@ -194,6 +194,28 @@ async function choices(model, prompt) {
   assert.equal(chat.choices[0].message.content, chat.choices[1].message.content, 'greedy: equal');
 }
 
+// logit_bias, the penalties and min_p as clients send them: a bias of 100 on token 32 ("A" in the
+// test tokenizer) makes every greedy token that one, the penalties and min_p are taken, and a
+// value out of range, or a biased token beyond the vocabulary, is a 400 naming the field.
+async function logitRules(model, prompt) {
+  const biased = await client.completions.create(
+      {model, prompt, max_tokens: 6, temperature: 0, logit_bias: {'32': 100}});
+  assert.equal(biased.choices[0].text, 'AAAAAA');
+  const penalised = await client.chat.completions.create(
+      {model, messages: [{role: 'user', content: prompt}], max_tokens: 8, temperature: 0.7,
+       seed: 3, presence_penalty: 1.5, frequency_penalty: 0.5, repetition_penalty: 1.2,
+       min_p: 0.05});
+  assert.equal(penalised.choices[0].message.role, 'assistant');
+  checkUsage(penalised.usage);
+  for (const [field, value] of [['presence_penalty', 2.5], ['logit_bias', {'100000': 1}]]) {
+    await assert.rejects(client.completions.create({model, prompt: 'x', [field]: value}), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, field);
+      return true;
+    });
+  }
+}
+
 async function errors(model) {
   await assert.rejects(client.completions.create({model, prompt: 'x', n: 17}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
@@ -227,6 +249,7 @@ async function main() {
     await stopStrings(model, prompt, text);
     if (round === 0) await logprobs(model, prompt);
     if (round === 0) await choices(model, prompt);
+    if (round === 0) await logitRules(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);

@@ -1,0 +1,97 @@
+#include "spec/logit_rules.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+
+#include "core/check.h"
+
+namespace dscale {
+namespace {
+
+std::string Number(float x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(x));
+  return text;
+}
+
+Status CheckPenalty(float value, const char* field) {
+  if (std::isfinite(value) && value >= -kMaxPenalty && value <= kMaxPenalty) return Status::Ok();
+  return InvalidArgument(std::string(field) + ": expected a number from -2 to 2, got " +
+                         Number(value));
+}
+
+// A token's terms: whether it occurs in the prompt, and its count in the output so far.
+struct Seen {
+  bool in_prompt = false;
+  int32_t count = 0;
+};
+
+}  // namespace
+
+Status CheckLogitRules(const LogitRules& rules, int64_t vocab) {
+  DSCALE_RETURN_IF_ERROR(CheckPenalty(rules.presence_penalty, "presence_penalty"));
+  DSCALE_RETURN_IF_ERROR(CheckPenalty(rules.frequency_penalty, "frequency_penalty"));
+  if (!(std::isfinite(rules.repetition_penalty) && rules.repetition_penalty > 0.0f)) {
+    return InvalidArgument("repetition_penalty: expected a number > 0 (1: off), got " +
+                           Number(rules.repetition_penalty));
+  }
+  if (rules.logit_bias.size() > static_cast<size_t>(kMaxLogitBiasTokens)) {
+    return InvalidArgument("logit_bias: at most " + std::to_string(kMaxLogitBiasTokens) +
+                           " tokens, got " + std::to_string(rules.logit_bias.size()));
+  }
+  for (size_t i = 0; i < rules.logit_bias.size(); ++i) {
+    const auto [token, bias] = rules.logit_bias[i];
+    if (token < 0 || token >= vocab) {
+      return InvalidArgument("logit_bias: token " + std::to_string(token) +
+                             " is not in the vocabulary (ids 0 to " + std::to_string(vocab - 1) +
+                             ")");
+    }
+    if (i > 0 && token <= rules.logit_bias[i - 1].first) {
+      return InvalidArgument("logit_bias: tokens must be ascending and distinct (" +
+                             std::to_string(token) + " after " +
+                             std::to_string(rules.logit_bias[i - 1].first) + ")");
+    }
+    if (!(std::isfinite(bias) && bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
+      return InvalidArgument("logit_bias: the bias of token " + std::to_string(token) +
+                             " must be from -100 to 100, got " + Number(bias));
+    }
+  }
+  return Status::Ok();
+}
+
+void ApplyLogitRules(const LogitRules& rules, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output, std::span<const int32_t> drafts,
+                     std::span<float> rows, int64_t vocab) {
+  DSCALE_CHECK(vocab > 0 && rows.size() % static_cast<size_t>(vocab) == 0);
+  const auto k = static_cast<int64_t>(rows.size()) / vocab;
+  DSCALE_CHECK(static_cast<int64_t>(drafts.size()) + 1 >= k);
+  const float r = rules.repetition_penalty;
+  const bool repetition = r != 1.0f;
+  const bool counted = rules.presence_penalty != 0.0f || rules.frequency_penalty != 0.0f;
+  // Only tokens in the prompt or output are penalised: the terms are kept for those alone.
+  std::unordered_map<int32_t, Seen> seen;
+  if (repetition) {
+    for (const int32_t t : prompt) seen[t].in_prompt = true;
+  }
+  if (repetition || counted) {
+    for (const int32_t t : output) ++seen[t].count;
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    float* x = rows.data() + j * vocab;
+    for (const auto& [token, bias] : rules.logit_bias) x[token] += bias;
+    for (const auto& [token, terms] : seen) {
+      float v = x[token];
+      if (repetition) v = v > 0.0f ? v / r : v * r;
+      if (terms.count > 0) {
+        const float by_count = static_cast<float>(terms.count) * rules.frequency_penalty;
+        v -= by_count + rules.presence_penalty;
+      }
+      x[token] = v;
+    }
+    if (j + 1 < k && (repetition || counted)) ++seen[drafts[static_cast<size_t>(j)]].count;
+  }
+}
+
+}  // namespace dscale

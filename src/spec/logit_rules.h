@@ -1,0 +1,56 @@
+#pragma once
+// What a request's parameters do to the target's logits before a token is chosen from them,
+// greedy or sampled: OpenAI's logit_bias, presence_penalty and frequency_penalty, and the
+// repetition penalty of Hugging Face and vLLM. The rules read the tokens before the row, so row
+// j of a verified block [anchor, d_1 .. d_{k−1}] is judged as if d_1 .. d_j were already output:
+// exactly what plain decoding sees at that position once they are accepted, so speculative
+// output stays plain decoding's, bit for bit.
+//
+// For token t with bias b, c the times t occurs in the output before the row, and t "seen" when
+// it occurs in the prompt or c > 0, the logit x becomes, in float and in this order:
+//   x += b                                   logit_bias
+//   if seen: x = x > 0 ? x / r : x · r       repetition_penalty r (1: off; prompt and output)
+//   x −= c · frequency_penalty + (c > 0 ? presence_penalty : 0)      (output only)
+// which is vLLM's order (the bias, then the penalties) and its scopes. Every token's result
+// depends on that token's own terms alone, so the order tokens are visited in does not matter.
+// The log-probabilities a request asks for are those of the rows after the rules (the
+// distribution its tokens were chosen from; spec/logprobs.h).
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dscale {
+
+// OpenAI's ranges.
+inline constexpr float kMaxPenalty = 2.0f;      // presence and frequency: [−2, 2]
+inline constexpr float kMaxLogitBias = 100.0f;  // a bias: [−100, 100]
+// The most tokens one request may bias: each is visited in every row the request verifies.
+inline constexpr int32_t kMaxLogitBiasTokens = 1024;
+
+struct LogitRules {
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias), tokens ascending, distinct
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+
+  bool empty() const {
+    return logit_bias.empty() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
+           repetition_penalty == 1.0f;
+  }
+};
+
+// OK when every value is in its range and every biased token is below `vocab`; otherwise
+// InvalidArgument naming the request field ("logit_bias: ...", "presence_penalty: ...").
+Status CheckLogitRules(const LogitRules& rules, int64_t vocab);
+
+// Applies `rules` in place to one request's consecutive logits rows [rows.size() / vocab, vocab]:
+// row j follows prompt, output and drafts[0, j). drafts holds at least rows − 1 tokens.
+void ApplyLogitRules(const LogitRules& rules, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output, std::span<const int32_t> drafts,
+                     std::span<float> rows, int64_t vocab);
+
+}  // namespace dscale

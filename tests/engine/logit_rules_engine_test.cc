@@ -1,0 +1,168 @@
+// Logit rules (spec/logit_rules.h: logit_bias, presence, frequency and repetition penalties)
+// through the engine: plain decoding with them equals a reference that applies them after one
+// plain forward over the prompt and the output so far, and every length policy at c = 1 and 16
+// commits plain decoding's tokens, greedy and sampled — the drafts a row follows count as its
+// output, and the planted drafter, which drafts the target's unpenalised greedy continuation, has
+// drafts both accepted and rejected.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "budget/sps_table.h"
+#include "budget/verify_budget.h"
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "planted_drafter.h"
+
+namespace dscale {
+namespace {
+
+using testing::EngineRun;
+using testing::FirstDifference;
+using testing::PlantedDrafter;
+using testing::RandomPrompts;
+using testing::RunPrompts;
+
+using LogitRulesEngineTest = testing::EngineFixture;
+
+constexpr int32_t kMaxTokens = 20;
+
+// Every rule at once, strong enough to change most outputs of the tiny target.
+LogitRules StrongRules(int64_t vocab) {
+  return {.logit_bias = {{3, 1.5f}, {static_cast<int32_t>(vocab / 2), -100.0f}},
+          .presence_penalty = 0.8f,
+          .frequency_penalty = 0.6f,
+          .repetition_penalty = 1.4f};
+}
+
+// Greedy decoding with `rules`, one plain forward over the whole context per token.
+std::vector<int32_t> ReferenceGreedy(TargetModel& target, const std::vector<int32_t>& prompt,
+                                     const LogitRules& rules, const std::vector<int64_t>& stops) {
+  const int64_t vocab = target.config().vocab_size;
+  std::vector<int32_t> context = prompt, output;
+  while (static_cast<int32_t>(output.size()) < kMaxTokens) {
+    std::vector<float> logits = testing::NextTokenLogits(target, context);
+    ApplyLogitRules(rules, prompt, output, {}, logits, vocab);
+    // The lowest id among ties, as the engine's argmax.
+    const auto next = static_cast<int32_t>(std::ranges::max_element(logits) - logits.begin());
+    output.push_back(next);
+    context.push_back(next);
+    if (std::ranges::find(stops, next) != stops.end()) break;
+  }
+  return output;
+}
+
+struct Mode {
+  const char* spec;
+  const char* budget;
+  bool drafts;
+};
+
+// Every policy's outputs at c = 1 and 16 for `params`, with the first (none at c = 1) returned
+// for the caller to check; the others must equal it token for token.
+std::vector<std::vector<int32_t>> ExpectEveryModeAgrees(
+    DecoderModel& target, const dvl::Predictor& predictor, const GenerationParams& params,
+    const std::vector<std::vector<int32_t>>& prompts) {
+  PlantedDrafter planted(target, 16, /*salt=*/31);
+  const budget::SpsTable sps = {.tokens = {1, 16, 64, 512}, .steps_per_second = {500, 200, 60, 8}};
+  const Mode modes[] = {{"none", "0.5", false},  {"dflash", "0.5", true},  {"fixed:4", "0.5", true},
+                        {"dscale", "0.5", true}, {"dscale", "auto", true}, {"dspark", "0.5", true}};
+  std::vector<std::vector<int32_t>> plain;
+  int64_t accepted = 0;
+  for (const Mode& mode : modes) {
+    for (const int32_t concurrency : {1, 16}) {
+      SCOPED_TRACE(::testing::Message() << mode.spec << " " << mode.budget << " c=" << concurrency);
+      EngineConfig config{
+          .policy = LengthPolicy::Parse(mode.spec).value(),
+          .max_running = concurrency,
+          .inputs = {.predictor = &predictor,
+                     .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()}};
+      if (config.policy.UsesSpsTable()) config.inputs.sps_table = &sps;
+      const EngineRun run =
+          RunPrompts(target, mode.drafts ? &planted : nullptr, config, prompts, params);
+      if (plain.empty()) {
+        plain = run.outputs;
+      } else {
+        EXPECT_EQ(FirstDifference(run.outputs, plain), "");
+      }
+      for (const RequestResult& r : run.results) {
+        for (const int32_t a : r.accepted) accepted += a;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0) << "some drafts are accepted under the rules";
+  return plain;
+}
+
+TEST_F(LogitRulesEngineTest, GreedyOutputIsTheReferencesInEveryModeAndConcurrency) {
+  const DecoderConfig& c = target_.config();
+  const auto prompts = RandomPrompts(16, c.vocab_size, 41);
+  const LogitRules rules = StrongRules(c.vocab_size);
+  const GenerationParams params{
+      .max_tokens = kMaxTokens, .sampling = {.rules = rules}, .stop_ids = c.eos_token_ids};
+  const std::vector<std::vector<int32_t>> plain =
+      ExpectEveryModeAgrees(target_, predictor_, params, prompts);
+  int changed = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int32_t> want = ReferenceGreedy(target_, prompts[i], rules, c.eos_token_ids);
+    EXPECT_EQ(FirstDifference(plain[i], want), "") << "prompt " << i;
+    changed += ReferenceGreedy(target_, prompts[i], {}, c.eos_token_ids) != want;
+    // The banned token never comes out; the biased one often does.
+    EXPECT_EQ(std::ranges::count(plain[i], static_cast<int32_t>(c.vocab_size / 2)), 0);
+  }
+  EXPECT_GT(changed, static_cast<int>(prompts.size()) / 2) << "the rules change the outputs";
+}
+
+TEST_F(LogitRulesEngineTest, SampledOutputIsPlainSamplingsInEveryModeAndConcurrency) {
+  const DecoderConfig& c = target_.config();
+  const auto prompts = RandomPrompts(16, c.vocab_size, 43);
+  GenerationParams params{.max_tokens = kMaxTokens,
+                          .sampling = {.temperature = 0.8f,
+                                       .top_p = 0.95f,
+                                       .min_p = 0.02f,
+                                       .seed = 17,
+                                       .rules = StrongRules(c.vocab_size)},
+                          .stop_ids = c.eos_token_ids};
+  const std::vector<std::vector<int32_t>> with_rules =
+      ExpectEveryModeAgrees(target_, predictor_, params, prompts);
+  params.sampling.rules = {};
+  const EngineRun without = RunPrompts(
+      target_, nullptr, {.policy = LengthPolicy::Parse("none").value()}, prompts, params);
+  EXPECT_NE(FirstDifference(with_rules, without.outputs), "");
+}
+
+// ... and the log-probabilities reported are those of the biased rows, the distribution the
+// token was chosen from (the unbiased model gives token 7 far less than probability 1).
+TEST_F(LogitRulesEngineTest, ABiasOfAHundredChoosesItsTokenEveryStep) {
+  const DecoderConfig& c = target_.config();
+  PlantedDrafter planted(target_, 16, /*salt=*/5);
+  const GenerationParams params{.max_tokens = 12,
+                                .sampling = {.rules = {.logit_bias = {{7, 100.0f}}}},
+                                .logprobs = {.enabled = true}};
+  const EngineRun run =
+      RunPrompts(target_, &planted, {.policy = LengthPolicy::Parse("dflash").value()},
+                 RandomPrompts(4, c.vocab_size, 3), params);
+  for (size_t i = 0; i < run.outputs.size(); ++i) {
+    EXPECT_EQ(run.outputs[i], std::vector<int32_t>(12, 7));
+    for (const TokenLogprobs& lp : run.results[i].logprobs) EXPECT_GT(lp.logprob, -1e-6f);
+  }
+}
+
+TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {
+  auto engine = Engine::Create(target_, nullptr, {}).value();
+  const auto refusal = [&](const SamplingParams& sampling) {
+    const Result<RequestId> id = engine->Submit({1, 2, 3}, {.max_tokens = 4, .sampling = sampling});
+    return id.ok() ? std::string("accepted") : id.status().message();
+  };
+  const int32_t vocab = static_cast<int32_t>(target_.config().vocab_size);
+  EXPECT_TRUE(refusal({.rules = {.logit_bias = {{vocab, 1.0f}}}}).starts_with("logit_bias: "));
+  EXPECT_TRUE(refusal({.rules = {.presence_penalty = 3.0f}}).starts_with("presence_penalty: "));
+  EXPECT_TRUE(refusal({.rules = {.repetition_penalty = -1.0f}}).starts_with("repetition_penalty"));
+  EXPECT_TRUE(refusal({.temperature = 1.0f, .min_p = 2.0f}).starts_with("min_p: "));
+}
+
+}  // namespace
+}  // namespace dscale

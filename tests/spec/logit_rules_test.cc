@@ -1,0 +1,134 @@
+// The logit rules against a plain reference that recounts every token's history for every row
+// and applies the documented formula to each of the vocabulary's logits in turn: the same float
+// operations, each rounded (neither side fuses a product into a sum), so the bits must match.
+
+#include "spec/logit_rules.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace dscale {
+namespace {
+
+// Rows [k, vocab] after the rules, token by token: row j follows prompt, output and
+// drafts[0, j).
+std::vector<float> Reference(const LogitRules& rules, const std::vector<int32_t>& prompt,
+                             const std::vector<int32_t>& output, const std::vector<int32_t>& drafts,
+                             std::vector<float> rows, int64_t vocab) {
+  const auto k = static_cast<int64_t>(rows.size()) / vocab;
+  for (int64_t j = 0; j < k; ++j) {
+    std::vector<int32_t> before = output;
+    before.insert(before.end(), drafts.begin(), drafts.begin() + j);
+    for (int32_t t = 0; t < vocab; ++t) {
+      float x = rows[j * vocab + t];
+      for (const auto& [token, bias] : rules.logit_bias) {
+        if (token == t) x += bias;
+      }
+      const auto count = static_cast<int32_t>(std::ranges::count(before, t));
+      const bool in_prompt = std::ranges::find(prompt, t) != prompt.end();
+      if ((in_prompt || count > 0) && rules.repetition_penalty != 1.0f) {
+        x = x > 0.0f ? x / rules.repetition_penalty : x * rules.repetition_penalty;
+      }
+      if (count > 0) {
+        const float by_count = static_cast<float>(count) * rules.frequency_penalty;
+        x -= by_count + rules.presence_penalty;
+      }
+      rows[j * vocab + t] = x;
+    }
+  }
+  return rows;
+}
+
+std::vector<int32_t> RandomTokens(std::mt19937& rng, int n, int32_t vocab) {
+  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = token(rng);
+  return out;
+}
+
+TEST(LogitRulesTest, EveryRowMatchesTheReferenceBitForBit) {
+  constexpr int32_t kVocab = 37;  // small, so tokens recur in the prompt, output and drafts
+  std::mt19937 rng(7);
+  std::normal_distribution<float> logit(0.0f, 3.0f);
+  const LogitRules cases[] = {
+      {.logit_bias = {{0, 5.0f}, {13, -100.0f}, {36, 0.25f}}},
+      {.presence_penalty = 0.7f},
+      {.frequency_penalty = 0.3f},
+      {.presence_penalty = -1.5f, .frequency_penalty = 2.0f},
+      {.repetition_penalty = 1.3f},
+      {.repetition_penalty = 0.6f},
+      {.logit_bias = {{2, 1.0f}, {3, -2.0f}},
+       .presence_penalty = 0.4f,
+       .frequency_penalty = -0.9f,
+       .repetition_penalty = 1.7f},
+  };
+  for (const LogitRules& rules : cases) {
+    for (const int rows : {1, 2, 7}) {
+      for (const int output_len : {0, 1, 19}) {
+        const std::vector<int32_t> prompt = RandomTokens(rng, 11, kVocab);
+        const std::vector<int32_t> output = RandomTokens(rng, output_len, kVocab);
+        const std::vector<int32_t> drafts = RandomTokens(rng, rows - 1, kVocab);
+        std::vector<float> logits(static_cast<size_t>(rows) * kVocab);
+        for (float& x : logits) x = logit(rng);
+        const std::vector<float> expected =
+            Reference(rules, prompt, output, drafts, logits, kVocab);
+        ApplyLogitRules(rules, prompt, output, drafts, logits, kVocab);
+        for (size_t i = 0; i < logits.size(); ++i) {
+          ASSERT_EQ(logits[i], expected[i])
+              << "row " << i / kVocab << " token " << i % kVocab << " of " << rows << " rows, "
+              << output_len << " output tokens, case " << (&rules - cases);
+        }
+      }
+    }
+  }
+}
+
+TEST(LogitRulesTest, ARowSeesTheDraftsBeforeItAsOutput) {
+  // Row 1 after draft 4 is row 0 of the same request once 4 has been output.
+  const LogitRules rules{.presence_penalty = 1.0f, .frequency_penalty = 0.5f};
+  const std::vector<int32_t> prompt = {1, 2}, output = {4, 3};
+  std::vector<float> block(2 * 6, 1.0f);
+  ApplyLogitRules(rules, prompt, output, std::vector<int32_t>{4}, block, 6);
+  std::vector<float> later(6, 1.0f);
+  ApplyLogitRules(rules, prompt, std::vector<int32_t>{4, 3, 4}, {}, later, 6);
+  EXPECT_EQ(std::vector<float>(block.begin() + 6, block.end()), later);
+  EXPECT_EQ(later[4], 1.0f - (2 * 0.5f + 1.0f));  // twice in the output
+  EXPECT_EQ(later[3], 1.0f - (0.5f + 1.0f));
+  EXPECT_EQ(later[1], 1.0f);  // in the prompt only: no presence or frequency penalty
+}
+
+TEST(LogitRulesTest, RepetitionCountsThePromptOnceAndShrinksEitherSign) {
+  const LogitRules rules{.repetition_penalty = 2.0f};
+  const std::vector<int32_t> prompt = {0, 0, 1}, output = {1};
+  std::vector<float> row = {3.0f, -3.0f, 3.0f};
+  ApplyLogitRules(rules, prompt, output, {}, row, 3);
+  EXPECT_EQ(row, (std::vector<float>{1.5f, -6.0f, 3.0f}));
+}
+
+TEST(LogitRulesTest, ChecksNameTheField) {
+  EXPECT_TRUE(CheckLogitRules({}, 10).ok());
+  EXPECT_TRUE(CheckLogitRules({.logit_bias = {{0, -100.0f}, {9, 100.0f}},
+                               .presence_penalty = -2.0f,
+                               .frequency_penalty = 2.0f,
+                               .repetition_penalty = 0.1f},
+                              10)
+                  .ok());
+  const auto message = [](const LogitRules& rules) { return CheckLogitRules(rules, 10).message(); };
+  EXPECT_TRUE(message({.logit_bias = {{10, 1.0f}}}).starts_with("logit_bias: token 10 is not"));
+  EXPECT_TRUE(message({.logit_bias = {{-1, 1.0f}}}).starts_with("logit_bias: token -1 is not"));
+  EXPECT_TRUE(message({.logit_bias = {{3, 1.0f}, {3, 2.0f}}}).starts_with("logit_bias: tokens"));
+  EXPECT_TRUE(
+      message({.logit_bias = {{3, 100.5f}}}).starts_with("logit_bias: the bias of token 3"));
+  EXPECT_TRUE(message({.presence_penalty = 2.5f}).starts_with("presence_penalty: "));
+  EXPECT_TRUE(message({.frequency_penalty = -3.0f}).starts_with("frequency_penalty: "));
+  EXPECT_TRUE(message({.repetition_penalty = 0.0f}).starts_with("repetition_penalty: "));
+  LogitRules many;
+  for (int32_t t = 0; t <= kMaxLogitBiasTokens; ++t) many.logit_bias.emplace_back(t, 1.0f);
+  EXPECT_TRUE(CheckLogitRules(many, 1 << 20).message().starts_with("logit_bias: at most"));
+}
+
+}  // namespace
+}  // namespace dscale
