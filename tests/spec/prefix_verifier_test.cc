@@ -43,7 +43,7 @@ TEST(PrefixVerifierTest, SampledVerificationMatchesPlainSampling) {
   const std::vector<float> logits = {0.3f, 1.2f, -0.4f, 0.9f, 0.0f,   // row 0
                                      1.0f, -1.0f, 0.2f, 0.4f, 0.8f};  // row 1
   const int64_t vocab = 5;
-  for (const SamplingParams params :
+  for (const SamplingParams& params :
        {SamplingParams{.temperature = 1.0f}, SamplingParams{.temperature = 0.6f, .top_k = 3},
         SamplingParams{.temperature = 1.3f, .top_p = 0.7f}}) {
     std::vector<double> p0, p1;
