@@ -270,7 +270,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option(
          "--repetition-penalty", args->rules.repetition_penalty,
-         "Divides positive, multiplies negative logits of prompt and output tokens (1: off)")
+         "Divides positive, multiplies negative logits of prompt and output tokens, 0.01 to 100 "
+         "(1: off)")
       ->capture_default_str();
   cmd->add_option("--logit-bias", args->logit_bias,
                   "TOKEN_ID=BIAS added to that token's logit, -100 to 100 (repeatable)");

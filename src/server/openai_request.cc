@@ -342,8 +342,8 @@ Error ParseFrequencyPenalty(const json& v, const std::string& name, ApiRequest* 
 Error ParseRepetitionPenalty(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
   const std::optional<double> x = JsonNumber(v);
-  if (!x || !(*x > 0.0) || *x > std::numeric_limits<float>::max()) {
-    return BadField(name, "expected a number > 0 (1: off)" + Got(v));
+  if (!x || *x < kMinRepetitionPenalty || *x > kMaxRepetitionPenalty) {
+    return BadField(name, "expected a number from 0.01 to 100 (1: off)" + Got(v));
   }
   r->rules.repetition_penalty = static_cast<float>(*x);
   return std::nullopt;

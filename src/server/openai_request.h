@@ -7,8 +7,8 @@
 //   both      model (required), max_tokens, temperature [0, 2], top_p (0, 1], top_k (-1 or
 //             0 = off), min_p [0, 1], seed, stop (string or up to 4 strings), n (1 to
 //             kMaxChoices), stream, stream_options {include_usage}, user, metadata, store,
-//             presence_penalty / frequency_penalty [-2, 2], repetition_penalty (> 0, 1 = off),
-//             logit_bias ({"token id": bias in [-100, 100]}, at most kMaxLogitBiasTokens; the
+//             presence_penalty / frequency_penalty [-2, 2], repetition_penalty [0.01, 100] (1 =
+//             off), logit_bias ({"token id": bias in [-100, 100]}, at most kMaxLogitBiasTokens; the
 //             rules of spec/logit_rules.h), ignore_eos (vLLM's extension: generate max_tokens
 //             tokens even past end-of-sequence tokens, as benchmarks need); top_k, min_p and
 //             repetition_penalty are vLLM's and SGLang's extensions

@@ -33,8 +33,9 @@ struct Seen {
 Status CheckLogitRules(const LogitRules& rules, int64_t vocab) {
   DSCALE_RETURN_IF_ERROR(CheckPenalty(rules.presence_penalty, "presence_penalty"));
   DSCALE_RETURN_IF_ERROR(CheckPenalty(rules.frequency_penalty, "frequency_penalty"));
-  if (!(std::isfinite(rules.repetition_penalty) && rules.repetition_penalty > 0.0f)) {
-    return InvalidArgument("repetition_penalty: expected a number > 0 (1: off), got " +
+  if (!(rules.repetition_penalty >= kMinRepetitionPenalty &&
+        rules.repetition_penalty <= kMaxRepetitionPenalty)) {
+    return InvalidArgument("repetition_penalty: expected a number from 0.01 to 100 (1: off), got " +
                            Number(rules.repetition_penalty));
   }
   if (rules.logit_bias.size() > static_cast<size_t>(kMaxLogitBiasTokens)) {

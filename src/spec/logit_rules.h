@@ -28,6 +28,10 @@ namespace dscale {
 // OpenAI's ranges.
 inline constexpr float kMaxPenalty = 2.0f;      // presence and frequency: [−2, 2]
 inline constexpr float kMaxLogitBias = 100.0f;  // a bias: [−100, 100]
+// repetition_penalty's range (vLLM and Hugging Face take any r > 0): bounded so that x / r and
+// x · r of a finite logit stay finite.
+inline constexpr float kMinRepetitionPenalty = 0.01f;
+inline constexpr float kMaxRepetitionPenalty = 100.0f;
 // The most tokens one request may bias: each is visited in every row the request verifies.
 inline constexpr int32_t kMaxLogitBiasTokens = 1024;
 

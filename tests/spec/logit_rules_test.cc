@@ -125,6 +125,10 @@ TEST(LogitRulesTest, ChecksNameTheField) {
   EXPECT_TRUE(message({.presence_penalty = 2.5f}).starts_with("presence_penalty: "));
   EXPECT_TRUE(message({.frequency_penalty = -3.0f}).starts_with("frequency_penalty: "));
   EXPECT_TRUE(message({.repetition_penalty = 0.0f}).starts_with("repetition_penalty: "));
+  EXPECT_TRUE(message({.repetition_penalty = 0.005f}).starts_with("repetition_penalty: "));
+  EXPECT_TRUE(message({.repetition_penalty = 101.0f}).starts_with("repetition_penalty: "));
+  EXPECT_TRUE(CheckLogitRules({.repetition_penalty = 0.01f}, 10).ok());
+  EXPECT_TRUE(CheckLogitRules({.repetition_penalty = 100.0f}, 10).ok());
   LogitRules many;
   for (int32_t t = 0; t <= kMaxLogitBiasTokens; ++t) many.logit_bias.emplace_back(t, 1.0f);
   EXPECT_TRUE(CheckLogitRules(many, 1 << 20).message().starts_with("logit_bias: at most"));
