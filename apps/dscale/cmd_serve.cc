@@ -53,6 +53,7 @@ struct ServeArgs {
   int64_t kv_tokens = 0;  // 0: ServeKvTokens
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t default_max_tokens = 256;
+  std::string sampling_defaults = "model";  // model: generation_config.json's; openai: none
   int64_t max_body_bytes = 8 << 20;
   int32_t max_connections = 1024;
   int32_t header_timeout_s = 10;
@@ -76,17 +77,34 @@ std::string ModelName(const ServeArgs& args) {
   return dir.filename().string();
 }
 
-server::ModelInfo MakeModelInfo(const ServeArgs& args, const Runtime& runtime,
-                                const Engine& engine) {
+server::ModelInfo MakeModelInfo(const ServeArgs& args, const Runtime& runtime, const Engine& engine,
+                                server::SamplingDefaults sampling) {
   const DecoderConfig& config = runtime.target->config();
   server::ModelInfo info{.name = ModelName(args),
                          .context_length = config.max_position_embeddings,
                          .max_request_tokens = engine.MaxRequestTokens(),
                          .default_max_tokens = args.default_max_tokens,
-                         .stop_ids = config.eos_token_ids};
+                         .stop_ids = config.eos_token_ids,
+                         .sampling_defaults = std::move(sampling)};
   if (auto eos = runtime.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
   for (int32_t id : EndOfTurnTokenIds(*runtime.tokenizer)) info.chat_stop_ids.push_back(id);
   return info;
+}
+
+// The sampling defaults requests get for the fields they leave out (--sampling-defaults), said
+// on stderr when the model's apply.
+Result<server::SamplingDefaults> SamplingDefaultsOf(const ServeArgs& args) {
+  if (args.sampling_defaults == "openai") return server::SamplingDefaults{};
+  DSCALE_ASSIGN_OR_RETURN(server::SamplingDefaults d,
+                          server::LoadSamplingDefaults(args.models.target));
+  if (!d.empty()) {
+    std::fprintf(
+        stderr,
+        "dscale serve: requests that leave them out sample with %s/generation_config.json's "
+        "%s (--sampling-defaults openai: OpenAI's defaults)\n",
+        args.models.target.c_str(), d.Describe().c_str());
+  }
+  return d;
 }
 
 // --kv-tokens, or by default room for every running request at the full context length (with
@@ -213,11 +231,13 @@ void WaitForSignal(const sigset_t& signals, server::HttpServer& http, server::En
 // Serves HTTP on `engine` until a signal drains and stops the server (WaitForSignal).
 int ServeUntilStopped(const ServeArgs& args, const LengthPolicy& policy, Runtime& rt,
                       Engine& engine, const sigset_t& signals) {
+  Result<server::SamplingDefaults> sampling = SamplingDefaultsOf(args);
+  if (!sampling.ok()) return ReportError("serve", sampling.status());
   const int32_t slots = args.max_running + args.max_queue;
   server::EngineLoop loop(engine, *rt.tokenizer, slots);
   const Engine& checker = engine;  // CheckRequest reads only what is fixed at creation
   server::HttpServer http(
-      loop, *rt.tokenizer, MakeModelInfo(args, rt, engine),
+      loop, *rt.tokenizer, MakeModelInfo(args, rt, engine, std::move(*sampling)),
       [&checker](std::span<const int32_t> prompt, const GenerationParams& params) {
         return checker.CheckRequest(prompt, params);
       },
@@ -370,6 +390,13 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens of requests that give none")
       ->check(AtLeast(1))
+      ->capture_default_str();
+  cmd->add_option("--sampling-defaults", args->sampling_defaults,
+                  "What requests that leave out temperature, top_k, top_p, min_p or "
+                  "repetition_penalty get: model (the target's generation_config.json "
+                  "recommends them, as vLLM and SGLang read it) or openai (temperature 1, no "
+                  "filter, no penalty)")
+      ->check(CLI::IsMember({"model", "openai"}))
       ->capture_default_str();
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds SIGTERM / SIGINT waits for in-flight requests before exiting anyway "

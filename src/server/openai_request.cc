@@ -319,7 +319,8 @@ Error Unsupported(const json& v, const std::string& name, const std::string& wha
 }
 
 // A number in [lo, hi] into *out (null: left as it is).
-Error ParseNumberIn(const json& v, const std::string& name, double lo, double hi, float* out) {
+template <typename Out>
+Error ParseNumberIn(const json& v, const std::string& name, double lo, double hi, Out* out) {
   if (v.is_null()) return std::nullopt;
   const std::optional<double> x = JsonNumber(v);
   if (!x || *x < lo || *x > hi) {
@@ -345,7 +346,7 @@ Error ParseRepetitionPenalty(const json& v, const std::string& name, ApiRequest*
   if (!x || *x < kMinRepetitionPenalty || *x > kMaxRepetitionPenalty) {
     return BadField(name, "expected a number from 0.01 to 100 (1: off)" + Got(v));
   }
-  r->rules.repetition_penalty = static_cast<float>(*x);
+  r->repetition_penalty = static_cast<float>(*x);
   return std::nullopt;
 }
 

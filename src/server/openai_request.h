@@ -54,11 +54,13 @@ struct ApiRequest {
   std::vector<ChatMessage> messages;
 
   std::optional<int64_t> max_tokens;  // unset: the server's default, within the context
-  float temperature = 1.0f;           // OpenAI's default; 0 is greedy
-  float top_p = 1.0f;
-  int32_t top_k = 0;  // 0: off
-  float min_p = 0.0f;  // 0: off
-  LogitRules rules;    // logit_bias and the penalties
+  // Unset: the model's default (server/sampling_defaults.h), else OpenAI's (PrepareRequest).
+  std::optional<float> temperature;  // 0 is greedy
+  std::optional<float> top_p;
+  std::optional<int32_t> top_k;  // 0: off
+  std::optional<float> min_p;    // 0: off
+  std::optional<float> repetition_penalty;
+  LogitRules rules;  // logit_bias and the presence and frequency penalties
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool stream = false;

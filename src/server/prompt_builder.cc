@@ -162,12 +162,16 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   p.max_tokens = request.max_tokens
                      ? static_cast<int32_t>(*request.max_tokens)
                      : DefaultMaxTokens(model, static_cast<int64_t>(out->prompt.size()));
-  p.sampling = {.temperature = request.temperature,
-                .top_k = request.top_k,
-                .top_p = request.top_p,
-                .min_p = request.min_p,
+  // What the request leaves out: the model's recommendation, else OpenAI's default.
+  const SamplingDefaults& model_says = model.sampling_defaults;
+  p.sampling = {.temperature = request.temperature.value_or(model_says.temperature.value_or(1.0f)),
+                .top_k = request.top_k.value_or(model_says.top_k.value_or(0)),
+                .top_p = request.top_p.value_or(model_says.top_p.value_or(1.0f)),
+                .min_p = request.min_p.value_or(model_says.min_p.value_or(0.0f)),
                 .seed = request.seed.value_or(seed),
                 .rules = request.rules};
+  p.sampling.rules.repetition_penalty =
+      request.repetition_penalty.value_or(model_says.repetition_penalty.value_or(1.0f));
   if (!request.ignore_eos) {
     p.stop_ids = model.stop_ids;
     if (chat) {

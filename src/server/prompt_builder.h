@@ -19,6 +19,7 @@
 #include "io/tokenizer/tokenizer.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/sampling_defaults.h"
 
 namespace dscale::server {
 
@@ -33,6 +34,7 @@ struct ModelInfo {
   int32_t default_max_tokens = 256;    // when a request gives none (then capped by the room left)
   std::vector<int64_t> stop_ids;       // end every request (EOS)
   std::vector<int64_t> chat_stop_ids;  // end chat requests too (end of turn)
+  SamplingDefaults sampling_defaults;  // for requests that leave those fields out
 };
 
 struct PreparedRequest {

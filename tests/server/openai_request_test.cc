@@ -41,8 +41,8 @@ TEST(OpenAiRequestTest, CompletionWithEveryField) {
   EXPECT_EQ(r.prompt_text, "Hello");
   EXPECT_FALSE(r.prompt_is_ids);
   EXPECT_EQ(r.max_tokens, 7);
-  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
-  EXPECT_FLOAT_EQ(r.top_p, 0.9f);
+  EXPECT_EQ(r.temperature, 0.5f);
+  EXPECT_EQ(r.top_p, 0.9f);
   EXPECT_EQ(r.top_k, 40);
   EXPECT_EQ(r.seed, 12u);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
@@ -54,9 +54,13 @@ TEST(OpenAiRequestTest, CompletionWithEveryField) {
 TEST(OpenAiRequestTest, Defaults) {
   const ApiRequest r = ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})");
   EXPECT_FALSE(r.max_tokens.has_value());
-  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
-  EXPECT_FLOAT_EQ(r.top_p, 1.0f);
-  EXPECT_EQ(r.top_k, 0);
+  // Sampling fields left out stay unset: the model's defaults or OpenAI's fill them
+  // (PrepareRequest).
+  EXPECT_FALSE(r.temperature.has_value());
+  EXPECT_FALSE(r.top_p.has_value());
+  EXPECT_FALSE(r.top_k.has_value());
+  EXPECT_FALSE(r.min_p.has_value());
+  EXPECT_FALSE(r.repetition_penalty.has_value());
   EXPECT_FALSE(r.seed.has_value());
   EXPECT_FALSE(r.stream);
   // Nulls mean "the default".
@@ -100,14 +104,15 @@ TEST(OpenAiRequestTest, PenaltiesBiasAndMinP) {
       "logit_bias": {}, "min_p": 0})");
   EXPECT_TRUE(off.rules.empty());
   EXPECT_EQ(off.min_p, 0.0f);
+  EXPECT_EQ(off.repetition_penalty, 1.0f);
   const ApiRequest on = ParseOk(kChat, R"({"model": "m",
       "messages": [{"role": "user", "content": "x"}], "presence_penalty": -2,
       "frequency_penalty": 1.5, "repetition_penalty": 1.3, "min_p": 0.05,
       "logit_bias": {"50256": -100, "7": 2.5, "0012": 100}})");
   EXPECT_FLOAT_EQ(on.rules.presence_penalty, -2.0f);
   EXPECT_FLOAT_EQ(on.rules.frequency_penalty, 1.5f);
-  EXPECT_FLOAT_EQ(on.rules.repetition_penalty, 1.3f);
-  EXPECT_FLOAT_EQ(on.min_p, 0.05f);
+  EXPECT_EQ(on.repetition_penalty, 1.3f);
+  EXPECT_EQ(on.min_p, 0.05f);
   // Ascending by token, as the engine's rules hold them.
   const std::vector<std::pair<int32_t, float>> bias = {{7, 2.5f}, {12, 100.0f}, {50256, -100.0f}};
   EXPECT_EQ(on.rules.logit_bias, bias);
