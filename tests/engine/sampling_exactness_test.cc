@@ -65,7 +65,11 @@ std::vector<double> ExactJoint(DecoderModel& target, const std::vector<int32_t>&
     EXPECT_TRUE(target.Forward(batch, cache, &out).ok());
     double p = 1.0;
     for (int i = 0; i < length; ++i) {
-      TargetDistribution(std::span(out.logits).subspan((n - 1 + i) * vocab, vocab), params, &probs);
+      // The row after the request's logit rules, with the sequence's tokens before it as output.
+      std::vector<float> row(out.logits.begin() + (n - 1 + i) * vocab,
+                             out.logits.begin() + (n + i) * vocab);
+      ApplyLogitRules(params.rules, prompt, std::span(sequence).first(i), {}, row, vocab);
+      TargetDistribution(row, params, &probs);
       p *= probs[sequence[i]];
     }
     joint[cell] = p;
@@ -357,6 +361,26 @@ TEST(SamplingExactnessTest, DistributionDraftingOverAReducedVocabularyWithADomin
                .vocab = 18,
                .length = 2,
                .proposer = Proposer::kDominoSubset,
+               .min_accepted = kSamples / 20,
+               .draft_sampling = DraftSampling::kDistribution});
+}
+
+// The logit rules and min_p: P after a bias and the three penalties, each row counting the drafts
+// before it as output; drafts argmax (the planted drafter) or drawn from the drafter's
+// unpenalised Q.
+const SamplingParams kRuled{.temperature = 1.0f,
+                            .min_p = 0.05f,
+                            .rules = {.logit_bias = {{2, 1.0f}},
+                                      .presence_penalty = 0.7f,
+                                      .frequency_penalty = 0.4f,
+                                      .repetition_penalty = 1.5f}};
+
+TEST(SamplingExactnessTest, DFlashWithLogitRulesAndMinP) { ExpectExactSampling("dflash", kRuled); }
+
+TEST(SamplingExactnessTest, DistributionDraftingWithLogitRulesAndMinP) {
+  ExpectExact({.mode = "dflash",
+               .base = kRuled,
+               .proposer = Proposer::kDFlash,
                .min_accepted = kSamples / 20,
                .draft_sampling = DraftSampling::kDistribution});
 }
