@@ -273,6 +273,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
          "Divides positive, multiplies negative logits of prompt and output tokens, 0.01 to 100 "
          "(1: off)")
       ->capture_default_str();
+  cmd->add_option("--min-tokens", args->rules.min_tokens,
+                  "No stop id (EOS) ends an output before it holds this many tokens")
+      ->capture_default_str();
   cmd->add_option("--logit-bias", args->logit_bias,
                   "TOKEN_ID=BIAS added to that token's logit, -100 to 100 (repeatable)");
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")

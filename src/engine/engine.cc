@@ -202,7 +202,8 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerationPar
   if (prompt.empty()) return InvalidArgument("prompt: expected at least one token");
   DSCALE_RETURN_IF_ERROR(CheckTokenIds(prompt, target_.config().vocab_size, "prompt"));
   DSCALE_RETURN_IF_ERROR(ValidateParams(params, static_cast<bool>(config_.token_text)));
-  DSCALE_RETURN_IF_ERROR(CheckLogitRules(params.sampling.rules, target_.config().vocab_size));
+  DSCALE_RETURN_IF_ERROR(
+      CheckLogitRules(params.sampling.rules, target_.config().vocab_size, params.max_tokens));
   return CheckRequestLength(static_cast<int64_t>(prompt.size()), params.max_tokens);
 }
 

@@ -297,8 +297,12 @@ void Engine::AcceptRows(const TargetPass& pass, std::span<RequestState* const> r
     DSCALE_CHECK(!pass.on_device() && pass.out == &out_);
     const AcceptRequest& a = accepting[i];
     const auto rows = static_cast<int64_t>(a.drafts.size()) + 1;
-    ApplyLogitRules(rules, std::span(r.tokens).first(r.prompt_len), r.output(), a.drafts,
-                    std::span(out_.logits).subspan(a.logits_row * vocab, rows * vocab), vocab);
+    const std::span<float> logits =
+        std::span(out_.logits).subspan(a.logits_row * vocab, rows * vocab);
+    ApplyLogitRules(rules, std::span(r.tokens).first(r.prompt_len), r.output(), a.drafts, logits,
+                    vocab);
+    HoldBackStopIds(rules, static_cast<int64_t>(r.output().size()), r.params.stop_ids, logits,
+                    vocab);
   }
   backend_.Accept(pass, accepting, outcomes);
 }

@@ -350,6 +350,37 @@ Error ParseRepetitionPenalty(const json& v, const std::string& name, ApiRequest*
   return std::nullopt;
 }
 
+Error ParseMinTokens(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<int64_t> x = ApiInteger(v);
+  // At most max_tokens: the engine's check, which knows the max_tokens default.
+  if (!x || *x < 0 || *x > std::numeric_limits<int32_t>::max()) {
+    return BadField(name, "expected an integer >= 0" + Got(v));
+  }
+  r->rules.min_tokens = static_cast<int32_t>(*x);
+  return std::nullopt;
+}
+
+Error ParseStopTokenIds(const json& v, const std::string& name, ApiRequest* r) {
+  r->stop_token_ids.clear();
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_array()) return BadField(name, "expected an array of token ids" + Got(v));
+  if (v.size() > kMaxStopTokenIds) {
+    return BadField(name, "at most " + std::to_string(kMaxStopTokenIds) + " ids, got " +
+                              std::to_string(v.size()));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    // An id the model never generates never ends the output: no vocabulary check needed.
+    const std::optional<int64_t> id = ApiInteger(v[i]);
+    if (!id || *id < 0 || *id > std::numeric_limits<int32_t>::max()) {
+      return BadField(name + "[" + std::to_string(i) + "]",
+                      "expected a token id (a non-negative 32-bit integer)" + Got(v[i]));
+    }
+    r->stop_token_ids.push_back(*id);
+  }
+  return std::nullopt;
+}
+
 Error ParseMinP(const json& v, const std::string& name, ApiRequest* r) {
   return ParseNumberIn(v, name, 0.0, 1.0, &r->min_p);
 }
@@ -496,6 +527,8 @@ constexpr FieldRule kFields[] = {
     {"metadata", kBoth, ParseObject},
     {"store", kBoth, ParseBool},
     {"min_p", kBoth, ParseMinP},
+    {"min_tokens", kBoth, ParseMinTokens},
+    {"stop_token_ids", kBoth, ParseStopTokenIds},
     {"presence_penalty", kBoth, ParsePresencePenalty},
     {"frequency_penalty", kBoth, ParseFrequencyPenalty},
     {"repetition_penalty", kBoth, ParseRepetitionPenalty},

@@ -10,8 +10,11 @@
 //             presence_penalty / frequency_penalty [-2, 2], repetition_penalty [0.01, 100] (1 =
 //             off), logit_bias ({"token id": bias in [-100, 100]}, at most kMaxLogitBiasTokens; the
 //             rules of spec/logit_rules.h), ignore_eos (vLLM's extension: generate max_tokens
-//             tokens even past end-of-sequence tokens, as benchmarks need); top_k, min_p and
-//             repetition_penalty are vLLM's and SGLang's extensions
+//             tokens even past end-of-sequence tokens, as benchmarks need), stop_token_ids
+//             (up to kMaxStopTokenIds ids that end the output as EOS does), min_tokens (0 to
+//             max_tokens: no stop id ends the output before it holds that many); top_k, min_p,
+//             repetition_penalty, stop_token_ids and min_tokens are vLLM's extensions (the
+//             first three SGLang's too)
 //   completions  prompt (required: a string, token ids, or a one-element array of either),
 //             logprobs (null, or 0 to 20: the chosen token's and that many top tokens'),
 //             echo (false only), best_of (1 only), suffix (empty only)
@@ -42,6 +45,7 @@ inline constexpr int kMaxJsonDepth = 64;
 inline constexpr size_t kMaxStopStrings = 4;
 // The most choices (`n`) one request may ask for: each is a request of its own in the engine.
 inline constexpr int32_t kMaxChoices = 16;
+inline constexpr size_t kMaxStopTokenIds = 64;
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
@@ -60,7 +64,8 @@ struct ApiRequest {
   std::optional<int32_t> top_k;  // 0: off
   std::optional<float> min_p;    // 0: off
   std::optional<float> repetition_penalty;
-  LogitRules rules;  // logit_bias and the presence and frequency penalties
+  LogitRules rules;  // logit_bias, the presence and frequency penalties, min_tokens
+  std::vector<int64_t> stop_token_ids;  // vLLM's: ids that end the output too
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool stream = false;

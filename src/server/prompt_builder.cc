@@ -178,6 +178,7 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
       p.stop_ids.insert(p.stop_ids.end(), model.chat_stop_ids.begin(), model.chat_stop_ids.end());
     }
   }
+  p.stop_ids.insert(p.stop_ids.end(), request.stop_token_ids.begin(), request.stop_token_ids.end());
   p.stop_strings = request.stop;
   p.logprobs = {.enabled = request.logprobs, .top = request.top_logprobs};
   return std::nullopt;

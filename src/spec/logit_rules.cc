@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <unordered_map>
 
@@ -30,7 +31,11 @@ struct Seen {
 
 }  // namespace
 
-Status CheckLogitRules(const LogitRules& rules, int64_t vocab) {
+Status CheckLogitRules(const LogitRules& rules, int64_t vocab, int32_t max_tokens) {
+  if (rules.min_tokens < 0 || rules.min_tokens > max_tokens) {
+    return InvalidArgument("min_tokens: expected 0 to max_tokens (" + std::to_string(max_tokens) +
+                           "), got " + std::to_string(rules.min_tokens));
+  }
   DSCALE_RETURN_IF_ERROR(CheckPenalty(rules.presence_penalty, "presence_penalty"));
   DSCALE_RETURN_IF_ERROR(CheckPenalty(rules.frequency_penalty, "frequency_penalty"));
   if (!(rules.repetition_penalty >= kMinRepetitionPenalty &&
@@ -92,6 +97,17 @@ void ApplyLogitRules(const LogitRules& rules, std::span<const int32_t> prompt,
       x[token] = v;
     }
     if (j + 1 < k && (repetition || counted)) ++seen[drafts[static_cast<size_t>(j)]].count;
+  }
+}
+
+void HoldBackStopIds(const LogitRules& rules, int64_t output_len, std::span<const int64_t> stop_ids,
+                     std::span<float> rows, int64_t vocab) {
+  DSCALE_CHECK(vocab > 0 && rows.size() % static_cast<size_t>(vocab) == 0);
+  const auto k = static_cast<int64_t>(rows.size()) / vocab;
+  for (int64_t j = 0; j < k && output_len + j < rules.min_tokens; ++j) {
+    for (const int64_t id : stop_ids) {
+      if (id >= 0 && id < vocab) rows[j * vocab + id] = std::numeric_limits<float>::lowest();
+    }
   }
 }
 

@@ -13,6 +13,10 @@
 //   x −= c · frequency_penalty + (c > 0 ? presence_penalty : 0)      (output only)
 // which is vLLM's order (the bias, then the penalties) and its scopes. Every token's result
 // depends on that token's own terms alone, so the order tokens are visited in does not matter.
+// vLLM's min_tokens is one more rule, HoldBackStopIds: in a row whose output before it holds
+// fewer than min_tokens tokens, every stop id's logit becomes the lowest float (probability 0,
+// never the argmax), so no stop id ends the request before it has min_tokens tokens (stop
+// strings still end it: the text is cut where one first appears, as OpenAI's `stop` says).
 // The log-probabilities a request asks for are those of the rows after the rules (the
 // distribution its tokens were chosen from; spec/logprobs.h).
 
@@ -40,21 +44,28 @@ struct LogitRules {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;
+  int32_t min_tokens = 0;  // HoldBackStopIds; 0: off
 
   bool empty() const {
     return logit_bias.empty() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
-           repetition_penalty == 1.0f;
+           repetition_penalty == 1.0f && min_tokens == 0;
   }
 };
 
-// OK when every value is in its range and every biased token is below `vocab`; otherwise
-// InvalidArgument naming the request field ("logit_bias: ...", "presence_penalty: ...").
-Status CheckLogitRules(const LogitRules& rules, int64_t vocab);
+// OK when every value is in its range, every biased token is below `vocab` and min_tokens is at
+// most max_tokens; otherwise InvalidArgument naming the request field ("logit_bias: ...",
+// "presence_penalty: ...").
+Status CheckLogitRules(const LogitRules& rules, int64_t vocab, int32_t max_tokens);
 
 // Applies `rules` in place to one request's consecutive logits rows [rows.size() / vocab, vocab]:
 // row j follows prompt, output and drafts[0, j). drafts holds at least rows − 1 tokens.
 void ApplyLogitRules(const LogitRules& rules, std::span<const int32_t> prompt,
                      std::span<const int32_t> output, std::span<const int32_t> drafts,
+                     std::span<float> rows, int64_t vocab);
+
+// rules.min_tokens on the same rows: row j follows output_len + j output tokens. Stop ids outside
+// the vocabulary are never chosen anyway and are skipped.
+void HoldBackStopIds(const LogitRules& rules, int64_t output_len, std::span<const int64_t> stop_ids,
                      std::span<float> rows, int64_t vocab);
 
 }  // namespace dscale

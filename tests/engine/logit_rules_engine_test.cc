@@ -1,4 +1,5 @@
-// Logit rules (spec/logit_rules.h: logit_bias, presence, frequency and repetition penalties)
+// Logit rules (spec/logit_rules.h: logit_bias, presence, frequency and repetition penalties,
+// min_tokens)
 // through the engine: plain decoding with them equals a reference that applies them after one
 // plain forward over the prompt and the output so far, and every length policy at c = 1 and 16
 // commits plain decoding's tokens, greedy and sampled — the drafts a row follows count as its
@@ -46,6 +47,7 @@ std::vector<int32_t> ReferenceGreedy(TargetModel& target, const std::vector<int3
   while (static_cast<int32_t>(output.size()) < kMaxTokens) {
     std::vector<float> logits = testing::NextTokenLogits(target, context);
     ApplyLogitRules(rules, prompt, output, {}, logits, vocab);
+    HoldBackStopIds(rules, static_cast<int64_t>(output.size()), stops, logits, vocab);
     // The lowest id among ties, as the engine's argmax.
     const auto next = static_cast<int32_t>(std::ranges::max_element(logits) - logits.begin());
     output.push_back(next);
@@ -116,6 +118,34 @@ TEST_F(LogitRulesEngineTest, GreedyOutputIsTheReferencesInEveryModeAndConcurrenc
   EXPECT_GT(changed, static_cast<int>(prompts.size()) / 2) << "the rules change the outputs";
 }
 
+// min_tokens against a stop id the target often says early: no output ends before 8 tokens,
+// some end at the stop after them, plain decoding is the reference's and every mode plain's.
+TEST_F(LogitRulesEngineTest, MinTokensHoldsStopIdsBack) {
+  const DecoderConfig& c = target_.config();
+  const auto prompts = RandomPrompts(16, c.vocab_size, 47);
+  // The token plain greedy decoding says most often in the first four positions.
+  std::vector<int32_t> counts(c.vocab_size, 0);
+  for (const auto& prompt : prompts) {
+    const std::vector<int32_t> out = ReferenceGreedy(target_, prompt, {}, {});
+    for (size_t i = 0; i < 4; ++i) ++counts[out[i]];
+  }
+  const auto stop = static_cast<int64_t>(std::ranges::max_element(counts) - counts.begin());
+  const GenerationParams params{
+      .max_tokens = kMaxTokens, .sampling = {.rules = {.min_tokens = 8}}, .stop_ids = {stop}};
+  const std::vector<std::vector<int32_t>> plain =
+      ExpectEveryModeAgrees(target_, predictor_, params, prompts);
+  int ended_at_stop = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(FirstDifference(plain[i], ReferenceGreedy(target_, prompts[i], params.sampling.rules,
+                                                        params.stop_ids)),
+              "")
+        << "prompt " << i;
+    EXPECT_GE(plain[i].size(), 8u);
+    ended_at_stop += plain[i].size() < static_cast<size_t>(kMaxTokens);
+  }
+  EXPECT_GT(ended_at_stop, 0) << "the stop id still ends outputs after min_tokens";
+}
+
 TEST_F(LogitRulesEngineTest, SampledOutputIsPlainSamplingsInEveryModeAndConcurrency) {
   const DecoderConfig& c = target_.config();
   const auto prompts = RandomPrompts(16, c.vocab_size, 43);
@@ -162,6 +192,7 @@ TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {
   EXPECT_TRUE(refusal({.rules = {.presence_penalty = 3.0f}}).starts_with("presence_penalty: "));
   EXPECT_TRUE(refusal({.rules = {.repetition_penalty = -1.0f}}).starts_with("repetition_penalty"));
   EXPECT_TRUE(refusal({.temperature = 1.0f, .min_p = 2.0f}).starts_with("min_p: "));
+  EXPECT_TRUE(refusal({.rules = {.min_tokens = 5}}).starts_with("min_tokens: "));
 }
 
 }  // namespace

@@ -118,6 +118,17 @@ TEST(OpenAiRequestTest, PenaltiesBiasAndMinP) {
   EXPECT_EQ(on.rules.logit_bias, bias);
 }
 
+TEST(OpenAiRequestTest, MinTokensAndStopTokenIds) {
+  const ApiRequest r = ParseOk(kCompletions, R"({"model": "m", "prompt": "x", "min_tokens": 5,
+      "stop_token_ids": [7, 2.0]})");
+  EXPECT_EQ(r.rules.min_tokens, 5);
+  EXPECT_EQ(r.stop_token_ids, (std::vector<int64_t>{7, 2}));
+  const ApiRequest none = ParseOk(kChat, R"({"model": "m", "min_tokens": null,
+      "stop_token_ids": null, "messages": [{"role": "user", "content": "x"}]})");
+  EXPECT_EQ(none.rules.min_tokens, 0);
+  EXPECT_TRUE(none.stop_token_ids.empty());
+}
+
 TEST(OpenAiRequestTest, LogprobsInEachEndpointsForm) {
   const ApiRequest none = ParseOk(kCompletions, R"({"model": "m", "prompt": "x"})");
   EXPECT_FALSE(none.logprobs);
@@ -170,6 +181,13 @@ TEST(OpenAiRequestTest, ChatMessages) {
   EXPECT_TRUE(ParseOk(kChat, chat + R"("chat_template_kwargs": {"enable_thinking": true}})")
                   .enable_thinking);
   EXPECT_FALSE(ParseOk(kChat, chat + R"("chat_template_kwargs": null})").enable_thinking);
+}
+
+// "[0, 0, ...]" with n zeros.
+std::string ZerosArray(int n) {
+  std::string text = "[";
+  for (int i = 0; i < n; ++i) text += i == 0 ? "0" : ", 0";
+  return text + "]";
 }
 
 struct BadCase {
@@ -289,6 +307,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kCompletions, "{" + kOk + R"(, "repetition_penalty": 1000})", 400,
                 "repetition_penalty"},
         BadCase{kCompletions, "{" + kOk + R"(, "min_p": 1.5})", 400, "min_p"},
+        BadCase{kCompletions, "{" + kOk + R"(, "min_tokens": -1})", 400, "min_tokens"},
+        BadCase{kChat, "{" + kChatOk + R"(, "min_tokens": 1.5})", 400, "min_tokens"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stop_token_ids": 5})", 400, "stop_token_ids"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stop_token_ids": [1, -1]})", 400,
+                "stop_token_ids[1]"},
+        BadCase{kCompletions, "{" + kOk + R"(, "stop_token_ids": )" + ZerosArray(65) + "}", 400,
+                "stop_token_ids"},
         BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": [1]})", 400, "logit_bias"},
         BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": 101}})", 400, "logit_bias.5"},
         BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": null}})", 400, "logit_bias.5"},

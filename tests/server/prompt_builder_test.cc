@@ -156,6 +156,14 @@ TEST(PromptBuilderTest, IgnoreEosDropsTheStopIds) {
       R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "ignore_eos": true})",
       &p, Endpoint::kChatCompletions));
   EXPECT_TRUE(p.params.stop_ids.empty());
+  // stop_token_ids are the request's own: kept with ignore_eos, after the model's without it.
+  ASSERT_FALSE(Prepare(R"({"model": "tiny", "prompt": "Hi", "ignore_eos": true,
+                           "stop_token_ids": [40, 41], "min_tokens": 3})",
+                       &p));
+  EXPECT_EQ(p.params.stop_ids, (std::vector<int64_t>{40, 41}));
+  EXPECT_EQ(p.params.sampling.rules.min_tokens, 3);
+  ASSERT_FALSE(Prepare(R"({"model": "tiny", "prompt": "Hi", "stop_token_ids": [40]})", &p));
+  EXPECT_EQ(p.params.stop_ids, (std::vector<int64_t>{509, 40}));
 }
 
 TEST(PromptBuilderTest, UserContentCannotInjectControlTokens) {

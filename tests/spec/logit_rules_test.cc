@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -108,15 +109,27 @@ TEST(LogitRulesTest, RepetitionCountsThePromptOnceAndShrinksEitherSign) {
   EXPECT_EQ(row, (std::vector<float>{1.5f, -6.0f, 3.0f}));
 }
 
+TEST(LogitRulesTest, StopIdsAreHeldBackUntilTheOutputHoldsMinTokens) {
+  // Rows follow 2, 3 and 4 output tokens; min_tokens 4 holds the stops back in the first two.
+  const LogitRules rules{.min_tokens = 4};
+  const std::vector<int64_t> stops = {1, 3, 99};  // 99: outside the vocabulary, skipped
+  std::vector<float> rows(3 * 5, 2.0f);
+  HoldBackStopIds(rules, 2, stops, rows, 5);
+  const float low = std::numeric_limits<float>::lowest();
+  EXPECT_EQ(rows, (std::vector<float>{2, low, 2, low, 2, 2, low, 2, low, 2, 2, 2, 2, 2, 2}));
+}
+
 TEST(LogitRulesTest, ChecksNameTheField) {
-  EXPECT_TRUE(CheckLogitRules({}, 10).ok());
+  EXPECT_TRUE(CheckLogitRules({}, 10, 16).ok());
   EXPECT_TRUE(CheckLogitRules({.logit_bias = {{0, -100.0f}, {9, 100.0f}},
                                .presence_penalty = -2.0f,
                                .frequency_penalty = 2.0f,
                                .repetition_penalty = 0.1f},
-                              10)
+                              10, 16)
                   .ok());
-  const auto message = [](const LogitRules& rules) { return CheckLogitRules(rules, 10).message(); };
+  const auto message = [](const LogitRules& rules) {
+    return CheckLogitRules(rules, 10, 16).message();
+  };
   EXPECT_TRUE(message({.logit_bias = {{10, 1.0f}}}).starts_with("logit_bias: token 10 is not"));
   EXPECT_TRUE(message({.logit_bias = {{-1, 1.0f}}}).starts_with("logit_bias: token -1 is not"));
   EXPECT_TRUE(message({.logit_bias = {{3, 1.0f}, {3, 2.0f}}}).starts_with("logit_bias: tokens"));
@@ -127,11 +140,14 @@ TEST(LogitRulesTest, ChecksNameTheField) {
   EXPECT_TRUE(message({.repetition_penalty = 0.0f}).starts_with("repetition_penalty: "));
   EXPECT_TRUE(message({.repetition_penalty = 0.005f}).starts_with("repetition_penalty: "));
   EXPECT_TRUE(message({.repetition_penalty = 101.0f}).starts_with("repetition_penalty: "));
-  EXPECT_TRUE(CheckLogitRules({.repetition_penalty = 0.01f}, 10).ok());
-  EXPECT_TRUE(CheckLogitRules({.repetition_penalty = 100.0f}, 10).ok());
+  EXPECT_TRUE(CheckLogitRules({.repetition_penalty = 0.01f}, 10, 16).ok());
+  EXPECT_TRUE(CheckLogitRules({.repetition_penalty = 100.0f}, 10, 16).ok());
+  EXPECT_TRUE(message({.min_tokens = 17}).starts_with("min_tokens: "));
+  EXPECT_TRUE(message({.min_tokens = -1}).starts_with("min_tokens: "));
+  EXPECT_TRUE(CheckLogitRules({.min_tokens = 16}, 10, 16).ok());
   LogitRules many;
   for (int32_t t = 0; t <= kMaxLogitBiasTokens; ++t) many.logit_bias.emplace_back(t, 1.0f);
-  EXPECT_TRUE(CheckLogitRules(many, 1 << 20).message().starts_with("logit_bias: at most"));
+  EXPECT_TRUE(CheckLogitRules(many, 1 << 20, 16).message().starts_with("logit_bias: at most"));
 }
 
 }  // namespace

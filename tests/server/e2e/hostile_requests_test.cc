@@ -109,6 +109,9 @@ void AddWrongFields(std::vector<Hostile>* out) {
       {"presence_penalty", "3"},
       {"frequency_penalty", "-2.5"},
       {"repetition_penalty", "0"},
+      {"min_tokens", "-1"},
+      {"min_tokens", "5"},  // more than the body's max_tokens of 4: the engine's refusal
+      {"stop_token_ids", "[-1]"},
       {"min_p", "-0.1"},
       {"logit_bias", "{\"1\": 500}"},
       {"logit_bias", "{\"x\": 5}"},
