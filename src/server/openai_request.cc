@@ -208,7 +208,9 @@ Error ParseMaxTokens(const json& v, const std::string& name, ApiRequest* r) {
 Error ParseTemperature(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
   const std::optional<double> x = JsonNumber(v);
-  if (!x || *x < 0.0 || *x > 2.0) return BadField(name, "expected a number in [0, 2]" + Got(v));
+  if (!x || *x < 0.0 || *x > kMaxTemperature) {
+    return BadField(name, "expected a number in [0, 2]" + Got(v));
+  }
   r->temperature = static_cast<float>(*x);
   return std::nullopt;
 }

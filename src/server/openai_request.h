@@ -23,8 +23,8 @@
 //             tool_choice ("none" only), parallel_tool_calls, response_format ({"type": "text"}
 //             only)
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
-// n, seed, top_k, logprobs, top_logprobs, token ids), a float without a fractional part is that
-// integer (1.0 is 1), under the same range checks.
+// n, seed, top_k, min_tokens, logprobs, top_logprobs, token ids), a float without a fractional part
+// is that integer (1.0 is 1), under the same range checks.
 
 #include <cstdint>
 #include <optional>
@@ -46,6 +46,8 @@ inline constexpr size_t kMaxStopStrings = 4;
 // The most choices (`n`) one request may ask for: each is a request of its own in the engine.
 inline constexpr int32_t kMaxChoices = 16;
 inline constexpr size_t kMaxStopTokenIds = 64;
+// OpenAI's bound on temperature (a model's recommended default is held to it too).
+inline constexpr double kMaxTemperature = 2.0;
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletions;

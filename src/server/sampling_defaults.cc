@@ -7,6 +7,7 @@
 
 #include "io/file_util.h"
 #include "io/json_util.h"
+#include "server/openai_request.h"
 #include "spec/logit_rules.h"
 
 namespace dscale::server {
@@ -62,7 +63,8 @@ Result<SamplingDefaults> LoadSamplingDefaults(const std::string& dir) {
   }
   SamplingDefaults d;
   // The ranges a request may send (server/openai_request.h).
-  DSCALE_RETURN_IF_ERROR(ReadNumberIn(*root, path, "temperature", 0.0, 2.0, &d.temperature));
+  DSCALE_RETURN_IF_ERROR(
+      ReadNumberIn(*root, path, "temperature", 0.0, kMaxTemperature, &d.temperature));
   DSCALE_RETURN_IF_ERROR(ReadNumberIn(*root, path, "top_p", 0.0, 1.0, &d.top_p));
   DSCALE_RETURN_IF_ERROR(ReadNumberIn(*root, path, "min_p", 0.0, 1.0, &d.min_p));
   DSCALE_RETURN_IF_ERROR(ReadNumberIn(*root, path, "repetition_penalty", kMinRepetitionPenalty,
