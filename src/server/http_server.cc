@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "dvl/deterministic_random.h"
+#include "server/choice_events.h"
 #include "server/connection_watch.h"
 #include "server/guarded_stream.h"
 #include "server/head_reader.h"
@@ -38,10 +39,6 @@ ConnectionWatch WatchOf(const httplib::Request& req) {
   const GuardedStream* stream = GuardedStream::Current();
   if (stream == nullptr) return ConnectionWatch(std::move(address));
   return ConnectionWatch(std::move(address), stream->socket());
-}
-
-const char* FinishReasonText(Outcome outcome) {
-  return outcome == Outcome::kStop ? "stop" : "length";
 }
 
 // The route label for metrics: the known paths, everything else "other".
@@ -94,28 +91,6 @@ ApiError TransportError(int status, const ConnectionLimits& limits) {
   }
   if (status >= 500) return InternalError("the server could not handle the request");
   return {.status = status, .message = "the request could not be read as HTTP"};
-}
-
-// The SSE events of one choice's channel update: new text (with its logprobs), and at its end
-// the finishing chunk. `text_offset`: the choice's characters so far, which logprobs' text offsets
-// count from. The error of a failed choice, the usage and [DONE] are the stream's (StreamStep).
-std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t index,
-                         const RequestChannel::Update& u, int64_t* text_offset) {
-  std::string out;
-  if (!u.text.empty() || !u.logprobs.empty()) {
-    out += SseEvent(ChunkJson(meta, {.index = index,
-                                     .text = u.text,
-                                     .logprobs = u.logprobs,
-                                     .text_offset = *text_offset,
-                                     .with_usage_null = include_usage}));
-    *text_offset += TextLength(u.logprobs);
-  }
-  if (u.done && u.outcome != Outcome::kError) {
-    out += SseEvent(ChunkJson(meta, {.index = index,
-                                     .finish_reason = FinishReasonText(u.outcome),
-                                     .with_usage_null = include_usage}));
-  }
-  return out;
 }
 
 // The seed of choice `index` of a request seeded `seed`: the seed itself for the first, so n = 1
@@ -240,6 +215,7 @@ struct HttpServer::Stream {
   bool finished = false;                        // [DONE] went out
   std::vector<uint8_t> choice_done;             // [n] the choice's last update was read
   std::vector<int64_t> text_offset;             // [n] characters of the tokens sent (logprobs)
+  std::vector<ToolCallStream> tool_calls;       // [n] where the output's calls are read, else []
   Usage usage;                                  // the prompt once, the choices' tokens summed
   Clock::time_point last_check = Clock::now();  // of the client's connection
   Clock::time_point last_write = Clock::now();
@@ -434,16 +410,32 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
                                          .count(),
                           .model = model_.name,
                           .logprobs = api.logprobs};
+  std::vector<ToolCallStream> tool_calls = ToolCallReaders(api, serial ^ salt_);
   if (!api.stream) {
-    ReplyBlocking(req, res, generation, meta);
+    ReplyBlocking(req, res, generation, meta, std::move(tool_calls));
     return false;
   }
-  ReplyStreaming(req, res, std::move(generation), meta, api.include_usage);
+  ReplyStreaming(req, res, std::move(generation), meta, api.include_usage, std::move(tool_calls));
   return true;  // the stream's releaser ends the count
 }
 
+std::vector<ToolCallStream> HttpServer::ToolCallReaders(const ApiRequest& api,
+                                                        uint64_t id_seed) const {
+  std::vector<ToolCallStream> readers;
+  if (api.tools.empty() || !api.tool_choice_auto) return readers;
+  const ChatFormat format = ChatFormatOf(tokenizer_);
+  const std::optional<ToolCallMarkers> markers = ToolCallMarkersOf(format);
+  if (!markers) return readers;  // PrepareRequest refused the tools
+  const ToolParameterTypes types(api.tools);
+  for (int32_t i = 0; i < api.n; ++i) {
+    readers.emplace_back(format, *markers, types, dvl::SplitMix64Mix(id_seed + i));
+  }
+  return readers;
+}
+
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
-                               const Generation& generation, const ResponseMeta& meta) {
+                               const Generation& generation, const ResponseMeta& meta,
+                               std::vector<ToolCallStream> tool_calls) {
   ConnectionWatch watch = WatchOf(req);
   std::vector<Choice> choices;
   Usage usage;
@@ -463,23 +455,23 @@ void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& r
     }
     usage.prompt_tokens = update.usage.prompt_tokens;
     usage.completion_tokens += update.usage.completion_tokens;
-    choices.push_back({.text = std::move(update.text),
-                       .finish_reason = FinishReasonText(update.outcome),
-                       .logprobs = std::move(update.logprobs)});
+    ToolCallStream* tools = tool_calls.empty() ? nullptr : &tool_calls[choices.size()];
+    choices.push_back(WholeChoice(std::move(update), tools));
   }
   res.set_content(Dump(CompletionJson(meta, choices, usage)), kJson);
 }
 
 void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& res,
-                                Generation generation, const ResponseMeta& meta,
-                                bool include_usage) {
+                                Generation generation, const ResponseMeta& meta, bool include_usage,
+                                std::vector<ToolCallStream> tool_calls) {
   const size_t n = generation.channels.size();
   auto stream = std::make_shared<Stream>(Stream{.generation = std::move(generation),
                                                 .meta = meta,
                                                 .include_usage = include_usage,
                                                 .watch = WatchOf(req),
                                                 .choice_done = std::vector<uint8_t>(n, 0),
-                                                .text_offset = std::vector<int64_t>(n, 0)});
+                                                .text_offset = std::vector<int64_t>(n, 0),
+                                                .tool_calls = std::move(tool_calls)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must pass events on as they come
   res.set_chunked_content_provider(
@@ -516,7 +508,8 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     if (s.choice_done[i]) continue;
     RequestChannel::Update u;
     if (s.generation.channels[i]->Wait(out.empty() ? wait : std::chrono::milliseconds(0), &u)) {
-      out += ChoiceEvents(s.meta, s.include_usage, i, u, &s.text_offset[i]);
+      ToolCallStream* tools = s.tool_calls.empty() ? nullptr : &s.tool_calls[i];
+      out += ChoiceEvents(s.meta, s.include_usage, i, u, tools, &s.text_offset[i]);
       if (u.done) {
         s.choice_done[i] = 1;
         s.usage.prompt_tokens = u.usage.prompt_tokens;

@@ -32,6 +32,7 @@
 #include "server/connection_limits.h"
 #include "server/engine_loop.h"
 #include "server/prompt_builder.h"
+#include "server/tool_call_stream.h"
 
 namespace httplib {
 class Server;
@@ -95,10 +96,15 @@ class HttpServer {
   std::optional<ApiError> Validate(Endpoint endpoint, const httplib::Request& req, uint64_t serial,
                                    ApiRequest* api, PreparedRequest* prepared);
   void Reply(httplib::Response& res, const ApiError& error);
+  // One reader of the output's calls to tools per choice, or none where the request's calls are
+  // left in the text (no tools, or tool_choice "none").
+  std::vector<ToolCallStream> ToolCallReaders(const ApiRequest& api, uint64_t id_seed) const;
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
-                     const Generation& generation, const ResponseMeta& meta);
+                     const Generation& generation, const ResponseMeta& meta,
+                     std::vector<ToolCallStream> tool_calls);
   void ReplyStreaming(const httplib::Request& req, httplib::Response& res, Generation generation,
-                      const ResponseMeta& meta, bool include_usage);
+                      const ResponseMeta& meta, bool include_usage,
+                      std::vector<ToolCallStream> tool_calls);
   bool StreamStep(Stream& stream, httplib::DataSink& sink);
   void HandleHealth(httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);

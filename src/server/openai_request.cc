@@ -4,10 +4,12 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "io/json_util.h"
+#include "io/tokenizer/chat_json.h"
 #include "io/tokenizer/utf8.h"
 #include "spec/logprobs.h"
 
@@ -127,6 +129,70 @@ Error ParseContent(const json& v, const std::string& name, bool may_be_null, std
 
 bool IsNullOrEmptyArray(const json& v) { return v.is_null() || (v.is_array() && v.empty()); }
 
+// OpenAI's rule for a function's name: what the template writes between quotes and the output's
+// calls name.
+bool IsFunctionName(const json& v) {
+  if (!v.is_string()) return false;
+  const std::string& name = v.get_ref<const std::string&>();
+  if (name.empty() || name.size() > kMaxFunctionNameBytes) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+const char* const kFunctionNameRule =
+    "expected a function name (1 to 64 of a-z, A-Z, 0-9, _ and -)";
+
+// An object's members other than `allowed` are errors naming them.
+Error CheckMembers(const json& v, const std::string& name,
+                   std::initializer_list<std::string_view> allowed) {
+  for (const auto& [key, value] : v.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      return BadField(name + "." + ShortKey(key), "unrecognized field");
+    }
+  }
+  return std::nullopt;
+}
+
+// An assistant message's calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+// Arguments given as a string are written back as given; an object's text is filled in by
+// RenderInOrder (the template writes its members in the order sent).
+Error ParseMessageToolCalls(const json& v, const std::string& name, ChatMessage* m) {
+  if (!v.is_array()) return BadField(name, "expected an array of tool calls" + Got(v));
+  for (size_t j = 0; j < v.size(); ++j) {
+    const std::string where = name + "[" + std::to_string(j) + "]";
+    const json& call = v[j];
+    if (!call.is_object()) return BadField(where, "expected an object" + Got(call));
+    if (Error e = CheckMembers(call, where, {"id", "type", "function"})) return e;
+    if (call.contains("type") && call["type"] != "function") {
+      return BadField(where + ".type", "expected \"function\"" + Got(call["type"]));
+    }
+    if (call.contains("id") && !call["id"].is_string()) {
+      return BadField(where + ".id", "expected a string" + Got(call["id"]));
+    }
+    const auto function = call.find("function");
+    if (function == call.end() || !function->is_object()) {
+      return BadField(where + ".function", "expected an object with name and arguments");
+    }
+    if (Error e = CheckMembers(*function, where + ".function", {"name", "arguments"})) return e;
+    const auto fname = function->find("name");
+    if (fname == function->end() || !IsFunctionName(*fname)) {
+      return BadField(where + ".function.name",
+                      kFunctionNameRule + (fname == function->end() ? "" : Got(*fname)));
+    }
+    const auto arguments = function->find("arguments");
+    if (arguments == function->end() || (!arguments->is_string() && !arguments->is_object())) {
+      return BadField(where + ".function.arguments",
+                      "expected the arguments' JSON text or object" +
+                          (arguments == function->end() ? "" : Got(*arguments)));
+    }
+    m->tool_calls.push_back(
+        {.name = fname->get<std::string>(),
+         .arguments = arguments->is_string() ? arguments->get<std::string>() : std::string()});
+  }
+  return std::nullopt;
+}
+
 // The fields of one message other than role and content.
 Error CheckMessageField(const std::string& key, const json& value, const std::string& where,
                         ChatMessage* m) {
@@ -147,7 +213,8 @@ Error CheckMessageField(const std::string& key, const json& value, const std::st
   }
   if (key == "tool_calls") {
     if (IsNullOrEmptyArray(value)) return std::nullopt;
-    return BadField(name, "tool calls are not supported");
+    if (m->role != "assistant") return BadField(name, "only assistant messages make tool calls");
+    return ParseMessageToolCalls(value, name, m);
   }
   return BadField(name, "unrecognized field");
 }
@@ -472,14 +539,88 @@ Error ParseSuffix(const json& v, const std::string& name, ApiRequest*) {
   return Unsupported(v, name, "an empty suffix");
 }
 
-Error ParseTools(const json& v, const std::string& name, ApiRequest*) {
-  if (IsNullOrEmptyArray(v)) return std::nullopt;
-  return Unsupported(v, name, "an empty list");
+// [{"type": "function", "function": {"name", "description", "parameters", "strict"}}]. Each
+// definition's text is filled in by RenderInOrder.
+Error ParseTools(const json& v, const std::string& name, ApiRequest* r) {
+  r->tools.clear();
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_array()) return BadField(name, "expected an array of tools" + Got(v));
+  if (v.size() > kMaxTools) {
+    return BadField(name, "at most " + std::to_string(kMaxTools) + " tools" + Got(v));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = name + "[" + std::to_string(i) + "]";
+    const json& tool = v[i];
+    if (!tool.is_object()) return BadField(where, "expected an object" + Got(tool));
+    if (Error e = CheckMembers(tool, where, {"type", "function"})) return e;
+    if (!tool.contains("type") || tool["type"] != "function") {
+      return BadField(where + ".type", "expected \"function\"");
+    }
+    const auto function = tool.find("function");
+    if (function == tool.end() || !function->is_object()) {
+      return BadField(where + ".function", "expected an object with the function's name");
+    }
+    const std::string f = where + ".function";
+    if (Error e = CheckMembers(*function, f, {"name", "description", "parameters", "strict"})) {
+      return e;
+    }
+    if (!function->contains("name") || !IsFunctionName((*function)["name"])) {
+      return BadField(f + ".name", kFunctionNameRule);
+    }
+    const json* description = JsonMember(*function, "description");
+    if (description && !description->is_string()) {
+      return BadField(f + ".description", "expected a string" + Got(*description));
+    }
+    const json* parameters = JsonMember(*function, "parameters");
+    if (parameters && !parameters->is_object()) {
+      return BadField(f + ".parameters", "expected a JSON Schema object" + Got(*parameters));
+    }
+    const json* strict = JsonMember(*function, "strict");
+    if (strict && !strict->is_boolean()) {
+      return BadField(f + ".strict", "expected a boolean" + Got(*strict));
+    }
+    r->tools.emplace_back();
+  }
+  return std::nullopt;
 }
 
-Error ParseToolChoice(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || v == "none") return std::nullopt;
-  return Unsupported(v, name, "\"none\"");
+// "auto" (the default) and "none"; "required" and a named function would need the output held to
+// a grammar, which dscale does not do.
+Error ParseToolChoice(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null() || v == "auto") {
+    r->tool_choice_auto = true;
+    return std::nullopt;
+  }
+  if (v == "none") {
+    r->tool_choice_auto = false;
+    return std::nullopt;
+  }
+  return BadField(name, "expected \"auto\" or \"none\"" + Got(v) +
+                            " (forcing a call, \"required\" or a named function, is not "
+                            "supported)");
+}
+
+// The tools' definitions and the object arguments of the history's tool calls, as the template
+// writes them: from the body parsed again keeping members in the order sent.
+void RenderInOrder(std::string_view body, ApiRequest* r) {
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (const auto tools = ordered.find("tools"); tools != ordered.end() && tools->is_array()) {
+    for (size_t i = 0; i < r->tools.size(); ++i) r->tools[i] = TemplateJson((*tools)[i]);
+  }
+  const auto messages = ordered.find("messages");
+  if (messages == ordered.end() || !messages->is_array()) return;
+  for (size_t i = 0; i < r->messages.size(); ++i) {
+    for (size_t j = 0; j < r->messages[i].tool_calls.size(); ++j) {
+      const auto& arguments = (*messages)[i]["tool_calls"][j]["function"]["arguments"];
+      if (arguments.is_object()) r->messages[i].tool_calls[j].arguments = TemplateJson(arguments);
+    }
+  }
+}
+
+bool NeedsRenderInOrder(const ApiRequest& r) {
+  if (!r.tools.empty()) return true;
+  return std::any_of(r.messages.begin(), r.messages.end(),
+                     [](const ChatMessage& m) { return !m.tool_calls.empty(); });
 }
 
 Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest*) {
@@ -634,7 +775,9 @@ std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body
     if (rule == nullptr) return BadField(ShortKey(key), "unrecognized request argument");
     if (Error e = rule->parse(value, key, out)) return e;
   }
-  return CheckRequired(*parsed, endpoint, *out);
+  if (Error e = CheckRequired(*parsed, endpoint, *out)) return e;
+  if (NeedsRenderInOrder(*out)) RenderInOrder(body, out);
+  return std::nullopt;
 }
 
 }  // namespace dscale::server

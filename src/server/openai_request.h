@@ -19,9 +19,10 @@
 //             logprobs (null, or 0 to 20: the chosen token's and that many top tokens'),
 //             echo (false only), best_of (1 only), suffix (empty only)
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
-//             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (empty only),
-//             tool_choice ("none" only), parallel_tool_calls, response_format ({"type": "text"}
-//             only)
+//             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
+//             kMaxTools functions), tool_choice ("auto" or "none"), parallel_tool_calls,
+//             response_format ({"type": "text"} only); an assistant message may carry
+//             tool_calls, a tool message a tool_call_id
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
 // n, seed, top_k, min_tokens, logprobs, top_logprobs, token ids), a float without a fractional part
 // is that integer (1.0 is 1), under the same range checks.
@@ -46,6 +47,9 @@ inline constexpr size_t kMaxStopStrings = 4;
 // The most choices (`n`) one request may ask for: each is a request of its own in the engine.
 inline constexpr int32_t kMaxChoices = 16;
 inline constexpr size_t kMaxStopTokenIds = 64;
+// OpenAI's bounds on a request's tools and a function's name.
+inline constexpr size_t kMaxTools = 128;
+inline constexpr size_t kMaxFunctionNameBytes = 64;
 // OpenAI's bound on temperature (a model's recommended default is held to it too).
 inline constexpr double kMaxTemperature = 2.0;
 
@@ -79,6 +83,11 @@ struct ApiRequest {
   // /v1/chat/completions: chat_template_kwargs.enable_thinking, as vLLM and SGLang take it (the
   // chat format's generation prompt opens a reasoning block, or closes an empty one).
   bool enable_thinking = false;
+  // /v1/chat/completions: the tools' definitions as the chat template's tojson writes them
+  // (chat_json.h; members in the order sent), and whether calls in the output are returned as
+  // tool_calls (tool_choice "auto", the default) or left in the text ("none").
+  std::vector<std::string> tools;
+  bool tool_choice_auto = true;
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).

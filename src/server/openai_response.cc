@@ -26,6 +26,26 @@ ResponseJson LogprobsField(const ResponseMeta& meta, std::span<const LogprobEntr
   return IsChat(meta) ? ChatLogprobsJson(entries) : CompletionLogprobsJson(entries, text_offset);
 }
 
+// {"id", "type": "function", "function": {"name", "arguments"}}, with "index" in a stream's delta.
+ResponseJson ToolCallJson(const ToolCall& call, std::optional<int32_t> index) {
+  ResponseJson out = ResponseJson::object();
+  if (index) out["index"] = *index;
+  out["id"] = call.id;
+  out["type"] = "function";
+  out["function"] = {{"name", call.call.name}, {"arguments", call.call.arguments}};
+  return out;
+}
+
+ResponseJson ChatMessageJson(const Choice& c) {
+  ResponseJson message = {{"role", "assistant"}, {"content", c.text}};
+  if (c.tool_calls.empty()) return message;
+  if (c.text.empty()) message["content"] = nullptr;
+  ResponseJson calls = ResponseJson::array();
+  for (const ToolCall& call : c.tool_calls) calls.push_back(ToolCallJson(call, std::nullopt));
+  message["tool_calls"] = std::move(calls);
+  return message;
+}
+
 }  // namespace
 
 std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt) {
@@ -55,7 +75,7 @@ ResponseJson CompletionJson(const ResponseMeta& meta, std::span<const Choice> ch
                            {"logprobs", LogprobsField(meta, c.logprobs, 0)},
                            {"finish_reason", c.finish_reason}};
     if (IsChat(meta)) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["message"] = ChatMessageJson(c);
     } else {
       choice["text"] = c.text;
     }
@@ -83,6 +103,14 @@ ResponseJson ChunkJson(const ResponseMeta& meta, const ChunkFields& fields) {
     ResponseJson delta = ResponseJson::object();
     if (fields.role) delta["role"] = "assistant";
     if (!fields.text.empty() || fields.role) delta["content"] = fields.text;
+    if (!fields.tool_calls.empty()) {
+      ResponseJson calls = ResponseJson::array();
+      for (size_t k = 0; k < fields.tool_calls.size(); ++k) {
+        calls.push_back(
+            ToolCallJson(fields.tool_calls[k], fields.first_tool_call + static_cast<int32_t>(k)));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = fields.text;

@@ -18,6 +18,7 @@
 
 #include "server/logprobs_json.h"
 #include "server/openai_request.h"
+#include "server/tool_call_stream.h"
 
 namespace dscale::server {
 
@@ -41,10 +42,13 @@ std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt);
 ResponseJson UsageJson(const Usage& usage);
 
 // One choice of a non-streaming response; `logprobs`: one per output token when meta.logprobs.
+// A chat choice that called tools has them in `tool_calls` (its content is null when `text` is
+// empty).
 struct Choice {
   std::string text;
   std::string finish_reason;
   std::vector<LogprobEntry> logprobs;
+  std::vector<ToolCall> tool_calls;
 };
 
 // The whole response of a non-streaming request: choices[i] has "index": i.
@@ -59,11 +63,15 @@ ResponseJson CompletionJson(const ResponseMeta& meta, const std::string& text,
 // the last one, `role` set on a chat stream's first chunk. `with_usage_null` adds
 // "usage": null (stream_options.include_usage). With meta.logprobs, a chunk with new tokens
 // carries their `logprobs` (completions: their text offsets from `text_offset`).
+// A chat chunk with `tool_calls` carries them in its delta, whole, numbered from
+// `first_tool_call` (their index among the choice's calls).
 struct ChunkFields {
   int32_t index = 0;  // the choice
   std::string text;
   std::span<const LogprobEntry> logprobs;
   int64_t text_offset = 0;
+  std::span<const ToolCall> tool_calls;
+  int32_t first_tool_call = 0;
   std::optional<std::string> finish_reason;
   bool role = false;
   bool with_usage_null = false;

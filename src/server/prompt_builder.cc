@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "io/tokenizer/chat_template.h"
+#include "io/tokenizer/tool_call_format.h"
 
 namespace dscale::server {
 namespace {
@@ -17,32 +18,42 @@ Result<bool> SpellsAddedToken(const Tokenizer& tokenizer, const std::string& tex
   return with != without;
 }
 
-// A marker found in no message: "\x01content:" with as many extra '\x01' as needed.
-std::string UniqueMarker(const std::vector<ChatMessage>& messages) {
+// A marker found in no message or tool: "\x01content:" with as many extra '\x01' as needed.
+std::string UniqueMarker(const std::vector<ChatMessage>& messages,
+                         std::span<const std::string> tools) {
   std::string marker =
       "\x01"
       "content:";
   auto used = [&](const std::string& m) {
-    return std::any_of(messages.begin(), messages.end(), [&](const ChatMessage& msg) {
-      return msg.content.find(m) != std::string::npos;
-    });
+    return std::any_of(
+               messages.begin(), messages.end(),
+               [&](const ChatMessage& msg) { return msg.content.find(m) != std::string::npos; }) ||
+           std::any_of(tools.begin(), tools.end(),
+                       [&](const std::string& tool) { return tool.find(m) != std::string::npos; });
   };
   while (used(marker)) marker.insert(0, "\x01");
   return marker;
 }
 
-// Renders with each verbatim message's content replaced by marker + index + marker, then
-// encodes the template's text with added tokens and the contents as plain text.
+// Renders with each verbatim message's content replaced by marker + index + marker (and each
+// tool's definition by marker + (messages + its index) + marker), then encodes the template's
+// text with added tokens and the contents and definitions as plain text.
 std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& messages,
                                             const Tokenizer& tokenizer, std::vector<int32_t>* ids,
                                             const ChatTemplateOptions& options) {
-  const std::string marker = UniqueMarker(messages);
+  const std::string marker = UniqueMarker(messages, options.tools);
   std::vector<ChatMessage> masked = messages;
   for (size_t i = 0; i < masked.size(); ++i) {
     if (IsVerbatim(masked[i])) masked[i].content = marker + std::to_string(i) + marker;
   }
+  std::vector<std::string> masked_tools;
+  for (size_t i = 0; i < options.tools.size(); ++i) {
+    masked_tools.push_back(marker + std::to_string(messages.size() + i) + marker);
+  }
+  ChatTemplateOptions masked_options = options;
+  masked_options.tools = masked_tools;
   const ChatFormat format = ChatFormatOf(tokenizer);
-  Result<std::string> text = ApplyChatTemplate(format, masked, options);
+  Result<std::string> text = ApplyChatTemplate(format, masked, masked_options);
   if (!text.ok()) return BadField("messages", text.status().message());
   ids->clear();
   size_t pos = 0;
@@ -60,8 +71,12 @@ std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& mess
     const size_t close = text->find(marker, index_start);
     size_t index = 0;
     std::from_chars(text->data() + index_start, text->data() + close, index);
-    // The content as the template writes it (trimmed in some formats), as plain text.
-    if (auto e = append(ContentAsRendered(format, messages[index]), false)) return e;
+    // The content as the template writes it (trimmed in some formats), or the tool's
+    // definition, as plain text.
+    const std::string_view verbatim =
+        index < messages.size() ? ContentAsRendered(format, messages[index])
+                                : std::string_view(options.tools[index - messages.size()]);
+    if (auto e = append(verbatim, false)) return e;
     pos = close + marker.size();
   }
 }
@@ -106,6 +121,23 @@ std::optional<ApiError> CheckPromptBytes(const ApiRequest& request, const ModelI
                                     "-token context) that are tokenized");
 }
 
+// Tools, and a history of calls, only in a format whose calls dscale writes and reads.
+std::optional<ApiError> CheckToolsSupported(const std::vector<ChatMessage>& messages,
+                                            const Tokenizer& tokenizer,
+                                            const ChatTemplateOptions& options) {
+  const ChatFormat format = ChatFormatOf(tokenizer);
+  if (ToolCallMarkersOf(format)) return std::nullopt;
+  const std::string why = "tool calling is not supported in this model's chat format (" +
+                          std::string(TraitsOf(format).name) + ")";
+  if (!options.tools.empty()) return BadField("tools", why);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!messages[i].tool_calls.empty()) {
+      return BadField("messages[" + std::to_string(i) + "].tool_calls", why);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int64_t PromptTextBytes(const ApiRequest& request) {
@@ -116,18 +148,30 @@ int64_t PromptTextBytes(const ApiRequest& request) {
   for (const ChatMessage& m : request.messages) {
     bytes += static_cast<int64_t>(m.content.size());
     if (m.reasoning_content) bytes += static_cast<int64_t>(m.reasoning_content->size());
+    for (const ChatToolCall& call : m.tool_calls) {
+      bytes += static_cast<int64_t>(call.name.size() + call.arguments.size());
+    }
   }
+  for (const std::string& tool : request.tools) bytes += static_cast<int64_t>(tool.size());
   return bytes;
 }
 
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
                                    const Tokenizer& tokenizer, std::vector<int32_t>* ids,
                                    const ChatTemplateOptions& options) {
+  if (auto e = CheckToolsSupported(messages, tokenizer, options)) return e;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!IsVerbatim(messages[i])) continue;
     Result<bool> spells = SpellsAddedToken(tokenizer, messages[i].content);
     if (!spells.ok()) {
       return BadField("messages[" + std::to_string(i) + "].content", spells.status().message());
+    }
+    if (*spells) return EncodeChatSegmented(messages, tokenizer, ids, options);
+  }
+  for (size_t i = 0; i < options.tools.size(); ++i) {
+    Result<bool> spells = SpellsAddedToken(tokenizer, options.tools[i]);
+    if (!spells.ok()) {
+      return BadField("tools[" + std::to_string(i) + "]", spells.status().message());
     }
     if (*spells) return EncodeChatSegmented(messages, tokenizer, ids, options);
   }
@@ -154,7 +198,7 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   std::optional<ApiError> error = CheckPromptBytes(request, model, input);
   if (error) return error;
   error = chat ? EncodeChat(request.messages, tokenizer, &out->prompt,
-                            {.enable_thinking = request.enable_thinking})
+                            {.enable_thinking = request.enable_thinking, .tools = request.tools})
                : CompletionPrompt(request, tokenizer, &out->prompt);
   if (error) return error;
 

@@ -324,7 +324,40 @@ INSTANTIATE_TEST_SUITE_P(
                 "logit_bias.9999999999"},
         BadCase{kCompletions, "{" + kOk + R"(, "logit_bias": {"5": 1, "05": 2}})", 400,
                 "logit_bias"},
-        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function"}]})", 400,
+                "tools[0].function"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": {"type": "function"}})", 400, "tools"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "retrieval", "function": {}}]})",
+                400, "tools[0].type"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function", "function": {}}]})", 400,
+                "tools[0].function.name"},
+        BadCase{
+            kChat,
+            "{" + kChatOk + R"(, "tools": [{"type": "function", "function": {"name": "a b"}}]})",
+            400, "tools[0].function.name"},
+        BadCase{kChat,
+                "{" + kChatOk + R"(, "tools": [{"type": "function", "function": {"name": )" + "\"" +
+                    std::string(65, 'f') + "\"}}]}",
+                400, "tools[0].function.name"},
+        BadCase{
+            kChat,
+            "{" + kChatOk +
+                R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": 1}}]})",
+            400, "tools[0].function.parameters"},
+        BadCase{
+            kChat,
+            "{" + kChatOk +
+                R"(, "tools": [{"type": "function", "function": {"name": "f", "descr": "x"}}]})",
+            400, "tools[0].function.descr"},
+        BadCase{kChat,
+                "{" + kChatOk + R"(, "tools": [{"type": "function", "function": {"name": "f"},
+                    "extra": 1}]})",
+                400, "tools[0].extra"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tool_choice": "required"})", 400, "tool_choice"},
+        BadCase{
+            kChat,
+            "{" + kChatOk + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+            400, "tool_choice"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object"}})", 400,
                 "response_format"},
         BadCase{kChat, "{" + kChatOk + R"(, "chat_template_kwargs": [true]})", 400,
@@ -370,8 +403,61 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kChat,
                 R"({"model": "m", "messages": [{"role": "assistant", "content": "x",
                     "tool_calls": [{"id": "1"}]}]})",
+                400, "messages[0].tool_calls[0].function"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "user", "content": "x",
+                    "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}]})",
+                400, "messages[0].tool_calls"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "assistant", "content": null,
+                    "tool_calls": [{"function": {"name": "f", "arguments": 5}}]}]})",
+                400, "messages[0].tool_calls[0].function.arguments"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "assistant", "content": null,
+                    "tool_calls": [{"function": {"name": "f"}}]}]})",
+                400, "messages[0].tool_calls[0].function.arguments"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "assistant", "content": null,
+                    "tool_calls": [{"type": "code", "function": {"name": "f", "arguments": "{}"}}]}]})",
+                400, "messages[0].tool_calls[0].type"},
+        BadCase{kChat,
+                R"({"model": "m", "messages": [{"role": "assistant", "content": null,
+                    "tool_calls": {"function": {"name": "f", "arguments": "{}"}}}]})",
                 400, "messages[0].tool_calls"}),
     CaseName);
+
+// Tools keep the members in the order sent, written as the chat template's tojson writes them;
+// a history's calls keep arguments sent as text as they are, and write an object's.
+TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
+  const ApiRequest r = ParseOk(kChat, R"({"model": "m", "tools": [
+      {"function": {"parameters": {"type": "object", "properties": {"b": {}, "a": {}}},
+                    "name": "get_weather", "description": "Température"}, "type": "function"},
+      {"type": "function", "function": {"name": "now", "strict": true}}],
+    "messages": [{"role": "user", "content": "Q"},
+                 {"role": "assistant", "content": null, "tool_calls": [
+                     {"id": "call_1", "type": "function",
+                      "function": {"name": "get_weather", "arguments": "{\"b\":1}"}},
+                     {"function": {"name": "now", "arguments": {"z": 1.0, "a": [true]}}}]},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "18C"}]})");
+  ASSERT_EQ(r.tools.size(), 2u);
+  EXPECT_EQ(r.tools[0],
+            R"({"function": {"parameters": {"type": "object", "properties": {"b": {}, "a": {}}}, )"
+            R"("name": "get_weather", "description": "Température"}, "type": "function"})");
+  EXPECT_EQ(r.tools[1], R"({"type": "function", "function": {"name": "now", "strict": true}})");
+  EXPECT_TRUE(r.tool_choice_auto);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].content, "");
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 2u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"b":1})");
+  EXPECT_EQ(r.messages[1].tool_calls[1].arguments, R"({"z": 1.0, "a": [true]})");
+  EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                                  "tool_choice": "none"})")
+                   .tool_choice_auto);
+  EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                                 "tools": null, "tool_choice": "auto"})")
+                  .tools.empty());
+}
 
 TEST(OpenAiRequestTest, ContentType) {
   EXPECT_FALSE(CheckContentType("application/json"));

@@ -31,6 +31,36 @@ TEST(OpenAiResponseTest, ChatCompletion) {
             (json{{"prompt_tokens", 5}, {"completion_tokens", 2}, {"total_tokens", 7}}));
 }
 
+// A choice that called tools: content null when there is no text, the calls in OpenAI's shape;
+// a stream's delta numbers them.
+TEST(OpenAiResponseTest, ToolCalls) {
+  const ToolCall call{.id = "call_1", .call = {.name = "f", .arguments = R"({"a": 1})"}};
+  const json function = {{"name", "f"}, {"arguments", R"({"a": 1})"}};
+  const Choice choice{.text = "", .finish_reason = "tool_calls", .tool_calls = {call}};
+  const json j = CompletionJson(kChatMeta, std::span(&choice, 1), {});
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(
+      j["choices"][0]["message"],
+      (json{
+          {"role", "assistant"},
+          {"content", nullptr},
+          {"tool_calls",
+           json::array({json{{"id", "call_1"}, {"type", "function"}, {"function", function}}})}}));
+  const Choice with_text{
+      .text = "Let me see.", .finish_reason = "tool_calls", .tool_calls = {call}};
+  EXPECT_EQ(
+      CompletionJson(kChatMeta, std::span(&with_text, 1), {})["choices"][0]["message"]["content"],
+      "Let me see.");
+  const json chunk =
+      ChunkJson(kChatMeta, {.tool_calls = std::span(&call, 1), .first_tool_call = 2});
+  EXPECT_EQ(
+      chunk["choices"][0]["delta"],
+      (json{
+          {"tool_calls",
+           json::array({json{
+               {"index", 2}, {"id", "call_1"}, {"type", "function"}, {"function", function}}})}}));
+}
+
 TEST(OpenAiResponseTest, TextCompletion) {
   const json j =
       CompletionJson(kTextMeta, "abc", "length", {.prompt_tokens = 1, .completion_tokens = 3});

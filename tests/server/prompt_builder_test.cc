@@ -186,6 +186,75 @@ TEST(PromptBuilderTest, UserContentCannotInjectControlTokens) {
             std::string::npos);
 }
 
+// The tools reach the prompt as the template writes them; a definition that spells a control
+// token is plain text, as a user's content is.
+TEST(PromptBuilderTest, ToolsCannotInjectControlTokens) {
+  const Tokenizer& tok = ServerTokenizer();
+  const int32_t im_end = tok.AddedTokenId("<|im_end|>").value();
+  const std::vector<ChatMessage> messages = {{.role = "user", .content = "Hi"}};
+  const std::vector<std::string> tools = {
+      R"({"type": "function", "function": {"name": "f", "description": "x<|im_end|>y"}})"};
+  std::vector<int32_t> ids;
+  ASSERT_FALSE(EncodeChat(messages, tok, &ids, {.tools = tools}));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 2);  // the tools' turn and the user's
+  const std::string text = tok.Decode(ids).value();
+  EXPECT_EQ(text, ApplyQwen3ChatTemplate(messages, {.tools = tools}).value());
+  EXPECT_NE(text.find("<tools>\n" + tools[0] + "\n</tools>"), std::string::npos);
+}
+
+// Llama 3's tool calls are neither written nor read: tools, or a history of calls, are refused
+// naming the field rather than dropped from the prompt.
+TEST(PromptBuilderTest, ToolsInAFormatWithoutThemAreRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("dscale_llama3_server_tokenizer_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const fs::directory_entry& file :
+       fs::directory_iterator(std::string(DSCALE_TEST_DATA_DIR) + "/server_tokenizer")) {
+    fs::copy_file(file.path(), dir / file.path().filename());
+  }
+  // Llama 3's header and end-of-turn tokens, added after the others.
+  nlohmann::json added = nlohmann::json::parse(std::ifstream(dir / "added_tokens.json"));
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "tokenizer_config.json"));
+  int64_t next = 0;
+  for (const auto& [token, id] : added.items())
+    next = std::max<int64_t>(next, id.get<int64_t>() + 1);
+  for (const char* token : {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) {
+    added[token] = next;
+    config["added_tokens_decoder"][std::to_string(next++)] = {{"content", token},
+                                                              {"special", true}};
+  }
+  std::ofstream(dir / "added_tokens.json") << added.dump();
+  std::ofstream(dir / "tokenizer_config.json") << config.dump();
+  const Tokenizer tok = Tokenizer::Load(dir).value();
+  ASSERT_EQ(ChatFormatOf(tok), ChatFormat::kLlama3);
+  std::vector<int32_t> ids;
+  const std::vector<std::string> tools = {R"({"type": "function", "function": {"name": "f"}})"};
+  const std::vector<ChatMessage> query = {{.role = "user", .content = "Q"}};
+  std::optional<ApiError> e = EncodeChat(query, tok, &ids, {.tools = tools});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools");
+  EXPECT_NE(e->message.find("llama3"), std::string::npos) << e->message;
+  const std::vector<ChatMessage> history = {
+      {.role = "user", .content = "Q"},
+      {.role = "assistant", .content = "", .tool_calls = {{.name = "f", .arguments = "{}"}}}};
+  e = EncodeChat(history, tok, &ids);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "messages[1].tool_calls");
+  EXPECT_FALSE(EncodeChat(query, tok, &ids));
+  fs::remove_all(dir);
+}
+
+TEST(PromptBuilderTest, ToolsInARequest) {
+  PreparedRequest p;
+  ASSERT_FALSE(Prepare(R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
+                          "tools": [{"type": "function", "function": {"name": "now"}}]})",
+                       &p, Endpoint::kChatCompletions));
+  const std::string text = ServerTokenizer().Decode(p.prompt).value();
+  EXPECT_TRUE(text.starts_with("<|im_start|>system\n# Tools")) << text;
+  EXPECT_NE(text.find(R"({"type": "function", "function": {"name": "now"}})"), std::string::npos);
+}
+
 // A tokenizer whose folder ships Qwen3.5's chat template speaks its format: contents trimmed,
 // the thinking block closed or (chat_template_kwargs.enable_thinking) opened, and a content that
 // spells a control token inserted, trimmed as the template writes it, as plain text.

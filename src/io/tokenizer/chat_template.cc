@@ -23,6 +23,26 @@ int64_t LastQueryIndex(std::span<const ChatMessage> messages) {
   return static_cast<int64_t>(messages.size()) - 1;
 }
 
+// The system turn that lists the tools, with the leading system message's content first.
+void AppendTools(std::span<const ChatMessage> messages, std::span<const std::string> tools,
+                 std::string* out) {
+  *out += "<|im_start|>system\n";
+  if (messages[0].role == "system") *out += messages[0].content + "\n\n";
+  *out += chat_text::kToolsPreamble;
+  for (const std::string& tool : tools) *out += "\n" + tool;
+  *out += chat_text::kToolsPostamble;
+}
+
+void AppendToolCalls(std::string_view content, std::span<const ChatToolCall> calls,
+                     std::string* out) {
+  for (size_t j = 0; j < calls.size(); ++j) {
+    if (j > 0 || !content.empty()) *out += "\n";
+    *out += "<tool_call>\n{\"name\": \"" + calls[j].name + "\", \"arguments\": ";
+    *out += calls[j].arguments;
+    *out += "}\n</tool_call>";
+  }
+}
+
 void AppendAssistant(std::span<const ChatMessage> messages, size_t i, int64_t last_query,
                      std::string* out) {
   const auto [reasoning, content] =
@@ -39,6 +59,7 @@ void AppendAssistant(std::span<const ChatMessage> messages, size_t i, int64_t la
   } else {
     *out += content;
   }
+  AppendToolCalls(content, messages[i].tool_calls, out);
   *out += "<|im_end|>\n";
 }
 
@@ -56,9 +77,11 @@ Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages
                                            const ChatTemplateOptions& options) {
   DSCALE_RETURN_IF_ERROR(chat_text::CheckRoles(messages));
   std::string out;
+  if (!options.tools.empty()) AppendTools(messages, options.tools, &out);
   const int64_t last_query = LastQueryIndex(messages);
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
+    if (i == 0 && m.role == "system" && !options.tools.empty()) continue;  // in the tools' turn
     if (m.role == "user" || m.role == "system") {
       // The leading system message takes the same form.
       out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";

@@ -1,7 +1,7 @@
 #pragma once
 // The chat formats of the supported families, written out in code. Qwen3's: the output is exactly
 // what Qwen3's Jinja chat template (chat_template.jinja in the checkpoint) renders for the same
-// messages, without tools. The parts of the template that matter here:
+// messages and tools. The parts of the template that matter here:
 //   - a leading system message becomes "<|im_start|>system\n{content}<|im_end|>\n";
 //   - user messages (and system messages after the first) become
 //     "<|im_start|>{role}\n{content}<|im_end|>\n";
@@ -9,6 +9,12 @@
 //     after the last user query it is kept, re-wrapped as "<think>\n{reasoning}\n</think>\n\n";
 //     earlier turns drop it. The message is "<|im_start|>assistant\n...<|im_end|>\n";
 //   - tool messages are grouped into one user turn of "<tool_response>" blocks;
+//   - with tools, the system turn always opens the text: the leading system message's content
+//     and "\n\n" (if there is one), "# Tools" with each tool's JSON on a line of its own inside
+//     "<tools></tools>", and the instruction to answer a call as
+//     "<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>";
+//   - an assistant message's tool calls follow its content in that form (a "\n" before each
+//     but a first one that follows no content);
 //   - the generation prompt is "<|im_start|>assistant\n", followed by
 //     "<think>\n\n</think>\n\n" when thinking is disabled (the template's
 //     enable_thinking=False), which tells the model to answer without reasoning.
@@ -17,11 +23,18 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "io/tokenizer/chat_format.h"
 
 namespace dscale {
+
+// A call an assistant message made, as the templates write it back.
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // JSON text: as the client sent it, or TemplateJson of its object
+};
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool"
@@ -29,11 +42,15 @@ struct ChatMessage {
   // The template's reasoning_content: when set on an assistant message it is used instead
   // of a "<think>" part inside content.
   std::optional<std::string> reasoning_content = std::nullopt;
+  std::vector<ChatToolCall> tool_calls = {};  // an assistant's
 };
 
 struct ChatTemplateOptions {
   bool add_generation_prompt = true;
   bool enable_thinking = false;
+  // The tools the model may call, each its definition as the template's tojson writes it
+  // (TemplateJson, chat_json.h), e.g. {"type": "function", "function": {"name": ...}}.
+  std::span<const std::string> tools;
 };
 
 // InvalidArgument for an empty list (the template fails on one too) and, naming the

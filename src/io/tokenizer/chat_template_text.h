@@ -19,6 +19,15 @@ std::string_view LStripNewlines(std::string_view s);
 std::string_view RStripNewlines(std::string_view s);
 std::string_view StripNewlines(std::string_view s);
 
+// The Qwen templates' system text around the tools' definitions (one per line between them).
+inline constexpr std::string_view kToolsPreamble =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>";
+inline constexpr std::string_view kToolsPostamble =
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+
 // A user turn that only carries tool output: "<tool_response>...</tool_response>".
 bool IsToolResponse(std::string_view content);
 

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "io/tokenizer/chat_template.h"
+#include "io/tokenizer/chat_template_text.h"
 #include "io/tokenizer/tokenizer.h"
 
 namespace dscale {

@@ -1,6 +1,6 @@
 // Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
 // models, chat and text completions, streamed and not, usage, stream_options.include_usage,
-// stop strings, logprobs, n choices, logit_bias and the penalties, and error handling. Greedy
+// stop strings, logprobs, n choices, logit_bias and the penalties, tools, and error handling. Greedy
 // decoding makes streamed and non-streamed text equal.
 //
 // Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
@@ -216,6 +216,44 @@ async function logitRules(model, prompt) {
   }
 }
 
+// Tools as agents send them: definitions, a history with a call and its result (arguments as
+// JSON text, the tool message's tool_call_id), streamed and not; forcing a call is refused.
+async function tools(model, prompt) {
+  const weather = {type: 'function', function: {
+    name: 'get_weather', description: 'The weather in a city', strict: true,
+    parameters: {type: 'object', properties: {city: {type: 'string'}}, required: ['city']}}};
+  const request = {
+    model, max_tokens: 10, temperature: 0, tools: [weather], tool_choice: 'auto',
+    messages: [
+      {role: 'user', content: prompt},
+      {role: 'assistant', content: null, tool_calls: [{id: 'call_1', type: 'function',
+        function: {name: 'get_weather', arguments: '{"city": "Paris"}'}}]},
+      {role: 'tool', tool_call_id: 'call_1', content: '18 degrees'},
+      {role: 'user', content: 'And tomorrow?'}]};
+  const whole = await client.chat.completions.create(request);
+  const message = whole.choices[0].message;
+  assert.equal(message.role, 'assistant');
+  // The test model writes no call: its text is the content, whole.
+  assert.equal(typeof message.content, 'string');
+  assert.equal(message.tool_calls ?? undefined, undefined);
+  assert.ok(['stop', 'length'].includes(whole.choices[0].finish_reason));
+  const streamed = await collectChat(await client.chat.completions.create({...request, stream: true}));
+  assert.equal(streamed.text, message.content);
+  // The tools change the prompt.
+  const without = await client.chat.completions.create({...request, tools: undefined,
+                                                        tool_choice: undefined});
+  assert.ok(whole.usage.prompt_tokens > without.usage.prompt_tokens, 'the tools are in the prompt');
+  for (const [change, param] of [[{tool_choice: 'required'}, 'tool_choice'],
+                                 [{tools: [{type: 'function', function: {name: 'a b'}}]},
+                                  'tools[0].function.name']]) {
+    await assert.rejects(client.chat.completions.create({...request, ...change}), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, param);
+      return true;
+    });
+  }
+}
+
 async function errors(model) {
   await assert.rejects(client.completions.create({model, prompt: 'x', n: 17}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
@@ -250,6 +288,7 @@ async function main() {
     if (round === 0) await logprobs(model, prompt);
     if (round === 0) await choices(model, prompt);
     if (round === 0) await logitRules(model, prompt);
+    if (round === 0) await tools(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);

@@ -1,0 +1,114 @@
+// A choice's channel updates as response events and choices: content and tool calls split out of
+// the text, finish_reason "tool_calls" after calls, and the text as it was without tools.
+
+#include "server/choice_events.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dscale::server {
+namespace {
+
+using json = nlohmann::json;
+
+const ResponseMeta kChatMeta{.endpoint = Endpoint::kChatCompletions,
+                             .id = "chatcmpl-1",
+                             .created = 1700000000,
+                             .model = "tiny"};
+
+ToolCallStream Reader() {
+  return ToolCallStream(ChatFormat::kQwen3, {.open = "<tool_call>", .close = "</tool_call>"}, {},
+                        5);
+}
+
+// The data of each "data: {...}" event.
+std::vector<json> Events(const std::string& sse) {
+  std::vector<json> out;
+  size_t at = 0;
+  while ((at = sse.find("data: ", at)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", at);
+    out.push_back(json::parse(sse.substr(at + 6, end - at - 6)));
+    at = end;
+  }
+  return out;
+}
+
+std::vector<RequestChannel::Update> Updates(const std::vector<std::string>& texts,
+                                            Outcome outcome) {
+  std::vector<RequestChannel::Update> updates;
+  for (const std::string& text : texts) updates.push_back({.text = text});
+  updates.back().done = true;
+  updates.back().outcome = outcome;
+  return updates;
+}
+
+const std::vector<std::string> kCallInPieces = {
+    "Checking.", "\n<tool", "_call>\n{\"name\": \"get_weather\", ",
+    "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", "\n"};
+
+TEST(ChoiceEventsTest, AStreamSendsTheContentThenTheCallThenFinishesWithToolCalls) {
+  ToolCallStream reader = Reader();
+  int64_t offset = 0;
+  std::string content;
+  std::vector<json> calls;
+  json finish;
+  for (const RequestChannel::Update& u : Updates(kCallInPieces, Outcome::kStop)) {
+    for (const json& event : Events(ChoiceEvents(kChatMeta, false, 0, u, &reader, &offset))) {
+      const json& choice = event["choices"][0];
+      const json& delta = choice["delta"];
+      if (delta.contains("content")) content += delta["content"].get<std::string>();
+      if (delta.contains("tool_calls")) calls.push_back(delta["tool_calls"]);
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_EQ(content, "Checking.\n");
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].size(), 1u);
+  EXPECT_EQ(calls[0][0]["index"], 0);
+  EXPECT_EQ(calls[0][0]["type"], "function");
+  EXPECT_EQ(calls[0][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(calls[0][0]["function"]["arguments"], R"({"city": "Paris"})");
+  EXPECT_EQ(finish, "tool_calls");
+
+  // The whole response's choice says the same.
+  RequestChannel::Update whole = {.text = "", .done = true, .outcome = Outcome::kStop};
+  for (const std::string& text : kCallInPieces) whole.text += text;
+  ToolCallStream again = Reader();
+  const Choice choice = WholeChoice(whole, &again);
+  EXPECT_EQ(choice.text, "Checking.\n");
+  ASSERT_EQ(choice.tool_calls.size(), 1u);
+  EXPECT_EQ(choice.tool_calls[0].id, calls[0][0]["id"]);
+  EXPECT_EQ(choice.finish_reason, "tool_calls");
+}
+
+// Cut off by max_tokens inside a call: the call's text is content, and the reason is "length".
+// Without tools the text is content as it was.
+TEST(ChoiceEventsTest, ACallCutOffIsTextAndWithoutToolsNothingChanges) {
+  RequestChannel::Update cut = {
+      .text = "A <tool_call>\n{\"name\": \"f\"", .done = true, .outcome = Outcome::kLength};
+  ToolCallStream reader = Reader();
+  Choice choice = WholeChoice(cut, &reader);
+  EXPECT_EQ(choice.text, cut.text);
+  EXPECT_TRUE(choice.tool_calls.empty());
+  EXPECT_EQ(choice.finish_reason, "length");
+
+  RequestChannel::Update called = {
+      .text = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>",
+      .done = true,
+      .outcome = Outcome::kStop};
+  choice = WholeChoice(called, nullptr);
+  EXPECT_EQ(choice.text, called.text);
+  EXPECT_EQ(choice.finish_reason, "stop");
+  int64_t offset = 0;
+  const std::vector<json> events =
+      Events(ChoiceEvents(kChatMeta, false, 0, called, nullptr, &offset));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["content"], called.text);
+  EXPECT_EQ(events[1]["choices"][0]["finish_reason"], "stop");
+}
+
+}  // namespace
+}  // namespace dscale::server
