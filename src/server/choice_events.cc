@@ -6,12 +6,13 @@
 namespace dscale::server {
 namespace {
 
-// The update's text split by `tools` (at the update that ends the choice, all that was held).
-ToolCallStream::Piece Split(const RequestChannel::Update& update, ToolCallStream* tools) {
-  if (tools == nullptr) return {.content = update.text, .calls = {}};
-  ToolCallStream::Piece piece = tools->Push(update.text);
+// The update's text split by `output` (at the update that ends the choice, all that was held).
+ChatOutput::Piece Split(const RequestChannel::Update& update, ChatOutput* output) {
+  if (output == nullptr) return {.reasoning = {}, .content = update.text, .calls = {}};
+  ChatOutput::Piece piece = output->Push(update.text);
   if (update.done) {
-    ToolCallStream::Piece rest = tools->Finish();
+    ChatOutput::Piece rest = output->Finish();
+    piece.reasoning += rest.reasoning;
     piece.content += rest.content;
     std::move(rest.calls.begin(), rest.calls.end(), std::back_inserter(piece.calls));
   }
@@ -20,19 +21,20 @@ ToolCallStream::Piece Split(const RequestChannel::Update& update, ToolCallStream
 
 }  // namespace
 
-std::string FinishReasonOf(Outcome outcome, const ToolCallStream* tools) {
-  if (outcome == Outcome::kStop && tools != nullptr && tools->calls() > 0) return "tool_calls";
+std::string FinishReasonOf(Outcome outcome, const ChatOutput* output) {
+  if (outcome == Outcome::kStop && output != nullptr && output->calls() > 0) return "tool_calls";
   return outcome == Outcome::kStop ? "stop" : "length";
 }
 
 std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t index,
-                         const RequestChannel::Update& update, ToolCallStream* tools,
+                         const RequestChannel::Update& update, ChatOutput* output,
                          int64_t* text_offset) {
   std::string out;
-  const ToolCallStream::Piece piece = Split(update, tools);
-  if (!piece.content.empty() || !update.logprobs.empty()) {
+  const ChatOutput::Piece piece = Split(update, output);
+  if (!piece.reasoning.empty() || !piece.content.empty() || !update.logprobs.empty()) {
     out += SseEvent(ChunkJson(meta, {.index = index,
                                      .text = piece.content,
+                                     .reasoning = piece.reasoning,
                                      .logprobs = update.logprobs,
                                      .text_offset = *text_offset,
                                      .with_usage_null = include_usage}));
@@ -42,23 +44,27 @@ std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t i
     out += SseEvent(ChunkJson(
         meta, {.index = index,
                .tool_calls = piece.calls,
-               .first_tool_call = tools->calls() - static_cast<int32_t>(piece.calls.size()),
+               .first_tool_call = output->calls() - static_cast<int32_t>(piece.calls.size()),
                .with_usage_null = include_usage}));
   }
   if (update.done && update.outcome != Outcome::kError) {
     out += SseEvent(ChunkJson(meta, {.index = index,
-                                     .finish_reason = FinishReasonOf(update.outcome, tools),
+                                     .finish_reason = FinishReasonOf(update.outcome, output),
                                      .with_usage_null = include_usage}));
   }
   return out;
 }
 
-Choice WholeChoice(RequestChannel::Update update, ToolCallStream* tools) {
-  ToolCallStream::Piece piece = Split(update, tools);
-  return {.text = std::move(piece.content),
-          .finish_reason = FinishReasonOf(update.outcome, tools),
-          .logprobs = std::move(update.logprobs),
-          .tool_calls = std::move(piece.calls)};
+Choice WholeChoice(RequestChannel::Update update, ChatOutput* output) {
+  ChatOutput::Piece piece = Split(update, output);
+  Choice choice{.text = std::move(piece.content),
+                .finish_reason = FinishReasonOf(update.outcome, output),
+                .logprobs = std::move(update.logprobs),
+                .tool_calls = std::move(piece.calls)};
+  if (output != nullptr && output->splits_reasoning()) {
+    choice.reasoning = std::move(piece.reasoning);
+  }
+  return choice;
 }
 
 }  // namespace dscale::server

@@ -215,7 +215,7 @@ struct HttpServer::Stream {
   bool finished = false;                        // [DONE] went out
   std::vector<uint8_t> choice_done;             // [n] the choice's last update was read
   std::vector<int64_t> text_offset;             // [n] characters of the tokens sent (logprobs)
-  std::vector<ToolCallStream> tool_calls;       // [n] where the output's calls are read, else []
+  std::vector<ChatOutput> outputs;              // [n] where the chat output is split, else []
   Usage usage;                                  // the prompt once, the choices' tokens summed
   Clock::time_point last_check = Clock::now();  // of the client's connection
   Clock::time_point last_write = Clock::now();
@@ -410,32 +410,40 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
                                          .count(),
                           .model = model_.name,
                           .logprobs = api.logprobs};
-  std::vector<ToolCallStream> tool_calls = ToolCallReaders(api, serial ^ salt_);
+  std::vector<ChatOutput> outputs = ChatOutputs(api, serial ^ salt_);
   if (!api.stream) {
-    ReplyBlocking(req, res, generation, meta, std::move(tool_calls));
+    ReplyBlocking(req, res, generation, meta, std::move(outputs));
     return false;
   }
-  ReplyStreaming(req, res, std::move(generation), meta, api.include_usage, std::move(tool_calls));
+  ReplyStreaming(req, res, std::move(generation), meta, api.include_usage, std::move(outputs));
   return true;  // the stream's releaser ends the count
 }
 
-std::vector<ToolCallStream> HttpServer::ToolCallReaders(const ApiRequest& api,
-                                                        uint64_t id_seed) const {
-  std::vector<ToolCallStream> readers;
-  if (api.tools.empty() || !api.tool_choice_auto) return readers;
+std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t id_seed) const {
+  std::vector<ChatOutput> outputs;
+  if (api.endpoint != Endpoint::kChatCompletions) return outputs;
   const ChatFormat format = ChatFormatOf(tokenizer_);
+  // Thinking on: the Qwen formats' reasoning block, which Qwen3.5's prompt opens itself.
+  const bool reasoning =
+      api.enable_thinking && api.separate_reasoning && format != ChatFormat::kLlama3;
+  // PrepareRequest refused tools where the format has no markers.
   const std::optional<ToolCallMarkers> markers = ToolCallMarkersOf(format);
-  if (!markers) return readers;  // PrepareRequest refused the tools
+  const bool tools = !api.tools.empty() && api.tool_choice_auto && markers;
+  if (!reasoning && !tools) return outputs;
   const ToolParameterTypes types(api.tools);
   for (int32_t i = 0; i < api.n; ++i) {
-    readers.emplace_back(format, *markers, types, dvl::SplitMix64Mix(id_seed + i));
+    std::optional<ReasoningStream> reasoning_stream;
+    if (reasoning) reasoning_stream.emplace(/*opened=*/format == ChatFormat::kQwen3_5);
+    std::optional<ToolCallStream> tool_stream;
+    if (tools) tool_stream.emplace(format, *markers, types, dvl::SplitMix64Mix(id_seed + i));
+    outputs.emplace_back(std::move(reasoning_stream), std::move(tool_stream));
   }
-  return readers;
+  return outputs;
 }
 
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                                const Generation& generation, const ResponseMeta& meta,
-                               std::vector<ToolCallStream> tool_calls) {
+                               std::vector<ChatOutput> outputs) {
   ConnectionWatch watch = WatchOf(req);
   std::vector<Choice> choices;
   Usage usage;
@@ -455,15 +463,15 @@ void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& r
     }
     usage.prompt_tokens = update.usage.prompt_tokens;
     usage.completion_tokens += update.usage.completion_tokens;
-    ToolCallStream* tools = tool_calls.empty() ? nullptr : &tool_calls[choices.size()];
-    choices.push_back(WholeChoice(std::move(update), tools));
+    ChatOutput* output = outputs.empty() ? nullptr : &outputs[choices.size()];
+    choices.push_back(WholeChoice(std::move(update), output));
   }
   res.set_content(Dump(CompletionJson(meta, choices, usage)), kJson);
 }
 
 void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& res,
                                 Generation generation, const ResponseMeta& meta, bool include_usage,
-                                std::vector<ToolCallStream> tool_calls) {
+                                std::vector<ChatOutput> outputs) {
   const size_t n = generation.channels.size();
   auto stream = std::make_shared<Stream>(Stream{.generation = std::move(generation),
                                                 .meta = meta,
@@ -471,7 +479,7 @@ void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& 
                                                 .watch = WatchOf(req),
                                                 .choice_done = std::vector<uint8_t>(n, 0),
                                                 .text_offset = std::vector<int64_t>(n, 0),
-                                                .tool_calls = std::move(tool_calls)});
+                                                .outputs = std::move(outputs)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must pass events on as they come
   res.set_chunked_content_provider(
@@ -508,8 +516,8 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     if (s.choice_done[i]) continue;
     RequestChannel::Update u;
     if (s.generation.channels[i]->Wait(out.empty() ? wait : std::chrono::milliseconds(0), &u)) {
-      ToolCallStream* tools = s.tool_calls.empty() ? nullptr : &s.tool_calls[i];
-      out += ChoiceEvents(s.meta, s.include_usage, i, u, tools, &s.text_offset[i]);
+      ChatOutput* output = s.outputs.empty() ? nullptr : &s.outputs[i];
+      out += ChoiceEvents(s.meta, s.include_usage, i, u, output, &s.text_offset[i]);
       if (u.done) {
         s.choice_done[i] = 1;
         s.usage.prompt_tokens = u.usage.prompt_tokens;

@@ -29,10 +29,10 @@
 #include <string>
 
 #include "core/status.h"
+#include "server/chat_output.h"
 #include "server/connection_limits.h"
 #include "server/engine_loop.h"
 #include "server/prompt_builder.h"
-#include "server/tool_call_stream.h"
 
 namespace httplib {
 class Server;
@@ -96,15 +96,15 @@ class HttpServer {
   std::optional<ApiError> Validate(Endpoint endpoint, const httplib::Request& req, uint64_t serial,
                                    ApiRequest* api, PreparedRequest* prepared);
   void Reply(httplib::Response& res, const ApiError& error);
-  // One reader of the output's calls to tools per choice, or none where the request's calls are
-  // left in the text (no tools, or tool_choice "none").
-  std::vector<ToolCallStream> ToolCallReaders(const ApiRequest& api, uint64_t id_seed) const;
+  // How each choice's chat output is split (reasoning with thinking on, calls to tools with
+  // tool_choice "auto"), or none where the text is all content.
+  std::vector<ChatOutput> ChatOutputs(const ApiRequest& api, uint64_t id_seed) const;
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                      const Generation& generation, const ResponseMeta& meta,
-                     std::vector<ToolCallStream> tool_calls);
+                     std::vector<ChatOutput> outputs);
   void ReplyStreaming(const httplib::Request& req, httplib::Response& res, Generation generation,
                       const ResponseMeta& meta, bool include_usage,
-                      std::vector<ToolCallStream> tool_calls);
+                      std::vector<ChatOutput> outputs);
   bool StreamStep(Stream& stream, httplib::DataSink& sink);
   void HandleHealth(httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);

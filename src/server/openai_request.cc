@@ -643,6 +643,14 @@ Error ParseChatTemplateKwargs(const json& v, const std::string& name, ApiRequest
   return std::nullopt;
 }
 
+// SGLang's: false keeps the reasoning block in the content.
+Error ParseSeparateReasoning(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return BadField(name, "expected a boolean" + Got(v));
+  r->separate_reasoning = v.get<bool>();
+  return std::nullopt;
+}
+
 enum EndpointMask : unsigned { kCompletionsOnly = 1, kChatOnly = 2, kBoth = 3 };
 
 struct FieldRule {
@@ -687,6 +695,7 @@ constexpr FieldRule kFields[] = {
     {"parallel_tool_calls", kChatOnly, ParseBool},
     {"response_format", kChatOnly, ParseResponseFormat},
     {"chat_template_kwargs", kChatOnly, ParseChatTemplateKwargs},
+    {"separate_reasoning", kChatOnly, ParseSeparateReasoning},
 };
 
 const FieldRule* FindRule(const std::string& key, Endpoint endpoint) {

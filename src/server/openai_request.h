@@ -21,8 +21,9 @@
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
 //             kMaxTools functions), tool_choice ("auto" or "none"), parallel_tool_calls,
-//             response_format ({"type": "text"} only); an assistant message may carry
-//             tool_calls, a tool message a tool_call_id
+//             response_format ({"type": "text"} only), chat_template_kwargs
+//             ({"enable_thinking"}), separate_reasoning (SGLang's); an assistant message may
+//             carry tool_calls, a tool message a tool_call_id
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
 // n, seed, top_k, min_tokens, logprobs, top_logprobs, token ids), a float without a fractional part
 // is that integer (1.0 is 1), under the same range checks.
@@ -83,6 +84,9 @@ struct ApiRequest {
   // /v1/chat/completions: chat_template_kwargs.enable_thinking, as vLLM and SGLang take it (the
   // chat format's generation prompt opens a reasoning block, or closes an empty one).
   bool enable_thinking = false;
+  // With thinking on, the reasoning block is returned as reasoning_content (SGLang's
+  // separate_reasoning; false keeps it in the content, markers and all).
+  bool separate_reasoning = true;
   // /v1/chat/completions: the tools' definitions as the chat template's tojson writes them
   // (chat_json.h; members in the order sent), and whether calls in the output are returned as
   // tool_calls (tool_choice "auto", the default) or left in the text ("none").

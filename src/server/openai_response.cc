@@ -38,6 +38,10 @@ ResponseJson ToolCallJson(const ToolCall& call, std::optional<int32_t> index) {
 
 ResponseJson ChatMessageJson(const Choice& c) {
   ResponseJson message = {{"role", "assistant"}, {"content", c.text}};
+  if (c.reasoning) {
+    message["reasoning_content"] =
+        c.reasoning->empty() ? ResponseJson(nullptr) : ResponseJson(*c.reasoning);
+  }
   if (c.tool_calls.empty()) return message;
   if (c.text.empty()) message["content"] = nullptr;
   ResponseJson calls = ResponseJson::array();
@@ -103,6 +107,7 @@ ResponseJson ChunkJson(const ResponseMeta& meta, const ChunkFields& fields) {
     ResponseJson delta = ResponseJson::object();
     if (fields.role) delta["role"] = "assistant";
     if (!fields.text.empty() || fields.role) delta["content"] = fields.text;
+    if (!fields.reasoning.empty()) delta["reasoning_content"] = fields.reasoning;
     if (!fields.tool_calls.empty()) {
       ResponseJson calls = ResponseJson::array();
       for (size_t k = 0; k < fields.tool_calls.size(); ++k) {

@@ -43,12 +43,13 @@ ResponseJson UsageJson(const Usage& usage);
 
 // One choice of a non-streaming response; `logprobs`: one per output token when meta.logprobs.
 // A chat choice that called tools has them in `tool_calls` (its content is null when `text` is
-// empty).
+// empty); one whose reasoning was split off has `reasoning` (reasoning_content: null when empty).
 struct Choice {
   std::string text;
   std::string finish_reason;
   std::vector<LogprobEntry> logprobs;
   std::vector<ToolCall> tool_calls;
+  std::optional<std::string> reasoning;
 };
 
 // The whole response of a non-streaming request: choices[i] has "index": i.
@@ -65,9 +66,11 @@ ResponseJson CompletionJson(const ResponseMeta& meta, const std::string& text,
 // carries their `logprobs` (completions: their text offsets from `text_offset`).
 // A chat chunk with `tool_calls` carries them in its delta, whole, numbered from
 // `first_tool_call` (their index among the choice's calls).
+// A chat chunk with `reasoning` carries it as the delta's reasoning_content.
 struct ChunkFields {
   int32_t index = 0;  // the choice
   std::string text;
+  std::string reasoning;
   std::span<const LogprobEntry> logprobs;
   int64_t text_offset = 0;
   std::span<const ToolCall> tool_calls;

@@ -19,9 +19,12 @@ const ResponseMeta kChatMeta{.endpoint = Endpoint::kChatCompletions,
                              .created = 1700000000,
                              .model = "tiny"};
 
-ToolCallStream Reader() {
-  return ToolCallStream(ChatFormat::kQwen3, {.open = "<tool_call>", .close = "</tool_call>"}, {},
-                        5);
+ChatOutput Reader(bool thinking = false) {
+  std::optional<ReasoningStream> reasoning;
+  if (thinking) reasoning.emplace(/*opened=*/false);
+  return ChatOutput(
+      std::move(reasoning),
+      ToolCallStream(ChatFormat::kQwen3, {.open = "<tool_call>", .close = "</tool_call>"}, {}, 5));
 }
 
 // The data of each "data: {...}" event.
@@ -50,7 +53,7 @@ const std::vector<std::string> kCallInPieces = {
     "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", "\n"};
 
 TEST(ChoiceEventsTest, AStreamSendsTheContentThenTheCallThenFinishesWithToolCalls) {
-  ToolCallStream reader = Reader();
+  ChatOutput reader = Reader();
   int64_t offset = 0;
   std::string content;
   std::vector<json> calls;
@@ -76,7 +79,7 @@ TEST(ChoiceEventsTest, AStreamSendsTheContentThenTheCallThenFinishesWithToolCall
   // The whole response's choice says the same.
   RequestChannel::Update whole = {.text = "", .done = true, .outcome = Outcome::kStop};
   for (const std::string& text : kCallInPieces) whole.text += text;
-  ToolCallStream again = Reader();
+  ChatOutput again = Reader();
   const Choice choice = WholeChoice(whole, &again);
   EXPECT_EQ(choice.text, "Checking.\n");
   ASSERT_EQ(choice.tool_calls.size(), 1u);
@@ -89,7 +92,7 @@ TEST(ChoiceEventsTest, AStreamSendsTheContentThenTheCallThenFinishesWithToolCall
 TEST(ChoiceEventsTest, ACallCutOffIsTextAndWithoutToolsNothingChanges) {
   RequestChannel::Update cut = {
       .text = "A <tool_call>\n{\"name\": \"f\"", .done = true, .outcome = Outcome::kLength};
-  ToolCallStream reader = Reader();
+  ChatOutput reader = Reader();
   Choice choice = WholeChoice(cut, &reader);
   EXPECT_EQ(choice.text, cut.text);
   EXPECT_TRUE(choice.tool_calls.empty());
@@ -108,6 +111,47 @@ TEST(ChoiceEventsTest, ACallCutOffIsTextAndWithoutToolsNothingChanges) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0]["choices"][0]["delta"]["content"], called.text);
   EXPECT_EQ(events[1]["choices"][0]["finish_reason"], "stop");
+}
+
+// Thinking on: the reasoning streams as reasoning_content, a call written inside it is not one,
+// and the answer's call is; the whole choice says the same.
+TEST(ChoiceEventsTest, ReasoningThenACall) {
+  const std::vector<std::string> pieces = {
+      "<thi", "nk>\nMaybe <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>?\n", "</thi",
+      "nk>\n\nSure.\n<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>"};
+  ChatOutput output = Reader(/*thinking=*/true);
+  int64_t offset = 0;
+  std::string reasoning, content, finish;
+  std::vector<std::string> called;
+  for (const RequestChannel::Update& u : Updates(pieces, Outcome::kStop)) {
+    for (const json& event : Events(ChoiceEvents(kChatMeta, false, 0, u, &output, &offset))) {
+      const json& choice = event["choices"][0];
+      const json& delta = choice["delta"];
+      reasoning += delta.value("reasoning_content", "");
+      content += delta.value("content", "");
+      for (const json& call : delta.value("tool_calls", json::array())) {
+        called.push_back(call["function"]["name"]);
+      }
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  }
+  const std::string inner = "Maybe <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>?";
+  EXPECT_EQ(reasoning, inner);
+  EXPECT_EQ(content, "Sure.\n");
+  EXPECT_EQ(called, std::vector<std::string>{"g"});
+  EXPECT_EQ(finish, "tool_calls");
+
+  RequestChannel::Update whole = {.text = "", .done = true, .outcome = Outcome::kStop};
+  for (const std::string& text : pieces) whole.text += text;
+  ChatOutput again = Reader(/*thinking=*/true);
+  const Choice choice = WholeChoice(whole, &again);
+  EXPECT_EQ(choice.reasoning, inner);
+  EXPECT_EQ(choice.text, "Sure.\n");
+  ASSERT_EQ(choice.tool_calls.size(), 1u);
+  const json message =
+      CompletionJson(kChatMeta, std::span(&choice, 1), {})["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], inner);
+  EXPECT_EQ(message["content"], "Sure.\n");
 }
 
 }  // namespace

@@ -354,6 +354,9 @@ INSTANTIATE_TEST_SUITE_P(
                     "extra": 1}]})",
                 400, "tools[0].extra"},
         BadCase{kChat, "{" + kChatOk + R"(, "tool_choice": "required"})", 400, "tool_choice"},
+        BadCase{kChat, "{" + kChatOk + R"(, "separate_reasoning": 1})", 400, "separate_reasoning"},
+        BadCase{kCompletions, "{" + kOk + R"(, "separate_reasoning": true})", 400,
+                "separate_reasoning"},
         BadCase{
             kChat,
             "{" + kChatOk + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
@@ -454,6 +457,11 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
   EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                   "tool_choice": "none"})")
                    .tool_choice_auto);
+  EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}]})")
+                  .separate_reasoning);
+  EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                                  "separate_reasoning": false})")
+                   .separate_reasoning);
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                  "tools": null, "tool_choice": "auto"})")
                   .tools.empty());

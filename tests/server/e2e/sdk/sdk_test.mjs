@@ -1,6 +1,7 @@
 // Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
 // models, chat and text completions, streamed and not, usage, stream_options.include_usage,
-// stop strings, logprobs, n choices, logit_bias and the penalties, tools, and error handling. Greedy
+// stop strings, logprobs, n choices, logit_bias and the penalties, tools, reasoning, and error
+// handling. Greedy
 // decoding makes streamed and non-streamed text equal.
 //
 // Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
@@ -254,6 +255,37 @@ async function tools(model, prompt) {
   }
 }
 
+// Thinking on: the reasoning block comes back as reasoning_content (null when the output opens
+// none), streamed as delta.reasoning_content; separate_reasoning false keeps it in the content.
+async function reasoning(model, prompt) {
+  const request = {model, messages: [{role: 'user', content: prompt}], max_tokens: 10,
+                   temperature: 0, chat_template_kwargs: {enable_thinking: true}};
+  const whole = await client.chat.completions.create(request);
+  const message = whole.choices[0].message;
+  assert.ok('reasoning_content' in message, 'reasoning_content is reported with thinking on');
+  let streamedReasoning = '', streamedContent = '';
+  for await (const chunk of await client.chat.completions.create({...request, stream: true})) {
+    for (const choice of chunk.choices) {
+      streamedReasoning += choice.delta.reasoning_content ?? '';
+      streamedContent += choice.delta.content ?? '';
+    }
+  }
+  assert.equal(streamedReasoning, message.reasoning_content ?? '');
+  assert.equal(streamedContent, message.content);
+  const inline = await client.chat.completions.create({...request, separate_reasoning: false});
+  assert.ok(!('reasoning_content' in inline.choices[0].message));
+  const reasoningText = message.reasoning_content ?? '';
+  assert.ok(inline.choices[0].message.content.includes(reasoningText));
+  assert.ok(inline.choices[0].message.content.endsWith(message.content));
+  // An output made to open the block (a bias of 100 on "<think>", token 510) and cut off inside
+  // it is all reasoning.
+  const opened = await client.chat.completions.create(
+      {...request, max_tokens: 3, logit_bias: {'510': 100}});
+  assert.equal(opened.choices[0].message.reasoning_content, '<think><think>');
+  assert.equal(opened.choices[0].message.content, '');
+  assert.equal(opened.choices[0].finish_reason, 'length');
+}
+
 async function errors(model) {
   await assert.rejects(client.completions.create({model, prompt: 'x', n: 17}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
@@ -289,6 +321,7 @@ async function main() {
     if (round === 0) await choices(model, prompt);
     if (round === 0) await logitRules(model, prompt);
     if (round === 0) await tools(model, prompt);
+    if (round === 0) await reasoning(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);

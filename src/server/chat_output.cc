@@ -1,0 +1,50 @@
+#include "server/chat_output.h"
+
+#include <iterator>
+#include <utility>
+
+namespace dscale::server {
+
+ChatOutput::ChatOutput(std::optional<ReasoningStream> reasoning,
+                       std::optional<ToolCallStream> tools)
+    : reasoning_(std::move(reasoning)), tools_(std::move(tools)) {}
+
+ChatOutput::Piece ChatOutput::Push(std::string_view text) {
+  Piece piece;
+  if (!reasoning_) {
+    Answer(text, /*final=*/false, &piece);
+    return piece;
+  }
+  ReasoningStream::Piece split = reasoning_->Push(text);
+  piece.reasoning = std::move(split.reasoning);
+  Answer(split.answer, /*final=*/false, &piece);
+  return piece;
+}
+
+ChatOutput::Piece ChatOutput::Finish() {
+  Piece piece;
+  if (!reasoning_) {
+    Answer({}, /*final=*/true, &piece);
+    return piece;
+  }
+  ReasoningStream::Piece split = reasoning_->Finish();
+  piece.reasoning = std::move(split.reasoning);
+  Answer(split.answer, /*final=*/true, &piece);
+  return piece;
+}
+
+void ChatOutput::Answer(std::string_view answer, bool final, Piece* piece) {
+  if (!tools_) {
+    piece->content += answer;
+    return;
+  }
+  ToolCallStream::Piece split = tools_->Push(answer);
+  piece->content += split.content;
+  std::move(split.calls.begin(), split.calls.end(), std::back_inserter(piece->calls));
+  if (!final) return;
+  split = tools_->Finish();
+  piece->content += split.content;
+  std::move(split.calls.begin(), split.calls.end(), std::back_inserter(piece->calls));
+}
+
+}  // namespace dscale::server
