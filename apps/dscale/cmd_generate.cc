@@ -276,6 +276,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--min-tokens", args->rules.min_tokens,
                   "No stop id (EOS) ends an output before it holds this many tokens")
       ->capture_default_str();
+  cmd->add_flag("--json-object", args->rules.json_object,
+                "JSON mode: hold each output to a JSON object's text (it ends once the object "
+                "closes)");
   cmd->add_option("--logit-bias", args->logit_bias,
                   "TOKEN_ID=BIAS added to that token's logit, -100 to 100 (repeatable)");
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")

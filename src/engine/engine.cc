@@ -39,6 +39,9 @@ Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
   if (!p.stop_strings.empty() && !can_decode_text) {
     return InvalidArgument("stop: stop strings need a tokenizer");
   }
+  if (s.rules.json_object && !can_decode_text) {
+    return InvalidArgument("response_format: JSON mode needs a tokenizer");
+  }
   for (const std::string& stop : p.stop_strings) {
     if (stop.empty()) return InvalidArgument("stop: stop strings must not be empty");
   }

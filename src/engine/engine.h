@@ -53,6 +53,7 @@
 #include "plan/planner_config.h"
 #include "plan/verify_planner.h"
 #include "spec/draft_distribution.h"
+#include "spec/json_token_mask.h"
 #include "spec/length_policy.h"
 
 namespace dscale {
@@ -306,6 +307,8 @@ class Engine {
   // When r asks for logprobs: computes those of `tokens` from their logits rows [tokens, vocab]
   // into pending_logprobs_, which the AppendOutput of the same tokens takes.
   Status LogprobsOf(RequestState& r, std::span<const float> rows, std::span<const int32_t> tokens);
+  // JSON mode on one request's rows: row j held to what may follow its output and drafts [0, j).
+  void HoldToJson(const RequestState& r, std::span<const int32_t> drafts, std::span<float> rows);
   // Appends tokens to r's output, applying stop ids, max_tokens and stop strings; streams them.
   void AppendOutput(RequestState& r, std::span<const int32_t> tokens);
 
@@ -335,6 +338,8 @@ class Engine {
   ExpertOccupancy occupancy_;
   DecodeStep step_;    // this step's decode stages
   ForwardOutput out_;  // the target's host pass (prefill, then verification)
+  // JSON mode's masks over the vocabulary, made at the first request that asks for it.
+  std::unique_ptr<JsonTokenMasks> json_masks_;
   std::vector<double> probs_;
   std::vector<TokenLogprobs> pending_logprobs_;  // LogprobsOf → AppendOutput
   std::vector<int32_t> commit_tokens_;           // CommitOutcome's tokens of one request

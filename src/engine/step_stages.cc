@@ -301,10 +301,25 @@ void Engine::AcceptRows(const TargetPass& pass, std::span<RequestState* const> r
         std::span(out_.logits).subspan(a.logits_row * vocab, rows * vocab);
     ApplyLogitRules(rules, std::span(r.tokens).first(r.prompt_len), r.output(), a.drafts, logits,
                     vocab);
+    if (rules.json_object) HoldToJson(r, a.drafts, logits);
     HoldBackStopIds(rules, static_cast<int64_t>(r.output().size()), r.params.stop_ids, logits,
                     vocab);
   }
   backend_.Accept(pass, accepting, outcomes);
+}
+
+void Engine::HoldToJson(const RequestState& r, std::span<const int32_t> drafts,
+                        std::span<float> rows) {
+  const int64_t vocab = target_.config().vocab_size;
+  if (json_masks_ == nullptr) {
+    json_masks_ = std::make_unique<JsonTokenMasks>(vocab, config_.token_text);
+  }
+  JsonObjectGrammar state = json_masks_->StateAfter(r.output());
+  const auto num_rows = static_cast<int64_t>(rows.size()) / vocab;
+  for (int64_t j = 0; j < num_rows; ++j) {
+    json_masks_->Mask(state, r.params.stop_ids, rows.subspan(j * vocab, vocab));
+    if (j + 1 < num_rows) state = json_masks_->Advance(state, drafts[j]);
+  }
 }
 
 void Engine::CommitOutcome(RequestState& r, const TargetPass& pass, const AcceptRequest& accepting,

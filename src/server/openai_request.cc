@@ -623,9 +623,27 @@ bool NeedsRenderInOrder(const ApiRequest& r) {
                      [](const ChatMessage& m) { return !m.tool_calls.empty(); });
 }
 
-Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest*) {
-  if (v.is_null() || v == json{{"type", "text"}}) return std::nullopt;
-  return Unsupported(v, name, "{\"type\": \"text\"}");
+// {"type": "text"} (the default) or {"type": "json_object"}: JSON mode, the output held to a JSON
+// object's text (spec/json_token_mask.h). A schema would need a grammar of its own.
+Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest* r) {
+  r->rules.json_object = false;
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_object()) return BadField(name, "expected an object with a type" + Got(v));
+  const auto type = v.find("type");
+  if (type == v.end() || !type->is_string()) {
+    return BadField(name + ".type", "expected \"text\" or \"json_object\"");
+  }
+  if (*type == "json_schema") {
+    return BadField(name + ".type",
+                    "\"json_schema\" is not supported; \"json_object\" holds the output to a "
+                    "JSON object");
+  }
+  if (*type != "text" && *type != "json_object") {
+    return BadField(name + ".type", "expected \"text\" or \"json_object\"" + Got(*type));
+  }
+  if (Error e = CheckMembers(v, name, {"type"})) return e;
+  r->rules.json_object = *type == "json_object";
+  return std::nullopt;
 }
 
 // The chat template's arguments, as vLLM and SGLang take them: enable_thinking only (dscale's

@@ -21,7 +21,8 @@
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
 //             kMaxTools functions), tool_choice ("auto" or "none"), parallel_tool_calls,
-//             response_format ({"type": "text"} only), chat_template_kwargs
+//             response_format ({"type": "text"} or {"type": "json_object"}: JSON mode, the
+//             output held to a JSON object's text), chat_template_kwargs
 //             ({"enable_thinking"}), separate_reasoning (SGLang's); an assistant message may
 //             carry tool_calls, a tool message a tool_call_id
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
@@ -71,7 +72,7 @@ struct ApiRequest {
   std::optional<int32_t> top_k;  // 0: off
   std::optional<float> min_p;    // 0: off
   std::optional<float> repetition_penalty;
-  LogitRules rules;  // logit_bias, the presence and frequency penalties, min_tokens
+  LogitRules rules;  // logit_bias, the presence and frequency penalties, min_tokens, JSON mode
   std::vector<int64_t> stop_token_ids;  // vLLM's: ids that end the output too
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;

@@ -45,10 +45,13 @@ struct LogitRules {
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;
   int32_t min_tokens = 0;  // HoldBackStopIds; 0: off
+  // JSON mode (response_format json_object): every row held to the tokens that continue a JSON
+  // object's text (spec/json_token_mask.h). The engine applies it, knowing the tokens' texts.
+  bool json_object = false;
 
   bool empty() const {
     return logit_bias.empty() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
-           repetition_penalty == 1.0f && min_tokens == 0;
+           repetition_penalty == 1.0f && min_tokens == 0 && !json_object;
   }
 };
 

@@ -1,5 +1,5 @@
 // Logit rules (spec/logit_rules.h: logit_bias, presence, frequency and repetition penalties,
-// min_tokens)
+// min_tokens, JSON mode)
 // through the engine: plain decoding with them equals a reference that applies them after one
 // plain forward over the prompt and the output so far, and every length policy at c = 1 and 16
 // commits plain decoding's tokens, greedy and sampled — the drafts a row follows count as its
@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "planted_drafter.h"
+#include "spec/json_token_mask.h"
 
 namespace dscale {
 namespace {
@@ -67,7 +71,8 @@ struct Mode {
 // for the caller to check; the others must equal it token for token.
 std::vector<std::vector<int32_t>> ExpectEveryModeAgrees(
     DecoderModel& target, const dvl::Predictor& predictor, const GenerationParams& params,
-    const std::vector<std::vector<int32_t>>& prompts) {
+    const std::vector<std::vector<int32_t>>& prompts,
+    std::function<std::string_view(int32_t)> token_text = {}) {
   PlantedDrafter planted(target, 16, /*salt=*/31);
   const budget::SpsTable sps = {.tokens = {1, 16, 64, 512}, .steps_per_second = {500, 200, 60, 8}};
   const Mode modes[] = {{"none", "0.5", false},  {"dflash", "0.5", true},  {"fixed:4", "0.5", true},
@@ -83,6 +88,7 @@ std::vector<std::vector<int32_t>> ExpectEveryModeAgrees(
           .inputs = {.predictor = &predictor,
                      .verify_budget = budget::VerifyBudget::Parse(mode.budget).value()}};
       if (config.policy.UsesSpsTable()) config.inputs.sps_table = &sps;
+      config.token_text = token_text;
       const EngineRun run =
           RunPrompts(target, mode.drafts ? &planted : nullptr, config, prompts, params);
       if (plain.empty()) {
@@ -181,6 +187,94 @@ TEST_F(LogitRulesEngineTest, ABiasOfAHundredChoosesItsTokenEveryStep) {
   }
 }
 
+// JSON mode's test vocabulary: JSON pieces of one to five bytes for the tiny target's ids, the
+// EOS ids without text.
+class JsonVocabulary {
+ public:
+  explicit JsonVocabulary(const DecoderConfig& c) : texts_(c.vocab_size) {
+    const std::vector<std::string> pieces = {"{",   "}",   "[",    "]",     "\"",  ":",  ",", " ",
+                                             "{\"", "\"}", "\": ", "\",\"", "x",   "yz", "1", "-2",
+                                             ".5",  "e3",  "true", "null",  "\\n", "]}", "}}"};
+    std::mt19937 rng(3);
+    for (int64_t id = 0; id < c.vocab_size; ++id) {
+      if (id < static_cast<int64_t>(pieces.size())) {
+        texts_[id] = pieces[id];
+        continue;
+      }
+      const std::string chars = "{}[]\":, xy1-.e";
+      const int length = 1 + static_cast<int>(rng() % 5);
+      for (int i = 0; i < length; ++i) texts_[id] += chars[rng() % chars.size()];
+    }
+    for (const int64_t eos : c.eos_token_ids) texts_[eos].clear();
+  }
+  std::function<std::string_view(int32_t)> TokenText() const {
+    return [this](int32_t id) { return std::string_view(texts_[id]); };
+  }
+  std::string Text(const std::vector<int32_t>& ids) const {
+    std::string text;
+    for (const int32_t id : ids) text += texts_[id];
+    return text;
+  }
+
+ private:
+  std::vector<std::string> texts_;
+};
+
+// Greedy JSON mode, one plain forward per token, the rows held by the masks.
+std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<int32_t>& prompt,
+                                         JsonTokenMasks& masks, const std::vector<int64_t>& stops,
+                                         int32_t max_tokens) {
+  std::vector<int32_t> context = prompt, output;
+  while (static_cast<int32_t>(output.size()) < max_tokens) {
+    std::vector<float> logits = testing::NextTokenLogits(target, context);
+    masks.Mask(masks.StateAfter(output), stops, logits);
+    const auto next = static_cast<int32_t>(std::ranges::max_element(logits) - logits.begin());
+    output.push_back(next);
+    context.push_back(next);
+    if (std::ranges::find(stops, next) != stops.end()) break;
+  }
+  return output;
+}
+
+// JSON mode: plain decoding is the reference's, every mode at c = 1 and 16 commits it, greedy
+// and sampled, and every output is JSON-object text so far: whole where a stop id ended it.
+TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
+  const DecoderConfig& c = target_.config();
+  const JsonVocabulary vocabulary(c);
+  JsonTokenMasks masks(c.vocab_size, vocabulary.TokenText());
+  const auto prompts = RandomPrompts(16, c.vocab_size, 53);
+  constexpr int32_t kJsonTokens = 40;
+  GenerationParams params{.max_tokens = kJsonTokens,
+                          .sampling = {.rules = {.json_object = true}},
+                          .stop_ids = c.eos_token_ids};
+  int whole = 0;
+  for (const float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
+    params.sampling.temperature = temperature;
+    params.sampling.seed = 23;
+    const std::vector<std::vector<int32_t>> plain =
+        ExpectEveryModeAgrees(target_, predictor_, params, prompts, vocabulary.TokenText());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (temperature == 0.0f) {
+        EXPECT_EQ(FirstDifference(plain[i], ReferenceJsonGreedy(target_, prompts[i], masks,
+                                                                c.eos_token_ids, kJsonTokens)),
+                  "")
+            << "prompt " << i;
+      }
+      const bool stopped =
+          std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end();
+      JsonObjectGrammar grammar;
+      EXPECT_TRUE(grammar.Feed(vocabulary.Text(plain[i]))) << vocabulary.Text(plain[i]);
+      EXPECT_EQ(grammar.complete(), stopped) << vocabulary.Text(plain[i]);
+      if (stopped) {
+        EXPECT_TRUE(nlohmann::json::parse(vocabulary.Text(plain[i])).is_object());
+        ++whole;
+      }
+    }
+  }
+  EXPECT_GT(whole, 0) << "some outputs close their object and stop";
+}
+
 TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {
   auto engine = Engine::Create(target_, nullptr, {}).value();
   const auto refusal = [&](const SamplingParams& sampling) {
@@ -193,6 +287,7 @@ TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {
   EXPECT_TRUE(refusal({.rules = {.repetition_penalty = -1.0f}}).starts_with("repetition_penalty"));
   EXPECT_TRUE(refusal({.temperature = 1.0f, .min_p = 2.0f}).starts_with("min_p: "));
   EXPECT_TRUE(refusal({.rules = {.min_tokens = 5}}).starts_with("min_tokens: "));
+  EXPECT_TRUE(refusal({.rules = {.json_object = true}}).starts_with("response_format: "));
 }
 
 }  // namespace

@@ -361,7 +361,16 @@ INSTANTIATE_TEST_SUITE_P(
             kChat,
             "{" + kChatOk + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
             400, "tool_choice"},
-        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object"}})", 400,
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {}}}})",
+                400, "response_format.type"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "yaml"}})", 400,
+                "response_format.type"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": "json_object"})", 400,
+                "response_format"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object", "x": 1}})",
+                400, "response_format.x"},
+        BadCase{kCompletions, "{" + kOk + R"(, "response_format": {"type": "json_object"}})", 400,
                 "response_format"},
         BadCase{kChat, "{" + kChatOk + R"(, "chat_template_kwargs": [true]})", 400,
                 "chat_template_kwargs"},
@@ -459,6 +468,12 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
                    .tool_choice_auto);
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}]})")
                   .separate_reasoning);
+  EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                                 "response_format": {"type": "json_object"}})")
+                  .rules.json_object);
+  EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                                  "response_format": {"type": "text"}})")
+                   .rules.json_object);
   EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                   "separate_reasoning": false})")
                    .separate_reasoning);

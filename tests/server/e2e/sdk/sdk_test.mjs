@@ -1,7 +1,7 @@
 // Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
 // models, chat and text completions, streamed and not, usage, stream_options.include_usage,
-// stop strings, logprobs, n choices, logit_bias and the penalties, tools, reasoning, and error
-// handling. Greedy
+// stop strings, logprobs, n choices, logit_bias and the penalties, tools, reasoning, JSON mode,
+// and error handling. Greedy
 // decoding makes streamed and non-streamed text equal.
 //
 // Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
@@ -286,6 +286,28 @@ async function reasoning(model, prompt) {
   assert.equal(opened.choices[0].finish_reason, 'length');
 }
 
+// JSON mode: the content is a JSON object's text, whole where the output stopped by itself;
+// a schema is refused naming the field.
+async function jsonMode(model, prompt) {
+  const request = {model, messages: [{role: 'user', content: prompt}], max_tokens: 64,
+                   temperature: 0, response_format: {type: 'json_object'}};
+  const whole = await client.chat.completions.create(request);
+  const content = whole.choices[0].message.content;
+  assert.ok(content.startsWith('{'), content);
+  if (whole.choices[0].finish_reason === 'stop') {
+    assert.equal(typeof JSON.parse(content), 'object');
+  }
+  const streamed = await collectChat(await client.chat.completions.create({...request, stream: true}));
+  assert.equal(streamed.text, content);
+  await assert.rejects(client.chat.completions.create(
+      {...request, response_format: {type: 'json_schema', json_schema: {name: 'x', schema: {}}}}),
+      (e) => {
+        assert.equal(e.status, 400);
+        assert.equal(e.param, 'response_format.type');
+        return true;
+      });
+}
+
 async function errors(model) {
   await assert.rejects(client.completions.create({model, prompt: 'x', n: 17}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
@@ -322,6 +344,7 @@ async function main() {
     if (round === 0) await logitRules(model, prompt);
     if (round === 0) await tools(model, prompt);
     if (round === 0) await reasoning(model, prompt);
+    if (round === 0) await jsonMode(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);
