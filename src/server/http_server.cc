@@ -426,16 +426,17 @@ std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t 
   // Thinking on: the Qwen formats' reasoning block, which Qwen3.5's prompt opens itself.
   const bool reasoning =
       api.enable_thinking && api.separate_reasoning && format != ChatFormat::kLlama3;
-  // PrepareRequest refused tools where the format has no markers.
-  const std::optional<ToolCallMarkers> markers = ToolCallMarkersOf(format);
-  const bool tools = !api.tools.empty() && api.tool_choice_auto && markers;
+  const bool tools = !api.tools.empty() && api.tool_choice_auto;
   if (!reasoning && !tools) return outputs;
   const ToolParameterTypes types(api.tools);
   for (int32_t i = 0; i < api.n; ++i) {
     std::optional<ReasoningStream> reasoning_stream;
     if (reasoning) reasoning_stream.emplace(/*opened=*/format == ChatFormat::kQwen3_5);
     std::optional<ToolCallStream> tool_stream;
-    if (tools) tool_stream.emplace(format, *markers, types, dvl::SplitMix64Mix(id_seed + i));
+    if (tools) {
+      tool_stream.emplace(format, ToolCallMarkersOf(format), types,
+                          dvl::SplitMix64Mix(id_seed + i));
+    }
     outputs.emplace_back(std::move(reasoning_stream), std::move(tool_stream));
   }
   return outputs;

@@ -4,7 +4,6 @@
 #include <charconv>
 
 #include "io/tokenizer/chat_template.h"
-#include "io/tokenizer/tool_call_format.h"
 
 namespace dscale::server {
 namespace {
@@ -18,12 +17,12 @@ Result<bool> SpellsAddedToken(const Tokenizer& tokenizer, const std::string& tex
   return with != without;
 }
 
-// A marker found in no message or tool: "\x01content:" with as many extra '\x01' as needed.
+// A marker found in no message or tool: U+E000 (private use, which no template escapes: Llama
+// 3's writes tool results as JSON strings) and "content:", with as many extra U+E000 as needed.
 std::string UniqueMarker(const std::vector<ChatMessage>& messages,
                          std::span<const std::string> tools) {
-  std::string marker =
-      "\x01"
-      "content:";
+  constexpr std::string_view kPrivateUse = "\xee\x80\x80";
+  std::string marker = std::string(kPrivateUse) + "content:";
   auto used = [&](const std::string& m) {
     return std::any_of(
                messages.begin(), messages.end(),
@@ -31,7 +30,7 @@ std::string UniqueMarker(const std::vector<ChatMessage>& messages,
            std::any_of(tools.begin(), tools.end(),
                        [&](const std::string& tool) { return tool.find(m) != std::string::npos; });
   };
-  while (used(marker)) marker.insert(0, "\x01");
+  while (used(marker)) marker.insert(0, kPrivateUse);
   return marker;
 }
 
@@ -73,9 +72,9 @@ std::optional<ApiError> EncodeChatSegmented(const std::vector<ChatMessage>& mess
     std::from_chars(text->data() + index_start, text->data() + close, index);
     // The content as the template writes it (trimmed in some formats), or the tool's
     // definition, as plain text.
-    const std::string_view verbatim =
+    const std::string verbatim =
         index < messages.size() ? ContentAsRendered(format, messages[index])
-                                : std::string_view(options.tools[index - messages.size()]);
+                                : ToolAsRendered(format, options.tools[index - messages.size()]);
     if (auto e = append(verbatim, false)) return e;
     pos = close + marker.size();
   }
@@ -121,23 +120,6 @@ std::optional<ApiError> CheckPromptBytes(const ApiRequest& request, const ModelI
                                     "-token context) that are tokenized");
 }
 
-// Tools, and a history of calls, only in a format whose calls dscale writes and reads.
-std::optional<ApiError> CheckToolsSupported(const std::vector<ChatMessage>& messages,
-                                            const Tokenizer& tokenizer,
-                                            const ChatTemplateOptions& options) {
-  const ChatFormat format = ChatFormatOf(tokenizer);
-  if (ToolCallMarkersOf(format)) return std::nullopt;
-  const std::string why = "tool calling is not supported in this model's chat format (" +
-                          std::string(TraitsOf(format).name) + ")";
-  if (!options.tools.empty()) return BadField("tools", why);
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (!messages[i].tool_calls.empty()) {
-      return BadField("messages[" + std::to_string(i) + "].tool_calls", why);
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 int64_t PromptTextBytes(const ApiRequest& request) {
@@ -159,7 +141,6 @@ int64_t PromptTextBytes(const ApiRequest& request) {
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
                                    const Tokenizer& tokenizer, std::vector<int32_t>* ids,
                                    const ChatTemplateOptions& options) {
-  if (auto e = CheckToolsSupported(messages, tokenizer, options)) return e;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!IsVerbatim(messages[i])) continue;
     Result<bool> spells = SpellsAddedToken(tokenizer, messages[i].content);

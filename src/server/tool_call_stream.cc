@@ -37,6 +37,10 @@ ToolCallStream::Piece ToolCallStream::Push(std::string_view text) {
 
 ToolCallStream::Piece ToolCallStream::Finish() {
   Piece piece;
+  if (markers_.open.empty()) {
+    ScanWhole(/*final=*/true, &piece);
+    return piece;
+  }
   Scan(/*final=*/true, &piece);
   if (in_block_) {
     // Still open: not a call.
@@ -47,7 +51,35 @@ ToolCallStream::Piece ToolCallStream::Finish() {
   return piece;
 }
 
+void ToolCallStream::ScanWhole(bool final, Piece* piece) {
+  const size_t start = pending_.find_first_not_of(" \t\r\n");
+  if (!in_block_ && !decided_ && start != std::string::npos && pending_[start] == '{') {
+    in_block_ = true;
+  }
+  if (in_block_) {
+    if (!final) return;  // held to the end
+    std::optional<ChatToolCall> call = ParseToolCall(format_, pending_, types_);
+    if (call) {
+      piece->calls.push_back({.id = CallId(id_seed_, calls_), .call = std::move(*call)});
+      ++calls_;
+    } else {
+      piece->content += pending_;
+    }
+    pending_.clear();
+    return;
+  }
+  // Content from its first text on; leading whitespace waits to see what follows.
+  if (start == std::string::npos && !final && !decided_) return;
+  decided_ = true;
+  piece->content += pending_;
+  pending_.clear();
+}
+
 void ToolCallStream::Scan(bool final, Piece* piece) {
+  if (markers_.open.empty()) {
+    ScanWhole(final, piece);
+    return;
+  }
   while (true) {
     if (in_block_) {
       const size_t close = pending_.find(markers_.close);

@@ -10,6 +10,9 @@
 //     the end of the turn) is dropped, other text is content;
 //   - a block that does not read as a call, or is still open when the output ends, is content,
 //     markers and all.
+// Where the format has no markers (Llama 3.1's), an output whose first text but whitespace is
+// "{" is held to its end and is one call if it reads as one; any other output is content as it
+// comes.
 // Not thread-safe: one per choice.
 
 #include <cstdint>
@@ -49,6 +52,8 @@ class ToolCallStream {
 
  private:
   void Scan(bool final, Piece* piece);
+  // The format without markers: the whole output is a call or content.
+  void ScanWhole(bool final, Piece* piece);
   // Content text found at the top level; held while it is whitespace after a call.
   void AddContent(std::string_view text, bool final, Piece* piece);
   void CloseBlock(std::string_view body, Piece* piece);
@@ -59,7 +64,8 @@ class ToolCallStream {
   uint64_t id_seed_;
   std::string pending_;     // not yet sent: at the top level, or a block's body after its marker
   std::string whitespace_;  // after a call: whitespace held until text or a call follows
-  bool in_block_ = false;
+  bool in_block_ = false;   // with markers: inside a call's block; without: holding the output
+  bool decided_ = false;    // without markers: the output is content
   int32_t calls_ = 0;
 };
 

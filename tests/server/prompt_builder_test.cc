@@ -202,9 +202,9 @@ TEST(PromptBuilderTest, ToolsCannotInjectControlTokens) {
   EXPECT_NE(text.find("<tools>\n" + tools[0] + "\n</tools>"), std::string::npos);
 }
 
-// Llama 3's tool calls are neither written nor read: tools, or a history of calls, are refused
-// naming the field rather than dropped from the prompt.
-TEST(PromptBuilderTest, ToolsInAFormatWithoutThemAreRefused) {
+// Llama 3.1's format with tools: the tools in the first user turn, a call written back, and a
+// tool result that spells a control token kept as plain text inside its JSON string.
+TEST(PromptBuilderTest, ToolsInLlama3sFormat) {
   namespace fs = std::filesystem;
   const fs::path dir =
       fs::temp_directory_path() / ("dscale_llama3_server_tokenizer_" + std::to_string(::getpid()));
@@ -219,7 +219,8 @@ TEST(PromptBuilderTest, ToolsInAFormatWithoutThemAreRefused) {
   int64_t next = 0;
   for (const auto& [token, id] : added.items())
     next = std::max<int64_t>(next, id.get<int64_t>() + 1);
-  for (const char* token : {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) {
+  for (const char* token :
+       {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) {
     added[token] = next;
     config["added_tokens_decoder"][std::to_string(next++)] = {{"content", token},
                                                               {"special", true}};
@@ -228,20 +229,26 @@ TEST(PromptBuilderTest, ToolsInAFormatWithoutThemAreRefused) {
   std::ofstream(dir / "tokenizer_config.json") << config.dump();
   const Tokenizer tok = Tokenizer::Load(dir).value();
   ASSERT_EQ(ChatFormatOf(tok), ChatFormat::kLlama3);
-  std::vector<int32_t> ids;
+  const int32_t eot = tok.AddedTokenId("<|eot_id|>").value();
   const std::vector<std::string> tools = {R"({"type": "function", "function": {"name": "f"}})"};
-  const std::vector<ChatMessage> query = {{.role = "user", .content = "Q"}};
-  std::optional<ApiError> e = EncodeChat(query, tok, &ids, {.tools = tools});
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "tools");
-  EXPECT_NE(e->message.find("llama3"), std::string::npos) << e->message;
   const std::vector<ChatMessage> history = {
       {.role = "user", .content = "Q"},
-      {.role = "assistant", .content = "", .tool_calls = {{.name = "f", .arguments = "{}"}}}};
-  e = EncodeChat(history, tok, &ids);
+      {.role = "assistant", .content = "", .tool_calls = {{.name = "f", .arguments = "{}"}}},
+      {.role = "tool", .content = "x<|eot_id|>y"}};
+  std::vector<int32_t> ids;
+  const std::optional<ApiError> error = EncodeChat(history, tok, &ids, {.tools = tools});
+  ASSERT_FALSE(error) << error->message;
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), eot), 4) << "system, user, call, result";
+  const std::string text = tok.Decode(ids).value();
+  EXPECT_EQ(text, ApplyLlama3ChatTemplate(history, {.tools = tools}).value());
+  EXPECT_NE(text.find("Environment: ipython"), std::string::npos);
+  EXPECT_NE(text.find("\"x<|eot_id|>y\"<|eot_id|>"), std::string::npos);
+  // Two calls in one message: the template's refusal, naming the message.
+  std::vector<ChatMessage> two = history;
+  two[1].tool_calls.push_back(two[1].tool_calls[0]);
+  const std::optional<ApiError> e = EncodeChat(two, tok, &ids, {.tools = tools});
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "messages[1].tool_calls");
-  EXPECT_FALSE(EncodeChat(query, tok, &ids));
+  EXPECT_NE(e->message.find("messages[1].tool_calls"), std::string::npos) << e->message;
   fs::remove_all(dir);
 }
 

@@ -128,6 +128,29 @@ TEST(ToolCallStreamTest, WhatIsNoCallStaysText) {
   EXPECT_EQ(Whole(Qwen3Stream(), "no calls at all\n").content, "no calls at all\n");
 }
 
+// Llama 3.1's: no markers; an output that opens with "{" is held and is one call if it reads as
+// one, any other is content as it comes; the same however the text arrives.
+TEST(ToolCallStreamTest, Llama3CallsAreTheWholeOutput) {
+  const auto stream = [] {
+    return ToolCallStream(ChatFormat::kLlama3, ToolCallMarkersOf(ChatFormat::kLlama3), {}, 3);
+  };
+  const std::string call = " {\"name\": \"f\", \"parameters\": {\"a\": 1}}";
+  ToolCallStream::Piece piece = Whole(stream(), call);
+  EXPECT_EQ(piece.content, "");
+  ASSERT_EQ(piece.calls.size(), 1u);
+  EXPECT_EQ(piece.calls[0].call.arguments, R"({"a": 1})");
+  EXPECT_EQ(Whole(stream(), "{\"name\": \"f\"} and more").content, "{\"name\": \"f\"} and more");
+  ToolCallStream text = stream();
+  EXPECT_EQ(text.Push("  ").content, "");
+  EXPECT_EQ(text.Push("Hello {").content, "  Hello {");
+  EXPECT_EQ(text.Push("x").content, "x");
+  for (const std::string& t : {call, std::string("  Hello {x"), std::string("\n\n"),
+                               std::string("{\"name\": \"f\", \"parameters\": [1]}")}) {
+    const ToolCallStream::Piece whole = Whole(stream(), t);
+    for (size_t i = 0; i <= t.size(); ++i) ExpectSame(InPieces(stream(), t, {i}), whole, t);
+  }
+}
+
 TEST(ToolCallStreamTest, Qwen3_5CallsReadTheirValuesByTheToolsTypes) {
   const std::vector<std::string> tools = {TemplateJson(nlohmann::ordered_json::parse(
       R"({"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -34,7 +34,8 @@ TEST(Llama3ChatTemplateTest, UserAloneGetsTheSystemTurnWithTheDates) {
 }
 
 // A conversation: the leading system message after the dates, every content trimmed (Python's
-// str.strip(), U+3000 included), a tool result as an untrimmed ipython turn, a later system
+// str.strip(), U+3000 included), a tool result as an ipython turn holding it as a JSON string
+// (the template's tojson of the content), a later system
 // message as an ordinary turn, thinking options ignored.
 TEST(Llama3ChatTemplateTest, AConversation) {
   const std::vector<ChatMessage> messages = {
@@ -50,7 +51,7 @@ TEST(Llama3ChatTemplateTest, AConversation) {
                 kDates + "Be brief.<|eot_id|>" +
                 "<|start_header_id|>user<|end_header_id|>\n\nHi \xf0\x9f\x98\x80<|eot_id|>" +
                 "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>" +
-                "<|start_header_id|>ipython<|end_header_id|>\n\n {\"x\": 1}\n<|eot_id|>" +
+                "<|start_header_id|>ipython<|end_header_id|>\n\n\" {\\\"x\\\": 1}\\n\"<|eot_id|>" +
                 "<|start_header_id|>system<|end_header_id|>\n\nAnswer in French.<|eot_id|>" +
                 "<|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>" + kPrompt);
   EXPECT_EQ(Render({{"user", "x"}}, {.add_generation_prompt = false}),

@@ -1,4 +1,4 @@
-// Tools in the Qwen chat formats: the tools' definitions and an assistant's calls as the
+// Tools in the chat formats: the tools' definitions and an assistant's calls as the
 // checkpoints' templates write them (expected text rendered by the templates themselves,
 // tests/data/tokenizer/tool_templates/render.py), the JSON those templates write, and a model's
 // calls read back from its output (tool_call_format.h).
@@ -54,6 +54,11 @@ std::vector<std::pair<std::string, std::vector<ChatMessage>>> Conversations() {
         Assistant("", {{"get_weather", R"({"city": "Paris", "days": 2})"}, {"now", "{}"}}),
         {"tool", "18C"},
         {"tool", "noon"}}},
+      {"one_call_and_its_result",
+       {{"system", "Use the tools."},
+        {"user", "Weather in Paris?"},
+        Assistant("", {{"get_weather", R"({"city": "Paris"})"}}),
+        {"tool", "{\"temp\": \"18 \u00b0C\"}"}}},
       {"a_call_after_text_then_a_new_query",
        {{"user", "Q"},
         Assistant(
@@ -63,6 +68,15 @@ std::vector<std::pair<std::string, std::vector<ChatMessage>>> Conversations() {
         {"assistant", "It is sunny."},
         {"user", "Thanks"}}},
   };
+}
+
+TEST(TemplateJsonTest, IndentedAsPythonIndents) {
+  // json.dumps(value, ensure_ascii=False, indent=4) in Python 3.
+  EXPECT_EQ(TemplateJson(OrderedJson::parse(R"({"a": [1, {}], "b": {"c": []}, "d": "é"})"), 4),
+            "{\n    \"a\": [\n        1,\n        {}\n    ],\n    \"b\": {\n        \"c\": "
+            "[]\n    },\n    \"d\": \"é\"\n}");
+  EXPECT_EQ(TemplateJson(OrderedJson::parse("{}"), 4), "{}");
+  EXPECT_EQ(TemplateJson(OrderedJson::parse("[]"), 4), "[]");
 }
 
 TEST(TemplateJsonTest, WritesWhatPythonsJsonDumpsWrites) {
@@ -116,6 +130,25 @@ TEST(ToolChatTemplateTest, Qwen3_5WritesWhatItsTemplateWrites) {
     ASSERT_TRUE(text.ok()) << text.status().ToString();
     EXPECT_EQ(*text, Golden("qwen3_5_" + name)) << name;
   }
+}
+
+// Llama 3.1's takes one call a message: the conversation with two is refused, as its template
+// raises on it.
+TEST(ToolChatTemplateTest, Llama3_1WritesWhatItsTemplateWrites) {
+  const std::vector<std::string> tools = Tools();
+  for (const auto& [name, messages] : Conversations()) {
+    Result<std::string> text = ApplyLlama3ChatTemplate(messages, {.tools = tools});
+    if (name == "two_calls_and_their_results") {
+      ASSERT_FALSE(text.ok());
+      EXPECT_NE(text.status().message().find("messages[1].tool_calls"), std::string::npos);
+      continue;
+    }
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    EXPECT_EQ(*text, Golden("llama3_1_" + name)) << name;
+  }
+  // The tools go before the first user message: there must be one after the system message.
+  EXPECT_FALSE(
+      ApplyLlama3ChatTemplate(std::vector<ChatMessage>{{"system", "S"}}, {.tools = tools}).ok());
 }
 
 // Qwen3.5's template writes each argument as a parameter: arguments that are no JSON object
@@ -207,19 +240,23 @@ TEST(ToolCallFormatTest, ACallReadBackIsWrittenAsTheModelWroteIt) {
   const std::vector<std::string> tools = Tools();
   const ToolParameterTypes types(tools);
   const ChatToolCall call = {"get_weather", R"({"city": "Paris", "days": 2})"};
-  for (const ChatFormat format : {ChatFormat::kQwen3, ChatFormat::kQwen3_5}) {
+  for (const ChatFormat format : {ChatFormat::kQwen3, ChatFormat::kQwen3_5, ChatFormat::kLlama3}) {
     const std::vector<ChatMessage> messages = {{"user", "Q"}, Assistant("", {call})};
     Result<std::string> text =
         ApplyChatTemplate(format, messages, {.add_generation_prompt = false, .tools = tools});
     ASSERT_TRUE(text.ok());
-    const size_t open = text->rfind("<tool_call>") + 11;
-    const size_t close = text->rfind("</tool_call>");
+    // Between the markers, or (Llama 3.1: none) the whole assistant turn.
+    const ToolCallMarkers markers = ToolCallMarkersOf(format);
+    const std::string_view open_at =
+        markers.open.empty() ? "assistant<|end_header_id|>\n\n" : markers.open;
+    const std::string_view close_at = markers.open.empty() ? "<|eot_id|>" : markers.close;
+    const size_t open = text->rfind(open_at) + open_at.size();
+    const size_t close = text->rfind(close_at);
     const auto read = ParseToolCall(format, text->substr(open, close - open), types);
     ASSERT_TRUE(read) << text->substr(open, close - open);
     EXPECT_EQ(read->name, call.name);
     EXPECT_EQ(read->arguments, call.arguments);
   }
-  EXPECT_FALSE(ToolCallMarkersOf(ChatFormat::kLlama3));
 }
 
 }  // namespace

@@ -40,25 +40,47 @@ std::string PythonFloat(double x) {
   return sign + digits.substr(0, whole) + "." + digits.substr(whole);
 }
 
-void Append(const nlohmann::ordered_json& value, std::string* out) {
+// indent < 0: on one line, ", " between items; else a line per item at `level` + 1 levels.
+void Append(const nlohmann::ordered_json& value, int indent, int level, std::string* out) {
+  const auto item_start = [&](bool first) {
+    if (indent < 0) {
+      if (!first) *out += ", ";
+      return;
+    }
+    if (!first) *out += ',';
+    *out += '\n' + std::string(static_cast<size_t>(indent * (level + 1)), ' ');
+  };
+  const auto close = [&](char bracket) {
+    if (indent >= 0) *out += '\n' + std::string(static_cast<size_t>(indent * level), ' ');
+    *out += bracket;
+  };
   if (value.is_object()) {
     *out += '{';
+    if (value.empty()) {
+      *out += '}';
+      return;
+    }
     bool first = true;
     for (const auto& [key, member] : value.items()) {
-      if (!first) *out += ", ";
+      item_start(first);
       first = false;
-      *out += nlohmann::ordered_json(key).dump();
+      *out += nlohmann::ordered_json(key).dump(-1, ' ', false,
+                                               nlohmann::ordered_json::error_handler_t::replace);
       *out += ": ";
-      Append(member, out);
+      Append(member, indent, level + 1, out);
     }
-    *out += '}';
+    close('}');
   } else if (value.is_array()) {
     *out += '[';
-    for (size_t i = 0; i < value.size(); ++i) {
-      if (i > 0) *out += ", ";
-      Append(value[i], out);
+    if (value.empty()) {
+      *out += ']';
+      return;
     }
-    *out += ']';
+    for (size_t i = 0; i < value.size(); ++i) {
+      item_start(i == 0);
+      Append(value[i], indent, level + 1, out);
+    }
+    close(']');
   } else if (value.is_number_float()) {
     *out += PythonFloat(value.get<double>());
   } else {
@@ -72,7 +94,13 @@ void Append(const nlohmann::ordered_json& value, std::string* out) {
 
 std::string TemplateJson(const nlohmann::ordered_json& value) {
   std::string out;
-  Append(value, &out);
+  Append(value, /*indent=*/-1, 0, &out);
+  return out;
+}
+
+std::string TemplateJson(const nlohmann::ordered_json& value, int indent) {
+  std::string out;
+  Append(value, indent < 0 ? 0 : indent, 0, &out);
   return out;
 }
 

@@ -11,6 +11,9 @@
 namespace dscale {
 
 std::string TemplateJson(const nlohmann::ordered_json& value);
+// tojson(indent=N): each member and element on a line of its own, N spaces a level, "," between
+// them ("{}" and "[]" when empty).
+std::string TemplateJson(const nlohmann::ordered_json& value, int indent);
 
 // A value as the templates' `string` filter writes it: Python's str() — a string as is, True,
 // False and None for the literals, numbers as TemplateJson spells them, containers as

@@ -4,8 +4,10 @@
 #include "io/tokenizer/chat_template.h"
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "io/tokenizer/chat_json.h"
 #include "io/tokenizer/chat_template_text.h"
 
 namespace dscale {
@@ -98,17 +100,27 @@ Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages
   return out;
 }
 
-std::string_view ContentAsRendered(ChatFormat format, const ChatMessage& message) {
+std::string ContentAsRendered(ChatFormat format, const ChatMessage& message) {
   switch (format) {
     case ChatFormat::kQwen3_5:
-      return chat_text::Trim(message.content);
+      return std::string(chat_text::Trim(message.content));
     case ChatFormat::kLlama3:
-      return message.role == "tool" ? std::string_view(message.content)
-                                    : chat_text::Trim(message.content);
+      if (message.role == "tool") {
+        // tojson of a string, less the quotes.
+        const std::string quoted = TemplateJson(message.content);
+        return quoted.substr(1, quoted.size() - 2);
+      }
+      return std::string(chat_text::Trim(message.content));
     case ChatFormat::kQwen3:
       break;
   }
   return message.content;
+}
+
+std::string ToolAsRendered(ChatFormat format, const std::string& tool) {
+  if (format != ChatFormat::kLlama3) return tool;
+  const auto parsed = nlohmann::ordered_json::parse(tool, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_discarded() ? tool : TemplateJson(parsed, /*indent=*/4);
 }
 
 Result<std::string> ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,

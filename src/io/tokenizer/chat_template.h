@@ -72,22 +72,34 @@ Result<std::string> ApplyQwen3ChatTemplate(std::span<const ChatMessage> messages
 Result<std::string> ApplyQwen3_5ChatTemplate(std::span<const ChatMessage> messages,
                                              const ChatTemplateOptions& options = {});
 
-// Llama 3.1's (Instruct checkpoints' template, no tools, the template's default date):
+// Llama 3.1's (Instruct checkpoints' template, its default date):
 //   "<|begin_of_text|>", then always a system turn
 //   "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
 //   "Today Date: 26 Jul 2024\n\n{leading system message, trimmed}<|eot_id|>", then per message
 //   "<|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>" (tool results
-//   as role "ipython", untrimmed), then "<|start_header_id|>assistant<|end_header_id|>\n\n" as
-//   the generation prompt. Trimming is Python's str.strip(); enable_thinking and
-//   reasoning_content have no place in it and are ignored. Errors as ApplyQwen3ChatTemplate's.
+//   as role "ipython", their content as a JSON string: quoted and escaped), then
+//   "<|start_header_id|>assistant<|end_header_id|>\n\n" as the generation prompt. Trimming is
+//   Python's str.strip(); enable_thinking and reasoning_content have no place in it and are
+//   ignored. With tools (the template's default tools_in_user_message): "Environment: ipython\n"
+//   opens the system turn, and the first message after it, which must be a user's, is preceded
+//   by the instruction to answer with {"name": function name, "parameters": ...} and each tool's
+//   JSON indented by 4 (tojson(indent=4)) and "\n\n". An assistant message with a call is that
+//   call alone, {"name": "NAME", "parameters": {arguments}} (its content dropped; one call a
+//   message, more are InvalidArgument). Errors as ApplyQwen3ChatTemplate's.
 Result<std::string> ApplyLlama3ChatTemplate(std::span<const ChatMessage> messages,
                                             const ChatTemplateOptions& options = {});
 
 // What `format`'s template writes for a message's content (an assistant's before its reasoning is
 // split off): as given in Qwen3's; trimmed (Jinja's trim) in Qwen3.5's, and in Llama 3's but for
-// tool results. The templates write contents through it, and the server's segmented encoding
+// tool results, which are escaped as inside a JSON string (the template adds the quotes). The
+// templates write contents through it, and the server's segmented encoding
 // (server/prompt_builder.cc) inserts it for each content it encodes as plain text.
-std::string_view ContentAsRendered(ChatFormat format, const ChatMessage& message);
+std::string ContentAsRendered(ChatFormat format, const ChatMessage& message);
+
+// What `format`'s template writes for a tool's definition (ChatTemplateOptions::tools): as
+// given in the Qwen formats, indented by 4 in Llama 3's (text that is not JSON, such as the
+// segmented encoding's marker, as given). The segmented encoding inserts it too.
+std::string ToolAsRendered(ChatFormat format, const std::string& tool);
 
 // `format`'s template (ChatFormatOf, chat_format.h, says which a tokenizer speaks).
 Result<std::string> ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,

@@ -13,9 +13,7 @@
 namespace dscale {
 namespace {
 
-std::string_view Content(const ChatMessage& m) {
-  return ContentAsRendered(ChatFormat::kQwen3_5, m);
-}
+std::string Content(const ChatMessage& m) { return ContentAsRendered(ChatFormat::kQwen3_5, m); }
 
 // The template's ns.last_query_index: the last user message whose trimmed content is not a tool
 // response; InvalidArgument when there is none (the template raises).
@@ -79,7 +77,8 @@ Status AppendToolCall(const ChatToolCall& call, std::string* out) {
 }
 
 Status AppendAssistant(const ChatMessage& m, bool after_last_query, std::string* out) {
-  const auto [reasoning, answer] = chat_text::SplitThinking(Content(m), m.reasoning_content);
+  const std::string content = Content(m);
+  const auto [reasoning, answer] = chat_text::SplitThinking(content, m.reasoning_content);
   *out += "<|im_start|>assistant\n";
   // Every turn after the last query shows its reasoning block, empty or not.
   if (after_last_query) {

@@ -18,12 +18,13 @@ std::optional<OrderedJson> ParseOrdered(std::string_view text) {
   return value;
 }
 
-// {"name": "NAME", "arguments": {...}}
-std::optional<ChatToolCall> ParseJsonCall(std::string_view body) {
+// {"name": "NAME", "<arguments_key>": {...}}
+std::optional<ChatToolCall> ParseJsonCall(std::string_view body,
+                                          std::string_view arguments_key = "arguments") {
   const std::optional<OrderedJson> call = ParseOrdered(chat_text::Trim(body));
   if (!call || !call->is_object()) return std::nullopt;
   const auto name = call->find("name");
-  const auto arguments = call->find("arguments");
+  const auto arguments = call->find(arguments_key);
   if (name == call->end() || !name->is_string() || name->get_ref<const std::string&>().empty() ||
       arguments == call->end()) {
     return std::nullopt;
@@ -126,7 +127,7 @@ std::string_view ToolParameterTypes::TypeOf(const std::string& tool,
   return p == t->second.end() ? std::string_view() : std::string_view(p->second);
 }
 
-std::optional<ToolCallMarkers> ToolCallMarkersOf(ChatFormat format) {
+ToolCallMarkers ToolCallMarkersOf(ChatFormat format) {
   switch (format) {
     case ChatFormat::kQwen3:
     case ChatFormat::kQwen3_5:
@@ -134,7 +135,7 @@ std::optional<ToolCallMarkers> ToolCallMarkersOf(ChatFormat format) {
     case ChatFormat::kLlama3:
       break;
   }
-  return std::nullopt;
+  return ToolCallMarkers{.open = {}, .close = {}};
 }
 
 std::optional<ChatToolCall> ParseToolCall(ChatFormat format, std::string_view body,
@@ -145,7 +146,7 @@ std::optional<ChatToolCall> ParseToolCall(ChatFormat format, std::string_view bo
     case ChatFormat::kQwen3_5:
       return ParseXmlCall(body, types);
     case ChatFormat::kLlama3:
-      break;
+      return ParseJsonCall(body, "parameters");
   }
   return std::nullopt;
 }

@@ -4,7 +4,8 @@
 // Qwen3's (Hermes's form): "<tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>",
 // one block per call. Qwen3.5's and Qwen3.6's (Qwen3-Coder's form): "<tool_call>\n<function=NAME>
 // \n<parameter=KEY>\nVALUE\n</parameter>\n...</function>\n</tool_call>", each value as text,
-// which the tool's declared parameter types turn back into JSON.
+// which the tool's declared parameter types turn back into JSON. Llama 3.1's: the whole answer is
+// one call, {"name": "NAME", "parameters": {...}}, without markers.
 
 #include <map>
 #include <optional>
@@ -17,14 +18,14 @@
 
 namespace dscale {
 
-// The text that opens and closes one call in the output.
+// The text that opens and closes one call in the output; both empty: the whole output is the
+// call (Llama 3.1's).
 struct ToolCallMarkers {
   std::string_view open;
   std::string_view close;
 };
 
-// nullopt for a format whose tool calls dscale does not read.
-std::optional<ToolCallMarkers> ToolCallMarkersOf(ChatFormat format);
+ToolCallMarkers ToolCallMarkersOf(ChatFormat format);
 
 // The JSON Schema type each tool declares for each of its parameters (parameters.properties.
 // KEY.type, where it is a string), read from the definitions as the request gave them.
@@ -48,7 +49,8 @@ class ToolParameterTypes {
 //     blocks, each ending at its </parameter>, the next <parameter= or </function>; a value
 //     loses one newline at each end and is read by its declared type: "string" as is; "integer",
 //     "number", "boolean" (true/false in any case), "null", "object" and "array" as the JSON
-//     they spell (a value that does not is kept as a string); an undeclared one as a string.
+//     they spell (a value that does not is kept as a string); an undeclared one as a string;
+//   Llama 3.1: a JSON object with a non-empty string "name" and a "parameters" object.
 std::optional<ChatToolCall> ParseToolCall(ChatFormat format, std::string_view body,
                                           const ToolParameterTypes& types);
 

@@ -6,6 +6,9 @@ given), writing <prefix>_<conversation>.txt beside this script.
 
   python3 render.py qwen3 ../qwen3/chat_template.jinja
   python3 render.py qwen3_5 /path/to/Qwen3.5/chat_template.jinja
+  python3 render.py llama3_1 /path/to/Llama-3.1-8B-Instruct/chat_template.jinja
+
+A conversation the template refuses (Llama 3.1's takes one call per message) is left out.
 
 Needs python3-jinja2 (Debian). The tests read the files; they do not run this."""
 import json
@@ -38,6 +41,12 @@ CONVERSATIONS = {
          "tool_calls": [call("get_weather", {"city": "Paris", "days": 2}), call("now", {})]},
         {"role": "tool", "content": "18C"},
         {"role": "tool", "content": "noon"}],
+    "one_call_and_its_result": [
+        {"role": "system", "content": "Use the tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "",
+         "tool_calls": [call("get_weather", {"city": "Paris"})]},
+        {"role": "tool", "content": "{\"temp\": \"18 \u00b0C\"}"}],
     "a_call_after_text_then_a_new_query": [
         {"role": "user", "content": "Q"},
         {"role": "assistant", "content": "Let me check.",
@@ -62,8 +71,11 @@ def main():
     template = env.from_string(pathlib.Path(template_path).read_text())
     here = pathlib.Path(__file__).parent
     for name, messages in CONVERSATIONS.items():
-        text = template.render(messages=messages, tools=TOOLS, add_generation_prompt=True,
-                               enable_thinking=False)
+        try:
+            text = template.render(messages=messages, tools=TOOLS, add_generation_prompt=True,
+                                   enable_thinking=False, bos_token="<|begin_of_text|>")
+        except jinja2.exceptions.TemplateError:
+            continue
         (here / f"{prefix}_{name}.txt").write_text(text)
 
 
