@@ -71,18 +71,10 @@ bool JsonObjectGrammar::Feed(uint8_t byte) {
         return true;
       }
       return Kill();
-    case Lex::kZero:
-      if (byte == '.') {
-        lex_ = Lex::kFracStart;
-        return true;
-      }
-      if (byte == 'e' || byte == 'E') {
-        lex_ = Lex::kExpStart;
-        return true;
-      }
-      return EndNumber(byte);
     case Lex::kInt:
       if (IsDigit(byte)) return true;
+      [[fallthrough]];
+    case Lex::kZero:  // no digit may follow a leading zero
       if (byte == '.') {
         lex_ = Lex::kFracStart;
         return true;

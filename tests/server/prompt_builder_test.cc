@@ -34,6 +34,21 @@ std::optional<ApiError> Prepare(const std::string& body, PreparedRequest* out,
   return PrepareRequest(Parse(endpoint, body), ServerTokenizer(), TinyModelInfo(), 77, out);
 }
 
+// A copy of the test tokenizer's files (a new temporary folder named `prefix` and the pid), for
+// a test to change.
+std::filesystem::path CopyOfServerTokenizer(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / (prefix + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const fs::directory_entry& file :
+       fs::directory_iterator(std::string(DSCALE_TEST_DATA_DIR) + "/server_tokenizer")) {
+    if (file.path().extension() == ".json" || file.path().extension() == ".txt") {
+      fs::copy_file(file.path(), dir / file.path().filename());
+    }
+  }
+  return dir;
+}
+
 TEST(PromptBuilderTest, CompletionText) {
   PreparedRequest p;
   ASSERT_FALSE(
@@ -206,13 +221,7 @@ TEST(PromptBuilderTest, ToolsCannotInjectControlTokens) {
 // tool result that spells a control token kept as plain text inside its JSON string.
 TEST(PromptBuilderTest, ToolsInLlama3sFormat) {
   namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("dscale_llama3_server_tokenizer_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  for (const fs::directory_entry& file :
-       fs::directory_iterator(std::string(DSCALE_TEST_DATA_DIR) + "/server_tokenizer")) {
-    fs::copy_file(file.path(), dir / file.path().filename());
-  }
+  const fs::path dir = CopyOfServerTokenizer("dscale_llama3_server_tokenizer_");
   // Llama 3's header and end-of-turn tokens, added after the others.
   nlohmann::json added = nlohmann::json::parse(std::ifstream(dir / "added_tokens.json"));
   nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "tokenizer_config.json"));
@@ -267,15 +276,7 @@ TEST(PromptBuilderTest, ToolsInARequest) {
 // spells a control token inserted, trimmed as the template writes it, as plain text.
 TEST(PromptBuilderTest, Qwen3_5sFormatTrimsContentAndTakesEnableThinking) {
   namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("dscale_q35_server_tokenizer_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  for (const fs::directory_entry& file :
-       fs::directory_iterator(std::string(DSCALE_TEST_DATA_DIR) + "/server_tokenizer")) {
-    if (file.path().extension() == ".json" || file.path().extension() == ".txt") {
-      fs::copy_file(file.path(), dir / file.path().filename());
-    }
-  }
+  const fs::path dir = CopyOfServerTokenizer("dscale_q35_server_tokenizer_");
   // tokenizer_config.json's chat_template wins over chat_template.jinja: drop it.
   nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "tokenizer_config.json"));
   config.erase("chat_template");
