@@ -18,6 +18,14 @@ bool JsonObjectGrammar::Feed(std::string_view bytes) {
   return true;
 }
 
+bool JsonObjectGrammar::IsPlainStringText(std::string_view bytes) {
+  for (const char c : bytes) {
+    const auto b = static_cast<uint8_t>(c);
+    if (b == '"' || b == '\\' || b < 0x20) return false;
+  }
+  return true;
+}
+
 JsonObjectGrammar::Key JsonObjectGrammar::key() const {
   // lex_ < 32, depth_ ≤ 64, aux_ < 8, literal_ ≤ 4, spaces_ ≤ 48: 5 + 7 + 3 + 3 + 6 bits.
   return {.stack = stack_,

@@ -28,6 +28,10 @@ class JsonObjectGrammar {
   bool Feed(std::string_view bytes);
 
   bool dead() const { return lex_ == Lex::kDead; }
+  // Inside a string, where every byte but a quote, a backslash and a control character leaves
+  // the state as it is (IsPlainStringText).
+  bool in_string() const { return lex_ == Lex::kString; }
+  static bool IsPlainStringText(std::string_view bytes);
   // The object is whole: nothing may follow.
   bool complete() const { return lex_ == Lex::kDone; }
 

@@ -1,6 +1,7 @@
 #include "spec/json_token_mask.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <numeric>
 
@@ -8,20 +9,35 @@ namespace dscale {
 
 JsonTokenMasks::JsonTokenMasks(int64_t vocab,
                                const std::function<std::string_view(int32_t)>& token_text)
-    : vocab_(vocab), texts_(static_cast<size_t>(vocab)) {
+    : vocab_(vocab),
+      texts_(static_cast<size_t>(vocab)),
+      plain_(static_cast<size_t>((vocab + 63) / 64), 0) {
+  std::vector<int32_t> with_text, not_plain;
   for (int32_t id = 0; id < vocab; ++id) {
     texts_[id] = std::string(token_text(id));
-    if (!texts_[id].empty()) sorted_.push_back(id);
+    if (texts_[id].empty()) continue;
+    with_text.push_back(id);
+    longest_ = std::max(longest_, texts_[id].size());
+    if (JsonObjectGrammar::IsPlainStringText(texts_[id])) {
+      plain_[id / 64] |= uint64_t{1} << (id % 64);
+    } else {
+      not_plain.push_back(id);
+    }
   }
-  std::sort(sorted_.begin(), sorted_.end(),
-            [&](int32_t a, int32_t b) { return texts_[a] < texts_[b]; });
-  common_prefix_.resize(sorted_.size(), 0);
-  for (size_t i = 1; i < sorted_.size(); ++i) {
-    const std::string& a = texts_[sorted_[i - 1]];
-    const std::string& b = texts_[sorted_[i]];
+  all_ = MakeWalk(std::move(with_text));
+  not_plain_ = MakeWalk(std::move(not_plain));
+}
+
+JsonTokenMasks::Walk JsonTokenMasks::MakeWalk(std::vector<int32_t> ids) const {
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return texts_[a] < texts_[b]; });
+  std::vector<int32_t> common_prefix(ids.size(), 0);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    const std::string& a = texts_[ids[i - 1]];
+    const std::string& b = texts_[ids[i]];
     const auto [end, _] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-    common_prefix_[i] = static_cast<int32_t>(end - a.begin());
+    common_prefix[i] = static_cast<int32_t>(end - a.begin());
   }
+  return {.ids = std::move(ids), .common_prefix = std::move(common_prefix)};
 }
 
 JsonObjectGrammar JsonTokenMasks::StateAfter(std::span<const int32_t> tokens) const {
@@ -43,28 +59,31 @@ JsonObjectGrammar JsonTokenMasks::Advance(JsonObjectGrammar state, int32_t token
 }
 
 std::vector<uint64_t> JsonTokenMasks::Compute(const JsonObjectGrammar& state) const {
-  std::vector<uint64_t> bits(static_cast<size_t>((vocab_ + 63) / 64), 0);
-  // states[k]: after the first k bytes of the current token; the prefix of length `dead_at`
-  // (and every longer one) is refused.
-  std::vector<JsonObjectGrammar> states = {state};
+  // In a string, plain text keeps the state: those tokens are allowed without a step.
+  const bool in_string = state.in_string();
+  std::vector<uint64_t> bits =
+      in_string ? plain_ : std::vector<uint64_t>(static_cast<size_t>((vocab_ + 63) / 64), 0);
+  const Walk& walk = in_string ? not_plain_ : all_;
+  // states[k]: after the first k bytes of the current token (valid up to its length); the prefix
+  // of length `dead_at` (and every longer one) is refused.
+  std::vector<JsonObjectGrammar> states(longest_ + 1);
+  states[0] = state;
   size_t dead_at = std::numeric_limits<size_t>::max();
-  for (size_t i = 0; i < sorted_.size(); ++i) {
-    const auto shared = static_cast<size_t>(common_prefix_[i]);
+  for (size_t i = 0; i < walk.ids.size(); ++i) {
+    const auto shared = static_cast<size_t>(walk.common_prefix[i]);
     if (shared >= dead_at) continue;  // under a refused prefix
     dead_at = std::numeric_limits<size_t>::max();
-    states.resize(shared + 1);
-    const std::string& text = texts_[sorted_[i]];
-    bool alive = true;
-    for (size_t k = shared; k < text.size(); ++k) {
-      JsonObjectGrammar next = states[k];
-      if (!next.Feed(static_cast<uint8_t>(text[k]))) {
-        dead_at = k + 1;
-        alive = false;
-        break;
-      }
-      states.push_back(next);
+    const std::string& text = texts_[walk.ids[i]];
+    size_t k = shared;
+    for (; k < text.size(); ++k) {
+      states[k + 1] = states[k];
+      if (!states[k + 1].Feed(static_cast<uint8_t>(text[k]))) break;
     }
-    if (alive) bits[sorted_[i] / 64] |= uint64_t{1} << (sorted_[i] % 64);
+    if (k < text.size()) {
+      dead_at = k + 1;
+      continue;
+    }
+    bits[walk.ids[i] / 64] |= uint64_t{1} << (walk.ids[i] % 64);
   }
   return bits;
 }
@@ -88,15 +107,20 @@ void JsonTokenMasks::Mask(const JsonObjectGrammar& state, std::span<const int64_
                           std::span<float> logits) {
   if (state.dead()) return;
   const std::span<const uint64_t> allowed = Allowed(state);
-  const auto allows = [&](int64_t t) { return ((allowed[t / 64] >> (t % 64)) & 1) != 0; };
   constexpr float kNever = std::numeric_limits<float>::lowest();
   // A stop id ends the output: only once the object is whole, and then whatever its text.
   stop_logits_.clear();
   for (const int64_t stop : stop_ids) {
     if (stop >= 0 && stop < vocab_) stop_logits_.push_back(logits[stop]);
   }
-  for (int64_t t = 0; t < vocab_; ++t) {
-    if (!allows(t)) logits[t] = kNever;
+  // Word by word: most words of a row in a string allow all 64 tokens.
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    uint64_t refused = ~allowed[w];
+    if (w + 1 == allowed.size() && vocab_ % 64 != 0) refused &= (uint64_t{1} << (vocab_ % 64)) - 1;
+    while (refused != 0) {
+      logits[static_cast<int64_t>(w) * 64 + std::countr_zero(refused)] = kNever;
+      refused &= refused - 1;
+    }
   }
   size_t k = 0;
   for (const int64_t stop : stop_ids) {

@@ -4,7 +4,8 @@
 // is allowed when all its bytes continue the text; a token without text (a special token) never
 // is; a stop id is allowed exactly where the object is complete, whatever its text. Masks are
 // computed by walking the vocabulary in byte order, so tokens that share a prefix share its steps
-// and a prefix the grammar refuses skips every token under it, and kept per grammar state (an
+// and a prefix the grammar refuses skips every token under it (inside a string, tokens of plain
+// string text are allowed at once and only the others walked), and kept per grammar state (an
 // output visits few: the nesting it is in, and whether it is in a string, a number or between
 // them), up to a bound. Engine thread only.
 
@@ -48,14 +49,21 @@ class JsonTokenMasks {
       return std::hash<uint64_t>()(k.stack * 0x9e3779b97f4a7c15ULL ^ k.rest);
     }
   };
+  // Tokens in byte order, each one's common prefix length with the one before.
+  struct Walk {
+    std::vector<int32_t> ids;
+    std::vector<int32_t> common_prefix;
+  };
+  Walk MakeWalk(std::vector<int32_t> ids) const;
   std::vector<uint64_t> Compute(const JsonObjectGrammar& state) const;
 
   int64_t vocab_;
   std::vector<std::string> texts_;  // [vocab]
   std::vector<float> stop_logits_;  // Mask's scratch
-  // Tokens with text in byte order, and each one's common prefix length with the one before.
-  std::vector<int32_t> sorted_;
-  std::vector<int32_t> common_prefix_;
+  Walk all_;                        // every token with text
+  Walk not_plain_;                  // those whose text is not plain string text
+  std::vector<uint64_t> plain_;     // bit t: token t's text is plain string text
+  size_t longest_ = 0;              // the longest token's bytes
   // The masks, most recently used first, at most kMaxCachedStates.
   static constexpr size_t kMaxCachedStates = 512;
   std::list<std::pair<JsonObjectGrammar::Key, std::vector<uint64_t>>> lru_;
