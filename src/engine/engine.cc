@@ -42,6 +42,12 @@ Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
   if (s.rules.json_object && !can_decode_text) {
     return InvalidArgument("response_format: JSON mode needs a tokenizer");
   }
+  // Once the object closes only a stop id may follow (spec/json_token_mask.h).
+  if (s.rules.json_object && (p.stop_ids.empty() || s.rules.min_tokens > 0)) {
+    return InvalidArgument(
+        "response_format: JSON mode ends the output where the object closes, so it needs a stop "
+        "id (not ignore_eos without stop_token_ids) and no min_tokens");
+  }
   for (const std::string& stop : p.stop_strings) {
     if (stop.empty()) return InvalidArgument("stop: stop strings must not be empty");
   }

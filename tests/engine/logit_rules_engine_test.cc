@@ -288,6 +288,19 @@ TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {
   EXPECT_TRUE(refusal({.temperature = 1.0f, .min_p = 2.0f}).starts_with("min_p: "));
   EXPECT_TRUE(refusal({.rules = {.min_tokens = 5}}).starts_with("min_tokens: "));
   EXPECT_TRUE(refusal({.rules = {.json_object = true}}).starts_with("response_format: "));
+  // With a tokenizer: JSON mode needs a stop id to end on, and no min_tokens past the object.
+  const JsonVocabulary vocabulary(target_.config());
+  auto with_text = Engine::Create(target_, nullptr, {.token_text = vocabulary.TokenText()}).value();
+  const auto json_refusal = [&](GenerationParams params) {
+    params.max_tokens = 4;
+    params.sampling.rules.json_object = true;
+    const Result<RequestId> id = with_text->Submit({1, 2, 3}, params);
+    return id.ok() ? std::string("accepted") : id.status().message();
+  };
+  EXPECT_EQ(json_refusal({.stop_ids = {1}}), "accepted");
+  EXPECT_TRUE(json_refusal({}).starts_with("response_format: "));
+  EXPECT_TRUE(json_refusal({.sampling = {.rules = {.min_tokens = 2}}, .stop_ids = {1}})
+                  .starts_with("response_format: "));
 }
 
 }  // namespace
