@@ -602,17 +602,33 @@ Error ParseToolChoice(const json& v, const std::string& name, ApiRequest* r) {
 
 // The tools' definitions and the object arguments of the history's tool calls, as the template
 // writes them: from the body parsed again keeping members in the order sent.
+// (Both parses keep the last of a key given twice, so the shapes match those already checked;
+// every step still checks, reading nothing that is not there.)
 void RenderInOrder(std::string_view body, ApiRequest* r) {
-  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (const auto tools = ordered.find("tools"); tools != ordered.end() && tools->is_array()) {
+  using Ordered = nlohmann::ordered_json;
+  const Ordered ordered = Ordered::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto member = [](const Ordered& object, const char* key) -> const Ordered* {
+    if (!object.is_object()) return nullptr;
+    const auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+  };
+  const Ordered* tools = member(ordered, "tools");
+  if (tools != nullptr && tools->is_array() && tools->size() == r->tools.size()) {
     for (size_t i = 0; i < r->tools.size(); ++i) r->tools[i] = TemplateJson((*tools)[i]);
   }
-  const auto messages = ordered.find("messages");
-  if (messages == ordered.end() || !messages->is_array()) return;
+  const Ordered* messages = member(ordered, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->size() != r->messages.size()) {
+    return;
+  }
   for (size_t i = 0; i < r->messages.size(); ++i) {
-    for (size_t j = 0; j < r->messages[i].tool_calls.size(); ++j) {
-      const auto& arguments = (*messages)[i]["tool_calls"][j]["function"]["arguments"];
-      if (arguments.is_object()) r->messages[i].tool_calls[j].arguments = TemplateJson(arguments);
+    std::vector<ChatToolCall>& calls = r->messages[i].tool_calls;
+    const Ordered* sent = member((*messages)[i], "tool_calls");
+    if (sent == nullptr || !sent->is_array() || sent->size() != calls.size()) continue;
+    for (size_t j = 0; j < calls.size(); ++j) {
+      const Ordered* arguments = member((*sent)[j], "function");
+      arguments = arguments == nullptr ? nullptr : member(*arguments, "arguments");
+      if (arguments != nullptr && arguments->is_object())
+        calls[j].arguments = TemplateJson(*arguments);
     }
   }
 }

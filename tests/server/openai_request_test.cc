@@ -480,6 +480,14 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                  "tools": null, "tool_choice": "auto"})")
                   .tools.empty());
+  // A key sent twice: the last counts, in both readings of the body.
+  const ApiRequest twice = ParseOk(kChat, R"({"model": "m",
+      "tools": [{"type": "function", "function": {"name": "a"}}],
+      "messages": [{"role": "user", "content": "Q"}],
+      "tools": [{"type": "function", "function": {"name": "b"}},
+                {"type": "function", "function": {"name": "c"}}]})");
+  ASSERT_EQ(twice.tools.size(), 2u);
+  EXPECT_EQ(twice.tools[1], R"({"type": "function", "function": {"name": "c"}})");
 }
 
 TEST(OpenAiRequestTest, ContentType) {
