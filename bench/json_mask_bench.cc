@@ -75,6 +75,20 @@ void BM_MaskOfANewState(benchmark::State& state) {
 }
 BENCHMARK(BM_MaskOfANewState)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
 
+// Thinking on: a state in the reasoning, where any text may come, walks the whole vocabulary
+// (at most nine such states: how much of "</think>" the text ends with).
+void BM_MaskOfAReasoningState(benchmark::State& state) {
+  JsonObjectGrammar reasoning = JsonObjectGrammar::AfterReasoning();
+  DSCALE_CHECK(reasoning.Feed("<think>\nLet me see."));
+  for (auto _ : state) {
+    state.PauseTiming();
+    JsonTokenMasks masks(Vocab(), TokenText);
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(masks.Allowed(reasoning).data());
+  }
+}
+BENCHMARK(BM_MaskOfAReasoningState)->Unit(benchmark::kMillisecond)->Iterations(5);
+
 // One row held to a kept mask.
 void BM_HoldARow(benchmark::State& state) {
   JsonTokenMasks masks(Vocab(), TokenText);

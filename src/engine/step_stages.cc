@@ -314,7 +314,10 @@ void Engine::HoldToJson(const RequestState& r, std::span<const int32_t> drafts,
   if (json_masks_ == nullptr) {
     json_masks_ = std::make_unique<JsonTokenMasks>(vocab, config_.token_text);
   }
-  JsonObjectGrammar state = json_masks_->StateAfter(r.output());
+  const LogitRules& rules = r.params.sampling.rules;
+  JsonObjectGrammar state = json_masks_->StateAfter(
+      rules.json_after_reasoning ? JsonObjectGrammar::AfterReasoning() : JsonObjectGrammar(),
+      r.output());
   const auto num_rows = static_cast<int64_t>(rows.size()) / vocab;
   for (int64_t j = 0; j < num_rows; ++j) {
     json_masks_->Mask(state, r.params.stop_ids, rows.subspan(j * vocab, vocab));

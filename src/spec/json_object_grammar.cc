@@ -4,6 +4,7 @@ namespace dscale {
 namespace {
 
 constexpr std::string_view kLiterals[] = {"true", "false", "null"};
+constexpr std::string_view kReasoningEnd = "</think>";
 
 bool IsSpace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
 bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
@@ -34,10 +35,27 @@ JsonObjectGrammar::Key JsonObjectGrammar::key() const {
                   (static_cast<uint32_t>(spaces_) << 18)};
 }
 
+JsonObjectGrammar JsonObjectGrammar::AfterReasoning() {
+  JsonObjectGrammar g;
+  g.lex_ = Lex::kReasoning;
+  return g;
+}
+
 bool JsonObjectGrammar::Feed(uint8_t byte) {
   switch (lex_) {
     case Lex::kDead:
       return false;
+    case Lex::kReasoning:
+      // "</think>" repeats no prefix of itself but its "<": a mismatch restarts at 0 or 1.
+      if (byte == static_cast<uint8_t>(kReasoningEnd[aux_])) {
+        if (++aux_ == kReasoningEnd.size()) {
+          lex_ = Lex::kAnswerStart;
+          aux_ = 0;
+        }
+      } else {
+        aux_ = byte == '<' ? 1 : 0;
+      }
+      return true;
     case Lex::kString:
       if (byte == '"') {
         if (aux_ == 1) {
@@ -141,6 +159,7 @@ bool JsonObjectGrammar::FeedStructural(uint8_t byte) {
   spaces_ = 0;
   switch (lex_) {
     case Lex::kStart:
+    case Lex::kAnswerStart:
       return byte == '{' ? Open(/*object=*/true) : Kill();
     case Lex::kValue:
       return StartValue(byte);

@@ -21,6 +21,9 @@ class JsonObjectGrammar {
  public:
   // Before the first byte: "{" is due.
   JsonObjectGrammar() = default;
+  // After reasoning (thinking on): any text up to and including the first "</think>", then
+  // whitespace, then "{" — the object is the answer, as vLLM holds only the answer to it.
+  static JsonObjectGrammar AfterReasoning();
 
   // False when `byte` continues no JSON object text; the state is then dead for good.
   bool Feed(uint8_t byte);
@@ -46,6 +49,8 @@ class JsonObjectGrammar {
  private:
   enum class Lex : uint8_t {
     kStart,        // before the top-level "{"
+    kReasoning,    // before "</think>" (aux_: how much of it the text ends with)
+    kAnswerStart,  // after "</think>": whitespace, then the top-level "{"
     kValue,        // a value is due (after ":", or "," in an array)
     kArrayFirst,   // after "[": a value or "]"
     kObjectFirst,  // after "{": a key or "}"

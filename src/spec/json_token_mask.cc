@@ -40,8 +40,9 @@ JsonTokenMasks::Walk JsonTokenMasks::MakeWalk(std::vector<int32_t> ids) const {
   return {.ids = std::move(ids), .common_prefix = std::move(common_prefix)};
 }
 
-JsonObjectGrammar JsonTokenMasks::StateAfter(std::span<const int32_t> tokens) const {
-  JsonObjectGrammar state;
+JsonObjectGrammar JsonTokenMasks::StateAfter(JsonObjectGrammar start,
+                                             std::span<const int32_t> tokens) const {
+  JsonObjectGrammar state = start;
   for (const int32_t t : tokens) {
     state = Advance(state, t);
     if (state.dead()) break;

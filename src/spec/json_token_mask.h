@@ -27,8 +27,8 @@ class JsonTokenMasks {
   // `token_text(id)`: the bytes token `id` adds to the output's text, for id in [0, vocab).
   JsonTokenMasks(int64_t vocab, const std::function<std::string_view(int32_t)>& token_text);
 
-  // The state after `tokens`' texts, from the start.
-  JsonObjectGrammar StateAfter(std::span<const int32_t> tokens) const;
+  // The state after `tokens`' texts, from `start`.
+  JsonObjectGrammar StateAfter(JsonObjectGrammar start, std::span<const int32_t> tokens) const;
   // The state after one more token (dead where its text is refused).
   JsonObjectGrammar Advance(JsonObjectGrammar state, int32_t token) const;
 

@@ -48,6 +48,9 @@ struct LogitRules {
   // JSON mode (response_format json_object): every row held to the tokens that continue a JSON
   // object's text (spec/json_token_mask.h). The engine applies it, knowing the tokens' texts.
   bool json_object = false;
+  // With json_object: the object is the answer after the reasoning block (thinking on), which
+  // is free text up to its "</think>" (JsonObjectGrammar::AfterReasoning).
+  bool json_after_reasoning = false;
 
   bool empty() const {
     return logit_bias.empty() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&

@@ -192,9 +192,9 @@ TEST_F(LogitRulesEngineTest, ABiasOfAHundredChoosesItsTokenEveryStep) {
 class JsonVocabulary {
  public:
   explicit JsonVocabulary(const DecoderConfig& c) : texts_(c.vocab_size) {
-    const std::vector<std::string> pieces = {"{",   "}",   "[",    "]",     "\"",  ":",  ",", " ",
-                                             "{\"", "\"}", "\": ", "\",\"", "x",   "yz", "1", "-2",
-                                             ".5",  "e3",  "true", "null",  "\\n", "]}", "}}"};
+    const std::vector<std::string> pieces = {
+        "{",  "}", "[",  "]",  "\"", ":",    ",",    " ",   "{\"", "\"}", "\": ",     "\",\"", "x",
+        "yz", "1", "-2", ".5", "e3", "true", "null", "\\n", "]}",  "}}",  "</think>", "\n"};
     std::mt19937 rng(3);
     for (int64_t id = 0; id < c.vocab_size; ++id) {
       if (id < static_cast<int64_t>(pieces.size())) {
@@ -222,12 +222,16 @@ class JsonVocabulary {
 
 // Greedy JSON mode, one plain forward per token, the rows held by the masks.
 std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<int32_t>& prompt,
-                                         JsonTokenMasks& masks, const std::vector<int64_t>& stops,
-                                         int32_t max_tokens) {
+                                         JsonTokenMasks& masks, const GenerationParams& params) {
+  const LogitRules& rules = params.sampling.rules;
+  const std::vector<int64_t>& stops = params.stop_ids;
+  const JsonObjectGrammar start =
+      rules.json_after_reasoning ? JsonObjectGrammar::AfterReasoning() : JsonObjectGrammar();
   std::vector<int32_t> context = prompt, output;
-  while (static_cast<int32_t>(output.size()) < max_tokens) {
+  while (static_cast<int32_t>(output.size()) < params.max_tokens) {
     std::vector<float> logits = testing::NextTokenLogits(target, context);
-    masks.Mask(masks.StateAfter(output), stops, logits);
+    ApplyLogitRules(rules, prompt, output, {}, logits, target.config().vocab_size);
+    masks.Mask(masks.StateAfter(start, output), stops, logits);
     const auto next = static_cast<int32_t>(std::ranges::max_element(logits) - logits.begin());
     output.push_back(next);
     context.push_back(next);
@@ -238,41 +242,51 @@ std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<
 
 // JSON mode: plain decoding is the reference's, every mode at c = 1 and 16 commits it, greedy
 // and sampled, and every output is JSON-object text so far: whole where a stop id ended it.
+// After reasoning (thinking on), the object follows the first "</think>" (biased up here, so
+// that the tiny target ends its reasoning).
 TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
   const DecoderConfig& c = target_.config();
   const JsonVocabulary vocabulary(c);
   JsonTokenMasks masks(c.vocab_size, vocabulary.TokenText());
   const auto prompts = RandomPrompts(16, c.vocab_size, 53);
-  constexpr int32_t kJsonTokens = 40;
-  GenerationParams params{.max_tokens = kJsonTokens,
-                          .sampling = {.rules = {.json_object = true}},
-                          .stop_ids = c.eos_token_ids};
-  int whole = 0;
-  for (const float temperature : {0.0f, 0.9f}) {
-    SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
-    params.sampling.temperature = temperature;
-    params.sampling.seed = 23;
-    const std::vector<std::vector<int32_t>> plain =
-        ExpectEveryModeAgrees(target_, predictor_, params, prompts, vocabulary.TokenText());
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      if (temperature == 0.0f) {
-        EXPECT_EQ(FirstDifference(plain[i], ReferenceJsonGreedy(target_, prompts[i], masks,
-                                                                c.eos_token_ids, kJsonTokens)),
-                  "")
-            << "prompt " << i;
-      }
-      const bool stopped =
-          std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end();
-      JsonObjectGrammar grammar;
-      EXPECT_TRUE(grammar.Feed(vocabulary.Text(plain[i]))) << vocabulary.Text(plain[i]);
-      EXPECT_EQ(grammar.complete(), stopped) << vocabulary.Text(plain[i]);
-      if (stopped) {
-        EXPECT_TRUE(nlohmann::json::parse(vocabulary.Text(plain[i])).is_object());
-        ++whole;
+  constexpr int32_t kThinkEnd = 23;  // "</think>" in JsonVocabulary
+  for (const bool after_reasoning : {false, true}) {
+    GenerationParams params{
+        .max_tokens = 40,
+        .sampling = {.rules = {.json_object = true, .json_after_reasoning = after_reasoning}},
+        .stop_ids = c.eos_token_ids};
+    if (after_reasoning) params.sampling.rules.logit_bias = {{kThinkEnd, 6.0f}};
+    int whole = 0;
+    for (const float temperature : {0.0f, 0.9f}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "temperature " << temperature << " after reasoning " << after_reasoning);
+      params.sampling.temperature = temperature;
+      params.sampling.seed = 23;
+      const std::vector<std::vector<int32_t>> plain =
+          ExpectEveryModeAgrees(target_, predictor_, params, prompts, vocabulary.TokenText());
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        if (temperature == 0.0f) {
+          EXPECT_EQ(
+              FirstDifference(plain[i], ReferenceJsonGreedy(target_, prompts[i], masks, params)),
+              "")
+              << "prompt " << i;
+        }
+        const bool stopped =
+            std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end();
+        const std::string text = vocabulary.Text(plain[i]);
+        JsonObjectGrammar grammar =
+            after_reasoning ? JsonObjectGrammar::AfterReasoning() : JsonObjectGrammar();
+        EXPECT_TRUE(grammar.Feed(text)) << text;
+        EXPECT_EQ(grammar.complete(), stopped) << text;
+        if (stopped) {
+          const size_t answer = after_reasoning ? text.find("</think>") + 8 : 0;
+          EXPECT_TRUE(nlohmann::json::parse(text.substr(answer)).is_object()) << text;
+          ++whole;
+        }
       }
     }
+    EXPECT_GT(whole, 0) << "some outputs close their object and stop";
   }
-  EXPECT_GT(whole, 0) << "some outputs close their object and stop";
 }
 
 TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {

@@ -261,6 +261,20 @@ TEST(PromptBuilderTest, ToolsInLlama3sFormat) {
   fs::remove_all(dir);
 }
 
+// JSON mode holds the answer: after the reasoning block where thinking is on.
+TEST(PromptBuilderTest, JsonModeFollowsTheReasoning) {
+  for (const bool thinking : {false, true}) {
+    PreparedRequest p;
+    ASSERT_FALSE(Prepare(R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
+                            "response_format": {"type": "json_object"},
+                            "chat_template_kwargs": {"enable_thinking": )" +
+                             std::string(thinking ? "true" : "false") + "}}",
+                         &p, Endpoint::kChatCompletions));
+    EXPECT_TRUE(p.params.sampling.rules.json_object);
+    EXPECT_EQ(p.params.sampling.rules.json_after_reasoning, thinking);
+  }
+}
+
 TEST(PromptBuilderTest, ToolsInARequest) {
   PreparedRequest p;
   ASSERT_FALSE(Prepare(R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],

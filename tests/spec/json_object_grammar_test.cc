@@ -65,6 +65,26 @@ TEST(JsonObjectGrammarTest, ObjectsAndTheirPrefixes) {
   EXPECT_FALSE(Complete("{\"a\": 1"));
 }
 
+// With thinking on: any text up to the first "</think>" (its prefixes and a "<" restarting it),
+// then whitespace and the object.
+TEST(JsonObjectGrammarTest, AfterReasoning) {
+  const auto complete = [](std::string_view text) {
+    JsonObjectGrammar g = JsonObjectGrammar::AfterReasoning();
+    return g.Feed(text) && g.complete();
+  };
+  const auto alive = [](std::string_view text) {
+    JsonObjectGrammar g = JsonObjectGrammar::AfterReasoning();
+    return g.Feed(text);
+  };
+  EXPECT_TRUE(complete("<think>\nany } text {\n</think>\n\n{\"a\": 1}"));
+  EXPECT_TRUE(complete("plan </thin <</think>{}"));
+  EXPECT_TRUE(complete("</think>{}"));
+  EXPECT_TRUE(alive("<think>\n{\"not\": yet} </thi"));
+  EXPECT_FALSE(complete("<think>{}"));  // the reasoning never ended
+  EXPECT_FALSE(alive("</think>\nx"));
+  EXPECT_FALSE(alive("</think>{} more"));
+}
+
 // Whitespace runs are bounded, so a model cannot pad forever.
 TEST(JsonObjectGrammarTest, WhitespaceRunsAreBounded) {
   EXPECT_TRUE(Complete("{" + std::string(kMaxJsonWhitespaceRun, ' ') +
@@ -145,7 +165,7 @@ TEST(JsonTokenMasksTest, AMaskIsEveryTokenWhoseTextContinues) {
   outputs.push_back({10, 16, 14, 5, 33});   // {"a": "\   (an escape)
   outputs.push_back({10, 16, 14, 40, 2});   // {"a": {}}  (complete)
   for (const std::vector<int32_t>& output : outputs) {
-    const JsonObjectGrammar state = masks.StateAfter(output);
+    const JsonObjectGrammar state = masks.StateAfter({}, output);
     ASSERT_FALSE(state.dead());
     const std::span<const uint64_t> allowed = masks.Allowed(state);
     std::vector<float> row(vocab.size(), 1.0f);
