@@ -6,12 +6,16 @@
 
 #include <benchmark/benchmark.h>
 
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
 #include "io/tokenizer/tokenizer.h"
+#include "spec/json_schema.h"
 #include "spec/json_token_mask.h"
 
 namespace dscale {
@@ -37,17 +41,18 @@ std::string_view TokenText(int32_t id) {
 
 // `count` distinct states, nested 1 to 16 deep, inside a string value (`in_string`) or between
 // tokens after a ":" (where any value may start).
-std::vector<JsonObjectGrammar> States(int count, bool in_string) {
+std::vector<JsonGrammar> States(int count, bool in_string) {
   std::mt19937 rng(1);
-  std::vector<JsonObjectGrammar> states;
+  std::vector<JsonGrammar> states;
+  std::set<std::string> keys;
   while (static_cast<int>(states.size()) < count) {
     std::string text = "{\"k\":";
     const int depth = 1 + static_cast<int>(rng() % 16);
     for (int d = 0; d < depth; ++d) text += rng() % 2 ? "[" : "{\"k\":";
     if (in_string) text += "\"";
-    JsonObjectGrammar state;
+    JsonGrammar state(*JsonSchema::AnyObject());
     DSCALE_CHECK(state.Feed(text));
-    states.push_back(state);
+    if (keys.insert(state.key()).second) states.push_back(state);
   }
   return states;
 }
@@ -63,7 +68,7 @@ BENCHMARK(BM_MakeVocabularyWalk)->Unit(benchmark::kMillisecond);
 // A state's first mask: more states than the cache keeps, visited in turn, so every one is new.
 void BM_MaskOfANewState(benchmark::State& state) {
   JsonTokenMasks masks(Vocab(), TokenText);
-  const std::vector<JsonObjectGrammar> states = States(600, state.range(0) == 1);
+  const std::vector<JsonGrammar> states = States(600, state.range(0) == 1);
   size_t i = 0, allowed = 0;
   for (auto _ : state) {
     const std::span<const uint64_t> bits = masks.Allowed(states[i++ % states.size()]);
@@ -78,21 +83,52 @@ BENCHMARK(BM_MaskOfANewState)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
 // Thinking on: a state in the reasoning, where any text may come, walks the whole vocabulary
 // (at most nine such states: how much of "</think>" the text ends with).
 void BM_MaskOfAReasoningState(benchmark::State& state) {
-  JsonObjectGrammar reasoning = JsonObjectGrammar::AfterReasoning();
+  JsonGrammar reasoning = JsonGrammar::AfterReasoning(*JsonSchema::AnyObject());
   DSCALE_CHECK(reasoning.Feed("<think>\nLet me see."));
+  std::unique_ptr<JsonTokenMasks> masks;
   for (auto _ : state) {
     state.PauseTiming();
-    JsonTokenMasks masks(Vocab(), TokenText);
+    masks = std::make_unique<JsonTokenMasks>(Vocab(), TokenText);  // the last one freed untimed
     state.ResumeTiming();
-    benchmark::DoNotOptimize(masks.Allowed(reasoning).data());
+    benchmark::DoNotOptimize(masks->Allowed(reasoning).data());
   }
 }
 BENCHMARK(BM_MaskOfAReasoningState)->Unit(benchmark::kMillisecond)->Iterations(5);
 
+// A schema's states (response_format json_schema), each mask computed anew: where a key of a
+// declared object is due (one of its property names), a value of a property (an integer),
+// and inside an enum value (a string one of three).
+void BM_MaskOfASchemaState(benchmark::State& state) {
+  const auto schema = JsonSchema::Compile(nlohmann::ordered_json::parse(R"({"type": "object",
+      "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+      "unit": {"enum": ["metric", "imperial", "nautical"]}}, "required": ["name", "age"]})"),
+                                          "schema")
+                          .value();
+  const char* prefixes[] = {
+      "{", "{\"name\": \"Ann\", \"age\": ", "{\"name\": \"A\", \"age\": 3, \"unit\": \"m"};
+  JsonGrammar at(*schema);
+  DSCALE_CHECK(at.Feed(prefixes[state.range(0)]));
+  size_t allowed = 0;
+  std::unique_ptr<JsonTokenMasks> masks;
+  for (auto _ : state) {
+    state.PauseTiming();
+    masks = std::make_unique<JsonTokenMasks>(Vocab(), TokenText);  // the last one freed untimed
+    state.ResumeTiming();
+    const std::span<const uint64_t> bits = masks->Allowed(at);
+    allowed = 0;
+    for (const uint64_t word : bits) allowed += static_cast<size_t>(__builtin_popcountll(word));
+  }
+  state.counters["allowed_tokens"] = static_cast<double>(allowed);
+  state.SetLabel(state.range(0) == 0   ? "a key due"
+                 : state.range(0) == 1 ? "an integer due"
+                                       : "in an enum value");
+}
+BENCHMARK(BM_MaskOfASchemaState)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond)->Iterations(20);
+
 // One row held to a kept mask.
 void BM_HoldARow(benchmark::State& state) {
   JsonTokenMasks masks(Vocab(), TokenText);
-  const JsonObjectGrammar in_string = States(1, true)[0];
+  const JsonGrammar in_string = States(1, true)[0];
   std::vector<float> row(static_cast<size_t>(Vocab()), 0.5f);
   const std::vector<int64_t> stops = {151645, 151643};
   masks.Mask(in_string, stops, row);

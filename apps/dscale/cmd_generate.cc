@@ -16,10 +16,12 @@
 #include "commands.h"
 #include "default_spec.h"
 #include "engine/engine.h"
+#include "io/file_util.h"
 #include "io/tokenizer/display_text.h"
 #include "model_options.h"
 #include "prompt_input.h"
 #include "runtime.h"
+#include "spec/json_schema.h"
 
 namespace dscale::cli {
 namespace {
@@ -37,6 +39,8 @@ struct GenerateArgs {
   uint64_t seed = 0;
   LogitRules rules;                     // the penalties; its logit_bias from --logit-bias
   std::vector<std::string> logit_bias;  // --logit-bias ID=BIAS, repeatable
+  bool json_object = false;             // --json-object
+  std::string json_schema;              // --json-schema FILE; empty: none
   int32_t concurrency = 1;
   int64_t kv_tokens = 0;  // 0: sized to the prompts (KvTokensForPrompts)
   KvDtype kv_dtype = KvDtype::kBf16;
@@ -162,12 +166,26 @@ Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(
   return bias;
 }
 
+// --json-object's schema (any object), --json-schema's compiled, or none.
+Result<std::shared_ptr<const JsonSchema>> JsonModeSchema(const GenerateArgs& args) {
+  if (args.json_object && !args.json_schema.empty()) {
+    return InvalidArgument("--json-object and --json-schema: give one");
+  }
+  if (args.json_object) return JsonSchema::AnyObject();
+  if (args.json_schema.empty()) return std::shared_ptr<const JsonSchema>();
+  DSCALE_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(args.json_schema));
+  const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return InvalidArgument(args.json_schema + ": not valid JSON");
+  return JsonSchema::Compile(schema, args.json_schema);
+}
+
 // Submits every prompt (prompt i samples with seed + i); maps each request to its prompt's index.
 Result<std::map<RequestId, size_t>> SubmitAll(Engine& engine, const GenerateArgs& args,
                                               const std::vector<std::vector<int32_t>>& prompts,
                                               const DecoderModel& target) {
   LogitRules rules = args.rules;
   DSCALE_ASSIGN_OR_RETURN(rules.logit_bias, ParseLogitBias(args.logit_bias));
+  DSCALE_ASSIGN_OR_RETURN(rules.json_schema, JsonModeSchema(args));
   GenerationParams params{.max_tokens = args.max_tokens,
                           .sampling = {.temperature = args.temperature,
                                        .top_k = args.top_k,
@@ -276,9 +294,12 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--min-tokens", args->rules.min_tokens,
                   "No stop id (EOS) ends an output before it holds this many tokens")
       ->capture_default_str();
-  cmd->add_flag("--json-object", args->rules.json_object,
+  cmd->add_flag("--json-object", args->json_object,
                 "JSON mode: hold each output to a JSON object's text (it ends once the object "
                 "closes)");
+  cmd->add_option("--json-schema", args->json_schema,
+                  "JSON mode held to the JSON Schema in FILE (what it supports: "
+                  "src/spec/json_schema.h)");
   cmd->add_option("--logit-bias", args->logit_bias,
                   "TOKEN_ID=BIAS added to that token's logit, -100 to 100 (repeatable)");
   cmd->add_option("--concurrency", args->concurrency, "Running requests at most (c)")

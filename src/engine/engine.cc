@@ -39,13 +39,13 @@ Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
   if (!p.stop_strings.empty() && !can_decode_text) {
     return InvalidArgument("stop: stop strings need a tokenizer");
   }
-  if (s.rules.json_object && !can_decode_text) {
+  if (s.rules.json_schema != nullptr && !can_decode_text) {
     return InvalidArgument("response_format: JSON mode needs a tokenizer");
   }
-  // Once the object closes only a stop id may follow (spec/json_token_mask.h).
-  if (s.rules.json_object && (p.stop_ids.empty() || s.rules.min_tokens > 0)) {
+  // Once the value closes only a stop id may follow (spec/json_token_mask.h).
+  if (s.rules.json_schema != nullptr && (p.stop_ids.empty() || s.rules.min_tokens > 0)) {
     return InvalidArgument(
-        "response_format: JSON mode ends the output where the object closes, so it needs a stop "
+        "response_format: JSON mode ends the output where the value closes, so it needs a stop "
         "id (not ignore_eos without stop_token_ids) and no min_tokens");
   }
   for (const std::string& stop : p.stop_strings) {

@@ -301,7 +301,7 @@ void Engine::AcceptRows(const TargetPass& pass, std::span<RequestState* const> r
         std::span(out_.logits).subspan(a.logits_row * vocab, rows * vocab);
     ApplyLogitRules(rules, std::span(r.tokens).first(r.prompt_len), r.output(), a.drafts, logits,
                     vocab);
-    if (rules.json_object) HoldToJson(r, a.drafts, logits);
+    if (rules.json_schema != nullptr) HoldToJson(r, a.drafts, logits);
     HoldBackStopIds(rules, static_cast<int64_t>(r.output().size()), r.params.stop_ids, logits,
                     vocab);
   }
@@ -315,8 +315,9 @@ void Engine::HoldToJson(const RequestState& r, std::span<const int32_t> drafts,
     json_masks_ = std::make_unique<JsonTokenMasks>(vocab, config_.token_text);
   }
   const LogitRules& rules = r.params.sampling.rules;
-  JsonObjectGrammar state = json_masks_->StateAfter(
-      rules.json_after_reasoning ? JsonObjectGrammar::AfterReasoning() : JsonObjectGrammar(),
+  const JsonSchema& schema = *rules.json_schema;
+  JsonGrammar state = json_masks_->StateAfter(
+      rules.json_after_reasoning ? JsonGrammar::AfterReasoning(schema) : JsonGrammar(schema),
       r.output());
   const auto num_rows = static_cast<int64_t>(rows.size()) / vocab;
   for (int64_t j = 0; j < num_rows; ++j) {

@@ -639,26 +639,68 @@ bool NeedsRenderInOrder(const ApiRequest& r) {
                      [](const ChatMessage& m) { return !m.tool_calls.empty(); });
 }
 
-// {"type": "text"} (the default) or {"type": "json_object"}: JSON mode, the output held to a JSON
-// object's text (spec/json_token_mask.h). A schema would need a grammar of its own.
+// {"type": "text"} (the default), {"type": "json_object"} (JSON mode: any JSON object) or
+// {"type": "json_schema", "json_schema": {"name", "description", "schema", "strict"}} (the output
+// held to the schema, spec/json_schema.h; compiled by CompileResponseSchema from the body read
+// again in order, as its properties are written in the order the schema lists them).
 Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest* r) {
-  r->rules.json_object = false;
+  r->rules.json_schema = nullptr;
+  r->json_schema_sent = false;
   if (v.is_null()) return std::nullopt;
   if (!v.is_object()) return BadField(name, "expected an object with a type" + Got(v));
   const auto type = v.find("type");
-  if (type == v.end() || !type->is_string()) {
-    return BadField(name + ".type", "expected \"text\" or \"json_object\"");
+  constexpr const char* kTypes = R"(expected "text", "json_object" or "json_schema")";
+  if (type == v.end() || !type->is_string()) return BadField(name + ".type", kTypes);
+  if (*type != "text" && *type != "json_object" && *type != "json_schema") {
+    return BadField(name + ".type", kTypes + Got(*type));
   }
-  if (*type == "json_schema") {
-    return BadField(name + ".type",
-                    "\"json_schema\" is not supported; \"json_object\" holds the output to a "
-                    "JSON object");
+  if (*type != "json_schema") {
+    if (Error e = CheckMembers(v, name, {"type"})) return e;
+    if (*type == "json_object") r->rules.json_schema = JsonSchema::AnyObject();
+    return std::nullopt;
   }
-  if (*type != "text" && *type != "json_object") {
-    return BadField(name + ".type", "expected \"text\" or \"json_object\"" + Got(*type));
+  if (Error e = CheckMembers(v, name, {"type", "json_schema"})) return e;
+  const std::string field = name + ".json_schema";
+  const auto spec = v.find("json_schema");
+  if (spec == v.end() || !spec->is_object()) {
+    return BadField(field, "expected an object with a name and a schema" +
+                               (spec == v.end() ? std::string() : Got(*spec)));
   }
-  if (Error e = CheckMembers(v, name, {"type"})) return e;
-  r->rules.json_object = *type == "json_object";
+  if (Error e = CheckMembers(*spec, field, {"name", "description", "schema", "strict"})) return e;
+  for (const char* text : {"name", "description"}) {
+    const auto it = spec->find(text);
+    if (it != spec->end() && !it->is_string()) {
+      return BadField(field + "." + text, "expected a string" + Got(*it));
+    }
+  }
+  if (const auto strict = spec->find("strict");
+      strict != spec->end() && !strict->is_null() && !strict->is_boolean()) {
+    return BadField(field + ".strict", "expected a boolean" + Got(*strict));
+  }
+  if (const auto schema = spec->find("schema");
+      schema != spec->end() && !schema->is_object() && !schema->is_boolean()) {
+    return BadField(field + ".schema", "expected a JSON Schema object" + Got(*schema));
+  }
+  r->json_schema_sent = true;
+  return std::nullopt;
+}
+
+// response_format.json_schema.schema compiled from the body parsed keeping members in order
+// (absent: any object). ParseResponseFormat has checked the shapes around it.
+Error CompileResponseSchema(std::string_view body, ApiRequest* r) {
+  using Ordered = nlohmann::ordered_json;
+  const Ordered ordered = Ordered::parse(body, nullptr, /*allow_exceptions=*/false);
+  const Ordered& spec = ordered.at("response_format").at("json_schema");
+  const auto schema = spec.find("schema");
+  const Result<std::shared_ptr<const JsonSchema>> compiled = JsonSchema::Compile(
+      schema == spec.end() ? Ordered::object() : *schema, "response_format.json_schema.schema");
+  if (!compiled.ok()) {
+    // "<path>: <why>", the path from the field down to the keyword refused.
+    const std::string& message = compiled.status().message();
+    const size_t colon = message.find(": ");
+    return BadField(message.substr(0, colon), message.substr(colon + 2));
+  }
+  r->rules.json_schema = *compiled;
   return std::nullopt;
 }
 
@@ -820,6 +862,9 @@ std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body
   }
   if (Error e = CheckRequired(*parsed, endpoint, *out)) return e;
   if (NeedsRenderInOrder(*out)) RenderInOrder(body, out);
+  if (out->json_schema_sent) {
+    if (Error e = CompileResponseSchema(body, out)) return e;
+  }
   return std::nullopt;
 }
 

@@ -21,8 +21,9 @@
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
 //             kMaxTools functions), tool_choice ("auto" or "none"), parallel_tool_calls,
-//             response_format ({"type": "text"} or {"type": "json_object"}: JSON mode, the
-//             output held to a JSON object's text), chat_template_kwargs
+//             response_format ({"type": "text"}, {"type": "json_object"}: JSON mode, the
+//             output held to a JSON object's text, or {"type": "json_schema"}: held to a
+//             schema, spec/json_schema.h), chat_template_kwargs
 //             ({"enable_thinking"}), separate_reasoning (SGLang's); an assistant message may
 //             carry tool_calls, a tool message a tool_call_id
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
@@ -93,6 +94,9 @@ struct ApiRequest {
   // tool_calls (tool_choice "auto", the default) or left in the text ("none").
   std::vector<std::string> tools;
   bool tool_choice_auto = true;
+  // response_format {"type": "json_schema"} was sent: its schema is compiled into
+  // rules.json_schema once the body is read in order.
+  bool json_schema_sent = false;
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).

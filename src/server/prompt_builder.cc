@@ -198,7 +198,7 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   p.sampling.rules.repetition_penalty =
       request.repetition_penalty.value_or(model_says.repetition_penalty.value_or(1.0f));
   // With thinking on (the Qwen formats' reasoning block), JSON mode holds the answer after it.
-  p.sampling.rules.json_after_reasoning = request.rules.json_object && chat &&
+  p.sampling.rules.json_after_reasoning = request.rules.json_schema != nullptr && chat &&
                                           request.enable_thinking &&
                                           ChatFormatOf(tokenizer) != ChatFormat::kLlama3;
   if (!request.ignore_eos) {

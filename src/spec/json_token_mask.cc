@@ -18,7 +18,7 @@ JsonTokenMasks::JsonTokenMasks(int64_t vocab,
     if (texts_[id].empty()) continue;
     with_text.push_back(id);
     longest_ = std::max(longest_, texts_[id].size());
-    if (JsonObjectGrammar::IsPlainStringText(texts_[id])) {
+    if (JsonGrammar::IsPlainStringText(texts_[id])) {
       plain_[id / 64] |= uint64_t{1} << (id % 64);
     } else {
       not_plain.push_back(id);
@@ -37,12 +37,20 @@ JsonTokenMasks::Walk JsonTokenMasks::MakeWalk(std::vector<int32_t> ids) const {
     const auto [end, _] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
     common_prefix[i] = static_cast<int32_t>(end - a.begin());
   }
-  return {.ids = std::move(ids), .common_prefix = std::move(common_prefix)};
+  const auto n = static_cast<int32_t>(ids.size());
+  std::vector<std::array<int32_t, kSkipDepth>> skip(ids.size());
+  for (int32_t i = n - 1; i >= 0; --i) {
+    for (size_t d = 0; d < kSkipDepth; ++d) {
+      const bool next_shares = i + 1 < n && static_cast<size_t>(common_prefix[i + 1]) > d;
+      skip[i][d] = next_shares ? skip[i + 1][d] : i + 1;
+    }
+  }
+  return {
+      .ids = std::move(ids), .common_prefix = std::move(common_prefix), .skip = std::move(skip)};
 }
 
-JsonObjectGrammar JsonTokenMasks::StateAfter(JsonObjectGrammar start,
-                                             std::span<const int32_t> tokens) const {
-  JsonObjectGrammar state = start;
+JsonGrammar JsonTokenMasks::StateAfter(JsonGrammar start, std::span<const int32_t> tokens) const {
+  JsonGrammar state = start;
   for (const int32_t t : tokens) {
     state = Advance(state, t);
     if (state.dead()) break;
@@ -50,7 +58,7 @@ JsonObjectGrammar JsonTokenMasks::StateAfter(JsonObjectGrammar start,
   return state;
 }
 
-JsonObjectGrammar JsonTokenMasks::Advance(JsonObjectGrammar state, int32_t token) const {
+JsonGrammar JsonTokenMasks::Advance(JsonGrammar state, int32_t token) const {
   if (token < 0 || token >= vocab_ || texts_[token].empty()) {
     (void)state.Feed(uint8_t{0});  // not text: refused (a stop id ends the output instead)
     return state;
@@ -59,7 +67,7 @@ JsonObjectGrammar JsonTokenMasks::Advance(JsonObjectGrammar state, int32_t token
   return state;
 }
 
-std::vector<uint64_t> JsonTokenMasks::Compute(const JsonObjectGrammar& state) const {
+std::vector<uint64_t> JsonTokenMasks::Compute(const JsonGrammar& state) const {
   // In a string, plain text keeps the state: those tokens are allowed without a step.
   const bool in_string = state.in_string();
   std::vector<uint64_t> bits =
@@ -67,12 +75,19 @@ std::vector<uint64_t> JsonTokenMasks::Compute(const JsonObjectGrammar& state) co
   const Walk& walk = in_string ? not_plain_ : all_;
   // states[k]: after the first k bytes of the current token (valid up to its length); the prefix
   // of length `dead_at` (and every longer one) is refused.
-  std::vector<JsonObjectGrammar> states(longest_ + 1);
+  std::vector<JsonGrammar> states(longest_ + 1);
   states[0] = state;
   size_t dead_at = std::numeric_limits<size_t>::max();
-  for (size_t i = 0; i < walk.ids.size(); ++i) {
+  // Past the tokens under the refused prefix of length dead_at.
+  const auto past_refused = [&](size_t i) {
+    return dead_at <= kSkipDepth ? static_cast<size_t>(walk.skip[i][dead_at - 1]) : i + 1;
+  };
+  for (size_t i = 0; i < walk.ids.size();) {
     const auto shared = static_cast<size_t>(walk.common_prefix[i]);
-    if (shared >= dead_at) continue;  // under a refused prefix
+    if (shared >= dead_at) {  // under a refused prefix
+      i = past_refused(i);
+      continue;
+    }
     dead_at = std::numeric_limits<size_t>::max();
     const std::string& text = texts_[walk.ids[i]];
     size_t k = shared;
@@ -82,21 +97,23 @@ std::vector<uint64_t> JsonTokenMasks::Compute(const JsonObjectGrammar& state) co
     }
     if (k < text.size()) {
       dead_at = k + 1;
+      i = past_refused(i);
       continue;
     }
     bits[walk.ids[i] / 64] |= uint64_t{1} << (walk.ids[i] % 64);
+    ++i;
   }
   return bits;
 }
 
-std::span<const uint64_t> JsonTokenMasks::Allowed(const JsonObjectGrammar& state) {
-  const JsonObjectGrammar::Key key = state.key();
+std::span<const uint64_t> JsonTokenMasks::Allowed(const JsonGrammar& state) {
+  std::string key = state.key();
   if (const auto it = masks_.find(key); it != masks_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
     return it->second->second;
   }
   lru_.emplace_front(key, Compute(state));
-  masks_[key] = lru_.begin();
+  masks_[std::move(key)] = lru_.begin();
   if (lru_.size() > kMaxCachedStates) {
     masks_.erase(lru_.back().first);
     lru_.pop_back();
@@ -104,12 +121,12 @@ std::span<const uint64_t> JsonTokenMasks::Allowed(const JsonObjectGrammar& state
   return lru_.front().second;
 }
 
-void JsonTokenMasks::Mask(const JsonObjectGrammar& state, std::span<const int64_t> stop_ids,
+void JsonTokenMasks::Mask(const JsonGrammar& state, std::span<const int64_t> stop_ids,
                           std::span<float> logits) {
   if (state.dead()) return;
   const std::span<const uint64_t> allowed = Allowed(state);
   constexpr float kNever = std::numeric_limits<float>::lowest();
-  // A stop id ends the output: only once the object is whole, and then whatever its text.
+  // A stop id ends the output: only once the value is whole, and then whatever its text.
   stop_logits_.clear();
   for (const int64_t stop : stop_ids) {
     if (stop >= 0 && stop < vocab_) stop_logits_.push_back(logits[stop]);

@@ -1,14 +1,15 @@
 #pragma once
 // JSON mode over a vocabulary: which tokens may come next after an output whose text left the
-// grammar in a given state (json_object_grammar.h), and the rows of logits held to them. A token
-// is allowed when all its bytes continue the text; a token without text (a special token) never
-// is; a stop id is allowed exactly where the object is complete, whatever its text. Masks are
+// grammar in a given state (json_grammar.h), and the rows of logits held to them. A token is
+// allowed when all its bytes continue the text; a token without text (a special token) never is;
+// a stop id is allowed exactly where the value is complete, whatever its text. Masks are
 // computed by walking the vocabulary in byte order, so tokens that share a prefix share its steps
 // and a prefix the grammar refuses skips every token under it (inside a string, tokens of plain
 // string text are allowed at once and only the others walked), and kept per grammar state (an
 // output visits few: the nesting it is in, and whether it is in a string, a number or between
-// them), up to a bound. Engine thread only.
+// them), up to a bound, for every schema alike. Engine thread only.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -18,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "spec/json_object_grammar.h"
+#include "spec/json_grammar.h"
 
 namespace dscale {
 
@@ -28,34 +29,32 @@ class JsonTokenMasks {
   JsonTokenMasks(int64_t vocab, const std::function<std::string_view(int32_t)>& token_text);
 
   // The state after `tokens`' texts, from `start`.
-  JsonObjectGrammar StateAfter(JsonObjectGrammar start, std::span<const int32_t> tokens) const;
+  JsonGrammar StateAfter(JsonGrammar start, std::span<const int32_t> tokens) const;
   // The state after one more token (dead where its text is refused).
-  JsonObjectGrammar Advance(JsonObjectGrammar state, int32_t token) const;
+  JsonGrammar Advance(JsonGrammar state, int32_t token) const;
 
   // Bit t set: token t may follow `state` (stop ids not included). Computed once per state.
-  std::span<const uint64_t> Allowed(const JsonObjectGrammar& state);
+  std::span<const uint64_t> Allowed(const JsonGrammar& state);
 
   // Sets every logit of a token that may not follow `state` to the lowest float (a dead state
   // changes nothing: its row is past a draft the row before refused). `stop_ids` are allowed
-  // where the object is complete and nowhere else.
-  void Mask(const JsonObjectGrammar& state, std::span<const int64_t> stop_ids,
-            std::span<float> logits);
+  // where the value is complete and nowhere else.
+  void Mask(const JsonGrammar& state, std::span<const int64_t> stop_ids, std::span<float> logits);
 
   int64_t cached_states() const { return static_cast<int64_t>(masks_.size()); }
 
  private:
-  struct KeyHash {
-    size_t operator()(const JsonObjectGrammar::Key& k) const {
-      return std::hash<uint64_t>()(k.stack * 0x9e3779b97f4a7c15ULL ^ k.rest);
-    }
-  };
-  // Tokens in byte order, each one's common prefix length with the one before.
+  // Tokens in byte order, each one's common prefix length with the one before, and where the
+  // tokens sharing its first d bytes end (skip[i][d - 1]: the first j > i whose common prefix
+  // with the one before is under d), so that a refused short prefix skips its tokens in one step.
+  static constexpr size_t kSkipDepth = 4;
   struct Walk {
     std::vector<int32_t> ids;
     std::vector<int32_t> common_prefix;
+    std::vector<std::array<int32_t, kSkipDepth>> skip;
   };
   Walk MakeWalk(std::vector<int32_t> ids) const;
-  std::vector<uint64_t> Compute(const JsonObjectGrammar& state) const;
+  std::vector<uint64_t> Compute(const JsonGrammar& state) const;
 
   int64_t vocab_;
   std::vector<std::string> texts_;  // [vocab]
@@ -66,8 +65,8 @@ class JsonTokenMasks {
   size_t longest_ = 0;              // the longest token's bytes
   // The masks, most recently used first, at most kMaxCachedStates.
   static constexpr size_t kMaxCachedStates = 512;
-  std::list<std::pair<JsonObjectGrammar::Key, std::vector<uint64_t>>> lru_;
-  std::unordered_map<JsonObjectGrammar::Key, decltype(lru_)::iterator, KeyHash> masks_;
+  std::list<std::pair<std::string, std::vector<uint64_t>>> lru_;
+  std::unordered_map<std::string, decltype(lru_)::iterator> masks_;
 };
 
 }  // namespace dscale

@@ -21,11 +21,13 @@
 // distribution its tokens were chosen from; spec/logprobs.h).
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "spec/json_schema.h"
 
 namespace dscale {
 
@@ -45,16 +47,17 @@ struct LogitRules {
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;
   int32_t min_tokens = 0;  // HoldBackStopIds; 0: off
-  // JSON mode (response_format json_object): every row held to the tokens that continue a JSON
-  // object's text (spec/json_token_mask.h). The engine applies it, knowing the tokens' texts.
-  bool json_object = false;
-  // With json_object: the object is the answer after the reasoning block (thinking on), which
-  // is free text up to its "</think>" (JsonObjectGrammar::AfterReasoning).
+  // JSON mode (response_format json_object, JsonSchema::AnyObject(), or json_schema): every row
+  // held to the tokens that continue a text this schema admits (spec/json_token_mask.h); null:
+  // off. The engine applies it, knowing the tokens' texts.
+  std::shared_ptr<const JsonSchema> json_schema;
+  // With json_schema: the value is the answer after the reasoning block (thinking on), which is
+  // free text up to its "</think>" (JsonGrammar::AfterReasoning).
   bool json_after_reasoning = false;
 
   bool empty() const {
     return logit_bias.empty() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
-           repetition_penalty == 1.0f && min_tokens == 0 && !json_object;
+           repetition_penalty == 1.0f && min_tokens == 0 && json_schema == nullptr;
   }
 };
 

@@ -21,6 +21,7 @@
 #include "engine_test_util.h"
 #include "planted_drafter.h"
 #include "spec/json_token_mask.h"
+#include "support/json_schema_check.h"
 
 namespace dscale {
 namespace {
@@ -225,8 +226,9 @@ std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<
                                          JsonTokenMasks& masks, const GenerationParams& params) {
   const LogitRules& rules = params.sampling.rules;
   const std::vector<int64_t>& stops = params.stop_ids;
-  const JsonObjectGrammar start =
-      rules.json_after_reasoning ? JsonObjectGrammar::AfterReasoning() : JsonObjectGrammar();
+  const JsonSchema& schema = *rules.json_schema;
+  const JsonGrammar start =
+      rules.json_after_reasoning ? JsonGrammar::AfterReasoning(schema) : JsonGrammar(schema);
   std::vector<int32_t> context = prompt, output;
   while (static_cast<int32_t>(output.size()) < params.max_tokens) {
     std::vector<float> logits = testing::NextTokenLogits(target, context);
@@ -241,25 +243,38 @@ std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<
 }
 
 // JSON mode: plain decoding is the reference's, every mode at c = 1 and 16 commits it, greedy
-// and sampled, and every output is JSON-object text so far: whole where a stop id ended it.
-// After reasoning (thinking on), the object follows the first "</think>" (biased up here, so
-// that the tiny target ends its reasoning).
+// and sampled, and every output is text the schema's grammar admits so far: whole where a stop id
+// ended it, and then a value the schema validates. Any object (json_object) and a schema with
+// required and optional properties, an integer, an enum array and a string. After reasoning
+// (thinking on), the value follows the first "</think>" (biased up here, so that the tiny target
+// ends its reasoning).
 TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
   const DecoderConfig& c = target_.config();
   const JsonVocabulary vocabulary(c);
   JsonTokenMasks masks(c.vocab_size, vocabulary.TokenText());
   const auto prompts = RandomPrompts(16, c.vocab_size, 53);
   constexpr int32_t kThinkEnd = 23;  // "</think>" in JsonVocabulary
-  for (const bool after_reasoning : {false, true}) {
+  const std::string any_object = R"({"type": "object"})";
+  const std::string keyed = R"({"type": "object", "properties": {"x": {"type": "integer"},
+      "yz": {"type": "array", "items": {"enum": ["x", 1, true, null]}, "maxItems": 3},
+      "y": {"type": "string"}}, "required": ["x"]})";
+  for (const auto& [schema_text, after_reasoning] :
+       {std::pair{any_object, false}, {any_object, true}, {keyed, false}, {keyed, true}}) {
+    const nlohmann::json schema_json = nlohmann::json::parse(schema_text);
     GenerationParams params{
         .max_tokens = 40,
-        .sampling = {.rules = {.json_object = true, .json_after_reasoning = after_reasoning}},
+        .sampling = {.rules = {.json_schema =
+                                   schema_text == any_object
+                                       ? JsonSchema::AnyObject()
+                                       : *JsonSchema::Compile(
+                                             nlohmann::ordered_json::parse(schema_text), "schema"),
+                               .json_after_reasoning = after_reasoning}},
         .stop_ids = c.eos_token_ids};
     if (after_reasoning) params.sampling.rules.logit_bias = {{kThinkEnd, 6.0f}};
     int whole = 0;
     for (const float temperature : {0.0f, 0.9f}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "temperature " << temperature << " after reasoning " << after_reasoning);
+      SCOPED_TRACE(::testing::Message() << "temperature " << temperature << " after reasoning "
+                                        << after_reasoning << " schema " << schema_text);
       params.sampling.temperature = temperature;
       params.sampling.seed = 23;
       const std::vector<std::vector<int32_t>> plain =
@@ -274,13 +289,20 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
         const bool stopped =
             std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end();
         const std::string text = vocabulary.Text(plain[i]);
-        JsonObjectGrammar grammar =
-            after_reasoning ? JsonObjectGrammar::AfterReasoning() : JsonObjectGrammar();
+        const JsonSchema& schema = *params.sampling.rules.json_schema;
+        JsonGrammar grammar =
+            after_reasoning ? JsonGrammar::AfterReasoning(schema) : JsonGrammar(schema);
         EXPECT_TRUE(grammar.Feed(text)) << text;
-        EXPECT_EQ(grammar.complete(), stopped) << text;
-        if (stopped) {
+        // Whole exactly where a stop id ended it, or at the last token max_tokens allows.
+        EXPECT_TRUE(stopped ? grammar.complete()
+                            : !grammar.complete() ||
+                                  static_cast<int32_t>(plain[i].size()) == params.max_tokens)
+            << text;
+        if (grammar.complete()) {
           const size_t answer = after_reasoning ? text.find("</think>") + 8 : 0;
-          EXPECT_TRUE(nlohmann::json::parse(text.substr(answer)).is_object()) << text;
+          const nlohmann::json value = nlohmann::json::parse(text.substr(answer));
+          EXPECT_TRUE(value.is_object()) << text;
+          EXPECT_TRUE(testing::SchemaAdmits(value, schema_json)) << text;
           ++whole;
         }
       }
@@ -301,13 +323,14 @@ TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {
   EXPECT_TRUE(refusal({.rules = {.repetition_penalty = -1.0f}}).starts_with("repetition_penalty"));
   EXPECT_TRUE(refusal({.temperature = 1.0f, .min_p = 2.0f}).starts_with("min_p: "));
   EXPECT_TRUE(refusal({.rules = {.min_tokens = 5}}).starts_with("min_tokens: "));
-  EXPECT_TRUE(refusal({.rules = {.json_object = true}}).starts_with("response_format: "));
+  EXPECT_TRUE(refusal({.rules = {.json_schema = JsonSchema::AnyObject()}})
+                  .starts_with("response_format: "));
   // With a tokenizer: JSON mode needs a stop id to end on, and no min_tokens past the object.
   const JsonVocabulary vocabulary(target_.config());
   auto with_text = Engine::Create(target_, nullptr, {.token_text = vocabulary.TokenText()}).value();
   const auto json_refusal = [&](GenerationParams params) {
     params.max_tokens = 4;
-    params.sampling.rules.json_object = true;
+    params.sampling.rules.json_schema = JsonSchema::AnyObject();
     const Result<RequestId> id = with_text->Submit({1, 2, 3}, params);
     return id.ok() ? std::string("accepted") : id.status().message();
   };

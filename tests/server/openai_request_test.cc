@@ -9,6 +9,8 @@
 #include <ostream>
 #include <string>
 
+#include "spec/json_grammar.h"
+
 namespace dscale::server {
 namespace {
 
@@ -361,9 +363,24 @@ INSTANTIATE_TEST_SUITE_P(
             kChat,
             "{" + kChatOk + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
             400, "tool_choice"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema"}})", 400,
+                "response_format.json_schema"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
-                    "json_schema": {"name": "x", "schema": {}}}})",
-                400, "response_format.type"},
+                    "json_schema": {"name": "x", "schema": [1]}}})",
+                400, "response_format.json_schema.schema"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "x", "strict": "yes", "schema": {}}}})",
+                400, "response_format.json_schema.strict"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "x", "format": {}}}})",
+                400, "response_format.json_schema.format"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {"type": "object", "properties":
+                    {"a": {"type": "string", "maxLength": 3}}}}}})",
+                400, "response_format.json_schema.schema.properties.a.maxLength"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "x", "schema": {"type": "string"}}}})",
+                400, "response_format.json_schema.schema"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "yaml"}})", 400,
                 "response_format.type"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": "json_object"})", 400,
@@ -468,12 +485,27 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
                    .tool_choice_auto);
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}]})")
                   .separate_reasoning);
-  EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+  EXPECT_EQ(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                  "response_format": {"type": "json_object"}})")
-                  .rules.json_object);
-  EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                .rules.json_schema,
+            JsonSchema::AnyObject());
+  EXPECT_EQ(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                   "response_format": {"type": "text"}})")
-                   .rules.json_object);
+                .rules.json_schema,
+            nullptr);
+  {
+    // The schema is compiled with its properties in the order sent (not the parser's sorted
+    // order): "b" before "a".
+    const ApiRequest r = ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user",
+        "content": "Q"}], "response_format": {"type": "json_schema", "json_schema": {"name": "n",
+        "strict": true, "schema": {"type": "object", "properties": {"b": {"type": "integer"},
+        "a": {"type": "string"}}, "required": ["b", "a"]}}}})");
+    ASSERT_NE(r.rules.json_schema, nullptr);
+    JsonGrammar in_order(*r.rules.json_schema);
+    EXPECT_TRUE(in_order.Feed(R"({"b": 1, "a": "x"})") && in_order.complete());
+    JsonGrammar sorted(*r.rules.json_schema);
+    EXPECT_FALSE(sorted.Feed(R"({"a": "x", "b": 1})"));
+  }
   EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                   "separate_reasoning": false})")
                    .separate_reasoning);

@@ -270,7 +270,7 @@ TEST(PromptBuilderTest, JsonModeFollowsTheReasoning) {
                             "chat_template_kwargs": {"enable_thinking": )" +
                              std::string(thinking ? "true" : "false") + "}}",
                          &p, Endpoint::kChatCompletions));
-    EXPECT_TRUE(p.params.sampling.rules.json_object);
+    EXPECT_NE(p.params.sampling.rules.json_schema, nullptr);
     EXPECT_EQ(p.params.sampling.rules.json_after_reasoning, thinking);
   }
 }

@@ -287,7 +287,8 @@ async function reasoning(model, prompt) {
 }
 
 // JSON mode: the content is a JSON object's text, whole where the output stopped by itself;
-// a schema is refused naming the field.
+// with a schema, its properties in order and of their types; what a schema cannot hold an output
+// to is refused naming the keyword.
 async function jsonMode(model, prompt) {
   const request = {model, messages: [{role: 'user', content: prompt}], max_tokens: 64,
                    temperature: 0, response_format: {type: 'json_object'}};
@@ -299,11 +300,24 @@ async function jsonMode(model, prompt) {
   }
   const streamed = await collectChat(await client.chat.completions.create({...request, stream: true}));
   assert.equal(streamed.text, content);
+  const schema = {type: 'object', properties: {answer: {type: 'string'}, steps: {type: 'integer'}},
+                  required: ['answer', 'steps'], additionalProperties: false};
+  const held = await client.chat.completions.create({...request, response_format:
+      {type: 'json_schema', json_schema: {name: 'solution', strict: true, schema}}});
+  const text = held.choices[0].message.content;
+  assert.ok(/^\{\s*("a|$)/.test(text), text);
+  if (held.choices[0].finish_reason === 'stop') {
+    const value = JSON.parse(text);
+    assert.deepEqual(Object.keys(value), ['answer', 'steps']);
+    assert.equal(typeof value.answer, 'string');
+    assert.ok(Number.isInteger(value.steps), text);
+  }
   await assert.rejects(client.chat.completions.create(
-      {...request, response_format: {type: 'json_schema', json_schema: {name: 'x', schema: {}}}}),
+      {...request, response_format: {type: 'json_schema', json_schema: {name: 'x', schema:
+          {type: 'object', properties: {a: {type: 'string', pattern: '^x'}}}}}}),
       (e) => {
         assert.equal(e.status, 400);
-        assert.equal(e.param, 'response_format.type');
+        assert.equal(e.param, 'response_format.json_schema.schema.properties.a.pattern');
         return true;
       });
 }

@@ -1,7 +1,7 @@
-// JSON mode's grammar against a JSON parser, and its token masks against feeding each token's
-// text alone.
+// JSON mode's grammar for any object (response_format json_object) against a JSON parser, and
+// its token masks against feeding each token's text alone. Schemas: json_schema_test.cc.
 
-#include "spec/json_object_grammar.h"
+#include "spec/json_grammar.h"
 
 #include <gtest/gtest.h>
 
@@ -15,17 +15,19 @@
 namespace dscale {
 namespace {
 
+const JsonSchema& AnyObject() { return *JsonSchema::AnyObject(); }
+
 bool Complete(std::string_view text) {
-  JsonObjectGrammar g;
+  JsonGrammar g(AnyObject());
   return g.Feed(text) && g.complete();
 }
 
 bool Alive(std::string_view text) {
-  JsonObjectGrammar g;
+  JsonGrammar g(AnyObject());
   return g.Feed(text);
 }
 
-TEST(JsonObjectGrammarTest, ObjectsAndTheirPrefixes) {
+TEST(JsonGrammarTest, ObjectsAndTheirPrefixes) {
   for (const char* text :
        {"{}", "{\"a\": 1}", "{\"a\":[1,-2.5e+3,0,0.5,1E9,true,false,null,\"s\\\"\\u00e9\\n\"]}",
         "{\"\": {\"b\": [[], {}, [{}]]}}", "{\n  \"a\" :\t[ 1 ,\r\n 2 ]\n}",
@@ -67,13 +69,13 @@ TEST(JsonObjectGrammarTest, ObjectsAndTheirPrefixes) {
 
 // With thinking on: any text up to the first "</think>" (its prefixes and a "<" restarting it),
 // then whitespace and the object.
-TEST(JsonObjectGrammarTest, AfterReasoning) {
+TEST(JsonGrammarTest, AfterReasoning) {
   const auto complete = [](std::string_view text) {
-    JsonObjectGrammar g = JsonObjectGrammar::AfterReasoning();
+    JsonGrammar g = JsonGrammar::AfterReasoning(AnyObject());
     return g.Feed(text) && g.complete();
   };
   const auto alive = [](std::string_view text) {
-    JsonObjectGrammar g = JsonObjectGrammar::AfterReasoning();
+    JsonGrammar g = JsonGrammar::AfterReasoning(AnyObject());
     return g.Feed(text);
   };
   EXPECT_TRUE(complete("<think>\nany } text {\n</think>\n\n{\"a\": 1}"));
@@ -86,14 +88,14 @@ TEST(JsonObjectGrammarTest, AfterReasoning) {
 }
 
 // Whitespace runs are bounded, so a model cannot pad forever.
-TEST(JsonObjectGrammarTest, WhitespaceRunsAreBounded) {
+TEST(JsonGrammarTest, WhitespaceRunsAreBounded) {
   EXPECT_TRUE(Complete("{" + std::string(kMaxJsonWhitespaceRun, ' ') +
                        "\"a\":" + std::string(kMaxJsonWhitespaceRun, '\n') + "1}"));
   EXPECT_FALSE(Alive("{" + std::string(kMaxJsonWhitespaceRun + 1, ' ')));
   EXPECT_TRUE(Alive("{\"" + std::string(200, ' ')));  // inside a string it is text
 }
 
-TEST(JsonObjectGrammarTest, NestingIsBounded) {
+TEST(JsonGrammarTest, NestingIsBounded) {
   const std::string deep =
       "{\"a\":" + std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') + "}";
   EXPECT_TRUE(Complete(deep));
@@ -102,7 +104,7 @@ TEST(JsonObjectGrammarTest, NestingIsBounded) {
 
 // Random texts over JSON's own characters: the grammar completes exactly those a JSON parser
 // reads as one object, and a text is alive after every prefix of a complete one.
-TEST(JsonObjectGrammarTest, AgreesWithAJsonParser) {
+TEST(JsonGrammarTest, AgreesWithAJsonParser) {
   const std::string alphabet = "{}[]\",: 01-9.eE+tfrueanls\\u\n";
   std::mt19937 rng(5);
   int complete = 0;
@@ -165,13 +167,13 @@ TEST(JsonTokenMasksTest, AMaskIsEveryTokenWhoseTextContinues) {
   outputs.push_back({10, 16, 14, 5, 33});   // {"a": "\   (an escape)
   outputs.push_back({10, 16, 14, 40, 2});   // {"a": {}}  (complete)
   for (const std::vector<int32_t>& output : outputs) {
-    const JsonObjectGrammar state = masks.StateAfter({}, output);
+    const JsonGrammar state = masks.StateAfter(JsonGrammar(AnyObject()), output);
     ASSERT_FALSE(state.dead());
     const std::span<const uint64_t> allowed = masks.Allowed(state);
     std::vector<float> row(vocab.size(), 1.0f);
     masks.Mask(state, stops, row);
     for (size_t t = 0; t < vocab.size(); ++t) {
-      JsonObjectGrammar alone = state;
+      JsonGrammar alone = state;
       const bool continues = !vocab[t].empty() && alone.Feed(vocab[t]);
       EXPECT_EQ(((allowed[t / 64] >> (t % 64)) & 1) != 0, continues) << vocab[t];
       const bool stop = t == 0 || t == 47;

@@ -1,0 +1,404 @@
+#include "spec/json_grammar.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace dscale {
+namespace {
+
+using Kind = JsonSchemaNode::Kind;
+
+constexpr std::string_view kReasoningEnd = "</think>";
+
+bool IsSpace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
+bool IsHex(uint8_t b) { return IsDigit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
+
+template <typename T>
+void Append(std::string* out, const T& value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+}  // namespace
+
+JsonGrammar::JsonGrammar(const JsonSchema& schema)
+    : schema_(&schema), node_(static_cast<uint16_t>(schema.root())), lex_(Lex::kStart) {}
+
+JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
+  schema_ = other.schema_;
+  choices_ = other.choices_;
+  node_ = other.node_;
+  pos_ = other.pos_;
+  lex_ = other.lex_;
+  depth_ = other.depth_;
+  aux_ = other.aux_;
+  spaces_ = other.spaces_;
+  std::copy_n(other.frames_.begin(), depth_, frames_.begin());
+  return *this;
+}
+
+JsonGrammar JsonGrammar::AfterReasoning(const JsonSchema& schema) {
+  JsonGrammar g(schema);
+  g.lex_ = Lex::kReasoning;
+  return g;
+}
+
+bool JsonGrammar::Feed(std::string_view bytes) {
+  for (const char c : bytes) {
+    if (!Feed(static_cast<uint8_t>(c))) return false;
+  }
+  return true;
+}
+
+bool JsonGrammar::IsPlainStringText(std::string_view bytes) {
+  for (const char c : bytes) {
+    const auto b = static_cast<uint8_t>(c);
+    if (b == '"' || b == '\\' || b < 0x20) return false;
+  }
+  return true;
+}
+
+bool JsonGrammar::uses_node() const {
+  switch (lex_) {
+    case Lex::kStart:
+    case Lex::kReasoning:
+    case Lex::kAnswerStart:
+    case Lex::kValue:
+    case Lex::kColon:
+    case Lex::kChoice:
+    case Lex::kMinus:
+    case Lex::kZero:
+    case Lex::kInt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string JsonGrammar::key() const {
+  std::string k;
+  k.reserve(24 + sizeof(Frame) * depth_);
+  Append(&k, schema_ == nullptr ? uint64_t{0} : schema_->id());
+  Append(&k, lex_);
+  Append(&k, depth_);
+  Append(&k, aux_);
+  Append(&k, spaces_);
+  Append(&k, pos_);
+  Append(&k, uses_node() ? node_ : uint16_t{0});
+  Append(&k, lex_ == Lex::kChoice ? choices_ : uint64_t{0});
+  for (int i = 0; i < depth_; ++i) {
+    Append(&k, frames_[i].node);
+    Append(&k, frames_[i].count);
+    Append(&k, frames_[i].next);
+  }
+  return k;
+}
+
+bool JsonGrammar::Feed(uint8_t byte) {
+  switch (lex_) {
+    case Lex::kDead:
+      return false;
+    case Lex::kReasoning:
+      // "</think>" repeats no prefix of itself but its "<": a mismatch restarts at 0 or 1.
+      if (byte == static_cast<uint8_t>(kReasoningEnd[aux_])) {
+        if (++aux_ == kReasoningEnd.size()) {
+          lex_ = Lex::kAnswerStart;
+          aux_ = 0;
+        }
+      } else {
+        aux_ = byte == '<' ? 1 : 0;
+      }
+      return true;
+    case Lex::kString:
+      if (byte == '"') {
+        if (aux_ == 1) {  // a map's key: its value follows
+          node_ = static_cast<uint16_t>(TopNode().values);
+          lex_ = Lex::kColon;
+          aux_ = 0;
+        } else {
+          AfterValue();
+        }
+        return true;
+      }
+      if (byte == '\\') {
+        lex_ = Lex::kEscape;
+        return true;
+      }
+      return byte >= 0x20 || Kill();
+    case Lex::kEscape:
+      if (byte == 'u') {
+        lex_ = Lex::kUnicode;
+        pos_ = 4;
+        return true;
+      }
+      if (byte == '"' || byte == '\\' || byte == '/' || byte == 'b' || byte == 'f' || byte == 'n' ||
+          byte == 'r' || byte == 't') {
+        lex_ = Lex::kString;
+        return true;
+      }
+      return Kill();
+    case Lex::kUnicode:
+      if (!IsHex(byte)) return Kill();
+      if (--pos_ == 0) lex_ = Lex::kString;
+      return true;
+    case Lex::kChoice:
+      return FeedChoice(byte);
+    case Lex::kMinus:
+      if (byte == '0') {
+        lex_ = Lex::kZero;
+        return true;
+      }
+      if (IsDigit(byte)) {
+        lex_ = Lex::kInt;
+        return true;
+      }
+      return Kill();
+    case Lex::kInt:
+      if (IsDigit(byte)) return true;
+      [[fallthrough]];
+    case Lex::kZero:  // no digit may follow a leading zero
+      // An integer ends where a fraction or an exponent would begin (and so refuses them).
+      if (Node(node_).kind == Kind::kInteger) return EndNumber(byte);
+      if (byte == '.') {
+        lex_ = Lex::kFracStart;
+        return true;
+      }
+      if (byte == 'e' || byte == 'E') {
+        lex_ = Lex::kExpStart;
+        return true;
+      }
+      return EndNumber(byte);
+    case Lex::kFracStart:
+      if (!IsDigit(byte)) return Kill();
+      lex_ = Lex::kFrac;
+      return true;
+    case Lex::kFrac:
+      if (IsDigit(byte)) return true;
+      if (byte == 'e' || byte == 'E') {
+        lex_ = Lex::kExpStart;
+        return true;
+      }
+      return EndNumber(byte);
+    case Lex::kExpStart:
+      if (byte == '+' || byte == '-') {
+        lex_ = Lex::kExpSign;
+        return true;
+      }
+      if (!IsDigit(byte)) return Kill();
+      lex_ = Lex::kExp;
+      return true;
+    case Lex::kExpSign:
+      if (!IsDigit(byte)) return Kill();
+      lex_ = Lex::kExp;
+      return true;
+    case Lex::kExp:
+      if (IsDigit(byte)) return true;
+      return EndNumber(byte);
+    default:
+      return FeedStructural(byte);
+  }
+}
+
+// The states between tokens: whitespace, punctuation, the start of a value.
+bool JsonGrammar::FeedStructural(uint8_t byte) {
+  if (IsSpace(byte)) {
+    if (lex_ == Lex::kStart || lex_ == Lex::kDone || spaces_ == kMaxJsonWhitespaceRun) {
+      return Kill();
+    }
+    ++spaces_;
+    return true;
+  }
+  spaces_ = 0;
+  switch (lex_) {
+    case Lex::kStart:
+    case Lex::kAnswerStart:
+    case Lex::kValue:
+      return StartValue(node_, byte);
+    case Lex::kArrayFirst:
+      return byte == ']' ? Close(byte) : StartItem(byte);
+    case Lex::kItem:
+      return StartItem(byte);
+    case Lex::kObjectFirst:
+      return byte == '}' ? Close(byte) : StartKey(byte);
+    case Lex::kKey:
+      return StartKey(byte);
+    case Lex::kColon:
+      if (byte != ':') return Kill();
+      lex_ = Lex::kValue;
+      return true;
+    case Lex::kAfter:
+      if (byte == ',') return Comma();
+      return Close(byte);
+    default:  // kDone: nothing
+      return Kill();
+  }
+}
+
+// A key or an enum value: the choices whose text continues with `byte`. One that is whole ends
+// the value there when no longer one is still possible (every text but a number's is
+// self-delimiting); a number's ends at the first byte that continues none, which the state after
+// it reads.
+bool JsonGrammar::FeedChoice(uint8_t byte) {
+  const bool key = aux_ == 1;
+  const auto text = [&](int i) -> const std::string& {
+    return key ? TopNode().properties[i].key : Node(node_).literals[i];
+  };
+  uint64_t next = 0;
+  int whole_before = -1;
+  for (uint64_t c = choices_; c != 0; c &= c - 1) {
+    const int i = std::countr_zero(c);
+    const std::string& t = text(i);
+    if (t.size() == pos_) {
+      whole_before = i;
+    } else if (static_cast<uint8_t>(t[pos_]) == byte) {
+      next |= uint64_t{1} << i;
+    }
+  }
+  if (next == 0) {
+    if (whole_before < 0) return Kill();
+    AfterValue();  // only a literal can be whole before its end is read (a number)
+    return FeedStructural(byte);
+  }
+  choices_ = next;
+  ++pos_;
+  int whole = -1;
+  bool longer = false;
+  for (uint64_t c = next; c != 0; c &= c - 1) {
+    const int i = std::countr_zero(c);
+    if (text(i).size() == pos_) {
+      whole = i;
+    } else {
+      longer = true;
+    }
+  }
+  if (whole < 0 || longer) return true;
+  if (!key) {
+    AfterValue();
+    return true;
+  }
+  frames_[depth_ - 1].next = static_cast<uint8_t>(whole + 1);
+  node_ = static_cast<uint16_t>(TopNode().properties[whole].node);
+  lex_ = Lex::kColon;
+  aux_ = 0;
+  choices_ = 0;
+  pos_ = 0;
+  return true;
+}
+
+bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
+  const int32_t n = schema_->Resolve(node, byte);
+  if (n < 0) return Kill();
+  switch (Node(n).kind) {
+    case Kind::kObject:
+    case Kind::kArray:
+      if (depth_ == kMaxJsonDepth) return Kill();
+      frames_[depth_++] = {.node = static_cast<uint16_t>(n), .count = 0, .next = 0};
+      lex_ = byte == '{' ? Lex::kObjectFirst : Lex::kArrayFirst;
+      return true;
+    case Kind::kString:
+      lex_ = Lex::kString;
+      aux_ = 0;
+      return true;
+    case Kind::kNumber:
+    case Kind::kInteger:
+      node_ = static_cast<uint16_t>(n);
+      lex_ = byte == '-' ? Lex::kMinus : byte == '0' ? Lex::kZero : Lex::kInt;
+      return true;
+    case Kind::kLiterals:
+      node_ = static_cast<uint16_t>(n);
+      lex_ = Lex::kChoice;
+      aux_ = 0;
+      pos_ = 0;
+      choices_ = Node(n).literals.size() == 64 ? ~uint64_t{0}
+                                               : (uint64_t{1} << Node(n).literals.size()) - 1;
+      return FeedChoice(byte);
+    default:
+      return Kill();
+  }
+}
+
+uint64_t JsonGrammar::KeyChoices() const {
+  const auto& properties = TopNode().properties;
+  uint64_t choices = 0;
+  for (size_t i = frames_[depth_ - 1].next; i < properties.size(); ++i) {
+    choices |= uint64_t{1} << i;
+    if (properties[i].required) break;  // none after it may come before it
+  }
+  return choices;
+}
+
+bool JsonGrammar::MayClose() const {
+  const JsonSchemaNode& top = TopNode();
+  const Frame& f = frames_[depth_ - 1];
+  if (top.kind == Kind::kArray) return f.count >= top.min_items;
+  return std::none_of(top.properties.begin() + f.next, top.properties.end(),
+                      [](const JsonSchemaNode::Property& p) { return p.required; });
+}
+
+bool JsonGrammar::StartKey(uint8_t byte) {
+  if (byte != '"') return Kill();
+  const JsonSchemaNode& top = TopNode();
+  if (top.properties.empty()) {
+    if (top.values < 0) return Kill();  // only "{}"
+    lex_ = Lex::kString;
+    aux_ = 1;
+    return true;
+  }
+  const uint64_t choices = KeyChoices();
+  if (choices == 0) return Kill();
+  lex_ = Lex::kChoice;
+  aux_ = 1;
+  choices_ = choices;
+  pos_ = 1;  // every key's text begins with its quote
+  return true;
+}
+
+bool JsonGrammar::StartItem(uint8_t byte) {
+  const JsonSchemaNode& top = TopNode();
+  Frame& f = frames_[depth_ - 1];
+  if (f.count >= top.max_items) return Kill();
+  // Past max(min_items, max_items) (at most kMaxSchemaItems) the count tells nothing more.
+  const int32_t cap =
+      top.max_items == kMaxSchemaItems ? top.min_items : std::max(top.min_items, top.max_items);
+  f.count = static_cast<uint16_t>(std::min<int32_t>(f.count + 1, cap));
+  return StartValue(top.values, byte);
+}
+
+bool JsonGrammar::Comma() {
+  const JsonSchemaNode& top = TopNode();
+  if (top.kind == Kind::kArray) {
+    if (frames_[depth_ - 1].count >= top.max_items) return Kill();
+    lex_ = Lex::kItem;
+    return true;
+  }
+  // An object: a key must be able to follow.
+  if (top.properties.empty() ? top.values < 0 : KeyChoices() == 0) return Kill();
+  lex_ = Lex::kKey;
+  return true;
+}
+
+bool JsonGrammar::Close(uint8_t closer) {
+  if (depth_ == 0) return Kill();
+  const bool object = TopNode().kind == Kind::kObject;
+  if (closer != (object ? '}' : ']') || !MayClose()) return Kill();
+  --depth_;
+  AfterValue();
+  return true;
+}
+
+void JsonGrammar::AfterValue() {
+  lex_ = depth_ == 0 ? Lex::kDone : Lex::kAfter;
+  aux_ = 0;
+  node_ = 0;
+  pos_ = 0;
+  choices_ = 0;
+}
+
+// A complete number ends at the first byte that is not its own, which the state after it reads.
+bool JsonGrammar::EndNumber(uint8_t byte) {
+  AfterValue();
+  return FeedStructural(byte);
+}
+
+}  // namespace dscale

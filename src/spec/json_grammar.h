@@ -1,0 +1,119 @@
+#pragma once
+// The text a JSON-mode output may still become, as a byte-level pushdown automaton over a compiled
+// schema (json_schema.h; JSON mode's "any object" is one): JSON (RFC 8259) whose top-level value
+// the schema admits, starting at its first byte and ending at its last, whitespace where JSON
+// allows it inside, in runs of at most kMaxJsonWhitespaceRun bytes (a model that would rather pad
+// than write is held to writing), strings of any bytes but the control characters 0x00-0x1F (a
+// quote and a backslash only as JSON spells them), nesting up to kMaxJsonDepth.
+// A state copies freely (its open frames, no pointers owned); the schema outlives it.
+// JsonTokenMasks (json_token_mask.h) walks the vocabulary with it.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "spec/json_schema.h"
+
+namespace dscale {
+
+inline constexpr int kMaxJsonDepth = 64;
+// A newline and indentation 23 levels deep at two spaces.
+inline constexpr int kMaxJsonWhitespaceRun = 48;
+
+class JsonGrammar {
+ public:
+  // Dead: continues nothing (a placeholder to assign to).
+  JsonGrammar() = default;
+  // Before the first byte: the top-level value is due.
+  explicit JsonGrammar(const JsonSchema& schema);
+  // After reasoning (thinking on): any text up to and including the first "</think>", then
+  // whitespace, then the top-level value — it is the answer, as vLLM holds only the answer.
+  static JsonGrammar AfterReasoning(const JsonSchema& schema);
+  // Copies the open frames only: the vocabulary walk copies a state for every byte it feeds.
+  JsonGrammar(const JsonGrammar& other) { *this = other; }
+  JsonGrammar& operator=(const JsonGrammar& other);
+
+  // False when `byte` continues no text the schema admits; the state is then dead for good.
+  bool Feed(uint8_t byte);
+  // Feeds every byte; false at the first that fails.
+  bool Feed(std::string_view bytes);
+
+  bool dead() const { return lex_ == Lex::kDead; }
+  // Inside a string any text may fill, where every byte but a quote, a backslash and a control
+  // character leaves the state as it is (IsPlainStringText).
+  bool in_string() const { return lex_ == Lex::kString; }
+  static bool IsPlainStringText(std::string_view bytes);
+  // The top-level value is whole: nothing may follow.
+  bool complete() const { return lex_ == Lex::kDone; }
+
+  // Two states with equal keys accept the same continuations (schemas told apart by their id).
+  std::string key() const;
+
+ private:
+  enum class Lex : uint8_t {
+    kStart,        // before the top-level value (node_)
+    kReasoning,    // before "</think>" (aux_: how much of it the text ends with)
+    kAnswerStart,  // after "</think>": whitespace, then the top-level value
+    kValue,        // a value of node_ is due (after ":", or "," in an array)
+    kArrayFirst,   // after "[": an item or "]"
+    kItem,         // after "," in an array: an item
+    kObjectFirst,  // after "{": a key or "}"
+    kKey,          // after "," in an object: a key
+    kColon,        // after a key: ":", then a value of node_
+    kAfter,        // after a value in a container: "," or its closer
+    kDone,         // the top-level value closed
+    kString,       // in a string any text may fill (aux_ 1: a map's key)
+    kEscape,       // after a backslash in such a string
+    kUnicode,      // in \uXXXX (pos_: hex digits left)
+    kChoice,       // in a key (aux_ 1) or an enum value: one of choices_, pos_ bytes matched
+    kMinus,        // a number's "-": a digit is due
+    kZero,         // a number's leading "0"
+    kInt,          // a number's integer digits
+    kFracStart,    // after ".": a digit is due
+    kFrac,         // fraction digits
+    kExpStart,     // after "e": a sign or a digit
+    kExpSign,      // after the exponent's sign: a digit is due
+    kExp,          // exponent digits
+    kDead,
+  };
+  // An open object or array.
+  struct Frame {
+    uint16_t node;
+    uint16_t count;  // an array's items so far, capped where its bounds stop telling them apart
+    uint8_t next;    // an object's first declared property not yet passed
+  };
+
+  bool FeedStructural(uint8_t byte);
+  bool FeedChoice(uint8_t byte);
+  bool StartValue(int32_t node, uint8_t byte);
+  bool StartKey(uint8_t byte);
+  bool StartItem(uint8_t byte);
+  bool Comma();
+  bool Close(uint8_t closer);
+  void AfterValue();
+  bool EndNumber(uint8_t byte);
+  bool Kill() {
+    lex_ = Lex::kDead;
+    return false;
+  }
+  const JsonSchemaNode& Node(int32_t i) const { return schema_->node(i); }
+  const JsonSchemaNode& TopNode() const { return Node(frames_[depth_ - 1].node); }
+  // The declared properties a key in the top object may be: from the next one not passed up to
+  // the first required one.
+  uint64_t KeyChoices() const;
+  bool MayClose() const;
+  bool uses_node() const;
+
+  const JsonSchema* schema_ = nullptr;
+  uint64_t choices_ = 0;  // kChoice: bit i, choice i (a property or a literal) still possible
+  uint16_t node_ = 0;     // the value due or in progress (kValue, kColon, kChoice, numbers)
+  uint16_t pos_ = 0;      // kChoice: bytes matched; kUnicode: hex digits left
+  Lex lex_ = Lex::kDead;
+  uint8_t depth_ = 0;
+  uint8_t aux_ = 0;     // kString / kEscape / kUnicode / kChoice: 1 for a key
+  uint8_t spaces_ = 0;  // the whitespace run the text ends with (between tokens)
+  std::array<Frame, kMaxJsonDepth> frames_;  // [0, depth_) open; the rest never read
+};
+
+}  // namespace dscale

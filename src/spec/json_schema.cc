@@ -1,0 +1,555 @@
+#include "spec/json_schema.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+
+namespace dscale {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Kind = JsonSchemaNode::Kind;
+
+// The nodes every schema starts with: any value is one of the next five.
+constexpr int32_t kAnyValue = 0;
+constexpr int32_t kAnyObject = 1;
+constexpr int32_t kAnyArray = 2;
+constexpr int32_t kAnyString = 3;
+constexpr int32_t kAnyNumber = 4;
+constexpr int32_t kAnyLiteral = 5;  // true, false, null
+
+// Assertions no compiled schema holds an output to: refused rather than ignored.
+constexpr std::string_view kRefused[] = {
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "prefixItems",
+    "additionalItems",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "$dynamicRef",
+};
+// The keywords that say what a value is; only annotations may stand beside $ref, anyOf, oneOf
+// and allOf.
+constexpr std::string_view kShaping[] = {
+    "type",  "properties", "required", "additionalProperties",
+    "items", "minItems",   "maxItems", "enum",
+    "const", "anyOf",      "oneOf",    "allOf",
+    "$ref",
+};
+
+std::atomic<uint64_t> next_schema_id{1};
+
+bool IsNumberText(std::string_view t) {
+  return !t.empty() && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9'));
+}
+bool IsIntegerText(std::string_view t) {
+  return IsNumberText(t) && t.find_first_of(".eE") == std::string_view::npos;
+}
+
+std::bitset<256> FirstBytesOf(std::string_view bytes) {
+  std::bitset<256> b;
+  for (const char c : bytes) b.set(static_cast<uint8_t>(c));
+  return b;
+}
+
+bool HasType(const Json& value, std::string_view type) {
+  if (type == "object") return value.is_object();
+  if (type == "array") return value.is_array();
+  if (type == "string") return value.is_string();
+  if (type == "integer") return value.is_number_integer();
+  if (type == "number") return value.is_number();
+  if (type == "boolean") return value.is_boolean();
+  return type == "null" && value.is_null();
+}
+
+}  // namespace
+
+// Compiles one document; nodes refer to each other by index, so a $ref may point at a node still
+// being compiled (recursion).
+class JsonSchemaCompiler {
+ public:
+  JsonSchemaCompiler(const Json& doc, std::string field) : doc_(doc), field_(std::move(field)) {
+    AddBuiltins();
+  }
+
+  Result<std::shared_ptr<const JsonSchema>> Run() {
+    const int32_t slot = New(Kind::kPending, field_);
+    refs_["#"] = slot;
+    const Result<int32_t> top = Node(doc_, field_);
+    if (!top.ok()) return top.status();
+    DSCALE_RETURN_IF_ERROR(Fill(slot, *top, field_));
+    // A schema admitting any value at the top: JSON mode's any object.
+    schema_->root_ = *top == kAnyValue ? kAnyObject : slot;
+    DSCALE_RETURN_IF_ERROR(Finish());
+    const std::bitset<256> top_bytes = schema_->nodes_[schema_->root_].first_bytes;
+    if ((top_bytes & ~FirstBytesOf("{[")).any()) {
+      return InvalidArgument(field_ + ": the top-level value must be an object or an array");
+    }
+    return std::shared_ptr<const JsonSchema>(std::move(schema_));
+  }
+
+  // Only the built-in nodes: any object at the top.
+  std::shared_ptr<const JsonSchema> AnyObject() {
+    schema_->root_ = kAnyObject;
+    DSCALE_CHECK(Finish().ok());
+    return std::shared_ptr<const JsonSchema>(std::move(schema_));
+  }
+
+ private:
+  std::vector<JsonSchemaNode>& nodes() { return schema_->nodes_; }
+
+  int32_t New(Kind kind, const std::string& path) {
+    JsonSchemaNode n;
+    n.kind = kind;
+    nodes().push_back(std::move(n));
+    paths_.push_back(path);
+    return static_cast<int32_t>(nodes().size()) - 1;
+  }
+
+  void AddBuiltins() {
+    schema_->id_ = next_schema_id.fetch_add(1);
+    New(Kind::kUnion, "any value");
+    nodes()[kAnyValue].alternatives = {kAnyObject, kAnyArray, kAnyString, kAnyNumber, kAnyLiteral};
+    New(Kind::kObject, "any object");
+    nodes()[kAnyObject].values = kAnyValue;
+    New(Kind::kArray, "any array");
+    nodes()[kAnyArray].values = kAnyValue;
+    New(Kind::kString, "any string");
+    New(Kind::kNumber, "any number");
+    New(Kind::kLiterals, "true, false or null");
+    nodes()[kAnyLiteral].literals = {"true", "false", "null"};
+    for (int32_t i = kAnyObject; i <= kAnyLiteral; ++i) SetFirstBytes(i);
+  }
+
+  Status Refuse(const std::string& path, const std::string& why) const {
+    return InvalidArgument(path + ": " + why);
+  }
+
+  Result<int32_t> Node(const Json& s, const std::string& path) {
+    if (nodes().size() >= kMaxSchemaNodes) {
+      return Refuse(field_, "more than " + std::to_string(kMaxSchemaNodes) + " schemas");
+    }
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return kAnyValue;
+      return Refuse(path, "false admits no value");
+    }
+    if (!s.is_object()) return Refuse(path, "expected a schema (an object or a boolean)");
+    for (const std::string_view key : kRefused) {
+      if (s.contains(key)) {
+        return Refuse(path + "." + std::string(key),
+                      "is not supported (an output could not be held to it)");
+      }
+    }
+    for (const char* combinator : {"$ref", "anyOf", "oneOf", "allOf"}) {
+      if (!s.contains(combinator)) continue;
+      for (const std::string_view key : kShaping) {
+        if (key != combinator && s.contains(key)) {
+          return Refuse(path + "." + std::string(key),
+                        std::string("is not supported beside ") + combinator);
+        }
+      }
+      if (std::string_view(combinator) == "$ref") return Ref(s["$ref"], path + ".$ref");
+      if (std::string_view(combinator) == "allOf") return AllOf(s["allOf"], path + ".allOf");
+      return AnyOf(s[combinator], path + "." + combinator);
+    }
+    std::vector<std::string> types;
+    if (const auto type = s.find("type"); type != s.end()) {
+      DSCALE_RETURN_IF_ERROR(ReadTypes(*type, path + ".type", &types));
+    }
+    if (s.contains("enum") || s.contains("const")) return Literals(s, types, path);
+    if (types.empty()) {
+      if (s.contains("properties") || s.contains("required") ||
+          s.contains("additionalProperties")) {
+        types = {"object"};
+      } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+        types = {"array"};
+      } else {
+        return kAnyValue;
+      }
+    }
+    std::vector<int32_t> alternatives;
+    for (const std::string& type : types) {
+      const Result<int32_t> n = OfType(s, type, path);
+      if (!n.ok()) return n.status();
+      alternatives.push_back(*n);
+    }
+    if (alternatives.size() == 1) return alternatives[0];
+    const int32_t u = New(Kind::kUnion, path + ".type");
+    nodes()[u].alternatives = std::move(alternatives);
+    return u;
+  }
+
+  Status ReadTypes(const Json& v, const std::string& path, std::vector<std::string>* types) {
+    static constexpr std::string_view kTypes[] = {"object", "array",   "string", "integer",
+                                                  "number", "boolean", "null"};
+    const auto read = [&](const Json& t) -> Status {
+      if (!t.is_string() || std::find(std::begin(kTypes), std::end(kTypes), t.get<std::string>()) ==
+                                std::end(kTypes)) {
+        return Refuse(path, "expected object, array, string, integer, number, boolean or null");
+      }
+      types->push_back(t.get<std::string>());
+      return Status::Ok();
+    };
+    if (!v.is_array()) return read(v);
+    if (v.empty()) return Refuse(path, "an empty list admits no value");
+    for (const Json& t : v) DSCALE_RETURN_IF_ERROR(read(t));
+    return Status::Ok();
+  }
+
+  Result<int32_t> OfType(const Json& s, const std::string& type, const std::string& path) {
+    if (type == "object") return Object(s, path);
+    if (type == "array") return Array(s, path);
+    if (type == "string") return kAnyString;
+    if (type == "number") return kAnyNumber;
+    if (type == "integer") {
+      const int32_t n = New(Kind::kInteger, path);
+      SetFirstBytes(n);
+      return n;
+    }
+    const int32_t n = New(Kind::kLiterals, path);
+    nodes()[n].literals = type == "boolean" ? std::vector<std::string>{"true", "false"}
+                                            : std::vector<std::string>{"null"};
+    SetFirstBytes(n);
+    return n;
+  }
+
+  Result<int32_t> Object(const Json& s, const std::string& path) {
+    std::vector<JsonSchemaNode::Property> properties;
+    if (const auto props = s.find("properties"); props != s.end()) {
+      if (!props->is_object()) return Refuse(path + ".properties", "expected an object");
+      if (props->size() > kMaxSchemaChoices) {
+        return Refuse(path + ".properties",
+                      "more than " + std::to_string(kMaxSchemaChoices) + " properties");
+      }
+      for (const auto& [name, sub] : props->items()) {
+        const Result<int32_t> n = Node(sub, path + ".properties." + name);
+        if (!n.ok()) return n.status();
+        properties.push_back({.key = Json(name).dump(), .node = *n});
+      }
+    }
+    if (const auto required = s.find("required"); required != s.end()) {
+      if (!required->is_array()) return Refuse(path + ".required", "expected a list of names");
+      for (const Json& name : *required) {
+        if (!name.is_string()) return Refuse(path + ".required", "expected a list of names");
+        const std::string key = Json(name).dump();
+        const auto p = std::find_if(properties.begin(), properties.end(),
+                                    [&](const auto& q) { return q.key == key; });
+        if (p == properties.end()) {
+          return Refuse(path + ".required", "names " + key + ", which properties does not declare");
+        }
+        p->required = true;
+      }
+    }
+    int32_t values = -1;
+    if (properties.empty()) {
+      const auto extra = s.find("additionalProperties");
+      if (extra == s.end()) {
+        values = kAnyValue;
+      } else if (!(extra->is_boolean() && !extra->get<bool>())) {
+        const Result<int32_t> n = Node(*extra, path + ".additionalProperties");
+        if (!n.ok()) return n.status();
+        values = *n;
+      }
+    }
+    const int32_t n = New(Kind::kObject, path);
+    nodes()[n].properties = std::move(properties);
+    nodes()[n].values = values;
+    SetFirstBytes(n);
+    return n;
+  }
+
+  Result<int32_t> Array(const Json& s, const std::string& path) {
+    int32_t items = kAnyValue;
+    int32_t min_items = 0, max_items = kMaxSchemaItems;
+    if (const auto it = s.find("items"); it != s.end()) {
+      if (it->is_array()) return Refuse(path + ".items", "a list of item schemas is not supported");
+      if (it->is_boolean() && !it->get<bool>()) {
+        max_items = 0;
+      } else {
+        const Result<int32_t> n = Node(*it, path + ".items");
+        if (!n.ok()) return n.status();
+        items = *n;
+      }
+    }
+    for (const auto& [key, bound] : {std::pair{"minItems", &min_items}, {"maxItems", &max_items}}) {
+      const auto it = s.find(key);
+      if (it == s.end()) continue;
+      if (!it->is_number_unsigned() || it->get<uint64_t>() > kMaxSchemaItems) {
+        return Refuse(path + "." + key,
+                      "expected an integer from 0 to " + std::to_string(kMaxSchemaItems));
+      }
+      // items: false already allows none.
+      *bound = bound == &max_items ? std::min(max_items, static_cast<int32_t>(it->get<uint64_t>()))
+                                   : static_cast<int32_t>(it->get<uint64_t>());
+    }
+    if (min_items > max_items) return Refuse(path + ".minItems", "is above maxItems");
+    const int32_t n = New(Kind::kArray, path);
+    nodes()[n].values = items;
+    nodes()[n].min_items = min_items;
+    nodes()[n].max_items = max_items;
+    SetFirstBytes(n);
+    return n;
+  }
+
+  // "enum" or "const", as compact JSON; with "type", the values of that type.
+  Result<int32_t> Literals(const Json& s, const std::vector<std::string>& types,
+                           const std::string& path) {
+    std::vector<const Json*> values;
+    std::string at = path + ".const";
+    if (const auto c = s.find("const"); c != s.end()) {
+      values.push_back(&*c);
+    } else {
+      at = path + ".enum";
+      const Json& e = s["enum"];
+      if (!e.is_array() || e.empty()) return Refuse(at, "expected a list of values");
+      for (const Json& v : e) values.push_back(&v);
+    }
+    std::vector<std::string> texts;
+    for (const Json* v : values) {
+      const bool typed =
+          types.empty() ||
+          std::any_of(types.begin(), types.end(), [&](const auto& t) { return HasType(*v, t); });
+      const std::string text = v->dump();
+      if (typed && std::find(texts.begin(), texts.end(), text) == texts.end())
+        texts.push_back(text);
+    }
+    if (texts.empty()) return Refuse(at, "no value has the schema's type");
+    if (texts.size() > kMaxSchemaChoices) {
+      return Refuse(at, "more than " + std::to_string(kMaxSchemaChoices) + " values");
+    }
+    const int32_t n = New(Kind::kLiterals, at);
+    nodes()[n].literals = std::move(texts);
+    SetFirstBytes(n);
+    return n;
+  }
+
+  Result<int32_t> AnyOf(const Json& list, const std::string& path) {
+    if (!list.is_array() || list.empty()) return Refuse(path, "expected a list of schemas");
+    std::vector<int32_t> alternatives;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Result<int32_t> n = Node(list[i], path + "." + std::to_string(i));
+      if (!n.ok()) return n.status();
+      alternatives.push_back(*n);
+    }
+    const int32_t u = New(Kind::kUnion, path);
+    nodes()[u].alternatives = std::move(alternatives);
+    return u;
+  }
+
+  Result<int32_t> AllOf(const Json& list, const std::string& path) {
+    if (!list.is_array() || list.size() != 1) {
+      return Refuse(path, "only a list of one schema is supported");
+    }
+    return Node(list[0], path + ".0");
+  }
+
+  // A reference into the same document: "#" and a JSON pointer after it.
+  Result<int32_t> Ref(const Json& ref, const std::string& path) {
+    if (!ref.is_string() || !ref.get<std::string>().starts_with("#")) {
+      return Refuse(path, "expected a reference into this schema (\"#\", \"#/$defs/...\")");
+    }
+    const std::string target = ref.get<std::string>();
+    if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
+    const Json* to = nullptr;
+    try {
+      const Json::json_pointer pointer(target.substr(1));
+      if (doc_.contains(pointer)) to = &doc_.at(pointer);
+    } catch (const Json::exception&) {
+    }
+    if (to == nullptr) return Refuse(path, target + " names nothing in this schema");
+    const int32_t slot = New(Kind::kPending, target);
+    refs_[target] = slot;
+    const Result<int32_t> n = Node(*to, target);
+    if (!n.ok()) return n.status();
+    DSCALE_RETURN_IF_ERROR(Fill(slot, *n, path));
+    return slot;
+  }
+
+  // The slot kept for a reference becomes the node it resolved to.
+  Status Fill(int32_t slot, int32_t node, const std::string& path) {
+    if (node == slot) return Refuse(path, "a reference that resolves to itself admits no value");
+    const JsonSchemaNode copy = nodes()[node];
+    nodes()[slot] = copy;
+    paths_[slot] = paths_[node];
+    return Status::Ok();
+  }
+
+  void SetFirstBytes(int32_t n) {
+    JsonSchemaNode& node = nodes()[n];
+    switch (node.kind) {
+      case Kind::kObject:
+        node.first_bytes = FirstBytesOf("{");
+        break;
+      case Kind::kArray:
+        node.first_bytes = FirstBytesOf("[");
+        break;
+      case Kind::kString:
+        node.first_bytes = FirstBytesOf("\"");
+        break;
+      case Kind::kNumber:
+      case Kind::kInteger:
+        node.first_bytes = FirstBytesOf("-0123456789");
+        break;
+      case Kind::kLiterals:
+        node.first_bytes.reset();
+        for (const std::string& t : node.literals) node.first_bytes.set(static_cast<uint8_t>(t[0]));
+        break;
+      default:
+        break;
+    }
+  }
+
+  // Every union flattened, its alternatives merged where one admits another's values, and
+  // checked to begin with different bytes.
+  Status Finish() {
+    std::vector<uint8_t> state(nodes().size(), 0);  // 0 not seen, 1 in progress, 2 done
+    for (int32_t i = 0; i < static_cast<int32_t>(state.size()); ++i) {
+      if (nodes()[i].kind == Kind::kPending) {
+        return Refuse(paths_[i], "references that only refer to each other admit no value");
+      }
+      if (nodes()[i].kind == Kind::kUnion) DSCALE_RETURN_IF_ERROR(Flatten(i, state));
+    }
+    return Status::Ok();
+  }
+
+  Status Flatten(int32_t u, std::vector<uint8_t>& state) {
+    if (state[u] == 2) return Status::Ok();
+    if (state[u] == 1) return Refuse(paths_[u], "a union that contains itself admits no value");
+    state[u] = 1;
+    std::vector<int32_t> flat;
+    for (const int32_t a : std::vector<int32_t>(nodes()[u].alternatives)) {
+      if (nodes()[a].kind != Kind::kUnion) {
+        flat.push_back(a);
+        continue;
+      }
+      DSCALE_RETURN_IF_ERROR(Flatten(a, state));
+      for (const int32_t b : nodes()[a].alternatives) flat.push_back(b);
+    }
+    DSCALE_RETURN_IF_ERROR(Merge(u, std::move(flat)));
+    state[u] = 2;
+    return Status::Ok();
+  }
+
+  Status Merge(int32_t u, std::vector<int32_t> flat) {
+    const auto has = [&](Kind k) {
+      return std::any_of(flat.begin(), flat.end(), [&](int32_t a) { return nodes()[a].kind == k; });
+    };
+    const bool any_string = has(Kind::kString), any_number = has(Kind::kNumber);
+    const bool any_integer = has(Kind::kInteger);
+    std::vector<std::string> literals;
+    std::vector<int32_t> kept;
+    bool kept_string = false, kept_number = false;
+    for (const int32_t a : flat) {
+      const JsonSchemaNode& n = nodes()[a];
+      if (n.kind == Kind::kLiterals) {
+        for (const std::string& t : n.literals) {
+          const bool admitted =
+              (any_string && t[0] == '"') ||
+              (IsNumberText(t) && (any_number || (any_integer && IsIntegerText(t))));
+          if (!admitted && std::find(literals.begin(), literals.end(), t) == literals.end()) {
+            literals.push_back(t);
+          }
+        }
+        continue;
+      }
+      if (n.kind == Kind::kInteger && any_number) continue;
+      bool& seen = n.kind == Kind::kString ? kept_string : kept_number;
+      if (n.kind == Kind::kString || n.kind == Kind::kNumber || n.kind == Kind::kInteger) {
+        if (seen) continue;  // one any string, one number: the same values
+        seen = true;
+      }
+      if (std::find(kept.begin(), kept.end(), a) == kept.end()) kept.push_back(a);
+    }
+    if (literals.size() > kMaxSchemaChoices) {
+      return Refuse(paths_[u], "more than " + std::to_string(kMaxSchemaChoices) + " values");
+    }
+    if (!literals.empty()) {
+      const int32_t l = New(Kind::kLiterals, paths_[u]);
+      nodes()[l].literals = std::move(literals);
+      SetFirstBytes(l);
+      kept.push_back(l);
+    }
+    std::bitset<256> bytes;
+    for (const int32_t a : kept) {
+      if ((bytes & nodes()[a].first_bytes).any()) {
+        return Refuse(paths_[u], "alternatives that begin with the same byte are not supported (" +
+                                     paths_[a] + " and one before it)");
+      }
+      bytes |= nodes()[a].first_bytes;
+    }
+    nodes()[u].alternatives = std::move(kept);
+    nodes()[u].first_bytes = bytes;
+    return Status::Ok();
+  }
+
+  const Json& doc_;
+  const std::string field_;
+  std::shared_ptr<JsonSchema> schema_ = std::make_shared<JsonSchema>();
+  std::vector<std::string> paths_;  // per node: where the schema wrote it
+  std::map<std::string, int32_t> refs_;
+};
+
+std::shared_ptr<const JsonSchema> JsonSchema::AnyObject() {
+  static const std::shared_ptr<const JsonSchema> any = [] {
+    const Json none;
+    return JsonSchemaCompiler(none, "").AnyObject();
+  }();
+  return any;
+}
+
+Result<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(const nlohmann::ordered_json& schema,
+                                                              const std::string& field) {
+  // Requests that send the same schema share its compiled nodes and so its masks.
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::weak_ptr<const JsonSchema>> compiled;
+  const std::string text = schema.dump();
+  {
+    const std::lock_guard lock(mu);
+    if (const auto it = compiled.find(text); it != compiled.end()) {
+      if (std::shared_ptr<const JsonSchema> s = it->second.lock()) return s;
+    }
+  }
+  Result<std::shared_ptr<const JsonSchema>> s = JsonSchemaCompiler(schema, field).Run();
+  if (!s.ok()) return s;
+  const std::lock_guard lock(mu);
+  if (compiled.size() >= 1024)
+    std::erase_if(compiled, [](const auto& e) { return e.second.expired(); });
+  compiled[text] = *s;
+  return s;
+}
+
+int32_t JsonSchema::Resolve(int32_t node, uint8_t byte) const {
+  const JsonSchemaNode& n = nodes_[static_cast<size_t>(node)];
+  if (!n.first_bytes.test(byte)) return -1;
+  if (n.kind != JsonSchemaNode::Kind::kUnion) return node;
+  for (const int32_t a : n.alternatives) {
+    if (nodes_[static_cast<size_t>(a)].first_bytes.test(byte)) return a;
+  }
+  return -1;
+}
+
+}  // namespace dscale

@@ -1,0 +1,95 @@
+#pragma once
+// A JSON Schema (response_format {"type": "json_schema"}) compiled to the nodes JsonGrammar
+// (json_grammar.h) walks, and JSON mode's "any object" as the same.
+//
+// What a compiled schema holds an output to (the text is always JSON, RFC 8259):
+// - "type" (one or a list), "enum", "const", "anyOf", "oneOf", "allOf" of one schema, "$ref" to a
+//   part of the same document ("#", "#/$defs/...", any JSON pointer), recursion included;
+// - objects: "properties" written in the order the schema lists them, each one that is not
+//   "required" optional, no others (a schema with properties never gets undeclared members, as
+//   OpenAI's strict mode and xgrammar write them); an object without "properties" is a map whose
+//   values follow "additionalProperties" (absent or true: any value; false: only "{}");
+// - arrays: "items", "minItems", "maxItems";
+// - strings any string, "integer" a number without fraction or exponent, enum and const values
+//   exactly as compact JSON writes them (strings as written, UTF-8 not escaped).
+// Annotations ("title", "description", "default", "examples", "format", ...) and keywords it
+// does not know are ignored, as JSON Schema ignores them; an assertion it cannot hold an output
+// to ("pattern", "minimum", "minLength", "prefixItems", "not", ...) is refused naming it, so
+// that what it returns always validates. The alternatives of a union must begin with different
+// bytes (a string or null; an object or an array), after merging what one admits of another's
+// (an integer into a number, enum strings into any string, enums into one). The top-level
+// value must be an object or an array; a schema that admits any value means any object.
+
+#include <bitset>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dscale {
+
+// A key or an enum value in progress is the set of those it may still become, 64 bits.
+inline constexpr int kMaxSchemaChoices = 64;
+inline constexpr int kMaxSchemaNodes = 4096;
+// An array's item bounds; an unbounded maxItems is kMaxSchemaItems.
+inline constexpr int32_t kMaxSchemaItems = 65535;
+
+struct JsonSchemaNode {
+  enum class Kind : uint8_t {
+    kPending,   // a $ref being compiled
+    kObject,    // "{"
+    kArray,     // "["
+    kString,    // any string
+    kNumber,    // any number
+    kInteger,   // a number without fraction or exponent
+    kLiterals,  // one of `literals`
+    kUnion,     // one of `alternatives`
+  };
+  struct Property {
+    std::string key;  // the name as JSON text, quotes included
+    int32_t node = 0;
+    bool required = false;
+  };
+
+  Kind kind = Kind::kPending;
+  std::vector<Property> properties;  // kObject; at most kMaxSchemaChoices
+  // kObject without properties: every member's value (-1: no member may be written);
+  // kArray: every item's.
+  int32_t values = -1;
+  int32_t min_items = 0;                // kArray
+  int32_t max_items = kMaxSchemaItems;  // kArray
+  std::vector<std::string> literals;    // kLiterals: compact JSON texts, at most kMaxSchemaChoices
+  std::vector<int32_t> alternatives;    // kUnion: none a union, first bytes disjoint
+  std::bitset<256> first_bytes;         // the bytes a value of this node may begin with
+};
+
+class JsonSchema {
+ public:
+  // Any JSON object: JSON mode (response_format {"type": "json_object"}).
+  static std::shared_ptr<const JsonSchema> AnyObject();
+  // `schema` compiled, or InvalidArgument "<field><path>: <why>" naming where it is refused
+  // (`field` names the schema itself, e.g. "response_format.json_schema.schema"). Schemas with
+  // the same text share one compiled schema (and so the masks kept for it).
+  static Result<std::shared_ptr<const JsonSchema>> Compile(const nlohmann::ordered_json& schema,
+                                                           const std::string& field);
+
+  int32_t root() const { return root_; }
+  const JsonSchemaNode& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
+  // The node a value of `node` beginning with `byte` is (an alternative, where `node` is a
+  // union), or -1 where no value of it begins so.
+  int32_t Resolve(int32_t node, uint8_t byte) const;
+  // Unique to this schema in the process: the masks kept per grammar state tell schemas apart by
+  // it.
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class JsonSchemaCompiler;
+  std::vector<JsonSchemaNode> nodes_;
+  int32_t root_ = 0;
+  uint64_t id_ = 0;
+};
+
+}  // namespace dscale

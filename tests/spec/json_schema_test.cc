@@ -1,0 +1,263 @@
+// JSON schemas compiled (spec/json_schema.h) and the grammar over them (spec/json_grammar.h):
+// texts admitted and refused, refusals naming the keyword, and random walks of the grammar whose
+// every finished text a validator written from the specification accepts, with no dead end.
+
+#include "spec/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spec/json_grammar.h"
+#include "spec/json_token_mask.h"
+#include "support/json_schema_check.h"
+
+namespace dscale {
+namespace {
+
+using Ordered = nlohmann::ordered_json;
+
+std::shared_ptr<const JsonSchema> Compiled(const std::string& schema) {
+  Result<std::shared_ptr<const JsonSchema>> s = JsonSchema::Compile(Ordered::parse(schema), "S");
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? *s : JsonSchema::AnyObject();
+}
+
+std::string Refusal(const std::string& schema) {
+  const Result<std::shared_ptr<const JsonSchema>> s =
+      JsonSchema::Compile(Ordered::parse(schema), "S");
+  return s.ok() ? "compiled" : s.status().message();
+}
+
+bool Complete(const JsonSchema& schema, std::string_view text) {
+  JsonGrammar g(schema);
+  return g.Feed(text) && g.complete();
+}
+
+bool Alive(const JsonSchema& schema, std::string_view text) {
+  JsonGrammar g(schema);
+  return g.Feed(text);
+}
+
+// A person: properties in order, two required, an enum array with bounds, recursion through
+// a union with null.
+constexpr const char* kPerson = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "description": "an annotation"},
+    "age": {"type": "integer"},
+    "tags": {"type": "array", "items": {"enum": ["a", "b", "cd"]}, "minItems": 1, "maxItems": 2},
+    "spouse": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
+  },
+  "required": ["name", "age"]
+})";
+
+TEST(JsonSchemaTest, AnObjectsPropertiesInOrderRequiredOnesPresent) {
+  const auto person = Compiled(kPerson);
+  for (const char* text : {
+           R"({"name":"A","age":3})",
+           R"({"name": "A\"b", "age": -0, "tags": ["a"]})",
+           R"({"name":"A","age":30,"tags":["a","cd"],"spouse":null})",
+           R"({"name":"A","age":3,"spouse":{"name":"B","age":4,"spouse":null}})",
+           "{\n  \"name\": \"\xc3\xa9\",\n  \"age\": 12,\n  \"tags\": [ \"b\" ]\n}",
+       }) {
+    EXPECT_TRUE(Complete(*person, text)) << text;
+    const std::string s(text);
+    for (size_t i = 0; i < s.size(); ++i)
+      EXPECT_TRUE(Alive(*person, s.substr(0, i))) << s.substr(0, i);
+    EXPECT_TRUE(testing::SchemaAdmits(nlohmann::json::parse(s), nlohmann::json::parse(kPerson)));
+  }
+  for (const char* text : {
+           R"({"age":3,"name":"A"})",                       // out of the schema's order
+           R"({"name":"A"})",                               // age is required
+           R"({"name":"A","age":3.5})",                     // not an integer
+           R"({"name":"A","age":3e2})",                     // nor this
+           R"({"name":"A","age":3,"tags":[]})",             // minItems
+           R"({"name":"A","age":3,"tags":["a","b","a"]})",  // maxItems
+           R"({"name":"A","age":3,"tags":["c"]})",          // not in the enum
+           R"({"name":"A","age":3,"extra":1})",             // not declared
+           R"({"name":1,"age":3})",                         // not a string
+           R"({"name":"A","age":3,"spouse":"B"})",          // neither a person nor null
+           R"({"name":"A","age":3,"spouse":{"name":"B"}})",
+           R"({"name":"A","age":3,})",
+           R"([])",
+       }) {
+    EXPECT_FALSE(Complete(*person, text)) << text;
+  }
+}
+
+TEST(JsonSchemaTest, EnumsMapsUnionsAndArraysAtTheTop) {
+  const auto numbers = Compiled(R"({"properties": {"n": {"enum": [1, 12, -3.5]}}})");
+  for (const char* text : {R"({"n":1})", R"({"n":12})", R"({"n":-3.5})", R"({"n":1 })", "{}"}) {
+    EXPECT_TRUE(Complete(*numbers, text)) << text;
+  }
+  for (const char* text : {R"({"n":123})", R"({"n":2})", R"({"n":-3})", R"({"n":"1"})"}) {
+    EXPECT_FALSE(Complete(*numbers, text)) << text;
+  }
+  const auto map = Compiled(R"({"type": "object", "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(Complete(*map, R"({"a":1,"b":-2,"":0})"));
+  EXPECT_FALSE(Alive(*map, R"({"a":"x")"));
+  const auto empty = Compiled(R"({"type": "object", "additionalProperties": false})");
+  EXPECT_TRUE(Complete(*empty, "{ }"));
+  EXPECT_FALSE(Alive(*empty, R"({")"));
+  const auto scalars = Compiled(
+      R"({"type": "object", "properties": {"v": {"type": ["string", "integer", "boolean", "null"]},
+          "w": {"type": ["integer", "number"]}, "c": {"const": "fixed"}}, "required": ["c"]})");
+  for (const char* text : {R"({"v":"s","w":1.5,"c":"fixed"})", R"({"v":-7,"c":"fixed"})",
+                           R"({"v":false,"w":2,"c":"fixed"})", R"({"v":null,"c":"fixed"})"}) {
+    EXPECT_TRUE(Complete(*scalars, text)) << text;
+  }
+  EXPECT_FALSE(Complete(*scalars, R"({"v":1.5,"c":"fixed"})"));
+  EXPECT_FALSE(Complete(*scalars, R"({"c":"fixe"})"));
+  const auto list = Compiled(R"({"type": "array", "items": {"type": "number"}, "maxItems": 2})");
+  EXPECT_TRUE(Complete(*list, "[1, 2e5]"));
+  EXPECT_FALSE(Alive(*list, "[1, 2, "));
+  // Any value at the top means any object; Pydantic's $defs and allOf of one.
+  EXPECT_TRUE(Complete(*Compiled("{}"), R"({"a":[1]})"));
+  EXPECT_FALSE(Alive(*Compiled("true"), "["));
+  const auto pydantic =
+      Compiled(R"({"$defs": {"Color": {"enum": ["red", "green"], "type": "string"}},
+      "properties": {"c": {"allOf": [{"$ref": "#/$defs/Color"}], "default": "red"},
+                     "d": {"anyOf": [{"$ref": "#/$defs/Color"}, {"type": "null"}]}},
+      "required": ["c"], "title": "M", "type": "object"})");
+  EXPECT_TRUE(Complete(*pydantic, R"({"c":"green","d":null})"));
+  EXPECT_FALSE(Complete(*pydantic, R"({"c":"blue"})"));
+}
+
+TEST(JsonSchemaTest, WhatCannotBeHeldIsRefusedNamingIt) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})",
+       "S.properties.a.pattern: is not supported"},
+      {R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}})",
+       "S.properties.n.minimum: is not supported"},
+      {R"({"type": "string"})", "S: the top-level value must be an object or an array"},
+      {"false", "S: false admits no value"},
+      {R"({"type": "widget"})", "S.type: expected object, array"},
+      {R"({"type": "object", "required": ["a"]})", "S.required: names \"a\", which properties"},
+      {R"({"$ref": "#/$defs/Missing"})", "S.$ref: #/$defs/Missing names nothing"},
+      {R"({"$ref": "https://example.com/s.json"})", "S.$ref: expected a reference into this"},
+      {R"({"$ref": "#", "type": "object"})", "S.type: is not supported beside $ref"},
+      {R"({"anyOf": [{"type": "object"}, {"type": "object", "properties": {"a": {}}}]})",
+       "S.anyOf: alternatives that begin with the same byte are not supported"},
+      {R"({"type": "array", "minItems": 3, "maxItems": 2})", "S.minItems: is above maxItems"},
+      {R"({"type": "array", "maxItems": -1})", "S.maxItems: expected an integer"},
+      {R"({"type": "array", "items": [{"type": "string"}]})", "S.items: a list of item schemas"},
+      {R"({"allOf": [{"type": "object"}, {"type": "object"}]})", "S.allOf: only a list of one"},
+      {R"({"type": "object", "properties": {"a": {"enum": []}}})", "S.properties.a.enum: expected"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "enum": [1]}}})",
+       "S.properties.a.enum: no value has the schema's type"},
+      {R"({"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+          "type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}})",
+       "references that only refer to each other admit no value"},
+      {R"({"$defs": {"U": {"anyOf": [{"$ref": "#/$defs/U"}, {"type": "null"}]}},
+          "type": "object", "properties": {"a": {"$ref": "#/$defs/U"}}})",
+       "a union that contains itself admits no value"},
+  };
+  for (const auto& [schema, refusal] : cases) {
+    EXPECT_NE(Refusal(schema).find(refusal), std::string::npos)
+        << schema << "\n  gave: " << Refusal(schema);
+  }
+  nlohmann::json many = {{"type", "object"},
+                         {"properties", {{"e", {{"enum", nlohmann::json::array()}}}}}};
+  for (int i = 0; i < kMaxSchemaChoices + 1; ++i) many["properties"]["e"]["enum"].push_back(i);
+  EXPECT_NE(Refusal(many.dump()).find("S.properties.e.enum: more than 64 values"),
+            std::string::npos);
+}
+
+TEST(JsonSchemaTest, TheSameTextSharesOneCompiledSchema) {
+  const auto a = Compiled(kPerson);
+  const auto b = Compiled(kPerson);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_NE(a->id(), JsonSchema::AnyObject()->id());
+  EXPECT_NE(a->id(), Compiled(R"({"type": "array"})")->id());
+}
+
+// Random walks of the grammar, each byte drawn from those it allows (closers, quotes and commas
+// favoured, so that walks end; an exponent only where nothing else may come, as a parser refuses
+// numbers past a double's range): every state short of complete allows some byte, and every
+// finished text parses and validates.
+TEST(JsonSchemaTest, EveryTextTheGrammarFinishesValidates) {
+  const std::vector<std::string> schemas = {
+      kPerson,
+      R"({"type": "array", "items": {"type": "object", "properties": {
+           "k": {"enum": ["x", "xy", 1, 10, true, null, {"a": [1]}]},
+           "v": {"type": ["number", "string", "array"], "items": {"type": "boolean"}, "maxItems": 3},
+           "m": {"additionalProperties": {"type": "integer"}}}, "required": ["v"]}, "minItems": 1})",
+      R"({"$defs": {"Tree": {"type": "object", "properties": {"label": {"type": "string"},
+           "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}, "maxItems": 2}},
+           "required": ["label"]}}, "$ref": "#/$defs/Tree"})",
+      R"({"properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}}})",
+      "{}",
+  };
+  std::mt19937 rng(17);
+  for (const std::string& text_of_schema : schemas) {
+    SCOPED_TRACE(text_of_schema);
+    const auto schema = Compiled(text_of_schema);
+    const nlohmann::json reference = nlohmann::json::parse(text_of_schema);
+    int finished = 0;
+    for (int walk = 0; walk < 300; ++walk) {
+      JsonGrammar g(*schema);
+      std::string text;
+      while (!g.complete() && text.size() < 400) {
+        std::vector<std::pair<uint8_t, int>> allowed;  // byte, weight
+        int total = 0;
+        for (int b = 1; b < 128; ++b) {  // ASCII: the parser reads UTF-8 only
+          JsonGrammar next = g;
+          if (!next.Feed(static_cast<uint8_t>(b))) continue;
+          const int weight = b == '}' || b == ']'   ? 40
+                             : b == '"' || b == ',' ? 10
+                             : b == ' '             ? 1
+                                                    : 2;
+          allowed.emplace_back(static_cast<uint8_t>(b), weight);
+          total += weight;
+        }
+        ASSERT_FALSE(allowed.empty()) << "a dead end after " << text;
+        if (!g.in_string() && allowed.size() > 1) {
+          std::erase_if(allowed, [&](const auto& a) {
+            const bool exponent = a.first == 'e' || a.first == 'E';
+            if (exponent) total -= a.second;
+            return exponent;
+          });
+        }
+        int pick = static_cast<int>(rng() % total);
+        size_t i = 0;
+        while (pick >= allowed[i].second) pick -= allowed[i++].second;
+        text += static_cast<char>(allowed[i].first);
+        ASSERT_TRUE(g.Feed(allowed[i].first));
+      }
+      if (!g.complete()) continue;
+      ++finished;
+      const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << text;
+      ASSERT_TRUE(testing::SchemaAdmits(value, reference)) << text;
+    }
+    EXPECT_GT(finished, 100);
+  }
+}
+
+// Masks over a schema: every token whose text continues, as for any object.
+TEST(JsonSchemaTest, AMaskIsEveryTokenWhoseTextContinues) {
+  const std::vector<std::string> vocab = {"",    "{",   "}",   "\"",    "\"name", "\":",  "\": \"",
+                                          "A\"", ",",   " ",   "\"age", "3",      "12",   "}}",
+                                          "\"t", "ags", "[\"", "a\"",   "cd\"]",  "null", "nu"};
+  JsonTokenMasks masks(static_cast<int64_t>(vocab.size()),
+                       [&](int32_t id) { return std::string_view(vocab[id]); });
+  const auto person = Compiled(kPerson);
+  for (const std::vector<int32_t>& output : std::vector<std::vector<int32_t>>{
+           {}, {1}, {1, 4}, {1, 4, 6, 7, 8}, {1, 4, 6, 7, 8, 10, 5, 11}}) {
+    const JsonGrammar state = masks.StateAfter(JsonGrammar(*person), output);
+    ASSERT_FALSE(state.dead());
+    const std::span<const uint64_t> allowed = masks.Allowed(state);
+    for (size_t t = 0; t < vocab.size(); ++t) {
+      JsonGrammar alone = state;
+      const bool continues = !vocab[t].empty() && alone.Feed(vocab[t]);
+      EXPECT_EQ(((allowed[0] >> t) & 1) != 0, continues) << vocab[t];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dscale
