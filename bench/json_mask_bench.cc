@@ -83,7 +83,7 @@ BENCHMARK(BM_MaskOfANewState)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
 // Thinking on: a state in the reasoning, where any text may come, walks the whole vocabulary
 // (at most nine such states: how much of "</think>" the text ends with).
 void BM_MaskOfAReasoningState(benchmark::State& state) {
-  JsonGrammar reasoning = JsonGrammar::AfterReasoning(*JsonSchema::AnyObject());
+  JsonGrammar reasoning = JsonGrammar::Start(*JsonSchema::AnyObject(), "</think>");
   DSCALE_CHECK(reasoning.Feed("<think>\nLet me see."));
   std::unique_ptr<JsonTokenMasks> masks;
   for (auto _ : state) {

@@ -316,9 +316,8 @@ void Engine::HoldToJson(const RequestState& r, std::span<const int32_t> drafts,
   }
   const LogitRules& rules = r.params.sampling.rules;
   const JsonSchema& schema = *rules.json_schema;
-  JsonGrammar state = json_masks_->StateAfter(
-      rules.json_after_reasoning ? JsonGrammar::AfterReasoning(schema) : JsonGrammar(schema),
-      r.output());
+  JsonGrammar state =
+      json_masks_->StateAfter(JsonGrammar::Start(schema, rules.reasoning_end), r.output());
   const auto num_rows = static_cast<int64_t>(rows.size()) / vocab;
   for (int64_t j = 0; j < num_rows; ++j) {
     json_masks_->Mask(state, r.params.stop_ids, rows.subspan(j * vocab, vocab));

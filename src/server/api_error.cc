@@ -33,6 +33,12 @@ ApiError BadFieldMessage(const std::string& message) {
   return e;
 }
 
+ApiError SchemaRefusal(const std::string& message) {
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos) return BadRequest(message);
+  return BadField(message.substr(0, colon), message.substr(colon + 2));
+}
+
 ApiError BadRequest(const std::string& message) { return {.status = 400, .message = message}; }
 
 ApiError Unavailable(const std::string& code, const std::string& message) {

@@ -27,6 +27,9 @@ ApiError BadField(const std::string& param, const std::string& what);
 // 400 invalid_request_error from a message "<field>: <what>" (the engine's request check):
 // `param` is the field where the message starts with a name and ": ", otherwise null.
 ApiError BadFieldMessage(const std::string& message);
+// 400 invalid_request_error from a schema's refusal "<path>: <what>" (JsonSchema::Compile, the
+// path starting at the request field that holds the schema): `param` is the path.
+ApiError SchemaRefusal(const std::string& message);
 // 400 invalid_request_error with no single field at fault.
 ApiError BadRequest(const std::string& message);
 // 503 with a code ("overloaded", "shutting_down"); the handler adds Retry-After.

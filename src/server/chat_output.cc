@@ -3,11 +3,15 @@
 #include <iterator>
 #include <utility>
 
+#include "core/check.h"
+
 namespace dscale::server {
 
 ChatOutput::ChatOutput(std::optional<ReasoningStream> reasoning,
-                       std::optional<ToolCallStream> tools)
-    : reasoning_(std::move(reasoning)), tools_(std::move(tools)) {}
+                       std::optional<ToolCallStream> tools, std::optional<ForcedToolCalls> forced)
+    : reasoning_(std::move(reasoning)), tools_(std::move(tools)), forced_(std::move(forced)) {
+  DSCALE_CHECK_MSG(!(tools_ && forced_), "calls are read from the text or forced, not both");
+}
 
 ChatOutput::Piece ChatOutput::Push(std::string_view text) {
   Piece piece;
@@ -34,6 +38,14 @@ ChatOutput::Piece ChatOutput::Finish() {
 }
 
 void ChatOutput::Answer(std::string_view answer, bool final, Piece* piece) {
+  if (forced_) {
+    forced_->Push(answer);
+    if (!final) return;
+    ToolCallStream::Piece calls = forced_->Finish();
+    piece->content += calls.content;
+    std::move(calls.calls.begin(), calls.calls.end(), std::back_inserter(piece->calls));
+    return;
+  }
   if (!tools_) {
     piece->content += answer;
     return;

@@ -1,8 +1,8 @@
 #pragma once
 // What one choice's channel updates become in the response: the SSE events of a stream, or the
 // choice of a whole response. Where the request splits its chat output (ChatOutput: reasoning
-// with thinking on, calls to tools with tool_choice "auto"), the text goes through it, and an
-// output that ended by itself after calling tools finishes with "tool_calls".
+// with thinking on, calls to tools with tool_choice "auto" or forced), the text goes through it,
+// and an output that ended by itself after calling tools finishes with "tool_calls".
 
 #include <cstdint>
 #include <string>

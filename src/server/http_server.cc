@@ -423,21 +423,26 @@ std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t 
   std::vector<ChatOutput> outputs;
   if (api.endpoint != Endpoint::kChatCompletions) return outputs;
   const ChatFormat format = ChatFormatOf(tokenizer_);
-  // Thinking on: the Qwen formats' reasoning block, which Qwen3.5's prompt opens itself.
-  const bool reasoning =
-      api.enable_thinking && api.separate_reasoning && format != ChatFormat::kLlama3;
-  const bool tools = !api.tools.empty() && api.tool_choice_auto;
-  if (!reasoning && !tools) return outputs;
+  // Thinking on: the format's reasoning block.
+  const ChatFormatTraits& traits = TraitsOf(format);
+  const bool reasoning = api.enable_thinking && api.separate_reasoning && traits.has_reasoning();
+  const bool tools = !api.tools.empty() && api.tool_choice == ToolChoice::kAuto;
+  const bool forced =
+      api.tool_choice == ToolChoice::kRequired || api.tool_choice == ToolChoice::kFunction;
+  if (!reasoning && !tools && !forced) return outputs;
   const ToolParameterTypes types(api.tools);
   for (int32_t i = 0; i < api.n; ++i) {
     std::optional<ReasoningStream> reasoning_stream;
-    if (reasoning) reasoning_stream.emplace(/*opened=*/format == ChatFormat::kQwen3_5);
+    if (reasoning) reasoning_stream.emplace(traits);
     std::optional<ToolCallStream> tool_stream;
     if (tools) {
       tool_stream.emplace(format, ToolCallMarkersOf(format), types,
                           dvl::SplitMix64Mix(id_seed + i));
     }
-    outputs.emplace_back(std::move(reasoning_stream), std::move(tool_stream));
+    std::optional<ForcedToolCalls> forced_calls;
+    if (forced) forced_calls.emplace(api.tool_choice_function, dvl::SplitMix64Mix(id_seed + i));
+    outputs.emplace_back(std::move(reasoning_stream), std::move(tool_stream),
+                         std::move(forced_calls));
   }
   return outputs;
 }

@@ -97,7 +97,8 @@ class HttpServer {
                                    ApiRequest* api, PreparedRequest* prepared);
   void Reply(httplib::Response& res, const ApiError& error);
   // How each choice's chat output is split (reasoning with thinking on, calls to tools with
-  // tool_choice "auto"), or none where the text is all content.
+  // tool_choice "auto", or the answer as calls with a forced one), or none where the text is
+  // all content.
   std::vector<ChatOutput> ChatOutputs(const ApiRequest& api, uint64_t id_seed) const;
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                      const Generation& generation, const ResponseMeta& meta,

@@ -584,20 +584,35 @@ Error ParseTools(const json& v, const std::string& name, ApiRequest* r) {
   return std::nullopt;
 }
 
-// "auto" (the default) and "none"; "required" and a named function would need the output held to
-// a grammar, which dscale does not do.
+// "auto" (the default), "none", "required" or {"type": "function", "function": {"name"}}
+// (server/tool_choice.h); the forced ones are checked against the tools by CompileSchemas.
 Error ParseToolChoice(const json& v, const std::string& name, ApiRequest* r) {
-  if (v.is_null() || v == "auto") {
-    r->tool_choice_auto = true;
+  r->tool_choice = ToolChoice::kAuto;
+  r->tool_choice_function.clear();
+  if (v.is_null() || v == "auto") return std::nullopt;
+  if (v == "none" || v == "required") {
+    r->tool_choice = v == "none" ? ToolChoice::kNone : ToolChoice::kRequired;
     return std::nullopt;
   }
-  if (v == "none") {
-    r->tool_choice_auto = false;
-    return std::nullopt;
+  constexpr const char* kExpected =
+      R"(expected "auto", "none", "required" or {"type": "function", "function": {"name": ...}})";
+  if (!v.is_object()) return BadField(name, kExpected + Got(v));
+  if (Error e = CheckMembers(v, name, {"type", "function"})) return e;
+  if (!v.contains("type") || v["type"] != "function") {
+    return BadField(name + ".type", "expected \"function\"");
   }
-  return BadField(name, "expected \"auto\" or \"none\"" + Got(v) +
-                            " (forcing a call, \"required\" or a named function, is not "
-                            "supported)");
+  const auto function = v.find("function");
+  if (function == v.end() || !function->is_object()) {
+    return BadField(name + ".function", "expected an object with a name");
+  }
+  if (Error e = CheckMembers(*function, name + ".function", {"name"})) return e;
+  const auto function_name = function->find("name");
+  if (function_name == function->end() || !function_name->is_string()) {
+    return BadField(name + ".function.name", "expected a string");
+  }
+  r->tool_choice = ToolChoice::kFunction;
+  r->tool_choice_function = function_name->get<std::string>();
+  return std::nullopt;
 }
 
 // The tools' definitions and the object arguments of the history's tool calls, as the template
@@ -685,21 +700,28 @@ Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest* r)
   return std::nullopt;
 }
 
-// response_format.json_schema.schema compiled from the body parsed keeping members in order
-// (absent: any object). ParseResponseFormat has checked the shapes around it.
-Error CompileResponseSchema(std::string_view body, ApiRequest* r) {
+// The schemas an answer is held to, compiled from the body parsed keeping members in order (a
+// schema's properties are written in the order it lists them): response_format.json_schema's
+// (absent: any object; ParseResponseFormat has checked the shapes around it), or a forced
+// call's (server/tool_choice.h), which leaves no room for a response format.
+Error CompileSchemas(std::string_view body, ApiRequest* r) {
   using Ordered = nlohmann::ordered_json;
   const Ordered ordered = Ordered::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (r->tool_choice == ToolChoice::kRequired || r->tool_choice == ToolChoice::kFunction) {
+    if (r->rules.json_schema != nullptr || r->json_schema_sent) {
+      return BadField("response_format",
+                      "is not allowed with tool_choice \"required\" or a named function: the "
+                      "answer is the calls");
+    }
+    const auto tools = ordered.find("tools");
+    return ForcedCallSchema(tools == ordered.end() ? Ordered() : *tools, r->tool_choice,
+                            r->tool_choice_function, &r->rules.json_schema);
+  }
   const Ordered& spec = ordered.at("response_format").at("json_schema");
   const auto schema = spec.find("schema");
   const Result<std::shared_ptr<const JsonSchema>> compiled = JsonSchema::Compile(
       schema == spec.end() ? Ordered::object() : *schema, "response_format.json_schema.schema");
-  if (!compiled.ok()) {
-    // "<path>: <why>", the path from the field down to the keyword refused.
-    const std::string& message = compiled.status().message();
-    const size_t colon = message.find(": ");
-    return BadField(message.substr(0, colon), message.substr(colon + 2));
-  }
+  if (!compiled.ok()) return SchemaRefusal(compiled.status().message());
   r->rules.json_schema = *compiled;
   return std::nullopt;
 }
@@ -862,8 +884,9 @@ std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body
   }
   if (Error e = CheckRequired(*parsed, endpoint, *out)) return e;
   if (NeedsRenderInOrder(*out)) RenderInOrder(body, out);
-  if (out->json_schema_sent) {
-    if (Error e = CompileResponseSchema(body, out)) return e;
+  if (out->json_schema_sent || out->tool_choice == ToolChoice::kRequired ||
+      out->tool_choice == ToolChoice::kFunction) {
+    if (Error e = CompileSchemas(body, out)) return e;
   }
   return std::nullopt;
 }

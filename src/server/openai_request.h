@@ -20,7 +20,8 @@
 //             echo (false only), best_of (1 only), suffix (empty only)
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
-//             kMaxTools functions), tool_choice ("auto" or "none"), parallel_tool_calls,
+//             kMaxTools functions), tool_choice ("auto", "none", "required" or a named
+//             function: server/tool_choice.h), parallel_tool_calls,
 //             response_format ({"type": "text"}, {"type": "json_object"}: JSON mode, the
 //             output held to a JSON object's text, or {"type": "json_schema"}: held to a
 //             schema, spec/json_schema.h), chat_template_kwargs
@@ -38,6 +39,7 @@
 
 #include "io/tokenizer/chat_template.h"
 #include "server/api_error.h"
+#include "server/tool_choice.h"
 #include "spec/logit_rules.h"
 
 namespace dscale::server {
@@ -90,10 +92,13 @@ struct ApiRequest {
   // separate_reasoning; false keeps it in the content, markers and all).
   bool separate_reasoning = true;
   // /v1/chat/completions: the tools' definitions as the chat template's tojson writes them
-  // (chat_json.h; members in the order sent), and whether calls in the output are returned as
-  // tool_calls (tool_choice "auto", the default) or left in the text ("none").
+  // (chat_json.h; members in the order sent), and tool_choice (server/tool_choice.h): calls in
+  // the output returned as tool_calls ("auto", the default) or left in the text ("none"), or the
+  // answer held to calls ("required", or the function named tool_choice_function; the schema is
+  // in rules.json_schema).
   std::vector<std::string> tools;
-  bool tool_choice_auto = true;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_function;
   // response_format {"type": "json_schema"} was sent: its schema is compiled into
   // rules.json_schema once the body is read in order.
   bool json_schema_sent = false;

@@ -197,10 +197,10 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
                 .rules = request.rules};
   p.sampling.rules.repetition_penalty =
       request.repetition_penalty.value_or(model_says.repetition_penalty.value_or(1.0f));
-  // With thinking on (the Qwen formats' reasoning block), JSON mode holds the answer after it.
-  p.sampling.rules.json_after_reasoning = request.rules.json_schema != nullptr && chat &&
-                                          request.enable_thinking &&
-                                          ChatFormatOf(tokenizer) != ChatFormat::kLlama3;
+  // With thinking on (in a format with a reasoning block), JSON mode holds the answer after it.
+  if (request.rules.json_schema != nullptr && chat && request.enable_thinking) {
+    p.sampling.rules.reasoning_end = TraitsOf(ChatFormatOf(tokenizer)).reasoning_close;
+  }
   if (!request.ignore_eos) {
     p.stop_ids = model.stop_ids;
     if (chat) {

@@ -2,13 +2,11 @@
 
 #include <span>
 
+#include "core/check.h"
 #include "server/output_text.h"
 
 namespace dscale::server {
 namespace {
-
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
 
 // The length of the run of newlines that ends `text`.
 size_t TrailingNewlines(std::string_view text) {
@@ -19,8 +17,12 @@ size_t TrailingNewlines(std::string_view text) {
 
 }  // namespace
 
-ReasoningStream::ReasoningStream(bool opened)
-    : state_(opened ? State::kReasoning : State::kStart) {}
+ReasoningStream::ReasoningStream(const ChatFormatTraits& format)
+    : open_(format.reasoning_open),
+      close_(format.reasoning_close),
+      state_(format.prompt_opens_reasoning ? State::kReasoning : State::kStart) {
+  DSCALE_CHECK_MSG(format.has_reasoning(), "the chat format has no reasoning block");
+}
 
 ReasoningStream::Piece ReasoningStream::Push(std::string_view text) {
   Piece piece;
@@ -39,12 +41,12 @@ void ReasoningStream::Scan(bool final, Piece* piece) {
   while (true) {
     switch (state_) {
       case State::kStart:
-        if (pending_.starts_with(kOpen)) {
-          pending_.erase(0, kOpen.size());
+        if (pending_.starts_with(open_)) {
+          pending_.erase(0, open_.size());
           state_ = State::kReasoning;
           continue;
         }
-        if (!final && kOpen.starts_with(pending_)) return;  // could still be "<think>"
+        if (!final && open_.starts_with(pending_)) return;  // could still be "<think>"
         state_ = State::kAnswer;
         continue;
       case State::kReasoning: {
@@ -53,17 +55,17 @@ void ReasoningStream::Scan(bool final, Piece* piece) {
           if (pending_.empty()) return;
           reasoning_begun_ = true;
         }
-        const size_t close = pending_.find(kClose);
+        const size_t close = pending_.find(close_);
         if (close != std::string::npos) {
           std::string_view reasoning = std::string_view(pending_).substr(0, close);
           reasoning.remove_suffix(TrailingNewlines(reasoning));
           piece->reasoning += reasoning;
-          pending_.erase(0, close + kClose.size());
+          pending_.erase(0, close + close_.size());
           state_ = State::kAnswerStart;
           continue;
         }
         // Held: what could begin "</think>", and the newlines before it that it would drop.
-        const std::string closing(kClose);
+        const std::string closing(close_);
         size_t held = final ? 0 : HeldBackForStops(pending_, std::span(&closing, 1));
         const std::string_view before =
             std::string_view(pending_).substr(0, pending_.size() - held);

@@ -1,6 +1,7 @@
 #pragma once
 // A chat output's reasoning split from its answer as it streams (chat requests with thinking on,
-// in the Qwen formats): the text between "<think>" and "</think>" is the reasoning, returned as
+// in a format with a reasoning block: ChatFormatTraits): the text between its markers (the Qwen
+// formats' "<think>" and "</think>") is the reasoning, returned as
 // reasoning_content as vLLM's and SGLang's reasoning parsers and llama.cpp return it; what
 // follows is the answer. Where the generation prompt already opened the block (Qwen3.5's with
 // thinking on) the output starts inside it; else a "<think>" at its very start opens it, and an
@@ -14,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "io/tokenizer/chat_format.h"
+
 namespace dscale::server {
 
 class ReasoningStream {
@@ -23,8 +26,8 @@ class ReasoningStream {
     std::string answer;
   };
 
-  // `opened`: the prompt ends inside the reasoning block.
-  explicit ReasoningStream(bool opened);
+  // `format`'s markers, and whether its prompt ends inside the block; it has one.
+  explicit ReasoningStream(const ChatFormatTraits& format);
 
   Piece Push(std::string_view text);
   Piece Finish();
@@ -33,6 +36,8 @@ class ReasoningStream {
   enum class State { kStart, kReasoning, kAnswerStart, kAnswer };
   void Scan(bool final, Piece* piece);
 
+  std::string_view open_;
+  std::string_view close_;
   State state_;
   std::string pending_;
   bool reasoning_begun_ = false;  // leading newlines of the reasoning are dropped until then

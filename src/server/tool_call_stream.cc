@@ -13,7 +13,9 @@ bool IsWhitespace(std::string_view text) {
   return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
-std::string CallId(uint64_t seed, int32_t index) {
+}  // namespace
+
+std::string ToolCallId(uint64_t seed, int32_t index) {
   const uint64_t a = dvl::SplitMix64Mix(seed + 2 * static_cast<uint64_t>(index) + 1);
   const uint64_t b = dvl::SplitMix64Mix(a);
   char hex[32];
@@ -21,8 +23,6 @@ std::string CallId(uint64_t seed, int32_t index) {
                 static_cast<unsigned long long>(b >> 32));
   return "call_" + std::string(hex);
 }
-
-}  // namespace
 
 ToolCallStream::ToolCallStream(ChatFormat format, ToolCallMarkers markers, ToolParameterTypes types,
                                uint64_t id_seed)
@@ -60,7 +60,7 @@ void ToolCallStream::ScanWhole(bool final, Piece* piece) {
     if (!final) return;  // held to the end
     std::optional<ChatToolCall> call = ParseToolCall(format_, pending_, types_);
     if (call) {
-      piece->calls.push_back({.id = CallId(id_seed_, calls_), .call = std::move(*call)});
+      piece->calls.push_back({.id = ToolCallId(id_seed_, calls_), .call = std::move(*call)});
       ++calls_;
     } else {
       piece->content += pending_;
@@ -125,7 +125,7 @@ void ToolCallStream::CloseBlock(std::string_view body, Piece* piece) {
     return;
   }
   whitespace_.clear();  // between two calls
-  piece->calls.push_back({.id = CallId(id_seed_, calls_), .call = std::move(*call)});
+  piece->calls.push_back({.id = ToolCallId(id_seed_, calls_), .call = std::move(*call)});
   ++calls_;
 }
 

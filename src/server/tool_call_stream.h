@@ -31,6 +31,9 @@ struct ToolCall {
   ChatToolCall call;
 };
 
+// The id of a response's call `index`: "call_" and 24 hex digits from `seed`.
+std::string ToolCallId(uint64_t seed, int32_t index);
+
 class ToolCallStream {
  public:
   struct Piece {

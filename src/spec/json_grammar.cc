@@ -4,12 +4,12 @@
 #include <bit>
 #include <cstring>
 
+#include "core/check.h"
+
 namespace dscale {
 namespace {
 
 using Kind = JsonSchemaNode::Kind;
-
-constexpr std::string_view kReasoningEnd = "</think>";
 
 bool IsSpace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
 bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
@@ -27,6 +27,7 @@ JsonGrammar::JsonGrammar(const JsonSchema& schema)
 
 JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
   schema_ = other.schema_;
+  reasoning_end_ = other.reasoning_end_;
   choices_ = other.choices_;
   node_ = other.node_;
   pos_ = other.pos_;
@@ -38,10 +39,36 @@ JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
   return *this;
 }
 
-JsonGrammar JsonGrammar::AfterReasoning(const JsonSchema& schema) {
+JsonGrammar JsonGrammar::Start(const JsonSchema& schema, std::string_view reasoning_end) {
   JsonGrammar g(schema);
+  if (reasoning_end.empty()) return g;
+  DSCALE_CHECK(reasoning_end.size() < 256);
+  g.reasoning_end_ = reasoning_end;
   g.lex_ = Lex::kReasoning;
   return g;
+}
+
+// Matches the end of the reasoning as the text streams: after a mismatch, the longest prefix of
+// the marker that the text still ends with (its borders found by comparison: markers are a few
+// bytes, and the walk meets a partial match rarely).
+bool JsonGrammar::FeedReasoning(uint8_t byte) {
+  const std::string_view end = reasoning_end_;
+  size_t matched = aux_;
+  while (byte != static_cast<uint8_t>(end[matched])) {
+    if (matched == 0) {
+      aux_ = 0;
+      return true;
+    }
+    size_t border = matched - 1;
+    while (border > 0 && end.substr(0, border) != end.substr(matched - border, border)) --border;
+    matched = border;
+  }
+  if (++matched == end.size()) {
+    lex_ = Lex::kAnswerStart;
+    matched = 0;
+  }
+  aux_ = static_cast<uint8_t>(matched);
+  return true;
 }
 
 bool JsonGrammar::Feed(std::string_view bytes) {
@@ -87,6 +114,7 @@ std::string JsonGrammar::key() const {
   Append(&k, pos_);
   Append(&k, uses_node() ? node_ : uint16_t{0});
   Append(&k, lex_ == Lex::kChoice ? choices_ : uint64_t{0});
+  if (lex_ == Lex::kReasoning) k += reasoning_end_;
   for (int i = 0; i < depth_; ++i) {
     Append(&k, frames_[i].node);
     Append(&k, frames_[i].count);
@@ -100,16 +128,7 @@ bool JsonGrammar::Feed(uint8_t byte) {
     case Lex::kDead:
       return false;
     case Lex::kReasoning:
-      // "</think>" repeats no prefix of itself but its "<": a mismatch restarts at 0 or 1.
-      if (byte == static_cast<uint8_t>(kReasoningEnd[aux_])) {
-        if (++aux_ == kReasoningEnd.size()) {
-          lex_ = Lex::kAnswerStart;
-          aux_ = 0;
-        }
-      } else {
-        aux_ = byte == '<' ? 1 : 0;
-      }
-      return true;
+      return FeedReasoning(byte);
     case Lex::kString:
       if (byte == '"') {
         if (aux_ == 1) {  // a map's key: its value follows
@@ -257,7 +276,7 @@ bool JsonGrammar::FeedChoice(uint8_t byte) {
   }
   if (next == 0) {
     if (whole_before < 0) return Kill();
-    AfterValue();  // only a literal can be whole before its end is read (a number)
+    EndLiteral(whole_before);  // only a literal can be whole before its end is read (a number)
     return FeedStructural(byte);
   }
   choices_ = next;
@@ -274,7 +293,7 @@ bool JsonGrammar::FeedChoice(uint8_t byte) {
   }
   if (whole < 0 || longer) return true;
   if (!key) {
-    AfterValue();
+    EndLiteral(whole);
     return true;
   }
   frames_[depth_ - 1].next = static_cast<uint8_t>(whole + 1);
@@ -286,11 +305,22 @@ bool JsonGrammar::FeedChoice(uint8_t byte) {
   return true;
 }
 
+// Literal `i` of node_ closed. In a tagged union's object it is the tag (its only value before
+// the tag is read), which picks the alternative the object continues as, past its first property.
+void JsonGrammar::EndLiteral(int i) {
+  AfterValue();
+  if (depth_ == 0 || TopNode().kind != Kind::kTagged) return;
+  Frame& f = frames_[depth_ - 1];
+  f.node = static_cast<uint16_t>(TopNode().tag_owner[static_cast<size_t>(i)]);
+  f.next = 1;
+}
+
 bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
   const int32_t n = schema_->Resolve(node, byte);
   if (n < 0) return Kill();
   switch (Node(n).kind) {
     case Kind::kObject:
+    case Kind::kTagged:
     case Kind::kArray:
       if (depth_ == kMaxJsonDepth) return Kill();
       frames_[depth_++] = {.node = static_cast<uint16_t>(n), .count = 0, .next = 0};
@@ -380,7 +410,7 @@ bool JsonGrammar::Comma() {
 
 bool JsonGrammar::Close(uint8_t closer) {
   if (depth_ == 0) return Kill();
-  const bool object = TopNode().kind == Kind::kObject;
+  const bool object = TopNode().kind != Kind::kArray;
   if (closer != (object ? '}' : ']') || !MayClose()) return Kill();
   --depth_;
   AfterValue();

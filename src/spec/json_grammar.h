@@ -27,9 +27,11 @@ class JsonGrammar {
   JsonGrammar() = default;
   // Before the first byte: the top-level value is due.
   explicit JsonGrammar(const JsonSchema& schema);
-  // After reasoning (thinking on): any text up to and including the first "</think>", then
-  // whitespace, then the top-level value — it is the answer, as vLLM holds only the answer.
-  static JsonGrammar AfterReasoning(const JsonSchema& schema);
+  // Before the first byte of an output whose value follows its reasoning (thinking on): any text
+  // up to and including the first `reasoning_end` (the chat format's, "</think>"; static storage,
+  // at most 255 bytes), then whitespace, then the top-level value — it is the answer, as vLLM
+  // holds only the answer. An empty `reasoning_end`: JsonGrammar(schema).
+  static JsonGrammar Start(const JsonSchema& schema, std::string_view reasoning_end);
   // Copies the open frames only: the vocabulary walk copies a state for every byte it feeds.
   JsonGrammar(const JsonGrammar& other) { *this = other; }
   JsonGrammar& operator=(const JsonGrammar& other);
@@ -53,8 +55,8 @@ class JsonGrammar {
  private:
   enum class Lex : uint8_t {
     kStart,        // before the top-level value (node_)
-    kReasoning,    // before "</think>" (aux_: how much of it the text ends with)
-    kAnswerStart,  // after "</think>": whitespace, then the top-level value
+    kReasoning,    // before reasoning_end_ (aux_: how much of it the text ends with)
+    kAnswerStart,  // after reasoning_end_: whitespace, then the top-level value
     kValue,        // a value of node_ is due (after ":", or "," in an array)
     kArrayFirst,   // after "[": an item or "]"
     kItem,         // after "," in an array: an item
@@ -84,8 +86,10 @@ class JsonGrammar {
     uint8_t next;    // an object's first declared property not yet passed
   };
 
+  bool FeedReasoning(uint8_t byte);
   bool FeedStructural(uint8_t byte);
   bool FeedChoice(uint8_t byte);
+  void EndLiteral(int i);
   bool StartValue(int32_t node, uint8_t byte);
   bool StartKey(uint8_t byte);
   bool StartItem(uint8_t byte);
@@ -106,6 +110,7 @@ class JsonGrammar {
   bool uses_node() const;
 
   const JsonSchema* schema_ = nullptr;
+  std::string_view reasoning_end_;
   uint64_t choices_ = 0;  // kChoice: bit i, choice i (a property or a literal) still possible
   uint16_t node_ = 0;     // the value due or in progress (kValue, kColon, kChoice, numbers)
   uint16_t pos_ = 0;      // kChoice: bytes matched; kUnicode: hex digits left

@@ -298,13 +298,14 @@ class JsonSchemaCompiler {
     for (const auto& [key, bound] : {std::pair{"minItems", &min_items}, {"maxItems", &max_items}}) {
       const auto it = s.find(key);
       if (it == s.end()) continue;
-      if (!it->is_number_unsigned() || it->get<uint64_t>() > kMaxSchemaItems) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
+          it->get<int64_t>() > kMaxSchemaItems) {
         return Refuse(path + "." + key,
                       "expected an integer from 0 to " + std::to_string(kMaxSchemaItems));
       }
       // items: false already allows none.
-      *bound = bound == &max_items ? std::min(max_items, static_cast<int32_t>(it->get<uint64_t>()))
-                                   : static_cast<int32_t>(it->get<uint64_t>());
+      *bound = bound == &max_items ? std::min(max_items, static_cast<int32_t>(it->get<int64_t>()))
+                                   : static_cast<int32_t>(it->get<int64_t>());
     }
     if (min_items > max_items) return Refuse(path + ".minItems", "is above maxItems");
     const int32_t n = New(Kind::kArray, path);
@@ -402,6 +403,7 @@ class JsonSchemaCompiler {
     JsonSchemaNode& node = nodes()[n];
     switch (node.kind) {
       case Kind::kObject:
+      case Kind::kTagged:
         node.first_bytes = FirstBytesOf("{");
         break;
       case Kind::kArray:
@@ -493,6 +495,7 @@ class JsonSchemaCompiler {
       SetFirstBytes(l);
       kept.push_back(l);
     }
+    DSCALE_RETURN_IF_ERROR(TagObjects(u, &kept));
     std::bitset<256> bytes;
     for (const int32_t a : kept) {
       if ((bytes & nodes()[a].first_bytes).any()) {
@@ -503,6 +506,58 @@ class JsonSchemaCompiler {
     }
     nodes()[u].alternatives = std::move(kept);
     nodes()[u].first_bytes = bytes;
+    return Status::Ok();
+  }
+
+  // Two or more object alternatives become one tagged union where each requires the same first
+  // property with string literals of its own; otherwise they are left for the check that
+  // alternatives begin differently.
+  Status TagObjects(int32_t u, std::vector<int32_t>* kept) {
+    std::vector<int32_t> objects;
+    for (const int32_t a : *kept) {
+      if (nodes()[a].kind == Kind::kObject) objects.push_back(a);
+    }
+    if (objects.size() < 2 || nodes()[objects[0]].properties.empty()) return Status::Ok();
+    const std::string tag_key = nodes()[objects[0]].properties[0].key;
+    const auto tag_of = [&](int32_t o) -> const JsonSchemaNode* {
+      const JsonSchemaNode& n = nodes()[o];
+      if (n.properties.empty() || !n.properties[0].required || n.properties[0].key != tag_key) {
+        return nullptr;
+      }
+      const JsonSchemaNode& tag = nodes()[n.properties[0].node];
+      if (tag.kind != Kind::kLiterals) return nullptr;
+      for (const std::string& t : tag.literals) {
+        if (t[0] != '"') return nullptr;
+      }
+      return &tag;
+    };
+    std::vector<std::string> tags;
+    std::vector<int32_t> owners;
+    for (const int32_t o : objects) {
+      const JsonSchemaNode* tag = tag_of(o);
+      if (tag == nullptr) return Status::Ok();
+      for (const std::string& t : tag->literals) {
+        if (std::find(tags.begin(), tags.end(), t) != tags.end()) {
+          return Refuse(paths_[o], "shares the tag " + t + " with another alternative");
+        }
+        tags.push_back(t);
+        owners.push_back(o);
+      }
+    }
+    if (tags.size() > kMaxSchemaChoices) {
+      return Refuse(paths_[u], "more than " + std::to_string(kMaxSchemaChoices) + " tags");
+    }
+    const int32_t literals = New(Kind::kLiterals, paths_[u]);
+    nodes()[literals].literals = std::move(tags);
+    SetFirstBytes(literals);
+    const int32_t tagged = New(Kind::kTagged, paths_[u]);
+    JsonSchemaNode& t = nodes()[tagged];
+    t.properties = {{.key = tag_key, .node = literals, .required = true}};
+    t.alternatives = objects;
+    t.tag_owner = std::move(owners);
+    SetFirstBytes(tagged);
+    std::erase_if(*kept, [&](int32_t a) { return nodes()[a].kind == Kind::kObject; });
+    kept->push_back(tagged);
     return Status::Ok();
   }
 

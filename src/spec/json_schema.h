@@ -17,8 +17,10 @@
 // to ("pattern", "minimum", "minLength", "prefixItems", "not", ...) is refused naming it, so
 // that what it returns always validates. The alternatives of a union must begin with different
 // bytes (a string or null; an object or an array), after merging what one admits of another's
-// (an integer into a number, enum strings into any string, enums into one). The top-level
-// value must be an object or an array; a schema that admits any value means any object.
+// (an integer into a number, enum strings into any string, enums into one), except objects that
+// all begin with the same required property holding a string const or enum of their own (a
+// tagged union: the tag, written first, tells them apart). The top-level value must be an
+// object or an array; a schema that admits any value means any object.
 
 #include <bitset>
 #include <cstdint>
@@ -47,6 +49,12 @@ struct JsonSchemaNode {
     kInteger,   // a number without fraction or exponent
     kLiterals,  // one of `literals`
     kUnion,     // one of `alternatives`
+    // "{": an object of one of `alternatives` (objects), told apart by the value of the first
+    // property every one of them requires, the same key in each and a string const or enum of
+    // its own (a tagged union: OpenAI's forced tool calls, Pydantic's discriminated unions with
+    // the tag first). properties[0] is that key, its node the literals of every alternative's
+    // tags; tag_owner[i] the alternative whose tag literal i is.
+    kTagged,
   };
   struct Property {
     std::string key;  // the name as JSON text, quotes included
@@ -62,7 +70,8 @@ struct JsonSchemaNode {
   int32_t min_items = 0;                // kArray
   int32_t max_items = kMaxSchemaItems;  // kArray
   std::vector<std::string> literals;    // kLiterals: compact JSON texts, at most kMaxSchemaChoices
-  std::vector<int32_t> alternatives;    // kUnion: none a union, first bytes disjoint
+  std::vector<int32_t> alternatives;    // kUnion: first bytes disjoint; kTagged: objects
+  std::vector<int32_t> tag_owner;       // kTagged
   std::bitset<256> first_bytes;         // the bytes a value of this node may begin with
 };
 

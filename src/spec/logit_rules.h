@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,9 +52,10 @@ struct LogitRules {
   // held to the tokens that continue a text this schema admits (spec/json_token_mask.h); null:
   // off. The engine applies it, knowing the tokens' texts.
   std::shared_ptr<const JsonSchema> json_schema;
-  // With json_schema: the value is the answer after the reasoning block (thinking on), which is
-  // free text up to its "</think>" (JsonGrammar::AfterReasoning).
-  bool json_after_reasoning = false;
+  // With json_schema and thinking on: the chat format's end of its reasoning block ("</think>";
+  // static storage, ChatFormatTraits). The value is the answer after it, the reasoning free text
+  // up to it (JsonGrammar::Start); empty: the value starts the output.
+  std::string_view reasoning_end;
 
   bool empty() const {
     return logit_bias.empty() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&

@@ -227,8 +227,7 @@ std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<
   const LogitRules& rules = params.sampling.rules;
   const std::vector<int64_t>& stops = params.stop_ids;
   const JsonSchema& schema = *rules.json_schema;
-  const JsonGrammar start =
-      rules.json_after_reasoning ? JsonGrammar::AfterReasoning(schema) : JsonGrammar(schema);
+  const JsonGrammar start = JsonGrammar::Start(schema, rules.reasoning_end);
   std::vector<int32_t> context = prompt, output;
   while (static_cast<int32_t>(output.size()) < params.max_tokens) {
     std::vector<float> logits = testing::NextTokenLogits(target, context);
@@ -268,7 +267,7 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
                                        ? JsonSchema::AnyObject()
                                        : *JsonSchema::Compile(
                                              nlohmann::ordered_json::parse(schema_text), "schema"),
-                               .json_after_reasoning = after_reasoning}},
+                               .reasoning_end = after_reasoning ? "</think>" : ""}},
         .stop_ids = c.eos_token_ids};
     if (after_reasoning) params.sampling.rules.logit_bias = {{kThinkEnd, 6.0f}};
     int whole = 0;
@@ -290,8 +289,7 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
             std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end();
         const std::string text = vocabulary.Text(plain[i]);
         const JsonSchema& schema = *params.sampling.rules.json_schema;
-        JsonGrammar grammar =
-            after_reasoning ? JsonGrammar::AfterReasoning(schema) : JsonGrammar(schema);
+        JsonGrammar grammar = JsonGrammar::Start(schema, params.sampling.rules.reasoning_end);
         EXPECT_TRUE(grammar.Feed(text)) << text;
         // Whole exactly where a stop id ended it, or at the last token max_tokens allows.
         EXPECT_TRUE(stopped ? grammar.complete()

@@ -21,7 +21,7 @@ const ResponseMeta kChatMeta{.endpoint = Endpoint::kChatCompletions,
 
 ChatOutput Reader(bool thinking = false) {
   std::optional<ReasoningStream> reasoning;
-  if (thinking) reasoning.emplace(/*opened=*/false);
+  if (thinking) reasoning.emplace(TraitsOf(ChatFormat::kQwen3));
   return ChatOutput(
       std::move(reasoning),
       ToolCallStream(ChatFormat::kQwen3, {.open = "<tool_call>", .close = "</tool_call>"}, {}, 5));

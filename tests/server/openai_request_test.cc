@@ -356,6 +356,25 @@ INSTANTIATE_TEST_SUITE_P(
                     "extra": 1}]})",
                 400, "tools[0].extra"},
         BadCase{kChat, "{" + kChatOk + R"(, "tool_choice": "required"})", 400, "tool_choice"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function", "function":
+                    {"name": "f"}}], "tool_choice": {"type": "function", "function":
+                    {"name": "g"}}})",
+                400, "tool_choice.function.name"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tool_choice": {"type": "function"}})", 400,
+                "tool_choice.function"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tool_choice": "any"})", 400, "tool_choice"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function", "function":
+                    {"name": "f", "parameters": {"type": "object", "properties": {"a":
+                    {"type": "string", "pattern": "x"}}}}}], "tool_choice": "required"})",
+                400, "tools[0].function.parameters.properties.a.pattern"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function", "function":
+                    {"name": "f"}}, {"type": "function", "function": {"name": "f"}}],
+                    "tool_choice": "required"})",
+                400, "tools[1].function.name"},
+        BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function", "function":
+                    {"name": "f"}}], "tool_choice": "required", "response_format":
+                    {"type": "json_object"}})",
+                400, "response_format"},
         BadCase{kChat, "{" + kChatOk + R"(, "separate_reasoning": 1})", 400, "separate_reasoning"},
         BadCase{kCompletions, "{" + kOk + R"(, "separate_reasoning": true})", 400,
                 "separate_reasoning"},
@@ -473,16 +492,17 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
             R"({"function": {"parameters": {"type": "object", "properties": {"b": {}, "a": {}}}, )"
             R"("name": "get_weather", "description": "Température"}, "type": "function"})");
   EXPECT_EQ(r.tools[1], R"({"type": "function", "function": {"name": "now", "strict": true}})");
-  EXPECT_TRUE(r.tool_choice_auto);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
   ASSERT_EQ(r.messages.size(), 3u);
   EXPECT_EQ(r.messages[1].content, "");
   ASSERT_EQ(r.messages[1].tool_calls.size(), 2u);
   EXPECT_EQ(r.messages[1].tool_calls[0].name, "get_weather");
   EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"b":1})");
   EXPECT_EQ(r.messages[1].tool_calls[1].arguments, R"({"z": 1.0, "a": [true]})");
-  EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+  EXPECT_EQ(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                   "tool_choice": "none"})")
-                   .tool_choice_auto);
+                .tool_choice,
+            ToolChoice::kNone);
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}]})")
                   .separate_reasoning);
   EXPECT_EQ(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
@@ -520,6 +540,39 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
                 {"type": "function", "function": {"name": "c"}}]})");
   ASSERT_EQ(twice.tools.size(), 2u);
   EXPECT_EQ(twice.tools[1], R"({"type": "function", "function": {"name": "c"}})");
+}
+
+// A forced tool_choice holds the answer to calls: the named function's parameters, or an array
+// of {"name", "parameters"} objects told apart by the name, references inside the parameters
+// moved with them.
+TEST(OpenAiRequestTest, AForcedToolChoiceHoldsTheAnswerToCalls) {
+  const std::string tools = R"("tools": [
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+          "properties": {"city": {"type": "string"}, "unit": {"$ref": "#/$defs/Unit"}},
+          "required": ["city"], "$defs": {"Unit": {"enum": ["C", "F"]}}}}},
+      {"type": "function", "function": {"name": "now"}}])";
+  const auto held = [&](const std::string& choice, std::string_view text) {
+    const ApiRequest r =
+        ParseOk(kChat, "{" + kChatOk + ", " + tools + R"(, "tool_choice": )" + choice + "}");
+    if (r.rules.json_schema == nullptr) return false;
+    JsonGrammar g(*r.rules.json_schema);
+    return g.Feed(text) && g.complete();
+  };
+  const std::string required = R"("required")";
+  EXPECT_TRUE(held(required, R"([{"name": "get_weather", "parameters": {"city": "Oslo",
+                                  "unit": "C"}}, {"name": "now", "parameters": {"x": [1]}}])"));
+  EXPECT_FALSE(held(required, R"([{"name": "get_weather", "parameters": {"unit": "C"}}])"));
+  EXPECT_FALSE(held(required, R"([{"name": "get_weather", "parameters": {"city": "O",
+                                   "unit": "K"}}])"));
+  EXPECT_FALSE(held(required, "[]"));
+  const std::string named = R"({"type": "function", "function": {"name": "get_weather"}})";
+  EXPECT_TRUE(held(named, R"({"city": "Oslo", "unit": "F"})"));
+  EXPECT_FALSE(held(named, R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"));
+  EXPECT_EQ(ParseOk(kChat, "{" + kChatOk + ", " + tools + R"(, "tool_choice": )" + named + "}")
+                .tool_choice_function,
+            "get_weather");
+  // A function without parameters: any object.
+  EXPECT_TRUE(held(R"({"type": "function", "function": {"name": "now"}})", R"({"a": null})"));
 }
 
 TEST(OpenAiRequestTest, ContentType) {

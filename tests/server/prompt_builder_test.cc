@@ -271,7 +271,7 @@ TEST(PromptBuilderTest, JsonModeFollowsTheReasoning) {
                              std::string(thinking ? "true" : "false") + "}}",
                          &p, Endpoint::kChatCompletions));
     EXPECT_NE(p.params.sampling.rules.json_schema, nullptr);
-    EXPECT_EQ(p.params.sampling.rules.json_after_reasoning, thinking);
+    EXPECT_EQ(p.params.sampling.rules.reasoning_end, thinking ? "</think>" : "");
   }
 }
 

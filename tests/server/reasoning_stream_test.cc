@@ -15,7 +15,7 @@ namespace {
 
 ReasoningStream::Piece Split(bool opened, const std::string& text,
                              const std::vector<size_t>& cuts = {}) {
-  ReasoningStream stream(opened);
+  ReasoningStream stream(TraitsOf(opened ? ChatFormat::kQwen3_5 : ChatFormat::kQwen3));
   ReasoningStream::Piece all;
   size_t from = 0;
   for (size_t i = 0; i <= cuts.size(); ++i) {

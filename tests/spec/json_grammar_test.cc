@@ -71,11 +71,11 @@ TEST(JsonGrammarTest, ObjectsAndTheirPrefixes) {
 // then whitespace and the object.
 TEST(JsonGrammarTest, AfterReasoning) {
   const auto complete = [](std::string_view text) {
-    JsonGrammar g = JsonGrammar::AfterReasoning(AnyObject());
+    JsonGrammar g = JsonGrammar::Start(AnyObject(), "</think>");
     return g.Feed(text) && g.complete();
   };
   const auto alive = [](std::string_view text) {
-    JsonGrammar g = JsonGrammar::AfterReasoning(AnyObject());
+    JsonGrammar g = JsonGrammar::Start(AnyObject(), "</think>");
     return g.Feed(text);
   };
   EXPECT_TRUE(complete("<think>\nany } text {\n</think>\n\n{\"a\": 1}"));
@@ -85,6 +85,16 @@ TEST(JsonGrammarTest, AfterReasoning) {
   EXPECT_FALSE(complete("<think>{}"));  // the reasoning never ended
   EXPECT_FALSE(alive("</think>\nx"));
   EXPECT_FALSE(alive("</think>{} more"));
+  // A marker that repeats a prefix of itself: after a mismatch the match resumes at the longest
+  // prefix the text still ends with.
+  const auto ends_reasoning = [](std::string_view marker, std::string_view text) {
+    JsonGrammar g = JsonGrammar::Start(AnyObject(), marker);
+    return g.Feed(text) && g.Feed("{}") && g.complete();
+  };
+  EXPECT_TRUE(ends_reasoning("abab!", "xababab!"));
+  EXPECT_TRUE(ends_reasoning("aab", "aaab"));
+  EXPECT_FALSE(ends_reasoning("abab!", "xabab"));
+  EXPECT_FALSE(ends_reasoning("aab", "aba b"));
 }
 
 // Whitespace runs are bounded, so a model cannot pad forever.

@@ -127,6 +127,42 @@ TEST(JsonSchemaTest, EnumsMapsUnionsAndArraysAtTheTop) {
   EXPECT_FALSE(Complete(*pydantic, R"({"c":"blue"})"));
 }
 
+// Objects told apart by the tag they begin with: forced tool calls' array of {name, parameters}.
+constexpr const char* kCalls = R"({"type": "array", "minItems": 1, "items": {"anyOf": [
+    {"type": "object", "properties": {"name": {"const": "get_weather"}, "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+     "required": ["name", "parameters"]},
+    {"type": "object", "properties": {"name": {"enum": ["get_time", "now"]}, "parameters":
+        {"type": "object", "properties": {"tz": {"enum": ["UTC", "CET"]}}}},
+     "required": ["name", "parameters"]}]}})";
+
+TEST(JsonSchemaTest, ObjectsToldApartByTheTagTheyBeginWith) {
+  const auto calls = Compiled(kCalls);
+  for (
+      const char* text : {
+          R"([{"name":"get_weather","parameters":{"city":"Paris"}}])",
+          R"([{"name": "now", "parameters": {}}, {"name": "get_weather", "parameters": {"city": ""}}])",
+          R"([{"name":"get_time","parameters":{"tz":"CET"}}])",
+      }) {
+    EXPECT_TRUE(Complete(*calls, text)) << text;
+    EXPECT_TRUE(testing::SchemaAdmits(nlohmann::json::parse(text), nlohmann::json::parse(kCalls)));
+  }
+  for (const char* text : {
+           R"([{"name":"get_weather","parameters":{"tz":"UTC"}}])",  // the other's parameters
+           R"([{"name":"get_weather","parameters":{}}])",            // city is required
+           R"([{"parameters":{},"name":"now"}])",                    // the tag comes first
+           R"([{"name":"other","parameters":{}}])",
+           R"([{"name":"now"}])",
+           "[]",
+       }) {
+    EXPECT_FALSE(Complete(*calls, text)) << text;
+  }
+  EXPECT_NE(Refusal(R"({"anyOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]},
+                                   {"properties": {"t": {"enum": ["b", "a"]}}, "required": ["t"]}]})")
+                .find("shares the tag \"a\" with another alternative"),
+            std::string::npos);
+}
+
 TEST(JsonSchemaTest, WhatCannotBeHeldIsRefusedNamingIt) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})",
@@ -182,6 +218,7 @@ TEST(JsonSchemaTest, TheSameTextSharesOneCompiledSchema) {
 TEST(JsonSchemaTest, EveryTextTheGrammarFinishesValidates) {
   const std::vector<std::string> schemas = {
       kPerson,
+      kCalls,
       R"({"type": "array", "items": {"type": "object", "properties": {
            "k": {"enum": ["x", "xy", 1, 10, true, null, {"a": [1]}]},
            "v": {"type": ["number", "string", "array"], "items": {"type": "boolean"}, "maxItems": 3},

@@ -18,6 +18,9 @@ constexpr std::array<std::string_view, 2> kLlama3EndOfTurn = {"<|eot_id|>", "<|e
 // thinking is on ({{- '<think>\n' }}, the Jinja string's "\n" as written); Qwen3's has no such
 // statement. The tokens are Qwen3's.
 constexpr std::string_view kQwen3_5TemplateText = R"({{- '<think>\n' }})";
+// The Qwen formats' reasoning block.
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
 
 // Most specific first: the last entry (no identifying tokens) is the default.
 constexpr std::array<ChatFormatTraits, 3> kFormats = {{
@@ -30,12 +33,17 @@ constexpr std::array<ChatFormatTraits, 3> kFormats = {{
      .name = "qwen3.5",
      .identifying_tokens = {},
      .identifying_template_text = kQwen3_5TemplateText,
-     .end_of_turn_tokens = kQwen3EndOfTurn},
+     .end_of_turn_tokens = kQwen3EndOfTurn,
+     .reasoning_open = kThinkOpen,
+     .reasoning_close = kThinkClose,
+     .prompt_opens_reasoning = true},
     {.format = ChatFormat::kQwen3,
      .name = "qwen3",
      .identifying_tokens = {},
      .identifying_template_text = {},
-     .end_of_turn_tokens = kQwen3EndOfTurn},
+     .end_of_turn_tokens = kQwen3EndOfTurn,
+     .reasoning_open = kThinkOpen,
+     .reasoning_close = kThinkClose},
 }};
 
 bool HasAll(const Tokenizer& tokenizer, std::span<const std::string_view> tokens) {

@@ -1,8 +1,8 @@
 #pragma once
 // The chat formats dscale speaks, described once: the added tokens that identify a tokenizer as
-// speaking a format (ChatFormatOf) and the tokens that end an assistant's turn in it (a chat
-// request's stop tokens, EndOfTurnTokenIds). A new family's format is one more entry in
-// chat_format.cc's table, beside its template (chat_template.h).
+// speaking a format (ChatFormatOf), the tokens that end an assistant's turn in it (a chat
+// request's stop tokens, EndOfTurnTokenIds), and its reasoning block's markers. A new family's
+// format is one more entry in chat_format.cc's table, beside its template (chat_template.h).
 
 #include <cstdint>
 #include <span>
@@ -25,6 +25,13 @@ struct ChatFormatTraits {
   // Added tokens after which the assistant's turn is over (end of turn, end of text, end of a
   // tool call message).
   std::span<const std::string_view> end_of_turn_tokens;
+  // The reasoning block's markers (thinking on); empty where the format has none (Llama 3.1's).
+  std::string_view reasoning_open;
+  std::string_view reasoning_close;
+  // With thinking on, the generation prompt opens the block itself: the output starts inside it.
+  bool prompt_opens_reasoning = false;
+
+  bool has_reasoning() const { return !reasoning_close.empty(); }
 };
 
 const ChatFormatTraits& TraitsOf(ChatFormat format);

@@ -1,5 +1,7 @@
 #include "io/tokenizer/chat_template_text.h"
 
+#include "io/tokenizer/chat_format.h"
+
 namespace dscale::chat_text {
 namespace {
 
@@ -10,8 +12,9 @@ constexpr std::string_view kSpaces[] = {" ",      "\t",     "\n",     "\v",     
                                         "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a",
                                         "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"};
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
+// The reasoning block's markers: the Qwen formats' (the texts here are theirs).
+std::string_view ThinkOpen() { return TraitsOf(ChatFormat::kQwen3).reasoning_open; }
+std::string_view ThinkClose() { return TraitsOf(ChatFormat::kQwen3).reasoning_close; }
 
 }  // namespace
 
@@ -52,15 +55,15 @@ bool IsToolResponse(std::string_view content) {
 SplitMessage SplitThinking(std::string_view content,
                            const std::optional<std::string>& reasoning_content) {
   if (reasoning_content) return {.reasoning = *reasoning_content, .answer = content};
-  const size_t first_close = content.find(kThinkClose);
+  const size_t first_close = content.find(ThinkClose());
   if (first_close == std::string_view::npos) return {.reasoning = {}, .answer = content};
   std::string_view before = RStripNewlines(content.substr(0, first_close));
-  if (const size_t open = before.rfind(kThinkOpen); open != std::string_view::npos) {
-    before = before.substr(open + kThinkOpen.size());
+  if (const size_t open = before.rfind(ThinkOpen()); open != std::string_view::npos) {
+    before = before.substr(open + ThinkOpen().size());
   }
-  const size_t last_close = content.rfind(kThinkClose);
+  const size_t last_close = content.rfind(ThinkClose());
   return {.reasoning = LStripNewlines(before),
-          .answer = LStripNewlines(content.substr(last_close + kThinkClose.size()))};
+          .answer = LStripNewlines(content.substr(last_close + ThinkClose().size()))};
 }
 
 Status CheckRoles(std::span<const ChatMessage> messages) {

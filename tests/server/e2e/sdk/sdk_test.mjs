@@ -244,7 +244,8 @@ async function tools(model, prompt) {
   const without = await client.chat.completions.create({...request, tools: undefined,
                                                         tool_choice: undefined});
   assert.ok(whole.usage.prompt_tokens > without.usage.prompt_tokens, 'the tools are in the prompt');
-  for (const [change, param] of [[{tool_choice: 'required'}, 'tool_choice'],
+  for (const [change, param] of [[{tool_choice: {type: 'function', function: {name: 'nope'}}},
+                                  'tool_choice.function.name'],
                                  [{tools: [{type: 'function', function: {name: 'a b'}}]},
                                   'tools[0].function.name']]) {
     await assert.rejects(client.chat.completions.create({...request, ...change}), (e) => {
@@ -252,6 +253,47 @@ async function tools(model, prompt) {
       assert.equal(e.param, param);
       return true;
     });
+  }
+}
+
+// A forced tool_choice: the answer is the calls, held to the tools' parameters. A named
+// function's arguments are an object's text (whole where the output stopped by itself);
+// "required" gives one call or more, or (cut off before its array closed) the text as content.
+async function forcedToolCalls(model, prompt) {
+  const weather = {type: 'function', function: {
+    name: 'get_weather', parameters: {type: 'object', properties: {city: {type: 'string'}},
+                                      required: ['city'], additionalProperties: false}}};
+  const now = {type: 'function', function: {name: 'now'}};
+  const request = {model, max_tokens: 24, temperature: 0, tools: [weather, now],
+                   messages: [{role: 'user', content: prompt}],
+                   tool_choice: {type: 'function', function: {name: 'get_weather'}}};
+  const named = await client.chat.completions.create(request);
+  const call = named.choices[0].message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assert.match(call.id, /^call_[0-9a-f]{24}$/);
+  assert.ok(/^\{\s*("c|$)/.test(call.function.arguments), call.function.arguments);
+  if (named.choices[0].finish_reason === 'tool_calls') {
+    assert.equal(typeof JSON.parse(call.function.arguments).city, 'string');
+  }
+  let streamedName = '', streamedArguments = '';
+  for await (const chunk of await client.chat.completions.create({...request, stream: true})) {
+    for (const choice of chunk.choices) {
+      for (const delta of choice.delta.tool_calls ?? []) {
+        streamedName += delta.function?.name ?? '';
+        streamedArguments += delta.function?.arguments ?? '';
+      }
+    }
+  }
+  assert.equal(streamedName, 'get_weather');
+  assert.equal(streamedArguments, call.function.arguments);
+  const required = await client.chat.completions.create({...request, tool_choice: 'required'});
+  const message = required.choices[0].message;
+  if (required.choices[0].finish_reason === 'tool_calls') {
+    assert.ok(message.tool_calls.length >= 1);
+    for (const c of message.tool_calls) assert.ok(['get_weather', 'now'].includes(c.function.name));
+  } else {
+    assert.ok(message.content.trimStart().startsWith('['), message.content);
   }
 }
 
@@ -357,6 +399,7 @@ async function main() {
     if (round === 0) await choices(model, prompt);
     if (round === 0) await logitRules(model, prompt);
     if (round === 0) await tools(model, prompt);
+    if (round === 0) await forcedToolCalls(model, prompt);
     if (round === 0) await reasoning(model, prompt);
     if (round === 0) await jsonMode(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);

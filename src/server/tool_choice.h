@@ -1,0 +1,31 @@
+#pragma once
+// tool_choice: whether the model may call the request's tools ("auto", the default), may not
+// ("none": calls stay text), must call one or more ("required"), or must call a named function
+// ({"type": "function", "function": {"name"}}). A forced call is held by a schema, as vLLM holds
+// it: the named function's arguments object is the whole answer (its `parameters`; any object
+// where it has none), and "required" makes the answer a JSON array of one or more
+// {"name": <a tool's name>, "parameters": <its arguments>} objects, each told apart by the name
+// it begins with (spec/json_schema.h's tagged union). The answer is then returned as calls
+// (ForcedToolCalls), not read from the chat format's markers.
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "server/api_error.h"
+#include "spec/json_schema.h"
+
+namespace dscale::server {
+
+enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
+
+// The schema for ToolChoice kRequired or kFunction (`function` its name), from the request's
+// `tools` as sent (members in order). A 400 names the field at fault: tool_choice where there
+// are no tools or no tool has the name, a tool's name given twice, or what a function's
+// parameters cannot hold an output to (tools[i].function.parameters.<path>).
+std::optional<ApiError> ForcedCallSchema(const nlohmann::ordered_json& tools, ToolChoice choice,
+                                         const std::string& function,
+                                         std::shared_ptr<const JsonSchema>* schema);
+
+}  // namespace dscale::server
