@@ -308,7 +308,7 @@ class Engine {
   // into pending_logprobs_, which the AppendOutput of the same tokens takes.
   Status LogprobsOf(RequestState& r, std::span<const float> rows, std::span<const int32_t> tokens);
   // JSON mode on one request's rows: row j held to what may follow its output and drafts [0, j).
-  void HoldToJson(const RequestState& r, std::span<const int32_t> drafts, std::span<float> rows);
+  void HoldToJson(RequestState& r, std::span<const int32_t> drafts, std::span<float> rows);
   // Appends tokens to r's output, applying stop ids, max_tokens and stop strings; streams them.
   void AppendOutput(RequestState& r, std::span<const int32_t> tokens);
 

@@ -8,6 +8,7 @@
 #include "engine/held_context.h"
 #include "engine/request.h"
 #include "engine/stop_strings.h"
+#include "spec/json_grammar.h"
 
 namespace dscale {
 
@@ -36,6 +37,10 @@ struct RequestState {
   RequestResult result;
   std::vector<TokenLogprobs> logprobs;  // one per output token when params.logprobs asked
   StopStringScanner stop_scanner;       // params.stop_strings in the output so far
+  // JSON mode: the grammar's state after the first json_tokens output tokens, advanced over the
+  // tokens committed since at each step (Engine::HoldToJson).
+  JsonGrammar json_state;
+  int32_t json_tokens = 0;
 
   bool prefill_done() const { return prefilled == prompt_len; }
   // Decoding: the prompt is in the KV cache, the last output token is the anchor, and the

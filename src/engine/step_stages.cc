@@ -290,7 +290,7 @@ void Engine::AcceptRows(const TargetPass& pass, std::span<RequestState* const> r
                         std::span<const AcceptRequest> accepting, std::span<Acceptance> outcomes) {
   const int64_t vocab = target_.config().vocab_size;
   for (size_t i = 0; i < requests.size(); ++i) {
-    const RequestState& r = *requests[i];
+    RequestState& r = *requests[i];
     const LogitRules& rules = r.params.sampling.rules;
     if (rules.empty()) continue;
     // A request with rules never gets a device pass (backend/cuda_backend.cc, OnDevice).
@@ -308,16 +308,18 @@ void Engine::AcceptRows(const TargetPass& pass, std::span<RequestState* const> r
   backend_.Accept(pass, accepting, outcomes);
 }
 
-void Engine::HoldToJson(const RequestState& r, std::span<const int32_t> drafts,
-                        std::span<float> rows) {
+void Engine::HoldToJson(RequestState& r, std::span<const int32_t> drafts, std::span<float> rows) {
   const int64_t vocab = target_.config().vocab_size;
   if (json_masks_ == nullptr) {
     json_masks_ = std::make_unique<JsonTokenMasks>(vocab, config_.token_text);
   }
   const LogitRules& rules = r.params.sampling.rules;
-  const JsonSchema& schema = *rules.json_schema;
-  JsonGrammar state =
-      json_masks_->StateAfter(JsonGrammar::Start(schema, rules.reasoning_end), r.output());
+  if (r.json_tokens == 0)
+    r.json_state = JsonGrammar::Start(*rules.json_schema, rules.reasoning_end);
+  const std::span<const int32_t> output = r.output();
+  r.json_state = json_masks_->StateAfter(r.json_state, output.subspan(r.json_tokens));
+  r.json_tokens = static_cast<int32_t>(output.size());
+  JsonGrammar state = r.json_state;
   const auto num_rows = static_cast<int64_t>(rows.size()) / vocab;
   for (int64_t j = 0; j < num_rows; ++j) {
     json_masks_->Mask(state, r.params.stop_ids, rows.subspan(j * vocab, vocab));
