@@ -791,7 +791,7 @@ constexpr FieldRule kFields[] = {
     {"tools", kChatOnly, ParseTools},
     {"tool_choice", kChatOnly, ParseToolChoice},
     {"parallel_tool_calls", kChatOnly, ParseBool},
-    {"response_format", kChatOnly, ParseResponseFormat},
+    {"response_format", kBoth, ParseResponseFormat},
     {"chat_template_kwargs", kChatOnly, ParseChatTemplateKwargs},
     {"separate_reasoning", kChatOnly, ParseSeparateReasoning},
 };

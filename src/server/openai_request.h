@@ -14,17 +14,17 @@
 //             (up to kMaxStopTokenIds ids that end the output as EOS does), min_tokens (0 to
 //             max_tokens: no stop id ends the output before it holds that many); top_k, min_p,
 //             repetition_penalty, stop_token_ids and min_tokens are vLLM's extensions (the
-//             first three SGLang's too)
+//             first three SGLang's too), response_format ({"type": "text"},
+//             {"type": "json_object"}: JSON mode, the output held to a JSON object's text, or
+//             {"type": "json_schema"}: held to a schema, spec/json_schema.h; on completions
+//             as vLLM takes it)
 //   completions  prompt (required: a string, token ids, or a one-element array of either),
 //             logprobs (null, or 0 to 20: the chosen token's and that many top tokens'),
 //             echo (false only), best_of (1 only), suffix (empty only)
 //   chat      messages (required), max_completion_tokens (alias of max_tokens),
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
 //             kMaxTools functions), tool_choice ("auto", "none", "required" or a named
-//             function: server/tool_choice.h), parallel_tool_calls,
-//             response_format ({"type": "text"}, {"type": "json_object"}: JSON mode, the
-//             output held to a JSON object's text, or {"type": "json_schema"}: held to a
-//             schema, spec/json_schema.h), chat_template_kwargs
+//             function: server/tool_choice.h), parallel_tool_calls, chat_template_kwargs
 //             ({"enable_thinking"}), separate_reasoning (SGLang's); an assistant message may
 //             carry tool_calls, a tool message a tool_call_id
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,

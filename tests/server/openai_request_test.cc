@@ -406,8 +406,6 @@ INSTANTIATE_TEST_SUITE_P(
                 "response_format"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object", "x": 1}})",
                 400, "response_format.x"},
-        BadCase{kCompletions, "{" + kOk + R"(, "response_format": {"type": "json_object"}})", 400,
-                "response_format"},
         BadCase{kChat, "{" + kChatOk + R"(, "chat_template_kwargs": [true]})", 400,
                 "chat_template_kwargs"},
         BadCase{kChat, "{" + kChatOk + R"(, "chat_template_kwargs": {"enable_thinking": 1}})", 400,
@@ -507,6 +505,11 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
                   .separate_reasoning);
   EXPECT_EQ(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                  "response_format": {"type": "json_object"}})")
+                .rules.json_schema,
+            JsonSchema::AnyObject());
+  // Completions take it too, as vLLM's do.
+  EXPECT_EQ(ParseOk(kCompletions, R"({"model": "m", "prompt": "Q",
+                                      "response_format": {"type": "json_object"}})")
                 .rules.json_schema,
             JsonSchema::AnyObject());
   EXPECT_EQ(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],

@@ -354,6 +354,10 @@ async function jsonMode(model, prompt) {
     assert.equal(typeof value.answer, 'string');
     assert.ok(Number.isInteger(value.steps), text);
   }
+  // Completions take it too (vLLM's extension of OpenAI's completions).
+  const completion = await client.completions.create(
+      {model, prompt, max_tokens: 16, temperature: 0, response_format: {type: 'json_object'}});
+  assert.ok(completion.choices[0].text.startsWith('{'), completion.choices[0].text);
   await assert.rejects(client.chat.completions.create(
       {...request, response_format: {type: 'json_schema', json_schema: {name: 'x', schema:
           {type: 'object', properties: {a: {type: 'string', pattern: '^x'}}}}}}),
