@@ -499,8 +499,10 @@ class JsonSchemaCompiler {
     std::bitset<256> bytes;
     for (const int32_t a : kept) {
       if ((bytes & nodes()[a].first_bytes).any()) {
-        return Refuse(paths_[u], "alternatives that begin with the same byte are not supported (" +
-                                     paths_[a] + " and one before it)");
+        return Refuse(paths_[u],
+                      "alternatives that begin with the same byte are not supported (" + paths_[a] +
+                          " and one before it; objects are told apart only by a property each "
+                          "requires, holding a string const or enum of its own)");
       }
       bytes |= nodes()[a].first_bytes;
     }
@@ -509,56 +511,78 @@ class JsonSchemaCompiler {
     return Status::Ok();
   }
 
-  // Two or more object alternatives become one tagged union where each requires the same first
-  // property with string literals of its own; otherwise they are left for the check that
-  // alternatives begin differently.
+  // The string literals object `o` requires under `key` (its tag there), or null.
+  const JsonSchemaNode* TagOf(int32_t o, const std::string& key) {
+    for (const JsonSchemaNode::Property& p : nodes()[o].properties) {
+      if (p.key != key) continue;
+      const JsonSchemaNode& tag = nodes()[p.node];
+      if (!p.required || tag.kind != Kind::kLiterals) return nullptr;
+      const bool strings = std::all_of(tag.literals.begin(), tag.literals.end(),
+                                       [](const std::string& t) { return t[0] == '"'; });
+      return strings ? &tag : nullptr;
+    }
+    return nullptr;
+  }
+
+  // Two or more object alternatives become one tagged union when each requires one property,
+  // the same key in all, holding string literals of its own: the first such key of the first
+  // object's properties. Each alternative is written with its tag first (a copy of its node with
+  // that property moved to the front; JSON's members have no order to keep). Otherwise they are
+  // left to the check that alternatives begin differently.
   Status TagObjects(int32_t u, std::vector<int32_t>* kept) {
     std::vector<int32_t> objects;
     for (const int32_t a : *kept) {
       if (nodes()[a].kind == Kind::kObject) objects.push_back(a);
     }
-    if (objects.size() < 2 || nodes()[objects[0]].properties.empty()) return Status::Ok();
-    const std::string tag_key = nodes()[objects[0]].properties[0].key;
-    const auto tag_of = [&](int32_t o) -> const JsonSchemaNode* {
-      const JsonSchemaNode& n = nodes()[o];
-      if (n.properties.empty() || !n.properties[0].required || n.properties[0].key != tag_key) {
-        return nullptr;
-      }
-      const JsonSchemaNode& tag = nodes()[n.properties[0].node];
-      if (tag.kind != Kind::kLiterals) return nullptr;
-      for (const std::string& t : tag.literals) {
-        if (t[0] != '"') return nullptr;
-      }
-      return &tag;
-    };
-    std::vector<std::string> tags;
-    std::vector<int32_t> owners;
-    for (const int32_t o : objects) {
-      const JsonSchemaNode* tag = tag_of(o);
-      if (tag == nullptr) return Status::Ok();
-      for (const std::string& t : tag->literals) {
-        if (std::find(tags.begin(), tags.end(), t) != tags.end()) {
-          return Refuse(paths_[o], "shares the tag " + t + " with another alternative");
+    if (objects.size() < 2) return Status::Ok();
+    std::vector<std::string> keys;
+    for (const JsonSchemaNode::Property& p : nodes()[objects[0]].properties) keys.push_back(p.key);
+    for (const std::string& key : keys) {
+      std::vector<std::string> tags;
+      std::vector<int32_t> owners;  // index into objects
+      bool tags_each = true;
+      for (size_t i = 0; i < objects.size() && tags_each; ++i) {
+        const JsonSchemaNode* tag = TagOf(objects[i], key);
+        tags_each = tag != nullptr;
+        for (size_t t = 0; tags_each && t < tag->literals.size(); ++t) {
+          tags_each = std::find(tags.begin(), tags.end(), tag->literals[t]) == tags.end();
+          tags.push_back(tag->literals[t]);
+          owners.push_back(static_cast<int32_t>(i));
         }
-        tags.push_back(t);
-        owners.push_back(o);
       }
+      if (!tags_each) continue;
+      if (tags.size() > kMaxSchemaChoices) {
+        return Refuse(paths_[u], "more than " + std::to_string(kMaxSchemaChoices) + " tags");
+      }
+      std::vector<int32_t> tag_first;
+      for (const int32_t o : objects) tag_first.push_back(WithPropertyFirst(o, key));
+      const int32_t literals = New(Kind::kLiterals, paths_[u]);
+      nodes()[literals].literals = std::move(tags);
+      SetFirstBytes(literals);
+      const int32_t tagged = New(Kind::kTagged, paths_[u]);
+      JsonSchemaNode& t = nodes()[tagged];
+      t.properties = {{.key = key, .node = literals, .required = true}};
+      for (int32_t& owner : owners) owner = tag_first[static_cast<size_t>(owner)];
+      t.alternatives = std::move(tag_first);
+      t.tag_owner = std::move(owners);
+      SetFirstBytes(tagged);
+      std::erase_if(*kept, [&](int32_t a) { return nodes()[a].kind == Kind::kObject; });
+      kept->push_back(tagged);
+      return Status::Ok();
     }
-    if (tags.size() > kMaxSchemaChoices) {
-      return Refuse(paths_[u], "more than " + std::to_string(kMaxSchemaChoices) + " tags");
-    }
-    const int32_t literals = New(Kind::kLiterals, paths_[u]);
-    nodes()[literals].literals = std::move(tags);
-    SetFirstBytes(literals);
-    const int32_t tagged = New(Kind::kTagged, paths_[u]);
-    JsonSchemaNode& t = nodes()[tagged];
-    t.properties = {{.key = tag_key, .node = literals, .required = true}};
-    t.alternatives = objects;
-    t.tag_owner = std::move(owners);
-    SetFirstBytes(tagged);
-    std::erase_if(*kept, [&](int32_t a) { return nodes()[a].kind == Kind::kObject; });
-    kept->push_back(tagged);
     return Status::Ok();
+  }
+
+  // Object `o` itself where property `key` is its first, else a copy with it moved there.
+  int32_t WithPropertyFirst(int32_t o, const std::string& key) {
+    if (nodes()[o].properties[0].key == key) return o;
+    JsonSchemaNode copy = nodes()[o];
+    const auto it = std::find_if(copy.properties.begin(), copy.properties.end(),
+                                 [&](const auto& p) { return p.key == key; });
+    std::rotate(copy.properties.begin(), it, it + 1);
+    const int32_t n = New(Kind::kObject, paths_[o]);
+    nodes()[n] = std::move(copy);
+    return n;
   }
 
   const Json& doc_;

@@ -18,9 +18,9 @@
 // that what it returns always validates. The alternatives of a union must begin with different
 // bytes (a string or null; an object or an array), after merging what one admits of another's
 // (an integer into a number, enum strings into any string, enums into one), except objects that
-// all begin with the same required property holding a string const or enum of their own (a
-// tagged union: the tag, written first, tells them apart). The top-level value must be an
-// object or an array; a schema that admits any value means any object.
+// all require one property holding a string const or enum of their own (a tagged union: the
+// tag, written first whatever its place in the schema, tells them apart). The top-level value
+// must be an object or an array; a schema that admits any value means any object.
 
 #include <bitset>
 #include <cstdint>
@@ -49,11 +49,11 @@ struct JsonSchemaNode {
     kInteger,   // a number without fraction or exponent
     kLiterals,  // one of `literals`
     kUnion,     // one of `alternatives`
-    // "{": an object of one of `alternatives` (objects), told apart by the value of the first
-    // property every one of them requires, the same key in each and a string const or enum of
-    // its own (a tagged union: OpenAI's forced tool calls, Pydantic's discriminated unions with
-    // the tag first). properties[0] is that key, its node the literals of every alternative's
-    // tags; tag_owner[i] the alternative whose tag literal i is.
+    // "{": an object of one of `alternatives` (objects, each with the tag as its first
+    // property), told apart by the value of a property every one of them requires, the same key
+    // in each and a string const or enum of its own (a tagged union: OpenAI's forced tool calls,
+    // Pydantic's discriminated unions). properties[0] is that key, its node the literals of
+    // every alternative's tags; tag_owner[i] the alternative whose tag literal i is.
     kTagged,
   };
   struct Property {
