@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -174,7 +175,8 @@ class JsonSchemaCompiler {
       }
       if (std::string_view(combinator) == "$ref") return Ref(s["$ref"], path + ".$ref");
       if (std::string_view(combinator) == "allOf") return AllOf(s["allOf"], path + ".allOf");
-      return AnyOf(s[combinator], path + "." + combinator);
+      return AnyOf(s[combinator], path + "." + combinator,
+                   /*exclusive=*/std::string_view(combinator) == "oneOf");
     }
     std::vector<std::string> types;
     if (const auto type = s.find("type"); type != s.end()) {
@@ -348,7 +350,8 @@ class JsonSchemaCompiler {
     return n;
   }
 
-  Result<int32_t> AnyOf(const Json& list, const std::string& path) {
+  // anyOf, or oneOf (`exclusive`: a value must match exactly one alternative).
+  Result<int32_t> AnyOf(const Json& list, const std::string& path, bool exclusive) {
     if (!list.is_array() || list.empty()) return Refuse(path, "expected a list of schemas");
     std::vector<int32_t> alternatives;
     for (size_t i = 0; i < list.size(); ++i) {
@@ -358,6 +361,7 @@ class JsonSchemaCompiler {
     }
     const int32_t u = New(Kind::kUnion, path);
     nodes()[u].alternatives = std::move(alternatives);
+    if (exclusive) exclusive_.insert(u);
     return u;
   }
 
@@ -465,6 +469,7 @@ class JsonSchemaCompiler {
     std::vector<std::string> literals;
     std::vector<int32_t> kept;
     bool kept_string = false, kept_number = false;
+    bool overlap = false;  // some value is one more than one alternative admits
     for (const int32_t a : flat) {
       const JsonSchemaNode& n = nodes()[a];
       if (n.kind == Kind::kLiterals) {
@@ -472,19 +477,32 @@ class JsonSchemaCompiler {
           const bool admitted =
               (any_string && t[0] == '"') ||
               (IsNumberText(t) && (any_number || (any_integer && IsIntegerText(t))));
-          if (!admitted && std::find(literals.begin(), literals.end(), t) == literals.end()) {
-            literals.push_back(t);
-          }
+          const bool repeated = std::find(literals.begin(), literals.end(), t) != literals.end();
+          overlap = overlap || admitted || repeated;
+          if (!admitted && !repeated) literals.push_back(t);
         }
         continue;
       }
-      if (n.kind == Kind::kInteger && any_number) continue;
+      if (n.kind == Kind::kInteger && any_number) {
+        overlap = true;
+        continue;
+      }
       bool& seen = n.kind == Kind::kString ? kept_string : kept_number;
       if (n.kind == Kind::kString || n.kind == Kind::kNumber || n.kind == Kind::kInteger) {
+        overlap = overlap || seen;
         if (seen) continue;  // one any string, one number: the same values
         seen = true;
       }
-      if (std::find(kept.begin(), kept.end(), a) == kept.end()) kept.push_back(a);
+      if (std::find(kept.begin(), kept.end(), a) == kept.end()) {
+        kept.push_back(a);
+      } else {
+        overlap = true;
+      }
+    }
+    if (overlap && exclusive_.contains(u)) {
+      return Refuse(paths_[u],
+                    "alternatives that admit the same value are not supported in oneOf (which "
+                    "a value must match exactly once)");
     }
     if (literals.size() > kMaxSchemaChoices) {
       return Refuse(paths_[u], "more than " + std::to_string(kMaxSchemaChoices) + " values");
@@ -590,6 +608,7 @@ class JsonSchemaCompiler {
   std::shared_ptr<JsonSchema> schema_ = std::make_shared<JsonSchema>();
   std::vector<std::string> paths_;  // per node: where the schema wrote it
   std::map<std::string, int32_t> refs_;
+  std::set<int32_t> exclusive_;  // unions from oneOf
 };
 
 std::shared_ptr<const JsonSchema> JsonSchema::AnyObject() {

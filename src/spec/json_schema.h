@@ -3,8 +3,9 @@
 // (json_grammar.h) walks, and JSON mode's "any object" as the same.
 //
 // What a compiled schema holds an output to (the text is always JSON, RFC 8259):
-// - "type" (one or a list), "enum", "const", "anyOf", "oneOf", "allOf" of one schema, "$ref" to a
-//   part of the same document ("#", "#/$defs/...", any JSON pointer), recursion included;
+// - "type" (one or a list), "enum", "const", "anyOf", "oneOf" (of alternatives that share no
+//   value), "allOf" of one schema, "$ref" to a part of the same document ("#", "#/$defs/...",
+//   any JSON pointer), recursion included;
 // - objects: "properties" written in the order the schema lists them, each one that is not
 //   "required" optional, no others (a schema with properties never gets undeclared members, as
 //   OpenAI's strict mode and xgrammar write them); an object without "properties" is a map whose
