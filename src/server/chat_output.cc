@@ -37,13 +37,17 @@ ChatOutput::Piece ChatOutput::Finish() {
   return piece;
 }
 
+// More arguments continue the last call: one begun in this piece, else one sent before.
+void ChatOutput::AddForced(ForcedToolCalls::Piece part, Piece* piece) {
+  piece->content += part.content;
+  (piece->calls.empty() ? piece->arguments : piece->calls.back().call.arguments) += part.arguments;
+  std::move(part.calls.begin(), part.calls.end(), std::back_inserter(piece->calls));
+}
+
 void ChatOutput::Answer(std::string_view answer, bool final, Piece* piece) {
   if (forced_) {
-    forced_->Push(answer);
-    if (!final) return;
-    ToolCallStream::Piece calls = forced_->Finish();
-    piece->content += calls.content;
-    std::move(calls.calls.begin(), calls.calls.end(), std::back_inserter(piece->calls));
+    AddForced(forced_->Push(answer), piece);
+    if (final) AddForced(forced_->Finish(), piece);
     return;
   }
   if (!tools_) {

@@ -22,6 +22,7 @@ class ChatOutput {
     std::string reasoning;
     std::string content;
     std::vector<ToolCall> calls;
+    std::string arguments;  // more of the last call's arguments (a forced named call streams)
   };
 
   ChatOutput(std::optional<ReasoningStream> reasoning, std::optional<ToolCallStream> tools,
@@ -37,6 +38,7 @@ class ChatOutput {
 
  private:
   void Answer(std::string_view answer, bool final, Piece* piece);
+  void AddForced(ForcedToolCalls::Piece part, Piece* piece);
 
   std::optional<ReasoningStream> reasoning_;
   std::optional<ToolCallStream> tools_;

@@ -3,6 +3,8 @@
 #include <iterator>
 #include <utility>
 
+#include "core/check.h"
+
 namespace dscale::server {
 namespace {
 
@@ -14,6 +16,7 @@ ChatOutput::Piece Split(const RequestChannel::Update& update, ChatOutput* output
     ChatOutput::Piece rest = output->Finish();
     piece.reasoning += rest.reasoning;
     piece.content += rest.content;
+    (piece.calls.empty() ? piece.arguments : piece.calls.back().call.arguments) += rest.arguments;
     std::move(rest.calls.begin(), rest.calls.end(), std::back_inserter(piece.calls));
   }
   return piece;
@@ -47,6 +50,12 @@ std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t i
                .first_tool_call = output->calls() - static_cast<int32_t>(piece.calls.size()),
                .with_usage_null = include_usage}));
   }
+  if (!piece.arguments.empty()) {
+    out += SseEvent(ChunkJson(meta, {.index = index,
+                                     .call_arguments = piece.arguments,
+                                     .call_arguments_of = output->calls() - 1,
+                                     .with_usage_null = include_usage}));
+  }
   if (update.done && update.outcome != Outcome::kError) {
     out += SseEvent(ChunkJson(meta, {.index = index,
                                      .finish_reason = FinishReasonOf(update.outcome, output),
@@ -57,6 +66,9 @@ std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t i
 
 Choice WholeChoice(RequestChannel::Update update, ChatOutput* output) {
   ChatOutput::Piece piece = Split(update, output);
+  // The whole output in one update: a call's arguments are in the call.
+  DSCALE_CHECK(piece.arguments.empty() || !piece.calls.empty());
+  if (!piece.arguments.empty()) piece.calls.back().call.arguments += piece.arguments;
   Choice choice{.text = std::move(piece.content),
                 .finish_reason = FinishReasonOf(update.outcome, output),
                 .logprobs = std::move(update.logprobs),

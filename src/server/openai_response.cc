@@ -116,6 +116,11 @@ ResponseJson ChunkJson(const ResponseMeta& meta, const ChunkFields& fields) {
       }
       delta["tool_calls"] = std::move(calls);
     }
+    if (!fields.call_arguments.empty()) {
+      delta["tool_calls"] =
+          ResponseJson::array({{{"index", fields.call_arguments_of},
+                                {"function", {{"arguments", fields.call_arguments}}}}});
+    }
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = fields.text;

@@ -64,8 +64,10 @@ ResponseJson CompletionJson(const ResponseMeta& meta, const std::string& text,
 // the last one, `role` set on a chat stream's first chunk. `with_usage_null` adds
 // "usage": null (stream_options.include_usage). With meta.logprobs, a chunk with new tokens
 // carries their `logprobs` (completions: their text offsets from `text_offset`).
-// A chat chunk with `tool_calls` carries them in its delta, whole, numbered from
-// `first_tool_call` (their index among the choice's calls).
+// A chat chunk with `tool_calls` carries them in its delta, with their arguments so far,
+// numbered from `first_tool_call` (their index among the choice's calls); one with
+// `call_arguments` carries more of call `call_arguments_of`'s arguments
+// ({"index", "function": {"arguments"}}).
 // A chat chunk with `reasoning` carries it as the delta's reasoning_content.
 struct ChunkFields {
   int32_t index = 0;  // the choice
@@ -75,6 +77,8 @@ struct ChunkFields {
   int64_t text_offset = 0;
   std::span<const ToolCall> tool_calls;
   int32_t first_tool_call = 0;
+  std::string call_arguments;
+  int32_t call_arguments_of = 0;
   std::optional<std::string> finish_reason;
   bool role = false;
   bool with_usage_null = false;

@@ -154,5 +154,41 @@ TEST(ChoiceEventsTest, ReasoningThenACall) {
   EXPECT_EQ(message["content"], "Sure.\n");
 }
 
+// A forced named call streams as OpenAI streams one: the call with its id, name and first
+// arguments, then chunks of {"index", "function": {"arguments"}}; together they are the whole
+// response's call.
+TEST(ChoiceEventsTest, AForcedCallStreamsItsArguments) {
+  const std::vector<std::string> pieces = {"\n", "{\"city\"", ": \"Par", "is\"}"};
+  ChatOutput streamed(std::nullopt, std::nullopt, ForcedToolCalls("get_weather", 3));
+  int64_t offset = 0;
+  std::string name, arguments;
+  std::vector<json> deltas;
+  json finish;
+  for (const RequestChannel::Update& u : Updates(pieces, Outcome::kStop)) {
+    for (const json& event : Events(ChoiceEvents(kChatMeta, false, 0, u, &streamed, &offset))) {
+      const json& choice = event["choices"][0];
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+      if (!choice["delta"].contains("tool_calls")) continue;
+      const json& call = choice["delta"]["tool_calls"][0];
+      EXPECT_EQ(call["index"], 0);
+      if (call.contains("id")) name += call["function"]["name"].get<std::string>();
+      arguments += call["function"]["arguments"].get<std::string>();
+      deltas.push_back(call);
+    }
+  }
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(arguments, R"({"city": "Paris"})");
+  ASSERT_EQ(deltas.size(), 3u);
+  EXPECT_FALSE(deltas[1].contains("id"));
+  EXPECT_EQ(finish, "tool_calls");
+  RequestChannel::Update whole = {.text = "", .done = true, .outcome = Outcome::kStop};
+  for (const std::string& text : pieces) whole.text += text;
+  ChatOutput at_once(std::nullopt, std::nullopt, ForcedToolCalls("get_weather", 3));
+  const Choice choice = WholeChoice(whole, &at_once);
+  ASSERT_EQ(choice.tool_calls.size(), 1u);
+  EXPECT_EQ(choice.tool_calls[0].call.arguments, arguments);
+  EXPECT_EQ(choice.tool_calls[0].id, deltas[0]["id"]);
+}
+
 }  // namespace
 }  // namespace dscale::server

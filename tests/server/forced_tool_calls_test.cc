@@ -11,28 +11,35 @@
 namespace dscale::server {
 namespace {
 
-TEST(ForcedToolCallsTest, ANamedFunctionsArgumentsAreItsOneCall) {
+// A named function's call streams: the call at the first text but whitespace, then more of its
+// arguments with each piece.
+TEST(ForcedToolCallsTest, ANamedFunctionsArgumentsAreItsOneCallAsTheyCome) {
   ForcedToolCalls forced("get_weather", 7);
-  forced.Push("\n{\"city\": ");
-  forced.Push("\"Oslo\"}");
-  const ToolCallStream::Piece piece = forced.Finish();
-  EXPECT_EQ(piece.content, "");
-  ASSERT_EQ(piece.calls.size(), 1u);
-  EXPECT_EQ(piece.calls[0].call.name, "get_weather");
-  EXPECT_EQ(piece.calls[0].call.arguments, "{\"city\": \"Oslo\"}");
-  EXPECT_EQ(piece.calls[0].id, ToolCallId(7, 0));
+  EXPECT_TRUE(forced.Push("\n ").calls.empty());
+  const ForcedToolCalls::Piece first = forced.Push("\n{\"city\": ");
+  ASSERT_EQ(first.calls.size(), 1u);
+  EXPECT_EQ(first.calls[0].call.name, "get_weather");
+  EXPECT_EQ(first.calls[0].call.arguments, "{\"city\": ");
+  EXPECT_EQ(first.calls[0].id, ToolCallId(7, 0));
+  EXPECT_EQ(first.arguments, "");
+  const ForcedToolCalls::Piece more = forced.Push("\"Oslo\"}");
+  EXPECT_TRUE(more.calls.empty());
+  EXPECT_EQ(more.arguments, "\"Oslo\"}");
+  const ForcedToolCalls::Piece rest = forced.Finish();
+  EXPECT_TRUE(rest.calls.empty());
+  EXPECT_EQ(rest.arguments, "");
   EXPECT_EQ(forced.calls(), 1);
-  // Cut off: the arguments written so far.
-  ForcedToolCalls cut("f", 7);
-  cut.Push("{\"a\": [1, ");
-  EXPECT_EQ(cut.Finish().calls.at(0).call.arguments, "{\"a\": [1, ");
+  // An answer of whitespace alone: the call, without arguments.
+  ForcedToolCalls blank("f", 7);
+  blank.Push(" ");
+  EXPECT_EQ(blank.Finish().calls.at(0).call.arguments, "");
 }
 
 TEST(ForcedToolCallsTest, RequiredsArrayIsItsCallsInOrder) {
   ForcedToolCalls forced("", 3);
   forced.Push(R"([{"name": "now", "parameters": {}}, {"name": "get_weather", "parameters":)");
   forced.Push(R"( {"city": "Oslo", "unit": "C"}}])");
-  const ToolCallStream::Piece piece = forced.Finish();
+  const ForcedToolCalls::Piece piece = forced.Finish();
   ASSERT_EQ(piece.calls.size(), 2u);
   EXPECT_EQ(piece.calls[0].call.name, "now");
   EXPECT_EQ(piece.calls[0].call.arguments, "{}");
@@ -42,7 +49,7 @@ TEST(ForcedToolCallsTest, RequiredsArrayIsItsCallsInOrder) {
   // Cut off before the array closed: content.
   ForcedToolCalls cut("", 3);
   cut.Push(R"([{"name": "now", "par)");
-  const ToolCallStream::Piece text = cut.Finish();
+  const ForcedToolCalls::Piece text = cut.Finish();
   EXPECT_TRUE(text.calls.empty());
   EXPECT_EQ(text.content, R"([{"name": "now", "par)");
   EXPECT_EQ(cut.calls(), 0);
@@ -55,12 +62,19 @@ TEST(ForcedToolCallsTest, TheAnswerAfterTheReasoningIsTheCall) {
   const ChatOutput::Piece first = output.Push("<think>\nwhy\n</think>\n\n{\"x\"");
   EXPECT_EQ(first.reasoning, "why");
   EXPECT_EQ(first.content, "");
-  EXPECT_TRUE(first.calls.empty());
-  EXPECT_TRUE(output.Push(": 1}").calls.empty());
+  ASSERT_EQ(first.calls.size(), 1u);
+  EXPECT_EQ(first.calls[0].call.arguments, "{\"x\"");
+  const ChatOutput::Piece more = output.Push(": 1}");
+  EXPECT_TRUE(more.calls.empty());
+  EXPECT_EQ(more.arguments, ": 1}");
   const ChatOutput::Piece last = output.Finish();
-  ASSERT_EQ(last.calls.size(), 1u);
-  EXPECT_EQ(last.calls[0].call.arguments, "{\"x\": 1}");
+  EXPECT_TRUE(last.calls.empty());
   EXPECT_EQ(output.calls(), 1);
+  // All at once (a whole response): the call holds all its arguments.
+  ChatOutput whole(std::nullopt, std::nullopt, ForcedToolCalls("f", 1));
+  ChatOutput::Piece piece = whole.Push("{\"x\": 1}");
+  const ChatOutput::Piece end = whole.Finish();
+  EXPECT_EQ(piece.calls.at(0).call.arguments + end.arguments, "{\"x\": 1}");
 }
 
 }  // namespace
