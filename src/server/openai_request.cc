@@ -656,7 +656,7 @@ bool NeedsRenderInOrder(const ApiRequest& r) {
 
 // {"type": "text"} (the default), {"type": "json_object"} (JSON mode: any JSON object) or
 // {"type": "json_schema", "json_schema": {"name", "description", "schema", "strict"}} (the output
-// held to the schema, spec/json_schema.h; compiled by CompileResponseSchema from the body read
+// held to the schema, spec/json_schema.h; compiled by CompileSchemas from the body read
 // again in order, as its properties are written in the order the schema lists them).
 Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest* r) {
   r->rules.json_schema = nullptr;
