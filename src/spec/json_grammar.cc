@@ -113,7 +113,8 @@ std::string JsonGrammar::key() const {
   Append(&k, spaces_);
   Append(&k, pos_);
   Append(&k, uses_node() ? node_ : uint16_t{0});
-  Append(&k, lex_ == Lex::kChoice ? choices_ : uint64_t{0});
+  // kChoice's choices, or a bounded integer's digits so far (0 for any other number).
+  Append(&k, lex_ == Lex::kChoice || uses_node() ? choices_ : uint64_t{0});
   if (lex_ == Lex::kReasoning) k += reasoning_end_;
   for (int i = 0; i < depth_; ++i) {
     Append(&k, frames_[i].node);
@@ -164,17 +165,11 @@ bool JsonGrammar::Feed(uint8_t byte) {
     case Lex::kChoice:
       return FeedChoice(byte);
     case Lex::kMinus:
-      if (byte == '0') {
-        lex_ = Lex::kZero;
-        return true;
-      }
-      if (IsDigit(byte)) {
-        lex_ = Lex::kInt;
-        return true;
-      }
-      return Kill();
+      if (!IsDigit(byte)) return Kill();
+      lex_ = byte == '0' ? Lex::kZero : Lex::kInt;
+      return TakeDigit(byte);
     case Lex::kInt:
-      if (IsDigit(byte)) return true;
+      if (IsDigit(byte)) return TakeDigit(byte);
       [[fallthrough]];
     case Lex::kZero:  // no digit may follow a leading zero
       // An integer ends where a fraction or an exponent would begin (and so refuses them).
@@ -334,7 +329,11 @@ bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
     case Kind::kInteger:
       node_ = static_cast<uint16_t>(n);
       lex_ = byte == '-' ? Lex::kMinus : byte == '0' ? Lex::kZero : Lex::kInt;
-      return true;
+      choices_ = 0;
+      pos_ = 0;
+      if (!Node(n).bounded()) return true;
+      aux_ = byte == '-' ? 1 : 0;
+      return byte == '-' ? InBoundsReachable() || Kill() : TakeDigit(byte);
     case Kind::kLiterals:
       node_ = static_cast<uint16_t>(n);
       lex_ = Lex::kChoice;
@@ -425,10 +424,54 @@ void JsonGrammar::AfterValue() {
   choices_ = 0;
 }
 
-// A complete number ends at the first byte that is not its own, which the state after it reads.
+// A complete number ends at the first byte that is not its own, which the state after it reads;
+// a bounded integer only inside its bounds.
 bool JsonGrammar::EndNumber(uint8_t byte) {
+  const JsonSchemaNode& n = Node(node_);
+  if (n.bounded()) {
+    const int64_t value =
+        aux_ == 1 ? -static_cast<int64_t>(choices_) : static_cast<int64_t>(choices_);
+    if (value < n.min_value.value_or(INT64_MIN) || value > n.max_value.value_or(INT64_MAX)) {
+      return Kill();
+    }
+  }
   AfterValue();
   return FeedStructural(byte);
+}
+
+// A bounded integer's next digit: kept in choices_ (pos_ digits so far, aux_ 1 when negative)
+// while some completion of the digits is still inside the bounds.
+bool JsonGrammar::TakeDigit(uint8_t byte) {
+  if (!Node(node_).bounded()) return true;
+  if (pos_ == kMaxBoundedDigits) return Kill();
+  choices_ = choices_ * 10 + (byte - '0');
+  ++pos_;
+  return InBoundsReachable() || Kill();
+}
+
+// Whether the bounded integer written so far can still end inside its bounds: as it is, or with
+// m more digits (magnitudes v·10^m to v·10^m + 10^m − 1, up to kMaxBoundedDigits digits in all);
+// after a lone "-", any magnitude.
+bool JsonGrammar::InBoundsReachable() const {
+  const JsonSchemaNode& n = Node(node_);
+  const int64_t lo = n.min_value.value_or(INT64_MIN);
+  const int64_t hi = n.max_value.value_or(INT64_MAX);
+  const bool negative = aux_ == 1;
+  const auto meets = [&](int64_t a, int64_t b) {  // magnitudes [a, b]
+    return (negative ? -b : a) <= hi && (negative ? -a : b) >= lo;
+  };
+  int64_t power = 1;
+  for (int digits = 0; digits < kMaxBoundedDigits; ++digits) power *= 10;
+  if (pos_ == 0) return meets(0, power - 1);
+  const auto v = static_cast<int64_t>(choices_);
+  if (meets(v, v)) return true;
+  if (v == 0) return false;  // a leading zero is the whole number
+  int64_t p = 1;
+  for (int m = 1; pos_ + m <= kMaxBoundedDigits; ++m) {
+    p *= 10;
+    if (meets(v * p, v * p + p - 1)) return true;
+  }
+  return false;
 }
 
 }  // namespace dscale

@@ -97,6 +97,8 @@ class JsonGrammar {
   bool Close(uint8_t closer);
   void AfterValue();
   bool EndNumber(uint8_t byte);
+  bool TakeDigit(uint8_t byte);
+  bool InBoundsReachable() const;
   bool Kill() {
     lex_ = Lex::kDead;
     return false;
@@ -111,12 +113,16 @@ class JsonGrammar {
 
   const JsonSchema* schema_ = nullptr;
   std::string_view reasoning_end_;
-  uint64_t choices_ = 0;  // kChoice: bit i, choice i (a property or a literal) still possible
+  // kChoice: bit i, choice i (a property or a literal) still possible; a bounded integer's
+  // number states: its digits so far, as a magnitude.
+  uint64_t choices_ = 0;
   uint16_t node_ = 0;     // the value due or in progress (kValue, kColon, kChoice, numbers)
-  uint16_t pos_ = 0;      // kChoice: bytes matched; kUnicode: hex digits left
+  uint16_t pos_ =
+      0;  // kChoice: bytes matched; kUnicode: hex digits left; a bounded integer: digits
   Lex lex_ = Lex::kDead;
   uint8_t depth_ = 0;
-  uint8_t aux_ = 0;     // kString / kEscape / kUnicode / kChoice: 1 for a key
+  uint8_t aux_ =
+      0;  // kString / kEscape / kUnicode / kChoice: 1 for a key; a bounded integer: 1 when negative
   uint8_t spaces_ = 0;  // the whitespace run the text ends with (between tokens)
   std::array<Frame, kMaxJsonDepth> frames_;  // [0, depth_) open; the rest never read
 };

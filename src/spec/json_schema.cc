@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <set>
@@ -27,10 +28,6 @@ constexpr std::string_view kRefused[] = {
     "pattern",
     "minLength",
     "maxLength",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
     "multipleOf",
     "prefixItems",
     "additionalItems",
@@ -53,6 +50,9 @@ constexpr std::string_view kRefused[] = {
     "unevaluatedProperties",
     "$dynamicRef",
 };
+// An integer's bounds, held where the schema's only type is integer.
+constexpr std::string_view kIntegerBounds[] = {"minimum", "exclusiveMinimum", "maximum",
+                                               "exclusiveMaximum"};
 // The keywords that say what a value is; only annotations may stand beside $ref, anyOf, oneOf
 // and allOf.
 constexpr std::string_view kShaping[] = {
@@ -182,6 +182,13 @@ class JsonSchemaCompiler {
     if (const auto type = s.find("type"); type != s.end()) {
       DSCALE_RETURN_IF_ERROR(ReadTypes(*type, path + ".type", &types));
     }
+    for (const std::string_view bound : kIntegerBounds) {
+      if (s.contains(bound) && (types != std::vector<std::string>{"integer"} ||
+                                s.contains("enum") || s.contains("const"))) {
+        return Refuse(path + "." + std::string(bound),
+                      "is supported on a schema whose only type is integer (without enum)");
+      }
+    }
     if (s.contains("enum") || s.contains("const")) return Literals(s, types, path);
     if (types.empty()) {
       if (s.contains("properties") || s.contains("required") ||
@@ -227,14 +234,39 @@ class JsonSchemaCompiler {
     if (type == "array") return Array(s, path);
     if (type == "string") return kAnyString;
     if (type == "number") return kAnyNumber;
-    if (type == "integer") {
-      const int32_t n = New(Kind::kInteger, path);
-      SetFirstBytes(n);
-      return n;
-    }
+    if (type == "integer") return Integer(s, path);
     const int32_t n = New(Kind::kLiterals, path);
     nodes()[n].literals = type == "boolean" ? std::vector<std::string>{"true", "false"}
                                             : std::vector<std::string>{"null"};
+    SetFirstBytes(n);
+    return n;
+  }
+
+  // An integer, with the bounds the schema gives it, each rounded into the integers it admits.
+  Result<int32_t> Integer(const Json& s, const std::string& path) {
+    std::optional<int64_t> lo, hi;
+    for (const std::string_view key : kIntegerBounds) {
+      const auto it = s.find(key);
+      if (it == s.end()) continue;
+      const std::string where = path + "." + std::string(key);
+      if (!it->is_number() || !(std::abs(it->get<double>()) <= kMaxSchemaBound)) {
+        return Refuse(where, "expected a number of at most 10^15 in size");
+      }
+      const double x = it->get<double>();
+      if (key == "minimum" || key == "exclusiveMinimum") {
+        const auto bound =
+            static_cast<int64_t>(key == "minimum" ? std::ceil(x) : std::floor(x) + 1);
+        lo = std::max(lo.value_or(bound), bound);
+      } else {
+        const auto bound =
+            static_cast<int64_t>(key == "maximum" ? std::floor(x) : std::ceil(x) - 1);
+        hi = std::min(hi.value_or(bound), bound);
+      }
+    }
+    if (lo && hi && *lo > *hi) return Refuse(path, "its bounds admit no integer");
+    const int32_t n = New(Kind::kInteger, path);
+    nodes()[n].min_value = lo;
+    nodes()[n].max_value = hi;
     SetFirstBytes(n);
     return n;
   }
@@ -465,7 +497,10 @@ class JsonSchemaCompiler {
       return std::any_of(flat.begin(), flat.end(), [&](int32_t a) { return nodes()[a].kind == k; });
     };
     const bool any_string = has(Kind::kString), any_number = has(Kind::kNumber);
-    const bool any_integer = has(Kind::kInteger);
+    // An integer with bounds admits only some integers: it absorbs nothing.
+    const bool any_integer = std::any_of(flat.begin(), flat.end(), [&](int32_t a) {
+      return nodes()[a].kind == Kind::kInteger && !nodes()[a].bounded();
+    });
     std::vector<std::string> literals;
     std::vector<int32_t> kept;
     bool kept_string = false, kept_number = false;
@@ -488,7 +523,8 @@ class JsonSchemaCompiler {
         continue;
       }
       bool& seen = n.kind == Kind::kString ? kept_string : kept_number;
-      if (n.kind == Kind::kString || n.kind == Kind::kNumber || n.kind == Kind::kInteger) {
+      if (n.kind == Kind::kString || n.kind == Kind::kNumber ||
+          (n.kind == Kind::kInteger && !n.bounded())) {
         overlap = overlap || seen;
         if (seen) continue;  // one any string, one number: the same values
         seen = true;

@@ -11,14 +11,18 @@
 //   OpenAI's strict mode and xgrammar write them); an object without "properties" is a map whose
 //   values follow "additionalProperties" (absent or true: any value; false: only "{}");
 // - arrays: "items", "minItems", "maxItems";
+// - integers: "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" (on a schema whose
+//   only type is integer);
 // - strings any string, "integer" a number without fraction or exponent, enum and const values
 //   exactly as compact JSON writes them (strings as written, UTF-8 not escaped).
 // Annotations ("title", "description", "default", "examples", "format", ...) and keywords it
 // does not know are ignored, as JSON Schema ignores them; an assertion it cannot hold an output
-// to ("pattern", "minimum", "minLength", "prefixItems", "not", ...) is refused naming it, so
+// to ("pattern", "minLength", a number's "minimum", "prefixItems", "not", ...) is refused naming
+// it, so
 // that what it returns always validates. The alternatives of a union must begin with different
 // bytes (a string or null; an object or an array), after merging what one admits of another's
-// (an integer into a number, enum strings into any string, enums into one), except objects that
+// (an integer into a number, enum strings into any string, enums into one; a bounded integer
+// absorbs nothing), except objects that
 // all require one property holding a string const or enum of their own (a tagged union: the
 // tag, written first whatever its place in the schema, tells them apart). The top-level value
 // must be an object or an array; a schema that admits any value means any object.
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +44,9 @@ inline constexpr int kMaxSchemaChoices = 64;
 inline constexpr int kMaxSchemaNodes = 4096;
 // An array's item bounds; an unbounded maxItems is kMaxSchemaItems.
 inline constexpr int32_t kMaxSchemaItems = 65535;
+// An integer's bounds: at most 10^15 in size; its value, where bounded, at most 18 digits.
+inline constexpr int64_t kMaxSchemaBound = 1'000'000'000'000'000;
+inline constexpr int kMaxBoundedDigits = 18;
 
 struct JsonSchemaNode {
   enum class Kind : uint8_t {
@@ -74,6 +82,12 @@ struct JsonSchemaNode {
   std::vector<int32_t> alternatives;    // kUnion: first bytes disjoint; kTagged: objects
   std::vector<int32_t> tag_owner;       // kTagged
   std::bitset<256> first_bytes;         // the bytes a value of this node may begin with
+  // kInteger: the bounds (minimum, maximum, their exclusive forms) as integers, at most
+  // kMaxSchemaBound in size; a bounded integer has at most kMaxBoundedDigits digits.
+  std::optional<int64_t> min_value;
+  std::optional<int64_t> max_value;
+
+  bool bounded() const { return min_value.has_value() || max_value.has_value(); }
 };
 
 class JsonSchema {

@@ -244,7 +244,7 @@ std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<
 // JSON mode: plain decoding is the reference's, every mode at c = 1 and 16 commits it, greedy
 // and sampled, and every output is text the schema's grammar admits so far: whole where a stop id
 // ended it, and then a value the schema validates. Any object (json_object) and a schema with
-// required and optional properties, an integer, an enum array and a string. After reasoning
+// required and optional properties, a bounded integer, an enum array and a string. After reasoning
 // (thinking on), the value follows the first "</think>" (biased up here, so that the tiny target
 // ends its reasoning).
 TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
@@ -254,7 +254,8 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
   const auto prompts = RandomPrompts(16, c.vocab_size, 53);
   constexpr int32_t kThinkEnd = 23;  // "</think>" in JsonVocabulary
   const std::string any_object = R"({"type": "object"})";
-  const std::string keyed = R"({"type": "object", "properties": {"x": {"type": "integer"},
+  const std::string keyed = R"({"type": "object", "properties": {"x": {"type": "integer",
+      "minimum": -5, "maximum": 120},
       "yz": {"type": "array", "items": {"enum": ["x", 1, true, null]}, "maxItems": 3},
       "y": {"type": "string"}}, "required": ["x"]})";
   for (const auto& [schema_text, after_reasoning] :

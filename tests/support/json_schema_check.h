@@ -53,6 +53,17 @@ inline bool SchemaAdmits(const nlohmann::json& value, const nlohmann::json& sche
       if (!SchemaAdmits(value, s, root)) return false;
     }
   }
+  if (value.is_number()) {
+    const double x = value.get<double>();
+    if (schema.contains("minimum") && x < schema["minimum"].get<double>()) return false;
+    if (schema.contains("maximum") && x > schema["maximum"].get<double>()) return false;
+    if (schema.contains("exclusiveMinimum") && x <= schema["exclusiveMinimum"].get<double>()) {
+      return false;
+    }
+    if (schema.contains("exclusiveMaximum") && x >= schema["exclusiveMaximum"].get<double>()) {
+      return false;
+    }
+  }
   if (value.is_object()) {
     const json properties = schema.value("properties", json::object());
     for (const auto& [key, member] : value.items()) {
