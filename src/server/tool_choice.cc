@@ -49,8 +49,11 @@ std::optional<ApiError> ForcedCallSchema(const Ordered& tools, ToolChoice choice
     if (!names.insert(name).second) {
       return BadField(where + ".name", "names a function named before it: \"" + name + "\"");
     }
+    // Parameters that admit any value (none given, {}) mean any object, as at the top.
     const auto given = f.find("parameters");
-    const Ordered parameters = given == f.end() ? Ordered{{"type", "object"}} : *given;
+    const Ordered parameters = given == f.end() || JsonSchema::AdmitsAnyValue(*given)
+                                   ? Ordered{{"type", "object"}}
+                                   : *given;
     // Each function's parameters compiled alone, so that a refusal names them.
     std::shared_ptr<const JsonSchema> alone;
     if (auto e = CompileAs(parameters, where + ".parameters", &alone)) return e;

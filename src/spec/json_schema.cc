@@ -676,6 +676,15 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(const nlohmann::or
   return s;
 }
 
+bool JsonSchema::AdmitsAnyValue(const nlohmann::ordered_json& schema) {
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (!schema.is_object()) return false;
+  const auto says = [&](std::string_view key) { return schema.contains(key); };
+  return std::none_of(std::begin(kShaping), std::end(kShaping), says) &&
+         std::none_of(std::begin(kIntegerBounds), std::end(kIntegerBounds), says) &&
+         std::none_of(std::begin(kRefused), std::end(kRefused), says);
+}
+
 int32_t JsonSchema::Resolve(int32_t node, uint8_t byte) const {
   const JsonSchemaNode& n = nodes_[static_cast<size_t>(node)];
   if (!n.first_bytes.test(byte)) return -1;

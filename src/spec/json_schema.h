@@ -100,6 +100,10 @@ class JsonSchema {
   static Result<std::shared_ptr<const JsonSchema>> Compile(const nlohmann::ordered_json& schema,
                                                            const std::string& field);
 
+  // Whether `schema` admits any value: true, or an object of annotations alone (a top-level
+  // such schema compiles to any object).
+  static bool AdmitsAnyValue(const nlohmann::ordered_json& schema);
+
   int32_t root() const { return root_; }
   const JsonSchemaNode& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
   // The node a value of `node` beginning with `byte` is (an alternative, where `node` is a

@@ -568,6 +568,8 @@ TEST(OpenAiRequestTest, AForcedToolChoiceHoldsTheAnswerToCalls) {
   EXPECT_FALSE(held(required, R"([{"name": "get_weather", "parameters": {"city": "O",
                                    "unit": "K"}}])"));
   EXPECT_FALSE(held(required, "[]"));
+  // A function without parameters takes any object, as a named one does.
+  EXPECT_FALSE(held(required, R"([{"name": "now", "parameters": 5}])"));
   const std::string named = R"({"type": "function", "function": {"name": "get_weather"}})";
   EXPECT_TRUE(held(named, R"({"city": "Oslo", "unit": "F"})"));
   EXPECT_FALSE(held(named, R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"));

@@ -251,6 +251,16 @@ TEST(JsonSchemaTest, WhatCannotBeHeldIsRefusedNamingIt) {
             std::string::npos);
 }
 
+TEST(JsonSchemaTest, WhatAdmitsAnyValue) {
+  for (const char* any : {"true", "{}", R"({"title": "T", "description": "d", "x-y": 1})"}) {
+    EXPECT_TRUE(JsonSchema::AdmitsAnyValue(Ordered::parse(any))) << any;
+  }
+  for (const char* some : {"false", R"({"type": "object"})", R"({"properties": {}})",
+                           R"({"anyOf": [{}]})", R"({"minimum": 1})", R"({"pattern": "x"})"}) {
+    EXPECT_FALSE(JsonSchema::AdmitsAnyValue(Ordered::parse(some))) << some;
+  }
+}
+
 TEST(JsonSchemaTest, TheSameTextSharesOneCompiledSchema) {
   const auto a = Compiled(kPerson);
   const auto b = Compiled(kPerson);
