@@ -387,11 +387,16 @@ bool JsonGrammar::StartItem(uint8_t byte) {
   const JsonSchemaNode& top = TopNode();
   Frame& f = frames_[depth_ - 1];
   if (f.count >= top.max_items) return Kill();
-  // Past max(min_items, max_items) (at most kMaxSchemaItems) the count tells nothing more.
+  // Past the prefix's items and max(min_items, max_items) (at most kMaxSchemaItems) the count
+  // tells nothing more.
+  const auto prefix = static_cast<int32_t>(top.prefix_items.size());
   const int32_t cap =
-      top.max_items == kMaxSchemaItems ? top.min_items : std::max(top.min_items, top.max_items);
+      std::max(prefix, top.max_items == kMaxSchemaItems ? top.min_items
+                                                        : std::max(top.min_items, top.max_items));
+  const int32_t index = f.count;
   f.count = static_cast<uint16_t>(std::min<int32_t>(f.count + 1, cap));
-  return StartValue(top.values, byte);
+  return StartValue(index < prefix ? top.prefix_items[static_cast<size_t>(index)] : top.values,
+                    byte);
 }
 
 bool JsonGrammar::Comma() {

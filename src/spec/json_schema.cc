@@ -29,7 +29,6 @@ constexpr std::string_view kRefused[] = {
     "minLength",
     "maxLength",
     "multipleOf",
-    "prefixItems",
     "additionalItems",
     "uniqueItems",
     "contains",
@@ -56,10 +55,9 @@ constexpr std::string_view kIntegerBounds[] = {"minimum", "exclusiveMinimum", "m
 // The keywords that say what a value is; only annotations may stand beside $ref, anyOf, oneOf
 // and allOf.
 constexpr std::string_view kShaping[] = {
-    "type",  "properties", "required", "additionalProperties",
-    "items", "minItems",   "maxItems", "enum",
-    "const", "anyOf",      "oneOf",    "allOf",
-    "$ref",
+    "prefixItems", "type",     "properties", "required", "additionalProperties",
+    "items",       "minItems", "maxItems",   "enum",     "const",
+    "anyOf",       "oneOf",    "allOf",      "$ref",
 };
 
 std::atomic<uint64_t> next_schema_id{1};
@@ -194,7 +192,8 @@ class JsonSchemaCompiler {
       if (s.contains("properties") || s.contains("required") ||
           s.contains("additionalProperties")) {
         types = {"object"};
-      } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+      } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+                 s.contains("maxItems")) {
         types = {"array"};
       } else {
         return kAnyValue;
@@ -319,10 +318,23 @@ class JsonSchemaCompiler {
   Result<int32_t> Array(const Json& s, const std::string& path) {
     int32_t items = kAnyValue;
     int32_t min_items = 0, max_items = kMaxSchemaItems;
+    std::vector<int32_t> prefix;
+    if (const auto it = s.find("prefixItems"); it != s.end()) {
+      if (!it->is_array() || it->size() > kMaxSchemaItems) {
+        return Refuse(path + ".prefixItems", "expected a list of schemas");
+      }
+      for (size_t i = 0; i < it->size(); ++i) {
+        const Result<int32_t> n = Node((*it)[i], path + ".prefixItems." + std::to_string(i));
+        if (!n.ok()) return n.status();
+        prefix.push_back(*n);
+      }
+    }
     if (const auto it = s.find("items"); it != s.end()) {
-      if (it->is_array()) return Refuse(path + ".items", "a list of item schemas is not supported");
+      if (it->is_array()) {
+        return Refuse(path + ".items", "a list of item schemas is not supported (prefixItems is)");
+      }
       if (it->is_boolean() && !it->get<bool>()) {
-        max_items = 0;
+        max_items = static_cast<int32_t>(prefix.size());  // none past the prefix
       } else {
         const Result<int32_t> n = Node(*it, path + ".items");
         if (!n.ok()) return n.status();
@@ -344,6 +356,7 @@ class JsonSchemaCompiler {
     if (min_items > max_items) return Refuse(path + ".minItems", "is above maxItems");
     const int32_t n = New(Kind::kArray, path);
     nodes()[n].values = items;
+    nodes()[n].prefix_items = std::move(prefix);
     nodes()[n].min_items = min_items;
     nodes()[n].max_items = max_items;
     SetFirstBytes(n);

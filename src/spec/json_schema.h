@@ -10,14 +10,14 @@
 //   "required" optional, no others (a schema with properties never gets undeclared members, as
 //   OpenAI's strict mode and xgrammar write them); an object without "properties" is a map whose
 //   values follow "additionalProperties" (absent or true: any value; false: only "{}");
-// - arrays: "items", "minItems", "maxItems";
+// - arrays: "prefixItems", "items", "minItems", "maxItems";
 // - integers: "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" (on a schema whose
 //   only type is integer);
 // - strings any string, "integer" a number without fraction or exponent, enum and const values
 //   exactly as compact JSON writes them (strings as written, UTF-8 not escaped).
 // Annotations ("title", "description", "default", "examples", "format", ...) and keywords it
 // does not know are ignored, as JSON Schema ignores them; an assertion it cannot hold an output
-// to ("pattern", "minLength", a number's "minimum", "prefixItems", "not", ...) is refused naming
+// to ("pattern", "minLength", a number's "minimum", "uniqueItems", "not", ...) is refused naming
 // it, so
 // that what it returns always validates. The alternatives of a union must begin with different
 // bytes (a string or null; an object or an array), after merging what one admits of another's
@@ -76,6 +76,7 @@ struct JsonSchemaNode {
   // kObject without properties: every member's value (-1: no member may be written);
   // kArray: every item's.
   int32_t values = -1;
+  std::vector<int32_t> prefix_items;    // kArray: the first items' nodes, then `values`'s
   int32_t min_items = 0;                // kArray
   int32_t max_items = kMaxSchemaItems;  // kArray
   std::vector<std::string> literals;    // kLiterals: compact JSON texts, at most kMaxSchemaChoices

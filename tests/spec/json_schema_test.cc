@@ -112,6 +112,13 @@ TEST(JsonSchemaTest, EnumsMapsUnionsAndArraysAtTheTop) {
   }
   EXPECT_FALSE(Complete(*scalars, R"({"v":1.5,"c":"fixed"})"));
   EXPECT_FALSE(Complete(*scalars, R"({"c":"fixe"})"));
+  // A tuple: its first items by position, none after them.
+  const auto pair = Compiled(R"({"type": "array", "prefixItems": [{"type": "string"},
+      {"type": "integer"}], "items": false})");
+  for (const char* text : {R"(["a", 1])", R"(["a"])", "[]"}) EXPECT_TRUE(Complete(*pair, text));
+  for (const char* text : {R"(["a", 1, 2])", "[1]", R"(["a", "b"])"}) {
+    EXPECT_FALSE(Complete(*pair, text)) << text;
+  }
   const auto list = Compiled(R"({"type": "array", "items": {"type": "number"}, "maxItems": 2})");
   EXPECT_TRUE(Complete(*list, "[1, 2e5]"));
   EXPECT_FALSE(Alive(*list, "[1, 2, "));
@@ -226,6 +233,7 @@ TEST(JsonSchemaTest, WhatCannotBeHeldIsRefusedNamingIt) {
       {R"({"type": "array", "minItems": 3, "maxItems": 2})", "S.minItems: is above maxItems"},
       {R"({"type": "array", "maxItems": -1})", "S.maxItems: expected an integer"},
       {R"({"type": "array", "items": [{"type": "string"}]})", "S.items: a list of item schemas"},
+      {R"({"type": "array", "prefixItems": {"type": "string"}})", "S.prefixItems: expected a list"},
       {R"({"allOf": [{"type": "object"}, {"type": "object"}]})", "S.allOf: only a list of one"},
       {R"({"type": "object", "properties": {"n": {"oneOf": [{"type": "integer"},
           {"type": "number"}]}}})",
@@ -287,6 +295,8 @@ TEST(JsonSchemaTest, EveryTextTheGrammarFinishesValidates) {
            "required": ["label"]}}, "$ref": "#/$defs/Tree"})",
       R"({"properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}}})",
       R"({"type": "array", "items": {"type": "integer", "minimum": -20, "exclusiveMaximum": 7}})",
+      R"({"type": "array", "prefixItems": [{"type": "boolean"}, {"enum": ["a", 2]}],
+          "items": {"type": "null"}, "minItems": 1, "maxItems": 4})",
       "{}",
   };
   std::mt19937 rng(17);

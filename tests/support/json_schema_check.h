@@ -78,9 +78,12 @@ inline bool SchemaAdmits(const nlohmann::json& value, const nlohmann::json& sche
     }
   }
   if (value.is_array()) {
-    if (const auto items = schema.find("items"); items != schema.end()) {
-      for (const json& item : value) {
-        if (!SchemaAdmits(item, *items, root)) return false;
+    const json prefix = schema.value("prefixItems", json::array());
+    for (size_t i = 0; i < value.size(); ++i) {
+      if (i < prefix.size()) {
+        if (!SchemaAdmits(value[i], prefix[i], root)) return false;
+      } else if (const auto items = schema.find("items"); items != schema.end()) {
+        if (!SchemaAdmits(value[i], *items, root)) return false;
       }
     }
     if (value.size() < schema.value("minItems", size_t{0})) return false;
