@@ -152,10 +152,8 @@ class JsonSchemaCompiler {
     if (nodes().size() >= kMaxSchemaNodes) {
       return Refuse(field_, "more than " + std::to_string(kMaxSchemaNodes) + " schemas");
     }
-    if (s.is_boolean()) {
-      if (s.get<bool>()) return kAnyValue;
-      return Refuse(path, "false admits no value");
-    }
+    if (JsonSchema::AdmitsAnyValue(s)) return kAnyValue;
+    if (s.is_boolean()) return Refuse(path, "false admits no value");
     if (!s.is_object()) return Refuse(path, "expected a schema (an object or a boolean)");
     for (const std::string_view key : kRefused) {
       if (s.contains(key)) {
@@ -189,15 +187,10 @@ class JsonSchemaCompiler {
     }
     if (s.contains("enum") || s.contains("const")) return Literals(s, types, path);
     if (types.empty()) {
-      if (s.contains("properties") || s.contains("required") ||
-          s.contains("additionalProperties")) {
-        types = {"object"};
-      } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
-                 s.contains("maxItems")) {
-        types = {"array"};
-      } else {
-        return kAnyValue;
-      }
+      // Not any value (AdmitsAnyValue), no enum, no union: an object's keywords or an array's.
+      const bool object =
+          s.contains("properties") || s.contains("required") || s.contains("additionalProperties");
+      types = {object ? "object" : "array"};
     }
     std::vector<int32_t> alternatives;
     for (const std::string& type : types) {
