@@ -96,16 +96,33 @@ void BM_MaskOfAReasoningState(benchmark::State& state) {
 BENCHMARK(BM_MaskOfAReasoningState)->Unit(benchmark::kMillisecond)->Iterations(5);
 
 // A schema's states (response_format json_schema), each mask computed anew: where a key of a
-// declared object is due (one of its property names), a value of a property (an integer),
-// and inside an enum value (a string one of three).
+// declared object is due (one of its property names), a value of a property (an integer), inside
+// an enum value (a string one of three), inside a string of at most 40 characters, inside strings
+// held to a narrow pattern and a wide one (an e-mail address), and after a bounded number's point.
 void BM_MaskOfASchemaState(benchmark::State& state) {
   const auto schema = JsonSchema::Compile(nlohmann::ordered_json::parse(R"({"type": "object",
       "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
-      "unit": {"enum": ["metric", "imperial", "nautical"]}}, "required": ["name", "age"]})"),
+      "unit": {"enum": ["metric", "imperial", "nautical"]},
+      "note": {"type": "string", "maxLength": 40},
+      "code": {"type": "string", "pattern": "^[A-Z]{3}-\\d{2}$"},
+      "email": {"type": "string", "pattern": "^[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]{2,}$"},
+      "score": {"type": "number", "minimum": 0, "maximum": 1}}, "required": ["name", "age"]})"),
                                           "schema")
                           .value();
-  const char* prefixes[] = {
-      "{", "{\"name\": \"Ann\", \"age\": ", "{\"name\": \"A\", \"age\": 3, \"unit\": \"m"};
+  const char* prefixes[] = {"{",
+                            "{\"name\": \"Ann\", \"age\": ",
+                            "{\"name\": \"A\", \"age\": 3, \"unit\": \"m",
+                            "{\"name\": \"A\", \"age\": 3, \"note\": \"Hel",
+                            "{\"name\": \"A\", \"age\": 3, \"code\": \"AB",
+                            "{\"name\": \"A\", \"age\": 3, \"email\": \"ann",
+                            "{\"name\": \"A\", \"age\": 3, \"score\": 0."};
+  const char* labels[] = {"a key due",
+                          "an integer due",
+                          "in an enum value",
+                          "in a string of at most 40 characters",
+                          "in a narrow pattern",
+                          "in an e-mail address's pattern",
+                          "after a bounded number's point"};
   JsonGrammar at(*schema);
   DSCALE_CHECK(at.Feed(prefixes[state.range(0)]));
   size_t allowed = 0;
@@ -119,11 +136,9 @@ void BM_MaskOfASchemaState(benchmark::State& state) {
     for (const uint64_t word : bits) allowed += static_cast<size_t>(__builtin_popcountll(word));
   }
   state.counters["allowed_tokens"] = static_cast<double>(allowed);
-  state.SetLabel(state.range(0) == 0   ? "a key due"
-                 : state.range(0) == 1 ? "an integer due"
-                                       : "in an enum value");
+  state.SetLabel(labels[state.range(0)]);
 }
-BENCHMARK(BM_MaskOfASchemaState)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond)->Iterations(20);
+BENCHMARK(BM_MaskOfASchemaState)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond)->Iterations(20);
 
 // One row held to a kept mask.
 void BM_HoldARow(benchmark::State& state) {

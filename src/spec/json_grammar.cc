@@ -31,6 +31,8 @@ JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
   choices_ = other.choices_;
   node_ = other.node_;
   pos_ = other.pos_;
+  fraction_ = other.fraction_;
+  fraction_digits_ = other.fraction_digits_;
   lex_ = other.lex_;
   depth_ = other.depth_;
   aux_ = other.aux_;
@@ -86,7 +88,27 @@ bool JsonGrammar::IsPlainStringText(std::string_view bytes) {
   return true;
 }
 
+bool JsonGrammar::in_held_string() const {
+  return (lex_ == Lex::kString || lex_ == Lex::kEscape || lex_ == Lex::kUnicode) &&
+         (aux_ & kKeyString) == 0 && Node(node_).held_string();
+}
+
+int64_t JsonGrammar::plain_text_room() const {
+  if (lex_ != Lex::kString) return -1;
+  if ((aux_ & kKeyString) != 0 || !Node(node_).held_string()) return kUnboundedRoom;
+  const JsonSchemaNode& n = Node(node_);
+  if (n.pattern >= 0) return -1;
+  return n.max_length == kUnboundedLength ? kUnboundedRoom
+                                          : n.max_length - static_cast<int64_t>(choices_);
+}
+
+int JsonGrammar::CharactersIn(std::string_view bytes) {
+  return static_cast<int>(std::count_if(
+      bytes.begin(), bytes.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; }));
+}
+
 bool JsonGrammar::uses_node() const {
+  if (in_held_string()) return true;
   switch (lex_) {
     case Lex::kStart:
     case Lex::kReasoning:
@@ -98,6 +120,9 @@ bool JsonGrammar::uses_node() const {
     case Lex::kZero:
     case Lex::kInt:
       return true;
+    case Lex::kFracStart:
+    case Lex::kFrac:
+      return Node(node_).bounded();
     default:
       return false;
   }
@@ -113,8 +138,11 @@ std::string JsonGrammar::key() const {
   Append(&k, spaces_);
   Append(&k, pos_);
   Append(&k, uses_node() ? node_ : uint16_t{0});
-  // kChoice's choices, or a bounded integer's digits so far (0 for any other number).
+  // kChoice's choices, a bounded number's digits so far (0 for any other number), a held
+  // string's count.
   Append(&k, lex_ == Lex::kChoice || uses_node() ? choices_ : uint64_t{0});
+  Append(&k, fraction_);
+  Append(&k, fraction_digits_);
   if (lex_ == Lex::kReasoning) k += reasoning_end_;
   for (int i = 0; i < depth_; ++i) {
     Append(&k, frames_[i].node);
@@ -131,35 +159,23 @@ bool JsonGrammar::Feed(uint8_t byte) {
     case Lex::kReasoning:
       return FeedReasoning(byte);
     case Lex::kString:
-      if (byte == '"') {
-        if (aux_ == 1) {  // a map's key: its value follows
-          node_ = static_cast<uint16_t>(TopNode().values);
-          lex_ = Lex::kColon;
-          aux_ = 0;
-        } else {
-          AfterValue();
-        }
-        return true;
-      }
+      if (byte == '"') return EndString();
       if (byte == '\\') {
         lex_ = Lex::kEscape;
-        return true;
+        return !in_held_string() || SomeEscapeFollows() || Kill();
       }
-      return byte >= 0x20 || Kill();
+      return (byte >= 0x20 && StringByte(byte)) || Kill();
     case Lex::kEscape:
-      if (byte == 'u') {
-        lex_ = Lex::kUnicode;
-        pos_ = 4;
-        return true;
-      }
-      if (byte == '"' || byte == '\\' || byte == '/' || byte == 'b' || byte == 'f' || byte == 'n' ||
-          byte == 'r' || byte == 't') {
-        lex_ = Lex::kString;
-        return true;
-      }
-      return Kill();
+      return FeedEscape(byte);
     case Lex::kUnicode:
       if (!IsHex(byte)) return Kill();
+      // A held string counts characters, and a surrogate's escape (\uD800-\uDFFF) is half of
+      // one or of none: refused there.
+      if (pos_ == 4 && (byte | 0x20) == 'd' && in_held_string()) aux_ |= kSurrogateLead;
+      if (pos_ == 3 && (aux_ & kSurrogateLead) != 0) {
+        aux_ &= static_cast<uint8_t>(~kSurrogateLead);
+        if (byte == '8' || byte == '9' || (byte | 0x20) >= 'a') return Kill();
+      }
       if (--pos_ == 0) lex_ = Lex::kString;
       return true;
     case Lex::kChoice:
@@ -176,22 +192,22 @@ bool JsonGrammar::Feed(uint8_t byte) {
       if (Node(node_).kind == Kind::kInteger) return EndNumber(byte);
       if (byte == '.') {
         lex_ = Lex::kFracStart;
-        return true;
+        return !Node(node_).bounded() || InBoundsReachable() || Kill();
       }
       if (byte == 'e' || byte == 'E') {
         lex_ = Lex::kExpStart;
-        return true;
+        return !Node(node_).bounded() || Kill();  // a bounded number is written without one
       }
       return EndNumber(byte);
     case Lex::kFracStart:
       if (!IsDigit(byte)) return Kill();
       lex_ = Lex::kFrac;
-      return true;
+      return TakeFractionDigit(byte);
     case Lex::kFrac:
-      if (IsDigit(byte)) return true;
+      if (IsDigit(byte)) return TakeFractionDigit(byte);
       if (byte == 'e' || byte == 'E') {
         lex_ = Lex::kExpStart;
-        return true;
+        return !Node(node_).bounded() || Kill();
       }
       return EndNumber(byte);
     case Lex::kExpStart:
@@ -212,6 +228,71 @@ bool JsonGrammar::Feed(uint8_t byte) {
     default:
       return FeedStructural(byte);
   }
+}
+
+// A string's closing quote: a map's key is followed by its value; a held string must have its
+// length and match its pattern.
+bool JsonGrammar::EndString() {
+  if ((aux_ & kKeyString) != 0) {
+    node_ = static_cast<uint16_t>(TopNode().values);
+    lex_ = Lex::kColon;
+    aux_ = 0;
+    return true;
+  }
+  const JsonSchemaNode& n = Node(node_);
+  if (n.held_string()) {
+    const bool whole = n.pattern >= 0 ? schema_->pattern(n.pattern).accepting[pos_] != 0
+                                      : static_cast<int64_t>(choices_) >= n.min_length;
+    if (!whole) return Kill();
+  }
+  AfterValue();
+  return true;
+}
+
+// After a backslash: the byte the escape stands for is the string's (a \u escape in a held
+// string counts one character; a pattern's automaton takes no \u escape).
+bool JsonGrammar::FeedEscape(uint8_t byte) {
+  static constexpr std::string_view kEscapes = "\"\\/bfnrt";
+  static constexpr std::string_view kBytes = "\"\\/\b\f\n\r\t";
+  lex_ = Lex::kString;
+  if (byte == 'u') {
+    if (in_held_string() && Node(node_).pattern >= 0) return Kill();
+    lex_ = Lex::kUnicode;
+    if (!StringByte('u')) return Kill();
+    pos_ = 4;
+    return true;
+  }
+  const size_t i = kEscapes.find(static_cast<char>(byte));
+  if (i == std::string_view::npos) return Kill();
+  return StringByte(static_cast<uint8_t>(kBytes[i])) || Kill();
+}
+
+// After a backslash in a held string: whether the character of some escape still fits (its
+// length, its pattern), so that no backslash is a dead end.
+bool JsonGrammar::SomeEscapeFollows() const {
+  for (const char c : std::string_view("\"\\/bfnrtu")) {
+    JsonGrammar g = *this;
+    if (g.FeedEscape(static_cast<uint8_t>(c))) return true;
+  }
+  return false;
+}
+
+// A byte of a string's value (an escape's, decoded): a held string counts it where it begins a
+// character (UTF-8's lead bytes) or walks it through its pattern.
+bool JsonGrammar::StringByte(uint8_t byte) {
+  if (!in_held_string()) return true;
+  const JsonSchemaNode& n = Node(node_);
+  if (n.pattern >= 0) {
+    const int16_t next = schema_->pattern(n.pattern).next[pos_][byte];
+    if (next == PatternDfa::kNone) return false;
+    pos_ = static_cast<uint16_t>(next);
+    return true;
+  }
+  if ((byte & 0xC0) == 0x80) return true;
+  if (static_cast<int64_t>(choices_) == n.max_length) return false;
+  // Without a maximum the count tells nothing more once it reaches the minimum.
+  if (n.max_length != kUnboundedLength || static_cast<int64_t>(choices_) < n.min_length) ++choices_;
+  return true;
 }
 
 // The states between tokens: whitespace, punctuation, the start of a value.
@@ -254,7 +335,7 @@ bool JsonGrammar::FeedStructural(uint8_t byte) {
 // self-delimiting); a number's ends at the first byte that continues none, which the state after
 // it reads.
 bool JsonGrammar::FeedChoice(uint8_t byte) {
-  const bool key = aux_ == 1;
+  const bool key = aux_ == kKeyString;
   const auto text = [&](int i) -> const std::string& {
     return key ? TopNode().properties[i].key : Node(node_).literals[i];
   };
@@ -322,8 +403,11 @@ bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
       lex_ = byte == '{' ? Lex::kObjectFirst : Lex::kArrayFirst;
       return true;
     case Kind::kString:
+      node_ = static_cast<uint16_t>(n);
       lex_ = Lex::kString;
       aux_ = 0;
+      pos_ = 0;  // a pattern's start
+      choices_ = 0;
       return true;
     case Kind::kNumber:
     case Kind::kInteger:
@@ -331,6 +415,8 @@ bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
       lex_ = byte == '-' ? Lex::kMinus : byte == '0' ? Lex::kZero : Lex::kInt;
       choices_ = 0;
       pos_ = 0;
+      fraction_ = 0;
+      fraction_digits_ = 0;
       if (!Node(n).bounded()) return true;
       aux_ = byte == '-' ? 1 : 0;
       return byte == '-' ? InBoundsReachable() || Kill() : TakeDigit(byte);
@@ -371,13 +457,13 @@ bool JsonGrammar::StartKey(uint8_t byte) {
   if (top.properties.empty()) {
     if (top.values < 0) return Kill();  // only "{}"
     lex_ = Lex::kString;
-    aux_ = 1;
+    aux_ = kKeyString;
     return true;
   }
   const uint64_t choices = KeyChoices();
   if (choices == 0) return Kill();
   lex_ = Lex::kChoice;
-  aux_ = 1;
+  aux_ = kKeyString;
   choices_ = choices;
   pos_ = 1;  // every key's text begins with its quote
   return true;
@@ -427,25 +513,24 @@ void JsonGrammar::AfterValue() {
   node_ = 0;
   pos_ = 0;
   choices_ = 0;
+  fraction_ = 0;
+  fraction_digits_ = 0;
 }
 
 // A complete number ends at the first byte that is not its own, which the state after it reads;
-// a bounded integer only inside its bounds.
+// a bounded number only inside its bounds.
 bool JsonGrammar::EndNumber(uint8_t byte) {
   const JsonSchemaNode& n = Node(node_);
   if (n.bounded()) {
-    const int64_t value =
-        aux_ == 1 ? -static_cast<int64_t>(choices_) : static_cast<int64_t>(choices_);
-    if (value < n.min_value.value_or(INT64_MIN) || value > n.max_value.value_or(INT64_MAX)) {
-      return Kill();
-    }
+    const SchemaBound magnitude = Magnitude();
+    if (!Meets(magnitude, magnitude)) return Kill();
   }
   AfterValue();
   return FeedStructural(byte);
 }
 
-// A bounded integer's next digit: kept in choices_ (pos_ digits so far, aux_ 1 when negative)
-// while some completion of the digits is still inside the bounds.
+// A bounded number's next digit before its point: kept in choices_ (pos_ digits so far, aux_ 1
+// when negative) while some completion of the digits is still inside the bounds.
 bool JsonGrammar::TakeDigit(uint8_t byte) {
   if (!Node(node_).bounded()) return true;
   if (pos_ == kMaxBoundedDigits) return Kill();
@@ -454,27 +539,61 @@ bool JsonGrammar::TakeDigit(uint8_t byte) {
   return InBoundsReachable() || Kill();
 }
 
-// Whether the bounded integer written so far can still end inside its bounds: as it is, or with
-// m more digits (magnitudes v·10^m to v·10^m + 10^m − 1, up to kMaxBoundedDigits digits in all);
-// after a lone "-", any magnitude.
-bool JsonGrammar::InBoundsReachable() const {
+// After its point: kept in fraction_ (fraction_digits_ of them).
+bool JsonGrammar::TakeFractionDigit(uint8_t byte) {
+  if (!Node(node_).bounded()) return true;
+  if (fraction_digits_ == kBoundFractionDigits) return Kill();
+  fraction_ = fraction_ * 10 + (byte - '0');
+  ++fraction_digits_;
+  return InBoundsReachable() || Kill();
+}
+
+namespace {
+SchemaBound Pow10(int n) {
+  SchemaBound p = 1;
+  for (int i = 0; i < n; ++i) p *= 10;
+  return p;
+}
+}  // namespace
+
+// The bounded number written so far, in units of 10^-18, without its sign.
+SchemaBound JsonGrammar::Magnitude() const {
+  return static_cast<SchemaBound>(choices_) * kBoundUnitsPerOne +
+         static_cast<SchemaBound>(fraction_) * Pow10(kBoundFractionDigits - fraction_digits_);
+}
+
+// Whether some value of magnitude [a, b] (units, the number's sign applied) is inside the bounds.
+bool JsonGrammar::Meets(SchemaBound a, SchemaBound b) const {
   const JsonSchemaNode& n = Node(node_);
-  const int64_t lo = n.min_value.value_or(INT64_MIN);
-  const int64_t hi = n.max_value.value_or(INT64_MAX);
   const bool negative = aux_ == 1;
-  const auto meets = [&](int64_t a, int64_t b) {  // magnitudes [a, b]
-    return (negative ? -b : a) <= hi && (negative ? -a : b) >= lo;
+  const SchemaBound least = negative ? -b : a, most = negative ? -a : b;
+  return (!n.max_value || least <= *n.max_value) && (!n.min_value || most >= *n.min_value);
+}
+
+// Whether the bounded number written so far can still end inside its bounds: as it is, with more
+// digits after its point (a number's), or with m more digits before it (magnitudes v·10^m to
+// (v + 1)·10^m, up to kMaxBoundedDigits digits in all); after a lone "-", any magnitude. The
+// bounds are multiples of the values' step (an integer's, of one), so an interval of values that
+// meets them meets them at a value.
+bool JsonGrammar::InBoundsReachable() const {
+  const bool fractions = Node(node_).kind == Kind::kNumber;
+  // What the digits after the point (of `digits` so far) may still add to a magnitude.
+  const auto tail = [&](int digits) {
+    return fractions ? Pow10(kBoundFractionDigits - digits) - 1 : SchemaBound{0};
   };
-  int64_t power = 1;
-  for (int digits = 0; digits < kMaxBoundedDigits; ++digits) power *= 10;
-  if (pos_ == 0) return meets(0, power - 1);
-  const auto v = static_cast<int64_t>(choices_);
-  if (meets(v, v)) return true;
-  if (v == 0) return false;  // a leading zero is the whole number
-  int64_t p = 1;
+  if (pos_ == 0) return Meets(0, Pow10(kMaxBoundedDigits) * kBoundUnitsPerOne - 1);
+  if (lex_ == Lex::kFracStart || lex_ == Lex::kFrac) {
+    const SchemaBound at = Magnitude();
+    return Meets(at, at + tail(fraction_digits_));
+  }
+  const SchemaBound v = static_cast<SchemaBound>(choices_) * kBoundUnitsPerOne;
+  if (Meets(v, v + tail(0))) return true;
+  if (choices_ == 0) return false;  // a leading zero is the whole integer part
+  SchemaBound p = 1;
   for (int m = 1; pos_ + m <= kMaxBoundedDigits; ++m) {
     p *= 10;
-    if (meets(v * p, v * p + p - 1)) return true;
+    if (Meets(v * p, (v + kBoundUnitsPerOne) * p - (fractions ? 1 : kBoundUnitsPerOne)))
+      return true;
   }
   return false;
 }

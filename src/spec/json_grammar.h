@@ -42,10 +42,17 @@ class JsonGrammar {
   bool Feed(std::string_view bytes);
 
   bool dead() const { return lex_ == Lex::kDead; }
-  // Inside a string any text may fill, where every byte but a quote, a backslash and a control
-  // character leaves the state as it is (IsPlainStringText).
+  // Inside a string where plain text (IsPlainStringText: every byte but a quote, a backslash and
+  // a control character) changes nothing but a count of its characters (CharactersIn): how many
+  // more it may take (kUnboundedRoom: any number). -1 elsewhere, a pattern's string included.
+  int64_t plain_text_room() const;
+  static constexpr int64_t kUnboundedRoom = INT64_MAX;
+  // Inside a string's text (not in an escape), held or not.
   bool in_string() const { return lex_ == Lex::kString; }
   static bool IsPlainStringText(std::string_view bytes);
+  // The characters (Unicode code points) `bytes` begin, as a held string counts them: its bytes
+  // that are not UTF-8 continuation bytes.
+  static int CharactersIn(std::string_view bytes);
   // The top-level value is whole: nothing may follow.
   bool complete() const { return lex_ == Lex::kDone; }
 
@@ -65,7 +72,7 @@ class JsonGrammar {
     kColon,        // after a key: ":", then a value of node_
     kAfter,        // after a value in a container: "," or its closer
     kDone,         // the top-level value closed
-    kString,       // in a string any text may fill (aux_ 1: a map's key)
+    kString,       // in a string (aux_ kKeyString: a map's key); a held string's node_ in node_
     kEscape,       // after a backslash in such a string
     kUnicode,      // in \uXXXX (pos_: hex digits left)
     kChoice,       // in a key (aux_ 1) or an enum value: one of choices_, pos_ bytes matched
@@ -86,7 +93,16 @@ class JsonGrammar {
     uint8_t next;    // an object's first declared property not yet passed
   };
 
+  // aux_'s bits in a string: a map's key; a \u escape in a held string beginning with "d".
+  static constexpr uint8_t kKeyString = 1;
+  static constexpr uint8_t kSurrogateLead = 2;
+
   bool FeedReasoning(uint8_t byte);
+  bool EndString();
+  bool FeedEscape(uint8_t byte);
+  bool SomeEscapeFollows() const;
+  bool StringByte(uint8_t byte);
+  bool in_held_string() const;
   bool FeedStructural(uint8_t byte);
   bool FeedChoice(uint8_t byte);
   void EndLiteral(int i);
@@ -98,6 +114,9 @@ class JsonGrammar {
   void AfterValue();
   bool EndNumber(uint8_t byte);
   bool TakeDigit(uint8_t byte);
+  bool TakeFractionDigit(uint8_t byte);
+  SchemaBound Magnitude() const;
+  bool Meets(SchemaBound a, SchemaBound b) const;
   bool InBoundsReachable() const;
   bool Kill() {
     lex_ = Lex::kDead;
@@ -113,16 +132,22 @@ class JsonGrammar {
 
   const JsonSchema* schema_ = nullptr;
   std::string_view reasoning_end_;
-  // kChoice: bit i, choice i (a property or a literal) still possible; a bounded integer's
-  // number states: its digits so far, as a magnitude.
+  // kChoice: bit i, choice i (a property or a literal) still possible; a bounded number's
+  // states: its digits before the point so far, as a magnitude; a held string's: its characters
+  // (without a maximum, at most its minimum).
   uint64_t choices_ = 0;
-  uint16_t node_ = 0;     // the value due or in progress (kValue, kColon, kChoice, numbers)
-  uint16_t pos_ =
-      0;  // kChoice: bytes matched; kUnicode: hex digits left; a bounded integer: digits
+  // The value due or in progress (kValue, kColon, kChoice, numbers, held strings).
+  uint16_t node_ = 0;
+  // kChoice: bytes matched; kUnicode: hex digits left; a bounded integer: its digits; a
+  // pattern's string: its automaton's state.
+  uint16_t pos_ = 0;
   Lex lex_ = Lex::kDead;
   uint8_t depth_ = 0;
-  uint8_t aux_ =
-      0;  // kString / kEscape / kUnicode / kChoice: 1 for a key; a bounded integer: 1 when negative
+  // Strings and kChoice: kKeyString for a key (kSurrogateLead); a bounded number: 1 if negative.
+  uint8_t aux_ = 0;
+  // A bounded number's digits after its point, as an integer, and how many.
+  uint64_t fraction_ = 0;
+  uint8_t fraction_digits_ = 0;
   uint8_t spaces_ = 0;  // the whitespace run the text ends with (between tokens)
   std::array<Frame, kMaxJsonDepth> frames_;  // [0, depth_) open; the rest never read
 };

@@ -25,9 +25,6 @@ constexpr int32_t kAnyLiteral = 5;  // true, false, null
 
 // Assertions no compiled schema holds an output to: refused rather than ignored.
 constexpr std::string_view kRefused[] = {
-    "pattern",
-    "minLength",
-    "maxLength",
     "multipleOf",
     "additionalItems",
     "uniqueItems",
@@ -49,9 +46,11 @@ constexpr std::string_view kRefused[] = {
     "unevaluatedProperties",
     "$dynamicRef",
 };
-// An integer's bounds, held where the schema's only type is integer.
-constexpr std::string_view kIntegerBounds[] = {"minimum", "exclusiveMinimum", "maximum",
-                                               "exclusiveMaximum"};
+// A number's bounds, held where the schema's types include integer or number.
+constexpr std::string_view kNumberBounds[] = {"minimum", "exclusiveMinimum", "maximum",
+                                              "exclusiveMaximum"};
+// A string's length in characters and its pattern, held where the schema's types include string.
+constexpr std::string_view kStringAssertions[] = {"minLength", "maxLength", "pattern"};
 // The keywords that say what a value is; only annotations may stand beside $ref, anyOf, oneOf
 // and allOf.
 constexpr std::string_view kShaping[] = {
@@ -61,6 +60,41 @@ constexpr std::string_view kShaping[] = {
 };
 
 std::atomic<uint64_t> next_schema_id{1};
+
+// `x` rounded to a multiple of `step`, up or down.
+SchemaBound RoundToUnits(SchemaBound x, SchemaBound step, bool up) {
+  SchemaBound q = x / step;  // toward zero
+  if (q * step != x && (x > 0) == up) q += x > 0 ? 1 : -1;
+  return q * step;
+}
+
+// A JSON number (at most kMaxSchemaBound in size) in units of 10^-18, rounded up or down where
+// it has more digits after the point: its shortest decimal text read exactly.
+SchemaBound InUnits(const Json& x, bool up) {
+  if (x.is_number_integer()) return static_cast<SchemaBound>(x.get<int64_t>()) * kBoundUnitsPerOne;
+  const std::string text = Json(x.get<double>()).dump();  // e.g. "12.5", "1e-05", "-3.25e+14"
+  SchemaBound digits = 0;
+  int exponent = 0;  // x = ±digits · 10^exponent
+  bool point = false;
+  size_t i = text[0] == '-' ? 1 : 0;
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] == '.') {
+      point = true;
+      continue;
+    }
+    digits = digits * 10 + (text[i] - '0');
+    if (point) --exponent;
+  }
+  if (i < text.size()) exponent += std::stoi(text.substr(i + 1));
+  SchemaBound units = text[0] == '-' ? -digits : digits;
+  const int shift = exponent + kBoundFractionDigits;
+  for (int e = 0; e < shift; ++e) units *= 10;
+  if (shift >= 0) return units;
+  // Past the units: digits (at most 17 of them) over 10^-shift, where 10^36 is as good as more.
+  SchemaBound step = 1;
+  for (int e = 0; e < std::min(-shift, 36); ++e) step *= 10;
+  return RoundToUnits(units, step, up) / step;
+}
 
 bool IsNumberText(std::string_view t) {
   return !t.empty() && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9'));
@@ -178,19 +212,25 @@ class JsonSchemaCompiler {
     if (const auto type = s.find("type"); type != s.end()) {
       DSCALE_RETURN_IF_ERROR(ReadTypes(*type, path + ".type", &types));
     }
-    for (const std::string_view bound : kIntegerBounds) {
-      if (s.contains(bound) && (types != std::vector<std::string>{"integer"} ||
-                                s.contains("enum") || s.contains("const"))) {
-        return Refuse(path + "." + std::string(bound),
-                      "is supported on a schema whose only type is integer (without enum)");
-      }
-    }
+    const bool number_keywords = Says(s, kNumberBounds);
+    const bool string_keywords = Says(s, kStringAssertions);
+    DSCALE_RETURN_IF_ERROR(
+        CheckAssertionTypes(s, types, kNumberBounds, {"integer", "number"}, path));
+    DSCALE_RETURN_IF_ERROR(CheckAssertionTypes(s, types, kStringAssertions, {"string"}, path));
     if (s.contains("enum") || s.contains("const")) return Literals(s, types, path);
     if (types.empty()) {
-      // Not any value (AdmitsAnyValue), no enum, no union: an object's keywords or an array's.
+      // Not any value (AdmitsAnyValue), no enum, no union: a number's keywords, a string's, an
+      // object's or an array's.
       const bool object =
           s.contains("properties") || s.contains("required") || s.contains("additionalProperties");
-      types = {object ? "object" : "array"};
+      types = {number_keywords   ? "number"
+               : string_keywords ? "string"
+               : object          ? "object"
+                                 : "array"};
+    }
+    // A number admits every integer its bounds admit.
+    if (std::find(types.begin(), types.end(), "number") != types.end()) {
+      std::erase(types, "integer");
     }
     std::vector<int32_t> alternatives;
     for (const std::string& type : types) {
@@ -202,6 +242,34 @@ class JsonSchemaCompiler {
     const int32_t u = New(Kind::kUnion, path + ".type");
     nodes()[u].alternatives = std::move(alternatives);
     return u;
+  }
+
+  template <size_t N>
+  static bool Says(const Json& s, const std::string_view (&keys)[N]) {
+    return std::any_of(std::begin(keys), std::end(keys),
+                       [&](std::string_view key) { return s.contains(key); });
+  }
+
+  // A type's assertions (a number's bounds, a string's length and pattern) apply to values of
+  // `of` types: refused beside an enum or a const (which the compiler does not filter) and on a
+  // schema none of whose types they apply to.
+  template <size_t N>
+  Status CheckAssertionTypes(const Json& s, const std::vector<std::string>& types,
+                             const std::string_view (&keys)[N],
+                             std::initializer_list<std::string_view> of, const std::string& path) {
+    const bool applies =
+        types.empty() || std::any_of(types.begin(), types.end(), [&](const std::string& t) {
+          return std::find(of.begin(), of.end(), t) != of.end();
+        });
+    for (const std::string_view key : keys) {
+      if (s.contains(key) && (!applies || s.contains("enum") || s.contains("const"))) {
+        std::string names;
+        for (const std::string_view t : of) names += (names.empty() ? "" : " or ") + std::string(t);
+        return Refuse(path + "." + std::string(key),
+                      "is supported on a schema whose types include " + names + " (without enum)");
+      }
+    }
+    return Status::Ok();
   }
 
   Status ReadTypes(const Json& v, const std::string& path, std::vector<std::string>* types) {
@@ -224,9 +292,9 @@ class JsonSchemaCompiler {
   Result<int32_t> OfType(const Json& s, const std::string& type, const std::string& path) {
     if (type == "object") return Object(s, path);
     if (type == "array") return Array(s, path);
-    if (type == "string") return kAnyString;
-    if (type == "number") return kAnyNumber;
-    if (type == "integer") return Integer(s, path);
+    if (type == "string") return String(s, path);
+    if (type == "number") return Number(s, path, /*integer=*/false);
+    if (type == "integer") return Number(s, path, /*integer=*/true);
     const int32_t n = New(Kind::kLiterals, path);
     nodes()[n].literals = type == "boolean" ? std::vector<std::string>{"true", "false"}
                                             : std::vector<std::string>{"null"};
@@ -234,29 +302,81 @@ class JsonSchemaCompiler {
     return n;
   }
 
-  // An integer, with the bounds the schema gives it, each rounded into the integers it admits.
-  Result<int32_t> Integer(const Json& s, const std::string& path) {
-    std::optional<int64_t> lo, hi;
-    for (const std::string_view key : kIntegerBounds) {
+  // A string, with the length the schema gives it.
+  Result<int32_t> String(const Json& s, const std::string& path) {
+    int32_t min_length = 0, max_length = kUnboundedLength;
+    for (const auto& [key, bound] :
+         {std::pair{"minLength", &min_length}, {"maxLength", &max_length}}) {
+      const auto it = s.find(key);
+      if (it == s.end()) continue;
+      if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
+          it->get<int64_t>() > kMaxSchemaLength) {
+        return Refuse(path + "." + key,
+                      "expected an integer from 0 to " + std::to_string(kMaxSchemaLength));
+      }
+      *bound = static_cast<int32_t>(it->get<int64_t>());
+    }
+    if (min_length > max_length) return Refuse(path + ".minLength", "is above maxLength");
+    const auto pattern = s.find("pattern");
+    if (min_length == 0 && max_length == kUnboundedLength && pattern == s.end()) return kAnyString;
+    const int32_t n = New(Kind::kString, path);
+    if (pattern != s.end()) {
+      // The length joins the pattern's automaton, which then holds the string alone.
+      const Result<int32_t> p = Pattern(*pattern, min_length, max_length, path + ".pattern");
+      if (!p.ok()) return p.status();
+      nodes()[n].pattern = *p;
+    } else {
+      nodes()[n].min_length = min_length;
+      nodes()[n].max_length = max_length;
+    }
+    SetFirstBytes(n);
+    return n;
+  }
+
+  // A pattern's automaton, with the string's length in it, kept in the schema: its index.
+  Result<int32_t> Pattern(const Json& pattern, int32_t min_length, int32_t max_length,
+                          const std::string& path) {
+    if (!pattern.is_string()) return Refuse(path, "expected a regular expression");
+    Result<PatternDfa> dfa = CompilePattern(pattern.get<std::string>());
+    if (dfa.ok() && (min_length > 0 || max_length != kUnboundedLength)) {
+      dfa = WithLength(
+          *dfa, min_length,
+          max_length == kUnboundedLength ? std::nullopt : std::optional<int32_t>(max_length));
+    }
+    if (!dfa.ok()) return Refuse(path, dfa.status().message());
+    schema_->patterns_.push_back(std::move(*dfa));
+    return static_cast<int32_t>(schema_->patterns_.size()) - 1;
+  }
+
+  // A number or an integer, with the bounds the schema gives it, each rounded inwards into the
+  // values the grammar writes (units of 10^-18; an integer's, integers).
+  Result<int32_t> Number(const Json& s, const std::string& path, bool integer) {
+    std::optional<SchemaBound> lo, hi;
+    for (const std::string_view key : kNumberBounds) {
       const auto it = s.find(key);
       if (it == s.end()) continue;
       const std::string where = path + "." + std::string(key);
       if (!it->is_number() || !(std::abs(it->get<double>()) <= kMaxSchemaBound)) {
         return Refuse(where, "expected a number of at most 10^15 in size");
       }
-      const double x = it->get<double>();
-      if (key == "minimum" || key == "exclusiveMinimum") {
-        const auto bound =
-            static_cast<int64_t>(key == "minimum" ? std::ceil(x) : std::floor(x) + 1);
+      const bool minimum = key == "minimum" || key == "exclusiveMinimum";
+      const bool exclusive = key.starts_with("exclusive");
+      // The least (greatest) value at the bound's side that the bound admits.
+      SchemaBound bound = minimum
+                              ? (exclusive ? InUnits(*it, /*up=*/false) + 1 : InUnits(*it, true))
+                              : (exclusive ? InUnits(*it, true) - 1 : InUnits(*it, false));
+      if (integer) bound = RoundToUnits(bound, kBoundUnitsPerOne, /*up=*/minimum);
+      if (minimum) {
         lo = std::max(lo.value_or(bound), bound);
       } else {
-        const auto bound =
-            static_cast<int64_t>(key == "maximum" ? std::floor(x) : std::ceil(x) - 1);
         hi = std::min(hi.value_or(bound), bound);
       }
     }
-    if (lo && hi && *lo > *hi) return Refuse(path, "its bounds admit no integer");
-    const int32_t n = New(Kind::kInteger, path);
+    if (!lo && !hi && !integer) return kAnyNumber;
+    if (lo && hi && *lo > *hi) {
+      return Refuse(path, integer ? "its bounds admit no integer" : "its bounds admit no number");
+    }
+    const int32_t n = New(integer ? Kind::kInteger : Kind::kNumber, path);
     nodes()[n].min_value = lo;
     nodes()[n].max_value = hi;
     SetFirstBytes(n);
@@ -499,10 +619,14 @@ class JsonSchemaCompiler {
   }
 
   Status Merge(int32_t u, std::vector<int32_t> flat) {
-    const auto has = [&](Kind k) {
-      return std::any_of(flat.begin(), flat.end(), [&](int32_t a) { return nodes()[a].kind == k; });
-    };
-    const bool any_string = has(Kind::kString), any_number = has(Kind::kNumber);
+    // A bounded number admits only some numbers: it absorbs nothing.
+    const bool any_number = std::any_of(flat.begin(), flat.end(), [&](int32_t a) {
+      return nodes()[a].kind == Kind::kNumber && !nodes()[a].bounded();
+    });
+    // A string with a length or a pattern admits only some strings: it absorbs nothing.
+    const bool any_string = std::any_of(flat.begin(), flat.end(), [&](int32_t a) {
+      return nodes()[a].kind == Kind::kString && !nodes()[a].held_string();
+    });
     // An integer with bounds admits only some integers: it absorbs nothing.
     const bool any_integer = std::any_of(flat.begin(), flat.end(), [&](int32_t a) {
       return nodes()[a].kind == Kind::kInteger && !nodes()[a].bounded();
@@ -524,13 +648,18 @@ class JsonSchemaCompiler {
         }
         continue;
       }
-      if (n.kind == Kind::kInteger && any_number) {
+      // A number, or a bounded integer beside any integer, or a held string beside any string.
+      const bool absorbed = ((n.kind == Kind::kInteger || n.kind == Kind::kNumber) && n.bounded() &&
+                             (any_number || (n.kind == Kind::kInteger && any_integer))) ||
+                            (n.kind == Kind::kInteger && any_number) ||
+                            (n.held_string() && any_string);
+      if (absorbed) {
         overlap = true;
         continue;
       }
       bool& seen = n.kind == Kind::kString ? kept_string : kept_number;
-      if (n.kind == Kind::kString || n.kind == Kind::kNumber ||
-          (n.kind == Kind::kInteger && !n.bounded())) {
+      if ((n.kind == Kind::kString && !n.held_string()) ||
+          ((n.kind == Kind::kNumber || n.kind == Kind::kInteger) && !n.bounded())) {
         overlap = overlap || seen;
         if (seen) continue;  // one any string, one number: the same values
         seen = true;
@@ -687,7 +816,8 @@ bool JsonSchema::AdmitsAnyValue(const nlohmann::ordered_json& schema) {
   if (!schema.is_object()) return false;
   const auto says = [&](std::string_view key) { return schema.contains(key); };
   return std::none_of(std::begin(kShaping), std::end(kShaping), says) &&
-         std::none_of(std::begin(kIntegerBounds), std::end(kIntegerBounds), says) &&
+         std::none_of(std::begin(kNumberBounds), std::end(kNumberBounds), says) &&
+         std::none_of(std::begin(kStringAssertions), std::end(kStringAssertions), says) &&
          std::none_of(std::begin(kRefused), std::end(kRefused), says);
 }
 

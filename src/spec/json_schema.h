@@ -11,18 +11,21 @@
 //   OpenAI's strict mode and xgrammar write them); an object without "properties" is a map whose
 //   values follow "additionalProperties" (absent or true: any value; false: only "{}");
 // - arrays: "prefixItems", "items", "minItems", "maxItems";
-// - integers: "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" (on a schema whose
-//   only type is integer);
-// - strings any string, "integer" a number without fraction or exponent, enum and const values
-//   exactly as compact JSON writes them (strings as written, UTF-8 not escaped).
+// - numbers and integers: "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" (on a
+//   schema whose types include integer or number, to those), held digit by digit, exactly in
+//   decimal;
+// - strings: "minLength", "maxLength" (in code points) and "pattern" (an ECMA-262 regular
+//   expression, pattern_dfa.h, matched anywhere in the value as JSON Schema says), on a schema
+//   whose types include string, to strings (a string's keywords without "type" make it a string);
+// - "integer" a number without fraction or exponent, enum and const values exactly as compact
+//   JSON writes them (strings as written, UTF-8 not escaped).
 // Annotations ("title", "description", "default", "examples", "format", ...) and keywords it
 // does not know are ignored, as JSON Schema ignores them; an assertion it cannot hold an output
-// to ("pattern", "minLength", a number's "minimum", "uniqueItems", "not", ...) is refused naming
-// it, so
+// to ("multipleOf", "uniqueItems", "not", ...) is refused naming it, so
 // that what it returns always validates. The alternatives of a union must begin with different
 // bytes (a string or null; an object or an array), after merging what one admits of another's
-// (an integer into a number, enum strings into any string, enums into one; a bounded integer
-// absorbs nothing), except objects that
+// (an integer into a number, enum strings into any string, enums into one; a bounded number or a
+// held string absorbs nothing), except objects that
 // all require one property holding a string const or enum of their own (a tagged union: the
 // tag, written first whatever its place in the schema, tells them apart). The top-level value
 // must be an object or an array; a schema that admits any value means any object.
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "spec/pattern_dfa.h"
 
 namespace dscale {
 
@@ -44,9 +48,17 @@ inline constexpr int kMaxSchemaChoices = 64;
 inline constexpr int kMaxSchemaNodes = 4096;
 // An array's item bounds; an unbounded maxItems is kMaxSchemaItems.
 inline constexpr int32_t kMaxSchemaItems = 65535;
-// An integer's bounds: at most 10^15 in size; its value, where bounded, at most 18 digits.
+// A number's bounds: at most 10^15 in size, held exactly in units of 10^-18 (a bound with more
+// digits after the point rounded inwards). A bounded value has at most 18 digits before its
+// point and, a number's, at most 18 after it, and no exponent.
 inline constexpr int64_t kMaxSchemaBound = 1'000'000'000'000'000;
 inline constexpr int kMaxBoundedDigits = 18;
+inline constexpr int kBoundFractionDigits = 18;
+__extension__ using SchemaBound = __int128;
+inline constexpr SchemaBound kBoundUnitsPerOne = 1'000'000'000'000'000'000;
+// A string's minLength and maxLength: at most a million characters.
+inline constexpr int32_t kMaxSchemaLength = 1'000'000;
+inline constexpr int32_t kUnboundedLength = INT32_MAX;
 
 struct JsonSchemaNode {
   enum class Kind : uint8_t {
@@ -83,12 +95,24 @@ struct JsonSchemaNode {
   std::vector<int32_t> alternatives;    // kUnion: first bytes disjoint; kTagged: objects
   std::vector<int32_t> tag_owner;       // kTagged
   std::bitset<256> first_bytes;         // the bytes a value of this node may begin with
-  // kInteger: the bounds (minimum, maximum, their exclusive forms) as integers, at most
-  // kMaxSchemaBound in size; a bounded integer has at most kMaxBoundedDigits digits.
-  std::optional<int64_t> min_value;
-  std::optional<int64_t> max_value;
+  // kInteger and kNumber: the bounds (minimum, maximum, their exclusive forms) in units of
+  // 10^-18, inclusive (an exclusive bound moved one unit in; an integer's rounded into the
+  // integers it admits).
+  std::optional<SchemaBound> min_value;
+  std::optional<SchemaBound> max_value;
+  // kString: its length in characters (Unicode code points, as JSON Schema counts them), from
+  // minLength and maxLength (kUnboundedLength: none); or, where the schema gives a pattern,
+  // the automaton its value's bytes walk (JsonSchema::pattern(), with the length folded in).
+  int32_t min_length = 0;
+  int32_t max_length = kUnboundedLength;
+  int32_t pattern = -1;
 
   bool bounded() const { return min_value.has_value() || max_value.has_value(); }
+  // A string that not every string text completes: its bytes are counted or walked.
+  bool held_string() const {
+    return kind == Kind::kString &&
+           (min_length > 0 || max_length != kUnboundedLength || pattern >= 0);
+  }
 };
 
 class JsonSchema {
@@ -110,6 +134,8 @@ class JsonSchema {
   // The node a value of `node` beginning with `byte` is (an alternative, where `node` is a
   // union), or -1 where no value of it begins so.
   int32_t Resolve(int32_t node, uint8_t byte) const;
+  // A string's pattern (JsonSchemaNode::pattern), its bytes' automaton.
+  const PatternDfa& pattern(int32_t i) const { return patterns_[static_cast<size_t>(i)]; }
   // Unique to this schema in the process: the masks kept per grammar state tell schemas apart by
   // it.
   uint64_t id() const { return id_; }
@@ -117,6 +143,7 @@ class JsonSchema {
  private:
   friend class JsonSchemaCompiler;
   std::vector<JsonSchemaNode> nodes_;
+  std::vector<PatternDfa> patterns_;
   int32_t root_ = 0;
   uint64_t id_ = 0;
 };

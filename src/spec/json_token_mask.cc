@@ -11,7 +11,8 @@ JsonTokenMasks::JsonTokenMasks(int64_t vocab,
                                const std::function<std::string_view(int32_t)>& token_text)
     : vocab_(vocab),
       texts_(static_cast<size_t>(vocab)),
-      plain_(static_cast<size_t>((vocab + 63) / 64), 0) {
+      plain_(static_cast<size_t>((vocab + 63) / 64), 0),
+      plain_characters_(static_cast<size_t>(vocab), 0) {
   std::vector<int32_t> with_text, not_plain;
   for (int32_t id = 0; id < vocab; ++id) {
     texts_[id] = std::string(token_text(id));
@@ -20,6 +21,8 @@ JsonTokenMasks::JsonTokenMasks(int64_t vocab,
     longest_ = std::max(longest_, texts_[id].size());
     if (JsonGrammar::IsPlainStringText(texts_[id])) {
       plain_[id / 64] |= uint64_t{1} << (id % 64);
+      plain_characters_[id] = JsonGrammar::CharactersIn(texts_[id]);
+      most_plain_characters_ = std::max(most_plain_characters_, plain_characters_[id]);
     } else {
       not_plain.push_back(id);
     }
@@ -67,12 +70,25 @@ JsonGrammar JsonTokenMasks::Advance(JsonGrammar state, int32_t token) const {
   return state;
 }
 
+std::vector<uint64_t> JsonTokenMasks::PlainTextWithin(int64_t room) const {
+  if (room >= most_plain_characters_) return plain_;
+  std::vector<uint64_t> bits(plain_.size(), 0);
+  for (int64_t id = 0; id < vocab_; ++id) {
+    if (plain_characters_[id] != 0 && plain_characters_[id] <= room) {
+      bits[id / 64] |= uint64_t{1} << (id % 64);
+    }
+  }
+  return bits;
+}
+
 std::vector<uint64_t> JsonTokenMasks::Compute(const JsonGrammar& state) const {
-  // In a string, plain text keeps the state: those tokens are allowed without a step.
-  const bool in_string = state.in_string();
+  // In a string, plain text changes at most a count of characters: those tokens are allowed
+  // by their count without a step.
+  const int64_t room = state.plain_text_room();
   std::vector<uint64_t> bits =
-      in_string ? plain_ : std::vector<uint64_t>(static_cast<size_t>((vocab_ + 63) / 64), 0);
-  const Walk& walk = in_string ? not_plain_ : all_;
+      room >= 0 ? PlainTextWithin(room)
+                : std::vector<uint64_t>(static_cast<size_t>((vocab_ + 63) / 64), 0);
+  const Walk& walk = room >= 0 ? not_plain_ : all_;
   // states[k]: after the first k bytes of the current token (valid up to its length); the prefix
   // of length `dead_at` (and every longer one) is refused.
   std::vector<JsonGrammar> states(longest_ + 1);

@@ -7,7 +7,8 @@
 // and a prefix the grammar refuses skips every token under it (inside a string, tokens of plain
 // string text are allowed at once and only the others walked), and kept per grammar state (an
 // output visits few: the nesting it is in, and whether it is in a string, a number or between
-// them), up to a bound, for every schema alike. Engine thread only.
+// them, and a held string's count or pattern state), up to a bound, for every schema alike.
+// Engine thread only.
 
 #include <array>
 #include <cstdint>
@@ -55,6 +56,8 @@ class JsonTokenMasks {
   };
   Walk MakeWalk(std::vector<int32_t> ids) const;
   std::vector<uint64_t> Compute(const JsonGrammar& state) const;
+  // The plain string texts of at most `room` characters.
+  std::vector<uint64_t> PlainTextWithin(int64_t room) const;
 
   int64_t vocab_;
   std::vector<std::string> texts_;  // [vocab]
@@ -62,6 +65,8 @@ class JsonTokenMasks {
   Walk all_;                        // every token with text
   Walk not_plain_;                  // those whose text is not plain string text
   std::vector<uint64_t> plain_;     // bit t: token t's text is plain string text
+  std::vector<int32_t> plain_characters_;  // [vocab] a plain text's characters (CharactersIn)
+  int32_t most_plain_characters_ = 0;
   size_t longest_ = 0;              // the longest token's bytes
   // The masks, most recently used first, at most kMaxCachedStates.
   static constexpr size_t kMaxCachedStates = 512;

@@ -365,7 +365,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kChat, "{" + kChatOk + R"(, "tool_choice": "any"})", 400, "tool_choice"},
         BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function", "function":
                     {"name": "f", "parameters": {"type": "object", "properties": {"a":
-                    {"type": "string", "pattern": "x"}}}}}], "tool_choice": "required"})",
+                    {"type": "string", "pattern": "\\bx"}}}}}], "tool_choice": "required"})",
                 400, "tools[0].function.parameters.properties.a.pattern"},
         BadCase{kChat, "{" + kChatOk + R"(, "tools": [{"type": "function", "function":
                     {"name": "f"}}, {"type": "function", "function": {"name": "f"}}],
@@ -395,7 +395,7 @@ INSTANTIATE_TEST_SUITE_P(
                 400, "response_format.json_schema.format"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
                     "json_schema": {"name": "x", "schema": {"type": "object", "properties":
-                    {"a": {"type": "string", "maxLength": 3}}}}}})",
+                    {"a": {"type": "string", "maxLength": 3.5}}}}}})",
                 400, "response_format.json_schema.schema.properties.a.maxLength"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
                     "json_schema": {"name": "x", "schema": {"type": "string"}}}})",

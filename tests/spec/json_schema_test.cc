@@ -210,12 +210,125 @@ TEST(JsonSchemaTest, IntegersWithinTheirBounds) {
   EXPECT_FALSE(Complete(*bounded, R"({"t":-3})"));
 }
 
+// Strings held to a length in characters (code points): raw UTF-8 and escapes count one each, a
+// surrogate's escape is refused where the length is counted.
+TEST(JsonSchemaTest, StringsWithinTheirLength) {
+  const auto sized = Compiled(R"({"type": "object", "properties": {
+      "code": {"type": "string", "minLength": 2, "maxLength": 3},
+      "name": {"minLength": 1},
+      "note": {"type": ["string", "null"], "maxLength": 2},
+      "any": {"type": "string", "minLength": 0}}})");
+  for (const char* text : {R"({"code":"ab"})", R"({"code":"aéc"})", "{\"code\":\"\xc3\xa9!\"}",
+                           "{\"code\":\"\xf0\x9f\x98\x80\xe4\xb8\xad\"}", R"({"code":"\n\t\""})",
+                           R"({"name":"x"})", R"({"name":"\u00e9"})", R"({"note":null})",
+                           R"({"note":"ab"})", R"({"note":""})", R"({"any":""})"}) {
+    EXPECT_TRUE(Complete(*sized, text)) << text;
+  }
+  for (const char* text : {R"({"code":"abcd)", R"({"note":"abc)", R"({"code":"\ud83d)",
+                           R"({"code":"\uDE)", R"({"code":"ab\u0041\u)"}) {
+    EXPECT_FALSE(Alive(*sized, text)) << text;
+  }
+  for (const char* text : {R"({"code":"a"})", R"({"code":""})", R"({"name":""})"}) {
+    EXPECT_FALSE(Complete(*sized, text)) << text;
+  }
+  EXPECT_TRUE(Alive(*sized, R"({"code":"\ud7ff)"));  // the last code point before surrogates
+}
+
+// Strings held to a pattern (spec/pattern_dfa.h: matched anywhere unless anchored) over their
+// value's bytes, escapes decoded; its length joins its automaton.
+TEST(JsonSchemaTest, StringsMatchingTheirPattern) {
+  const auto patterned = Compiled(R"({"type": "object", "properties": {
+      "code": {"type": "string", "pattern": "^[A-Z]{3}-\\d{2}$"},
+      "has": {"pattern": "ab"},
+      "word": {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 4},
+      "quoted": {"type": "string", "pattern": "^\"[a-z]\"\n?$"},
+      "email": {"type": ["string", "null"],
+                "pattern": "^[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]{2,}$"}}})");
+  for (const char* text :
+       {R"({"code":"ABC-12"})", R"({"has":"ab"})", R"({"has":"xxabyy"})", R"({"word":"ab"})",
+        R"({"word":"abcd"})", R"({"quoted":"\"q\""})", R"({"quoted":"\"q\"\n"})",
+        R"({"email":"ann.lee@example.org"})", R"({"email":null})", R"({"code":"ABC\u002d12"})"}) {
+    const bool unicode_escape = std::string_view(text).find("\\u") != std::string_view::npos;
+    EXPECT_EQ(Complete(*patterned, text), !unicode_escape) << text;  // no \u in a pattern's string
+  }
+  for (const char* text :
+       {R"({"code":"AB1)", R"({"code":"ABC-123)", R"({"word":"abcde)", R"({"word":"A)",
+        R"({"quoted":"q)", R"({"quoted":"\"q\"x)", R"({"email":"ann@@)", R"({"code":"\t)"}) {
+    EXPECT_FALSE(Alive(*patterned, text)) << text;
+  }
+  for (const char* text : {R"({"code":"ABC-1"})", R"({"has":"a"})", R"({"word":"a"})",
+                           R"({"email":"ann@example.c"})"}) {
+    EXPECT_FALSE(Complete(*patterned, text)) << text;
+  }
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {R"j({"properties": {"a": {"pattern": "(?=x)"}}})j", "S.properties.a.pattern: lookahead"},
+      {R"({"properties": {"a": {"pattern": "(a"}}})", "S.properties.a.pattern: "},
+      {R"({"properties": {"a": {"pattern": 3}}})",
+       "S.properties.a.pattern: expected a regular expression"},
+      {R"({"properties": {"a": {"pattern": "^[ab]$", "minLength": 2}}})",
+       "S.properties.a.pattern: the pattern admits no string that can be written"},
+      {R"({"properties": {"a": {"type": "integer", "pattern": "x"}}})",
+       "S.properties.a.pattern: is supported on a schema whose types include string"},
+  };
+  for (const auto& [schema, refusal] : refusals) {
+    EXPECT_NE(Refusal(schema).find(refusal), std::string::npos)
+        << schema << "\n  gave: " << Refusal(schema);
+  }
+}
+
+// Numbers held to their bounds exactly in decimal, digit by digit on both sides of the point,
+// without an exponent.
+TEST(JsonSchemaTest, NumbersWithinTheirBounds) {
+  const auto bounded = Compiled(R"({"type": "object", "properties": {
+      "p": {"type": "number", "minimum": 0, "maximum": 1},
+      "t": {"type": "number", "exclusiveMinimum": -2.5, "exclusiveMaximum": 0.125},
+      "x": {"type": ["number", "null"], "minimum": 0.1},
+      "i": {"type": ["integer", "number"], "maximum": 3.5},
+      "tiny": {"exclusiveMinimum": 1e-20, "maximum": 1}}})");
+  for (const char* text :
+       {R"({"p":0})", R"({"p":1})", R"({"p":0.5})", R"({"p":1.000})", R"({"p":-0.0})",
+        R"({"p":0.999999999999999999})", R"({"t":-2.4})", R"({"t":-2.499999})", R"({"t":0.124999})",
+        R"({"x":null})", R"({"x":0.1})", R"({"x":12345})", R"({"i":3.5})", R"({"i":-7})",
+        R"({"tiny":0.000000000000000001})"}) {
+    EXPECT_TRUE(Complete(*bounded, text)) << text;
+  }
+  for (const char* text :
+       {R"({"p":2)", R"({"p":1.1)", R"({"p":1.0001)", R"({"p":-0.1)", R"({"p":0e)", R"({"p":1E)",
+        R"({"p":0.1234567890123456789)", R"({"t":-2.5)", R"({"t":-3)", R"({"t":0.125)",
+        R"({"t":0.2)", R"({"x":0.0)", R"({"x":-)", R"({"i":3.6)", R"({"i":4)",
+        R"({"tiny":0.000000000000000000)"}) {
+    EXPECT_FALSE(Alive(*bounded, text)) << text;
+  }
+  EXPECT_TRUE(Alive(*bounded, R"({"t":-2.4)"));
+  EXPECT_FALSE(Complete(*bounded, R"({"t":-2.5})"));
+  EXPECT_TRUE(Alive(*bounded, R"({"x":0.)"));
+  EXPECT_FALSE(Complete(*bounded, R"({"tiny":0})"));
+}
+
 TEST(JsonSchemaTest, WhatCannotBeHeldIsRefusedNamingIt) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})",
-       "S.properties.a.pattern: is not supported"},
-      {R"({"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}})",
-       "S.properties.n.minimum: is supported on a schema whose only type is integer"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}})",
+       "S.properties.a.maxLength: expected an integer from 0 to 1000000"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 3,
+          "maxLength": 2}}})",
+       "S.properties.a.minLength: is above maxLength"},
+      {R"({"type": "object", "properties": {"a": {"enum": ["x"], "maxLength": 2}}})",
+       "S.properties.a.maxLength: is supported on a schema whose types include string"},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "minLength": 2}}})",
+       "S.properties.a.minLength: is supported on a schema whose types include string"},
+      {R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "string",
+          "maxLength": 2}, {"type": "string", "minLength": 4}]}}})",
+       "S.properties.a.anyOf: alternatives that begin with the same byte"},
+      {R"({"type": "object", "properties": {"n": {"type": "string", "minimum": 1}}})",
+       "S.properties.n.minimum: is supported on a schema whose types include integer or number"},
+      {R"({"type": "object", "properties": {"n": {"enum": [1, 2], "maximum": 1}}})",
+       "S.properties.n.maximum: is supported on a schema whose types include integer or number "
+       "(without enum)"},
+      {R"({"type": "object", "properties": {"n": {"type": "number", "minimum": 2,
+          "exclusiveMaximum": 2}}})",
+       "S.properties.n: its bounds admit no number"},
+      {R"({"type": "object", "properties": {"n": {"type": "number", "multipleOf": 2}}})",
+       "S.properties.n.multipleOf: is not supported"},
       {R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3,
           "exclusiveMaximum": 3}}})",
        "S.properties.n: its bounds admit no integer"},
@@ -263,8 +376,9 @@ TEST(JsonSchemaTest, WhatAdmitsAnyValue) {
   for (const char* any : {"true", "{}", R"({"title": "T", "description": "d", "x-y": 1})"}) {
     EXPECT_TRUE(JsonSchema::AdmitsAnyValue(Ordered::parse(any))) << any;
   }
-  for (const char* some : {"false", R"({"type": "object"})", R"({"properties": {}})",
-                           R"({"anyOf": [{}]})", R"({"minimum": 1})", R"({"pattern": "x"})"}) {
+  for (const char* some :
+       {"false", R"({"type": "object"})", R"({"properties": {}})", R"({"anyOf": [{}]})",
+        R"({"minimum": 1})", R"({"pattern": "x"})", R"({"maxLength": 3})"}) {
     EXPECT_FALSE(JsonSchema::AdmitsAnyValue(Ordered::parse(some))) << some;
   }
 }
@@ -297,6 +411,15 @@ TEST(JsonSchemaTest, EveryTextTheGrammarFinishesValidates) {
       R"({"type": "array", "items": {"type": "integer", "minimum": -20, "exclusiveMaximum": 7}})",
       R"({"type": "array", "prefixItems": [{"type": "boolean"}, {"enum": ["a", 2]}],
           "items": {"type": "null"}, "minItems": 1, "maxItems": 4})",
+      R"({"type": "array", "items": {"anyOf": [{"type": "string", "minLength": 2, "maxLength": 4},
+          {"type": "null"}]}, "maxItems": 5})",
+      R"({"properties": {"a": {"type": "string", "minLength": 7}, "b": {"maxLength": 1}},
+          "required": ["a", "b"]})",
+      R"({"type": "array", "items": {"type": "number", "exclusiveMinimum": -1.5,
+          "maximum": 20.25}, "minItems": 2})",
+      R"({"type": "object", "properties": {"code": {"pattern": "^[A-Z]{2,3}-\\d+$"},
+          "has": {"pattern": "a|b"}, "words": {"pattern": "^(\\w+\\s?){1,3}$", "maxLength": 9},
+          "odd": {"pattern": "^[a\"\\\\/]{1,3}\n?$"}}, "required": ["code", "has"]})",
       "{}",
   };
   std::mt19937 rng(17);
@@ -362,6 +485,36 @@ TEST(JsonSchemaTest, AMaskIsEveryTokenWhoseTextContinues) {
       JsonGrammar alone = state;
       const bool continues = !vocab[t].empty() && alone.Feed(vocab[t]);
       EXPECT_EQ(((allowed[0] >> t) & 1) != 0, continues) << vocab[t];
+    }
+  }
+}
+
+// A held string's masks: plain text by its count of characters, the rest walked; a pattern's
+// string walked whole.
+TEST(JsonSchemaTest, AHeldStringsMaskCountsCharacters) {
+  const std::vector<std::string> vocab = {"",      "{",   "\"s\":\"", "a",    "bc",    "def",
+                                          "\"",    "g\"", "\xc3\xa9", "\xc3", "\xa9h", "\\n",
+                                          "\\u00", "e9",  "\"}",      "}",    "ij\"}"};
+  JsonTokenMasks masks(static_cast<int64_t>(vocab.size()),
+                       [&](int32_t id) { return std::string_view(vocab[id]); });
+  for (const char* schema : {
+           R"({"type": "object", "properties": {"s": {"type": "string", "minLength": 2,
+               "maxLength": 4}}})",
+           R"({"type": "object", "properties": {"s": {"type": "string",
+               "pattern": "^[a-f]*(g|\u00e9h|\n)?$"}}})"}) {
+    SCOPED_TRACE(schema);
+    const auto held = Compiled(schema);
+    for (const std::vector<int32_t>& output : std::vector<std::vector<int32_t>>{
+             {1, 2}, {1, 2, 3}, {1, 2, 4}, {1, 2, 5}, {1, 2, 9}, {1, 2, 3, 9, 10}, {1, 2, 11}}) {
+      const JsonGrammar state = masks.StateAfter(JsonGrammar(*held), output);
+      ASSERT_FALSE(state.dead());
+      const std::span<const uint64_t> allowed = masks.Allowed(state);
+      for (size_t t = 0; t < vocab.size(); ++t) {
+        JsonGrammar alone = state;
+        const bool continues = !vocab[t].empty() && alone.Feed(vocab[t]);
+        EXPECT_EQ(((allowed[0] >> t) & 1) != 0, continues)
+            << vocab[t] << " after " << output.size();
+      }
     }
   }
 }

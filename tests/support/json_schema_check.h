@@ -3,7 +3,9 @@
 // specification's meaning of each and independent of the compiler: what the grammar admits must
 // validate here. Annotations and unknown keywords are ignored, as the specification says.
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 namespace dscale::testing {
@@ -62,6 +64,22 @@ inline bool SchemaAdmits(const nlohmann::json& value, const nlohmann::json& sche
     }
     if (schema.contains("exclusiveMaximum") && x >= schema["exclusiveMaximum"].get<double>()) {
       return false;
+    }
+  }
+  if (value.is_string()) {
+    // Lengths in code points: the UTF-8 bytes that begin one. A pattern matches anywhere in the
+    // string (ECMA-262's search), here std::regex's ECMAScript grammar (ASCII strings only).
+    const std::string& text = value.get_ref<const std::string&>();
+    const auto length = static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }));
+    if (length < schema.value("minLength", size_t{0})) return false;
+    if (length > schema.value("maxLength", length)) return false;
+    if (const auto pattern = schema.find("pattern"); pattern != schema.end()) {
+      if (!std::regex_search(text,
+                             std::regex(pattern->get<std::string>(), std::regex::ECMAScript))) {
+        return false;
+      }
     }
   }
   if (value.is_object()) {

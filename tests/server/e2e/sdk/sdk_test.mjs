@@ -354,13 +354,28 @@ async function jsonMode(model, prompt) {
     assert.equal(typeof value.answer, 'string');
     assert.ok(Number.isInteger(value.steps), text);
   }
+  // A string's pattern and length, a number's bounds.
+  const shaped = {type: 'object', properties: {
+    code: {type: 'string', pattern: '^[A-Z]{3}-\\d{2}$'},
+    score: {type: 'number', minimum: 0, maximum: 1},
+    note: {type: 'string', minLength: 2, maxLength: 8}}, required: ['code', 'score', 'note']};
+  const bounded = await client.chat.completions.create({...request, response_format:
+      {type: 'json_schema', json_schema: {name: 'shaped', schema: shaped}}});
+  const boundedText = bounded.choices[0].message.content;
+  assert.ok(boundedText.startsWith('{'), boundedText);
+  if (bounded.choices[0].finish_reason === 'stop') {
+    const value = JSON.parse(boundedText);
+    assert.match(value.code, /^[A-Z]{3}-\d{2}$/);
+    assert.ok(value.score >= 0 && value.score <= 1, boundedText);
+    assert.ok([...value.note].length >= 2 && [...value.note].length <= 8, boundedText);
+  }
   // Completions take it too (vLLM's extension of OpenAI's completions).
   const completion = await client.completions.create(
       {model, prompt, max_tokens: 16, temperature: 0, response_format: {type: 'json_object'}});
   assert.ok(completion.choices[0].text.startsWith('{'), completion.choices[0].text);
   await assert.rejects(client.chat.completions.create(
       {...request, response_format: {type: 'json_schema', json_schema: {name: 'x', schema:
-          {type: 'object', properties: {a: {type: 'string', pattern: '^x'}}}}}}),
+          {type: 'object', properties: {a: {type: 'string', pattern: '(?=x)'}}}}}}),
       (e) => {
         assert.equal(e.status, 400);
         assert.equal(e.param, 'response_format.json_schema.schema.properties.a.pattern');
