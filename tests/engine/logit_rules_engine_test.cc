@@ -243,8 +243,9 @@ std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<
 
 // JSON mode: plain decoding is the reference's, every mode at c = 1 and 16 commits it, greedy
 // and sampled, and every output is text the schema's grammar admits so far: whole where a stop id
-// ended it, and then a value the schema validates. Any object (json_object) and a schema with
-// required and optional properties, a bounded integer, an enum array and a string. After reasoning
+// ended it, and then a value the schema validates. Any object (json_object), a schema with
+// required and optional properties, a bounded integer, an enum array and a string, and one with a
+// bounded number, a string's pattern and lengths. After reasoning
 // (thinking on), the value follows the first "</think>" (biased up here, so that the tiny target
 // ends its reasoning).
 TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
@@ -258,8 +259,15 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
       "minimum": -5, "maximum": 120},
       "yz": {"type": "array", "items": {"enum": ["x", 1, true, null]}, "maxItems": 3},
       "y": {"type": "string"}}, "required": ["x"]})";
-  for (const auto& [schema_text, after_reasoning] :
-       {std::pair{any_object, false}, {any_object, true}, {keyed, false}, {keyed, true}}) {
+  const std::string shaped = R"({"type": "object", "properties": {"x": {"type": "number",
+      "exclusiveMinimum": -3, "maximum": 1.5},
+      "y": {"type": "string", "pattern": "^(xy|1-)+$", "maxLength": 6},
+      "1": {"type": "string", "minLength": 1, "maxLength": 3}}, "required": ["x", "y"]})";
+  for (const auto& [schema_text, after_reasoning] : {std::pair{any_object, false},
+                                                     {any_object, true},
+                                                     {keyed, false},
+                                                     {keyed, true},
+                                                     {shaped, false}}) {
     const nlohmann::json schema_json = nlohmann::json::parse(schema_text);
     GenerationParams params{
         .max_tokens = 40,
