@@ -22,11 +22,14 @@ JsonTokenMasks::JsonTokenMasks(int64_t vocab,
     if (JsonGrammar::IsPlainStringText(texts_[id])) {
       plain_[id / 64] |= uint64_t{1} << (id % 64);
       plain_characters_[id] = JsonGrammar::CharactersIn(texts_[id]);
-      most_plain_characters_ = std::max(most_plain_characters_, plain_characters_[id]);
+      longest_plain_first_.push_back(id);
     } else {
       not_plain.push_back(id);
     }
   }
+  std::stable_sort(
+      longest_plain_first_.begin(), longest_plain_first_.end(),
+      [&](int32_t a, int32_t b) { return plain_characters_[a] > plain_characters_[b]; });
   all_ = MakeWalk(std::move(with_text));
   not_plain_ = MakeWalk(std::move(not_plain));
 }
@@ -70,13 +73,12 @@ JsonGrammar JsonTokenMasks::Advance(JsonGrammar state, int32_t token) const {
   return state;
 }
 
+// Every plain text but those longer than `room`, the longest first: few tokens are long.
 std::vector<uint64_t> JsonTokenMasks::PlainTextWithin(int64_t room) const {
-  if (room >= most_plain_characters_) return plain_;
-  std::vector<uint64_t> bits(plain_.size(), 0);
-  for (int64_t id = 0; id < vocab_; ++id) {
-    if (plain_characters_[id] != 0 && plain_characters_[id] <= room) {
-      bits[id / 64] |= uint64_t{1} << (id % 64);
-    }
+  std::vector<uint64_t> bits = plain_;
+  for (const int32_t id : longest_plain_first_) {
+    if (plain_characters_[id] <= room) break;
+    bits[id / 64] &= ~(uint64_t{1} << (id % 64));
   }
   return bits;
 }

@@ -66,7 +66,7 @@ class JsonTokenMasks {
   Walk not_plain_;                  // those whose text is not plain string text
   std::vector<uint64_t> plain_;     // bit t: token t's text is plain string text
   std::vector<int32_t> plain_characters_;  // [vocab] a plain text's characters (CharactersIn)
-  int32_t most_plain_characters_ = 0;
+  std::vector<int32_t> longest_plain_first_;  // the plain texts' ids, most characters first
   size_t longest_ = 0;              // the longest token's bytes
   // The masks, most recently used first, at most kMaxCachedStates.
   static constexpr size_t kMaxCachedStates = 512;

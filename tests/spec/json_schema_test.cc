@@ -494,7 +494,7 @@ TEST(JsonSchemaTest, AMaskIsEveryTokenWhoseTextContinues) {
 TEST(JsonSchemaTest, AHeldStringsMaskCountsCharacters) {
   const std::vector<std::string> vocab = {"",      "{",   "\"s\":\"", "a",    "bc",    "def",
                                           "\"",    "g\"", "\xc3\xa9", "\xc3", "\xa9h", "\\n",
-                                          "\\u00", "e9",  "\"}",      "}",    "ij\"}"};
+                                          "\\u00", "e9",  "\"}",      "}",    "ij\"}", "\xa9"};
   JsonTokenMasks masks(static_cast<int64_t>(vocab.size()),
                        [&](int32_t id) { return std::string_view(vocab[id]); });
   for (const char* schema : {
