@@ -260,20 +260,6 @@ TEST(JsonSchemaTest, StringsMatchingTheirPattern) {
                            R"({"email":"ann@example.c"})"}) {
     EXPECT_FALSE(Complete(*patterned, text)) << text;
   }
-  const std::vector<std::pair<std::string, std::string>> refusals = {
-      {R"j({"properties": {"a": {"pattern": "(?=x)"}}})j", "S.properties.a.pattern: lookahead"},
-      {R"({"properties": {"a": {"pattern": "(a"}}})", "S.properties.a.pattern: "},
-      {R"({"properties": {"a": {"pattern": 3}}})",
-       "S.properties.a.pattern: expected a regular expression"},
-      {R"({"properties": {"a": {"pattern": "^[ab]$", "minLength": 2}}})",
-       "S.properties.a.pattern: the pattern admits no string that can be written"},
-      {R"({"properties": {"a": {"type": "integer", "pattern": "x"}}})",
-       "S.properties.a.pattern: is supported on a schema whose types include string"},
-  };
-  for (const auto& [schema, refusal] : refusals) {
-    EXPECT_NE(Refusal(schema).find(refusal), std::string::npos)
-        << schema << "\n  gave: " << Refusal(schema);
-  }
 }
 
 // Numbers held to their bounds exactly in decimal, digit by digit on both sides of the point,
@@ -307,6 +293,14 @@ TEST(JsonSchemaTest, NumbersWithinTheirBounds) {
 
 TEST(JsonSchemaTest, WhatCannotBeHeldIsRefusedNamingIt) {
   const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"j({"properties": {"a": {"pattern": "(?=x)"}}})j", "S.properties.a.pattern: lookahead"},
+      {R"({"properties": {"a": {"pattern": "(a"}}})", "S.properties.a.pattern: "},
+      {R"({"properties": {"a": {"pattern": 3}}})",
+       "S.properties.a.pattern: expected a regular expression"},
+      {R"({"properties": {"a": {"pattern": "^[ab]$", "minLength": 2}}})",
+       "S.properties.a.pattern: the pattern admits no string that can be written"},
+      {R"({"properties": {"a": {"type": "integer", "pattern": "x"}}})",
+       "S.properties.a.pattern: is supported on a schema whose types include string"},
       {R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": -1}}})",
        "S.properties.a.maxLength: expected an integer from 0 to 1000000"},
       {R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 3,
