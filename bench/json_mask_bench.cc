@@ -1,6 +1,7 @@
 // JSON mode's cost on Qwen3's vocabulary (151,669 tokens): making the vocabulary walk, a grammar
-// state's mask (computed once per state, then kept: an output visits few), and holding one row
-// of logits to a kept mask (every verified row of a JSON-mode request pays it).
+// state's mask (computed once per state, then kept: an output visits few), compiling a string's
+// pattern, and holding one row of logits to a kept mask (every verified row of a JSON-mode
+// request pays it).
 //
 //   build/json_mask_bench        (docs/BENCHMARKS.md, "JSON mode")
 
@@ -17,6 +18,7 @@
 #include "io/tokenizer/tokenizer.h"
 #include "spec/json_schema.h"
 #include "spec/json_token_mask.h"
+#include "spec/pattern_dfa.h"
 
 namespace dscale {
 namespace {
@@ -139,6 +141,23 @@ void BM_MaskOfASchemaState(benchmark::State& state) {
   state.SetLabel(labels[state.range(0)]);
 }
 BENCHMARK(BM_MaskOfASchemaState)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond)->Iterations(20);
+
+// A pattern compiled to its automaton (once per schema text): an e-mail address, a date, a
+// hundred words, and the unanchored (a|b)*a(a|b){12} whose subsets grow fastest.
+void BM_CompilePattern(benchmark::State& state) {
+  const char* patterns[] = {"^[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]{2,}$", "^\\d{4}-\\d{2}-\\d{2}$",
+                            "^(?:\\w+\\s?){1,100}$", "(a|b)*a(a|b){12}"};
+  const char* pattern = patterns[state.range(0)];
+  size_t states = 0;
+  for (auto _ : state) {
+    const Result<PatternDfa> dfa = CompilePattern(pattern);
+    DSCALE_CHECK(dfa.ok());
+    states = dfa->next.size();
+  }
+  state.counters["states"] = static_cast<double>(states);
+  state.SetLabel(pattern);
+}
+BENCHMARK(BM_CompilePattern)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
 
 // One row held to a kept mask.
 void BM_HoldARow(benchmark::State& state) {

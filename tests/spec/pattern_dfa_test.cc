@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 #include <regex>
 #include <string>
@@ -380,31 +379,25 @@ TEST(PatternDfa, CountedRepetitionsCompile) {
   EXPECT_FALSE(Accepts(capitalised, "x B" + std::string(29, 'c') + " " + std::string(40, 'd')));
 }
 
-TEST(PatternDfa, PathologicalPatternsFinishQuickly) {
+// Patterns whose automata grow fast either compile within the bound or are refused for their size
+// (the construction stops early: build/json_mask_bench times them).
+TEST(PatternDfa, LargePatternsCompileOrAreRefusedForTheirSize) {
   for (const char* pattern :
        {"(a|b)*a(a|b){12}", "^(a|b)*a(a|b){12}$", "^[ab]*a[ab]{12}[ab]*$", "^[ab]*a[ab]{13}[ab]*$",
         "^[a-z]{1000}$", R"(^(?:\w+\s?){1,100}$)", R"(^(?:\w+\s?){40}$)", "^(?:[a-z]+ ?){100}$",
         "^.{0,200}$", "(x+x+)+y", "[A-Z][A-Za-z]{30}", "(?:(?:(?:a{0,10}){0,10}){0,10}){0,10}"}) {
-    const auto begin = std::chrono::steady_clock::now();
     const Result<PatternDfa> dfa = CompilePattern(pattern);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    EXPECT_LT(seconds, 2.0) << pattern;
-    std::printf("%-24s %s in %.1f ms\n", pattern,
-                dfa.ok() ? (std::to_string(dfa->next.size()) + " states").c_str()
-                         : dfa.status().message().c_str(),
-                seconds * 1e3);
+    if (dfa.ok()) {
+      EXPECT_LE(dfa->next.size(), static_cast<size_t>(kMaxPatternStates)) << pattern;
+    } else {
+      const std::string& why = dfa.status().message();
+      EXPECT_TRUE(why.find("states") != std::string::npos ||
+                  why.find("too complex") != std::string::npos)
+          << pattern << ": " << why;
+    }
   }
-}
-
-TEST(PatternDfa, ReportsStateCountsOfCommonPatterns) {
-  for (const Case& c : Cases()) {
-    const auto begin = std::chrono::steady_clock::now();
-    const PatternDfa dfa = Compiled(c.pattern);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
-    std::printf("%5zu states %6.2f ms  %s\n", dfa.next.size(), ms, c.pattern);
-  }
+  EXPECT_TRUE(CompilePattern("^[ab]*a[ab]{12}[ab]*$").ok());
+  EXPECT_FALSE(CompilePattern("^.{0,205}$").ok());
 }
 
 // The UTF-8 sequences of a range match exactly the encodings of its code points.
