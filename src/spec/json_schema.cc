@@ -61,6 +61,41 @@ constexpr std::string_view kShaping[] = {
 
 std::atomic<uint64_t> next_schema_id{1};
 
+// RFC 3339's full-date (days within their month, February 29 in leap years) and full-time (its
+// offset required), unanchored.
+constexpr std::string_view kFullDate =
+    R"re((?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30))re"
+    R"re(|02-(?:0[1-9]|1\d|2[0-8]))|(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048])re"
+    R"re(|[13579][26])00)-02-29))re";
+constexpr std::string_view kFullTime =
+    R"re((?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d))re";
+
+// The pattern a string format is held to, for the formats OpenAI's structured outputs hold and
+// a pattern can: RFC 3339's date, time and date-time, RFC 4122's uuid, an e-mail address (a
+// dot-atom local part, RFC 5322, at a domain of two or more labels), an IPv4 address in dotted
+// decimal. Others (duration, hostname, ipv6, uri, ...) stay annotations.
+std::optional<std::string> FormatPattern(std::string_view format) {
+  const auto anchored = [](std::string_view a, std::string_view b = "", std::string_view c = "") {
+    return "^" + std::string(a) + std::string(b) + std::string(c) + "$";
+  };
+  if (format == "date") return anchored(kFullDate);
+  if (format == "time") return anchored(kFullTime);
+  if (format == "date-time") return anchored(kFullDate, "[Tt]", kFullTime);
+  if (format == "uuid") {
+    return anchored("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}");
+  }
+  if (format == "email") {
+    return anchored(R"re([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@)re",
+                    R"re([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)re",
+                    R"re((?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+)re");
+  }
+  if (format == "ipv4") {
+    return anchored(R"re((?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3})re",
+                    R"re((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))re");
+  }
+  return std::nullopt;
+}
+
 // `x` rounded to a multiple of `step`, up or down.
 SchemaBound RoundToUnits(SchemaBound x, SchemaBound step, bool up) {
   SchemaBound q = x / step;  // toward zero
@@ -317,12 +352,22 @@ class JsonSchemaCompiler {
       *bound = static_cast<int32_t>(it->get<int64_t>());
     }
     if (min_length > max_length) return Refuse(path + ".minLength", "is above maxLength");
-    const auto pattern = s.find("pattern");
-    if (min_length == 0 && max_length == kUnboundedLength && pattern == s.end()) return kAnyString;
+    // A pattern, else a format held as one (JSON Schema's formats are annotations unless a
+    // validator asserts them; OpenAI's structured outputs hold these).
+    std::optional<std::string> pattern;
+    std::string pattern_path = path + ".pattern";
+    if (const auto it = s.find("pattern"); it != s.end()) {
+      if (!it->is_string()) return Refuse(pattern_path, "expected a regular expression");
+      pattern = it->get<std::string>();
+    } else if (const auto format = s.find("format"); format != s.end() && format->is_string()) {
+      pattern = FormatPattern(format->get<std::string>());
+      pattern_path = path + ".format";
+    }
+    if (min_length == 0 && max_length == kUnboundedLength && !pattern) return kAnyString;
     const int32_t n = New(Kind::kString, path);
-    if (pattern != s.end()) {
+    if (pattern) {
       // The length joins the pattern's automaton, which then holds the string alone.
-      const Result<int32_t> p = Pattern(*pattern, min_length, max_length, path + ".pattern");
+      const Result<int32_t> p = Pattern(*pattern, min_length, max_length, pattern_path);
       if (!p.ok()) return p.status();
       nodes()[n].pattern = *p;
     } else {
@@ -334,10 +379,9 @@ class JsonSchemaCompiler {
   }
 
   // A pattern's automaton, with the string's length in it, kept in the schema: its index.
-  Result<int32_t> Pattern(const Json& pattern, int32_t min_length, int32_t max_length,
+  Result<int32_t> Pattern(const std::string& pattern, int32_t min_length, int32_t max_length,
                           const std::string& path) {
-    if (!pattern.is_string()) return Refuse(path, "expected a regular expression");
-    Result<PatternDfa> dfa = CompilePattern(pattern.get<std::string>());
+    Result<PatternDfa> dfa = CompilePattern(pattern);
     if (dfa.ok() && (min_length > 0 || max_length != kUnboundedLength)) {
       dfa = WithLength(
           *dfa, min_length,

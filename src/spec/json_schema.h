@@ -17,9 +17,11 @@
 // - strings: "minLength", "maxLength" (in code points) and "pattern" (an ECMA-262 regular
 //   expression, pattern_dfa.h, matched anywhere in the value as JSON Schema says), on a schema
 //   whose types include string, to strings (a string's keywords without "type" make it a string);
+//   without a pattern, "format" date, time, date-time (RFC 3339), uuid, email and ipv4, as the
+//   patterns FormatPattern gives them (other formats are annotations);
 // - "integer" a number without fraction or exponent, enum and const values exactly as compact
 //   JSON writes them (strings as written, UTF-8 not escaped).
-// Annotations ("title", "description", "default", "examples", "format", ...) and keywords it
+// Annotations ("title", "description", "default", "examples", other formats, ...) and keywords it
 // does not know are ignored, as JSON Schema ignores them; an assertion it cannot hold an output
 // to ("multipleOf", "uniqueItems", "not", ...) is refused naming it, so
 // that what it returns always validates. The alternatives of a union must begin with different

@@ -262,6 +262,33 @@ TEST(JsonSchemaTest, StringsMatchingTheirPattern) {
   }
 }
 
+// The formats OpenAI's structured outputs hold, held as patterns; others stay annotations.
+TEST(JsonSchemaTest, FormatsHeldAsPatterns) {
+  const auto formatted = Compiled(R"({"type": "object", "properties": {
+      "d": {"type": "string", "format": "date"}, "t": {"type": "string", "format": "time"},
+      "dt": {"type": "string", "format": "date-time"}, "u": {"type": "string", "format": "uuid"},
+      "e": {"type": "string", "format": "email"}, "ip": {"type": "string", "format": "ipv4"},
+      "uri": {"type": "string", "format": "uri"}}})");
+  for (const char* text :
+       {R"({"d":"2024-02-29"})", R"({"d":"2000-02-29"})", R"({"d":"1999-12-31"})",
+        R"({"t":"23:59:60Z"})", R"({"t":"00:00:00.125-08:30"})",
+        R"({"dt":"2024-01-31T10:20:30.5+02:00"})",
+        R"({"u":"123e4567-E89B-12d3-a456-426614174000"})",
+        R"({"e":"first.last+tag@mail.example.org"})", R"({"ip":"192.168.0.1"})",
+        R"({"ip":"0.0.0.0"})", R"({"uri":"not checked"})"}) {
+    EXPECT_TRUE(Complete(*formatted, text)) << text;
+  }
+  for (const char* text :
+       {R"({"d":"2023-02-29)", R"({"d":"1900-02-29)", R"({"d":"2024-13)", R"({"d":"2024-04-31)",
+        R"({"t":"24)", R"({"t":"12:60)", R"({"dt":"2024-01-31 )", R"({"u":"123g)", R"({"e":"a..)",
+        R"({"e":".a)", R"({"e":"a@-)", R"({"ip":"256)", R"({"ip":"01)", R"({"ip":"1.2.3.4.)"}) {
+    EXPECT_FALSE(Alive(*formatted, text)) << text;
+  }
+  for (const char* text : {R"({"t":"12:00:00"})", R"({"e":"a@localhost"})", R"({"ip":"1.2.3"})"}) {
+    EXPECT_FALSE(Complete(*formatted, text)) << text;
+  }
+}
+
 // Numbers held to their bounds exactly in decimal, digit by digit on both sides of the point,
 // without an exponent.
 TEST(JsonSchemaTest, NumbersWithinTheirBounds) {
@@ -414,6 +441,10 @@ TEST(JsonSchemaTest, EveryTextTheGrammarFinishesValidates) {
       R"({"type": "object", "properties": {"code": {"pattern": "^[A-Z]{2,3}-\\d+$"},
           "has": {"pattern": "a|b"}, "words": {"pattern": "^(\\w+\\s?){1,3}$", "maxLength": 9},
           "odd": {"pattern": "^[a\"\\\\/]{1,3}\n?$"}}, "required": ["code", "has"]})",
+      R"({"type": "array", "items": {"type": "string", "format": "date-time"}, "maxItems": 2})",
+      R"({"type": "object", "properties": {"e": {"format": "email", "type": "string"},
+          "ip": {"type": "string", "format": "ipv4"}, "u": {"type": "string", "format": "uuid"}},
+          "required": ["e", "ip", "u"]})",
       "{}",
   };
   std::mt19937 rng(17);

@@ -1,12 +1,15 @@
 #pragma once
 // A JSON Schema validator for the keywords spec/json_schema.h compiles, written from the
 // specification's meaning of each and independent of the compiler: what the grammar admits must
-// validate here. Annotations and unknown keywords are ignored, as the specification says.
+// validate here. Annotations and unknown keywords are ignored, as the specification says; the
+// formats the compiler holds are asserted (json_format_check.h).
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+
+#include "support/json_format_check.h"
 
 namespace dscale::testing {
 
@@ -80,6 +83,9 @@ inline bool SchemaAdmits(const nlohmann::json& value, const nlohmann::json& sche
                              std::regex(pattern->get<std::string>(), std::regex::ECMAScript))) {
         return false;
       }
+    }
+    if (const auto format = schema.find("format"); format != schema.end()) {
+      if (!FormatHolds(format->get<std::string>(), text)) return false;
     }
   }
   if (value.is_object()) {

@@ -358,7 +358,8 @@ async function jsonMode(model, prompt) {
   const shaped = {type: 'object', properties: {
     code: {type: 'string', pattern: '^[A-Z]{3}-\\d{2}$'},
     score: {type: 'number', minimum: 0, maximum: 1},
-    note: {type: 'string', minLength: 2, maxLength: 8}}, required: ['code', 'score', 'note']};
+    note: {type: 'string', minLength: 2, maxLength: 8}, when: {type: 'string', format: 'date'}},
+    required: ['code', 'score', 'note', 'when']};
   const bounded = await client.chat.completions.create({...request, response_format:
       {type: 'json_schema', json_schema: {name: 'shaped', schema: shaped}}});
   const boundedText = bounded.choices[0].message.content;
@@ -368,6 +369,7 @@ async function jsonMode(model, prompt) {
     assert.match(value.code, /^[A-Z]{3}-\d{2}$/);
     assert.ok(value.score >= 0 && value.score <= 1, boundedText);
     assert.ok([...value.note].length >= 2 && [...value.note].length <= 8, boundedText);
+    assert.match(value.when, /^\d{4}-\d{2}-\d{2}$/);
   }
   // Completions take it too (vLLM's extension of OpenAI's completions).
   const completion = await client.completions.create(
