@@ -45,8 +45,9 @@ Status ValidateParams(const GenerationParams& p, bool can_decode_text) {
   // Once the value closes only a stop id may follow (spec/json_token_mask.h).
   if (s.rules.json_schema != nullptr && (p.stop_ids.empty() || s.rules.min_tokens > 0)) {
     return InvalidArgument(
-        "response_format: JSON mode (and a forced tool_choice) ends the output where the value "
-        "closes, so it needs a stop id (not ignore_eos without stop_token_ids) and no min_tokens");
+        "response_format: JSON mode (and a forced tool_choice, structured_outputs) ends the output "
+        "where the value closes or the pattern can go no further, so it needs a stop id (not "
+        "ignore_eos without stop_token_ids) and no min_tokens");
   }
   for (const std::string& stop : p.stop_strings) {
     if (stop.empty()) return InvalidArgument("stop: stop strings must not be empty");

@@ -659,9 +659,8 @@ bool NeedsRenderInOrder(const ApiRequest& r) {
 // held to the schema, spec/json_schema.h; compiled by CompileSchemas from the body read
 // again in order, as its properties are written in the order the schema lists them).
 Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest* r) {
-  r->rules.json_schema = nullptr;
-  r->json_schema_sent = false;
   if (v.is_null()) return std::nullopt;
+  if (r->structured_outputs_sent) return BadField(name, "is not allowed beside structured_outputs");
   if (!v.is_object()) return BadField(name, "expected an object with a type" + Got(v));
   const auto type = v.find("type");
   constexpr const char* kTypes = R"(expected "text", "json_object" or "json_schema")";
@@ -697,6 +696,49 @@ Error ParseResponseFormat(const json& v, const std::string& name, ApiRequest* r)
     return BadField(field + ".schema", "expected a JSON Schema object" + Got(*schema));
   }
   r->json_schema_sent = true;
+  r->schema_field = field + ".schema";
+  return std::nullopt;
+}
+
+// vLLM's {"json": schema}, {"regex": "..."} (the whole output matches it) or {"choice": [...]}
+// (the output is one of them), one of the three.
+Error ParseStructuredOutputs(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (r->rules.json_schema != nullptr || r->json_schema_sent) {
+    return BadField(name, "is not allowed beside response_format");
+  }
+  constexpr const char* kOne = "expected an object with one of json, regex and choice";
+  if (!v.is_object() || v.size() != 1) return BadField(name, kOne + Got(v));
+  const std::string key = v.begin().key();
+  const json& value = v.begin().value();
+  const std::string field = name + "." + key;
+  r->structured_outputs_sent = true;
+  if (key == "json") {
+    if (!value.is_object() && !value.is_boolean()) {
+      return BadField(field, "expected a JSON Schema object" + Got(value));
+    }
+    r->json_schema_sent = true;
+    r->schema_field = field;
+    return std::nullopt;
+  }
+  std::string regex;
+  if (key == "regex") {
+    if (!value.is_string()) return BadField(field, "expected a regular expression" + Got(value));
+    regex = value.get<std::string>();
+  } else if (key == "choice") {
+    constexpr size_t kMostChoices = 1024;
+    if (!value.is_array() || value.empty() || value.size() > kMostChoices ||
+        !std::all_of(value.begin(), value.end(), [](const json& c) { return c.is_string(); })) {
+      return BadField(field, "expected a list of 1 to " + std::to_string(kMostChoices) +
+                                 " strings" + Got(value));
+    }
+    regex = JsonSchema::ChoicesPattern(value.get<std::vector<std::string>>());
+  } else {
+    return BadField(field, "is not supported; structured_outputs takes json, regex or choice");
+  }
+  const Result<std::shared_ptr<const JsonSchema>> compiled = JsonSchema::Pattern(regex, field);
+  if (!compiled.ok()) return SchemaRefusal(compiled.status().message());
+  r->rules.json_schema = *compiled;
   return std::nullopt;
 }
 
@@ -709,7 +751,7 @@ Error CompileSchemas(std::string_view body, ApiRequest* r) {
   const Ordered ordered = Ordered::parse(body, nullptr, /*allow_exceptions=*/false);
   if (r->tool_choice == ToolChoice::kRequired || r->tool_choice == ToolChoice::kFunction) {
     if (r->rules.json_schema != nullptr || r->json_schema_sent) {
-      return BadField("response_format",
+      return BadField(r->structured_outputs_sent ? "structured_outputs" : "response_format",
                       "is not allowed with tool_choice \"required\" or a named function: the "
                       "answer is the calls");
     }
@@ -717,10 +759,17 @@ Error CompileSchemas(std::string_view body, ApiRequest* r) {
     return ForcedCallSchema(tools == ordered.end() ? Ordered() : *tools, r->tool_choice,
                             r->tool_choice_function, &r->rules.json_schema);
   }
-  const Ordered& spec = ordered.at("response_format").at("json_schema");
-  const auto schema = spec.find("schema");
-  const Result<std::shared_ptr<const JsonSchema>> compiled = JsonSchema::Compile(
-      schema == spec.end() ? Ordered::object() : *schema, "response_format.json_schema.schema");
+  if (!r->json_schema_sent) return std::nullopt;  // a pattern, compiled already
+  // The schema at schema_field ("a.b.c"), absent: any object.
+  const Ordered* schema = &ordered;
+  for (size_t from = 0; schema != nullptr && from <= r->schema_field.size();) {
+    const size_t dot = std::min(r->schema_field.find('.', from), r->schema_field.size());
+    const auto it = schema->find(r->schema_field.substr(from, dot - from));
+    schema = it == schema->end() ? nullptr : &*it;
+    from = dot + 1;
+  }
+  const Result<std::shared_ptr<const JsonSchema>> compiled =
+      JsonSchema::Compile(schema == nullptr ? Ordered::object() : *schema, r->schema_field);
   if (!compiled.ok()) return SchemaRefusal(compiled.status().message());
   r->rules.json_schema = *compiled;
   return std::nullopt;
@@ -792,6 +841,7 @@ constexpr FieldRule kFields[] = {
     {"tool_choice", kChatOnly, ParseToolChoice},
     {"parallel_tool_calls", kChatOnly, ParseBool},
     {"response_format", kBoth, ParseResponseFormat},
+    {"structured_outputs", kBoth, ParseStructuredOutputs},
     {"chat_template_kwargs", kChatOnly, ParseChatTemplateKwargs},
     {"separate_reasoning", kChatOnly, ParseSeparateReasoning},
 };
@@ -884,8 +934,8 @@ std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body
   }
   if (Error e = CheckRequired(*parsed, endpoint, *out)) return e;
   if (NeedsRenderInOrder(*out)) RenderInOrder(body, out);
-  if (out->json_schema_sent || out->tool_choice == ToolChoice::kRequired ||
-      out->tool_choice == ToolChoice::kFunction) {
+  if (out->json_schema_sent || out->structured_outputs_sent ||
+      out->tool_choice == ToolChoice::kRequired || out->tool_choice == ToolChoice::kFunction) {
     if (Error e = CompileSchemas(body, out)) return e;
   }
   return std::nullopt;

@@ -17,7 +17,8 @@
 //             first three SGLang's too), response_format ({"type": "text"},
 //             {"type": "json_object"}: JSON mode, the output held to a JSON object's text, or
 //             {"type": "json_schema"}: held to a schema, spec/json_schema.h; on completions
-//             as vLLM takes it)
+//             as vLLM takes it), structured_outputs (vLLM's: {"json": schema}, {"regex": ...}
+//             matching the whole output, or {"choice": [...]}; not beside response_format)
 //   completions  prompt (required: a string, token ids, or a one-element array of either),
 //             logprobs (null, or 0 to 20: the chosen token's and that many top tokens'),
 //             echo (false only), best_of (1 only), suffix (empty only)
@@ -99,9 +100,12 @@ struct ApiRequest {
   std::vector<std::string> tools;
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_function;
-  // response_format {"type": "json_schema"} was sent: its schema is compiled into
-  // rules.json_schema once the body is read in order.
+  // response_format {"type": "json_schema"} (or structured_outputs {"json"}) was sent: its schema
+  // is compiled into rules.json_schema once the body is read in order, from `schema_field`.
   bool json_schema_sent = false;
+  std::string schema_field;
+  // structured_outputs was sent (vLLM's: json, regex or choice); response_format may not be.
+  bool structured_outputs_sent = false;
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).

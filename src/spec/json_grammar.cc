@@ -23,7 +23,9 @@ void Append(std::string* out, const T& value) {
 }  // namespace
 
 JsonGrammar::JsonGrammar(const JsonSchema& schema)
-    : schema_(&schema), node_(static_cast<uint16_t>(schema.root())), lex_(Lex::kStart) {}
+    : schema_(&schema), node_(static_cast<uint16_t>(schema.root())), lex_(Lex::kStart) {
+  if (Node(node_).kind == Kind::kText) lex_ = Lex::kText;  // its start state, pos_ 0
+}
 
 JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
   schema_ = other.schema_;
@@ -66,7 +68,8 @@ bool JsonGrammar::FeedReasoning(uint8_t byte) {
     matched = border;
   }
   if (++matched == end.size()) {
-    lex_ = Lex::kAnswerStart;
+    // A pattern's text is all that follows the marker; a JSON value may follow whitespace.
+    lex_ = Node(node_).kind == Kind::kText ? Lex::kText : Lex::kAnswerStart;
     matched = 0;
   }
   aux_ = static_cast<uint8_t>(matched);
@@ -158,6 +161,12 @@ bool JsonGrammar::Feed(uint8_t byte) {
       return false;
     case Lex::kReasoning:
       return FeedReasoning(byte);
+    case Lex::kText: {
+      const int16_t next = schema_->pattern(Node(node_).pattern).next[pos_][byte];
+      if (next == PatternDfa::kNone) return Kill();
+      pos_ = static_cast<uint16_t>(next);
+      return true;
+    }
     case Lex::kString:
       if (byte == '"') return EndString();
       if (byte == '\\') {

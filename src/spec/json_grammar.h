@@ -4,7 +4,9 @@
 // the schema admits, starting at its first byte and ending at its last, whitespace where JSON
 // allows it inside, in runs of at most kMaxJsonWhitespaceRun bytes (a model that would rather pad
 // than write is held to writing), strings of any bytes but the control characters 0x00-0x1F (a
-// quote and a backslash only as JSON spells them), nesting up to kMaxJsonDepth.
+// quote and a backslash only as JSON spells them), nesting up to kMaxJsonDepth. A schema whose
+// root is a pattern's text (JsonSchema::Pattern) holds the output's bytes to its automaton
+// instead: no JSON at all.
 // A state copies freely (its open frames, no pointers owned); the schema outlives it.
 // JsonTokenMasks (json_token_mask.h) walks the vocabulary with it.
 
@@ -29,7 +31,8 @@ class JsonGrammar {
   explicit JsonGrammar(const JsonSchema& schema);
   // Before the first byte of an output whose value follows its reasoning (thinking on): any text
   // up to and including the first `reasoning_end` (the chat format's, "</think>"; static storage,
-  // at most 255 bytes), then whitespace, then the top-level value — it is the answer, as vLLM
+  // at most 255 bytes), then whitespace, then the top-level value (a pattern's text: straight
+  // after the marker) — it is the answer, as vLLM
   // holds only the answer. An empty `reasoning_end`: JsonGrammar(schema).
   static JsonGrammar Start(const JsonSchema& schema, std::string_view reasoning_end);
   // Copies the open frames only: the vocabulary walk copies a state for every byte it feeds.
@@ -53,8 +56,12 @@ class JsonGrammar {
   // The characters (Unicode code points) `bytes` begin, as a held string counts them: its bytes
   // that are not UTF-8 continuation bytes.
   static int CharactersIn(std::string_view bytes);
-  // The top-level value is whole: nothing may follow.
-  bool complete() const { return lex_ == Lex::kDone; }
+  // The output may end here: its top-level value is whole (and nothing may follow), or, a
+  // pattern's text (JsonSchema::Pattern), the text so far matches.
+  bool complete() const {
+    return lex_ == Lex::kDone ||
+           (lex_ == Lex::kText && schema_->pattern(schema_->node(node_).pattern).accepting[pos_]);
+  }
 
   // Two states with equal keys accept the same continuations (schemas told apart by their id).
   std::string key() const;
@@ -72,6 +79,7 @@ class JsonGrammar {
     kColon,        // after a key: ":", then a value of node_
     kAfter,        // after a value in a container: "," or its closer
     kDone,         // the top-level value closed
+    kText,         // a pattern's text (a kText root), pos_ its automaton's state
     kString,       // in a string (aux_ kKeyString: a map's key); a held string's node_ in node_
     kEscape,       // after a backslash in such a string
     kUnicode,      // in \uXXXX (pos_: hex digits left)

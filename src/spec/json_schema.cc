@@ -180,6 +180,19 @@ class JsonSchemaCompiler {
     return std::shared_ptr<const JsonSchema>(std::move(schema_));
   }
 
+  // The output's whole text held to `regex`, anchored at both ends.
+  Result<std::shared_ptr<const JsonSchema>> Text(std::string_view regex) {
+    const Result<int32_t> pattern =
+        Pattern("^(?:" + std::string(regex) + ")$", 0, kUnboundedLength, field_);
+    if (!pattern.ok()) return pattern.status();
+    const int32_t root = New(Kind::kText, field_);
+    nodes()[root].pattern = *pattern;
+    SetFirstBytes(root);
+    schema_->root_ = root;
+    DSCALE_RETURN_IF_ERROR(Finish());
+    return std::shared_ptr<const JsonSchema>(std::move(schema_));
+  }
+
   // Only the built-in nodes: any object at the top.
   std::shared_ptr<const JsonSchema> AnyObject() {
     schema_->root_ = kAnyObject;
@@ -622,6 +635,11 @@ class JsonSchemaCompiler {
       case Kind::kInteger:
         node.first_bytes = FirstBytesOf("-0123456789");
         break;
+      case Kind::kText: {
+        const PatternDfa& dfa = schema_->patterns_[static_cast<size_t>(node.pattern)];
+        for (int b = 0; b < 256; ++b) node.first_bytes.set(b, dfa.next[0][b] != PatternDfa::kNone);
+        break;
+      }
       case Kind::kLiterals:
         node.first_bytes.reset();
         for (const std::string& t : node.literals) node.first_bytes.set(static_cast<uint8_t>(t[0]));
@@ -834,25 +852,54 @@ std::shared_ptr<const JsonSchema> JsonSchema::AnyObject() {
   return any;
 }
 
-Result<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(const nlohmann::ordered_json& schema,
-                                                              const std::string& field) {
-  // Requests that send the same schema share its compiled nodes and so its masks.
+namespace {
+
+// Requests that send the same schema (or pattern) share its compiled nodes and so its masks:
+// `key` (the text) looked up, else `compile` run and kept while some request holds it.
+template <typename Compile>
+Result<std::shared_ptr<const JsonSchema>> Shared(const std::string& key, Compile compile) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::weak_ptr<const JsonSchema>> compiled;
-  const std::string text = schema.dump();
   {
     const std::lock_guard lock(mu);
-    if (const auto it = compiled.find(text); it != compiled.end()) {
+    if (const auto it = compiled.find(key); it != compiled.end()) {
       if (std::shared_ptr<const JsonSchema> s = it->second.lock()) return s;
     }
   }
-  Result<std::shared_ptr<const JsonSchema>> s = JsonSchemaCompiler(schema, field).Run();
+  Result<std::shared_ptr<const JsonSchema>> s = compile();
   if (!s.ok()) return s;
   const std::lock_guard lock(mu);
   if (compiled.size() >= 1024)
     std::erase_if(compiled, [](const auto& e) { return e.second.expired(); });
-  compiled[text] = *s;
+  compiled[key] = *s;
   return s;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const JsonSchema>> JsonSchema::Compile(const nlohmann::ordered_json& schema,
+                                                              const std::string& field) {
+  return Shared("schema " + schema.dump(), [&] { return JsonSchemaCompiler(schema, field).Run(); });
+}
+
+Result<std::shared_ptr<const JsonSchema>> JsonSchema::Pattern(std::string_view regex,
+                                                              const std::string& field) {
+  return Shared("pattern " + std::string(regex), [&] {
+    const Json none;
+    return JsonSchemaCompiler(none, field).Text(regex);
+  });
+}
+
+std::string JsonSchema::ChoicesPattern(const std::vector<std::string>& choices) {
+  std::string regex;
+  for (const std::string& choice : choices) {
+    if (!regex.empty()) regex += '|';
+    for (const char c : choice) {
+      if (std::string_view("\\^$.|?*+()[]{}/-").find(c) != std::string_view::npos) regex += '\\';
+      regex += c;
+    }
+  }
+  return regex;
 }
 
 bool JsonSchema::AdmitsAnyValue(const nlohmann::ordered_json& schema) {

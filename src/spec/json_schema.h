@@ -78,6 +78,8 @@ struct JsonSchemaNode {
     // Pydantic's discriminated unions). properties[0] is that key, its node the literals of
     // every alternative's tags; tag_owner[i] the alternative whose tag literal i is.
     kTagged,
+    // Not JSON: the output's whole text, its bytes walking `pattern` (JsonSchema::Pattern).
+    kText,
   };
   struct Property {
     std::string key;  // the name as JSON text, quotes included
@@ -126,6 +128,14 @@ class JsonSchema {
   // the same text share one compiled schema (and so the masks kept for it).
   static Result<std::shared_ptr<const JsonSchema>> Compile(const nlohmann::ordered_json& schema,
                                                            const std::string& field);
+
+  // Not JSON: the output's whole text matching `regex` (an ECMA-262 regular expression,
+  // pattern_dfa.h, that all of it must match: vLLM's structured_outputs regex and choice), as a
+  // schema whose root is a kText node. InvalidArgument "<field>: <why>". Shared by text as Compile.
+  static Result<std::shared_ptr<const JsonSchema>> Pattern(std::string_view regex,
+                                                           const std::string& field);
+  // The regular expression whose only matches are `choices`, each as written.
+  static std::string ChoicesPattern(const std::vector<std::string>& choices);
 
   // Whether `schema` admits any value: true, or an object of annotations alone (a top-level
   // such schema compiles to any object).

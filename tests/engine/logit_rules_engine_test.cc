@@ -12,6 +12,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -316,6 +317,45 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
     }
     EXPECT_GT(whole, 0) << "some outputs close their object and stop";
   }
+}
+
+// A pattern holding the whole text (structured_outputs regex and choice): every mode at c = 1
+// and 16, greedy and sampled, commits plain decoding's tokens and the reference's, and every
+// output a stop id ended matches the pattern whole.
+TEST_F(LogitRulesEngineTest, APatternHoldsEveryModeToTheWholeText) {
+  const DecoderConfig& c = target_.config();
+  const JsonVocabulary vocabulary(c);
+  JsonTokenMasks masks(c.vocab_size, vocabulary.TokenText());
+  const auto prompts = RandomPrompts(16, c.vocab_size, 59);
+  // Spelled by the test vocabulary's one-byte tokens and pieces, so that no state the pattern
+  // allows is a dead end for its tokens.
+  const std::string regex = R"([x1]+( [x1]+){0,5}( null)?)";
+  GenerationParams params{.max_tokens = 24,
+                          .sampling = {.rules = {.json_schema = *JsonSchema::Pattern(regex, "R")}},
+                          .stop_ids = c.eos_token_ids};
+  int whole = 0;
+  for (const float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
+    params.sampling.temperature = temperature;
+    params.sampling.seed = 29;
+    const std::vector<std::vector<int32_t>> plain =
+        ExpectEveryModeAgrees(target_, predictor_, params, prompts, vocabulary.TokenText());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (temperature == 0.0f) {
+        EXPECT_EQ(
+            FirstDifference(plain[i], ReferenceJsonGreedy(target_, prompts[i], masks, params)), "")
+            << "prompt " << i;
+      }
+      const std::string text = vocabulary.Text(plain[i]);
+      JsonGrammar grammar(*params.sampling.rules.json_schema);
+      EXPECT_TRUE(grammar.Feed(text)) << text;
+      if (std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end()) {
+        EXPECT_TRUE(std::regex_match(text, std::regex(regex))) << text;
+        ++whole;
+      }
+    }
+  }
+  EXPECT_GT(whole, 0) << "some outputs end by a stop id";
 }
 
 TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {

@@ -397,6 +397,22 @@ INSTANTIATE_TEST_SUITE_P(
                     "json_schema": {"name": "x", "schema": {"type": "object", "properties":
                     {"a": {"type": "string", "maxLength": 3.5}}}}}})",
                 400, "response_format.json_schema.schema.properties.a.maxLength"},
+        BadCase{kChat, "{" + kChatOk + R"(, "structured_outputs": {"grammar": "root ::= x"}})", 400,
+                "structured_outputs.grammar"},
+        BadCase{kChat,
+                "{" + kChatOk + R"(, "structured_outputs": {"regex": "a", "choice": ["a"]}})", 400,
+                "structured_outputs"},
+        BadCase{kChat, "{" + kChatOk + R"(, "structured_outputs": {"choice": ["a", 1]}})", 400,
+                "structured_outputs.choice"},
+        BadCase{kCompletions, R"({"model": "m", "prompt": "x", "structured_outputs":
+                    {"regex": "\\1"}})",
+                400, "structured_outputs.regex"},
+        BadCase{kChat, "{" + kChatOk + R"(, "structured_outputs": {"json": {"type": "object",
+                    "properties": {"a": {"not": {}}}}}})",
+                400, "structured_outputs.json.properties.a.not"},
+        BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_object"},
+                    "structured_outputs": {"regex": "a"}})",
+                400, "structured_outputs"},
         BadCase{kChat, "{" + kChatOk + R"(, "response_format": {"type": "json_schema",
                     "json_schema": {"name": "x", "schema": {"type": "string"}}}})",
                 400, "response_format.json_schema.schema"},
@@ -528,6 +544,25 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
     EXPECT_TRUE(in_order.Feed(R"({"b": 1, "a": "x"})") && in_order.complete());
     JsonGrammar sorted(*r.rules.json_schema);
     EXPECT_FALSE(sorted.Feed(R"({"a": "x", "b": 1})"));
+  }
+  {
+    // vLLM's structured_outputs: a schema (in the order sent), a regex, a choice.
+    const ApiRequest json = ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user",
+        "content": "Q"}], "structured_outputs": {"json": {"type": "object", "properties": {"b":
+        {"type": "integer"}, "a": {"type": "string"}}, "required": ["b", "a"]}}})");
+    ASSERT_NE(json.rules.json_schema, nullptr);
+    JsonGrammar in_order(*json.rules.json_schema);
+    EXPECT_TRUE(in_order.Feed(R"({"b": 1, "a": "x"})") && in_order.complete());
+    const ApiRequest regex = ParseOk(kCompletions, R"({"model": "m", "prompt": "Q",
+        "structured_outputs": {"regex": "\\w+@\\w+\\.com\n"}})");
+    ASSERT_NE(regex.rules.json_schema, nullptr);
+    JsonGrammar address(*regex.rules.json_schema);
+    EXPECT_TRUE(address.Feed("alan@enigma.com\n") && address.complete());
+    const ApiRequest choice = ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user",
+        "content": "Q"}], "structured_outputs": {"choice": ["positive", "negative"]}})");
+    ASSERT_NE(choice.rules.json_schema, nullptr);
+    JsonGrammar negative(*choice.rules.json_schema);
+    EXPECT_TRUE(negative.Feed("negative") && negative.complete());
   }
   EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                   "separate_reasoning": false})")

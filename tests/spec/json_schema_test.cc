@@ -289,6 +289,33 @@ TEST(JsonSchemaTest, FormatsHeldAsPatterns) {
   }
 }
 
+// Not JSON: the output's whole text held to a pattern (structured_outputs regex and choice),
+// straight after the reasoning where there is one.
+TEST(JsonSchemaTest, AWholeTextHeldToAPattern) {
+  const auto apples = *JsonSchema::Pattern(R"(\d+ apples?)", "R");
+  for (const char* text : {"1 apple", "12 apples"}) EXPECT_TRUE(Complete(*apples, text)) << text;
+  for (const char* text : {"", "1", "1 apple "}) EXPECT_FALSE(Complete(*apples, text)) << text;
+  for (const char* text : {" ", "x", "1 apples!"}) EXPECT_FALSE(Alive(*apples, text)) << text;
+  EXPECT_TRUE(Complete(*apples, "3 apple") && Alive(*apples, "3 apples"));  // may end, or go on
+  const auto choice =
+      *JsonSchema::Pattern(JsonSchema::ChoicesPattern({"yes", "no", "a.b (c)", "no way"}), "C");
+  for (const char* text : {"yes", "no", "a.b (c)", "no way"}) {
+    EXPECT_TRUE(Complete(*choice, text)) << text;
+  }
+  for (const char* text : {"ye", "no w", "aXb (c)", "yes "}) {
+    EXPECT_FALSE(Complete(*choice, text)) << text;
+  }
+  JsonGrammar reasoning = JsonGrammar::Start(*choice, "</think>");
+  EXPECT_TRUE(reasoning.Feed("<think>\nyes or no?\n</think>no"));
+  EXPECT_TRUE(reasoning.complete());
+  JsonGrammar spaced = JsonGrammar::Start(*choice, "</think>");
+  EXPECT_FALSE(spaced.Feed("</think> no"));  // the pattern's text is all that follows the marker
+  EXPECT_EQ(JsonSchema::Pattern(R"(\d+)", "R").value().get(),
+            JsonSchema::Pattern(R"(\d+)", "R").value().get());
+  EXPECT_EQ(JsonSchema::Pattern("(?<=a)b", "structured_outputs.regex").status().message(),
+            "structured_outputs.regex: lookbehind assertions are not supported");
+}
+
 // Numbers held to their bounds exactly in decimal, digit by digit on both sides of the point,
 // without an exponent.
 TEST(JsonSchemaTest, NumbersWithinTheirBounds) {

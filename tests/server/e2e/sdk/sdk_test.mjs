@@ -371,6 +371,19 @@ async function jsonMode(model, prompt) {
     assert.ok([...value.note].length >= 2 && [...value.note].length <= 8, boundedText);
     assert.match(value.when, /^\d{4}-\d{2}-\d{2}$/);
   }
+  // vLLM's structured_outputs: one of the choices, or a text a regex matches whole.
+  const plain = {model, messages: [{role: 'user', content: prompt}], max_tokens: 16, temperature: 0};
+  const choices = ['positive', 'negative', 'neutral'];
+  const chosen = await client.chat.completions.create(
+      {...plain, structured_outputs: {choice: choices}});
+  const choice = chosen.choices[0].message.content;
+  assert.ok(choices.some((c) => c.startsWith(choice)), choice);
+  if (chosen.choices[0].finish_reason === 'stop') assert.ok(choices.includes(choice), choice);
+  const matched = await client.completions.create(
+      {model, prompt, max_tokens: 16, temperature: 0, structured_outputs: {regex: '[a-z]{2,6}-\\d{1,3}'}});
+  const code = matched.choices[0].text;
+  assert.match(code, matched.choices[0].finish_reason === 'stop' ? /^[a-z]{2,6}-\d{1,3}$/ :
+                                                                   /^[a-z]{0,6}(-\d{0,3})?$/);
   // Completions take it too (vLLM's extension of OpenAI's completions).
   const completion = await client.completions.create(
       {model, prompt, max_tokens: 16, temperature: 0, response_format: {type: 'json_object'}});
