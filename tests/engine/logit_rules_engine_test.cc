@@ -242,6 +242,21 @@ std::vector<int32_t> ReferenceJsonGreedy(TargetModel& target, const std::vector<
   return output;
 }
 
+// Held outputs (JSON mode, a pattern): every mode at c = 1 and 16 commits plain decoding's
+// tokens, and greedy plain decoding is the one-forward reference's. Plain decoding's outputs.
+std::vector<std::vector<int32_t>> ExpectHeldOutputsAgree(
+    DecoderModel& target, const dvl::Predictor& predictor, const GenerationParams& params,
+    const std::vector<std::vector<int32_t>>& prompts, const JsonVocabulary& vocabulary,
+    JsonTokenMasks& masks) {
+  std::vector<std::vector<int32_t>> plain =
+      ExpectEveryModeAgrees(target, predictor, params, prompts, vocabulary.TokenText());
+  for (size_t i = 0; i < prompts.size() && params.sampling.temperature == 0.0f; ++i) {
+    EXPECT_EQ(FirstDifference(plain[i], ReferenceJsonGreedy(target, prompts[i], masks, params)), "")
+        << "prompt " << i;
+  }
+  return plain;
+}
+
 // JSON mode: plain decoding is the reference's, every mode at c = 1 and 16 commits it, greedy
 // and sampled, and every output is text the schema's grammar admits so far: whole where a stop id
 // ended it, and then a value the schema validates. Any object (json_object), a schema with
@@ -287,14 +302,8 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
       params.sampling.temperature = temperature;
       params.sampling.seed = 23;
       const std::vector<std::vector<int32_t>> plain =
-          ExpectEveryModeAgrees(target_, predictor_, params, prompts, vocabulary.TokenText());
+          ExpectHeldOutputsAgree(target_, predictor_, params, prompts, vocabulary, masks);
       for (size_t i = 0; i < prompts.size(); ++i) {
-        if (temperature == 0.0f) {
-          EXPECT_EQ(
-              FirstDifference(plain[i], ReferenceJsonGreedy(target_, prompts[i], masks, params)),
-              "")
-              << "prompt " << i;
-        }
         const bool stopped =
             std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end();
         const std::string text = vocabulary.Text(plain[i]);
@@ -339,13 +348,8 @@ TEST_F(LogitRulesEngineTest, APatternHoldsEveryModeToTheWholeText) {
     params.sampling.temperature = temperature;
     params.sampling.seed = 29;
     const std::vector<std::vector<int32_t>> plain =
-        ExpectEveryModeAgrees(target_, predictor_, params, prompts, vocabulary.TokenText());
+        ExpectHeldOutputsAgree(target_, predictor_, params, prompts, vocabulary, masks);
     for (size_t i = 0; i < prompts.size(); ++i) {
-      if (temperature == 0.0f) {
-        EXPECT_EQ(
-            FirstDifference(plain[i], ReferenceJsonGreedy(target_, prompts[i], masks, params)), "")
-            << "prompt " << i;
-      }
       const std::string text = vocabulary.Text(plain[i]);
       JsonGrammar grammar(*params.sampling.rules.json_schema);
       EXPECT_TRUE(grammar.Feed(text)) << text;
