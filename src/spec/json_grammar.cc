@@ -15,6 +15,12 @@ bool IsSpace(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'
 bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
 bool IsHex(uint8_t b) { return IsDigit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
 
+SchemaBound Pow10(int n) {
+  SchemaBound p = 1;
+  for (int i = 0; i < n; ++i) p *= 10;
+  return p;
+}
+
 template <typename T>
 void Append(std::string* out, const T& value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(value));
@@ -556,14 +562,6 @@ bool JsonGrammar::TakeFractionDigit(uint8_t byte) {
   ++fraction_digits_;
   return InBoundsReachable() || Kill();
 }
-
-namespace {
-SchemaBound Pow10(int n) {
-  SchemaBound p = 1;
-  for (int i = 0; i < n; ++i) p *= 10;
-  return p;
-}
-}  // namespace
 
 // The bounded number written so far, in units of 10^-18, without its sign.
 SchemaBound JsonGrammar::Magnitude() const {
