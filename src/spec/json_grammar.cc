@@ -46,6 +46,8 @@ JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
   aux_ = other.aux_;
   spaces_ = other.spaces_;
   std::copy_n(other.frames_.begin(), depth_, frames_.begin());
+  unique_open_ = other.unique_open_;
+  if (unique_open_ > 0) std::copy_n(other.used_.begin(), depth_, used_.begin());
   return *this;
 }
 
@@ -157,6 +159,7 @@ std::string JsonGrammar::key() const {
     Append(&k, frames_[i].node);
     Append(&k, frames_[i].count);
     Append(&k, frames_[i].next);
+    if (unique_open_ > 0) Append(&k, used_[i]);
   }
   return k;
 }
@@ -400,6 +403,7 @@ bool JsonGrammar::FeedChoice(uint8_t byte) {
 // the tag is read), which picks the alternative the object continues as, past its first property.
 void JsonGrammar::EndLiteral(int i) {
   AfterValue();
+  if (uint64_t* used = UniqueItemsUsed()) *used |= uint64_t{1} << i;
   if (depth_ == 0 || TopNode().kind != Kind::kTagged) return;
   Frame& f = frames_[depth_ - 1];
   f.node = static_cast<uint16_t>(TopNode().tag_owner[static_cast<size_t>(i)]);
@@ -414,7 +418,9 @@ bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
     case Kind::kTagged:
     case Kind::kArray:
       if (depth_ == kMaxJsonDepth) return Kill();
+      used_[depth_] = 0;
       frames_[depth_++] = {.node = static_cast<uint16_t>(n), .count = 0, .next = 0};
+      if (Node(n).unique_items) ++unique_open_;
       lex_ = byte == '{' ? Lex::kObjectFirst : Lex::kArrayFirst;
       return true;
     case Kind::kString:
@@ -442,10 +448,15 @@ bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
       pos_ = 0;
       choices_ = Node(n).literals.size() == 64 ? ~uint64_t{0}
                                                : (uint64_t{1} << Node(n).literals.size()) - 1;
+      if (const uint64_t* used = UniqueItemsUsed()) choices_ &= ~*used;  // none written twice
       return FeedChoice(byte);
     default:
       return Kill();
   }
+}
+
+uint64_t* JsonGrammar::UniqueItemsUsed() {
+  return unique_open_ > 0 && depth_ > 0 && TopNode().unique_items ? &used_[depth_ - 1] : nullptr;
 }
 
 uint64_t JsonGrammar::KeyChoices() const {
@@ -517,6 +528,7 @@ bool JsonGrammar::Close(uint8_t closer) {
   if (depth_ == 0) return Kill();
   const bool object = TopNode().kind != Kind::kArray;
   if (closer != (object ? '}' : ']') || !MayClose()) return Kill();
+  if (TopNode().unique_items) --unique_open_;
   --depth_;
   AfterValue();
   return true;

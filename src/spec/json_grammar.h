@@ -100,6 +100,9 @@ class JsonGrammar {
     uint16_t count;  // an array's items so far, capped where its bounds stop telling them apart
     uint8_t next;    // an object's first declared property not yet passed
   };
+  // The literals written so far in the top frame (bit i: its items' literal i), where it is an
+  // array whose items must differ; else null.
+  uint64_t* UniqueItemsUsed();
 
   // aux_'s bits in a string: a map's key; a \u escape in a held string beginning with "d".
   static constexpr uint8_t kKeyString = 1;
@@ -158,6 +161,11 @@ class JsonGrammar {
   uint8_t fraction_digits_ = 0;
   uint8_t spaces_ = 0;  // the whitespace run the text ends with (between tokens)
   std::array<Frame, kMaxJsonDepth> frames_;  // [0, depth_) open; the rest never read
+  // Per open frame, an array of unique items' literals written (UniqueItemsUsed; 0 for other
+  // frames); read and copied only while unique_open_ (how many such arrays are open) is not 0,
+  // so that other states copy no more than their frames.
+  std::array<uint64_t, kMaxJsonDepth> used_;
+  uint8_t unique_open_ = 0;
 };
 
 }  // namespace dscale

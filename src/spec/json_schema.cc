@@ -27,7 +27,6 @@ constexpr int32_t kAnyLiteral = 5;  // true, false, null
 constexpr std::string_view kRefused[] = {
     "multipleOf",
     "additionalItems",
-    "uniqueItems",
     "contains",
     "minContains",
     "maxContains",
@@ -56,7 +55,7 @@ constexpr std::string_view kStringAssertions[] = {"minLength", "maxLength", "pat
 constexpr std::string_view kShaping[] = {
     "prefixItems", "type",     "properties", "required", "additionalProperties",
     "items",       "minItems", "maxItems",   "enum",     "const",
-    "anyOf",       "oneOf",    "allOf",      "$ref",
+    "anyOf",       "oneOf",    "allOf",      "$ref",     "uniqueItems",
 };
 
 std::atomic<uint64_t> next_schema_id{1};
@@ -524,7 +523,25 @@ class JsonSchemaCompiler {
                                    : static_cast<int32_t>(it->get<int64_t>());
     }
     if (min_items > max_items) return Refuse(path + ".minItems", "is above maxItems");
+    bool unique = false;
+    if (const auto it = s.find("uniqueItems"); it != s.end()) {
+      if (!it->is_boolean()) return Refuse(path + ".uniqueItems", "expected a boolean");
+      unique = it->get<bool>();
+    }
+    if (unique) {
+      // Each item one of the enum's values, none twice: at most as many items as values.
+      if (!prefix.empty() || nodes()[items].kind != Kind::kLiterals) {
+        return Refuse(path + ".uniqueItems",
+                      "is supported on an array whose items are an enum or a const (without "
+                      "prefixItems)");
+      }
+      max_items = std::min(max_items, static_cast<int32_t>(nodes()[items].literals.size()));
+      if (min_items > max_items) {
+        return Refuse(path + ".minItems", "is above the number of distinct items");
+      }
+    }
     const int32_t n = New(Kind::kArray, path);
+    nodes()[n].unique_items = unique;
     nodes()[n].values = items;
     nodes()[n].prefix_items = std::move(prefix);
     nodes()[n].min_items = min_items;

@@ -10,7 +10,8 @@
 //   "required" optional, no others (a schema with properties never gets undeclared members, as
 //   OpenAI's strict mode and xgrammar write them); an object without "properties" is a map whose
 //   values follow "additionalProperties" (absent or true: any value; false: only "{}");
-// - arrays: "prefixItems", "items", "minItems", "maxItems";
+// - arrays: "prefixItems", "items", "minItems", "maxItems", and "uniqueItems" where the items
+//   are an enum or a const (each item a value not written before);
 // - numbers and integers: "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum" (on a
 //   schema whose types include integer or number, to those), held digit by digit, exactly in
 //   decimal;
@@ -23,7 +24,7 @@
 //   JSON writes them (strings as written, UTF-8 not escaped).
 // Annotations ("title", "description", "default", "examples", other formats, ...) and keywords it
 // does not know are ignored, as JSON Schema ignores them; an assertion it cannot hold an output
-// to ("multipleOf", "uniqueItems", "not", ...) is refused naming it, so
+// to ("multipleOf", "uniqueItems" of other items, "not", ...) is refused naming it, so
 // that what it returns always validates. The alternatives of a union must begin with different
 // bytes (a string or null; an object or an array), after merging what one admits of another's
 // (an integer into a number, enum strings into any string, enums into one; a bounded number or a
@@ -95,6 +96,7 @@ struct JsonSchemaNode {
   std::vector<int32_t> prefix_items;    // kArray: the first items' nodes, then `values`'s
   int32_t min_items = 0;                // kArray
   int32_t max_items = kMaxSchemaItems;  // kArray
+  bool unique_items = false;  // kArray: `values` is kLiterals, each item a different one of them
   std::vector<std::string> literals;    // kLiterals: compact JSON texts, at most kMaxSchemaChoices
   std::vector<int32_t> alternatives;    // kUnion: first bytes disjoint; kTagged: objects
   std::vector<int32_t> tag_owner;       // kTagged

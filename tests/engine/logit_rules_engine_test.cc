@@ -273,7 +273,8 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
   const std::string any_object = R"({"type": "object"})";
   const std::string keyed = R"({"type": "object", "properties": {"x": {"type": "integer",
       "minimum": -5, "maximum": 120},
-      "yz": {"type": "array", "items": {"enum": ["x", 1, true, null]}, "maxItems": 3},
+      "yz": {"type": "array", "items": {"enum": ["x", 1, true, null]}, "maxItems": 3,
+             "uniqueItems": true},
       "y": {"type": "string"}}, "required": ["x"]})";
   const std::string shaped = R"({"type": "object", "properties": {"x": {"type": "number",
       "exclusiveMinimum": -3, "maximum": 1.5},

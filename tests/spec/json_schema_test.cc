@@ -316,6 +316,30 @@ TEST(JsonSchemaTest, AWholeTextHeldToAPattern) {
             "structured_outputs.regex: lookbehind assertions are not supported");
 }
 
+// An array of an enum's values, each at most once (Pydantic's set of a Literal or an Enum).
+TEST(JsonSchemaTest, UniqueItemsOfAnEnum) {
+  const auto set = Compiled(R"({"type": "array", "items": {"enum": ["a", "b", 1, 12]},
+      "uniqueItems": true, "minItems": 1})");
+  for (const char* text :
+       {R"(["a"])", R"(["a", "b"])", "[1, 12]", "[12, 1]", R"(["b", 1, "a", 12])"}) {
+    EXPECT_TRUE(Complete(*set, text)) << text;
+  }
+  for (const char* text : {R"(["a", "a)", "[12, 12", R"(["b", 1, "a", 12, )"}) {
+    EXPECT_FALSE(Alive(*set, text)) << text;
+  }
+  EXPECT_TRUE(Alive(*set, "[1, 1"));  // 12 may follow
+  EXPECT_FALSE(Alive(*set, "[1, 1]"));
+  EXPECT_FALSE(Complete(*set, "[]"));
+  EXPECT_NE(Refusal(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})")
+                .find("S.uniqueItems: is supported on an array whose items are an enum"),
+            std::string::npos);
+  EXPECT_NE(Refusal(R"({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": true,
+                        "minItems": 3})")
+                .find("S.minItems: is above the number of distinct items"),
+            std::string::npos);
+  EXPECT_TRUE(Complete(*Compiled(R"({"type": "array", "uniqueItems": false})"), "[1, 1]"));
+}
+
 // Numbers held to their bounds exactly in decimal, digit by digit on both sides of the point,
 // without an exponent.
 TEST(JsonSchemaTest, NumbersWithinTheirBounds) {
@@ -469,6 +493,8 @@ TEST(JsonSchemaTest, EveryTextTheGrammarFinishesValidates) {
           "has": {"pattern": "a|b"}, "words": {"pattern": "^(\\w+\\s?){1,3}$", "maxLength": 9},
           "odd": {"pattern": "^[a\"\\\\/]{1,3}\n?$"}}, "required": ["code", "has"]})",
       R"({"type": "array", "items": {"type": "string", "format": "date-time"}, "maxItems": 2})",
+      R"({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true,
+          "items": {"enum": ["x", "xy", 1, 10, 100, null]}}}, "required": ["tags"]})",
       R"({"type": "object", "properties": {"e": {"format": "email", "type": "string"},
           "ip": {"type": "string", "format": "ipv4"}, "u": {"type": "string", "format": "uuid"}},
           "required": ["e", "ip", "u"]})",

@@ -111,6 +111,13 @@ inline bool SchemaAdmits(const nlohmann::json& value, const nlohmann::json& sche
       }
     }
     if (value.size() < schema.value("minItems", size_t{0})) return false;
+    if (schema.value("uniqueItems", false)) {
+      for (size_t i = 0; i < value.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+          if (value[i] == value[j]) return false;
+        }
+      }
+    }
     if (value.size() > schema.value("maxItems", value.size())) return false;
   }
   return true;
