@@ -47,7 +47,7 @@ JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
   spaces_ = other.spaces_;
   std::copy_n(other.frames_.begin(), depth_, frames_.begin());
   unique_open_ = other.unique_open_;
-  if (unique_open_ > 0) std::copy_n(other.used_.begin(), depth_, used_.begin());
+  std::copy_n(other.used_.begin(), unique_open_, used_.begin());
   return *this;
 }
 
@@ -159,8 +159,8 @@ std::string JsonGrammar::key() const {
     Append(&k, frames_[i].node);
     Append(&k, frames_[i].count);
     Append(&k, frames_[i].next);
-    if (unique_open_ > 0) Append(&k, used_[i]);
   }
+  for (int i = 0; i < unique_open_; ++i) Append(&k, used_[i]);
   return k;
 }
 
@@ -418,9 +418,11 @@ bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
     case Kind::kTagged:
     case Kind::kArray:
       if (depth_ == kMaxJsonDepth) return Kill();
-      used_[depth_] = 0;
+      if (Node(n).unique_items) {
+        if (unique_open_ == kMaxOpenUniqueArrays) return Kill();
+        used_[unique_open_++] = 0;
+      }
       frames_[depth_++] = {.node = static_cast<uint16_t>(n), .count = 0, .next = 0};
-      if (Node(n).unique_items) ++unique_open_;
       lex_ = byte == '{' ? Lex::kObjectFirst : Lex::kArrayFirst;
       return true;
     case Kind::kString:
@@ -456,7 +458,7 @@ bool JsonGrammar::StartValue(int32_t node, uint8_t byte) {
 }
 
 uint64_t* JsonGrammar::UniqueItemsUsed() {
-  return unique_open_ > 0 && depth_ > 0 && TopNode().unique_items ? &used_[depth_ - 1] : nullptr;
+  return depth_ > 0 && TopNode().unique_items ? &used_[unique_open_ - 1] : nullptr;
 }
 
 uint64_t JsonGrammar::KeyChoices() const {

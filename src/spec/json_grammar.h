@@ -4,7 +4,8 @@
 // the schema admits, starting at its first byte and ending at its last, whitespace where JSON
 // allows it inside, in runs of at most kMaxJsonWhitespaceRun bytes (a model that would rather pad
 // than write is held to writing), strings of any bytes but the control characters 0x00-0x1F (a
-// quote and a backslash only as JSON spells them), nesting up to kMaxJsonDepth. A schema whose
+// quote and a backslash only as JSON spells them), nesting up to kMaxJsonDepth (of which up to
+// kMaxOpenUniqueArrays arrays of unique items). A schema whose
 // root is a pattern's text (JsonSchema::Pattern) holds the output's bytes to its automaton
 // instead: no JSON at all.
 // A state copies freely (its open frames, no pointers owned); the schema outlives it.
@@ -20,6 +21,8 @@
 namespace dscale {
 
 inline constexpr int kMaxJsonDepth = 64;
+// Arrays of unique items open at once (uniqueItems, json_schema.h), within the nesting.
+inline constexpr int kMaxOpenUniqueArrays = 16;
 // A newline and indentation 23 levels deep at two spaces.
 inline constexpr int kMaxJsonWhitespaceRun = 48;
 
@@ -161,10 +164,10 @@ class JsonGrammar {
   uint8_t fraction_digits_ = 0;
   uint8_t spaces_ = 0;  // the whitespace run the text ends with (between tokens)
   std::array<Frame, kMaxJsonDepth> frames_;  // [0, depth_) open; the rest never read
-  // Per open frame, an array of unique items' literals written (UniqueItemsUsed; 0 for other
-  // frames); read and copied only while unique_open_ (how many such arrays are open) is not 0,
-  // so that other states copy no more than their frames.
-  std::array<uint64_t, kMaxJsonDepth> used_;
+  // Per open array of unique items, innermost last, the literals written (UniqueItemsUsed);
+  // copied only while unique_open_ (how many are open) is not 0, so that other states copy no
+  // more than their frames.
+  std::array<uint64_t, kMaxOpenUniqueArrays> used_;
   uint8_t unique_open_ = 0;
 };
 
