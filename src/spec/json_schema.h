@@ -16,8 +16,9 @@
 //   schema whose types include integer or number, to those), held digit by digit, exactly in
 //   decimal;
 // - strings: "minLength", "maxLength" (in code points) and "pattern" (an ECMA-262 regular
-//   expression, pattern_dfa.h, matched anywhere in the value as JSON Schema says), on a schema
-//   whose types include string, to strings (a string's keywords without "type" make it a string);
+//   expression, pattern_dfa.h, matched anywhere in the value as JSON Schema says; its string
+//   takes no \u escape), on a schema whose types include string, to strings (a string's
+//   keywords without "type" make it a string);
 //   without a pattern, "format" date, time, date-time (RFC 3339), uuid, email and ipv4, as the
 //   patterns FormatPattern gives them (other formats are annotations);
 // - "integer" a number without fraction or exponent, enum and const values exactly as compact
