@@ -727,11 +727,12 @@ class JsonSchemaCompiler {
         }
         continue;
       }
-      // A number, or a bounded integer beside any integer, or a held string beside any string.
-      const bool absorbed = ((n.kind == Kind::kInteger || n.kind == Kind::kNumber) && n.bounded() &&
-                             (any_number || (n.kind == Kind::kInteger && any_integer))) ||
-                            (n.kind == Kind::kInteger && any_number) ||
-                            (n.held_string() && any_string);
+      // What another alternative admits already: any number every integer and bounded number,
+      // any integer every bounded integer, any string every held string.
+      const bool absorbed =
+          (any_number && (n.kind == Kind::kInteger || (n.kind == Kind::kNumber && n.bounded()))) ||
+          (any_integer && n.kind == Kind::kInteger && n.bounded()) ||
+          (any_string && n.held_string());
       if (absorbed) {
         overlap = true;
         continue;

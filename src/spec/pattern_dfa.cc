@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "io/tokenizer/utf8.h"
 #include "spec/pattern_automata.h"
 #include "spec/utf8_ranges.h"
 
@@ -281,9 +282,10 @@ class Parser {
   }
 
   Result<uint32_t> Literal() {
-    uint32_t cp = 0;
-    if (!DecodeUtf8(p_, &pos_, &cp)) return InvalidArgument("the pattern is not valid utf-8");
-    return cp;
+    const utf8::Step step = AtEnd() ? utf8::Step{} : utf8::Read(p_, pos_);
+    if (!step.valid) return InvalidArgument("the pattern is not valid utf-8");
+    pos_ += step.length;
+    return step.code_point;
   }
 
   // `digits` hex digits as a number, or -1 where there are not that many.

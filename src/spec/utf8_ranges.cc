@@ -108,44 +108,4 @@ void AppendUtf8Sequences(CodePointRange range, std::vector<Utf8Sequence>* out) {
   }
 }
 
-std::string Utf8(uint32_t cp) {
-  uint8_t bytes[4];
-  const int n = utf8_ranges::Encode(cp, bytes);
-  return std::string(reinterpret_cast<const char*>(bytes), n);
-}
-
-bool DecodeUtf8(std::string_view text, size_t* pos, uint32_t* cp) {
-  if (*pos >= text.size()) return false;
-  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[*pos + i]); };
-  const uint8_t b0 = byte(0);
-  int n = 0;
-  uint32_t value = 0;
-  if (b0 < 0x80) {
-    n = 1;
-    value = b0;
-  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-    value = b0 & 0x1F;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    value = b0 & 0x0F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    value = b0 & 0x07;
-  } else {
-    return false;  // a continuation byte, C0/C1 (always overlong) or F5..FF (above U+10FFFF)
-  }
-  if (text.size() - *pos < static_cast<size_t>(n)) return false;
-  for (int i = 1; i < n; ++i) {
-    if ((byte(i) & 0xC0) != 0x80) return false;
-    value = (value << 6) | (byte(i) & 0x3F);
-  }
-  if (utf8_ranges::EncodedLength(value) != n || value > kMaxCodePoint)
-    return false;  // overlong, too high
-  if (value >= utf8_ranges::kSurrogateLo && value <= utf8_ranges::kSurrogateHi) return false;
-  *pos += n;
-  *cp = value;
-  return true;
-}
-
 }  // namespace dscale

@@ -5,8 +5,6 @@
 
 #include <array>
 #include <cstdint>
-#include <string>
-#include <string_view>
 #include <vector>
 
 namespace dscale {
@@ -44,12 +42,5 @@ struct Utf8Sequence {
 // U+D800-U+DFFF; no byte string matches two of them. `range.hi` above kMaxCodePoint counts as
 // kMaxCodePoint.
 void AppendUtf8Sequences(CodePointRange range, std::vector<Utf8Sequence>* out);
-
-// `cp` (at most kMaxCodePoint, not a surrogate) encoded as UTF-8.
-std::string Utf8(uint32_t cp);
-
-// Reads the code point whose UTF-8 encoding starts at text[*pos] into *cp and moves *pos past it.
-// False, with *pos unchanged, where the bytes there are not a valid encoding (RFC 3629).
-bool DecodeUtf8(std::string_view text, size_t* pos, uint32_t* cp);
 
 }  // namespace dscale

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "io/tokenizer/utf8.h"
 #include "spec/utf8_ranges.h"
 
 namespace dscale {
@@ -418,7 +419,8 @@ TEST(PatternDfaUtf8, SequencesMatchExactlyTheEncodings) {
     for (uint32_t cp = r.lo; cp <= r.hi; ++cp) {
       if (cp >= 0xD800 && cp <= 0xDFFF) continue;
       ++encodable;
-      const std::string bytes = Utf8(cp);
+      std::string bytes;
+      utf8::AppendCodePoint(cp, &bytes);  // the tokenizer's encoder, written apart from these
       int hits = 0;
       for (const Utf8Sequence& seq : sequences) {
         bool hit = seq.length == static_cast<int>(bytes.size());
@@ -429,10 +431,6 @@ TEST(PatternDfaUtf8, SequencesMatchExactlyTheEncodings) {
         hits += hit;
       }
       ASSERT_EQ(hits, 1) << std::hex << cp;
-      size_t pos = 0;
-      uint32_t decoded = 0;
-      ASSERT_TRUE(DecodeUtf8(bytes, &pos, &decoded));
-      ASSERT_EQ(decoded, cp);
     }
     // Each encoding matches exactly one sequence, and the sequences match no more strings than
     // there are encodings: so they match nothing else.
