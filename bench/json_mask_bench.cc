@@ -142,6 +142,39 @@ void BM_MaskOfASchemaState(benchmark::State& state) {
 }
 BENCHMARK(BM_MaskOfASchemaState)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond)->Iterations(20);
 
+// Strict tools under tool_choice "auto" (JsonSchema::Calls in Qwen3's syntax), each mask computed
+// anew: in the free text (any token, the whole vocabulary walked), in it after a prefix of the
+// open marker, where a call's value is due after "<tool_call>", and where its close is due.
+void BM_MaskOfACallsState(benchmark::State& state) {
+  const auto schema = JsonSchema::Calls(nlohmann::ordered_json::parse(R"({"anyOf": [
+          {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+           "required": ["name", "arguments"]},
+          {"type": "object", "properties": {"name": {"const": "now"}, "arguments": {
+            "type": "object"}}, "required": ["name", "arguments"]}]})"),
+                                        {.open = "<tool_call>", .close = "</tool_call>"}, "tools")
+                          .value();
+  const char* prefixes[] = {"Let me see.", "Let me see. <tool", "<tool_call>",
+                            "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}"};
+  const char* labels[] = {"in free text", "after a prefix of the marker", "a call due",
+                          "its close due"};
+  JsonGrammar at(*schema);
+  DSCALE_CHECK(at.Feed(prefixes[state.range(0)]));
+  size_t allowed = 0;
+  std::unique_ptr<JsonTokenMasks> masks;
+  for (auto _ : state) {
+    state.PauseTiming();
+    masks = std::make_unique<JsonTokenMasks>(Vocab(), TokenText);  // the last one freed untimed
+    state.ResumeTiming();
+    const std::span<const uint64_t> bits = masks->Allowed(at);
+    allowed = 0;
+    for (const uint64_t word : bits) allowed += static_cast<size_t>(__builtin_popcountll(word));
+  }
+  state.counters["allowed_tokens"] = static_cast<double>(allowed);
+  state.SetLabel(labels[state.range(0)]);
+}
+BENCHMARK(BM_MaskOfACallsState)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond)->Iterations(10);
+
 // A pattern compiled to its automaton (once per schema text): an e-mail address, a date, a
 // hundred words, and the unanchored (a|b)*a(a|b){12} whose subsets grow fastest.
 void BM_CompilePattern(benchmark::State& state) {

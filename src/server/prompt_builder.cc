@@ -138,6 +138,23 @@ int64_t PromptTextBytes(const ApiRequest& request) {
   return bytes;
 }
 
+// Under tool_choice "auto" with a strict tool, the calls held (server/tool_choice.h), unless the
+// answer is already held (response_format) or could not end where a call does (min_tokens, or
+// no stop id: the engine refuses JSON mode's rules there).
+std::optional<ApiError> HoldStrictCalls(const ApiRequest& request, ChatFormat format,
+                                        GenerationParams* p) {
+  LogitRules& rules = p->sampling.rules;
+  if (request.tool_choice != ToolChoice::kAuto || request.tools.empty() ||
+      rules.json_schema != nullptr || rules.min_tokens > 0 || p->stop_ids.empty()) {
+    return std::nullopt;
+  }
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  for (const std::string& tool : request.tools) {
+    tools.push_back(nlohmann::ordered_json::parse(tool));
+  }
+  return HeldCallsSchema(tools, format, &rules.json_schema);
+}
+
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
                                    const Tokenizer& tokenizer, std::vector<int32_t>* ids,
                                    const ChatTemplateOptions& options) {
@@ -197,10 +214,6 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
                 .rules = request.rules};
   p.sampling.rules.repetition_penalty =
       request.repetition_penalty.value_or(model_says.repetition_penalty.value_or(1.0f));
-  // With thinking on (in a format with a reasoning block), JSON mode holds the answer after it.
-  if (request.rules.json_schema != nullptr && chat && request.enable_thinking) {
-    p.sampling.rules.reasoning_end = TraitsOf(ChatFormatOf(tokenizer)).reasoning_close;
-  }
   if (!request.ignore_eos) {
     p.stop_ids = model.stop_ids;
     if (chat) {
@@ -208,6 +221,11 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
     }
   }
   p.stop_ids.insert(p.stop_ids.end(), request.stop_token_ids.begin(), request.stop_token_ids.end());
+  if (chat && (error = HoldStrictCalls(request, ChatFormatOf(tokenizer), &p))) return error;
+  // With thinking on (in a format with a reasoning block), JSON mode holds the answer after it.
+  if (p.sampling.rules.json_schema != nullptr && chat && request.enable_thinking) {
+    p.sampling.rules.reasoning_end = TraitsOf(ChatFormatOf(tokenizer)).reasoning_close;
+  }
   p.stop_strings = request.stop;
   p.logprobs = {.enabled = request.logprobs, .top = request.top_logprobs};
   return std::nullopt;

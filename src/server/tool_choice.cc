@@ -1,7 +1,10 @@
 #include "server/tool_choice.h"
 
+#include <algorithm>
 #include <set>
 #include <string_view>
+
+#include "io/tokenizer/tool_call_format.h"
 
 namespace dscale::server {
 namespace {
@@ -32,6 +35,42 @@ std::optional<ApiError> CompileAs(const Ordered& schema, const std::string& fiel
   return std::nullopt;
 }
 
+// The schema of a function's arguments, `parameters` as given (any object where they admit any
+// value or are absent, as at the top), checked to compile alone so that a refusal names them;
+// the compiled schema in `*alone`.
+std::optional<ApiError> ArgumentsSchema(const Ordered& function, const std::string& where,
+                                        Ordered* arguments,
+                                        std::shared_ptr<const JsonSchema>* alone) {
+  const auto given = function.find("parameters");
+  *arguments = given == function.end() || JsonSchema::AdmitsAnyValue(*given)
+                   ? Ordered{{"type", "object"}}
+                   : *given;
+  return CompileAs(*arguments, where + ".parameters", alone);
+}
+
+// One call of a function: {"name": its name, <key>: its arguments}, the union's alternative
+// `index` at `union_pointer` (its references moved there).
+Ordered CallAlternative(const std::string& name, const std::string& key, Ordered arguments,
+                        const std::string& union_pointer, size_t index) {
+  MoveReferences(&arguments, union_pointer + "/" + std::to_string(index) + "/properties/" + key);
+  return {{"type", "object"},
+          {"properties", {{"name", {{"const", name}}}, {key, std::move(arguments)}}},
+          {"required", Ordered::array({"name", key})}};
+}
+
+// A 400 where two tools share a name.
+std::optional<ApiError> CheckNamesDiffer(const Ordered& tools) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string name = tools[i].at("function").at("name").get<std::string>();
+    if (!names.insert(name).second) {
+      return BadField("tools[" + std::to_string(i) + "].function.name",
+                      "names a function named before it: \"" + name + "\"");
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> ForcedCallSchema(const Ordered& tools, ToolChoice choice,
@@ -40,34 +79,21 @@ std::optional<ApiError> ForcedCallSchema(const Ordered& tools, ToolChoice choice
   if (!tools.is_array() || tools.empty()) {
     return BadField("tool_choice", "forcing a call needs tools");
   }
+  if (auto e = CheckNamesDiffer(tools)) return e;
   Ordered alternatives = Ordered::array();
-  std::set<std::string> names;
   for (size_t i = 0; i < tools.size(); ++i) {
     const Ordered& f = tools[i].at("function");
     const std::string name = f.at("name").get<std::string>();
-    const std::string where = "tools[" + std::to_string(i) + "].function";
-    if (!names.insert(name).second) {
-      return BadField(where + ".name", "names a function named before it: \"" + name + "\"");
-    }
-    // Parameters that admit any value (none given, {}) mean any object, as at the top.
-    const auto given = f.find("parameters");
-    const Ordered parameters = given == f.end() || JsonSchema::AdmitsAnyValue(*given)
-                                   ? Ordered{{"type", "object"}}
-                                   : *given;
-    // Each function's parameters compiled alone, so that a refusal names them.
+    Ordered arguments;
     std::shared_ptr<const JsonSchema> alone;
-    if (auto e = CompileAs(parameters, where + ".parameters", &alone)) return e;
+    const std::string where = "tools[" + std::to_string(i) + "].function";
+    if (auto e = ArgumentsSchema(f, where, &arguments, &alone)) return e;
     if (choice == ToolChoice::kFunction && name == function) {
       *schema = std::move(alone);
       return std::nullopt;
     }
-    Ordered moved = parameters;
-    MoveReferences(
-        &moved, "/items/anyOf/" + std::to_string(alternatives.size()) + "/properties/parameters");
-    alternatives.push_back(
-        {{"type", "object"},
-         {"properties", {{"name", {{"const", name}}}, {"parameters", std::move(moved)}}},
-         {"required", Ordered::array({"name", "parameters"})}});
+    alternatives.push_back(CallAlternative(name, "parameters", std::move(arguments), "/items/anyOf",
+                                           alternatives.size()));
   }
   if (choice == ToolChoice::kFunction) {
     return BadField("tool_choice.function.name",
@@ -76,6 +102,51 @@ std::optional<ApiError> ForcedCallSchema(const Ordered& tools, ToolChoice choice
   const Ordered calls = {
       {"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", std::move(alternatives)}}}};
   return CompileAs(calls, "tools", schema);
+}
+
+std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
+                                        std::shared_ptr<const JsonSchema>* schema) {
+  *schema = nullptr;
+  const auto strict = [](const Ordered& tool) {
+    const Ordered& f = tool.at("function");
+    return f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>();
+  };
+  if (!tools.is_array() || std::none_of(tools.begin(), tools.end(), strict)) return std::nullopt;
+  // The syntax the format's model writes a call in, and its arguments' key.
+  CallSyntax syntax;
+  std::string key;
+  switch (format) {
+    case ChatFormat::kQwen3: {
+      const ToolCallMarkers markers = ToolCallMarkersOf(format);
+      syntax = {.open = std::string(markers.open), .close = std::string(markers.close)};
+      key = "arguments";
+      break;
+    }
+    case ChatFormat::kLlama3:
+      syntax = {.open = R"({"name")", .close = "", .whole_answer = true};
+      key = "parameters";
+      break;
+    case ChatFormat::kQwen3_5:
+      return std::nullopt;
+  }
+  if (auto e = CheckNamesDiffer(tools)) return e;
+  Ordered alternatives = Ordered::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const Ordered& f = tools[i].at("function");
+    Ordered arguments = {{"type", "object"}};
+    std::shared_ptr<const JsonSchema> alone;
+    const std::string where = "tools[" + std::to_string(i) + "].function";
+    if (strict(tools[i])) {
+      if (auto e = ArgumentsSchema(f, where, &arguments, &alone)) return e;
+    }
+    alternatives.push_back(CallAlternative(f.at("name").get<std::string>(), key,
+                                           std::move(arguments), "/anyOf", alternatives.size()));
+  }
+  const Ordered call = {{"anyOf", std::move(alternatives)}};
+  Result<std::shared_ptr<const JsonSchema>> compiled = JsonSchema::Calls(call, syntax, "tools");
+  if (!compiled.ok()) return SchemaRefusal(compiled.status().message());
+  *schema = std::move(*compiled);
+  return std::nullopt;
 }
 
 }  // namespace dscale::server

@@ -7,12 +7,18 @@
 // {"name": <a tool's name>, "parameters": <its arguments>} objects, each told apart by the name
 // it begins with (spec/json_schema.h's tagged union). The answer is then returned as calls
 // (ForcedToolCalls), not read from the chat format's markers.
+//
+// Under "auto", where a tool is `strict` (OpenAI's: its arguments follow its parameters), the
+// calls the model writes in its chat format's own syntax are held (HeldCallsSchema): the answer
+// is free text, but every call it opens names a tool and carries arguments its parameters admit
+// (a tool that is not strict: any object), as OpenAI's strict function calling promises.
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "io/tokenizer/chat_format.h"
 #include "server/api_error.h"
 #include "spec/json_schema.h"
 
@@ -27,5 +33,12 @@ enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
 std::optional<ApiError> ForcedCallSchema(const nlohmann::ordered_json& tools, ToolChoice choice,
                                          const std::string& function,
                                          std::shared_ptr<const JsonSchema>* schema);
+
+// For "auto": the answer's calls in `format`'s syntax held, where some tool is strict and the
+// format writes its calls as JSON (Qwen3's between <tool_call> markers, Llama 3.1's as the whole
+// answer; Qwen3.5's XML calls are not held). `*schema` is left null where nothing is held. A 400
+// names what a strict function's parameters cannot hold an output to, or a name given twice.
+std::optional<ApiError> HeldCallsSchema(const nlohmann::ordered_json& tools, ChatFormat format,
+                                        std::shared_ptr<const JsonSchema>* schema);
 
 }  // namespace dscale::server

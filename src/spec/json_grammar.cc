@@ -21,6 +21,21 @@ SchemaBound Pow10(int n) {
   return p;
 }
 
+// How much of `marker` the text ends with after one more byte, from `matched`: after a
+// mismatch, the longest prefix of the marker that the text still ends with (its borders found by
+// comparison: markers are a few bytes, and the walk meets a partial match rarely).
+size_t MarkerProgress(std::string_view marker, size_t matched, uint8_t byte) {
+  while (byte != static_cast<uint8_t>(marker[matched])) {
+    if (matched == 0) return 0;
+    size_t border = matched - 1;
+    while (border > 0 && marker.substr(0, border) != marker.substr(matched - border, border)) {
+      --border;
+    }
+    matched = border;
+  }
+  return matched + 1;
+}
+
 template <typename T>
 void Append(std::string* out, const T& value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(value));
@@ -31,6 +46,7 @@ void Append(std::string* out, const T& value) {
 JsonGrammar::JsonGrammar(const JsonSchema& schema)
     : schema_(&schema), node_(static_cast<uint16_t>(schema.root())), lex_(Lex::kStart) {
   if (Node(node_).kind == Kind::kText) lex_ = Lex::kText;  // its start state, pos_ 0
+  if (Node(node_).kind == Kind::kCalls) StartFreeText();
 }
 
 JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
@@ -60,27 +76,76 @@ JsonGrammar JsonGrammar::Start(const JsonSchema& schema, std::string_view reason
   return g;
 }
 
-// Matches the end of the reasoning as the text streams: after a mismatch, the longest prefix of
-// the marker that the text still ends with (its borders found by comparison: markers are a few
-// bytes, and the walk meets a partial match rarely).
+// Matches the end of the reasoning as the text streams.
 bool JsonGrammar::FeedReasoning(uint8_t byte) {
-  const std::string_view end = reasoning_end_;
-  size_t matched = aux_;
-  while (byte != static_cast<uint8_t>(end[matched])) {
-    if (matched == 0) {
-      aux_ = 0;
-      return true;
-    }
-    size_t border = matched - 1;
-    while (border > 0 && end.substr(0, border) != end.substr(matched - border, border)) --border;
-    matched = border;
-  }
-  if (++matched == end.size()) {
-    // A pattern's text is all that follows the marker; a JSON value may follow whitespace.
-    lex_ = Node(node_).kind == Kind::kText ? Lex::kText : Lex::kAnswerStart;
-    matched = 0;
-  }
+  const size_t matched = MarkerProgress(reasoning_end_, aux_, byte);
   aux_ = static_cast<uint8_t>(matched);
+  if (matched < reasoning_end_.size()) return true;
+  aux_ = 0;
+  // A pattern's text is all that follows the marker; a JSON value may follow whitespace.
+  switch (Node(node_).kind) {
+    case Kind::kText:
+      lex_ = Lex::kText;
+      break;
+    case Kind::kCalls:
+      StartFreeText();
+      break;
+    default:
+      lex_ = Lex::kAnswerStart;
+  }
+  return true;
+}
+
+void JsonGrammar::StartFreeText() {
+  lex_ = schema_->call_syntax().whole_answer ? Lex::kCallStart : Lex::kFree;
+  aux_ = 0;
+  pos_ = 0;
+  spaces_ = 0;
+}
+
+void JsonGrammar::OpenCall() {
+  lex_ = Lex::kAnswerStart;
+  node_ = static_cast<uint16_t>(Node(schema_->root()).values);
+  aux_ = 0;
+  spaces_ = 0;
+}
+
+// Any byte; the open marker's last one opens a call. A whole-answer call's free text (an answer
+// that did not begin with one) opens none.
+bool JsonGrammar::FeedFree(uint8_t byte) {
+  const CallSyntax& syntax = schema_->call_syntax();
+  if (syntax.whole_answer) return true;
+  const size_t matched = MarkerProgress(syntax.open, aux_, byte);
+  aux_ = static_cast<uint8_t>(matched);
+  if (matched == syntax.open.size()) OpenCall();
+  return true;
+}
+
+// Whitespace, then the call's first bytes (the open marker, which are its value's too), or any
+// other text, which is then free text.
+bool JsonGrammar::FeedCallStart(uint8_t byte) {
+  const std::string_view open = schema_->call_syntax().open;
+  if (aux_ == 0 && IsSpace(byte) && spaces_ < kMaxJsonWhitespaceRun) {
+    ++spaces_;
+    return true;
+  }
+  if (byte != static_cast<uint8_t>(open[aux_])) {
+    lex_ = Lex::kFree;
+    aux_ = 0;
+    spaces_ = 0;
+    return true;
+  }
+  if (++aux_ < open.size()) return true;
+  OpenCall();
+  return Feed(open);
+}
+
+bool JsonGrammar::FeedCallClose(uint8_t byte) {
+  const std::string_view close = schema_->call_syntax().close;
+  if (pos_ == 0 && IsSpace(byte)) return spaces_++ < kMaxJsonWhitespaceRun || Kill();
+  if (byte != static_cast<uint8_t>(close[pos_])) return Kill();
+  spaces_ = 0;
+  if (++pos_ == close.size()) StartFreeText();
   return true;
 }
 
@@ -111,6 +176,14 @@ int64_t JsonGrammar::plain_text_room() const {
   if (n.pattern >= 0) return -1;
   return n.max_length == kUnboundedLength ? kUnboundedRoom
                                           : n.max_length - static_cast<int64_t>(choices_);
+}
+
+int JsonGrammar::free_text_trigger() const {
+  if (aux_ != 0) return kNotFree;
+  if (lex_ == Lex::kReasoning) return static_cast<uint8_t>(reasoning_end_[0]);
+  if (lex_ != Lex::kFree) return kNotFree;
+  const CallSyntax& syntax = schema_->call_syntax();
+  return syntax.whole_answer ? -1 : static_cast<uint8_t>(syntax.open[0]);
 }
 
 int JsonGrammar::CharactersIn(std::string_view bytes) {
@@ -170,6 +243,12 @@ bool JsonGrammar::Feed(uint8_t byte) {
       return false;
     case Lex::kReasoning:
       return FeedReasoning(byte);
+    case Lex::kFree:
+      return FeedFree(byte);
+    case Lex::kCallStart:
+      return FeedCallStart(byte);
+    case Lex::kCallClose:
+      return FeedCallClose(byte);
     case Lex::kText: {
       const int16_t next = schema_->pattern(Node(node_).pattern).next[pos_][byte];
       if (next == PatternDfa::kNone) return Kill();
@@ -537,7 +616,9 @@ bool JsonGrammar::Close(uint8_t closer) {
 }
 
 void JsonGrammar::AfterValue() {
-  lex_ = depth_ == 0 ? Lex::kDone : Lex::kAfter;
+  lex_ = depth_ > 0                                        ? Lex::kAfter
+         : calls() && !schema_->call_syntax().whole_answer ? Lex::kCallClose
+                                                           : Lex::kDone;
   aux_ = 0;
   node_ = 0;
   pos_ = 0;

@@ -7,7 +7,9 @@
 // quote and a backslash only as JSON spells them), nesting up to kMaxJsonDepth (of which up to
 // kMaxOpenUniqueArrays arrays of unique items). A schema whose
 // root is a pattern's text (JsonSchema::Pattern) holds the output's bytes to its automaton
-// instead: no JSON at all.
+// instead: no JSON at all; one whose root is calls in free text (JsonSchema::Calls) takes any
+// text, except that each call its syntax opens is a value of the call's schema, closed by the
+// syntax's close marker.
 // A state copies freely (its open frames, no pointers owned); the schema outlives it.
 // JsonTokenMasks (json_token_mask.h) walks the vocabulary with it.
 
@@ -35,7 +37,7 @@ class JsonGrammar {
   // Before the first byte of an output whose value follows its reasoning (thinking on): any text
   // up to and including the first `reasoning_end` (the chat format's, "</think>"; static storage,
   // at most 255 bytes), then whitespace, then the top-level value (a pattern's text: straight
-  // after the marker) — it is the answer, as vLLM
+  // after the marker; calls in free text: the free text) — it is the answer, as vLLM
   // holds only the answer. An empty `reasoning_end`: JsonGrammar(schema).
   static JsonGrammar Start(const JsonSchema& schema, std::string_view reasoning_end);
   // Copies the open frames only: the vocabulary walk copies a state for every byte it feeds.
@@ -53,17 +55,34 @@ class JsonGrammar {
   // more it may take (kUnboundedRoom: any number). -1 elsewhere, a pattern's string included.
   int64_t plain_text_room() const;
   static constexpr int64_t kUnboundedRoom = INT64_MAX;
+  // In free text (a reasoning block's, or a kCalls root's between calls) whose end holds no part
+  // of the marker it looks for: the one byte that may change the state (the marker's first), -1
+  // where none may (a whole-answer call's free text once the answer began otherwise); kNotFree
+  // elsewhere. Text without that byte leaves the state as it is.
+  int free_text_trigger() const;
+  static constexpr int kNotFree = -2;
   // Inside a string's text (not in an escape), held or not.
   bool in_string() const { return lex_ == Lex::kString; }
   static bool IsPlainStringText(std::string_view bytes);
   // The characters (Unicode code points) `bytes` begin, as a held string counts them: its bytes
   // that are not UTF-8 continuation bytes.
   static int CharactersIn(std::string_view bytes);
-  // The output may end here: its top-level value is whole (and nothing may follow), or, a
-  // pattern's text (JsonSchema::Pattern), the text so far matches.
+  // The output may end here: its top-level value is whole (and nothing may follow); a pattern's
+  // text (JsonSchema::Pattern): the text so far matches; calls in free text (JsonSchema::Calls):
+  // no call is open.
   bool complete() const {
-    return lex_ == Lex::kDone ||
-           (lex_ == Lex::kText && schema_->pattern(schema_->node(node_).pattern).accepting[pos_]);
+    switch (lex_) {
+      case Lex::kDone:
+      case Lex::kFree:
+      case Lex::kCallStart:
+        return true;
+      case Lex::kText:
+        return schema_->pattern(schema_->node(node_).pattern).accepting[pos_] != 0;
+      case Lex::kReasoning:
+        return calls();
+      default:
+        return false;
+    }
   }
 
   // Two states with equal keys accept the same continuations (schemas told apart by their id).
@@ -83,6 +102,9 @@ class JsonGrammar {
     kAfter,        // after a value in a container: "," or its closer
     kDone,         // the top-level value closed
     kText,         // a pattern's text (a kText root), pos_ its automaton's state
+    kFree,         // a kCalls root's free text (aux_: how much of the open marker it ends with)
+    kCallStart,    // a whole-answer call's answer before its first bytes (aux_: as kFree)
+    kCallClose,    // after a call's value: whitespace, then the close marker (pos_: matched)
     kString,       // in a string (aux_ kKeyString: a map's key); a held string's node_ in node_
     kEscape,       // after a backslash in such a string
     kUnicode,      // in \uXXXX (pos_: hex digits left)
@@ -112,6 +134,14 @@ class JsonGrammar {
   static constexpr uint8_t kSurrogateLead = 2;
 
   bool FeedReasoning(uint8_t byte);
+  bool calls() const { return schema_->node(schema_->root()).kind == JsonSchemaNode::Kind::kCalls; }
+  // A kCalls root's free text begins (after the reasoning, or a call).
+  void StartFreeText();
+  bool FeedFree(uint8_t byte);
+  bool FeedCallStart(uint8_t byte);
+  bool FeedCallClose(uint8_t byte);
+  // The call's value is due (node_ the call), after whitespace.
+  void OpenCall();
   bool EndString();
   bool FeedEscape(uint8_t byte);
   bool SomeEscapeFollows() const;

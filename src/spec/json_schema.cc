@@ -164,18 +164,19 @@ class JsonSchemaCompiler {
   }
 
   Result<std::shared_ptr<const JsonSchema>> Run() {
-    const int32_t slot = New(Kind::kPending, field_);
-    refs_["#"] = slot;
-    const Result<int32_t> top = Node(doc_, field_);
-    if (!top.ok()) return top.status();
-    DSCALE_RETURN_IF_ERROR(Fill(slot, *top, field_));
-    // A schema admitting any value at the top: JSON mode's any object.
-    schema_->root_ = *top == kAnyValue ? kAnyObject : slot;
-    DSCALE_RETURN_IF_ERROR(Finish());
-    const std::bitset<256> top_bytes = schema_->nodes_[schema_->root_].first_bytes;
-    if ((top_bytes & ~FirstBytesOf("{[")).any()) {
-      return InvalidArgument(field_ + ": the top-level value must be an object or an array");
-    }
+    DSCALE_RETURN_IF_ERROR(CompileDocument());
+    return std::shared_ptr<const JsonSchema>(std::move(schema_));
+  }
+
+  // Free text with calls in it, each a value of the document (whose top is an object).
+  Result<std::shared_ptr<const JsonSchema>> Calls(const CallSyntax& syntax) {
+    DSCALE_CHECK(!syntax.open.empty() && syntax.open.size() < 256 && syntax.close.size() < 256);
+    DSCALE_RETURN_IF_ERROR(CompileDocument());
+    const int32_t calls = New(Kind::kCalls, field_);
+    nodes()[calls].values = schema_->root_;
+    nodes()[calls].first_bytes.set();  // any text
+    schema_->root_ = calls;
+    schema_->call_syntax_ = syntax;
     return std::shared_ptr<const JsonSchema>(std::move(schema_));
   }
 
@@ -201,6 +202,23 @@ class JsonSchemaCompiler {
 
  private:
   std::vector<JsonSchemaNode>& nodes() { return schema_->nodes_; }
+
+  // The document compiled, its top-level value (an object or an array) the root.
+  Status CompileDocument() {
+    const int32_t slot = New(Kind::kPending, field_);
+    refs_["#"] = slot;
+    const Result<int32_t> top = Node(doc_, field_);
+    if (!top.ok()) return top.status();
+    DSCALE_RETURN_IF_ERROR(Fill(slot, *top, field_));
+    // A schema admitting any value at the top: JSON mode's any object.
+    schema_->root_ = *top == kAnyValue ? kAnyObject : slot;
+    DSCALE_RETURN_IF_ERROR(Finish());
+    const std::bitset<256> top_bytes = schema_->nodes_[schema_->root_].first_bytes;
+    if ((top_bytes & ~FirstBytesOf("{[")).any()) {
+      return InvalidArgument(field_ + ": the top-level value must be an object or an array");
+    }
+    return Status::Ok();
+  }
 
   int32_t New(Kind kind, const std::string& path) {
     JsonSchemaNode n;
@@ -906,6 +924,14 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Pattern(std::string_view r
     const Json none;
     return JsonSchemaCompiler(none, field).Text(regex);
   });
+}
+
+Result<std::shared_ptr<const JsonSchema>> JsonSchema::Calls(const nlohmann::ordered_json& call,
+                                                            const CallSyntax& syntax,
+                                                            const std::string& field) {
+  const std::string key = "calls " + syntax.open + '\x1f' + syntax.close + '\x1f' +
+                          (syntax.whole_answer ? "whole " : "") + call.dump();
+  return Shared(key, [&] { return JsonSchemaCompiler(call, field).Calls(syntax); });
 }
 
 std::string JsonSchema::ChoicesPattern(const std::vector<std::string>& choices) {

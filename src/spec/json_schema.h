@@ -82,6 +82,8 @@ struct JsonSchemaNode {
     kTagged,
     // Not JSON: the output's whole text, its bytes walking `pattern` (JsonSchema::Pattern).
     kText,
+    // Not JSON: free text with calls in it, each a value of `values` (JsonSchema::Calls).
+    kCalls,
   };
   struct Property {
     std::string key;  // the name as JSON text, quotes included
@@ -122,6 +124,18 @@ struct JsonSchemaNode {
   }
 };
 
+// Where a chat format's model writes its calls to tools in free text (JsonSchema::Calls).
+struct CallSyntax {
+  // Opens a call anywhere in the free text ("<tool_call>"); the call's value follows it after
+  // whitespace, then whitespace and `close` ("</tool_call>"), then free text again.
+  std::string open;
+  std::string close;
+  // The call is the whole answer (Llama 3.1's): `open` is its value's first bytes ('{"name"'),
+  // a call only where the answer begins with them (whitespace before them allowed), and nothing
+  // follows its value; an answer that does not begin so is free text.
+  bool whole_answer = false;
+};
+
 class JsonSchema {
  public:
   // Any JSON object: JSON mode (response_format {"type": "json_object"}).
@@ -137,6 +151,12 @@ class JsonSchema {
   // schema whose root is a kText node. InvalidArgument "<field>: <why>". Shared by text as Compile.
   static Result<std::shared_ptr<const JsonSchema>> Pattern(std::string_view regex,
                                                            const std::string& field);
+  // Not JSON: free text in which every call written in `syntax` is a value `call` admits (an
+  // object: the tagged union of a request's tools, server/tool_choice.h). InvalidArgument
+  // "<field><path>: <why>" as Compile; shared by text as Compile.
+  static Result<std::shared_ptr<const JsonSchema>> Calls(const nlohmann::ordered_json& call,
+                                                         const CallSyntax& syntax,
+                                                         const std::string& field);
   // The regular expression whose only matches are `choices`, each as written.
   static std::string ChoicesPattern(const std::vector<std::string>& choices);
 
@@ -151,6 +171,8 @@ class JsonSchema {
   int32_t Resolve(int32_t node, uint8_t byte) const;
   // A string's pattern (JsonSchemaNode::pattern), its bytes' automaton.
   const PatternDfa& pattern(int32_t i) const { return patterns_[static_cast<size_t>(i)]; }
+  // A kCalls root's syntax.
+  const CallSyntax& call_syntax() const { return call_syntax_; }
   // Unique to this schema in the process: the masks kept per grammar state tell schemas apart by
   // it.
   uint64_t id() const { return id_; }
@@ -159,6 +181,7 @@ class JsonSchema {
   friend class JsonSchemaCompiler;
   std::vector<JsonSchemaNode> nodes_;
   std::vector<PatternDfa> patterns_;
+  CallSyntax call_syntax_;
   int32_t root_ = 0;
   uint64_t id_ = 0;
 };

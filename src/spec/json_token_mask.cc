@@ -65,10 +65,8 @@ JsonGrammar JsonTokenMasks::StateAfter(JsonGrammar start, std::span<const int32_
 }
 
 JsonGrammar JsonTokenMasks::Advance(JsonGrammar state, int32_t token) const {
-  if (token < 0 || token >= vocab_ || texts_[token].empty()) {
-    (void)state.Feed(uint8_t{0});  // not text: refused (a stop id ends the output instead)
-    return state;
-  }
+  // Not text: refused, free text too (a stop id ends the output instead).
+  if (token < 0 || token >= vocab_ || texts_[token].empty()) return JsonGrammar();
   (void)state.Feed(texts_[token]);
   return state;
 }
@@ -83,14 +81,33 @@ std::vector<uint64_t> JsonTokenMasks::PlainTextWithin(int64_t room) const {
   return bits;
 }
 
-std::vector<uint64_t> JsonTokenMasks::Compute(const JsonGrammar& state) const {
+const JsonTokenMasks::FreeTextSplit& JsonTokenMasks::FreeText(int byte) {
+  if (const auto it = free_text_.find(byte); it != free_text_.end()) return it->second;
+  FreeTextSplit split{.without = std::vector<uint64_t>(static_cast<size_t>((vocab_ + 63) / 64), 0)};
+  std::vector<int32_t> with;
+  for (const int32_t id : all_.ids) {
+    if (byte >= 0 && texts_[id].find(static_cast<char>(byte)) != std::string::npos) {
+      with.push_back(id);
+    } else {
+      split.without[id / 64] |= uint64_t{1} << (id % 64);
+    }
+  }
+  split.with = MakeWalk(std::move(with));
+  return free_text_.emplace(byte, std::move(split)).first->second;
+}
+
+std::vector<uint64_t> JsonTokenMasks::Compute(const JsonGrammar& state) {
   // In a string, plain text changes at most a count of characters: those tokens are allowed
-  // by their count without a step.
+  // by their count without a step. In free text, text without the marker's first byte changes
+  // nothing.
   const int64_t room = state.plain_text_room();
+  const int trigger = state.free_text_trigger();
+  const FreeTextSplit* free = trigger != JsonGrammar::kNotFree ? &FreeText(trigger) : nullptr;
   std::vector<uint64_t> bits =
-      room >= 0 ? PlainTextWithin(room)
-                : std::vector<uint64_t>(static_cast<size_t>((vocab_ + 63) / 64), 0);
-  const Walk& walk = room >= 0 ? not_plain_ : all_;
+      free != nullptr ? free->without
+      : room >= 0     ? PlainTextWithin(room)
+                      : std::vector<uint64_t>(static_cast<size_t>((vocab_ + 63) / 64), 0);
+  const Walk& walk = free != nullptr ? free->with : room >= 0 ? not_plain_ : all_;
   // states[k]: after the first k bytes of the current token (valid up to its length); the prefix
   // of length `dead_at` (and every longer one) is refused.
   std::vector<JsonGrammar> states(longest_ + 1);

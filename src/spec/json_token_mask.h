@@ -55,7 +55,14 @@ class JsonTokenMasks {
     std::vector<std::array<int32_t, kSkipDepth>> skip;
   };
   Walk MakeWalk(std::vector<int32_t> ids) const;
-  std::vector<uint64_t> Compute(const JsonGrammar& state) const;
+  std::vector<uint64_t> Compute(const JsonGrammar& state);
+  // In free text (JsonGrammar::free_text_trigger): the tokens with text but without `byte`
+  // (-1: every token with text), which leave the state as it is, and a walk of the others.
+  struct FreeTextSplit {
+    std::vector<uint64_t> without;
+    Walk with;
+  };
+  const FreeTextSplit& FreeText(int byte);
   // The plain string texts of at most `room` characters.
   std::vector<uint64_t> PlainTextWithin(int64_t room) const;
 
@@ -68,6 +75,7 @@ class JsonTokenMasks {
   std::vector<int32_t> plain_characters_;  // [vocab] a plain text's characters (CharactersIn)
   std::vector<int32_t> longest_plain_first_;  // the plain texts' ids, most characters first
   size_t longest_ = 0;              // the longest token's bytes
+  std::unordered_map<int, FreeTextSplit> free_text_;  // FreeText's, per byte (a marker's first)
   // The masks, most recently used first, at most kMaxCachedStates.
   static constexpr size_t kMaxCachedStates = 512;
   std::list<std::pair<std::string, std::vector<uint64_t>>> lru_;

@@ -363,6 +363,68 @@ TEST_F(LogitRulesEngineTest, APatternHoldsEveryModeToTheWholeText) {
   EXPECT_GT(whole, 0) << "some outputs end by a stop id";
 }
 
+// Calls held in free text (strict tools under tool_choice "auto"), between markers anywhere
+// (Qwen3's form) or as the whole answer (Llama 3.1's): every mode at c = 1 and 16, greedy and
+// sampled, commits plain decoding's tokens and the reference's, and every call an output closes
+// is a value the call's schema admits. The markers and keys are spelled by the test vocabulary.
+TEST_F(LogitRulesEngineTest, CallsInFreeTextHoldEveryMode) {
+  const DecoderConfig& c = target_.config();
+  const JsonVocabulary vocabulary(c);
+  JsonTokenMasks masks(c.vocab_size, vocabulary.TokenText());
+  const auto prompts = RandomPrompts(16, c.vocab_size, 61);
+  const nlohmann::ordered_json call = nlohmann::ordered_json::parse(R"({"anyOf": [
+      {"type": "object", "properties": {"x": {"const": "xx"},
+          "1": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["x", "1"]},
+      {"type": "object", "properties": {"x": {"const": "x"},
+          "xx": {"type": "array", "items": {"enum": [1, true, null]}}}, "required": ["x"]}]})");
+  const nlohmann::json reference = call;
+  // Every byte after a prefix of a marker, a key or a literal is some token's first: no state is
+  // a dead end.
+  const CallSyntax between = {.open = "yz", .close = "]"};
+  const CallSyntax whole = {.open = R"({")", .close = "", .whole_answer = true};
+  for (const CallSyntax& syntax : {between, whole}) {
+    SCOPED_TRACE(syntax.open);
+    int calls = 0;
+    // Biased to open calls ("yz", '{"') and not to pad them with whitespace.
+    GenerationParams params{
+        .max_tokens = 40,
+        .sampling = {.rules = {.logit_bias = {{7, -5.0f}, {8, 3.0f}, {13, 3.0f}, {24, -5.0f}},
+                               .json_schema = *JsonSchema::Calls(call, syntax, "tools")}},
+        .stop_ids = c.eos_token_ids};
+    for (const float temperature : {0.0f, 0.9f}) {
+      SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
+      params.sampling.temperature = temperature;
+      params.sampling.seed = 31;
+      const std::vector<std::vector<int32_t>> plain =
+          ExpectHeldOutputsAgree(target_, predictor_, params, prompts, vocabulary, masks);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const std::string text = vocabulary.Text(plain[i]);
+        JsonGrammar grammar(*params.sampling.rules.json_schema);
+        EXPECT_TRUE(grammar.Feed(text)) << text;
+        if (std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end()) {
+          EXPECT_TRUE(grammar.complete()) << text;
+        }
+        // The closed calls' bodies: after each open marker, up to the close marker (the whole
+        // answer's: to the end, where it is whole).
+        for (size_t at = text.find(syntax.open); at != std::string::npos;
+             at = syntax.whole_answer ? std::string::npos : text.find(syntax.open, at)) {
+          const size_t body = syntax.whole_answer ? at : at + syntax.open.size();
+          const size_t end = syntax.whole_answer ? (grammar.complete() ? text.size() : body)
+                                                 : text.find(syntax.close, body);
+          if (end == std::string::npos || end == body) break;
+          const nlohmann::json value = nlohmann::json::parse(text.substr(body, end - body), nullptr,
+                                                             /*allow_exceptions=*/false);
+          if (syntax.whole_answer && !value.is_object()) break;  // free text, not a call
+          EXPECT_TRUE(testing::SchemaAdmits(value, reference)) << text;
+          ++calls;
+          at = end;
+        }
+      }
+    }
+    EXPECT_GT(calls, 5) << "outputs write calls";
+  }
+}
+
 TEST_F(LogitRulesEngineTest, RulesOutOfRangeAreRefusedNamingTheField) {
   auto engine = Engine::Create(target_, nullptr, {}).value();
   const auto refusal = [&](const SamplingParams& sampling) {

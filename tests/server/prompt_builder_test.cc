@@ -15,6 +15,7 @@
 #include "io/tokenizer/chat_format.h"
 #include "io/tokenizer/chat_template.h"
 #include "server_test_util.h"
+#include "spec/json_grammar.h"
 
 namespace dscale::server {
 namespace {
@@ -272,6 +273,42 @@ TEST(PromptBuilderTest, JsonModeFollowsTheReasoning) {
                          &p, Endpoint::kChatCompletions));
     EXPECT_NE(p.params.sampling.rules.json_schema, nullptr);
     EXPECT_EQ(p.params.sampling.rules.reasoning_end, thinking ? "</think>" : "");
+  }
+}
+
+// Under tool_choice "auto" a strict tool's calls are held in the format's syntax (after the
+// reasoning where thinking is on); not where no tool is strict, tool_choice is "none", a
+// response_format holds the answer, or min_tokens could not end where a call does.
+TEST(PromptBuilderTest, StrictToolsHoldTheirCallsUnderAuto) {
+  const auto prepare = [](const std::string& extra, PreparedRequest* p) {
+    return Prepare(R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
+                      "tools": [{"type": "function", "function": {"name": "now", "strict": true,
+                        "parameters": {"type": "object", "properties": {"zone": {"enum":
+                        ["utc", "cet"]}}, "required": ["zone"]}}}])" +
+                       extra + "}",
+                   p, Endpoint::kChatCompletions);
+  };
+  for (const bool thinking : {false, true}) {
+    PreparedRequest p;
+    ASSERT_FALSE(prepare(std::string(R"(, "chat_template_kwargs": {"enable_thinking": )") +
+                             (thinking ? "true}" : "false}"),
+                         &p));
+    const LogitRules& rules = p.params.sampling.rules;
+    ASSERT_NE(rules.json_schema, nullptr);
+    EXPECT_EQ(rules.reasoning_end, thinking ? "</think>" : "");
+    JsonGrammar g = JsonGrammar::Start(*rules.json_schema, rules.reasoning_end);
+    EXPECT_TRUE(g.Feed(std::string(thinking ? "Hmm.</think>" : "") +
+                       "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"zone\": \"utc\"}}"
+                       "\n</tool_call>") &&
+                g.complete());
+  }
+  for (const char* extra : {R"(, "tool_choice": "none")", R"(, "min_tokens": 2)",
+                            R"(, "response_format": {"type": "json_object"})"}) {
+    PreparedRequest p;
+    ASSERT_FALSE(prepare(extra, &p)) << extra;
+    EXPECT_TRUE(p.params.sampling.rules.json_schema == nullptr ||
+                p.params.sampling.rules.json_schema == JsonSchema::AnyObject())
+        << extra;
   }
 }
 

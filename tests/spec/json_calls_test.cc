@@ -1,0 +1,265 @@
+// Calls held in free text (JsonSchema::Calls): what the grammar admits in Qwen3's syntax (calls
+// between markers anywhere) and Llama 3.1's (the whole answer one call), after a reasoning block,
+// random walks whose every call validates against the call's schema, and the token masks against
+// feeding each token's text alone.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spec/json_grammar.h"
+#include "spec/json_schema.h"
+#include "spec/json_token_mask.h"
+#include "support/json_schema_check.h"
+
+namespace dscale {
+namespace json_calls_test {
+
+using Ordered = nlohmann::ordered_json;
+
+// Two tools as a request's call union: {"name", <arguments key>} told apart by the name.
+std::string CallSchema(const std::string& arguments) {
+  return R"({"anyOf": [
+    {"type": "object", "properties": {"name": {"const": "get_weather"}, ")" +
+         arguments +
+         R"(": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+           "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}, "required": ["name", ")" +
+         arguments + R"("]},
+    {"type": "object", "properties": {"name": {"const": "search"}, ")" +
+         arguments +
+         R"(": {"type": "object", "properties": {"query": {"type": "string"},
+           "limit": {"type": "integer", "minimum": 1, "maximum": 10}},
+           "required": ["query", "limit"]}}, "required": ["name", ")" +
+         arguments + R"("]}]})";
+}
+
+const CallSyntax kQwen3 = {.open = "<tool_call>", .close = "</tool_call>"};
+const CallSyntax kLlama3 = {.open = R"({"name")", .close = "", .whole_answer = true};
+
+std::shared_ptr<const JsonSchema> Calls(const CallSyntax& syntax, const std::string& arguments) {
+  Result<std::shared_ptr<const JsonSchema>> s =
+      JsonSchema::Calls(Ordered::parse(CallSchema(arguments)), syntax, "tools");
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return *s;
+}
+
+bool Complete(const JsonSchema& schema, std::string_view text) {
+  JsonGrammar g(schema);
+  return g.Feed(text) && g.complete();
+}
+
+bool Alive(const JsonSchema& schema, std::string_view text) {
+  JsonGrammar g(schema);
+  return g.Feed(text);
+}
+
+constexpr const char* kWeather =
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+constexpr const char* kSearch =
+    "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"x\", \"limit\": 3}}\n"
+    "</tool_call>";
+
+TEST(JsonCallsTest, QwenCallsBetweenMarkersInFreeText) {
+  const auto calls = Calls(kQwen3, "arguments");
+  const std::string weather = kWeather;
+  for (const std::string& text :
+       {std::string(), std::string("Hello! {\"name\": 1} </tool_call> <tool_ca"), weather,
+        "I'll look.\n\n" + weather + "\n" + std::string(kSearch) + "\nDone.",
+        std::string("<<tool_call>{\"name\":\"search\",\"arguments\":{\"query\":\"\",\"limit\":10}}"
+                    "</tool_call>")}) {
+    EXPECT_TRUE(Complete(*calls, text)) << text;
+  }
+  // Open calls: alive, not complete.
+  for (const std::string& text :
+       {std::string("<tool_call>"), weather.substr(0, 40), weather.substr(0, weather.size() - 1)}) {
+    EXPECT_TRUE(Alive(*calls, text)) << text;
+    EXPECT_FALSE(Complete(*calls, text)) << text;
+  }
+  for (const char* text : {
+           "<tool_call>hello",                    // not JSON
+           "<tool_call>{\"name\": \"get_time\"",  // no such tool
+           "<tool_call>{\"arguments\": {}",       // the name first
+           "<tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}",  // limit
+           "<tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\", \"limit\": 11",
+           "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}} x",
+           "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool>",
+       }) {
+    EXPECT_FALSE(Alive(*calls, text)) << text;
+  }
+}
+
+TEST(JsonCallsTest, LlamaTheWholeAnswerOneCall) {
+  const auto calls = Calls(kLlama3, "parameters");
+  const std::string call =
+      R"({"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}})";
+  for (const std::string& text : {std::string(), std::string("The weather is fine."), call,
+                                  "\n  " + call, std::string(R"({"answer": 42} and more)"),
+                                  std::string(R"({"nam)"), std::string(R"(x {"name": 1})")}) {
+    EXPECT_TRUE(Complete(*calls, text)) << text;
+  }
+  EXPECT_TRUE(Alive(*calls, call.substr(0, 20)));
+  EXPECT_FALSE(Complete(*calls, call.substr(0, 20)));
+  for (const std::string& text :
+       {call + " ", call + "\n" + call, std::string(R"({"name": "other")"),
+        std::string(R"({"name": "search", "parameters": {"limit": 1})")}) {
+    EXPECT_FALSE(Alive(*calls, text)) << text;
+  }
+}
+
+TEST(JsonCallsTest, AfterReasoning) {
+  const auto calls = Calls(kQwen3, "arguments");
+  JsonGrammar g = JsonGrammar::Start(*calls, "</think>");
+  ASSERT_TRUE(g.Feed("<think>\nA <tool_call> here is only thought"));
+  EXPECT_TRUE(g.complete());  // the free text may end anywhere
+  ASSERT_TRUE(g.Feed("</think>\n\n"));
+  ASSERT_TRUE(g.Feed(kWeather));
+  EXPECT_TRUE(g.complete());
+  JsonGrammar held = JsonGrammar::Start(*calls, "</think>");
+  EXPECT_FALSE(held.Feed("</think><tool_call> here is no call"));
+}
+
+// The calls in a finished text, as a chat format's parser cuts them out.
+std::vector<std::string> CallsIn(const std::string& text, const CallSyntax& syntax) {
+  std::vector<std::string> bodies;
+  for (size_t at = text.find(syntax.open); at != std::string::npos;
+       at = text.find(syntax.open, at)) {
+    const size_t end = text.find(syntax.close, at + syntax.open.size());
+    if (end == std::string::npos) break;
+    bodies.push_back(text.substr(at + syntax.open.size(), end - at - syntax.open.size()));
+    at = end + syntax.close.size();
+  }
+  return bodies;
+}
+
+// Random texts: free text, sometimes a marker, calls walked byte by byte among the bytes the
+// grammar allows; every call a finished text holds is a value the call's schema admits.
+TEST(JsonCallsTest, EveryCallOfAFinishedTextValidates) {
+  const auto calls = Calls(kQwen3, "arguments");
+  const nlohmann::json reference = nlohmann::json::parse(CallSchema("arguments"));
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (int walk = 0; walk < 300; ++walk) {
+    JsonGrammar g(*calls);
+    std::string text;
+    int opened = 0;
+    while (text.size() < 600 && !(g.complete() && opened == 2)) {
+      if (g.complete() && rng() % 8 == 0) {  // free text: open a call
+        ASSERT_TRUE(g.Feed(kQwen3.open));
+        text += kQwen3.open;
+        ++opened;
+        continue;
+      }
+      std::vector<uint8_t> allowed;
+      for (int b = 1; b < 128; ++b) {
+        JsonGrammar next = g;
+        if (next.Feed(static_cast<uint8_t>(b))) allowed.push_back(static_cast<uint8_t>(b));
+      }
+      ASSERT_FALSE(allowed.empty()) << "a dead end after " << text;
+      if (!g.in_string() && !g.complete() && allowed.size() > 1) {  // no exponent where a choice
+        std::erase_if(allowed, [](uint8_t b) { return b == 'e' || b == 'E'; });
+      }
+      // Closers and quotes more often, so that values end.
+      uint8_t byte = allowed[rng() % allowed.size()];
+      for (const uint8_t c : {'}', '"', '<', '/'}) {
+        if (std::find(allowed.begin(), allowed.end(), c) != allowed.end() && rng() % 3 == 0) {
+          byte = c;
+        }
+      }
+      ASSERT_TRUE(g.Feed(byte));
+      text += static_cast<char>(byte);
+    }
+    if (!g.complete()) continue;
+    for (const std::string& body : CallsIn(text, kQwen3)) {
+      const nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << body;
+      ASSERT_TRUE(testing::SchemaAdmits(value, reference)) << body;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+// Masks: every token whose text continues (free text walking only the tokens that hold its
+// marker's first byte); a token without text never, a stop id exactly where no call is open.
+TEST(JsonCallsTest, AMaskIsEveryTokenWhoseTextContinues) {
+  const std::vector<std::string> vocab = {"",
+                                          "Hi",
+                                          "<",
+                                          "tool",
+                                          "_call",
+                                          ">",
+                                          "<tool_call>",
+                                          "\n",
+                                          "{\"",
+                                          "name",
+                                          "\": \"",
+                                          "search\"",
+                                          ", \"",
+                                          "arguments\": {",
+                                          "\"query",
+                                          "\": ",
+                                          "\"x\"",
+                                          "limit",
+                                          "1",
+                                          "}}",
+                                          "</tool_call>",
+                                          "</",
+                                          "x",
+                                          "<tool_call>\n{",
+                                          "}}\n</tool_call>",
+                                          " <",
+                                          "</think>",
+                                          "</th",
+                                          "ink>",
+                                          "{\"name\"",
+                                          "<tool_call>x"};
+  JsonTokenMasks masks(static_cast<int64_t>(vocab.size()),
+                       [&](int32_t id) { return std::string_view(vocab[id]); });
+  const auto calls = Calls(kQwen3, "arguments");
+  const auto whole = Calls(kLlama3, "parameters");
+  const std::vector<int64_t> stop = {0};
+  const std::vector<int32_t> call = {6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 12, 17, 15, 18};
+  const auto then = [&](std::vector<int32_t> ids, std::initializer_list<int32_t> more) {
+    ids.insert(ids.end(), more);
+    return ids;
+  };
+  const std::vector<std::pair<JsonGrammar, std::vector<int32_t>>> cases = {
+      {JsonGrammar(*calls), {}},
+      {JsonGrammar(*calls), {1, 2}},
+      {JsonGrammar(*calls), {2, 3, 4}},
+      {JsonGrammar(*calls), {6}},
+      {JsonGrammar(*calls), {23}},
+      {JsonGrammar(*calls), call},
+      {JsonGrammar(*calls), then(call, {19})},
+      {JsonGrammar(*calls), then(call, {19, 7, 21})},
+      {JsonGrammar(*calls), then(call, {19, 20, 25})},
+      {JsonGrammar::Start(*calls, "</think>"), {1}},
+      {JsonGrammar::Start(*calls, "</think>"), {1, 27}},
+      {JsonGrammar::Start(*calls, "</think>"), {1, 26}},
+      {JsonGrammar(*whole), {}},
+      {JsonGrammar(*whole), {8}},
+      {JsonGrammar(*whole), {1}},
+      {JsonGrammar(*whole), {7, 29}},
+  };
+  for (const auto& [start, output] : cases) {
+    const JsonGrammar state = masks.StateAfter(start, output);
+    ASSERT_FALSE(state.dead()) << output.size();
+    const std::span<const uint64_t> allowed = masks.Allowed(state);
+    for (size_t t = 0; t < vocab.size(); ++t) {
+      JsonGrammar alone = state;
+      const bool continues = !vocab[t].empty() && alone.Feed(vocab[t]);
+      EXPECT_EQ(((allowed[0] >> t) & 1) != 0, continues) << vocab[t] << " after " << output.size();
+    }
+    std::vector<float> logits(vocab.size(), 1.0f);
+    masks.Mask(state, stop, logits);
+    EXPECT_EQ(logits[0] == 1.0f, state.complete()) << output.size();
+  }
+  // A token without text ends a free text's walk (a draft the row before refused).
+  EXPECT_TRUE(masks.Advance(JsonGrammar(*calls), 0).dead());
+}
+
+}  // namespace json_calls_test
+}  // namespace dscale
