@@ -142,22 +142,38 @@ void BM_MaskOfASchemaState(benchmark::State& state) {
 }
 BENCHMARK(BM_MaskOfASchemaState)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond)->Iterations(20);
 
-// Strict tools under tool_choice "auto" (JsonSchema::Calls in Qwen3's syntax), each mask computed
-// anew: in the free text (any token, the whole vocabulary walked), in it after a prefix of the
-// open marker, where a call's value is due after "<tool_call>", and where its close is due.
+// Strict tools under tool_choice "auto" (JsonSchema::Calls in Qwen3's and Qwen3.5's syntax),
+// each mask computed anew: in the free text (any token: those holding a "<" walked), in it after
+// a prefix of the open marker (the whole vocabulary walked), where a call's value is due after
+// "<tool_call>", where its close is due, in a JSON string of a call (plain text holding a "<"
+// walked), and in Qwen3.5's form where a parameter's tag is due and in a string argument's text.
 void BM_MaskOfACallsState(benchmark::State& state) {
-  const auto schema = JsonSchema::Calls(nlohmann::ordered_json::parse(R"({"anyOf": [
-          {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {
-            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
-           "required": ["name", "arguments"]},
-          {"type": "object", "properties": {"name": {"const": "now"}, "arguments": {
-            "type": "object"}}, "required": ["name", "arguments"]}]})"),
-                                        {.open = "<tool_call>", .close = "</tool_call>"}, "tools")
-                          .value();
-  const char* prefixes[] = {"Let me see.", "Let me see. <tool", "<tool_call>",
-                            "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}"};
-  const char* labels[] = {"in free text", "after a prefix of the marker", "a call due",
-                          "its close due"};
+  const auto call = nlohmann::ordered_json::parse(R"({"anyOf": [
+      {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type":
+        "integer"}}, "required": ["city"]}}, "required": ["name", "arguments"]},
+      {"type": "object", "properties": {"name": {"const": "now"}, "arguments": {
+        "type": "object"}}, "required": ["name", "arguments"]}]})");
+  const bool xml = state.range(0) >= 5;
+  const auto schema =
+      JsonSchema::Calls(
+          call, {.open = "<tool_call>", .close = "</tool_call>", .xml_parameters = xml}, "tools")
+          .value();
+  const char* prefixes[] = {
+      "Let me see.",
+      "Let me see. <tool",
+      "<tool_call>",
+      "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}",
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Os",
+      "<tool_call>\n<function=get_weather>\n",
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nOs"};
+  const char* labels[] = {"in free text",
+                          "after a prefix of the marker",
+                          "a call due",
+                          "its close due",
+                          "in a call's string",
+                          "XML: a parameter's tag due",
+                          "XML: in a string argument"};
   JsonGrammar at(*schema);
   DSCALE_CHECK(at.Feed(prefixes[state.range(0)]));
   size_t allowed = 0;
@@ -173,7 +189,7 @@ void BM_MaskOfACallsState(benchmark::State& state) {
   state.counters["allowed_tokens"] = static_cast<double>(allowed);
   state.SetLabel(labels[state.range(0)]);
 }
-BENCHMARK(BM_MaskOfACallsState)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond)->Iterations(10);
+BENCHMARK(BM_MaskOfACallsState)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond)->Iterations(10);
 
 // A pattern compiled to its automaton (once per schema text): an e-mail address, a date, a
 // hundred words, and the unanchored (a|b)*a(a|b){12} whose subsets grow fastest.

@@ -58,6 +58,36 @@ Ordered CallAlternative(const std::string& name, const std::string& key, Ordered
           {"required", Ordered::array({"name", key})}};
 }
 
+// Qwen3.5's calls write each argument as text that the chat format's parser reads back by the
+// type the tool declares for it (tool_call_format.h): a strict tool's arguments can be held only
+// where each declares one type, and a string one is not held to a length or pattern.
+std::optional<ApiError> CheckXmlArguments(const Ordered& parameters, const JsonSchema& compiled,
+                                          const std::string& where) {
+  const auto properties = parameters.find("properties");
+  if (properties == parameters.end() || !properties->is_object()) return std::nullopt;
+  static constexpr std::string_view kTypes[] = {"string", "integer", "number", "boolean",
+                                                "null",   "object",  "array"};
+  const JsonSchemaNode& object = compiled.node(compiled.root());
+  for (const auto& [key, schema] : properties->items()) {
+    const std::string field = where + ".properties." + key;
+    const auto type = schema.is_object() ? schema.find("type") : schema.end();
+    if (type == schema.end() || !type->is_string() ||
+        std::ranges::find(kTypes, type->get<std::string>()) == std::end(kTypes)) {
+      return BadField(field,
+                      "Qwen3.5 writes a call's arguments as text read back by their declared "
+                      "type, so a strict tool's parameter needs one \"type\"");
+    }
+    for (const JsonSchemaNode::Property& p : object.properties) {
+      if (p.key == Ordered(key).dump() && compiled.node(p.node).held_string()) {
+        return BadField(field,
+                        "Qwen3.5 writes a string argument as its text: a strict tool's string "
+                        "cannot be held to a length, pattern or format");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // A 400 where two tools share a name.
 std::optional<ApiError> CheckNamesDiffer(const Ordered& tools) {
   std::set<std::string> names;
@@ -126,8 +156,14 @@ std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
       syntax = {.open = R"({"name")", .close = "", .whole_answer = true};
       key = "parameters";
       break;
-    case ChatFormat::kQwen3_5:
-      return std::nullopt;
+    case ChatFormat::kQwen3_5: {
+      const ToolCallMarkers markers = ToolCallMarkersOf(format);
+      syntax = {.open = std::string(markers.open),
+                .close = std::string(markers.close),
+                .xml_parameters = true};
+      key = "arguments";
+      break;
+    }
   }
   if (auto e = CheckNamesDiffer(tools)) return e;
   Ordered alternatives = Ordered::array();
@@ -138,6 +174,9 @@ std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
     const std::string where = "tools[" + std::to_string(i) + "].function";
     if (strict(tools[i])) {
       if (auto e = ArgumentsSchema(f, where, &arguments, &alone)) return e;
+      if (syntax.xml_parameters) {
+        if (auto e = CheckXmlArguments(arguments, *alone, where + ".parameters")) return e;
+      }
     }
     alternatives.push_back(CallAlternative(f.at("name").get<std::string>(), key,
                                            std::move(arguments), "/anyOf", alternatives.size()));

@@ -11,7 +11,8 @@
 // Under "auto", where a tool is `strict` (OpenAI's: its arguments follow its parameters), the
 // calls the model writes in its chat format's own syntax are held (HeldCallsSchema): the answer
 // is free text, but every call it opens names a tool and carries arguments its parameters admit
-// (a tool that is not strict: any object), as OpenAI's strict function calling promises.
+// (a tool that is not strict: any object, or in Qwen3.5's form any text), as OpenAI's strict
+// function calling promises.
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,9 +36,11 @@ std::optional<ApiError> ForcedCallSchema(const nlohmann::ordered_json& tools, To
                                          std::shared_ptr<const JsonSchema>* schema);
 
 // For "auto": the answer's calls in `format`'s syntax held, where some tool is strict and the
-// format writes its calls as JSON (Qwen3's between <tool_call> markers, Llama 3.1's as the whole
-// answer; Qwen3.5's XML calls are not held). `*schema` is left null where nothing is held. A 400
-// names what a strict function's parameters cannot hold an output to, or a name given twice.
+// format is known (Qwen3's JSON between <tool_call> markers, Llama 3.1's JSON as the whole
+// answer, Qwen3.5's XML parameters between <tool_call> markers). `*schema` is left null where
+// nothing is held. A 400 names what a strict function's parameters cannot hold an output to (in
+// Qwen3.5's form also a parameter without one declared type, or a string held to a length or
+// pattern), or a name given twice.
 std::optional<ApiError> HeldCallsSchema(const nlohmann::ordered_json& tools, ChatFormat format,
                                         std::shared_ptr<const JsonSchema>* schema);
 

@@ -47,6 +47,7 @@ JsonGrammar::JsonGrammar(const JsonSchema& schema)
     : schema_(&schema), node_(static_cast<uint16_t>(schema.root())), lex_(Lex::kStart) {
   if (Node(node_).kind == Kind::kText) lex_ = Lex::kText;  // its start state, pos_ 0
   if (Node(node_).kind == Kind::kCalls) StartFreeText();
+  if (!Closers().empty()) closer_lead_ = static_cast<uint8_t>(Closers()[0][0]);
 }
 
 JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
@@ -61,6 +62,9 @@ JsonGrammar& JsonGrammar::operator=(const JsonGrammar& other) {
   depth_ = other.depth_;
   aux_ = other.aux_;
   spaces_ = other.spaces_;
+  closer_pos_ = other.closer_pos_;
+  closer_set_ = other.closer_set_;
+  closer_lead_ = other.closer_lead_;
   std::copy_n(other.frames_.begin(), depth_, frames_.begin());
   unique_open_ = other.unique_open_;
   std::copy_n(other.used_.begin(), unique_open_, used_.begin());
@@ -104,10 +108,177 @@ void JsonGrammar::StartFreeText() {
 }
 
 void JsonGrammar::OpenCall() {
+  const auto call = static_cast<uint16_t>(Node(schema_->root()).values);
+  if (xml()) {
+    const size_t functions = schema_->xml_tags(call).size();
+    ExpectXmlTags(call, functions == 64 ? ~uint64_t{0} : (uint64_t{1} << functions) - 1);
+    return;
+  }
   lex_ = Lex::kAnswerStart;
-  node_ = static_cast<uint16_t>(Node(schema_->root()).values);
+  node_ = call;
   aux_ = 0;
   spaces_ = 0;
+}
+
+void JsonGrammar::ExpectXmlTags(uint16_t node, uint64_t choices) {
+  lex_ = Lex::kXmlTag;
+  node_ = node;
+  choices_ = choices;
+  pos_ = 0;
+  aux_ = 0;
+  spaces_ = 0;
+}
+
+void JsonGrammar::ExpectParameterTags() {
+  const uint16_t arguments = frames_[0].node;
+  const size_t close = schema_->xml_tags(arguments).size() - 1;  // "</function>"
+  ExpectXmlTags(arguments, KeyChoices() | (MayClose() ? uint64_t{1} << close : 0));
+}
+
+// The tags are prefix-free (a name or key holds no ">", a value no "</parameter>"): the first
+// one whole is the only one left. Whitespace may come before a function's or a parameter's.
+bool JsonGrammar::FeedXmlTag(uint8_t byte) {
+  const std::vector<std::string>& tags = schema_->xml_tags(node_);
+  if (pos_ == 0 && IsSpace(byte) && Node(node_).kind != Kind::kLiterals) {
+    return spaces_++ < kMaxJsonWhitespaceRun || Kill();
+  }
+  uint64_t next = 0;
+  for (uint64_t c = choices_; c != 0; c &= c - 1) {
+    const int i = std::countr_zero(c);
+    if (pos_ < tags[i].size() && static_cast<uint8_t>(tags[i][pos_]) == byte) {
+      next |= uint64_t{1} << i;
+    }
+  }
+  if (next == 0) return Kill();
+  choices_ = next;
+  ++pos_;
+  spaces_ = 0;
+  const int i = std::countr_zero(next);
+  return tags[i].size() != pos_ || EndXmlTag(i);
+}
+
+bool JsonGrammar::EndXmlTag(int i) {
+  const JsonSchemaNode& n = Node(node_);
+  if (node_ == Node(schema_->root()).values) {  // "<function=NAME>"
+    const int32_t arguments = schema_->xml_arguments(i);
+    if (arguments < 0) {
+      lex_ = Lex::kXmlFreeBody;
+      aux_ = 0;
+      return true;
+    }
+    frames_[0] = {.node = static_cast<uint16_t>(arguments), .count = 0, .next = 0};
+    depth_ = 1;
+    ExpectParameterTags();
+    return true;
+  }
+  if (n.kind == Kind::kLiterals) {  // an enum's value, and its "</parameter>"
+    ExpectParameterTags();
+    return true;
+  }
+  if (static_cast<size_t>(i) == n.properties.size()) {  // "</function>"
+    depth_ = 0;
+    lex_ = Lex::kCallClose;
+    node_ = 0;
+    choices_ = 0;
+    pos_ = 0;
+    return true;
+  }
+  frames_[0].next = static_cast<uint8_t>(i + 1);
+  const auto value = static_cast<uint16_t>(n.properties[static_cast<size_t>(i)].node);
+  if (const size_t literals = schema_->xml_tags(value).size(); literals > 0) {
+    ExpectXmlTags(value, literals == 64 ? ~uint64_t{0} : (uint64_t{1} << literals) - 1);
+    return true;
+  }
+  choices_ = 0;
+  pos_ = 0;
+  aux_ = 0;
+  spaces_ = 0;
+  if (Node(value).kind == Kind::kString) {
+    lex_ = Lex::kXmlText;
+    node_ = 0;
+    return true;
+  }
+  lex_ = Lex::kValue;  // its JSON, whitespace around it
+  node_ = value;
+  return true;
+}
+
+// A string argument's text ends at the first "</parameter>" and may hold no other closer.
+bool JsonGrammar::FeedXmlText(uint8_t byte) {
+  const int closer = MatchCloser(byte);
+  if (closer < 0) return true;
+  if (closer > 0) return Kill();
+  ExpectParameterTags();
+  return true;
+}
+
+bool JsonGrammar::in_call_value() const {
+  switch (lex_) {
+    case Lex::kStart:
+    case Lex::kReasoning:
+    case Lex::kDone:
+    case Lex::kText:
+    case Lex::kFree:
+    case Lex::kCallStart:
+    case Lex::kCallClose:
+    case Lex::kXmlTag:
+    case Lex::kXmlText:
+    case Lex::kXmlParamClose:
+    case Lex::kXmlFreeBody:
+    case Lex::kDead:
+      return false;
+    default:
+      return !Closers().empty();
+  }
+}
+
+// As MarkerProgress, for several closers at once: none holds their first byte elsewhere, so
+// after a mismatch only that byte may begin one.
+int JsonGrammar::MatchCloser(uint8_t byte) {
+  const std::vector<std::string>& closers = Closers();
+  if (closer_pos_ > 0) {
+    uint8_t next = 0;
+    for (size_t m = 0; m < closers.size(); ++m) {
+      if (((closer_set_ >> m) & 1) != 0 && static_cast<uint8_t>(closers[m][closer_pos_]) == byte) {
+        next |= static_cast<uint8_t>(1 << m);
+      }
+    }
+    if (next != 0) {
+      closer_set_ = next;
+      ++closer_pos_;
+      const int m = std::countr_zero(next);
+      if (closers[static_cast<size_t>(m)].size() != closer_pos_) return -1;
+      closer_pos_ = 0;
+      closer_set_ = 0;
+      return m;
+    }
+  }
+  const bool lead = byte == static_cast<uint8_t>(closers[0][0]);
+  closer_pos_ = lead ? 1 : 0;
+  closer_set_ = lead ? static_cast<uint8_t>((1 << closers.size()) - 1) : 0;
+  return -1;
+}
+
+// An argument's JSON is read back after one newline at each end is taken off (a boolean's text
+// compared whole): one newline may follow it, no other whitespace.
+bool JsonGrammar::FeedXmlParamClose(uint8_t byte) {
+  static constexpr std::string_view kClose = "</parameter>";
+  if (pos_ == 0 && byte == '\n' && spaces_ == 0) {
+    spaces_ = 1;
+    return true;
+  }
+  if (byte != static_cast<uint8_t>(kClose[pos_])) return Kill();
+  spaces_ = 0;
+  if (++pos_ == kClose.size()) ExpectParameterTags();
+  return true;
+}
+
+bool JsonGrammar::FeedXmlFreeBody(uint8_t byte) {
+  const std::string_view close = schema_->call_syntax().close;
+  const size_t matched = MarkerProgress(close, aux_, byte);
+  aux_ = static_cast<uint8_t>(matched);
+  if (matched == close.size()) StartFreeText();
+  return true;
 }
 
 // Any byte; the open marker's last one opens a call. A whole-answer call's free text (an answer
@@ -170,7 +341,9 @@ bool JsonGrammar::in_held_string() const {
 }
 
 int64_t JsonGrammar::plain_text_room() const {
-  if (lex_ != Lex::kString) return -1;
+  // In a call's value a "<" may begin a closer: plain text leaves the state as it is only without
+  // one (JsonTokenMasks walks those that hold one), and not at all while one may be under way.
+  if (lex_ != Lex::kString || closer_pos_ != 0) return -1;
   if ((aux_ & kKeyString) != 0 || !Node(node_).held_string()) return kUnboundedRoom;
   const JsonSchemaNode& n = Node(node_);
   if (n.pattern >= 0) return -1;
@@ -179,11 +352,21 @@ int64_t JsonGrammar::plain_text_room() const {
 }
 
 int JsonGrammar::free_text_trigger() const {
-  if (aux_ != 0) return kNotFree;
-  if (lex_ == Lex::kReasoning) return static_cast<uint8_t>(reasoning_end_[0]);
-  if (lex_ != Lex::kFree) return kNotFree;
-  const CallSyntax& syntax = schema_->call_syntax();
-  return syntax.whole_answer ? -1 : static_cast<uint8_t>(syntax.open[0]);
+  if (aux_ != 0 || closer_pos_ != 0) return kNotFree;
+  switch (lex_) {
+    case Lex::kReasoning:
+      return static_cast<uint8_t>(reasoning_end_[0]);
+    case Lex::kFree:
+      return schema_->call_syntax().whole_answer
+                 ? -1
+                 : static_cast<uint8_t>(schema_->call_syntax().open[0]);
+    case Lex::kXmlText:
+      return '<';  // the XML form's closers' first byte
+    case Lex::kXmlFreeBody:
+      return static_cast<uint8_t>(schema_->call_syntax().close[0]);
+    default:
+      return kNotFree;
+  }
 }
 
 int JsonGrammar::CharactersIn(std::string_view bytes) {
@@ -200,6 +383,7 @@ bool JsonGrammar::uses_node() const {
     case Lex::kValue:
     case Lex::kColon:
     case Lex::kChoice:
+    case Lex::kXmlTag:
     case Lex::kMinus:
     case Lex::kZero:
     case Lex::kInt:
@@ -220,6 +404,8 @@ std::string JsonGrammar::key() const {
   Append(&k, depth_);
   Append(&k, aux_);
   Append(&k, spaces_);
+  Append(&k, closer_pos_);
+  Append(&k, closer_set_);
   Append(&k, pos_);
   Append(&k, uses_node() ? node_ : uint16_t{0});
   // kChoice's choices, a bounded number's digits so far (0 for any other number), a held
@@ -238,6 +424,11 @@ std::string JsonGrammar::key() const {
 }
 
 bool JsonGrammar::Feed(uint8_t byte) {
+  // JSON writes a closer's first byte only in a string, where a call's value may not spell one.
+  if (closer_lead_ >= 0 && (byte == closer_lead_ || closer_pos_ != 0) && in_call_value() &&
+      MatchCloser(byte) >= 0) {
+    return Kill();
+  }
   switch (lex_) {
     case Lex::kDead:
       return false;
@@ -249,6 +440,14 @@ bool JsonGrammar::Feed(uint8_t byte) {
       return FeedCallStart(byte);
     case Lex::kCallClose:
       return FeedCallClose(byte);
+    case Lex::kXmlTag:
+      return FeedXmlTag(byte);
+    case Lex::kXmlText:
+      return FeedXmlText(byte);
+    case Lex::kXmlParamClose:
+      return FeedXmlParamClose(byte);
+    case Lex::kXmlFreeBody:
+      return FeedXmlFreeBody(byte);
     case Lex::kText: {
       const int16_t next = schema_->pattern(Node(node_).pattern).next[pos_][byte];
       if (next == PatternDfa::kNone) return Kill();
@@ -398,6 +597,10 @@ bool JsonGrammar::FeedStructural(uint8_t byte) {
     if (lex_ == Lex::kStart || lex_ == Lex::kDone || spaces_ == kMaxJsonWhitespaceRun) {
       return Kill();
     }
+    // Before an XML argument's JSON: one newline (FeedXmlParamClose).
+    if (lex_ == Lex::kValue && depth_ == 1 && xml() && (byte != '\n' || spaces_ > 0)) {
+      return Kill();
+    }
     ++spaces_;
     return true;
   }
@@ -450,7 +653,7 @@ bool JsonGrammar::FeedChoice(uint8_t byte) {
   if (next == 0) {
     if (whole_before < 0) return Kill();
     EndLiteral(whole_before);  // only a literal can be whole before its end is read (a number)
-    return FeedStructural(byte);
+    return Feed(byte);
   }
   choices_ = next;
   ++pos_;
@@ -616,7 +819,9 @@ bool JsonGrammar::Close(uint8_t closer) {
 }
 
 void JsonGrammar::AfterValue() {
-  lex_ = depth_ > 0                                        ? Lex::kAfter
+  // A call's XML argument (the arguments' frame is the first): its "</parameter>".
+  lex_ = depth_ == 1 && calls() && xml()                   ? Lex::kXmlParamClose
+         : depth_ > 0                                      ? Lex::kAfter
          : calls() && !schema_->call_syntax().whole_answer ? Lex::kCallClose
                                                            : Lex::kDone;
   aux_ = 0;
@@ -636,7 +841,7 @@ bool JsonGrammar::EndNumber(uint8_t byte) {
     if (!Meets(magnitude, magnitude)) return Kill();
   }
   AfterValue();
-  return FeedStructural(byte);
+  return Feed(byte);
 }
 
 // A bounded number's next digit before its point: kept in choices_ (pos_ digits so far, aux_ 1

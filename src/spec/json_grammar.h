@@ -61,6 +61,12 @@ class JsonGrammar {
   // elsewhere. Text without that byte leaves the state as it is.
   int free_text_trigger() const;
   static constexpr int kNotFree = -2;
+  // In a call's JSON value (JsonSchema::Calls, not a whole-answer call: it has no closers),
+  // where closer_lead() may begin a closer: plain_text_room() then covers only plain text
+  // without it.
+  bool in_call_value() const;
+  // The byte every closer begins with ("<"), where there are closers; else -1.
+  int closer_lead() const { return closer_lead_; }
   // Inside a string's text (not in an escape), held or not.
   bool in_string() const { return lex_ == Lex::kString; }
   static bool IsPlainStringText(std::string_view bytes);
@@ -105,18 +111,23 @@ class JsonGrammar {
     kFree,         // a kCalls root's free text (aux_: how much of the open marker it ends with)
     kCallStart,    // a whole-answer call's answer before its first bytes (aux_: as kFree)
     kCallClose,    // after a call's value: whitespace, then the close marker (pos_: matched)
-    kString,       // in a string (aux_ kKeyString: a map's key); a held string's node_ in node_
-    kEscape,       // after a backslash in such a string
-    kUnicode,      // in \uXXXX (pos_: hex digits left)
-    kChoice,       // in a key (aux_ 1) or an enum value: one of choices_, pos_ bytes matched
-    kMinus,        // a number's "-": a digit is due
-    kZero,         // a number's leading "0"
-    kInt,          // a number's integer digits
-    kFracStart,    // after ".": a digit is due
-    kFrac,         // fraction digits
-    kExpStart,     // after "e": a sign or a digit
-    kExpSign,      // after the exponent's sign: a digit is due
-    kExp,          // exponent digits
+    // CallSyntax::xml_parameters:
+    kXmlTag,         // one of node_'s xml_tags (choices_: those still possible, pos_: matched)
+    kXmlText,        // a string argument's text, up to its "</parameter>" (Closers)
+    kXmlParamClose,  // after an argument's JSON: whitespace, then "</parameter>" (pos_: matched)
+    kXmlFreeBody,    // any arguments: text up to the close marker (aux_: matched)
+    kString,         // in a string (aux_ kKeyString: a map's key); a held string's node_ in node_
+    kEscape,         // after a backslash in such a string
+    kUnicode,        // in \uXXXX (pos_: hex digits left)
+    kChoice,         // in a key (aux_ 1) or an enum value: one of choices_, pos_ bytes matched
+    kMinus,          // a number's "-": a digit is due
+    kZero,           // a number's leading "0"
+    kInt,            // a number's integer digits
+    kFracStart,      // after ".": a digit is due
+    kFrac,           // fraction digits
+    kExpStart,       // after "e": a sign or a digit
+    kExpSign,        // after the exponent's sign: a digit is due
+    kExp,            // exponent digits
     kDead,
   };
   // An open object or array.
@@ -140,8 +151,24 @@ class JsonGrammar {
   bool FeedFree(uint8_t byte);
   bool FeedCallStart(uint8_t byte);
   bool FeedCallClose(uint8_t byte);
-  // The call's value is due (node_ the call), after whitespace.
+  // The call's value is due (node_ the call), after whitespace; its XML form's function tag.
   void OpenCall();
+  bool xml() const { return schema_->call_syntax().xml_parameters; }
+  void ExpectXmlTags(uint16_t node, uint64_t choices);
+  // The arguments' next tag: a property not passed yet (up to the first required), or
+  // "</function>" where no required one remains.
+  void ExpectParameterTags();
+  bool FeedXmlTag(uint8_t byte);
+  bool EndXmlTag(int i);
+  bool FeedXmlText(uint8_t byte);
+  // The tags that end a call's value or XML argument in the chat format's parser
+  // (JsonSchema::call_closers): a JSON value in a call may hold none of them, even in a string;
+  // a string argument's text ends at the first, "</parameter>".
+  const std::vector<std::string>& Closers() const { return schema_->call_closers(); }
+  // The closer `byte` completes (its index), else -1.
+  int MatchCloser(uint8_t byte);
+  bool FeedXmlParamClose(uint8_t byte);
+  bool FeedXmlFreeBody(uint8_t byte);
   bool EndString();
   bool FeedEscape(uint8_t byte);
   bool SomeEscapeFollows() const;
@@ -193,6 +220,10 @@ class JsonGrammar {
   uint64_t fraction_ = 0;
   uint8_t fraction_digits_ = 0;
   uint8_t spaces_ = 0;  // the whitespace run the text ends with (between tokens)
+  // Inside a call's value (Closers): bytes matched of the closers still possible (bit i: i).
+  uint8_t closer_pos_ = 0;
+  uint8_t closer_set_ = 0;
+  int16_t closer_lead_ = -1;                 // closer_lead(), kept: Feed asks at every byte
   std::array<Frame, kMaxJsonDepth> frames_;  // [0, depth_) open; the rest never read
   // Per open array of unique items, innermost last, the literals written (UniqueItemsUsed);
   // copied only while unique_open_ (how many are open) is not 0, so that other states copy no

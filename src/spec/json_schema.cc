@@ -171,12 +171,30 @@ class JsonSchemaCompiler {
   // Free text with calls in it, each a value of the document (whose top is an object).
   Result<std::shared_ptr<const JsonSchema>> Calls(const CallSyntax& syntax) {
     DSCALE_CHECK(!syntax.open.empty() && syntax.open.size() < 256 && syntax.close.size() < 256);
+    // A call's value finds its closers by their first byte, which JSON writes only in strings and
+    // each holds only there (JsonGrammar::MatchCloser); the XML form's begin with "<".
+    DSCALE_CHECK(
+        syntax.whole_answer ||
+        (!syntax.close.empty() && syntax.close.rfind(syntax.close[0]) == 0 &&
+         std::string_view("{}[],:-+.0123456789eEtrufalsn \t\n\r\"\\").find(syntax.close[0]) ==
+             std::string_view::npos &&
+         (!syntax.xml_parameters || syntax.close[0] == '<')));
     DSCALE_RETURN_IF_ERROR(CompileDocument());
+    // A union of objects (a tagged one) is that alternative alone.
+    int32_t call = schema_->root_;
+    if (nodes()[call].kind == Kind::kUnion && nodes()[call].alternatives.size() == 1) {
+      call = nodes()[call].alternatives[0];
+    }
     const int32_t calls = New(Kind::kCalls, field_);
-    nodes()[calls].values = schema_->root_;
+    nodes()[calls].values = call;
     nodes()[calls].first_bytes.set();  // any text
     schema_->root_ = calls;
     schema_->call_syntax_ = syntax;
+    if (syntax.xml_parameters) {
+      schema_->call_closers_ = {"</parameter>", "<parameter=", "</function>"};
+      DSCALE_RETURN_IF_ERROR(XmlTags(call));
+    }
+    if (!syntax.whole_answer) schema_->call_closers_.push_back(syntax.close);
     return std::shared_ptr<const JsonSchema>(std::move(schema_));
   }
 
@@ -202,6 +220,72 @@ class JsonSchemaCompiler {
 
  private:
   std::vector<JsonSchemaNode>& nodes() { return schema_->nodes_; }
+
+  // CallSyntax::xml_parameters: the tags of the call (one object or a tagged union of them, each
+  // its tag and its arguments object), of its arguments objects and their string enums.
+  Status XmlTags(int32_t call) {
+    auto& tags = schema_->xml_tags_;
+    tags.assign(nodes().size(), {});
+    const JsonSchemaNode& c = nodes()[call];
+    // Per tag literal, its object.
+    const std::vector<int32_t> owner =
+        c.kind == Kind::kTagged ? c.tag_owner : std::vector<int32_t>{call};
+    const auto refuse = [&](int32_t node, const std::string& why) {
+      return Refuse(paths_[node], "a call written as XML parameters " + why);
+    };
+    if (c.kind != Kind::kTagged && !(c.kind == Kind::kObject && c.properties.size() == 2)) {
+      return refuse(call, "must be an object of a name and arguments, or a tagged union of them");
+    }
+    const JsonSchemaNode& names = nodes()[c.properties[0].node];
+    if (names.kind != Kind::kLiterals) return refuse(call, "must begin with a name's const");
+    for (size_t i = 0; i < names.literals.size(); ++i) {
+      const JsonSchemaNode& object = nodes()[owner[i]];
+      if (object.properties.size() != 2 || names.literals[i].size() < 2 ||
+          names.literals[i][0] != '"') {
+        return refuse(owner[i], "must be a string name and an arguments object");
+      }
+      const std::string name = Unquoted(names.literals[i]);
+      if (name.empty() || name.find('>') != std::string::npos) {
+        return refuse(owner[i], "must have a name without \">\"");
+      }
+      tags[call].push_back("<function=" + name + ">");
+      const int32_t arguments = object.properties[1].node;
+      const JsonSchemaNode& a = nodes()[arguments];
+      if (a.kind != Kind::kObject) return refuse(arguments, "must have an object of arguments");
+      schema_->xml_arguments_.push_back(a.properties.empty() ? -1 : arguments);
+      if (a.properties.empty() || !tags[arguments].empty()) continue;
+      if (a.properties.size() >= kMaxSchemaChoices) {  // and "</function>"
+        return refuse(arguments,
+                      "takes fewer than " + std::to_string(kMaxSchemaChoices) + " properties");
+      }
+      for (const JsonSchemaNode::Property& p : a.properties) {
+        const std::string key = Unquoted(p.key);
+        if (key.empty() || key.find_first_of("> \t\n\r") != std::string::npos) {
+          return refuse(p.node, "must have names without \">\" or whitespace");
+        }
+        tags[arguments].push_back("<parameter=" + key + ">");
+        const JsonSchemaNode& v = nodes()[p.node];
+        if (v.held_string()) return refuse(p.node, "cannot hold a string's length or pattern");
+        const bool strings = std::all_of(v.literals.begin(), v.literals.end(),
+                                         [](const std::string& l) { return l[0] == '"'; });
+        if (v.kind != Kind::kLiterals || !strings || !tags[p.node].empty()) continue;
+        for (const std::string& l : v.literals) {
+          const std::string value = Unquoted(l);
+          if (value.find("</parameter>") != std::string::npos) {
+            return refuse(p.node, "cannot take a value holding \"</parameter>\"");
+          }
+          tags[p.node].push_back("\n" + value + "\n</parameter>");
+        }
+      }
+      tags[arguments].push_back("</function>");
+    }
+    return Status::Ok();
+  }
+
+  // A JSON string's text, decoded.
+  static std::string Unquoted(const std::string& json) {
+    return Json::parse(json, nullptr, /*allow_exceptions=*/false).get<std::string>();
+  }
 
   // The document compiled, its top-level value (an object or an array) the root.
   Status CompileDocument() {
@@ -930,8 +1014,14 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Calls(const nlohmann::orde
                                                             const CallSyntax& syntax,
                                                             const std::string& field) {
   const std::string key = "calls " + syntax.open + '\x1f' + syntax.close + '\x1f' +
-                          (syntax.whole_answer ? "whole " : "") + call.dump();
+                          (syntax.whole_answer ? "whole " : "") +
+                          (syntax.xml_parameters ? "xml " : "") + call.dump();
   return Shared(key, [&] { return JsonSchemaCompiler(call, field).Calls(syntax); });
+}
+
+const std::vector<std::string>& JsonSchema::xml_tags(int32_t node) const {
+  static const std::vector<std::string> none;
+  return static_cast<size_t>(node) < xml_tags_.size() ? xml_tags_[static_cast<size_t>(node)] : none;
 }
 
 std::string JsonSchema::ChoicesPattern(const std::vector<std::string>& choices) {

@@ -134,6 +134,14 @@ struct CallSyntax {
   // a call only where the answer begins with them (whitespace before them allowed), and nothing
   // follows its value; an answer that does not begin so is free text.
   bool whole_answer = false;
+  // Not a JSON value but Qwen3-Coder's XML form (Qwen3.5's and Qwen3.6's calls): after `open`,
+  // "<function=NAME>", then a "<parameter=KEY>" block per argument in the order the arguments
+  // object lists them, "\nVALUE\n</parameter>", then "</function>", then `close`. The call's
+  // schema is one object or a tagged union of them, each its tag (the name) and an arguments
+  // object; an argument that is a string (not held to a length or pattern) is its text, which
+  // holds none of the four tags' closers, an enum of strings one of them, any other value its
+  // JSON. Arguments of any object (no properties): any text up to `close`.
+  bool xml_parameters = false;
 };
 
 class JsonSchema {
@@ -173,6 +181,18 @@ class JsonSchema {
   const PatternDfa& pattern(int32_t i) const { return patterns_[static_cast<size_t>(i)]; }
   // A kCalls root's syntax.
   const CallSyntax& call_syntax() const { return call_syntax_; }
+  // The tags that end a call's value early in the chat format's parser, wherever they appear:
+  // the close marker; in the XML form first "</parameter>", then "<parameter=" and "</function>"
+  // (empty for a whole-answer call). They begin with one byte, the only one of it each holds,
+  // which JSON writes only in strings ("<" in every chat format).
+  const std::vector<std::string>& call_closers() const { return call_closers_; }
+  // CallSyntax::xml_parameters: the tags a node's value may be at a point, whole (empty for
+  // others): the call's "<function=NAME>" per tag literal; an arguments object's
+  // "<parameter=KEY>" per property, then "</function>"; an enum of strings' "\nVALUE\n</parameter>"
+  // per literal.
+  const std::vector<std::string>& xml_tags(int32_t node) const;
+  // The arguments object of the call's tag literal i (-1: any object, its body free text).
+  int32_t xml_arguments(int i) const { return xml_arguments_[static_cast<size_t>(i)]; }
   // Unique to this schema in the process: the masks kept per grammar state tell schemas apart by
   // it.
   uint64_t id() const { return id_; }
@@ -182,6 +202,9 @@ class JsonSchema {
   std::vector<JsonSchemaNode> nodes_;
   std::vector<PatternDfa> patterns_;
   CallSyntax call_syntax_;
+  std::vector<std::string> call_closers_;
+  std::vector<std::vector<std::string>> xml_tags_;  // [node] where xml_parameters
+  std::vector<int32_t> xml_arguments_;              // [tag literal]
   int32_t root_ = 0;
   uint64_t id_ = 0;
 };

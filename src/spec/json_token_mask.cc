@@ -96,6 +96,20 @@ const JsonTokenMasks::FreeTextSplit& JsonTokenMasks::FreeText(int byte) {
   return free_text_.emplace(byte, std::move(split)).first->second;
 }
 
+const JsonTokenMasks::Walk& JsonTokenMasks::NotPlainOrHolding(int byte) {
+  if (const auto it = not_plain_or_holding_.find(byte); it != not_plain_or_holding_.end()) {
+    return it->second;
+  }
+  std::vector<int32_t> ids;
+  for (const int32_t id : all_.ids) {
+    if ((plain_[id / 64] >> (id % 64) & 1) == 0 ||
+        texts_[id].find(static_cast<char>(byte)) != std::string::npos) {
+      ids.push_back(id);
+    }
+  }
+  return not_plain_or_holding_.emplace(byte, MakeWalk(std::move(ids))).first->second;
+}
+
 std::vector<uint64_t> JsonTokenMasks::Compute(const JsonGrammar& state) {
   // In a string, plain text changes at most a count of characters: those tokens are allowed
   // by their count without a step. In free text, text without the marker's first byte changes
@@ -107,7 +121,16 @@ std::vector<uint64_t> JsonTokenMasks::Compute(const JsonGrammar& state) {
       free != nullptr ? free->without
       : room >= 0     ? PlainTextWithin(room)
                       : std::vector<uint64_t>(static_cast<size_t>((vocab_ + 63) / 64), 0);
-  const Walk& walk = free != nullptr ? free->with : room >= 0 ? not_plain_ : all_;
+  // In a call's value a closer's first byte may begin one: plain text holding it is walked.
+  const bool closers = room >= 0 && state.in_call_value();
+  if (closers) {
+    const std::vector<uint64_t>& without = FreeText(state.closer_lead()).without;
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] &= without[w];
+  }
+  const Walk& walk = free != nullptr ? free->with
+                     : closers       ? NotPlainOrHolding(state.closer_lead())
+                     : room >= 0     ? not_plain_
+                                     : all_;
   // states[k]: after the first k bytes of the current token (valid up to its length); the prefix
   // of length `dead_at` (and every longer one) is refused.
   std::vector<JsonGrammar> states(longest_ + 1);

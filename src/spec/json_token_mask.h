@@ -63,6 +63,9 @@ class JsonTokenMasks {
     Walk with;
   };
   const FreeTextSplit& FreeText(int byte);
+  // In a string of a call's value: the tokens that are not plain string text or hold `byte`
+  // (its closers' first).
+  const Walk& NotPlainOrHolding(int byte);
   // The plain string texts of at most `room` characters.
   std::vector<uint64_t> PlainTextWithin(int64_t room) const;
 
@@ -76,6 +79,7 @@ class JsonTokenMasks {
   std::vector<int32_t> longest_plain_first_;  // the plain texts' ids, most characters first
   size_t longest_ = 0;              // the longest token's bytes
   std::unordered_map<int, FreeTextSplit> free_text_;  // FreeText's, per byte (a marker's first)
+  std::unordered_map<int, Walk> not_plain_or_holding_;  // NotPlainOrHolding's, per byte
   // The masks, most recently used first, at most kMaxCachedStates.
   static constexpr size_t kMaxCachedStates = 512;
   std::list<std::pair<std::string, std::vector<uint64_t>>> lru_;

@@ -379,8 +379,9 @@ TEST_F(LogitRulesEngineTest, CallsInFreeTextHoldEveryMode) {
           "xx": {"type": "array", "items": {"enum": [1, true, null]}}}, "required": ["x"]}]})");
   const nlohmann::json reference = call;
   // Every byte after a prefix of a marker, a key or a literal is some token's first: no state is
-  // a dead end.
-  const CallSyntax between = {.open = "yz", .close = "]"};
+  // a dead end. The close marker's "y" is a byte JSON writes only in strings (none of the
+  // call's holds one).
+  const CallSyntax between = {.open = "yz", .close = "y"};
   const CallSyntax whole = {.open = R"({")", .close = "", .whole_answer = true};
   for (const CallSyntax& syntax : {between, whole}) {
     SCOPED_TRACE(syntax.open);
@@ -417,7 +418,7 @@ TEST_F(LogitRulesEngineTest, CallsInFreeTextHoldEveryMode) {
           if (syntax.whole_answer && !value.is_object()) break;  // free text, not a call
           EXPECT_TRUE(testing::SchemaAdmits(value, reference)) << text;
           ++calls;
-          at = end;
+          at = end + syntax.close.size();
         }
       }
     }

@@ -51,7 +51,7 @@ TEST(ToolChoiceTest, StrictToolsCallsHeldInQwen3sSyntax) {
   }
 }
 
-TEST(ToolChoiceTest, Llama3sWholeAnswerCallAndNoneForQwen3_5) {
+TEST(ToolChoiceTest, Llama3sWholeAnswerCall) {
   std::shared_ptr<const JsonSchema> schema;
   ASSERT_FALSE(HeldCallsSchema(kTools, ChatFormat::kLlama3, &schema));
   ASSERT_NE(schema, nullptr);
@@ -60,9 +60,48 @@ TEST(ToolChoiceTest, Llama3sWholeAnswerCallAndNoneForQwen3_5) {
   EXPECT_TRUE(Complete(*schema, "It is sunny."));
   JsonGrammar g(*schema);
   EXPECT_FALSE(g.Feed(R"({"name": "get_weather", "parameters": {}})"));
-  // Qwen3.5's calls are XML, not JSON: not held.
-  ASSERT_FALSE(HeldCallsSchema(kTools, ChatFormat::kQwen3_5, &schema));
-  EXPECT_EQ(schema, nullptr);
+}
+
+// Qwen3.5's XML parameters: a strict tool's arguments held, a tool that is not strict any text;
+// a strict parameter the format's parser could not read back as its schema says is refused.
+TEST(ToolChoiceTest, Qwen3_5sXmlParameters) {
+  std::shared_ptr<const JsonSchema> schema;
+  {
+    auto e = HeldCallsSchema(kTools, ChatFormat::kQwen3_5, &schema);
+    ASSERT_FALSE(e) << e->param << ": " << e->message;
+  }
+  ASSERT_NE(schema, nullptr);
+  EXPECT_TRUE(schema->call_syntax().xml_parameters);
+  for (const char* text : {
+           "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo <b>\n"
+           "</parameter>\n</function>\n</tool_call>",
+           "<tool_call>\n<function=now>\n<parameter=zone>\nutc\n</parameter>\n</function>\n"
+           "</tool_call> and <tool_call><function=now>anything</tool_call>",
+       }) {
+    EXPECT_TRUE(Complete(*schema, text)) << text;
+  }
+  for (const char* text : {
+           "<tool_call>\n<function=get_weather>\n</function>",  // city is required
+           "<tool_call>\n<function=get_weather>\n<parameter=town>",
+           "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo</function>",
+           "<tool_call>\n<function=weather>",
+       }) {
+    JsonGrammar g(*schema);
+    EXPECT_FALSE(g.Feed(text)) << text;
+  }
+  for (const auto& [property, param] : std::vector<std::pair<Ordered, std::string>>{
+           {Ordered::parse(R"({"type": ["string", "null"]})"),
+            "tools[0].function.parameters.properties.city"},
+           {Ordered::parse(R"({"enum": ["a", "b"]})"),
+            "tools[0].function.parameters.properties.city"},
+           {Ordered::parse(R"({"type": "string", "maxLength": 3})"),
+            "tools[0].function.parameters.properties.city"}}) {
+    Ordered tools = kTools;
+    tools[0]["function"]["parameters"]["properties"]["city"] = property;
+    const std::optional<ApiError> e = HeldCallsSchema(tools, ChatFormat::kQwen3_5, &schema);
+    ASSERT_TRUE(e) << property.dump();
+    EXPECT_EQ(e->param, param) << e->message;
+  }
 }
 
 TEST(ToolChoiceTest, NothingHeldWithoutAStrictTool) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "io/tokenizer/tool_call_format.h"
 #include "spec/json_grammar.h"
 #include "spec/json_schema.h"
 #include "spec/json_token_mask.h"
@@ -180,6 +181,220 @@ TEST(JsonCallsTest, EveryCallOfAFinishedTextValidates) {
     }
   }
   EXPECT_GT(checked, 100);
+}
+
+// Qwen3.5's calls (Qwen3-Coder's XML parameters): three tools' definitions, two held (a string,
+// an enum, an integer, an object, a boolean), the third any arguments.
+const char* const kXmlTools[] = {
+    R"({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"type": "string",
+        "enum": ["c", "f"]}}, "required": ["city"]}}})",
+    R"({"type": "function", "function": {"name": "search", "parameters": {"type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1,
+        "maximum": 10}, "filters": {"type": "object", "properties": {"lang": {"type": "string"}}},
+        "exact": {"type": "boolean"}}, "required": ["query", "limit"]}}})",
+    R"({"type": "function", "function": {"name": "now"}})"};
+
+std::shared_ptr<const JsonSchema> XmlCalls() {
+  Ordered alternatives = Ordered::array();
+  for (const char* tool : kXmlTools) {
+    const Ordered f = Ordered::parse(tool)["function"];
+    alternatives.push_back(
+        {{"type", "object"},
+         {"properties",
+          {{"name", {{"const", f["name"]}}},
+           {"arguments",
+            f.contains("parameters") ? f["parameters"] : Ordered{{"type", "object"}}}}},
+         {"required", {"name", "arguments"}}});
+  }
+  const CallSyntax syntax = {
+      .open = "<tool_call>", .close = "</tool_call>", .xml_parameters = true};
+  Result<std::shared_ptr<const JsonSchema>> s =
+      JsonSchema::Calls(Ordered{{"anyOf", alternatives}}, syntax, "tools");
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return *s;
+}
+
+TEST(JsonCallsTest, Qwen3_5sXmlParameters) {
+  const auto calls = XmlCalls();
+  const std::string weather =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew <York> & co\n</parameter>\n"
+      "<parameter=unit>\nc\n</parameter>\n</function>\n</tool_call>";
+  const std::string search =
+      "<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n<parameter=limit>\n"
+      "10\n</parameter>\n<parameter=filters>\n{\"lang\": \"en\"}\n</parameter>\n"
+      "<parameter=exact>\ntrue\n</parameter>\n</function>\n</tool_call>";
+  for (const std::string& text : {weather, "Sure. " + search + "\nDone.",
+                                  std::string("<tool_call><function=now>{\"a\": "
+                                              "1}</tool_call>")}) {
+    EXPECT_TRUE(Complete(*calls, text)) << text;
+  }
+  for (const std::string& text : {
+           std::string("<tool_call>\n<function=get_weather>\n</function>"),  // city required
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=unit>\nc\n</parameter>\n"
+                       "<parameter=city>"),  // out of order
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=city>\na</function>"),
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=city>\na<parameter="),
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=city>\na</tool_call>"),
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=city>\na\n</parameter>\n"
+                       "<parameter=unit>\nk"),
+           std::string("<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n"
+                       "<parameter=limit>\n11"),
+           std::string("<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n"
+                       "<parameter=limit>\n3 </parameter>x"),
+           std::string("<tool_call>\n<function=nope>"),
+       }) {
+    EXPECT_FALSE(Alive(*calls, text)) << text;
+  }
+  for (const std::string& text : {weather.substr(0, 60), search.substr(0, 120)}) {
+    EXPECT_TRUE(Alive(*calls, text)) << text;
+    EXPECT_FALSE(Complete(*calls, text)) << text;
+  }
+}
+
+// Random XML calls: every call a finished text holds reads back, through the chat format's own
+// parser, as arguments the tool's parameters admit.
+TEST(JsonCallsTest, EveryXmlCallReadsBackAsItsParametersAdmit) {
+  const auto calls = XmlCalls();
+  std::vector<std::string> tools(std::begin(kXmlTools), std::end(kXmlTools));
+  const ToolParameterTypes types(tools);
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (int walk = 0; walk < 300; ++walk) {
+    JsonGrammar g(*calls);
+    std::string text;
+    while (text.size() < 800 && !(g.complete() && text.find("</tool_call>") != std::string::npos)) {
+      // Now and then a whole tag where one may come, so that texts end.
+      bool fed = false;
+      for (const char* tag : {"<tool_call>", "\n</parameter>", "</tool_call>"}) {
+        JsonGrammar next = g;
+        if (rng() % 6 == 0 && next.Feed(tag)) {
+          g = next;
+          text += tag;
+          fed = true;
+          break;
+        }
+      }
+      if (fed) continue;
+      std::vector<uint8_t> allowed;
+      for (int b = 1; b < 128; ++b) {
+        JsonGrammar next = g;
+        if (next.Feed(static_cast<uint8_t>(b))) allowed.push_back(static_cast<uint8_t>(b));
+      }
+      ASSERT_FALSE(allowed.empty()) << "a dead end after " << text;
+      if (!g.in_string() && !g.complete() && allowed.size() > 1) {
+        std::erase_if(allowed, [](uint8_t b) { return b == 'e' || b == 'E'; });
+      }
+      uint8_t byte = allowed[rng() % allowed.size()];
+      for (const uint8_t c : {'}', '"', '<', '>'}) {
+        if (std::find(allowed.begin(), allowed.end(), c) != allowed.end() && rng() % 4 == 0) {
+          byte = c;
+        }
+      }
+      ASSERT_TRUE(g.Feed(byte));
+      text += static_cast<char>(byte);
+    }
+    if (!g.complete()) continue;
+    for (const std::string& body : CallsIn(text, kQwen3)) {
+      if (body.find("<function=now>") != std::string::npos) continue;  // any text: not held
+      const std::optional<ChatToolCall> call = ParseToolCall(ChatFormat::kQwen3_5, body, types);
+      ASSERT_TRUE(call.has_value()) << body;
+      const nlohmann::json arguments = nlohmann::json::parse(call->arguments);
+      const size_t tool = call->name == "get_weather" ? 0 : 1;
+      const nlohmann::json parameters =
+          nlohmann::json::parse(kXmlTools[tool])["function"]["parameters"];
+      ASSERT_TRUE(testing::SchemaAdmits(arguments, parameters)) << body;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+// The XML form's masks: every token whose text continues, in its tags, a string argument's
+// text (a "<" there walked), an enum's, an argument's JSON (a "<" in its strings walked too) and
+// a free body.
+TEST(JsonCallsTest, AnXmlCallsMaskIsEveryTokenWhoseTextContinues) {
+  const std::vector<std::string> vocab = {"",
+                                          "<tool_call>",
+                                          "\n",
+                                          "<function=",
+                                          "get_weather>",
+                                          "search>",
+                                          "now>",
+                                          "<",
+                                          "parameter=",
+                                          "city>",
+                                          "query>",
+                                          "limit>",
+                                          "unit>",
+                                          "c",
+                                          "f",
+                                          "\nc",
+                                          "\n</",
+                                          "parameter>",
+                                          "</parameter>",
+                                          "Oslo",
+                                          "Oslo<",
+                                          "/",
+                                          "</function>",
+                                          "1",
+                                          "10",
+                                          "x",
+                                          "filters>",
+                                          "{\"",
+                                          "lang",
+                                          "\":\"",
+                                          "<b>",
+                                          "\"}",
+                                          "</tool_call>",
+                                          " ",
+                                          "exact>",
+                                          "true",
+                                          "\nt",
+                                          "</tool",
+                                          "_call>",
+                                          "param",
+                                          "\n</parameter>\n"};
+  JsonTokenMasks masks(static_cast<int64_t>(vocab.size()),
+                       [&](int32_t id) { return std::string_view(vocab[id]); });
+  const auto calls = XmlCalls();
+  const std::vector<int32_t> weather = {1, 2, 3, 4, 2, 7, 8, 9, 2};
+  const std::vector<int32_t> search = {1, 3, 5, 7, 8, 10, 25, 40, 7, 8, 11, 2, 24, 2};
+  const auto then = [](std::vector<int32_t> ids, std::initializer_list<int32_t> more) {
+    ids.insert(ids.end(), more);
+    return ids;
+  };
+  for (const std::vector<int32_t>& output : std::vector<std::vector<int32_t>>{
+           {1},
+           {1, 3},
+           {1, 3, 4},
+           weather,
+           then(weather, {19}),
+           then(weather, {20}),
+           then(weather, {19, 7}),
+           then(weather, {19, 16}),
+           then(weather, {19, 40}),
+           then(weather, {19, 40, 7, 8, 12}),
+           then(weather, {19, 40, 7, 8, 12, 2}),
+           then(weather, {19, 40, 22}),
+           search,
+           then(search, {7, 21}),
+           then(search, {18, 7, 8, 26, 27, 28, 29}),
+           then(search, {18, 7, 8, 26, 27, 28, 29, 30}),
+           then(search, {18, 7, 8, 26, 27, 28, 29, 7}),
+           then(search, {18, 7, 8, 26, 27, 28, 29, 25, 31}),
+           {1, 3, 6},
+           {1, 3, 6, 25, 7},
+       }) {
+    const JsonGrammar state = masks.StateAfter(JsonGrammar(*calls), output);
+    ASSERT_FALSE(state.dead()) << output.size();
+    const std::span<const uint64_t> allowed = masks.Allowed(state);
+    for (size_t t = 0; t < vocab.size(); ++t) {
+      JsonGrammar alone = state;
+      const bool continues = !vocab[t].empty() && alone.Feed(vocab[t]);
+      EXPECT_EQ(((allowed[0] >> t) & 1) != 0, continues) << vocab[t] << " after " << output.size();
+    }
+  }
 }
 
 // Masks: every token whose text continues (free text walking only the tokens that hold its
