@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "spec/json_grammar.h"
+#include "support/json_grammar_feed.h"
 
 namespace dscale::server {
 namespace {
@@ -19,11 +20,6 @@ const Ordered kTools = Ordered::parse(R"([
     "additionalProperties": false}}},
   {"type": "function", "function": {"name": "now", "parameters": {"type": "object",
     "properties": {"zone": {"type": "string"}}}}}])");
-
-bool Complete(const JsonSchema& schema, std::string_view text) {
-  JsonGrammar g(schema);
-  return g.Feed(text) && g.complete();
-}
 
 TEST(ToolChoiceTest, StrictToolsCallsHeldInQwen3sSyntax) {
   std::shared_ptr<const JsonSchema> schema;
@@ -39,7 +35,7 @@ TEST(ToolChoiceTest, StrictToolsCallsHeldInQwen3sSyntax) {
            "Let me see.\n<tool_call>\n{\"name\": \"now\", \"arguments\": {\"x\": [1]}}\n"
            "</tool_call>",
        }) {
-    EXPECT_TRUE(Complete(*schema, text)) << text;
+    EXPECT_TRUE(dscale::testing::GrammarCompletes(*schema, text)) << text;
   }
   for (const char* text : {
            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}",
@@ -56,8 +52,9 @@ TEST(ToolChoiceTest, Llama3sWholeAnswerCall) {
   ASSERT_FALSE(HeldCallsSchema(kTools, ChatFormat::kLlama3, &schema));
   ASSERT_NE(schema, nullptr);
   EXPECT_TRUE(schema->call_syntax().whole_answer);
-  EXPECT_TRUE(Complete(*schema, R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"));
-  EXPECT_TRUE(Complete(*schema, "It is sunny."));
+  EXPECT_TRUE(dscale::testing::GrammarCompletes(
+      *schema, R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"));
+  EXPECT_TRUE(dscale::testing::GrammarCompletes(*schema, "It is sunny."));
   JsonGrammar g(*schema);
   EXPECT_FALSE(g.Feed(R"({"name": "get_weather", "parameters": {}})"));
 }
@@ -78,7 +75,7 @@ TEST(ToolChoiceTest, Qwen3_5sXmlParameters) {
            "<tool_call>\n<function=now>\n<parameter=zone>\nutc\n</parameter>\n</function>\n"
            "</tool_call> and <tool_call><function=now>anything</tool_call>",
        }) {
-    EXPECT_TRUE(Complete(*schema, text)) << text;
+    EXPECT_TRUE(dscale::testing::GrammarCompletes(*schema, text)) << text;
   }
   for (const char* text : {
            "<tool_call>\n<function=get_weather>\n</function>",  // city is required

@@ -14,6 +14,7 @@
 #include "spec/json_grammar.h"
 #include "spec/json_schema.h"
 #include "spec/json_token_mask.h"
+#include "support/json_grammar_feed.h"
 #include "support/json_schema_check.h"
 
 namespace dscale {
@@ -47,16 +48,6 @@ std::shared_ptr<const JsonSchema> Calls(const CallSyntax& syntax, const std::str
   return *s;
 }
 
-bool Complete(const JsonSchema& schema, std::string_view text) {
-  JsonGrammar g(schema);
-  return g.Feed(text) && g.complete();
-}
-
-bool Alive(const JsonSchema& schema, std::string_view text) {
-  JsonGrammar g(schema);
-  return g.Feed(text);
-}
-
 constexpr const char* kWeather =
     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
 constexpr const char* kSearch =
@@ -71,13 +62,13 @@ TEST(JsonCallsTest, QwenCallsBetweenMarkersInFreeText) {
         "I'll look.\n\n" + weather + "\n" + std::string(kSearch) + "\nDone.",
         std::string("<<tool_call>{\"name\":\"search\",\"arguments\":{\"query\":\"\",\"limit\":10}}"
                     "</tool_call>")}) {
-    EXPECT_TRUE(Complete(*calls, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*calls, text)) << text;
   }
   // Open calls: alive, not complete.
   for (const std::string& text :
        {std::string("<tool_call>"), weather.substr(0, 40), weather.substr(0, weather.size() - 1)}) {
-    EXPECT_TRUE(Alive(*calls, text)) << text;
-    EXPECT_FALSE(Complete(*calls, text)) << text;
+    EXPECT_TRUE(testing::GrammarTakes(*calls, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*calls, text)) << text;
   }
   for (const char* text : {
            "<tool_call>hello",                    // not JSON
@@ -88,7 +79,7 @@ TEST(JsonCallsTest, QwenCallsBetweenMarkersInFreeText) {
            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}} x",
            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool>",
        }) {
-    EXPECT_FALSE(Alive(*calls, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*calls, text)) << text;
   }
 }
 
@@ -99,14 +90,14 @@ TEST(JsonCallsTest, LlamaTheWholeAnswerOneCall) {
   for (const std::string& text : {std::string(), std::string("The weather is fine."), call,
                                   "\n  " + call, std::string(R"({"answer": 42} and more)"),
                                   std::string(R"({"nam)"), std::string(R"(x {"name": 1})")}) {
-    EXPECT_TRUE(Complete(*calls, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*calls, text)) << text;
   }
-  EXPECT_TRUE(Alive(*calls, call.substr(0, 20)));
-  EXPECT_FALSE(Complete(*calls, call.substr(0, 20)));
+  EXPECT_TRUE(testing::GrammarTakes(*calls, call.substr(0, 20)));
+  EXPECT_FALSE(testing::GrammarCompletes(*calls, call.substr(0, 20)));
   for (const std::string& text :
        {call + " ", call + "\n" + call, std::string(R"({"name": "other")"),
         std::string(R"({"name": "search", "parameters": {"limit": 1})")}) {
-    EXPECT_FALSE(Alive(*calls, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*calls, text)) << text;
   }
 }
 
@@ -135,6 +126,30 @@ std::vector<std::string> CallsIn(const std::string& text, const CallSyntax& synt
   return bodies;
 }
 
+// A random ASCII byte the grammar takes next (-1: none, a dead end), each of `favoured` (closers
+// and quotes, so that values end) one time in `odds` where it may come, and no exponent where
+// another byte may come.
+int RandomNextByte(const JsonGrammar& g, std::initializer_list<uint8_t> favoured, int odds,
+                   std::mt19937& rng) {
+  std::vector<uint8_t> allowed;
+  for (int b = 1; b < 128; ++b) {
+    JsonGrammar next = g;
+    if (next.Feed(static_cast<uint8_t>(b))) allowed.push_back(static_cast<uint8_t>(b));
+  }
+  if (allowed.empty()) return -1;
+  if (!g.in_string() && !g.complete() && allowed.size() > 1) {
+    std::erase_if(allowed, [](uint8_t b) { return b == 'e' || b == 'E'; });
+  }
+  uint8_t byte = allowed[rng() % allowed.size()];
+  for (const uint8_t c : favoured) {
+    if (std::find(allowed.begin(), allowed.end(), c) != allowed.end() &&
+        rng() % static_cast<unsigned>(odds) == 0) {
+      byte = c;
+    }
+  }
+  return byte;
+}
+
 // Random texts: free text, sometimes a marker, calls walked byte by byte among the bytes the
 // grammar allows; every call a finished text holds is a value the call's schema admits.
 TEST(JsonCallsTest, EveryCallOfAFinishedTextValidates) {
@@ -153,23 +168,9 @@ TEST(JsonCallsTest, EveryCallOfAFinishedTextValidates) {
         ++opened;
         continue;
       }
-      std::vector<uint8_t> allowed;
-      for (int b = 1; b < 128; ++b) {
-        JsonGrammar next = g;
-        if (next.Feed(static_cast<uint8_t>(b))) allowed.push_back(static_cast<uint8_t>(b));
-      }
-      ASSERT_FALSE(allowed.empty()) << "a dead end after " << text;
-      if (!g.in_string() && !g.complete() && allowed.size() > 1) {  // no exponent where a choice
-        std::erase_if(allowed, [](uint8_t b) { return b == 'e' || b == 'E'; });
-      }
-      // Closers and quotes more often, so that values end.
-      uint8_t byte = allowed[rng() % allowed.size()];
-      for (const uint8_t c : {'}', '"', '<', '/'}) {
-        if (std::find(allowed.begin(), allowed.end(), c) != allowed.end() && rng() % 3 == 0) {
-          byte = c;
-        }
-      }
-      ASSERT_TRUE(g.Feed(byte));
+      const int byte = RandomNextByte(g, {'}', '"', '<', '/'}, 3, rng);
+      ASSERT_GE(byte, 0) << "a dead end after " << text;
+      ASSERT_TRUE(g.Feed(static_cast<uint8_t>(byte)));
       text += static_cast<char>(byte);
     }
     if (!g.complete()) continue;
@@ -227,7 +228,7 @@ TEST(JsonCallsTest, Qwen3_5sXmlParameters) {
   for (const std::string& text : {weather, "Sure. " + search + "\nDone.",
                                   std::string("<tool_call><function=now>{\"a\": "
                                               "1}</tool_call>")}) {
-    EXPECT_TRUE(Complete(*calls, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*calls, text)) << text;
   }
   for (const std::string& text : {
            std::string("<tool_call>\n<function=get_weather>\n</function>"),  // city required
@@ -244,11 +245,11 @@ TEST(JsonCallsTest, Qwen3_5sXmlParameters) {
                        "<parameter=limit>\n3 </parameter>x"),
            std::string("<tool_call>\n<function=nope>"),
        }) {
-    EXPECT_FALSE(Alive(*calls, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*calls, text)) << text;
   }
   for (const std::string& text : {weather.substr(0, 60), search.substr(0, 120)}) {
-    EXPECT_TRUE(Alive(*calls, text)) << text;
-    EXPECT_FALSE(Complete(*calls, text)) << text;
+    EXPECT_TRUE(testing::GrammarTakes(*calls, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*calls, text)) << text;
   }
 }
 
@@ -276,22 +277,9 @@ TEST(JsonCallsTest, EveryXmlCallReadsBackAsItsParametersAdmit) {
         }
       }
       if (fed) continue;
-      std::vector<uint8_t> allowed;
-      for (int b = 1; b < 128; ++b) {
-        JsonGrammar next = g;
-        if (next.Feed(static_cast<uint8_t>(b))) allowed.push_back(static_cast<uint8_t>(b));
-      }
-      ASSERT_FALSE(allowed.empty()) << "a dead end after " << text;
-      if (!g.in_string() && !g.complete() && allowed.size() > 1) {
-        std::erase_if(allowed, [](uint8_t b) { return b == 'e' || b == 'E'; });
-      }
-      uint8_t byte = allowed[rng() % allowed.size()];
-      for (const uint8_t c : {'}', '"', '<', '>'}) {
-        if (std::find(allowed.begin(), allowed.end(), c) != allowed.end() && rng() % 4 == 0) {
-          byte = c;
-        }
-      }
-      ASSERT_TRUE(g.Feed(byte));
+      const int byte = RandomNextByte(g, {'}', '"', '<', '>'}, 4, rng);
+      ASSERT_GE(byte, 0) << "a dead end after " << text;
+      ASSERT_TRUE(g.Feed(static_cast<uint8_t>(byte)));
       text += static_cast<char>(byte);
     }
     if (!g.complete()) continue;

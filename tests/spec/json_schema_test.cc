@@ -13,6 +13,7 @@
 
 #include "spec/json_grammar.h"
 #include "spec/json_token_mask.h"
+#include "support/json_grammar_feed.h"
 #include "support/json_schema_check.h"
 
 namespace dscale {
@@ -30,16 +31,6 @@ std::string Refusal(const std::string& schema) {
   const Result<std::shared_ptr<const JsonSchema>> s =
       JsonSchema::Compile(Ordered::parse(schema), "S");
   return s.ok() ? "compiled" : s.status().message();
-}
-
-bool Complete(const JsonSchema& schema, std::string_view text) {
-  JsonGrammar g(schema);
-  return g.Feed(text) && g.complete();
-}
-
-bool Alive(const JsonSchema& schema, std::string_view text) {
-  JsonGrammar g(schema);
-  return g.Feed(text);
 }
 
 // A person: properties in order, two required, an enum array with bounds, recursion through
@@ -64,10 +55,10 @@ TEST(JsonSchemaTest, AnObjectsPropertiesInOrderRequiredOnesPresent) {
            R"({"name":"A","age":3,"spouse":{"name":"B","age":4,"spouse":null}})",
            "{\n  \"name\": \"\xc3\xa9\",\n  \"age\": 12,\n  \"tags\": [ \"b\" ]\n}",
        }) {
-    EXPECT_TRUE(Complete(*person, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*person, text)) << text;
     const std::string s(text);
     for (size_t i = 0; i < s.size(); ++i)
-      EXPECT_TRUE(Alive(*person, s.substr(0, i))) << s.substr(0, i);
+      EXPECT_TRUE(testing::GrammarTakes(*person, s.substr(0, i))) << s.substr(0, i);
     EXPECT_TRUE(testing::SchemaAdmits(nlohmann::json::parse(s), nlohmann::json::parse(kPerson)));
   }
   for (const char* text : {
@@ -85,53 +76,54 @@ TEST(JsonSchemaTest, AnObjectsPropertiesInOrderRequiredOnesPresent) {
            R"({"name":"A","age":3,})",
            R"([])",
        }) {
-    EXPECT_FALSE(Complete(*person, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*person, text)) << text;
   }
 }
 
 TEST(JsonSchemaTest, EnumsMapsUnionsAndArraysAtTheTop) {
   const auto numbers = Compiled(R"({"properties": {"n": {"enum": [1, 12, -3.5]}}})");
   for (const char* text : {R"({"n":1})", R"({"n":12})", R"({"n":-3.5})", R"({"n":1 })", "{}"}) {
-    EXPECT_TRUE(Complete(*numbers, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*numbers, text)) << text;
   }
   for (const char* text : {R"({"n":123})", R"({"n":2})", R"({"n":-3})", R"({"n":"1"})"}) {
-    EXPECT_FALSE(Complete(*numbers, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*numbers, text)) << text;
   }
   const auto map = Compiled(R"({"type": "object", "additionalProperties": {"type": "integer"}})");
-  EXPECT_TRUE(Complete(*map, R"({"a":1,"b":-2,"":0})"));
-  EXPECT_FALSE(Alive(*map, R"({"a":"x")"));
+  EXPECT_TRUE(testing::GrammarCompletes(*map, R"({"a":1,"b":-2,"":0})"));
+  EXPECT_FALSE(testing::GrammarTakes(*map, R"({"a":"x")"));
   const auto empty = Compiled(R"({"type": "object", "additionalProperties": false})");
-  EXPECT_TRUE(Complete(*empty, "{ }"));
-  EXPECT_FALSE(Alive(*empty, R"({")"));
+  EXPECT_TRUE(testing::GrammarCompletes(*empty, "{ }"));
+  EXPECT_FALSE(testing::GrammarTakes(*empty, R"({")"));
   const auto scalars = Compiled(
       R"({"type": "object", "properties": {"v": {"type": ["string", "integer", "boolean", "null"]},
           "w": {"type": ["integer", "number"]}, "c": {"const": "fixed"}}, "required": ["c"]})");
   for (const char* text : {R"({"v":"s","w":1.5,"c":"fixed"})", R"({"v":-7,"c":"fixed"})",
                            R"({"v":false,"w":2,"c":"fixed"})", R"({"v":null,"c":"fixed"})"}) {
-    EXPECT_TRUE(Complete(*scalars, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*scalars, text)) << text;
   }
-  EXPECT_FALSE(Complete(*scalars, R"({"v":1.5,"c":"fixed"})"));
-  EXPECT_FALSE(Complete(*scalars, R"({"c":"fixe"})"));
+  EXPECT_FALSE(testing::GrammarCompletes(*scalars, R"({"v":1.5,"c":"fixed"})"));
+  EXPECT_FALSE(testing::GrammarCompletes(*scalars, R"({"c":"fixe"})"));
   // A tuple: its first items by position, none after them.
   const auto pair = Compiled(R"({"type": "array", "prefixItems": [{"type": "string"},
       {"type": "integer"}], "items": false})");
-  for (const char* text : {R"(["a", 1])", R"(["a"])", "[]"}) EXPECT_TRUE(Complete(*pair, text));
+  for (const char* text : {R"(["a", 1])", R"(["a"])", "[]"})
+    EXPECT_TRUE(testing::GrammarCompletes(*pair, text));
   for (const char* text : {R"(["a", 1, 2])", "[1]", R"(["a", "b"])"}) {
-    EXPECT_FALSE(Complete(*pair, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*pair, text)) << text;
   }
   const auto list = Compiled(R"({"type": "array", "items": {"type": "number"}, "maxItems": 2})");
-  EXPECT_TRUE(Complete(*list, "[1, 2e5]"));
-  EXPECT_FALSE(Alive(*list, "[1, 2, "));
+  EXPECT_TRUE(testing::GrammarCompletes(*list, "[1, 2e5]"));
+  EXPECT_FALSE(testing::GrammarTakes(*list, "[1, 2, "));
   // Any value at the top means any object; Pydantic's $defs and allOf of one.
-  EXPECT_TRUE(Complete(*Compiled("{}"), R"({"a":[1]})"));
-  EXPECT_FALSE(Alive(*Compiled("true"), "["));
+  EXPECT_TRUE(testing::GrammarCompletes(*Compiled("{}"), R"({"a":[1]})"));
+  EXPECT_FALSE(testing::GrammarTakes(*Compiled("true"), "["));
   const auto pydantic =
       Compiled(R"({"$defs": {"Color": {"enum": ["red", "green"], "type": "string"}},
       "properties": {"c": {"allOf": [{"$ref": "#/$defs/Color"}], "default": "red"},
                      "d": {"anyOf": [{"$ref": "#/$defs/Color"}, {"type": "null"}]}},
       "required": ["c"], "title": "M", "type": "object"})");
-  EXPECT_TRUE(Complete(*pydantic, R"({"c":"green","d":null})"));
-  EXPECT_FALSE(Complete(*pydantic, R"({"c":"blue"})"));
+  EXPECT_TRUE(testing::GrammarCompletes(*pydantic, R"({"c":"green","d":null})"));
+  EXPECT_FALSE(testing::GrammarCompletes(*pydantic, R"({"c":"blue"})"));
 }
 
 // Objects told apart by the tag they begin with: forced tool calls' array of {name, parameters}.
@@ -159,7 +151,7 @@ TEST(JsonSchemaTest, ObjectsToldApartByTheTagTheyBeginWith) {
           R"([{"name": "now", "parameters": {}}, {"name": "get_weather", "parameters": {"city": ""}}])",
           R"([{"name":"get_time","parameters":{"tz":"CET"}}])",
       }) {
-    EXPECT_TRUE(Complete(*calls, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*calls, text)) << text;
     EXPECT_TRUE(testing::SchemaAdmits(nlohmann::json::parse(text), nlohmann::json::parse(kCalls)));
   }
   for (const char* text : {
@@ -170,15 +162,15 @@ TEST(JsonSchemaTest, ObjectsToldApartByTheTagTheyBeginWith) {
            R"([{"name":"now"}])",
            "[]",
        }) {
-    EXPECT_FALSE(Complete(*calls, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*calls, text)) << text;
   }
   // Pydantic's discriminated union: the tag ("kind") wherever the model declares it, written
   // first.
   const auto pets = Compiled(kPets);
-  EXPECT_TRUE(
-      Complete(*pets, R"([{"kind":"cat","name":"Tom","lives":9},{"kind":"dog","name":"Rex"}])"));
-  EXPECT_FALSE(Complete(*pets, R"([{"name":"Tom","kind":"cat"}])"));
-  EXPECT_FALSE(Complete(*pets, R"([{"kind":"dog","name":"Rex","lives":1}])"));
+  EXPECT_TRUE(testing::GrammarCompletes(
+      *pets, R"([{"kind":"cat","name":"Tom","lives":9},{"kind":"dog","name":"Rex"}])"));
+  EXPECT_FALSE(testing::GrammarCompletes(*pets, R"([{"name":"Tom","kind":"cat"}])"));
+  EXPECT_FALSE(testing::GrammarCompletes(*pets, R"([{"kind":"dog","name":"Rex","lives":1}])"));
   // Tags two alternatives share tell nothing apart.
   EXPECT_NE(Refusal(R"({"anyOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]},
                                    {"properties": {"t": {"enum": ["b", "a"]}}, "required": ["t"]}]})")
@@ -195,19 +187,19 @@ TEST(JsonSchemaTest, IntegersWithinTheirBounds) {
       "big": {"type": "integer", "minimum": 1000}}})");
   for (const char* text : {R"({"age":0})", R"({"age":130})", R"({"age":7,"t":-12})", R"({"t":-4})",
                            R"({"big":1000})", R"({"big":999999999999999999})"}) {
-    EXPECT_TRUE(Complete(*bounded, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*bounded, text)) << text;
   }
   for (const char* text :
        {R"({"age":-1)", R"({"age":131)", R"({"age":1300)", R"({"age":00)", R"({"t":-13)",
         R"({"t":-2)", R"({"t":5)", R"({"t":-0)", R"({"big":1000000000000000000)"}) {
-    EXPECT_FALSE(Alive(*bounded, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*bounded, text)) << text;
   }
   // "-0" is 0, inside the bounds; too small as written, though its digits could still grow:
   // alive, but not an end.
-  EXPECT_TRUE(Complete(*bounded, R"({"age":-0})"));
-  EXPECT_TRUE(Alive(*bounded, R"({"big":99)"));
-  EXPECT_FALSE(Complete(*bounded, R"({"big":99})"));
-  EXPECT_FALSE(Complete(*bounded, R"({"t":-3})"));
+  EXPECT_TRUE(testing::GrammarCompletes(*bounded, R"({"age":-0})"));
+  EXPECT_TRUE(testing::GrammarTakes(*bounded, R"({"big":99)"));
+  EXPECT_FALSE(testing::GrammarCompletes(*bounded, R"({"big":99})"));
+  EXPECT_FALSE(testing::GrammarCompletes(*bounded, R"({"t":-3})"));
 }
 
 // Strings held to a length in characters (code points): raw UTF-8 and escapes count one each, a
@@ -222,16 +214,17 @@ TEST(JsonSchemaTest, StringsWithinTheirLength) {
                            "{\"code\":\"\xf0\x9f\x98\x80\xe4\xb8\xad\"}", R"({"code":"\n\t\""})",
                            R"({"name":"x"})", R"({"name":"\u00e9"})", R"({"note":null})",
                            R"({"note":"ab"})", R"({"note":""})", R"({"any":""})"}) {
-    EXPECT_TRUE(Complete(*sized, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*sized, text)) << text;
   }
   for (const char* text : {R"({"code":"abcd)", R"({"note":"abc)", R"({"code":"\ud83d)",
                            R"({"code":"\uDE)", R"({"code":"ab\u0041\u)"}) {
-    EXPECT_FALSE(Alive(*sized, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*sized, text)) << text;
   }
   for (const char* text : {R"({"code":"a"})", R"({"code":""})", R"({"name":""})"}) {
-    EXPECT_FALSE(Complete(*sized, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*sized, text)) << text;
   }
-  EXPECT_TRUE(Alive(*sized, R"({"code":"\ud7ff)"));  // the last code point before surrogates
+  EXPECT_TRUE(testing::GrammarTakes(
+      *sized, R"({"code":"\ud7ff)"));  // the last code point before surrogates
 }
 
 // Strings held to a pattern (spec/pattern_dfa.h: matched anywhere unless anchored) over their
@@ -249,16 +242,17 @@ TEST(JsonSchemaTest, StringsMatchingTheirPattern) {
         R"({"word":"abcd"})", R"({"quoted":"\"q\""})", R"({"quoted":"\"q\"\n"})",
         R"({"email":"ann.lee@example.org"})", R"({"email":null})", R"({"code":"ABC\u002d12"})"}) {
     const bool unicode_escape = std::string_view(text).find("\\u") != std::string_view::npos;
-    EXPECT_EQ(Complete(*patterned, text), !unicode_escape) << text;  // no \u in a pattern's string
+    EXPECT_EQ(testing::GrammarCompletes(*patterned, text), !unicode_escape)
+        << text;  // no \u in a pattern's string
   }
   for (const char* text :
        {R"({"code":"AB1)", R"({"code":"ABC-123)", R"({"word":"abcde)", R"({"word":"A)",
         R"({"quoted":"q)", R"({"quoted":"\"q\"x)", R"({"email":"ann@@)", R"({"code":"\t)"}) {
-    EXPECT_FALSE(Alive(*patterned, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*patterned, text)) << text;
   }
   for (const char* text : {R"({"code":"ABC-1"})", R"({"has":"a"})", R"({"word":"a"})",
                            R"({"email":"ann@example.c"})"}) {
-    EXPECT_FALSE(Complete(*patterned, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*patterned, text)) << text;
   }
 }
 
@@ -276,16 +270,16 @@ TEST(JsonSchemaTest, FormatsHeldAsPatterns) {
         R"({"u":"123e4567-E89B-12d3-a456-426614174000"})",
         R"({"e":"first.last+tag@mail.example.org"})", R"({"ip":"192.168.0.1"})",
         R"({"ip":"0.0.0.0"})", R"({"uri":"not checked"})"}) {
-    EXPECT_TRUE(Complete(*formatted, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*formatted, text)) << text;
   }
   for (const char* text :
        {R"({"d":"2023-02-29)", R"({"d":"1900-02-29)", R"({"d":"2024-13)", R"({"d":"2024-04-31)",
         R"({"t":"24)", R"({"t":"12:60)", R"({"dt":"2024-01-31 )", R"({"u":"123g)", R"({"e":"a..)",
         R"({"e":".a)", R"({"e":"a@-)", R"({"ip":"256)", R"({"ip":"01)", R"({"ip":"1.2.3.4.)"}) {
-    EXPECT_FALSE(Alive(*formatted, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*formatted, text)) << text;
   }
   for (const char* text : {R"({"t":"12:00:00"})", R"({"e":"a@localhost"})", R"({"ip":"1.2.3"})"}) {
-    EXPECT_FALSE(Complete(*formatted, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*formatted, text)) << text;
   }
 }
 
@@ -293,17 +287,21 @@ TEST(JsonSchemaTest, FormatsHeldAsPatterns) {
 // straight after the reasoning where there is one.
 TEST(JsonSchemaTest, AWholeTextHeldToAPattern) {
   const auto apples = *JsonSchema::Pattern(R"(\d+ apples?)", "R");
-  for (const char* text : {"1 apple", "12 apples"}) EXPECT_TRUE(Complete(*apples, text)) << text;
-  for (const char* text : {"", "1", "1 apple "}) EXPECT_FALSE(Complete(*apples, text)) << text;
-  for (const char* text : {" ", "x", "1 apples!"}) EXPECT_FALSE(Alive(*apples, text)) << text;
-  EXPECT_TRUE(Complete(*apples, "3 apple") && Alive(*apples, "3 apples"));  // may end, or go on
+  for (const char* text : {"1 apple", "12 apples"})
+    EXPECT_TRUE(testing::GrammarCompletes(*apples, text)) << text;
+  for (const char* text : {"", "1", "1 apple "})
+    EXPECT_FALSE(testing::GrammarCompletes(*apples, text)) << text;
+  for (const char* text : {" ", "x", "1 apples!"})
+    EXPECT_FALSE(testing::GrammarTakes(*apples, text)) << text;
+  EXPECT_TRUE(testing::GrammarCompletes(*apples, "3 apple") &&
+              testing::GrammarTakes(*apples, "3 apples"));  // may end, or go on
   const auto choice =
       *JsonSchema::Pattern(JsonSchema::ChoicesPattern({"yes", "no", "a.b (c)", "no way"}), "C");
   for (const char* text : {"yes", "no", "a.b (c)", "no way"}) {
-    EXPECT_TRUE(Complete(*choice, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*choice, text)) << text;
   }
   for (const char* text : {"ye", "no w", "aXb (c)", "yes "}) {
-    EXPECT_FALSE(Complete(*choice, text)) << text;
+    EXPECT_FALSE(testing::GrammarCompletes(*choice, text)) << text;
   }
   JsonGrammar reasoning = JsonGrammar::Start(*choice, "</think>");
   EXPECT_TRUE(reasoning.Feed("<think>\nyes or no?\n</think>no"));
@@ -322,14 +320,14 @@ TEST(JsonSchemaTest, UniqueItemsOfAnEnum) {
       "uniqueItems": true, "minItems": 1})");
   for (const char* text :
        {R"(["a"])", R"(["a", "b"])", "[1, 12]", "[12, 1]", R"(["b", 1, "a", 12])"}) {
-    EXPECT_TRUE(Complete(*set, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*set, text)) << text;
   }
   for (const char* text : {R"(["a", "a)", "[12, 12", R"(["b", 1, "a", 12, )"}) {
-    EXPECT_FALSE(Alive(*set, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*set, text)) << text;
   }
-  EXPECT_TRUE(Alive(*set, "[1, 1"));  // 12 may follow
-  EXPECT_FALSE(Alive(*set, "[1, 1]"));
-  EXPECT_FALSE(Complete(*set, "[]"));
+  EXPECT_TRUE(testing::GrammarTakes(*set, "[1, 1"));  // 12 may follow
+  EXPECT_FALSE(testing::GrammarTakes(*set, "[1, 1]"));
+  EXPECT_FALSE(testing::GrammarCompletes(*set, "[]"));
   EXPECT_NE(Refusal(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})")
                 .find("S.uniqueItems: is supported on an array whose items are an enum"),
             std::string::npos);
@@ -337,7 +335,8 @@ TEST(JsonSchemaTest, UniqueItemsOfAnEnum) {
                         "minItems": 3})")
                 .find("S.minItems: is above the number of distinct items"),
             std::string::npos);
-  EXPECT_TRUE(Complete(*Compiled(R"({"type": "array", "uniqueItems": false})"), "[1, 1]"));
+  EXPECT_TRUE(
+      testing::GrammarCompletes(*Compiled(R"({"type": "array", "uniqueItems": false})"), "[1, 1]"));
 }
 
 // Numbers held to their bounds exactly in decimal, digit by digit on both sides of the point,
@@ -354,19 +353,19 @@ TEST(JsonSchemaTest, NumbersWithinTheirBounds) {
         R"({"p":0.999999999999999999})", R"({"t":-2.4})", R"({"t":-2.499999})", R"({"t":0.124999})",
         R"({"x":null})", R"({"x":0.1})", R"({"x":12345})", R"({"i":3.5})", R"({"i":-7})",
         R"({"tiny":0.000000000000000001})"}) {
-    EXPECT_TRUE(Complete(*bounded, text)) << text;
+    EXPECT_TRUE(testing::GrammarCompletes(*bounded, text)) << text;
   }
   for (const char* text :
        {R"({"p":2)", R"({"p":1.1)", R"({"p":1.0001)", R"({"p":-0.1)", R"({"p":0e)", R"({"p":1E)",
         R"({"p":0.1234567890123456789)", R"({"t":-2.5)", R"({"t":-3)", R"({"t":0.125)",
         R"({"t":0.2)", R"({"x":0.0)", R"({"x":-)", R"({"i":3.6)", R"({"i":4)",
         R"({"tiny":0.000000000000000000)"}) {
-    EXPECT_FALSE(Alive(*bounded, text)) << text;
+    EXPECT_FALSE(testing::GrammarTakes(*bounded, text)) << text;
   }
-  EXPECT_TRUE(Alive(*bounded, R"({"t":-2.4)"));
-  EXPECT_FALSE(Complete(*bounded, R"({"t":-2.5})"));
-  EXPECT_TRUE(Alive(*bounded, R"({"x":0.)"));
-  EXPECT_FALSE(Complete(*bounded, R"({"tiny":0})"));
+  EXPECT_TRUE(testing::GrammarTakes(*bounded, R"({"t":-2.4)"));
+  EXPECT_FALSE(testing::GrammarCompletes(*bounded, R"({"t":-2.5})"));
+  EXPECT_TRUE(testing::GrammarTakes(*bounded, R"({"x":0.)"));
+  EXPECT_FALSE(testing::GrammarCompletes(*bounded, R"({"tiny":0})"));
 }
 
 TEST(JsonSchemaTest, WhatCannotBeHeldIsRefusedNamingIt) {
