@@ -142,6 +142,9 @@ std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
     return f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>();
   };
   if (!tools.is_array() || std::none_of(tools.begin(), tools.end(), strict)) return std::nullopt;
+  // The calls' tagged union tells at most kMaxSchemaChoices names apart: more tools than that
+  // (OpenAI takes 128) are served as before, their calls not held, rather than refused.
+  if (tools.size() > static_cast<size_t>(kMaxSchemaChoices)) return std::nullopt;
   // The syntax the format's model writes a call in, and its arguments' key.
   CallSyntax syntax;
   std::string key;

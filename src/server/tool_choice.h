@@ -40,7 +40,7 @@ std::optional<ApiError> ForcedCallSchema(const nlohmann::ordered_json& tools, To
 // answer, Qwen3.5's XML parameters between <tool_call> markers). `*schema` is left null where
 // nothing is held. A 400 names what a strict function's parameters cannot hold an output to (in
 // Qwen3.5's form also a parameter without one declared type, or a string held to a length or
-// pattern), or a name given twice.
+// pattern), or a name given twice. More than kMaxSchemaChoices tools: nothing held.
 std::optional<ApiError> HeldCallsSchema(const nlohmann::ordered_json& tools, ChatFormat format,
                                         std::shared_ptr<const JsonSchema>* schema);
 

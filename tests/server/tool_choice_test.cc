@@ -101,10 +101,21 @@ TEST(ToolChoiceTest, Qwen3_5sXmlParameters) {
   }
 }
 
-TEST(ToolChoiceTest, NothingHeldWithoutAStrictTool) {
+TEST(ToolChoiceTest, NothingHeldWithoutAStrictToolOrPastSixtyFourTools) {
   Ordered tools = kTools;
   tools[0]["function"]["strict"] = false;
   std::shared_ptr<const JsonSchema> schema = JsonSchema::AnyObject();
+  ASSERT_FALSE(HeldCallsSchema(tools, ChatFormat::kQwen3, &schema));
+  EXPECT_EQ(schema, nullptr);
+  tools = kTools;
+  while (tools.size() < 64) {
+    tools.push_back(kTools[1]);
+    tools.back()["function"]["name"] = "tool_" + std::to_string(tools.size());
+  }
+  ASSERT_FALSE(HeldCallsSchema(tools, ChatFormat::kQwen3, &schema));
+  EXPECT_NE(schema, nullptr);
+  tools.push_back(kTools[1]);
+  tools.back()["function"]["name"] = "one_more";
   ASSERT_FALSE(HeldCallsSchema(tools, ChatFormat::kQwen3, &schema));
   EXPECT_EQ(schema, nullptr);
 }
