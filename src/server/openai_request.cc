@@ -757,7 +757,7 @@ Error CompileSchemas(std::string_view body, ApiRequest* r) {
     }
     const auto tools = ordered.find("tools");
     return ForcedCallSchema(tools == ordered.end() ? Ordered() : *tools, r->tool_choice,
-                            r->tool_choice_function, &r->rules.json_schema);
+                            r->tool_choice_function, r->parallel_tool_calls, &r->rules.json_schema);
   }
   if (!r->json_schema_sent) return std::nullopt;  // a pattern, compiled already
   // The schema at schema_field ("a.b.c"), absent: any object.
@@ -787,6 +787,13 @@ Error ParseChatTemplateKwargs(const json& v, const std::string& name, ApiRequest
     if (!value.is_boolean()) return BadField(name + "." + key, "expected a boolean" + Got(value));
     r->enable_thinking = value.get<bool>();
   }
+  return std::nullopt;
+}
+
+Error ParseParallelToolCalls(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return BadField(name, "expected a boolean" + Got(v));
+  r->parallel_tool_calls = v.get<bool>();
   return std::nullopt;
 }
 
@@ -839,7 +846,7 @@ constexpr FieldRule kFields[] = {
     {"top_logprobs", kChatOnly, ParseTopLogprobs},
     {"tools", kChatOnly, ParseTools},
     {"tool_choice", kChatOnly, ParseToolChoice},
-    {"parallel_tool_calls", kChatOnly, ParseBool},
+    {"parallel_tool_calls", kChatOnly, ParseParallelToolCalls},
     {"response_format", kBoth, ParseResponseFormat},
     {"structured_outputs", kBoth, ParseStructuredOutputs},
     {"chat_template_kwargs", kChatOnly, ParseChatTemplateKwargs},

@@ -100,6 +100,9 @@ struct ApiRequest {
   std::vector<std::string> tools;
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_function;
+  // OpenAI's parallel_tool_calls: false, at most one call where the calls are held ("required",
+  // or "auto" with a strict tool; server/tool_choice.h).
+  bool parallel_tool_calls = true;
   // response_format {"type": "json_schema"} (or structured_outputs {"json"}) was sent: its schema
   // is compiled into rules.json_schema once the body is read in order, from `schema_field`.
   bool json_schema_sent = false;

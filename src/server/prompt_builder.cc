@@ -152,7 +152,7 @@ std::optional<ApiError> HoldStrictCalls(const ApiRequest& request, ChatFormat fo
   for (const std::string& tool : request.tools) {
     tools.push_back(nlohmann::ordered_json::parse(tool));
   }
-  return HeldCallsSchema(tools, format, &rules.json_schema);
+  return HeldCallsSchema(tools, format, &rules.json_schema, request.parallel_tool_calls);
 }
 
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,

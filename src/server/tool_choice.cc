@@ -104,7 +104,7 @@ std::optional<ApiError> CheckNamesDiffer(const Ordered& tools) {
 }  // namespace
 
 std::optional<ApiError> ForcedCallSchema(const Ordered& tools, ToolChoice choice,
-                                         const std::string& function,
+                                         const std::string& function, bool parallel,
                                          std::shared_ptr<const JsonSchema>* schema) {
   if (!tools.is_array() || tools.empty()) {
     return BadField("tool_choice", "forcing a call needs tools");
@@ -129,13 +129,14 @@ std::optional<ApiError> ForcedCallSchema(const Ordered& tools, ToolChoice choice
     return BadField("tool_choice.function.name",
                     "names no function in tools: \"" + function + "\"");
   }
-  const Ordered calls = {
+  Ordered calls = {
       {"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", std::move(alternatives)}}}};
+  if (!parallel) calls["maxItems"] = 1;
   return CompileAs(calls, "tools", schema);
 }
 
 std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
-                                        std::shared_ptr<const JsonSchema>* schema) {
+                                        std::shared_ptr<const JsonSchema>* schema, bool parallel) {
   *schema = nullptr;
   const auto strict = [](const Ordered& tool) {
     const Ordered& f = tool.at("function");
@@ -168,6 +169,7 @@ std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
       break;
     }
   }
+  syntax.one_call = !parallel;
   if (auto e = CheckNamesDiffer(tools)) return e;
   Ordered alternatives = Ordered::array();
   for (size_t i = 0; i < tools.size(); ++i) {

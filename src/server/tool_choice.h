@@ -31,8 +31,9 @@ enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
 // `tools` as sent (members in order). A 400 names the field at fault: tool_choice where there
 // are no tools or no tool has the name, a tool's name given twice, or what a function's
 // parameters cannot hold an output to (tools[i].function.parameters.<path>).
+// `parallel` false (parallel_tool_calls): "required"'s array holds one call.
 std::optional<ApiError> ForcedCallSchema(const nlohmann::ordered_json& tools, ToolChoice choice,
-                                         const std::string& function,
+                                         const std::string& function, bool parallel,
                                          std::shared_ptr<const JsonSchema>* schema);
 
 // For "auto": the answer's calls in `format`'s syntax held, where some tool is strict and the
@@ -41,7 +42,9 @@ std::optional<ApiError> ForcedCallSchema(const nlohmann::ordered_json& tools, To
 // nothing is held. A 400 names what a strict function's parameters cannot hold an output to (in
 // Qwen3.5's form also a parameter without one declared type, or a string held to a length or
 // pattern), or a name given twice. More than kMaxSchemaChoices tools: nothing held.
+// `parallel` false (parallel_tool_calls): at most one call (CallSyntax::one_call).
 std::optional<ApiError> HeldCallsSchema(const nlohmann::ordered_json& tools, ChatFormat format,
-                                        std::shared_ptr<const JsonSchema>* schema);
+                                        std::shared_ptr<const JsonSchema>* schema,
+                                        bool parallel = true);
 
 }  // namespace dscale::server

@@ -100,8 +100,11 @@ bool JsonGrammar::FeedReasoning(uint8_t byte) {
   return true;
 }
 
-void JsonGrammar::StartFreeText() {
-  lex_ = schema_->call_syntax().whole_answer ? Lex::kCallStart : Lex::kFree;
+void JsonGrammar::StartFreeText(bool after_call) {
+  const CallSyntax& syntax = schema_->call_syntax();
+  lex_ = syntax.whole_answer             ? Lex::kCallStart
+         : after_call && syntax.one_call ? Lex::kFreeAfterCall
+                                         : Lex::kFree;
   aux_ = 0;
   pos_ = 0;
   spaces_ = 0;
@@ -219,6 +222,7 @@ bool JsonGrammar::in_call_value() const {
     case Lex::kDone:
     case Lex::kText:
     case Lex::kFree:
+    case Lex::kFreeAfterCall:
     case Lex::kCallStart:
     case Lex::kCallClose:
     case Lex::kXmlTag:
@@ -277,18 +281,20 @@ bool JsonGrammar::FeedXmlFreeBody(uint8_t byte) {
   const std::string_view close = schema_->call_syntax().close;
   const size_t matched = MarkerProgress(close, aux_, byte);
   aux_ = static_cast<uint8_t>(matched);
-  if (matched == close.size()) StartFreeText();
+  if (matched == close.size()) StartFreeText(/*after_call=*/true);
   return true;
 }
 
-// Any byte; the open marker's last one opens a call. A whole-answer call's free text (an answer
-// that did not begin with one) opens none.
+// Any byte; the open marker's last one opens a call (refused after a one_call syntax's call). A
+// whole-answer call's free text (an answer that did not begin with one) opens none.
 bool JsonGrammar::FeedFree(uint8_t byte) {
   const CallSyntax& syntax = schema_->call_syntax();
   if (syntax.whole_answer) return true;
   const size_t matched = MarkerProgress(syntax.open, aux_, byte);
   aux_ = static_cast<uint8_t>(matched);
-  if (matched == syntax.open.size()) OpenCall();
+  if (matched < syntax.open.size()) return true;
+  if (lex_ == Lex::kFreeAfterCall) return Kill();
+  OpenCall();
   return true;
 }
 
@@ -316,7 +322,7 @@ bool JsonGrammar::FeedCallClose(uint8_t byte) {
   if (pos_ == 0 && IsSpace(byte)) return spaces_++ < kMaxJsonWhitespaceRun || Kill();
   if (byte != static_cast<uint8_t>(close[pos_])) return Kill();
   spaces_ = 0;
-  if (++pos_ == close.size()) StartFreeText();
+  if (++pos_ == close.size()) StartFreeText(/*after_call=*/true);
   return true;
 }
 
@@ -357,6 +363,7 @@ int JsonGrammar::free_text_trigger() const {
     case Lex::kReasoning:
       return static_cast<uint8_t>(reasoning_end_[0]);
     case Lex::kFree:
+    case Lex::kFreeAfterCall:
       return schema_->call_syntax().whole_answer
                  ? -1
                  : static_cast<uint8_t>(schema_->call_syntax().open[0]);
@@ -435,6 +442,7 @@ bool JsonGrammar::Feed(uint8_t byte) {
     case Lex::kReasoning:
       return FeedReasoning(byte);
     case Lex::kFree:
+    case Lex::kFreeAfterCall:
       return FeedFree(byte);
     case Lex::kCallStart:
       return FeedCallStart(byte);

@@ -80,6 +80,7 @@ class JsonGrammar {
     switch (lex_) {
       case Lex::kDone:
       case Lex::kFree:
+      case Lex::kFreeAfterCall:
       case Lex::kCallStart:
         return true;
       case Lex::kText:
@@ -96,21 +97,22 @@ class JsonGrammar {
 
  private:
   enum class Lex : uint8_t {
-    kStart,        // before the top-level value (node_)
-    kReasoning,    // before reasoning_end_ (aux_: how much of it the text ends with)
-    kAnswerStart,  // after reasoning_end_: whitespace, then the top-level value
-    kValue,        // a value of node_ is due (after ":", or "," in an array)
-    kArrayFirst,   // after "[": an item or "]"
-    kItem,         // after "," in an array: an item
-    kObjectFirst,  // after "{": a key or "}"
-    kKey,          // after "," in an object: a key
-    kColon,        // after a key: ":", then a value of node_
-    kAfter,        // after a value in a container: "," or its closer
-    kDone,         // the top-level value closed
-    kText,         // a pattern's text (a kText root), pos_ its automaton's state
-    kFree,         // a kCalls root's free text (aux_: how much of the open marker it ends with)
-    kCallStart,    // a whole-answer call's answer before its first bytes (aux_: as kFree)
-    kCallClose,    // after a call's value: whitespace, then the close marker (pos_: matched)
+    kStart,          // before the top-level value (node_)
+    kReasoning,      // before reasoning_end_ (aux_: how much of it the text ends with)
+    kAnswerStart,    // after reasoning_end_: whitespace, then the top-level value
+    kValue,          // a value of node_ is due (after ":", or "," in an array)
+    kArrayFirst,     // after "[": an item or "]"
+    kItem,           // after "," in an array: an item
+    kObjectFirst,    // after "{": a key or "}"
+    kKey,            // after "," in an object: a key
+    kColon,          // after a key: ":", then a value of node_
+    kAfter,          // after a value in a container: "," or its closer
+    kDone,           // the top-level value closed
+    kText,           // a pattern's text (a kText root), pos_ its automaton's state
+    kFree,           // a kCalls root's free text (aux_: how much of the open marker it ends with)
+    kFreeAfterCall,  // kFree after a one_call syntax's call: the open marker refused
+    kCallStart,      // a whole-answer call's answer before its first bytes (aux_: as kFree)
+    kCallClose,      // after a call's value: whitespace, then the close marker (pos_: matched)
     // CallSyntax::xml_parameters:
     kXmlTag,         // one of node_'s xml_tags (choices_: those still possible, pos_: matched)
     kXmlText,        // a string argument's text, up to its "</parameter>" (Closers)
@@ -147,7 +149,7 @@ class JsonGrammar {
   bool FeedReasoning(uint8_t byte);
   bool calls() const { return schema_->node(schema_->root()).kind == JsonSchemaNode::Kind::kCalls; }
   // A kCalls root's free text begins (after the reasoning, or a call).
-  void StartFreeText();
+  void StartFreeText(bool after_call = false);
   bool FeedFree(uint8_t byte);
   bool FeedCallStart(uint8_t byte);
   bool FeedCallClose(uint8_t byte);

@@ -1015,7 +1015,8 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Calls(const nlohmann::orde
                                                             const std::string& field) {
   const std::string key = "calls " + syntax.open + '\x1f' + syntax.close + '\x1f' +
                           (syntax.whole_answer ? "whole " : "") +
-                          (syntax.xml_parameters ? "xml " : "") + call.dump();
+                          (syntax.xml_parameters ? "xml " : "") + (syntax.one_call ? "one " : "") +
+                          call.dump();
   return Shared(key, [&] { return JsonSchemaCompiler(call, field).Calls(syntax); });
 }
 

@@ -142,6 +142,9 @@ struct CallSyntax {
   // holds none of the four tags' closers, an enum of strings one of them, any other value its
   // JSON. Arguments of any object (no properties): any text up to `close`.
   bool xml_parameters = false;
+  // At most one call (OpenAI's parallel_tool_calls false): the free text after it may not open
+  // another.
+  bool one_call = false;
 };
 
 class JsonSchema {

@@ -613,6 +613,16 @@ TEST(OpenAiRequestTest, AForcedToolChoiceHoldsTheAnswerToCalls) {
             "get_weather");
   // A function without parameters: any object.
   EXPECT_TRUE(held(R"({"type": "function", "function": {"name": "now"}})", R"({"a": null})"));
+  // parallel_tool_calls false: "required" holds one call.
+  const std::string two =
+      R"([{"name": "now", "parameters": {}}, {"name": "now", "parameters": {}}])";
+  EXPECT_TRUE(held(required, two));
+  EXPECT_FALSE(held(required + R"(, "parallel_tool_calls": false)", two));
+  EXPECT_FALSE(
+      ParseOk(kChat, "{" + kChatOk + R"(, "parallel_tool_calls": false})").parallel_tool_calls);
+  ApiRequest r;
+  EXPECT_EQ(ParseApiRequest(kChat, "{" + kChatOk + R"(, "parallel_tool_calls": 1})", &r)->param,
+            "parallel_tool_calls");
 }
 
 TEST(OpenAiRequestTest, ContentType) {

@@ -302,6 +302,9 @@ TEST(PromptBuilderTest, StrictToolsHoldTheirCallsUnderAuto) {
                        "\n</tool_call>") &&
                 g.complete());
   }
+  PreparedRequest one;
+  ASSERT_FALSE(prepare(R"(, "parallel_tool_calls": false)", &one));
+  EXPECT_TRUE(one.params.sampling.rules.json_schema->call_syntax().one_call);
   for (const char* extra : {R"(, "tool_choice": "none")", R"(, "min_tokens": 2)",
                             R"(, "response_format": {"type": "json_object"})"}) {
     PreparedRequest p;

@@ -101,6 +101,20 @@ TEST(ToolChoiceTest, Qwen3_5sXmlParameters) {
   }
 }
 
+// parallel_tool_calls false: one call at most, held ("auto" with a strict tool) or forced.
+TEST(ToolChoiceTest, OneCallWithoutParallelToolCalls) {
+  std::shared_ptr<const JsonSchema> schema;
+  ASSERT_FALSE(HeldCallsSchema(kTools, ChatFormat::kQwen3, &schema, /*parallel=*/false));
+  ASSERT_NE(schema, nullptr);
+  EXPECT_TRUE(schema->call_syntax().one_call);
+  const std::string call = R"({"name": "now", "parameters": {}})";
+  for (const bool parallel : {true, false}) {
+    ASSERT_FALSE(ForcedCallSchema(kTools, ToolChoice::kRequired, "", parallel, &schema));
+    EXPECT_TRUE(dscale::testing::GrammarCompletes(*schema, "[" + call + "]"));
+    EXPECT_EQ(dscale::testing::GrammarCompletes(*schema, "[" + call + ", " + call + "]"), parallel);
+  }
+}
+
 TEST(ToolChoiceTest, NothingHeldWithoutAStrictToolOrPastSixtyFourTools) {
   Ordered tools = kTools;
   tools[0]["function"]["strict"] = false;

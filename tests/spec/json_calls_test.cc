@@ -83,6 +83,27 @@ TEST(JsonCallsTest, QwenCallsBetweenMarkersInFreeText) {
   }
 }
 
+// parallel_tool_calls false: after one call the free text may not open another.
+TEST(JsonCallsTest, OneCallAtMost) {
+  CallSyntax one = kQwen3;
+  one.one_call = true;
+  const auto calls = Calls(one, "arguments");
+  const std::string weather = kWeather;
+  EXPECT_TRUE(testing::GrammarCompletes(*calls, "Sure. " + weather + "\nDone, <tool_ca"));
+  EXPECT_FALSE(testing::GrammarTakes(*calls, weather + "\n" + kSearch));
+  EXPECT_TRUE(testing::GrammarTakes(*Calls(kQwen3, "arguments"), weather + "\n" + kSearch));
+  CallSyntax xml = {
+      .open = "<tool_call>", .close = "</tool_call>", .xml_parameters = true, .one_call = true};
+  const auto xml_calls = JsonSchema::Calls(Ordered::parse(R"({"type": "object", "properties": {
+      "name": {"const": "now"}, "arguments": {"type": "object"}}, "required": ["name",
+      "arguments"]})"),
+                                           xml, "tools")
+                             .value();
+  const std::string now = "<tool_call><function=now>any</tool_call>";
+  EXPECT_TRUE(testing::GrammarCompletes(*xml_calls, now + " done"));
+  EXPECT_FALSE(testing::GrammarTakes(*xml_calls, now + now));
+}
+
 TEST(JsonCallsTest, LlamaTheWholeAnswerOneCall) {
   const auto calls = Calls(kLlama3, "parameters");
   const std::string call =
