@@ -54,6 +54,7 @@ struct ServeArgs {
   KvDtype kv_dtype = KvDtype::kBf16;
   int32_t default_max_tokens = 256;
   std::string sampling_defaults = "model";  // model: generation_config.json's; openai: none
+  std::string hold_tool_calls = "strict";   // strict | all | none (server/tool_choice.h)
   int64_t max_body_bytes = 8 << 20;
   int32_t max_connections = 1024;
   int32_t header_timeout_s = 10;
@@ -86,6 +87,9 @@ server::ModelInfo MakeModelInfo(const ServeArgs& args, const Runtime& runtime, c
                          .default_max_tokens = args.default_max_tokens,
                          .stop_ids = config.eos_token_ids,
                          .sampling_defaults = std::move(sampling)};
+  info.hold_tool_calls = args.hold_tool_calls == "all"    ? server::HeldTools::kAll
+                         : args.hold_tool_calls == "none" ? server::HeldTools::kNone
+                                                          : server::HeldTools::kStrict;
   if (auto eos = runtime.tokenizer->eos_token_id()) info.stop_ids.push_back(*eos);
   for (int32_t id : EndOfTurnTokenIds(*runtime.tokenizer)) info.chat_stop_ids.push_back(id);
   return info;
@@ -397,6 +401,12 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "recommends them, as vLLM and SGLang read it) or openai (temperature 1, no "
                   "filter, no penalty)")
       ->check(CLI::IsMember({"model", "openai"}))
+      ->capture_default_str();
+  cmd->add_option("--hold-tool-calls", args->hold_tool_calls,
+                  "Under tool_choice auto, whose calls the grammar holds to a tool's name and "
+                  "parameters: strict (tools sent with strict: true, as OpenAI), all (every "
+                  "tool's, as far as its parameters can be held) or none")
+      ->check(CLI::IsMember({"strict", "all", "none"}))
       ->capture_default_str();
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds SIGTERM / SIGINT waits for in-flight requests before exiting anyway "

@@ -138,11 +138,12 @@ int64_t PromptTextBytes(const ApiRequest& request) {
   return bytes;
 }
 
-// Under tool_choice "auto" with a strict tool, the calls held (server/tool_choice.h), unless the
+// Under tool_choice "auto" with a strict tool (or any, --hold-tool-calls all), the calls held
+// (server/tool_choice.h), unless the
 // answer is already held (response_format) or could not end where a call does (min_tokens, or
 // no stop id: the engine refuses JSON mode's rules there).
-std::optional<ApiError> HoldStrictCalls(const ApiRequest& request, ChatFormat format,
-                                        GenerationParams* p) {
+std::optional<ApiError> HoldStrictCalls(const ApiRequest& request, const ModelInfo& model,
+                                        ChatFormat format, GenerationParams* p) {
   LogitRules& rules = p->sampling.rules;
   if (request.tool_choice != ToolChoice::kAuto || request.tools.empty() ||
       rules.json_schema != nullptr || rules.min_tokens > 0 || p->stop_ids.empty()) {
@@ -152,7 +153,8 @@ std::optional<ApiError> HoldStrictCalls(const ApiRequest& request, ChatFormat fo
   for (const std::string& tool : request.tools) {
     tools.push_back(nlohmann::ordered_json::parse(tool));
   }
-  return HeldCallsSchema(tools, format, &rules.json_schema, request.parallel_tool_calls);
+  return HeldCallsSchema(tools, format, &rules.json_schema,
+                         {.tools = model.hold_tool_calls, .parallel = request.parallel_tool_calls});
 }
 
 std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
@@ -221,7 +223,7 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
     }
   }
   p.stop_ids.insert(p.stop_ids.end(), request.stop_token_ids.begin(), request.stop_token_ids.end());
-  if (chat && (error = HoldStrictCalls(request, ChatFormatOf(tokenizer), &p))) return error;
+  if (chat && (error = HoldStrictCalls(request, model, ChatFormatOf(tokenizer), &p))) return error;
   // With thinking on (in a format with a reasoning block), JSON mode holds the answer after it.
   if (p.sampling.rules.json_schema != nullptr && chat && request.enable_thinking) {
     p.sampling.rules.reasoning_end = TraitsOf(ChatFormatOf(tokenizer)).reasoning_close;

@@ -35,6 +35,7 @@ struct ModelInfo {
   std::vector<int64_t> stop_ids;       // end every request (EOS)
   std::vector<int64_t> chat_stop_ids;  // end chat requests too (end of turn)
   SamplingDefaults sampling_defaults;  // for requests that leave those fields out
+  HeldTools hold_tool_calls = HeldTools::kStrict;  // whose calls "auto" holds (tool_choice.h)
 };
 
 struct PreparedRequest {

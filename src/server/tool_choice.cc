@@ -136,13 +136,18 @@ std::optional<ApiError> ForcedCallSchema(const Ordered& tools, ToolChoice choice
 }
 
 std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
-                                        std::shared_ptr<const JsonSchema>* schema, bool parallel) {
+                                        std::shared_ptr<const JsonSchema>* schema,
+                                        CallHolding holding) {
   *schema = nullptr;
   const auto strict = [](const Ordered& tool) {
     const Ordered& f = tool.at("function");
     return f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>();
   };
-  if (!tools.is_array() || std::none_of(tools.begin(), tools.end(), strict)) return std::nullopt;
+  const bool all = holding.tools == HeldTools::kAll;
+  if (holding.tools == HeldTools::kNone || !tools.is_array() || tools.empty() ||
+      (!all && std::none_of(tools.begin(), tools.end(), strict))) {
+    return std::nullopt;
+  }
   // The calls' tagged union tells at most kMaxSchemaChoices names apart: more tools than that
   // (OpenAI takes 128) are served as before, their calls not held, rather than refused.
   if (tools.size() > static_cast<size_t>(kMaxSchemaChoices)) return std::nullopt;
@@ -169,7 +174,7 @@ std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
       break;
     }
   }
-  syntax.one_call = !parallel;
+  syntax.one_call = !holding.parallel;
   if (auto e = CheckNamesDiffer(tools)) return e;
   Ordered alternatives = Ordered::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -177,11 +182,13 @@ std::optional<ApiError> HeldCallsSchema(const Ordered& tools, ChatFormat format,
     Ordered arguments = {{"type", "object"}};
     std::shared_ptr<const JsonSchema> alone;
     const std::string where = "tools[" + std::to_string(i) + "].function";
-    if (strict(tools[i])) {
-      if (auto e = ArgumentsSchema(f, where, &arguments, &alone)) return e;
-      if (syntax.xml_parameters) {
-        if (auto e = CheckXmlArguments(arguments, *alone, where + ".parameters")) return e;
-      }
+    if (strict(tools[i]) || all) {
+      // A strict tool's parameters are held or refused; another's held where they can be.
+      Ordered held;
+      std::optional<ApiError> e = ArgumentsSchema(f, where, &held, &alone);
+      if (!e && syntax.xml_parameters) e = CheckXmlArguments(held, *alone, where + ".parameters");
+      if (e && strict(tools[i])) return e;
+      if (!e) arguments = std::move(held);
     }
     alternatives.push_back(CallAlternative(f.at("name").get<std::string>(), key,
                                            std::move(arguments), "/anyOf", alternatives.size()));

@@ -36,15 +36,26 @@ std::optional<ApiError> ForcedCallSchema(const nlohmann::ordered_json& tools, To
                                          const std::string& function, bool parallel,
                                          std::shared_ptr<const JsonSchema>* schema);
 
-// For "auto": the answer's calls in `format`'s syntax held, where some tool is strict and the
+// Under "auto", whose calls are held (dscale serve --hold-tool-calls): kStrict, the calls of
+// strict tools, as OpenAI's strict mode (the default); kAll, every tool's, as llama.cpp holds them
+// (a tool that is not strict held to its parameters where the grammar can hold an output to them,
+// else to any object); kNone, none (strict accepted and not held).
+enum class HeldTools { kNone, kStrict, kAll };
+
+struct CallHolding {
+  HeldTools tools = HeldTools::kStrict;
+  bool parallel = true;  // false (parallel_tool_calls): at most one call (CallSyntax::one_call)
+};
+
+// For "auto": the answer's calls in `format`'s syntax held, where some tool is strict (or
+// `holding` holds every tool's) and the
 // format is known (Qwen3's JSON between <tool_call> markers, Llama 3.1's JSON as the whole
 // answer, Qwen3.5's XML parameters between <tool_call> markers). `*schema` is left null where
 // nothing is held. A 400 names what a strict function's parameters cannot hold an output to (in
 // Qwen3.5's form also a parameter without one declared type, or a string held to a length or
 // pattern), or a name given twice. More than kMaxSchemaChoices tools: nothing held.
-// `parallel` false (parallel_tool_calls): at most one call (CallSyntax::one_call).
 std::optional<ApiError> HeldCallsSchema(const nlohmann::ordered_json& tools, ChatFormat format,
                                         std::shared_ptr<const JsonSchema>* schema,
-                                        bool parallel = true);
+                                        CallHolding holding = {});
 
 }  // namespace dscale::server

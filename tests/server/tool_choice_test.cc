@@ -104,7 +104,7 @@ TEST(ToolChoiceTest, Qwen3_5sXmlParameters) {
 // parallel_tool_calls false: one call at most, held ("auto" with a strict tool) or forced.
 TEST(ToolChoiceTest, OneCallWithoutParallelToolCalls) {
   std::shared_ptr<const JsonSchema> schema;
-  ASSERT_FALSE(HeldCallsSchema(kTools, ChatFormat::kQwen3, &schema, /*parallel=*/false));
+  ASSERT_FALSE(HeldCallsSchema(kTools, ChatFormat::kQwen3, &schema, {.parallel = false}));
   ASSERT_NE(schema, nullptr);
   EXPECT_TRUE(schema->call_syntax().one_call);
   const std::string call = R"({"name": "now", "parameters": {}})";
@@ -113,6 +113,31 @@ TEST(ToolChoiceTest, OneCallWithoutParallelToolCalls) {
     EXPECT_TRUE(dscale::testing::GrammarCompletes(*schema, "[" + call + "]"));
     EXPECT_EQ(dscale::testing::GrammarCompletes(*schema, "[" + call + ", " + call + "]"), parallel);
   }
+}
+
+// --hold-tool-calls all: every tool's calls held, a tool that is not strict to its parameters
+// where they can be held (else any object); none: nothing, strict tools or not.
+TEST(ToolChoiceTest, HoldingEveryToolsCallsOrNone) {
+  Ordered tools = kTools;
+  tools[0]["function"]["strict"] = false;
+  std::shared_ptr<const JsonSchema> schema;
+  ASSERT_FALSE(HeldCallsSchema(tools, ChatFormat::kQwen3, &schema, {.tools = HeldTools::kAll}));
+  ASSERT_NE(schema, nullptr);
+  EXPECT_FALSE(dscale::testing::GrammarTakes(
+      *schema, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}"));
+  EXPECT_FALSE(dscale::testing::GrammarTakes(
+      *schema, "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"zone\": 1"));
+  // Parameters the grammar cannot hold: any object, not a refusal.
+  tools[1]["function"]["parameters"]["properties"]["zone"]["multipleOf"] = 2;
+  ASSERT_FALSE(HeldCallsSchema(tools, ChatFormat::kQwen3, &schema, {.tools = HeldTools::kAll}));
+  EXPECT_TRUE(dscale::testing::GrammarCompletes(
+      *schema, "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"zone\": 1}}\n</tool_call>"));
+  // Qwen3.5: a parameter its parser cannot read back as held: any text.
+  ASSERT_FALSE(HeldCallsSchema(tools, ChatFormat::kQwen3_5, &schema, {.tools = HeldTools::kAll}));
+  EXPECT_TRUE(
+      dscale::testing::GrammarCompletes(*schema, "<tool_call><function=now>anything</tool_call>"));
+  ASSERT_FALSE(HeldCallsSchema(kTools, ChatFormat::kQwen3, &schema, {.tools = HeldTools::kNone}));
+  EXPECT_EQ(schema, nullptr);
 }
 
 TEST(ToolChoiceTest, NothingHeldWithoutAStrictToolOrPastSixtyFourTools) {
