@@ -257,6 +257,41 @@ std::vector<std::vector<int32_t>> ExpectHeldOutputsAgree(
   return plain;
 }
 
+// One output of plain decoding held by the rules' schema: its text and tokens, whether a stop id
+// ended it, and the grammar after its text (expected to take it all).
+struct HeldOutput {
+  std::string text;
+  size_t tokens = 0;
+  bool stopped = false;
+  JsonGrammar grammar;
+};
+
+// ExpectHeldOutputsAgree greedy and then sampled at temperature 0.9 (seed `seed`): plain
+// decoding's outputs of both.
+std::vector<HeldOutput> HeldOutputsGreedyAndSampled(
+    DecoderModel& target, const dvl::Predictor& predictor, GenerationParams params, uint64_t seed,
+    const std::vector<std::vector<int32_t>>& prompts, const JsonVocabulary& vocabulary,
+    JsonTokenMasks& masks) {
+  std::vector<HeldOutput> outputs;
+  const std::vector<int64_t>& stops = params.stop_ids;
+  for (const float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
+    params.sampling.temperature = temperature;
+    params.sampling.seed = seed;
+    for (const std::vector<int32_t>& plain :
+         ExpectHeldOutputsAgree(target, predictor, params, prompts, vocabulary, masks)) {
+      HeldOutput out{.text = vocabulary.Text(plain),
+                     .tokens = plain.size(),
+                     .stopped = std::ranges::find(stops, int64_t{plain.back()}) != stops.end(),
+                     .grammar = JsonGrammar::Start(*params.sampling.rules.json_schema,
+                                                   params.sampling.rules.reasoning_end)};
+      EXPECT_TRUE(out.grammar.Feed(out.text)) << out.text;
+      outputs.push_back(std::move(out));
+    }
+  }
+  return outputs;
+}
+
 // JSON mode: plain decoding is the reference's, every mode at c = 1 and 16 commits it, greedy
 // and sampled, and every output is text the schema's grammar admits so far: whole where a stop id
 // ended it, and then a value the schema validates. Any object (json_object), a schema with
@@ -296,33 +331,22 @@ TEST_F(LogitRulesEngineTest, JsonModeHoldsEveryModeToJsonObjectText) {
                                .reasoning_end = after_reasoning ? "</think>" : ""}},
         .stop_ids = c.eos_token_ids};
     if (after_reasoning) params.sampling.rules.logit_bias = {{kThinkEnd, 6.0f}};
+    SCOPED_TRACE(::testing::Message()
+                 << "after reasoning " << after_reasoning << " schema " << schema_text);
     int whole = 0;
-    for (const float temperature : {0.0f, 0.9f}) {
-      SCOPED_TRACE(::testing::Message() << "temperature " << temperature << " after reasoning "
-                                        << after_reasoning << " schema " << schema_text);
-      params.sampling.temperature = temperature;
-      params.sampling.seed = 23;
-      const std::vector<std::vector<int32_t>> plain =
-          ExpectHeldOutputsAgree(target_, predictor_, params, prompts, vocabulary, masks);
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        const bool stopped =
-            std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end();
-        const std::string text = vocabulary.Text(plain[i]);
-        const JsonSchema& schema = *params.sampling.rules.json_schema;
-        JsonGrammar grammar = JsonGrammar::Start(schema, params.sampling.rules.reasoning_end);
-        EXPECT_TRUE(grammar.Feed(text)) << text;
-        // Whole exactly where a stop id ended it, or at the last token max_tokens allows.
-        EXPECT_TRUE(stopped ? grammar.complete()
-                            : !grammar.complete() ||
-                                  static_cast<int32_t>(plain[i].size()) == params.max_tokens)
-            << text;
-        if (grammar.complete()) {
-          const size_t answer = after_reasoning ? text.find("</think>") + 8 : 0;
-          const nlohmann::json value = nlohmann::json::parse(text.substr(answer));
-          EXPECT_TRUE(value.is_object()) << text;
-          EXPECT_TRUE(testing::SchemaAdmits(value, schema_json)) << text;
-          ++whole;
-        }
+    for (const HeldOutput& out :
+         HeldOutputsGreedyAndSampled(target_, predictor_, params, 23, prompts, vocabulary, masks)) {
+      // Whole exactly where a stop id ended it, or at the last token max_tokens allows.
+      EXPECT_TRUE(out.stopped ? out.grammar.complete()
+                              : !out.grammar.complete() ||
+                                    static_cast<int32_t>(out.tokens) == params.max_tokens)
+          << out.text;
+      if (out.grammar.complete()) {
+        const size_t answer = after_reasoning ? out.text.find("</think>") + 8 : 0;
+        const nlohmann::json value = nlohmann::json::parse(out.text.substr(answer));
+        EXPECT_TRUE(value.is_object()) << out.text;
+        EXPECT_TRUE(testing::SchemaAdmits(value, schema_json)) << out.text;
+        ++whole;
       }
     }
     EXPECT_GT(whole, 0) << "some outputs close their object and stop";
@@ -344,20 +368,11 @@ TEST_F(LogitRulesEngineTest, APatternHoldsEveryModeToTheWholeText) {
                           .sampling = {.rules = {.json_schema = *JsonSchema::Pattern(regex, "R")}},
                           .stop_ids = c.eos_token_ids};
   int whole = 0;
-  for (const float temperature : {0.0f, 0.9f}) {
-    SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
-    params.sampling.temperature = temperature;
-    params.sampling.seed = 29;
-    const std::vector<std::vector<int32_t>> plain =
-        ExpectHeldOutputsAgree(target_, predictor_, params, prompts, vocabulary, masks);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const std::string text = vocabulary.Text(plain[i]);
-      JsonGrammar grammar(*params.sampling.rules.json_schema);
-      EXPECT_TRUE(grammar.Feed(text)) << text;
-      if (std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end()) {
-        EXPECT_TRUE(std::regex_match(text, std::regex(regex))) << text;
-        ++whole;
-      }
+  for (const HeldOutput& out :
+       HeldOutputsGreedyAndSampled(target_, predictor_, params, 29, prompts, vocabulary, masks)) {
+    if (out.stopped) {
+      EXPECT_TRUE(std::regex_match(out.text, std::regex(regex))) << out.text;
+      ++whole;
     }
   }
   EXPECT_GT(whole, 0) << "some outputs end by a stop id";
@@ -392,34 +407,24 @@ TEST_F(LogitRulesEngineTest, CallsInFreeTextHoldEveryMode) {
         .sampling = {.rules = {.logit_bias = {{7, -5.0f}, {8, 3.0f}, {13, 3.0f}, {24, -5.0f}},
                                .json_schema = *JsonSchema::Calls(call, syntax, "tools")}},
         .stop_ids = c.eos_token_ids};
-    for (const float temperature : {0.0f, 0.9f}) {
-      SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
-      params.sampling.temperature = temperature;
-      params.sampling.seed = 31;
-      const std::vector<std::vector<int32_t>> plain =
-          ExpectHeldOutputsAgree(target_, predictor_, params, prompts, vocabulary, masks);
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        const std::string text = vocabulary.Text(plain[i]);
-        JsonGrammar grammar(*params.sampling.rules.json_schema);
-        EXPECT_TRUE(grammar.Feed(text)) << text;
-        if (std::ranges::find(c.eos_token_ids, int64_t{plain[i].back()}) != c.eos_token_ids.end()) {
-          EXPECT_TRUE(grammar.complete()) << text;
-        }
-        // The closed calls' bodies: after each open marker, up to the close marker (the whole
-        // answer's: to the end, where it is whole).
-        for (size_t at = text.find(syntax.open); at != std::string::npos;
-             at = syntax.whole_answer ? std::string::npos : text.find(syntax.open, at)) {
-          const size_t body = syntax.whole_answer ? at : at + syntax.open.size();
-          const size_t end = syntax.whole_answer ? (grammar.complete() ? text.size() : body)
-                                                 : text.find(syntax.close, body);
-          if (end == std::string::npos || end == body) break;
-          const nlohmann::json value = nlohmann::json::parse(text.substr(body, end - body), nullptr,
-                                                             /*allow_exceptions=*/false);
-          if (syntax.whole_answer && !value.is_object()) break;  // free text, not a call
-          EXPECT_TRUE(testing::SchemaAdmits(value, reference)) << text;
-          ++calls;
-          at = end + syntax.close.size();
-        }
+    for (const HeldOutput& out :
+         HeldOutputsGreedyAndSampled(target_, predictor_, params, 31, prompts, vocabulary, masks)) {
+      const std::string& text = out.text;
+      EXPECT_TRUE(!out.stopped || out.grammar.complete()) << text;
+      // The closed calls' bodies: after each open marker, up to the close marker (the whole
+      // answer's: to the end, where it is whole).
+      for (size_t at = text.find(syntax.open); at != std::string::npos;
+           at = syntax.whole_answer ? std::string::npos : text.find(syntax.open, at)) {
+        const size_t body = syntax.whole_answer ? at : at + syntax.open.size();
+        const size_t end = syntax.whole_answer ? (out.grammar.complete() ? text.size() : body)
+                                               : text.find(syntax.close, body);
+        if (end == std::string::npos || end == body) break;
+        const nlohmann::json value = nlohmann::json::parse(text.substr(body, end - body), nullptr,
+                                                           /*allow_exceptions=*/false);
+        if (syntax.whole_answer && !value.is_object()) break;  // free text, not a call
+        EXPECT_TRUE(testing::SchemaAdmits(value, reference)) << text;
+        ++calls;
+        at = end + syntax.close.size();
       }
     }
     EXPECT_GT(calls, 5) << "outputs write calls";
