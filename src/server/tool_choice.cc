@@ -60,7 +60,8 @@ Ordered CallAlternative(const std::string& name, const std::string& key, Ordered
 
 // Qwen3.5's calls write each argument as text that the chat format's parser reads back by the
 // type the tool declares for it (tool_call_format.h): a strict tool's arguments can be held only
-// where each declares one type, and a string one is not held to a length or pattern.
+// where each declares one type (or one and "null"), and a string one is not held to a length or
+// pattern.
 std::optional<ApiError> CheckXmlArguments(const Ordered& parameters, const JsonSchema& compiled,
                                           const std::string& where) {
   const auto properties = parameters.find("properties");
@@ -70,15 +71,21 @@ std::optional<ApiError> CheckXmlArguments(const Ordered& parameters, const JsonS
   const JsonSchemaNode& object = compiled.node(compiled.root());
   for (const auto& [key, schema] : properties->items()) {
     const std::string field = where + ".properties." + key;
-    const auto type = schema.is_object() ? schema.find("type") : schema.end();
-    if (type == schema.end() || !type->is_string() ||
-        std::ranges::find(kTypes, type->get<std::string>()) == std::end(kTypes)) {
+    const std::optional<ParameterType> type = DeclaredType(schema);
+    if (!type || std::ranges::find(kTypes, type->type) == std::end(kTypes) ||
+        (type->nullable && type->type == "null")) {
       return BadField(field,
                       "Qwen3.5 writes a call's arguments as text read back by their declared "
-                      "type, so a strict tool's parameter needs one \"type\"");
+                      "type, so a strict tool's parameter needs one \"type\" (or one and "
+                      "\"null\")");
     }
     for (const JsonSchemaNode::Property& p : object.properties) {
-      if (p.key == Ordered(key).dump() && compiled.node(p.node).held_string()) {
+      const JsonSchemaNode& value = compiled.node(p.node);
+      const bool held =
+          value.held_string() || std::ranges::any_of(value.alternatives, [&](int32_t a) {
+            return compiled.node(a).held_string();
+          });
+      if (p.key == Ordered(key).dump() && held) {
         return BadField(field,
                         "Qwen3.5 writes a string argument as its text: a strict tool's string "
                         "cannot be held to a length, pattern or format");

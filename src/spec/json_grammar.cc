@@ -196,7 +196,7 @@ bool JsonGrammar::EndXmlTag(int i) {
   pos_ = 0;
   aux_ = 0;
   spaces_ = 0;
-  if (Node(value).kind == Kind::kString) {
+  if (schema_->xml_text(value)) {
     lex_ = Lex::kXmlText;
     node_ = 0;
     return true;

@@ -264,20 +264,35 @@ class JsonSchemaCompiler {
           return refuse(p.node, "must have names without \">\" or whitespace");
         }
         tags[arguments].push_back("<parameter=" + key + ">");
-        const JsonSchemaNode& v = nodes()[p.node];
-        if (v.held_string()) return refuse(p.node, "cannot hold a string's length or pattern");
-        const bool strings = std::all_of(v.literals.begin(), v.literals.end(),
-                                         [](const std::string& l) { return l[0] == '"'; });
-        if (v.kind != Kind::kLiterals || !strings || !tags[p.node].empty()) continue;
-        for (const std::string& l : v.literals) {
-          const std::string value = Unquoted(l);
-          if (value.find("</parameter>") != std::string::npos) {
-            return refuse(p.node, "cannot take a value holding \"</parameter>\"");
-          }
-          tags[p.node].push_back("\n" + value + "\n</parameter>");
-        }
+        DSCALE_RETURN_IF_ERROR(XmlValueTags(p.node));
       }
       tags[arguments].push_back("</function>");
+    }
+    return Status::Ok();
+  }
+
+  // An argument's: a string held to a length or pattern refused (its text is not held); an enum
+  // of strings (and null, which the parser reads from "null") one tag per literal.
+  Status XmlValueTags(int32_t node) {
+    const JsonSchemaNode& v = nodes()[node];
+    const auto held = [&](int32_t n) { return nodes()[n].held_string(); };
+    if (v.held_string() || std::any_of(v.alternatives.begin(), v.alternatives.end(), held)) {
+      return Refuse(paths_[node],
+                    "an argument written as its text cannot be held to a length or "
+                    "pattern");
+    }
+    const auto text = [](const std::string& l) { return l[0] == '"' || l == "null"; };
+    const bool texts = std::all_of(v.literals.begin(), v.literals.end(), text);
+    auto& tags = schema_->xml_tags_[node];
+    if (v.kind != Kind::kLiterals || !texts || !tags.empty()) return Status::Ok();
+    const bool null = std::count(v.literals.begin(), v.literals.end(), "null") > 0;
+    for (const std::string& l : v.literals) {
+      const std::string value = l == "null" ? l : Unquoted(l);
+      if (value.find("</parameter>") != std::string::npos || (null && l == "\"null\"")) {
+        return Refuse(paths_[node], "an argument written as its text cannot take the value " + l +
+                                        (null ? " beside null" : ""));
+      }
+      tags.push_back("\n" + value + "\n</parameter>");
     }
     return Status::Ok();
   }
@@ -1018,6 +1033,20 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Calls(const nlohmann::orde
                           (syntax.xml_parameters ? "xml " : "") + (syntax.one_call ? "one " : "") +
                           call.dump();
   return Shared(key, [&] { return JsonSchemaCompiler(call, field).Calls(syntax); });
+}
+
+bool JsonSchema::xml_text(int32_t node) const {
+  const JsonSchemaNode& n = nodes_[static_cast<size_t>(node)];
+  if (n.kind == JsonSchemaNode::Kind::kString) return !n.held_string();
+  if (n.kind != JsonSchemaNode::Kind::kUnion || n.alternatives.size() != 2) return false;
+  bool string = false, null = false;
+  for (const int32_t a : n.alternatives) {
+    const JsonSchemaNode& alternative = nodes_[static_cast<size_t>(a)];
+    string |= alternative.kind == JsonSchemaNode::Kind::kString && !alternative.held_string();
+    null |= alternative.kind == JsonSchemaNode::Kind::kLiterals &&
+            alternative.literals == std::vector<std::string>{"null"};
+  }
+  return string && null;
 }
 
 const std::vector<std::string>& JsonSchema::xml_tags(int32_t node) const {

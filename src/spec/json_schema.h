@@ -191,9 +191,12 @@ class JsonSchema {
   const std::vector<std::string>& call_closers() const { return call_closers_; }
   // CallSyntax::xml_parameters: the tags a node's value may be at a point, whole (empty for
   // others): the call's "<function=NAME>" per tag literal; an arguments object's
-  // "<parameter=KEY>" per property, then "</function>"; an enum of strings' "\nVALUE\n</parameter>"
-  // per literal.
+  // "<parameter=KEY>" per property, then "</function>"; an enum of strings' (and null's)
+  // "\nVALUE\n</parameter>" per literal.
   const std::vector<std::string>& xml_tags(int32_t node) const;
+  // CallSyntax::xml_parameters: whether an argument of `node` is written as its text (a string
+  // not held to a length or pattern, or one or null: the parser reads "null" as null), not JSON.
+  bool xml_text(int32_t node) const;
   // The arguments object of the call's tag literal i (-1: any object, its body free text).
   int32_t xml_arguments(int i) const { return xml_arguments_[static_cast<size_t>(i)]; }
   // Unique to this schema in the process: the masks kept per grammar state tell schemas apart by

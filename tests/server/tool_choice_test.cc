@@ -87,7 +87,9 @@ TEST(ToolChoiceTest, Qwen3_5sXmlParameters) {
     EXPECT_FALSE(g.Feed(text)) << text;
   }
   for (const auto& [property, param] : std::vector<std::pair<Ordered, std::string>>{
-           {Ordered::parse(R"({"type": ["string", "null"]})"),
+           {Ordered::parse(R"({"type": ["string", "integer"]})"),
+            "tools[0].function.parameters.properties.city"},
+           {Ordered::parse(R"({"type": ["string", "null"], "pattern": "^a"})"),
             "tools[0].function.parameters.properties.city"},
            {Ordered::parse(R"({"enum": ["a", "b"]})"),
             "tools[0].function.parameters.properties.city"},
@@ -99,6 +101,14 @@ TEST(ToolChoiceTest, Qwen3_5sXmlParameters) {
     ASSERT_TRUE(e) << property.dump();
     EXPECT_EQ(e->param, param) << e->message;
   }
+  // OpenAI's strict form of an optional parameter, [T, "null"]: "null" is null.
+  Ordered optional = kTools;
+  optional[0]["function"]["parameters"]["properties"]["city"] = {{"type", {"string", "null"}}};
+  ASSERT_FALSE(HeldCallsSchema(optional, ChatFormat::kQwen3_5, &schema));
+  EXPECT_TRUE(dscale::testing::GrammarCompletes(
+      *schema,
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nnull\n</parameter>\n"
+      "</function>\n</tool_call>"));
 }
 
 // parallel_tool_calls false: one call at most, held ("auto" with a strict tool) or forced.

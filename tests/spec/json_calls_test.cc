@@ -206,11 +206,14 @@ TEST(JsonCallsTest, EveryCallOfAFinishedTextValidates) {
 }
 
 // Qwen3.5's calls (Qwen3-Coder's XML parameters): three tools' definitions, two held (a string,
-// an enum, an integer, an object, a boolean), the third any arguments.
+// an enum, an integer, an object, a boolean; a string, an enum and an integer that may be null),
+// the third any arguments.
 const char* const kXmlTools[] = {
     R"({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
         "properties": {"city": {"type": "string"}, "unit": {"type": "string",
-        "enum": ["c", "f"]}}, "required": ["city"]}}})",
+        "enum": ["c", "f"]}, "note": {"type": ["string", "null"]}, "days": {"type": ["null",
+        "integer"]}, "wind": {"type": ["string", "null"], "enum": ["kmh", null]}},
+        "required": ["city"]}}})",
     R"({"type": "function", "function": {"name": "search", "parameters": {"type": "object",
         "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1,
         "maximum": 10}, "filters": {"type": "object", "properties": {"lang": {"type": "string"}}},
@@ -246,7 +249,18 @@ TEST(JsonCallsTest, Qwen3_5sXmlParameters) {
       "<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n<parameter=limit>\n"
       "10\n</parameter>\n<parameter=filters>\n{\"lang\": \"en\"}\n</parameter>\n"
       "<parameter=exact>\ntrue\n</parameter>\n</function>\n</tool_call>";
-  for (const std::string& text : {weather, "Sure. " + search + "\nDone.",
+  // Parameters that may be null: "null" is null, else the text (a string) or the JSON.
+  const std::string nulls =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+      "<parameter=note>\nnull\n</parameter>\n<parameter=days>\nnull\n</parameter>\n"
+      "<parameter=wind>\nnull\n</parameter>\n</function>\n</tool_call>";
+  const std::vector<std::string> tools(std::begin(kXmlTools), std::end(kXmlTools));
+  const std::optional<ChatToolCall> read = ParseToolCall(
+      ChatFormat::kQwen3_5, nulls.substr(11, nulls.size() - 23), ToolParameterTypes(tools));
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(nlohmann::json::parse(read->arguments),
+            nlohmann::json::parse(R"({"city": "Oslo", "note": null, "days": null, "wind": null})"));
+  for (const std::string& text : {weather, "Sure. " + search + "\nDone.", nulls,
                                   std::string("<tool_call><function=now>{\"a\": "
                                               "1}</tool_call>")}) {
     EXPECT_TRUE(testing::GrammarCompletes(*calls, text)) << text;
@@ -265,6 +279,10 @@ TEST(JsonCallsTest, Qwen3_5sXmlParameters) {
            std::string("<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n"
                        "<parameter=limit>\n3 </parameter>x"),
            std::string("<tool_call>\n<function=nope>"),
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=city>\na\n</parameter>\n"
+                       "<parameter=days>\nx"),
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=city>\na\n</parameter>\n"
+                       "<parameter=wind>\nmph"),
        }) {
     EXPECT_FALSE(testing::GrammarTakes(*calls, text)) << text;
   }

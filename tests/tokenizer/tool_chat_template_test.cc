@@ -213,6 +213,27 @@ TEST(ToolCallFormatTest, Qwen3_5ReadsValuesByTheirDeclaredTypes) {
             R"("z": null, "bad_i": "4.5", "undeclared": "7", "text": "line one\nline two\n"})");
 }
 
+// OpenAI's strict form of an optional parameter, [T, "null"] in either order: "null" is null,
+// anything else is read as T. Other type lists declare nothing (strings).
+TEST(ToolCallFormatTest, Qwen3_5ReadsNullableValues) {
+  const ToolParameterTypes types(std::vector<std::string>{TemplateJson(OrderedJson::parse(R"(
+      {"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+       "properties": {"s": {"type": ["string", "null"]}, "t": {"type": ["string", "null"]},
+                      "i": {"type": ["null", "integer"]}, "j": {"type": ["integer", "null"]},
+                      "u": {"type": ["integer", "string"]}}}}})"))});
+  const auto call = ParseToolCall(ChatFormat::kQwen3_5,
+                                  "<function=f>\n"
+                                  "<parameter=s>\nnull\n</parameter>\n"
+                                  "<parameter=t>\nNull\n</parameter>\n"
+                                  "<parameter=i>\n7\n</parameter>\n"
+                                  "<parameter=j>\nnull\n</parameter>\n"
+                                  "<parameter=u>\n7\n</parameter>\n"
+                                  "</function>",
+                                  types);
+  ASSERT_TRUE(call);
+  EXPECT_EQ(call->arguments, R"({"s": null, "t": "Null", "i": 7, "j": null, "u": "7"})");
+}
+
 // A parameter's end may be missing before the next one or the function's end, and the
 // function's end may be missing; anything else is not a call.
 TEST(ToolCallFormatTest, Qwen3_5ToleratesMissingClosingTags) {

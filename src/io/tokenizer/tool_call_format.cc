@@ -48,9 +48,11 @@ constexpr std::string_view kParameterOpen = "<parameter=";
 constexpr std::string_view kParameterClose = "</parameter>";
 
 // A value written as text, read back as JSON by its declared type.
-OrderedJson ReadParameter(std::string_view text, std::string_view type) {
+OrderedJson ReadParameter(std::string_view text, const ParameterType& declared) {
   if (text.starts_with('\n')) text.remove_prefix(1);
   if (text.ends_with('\n')) text.remove_suffix(1);
+  if (declared.nullable && text == "null") return nullptr;
+  const std::string_view type = declared.type;
   const OrderedJson as_string(std::string{text});
   if (type == "boolean") {
     std::string lower(text);
@@ -112,19 +114,31 @@ ToolParameterTypes::ToolParameterTypes(std::span<const std::string> tools) {
     if (name == nullptr || !name->is_string() || properties == nullptr) continue;
     auto& declared = types_[name->get<std::string>()];
     for (const auto& [key, schema] : properties->items()) {
-      if (schema.is_object() && schema.contains("type") && schema["type"].is_string()) {
-        declared[key] = schema["type"].get<std::string>();
-      }
+      if (std::optional<ParameterType> type = DeclaredType(schema)) declared[key] = *type;
     }
   }
 }
 
-std::string_view ToolParameterTypes::TypeOf(const std::string& tool,
-                                            const std::string& parameter) const {
+ParameterType ToolParameterTypes::TypeOf(const std::string& tool,
+                                         const std::string& parameter) const {
   const auto t = types_.find(tool);
   if (t == types_.end()) return {};
   const auto p = t->second.find(parameter);
-  return p == t->second.end() ? std::string_view() : std::string_view(p->second);
+  return p == t->second.end() ? ParameterType{} : p->second;
+}
+
+std::optional<ParameterType> DeclaredType(const OrderedJson& schema) {
+  const OrderedJson* type = Member(&schema, "type");
+  if (type == nullptr) return std::nullopt;
+  if (type->is_string()) return ParameterType{.type = type->get<std::string>()};
+  // [T, "null"] in either order.
+  if (!type->is_array() || type->size() != 2 || !(*type)[0].is_string() ||
+      !(*type)[1].is_string()) {
+    return std::nullopt;
+  }
+  const std::string a = (*type)[0], b = (*type)[1];
+  if ((a == "null") == (b == "null")) return std::nullopt;
+  return ParameterType{.type = a == "null" ? b : a, .nullable = true};
 }
 
 ToolCallMarkers ToolCallMarkersOf(ChatFormat format) {

@@ -8,6 +8,7 @@
 // one call, {"name": "NAME", "parameters": {...}}, without markers.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,18 +28,29 @@ struct ToolCallMarkers {
 
 ToolCallMarkers ToolCallMarkersOf(ChatFormat format);
 
-// The JSON Schema type each tool declares for each of its parameters (parameters.properties.
-// KEY.type, where it is a string), read from the definitions as the request gave them.
+// A parameter's declared JSON Schema type: parameters.properties.KEY.type where it is a string,
+// or a type and "null" (OpenAI's strict form of an optional parameter, [T, "null"]).
+struct ParameterType {
+  std::string type;  // "" where none is declared
+  bool nullable = false;
+};
+
+// The type each tool declares for each of its parameters, read from the definitions as the
+// request gave them.
 class ToolParameterTypes {
  public:
   ToolParameterTypes() = default;
   explicit ToolParameterTypes(std::span<const std::string> tools);
-  // "" where the tool or the parameter declares none.
-  std::string_view TypeOf(const std::string& tool, const std::string& parameter) const;
+  // Empty where the tool or the parameter declares none.
+  ParameterType TypeOf(const std::string& tool, const std::string& parameter) const;
 
  private:
-  std::map<std::string, std::map<std::string, std::string>, std::less<>> types_;
+  std::map<std::string, std::map<std::string, ParameterType>, std::less<>> types_;
 };
+
+// The declared type of a parameter's schema (ParameterType); nullopt where it declares none, or
+// a type list other than [T, "null"].
+std::optional<ParameterType> DeclaredType(const nlohmann::ordered_json& schema);
 
 // The call written between the markers (whitespace around it allowed), its arguments as
 // TemplateJson writes their object, so a call written back into the history reads as the model
@@ -50,6 +62,7 @@ class ToolParameterTypes {
 //     loses one newline at each end and is read by its declared type: "string" as is; "integer",
 //     "number", "boolean" (true/false in any case), "null", "object" and "array" as the JSON
 //     they spell (a value that does not is kept as a string); an undeclared one as a string;
+//     one declared nullable ([T, "null"]) is null where its text is "null", else read as T;
 //   Llama 3.1: a JSON object with a non-empty string "name" and a "parameters" object.
 std::optional<ChatToolCall> ParseToolCall(ChatFormat format, std::string_view body,
                                           const ToolParameterTypes& types);
