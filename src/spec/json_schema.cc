@@ -9,6 +9,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "spec/xml_call_tags.h"
+
 namespace dscale {
 namespace {
 
@@ -192,7 +194,7 @@ class JsonSchemaCompiler {
     schema_->call_syntax_ = syntax;
     if (syntax.xml_parameters) {
       schema_->call_closers_ = {"</parameter>", "<parameter=", "</function>"};
-      DSCALE_RETURN_IF_ERROR(XmlTags(call));
+      DSCALE_RETURN_IF_ERROR(AddXmlCallTags(*schema_, call, paths_));
     }
     if (!syntax.whole_answer) schema_->call_closers_.push_back(syntax.close);
     return std::shared_ptr<const JsonSchema>(std::move(schema_));
@@ -220,87 +222,6 @@ class JsonSchemaCompiler {
 
  private:
   std::vector<JsonSchemaNode>& nodes() { return schema_->nodes_; }
-
-  // CallSyntax::xml_parameters: the tags of the call (one object or a tagged union of them, each
-  // its tag and its arguments object), of its arguments objects and their string enums.
-  Status XmlTags(int32_t call) {
-    auto& tags = schema_->xml_tags_;
-    tags.assign(nodes().size(), {});
-    const JsonSchemaNode& c = nodes()[call];
-    // Per tag literal, its object.
-    const std::vector<int32_t> owner =
-        c.kind == Kind::kTagged ? c.tag_owner : std::vector<int32_t>{call};
-    const auto refuse = [&](int32_t node, const std::string& why) {
-      return Refuse(paths_[node], "a call written as XML parameters " + why);
-    };
-    if (c.kind != Kind::kTagged && !(c.kind == Kind::kObject && c.properties.size() == 2)) {
-      return refuse(call, "must be an object of a name and arguments, or a tagged union of them");
-    }
-    const JsonSchemaNode& names = nodes()[c.properties[0].node];
-    if (names.kind != Kind::kLiterals) return refuse(call, "must begin with a name's const");
-    for (size_t i = 0; i < names.literals.size(); ++i) {
-      const JsonSchemaNode& object = nodes()[owner[i]];
-      if (object.properties.size() != 2 || names.literals[i].size() < 2 ||
-          names.literals[i][0] != '"') {
-        return refuse(owner[i], "must be a string name and an arguments object");
-      }
-      const std::string name = Unquoted(names.literals[i]);
-      if (name.empty() || name.find('>') != std::string::npos) {
-        return refuse(owner[i], "must have a name without \">\"");
-      }
-      tags[call].push_back("<function=" + name + ">");
-      const int32_t arguments = object.properties[1].node;
-      const JsonSchemaNode& a = nodes()[arguments];
-      if (a.kind != Kind::kObject) return refuse(arguments, "must have an object of arguments");
-      schema_->xml_arguments_.push_back(a.properties.empty() ? -1 : arguments);
-      if (a.properties.empty() || !tags[arguments].empty()) continue;
-      if (a.properties.size() >= kMaxSchemaChoices) {  // and "</function>"
-        return refuse(arguments,
-                      "takes fewer than " + std::to_string(kMaxSchemaChoices) + " properties");
-      }
-      for (const JsonSchemaNode::Property& p : a.properties) {
-        const std::string key = Unquoted(p.key);
-        if (key.empty() || key.find_first_of("> \t\n\r") != std::string::npos) {
-          return refuse(p.node, "must have names without \">\" or whitespace");
-        }
-        tags[arguments].push_back("<parameter=" + key + ">");
-        DSCALE_RETURN_IF_ERROR(XmlValueTags(p.node));
-      }
-      tags[arguments].push_back("</function>");
-    }
-    return Status::Ok();
-  }
-
-  // An argument's: a string held to a length or pattern refused (its text is not held); an enum
-  // of strings (and null, which the parser reads from "null") one tag per literal.
-  Status XmlValueTags(int32_t node) {
-    const JsonSchemaNode& v = nodes()[node];
-    const auto held = [&](int32_t n) { return nodes()[n].held_string(); };
-    if (v.held_string() || std::any_of(v.alternatives.begin(), v.alternatives.end(), held)) {
-      return Refuse(paths_[node],
-                    "an argument written as its text cannot be held to a length or "
-                    "pattern");
-    }
-    const auto text = [](const std::string& l) { return l[0] == '"' || l == "null"; };
-    const bool texts = std::all_of(v.literals.begin(), v.literals.end(), text);
-    auto& tags = schema_->xml_tags_[node];
-    if (v.kind != Kind::kLiterals || !texts || !tags.empty()) return Status::Ok();
-    const bool null = std::count(v.literals.begin(), v.literals.end(), "null") > 0;
-    for (const std::string& l : v.literals) {
-      const std::string value = l == "null" ? l : Unquoted(l);
-      if (value.find("</parameter>") != std::string::npos || (null && l == "\"null\"")) {
-        return Refuse(paths_[node], "an argument written as its text cannot take the value " + l +
-                                        (null ? " beside null" : ""));
-      }
-      tags.push_back("\n" + value + "\n</parameter>");
-    }
-    return Status::Ok();
-  }
-
-  // A JSON string's text, decoded.
-  static std::string Unquoted(const std::string& json) {
-    return Json::parse(json, nullptr, /*allow_exceptions=*/false).get<std::string>();
-  }
 
   // The document compiled, its top-level value (an object or an array) the root.
   Status CompileDocument() {
@@ -1033,25 +954,6 @@ Result<std::shared_ptr<const JsonSchema>> JsonSchema::Calls(const nlohmann::orde
                           (syntax.xml_parameters ? "xml " : "") + (syntax.one_call ? "one " : "") +
                           call.dump();
   return Shared(key, [&] { return JsonSchemaCompiler(call, field).Calls(syntax); });
-}
-
-bool JsonSchema::xml_text(int32_t node) const {
-  const JsonSchemaNode& n = nodes_[static_cast<size_t>(node)];
-  if (n.kind == JsonSchemaNode::Kind::kString) return !n.held_string();
-  if (n.kind != JsonSchemaNode::Kind::kUnion || n.alternatives.size() != 2) return false;
-  bool string = false, null = false;
-  for (const int32_t a : n.alternatives) {
-    const JsonSchemaNode& alternative = nodes_[static_cast<size_t>(a)];
-    string |= alternative.kind == JsonSchemaNode::Kind::kString && !alternative.held_string();
-    null |= alternative.kind == JsonSchemaNode::Kind::kLiterals &&
-            alternative.literals == std::vector<std::string>{"null"};
-  }
-  return string && null;
-}
-
-const std::vector<std::string>& JsonSchema::xml_tags(int32_t node) const {
-  static const std::vector<std::string> none;
-  return static_cast<size_t>(node) < xml_tags_.size() ? xml_tags_[static_cast<size_t>(node)] : none;
 }
 
 std::string JsonSchema::ChoicesPattern(const std::vector<std::string>& choices) {

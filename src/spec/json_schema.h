@@ -39,6 +39,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,8 @@ class JsonSchema {
 
  private:
   friend class JsonSchemaCompiler;
+  friend Status AddXmlCallTags(JsonSchema& schema, int32_t call,
+                               std::span<const std::string> paths);  // xml_call_tags.h
   std::vector<JsonSchemaNode> nodes_;
   std::vector<PatternDfa> patterns_;
   CallSyntax call_syntax_;
