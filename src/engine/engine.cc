@@ -338,6 +338,7 @@ bool Engine::TryStart(RequestState& r) {
   r.seq = cache_.AddSequence(shared);
   r.prefilled = shared_pages * page_size;
   PlanKeptStates(r, matched_pages);
+  r.result.cached_prompt_tokens = r.prefilled;
   stats_.prefix_query_tokens += config_.prefix_cache ? r.prompt_len : 0;
   stats_.prefix_hit_tokens += r.prefilled;
   r.draft_context = drafter_ != nullptr && planner_.FeedNewRequest();

@@ -56,6 +56,7 @@ struct RequestResult {
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // kError: why
   int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens = 0;  // of prompt_tokens, reused from the prefix cache
   int32_t steps = 0;              // verification steps after the prompt
   std::vector<int32_t> accepted;  // drafts accepted at each step
   Clock::time_point submitted, first_token, finished;

@@ -6,10 +6,8 @@
 #include "core/check.h"
 
 namespace dscale::server {
-namespace {
 
-// The update's text split by `output` (at the update that ends the choice, all that was held).
-ChatOutput::Piece Split(const RequestChannel::Update& update, ChatOutput* output) {
+ChatOutput::Piece SplitUpdate(const RequestChannel::Update& update, ChatOutput* output) {
   if (output == nullptr) return {.reasoning = {}, .content = update.text, .calls = {}};
   ChatOutput::Piece piece = output->Push(update.text);
   if (update.done) {
@@ -22,8 +20,6 @@ ChatOutput::Piece Split(const RequestChannel::Update& update, ChatOutput* output
   return piece;
 }
 
-}  // namespace
-
 std::string FinishReasonOf(Outcome outcome, const ChatOutput* output) {
   if (outcome == Outcome::kStop && output != nullptr && output->calls() > 0) return "tool_calls";
   return outcome == Outcome::kStop ? "stop" : "length";
@@ -33,7 +29,7 @@ std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t i
                          const RequestChannel::Update& update, ChatOutput* output,
                          int64_t* text_offset) {
   std::string out;
-  const ChatOutput::Piece piece = Split(update, output);
+  const ChatOutput::Piece piece = SplitUpdate(update, output);
   if (!piece.reasoning.empty() || !piece.content.empty() || !update.logprobs.empty()) {
     out += SseEvent(ChunkJson(meta, {.index = index,
                                      .text = piece.content,
@@ -65,7 +61,7 @@ std::string ChoiceEvents(const ResponseMeta& meta, bool include_usage, int32_t i
 }
 
 Choice WholeChoice(RequestChannel::Update update, ChatOutput* output) {
-  ChatOutput::Piece piece = Split(update, output);
+  ChatOutput::Piece piece = SplitUpdate(update, output);
   // The whole output in one update: a call's arguments are in the call.
   DSCALE_CHECK(piece.arguments.empty() || !piece.calls.empty());
   if (!piece.arguments.empty()) piece.calls.back().call.arguments += piece.arguments;

@@ -13,6 +13,10 @@
 
 namespace dscale::server {
 
+// The update's text split by `output` (null: all of it is content); at the update that ends
+// the choice, with all that `output` still held.
+ChatOutput::Piece SplitUpdate(const RequestChannel::Update& update, ChatOutput* output);
+
 // "stop", "length", or "tool_calls" for a stop after calls `output` returned.
 std::string FinishReasonOf(Outcome outcome, const ChatOutput* output);
 

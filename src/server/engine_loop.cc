@@ -2,6 +2,10 @@
 
 #include <malloc.h>
 
+#include <algorithm>
+#include <optional>
+#include <span>
+
 #include "core/log.h"
 
 namespace dscale::server {
@@ -29,7 +33,20 @@ struct EngineLoop::Active {
   // first (empty unless asked for).
   std::deque<TokenLogprobs> held_logprobs;
   bool failed = false;  // the channel already has an error
+  std::optional<int32_t> reasoning_close_token;  // PreparedRequest's
 };
+
+namespace {
+
+// The output's tokens up to and including `close` (all of them when it never came), with
+// thinking on; 0 otherwise.
+int64_t CountReasoningTokens(std::span<const int32_t> output, std::optional<int32_t> close) {
+  if (!close) return 0;
+  const auto end = std::find(output.begin(), output.end(), *close);
+  return (end - output.begin()) + (end == output.end() ? 0 : 1);
+}
+
+}  // namespace
 
 EngineLoop::EngineLoop(Engine& engine, const Tokenizer& tokenizer, int32_t request_slots)
     : engine_(engine), tokenizer_(tokenizer), slots_(request_slots) {
@@ -141,7 +158,8 @@ void EngineLoop::StartTask(Task task) {
       Active{.ticket = task.ticket,
              .channel = task.channel,
              .text = OutputText(tokenizer_, task.request.params.stop_strings),
-             .arrived = task.arrived});
+             .arrived = task.arrived,
+             .reasoning_close_token = task.request.reasoning_close_token});
   GenerationParams params = std::move(task.request.params);
   params.on_tokens = [this](const TokenEvent& event) { OnTokens(event); };
   // The HTTP thread checked the request (Engine::CheckRequest) where it entered.
@@ -187,8 +205,11 @@ void EngineLoop::OnFinished(const RequestResult& result) {
   const auto it = active_.find(result.id);
   if (it == active_.end()) return;
   Active& a = *it->second;
-  const Usage usage{.prompt_tokens = result.prompt_tokens,
-                    .completion_tokens = static_cast<int64_t>(result.output_ids.size())};
+  const Usage usage{
+      .prompt_tokens = result.prompt_tokens,
+      .completion_tokens = static_cast<int64_t>(result.output_ids.size()),
+      .cached_prompt_tokens = result.cached_prompt_tokens,
+      .reasoning_tokens = CountReasoningTokens(result.output_ids, a.reasoning_close_token)};
   Outcome outcome = Outcome::kCancelled;
   if (a.failed) {
     outcome = Outcome::kError;

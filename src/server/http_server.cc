@@ -15,6 +15,8 @@
 #include "server/connection_watch.h"
 #include "server/guarded_stream.h"
 #include "server/head_reader.h"
+#include "server/responses_output.h"
+#include "server/responses_request.h"
 
 namespace dscale::server {
 namespace {
@@ -43,8 +45,9 @@ ConnectionWatch WatchOf(const httplib::Request& req) {
 
 // The route label for metrics: the known paths, everything else "other".
 std::string RouteLabel(const std::string& path) {
-  static const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
-                                        "/health", "/metrics"};
+  static const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions",
+                                        "/v1/responses",   "/v1/models",
+                                        "/health",         "/metrics"};
   for (const char* route : kRoutes) {
     if (path == route) return route;
   }
@@ -216,6 +219,7 @@ struct HttpServer::Stream {
   std::vector<uint8_t> choice_done;             // [n] the choice's last update was read
   std::vector<int64_t> text_offset;             // [n] characters of the tokens sent (logprobs)
   std::vector<ChatOutput> outputs;              // [n] where the chat output is split, else []
+  std::optional<ResponsesOutput> responses;     // the Responses API's events (n = 1)
   Usage usage;                                  // the prompt once, the choices' tokens summed
   Clock::time_point last_check = Clock::now();  // of the client's connection
   Clock::time_point last_write = Clock::now();
@@ -296,6 +300,16 @@ void HttpServer::Route() {
   http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(Endpoint::kChatCompletions, req, res);
   });
+  http_->Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGenerate(Endpoint::kResponses, req, res);
+  });
+  // Nothing is stored (responses_request.h): a clear 404 rather than "no such route".
+  http_->Get("/v1/responses/(.+)", [this](const httplib::Request&, httplib::Response& res) {
+    Reply(res, {.status = 404,
+                .message = "this server stores no responses; a response is returned only to "
+                           "the request that made it",
+                .code = "not_found"});
+  });
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     HandleModels(req, res);
   });
@@ -352,15 +366,28 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
                                              PreparedRequest* prepared) {
   if (draining_) return Unavailable("shutting_down", "the server is shutting down");
   if (auto e = CheckContentType(req.get_header_value("Content-Type"))) return e;
-  if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
-  if (api->n > loop_.request_slots()) {
+  if (endpoint != Endpoint::kResponses) {
+    if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
+    return Admit(*api, serial, prepared);
+  }
+  // A Responses body is checked as the chat request it amounts to; errors name its own fields.
+  FieldMap fields;
+  std::optional<ApiError> error = ParseResponsesRequest(req.body, api, &fields);
+  if (!error) error = Admit(*api, serial, prepared);
+  if (error) return fields.Translate(std::move(*error));
+  return std::nullopt;
+}
+
+std::optional<ApiError> HttpServer::Admit(const ApiRequest& api, uint64_t serial,
+                                          PreparedRequest* prepared) {
+  if (api.n > loop_.request_slots()) {
     // Never admitted at these limits, however idle the server: not a 503 to retry.
     return BadField("n", "must be at most " + std::to_string(loop_.request_slots()) +
                              ": each choice is a request, and this server holds " +
                              std::to_string(loop_.request_slots()) +
                              " at once (--max-running + --max-queue)");
   }
-  if (auto e = PrepareRequest(*api, tokenizer_, model_, serial ^ salt_, prepared)) return e;
+  if (auto e = PrepareRequest(api, tokenizer_, model_, serial ^ salt_, prepared)) return e;
   if (Status s = check_(prepared->prompt, prepared->params); !s.ok()) {
     ApiError error = BadFieldMessage(s.message());
     if (s.code() == StatusCode::kOutOfRange) {
@@ -368,7 +395,7 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
       // (a missing max_tokens was capped by the room left, so then the prompt is at fault);
       // the client's field for the prompt is messages on chat.
       error.code = "context_length_exceeded";
-      if (error.param == "prompt" && endpoint == Endpoint::kChatCompletions) {
+      if (error.param == "prompt" && api.endpoint == Endpoint::kChatCompletions) {
         error.param = "messages";
       }
     }
@@ -411,17 +438,25 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
                           .model = model_.name,
                           .logprobs = api.logprobs};
   std::vector<ChatOutput> outputs = ChatOutputs(api, serial ^ salt_);
+  std::optional<ResponsesOutput> responses;
+  if (endpoint == Endpoint::kResponses) {
+    ResponseJson echo = api.responses_echo;
+    echo["temperature"] = prepared.params.sampling.temperature;
+    echo["top_p"] = prepared.params.sampling.top_p;
+    responses.emplace(meta, std::move(echo), dvl::SplitMix64Mix(serial ^ salt_));
+  }
   if (!api.stream) {
-    ReplyBlocking(req, res, generation, meta, std::move(outputs));
+    ReplyBlocking(req, res, generation, meta, std::move(outputs), std::move(responses));
     return false;
   }
-  ReplyStreaming(req, res, std::move(generation), meta, api.include_usage, std::move(outputs));
+  ReplyStreaming(req, res, std::move(generation), meta, api.include_usage, std::move(outputs),
+                 std::move(responses));
   return true;  // the stream's releaser ends the count
 }
 
 std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t id_seed) const {
   std::vector<ChatOutput> outputs;
-  if (api.endpoint != Endpoint::kChatCompletions) return outputs;
+  if (api.endpoint == Endpoint::kCompletions) return outputs;
   const ChatFormat format = ChatFormatOf(tokenizer_);
   // Thinking on: the format's reasoning block.
   const ChatFormatTraits& traits = TraitsOf(format);
@@ -449,7 +484,8 @@ std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t 
 
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                                const Generation& generation, const ResponseMeta& meta,
-                               std::vector<ChatOutput> outputs) {
+                               std::vector<ChatOutput> outputs,
+                               std::optional<ResponsesOutput> responses) {
   ConnectionWatch watch = WatchOf(req);
   std::vector<Choice> choices;
   Usage usage;
@@ -470,14 +506,20 @@ void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& r
     usage.prompt_tokens = update.usage.prompt_tokens;
     usage.completion_tokens += update.usage.completion_tokens;
     ChatOutput* output = outputs.empty() ? nullptr : &outputs[choices.size()];
+    if (responses) {
+      responses->Update(update, output);  // the whole output: one choice, its events unsent
+      continue;
+    }
     choices.push_back(WholeChoice(std::move(update), output));
   }
-  res.set_content(Dump(CompletionJson(meta, choices, usage)), kJson);
+  res.set_content(Dump(responses ? responses->Response() : CompletionJson(meta, choices, usage)),
+                  kJson);
 }
 
 void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& res,
                                 Generation generation, const ResponseMeta& meta, bool include_usage,
-                                std::vector<ChatOutput> outputs) {
+                                std::vector<ChatOutput> outputs,
+                                std::optional<ResponsesOutput> responses) {
   const size_t n = generation.channels.size();
   auto stream = std::make_shared<Stream>(Stream{.generation = std::move(generation),
                                                 .meta = meta,
@@ -485,7 +527,8 @@ void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& 
                                                 .watch = WatchOf(req),
                                                 .choice_done = std::vector<uint8_t>(n, 0),
                                                 .text_offset = std::vector<int64_t>(n, 0),
-                                                .outputs = std::move(outputs)});
+                                                .outputs = std::move(outputs),
+                                                .responses = std::move(responses)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must pass events on as they come
   res.set_chunked_content_provider(
@@ -504,6 +547,7 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   const auto n = static_cast<int32_t>(s.generation.channels.size());
   if (!s.opened) {
     s.opened = true;
+    if (s.responses) out += s.responses->Open();
     if (s.meta.endpoint == Endpoint::kChatCompletions) {
       for (int32_t i = 0; i < n; ++i) {
         out += SseEvent(
@@ -523,7 +567,8 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     RequestChannel::Update u;
     if (s.generation.channels[i]->Wait(out.empty() ? wait : std::chrono::milliseconds(0), &u)) {
       ChatOutput* output = s.outputs.empty() ? nullptr : &s.outputs[i];
-      out += ChoiceEvents(s.meta, s.include_usage, i, u, output, &s.text_offset[i]);
+      out += s.responses ? s.responses->Update(u, output)
+                         : ChoiceEvents(s.meta, s.include_usage, i, u, output, &s.text_offset[i]);
       if (u.done) {
         s.choice_done[i] = 1;
         s.usage.prompt_tokens = u.usage.prompt_tokens;
@@ -536,12 +581,12 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   if (error) {
     // A failed choice ends the stream: the error event, then [DONE]; the others are cancelled.
     s.generation.CancelAll(loop_);
-    out += SseEvent(error->ToJson());
+    if (!s.responses) out += SseEvent(error->ToJson());  // else in response.failed
   } else if (all_done && s.include_usage) {
     out += SseEvent(UsageChunkJson(s.meta, s.usage));
   }
   const bool done = all_done || error.has_value();
-  if (done) out += kSseDone;
+  if (done && !s.responses) out += kSseDone;
   // Writes fail only some time after the client has gone; look at the connection as well.
   if (!done && Clock::now() - s.last_check >= options_.poll_interval) {
     s.last_check = Clock::now();

@@ -1,6 +1,8 @@
 #pragma once
 // The OpenAI-compatible HTTP front end (cpp-httplib). Routes:
 //   POST /v1/completions, /v1/chat/completions   generation, streamed (SSE) or not
+//   POST /v1/responses                           the same as OpenAI's Responses API
+//                                                (responses_request.h, responses_output.h)
 //   GET  /v1/models, /v1/models/{id}             the served model
 //   GET  /health                                 200 while serving, 503 while draining
 //   GET  /metrics                                Prometheus text format
@@ -33,6 +35,7 @@
 #include "server/connection_limits.h"
 #include "server/engine_loop.h"
 #include "server/prompt_builder.h"
+#include "server/responses_output.h"
 
 namespace httplib {
 class Server;
@@ -95,6 +98,8 @@ class HttpServer {
   // Everything that can refuse a request before it reaches the engine thread.
   std::optional<ApiError> Validate(Endpoint endpoint, const httplib::Request& req, uint64_t serial,
                                    ApiRequest* api, PreparedRequest* prepared);
+  // What refuses a parsed request: too many choices, PrepareRequest, the engine's check.
+  std::optional<ApiError> Admit(const ApiRequest& api, uint64_t serial, PreparedRequest* prepared);
   void Reply(httplib::Response& res, const ApiError& error);
   // How each choice's chat output is split (reasoning with thinking on, calls to tools with
   // tool_choice "auto", or the answer as calls with a forced one), or none where the text is
@@ -102,10 +107,10 @@ class HttpServer {
   std::vector<ChatOutput> ChatOutputs(const ApiRequest& api, uint64_t id_seed) const;
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                      const Generation& generation, const ResponseMeta& meta,
-                     std::vector<ChatOutput> outputs);
+                     std::vector<ChatOutput> outputs, std::optional<ResponsesOutput> responses);
   void ReplyStreaming(const httplib::Request& req, httplib::Response& res, Generation generation,
-                      const ResponseMeta& meta, bool include_usage,
-                      std::vector<ChatOutput> outputs);
+                      const ResponseMeta& meta, bool include_usage, std::vector<ChatOutput> outputs,
+                      std::optional<ResponsesOutput> responses);
   bool StreamStep(Stream& stream, httplib::DataSink& sink);
   void HandleHealth(httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);

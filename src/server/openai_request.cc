@@ -919,8 +919,7 @@ int JsonDepth(std::string_view body, int limit) {
   return deepest;
 }
 
-std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body, ApiRequest* out) {
-  *out = ApiRequest{.endpoint = endpoint};
+std::optional<ApiError> CheckBodyBytes(std::string_view body) {
   if (body.empty()) return BadRequest("the request body is empty; expected a JSON object");
   if (const size_t bad = utf8::FindInvalid(body); bad != utf8::kAllValid) {
     return BadRequest("the request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
@@ -929,6 +928,12 @@ std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body
     return BadRequest("the request body nests arrays and objects deeper than " +
                       std::to_string(kMaxJsonDepth) + " levels");
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body, ApiRequest* out) {
+  *out = ApiRequest{.endpoint = endpoint};
+  if (auto e = CheckBodyBytes(body)) return e;
   const std::optional<json> parsed = ParseJson(body);
   if (!parsed) return BadRequest("the request body is not valid JSON");
   if (!parsed->is_object()) {

@@ -33,6 +33,7 @@
 // is that integer (1.0 is 1), under the same range checks.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,7 +46,9 @@
 
 namespace dscale::server {
 
-enum class Endpoint { kCompletions, kChatCompletions };
+// kResponses: OpenAI's Responses API (server/responses_request.h), a chat for everything but
+// the shape of its body and reply.
+enum class Endpoint { kCompletions, kChatCompletions, kResponses };
 
 // Deeper bodies are refused before parsing.
 inline constexpr int kMaxJsonDepth = 64;
@@ -109,6 +112,9 @@ struct ApiRequest {
   std::string schema_field;
   // structured_outputs was sent (vLLM's: json, regex or choice); response_format may not be.
   bool structured_outputs_sent = false;
+  // Endpoint::kResponses: the request's settings its response object repeats
+  // (server/responses_request.h).
+  nlohmann::ordered_json responses_echo;
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).
@@ -118,7 +124,11 @@ std::optional<ApiError> CheckContentType(std::string_view content_type);
 // (strings and escapes are skipped, so brackets inside strings do not count).
 int JsonDepth(std::string_view body, int limit);
 
-// Parses and validates a request body for `endpoint` into *out.
+// What every body must be before it is read as JSON: not empty, UTF-8, nested at most
+// kMaxJsonDepth deep.
+std::optional<ApiError> CheckBodyBytes(std::string_view body);
+
+// Parses and validates a request body for `endpoint` (not kResponses) into *out.
 std::optional<ApiError> ParseApiRequest(Endpoint endpoint, std::string_view body, ApiRequest* out);
 
 }  // namespace dscale::server

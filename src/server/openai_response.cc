@@ -61,7 +61,10 @@ std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt) {
   char hex[32];
   std::snprintf(hex, sizeof(hex), "%08llx%016llx", static_cast<unsigned long long>(serial),
                 static_cast<unsigned long long>(z));
-  return (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::string(hex);
+  const char* prefix = endpoint == Endpoint::kCompletions       ? "cmpl-"
+                       : endpoint == Endpoint::kChatCompletions ? "chatcmpl-"
+                                                                : "resp_";
+  return prefix + std::string(hex);
 }
 
 ResponseJson UsageJson(const Usage& usage) {

@@ -25,18 +25,20 @@ namespace dscale::server {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // of prompt_tokens, reused from the prefix cache
+  int64_t reasoning_tokens = 0;      // of completion_tokens, those of the reasoning block
 };
 
 // What every object of one response shares.
 struct ResponseMeta {
   Endpoint endpoint = Endpoint::kCompletions;
-  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  std::string id;       // "cmpl-...", "chatcmpl-..." or "resp_..."
   int64_t created = 0;  // Unix seconds
   std::string model;
   bool logprobs = false;  // choices carry the tokens' logprobs (else "logprobs": null)
 };
 
-// "cmpl-" / "chatcmpl-" followed by 24 hex digits of `serial` mixed with `salt`.
+// "cmpl-" / "chatcmpl-" / "resp_" followed by 24 hex digits of `serial` mixed with `salt`.
 std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt);
 
 ResponseJson UsageJson(const Usage& usage);

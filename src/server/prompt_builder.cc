@@ -193,7 +193,7 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
                     .param = "model",
                     .code = "model_not_found"};
   }
-  const bool chat = request.endpoint == Endpoint::kChatCompletions;
+  const bool chat = request.endpoint != Endpoint::kCompletions;
   const std::string input = chat ? "messages" : "prompt";
   std::optional<ApiError> error = CheckPromptBytes(request, model, input);
   if (error) return error;
@@ -225,8 +225,12 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   p.stop_ids.insert(p.stop_ids.end(), request.stop_token_ids.begin(), request.stop_token_ids.end());
   if (chat && (error = HoldStrictCalls(request, model, ChatFormatOf(tokenizer), &p))) return error;
   // With thinking on (in a format with a reasoning block), JSON mode holds the answer after it.
+  const std::string_view reasoning_close = TraitsOf(ChatFormatOf(tokenizer)).reasoning_close;
   if (p.sampling.rules.json_schema != nullptr && chat && request.enable_thinking) {
-    p.sampling.rules.reasoning_end = TraitsOf(ChatFormatOf(tokenizer)).reasoning_close;
+    p.sampling.rules.reasoning_end = reasoning_close;
+  }
+  if (chat && request.enable_thinking && !reasoning_close.empty()) {
+    out->reasoning_close_token = tokenizer.AddedTokenId(reasoning_close);
   }
   p.stop_strings = request.stop;
   p.logprobs = {.enabled = request.logprobs, .top = request.top_logprobs};

@@ -41,6 +41,9 @@ struct ModelInfo {
 struct PreparedRequest {
   std::vector<int32_t> prompt;
   GenerationParams params;  // on_tokens is left for the engine loop
+  // With thinking on, in a format whose reasoning block closes with an added token: that token
+  // (usage counts the output up to it, or all of an output cut off before it, as reasoning).
+  std::optional<int32_t> reasoning_close_token;
 };
 
 // Prompt text is bounded before it is tokenized: text (a completion prompt, or the chat

@@ -1,7 +1,7 @@
 // Drives a running `dscale serve` with the official OpenAI Node SDK, the way applications do:
 // models, chat and text completions, streamed and not, usage, stream_options.include_usage,
 // stop strings, logprobs, n choices, logit_bias and the penalties, tools, reasoning, JSON mode,
-// and error handling. Greedy
+// the Responses API, and error handling. Greedy
 // decoding makes streamed and non-streamed text equal.
 //
 // Usage: DSCALE_URL=http://127.0.0.1:PORT/v1 node sdk_test.mjs [rounds]
@@ -398,6 +398,96 @@ async function jsonMode(model, prompt) {
       });
 }
 
+// OpenAI's Responses API: the conversation chat would send gives chat's tokens (greedy), and
+// usage counts them; a stream's events build the same response; calls and their outputs go
+// back as items; a forced call is a function_call item; reasoning comes back as a reasoning
+// item; refusals name the Responses fields.
+async function responses(model, prompt) {
+  const chat = await client.chat.completions.create({
+    model, max_tokens: 12, temperature: 0,
+    messages: [{role: 'system', content: 'Be brief.'}, {role: 'user', content: prompt}]});
+  const request = {model, instructions: 'Be brief.', input: prompt, max_output_tokens: 12,
+                   temperature: 0};
+  const whole = await client.responses.create(request);
+  assert.equal(whole.object, 'response');
+  assert.match(whole.id, /^resp_[0-9a-f]{24}$/);
+  assert.equal(whole.model, model);
+  assert.equal(whole.output_text, chat.choices[0].message.content);
+  assert.equal(whole.status, chat.choices[0].finish_reason === 'length' ? 'incomplete' : 'completed');
+  assert.equal(whole.usage.input_tokens, chat.usage.prompt_tokens);
+  assert.equal(whole.usage.output_tokens, chat.usage.completion_tokens);
+  assert.equal(whole.usage.total_tokens, chat.usage.total_tokens);
+  assert.equal(whole.output[0].type, 'message');
+  assert.equal(whole.output[0].role, 'assistant');
+
+  const stream = client.responses.stream(request);
+  const events = [];
+  stream.on('event', (event) => events.push(event));
+  const streamed = await stream.finalResponse();  // the SDK adds no output_text here
+  const text = (response) => response.output.filter((item) => item.type === 'message')
+      .flatMap((item) => item.content.map((part) => part.text)).join('');
+  assert.equal(text(streamed), whole.output_text);
+  assert.equal(events[0].type, 'response.created');
+  assert.equal(events.at(-1).type, whole.status === 'completed' ? 'response.completed'
+                                                                : 'response.incomplete');
+  assert.deepEqual(events.map((e) => e.sequence_number), events.map((e, i) => i));
+  assert.deepEqual(events.at(-1).response.output, whole.output.map((item, i) =>
+      ({...item, id: events.at(-1).response.output[i].id})));
+
+  // A call and its output sent back as items make chat's prompt for the same turns.
+  const weather = {name: 'get_weather', description: 'The weather in a city', strict: true,
+                   parameters: {type: 'object', properties: {city: {type: 'string'}},
+                                required: ['city'], additionalProperties: false}};
+  const turns = await client.responses.create({
+    model, max_output_tokens: 8, temperature: 0, tools: [{type: 'function', ...weather}],
+    input: [{role: 'user', content: prompt},
+            {type: 'function_call', call_id: 'call_1', name: 'get_weather',
+             arguments: '{"city": "Paris"}'},
+            {type: 'function_call_output', call_id: 'call_1', output: '18 degrees'}]});
+  const chatTurns = await client.chat.completions.create({
+    model, max_tokens: 8, temperature: 0, tools: [{type: 'function', function: weather}],
+    messages: [{role: 'user', content: prompt},
+               {role: 'assistant', content: null, tool_calls: [{id: 'call_1', type: 'function',
+                 function: {name: 'get_weather', arguments: '{"city": "Paris"}'}}]},
+               {role: 'tool', tool_call_id: 'call_1', content: '18 degrees'}]});
+  assert.equal(turns.usage.input_tokens, chatTurns.usage.prompt_tokens);
+  assert.equal(turns.output_text, chatTurns.choices[0].message.content ?? '');
+
+  const forced = await client.responses.create({
+    model, max_output_tokens: 24, temperature: 0, input: prompt,
+    tools: [{type: 'function', ...weather}], tool_choice: {type: 'function', name: 'get_weather'}});
+  const call = forced.output.find((item) => item.type === 'function_call');
+  assert.equal(call.name, 'get_weather');
+  assert.match(call.call_id, /^call_[0-9a-f]{24}$/);
+  assert.ok(/^\{\s*("c|$)/.test(call.arguments), call.arguments);
+  if (forced.status === 'completed') assert.equal(typeof JSON.parse(call.arguments).city, 'string');
+
+  // Thinking on (any effort but "none"): an output made to open the block (a bias of 100 on
+  // "<think>", token 510) and cut off inside it is all reasoning.
+  const thought = await client.responses.create({
+    model, input: prompt, max_output_tokens: 3, temperature: 0, reasoning: {effort: 'low'},
+    logit_bias: {'510': 100}});
+  assert.equal(thought.status, 'incomplete');
+  assert.equal(thought.incomplete_details.reason, 'max_output_tokens');
+  assert.equal(thought.output[0].type, 'reasoning');
+  assert.equal(thought.output[0].content[0].text, '<think><think>');
+  assert.equal(thought.usage.output_tokens_details.reasoning_tokens, 3);
+  assert.equal(thought.output_text, '');
+
+  for (const [change, param] of [
+      [{input: [{role: 'user', content: [{type: 'input_image', image_url: 'x'}]}]},
+       'input[0].content[0].type'],
+      [{max_output_tokens: 0}, 'max_output_tokens'],
+      [{tools: [{type: 'function', name: 'a b'}]}, 'tools[0].name'],
+      [{previous_response_id: 'resp_1'}, 'previous_response_id']]) {
+    await assert.rejects(client.responses.create({...request, ...change}), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, param);
+      return true;
+    });
+  }
+}
+
 async function errors(model) {
   await assert.rejects(client.completions.create({model, prompt: 'x', n: 17}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
@@ -436,6 +526,7 @@ async function main() {
     if (round === 0) await forcedToolCalls(model, prompt);
     if (round === 0) await reasoning(model, prompt);
     if (round === 0) await jsonMode(model, prompt);
+    if (round === 0) await responses(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);

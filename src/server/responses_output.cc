@@ -1,0 +1,209 @@
+#include "server/responses_output.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "core/check.h"
+#include "dvl/deterministic_random.h"
+#include "server/choice_events.h"
+
+namespace dscale::server {
+namespace responses_reply {
+
+// "<prefix>_" and 24 hex digits, one per (seed, index).
+std::string ItemId(const char* prefix, uint64_t seed, size_t index) {
+  const uint64_t a = dvl::SplitMix64Mix(seed + 0x51ed2701ULL * (index + 1));
+  const uint64_t b = dvl::SplitMix64Mix(a ^ 0x2545f4914f6cdd1dULL);
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b >> 32));
+  return std::string(prefix) + "_" + hex;
+}
+
+ResponseJson UsageJson(const Usage& usage) {
+  return {{"input_tokens", usage.prompt_tokens},
+          {"input_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}},
+          {"output_tokens", usage.completion_tokens},
+          {"output_tokens_details", {{"reasoning_tokens", usage.reasoning_tokens}}},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+const char* StatusOf(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kStop:
+      return "completed";
+    case Outcome::kLength:
+      return "incomplete";
+    case Outcome::kError:
+      return "failed";
+    case Outcome::kCancelled:
+      return "cancelled";
+  }
+  return "failed";
+}
+
+}  // namespace responses_reply
+
+ResponsesOutput::ResponsesOutput(ResponseMeta meta, ResponseJson echo, uint64_t id_seed)
+    : meta_(std::move(meta)), echo_(std::move(echo)), id_seed_(id_seed) {}
+
+std::string ResponsesOutput::Event(const char* type, ResponseJson fields) {
+  ResponseJson event = {{"type", type}};
+  for (auto& [key, value] : fields.items()) event[key] = std::move(value);
+  event["sequence_number"] = sequence_++;
+  return std::string("event: ") + type + "\ndata: " + Dump(event) + "\n\n";
+}
+
+ResponseJson ResponsesOutput::ItemRef() const {
+  return {{"item_id", output_.back()["id"]}, {"output_index", output_.size() - 1}};
+}
+
+std::string ResponsesOutput::Open() {
+  std::string out = Event("response.created", {{"response", Response()}});
+  return out + Event("response.in_progress", {{"response", Response()}});
+}
+
+std::string ResponsesOutput::OpenItem(Kind kind, const ToolCall* call) {
+  std::string out = CloseItem("completed");
+  const size_t index = output_.size();
+  ResponseJson item;
+  ResponseJson part;
+  if (kind == Kind::kReasoning) {
+    item = {{"id", responses_reply::ItemId("rs", id_seed_, index)},
+            {"type", "reasoning"},
+            {"summary", ResponseJson::array()},
+            {"content", ResponseJson::array()}};
+    part = {{"type", "reasoning_text"}, {"text", ""}};
+  } else if (kind == Kind::kMessage) {
+    item = {{"id", responses_reply::ItemId("msg", id_seed_, index)},
+            {"type", "message"},
+            {"status", "in_progress"},
+            {"role", "assistant"},
+            {"content", ResponseJson::array()}};
+    part = {{"type", "output_text"}, {"text", ""}, {"annotations", ResponseJson::array()}};
+    if (meta_.logprobs) part["logprobs"] = ResponseJson::array();
+  } else {
+    DSCALE_CHECK(kind == Kind::kCall && call != nullptr);
+    item = {{"id", responses_reply::ItemId("fc", id_seed_, index)},
+            {"type", "function_call"},
+            {"status", "in_progress"},
+            {"call_id", call->id},
+            {"name", call->call.name},
+            {"arguments", ""}};
+  }
+  output_.push_back(item);
+  open_ = kind;
+  out += Event("response.output_item.added", {{"output_index", index}, {"item", std::move(item)}});
+  if (kind != Kind::kCall) {
+    open_item()["content"].push_back(part);
+    ResponseJson fields = ItemRef();
+    fields["content_index"] = 0;
+    fields["part"] = std::move(part);
+    out += Event("response.content_part.added", std::move(fields));
+  }
+  return out;
+}
+
+std::string ResponsesOutput::AddText(Kind kind, const std::string& text,
+                                     std::span<const LogprobEntry> logprobs) {
+  std::string out;
+  if (open_ != kind) out += OpenItem(kind);
+  ResponseJson& part = open_item()["content"][0];
+  part["text"].get_ref<std::string&>() += text;
+  ResponseJson fields = ItemRef();
+  fields["content_index"] = 0;
+  fields["delta"] = text;
+  if (kind == Kind::kMessage && meta_.logprobs) {
+    ResponseJson entries = ChatLogprobsJson(logprobs)["content"];
+    for (const ResponseJson& entry : entries) part["logprobs"].push_back(entry);
+    fields["logprobs"] = std::move(entries);
+  }
+  return out + Event(kind == Kind::kMessage ? "response.output_text.delta"
+                                            : "response.reasoning_text.delta",
+                     std::move(fields));
+}
+
+std::string ResponsesOutput::AddArguments(const std::string& arguments) {
+  DSCALE_CHECK(open_ == Kind::kCall);
+  open_item()["arguments"].get_ref<std::string&>() += arguments;
+  ResponseJson fields = ItemRef();
+  fields["delta"] = arguments;
+  return Event("response.function_call_arguments.delta", std::move(fields));
+}
+
+std::string ResponsesOutput::CloseItem(const char* status) {
+  if (open_ == Kind::kNone) return {};
+  const Kind kind = open_;
+  open_ = Kind::kNone;
+  ResponseJson& item = open_item();
+  std::string out;
+  ResponseJson fields = ItemRef();
+  if (kind == Kind::kCall) {
+    fields["name"] = item["name"];
+    fields["arguments"] = item["arguments"];
+    out += Event("response.function_call_arguments.done", std::move(fields));
+  } else {
+    const ResponseJson& part = item["content"][0];
+    fields["content_index"] = 0;
+    fields["text"] = part["text"];
+    if (kind == Kind::kMessage && meta_.logprobs) fields["logprobs"] = part["logprobs"];
+    out +=
+        Event(kind == Kind::kMessage ? "response.output_text.done" : "response.reasoning_text.done",
+              fields);
+    fields.erase("text");
+    fields.erase("logprobs");
+    fields["part"] = part;
+    out += Event("response.content_part.done", std::move(fields));
+  }
+  if (kind != Kind::kReasoning) item["status"] = status;
+  return out +
+         Event("response.output_item.done", {{"output_index", output_.size() - 1}, {"item", item}});
+}
+
+std::string ResponsesOutput::Update(const RequestChannel::Update& update, ChatOutput* output) {
+  const ChatOutput::Piece piece = SplitUpdate(update, output);
+  std::string out;
+  if (!piece.reasoning.empty()) out += AddText(Kind::kReasoning, piece.reasoning, {});
+  if (!piece.content.empty()) out += AddText(Kind::kMessage, piece.content, update.logprobs);
+  for (const ToolCall& call : piece.calls) {
+    out += OpenItem(Kind::kCall, &call);
+    if (!call.call.arguments.empty()) out += AddArguments(call.call.arguments);
+  }
+  if (!piece.arguments.empty()) out += AddArguments(piece.arguments);
+  if (update.done) out += Finish(update);
+  return out;
+}
+
+std::string ResponsesOutput::Finish(const RequestChannel::Update& update) {
+  std::string out = CloseItem(update.outcome == Outcome::kLength ? "incomplete" : "completed");
+  status_ = responses_reply::StatusOf(update.outcome);
+  usage_ = update.usage;
+  error_ = update.error;
+  const char* type = update.outcome == Outcome::kStop     ? "response.completed"
+                     : update.outcome == Outcome::kLength ? "response.incomplete"
+                                                          : "response.failed";
+  return out + Event(type, {{"response", Response()}});
+}
+
+ResponseJson ResponsesOutput::Response() const {
+  ResponseJson error = nullptr;
+  if (error_)
+    error = {{"code", error_->code.empty() ? "server_error" : error_->code},
+             {"message", error_->message}};
+  ResponseJson out = {
+      {"id", meta_.id},
+      {"object", "response"},
+      {"created_at", meta_.created},
+      {"status", status_},
+      {"background", false},
+      {"error", std::move(error)},
+      {"incomplete_details", status_ == "incomplete" ? ResponseJson{{"reason", "max_output_tokens"}}
+                                                     : ResponseJson(nullptr)},
+      {"model", meta_.model},
+      {"output", output_}};
+  for (const auto& [key, value] : echo_.items()) out[key] = value;
+  out["usage"] = usage_ ? responses_reply::UsageJson(*usage_) : ResponseJson(nullptr);
+  return out;
+}
+
+}  // namespace dscale::server

@@ -1,0 +1,553 @@
+#include "server/responses_request.h"
+
+#include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "io/json_util.h"
+#include "server/openai_response.h"
+
+namespace dscale::server {
+namespace responses_body {
+
+using Ordered = nlohmann::ordered_json;
+using Error = std::optional<ApiError>;
+
+std::string Got(const Ordered& value) { return ", got " + DescribeJson(nlohmann::json(value)); }
+
+const Ordered* Member(const Ordered& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string Index(const std::string& name, size_t i) {
+  return name + "[" + std::to_string(i) + "]";
+}
+
+Error CheckMembers(const Ordered& v, const std::string& name,
+                   std::initializer_list<std::string_view> allowed) {
+  for (const auto& [key, value] : v.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      return BadField(name + "." + key, "unrecognized field");
+    }
+  }
+  return std::nullopt;
+}
+
+Error ExpectString(const Ordered* v, const std::string& name) {
+  if (v == nullptr) return BadField(name, "is required");
+  if (!v->is_string()) return BadField(name, "expected a string" + Got(*v));
+  return std::nullopt;
+}
+
+// Text given as a string or as a list of parts {"type": one of `types`, "text"} ("refusal"
+// parts carry "refusal" instead), joined.
+Error ReadText(const Ordered& v, const std::string& name,
+               std::initializer_list<std::string_view> types, std::string* out) {
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+    return std::nullopt;
+  }
+  if (!v.is_array()) return BadField(name, "expected a string or a list of text parts" + Got(v));
+  out->clear();
+  for (size_t j = 0; j < v.size(); ++j) {
+    const std::string part = Index(name, j);
+    const Ordered& p = v[j];
+    if (!p.is_object()) return BadField(part, "expected an object" + Got(p));
+    const Ordered* type = Member(p, "type");
+    const bool known =
+        type != nullptr && type->is_string() &&
+        std::find(types.begin(), types.end(), type->get<std::string>()) != types.end();
+    if (!known) {
+      std::string expected;
+      for (std::string_view t : types)
+        expected += (expected.empty() ? "\"" : ", \"") + std::string(t) + "\"";
+      return BadField(part + ".type", "expected " + expected + " (only text is supported)" +
+                                          (type == nullptr ? "" : Got(*type)));
+    }
+    const char* text_key = *type == "refusal" ? "refusal" : "text";
+    if (Error e = CheckMembers(p, part, {"type", text_key, "annotations", "logprobs"})) return e;
+    if (Error e = ExpectString(Member(p, text_key), part + "." + text_key)) return e;
+    *out += (*Member(p, text_key)).get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// A reasoning item's text: its content's reasoning_text parts, else its summary's summary_text
+// parts (joined by a blank line, as they are separate paragraphs).
+Error ReadReasoning(const Ordered& item, const std::string& where, std::string* out) {
+  if (Error e = CheckMembers(item, where,
+                             {"type", "id", "summary", "content", "encrypted_content", "status"})) {
+    return e;
+  }
+  for (const auto& [key, part_type, separator] : {std::tuple{"content", "reasoning_text", ""},
+                                                  std::tuple{"summary", "summary_text", "\n\n"}}) {
+    const Ordered* parts = Member(item, key);
+    if (parts == nullptr) continue;
+    const std::string name = where + "." + key;
+    if (!parts->is_array()) return BadField(name, "expected a list of parts" + Got(*parts));
+    std::string text;
+    for (size_t j = 0; j < parts->size(); ++j) {
+      const Ordered& p = (*parts)[j];
+      const std::string part = Index(name, j);
+      if (!p.is_object() || Member(p, "type") == nullptr || (*Member(p, "type")) != part_type) {
+        return BadField(part, std::string("expected {\"type\": \"") + part_type + "\", \"text\"}");
+      }
+      if (Error e = CheckMembers(p, part, {"type", "text"})) return e;
+      if (Error e = ExpectString(Member(p, "text"), part + ".text")) return e;
+      text += (j > 0 ? separator : "") + (*Member(p, "text")).get<std::string>();
+    }
+    if (!parts->empty()) {
+      *out = std::move(text);
+      return std::nullopt;
+    }
+  }
+  out->clear();
+  return std::nullopt;
+}
+
+// Builds the chat body's messages from the input items, with their places in *fields.
+class Conversation {
+ public:
+  explicit Conversation(FieldMap* fields) : fields_(fields) {}
+
+  // The instructions and the input's leading system / developer messages: one system message.
+  void AddSystem(const std::string& text, const std::string& where) {
+    if (system_open_ && !messages_.empty()) {
+      std::string& content = messages_.back()["content"].get_ref<std::string&>();
+      content += "\n\n" + text;
+      return;
+    }
+    system_open_ = true;
+    Push({{"role", "system"}, {"content", text}}, where);
+  }
+
+  Error AddItem(const Ordered& item, const std::string& where) {
+    if (!item.is_object()) return BadField(where, "expected an item object" + Got(item));
+    const Ordered* type = Member(item, "type");
+    if (type != nullptr && !type->is_string()) {
+      return BadField(where + ".type", "expected a string" + Got(*type));
+    }
+    const std::string kind = type == nullptr ? "message" : type->get<std::string>();
+    if (kind == "message") return AddMessage(item, where);
+    system_open_ = false;
+    if (kind == "function_call") return AddCall(item, where);
+    if (kind == "function_call_output") return AddCallOutput(item, where);
+    if (kind == "reasoning") {
+      std::string text;
+      if (Error e = ReadReasoning(item, where, &text)) return e;
+      if (!text.empty()) reasoning_ += (reasoning_.empty() ? "" : "\n\n") + text;
+      calls_join_ = false;
+      return std::nullopt;
+    }
+    if (kind == "item_reference") {
+      return BadField(where, "this server stores no responses: send the item itself");
+    }
+    return BadField(where + ".type",
+                    "expected \"message\", \"function_call\", \"function_call_output\" or "
+                    "\"reasoning\" (no other items are supported), got \"" +
+                        kind + "\"");
+  }
+
+  Ordered Take() { return std::move(messages_); }
+
+ private:
+  Error AddMessage(const Ordered& item, const std::string& where) {
+    if (Error e = CheckMembers(item, where, {"type", "role", "content", "id", "status"})) return e;
+    const Ordered* role = Member(item, "role");
+    constexpr std::array kRoles = {"user", "system", "developer", "assistant"};
+    if (role == nullptr || !role->is_string() ||
+        std::find(kRoles.begin(), kRoles.end(), role->get<std::string>()) == kRoles.end()) {
+      return BadField(where + ".role", "expected user, system, developer or assistant" +
+                                           (role == nullptr ? "" : Got(*role)));
+    }
+    const Ordered* content = Member(item, "content");
+    if (content == nullptr) return BadField(where + ".content", "is required");
+    std::string text;
+    if (Error e = ReadText(*content, where + ".content", {"input_text", "output_text", "refusal"},
+                           &text)) {
+      return e;
+    }
+    const bool system = *role == "system" || *role == "developer";
+    if (system && (system_open_ || messages_.empty())) {
+      AddSystem(text, where);
+      return std::nullopt;
+    }
+    system_open_ = false;
+    Ordered message = {{"role", system ? "system" : role->get<std::string>()}, {"content", text}};
+    const bool assistant = *role == "assistant";
+    if (assistant) TakeReasoning(&message);
+    Push(std::move(message), where);
+    calls_join_ = assistant;
+    return std::nullopt;
+  }
+
+  Error AddCall(const Ordered& item, const std::string& where) {
+    if (Error e =
+            CheckMembers(item, where, {"type", "call_id", "name", "arguments", "id", "status"})) {
+      return e;
+    }
+    for (const char* key : {"call_id", "name", "arguments"}) {
+      if (Error e = ExpectString(Member(item, key), where + "." + key)) return e;
+    }
+    if (!calls_join_) {
+      Ordered message = {{"role", "assistant"}, {"content", nullptr}};
+      TakeReasoning(&message);
+      Push(std::move(message), where);
+      calls_join_ = true;
+    }
+    Ordered& calls = messages_.back()["tool_calls"];
+    if (calls.is_null()) calls = Ordered::array();
+    const std::string call =
+        Index(Index("messages", messages_.size() - 1) + ".tool_calls", calls.size());
+    calls.push_back({{"id", item["call_id"]},
+                     {"type", "function"},
+                     {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+    fields_->Add(call + ".function", where);
+    fields_->Add(call, where);
+    return std::nullopt;
+  }
+
+  Error AddCallOutput(const Ordered& item, const std::string& where) {
+    if (Error e = CheckMembers(item, where, {"type", "call_id", "output", "id", "status"}))
+      return e;
+    if (Error e = ExpectString(Member(item, "call_id"), where + ".call_id")) return e;
+    const Ordered* output = Member(item, "output");
+    if (output == nullptr) return BadField(where + ".output", "is required");
+    std::string text;
+    if (Error e = ReadText(*output, where + ".output", {"input_text"}, &text)) return e;
+    Push({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", text}}, where);
+    fields_->Add(Index("messages", messages_.size() - 1) + ".content", where + ".output");
+    calls_join_ = false;
+    return std::nullopt;
+  }
+
+  // A reasoning item's text goes with the assistant turn after it; a turn of another role
+  // after it leaves it out, as a template leaves out the reasoning of earlier turns.
+  void TakeReasoning(Ordered* message) {
+    if (!reasoning_.empty()) (*message)["reasoning_content"] = std::move(reasoning_);
+    reasoning_.clear();
+  }
+
+  void Push(Ordered message, const std::string& where) {
+    if (message["role"] != "assistant") reasoning_.clear();
+    fields_->Add(Index("messages", messages_.size()), where);
+    messages_.push_back(std::move(message));
+  }
+
+  FieldMap* fields_;
+  Ordered messages_ = Ordered::array();
+  std::string reasoning_;     // a reasoning item's, for the next assistant turn
+  bool system_open_ = false;  // the last message is the leading system message
+  bool calls_join_ = false;   // a function call joins the last (assistant) message
+};
+
+Error ReadInput(const Ordered& body, Ordered* chat, FieldMap* fields) {
+  Conversation conversation(fields);
+  if (const Ordered* instructions = Member(body, "instructions")) {
+    if (!instructions->is_string()) {
+      return BadField("instructions", "expected a string" + Got(*instructions));
+    }
+    conversation.AddSystem(instructions->get<std::string>(), "instructions");
+  }
+  const Ordered* input = Member(body, "input");
+  if (input == nullptr) return BadField("input", "is required");
+  if (input->is_string()) {
+    if (Error e = conversation.AddItem({{"role", "user"}, {"content", *input}}, "input")) return e;
+  } else if (input->is_array() && !input->empty()) {
+    for (size_t i = 0; i < input->size(); ++i) {
+      if (Error e = conversation.AddItem((*input)[i], Index("input", i))) return e;
+    }
+  } else {
+    return BadField("input", "expected a string or a non-empty list of items" + Got(*input));
+  }
+  (*chat)["messages"] = conversation.Take();
+  fields->Add("messages", "input");
+  fields->Add("prompt", "input");
+  return std::nullopt;
+}
+
+// [{"type": "function", "name", ...}] → chat's [{"type": "function", "function": {"name", ...}}],
+// members in the order sent (the template writes them so).
+Error ReadTools(const Ordered& v, Ordered* chat, FieldMap* fields) {
+  if (!v.is_array()) return BadField("tools", "expected a list of tools" + Got(v));
+  Ordered tools = Ordered::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = Index("tools", i);
+    const Ordered& tool = v[i];
+    if (!tool.is_object()) return BadField(where, "expected an object" + Got(tool));
+    const Ordered* type = Member(tool, "type");
+    if (type == nullptr || *type != "function") {
+      return BadField(where + ".type", "expected \"function\" (only function tools are supported)" +
+                                           (type == nullptr ? "" : Got(*type)));
+    }
+    Ordered function = Ordered::object();
+    for (const auto& [key, value] : tool.items()) {
+      if (key != "type") function[key] = value;
+    }
+    tools.push_back({{"type", "function"}, {"function", std::move(function)}});
+    fields->Add(where + ".function", where);
+  }
+  (*chat)["tools"] = std::move(tools);
+  return std::nullopt;
+}
+
+Error ReadToolChoice(const Ordered& v, Ordered* chat, FieldMap* fields) {
+  if (v.is_string()) {
+    (*chat)["tool_choice"] = v;  // chat checks the word
+    return std::nullopt;
+  }
+  if (!v.is_object() || Member(v, "type") == nullptr || *Member(v, "type") != "function") {
+    return BadField(
+        "tool_choice",
+        R"(expected "auto", "none", "required" or {"type": "function", "name": ...})" + Got(v));
+  }
+  if (Error e = CheckMembers(v, "tool_choice", {"type", "name"})) return e;
+  const Ordered* name = Member(v, "name");
+  (*chat)["tool_choice"] = {{"type", "function"},
+                            {"function", {{"name", name == nullptr ? Ordered() : *name}}}};
+  fields->Add("tool_choice.function", "tool_choice");
+  return std::nullopt;
+}
+
+// text: {"format": {...}, "verbosity"} → response_format.
+Error ReadTextOptions(const Ordered& v, Ordered* chat, Ordered* echo, FieldMap* fields) {
+  if (!v.is_object()) return BadField("text", "expected an object" + Got(v));
+  if (Error e = CheckMembers(v, "text", {"format", "verbosity"})) return e;
+  if (const Ordered* verbosity = Member(v, "verbosity")) {
+    if (*verbosity != "low" && *verbosity != "medium" && *verbosity != "high") {
+      return BadField("text.verbosity", R"(expected "low", "medium" or "high")" + Got(*verbosity));
+    }
+    (*echo)["verbosity"] = *verbosity;
+  }
+  const Ordered* format = Member(v, "format");
+  if (format == nullptr) return std::nullopt;
+  (*echo)["format"] = *format;
+  if (!format->is_object()) return BadField("text.format", "expected an object" + Got(*format));
+  const Ordered* type = Member(*format, "type");
+  if (type == nullptr || *type != "json_schema") {
+    (*chat)["response_format"] = *format;  // "text" or "json_object": chat checks them
+    fields->Add("response_format", "text.format");
+    return std::nullopt;
+  }
+  Ordered spec = Ordered::object();
+  for (const auto& [key, value] : format->items()) {
+    if (key != "type") spec[key] = value;
+  }
+  (*chat)["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(spec)}};
+  fields->Add("response_format.json_schema", "text.format");
+  fields->Add("response_format", "text.format");
+  return std::nullopt;
+}
+
+// reasoning: {"effort", "summary"} → chat_template_kwargs.enable_thinking.
+Error ReadReasoningOptions(const Ordered& v, Ordered* chat, Ordered* echo) {
+  if (!v.is_object()) return BadField("reasoning", "expected an object" + Got(v));
+  if (Error e = CheckMembers(v, "reasoning", {"effort", "summary", "generate_summary"})) return e;
+  constexpr std::array kEfforts = {"none", "minimal", "low", "medium", "high", "xhigh"};
+  if (const Ordered* effort = Member(v, "effort")) {
+    if (!effort->is_string() ||
+        std::find(kEfforts.begin(), kEfforts.end(), effort->get<std::string>()) == kEfforts.end()) {
+      return BadField(
+          "reasoning.effort",
+          R"(expected "none", "minimal", "low", "medium", "high" or "xhigh")" + Got(*effort));
+    }
+    (*chat)["chat_template_kwargs"] = {{"enable_thinking", *effort != "none"}};
+    (*echo)["effort"] = *effort;
+  }
+  for (const char* key : {"summary", "generate_summary"}) {
+    const Ordered* summary = Member(v, key);
+    if (summary == nullptr) continue;
+    if (*summary != "auto" && *summary != "concise" && *summary != "detailed") {
+      return BadField(std::string("reasoning.") + key,
+                      R"(expected "auto", "concise" or "detailed")" + Got(*summary));
+    }
+    (*echo)["summary"] = *summary;
+  }
+  return std::nullopt;
+}
+
+constexpr std::array kIncludes = {"message.output_text.logprobs",
+                                  "reasoning.encrypted_content",
+                                  "file_search_call.results",
+                                  "web_search_call.results",
+                                  "web_search_call.action.sources",
+                                  "message.input_image.image_url",
+                                  "computer_call_output.output.image_url",
+                                  "code_interpreter_call.outputs"};
+
+Error ReadInclude(const Ordered& v, bool* logprobs) {
+  if (!v.is_array()) return BadField("include", "expected a list of names" + Got(v));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string() ||
+        std::find(kIncludes.begin(), kIncludes.end(), v[i].get<std::string>()) == kIncludes.end()) {
+      return BadField(Index("include", i), "is not one of the Responses API's names" + Got(v[i]));
+    }
+    *logprobs = *logprobs || v[i] == "message.output_text.logprobs";
+  }
+  return std::nullopt;
+}
+
+// Fields whose value only has to have its type: accepted, and not acted on.
+Error CheckAccepted(const std::string& key, const Ordered& v) {
+  if (key == "store") {
+    if (!v.is_boolean()) return BadField(key, "expected a boolean" + Got(v));
+  } else if (key == "metadata") {
+    if (!v.is_object()) return BadField(key, "expected an object" + Got(v));
+  } else if (key == "stream_options") {
+    if (!v.is_object()) return BadField(key, "expected an object" + Got(v));
+    if (Error e = CheckMembers(v, key, {"include_obfuscation"})) return e;
+  } else if (key == "truncation") {
+    if (v != "disabled") {
+      return BadField(
+          key, R"(only "disabled" is supported: a prompt that does not fit is refused)" + Got(v));
+    }
+  } else if (key == "background") {
+    if (v != false) return BadField(key, "only false is supported" + Got(v));
+  } else if (!v.is_string()) {  // user, safety_identifier, prompt_cache_key, service_tier
+    return BadField(key, "expected a string" + Got(v));
+  }
+  return std::nullopt;
+}
+
+constexpr std::array kAccepted = {
+    "store", "metadata",          "stream_options",   "truncation",  "background",
+    "user",  "safety_identifier", "prompt_cache_key", "service_tier"};
+// Copied into the chat body as they are: chat's rules check them.
+constexpr std::array kShared = {"model",         "temperature",         "top_p",
+                                "stream",        "parallel_tool_calls", "top_k",
+                                "min_p",         "repetition_penalty",  "seed",
+                                "stop",          "presence_penalty",    "frequency_penalty",
+                                "logit_bias",    "ignore_eos",          "min_tokens",
+                                "stop_token_ids"};
+// Features of a stored conversation or of OpenAI's platform: null only.
+constexpr std::array kNullOnly = {"previous_response_id", "conversation", "prompt",
+                                  "max_tool_calls"};
+
+template <size_t N>
+bool OneOf(const std::array<const char*, N>& names, const std::string& key) {
+  return std::find_if(names.begin(), names.end(), [&](const char* n) { return key == n; }) !=
+         names.end();
+}
+
+// The request's settings the response object repeats, in OpenAI's order; temperature and top_p
+// are the defaults' once known.
+Ordered Echo(const Ordered& body) {
+  const auto sent = [&](const char* key, Ordered otherwise) {
+    const Ordered* v = Member(body, key);
+    return v == nullptr ? otherwise : *v;
+  };
+  return {{"instructions", sent("instructions", nullptr)},
+          {"max_output_tokens", sent("max_output_tokens", nullptr)},
+          {"max_tool_calls", nullptr},
+          {"parallel_tool_calls", sent("parallel_tool_calls", true)},
+          {"previous_response_id", nullptr},
+          {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
+          {"service_tier", "default"},
+          {"store", false},
+          {"temperature", nullptr},
+          {"text", {{"format", {{"type", "text"}}}, {"verbosity", "medium"}}},
+          {"tool_choice", sent("tool_choice", "auto")},
+          {"tools", sent("tools", Ordered::array())},
+          {"top_logprobs", sent("top_logprobs", 0)},
+          {"top_p", nullptr},
+          {"truncation", "disabled"},
+          {"user", sent("user", nullptr)},
+          {"metadata", sent("metadata", Ordered::object())}};
+}
+
+Error Translate(const Ordered& body, Ordered* chat, Ordered* echo, FieldMap* fields) {
+  bool logprobs = false;
+  for (const auto& [key, value] : body.items()) {
+    if (key == "input" || key == "instructions" || value.is_null()) continue;
+    Error e;
+    if (OneOf(kShared, key)) {
+      (*chat)[key] = value;
+    } else if (key == "max_output_tokens") {
+      (*chat)["max_tokens"] = value;
+      fields->Add("max_tokens", key);
+    } else if (key == "top_logprobs") {
+      (*chat)[key] = value;
+      logprobs = logprobs || (value.is_number() && value > 0);
+    } else if (key == "include") {
+      e = ReadInclude(value, &logprobs);
+    } else if (key == "tools") {
+      e = ReadTools(value, chat, fields);
+    } else if (key == "tool_choice") {
+      e = ReadToolChoice(value, chat, fields);
+    } else if (key == "text") {
+      e = ReadTextOptions(value, chat, &(*echo)["text"], fields);
+    } else if (key == "reasoning") {
+      e = ReadReasoningOptions(value, chat, &(*echo)["reasoning"]);
+    } else if (OneOf(kAccepted, key)) {
+      e = CheckAccepted(key, value);
+    } else if (OneOf(kNullOnly, key)) {
+      e = BadField(key,
+                   "is not supported: this server stores no responses or prompts; send the "
+                   "whole conversation in input");
+    } else {
+      e = BadField(key, "unrecognized request argument");
+    }
+    if (e) return e;
+  }
+  if (const Ordered* options = Member(body, "stream_options");
+      options != nullptr &&
+      (Member(body, "stream") == nullptr || *Member(body, "stream") != true)) {
+    return BadField("stream_options", "is only allowed when stream is true");
+  }
+  if (logprobs) (*chat)["logprobs"] = true;
+  fields->Add("logprobs", "include");
+  fields->Add("chat_template_kwargs.enable_thinking", "reasoning.effort");
+  fields->Add("chat_template_kwargs", "reasoning");
+  return ReadInput(body, chat, fields);
+}
+
+}  // namespace responses_body
+
+void FieldMap::Add(std::string chat_prefix, std::string sent_prefix) {
+  prefixes_.emplace_back(std::move(chat_prefix), std::move(sent_prefix));
+}
+
+ApiError FieldMap::Translate(ApiError error) const {
+  const std::pair<std::string, std::string>* best = nullptr;
+  for (const auto& entry : prefixes_) {
+    const std::string& prefix = entry.first;
+    const bool matches = error.param.starts_with(prefix) &&
+                         (error.param.size() == prefix.size() ||
+                          error.param[prefix.size()] == '.' || error.param[prefix.size()] == '[');
+    if (matches && (best == nullptr || prefix.size() > best->first.size())) best = &entry;
+  }
+  if (best == nullptr) return error;
+  const std::string param = best->second + error.param.substr(best->first.size());
+  if (error.message.starts_with(error.param + ": ")) {
+    error.message = param + error.message.substr(error.param.size());
+  }
+  error.param = param;
+  return error;
+}
+
+std::optional<ApiError> ParseResponsesRequest(std::string_view body, ApiRequest* out,
+                                              FieldMap* fields) {
+  using responses_body::Ordered;
+  *fields = FieldMap();
+  *out = ApiRequest{.endpoint = Endpoint::kResponses};
+  if (auto e = CheckBodyBytes(body)) return e;
+  const Ordered sent = Ordered::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (sent.is_discarded()) return BadRequest("the request body is not valid JSON");
+  if (!sent.is_object()) {
+    return BadRequest("the request body must be a JSON object" + responses_body::Got(sent));
+  }
+  if (responses_body::Member(sent, "model") == nullptr) return BadField("model", "is required");
+  Ordered chat = Ordered::object();
+  Ordered echo = responses_body::Echo(sent);
+  if (auto e = responses_body::Translate(sent, &chat, &echo, fields)) return e;
+  if (auto e = ParseApiRequest(Endpoint::kChatCompletions, Dump(chat), out)) {
+    return fields->Translate(std::move(*e));
+  }
+  out->endpoint = Endpoint::kResponses;
+  out->responses_echo = std::move(echo);
+  return std::nullopt;
+}
+
+}  // namespace dscale::server

@@ -1,0 +1,69 @@
+#pragma once
+// The body of POST /v1/responses (OpenAI's Responses API), read as the chat request it amounts
+// to: a Responses request is a chat whose conversation is a list of items. It is rewritten as a
+// /v1/chat/completions body and parsed by ParseApiRequest, so one set of rules checks both, and
+// every error (those of the prompt and the engine's check too: FieldMap) names the field as the
+// client sent it. Nothing is stored: a response cannot be fetched again or continued by its id.
+//
+// Accepted fields (anything else is a 400 naming it):
+//   model (required), input (required: a string, the user's message, or a list of items),
+//   instructions (a system message before the input), max_output_tokens, temperature, top_p,
+//   top_logprobs (0 to 20; above 0 the output text's log-probabilities are reported), include
+//   (the names OpenAI takes; "message.output_text.logprobs" reports the log-probabilities, the
+//   others ask for what this server never returns), stream, stream_options
+//   ({"include_obfuscation"}: accepted, nothing is obfuscated), tools (function tools:
+//   {"type": "function", "name", "description", "parameters", "strict"}), tool_choice ("auto",
+//   "none", "required" or {"type": "function", "name"}), parallel_tool_calls, text
+//   ({"format": {"type": "text"} | {"type": "json_object"} | {"type": "json_schema", "name",
+//   "schema", "description", "strict"}, "verbosity"}), reasoning ({"effort", "summary"}: thinking
+//   on, in the formats that have it, for any effort but "none"), store (accepted; the response
+//   says "store": false), metadata, user, safety_identifier, prompt_cache_key, service_tier,
+//   truncation ("disabled" only), background (false only), previous_response_id, conversation,
+//   prompt and max_tool_calls (null only), and the sampling extensions chat takes (top_k, min_p,
+//   repetition_penalty, seed, stop, presence_penalty, frequency_penalty, logit_bias, ignore_eos,
+//   min_tokens, stop_token_ids).
+// Items (input's list):
+//   message              {"role": "user" | "system" | "developer" | "assistant", "content": text or
+//                        parts "input_text" / "output_text" ({"text"}) and "refusal"}; "type":
+//                        "message", "id" and "status" optional
+//   function_call        {"call_id", "name", "arguments"}: an assistant's call; the calls after an
+//                        assistant's message (or after each other) are one chat turn
+//   function_call_output {"call_id", "output": text or input_text parts}: the tool's message
+//   reasoning            {"summary", "content", "encrypted_content"}: its text (the content's
+//                        reasoning_text, else the summary's summary_text) is the next assistant
+//                        turn's reasoning_content
+// The instructions and the system / developer messages that open the input are one system
+// message, their texts joined by a blank line (the Qwen3.5 template takes one system message,
+// and only first).
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace dscale::server {
+
+// Where the chat body's fields came from in the Responses body, as pairs of path prefixes
+// ("messages[2].tool_calls[0].function" → "input[3]"): turns an error about the chat body
+// into one about the request as sent.
+class FieldMap {
+ public:
+  void Add(std::string chat_prefix, std::string sent_prefix);
+  // The error with its param, and the message's leading "<param>: ", rewritten by the longest
+  // prefix that matches whole path steps; an error about no field, or about a field that
+  // matches none, is returned as it is.
+  ApiError Translate(ApiError error) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> prefixes_;
+};
+
+// Parses and validates a Responses body into *out (endpoint kResponses, responses_echo set;
+// temperature and top_p there are filled in once the defaults are known) and *fields.
+std::optional<ApiError> ParseResponsesRequest(std::string_view body, ApiRequest* out,
+                                              FieldMap* fields);
+
+}  // namespace dscale::server
