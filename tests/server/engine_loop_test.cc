@@ -124,6 +124,48 @@ TEST_F(EngineLoopTest, TextMatchesTheEngineRunAlone) {
   EXPECT_GT(m.stats.decode_steps, 0);
 }
 
+// Usage counts the prompt tokens the prefix cache supplied, and with thinking on the output up
+// to the reasoning block's closing token (all of an output that never closed it).
+TEST_F(EngineLoopTest, UsageCountsCachedPromptAndReasoningTokens) {
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 70; ++i) prompt.push_back(100 + i);
+  std::unique_ptr<Engine> alone = MakeEngine();
+  ASSERT_TRUE(alone->Submit(prompt, {.max_tokens = 12}).ok());
+  ASSERT_TRUE(alone->RunToCompletion().ok());
+  const std::vector<int32_t> output = alone->TakeFinished()[0].output_ids;
+  const int32_t close = output[4];
+  const int64_t through_close = std::find(output.begin(), output.end(), close) - output.begin() + 1;
+  int32_t absent = 0;
+  while (std::find(output.begin(), output.end(), absent) != output.end()) ++absent;
+
+  const Tokenizer& tok = testing::ServerTokenizer();
+  const EngineConfig config{.policy = LengthPolicy::Parse("dflash").value(),
+                            .max_running = 4,
+                            .page_size = 16,
+                            .kv_tokens = 4096,
+                            .prefix_cache = true,
+                            .token_text = [&tok](int32_t id) { return OutputTokenText(tok, id); }};
+  std::unique_ptr<Engine> engine = Engine::Create(target_, drafter_.get(), config).value();
+  EngineLoop loop(*engine, tok, 16);
+  loop.Start();
+  std::vector<RequestChannel::Update> ends;
+  for (const std::optional<int32_t> token :
+       {std::optional<int32_t>(), std::optional(close), std::optional(absent)}) {
+    PreparedRequest request = Request(prompt, 12);
+    request.reasoning_close_token = token;
+    auto channel = std::make_shared<RequestChannel>();
+    ASSERT_TRUE(loop.Submit(std::move(request), channel).ok());
+    ends.push_back(Drain(*channel));
+  }
+  loop.Stop();
+  EXPECT_EQ(ends[0].usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(ends[1].usage.cached_prompt_tokens, 64);  // the prompt's whole pages but the last row's
+  EXPECT_EQ(ends[2].usage.cached_prompt_tokens, ends[1].usage.cached_prompt_tokens);
+  EXPECT_EQ(ends[0].usage.reasoning_tokens, 0);
+  EXPECT_EQ(ends[1].usage.reasoning_tokens, through_close);
+  EXPECT_EQ(ends[2].usage.reasoning_tokens, 12);
+}
+
 // The loop run on the calling thread (as `dscale serve` runs it, on the thread that loaded the
 // models): another thread submits, reads the text the engine writes alone, and stops the loop,
 // which then returns.
