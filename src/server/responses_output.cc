@@ -1,24 +1,12 @@
 #include "server/responses_output.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "core/check.h"
-#include "dvl/deterministic_random.h"
 #include "server/choice_events.h"
 
 namespace dscale::server {
 namespace responses_reply {
-
-// "<prefix>_" and 24 hex digits, one per (seed, index).
-std::string ItemId(const char* prefix, uint64_t seed, size_t index) {
-  const uint64_t a = dvl::SplitMix64Mix(seed + 0x51ed2701ULL * (index + 1));
-  const uint64_t b = dvl::SplitMix64Mix(a ^ 0x2545f4914f6cdd1dULL);
-  char hex[32];
-  std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b >> 32));
-  return std::string(prefix) + "_" + hex;
-}
 
 ResponseJson UsageJson(const Usage& usage) {
   return {{"input_tokens", usage.prompt_tokens},
@@ -69,13 +57,13 @@ std::string ResponsesOutput::OpenItem(Kind kind, const ToolCall* call) {
   ResponseJson item;
   ResponseJson part;
   if (kind == Kind::kReasoning) {
-    item = {{"id", responses_reply::ItemId("rs", id_seed_, index)},
+    item = {{"id", ResponsePartId("rs", id_seed_, static_cast<int32_t>(index))},
             {"type", "reasoning"},
             {"summary", ResponseJson::array()},
             {"content", ResponseJson::array()}};
     part = {{"type", "reasoning_text"}, {"text", ""}};
   } else if (kind == Kind::kMessage) {
-    item = {{"id", responses_reply::ItemId("msg", id_seed_, index)},
+    item = {{"id", ResponsePartId("msg", id_seed_, static_cast<int32_t>(index))},
             {"type", "message"},
             {"status", "in_progress"},
             {"role", "assistant"},
@@ -84,7 +72,7 @@ std::string ResponsesOutput::OpenItem(Kind kind, const ToolCall* call) {
     if (meta_.logprobs) part["logprobs"] = ResponseJson::array();
   } else {
     DSCALE_CHECK(kind == Kind::kCall && call != nullptr);
-    item = {{"id", responses_reply::ItemId("fc", id_seed_, index)},
+    item = {{"id", ResponsePartId("fc", id_seed_, static_cast<int32_t>(index))},
             {"type", "function_call"},
             {"status", "in_progress"},
             {"call_id", call->id},

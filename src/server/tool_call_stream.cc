@@ -15,13 +15,13 @@ bool IsWhitespace(std::string_view text) {
 
 }  // namespace
 
-std::string ToolCallId(uint64_t seed, int32_t index) {
+std::string ResponsePartId(std::string_view prefix, uint64_t seed, int32_t index) {
   const uint64_t a = dvl::SplitMix64Mix(seed + 2 * static_cast<uint64_t>(index) + 1);
   const uint64_t b = dvl::SplitMix64Mix(a);
   char hex[32];
   std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(a),
                 static_cast<unsigned long long>(b >> 32));
-  return "call_" + std::string(hex);
+  return std::string(prefix) + "_" + hex;
 }
 
 ToolCallStream::ToolCallStream(ChatFormat format, ToolCallMarkers markers, ToolParameterTypes types,

@@ -31,8 +31,12 @@ struct ToolCall {
   ChatToolCall call;
 };
 
-// The id of a response's call `index`: "call_" and 24 hex digits from `seed`.
-std::string ToolCallId(uint64_t seed, int32_t index);
+// An id unique within a response: `prefix`, "_" and 24 hex digits from (`seed`, `index`).
+std::string ResponsePartId(std::string_view prefix, uint64_t seed, int32_t index);
+// The id of a response's call `index`: "call_…".
+inline std::string ToolCallId(uint64_t seed, int32_t index) {
+  return ResponsePartId("call", seed, index);
+}
 
 class ToolCallStream {
  public:

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "server_test_util.h"
+
 namespace dscale::server {
 namespace {
 
@@ -39,14 +41,7 @@ std::vector<json> Events(const std::string& sse) {
   return out;
 }
 
-std::vector<RequestChannel::Update> Updates(const std::vector<std::string>& texts,
-                                            Outcome outcome) {
-  std::vector<RequestChannel::Update> updates;
-  for (const std::string& text : texts) updates.push_back({.text = text});
-  updates.back().done = true;
-  updates.back().outcome = outcome;
-  return updates;
-}
+using testing::ChannelUpdates;
 
 const std::vector<std::string> kCallInPieces = {
     "Checking.", "\n<tool", "_call>\n{\"name\": \"get_weather\", ",
@@ -58,7 +53,7 @@ TEST(ChoiceEventsTest, AStreamSendsTheContentThenTheCallThenFinishesWithToolCall
   std::string content;
   std::vector<json> calls;
   json finish;
-  for (const RequestChannel::Update& u : Updates(kCallInPieces, Outcome::kStop)) {
+  for (const RequestChannel::Update& u : ChannelUpdates(kCallInPieces, Outcome::kStop)) {
     for (const json& event : Events(ChoiceEvents(kChatMeta, false, 0, u, &reader, &offset))) {
       const json& choice = event["choices"][0];
       const json& delta = choice["delta"];
@@ -123,7 +118,7 @@ TEST(ChoiceEventsTest, ReasoningThenACall) {
   int64_t offset = 0;
   std::string reasoning, content, finish;
   std::vector<std::string> called;
-  for (const RequestChannel::Update& u : Updates(pieces, Outcome::kStop)) {
+  for (const RequestChannel::Update& u : ChannelUpdates(pieces, Outcome::kStop)) {
     for (const json& event : Events(ChoiceEvents(kChatMeta, false, 0, u, &output, &offset))) {
       const json& choice = event["choices"][0];
       const json& delta = choice["delta"];
@@ -164,7 +159,7 @@ TEST(ChoiceEventsTest, AForcedCallStreamsItsArguments) {
   std::string name, arguments;
   std::vector<json> deltas;
   json finish;
-  for (const RequestChannel::Update& u : Updates(pieces, Outcome::kStop)) {
+  for (const RequestChannel::Update& u : ChannelUpdates(pieces, Outcome::kStop)) {
     for (const json& event : Events(ChoiceEvents(kChatMeta, false, 0, u, &streamed, &offset))) {
       const json& choice = event["choices"][0];
       if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];

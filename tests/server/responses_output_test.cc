@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "server_test_util.h"
+
 namespace dscale::server {
 namespace {
 
@@ -78,12 +80,10 @@ ChatOutput ThinkingToolsReader() {
       ToolCallStream(ChatFormat::kQwen3, {.open = "<tool_call>", .close = "</tool_call>"}, {}, 5));
 }
 
+// With the usage the engine loop reports at the end.
 std::vector<RequestChannel::Update> Updates(const std::vector<std::string>& texts,
                                             Outcome outcome) {
-  std::vector<RequestChannel::Update> updates;
-  for (const std::string& text : texts) updates.push_back({.text = text});
-  updates.back().done = true;
-  updates.back().outcome = outcome;
+  std::vector<RequestChannel::Update> updates = testing::ChannelUpdates(texts, outcome);
   updates.back().usage = {.prompt_tokens = 20,
                           .completion_tokens = 30,
                           .cached_prompt_tokens = 16,

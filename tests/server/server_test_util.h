@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "io/tokenizer/tokenizer.h"
 #include "server/prompt_builder.h"
+#include "server/request_channel.h"
 
 namespace dscale::server::testing {
 
@@ -18,6 +20,16 @@ inline const Tokenizer& ServerTokenizer() {
     return new Tokenizer(std::move(t).value());
   }();
   return *tokenizer;
+}
+
+// A channel's updates, one per text, the last one ending the request with `outcome`.
+inline std::vector<RequestChannel::Update> ChannelUpdates(const std::vector<std::string>& texts,
+                                                          Outcome outcome) {
+  std::vector<RequestChannel::Update> updates;
+  for (const std::string& text : texts) updates.push_back({.text = text});
+  updates.back().done = true;
+  updates.back().outcome = outcome;
+  return updates;
 }
 
 inline ModelInfo TinyModelInfo() {
