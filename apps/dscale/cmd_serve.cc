@@ -61,6 +61,7 @@ struct ServeArgs {
   int32_t body_timeout_s = 30;
   int32_t keep_alive_timeout_s = 5;
   int32_t drain_timeout_s = 30;
+  int32_t responses_store_mib = 64;  // server/response_store.h; 0: none
   bool reuse_port = false;
   bool tile_routing = true;
   bool prefix_cache = true;
@@ -249,7 +250,8 @@ int ServeUntilStopped(const ServeArgs& args, const LengthPolicy& policy, Runtime
        .port = args.port,
        .threads = args.http_threads > 0 ? args.http_threads : slots + 16,
        .limits = ConnectionLimitsOf(args),
-       .reuse_port = args.reuse_port});
+       .reuse_port = args.reuse_port,
+       .responses_store_bytes = static_cast<size_t>(args.responses_store_mib) << 20});
   if (Status s = http.Bind(); !s.ok()) return ReportError("serve", s);
   std::atomic<bool> ended{false};
   std::thread signal_thread([&] {
@@ -407,6 +409,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "parameters: strict (tools sent with strict: true, as OpenAI), all (every "
                   "tool's, as far as its parameters can be held) or none")
       ->check(CLI::IsMember({"strict", "all", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--responses-store-mib", args->responses_store_mib,
+                  "Memory for the Responses API's stored responses (previous_response_id, GET "
+                  "/v1/responses/{id}), least recently used dropped first; 0 keeps none")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds SIGTERM / SIGINT waits for in-flight requests before exiting anyway "

@@ -52,6 +52,7 @@ std::string RouteLabel(const std::string& path) {
     if (path == route) return route;
   }
   if (path.starts_with("/v1/models/")) return "/v1/models/{id}";
+  if (path.starts_with("/v1/responses/")) return "/v1/responses/{id}";
   return "other";
 }
 
@@ -219,7 +220,7 @@ struct HttpServer::Stream {
   std::vector<uint8_t> choice_done;             // [n] the choice's last update was read
   std::vector<int64_t> text_offset;             // [n] characters of the tokens sent (logprobs)
   std::vector<ChatOutput> outputs;              // [n] where the chat output is split, else []
-  std::optional<ResponsesOutput> responses;     // the Responses API's events (n = 1)
+  std::optional<ResponsesReply> responses;      // the Responses API's events (n = 1)
   Usage usage;                                  // the prompt once, the choices' tokens summed
   Clock::time_point last_check = Clock::now();  // of the client's connection
   Clock::time_point last_write = Clock::now();
@@ -237,6 +238,9 @@ HttpServer::HttpServer(EngineLoop& loop, const Tokenizer& tokenizer, ModelInfo m
                    .count()),
       salt_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
       http_(std::make_unique<Listener>(options_.limits, options_.threads)) {
+  if (options_.responses_store_bytes > 0) {
+    stored_ = std::make_unique<ResponseStore>(options_.responses_store_bytes);
+  }
   Route();
 }
 
@@ -303,12 +307,11 @@ void HttpServer::Route() {
   http_->Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(Endpoint::kResponses, req, res);
   });
-  // Nothing is stored (responses_request.h): a clear 404 rather than "no such route".
-  http_->Get("/v1/responses/(.+)", [this](const httplib::Request&, httplib::Response& res) {
-    Reply(res, {.status = 404,
-                .message = "this server stores no responses; a response is returned only to "
-                           "the request that made it",
-                .code = "not_found"});
+  http_->Get("/v1/responses/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleStoredResponse(req, res, /*erase=*/false);
+  });
+  http_->Delete("/v1/responses/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleStoredResponse(req, res, /*erase=*/true);
   });
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     HandleModels(req, res);
@@ -371,8 +374,26 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
     return Admit(*api, serial, prepared);
   }
   // A Responses body is checked as the chat request it amounts to; errors name its own fields.
+  StoredConversation stored;
+  if (stored_) {
+    stored = [this](const std::string& id, ResponseJson* items) -> std::optional<ApiError> {
+      std::string missing;
+      std::optional<ResponseJson> conversation = stored_->Conversation(id, &missing);
+      if (conversation) {
+        *items = std::move(*conversation);
+        return std::nullopt;
+      }
+      return ApiError{.status = 404,
+                      .message = "previous_response_id: no stored response \"" + missing + "\"" +
+                                 (missing == id ? "" : " (which \"" + id + "\" continues)") +
+                                 "; responses are kept in memory, the least recently used "
+                                 "dropped past --responses-store-mib",
+                      .param = "previous_response_id",
+                      .code = "not_found"};
+    };
+  }
   FieldMap fields;
-  std::optional<ApiError> error = ParseResponsesRequest(req.body, api, &fields);
+  std::optional<ApiError> error = ParseResponsesRequest(req.body, stored, api, &fields);
   if (!error) error = Admit(*api, serial, prepared);
   if (error) return fields.Translate(std::move(*error));
   return std::nullopt;
@@ -438,12 +459,9 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
                           .model = model_.name,
                           .logprobs = api.logprobs};
   std::vector<ChatOutput> outputs = ChatOutputs(api, serial ^ salt_);
-  std::optional<ResponsesOutput> responses;
+  std::optional<ResponsesReply> responses;
   if (endpoint == Endpoint::kResponses) {
-    ResponseJson echo = api.responses_echo;
-    echo["temperature"] = prepared.params.sampling.temperature;
-    echo["top_p"] = prepared.params.sampling.top_p;
-    responses.emplace(meta, std::move(echo), dvl::SplitMix64Mix(serial ^ salt_));
+    responses.emplace(ResponsesReplyOf(std::move(api.responses), prepared, meta, serial));
   }
   if (!api.stream) {
     ReplyBlocking(req, res, generation, meta, std::move(outputs), std::move(responses));
@@ -452,6 +470,19 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
   ReplyStreaming(req, res, std::move(generation), meta, api.include_usage, std::move(outputs),
                  std::move(responses));
   return true;  // the stream's releaser ends the count
+}
+
+HttpServer::ResponsesReply HttpServer::ResponsesReplyOf(ApiRequest::Responses request,
+                                                        const PreparedRequest& prepared,
+                                                        const ResponseMeta& meta,
+                                                        uint64_t serial) const {
+  request.store = request.store && stored_ != nullptr;
+  ResponseJson echo = request.echo;
+  echo["temperature"] = prepared.params.sampling.temperature;  // as used: defaults filled in
+  echo["top_p"] = prepared.params.sampling.top_p;
+  echo["store"] = request.store;
+  return {.output = ResponsesOutput(meta, std::move(echo), dvl::SplitMix64Mix(serial ^ salt_)),
+          .request = std::move(request)};
 }
 
 std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t id_seed) const {
@@ -485,7 +516,7 @@ std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t 
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                                const Generation& generation, const ResponseMeta& meta,
                                std::vector<ChatOutput> outputs,
-                               std::optional<ResponsesOutput> responses) {
+                               std::optional<ResponsesReply> responses) {
   ConnectionWatch watch = WatchOf(req);
   std::vector<Choice> choices;
   Usage usage;
@@ -507,19 +538,20 @@ void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& r
     usage.completion_tokens += update.usage.completion_tokens;
     ChatOutput* output = outputs.empty() ? nullptr : &outputs[choices.size()];
     if (responses) {
-      responses->Update(update, output);  // the whole output: one choice, its events unsent
+      responses->output.Update(update, output);  // the whole output: one choice, events unsent
       continue;
     }
     choices.push_back(WholeChoice(std::move(update), output));
   }
-  res.set_content(Dump(responses ? responses->Response() : CompletionJson(meta, choices, usage)),
-                  kJson);
+  if (responses) KeepResponse(*responses);
+  res.set_content(
+      Dump(responses ? responses->output.Response() : CompletionJson(meta, choices, usage)), kJson);
 }
 
 void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& res,
                                 Generation generation, const ResponseMeta& meta, bool include_usage,
                                 std::vector<ChatOutput> outputs,
-                                std::optional<ResponsesOutput> responses) {
+                                std::optional<ResponsesReply> responses) {
   const size_t n = generation.channels.size();
   auto stream = std::make_shared<Stream>(Stream{.generation = std::move(generation),
                                                 .meta = meta,
@@ -547,7 +579,7 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   const auto n = static_cast<int32_t>(s.generation.channels.size());
   if (!s.opened) {
     s.opened = true;
-    if (s.responses) out += s.responses->Open();
+    if (s.responses) out += s.responses->output.Open();
     if (s.meta.endpoint == Endpoint::kChatCompletions) {
       for (int32_t i = 0; i < n; ++i) {
         out += SseEvent(
@@ -567,8 +599,10 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     RequestChannel::Update u;
     if (s.generation.channels[i]->Wait(out.empty() ? wait : std::chrono::milliseconds(0), &u)) {
       ChatOutput* output = s.outputs.empty() ? nullptr : &s.outputs[i];
-      out += s.responses ? s.responses->Update(u, output)
+      out += s.responses ? s.responses->output.Update(u, output)
                          : ChoiceEvents(s.meta, s.include_usage, i, u, output, &s.text_offset[i]);
+      // Kept before the client reads that it finished: its next request may continue it.
+      if (s.responses && u.done) KeepResponse(*s.responses);
       if (u.done) {
         s.choice_done[i] = 1;
         s.usage.prompt_tokens = u.usage.prompt_tokens;
@@ -602,6 +636,33 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     sink.done();
   }
   return true;
+}
+
+void HttpServer::KeepResponse(const ResponsesReply& reply) {
+  if (!reply.request.store) return;
+  ResponseJson response = reply.output.Response();
+  if (response["status"] != "completed" && response["status"] != "incomplete") return;
+  const std::string id = response["id"];
+  stored_->Put(id, reply.request.previous_response_id, reply.request.input, std::move(response));
+}
+
+void HttpServer::HandleStoredResponse(const httplib::Request& req, httplib::Response& res,
+                                      bool erase) {
+  const std::string id = req.matches[1];
+  std::optional<ResponseJson> body;
+  if (stored_ && erase && stored_->Delete(id)) {
+    body = ResponseJson{{"id", id}, {"object", "response.deleted"}, {"deleted", true}};
+  } else if (stored_ && !erase) {
+    body = stored_->Response(id);
+  }
+  if (!body) {
+    return Reply(res,
+                 {.status = 404,
+                  .message = "no stored response \"" + id + "\"" +
+                             (stored_ ? "" : " (this server keeps none: --responses-store-mib 0)"),
+                  .code = "not_found"});
+  }
+  res.set_content(Dump(*body), kJson);
 }
 
 void HttpServer::HandleHealth(httplib::Response& res) {

@@ -3,6 +3,7 @@
 //   POST /v1/completions, /v1/chat/completions   generation, streamed (SSE) or not
 //   POST /v1/responses                           the same as OpenAI's Responses API
 //                                                (responses_request.h, responses_output.h)
+//   GET, DELETE /v1/responses/{id}               a stored response (response_store.h)
 //   GET  /v1/models, /v1/models/{id}             the served model
 //   GET  /health                                 200 while serving, 503 while draining
 //   GET  /metrics                                Prometheus text format
@@ -35,6 +36,7 @@
 #include "server/connection_limits.h"
 #include "server/engine_loop.h"
 #include "server/prompt_builder.h"
+#include "server/response_store.h"
 #include "server/responses_output.h"
 
 namespace httplib {
@@ -57,6 +59,9 @@ struct HttpOptions {
   bool reuse_port = false;
   // How often a request that is waiting for output checks whether its client has gone.
   std::chrono::milliseconds poll_interval{100};
+  // The Responses API's stored responses, in bytes of JSON at most (response_store.h); 0 keeps
+  // none (previous_response_id is refused).
+  size_t responses_store_bytes = size_t{64} << 20;
 };
 
 // The request's one validation after PrepareRequest (Engine::CheckRequest), callable from any
@@ -90,6 +95,11 @@ class HttpServer {
   struct Generation;
   struct Stream;
   class Listener;
+  // A Responses API reply: its items and events, and what the store keeps of its request.
+  struct ResponsesReply {
+    ResponsesOutput output;
+    ApiRequest::Responses request;
+  };
 
   void Route();
   void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
@@ -107,10 +117,17 @@ class HttpServer {
   std::vector<ChatOutput> ChatOutputs(const ApiRequest& api, uint64_t id_seed) const;
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                      const Generation& generation, const ResponseMeta& meta,
-                     std::vector<ChatOutput> outputs, std::optional<ResponsesOutput> responses);
+                     std::vector<ChatOutput> outputs, std::optional<ResponsesReply> responses);
   void ReplyStreaming(const httplib::Request& req, httplib::Response& res, Generation generation,
                       const ResponseMeta& meta, bool include_usage, std::vector<ChatOutput> outputs,
-                      std::optional<ResponsesOutput> responses);
+                      std::optional<ResponsesReply> responses);
+  // The reply of a Responses request: its echo completed with the settings as used.
+  ResponsesReply ResponsesReplyOf(ApiRequest::Responses request, const PreparedRequest& prepared,
+                                  const ResponseMeta& meta, uint64_t serial) const;
+  // Stores a finished Responses reply where its request asked to and the server keeps them.
+  void KeepResponse(const ResponsesReply& reply);
+  // GET and DELETE /v1/responses/{id}.
+  void HandleStoredResponse(const httplib::Request& req, httplib::Response& res, bool erase);
   bool StreamStep(Stream& stream, httplib::DataSink& sink);
   void HandleHealth(httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);
@@ -126,6 +143,7 @@ class HttpServer {
   const int64_t started_;  // Unix seconds
   const uint64_t salt_;    // makes response ids and default seeds differ between runs
   std::unique_ptr<Listener> http_;
+  std::unique_ptr<ResponseStore> stored_;  // null: responses_store_bytes 0
   int port_ = -1;
   std::atomic<bool> draining_{false};
   std::mutex serve_mu_;  // orders Serve's start and Stop

@@ -112,9 +112,14 @@ struct ApiRequest {
   std::string schema_field;
   // structured_outputs was sent (vLLM's: json, regex or choice); response_format may not be.
   bool structured_outputs_sent = false;
-  // Endpoint::kResponses: the request's settings its response object repeats
-  // (server/responses_request.h).
-  nlohmann::ordered_json responses_echo;
+  // Endpoint::kResponses (server/responses_request.h): what its reply and the response store
+  // need of the request.
+  struct Responses {
+    nlohmann::ordered_json echo;       // the settings the response object repeats
+    nlohmann::ordered_json input;      // its input items (a string input as the user's message)
+    std::string previous_response_id;  // the stored response it continues, if any
+    bool store = true;
+  } responses;
 };
 
 // 415 unless the Content-Type is application/json (parameters such as charset allowed).

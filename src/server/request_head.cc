@@ -114,6 +114,8 @@ std::optional<ApiError> CheckFraming(std::string_view method, const Framing& f,
     return std::nullopt;
   }
   if (!chunked && !f.content_length) {
+    // A DELETE without framing has no body (RFC 9112, 6.3), as clients send one.
+    if (method == "DELETE") return std::nullopt;
     return Refuse(411, "a request body needs Content-Length or Transfer-Encoding: chunked");
   }
   if (f.content_length && *f.content_length > limits.max_body_bytes) {

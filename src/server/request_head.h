@@ -7,7 +7,8 @@
 //   - a Transfer-Encoding other than chunked: 501;
 //   - a Content-Encoding other than identity: 415 (no OpenAI client compresses requests; a
 //     compressed body would need inflating before its size is known);
-//   - a body (POST, PUT, PATCH, DELETE) framed by neither Content-Length nor chunked: 411;
+//   - a body (POST, PUT, PATCH) framed by neither Content-Length nor chunked: 411 (a DELETE
+//     framed by neither has no body);
 //   - a Content-Length above max_body_bytes: 413, before any of the body is read;
 //   - a body on GET, HEAD or OPTIONS: 400.
 // Range fields are dropped: no route serves partial content.

@@ -41,8 +41,29 @@ Error ExpectString(const Ordered* v, const std::string& name) {
   return std::nullopt;
 }
 
-// Text given as a string or as a list of parts {"type": one of `types`, "text"} ("refusal"
-// parts carry "refusal" instead), joined.
+// One part {"type": one of `types`, "text"} ("refusal" parts carry "refusal" instead).
+Error ReadTextPart(const Ordered& p, const std::string& part,
+                   std::initializer_list<std::string_view> types, std::string* out) {
+  if (!p.is_object()) return BadField(part, "expected an object" + Got(p));
+  const Ordered* type = Member(p, "type");
+  const bool known = type != nullptr && type->is_string() &&
+                     std::find(types.begin(), types.end(), type->get<std::string>()) != types.end();
+  if (!known) {
+    std::string expected;
+    for (std::string_view t : types) {
+      expected += (expected.empty() ? "\"" : ", \"") + std::string(t) + "\"";
+    }
+    return BadField(part + ".type", "expected " + expected + " (only text is supported)" +
+                                        (type == nullptr ? "" : Got(*type)));
+  }
+  const char* text_key = *type == "refusal" ? "refusal" : "text";
+  if (Error e = CheckMembers(p, part, {"type", text_key, "annotations", "logprobs"})) return e;
+  if (Error e = ExpectString(Member(p, text_key), part + "." + text_key)) return e;
+  *out = Member(p, text_key)->get<std::string>();
+  return std::nullopt;
+}
+
+// Text given as a string or as a list of parts (ReadTextPart), joined.
 Error ReadText(const Ordered& v, const std::string& name,
                std::initializer_list<std::string_view> types, std::string* out) {
   if (v.is_string()) {
@@ -52,51 +73,36 @@ Error ReadText(const Ordered& v, const std::string& name,
   if (!v.is_array()) return BadField(name, "expected a string or a list of text parts" + Got(v));
   out->clear();
   for (size_t j = 0; j < v.size(); ++j) {
-    const std::string part = Index(name, j);
-    const Ordered& p = v[j];
-    if (!p.is_object()) return BadField(part, "expected an object" + Got(p));
-    const Ordered* type = Member(p, "type");
-    const bool known =
-        type != nullptr && type->is_string() &&
-        std::find(types.begin(), types.end(), type->get<std::string>()) != types.end();
-    if (!known) {
-      std::string expected;
-      for (std::string_view t : types)
-        expected += (expected.empty() ? "\"" : ", \"") + std::string(t) + "\"";
-      return BadField(part + ".type", "expected " + expected + " (only text is supported)" +
-                                          (type == nullptr ? "" : Got(*type)));
-    }
-    const char* text_key = *type == "refusal" ? "refusal" : "text";
-    if (Error e = CheckMembers(p, part, {"type", text_key, "annotations", "logprobs"})) return e;
-    if (Error e = ExpectString(Member(p, text_key), part + "." + text_key)) return e;
-    *out += (*Member(p, text_key)).get<std::string>();
+    std::string text;
+    if (Error e = ReadTextPart(v[j], Index(name, j), types, &text)) return e;
+    *out += text;
   }
   return std::nullopt;
 }
 
-// A reasoning item's text: its content's reasoning_text parts, else its summary's summary_text
-// parts (joined by a blank line, as they are separate paragraphs).
+// A reasoning item's text: its content's parts ("reasoning_text", or "text" as Codex also
+// writes them), else its summary's "summary_text" parts (joined by a blank line: paragraphs).
 Error ReadReasoning(const Ordered& item, const std::string& where, std::string* out) {
   if (Error e = CheckMembers(item, where,
                              {"type", "id", "summary", "content", "encrypted_content", "status"})) {
     return e;
   }
-  for (const auto& [key, part_type, separator] : {std::tuple{"content", "reasoning_text", ""},
-                                                  std::tuple{"summary", "summary_text", "\n\n"}}) {
-    const Ordered* parts = Member(item, key);
+  struct Parts {
+    const char* key;
+    std::initializer_list<std::string_view> types;
+    const char* separator;
+  };
+  for (const Parts& kind : {Parts{"content", {"reasoning_text", "text"}, ""},
+                            Parts{"summary", {"summary_text"}, "\n\n"}}) {
+    const Ordered* parts = Member(item, kind.key);
     if (parts == nullptr) continue;
-    const std::string name = where + "." + key;
+    const std::string name = where + "." + kind.key;
     if (!parts->is_array()) return BadField(name, "expected a list of parts" + Got(*parts));
     std::string text;
     for (size_t j = 0; j < parts->size(); ++j) {
-      const Ordered& p = (*parts)[j];
-      const std::string part = Index(name, j);
-      if (!p.is_object() || Member(p, "type") == nullptr || (*Member(p, "type")) != part_type) {
-        return BadField(part, std::string("expected {\"type\": \"") + part_type + "\", \"text\"}");
-      }
-      if (Error e = CheckMembers(p, part, {"type", "text"})) return e;
-      if (Error e = ExpectString(Member(p, "text"), part + ".text")) return e;
-      text += (j > 0 ? separator : "") + (*Member(p, "text")).get<std::string>();
+      std::string part_text;
+      if (Error e = ReadTextPart((*parts)[j], Index(name, j), kind.types, &part_text)) return e;
+      text += (j > 0 ? kind.separator : "") + part_text;
     }
     if (!parts->empty()) {
       *out = std::move(text);
@@ -243,7 +249,10 @@ class Conversation {
   bool calls_join_ = false;   // a function call joins the last (assistant) message
 };
 
-Error ReadInput(const Ordered& body, Ordered* chat, FieldMap* fields) {
+// The instructions, then the stored conversation `earlier` continues (previous_response_id's),
+// then the input; the input's items (a string as the user's message) into *items.
+Error ReadInput(const Ordered& body, const Ordered& earlier, Ordered* chat, Ordered* items,
+                FieldMap* fields) {
   Conversation conversation(fields);
   if (const Ordered* instructions = Member(body, "instructions")) {
     if (!instructions->is_string()) {
@@ -251,11 +260,16 @@ Error ReadInput(const Ordered& body, Ordered* chat, FieldMap* fields) {
     }
     conversation.AddSystem(instructions->get<std::string>(), "instructions");
   }
+  for (const Ordered& item : earlier) {
+    if (Error e = conversation.AddItem(item, "previous_response_id")) return e;
+  }
   const Ordered* input = Member(body, "input");
   if (input == nullptr) return BadField("input", "is required");
   if (input->is_string()) {
-    if (Error e = conversation.AddItem({{"role", "user"}, {"content", *input}}, "input")) return e;
+    *items = Ordered::array({{{"role", "user"}, {"content", *input}}});
+    if (Error e = conversation.AddItem((*items)[0], "input")) return e;
   } else if (input->is_array() && !input->empty()) {
+    *items = *input;
     for (size_t i = 0; i < input->size(); ++i) {
       if (Error e = conversation.AddItem((*input)[i], Index("input", i))) return e;
     }
@@ -391,9 +405,7 @@ Error ReadInclude(const Ordered& v, bool* logprobs) {
 
 // Fields whose value only has to have its type: accepted, and not acted on.
 Error CheckAccepted(const std::string& key, const Ordered& v) {
-  if (key == "store") {
-    if (!v.is_boolean()) return BadField(key, "expected a boolean" + Got(v));
-  } else if (key == "metadata") {
+  if (key == "metadata") {
     if (!v.is_object()) return BadField(key, "expected an object" + Got(v));
   } else if (key == "stream_options") {
     if (!v.is_object()) return BadField(key, "expected an object" + Got(v));
@@ -411,9 +423,9 @@ Error CheckAccepted(const std::string& key, const Ordered& v) {
   return std::nullopt;
 }
 
-constexpr std::array kAccepted = {
-    "store", "metadata",          "stream_options",   "truncation",  "background",
-    "user",  "safety_identifier", "prompt_cache_key", "service_tier"};
+constexpr std::array kAccepted = {"metadata",         "stream_options", "truncation",
+                                  "background",       "user",           "safety_identifier",
+                                  "prompt_cache_key", "service_tier"};
 // Copied into the chat body as they are: chat's rules check them.
 constexpr std::array kShared = {"model",         "temperature",         "top_p",
                                 "stream",        "parallel_tool_calls", "top_k",
@@ -421,9 +433,8 @@ constexpr std::array kShared = {"model",         "temperature",         "top_p",
                                 "stop",          "presence_penalty",    "frequency_penalty",
                                 "logit_bias",    "ignore_eos",          "min_tokens",
                                 "stop_token_ids"};
-// Features of a stored conversation or of OpenAI's platform: null only.
-constexpr std::array kNullOnly = {"previous_response_id", "conversation", "prompt",
-                                  "max_tool_calls"};
+// Features of OpenAI's platform (stored conversations and prompts): null only.
+constexpr std::array kNullOnly = {"conversation", "prompt", "max_tool_calls"};
 
 template <size_t N>
 bool OneOf(const std::array<const char*, N>& names, const std::string& key) {
@@ -457,7 +468,23 @@ Ordered Echo(const Ordered& body) {
           {"metadata", sent("metadata", Ordered::object())}};
 }
 
-Error Translate(const Ordered& body, Ordered* chat, Ordered* echo, FieldMap* fields) {
+// previous_response_id: the stored conversation it ended, into *earlier.
+Error ReadPrevious(const Ordered& v, const StoredConversation& stored, Ordered* earlier,
+                   ApiRequest::Responses* context) {
+  if (!v.is_string()) return BadField("previous_response_id", "expected a string" + Got(v));
+  if (!stored) {
+    return BadField("previous_response_id",
+                    "is not supported: this server keeps no responses (--responses-store-mib 0); "
+                    "send the whole conversation in input");
+  }
+  context->previous_response_id = v.get<std::string>();
+  return stored(context->previous_response_id, earlier);
+}
+
+Error Translate(const Ordered& body, const StoredConversation& stored, Ordered* chat,
+                ApiRequest::Responses* context, FieldMap* fields) {
+  Ordered* echo = &context->echo;
+  Ordered earlier = Ordered::array();
   bool logprobs = false;
   for (const auto& [key, value] : body.items()) {
     if (key == "input" || key == "instructions" || value.is_null()) continue;
@@ -480,6 +507,12 @@ Error Translate(const Ordered& body, Ordered* chat, Ordered* echo, FieldMap* fie
       e = ReadTextOptions(value, chat, &(*echo)["text"], fields);
     } else if (key == "reasoning") {
       e = ReadReasoningOptions(value, chat, &(*echo)["reasoning"]);
+    } else if (key == "previous_response_id") {
+      e = ReadPrevious(value, stored, &earlier, context);
+      (*echo)[key] = value;
+    } else if (key == "store") {
+      if (!value.is_boolean()) e = BadField(key, "expected a boolean" + Got(value));
+      context->store = value == true;
     } else if (OneOf(kAccepted, key)) {
       e = CheckAccepted(key, value);
     } else if (OneOf(kNullOnly, key)) {
@@ -500,7 +533,7 @@ Error Translate(const Ordered& body, Ordered* chat, Ordered* echo, FieldMap* fie
   fields->Add("logprobs", "include");
   fields->Add("chat_template_kwargs.enable_thinking", "reasoning.effort");
   fields->Add("chat_template_kwargs", "reasoning");
-  return ReadInput(body, chat, fields);
+  return ReadInput(body, earlier, chat, &context->input, fields);
 }
 
 }  // namespace responses_body
@@ -527,7 +560,8 @@ ApiError FieldMap::Translate(ApiError error) const {
   return error;
 }
 
-std::optional<ApiError> ParseResponsesRequest(std::string_view body, ApiRequest* out,
+std::optional<ApiError> ParseResponsesRequest(std::string_view body,
+                                              const StoredConversation& stored, ApiRequest* out,
                                               FieldMap* fields) {
   using responses_body::Ordered;
   *fields = FieldMap();
@@ -540,13 +574,13 @@ std::optional<ApiError> ParseResponsesRequest(std::string_view body, ApiRequest*
   }
   if (responses_body::Member(sent, "model") == nullptr) return BadField("model", "is required");
   Ordered chat = Ordered::object();
-  Ordered echo = responses_body::Echo(sent);
-  if (auto e = responses_body::Translate(sent, &chat, &echo, fields)) return e;
+  ApiRequest::Responses context{.echo = responses_body::Echo(sent)};
+  if (auto e = responses_body::Translate(sent, stored, &chat, &context, fields)) return e;
   if (auto e = ParseApiRequest(Endpoint::kChatCompletions, Dump(chat), out)) {
     return fields->Translate(std::move(*e));
   }
   out->endpoint = Endpoint::kResponses;
-  out->responses_echo = std::move(echo);
+  out->responses = std::move(context);
   return std::nullopt;
 }
 

@@ -3,7 +3,9 @@
 // to: a Responses request is a chat whose conversation is a list of items. It is rewritten as a
 // /v1/chat/completions body and parsed by ParseApiRequest, so one set of rules checks both, and
 // every error (those of the prompt and the engine's check too: FieldMap) names the field as the
-// client sent it. Nothing is stored: a response cannot be fetched again or continued by its id.
+// client sent it. A request may continue a stored response (previous_response_id: its
+// conversation, server/response_store.h, comes before the input; the instructions and tools
+// are the request's own, as OpenAI's).
 //
 // Accepted fields (anything else is a 400 naming it):
 //   model (required), input (required: a string, the user's message, or a list of items),
@@ -16,10 +18,11 @@
 //   "none", "required" or {"type": "function", "name"}), parallel_tool_calls, text
 //   ({"format": {"type": "text"} | {"type": "json_object"} | {"type": "json_schema", "name",
 //   "schema", "description", "strict"}, "verbosity"}), reasoning ({"effort", "summary"}: thinking
-//   on, in the formats that have it, for any effort but "none"), store (accepted; the response
-//   says "store": false), metadata, user, safety_identifier, prompt_cache_key, service_tier,
-//   truncation ("disabled" only), background (false only), previous_response_id, conversation,
-//   prompt and max_tool_calls (null only), and the sampling extensions chat takes (top_k, min_p,
+//   on, in the formats that have it, for any effort but "none"), store (default true: the
+//   response is kept where the server keeps responses), previous_response_id, metadata, user,
+//   safety_identifier, prompt_cache_key, service_tier, truncation ("disabled" only), background
+//   (false only), conversation, prompt and max_tool_calls (null only: OpenAI's platform
+//   features), and the sampling extensions chat takes (top_k, min_p,
 //   repetition_penalty, seed, stop, presence_penalty, frequency_penalty, logit_bias, ignore_eos,
 //   min_tokens, stop_token_ids).
 // Items (input's list):
@@ -36,6 +39,8 @@
 // message, their texts joined by a blank line (the Qwen3.5 template takes one system message,
 // and only first).
 
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,9 +66,16 @@ class FieldMap {
   std::vector<std::pair<std::string, std::string>> prefixes_;
 };
 
-// Parses and validates a Responses body into *out (endpoint kResponses, responses_echo set;
-// temperature and top_p there are filled in once the defaults are known) and *fields.
-std::optional<ApiError> ParseResponsesRequest(std::string_view body, ApiRequest* out,
+// The conversation a stored response ended (previous_response_id's; ResponseStore), into
+// *items, or the error to return (404 for one not stored).
+using StoredConversation =
+    std::function<std::optional<ApiError>(const std::string& id, nlohmann::ordered_json* items)>;
+
+// Parses and validates a Responses body into *out (endpoint kResponses, `responses` set; the
+// echo's temperature, top_p and store are filled in once known) and *fields. `stored`: empty
+// where the server keeps no responses (previous_response_id is then refused).
+std::optional<ApiError> ParseResponsesRequest(std::string_view body,
+                                              const StoredConversation& stored, ApiRequest* out,
                                               FieldMap* fields);
 
 }  // namespace dscale::server

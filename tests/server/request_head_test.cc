@@ -67,7 +67,8 @@ TEST(CheckRequestHeadTest, AcceptsOrdinaryHeadsAndDropsRange) {
        {Head("GET", {}), Head("GET", {"Content-Length: 0"}), Head("POST", {"Content-Length: 12"}),
         Head("POST", {"Content-Length: 12", "content-length: 12"}),
         Head("POST", {"Transfer-Encoding: chunked"}),
-        Head("POST", {"Content-Length: 3", "Content-Encoding: identity"})}) {
+        Head("POST", {"Content-Length: 3", "Content-Encoding: identity"}), Head("DELETE", {}),
+        Head("DELETE", {"Content-Length: 2"})}) {
     const HeadCheck check = CheckRequestHead(head, limits);
     EXPECT_FALSE(check.refusal) << head << check.refusal->message;
     EXPECT_EQ(check.head, head);

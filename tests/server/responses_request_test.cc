@@ -12,18 +12,19 @@
 namespace dscale::server {
 namespace {
 
-ApiRequest ResponsesOk(const std::string& body) {
+// `stored`: the server's store, if it keeps responses.
+ApiRequest ResponsesOk(const std::string& body, const StoredConversation& stored = {}) {
   ApiRequest request;
   FieldMap fields;
-  const std::optional<ApiError> error = ParseResponsesRequest(body, &request, &fields);
+  const std::optional<ApiError> error = ParseResponsesRequest(body, stored, &request, &fields);
   EXPECT_FALSE(error.has_value()) << body << " → " << (error ? error->message : "");
   return request;
 }
 
-ApiError ResponsesFails(const std::string& body) {
+ApiError ResponsesFails(const std::string& body, const StoredConversation& stored = {}) {
   ApiRequest request;
   FieldMap fields;
-  const std::optional<ApiError> error = ParseResponsesRequest(body, &request, &fields);
+  const std::optional<ApiError> error = ParseResponsesRequest(body, stored, &request, &fields);
   EXPECT_TRUE(error.has_value()) << body;
   return error.value_or(ApiError{});
 }
@@ -48,12 +49,15 @@ TEST(ResponsesRequestTest, AStringInputIsTheUsersMessage) {
   EXPECT_TRUE(r.stream);
   EXPECT_FALSE(r.logprobs);
   EXPECT_FALSE(r.enable_thinking);
-  // The response repeats the settings, saying nothing was stored.
-  EXPECT_EQ(r.responses_echo["instructions"], "Be brief.");
-  EXPECT_EQ(r.responses_echo["max_output_tokens"], 9);
-  EXPECT_EQ(r.responses_echo["store"], false);
-  EXPECT_EQ(r.responses_echo["metadata"]["k"], "v");
-  EXPECT_EQ(r.responses_echo["tool_choice"], "auto");
+  // The response repeats the settings (whether it is stored: the server's to say).
+  EXPECT_EQ(r.responses.echo["instructions"], "Be brief.");
+  EXPECT_EQ(r.responses.echo["max_output_tokens"], 9);
+  EXPECT_TRUE(r.responses.store);
+  EXPECT_EQ(r.responses.input,
+            (nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hello"}}})));
+  EXPECT_EQ(r.responses.previous_response_id, "");
+  EXPECT_EQ(r.responses.echo["metadata"]["k"], "v");
+  EXPECT_EQ(r.responses.echo["tool_choice"], "auto");
 }
 
 TEST(ResponsesRequestTest, ItemsBecomeTheChatTurns) {
@@ -98,6 +102,51 @@ TEST(ResponsesRequestTest, ItemsBecomeTheChatTurns) {
   EXPECT_FALSE(r.messages[5].reasoning_content.has_value());
 }
 
+// A request as Codex sends one: instructions and a developer message, the environment as a user
+// message, a reasoning item whose content parts are "text", a shell call and its output,
+// function tools that are not strict, no stored state.
+TEST(ResponsesRequestTest, ACodexTurn) {
+  const ApiRequest r = ResponsesOk(R"({"model": "m", "instructions": "You are a coding agent.",
+      "input": [
+        {"type": "message", "role": "developer",
+         "content": [{"type": "input_text", "text": "Sandbox: workspace-write."}]},
+        {"type": "message", "role": "user",
+         "content": [{"type": "input_text", "text": "<environment_context>cwd</environment_context>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [],
+         "content": [{"type": "text", "text": "Run ls."}], "encrypted_content": null},
+        {"type": "function_call", "id": "fc_1", "name": "shell",
+         "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a.txt\nb.txt"}],
+      "tools": [{"type": "function", "name": "shell", "description": "Runs a command",
+                 "strict": false, "parameters": {"type": "object", "properties": {
+                   "command": {"type": "array", "items": {"type": "string"}},
+                   "workdir": {"type": "string"}, "timeout_ms": {"type": "number"}},
+                   "required": ["command"], "additionalProperties": false}}],
+      "tool_choice": "auto", "parallel_tool_calls": false,
+      "reasoning": {"effort": "medium", "summary": "auto"}, "store": false, "stream": true,
+      "include": ["reasoning.encrypted_content"], "prompt_cache_key": "0199a1b2-c3d4",
+      "text": {"verbosity": "medium"}})");
+  ASSERT_EQ(r.messages.size(), 5u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "You are a coding agent.\n\nSandbox: workspace-write.");
+  EXPECT_EQ(r.messages[1].content, "<environment_context>cwd</environment_context>");
+  EXPECT_EQ(r.messages[2].content, "list files");
+  EXPECT_EQ(r.messages[3].role, "assistant");
+  EXPECT_EQ(r.messages[3].reasoning_content, "Run ls.");
+  ASSERT_EQ(r.messages[3].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[3].tool_calls[0].arguments, R"({"command":["ls"]})");
+  EXPECT_EQ(r.messages[4].role, "tool");
+  EXPECT_EQ(r.messages[4].content, "a.txt\nb.txt");
+  EXPECT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_TRUE(r.enable_thinking);
+  EXPECT_TRUE(r.stream);
+  EXPECT_FALSE(r.logprobs);
+  EXPECT_EQ(r.rules.json_schema, nullptr);  // calls under "auto" of a tool that is not strict
+}
+
 TEST(ResponsesRequestTest, ReasoningGoesWithTheNextAssistantTurnOnly) {
   // A summary stands in for absent content; a user turn after a reasoning item drops it.
   const ApiRequest r = ResponsesOk(R"({"model": "m", "input": [
@@ -136,7 +185,7 @@ TEST(ResponsesRequestTest, ToolsTextFormatReasoningAndLogprobs) {
   EXPECT_TRUE(r.enable_thinking);
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.top_logprobs, 3);
-  EXPECT_EQ(r.responses_echo["reasoning"]["effort"], "medium");
+  EXPECT_EQ(r.responses.echo["reasoning"]["effort"], "medium");
 
   const ApiRequest held = ResponsesOk(R"({"model": "m", "input": "x", "text": {"format":
       {"type": "json_schema", "name": "s", "strict": true, "schema": {"type": "object",
@@ -144,8 +193,8 @@ TEST(ResponsesRequestTest, ToolsTextFormatReasoningAndLogprobs) {
       "reasoning": {"effort": "none"}})");
   ASSERT_NE(held.rules.json_schema, nullptr);
   EXPECT_FALSE(held.enable_thinking);
-  EXPECT_EQ(held.responses_echo["text"]["format"]["name"], "s");
-  EXPECT_EQ(held.responses_echo["text"]["verbosity"], "low");
+  EXPECT_EQ(held.responses.echo["text"]["format"]["name"], "s");
+  EXPECT_EQ(held.responses.echo["text"]["verbosity"], "low");
   EXPECT_NE(
       ResponsesOk(R"({"model": "m", "input": "x", "text": {"format": {"type": "json_object"}}})")
           .rules.json_schema,
@@ -207,6 +256,41 @@ TEST(ResponsesRequestTest, RefusalsNameTheFieldsAsSent) {
   // Not JSON, or not an object: no field at fault.
   EXPECT_EQ(ResponsesFails("[1]").param, "");
   EXPECT_EQ(ResponsesFails("{").param, "");
+}
+
+// previous_response_id: the stored conversation comes after the instructions and before the
+// input; an id the store lacks is its error, and without a store the field is refused.
+TEST(ResponsesRequestTest, APreviousResponseContinuesItsConversation) {
+  const StoredConversation stored = [](const std::string& id,
+                                       nlohmann::ordered_json* items) -> std::optional<ApiError> {
+    if (id != "resp_a") {
+      return ApiError{
+          .status = 404, .message = "previous_response_id: gone", .param = "previous_response_id"};
+    }
+    *items = nlohmann::ordered_json::parse(R"([
+        {"role": "user", "content": "Weather?"},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+         "arguments": "{}", "status": "completed"}])");
+    return std::nullopt;
+  };
+  const std::string body = R"({"model": "m", "previous_response_id": "resp_a",
+      "instructions": "Be brief.", "store": false,
+      "input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]})";
+  const ApiRequest r = ResponsesOk(body, stored);
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].content, "Be brief.");
+  EXPECT_EQ(r.messages[1].content, "Weather?");
+  EXPECT_EQ(r.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[3].role, "tool");
+  EXPECT_EQ(r.responses.previous_response_id, "resp_a");
+  EXPECT_EQ(r.responses.echo["previous_response_id"], "resp_a");
+  EXPECT_FALSE(r.responses.store);
+  EXPECT_EQ(r.responses.input.size(), 1u);  // its own items only
+
+  std::string other = body;
+  other.replace(other.find("resp_a"), 6, "resp_b");
+  EXPECT_EQ(ResponsesFails(other, stored).status, 404);
+  EXPECT_EQ(ResponsesFails(body).param, "previous_response_id");  // no store
 }
 
 TEST(ResponsesRequestTest, FieldMapRewritesWholePathSteps) {

@@ -400,8 +400,9 @@ async function jsonMode(model, prompt) {
 
 // OpenAI's Responses API: the conversation chat would send gives chat's tokens (greedy), and
 // usage counts them; a stream's events build the same response; calls and their outputs go
-// back as items; a forced call is a function_call item; reasoning comes back as a reasoning
-// item; refusals name the Responses fields.
+// back as items; stored responses are retrieved, continued and deleted; a forced call is a
+// function_call item; reasoning comes back as a reasoning item; refusals name the Responses
+// fields.
 async function responses(model, prompt) {
   const chat = await client.chat.completions.create({
     model, max_tokens: 12, temperature: 0,
@@ -474,12 +475,37 @@ async function responses(model, prompt) {
   assert.equal(thought.usage.output_tokens_details.reasoning_tokens, 3);
   assert.equal(thought.output_text, '');
 
+  // Stored (the default): retrieved as it was returned, continued by previous_response_id with
+  // chat's prompt for the whole conversation, deleted.
+  const retrieved = await client.responses.retrieve(whole.id);
+  assert.deepEqual(retrieved.output, whole.output);
+  assert.equal(retrieved.store, true);
+  const next = await client.responses.create({model, previous_response_id: whole.id,
+                                              input: 'And then?', max_output_tokens: 8,
+                                              temperature: 0});
+  assert.equal(next.previous_response_id, whole.id);
+  const chatNext = await client.chat.completions.create({
+    model, max_tokens: 8, temperature: 0,
+    messages: [{role: 'user', content: prompt}, {role: 'assistant', content: whole.output_text},
+               {role: 'user', content: 'And then?'}]});
+  assert.equal(next.usage.input_tokens, chatNext.usage.prompt_tokens,
+               'the instructions are not carried over, the conversation is');
+  assert.equal(next.output_text, chatNext.choices[0].message.content);
+  assert.equal((await client.responses.retrieve(streamed.id)).id, streamed.id, 'streams are kept');
+  await client.responses.delete(whole.id);
+  await assert.rejects(client.responses.retrieve(whole.id), (e) => e.status === 404);
+  await assert.rejects(client.responses.create({...request, previous_response_id: whole.id}),
+                       (e) => e.status === 404 && e.param === 'previous_response_id');
+  const unstored = await client.responses.create({...request, store: false});
+  assert.equal(unstored.store, false);
+  await assert.rejects(client.responses.retrieve(unstored.id), (e) => e.status === 404);
+
   for (const [change, param] of [
       [{input: [{role: 'user', content: [{type: 'input_image', image_url: 'x'}]}]},
        'input[0].content[0].type'],
       [{max_output_tokens: 0}, 'max_output_tokens'],
       [{tools: [{type: 'function', name: 'a b'}]}, 'tools[0].name'],
-      [{previous_response_id: 'resp_1'}, 'previous_response_id']]) {
+      [{conversation: 'conv_1'}, 'conversation']]) {
     await assert.rejects(client.responses.create({...request, ...change}), (e) => {
       assert.equal(e.status, 400);
       assert.equal(e.param, param);
