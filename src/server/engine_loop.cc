@@ -241,10 +241,11 @@ void EngineLoop::OnFinished(const RequestResult& result) {
   // Counted and its slot free before the client hears of the end, so that a client that sends
   // its next request (or reads /metrics) right away finds both.
   const std::shared_ptr<RequestChannel> channel = std::move(a.channel);
+  std::string stop_string = a.text.stopped() ? a.text.stop_string() : std::string();
   by_ticket_.erase(a.ticket);
   active_.erase(it);
   slots_.Release();
-  channel->Finish(outcome, usage);
+  channel->Finish(outcome, usage, std::move(stop_string));
 }
 
 void EngineLoop::FailAll(const Status& status) {

@@ -15,6 +15,8 @@
 #include "server/connection_watch.h"
 #include "server/guarded_stream.h"
 #include "server/head_reader.h"
+#include "server/messages_output.h"
+#include "server/messages_request.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
 
@@ -45,9 +47,9 @@ ConnectionWatch WatchOf(const httplib::Request& req) {
 
 // The route label for metrics: the known paths, everything else "other".
 std::string RouteLabel(const std::string& path) {
-  static const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions",
-                                        "/v1/responses",   "/v1/models",
-                                        "/health",         "/metrics"};
+  static const char* const kRoutes[] = {
+      "/v1/completions",           "/v1/chat/completions", "/v1/responses", "/v1/messages",
+      "/v1/messages/count_tokens", "/v1/models",           "/health",       "/metrics"};
   for (const char* route : kRoutes) {
     if (path == route) return route;
   }
@@ -220,7 +222,7 @@ struct HttpServer::Stream {
   std::vector<uint8_t> choice_done;             // [n] the choice's last update was read
   std::vector<int64_t> text_offset;             // [n] characters of the tokens sent (logprobs)
   std::vector<ChatOutput> outputs;              // [n] where the chat output is split, else []
-  std::optional<ResponsesReply> responses;      // the Responses API's events (n = 1)
+  std::optional<ItemsReply> items;              // output items' events (Responses, Messages; n = 1)
   Usage usage;                                  // the prompt once, the choices' tokens summed
   Clock::time_point last_check = Clock::now();  // of the client's connection
   Clock::time_point last_write = Clock::now();
@@ -304,6 +306,12 @@ void HttpServer::Route() {
   http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(Endpoint::kChatCompletions, req, res);
   });
+  http_->Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGenerate(Endpoint::kMessages, req, res);
+  });
+  http_->Post(
+      "/v1/messages/count_tokens",
+      [this](const httplib::Request& req, httplib::Response& res) { CountTokens(req, res); });
   http_->Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(Endpoint::kResponses, req, res);
   });
@@ -344,7 +352,7 @@ void HttpServer::Route() {
   });
 }
 
-void HttpServer::Reply(httplib::Response& res, const ApiError& error) {
+void HttpServer::Reply(httplib::Response& res, const ApiError& error, Endpoint endpoint) {
   res.status = error.status;
   if (error.status == 503) {
     res.set_header("Retry-After", kRetryAfterSeconds);
@@ -353,7 +361,8 @@ void HttpServer::Reply(httplib::Response& res, const ApiError& error) {
       if (GuardedStream* stream = GuardedStream::Current()) stream->RequestClose();
     }
   }
-  res.set_content(error.Body(), kJson);
+  res.set_content(endpoint == Endpoint::kMessages ? Dump(MessagesErrorJson(error)) : error.Body(),
+                  kJson);
 }
 
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req,
@@ -369,34 +378,39 @@ std::optional<ApiError> HttpServer::Validate(Endpoint endpoint, const httplib::R
                                              PreparedRequest* prepared) {
   if (draining_) return Unavailable("shutting_down", "the server is shutting down");
   if (auto e = CheckContentType(req.get_header_value("Content-Type"))) return e;
-  if (endpoint != Endpoint::kResponses) {
+  if (endpoint == Endpoint::kCompletions || endpoint == Endpoint::kChatCompletions) {
     if (auto e = ParseApiRequest(endpoint, req.body, api)) return e;
     return Admit(*api, serial, prepared);
   }
-  // A Responses body is checked as the chat request it amounts to; errors name its own fields.
-  StoredConversation stored;
-  if (stored_) {
-    stored = [this](const std::string& id, ResponseJson* items) -> std::optional<ApiError> {
-      std::string missing;
-      std::optional<ResponseJson> conversation = stored_->Conversation(id, &missing);
-      if (conversation) {
-        *items = std::move(*conversation);
-        return std::nullopt;
-      }
-      return ApiError{.status = 404,
-                      .message = "previous_response_id: no stored response \"" + missing + "\"" +
-                                 (missing == id ? "" : " (which \"" + id + "\" continues)") +
-                                 "; responses are kept in memory, the least recently used "
-                                 "dropped past --responses-store-mib",
-                      .param = "previous_response_id",
-                      .code = "not_found"};
-    };
-  }
+  // A body in another API's shape is checked as the chat request it amounts to; the errors
+  // name its own fields.
   FieldMap fields;
-  std::optional<ApiError> error = ParseResponsesRequest(req.body, stored, api, &fields);
+  std::optional<ApiError> error =
+      endpoint == Endpoint::kMessages
+          ? ParseMessagesRequest(req.body, MessagesBody::kCreate, api, &fields)
+          : ParseResponsesRequest(req.body, StoredLookup(), api, &fields);
   if (!error) error = Admit(*api, serial, prepared);
   if (error) return fields.Translate(std::move(*error));
   return std::nullopt;
+}
+
+StoredConversation HttpServer::StoredLookup() const {
+  if (!stored_) return {};
+  return [this](const std::string& id, ResponseJson* items) -> std::optional<ApiError> {
+    std::string missing;
+    std::optional<ResponseJson> conversation = stored_->Conversation(id, &missing);
+    if (conversation) {
+      *items = std::move(*conversation);
+      return std::nullopt;
+    }
+    return ApiError{.status = 404,
+                    .message = "previous_response_id: no stored response \"" + missing + "\"" +
+                               (missing == id ? "" : " (which \"" + id + "\" continues)") +
+                               "; responses are kept in memory, the least recently used "
+                               "dropped past --responses-store-mib",
+                    .param = "previous_response_id",
+                    .code = "not_found"};
+  };
 }
 
 std::optional<ApiError> HttpServer::Admit(const ApiRequest& api, uint64_t serial,
@@ -430,7 +444,7 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
   PreparedRequest prepared;
   const uint64_t serial = NextSerial();
   if (auto error = Validate(endpoint, req, serial, &api, &prepared)) {
-    Reply(res, *error);
+    Reply(res, *error, endpoint);
     return false;
   }
   // Each choice is an engine request of its own, with its own seed, admitted together: all or
@@ -446,8 +460,10 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
   }
   Result<std::vector<uint64_t>> tickets = loop_.SubmitAll(std::move(choices), generation.channels);
   if (!tickets.ok()) {
-    Reply(res, Unavailable("overloaded", "the server is at capacity (" +
-                                             tickets.status().message() + "); retry later"));
+    Reply(res,
+          Unavailable("overloaded", "the server is at capacity (" + tickets.status().message() +
+                                        "); retry later"),
+          endpoint);
     return false;
   }
   generation.tickets = std::move(tickets).value();
@@ -459,29 +475,34 @@ bool HttpServer::Generate(Endpoint endpoint, const httplib::Request& req, httpli
                           .model = model_.name,
                           .logprobs = api.logprobs};
   std::vector<ChatOutput> outputs = ChatOutputs(api, serial ^ salt_);
-  std::optional<ResponsesReply> responses;
-  if (endpoint == Endpoint::kResponses) {
-    responses.emplace(ResponsesReplyOf(std::move(api.responses), prepared, meta, serial));
+  std::optional<ItemsReply> items;
+  if (endpoint == Endpoint::kResponses || endpoint == Endpoint::kMessages) {
+    items.emplace(ItemsReplyOf(std::move(api.responses), prepared, meta, serial));
   }
   if (!api.stream) {
-    ReplyBlocking(req, res, generation, meta, std::move(outputs), std::move(responses));
+    ReplyBlocking(req, res, generation, meta, std::move(outputs), std::move(items));
     return false;
   }
   ReplyStreaming(req, res, std::move(generation), meta, api.include_usage, std::move(outputs),
-                 std::move(responses));
+                 std::move(items));
   return true;  // the stream's releaser ends the count
 }
 
-HttpServer::ResponsesReply HttpServer::ResponsesReplyOf(ApiRequest::Responses request,
-                                                        const PreparedRequest& prepared,
-                                                        const ResponseMeta& meta,
-                                                        uint64_t serial) const {
+HttpServer::ItemsReply HttpServer::ItemsReplyOf(ApiRequest::Responses request,
+                                                const PreparedRequest& prepared,
+                                                const ResponseMeta& meta, uint64_t serial) const {
+  const uint64_t id_seed = dvl::SplitMix64Mix(serial ^ salt_);
+  if (meta.endpoint == Endpoint::kMessages) {
+    return {.output = std::make_unique<MessagesOutput>(
+                meta, static_cast<int64_t>(prepared.prompt.size()), id_seed),
+            .request = {.store = false}};
+  }
   request.store = request.store && stored_ != nullptr;
   ResponseJson echo = request.echo;
   echo["temperature"] = prepared.params.sampling.temperature;  // as used: defaults filled in
   echo["top_p"] = prepared.params.sampling.top_p;
   echo["store"] = request.store;
-  return {.output = ResponsesOutput(meta, std::move(echo), dvl::SplitMix64Mix(serial ^ salt_)),
+  return {.output = std::make_unique<ResponsesOutput>(meta, std::move(echo), id_seed),
           .request = std::move(request)};
 }
 
@@ -515,8 +536,7 @@ std::vector<ChatOutput> HttpServer::ChatOutputs(const ApiRequest& api, uint64_t 
 
 void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                                const Generation& generation, const ResponseMeta& meta,
-                               std::vector<ChatOutput> outputs,
-                               std::optional<ResponsesReply> responses) {
+                               std::vector<ChatOutput> outputs, std::optional<ItemsReply> items) {
   ConnectionWatch watch = WatchOf(req);
   std::vector<Choice> choices;
   Usage usage;
@@ -526,32 +546,31 @@ void HttpServer::ReplyBlocking(const httplib::Request& req, httplib::Response& r
       if (watch.PeerClosed()) {
         generation.CancelAll(loop_);
         // Nobody reads this; 499 (nginx's "client closed request") keeps the metrics honest.
-        return Reply(res, {.status = 499, .message = "the client closed the connection"});
+        return Reply(res, {.status = 499, .message = "the client closed the connection"},
+                     meta.endpoint);
       }
     }
     if (update.outcome == Outcome::kError || update.outcome == Outcome::kCancelled) {
       generation.CancelAll(loop_);
-      if (update.outcome == Outcome::kError) return Reply(res, *update.error);
-      return Reply(res, Unavailable("cancelled", "the request was cancelled"));
+      if (update.outcome == Outcome::kError) return Reply(res, *update.error, meta.endpoint);
+      return Reply(res, Unavailable("cancelled", "the request was cancelled"), meta.endpoint);
     }
-    usage.prompt_tokens = update.usage.prompt_tokens;
-    usage.completion_tokens += update.usage.completion_tokens;
+    AddChoiceUsage(update.usage, static_cast<int32_t>(choices.size()), &usage);
     ChatOutput* output = outputs.empty() ? nullptr : &outputs[choices.size()];
-    if (responses) {
-      responses->output.Update(update, output);  // the whole output: one choice, events unsent
+    if (items) {
+      items->output->Update(update, output);  // the whole output: one choice, events unsent
       continue;
     }
     choices.push_back(WholeChoice(std::move(update), output));
   }
-  if (responses) KeepResponse(*responses);
-  res.set_content(
-      Dump(responses ? responses->output.Response() : CompletionJson(meta, choices, usage)), kJson);
+  if (items) KeepResponse(*items);
+  res.set_content(Dump(items ? items->output->Reply() : CompletionJson(meta, choices, usage)),
+                  kJson);
 }
 
 void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& res,
                                 Generation generation, const ResponseMeta& meta, bool include_usage,
-                                std::vector<ChatOutput> outputs,
-                                std::optional<ResponsesReply> responses) {
+                                std::vector<ChatOutput> outputs, std::optional<ItemsReply> items) {
   const size_t n = generation.channels.size();
   auto stream = std::make_shared<Stream>(Stream{.generation = std::move(generation),
                                                 .meta = meta,
@@ -560,7 +579,7 @@ void HttpServer::ReplyStreaming(const httplib::Request& req, httplib::Response& 
                                                 .choice_done = std::vector<uint8_t>(n, 0),
                                                 .text_offset = std::vector<int64_t>(n, 0),
                                                 .outputs = std::move(outputs),
-                                                .responses = std::move(responses)});
+                                                .items = std::move(items)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must pass events on as they come
   res.set_chunked_content_provider(
@@ -579,7 +598,7 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   const auto n = static_cast<int32_t>(s.generation.channels.size());
   if (!s.opened) {
     s.opened = true;
-    if (s.responses) out += s.responses->output.Open();
+    if (s.items) out += s.items->output->Open();
     if (s.meta.endpoint == Endpoint::kChatCompletions) {
       for (int32_t i = 0; i < n; ++i) {
         out += SseEvent(
@@ -599,14 +618,13 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     RequestChannel::Update u;
     if (s.generation.channels[i]->Wait(out.empty() ? wait : std::chrono::milliseconds(0), &u)) {
       ChatOutput* output = s.outputs.empty() ? nullptr : &s.outputs[i];
-      out += s.responses ? s.responses->output.Update(u, output)
-                         : ChoiceEvents(s.meta, s.include_usage, i, u, output, &s.text_offset[i]);
+      out += s.items ? s.items->output->Update(u, output)
+                     : ChoiceEvents(s.meta, s.include_usage, i, u, output, &s.text_offset[i]);
       // Kept before the client reads that it finished: its next request may continue it.
-      if (s.responses && u.done) KeepResponse(*s.responses);
+      if (s.items && u.done) KeepResponse(*s.items);
       if (u.done) {
         s.choice_done[i] = 1;
-        s.usage.prompt_tokens = u.usage.prompt_tokens;
-        s.usage.completion_tokens += u.usage.completion_tokens;
+        AddChoiceUsage(u.usage, i, &s.usage);
         if (u.outcome == Outcome::kError) error = u.error;
       }
     }
@@ -615,12 +633,12 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   if (error) {
     // A failed choice ends the stream: the error event, then [DONE]; the others are cancelled.
     s.generation.CancelAll(loop_);
-    if (!s.responses) out += SseEvent(error->ToJson());  // else in response.failed
+    if (!s.items) out += SseEvent(error->ToJson());  // else in the items' last event
   } else if (all_done && s.include_usage) {
     out += SseEvent(UsageChunkJson(s.meta, s.usage));
   }
   const bool done = all_done || error.has_value();
-  if (done && !s.responses) out += kSseDone;
+  if (done && !s.items) out += kSseDone;
   // Writes fail only some time after the client has gone; look at the connection as well.
   if (!done && Clock::now() - s.last_check >= options_.poll_interval) {
     s.last_check = Clock::now();
@@ -638,9 +656,20 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
   return true;
 }
 
-void HttpServer::KeepResponse(const ResponsesReply& reply) {
+void HttpServer::CountTokens(const httplib::Request& req, httplib::Response& res) {
+  ApiRequest api;
+  FieldMap fields;
+  PreparedRequest prepared;
+  std::optional<ApiError> error = CheckContentType(req.get_header_value("Content-Type"));
+  if (!error) error = ParseMessagesRequest(req.body, MessagesBody::kCountTokens, &api, &fields);
+  if (!error) error = PrepareRequest(api, tokenizer_, model_, salt_, &prepared);
+  if (error) return Reply(res, fields.Translate(std::move(*error)), Endpoint::kMessages);
+  res.set_content(Dump(ResponseJson{{"input_tokens", prepared.prompt.size()}}), kJson);
+}
+
+void HttpServer::KeepResponse(const ItemsReply& reply) {
   if (!reply.request.store) return;
-  ResponseJson response = reply.output.Response();
+  ResponseJson response = reply.output->Reply();
   if (response["status"] != "completed" && response["status"] != "incomplete") return;
   const std::string id = response["id"];
   stored_->Put(id, reply.request.previous_response_id, reply.request.input, std::move(response));

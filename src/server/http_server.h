@@ -4,6 +4,9 @@
 //   POST /v1/responses                           the same as OpenAI's Responses API
 //                                                (responses_request.h, responses_output.h)
 //   GET, DELETE /v1/responses/{id}               a stored response (response_store.h)
+//   POST /v1/messages                            the same as Anthropic's Messages API
+//                                                (messages_request.h, messages_output.h)
+//   POST /v1/messages/count_tokens               the prompt's tokens of such a body
 //   GET  /v1/models, /v1/models/{id}             the served model
 //   GET  /health                                 200 while serving, 503 while draining
 //   GET  /metrics                                Prometheus text format
@@ -35,9 +38,10 @@
 #include "server/chat_output.h"
 #include "server/connection_limits.h"
 #include "server/engine_loop.h"
+#include "server/output_items.h"
 #include "server/prompt_builder.h"
 #include "server/response_store.h"
-#include "server/responses_output.h"
+#include "server/responses_request.h"
 
 namespace httplib {
 class Server;
@@ -95,9 +99,10 @@ class HttpServer {
   struct Generation;
   struct Stream;
   class Listener;
-  // A Responses API reply: its items and events, and what the store keeps of its request.
-  struct ResponsesReply {
-    ResponsesOutput output;
+  // A reply made of output items (the Responses and Messages APIs): its items and events, and
+  // what the response store keeps of its request (a Responses request's).
+  struct ItemsReply {
+    std::unique_ptr<OutputItems> output;
     ApiRequest::Responses request;
   };
 
@@ -108,24 +113,31 @@ class HttpServer {
   // Everything that can refuse a request before it reaches the engine thread.
   std::optional<ApiError> Validate(Endpoint endpoint, const httplib::Request& req, uint64_t serial,
                                    ApiRequest* api, PreparedRequest* prepared);
+  // previous_response_id's lookup in the response store (empty where none is kept).
+  StoredConversation StoredLookup() const;
   // What refuses a parsed request: too many choices, PrepareRequest, the engine's check.
   std::optional<ApiError> Admit(const ApiRequest& api, uint64_t serial, PreparedRequest* prepared);
-  void Reply(httplib::Response& res, const ApiError& error);
+  // The error in the shape of `endpoint`'s API (the Messages API's own; OpenAI's elsewhere).
+  void Reply(httplib::Response& res, const ApiError& error,
+             Endpoint endpoint = Endpoint::kChatCompletions);
   // How each choice's chat output is split (reasoning with thinking on, calls to tools with
   // tool_choice "auto", or the answer as calls with a forced one), or none where the text is
   // all content.
   std::vector<ChatOutput> ChatOutputs(const ApiRequest& api, uint64_t id_seed) const;
   void ReplyBlocking(const httplib::Request& req, httplib::Response& res,
                      const Generation& generation, const ResponseMeta& meta,
-                     std::vector<ChatOutput> outputs, std::optional<ResponsesReply> responses);
+                     std::vector<ChatOutput> outputs, std::optional<ItemsReply> items);
   void ReplyStreaming(const httplib::Request& req, httplib::Response& res, Generation generation,
                       const ResponseMeta& meta, bool include_usage, std::vector<ChatOutput> outputs,
-                      std::optional<ResponsesReply> responses);
-  // The reply of a Responses request: its echo completed with the settings as used.
-  ResponsesReply ResponsesReplyOf(ApiRequest::Responses request, const PreparedRequest& prepared,
-                                  const ResponseMeta& meta, uint64_t serial) const;
+                      std::optional<ItemsReply> items);
+  // The reply of a Responses or Messages request (a Responses echo completed with the settings
+  // as used).
+  ItemsReply ItemsReplyOf(ApiRequest::Responses request, const PreparedRequest& prepared,
+                          const ResponseMeta& meta, uint64_t serial) const;
   // Stores a finished Responses reply where its request asked to and the server keeps them.
-  void KeepResponse(const ResponsesReply& reply);
+  void KeepResponse(const ItemsReply& reply);
+  // POST /v1/messages/count_tokens: {"input_tokens"} of the prompt the body makes.
+  void CountTokens(const httplib::Request& req, httplib::Response& res);
   // GET and DELETE /v1/responses/{id}.
   void HandleStoredResponse(const httplib::Request& req, httplib::Response& res, bool erase);
   bool StreamStep(Stream& stream, httplib::DataSink& sink);

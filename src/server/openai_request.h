@@ -46,9 +46,10 @@
 
 namespace dscale::server {
 
-// kResponses: OpenAI's Responses API (server/responses_request.h), a chat for everything but
-// the shape of its body and reply.
-enum class Endpoint { kCompletions, kChatCompletions, kResponses };
+// kResponses: OpenAI's Responses API (server/responses_request.h), kMessages: Anthropic's
+// Messages API (server/messages_request.h); each a chat for everything but the shape of its
+// body and reply.
+enum class Endpoint { kCompletions, kChatCompletions, kResponses, kMessages };
 
 // Deeper bodies are refused before parsing.
 inline constexpr int kMaxJsonDepth = 64;

@@ -63,14 +63,24 @@ std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt) {
                 static_cast<unsigned long long>(z));
   const char* prefix = endpoint == Endpoint::kCompletions       ? "cmpl-"
                        : endpoint == Endpoint::kChatCompletions ? "chatcmpl-"
-                                                                : "resp_";
+                       : endpoint == Endpoint::kResponses       ? "resp_"
+                                                                : "msg_";
   return prefix + std::string(hex);
+}
+
+void AddChoiceUsage(const Usage& choice, int32_t index, Usage* request) {
+  request->prompt_tokens = choice.prompt_tokens;
+  if (index == 0) request->cached_prompt_tokens = choice.cached_prompt_tokens;
+  request->completion_tokens += choice.completion_tokens;
+  request->reasoning_tokens += choice.reasoning_tokens;
 }
 
 ResponseJson UsageJson(const Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}},
+          {"completion_tokens_details", {{"reasoning_tokens", usage.reasoning_tokens}}}};
 }
 
 ResponseJson CompletionJson(const ResponseMeta& meta, std::span<const Choice> choices,

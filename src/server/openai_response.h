@@ -32,15 +32,21 @@ struct Usage {
 // What every object of one response shares.
 struct ResponseMeta {
   Endpoint endpoint = Endpoint::kCompletions;
-  std::string id;       // "cmpl-...", "chatcmpl-..." or "resp_..."
+  std::string id;       // "cmpl-...", "chatcmpl-...", "resp_..." or "msg_..."
   int64_t created = 0;  // Unix seconds
   std::string model;
   bool logprobs = false;  // choices carry the tokens' logprobs (else "logprobs": null)
 };
 
-// "cmpl-" / "chatcmpl-" / "resp_" followed by 24 hex digits of `serial` mixed with `salt`.
+// "cmpl-" / "chatcmpl-" / "resp_" / "msg_" followed by 24 hex digits of `serial` mixed with `salt`.
 std::string ResponseId(Endpoint endpoint, uint64_t serial, uint64_t salt);
 
+// Adds choice `index`'s usage to its request's: the prompt counted once (its cached tokens
+// those the first choice found: the others reuse the prompt it computed), the output summed.
+void AddChoiceUsage(const Usage& choice, int32_t index, Usage* request);
+
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+// {"cached_tokens"}, "completion_tokens_details": {"reasoning_tokens"}}, as OpenAI's.
 ResponseJson UsageJson(const Usage& usage);
 
 // One choice of a non-streaming response; `logprobs`: one per output token when meta.logprobs.

@@ -71,12 +71,20 @@ OutputText::Piece OutputText::Finish() {
 
 OutputText::Piece OutputText::Release(bool final) {
   size_t cut = std::string::npos;
-  for (const std::string& stop : stops_) cut = std::min(cut, pending_.find(stop));
+  const std::string* first_stop = nullptr;
+  for (const std::string& stop : stops_) {
+    const size_t at = pending_.find(stop);
+    if (at < cut) {
+      cut = at;
+      first_stop = &stop;
+    }
+  }
   Piece piece;
   if (cut != std::string::npos) {
     piece.text = pending_.substr(0, cut);
     pending_.clear();
     stopped_ = true;
+    stop_string_ = *first_stop;
   } else {
     const size_t keep = final ? 0 : HeldBackForStops(pending_, stops_);
     piece.text = pending_.substr(0, pending_.size() - keep);

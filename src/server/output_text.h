@@ -41,6 +41,8 @@ class OutputText {
 
   // A stop string was found; nothing more is sent.
   bool stopped() const { return stopped_; }
+  // The one found (the first found as the text arrives; the earliest in it where several are).
+  const std::string& stop_string() const { return stop_string_; }
 
  private:
   // A token whose verdict waits: where its text starts in the decoded stream, and whether it
@@ -64,6 +66,7 @@ class OutputText {
   int64_t sent_ = 0;     // bytes sent
   std::deque<HeldToken> held_;
   bool stopped_ = false;
+  std::string stop_string_;
 };
 
 // The whole text of `ids` as OutputText spells it (no stop strings): special tokens and ids that

@@ -13,13 +13,14 @@ void RequestChannel::Append(std::string_view text, std::vector<LogprobEntry> log
   cv_.notify_one();
 }
 
-void RequestChannel::Finish(Outcome outcome, Usage usage) {
+void RequestChannel::Finish(Outcome outcome, Usage usage, std::string stop_string) {
   {
     std::lock_guard lock(mu_);
     if (done_) return;
     done_ = true;
     outcome_ = outcome;
     usage_ = usage;
+    stop_string_ = std::move(stop_string);
   }
   cv_.notify_one();
 }
@@ -48,6 +49,7 @@ bool RequestChannel::Wait(std::chrono::milliseconds timeout, Update* out, bool u
     done_reported_ = true;
     out->outcome = outcome_;
     out->usage = usage_;
+    out->stop_string = stop_string_;
     out->error = error_;
   }
   return true;

@@ -27,12 +27,13 @@ class RequestChannel {
     // When done:
     Outcome outcome = Outcome::kLength;
     Usage usage;
+    std::string stop_string;        // the stop string that ended the output, if one did
     std::optional<ApiError> error;  // outcome kError
   };
 
   // Engine thread.
   void Append(std::string_view text, std::vector<LogprobEntry> logprobs = {});
-  void Finish(Outcome outcome, Usage usage);
+  void Finish(Outcome outcome, Usage usage, std::string stop_string = {});
   void Fail(ApiError error);
 
   // HTTP thread: waits up to `timeout` for new text or the end (only the end when
@@ -53,6 +54,7 @@ class RequestChannel {
   bool done_reported_ = false;
   Outcome outcome_ = Outcome::kLength;
   Usage usage_;
+  std::string stop_string_;
   std::optional<ApiError> error_;
 };
 

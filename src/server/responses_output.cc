@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "core/check.h"
-#include "server/choice_events.h"
 
 namespace dscale::server {
 namespace responses_reply {
@@ -47,23 +46,25 @@ ResponseJson ResponsesOutput::ItemRef() const {
 }
 
 std::string ResponsesOutput::Open() {
-  std::string out = Event("response.created", {{"response", Response()}});
-  return out + Event("response.in_progress", {{"response", Response()}});
+  std::string out = Event("response.created", {{"response", Reply()}});
+  return out + Event("response.in_progress", {{"response", Reply()}});
 }
 
-std::string ResponsesOutput::OpenItem(Kind kind, const ToolCall* call) {
-  std::string out = CloseItem("completed");
+std::string ResponsesOutput::Opened(Kind kind, const ToolCall* call) {
   const size_t index = output_.size();
+  const auto id = [&](const char* prefix) {
+    return ResponsePartId(prefix, id_seed_, static_cast<int32_t>(index));
+  };
   ResponseJson item;
   ResponseJson part;
   if (kind == Kind::kReasoning) {
-    item = {{"id", ResponsePartId("rs", id_seed_, static_cast<int32_t>(index))},
+    item = {{"id", id("rs")},
             {"type", "reasoning"},
             {"summary", ResponseJson::array()},
             {"content", ResponseJson::array()}};
     part = {{"type", "reasoning_text"}, {"text", ""}};
-  } else if (kind == Kind::kMessage) {
-    item = {{"id", ResponsePartId("msg", id_seed_, static_cast<int32_t>(index))},
+  } else if (kind == Kind::kText) {
+    item = {{"id", id("msg")},
             {"type", "message"},
             {"status", "in_progress"},
             {"role", "assistant"},
@@ -72,18 +73,14 @@ std::string ResponsesOutput::OpenItem(Kind kind, const ToolCall* call) {
     if (meta_.logprobs) part["logprobs"] = ResponseJson::array();
   } else {
     DSCALE_CHECK(kind == Kind::kCall && call != nullptr);
-    item = {{"id", ResponsePartId("fc", id_seed_, static_cast<int32_t>(index))},
-            {"type", "function_call"},
-            {"status", "in_progress"},
-            {"call_id", call->id},
-            {"name", call->call.name},
-            {"arguments", ""}};
+    item = {{"id", id("fc")},      {"type", "function_call"}, {"status", "in_progress"},
+            {"call_id", call->id}, {"name", call->call.name}, {"arguments", ""}};
   }
   output_.push_back(item);
-  open_ = kind;
-  out += Event("response.output_item.added", {{"output_index", index}, {"item", std::move(item)}});
+  std::string out =
+      Event("response.output_item.added", {{"output_index", index}, {"item", std::move(item)}});
   if (kind != Kind::kCall) {
-    open_item()["content"].push_back(part);
+    last_item()["content"].push_back(part);
     ResponseJson fields = ItemRef();
     fields["content_index"] = 0;
     fields["part"] = std::move(part);
@@ -92,38 +89,31 @@ std::string ResponsesOutput::OpenItem(Kind kind, const ToolCall* call) {
   return out;
 }
 
-std::string ResponsesOutput::AddText(Kind kind, const std::string& text,
-                                     std::span<const LogprobEntry> logprobs) {
-  std::string out;
-  if (open_ != kind) out += OpenItem(kind);
-  ResponseJson& part = open_item()["content"][0];
+std::string ResponsesOutput::Text(Kind kind, const std::string& text,
+                                  std::span<const LogprobEntry> logprobs) {
+  ResponseJson& part = last_item()["content"][0];
   part["text"].get_ref<std::string&>() += text;
   ResponseJson fields = ItemRef();
   fields["content_index"] = 0;
   fields["delta"] = text;
-  if (kind == Kind::kMessage && meta_.logprobs) {
+  if (kind == Kind::kText && meta_.logprobs) {
     ResponseJson entries = ChatLogprobsJson(logprobs)["content"];
     for (const ResponseJson& entry : entries) part["logprobs"].push_back(entry);
     fields["logprobs"] = std::move(entries);
   }
-  return out + Event(kind == Kind::kMessage ? "response.output_text.delta"
-                                            : "response.reasoning_text.delta",
-                     std::move(fields));
+  return Event(kind == Kind::kText ? "response.output_text.delta" : "response.reasoning_text.delta",
+               std::move(fields));
 }
 
-std::string ResponsesOutput::AddArguments(const std::string& arguments) {
-  DSCALE_CHECK(open_ == Kind::kCall);
-  open_item()["arguments"].get_ref<std::string&>() += arguments;
+std::string ResponsesOutput::Arguments(const std::string& arguments) {
+  last_item()["arguments"].get_ref<std::string&>() += arguments;
   ResponseJson fields = ItemRef();
   fields["delta"] = arguments;
   return Event("response.function_call_arguments.delta", std::move(fields));
 }
 
-std::string ResponsesOutput::CloseItem(const char* status) {
-  if (open_ == Kind::kNone) return {};
-  const Kind kind = open_;
-  open_ = Kind::kNone;
-  ResponseJson& item = open_item();
+std::string ResponsesOutput::Closed(Kind kind, bool cut_off) {
+  ResponseJson& item = last_item();
   std::string out;
   ResponseJson fields = ItemRef();
   if (kind == Kind::kCall) {
@@ -134,46 +124,30 @@ std::string ResponsesOutput::CloseItem(const char* status) {
     const ResponseJson& part = item["content"][0];
     fields["content_index"] = 0;
     fields["text"] = part["text"];
-    if (kind == Kind::kMessage && meta_.logprobs) fields["logprobs"] = part["logprobs"];
-    out +=
-        Event(kind == Kind::kMessage ? "response.output_text.done" : "response.reasoning_text.done",
-              fields);
+    if (kind == Kind::kText && meta_.logprobs) fields["logprobs"] = part["logprobs"];
+    out += Event(kind == Kind::kText ? "response.output_text.done" : "response.reasoning_text.done",
+                 fields);
     fields.erase("text");
     fields.erase("logprobs");
     fields["part"] = part;
     out += Event("response.content_part.done", std::move(fields));
   }
-  if (kind != Kind::kReasoning) item["status"] = status;
+  if (kind != Kind::kReasoning) item["status"] = cut_off ? "incomplete" : "completed";
   return out +
          Event("response.output_item.done", {{"output_index", output_.size() - 1}, {"item", item}});
 }
 
-std::string ResponsesOutput::Update(const RequestChannel::Update& update, ChatOutput* output) {
-  const ChatOutput::Piece piece = SplitUpdate(update, output);
-  std::string out;
-  if (!piece.reasoning.empty()) out += AddText(Kind::kReasoning, piece.reasoning, {});
-  if (!piece.content.empty()) out += AddText(Kind::kMessage, piece.content, update.logprobs);
-  for (const ToolCall& call : piece.calls) {
-    out += OpenItem(Kind::kCall, &call);
-    if (!call.call.arguments.empty()) out += AddArguments(call.call.arguments);
-  }
-  if (!piece.arguments.empty()) out += AddArguments(piece.arguments);
-  if (update.done) out += Finish(update);
-  return out;
-}
-
-std::string ResponsesOutput::Finish(const RequestChannel::Update& update) {
-  std::string out = CloseItem(update.outcome == Outcome::kLength ? "incomplete" : "completed");
+std::string ResponsesOutput::Finished(const RequestChannel::Update& update) {
   status_ = responses_reply::StatusOf(update.outcome);
   usage_ = update.usage;
   error_ = update.error;
   const char* type = update.outcome == Outcome::kStop     ? "response.completed"
                      : update.outcome == Outcome::kLength ? "response.incomplete"
                                                           : "response.failed";
-  return out + Event(type, {{"response", Response()}});
+  return Event(type, {{"response", Reply()}});
 }
 
-ResponseJson ResponsesOutput::Response() const {
+ResponseJson ResponsesOutput::Reply() const {
   ResponseJson error = nullptr;
   if (error_)
     error = {{"code", error_->code.empty() ? "server_error" : error_->code},

@@ -28,44 +28,37 @@
 #include <optional>
 #include <string>
 
-#include "server/chat_output.h"
 #include "server/openai_response.h"
-#include "server/request_channel.h"
+#include "server/output_items.h"
 
 namespace dscale::server {
 
-class ResponsesOutput {
+class ResponsesOutput : public OutputItems {
  public:
-  // `echo`: the request's settings the response repeats (ApiRequest::responses_echo, with
-  // temperature and top_p as used); `id_seed` makes the items' ids.
+  // `echo`: the request's settings the response repeats (ApiRequest::Responses::echo, with
+  // temperature, top_p and store as used); `id_seed` makes the items' ids.
   ResponsesOutput(ResponseMeta meta, ResponseJson echo, uint64_t id_seed);
 
-  // The events that open a stream.
-  std::string Open();
-  // The events of one channel update, split by `output` (null: the text is all answer); with
-  // the update that ends the request, the closing ones.
-  std::string Update(const RequestChannel::Update& update, ChatOutput* output);
-  // The response as it stands: whole after the update that ended the request.
-  ResponseJson Response() const;
+  std::string Open() override;
+  ResponseJson Reply() const override;  // the response object
 
  private:
-  enum class Kind { kNone, kReasoning, kMessage, kCall };
+  std::string Opened(Kind kind, const ToolCall* call) override;
+  std::string Text(Kind kind, const std::string& text,
+                   std::span<const LogprobEntry> logprobs) override;
+  std::string Arguments(const std::string& arguments) override;
+  std::string Closed(Kind kind, bool cut_off) override;
+  std::string Finished(const RequestChannel::Update& update) override;
 
   std::string Event(const char* type, ResponseJson fields);
-  std::string OpenItem(Kind kind, const ToolCall* call = nullptr);
-  std::string AddText(Kind kind, const std::string& text, std::span<const LogprobEntry> logprobs);
-  std::string AddArguments(const std::string& arguments);
-  std::string CloseItem(const char* status);
-  std::string Finish(const RequestChannel::Update& update);
-  ResponseJson& open_item() { return output_[output_.size() - 1]; }
-  ResponseJson ItemRef() const;
+  ResponseJson& last_item() { return output_[output_.size() - 1]; }
+  ResponseJson ItemRef() const;  // {"item_id", "output_index"} of the last item
 
-  const ResponseMeta meta_;
-  const ResponseJson echo_;
-  const uint64_t id_seed_;
+  ResponseMeta meta_;
+  ResponseJson echo_;
+  uint64_t id_seed_;
   int64_t sequence_ = 0;
   ResponseJson output_ = ResponseJson::array();
-  Kind open_ = Kind::kNone;
   std::string status_ = "in_progress";
   std::optional<Usage> usage_;
   std::optional<ApiError> error_;

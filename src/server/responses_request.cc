@@ -11,72 +11,28 @@
 namespace dscale::server {
 namespace responses_body {
 
-using Ordered = nlohmann::ordered_json;
-using Error = std::optional<ApiError>;
+using namespace request_json;  // NOLINT: this file's vocabulary
 
-std::string Got(const Ordered& value) { return ", got " + DescribeJson(nlohmann::json(value)); }
+// What an output_text part of an earlier reply carries besides its text.
+constexpr std::array<std::string_view, 2> kOutputTextExtras = {"annotations", "logprobs"};
 
-const Ordered* Member(const Ordered& object, const char* key) {
-  const auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string Index(const std::string& name, size_t i) {
-  return name + "[" + std::to_string(i) + "]";
-}
-
-Error CheckMembers(const Ordered& v, const std::string& name,
-                   std::initializer_list<std::string_view> allowed) {
-  for (const auto& [key, value] : v.items()) {
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      return BadField(name + "." + key, "unrecognized field");
-    }
-  }
-  return std::nullopt;
-}
-
-Error ExpectString(const Ordered* v, const std::string& name) {
-  if (v == nullptr) return BadField(name, "is required");
-  if (!v->is_string()) return BadField(name, "expected a string" + Got(*v));
-  return std::nullopt;
-}
-
-// One part {"type": one of `types`, "text"} ("refusal" parts carry "refusal" instead).
-Error ReadTextPart(const Ordered& p, const std::string& part,
-                   std::initializer_list<std::string_view> types, std::string* out) {
-  if (!p.is_object()) return BadField(part, "expected an object" + Got(p));
-  const Ordered* type = Member(p, "type");
-  const bool known = type != nullptr && type->is_string() &&
-                     std::find(types.begin(), types.end(), type->get<std::string>()) != types.end();
-  if (!known) {
-    std::string expected;
-    for (std::string_view t : types) {
-      expected += (expected.empty() ? "\"" : ", \"") + std::string(t) + "\"";
-    }
-    return BadField(part + ".type", "expected " + expected + " (only text is supported)" +
-                                        (type == nullptr ? "" : Got(*type)));
-  }
-  const char* text_key = *type == "refusal" ? "refusal" : "text";
-  if (Error e = CheckMembers(p, part, {"type", text_key, "annotations", "logprobs"})) return e;
-  if (Error e = ExpectString(Member(p, text_key), part + "." + text_key)) return e;
-  *out = Member(p, text_key)->get<std::string>();
-  return std::nullopt;
-}
-
-// Text given as a string or as a list of parts (ReadTextPart), joined.
-Error ReadText(const Ordered& v, const std::string& name,
-               std::initializer_list<std::string_view> types, std::string* out) {
-  if (v.is_string()) {
-    *out = v.get<std::string>();
-    return std::nullopt;
-  }
-  if (!v.is_array()) return BadField(name, "expected a string or a list of text parts" + Got(v));
+// The text of a reasoning item's `key` list of parts of `types`, joined by `separator`; false
+// in *found where the list is absent or empty.
+Error ReadReasoningParts(const Ordered& item, const std::string& where, const char* key,
+                         std::initializer_list<std::string_view> types, const char* separator,
+                         std::string* out, bool* found) {
+  *found = false;
+  const Ordered* parts = Member(item, key);
+  if (parts == nullptr) return std::nullopt;
+  const std::string name = where + "." + key;
+  if (!parts->is_array()) return BadField(name, "expected a list of parts" + Got(*parts));
   out->clear();
-  for (size_t j = 0; j < v.size(); ++j) {
+  for (size_t j = 0; j < parts->size(); ++j) {
     std::string text;
-    if (Error e = ReadTextPart(v[j], Index(name, j), types, &text)) return e;
-    *out += text;
+    if (Error e = ReadTextPart((*parts)[j], Index(name, j), types, {}, &text)) return e;
+    *out += (j > 0 ? separator : "") + text;
   }
+  *found = !parts->empty();
   return std::nullopt;
 }
 
@@ -87,29 +43,16 @@ Error ReadReasoning(const Ordered& item, const std::string& where, std::string* 
                              {"type", "id", "summary", "content", "encrypted_content", "status"})) {
     return e;
   }
-  struct Parts {
-    const char* key;
-    std::initializer_list<std::string_view> types;
-    const char* separator;
-  };
-  for (const Parts& kind : {Parts{"content", {"reasoning_text", "text"}, ""},
-                            Parts{"summary", {"summary_text"}, "\n\n"}}) {
-    const Ordered* parts = Member(item, kind.key);
-    if (parts == nullptr) continue;
-    const std::string name = where + "." + kind.key;
-    if (!parts->is_array()) return BadField(name, "expected a list of parts" + Got(*parts));
-    std::string text;
-    for (size_t j = 0; j < parts->size(); ++j) {
-      std::string part_text;
-      if (Error e = ReadTextPart((*parts)[j], Index(name, j), kind.types, &part_text)) return e;
-      text += (j > 0 ? kind.separator : "") + part_text;
-    }
-    if (!parts->empty()) {
-      *out = std::move(text);
-      return std::nullopt;
-    }
+  bool found = false;
+  if (Error e =
+          ReadReasoningParts(item, where, "content", {"reasoning_text", "text"}, "", out, &found)) {
+    return e;
   }
-  out->clear();
+  if (found) return std::nullopt;
+  if (Error e = ReadReasoningParts(item, where, "summary", {"summary_text"}, "\n\n", out, &found)) {
+    return e;
+  }
+  if (!found) out->clear();
   return std::nullopt;
 }
 
@@ -172,7 +115,7 @@ class Conversation {
     if (content == nullptr) return BadField(where + ".content", "is required");
     std::string text;
     if (Error e = ReadText(*content, where + ".content", {"input_text", "output_text", "refusal"},
-                           &text)) {
+                           kOutputTextExtras, &text)) {
       return e;
     }
     const bool system = *role == "system" || *role == "developer";
@@ -222,7 +165,7 @@ class Conversation {
     const Ordered* output = Member(item, "output");
     if (output == nullptr) return BadField(where + ".output", "is required");
     std::string text;
-    if (Error e = ReadText(*output, where + ".output", {"input_text"}, &text)) return e;
+    if (Error e = ReadText(*output, where + ".output", {"input_text"}, {}, &text)) return e;
     Push({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", text}}, where);
     fields_->Add(Index("messages", messages_.size() - 1) + ".content", where + ".output");
     calls_join_ = false;
@@ -538,41 +481,14 @@ Error Translate(const Ordered& body, const StoredConversation& stored, Ordered* 
 
 }  // namespace responses_body
 
-void FieldMap::Add(std::string chat_prefix, std::string sent_prefix) {
-  prefixes_.emplace_back(std::move(chat_prefix), std::move(sent_prefix));
-}
-
-ApiError FieldMap::Translate(ApiError error) const {
-  const std::pair<std::string, std::string>* best = nullptr;
-  for (const auto& entry : prefixes_) {
-    const std::string& prefix = entry.first;
-    const bool matches = error.param.starts_with(prefix) &&
-                         (error.param.size() == prefix.size() ||
-                          error.param[prefix.size()] == '.' || error.param[prefix.size()] == '[');
-    if (matches && (best == nullptr || prefix.size() > best->first.size())) best = &entry;
-  }
-  if (best == nullptr) return error;
-  const std::string param = best->second + error.param.substr(best->first.size());
-  if (error.message.starts_with(error.param + ": ")) {
-    error.message = param + error.message.substr(error.param.size());
-  }
-  error.param = param;
-  return error;
-}
-
 std::optional<ApiError> ParseResponsesRequest(std::string_view body,
                                               const StoredConversation& stored, ApiRequest* out,
                                               FieldMap* fields) {
-  using responses_body::Ordered;
+  using request_json::Ordered;
   *fields = FieldMap();
   *out = ApiRequest{.endpoint = Endpoint::kResponses};
-  if (auto e = CheckBodyBytes(body)) return e;
-  const Ordered sent = Ordered::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (sent.is_discarded()) return BadRequest("the request body is not valid JSON");
-  if (!sent.is_object()) {
-    return BadRequest("the request body must be a JSON object" + responses_body::Got(sent));
-  }
-  if (responses_body::Member(sent, "model") == nullptr) return BadField("model", "is required");
+  Ordered sent;
+  if (auto e = request_json::ReadBody(body, &sent)) return e;
   Ordered chat = Ordered::object();
   ApiRequest::Responses context{.echo = responses_body::Echo(sent)};
   if (auto e = responses_body::Translate(sent, stored, &chat, &context, fields)) return e;

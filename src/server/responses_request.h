@@ -48,23 +48,9 @@
 
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/request_json.h"
 
 namespace dscale::server {
-
-// Where the chat body's fields came from in the Responses body, as pairs of path prefixes
-// ("messages[2].tool_calls[0].function" → "input[3]"): turns an error about the chat body
-// into one about the request as sent.
-class FieldMap {
- public:
-  void Add(std::string chat_prefix, std::string sent_prefix);
-  // The error with its param, and the message's leading "<param>: ", rewritten by the longest
-  // prefix that matches whole path steps; an error about no field, or about a field that
-  // matches none, is returned as it is.
-  ApiError Translate(ApiError error) const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> prefixes_;
-};
 
 // The conversation a stored response ended (previous_response_id's; ResponseStore), into
 // *items, or the error to return (404 for one not stored).

@@ -27,8 +27,18 @@ TEST(OpenAiResponseTest, ChatCompletion) {
   EXPECT_EQ(j["choices"][0]["index"], 0);
   EXPECT_EQ(j["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "Hi!"}}));
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(j["usage"],
-            (json{{"prompt_tokens", 5}, {"completion_tokens", 2}, {"total_tokens", 7}}));
+  EXPECT_EQ(j["usage"], (json{{"prompt_tokens", 5},
+                              {"completion_tokens", 2},
+                              {"total_tokens", 7},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}},
+                              {"completion_tokens_details", {{"reasoning_tokens", 0}}}}));
+  const json details = CompletionJson(kChatMeta, "Hi!", "stop",
+                                      {.prompt_tokens = 40,
+                                       .completion_tokens = 9,
+                                       .cached_prompt_tokens = 32,
+                                       .reasoning_tokens = 6})["usage"];
+  EXPECT_EQ(details["prompt_tokens_details"]["cached_tokens"], 32);
+  EXPECT_EQ(details["completion_tokens_details"]["reasoning_tokens"], 6);
 }
 
 // A choice that called tools: content null when there is no text, the calls in OpenAI's shape;

@@ -49,6 +49,20 @@ TEST(OutputTextTest, StopStringEndsTheTextBeforeIt) {
   EXPECT_FALSE(stopped);
 }
 
+// The stop string that ended the text: the one found first as the text arrives, the earliest
+// in it where several are.
+TEST(OutputTextTest, SaysWhichStopStringEndedTheText) {
+  const auto ended_by = [](const std::string& text, std::vector<std::string> stops) {
+    OutputText out(ServerTokenizer(), std::move(stops));
+    for (const int32_t id : Ids(text)) out.Push(std::span(&id, 1));
+    out.Finish();
+    return out.stop_string();
+  };
+  EXPECT_EQ(ended_by("one two three", {"three", "two"}), "two");
+  EXPECT_EQ(ended_by("one two three", {"two", "one two"}), "one two");
+  EXPECT_EQ(ended_by("one two three", {"zz"}), "");
+}
+
 TEST(OutputTextTest, PossibleStartOfAStopIsHeldBack) {
   // "sun" could begin "sunny" until "day" arrives.
   OutputText out(ServerTokenizer(), {"sunny"});

@@ -129,7 +129,7 @@ TEST(ResponsesOutputTest, AStreamBuildsTheResponseItemByItem) {
   EXPECT_EQ(events[0].data["response"]["usage"], nullptr);
 
   const json response = events.back().data["response"];
-  EXPECT_EQ(response, json(streamed.Response()));
+  EXPECT_EQ(response, json(streamed.Reply()));
   EXPECT_EQ(response["id"], "resp_1");
   EXPECT_EQ(response["object"], "response");
   EXPECT_EQ(response["status"], "completed");
@@ -170,7 +170,7 @@ TEST(ResponsesOutputTest, AStreamBuildsTheResponseItemByItem) {
   std::string all_text;
   for (const std::string& t : kThinkTalkCall) all_text += t;
   whole.Update(Updates({all_text}, Outcome::kStop)[0], &whole_reader);
-  EXPECT_EQ(json(whole.Response()), response);
+  EXPECT_EQ(json(whole.Reply()), response);
 }
 
 TEST(ResponsesOutputTest, CutOffIsIncompleteAndAFailureIsFailed) {
@@ -215,7 +215,7 @@ TEST(ResponsesOutputTest, AForcedCallStreamsItsArgumentsAndLogprobsGoWithTheText
   for (const Event& e : events) {
     if (e.type == "response.function_call_arguments.delta") streamed += e.data["delta"];
   }
-  const json call = json(forced.Response())["output"][0];
+  const json call = json(forced.Reply())["output"][0];
   EXPECT_EQ(call["name"], "get_weather");
   EXPECT_EQ(call["arguments"], R"({"city": "Paris"})");
   EXPECT_EQ(streamed, call["arguments"]);
@@ -231,7 +231,7 @@ TEST(ResponsesOutputTest, AForcedCallStreamsItsArgumentsAndLogprobsGoWithTheText
   const std::vector<Event> text_events = Parse(text.Update(update, nullptr));
   EXPECT_EQ(text_events[2].type, "response.output_text.delta");
   EXPECT_EQ(text_events[2].data["logprobs"][0]["token"], "Hi");
-  const json part = json(text.Response())["output"][0]["content"][0];
+  const json part = json(text.Reply())["output"][0]["content"][0];
   ASSERT_EQ(part["logprobs"].size(), 1u);
   EXPECT_EQ(part["logprobs"][0]["logprob"], -0.5);
   EXPECT_EQ(part["logprobs"][0]["bytes"], (json::array({72, 105})));

@@ -19,7 +19,14 @@ prefix=$dir/nginx
 rm -rf "$prefix"
 mkdir -p "$prefix/tmp" "$prefix/logs"
 pids=()
+nginx_pid=
 cleanup() {
+  # nginx's master stops its workers on TERM; KILL would leave a worker holding the test's
+  # output open, and CTest waiting for it until the test's timeout.
+  if [ -n "$nginx_pid" ]; then
+    kill -TERM "$nginx_pid" 2>/dev/null || true
+    wait "$nginx_pid" 2>/dev/null || true
+  fi
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
@@ -35,7 +42,6 @@ pids+=("$pid_b")
 
 # The port free_port found may be taken by another process before nginx binds it (tests run side
 # by side): then nginx exits, and the next try picks another port.
-nginx_pid=
 for _ in 1 2 3 4 5; do
   port=$(free_port)
   sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$port|g" -e "s|@BACKEND_A@|$port_a|g" \
@@ -50,7 +56,7 @@ for _ in 1 2 3 4 5; do
     kill -0 "$nginx_pid" 2>/dev/null; then
     break
   fi
-  kill -KILL "$nginx_pid" 2>/dev/null || true
+  kill -TERM "$nginx_pid" 2>/dev/null || true
   wait "$nginx_pid" 2>/dev/null || true
   nginx_pid=
 done
