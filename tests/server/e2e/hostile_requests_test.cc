@@ -1,7 +1,8 @@
 // Hundreds of malformed or hostile requests against a running server: fuzzed and truncated
 // bodies, wrong types, huge numbers, wrong content types, invalid UTF-8, deep nesting, broken
-// HTTP. Every answer must be a 4xx (with an OpenAI-style JSON error where the request got as
-// far as HTTP), the server must never crash, and it must still serve normal requests.
+// HTTP, on every generation route (OpenAI's and Anthropic's). Every answer must be a 4xx (with a
+// JSON error in the route's API's shape where the request got as far as HTTP), the server must
+// never crash, and it must still serve normal requests.
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -169,6 +170,51 @@ void AddChatCases(std::vector<Hostile>* out) {
                std::string(20000, 'q') + "\"}]}"});
 }
 
+// The Responses and Messages APIs: truncated bodies, and items and blocks that are never valid.
+void AddItemApiCases(std::vector<Hostile>* out) {
+  const std::string responses =
+      R"({"model": "tiny", "input": [{"role": "user", "content": "Hi"}], "max_output_tokens": 4})";
+  const std::string messages =
+      R"({"model": "tiny", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})";
+  for (size_t n = 1; n < responses.size(); n += 5) {
+    out->push_back({.what = "truncated responses body",
+                    .path = "/v1/responses",
+                    .body = responses.substr(0, n)});
+  }
+  for (size_t n = 1; n < messages.size(); n += 5) {
+    out->push_back(
+        {.what = "truncated messages body", .path = "/v1/messages", .body = messages.substr(0, n)});
+  }
+  for (const std::string input :
+       {"null", "[]", "5", "[5]", "[{}]", "[{\"type\": \"function_call\"}]",
+        "[{\"type\": \"function_call_output\", \"call_id\": 1, \"output\": \"x\"}]",
+        "[{\"type\": \"reasoning\", \"content\": [{\"type\": \"x\"}]}]",
+        "[{\"type\": \"item_reference\", \"id\": \"msg_1\"}]",
+        "[{\"role\": \"user\", \"content\": [{\"type\": \"input_file\"}]}]"}) {
+    out->push_back({.what = "responses input = " + input,
+                    .path = "/v1/responses",
+                    .body = "{\"model\": \"tiny\", \"input\": " + input + "}"});
+  }
+  out->push_back({.what = "responses previous_response_id unknown",
+                  .path = "/v1/responses",
+                  .body = R"({"model": "tiny", "input": "x", "previous_response_id": "resp_x"})"});
+  for (const std::string turn :
+       {"null", "[]", "[5]", "[{\"role\": \"system\", \"content\": \"x\"}]",
+        "[{\"role\": \"user\", \"content\": [{\"type\": \"image\"}]}]",
+        "[{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\"}]}]",
+        "[{\"role\": \"assistant\", \"content\": [{\"type\": \"tool_use\", \"id\": \"t\", "
+        "\"name\": \"f\", \"input\": []}]}]"}) {
+    out->push_back(
+        {.what = "messages = " + turn,
+         .path = "/v1/messages",
+         .body = "{\"model\": \"tiny\", \"max_tokens\": 4, \"messages\": " + turn + "}"});
+  }
+  out->push_back({.what = "stored response that is not there",
+                  .method = "GET",
+                  .path = "/v1/responses/resp_nope",
+                  .body = ""});
+}
+
 void AddEncodingAndShapeCases(std::vector<Hostile>* out) {
   for (const std::string bad :
        {"\xff", "\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80", "\x80", "\xfe\xff"}) {
@@ -236,9 +282,9 @@ void AddFuzz(std::vector<Hostile>* out) {
     for (int j = 0; j < length; ++j) {
       body += rng() % 10 == 0 ? static_cast<char>(rng() % 256) : alphabet[rng() % alphabet.size()];
     }
-    out->push_back({.what = "fuzz " + std::to_string(i),
-                    .path = i % 2 ? "/v1/chat/completions" : "/v1/completions",
-                    .body = body});
+    static const char* const kPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/responses",
+                                         "/v1/messages"};
+    out->push_back({.what = "fuzz " + std::to_string(i), .path = kPaths[i % 4], .body = body});
   }
 }
 
@@ -296,6 +342,7 @@ TEST(HostileRequestsTest, EveryAnswerIs4xxAndTheServerStaysUp) {
   AddTruncations(&cases);
   AddWrongFields(&cases);
   AddChatCases(&cases);
+  AddItemApiCases(&cases);
   AddEncodingAndShapeCases(&cases);
   AddTransportCases(&cases);
   AddFuzz(&cases);
