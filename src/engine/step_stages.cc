@@ -304,6 +304,7 @@ void Engine::AcceptRows(const TargetPass& pass, std::span<RequestState* const> r
     if (rules.json_schema != nullptr) HoldToJson(r, a.drafts, logits);
     HoldBackStopIds(rules, static_cast<int64_t>(r.output().size()), r.params.stop_ids, logits,
                     vocab);
+    CloseReasoningAtBudget(rules, r.output(), a.drafts, logits, vocab);
   }
   backend_.Accept(pass, accepting, outcomes);
 }

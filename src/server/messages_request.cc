@@ -237,9 +237,11 @@ Error ReadThinking(const Ordered& v, Ordered* chat) {
   }
   if (Error e = CheckMembers(v, "thinking", {"type", "budget_tokens"})) return e;
   const bool on = *Member(v, "type") == "enabled";
-  if (const Ordered* budget = Member(v, "budget_tokens");
-      budget && (!budget->is_number_integer() || *budget < 1)) {
-    return BadField("thinking.budget_tokens", "expected a positive integer" + Got(*budget));
+  if (const Ordered* budget = Member(v, "budget_tokens")) {
+    if (!budget->is_number_integer() || *budget < 1) {
+      return BadField("thinking.budget_tokens", "expected a positive integer" + Got(*budget));
+    }
+    if (on) (*chat)["thinking_token_budget"] = *budget;
   }
   (*chat)["chat_template_kwargs"] = {{"enable_thinking", on}};
   return std::nullopt;
@@ -278,6 +280,7 @@ Error Translate(const Ordered& body, Ordered* chat, FieldMap* fields) {
     if (e) return e;
   }
   fields->Add("chat_template_kwargs.enable_thinking", "thinking");
+  fields->Add("thinking_token_budget", "thinking.budget_tokens");
   fields->Add("chat_template_kwargs", "thinking");
   fields->Add("parallel_tool_calls", "tool_choice.disable_parallel_tool_use");
   Turns turns(fields);

@@ -11,8 +11,8 @@
 //   tool_choice ({"type": "auto" | "any" | "tool" | "none", "name", "disable_parallel_tool_use"}:
 //   chat's "auto", "required", a named function, "none"; parallel_tool_calls false),
 //   thinking ({"type": "enabled", "budget_tokens"} or {"type": "disabled"}: thinking on or off in
-//   the formats that have it; the budget is accepted, the reasoning ends where the model ends
-//   it, within max_tokens), metadata ({"user_id"}), service_tier.
+//   the formats that have it; budget_tokens is chat's thinking_token_budget, the reasoning
+//   block closed by then), metadata ({"user_id"}), service_tier.
 // Messages alternate "user" and "assistant"; content is a string or blocks:
 //   text                 {"text"} (blocks of one message are joined as chat's text parts are: as
 //                        written, nothing between them); cache_control and citations accepted

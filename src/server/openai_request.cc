@@ -797,6 +797,17 @@ Error ParseParallelToolCalls(const json& v, const std::string& name, ApiRequest*
   return std::nullopt;
 }
 
+// vLLM's: the output tokens the reasoning block may hold, with thinking on.
+Error ParseThinkingTokenBudget(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  const std::optional<int64_t> budget = ApiInteger(v);
+  if (!budget || *budget < 0 || *budget > std::numeric_limits<int32_t>::max()) {
+    return BadField(name, "expected an integer of 0 or more" + Got(v));
+  }
+  r->thinking_token_budget = static_cast<int32_t>(*budget);
+  return std::nullopt;
+}
+
 // SGLang's: false keeps the reasoning block in the content.
 Error ParseSeparateReasoning(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
@@ -851,6 +862,7 @@ constexpr FieldRule kFields[] = {
     {"structured_outputs", kBoth, ParseStructuredOutputs},
     {"chat_template_kwargs", kChatOnly, ParseChatTemplateKwargs},
     {"separate_reasoning", kChatOnly, ParseSeparateReasoning},
+    {"thinking_token_budget", kChatOnly, ParseThinkingTokenBudget},
 };
 
 const FieldRule* FindRule(const std::string& key, Endpoint endpoint) {

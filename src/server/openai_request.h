@@ -26,8 +26,9 @@
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
 //             kMaxTools functions), tool_choice ("auto", "none", "required" or a named
 //             function: server/tool_choice.h), parallel_tool_calls, chat_template_kwargs
-//             ({"enable_thinking"}), separate_reasoning (SGLang's); an assistant message may
-//             carry tool_calls, a tool message a tool_call_id
+//             ({"enable_thinking"}), separate_reasoning (SGLang's), thinking_token_budget
+//             (vLLM's: 0 or more; with thinking on, the reasoning block closes by then); an
+//             assistant message may carry tool_calls, a tool message a tool_call_id
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
 // n, seed, top_k, min_tokens, logprobs, top_logprobs, token ids), a float without a fractional part
 // is that integer (1.0 is 1), under the same range checks.
@@ -93,6 +94,9 @@ struct ApiRequest {
   // /v1/chat/completions: chat_template_kwargs.enable_thinking, as vLLM and SGLang take it (the
   // chat format's generation prompt opens a reasoning block, or closes an empty one).
   bool enable_thinking = false;
+  // vLLM's thinking_token_budget: with thinking on, at most this many output tokens before the
+  // reasoning block closes (LogitRules::reasoning_budget); unset: no bound.
+  std::optional<int32_t> thinking_token_budget;
   // With thinking on, the reasoning block is returned as reasoning_content (SGLang's
   // separate_reasoning; false keeps it in the content, markers and all).
   bool separate_reasoning = true;

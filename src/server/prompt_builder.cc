@@ -232,6 +232,11 @@ std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenize
   if (chat && request.enable_thinking && !reasoning_close.empty()) {
     out->reasoning_close_token = tokenizer.AddedTokenId(reasoning_close);
   }
+  // A thinking budget needs the block's closing token; without thinking it bounds nothing.
+  if (request.thinking_token_budget && out->reasoning_close_token) {
+    p.sampling.rules.reasoning_budget = *request.thinking_token_budget;
+    p.sampling.rules.reasoning_close_token = *out->reasoning_close_token;
+  }
   p.stop_strings = request.stop;
   p.logprobs = {.enabled = request.logprobs, .top = request.top_logprobs};
   return std::nullopt;

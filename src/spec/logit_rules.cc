@@ -1,5 +1,6 @@
 #include "spec/logit_rules.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -64,6 +65,12 @@ Status CheckLogitRules(const LogitRules& rules, int64_t vocab, int32_t max_token
                              " must be from -100 to 100, got " + Number(bias));
     }
   }
+  if (rules.reasoning_budget >= 0 &&
+      (rules.reasoning_close_token < 0 || rules.reasoning_close_token >= vocab)) {
+    return InvalidArgument(
+        "thinking_token_budget: needs a reasoning block that closes with one token (thinking on, "
+        "in a chat format that has one)");
+  }
   return Status::Ok();
 }
 
@@ -109,6 +116,26 @@ void HoldBackStopIds(const LogitRules& rules, int64_t output_len, std::span<cons
       if (id >= 0 && id < vocab) rows[j * vocab + id] = std::numeric_limits<float>::lowest();
     }
   }
+}
+
+void CloseReasoningAtBudget(const LogitRules& rules, std::span<const int32_t> output,
+                            std::span<const int32_t> drafts, std::span<float> rows, int64_t vocab) {
+  if (rules.reasoning_budget < 0) return;
+  DSCALE_CHECK(vocab > 0 && rows.size() % static_cast<size_t>(vocab) == 0);
+  // Only the row that follows exactly reasoning_budget tokens can be forced: before it the block
+  // may go on, and after it the block has closed (by then, or at that row).
+  const int64_t j = rules.reasoning_budget - static_cast<int64_t>(output.size());
+  if (j < 0 || j >= static_cast<int64_t>(rows.size()) / vocab) return;
+  const int32_t close = rules.reasoning_close_token;
+  const std::span<const int32_t> before = drafts.first(static_cast<size_t>(j));
+  if (std::ranges::find(output, close) != output.end() ||
+      std::ranges::find(before, close) != before.end()) {
+    return;
+  }
+  const std::span<float> row = rows.subspan(static_cast<size_t>(j * vocab), vocab);
+  const float kept = row[close];
+  std::ranges::fill(row, std::numeric_limits<float>::lowest());
+  row[close] = kept;
 }
 
 }  // namespace dscale

@@ -17,6 +17,10 @@
 // fewer than min_tokens tokens, every stop id's logit becomes the lowest float (probability 0,
 // never the argmax), so no stop id ends the request before it has min_tokens tokens (stop
 // strings still end it: the text is cut where one first appears, as OpenAI's `stop` says).
+// A thinking budget (vLLM's thinking_token_budget, Anthropic's thinking.budget_tokens) is another,
+// CloseReasoningAtBudget: the row that follows reasoning_budget output tokens, none of which is
+// the token that closes the reasoning block, allows that token alone (every other logit the
+// lowest float), so at most reasoning_budget tokens come before the block's close.
 // The log-probabilities a request asks for are those of the rows after the rules (the
 // distribution its tokens were chosen from; spec/logprobs.h).
 
@@ -56,16 +60,21 @@ struct LogitRules {
   // static storage, ChatFormatTraits). The value is the answer after it, the reasoning free text
   // up to it (JsonGrammar::Start); empty: the value starts the output.
   std::string_view reasoning_end;
+  // CloseReasoningAtBudget: the output tokens the reasoning block may hold before
+  // reasoning_close_token (-1: off).
+  int32_t reasoning_budget = -1;
+  int32_t reasoning_close_token = -1;
 
   bool empty() const {
     return logit_bias.empty() && presence_penalty == 0.0f && frequency_penalty == 0.0f &&
-           repetition_penalty == 1.0f && min_tokens == 0 && json_schema == nullptr;
+           repetition_penalty == 1.0f && min_tokens == 0 && json_schema == nullptr &&
+           reasoning_budget < 0;
   }
 };
 
-// OK when every value is in its range, every biased token is below `vocab` and min_tokens is at
-// most max_tokens; otherwise InvalidArgument naming the request field ("logit_bias: ...",
-// "presence_penalty: ...").
+// OK when every value is in its range, every biased token is below `vocab`, min_tokens is at
+// most max_tokens and a reasoning budget has its closing token; otherwise InvalidArgument naming
+// the request field ("logit_bias: ...", "presence_penalty: ...", "thinking_token_budget: ...").
 Status CheckLogitRules(const LogitRules& rules, int64_t vocab, int32_t max_tokens);
 
 // Applies `rules` in place to one request's consecutive logits rows [rows.size() / vocab, vocab]:
@@ -78,5 +87,10 @@ void ApplyLogitRules(const LogitRules& rules, std::span<const int32_t> prompt,
 // the vocabulary are never chosen anyway and are skipped.
 void HoldBackStopIds(const LogitRules& rules, int64_t output_len, std::span<const int64_t> stop_ids,
                      std::span<float> rows, int64_t vocab);
+
+// rules.reasoning_budget on the same rows as ApplyLogitRules (row j follows output and
+// drafts[0, j)).
+void CloseReasoningAtBudget(const LogitRules& rules, std::span<const int32_t> output,
+                            std::span<const int32_t> drafts, std::span<float> rows, int64_t vocab);
 
 }  // namespace dscale

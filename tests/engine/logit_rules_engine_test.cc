@@ -54,6 +54,7 @@ std::vector<int32_t> ReferenceGreedy(TargetModel& target, const std::vector<int3
     std::vector<float> logits = testing::NextTokenLogits(target, context);
     ApplyLogitRules(rules, prompt, output, {}, logits, vocab);
     HoldBackStopIds(rules, static_cast<int64_t>(output.size()), stops, logits, vocab);
+    CloseReasoningAtBudget(rules, output, {}, logits, vocab);
     // The lowest id among ties, as the engine's argmax.
     const auto next = static_cast<int32_t>(std::ranges::max_element(logits) - logits.begin());
     output.push_back(next);
@@ -152,6 +153,43 @@ TEST_F(LogitRulesEngineTest, MinTokensHoldsStopIdsBack) {
     ended_at_stop += plain[i].size() < static_cast<size_t>(kMaxTokens);
   }
   EXPECT_GT(ended_at_stop, 0) << "the stop id still ends outputs after min_tokens";
+}
+
+// A thinking budget of 6 (token 7 standing for "</think>"): plain decoding is the reference's,
+// every mode plain's, greedy and sampled, the closing token comes by position 6 in every output
+// that long, and the rule forced it there in some.
+TEST_F(LogitRulesEngineTest, AThinkingBudgetClosesTheBlockInEveryMode) {
+  const DecoderConfig& c = target_.config();
+  const auto prompts = RandomPrompts(16, c.vocab_size, 53);
+  constexpr int32_t kClose = 7, kBudget = 6;
+  GenerationParams params{
+      .max_tokens = kMaxTokens,
+      .sampling = {.rules = {.reasoning_budget = kBudget, .reasoning_close_token = kClose}},
+      .stop_ids = c.eos_token_ids};
+  int forced = 0;
+  for (const bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    if (sampled) {
+      params.sampling.temperature = 0.9f;
+      params.sampling.seed = 29;
+    }
+    const std::vector<std::vector<int32_t>> plain =
+        ExpectEveryModeAgrees(target_, predictor_, params, prompts);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (!sampled) {
+        EXPECT_EQ(
+            FirstDifference(plain[i], ReferenceGreedy(target_, prompts[i], params.sampling.rules,
+                                                      params.stop_ids)),
+            "")
+            << "prompt " << i;
+      }
+      if (plain[i].size() <= kBudget) continue;
+      const auto at = std::ranges::find(plain[i], kClose) - plain[i].begin();
+      EXPECT_LE(at, kBudget) << "prompt " << i;
+      forced += at == kBudget;
+    }
+  }
+  EXPECT_GT(forced, 0) << "the budget closed some blocks";
 }
 
 TEST_F(LogitRulesEngineTest, SampledOutputIsPlainSamplingsInEveryModeAndConcurrency) {

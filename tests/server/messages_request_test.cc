@@ -82,6 +82,7 @@ TEST(MessagesRequestTest, AConversationAsClaudeCodeSendsIt) {
   EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
   EXPECT_FALSE(r.parallel_tool_calls);
   EXPECT_TRUE(r.enable_thinking);
+  EXPECT_EQ(r.thinking_token_budget, 1024);
   EXPECT_TRUE(r.stream);
   EXPECT_EQ(r.max_tokens, 300);
   EXPECT_EQ(r.top_k, 20);

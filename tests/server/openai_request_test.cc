@@ -376,6 +376,12 @@ INSTANTIATE_TEST_SUITE_P(
                     {"type": "json_object"}})",
                 400, "response_format"},
         BadCase{kChat, "{" + kChatOk + R"(, "separate_reasoning": 1})", 400, "separate_reasoning"},
+        BadCase{kChat, "{" + kChatOk + R"(, "thinking_token_budget": -1})", 400,
+                "thinking_token_budget"},
+        BadCase{kChat, "{" + kChatOk + R"(, "thinking_token_budget": 1.5})", 400,
+                "thinking_token_budget"},
+        BadCase{kCompletions, "{" + kOk + R"(, "thinking_token_budget": 5})", 400,
+                "thinking_token_budget"},
         BadCase{kCompletions, "{" + kOk + R"(, "separate_reasoning": true})", 400,
                 "separate_reasoning"},
         BadCase{
@@ -567,6 +573,10 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
   EXPECT_FALSE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                   "separate_reasoning": false})")
                    .separate_reasoning);
+  EXPECT_EQ(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                               "thinking_token_budget": 0})")
+                .thinking_token_budget,
+            0);
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                  "tools": null, "tool_choice": "auto"})")
                   .tools.empty());

@@ -276,6 +276,25 @@ TEST(PromptBuilderTest, JsonModeFollowsTheReasoning) {
   }
 }
 
+// A thinking budget becomes the rule on the reasoning block's closing token with thinking on, and
+// bounds nothing without it; usage counts reasoning by that token.
+TEST(PromptBuilderTest, AThinkingBudgetClosesTheReasoningBlock) {
+  const std::optional<int32_t> close = testing::ServerTokenizer().AddedTokenId("</think>");
+  ASSERT_TRUE(close.has_value());
+  for (const bool thinking : {false, true}) {
+    PreparedRequest p;
+    ASSERT_FALSE(Prepare(R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
+                            "thinking_token_budget": 12,
+                            "chat_template_kwargs": {"enable_thinking": )" +
+                             std::string(thinking ? "true" : "false") + "}}",
+                         &p, Endpoint::kChatCompletions));
+    const LogitRules& rules = p.params.sampling.rules;
+    EXPECT_EQ(rules.reasoning_budget, thinking ? 12 : -1);
+    EXPECT_EQ(rules.reasoning_close_token, thinking ? *close : -1);
+    EXPECT_EQ(p.reasoning_close_token, thinking ? close : std::nullopt);
+  }
+}
+
 // Under tool_choice "auto" a strict tool's calls are held in the format's syntax (after the
 // reasoning where thinking is on); not where no tool is strict, tool_choice is "none", a
 // response_format holds the answer, or min_tokens could not end where a call does.

@@ -119,6 +119,35 @@ TEST(LogitRulesTest, StopIdsAreHeldBackUntilTheOutputHoldsMinTokens) {
   EXPECT_EQ(rows, (std::vector<float>{2, low, 2, low, 2, 2, low, 2, low, 2, 2, 2, 2, 2, 2}));
 }
 
+// A budget of 4 with 2 output tokens: the row after the drafts' first two (4 tokens in all) keeps
+// only the closing token, unless one of the 4 closed the block already; other rows are free.
+TEST(LogitRulesTest, AReasoningBudgetClosesTheBlockAtItsRow) {
+  const LogitRules rules{.reasoning_budget = 4, .reasoning_close_token = 3};
+  const float low = std::numeric_limits<float>::lowest();
+  const auto rows_after = [&](std::vector<int32_t> output, std::vector<int32_t> drafts) {
+    std::vector<float> rows(4 * 5);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 5) - 1.0f;
+    CloseReasoningAtBudget(rules, output, drafts, rows, 5);
+    return rows;
+  };
+  const std::vector<float> free = {-1, 0, 1, 2, 3};
+  std::vector<float> want;
+  for (const auto& row : {free, free, std::vector<float>{low, low, low, 2, low}, free}) {
+    want.insert(want.end(), row.begin(), row.end());
+  }
+  EXPECT_EQ(rows_after({0, 1}, {2, 4, 0}), want);
+  // Closed already, in the output or in a draft before the row: nothing is forced.
+  std::vector<float> untouched;
+  for (int r = 0; r < 4; ++r) untouched.insert(untouched.end(), free.begin(), free.end());
+  EXPECT_EQ(rows_after({3, 1}, {2, 4, 0}), untouched);
+  EXPECT_EQ(rows_after({0, 1}, {3, 4, 0}), untouched);
+  // Past the budget (the block closed at its row) and off: nothing.
+  EXPECT_EQ(rows_after({0, 1, 2, 3, 4}, {2, 4, 0}), untouched);
+  std::vector<float> off(4 * 5, 1.0f);
+  CloseReasoningAtBudget({}, std::vector<int32_t>{0, 1}, std::vector<int32_t>{2, 4, 0}, off, 5);
+  EXPECT_EQ(off, std::vector<float>(4 * 5, 1.0f));
+}
+
 TEST(LogitRulesTest, ChecksNameTheField) {
   EXPECT_TRUE(CheckLogitRules({}, 10, 16).ok());
   EXPECT_TRUE(CheckLogitRules({.logit_bias = {{0, -100.0f}, {9, 100.0f}},
@@ -133,6 +162,8 @@ TEST(LogitRulesTest, ChecksNameTheField) {
   EXPECT_TRUE(message({.logit_bias = {{10, 1.0f}}}).starts_with("logit_bias: token 10 is not"));
   EXPECT_TRUE(message({.logit_bias = {{-1, 1.0f}}}).starts_with("logit_bias: token -1 is not"));
   EXPECT_TRUE(message({.logit_bias = {{3, 1.0f}, {3, 2.0f}}}).starts_with("logit_bias: tokens"));
+  EXPECT_TRUE(message({.reasoning_budget = 5}).starts_with("thinking_token_budget: "));
+  EXPECT_TRUE(CheckLogitRules({.reasoning_budget = 0, .reasoning_close_token = 9}, 10, 16).ok());
   EXPECT_TRUE(
       message({.logit_bias = {{3, 100.5f}}}).starts_with("logit_bias: the bias of token 3"));
   EXPECT_TRUE(message({.presence_penalty = 2.5f}).starts_with("presence_penalty: "));

@@ -345,6 +345,14 @@ async function reasoning(model, prompt) {
   assert.equal(opened.choices[0].message.reasoning_content, '<think><think>');
   assert.equal(opened.choices[0].message.content, '');
   assert.equal(opened.choices[0].finish_reason, 'length');
+  assert.equal(opened.usage.completion_tokens_details.reasoning_tokens, 3);
+  // vLLM's thinking_token_budget: after 2 tokens the block must close ("</think>" alone is
+  // allowed), and the answer follows.
+  const budgeted = await client.chat.completions.create(
+      {...request, max_tokens: 6, logit_bias: {'510': 100}, thinking_token_budget: 2});
+  assert.equal(budgeted.choices[0].message.reasoning_content, '<think>');
+  assert.equal(budgeted.choices[0].message.content, '<think><think><think>');
+  assert.equal(budgeted.usage.completion_tokens_details.reasoning_tokens, 3);
 }
 
 // JSON mode: the content is a JSON object's text, whole where the output stopped by itself;
