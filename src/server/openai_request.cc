@@ -790,6 +790,20 @@ Error ParseChatTemplateKwargs(const json& v, const std::string& name, ApiRequest
   return std::nullopt;
 }
 
+// OpenAI's reasoning_effort: the chat formats' thinking is on or off, so on for any effort but
+// "none".
+Error ParseReasoningEffort(const json& v, const std::string& name, ApiRequest* r) {
+  if (v.is_null()) return std::nullopt;
+  static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+  if (!v.is_string() || std::none_of(std::begin(kEfforts), std::end(kEfforts),
+                                     [&](const char* effort) { return v == effort; })) {
+    return BadField(name,
+                    R"(expected "none", "minimal", "low", "medium", "high" or "xhigh")" + Got(v));
+  }
+  r->enable_thinking = v != "none";
+  return std::nullopt;
+}
+
 Error ParseParallelToolCalls(const json& v, const std::string& name, ApiRequest* r) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_boolean()) return BadField(name, "expected a boolean" + Got(v));
@@ -861,6 +875,7 @@ constexpr FieldRule kFields[] = {
     {"response_format", kBoth, ParseResponseFormat},
     {"structured_outputs", kBoth, ParseStructuredOutputs},
     {"chat_template_kwargs", kChatOnly, ParseChatTemplateKwargs},
+    {"reasoning_effort", kChatOnly, ParseReasoningEffort},
     {"separate_reasoning", kChatOnly, ParseSeparateReasoning},
     {"thinking_token_budget", kChatOnly, ParseThinkingTokenBudget},
 };
@@ -882,6 +897,16 @@ Error CheckRequired(const json& body, Endpoint endpoint, const ApiRequest& r) {
   }
   if (body.contains("stream_options") && !body["stream_options"].is_null() && !r.stream) {
     return BadField("stream_options", "is only allowed when stream is true");
+  }
+  // Both ask for thinking on or off; they may not disagree.
+  const json* effort = JsonMember(body, "reasoning_effort");
+  const json* kwargs = JsonMember(body, "chat_template_kwargs");
+  const json* thinking = kwargs == nullptr ? nullptr : JsonMember(*kwargs, "enable_thinking");
+  if (effort != nullptr && thinking != nullptr && (*effort != "none") != *thinking) {
+    return BadField("reasoning_effort",
+                    "turns thinking " + std::string(*effort == "none" ? "off" : "on") +
+                        " where chat_template_kwargs.enable_thinking turns it " +
+                        (*thinking == true ? "on" : "off"));
   }
   return std::nullopt;
 }

@@ -298,19 +298,12 @@ Error ReadTextOptions(const Ordered& v, Ordered* chat, Ordered* echo, FieldMap* 
   return std::nullopt;
 }
 
-// reasoning: {"effort", "summary"} → chat_template_kwargs.enable_thinking.
+// reasoning: {"effort", "summary"} → chat's reasoning_effort.
 Error ReadReasoningOptions(const Ordered& v, Ordered* chat, Ordered* echo) {
   if (!v.is_object()) return BadField("reasoning", "expected an object" + Got(v));
   if (Error e = CheckMembers(v, "reasoning", {"effort", "summary", "generate_summary"})) return e;
-  constexpr std::array kEfforts = {"none", "minimal", "low", "medium", "high", "xhigh"};
   if (const Ordered* effort = Member(v, "effort")) {
-    if (!effort->is_string() ||
-        std::find(kEfforts.begin(), kEfforts.end(), effort->get<std::string>()) == kEfforts.end()) {
-      return BadField(
-          "reasoning.effort",
-          R"(expected "none", "minimal", "low", "medium", "high" or "xhigh")" + Got(*effort));
-    }
-    (*chat)["chat_template_kwargs"] = {{"enable_thinking", *effort != "none"}};
+    (*chat)["reasoning_effort"] = *effort;  // chat checks the word
     (*echo)["effort"] = *effort;
   }
   for (const char* key : {"summary", "generate_summary"}) {
@@ -474,8 +467,7 @@ Error Translate(const Ordered& body, const StoredConversation& stored, Ordered* 
   }
   if (logprobs) (*chat)["logprobs"] = true;
   fields->Add("logprobs", "include");
-  fields->Add("chat_template_kwargs.enable_thinking", "reasoning.effort");
-  fields->Add("chat_template_kwargs", "reasoning");
+  fields->Add("reasoning_effort", "reasoning.effort");
   return ReadInput(body, earlier, chat, &context->input, fields);
 }
 

@@ -378,6 +378,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kChat, "{" + kChatOk + R"(, "separate_reasoning": 1})", 400, "separate_reasoning"},
         BadCase{kChat, "{" + kChatOk + R"(, "thinking_token_budget": -1})", 400,
                 "thinking_token_budget"},
+        BadCase{kChat, "{" + kChatOk + R"(, "reasoning_effort": "max"})", 400, "reasoning_effort"},
+        BadCase{
+            kChat,
+            "{" + kChatOk +
+                R"(, "reasoning_effort": "none", "chat_template_kwargs": {"enable_thinking": true}})",
+            400, "reasoning_effort"},
         BadCase{kChat, "{" + kChatOk + R"(, "thinking_token_budget": 1.5})", 400,
                 "thinking_token_budget"},
         BadCase{kCompletions, "{" + kOk + R"(, "thinking_token_budget": 5})", 400,
@@ -577,6 +583,16 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
                                "thinking_token_budget": 0})")
                 .thinking_token_budget,
             0);
+  // OpenAI's reasoning_effort turns thinking on, or off with "none"; as chat_template_kwargs.
+  for (const auto& [effort, on] : {std::pair{"low", true}, {"high", true}, {"none", false}}) {
+    const std::string body = std::string(R"j({"model": "m", "messages": [{"role": "user", )j") +
+                             R"j("content": "Q"}], "reasoning_effort": ")j" + effort + "\"}";
+    EXPECT_EQ(ParseOk(kChat, body).enable_thinking, on) << effort;
+  }
+  EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                                 "chat_template_kwargs": {"enable_thinking": true},
+                                 "reasoning_effort": "medium"})")
+                  .enable_thinking);
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                  "tools": null, "tool_choice": "auto"})")
                   .tools.empty());
