@@ -26,11 +26,12 @@
 //             logprobs (boolean), top_logprobs (0 to 20, with logprobs true), tools (up to
 //             kMaxTools functions), tool_choice ("auto", "none", "required" or a named
 //             function: server/tool_choice.h), parallel_tool_calls, chat_template_kwargs
-//             ({"enable_thinking"}), reasoning_effort (OpenAI's: thinking on for any effort but
-//             "none"; not against enable_thinking), separate_reasoning (SGLang's),
-//             thinking_token_budget (vLLM's: 0 or more; with thinking on, the reasoning block
-//             closes by then); an assistant message may carry tool_calls, a tool message a
-//             tool_call_id
+//             ({"enable_thinking"}), prompt_cache_key, safety_identifier and service_tier
+//             (strings, accepted: the prefix cache needs no key), reasoning_effort (OpenAI's:
+//             thinking on for any effort but "none"; not against enable_thinking),
+//             separate_reasoning (SGLang's), thinking_token_budget (vLLM's: 0 or more; with
+//             thinking on, the reasoning block closes by then); an assistant message may carry
+//             tool_calls, a tool message a tool_call_id
 // Fields a client sends as null mean "the default". Where a field takes an integer (max_tokens,
 // n, seed, top_k, min_tokens, logprobs, top_logprobs, token ids), a float without a fractional part
 // is that integer (1.0 is 1), under the same range checks.

@@ -341,9 +341,7 @@ Error ReadInclude(const Ordered& v, bool* logprobs) {
 
 // Fields whose value only has to have its type: accepted, and not acted on.
 Error CheckAccepted(const std::string& key, const Ordered& v) {
-  if (key == "metadata") {
-    if (!v.is_object()) return BadField(key, "expected an object" + Got(v));
-  } else if (key == "stream_options") {
+  if (key == "stream_options") {
     if (!v.is_object()) return BadField(key, "expected an object" + Got(v));
     if (Error e = CheckMembers(v, key, {"include_obfuscation"})) return e;
   } else if (key == "truncation") {
@@ -353,21 +351,32 @@ Error CheckAccepted(const std::string& key, const Ordered& v) {
     }
   } else if (key == "background") {
     if (v != false) return BadField(key, "only false is supported" + Got(v));
-  } else if (!v.is_string()) {  // user, safety_identifier, prompt_cache_key, service_tier
-    return BadField(key, "expected a string" + Got(v));
   }
   return std::nullopt;
 }
 
-constexpr std::array kAccepted = {"metadata",         "stream_options", "truncation",
-                                  "background",       "user",           "safety_identifier",
-                                  "prompt_cache_key", "service_tier"};
+constexpr std::array kAccepted = {"stream_options", "truncation", "background"};
 // Copied into the chat body as they are: chat's rules check them.
-constexpr std::array kShared = {"model",         "temperature",         "top_p",
-                                "stream",        "parallel_tool_calls", "top_k",
-                                "min_p",         "repetition_penalty",  "seed",
-                                "stop",          "presence_penalty",    "frequency_penalty",
-                                "logit_bias",    "ignore_eos",          "min_tokens",
+constexpr std::array kShared = {"model",
+                                "metadata",
+                                "user",
+                                "safety_identifier",
+                                "prompt_cache_key",
+                                "service_tier",
+                                "temperature",
+                                "top_p",
+                                "stream",
+                                "parallel_tool_calls",
+                                "top_k",
+                                "min_p",
+                                "repetition_penalty",
+                                "seed",
+                                "stop",
+                                "presence_penalty",
+                                "frequency_penalty",
+                                "logit_bias",
+                                "ignore_eos",
+                                "min_tokens",
                                 "stop_token_ids"};
 // Features of OpenAI's platform (stored conversations and prompts): null only.
 constexpr std::array kNullOnly = {"conversation", "prompt", "max_tool_calls"};

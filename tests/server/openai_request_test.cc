@@ -379,6 +379,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kChat, "{" + kChatOk + R"(, "thinking_token_budget": -1})", 400,
                 "thinking_token_budget"},
         BadCase{kChat, "{" + kChatOk + R"(, "reasoning_effort": "max"})", 400, "reasoning_effort"},
+        BadCase{kChat, "{" + kChatOk + R"(, "prompt_cache_key": 5})", 400, "prompt_cache_key"},
         BadCase{
             kChat,
             "{" + kChatOk +
@@ -589,6 +590,9 @@ TEST(OpenAiRequestTest, ToolsAndAHistoryOfCalls) {
                              R"j("content": "Q"}], "reasoning_effort": ")j" + effort + "\"}";
     EXPECT_EQ(ParseOk(kChat, body).enable_thinking, on) << effort;
   }
+  // OpenAI's caching, safety and tier hints are accepted (the prefix cache needs no key).
+  ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
+                     "prompt_cache_key": "k", "safety_identifier": "s", "service_tier": "auto"})");
   EXPECT_TRUE(ParseOk(kChat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}],
                                  "chat_template_kwargs": {"enable_thinking": true},
                                  "reasoning_effort": "medium"})")
