@@ -254,8 +254,7 @@ Error Translate(const Ordered& body, Ordered* chat, FieldMap* fields) {
   for (const auto& [key, value] : body.items()) {
     if (key == "messages" || key == "system" || value.is_null()) continue;
     Error e;
-    if (std::find_if(kShared.begin(), kShared.end(), [&](const char* k) { return key == k; }) !=
-        kShared.end()) {
+    if (OneOf(kShared, key)) {
       (*chat)[key] = value;
     } else if (key == "stop_sequences") {
       (*chat)["stop"] = value;
@@ -317,8 +316,7 @@ std::optional<ApiError> ParseMessagesRequest(std::string_view body, MessagesBody
     constexpr std::array kShaping = {"model", "messages",    "system",
                                      "tools", "tool_choice", "thinking"};
     for (const auto& [key, value] : sent.items()) {
-      if (std::find_if(kShaping.begin(), kShaping.end(), [&](const char* k) { return key == k; }) ==
-          kShaping.end()) {
+      if (!request_json::OneOf(kShaping, key)) {
         return BadField(key, "is not taken by count_tokens, which counts the prompt's tokens");
       }
     }

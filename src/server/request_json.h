@@ -4,6 +4,7 @@
 // names a translated field as the client sent it. Nothing here throws; each problem is an
 // ApiError naming the field.
 
+#include <array>
 #include <cstddef>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,15 @@ namespace request_json {
 
 using Ordered = nlohmann::ordered_json;
 using Error = std::optional<ApiError>;
+
+// Whether `key` is one of `names`.
+template <size_t N>
+bool OneOf(const std::array<const char*, N>& names, std::string_view key) {
+  for (const char* name : names) {
+    if (key == name) return true;
+  }
+  return false;
+}
 
 // A body as sent: what CheckBodyBytes checks, then a JSON object with a "model".
 Error ReadBody(std::string_view body, Ordered* out);

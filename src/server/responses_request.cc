@@ -381,12 +381,6 @@ constexpr std::array kShared = {"model",
 // Features of OpenAI's platform (stored conversations and prompts): null only.
 constexpr std::array kNullOnly = {"conversation", "prompt", "max_tool_calls"};
 
-template <size_t N>
-bool OneOf(const std::array<const char*, N>& names, const std::string& key) {
-  return std::find_if(names.begin(), names.end(), [&](const char* n) { return key == n; }) !=
-         names.end();
-}
-
 // The request's settings the response object repeats, in OpenAI's order; temperature and top_p
 // are the defaults' once known.
 Ordered Echo(const Ordered& body) {
