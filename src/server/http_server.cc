@@ -19,6 +19,7 @@
 #include "server/messages_request.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/tokenize_api.h"
 
 namespace dscale::server {
 namespace {
@@ -47,9 +48,16 @@ ConnectionWatch WatchOf(const httplib::Request& req) {
 
 // The route label for metrics: the known paths, everything else "other".
 std::string RouteLabel(const std::string& path) {
-  static const char* const kRoutes[] = {
-      "/v1/completions",           "/v1/chat/completions", "/v1/responses", "/v1/messages",
-      "/v1/messages/count_tokens", "/v1/models",           "/health",       "/metrics"};
+  static const char* const kRoutes[] = {"/v1/completions",
+                                        "/v1/chat/completions",
+                                        "/v1/responses",
+                                        "/v1/messages",
+                                        "/v1/messages/count_tokens",
+                                        "/v1/models",
+                                        "/tokenize",
+                                        "/detokenize",
+                                        "/health",
+                                        "/metrics"};
   for (const char* route : kRoutes) {
     if (path == route) return route;
   }
@@ -320,6 +328,12 @@ void HttpServer::Route() {
   });
   http_->Delete("/v1/responses/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
     HandleStoredResponse(req, res, /*erase=*/true);
+  });
+  http_->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleTokenize(req, res, TokenizeReply);
+  });
+  http_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleTokenize(req, res, DetokenizeReply);
   });
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     HandleModels(req, res);
@@ -654,6 +668,15 @@ bool HttpServer::StreamStep(Stream& s, httplib::DataSink& sink) {
     sink.done();
   }
   return true;
+}
+
+void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& res,
+                                TokenizeHandler handler) {
+  std::string reply;
+  std::optional<ApiError> error = CheckContentType(req.get_header_value("Content-Type"));
+  if (!error) error = handler(req.body, tokenizer_, model_, &reply);
+  if (error) return Reply(res, *error);
+  res.set_content(reply, kJson);
 }
 
 void HttpServer::CountTokens(const httplib::Request& req, httplib::Response& res) {

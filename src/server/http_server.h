@@ -7,6 +7,7 @@
 //   POST /v1/messages                            the same as Anthropic's Messages API
 //                                                (messages_request.h, messages_output.h)
 //   POST /v1/messages/count_tokens               the prompt's tokens of such a body
+//   POST /tokenize, /detokenize                  vLLM's: a prompt's tokens, ids' text
 //   GET  /v1/models, /v1/models/{id}             the served model
 //   GET  /health                                 200 while serving, 503 while draining
 //   GET  /metrics                                Prometheus text format
@@ -136,6 +137,10 @@ class HttpServer {
                           const ResponseMeta& meta, uint64_t serial) const;
   // Stores a finished Responses reply where its request asked to and the server keeps them.
   void KeepResponse(const ItemsReply& reply);
+  // POST /tokenize and /detokenize (tokenize_api.h).
+  using TokenizeHandler = std::optional<ApiError> (*)(std::string_view, const Tokenizer&,
+                                                      const ModelInfo&, std::string*);
+  void HandleTokenize(const httplib::Request& req, httplib::Response& res, TokenizeHandler handler);
   // POST /v1/messages/count_tokens: {"input_tokens"} of the prompt the body makes.
   void CountTokens(const httplib::Request& req, httplib::Response& res);
   // GET and DELETE /v1/responses/{id}.

@@ -183,16 +183,19 @@ std::optional<ApiError> EncodeChat(const std::vector<ChatMessage>& messages,
   return std::nullopt;
 }
 
+std::optional<ApiError> CheckModelName(const std::string& name, const ModelInfo& model) {
+  if (name == model.name) return std::nullopt;
+  return ApiError{.status = 404,
+                  .message = "The model \"" + name + "\" does not exist; this server serves \"" +
+                             model.name + "\"",
+                  .param = "model",
+                  .code = "model_not_found"};
+}
+
 std::optional<ApiError> PrepareRequest(const ApiRequest& request, const Tokenizer& tokenizer,
                                        const ModelInfo& model, uint64_t seed,
                                        PreparedRequest* out) {
-  if (request.model != model.name) {
-    return ApiError{.status = 404,
-                    .message = "The model \"" + request.model +
-                               "\" does not exist; this server serves \"" + model.name + "\"",
-                    .param = "model",
-                    .code = "model_not_found"};
-  }
+  if (auto e = CheckModelName(request.model, model)) return e;
   const bool chat = request.endpoint != Endpoint::kCompletions;
   const std::string input = chat ? "messages" : "prompt";
   std::optional<ApiError> error = CheckPromptBytes(request, model, input);

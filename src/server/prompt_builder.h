@@ -57,6 +57,9 @@ inline constexpr int64_t kMaxPromptBytesPerToken = 16;
 // The prompt's text bytes (0 for token ids).
 int64_t PromptTextBytes(const ApiRequest& request);
 
+// 404 naming `name` unless it is the served model's.
+std::optional<ApiError> CheckModelName(const std::string& name, const ModelInfo& model);
+
 // 404 for another model's name; 400 for a prompt whose text exceeds kMaxPromptBytesPerToken ×
 // the context length in bytes or does not tokenize. A missing max_tokens is the default capped
 // by the room the prompt leaves; whether prompt + max_tokens fit is Engine::CheckRequest's to

@@ -545,6 +545,23 @@ async function storedResponses(model, prompt, request, whole, streamed) {
   await assert.rejects(client.responses.retrieve(unstored.id), (e) => e.status === 404);
 }
 
+// vLLM's /tokenize and /detokenize beside the SDK's routes: a chat body's count is the prompt
+// tokens chat reports, and ids come back as their text.
+async function tokenize(model, prompt) {
+  const post = async (path, body) => {
+    const res = await fetch(baseURL.replace(/\/v1$/, '') + path, {
+      method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+    assert.equal(res.status, 200, path);
+    return res.json();
+  };
+  const messages = [{role: 'user', content: prompt}];
+  const counted = await post('/tokenize', {model, messages});
+  const chat = await client.chat.completions.create({model, messages, max_tokens: 1});
+  assert.equal(counted.count, chat.usage.prompt_tokens);
+  const ids = (await post('/tokenize', {model, prompt})).tokens;
+  assert.equal((await post('/detokenize', {model, tokens: ids})).prompt, prompt);
+}
+
 async function errors(model) {
   await assert.rejects(client.completions.create({model, prompt: 'x', n: 17}), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
@@ -584,6 +601,7 @@ async function main() {
     if (round === 0) await reasoning(model, prompt);
     if (round === 0) await jsonMode(model, prompt);
     if (round === 0) await responses(model, prompt);
+    if (round === 0) await tokenize(model, prompt);
     if (round === 0) console.log(`chat: ${JSON.stringify(answer)}\ncompletion: ${JSON.stringify(text)}`);
   }
   await errors(model);
