@@ -282,9 +282,10 @@ void AddFuzz(std::vector<Hostile>* out) {
     for (int j = 0; j < length; ++j) {
       body += rng() % 10 == 0 ? static_cast<char>(rng() % 256) : alphabet[rng() % alphabet.size()];
     }
-    static const char* const kPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/responses",
-                                         "/v1/messages"};
-    out->push_back({.what = "fuzz " + std::to_string(i), .path = kPaths[i % 4], .body = body});
+    static const char* const kPaths[] = {"/v1/completions", "/v1/chat/completions",
+                                         "/v1/responses",   "/v1/messages",
+                                         "/tokenize",       "/detokenize"};
+    out->push_back({.what = "fuzz " + std::to_string(i), .path = kPaths[i % 6], .body = body});
   }
 }
 
