@@ -52,13 +52,12 @@ async function main() {
   assert.equal(types.at(-1), 'message_stop');
 
   // A stop sequence ends the text before it and is named.
-  if (text(whole).length > 4) {
-    const stop = text(whole).slice(2, 4);
-    const stopped = await anthropic.messages.create({...request, stop_sequences: [stop]});
-    assert.equal(stopped.stop_reason, 'stop_sequence');
-    assert.equal(stopped.stop_sequence, stop);
-    assert.equal(text(stopped), text(whole).slice(0, text(whole).indexOf(stop)));
-  }
+  assert.ok(text(whole).length > 4, text(whole));
+  const stop = text(whole).slice(2, 4);
+  const stopped = await anthropic.messages.create({...request, stop_sequences: [stop]});
+  assert.equal(stopped.stop_reason, 'stop_sequence');
+  assert.equal(stopped.stop_sequence, stop);
+  assert.equal(text(stopped), text(whole).slice(0, text(whole).indexOf(stop)));
 
   // A call and its result make chat's prompt for the same turns.
   const weather = {name: 'get_weather', description: 'The weather in a city',
