@@ -195,10 +195,10 @@ void ExpectEveryProductRowInvariant(uint32_t seed,
   }
 }
 
-// Every row count from 1 to 17 (decode of up to 17 requests; verify blocks of every length),
-// odd widths.
-TEST(RowInvarianceTest, EveryProductAtOneToSeventeenRows) {
-  std::vector<int64_t> rows(17);
+// Every row count from 1 to 18 (decode of up to 18 requests; verify blocks of every length, in
+// one to three tiles), odd widths.
+TEST(RowInvarianceTest, EveryProductAtOneToEighteenRows) {
+  std::vector<int64_t> rows(18);
   std::iota(rows.begin(), rows.end(), 1);
   ExpectEveryProductRowInvariant(54, {{17, 13}, {67, 37}, {1031, 21}}, rows);
 }

@@ -55,10 +55,10 @@ constexpr int64_t kLineWeights = 32;
 // always_inline: GCC 12 treats an out-of-line function of prefetches alone as const and drops
 // its calls.
 // kLineWeights f32 weights span two lines, both fetched.
-// The BF16 dot-product tiles prefetch only in a group's first tile: the later tiles of its rows
-// (7 rows and more) find the weights in cache, and their prefetches cost 8-30% of a 16-row call
-// on the 2-vCPU Zen 5 (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels against
-// them").
+// The BF16 dot-product tiles prefetch ahead only in a group's first tile: the later tiles of its
+// rows (7 rows and more) find the weights in cache, and these prefetches in them cost 8-30% of a
+// 16-row call on the 2-vCPU Zen 5 (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels
+// against them"). The later tiles fetch the next group instead (DotPrefetch).
 template <int kOuts, typename W>
 __attribute__((always_inline)) inline void PrefetchLines(const W* wo, int64_t in, int64_t k) {
   constexpr int64_t kBytes = kOuts == 1 ? kSingleStreamPrefetchBytes : kPrefetchBytes;
@@ -364,31 +364,37 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const W* wo, float* y, int64_t in,
   }
 }
 
+// Which of a group's row tiles runs: tile `tile` of `tiles`, in order. The BF16 dot-product tiles
+// prefetch by it (TileDot).
+struct TilePass {
+  int64_t tile = 0, tiles = 1;
+};
+
 // The tile of `rows` rows (1 … 6) from row r: Rows::Run<kRows, kOuts> (the f32 tiles or the BF16
 // dot-product tiles, inputs of type T), four outputs per pass, or one per pass for one or two rows
 // whose inputs fit in kSingleStreamInputBytes.
 template <typename Rows, typename T, typename W>
 __attribute__((always_inline)) inline void TileRows(const T* x, const W* wo, float* y, int64_t in,
                                                     int64_t out, bool accumulate, int64_t r,
-                                                    int64_t o, int64_t rows, bool prefetch) {
+                                                    int64_t o, int64_t rows, TilePass pass) {
   const bool single_stream = rows * in * static_cast<int64_t>(sizeof(T)) <= kSingleStreamInputBytes;
   switch (rows) {
     case 6:
-      return Rows::template Run<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
+      return Rows::template Run<6, kOutGroup>(x, wo, y, in, out, accumulate, r, o, pass);
     case 5:
-      return Rows::template Run<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
+      return Rows::template Run<5, kOutGroup>(x, wo, y, in, out, accumulate, r, o, pass);
     case 4:
-      return Rows::template Run<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
+      return Rows::template Run<4, kOutGroup>(x, wo, y, in, out, accumulate, r, o, pass);
     case 3:
-      return Rows::template Run<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
+      return Rows::template Run<3, kOutGroup>(x, wo, y, in, out, accumulate, r, o, pass);
     case 2:
       return single_stream
-                 ? Rows::template Run<2, 1>(x, wo, y, in, out, accumulate, r, o, prefetch)
-                 : Rows::template Run<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
+                 ? Rows::template Run<2, 1>(x, wo, y, in, out, accumulate, r, o, pass)
+                 : Rows::template Run<2, kOutGroup>(x, wo, y, in, out, accumulate, r, o, pass);
     default:
       return single_stream
-                 ? Rows::template Run<1, 1>(x, wo, y, in, out, accumulate, r, o, prefetch)
-                 : Rows::template Run<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o, prefetch);
+                 ? Rows::template Run<1, 1>(x, wo, y, in, out, accumulate, r, o, pass)
+                 : Rows::template Run<1, kOutGroup>(x, wo, y, in, out, accumulate, r, o, pass);
   }
 }
 
@@ -401,7 +407,7 @@ inline int64_t TileHeight(int64_t rows, int64_t tiles, int64_t t) {
 }
 
 // Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows, in the tiles of
-// TileCount and TileHeight (only each group's first tile prefetches). Returns the first output
+// TileCount and TileHeight, each told which of the group's tiles it is. Returns the first output
 // left over.
 template <typename Rows, typename T, typename W>
 __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w, float* y,
@@ -414,7 +420,7 @@ __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w
     const W* wo = w + o * in;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = TileHeight(rows, tiles, t);
-      TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height, /*prefetch=*/t == 0);
+      TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height, TilePass{t, tiles});
       r += height;
     }
   }
@@ -424,7 +430,7 @@ __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w
 struct Avx512Rows {
   template <int kRows, int kOuts, typename W>
   DSCALE_AVX512 static void Run(const float* x, const W* wo, float* y, int64_t in, int64_t out,
-                                bool accumulate, int64_t r, int64_t o, bool /*prefetch*/) {
+                                bool accumulate, int64_t r, int64_t o, TilePass /*pass*/) {
     // The f32 tiles prefetch in every tile, as tuned on the CPUs that run them by default.
     RowsAvx512<kRows, kOuts, W>(x, wo, y, in, out, accumulate, r, o);
   }
@@ -463,10 +469,36 @@ DSCALE_AVX512BF16 inline __m512bh LoadBhHead(const uint16_t* p, int64_t count) {
   return __builtin_bit_cast(__m512bh, _mm512_maskz_loadu_epi16(mask, p));
 }
 
+// What a dot-product tile prefetches as it steps along its inputs. The first tile of a group
+// streams its weights from memory and fetches each row's line kPrefetchBytes ahead into L1
+// (`ahead`). The later tiles (7 rows and more) find those weights in cache and share the next
+// group's lines among them, each fetching the same inputs' lines of its rows of that group
+// (bit g of `next_rows`) into L2: the memory then streams the next group while they multiply,
+// and the next first tile finds its lines in L2. Without it the time of a verify's rows was the
+// weights' time at the read bandwidth plus the later tiles' products (docs/BENCHMARKS.md, "AMD
+// Zen 4"). The fetches go to L2 because L1 holds the group's weights and a tile's activations.
+struct DotPrefetch {
+  bool ahead = false;
+  const uint16_t* next_group = nullptr;
+  unsigned next_rows = 0;
+};
+
+// The prefetches of later tile `pass` (tile ≥ 1) of a group of kOutGroup outputs whose weights
+// are at wo.
+inline DotPrefetch NextGroupPrefetch(TilePass pass, const uint16_t* wo, int64_t in) {
+  unsigned rows = 0;
+  for (int64_t g = 0; g < kOutGroup; ++g) {
+    if (g % (pass.tiles - 1) == pass.tile - 1) rows |= 1u << g;
+  }
+  return {.next_group = wo + kOutGroup * in, .next_rows = rows};
+}
+
 // x: the tile's packed activations (row r's inputs [k, k + 32) at x + k·kRows + 32·r).
-template <int kRows, int kOuts>
+// kFetchNext: whether `prefetch` may name next-group rows (a template argument, so that a first
+// tile's loop, a decode row's, has no test for them).
+template <int kRows, int kOuts, bool kFetchNext>
 DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in,
-                               float sums[kRows][kOuts], bool prefetch) {
+                               float sums[kRows][kOuts], DotPrefetch prefetch) {
   __m512 acc[kRows][kOuts];
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) {
@@ -475,7 +507,16 @@ DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in
   }
   int64_t k = 0;
   for (; k + kLineWeights <= in; k += kLineWeights) {
-    if (prefetch) PrefetchLines<kOuts>(wo, in, k);
+    if (prefetch.ahead) PrefetchLines<kOuts>(wo, in, k);
+    if constexpr (kFetchNext) {
+      DSCALE_UNROLL
+      for (int g = 0; g < kOutGroup; ++g) {
+        if (prefetch.next_rows & (1u << g)) {
+          _mm_prefetch(reinterpret_cast<const char*>(prefetch.next_group + g * in + k),
+                       _MM_HINT_T1);
+        }
+      }
+    }
     __m512bh wv[kOuts];
     DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) wv[g] = LoadBh(wo + g * in + k);
@@ -505,10 +546,16 @@ DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in
 // x: the call's packed activations, the tile from row r.
 template <int kRows, int kOuts>
 DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
-                               int64_t out, bool accumulate, int64_t r, int64_t o, bool prefetch) {
+                               int64_t out, bool accumulate, int64_t r, int64_t o, TilePass pass) {
   for (int g0 = 0; g0 < kOutGroup; g0 += kOuts) {
     float sums[kRows][kOuts];
-    TileDot<kRows, kOuts>(x + r * PackedInputs(in), wo + g0 * in, in, sums, prefetch);
+    const uint16_t* xt = x + r * PackedInputs(in);
+    // (One output per pass only for 1-2 rows: one tile, the first.)
+    if (pass.tile == 0) {
+      TileDot<kRows, kOuts, false>(xt, wo + g0 * in, in, sums, {.ahead = true});
+    } else {
+      TileDot<kRows, kOuts, true>(xt, wo + g0 * in, in, sums, NextGroupPrefetch(pass, wo, in));
+    }
     for (int i = 0; i < kRows; ++i) {
       DSCALE_UNROLL
       for (int g = 0; g < kOuts; ++g) Put(y + (r + i) * out + o + g0 + g, sums[i][g], accumulate);
@@ -520,8 +567,8 @@ struct DotRows {
   template <int kRows, int kOuts>
   DSCALE_AVX512BF16 static void Run(const uint16_t* x, const uint16_t* wo, float* y, int64_t in,
                                     int64_t out, bool accumulate, int64_t r, int64_t o,
-                                    bool prefetch) {
-    RowsDot<kRows, kOuts>(x, wo, y, in, out, accumulate, r, o, prefetch);
+                                    TilePass pass) {
+    RowsDot<kRows, kOuts>(x, wo, y, in, out, accumulate, r, o, pass);
   }
 };
 
@@ -539,7 +586,7 @@ template <int kRows>
 DSCALE_AVX512BF16 void OneOutputDot(const uint16_t* x, const uint16_t* w, float* y, int64_t in,
                                     int64_t out, bool accumulate, int64_t r, int64_t o) {
   float sums[kRows][1];
-  TileDot<kRows, 1>(x + r * PackedInputs(in), w + o * in, in, sums, /*prefetch=*/r == 0);
+  TileDot<kRows, 1, false>(x + r * PackedInputs(in), w + o * in, in, sums, {.ahead = r == 0});
   for (int i = 0; i < kRows; ++i) Put(y + (r + i) * out + o, sums[i][0], accumulate);
 }
 
