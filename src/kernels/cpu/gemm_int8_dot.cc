@@ -524,7 +524,11 @@ DSCALE_AVX512VNNI void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, 
 // All rows (kRows ≤ kMaxTileRows512, one tile) against a whole panel of 16 outputs, each group
 // transposed in registers and used at once: with one tile there is nothing to share a pack
 // with, and storing and reloading it slowed a decode row (docs/BENCHMARKS.md).
-// The same terms in the same order as the packed path.
+// The same terms in the same order as the packed path. Each group fetches the next panel's bytes
+// at the same distance from its start into L2 (PrefetchNextPanel), so that memory serves one
+// sequential stream and the panel's 16 rows are read side by side from L2: fetching the 16 rows
+// side by side from memory (PrefetchPanel) read 21-28 GB/s at one row on the 2-vCPU Zen 4 EPYC,
+// the next panel's stream 31-45 (docs/BENCHMARKS.md, "AMD Zen 4").
 template <int kRows>
 DSCALE_AVX512VNNI void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
   const __m512i idx =
@@ -536,7 +540,7 @@ DSCALE_AVX512VNNI void UnpackedVnni512(const QuantRows& xq, const Panel& p, floa
   for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
   const int64_t full = p.in / kGroup;
   for (int64_t g = 0; g < full; ++g) {
-    PrefetchPanel<kLanes512>(p, g);
+    PrefetchNextPanel<kLanes512>(p, g);
     __m512i wv[kSteps];
     Transpose16(p.w + g * kGroup, p.in, wv);
     DSCALE_UNROLL
