@@ -476,7 +476,8 @@ DSCALE_AVX512BF16 inline __m512bh LoadBhHead(const uint16_t* p, int64_t count) {
 // (bit g of `next_rows`) into L2: the memory then streams the next group while they multiply,
 // and the next first tile finds its lines in L2. Without it the time of a verify's rows was the
 // weights' time at the read bandwidth plus the later tiles' products (docs/BENCHMARKS.md, "AMD
-// Zen 4"). The fetches go to L2 because L1 holds the group's weights and a tile's activations.
+// Zen 4: the limits, the kernels against them, and llama.cpp"). The fetches go to L2 because L1
+// holds the group's weights and a tile's activations.
 struct DotPrefetch {
   bool ahead = false;
   const uint16_t* next_group = nullptr;

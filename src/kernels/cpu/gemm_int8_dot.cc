@@ -528,7 +528,8 @@ DSCALE_AVX512VNNI void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, 
 // at the same distance from its start into L2 (PrefetchNextPanel), so that memory serves one
 // sequential stream and the panel's 16 rows are read side by side from L2: fetching the 16 rows
 // side by side from memory (PrefetchPanel) read 21-28 GB/s at one row on the 2-vCPU Zen 4 EPYC,
-// the next panel's stream 31-45 (docs/BENCHMARKS.md, "AMD Zen 4").
+// the next panel's stream 31-45 (docs/BENCHMARKS.md, "AMD Zen 4: the limits, the kernels against
+// them, and llama.cpp").
 template <int kRows>
 DSCALE_AVX512VNNI void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
   const __m512i idx =
