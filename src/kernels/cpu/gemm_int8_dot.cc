@@ -527,9 +527,9 @@ DSCALE_AVX512VNNI void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, 
 // The same terms in the same order as the packed path. Each group fetches the next panel's bytes
 // at the same distance from its start into L2 (PrefetchNextPanel), so that memory serves one
 // sequential stream and the panel's 16 rows are read side by side from L2: fetching the 16 rows
-// side by side from memory (PrefetchPanel) read 21-28 GB/s at one row on the 2-vCPU Zen 4 EPYC,
-// the next panel's stream 31-45 (docs/BENCHMARKS.md, "AMD Zen 4: the limits, the kernels against
-// them, and llama.cpp").
+// side by side from memory (PrefetchPanel) read 22-23 GB/s at one row of 2,048 inputs on the
+// 2-vCPU Zen 4 EPYC, the next panel's stream 33-45 (docs/BENCHMARKS.md, "AMD Zen 4: the limits,
+// the kernels against them, and llama.cpp").
 template <int kRows>
 DSCALE_AVX512VNNI void UnpackedVnni512(const QuantRows& xq, const Panel& p, float* acc) {
   const __m512i idx =
