@@ -58,7 +58,7 @@ constexpr int64_t kLineWeights = 32;
 // The BF16 dot-product tiles prefetch ahead only in a group's first tile: the later tiles of its
 // rows (7 rows and more) find the weights in cache, and these prefetches in them cost 8-30% of a
 // 16-row call on the 2-vCPU Zen 5 (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels
-// against them"). The later tiles fetch the next group instead (DotPrefetch).
+// against them"). Where a group has several tiles, they all fetch the next group (DotPrefetch).
 template <int kOuts, typename W>
 __attribute__((always_inline)) inline void PrefetchLines(const W* wo, int64_t in, int64_t k) {
   constexpr int64_t kBytes = kOuts == 1 ? kSingleStreamPrefetchBytes : kPrefetchBytes;
@@ -470,33 +470,35 @@ DSCALE_AVX512BF16 inline __m512bh LoadBhHead(const uint16_t* p, int64_t count) {
 }
 
 // What a dot-product tile prefetches as it steps along its inputs. The first tile of a group
-// streams its weights from memory and fetches each row's line kPrefetchBytes ahead into L1
-// (`ahead`). The later tiles (7 rows and more) find those weights in cache and share the next
-// group's lines among them, each fetching the same inputs' lines of its rows of that group
-// (bit g of `next_rows`) into L2: the memory then streams the next group while they multiply,
-// and the next first tile finds its lines in L2. Without it the time of a verify's rows was the
-// weights' time at the read bandwidth plus the later tiles' products (docs/BENCHMARKS.md, "AMD
-// Zen 4: the limits, the kernels against them, and llama.cpp"). The fetches go to L2 because L1
-// holds the group's weights and a tile's activations.
+// fetches each row's line kPrefetchBytes ahead into L1 (`ahead`): from memory where the group is
+// a call's only tile (decode rows, 1-6 rows), from L2 otherwise. Where a group has several tiles
+// (7 rows and more) every one of them also fetches a share of the next group's lines into L2, at
+// the inputs it is at: tile t of T the lines of all the group's rows at steps s ≡ t (mod T).
+// The memory then streams the next group while the tiles multiply, evenly over all of their
+// steps, and the next first tile finds its lines in L2. Without it a verify's rows took the
+// weights' time at the read bandwidth plus the later tiles' products; with the later tiles alone
+// fetching (the first tile's steps leaving the memory idle) 8 rows took 6% longer than with every
+// tile fetching (docs/BENCHMARKS.md, "AMD Zen 4: the limits, the kernels against them, and
+// llama.cpp"). The fetches go to L2 because L1 holds the group's weights and a tile's
+// activations.
 struct DotPrefetch {
   bool ahead = false;
   const uint16_t* next_group = nullptr;
-  unsigned next_rows = 0;
+  int64_t phase = 0, period = 1;
 };
 
-// The prefetches of later tile `pass` (tile ≥ 1) of a group of kOutGroup outputs whose weights
-// are at wo.
-inline DotPrefetch NextGroupPrefetch(TilePass pass, const uint16_t* wo, int64_t in) {
-  unsigned rows = 0;
-  for (int64_t g = 0; g < kOutGroup; ++g) {
-    if (g % (pass.tiles - 1) == pass.tile - 1) rows |= 1u << g;
-  }
-  return {.next_group = wo + kOutGroup * in, .next_rows = rows};
+// The prefetches of tile `pass` of a group of kOutGroup outputs whose weights are at wo, in a
+// call of several tiles a group.
+inline DotPrefetch GroupTilePrefetch(TilePass pass, const uint16_t* wo, int64_t in) {
+  return {.ahead = pass.tile == 0,
+          .next_group = wo + kOutGroup * in,
+          .phase = pass.tile,
+          .period = pass.tiles};
 }
 
 // x: the tile's packed activations (row r's inputs [k, k + 32) at x + k·kRows + 32·r).
-// kFetchNext: whether `prefetch` may name next-group rows (a template argument, so that a first
-// tile's loop, a decode row's, has no test for them).
+// kFetchNext: whether the tile fetches next-group lines (a template argument, so that the loop of
+// a call's only tile, a decode row's, has no test for them).
 template <int kRows, int kOuts, bool kFetchNext>
 DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in,
                                float sums[kRows][kOuts], DotPrefetch prefetch) {
@@ -506,17 +508,20 @@ DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in
     DSCALE_UNROLL
     for (int g = 0; g < kOuts; ++g) acc[r][g] = _mm512_setzero_ps();
   }
+  int64_t steps_to_fetch = prefetch.phase;  // before this tile's next fetch of the next group
   int64_t k = 0;
   for (; k + kLineWeights <= in; k += kLineWeights) {
     if (prefetch.ahead) PrefetchLines<kOuts>(wo, in, k);
     if constexpr (kFetchNext) {
-      DSCALE_UNROLL
-      for (int g = 0; g < kOutGroup; ++g) {
-        if (prefetch.next_rows & (1u << g)) {
+      if (steps_to_fetch == 0) {
+        DSCALE_UNROLL
+        for (int g = 0; g < kOutGroup; ++g) {
           _mm_prefetch(reinterpret_cast<const char*>(prefetch.next_group + g * in + k),
                        _MM_HINT_T1);
         }
+        steps_to_fetch = prefetch.period;
       }
+      --steps_to_fetch;
     }
     __m512bh wv[kOuts];
     DSCALE_UNROLL
@@ -551,11 +556,11 @@ DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, 
   for (int g0 = 0; g0 < kOutGroup; g0 += kOuts) {
     float sums[kRows][kOuts];
     const uint16_t* xt = x + r * PackedInputs(in);
-    // (One output per pass only for 1-2 rows: one tile, the first.)
-    if (pass.tile == 0) {
+    // (One output per pass only for 1-2 rows: one tile.)
+    if (pass.tiles == 1) {
       TileDot<kRows, kOuts, false>(xt, wo + g0 * in, in, sums, {.ahead = true});
     } else {
-      TileDot<kRows, kOuts, true>(xt, wo + g0 * in, in, sums, NextGroupPrefetch(pass, wo, in));
+      TileDot<kRows, kOuts, true>(xt, wo + g0 * in, in, sums, GroupTilePrefetch(pass, wo, in));
     }
     for (int i = 0; i < kRows; ++i) {
       DSCALE_UNROLL
