@@ -58,7 +58,7 @@ constexpr int64_t kLineWeights = 32;
 // The BF16 dot-product tiles prefetch ahead only in a group's first tile: the later tiles of its
 // rows (7 rows and more) find the weights in cache, and these prefetches in them cost 8-30% of a
 // 16-row call on the 2-vCPU Zen 5 (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels
-// against them"). Where a group has several tiles, they all fetch the next group (DotPrefetch).
+// against them"). Their tiles of four outputs fetch the next group instead (DotPrefetch).
 template <int kOuts, typename W>
 __attribute__((always_inline)) inline void PrefetchLines(const W* wo, int64_t in, int64_t k) {
   constexpr int64_t kBytes = kOuts == 1 ? kSingleStreamPrefetchBytes : kPrefetchBytes;
@@ -469,26 +469,27 @@ DSCALE_AVX512BF16 inline __m512bh LoadBhHead(const uint16_t* p, int64_t count) {
   return __builtin_bit_cast(__m512bh, _mm512_maskz_loadu_epi16(mask, p));
 }
 
-// What a dot-product tile prefetches as it steps along its inputs. The first tile of a group
-// fetches each row's line kPrefetchBytes ahead into L1 (`ahead`): from memory where the group is
-// a call's only tile (decode rows, 1-6 rows), from L2 otherwise. Where a group has several tiles
-// (7 rows and more) every one of them also fetches a share of the next group's lines into L2, at
-// the inputs it is at: tile t of T the lines of all the group's rows at steps s ≡ t (mod T).
-// The memory then streams the next group while the tiles multiply, evenly over all of their
-// steps, and the next first tile finds its lines in L2. Without it a verify's rows took the
-// weights' time at the read bandwidth plus the later tiles' products; with the later tiles alone
-// fetching (the first tile's steps leaving the memory idle) 8 rows took 6% longer than with every
-// tile fetching (docs/BENCHMARKS.md, "AMD Zen 4: the limits, the kernels against them, and
-// llama.cpp"). The fetches go to L2 because L1 holds the group's weights and a tile's
-// activations.
+// What a dot-product tile prefetches as it steps along its inputs. A tile of one output a pass
+// (one or two rows of short inputs: decode rows) streams its row from memory and fetches the line
+// kSingleStreamPrefetchBytes ahead into L1 (`ahead`). A group of four outputs is fetched into L2
+// by the group before it: each of its tiles (6 rows at most a tile) fetches a share of the next
+// group's lines at the inputs it is at, tile t of T the lines of all four rows at steps
+// s ≡ t (mod T), so the memory streams the next group while the tiles multiply, evenly over
+// their steps; the first tile also fetches its own lines kPrefetchBytes ahead from L2 into L1.
+// Without these fetches a verify's rows took the weights' time at the read bandwidth plus the
+// later tiles' products; with the later tiles alone fetching (the first tile's steps leaving the
+// memory idle) 8 rows took 6-12% longer than with every tile fetching; and a group's only tile
+// (3-6 rows), its four rows fetched from memory into L1 alone, read 24-27 GB/s where fetching the
+// next group as well reads 28-31 (docs/BENCHMARKS.md, "AMD Zen 4: the limits, the kernels
+// against them, and llama.cpp"). The fetches go to L2 because L1 holds the group's weights and
+// a tile's activations.
 struct DotPrefetch {
   bool ahead = false;
   const uint16_t* next_group = nullptr;
   int64_t phase = 0, period = 1;
 };
 
-// The prefetches of tile `pass` of a group of kOutGroup outputs whose weights are at wo, in a
-// call of several tiles a group.
+// The prefetches of tile `pass` of a group of kOutGroup outputs whose weights are at wo.
 inline DotPrefetch GroupTilePrefetch(TilePass pass, const uint16_t* wo, int64_t in) {
   return {.ahead = pass.tile == 0,
           .next_group = wo + kOutGroup * in,
@@ -498,7 +499,7 @@ inline DotPrefetch GroupTilePrefetch(TilePass pass, const uint16_t* wo, int64_t 
 
 // x: the tile's packed activations (row r's inputs [k, k + 32) at x + k·kRows + 32·r).
 // kFetchNext: whether the tile fetches next-group lines (a template argument, so that the loop of
-// a call's only tile, a decode row's, has no test for them).
+// a one-output tile, a decode row's, has no test for them).
 template <int kRows, int kOuts, bool kFetchNext>
 DSCALE_AVX512BF16 void TileDot(const uint16_t* x, const uint16_t* wo, int64_t in,
                                float sums[kRows][kOuts], DotPrefetch prefetch) {
@@ -556,8 +557,7 @@ DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, 
   for (int g0 = 0; g0 < kOutGroup; g0 += kOuts) {
     float sums[kRows][kOuts];
     const uint16_t* xt = x + r * PackedInputs(in);
-    // (One output per pass only for 1-2 rows: one tile.)
-    if (pass.tiles == 1) {
+    if constexpr (kOuts == 1) {  // (1-2 rows: a group's only tile)
       TileDot<kRows, kOuts, false>(xt, wo + g0 * in, in, sums, {.ahead = true});
     } else {
       TileDot<kRows, kOuts, true>(xt, wo + g0 * in, in, sums, GroupTilePrefetch(pass, wo, in));
