@@ -58,7 +58,7 @@ constexpr int64_t kLineWeights = 32;
 // The BF16 dot-product tiles prefetch ahead only in a group's first tile: the later tiles of its
 // rows (7 rows and more) find the weights in cache, and these prefetches in them cost 8-30% of a
 // 16-row call on the 2-vCPU Zen 5 (docs/BENCHMARKS.md, "AMD Zen 5: the limits, and the kernels
-// against them"). Their tiles of four outputs fetch the next group instead (DotPrefetch).
+// against them"). Every tile of four outputs also fetches the next group (DotPrefetch).
 template <int kOuts, typename W>
 __attribute__((always_inline)) inline void PrefetchLines(const W* wo, int64_t in, int64_t k) {
   constexpr int64_t kBytes = kOuts == 1 ? kSingleStreamPrefetchBytes : kPrefetchBytes;
