@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -364,10 +365,12 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const W* wo, float* y, int64_t in,
   }
 }
 
-// Which of a group's row tiles runs: tile `tile` of `tiles`, in order. The BF16 dot-product tiles
-// prefetch by it (TileDot).
+// Which of a group's row tiles runs: tile `tile` of `tiles`, in order, and the weights of the
+// group the same thread runs next (nullptr: the group after it in memory). The BF16 dot-product
+// tiles prefetch by it (TileDot).
 struct TilePass {
   int64_t tile = 0, tiles = 1;
+  const void* next_group = nullptr;
 };
 
 // The tile of `rows` rows (1 … 6) from row r: Rows::Run<kRows, kOuts> (the f32 tiles or the BF16
@@ -407,20 +410,22 @@ inline int64_t TileHeight(int64_t rows, int64_t tiles, int64_t t) {
 }
 
 // Every whole group of kOutGroup outputs in [o_begin, o_end), for all rows, in the tiles of
-// TileCount and TileHeight, each told which of the group's tiles it is. Returns the first output
-// left over.
+// TileCount and TileHeight, each told which of the group's tiles it is and, for the last group,
+// the weights of the group the thread runs after the range (`after`; nullptr: the next in
+// memory). Returns the first output left over.
 template <typename Rows, typename T, typename W>
 __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w, float* y,
                                                           int64_t rows, int64_t in, int64_t out,
                                                           bool accumulate, int64_t o_begin,
-                                                          int64_t o_end) {
+                                                          int64_t o_end, const W* after = nullptr) {
   const int64_t tiles = TileCount(rows);
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const W* wo = w + o * in;
+    const W* next_group = o + 2 * kOutGroup <= o_end ? nullptr : after;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = TileHeight(rows, tiles, t);
-      TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height, TilePass{t, tiles});
+      TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height, TilePass{t, tiles, next_group});
       r += height;
     }
   }
@@ -492,7 +497,8 @@ struct DotPrefetch {
 // The prefetches of tile `pass` of a group of kOutGroup outputs whose weights are at wo.
 inline DotPrefetch GroupTilePrefetch(TilePass pass, const uint16_t* wo, int64_t in) {
   return {.ahead = pass.tile == 0,
-          .next_group = wo + kOutGroup * in,
+          .next_group = pass.next_group != nullptr ? static_cast<const uint16_t*>(pass.next_group)
+                                                   : wo + kOutGroup * in,
           .phase = pass.tile,
           .period = pass.tiles};
 }
@@ -597,10 +603,11 @@ DSCALE_AVX512BF16 void OneOutputDot(const uint16_t* x, const uint16_t* w, float*
 }
 
 // The outputs left over from whole groups, one at a time, in the same tiles (so the same sums).
+// after: as TiledGroups'.
 DSCALE_AVX512BF16 void TiledDot(const uint16_t* x, const uint16_t* w, float* y, int64_t rows,
                                 int64_t in, int64_t out, bool accumulate, int64_t o_begin,
-                                int64_t o_end) {
-  int64_t o = TiledGroups<DotRows>(x, w, y, rows, in, out, accumulate, o_begin, o_end);
+                                int64_t o_end, const uint16_t* after) {
+  int64_t o = TiledGroups<DotRows>(x, w, y, rows, in, out, accumulate, o_begin, o_end, after);
   const int64_t tiles = TileCount(rows);
   for (; o < o_end; ++o) {
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
@@ -783,6 +790,29 @@ const std::vector<Bf16DotIsa>& DotIsas() {
   return isas;
 }
 
+// fn(begin, end, following) for each chunk [begin, end) of [0, items), `chunk` items each, once,
+// on the threads where `parallel`; `following` is the first item of the chunk the same thread
+// runs next, or -1. A thread claims its next chunk as it starts one, so that the work can fetch
+// ahead into it; OpenMP's dynamic schedule hands a thread its next chunk only once it asks, and
+// the first group of every chunk of 16 then started with nothing fetched: the dot-product calls
+// ran 2-4% longer at 4-16 rows (docs/BENCHMARKS.md, "AMD Zen 4: the limits, the kernels against
+// them, and llama.cpp"). Chunks are still taken as threads come free; a held-up thread delays at
+// most the chunk it holds in reserve besides the one it runs.
+template <typename Fn>
+void ForChunksClaimedAhead(int64_t items, int64_t chunk, bool parallel, Fn fn) {
+  const int64_t chunks = (items + chunk - 1) / chunk;
+  std::atomic<int64_t> claimed{0};
+#pragma omp parallel if (parallel)
+  {
+    int64_t c = claimed.fetch_add(1, std::memory_order_relaxed);
+    while (c < chunks) {
+      const int64_t following = claimed.fetch_add(1, std::memory_order_relaxed);
+      fn(c * chunk, std::min(items, (c + 1) * chunk), following < chunks ? following * chunk : -1);
+      c = following;
+    }
+  }
+}
+
 // Activation rows rounded once per call, read by every thread of the call (the calling thread's
 // buffers: a call's tiles never outlive it).
 thread_local CacheAlignedVector<uint16_t> rounded_bits;
@@ -818,11 +848,16 @@ void RunRounded(Bf16DotIsa isa, const float* x, const uint16_t* w, float* y, int
       PackRoundedTiles(x + r0 * in, block_rows, in, rounded_bits.data());
       const uint16_t* xb = rounded_bits.data();
       float* yb = y + r0 * ldy;
-#pragma omp parallel for schedule(dynamic, kGroupsPerChunk) if (in * out >= kParallelMinWeights)
-      for (int64_t g = 0; g < groups; ++g) {
-        TiledDot(xb, w, yb, block_rows, in, ldy, accumulate, g * kOutGroup,
-                 std::min(out, (g + 1) * kOutGroup));
-      }
+      ForChunksClaimedAhead(groups, kGroupsPerChunk, in * out >= kParallelMinWeights,
+                            [&](int64_t g_begin, int64_t g_end, int64_t following) {
+                              for (int64_t g = g_begin; g < g_end; ++g) {
+                                const uint16_t* after = g + 1 < g_end || following < 0
+                                                            ? nullptr
+                                                            : w + following * kOutGroup * in;
+                                TiledDot(xb, w, yb, block_rows, in, ldy, accumulate, g * kOutGroup,
+                                         std::min(out, (g + 1) * kOutGroup), after);
+                              }
+                            });
     });
     return;
   }
