@@ -366,8 +366,8 @@ DSCALE_AVX512 void RowsAvx512(const float* x, const W* wo, float* y, int64_t in,
 }
 
 // Which of a group's row tiles runs: tile `tile` of `tiles`, in order, and the weights of the
-// group the same thread runs next (nullptr: the group after it in memory). The BF16 dot-product
-// tiles prefetch by it (TileDot).
+// group the same thread runs next (TiledGroups sets them). The BF16 dot-product tiles prefetch by
+// it (TileDot).
 struct TilePass {
   int64_t tile = 0, tiles = 1;
   const void* next_group = nullptr;
@@ -422,7 +422,8 @@ __attribute__((always_inline)) inline int64_t TiledGroups(const T* x, const W* w
   int64_t o = o_begin;
   for (; o + kOutGroup <= o_end; o += kOutGroup) {
     const W* wo = w + o * in;
-    const W* next_group = o + 2 * kOutGroup <= o_end ? nullptr : after;
+    const W* next_group =
+        o + 2 * kOutGroup <= o_end || after == nullptr ? wo + kOutGroup * in : after;
     for (int64_t t = 0, r = 0; t < tiles; ++t) {
       const int64_t height = TileHeight(rows, tiles, t);
       TileRows<Rows>(x, wo, y, in, out, accumulate, r, o, height, TilePass{t, tiles, next_group});
@@ -494,11 +495,10 @@ struct DotPrefetch {
   int64_t phase = 0, period = 1;
 };
 
-// The prefetches of tile `pass` of a group of kOutGroup outputs whose weights are at wo.
-inline DotPrefetch GroupTilePrefetch(TilePass pass, const uint16_t* wo, int64_t in) {
+// The prefetches of tile `pass` of a group of kOutGroup outputs.
+inline DotPrefetch GroupTilePrefetch(TilePass pass) {
   return {.ahead = pass.tile == 0,
-          .next_group = pass.next_group != nullptr ? static_cast<const uint16_t*>(pass.next_group)
-                                                   : wo + kOutGroup * in,
+          .next_group = static_cast<const uint16_t*>(pass.next_group),
           .phase = pass.tile,
           .period = pass.tiles};
 }
@@ -566,7 +566,7 @@ DSCALE_AVX512BF16 void RowsDot(const uint16_t* x, const uint16_t* wo, float* y, 
     if constexpr (kOuts == 1) {  // (1-2 rows: a group's only tile)
       TileDot<kRows, kOuts, false>(xt, wo + g0 * in, in, sums, {.ahead = true});
     } else {
-      TileDot<kRows, kOuts, true>(xt, wo + g0 * in, in, sums, GroupTilePrefetch(pass, wo, in));
+      TileDot<kRows, kOuts, true>(xt, wo + g0 * in, in, sums, GroupTilePrefetch(pass));
     }
     for (int i = 0; i < kRows; ++i) {
       DSCALE_UNROLL
