@@ -33,7 +33,8 @@
 // of which LinearInt4 picks one by the row count. The 4-bit matrices lie on huge pages.
 //
 // With --roofs 1 it prints instead each weight format's layer as the model runs it — BF16 as
-// stored (LinearBf16 in this CPU's default activation mode), int8 and 4-bit (int8 activations) —
+// stored (LinearBf16 in this CPU's default activation mode), int8 in the layout the model loads
+// and in the other one (rows, panels: gemm_int8.h) and 4-bit, each with int8 activations —
 // over four copies of the layer (past the L3) at 1, 2, 4, 8, 16 rows, each the best of 10 calls
 // with the columns alternating, against its roof measured in the same run: max(weight bytes ÷
 // read bandwidth, multiply-adds ÷ the rate of the instruction its tiles multiply with on all
@@ -404,8 +405,8 @@ void RunInt4(const Args& args) {
     int64_t out, in;
     HugePageArray<uint8_t> packed, panels;
     HugePageArray<cpu::Int8Scale> scales, panel_scales;
-    cpu::Int4Matrix In(cpu::Int4Layout layout) const {
-      if (layout == cpu::Int4Layout::kRows) return {packed.get(), scales.get()};
+    cpu::Int4Matrix In(cpu::QuantLayout layout) const {
+      if (layout == cpu::QuantLayout::kRows) return {packed.get(), scales.get()};
       return {panels.get(), panel_scales.get(), layout};
     }
   };
@@ -414,14 +415,14 @@ void RunInt4(const Args& args) {
   double bytes8 = 0, bytes4 = 0;
   for (int copy = 0; copy < 4; ++copy) {
     for (Matrix& m : LayerMatrices(shape)) {
-      const int64_t groups = cpu::Int8Groups(m.in), panels = cpu::Int4Panels(0, m.out);
+      const int64_t groups = cpu::Int8Groups(m.in), panels = cpu::QuantPanels(0, m.out);
       Int4Matrix q{
           .out = m.out,
           .in = m.in,
           .packed = MakeHugePageArray<uint8_t>(m.out * cpu::Int4RowBytes(m.in)),
           .panels = MakeHugePageArray<uint8_t>(panels * cpu::Int4PanelBytes(m.in)),
           .scales = MakeHugePageArray<cpu::Int8Scale>(m.out * groups),
-          .panel_scales = MakeHugePageArray<cpu::Int8Scale>(panels * cpu::Int4PanelScales(m.in))};
+          .panel_scales = MakeHugePageArray<cpu::Int8Scale>(panels * cpu::QuantPanelScales(m.in))};
       cpu::QuantizeInt4Weights(m.f32.data(), m.out, m.in, q.packed.get(), q.scales.get());
       cpu::PackInt4Panels(q.packed.get(), q.scales.get(), m.out, m.in, q.panels.get(),
                           q.panel_scales.get());
@@ -440,14 +441,15 @@ void RunInt4(const Args& args) {
       "against 4-bit ones (%.0f MB); read bandwidth %.1f GB/s; %d threads\n\n",
       shape.name.c_str(), bytes8 / 1e6, bytes4 / 1e6, bandwidth / 1e9, omp_get_max_threads());
   // Each kernel on the layout LinearInt4 gets here where it reads that one, else on the other.
-  const cpu::Int4Layout preferred = cpu::PreferredInt4Layout();
+  const cpu::QuantLayout preferred = cpu::PreferredInt4Layout();
   const std::vector<cpu::Int4Kernel> kernels = cpu::SupportedInt4Kernels();
   const auto layout_of = [&](cpu::Int4Kernel kernel) {
     if (cpu::Int4KernelReads(kernel, preferred)) return preferred;
-    return preferred == cpu::Int4Layout::kRows ? cpu::Int4Layout::kPanels : cpu::Int4Layout::kRows;
+    return preferred == cpu::QuantLayout::kRows ? cpu::QuantLayout::kPanels
+                                                : cpu::QuantLayout::kRows;
   };
   std::printf("4-bit weights in the %s layout (this CPU's)\n\n",
-              std::string(cpu::Int4LayoutName(preferred)).c_str());
+              std::string(cpu::QuantLayoutName(preferred)).c_str());
   std::printf("%5s %10s %10s %9s %9s %10s", "rows", "int8 ms", "int4 ms", "int8 bw", "int4 bw",
               "int8/int4");
   for (const cpu::Int4Kernel kernel : kernels) {
@@ -499,13 +501,17 @@ void RunRoofs(const Args& args) {
   const LayerShape& shape = args.shape;
   struct Quantized {
     int64_t out, in;
-    std::vector<int8_t> int8;
+    std::vector<int8_t> int8, int8_other;  // in the layout the model loads, and the other one
     std::vector<uint8_t> int4;
-    std::vector<cpu::Int8Scale> scales8, scales4;
+    std::vector<cpu::Int8Scale> scales8, scales8_other, scales4;
     std::vector<uint16_t> bf16;
   };
   std::vector<Quantized> layers;
-  const cpu::Int4Layout int4_layout = cpu::PreferredInt4Layout();
+  const cpu::QuantLayout layout = cpu::PreferredInt4Layout();
+  const cpu::QuantLayout int8_layout = cpu::PreferredInt8Layout();
+  const cpu::QuantLayout int8_other = int8_layout == cpu::QuantLayout::kPanels
+                                          ? cpu::QuantLayout::kRows
+                                          : cpu::QuantLayout::kPanels;
   double params = 0;
   for (int copy = 0; copy < 4; ++copy) {
     for (Matrix& m : LayerMatrices(shape)) {
@@ -513,61 +519,76 @@ void RunRoofs(const Args& args) {
       q.int4.resize(m.out * cpu::Int4RowBytes(m.in));
       q.scales4.resize(m.out * cpu::Int8Groups(m.in));
       cpu::QuantizeInt4Weights(m.f32.data(), m.out, m.in, q.int4.data(), q.scales4.data());
-      if (int4_layout == cpu::Int4Layout::kPanels) {  // as the model loads them on this CPU
-        std::vector<uint8_t> panels(cpu::Int4Panels(0, m.out) * cpu::Int4PanelBytes(m.in));
-        std::vector<cpu::Int8Scale> scales(cpu::Int4Panels(0, m.out) * cpu::Int4PanelScales(m.in));
+      if (layout == cpu::QuantLayout::kPanels) {  // as the model loads them on this CPU
+        std::vector<uint8_t> panels(cpu::QuantPanels(0, m.out) * cpu::Int4PanelBytes(m.in));
+        std::vector<cpu::Int8Scale> scales(cpu::QuantPanels(0, m.out) *
+                                           cpu::QuantPanelScales(m.in));
         cpu::PackInt4Panels(q.int4.data(), q.scales4.data(), m.out, m.in, panels.data(),
                             scales.data());
         q.int4 = std::move(panels);
         q.scales4 = std::move(scales);
       }
-      q.int8 = std::move(m.int8);
-      q.scales8 = std::move(m.scales);
+      std::vector<int8_t> panels(cpu::QuantPanels(0, m.out) * cpu::Int8PanelBytes(m.in));
+      std::vector<cpu::Int8Scale> scales(cpu::QuantPanels(0, m.out) * cpu::QuantPanelScales(m.in));
+      cpu::PackInt8Panels(m.int8.data(), m.scales.data(), m.out, m.in, panels.data(),
+                          scales.data());
+      const bool panels_first = int8_layout == cpu::QuantLayout::kPanels;
+      q.int8 = panels_first ? std::move(panels) : std::move(m.int8);
+      q.scales8 = panels_first ? std::move(scales) : std::move(m.scales);
+      q.int8_other = panels_first ? std::move(m.int8) : std::move(panels);
+      q.scales8_other = panels_first ? std::move(m.scales) : std::move(scales);
       q.bf16 = std::move(m.bf16);
       params += static_cast<double>(m.out * m.in);
       layers.push_back(std::move(q));
     }
   }
   const double scale_bytes = double{sizeof(cpu::Int8Scale)} / cpu::kInt8GroupSize;
-  const double bytes[3] = {2.0 * params, (1.0 + scale_bytes) * params,
+  const double bytes[4] = {2.0 * params, (1.0 + scale_bytes) * params, (1.0 + scale_bytes) * params,
                            (0.5 + scale_bytes) * params};
   const cpu::Bf16Activations bf16_mode = cpu::PreferredBf16Activations();
   const double bandwidth = bench::ReadBandwidth();
-  const double rates[3] = {
+  const double int8_rate = MultiplyAddRate(bench::MultiplyAdd::kDotInt8);
+  const double rates[4] = {
       MultiplyAddRate(bf16_mode == cpu::Bf16Activations::kBf16 ? bench::MultiplyAdd::kDotBf16
                                                                : bench::MultiplyAdd::kFmaF32),
-      MultiplyAddRate(bench::MultiplyAdd::kDotInt8), MultiplyAddRate(bench::MultiplyAdd::kDotInt8)};
+      int8_rate, int8_rate, int8_rate};
   std::printf(
       "%s layer (qkv, o, gate_up, down) x 4 copies: BF16 (%s activations) %.0f MB, int8 %.0f MB, "
       "4-bit %.0f MB; %d threads\ncpu: %s\nroofs: read bandwidth %.1f GB/s; %.0f G "
       "multiply-adds/s for BF16, %.0f G for int8 activations\n\n",
       shape.name.c_str(), std::string(cpu::Bf16ActivationsName(bf16_mode)).c_str(), bytes[0] / 1e6,
-      bytes[1] / 1e6, bytes[2] / 1e6, omp_get_max_threads(), bench::KernelCpuFeatures().c_str(),
+      bytes[1] / 1e6, bytes[3] / 1e6, omp_get_max_threads(), bench::KernelCpuFeatures().c_str(),
       bandwidth / 1e9, rates[0] / 1e9, rates[1] / 1e9);
-  const char* names[3] = {"bf16", "int8", "int4"};
+  const std::string int8_name = "int8 " + std::string(cpu::QuantLayoutName(int8_layout));
+  const std::string other_name = "int8 " + std::string(cpu::QuantLayoutName(int8_other));
+  const char* names[4] = {"bf16", int8_name.c_str(), other_name.c_str(), "int4"};
   std::printf("%5s", "rows");
-  for (const char* name : names) std::printf(" %9s ms %8s", name, "of roof");
+  for (const char* name : names) std::printf(" %12s ms %8s", name, "of roof");
   std::printf("\n");
   std::vector<float> x = RandomActivations(shape, 16), y = OutputRows(shape, 16);
   for (const int64_t rows : {1, 2, 4, 8, 16}) {
-    const std::vector<double> seconds = BestAlternating(3, 10, [&](size_t column) {
+    const std::vector<double> seconds = BestAlternating(4, 10, [&](size_t column) {
       for (const Quantized& m : layers) {
         if (column == 0) {
           cpu::LinearBf16(x.data(), m.bf16.data(), y.data(), rows, m.in, m.out, false, 0,
                           bf16_mode);
-        } else if (column == 1) {
-          cpu::LinearInt8(x.data(), m.int8.data(), m.scales8.data(), y.data(), rows, m.in, m.out,
-                          false, 0, cpu::Int8Activations::kInt8);
+        } else if (column == 1 || column == 2) {
+          const bool loaded = column == 1;
+          const cpu::Int8Matrix w{.values = loaded ? m.int8.data() : m.int8_other.data(),
+                                  .scales = loaded ? m.scales8.data() : m.scales8_other.data(),
+                                  .layout = loaded ? int8_layout : int8_other};
+          cpu::LinearInt8(x.data(), w, y.data(), rows, m.in, m.out, false, 0,
+                          cpu::Int8Activations::kInt8);
         } else {
-          cpu::LinearInt4(x.data(), {m.int4.data(), m.scales4.data(), int4_layout}, y.data(), rows,
-                          m.in, m.out, false, 0, cpu::Int8Activations::kInt8);
+          cpu::LinearInt4(x.data(), {m.int4.data(), m.scales4.data(), layout}, y.data(), rows, m.in,
+                          m.out, false, 0, cpu::Int8Activations::kInt8);
         }
       }
     });
     std::printf("%5lld", static_cast<long long>(rows));
-    for (size_t c = 0; c < 3; ++c) {
+    for (size_t c = 0; c < 4; ++c) {
       const double roof = std::max(bytes[c] / bandwidth, rows * params / rates[c]);
-      std::printf(" %12.3f %8.2f", seconds[c] * 1e3, roof / seconds[c]);
+      std::printf(" %15.3f %8.2f", seconds[c] * 1e3, roof / seconds[c]);
     }
     std::printf("\n");
   }

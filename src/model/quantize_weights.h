@@ -13,13 +13,16 @@
 
 namespace dscale {
 
-// `w` (any storage) as one owned int8 block; rows are quantised on the threads.
+// `w` (any storage) as one owned int8 block, in the layout this CPU's products read fastest
+// (cpu::PreferredInt8Layout), or in `layout`; rows are quantised on the threads. The values and
+// the products' bits are the same in either layout.
 WeightMatrix QuantizeInt8(const WeightMatrix& w);
+WeightMatrix QuantizeInt8(const WeightMatrix& w, cpu::QuantLayout layout);
 // The same as one owned int4 block, in the layout this CPU's products read fastest
 // (cpu::PreferredInt4Layout), or in `layout`. The values and the products' bits are the same in
 // either.
 WeightMatrix QuantizeInt4(const WeightMatrix& w);
-WeightMatrix QuantizeInt4(const WeightMatrix& w, cpu::Int4Layout layout);
+WeightMatrix QuantizeInt4(const WeightMatrix& w, cpu::QuantLayout layout);
 
 // The layer's projections (qkv, o_proj, gate_up, down, or a sparse layer's experts' gate_up and
 // down) replaced by int8 copies, or int4 ones for WeightsMode::kInt4 (`mode` is quantised);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "core/check.h"
@@ -32,25 +33,38 @@ bool HasScales(WeightFormat format) {
   return format == WeightFormat::kInt8 || format == WeightFormat::kInt4;
 }
 
-bool IsInt4Panels(const WeightMatrix::Block& b) {
-  return b.format == WeightFormat::kInt4 && b.int4_layout == cpu::Int4Layout::kPanels;
+bool IsPanels(const WeightMatrix::Block& b) {
+  return HasScales(b.format) && b.layout == cpu::QuantLayout::kPanels;
 }
 
 cpu::Int4Matrix Int4Of(const WeightMatrix::Block& b) {
   return {.values = static_cast<const uint8_t*>(b.data),
           .scales = b.scales,
-          .layout = b.int4_layout,
+          .layout = b.layout,
           .first = b.first};
 }
 
-// Bytes of values and scales a 4-bit matrix of `rows` rows takes in `layout`, from lane `first`.
-std::pair<int64_t, int64_t> Int4Sizes(cpu::Int4Layout layout, int64_t first, int64_t rows,
-                                      int64_t cols) {
-  if (layout == cpu::Int4Layout::kRows) {
-    return {rows * cpu::Int4RowBytes(cols), rows * cpu::Int8Groups(cols)};
+cpu::Int8Matrix Int8Of(const WeightMatrix::Block& b) {
+  return {.values = static_cast<const int8_t*>(b.data),
+          .scales = b.scales,
+          .layout = b.layout,
+          .first = b.first};
+}
+
+// Bytes of one panel of `cols` inputs of an int8 or int4 matrix.
+int64_t PanelBytes(WeightFormat format, int64_t cols) {
+  return format == WeightFormat::kInt4 ? cpu::Int4PanelBytes(cols) : cpu::Int8PanelBytes(cols);
+}
+
+// Bytes of values and scales an int8 or int4 matrix of `rows` rows takes in `layout`, from lane
+// `first`.
+std::pair<int64_t, int64_t> QuantSizes(WeightFormat format, cpu::QuantLayout layout, int64_t first,
+                                       int64_t rows, int64_t cols) {
+  if (layout == cpu::QuantLayout::kRows) {
+    return {rows * static_cast<int64_t>(RowBytes(format, cols)), rows * cpu::Int8Groups(cols)};
   }
-  const int64_t panels = cpu::Int4Panels(first, rows);
-  return {panels * cpu::Int4PanelBytes(cols), panels * cpu::Int4PanelScales(cols)};
+  const int64_t panels = cpu::QuantPanels(first, rows);
+  return {panels * PanelBytes(format, cols), panels * cpu::QuantPanelScales(cols)};
 }
 
 template <typename T>
@@ -77,29 +91,31 @@ WeightMatrix WeightMatrix::FromBf16(std::vector<uint16_t> bits, int64_t rows, in
 }
 
 WeightMatrix WeightMatrix::FromInt8(std::vector<int8_t> values, std::vector<cpu::Int8Scale> scales,
-                                    int64_t rows, int64_t cols) {
-  DSCALE_CHECK(rows >= 0 && cols >= 0 && static_cast<int64_t>(values.size()) == rows * cols &&
-               static_cast<int64_t>(scales.size()) == rows * cpu::Int8Groups(cols));
+                                    int64_t rows, int64_t cols, cpu::QuantLayout layout) {
+  DSCALE_CHECK(rows >= 0 && cols >= 0);
+  const auto [value_bytes, scale_count] = QuantSizes(WeightFormat::kInt8, layout, 0, rows, cols);
+  DSCALE_CHECK(static_cast<int64_t>(values.size()) == value_bytes &&
+               static_cast<int64_t>(scales.size()) == scale_count);
   auto owner = std::make_shared<std::pair<std::vector<int8_t>, std::vector<cpu::Int8Scale>>>(
       std::move(values), std::move(scales));
   return OwnedQuantized(WeightFormat::kInt8, owner, owner->first.data(), owner->second.data(), rows,
-                        cols);
+                        cols, layout);
 }
 
 WeightMatrix WeightMatrix::FromInt8(HugePageArray<int8_t> values,
                                     HugePageArray<cpu::Int8Scale> scales, int64_t rows,
-                                    int64_t cols) {
+                                    int64_t cols, cpu::QuantLayout layout) {
   DSCALE_CHECK(rows >= 0 && cols >= 0);
   auto owner = std::make_shared<std::pair<HugePageArray<int8_t>, HugePageArray<cpu::Int8Scale>>>(
       std::move(values), std::move(scales));
   return OwnedQuantized(WeightFormat::kInt8, owner, owner->first.get(), owner->second.get(), rows,
-                        cols);
+                        cols, layout);
 }
 
 WeightMatrix WeightMatrix::FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,
-                                    int64_t rows, int64_t cols, cpu::Int4Layout layout) {
+                                    int64_t rows, int64_t cols, cpu::QuantLayout layout) {
   DSCALE_CHECK(rows >= 0 && cols >= 0);
-  const auto [value_bytes, scale_count] = Int4Sizes(layout, 0, rows, cols);
+  const auto [value_bytes, scale_count] = QuantSizes(WeightFormat::kInt4, layout, 0, rows, cols);
   DSCALE_CHECK(static_cast<int64_t>(packed.size()) == value_bytes &&
                static_cast<int64_t>(scales.size()) == scale_count);
   auto owner = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<cpu::Int8Scale>>>(
@@ -110,7 +126,7 @@ WeightMatrix WeightMatrix::FromInt4(std::vector<uint8_t> packed, std::vector<cpu
 
 WeightMatrix WeightMatrix::FromInt4(HugePageArray<uint8_t> packed,
                                     HugePageArray<cpu::Int8Scale> scales, int64_t rows,
-                                    int64_t cols, cpu::Int4Layout layout) {
+                                    int64_t cols, cpu::QuantLayout layout) {
   DSCALE_CHECK(rows >= 0 && cols >= 0);
   auto owner = std::make_shared<std::pair<HugePageArray<uint8_t>, HugePageArray<cpu::Int8Scale>>>(
       std::move(packed), std::move(scales));
@@ -120,14 +136,14 @@ WeightMatrix WeightMatrix::FromInt4(HugePageArray<uint8_t> packed,
 
 WeightMatrix WeightMatrix::OwnedQuantized(WeightFormat format, std::shared_ptr<const void> owner,
                                           const void* values, const cpu::Int8Scale* scales,
-                                          int64_t rows, int64_t cols, cpu::Int4Layout layout) {
+                                          int64_t rows, int64_t cols, cpu::QuantLayout layout) {
   // One owner for both arrays, so row ranges and stacks keep them alive together.
   WeightMatrix m;
   m.rows_ = rows;
   m.cols_ = cols;
   if (rows > 0) {
     m.blocks_.push_back(
-        {.format = format, .data = values, .scales = scales, .rows = rows, .int4_layout = layout});
+        {.format = format, .data = values, .scales = scales, .rows = rows, .layout = layout});
   }
   m.owners_.push_back(std::move(owner));
   return m;
@@ -161,15 +177,13 @@ WeightMatrix WeightMatrix::Stack(const std::vector<WeightMatrix>& parts) {
 int64_t WeightMatrix::bytes() const {
   int64_t total = 0;
   for (const Block& b : blocks_) {
-    if (b.format == WeightFormat::kInt4) {
-      const auto [value_bytes, scale_count] = Int4Sizes(b.int4_layout, b.first, b.rows, cols_);
+    if (HasScales(b.format)) {
+      const auto [value_bytes, scale_count] =
+          QuantSizes(b.format, b.layout, b.first, b.rows, cols_);
       total += value_bytes + scale_count * static_cast<int64_t>(sizeof(cpu::Int8Scale));
       continue;
     }
     total += b.rows * static_cast<int64_t>(RowBytes(b.format, cols_));
-    if (HasScales(b.format)) {
-      total += b.rows * cpu::Int8Groups(cols_) * static_cast<int64_t>(sizeof(cpu::Int8Scale));
-    }
   }
   return total;
 }
@@ -187,12 +201,12 @@ WeightMatrix::Block Rows(const WeightMatrix::Block& b, int64_t begin, int64_t co
 }
 WeightMatrix::Block PanelRows(const WeightMatrix::Block& b, int64_t begin, int64_t count,
                               int64_t cols) {
-  const int64_t lane = b.first + begin, panel = lane / cpu::kInt4PanelOutputs;
+  const int64_t lane = b.first + begin, panel = lane / cpu::kQuantPanelOutputs;
   WeightMatrix::Block part = b;
-  part.data = static_cast<const uint8_t*>(b.data) + panel * cpu::Int4PanelBytes(cols);
-  part.scales = b.scales + panel * cpu::Int4PanelScales(cols);
+  part.data = static_cast<const uint8_t*>(b.data) + panel * PanelBytes(b.format, cols);
+  part.scales = b.scales + panel * cpu::QuantPanelScales(cols);
   part.rows = count;
-  part.first = lane % cpu::kInt4PanelOutputs;
+  part.first = lane % cpu::kQuantPanelOutputs;
   return part;
 }
 
@@ -207,8 +221,8 @@ WeightMatrix WeightMatrix::RowRange(int64_t begin, int64_t count) const {
   for (const Block& b : blocks_) {
     const int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + b.rows);
     if (lo < hi) {
-      m.blocks_.push_back(IsInt4Panels(b) ? PanelRows(b, lo - first, hi - lo, cols_)
-                                          : Rows(b, lo - first, hi - lo, cols_));
+      m.blocks_.push_back(IsPanels(b) ? PanelRows(b, lo - first, hi - lo, cols_)
+                                      : Rows(b, lo - first, hi - lo, cols_));
       m.rows_ += hi - lo;
     }
     first += b.rows;
@@ -229,31 +243,58 @@ WeightMatrix WeightMatrix::Reshaped(int64_t rows) const {
 
 namespace {
 
-// The selected rows that lie in blocks of one format, copied back to back.
+// The selected rows that lie in blocks of one format (and, quantised, one layout), copied back to
+// back in the rows layout.
 struct SelectedRun {
   WeightFormat format = WeightFormat::kF32;
+  cpu::QuantLayout layout = cpu::QuantLayout::kRows;  // kInt8 and kInt4: the source blocks'
   std::vector<std::byte> values;
   std::vector<cpu::Int8Scale> scales;  // kInt8 and kInt4 only
   int64_t rows = 0;
 };
 
+template <typename T>
+std::vector<T> BytesAs(const std::vector<std::byte>& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+// A quantised run as a matrix in the layout its rows came from: panels packed from lane 0.
+template <typename T, typename Pack>
+WeightMatrix QuantRunToMatrix(SelectedRun run, int64_t cols, int64_t panel_bytes, Pack pack) {
+  std::vector<T> values = BytesAs<T>(run.values);
+  if (run.layout == cpu::QuantLayout::kPanels) {
+    const int64_t panels = cpu::QuantPanels(0, run.rows);
+    std::vector<T> packed(static_cast<size_t>(panels * panel_bytes));
+    std::vector<cpu::Int8Scale> scales(static_cast<size_t>(panels * cpu::QuantPanelScales(cols)));
+    pack(values.data(), run.scales.data(), run.rows, cols, packed.data(), scales.data());
+    values = std::move(packed);
+    run.scales = std::move(scales);
+  }
+  if constexpr (std::is_same_v<T, int8_t>) {
+    return WeightMatrix::FromInt8(std::move(values), std::move(run.scales), run.rows, cols,
+                                  run.layout);
+  } else {
+    return WeightMatrix::FromInt4(std::move(values), std::move(run.scales), run.rows, cols,
+                                  run.layout);
+  }
+}
+
 WeightMatrix RunToMatrix(SelectedRun run, int64_t cols) {
-  auto bytes_to = [&run]<typename T>(T) {
-    std::vector<T> out(run.values.size() / sizeof(T));
-    std::memcpy(out.data(), run.values.data(), run.values.size());
-    return out;
-  };
   switch (run.format) {
     case WeightFormat::kBF16:
-      return WeightMatrix::FromBf16(bytes_to(uint16_t{}), run.rows, cols);
+      return WeightMatrix::FromBf16(BytesAs<uint16_t>(run.values), run.rows, cols);
     case WeightFormat::kInt8:
-      return WeightMatrix::FromInt8(bytes_to(int8_t{}), std::move(run.scales), run.rows, cols);
+      return QuantRunToMatrix<int8_t>(std::move(run), cols, cpu::Int8PanelBytes(cols),
+                                      cpu::PackInt8Panels);
     case WeightFormat::kInt4:
-      return WeightMatrix::FromInt4(bytes_to(uint8_t{}), std::move(run.scales), run.rows, cols);
+      return QuantRunToMatrix<uint8_t>(std::move(run), cols, cpu::Int4PanelBytes(cols),
+                                       cpu::PackInt4Panels);
     case WeightFormat::kF32:
       break;
   }
-  return WeightMatrix::FromF32(bytes_to(float{}), run.rows, cols);
+  return WeightMatrix::FromF32(BytesAs<float>(run.values), run.rows, cols);
 }
 
 }  // namespace
@@ -267,25 +308,26 @@ WeightMatrix WeightMatrix::SelectRows(std::span<const int32_t> rows) const {
     int64_t row = wanted;
     const Block* block = blocks_.data();
     while (row >= block->rows) row -= (block++)->rows;
-    if (run.rows > 0 && run.format != block->format) {
+    if (run.rows > 0 && (run.format != block->format || run.layout != block->layout)) {
       parts.push_back(RunToMatrix(std::move(run), cols_));
       run = SelectedRun{};
     }
     run.format = block->format;
+    run.layout = block->layout;
     const size_t row_bytes = RowBytes(block->format, cols_);
-    if (block->format == WeightFormat::kInt4) {  // copied to the rows layout from either
+    if (HasScales(block->format)) {  // copied to the rows layout from either
       run.values.resize(run.values.size() + row_bytes);
       run.scales.resize(run.scales.size() + static_cast<size_t>(groups));
-      cpu::Int4RowOf(Int4Of(*block), cols_, row,
-                     reinterpret_cast<uint8_t*>(run.values.data() + run.values.size() - row_bytes),
-                     run.scales.data() + run.scales.size() - groups);
+      std::byte* values = run.values.data() + run.values.size() - row_bytes;
+      cpu::Int8Scale* scales = run.scales.data() + run.scales.size() - groups;
+      if (block->format == WeightFormat::kInt4) {
+        cpu::Int4RowOf(Int4Of(*block), cols_, row, reinterpret_cast<uint8_t*>(values), scales);
+      } else {
+        cpu::Int8RowOf(Int8Of(*block), cols_, row, reinterpret_cast<int8_t*>(values), scales);
+      }
     } else {
       const auto* source = static_cast<const std::byte*>(block->data) + row * row_bytes;
       run.values.insert(run.values.end(), source, source + row_bytes);
-      if (HasScales(block->format)) {
-        run.scales.insert(run.scales.end(), block->scales + row * groups,
-                          block->scales + (row + 1) * groups);
-      }
     }
     ++run.rows;
   }
@@ -309,13 +351,15 @@ void WeightMatrix::RowToF32(int64_t row, float* dst) const {
       cpu::DequantizeInt4Rows(packed.data(), scales.data(), 1, cols_, dst);
       return;
     }
-    const std::byte* data = static_cast<const std::byte*>(b.data) +
-                            static_cast<size_t>(row) * RowBytes(b.format, cols_);
-    if (b.format == WeightFormat::kInt8) {
-      cpu::DequantizeInt8Rows(reinterpret_cast<const int8_t*>(data),
-                              b.scales + row * cpu::Int8Groups(cols_), 1, cols_, dst);
+    if (b.format == WeightFormat::kInt8) {  // found by Int8RowOf, as int4
+      std::vector<int8_t> values(static_cast<size_t>(cols_));
+      std::vector<cpu::Int8Scale> scales(static_cast<size_t>(cpu::Int8Groups(cols_)));
+      cpu::Int8RowOf(Int8Of(b), cols_, row, values.data(), scales.data());
+      cpu::DequantizeInt8Rows(values.data(), scales.data(), 1, cols_, dst);
       return;
     }
+    const std::byte* data = static_cast<const std::byte*>(b.data) +
+                            static_cast<size_t>(row) * RowBytes(b.format, cols_);
     const DType dtype = b.format == WeightFormat::kBF16 ? DType::kBF16 : DType::kF32;
     ConvertToF32(dtype, data, static_cast<size_t>(cols_), dst);
     return;
@@ -359,8 +403,8 @@ void Project(const float* x, const WeightMatrix& w, float* y, int64_t rows, bool
       cpu::LinearBf16(x, static_cast<const uint16_t*>(b.data), y + column, rows, w.cols(), b.rows,
                       accumulate, w.rows(), activations.bf16);
     } else if (b.format == WeightFormat::kInt8) {
-      cpu::LinearInt8(x, static_cast<const int8_t*>(b.data), b.scales, y + column, rows, w.cols(),
-                      b.rows, accumulate, w.rows(), activations.int8);
+      cpu::LinearInt8(x, Int8Of(b), y + column, rows, w.cols(), b.rows, accumulate, w.rows(),
+                      activations.int8);
     } else if (b.format == WeightFormat::kInt4) {
       cpu::LinearInt4(x, Int4Of(b), y + column, rows, w.cols(), b.rows, accumulate, w.rows(),
                       activations.int8);

@@ -32,9 +32,9 @@ class WeightMatrix {
     // kInt8, kInt4: [rows, cpu::Int8Groups(cols)] (gemm_int8.h)
     const cpu::Int8Scale* scales = nullptr;
     int64_t rows = 0;
-    // kInt4 in the panel layout (gemm_int4.h): data and scales are those of the panels, the
-    // block's first row in lane `first` of the first.
-    cpu::Int4Layout int4_layout = cpu::Int4Layout::kRows;
+    // kInt8 or kInt4 in the panel layout (gemm_int8.h, gemm_int4.h): data and scales are those
+    // of the panels, the block's first row in lane `first` of the first.
+    cpu::QuantLayout layout = cpu::QuantLayout::kRows;
     int64_t first = 0;
   };
 
@@ -42,13 +42,16 @@ class WeightMatrix {
   // Owned values: `values` holds rows · cols elements.
   static WeightMatrix FromF32(std::vector<float> values, int64_t rows, int64_t cols);
   static WeightMatrix FromBf16(std::vector<uint16_t> bits, int64_t rows, int64_t cols);
-  // `values` [rows, cols] and `scales` [rows, cpu::Int8Groups(cols)] in cpu::LinearInt8's format.
+  // `values` [rows, cols] and `scales` [rows, cpu::Int8Groups(cols)] in cpu::LinearInt8's format,
+  // or in `layout`: the panels from lane 0 (gemm_int8.h: cpu::PackInt8Panels).
   static WeightMatrix FromInt8(std::vector<int8_t> values, std::vector<cpu::Int8Scale> scales,
-                               int64_t rows, int64_t cols);
+                               int64_t rows, int64_t cols,
+                               cpu::QuantLayout layout = cpu::QuantLayout::kRows);
   // The same from arrays of those sizes on huge pages (QuantizeInt8 fills them unzeroed, on the
   // threads).
   static WeightMatrix FromInt8(HugePageArray<int8_t> values, HugePageArray<cpu::Int8Scale> scales,
-                               int64_t rows, int64_t cols);
+                               int64_t rows, int64_t cols,
+                               cpu::QuantLayout layout = cpu::QuantLayout::kRows);
   // A checkpoint tensor of `shape`: shape[0] rows of the remaining dims (a vector, or a scalar,
   // is one column).
   static WeightMatrix FromF32(std::vector<float> values, const std::vector<int64_t>& shape);
@@ -73,8 +76,9 @@ class WeightMatrix {
   // (one slice of a stacked 3-D tensor as the matrix it is). One f32 or BF16 block only.
   WeightMatrix Reshaped(int64_t rows) const;
   // Rows rows[0], rows[1], ... copied into owned storage in the format each is stored in (f32,
-  // BF16 bits, or int8 or int4 values with their scales), so a product over them reads only those
-  // rows and gives, row for row, what the source's rows give. Every entry is a valid row.
+  // BF16 bits, or int8 or int4 values with their scales in their layout), so a product over
+  // them reads only those rows and gives, row for row, what the source's rows give. Every entry is
+  // a valid row.
   WeightMatrix SelectRows(std::span<const int32_t> rows) const;
   // Row `row` widened to f32 into dst[0, cols) (int8, int4: the values Project multiplies by).
   void RowToF32(int64_t row, float* dst) const;
@@ -83,10 +87,10 @@ class WeightMatrix {
   // (gemm_int4.h: cpu::PackInt4Panels).
   static WeightMatrix FromInt4(HugePageArray<uint8_t> packed, HugePageArray<cpu::Int8Scale> scales,
                                int64_t rows, int64_t cols,
-                               cpu::Int4Layout layout = cpu::Int4Layout::kRows);
+                               cpu::QuantLayout layout = cpu::QuantLayout::kRows);
   static WeightMatrix FromInt4(std::vector<uint8_t> packed, std::vector<cpu::Int8Scale> scales,
                                int64_t rows, int64_t cols,
-                               cpu::Int4Layout layout = cpu::Int4Layout::kRows);
+                               cpu::QuantLayout layout = cpu::QuantLayout::kRows);
   // Every element widened to f32 (references, uploads, tests).
   std::vector<float> ToF32() const;
   // Every element as BF16 bits (f32 rounded to nearest even).
@@ -96,7 +100,8 @@ class WeightMatrix {
   // One int8 or int4 block whose values and scales `owner` keeps alive.
   static WeightMatrix OwnedQuantized(WeightFormat format, std::shared_ptr<const void> owner,
                                      const void* values, const cpu::Int8Scale* scales, int64_t rows,
-                                     int64_t cols, cpu::Int4Layout layout = cpu::Int4Layout::kRows);
+                                     int64_t cols,
+                                     cpu::QuantLayout layout = cpu::QuantLayout::kRows);
 
   std::vector<Block> blocks_;
   int64_t rows_ = 0;

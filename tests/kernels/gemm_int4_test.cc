@@ -140,15 +140,15 @@ struct Panels {
 };
 Panels PackedPanels(const Int4Matrix& m, int64_t rows, int64_t in) {
   Panels p;
-  p.values.resize(static_cast<size_t>(cpu::Int4Panels(0, rows) * cpu::Int4PanelBytes(in)));
-  p.scales.resize(static_cast<size_t>(cpu::Int4Panels(0, rows) * cpu::Int4PanelScales(in)));
+  p.values.resize(static_cast<size_t>(cpu::QuantPanels(0, rows) * cpu::Int4PanelBytes(in)));
+  p.scales.resize(static_cast<size_t>(cpu::QuantPanels(0, rows) * cpu::QuantPanelScales(in)));
   cpu::PackInt4Panels(m.data(), m.scales.data(), rows, in, p.values.data(), p.scales.data());
   return p;
 }
 
 // How a case lays its matrix out: rows, or panels viewed from lane `first`.
 struct Layout {
-  cpu::Int4Layout layout = cpu::Int4Layout::kRows;
+  cpu::QuantLayout layout = cpu::QuantLayout::kRows;
   int64_t first = 0;
 };
 
@@ -161,17 +161,17 @@ void ExpectInt8Bits(std::mt19937& rng, int64_t rows, int64_t in, int64_t out,
                << cpu::Int8ActivationsName(activations) << (accumulate ? ", accumulate" : "")
                << ", ldy " << ldy << ", kernel "
                << (kernel ? cpu::Int4KernelName(*kernel) : std::string_view("dispatched")) << ", "
-               << cpu::Int4LayoutName(layout.layout) << " from lane " << layout.first);
+               << cpu::QuantLayoutName(layout.layout) << " from lane " << layout.first);
   const int64_t first = layout.first;
   const Int4Matrix m = Quantized(rng, first + out, in);
   const std::vector<int8_t> all = Unpacked(m, first + out, in);
   const std::vector<int8_t> q(all.begin() + first * in, all.end());
   const Panels panels = PackedPanels(m, first + out, in);
-  const cpu::Int4Matrix w = layout.layout == cpu::Int4Layout::kRows
+  const cpu::Int4Matrix w = layout.layout == cpu::QuantLayout::kRows
                                 ? cpu::Int4Matrix{.values = m.data(), .scales = m.scales.data()}
                                 : cpu::Int4Matrix{.values = panels.values.data(),
                                                   .scales = panels.scales.data(),
-                                                  .layout = cpu::Int4Layout::kPanels,
+                                                  .layout = cpu::QuantLayout::kPanels,
                                                   .first = first};
   std::vector<float> x = RandomNormal(rng, rows * in);
   if (rows > 1) std::fill(x.begin() + in, x.begin() + 2 * in, 0.0f);  // an all-zero row
@@ -215,15 +215,15 @@ TEST(LinearInt4Test, EveryKernelGivesLinearInt8sBits) {
     for (const int64_t rows : {1, 2, 7, 8, 15, 16, 17, 33}) {
       for (const int64_t in : {31, 257, 520}) {
         for (const int64_t out : {1, 16, 40}) {
-          for (const Layout layout : {Layout{}, Layout{cpu::Int4Layout::kPanels, 0},
-                                      Layout{cpu::Int4Layout::kPanels, 15}}) {
+          for (const Layout layout : {Layout{}, Layout{cpu::QuantLayout::kPanels, 0},
+                                      Layout{cpu::QuantLayout::kPanels, 15}}) {
             if (!cpu::Int4KernelReads(kernel, layout.layout)) continue;
             ExpectInt8Bits(rng, rows, in, out, cpu::Int8Activations::kInt8, /*accumulate=*/false,
                            out, kernel, layout);
           }
         }
       }
-      for (const Layout layout : {Layout{}, Layout{cpu::Int4Layout::kPanels, 5}}) {
+      for (const Layout layout : {Layout{}, Layout{cpu::QuantLayout::kPanels, 5}}) {
         if (!cpu::Int4KernelReads(kernel, layout.layout)) continue;
         ExpectInt8Bits(rng, rows, 96, 37, cpu::Int8Activations::kInt8, /*accumulate=*/true, 45,
                        kernel, layout);
@@ -239,11 +239,11 @@ TEST(LinearInt4Test, EveryKernelGivesLinearInt8sBits) {
 TEST(LinearInt4Test, PanelKernelsAcrossChunksAndRowBlocks) {
   std::mt19937 rng(41);
   for (const cpu::Int4Kernel kernel : cpu::SupportedInt4Kernels()) {
-    if (!cpu::Int4KernelReads(kernel, cpu::Int4Layout::kPanels)) continue;
+    if (!cpu::Int4KernelReads(kernel, cpu::QuantLayout::kPanels)) continue;
     for (const int64_t rows : {64, 81, 90}) {
       for (const bool accumulate : {false, true}) {
         ExpectInt8Bits(rng, rows, 1100, 37, cpu::Int8Activations::kInt8, accumulate, 41, kernel,
-                       {cpu::Int4Layout::kPanels, 5});
+                       {cpu::QuantLayout::kPanels, 5});
       }
     }
   }
@@ -260,11 +260,11 @@ TEST(LinearInt4Test, PanelLayoutGivesLinearInt8sBits) {
       for (const int64_t rows : {1, 3, 16, 17, 40}) {
         for (const int64_t out : {1, 11, 16, 33}) {
           ExpectInt8Bits(rng, rows, 100, out, activations, /*accumulate=*/false, out, std::nullopt,
-                         {cpu::Int4Layout::kPanels, first});
+                         {cpu::QuantLayout::kPanels, first});
         }
       }
       ExpectInt8Bits(rng, 2, 2048, 300, activations, /*accumulate=*/true, 301, std::nullopt,
-                     {cpu::Int4Layout::kPanels, first});
+                     {cpu::QuantLayout::kPanels, first});
     }
   }
 }
@@ -281,7 +281,7 @@ TEST(Int4PanelsTest, RowsAndUnpackedOutputsComeBackFromEveryLane) {
       if (first >= rows) continue;
       const cpu::Int4Matrix w{.values = p.values.data(),
                               .scales = p.scales.data(),
-                              .layout = cpu::Int4Layout::kPanels,
+                              .layout = cpu::QuantLayout::kPanels,
                               .first = first};
       for (const bool vector : {true, false}) {
         SCOPED_TRACE(::testing::Message()
@@ -313,7 +313,7 @@ TEST(Int4PanelsTest, RowsAndUnpackedOutputsComeBackFromEveryLane) {
     }
     // The last panel's spare lanes hold q = 0 and scale 0.
     const cpu::Int4Matrix last{
-        .values = p.values.data(), .scales = p.scales.data(), .layout = cpu::Int4Layout::kPanels};
+        .values = p.values.data(), .scales = p.scales.data(), .layout = cpu::QuantLayout::kPanels};
     std::vector<uint8_t> row(static_cast<size_t>(cpu::Int4RowBytes(in)));
     std::vector<cpu::Int8Scale> row_scales(static_cast<size_t>(groups));
     cpu::Int4RowOf(last, in, rows, row.data(), row_scales.data());
@@ -325,9 +325,9 @@ TEST(Int4PanelsTest, RowsAndUnpackedOutputsComeBackFromEveryLane) {
 TEST(LinearInt4Test, KernelsReadTheirLayoutsOnly) {
   std::vector<float> x(32, 1.0f), y(1);
   std::vector<uint8_t> w(cpu::Int4PanelBytes(32), 0x88);
-  std::vector<cpu::Int8Scale> scales(cpu::Int4PanelScales(32), 0);
+  std::vector<cpu::Int8Scale> scales(cpu::QuantPanelScales(32), 0);
   for (const cpu::Int4Kernel kernel : cpu::SupportedInt4Kernels()) {
-    for (const cpu::Int4Layout layout : {cpu::Int4Layout::kRows, cpu::Int4Layout::kPanels}) {
+    for (const cpu::QuantLayout layout : {cpu::QuantLayout::kRows, cpu::QuantLayout::kPanels}) {
       if (cpu::Int4KernelReads(kernel, layout)) continue;
       EXPECT_DEATH(cpu::LinearInt4Via(kernel, x.data(), {w.data(), scales.data(), layout}, y.data(),
                                       1, 32, 1, false),
@@ -343,12 +343,12 @@ TEST(LinearInt4Test, OnlyUnpackedChunksTakeF32Activations) {
   std::vector<uint8_t> w(16, 0x88);
   std::vector<cpu::Int8Scale> scales(1, 0);
   for (size_t k = 1; k < kernels.size(); ++k) {
-    const cpu::Int4Layout layout = cpu::Int4KernelReads(kernels[k], cpu::Int4Layout::kRows)
-                                       ? cpu::Int4Layout::kRows
-                                       : cpu::Int4Layout::kPanels;
+    const cpu::QuantLayout layout = cpu::Int4KernelReads(kernels[k], cpu::QuantLayout::kRows)
+                                        ? cpu::QuantLayout::kRows
+                                        : cpu::QuantLayout::kPanels;
     std::vector<uint8_t> panel(cpu::Int4PanelBytes(32), 0x88);
-    std::vector<cpu::Int8Scale> panel_scales(cpu::Int4PanelScales(32), 0);
-    const cpu::Int4Matrix m = layout == cpu::Int4Layout::kRows
+    std::vector<cpu::Int8Scale> panel_scales(cpu::QuantPanelScales(32), 0);
+    const cpu::Int4Matrix m = layout == cpu::QuantLayout::kRows
                                   ? cpu::Int4Matrix{w.data(), scales.data()}
                                   : cpu::Int4Matrix{panel.data(), panel_scales.data(), layout};
     EXPECT_DEATH(cpu::LinearInt4Via(kernels[k], x.data(), m, y.data(), 1, 32, 1, false, 0,

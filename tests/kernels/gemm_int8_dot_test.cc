@@ -102,6 +102,49 @@ TEST(LinearInt8DotTest, DispatchedKernelGivesTheReferencesBitsIntoAColumnBlock) 
   }
 }
 
+// The panel layout (gemm_int8.h) gives the reference's bits, whichever kernel this CPU runs on it
+// (the panels' own with AVX512-VNNI, chunks copied to rows elsewhere): a matrix from lanes 0, 5
+// and 15 of its first panel, a short last group, more groups than one pack (32), rows within one
+// tile and over several, accumulating into a column block.
+TEST(LinearInt8DotTest, PanelsGiveTheReferencesBits) {
+  std::mt19937 rng(11);
+  for (const int64_t in : {5, 70, 1025}) {
+    for (const int64_t rows : {1, 6, 16, 17, 37}) {
+      for (const int64_t first : {0, 5, 15}) {
+        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " first=" << first);
+        const int64_t out = 67, ldy = 70, groups = cpu::Int8Groups(in);
+        const Case c = MakeCase(rng, rows, in, out);
+        // `first` leading rows of other values, so the matrix starts at that lane.
+        std::vector<int8_t> w((first + out) * in, 99);
+        std::copy_n(c.weights(), out * in, w.begin() + first * in);
+        std::vector<cpu::Int8Scale> scales((first + out) * groups, 0x3f80);
+        std::copy(c.scales.begin(), c.scales.end(), scales.begin() + first * groups);
+        const int64_t panels = cpu::QuantPanels(0, first + out);
+        std::vector<int8_t> packed(panels * cpu::Int8PanelBytes(in));
+        std::vector<cpu::Int8Scale> packed_scales(panels * cpu::QuantPanelScales(in));
+        cpu::PackInt8Panels(w.data(), scales.data(), first + out, in, packed.data(),
+                            packed_scales.data());
+        const cpu::Int8Matrix m{.values = packed.data(),
+                                .scales = packed_scales.data(),
+                                .layout = cpu::QuantLayout::kPanels,
+                                .first = first};
+        std::vector<float> wide(rows * ldy, -7.0f);
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(&c.y0[r * out], out, &wide[r * ldy + 2]);
+        cpu::LinearInt8(c.x.data(), m, wide.data() + 2, rows, in, out, /*accumulate=*/true, ldy,
+                        cpu::Int8Activations::kInt8);
+        const std::vector<float> want = Reference(c, rows, in, out, true);
+        std::vector<float> got(rows * out);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::copy_n(&wide[r * ldy + 2], out, &got[r * out]);
+          EXPECT_EQ(wide[r * ldy], -7.0f);
+          EXPECT_EQ(wide[r * ldy + 2 + out], -7.0f);
+        }
+        ExpectSameBits(got, want);
+      }
+    }
+  }
+}
+
 // A row's outputs are the same bits whatever rows share the call: every row of a 17-row call
 // against the row alone, with the other rows' values changed.
 TEST(LinearInt8DotTest, ARowsOutputsDoNotDependOnTheRowsBesideIt) {

@@ -207,18 +207,33 @@ struct Int4Panels {
   std::vector<uint8_t> values;
   std::vector<cpu::Int8Scale> scales;
 };
-cpu::Int4Matrix Int4In(const OpCall& c, cpu::Int4Layout layout, Int4Panels& panels) {
-  if (layout == cpu::Int4Layout::kRows) return {c.w_int4.data(), c.scales.data()};
+cpu::Int4Matrix Int4In(const OpCall& c, cpu::QuantLayout layout, Int4Panels& panels) {
+  if (layout == cpu::QuantLayout::kRows) return {c.w_int4.data(), c.scales.data()};
   const OpShape& s = c.shape;
-  panels.values.resize(cpu::Int4Panels(0, s.out) * cpu::Int4PanelBytes(s.in));
-  panels.scales.resize(cpu::Int4Panels(0, s.out) * cpu::Int4PanelScales(s.in));
+  panels.values.resize(cpu::QuantPanels(0, s.out) * cpu::Int4PanelBytes(s.in));
+  panels.scales.resize(cpu::QuantPanels(0, s.out) * cpu::QuantPanelScales(s.in));
   cpu::PackInt4Panels(c.w_int4.data(), c.scales.data(), s.out, s.in, panels.values.data(),
                       panels.scales.data());
   return {panels.values.data(), panels.scales.data(), layout};
 }
 
-// The kernels' own entry points, one per format (what the model calls: 4-bit weights in the
-// layout it loads them in).
+// An int8 call's weights in `layout` (the panels packed into `panels`).
+struct Int8Panels {
+  std::vector<int8_t> values;
+  std::vector<cpu::Int8Scale> scales;
+};
+cpu::Int8Matrix Int8In(const OpCall& c, cpu::QuantLayout layout, Int8Panels& panels) {
+  if (layout == cpu::QuantLayout::kRows) return {c.w_int8.data(), c.scales.data()};
+  const OpShape& s = c.shape;
+  panels.values.resize(cpu::QuantPanels(0, s.out) * cpu::Int8PanelBytes(s.in));
+  panels.scales.resize(cpu::QuantPanels(0, s.out) * cpu::QuantPanelScales(s.in));
+  cpu::PackInt8Panels(c.w_int8.data(), c.scales.data(), s.out, s.in, panels.values.data(),
+                      panels.scales.data());
+  return {panels.values.data(), panels.scales.data(), layout};
+}
+
+// The kernels' own entry points, one per format (what the model calls: int8 and 4-bit weights in
+// the layout it loads them in).
 void LinearDispatch(const OpCall& c, float* y) {
   const OpShape& s = c.shape;
   const bool acc = s.accumulate;
@@ -233,9 +248,11 @@ void LinearDispatch(const OpCall& c, float* y) {
           c.x.data(), c.w_bf16.data(), y, s.rows, s.in, s.out, acc, 0,
           c.format == OpFormat::kBf16 ? cpu::Bf16Activations::kF32 : cpu::Bf16Activations::kBf16);
     case OpFormat::kInt8:
-    case OpFormat::kInt8Int8Act:
-      return cpu::LinearInt8(c.x.data(), c.w_int8.data(), c.scales.data(), y, s.rows, s.in, s.out,
-                             acc, 0, act);
+    case OpFormat::kInt8Int8Act: {
+      Int8Panels panels;
+      return cpu::LinearInt8(c.x.data(), Int8In(c, cpu::PreferredInt8Layout(), panels), y, s.rows,
+                             s.in, s.out, acc, 0, act);
+    }
     case OpFormat::kInt4:
     case OpFormat::kInt4Int8Act: {
       Int4Panels panels;
@@ -267,9 +284,9 @@ void RunLinear(const OpCall& c, const OpVariant& v, float* y) {
                                 c.scales.data(), y, s.rows, s.in, s.out, acc);
     case OpFormat::kInt4Int8Act: {
       const auto kernel = static_cast<cpu::Int4Kernel>(v.id);
-      const cpu::Int4Layout layout = cpu::Int4KernelReads(kernel, cpu::Int4Layout::kRows)
-                                         ? cpu::Int4Layout::kRows
-                                         : cpu::Int4Layout::kPanels;
+      const cpu::QuantLayout layout = cpu::Int4KernelReads(kernel, cpu::QuantLayout::kRows)
+                                          ? cpu::QuantLayout::kRows
+                                          : cpu::QuantLayout::kPanels;
       Int4Panels panels;
       return cpu::LinearInt4Via(kernel, c.x.data(), Int4In(c, layout, panels), y, s.rows, s.in,
                                 s.out, acc);

@@ -103,68 +103,96 @@ WeightMatrix MixedMatrix(std::mt19937& rng, int64_t cols) {
                               WeightMatrix::FromBf16(ToBf16Bits(Normal(rng, 5 * cols)), 5, cols)});
 }
 
-TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRanges) {
+constexpr cpu::QuantLayout kLayouts[] = {cpu::QuantLayout::kRows, cpu::QuantLayout::kPanels};
+
+TEST(QuantizeInt8Test, LoadsInTheLayoutThisCpuReadsFastest) {
   std::mt19937 rng(2);
-  const int64_t cols = 45;
-  const WeightMatrix source = MixedMatrix(rng, cols);
-  const WeightMatrix m = QuantizeInt8(source);
+  const WeightMatrix m = QuantizeInt8(MixedMatrix(rng, 45));
   ASSERT_EQ(m.blocks().size(), 1u);
-  EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt8);
-  EXPECT_EQ(m.rows(), 12);
-  EXPECT_EQ(m.cols(), cols);
-  EXPECT_EQ(m.bytes(), 12 * cols + 12 * Int8Groups(cols) * int64_t{sizeof(cpu::Int8Scale)});
-  // The same values as quantising the widened rows directly.
-  const std::vector<float> wide = source.ToF32();
-  std::vector<int8_t> q(wide.size());
-  std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
-  std::vector<float> want(wide.size());
-  cpu::QuantizeInt8Weights(wide.data(), 12, cols, q.data(), scales.data());
-  cpu::DequantizeInt8Rows(q.data(), scales.data(), 12, cols, want.data());
-  const std::vector<float> all = m.ToF32();
-  EXPECT_EQ(all, want);
-  // Row ranges and stacks of int8 blocks share the storage and keep values and scales paired.
-  const WeightMatrix middle = m.RowRange(5, 4);
-  EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
-  const WeightMatrix stacked = WeightMatrix::Stack({middle, source.RowRange(0, 2)});
-  ASSERT_EQ(stacked.blocks().size(), 2u);
-  std::vector<float> row(cols);
-  stacked.RowToF32(3, row.data());
-  EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
-  // BF16 rounding of the dequantised values, for uploads.
-  const std::vector<uint16_t> bits = m.ToBf16();
-  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
+  EXPECT_EQ(m.blocks()[0].layout, cpu::PreferredInt8Layout());
 }
 
-constexpr cpu::Int4Layout kInt4Layouts[] = {cpu::Int4Layout::kRows, cpu::Int4Layout::kPanels};
+TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRangesAndSelections) {
+  for (const cpu::QuantLayout layout : kLayouts) {
+    SCOPED_TRACE(cpu::QuantLayoutName(layout));
+    std::mt19937 rng(2);
+    const int64_t cols = 45;
+    const WeightMatrix source = MixedMatrix(rng, cols);
+    const WeightMatrix m = QuantizeInt8(source, layout);
+    ASSERT_EQ(m.blocks().size(), 1u);
+    EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt8);
+    EXPECT_EQ(m.blocks()[0].layout, layout);
+    EXPECT_EQ(m.rows(), 12);
+    EXPECT_EQ(m.cols(), cols);
+    const int64_t scale_bytes = int64_t{sizeof(cpu::Int8Scale)};
+    EXPECT_EQ(m.bytes(),
+              layout == cpu::QuantLayout::kRows
+                  ? 12 * cols + 12 * Int8Groups(cols) * scale_bytes
+                  : cpu::Int8PanelBytes(cols) + cpu::QuantPanelScales(cols) * scale_bytes);
+    // The same values as quantising the widened rows directly.
+    const std::vector<float> wide = source.ToF32();
+    std::vector<int8_t> q(wide.size());
+    std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
+    std::vector<float> want(wide.size());
+    cpu::QuantizeInt8Weights(wide.data(), 12, cols, q.data(), scales.data());
+    cpu::DequantizeInt8Rows(q.data(), scales.data(), 12, cols, want.data());
+    const std::vector<float> all = m.ToF32();
+    EXPECT_EQ(all, want);
+    // Row ranges (of ranges: lanes 5 and 7 of a panel) and stacks of int8 blocks share the
+    // storage and keep values and scales paired; selections copy rows out in the same layout.
+    const WeightMatrix middle = m.RowRange(5, 4);
+    EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
+    EXPECT_EQ(middle.RowRange(2, 2).ToF32(),
+              std::vector<float>(all.begin() + 7 * cols, all.begin() + 9 * cols));
+    const WeightMatrix stacked = WeightMatrix::Stack({middle, source.RowRange(0, 2)});
+    ASSERT_EQ(stacked.blocks().size(), 2u);
+    std::vector<float> row(cols);
+    stacked.RowToF32(3, row.data());
+    EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
+    const std::vector<int32_t> picked = {11, 0, 6};
+    const WeightMatrix selected = m.SelectRows(picked);
+    ASSERT_EQ(selected.blocks().size(), 1u);
+    EXPECT_EQ(selected.blocks()[0].format, WeightFormat::kInt8);
+    EXPECT_EQ(selected.blocks()[0].layout, layout);
+    for (size_t i = 0; i < picked.size(); ++i) {
+      selected.RowToF32(static_cast<int64_t>(i), row.data());
+      EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
+                                        all.begin() + (picked[i] + 1) * cols));
+    }
+    // BF16 rounding of the dequantised values, for uploads.
+    const std::vector<uint16_t> bits = m.ToBf16();
+    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
+  }
+}
 
 // An int4 block's matrix as the kernels take it.
 cpu::Int4Matrix Int4Of(const WeightMatrix::Block& b) {
-  return {static_cast<const uint8_t*>(b.data), b.scales, b.int4_layout, b.first};
+  return {static_cast<const uint8_t*>(b.data), b.scales, b.layout, b.first};
 }
 
 TEST(QuantizeInt4Test, LoadsInTheLayoutThisCpuReadsFastest) {
   std::mt19937 rng(4);
   const WeightMatrix m = QuantizeInt4(MixedMatrix(rng, 45));
   ASSERT_EQ(m.blocks().size(), 1u);
-  EXPECT_EQ(m.blocks()[0].int4_layout, cpu::PreferredInt4Layout());
+  EXPECT_EQ(m.blocks()[0].layout, cpu::PreferredInt4Layout());
 }
 
 TEST(QuantizeInt4Test, MatrixBecomesOneOwnedInt4BlockWithRowRangesAndSelections) {
-  for (const cpu::Int4Layout layout : kInt4Layouts) {
-    SCOPED_TRACE(cpu::Int4LayoutName(layout));
+  for (const cpu::QuantLayout layout : kLayouts) {
+    SCOPED_TRACE(cpu::QuantLayoutName(layout));
     std::mt19937 rng(4);
     const int64_t cols = 45;
     const WeightMatrix source = MixedMatrix(rng, cols);
     const WeightMatrix m = QuantizeInt4(source, layout);
     ASSERT_EQ(m.blocks().size(), 1u);
     EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt4);
-    EXPECT_EQ(m.blocks()[0].int4_layout, layout);
+    EXPECT_EQ(m.blocks()[0].layout, layout);
     EXPECT_EQ(m.rows(), 12);
     const int64_t scale_bytes = int64_t{sizeof(cpu::Int8Scale)};
     EXPECT_EQ(m.bytes(),
-              layout == cpu::Int4Layout::kRows
+              layout == cpu::QuantLayout::kRows
                   ? 12 * cpu::Int4RowBytes(cols) + 12 * Int8Groups(cols) * scale_bytes
-                  : cpu::Int4PanelBytes(cols) + cpu::Int4PanelScales(cols) * scale_bytes);
+                  : cpu::Int4PanelBytes(cols) + cpu::QuantPanelScales(cols) * scale_bytes);
     // The same values as quantising the widened rows directly.
     const std::vector<float> wide = source.ToF32();
     std::vector<uint8_t> packed(static_cast<size_t>(12 * cpu::Int4RowBytes(cols)));
@@ -188,6 +216,7 @@ TEST(QuantizeInt4Test, MatrixBecomesOneOwnedInt4BlockWithRowRangesAndSelections)
     const WeightMatrix selected = m.SelectRows(picked);
     ASSERT_EQ(selected.blocks().size(), 1u);
     EXPECT_EQ(selected.blocks()[0].format, WeightFormat::kInt4);
+    EXPECT_EQ(selected.blocks()[0].layout, layout);
     for (size_t i = 0; i < picked.size(); ++i) {
       selected.RowToF32(static_cast<int64_t>(i), row.data());
       EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
@@ -203,14 +232,14 @@ TEST(QuantizeInt4Test, MatrixBecomesOneOwnedInt4BlockWithRowRangesAndSelections)
 // both activation modes.
 TEST(QuantizeInt4Test, ProjectGivesTheInt8BlockOfTheSameValuesBits) {
   std::mt19937 rng(5);
-  for (const cpu::Int4Layout layout : kInt4Layouts) {
+  for (const cpu::QuantLayout layout : kLayouts) {
     for (const cpu::Int8Activations activations :
          {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
       for (const int64_t rows : {1, 4, 16, 40}) {
         for (const int64_t in : {5, 33, 130}) {
           SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " "
                                             << cpu::Int8ActivationsName(activations) << " "
-                                            << cpu::Int4LayoutName(layout));
+                                            << cpu::QuantLayoutName(layout));
           const WeightMatrix source = MixedMatrix(rng, in);
           const WeightMatrix int4 = QuantizeInt4(source, layout).RowRange(1, 9);
           std::vector<int8_t> values(static_cast<size_t>(9 * in));
@@ -224,6 +253,36 @@ TEST(QuantizeInt4Test, ProjectGivesTheInt8BlockOfTheSameValuesBits) {
           std::vector<float> got(static_cast<size_t>(rows * 12)), want(got.size());
           Project(x.data(), w4, got.data(), rows, false, {.int8 = activations});
           Project(x.data(), w8, want.data(), rows, false, {.int8 = activations});
+          ASSERT_EQ(got, want);
+        }
+      }
+    }
+  }
+}
+
+// An int8 block in panels computes what the rows layout does, bit for bit (gemm_int8.h), whole or
+// as a row range from inside a panel, in a stack beside BF16 rows, in both activation modes, at
+// row counts within one tile and past it.
+TEST(QuantizeInt8Test, ProjectGivesTheRowsLayoutsBitsFromPanels) {
+  std::mt19937 rng(6);
+  for (const cpu::Int8Activations activations :
+       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+    for (const int64_t rows : {1, 4, 16, 17, 40}) {
+      for (const int64_t in : {5, 33, 130}) {
+        for (const bool accumulate : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "rows=" << rows << " in=" << in << " "
+                       << cpu::Int8ActivationsName(activations) << " accumulate=" << accumulate);
+          const WeightMatrix source = MixedMatrix(rng, in);
+          const WeightMatrix panels =
+              QuantizeInt8(source, cpu::QuantLayout::kPanels).RowRange(1, 9);
+          const WeightMatrix by_rows = QuantizeInt8(source, cpu::QuantLayout::kRows).RowRange(1, 9);
+          const WeightMatrix w_panels = WeightMatrix::Stack({source.RowRange(0, 3), panels});
+          const WeightMatrix w_rows = WeightMatrix::Stack({source.RowRange(0, 3), by_rows});
+          const std::vector<float> x = Normal(rng, rows * in);
+          std::vector<float> got = Normal(rng, rows * 12), want = got;
+          Project(x.data(), w_panels, got.data(), rows, accumulate, {.int8 = activations});
+          Project(x.data(), w_rows, want.data(), rows, accumulate, {.int8 = activations});
           ASSERT_EQ(got, want);
         }
       }

@@ -14,10 +14,8 @@
 // - LinearAmxInt4 (gemm_int8_amx.cc, gemm_int4_amx.cc), the AMX tiles: the panel layout's groups
 //   as the tile product's weight operand, each unpacked once for all rows; the rows layout's
 //   output tiles unpacked to int8 once for all rows;
-// - unpacked chunks: each thread takes chunks of outputs, unpacks a chunk's rows into int8 (about
-//   64 KiB, in L2 while the int8 kernel reads it) and runs the int8 kernel of the call's
-//   activations mode on it, on the calling thread (its own parallel loops are nested and inactive
-//   there). Calls with f32 activations always run these.
+// - unpacked chunks (quant_chunks.h): chunks of outputs unpacked into int8 in cache, each run by
+//   the int8 kernel of the call's activations mode. Calls with f32 activations always run these.
 // With int8 activations the rows are quantised once per call, before any kernel, as LinearInt8Dot
 // quantises them once per call.
 
@@ -34,18 +32,15 @@
 #include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/int8_avx2.h"
 #include "kernels/cpu/isa_targets.h"
+#include "kernels/cpu/quant_chunks.h"
 
 namespace dscale::cpu {
 namespace {
 
 constexpr int64_t kGroup = kInt8GroupSize;
 constexpr int64_t kGroupBytes = kGroup / 2;
-// Bytes of unpacked int8 weights per chunk, and the multiple its output count is rounded to
-// (the widest int8 panel: 16 outputs).
-constexpr int64_t kChunkBytes = int64_t{64} << 10;
-constexpr int64_t kChunkAlign = 16;
 // Below this many weights a call runs on one thread (as the int8 kernels decide).
-constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
+constexpr int64_t kParallelMinWeights = kQuantChunksParallelMinWeights;
 
 // Calls of at most this many rows with int8 activations run the fused kernel where the CPU has
 // AVX2; at 8 rows its accumulators spill and unpacking is ahead (docs/BENCHMARKS.md,
@@ -77,9 +72,9 @@ bool SupportsAvx512Vnni() { return HasInt8DotIsa(Int8DotIsa::kAvx512Vnni); }
 constexpr int64_t kAmxInt4MinRows = 32;
 constexpr int64_t kAmxInt4PanelsMinRows = 12;
 
-Int4Kernel Int4KernelFor(int64_t rows, Int4Layout layout) {
+Int4Kernel Int4KernelFor(int64_t rows, QuantLayout layout) {
   const bool amx = HasAmxInt8();
-  if (layout == Int4Layout::kPanels) {
+  if (layout == QuantLayout::kPanels) {
     if (amx && rows >= kAmxInt4PanelsMinRows) return Int4Kernel::kAmx;
     return SupportsAvx512Vnni() ? Int4Kernel::kPanels512 : Int4Kernel::kUnpacked;
   }
@@ -101,10 +96,6 @@ Int8ActivationRows RowsFrom(const Int8ActivationRows& xq, int64_t r0) {
 template <typename Pass>
 void InPasses(int64_t rows, int64_t most, Pass pass) {
   for (int64_t r0 = 0; r0 < rows; r0 += most) pass(r0, std::min(most, rows - r0));
-}
-
-int64_t ChunkOutputs(int64_t in) {
-  return std::max(kChunkAlign, kChunkBytes / in / kChunkAlign * kChunkAlign);
 }
 
 // n ≤ 32 values of one group: bytes j < 16 hold values j (low nibble) and 16 + j (high).
@@ -270,36 +261,6 @@ void DequantizeInt4Rows(const uint8_t* w4, const Int8Scale* scales, int64_t rows
 
 namespace {
 
-// Outputs of `rows` rows through unpacked chunks, in the activations mode: xq with int8
-// activations, x with f32 ones.
-void UnpackedChunks(const float* x, const Int8ActivationRows& xq, int64_t rows, const Int4Matrix& w,
-                    int64_t in, int64_t out, float* y, int64_t ldy, bool accumulate,
-                    bool int8_dot) {
-  const int64_t groups = Int8Groups(in);
-  const Int8DotIsa isa = Int8DotIsaFor(rows, in);
-  const int64_t chunk = ChunkOutputs(in);
-  const int64_t chunks = (out + chunk - 1) / chunk;
-#pragma omp parallel if (in * out >= kParallelMinWeights)
-  {
-    thread_local std::vector<int8_t> unpacked;
-    thread_local std::vector<Int8Scale> scales;
-    unpacked.resize(static_cast<size_t>(chunk * in));
-    scales.resize(static_cast<size_t>(chunk * groups));
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t o0 = c * chunk, n = std::min(chunk, out - o0);
-      UnpackInt4Outputs(w, in, o0, n, unpacked.data(), scales.data());
-      if (int8_dot) {
-        LinearInt8DotQuantized(isa, xq, rows, unpacked.data(), scales.data(), in, n, y + o0, ldy,
-                               accumulate);
-      } else {
-        LinearInt8(x, unpacked.data(), scales.data(), y + o0, rows, in, n, accumulate, ldy,
-                   Int8Activations::kF32);
-      }
-    }
-  }
-}
-
 void FusedPasses(const Int8ActivationRows& xq, int64_t rows, const uint8_t* w4,
                  const Int8Scale* scales, int64_t in, int64_t out, float* y, int64_t ldy,
                  bool accumulate) {
@@ -350,7 +311,12 @@ void Run(Int4Kernel kernel, const float* x, const Int4Matrix& w, float* y, int64
     case Int4Kernel::kUnpacked:
       break;
   }
-  UnpackedChunks(x, xq, rows, w, in, out, y, ldy, accumulate, int8_dot);
+  UnpackedChunks(
+      x, xq, rows,
+      [&](int64_t o0, int64_t n, int8_t* dst, Int8Scale* dst_scales) {
+        UnpackInt4Outputs(w, in, o0, n, dst, dst_scales);
+      },
+      in, out, y, ldy, accumulate, int8_dot);
 }
 
 }  // namespace
@@ -371,13 +337,13 @@ std::string_view Int4KernelName(Int4Kernel kernel) {
   return "unpacked";
 }
 
-bool Int4KernelReads(Int4Kernel kernel, Int4Layout layout) {
+bool Int4KernelReads(Int4Kernel kernel, QuantLayout layout) {
   switch (kernel) {
     case Int4Kernel::kFused:
     case Int4Kernel::kVnni512:
-      return layout == Int4Layout::kRows;
+      return layout == QuantLayout::kRows;
     case Int4Kernel::kPanels512:
-      return layout == Int4Layout::kPanels;
+      return layout == QuantLayout::kPanels;
     case Int4Kernel::kAmx:
     case Int4Kernel::kUnpacked:
       break;
@@ -396,8 +362,8 @@ std::vector<Int4Kernel> SupportedInt4Kernels() {
   return kernels;
 }
 
-Int4Layout PreferredInt4Layout() {
-  return SupportsAvx512Vnni() ? Int4Layout::kPanels : Int4Layout::kRows;
+QuantLayout PreferredInt4Layout() {
+  return SupportsAvx512Vnni() ? QuantLayout::kPanels : QuantLayout::kRows;
 }
 
 void LinearInt4(const float* x, const uint8_t* w4, const Int8Scale* scales, float* y, int64_t rows,

@@ -2,13 +2,13 @@
 // y = x · dequant(w)ᵀ with 4-bit weights: the projections of `--weights int4`, which read about
 // half the bytes of `--weights int8` per decode step (0.56 bytes a weight against 1.06).
 //
-// Two layouts of the same values (Int4Layout):
+// Two layouts of the same values (QuantLayout):
 // - rows: per output row, Int8Groups(in) groups of 16 bytes, Int4RowBytes(in) bytes in all;
 //   byte j of group g holds the weight of input 32g + j in its low nibble and that of input
 //   32g + 16 + j in its high one, each as q + 8 with q in [-7, 7] (llama.cpp's Q4_0 order; a
 //   row's last group is padded with q = 0). scales[out, Int8Groups(in)] are the int8 format's
 //   BF16 scales (gemm_int8.h): weight (o, i) stands for q · scales[o, i / 32].
-// - panels: the outputs in panels of kInt4PanelOutputs (16), a panel's groups one after another,
+// - panels: the outputs in panels of kQuantPanelOutputs (16), a panel's groups one after another,
 //   kInt4PanelGroupBytes (256) each: byte 64s + 4l + b of a panel's group is byte 4s + b of that
 //   group of the panel's output l in the rows layout (s, b < 4; l < 16). So 64 aligned bytes hold
 //   one dot-product step of all 16 outputs — the nibbles of inputs 4s … 4s + 3 (low) and
@@ -42,37 +42,28 @@ constexpr int64_t Int4RowBytes(int64_t in) { return Int8Groups(in) * (kInt8Group
 // The largest magnitude of a quantised 4-bit value: the range is symmetric, so −8 is unused.
 inline constexpr int kInt4Max = 7;
 
-// The panel layout's outputs per panel and bytes per group of a panel (above).
-inline constexpr int64_t kInt4PanelOutputs = 16;
-inline constexpr int64_t kInt4PanelGroupBytes = kInt4PanelOutputs * (kInt8GroupSize / 2);
-
-enum class Int4Layout { kRows, kPanels };
-// "rows", "panels".
-std::string_view Int4LayoutName(Int4Layout layout);
+// The panel layout's bytes per group of a panel (above; the panels themselves: gemm_int8.h).
+inline constexpr int64_t kInt4PanelGroupBytes = kQuantPanelOutputs * (kInt8GroupSize / 2);
 
 // The layout LinearInt4 reads fastest on this CPU (under DSCALE_CPU_ISA's cap): panels where the
 // CPU has AVX512-VNNI, rows elsewhere (the fused AVX2 kernel reads rows one output at a time).
-Int4Layout PreferredInt4Layout();
+QuantLayout PreferredInt4Layout();
 
 // A 4-bit matrix as it lies in memory (any alignment).
 struct Int4Matrix {
   const uint8_t* values = nullptr;
   const Int8Scale* scales = nullptr;
-  Int4Layout layout = Int4Layout::kRows;
+  QuantLayout layout = QuantLayout::kRows;
   // kPanels: the lane of the matrix's output 0 in the first panel (0 … 15).
   int64_t first = 0;
 };
 
-// The panels holding `outputs` outputs from lane `first` of the first, and their bytes.
-constexpr int64_t Int4Panels(int64_t first, int64_t outputs) {
-  return (first + outputs + kInt4PanelOutputs - 1) / kInt4PanelOutputs;
-}
+// A panel's bytes.
 constexpr int64_t Int4PanelBytes(int64_t in) { return Int8Groups(in) * kInt4PanelGroupBytes; }
-constexpr int64_t Int4PanelScales(int64_t in) { return Int8Groups(in) * kInt4PanelOutputs; }
 
 // The rows layout's w4 [rows, Int4RowBytes(in)] and scales [rows, Int8Groups(in)] in the panel
-// layout from lane 0: panels [Int4Panels(0, rows), Int4PanelBytes(in)], panel_scales
-// [Int4Panels(0, rows), Int4PanelScales(in)], the last panel's spare lanes q = 0, scale 0.
+// layout from lane 0: panels [QuantPanels(0, rows), Int4PanelBytes(in)], panel_scales
+// [QuantPanels(0, rows), QuantPanelScales(in)], the last panel's spare lanes q = 0, scale 0.
 void PackInt4Panels(const uint8_t* w4, const Int8Scale* scales, int64_t rows, int64_t in,
                     uint8_t* panels, Int8Scale* panel_scales);
 
@@ -107,7 +98,7 @@ enum class Int4Kernel {
 std::string_view Int4KernelName(Int4Kernel kernel);
 // Whether `kernel` reads matrices in `layout` (kFused and kVnni512 read rows, kPanels512 panels,
 // the others either).
-bool Int4KernelReads(Int4Kernel kernel, Int4Layout layout);
+bool Int4KernelReads(Int4Kernel kernel, QuantLayout layout);
 // The kernels this CPU runs under DSCALE_CPU_ISA's cap, kUnpacked first.
 std::vector<Int4Kernel> SupportedInt4Kernels();
 

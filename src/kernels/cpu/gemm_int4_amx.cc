@@ -33,7 +33,7 @@
 namespace dscale::cpu {
 namespace {
 
-constexpr int64_t kLanes = kInt4PanelOutputs;      // outputs per panel: the sum tile's columns
+constexpr int64_t kLanes = kQuantPanelOutputs;     // outputs per panel: the sum tile's columns
 constexpr int64_t kTileRows = 16;                  // activation rows per tile
 constexpr int64_t kGroup = kInt8GroupSize;         // inputs per group: the tile product's depth
 constexpr int64_t kSteps = kGroup / 4;             // the weight tile's rows (4 inputs each)
@@ -227,7 +227,7 @@ DSCALE_AMX_INT8 void RowTile(const PanelCall& call, int64_t b, int64_t rt, const
   MultiplyRowTile<kRows>(
       call.packed + (chunk.g0 * call.row_tiles + rt * chunk.groups) * a_bytes, a_bytes,
       call.packed_scales + (chunk.g0 * call.row_tiles + rt * chunk.groups) * kTileRows,
-      call.panel_scales + b * Int4PanelScales(call.groups * kGroup) + chunk.g0 * kLanes,
+      call.panel_scales + b * QuantPanelScales(call.groups * kGroup) + chunk.g0 * kLanes,
       chunk.groups, scratch, acc);
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) _mm512_store_ps(saved + r * kLanes, acc[r]);
@@ -245,7 +245,7 @@ void VnniRows(const PanelCall& call, int64_t b, const uint8_t* panel, const Chun
   const int64_t r0 = call.row_tiles * kTileRows;
   float* acc = scratch.acc.data() + r0 * kLanes;
   Int4PanelGroups512(*call.xq, r0, call.vnni_rows, panel,
-                     call.panel_scales + b * Int4PanelScales(call.groups * kGroup), chunk.g0,
+                     call.panel_scales + b * QuantPanelScales(call.groups * kGroup), chunk.g0,
                      chunk.groups, acc, chunk.first);
   if (!chunk.last) return;
   StoreAccumulated(acc, call.vnni_rows, l0, l1, call.y + r0 * call.ldy + b * kLanes - call.first,
@@ -333,7 +333,7 @@ void LinearAmxInt4Panels(const Int8ActivationRows& xq, int64_t rows, const uint8
                        .accumulate = accumulate,
                        .xq = &xq,
                        .vnni_rows = vnni_rows};
-  RunTilesInParallel(ConfigFor(tile_rows), Int4Panels(first, out), in * out >= kParallelMinWeights,
+  RunTilesInParallel(ConfigFor(tile_rows), QuantPanels(first, out), in * out >= kParallelMinWeights,
                      [&call](int64_t b) {
                        thread_local PanelScratch scratch;
                        RunPanel(call, b, scratch);

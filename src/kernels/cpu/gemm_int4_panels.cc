@@ -17,7 +17,7 @@ namespace {
 
 constexpr int64_t kGroup = kInt8GroupSize;
 constexpr int64_t kGroupBytes = kGroup / 2;
-constexpr int64_t kLanes = kInt4PanelOutputs;
+constexpr int64_t kLanes = kQuantPanelOutputs;
 // A packed group's dwords: step s of output l lies at dword 16s + l of the panel's group.
 constexpr int64_t kStepsPerGroup = kGroupBytes / 4;
 
@@ -119,17 +119,13 @@ void UnpackPanelLanes(const uint8_t* panel, const Int8Scale* panel_scales, int64
 
 }  // namespace
 
-std::string_view Int4LayoutName(Int4Layout layout) {
-  return layout == Int4Layout::kPanels ? "panels" : "rows";
-}
-
 void PackInt4Panels(const uint8_t* w4, const Int8Scale* scales, int64_t rows, int64_t in,
                     uint8_t* panels, Int8Scale* panel_scales) {
   DSCALE_CHECK(rows >= 0 && in >= 0);
   const int64_t groups = Int8Groups(in), row_bytes = Int4RowBytes(in);
-  for (int64_t p = 0; p < Int4Panels(0, rows); ++p) {
+  for (int64_t p = 0; p < QuantPanels(0, rows); ++p) {
     uint8_t* panel = panels + p * Int4PanelBytes(in);
-    Int8Scale* ps = panel_scales + p * Int4PanelScales(in);
+    Int8Scale* ps = panel_scales + p * QuantPanelScales(in);
     for (int64_t l = 0; l < kLanes; ++l) {
       const int64_t o = p * kLanes + l;
       for (int64_t g = 0; g < groups; ++g) {
@@ -149,13 +145,13 @@ void PackInt4Panels(const uint8_t* w4, const Int8Scale* scales, int64_t rows, in
 
 void Int4RowOf(const Int4Matrix& w, int64_t in, int64_t o, uint8_t* row, Int8Scale* scales) {
   const int64_t groups = Int8Groups(in);
-  if (w.layout == Int4Layout::kRows) {
+  if (w.layout == QuantLayout::kRows) {
     std::memcpy(row, w.values + o * Int4RowBytes(in), static_cast<size_t>(Int4RowBytes(in)));
     std::memcpy(scales, w.scales + o * groups, static_cast<size_t>(groups) * sizeof(Int8Scale));
     return;
   }
   const PanelLane at = LaneOf(w, o);
-  PanelRow(w.values + at.panel * Int4PanelBytes(in), w.scales + at.panel * Int4PanelScales(in),
+  PanelRow(w.values + at.panel * Int4PanelBytes(in), w.scales + at.panel * QuantPanelScales(in),
            groups, at.lane, row, scales);
 }
 
@@ -163,7 +159,7 @@ void UnpackInt4Outputs(const Int4Matrix& w, int64_t in, int64_t o0, int64_t n, i
                        Int8Scale* dst_scales, bool vector) {
   DSCALE_CHECK(o0 >= 0 && n >= 0 && in >= 0);
   const int64_t groups = Int8Groups(in);
-  if (w.layout == Int4Layout::kRows) {
+  if (w.layout == QuantLayout::kRows) {
     UnpackInt4Rows(w.values + o0 * Int4RowBytes(in), n, in, dst, vector);
     std::memcpy(dst_scales, w.scales + o0 * groups,
                 static_cast<size_t>(n * groups) * sizeof(Int8Scale));
@@ -174,7 +170,7 @@ void UnpackInt4Outputs(const Int4Matrix& w, int64_t in, int64_t o0, int64_t n, i
     const PanelLane at = LaneOf(w, o);
     const int64_t l1 = std::min(kLanes, at.lane + (o0 + n - o));
     UnpackPanelLanes(w.values + at.panel * Int4PanelBytes(in),
-                     w.scales + at.panel * Int4PanelScales(in), in, at.lane, l1,
+                     w.scales + at.panel * QuantPanelScales(in), in, at.lane, l1,
                      dst + (o - o0) * in, dst_scales + (o - o0) * groups, avx512);
     o += l1 - at.lane;
   }

@@ -54,6 +54,57 @@ inline Int8Scale Int8ScaleAtLeast(float v) {
   return static_cast<Int8Scale>(up >> 16);
 }
 
+// Two layouts of a quantised matrix's values, this format's and the 4-bit one's (gemm_int4.h):
+// - rows: each output row's values one after another (the format above);
+// - panels: the outputs in panels of kQuantPanelOutputs (16), a panel's groups of 32 inputs one
+//   after another, each group's bytes laid out as one vpdpbusd step of all 16 outputs takes them
+//   (a 4-bit group: gemm_int4.h). Scales [panels, groups, 16], a group's 16 outputs together. A
+//   matrix may start at any lane of its first panel (`first`), so a range of a matrix's outputs
+//   is a view of it; lanes past its last output hold zero values and scale 0.
+// The int8 panel: group g is kInt8PanelGroupBytes (512) bytes, byte 64s + 4l + b holding input
+// 32g + 4s + b of the panel's output l (s < 8, l < 16, b < 4) as the unsigned byte w + 128
+// (w XOR 0x80, the offset the VNNI kernels multiply by: gemm_int8_dot.cc); inputs past `in`
+// hold w = 0. So 64 aligned bytes are one dot-product step of 16 outputs, read with no
+// transposes, where the rows layout has each call transpose every group in registers.
+enum class QuantLayout { kRows, kPanels };
+// "rows", "panels".
+std::string_view QuantLayoutName(QuantLayout layout);
+inline constexpr int64_t kQuantPanelOutputs = 16;
+inline constexpr int64_t kInt8PanelGroupBytes = kQuantPanelOutputs * kInt8GroupSize;
+// The panels holding `outputs` outputs from lane `first` of the first; a panel's int8 bytes and
+// (either format's) scales.
+constexpr int64_t QuantPanels(int64_t first, int64_t outputs) {
+  return (first + outputs + kQuantPanelOutputs - 1) / kQuantPanelOutputs;
+}
+constexpr int64_t Int8PanelBytes(int64_t in) { return Int8Groups(in) * kInt8PanelGroupBytes; }
+constexpr int64_t QuantPanelScales(int64_t in) { return Int8Groups(in) * kQuantPanelOutputs; }
+
+// An int8 matrix as it lies in memory (any alignment). kPanels: `values` are the panels' bytes
+// (w + 128, above) and `first` the lane of the matrix's output 0 in the first panel (0 … 15).
+struct Int8Matrix {
+  const int8_t* values = nullptr;
+  const Int8Scale* scales = nullptr;
+  QuantLayout layout = QuantLayout::kRows;
+  int64_t first = 0;
+};
+
+// The layout LinearInt8 reads fastest on this CPU (under DSCALE_CPU_ISA's cap): panels where its
+// best int8 product is AVX512-VNNI (on the 2-vCPU Zen 4 EPYC a 16-row call 1.3-1.4× faster, a
+// decode row 1.05-1.2×: docs/BENCHMARKS.md, "int8 weights in panels"), rows elsewhere: AMX tiles
+// and the 256-bit variants read rows.
+QuantLayout PreferredInt8Layout();
+
+// The rows layout's w [rows, in] and scales [rows, Int8Groups(in)] in the panel layout from
+// lane 0: panels [QuantPanels(0, rows), Int8PanelBytes(in)], panel_scales [QuantPanels(0, rows),
+// QuantPanelScales(in)].
+void PackInt8Panels(const int8_t* w, const Int8Scale* scales, int64_t rows, int64_t in,
+                    int8_t* panels, Int8Scale* panel_scales);
+// Output `o` of w in the rows layout: `in` values into row, Int8Groups(in) scales.
+void Int8RowOf(const Int8Matrix& w, int64_t in, int64_t o, int8_t* row, Int8Scale* scales);
+// dst[n, in] and dst_scales[n, Int8Groups(in)]: outputs [o0, o0 + n) of w in the rows layout.
+void Int8OutputsOf(const Int8Matrix& w, int64_t in, int64_t o0, int64_t n, int8_t* dst,
+                   Int8Scale* dst_scales);
+
 // How LinearInt8 takes its f32 activations: as they are, or quantised per 32 inputs (above).
 enum class Int8Activations { kF32, kInt8 };
 // "f32", "int8": the spellings of `--int8-activations`.
@@ -65,6 +116,13 @@ std::optional<Int8Activations> Int8ActivationsFromName(std::string_view name);
 // call can fill a column block of a wider y.
 void LinearInt8(const float* x, const int8_t* w, const Int8Scale* scales, float* y, int64_t rows,
                 int64_t in, int64_t out, bool accumulate = false, int64_t ldy = 0,
+                Int8Activations activations = Int8Activations::kF32);
+
+// The same for a matrix in either layout: the same bits. Panels run LinearInt8Panels512 where the
+// CPU has AVX512-VNNI and the activations are int8, else chunks of outputs copied to the rows
+// layout in cache.
+void LinearInt8(const float* x, const Int8Matrix& w, float* y, int64_t rows, int64_t in,
+                int64_t out, bool accumulate = false, int64_t ldy = 0,
                 Int8Activations activations = Int8Activations::kF32);
 
 // dst[rows, in] = the dequantised f32 values fl(w · s) (panels, WeightMatrix::RowToF32, tests).
@@ -165,6 +223,13 @@ int64_t LinearInt4Vnni512(const Int8ActivationRows& xq, int64_t rows, const uint
 // outputs [0, out) of the panels from lane `first` (0 … 15) of the first, all of them (a panel's
 // lanes outside them are computed and dropped). 1 … kInt4Vnni512MaxRows rows.
 void LinearInt4Panels512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* panels,
+                         const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
+                         float* y, int64_t ldy, bool accumulate);
+
+// The same on int8 panels (above), for any number of rows ≥ 1: up to 16 rows take every group of
+// a panel in one pass; more run in tiles of at most 16 over 32 groups at a time, which stay in
+// L1 (the packed rows layout's scheme, with nothing to pack).
+void LinearInt8Panels512(const Int8ActivationRows& xq, int64_t rows, const int8_t* panels,
                          const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
                          float* y, int64_t ldy, bool accumulate);
 

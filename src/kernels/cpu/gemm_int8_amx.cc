@@ -300,7 +300,7 @@ void LinearAmxInt8(const int8_t* q, const float* x_scales, int64_t rows, const i
 
 void LinearAmxInt4(const Int8ActivationRows& xq, int64_t rows, const Int4Matrix& w4, int64_t in,
                    int64_t out, float* y, int64_t ldy, bool accumulate) {
-  if (w4.layout == Int4Layout::kPanels) {
+  if (w4.layout == QuantLayout::kPanels) {
     return LinearAmxInt4Panels(xq, rows, w4.values, w4.scales, w4.first, in, out, y, ldy,
                                accumulate);
   }
