@@ -508,7 +508,7 @@ void RunRoofs(const Args& args) {
   };
   std::vector<Quantized> layers;
   const cpu::QuantLayout layout = cpu::PreferredInt4Layout();
-  const cpu::QuantLayout int8_layout = cpu::PreferredInt8Layout();
+  const cpu::QuantLayout int8_layout = cpu::PreferredInt8Layout(cpu::Int8Activations::kInt8);
   const cpu::QuantLayout int8_other = int8_layout == cpu::QuantLayout::kPanels
                                           ? cpu::QuantLayout::kRows
                                           : cpu::QuantLayout::kPanels;

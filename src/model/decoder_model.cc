@@ -45,6 +45,7 @@ Result<DecoderModel> DecoderModel::Load(const std::string& dir, WeightsMode weig
   NoteUnreadTensors(config, *checkpoint);
   const WeightsLoad how{
       .mode = weights_mode,
+      .int8_activations = activations.int8,
       .drop_resident = [&checkpoint](const std::string& name) { checkpoint->DropResident(name); }};
   DSCALE_ASSIGN_OR_RETURN(DecoderWeights weights,
                           LoadDecoderWeights(config, CheckpointTensorReader(checkpoint), how));

@@ -344,7 +344,7 @@ Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorRe
       DSCALE_ASSIGN_OR_RETURN(head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
       drop(kTargetLmHeadName);
     }
-    w.lm_head = QuantizeInt8(head);
+    w.lm_head = QuantizeInt8(head, how.int8_activations);
   } else if (!c.tie_word_embeddings) {
     DSCALE_ASSIGN_OR_RETURN(w.lm_head, read(kTargetLmHeadName, {c.vocab_size, c.hidden_size}));
   }
@@ -355,7 +355,7 @@ Result<DecoderWeights> LoadDecoderWeights(const DecoderConfig& c, const TensorRe
   if (quantized || copied) drop(embed_name);  // lookups fault in only the rows they read
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     DSCALE_ASSIGN_OR_RETURN(DecoderLayerWeights lw, LoadDecoderLayer(c, prefix, layer, read));
-    if (quantized) QuantizeLayer(&lw, how.mode);
+    if (quantized) QuantizeLayer(&lw, how.mode, how.int8_activations);
     if (copied) CopyLayerToHugePages(&lw);
     if (quantized || copied) {
       for (const auto& [name, shape] : DecoderLayerShapes(c, prefix, layer)) drop(name);

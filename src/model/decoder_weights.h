@@ -155,6 +155,9 @@ Result<WeightsMode> ParseWeightsMode(std::string_view name);
 
 struct WeightsLoad {
   WeightsMode mode = WeightsMode::kAsStored;
+  // How the model will take int8 weights' activations (`--int8-activations`): the layout their
+  // int8 matrices load in follows it (quantize_weights.h).
+  cpu::Int8Activations int8_activations = cpu::Int8Activations::kInt8;
   // Called with the name of every tensor the loader has made its own copy of (quantised, or BF16
   // copied onto huge pages: resident_weights.h), and of the embedding (whose lookups fault in
   // only the rows they read), so a memory-mapped checkpoint can drop those pages from the

@@ -120,8 +120,12 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
   DSCALE_ASSIGN_OR_RETURN(DFlashWeights weights, LoadDFlashWeights(config, t.hidden_size, read));
   const bool quantized = IsQuantized(weights_mode);
   if (quantized) {
-    weights.fc = QuantizeInt8(weights.fc);
-    for (DecoderLayerWeights& layer : weights.layers) QuantizeLayer(&layer, weights_mode);
+    // The drafter multiplies as the target does (its activation modes).
+    const cpu::Int8Activations activations = target.activations().int8;
+    weights.fc = QuantizeInt8(weights.fc, activations);
+    for (DecoderLayerWeights& layer : weights.layers) {
+      QuantizeLayer(&layer, weights_mode, activations);
+    }
   } else if (weights_mode == WeightsMode::kAsStored) {
     CopyToHugePages(&weights.fc);
     for (DecoderLayerWeights& layer : weights.layers) CopyLayerToHugePages(&layer);
@@ -150,7 +154,7 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
     drafter.RestrictVocab(std::move(*subset));
     const auto int8 = [](const WeightMatrix::Block& b) { return b.format == WeightFormat::kInt8; };
     if (quantized && !std::ranges::all_of(drafter.draft_lm_head_.blocks(), int8)) {
-      drafter.draft_lm_head_ = QuantizeInt8(drafter.draft_lm_head_);
+      drafter.draft_lm_head_ = QuantizeInt8(drafter.draft_lm_head_, target.activations().int8);
     }
   }
   return drafter;

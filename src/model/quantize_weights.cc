@@ -76,8 +76,8 @@ void QuantizeInt4Row(const float* row, int64_t cols, uint8_t* dst, cpu::Int8Scal
 
 }  // namespace
 
-WeightMatrix QuantizeInt8(const WeightMatrix& w) {
-  return QuantizeInt8(w, cpu::PreferredInt8Layout());
+WeightMatrix QuantizeInt8(const WeightMatrix& w, cpu::Int8Activations activations) {
+  return QuantizeInt8(w, cpu::PreferredInt8Layout(activations));
 }
 
 WeightMatrix QuantizeInt8(const WeightMatrix& w, cpu::QuantLayout layout) {
@@ -101,16 +101,17 @@ WeightMatrix QuantizeInt4(const WeightMatrix& w, cpu::QuantLayout layout) {
   return WeightMatrix::FromInt4(std::move(q), std::move(scales), w.rows(), w.cols(), layout);
 }
 
-void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode) {
+void QuantizeLayer(DecoderLayerWeights* layer, WeightsMode mode, cpu::Int8Activations activations) {
   DSCALE_CHECK(IsQuantized(mode));
   ForEachProjection(*layer, [&](WeightMatrix& m) {
-    m = mode == WeightsMode::kInt4 ? QuantizeInt4(m) : QuantizeInt8(m);
+    m = mode == WeightsMode::kInt4 ? QuantizeInt4(m) : QuantizeInt8(m, activations);
   });
 }
 
-void QuantizeProjections(DecoderWeights* weights, WeightsMode mode) {
-  for (DecoderLayerWeights& layer : weights->layers) QuantizeLayer(&layer, mode);
-  weights->lm_head = QuantizeInt8(weights->LmHead());
+void QuantizeProjections(DecoderWeights* weights, WeightsMode mode,
+                         cpu::Int8Activations activations) {
+  for (DecoderLayerWeights& layer : weights->layers) QuantizeLayer(&layer, mode, activations);
+  weights->lm_head = QuantizeInt8(weights->LmHead(), activations);
 }
 
 }  // namespace dscale

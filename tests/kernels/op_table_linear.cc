@@ -250,8 +250,8 @@ void LinearDispatch(const OpCall& c, float* y) {
     case OpFormat::kInt8:
     case OpFormat::kInt8Int8Act: {
       Int8Panels panels;
-      return cpu::LinearInt8(c.x.data(), Int8In(c, cpu::PreferredInt8Layout(), panels), y, s.rows,
-                             s.in, s.out, acc, 0, act);
+      return cpu::LinearInt8(c.x.data(), Int8In(c, cpu::PreferredInt8Layout(act), panels), y,
+                             s.rows, s.in, s.out, acc, 0, act);
     }
     case OpFormat::kInt4:
     case OpFormat::kInt4Int8Act: {

@@ -48,7 +48,7 @@ WeightMatrix InFormat(std::vector<float> values, int64_t rows, int64_t cols, Wei
       return WeightMatrix::FromBf16(std::move(bits), rows, cols);
     }
     case WeightFormat::kInt8:
-      return QuantizeInt8(f32);
+      return QuantizeInt8(f32, cpu::Int8Activations::kInt8);
     case WeightFormat::kInt4:
       return QuantizeInt4(f32);
     case WeightFormat::kF32:

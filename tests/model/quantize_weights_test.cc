@@ -107,9 +107,13 @@ constexpr cpu::QuantLayout kLayouts[] = {cpu::QuantLayout::kRows, cpu::QuantLayo
 
 TEST(QuantizeInt8Test, LoadsInTheLayoutThisCpuReadsFastest) {
   std::mt19937 rng(2);
-  const WeightMatrix m = QuantizeInt8(MixedMatrix(rng, 45));
-  ASSERT_EQ(m.blocks().size(), 1u);
-  EXPECT_EQ(m.blocks()[0].layout, cpu::PreferredInt8Layout());
+  for (const cpu::Int8Activations activations :
+       {cpu::Int8Activations::kInt8, cpu::Int8Activations::kF32}) {
+    const WeightMatrix m = QuantizeInt8(MixedMatrix(rng, 45), activations);
+    ASSERT_EQ(m.blocks().size(), 1u);
+    EXPECT_EQ(m.blocks()[0].layout, cpu::PreferredInt8Layout(activations));
+  }
+  EXPECT_EQ(cpu::PreferredInt8Layout(cpu::Int8Activations::kF32), cpu::QuantLayout::kRows);
 }
 
 TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRangesAndSelections) {
@@ -302,8 +306,8 @@ TEST(QuantizeInt8Test, ProjectMatchesTheReferenceOnTheDequantisedValues) {
                      << "rows=" << rows << " in=" << in << " accumulate=" << accumulate);
         const WeightMatrix source = MixedMatrix(rng, in);
         // Int8 rows between BF16 and f32 ones: every kind of block in one product.
-        const WeightMatrix w =
-            WeightMatrix::Stack({source.RowRange(0, 3), QuantizeInt8(source.RowRange(3, 9))});
+        const WeightMatrix w = WeightMatrix::Stack(
+            {source.RowRange(0, 3), QuantizeInt8(source.RowRange(3, 9), cpu::QuantLayout::kRows)});
         const std::vector<float> wide = w.ToF32(), x = Normal(rng, rows * in);
         const std::vector<float> y0 = Normal(rng, rows * w.rows());
         std::vector<float> got = y0, want = y0;

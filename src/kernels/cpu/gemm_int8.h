@@ -54,6 +54,12 @@ inline Int8Scale Int8ScaleAtLeast(float v) {
   return static_cast<Int8Scale>(up >> 16);
 }
 
+// How LinearInt8 takes its f32 activations: as they are, or quantised per 32 inputs (above).
+enum class Int8Activations { kF32, kInt8 };
+// "f32", "int8": the spellings of `--int8-activations`.
+std::string_view Int8ActivationsName(Int8Activations activations);
+std::optional<Int8Activations> Int8ActivationsFromName(std::string_view name);
+
 // Two layouts of a quantised matrix's values, this format's and the 4-bit one's (gemm_int4.h):
 // - rows: each output row's values one after another (the format above);
 // - panels: the outputs in panels of kQuantPanelOutputs (16), a panel's groups of 32 inputs one
@@ -88,11 +94,12 @@ struct Int8Matrix {
   int64_t first = 0;
 };
 
-// The layout LinearInt8 reads fastest on this CPU (under DSCALE_CPU_ISA's cap): panels where its
-// best int8 product is AVX512-VNNI (on the 2-vCPU Zen 4 EPYC a 16-row call 1.3-1.4× faster, a
-// decode row 1.05-1.2×: docs/BENCHMARKS.md, "int8 weights in panels"), rows elsewhere: AMX tiles
-// and the 256-bit variants read rows.
-QuantLayout PreferredInt8Layout();
+// The layout LinearInt8 reads fastest on this CPU (under DSCALE_CPU_ISA's cap) with `activations`:
+// panels where they are int8 and the CPU's best int8 product is AVX512-VNNI (on the 2-vCPU Zen 4
+// EPYC a layer's 16-row calls 1.3× faster, a decode row 1.1×: docs/BENCHMARKS.md, "int8 weights
+// in panels"), rows elsewhere: AMX tiles, the 256-bit variants and f32 activations read rows (f32
+// activations would copy every panel back to rows on every call).
+QuantLayout PreferredInt8Layout(Int8Activations activations);
 
 // The rows layout's w [rows, in] and scales [rows, Int8Groups(in)] in the panel layout from
 // lane 0: panels [QuantPanels(0, rows), Int8PanelBytes(in)], panel_scales [QuantPanels(0, rows),
@@ -104,12 +111,6 @@ void Int8RowOf(const Int8Matrix& w, int64_t in, int64_t o, int8_t* row, Int8Scal
 // dst[n, in] and dst_scales[n, Int8Groups(in)]: outputs [o0, o0 + n) of w in the rows layout.
 void Int8OutputsOf(const Int8Matrix& w, int64_t in, int64_t o0, int64_t n, int8_t* dst,
                    Int8Scale* dst_scales);
-
-// How LinearInt8 takes its f32 activations: as they are, or quantised per 32 inputs (above).
-enum class Int8Activations { kF32, kInt8 };
-// "f32", "int8": the spellings of `--int8-activations`.
-std::string_view Int8ActivationsName(Int8Activations activations);
-std::optional<Int8Activations> Int8ActivationsFromName(std::string_view name);
 
 // y[rows, out] = x[rows, in] · dequant(w, scales)ᵀ (or y += that when `accumulate`); w and
 // scales in the format above, any alignment. Rows of y are `ldy` floats apart (0: out), so a

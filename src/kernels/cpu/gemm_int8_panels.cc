@@ -40,8 +40,10 @@ std::string_view QuantLayoutName(QuantLayout layout) {
   return layout == QuantLayout::kPanels ? "panels" : "rows";
 }
 
-QuantLayout PreferredInt8Layout() {
-  return BestInt8DotIsa() == Int8DotIsa::kAvx512Vnni ? QuantLayout::kPanels : QuantLayout::kRows;
+QuantLayout PreferredInt8Layout(Int8Activations activations) {
+  const bool panels =
+      activations == Int8Activations::kInt8 && BestInt8DotIsa() == Int8DotIsa::kAvx512Vnni;
+  return panels ? QuantLayout::kPanels : QuantLayout::kRows;
 }
 
 void PackInt8Panels(const int8_t* w, const Int8Scale* scales, int64_t rows, int64_t in,
