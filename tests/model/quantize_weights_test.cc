@@ -116,6 +116,44 @@ TEST(QuantizeInt8Test, LoadsInTheLayoutThisCpuReadsFastest) {
   EXPECT_EQ(cpu::PreferredInt8Layout(cpu::Int8Activations::kF32), cpu::QuantLayout::kRows);
 }
 
+// `m`, the 12 × cols quantised copy of `source` in `format` and `layout`, holds `want` (the
+// values quantising the widened rows directly gives), and its row ranges (of ranges: lanes 5
+// and 7 of a panel), stacks and selections keep values and scales paired; ranges and stacks
+// share the storage, selections copy rows out in the same layout.
+void ExpectQuantisedMatrix(const WeightMatrix& m, const WeightMatrix& source, WeightFormat format,
+                           cpu::QuantLayout layout, const std::vector<float>& want) {
+  const int64_t cols = source.cols();
+  ASSERT_EQ(m.blocks().size(), 1u);
+  EXPECT_EQ(m.blocks()[0].format, format);
+  EXPECT_EQ(m.blocks()[0].layout, layout);
+  EXPECT_EQ(m.rows(), 12);
+  EXPECT_EQ(m.cols(), cols);
+  const std::vector<float> all = m.ToF32();
+  EXPECT_EQ(all, want);
+  const WeightMatrix middle = m.RowRange(5, 4);
+  EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
+  EXPECT_EQ(middle.RowRange(2, 2).ToF32(),
+            std::vector<float>(all.begin() + 7 * cols, all.begin() + 9 * cols));
+  const WeightMatrix stacked = WeightMatrix::Stack({source.RowRange(0, 2), middle});
+  ASSERT_EQ(stacked.blocks().size(), source.RowRange(0, 2).blocks().size() + 1);
+  std::vector<float> row(cols);
+  stacked.RowToF32(5, row.data());
+  EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
+  const std::vector<int32_t> picked = {11, 0, 6};
+  const WeightMatrix selected = m.SelectRows(picked);
+  ASSERT_EQ(selected.blocks().size(), 1u);
+  EXPECT_EQ(selected.blocks()[0].format, format);
+  EXPECT_EQ(selected.blocks()[0].layout, layout);
+  for (size_t i = 0; i < picked.size(); ++i) {
+    selected.RowToF32(static_cast<int64_t>(i), row.data());
+    EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
+                                      all.begin() + (picked[i] + 1) * cols));
+  }
+  // BF16 rounding of the dequantised values, for uploads.
+  const std::vector<uint16_t> bits = m.ToBf16();
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
+}
+
 TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRangesAndSelections) {
   for (const cpu::QuantLayout layout : kLayouts) {
     SCOPED_TRACE(cpu::QuantLayoutName(layout));
@@ -123,49 +161,18 @@ TEST(QuantizeInt8Test, MatrixBecomesOneOwnedInt8BlockWithRowRangesAndSelections)
     const int64_t cols = 45;
     const WeightMatrix source = MixedMatrix(rng, cols);
     const WeightMatrix m = QuantizeInt8(source, layout);
-    ASSERT_EQ(m.blocks().size(), 1u);
-    EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt8);
-    EXPECT_EQ(m.blocks()[0].layout, layout);
-    EXPECT_EQ(m.rows(), 12);
-    EXPECT_EQ(m.cols(), cols);
     const int64_t scale_bytes = int64_t{sizeof(cpu::Int8Scale)};
     EXPECT_EQ(m.bytes(),
               layout == cpu::QuantLayout::kRows
                   ? 12 * cols + 12 * Int8Groups(cols) * scale_bytes
                   : cpu::Int8PanelBytes(cols) + cpu::QuantPanelScales(cols) * scale_bytes);
-    // The same values as quantising the widened rows directly.
     const std::vector<float> wide = source.ToF32();
     std::vector<int8_t> q(wide.size());
     std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
     std::vector<float> want(wide.size());
     cpu::QuantizeInt8Weights(wide.data(), 12, cols, q.data(), scales.data());
     cpu::DequantizeInt8Rows(q.data(), scales.data(), 12, cols, want.data());
-    const std::vector<float> all = m.ToF32();
-    EXPECT_EQ(all, want);
-    // Row ranges (of ranges: lanes 5 and 7 of a panel) and stacks of int8 blocks share the
-    // storage and keep values and scales paired; selections copy rows out in the same layout.
-    const WeightMatrix middle = m.RowRange(5, 4);
-    EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
-    EXPECT_EQ(middle.RowRange(2, 2).ToF32(),
-              std::vector<float>(all.begin() + 7 * cols, all.begin() + 9 * cols));
-    const WeightMatrix stacked = WeightMatrix::Stack({middle, source.RowRange(0, 2)});
-    ASSERT_EQ(stacked.blocks().size(), 2u);
-    std::vector<float> row(cols);
-    stacked.RowToF32(3, row.data());
-    EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
-    const std::vector<int32_t> picked = {11, 0, 6};
-    const WeightMatrix selected = m.SelectRows(picked);
-    ASSERT_EQ(selected.blocks().size(), 1u);
-    EXPECT_EQ(selected.blocks()[0].format, WeightFormat::kInt8);
-    EXPECT_EQ(selected.blocks()[0].layout, layout);
-    for (size_t i = 0; i < picked.size(); ++i) {
-      selected.RowToF32(static_cast<int64_t>(i), row.data());
-      EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
-                                        all.begin() + (picked[i] + 1) * cols));
-    }
-    // BF16 rounding of the dequantised values, for uploads.
-    const std::vector<uint16_t> bits = m.ToBf16();
-    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
+    ExpectQuantisedMatrix(m, source, WeightFormat::kInt8, layout, want);
   }
 }
 
@@ -188,46 +195,18 @@ TEST(QuantizeInt4Test, MatrixBecomesOneOwnedInt4BlockWithRowRangesAndSelections)
     const int64_t cols = 45;
     const WeightMatrix source = MixedMatrix(rng, cols);
     const WeightMatrix m = QuantizeInt4(source, layout);
-    ASSERT_EQ(m.blocks().size(), 1u);
-    EXPECT_EQ(m.blocks()[0].format, WeightFormat::kInt4);
-    EXPECT_EQ(m.blocks()[0].layout, layout);
-    EXPECT_EQ(m.rows(), 12);
     const int64_t scale_bytes = int64_t{sizeof(cpu::Int8Scale)};
     EXPECT_EQ(m.bytes(),
               layout == cpu::QuantLayout::kRows
                   ? 12 * cpu::Int4RowBytes(cols) + 12 * Int8Groups(cols) * scale_bytes
                   : cpu::Int4PanelBytes(cols) + cpu::QuantPanelScales(cols) * scale_bytes);
-    // The same values as quantising the widened rows directly.
     const std::vector<float> wide = source.ToF32();
     std::vector<uint8_t> packed(static_cast<size_t>(12 * cpu::Int4RowBytes(cols)));
     std::vector<cpu::Int8Scale> scales(12 * Int8Groups(cols));
     std::vector<float> want(wide.size());
     cpu::QuantizeInt4Weights(wide.data(), 12, cols, packed.data(), scales.data());
     cpu::DequantizeInt4Rows(packed.data(), scales.data(), 12, cols, want.data());
-    const std::vector<float> all = m.ToF32();
-    EXPECT_EQ(all, want);
-    // Row ranges (of ranges: lanes 5 and 7 of a panel), stacks and selections keep values and
-    // scales paired.
-    const WeightMatrix middle = m.RowRange(5, 4);
-    EXPECT_EQ(middle.ToF32(), std::vector<float>(all.begin() + 5 * cols, all.begin() + 9 * cols));
-    EXPECT_EQ(middle.RowRange(2, 2).ToF32(),
-              std::vector<float>(all.begin() + 7 * cols, all.begin() + 9 * cols));
-    const WeightMatrix stacked = WeightMatrix::Stack({source.RowRange(0, 2), middle});
-    std::vector<float> row(cols);
-    stacked.RowToF32(5, row.data());
-    EXPECT_EQ(row, std::vector<float>(all.begin() + 8 * cols, all.begin() + 9 * cols));
-    const std::vector<int32_t> picked = {11, 0, 6};
-    const WeightMatrix selected = m.SelectRows(picked);
-    ASSERT_EQ(selected.blocks().size(), 1u);
-    EXPECT_EQ(selected.blocks()[0].format, WeightFormat::kInt4);
-    EXPECT_EQ(selected.blocks()[0].layout, layout);
-    for (size_t i = 0; i < picked.size(); ++i) {
-      selected.RowToF32(static_cast<int64_t>(i), row.data());
-      EXPECT_EQ(row, std::vector<float>(all.begin() + picked[i] * cols,
-                                        all.begin() + (picked[i] + 1) * cols));
-    }
-    const std::vector<uint16_t> bits = m.ToBf16();
-    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(bits[i], F32ToBf16(all[i])) << i;
+    ExpectQuantisedMatrix(m, source, WeightFormat::kInt4, layout, want);
   }
 }
 
