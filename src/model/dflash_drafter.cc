@@ -90,6 +90,10 @@ Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& c, int64_t target_hi
   return w;
 }
 
+bool UsesInt8DraftHead(cpu::Int8Activations activations) {
+  return cpu::PreferredInt8Layout(activations) == cpu::QuantLayout::kPanels;
+}
+
 Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderModel& target,
                                           DrafterHead head, DraftVocabChoice vocab,
                                           WeightsMode weights_mode) {
@@ -150,12 +154,14 @@ Result<DFlashDrafter> DFlashDrafter::Load(const std::string& dir, const DecoderM
     drafter.AttachHead(
         DominoHead(*config.domino, std::move(*head_weights), target.weights().embed));
   }
-  if (subset.has_value()) {
-    drafter.RestrictVocab(std::move(*subset));
-    const auto int8 = [](const WeightMatrix::Block& b) { return b.format == WeightFormat::kInt8; };
-    if (quantized && !std::ranges::all_of(drafter.draft_lm_head_.blocks(), int8)) {
-      drafter.draft_lm_head_ = QuantizeInt8(drafter.draft_lm_head_, target.activations().int8);
-    }
+  if (subset.has_value()) drafter.RestrictVocab(std::move(*subset));
+  // A quantised drafter's subset rows are int8; its whole vocabulary's head an int8 copy where
+  // UsesInt8DraftHead.
+  const auto int8 = [](const WeightMatrix::Block& b) { return b.format == WeightFormat::kInt8; };
+  const bool int8_head =
+      drafter.draft_vocab() != nullptr || UsesInt8DraftHead(target.activations().int8);
+  if (quantized && int8_head && !std::ranges::all_of(drafter.lm_head().blocks(), int8)) {
+    drafter.draft_lm_head_ = QuantizeInt8(drafter.lm_head(), target.activations().int8);
   }
   return drafter;
 }

@@ -58,6 +58,14 @@ std::string DFlashTensorPrefix(const Checkpoint& checkpoint);
 Result<DFlashWeights> LoadDFlashWeights(const DFlashConfig& config, int64_t target_hidden,
                                         const TensorReader& read);
 
+// Whether a drafter with quantised weights (`--drafter-weights int8|int4`) scores the whole
+// vocabulary with an int8 copy of a target LM head that is not int8: where int8 products with
+// `activations` run in panels (cpu::PreferredInt8Layout: AVX512-VNNI without AMX, int8
+// activations), whose 16 rows a request multiply about twice as fast as BF16 ones. Elsewhere
+// they would not (AMX's int8 tiles trail its BF16 ones at many rows), and the drafter scores with
+// the target's head. Drafts need not be the target's bits: the target verifies every one.
+bool UsesInt8DraftHead(cpu::Int8Activations activations);
+
 class DFlashDrafter : public Drafter {
  public:
   // Loads `dir`/config.json and its safetensors (names with or without a "model." prefix) and
@@ -95,9 +103,10 @@ class DFlashDrafter : public Drafter {
   // Columns of DraftOutput::logits: the subset's size, or the target's vocabulary.
   int64_t draft_vocab_size() const;
   // The LM head the drafts are scored with: the subset's rows (int8 where the drafter's weights
-  // are quantised), or the target's.
+  // are quantised) or the whole vocabulary's: the target's as it holds it, or an int8 copy where
+  // the drafter's weights are quantised and UsesInt8DraftHead.
   const WeightMatrix& lm_head() const {
-    return draft_vocab_.has_value() ? draft_lm_head_ : target_->weights().LmHead();
+    return draft_lm_head_.empty() ? target_->weights().LmHead() : draft_lm_head_;
   }
 
   const DFlashConfig& config() const { return config_; }
@@ -158,7 +167,9 @@ class DFlashDrafter : public Drafter {
   std::optional<DominoHead> head_;
   std::optional<DSparkHead> dspark_head_;  // set iff config_.is_dspark()
   std::optional<DraftVocab> draft_vocab_;
-  WeightMatrix draft_lm_head_;    // [subset, hidden]: the target LM head's subset rows
+  // [subset or vocabulary, hidden]: the target LM head's subset rows, or an int8 copy of its rows
+  // for a quantised drafter; empty: the target's own (lm_head()).
+  WeightMatrix draft_lm_head_;
   std::vector<int32_t> anchors_;  // the head's input, one per drafted request
   std::vector<DraftChoice> choices_;  // how each drafted request chooses its candidates
   std::vector<double> draw_;          // Q while a choice draws

@@ -340,5 +340,42 @@ TEST_F(DFlashDrafterTest, QuantisedDrafterWeightsDraftCloseToTheStoredOnes) {
   std::filesystem::remove_all(dir);
 }
 
+// Over the whole vocabulary a quantised drafter scores with an int8 copy of the target's LM head
+// (here f32) where UsesInt8DraftHead, else with the target's; the target keeps its own.
+TEST_F(DFlashDrafterTest, QuantisedDrafterScoresTheWholeVocabularyWithAnInt8Head) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dscale_drafter_int8_head_test_" + std::to_string(::getpid())))
+                              .string();
+  const DFlashConfig config = testing::TestDrafterConfig(target_.config());
+  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, config, 72, 4, DType::kBF16).ok());
+  target_.set_activations({.int8 = cpu::Int8Activations::kInt8});  // `--int8-activations`' default
+  Result<DFlashDrafter> loaded = DFlashDrafter::Load(dir, target_, DrafterHead::kNone,
+                                                     DraftVocabChoice::kFull, WeightsMode::kInt8);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const WeightMatrix& head = loaded->lm_head();
+  ASSERT_EQ(head.rows(), target_.config().vocab_size);
+  if (!UsesInt8DraftHead(target_.activations().int8)) {
+    EXPECT_EQ(&head, &target_.weights().LmHead());
+    std::filesystem::remove_all(dir);
+    return;
+  }
+  for (const WeightMatrix::Block& b : head.blocks()) EXPECT_EQ(b.format, WeightFormat::kInt8);
+  for (const WeightMatrix::Block& b : target_.weights().LmHead().blocks()) {
+    EXPECT_EQ(b.format, WeightFormat::kF32);
+  }
+  // Its rows are the target's quantised: within half a step of each group's scale.
+  std::vector<float> want(static_cast<size_t>(head.cols())), got(want.size());
+  for (const int64_t row : {int64_t{0}, head.rows() / 2, head.rows() - 1}) {
+    target_.weights().LmHead().RowToF32(row, want.data());
+    head.RowToF32(row, got.data());
+    float largest = 0;
+    for (const float v : want) largest = std::max(largest, std::abs(v));
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_LE(std::abs(got[i] - want[i]), largest / 127.0f) << "row " << row << " input " << i;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dscale
