@@ -323,7 +323,8 @@ WeightMatrix WeightMatrix::SelectRows(std::span<const int32_t> rows) const {
       if (block->format == WeightFormat::kInt4) {
         cpu::Int4RowOf(Int4Of(*block), cols_, row, reinterpret_cast<uint8_t*>(values), scales);
       } else {
-        cpu::Int8RowOf(Int8Of(*block), cols_, row, reinterpret_cast<int8_t*>(values), scales);
+        cpu::Int8OutputsOf(Int8Of(*block), cols_, row, 1, reinterpret_cast<int8_t*>(values),
+                           scales);
       }
     } else {
       const auto* source = static_cast<const std::byte*>(block->data) + row * row_bytes;
@@ -351,10 +352,10 @@ void WeightMatrix::RowToF32(int64_t row, float* dst) const {
       cpu::DequantizeInt4Rows(packed.data(), scales.data(), 1, cols_, dst);
       return;
     }
-    if (b.format == WeightFormat::kInt8) {  // found by Int8RowOf, as int4
+    if (b.format == WeightFormat::kInt8) {  // found by Int8OutputsOf, as int4 by Int4RowOf
       std::vector<int8_t> values(static_cast<size_t>(cols_));
       std::vector<cpu::Int8Scale> scales(static_cast<size_t>(cpu::Int8Groups(cols_)));
-      cpu::Int8RowOf(Int8Of(b), cols_, row, values.data(), scales.data());
+      cpu::Int8OutputsOf(Int8Of(b), cols_, row, 1, values.data(), scales.data());
       cpu::DequantizeInt8Rows(values.data(), scales.data(), 1, cols_, dst);
       return;
     }

@@ -10,7 +10,7 @@
 //   the int8 path's FMAs in its group order: the same bits. No sign trick is needed, so a group
 //   costs about as many instructions as an int8 one while reading half the bytes;
 // - LinearInt4Vnni512 (gemm_int8_dot.cc), the same nibbles for 16 outputs at once;
-// - LinearInt4Panels512 (gemm_int8_dot.cc), the panel layout's nibbles as they lie;
+// - LinearInt4Panels512 (gemm_panels512.cc), the panel layout's nibbles as they lie;
 // - LinearAmxInt4 (gemm_int8_amx.cc, gemm_int4_amx.cc), the AMX tiles: the panel layout's groups
 //   as the tile product's weight operand, each unpacked once for all rows; the rows layout's
 //   output tiles unpacked to int8 once for all rows;

@@ -106,8 +106,6 @@ QuantLayout PreferredInt8Layout(Int8Activations activations);
 // QuantPanelScales(in)].
 void PackInt8Panels(const int8_t* w, const Int8Scale* scales, int64_t rows, int64_t in,
                     int8_t* panels, Int8Scale* panel_scales);
-// Output `o` of w in the rows layout: `in` values into row, Int8Groups(in) scales.
-void Int8RowOf(const Int8Matrix& w, int64_t in, int64_t o, int8_t* row, Int8Scale* scales);
 // dst[n, in] and dst_scales[n, Int8Groups(in)]: outputs [o0, o0 + n) of w in the rows layout.
 void Int8OutputsOf(const Int8Matrix& w, int64_t in, int64_t o0, int64_t n, int8_t* dst,
                    Int8Scale* dst_scales);
@@ -155,7 +153,8 @@ void LinearInt8DequantSgemm(const float* x, const int8_t* w, const Int8Scale* sc
 void QuantizeInt8Weights(const float* w, int64_t rows, int64_t in, int8_t* q, Int8Scale* scales,
                          bool vector = true);
 
-// ---- int8 × int8 (Int8Activations::kInt8; gemm_int8_dot.cc, the quantisers int8_quantize.cc).
+// ---- int8 × int8 (Int8Activations::kInt8; gemm_int8_dot.cc, the panel kernels gemm_panels512.cc,
+// the quantisers int8_quantize.cc).
 
 // x[rows, in] quantised as above: q[rows, Int8Groups(in) · 32] (each row padded with zeros to
 // whole groups), scales[rows, Int8Groups(in)] (d_x) and sums[rows, Int8Groups(in)] (Σ q_x over

@@ -37,6 +37,7 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/gemm_int8_amx.h"
 #include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/int8_vnni512.h"
 #include "kernels/cpu/isa_targets.h"
 #include "kernels/cpu/row_blocks.h"
 
@@ -47,10 +48,13 @@ using avx2::SumInt32Lanes;
 using avx2::SumLanesOf8;
 using avx2::WidenScales8;
 
+using vnni512::GroupVnni512;
+using vnni512::Load32;
+
 constexpr int64_t kGroup = kInt8GroupSize;
 static_assert(kGroup == 32, "the packing takes groups of 32");
 // Dwords (4 inputs) per group: the dot-product steps of a group.
-constexpr int kSteps = kGroup / 4;
+constexpr int kSteps = vnni512::kSteps;
 // Below this many weights a call runs on one thread: a fork/join would cost more than the work.
 constexpr int64_t kParallelMinWeights = int64_t{1} << 16;
 // Groups packed at a time: 32 groups of a 16-output panel are 16 KiB, which stay in L1 while
@@ -70,7 +74,7 @@ constexpr int kFewRowsAvx2 = 5;
 constexpr int kMaxTileRows512 = 16;
 static_assert(kInt4Vnni512MaxRows <= kMaxTileRows512, "a 4-bit call's rows fit one tile");
 // Lanes (outputs) of a panel.
-constexpr int kLanes512 = 16;
+constexpr int kLanes512 = vnni512::kLanes;
 constexpr int kLanes256 = 8;
 // How far ahead along each of a panel's rows the 512-bit packer prefetches, once per 64-byte line
 // (every second group; the 256-bit packer fetches the next panel instead: PrefetchNextPanel). The
@@ -82,12 +86,6 @@ constexpr int64_t kPrefetchBytes = 256;
 #define DSCALE_UNROLL _Pragma("GCC unroll 16")
 
 inline void Put(float* y, float value, bool accumulate) { *y = accumulate ? *y + value : value; }
-
-inline int32_t Load32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // The quantised activations of a call (gemm_int8.h).
 using QuantRows = Int8ActivationRows;
@@ -181,18 +179,6 @@ template <int L>
 inline void WidenPanelScales(const Panel& p, int64_t g, float* dst) {
   DSCALE_UNROLL
   for (int l = 0; l < L; ++l) dst[l] = Int8ScaleValue(p.scales[l * p.groups + g]);
-}
-
-// Rows [0, rows) in the fewest tiles of at most `max_height`, heights differing by at most one:
-// tile(first row, height).
-template <typename Tile>
-inline void ForEachRowTile(int64_t rows, int max_height, Tile tile) {
-  const int64_t tiles = (rows + max_height - 1) / max_height;
-  for (int64_t t = 0, r = 0; t < tiles; ++t) {
-    const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-    tile(r, static_cast<int>(height));
-    r += height;
-  }
 }
 
 // ---- 256-bit packing: 8 outputs, an 8 × 8 dword transpose per group.
@@ -476,32 +462,6 @@ DSCALE_AVX512VNNI inline __m512 PanelScales512(const Panel& p, int64_t g, __m512
   return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
 }
 
-// Group g's term for rows [r0, r0 + kRows) and the 16 outputs whose packed weights, offset by
-// kOffset (128: int8 weights flipped; 8: 4-bit ones as stored), are wv and scales dw:
-// a[r] = fma(fl(d_w · d_x), dot, a[r]) in every lane.
-template <int kRows, int kOffset = 128>
-[[gnu::always_inline]] DSCALE_AVX512VNNI inline void GroupVnni512(const QuantRows& xq, int64_t r0,
-                                                                  int64_t g,
-                                                                  const __m512i wv[kSteps],
-                                                                  __m512 dw, __m512 a[kRows]) {
-  DSCALE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t row = r0 + r;
-    const int8_t* xr = xq.q + (row * xq.groups + g) * kGroup;
-    // Two chains of 4 steps (integer sums: exact in any order) halve the latency a row waits.
-    __m512i dot0 = _mm512_set1_epi32(-kOffset * xq.sum[row * xq.groups + g]);
-    __m512i dot1 = _mm512_setzero_si512();
-    DSCALE_UNROLL
-    for (int s = 0; s < kSteps; s += 2) {
-      dot0 = _mm512_dpbusd_epi32(dot0, wv[s], _mm512_set1_epi32(Load32(xr + 4 * s)));
-      dot1 = _mm512_dpbusd_epi32(dot1, wv[s + 1], _mm512_set1_epi32(Load32(xr + 4 * s + 4)));
-    }
-    const __m512i dot = _mm512_add_epi32(dot0, dot1);
-    const __m512 p = _mm512_mul_ps(dw, _mm512_set1_ps(xq.scale[row * xq.groups + g]));
-    a[r] = _mm512_fmadd_ps(p, _mm512_cvtepi32_ps(dot), a[r]);
-  }
-}
-
 template <int kRows>
 DSCALE_AVX512VNNI void TileVnni512(const QuantRows& xq, int64_t r0, int64_t g0, int64_t ng,
                                    const int8_t* packed, const float* ps, float* acc, bool first) {
@@ -649,70 +609,6 @@ DSCALE_AVX512VNNI void Int4Vnni512(const QuantRows& xq, const Int4Panel& p, floa
       dw = PanelScales512(scales, g, idx);
     }
     GroupVnni512<kRows, 8>(xq, 0, g, wv, dw, a);
-  }
-  DSCALE_UNROLL
-  for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
-}
-
-// ---- Panels (gemm_int8.h): a group of 16 outputs lies as its dot-product steps' vectors, read
-// with no transposes. int8: 8 vectors of step s, offset by 128 as stored. 4-bit (gemm_int4.h): 4
-// vectors, low nibbles step s and high ones step s + 4 — the vectors TransposeNibbles16 builds —
-// offset by 8. Scales one 32-byte load a group. The same terms in the same order as the rows
-// layout's kernels: every output has the bits of LinearInt8Dot on the same values.
-
-struct Int8PanelSteps {
-  static constexpr int64_t kBytes = kInt8PanelGroupBytes;
-  static constexpr int kOffset = 128;
-  [[gnu::always_inline]] DSCALE_AVX512VNNI static inline void Load(const uint8_t* pg,
-                                                                   __m512i wv[kSteps]) {
-    DSCALE_UNROLL
-    for (int s = 0; s < kSteps; ++s) wv[s] = _mm512_loadu_si512(pg + 64 * s);
-  }
-};
-
-struct Int4PanelSteps {
-  static constexpr int64_t kBytes = kInt4PanelGroupBytes;
-  static constexpr int kOffset = 8;
-  [[gnu::always_inline]] DSCALE_AVX512VNNI static inline void Load(const uint8_t* pg,
-                                                                   __m512i wv[kSteps]) {
-    const __m512i low = _mm512_set1_epi8(0x0f);
-    DSCALE_UNROLL
-    for (int s = 0; s < 4; ++s) {
-      const __m512i v = _mm512_loadu_si512(pg + 64 * s);
-      wv[s] = _mm512_and_si512(v, low);
-      wv[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-    }
-  }
-};
-
-// How far ahead of its loads a panel kernel prefetches its one stream, into L1: 2 KiB (the fused
-// 4-bit kernel's distance, with which the 4-bit layout's one-row prototype read its weights at
-// 0.9 of the read bandwidth; int8 panels read best from 2 to 4 KiB ahead on the Zen 4 EPYC).
-constexpr int64_t kPanelPrefetchBytes = 2048;
-
-// Rows [r0, r0 + kRows) against groups [g0, g0 + ng) of one panel (`panel` and `scales` at its
-// group 0): acc[kRows][16] from zero when `first`, else carried on from acc.
-template <int kRows, typename Steps>
-DSCALE_AVX512VNNI void PanelGroups512(const QuantRows& xq, int64_t r0, const uint8_t* panel,
-                                      const Int8Scale* scales, int64_t g0, int64_t ng, float* acc,
-                                      bool first) {
-  __m512 a[kRows];
-  DSCALE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    a[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * kLanes512);
-  }
-  for (int64_t g = g0; g < g0 + ng; ++g) {
-    const uint8_t* pg = panel + g * Steps::kBytes;
-    DSCALE_UNROLL
-    for (int64_t line = 0; line < Steps::kBytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(pg + kPanelPrefetchBytes + line), _MM_HINT_T0);
-    }
-    __m512i wv[kSteps];
-    Steps::Load(pg, wv);
-    const __m256i bits =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + g * kQuantPanelOutputs));
-    const __m512 dw = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-    GroupVnni512<kRows, Steps::kOffset>(xq, r0, g, wv, dw, a);
   }
   DSCALE_UNROLL
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(acc + r * kLanes512, a[r]);
@@ -956,77 +852,6 @@ int64_t LinearInt4Vnni512(const Int8ActivationRows& xq, int64_t rows, const uint
     }
   }
   return panels * kLanes512;
-}
-
-void Int4PanelGroups512(const Int8ActivationRows& xq, int64_t r0, int64_t rows,
-                        const uint8_t* panel, const Int8Scale* scales, int64_t g0, int64_t ng,
-                        float* acc, bool first) {
-  DSCALE_CHECK(rows >= 1 && rows <= kInt4Vnni512MaxRows && g0 >= 0 && g0 + ng <= xq.groups);
-  WithRows<kMaxTileRows512>(static_cast<int>(rows), [&]<int kRows>() {
-    PanelGroups512<kRows, Int4PanelSteps>(xq, r0, panel, scales, g0, ng, acc, first);
-  });
-}
-
-namespace {
-
-// Every row against panels [0, QuantPanels(first, out)) of `Steps`' format, each panel on one
-// thread: up to 16 rows in one pass over its groups; more in tiles over kPackGroups groups at a
-// time (their bytes stay in L1 while every tile runs), the lanes' sums carried between them.
-template <typename Steps>
-void RunPanels512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* panels,
-                  const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
-                  int64_t panel_bytes, float* y, int64_t ldy, bool accumulate) {
-  static_assert(kQuantPanelOutputs == kLanes512);
-  DSCALE_CHECK(rows >= 1 && xq.groups == Int8Groups(in) && first >= 0 &&
-               first < kQuantPanelOutputs);
-  CheckDotIsaSupported(Int8DotIsa::kAvx512Vnni);
-  const int64_t count = QuantPanels(first, out), groups = xq.groups;
-#pragma omp parallel for schedule(static) if (in * out >= kParallelMinWeights)
-  for (int64_t b = 0; b < count; ++b) {
-    thread_local std::vector<float> sums;
-    sums.resize(static_cast<size_t>(rows * kLanes512));
-    float* acc = sums.data();
-    const uint8_t* panel = panels + b * panel_bytes;
-    const Int8Scale* scales = panel_scales + b * QuantPanelScales(in);
-    const auto tile = [&](int64_t r0, int height, int64_t g0, int64_t ng) {
-      WithRows<kMaxTileRows512>(height, [&]<int kRows>() {
-        PanelGroups512<kRows, Steps>(xq, r0, panel, scales, g0, ng, acc + r0 * kLanes512, g0 == 0);
-      });
-    };
-    if (rows <= kMaxTileRows512) {
-      tile(0, static_cast<int>(rows), 0, groups);
-    } else {
-      for (int64_t g0 = 0; g0 < groups; g0 += kPackGroups) {
-        const int64_t ng = std::min(kPackGroups, groups - g0);
-        ForEachRowTile(rows, kMaxTileRows512,
-                       [&](int64_t r0, int height) { tile(r0, height, g0, ng); });
-      }
-    }
-    // Lane l is output b·16 + l − first; the first and last panels may hold others' lanes.
-    const int64_t o0 = b * kLanes512 - first;
-    const int l0 = static_cast<int>(std::max<int64_t>(0, -o0));
-    const int l1 = static_cast<int>(std::min<int64_t>(kLanes512, out - o0));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int l = l0; l < l1; ++l) Put(y + r * ldy + o0 + l, acc[r * kLanes512 + l], accumulate);
-    }
-  }
-}
-
-}  // namespace
-
-void LinearInt4Panels512(const Int8ActivationRows& xq, int64_t rows, const uint8_t* panels,
-                         const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
-                         float* y, int64_t ldy, bool accumulate) {
-  DSCALE_CHECK(rows <= kInt4Vnni512MaxRows);
-  RunPanels512<Int4PanelSteps>(xq, rows, panels, panel_scales, first, in, out, Int4PanelBytes(in),
-                               y, ldy, accumulate);
-}
-
-void LinearInt8Panels512(const Int8ActivationRows& xq, int64_t rows, const int8_t* panels,
-                         const Int8Scale* panel_scales, int64_t first, int64_t in, int64_t out,
-                         float* y, int64_t ldy, bool accumulate) {
-  RunPanels512<Int8PanelSteps>(xq, rows, reinterpret_cast<const uint8_t*>(panels), panel_scales,
-                               first, in, out, Int8PanelBytes(in), y, ldy, accumulate);
 }
 
 Int8DotIsa Int8DotIsaFor(int64_t rows, int64_t in) {

@@ -77,10 +77,6 @@ void PackInt8Panels(const int8_t* w, const Int8Scale* scales, int64_t rows, int6
   }
 }
 
-void Int8RowOf(const Int8Matrix& w, int64_t in, int64_t o, int8_t* row, Int8Scale* scales) {
-  Int8OutputsOf(w, in, o, 1, row, scales);
-}
-
 void Int8OutputsOf(const Int8Matrix& w, int64_t in, int64_t o0, int64_t n, int8_t* dst,
                    Int8Scale* dst_scales) {
   DSCALE_CHECK(o0 >= 0 && n >= 0 && in >= 0);

@@ -4,8 +4,9 @@
 // (prefill) are cut into blocks that each pass over the weights once, their activations still in
 // cache (the tiles apply each weight to every row of a tile; a tile's rows re-read the block's
 // activations per output group). Blocking never changes a result: each row is computed the same
-// way in any block. And WithRows: a tile's row count as a template argument (the int8 and 4-bit
-// tiles, gemm_int8_dot.cc and gemm_int4_amx.cc).
+// way in any block. And ForEachRowTile and WithRows: a call's rows in tiles, and a tile's row
+// count as a template argument (the int8 and 4-bit tiles: gemm_int8_dot.cc, gemm_panels512.cc,
+// gemm_int4_amx.cc).
 
 #include <algorithm>
 #include <cstdint>
@@ -30,6 +31,18 @@ void ForRowBlocks(int64_t rows, const Block& block) {
   const int64_t per_block = (rows + blocks - 1) / blocks;
   const int64_t limit = (per_block + kRowBlockQuantum - 1) / kRowBlockQuantum * kRowBlockQuantum;
   for (int64_t r0 = 0; r0 < rows; r0 += limit) block(r0, std::min(limit, rows - r0));
+}
+
+// Rows [0, rows) in the fewest tiles of at most `max_height`, heights differing by at most one:
+// tile(first row, height).
+template <typename Tile>
+inline void ForEachRowTile(int64_t rows, int max_height, Tile tile) {
+  const int64_t tiles = (rows + max_height - 1) / max_height;
+  for (int64_t t = 0, r = 0; t < tiles; ++t) {
+    const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
+    tile(r, static_cast<int>(height));
+    r += height;
+  }
 }
 
 // A tile's row count 1 … kMax as a template argument, so that the tile's loops over its rows
