@@ -98,8 +98,9 @@ Result<ModeSetup> SetUp(const InProcessModels& models, const BenchMode& mode) {
                   .sps_table = models.sps_table,
                   .confidence_calibration = drafting.confidence_calibration};
   if (!mode.verify_budget.empty()) {
-    DSCALE_ASSIGN_OR_RETURN(setup.inputs.verify_budget,
-                            budget::VerifyBudget::Parse(mode.verify_budget));
+    Result<budget::VerifyBudget> parsed = budget::VerifyBudget::Parse(mode.verify_budget);
+    if (!parsed.ok()) return parsed.status().WithContext("--verify-budget");
+    setup.inputs.verify_budget = *parsed;
   }
   return setup;
 }

@@ -101,7 +101,7 @@ Result<std::vector<BenchMode>> ParseModes(const std::string& list, TileRouting t
       budget = item.substr(7);
       spec = "dscale";
       Result<budget::VerifyBudget> parsed = budget::VerifyBudget::Parse(budget);
-      if (!parsed.ok()) return parsed.status().WithContext("--modes " + item);
+      if (!parsed.ok()) return parsed.status().WithContext("--modes " + item + ", --verify-budget");
       budget = parsed->Name();
       automatic = parsed->automatic;
     }

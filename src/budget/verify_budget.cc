@@ -12,9 +12,8 @@ Result<VerifyBudget> VerifyBudget::Parse(std::string_view text) {
   double value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || !(value > 0.0 && value <= 1.0)) {
-    return InvalidArgument(
-        "--verify-budget: expected auto, auto-rows or a fraction of W·N in (0, 1], got \"" +
-        std::string(text) + "\"");
+    return InvalidArgument("expected auto, auto-rows or a fraction of W·N in (0, 1], got \"" +
+                           std::string(text) + "\"");
   }
   return VerifyBudget{.fraction = value};
 }

@@ -19,11 +19,16 @@ TEST(VerifyBudgetTest, ParsesAutoAndFractions) {
   EXPECT_DOUBLE_EQ(VerifyBudget::Parse("1")->fraction, 1.0);
 }
 
-TEST(VerifyBudgetTest, RejectsOtherValuesNamingTheFlag) {
+// The message says what the value may be and what it was; the flag (or --modes entry) it came
+// from is named by the caller (ModelCommandsTest.BadInputExitsWithAClearMessage, Modes tests).
+TEST(VerifyBudgetTest, RejectsOtherValuesSayingWhatItTakes) {
   for (const char* bad : {"0", "-0.5", "1.5", "half", "", "0.5x", "nan", "AUTO", "auto-experts"}) {
     const Result<VerifyBudget> r = VerifyBudget::Parse(bad);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("--verify-budget"), std::string::npos) << bad;
+    EXPECT_EQ(r.status().message(), std::string("expected auto, auto-rows or a fraction of W·N in "
+                                                "(0, 1], got \"") +
+                                        bad + "\"")
+        << bad;
   }
 }
 

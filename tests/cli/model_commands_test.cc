@@ -591,6 +591,14 @@ TEST_F(ModelCommandsTest, BadInputExitsWithAClearMessage) {
   EXPECT_NE(r.out.find("--spec"), std::string::npos) << r.out;
   r = RunDscale("generate --target " + Target() + " --spec dflash --ids 1");
   EXPECT_NE(r.out.find("needs --drafter"), std::string::npos) << r.out;
+  // A flag's value refused once, under the flag's name (not "--verify-budget: --verify-budget:").
+  r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --verify-budget 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--verify-budget: expected auto, auto-rows or a fraction of W·N in (0, 1], "
+                       "got \"2\""),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("--verify-budget: --verify-budget"), std::string::npos) << r.out;
   // A KV cache larger than the machine's memory is refused at start-up, with the sizes: 3 layers
   // × 2 KV heads × 16 × K and V × 2 bytes (BF16, the default) or 4 (f32) a position.
   r = RunDscale("generate --target " + Target() + " --spec none --ids 1 --kv-tokens 17179869184");
