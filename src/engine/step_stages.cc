@@ -183,6 +183,7 @@ Status Engine::Draft() {
   if (step_.drafted_count == 0) return Status::Ok();
   std::vector<DraftRequest> requests;
   requests.reserve(static_cast<size_t>(step_.drafted_count));
+  const int32_t read = planner_.CandidatesRead(block_ - 1);
   for (size_t i = 0; i < step_.requests.size(); ++i) {
     if (!step_.drafted[i]) continue;
     const RequestState& r = *step_.requests[i];
@@ -190,7 +191,8 @@ Status Engine::Draft() {
                         .ctx_len = r.committed,
                         .anchor = r.anchor(),
                         .committed = std::span(r.tokens).first(r.committed),
-                        .sampling = DrawsDrafts(r) ? &r.params.sampling : nullptr});
+                        .sampling = DrawsDrafts(r) ? &r.params.sampling : nullptr,
+                        .candidates = read});
   }
   return backend_.Draft(requests, cache_, TileRowsFor(block_, config_.tile_routing), &step_.drafts);
 }

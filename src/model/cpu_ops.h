@@ -267,10 +267,12 @@ struct CpuOps {
       std::memcpy(out + i * dim, x + rows[i] * dim, static_cast<size_t>(dim) * sizeof(float));
     }
   }
-  // out = rows first .. block−1 of each of `blocks` blocks of x, back to back.
+  // out = rows first .. first + count − 1 of each of `blocks` blocks of `block` rows of x, back
+  // to back.
   static void GatherBlockTails(const float* x, int32_t blocks, int32_t block, int32_t first,
-                               int64_t dim, float* out) {
-    const int64_t tail = (block - first) * dim;
+                               int32_t count, int64_t dim, float* out) {
+    DSCALE_CHECK(first + count <= block);
+    const int64_t tail = int64_t{count} * dim;
     for (int32_t i = 0; i < blocks; ++i) {
       std::memcpy(out + i * tail, x + (int64_t{i} * block + first) * dim,
                   static_cast<size_t>(tail) * sizeof(float));

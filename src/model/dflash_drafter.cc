@@ -248,7 +248,10 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   StageDraftBlocks(requests, cache, static_cast<int32_t>(config_.mask_token_id), block.input_rows,
                    vocab, blocks_);
   blocks_.tile_rows = tile_rows;
-  const int32_t candidates = block.candidates();
+  const bool sequential = head_.has_value() || dspark_head_.has_value();
+  // A head walks and corrects whole blocks; the plain drafter scores what the requests read.
+  const int32_t candidates =
+      sequential ? block.candidates() : CandidatesAsked(requests, block.candidates());
   const auto n = static_cast<int64_t>(requests.size()) * candidates;
   out->candidates = candidates;
   out->hidden.resize(n * dims_.hidden);
@@ -257,14 +260,14 @@ Status DFlashDrafter::Draft(std::span<const DraftRequest> requests, const PagedK
   out->tokens.resize(n);
   const bool confident = dspark_head_.has_value() && dspark_head_->config().confidence_head;
   out->confidence.resize(confident ? n : 0);
-  const bool sequential = head_.has_value() || dspark_head_.has_value();
   const DecoderWeights& target = target_->weights();
   CpuOps ops{.activations = target_->activations()};
   RunDFlashDraft(ops, weights_, target.embed, lm_head(), vocab, draft_vocab, dims_, block,
                  ViewOf(blocks_), layout(), *store_, scratch_,
                  {.tokens = sequential ? nullptr : out->tokens.data(),
                   .logits = out->logits.data(),
-                  .hidden = out->hidden.data()});
+                  .hidden = out->hidden.data(),
+                  .candidates = candidates});
   out->column_ids = draft_vocab_.has_value() ? std::span<const int32_t>(draft_vocab_->token_ids)
                                              : std::span<const int32_t>();
   choices_.clear();

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/check.h"
 #include "io/dflash_config.h"
 #include "model/batch_view.h"
 #include "model/decoder_layer.h"
@@ -29,12 +30,16 @@ struct DraftLayout {
   float embedding_scale = 1.0f;
 };
 
-// Where a draft writes, in the backend's memory, for n blocks of C = DraftBlock::candidates()
-// candidates each (DraftOutput's layout, model/drafter.h).
+// Where a draft writes, in the backend's memory, for n blocks of C candidates each (DraftOutput's
+// layout, model/drafter.h).
 struct DraftOutputs {
   int32_t* tokens = nullptr;  // [n · C] greedy candidates (draft-vocab columns); null: none
   float* logits = nullptr;    // [n · C, draft_vocab] draft logits
   float* hidden = nullptr;    // [n · C, hidden] after the final norm (the LM head's input)
+  // C: each block's first `candidates` (1 … DraftBlock::candidates()) are scored, the LM head's
+  // rows; 0: all of them. The block's other rows still run through the layers (its attention is
+  // bidirectional), so a scored candidate has the bits it has in a whole block's scoring.
+  int32_t candidates = 0;
 };
 
 // Projects the context rows' `features` [rows.rows, feature_width] into `kv` at rows.kv_slots,
@@ -94,8 +99,11 @@ void RunDFlashDraft(Ops& ops, const auto& w, const auto& embed, const auto& lm_h
     }
     RunDecoderLayer(ops, w.layers[static_cast<size_t>(layer)], d, view, layer, kv, s, x);
   }
-  const int32_t candidates = n * block.candidates();
-  ops.GatherBlockTails(x, n, block.input_rows, block.first_prediction_row, h, out.hidden);
+  const int32_t per_block = out.candidates > 0 ? out.candidates : block.candidates();
+  DSCALE_CHECK(per_block <= block.candidates());
+  const int32_t candidates = n * per_block;
+  ops.GatherBlockTails(x, n, block.input_rows, block.first_prediction_row, per_block, h,
+                       out.hidden);
   ops.RmsNorm(out.hidden, w.final_norm.data(), out.hidden, candidates, h, d.eps);
   ops.Gemm(out.hidden, h, lm_head, out.logits, draft_vocab, candidates, /*accumulate=*/false);
   if (out.tokens != nullptr) ops.Argmax(out.logits, candidates, draft_vocab, out.tokens);

@@ -1,5 +1,7 @@
 #include "model/drafter.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace dscale {
@@ -19,6 +21,16 @@ void StageDraftBlocks(std::span<const DraftRequest> requests, const PagedKvCache
                     /*logits=*/false);
     }
   }
+}
+
+int32_t CandidatesAsked(std::span<const DraftRequest> requests, int32_t block_candidates) {
+  if (requests.empty()) return block_candidates;
+  int32_t asked = 1;
+  for (const DraftRequest& r : requests) {
+    if (r.candidates <= 0 || r.candidates >= block_candidates) return block_candidates;
+    asked = std::max(asked, r.candidates);
+  }
+  return asked;
 }
 
 }  // namespace dscale

@@ -24,13 +24,18 @@ struct DraftRequest {
   // from softmax(its draft logits / temperature) with the draft stream's uniform at position
   // ctx_len + 1 + k (model/draft_choice.h). Null: the argmax. Outlives the call.
   const SamplingParams* sampling = nullptr;
+  // How many of the block's candidates the step can read, from the first (a policy that verifies
+  // at most K rows reads K − 1: LengthStrategy::CandidatesRead); 0: all W − 1. A drafter may
+  // score more (the most any request of the call asks, or all), never fewer.
+  int32_t candidates = 0;
 };
 
-// A drafting step's candidates: W − 1 per request for a block of W rows (anchor + candidates).
-// However many rows the drafter's own pass stages (a DSpark pass stages W − 1), candidate k
-// proposes the token at ctx_len + 1 + k.
+// A drafting step's candidates: W − 1 per request for a block of W rows (anchor + candidates),
+// or the first of them the requests asked for (DraftRequest::candidates). However many rows the
+// drafter's own pass stages (a DSpark pass stages W − 1), candidate k proposes the token at
+// ctx_len + 1 + k.
 struct DraftOutput {
-  int32_t candidates = 0;       // per request: block_size − 1
+  int32_t candidates = 0;       // per request: block_size − 1, or fewer where all asked fewer
   std::vector<int32_t> tokens;  // [requests, candidates]
   std::vector<float> logits;    // [requests · candidates, vocab] draft logits (the distribution
                                 // the candidates were drawn from: a head's corrected ones)
@@ -86,5 +91,9 @@ class Drafter {
 // the drafter's pass stages (DraftBlock::input_rows, io/dflash_config.h), at most W.
 void StageDraftBlocks(std::span<const DraftRequest> requests, const PagedKvCache& cache,
                       int32_t mask_token, int32_t block, int64_t vocab, StepBatch& blocks);
+
+// The candidates a call scores: the most any of `requests` asks for (DraftRequest::candidates),
+// all `block_candidates` when one asks for all (or asks more).
+int32_t CandidatesAsked(std::span<const DraftRequest> requests, int32_t block_candidates);
 
 }  // namespace dscale

@@ -65,6 +65,10 @@ class LengthStrategy {
                              std::span<const int32_t> /*prompt_chunks*/) {
     return fed;
   }
+  // Before drafting: how many of a block's `candidates` (W − 1) the policy can read, from the
+  // first; the drafter scores only those (DraftRequest::candidates). All of them for a policy
+  // whose k, or whose features, depend on every candidate's draft logits.
+  virtual int32_t CandidatesRead(int32_t candidates) const { return candidates; }
   // After the step: its timings and the tokens the drafted requests committed.
   virtual void Record(const budget::StepSample& /*sample*/, int64_t /*drafted_committed*/) {}
   // True once after the policy turned to plain decoding: running requests stop being fed.

@@ -56,6 +56,8 @@ class VerifyPlanner {
   // Whether the fed requests draft only at probes (auto decoding plainly): their committed rows
   // may wait on the host and join the draft context right before they next draft.
   bool HoldsDraftContexts() const { return strategy_->HoldsDraftContexts(); }
+  // How many of a block's `candidates` the policy reads (LengthStrategy::CandidatesRead).
+  int32_t CandidatesRead(int32_t candidates) const { return strategy_->CandidatesRead(candidates); }
   // auto's state, for /metrics and reports; nullopt for the other policies.
   std::optional<budget::AutoBudgetSnapshot> AutoSnapshot() const {
     return strategy_->AutoSnapshot();

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "backend/cpu_backend.h"
 #include "engine/kv_budget.h"
 #include "engine_test_util.h"
 #include "model/greedy_decode.h"
@@ -637,6 +638,47 @@ TEST_F(DScaleEngineTest, NeedsAPredictorAndSixteenRowBlocks) {
       target_, &short_block,
       {.policy = LengthPolicy::Parse("dscale").value(), .inputs = {.predictor = &predictor_}});
   EXPECT_NE(short_blocks.status().message().find("block size 16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dscale
+
+namespace dscale {
+namespace {
+
+// fixed:K reads K − 1 candidates of each block, so the drafter is asked for those and scores
+// only them; a policy that reads the whole block asks for all. Plain greedy decoding's tokens
+// either way.
+TEST(EngineDraftingTest, FixedRowsAskTheDrafterForTheCandidatesTheyVerify) {
+  const DecoderConfig c = testing::EngineTestTargetConfig();
+  DecoderModel target(c, RandomDecoderWeights(c, 5, DType::kBF16));
+  std::unique_ptr<DFlashDrafter> drafter = testing::RandomDrafter(target, 6);
+  const int32_t candidates = drafter->block_size() - 1;
+  CpuBackend cpu(target, drafter.get());
+  struct Asking final : testing::DelegatingBackend {
+    using DelegatingBackend::DelegatingBackend;
+    Status Draft(std::span<const DraftRequest> requests, const PagedKvCache& cache, int tile_rows,
+                 DraftOutput* out) override {
+      for (const DraftRequest& r : requests) asked.insert(r.candidates);
+      const Status drafted = DelegatingBackend::Draft(requests, cache, tile_rows, out);
+      scored.insert(out->candidates);
+      return drafted;
+    }
+    std::set<int32_t> asked, scored;
+  };
+  const auto prompts = testing::RandomPrompts(6, c.vocab_size, 41, /*max_length=*/30);
+  const GenerationParams params{.max_tokens = 12};
+  const testing::EngineRun plain = testing::RunPrompts(
+      target, nullptr, {.policy = LengthPolicy::Parse("none").value(), .max_running = 3}, prompts,
+      params);
+  for (const auto& [spec, read] : {std::pair{"fixed:4", 3}, {"dflash", candidates}}) {
+    Asking asking(cpu);
+    const testing::EngineRun run = testing::RunPrompts(
+        asking, {.policy = LengthPolicy::Parse(spec).value(), .max_running = 3}, prompts, params);
+    EXPECT_EQ(asking.asked, std::set<int32_t>{read}) << spec;
+    EXPECT_EQ(asking.scored, std::set<int32_t>{read}) << spec;
+    EXPECT_EQ(testing::FirstDifference(run.outputs, plain.outputs), "") << spec;
+  }
 }
 
 }  // namespace

@@ -86,6 +86,55 @@ TEST_F(DFlashDrafterTest, DraftShapes) {
   }
 }
 
+// A call whose requests read fewer candidates (DraftRequest::candidates, a fixed:K policy's K −
+// 1) scores the most any of them asks, and those candidates are the whole block's, bit for bit:
+// the rest of the block still runs through the layers; only its LM head rows are left out.
+TEST_F(DFlashDrafterTest, CandidatesAskedForAreTheWholeBlocksFirstOnes) {
+  PagedKvCache cache(target_.KvShape(5, 16).WithDtype(KvDtype::kF32));
+  drafter_->Bind(cache);
+  std::vector<DraftRequest> requests;
+  for (uint32_t seed : {11u, 12u}) {
+    const std::vector<int32_t> tokens = RandomTokens(10, 129, seed);
+    const int32_t seq = cache.AddSequence();
+    ASSERT_TRUE(cache.Reserve(seq, 10 + kBlock).ok());
+    PrefillRange(cache, seq, tokens, 0, 10);
+    requests.push_back({.seq = seq, .ctx_len = 10, .anchor = static_cast<int32_t>(seed)});
+  }
+  const auto draft = [&](int32_t first_asks, int32_t second_asks) {
+    requests[0].candidates = first_asks;
+    requests[1].candidates = second_asks;
+    DraftOutput out;
+    EXPECT_TRUE(drafter_->Draft(requests, cache, 16, &out).ok());
+    return out;
+  };
+  const DraftOutput whole = draft(0, 0);
+  ASSERT_EQ(whole.candidates, kBlock - 1);
+  const int64_t vocab = drafter_->draft_vocab_size();
+  const auto hidden = static_cast<int64_t>(whole.hidden.size()) / (2 * whole.candidates);
+  for (const auto& [asks, scored] :
+       {std::pair{std::pair{3, 5}, 5}, {{1, 1}, 1}, {{3, 0}, 15}, {{2, 40}, 15}}) {
+    const DraftOutput part = draft(asks.first, asks.second);
+    ASSERT_EQ(part.candidates, scored) << asks.first << ", " << asks.second;
+    ASSERT_EQ(part.tokens.size(), 2u * scored);
+    ASSERT_EQ(part.logits.size(), 2u * scored * vocab);
+    ASSERT_EQ(part.hidden.size(), 2u * scored * hidden);
+    for (int64_t q = 0; q < 2; ++q) {
+      for (int64_t j = 0; j < scored; ++j) {
+        const int64_t at = q * scored + j, in_whole = q * whole.candidates + j;
+        EXPECT_EQ(part.tokens[at], whole.tokens[in_whole]) << q << ", " << j;
+        EXPECT_TRUE(std::equal(part.logits.begin() + at * vocab,
+                               part.logits.begin() + (at + 1) * vocab,
+                               whole.logits.begin() + in_whole * vocab))
+            << "logits of request " << q << ", candidate " << j;
+        EXPECT_TRUE(std::equal(part.hidden.begin() + at * hidden,
+                               part.hidden.begin() + (at + 1) * hidden,
+                               whole.hidden.begin() + in_whole * hidden))
+            << "hidden row of request " << q << ", candidate " << j;
+      }
+    }
+  }
+}
+
 // The draft logits are lm_head() applied to DraftOutput::hidden and nothing more: what the DVL
 // features rely on when they fold their logit projection through the head
 // (dvl::FoldLogitProjection). Each logit within a float dot product's bound of the exact one.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 #include "plan/auto_budget_strategy.h"
 #include "plan/dscale_strategy.h"
@@ -38,6 +39,18 @@ TEST(MakeLengthStrategyTest, OneStrategyPerPolicy) {
   EXPECT_NE(dynamic_cast<DScaleStrategy*>(made("dscale", false).get()), nullptr);
   EXPECT_NE(dynamic_cast<AutoBudgetStrategy*>(made("dscale", true).get()), nullptr);
   EXPECT_NE(dynamic_cast<DSparkStrategy*>(made("dspark", false).get()), nullptr);
+  // The candidates each reads of a block of 16 (the drafter scores only those): fixed:K its K − 1,
+  // every policy whose k or features come from the drafts all 15.
+  for (const auto& [spec, automatic, read] : {std::tuple{"fixed:4", false, 3},
+                                              {"fixed:2", false, 1},
+                                              {"fixed:16", false, 15},
+                                              {"none", false, 15},
+                                              {"dflash", false, 15},
+                                              {"dscale", false, 15},
+                                              {"dscale", true, 15},
+                                              {"dspark", false, 15}}) {
+    EXPECT_EQ(made(spec, automatic)->CandidatesRead(15), read) << spec;
+  }
 }
 
 TEST(MakeLengthStrategyTest, RefusesMissingInputs) {

@@ -102,9 +102,10 @@ void CudaOps::CaptureRows(const float* x, int32_t rows, int64_t dim, int32_t slo
 }
 
 void CudaOps::GatherBlockTails(const float* x, int32_t blocks, int32_t block, int32_t first,
-                               int64_t dim, float* out) const {
+                               int32_t count, int64_t dim, float* out) const {
+  DSCALE_CHECK(first + count <= block);
   const size_t row_bytes = Count(dim) * sizeof(float);
-  const size_t piece = row_bytes * Count(block - first);
+  const size_t piece = row_bytes * Count(count);
   DSCALE_CUDA_CHECK(cudaMemcpy2DAsync(out, piece, x + first * dim, row_bytes * Count(block), piece,
                                       Count(blocks), cudaMemcpyDeviceToDevice, stream_));
 }

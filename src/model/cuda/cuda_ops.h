@@ -129,9 +129,10 @@ class CudaOps {
                   float* out) const {
     EmbeddingGather(x, x_rows, dim, rows, n, out, stream_);  // a gather of rows, as embedding's
   }
-  // out = rows first .. block−1 of each of `blocks` blocks of x, back to back: one strided copy.
-  void GatherBlockTails(const float* x, int32_t blocks, int32_t block, int32_t first, int64_t dim,
-                        float* out) const;
+  // out = rows first .. first + count − 1 of each of `blocks` blocks of `block` rows of x, back
+  // to back: one strided copy.
+  void GatherBlockTails(const float* x, int32_t blocks, int32_t block, int32_t first, int32_t count,
+                        int64_t dim, float* out) const;
   void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) const {
     ArgmaxRows(x, rows, n, out, stream_);
   }
