@@ -70,6 +70,18 @@ class DFlashDrafterTest : public ::testing::Test {
     return DraftAt(cache, seq, 10, 7);
   }
 
+  // A random BF16 drafter of the test config for this target (hidden 72, seed 4), written to a
+  // directory of the temporary folder named after `name` and this process; the test removes it.
+  std::string WriteTestDrafter(const std::string& name) {
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid())))
+            .string();
+    EXPECT_TRUE(WriteRandomDFlashCheckpoint(dir, testing::TestDrafterConfig(target_.config()), 72,
+                                            4, DType::kBF16)
+                    .ok());
+    return dir;
+  }
+
   DecoderModel target_;
   std::unique_ptr<DFlashDrafter> drafter_;
 };
@@ -287,11 +299,8 @@ TEST_F(DFlashDrafterTest, DraftsEqualTheFloat64ReferenceInEveryLayerLayout) {
 }
 
 TEST_F(DFlashDrafterTest, LoadsWhatMakeTinyWritesAndValidatesAgainstTheTarget) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("dscale_drafter_test_" + std::to_string(::getpid())))
-                              .string();
+  const std::string dir = WriteTestDrafter("dscale_drafter_test");
   const DFlashConfig config = testing::TestDrafterConfig(target_.config());
-  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, config, 72, 4, DType::kBF16).ok());
   Result<DFlashDrafter> loaded = DFlashDrafter::Load(dir, target_);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->feature_width(), 2 * 72);
@@ -321,11 +330,7 @@ TEST_F(DFlashDrafterTest, LoadsWhatMakeTinyWritesAndValidatesAgainstTheTarget) {
 // (its fc and a draft vocabulary's LM head rows to int8 in either mode); the drafts stay close to
 // those of the weights as stored.
 TEST_F(DFlashDrafterTest, QuantisedDrafterWeightsDraftCloseToTheStoredOnes) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("dscale_drafter_weights_test_" + std::to_string(::getpid())))
-                              .string();
-  const DFlashConfig config = testing::TestDrafterConfig(target_.config());
-  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, config, 72, 4, DType::kBF16).ok());
+  const std::string dir = WriteTestDrafter("dscale_drafter_weights_test");
   DraftVocab subset{.target_vocab_size = target_.config().vocab_size};
   for (int32_t id = 0; id < subset.target_vocab_size; id += 2) subset.token_ids.push_back(id);
   ASSERT_TRUE(SaveDraftVocab(dir + "/" + kDraftVocabFileName, subset).ok());
@@ -392,11 +397,7 @@ TEST_F(DFlashDrafterTest, QuantisedDrafterWeightsDraftCloseToTheStoredOnes) {
 // Over the whole vocabulary a quantised drafter scores with an int8 copy of the target's LM head
 // (here f32) where UsesInt8DraftHead, else with the target's; the target keeps its own.
 TEST_F(DFlashDrafterTest, QuantisedDrafterScoresTheWholeVocabularyWithAnInt8Head) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("dscale_drafter_int8_head_test_" + std::to_string(::getpid())))
-                              .string();
-  const DFlashConfig config = testing::TestDrafterConfig(target_.config());
-  ASSERT_TRUE(WriteRandomDFlashCheckpoint(dir, config, 72, 4, DType::kBF16).ok());
+  const std::string dir = WriteTestDrafter("dscale_drafter_int8_head_test");
   target_.set_activations({.int8 = cpu::Int8Activations::kInt8});  // `--int8-activations`' default
   Result<DFlashDrafter> loaded = DFlashDrafter::Load(dir, target_, DrafterHead::kNone,
                                                      DraftVocabChoice::kFull, WeightsMode::kInt8);
